@@ -30,7 +30,11 @@ const CRC16_TABLE: [u16; 256] = {
         let mut crc = i as u16;
         let mut bit = 0;
         while bit < 8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xa001 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xa001
+            } else {
+                crc >> 1
+            };
             bit += 1;
         }
         table[i] = crc;

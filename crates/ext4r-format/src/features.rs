@@ -230,7 +230,10 @@ impl Features {
         if let Some(&(w, m, _)) = NAMES.iter().find(|(_, _, n)| n.eq_ignore_ascii_case(name)) {
             return Some((w, m));
         }
-        let rest = name.get(..8)?.eq_ignore_ascii_case("FEATURE_").then(|| &name[8..])?;
+        let rest = name
+            .get(..8)?
+            .eq_ignore_ascii_case("FEATURE_")
+            .then(|| &name[8..])?;
         let mut chars = rest.chars();
         let word = match chars.next()?.to_ascii_uppercase() {
             'C' => Word::Compat,
@@ -312,7 +315,8 @@ mod tests {
     #[test]
     fn edit_sets_and_clears() {
         let mut f = Features::default();
-        f.edit("has_journal,extents ^has_journal,64bit,uninit_groups").unwrap();
+        f.edit("has_journal,extents ^has_journal,64bit,uninit_groups")
+            .unwrap();
         assert!(!f.compat.contains(Compat::HAS_JOURNAL));
         assert!(f.incompat.contains(Incompat::EXTENTS | Incompat::BIT64));
         assert!(f.ro_compat.contains(RoCompat::GDT_CSUM));
@@ -321,7 +325,10 @@ mod tests {
 
     #[test]
     fn generic_names_round_trip() {
-        assert_eq!(Features::lookup("FEATURE_C13"), Some((Word::Compat, 1 << 13)));
+        assert_eq!(
+            Features::lookup("FEATURE_C13"),
+            Some((Word::Compat, 1 << 13))
+        );
         assert_eq!(Features::name(Word::Compat, 1 << 13), "FEATURE_C13");
         assert_eq!(Features::lookup("FEATURE_X1"), None);
         assert_eq!(Features::lookup("FEATURE_C99"), None);

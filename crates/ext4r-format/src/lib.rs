@@ -15,6 +15,7 @@
 pub mod checksum;
 pub mod error;
 pub mod features;
+pub mod superblock;
 pub mod types;
 
 pub use error::FormatError;
