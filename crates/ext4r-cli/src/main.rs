@@ -1,1 +1,47 @@
-fn main() {}
+//! `ext4r`: one binary, several tools. Invoked as `mkfs.ext4r` (or
+//! `ext4r mkfs`) it makes a filesystem; the name it is called by picks the
+//! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
+
+mod mkfs;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// The tools this binary provides: (subcommand, link name).
+const TOOLS: &[(&str, &str)] = &[("mkfs", "mkfs.ext4r")];
+
+fn main() -> ExitCode {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let argv0 = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tool = if let Some((sub, _)) = TOOLS.iter().find(|(_, link)| *link == argv0) {
+        sub.to_string()
+    } else {
+        match args.get(1).map(|a| a.to_string_lossy().into_owned()) {
+            Some(sub) if TOOLS.iter().any(|(s, _)| *s == sub) => {
+                let prog = args.remove(0);
+                args[0] = OsString::from(format!("{} {sub}", prog.to_string_lossy()));
+                sub
+            }
+            Some(h) if h == "-V" || h == "--version" => {
+                println!("ext4r {}", env!("CARGO_PKG_VERSION"));
+                return ExitCode::SUCCESS;
+            }
+            _ => {
+                eprintln!(
+                    "usage: ext4r <tool> [options]\n\ntools:\n  mkfs   make an ext2/ext3/ext4 \
+                     filesystem (also installed as mkfs.ext4r)\n\nRun `ext4r <tool> -h` for a \
+                     tool's options."
+                );
+                return ExitCode::from(16);
+            }
+        }
+    };
+    match tool.as_str() {
+        "mkfs" => mkfs::main(args),
+        _ => ExitCode::from(16),
+    }
+}

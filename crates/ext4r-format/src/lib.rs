@@ -15,6 +15,8 @@
 pub mod checksum;
 pub mod error;
 pub mod features;
+pub mod geometry;
+pub mod group_desc;
 pub mod superblock;
 pub mod types;
 

@@ -1,0 +1,435 @@
+//! mkfs.ext4r: mke2fs's command line over `ext4r::mkfs`.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use ext4r::device::{BlockDevice, FileDevice, OpenMode};
+use ext4r::mkfs::{self, Extended, MkfsOptions, Summary};
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Make an ext2/ext3/ext4 filesystem (options as mke2fs(8)).
+#[derive(Parser, Debug)]
+#[command(name = "mkfs.ext4r", version, disable_version_flag = true)]
+struct Args {
+    /// Filesystem type: ext2, ext3 or ext4 (default ext4).
+    #[arg(short = 't')]
+    fs_type: Option<String>,
+    /// Usage types (small, floppy, big, huge, news, largefile, largefile4, hurd).
+    #[arg(short = 'T')]
+    usage_types: Option<String>,
+    /// Block size in bytes (1024, 2048, 4096, ...).
+    #[arg(short = 'b')]
+    block_size: Option<String>,
+    /// Cluster size in bytes (bigalloc).
+    #[arg(short = 'C')]
+    cluster_size: Option<String>,
+    /// Bytes per inode.
+    #[arg(short = 'i')]
+    inode_ratio: Option<String>,
+    /// Inode size in bytes.
+    #[arg(short = 'I')]
+    inode_size: Option<u16>,
+    /// Number of inodes.
+    #[arg(short = 'N')]
+    num_inodes: Option<u64>,
+    /// Reserved blocks percentage.
+    #[arg(short = 'm')]
+    reserved_ratio: Option<f64>,
+    /// Blocks per group.
+    #[arg(short = 'g')]
+    blocks_per_group: Option<u32>,
+    /// Groups per flex group.
+    #[arg(short = 'G')]
+    flex_bg_size: Option<u32>,
+    /// Volume label.
+    #[arg(short = 'L')]
+    label: Option<String>,
+    /// Last mounted directory.
+    #[arg(short = 'M')]
+    last_mounted: Option<String>,
+    /// UUID: a UUID, clear, random or time.
+    #[arg(short = 'U')]
+    uuid: Option<String>,
+    /// Features to set or (with ^) clear, comma-separated.
+    #[arg(short = 'O')]
+    features: Vec<String>,
+    /// Extended options, comma-separated.
+    #[arg(short = 'E')]
+    extended: Vec<String>,
+    /// Journal options (size=MiB).
+    #[arg(short = 'J')]
+    journal: Option<String>,
+    /// Create a journal (ext3).
+    #[arg(short = 'j')]
+    journal_default: bool,
+    /// Error behaviour: continue, remount-ro, panic.
+    #[arg(short = 'e')]
+    errors: Option<String>,
+    /// Creator OS.
+    #[arg(short = 'o')]
+    creator_os: Option<String>,
+    /// Revision (0 or 1).
+    #[arg(short = 'r')]
+    revision: Option<u32>,
+    /// Force: do not ask; twice to skip the mount check too.
+    #[arg(short = 'F', action = clap::ArgAction::Count)]
+    force: u8,
+    /// Quiet.
+    #[arg(short = 'q')]
+    quiet: bool,
+    /// Dry run: print what would be made, write nothing.
+    #[arg(short = 'n')]
+    dry_run: bool,
+    /// Verbose.
+    #[arg(short = 'v')]
+    verbose: bool,
+    /// Print the version and exit.
+    #[arg(short = 'V')]
+    version: bool,
+    /// Check for bad blocks (not supported).
+    #[arg(short = 'c', action = clap::ArgAction::Count, hide = true)]
+    badblocks: u8,
+    /// Device or image file.
+    device: Option<PathBuf>,
+    /// Filesystem size (blocks, or with a K/M/G/T/P suffix).
+    size: Option<String>,
+}
+
+/// Runs mkfs.ext4r with `args` (args[0] is the program name).
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let a = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
+    match run(a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mkfs.ext4r: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// mke2fs's parse_num_blocks2: a count of `unit`-byte blocks, or bytes with
+/// a K/M/G/T/P suffix ('s' = 512-byte sectors).
+fn parse_size(s: &str, unit: u64) -> Result<u64> {
+    let s = s.trim();
+    let (num, suffix) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().with_context(|| format!("invalid size '{s}'"))?;
+    let mult: u64 = match suffix {
+        "" => unit,
+        "s" => 512,
+        "K" | "k" => 1 << 10,
+        "M" | "m" => 1 << 20,
+        "G" | "g" => 1 << 30,
+        "T" | "t" => 1 << 40,
+        "P" | "p" => 1 << 50,
+        _ => bail!("invalid size '{s}'"),
+    };
+    n.checked_mul(mult)
+        .with_context(|| format!("size '{s}' too large"))
+}
+
+fn parse_extended(list: &[String], ext: &mut Extended) -> Result<()> {
+    for item in list
+        .iter()
+        .flat_map(|l| l.split(','))
+        .filter(|s| !s.is_empty())
+    {
+        let (k, v) = match item.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (item, None),
+        };
+        let num = |v: Option<&str>| -> Result<u64> {
+            v.with_context(|| format!("'{k}' needs a value"))?
+                .parse::<u64>()
+                .with_context(|| format!("invalid value for '{k}'"))
+        };
+        let flag =
+            |v: Option<&str>| -> Result<bool> { Ok(v.map_or(Ok(1), |s| s.parse::<u64>())? != 0) };
+        match k {
+            "stride" => ext.stride = Some(num(v)? as u32),
+            "stripe_width" | "stripe-width" => ext.stripe_width = Some(num(v)? as u32),
+            "lazy_itable_init" => ext.lazy_itable_init = Some(flag(v)?),
+            "lazy_journal_init" => ext.lazy_journal_init = Some(flag(v)?),
+            "assume_storage_prezeroed" => ext.assume_storage_prezeroed = flag(v)?,
+            "nodiscard" => ext.discard = Some(false),
+            "discard" => ext.discard = Some(true),
+            "packed_meta_blocks" => ext.packed_meta_blocks = flag(v)?,
+            "test_fs" => ext.test_fs = true,
+            "num_backup_sb" => ext.num_backup_sb = Some(num(v)? as u32),
+            "resize" => ext.resize = Some(num(v)?),
+            "orphan_file_size" => ext.orphan_file_size = Some(parse_size(v.unwrap_or(""), 1024)?),
+            "root_owner" => {
+                ext.root_owner = Some(match v {
+                    None => (
+                        rustix::process::getuid().as_raw(),
+                        rustix::process::getgid().as_raw(),
+                    ),
+                    Some(s) => {
+                        let (u, g) = s.split_once(':').context("root_owner=uid:gid")?;
+                        (u.parse()?, g.parse()?)
+                    }
+                })
+            }
+            "hash_seed" => {
+                ext.hash_seed = Some(
+                    mkfs::parse_uuid(v.unwrap_or(""))
+                        .with_context(|| format!("Invalid hash seed: {}", v.unwrap_or("")))?,
+                )
+            }
+            _ => bail!(
+                "Bad option(s) specified: {k}\n\nExtended options are separated by commas: \
+                 stride, stripe_width, resize, lazy_itable_init, lazy_journal_init, \
+                 assume_storage_prezeroed, root_owner, test_fs, discard, nodiscard, \
+                 num_backup_sb, packed_meta_blocks, hash_seed, orphan_file_size"
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn now() -> i64 {
+    for var in ["E2FSPROGS_FAKE_TIME", "SOURCE_DATE_EPOCH"] {
+        if let Some(t) = std::env::var(var)
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+        {
+            return t;
+        }
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn ask(question: &str) -> Result<()> {
+    print!("{question} (y,N) ");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    if line.trim_start().starts_with(['y', 'Y']) {
+        Ok(())
+    } else {
+        bail!("cancelled")
+    }
+}
+
+fn run(a: Args) -> Result<()> {
+    if a.version {
+        eprintln!("mkfs.ext4r {}", env!("CARGO_PKG_VERSION"));
+        return Ok(());
+    }
+    if a.badblocks > 0 {
+        bail!("bad block scanning (-c) is not supported; run badblocks(8) separately");
+    }
+    let device = a
+        .device
+        .clone()
+        .context("no device specified (usage: mkfs.ext4r [options] device [fs-size])")?;
+    if !a.quiet {
+        eprintln!("mkfs.ext4r {}", env!("CARGO_PKG_VERSION"));
+    }
+    let mut ext = Extended::default();
+    parse_extended(&a.extended, &mut ext)?;
+    let block_size = a
+        .block_size
+        .as_deref()
+        .map(|s| parse_size(s, 1))
+        .transpose()?;
+    let unit = block_size.unwrap_or(1024);
+    let size_arg = a.size.as_deref().map(|s| parse_size(s, unit)).transpose()?;
+    let journal_size_mib = if let Some(j) = &a.journal {
+        let mut size = Some(0);
+        for opt in j.split(',') {
+            match opt.split_once('=') {
+                Some(("size", v)) => size = Some(v.parse::<u32>().context("bad journal size")?),
+                _ => bail!("Bad journal option: {opt} (only size= is supported)"),
+            }
+        }
+        size
+    } else if a.journal_default {
+        Some(0)
+    } else {
+        None
+    };
+
+    if a.force < 2 {
+        if let Some(m) = ext4r::safety::mounted(&device)? {
+            bail!(
+                "{} is mounted on {}{}; will not make a filesystem here!",
+                device.display(),
+                m.mountpoint,
+                m.via_loop
+                    .map(|l| format!(" (through {l})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    let exists = device.exists();
+    if !exists && size_arg.is_none() {
+        bail!(
+            "The file {} does not exist and no size was specified.",
+            device.display()
+        );
+    }
+    let dev: Option<FileDevice> = if a.dry_run {
+        exists
+            .then(|| FileDevice::open(&device, OpenMode::default()))
+            .transpose()?
+    } else {
+        if !exists && !a.quiet {
+            println!("Creating regular file {}", device.display());
+        }
+        Some(FileDevice::open(
+            &device,
+            OpenMode {
+                write: true,
+                exclusive: true,
+                create_size: size_arg,
+            },
+        )?)
+    };
+    let dev_size = dev.as_ref().map_or(0, |d| d.size());
+    let size_bytes = match size_arg {
+        Some(s) => {
+            if let Some(d) = &dev {
+                if d.is_block_device() && s > dev_size && a.force == 0 {
+                    ask("Filesystem larger than apparent device size.\nProceed anyway?")?;
+                }
+            }
+            s
+        }
+        None => {
+            if dev_size == 0 {
+                bail!("Device size reported to be zero.");
+            }
+            // Whole pages, as mke2fs rounds the device size.
+            dev_size & !4095
+        }
+    };
+    if let Some(d) = &dev {
+        if !a.dry_run
+            && a.force == 0
+            && std::io::stdin().is_terminal()
+            && std::io::stdout().is_terminal()
+        {
+            if let Some(existing) = ext4r::safety::probe(d)? {
+                println!("{} {}", device.display(), existing.describe());
+                ask("Proceed anyway?")?;
+            }
+        }
+    }
+    let opts = MkfsOptions {
+        fs_type: a.fs_type.clone(),
+        usage_types: a.usage_types.clone(),
+        block_size: block_size.map(|b| b as u32),
+        cluster_size: a
+            .cluster_size
+            .as_deref()
+            .map(|s| parse_size(s, 1))
+            .transpose()?
+            .map(|c| c as u32),
+        inode_ratio: a
+            .inode_ratio
+            .as_deref()
+            .map(|s| parse_size(s, 1))
+            .transpose()?
+            .map(|c| c as u32),
+        inode_size: a.inode_size,
+        num_inodes: a.num_inodes,
+        reserved_ratio: a.reserved_ratio,
+        blocks_per_group: a.blocks_per_group,
+        flex_bg_size: a.flex_bg_size,
+        features: a.features.clone(),
+        journal_size_mib,
+        errors: a.errors.clone(),
+        creator_os: a.creator_os.clone(),
+        label: a.label.clone(),
+        last_mounted: a.last_mounted.clone(),
+        uuid: a.uuid.clone(),
+        revision: a.revision,
+        extended: ext,
+        size_bytes,
+        sector_size: dev.as_ref().map_or(512, |d| d.logical_sector_size()),
+        now: now(),
+        random_uuids: Some((
+            *uuid::Uuid::new_v4().as_bytes(),
+            *uuid::Uuid::new_v4().as_bytes(),
+        )),
+    };
+    if a.dry_run {
+        let s = mkfs::plan(&opts)?;
+        print_summary(&s, a.verbose);
+        return Ok(());
+    }
+    let Some(dev) = dev else { bail!("no device") };
+    let is_file = !dev.is_block_device();
+    let s = mkfs::format(&dev, &opts, is_file)?;
+    if !a.quiet {
+        if s.discarded {
+            println!("Discarding device blocks: done");
+        }
+        print_summary(&s, a.verbose);
+        println!("Allocating group tables: done");
+        println!("Writing inode tables: done");
+        if s.journal_blocks > 0 {
+            println!("Creating journal ({} blocks): done", s.journal_blocks);
+        }
+        println!("Writing superblocks and filesystem accounting information: done\n");
+    }
+    Ok(())
+}
+
+fn print_summary(s: &Summary, verbose: bool) {
+    let kib = s.block_size / 1024;
+    println!(
+        "Creating filesystem with {} {}k blocks and {} inodes",
+        s.blocks_count, kib, s.inodes_count
+    );
+    let u = uuid::Uuid::from_bytes(s.uuid);
+    println!("Filesystem UUID: {u}");
+    if verbose {
+        println!(
+            "fs_types for mke2fs.conf resolution: '{}'",
+            s.usage_types.join("', '")
+        );
+        println!("Filesystem label={}", s.label);
+        println!(
+            "Block size={} (log={})",
+            s.block_size,
+            s.block_size.trailing_zeros() - 10
+        );
+        println!("Cluster size={}", s.cluster_size);
+        println!(
+            "Stride={} blocks, Stripe width={} blocks",
+            s.stride, s.stripe_width
+        );
+        println!("{} inodes, {} blocks", s.inodes_count, s.blocks_count);
+        println!(
+            "{} blocks ({:.2}%) reserved for the super user",
+            s.r_blocks_count,
+            100.0 * s.r_blocks_count as f64 / s.blocks_count as f64
+        );
+        println!("First data block={}", s.first_data_block);
+        println!("{} block groups", s.group_count);
+        println!(
+            "{} blocks per group, {} inodes per group",
+            s.blocks_per_group, s.inodes_per_group
+        );
+        println!("Features: {}", s.features.join(" "));
+    }
+    if !s.backups.is_empty() {
+        println!("Superblock backups stored on blocks: ");
+        let list: Vec<String> = s.backups.iter().map(u64::to_string).collect();
+        for chunk in list.chunks(8) {
+            println!("\t{}", chunk.join(", "));
+        }
+    }
+    println!();
+}

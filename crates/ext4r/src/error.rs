@@ -1,0 +1,62 @@
+//! The engine's error type.
+
+use std::path::PathBuf;
+
+/// What went wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error, with what was being done and where.
+    #[error("{op} at byte {offset}: {source}")]
+    Io {
+        /// The operation (read, write, discard, ...).
+        op: &'static str,
+        /// Byte offset on the device.
+        offset: u64,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// Opening or inspecting a device failed.
+    #[error("{path}: {source}")]
+    Open {
+        /// The device or image path.
+        path: PathBuf,
+        /// The system error.
+        source: std::io::Error,
+    },
+    /// On-disk data that does not follow the format.
+    #[error("{location}: {source}")]
+    Corrupt {
+        /// Where (group, inode, block, offset) in words.
+        location: String,
+        /// What is wrong.
+        source: ext4r_format::FormatError,
+    },
+    /// The device is mounted.
+    #[error("{device} is mounted on {mountpoint}; will not make a filesystem here!")]
+    Mounted {
+        /// The device or image.
+        device: PathBuf,
+        /// Where it is mounted.
+        mountpoint: String,
+    },
+    /// The device is in use by the system (busy, swap, held open).
+    #[error("{0} is apparently in use by the system; will not make a filesystem here!")]
+    InUse(PathBuf),
+    /// An access beyond the end of the device.
+    #[error("access of {len} bytes at {offset} is beyond the device size {size}")]
+    OutOfRange {
+        /// Byte offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+        /// Device size.
+        size: u64,
+    },
+    /// Options or parameters that cannot work together.
+    #[error("{0}")]
+    InvalidArgument(String),
+}
+
+/// Results of the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,239 @@
+//! The block allocation state of a filesystem being made, as sorted
+//! intervals: memory grows with the number of separate metadata runs (a few
+//! per group at most), never with the device size.
+//!
+//! The search functions reproduce e2fsprogs' allocation rules exactly
+//! (`ext2fs_get_free_blocks2`, `ext2fs_new_block2`, `ext2fs_new_range`), so
+//! that the layout we produce matches mke2fs's block for block.
+
+use std::collections::BTreeMap;
+
+/// Allocated blocks as disjoint, non-adjacent `[start, end)` intervals.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UsedBlocks {
+    runs: BTreeMap<u64, u64>,
+    /// Blocks per cluster minus one (bigalloc granularity mask).
+    cluster_mask: u64,
+    /// First block the allocator may hand out.
+    first_data_block: u64,
+    /// Blocks in the filesystem.
+    blocks_count: u64,
+}
+
+impl UsedBlocks {
+    pub(crate) fn new(first_data_block: u64, blocks_count: u64, cluster_ratio: u64) -> Self {
+        UsedBlocks {
+            runs: BTreeMap::new(),
+            cluster_mask: cluster_ratio - 1,
+            first_data_block,
+            blocks_count,
+        }
+    }
+
+    /// Marks `[start, start+len)` used (whole clusters with bigalloc).
+    pub(crate) fn mark(&mut self, start: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let mut s = start & !self.cluster_mask;
+        let mut e = (start + len + self.cluster_mask) & !self.cluster_mask;
+        // Merge with a run that starts before and touches us.
+        if let Some((&ps, &pe)) = self.runs.range(..=s).next_back() {
+            if pe >= s {
+                s = ps;
+                e = e.max(pe);
+                self.runs.remove(&ps);
+            }
+        }
+        // Swallow runs that start inside or right after us.
+        while let Some((&ns, &ne)) = self.runs.range(s..).next() {
+            if ns > e {
+                break;
+            }
+            e = e.max(ne);
+            self.runs.remove(&ns);
+        }
+        self.runs.insert(s, e);
+    }
+
+    /// Whether block `b` is used.
+    pub(crate) fn is_used(&self, b: u64) -> bool {
+        self.runs
+            .range(..=b)
+            .next_back()
+            .is_some_and(|(_, &e)| b < e)
+    }
+
+    /// First free block in `[from, to]`.
+    pub(crate) fn first_free(&self, from: u64, to: u64) -> Option<u64> {
+        let mut b = from;
+        while b <= to {
+            match self.runs.range(..=b).next_back() {
+                Some((_, &e)) if b < e => b = e,
+                _ => return Some(b),
+            }
+        }
+        None
+    }
+
+    /// First used block in `[from, to]`.
+    pub(crate) fn first_used(&self, from: u64, to: u64) -> Option<u64> {
+        if self.is_used(from) {
+            return Some(from);
+        }
+        self.runs.range(from..=to).next().map(|(&s, _)| s)
+    }
+
+    /// Whether `[b, b+n)` is entirely free.
+    fn range_free(&self, b: u64, n: u64) -> bool {
+        self.first_used(b, b + n - 1).is_none()
+    }
+
+    /// Used blocks within `[from, to]`.
+    pub(crate) fn count_used(&self, from: u64, to: u64) -> u64 {
+        let mut n = 0;
+        let start_key = self
+            .runs
+            .range(..=from)
+            .next_back()
+            .map_or(from, |(&s, _)| s);
+        for (&s, &e) in self.runs.range(start_key..=to) {
+            let lo = s.max(from);
+            let hi = e.min(to + 1);
+            if hi > lo {
+                n += hi - lo;
+            }
+        }
+        n
+    }
+
+    /// The used intervals overlapping `[from, to]`, clipped to it.
+    pub(crate) fn runs_in(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let start_key = self
+            .runs
+            .range(..=from)
+            .next_back()
+            .map_or(from, |(&s, _)| s);
+        self.runs.range(start_key..=to).filter_map(move |(&s, &e)| {
+            let lo = s.max(from);
+            let hi = e.min(to + 1);
+            (hi > lo).then_some((lo, hi))
+        })
+    }
+
+    /// `ext2fs_get_free_blocks2`: the first `b` at or after `start`, stepping
+    /// by clusters and wrapping to the first data block unless `finish >
+    /// start`, such that `[b, b+num)` is free; the search ends at `finish`.
+    pub(crate) fn get_free_blocks(&self, start: u64, finish: u64, num: u64) -> Option<u64> {
+        let num = num.max(1);
+        let step = self.cluster_mask + 1;
+        let mut b = if start == 0 {
+            self.first_data_block
+        } else {
+            start
+        };
+        let finish = if finish == 0 { start } else { finish };
+        b &= !self.cluster_mask;
+        let finish = finish & !self.cluster_mask;
+        let mut wrapped = false;
+        loop {
+            if b + num > self.blocks_count {
+                if finish > start || wrapped {
+                    return None;
+                }
+                b = self.first_data_block;
+                wrapped = true;
+            }
+            if wrapped && b >= finish {
+                return None;
+            }
+            match self.first_used(b, b + num - 1) {
+                None => return Some(b),
+                Some(u) => {
+                    // Skip past the whole used run in one step: no cluster
+                    // start before its end can succeed.
+                    let end = self.runs.range(..=u).next_back().map_or(u + 1, |(_, &e)| e);
+                    let next = (end + self.cluster_mask) & !self.cluster_mask;
+                    // Keep cluster steps from `b` (matters only if a caller
+                    // starts unaligned, which the callers never do).
+                    let old = b;
+                    b = next.max(b + step);
+                    if !wrapped && old < finish && b >= finish && finish > start {
+                        return None;
+                    }
+                    if wrapped && b >= finish {
+                        return None;
+                    }
+                }
+            }
+            debug_assert!(self.range_free(b, 1) || self.is_used(b));
+        }
+    }
+
+    /// `ext2fs_new_block2`: the first free block at or after `goal`,
+    /// wrapping around once.
+    pub(crate) fn new_block(&self, goal: u64) -> Option<u64> {
+        let goal = if goal == 0 || goal >= self.blocks_count {
+            self.first_data_block
+        } else {
+            goal
+        } & !self.cluster_mask;
+        self.first_free(goal, self.blocks_count - 1).or_else(|| {
+            (goal > self.first_data_block)
+                .then(|| self.first_free(self.first_data_block, goal - 1))
+                .flatten()
+        })
+    }
+
+    /// `ext2fs_new_range` without flags: the first free run at or after
+    /// `goal` (wrapping once), up to `len` blocks long.
+    pub(crate) fn new_range(&self, goal: u64, len: u64) -> Option<(u64, u64)> {
+        let goal = if goal == 0 || goal >= self.blocks_count {
+            self.first_data_block
+        } else {
+            goal
+        };
+        let start = self.new_block(goal)?;
+        let last = (start + len - 1).min(self.blocks_count - 1);
+        let end = self.first_used(start, last).unwrap_or(last + 1);
+        Some((start, end - start))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_merge_and_count() {
+        let mut u = UsedBlocks::new(0, 1000, 1);
+        u.mark(10, 5);
+        u.mark(15, 5);
+        u.mark(30, 1);
+        u.mark(8, 3);
+        assert_eq!(u.count_used(0, 999), 13);
+        assert_eq!(u.first_free(8, 100), Some(20));
+        assert_eq!(u.first_used(0, 100), Some(8));
+        assert_eq!(u.runs_in(0, 999).collect::<Vec<_>>(), [(8, 20), (30, 31)]);
+    }
+
+    #[test]
+    fn get_free_blocks_wraps_only_without_finish_above_start() {
+        let mut u = UsedBlocks::new(0, 100, 1);
+        u.mark(0, 50);
+        u.mark(60, 40);
+        assert_eq!(u.get_free_blocks(55, 0, 5), Some(55));
+        assert_eq!(u.get_free_blocks(55, 0, 6), Some(50));
+        assert_eq!(u.get_free_blocks(0, 99, 10), Some(50));
+        assert_eq!(u.get_free_blocks(0, 99, 11), None);
+        assert_eq!(u.get_free_blocks(70, 0, 10), Some(50));
+    }
+
+    #[test]
+    fn new_range_takes_the_first_run() {
+        let mut u = UsedBlocks::new(0, 100, 1);
+        u.mark(10, 10);
+        assert_eq!(u.new_range(5, 20), Some((5, 5)));
+        assert_eq!(u.new_range(12, 200), Some((20, 80)));
+    }
+}

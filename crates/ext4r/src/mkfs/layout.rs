@@ -1,0 +1,734 @@
+//! Deciding where everything goes, before a single byte is written.
+//!
+//! The order and the search rules follow mke2fs 1.47 (`ext2fs_initialize`,
+//! `ext2fs_allocate_tables`, then root, lost+found, the resize inode, the
+//! journal), because the goal is an identical layout: same groups, backups,
+//! bitmap and inode-table places, journal place, free counts and flags.
+
+use super::alloc::UsedBlocks;
+use super::params::Params;
+use crate::error::{Error, Result};
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::geometry::{reserved_gdt_blocks, Geometry};
+use ext4r_format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
+use ext4r_format::superblock::Superblock;
+
+/// First non-reserved inode of a dynamic-revision filesystem.
+const GOOD_OLD_FIRST_INO: u32 = 11;
+/// Largest length of an initialised extent.
+const EXT_INIT_MAX_LEN: u64 = 1 << 15;
+
+/// `(logical, physical, length)` runs of a file.
+pub(crate) type Extents = Vec<(u64, u64, u64)>;
+
+/// Per-group state while the layout is decided.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GroupInfo {
+    pub block_bitmap: u64,
+    pub inode_bitmap: u64,
+    pub inode_table: u64,
+    pub flags: u16,
+    pub itable_unused: u32,
+    pub free_inodes: u32,
+    pub used_dirs: u32,
+}
+
+/// Where the journal's blocks went.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JournalPlace {
+    /// `(logical, physical, len)` runs, for an extent-mapped journal.
+    pub extents: Vec<(u64, u64, u64)>,
+    /// Extent leaf block, when more than four extents were needed.
+    pub leaf: Option<u64>,
+    /// Block-mapped journal: every block in allocation order, data and
+    /// indirect blocks interleaved as ext2/3 place them.
+    pub blockmap: Option<super::blockmap::MappedFile>,
+    /// Journal length in blocks.
+    pub blocks: u64,
+}
+
+/// A directory's blocks.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DirPlace {
+    pub blocks: Vec<u64>,
+}
+
+/// The decided layout.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    pub sb: Superblock,
+    pub geo: Geometry,
+    pub groups: Vec<GroupInfo>,
+    pub used: UsedBlocks,
+    pub root: DirPlace,
+    pub lost_found: DirPlace,
+    /// The resize inode's double-indirect block.
+    pub resize_dind: Option<u64>,
+    pub journal: Option<JournalPlace>,
+    /// Inodes in use, in group 0 (mke2fs never allocates beyond it).
+    pub inodes_used: Vec<u32>,
+    /// Inode-table blocks to zero (per group: first block, count).
+    pub itable_zero: Vec<(u64, u64)>,
+    /// The orphan file's inode and its blocks (contiguous runs as
+    /// `(logical, physical, len)`).
+    pub orphan_file: Option<(u32, Extents)>,
+}
+
+fn bad(msg: impl Into<String>) -> Error {
+    Error::InvalidArgument(msg.into())
+}
+
+impl Layout {
+    /// `ext2fs_initialize`: fixes the group geometry and the superblock's
+    /// counts, trimming a last group too small to hold its metadata.
+    pub(crate) fn initialize(p: &Params) -> Result<Layout> {
+        let mut sb = Superblock::zeroed();
+        sb.s_magic.set(ext4r_format::superblock::EXT4_MAGIC);
+        sb.s_state.set(ext4r_format::superblock::STATE_VALID);
+        sb.set_features(p.features);
+        let bigalloc = p.features.ro_compat.contains(RoCompat::BIGALLOC);
+        sb.s_log_block_size.set(p.log_block_size);
+        let log_cluster = if bigalloc {
+            p.log_cluster_size
+        } else {
+            p.log_block_size
+        };
+        sb.s_log_cluster_size.set(log_cluster);
+        let cluster_bits = log_cluster - p.log_block_size;
+        let block_size: u64 = 1024 << p.log_block_size;
+        let first_data_block: u64 = if log_cluster == 0 { 1 } else { 0 };
+        sb.s_first_data_block.set(first_data_block as u32);
+        sb.s_max_mnt_count.set(-1);
+        sb.s_errors.set(p.errors);
+        sb.s_default_mount_opts.set(p.default_mount_opts);
+        sb.s_raid_stride.set(p.raid_stride as u16);
+        sb.s_raid_stripe_width.set(p.raid_stripe_width);
+        sb.s_log_groups_per_flex = p.log_groups_per_flex;
+        sb.s_rev_level.set(p.rev_level);
+        if p.rev_level >= 1 {
+            sb.s_first_ino.set(GOOD_OLD_FIRST_INO);
+            sb.s_inode_size.set(p.inode_size);
+            if p.inode_size >= 160 {
+                sb.s_min_extra_isize.set(32);
+                sb.s_want_extra_isize.set(32);
+            }
+        }
+        sb.set_mkfs_time(p.now);
+        sb.set_lastcheck(p.now);
+        sb.s_creator_os.set(p.creator_os);
+        let inode_size = u64::from(if p.rev_level >= 1 { p.inode_size } else { 128 });
+
+        let max_bpg: u64 = if bigalloc {
+            // clusters per group is limited by the bitmap; blocks per group
+            // must fit 32 bits.
+            8 * block_size
+        } else {
+            // EXT2_MAX_BLOCKS_PER_GROUP: 65528 blocks.
+            ((1u64 << 16) - 8).min(8 * block_size)
+        };
+        let mut bpg: u64;
+        let cpg: u64;
+        if bigalloc {
+            let ratio = 1u64 << cluster_bits;
+            let c = if let Some(c) = p.clusters_per_group {
+                u64::from(c)
+            } else if log_cluster + 15 < 32 {
+                8 * block_size
+            } else {
+                (block_size - 1) * 8
+            };
+            let c = c.min(max_bpg.min((1u64 << 16) - 8));
+            bpg = c * ratio;
+            if bpg >= 1 << 32 {
+                return Err(bad("blocks per group too large for the cluster size"));
+            }
+            cpg = c;
+        } else {
+            bpg = p
+                .blocks_per_group
+                .map_or(8 * block_size, u64::from)
+                .min(max_bpg);
+            cpg = bpg;
+        }
+        let mut cpg = cpg;
+        let cluster_mask = (1u64 << cluster_bits) - 1;
+        let mut blocks_count = p.blocks_count & !cluster_mask;
+        let mut r_blocks = p.r_blocks_count;
+        if r_blocks >= p.blocks_count {
+            return Err(bad("reserved blocks exceed the filesystem size"));
+        }
+        let desc_size: u64 = if p.features.incompat.contains(Incompat::BIT64) {
+            64
+        } else {
+            32
+        };
+        let mut features = p.features;
+
+        // The retry loop of ext2fs_initialize.
+        let (group_count, ipg, inode_blocks_per_group, rsv_gdt, desc_blocks) = loop {
+            let group_count = (blocks_count - first_data_block).div_ceil(bpg);
+            if group_count == 0 || group_count > u64::from(u32::MAX) {
+                return Err(bad("filesystem too small (no complete group)"));
+            }
+            let descs_per_block = block_size / desc_size;
+            let desc_blocks = group_count.div_ceil(descs_per_block);
+            let i = if block_size >= 4096 {
+                1
+            } else {
+                4096 / block_size
+            };
+            let mut inodes_count = if p.inodes_count != 0 {
+                p.inodes_count
+            } else if features.incompat.contains(Incompat::BIT64) && blocks_count / i >= 1 << 32 {
+                u64::from(u32::MAX)
+            } else {
+                blocks_count / i
+            };
+            if inodes_count < u64::from(GOOD_OLD_FIRST_INO) + 1 {
+                inodes_count = u64::from(GOOD_OLD_FIRST_INO) + 1;
+            }
+            let mut ipg = inodes_count.div_ceil(group_count);
+            if ipg > block_size * 8 {
+                if !bigalloc && bpg >= 256 {
+                    bpg -= 8;
+                    cpg = bpg;
+                    blocks_count = p.blocks_count & !cluster_mask;
+                    continue;
+                }
+                return Err(bad("too many inodes for the filesystem size"));
+            }
+            // EXT2_MAX_INODES_PER_GROUP: 65536 - inodes per block.
+            let max_ipg = (1u64 << 16) - block_size / inode_size;
+            ipg = ipg.min(max_ipg);
+            let (ipg, ibpg) = loop {
+                let ibpg = (ipg * inode_size).div_ceil(block_size);
+                let mut real = ibpg * block_size / inode_size;
+                if real < 8 {
+                    real = 8;
+                }
+                real &= !7;
+                let ibpg = (real * inode_size).div_ceil(block_size);
+                if real * group_count > u64::from(u32::MAX) {
+                    ipg -= 1;
+                    continue;
+                }
+                break (real, ibpg);
+            };
+            let mut rsv = if features.compat.contains(Compat::RESIZE_INODE) {
+                reserved_gdt_blocks(
+                    blocks_count,
+                    first_data_block,
+                    bpg,
+                    descs_per_block as u32,
+                    desc_blocks as u32,
+                    block_size as u32,
+                ) as u64
+            } else {
+                0
+            };
+            if let Some(r) = p.reserved_gdt_blocks {
+                rsv = u64::from(r);
+            }
+            if rsv > block_size / 4 {
+                return Err(bad("too many reserved group descriptor blocks"));
+            }
+            if rsv + desc_blocks > bpg * 3 / 4 {
+                features.incompat |= Incompat::META_BG;
+                features.compat.remove(Compat::RESIZE_INODE);
+                rsv = 0;
+            }
+            let meta_bg = features.incompat.contains(Incompat::META_BG);
+            let mut overhead = 3 + ibpg + rsv;
+            overhead += if meta_bg { 1 } else { desc_blocks };
+            if overhead > bpg {
+                return Err(bad(
+                    "too many inodes: the inode tables do not fit in a group",
+                ));
+            }
+            // Is the last group big enough for its metadata?
+            let mut overhead = 2 + ibpg;
+            let last = group_count - 1;
+            let has_bg = if features.compat.contains(Compat::SPARSE_SUPER2) {
+                if group_count == 2 {
+                    p.backup_bgs[0] != 0
+                } else {
+                    p.backup_bgs[1] != 0
+                }
+            } else {
+                last == 0
+                    || last == 1
+                    || !features.ro_compat.contains(RoCompat::SPARSE_SUPER)
+                    || (last & 1 == 1 && is_backup_power(last as u32))
+            };
+            if has_bg {
+                overhead += 1 + desc_blocks + rsv;
+            }
+            let rem = (blocks_count - first_data_block) % bpg;
+            if group_count == 1 && rem != 0 && rem < overhead {
+                return Err(bad("filesystem too small for its metadata"));
+            }
+            if rem != 0 && rem < overhead + 50 {
+                blocks_count -= rem;
+                let ratio = 100.0 * p.r_blocks_count as f64 / p.blocks_count as f64;
+                r_blocks = (ratio * blocks_count as f64 / 100.0) as u64;
+                continue;
+            }
+            break (
+                group_count as u32,
+                ipg as u32,
+                ibpg as u32,
+                rsv as u32,
+                desc_blocks,
+            );
+        };
+        let _ = desc_blocks;
+        sb.set_features(features);
+        sb.set_blocks_count(blocks_count);
+        sb.set_r_blocks_count(r_blocks);
+        sb.s_blocks_per_group.set(bpg as u32);
+        sb.s_clusters_per_group.set(cpg as u32);
+        sb.s_inodes_per_group.set(ipg);
+        sb.s_inodes_count.set(ipg * group_count);
+        sb.s_free_inodes_count.set(ipg * group_count);
+        sb.s_reserved_gdt_blocks.set(rsv_gdt as u16);
+        sb.s_desc_size.set(if desc_size == 64 { 64 } else { 0 });
+        if features.compat.contains(Compat::SPARSE_SUPER2) {
+            let mut b = p.backup_bgs;
+            for x in &mut b {
+                if *x >= group_count {
+                    *x = group_count - 1;
+                }
+            }
+            if b[0] == b[1] {
+                b[1] = 0;
+            }
+            if b[0] > b[1] {
+                b.swap(0, 1);
+            }
+            sb.s_backup_bgs[0].set(b[0]);
+            sb.s_backup_bgs[1].set(b[1]);
+        }
+        // char is signed on the machines mke2fs runs on; the kernel reads
+        // this flag to pick the hash variant.
+        sb.s_flags.set(p.s_flags);
+        let geo = Geometry::from_superblock(&sb)
+            .map_err(|e| bad(format!("internal geometry error: {e}")))?;
+        debug_assert_eq!(geo.inode_blocks_per_group(), inode_blocks_per_group);
+
+        let csum = features.ro_compat.contains(RoCompat::GDT_CSUM)
+            || features.ro_compat.contains(RoCompat::METADATA_CSUM);
+        let mut groups = vec![GroupInfo::default(); group_count as usize];
+        let mut reserved_inos = GOOD_OLD_FIRST_INO;
+        for (i, g) in groups.iter_mut().enumerate() {
+            if csum {
+                if i as u32 != group_count - 1 {
+                    g.flags |= BG_BLOCK_UNINIT;
+                }
+                g.flags |= BG_INODE_UNINIT;
+                let mut n = ipg;
+                if reserved_inos > 0 {
+                    if n > reserved_inos {
+                        n -= reserved_inos;
+                        reserved_inos = 0;
+                    } else {
+                        reserved_inos -= n;
+                        n = 0;
+                    }
+                }
+                g.itable_unused = n;
+            }
+            g.free_inodes = ipg;
+        }
+        let mut used = UsedBlocks::new(first_data_block, blocks_count, 1 << cluster_bits);
+        for g in 0..group_count {
+            let m = geo.group_meta(g);
+            if let Some(s) = m.super_block {
+                used.mark(s, 1);
+            } else if g == 0 {
+                used.mark(geo.group_first_block(0), 1);
+            }
+            if g == 0 && block_size == 1024 && cluster_bits > 0 {
+                used.mark(0, 1);
+            }
+            if let Some((s, n)) = m.old_desc {
+                used.mark(s, n);
+            }
+            if let Some(b) = m.meta_desc {
+                used.mark(b, 1);
+            }
+        }
+        let mut free = 0u64;
+        for g in 0..group_count {
+            let mut n = geo.group_blocks(g)
+                - 2
+                - u64::from(inode_blocks_per_group)
+                - geo.super_and_desc_blocks(g);
+            if p.log_groups_per_flex != 0 {
+                n += 2 + u64::from(inode_blocks_per_group);
+            }
+            free += n;
+        }
+        sb.set_free_blocks_count(free & !cluster_mask);
+        Ok(Layout {
+            sb,
+            geo,
+            groups,
+            used,
+            root: DirPlace::default(),
+            lost_found: DirPlace::default(),
+            resize_dind: None,
+            journal: None,
+            inodes_used: Vec::new(),
+            itable_zero: Vec::new(),
+            orphan_file: None,
+        })
+    }
+
+    fn flex_size(&self) -> u32 {
+        if self.sb.has_incompat(Incompat::FLEX_BG) && self.sb.s_log_groups_per_flex != 0 {
+            1 << self.sb.s_log_groups_per_flex
+        } else {
+            0
+        }
+    }
+
+    /// Marks metadata placed by the flex_bg allocator: the group it lands in
+    /// is no longer computable from its own layout alone.
+    fn mark_flex(&mut self, start: u64, len: u64) {
+        self.used.mark(start, len);
+        let first = self.geo.group_of_block(start);
+        let last = self.geo.group_of_block(start + len - 1);
+        for g in first..=last {
+            self.groups[g as usize].flags &= !BG_BLOCK_UNINIT;
+        }
+    }
+
+    /// Marks a data allocation (which always clears BLOCK_UNINIT).
+    fn mark_data(&mut self, start: u64, len: u64) {
+        self.mark_flex(start, len);
+    }
+
+    /// `flexbg_offset` of alloc_tables.c.
+    fn flexbg_offset(&self, group: u32, start_blk: u64, rem_grp: u32, elem_size: u64) -> u64 {
+        let flexbg_size = self.flex_size();
+        let flexbg = group / flexbg_size;
+        let mut size = u64::from(rem_grp) * elem_size;
+        if size > self.geo.blocks_per_group / 4 {
+            size = self.geo.blocks_per_group / 4;
+        }
+        if start_blk != 0 && start_blk < self.geo.blocks_count {
+            if let Some(b) = self
+                .used
+                .get_free_blocks(start_blk, start_blk + size, elem_size)
+            {
+                return b;
+            }
+        }
+        let start = self.geo.group_first_block(flexbg_size * flexbg);
+        let last_grp = (group | (flexbg_size - 1)).min(self.geo.group_count - 1);
+        let last_blk = self.geo.group_last_block(last_grp);
+        if let Some(b) = self.used.get_free_blocks(start, last_blk, size) {
+            return b;
+        }
+        if let Some(b) = self.used.get_free_blocks(start, last_blk, elem_size) {
+            return b;
+        }
+        self.used
+            .get_free_blocks(0, last_blk, elem_size)
+            .unwrap_or(0)
+    }
+
+    /// `ext2fs_allocate_group_table` for every group.
+    pub(crate) fn allocate_tables(&mut self, stride: u32) -> Result<()> {
+        let flexbg_size = self.flex_size();
+        let ibpg = u64::from(self.geo.inode_blocks_per_group());
+        let ngroups = self.geo.group_count;
+        for group in 0..ngroups {
+            let mut group_blk = self.geo.group_first_block(group);
+            let mut last_blk = self.geo.group_last_block(group);
+            let mut last_grp = 0;
+            let mut rem_grps = 0;
+            let mut table_offset = 0u64;
+            if flexbg_size != 0 {
+                last_grp = (group | (flexbg_size - 1)).min(ngroups - 1);
+                rem_grps = last_grp - group + 1;
+            }
+            let mut start_blk = if stride != 0 && flexbg_size == 0 {
+                let s = self
+                    .used
+                    .get_free_blocks(group_blk, last_blk, 1)
+                    .ok_or_else(|| bad("no room for group tables"))?;
+                let mut s = s + ibpg;
+                s += (u64::from(stride) * u64::from(group)) % (last_blk - s + 1);
+                if s >= last_blk {
+                    s = group_blk;
+                }
+                s
+            } else {
+                group_blk
+            };
+            if flexbg_size != 0 {
+                let mut prev_block = 0;
+                table_offset = u64::from(flexbg_size);
+                if group % flexbg_size != 0 {
+                    prev_block = self.groups[group as usize - 1].block_bitmap + 1;
+                } else if last_grp == ngroups - 1 {
+                    // The last flex group keeps its tables contiguous.
+                    table_offset = u64::from(last_grp & (flexbg_size - 1));
+                    if table_offset == 0 {
+                        table_offset = u64::from(flexbg_size);
+                    } else {
+                        table_offset += 1;
+                    }
+                }
+                start_blk = self.flexbg_offset(group, prev_block, rem_grps, 1);
+                last_blk = self.geo.group_last_block(last_grp);
+            }
+            // Block bitmap.
+            let b = self
+                .used
+                .get_free_blocks(start_blk, last_blk, 1)
+                .or_else(|| self.used.get_free_blocks(group_blk, last_blk, 1))
+                .ok_or_else(|| bad("no room for a block bitmap"))?;
+            if flexbg_size != 0 {
+                self.mark_flex(b, 1);
+            } else {
+                self.used.mark(b, 1);
+            }
+            self.groups[group as usize].block_bitmap = b;
+
+            if flexbg_size != 0 {
+                let prev_block = if group % flexbg_size != 0 {
+                    self.groups[group as usize - 1].inode_bitmap + 1
+                } else {
+                    self.groups[group as usize].block_bitmap + table_offset
+                };
+                start_blk = self.flexbg_offset(group, prev_block, rem_grps, 1);
+                last_blk = self.geo.group_last_block(last_grp);
+            }
+            let b = self
+                .used
+                .get_free_blocks(start_blk, last_blk, 1)
+                .or_else(|| self.used.get_free_blocks(group_blk, last_blk, 1))
+                .ok_or_else(|| bad("no room for an inode bitmap"))?;
+            if flexbg_size != 0 {
+                self.mark_flex(b, 1);
+            } else {
+                self.used.mark(b, 1);
+            }
+            self.groups[group as usize].inode_bitmap = b;
+
+            if flexbg_size != 0 {
+                let prev_block = if group % flexbg_size != 0 {
+                    self.groups[group as usize - 1].inode_table + ibpg
+                } else {
+                    self.groups[group as usize].inode_bitmap + table_offset
+                };
+                group_blk = self.flexbg_offset(group, prev_block, rem_grps, ibpg);
+                last_blk = self.geo.group_last_block(last_grp);
+            }
+            let b = self
+                .used
+                .get_free_blocks(group_blk, last_blk, ibpg)
+                .ok_or_else(|| bad("no room for an inode table"))?;
+            if flexbg_size != 0 {
+                self.mark_flex(b, ibpg);
+            } else {
+                self.used.mark(b, ibpg);
+            }
+            self.groups[group as usize].inode_table = b;
+        }
+        Ok(())
+    }
+
+    /// `packed_allocate_tables` of mke2fs (`-E packed_meta_blocks`): all
+    /// block bitmaps, then all inode bitmaps, then all inode tables, from
+    /// the start of the device.
+    pub(crate) fn allocate_tables_packed(&mut self) -> Result<()> {
+        let ibpg = u64::from(self.geo.inode_blocks_per_group());
+        let mut goal = 0;
+        for g in 0..self.geo.group_count as usize {
+            goal = self.new_block(goal)?;
+            self.groups[g].block_bitmap = goal;
+        }
+        for g in 0..self.geo.group_count as usize {
+            goal = self.new_block(goal)?;
+            self.groups[g].inode_bitmap = goal;
+        }
+        for g in 0..self.geo.group_count as usize {
+            let end = self.geo.blocks_count - 1;
+            goal = self
+                .used
+                .get_free_blocks(goal, end, ibpg)
+                .ok_or_else(|| bad("no room for the inode tables"))?;
+            self.mark_data(goal, ibpg);
+            self.groups[g].inode_table = goal;
+        }
+        Ok(())
+    }
+
+    /// Allocates one block at or after `goal` (`ext2fs_new_block2` followed
+    /// by `ext2fs_block_alloc_stats2`).
+    pub(crate) fn new_block(&mut self, goal: u64) -> Result<u64> {
+        let b = self
+            .used
+            .new_block(goal)
+            .ok_or_else(|| bad("filesystem full while creating metadata"))?;
+        self.mark_data(b, 1);
+        Ok(b)
+    }
+
+    /// `ext2fs_find_inode_goal` for an inode without blocks: the first
+    /// block of its (flex) group.
+    pub(crate) fn inode_goal(&self, ino: u32) -> u64 {
+        let mut group = (ino - 1) / self.geo.inodes_per_group;
+        let log_flex = u32::from(self.sb.s_log_groups_per_flex);
+        if log_flex != 0 {
+            group &= !((1 << log_flex) - 1);
+        }
+        self.geo.group_first_block(group)
+    }
+
+    /// `ext2fs_inode_alloc_stats2(+1)`.
+    pub(crate) fn alloc_inode(&mut self, ino: u32, is_dir: bool) {
+        let ipg = self.geo.inodes_per_group;
+        let group = ((ino - 1) / ipg) as usize;
+        let csum = self.csum();
+        let g = &mut self.groups[group];
+        g.free_inodes -= 1;
+        if is_dir {
+            g.used_dirs += 1;
+        }
+        g.flags &= !BG_INODE_UNINIT;
+        if csum {
+            let first_unused = ipg - g.itable_unused + group as u32 * ipg + 1;
+            if ino >= first_unused {
+                g.itable_unused = group as u32 * ipg + ipg - ino;
+            }
+        }
+        self.inodes_used.push(ino);
+        let free = self.sb.s_free_inodes_count.get() - 1;
+        self.sb.s_free_inodes_count.set(free);
+    }
+
+    /// Whether group descriptors carry checksums (uninit_bg or metadata_csum).
+    pub(crate) fn csum(&self) -> bool {
+        self.sb.has_ro_compat(RoCompat::GDT_CSUM) || self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
+    }
+
+    /// Free blocks of a group right now (in blocks).
+    pub(crate) fn group_free_blocks(&self, g: u32) -> u64 {
+        let first = self.geo.group_first_block(g);
+        let last = self.geo.group_last_block(g);
+        (last - first + 1) - self.used.count_used(first, last)
+    }
+
+    /// Inode-table zeroing and the ITABLE_ZEROED flag, as
+    /// `write_inode_tables` decides them.
+    pub(crate) fn plan_inode_tables(&mut self, lazy: bool, zeroed: bool) {
+        let ibpg = u64::from(self.geo.inode_blocks_per_group());
+        let isz = u64::from(self.geo.inode_size);
+        let bs = u64::from(self.geo.block_size);
+        let ipg = u64::from(self.geo.inodes_per_group);
+        for g in 0..self.groups.len() {
+            let gi = &mut self.groups[g];
+            let mut num = ibpg;
+            if lazy {
+                num = ((ipg - u64::from(gi.itable_unused)) * isz).div_ceil(bs);
+            }
+            if !lazy || zeroed {
+                gi.flags |= BG_INODE_ZEROED;
+            }
+            if !zeroed && num > 0 {
+                self.itable_zero.push((gi.inode_table, num));
+            }
+        }
+    }
+
+    /// The midpoint group mke2fs puts the journal in
+    /// (`get_midpoint_journal_block`).
+    pub(crate) fn journal_goal(&self) -> u64 {
+        let ngroups = self.geo.group_count;
+        let mid = (self.geo.blocks_count - self.geo.first_data_block) / 2;
+        let mut group = self.geo.group_of_block(mid);
+        let log_flex = 1u32 << self.sb.s_log_groups_per_flex;
+        let start;
+        if self.sb.s_log_groups_per_flex != 0 && group > log_flex {
+            group &= !(log_flex - 1);
+            while group < ngroups && self.group_free_blocks(group) == 0 {
+                group += 1;
+            }
+            if group == ngroups {
+                group = 0;
+            }
+            start = group;
+        } else {
+            start = group.saturating_sub(1);
+        }
+        let end = if group + 1 < ngroups {
+            group + 1
+        } else {
+            group
+        };
+        let mut best = start;
+        for i in start + 1..=end {
+            if self.group_free_blocks(i) > self.group_free_blocks(best) {
+                best = i;
+            }
+        }
+        self.geo.group_first_block(best)
+    }
+
+    /// `extent_fallocate` of a new file: runs of up to 32768 blocks taken
+    /// from `goal` on; the fifth run pushes the extents out of the inode into
+    /// a leaf block placed just before the first run when possible.
+    pub(crate) fn fallocate_extents(&mut self, goal: u64, len: u64) -> Result<JournalPlace> {
+        let mut place = JournalPlace {
+            blocks: len,
+            ..JournalPlace::default()
+        };
+        let goal = self
+            .used
+            .first_free(goal, self.geo.blocks_count - 1)
+            .unwrap_or(goal);
+        let mut pblk = goal;
+        let mut lblk = 0u64;
+        let leaf_max = (u64::from(self.geo.block_size) - 12) / 12;
+        while lblk < len {
+            let want = (len - lblk).min(EXT_INIT_MAX_LEN);
+            let (s, n) = self
+                .used
+                .new_range(pblk, want)
+                .ok_or_else(|| bad("no room for the journal"))?;
+            self.mark_data(s, n);
+            place.extents.push((lblk, s, n));
+            if place.extents.len() == 5 {
+                let first = place.extents[0].1;
+                let g = first.saturating_sub(self.geo.cluster_ratio())
+                    & !(self.geo.cluster_ratio() - 1);
+                place.leaf = Some(self.new_block(g)?);
+            }
+            if place.extents.len() as u64 > leaf_max {
+                return Err(bad(
+                    "journal too fragmented: more extents than one leaf block holds",
+                ));
+            }
+            lblk += n;
+            pblk = s + n;
+            if pblk >= self.geo.blocks_count {
+                pblk = self.geo.first_data_block;
+            }
+        }
+        Ok(place)
+    }
+}
+
+fn is_backup_power(g: u32) -> bool {
+    [3u32, 5, 7].iter().any(|&b| {
+        let mut n = g;
+        while n > 1 && n % b == 0 {
+            n /= b;
+        }
+        n == 1
+    })
+}

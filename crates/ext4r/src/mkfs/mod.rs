@@ -1,0 +1,318 @@
+//! Making a filesystem, as a library call: [`format`] writes a new ext2,
+//! ext3 or ext4 filesystem to a device with mke2fs's defaults and options;
+//! [`plan`] decides the layout without writing (mke2fs -n).
+//!
+//! The work is split so that each step can be read against e2fsprogs:
+//! [`MkfsOptions::resolve`] is mke2fs's option processing, `layout` decides
+//! every block's place, `objects` encodes the few objects a new filesystem
+//! holds, and `write` emits them in sorted, merged runs.
+
+mod alloc;
+mod blockmap;
+mod layout;
+mod objects;
+mod params;
+mod runs;
+mod write;
+
+pub use params::{parse_uuid, Extended, MkfsOptions};
+
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use ext4r_format::features::{Compat, Incompat};
+use layout::{DirPlace, Layout};
+
+/// What was made: enough to print mke2fs's summary.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// Filesystem type name used for the defaults (ext2, ext3, ext4).
+    pub fs_type: String,
+    /// The usage types applied (`-T` or chosen from the size).
+    pub usage_types: Vec<String>,
+    /// Block size in bytes.
+    pub block_size: u32,
+    /// Cluster size in bytes.
+    pub cluster_size: u64,
+    /// Blocks in the filesystem.
+    pub blocks_count: u64,
+    /// Reserved blocks.
+    pub r_blocks_count: u64,
+    /// Inodes in the filesystem.
+    pub inodes_count: u32,
+    /// Groups.
+    pub group_count: u32,
+    /// Blocks per group.
+    pub blocks_per_group: u64,
+    /// Inodes per group.
+    pub inodes_per_group: u32,
+    /// First data block.
+    pub first_data_block: u64,
+    /// Groups with superblock backups (after group 0), by first block.
+    pub backups: Vec<u64>,
+    /// Journal blocks (0 without a journal).
+    pub journal_blocks: u64,
+    /// Feature names.
+    pub features: Vec<String>,
+    /// The filesystem UUID.
+    pub uuid: [u8; 16],
+    /// Label.
+    pub label: String,
+    /// Stride and stripe width (blocks).
+    pub stride: u32,
+    /// Stripe width (blocks).
+    pub stripe_width: u32,
+    /// Bytes handed to the device.
+    pub bytes_written: u64,
+    /// Whether the device was discarded first.
+    pub discarded: bool,
+}
+
+/// Decides the layout for `opts` without touching any device.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for options mke2fs would refuse, with its
+/// message.
+pub fn plan(opts: &MkfsOptions) -> Result<Summary> {
+    let (layout, params) = build(opts, true)?;
+    Ok(summary(&layout, &params, 0, false))
+}
+
+/// Formats `dev`. `zeroes_on_discard` says whether a successful discard
+/// makes the device read back zeros (true for image files, where discard
+/// punches holes), which lets inode tables and the journal go unwritten.
+///
+/// # Errors
+/// Invalid options, or an I/O error from the device.
+pub fn format(
+    dev: &dyn BlockDevice,
+    opts: &MkfsOptions,
+    zeroes_on_discard: bool,
+) -> Result<Summary> {
+    let mut params = opts.resolve()?;
+    let mut zeroed = params.assume_prezeroed;
+    let mut discarded = false;
+    if params.discard && !params.assume_prezeroed {
+        let len = params.blocks_count * (1024u64 << params.log_block_size);
+        if dev.discard(0, len.min(dev.size()))? {
+            discarded = true;
+            zeroed = zeroes_on_discard;
+        }
+    }
+    if zeroed {
+        params.lazy_itable_init = true;
+        if params.assume_prezeroed {
+            params.lazy_journal_init = true;
+        }
+    }
+    let (mut layout, params) = build_with(params, zeroed)?;
+    let written = write::write(dev, &mut layout, &params, zeroed && discarded)?;
+    Ok(summary(&layout, &params, written, discarded))
+}
+
+fn build(opts: &MkfsOptions, zeroed: bool) -> Result<(Layout, params::Params)> {
+    let p = opts.resolve()?;
+    build_with(p, zeroed)
+}
+
+fn build_with(mut p: params::Params, itable_zeroed: bool) -> Result<(Layout, params::Params)> {
+    let mut layout = Layout::initialize(&p)?;
+    // Journal size (figure_journal_size): the default by size, or the
+    // requested size within bounds.
+    let blocks = layout.geo.blocks_count;
+    let mut journal = p.journal_blocks;
+    if let Some(req) = journal {
+        let default = default_journal_blocks(blocks);
+        if req == 0 {
+            journal = default.filter(|d| *d > 0);
+        } else {
+            if default.is_none() {
+                journal = None;
+            } else if !(1024..=10_240_000).contains(&req) {
+                return Err(Error::InvalidArgument(format!(
+                    "The total requested journal size is {req} blocks; it must be\n\
+                     between 1024 and 10240000 blocks.  Aborting."
+                )));
+            } else if req > layout.sb.free_blocks_count() / 2 {
+                return Err(Error::InvalidArgument(
+                    "Total journal size too big for filesystem.".into(),
+                ));
+            }
+        }
+        if journal.is_none() {
+            let mut f = layout.sb.features();
+            f.compat.remove(Compat::HAS_JOURNAL | Compat::ORPHAN_FILE);
+            layout.sb.set_features(f);
+            p.features = f;
+        }
+    }
+    p.journal_blocks = journal;
+    if p.packed_meta_blocks && layout.sb.has_incompat(Incompat::FLEX_BG) {
+        layout.allocate_tables_packed()?;
+    } else {
+        layout.allocate_tables(p.raid_stride)?;
+    }
+    let overhead = layout
+        .used
+        .count_used(layout.geo.first_data_block, layout.geo.blocks_count - 1)
+        .div_ceil(layout.geo.cluster_ratio());
+    layout.plan_inode_tables(p.lazy_itable_init, itable_zeroed);
+    create_objects(&mut layout, &p)?;
+    let overhead = overhead
+        + journal.unwrap_or(0).div_ceil(layout.geo.cluster_ratio())
+        + layout.geo.first_data_block;
+    layout.sb.s_overhead_clusters.set(overhead as u32);
+    Ok((layout, p))
+}
+
+/// `ext2fs_default_journal_size`: `None` when the filesystem is too small.
+fn default_journal_blocks(blocks: u64) -> Option<u64> {
+    Some(match blocks {
+        b if b < 2048 => return None,
+        b if b < 32768 => 1024,
+        b if b < 256 * 1024 => 4096,
+        b if b < 512 * 1024 => 8192,
+        b if b < 4096 * 1024 => 16384,
+        b if b < 8192 * 1024 => 32768,
+        b if b < 16384 * 1024 => 65536,
+        b if b < 32768 * 1024 => 131072,
+        _ => 262144,
+    })
+}
+
+/// Root, lost+found, reserved inodes, the resize inode and the journal, in
+/// mke2fs's order (the order decides which blocks each gets).
+fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
+    let bs = u64::from(l.geo.block_size);
+    let extents = l.sb.has_incompat(Incompat::EXTENTS);
+    // Root directory.
+    l.alloc_inode(2, true);
+    let b = l.new_block(l.inode_goal(2))?;
+    l.root = DirPlace { blocks: vec![b] };
+    // lost+found: grown until it is 16 KiB and two blocks, as mke2fs does.
+    l.alloc_inode(11, true);
+    let mut count = 1u64;
+    let mut size = 0u64;
+    for _ in 1..12 {
+        size += bs;
+        if size >= 16 * 1024 && size >= 2 * bs {
+            break;
+        }
+        count += 1;
+    }
+    let mut blocks = Vec::new();
+    let mut goal = l.inode_goal(11);
+    for _ in 0..count {
+        let b = l.new_block(goal)?;
+        blocks.push(b);
+        goal = b + 1;
+    }
+    l.lost_found = DirPlace { blocks };
+    // Reserved inodes, then the bad-block inode.
+    for ino in 3..11 {
+        l.alloc_inode(ino, false);
+    }
+    l.alloc_inode(1, false);
+    // Resize inode.
+    if l.sb.has_compat(Compat::RESIZE_INODE) {
+        let sb_blk = if bs == 1024 && l.geo.first_data_block == 0 {
+            1
+        } else {
+            l.geo.first_data_block
+        };
+        let goal = sb_blk
+            + u64::from(l.geo.desc_blocks())
+            + u64::from(l.geo.reserved_gdt_blocks)
+            + 2
+            + u64::from(l.geo.inode_blocks_per_group());
+        l.resize_dind = Some(l.new_block(goal)?);
+    }
+    // Journal.
+    if let Some(jblocks) = p.journal_blocks {
+        let goal = l.journal_goal();
+        let place = if extents {
+            l.fallocate_extents(goal, jblocks)?
+        } else {
+            let apb = bs / 4;
+            let start = l.inode_goal(8);
+            let map = blockmap::MappedFile::allocate(jblocks, apb, start, |g| l.new_block(g))?;
+            layout::JournalPlace {
+                blockmap: Some(map),
+                blocks: jblocks,
+                ..Default::default()
+            }
+        };
+        l.journal = Some(place);
+    }
+    if l.sb.has_compat(Compat::ORPHAN_FILE) {
+        // ext2fs_create_orphan_file: the next free inode (12), blocks taken
+        // one by one from the start of the filesystem.
+        let blocks = match p.orphan_file_size {
+            Some(bytes) => bytes / bs,
+            None => {
+                let n = l.geo.blocks_count;
+                let b = if n < 128 * 1024 {
+                    32
+                } else if n < 2 * 1024 * 1024 {
+                    n / 4096
+                } else {
+                    512
+                };
+                let mask = l.geo.cluster_ratio() - 1;
+                (b + mask) & !mask
+            }
+        };
+        let ino = 12;
+        l.alloc_inode(ino, false);
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+        let mut last = 0;
+        for lblk in 0..blocks {
+            let b = l.new_block(last)?;
+            match runs.last_mut() {
+                Some((_, s, n)) if *s + *n == b && *n < 32768 => *n += 1,
+                _ => runs.push((lblk, b, 1)),
+            }
+            last = b;
+        }
+        if runs.len() > 4 {
+            return Err(Error::InvalidArgument(
+                "orphan file too fragmented for an in-inode extent list".into(),
+            ));
+        }
+        l.orphan_file = Some((ino, runs));
+    }
+    if l.sb.has_ro_compat(ext4r_format::features::RoCompat::QUOTA) {
+        return Err(Error::InvalidArgument(
+            "the quota feature is not supported by mkfs.ext4r yet".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn summary(l: &Layout, p: &params::Params, written: u64, discarded: bool) -> Summary {
+    let geo = &l.geo;
+    Summary {
+        fs_type: p.fs_type.clone(),
+        usage_types: p.usage_types.clone(),
+        block_size: geo.block_size,
+        cluster_size: u64::from(geo.block_size) << geo.cluster_bits,
+        blocks_count: geo.blocks_count,
+        r_blocks_count: l.sb.r_blocks_count(),
+        inodes_count: l.sb.s_inodes_count.get(),
+        group_count: geo.group_count,
+        blocks_per_group: geo.blocks_per_group,
+        inodes_per_group: geo.inodes_per_group,
+        first_data_block: geo.first_data_block,
+        backups: geo
+            .backup_groups()
+            .map(|g| geo.group_first_block(g))
+            .collect(),
+        journal_blocks: l.journal.as_ref().map_or(0, |j| j.blocks),
+        features: l.sb.features().names(),
+        uuid: p.uuid,
+        label: String::from_utf8_lossy(&p.label).into_owned(),
+        stride: p.raid_stride,
+        stripe_width: p.raid_stripe_width,
+        bytes_written: written,
+        discarded,
+    }
+}

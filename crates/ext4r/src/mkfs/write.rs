@@ -1,0 +1,519 @@
+//! Emitting a decided layout: final counts and checksums, then every block
+//! that must hold something, in sorted merged runs. Groups whose bitmaps are
+//! uninitialised and inode tables known to be zero are not written at all.
+
+use super::layout::Layout;
+use super::objects::{self, Entry, InodeBuf, EXTENTS_FL};
+use super::params::Params;
+use super::runs::RunWriter;
+use crate::device::BlockDevice;
+use crate::error::Result;
+use ext4r_format::checksum::{crc32c, fs_csum_seed};
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::group_desc::{GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+
+/// Finishes the superblock and descriptors, then writes everything.
+/// Returns the bytes handed to the device.
+pub(crate) fn write(
+    dev: &dyn BlockDevice,
+    l: &mut Layout,
+    p: &Params,
+    device_zeroed: bool,
+) -> Result<u64> {
+    finish_superblock(l, p);
+    let bs = u64::from(l.geo.block_size);
+    let csum_seed = l.sb.csum_seed();
+    let metadata_csum = l.sb.has_ro_compat(RoCompat::METADATA_CSUM);
+    let gd_csum = if metadata_csum {
+        Some(GroupDescCsum::Crc32c { seed: csum_seed })
+    } else if l.sb.has_ro_compat(RoCompat::GDT_CSUM) {
+        Some(GroupDescCsum::Crc16 { uuid: l.sb.s_uuid })
+    } else {
+        None
+    };
+    let mut w = RunWriter::new(dev);
+
+    // Old superblock and partition-table-neighbouring sectors 2..7 are
+    // zeroed (mke2fs's zap_sector(2, 6)); block writes below may replace
+    // parts of this.
+    if bs == 1024 {
+        w.write(2048, vec![0; 2048])?;
+    } else if bs > 2048 {
+        w.write(2048, vec![0; bs as usize - 2048])?;
+    } else {
+        w.write(2048, vec![0; 2048])?;
+    }
+    // Old RAID metadata at the end of the device (the last 64 KiB-aligned
+    // stretch), as mke2fs wipes it.
+    let blocks = l.geo.blocks_count;
+    let rsv = (65536 / bs).max(1);
+    let mut start = blocks & !(rsv - 1);
+    if start > rsv {
+        start -= rsv;
+    }
+    if start > 0 && !device_zeroed {
+        w.zero(start * bs, (blocks - start) * bs)?;
+    }
+    for &(b, n) in &l.itable_zero {
+        if !device_zeroed {
+            w.zero(b * bs, n * bs)?;
+        }
+    }
+
+    // Bitmaps and descriptors, group by group.
+    let ngroups = l.geo.group_count;
+    let ipg = l.geo.inodes_per_group;
+    let mut descs = Vec::with_capacity(ngroups as usize);
+    let csum = l.csum();
+    let cluster_bits = l.geo.cluster_bits;
+    let cpg = l.geo.blocks_per_group >> cluster_bits;
+    let mut total_free = 0u64;
+    for g in 0..ngroups {
+        let gi = l.groups[g as usize];
+        let first = l.geo.group_first_block(g);
+        let last = l.geo.group_last_block(g);
+        let mut d = GroupDesc::zeroed();
+        d.set_locations(gi.block_bitmap, gi.inode_bitmap, gi.inode_table);
+        // Block bitmap (one bit per cluster).
+        let mut bitmap = vec![0xFFu8; bs as usize];
+        let nbytes = (cpg / 8) as usize;
+        bitmap[..nbytes].fill(0);
+        let mut used_clusters = 0u64;
+        for (s, e) in l.used.runs_in(first, last) {
+            let cs = (s - first) >> cluster_bits;
+            let ce = (e - first).div_ceil(1 << cluster_bits);
+            for c in cs..ce {
+                bitmap[(c / 8) as usize] |= 1 << (c % 8);
+            }
+            used_clusters += ce - cs;
+        }
+        let group_clusters = (last - first + 1).div_ceil(1 << cluster_bits);
+        if g + 1 == ngroups {
+            for c in group_clusters..(bs * 8) {
+                bitmap[(c / 8) as usize] |= 1 << (c % 8);
+            }
+        }
+        let free = group_clusters - used_clusters;
+        total_free += free;
+        d.set_free_blocks_count(free as u32);
+        if !(csum && gi.flags & BG_BLOCK_UNINIT != 0) {
+            if metadata_csum {
+                d.set_block_bitmap_csum(crc32c(csum_seed, &bitmap[..nbytes]), desc_size(l));
+            }
+            w.write(gi.block_bitmap * bs, bitmap)?;
+        }
+        // Inode bitmap.
+        if !(csum && gi.flags & BG_INODE_UNINIT != 0) {
+            let mut ib = vec![0xFFu8; bs as usize];
+            let n = (ipg as usize).div_ceil(8);
+            ib[..n].fill(0);
+            let base = g * ipg;
+            for &ino in &l.inodes_used {
+                if ino > base && ino <= base + ipg {
+                    let i = (ino - base - 1) as usize;
+                    ib[i / 8] |= 1 << (i % 8);
+                }
+            }
+            if metadata_csum {
+                d.set_inode_bitmap_csum(crc32c(csum_seed, &ib[..n]), desc_size(l));
+            }
+            w.write(gi.inode_bitmap * bs, ib)?;
+        }
+        d.set_free_inodes_count(gi.free_inodes);
+        d.set_used_dirs_count(gi.used_dirs);
+        d.set_flags(gi.flags);
+        d.set_itable_unused(gi.itable_unused);
+        if let Some(c) = &gd_csum {
+            d.update_checksum(g, desc_size(l), c)
+                .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
+        }
+        descs.push(d);
+    }
+    l.sb.set_free_blocks_count(total_free << cluster_bits);
+
+    // Objects: inodes and their blocks.
+    write_objects(&mut w, l, p, csum_seed, metadata_csum)?;
+
+    // Superblocks and descriptor tables.
+    write_super_and_gdt(&mut w, l, &descs)?;
+    w.flush()?;
+    dev.flush()?;
+    Ok(w.written)
+}
+
+fn desc_size(l: &Layout) -> usize {
+    l.geo.desc_size as usize
+}
+
+fn finish_superblock(l: &mut Layout, p: &Params) {
+    let sb = &mut l.sb;
+    if sb.s_errors.get() == 0 {
+        sb.s_errors.set(1);
+    }
+    sb.s_uuid = p.uuid;
+    for (i, w) in sb.s_hash_seed.iter_mut().enumerate() {
+        w.set(u32::from_le_bytes([
+            p.hash_seed[4 * i],
+            p.hash_seed[4 * i + 1],
+            p.hash_seed[4 * i + 2],
+            p.hash_seed[4 * i + 3],
+        ]));
+    }
+    sb.s_def_hash_version = 1; // half_md4
+    sb.s_volume_name = [0; 16];
+    sb.s_volume_name[..p.label.len()].copy_from_slice(&p.label);
+    sb.s_last_mounted = [0; 64];
+    sb.s_last_mounted[..p.last_mounted.len()].copy_from_slice(&p.last_mounted);
+    if sb.has_ro_compat(RoCompat::METADATA_CSUM) {
+        sb.s_checksum_type = 1;
+        if sb.has_incompat(Incompat::CSUM_SEED) {
+            sb.s_checksum_seed.set(fs_csum_seed(&p.uuid));
+        }
+    }
+    let f = sb.features();
+    if f.incompat.contains(Incompat::FLEX_BG)
+        || f.ro_compat.intersects(
+            RoCompat::HUGE_FILE
+                | RoCompat::GDT_CSUM
+                | RoCompat::DIR_NLINK
+                | RoCompat::METADATA_CSUM
+                | RoCompat::EXTRA_ISIZE,
+        )
+    {
+        sb.s_kbytes_written.set(1);
+    }
+    sb.set_wtime(p.now);
+    let free_inodes: u32 = l.groups.iter().map(|g| g.free_inodes).sum();
+    sb.s_free_inodes_count.set(free_inodes);
+    if l.journal.is_some() {
+        sb.s_journal_inum.set(8);
+    }
+}
+
+fn write_objects(
+    w: &mut RunWriter<'_>,
+    l: &mut Layout,
+    p: &Params,
+    seed: u32,
+    metadata_csum: bool,
+) -> Result<()> {
+    let bs = l.geo.block_size as usize;
+    let isz = l.geo.inode_size as usize;
+    let now = p.now;
+    let filetype = l.sb.has_incompat(Incompat::FILETYPE);
+    let extents = l.sb.has_incompat(Incompat::EXTENTS);
+    let dir_csum = |ino: u32| metadata_csum.then_some((seed, ino));
+    let sectors = |blocks: u64| blocks * (bs as u64 / 512);
+    let mut inodes: Vec<(u32, InodeBuf)> = Vec::new();
+
+    // Reserved inodes: zero with checksums under metadata_csum; the bad
+    // block inode carries times.
+    if metadata_csum {
+        for ino in 3..11 {
+            if ino == 7 || ino == 8 {
+                continue;
+            }
+            inodes.push((ino, InodeBuf::new(isz)));
+        }
+    }
+    let mut bad = InodeBuf::new(isz);
+    bad.set_times(now);
+    inodes.push((1, bad));
+
+    // Root.
+    let root_blk = l.root.blocks[0];
+    let mut root = InodeBuf::new_file(isz, 0o040755, 3, now);
+    root.set_owner(p.root_owner.0, p.root_owner.1);
+    root.set_size(bs as u64);
+    root.set_sectors(sectors(1));
+    set_data_map(&mut root, &[root_blk], extents);
+    inodes.push((2, root));
+    w.write(
+        root_blk * bs as u64,
+        objects::dir_block(
+            bs,
+            &[
+                Entry { ino: 2, name: b"." },
+                Entry {
+                    ino: 2,
+                    name: b"..",
+                },
+                Entry {
+                    ino: 11,
+                    name: b"lost+found",
+                },
+            ],
+            filetype,
+            dir_csum(2),
+        ),
+    )?;
+    // lost+found.
+    let lpf = l.lost_found.blocks.clone();
+    let mut li = InodeBuf::new_file(isz, 0o040700, 2, now);
+    li.set_size(lpf.len() as u64 * bs as u64);
+    li.set_sectors(sectors(lpf.len() as u64));
+    set_data_map(&mut li, &lpf, extents);
+    inodes.push((11, li));
+    for (i, b) in lpf.iter().enumerate() {
+        let entries: &[Entry<'_>] = if i == 0 {
+            &[
+                Entry {
+                    ino: 11,
+                    name: b".",
+                },
+                Entry {
+                    ino: 2,
+                    name: b"..",
+                },
+            ]
+        } else {
+            &[]
+        };
+        w.write(
+            b * bs as u64,
+            objects::dir_block(bs, entries, filetype, dir_csum(11)),
+        )?;
+    }
+
+    // Resize inode: the double-indirect block points at the primary
+    // reserved GDT blocks, each of which lists its copies in the backup
+    // groups.
+    if let Some(dind) = l.resize_dind {
+        let apb = (bs / 4) as u64;
+        let sb_blk = if bs == 1024 && l.geo.first_data_block == 0 {
+            1
+        } else {
+            l.geo.first_data_block
+        };
+        let desc_blocks = u64::from(l.geo.desc_blocks());
+        let rsv = u64::from(l.geo.reserved_gdt_blocks);
+        let backups: Vec<u32> = l.geo.backup_groups().collect();
+        let mut dind_buf = vec![0u8; bs];
+        let mut total = 1u64;
+        for r in 0..rsv {
+            let gdt_blk = sb_blk + 1 + desc_blocks + r;
+            let off = ((desc_blocks + r) % apb) as usize;
+            dind_buf[off * 4..off * 4 + 4].copy_from_slice(&(gdt_blk as u32).to_le_bytes());
+            total += 1;
+            let mut ind = vec![0u8; bs];
+            for (i, g) in backups.iter().enumerate() {
+                let expect = gdt_blk as u32 + g * l.geo.blocks_per_group as u32;
+                ind[i * 4..i * 4 + 4].copy_from_slice(&expect.to_le_bytes());
+                total += 1;
+            }
+            w.write(gdt_blk * bs as u64, ind)?;
+        }
+        w.write(dind * bs as u64, dind_buf)?;
+        let mut ri = InodeBuf::new_file(isz, 0o100600, 1, now);
+        ri.set_size((apb * apb + apb + 12) * bs as u64);
+        ri.set_sectors(sectors(total));
+        let mut ib = [0u8; 60];
+        ib[13 * 4..14 * 4].copy_from_slice(&(dind as u32).to_le_bytes());
+        ri.set_i_block(&ib);
+        inodes.push((7, ri));
+    } else if metadata_csum {
+        inodes.push((7, InodeBuf::new(isz)));
+    }
+
+    // Journal.
+    if let Some(j) = l.journal.clone() {
+        let mut ji = InodeBuf::new_file(isz, 0o100600, 1, now);
+        ji.set_size(j.blocks * bs as u64);
+        let first_block;
+        if let Some(map) = &j.blockmap {
+            ji.set_sectors(sectors(map.total_blocks()));
+            let mut ib = [0u8; 60];
+            for (i, v) in map.i_block().iter().enumerate() {
+                ib[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            ji.set_i_block(&ib);
+            for (b, ptrs) in map.mapping_blocks((bs / 4) as u64) {
+                let mut buf = vec![0u8; bs];
+                for (i, v) in ptrs.iter().enumerate() {
+                    buf[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+                }
+                w.write(b * bs as u64, buf)?;
+            }
+            first_block = map.data[0];
+            if !p.lazy_journal_init {
+                zero_runs(w, &map.data, bs as u64)?;
+            }
+        } else {
+            ji.set_flags(EXTENTS_FL);
+            ji.set_sectors(sectors(j.blocks + u64::from(j.leaf.is_some())));
+            ji.set_i_block(&objects::extent_root(&j.extents, j.leaf));
+            if let Some(leaf) = j.leaf {
+                w.write(
+                    leaf * bs as u64,
+                    objects::extent_leaf(bs, &j.extents, metadata_csum.then_some((seed, 8))),
+                )?;
+            }
+            first_block = j.extents[0].1;
+            if !p.lazy_journal_init {
+                for &(_, s, n) in &j.extents {
+                    w.zero(s * bs as u64, n * bs as u64)?;
+                }
+            }
+        }
+        w.write(
+            first_block * bs as u64,
+            objects::journal_superblock(bs as u32, j.blocks as u32, &p.uuid),
+        )?;
+        // Backup of the journal inode's block map in the superblock.
+        let ib = ji.i_block();
+        for i in 0..15 {
+            l.sb.s_jnl_blocks[i].set(u32::from_le_bytes([
+                ib[4 * i],
+                ib[4 * i + 1],
+                ib[4 * i + 2],
+                ib[4 * i + 3],
+            ]));
+        }
+        let size = j.blocks * bs as u64;
+        l.sb.s_jnl_blocks[15].set((size >> 32) as u32);
+        l.sb.s_jnl_blocks[16].set(size as u32);
+        l.sb.s_jnl_backup_type = 1;
+        inodes.push((8, ji));
+    } else if metadata_csum {
+        inodes.push((8, InodeBuf::new(isz)));
+    }
+
+    if let Some((ino, runs)) = l.orphan_file.clone() {
+        // Each block: zeroed inode slots, then the tail (magic, checksum
+        // over the slots seeded with inode, generation and block number).
+        let per_ob = (bs - 8) / 4;
+        let mut count = 0u64;
+        for &(_, start, n) in &runs {
+            for b in start..start + n {
+                let mut buf = vec![0u8; bs];
+                buf[bs - 8..bs - 4].copy_from_slice(&0x0B10_CA04u32.to_le_bytes());
+                if metadata_csum {
+                    let mut c = crc32c(seed, &ino.to_le_bytes());
+                    c = crc32c(c, &0u32.to_le_bytes());
+                    c = crc32c(c, &b.to_le_bytes());
+                    c = crc32c(c, &buf[..per_ob * 4]);
+                    buf[bs - 4..].copy_from_slice(&c.to_le_bytes());
+                }
+                w.write(b * bs as u64, buf)?;
+                count += 1;
+            }
+        }
+        let mut oi = InodeBuf::new_file(isz, 0o100600, 1, now);
+        oi.set_size(count * bs as u64);
+        oi.set_sectors(sectors(count));
+        if extents {
+            oi.set_flags(EXTENTS_FL);
+            oi.set_i_block(&objects::extent_root(&runs, None));
+        }
+        inodes.push((ino, oi));
+        l.sb.s_orphan_file_inum.set(ino);
+    }
+
+    if metadata_csum {
+        for (ino, i) in inodes.iter_mut() {
+            i.set_checksum(seed, *ino);
+        }
+    }
+    // The inode-table blocks holding these inodes (all in group 0).
+    inodes.sort_by_key(|(ino, _)| *ino);
+    let table = l.groups[0].inode_table;
+    let per_block = bs / isz;
+    let mut cur: Option<(u64, Vec<u8>)> = None;
+    for (ino, i) in inodes {
+        let idx = (ino - 1) as usize;
+        let blk = table + (idx / per_block) as u64;
+        if cur.as_ref().is_some_and(|(b, _)| *b != blk) {
+            if let Some((b, buf)) = cur.take() {
+                w.write(b * bs as u64, buf)?;
+            }
+        }
+        let (_, buf) = cur.get_or_insert_with(|| (blk, vec![0u8; bs]));
+        let off = (idx % per_block) * isz;
+        buf[off..off + isz].copy_from_slice(&i.bytes);
+    }
+    if let Some((b, buf)) = cur {
+        w.write(b * bs as u64, buf)?;
+    }
+    Ok(())
+}
+
+/// Points an inode at its (contiguous) data blocks: an extent, or direct
+/// block pointers.
+fn set_data_map(i: &mut InodeBuf, blocks: &[u64], extents: bool) {
+    if extents {
+        i.set_flags(EXTENTS_FL);
+        i.set_i_block(&objects::extent_root(
+            &[(0, blocks[0], blocks.len() as u64)],
+            None,
+        ));
+    } else {
+        let mut ib = [0u8; 60];
+        for (k, b) in blocks.iter().take(12).enumerate() {
+            ib[k * 4..k * 4 + 4].copy_from_slice(&(*b as u32).to_le_bytes());
+        }
+        i.set_i_block(&ib);
+    }
+}
+
+/// Zeroes a list of blocks in contiguous runs.
+fn zero_runs(w: &mut RunWriter<'_>, blocks: &[u64], bs: u64) -> Result<()> {
+    let mut i = 0;
+    while i < blocks.len() {
+        let mut j = i + 1;
+        while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 {
+            j += 1;
+        }
+        w.zero(blocks[i] * bs, (j - i) as u64 * bs)?;
+        i = j;
+    }
+    Ok(())
+}
+
+fn write_super_and_gdt(w: &mut RunWriter<'_>, l: &mut Layout, descs: &[GroupDesc]) -> Result<()> {
+    let bs = l.geo.block_size as usize;
+    let ds = desc_size(l);
+    let per = bs / ds;
+    let desc_blocks = l.geo.desc_blocks() as usize;
+    let gdt_block = |i: usize| -> Vec<u8> {
+        let mut buf = vec![0u8; bs];
+        for (k, d) in descs.iter().skip(i * per).take(per).enumerate() {
+            // The size was checked when the geometry was built.
+            let _ = d.write(&mut buf[k * ds..(k + 1) * ds], ds);
+        }
+        buf
+    };
+    let meta_bg = l.sb.has_incompat(Incompat::META_BG);
+    let first_meta = if meta_bg {
+        l.sb.s_first_meta_bg.get() as usize
+    } else {
+        desc_blocks
+    };
+    let has_super2 = l.sb.has_compat(Compat::SPARSE_SUPER2);
+    let _ = has_super2;
+    for g in 0..l.geo.group_count {
+        let m = l.geo.group_meta(g);
+        if let Some(sblk) = m.super_block {
+            let mut sb = l.sb.clone();
+            sb.s_block_group_nr.set(g.min(65535) as u16);
+            sb.update_checksum();
+            let bytes = sb.to_bytes().to_vec();
+            if g == 0 {
+                w.write(1024, bytes)?;
+            } else {
+                let mut buf = vec![0u8; bs.max(1024)];
+                buf[..1024].copy_from_slice(&bytes);
+                w.write(sblk * bs as u64, if bs == 1024 { bytes } else { buf })?;
+            }
+        }
+        if let Some((start, _)) = m.old_desc {
+            for i in 0..first_meta.min(desc_blocks) {
+                w.write((start + i as u64) * bs as u64, gdt_block(i))?;
+            }
+        }
+        if let Some(b) = m.meta_desc {
+            let i = g as usize / per;
+            w.write(b * bs as u64, gdt_block(i))?;
+        }
+    }
+    Ok(())
+}
