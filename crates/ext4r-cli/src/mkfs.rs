@@ -55,9 +55,9 @@ struct Args {
     /// Features to set or (with ^) clear, comma-separated.
     #[arg(short = 'O')]
     features: Vec<String>,
-    /// Extended options, comma-separated.
-    #[arg(short = 'E')]
-    extended: Vec<String>,
+    /// Extended options, comma-separated (as mke2fs, the last -E wins).
+    #[arg(short = 'E', overrides_with = "extended")]
+    extended: Option<String>,
     /// Journal options (size=MiB).
     #[arg(short = 'J')]
     journal: Option<String>,
@@ -236,7 +236,7 @@ fn run(a: Args) -> Result<()> {
         eprintln!("mkfs.ext4r {}", env!("CARGO_PKG_VERSION"));
     }
     let mut ext = Extended::default();
-    parse_extended(&a.extended, &mut ext)?;
+    parse_extended(a.extended.as_slice(), &mut ext)?;
     let block_size = a
         .block_size
         .as_deref()

@@ -393,6 +393,13 @@ impl MkfsOptions {
         }
 
         let bigalloc = features.ro_compat.contains(RoCompat::BIGALLOC);
+        if bigalloc {
+            // The cluster-granular allocation is not finished: refuse rather
+            // than write a filesystem e2fsck would reject.
+            return Err(bad(
+                "the bigalloc feature is not supported by mkfs.ext4r yet",
+            ));
+        }
         let mut log_cluster_size = log_block_size;
         if bigalloc {
             let cs = self.cluster_size.unwrap_or(blocksize * 16);

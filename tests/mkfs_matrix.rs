@@ -1,0 +1,194 @@
+//! mkfs.ext4r against mke2fs over a matrix of sizes, block sizes, feature
+//! sets and usage types: e2fsck -fn must pass on every image we make, and
+//! dumpe2fs of our image must equal mke2fs's (times, checksums, lifetime
+//! writes masked) for the same options, UUID, hash seed and time.
+
+mod common;
+
+use common::*;
+use std::sync::Mutex;
+
+/// (size, arguments). Every configuration is one mke2fs accepts.
+const CONFIGS: &[(&str, &str)] = &[
+    ("1M", "-t ext4"),
+    ("2M", "-t ext2"),
+    ("8M", "-t ext4"),
+    ("20M", "-t ext4 -b 4096"),
+    ("64M", "-t ext4"),
+    ("64M", "-t ext4 -O orphan_file"),
+    ("100M", "-t ext4"),
+    ("128M", "-t ext3"),
+    ("128M", "-t ext2"),
+    ("300M", "-t ext4 -b 2048 -O ^has_journal"),
+    ("513M", "-t ext4"),
+    ("1G", "-t ext4"),
+    ("1G", "-t ext4 -b 1024"),
+    ("1G", "-t ext4 -b 2048"),
+    ("1G", "-t ext3"),
+    ("1G", "-t ext3 -b 1024"),
+    ("1G", "-t ext2"),
+    ("1G", "-t ext2 -o hurd"),
+    ("1G", "-t ext4 -O ^flex_bg"),
+    ("1G", "-t ext4 -O ^64bit"),
+    ("1G", "-t ext4 -O ^metadata_csum,uninit_bg"),
+    ("1G", "-t ext4 -O ^metadata_csum,uninit_bg,^64bit -b 1024"),
+    ("1G", "-t ext4 -G 4"),
+    ("1G", "-t ext4 -G 64"),
+    ("1G", "-t ext4 -O ^resize_inode"),
+    ("1G", "-t ext4 -O meta_bg,^resize_inode"),
+    ("1G", "-t ext4 -O meta_bg,^resize_inode,^flex_bg -b 1024"),
+    ("1G", "-t ext4 -O sparse_super2"),
+    ("1G", "-t ext4 -O sparse_super2 -E num_backup_sb=1"),
+    ("1G", "-t ext4 -O sparse_super2 -E num_backup_sb=0"),
+    ("1G", "-t ext4 -O metadata_csum_seed"),
+    ("1G", "-t ext4 -O orphan_file"),
+    ("1G", "-t ext4 -O ^has_journal"),
+    ("1G", "-t ext4 -T news"),
+    ("1G", "-t ext4 -T largefile"),
+    ("1G", "-t ext4 -T largefile4"),
+    ("1G", "-t ext4 -T small"),
+    ("1G", "-t ext4 -T floppy"),
+    ("1G", "-t ext4 -T big"),
+    ("1G", "-t ext4 -T huge"),
+    ("1G", "-t ext4 -I 128"),
+    ("1G", "-t ext4 -I 512"),
+    ("1G", "-t ext4 -i 8192"),
+    ("1G", "-t ext4 -N 100000"),
+    ("1G", "-t ext4 -m 0"),
+    ("1G", "-t ext4 -m 10"),
+    ("1G", "-t ext4 -g 16384"),
+    ("1G", "-t ext4 -b 2048 -g 8192"),
+    ("1G", "-t ext4 -J size=4"),
+    ("1G", "-t ext4 -J size=64"),
+    ("1G", "-t ext3 -J size=16"),
+    ("1G", "-t ext4 -E stride=16,stripe_width=64"),
+    ("1G", "-t ext4 -O ^flex_bg -E stride=16"),
+    ("1G", "-t ext4 -E root_owner=1000:1000"),
+    ("1G", "-t ext4 -L label -M /mnt/data -e remount-ro"),
+    ("1G", "-t ext4 -E nodiscard"),
+    ("1G", "-t ext4 -E lazy_itable_init=0,nodiscard"),
+    ("1G", "-t ext4 -E lazy_journal_init=1"),
+    ("1G", "-t ext4 -E packed_meta_blocks=1"),
+    ("1G", "-t ext4 -O inline_data"),
+    ("1G", "-t ext4 -O bigalloc"),
+    ("1G", "-t ext4 -O bigalloc -C 65536"),
+    ("1G", "-t ext4 -O quota"),
+    ("4G", "-t ext4"),
+    ("4G", "-t ext4 -O ^metadata_csum,uninit_bg"),
+    ("17G", "-t ext4"),
+    ("17G", "-t ext3"),
+    ("257G", "-t ext4"),
+    ("257G", "-t ext4 -O ^flex_bg"),
+    ("1T", "-t ext4"),
+    ("1T", "-t ext4 -O meta_bg,^resize_inode"),
+    ("5T", "-t ext4 -O ^64bit"),
+    ("15T", "-t ext4"),
+    ("15T", "-t ext4 -O ^metadata_csum,uninit_bg"),
+];
+
+/// Configurations whose layout is known to differ from mke2fs's, or that
+/// mkfs.ext4r refuses: the gaps still open, stated here and in the README
+/// so the count below stays honest. The goal is an empty list.
+const KNOWN_GAPS: &[&str] = &[
+    "1G -t ext4 -E packed_meta_blocks=1",
+    "1G -t ext4 -O inline_data",
+    "1G -t ext4 -O bigalloc",
+    "1G -t ext4 -O bigalloc -C 65536",
+    "1G -t ext4 -O quota",
+];
+
+#[test]
+fn mkfs_matches_mke2fs_and_passes_e2fsck() {
+    for t in ["mke2fs", "e2fsck", "dumpe2fs", "truncate"] {
+        if !have(t) {
+            eprintln!("SKIP: {t} not installed");
+            return;
+        }
+    }
+    let dir = TempDir::new("matrix");
+    let results = Mutex::new(Vec::new());
+    let next = Mutex::new(0usize);
+    std::thread::scope(|s| {
+        for worker in 0..2 {
+            let (dir, results, next) = (&dir, &results, &next);
+            s.spawn(move || loop {
+                let i = {
+                    let mut n = next.lock().unwrap();
+                    let i = *n;
+                    *n += 1;
+                    i
+                };
+                let Some((size, args)) = CONFIGS.get(i) else {
+                    break;
+                };
+                let name = format!("{size} {args}");
+                let argv: Vec<&str> = args.split_whitespace().collect();
+                let ours = dir.path(&format!("ours{worker}.img"));
+                let theirs = dir.path(&format!("theirs{worker}.img"));
+                let r = (|| -> Result<(bool, bool, String), String> {
+                    make_image(ours_cmd(), &argv, &ours, size)?;
+                    let (rc, out) = e2fsck_fn(&ours);
+                    make_image(std::process::Command::new("mke2fs"), &argv, &theirs, size)?;
+                    let (a, b) = (normalized_dumpe2fs(&ours), normalized_dumpe2fs(&theirs));
+                    let mut detail = String::new();
+                    if rc != 0 {
+                        detail += &format!("  e2fsck -fn exit {rc}:\n{}\n", tail(&out, 12));
+                    }
+                    if a != b {
+                        detail += &first_diffs(&a, &b, 4);
+                    }
+                    Ok((rc == 0, a == b, detail))
+                })();
+                let _ = std::fs::remove_file(&ours);
+                let _ = std::fs::remove_file(&theirs);
+                results.lock().unwrap().push((name, r));
+            });
+        }
+    });
+    let results = results.into_inner().unwrap();
+    let n = results.len();
+    let mut clean = 0;
+    let mut equal = 0;
+    let mut unexpected = Vec::new();
+    for (name, r) in &results {
+        let gap = KNOWN_GAPS.contains(&name.as_str());
+        match r {
+            Ok((c, e, detail)) => {
+                clean += usize::from(*c);
+                equal += usize::from(*e);
+                if !(*c && *e) {
+                    println!(
+                        "DIFFERS{}: {name}\n{detail}",
+                        if gap { " (known gap)" } else { "" }
+                    );
+                    if !gap {
+                        unexpected.push(name.clone());
+                    }
+                } else if gap {
+                    println!("NOW MATCHES (remove from KNOWN_GAPS): {name}");
+                }
+            }
+            Err(e) => {
+                println!(
+                    "FAILED{}: {name}: {e}",
+                    if gap { " (known gap)" } else { "" }
+                );
+                if !gap {
+                    unexpected.push(name.clone());
+                }
+            }
+        }
+    }
+    println!("e2fsck -fn clean: {clean}/{n}");
+    println!("dumpe2fs equal to mke2fs: {equal}/{n}");
+    println!("known gaps: {}", KNOWN_GAPS.len());
+    assert!(
+        unexpected.is_empty(),
+        "unexpected failures: {unexpected:#?}"
+    );
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let l: Vec<&str> = s.lines().collect();
+    l[l.len().saturating_sub(n)..].join("\n")
+}
