@@ -2,6 +2,9 @@
 //! the image is unmounted and checked with e2fsck -fn, remounted, and every
 //! file must read back as written.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

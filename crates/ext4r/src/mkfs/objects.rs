@@ -207,7 +207,7 @@ pub(crate) fn dir_block(
         put32(&mut b, off, e.ino);
         put16(&mut b, off + 4, rec_len_disk(rec));
         b[off + 6] = e.name.len() as u8;
-        b[off + 7] = if filetype { FT_DIR } else { 0 };
+        b[off + 7] = if filetype && e.ino != 0 { FT_DIR } else { 0 };
         b[off + 8..off + 8 + e.name.len()].copy_from_slice(e.name);
         off += rec;
     }

@@ -7,9 +7,9 @@ use crate::error::Result;
 use std::collections::BTreeMap;
 
 /// Bytes buffered before a flush.
-const BUFFER_LIMIT: usize = 8 << 20;
+const BUFFER_LIMIT: usize = 1 << 20;
 /// Largest single write issued.
-const MAX_RUN: usize = 4 << 20;
+const MAX_RUN: usize = 1 << 20;
 
 pub(crate) struct RunWriter<'a> {
     dev: &'a dyn BlockDevice,

@@ -249,7 +249,12 @@ fn write_objects(
     )?;
     // lost+found.
     let lpf = l.lost_found.blocks.clone();
+    let inline = l.sb.has_incompat(Incompat::INLINE_DATA);
     let mut li = InodeBuf::new_file(isz, 0o040700, 2, now);
+    if inline && isz >= 164 {
+        // The emptied in-inode xattr area left by moving inline entries out.
+        li.bytes[160..164].copy_from_slice(&0xEA02_0000u32.to_le_bytes());
+    }
     li.set_size(lpf.len() as u64 * bs as u64);
     li.set_sectors(sectors(lpf.len() as u64));
     set_data_map(&mut li, &lpf, extents);
