@@ -1,1 +1,50 @@
-fn main() {}
+//! `cargo xtask`: project automation for ext4r (see DESIGN.md §4 and §6).
+//!
+//! - `cargo xtask ci [--quick]`: fmt, clippy, release build, tests.
+//! - `cargo xtask fuzz [--secs N] [TARGET...]`: every cargo-fuzz target for N seconds.
+//! - `cargo xtask bench mkfs [--sizes 1T,15T] [--runs N] [--dir /dev/shm]`: ours vs mke2fs.
+
+mod bench;
+mod ci;
+mod fuzz;
+mod measure;
+mod util;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "ext4r project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the CI checks: fmt, clippy, release build, tests (stops at the first failure).
+    Ci(ci::Args),
+    /// Run every cargo-fuzz target under fuzz/ for a while; fail if any crashes.
+    Fuzz(fuzz::Args),
+    /// Compare an ext4r tool against its e2fsprogs counterpart, alternating runs.
+    Bench(bench::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Ci(args) => ci::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
+        Command::Bench(args) => bench::run(&args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: error: {err:#}");
+            if util::interrupted() {
+                std::process::ExitCode::from(130)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! `cargo xtask bench <tool>`: an ext4r tool against its e2fsprogs counterpart on
+//! the same input, alternating runs (DESIGN.md §4). The measuring lives in
+//! [`crate::measure`]; a tool adds a [`Hooks`] impl that prepares the input
+//! before each run and checks the result after it (a later `bench fsck` would
+//! make one image, then run `e2fsck -fn` vs `ext4r fsck -fn` on it).
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, ensure, Context, Result};
+use clap::Subcommand;
+
+use crate::measure::{self, Check, Hooks, Row, Sample, Tool};
+use crate::util::{self, fmt_bytes, Size, TempDir};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(Subcommand)]
+enum Which {
+    /// `ext4r mkfs` vs `mke2fs` on fresh sparse images of each size.
+    Mkfs(MkfsArgs),
+}
+
+/// Options every benchmark takes.
+#[derive(clap::Args)]
+struct Common {
+    /// Runs per tool, alternating ours, theirs, ours, …
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Where to create the temporary directory for images (tmpfs takes sparse
+    /// files beyond the 16 TiB a host ext4 allows).
+    #[arg(long, default_value = "/dev/shm")]
+    dir: PathBuf,
+    /// Our command line, whitespace-separated, instead of building and running
+    /// `target/release/ext4r <tool>`. `--ours-cmd mke2fs` validates the harness.
+    #[arg(long, value_name = "CMD")]
+    ours_cmd: Option<String>,
+    /// The reference command line, whitespace-separated [default: the e2fsprogs tool].
+    #[arg(long, value_name = "CMD")]
+    theirs_cmd: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct MkfsArgs {
+    /// Image sizes, comma-separated, binary suffixes K M G T P.
+    #[arg(long, value_delimiter = ',', default_value = "1T,15T")]
+    sizes: Vec<Size>,
+    #[command(flatten)]
+    common: Common,
+    /// Extra mke2fs options given to both tools (after `--`), e.g. `-- -O ^metadata_csum`.
+    #[arg(last = true)]
+    extra: Vec<String>,
+}
+
+/// Fixed identity and clock, so both tools lay out byte-comparable images.
+const UUID: &str = "6d9d3b3e-5f0c-4c7a-9a53-0e4f3b2a1c5d";
+const HASH_SEED: &str = "0c5e2b8a-3f61-4d27-b9e4-71a0d6c3f812";
+const FAKE_TIME: &str = "1700000000";
+
+pub fn run(args: &Args) -> Result<()> {
+    util::install_interrupt_handler();
+    match &args.which {
+        Which::Mkfs(a) => mkfs(a),
+    }
+}
+
+fn mkfs(args: &MkfsArgs) -> Result<()> {
+    let c = &args.common;
+    ensure!(c.runs >= 1, "--runs must be at least 1");
+    ensure!(!args.sizes.is_empty(), "--sizes is empty");
+    let e2fsck = util::find_program("e2fsck".as_ref()).context("e2fsck not found on $PATH")?;
+    let ours = resolve_ours(c, "mkfs")?;
+    let theirs = resolve_cmd(c.theirs_cmd.as_deref().unwrap_or("mke2fs"))?;
+
+    ensure!(
+        c.dir.is_dir(),
+        "--dir {} is not a directory",
+        c.dir.display()
+    );
+    let tmp = TempDir::new_in(&c.dir, "ext4r-bench-")?;
+    let img = tmp.path().join("bench.img");
+    let free = rustix::fs::statvfs(tmp.path())
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+        .unwrap_or(0);
+    println!(
+        "images in {} ({} free)",
+        tmp.path().display(),
+        fmt_bytes(free)
+    );
+
+    let mut common_args: Vec<OsString> = ["-F", "-q", "-t", "ext4", "-U", UUID, "-E"]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    common_args.push(format!("hash_seed={HASH_SEED}").into());
+    common_args.extend(args.extra.iter().map(OsString::from));
+    common_args.push(img.clone().into());
+    let tool = |name: &str, base: &[OsString]| Tool {
+        name: name.to_string(),
+        argv: base.iter().chain(&common_args).cloned().collect(),
+        env: vec![("E2FSPROGS_FAKE_TIME".into(), FAKE_TIME.into())],
+    };
+    let tools = [tool("ours", &ours), tool("theirs", &theirs)];
+    for t in &tools {
+        println!("{:<7} {}", t.name, util::display_cmd(&t.command()?));
+    }
+    let floor = measure::spawn_floor(tmp.path())?;
+    println!(
+        "peak RSS of `true` spawned the same way (the measurement floor): {}",
+        fmt_bytes(floor)
+    );
+
+    let mut rows: Vec<Row> = Vec::new();
+    for size in &args.sizes {
+        println!(
+            "== {} ({} bytes), {} runs each",
+            size.label, size.bytes, c.runs
+        );
+        let mut hooks = MkfsHooks {
+            img: &img,
+            size: size.bytes,
+            e2fsck: &e2fsck,
+            logdir: tmp.path(),
+        };
+        let samples = measure::alternate([&tools[0], &tools[1]], c.runs, tmp.path(), &mut hooks);
+        // Give the memory back before the next (maybe larger) size.
+        let _ = std::fs::remove_file(&img);
+        let samples = samples?;
+        rows.extend(measure::rows_for(
+            &size.label,
+            [&tools[0], &tools[1]],
+            &samples,
+        ));
+    }
+    println!();
+    measure::print_table(&rows);
+    println!(
+        "ours/theirs = median wall time ratio (<1: ours faster); peak RSS includes the {} floor",
+        fmt_bytes(floor)
+    );
+    let failed: usize = rows.iter().map(|r| r.summary.failed).sum();
+    if failed > 0 {
+        bail!("{failed} run(s) failed or left an image that e2fsck -fn rejects");
+    }
+    Ok(())
+}
+
+/// Recreates a fresh sparse image before each run; after it, records the
+/// image's allocated bytes and, for ours, checks it with `e2fsck -fn`.
+struct MkfsHooks<'a> {
+    img: &'a Path,
+    size: u64,
+    e2fsck: &'a Path,
+    logdir: &'a Path,
+}
+
+impl Hooks for MkfsHooks<'_> {
+    fn before(&mut self, _tool: usize, _run: usize) -> Result<()> {
+        // truncate(true) empties it (freeing tmpfs pages), set_len makes it sparse.
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(self.img)
+            .with_context(|| format!("cannot create {}", self.img.display()))?;
+        f.set_len(self.size)
+            .with_context(|| format!("cannot size {} to {}", self.img.display(), self.size))?;
+        Ok(())
+    }
+
+    fn after(&mut self, tool: usize, run: usize, sample: &mut Sample) -> Result<()> {
+        let meta = std::fs::metadata(self.img)?;
+        sample.allocated = Some(meta.blocks().saturating_mul(512));
+        if tool == 0 && sample.status.success() {
+            let log = self.logdir.join(format!("e2fsck-{run}.log"));
+            let mut cmd = Command::new(self.e2fsck);
+            cmd.arg("-fn").arg(self.img);
+            let fsck = measure::run_measured(&mut cmd, &log)?;
+            // A Ctrl-C also cancels e2fsck (exit 32): not a verdict on the image.
+            util::check_interrupted()?;
+            sample.check = if fsck.status.success() {
+                Check::Passed
+            } else {
+                print!("  e2fsck -fn output:\n{}", util::tail(&log, 20));
+                Check::Failed(format!("e2fsck -fn: {}", fsck.status))
+            };
+        }
+        Ok(())
+    }
+}
+
+/// Our command line: `--ours-cmd` as given, else the freshly built release binary
+/// with the tool's subcommand.
+fn resolve_ours(c: &Common, subcommand: &str) -> Result<Vec<OsString>> {
+    if let Some(cmd) = &c.ours_cmd {
+        return resolve_cmd(cmd);
+    }
+    util::run_step(
+        "build ext4r (release)",
+        util::cargo().args(["build", "--release", "-p", "ext4r-cli"]),
+    )?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| util::repo_root().join("target"));
+    let bin = target.join("release").join("ext4r");
+    ensure!(bin.is_file(), "{} was not built", bin.display());
+    Ok(vec![bin.into(), subcommand.into()])
+}
+
+fn resolve_cmd(cmd: &str) -> Result<Vec<OsString>> {
+    let argv: Vec<OsString> = cmd.split_whitespace().map(OsString::from).collect();
+    let prog = argv.first().context("empty command line")?;
+    if util::find_program(prog).is_none() {
+        bail!("{} not found", prog.to_string_lossy());
+    }
+    Ok(argv)
+}

@@ -1,0 +1,70 @@
+//! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
+//!
+//! Tests run in the debug profile: dependencies are already built with
+//! opt-level 2 (workspace `profile.dev.package."*"`), and the release build
+//! before them leaves `target/release/ext4r` for integration tests that want it.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::util::{self, fmt_duration};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Skip clippy (fmt, build and tests only).
+    #[arg(long)]
+    quick: bool,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let mut steps: Vec<(&str, Command)> = Vec::new();
+    let cargo = |argv: &[&str]| {
+        let mut cmd = util::cargo();
+        cmd.args(argv);
+        cmd
+    };
+    steps.push(("fmt", cargo(&["fmt", "--all", "--", "--check"])));
+    if !args.quick {
+        steps.push((
+            "clippy",
+            cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        ));
+    }
+    steps.push((
+        "build (release)",
+        cargo(&["build", "--release", "--workspace"]),
+    ));
+    steps.push(("test", cargo(&["test", "--workspace"])));
+
+    let start = Instant::now();
+    let mut done: Vec<(&str, Duration)> = Vec::new();
+    for (name, mut cmd) in steps {
+        match util::run_step(name, &mut cmd) {
+            Ok(took) => done.push((name, took)),
+            Err(err) => {
+                summary(&done, start.elapsed());
+                return Err(err);
+            }
+        }
+    }
+    summary(&done, start.elapsed());
+    println!("ci: all steps passed");
+    Ok(())
+}
+
+fn summary(done: &[(&str, Duration)], total: Duration) {
+    println!("\nci summary:");
+    for (name, took) in done {
+        println!("  {name:<16} ok  {:>10}", fmt_duration(*took));
+    }
+    println!("  {:<16}     {:>10}", "total", fmt_duration(total));
+}

@@ -1,0 +1,212 @@
+//! `cargo xtask fuzz`: runs cargo-fuzz targets under `fuzz/` (its own workspace,
+//! nightly toolchain) for a fixed time each and reports crashes.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::util::{self, fmt_duration};
+
+const TOOLCHAIN: &str = "nightly";
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Seconds to fuzz each target (libFuzzer `-max_total_time`; build time excluded).
+    #[arg(long, default_value_t = 60)]
+    secs: u64,
+    /// Targets to run [default: all of `cargo fuzz list`].
+    targets: Vec<String>,
+}
+
+enum Outcome {
+    Passed { runs: Option<u64> },
+    Crashed { artifacts: Vec<PathBuf> },
+    Error(String),
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let root = util::repo_root();
+    let fuzz_dir = root.join("fuzz");
+    if !fuzz_dir.join("Cargo.toml").is_file() {
+        bail!(
+            "no cargo-fuzz project: {} does not exist, so there is nothing to fuzz \
+             (expected a `cargo fuzz init` layout: fuzz/Cargo.toml, fuzz/fuzz_targets/*.rs)",
+            fuzz_dir.join("Cargo.toml").display()
+        );
+    }
+    ensure_cargo_fuzz()?;
+    let available = list_targets(&fuzz_dir)?;
+    if available.is_empty() {
+        bail!("{} has no fuzz targets", fuzz_dir.display());
+    }
+    let targets: Vec<String> = if args.targets.is_empty() {
+        available.clone()
+    } else {
+        for t in &args.targets {
+            if !available.contains(t) {
+                bail!(
+                    "unknown fuzz target {t:?}; available: {}",
+                    available.join(", ")
+                );
+            }
+        }
+        args.targets.clone()
+    };
+
+    let logdir = root.join("target").join("xtask-fuzz");
+    std::fs::create_dir_all(&logdir)?;
+    let mut results = Vec::new();
+    for t in &targets {
+        let outcome = fuzz_one(&fuzz_dir, &logdir, t, args.secs)?;
+        results.push((t.as_str(), outcome));
+    }
+
+    println!("\nfuzz summary ({}s per target):", args.secs);
+    let mut bad = 0;
+    for (t, outcome) in &results {
+        match outcome {
+            Outcome::Passed { runs } => {
+                let runs = runs.map_or(String::new(), |n| format!(" ({n} runs)"));
+                println!("  {t:<24} ok{runs}");
+            }
+            Outcome::Crashed { artifacts } => {
+                bad += 1;
+                println!("  {t:<24} CRASH");
+                for a in artifacts {
+                    println!("      artifact: {}", a.display());
+                    println!(
+                        "      reproduce: cargo +{TOOLCHAIN} fuzz run {t} {}",
+                        a.display()
+                    );
+                }
+            }
+            Outcome::Error(why) => {
+                bad += 1;
+                println!("  {t:<24} ERROR: {why}");
+            }
+        }
+    }
+    if bad > 0 {
+        bail!(
+            "{bad} of {} fuzz target(s) crashed or failed",
+            results.len()
+        );
+    }
+    Ok(())
+}
+
+/// Installs cargo-fuzz if `cargo +nightly fuzz` does not work yet.
+fn ensure_cargo_fuzz() -> Result<()> {
+    let works = |args: &[&str]| {
+        util::cargo_proxy(TOOLCHAIN)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !works(&["--version"]) {
+        bail!("the {TOOLCHAIN} toolchain is missing: rustup toolchain install {TOOLCHAIN}");
+    }
+    if works(&["fuzz", "--version"]) {
+        return Ok(());
+    }
+    println!("cargo-fuzz is not installed; installing it with `cargo install cargo-fuzz`");
+    util::run_step(
+        "install cargo-fuzz",
+        util::cargo().args(["install", "cargo-fuzz"]),
+    )?;
+    Ok(())
+}
+
+/// `cargo fuzz list`, falling back to the file names in fuzz/fuzz_targets/.
+fn list_targets(fuzz_dir: &Path) -> Result<Vec<String>> {
+    let out = util::cargo_proxy(TOOLCHAIN)
+        .args(["fuzz", "list"])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo fuzz list")?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect());
+    }
+    eprintln!("cargo fuzz list failed; using the files in fuzz/fuzz_targets/");
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(fuzz_dir.join("fuzz_targets"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            if let Some(stem) = path.file_stem() {
+                names.insert(stem.to_string_lossy().into_owned());
+            }
+        }
+    }
+    Ok(names.into_iter().collect())
+}
+
+fn artifact_files(dir: &Path) -> BTreeSet<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default()
+}
+
+fn fuzz_one(fuzz_dir: &Path, logdir: &Path, target: &str, secs: u64) -> Result<Outcome> {
+    let log = logdir.join(format!("{target}.log"));
+    let artifact_dir = fuzz_dir.join("artifacts").join(target);
+    let before = artifact_files(&artifact_dir);
+    println!("==> fuzz {target} for {secs}s (output: {})", log.display());
+    let out = File::create(&log)?;
+    let start = Instant::now();
+    let status = util::cargo_proxy(TOOLCHAIN)
+        .args(["fuzz", "run", target, "--"])
+        .arg(format!("-max_total_time={secs}"))
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .status()
+        .context("cannot run cargo fuzz")?;
+    let took = start.elapsed();
+
+    let text = String::from_utf8_lossy(&std::fs::read(&log)?).into_owned();
+    // libFuzzer: "Test unit written to <path>"; also look for new files, in
+    // case the message format changes.
+    let mut artifacts: BTreeSet<PathBuf> = text
+        .lines()
+        .filter_map(|l| l.split_once("Test unit written to ").map(|(_, p)| p.trim()))
+        .map(|p| fuzz_dir.parent().unwrap_or(fuzz_dir).join(p))
+        .collect();
+    artifacts.extend(artifact_files(&artifact_dir).difference(&before).cloned());
+    // libFuzzer's last line on a clean finish: "Done 123456 runs in 60 second(s)".
+    let runs = text.lines().rev().find_map(|l| {
+        let rest = l.trim().strip_prefix("Done ")?;
+        rest.split_whitespace().next()?.parse().ok()
+    });
+
+    let outcome = if !artifacts.is_empty() {
+        Outcome::Crashed {
+            artifacts: artifacts.into_iter().collect(),
+        }
+    } else if !status.success() {
+        Outcome::Error(format!(
+            "cargo fuzz run exited with {status}; see {}",
+            log.display()
+        ))
+    } else {
+        Outcome::Passed { runs }
+    };
+    match &outcome {
+        Outcome::Passed { .. } => println!("<== fuzz {target}: ok in {}", fmt_duration(took)),
+        _ => {
+            println!("<== fuzz {target}: FAILED after {}", fmt_duration(took));
+            print!("{}", util::tail(&log, 30));
+        }
+    }
+    Ok(outcome)
+}

@@ -1,0 +1,437 @@
+//! Measuring two command lines against each other (DESIGN.md §4: "measure against
+//! the reference in one run"): alternate runs, per-child wall time, CPU time,
+//! peak RSS and write volume, summaries and a table. Tool-agnostic, so that
+//! `bench mkfs` and a later `bench fsck` share it.
+//!
+//! How each child is measured:
+//! - **wall time**: `Instant` from just before spawn to the moment the child
+//!   has exited (observed with `waitid(WEXITED|WNOWAIT)`).
+//! - **peak RSS**: `ru_maxrss` from `wait4(2)` on that child's pid, i.e. the
+//!   kernel's own per-process high-water mark, exact and not shared with other
+//!   children (unlike `getrusage(RUSAGE_CHILDREN)`, which is a max over all of
+//!   them). Caveat: at exec Linux folds the old (forked) address space's
+//!   high-water mark into it, which would make xtask's own RSS a floor; the
+//!   child resets that mark just before exec (see [`reset_peak_rss`]), and
+//!   [`spawn_floor`] measures what floor remains so it can be printed.
+//! - **write volume**: `wchar` and `write_bytes` from `/proc/<pid>/io`, read
+//!   while the exited child is still a zombie (the `WNOWAIT` wait leaves it
+//!   unreaped; the kernel keeps its I/O accounting until `wait4` reaps it).
+//!   `wchar` counts bytes passed to write-like syscalls; `write_bytes` counts
+//!   bytes sent to the block layer, which is 0 on tmpfs.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rustix::process::{Pid, WaitId, WaitIdOptions};
+
+use crate::util::{self, fmt_bytes, fmt_duration};
+
+/// One command line to measure: a name for the table, argv, extra environment.
+#[derive(Clone, Debug)]
+pub struct Tool {
+    pub name: String,
+    pub argv: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl Tool {
+    pub fn command(&self) -> Result<Command> {
+        let (prog, args) = self
+            .argv
+            .split_first()
+            .with_context(|| format!("{}: empty command line", self.name))?;
+        let mut cmd = Command::new(prog);
+        cmd.args(args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        Ok(cmd)
+    }
+}
+
+/// The outcome of a post-run check (e.g. `e2fsck -fn` on the image just made).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Check {
+    NotRun,
+    Passed,
+    Failed(String),
+}
+
+/// What one run of one tool cost.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub status: ExitStatus,
+    pub wall: Duration,
+    pub user: Duration,
+    pub sys: Duration,
+    pub peak_rss: u64,
+    pub wchar: Option<u64>,
+    pub write_bytes: Option<u64>,
+    /// Where the child's stdout and stderr went.
+    pub log: PathBuf,
+    /// Filled in by [`Hooks::after`], e.g. an image's allocated bytes.
+    pub allocated: Option<u64>,
+    /// Filled in by [`Hooks::after`].
+    pub check: Check,
+}
+
+impl Sample {
+    pub fn ok(&self) -> bool {
+        self.status.success() && !matches!(self.check, Check::Failed(_))
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{} (user {}, sys {}), peak RSS {}",
+            fmt_duration(self.wall),
+            fmt_duration(self.user),
+            fmt_duration(self.sys),
+            fmt_bytes(self.peak_rss)
+        );
+        if let Some(a) = self.allocated {
+            s += &format!(", allocated {}", fmt_bytes(a));
+        }
+        if let Some(w) = self.wchar {
+            s += &format!(", wchar {}", fmt_bytes(w));
+        }
+        if let Some(w) = self.write_bytes.filter(|&w| w > 0) {
+            s += &format!(", write_bytes {}", fmt_bytes(w));
+        }
+        if !self.status.success() {
+            s += &format!(", FAILED: {}", self.status);
+        }
+        match &self.check {
+            Check::NotRun => {}
+            Check::Passed => s += ", check ok",
+            Check::Failed(why) => s += &format!(", CHECK FAILED: {why}"),
+        }
+        s
+    }
+}
+
+/// Runs `cmd` to completion with stdin from /dev/null and stdout+stderr to `log`,
+/// and measures it (see the module docs for how).
+pub fn run_measured(cmd: &mut Command, log: &Path) -> Result<Sample> {
+    let out = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    // SAFETY: reset_peak_rss only makes raw syscalls and does not allocate, so it
+    // is async-signal-safe as required between fork and exec.
+    unsafe { cmd.pre_exec(reset_peak_rss) };
+    let start = Instant::now();
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run {}", util::display_cmd(cmd)))?;
+    let raw_pid = i32::try_from(child.id()).context("pid out of range")?;
+    let pid = Pid::from_raw(raw_pid).context("spawn returned pid 0")?;
+    // Wait for the exit but leave the zombie, so /proc/<pid>/io is still readable.
+    loop {
+        match rustix::process::waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(_) => break,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e).context("waitid"),
+        }
+    }
+    let wall = start.elapsed();
+    let io = std::fs::read_to_string(format!("/proc/{raw_pid}/io")).unwrap_or_default();
+    let (status, ru) = wait4(raw_pid).context("wait4")?;
+    // `child` is reaped now; dropping a std Child neither waits nor kills.
+    drop(child);
+    Ok(Sample {
+        status: ExitStatus::from_raw(status),
+        wall,
+        user: timeval(ru.ru_utime),
+        sys: timeval(ru.ru_stime),
+        peak_rss: u64::try_from(ru.ru_maxrss)
+            .unwrap_or(0)
+            .saturating_mul(1024),
+        wchar: proc_io_field(&io, "wchar"),
+        write_bytes: proc_io_field(&io, "write_bytes"),
+        log: log.to_path_buf(),
+        allocated: None,
+        check: Check::NotRun,
+    })
+}
+
+/// Runs in the forked child just before exec: resets the address space's RSS
+/// high-water mark (`echo 5 > /proc/self/clear_refs`, Linux >= 4.0) to the few
+/// pages the fork copied. Exec folds the old address space's high-water mark
+/// into the child's `ru_maxrss`; without this it would be xtask's whole RSS.
+/// Best effort: if it fails, the spawn floor is just higher.
+fn reset_peak_rss() -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    if let Ok(fd) = rustix::fs::open(
+        c"/proc/self/clear_refs",
+        OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        let _ = rustix::io::write(&fd, b"5");
+    }
+    Ok(())
+}
+
+/// Reaps `pid` and returns its wait status and its own resource usage.
+fn wait4(pid: i32) -> io::Result<(i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data, for which all-zero bytes are valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: both pointers point to live locals for the whole call.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            return Ok((status, ru));
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+fn timeval(tv: libc::timeval) -> Duration {
+    let secs = u64::try_from(tv.tv_sec).unwrap_or(0);
+    let micros = u32::try_from(tv.tv_usec).unwrap_or(0);
+    Duration::from_secs(secs) + Duration::from_micros(micros.into())
+}
+
+fn proc_io_field(io: &str, key: &str) -> Option<u64> {
+    io.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// Peak RSS of a trivial child (`true`) spawned the same way: the floor below
+/// which no [`Sample::peak_rss`] can go (see the module docs).
+pub fn spawn_floor(logdir: &Path) -> Result<u64> {
+    let mut cmd = Command::new("true");
+    Ok(run_measured(&mut cmd, &logdir.join("floor.log"))?.peak_rss)
+}
+
+/// Per-run preparation and post-processing around [`alternate`].
+pub trait Hooks {
+    /// Called before run `run` (0-based) of `tools[tool]`, e.g. to recreate an image.
+    fn before(&mut self, tool: usize, run: usize) -> Result<()>;
+    /// Called after that run; may fill `sample.allocated` and `sample.check`.
+    fn after(&mut self, tool: usize, run: usize, sample: &mut Sample) -> Result<()>;
+}
+
+/// Runs `tools[0]`, `tools[1]`, `tools[0]`, … `runs` times each, alternating so
+/// that drift (thermal, page cache, neighbours) hits both alike. A failed run is
+/// recorded, not fatal; a hook error or Ctrl-C stops everything.
+pub fn alternate(
+    tools: [&Tool; 2],
+    runs: usize,
+    logdir: &Path,
+    hooks: &mut dyn Hooks,
+) -> Result<[Vec<Sample>; 2]> {
+    let mut samples = [Vec::new(), Vec::new()];
+    for run in 0..runs {
+        for (i, tool) in tools.iter().enumerate() {
+            util::check_interrupted()?;
+            hooks.before(i, run)?;
+            let log = logdir.join(format!("run-{i}-{run}.log"));
+            let mut sample = run_measured(&mut tool.command()?, &log)?;
+            util::check_interrupted()?;
+            hooks.after(i, run, &mut sample)?;
+            println!(
+                "  run {}/{runs} {:<7} {}",
+                run + 1,
+                tool.name,
+                sample.describe()
+            );
+            if !sample.status.success() {
+                print!("{}", util::tail(&sample.log, 10));
+            }
+            samples[i].push(sample);
+        }
+    }
+    Ok(samples)
+}
+
+/// Median, range and maxima of one tool's runs.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub runs: usize,
+    pub failed: usize,
+    /// Wall-time statistics over the runs that exited successfully (None: no such run).
+    pub median: Option<Duration>,
+    pub min: Option<Duration>,
+    pub max: Option<Duration>,
+    pub peak_rss: u64,
+    pub allocated: Option<u64>,
+    pub wchar: Option<u64>,
+}
+
+impl Summary {
+    pub fn of(samples: &[Sample]) -> Summary {
+        let walls: Vec<u128> = samples
+            .iter()
+            .filter(|s| s.status.success())
+            .map(|s| s.wall.as_nanos())
+            .collect();
+        let nanos = |n: u128| Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX));
+        Summary {
+            runs: samples.len(),
+            failed: samples.iter().filter(|s| !s.ok()).count(),
+            median: median(walls.clone()).map(nanos),
+            min: walls.iter().copied().min().map(nanos),
+            max: walls.iter().copied().max().map(nanos),
+            peak_rss: samples.iter().map(|s| s.peak_rss).max().unwrap_or(0),
+            allocated: median_u64(samples.iter().filter_map(|s| s.allocated)),
+            wchar: median_u64(samples.iter().filter_map(|s| s.wchar)),
+        }
+    }
+}
+
+fn median(mut v: Vec<u128>) -> Option<u128> {
+    v.sort_unstable();
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2),
+    }
+}
+
+fn median_u64(it: impl Iterator<Item = u64>) -> Option<u64> {
+    median(it.map(u128::from).collect()).and_then(|m| u64::try_from(m).ok())
+}
+
+/// One line of the result table: one tool on one case (e.g. an image size).
+pub struct Row {
+    pub case: String,
+    pub tool: String,
+    pub summary: Summary,
+    /// Median wall time of this tool over the reference's (<1: faster).
+    pub ratio: Option<f64>,
+}
+
+/// Builds the two rows for a case; the ratio goes on the first (ours) row.
+pub fn rows_for(case: &str, tools: [&Tool; 2], samples: &[Vec<Sample>; 2]) -> [Row; 2] {
+    let ours = Summary::of(&samples[0]);
+    let theirs = Summary::of(&samples[1]);
+    let ratio = match (ours.median, theirs.median) {
+        (Some(o), Some(t)) if !t.is_zero() => Some(o.as_secs_f64() / t.as_secs_f64()),
+        _ => None,
+    };
+    [
+        Row {
+            case: case.to_string(),
+            tool: tools[0].name.clone(),
+            summary: ours,
+            ratio,
+        },
+        Row {
+            case: case.to_string(),
+            tool: tools[1].name.clone(),
+            summary: theirs,
+            ratio: None,
+        },
+    ]
+}
+
+pub fn print_table(rows: &[Row]) {
+    let header = [
+        "size",
+        "tool",
+        "runs",
+        "median",
+        "min..max",
+        "ours/theirs",
+        "peak RSS",
+        "allocated",
+        "wchar",
+        "failed",
+    ];
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), fmt_bytes);
+    let mut lines: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for r in rows {
+        let s = &r.summary;
+        lines.push(vec![
+            r.case.clone(),
+            r.tool.clone(),
+            s.runs.to_string(),
+            s.median.map_or("-".to_string(), fmt_duration),
+            match (s.min, s.max) {
+                (Some(lo), Some(hi)) => format!("{}..{}", fmt_duration(lo), fmt_duration(hi)),
+                _ => "-".to_string(),
+            },
+            r.ratio.map_or(String::new(), |x| format!("{x:.3}")),
+            fmt_bytes(s.peak_rss),
+            opt(s.allocated),
+            opt(s.wchar),
+            if s.failed == 0 {
+                "0".to_string()
+            } else {
+                format!("{} FAILED", s.failed)
+            },
+        ]);
+    }
+    let mut widths = vec![0; header.len()];
+    for line in &lines {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    for line in &lines {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            // Text columns left-aligned, numbers right-aligned.
+            .map(|(i, (c, w))| {
+                if i < 2 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![3, 1, 2]), Some(2));
+        assert_eq!(median(vec![4, 1, 2, 3]), Some(2));
+    }
+
+    #[test]
+    fn proc_io() {
+        let io = "rchar: 10\nwchar: 4096\nsyscr: 1\nwrite_bytes: 0\n";
+        assert_eq!(proc_io_field(io, "wchar"), Some(4096));
+        assert_eq!(proc_io_field(io, "write_bytes"), Some(0));
+        assert_eq!(proc_io_field(io, "nope"), None);
+    }
+
+    #[test]
+    fn measures_a_child() {
+        let dir = std::env::temp_dir();
+        let log = dir.join(format!("xtask-measure-{}.log", std::process::id()));
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "head -c 1000000 /dev/zero > /dev/null; exit 3"]);
+        let s = run_measured(&mut cmd, &log).unwrap();
+        let _ = std::fs::remove_file(&log);
+        assert_eq!(s.status.code(), Some(3));
+        assert!(s.peak_rss > 0);
+        // Read from the zombie's /proc/<pid>/io; includes the reaped `head`.
+        assert!(s.wchar.unwrap() >= 1_000_000, "{s:?}");
+    }
+}
