@@ -51,20 +51,26 @@ pub fn run(args: &Args) -> Result<()> {
         match util::run_step(name, &mut cmd) {
             Ok(took) => done.push((name, took)),
             Err(err) => {
-                summary(&done, start.elapsed());
+                summary(&done, Some(name), args.quick, start.elapsed());
                 return Err(err);
             }
         }
     }
-    summary(&done, start.elapsed());
+    summary(&done, None, args.quick, start.elapsed());
     println!("ci: all steps passed");
     Ok(())
 }
 
-fn summary(done: &[(&str, Duration)], total: Duration) {
+fn summary(done: &[(&str, Duration)], failed: Option<&str>, quick: bool, total: Duration) {
     println!("\nci summary:");
+    if quick {
+        println!("  {:<16} skipped (--quick)", "clippy");
+    }
     for (name, took) in done {
         println!("  {name:<16} ok  {:>10}", fmt_duration(*took));
+    }
+    if let Some(name) = failed {
+        println!("  {name:<16} FAILED (later steps not run)");
     }
     println!("  {:<16}     {:>10}", "total", fmt_duration(total));
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -18,6 +18,9 @@ pub struct Args {
     /// Seconds to fuzz each target (libFuzzer `-max_total_time`; build time excluded).
     #[arg(long, default_value_t = 60)]
     secs: u64,
+    /// The cargo-fuzz project [default: <repo>/fuzz].
+    #[arg(long, value_name = "DIR")]
+    fuzz_dir: Option<PathBuf>,
     /// Targets to run [default: all of `cargo fuzz list`].
     targets: Vec<String>,
 }
@@ -30,7 +33,10 @@ enum Outcome {
 
 pub fn run(args: &Args) -> Result<()> {
     let root = util::repo_root();
-    let fuzz_dir = root.join("fuzz");
+    let fuzz_dir = match &args.fuzz_dir {
+        Some(dir) => std::path::absolute(dir)?,
+        None => root.join("fuzz"),
+    };
     if !fuzz_dir.join("Cargo.toml").is_file() {
         bail!(
             "no cargo-fuzz project: {} does not exist, so there is nothing to fuzz \
@@ -65,6 +71,10 @@ pub fn run(args: &Args) -> Result<()> {
         results.push((t.as_str(), outcome));
     }
 
+    let dir_arg = match &args.fuzz_dir {
+        Some(_) => format!(" --fuzz-dir {}", fuzz_dir.display()),
+        None => String::new(),
+    };
     println!("\nfuzz summary ({}s per target):", args.secs);
     let mut bad = 0;
     for (t, outcome) in &results {
@@ -79,7 +89,7 @@ pub fn run(args: &Args) -> Result<()> {
                 for a in artifacts {
                     println!("      artifact: {}", a.display());
                     println!(
-                        "      reproduce: cargo +{TOOLCHAIN} fuzz run {t} {}",
+                        "      reproduce: cargo +{TOOLCHAIN} fuzz run{dir_arg} {t} {}",
                         a.display()
                     );
                 }
@@ -125,8 +135,7 @@ fn ensure_cargo_fuzz() -> Result<()> {
 
 /// `cargo fuzz list`, falling back to the file names in fuzz/fuzz_targets/.
 fn list_targets(fuzz_dir: &Path) -> Result<Vec<String>> {
-    let out = util::cargo_proxy(TOOLCHAIN)
-        .args(["fuzz", "list"])
+    let out = cargo_fuzz(fuzz_dir, "list")
         .stderr(Stdio::inherit())
         .output()
         .context("cannot run cargo fuzz list")?;
@@ -151,6 +160,15 @@ fn list_targets(fuzz_dir: &Path) -> Result<Vec<String>> {
     Ok(names.into_iter().collect())
 }
 
+/// `cargo +nightly fuzz <sub> --fuzz-dir <dir>`, run from the project above it.
+fn cargo_fuzz(fuzz_dir: &Path, sub: &str) -> Command {
+    let mut cmd = util::cargo_proxy(TOOLCHAIN);
+    cmd.args(["fuzz", sub, "--fuzz-dir"])
+        .arg(fuzz_dir)
+        .current_dir(fuzz_dir.parent().unwrap_or(fuzz_dir));
+    cmd
+}
+
 fn artifact_files(dir: &Path) -> BTreeSet<PathBuf> {
     std::fs::read_dir(dir)
         .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
@@ -164,8 +182,8 @@ fn fuzz_one(fuzz_dir: &Path, logdir: &Path, target: &str, secs: u64) -> Result<O
     println!("==> fuzz {target} for {secs}s (output: {})", log.display());
     let out = File::create(&log)?;
     let start = Instant::now();
-    let status = util::cargo_proxy(TOOLCHAIN)
-        .args(["fuzz", "run", target, "--"])
+    let status = cargo_fuzz(fuzz_dir, "run")
+        .args([target, "--"])
         .arg(format!("-max_total_time={secs}"))
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)

@@ -13,7 +13,11 @@ mod util;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "ext4r project automation")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "ext4r project automation"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
