@@ -392,6 +392,13 @@ impl MkfsOptions {
             )));
         }
 
+        if features.incompat.contains(Incompat::CASEFOLD) {
+            // The encoding fields (s_encoding, s_encoding_flags) are not
+            // written yet; an image without them fails e2fsck.
+            return Err(bad(
+                "the casefold feature is not supported by mkfs.ext4r yet",
+            ));
+        }
         let bigalloc = features.ro_compat.contains(RoCompat::BIGALLOC);
         if bigalloc {
             // The cluster-granular allocation is not finished: refuse rather
