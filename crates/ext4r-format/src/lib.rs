@@ -17,6 +17,9 @@ pub mod error;
 pub mod features;
 pub mod geometry;
 pub mod group_desc;
+pub mod jbd2;
+pub mod mmp;
+pub mod orphan;
 pub mod superblock;
 pub mod types;
 
