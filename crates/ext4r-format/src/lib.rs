@@ -12,16 +12,22 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod blockmap;
 pub mod checksum;
+pub mod dir;
 pub mod error;
+pub mod extent;
 pub mod features;
 pub mod geometry;
 pub mod group_desc;
+pub mod htree;
+pub mod inode;
 pub mod jbd2;
 pub mod mmp;
 pub mod orphan;
 pub mod superblock;
 pub mod types;
+pub mod xattr;
 
 pub use error::FormatError;
 pub use types::{BlockNr, GroupNr, InodeNr};
