@@ -58,5 +58,46 @@ pub enum Error {
     InvalidArgument(String),
 }
 
+impl Error {
+    /// A closure turning an `io::Error` into [`Error::Io`] for `op` at
+    /// `offset`, for `map_err`.
+    pub(crate) fn io(op: &'static str, offset: u64) -> impl FnOnce(std::io::Error) -> Error {
+        move |source| Error::Io { op, offset, source }
+    }
+
+    /// A corruption found at `location` (group, inode, block or offset in words).
+    pub fn corrupt(location: impl Into<String>, source: ext4r_format::FormatError) -> Error {
+        Error::Corrupt {
+            location: location.into(),
+            source,
+        }
+    }
+}
+
 /// Results of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_place() {
+        let e = Error::io("read", 4096)(std::io::Error::other("boom"));
+        assert_eq!(e.to_string(), "read at byte 4096: boom");
+        let e = Error::Mounted {
+            device: "/tmp/img".into(),
+            mountpoint: "/mnt".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "/tmp/img is mounted on /mnt; will not make a filesystem here!"
+        );
+        let e = Error::OutOfRange {
+            offset: 10,
+            len: 5,
+            size: 12,
+        };
+        assert!(e.to_string().contains("beyond the device size 12"));
+    }
+}
