@@ -56,6 +56,16 @@ pub enum Error {
     /// Options or parameters that cannot work together.
     #[error("{0}")]
     InvalidArgument(String),
+    /// The filesystem uses features this code cannot handle (named as
+    /// `mke2fs -O` names them).
+    #[error("unsupported filesystem features: {0}")]
+    Unsupported(String),
+    /// A path or name that does not exist.
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    /// A path component that is not a directory.
+    #[error("{0}: not a directory")]
+    NotADirectory(String),
 }
 
 impl Error {

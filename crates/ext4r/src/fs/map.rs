@@ -1,0 +1,260 @@
+//! Where a file's blocks are: extent trees and ext2/3 block maps turned
+//! into one sorted list of runs.
+
+use std::collections::HashSet;
+
+use ext4r_format::blockmap::{
+    addr_per_block, IndirectBlock, DIND_BLOCK, IND_BLOCK, NDIR_BLOCKS, TIND_BLOCK,
+};
+use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode, MAX_EXTENT_DEPTH};
+use ext4r_format::inode::{inode_csum_seed, InodeFlags};
+use ext4r_format::FormatError;
+
+use super::inode::InodeInfo;
+use super::Filesystem;
+use crate::error::{Error, Result};
+
+/// A run of a file's logical blocks stored contiguously on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// First logical block.
+    pub logical: u64,
+    /// First physical block.
+    pub physical: u64,
+    /// Number of blocks.
+    pub len: u64,
+    /// Allocated but not written (reads as zeros).
+    pub unwritten: bool,
+}
+
+impl Run {
+    /// One past the last logical block.
+    pub fn end(&self) -> u64 {
+        self.logical + self.len
+    }
+}
+
+impl Filesystem {
+    /// The data runs of an inode, sorted by logical block, coalesced, not
+    /// overlapping. Inline-data inodes and fast symlinks have none.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the inode and block of a broken extent
+    /// tree or block map: bad magic, depth, out-of-range or overlapping
+    /// blocks, a node reached twice, a checksum mismatch when verifying.
+    pub fn runs(&self, info: &InodeInfo) -> Result<Vec<Run>> {
+        let flags = info.inode.flags();
+        let mut out = Vec::new();
+        if flags.contains(InodeFlags::INLINE_DATA) {
+            return Ok(out);
+        }
+        if flags.contains(InodeFlags::EXTENTS) {
+            let mut walk = ExtentWalk {
+                fs: self,
+                info,
+                seen: HashSet::new(),
+                out: &mut out,
+                seed: inode_csum_seed(self.csum_seed(), info.ino, info.inode.generation()),
+            };
+            walk.node(&info.inode.i_block, None, None)?;
+        } else {
+            // A block map: only the blocks below the size can hold data.
+            let bs = u64::from(self.geo.block_size);
+            let limit = info.inode.size().div_ceil(bs);
+            let mut w = MapWalk {
+                fs: self,
+                info,
+                limit,
+                out: &mut out,
+            };
+            w.walk()?;
+        }
+        check_sorted(&out, info)?;
+        Ok(out)
+    }
+}
+
+fn corrupt(info: &InodeInfo, detail: String) -> Error {
+    Error::corrupt(
+        format!("inode {}", info.ino.0),
+        FormatError::invalid("block mapping", detail),
+    )
+}
+
+fn check_sorted(runs: &[Run], info: &InodeInfo) -> Result<()> {
+    for w in runs.windows(2) {
+        if w[1].logical < w[0].end() {
+            return Err(corrupt(
+                info,
+                format!(
+                    "logical blocks {}..{} overlap {}..{}",
+                    w[1].logical,
+                    w[1].end(),
+                    w[0].logical,
+                    w[0].end()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Appends a run, merging it with the previous one when they continue
+/// each other.
+fn push(out: &mut Vec<Run>, r: Run) {
+    if let Some(last) = out.last_mut() {
+        if last.end() == r.logical
+            && last.physical + last.len == r.physical
+            && last.unwritten == r.unwritten
+        {
+            last.len += r.len;
+            return;
+        }
+    }
+    out.push(r);
+}
+
+struct ExtentWalk<'a> {
+    fs: &'a Filesystem,
+    info: &'a InodeInfo,
+    seen: HashSet<u64>,
+    out: &'a mut Vec<Run>,
+    seed: u32,
+}
+
+impl ExtentWalk<'_> {
+    /// Walks one node. `block` is where it came from (None for the root in
+    /// the inode), `want_depth` the depth its parent implies.
+    fn node(&mut self, buf: &[u8], block: Option<u64>, want_depth: Option<u16>) -> Result<()> {
+        let info = self.info;
+        let place = || match block {
+            Some(b) => format!("inode {}, extent block {b}", info.ino.0),
+            None => format!("inode {}, extent root", info.ino.0),
+        };
+        let node = ExtentNode::parse(buf).map_err(|e| Error::corrupt(place(), e))?;
+        let depth = node.depth();
+        if depth > MAX_EXTENT_DEPTH || want_depth.is_some_and(|d| d != depth) {
+            return Err(Error::corrupt(
+                place(),
+                FormatError::invalid("extent header", format!("depth {depth} unexpected")),
+            ));
+        }
+        if let Some(exts) = node.extents() {
+            for e in exts {
+                let len = u64::from(e.len());
+                if len == 0 {
+                    continue;
+                }
+                let start = e.start().0;
+                self.fs.check_blocks(start, len, &place())?;
+                push(
+                    self.out,
+                    Run {
+                        logical: u64::from(e.ee_block.get()),
+                        physical: start,
+                        len,
+                        unwritten: e.is_unwritten(),
+                    },
+                );
+            }
+        } else if let Some(idx) = node.indexes() {
+            for ix in idx {
+                let child = ix.leaf().0;
+                self.fs.check_blocks(child, 1, &place())?;
+                if !self.seen.insert(child) {
+                    return Err(Error::corrupt(
+                        place(),
+                        FormatError::invalid(
+                            "extent index",
+                            format!("block {child} is reached twice"),
+                        ),
+                    ));
+                }
+                let what = format!("inode {}, extent block {child}", info.ino.0);
+                let blk = self.fs.read_block(child, &what)?;
+                if self.fs.verify() {
+                    verify_extent_block_checksum(self.seed, &blk)
+                        .map_err(|e| Error::corrupt(&what, e))?;
+                }
+                self.node(&blk, Some(child), Some(depth - 1))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct MapWalk<'a> {
+    fs: &'a Filesystem,
+    info: &'a InodeInfo,
+    /// Logical blocks at or past this are ignored.
+    limit: u64,
+    out: &'a mut Vec<Run>,
+}
+
+impl MapWalk<'_> {
+    fn walk(&mut self) -> Result<()> {
+        let words = self.info.inode.block_words();
+        for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS) {
+            self.leaf(i as u64, w)?;
+        }
+        let apb = u64::from(addr_per_block(self.fs.geo.block_size));
+        let mut base = NDIR_BLOCKS as u64;
+        for (slot, level) in [(IND_BLOCK, 1u32), (DIND_BLOCK, 2), (TIND_BLOCK, 3)] {
+            let span = apb.pow(level);
+            if base >= self.limit {
+                break;
+            }
+            self.indirect(words[slot], level, base)?;
+            base += span;
+        }
+        Ok(())
+    }
+
+    fn leaf(&mut self, logical: u64, block: u32) -> Result<()> {
+        if block == 0 || logical >= self.limit {
+            return Ok(());
+        }
+        let b = u64::from(block);
+        self.fs.check_blocks(
+            b,
+            1,
+            &format!("inode {}, logical block {logical}", self.info.ino.0),
+        )?;
+        push(
+            self.out,
+            Run {
+                logical,
+                physical: b,
+                len: 1,
+                unwritten: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// An indirect block of `level` (1 = its entries are data blocks)
+    /// mapping logical blocks from `base`.
+    fn indirect(&mut self, block: u32, level: u32, base: u64) -> Result<()> {
+        if block == 0 || base >= self.limit {
+            return Ok(());
+        }
+        let what = format!("inode {}, indirect block {block}", self.info.ino.0);
+        let buf = self.fs.read_block(u64::from(block), &what)?;
+        let ind = IndirectBlock::parse(&buf).map_err(|e| Error::corrupt(&what, e))?;
+        let apb = u64::from(addr_per_block(self.fs.geo.block_size));
+        let span = apb.pow(level - 1);
+        for (i, b) in ind.iter().enumerate() {
+            let logical = base + i as u64 * span;
+            if logical >= self.limit {
+                break;
+            }
+            let b = u32::try_from(b.0).unwrap_or(u32::MAX);
+            if level == 1 {
+                self.leaf(logical, b)?;
+            } else {
+                self.indirect(b, level - 1, logical)?;
+            }
+        }
+        Ok(())
+    }
+}

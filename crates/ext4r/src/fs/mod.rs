@@ -1,0 +1,313 @@
+//! Reading a filesystem: open an image or device, look up paths, list
+//! directories, read files, symlinks and xattrs.
+//!
+//! Everything here reads through a [`BlockDevice`] and writes nothing. Every
+//! number taken from disk is checked before it is used to address anything,
+//! so a damaged image gives an [`Error::Corrupt`] that says where, never a
+//! panic.
+//!
+//! ```
+//! use ext4r::device::MemDevice;
+//! use ext4r::fs::Filesystem;
+//! use ext4r::mkfs::{format, MkfsOptions};
+//!
+//! let dev = MemDevice::new(8 << 20);
+//! let opts = MkfsOptions { size_bytes: 8 << 20, now: 1_700_000_000, ..Default::default() };
+//! format(&dev, &opts, true).unwrap();
+//!
+//! let fs = Filesystem::open(dev).unwrap();
+//! let names: Vec<String> = fs
+//!     .read_dir_path("/")
+//!     .unwrap()
+//!     .iter()
+//!     .map(|e| e.name_lossy())
+//!     .collect();
+//! assert_eq!(names, [".", "..", "lost+found"]);
+//! ```
+
+mod dir;
+mod file;
+mod inode;
+mod map;
+mod xattr;
+
+use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::geometry::Geometry;
+use ext4r_format::group_desc::GroupDesc;
+use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ext4r_format::{FormatError, GroupNr};
+
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+
+pub use dir::{DirEntryInfo, FileKind};
+pub use file::FileReader;
+pub use inode::{InodeInfo, Metadata};
+pub use map::Run;
+pub use xattr::Xattr;
+
+/// Incompatible features the reader understands. `RECOVER` is handled by
+/// replaying the journal in memory; the rest change how bytes are laid out
+/// and are all decoded here.
+const READ_INCOMPAT: Incompat = Incompat::FILETYPE
+    .union(Incompat::RECOVER)
+    .union(Incompat::META_BG)
+    .union(Incompat::EXTENTS)
+    .union(Incompat::BIT64)
+    .union(Incompat::MMP)
+    .union(Incompat::FLEX_BG)
+    .union(Incompat::EA_INODE)
+    .union(Incompat::CSUM_SEED)
+    .union(Incompat::LARGEDIR)
+    .union(Incompat::INLINE_DATA)
+    .union(Incompat::CASEFOLD);
+
+/// How to open a filesystem.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct OpenOptions {
+    /// Use the superblock copy at this block number (as `e2fsck -b`);
+    /// `None` reads the primary at byte 1024.
+    pub superblock: Option<u64>,
+    /// Block size to assume with `superblock` (as `e2fsck -B`); `None`
+    /// tries each size.
+    pub block_size: Option<u32>,
+    /// Refuse metadata whose checksum does not match (the kernel's
+    /// behaviour). Off by default: a reader gets what can be read.
+    pub verify_checksums: bool,
+}
+
+/// An ext2/3/4 filesystem opened for reading.
+pub struct Filesystem {
+    dev: Box<dyn BlockDevice>,
+    sb: Superblock,
+    geo: Geometry,
+    descs: Vec<GroupDesc>,
+    csum_seed: u32,
+    opts: OpenOptions,
+}
+
+impl core::fmt::Debug for Filesystem {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Filesystem")
+            .field("geometry", &self.geo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Filesystem {
+    /// Opens the filesystem on `dev` with default options.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the superblock or group descriptors are
+    /// unusable, [`Error::Unsupported`] naming features this code cannot
+    /// read, [`Error::Io`] on device errors.
+    pub fn open(dev: impl BlockDevice + 'static) -> Result<Self> {
+        Self::open_with(dev, OpenOptions::default())
+    }
+
+    /// Opens the filesystem on `dev`.
+    ///
+    /// # Errors
+    /// As [`Filesystem::open`].
+    pub fn open_with(dev: impl BlockDevice + 'static, opts: OpenOptions) -> Result<Self> {
+        let dev: Box<dyn BlockDevice> = Box::new(dev);
+        let (sb, sb_block) = read_superblock(dev.as_ref(), &opts)?;
+        let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
+        check_features(&sb)?;
+        let descs = read_descs(dev.as_ref(), &geo, sb_block)?;
+        let csum_seed = sb.csum_seed();
+        Ok(Filesystem {
+            dev,
+            sb,
+            geo,
+            descs,
+            csum_seed,
+            opts,
+        })
+    }
+
+    /// The superblock in use.
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// The layout numbers.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Block size in bytes.
+    pub fn block_size(&self) -> u32 {
+        self.geo.block_size
+    }
+
+    /// The descriptor of group `g`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when `g` is past the last group.
+    pub fn group_desc(&self, g: GroupNr) -> Result<&GroupDesc> {
+        self.descs.get(g.0 as usize).ok_or_else(|| {
+            Error::corrupt(
+                format!("group {}", g.0),
+                FormatError::invalid("group number", "past the last group"),
+            )
+        })
+    }
+
+    /// All group descriptors, in group order.
+    pub fn group_descs(&self) -> &[GroupDesc] {
+        &self.descs
+    }
+
+    /// The device underneath.
+    pub fn device(&self) -> &dyn BlockDevice {
+        self.dev.as_ref()
+    }
+
+    pub(crate) fn is_64bit(&self) -> bool {
+        self.sb.has_incompat(Incompat::BIT64)
+    }
+
+    pub(crate) fn has_csum(&self) -> bool {
+        self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
+    }
+
+    pub(crate) fn csum_seed(&self) -> u32 {
+        self.csum_seed
+    }
+
+    pub(crate) fn verify(&self) -> bool {
+        self.opts.verify_checksums && self.has_csum()
+    }
+
+    /// Checks that `count` blocks from `block` lie inside the filesystem.
+    pub(crate) fn check_blocks(&self, block: u64, count: u64, what: &str) -> Result<()> {
+        let end = block.checked_add(count);
+        if block < self.geo.first_data_block
+            || end.is_none_or(|e| e > self.geo.blocks_count)
+            || count == 0
+        {
+            return Err(Error::corrupt(
+                what.to_string(),
+                FormatError::invalid(
+                    "block number",
+                    format!(
+                        "blocks {block}+{count} outside the filesystem (0..{})",
+                        self.geo.blocks_count
+                    ),
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes starting at block `block`, which must lie in
+    /// the filesystem; `what` names the reader for the error.
+    pub(crate) fn read_blocks(&self, block: u64, buf: &mut [u8], what: &str) -> Result<()> {
+        let bs = u64::from(self.geo.block_size);
+        let count = (buf.len() as u64).div_ceil(bs);
+        self.check_blocks(block, count.max(1), what)?;
+        self.dev.read_at(buf, block * bs)
+    }
+
+    /// Reads one block into a new buffer.
+    pub(crate) fn read_block(&self, block: u64, what: &str) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.geo.block_size as usize];
+        self.read_blocks(block, &mut buf, what)?;
+        Ok(buf)
+    }
+}
+
+/// Reads and validates the superblock, returning it and the block it was
+/// found at (for locating the descriptors of a backup).
+fn read_superblock(dev: &dyn BlockDevice, opts: &OpenOptions) -> Result<(Superblock, u64)> {
+    let mut buf = [0u8; SUPERBLOCK_SIZE];
+    let Some(block) = opts.superblock else {
+        dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
+        let sb = parse_sb(&buf, "superblock")?;
+        let b = u64::from(sb.s_first_data_block.get());
+        return Ok((sb, b));
+    };
+    let sizes: Vec<u32> = match opts.block_size {
+        Some(s) => vec![s],
+        None => (0..7).map(|l| 1024u32 << l).collect(),
+    };
+    let mut last = None;
+    for bs in sizes {
+        let Some(off) = block.checked_mul(u64::from(bs)) else {
+            continue;
+        };
+        if off.saturating_add(SUPERBLOCK_SIZE as u64) > dev.size() {
+            continue;
+        }
+        dev.read_at(&mut buf, off)?;
+        match parse_sb(&buf, &format!("superblock at block {block}")) {
+            Ok(sb) if sb.block_size() == Some(bs) => return Ok((sb, block)),
+            Ok(_) => {}
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        Error::corrupt(
+            format!("superblock at block {block}"),
+            FormatError::invalid("superblock", "no valid superblock there for any block size"),
+        )
+    }))
+}
+
+fn parse_sb(buf: &[u8], location: &str) -> Result<Superblock> {
+    let sb = Superblock::parse(buf).map_err(|e| Error::corrupt(location, e))?;
+    sb.validate().map_err(|e| Error::corrupt(location, e))?;
+    Ok(sb)
+}
+
+fn check_features(sb: &Superblock) -> Result<()> {
+    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - READ_INCOMPAT;
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> =
+        ext4r_format::features::Features::from_raw(0, unknown.bits(), 0).names();
+    Err(Error::Unsupported(names.join(", ")))
+}
+
+/// Reads the group descriptor table. With a backup superblock the table
+/// follows it in the same group (meta_bg tables are found in their groups
+/// as usual, since their primary copies are not in group 0).
+fn read_descs(dev: &dyn BlockDevice, geo: &Geometry, sb_block: u64) -> Result<Vec<GroupDesc>> {
+    let bs = u64::from(geo.block_size);
+    let dsize = geo.desc_size as usize;
+    let per_block = geo.descs_per_block();
+    let nblocks = geo.desc_blocks();
+    let mut descs = Vec::with_capacity(geo.group_count as usize);
+    let mut buf = vec![0u8; geo.block_size as usize];
+    let backup_shift = sb_block.saturating_sub(geo.first_data_block);
+    for i in 0..nblocks {
+        let primary = geo.desc_block_loc(i);
+        let in_meta = geo.meta_bg.is_some_and(|m| i >= m);
+        let loc = if in_meta {
+            primary
+        } else {
+            primary + backup_shift
+        };
+        let what = format!("group descriptor block {i} (block {loc})");
+        if loc >= geo.blocks_count {
+            return Err(Error::corrupt(
+                what,
+                FormatError::invalid("group descriptors", "located past the end"),
+            ));
+        }
+        dev.read_at(&mut buf, loc * bs)?;
+        for j in 0..per_block {
+            if descs.len() as u32 == geo.group_count {
+                break;
+            }
+            let off = j as usize * dsize;
+            let d = GroupDesc::parse(&buf[off..off + dsize], dsize)
+                .map_err(|e| Error::corrupt(&what, e))?;
+            descs.push(d);
+        }
+    }
+    Ok(descs)
+}
