@@ -3,6 +3,7 @@
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
 mod extract;
+mod fsck;
 mod mkfs;
 mod read;
 
@@ -15,6 +16,11 @@ const TOOLS: &[(&str, Option<&str>, &str)] = &[
         "mkfs",
         Some("mkfs.ext4r"),
         "make an ext2/ext3/ext4 filesystem (also installed as mkfs.ext4r)",
+    ),
+    (
+        "fsck",
+        Some("fsck.ext4r"),
+        "check an ext2/ext3/ext4 filesystem (also installed as fsck.ext4r)",
     ),
     (
         "ls",
@@ -61,6 +67,7 @@ fn main() -> ExitCode {
     };
     match tool.as_str() {
         "mkfs" => mkfs::main(args),
+        "fsck" => fsck::main(args),
         "ls" => read::ls_main(args),
         "cat" => read::cat_main(args),
         "extract" => extract::main(args),

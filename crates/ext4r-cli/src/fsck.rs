@@ -1,0 +1,314 @@
+//! `fsck.ext4r`: check an ext2/3/4 filesystem, e2fsck-compatible options
+//! and exit codes (fsck(8): 0 clean, 4 errors left, 8 operational error,
+//! 16 usage error).
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use ext4r::device::{FileDevice, OpenMode};
+use ext4r_fsck::{check, Options, Report, Severity};
+
+const EXIT_OK: u8 = 0;
+const EXIT_UNCORRECTED: u8 = 4;
+const EXIT_ERROR: u8 = 8;
+const EXIT_USAGE: u8 = 16;
+
+/// Check an ext2/ext3/ext4 filesystem.
+#[derive(Parser, Debug)]
+#[command(name = "fsck.ext4r", version, about, disable_help_flag = true)]
+struct Args {
+    /// Open the filesystem read-only and answer "no" to every question.
+    #[arg(short = 'n')]
+    no: bool,
+    /// Repair automatically what is safe (not available yet).
+    #[arg(short = 'p', visible_short_alias = 'a')]
+    preen: bool,
+    /// Repair everything (not available yet).
+    #[arg(short = 'y')]
+    yes: bool,
+    /// Check even if the filesystem seems clean.
+    #[arg(short = 'f')]
+    force: bool,
+    /// Verbose: statistics after the check.
+    #[arg(short = 'v')]
+    verbose: bool,
+    /// Progress to this file descriptor (0: a bar on the terminal).
+    #[arg(short = 'C', value_name = "fd")]
+    progress_fd: Option<i32>,
+    /// Use this superblock copy (block number).
+    #[arg(short = 'b', value_name = "superblock")]
+    superblock: Option<u64>,
+    /// Block size to look for the superblock copy with.
+    #[arg(short = 'B', value_name = "blocksize")]
+    block_size: Option<u32>,
+    /// External journal (accepted; external journals are not checked yet).
+    #[arg(short = 'j', value_name = "external_journal")]
+    journal: Option<PathBuf>,
+    /// Extended options (accepted and ignored under -n).
+    #[arg(short = 'E', value_name = "extended-options")]
+    extended: Vec<String>,
+    /// Print timing per pass.
+    #[arg(short = 't')]
+    timing: bool,
+    /// Print the result as JSON (problems, counts, time per pass).
+    #[arg(long)]
+    json: bool,
+    /// Print help.
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::Help)]
+    help: Option<bool>,
+    /// The device or image file.
+    device: PathBuf,
+}
+
+/// Runs fsck.ext4r with `args` (args[0] is the program name).
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let a = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
+        }
+    };
+    ExitCode::from(run(&a))
+}
+
+fn run(a: &Args) -> u8 {
+    if (a.no as u8 + a.preen as u8 + a.yes as u8) > 1 {
+        eprintln!("fsck.ext4r: Only one of the options -p/-a, -n or -y may be specified.");
+        return EXIT_USAGE;
+    }
+    if a.preen || a.yes {
+        eprintln!(
+            "fsck.ext4r: repairs (-p, -a, -y) are not available in this version; \
+             run with -n to check read-only, or use e2fsck to repair."
+        );
+        return EXIT_USAGE;
+    }
+    let dev_name = a.device.display().to_string();
+    let dev = match FileDevice::open(&a.device, OpenMode::default()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while trying to open {dev_name}");
+            return EXIT_ERROR;
+        }
+    };
+    let mut opts = Options::default();
+    opts.force = a.force;
+    opts.superblock = a.superblock;
+    opts.block_size = a.block_size;
+    opts.now = now();
+    let started = Instant::now();
+    let bar = a.progress_fd == Some(0) && std::io::stdout().is_terminal() && !a.json;
+    let mut last_pct = u64::MAX;
+    let mut progress = |pass: u8, done: u64, total: u64| {
+        if !bar || total == 0 {
+            return;
+        }
+        // Passes weigh like e2fsck's bar: pass 1 most.
+        let (lo, span) = match pass {
+            1 => (0, 70),
+            2 => (70, 20),
+            _ => (90, 10),
+        };
+        let pct = lo + span * done / total;
+        if pct != last_pct {
+            last_pct = pct;
+            let fill = (pct / 2) as usize;
+            print!("\r{dev_name}: |{:<50}| {pct:3}%", "=".repeat(fill));
+            let _ = std::io::stdout().flush();
+        }
+    };
+    let report = match check(dev, &opts, &mut progress) {
+        Ok(r) => r,
+        Err(e) => {
+            if bar {
+                println!();
+            }
+            eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while checking {dev_name}");
+            eprintln!(
+                "\nThe superblock could not be read or does not describe a valid ext2/ext3/ext4\n\
+                 filesystem.  If the device is valid and it really contains an ext2/ext3/ext4\n\
+                 filesystem (and not swap or ufs or something else), then the superblock\n\
+                 is corrupt, and you might try running fsck.ext4r with an alternate superblock:\n    \
+                 fsck.ext4r -b 8193 <device>\n or\n    fsck.ext4r -b 32768 <device>\n"
+            );
+            return EXIT_ERROR;
+        }
+    };
+    if bar {
+        print!("\r{:70}\r", "");
+    }
+    let code = if report.has_errors() {
+        EXIT_UNCORRECTED
+    } else {
+        EXIT_OK
+    };
+    if a.json {
+        println!(
+            "{}",
+            json(&dev_name, &report, code, started.elapsed().as_secs_f64())
+        );
+    } else {
+        print_text(&dev_name, a, &report);
+    }
+    code
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn print_text(dev: &str, a: &Args, r: &Report) {
+    let s = &r.summary;
+    let nc = if s.regular + s.directories > 0 {
+        s.fragmented as f64 * 100.0 / (s.inodes_used.max(1)) as f64
+    } else {
+        0.0
+    };
+    let line = format!(
+        "{dev}: {}/{} files ({nc:.1}% non-contiguous), {}/{} blocks",
+        s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
+    );
+    if r.skipped_clean.is_some() {
+        println!(
+            "{dev}: clean, {}/{} files, {}/{} blocks",
+            s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
+        );
+        return;
+    }
+    for n in &r.notes {
+        println!("{n}");
+    }
+    let names = [
+        "Checking superblock and group descriptors",
+        "Pass 1: Checking inodes, blocks, and sizes",
+        "Pass 2: Checking directory structure",
+        "Pass 3: Checking directory connectivity",
+        "Pass 4: Checking reference counts",
+        "Pass 5: Checking group summary information",
+    ];
+    let problems = r.problems.list();
+    for (pass, name) in names.iter().enumerate() {
+        let mine: Vec<_> = problems
+            .iter()
+            .filter(|p| usize::from(p.pass) == pass)
+            .collect();
+        if pass > 0 {
+            println!("{name}");
+        }
+        for p in mine {
+            let fix = if p.severity == Severity::Error {
+                "Fix? no"
+            } else {
+                "Fix? no (harmless)"
+            };
+            println!("{}\n{fix}\n", p.message);
+        }
+        if a.timing {
+            if let Some((_, t)) = r.pass_times.get(pass) {
+                println!("  ({:.3}s)", t.as_secs_f64());
+            }
+        }
+    }
+    if r.problems.dropped() > 0 {
+        println!("... and {} more problems not shown.", r.problems.dropped());
+    }
+    if r.has_errors() {
+        println!("\n{dev}: ********** WARNING: Filesystem still has errors **********\n");
+    }
+    if a.verbose {
+        println!(
+            "\n{:>12} inodes used ({:.2}%, out of {})\n{:>12} non-contiguous files\n\
+             {:>12} blocks used ({:.2}%, out of {})\n\n{:>12} regular files\n{:>12} directories\n\
+             {:>12} character/block device files\n{:>12} fifos\n{:>12} symbolic links \
+             ({} fast symbolic links)\n{:>12} sockets\n{:>12} multiply-linked files",
+            s.inodes_used,
+            s.inodes_used as f64 * 100.0 / s.inodes_count.max(1) as f64,
+            s.inodes_count,
+            s.fragmented,
+            s.blocks_used,
+            s.blocks_used as f64 * 100.0 / s.blocks_count.max(1) as f64,
+            s.blocks_count,
+            s.regular,
+            s.directories,
+            s.devices,
+            s.fifos,
+            s.symlinks,
+            s.fast_symlinks,
+            s.sockets,
+            s.multiply_linked,
+        );
+    } else {
+        println!("{line}");
+    }
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\t' => o.push_str("\\t"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn json(dev: &str, r: &Report, code: u8, secs: f64) -> String {
+    let s = &r.summary;
+    let problems: Vec<String> = r
+        .problems
+        .list()
+        .iter()
+        .map(|p| {
+            format!(
+                "{{\"pass\":{},\"code\":{},\"error\":{},\"message\":{}}}",
+                p.pass,
+                esc(p.code),
+                p.severity == Severity::Error,
+                esc(&p.message)
+            )
+        })
+        .collect();
+    let passes: Vec<String> = r
+        .pass_times
+        .iter()
+        .map(|(n, t)| format!("{{\"name\":{},\"seconds\":{:.6}}}", esc(n), t.as_secs_f64()))
+        .collect();
+    format!(
+        "{{\"device\":{},\"label\":{},\"exit_code\":{code},\"clean_skip\":{},\"errors\":{},\
+         \"problems\":[{}],\"problems_not_shown\":{},\"counts\":{{\"inodes_used\":{},\
+         \"inodes\":{},\"blocks_used\":{},\"blocks\":{},\"regular\":{},\"directories\":{},\
+         \"symlinks\":{},\"devices\":{},\"fifos\":{},\"sockets\":{}}},\"passes\":[{}],\
+         \"seconds\":{secs:.6}}}",
+        esc(dev),
+        esc(&r.label),
+        r.skipped_clean.is_some(),
+        r.problems.errors(),
+        problems.join(","),
+        r.problems.dropped(),
+        s.inodes_used,
+        s.inodes_count,
+        s.blocks_used,
+        s.blocks_count,
+        s.regular,
+        s.directories,
+        s.symlinks,
+        s.devices,
+        s.fifos,
+        s.sockets,
+        passes.join(","),
+    )
+}

@@ -1,0 +1,167 @@
+//! State shared by the passes. Sized by what is in use, not by the
+//! volume: a sorted list of in-use inodes, a list of claimed block runs.
+
+use std::collections::BTreeMap;
+
+use ext4r::fs::{FileKind, Filesystem};
+use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::geometry::Geometry;
+use ext4r_format::superblock::Superblock;
+
+use crate::problem::Problems;
+use crate::Summary;
+
+/// An in-use inode as pass 1 saw it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InodeRec {
+    pub ino: u32,
+    pub links: u16,
+    pub kind: FileKind,
+    /// Links found in directories (passes 2–4).
+    pub counted: u32,
+}
+
+/// A directory as passes 2 and 3 need it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DirRec {
+    pub ino: u32,
+    /// What its `..` entry says (0: not seen).
+    pub dotdot: u32,
+    /// The directory whose entry names it (0: none found yet).
+    pub parent: u32,
+    /// Data is inline in the inode.
+    pub inline: bool,
+    /// Has the htree flag.
+    pub htree: bool,
+}
+
+/// A directory block to read in pass 2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct DirBlock {
+    pub phys: u64,
+    pub ino: u32,
+    pub lblk: u64,
+}
+
+/// A shared xattr block: what its header says and how many inodes use it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct XattrBlock {
+    pub refcount: u32,
+    pub counted: u32,
+    pub valid: bool,
+}
+
+/// Who claims a run of blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Claim {
+    pub start: u64,
+    pub len: u64,
+    /// The inode, or 0 for filesystem metadata.
+    pub owner: u32,
+}
+
+pub(crate) struct Ctx {
+    pub fs: Filesystem,
+    pub sb: Superblock,
+    pub geo: Geometry,
+    pub p: Problems,
+    pub notes: Vec<String>,
+    /// Stop after this pass (nothing more can be checked sensibly).
+    pub abort: bool,
+    /// Groups whose inode table or bitmaps are unusable: skipped later.
+    pub bad_group: Vec<bool>,
+    pub inodes: Vec<InodeRec>,
+    pub dirs: Vec<DirRec>,
+    pub dir_blocks: Vec<DirBlock>,
+    pub xattr_blocks: BTreeMap<u64, XattrBlock>,
+    pub claims: Vec<Claim>,
+    /// In-use inodes outside the tree (journal, quota, orphan file) at or
+    /// past `s_first_ino`, for the inode bitmap.
+    pub extra_used: Vec<u32>,
+    pub stats: Summary,
+}
+
+impl Ctx {
+    pub fn new(fs: Filesystem) -> Self {
+        let sb = fs.superblock().clone();
+        let geo = fs.geometry().clone();
+        let groups = geo.group_count as usize;
+        Ctx {
+            fs,
+            sb,
+            geo,
+            p: Problems::default(),
+            notes: Vec::new(),
+            abort: false,
+            bad_group: vec![false; groups],
+            inodes: Vec::new(),
+            dirs: Vec::new(),
+            dir_blocks: Vec::new(),
+            xattr_blocks: BTreeMap::new(),
+            claims: Vec::new(),
+            extra_used: Vec::new(),
+            stats: Summary::default(),
+        }
+    }
+
+    pub fn wide(&self) -> bool {
+        self.sb.has_incompat(Incompat::BIT64)
+    }
+
+    pub fn csum(&self) -> bool {
+        self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
+    }
+
+    /// gdt_csum or metadata_csum: the uninit flags and itable_unused count.
+    pub fn group_csum(&self) -> bool {
+        self.csum() || self.sb.has_ro_compat(RoCompat::GDT_CSUM)
+    }
+
+    pub fn inode_idx(&self, ino: u32) -> Option<usize> {
+        self.inodes.binary_search_by_key(&ino, |r| r.ino).ok()
+    }
+
+    pub fn dir_idx(&self, ino: u32) -> Option<usize> {
+        self.dirs.binary_search_by_key(&ino, |r| r.ino).ok()
+    }
+
+    /// Whether `count` blocks from `b` lie inside the filesystem's data
+    /// area.
+    pub fn valid_range(&self, b: u64, count: u64) -> bool {
+        count > 0
+            && b >= self.geo.first_data_block
+            && b.checked_add(count)
+                .is_some_and(|e| e <= self.geo.blocks_count)
+    }
+
+    pub fn claim(&mut self, start: u64, len: u64, owner: u32) {
+        if let Some(last) = self.claims.last_mut() {
+            if last.owner == owner && last.start + last.len == start {
+                last.len += len;
+                return;
+            }
+        }
+        self.claims.push(Claim { start, len, owner });
+    }
+
+    pub fn summary(&self) -> Summary {
+        let mut s = self.stats.clone();
+        s.inodes_count = u64::from(self.sb.s_inodes_count.get());
+        s.blocks_count = self.geo.blocks_count;
+        s
+    }
+}
+
+/// The summary line's counts from the superblock alone (for a filesystem
+/// found clean without a check).
+pub(crate) fn summary_from_superblock(fs: &Filesystem) -> Summary {
+    let sb = fs.superblock();
+    let inodes = u64::from(sb.s_inodes_count.get());
+    Summary {
+        inodes_used: inodes.saturating_sub(u64::from(sb.s_free_inodes_count.get())),
+        inodes_count: inodes,
+        blocks_used: sb.blocks_count().saturating_sub(sb.free_blocks_count()),
+        blocks_count: sb.blocks_count(),
+        ..Summary::default()
+    }
+}

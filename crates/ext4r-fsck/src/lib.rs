@@ -1,0 +1,206 @@
+//! ext4r's checker: e2fsck's passes as a library.
+//!
+//! [`check`] reads a filesystem through the ext4r engine and reports every
+//! inconsistency it finds, writing nothing:
+//!
+//! - pass 0: superblock, group descriptors (locations, counts, checksums,
+//!   uninit flags), journal superblock;
+//! - pass 1: every in-use inode (mode, flags, extent trees and block maps,
+//!   sizes, `i_blocks`, xattrs), gathering the blocks each one claims;
+//! - pass 1b: blocks claimed twice;
+//! - pass 2: directory blocks (entries, `.`/`..`, file types, checksums);
+//! - pass 3: connectivity (unreachable directories, `..` entries, loops,
+//!   lost+found);
+//! - pass 4: link counts and unattached inodes;
+//! - pass 5: block and inode bitmaps, free counts, bitmap checksums.
+//!
+//! Groups flagged `INODE_UNINIT`/`BLOCK_UNINIT` and inode-table tails past
+//! `bg_itable_unused` are computed, never read. Every number read from
+//! disk is checked before use: a damaged image yields problems, never a
+//! panic or an unbounded allocation.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod ctx;
+mod pass0;
+mod pass1;
+mod pass1_map;
+mod pass2;
+mod pass34;
+mod pass5;
+mod problem;
+
+use std::time::{Duration, Instant};
+
+use ext4r::device::BlockDevice;
+use ext4r::fs::{Filesystem, OpenOptions};
+use ext4r_format::features::Incompat;
+use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
+
+pub use problem::{Problem, Problems, Severity};
+
+/// What went wrong so that the check could not be done at all (e2fsck's
+/// exit 8).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The filesystem could not be opened: no usable superblock or group
+    /// descriptors, or features this checker does not know.
+    #[error("{0}")]
+    Open(#[from] ext4r::Error),
+}
+
+/// How to check.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// Check even when the filesystem is marked clean (`-f`).
+    pub force: bool,
+    /// Superblock copy to use (`-b`).
+    pub superblock: Option<u64>,
+    /// Block size with `superblock` (`-B`).
+    pub block_size: Option<u32>,
+    /// The current time, to judge the check interval and times in the
+    /// future (seconds since the epoch).
+    pub now: i64,
+}
+
+/// Counts for the summary line, as e2fsck prints them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Inodes in use.
+    pub inodes_used: u64,
+    /// Inodes in the filesystem.
+    pub inodes_count: u64,
+    /// Blocks in use.
+    pub blocks_used: u64,
+    /// Blocks in the filesystem.
+    pub blocks_count: u64,
+    /// Regular files.
+    pub regular: u64,
+    /// Directories.
+    pub directories: u64,
+    /// Symbolic links (fast ones among them).
+    pub symlinks: u64,
+    /// Fast symbolic links.
+    pub fast_symlinks: u64,
+    /// Character and block devices.
+    pub devices: u64,
+    /// FIFOs.
+    pub fifos: u64,
+    /// Sockets.
+    pub sockets: u64,
+    /// Inodes with more than one link.
+    pub multiply_linked: u64,
+    /// Files whose blocks are not contiguous.
+    pub fragmented: u64,
+    /// Files with an extent tree of depth > 0.
+    pub deep_extents: u64,
+}
+
+/// The result of a check.
+#[derive(Debug)]
+pub struct Report {
+    /// The volume label.
+    pub label: String,
+    /// Everything found.
+    pub problems: Problems,
+    /// Counts for the summary.
+    pub summary: Summary,
+    /// `Some(reason)` when the filesystem was found clean without a full
+    /// check (no `-f`); nothing else was done.
+    pub skipped_clean: Option<String>,
+    /// Notes that are not problems (journal recovery skipped under -n...).
+    pub notes: Vec<String>,
+    /// Wall time per pass.
+    pub pass_times: Vec<(&'static str, Duration)>,
+}
+
+impl Report {
+    /// Whether errors were found (the exit code is then 4).
+    pub fn has_errors(&self) -> bool {
+        self.problems.errors() > 0
+    }
+}
+
+/// One pass over the shared state.
+type PassFn = fn(&mut ctx::Ctx, Progress<'_>);
+
+/// Progress callback: (pass number 1–5, done, total).
+pub type Progress<'a> = &'a mut dyn FnMut(u8, u64, u64);
+
+/// Checks the filesystem on `dev` without writing anything.
+///
+/// # Errors
+/// [`Error::Open`] when no usable superblock and descriptor table is found.
+pub fn check(
+    dev: impl BlockDevice + 'static,
+    opts: &Options,
+    progress: Progress<'_>,
+) -> Result<Report, Error> {
+    let mut oo = OpenOptions::default();
+    oo.superblock = opts.superblock;
+    oo.block_size = opts.block_size;
+    let fs = Filesystem::open_with(dev, oo)?;
+    let sb = fs.superblock();
+    let label = String::from_utf8_lossy(sb.volume_name()).into_owned();
+    let mut report = Report {
+        label,
+        problems: Problems::default(),
+        summary: Summary::default(),
+        skipped_clean: None,
+        notes: Vec::new(),
+        pass_times: Vec::new(),
+    };
+    if !opts.force {
+        if let Some(why) = clean_reason(&fs, opts.now) {
+            report.summary = ctx::summary_from_superblock(&fs);
+            report.skipped_clean = Some(why);
+            return Ok(report);
+        }
+    }
+    let mut c = ctx::Ctx::new(fs);
+    let passes: [(&'static str, PassFn); 6] = [
+        ("pass 0: superblock and group descriptors", pass0::run),
+        ("pass 1: inodes, blocks and sizes", pass1::run),
+        ("pass 2: directory structure", pass2::run),
+        ("pass 3: directory connectivity", pass34::run_pass3),
+        ("pass 4: reference counts", pass34::run_pass4),
+        ("pass 5: group summary information", pass5::run),
+    ];
+    for (name, f) in passes {
+        let t = Instant::now();
+        f(&mut c, progress);
+        report.pass_times.push((name, t.elapsed()));
+        if c.abort {
+            break;
+        }
+    }
+    report.summary = c.summary();
+    report.notes = std::mem::take(&mut c.notes);
+    report.problems = c.p;
+    Ok(report)
+}
+
+/// Why a filesystem needs no full check, as e2fsck decides without `-f`:
+/// cleanly unmounted, no errors recorded, no journal to recover, mount
+/// count and check interval not exceeded. `None` when it needs a check.
+fn clean_reason(fs: &Filesystem, now: i64) -> Option<String> {
+    let sb = fs.superblock();
+    let state = sb.s_state.get();
+    if state & STATE_VALID == 0 || state & STATE_ERROR != 0 {
+        return None;
+    }
+    if sb.has_incompat(Incompat::RECOVER) || sb.s_last_orphan.get() != 0 {
+        return None;
+    }
+    let max = sb.s_max_mnt_count.get();
+    if max > 0 && sb.s_mnt_count.get() >= max as u16 {
+        return None;
+    }
+    let interval = i64::from(sb.s_checkinterval.get());
+    if interval > 0 && now >= sb.lastcheck() + interval {
+        return None;
+    }
+    Some("clean".to_string())
+}

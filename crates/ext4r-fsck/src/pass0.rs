@@ -1,0 +1,300 @@
+//! Pass 0: the superblock, the group descriptors and the journal
+//! superblock — everything the other passes trust to find their way.
+
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::group_desc::{GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::inode::ino;
+use ext4r_format::jbd2::{block_type, JournalSuperblock, JBD2_MAGIC};
+use ext4r_format::{GroupNr, InodeNr};
+
+use crate::ctx::Ctx;
+use crate::Progress;
+
+pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
+    superblock(c);
+    descriptors(c);
+    journal(c);
+}
+
+fn superblock(c: &mut Ctx) {
+    let sb = c.sb.clone();
+    if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.verify_checksum().is_err() {
+        c.p.error(
+            0,
+            "PR_0_SB_CSUM_INVALID",
+            "Superblock checksum does not match superblock.".into(),
+        );
+    }
+    if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
+        c.p.harmless(
+            0,
+            "PR_0_META_AND_GDT_CSUM_SET",
+            "Superblock has metadata_csum and uninit_bg both set.".into(),
+        );
+    }
+    let want = u64::from(c.geo.inodes_per_group) * u64::from(c.geo.group_count);
+    if u64::from(sb.s_inodes_count.get()) != want {
+        c.p.error(
+            0,
+            "PR_0_INODE_COUNT_WRONG",
+            format!(
+                "Inode count in superblock is {}, should be {want}.",
+                sb.s_inodes_count.get()
+            ),
+        );
+    }
+    if sb.r_blocks_count() > sb.blocks_count() {
+        c.p.error(
+            0,
+            "PR_0_SB_CORRUPT",
+            format!(
+                "Reserved blocks count {} is larger than the block count {}.",
+                sb.r_blocks_count(),
+                sb.blocks_count()
+            ),
+        );
+    }
+    let isize = u32::from(sb.inode_size());
+    if sb.s_rev_level.get() > 0 && sb.has_ro_compat(RoCompat::EXTRA_ISIZE) && isize > 128 {
+        let min = u32::from(sb.s_min_extra_isize.get());
+        let wanted = u32::from(sb.s_want_extra_isize.get());
+        if min % 4 != 0 || 128 + min > isize || wanted % 4 != 0 || 128 + wanted > isize {
+            c.p.error(
+                0,
+                "PR_0_BAD_MIN_EXTRA_ISIZE",
+                format!("Bad extra_isize in superblock (min {min}, want {wanted})."),
+            );
+        }
+    }
+}
+
+fn descriptors(c: &mut Ctx) {
+    let wide = c.wide();
+    let flex = c.sb.has_incompat(Incompat::FLEX_BG);
+    let group_csum = c.group_csum();
+    let csum = if c.csum() {
+        Some(GroupDescCsum::Crc32c {
+            seed: c.sb.csum_seed(),
+        })
+    } else if c.sb.has_ro_compat(RoCompat::GDT_CSUM) {
+        Some(GroupDescCsum::Crc16 { uuid: c.sb.s_uuid })
+    } else {
+        None
+    };
+    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let ipg = c.geo.inodes_per_group;
+    let dsize = c.geo.desc_size as usize;
+    for g in 0..c.geo.group_count {
+        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+            break;
+        };
+        // Metadata outside the group is allowed only with flex_bg.
+        let (lo, hi) = if flex {
+            (c.geo.first_data_block, c.geo.blocks_count)
+        } else {
+            (c.geo.group_first_block(g), c.geo.group_last_block(g) + 1)
+        };
+        let inside = |b: u64, n: u64| b >= lo && b.checked_add(n).is_some_and(|e| e <= hi);
+        let mut bad = false;
+        for (what, code, b, n) in [
+            ("Block bitmap", "PR_0_BB_NOT_GROUP", d.block_bitmap(wide), 1),
+            ("Inode bitmap", "PR_0_IB_NOT_GROUP", d.inode_bitmap(wide), 1),
+            (
+                "Inode table",
+                "PR_0_ITABLE_NOT_GROUP",
+                d.inode_table(wide),
+                itb,
+            ),
+        ] {
+            if !inside(b, n) {
+                c.p.error(
+                    0,
+                    code,
+                    format!("{what} for group {g} is not in group.  (block {b})"),
+                );
+                bad = true;
+            } else {
+                c.claim(b, n, 0);
+            }
+        }
+        if bad {
+            c.bad_group[g as usize] = true;
+        }
+        let flags = d.flags();
+        if let Some(cs) = &csum {
+            if let Ok(want) = d.compute_checksum(g, dsize, cs) {
+                if want != d.bg_checksum.get() {
+                    c.p.error(
+                        0,
+                        "PR_0_GDT_CSUM",
+                        format!(
+                            "One or more block group descriptor checksums are invalid.  \
+                             (group {g}: {:#06x}, should be {want:#06x})",
+                            d.bg_checksum.get()
+                        ),
+                    );
+                }
+            }
+        }
+        if !group_csum && flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 {
+            c.p.error(
+                0,
+                "PR_0_GDT_UNINIT",
+                format!("Group descriptor {g} marked uninitialized without feature set."),
+            );
+        }
+        if group_csum && d.itable_unused(wide) > ipg {
+            c.p.error(
+                0,
+                "PR_0_GDT_ITABLE_UNUSED",
+                format!(
+                    "Group descriptor {g} has invalid unused inodes count {}.",
+                    d.itable_unused(wide)
+                ),
+            );
+        }
+        if group_csum && g + 1 == c.geo.group_count && flags & BG_BLOCK_UNINIT != 0 {
+            c.p.error(
+                0,
+                "PR_0_BB_UNINIT_LAST",
+                format!("Last group block bitmap uninitialized.  (group {g})"),
+            );
+        }
+        // The superblock copy and descriptor blocks of this group.
+        let m = c.geo.group_meta(g);
+        if let Some(s) = m.super_block {
+            c.claim(s, 1, 0);
+        }
+        if let Some((first, n)) = m.old_desc {
+            if n > 0 {
+                c.claim(first, n, 0);
+            }
+        }
+        if let Some(b) = m.meta_desc {
+            c.claim(b, 1, 0);
+        }
+    }
+}
+
+fn journal(c: &mut Ctx) {
+    let sb = c.sb.clone();
+    let has = sb.has_compat(Compat::HAS_JOURNAL);
+    let recover = sb.has_incompat(Incompat::RECOVER);
+    let inum = sb.s_journal_inum.get();
+    if !has {
+        if recover {
+            c.p.error(
+                0,
+                "PR_0_JOURNAL_RECOVER_SET",
+                "Superblock needs_recovery flag is set, but no journal is present.".into(),
+            );
+        }
+        if inum != 0 {
+            c.p.error(
+                0,
+                "PR_0_JOURNAL_HAS_JOURNAL",
+                "Superblock has_journal flag is clear, but a journal is present.".into(),
+            );
+        }
+        return;
+    }
+    if inum == 0 {
+        if sb.s_journal_uuid != [0; 16] {
+            c.notes
+                .push("The filesystem has an external journal; it was not checked.".to_string());
+        } else {
+            c.p.error(
+                0,
+                "PR_0_JOURNAL_BAD_INODE",
+                "Superblock has an invalid journal (inode 0).".into(),
+            );
+        }
+        return;
+    }
+    if recover {
+        c.notes.push(
+            "Warning: skipping journal recovery because doing a read-only filesystem check."
+                .to_string(),
+        );
+    }
+    if inum != ino::JOURNAL && inum >= sb.first_ino() {
+        // A journal in an ordinary inode number is legal but unusual.
+        c.notes.push(format!("Journal is in inode {inum}."));
+    }
+    let bad_inode = |c: &mut Ctx, why: String| {
+        c.p.error(
+            0,
+            "PR_0_JOURNAL_BAD_INODE",
+            format!("Superblock has an invalid journal (inode {inum}): {why}."),
+        );
+    };
+    let info = match c.fs.inode(InodeNr(inum)) {
+        Ok(i) => i,
+        Err(e) => return bad_inode(c, e.to_string()),
+    };
+    if !info.inode.is_reg() || info.inode.links_count() == 0 {
+        return bad_inode(c, "not a regular file in use".into());
+    }
+    let runs = match c.fs.runs(&info) {
+        Ok(r) if !r.is_empty() => r,
+        Ok(_) => return bad_inode(c, "no blocks".into()),
+        Err(e) => return bad_inode(c, e.to_string()),
+    };
+    let first = runs[0];
+    if first.logical != 0 {
+        return bad_inode(c, "block 0 is a hole".into());
+    }
+    let mut buf = vec![0u8; c.geo.block_size as usize];
+    if c.fs
+        .device()
+        .read_at(&mut buf, first.physical * u64::from(c.geo.block_size))
+        .is_err()
+    {
+        return bad_inode(c, "superblock unreadable".into());
+    }
+    let jsb = match JournalSuperblock::parse(&buf) {
+        Ok(j) => j,
+        Err(e) => {
+            c.p.error(
+                0,
+                "PR_0_JOURNAL_BAD_SUPER",
+                format!("Journal superblock is corrupt: {e}."),
+            );
+            return;
+        }
+    };
+    let bt = jsb.s_header.blocktype();
+    let mapped: u64 = runs.iter().map(|r| r.len).sum();
+    if jsb.s_header.h_magic.get() != JBD2_MAGIC
+        || (bt != block_type::SUPERBLOCK_V1 && bt != block_type::SUPERBLOCK_V2)
+        || jsb.s_blocksize.get() != c.geo.block_size
+        || u64::from(jsb.s_maxlen.get()) > mapped
+        || jsb.s_maxlen.get() < 1024
+        || jsb.s_first.get() == 0
+        || jsb.s_first.get() >= jsb.s_maxlen.get()
+    {
+        c.p.error(
+            0,
+            "PR_0_JOURNAL_BAD_SUPER",
+            "The journal superblock is corrupt.".into(),
+        );
+        return;
+    }
+    if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_incompat() != 0 {
+        c.p.error(
+            0,
+            "PR_0_JOURNAL_UNSUPP_INCOMPAT",
+            format!(
+                "Journal superblock has an unknown incompatible feature flag set ({:#x}).",
+                jsb.unknown_incompat()
+            ),
+        );
+    }
+    if !recover && jsb.s_start.get() != 0 {
+        c.p.error(
+            0,
+            "PR_0_JOURNAL_RUN",
+            "Superblock needs_recovery flag is clear, but journal has data.".into(),
+        );
+    }
+}

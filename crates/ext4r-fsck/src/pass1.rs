@@ -1,0 +1,506 @@
+//! Pass 1: every inode in use — mode, flags, block mapping, size,
+//! `i_blocks`, xattrs — reading inode tables in one large read per group
+//! and skipping what the group descriptors say is unused.
+
+use ext4r::fs::FileKind;
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::group_desc::BG_INODE_UNINIT;
+use ext4r_format::inode::{
+    ino as special, is_zeroed_inode, verify_inode_checksum, Inode, InodeFlags, I_BLOCK_SIZE,
+};
+use ext4r_format::xattr::{
+    parse_xattr_block, parse_xattr_ibody, verify_xattr_block_checksum, XattrEntries,
+};
+use ext4r_format::{BlockNr, GroupNr, InodeNr};
+
+use crate::ctx::{Ctx, DirBlock, DirRec, InodeRec, XattrBlock};
+use crate::pass1_map::{self, MapResult};
+use crate::Progress;
+
+/// Inode table bytes read at once.
+const CHUNK: usize = 4 << 20;
+
+pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
+    let ipg = c.geo.inodes_per_group;
+    let isize = c.geo.inode_size as usize;
+    let bs = u64::from(c.geo.block_size);
+    let wide = c.wide();
+    let groups = c.geo.group_count;
+    let specials = special_inodes(c);
+    for g in 0..groups {
+        progress(1, u64::from(g), u64::from(groups));
+        if c.bad_group[g as usize] {
+            continue;
+        }
+        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+            break;
+        };
+        let n = if c.group_csum() {
+            if d.flags() & BG_INODE_UNINIT != 0 {
+                continue;
+            }
+            ipg.saturating_sub(d.itable_unused(wide))
+        } else {
+            ipg
+        };
+        let table = d.inode_table(wide);
+        let per_chunk = (CHUNK / isize).max(1) as u32;
+        let mut first = 0u32;
+        let mut buf = Vec::new();
+        while first < n {
+            let count = per_chunk.min(n - first);
+            let len = count as usize * isize;
+            buf.resize(len, 0);
+            let off = table * bs + u64::from(first) * isize as u64;
+            if c.fs.device().read_at(&mut buf, off).is_err() {
+                c.p.error(
+                    1,
+                    "PR_1_ISCAN_ERROR",
+                    format!("Error while reading inode table of group {g}."),
+                );
+                break;
+            }
+            for k in 0..count {
+                let ino = g * ipg + first + k + 1;
+                let rec = &buf[k as usize * isize..(k as usize + 1) * isize];
+                check_inode(c, ino, rec, &specials);
+            }
+            first += count;
+        }
+    }
+    finish_xattr_blocks(c);
+}
+
+/// Inodes the superblock points at that live outside the directory tree.
+fn special_inodes(c: &Ctx) -> Vec<u32> {
+    let sb = &c.sb;
+    let mut v = vec![
+        sb.s_journal_inum.get(),
+        sb.s_usr_quota_inum.get(),
+        sb.s_grp_quota_inum.get(),
+        sb.s_prj_quota_inum.get(),
+        sb.s_orphan_file_inum.get(),
+    ];
+    v.retain(|&i| i != 0);
+    v
+}
+
+fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32]) {
+    let Ok(inode) = Inode::parse(rec) else { return };
+    let first_ino = c.sb.first_ino();
+    let links = inode.links_count();
+    let is_special = specials.contains(&ino);
+    if ino < first_ino && ino != special::ROOT && !is_special {
+        reserved_inode(c, ino, &inode);
+        return;
+    }
+    if links == 0 {
+        return;
+    }
+    if is_zeroed_inode(rec) {
+        return;
+    }
+    if c.csum() && verify_inode_checksum(c.sb.csum_seed(), InodeNr(ino), rec).is_err() {
+        c.p.error(
+            1,
+            "PR_1_INODE_ONLY_CSUM_INVALID",
+            format!("Inode {ino} passes checks, but checksum does not match inode."),
+        );
+    }
+    if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
+        c.p.error(
+            1,
+            "PR_1_EXTRA_ISIZE",
+            format!(
+                "Inode {ino} has a extra size ({}) which is invalid",
+                inode.i_extra_isize.get()
+            ),
+        );
+    }
+    if inode.dtime() != 0 {
+        c.p.error(
+            1,
+            "PR_1_SET_DTIME",
+            format!("Inode {ino} is in use, but has dtime set."),
+        );
+    }
+    let kind = FileKind::from_mode(inode.mode());
+    if ino == special::ROOT && kind != FileKind::Directory {
+        c.p.error(
+            1,
+            "PR_1_ROOT_NO_DIR",
+            "Root inode is not a directory.".into(),
+        );
+    }
+    let flags = inode.flags();
+    if flags.contains(InodeFlags::EXTENTS) && !c.sb.has_incompat(Incompat::EXTENTS) {
+        c.p.error(
+            1,
+            "PR_1_EXTENT_FEATURE",
+            format!("Inode {ino} is in extent format, but superblock is missing EXTENTS feature"),
+        );
+    }
+    if flags.contains(InodeFlags::INLINE_DATA) && !c.sb.has_incompat(Incompat::INLINE_DATA) {
+        c.p.error(
+            1,
+            "PR_1_INLINE_DATA_FEATURE",
+            format!("Inode {ino} has inline data, but superblock is missing INLINE_DATA feature"),
+        );
+    }
+    if kind == FileKind::Directory
+        && flags.contains(InodeFlags::INDEX)
+        && !c.sb.has_compat(Compat::DIR_INDEX)
+    {
+        c.p.error(
+            1,
+            "PR_1_HTREE_SET",
+            format!("Inode {ino} has INDEX_FL flag set on filesystem without htree support."),
+        );
+    }
+    let ea_blocks = xattrs(c, ino, &inode, rec);
+    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
+    let bs = u64::from(c.geo.block_size);
+    let mut map = MapResult::default();
+    let mut fast_symlink = false;
+    match kind {
+        FileKind::Regular | FileKind::Directory | FileKind::Symlink => {
+            if flags.contains(InodeFlags::INLINE_DATA) {
+                // Data in the inode: nothing to claim.
+            } else if kind == FileKind::Symlink && is_fast_symlink(&inode, ea_blocks, huge, bs) {
+                fast_symlink = true;
+                check_fast_symlink(c, ino, &inode);
+            } else if flags.contains(InodeFlags::EXTENTS) {
+                map = pass1_map::extents(c, ino, &inode, kind == FileKind::Directory);
+            } else {
+                map = pass1_map::blockmap(c, ino, &inode, kind == FileKind::Directory);
+            }
+        }
+        FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
+            let w = inode.block_words();
+            if flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
+                || w[4..].iter().any(|&x| x != 0)
+            {
+                c.p.error(
+                    2,
+                    "PR_2_BAD_SPECIAL",
+                    format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
+                );
+            }
+        }
+        _ => {
+            c.p.error(
+                2,
+                "PR_2_BAD_MODE",
+                format!("Inode {ino} has bad mode ({:#o}).", inode.mode()),
+            );
+        }
+    }
+    if kind == FileKind::Symlink && !fast_symlink && !map.bad {
+        check_slow_symlink(c, ino, &inode, &map);
+    }
+    // i_blocks counts data, tree blocks and the xattr block.
+    if !c.sb.has_ro_compat(RoCompat::BIGALLOC) {
+        let blocks = map.blocks + ea_blocks;
+        let in_fs_blocks = huge && flags.contains(InodeFlags::HUGE_FILE);
+        let want = if in_fs_blocks {
+            blocks
+        } else {
+            blocks * (bs / 512)
+        };
+        let have =
+            inode.blocks_count(huge, c.geo.block_size) / if in_fs_blocks { bs / 512 } else { 1 };
+        if want != have {
+            c.p.error(
+                1,
+                "PR_1_BAD_I_BLOCKS",
+                format!("Inode {ino}, i_blocks is {have}, should be {want}."),
+            );
+        }
+    }
+    if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
+        check_size(c, ino, &inode, kind, &map);
+    }
+    if kind == FileKind::Directory {
+        let inline = flags.contains(InodeFlags::INLINE_DATA);
+        c.dirs.push(DirRec {
+            ino,
+            dotdot: 0,
+            parent: 0,
+            inline,
+            htree: flags.contains(InodeFlags::INDEX),
+        });
+        for &(l, p, n) in &map.runs {
+            for k in 0..n {
+                c.dir_blocks.push(DirBlock {
+                    phys: p + k,
+                    ino,
+                    lblk: l + k,
+                });
+            }
+        }
+    }
+    stats(c, kind, fast_symlink, links, &map);
+    if is_special && ino >= first_ino {
+        c.extra_used.push(ino);
+    }
+    if !is_special || ino == special::ROOT {
+        c.inodes.push(InodeRec {
+            ino,
+            links,
+            kind,
+            counted: 0,
+        });
+    }
+}
+
+fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
+    let s = &mut c.stats;
+    s.inodes_used += 1;
+    match kind {
+        FileKind::Regular => s.regular += 1,
+        FileKind::Directory => s.directories += 1,
+        FileKind::Symlink => {
+            s.symlinks += 1;
+            if fast {
+                s.fast_symlinks += 1;
+            }
+        }
+        FileKind::CharDevice | FileKind::BlockDevice => s.devices += 1,
+        FileKind::Fifo => s.fifos += 1,
+        FileKind::Socket => s.sockets += 1,
+        _ => {}
+    }
+    if links > 1 && kind != FileKind::Directory {
+        s.multiply_linked += 1;
+    }
+    if map.fragmented {
+        s.fragmented += 1;
+    }
+    if map.depth > 0 {
+        s.deep_extents += 1;
+    }
+}
+
+/// Reserved inodes below `s_first_ino`: the bad-block list and the resize
+/// inode own blocks; the rest are not looked into.
+fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
+    match ino {
+        special::BAD if inode.links_count() == 0 && inode.block_words().iter().any(|&w| w != 0) => {
+            let _ = pass1_map::blockmap(c, ino, inode, false);
+        }
+        special::RESIZE => {
+            let has = c.sb.has_compat(Compat::RESIZE_INODE);
+            let dind = inode.block_words()[13];
+            if !has {
+                if inode.mode() != 0 || dind != 0 {
+                    c.p.error(
+                        0,
+                        "PR_0_CLEAR_RESIZE_INODE",
+                        "Resize_inode not enabled, but the resize inode is non-zero.".into(),
+                    );
+                }
+            } else if dind == 0 || !c.valid_range(u64::from(dind), 1) {
+                c.p.error(
+                    0,
+                    "PR_0_RESIZE_INODE_INVALID",
+                    "Resize inode not valid.".into(),
+                );
+            } else {
+                c.claim(u64::from(dind), 1, ino);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u64) -> bool {
+    let sectors = inode.blocks_count(huge, bs as u32);
+    sectors.saturating_sub(ea_blocks * (bs / 512)) == 0 && inode.size() < I_BLOCK_SIZE as u64
+}
+
+fn check_fast_symlink(c: &mut Ctx, ino: u32, inode: &Inode) {
+    if inode.flags().contains(InodeFlags::ENCRYPT) {
+        return;
+    }
+    let len = inode
+        .i_block
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(I_BLOCK_SIZE);
+    if len as u64 != inode.size() {
+        c.p.error(
+            2,
+            "PR_2_INVALID_SYMLINK",
+            format!("Symlink (inode #{ino}) is invalid (size {}).", inode.size()),
+        );
+    }
+}
+
+fn check_slow_symlink(c: &mut Ctx, ino: u32, inode: &Inode, map: &MapResult) {
+    let bs = u64::from(c.geo.block_size);
+    if inode.flags().contains(InodeFlags::INLINE_DATA) {
+        return;
+    }
+    if map.blocks != 1 || inode.size() >= bs || map.end_lblk != 1 {
+        c.p.error(
+            2,
+            "PR_2_INVALID_SYMLINK",
+            format!("Symlink (inode #{ino}) is invalid."),
+        );
+    }
+}
+
+fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapResult) {
+    let bs = u64::from(c.geo.block_size);
+    let size = inode.size();
+    let bad = match kind {
+        FileKind::Directory => {
+            let nblock = size / bs;
+            size % bs != 0
+                || nblock > map.end_lblk
+                || (nblock < map.end_lblk
+                    && map.end_lblk - nblock > u64::from(c.sb.s_prealloc_dir_blocks))
+        }
+        FileKind::Regular => {
+            (map.end_init_lblk > 0 && size < (map.end_init_lblk - 1) * bs)
+                || (inode.flags().contains(InodeFlags::EXTENTS)
+                    && size > (1u64 << (32 + bs.trailing_zeros())) - 1)
+        }
+        _ => false,
+    };
+    if bad {
+        c.p.error(
+            1,
+            "PR_1_BAD_I_SIZE",
+            format!(
+                "Inode {ino}, i_size is {size}, should be {}.",
+                map.end_lblk * bs
+            ),
+        );
+    }
+}
+
+/// Checks in-inode and block xattrs; returns the blocks the xattr block
+/// adds to `i_blocks` (0 or 1).
+fn xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> u64 {
+    match parse_xattr_ibody(rec) {
+        Ok(Some(entries)) => {
+            if let Some(why) = bad_entries(&entries) {
+                c.p.error(
+                    1,
+                    "PR_1_INODE_EA_BAD",
+                    format!("Inode {ino} has a bad extended attribute area: {why}."),
+                );
+            }
+        }
+        Ok(None) => {}
+        Err(e) => c.p.error(
+            1,
+            "PR_1_INODE_EA_BAD",
+            format!("Inode {ino} has a bad extended attribute area: {e}."),
+        ),
+    }
+    let blk = inode.file_acl(c.wide()).0;
+    if blk == 0 {
+        return 0;
+    }
+    if !c.sb.has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
+        c.p.error(
+            2,
+            "PR_2_FILE_ACL_ZERO",
+            format!("i_file_acl for inode {ino} is {blk}, should be zero."),
+        );
+        return 0;
+    }
+    if let Some(x) = c.xattr_blocks.get_mut(&blk) {
+        x.counted += 1;
+        return u64::from(x.valid);
+    }
+    let mut buf = vec![0u8; c.geo.block_size as usize];
+    let read =
+        c.fs.device()
+            .read_at(&mut buf, blk * u64::from(c.geo.block_size));
+    let parsed = read.ok().and_then(|()| parse_xattr_block(&buf).ok());
+    let Some((hdr, entries)) = parsed else {
+        c.p.error(
+            1,
+            "PR_1_BAD_EA_BLOCK",
+            format!("Inode {ino} has a bad extended attribute block {blk}."),
+        );
+        c.xattr_blocks.insert(
+            blk,
+            XattrBlock {
+                refcount: 0,
+                counted: 1,
+                valid: false,
+            },
+        );
+        return 0;
+    };
+    if c.csum() && verify_xattr_block_checksum(c.sb.csum_seed(), BlockNr(blk), &buf).is_err() {
+        c.p.error(
+            1,
+            "PR_1_EA_BLOCK_ONLY_CSUM_INVALID",
+            format!(
+                "Extended attribute block {blk} passes checks, but checksum does not match block."
+            ),
+        );
+    }
+    if let Some(why) = bad_entries(&entries) {
+        c.p.error(
+            1,
+            "PR_1_EA_BAD_VALUE",
+            format!("Extended attribute in inode {ino} (block {blk}) is invalid: {why}."),
+        );
+    }
+    c.claim(blk, 1, ino);
+    c.xattr_blocks.insert(
+        blk,
+        XattrBlock {
+            refcount: hdr.h_refcount.get(),
+            counted: 1,
+            valid: true,
+        },
+    );
+    1
+}
+
+/// Entries that fail to parse or whose stored hash matches neither hash
+/// variant.
+fn bad_entries(entries: &XattrEntries<'_>) -> Option<String> {
+    for e in entries.iter() {
+        let e = match e {
+            Ok(e) => e,
+            Err(err) => return Some(err.to_string()),
+        };
+        let stored = e.entry.e_hash.get();
+        if stored != 0 {
+            let ok = [false, true]
+                .iter()
+                .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == stored));
+            if !ok {
+                return Some(format!(
+                    "hash of entry at offset {} does not match",
+                    e.offset
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn finish_xattr_blocks(c: &mut Ctx) {
+    let bad: Vec<(u64, u32, u32)> = c
+        .xattr_blocks
+        .iter()
+        .filter(|(_, x)| x.valid && x.refcount != x.counted)
+        .map(|(b, x)| (*b, x.refcount, x.counted))
+        .collect();
+    for (b, r, n) in bad {
+        c.p.error(
+            1,
+            "PR_1_EXTATTR_REFCOUNT",
+            format!("Extended attribute block {b} has reference count {r}, should be {n}."),
+        );
+    }
+}

@@ -1,0 +1,358 @@
+//! Pass 2: every directory block, read in disk order — records, `.` and
+//! `..`, what each entry points at, file types, checksums — counting the
+//! links each inode gets.
+
+use ext4r::fs::FileKind;
+use ext4r_format::dir::{
+    file_type_from_mode, ft, verify_dir_block_checksum, DirBlockIter, DirEntryTail,
+};
+use ext4r_format::features::Incompat;
+use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
+use ext4r_format::inode::{ino as special, inode_csum_seed};
+use ext4r_format::InodeNr;
+
+use crate::ctx::{Ctx, DirBlock};
+use crate::Progress;
+
+/// Bytes read at once when directory blocks are contiguous.
+const RUN_BYTES: u64 = 1 << 20;
+
+pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
+    let mut blocks = std::mem::take(&mut c.dir_blocks);
+    blocks.sort_unstable();
+    blocks.dedup_by_key(|b| b.phys);
+    let bs = u64::from(c.geo.block_size);
+    let total = blocks.len() as u64;
+    let mut saw_block0 = vec![false; c.dirs.len()];
+    let mut i = 0;
+    let mut buf = Vec::new();
+    while i < blocks.len() {
+        progress(2, i as u64, total);
+        // A run of physically contiguous blocks, read at once.
+        let mut j = i + 1;
+        while j < blocks.len()
+            && blocks[j].phys == blocks[j - 1].phys + 1
+            && (j - i) as u64 * bs < RUN_BYTES
+        {
+            j += 1;
+        }
+        buf.resize((j - i) * bs as usize, 0);
+        let ok = c.fs.device().read_at(&mut buf, blocks[i].phys * bs).is_ok();
+        for (k, b) in blocks[i..j].iter().enumerate() {
+            if !ok {
+                c.p.error(
+                    2,
+                    "PR_2_READ_DIRBLOCK",
+                    format!(
+                        "Error reading directory block {} (inode {}).",
+                        b.phys, b.ino
+                    ),
+                );
+                continue;
+            }
+            let block = &buf[k * bs as usize..(k + 1) * bs as usize];
+            if b.lblk == 0 {
+                if let Some(d) = c.dir_idx(b.ino) {
+                    saw_block0[d] = true;
+                }
+            }
+            dir_block(c, b, block);
+        }
+        i = j;
+    }
+    inline_dirs(c);
+    for (d, saw) in saw_block0.iter().enumerate() {
+        let r = c.dirs[d];
+        if !saw && !r.inline {
+            c.p.error(
+                2,
+                "PR_2_NO_DIRBLOCK0",
+                format!("Directory inode {} has an unallocated block #0.", r.ino),
+            );
+        }
+    }
+}
+
+fn dir_block(c: &mut Ctx, b: &DirBlock, block: &[u8]) {
+    let ino = b.ino;
+    let Some(d) = c.dir_idx(ino) else { return };
+    let htree = c.dirs[d].htree;
+    let seed = inode_seed(c, ino);
+    // An htree root: "." and ".." then index data.
+    if htree && b.lblk == 0 {
+        if let Ok(root) = parse_dx_root(block) {
+            if c.csum() && verify_dx_checksum(seed, block).is_err() {
+                c.p.error(
+                    2,
+                    "PR_2_HTREE_ROOT_CSUM_INVALID",
+                    format!("Problem in HTREE directory inode {ino}: root node fails checksum."),
+                );
+            }
+            entry(c, d, 0, b, ".", root.root.dot.inode.get(), ft::DIR, 0);
+            entry(c, d, 1, b, "..", root.root.dotdot.inode.get(), ft::DIR, 12);
+            return;
+        }
+    }
+    // An interior htree node looks like one empty record over the block.
+    if htree && b.lblk > 0 && is_dx_node(block) {
+        if c.csum() && verify_dx_checksum(seed, block).is_err() {
+            c.p.error(
+                2,
+                "PR_2_HTREE_NODE_CSUM_INVALID",
+                format!(
+                    "Problem in HTREE directory inode {ino}: block #{} fails checksum.",
+                    b.lblk
+                ),
+            );
+        }
+        return;
+    }
+    if c.csum() {
+        if DirEntryTail::find(block).is_none() {
+            c.p.error(
+                2,
+                "PR_2_LEAF_NODE_MISSING_CSUM",
+                format!(
+                    "Directory inode {ino}, block #{}, offset 0: directory has no checksum.",
+                    b.lblk
+                ),
+            );
+        } else if verify_dir_block_checksum(seed, block).is_err() {
+            c.p.error(
+                2,
+                "PR_2_LEAF_NODE_ONLY_CSUM_INVALID",
+                format!(
+                    "Directory inode {ino}, block #{}, offset 0: directory passes checks but \
+                     fails checksum.",
+                    b.lblk
+                ),
+            );
+        }
+    }
+    for (pos, e) in DirBlockIter::new(block).enumerate() {
+        let e = match e {
+            Ok(e) => e,
+            Err(bad) => {
+                c.p.error(
+                    2,
+                    "PR_2_DIR_CORRUPTED",
+                    format!(
+                        "Directory inode {ino}, block #{}, offset {}: directory corrupted",
+                        b.lblk, bad.offset
+                    ),
+                );
+                return;
+            }
+        };
+        let slot = if b.lblk == 0 { pos } else { 2 + pos };
+        let name = String::from_utf8_lossy(e.name).into_owned();
+        entry(c, d, slot, b, &name, e.inode.0, e.file_type, e.offset);
+    }
+}
+
+fn is_dx_node(block: &[u8]) -> bool {
+    block.len() >= 8
+        && block[..4] == [0; 4]
+        && ext4r_format::dir::rec_len_from_disk(
+            u16::from_le_bytes([block[4], block[5]]),
+            block.len() as u32,
+        ) as usize
+            == block.len()
+        && block[6] == 0
+}
+
+fn inode_seed(c: &Ctx, ino: u32) -> u32 {
+    if !c.csum() {
+        return 0;
+    }
+    let generation =
+        c.fs.inode(InodeNr(ino))
+            .map(|i| i.inode.generation())
+            .unwrap_or(0);
+    inode_csum_seed(c.sb.csum_seed(), InodeNr(ino), generation)
+}
+
+/// Checks one entry. `slot` is its position among the directory's
+/// entries (0 and 1 must be `.` and `..`).
+#[allow(clippy::too_many_arguments)]
+fn entry(
+    c: &mut Ctx,
+    d: usize,
+    slot: usize,
+    b: &DirBlock,
+    name: &str,
+    target: u32,
+    ftype: u8,
+    off: usize,
+) {
+    let dir = c.dirs[d].ino;
+    let place = format!("Entry '{name}' in ??? ({dir})");
+    match slot {
+        0 => {
+            if name != "." {
+                c.p.error(
+                    2,
+                    "PR_2_MISSING_DOT",
+                    format!("Missing '.' in directory inode {dir}."),
+                );
+            } else if target != dir {
+                c.p.error(
+                    2,
+                    "PR_2_BAD_INODE_DOT",
+                    format!("Bad inode number for '.' in directory inode {dir}."),
+                );
+                return;
+            }
+        }
+        1 => {
+            if name != ".." {
+                c.p.error(
+                    2,
+                    "PR_2_MISSING_DOT_DOT",
+                    format!("Missing '..' in directory inode {dir}."),
+                );
+            } else {
+                c.dirs[d].dotdot = target;
+            }
+        }
+        _ => {
+            if name == "." || name == ".." {
+                c.p.error(
+                    2,
+                    "PR_2_DUP_DOT",
+                    format!("{place} is duplicate '{name}' entry."),
+                );
+                return;
+            }
+        }
+    }
+    if target == 0 {
+        return;
+    }
+    let max = c.sb.s_inodes_count.get();
+    if target > max || (target < c.sb.first_ino() && target != special::ROOT) {
+        c.p.error(
+            2,
+            "PR_2_BAD_INO",
+            format!(
+                "{place} has bad inode #: {target}. (block #{}, offset {off})",
+                b.lblk
+            ),
+        );
+        return;
+    }
+    if slot > 1 && target == dir {
+        c.p.error(2, "PR_2_LINK_DOT", format!("{place} is a link to '.'"));
+        return;
+    }
+    if slot > 1 && (name.contains('/') || name.contains('\0') || name.is_empty()) {
+        c.p.error(
+            2,
+            "PR_2_BAD_NAME",
+            format!("{place} has illegal characters in its name."),
+        );
+    }
+    let Some(t) = c.inode_idx(target) else {
+        c.p.error(
+            2,
+            "PR_2_UNUSED_INODE",
+            format!(
+                "{place} has deleted/unused inode {target}.  (block #{}, offset {off})",
+                b.lblk
+            ),
+        );
+        return;
+    };
+    let kind = c.inodes[t].kind;
+    if slot > 1 {
+        check_filetype(c, &place, ftype, kind);
+        if kind == FileKind::Directory {
+            if let Some(td) = c.dir_idx(target) {
+                if c.dirs[td].parent != 0 {
+                    c.p.error(
+                        2,
+                        "PR_2_LINK_DIR",
+                        format!("{place} is a link to directory ??? ({target})."),
+                    );
+                    return;
+                }
+                c.dirs[td].parent = dir;
+            }
+        }
+    }
+    c.inodes[t].counted = c.inodes[t].counted.saturating_add(1);
+}
+
+fn check_filetype(c: &mut Ctx, place: &str, ftype: u8, kind: FileKind) {
+    let should = file_type_from_mode(match kind {
+        FileKind::Regular => 0o100000,
+        FileKind::Directory => 0o040000,
+        FileKind::Symlink => 0o120000,
+        FileKind::CharDevice => 0o020000,
+        FileKind::BlockDevice => 0o060000,
+        FileKind::Fifo => 0o010000,
+        FileKind::Socket => 0o140000,
+        _ => 0,
+    });
+    if !c.sb.has_incompat(Incompat::FILETYPE) {
+        if ftype != 0 {
+            c.p.error(
+                2,
+                "PR_2_CLEAR_FILETYPE",
+                format!("{place} has filetype set."),
+            );
+        }
+        return;
+    }
+    if ftype == ft::UNKNOWN {
+        c.p.harmless(
+            2,
+            "PR_2_SET_FILETYPE",
+            format!("Setting filetype for {place} to {should}."),
+        );
+    } else if ftype != should {
+        c.p.error(
+            2,
+            "PR_2_BAD_FILETYPE",
+            format!("{place} has an incorrect filetype (was {ftype}, should be {should})."),
+        );
+    }
+}
+
+/// Inline directories, read through the engine.
+fn inline_dirs(c: &mut Ctx) {
+    let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline).collect();
+    for d in inl {
+        let ino = c.dirs[d].ino;
+        let entries = match c.fs.inode(InodeNr(ino)).and_then(|i| c.fs.read_dir(&i)) {
+            Ok(e) => e,
+            Err(e) => {
+                c.p.error(
+                    2,
+                    "PR_2_DIR_CORRUPTED",
+                    format!("Directory inode {ino}, inline data: directory corrupted ({e})"),
+                );
+                continue;
+            }
+        };
+        let b = DirBlock {
+            phys: 0,
+            ino,
+            lblk: 0,
+        };
+        for (slot, e) in entries.iter().enumerate() {
+            let name = e.name_lossy();
+            let t = match e.kind {
+                FileKind::Directory => ft::DIR,
+                FileKind::Regular => ft::REG_FILE,
+                FileKind::Symlink => ft::SYMLINK,
+                FileKind::CharDevice => ft::CHRDEV,
+                FileKind::BlockDevice => ft::BLKDEV,
+                FileKind::Fifo => ft::FIFO,
+                FileKind::Socket => ft::SOCK,
+                _ => ft::UNKNOWN,
+            };
+            entry(c, d, slot, &b, &name, e.ino.0, t, 0);
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Pass 3 (every directory reachable from the root, `..` agreeing with the
+//! parent, lost+found present) and pass 4 (link counts, unattached inodes).
+
+use ext4r::fs::FileKind;
+use ext4r_format::features::RoCompat;
+use ext4r_format::inode::ino as special;
+
+use crate::ctx::Ctx;
+use crate::Progress;
+
+/// Most links a directory's count can show before dir_nlink's "1".
+const LINK_MAX: u32 = 65_000;
+
+pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
+    let Some(root) = c.dir_idx(special::ROOT) else {
+        c.p.error(3, "PR_3_NO_ROOT_INODE", "Root inode not allocated.".into());
+        c.abort = true;
+        return;
+    };
+    // The root's parent is itself.
+    c.dirs[root].parent = special::ROOT;
+    // Reachability: follow parents upward; a chain that does not reach the
+    // root (or loops) is unconnected. State: 0 unknown, 1 on the current
+    // path, 2 reaches root, 3 does not.
+    let n = c.dirs.len();
+    let mut state = vec![0u8; n];
+    state[root] = 2;
+    for start in 0..n {
+        let mut path = Vec::new();
+        let mut cur = start;
+        let verdict = loop {
+            match state[cur] {
+                2 => break 2,
+                1 | 3 => break 3,
+                _ => {}
+            }
+            state[cur] = 1;
+            path.push(cur);
+            match c.dir_idx(c.dirs[cur].parent) {
+                Some(p) if c.dirs[cur].parent != 0 => cur = p,
+                _ => break 3,
+            }
+        };
+        for &d in &path {
+            state[d] = verdict;
+        }
+    }
+    // The top of each unconnected chain: a directory no entry names, or
+    // one directory of each loop.
+    let mut reported = vec![false; n];
+    for d in 0..n {
+        if state[d] != 3 || reported[d] {
+            continue;
+        }
+        let mut seen = Vec::new();
+        let mut cur = d;
+        let top = loop {
+            if reported[cur] {
+                break None;
+            }
+            if seen.contains(&cur) {
+                break Some(cur);
+            }
+            seen.push(cur);
+            match c.dir_idx(c.dirs[cur].parent) {
+                Some(p) if c.dirs[cur].parent != 0 => cur = p,
+                _ => break Some(cur),
+            }
+        };
+        for &s in &seen {
+            reported[s] = true;
+        }
+        if let Some(t) = top {
+            let r = c.dirs[t];
+            c.p.error(
+                3,
+                "PR_3_UNCONNECTED_DIR",
+                format!(
+                    "Unconnected directory inode {} (was in {})",
+                    r.ino, r.dotdot
+                ),
+            );
+        }
+    }
+    for d in 0..n {
+        let r = c.dirs[d];
+        if r.ino != special::ROOT && r.parent != 0 && r.dotdot != r.parent {
+            c.p.error(
+                3,
+                "PR_3_BAD_DOT_DOT",
+                format!(
+                    "'..' in ??? ({}) is ??? ({}), should be ??? ({}).",
+                    r.ino, r.dotdot, r.parent
+                ),
+            );
+        }
+    }
+    lost_and_found(c);
+}
+
+fn lost_and_found(c: &mut Ctx) {
+    let root = match c.fs.inode(ext4r_format::InodeNr(special::ROOT)) {
+        Ok(r) => r,
+        Err(_) => return,
+    };
+    match c.fs.lookup(&root, b"lost+found") {
+        Ok(Some(ino)) => {
+            let is_dir = c
+                .inode_idx(ino.0)
+                .is_some_and(|i| c.inodes[i].kind == FileKind::Directory);
+            if !is_dir {
+                c.p.error(
+                    3,
+                    "PR_3_LPF_NOTDIR",
+                    "/lost+found is not a directory".into(),
+                );
+            }
+        }
+        Ok(None) => {
+            c.p.error(3, "PR_3_NO_LF_DIR", "/lost+found not found.".into())
+        }
+        Err(_) => {}
+    }
+}
+
+pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
+    let dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
+    for i in 0..c.inodes.len() {
+        let r = c.inodes[i];
+        let mut counted = r.counted;
+        if counted == 0 {
+            if r.kind != FileKind::Directory {
+                c.p.error(
+                    4,
+                    "PR_4_UNATTACHED_INODE",
+                    format!("Unattached inode {}", r.ino),
+                );
+            }
+            // A directory without entries was reported in pass 3.
+            continue;
+        }
+        if r.kind == FileKind::Directory && counted > LINK_MAX {
+            if !dir_nlink {
+                c.p.error(
+                    4,
+                    "PR_4_DIR_NLINK_FEATURE",
+                    format!(
+                        "Directory inode {} has more links than allowed without dir_nlink.",
+                        r.ino
+                    ),
+                );
+            }
+            counted = 1;
+        }
+        if u32::from(r.links) != counted {
+            c.p.error(
+                4,
+                "PR_4_BAD_REF_COUNT",
+                format!(
+                    "Inode {} ref count is {}, should be {counted}.",
+                    r.ino, r.links
+                ),
+            );
+        }
+    }
+}

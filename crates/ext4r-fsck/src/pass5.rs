@@ -1,0 +1,441 @@
+//! Pass 1b's overlap check and pass 5: the block and inode bitmaps and the
+//! free counts against what passes 0–4 found in use. Groups flagged
+//! uninitialised are compared with the bitmap the kernel would compute,
+//! without reading anything; bitmaps are compared a word at a time.
+
+use ext4r::fs::FileKind;
+use ext4r_format::group_desc::{bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::GroupNr;
+
+use crate::ctx::{Claim, Ctx};
+use crate::Progress;
+
+/// Most groups whose bitmap differences are spelled out.
+const MAX_DIFF_REPORTS: usize = 64;
+
+pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
+    let used = overlaps(c);
+    blocks(c, &used, progress);
+    inodes(c);
+}
+
+/// Sorts the claims, reports blocks claimed twice and returns the union as
+/// sorted disjoint (start, end) ranges.
+fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
+    let mut claims = std::mem::take(&mut c.claims);
+    claims.sort_unstable();
+    let mut union: Vec<(u64, u64)> = Vec::with_capacity(claims.len());
+    let mut dups: Vec<(u32, u32, u64)> = Vec::new();
+    let mut last: Option<Claim> = None;
+    for cl in &claims {
+        let end = cl.start + cl.len;
+        match union.last_mut() {
+            Some(u) if cl.start < u.1 => {
+                if let Some(prev) = last {
+                    dups.push((prev.owner, cl.owner, cl.start));
+                }
+                u.1 = u.1.max(end);
+            }
+            Some(u) if cl.start == u.1 => u.1 = end,
+            _ => union.push((cl.start, end)),
+        }
+        if last.is_none_or(|l| l.start + l.len <= end) {
+            last = Some(*cl);
+        }
+    }
+    dups.sort_unstable();
+    dups.dedup_by_key(|d| (d.0, d.1));
+    for (a, b, blk) in dups.iter().take(100) {
+        let who = |o: u32| {
+            if o == 0 {
+                "filesystem metadata".to_string()
+            } else {
+                format!("inode {o}")
+            }
+        };
+        c.p.error(
+            1,
+            "PR_1B_DUP_BLOCK",
+            format!(
+                "Multiply-claimed block(s): block {blk} claimed by {} and {}.",
+                who(*a),
+                who(*b)
+            ),
+        );
+    }
+    union
+}
+
+fn set_bits(words: &mut [u64], from: u64, to: u64) {
+    let mut i = from;
+    while i < to {
+        if i % 64 == 0 && to - i >= 64 {
+            words[(i / 64) as usize] = !0;
+            i += 64;
+        } else {
+            words[(i / 64) as usize] |= 1 << (i % 64);
+            i += 1;
+        }
+    }
+}
+
+fn count_bits(words: &[u64]) -> u64 {
+    words.iter().map(|w| u64::from(w.count_ones())).sum()
+}
+
+fn to_words(bytes: &[u8], nbits: u64) -> Vec<u64> {
+    let mut w = vec![0u64; nbits.div_ceil(64) as usize];
+    for (i, chunk) in bytes.chunks(8).enumerate().take(w.len()) {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        w[i] = u64::from_le_bytes(b);
+    }
+    // Bits past nbits are not compared.
+    if nbits % 64 != 0 {
+        if let Some(l) = w.last_mut() {
+            *l &= (1u64 << (nbits % 64)) - 1;
+        }
+    }
+    w
+}
+
+/// Differences as e2fsck prints them: `+a-b` for bits that should be set,
+/// `-a` for bits that should be clear, numbers offset by `base`.
+fn diff_text(want: &[u64], have: &[u64], base: u64) -> (String, u64) {
+    let mut out = String::new();
+    let mut n = 0u64;
+    let mut run: Option<(bool, u64, u64)> = None;
+    let flush = |out: &mut String, r: Option<(bool, u64, u64)>| {
+        if let Some((plus, a, b)) = r {
+            if out.len() < 400 {
+                let s = if plus { '+' } else { '-' };
+                if a == b {
+                    out.push_str(&format!(" {s}{}", base + a));
+                } else {
+                    out.push_str(&format!(" {s}({}--{})", base + a, base + b));
+                }
+            }
+        }
+    };
+    for (wi, (w, h)) in want.iter().zip(have).enumerate() {
+        let x = w ^ h;
+        if x == 0 {
+            continue;
+        }
+        for bit in 0..64 {
+            if x & (1 << bit) == 0 {
+                continue;
+            }
+            n += 1;
+            let i = wi as u64 * 64 + bit;
+            let plus = w & (1 << bit) != 0;
+            match run {
+                Some((p, a, b)) if p == plus && b + 1 == i => run = Some((p, a, i)),
+                r => {
+                    flush(&mut out, r);
+                    run = Some((plus, i, i));
+                }
+            }
+        }
+    }
+    flush(&mut out, run);
+    (out, n)
+}
+
+fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
+    let wide = c.wide();
+    let cbits = c.geo.cluster_bits;
+    let bpg = c.geo.blocks_per_group;
+    let cpg = bpg >> cbits;
+    let bs = u64::from(c.geo.block_size);
+    let seed = c.sb.csum_seed();
+    let dsize = c.geo.desc_size as usize;
+    let mut total_free = 0u64;
+    let mut total_used_blocks = 0u64;
+    let mut reports = 0usize;
+    let mut ui = 0usize;
+    let mut want = vec![0u64; cpg.div_ceil(64) as usize];
+    let mut raw = vec![0u8; bs as usize];
+    let groups = c.geo.group_count;
+    for g in 0..groups {
+        progress(5, u64::from(g), u64::from(groups));
+        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+            break;
+        };
+        let gs = c.geo.group_first_block(g);
+        let nblocks = c.geo.group_blocks(g);
+        let ge = gs + nblocks;
+        let nclusters = nblocks.div_ceil(1 << cbits);
+        want.iter_mut().for_each(|w| *w = 0);
+        while ui < used.len() && used[ui].1 <= gs {
+            ui += 1;
+        }
+        let mut k = ui;
+        while k < used.len() && used[k].0 < ge {
+            let a = used[k].0.max(gs) - gs;
+            let b = used[k].1.min(ge) - gs;
+            set_bits(&mut want, a >> cbits, (b + (1 << cbits) - 1) >> cbits);
+            k += 1;
+        }
+        let used_clusters = count_bits(&want);
+        total_used_blocks += used_clusters << cbits;
+        let free = nclusters - used_clusters.min(nclusters);
+        total_free += free;
+        let stored_free = u64::from(d.free_blocks_count(wide));
+        if stored_free != free {
+            c.p.error(
+                5,
+                "PR_5_FREE_BLOCK_COUNT_GROUP",
+                format!("Free blocks count wrong for group #{g} ({stored_free}, counted={free})."),
+            );
+        }
+        if c.bad_group[g as usize] {
+            continue;
+        }
+        let uninit = c.group_csum() && d.flags() & BG_BLOCK_UNINIT != 0;
+        let have = if uninit {
+            uninit_bitmap(c, g, &d, cpg)
+        } else {
+            let loc = d.block_bitmap(wide);
+            if c.fs.device().read_at(&mut raw, loc * bs).is_err() {
+                c.p.error(
+                    5,
+                    "PR_5_READ_BITMAP",
+                    format!("Cannot read block bitmap of group {g}."),
+                );
+                continue;
+            }
+            if c.csum() {
+                let crc = bitmap_checksum(seed, &raw[..(cpg / 8) as usize]);
+                let lo = d.bg_block_bitmap_csum_lo.get();
+                let hi = d.bg_block_bitmap_csum_hi.get();
+                let ok = (crc & 0xffff) as u16 == lo && (dsize < 64 || (crc >> 16) as u16 == hi);
+                if !ok {
+                    c.p.error(
+                        5,
+                        "PR_5_BLOCK_BITMAP_CSUM",
+                        format!("Block bitmap for group {g} has an invalid checksum."),
+                    );
+                }
+            }
+            if g + 1 == groups && nclusters < cpg {
+                let all = to_words(&raw, cpg);
+                let mut pad = vec![0u64; all.len()];
+                set_bits(&mut pad, nclusters, cpg);
+                if pad.iter().zip(&all).any(|(p, a)| p & a != *p) {
+                    c.p.error(
+                        5,
+                        "PR_5_BLOCK_BMAP_PADDING",
+                        "Padding at end of block bitmap is not set.".into(),
+                    );
+                }
+            }
+            to_words(&raw, nclusters)
+        };
+        let mut w = want.clone();
+        w.truncate(have.len());
+        if w != have && reports < MAX_DIFF_REPORTS {
+            reports += 1;
+            let (text, _) = diff_text(&w, &have, gs >> cbits);
+            c.p.error(
+                5,
+                "PR_5_BLOCK_BITMAP_DIFF",
+                format!("Block bitmap differences: {}", text.trim()),
+            );
+        } else if w != have {
+            c.p.error(
+                5,
+                "PR_5_BLOCK_BITMAP_DIFF",
+                format!("Block bitmap differences in group {g}"),
+            );
+        }
+    }
+    let _ = total_used_blocks;
+    c.stats.blocks_used = c.geo.blocks_count.saturating_sub(total_free << cbits);
+    let sb_free = c.sb.free_blocks_count() >> cbits;
+    if sb_free != total_free {
+        c.p.harmless(
+            5,
+            "PR_5_FREE_BLOCK_COUNT",
+            format!(
+                "Free blocks count wrong ({}, counted={}).",
+                c.sb.free_blocks_count(),
+                total_free << cbits
+            ),
+        );
+    }
+}
+
+/// The bitmap the kernel computes for a BLOCK_UNINIT group: its own
+/// superblock copy and descriptors, and its own bitmaps and inode table
+/// when they lie inside the group.
+fn uninit_bitmap(c: &Ctx, g: u32, d: &GroupDesc, cpg: u64) -> Vec<u64> {
+    let wide = c.wide();
+    let cbits = c.geo.cluster_bits;
+    let gs = c.geo.group_first_block(g);
+    let ge = gs + c.geo.group_blocks(g);
+    let nclusters = c.geo.group_blocks(g).div_ceil(1 << cbits);
+    let mut w = vec![0u64; cpg.div_ceil(64) as usize];
+    let mut mark = |a: u64, n: u64| {
+        let a2 = a.max(gs);
+        let b2 = (a + n).min(ge);
+        if a2 < b2 {
+            set_bits(
+                &mut w,
+                (a2 - gs) >> cbits,
+                (b2 - gs + (1 << cbits) - 1) >> cbits,
+            );
+        }
+    };
+    let m = c.geo.group_meta(g);
+    if let Some(s) = m.super_block {
+        mark(s, 1);
+    }
+    if let Some((f, n)) = m.old_desc {
+        mark(f, n);
+    }
+    if let Some(b) = m.meta_desc {
+        mark(b, 1);
+    }
+    mark(d.block_bitmap(wide), 1);
+    mark(d.inode_bitmap(wide), 1);
+    mark(
+        d.inode_table(wide),
+        u64::from(c.geo.inode_blocks_per_group()),
+    );
+    w.truncate(nclusters.div_ceil(64) as usize);
+    if nclusters % 64 != 0 {
+        if let Some(l) = w.last_mut() {
+            *l &= (1u64 << (nclusters % 64)) - 1;
+        }
+    }
+    w
+}
+
+fn inodes(c: &mut Ctx) {
+    let wide = c.wide();
+    let ipg = u64::from(c.geo.inodes_per_group);
+    let bs = u64::from(c.geo.block_size);
+    let seed = c.sb.csum_seed();
+    let dsize = c.geo.desc_size as usize;
+    let first_ino = u64::from(c.sb.first_ino());
+    // In use: reserved inodes, pass 1's inodes, the special ones.
+    let mut used: Vec<(u32, bool)> = c
+        .inodes
+        .iter()
+        .map(|r| (r.ino, r.kind == FileKind::Directory))
+        .collect();
+    used.extend(c.extra_used.iter().map(|&i| (i, false)));
+    used.sort_unstable();
+    used.dedup_by_key(|u| u.0);
+    let mut ui = 0usize;
+    let mut raw = vec![0u8; bs as usize];
+    let mut total_free = 0u64;
+    let mut reports = 0usize;
+    for g in 0..c.geo.group_count {
+        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+            break;
+        };
+        let base = u64::from(g) * ipg; // inode number of bit 0, minus 1
+        let mut want = vec![0u64; ipg.div_ceil(64) as usize];
+        let res_end = first_ino.saturating_sub(1).saturating_sub(base).min(ipg);
+        if base < first_ino.saturating_sub(1) {
+            set_bits(&mut want, 0, res_end);
+        }
+        let mut dirs = 0u64;
+        while ui < used.len() && u64::from(used[ui].0) <= base + ipg {
+            let (ino, is_dir) = used[ui];
+            let bit = u64::from(ino) - 1 - base;
+            want[(bit / 64) as usize] |= 1 << (bit % 64);
+            if is_dir {
+                dirs += 1;
+            }
+            ui += 1;
+        }
+        let used_n = count_bits(&want);
+        let free = ipg - used_n;
+        total_free += free;
+        if u64::from(d.free_inodes_count(wide)) != free {
+            c.p.error(
+                5,
+                "PR_5_FREE_INODE_COUNT_GROUP",
+                format!(
+                    "Free inodes count wrong for group #{g} ({}, counted={free}).",
+                    d.free_inodes_count(wide)
+                ),
+            );
+        }
+        if u64::from(d.used_dirs_count(wide)) != dirs {
+            c.p.error(
+                5,
+                "PR_5_FREE_DIR_COUNT_GROUP",
+                format!(
+                    "Directories count wrong for group #{g} ({}, counted={dirs}).",
+                    d.used_dirs_count(wide)
+                ),
+            );
+        }
+        if c.bad_group[g as usize] {
+            continue;
+        }
+        let uninit = c.group_csum() && d.flags() & BG_INODE_UNINIT != 0;
+        let have = if uninit {
+            vec![0u64; want.len()]
+        } else {
+            if c.fs
+                .device()
+                .read_at(&mut raw, d.inode_bitmap(wide) * bs)
+                .is_err()
+            {
+                c.p.error(
+                    5,
+                    "PR_5_READ_BITMAP",
+                    format!("Cannot read inode bitmap of group {g}."),
+                );
+                continue;
+            }
+            if c.csum() {
+                let crc = bitmap_checksum(seed, &raw[..(ipg / 8) as usize]);
+                let lo = d.bg_inode_bitmap_csum_lo.get();
+                let hi = d.bg_inode_bitmap_csum_hi.get();
+                let ok = (crc & 0xffff) as u16 == lo && (dsize < 64 || (crc >> 16) as u16 == hi);
+                if !ok {
+                    c.p.error(
+                        5,
+                        "PR_5_INODE_BITMAP_CSUM",
+                        format!("Inode bitmap for group {g} has an invalid checksum."),
+                    );
+                }
+            }
+            to_words(&raw, ipg)
+        };
+        if want != have {
+            if reports < MAX_DIFF_REPORTS {
+                reports += 1;
+                let (text, _) = diff_text(&want, &have, base + 1);
+                c.p.error(
+                    5,
+                    "PR_5_INODE_BITMAP_DIFF",
+                    format!("Inode bitmap differences: {}", text.trim()),
+                );
+            } else {
+                c.p.error(
+                    5,
+                    "PR_5_INODE_BITMAP_DIFF",
+                    format!("Inode bitmap differences in group {g}"),
+                );
+            }
+        }
+    }
+    c.stats.inodes_used = u64::from(c.sb.s_inodes_count.get()).saturating_sub(total_free);
+    if u64::from(c.sb.s_free_inodes_count.get()) != total_free {
+        c.p.harmless(
+            5,
+            "PR_5_FREE_INODE_COUNT",
+            format!(
+                "Free inodes count wrong ({}, counted={total_free}).",
+                c.sb.s_free_inodes_count.get()
+            ),
+        );
+    }
+}
