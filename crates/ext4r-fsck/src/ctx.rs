@@ -19,6 +19,9 @@ pub(crate) struct InodeRec {
     pub kind: FileKind,
     /// Links found in directories (passes 2–4).
     pub counted: u32,
+    /// Holds an xattr value (ea_inode): referenced from xattrs, not from
+    /// directories.
+    pub ea_inode: bool,
 }
 
 /// A directory as passes 2 and 3 need it.

@@ -141,7 +141,25 @@ pub fn check(
     let mut oo = OpenOptions::default();
     oo.superblock = opts.superblock;
     oo.block_size = opts.block_size;
-    let fs = Filesystem::open_with(dev, oo)?;
+    oo.allow_encrypted = true;
+    let dev: std::sync::Arc<dyn BlockDevice> = std::sync::Arc::new(dev);
+    let mut notes = Vec::new();
+    let mut backup_used = false;
+    let fs = match Filesystem::open_with(SharedDev(dev.clone()), oo.clone()) {
+        Ok(fs) => fs,
+        Err(e) if opts.superblock.is_none() => {
+            // As e2fsck: a primary that cannot be used, try the backups.
+            match open_backup(&dev, &oo) {
+                Some(fs) => {
+                    notes.push(format!("Superblock invalid ({e}), trying backup blocks..."));
+                    backup_used = true;
+                    fs
+                }
+                None => return Err(e.into()),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
     let sb = fs.superblock();
     let label = String::from_utf8_lossy(sb.volume_name()).into_owned();
     let mut report = Report {
@@ -152,7 +170,7 @@ pub fn check(
         notes: Vec::new(),
         pass_times: Vec::new(),
     };
-    if !opts.force {
+    if !opts.force && !backup_used {
         if let Some(why) = clean_reason(&fs, opts.now) {
             report.summary = ctx::summary_from_superblock(&fs);
             report.skipped_clean = Some(why);
@@ -160,6 +178,14 @@ pub fn check(
         }
     }
     let mut c = ctx::Ctx::new(fs);
+    c.notes = notes;
+    if backup_used {
+        c.p.error(
+            0,
+            "PR_0_SB_CORRUPT",
+            "The primary superblock is corrupt; the check used a backup.".into(),
+        );
+    }
     let passes: [(&'static str, PassFn); 6] = [
         ("pass 0: superblock and group descriptors", pass0::run),
         ("pass 1: inodes, blocks and sizes", pass1::run),
@@ -180,6 +206,39 @@ pub fn check(
     report.notes = std::mem::take(&mut c.notes);
     report.problems = c.p;
     Ok(report)
+}
+
+/// A device shared between tries at opening it.
+struct SharedDev(std::sync::Arc<dyn BlockDevice>);
+
+impl BlockDevice for SharedDev {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> ext4r::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> ext4r::Result<()> {
+        self.0.write_at(buf, offset)
+    }
+    fn flush(&self) -> ext4r::Result<()> {
+        self.0.flush()
+    }
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn stats(&self) -> ext4r::device::IoStats {
+        self.0.stats()
+    }
+}
+
+/// The backup superblocks e2fsck tries: the first block of group 1 for
+/// each block size (8193 for 1 KiB blocks, else 8 × block size).
+fn open_backup(dev: &std::sync::Arc<dyn BlockDevice>, oo: &OpenOptions) -> Option<Filesystem> {
+    (0..7).find_map(|l| {
+        let bs = 1024u32 << l;
+        let mut o = oo.clone();
+        o.superblock = Some(u64::from(bs) * 8 + u64::from(bs == 1024));
+        o.block_size = Some(bs);
+        Filesystem::open_with(SharedDev(dev.clone()), o).ok()
+    })
 }
 
 /// Why a filesystem needs no full check, as e2fsck decides without `-f`:

@@ -13,6 +13,7 @@ use crate::Progress;
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     superblock(c);
     descriptors(c);
+    quota_and_orphan(c);
     journal(c);
 }
 
@@ -124,7 +125,7 @@ fn descriptors(c: &mut Ctx) {
         if let Some(cs) = &csum {
             if let Ok(want) = d.compute_checksum(g, dsize, cs) {
                 if want != d.bg_checksum.get() {
-                    c.p.error(
+                    c.p.harmless(
                         0,
                         "PR_0_GDT_CSUM",
                         format!(
@@ -176,6 +177,58 @@ fn descriptors(c: &mut Ctx) {
     }
 }
 
+fn quota_and_orphan(c: &mut Ctx) {
+    let sb = c.sb.clone();
+    let max = sb.s_inodes_count.get();
+    for (what, inum, std) in [
+        ("user", sb.s_usr_quota_inum.get(), ino::USR_QUOTA),
+        ("group", sb.s_grp_quota_inum.get(), ino::GRP_QUOTA),
+        ("project", sb.s_prj_quota_inum.get(), 0),
+    ] {
+        if inum != 0 && (inum > max || (inum < sb.first_ino() && inum != std)) {
+            c.p.error(
+                0,
+                "PR_0_INVALID_QUOTA_INO",
+                format!("Invalid {what} quota inode {inum}."),
+            );
+        }
+    }
+    let inum = sb.s_orphan_file_inum.get();
+    if !sb.has_compat(Compat::ORPHAN_FILE) || inum == 0 {
+        return;
+    }
+    let Ok(info) = c.fs.inode(InodeNr(inum)) else {
+        return;
+    };
+    let Ok(runs) = c.fs.runs(&info) else { return };
+    let bs = c.geo.block_size as usize;
+    let mut entries = 0u64;
+    let mut buf = vec![0u8; bs];
+    for r in &runs {
+        for k in 0..r.len.min(1 << 16) {
+            if c.fs
+                .device()
+                .read_at(&mut buf, (r.physical + k) * bs as u64)
+                .is_err()
+            {
+                continue;
+            }
+            // Entries are 32-bit inode numbers before the 8-byte tail.
+            entries += buf[..bs - 8]
+                .chunks(4)
+                .filter(|w| *w != [0, 0, 0, 0])
+                .count() as u64;
+        }
+    }
+    if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
+        c.p.error(
+            0,
+            "PR_0_ORPHAN_FILE_CLEAN",
+            "Feature orphan_present is set but orphan file is clean.".into(),
+        );
+    }
+}
+
 fn journal(c: &mut Ctx) {
     let sb = c.sb.clone();
     let has = sb.has_compat(Compat::HAS_JOURNAL);
@@ -200,8 +253,12 @@ fn journal(c: &mut Ctx) {
     }
     if inum == 0 {
         if sb.s_journal_uuid != [0; 16] {
-            c.notes
-                .push("The filesystem has an external journal; it was not checked.".to_string());
+            // As e2fsck without -j: the journal cannot be found.
+            c.p.error(
+                0,
+                "PR_0_CANT_FIND_JOURNAL",
+                "Can't find external journal; the filesystem cannot be fully checked.".into(),
+            );
         } else {
             c.p.error(
                 0,
@@ -288,6 +345,30 @@ fn journal(c: &mut Ctx) {
                 "Journal superblock has an unknown incompatible feature flag set ({:#x}).",
                 jsb.unknown_incompat()
             ),
+        );
+    }
+    if bt == block_type::SUPERBLOCK_V1
+        && (jsb.s_feature_compat.get() != 0
+            || jsb.s_feature_incompat.get() != 0
+            || jsb.s_feature_ro_compat.get() != 0
+            || jsb.s_nr_users.get() != 0)
+        || (bt == block_type::SUPERBLOCK_V2
+            && jsb.s_nr_users.get() > ext4r_format::jbd2::USERS_MAX as u32)
+    {
+        c.p.error(
+            0,
+            "PR_0_CLEAR_V2_JOURNAL",
+            "Found invalid V2 journal superblock fields (from V1 journal).".into(),
+        );
+    }
+    if bt == block_type::SUPERBLOCK_V2
+        && jsb.layout().has_csum_v2or3()
+        && jsb.compute_checksum() != jsb.s_checksum.get()
+    {
+        c.p.error(
+            0,
+            "PR_0_JOURNAL_SB_CSUM_INVALID",
+            "Journal superblock is corrupt (checksum does not match).".into(),
         );
     }
     if !recover && jsb.s_start.get() != 0 {

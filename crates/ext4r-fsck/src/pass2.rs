@@ -129,6 +129,7 @@ fn dir_block(c: &mut Ctx, b: &DirBlock, block: &[u8]) {
             );
         }
     }
+    let mut names = std::collections::HashSet::new();
     for (pos, e) in DirBlockIter::new(block).enumerate() {
         let e = match e {
             Ok(e) => e,
@@ -146,6 +147,13 @@ fn dir_block(c: &mut Ctx, b: &DirBlock, block: &[u8]) {
         };
         let slot = if b.lblk == 0 { pos } else { 2 + pos };
         let name = String::from_utf8_lossy(e.name).into_owned();
+        if e.inode.0 != 0 && !names.insert(e.name) {
+            c.p.error(
+                2,
+                "PR_2_REPORT_DUP_DIRENT",
+                format!("Duplicate entry '{name}' found in directory inode {ino}."),
+            );
+        }
         entry(c, d, slot, b, &name, e.inode.0, e.file_type, e.offset);
     }
 }

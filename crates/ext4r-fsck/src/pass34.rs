@@ -127,6 +127,9 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     let dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
     for i in 0..c.inodes.len() {
         let r = c.inodes[i];
+        if r.ea_inode {
+            continue;
+        }
         let mut counted = r.counted;
         if counted == 0 {
             if r.kind != FileKind::Directory {

@@ -45,6 +45,12 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     }
     dups.sort_unstable();
     dups.dedup_by_key(|d| (d.0, d.1));
+    if c.sb
+        .has_ro_compat(ext4r_format::features::RoCompat::SHARED_BLOCKS)
+    {
+        // Files may share blocks by design; only metadata must not.
+        dups.retain(|d| d.0 == 0 || d.1 == 0);
+    }
     for (a, b, blk) in dups.iter().take(100) {
         let who = |o: u32| {
             if o == 0 {

@@ -75,6 +75,9 @@ pub struct OpenOptions {
     /// Refuse metadata whose checksum does not match (the kernel's
     /// behaviour). Off by default: a reader gets what can be read.
     pub verify_checksums: bool,
+    /// Also open filesystems whose files are encrypted: metadata stays
+    /// readable (a checker needs it), contents and names are ciphertext.
+    pub allow_encrypted: bool,
 }
 
 /// An ext2/3/4 filesystem opened for reading.
@@ -114,7 +117,7 @@ impl Filesystem {
         let dev: Box<dyn BlockDevice> = Box::new(dev);
         let (sb, sb_block) = read_superblock(dev.as_ref(), &opts)?;
         let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
-        check_features(&sb)?;
+        check_features(&sb, opts.allow_encrypted)?;
         let descs = read_descs(dev.as_ref(), &geo, sb_block)?;
         let csum_seed = sb.csum_seed();
         Ok(Filesystem {
@@ -262,8 +265,12 @@ fn parse_sb(buf: &[u8], location: &str) -> Result<Superblock> {
     Ok(sb)
 }
 
-fn check_features(sb: &Superblock) -> Result<()> {
-    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - READ_INCOMPAT;
+fn check_features(sb: &Superblock, allow_encrypted: bool) -> Result<()> {
+    let mut known = READ_INCOMPAT;
+    if allow_encrypted {
+        known |= Incompat::ENCRYPT;
+    }
+    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - known;
     if unknown.is_empty() {
         return Ok(());
     }
