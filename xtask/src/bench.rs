@@ -77,7 +77,7 @@ fn mkfs(args: &MkfsArgs) -> Result<()> {
     ensure!(!args.sizes.is_empty(), "--sizes is empty");
     let e2fsck = util::find_program("e2fsck".as_ref()).context("e2fsck not found on $PATH")?;
     let ours = resolve_ours(c, "mkfs")?;
-    let theirs = resolve_cmd(c.theirs_cmd.as_deref().unwrap_or("mke2fs"))?;
+    let theirs = util::resolve_cmd(c.theirs_cmd.as_deref().unwrap_or("mke2fs"))?;
 
     ensure!(
         c.dir.is_dir(),
@@ -199,26 +199,8 @@ impl Hooks for MkfsHooks<'_> {
 /// Our command line: `--ours-cmd` as given, else the freshly built release binary
 /// with the tool's subcommand.
 fn resolve_ours(c: &Common, subcommand: &str) -> Result<Vec<OsString>> {
-    if let Some(cmd) = &c.ours_cmd {
-        return resolve_cmd(cmd);
+    match &c.ours_cmd {
+        Some(cmd) => util::resolve_cmd(cmd),
+        None => util::release_ext4r(subcommand),
     }
-    util::run_step(
-        "build ext4r (release)",
-        util::cargo().args(["build", "--release", "-p", "ext4r-cli"]),
-    )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| util::repo_root().join("target"));
-    let bin = target.join("release").join("ext4r");
-    ensure!(bin.is_file(), "{} was not built", bin.display());
-    Ok(vec![bin.into(), subcommand.into()])
-}
-
-fn resolve_cmd(cmd: &str) -> Result<Vec<OsString>> {
-    let argv: Vec<OsString> = cmd.split_whitespace().map(OsString::from).collect();
-    let prog = argv.first().context("empty command line")?;
-    if util::find_program(prog).is_none() {
-        bail!("{} not found", prog.to_string_lossy());
-    }
-    Ok(argv)
 }
