@@ -1,8 +1,8 @@
 //! `cargo xtask bench <tool>`: an ext4r tool against its e2fsprogs counterpart on
 //! the same input, alternating runs (DESIGN.md §4). The measuring lives in
 //! [`crate::measure`]; a tool adds a [`Hooks`] impl that prepares the input
-//! before each run and checks the result after it (a later `bench fsck` would
-//! make one image, then run `e2fsck -fn` vs `ext4r fsck -fn` on it).
+//! before each run and checks the result after it; `bench fsck` makes its
+//! images once and runs `ext4r fsck -fn` vs `e2fsck -fn` on them.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -16,6 +16,9 @@ use clap::Subcommand;
 use crate::measure::{self, Check, Hooks, Row, Sample, Tool};
 use crate::util::{self, fmt_bytes, Size, TempDir};
 
+mod filled;
+mod fsck;
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -26,6 +29,9 @@ pub struct Args {
 enum Which {
     /// `ext4r mkfs` vs `mke2fs` on fresh sparse images of each size.
     Mkfs(MkfsArgs),
+    /// `ext4r fsck -fn` vs `e2fsck -fn` on an empty 15 TiB image and on a cached
+    /// 16 GiB image with 2,000,000 files.
+    Fsck(fsck::FsckArgs),
 }
 
 /// Options every benchmark takes.
@@ -39,11 +45,12 @@ struct Common {
     #[arg(long, default_value = "/dev/shm")]
     dir: PathBuf,
     /// Our command line, whitespace-separated, instead of building and running
-    /// `target/release/ext4r <tool>`. `--ours-cmd mke2fs` validates the harness.
-    #[arg(long, value_name = "CMD")]
+    /// `target/release/ext4r <tool>`. `--ours mke2fs` (or `--ours e2fsck` for
+    /// fsck) validates the harness.
+    #[arg(long, visible_alias = "ours", value_name = "CMD")]
     ours_cmd: Option<String>,
     /// The reference command line, whitespace-separated [default: the e2fsprogs tool].
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, visible_alias = "theirs", value_name = "CMD")]
     theirs_cmd: Option<String>,
 }
 
@@ -68,6 +75,7 @@ pub fn run(args: &Args) -> Result<()> {
     util::install_interrupt_handler();
     match &args.which {
         Which::Mkfs(a) => mkfs(a),
+        Which::Fsck(a) => fsck::run(a),
     }
 }
 
@@ -140,7 +148,7 @@ fn mkfs(args: &MkfsArgs) -> Result<()> {
         ));
     }
     println!();
-    measure::print_table(&rows);
+    measure::print_table("size", &rows);
     println!(
         "ours/theirs = median wall time ratio (<1: ours faster); peak RSS includes the {} floor",
         fmt_bytes(floor)

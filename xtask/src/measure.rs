@@ -403,9 +403,10 @@ pub fn rows_for(case: &str, tools: [&Tool; 2], samples: &[Vec<Sample>; 2]) -> [R
     ]
 }
 
-pub fn print_table(rows: &[Row]) {
+/// Prints the rows as a table; `case` heads the first column (e.g. "size").
+pub fn print_table(case: &str, rows: &[Row]) {
     let header = [
-        "size",
+        case,
         "tool",
         "runs",
         "median",
