@@ -1,8 +1,8 @@
 //! `cargo xtask bench <tool>`: an ext4r tool against its e2fsprogs counterpart on
 //! the same input, alternating runs (DESIGN.md §4). The measuring lives in
 //! [`crate::measure`]; a tool adds a [`Hooks`] impl that prepares the input
-//! before each run and checks the result after it (a later `bench fsck` would
-//! make one image, then run `e2fsck -fn` vs `ext4r fsck -fn` on it).
+//! before each run and checks the result after it; `bench fsck` makes its
+//! images once and runs `ext4r fsck -fn` vs `e2fsck -fn` on them.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -16,6 +16,9 @@ use clap::Subcommand;
 use crate::measure::{self, Check, Hooks, Row, Sample, Tool};
 use crate::util::{self, fmt_bytes, Size, TempDir};
 
+mod filled;
+mod fsck;
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -26,6 +29,9 @@ pub struct Args {
 enum Which {
     /// `ext4r mkfs` vs `mke2fs` on fresh sparse images of each size.
     Mkfs(MkfsArgs),
+    /// `ext4r fsck -fn` vs `e2fsck -fn` on an empty 15 TiB image and on a cached
+    /// 16 GiB image with 2,000,000 files.
+    Fsck(fsck::FsckArgs),
 }
 
 /// Options every benchmark takes.
@@ -39,11 +45,12 @@ struct Common {
     #[arg(long, default_value = "/dev/shm")]
     dir: PathBuf,
     /// Our command line, whitespace-separated, instead of building and running
-    /// `target/release/ext4r <tool>`. `--ours-cmd mke2fs` validates the harness.
-    #[arg(long, value_name = "CMD")]
+    /// `target/release/ext4r <tool>`. `--ours mke2fs` (or `--ours e2fsck` for
+    /// fsck) validates the harness.
+    #[arg(long, visible_alias = "ours", value_name = "CMD")]
     ours_cmd: Option<String>,
     /// The reference command line, whitespace-separated [default: the e2fsprogs tool].
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, visible_alias = "theirs", value_name = "CMD")]
     theirs_cmd: Option<String>,
 }
 
@@ -68,6 +75,7 @@ pub fn run(args: &Args) -> Result<()> {
     util::install_interrupt_handler();
     match &args.which {
         Which::Mkfs(a) => mkfs(a),
+        Which::Fsck(a) => fsck::run(a),
     }
 }
 
@@ -77,7 +85,7 @@ fn mkfs(args: &MkfsArgs) -> Result<()> {
     ensure!(!args.sizes.is_empty(), "--sizes is empty");
     let e2fsck = util::find_program("e2fsck".as_ref()).context("e2fsck not found on $PATH")?;
     let ours = resolve_ours(c, "mkfs")?;
-    let theirs = resolve_cmd(c.theirs_cmd.as_deref().unwrap_or("mke2fs"))?;
+    let theirs = util::resolve_cmd(c.theirs_cmd.as_deref().unwrap_or("mke2fs"))?;
 
     ensure!(
         c.dir.is_dir(),
@@ -140,7 +148,7 @@ fn mkfs(args: &MkfsArgs) -> Result<()> {
         ));
     }
     println!();
-    measure::print_table(&rows);
+    measure::print_table("size", &rows);
     println!(
         "ours/theirs = median wall time ratio (<1: ours faster); peak RSS includes the {} floor",
         fmt_bytes(floor)
@@ -199,26 +207,8 @@ impl Hooks for MkfsHooks<'_> {
 /// Our command line: `--ours-cmd` as given, else the freshly built release binary
 /// with the tool's subcommand.
 fn resolve_ours(c: &Common, subcommand: &str) -> Result<Vec<OsString>> {
-    if let Some(cmd) = &c.ours_cmd {
-        return resolve_cmd(cmd);
+    match &c.ours_cmd {
+        Some(cmd) => util::resolve_cmd(cmd),
+        None => util::release_ext4r(subcommand),
     }
-    util::run_step(
-        "build ext4r (release)",
-        util::cargo().args(["build", "--release", "-p", "ext4r-cli"]),
-    )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| util::repo_root().join("target"));
-    let bin = target.join("release").join("ext4r");
-    ensure!(bin.is_file(), "{} was not built", bin.display());
-    Ok(vec![bin.into(), subcommand.into()])
-}
-
-fn resolve_cmd(cmd: &str) -> Result<Vec<OsString>> {
-    let argv: Vec<OsString> = cmd.split_whitespace().map(OsString::from).collect();
-    let prog = argv.first().context("empty command line")?;
-    if util::find_program(prog).is_none() {
-        bail!("{} not found", prog.to_string_lossy());
-    }
-    Ok(argv)
 }

@@ -3,9 +3,12 @@
 //! - `cargo xtask ci [--quick]`: fmt, clippy, release build, tests.
 //! - `cargo xtask fuzz [--secs N] [TARGET...]`: every cargo-fuzz target for N seconds.
 //! - `cargo xtask bench mkfs [--sizes 1T,15T] [--runs N] [--dir /dev/shm]`: ours vs mke2fs.
+//! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
+//!   e2fsprogs test images against e2fsck's.
 
 mod bench;
 mod ci;
+mod corpus;
 mod fuzz;
 mod measure;
 mod util;
@@ -31,6 +34,8 @@ enum Command {
     Fuzz(fuzz::Args),
     /// Compare an ext4r tool against its e2fsprogs counterpart, alternating runs.
     Bench(bench::Args),
+    /// Agreement of a checker's verdicts with e2fsck's on the e2fsprogs test images.
+    Corpus(corpus::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -39,6 +44,7 @@ fn main() -> std::process::ExitCode {
         Command::Ci(args) => ci::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Corpus(args) => corpus::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -18,6 +18,11 @@
 //!   unreaped; the kernel keeps its I/O accounting until `wait4` reaps it).
 //!   `wchar` counts bytes passed to write-like syscalls; `write_bytes` counts
 //!   bytes sent to the block layer, which is 0 on tmpfs.
+//! - **timeout** (optional, [`RunOpts::timeout`]): the child gets its own
+//!   process group and a watchdog thread SIGKILLs that group when the limit
+//!   passes (or on Ctrl-C, which no longer reaches the child from the
+//!   terminal). The main thread's blocking `waitid` keeps the wall time exact;
+//!   the unreaped leader keeps the group id valid until the watchdog is joined.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -25,6 +30,7 @@ use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -79,6 +85,8 @@ pub struct Sample {
     pub allocated: Option<u64>,
     /// Filled in by [`Hooks::after`].
     pub check: Check,
+    /// Killed by the [`RunOpts::timeout`] watchdog.
+    pub timed_out: bool,
 }
 
 impl Sample {
@@ -103,7 +111,9 @@ impl Sample {
         if let Some(w) = self.write_bytes.filter(|&w| w > 0) {
             s += &format!(", write_bytes {}", fmt_bytes(w));
         }
-        if !self.status.success() {
+        if self.timed_out {
+            s += ", TIMED OUT";
+        } else if !self.status.success() {
             s += &format!(", FAILED: {}", self.status);
         }
         match &self.check {
@@ -115,13 +125,34 @@ impl Sample {
     }
 }
 
+/// How [`run_measured_with`] runs a child, beyond the defaults.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOpts<'a> {
+    /// Where stderr goes; `None`: into the same log as stdout.
+    pub stderr: Option<&'a Path>,
+    /// Kill the child's process group after this long (see the module docs).
+    pub timeout: Option<Duration>,
+}
+
 /// Runs `cmd` to completion with stdin from /dev/null and stdout+stderr to `log`,
 /// and measures it (see the module docs for how).
 pub fn run_measured(cmd: &mut Command, log: &Path) -> Result<Sample> {
+    run_measured_with(cmd, log, RunOpts::default())
+}
+
+/// [`run_measured`] with a separate stderr file and/or a timeout.
+pub fn run_measured_with(cmd: &mut Command, log: &Path, opts: RunOpts<'_>) -> Result<Sample> {
     let out = File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-    cmd.stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out);
+    let err = match opts.stderr {
+        Some(path) => {
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?
+        }
+        None => out.try_clone()?,
+    };
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    if opts.timeout.is_some() {
+        cmd.process_group(0);
+    }
     // SAFETY: reset_peak_rss only makes raw syscalls and does not allocate, so it
     // is async-signal-safe as required between fork and exec.
     unsafe { cmd.pre_exec(reset_peak_rss) };
@@ -131,6 +162,10 @@ pub fn run_measured(cmd: &mut Command, log: &Path) -> Result<Sample> {
         .with_context(|| format!("cannot run {}", util::display_cmd(cmd)))?;
     let raw_pid = i32::try_from(child.id()).context("pid out of range")?;
     let pid = Pid::from_raw(raw_pid).context("spawn returned pid 0")?;
+    let (stop, stopped) = mpsc::channel::<()>();
+    let watchdog = opts
+        .timeout
+        .map(|limit| std::thread::spawn(move || watchdog(pid, limit, &stopped)));
     // Wait for the exit but leave the zombie, so /proc/<pid>/io is still readable.
     loop {
         match rustix::process::waitid(
@@ -143,6 +178,9 @@ pub fn run_measured(cmd: &mut Command, log: &Path) -> Result<Sample> {
         }
     }
     let wall = start.elapsed();
+    drop(stop);
+    // A panicked watchdog cannot have killed anything we did not ask for.
+    let timed_out = watchdog.is_some_and(|w| w.join().unwrap_or(false));
     let io = std::fs::read_to_string(format!("/proc/{raw_pid}/io")).unwrap_or_default();
     let (status, ru) = wait4(raw_pid).context("wait4")?;
     // `child` is reaped now; dropping a std Child neither waits nor kills.
@@ -160,7 +198,31 @@ pub fn run_measured(cmd: &mut Command, log: &Path) -> Result<Sample> {
         log: log.to_path_buf(),
         allocated: None,
         check: Check::NotRun,
+        timed_out,
     })
+}
+
+/// Waits until `limit` has passed (then SIGKILLs the process group `pid` leads
+/// and returns true) or until `stopped` is signalled or dropped (returns false).
+/// Ctrl-C also kills the group, as the terminal's SIGINT no longer reaches it.
+fn watchdog(pid: Pid, limit: Duration, stopped: &mpsc::Receiver<()>) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            return true;
+        }
+        match stopped.recv_timeout((deadline - now).min(Duration::from_millis(100))) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if util::interrupted() {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                    return false;
+                }
+            }
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+        }
+    }
 }
 
 /// Runs in the forked child just before exec: resets the address space's RSS
@@ -341,9 +403,10 @@ pub fn rows_for(case: &str, tools: [&Tool; 2], samples: &[Vec<Sample>; 2]) -> [R
     ]
 }
 
-pub fn print_table(rows: &[Row]) {
+/// Prints the rows as a table; `case` heads the first column (e.g. "size").
+pub fn print_table(case: &str, rows: &[Row]) {
     let header = [
-        "size",
+        case,
         "tool",
         "runs",
         "median",
@@ -433,5 +496,28 @@ mod tests {
         assert!(s.peak_rss > 0);
         // Read from the zombie's /proc/<pid>/io; includes the reaped `head`.
         assert!(s.wchar.unwrap() >= 1_000_000, "{s:?}");
+        assert!(!s.timed_out);
+    }
+
+    #[test]
+    fn kills_the_group_on_timeout() {
+        let dir = std::env::temp_dir();
+        let log = dir.join(format!("xtask-timeout-{}.log", std::process::id()));
+        let err = dir.join(format!("xtask-timeout-{}.err", std::process::id()));
+        // The grandchild `sleep` must die too, or the run would last 30 s.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo to-err >&2; sleep 30; true"]);
+        let opts = RunOpts {
+            stderr: Some(&err),
+            timeout: Some(Duration::from_millis(300)),
+        };
+        let s = run_measured_with(&mut cmd, &log, opts).unwrap();
+        let stderr = std::fs::read_to_string(&err).unwrap();
+        let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_file(&err);
+        assert!(s.timed_out);
+        assert!(s.wall < Duration::from_secs(10), "{s:?}");
+        assert_eq!(s.status.signal(), Some(libc::SIGKILL));
+        assert_eq!(stderr, "to-err\n");
     }
 }

@@ -1,6 +1,6 @@
 //! Helpers shared by the subcommands: paths, running steps, sizes, temp dirs, Ctrl-C.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -84,6 +84,38 @@ pub fn find_program(prog: &OsStr) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(p))
         .find(|c| c.is_file())
+}
+
+/// Builds `ext4r-cli` in release mode and returns `[target/release/ext4r, subcommand]`.
+pub fn release_ext4r(subcommand: &str) -> Result<Vec<OsString>> {
+    run_step(
+        "build ext4r (release)",
+        cargo().args(["build", "--release", "-p", "ext4r-cli"]),
+    )?;
+    let bin = target_dir().join("release").join("ext4r");
+    if !bin.is_file() {
+        bail!("{} was not built", bin.display());
+    }
+    Ok(vec![bin.into(), subcommand.into()])
+}
+
+/// A command line given as one whitespace-separated string (`--fsck "e2fsck -C0"`);
+/// errors if its program cannot be found.
+pub fn resolve_cmd(cmd: &str) -> Result<Vec<OsString>> {
+    let argv: Vec<OsString> = cmd.split_whitespace().map(OsString::from).collect();
+    let prog = argv.first().context("empty command line")?;
+    if find_program(prog).is_none() {
+        bail!("{} not found", prog.to_string_lossy());
+    }
+    Ok(argv)
+}
+
+/// Cargo's target directory (`$CARGO_TARGET_DIR` or `<repo>/target`); xtask keeps
+/// its logs and caches in subdirectories of it.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
 }
 
 pub fn fmt_duration(d: Duration) -> String {

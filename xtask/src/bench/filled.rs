@@ -1,0 +1,255 @@
+//! The "many files" image of `bench fsck`: 16 GiB ext4 (`mke2fs -t ext4 -N
+//! 2500000`) holding 2,000 directories × 1,000 files written by the kernel, one
+//! file in ten with 4 KiB of data. Building it takes minutes, so the finished
+//! image is cached with a stamp file recording the recipe; a changed recipe (or
+//! `--rebuild`) builds it again.
+//!
+//! Safety (DESIGN.md §6): the only loop device touched is the one `losetup -f
+//! --show` attached to our own image in this run; [`LoopMount`] unmounts and
+//! detaches it on every exit path, including errors and Ctrl-C.
+
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Context, Result};
+
+use crate::util::{self, fmt_bytes, fmt_duration};
+
+const SIZE: u64 = 16 << 30;
+const INODES: &str = "2500000";
+const DIRS: usize = 2000;
+const FILES_PER_DIR: usize = 1000;
+const DATA_EVERY: usize = 10;
+const DATA_BYTES: usize = 4096;
+
+/// Bump when anything that shapes the image changes.
+const RECIPE: &str = "files v1: 16GiB sparse file, mke2fs -F -q -t ext4 -N 2500000, \
+     mount -o noinit_itable, 2000 dirs x 1000 files, every 10th file 4096 bytes";
+
+/// Returns the cached image, building it first if it is missing, stale or
+/// `rebuild` is set.
+pub fn image(cache: &Path, rebuild: bool) -> Result<PathBuf> {
+    let img = cache.join("files-16g.img");
+    let stamp = cache.join("files-16g.stamp");
+    let mke2fs_version = version("mke2fs")?;
+    let want = format!("{RECIPE}\n{mke2fs_version}\n");
+    let have = std::fs::read_to_string(&stamp).unwrap_or_default();
+    if !rebuild && have == want && img.is_file() {
+        println!(
+            "reusing cached image {} ({})",
+            img.display(),
+            stamp.display()
+        );
+        return Ok(img);
+    }
+    if !have.is_empty() && have != want {
+        println!("cached image is from another recipe; rebuilding");
+    }
+    std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
+    let _ = std::fs::remove_file(&stamp);
+    let _ = std::fs::remove_file(&img);
+    let tmp = cache.join("files-16g.img.partial");
+    let result = build(&tmp, cache);
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, &img)?;
+    std::fs::write(&stamp, want)?;
+    Ok(img)
+}
+
+fn version(prog: &str) -> Result<String> {
+    let out = Command::new(prog)
+        .arg("-V")
+        .output()
+        .with_context(|| format!("cannot run {prog} -V"))?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    Ok(text.lines().next().unwrap_or("unknown").trim().to_string())
+}
+
+fn build(img: &Path, cache: &Path) -> Result<()> {
+    ensure!(
+        rustix::process::geteuid().is_root(),
+        "building the many-files image needs root (loop device and mount)"
+    );
+    // A loop device left attached by an earlier, killed run: say so rather than
+    // touch a device this run did not attach.
+    if img.exists() {
+        let out = Command::new("losetup").arg("-j").arg(img).output()?;
+        let attached = String::from_utf8_lossy(&out.stdout);
+        if !attached.trim().is_empty() {
+            bail!(
+                "{} is still attached from an earlier run:\n{attached}detach it (losetup -d) first",
+                img.display()
+            );
+        }
+    }
+    println!(
+        "building the many-files image ({RECIPE}) in {}",
+        img.display()
+    );
+    let start = Instant::now();
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(img)
+        .with_context(|| format!("cannot create {}", img.display()))?;
+    f.set_len(SIZE)?;
+    drop(f);
+    util::run_step(
+        "mke2fs",
+        Command::new("mke2fs")
+            .args(["-F", "-q", "-t", "ext4", "-N", INODES])
+            .arg(img),
+    )?;
+    let mnt = util::TempDir::new_in(cache, "mnt-")?;
+    let mount = LoopMount::attach(img, mnt.path())?;
+    let filled = populate(mnt.path());
+    let unmounted = mount.release();
+    filled?;
+    unmounted?;
+    let used = std::fs::metadata(img).map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)?;
+    println!(
+        "built in {}, {} allocated in tmpfs",
+        fmt_duration(start.elapsed()),
+        fmt_bytes(used)
+    );
+    Ok(())
+}
+
+/// Writes the directories and files, on as many threads as there are CPUs
+/// (at most 4): the kernel does the work, we only issue the calls.
+fn populate(root: &Path) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let data = vec![0x5a_u8; DATA_BYTES];
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    loop {
+                        util::check_interrupted()?;
+                        let d = next.fetch_add(1, Ordering::SeqCst);
+                        if d >= DIRS {
+                            return Ok(());
+                        }
+                        let dir = root.join(format!("d{d:04}"));
+                        std::fs::create_dir(&dir)
+                            .with_context(|| format!("mkdir {}", dir.display()))?;
+                        for i in 0..FILES_PER_DIR {
+                            let path = dir.join(format!("f{i:04}"));
+                            let mut f = std::fs::File::create(&path)
+                                .with_context(|| format!("create {}", path.display()))?;
+                            if i % DATA_EVERY == 0 {
+                                f.write_all(&data)
+                                    .with_context(|| format!("write {}", path.display()))?;
+                            }
+                        }
+                        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                        if n % 200 == 0 {
+                            println!(
+                                "  {n}/{DIRS} directories ({} files) after {}",
+                                n * FILES_PER_DIR,
+                                fmt_duration(start.elapsed())
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("writer panicked")))
+            })
+            .collect::<Result<Vec<()>>>()
+    })?;
+    Ok(())
+}
+
+/// Our image attached to a loop device and mounted; unmounted and detached when
+/// released or dropped.
+struct LoopMount {
+    dev: String,
+    mnt: PathBuf,
+    mounted: bool,
+    attached: bool,
+}
+
+impl LoopMount {
+    fn attach(img: &Path, mnt: &Path) -> Result<LoopMount> {
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(img)
+            .stderr(Stdio::inherit())
+            .output()
+            .context("cannot run losetup")?;
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        ensure!(
+            out.status.success(),
+            "losetup -f --show {} failed",
+            img.display()
+        );
+        ensure!(
+            dev.starts_with("/dev/loop"),
+            "losetup printed {dev:?}, not a loop device"
+        );
+        println!("attached {} to {dev}", img.display());
+        let mut lm = LoopMount {
+            dev,
+            mnt: mnt.to_path_buf(),
+            mounted: false,
+            attached: true,
+        };
+        util::run_step(
+            "mount",
+            Command::new("mount")
+                .args(["-t", "ext4", "-o", "noinit_itable"])
+                .arg(&lm.dev)
+                .arg(&lm.mnt),
+        )?;
+        lm.mounted = true;
+        Ok(lm)
+    }
+
+    /// Unmounts and detaches, reporting failures (drop only warns).
+    fn release(mut self) -> Result<()> {
+        self.cleanup()
+    }
+
+    fn cleanup(&mut self) -> Result<()> {
+        if self.mounted {
+            util::run_step("umount", Command::new("umount").arg(&self.mnt))?;
+            self.mounted = false;
+        }
+        if self.attached {
+            util::run_step("detach", Command::new("losetup").arg("-d").arg(&self.dev))?;
+            self.attached = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        if let Err(e) = self.cleanup() {
+            eprintln!(
+                "warning: could not unmount {} / detach {}: {e:#}",
+                self.mnt.display(),
+                self.dev
+            );
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! `cargo xtask bench fsck`: `ext4r fsck -fn` vs `e2fsck -fn` on the same clean
+//! images, alternating, hot cache (one untimed warm-up run of each first):
+//! - `empty15t`: an empty 15 TiB ext4 from `mke2fs -t ext4` on a sparse file in
+//!   tmpfs (made fresh, removed afterwards);
+//! - `files`: the cached 16 GiB image with 2,000,000 kernel-written files (see
+//!   [`super::filled`]).
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, ensure, Context, Result};
+
+use super::{filled, resolve_ours, Common};
+use crate::measure::{self, Hooks, Row, Sample, Tool};
+use crate::util::{self, fmt_bytes, fmt_duration, TempDir};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Image {
+    /// Empty 15 TiB ext4 (`mke2fs -t ext4`), sparse, in --dir.
+    Empty15t,
+    /// 16 GiB ext4 with 2,000 dirs × 1,000 files (cached in --cache).
+    Files,
+}
+
+#[derive(clap::Args)]
+pub struct FsckArgs {
+    /// Which images, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "empty15t,files"
+    )]
+    images: Vec<Image>,
+    /// Where the many-files image is cached between runs.
+    #[arg(long, value_name = "DIR", default_value = "/dev/shm/ext4r-bench")]
+    cache: PathBuf,
+    /// Build the cached many-files image again even if its stamp matches.
+    #[arg(long)]
+    rebuild: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+const EMPTY_SIZE: u64 = 15 << 40;
+
+pub fn run(args: &FsckArgs) -> Result<()> {
+    let c = &args.common;
+    ensure!(c.runs >= 1, "--runs must be at least 1");
+    ensure!(!args.images.is_empty(), "--images is empty");
+    ensure!(
+        c.dir.is_dir(),
+        "--dir {} is not a directory",
+        c.dir.display()
+    );
+    let ours = resolve_ours(c, "fsck")?;
+    let theirs = util::resolve_cmd(c.theirs_cmd.as_deref().unwrap_or("e2fsck"))?;
+    let tmp = TempDir::new_in(&c.dir, "ext4r-bench-")?;
+    let floor = measure::spawn_floor(tmp.path())?;
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
+    for &which in &args.images {
+        util::check_interrupted()?;
+        let (label, img, _scratch) = match which {
+            Image::Empty15t => {
+                let img = tmp.path().join("empty-15t.img");
+                make_empty(&img)?;
+                ("empty 15T", img.clone(), Some(Scratch(img)))
+            }
+            Image::Files => (
+                "2M files 16G",
+                filled::image(&args.cache, args.rebuild)?,
+                None,
+            ),
+        };
+        let tool = |name: &str, base: &[OsString]| Tool {
+            name: name.to_string(),
+            argv: base
+                .iter()
+                .cloned()
+                .chain([OsString::from("-fn"), img.clone().into_os_string()])
+                .collect(),
+            env: Vec::new(),
+        };
+        let tools = [tool("ours", &ours), tool("e2fsck", &theirs)];
+        println!("== {label}: {}, {} runs each", img.display(), c.runs);
+        for t in &tools {
+            println!("  {:<7} {}", t.name, util::display_cmd(&t.command()?));
+        }
+        // Warm-up: reads the metadata into the page cache (tmpfs: faults in the
+        // pages) and shows up front whether each tool accepts the image.
+        for (i, t) in tools.iter().enumerate().rev() {
+            let log = tmp.path().join(format!("warmup-{i}.log"));
+            let s = measure::run_measured(&mut t.command()?, &log)?;
+            util::check_interrupted()?;
+            println!("  warm-up {:<7} {}", t.name, s.describe());
+            if !s.status.success() {
+                print!("{}", util::tail(&log, 10));
+                if i == 1 {
+                    bail!(
+                        "the reference rejects {} ({}): the image is not clean",
+                        img.display(),
+                        s.status
+                    );
+                }
+            }
+        }
+        let samples = measure::alternate([&tools[0], &tools[1]], c.runs, tmp.path(), &mut NoHooks)?;
+        for (t, ss) in tools.iter().zip(&samples) {
+            let bad: Vec<String> = ss
+                .iter()
+                .filter(|s| !s.ok())
+                .map(|s| s.status.to_string())
+                .collect();
+            if !bad.is_empty() {
+                failures.push(format!(
+                    "{label}: {} failed {} of {} runs ({})",
+                    t.name,
+                    bad.len(),
+                    ss.len(),
+                    bad.join(", ")
+                ));
+            }
+        }
+        rows.extend(measure::rows_for(label, [&tools[0], &tools[1]], &samples));
+    }
+    println!();
+    measure::print_table("image", &rows);
+    println!(
+        "ours/theirs = median wall time ratio (<1: ours faster; only over runs that exited 0); \
+         peak RSS includes the {} floor",
+        fmt_bytes(floor)
+    );
+    if args.images.contains(&Image::Files) {
+        println!(
+            "many-files image cached in {} (--rebuild to remake it)",
+            args.cache.display()
+        );
+    }
+    if !failures.is_empty() {
+        for f in &failures {
+            println!("FAILED: {f}");
+        }
+        bail!("{} tool(s) did not exit 0 on a clean image", failures.len());
+    }
+    Ok(())
+}
+
+fn make_empty(img: &Path) -> Result<()> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(img)
+        .with_context(|| format!("cannot create {}", img.display()))?;
+    f.set_len(EMPTY_SIZE)
+        .with_context(|| format!("cannot size {} to 15 TiB", img.display()))?;
+    drop(f);
+    let took = util::run_step(
+        "mke2fs 15T",
+        Command::new("mke2fs")
+            .args(["-F", "-q", "-t", "ext4"])
+            .arg(img),
+    )?;
+    let used = std::fs::metadata(img).map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)?;
+    println!(
+        "  made in {}, {} allocated",
+        fmt_duration(took),
+        fmt_bytes(used)
+    );
+    Ok(())
+}
+
+/// A fresh image removed as soon as its case is done (tmpfs memory is RAM).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The images are read-only inputs: nothing to prepare or check per run.
+struct NoHooks;
+
+impl Hooks for NoHooks {
+    fn before(&mut self, _tool: usize, _run: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn after(&mut self, _tool: usize, _run: usize, _sample: &mut Sample) -> Result<()> {
+        Ok(())
+    }
+}
