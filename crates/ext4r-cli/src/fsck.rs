@@ -142,7 +142,9 @@ fn run(a: &Args) -> u8 {
     if bar {
         print!("\r{:70}\r", "");
     }
-    let code = if report.has_errors() {
+    let code = if report.fatal.is_some() {
+        EXIT_ERROR
+    } else if report.has_errors() {
         EXIT_UNCORRECTED
     } else {
         EXIT_OK
@@ -184,6 +186,15 @@ fn print_text(dev: &str, a: &Args, r: &Report) {
     }
     for n in &r.notes {
         println!("{n}");
+    }
+    if let Some(f) = &r.fatal {
+        for p in r.problems.list() {
+            println!("{}\nFix? no\n", p.message);
+        }
+        println!(
+            "fsck.ext4r: {f}\n\n{dev}: ********** WARNING: Filesystem still has errors **********"
+        );
+        return;
     }
     let names = [
         "Checking superblock and group descriptors",

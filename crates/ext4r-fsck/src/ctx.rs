@@ -36,6 +36,11 @@ pub(crate) struct DirRec {
     pub inline: bool,
     /// Has the htree flag.
     pub htree: bool,
+    /// Names are encrypted (their hashes cannot be checked, and they are
+    /// at least 16 bytes).
+    pub encrypted: bool,
+    /// Names are compared case-folded (hashes not checked here).
+    pub casefold: bool,
 }
 
 /// A directory block to read in pass 2.
@@ -71,8 +76,12 @@ pub(crate) struct Ctx {
     pub notes: Vec<String>,
     /// Stop after this pass (nothing more can be checked sensibly).
     pub abort: bool,
+    /// Why the check cannot be completed at all (e2fsck's exit 8).
+    pub fatal: Option<String>,
     /// Groups whose inode table or bitmaps are unusable: skipped later.
     pub bad_group: Vec<bool>,
+    /// Some group's inode table is outside where it may be.
+    pub bad_itable: bool,
     pub inodes: Vec<InodeRec>,
     pub dirs: Vec<DirRec>,
     pub dir_blocks: Vec<DirBlock>,
@@ -96,7 +105,9 @@ impl Ctx {
             p: Problems::default(),
             notes: Vec::new(),
             abort: false,
+            fatal: None,
             bad_group: vec![false; groups],
+            bad_itable: false,
             inodes: Vec::new(),
             dirs: Vec::new(),
             dir_blocks: Vec::new(),

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod ctx;
+mod htree;
 mod pass0;
 mod pass1;
 mod pass1_map;
@@ -114,6 +115,8 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Wall time per pass.
     pub pass_times: Vec<(&'static str, Duration)>,
+    /// Set when the check could not be completed (exit 8), with the reason.
+    pub fatal: Option<String>,
 }
 
 impl Report {
@@ -169,6 +172,7 @@ pub fn check(
         skipped_clean: None,
         notes: Vec::new(),
         pass_times: Vec::new(),
+        fatal: None,
     };
     if !opts.force && !backup_used {
         if let Some(why) = clean_reason(&fs, opts.now) {
@@ -204,6 +208,7 @@ pub fn check(
     }
     report.summary = c.summary();
     report.notes = std::mem::take(&mut c.notes);
+    report.fatal = c.fatal.take();
     report.problems = c.p;
     Ok(report)
 }

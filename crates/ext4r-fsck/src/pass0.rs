@@ -13,6 +13,14 @@ use crate::Progress;
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     superblock(c);
     descriptors(c);
+    if c.bad_itable && c.geo.group_count == 1 {
+        // No backup descriptors to fall back on: e2fsck cannot go on either.
+        c.fatal = Some(
+            "Group descriptors look bad and there is no backup to use; cannot proceed.".into(),
+        );
+        c.abort = true;
+        return;
+    }
     quota_and_orphan(c);
     journal(c);
 }
@@ -114,6 +122,9 @@ fn descriptors(c: &mut Ctx) {
                     format!("{what} for group {g} is not in group.  (block {b})"),
                 );
                 bad = true;
+                if code == "PR_0_ITABLE_NOT_GROUP" {
+                    c.bad_itable = true;
+                }
             } else {
                 c.claim(b, n, 0);
             }

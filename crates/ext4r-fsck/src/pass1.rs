@@ -256,6 +256,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32]) {
             parent: 0,
             inline,
             htree: flags.contains(InodeFlags::INDEX),
+            encrypted: flags.contains(InodeFlags::ENCRYPT),
+            casefold: flags.contains(InodeFlags::CASEFOLD),
         });
         for &(l, p, n) in &map.runs {
             for k in 0..n {

@@ -12,6 +12,7 @@ use ext4r_format::inode::{ino as special, inode_csum_seed};
 use ext4r_format::InodeNr;
 
 use crate::ctx::{Ctx, DirBlock};
+use crate::htree;
 use crate::Progress;
 
 /// Bytes read at once when directory blocks are contiguous.
@@ -24,6 +25,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let bs = u64::from(c.geo.block_size);
     let total = blocks.len() as u64;
     let mut saw_block0 = vec![false; c.dirs.len()];
+    let mut dx = htree::DxDirs::new();
     let mut i = 0;
     let mut buf = Vec::new();
     while i < blocks.len() {
@@ -56,11 +58,12 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                     saw_block0[d] = true;
                 }
             }
-            dir_block(c, b, block);
+            dir_block(c, &mut dx, b, block);
         }
         i = j;
     }
     inline_dirs(c);
+    htree::check(c, dx);
     for (d, saw) in saw_block0.iter().enumerate() {
         let r = c.dirs[d];
         if !saw && !r.inline {
@@ -73,10 +76,11 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     }
 }
 
-fn dir_block(c: &mut Ctx, b: &DirBlock, block: &[u8]) {
+fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8]) {
     let ino = b.ino;
     let Some(d) = c.dir_idx(ino) else { return };
     let htree = c.dirs[d].htree;
+    let hashed = htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
     let seed = inode_seed(c, ino);
     // An htree root: "." and ".." then index data.
     if htree && b.lblk == 0 {
@@ -88,6 +92,9 @@ fn dir_block(c: &mut Ctx, b: &DirBlock, block: &[u8]) {
                     format!("Problem in HTREE directory inode {ino}: root node fails checksum."),
                 );
             }
+            if hashed {
+                htree::note_root(c, dx, ino, &root);
+            }
             entry(c, d, 0, b, ".", root.root.dot.inode.get(), ft::DIR, 0);
             entry(c, d, 1, b, "..", root.root.dotdot.inode.get(), ft::DIR, 12);
             return;
@@ -95,6 +102,16 @@ fn dir_block(c: &mut Ctx, b: &DirBlock, block: &[u8]) {
     }
     // An interior htree node looks like one empty record over the block.
     if htree && b.lblk > 0 && is_dx_node(block) {
+        if hashed && !htree::note_node(dx, ino, b.lblk, block) {
+            c.p.error(
+                2,
+                "PR_2_HTREE_BAD_NODE",
+                format!(
+                    "Problem in HTREE directory inode {ino}: block #{} is corrupt",
+                    b.lblk
+                ),
+            );
+        }
         if c.csum() && verify_dx_checksum(seed, block).is_err() {
             c.p.error(
                 2,
@@ -130,6 +147,8 @@ fn dir_block(c: &mut Ctx, b: &DirBlock, block: &[u8]) {
         }
     }
     let mut names = std::collections::HashSet::new();
+    let mut leaf_names: Vec<&[u8]> = Vec::new();
+    let encrypted = c.dirs[d].encrypted;
     for (pos, e) in DirBlockIter::new(block).enumerate() {
         let e = match e {
             Ok(e) => e,
@@ -154,7 +173,25 @@ fn dir_block(c: &mut Ctx, b: &DirBlock, block: &[u8]) {
                 format!("Duplicate entry '{name}' found in directory inode {ino}."),
             );
         }
+        if e.inode.0 != 0 && slot > 1 {
+            if hashed {
+                leaf_names.push(e.name);
+            }
+            if encrypted && e.name.len() < 16 {
+                c.p.error(
+                    2,
+                    "PR_2_BAD_ENCRYPTED_NAME",
+                    format!(
+                        "Encrypted entry in directory inode {ino} has a too-short name ({} bytes).",
+                        e.name.len()
+                    ),
+                );
+            }
+        }
         entry(c, d, slot, b, &name, e.inode.0, e.file_type, e.offset);
+    }
+    if hashed && b.lblk > 0 {
+        htree::note_leaf(c, dx, ino, b.lblk, &leaf_names);
     }
 }
 

@@ -1,0 +1,150 @@
+//! Htree checks for pass 2, done without a second read: while blocks go
+//! by in disk order the index blocks are recorded and each leaf's lowest
+//! and highest name hash is noted; afterwards the index is walked from
+//! the root and every leaf's hashes are checked against the range its
+//! parent entry gives it, as e2fsck's pass 2 does.
+
+use std::collections::HashMap;
+
+use ext4r_format::htree::{dx_hash, effective_hash_version, parse_dx_node, DxRootBlock};
+use ext4r_format::superblock::FLAGS_UNSIGNED_HASH;
+
+use crate::ctx::Ctx;
+
+/// What pass 2 gathers about one htree directory.
+#[derive(Debug, Default)]
+pub(crate) struct DxDir {
+    /// Root entries (hash, logical block) and the tree depth, once seen.
+    root: Option<(Vec<(u32, u32)>, u8, u8)>,
+    /// Interior nodes by logical block.
+    nodes: HashMap<u32, Vec<(u32, u32)>>,
+    /// Leaves by logical block: (min hash, max hash, hash version used).
+    leaves: HashMap<u32, (u32, u32, u8)>,
+}
+
+/// Per-directory htree records, keyed by inode.
+pub(crate) type DxDirs = HashMap<u32, DxDir>;
+
+fn version_for(c: &Ctx, stored: u8) -> u8 {
+    let unsigned = c.sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0;
+    effective_hash_version(stored, unsigned)
+}
+
+pub(crate) fn note_root(c: &Ctx, dx: &mut DxDirs, ino: u32, root: &DxRootBlock<'_>) {
+    let v = version_for(c, root.root.info.hash_version);
+    let entries = root.entries.iter().collect();
+    dx.entry(ino).or_default().root = Some((entries, root.root.info.indirect_levels, v));
+}
+
+/// Records an interior node; false when it does not parse as one.
+pub(crate) fn note_node(dx: &mut DxDirs, ino: u32, lblk: u64, block: &[u8]) -> bool {
+    match parse_dx_node(block) {
+        Ok(e) => {
+            let l = u32::try_from(lblk).unwrap_or(u32::MAX);
+            dx.entry(ino)
+                .or_default()
+                .nodes
+                .insert(l, e.iter().collect());
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Records the hash range of a leaf's names.
+pub(crate) fn note_leaf(c: &Ctx, dx: &mut DxDirs, ino: u32, lblk: u64, names: &[&[u8]]) {
+    let d = dx.entry(ino).or_default();
+    let stored = d.root.as_ref().map_or(c.sb.s_def_hash_version, |r| r.2);
+    let v = if d.root.is_some() {
+        stored
+    } else {
+        version_for(c, stored)
+    };
+    let seed = c.sb.hash_seed();
+    let mut lo = u32::MAX;
+    let mut hi = 0u32;
+    for n in names {
+        if let Ok(h) = dx_hash(v, n, &seed) {
+            lo = lo.min(h.major);
+            hi = hi.max(h.major);
+        }
+    }
+    let l = u32::try_from(lblk).unwrap_or(u32::MAX);
+    d.leaves.insert(l, (lo, hi, v));
+}
+
+/// Walks each recorded tree and reports what e2fsck reports.
+pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
+    for (ino, d) in dx {
+        let Some((root, levels, v)) = &d.root else {
+            continue;
+        };
+        let mut problems: Vec<String> = Vec::new();
+        let mut referenced: HashMap<u32, u32> = HashMap::new();
+        // (entries, min, max, depth of the entries' children)
+        let mut stack: Vec<(Vec<(u32, u32)>, u32, u32, u8)> = vec![(root.clone(), 0, u32::MAX, 1)];
+        let mut budget = 100_000u32;
+        while let Some((entries, min, max, depth)) = stack.pop() {
+            for (i, &(h, blk)) in entries.iter().enumerate() {
+                budget = budget.saturating_sub(1);
+                if budget == 0 {
+                    break;
+                }
+                let lblk = blk & 0x0fff_ffff;
+                let lo = if i == 0 { min } else { h & !1 };
+                let hi = entries.get(i + 1).map_or(max, |n| n.0 & !1);
+                *referenced.entry(lblk).or_default() += 1;
+                if referenced[&lblk] > 1 {
+                    problems.push(format!("block #{lblk} referenced twice"));
+                    continue;
+                }
+                if depth <= *levels {
+                    match d.nodes.get(&lblk) {
+                        Some(n) => stack.push((n.clone(), lo, hi, depth + 1)),
+                        None => problems.push(format!("block #{lblk} has invalid depth ({depth})")),
+                    }
+                    continue;
+                }
+                match d.leaves.get(&lblk) {
+                    Some(&(lmin, lmax, lv)) => {
+                        if lv != *v || lmin > lmax {
+                            continue;
+                        }
+                        if lblk != 0 && lmin < lo {
+                            problems.push(format!("block #{lblk} has bad min hash"));
+                        }
+                        if lmax > hi {
+                            problems.push(format!("block #{lblk} has bad max hash"));
+                        }
+                    }
+                    None => {
+                        if d.nodes.contains_key(&lblk) {
+                            problems.push(format!("block #{lblk} has invalid depth ({depth})"));
+                        } else {
+                            problems.push(format!("block #{lblk} has bad block number"));
+                        }
+                    }
+                }
+            }
+        }
+        for l in d.leaves.keys().chain(d.nodes.keys()) {
+            if *l != 0 && !referenced.contains_key(l) {
+                problems.push(format!("block #{l} not referenced"));
+            }
+        }
+        for p in problems.iter().take(20) {
+            c.p.error(
+                2,
+                "PR_2_HTREE_PROBLEM",
+                format!("Problem in HTREE directory inode {ino}: {p}"),
+            );
+        }
+        if !problems.is_empty() {
+            c.p.error(
+                2,
+                "PR_2_HTREE_CLEAR",
+                format!("Invalid HTREE directory inode {ino}.  Clear HTree index? no"),
+            );
+        }
+    }
+}
