@@ -44,6 +44,16 @@ pub fn run(args: &Args) -> Result<()> {
         cargo(&["build", "--release", "--workspace"]),
     ));
     steps.push(("test", cargo(&["test", "--workspace"])));
+    // The checker against e2fsck's verdicts on the damaged-image corpus
+    // (skipped with a message when ../shared/corpus is absent).
+    if crate::corpus::default_corpus_dir().is_some() {
+        steps.push((
+            "fsck corpus",
+            cargo(&["xtask", "corpus", "check", "--min-agree", "98"]),
+        ));
+    } else {
+        println!("ci: fsck corpus step skipped: ../shared/corpus/e2fsprogs is absent");
+    }
 
     let start = Instant::now();
     let mut done: Vec<(&str, Duration)> = Vec::new();

@@ -98,6 +98,12 @@ struct Ctx {
     verbose: bool,
 }
 
+/// The corpus at its default place, when it is there.
+pub fn default_corpus_dir() -> Option<PathBuf> {
+    let d = util::repo_root().join("../shared/corpus/e2fsprogs");
+    d.join("verdicts.tsv").is_file().then_some(d)
+}
+
 impl Ctx {
     fn new(c: &Common, mode: &str) -> Result<Ctx> {
         let dir = match &c.corpus {
