@@ -19,6 +19,7 @@
 
 pub mod device;
 pub mod error;
+pub mod journal;
 pub mod mkfs;
 pub mod safety;
 
