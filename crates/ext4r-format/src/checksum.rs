@@ -55,6 +55,37 @@ pub fn crc16(seed: u16, data: &[u8]) -> u16 {
     })
 }
 
+/// The MSB-first 0x04C11DB7 polynomial's table, built at compile time.
+const CRC32_BE_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = (i as u32) << 24;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 0x8000_0000 != 0 {
+                (crc << 1) ^ 0x04c1_1db7
+            } else {
+                crc << 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+};
+
+/// Big-endian (MSB-first, unreflected) CRC32 continued from `seed`, as the
+/// kernel's `crc32_be(crc, buf, len)`: no inversions, so chains continue by
+/// passing the last value. jbd2's checksum v1 (`JBD2_FEATURE_COMPAT_CHECKSUM`)
+/// runs it from `~0` over each transaction's descriptor and data blocks.
+pub fn crc32_be(seed: u32, data: &[u8]) -> u32 {
+    data.iter().fold(seed, |crc, &b| {
+        (crc << 8) ^ CRC32_BE_TABLE[usize::from((crc >> 24) as u8 ^ b)]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +101,13 @@ mod tests {
         let whole = crc32c(!0, b"hello world");
         let parts = crc32c(crc32c(!0, b"hello "), b"world");
         assert_eq!(whole, parts);
+    }
+
+    #[test]
+    fn crc32_be_matches_mpeg2_check_value() {
+        // CRC-32/MPEG-2 (init ~0, unreflected, no final XOR) of "123456789".
+        assert_eq!(crc32_be(!0, b"123456789"), 0x0376_e6e7);
+        assert_eq!(crc32_be(crc32_be(!0, b"1234"), b"56789"), 0x0376_e6e7);
     }
 
     #[test]

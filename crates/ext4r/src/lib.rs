@@ -20,6 +20,7 @@
 pub mod device;
 pub mod error;
 pub mod fs;
+pub mod journal;
 pub mod mkfs;
 pub mod safety;
 

@@ -1,0 +1,133 @@
+//! A read-only view of a filesystem as recovery would leave it, without
+//! writing: what a read-only open of a filesystem with a full journal
+//! needs (the kernel's `norecovery` aside, it replays in memory too).
+
+use super::apply::ReplayPlan;
+use super::recover::Recovery;
+use super::superblock::SuperblockMarks;
+use crate::device::{check_range, BlockDevice, Counters, IoStats};
+use crate::error::{Error, Result};
+use ext4r_format::superblock::{Superblock, STATE_ERROR, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ext4r_format::BlockNr;
+
+/// A device that reads as `inner` with a replay plan applied. Writes are
+/// refused; flushing does nothing.
+#[derive(Debug)]
+pub struct JournalOverlay<D> {
+    inner: D,
+    plan: ReplayPlan,
+    counters: Counters,
+}
+
+impl<D: BlockDevice> JournalOverlay<D> {
+    /// `inner` as `plan` would leave it.
+    pub fn new(inner: D, plan: ReplayPlan) -> Self {
+        JournalOverlay {
+            inner,
+            plan,
+            counters: Counters::default(),
+        }
+    }
+
+    /// `inner` as [`super::recover_filesystem`] would leave it: the plan
+    /// applied and the primary superblock finished (`needs_recovery`
+    /// cleared, state flags as e2fsck sets them), so that a reader sees a
+    /// consistent, recovered filesystem. The journal itself still reads as
+    /// full.
+    ///
+    /// # Errors
+    /// Read errors of `inner`, or [`Error::Corrupt`] when the superblock
+    /// (as replayed) cannot be parsed.
+    pub fn recovered(inner: D, recovery: Recovery) -> Result<Self> {
+        let bs = recovery.plan.block_size();
+        let mut before = [0u8; SUPERBLOCK_SIZE];
+        inner.read_at(&mut before, SUPERBLOCK_OFFSET)?;
+        let error_before =
+            Superblock::parse(&before).is_ok_and(|sb| sb.s_state.get() & STATE_ERROR != 0);
+        let marks = SuperblockMarks::of(&recovery, error_before);
+        let mut this = JournalOverlay::new(inner, recovery.plan);
+        // The block holding the superblock: block 1 with 1 KiB blocks.
+        let sb_block = BlockNr(SUPERBLOCK_OFFSET / u64::from(bs));
+        let within = (SUPERBLOCK_OFFSET % u64::from(bs)) as usize;
+        let mut block = vec![0u8; bs as usize];
+        this.read_at(&mut block, sb_block.0 * u64::from(bs))?;
+        let bytes = &mut block[within..within + SUPERBLOCK_SIZE];
+        let mut sb =
+            Superblock::parse(bytes).map_err(|e| Error::corrupt("primary superblock", e))?;
+        marks.apply(&mut sb);
+        bytes.copy_from_slice(&sb.to_bytes());
+        this.plan.insert(sb_block, block);
+        Ok(this)
+    }
+
+    /// The replay plan the overlay shows.
+    pub fn plan(&self) -> &ReplayPlan {
+        &self.plan
+    }
+
+    /// The device underneath.
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    /// Unwraps the device underneath.
+    pub fn into_inner(self) -> D {
+        self.inner
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for JournalOverlay<D> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range(offset, buf.len() as u64, self.inner.size())?;
+        self.inner.read_at(buf, offset)?;
+        let bs = u64::from(self.plan.block_size());
+        let end = offset + buf.len() as u64;
+        if !buf.is_empty() {
+            let (first, last) = (offset / bs, (end - 1) / bs);
+            for (block, data) in self.plan.iter_range(BlockNr(first), BlockNr(last)) {
+                let b_start = block.0 * bs;
+                let from = offset.max(b_start);
+                let to = end.min(b_start + bs);
+                buf[(from - offset) as usize..(to - offset) as usize]
+                    .copy_from_slice(&data[(from - b_start) as usize..(to - b_start) as usize]);
+            }
+        }
+        self.counters.read(buf.len() as u64);
+        Ok(())
+    }
+
+    fn write_at(&self, _buf: &[u8], offset: u64) -> Result<()> {
+        Err(Error::Io {
+            op: "write",
+            offset,
+            source: std::io::Error::new(
+                std::io::ErrorKind::ReadOnlyFilesystem,
+                "the journal overlay is read-only",
+            ),
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    fn logical_sector_size(&self) -> u32 {
+        self.inner.logical_sector_size()
+    }
+
+    fn discard(&self, offset: u64, _len: u64) -> Result<bool> {
+        self.write_at(&[], offset).map(|()| false)
+    }
+
+    fn zeroout(&self, offset: u64, _len: u64) -> Result<()> {
+        self.write_at(&[], offset)
+    }
+
+    fn stats(&self) -> IoStats {
+        self.counters.get()
+    }
+}
