@@ -309,3 +309,45 @@ fn missing_paths_and_wrong_kinds_are_clear_errors() {
     let o = run(ext4r().arg("ls").arg("-a").arg(&img));
     assert_eq!(String::from_utf8_lossy(&o.stdout), ".\n..\nlost+found\n");
 }
+
+#[test]
+fn a_dirty_journal_is_replayed_in_memory_and_never_written() {
+    if !is_root() || !have("losetup") || !have("debugfs") {
+        eprintln!("SKIP: needs root, losetup and debugfs");
+        return;
+    }
+    let dir = TempDir::new("read-journal");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "4096"],
+        &img,
+        "64M",
+    )
+    .unwrap();
+    let mut lm = LoopMount::new(&img, &dir.path("mnt")).unwrap();
+    fs::write(dir.path("mnt/f"), vec![b'A'; 4096]).unwrap();
+    lm.umount().unwrap();
+    drop(lm);
+    // A committed transaction that rewrites the file's block, left unreplayed.
+    let o = run(Command::new("debugfs").args(["-R", "bmap /f 0"]).arg(&img));
+    let blk = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    fs::write(dir.path("b"), vec![b'B'; 4096]).unwrap();
+    let cmds = format!("jo\njw -b {blk} {}\njc\n", dir.path("b").display());
+    fs::write(dir.path("cmds"), cmds).unwrap();
+    run(Command::new("debugfs")
+        .args(["-w", "-f"])
+        .arg(dir.path("cmds"))
+        .arg(&img));
+    let before = fs::read(&img).unwrap();
+    let o = run(ext4r().arg("cat").arg(&img).arg("/f"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stdout == vec![b'B'; 4096],
+        "the replayed contents are not shown"
+    );
+    assert!(
+        fs::read(&img).unwrap() == before,
+        "the image is not written"
+    );
+}

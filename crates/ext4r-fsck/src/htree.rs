@@ -11,13 +11,16 @@ use ext4r_format::superblock::FLAGS_UNSIGNED_HASH;
 
 use crate::ctx::Ctx;
 
+/// Index entries as (hash, logical block).
+type Entries = Vec<(u32, u32)>;
+
 /// What pass 2 gathers about one htree directory.
 #[derive(Debug, Default)]
 pub(crate) struct DxDir {
     /// Root entries (hash, logical block) and the tree depth, once seen.
-    root: Option<(Vec<(u32, u32)>, u8, u8)>,
+    root: Option<(Entries, u8, u8)>,
     /// Interior nodes by logical block.
-    nodes: HashMap<u32, Vec<(u32, u32)>>,
+    nodes: HashMap<u32, Entries>,
     /// Leaves by logical block: (min hash, max hash, hash version used).
     leaves: HashMap<u32, (u32, u32, u8)>,
 }
@@ -82,7 +85,7 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
         let mut problems: Vec<String> = Vec::new();
         let mut referenced: HashMap<u32, u32> = HashMap::new();
         // (entries, min, max, depth of the entries' children)
-        let mut stack: Vec<(Vec<(u32, u32)>, u32, u32, u8)> = vec![(root.clone(), 0, u32::MAX, 1)];
+        let mut stack: Vec<(Entries, u32, u32, u8)> = vec![(root.clone(), 0, u32::MAX, 1)];
         let mut budget = 100_000u32;
         while let Some((entries, min, max, depth)) = stack.pop() {
             for (i, &(h, blk)) in entries.iter().enumerate() {

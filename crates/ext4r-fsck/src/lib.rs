@@ -145,6 +145,8 @@ pub fn check(
     oo.superblock = opts.superblock;
     oo.block_size = opts.block_size;
     oo.allow_encrypted = true;
+    // As e2fsck -n: the journal is not replayed, the disk is checked as is.
+    oo.skip_journal_replay = true;
     let dev: std::sync::Arc<dyn BlockDevice> = std::sync::Arc::new(dev);
     let mut notes = Vec::new();
     let mut backup_used = false;

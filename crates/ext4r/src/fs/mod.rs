@@ -39,6 +39,7 @@ use ext4r_format::{FormatError, GroupNr};
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
+use crate::journal::{Journal, JournalLocation, JournalOverlay};
 
 pub use dir::{DirEntryInfo, FileKind};
 pub use file::FileReader;
@@ -78,11 +79,16 @@ pub struct OpenOptions {
     /// Also open filesystems whose files are encrypted: metadata stays
     /// readable (a checker needs it), contents and names are ciphertext.
     pub allow_encrypted: bool,
+    /// Read the filesystem as it is on disk even when its internal journal
+    /// needs recovery (`e2fsck -n` does this). By default a dirty journal
+    /// is replayed in memory, never written, so that readers see what the
+    /// kernel would after mounting.
+    pub skip_journal_replay: bool,
 }
 
 /// An ext2/3/4 filesystem opened for reading.
 pub struct Filesystem {
-    dev: Box<dyn BlockDevice>,
+    dev: std::sync::Arc<dyn BlockDevice>,
     sb: Superblock,
     geo: Geometry,
     descs: Vec<GroupDesc>,
@@ -114,7 +120,47 @@ impl Filesystem {
     /// # Errors
     /// As [`Filesystem::open`].
     pub fn open_with(dev: impl BlockDevice + 'static, opts: OpenOptions) -> Result<Self> {
-        let dev: Box<dyn BlockDevice> = Box::new(dev);
+        let dev: std::sync::Arc<dyn BlockDevice> = std::sync::Arc::new(dev);
+        let fs = Self::open_shared(dev, opts)?;
+        if fs.opts.skip_journal_replay || !fs.needs_internal_recovery() {
+            return Ok(fs);
+        }
+        let overlay = fs.replayed()?;
+        let mut opts = fs.opts.clone();
+        opts.skip_journal_replay = true;
+        Self::open_shared(std::sync::Arc::new(overlay), opts)
+    }
+
+    /// Whether the internal journal has transactions to replay.
+    fn needs_internal_recovery(&self) -> bool {
+        self.sb.has_incompat(Incompat::RECOVER)
+            && self
+                .sb
+                .has_compat(ext4r_format::features::Compat::HAS_JOURNAL)
+            && self.sb.s_journal_inum.get() != 0
+    }
+
+    /// The device as it reads after the journal is replayed in memory.
+    fn replayed(&self) -> Result<JournalOverlay<std::sync::Arc<dyn BlockDevice>>> {
+        let info = self.inode(ext4r_format::InodeNr(self.sb.s_journal_inum.get()))?;
+        let runs = self.runs(&info)?;
+        let len = runs.last().map_or(0, |r| r.end());
+        let mut blocks = vec![ext4r_format::BlockNr(0); len as usize];
+        for r in &runs {
+            for k in 0..r.len {
+                blocks[(r.logical + k) as usize] = ext4r_format::BlockNr(r.physical + k);
+            }
+        }
+        let journal = Journal::open(
+            self.dev.clone(),
+            JournalLocation::internal(blocks),
+            self.geo.block_size,
+        )?;
+        let recovery = journal.recover(self.geo.blocks_count);
+        JournalOverlay::recovered(self.dev.clone(), recovery)
+    }
+
+    fn open_shared(dev: std::sync::Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Self> {
         let (sb, sb_block) = read_superblock(dev.as_ref(), &opts)?;
         let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
         check_features(&sb, opts.allow_encrypted)?;
