@@ -95,8 +95,8 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8]) {
             if hashed {
                 htree::note_root(c, dx, ino, &root);
             }
-            entry(c, d, 0, b, ".", root.root.dot.inode.get(), ft::DIR, 0);
-            entry(c, d, 1, b, "..", root.root.dotdot.inode.get(), ft::DIR, 12);
+            entry(c, d, 0, b, b".", root.root.dot.inode.get(), ft::DIR, 0);
+            entry(c, d, 1, b, b"..", root.root.dotdot.inode.get(), ft::DIR, 12);
             return;
         }
     }
@@ -165,12 +165,15 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8]) {
             }
         };
         let slot = if b.lblk == 0 { pos } else { 2 + pos };
-        let name = String::from_utf8_lossy(e.name).into_owned();
+        let name = e.name;
         if e.inode.0 != 0 && !names.insert(e.name) {
             c.p.error(
                 2,
                 "PR_2_REPORT_DUP_DIRENT",
-                format!("Duplicate entry '{name}' found in directory inode {ino}."),
+                format!(
+                    "Duplicate entry '{}' found in directory inode {ino}.",
+                    String::from_utf8_lossy(name)
+                ),
             );
         }
         if e.inode.0 != 0 && slot > 1 {
@@ -188,7 +191,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8]) {
                 );
             }
         }
-        entry(c, d, slot, b, &name, e.inode.0, e.file_type, e.offset);
+        entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
     }
     if hashed && b.lblk > 0 {
         htree::note_leaf(c, dx, ino, b.lblk, &leaf_names);
@@ -225,16 +228,17 @@ fn entry(
     d: usize,
     slot: usize,
     b: &DirBlock,
-    name: &str,
+    name: &[u8],
     target: u32,
     ftype: u8,
     off: usize,
 ) {
     let dir = c.dirs[d].ino;
-    let place = format!("Entry '{name}' in ??? ({dir})");
+    // Built only when something is reported: this runs for every entry.
+    let place = || format!("Entry '{}' in ??? ({dir})", String::from_utf8_lossy(name));
     match slot {
         0 => {
-            if name != "." {
+            if name != b"." {
                 c.p.error(
                     2,
                     "PR_2_MISSING_DOT",
@@ -250,7 +254,7 @@ fn entry(
             }
         }
         1 => {
-            if name != ".." {
+            if name != b".." {
                 c.p.error(
                     2,
                     "PR_2_MISSING_DOT_DOT",
@@ -261,11 +265,15 @@ fn entry(
             }
         }
         _ => {
-            if name == "." || name == ".." {
+            if name == b"." || name == b".." {
                 c.p.error(
                     2,
                     "PR_2_DUP_DOT",
-                    format!("{place} is duplicate '{name}' entry."),
+                    format!(
+                        "{} is duplicate '{}' entry.",
+                        place(),
+                        String::from_utf8_lossy(name)
+                    ),
                 );
                 return;
             }
@@ -280,21 +288,22 @@ fn entry(
             2,
             "PR_2_BAD_INO",
             format!(
-                "{place} has bad inode #: {target}. (block #{}, offset {off})",
+                "{} has bad inode #: {target}. (block #{}, offset {off})",
+                place(),
                 b.lblk
             ),
         );
         return;
     }
     if slot > 1 && target == dir {
-        c.p.error(2, "PR_2_LINK_DOT", format!("{place} is a link to '.'"));
+        c.p.error(2, "PR_2_LINK_DOT", format!("{} is a link to '.'", place()));
         return;
     }
-    if slot > 1 && (name.contains('/') || name.contains('\0') || name.is_empty()) {
+    if slot > 1 && (name.contains(&b'/') || name.contains(&0) || name.is_empty()) {
         c.p.error(
             2,
             "PR_2_BAD_NAME",
-            format!("{place} has illegal characters in its name."),
+            format!("{} has illegal characters in its name.", place()),
         );
     }
     let Some(t) = c.inode_idx(target) else {
@@ -302,7 +311,8 @@ fn entry(
             2,
             "PR_2_UNUSED_INODE",
             format!(
-                "{place} has deleted/unused inode {target}.  (block #{}, offset {off})",
+                "{} has deleted/unused inode {target}.  (block #{}, offset {off})",
+                place(),
                 b.lblk
             ),
         );
@@ -317,7 +327,7 @@ fn entry(
                     c.p.error(
                         2,
                         "PR_2_LINK_DIR",
-                        format!("{place} is a link to directory ??? ({target})."),
+                        format!("{} is a link to directory ??? ({target}).", place()),
                     );
                     return;
                 }
@@ -328,7 +338,7 @@ fn entry(
     c.inodes[t].counted = c.inodes[t].counted.saturating_add(1);
 }
 
-fn check_filetype(c: &mut Ctx, place: &str, ftype: u8, kind: FileKind) {
+fn check_filetype(c: &mut Ctx, place: &dyn Fn() -> String, ftype: u8, kind: FileKind) {
     let should = file_type_from_mode(match kind {
         FileKind::Regular => 0o100000,
         FileKind::Directory => 0o040000,
@@ -344,7 +354,7 @@ fn check_filetype(c: &mut Ctx, place: &str, ftype: u8, kind: FileKind) {
             c.p.error(
                 2,
                 "PR_2_CLEAR_FILETYPE",
-                format!("{place} has filetype set."),
+                format!("{} has filetype set.", place()),
             );
         }
         return;
@@ -353,13 +363,16 @@ fn check_filetype(c: &mut Ctx, place: &str, ftype: u8, kind: FileKind) {
         c.p.harmless(
             2,
             "PR_2_SET_FILETYPE",
-            format!("Setting filetype for {place} to {should}."),
+            format!("Setting filetype for {} to {should}.", place()),
         );
     } else if ftype != should {
         c.p.error(
             2,
             "PR_2_BAD_FILETYPE",
-            format!("{place} has an incorrect filetype (was {ftype}, should be {should})."),
+            format!(
+                "{} has an incorrect filetype (was {ftype}, should be {should}).",
+                place()
+            ),
         );
     }
 }
@@ -386,7 +399,6 @@ fn inline_dirs(c: &mut Ctx) {
             lblk: 0,
         };
         for (slot, e) in entries.iter().enumerate() {
-            let name = e.name_lossy();
             let t = match e.kind {
                 FileKind::Directory => ft::DIR,
                 FileKind::Regular => ft::REG_FILE,
@@ -397,7 +409,7 @@ fn inline_dirs(c: &mut Ctx) {
                 FileKind::Socket => ft::SOCK,
                 _ => ft::UNKNOWN,
             };
-            entry(c, d, slot, &b, &name, e.ino.0, t, 0);
+            entry(c, d, slot, &b, &e.name, e.ino.0, t, 0);
         }
     }
 }
