@@ -170,6 +170,11 @@ fn finish_superblock(l: &mut Layout, p: &Params) {
             sb.s_checksum_seed.set(fs_csum_seed(&p.uuid));
         }
     }
+    if sb.has_incompat(Incompat::ENCRYPT) {
+        // mke2fs records the default policy: AES-256-XTS for contents,
+        // AES-256-CTS for names.
+        sb.s_encrypt_algos = [1, 4, 0, 0];
+    }
     let f = sb.features();
     if f.incompat.contains(Incompat::FLEX_BG)
         || f.ro_compat.intersects(
@@ -260,19 +265,23 @@ fn write_objects(
     set_data_map(&mut li, &lpf, extents);
     inodes.push((11, li));
     for (i, b) in lpf.iter().enumerate() {
-        let entries: &[Entry<'_>] = if i == 0 {
-            &[
-                Entry {
-                    ino: 11,
-                    name: b".",
-                },
-                Entry {
-                    ino: 2,
-                    name: b"..",
-                },
-            ]
-        } else {
-            &[]
+        let dots = [
+            Entry {
+                ino: 11,
+                name: b".",
+            },
+            Entry {
+                ino: 2,
+                name: b"..",
+            },
+            // Moving inline entries out of the inode leaves ".." at its
+            // minimal length and an unused entry over the rest.
+            Entry { ino: 0, name: b"" },
+        ];
+        let entries: &[Entry<'_>] = match i {
+            0 if inline => &dots,
+            0 => &dots[..2],
+            _ => &[],
         };
         w.write(
             b * bs as u64,
@@ -500,6 +509,12 @@ fn write_super_and_gdt(w: &mut RunWriter<'_>, l: &mut Layout, descs: &[GroupDesc
         if let Some(sblk) = m.super_block {
             let mut sb = l.sb.clone();
             sb.s_block_group_nr.set(g.min(65535) as u16);
+            if g != 0 {
+                // ext2fs_flush writes the backups with the valid bit clear
+                // (only the primary says the filesystem was cleanly made).
+                let st = sb.s_state.get() & !ext4r_format::superblock::STATE_VALID;
+                sb.s_state.set(st);
+            }
             sb.update_checksum();
             let bytes = sb.to_bytes().to_vec();
             if g == 0 {
