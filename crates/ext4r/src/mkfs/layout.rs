@@ -116,6 +116,8 @@ impl Layout {
         sb.set_mkfs_time(p.now);
         sb.set_lastcheck(p.now);
         sb.s_creator_os.set(p.creator_os);
+        sb.s_encoding.set(p.encoding.0);
+        sb.s_encoding_flags.set(p.encoding.1);
         let inode_size = u64::from(if p.rev_level >= 1 { p.inode_size } else { 128 });
 
         let max_bpg: u64 = if bigalloc {
