@@ -233,7 +233,14 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
     }
     // Journal.
     if let Some(jblocks) = p.journal_blocks {
-        let goal = l.journal_goal();
+        // packed_meta_blocks sets mke2fs's journal location to block 0: the
+        // journal follows the packed tables instead of going to the middle.
+        // (A block-mapped journal ignores the goal either way.)
+        let goal = if p.packed_meta_blocks {
+            0
+        } else {
+            l.journal_goal()
+        };
         let place = if extents {
             l.fallocate_extents(goal, jblocks)?
         } else {
