@@ -405,22 +405,23 @@ impl MkfsOptions {
 
         let encoding = resolve_encoding(&mut features, &self.extended)?;
         let bigalloc = features.ro_compat.contains(RoCompat::BIGALLOC);
-        if bigalloc {
-            // The cluster-granular allocation is not finished: refuse rather
-            // than write a filesystem e2fsck would reject.
-            return Err(bad(
-                "the bigalloc feature is not supported by mkfs.ext4r yet",
-            ));
+        if let Some(cs) = self.cluster_size {
+            // mke2fs's -C check: above 1 KiB, at most 512 MiB.
+            if cs <= 1024 || cs > 1 << 29 {
+                return Err(bad(format!("invalid cluster size - {cs}")));
+            }
         }
         let mut log_cluster_size = log_block_size;
         if bigalloc {
+            // The stock profile has no cluster_size: 16 blocks. Any size
+            // is taken down to a power of two, as for -b.
             let cs = self.cluster_size.unwrap_or(blocksize * 16);
-            if !cs.is_power_of_two() || cs < blocksize {
+            log_cluster_size = log2(u64::from(cs >> 10));
+            if log_cluster_size < log_block_size {
                 return Err(bad(
                     "The cluster size may not be smaller than the block size.",
                 ));
             }
-            log_cluster_size = log2(u64::from(cs >> 10));
         } else if self.cluster_size.is_some() {
             return Err(bad(
                 "specifying a cluster size requires the bigalloc feature",
@@ -792,6 +793,22 @@ mod tests {
             [1, 0x23]
         );
         assert!(parse_uuid("xyz").is_none());
+    }
+
+    #[test]
+    fn bigalloc_cluster_sizes_as_mke2fs_takes_them() {
+        let mut o = opts(1 << 30);
+        o.features.push("bigalloc".into());
+        assert_eq!(o.resolve().unwrap().log_cluster_size, 6); // 16 blocks
+        o.cluster_size = Some(100_000);
+        assert_eq!(o.resolve().unwrap().log_cluster_size, 6); // down to 64K
+        o.cluster_size = Some(2048);
+        assert!(o.resolve().is_err()); // below the block size
+        o.cluster_size = Some(1024);
+        assert!(o.resolve().is_err());
+        o.features.push("^bigalloc".into());
+        o.cluster_size = Some(65536);
+        assert!(o.resolve().is_err()); // -C needs bigalloc
     }
 
     #[test]

@@ -209,6 +209,11 @@ fn write_objects(
     let extents = l.sb.has_incompat(Incompat::EXTENTS);
     let dir_csum = |ino: u32| metadata_csum.then_some((seed, ino));
     let sectors = |blocks: u64| blocks * (bs as u64 / 512);
+    // i_blocks counts whole clusters: libext2fs adds a cluster's worth per
+    // allocation call, even where (the resize inode) that call took a
+    // single block of an already used cluster.
+    let ratio = l.geo.cluster_ratio();
+    let cluster_sectors = |clusters: u64| sectors(clusters * ratio);
     let mut inodes: Vec<(u32, InodeBuf)> = Vec::new();
 
     // Reserved inodes: zero with checksums under metadata_csum; the bad
@@ -230,7 +235,7 @@ fn write_objects(
     let mut root = InodeBuf::new_file(isz, 0o040755, 3, now);
     root.set_owner(p.root_owner.0, p.root_owner.1);
     root.set_size(bs as u64);
-    root.set_sectors(sectors(1));
+    root.set_sectors(cluster_sectors(1));
     set_data_map(&mut root, &[root_blk], extents);
     inodes.push((2, root));
     w.write(
@@ -261,7 +266,7 @@ fn write_objects(
         li.bytes[160..164].copy_from_slice(&0xEA02_0000u32.to_le_bytes());
     }
     li.set_size(lpf.len() as u64 * bs as u64);
-    li.set_sectors(sectors(lpf.len() as u64));
+    li.set_sectors(cluster_sectors(l.lost_found_clusters));
     set_data_map(&mut li, &lpf, extents);
     inodes.push((11, li));
     for (i, b) in lpf.iter().enumerate() {
@@ -320,7 +325,7 @@ fn write_objects(
         w.write(dind * bs as u64, dind_buf)?;
         let mut ri = InodeBuf::new_file(isz, 0o100600, 1, now);
         ri.set_size((apb * apb + apb + 12) * bs as u64);
-        ri.set_sectors(sectors(total));
+        ri.set_sectors(cluster_sectors(total));
         let mut ib = [0u8; 60];
         ib[13 * 4..14 * 4].copy_from_slice(&(dind as u32).to_le_bytes());
         ri.set_i_block(&ib);
@@ -354,7 +359,8 @@ fn write_objects(
             }
         } else {
             ji.set_flags(EXTENTS_FL);
-            ji.set_sectors(sectors(j.blocks + u64::from(j.leaf.is_some())));
+            let clusters: u64 = j.extents.iter().map(|e| e.2.div_ceil(ratio)).sum();
+            ji.set_sectors(cluster_sectors(clusters + u64::from(j.leaf.is_some())));
             ji.set_i_block(&objects::extent_root(&j.extents, j.leaf));
             if let Some(leaf) = j.leaf {
                 w.write(
@@ -397,8 +403,14 @@ fn write_objects(
         // over the slots seeded with inode, generation and block number).
         let per_ob = (bs - 8) / 4;
         let mut count = 0u64;
+        let mut clusters = 0u64;
+        let mut prev: Option<u64> = None;
         for &(_, start, n) in &runs {
             for b in start..start + n {
+                if prev.is_none_or(|p| !l.same_cluster(p, b)) {
+                    clusters += 1;
+                }
+                prev = Some(b);
                 let mut buf = vec![0u8; bs];
                 buf[bs - 8..bs - 4].copy_from_slice(&0x0B10_CA04u32.to_le_bytes());
                 if metadata_csum {
@@ -414,7 +426,7 @@ fn write_objects(
         }
         let mut oi = InodeBuf::new_file(isz, 0o100600, 1, now);
         oi.set_size(count * bs as u64);
-        oi.set_sectors(sectors(count));
+        oi.set_sectors(cluster_sectors(clusters));
         if extents {
             oi.set_flags(EXTENTS_FL);
             oi.set_i_block(&objects::extent_root(&runs, None));
