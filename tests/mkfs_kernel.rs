@@ -21,6 +21,11 @@ const CONFIGS: &[(&str, &str)] = &[
     ("128M", "-t ext3"),
     ("128M", "-t ext2"),
     ("4G", "-t ext4"),
+    ("1G", "-t ext4 -O bigalloc"),
+    ("512M", "-t ext4 -O bigalloc -C 16384"),
+    ("512M", "-t ext4 -b 1024 -O bigalloc -C 16384"),
+    ("1G", "-t ext4 -E packed_meta_blocks=1"),
+    ("256M", "-t ext4 -O encrypt"),
 ];
 
 fn fnv(data: &[u8]) -> u64 {

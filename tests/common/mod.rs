@@ -87,7 +87,23 @@ pub fn ours_cmd() -> Command {
     }
 }
 
-pub fn make_image(mut cmd: Command, args: &[&str], img: &Path, size: &str) -> Result<(), String> {
+pub fn make_image(cmd: Command, args: &[&str], img: &Path, size: &str) -> Result<(), String> {
+    let (rc, out) = try_make_image(cmd, args, img, size)?;
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(out)
+    }
+}
+
+/// Runs a mkfs command on a fresh sparse image of `size`: its exit code
+/// and (with the command line) its output.
+pub fn try_make_image(
+    mut cmd: Command,
+    args: &[&str],
+    img: &Path,
+    size: &str,
+) -> Result<(i32, String), String> {
     let _ = std::fs::remove_file(img);
     let t = run(Command::new("truncate").args(["-s", size]).arg(img));
     if !t.status.success() {
@@ -98,15 +114,15 @@ pub fn make_image(mut cmd: Command, args: &[&str], img: &Path, size: &str) -> Re
         .args(with_identity(args))
         .arg(img);
     let o = run(&mut cmd);
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd:?} failed: {}{}",
+    Ok((
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{cmd:?} exit {:?}: {}{}",
+            o.status.code(),
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
-        ))
-    }
+        ),
+    ))
 }
 
 /// `e2fsck -fn`: exit code and output.
@@ -238,4 +254,102 @@ impl Drop for LoopMount {
         let _ = self.umount();
         let _ = Command::new("losetup").arg("-d").arg(&self.dev).output();
     }
+}
+
+/// Where two images differ, byte for byte, except the fields mke2fs
+/// cannot be matched on: in each superblock copy (a 1 KiB chunk with the
+/// ext2 magic in both images) the lifetime-writes counter
+/// (`s_kbytes_written`, 0x178) and the checksum (0x3FC). Only the ranges
+/// holding data in either file are read (holes read as zeros), so sparse
+/// terabyte images cost what their metadata costs. Returns the number of
+/// differing bytes and the first few offsets.
+pub fn image_diffs(a: &Path, b: &Path, keep: usize) -> Result<(u64, Vec<u64>), String> {
+    use std::os::unix::fs::FileExt;
+    let fa = std::fs::File::open(a).map_err(|e| format!("{}: {e}", a.display()))?;
+    let fb = std::fs::File::open(b).map_err(|e| format!("{}: {e}", b.display()))?;
+    let len = fa
+        .metadata()
+        .map_err(|e| e.to_string())?
+        .len()
+        .max(fb.metadata().map_err(|e| e.to_string())?.len());
+    let mut segs = data_segments(&fa, len);
+    segs.extend(data_segments(&fb, len));
+    segs.sort_unstable();
+    // Merge, widened to whole KiB so that superblock chunks are whole.
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (s, e) in segs {
+        let (s, e) = (s & !1023, (e + 1023) & !1023);
+        match merged.last_mut() {
+            Some((_, le)) if s <= *le => *le = (*le).max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    let read = |f: &std::fs::File, off: u64, buf: &mut [u8]| {
+        buf.fill(0);
+        let mut done = 0;
+        while done < buf.len() {
+            match f.read_at(&mut buf[done..], off + done as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => done += n,
+            }
+        }
+    };
+    const CHUNK: usize = 1 << 20;
+    let (mut ba, mut bb) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
+    let mut count = 0u64;
+    let mut first = Vec::new();
+    for (s, e) in merged {
+        let mut off = s;
+        while off < e.min(len) {
+            let n = ((e.min(len) - off) as usize).min(CHUNK);
+            read(&fa, off, &mut ba[..n]);
+            read(&fb, off, &mut bb[..n]);
+            if ba[..n] != bb[..n] {
+                for k in (0..n).step_by(1024) {
+                    let end = (k + 1024).min(n);
+                    let (x, y) = (&mut ba[k..end], &mut bb[k..end]);
+                    if x == y {
+                        continue;
+                    }
+                    let magic = |c: &[u8]| c.len() == 1024 && c[0x38] == 0x53 && c[0x39] == 0xEF;
+                    if magic(x) && magic(y) {
+                        for c in [&mut *x, &mut *y] {
+                            c[0x178..0x180].fill(0);
+                            c[0x3FC..0x400].fill(0);
+                        }
+                    }
+                    for (i, (p, q)) in x.iter().zip(y.iter()).enumerate() {
+                        if p != q {
+                            count += 1;
+                            if first.len() < keep {
+                                first.push(off + (k + i) as u64);
+                            }
+                        }
+                    }
+                }
+            }
+            off += n as u64;
+        }
+    }
+    Ok((count, first))
+}
+
+/// `[start, end)` ranges of a file that hold data (SEEK_DATA/SEEK_HOLE);
+/// the whole file when the filesystem cannot tell.
+fn data_segments(f: &std::fs::File, len: u64) -> Vec<(u64, u64)> {
+    use rustix::fs::{seek, SeekFrom};
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < len {
+        let Ok(s) = seek(f, SeekFrom::Data(off)) else {
+            break;
+        };
+        let e = seek(f, SeekFrom::Hole(s)).unwrap_or(len);
+        if e <= s {
+            return vec![(0, len)];
+        }
+        out.push((s, e));
+        off = e;
+    }
+    out
 }

@@ -165,6 +165,10 @@ fn parse_extended(list: &[String], ext: &mut Extended) -> Result<()> {
             "num_backup_sb" => ext.num_backup_sb = Some(num(v)? as u32),
             "resize" => ext.resize = Some(num(v)?),
             "orphan_file_size" => ext.orphan_file_size = Some(parse_size(v.unwrap_or(""), 1024)?),
+            "encoding" => ext.encoding = Some(v.context("'encoding' needs a value")?.into()),
+            "encoding_flags" => {
+                ext.encoding_flags = Some(v.context("'encoding_flags' needs a value")?.into())
+            }
             "root_owner" => {
                 ext.root_owner = Some(match v {
                     None => (
@@ -187,7 +191,8 @@ fn parse_extended(list: &[String], ext: &mut Extended) -> Result<()> {
                 "Bad option(s) specified: {k}\n\nExtended options are separated by commas: \
                  stride, stripe_width, resize, lazy_itable_init, lazy_journal_init, \
                  assume_storage_prezeroed, root_owner, test_fs, discard, nodiscard, \
-                 num_backup_sb, packed_meta_blocks, hash_seed, orphan_file_size"
+                 num_backup_sb, packed_meta_blocks, hash_seed, orphan_file_size, \
+                 encoding, encoding_flags"
             ),
         }
     }
@@ -242,7 +247,9 @@ fn run(a: Args) -> Result<()> {
         .as_deref()
         .map(|s| parse_size(s, 1))
         .transpose()?;
-    let unit = block_size.unwrap_or(1024);
+    // A block count is in blocks of the size mke2fs will use: the power of
+    // two at or below -b.
+    let unit = block_size.map_or(1024, |b| 1024u64 << (63 - (b >> 10).max(1).leading_zeros()));
     let size_arg = a.size.as_deref().map(|s| parse_size(s, unit)).transpose()?;
     let journal_size_mib = if let Some(j) = &a.journal {
         let mut size = Some(0);

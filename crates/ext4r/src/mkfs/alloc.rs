@@ -30,6 +30,18 @@ impl UsedBlocks {
         }
     }
 
+    /// `ext2fs_convert_subcluster_bitmap`: from here on the map has one
+    /// bit per cluster of `cluster_ratio` blocks, so a cluster holding any
+    /// used block is used as a whole. mke2fs places the group tables on a
+    /// block-granular map and converts it before allocating files.
+    pub(crate) fn set_granularity(&mut self, cluster_ratio: u64) {
+        let old = std::mem::take(&mut self.runs);
+        self.cluster_mask = cluster_ratio - 1;
+        for (s, e) in old {
+            self.mark(s, e - s);
+        }
+    }
+
     /// Marks `[start, start+len)` used (whole clusters with bigalloc).
     pub(crate) fn mark(&mut self, start: u64, len: u64) {
         if len == 0 {
@@ -235,5 +247,17 @@ mod tests {
         u.mark(10, 10);
         assert_eq!(u.new_range(5, 20), Some((5, 5)));
         assert_eq!(u.new_range(12, 200), Some((20, 80)));
+    }
+
+    #[test]
+    fn converting_to_clusters_rounds_runs_out() {
+        let mut u = UsedBlocks::new(0, 1000, 1);
+        u.mark(9, 1);
+        u.mark(25, 1);
+        u.mark(41, 30);
+        u.set_granularity(16);
+        assert_eq!(u.runs_in(0, 999).collect::<Vec<_>>(), [(0, 80)]);
+        assert_eq!(u.new_block(3), Some(80));
+        assert_eq!(u.get_free_blocks(81, 0, 16), Some(80));
     }
 }

@@ -31,6 +31,11 @@ pub(crate) struct GroupInfo {
     pub itable_unused: u32,
     pub free_inodes: u32,
     pub used_dirs: u32,
+    /// `bg_free_blocks_count` as libext2fs keeps it while mke2fs works:
+    /// started from ext2fs_reserve_super_and_bgd and lowered by each
+    /// allocation's stats call. With bigalloc these mix blocks and
+    /// clusters, and the journal's group is chosen by them.
+    pub stats_free: i64,
 }
 
 /// Where the journal's blocks went.
@@ -62,6 +67,9 @@ pub(crate) struct Layout {
     pub used: UsedBlocks,
     pub root: DirPlace,
     pub lost_found: DirPlace,
+    /// Clusters allocated for lost+found (its blocks share clusters with
+    /// bigalloc).
+    pub lost_found_clusters: u64,
     /// The resize inode's double-indirect block.
     pub resize_dind: Option<u64>,
     pub journal: Option<JournalPlace>,
@@ -116,6 +124,8 @@ impl Layout {
         sb.set_mkfs_time(p.now);
         sb.set_lastcheck(p.now);
         sb.s_creator_os.set(p.creator_os);
+        sb.s_encoding.set(p.encoding.0);
+        sb.s_encoding_flags.set(p.encoding.1);
         let inode_size = u64::from(if p.rev_level >= 1 { p.inode_size } else { 128 });
 
         let max_bpg: u64 = if bigalloc {
@@ -339,7 +349,9 @@ impl Layout {
             }
             g.free_inodes = ipg;
         }
-        let mut used = UsedBlocks::new(first_data_block, blocks_count, 1 << cluster_bits);
+        // Block-granular until the group tables are placed (mke2fs's
+        // subcluster bitmap); see `Layout::convert_to_cluster_map`.
+        let mut used = UsedBlocks::new(first_data_block, blocks_count, 1);
         for g in 0..group_count {
             let m = geo.group_meta(g);
             if let Some(s) = m.super_block {
@@ -366,6 +378,7 @@ impl Layout {
             if p.log_groups_per_flex != 0 {
                 n += 2 + u64::from(inode_blocks_per_group);
             }
+            groups[g as usize].stats_free = n as i64;
             free += n;
         }
         sb.set_free_blocks_count(free & !cluster_mask);
@@ -376,6 +389,7 @@ impl Layout {
             used,
             root: DirPlace::default(),
             lost_found: DirPlace::default(),
+            lost_found_clusters: 0,
             resize_dind: None,
             journal: None,
             inodes_used: Vec::new(),
@@ -392,20 +406,39 @@ impl Layout {
         }
     }
 
-    /// Marks metadata placed by the flex_bg allocator: the group it lands in
-    /// is no longer computable from its own layout alone.
-    fn mark_flex(&mut self, start: u64, len: u64) {
+    /// `ext2fs_block_alloc_stats_range(+1)`: marks the range and, per
+    /// group it touches, clears BLOCK_UNINIT and takes the blocks (counted
+    /// in clusters, rounding down) from the group's free count. The
+    /// flex_bg placement of inode tables keeps the same books.
+    fn mark_data(&mut self, start: u64, len: u64) {
         self.used.mark(start, len);
-        let first = self.geo.group_of_block(start);
-        let last = self.geo.group_of_block(start + len - 1);
-        for g in first..=last {
-            self.groups[g as usize].flags &= !BG_BLOCK_UNINIT;
+        let ratio = self.geo.cluster_ratio();
+        let mut b = start;
+        let end = start + len;
+        while b < end {
+            let g = self.geo.group_of_block(b);
+            let n = (self.geo.group_last_block(g) + 1).min(end) - b;
+            let gi = &mut self.groups[g as usize];
+            gi.flags &= !BG_BLOCK_UNINIT;
+            gi.stats_free -= (n / ratio) as i64;
+            b += n;
         }
     }
 
-    /// Marks a data allocation (which always clears BLOCK_UNINIT).
-    fn mark_data(&mut self, start: u64, len: u64) {
-        self.mark_flex(start, len);
+    /// One block taken with a single stats call (`ext2fs_block_alloc_stats2`
+    /// or a flex_bg bitmap): the group loses one from its free count,
+    /// whatever the cluster size.
+    fn mark_one(&mut self, b: u64) {
+        self.used.mark(b, 1);
+        let gi = &mut self.groups[self.geo.group_of_block(b) as usize];
+        gi.flags &= !BG_BLOCK_UNINIT;
+        gi.stats_free -= 1;
+    }
+
+    /// `ext2fs_convert_subcluster_bitmap`: after the group tables are
+    /// placed, allocation works on whole clusters.
+    pub(crate) fn convert_to_cluster_map(&mut self) {
+        self.used.set_granularity(self.geo.cluster_ratio());
     }
 
     /// `flexbg_offset` of alloc_tables.c.
@@ -491,7 +524,7 @@ impl Layout {
                 .or_else(|| self.used.get_free_blocks(group_blk, last_blk, 1))
                 .ok_or_else(|| bad("no room for a block bitmap"))?;
             if flexbg_size != 0 {
-                self.mark_flex(b, 1);
+                self.mark_one(b);
             } else {
                 self.used.mark(b, 1);
             }
@@ -512,7 +545,7 @@ impl Layout {
                 .or_else(|| self.used.get_free_blocks(group_blk, last_blk, 1))
                 .ok_or_else(|| bad("no room for an inode bitmap"))?;
             if flexbg_size != 0 {
-                self.mark_flex(b, 1);
+                self.mark_one(b);
             } else {
                 self.used.mark(b, 1);
             }
@@ -532,7 +565,7 @@ impl Layout {
                 .get_free_blocks(group_blk, last_blk, ibpg)
                 .ok_or_else(|| bad("no room for an inode table"))?;
             if flexbg_size != 0 {
-                self.mark_flex(b, ibpg);
+                self.mark_data(b, ibpg);
             } else {
                 self.used.mark(b, ibpg);
             }
@@ -574,8 +607,13 @@ impl Layout {
             .used
             .new_block(goal)
             .ok_or_else(|| bad("filesystem full while creating metadata"))?;
-        self.mark_data(b, 1);
+        self.mark_one(b);
         Ok(b)
+    }
+
+    /// Whether two blocks lie in the same cluster.
+    pub(crate) fn same_cluster(&self, a: u64, b: u64) -> bool {
+        a >> self.geo.cluster_bits == b >> self.geo.cluster_bits
     }
 
     /// `ext2fs_find_inode_goal` for an inode without blocks: the first
@@ -616,11 +654,22 @@ impl Layout {
         self.sb.has_ro_compat(RoCompat::GDT_CSUM) || self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
     }
 
-    /// Free blocks of a group right now (in blocks).
-    pub(crate) fn group_free_blocks(&self, g: u32) -> u64 {
+    /// A group's free count as mke2fs's journal placement reads it. Without
+    /// bigalloc that is simply its free blocks; with bigalloc it is the
+    /// running count libext2fs keeps, which is in neither unit.
+    pub(crate) fn group_free_blocks(&self, g: u32) -> i64 {
+        if self.geo.cluster_bits > 0 {
+            // Stored in the descriptor's 16 or 32 bits, so it wraps.
+            let v = self.groups[g as usize].stats_free;
+            return if self.geo.desc_size >= 64 {
+                i64::from(v as u32)
+            } else {
+                i64::from(v as u16)
+            };
+        }
         let first = self.geo.group_first_block(g);
         let last = self.geo.group_last_block(g);
-        (last - first + 1) - self.used.count_used(first, last)
+        ((last - first + 1) - self.used.count_used(first, last)) as i64
     }
 
     /// Inode-table zeroing and the ITABLE_ZEROED flag, as

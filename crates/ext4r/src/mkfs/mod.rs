@@ -151,6 +151,7 @@ fn build_with(mut p: params::Params, itable_zeroed: bool) -> Result<(Layout, par
     } else {
         layout.allocate_tables(p.raid_stride)?;
     }
+    layout.convert_to_cluster_map();
     let overhead = layout
         .used
         .count_used(layout.geo.first_data_block, layout.geo.blocks_count - 1)
@@ -204,14 +205,22 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
         // moves the inline entries into a block.
         count = count.saturating_sub(1).max(1);
     }
-    let mut blocks = Vec::new();
-    let mut goal = l.inode_goal(11);
+    // ext2fs_expand_dir: a block in the cluster of the previous one is
+    // taken without allocating (bigalloc).
+    let mut blocks: Vec<u64> = Vec::new();
+    let mut clusters = 0;
     for _ in 0..count {
-        let b = l.new_block(goal)?;
+        let b = match blocks.last() {
+            Some(&prev) if l.same_cluster(prev, prev + 1) => prev + 1,
+            last => {
+                clusters += 1;
+                l.new_block(last.map_or_else(|| l.inode_goal(11), |&p| p + 1))?
+            }
+        };
         blocks.push(b);
-        goal = b + 1;
     }
     l.lost_found = DirPlace { blocks };
+    l.lost_found_clusters = clusters;
     // Reserved inodes, then the bad-block inode.
     for ino in 3..11 {
         l.alloc_inode(ino, false);
@@ -233,7 +242,14 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
     }
     // Journal.
     if let Some(jblocks) = p.journal_blocks {
-        let goal = l.journal_goal();
+        // packed_meta_blocks sets mke2fs's journal location to block 0: the
+        // journal follows the packed tables instead of going to the middle.
+        // (A block-mapped journal ignores the goal either way.)
+        let goal = if p.packed_meta_blocks {
+            0
+        } else {
+            l.journal_goal()
+        };
         let place = if extents {
             l.fallocate_extents(goal, jblocks)?
         } else {
@@ -271,7 +287,13 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
         let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         let mut last = 0;
         for lblk in 0..blocks {
-            let b = l.new_block(last)?;
+            // With bigalloc the rest of the last block's cluster is used
+            // first, without a new allocation.
+            let b = if lblk != 0 && l.same_cluster(last, last + 1) {
+                last + 1
+            } else {
+                l.new_block(last)?
+            };
             match runs.last_mut() {
                 Some((_, s, n)) if *s + *n == b && *n < 32768 => *n += 1,
                 _ => runs.push((lblk, b, 1)),

@@ -130,6 +130,13 @@ pub(crate) fn extent_root(extents: &[(u64, u64, u64)], leaf: Option<u64>) -> [u8
             }
         }
         Some(l) => {
+            // libext2fs splits a full root by copying it to the new leaf
+            // and rewriting only the header and the first slot: slots 1-3
+            // keep the second to fourth extents. mke2fs's journal inode
+            // carries them, so ours does too.
+            for (i, e) in extents.iter().enumerate().take(4).skip(1) {
+                put_extent(&mut b[12 + 12 * i..], *e);
+            }
             put16(&mut b, 2, 1);
             put16(&mut b, 6, 1);
             // ei_block 0, ei_leaf_lo, ei_leaf_hi.

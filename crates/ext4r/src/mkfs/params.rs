@@ -85,6 +85,11 @@ pub struct Extended {
     pub orphan_file_size: Option<u64>,
     /// Assume the device reads back zeros.
     pub assume_storage_prezeroed: bool,
+    /// Filename encoding for casefolded directories (`utf8`, `utf8-12.1`);
+    /// setting it turns on the casefold feature, as with mke2fs.
+    pub encoding: Option<String>,
+    /// Encoding flags: `strict` or `nostrict`, joined with `-`.
+    pub encoding_flags: Option<String>,
 }
 
 /// The resolved numbers the layout is built from.
@@ -125,6 +130,8 @@ pub(crate) struct Params {
     pub fs_type: String,
     pub usage_types: Vec<String>,
     pub assume_prezeroed: bool,
+    /// `s_encoding` and `s_encoding_flags` (casefold).
+    pub encoding: (u16, u16),
 }
 
 /// The stock mke2fs.conf of e2fsprogs 1.47, as data.
@@ -254,12 +261,16 @@ impl MkfsOptions {
             return Err(bad(format!("unknown filesystem type '{fs_type}'")));
         }
         // Sizes are in 1 KiB units until the block size is known.
-        if let Some(b) = self.block_size {
-            if !(1024..=65536).contains(&b) || !b.is_power_of_two() {
+        // mke2fs takes any -b within 1 KiB..64 KiB and uses the power of
+        // two at or below it.
+        let req_block_size = match self.block_size {
+            Some(b) if !(1024..=65536).contains(&b) => {
                 return Err(bad(format!("invalid block size - {b}")));
             }
-        }
-        let size_units: u64 = u64::from(self.block_size.unwrap_or(1024));
+            Some(b) => Some(1024u32 << log2(u64::from(b >> 10))),
+            None => None,
+        };
+        let size_units: u64 = u64::from(req_block_size.unwrap_or(1024));
         let mut fs_blocks = self.size_bytes / size_units;
         let meg = (1024 * 1024) / size_units;
         let size_type = if fs_blocks < 3 * meg {
@@ -342,7 +353,7 @@ impl MkfsOptions {
 
         // Block size.
         let mut blocksize: u32;
-        if let Some(b) = self.block_size {
+        if let Some(b) = req_block_size {
             blocksize = b;
             if b < self.sector_size {
                 return Err(bad("while setting blocksize; too small for device"));
@@ -392,30 +403,25 @@ impl MkfsOptions {
             )));
         }
 
-        if features.incompat.contains(Incompat::CASEFOLD) {
-            // The encoding fields (s_encoding, s_encoding_flags) are not
-            // written yet; an image without them fails e2fsck.
-            return Err(bad(
-                "the casefold feature is not supported by mkfs.ext4r yet",
-            ));
-        }
+        let encoding = resolve_encoding(&mut features, &self.extended)?;
         let bigalloc = features.ro_compat.contains(RoCompat::BIGALLOC);
-        if bigalloc {
-            // The cluster-granular allocation is not finished: refuse rather
-            // than write a filesystem e2fsck would reject.
-            return Err(bad(
-                "the bigalloc feature is not supported by mkfs.ext4r yet",
-            ));
+        if let Some(cs) = self.cluster_size {
+            // mke2fs's -C check: above 1 KiB, at most 512 MiB.
+            if cs <= 1024 || cs > 1 << 29 {
+                return Err(bad(format!("invalid cluster size - {cs}")));
+            }
         }
         let mut log_cluster_size = log_block_size;
         if bigalloc {
+            // The stock profile has no cluster_size: 16 blocks. Any size
+            // is taken down to a power of two, as for -b.
             let cs = self.cluster_size.unwrap_or(blocksize * 16);
-            if !cs.is_power_of_two() || cs < blocksize {
+            log_cluster_size = log2(u64::from(cs >> 10));
+            if log_cluster_size < log_block_size {
                 return Err(bad(
                     "The cluster size may not be smaller than the block size.",
                 ));
             }
-            log_cluster_size = log2(u64::from(cs >> 10));
         } else if self.cluster_size.is_some() {
             return Err(bad(
                 "specifying a cluster size requires the bigalloc feature",
@@ -688,8 +694,46 @@ impl MkfsOptions {
             fs_type,
             usage_types: types,
             assume_prezeroed: ext.assume_storage_prezeroed,
+            encoding,
         })
     }
+}
+
+/// `EXT4_ENC_UTF8_12_1`, the only encoding there is.
+const ENC_UTF8_12_1: u16 = 1;
+/// `EXT4_ENC_STRICT_MODE_FL`: reject names that are not valid UTF-8.
+const ENC_STRICT_MODE_FL: u16 = 1;
+
+/// The casefold encoding fields, as mke2fs settles them: `-E encoding=`
+/// turns the feature on; with the feature the encoding defaults to utf8
+/// (the stock profile) with its default flags (none), and
+/// `-E encoding_flags=` edits those; flags without the feature are refused.
+fn resolve_encoding(features: &mut Features, ext: &Extended) -> Result<(u16, u16)> {
+    if let Some(e) = &ext.encoding {
+        if !matches!(e.as_str(), "utf8" | "utf8-12.1") {
+            return Err(bad(format!("Invalid encoding: {e}")));
+        }
+        features.incompat.insert(Incompat::CASEFOLD);
+    }
+    if !features.incompat.contains(Incompat::CASEFOLD) {
+        if ext.encoding_flags.is_some() {
+            return Err(bad(
+                "error: An encoding must be explicitly specified when passing encoding-flags",
+            ));
+        }
+        return Ok((0, 0));
+    }
+    let mut flags = 0u16;
+    if let Some(list) = &ext.encoding_flags {
+        for f in list.split('-').filter(|f| !f.is_empty()) {
+            match f {
+                "strict" => flags |= ENC_STRICT_MODE_FL,
+                "nostrict" => flags &= !ENC_STRICT_MODE_FL,
+                _ => return Err(bad(format!("error: Invalid encoding flag: {list}"))),
+            }
+        }
+    }
+    Ok((ENC_UTF8_12_1, flags))
 }
 
 /// Parses `01234567-89ab-cdef-0123-456789abcdef`.
@@ -749,6 +793,22 @@ mod tests {
             [1, 0x23]
         );
         assert!(parse_uuid("xyz").is_none());
+    }
+
+    #[test]
+    fn bigalloc_cluster_sizes_as_mke2fs_takes_them() {
+        let mut o = opts(1 << 30);
+        o.features.push("bigalloc".into());
+        assert_eq!(o.resolve().unwrap().log_cluster_size, 6); // 16 blocks
+        o.cluster_size = Some(100_000);
+        assert_eq!(o.resolve().unwrap().log_cluster_size, 6); // down to 64K
+        o.cluster_size = Some(2048);
+        assert!(o.resolve().is_err()); // below the block size
+        o.cluster_size = Some(1024);
+        assert!(o.resolve().is_err());
+        o.features.push("^bigalloc".into());
+        o.cluster_size = Some(65536);
+        assert!(o.resolve().is_err()); // -C needs bigalloc
     }
 
     #[test]

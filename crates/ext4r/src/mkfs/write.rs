@@ -170,6 +170,11 @@ fn finish_superblock(l: &mut Layout, p: &Params) {
             sb.s_checksum_seed.set(fs_csum_seed(&p.uuid));
         }
     }
+    if sb.has_incompat(Incompat::ENCRYPT) {
+        // mke2fs records the default policy: AES-256-XTS for contents,
+        // AES-256-CTS for names.
+        sb.s_encrypt_algos = [1, 4, 0, 0];
+    }
     let f = sb.features();
     if f.incompat.contains(Incompat::FLEX_BG)
         || f.ro_compat.intersects(
@@ -204,6 +209,11 @@ fn write_objects(
     let extents = l.sb.has_incompat(Incompat::EXTENTS);
     let dir_csum = |ino: u32| metadata_csum.then_some((seed, ino));
     let sectors = |blocks: u64| blocks * (bs as u64 / 512);
+    // i_blocks counts whole clusters: libext2fs adds a cluster's worth per
+    // allocation call, even where (the resize inode) that call took a
+    // single block of an already used cluster.
+    let ratio = l.geo.cluster_ratio();
+    let cluster_sectors = |clusters: u64| sectors(clusters * ratio);
     let mut inodes: Vec<(u32, InodeBuf)> = Vec::new();
 
     // Reserved inodes: zero with checksums under metadata_csum; the bad
@@ -225,7 +235,7 @@ fn write_objects(
     let mut root = InodeBuf::new_file(isz, 0o040755, 3, now);
     root.set_owner(p.root_owner.0, p.root_owner.1);
     root.set_size(bs as u64);
-    root.set_sectors(sectors(1));
+    root.set_sectors(cluster_sectors(1));
     set_data_map(&mut root, &[root_blk], extents);
     inodes.push((2, root));
     w.write(
@@ -256,23 +266,27 @@ fn write_objects(
         li.bytes[160..164].copy_from_slice(&0xEA02_0000u32.to_le_bytes());
     }
     li.set_size(lpf.len() as u64 * bs as u64);
-    li.set_sectors(sectors(lpf.len() as u64));
+    li.set_sectors(cluster_sectors(l.lost_found_clusters));
     set_data_map(&mut li, &lpf, extents);
     inodes.push((11, li));
     for (i, b) in lpf.iter().enumerate() {
-        let entries: &[Entry<'_>] = if i == 0 {
-            &[
-                Entry {
-                    ino: 11,
-                    name: b".",
-                },
-                Entry {
-                    ino: 2,
-                    name: b"..",
-                },
-            ]
-        } else {
-            &[]
+        let dots = [
+            Entry {
+                ino: 11,
+                name: b".",
+            },
+            Entry {
+                ino: 2,
+                name: b"..",
+            },
+            // Moving inline entries out of the inode leaves ".." at its
+            // minimal length and an unused entry over the rest.
+            Entry { ino: 0, name: b"" },
+        ];
+        let entries: &[Entry<'_>] = match i {
+            0 if inline => &dots,
+            0 => &dots[..2],
+            _ => &[],
         };
         w.write(
             b * bs as u64,
@@ -311,7 +325,7 @@ fn write_objects(
         w.write(dind * bs as u64, dind_buf)?;
         let mut ri = InodeBuf::new_file(isz, 0o100600, 1, now);
         ri.set_size((apb * apb + apb + 12) * bs as u64);
-        ri.set_sectors(sectors(total));
+        ri.set_sectors(cluster_sectors(total));
         let mut ib = [0u8; 60];
         ib[13 * 4..14 * 4].copy_from_slice(&(dind as u32).to_le_bytes());
         ri.set_i_block(&ib);
@@ -345,7 +359,8 @@ fn write_objects(
             }
         } else {
             ji.set_flags(EXTENTS_FL);
-            ji.set_sectors(sectors(j.blocks + u64::from(j.leaf.is_some())));
+            let clusters: u64 = j.extents.iter().map(|e| e.2.div_ceil(ratio)).sum();
+            ji.set_sectors(cluster_sectors(clusters + u64::from(j.leaf.is_some())));
             ji.set_i_block(&objects::extent_root(&j.extents, j.leaf));
             if let Some(leaf) = j.leaf {
                 w.write(
@@ -388,8 +403,14 @@ fn write_objects(
         // over the slots seeded with inode, generation and block number).
         let per_ob = (bs - 8) / 4;
         let mut count = 0u64;
+        let mut clusters = 0u64;
+        let mut prev: Option<u64> = None;
         for &(_, start, n) in &runs {
             for b in start..start + n {
+                if prev.is_none_or(|p| !l.same_cluster(p, b)) {
+                    clusters += 1;
+                }
+                prev = Some(b);
                 let mut buf = vec![0u8; bs];
                 buf[bs - 8..bs - 4].copy_from_slice(&0x0B10_CA04u32.to_le_bytes());
                 if metadata_csum {
@@ -405,7 +426,7 @@ fn write_objects(
         }
         let mut oi = InodeBuf::new_file(isz, 0o100600, 1, now);
         oi.set_size(count * bs as u64);
-        oi.set_sectors(sectors(count));
+        oi.set_sectors(cluster_sectors(clusters));
         if extents {
             oi.set_flags(EXTENTS_FL);
             oi.set_i_block(&objects::extent_root(&runs, None));
@@ -500,6 +521,12 @@ fn write_super_and_gdt(w: &mut RunWriter<'_>, l: &mut Layout, descs: &[GroupDesc
         if let Some(sblk) = m.super_block {
             let mut sb = l.sb.clone();
             sb.s_block_group_nr.set(g.min(65535) as u16);
+            if g != 0 {
+                // ext2fs_flush writes the backups with the valid bit clear
+                // (only the primary says the filesystem was cleanly made).
+                let st = sb.s_state.get() & !ext4r_format::superblock::STATE_VALID;
+                sb.s_state.set(st);
+            }
             sb.update_checksum();
             let bytes = sb.to_bytes().to_vec();
             if g == 0 {
