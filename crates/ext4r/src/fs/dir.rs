@@ -284,9 +284,11 @@ impl Filesystem {
     /// A fast symlink keeps its target in `i_block`: no extent or inline
     /// flag, and no data blocks (an xattr block may be counted in
     /// `i_blocks`, as the kernel's `ext4_inode_is_fast_symlink` allows).
-    fn is_fast_symlink(&self, info: &InodeInfo) -> bool {
+    pub(crate) fn is_fast_symlink(&self, info: &InodeInfo) -> bool {
         let flags = info.inode.flags();
-        if flags.intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA) {
+        if !info.inode.is_symlink()
+            || flags.intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
+        {
             return false;
         }
         let huge = self

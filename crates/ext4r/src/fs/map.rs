@@ -45,7 +45,8 @@ impl Filesystem {
     pub fn runs(&self, info: &InodeInfo) -> Result<Vec<Run>> {
         let flags = info.inode.flags();
         let mut out = Vec::new();
-        if flags.contains(InodeFlags::INLINE_DATA) {
+        // A fast symlink's i_block holds its target, not block numbers.
+        if flags.contains(InodeFlags::INLINE_DATA) || self.is_fast_symlink(info) {
             return Ok(out);
         }
         if flags.contains(InodeFlags::EXTENTS) {
