@@ -445,3 +445,33 @@ fn inodes(c: &mut Ctx) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bit_ranges_fill_words_and_count() {
+        let mut w = vec![0u64; 3];
+        set_bits(&mut w, 3, 130);
+        assert_eq!(count_bits(&w), 127);
+        assert_eq!(w[0], !0u64 << 3);
+        assert_eq!(w[1], !0);
+        assert_eq!(w[2], 0b11);
+    }
+
+    #[test]
+    fn bytes_become_words_cut_at_the_bit_count() {
+        let w = to_words(&[0xff; 16], 70);
+        assert_eq!(w, vec![!0, 0b11_1111]);
+    }
+
+    #[test]
+    fn differences_read_like_e2fsck() {
+        let want = vec![0b0111u64];
+        let have = vec![0b1100u64];
+        let (text, n) = diff_text(&want, &have, 100);
+        assert_eq!(n, 3);
+        assert_eq!(text.trim(), "+(100--101) -103");
+    }
+}

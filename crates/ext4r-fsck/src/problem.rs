@@ -79,3 +79,21 @@ impl Problems {
         &self.list
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn harmless_findings_do_not_count_as_errors_and_the_list_is_capped() {
+        let mut p = Problems::default();
+        p.harmless(5, "PR_5_FREE_BLOCK_COUNT", "x".into());
+        assert_eq!(p.errors(), 0);
+        for i in 0..(KEEP + 5) {
+            p.error(1, "PR_1_X", i.to_string());
+        }
+        assert_eq!(p.errors(), (KEEP + 5) as u64);
+        assert_eq!(p.list().len(), KEEP);
+        assert_eq!(p.dropped(), 6);
+    }
+}
