@@ -83,6 +83,9 @@ pub(crate) struct Ctx {
     /// Some group's inode table is outside where it may be.
     pub bad_itable: bool,
     pub inodes: Vec<InodeRec>,
+    /// Index into `inodes` of each group's first in-use inode (one more
+    /// entry at the end), for fast lookups.
+    pub group_start: Vec<u32>,
     pub dirs: Vec<DirRec>,
     pub dir_blocks: Vec<DirBlock>,
     pub xattr_blocks: BTreeMap<u64, XattrBlock>,
@@ -109,6 +112,7 @@ impl Ctx {
             bad_group: vec![false; groups],
             bad_itable: false,
             inodes: Vec::new(),
+            group_start: Vec::new(),
             dirs: Vec::new(),
             dir_blocks: Vec::new(),
             xattr_blocks: BTreeMap::new(),
@@ -132,7 +136,33 @@ impl Ctx {
     }
 
     pub fn inode_idx(&self, ino: u32) -> Option<usize> {
-        self.inodes.binary_search_by_key(&ino, |r| r.ino).ok()
+        // Narrow to the inode's group first: the search then stays in a
+        // few cache lines instead of jumping across the whole list.
+        let ipg = self.geo.inodes_per_group;
+        let g = (ino.checked_sub(1)? / ipg) as usize;
+        let (lo, hi) = match (self.group_start.get(g), self.group_start.get(g + 1)) {
+            (Some(&a), Some(&b)) => (a as usize, b as usize),
+            _ => (0, self.inodes.len()),
+        };
+        let slice = self.inodes.get(lo..hi)?;
+        slice.binary_search_by_key(&ino, |r| r.ino).ok().map(|i| lo + i)
+    }
+
+    /// Fills `group_start` once pass 1 has listed the inodes.
+    pub fn index_groups(&mut self) {
+        let ipg = self.geo.inodes_per_group;
+        let groups = self.geo.group_count as usize;
+        let mut starts = Vec::with_capacity(groups + 1);
+        let mut i = 0usize;
+        for g in 0..groups {
+            let first = g as u64 * u64::from(ipg) + 1;
+            while i < self.inodes.len() && u64::from(self.inodes[i].ino) < first {
+                i += 1;
+            }
+            starts.push(i as u32);
+        }
+        starts.push(self.inodes.len() as u32);
+        self.group_start = starts;
     }
 
     pub fn dir_idx(&self, ino: u32) -> Option<usize> {

@@ -69,6 +69,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         }
     }
     finish_xattr_blocks(c);
+    c.index_groups();
 }
 
 /// Inodes the superblock points at that live outside the directory tree.
