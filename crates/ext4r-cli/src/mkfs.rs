@@ -165,6 +165,7 @@ fn parse_extended(list: &[String], ext: &mut Extended) -> Result<()> {
             "num_backup_sb" => ext.num_backup_sb = Some(num(v)? as u32),
             "resize" => ext.resize = Some(num(v)?),
             "orphan_file_size" => ext.orphan_file_size = Some(parse_size(v.unwrap_or(""), 1024)?),
+            "quotatype" => ext.quota_types = Some(v.context("'quotatype' needs a value")?.into()),
             "encoding" => ext.encoding = Some(v.context("'encoding' needs a value")?.into()),
             "encoding_flags" => {
                 ext.encoding_flags = Some(v.context("'encoding_flags' needs a value")?.into())
@@ -192,7 +193,7 @@ fn parse_extended(list: &[String], ext: &mut Extended) -> Result<()> {
                  stride, stripe_width, resize, lazy_itable_init, lazy_journal_init, \
                  assume_storage_prezeroed, root_owner, test_fs, discard, nodiscard, \
                  num_backup_sb, packed_meta_blocks, hash_seed, orphan_file_size, \
-                 encoding, encoding_flags"
+                 encoding, encoding_flags, quotatype"
             ),
         }
     }

@@ -80,6 +80,23 @@ pub(crate) struct Layout {
     /// The orphan file's inode and its blocks (contiguous runs as
     /// `(logical, physical, len)`).
     pub orphan_file: Option<(u32, Extents)>,
+    /// Quota files, in the order they were made.
+    pub quota: Vec<QuotaPlace>,
+}
+
+/// A quota file and where its blocks went.
+#[derive(Debug, Clone)]
+pub(crate) struct QuotaPlace {
+    /// 0 user, 1 group, 2 project.
+    pub qtype: usize,
+    pub ino: u32,
+    pub file: super::quota::QuotaFile,
+    /// `(logical, physical)` by logical block.
+    pub map: Vec<(u64, u64)>,
+    /// The extents the blocks were mapped into, in the order mapped.
+    pub extents: Extents,
+    /// Clusters allocated (for i_blocks).
+    pub clusters: u64,
 }
 
 fn bad(msg: impl Into<String>) -> Error {
@@ -395,6 +412,7 @@ impl Layout {
             inodes_used: Vec::new(),
             itable_zero: Vec::new(),
             orphan_file: None,
+            quota: Vec::new(),
         })
     }
 
@@ -611,6 +629,16 @@ impl Layout {
         Ok(b)
     }
 
+    /// The lowest unused inode at or after the first non-reserved one
+    /// (`ext2fs_new_inode` in group 0, where mke2fs's inodes all are).
+    pub(crate) fn next_free_inode(&self) -> u32 {
+        let mut ino = GOOD_OLD_FIRST_INO;
+        while self.inodes_used.contains(&ino) {
+            ino += 1;
+        }
+        ino
+    }
+
     /// Whether two blocks lie in the same cluster.
     pub(crate) fn same_cluster(&self, a: u64, b: u64) -> bool {
         a >> self.geo.cluster_bits == b >> self.geo.cluster_bits
@@ -772,6 +800,39 @@ impl Layout {
     }
 }
 
+/// `ext2fs_extent_set_bmap` for a block not mapped yet, in a depth-0
+/// tree: the block extends the extent it follows or the one it precedes
+/// (never both: two extents that become adjacent stay two), or starts a
+/// new one. `extents` is kept sorted by logical block.
+pub(crate) fn map_block(extents: &mut Extents, lblk: u64, pblk: u64) {
+    let max = EXT_INIT_MAX_LEN - 1;
+    // The extent the handle lands on: the last one starting at or before
+    // lblk, else the first.
+    let cur = extents
+        .iter()
+        .rposition(|e| e.0 <= lblk)
+        .or(if extents.is_empty() { None } else { Some(0) });
+    if let Some(c) = cur {
+        let (l, p, n) = extents[c];
+        if lblk == l + n && pblk == p + n && n < max {
+            extents[c].2 += 1;
+            return;
+        }
+        if lblk + 1 == l && pblk + 1 == p && n < max {
+            extents[c] = (l - 1, p - 1, n + 1);
+            return;
+        }
+        if let Some(&(nl, np, nn)) = extents.get(c + 1) {
+            if lblk + 1 == nl && pblk + 1 == np && nn < max {
+                extents[c + 1] = (nl - 1, np - 1, nn + 1);
+                return;
+            }
+        }
+    }
+    let at = extents.partition_point(|e| e.0 < lblk);
+    extents.insert(at, (lblk, pblk, 1));
+}
+
 fn is_backup_power(g: u32) -> bool {
     [3u32, 5, 7].iter().any(|&b| {
         let mut n = g;
@@ -780,4 +841,24 @@ fn is_backup_power(g: u32) -> bool {
         }
         n == 1
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapping_joins_one_neighbour_only() {
+        let mut e = Vec::new();
+        for (l, p) in [(0, 100), (2, 102), (3, 103), (4, 104), (5, 105), (1, 101)] {
+            map_block(&mut e, l, p);
+        }
+        // lblk 1 extends the extent of lblk 0; (2-5) stays separate.
+        assert_eq!(e, [(0, 100, 2), (2, 102, 4)]);
+        let mut e = Vec::new();
+        for (l, p) in [(0, 100), (2, 101), (3, 102), (1, 105)] {
+            map_block(&mut e, l, p);
+        }
+        assert_eq!(e, [(0, 100, 1), (1, 105, 1), (2, 101, 2)]);
+    }
 }

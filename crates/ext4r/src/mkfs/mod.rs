@@ -12,6 +12,7 @@ mod blockmap;
 mod layout;
 mod objects;
 mod params;
+mod quota;
 mod runs;
 mod write;
 
@@ -264,6 +265,9 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
         };
         l.journal = Some(place);
     }
+    if l.sb.has_ro_compat(ext4r_format::features::RoCompat::QUOTA) {
+        create_quota_files(l, p)?;
+    }
     if l.sb.has_compat(Compat::ORPHAN_FILE) {
         // ext2fs_create_orphan_file: the next free inode (12), blocks taken
         // one by one from the start of the filesystem.
@@ -282,7 +286,7 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
                 (b + mask) & !mask
             }
         };
-        let ino = 12;
+        let ino = l.next_free_inode();
         l.alloc_inode(ino, false);
         let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         let mut last = 0;
@@ -307,10 +311,80 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
         }
         l.orphan_file = Some((ino, runs));
     }
-    if l.sb.has_ro_compat(ext4r_format::features::RoCompat::QUOTA) {
-        return Err(Error::InvalidArgument(
-            "the quota feature is not supported by mkfs.ext4r yet".into(),
-        ));
+    Ok(())
+}
+
+/// mke2fs's create_quota_inodes: the usage of the inodes made so far (the
+/// root directory and lost+found; the reserved inodes do not count) per
+/// user, group and project, written as quota files in inodes 3, 4 and,
+/// for projects, the next free inode.
+fn create_quota_files(l: &mut Layout, p: &params::Params) -> Result<()> {
+    use std::collections::BTreeMap;
+    let cluster_bytes = u64::from(l.geo.block_size) << l.geo.cluster_bits;
+    let (uid, gid) = p.root_owner;
+    // (uid, gid, project, bytes): i_blocks counts whole clusters.
+    let owners = [
+        (uid, gid, 0u32, cluster_bytes),
+        (0, 0, 0, l.lost_found_clusters * cluster_bytes),
+    ];
+    let bs = l.geo.block_size as usize;
+    let ratio = l.geo.cluster_ratio();
+    for (qtype, bit) in [(0, quota::USR), (1, quota::GRP), (2, quota::PRJ)] {
+        if p.quota_types & bit == 0 {
+            continue;
+        }
+        let mut usage: BTreeMap<u32, quota::Usage> = BTreeMap::new();
+        for &(u, g, prj, bytes) in &owners {
+            let id = [u, g, prj][qtype];
+            let e = usage.entry(id).or_default();
+            e.inodes += 1;
+            e.space += bytes;
+        }
+        let usage: Vec<_> = usage.into_iter().collect();
+        let ino = match qtype {
+            0 => 3,
+            1 => 4,
+            _ => {
+                let i = l.next_free_inode();
+                l.alloc_inode(i, false);
+                i
+            }
+        };
+        let file = quota::QuotaFile::build(qtype, &usage);
+        // ext2_file allocates each block when it is first written: a block
+        // whose logical cluster is already mapped takes its place in that
+        // cluster; otherwise the search starts after the previous logical
+        // block's, or at the start of the filesystem.
+        let mut map: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut extents = Vec::new();
+        let mut clusters = 0;
+        for lblk in file.alloc_order(bs) {
+            let implied = map
+                .iter()
+                .find(|(&k, _)| k / ratio == lblk / ratio)
+                .map(|(&k, &pb)| pb - k % ratio + lblk % ratio);
+            let pblk = match implied {
+                Some(b) => b,
+                None => {
+                    let goal = lblk
+                        .checked_sub(1)
+                        .and_then(|prev| map.get(&prev))
+                        .map_or(0, |pb| pb + 1);
+                    clusters += 1;
+                    l.new_block(goal)?
+                }
+            };
+            map.insert(lblk, pblk);
+            layout::map_block(&mut extents, lblk, pblk);
+        }
+        l.quota.push(layout::QuotaPlace {
+            qtype,
+            ino,
+            file,
+            map: map.into_iter().collect(),
+            extents,
+            clusters,
+        });
     }
     Ok(())
 }

@@ -7,6 +7,8 @@ use ext4r_format::checksum::crc32c;
 
 /// `i_flags`: the inode uses an extent tree.
 pub(crate) const EXTENTS_FL: u32 = 0x0008_0000;
+/// `i_flags`: immutable (quota files are).
+pub(crate) const IMMUTABLE_FL: u32 = 0x0000_0010;
 const EXTENT_MAGIC: u16 = 0xF30A;
 /// Directory entry file type of a directory.
 const FT_DIR: u8 = 2;

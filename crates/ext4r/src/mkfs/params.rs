@@ -90,6 +90,9 @@ pub struct Extended {
     pub encoding: Option<String>,
     /// Encoding flags: `strict` or `nostrict`, joined with `-`.
     pub encoding_flags: Option<String>,
+    /// Quota types for the quota feature (`usrquota:grpquota:prjquota`);
+    /// default user and group.
+    pub quota_types: Option<String>,
 }
 
 /// The resolved numbers the layout is built from.
@@ -132,6 +135,8 @@ pub(crate) struct Params {
     pub assume_prezeroed: bool,
     /// `s_encoding` and `s_encoding_flags` (casefold).
     pub encoding: (u16, u16),
+    /// Quota files to make with the quota feature (`quota::USR` ...).
+    pub quota_types: u8,
 }
 
 /// The stock mke2fs.conf of e2fsprogs 1.47, as data.
@@ -404,6 +409,23 @@ impl MkfsOptions {
         }
 
         let encoding = resolve_encoding(&mut features, &self.extended)?;
+        // -E quotatype= starts from no types; asking for project quota
+        // turns the project feature on, and the feature always brings its
+        // quota file.
+        let mut quota_types = super::quota::USR | super::quota::GRP;
+        if let Some(q) = &self.extended.quota_types {
+            quota_types = super::quota::parse_types(q).map_err(|w| {
+                bad(format!(
+                    "Failed to parse quota type at {w}\nBad option(s) specified: quotatype"
+                ))
+            })?;
+        }
+        if quota_types & super::quota::PRJ != 0 {
+            features.ro_compat.insert(RoCompat::PROJECT);
+        }
+        if features.ro_compat.contains(RoCompat::PROJECT) {
+            quota_types |= super::quota::PRJ;
+        }
         let bigalloc = features.ro_compat.contains(RoCompat::BIGALLOC);
         if let Some(cs) = self.cluster_size {
             // mke2fs's -C check: above 1 KiB, at most 512 MiB.
@@ -695,6 +717,7 @@ impl MkfsOptions {
             usage_types: types,
             assume_prezeroed: ext.assume_storage_prezeroed,
             encoding,
+            quota_types,
         })
     }
 }

@@ -3,7 +3,7 @@
 //! uninitialised and inode tables known to be zero are not written at all.
 
 use super::layout::Layout;
-use super::objects::{self, Entry, InodeBuf, EXTENTS_FL};
+use super::objects::{self, Entry, InodeBuf, EXTENTS_FL, IMMUTABLE_FL};
 use super::params::Params;
 use super::runs::RunWriter;
 use crate::device::BlockDevice;
@@ -218,9 +218,10 @@ fn write_objects(
 
     // Reserved inodes: zero with checksums under metadata_csum; the bad
     // block inode carries times.
+    let quota_inos: Vec<u32> = l.quota.iter().map(|q| q.ino).collect();
     if metadata_csum {
         for ino in 3..11 {
-            if ino == 7 || ino == 8 {
+            if ino == 7 || ino == 8 || quota_inos.contains(&ino) {
                 continue;
             }
             inodes.push((ino, InodeBuf::new(isz)));
@@ -433,6 +434,46 @@ fn write_objects(
         }
         inodes.push((ino, oi));
         l.sb.s_orphan_file_inum.set(ino);
+    }
+
+    // Quota files: immutable regular files, their blocks written whole.
+    for q in l.quota.clone() {
+        for &(lblk, pblk) in &q.map {
+            w.write(pblk * bs as u64, q.file.fs_block(lblk, bs))?;
+        }
+        let mut qi = InodeBuf::new_file(isz, 0o100600, 1, now);
+        qi.set_size(q.file.size());
+        qi.set_sectors(cluster_sectors(q.clusters));
+        if extents {
+            let runs = &q.extents;
+            if runs.len() > 4 {
+                return Err(crate::error::Error::InvalidArgument(
+                    "quota file too fragmented for an in-inode extent list".into(),
+                ));
+            }
+            qi.set_flags(EXTENTS_FL | IMMUTABLE_FL);
+            qi.set_i_block(&objects::extent_root(runs, None));
+        } else {
+            let mut ib = [0u8; 60];
+            for &(lb, pb) in &q.map {
+                if lb >= 12 {
+                    return Err(crate::error::Error::InvalidArgument(
+                        "quota file too large for direct block pointers".into(),
+                    ));
+                }
+                let k = lb as usize * 4;
+                ib[k..k + 4].copy_from_slice(&(pb as u32).to_le_bytes());
+            }
+            qi.set_flags(IMMUTABLE_FL);
+            qi.set_i_block(&ib);
+        }
+        inodes.push((q.ino, qi));
+        let field = match q.qtype {
+            0 => &mut l.sb.s_usr_quota_inum,
+            1 => &mut l.sb.s_grp_quota_inum,
+            _ => &mut l.sb.s_prj_quota_inum,
+        };
+        field.set(q.ino);
     }
 
     if metadata_csum {
