@@ -2,7 +2,8 @@
 //! the same input, alternating runs (DESIGN.md §4). The measuring lives in
 //! [`crate::measure`]; a tool adds a [`Hooks`] impl that prepares the input
 //! before each run and checks the result after it; `bench fsck` makes its
-//! images once and runs `ext4r fsck -fn` vs `e2fsck -fn` on them.
+//! images once and runs `ext4r fsck -fn` vs `e2fsck -fn` on them; `bench read`
+//! runs `ext4r cat`/`extract` vs `debugfs dump`/`rdump` on one cached image.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -18,6 +19,7 @@ use crate::util::{self, fmt_bytes, Size, TempDir};
 
 mod filled;
 mod fsck;
+mod read;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,6 +34,10 @@ enum Which {
     /// `ext4r fsck -fn` vs `e2fsck -fn` on an empty 15 TiB image and on a cached
     /// 16 GiB image with 2,000,000 files.
     Fsck(fsck::FsckArgs),
+    /// `ext4r cat` vs `debugfs dump` on a 1 GiB file and `ext4r extract` vs
+    /// `debugfs rdump` on 100,000 small files, in a cached 4 GiB image.
+    /// `--ours-cmd` replaces `target/release/ext4r` (the subcommand is appended).
+    Read(read::ReadArgs),
 }
 
 /// Options every benchmark takes.
@@ -76,6 +82,7 @@ pub fn run(args: &Args) -> Result<()> {
     match &args.which {
         Which::Mkfs(a) => mkfs(a),
         Which::Fsck(a) => fsck::run(a),
+        Which::Read(a) => read::run(a),
     }
 }
 
