@@ -2,7 +2,8 @@
 //! the same input, alternating runs (DESIGN.md §4). The measuring lives in
 //! [`crate::measure`]; a tool adds a [`Hooks`] impl that prepares the input
 //! before each run and checks the result after it; `bench fsck` makes its
-//! images once and runs `ext4r fsck -fn` vs `e2fsck -fn` on them.
+//! images once and runs `ext4r fsck -fn` vs `e2fsck -fn` on them; `bench read`
+//! runs `ext4r cat`/`extract` vs `debugfs dump`/`rdump` on one cached image.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -18,6 +19,7 @@ use crate::util::{self, fmt_bytes, Size, TempDir};
 
 mod filled;
 mod fsck;
+mod read;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,6 +34,10 @@ enum Which {
     /// `ext4r fsck -fn` vs `e2fsck -fn` on an empty 15 TiB image and on a cached
     /// 16 GiB image with 2,000,000 files.
     Fsck(fsck::FsckArgs),
+    /// `ext4r cat` vs `debugfs dump` on a 1 GiB file and `ext4r extract` vs
+    /// `debugfs rdump` on 100,000 small files, in a cached 4 GiB image.
+    /// `--ours-cmd` replaces `target/release/ext4r` (the subcommand is appended).
+    Read(read::ReadArgs),
 }
 
 /// Options every benchmark takes.
@@ -76,6 +82,7 @@ pub fn run(args: &Args) -> Result<()> {
     match &args.which {
         Which::Mkfs(a) => mkfs(a),
         Which::Fsck(a) => fsck::run(a),
+        Which::Read(a) => read::run(a),
     }
 }
 
@@ -114,6 +121,7 @@ fn mkfs(args: &MkfsArgs) -> Result<()> {
         name: name.to_string(),
         argv: base.iter().chain(&common_args).cloned().collect(),
         env: vec![("E2FSPROGS_FAKE_TIME".into(), FAKE_TIME.into())],
+        discard_stdout: false,
     };
     let tools = [tool("ours", &ours), tool("theirs", &theirs)];
     for t in &tools {
@@ -210,5 +218,68 @@ fn resolve_ours(c: &Common, subcommand: &str) -> Result<Vec<OsString>> {
     match &c.ours_cmd {
         Some(cmd) => util::resolve_cmd(cmd),
         None => util::release_ext4r(subcommand),
+    }
+}
+
+/// One case of a comparison on a read-only input: one untimed warm-up run of
+/// each tool (the reference first; bails if it fails, as then the input is
+/// bad), then `runs` alternating timed runs. Returns the two table rows; runs
+/// that failed or failed their check are described in `failures`.
+fn compare(
+    label: &str,
+    tools: &[Tool; 2],
+    runs: usize,
+    logdir: &Path,
+    hooks: &mut dyn Hooks,
+    failures: &mut Vec<String>,
+) -> Result<[Row; 2]> {
+    for (i, t) in tools.iter().enumerate().rev() {
+        util::check_interrupted()?;
+        hooks.before(i, 0)?;
+        let log = logdir.join(format!("warmup-{i}.log"));
+        let mut s = t.run_measured(&log)?;
+        util::check_interrupted()?;
+        hooks.after(i, 0, &mut s)?;
+        println!("  warm-up {:<7} {}", t.name, s.describe());
+        if !s.ok() {
+            print!("{}", util::tail(&log, 10));
+            if i == 1 {
+                bail!("the reference failed its warm-up run on {label}: the input is bad");
+            }
+        }
+    }
+    let samples = measure::alternate([&tools[0], &tools[1]], runs, logdir, hooks)?;
+    for (t, ss) in tools.iter().zip(&samples) {
+        let bad: Vec<String> = ss
+            .iter()
+            .filter(|s| !s.ok())
+            .map(|s| match &s.check {
+                Check::Failed(why) => why.clone(),
+                _ => s.status.to_string(),
+            })
+            .collect();
+        if !bad.is_empty() {
+            failures.push(format!(
+                "{label}: {} failed {} of {} runs ({})",
+                t.name,
+                bad.len(),
+                ss.len(),
+                bad.join(", ")
+            ));
+        }
+    }
+    Ok(measure::rows_for(label, [&tools[0], &tools[1]], &samples))
+}
+
+/// For read-only inputs: nothing to prepare or check per run.
+struct NoHooks;
+
+impl Hooks for NoHooks {
+    fn before(&mut self, _tool: usize, _run: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn after(&mut self, _tool: usize, _run: usize, _sample: &mut Sample) -> Result<()> {
+        Ok(())
     }
 }

@@ -44,6 +44,9 @@ pub struct Tool {
     pub name: String,
     pub argv: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
+    /// Send stdout to /dev/null instead of the log (for tools that stream data
+    /// there, e.g. `ext4r cat`); stderr still goes to the log.
+    pub discard_stdout: bool,
 }
 
 impl Tool {
@@ -58,6 +61,15 @@ impl Tool {
             cmd.env(k, v);
         }
         Ok(cmd)
+    }
+
+    /// Runs this tool once with [`run_measured_with`], honouring `discard_stdout`.
+    pub fn run_measured(&self, log: &Path) -> Result<Sample> {
+        let opts = RunOpts {
+            discard_stdout: self.discard_stdout,
+            ..RunOpts::default()
+        };
+        run_measured_with(&mut self.command()?, log, opts)
     }
 }
 
@@ -132,6 +144,8 @@ pub struct RunOpts<'a> {
     pub stderr: Option<&'a Path>,
     /// Kill the child's process group after this long (see the module docs).
     pub timeout: Option<Duration>,
+    /// Stdout to /dev/null rather than into `log` (see [`Tool::discard_stdout`]).
+    pub discard_stdout: bool,
 }
 
 /// Runs `cmd` to completion with stdin from /dev/null and stdout+stderr to `log`,
@@ -148,6 +162,11 @@ pub fn run_measured_with(cmd: &mut Command, log: &Path, opts: RunOpts<'_>) -> Re
             File::create(path).with_context(|| format!("cannot create {}", path.display()))?
         }
         None => out.try_clone()?,
+    };
+    let out = if opts.discard_stdout {
+        Stdio::null()
+    } else {
+        out.into()
     };
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     if opts.timeout.is_some() {
@@ -303,7 +322,7 @@ pub fn alternate(
             util::check_interrupted()?;
             hooks.before(i, run)?;
             let log = logdir.join(format!("run-{i}-{run}.log"));
-            let mut sample = run_measured(&mut tool.command()?, &log)?;
+            let mut sample = tool.run_measured(&log)?;
             util::check_interrupted()?;
             hooks.after(i, run, &mut sample)?;
             println!(
@@ -510,6 +529,7 @@ mod tests {
         let opts = RunOpts {
             stderr: Some(&err),
             timeout: Some(Duration::from_millis(300)),
+            ..RunOpts::default()
         };
         let s = run_measured_with(&mut cmd, &log, opts).unwrap();
         let stderr = std::fs::read_to_string(&err).unwrap();

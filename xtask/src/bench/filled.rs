@@ -2,7 +2,8 @@
 //! 2500000`) holding 2,000 directories × 1,000 files written by the kernel, one
 //! file in ten with 4 KiB of data. Building it takes minutes, so the finished
 //! image is cached with a stamp file recording the recipe; a changed recipe (or
-//! `--rebuild`) builds it again.
+//! `--rebuild`) builds it again. [`cached`] and [`build`] also make the image
+//! of `bench read`.
 //!
 //! Safety (DESIGN.md §6): the only loop device touched is the one `losetup -f
 //! --show` attached to our own image in this run; [`LoopMount`] unmounts and
@@ -33,10 +34,24 @@ const RECIPE: &str = "files v1: 16GiB sparse file, mke2fs -F -q -t ext4 -N 25000
 /// Returns the cached image, building it first if it is missing, stale or
 /// `rebuild` is set.
 pub fn image(cache: &Path, rebuild: bool) -> Result<PathBuf> {
-    let img = cache.join("files-16g.img");
-    let stamp = cache.join("files-16g.stamp");
+    cached(cache, "files-16g", RECIPE, rebuild, |img, cache| {
+        build(img, cache, SIZE, &["-N", INODES], populate)
+    })
+}
+
+/// `<cache>/<name>.img`, reused when `<name>.stamp` holds `recipe` and the
+/// mke2fs version; otherwise made by `make(partial image, cache)` and stamped.
+pub(super) fn cached(
+    cache: &Path,
+    name: &str,
+    recipe: &str,
+    rebuild: bool,
+    make: impl FnOnce(&Path, &Path) -> Result<()>,
+) -> Result<PathBuf> {
+    let img = cache.join(format!("{name}.img"));
+    let stamp = cache.join(format!("{name}.stamp"));
     let mke2fs_version = version("mke2fs")?;
-    let want = format!("{RECIPE}\n{mke2fs_version}\n");
+    let want = format!("{recipe}\n{mke2fs_version}\n");
     let have = std::fs::read_to_string(&stamp).unwrap_or_default();
     if !rebuild && have == want && img.is_file() {
         println!(
@@ -52,8 +67,9 @@ pub fn image(cache: &Path, rebuild: bool) -> Result<PathBuf> {
     std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
     let _ = std::fs::remove_file(&stamp);
     let _ = std::fs::remove_file(&img);
-    let tmp = cache.join("files-16g.img.partial");
-    let result = build(&tmp, cache);
+    let tmp = cache.join(format!("{name}.img.partial"));
+    println!("building {name} ({recipe})");
+    let result = make(&tmp, cache);
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
@@ -72,10 +88,19 @@ fn version(prog: &str) -> Result<String> {
     Ok(text.lines().next().unwrap_or("unknown").trim().to_string())
 }
 
-fn build(img: &Path, cache: &Path) -> Result<()> {
+/// Makes `img` a sparse file of `size` bytes, runs `mke2fs -F -q -t ext4
+/// <mke2fs_args>` on it, loop-mounts it in a temporary directory under `cache`,
+/// runs `populate` on the mount point and unmounts (also when `populate` fails).
+pub(super) fn build(
+    img: &Path,
+    cache: &Path,
+    size: u64,
+    mke2fs_args: &[&str],
+    populate: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
     ensure!(
         rustix::process::geteuid().is_root(),
-        "building the many-files image needs root (loop device and mount)"
+        "building a benchmark image needs root (loop device and mount)"
     );
     // A loop device left attached by an earlier, killed run: say so rather than
     // touch a device this run did not attach.
@@ -89,10 +114,7 @@ fn build(img: &Path, cache: &Path) -> Result<()> {
             );
         }
     }
-    println!(
-        "building the many-files image ({RECIPE}) in {}",
-        img.display()
-    );
+    println!("building {}", img.display());
     let start = Instant::now();
     let f = OpenOptions::new()
         .write(true)
@@ -100,12 +122,13 @@ fn build(img: &Path, cache: &Path) -> Result<()> {
         .truncate(true)
         .open(img)
         .with_context(|| format!("cannot create {}", img.display()))?;
-    f.set_len(SIZE)?;
+    f.set_len(size)?;
     drop(f);
     util::run_step(
         "mke2fs",
         Command::new("mke2fs")
-            .args(["-F", "-q", "-t", "ext4", "-N", INODES])
+            .args(["-F", "-q", "-t", "ext4"])
+            .args(mke2fs_args)
             .arg(img),
     )?;
     let mnt = util::TempDir::new_in(cache, "mnt-")?;

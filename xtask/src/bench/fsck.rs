@@ -13,7 +13,7 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context, Result};
 
 use super::{filled, resolve_ours, Common};
-use crate::measure::{self, Hooks, Row, Sample, Tool};
+use crate::measure::{self, Row, Tool};
 use crate::util::{self, fmt_bytes, fmt_duration, TempDir};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -84,6 +84,7 @@ pub fn run(args: &FsckArgs) -> Result<()> {
                 .chain([OsString::from("-fn"), img.clone().into_os_string()])
                 .collect(),
             env: Vec::new(),
+            discard_stdout: false,
         };
         let tools = [tool("ours", &ours), tool("e2fsck", &theirs)];
         println!("== {label}: {}, {} runs each", img.display(), c.runs);
@@ -92,40 +93,14 @@ pub fn run(args: &FsckArgs) -> Result<()> {
         }
         // Warm-up: reads the metadata into the page cache (tmpfs: faults in the
         // pages) and shows up front whether each tool accepts the image.
-        for (i, t) in tools.iter().enumerate().rev() {
-            let log = tmp.path().join(format!("warmup-{i}.log"));
-            let s = measure::run_measured(&mut t.command()?, &log)?;
-            util::check_interrupted()?;
-            println!("  warm-up {:<7} {}", t.name, s.describe());
-            if !s.status.success() {
-                print!("{}", util::tail(&log, 10));
-                if i == 1 {
-                    bail!(
-                        "the reference rejects {} ({}): the image is not clean",
-                        img.display(),
-                        s.status
-                    );
-                }
-            }
-        }
-        let samples = measure::alternate([&tools[0], &tools[1]], c.runs, tmp.path(), &mut NoHooks)?;
-        for (t, ss) in tools.iter().zip(&samples) {
-            let bad: Vec<String> = ss
-                .iter()
-                .filter(|s| !s.ok())
-                .map(|s| s.status.to_string())
-                .collect();
-            if !bad.is_empty() {
-                failures.push(format!(
-                    "{label}: {} failed {} of {} runs ({})",
-                    t.name,
-                    bad.len(),
-                    ss.len(),
-                    bad.join(", ")
-                ));
-            }
-        }
-        rows.extend(measure::rows_for(label, [&tools[0], &tools[1]], &samples));
+        rows.extend(super::compare(
+            label,
+            &tools,
+            c.runs,
+            tmp.path(),
+            &mut super::NoHooks,
+            &mut failures,
+        )?);
     }
     println!();
     measure::print_table("image", &rows);
@@ -179,18 +154,5 @@ struct Scratch(PathBuf);
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// The images are read-only inputs: nothing to prepare or check per run.
-struct NoHooks;
-
-impl Hooks for NoHooks {
-    fn before(&mut self, _tool: usize, _run: usize) -> Result<()> {
-        Ok(())
-    }
-
-    fn after(&mut self, _tool: usize, _run: usize, _sample: &mut Sample) -> Result<()> {
-        Ok(())
     }
 }

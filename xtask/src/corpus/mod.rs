@@ -228,6 +228,7 @@ impl Ctx {
         let opts = RunOpts {
             stderr: Some(&err),
             timeout: Some(self.limit),
+            discard_stdout: false,
         };
         let sample = measure::run_measured_with(&mut cmd, &out, opts)?;
         let stderr = String::from_utf8_lossy(&std::fs::read(&err).unwrap_or_default()).into_owned();
