@@ -1,24 +1,32 @@
 //! `ext4r extract IMAGE DIR [PATH]`: recreate a tree of an image on the
 //! host, as debugfs's rdump does, without mounting.
 //!
-//! Order matters for fidelity: contents first, then owner (chown clears
-//! setuid bits), then xattrs (a read-only mode would refuse them), then
-//! mode, then times — and a directory's
-//! times only after everything inside it is written.
+//! The walk runs on the main thread: it creates directories, symlinks and
+//! device nodes itself and hands regular files to worker threads through a
+//! bounded queue (so memory does not grow with the tree). Workers write the
+//! contents and then set everything through the open descriptor — owner
+//! (chown clears setuid bits, so first), xattrs (a read-only mode would
+//! refuse them), mode, times. Hard links to files are made once all files
+//! exist, and directories get their attributes last, deepest first, since
+//! writing inside a directory changes its times.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use ext4r::fs::{FileKind, Filesystem, InodeInfo, Metadata};
 use ext4r_format::inode::Timestamp;
+use ext4r_format::InodeNr;
 use rustix::fs::{AtFlags, Mode, Timespec, Timestamps, CWD};
 
 use crate::read::{finish, open_fs, parse};
@@ -48,113 +56,348 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
 }
 
+/// Batches queued for the workers before the walk waits.
+const QUEUE: usize = 16;
+/// Files per batch at most. A batch holds files of one directory, so that
+/// two workers do not queue on the same directory's lock in the kernel.
+const BATCH: usize = 1024;
+
+type Job = (InodeInfo, PathBuf);
+
 fn run(a: &Args) -> Result<bool> {
     let fs = open_fs(&a.image)?;
     let info = fs.resolve(&a.path)?;
     std::fs::create_dir_all(&a.dest)
         .with_context(|| format!("cannot create {}", a.dest.display()))?;
-    let mut x = Extractor {
+    // Read the umask by setting it (the only way) and putting it back.
+    let umask = rustix::process::umask(Mode::empty());
+    rustix::process::umask(umask);
+    let shared = Shared {
         fs: &fs,
-        links: HashMap::new(),
-        on_path: HashSet::new(),
-        ok: true,
-        verbose: a.verbose,
-        root: geteuid_is_root(),
-        buf: vec![0u8; 1 << 20],
+        ok: AtomicBool::new(true),
+        root: rustix::process::geteuid().is_root(),
+        uid: rustix::process::geteuid().as_raw(),
+        // Under a setgid directory new files take its group: never assume.
+        gid: if std::fs::metadata(&a.dest).is_ok_and(|m| m.permissions().mode() & 0o2000 != 0) {
+            u32::MAX
+        } else {
+            rustix::process::getegid().as_raw()
+        },
+        umask: (umask.bits() & 0o777) as u16,
     };
-    let name = a.path.rsplit('/').find(|s| !s.is_empty());
-    match name {
-        None if info.inode.is_dir() => {
-            // The root's contents into DEST; DEST itself gets the root's
-            // attributes.
-            x.on_path.insert(info.ino.0);
-            x.dir_contents(&info, &a.dest)?;
-            x.attributes(&info, &a.dest)?;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    let (tx, rx) = mpsc::sync_channel::<Vec<Job>>(QUEUE);
+    let rx = Mutex::new(rx);
+    let mut walk = Walk {
+        sh: &shared,
+        tx: Some(tx),
+        batch: Vec::with_capacity(BATCH),
+        links: HashMap::new(),
+        deferred_links: Vec::new(),
+        dirs: Vec::new(),
+        on_path: HashSet::new(),
+        verbose: a.verbose,
+    };
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let rx = &rx;
+            let sh = &shared;
+            s.spawn(move || {
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let jobs = rx.lock().map_or(None, |r| r.recv().ok());
+                    let Some(jobs) = jobs else { break };
+                    for (info, target) in jobs {
+                        if let Err(e) = sh.regular(&info, &target, &mut buf) {
+                            sh.warn(&target, format!("{e:#}"));
+                        }
+                    }
+                }
+            });
         }
-        _ => {
-            let target = a.dest.join(name.unwrap_or("root"));
-            x.entry(&info, &target)?;
+        let name = a.path.rsplit('/').find(|s| !s.is_empty());
+        match name {
+            None if info.inode.is_dir() => {
+                // The root's contents into DEST; DEST itself gets the
+                // root's attributes.
+                walk.on_path.insert(info.ino.0);
+                walk.dir_contents(&info, &a.dest, 0);
+                walk.dirs.push((info.ino, a.dest.clone(), 0));
+            }
+            _ => {
+                let target = a.dest.join(name.unwrap_or("root"));
+                walk.entry(&info, &target, 0);
+            }
+        }
+        walk.flush();
+        // Closing the queue lets the workers finish.
+        walk.tx = None;
+    });
+    for (first, target) in std::mem::take(&mut walk.deferred_links) {
+        if let Err(e) = std::fs::hard_link(&first, &target) {
+            shared.warn(&target, format!("cannot link to {}: {e}", first.display()));
         }
     }
-    Ok(x.ok)
+    // Deepest first: a parent's times must be set after its children.
+    walk.dirs.sort_by_key(|d| std::cmp::Reverse(d.2));
+    for (ino, path, _) in std::mem::take(&mut walk.dirs) {
+        match fs.inode(ino) {
+            Ok(info) => shared.attributes_path(&info, &path),
+            Err(e) => shared.warn(&path, e),
+        }
+    }
+    Ok(shared.ok.load(Ordering::Relaxed))
 }
 
-fn geteuid_is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
-struct Extractor<'a> {
+/// What the walk and the workers share.
+struct Shared<'a> {
     fs: &'a Filesystem,
-    /// Inodes with more than one link already written, and where.
-    links: HashMap<u32, PathBuf>,
-    /// Directories being extracted, to stop at loops in a damaged image.
-    on_path: HashSet<u32>,
-    ok: bool,
-    verbose: bool,
+    ok: AtomicBool,
     root: bool,
-    buf: Vec<u8>,
+    /// Our own ids: new files get them, so equal owners need no chown.
+    uid: u32,
+    gid: u32,
+    /// The process umask, which new files' modes lose.
+    umask: u16,
 }
 
-impl Extractor<'_> {
-    fn warn(&mut self, what: &Path, e: impl std::fmt::Display) {
+impl Shared<'_> {
+    fn warn(&self, what: &Path, e: impl std::fmt::Display) {
         eprintln!("ext4r extract: {}: {e}", what.display());
-        self.ok = false;
+        self.ok.store(false, Ordering::Relaxed);
     }
 
-    fn dir_contents(&mut self, dir: &InodeInfo, dest: &Path) -> Result<()> {
-        let entries = match self.fs.read_dir(dir) {
-            Ok(e) => e,
-            Err(e) => {
-                self.warn(dest, e);
-                return Ok(());
+    /// Writes a file's contents, leaving holes where the image has zeros,
+    /// then its attributes through the same descriptor.
+    fn regular(&self, info: &InodeInfo, target: &Path, buf: &mut [u8]) -> Result<()> {
+        let mut r = self.fs.open_file(info)?;
+        let m = self.fs.metadata(info);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(u32::from(m.perm & 0o777))
+            .open(target)?;
+        let size = r.size();
+        let mut written = 0u64;
+        let mut hole_at_end = false;
+        loop {
+            let n = r.read(buf)?;
+            if n == 0 {
+                break;
             }
-        };
-        for e in entries.iter().filter(|e| !e.is_dot()) {
-            if e.name.contains(&b'/') || e.name.is_empty() {
-                self.warn(dest, format!("skipping unsafe name {:?}", e.name_lossy()));
-                continue;
+            let chunk = &buf[..n];
+            if chunk.iter().all(|&b| b == 0) {
+                f.seek(SeekFrom::Current(n as i64))?;
+                hole_at_end = true;
+            } else {
+                f.write_all(chunk)?;
+                hole_at_end = false;
             }
-            let target = dest.join(std::ffi::OsStr::from_bytes(&e.name));
-            match self.fs.inode(e.ino) {
-                Ok(child) => self.entry(&child, &target)?,
-                Err(err) => self.warn(&target, err),
-            }
+            written += n as u64;
         }
+        if hole_at_end || written != size {
+            f.set_len(size)?;
+        }
+        self.attributes_fd(info, &m, &f, target);
         Ok(())
     }
 
-    /// Writes one inode at `target`.
-    fn entry(&mut self, info: &InodeInfo, target: &Path) -> Result<()> {
+    /// Owner, xattrs, mode and times through an open file just created
+    /// with the permission bits of `m` (less the umask). System calls that
+    /// would change nothing are skipped: this runs once per file.
+    fn attributes_fd(&self, info: &InodeInfo, m: &Metadata, f: &File, target: &Path) {
+        let owner_differs = m.uid != self.uid || m.gid != self.gid;
+        if self.root && owner_differs {
+            if let Err(e) = rustix::fs::fchown(
+                f,
+                Some(rustix::fs::Uid::from_raw(m.uid)),
+                Some(rustix::fs::Gid::from_raw(m.gid)),
+            ) {
+                self.warn(target, format!("cannot set owner: {e}"));
+            }
+        }
+        self.xattrs(info, target, |name, value| {
+            rustix::fs::fsetxattr(f, name, value, rustix::fs::XattrFlags::empty())
+        });
+        // chown clears setuid/setgid; the umask may have cut bits.
+        let created = m.perm & 0o777 & !self.umask;
+        if owner_differs || created != m.perm {
+            if let Err(e) = rustix::fs::fchmod(f, Mode::from_raw_mode(u32::from(m.perm))) {
+                self.warn(target, format!("cannot set mode: {e}"));
+            }
+        }
+        if let Err(e) = rustix::fs::futimens(f, &times(m)) {
+            self.warn(target, format!("cannot set times: {e}"));
+        }
+    }
+
+    /// The same by path, not following a symlink (directories, symlinks,
+    /// device nodes, FIFOs).
+    fn attributes_path(&self, info: &InodeInfo, target: &Path) {
         let m = self.fs.metadata(info);
+        if self.root {
+            if let Err(e) = rustix::fs::chownat(
+                CWD,
+                target,
+                Some(rustix::fs::Uid::from_raw(m.uid)),
+                Some(rustix::fs::Gid::from_raw(m.gid)),
+                AtFlags::SYMLINK_NOFOLLOW,
+            ) {
+                self.warn(target, format!("cannot set owner: {e}"));
+            }
+        }
+        self.xattrs(info, target, |name, value| {
+            rustix::fs::lsetxattr(target, name, value, rustix::fs::XattrFlags::empty())
+        });
+        if m.kind != FileKind::Symlink {
+            let perm = std::fs::Permissions::from_mode(u32::from(m.perm));
+            if let Err(e) = std::fs::set_permissions(target, perm) {
+                self.warn(target, format!("cannot set mode: {e}"));
+            }
+        }
+        if let Err(e) = rustix::fs::utimensat(CWD, target, &times(&m), AtFlags::SYMLINK_NOFOLLOW) {
+            self.warn(target, format!("cannot set times: {e}"));
+        }
+    }
+
+    /// Sets the user, trusted and security xattrs with `set`; a host that
+    /// refuses one gets a note, not a failure.
+    fn xattrs(
+        &self,
+        info: &InodeInfo,
+        target: &Path,
+        set: impl Fn(&[u8], &[u8]) -> rustix::io::Result<()>,
+    ) {
+        // Most inodes have none: skip the decoding then.
+        let has_ibody = info.record.len() > 128 + 4
+            && info.inode.i_extra_isize.get() > 0
+            && ext4r_format::xattr::parse_xattr_ibody(&info.record).is_ok_and(|e| e.is_some());
+        if !has_ibody && info.inode.file_acl(true).0 == 0 && info.inode.file_acl(false).0 == 0 {
+            return;
+        }
+        match self.fs.xattrs(info) {
+            Ok(xs) => {
+                for x in xs {
+                    let keep = [&b"user."[..], b"trusted.", b"security."]
+                        .iter()
+                        .any(|p| x.name.starts_with(p));
+                    if keep {
+                        if let Err(e) = set(&x.name, &x.value) {
+                            eprintln!(
+                                "ext4r extract: {}: xattr {} not set: {e}",
+                                target.display(),
+                                x.name_lossy()
+                            );
+                        }
+                    }
+                }
+            }
+            Err(e) => self.warn(target, format!("xattrs unreadable: {e}")),
+        }
+    }
+}
+
+struct Walk<'a, 'b> {
+    sh: &'b Shared<'a>,
+    tx: Option<mpsc::SyncSender<Vec<Job>>>,
+    batch: Vec<Job>,
+    /// Inodes with more than one link already placed, and where.
+    links: HashMap<u32, PathBuf>,
+    /// Hard links to make once every file exists: (first path, new path).
+    deferred_links: Vec<(PathBuf, PathBuf)>,
+    /// Directories made, with their depth, for their attributes at the end.
+    dirs: Vec<(InodeNr, PathBuf, u32)>,
+    /// Directories being extracted, to stop at loops in a damaged image.
+    on_path: HashSet<u32>,
+    verbose: bool,
+}
+
+impl Walk<'_, '_> {
+    /// Hands the pending files to the workers.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let jobs = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        if let Some(tx) = &self.tx {
+            // A send fails only when every worker is gone.
+            if let Err(e) = tx.send(jobs) {
+                for (_, target) in e.0 {
+                    self.sh.warn(&target, "no worker left to write it");
+                }
+            }
+        }
+    }
+
+    fn dir_contents(&mut self, dir: &InodeInfo, dest: &Path, depth: u32) {
+        let mut entries = match self.sh.fs.read_dir(dir) {
+            Ok(e) => e,
+            Err(e) => return self.sh.warn(dest, e),
+        };
+        // Htree directories list names in hash order; inode order reads the
+        // inode table (and usually the data) front to back.
+        entries.sort_by_key(|e| e.ino.0);
+        // Files of the parent directory are handed over before these.
+        self.flush();
+        for e in entries.iter().filter(|e| !e.is_dot()) {
+            if e.name.contains(&b'/') || e.name.is_empty() {
+                self.sh
+                    .warn(dest, format!("skipping unsafe name {:?}", e.name_lossy()));
+                continue;
+            }
+            let target = dest.join(std::ffi::OsStr::from_bytes(&e.name));
+            match self.sh.fs.inode(e.ino) {
+                Ok(child) => self.entry(&child, &target, depth + 1),
+                Err(err) => self.sh.warn(&target, err),
+            }
+        }
+        self.flush();
+    }
+
+    /// Places one inode at `target`.
+    fn entry(&mut self, info: &InodeInfo, target: &Path, depth: u32) {
+        let m = self.sh.fs.metadata(info);
         if m.kind != FileKind::Directory && m.links > 1 {
             if let Some(first) = self.links.get(&m.ino) {
-                if let Err(e) = std::fs::hard_link(first, target) {
-                    self.warn(target, format!("cannot link to {}: {e}", first.display()));
-                }
-                return Ok(());
+                self.deferred_links
+                    .push((first.clone(), target.to_path_buf()));
+                return;
             }
+            self.links.insert(m.ino, target.to_path_buf());
         }
         if self.verbose {
             println!("{}", target.display());
         }
-        let made = match m.kind {
-            FileKind::Regular => self.regular(info, target),
+        let made: Result<()> = match m.kind {
+            FileKind::Regular => {
+                self.batch.push((info.clone(), target.to_path_buf()));
+                if self.batch.len() == BATCH {
+                    self.flush();
+                }
+                return;
+            }
             FileKind::Directory => {
                 if !self.on_path.insert(m.ino) {
-                    self.warn(target, "directory loop; not descending");
-                    return Ok(());
+                    self.sh.warn(target, "directory loop; not descending");
+                    return;
                 }
-                let r = std::fs::create_dir(target)
-                    .or_else(|e| match e.kind() {
-                        std::io::ErrorKind::AlreadyExists if target.is_dir() => Ok(()),
-                        _ => Err(e),
-                    })
-                    .map_err(anyhow::Error::from)
-                    .and_then(|()| self.dir_contents(info, target));
+                let r = std::fs::create_dir(target).or_else(|e| match e.kind() {
+                    std::io::ErrorKind::AlreadyExists if target.is_dir() => Ok(()),
+                    _ => Err(e),
+                });
+                match r {
+                    Ok(()) => {
+                        self.dir_contents(info, target, depth);
+                        self.dirs.push((info.ino, target.to_path_buf(), depth));
+                    }
+                    Err(e) => self.sh.warn(target, e),
+                }
                 self.on_path.remove(&m.ino);
-                r
+                return;
             }
             FileKind::Symlink => self
+                .sh
                 .fs
                 .read_link(info)
                 .map_err(anyhow::Error::from)
@@ -167,98 +410,25 @@ impl Extractor<'_> {
             }
             FileKind::Socket => {
                 eprintln!("ext4r extract: {}: socket skipped", target.display());
-                return Ok(());
+                return;
             }
             _ => {
-                self.warn(target, format!("inode {} has an unknown file type", m.ino));
-                return Ok(());
+                self.sh
+                    .warn(target, format!("inode {} has an unknown file type", m.ino));
+                return;
             }
         };
-        if let Err(e) = made {
-            self.warn(target, format!("{e:#}"));
-            return Ok(());
+        match made {
+            Ok(()) => self.sh.attributes_path(info, target),
+            Err(e) => self.sh.warn(target, format!("{e:#}")),
         }
-        if m.kind != FileKind::Directory && m.links > 1 {
-            self.links.insert(m.ino, target.to_path_buf());
-        }
-        self.attributes(info, target)
     }
+}
 
-    /// Copies a file's contents, leaving holes where the image has zeros.
-    fn regular(&mut self, info: &InodeInfo, target: &Path) -> Result<()> {
-        let mut r = self.fs.open_file(info)?;
-        let mut f = File::create(target)?;
-        let size = r.size();
-        loop {
-            let n = r.read(&mut self.buf)?;
-            if n == 0 {
-                break;
-            }
-            let chunk = &self.buf[..n];
-            if chunk.iter().all(|&b| b == 0) {
-                f.seek(SeekFrom::Current(n as i64))?;
-            } else {
-                f.write_all(chunk)?;
-            }
-        }
-        f.set_len(size)?;
-        Ok(())
-    }
-
-    /// Owner, mode, xattrs, times, in the order that keeps each.
-    fn attributes(&mut self, info: &InodeInfo, target: &Path) -> Result<()> {
-        let m = self.fs.metadata(info);
-        let symlink = m.kind == FileKind::Symlink;
-        if self.root {
-            if let Err(e) = rustix::fs::chownat(
-                CWD,
-                target,
-                Some(rustix::fs::Uid::from_raw(m.uid)),
-                Some(rustix::fs::Gid::from_raw(m.gid)),
-                AtFlags::SYMLINK_NOFOLLOW,
-            ) {
-                self.warn(target, format!("cannot set owner: {e}"));
-            }
-        }
-        match self.fs.xattrs(info) {
-            Ok(xs) => {
-                for x in xs {
-                    let keep = [&b"user."[..], b"trusted.", b"security."]
-                        .iter()
-                        .any(|p| x.name.starts_with(p));
-                    if !keep {
-                        continue;
-                    }
-                    if let Err(e) = rustix::fs::lsetxattr(
-                        target,
-                        x.name.as_slice(),
-                        &x.value,
-                        rustix::fs::XattrFlags::empty(),
-                    ) {
-                        eprintln!(
-                            "ext4r extract: {}: xattr {} not set: {e}",
-                            target.display(),
-                            x.name_lossy()
-                        );
-                    }
-                }
-            }
-            Err(e) => self.warn(target, format!("xattrs unreadable: {e}")),
-        }
-        if !symlink {
-            let perm = std::fs::Permissions::from_mode(u32::from(m.perm));
-            if let Err(e) = std::fs::set_permissions(target, perm) {
-                self.warn(target, format!("cannot set mode: {e}"));
-            }
-        }
-        let ts = Timestamps {
-            last_access: timespec(m.atime),
-            last_modification: timespec(m.mtime),
-        };
-        if let Err(e) = rustix::fs::utimensat(CWD, target, &ts, AtFlags::SYMLINK_NOFOLLOW) {
-            self.warn(target, format!("cannot set times: {e}"));
-        }
-        Ok(())
+fn times(m: &Metadata) -> Timestamps {
+    Timestamps {
+        last_access: timespec(m.atime),
+        last_modification: timespec(m.mtime),
     }
 }
 

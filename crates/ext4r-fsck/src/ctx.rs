@@ -145,7 +145,10 @@ impl Ctx {
             _ => (0, self.inodes.len()),
         };
         let slice = self.inodes.get(lo..hi)?;
-        slice.binary_search_by_key(&ino, |r| r.ino).ok().map(|i| lo + i)
+        slice
+            .binary_search_by_key(&ino, |r| r.ino)
+            .ok()
+            .map(|i| lo + i)
     }
 
     /// Fills `group_start` once pass 1 has listed the inodes.

@@ -99,7 +99,7 @@ impl Filesystem {
         let block = table + byte / bs;
         self.check_blocks(block, 1, &format!("inode table of group {group}"))?;
         let mut record = vec![0u8; isize as usize];
-        self.dev.read_at(&mut record, block * bs + byte % bs)?;
+        self.read_inode_record(group, table, byte, &mut record)?;
         let inode = Inode::parse(&record).map_err(|e| Error::corrupt(where_(), e))?;
         if isize as usize > GOOD_OLD_INODE_SIZE {
             inode
@@ -138,6 +138,52 @@ impl Filesystem {
             generation: i.generation(),
             projid: i.projid(),
         }
+    }
+}
+
+/// Inode table bytes read at once: neighbouring inodes (a directory's
+/// files, mostly) then come from memory.
+const ITABLE_CHUNK: u64 = 64 << 10;
+
+/// The last chunk of inode table read: (byte offset on the device, bytes).
+pub(crate) type ItableCache = std::sync::Mutex<Option<(u64, Vec<u8>)>>;
+
+impl Filesystem {
+    /// Copies the record at `byte` into the inode table of `group`
+    /// (starting at block `table`) into `out`, through a one-chunk cache.
+    fn read_inode_record(&self, group: u32, table: u64, byte: u64, out: &mut [u8]) -> Result<()> {
+        let bs = u64::from(self.geo.block_size);
+        let table_bytes = u64::from(self.geo.inode_blocks_per_group()) * bs;
+        let start = table * bs;
+        let chunk_off = byte - byte % ITABLE_CHUNK;
+        let len = ITABLE_CHUNK.min(table_bytes.saturating_sub(chunk_off));
+        let at = start + chunk_off;
+        if len < byte - chunk_off + out.len() as u64
+            || self
+                .check_blocks(
+                    table + chunk_off / bs,
+                    len.div_ceil(bs),
+                    &format!("inode table of group {group}"),
+                )
+                .is_err()
+        {
+            // A table that does not fit: read just the record.
+            return self.dev.read_at(out, start + byte);
+        }
+        let Ok(mut cache) = self.itable_cache.lock() else {
+            return self.dev.read_at(out, start + byte);
+        };
+        let hit = matches!(&*cache, Some((o, b)) if *o == at && b.len() as u64 == len);
+        if !hit {
+            let mut buf = vec![0u8; len as usize];
+            self.dev.read_at(&mut buf, at)?;
+            *cache = Some((at, buf));
+        }
+        if let Some((_, b)) = &*cache {
+            let i = (byte - chunk_off) as usize;
+            out.copy_from_slice(&b[i..i + out.len()]);
+        }
+        Ok(())
     }
 }
 

@@ -94,6 +94,7 @@ pub struct Filesystem {
     descs: Vec<GroupDesc>,
     csum_seed: u32,
     opts: OpenOptions,
+    itable_cache: inode::ItableCache,
 }
 
 impl core::fmt::Debug for Filesystem {
@@ -173,6 +174,7 @@ impl Filesystem {
             descs,
             csum_seed,
             opts,
+            itable_cache: std::sync::Mutex::new(None),
         })
     }
 
