@@ -41,6 +41,8 @@ pub(crate) struct DirRec {
     pub encrypted: bool,
     /// Names are compared case-folded (hashes not checked here).
     pub casefold: bool,
+    /// The directory's checksum seed (metadata_csum).
+    pub seed: u32,
 }
 
 /// A directory block to read in pass 2.

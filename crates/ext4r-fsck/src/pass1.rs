@@ -60,16 +60,45 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 );
                 break;
             }
+            let base = g * ipg + first + 1;
+            let pre = prescan(&buf, isize, base, c.csum().then(|| c.sb.csum_seed()));
             for k in 0..count {
-                let ino = g * ipg + first + k + 1;
+                let ino = base + k;
                 let rec = &buf[k as usize * isize..(k as usize + 1) * isize];
-                check_inode(c, ino, rec, &specials);
+                check_inode(c, ino, rec, &specials, pre[k as usize]);
             }
             first += count;
         }
     }
     finish_xattr_blocks(c);
     c.index_groups();
+}
+
+/// Record is all zeros (never used).
+const PRE_ZERO: u8 = 1;
+/// Record's checksum does not match.
+const PRE_BAD_CSUM: u8 = 2;
+
+/// The per-record work that needs no shared state — the all-zero test and
+/// the checksum — done on all cores before the sequential checks.
+fn prescan(buf: &[u8], isize: usize, base: u32, seed: Option<u32>) -> Vec<u8> {
+    use rayon::prelude::*;
+    let one = |(k, rec): (usize, &[u8])| {
+        if is_zeroed_inode(rec) {
+            return PRE_ZERO;
+        }
+        match seed {
+            Some(s) if verify_inode_checksum(s, InodeNr(base + k as u32), rec).is_err() => {
+                PRE_BAD_CSUM
+            }
+            _ => 0,
+        }
+    };
+    if buf.len() / isize < 512 {
+        buf.chunks(isize).enumerate().map(one).collect()
+    } else {
+        buf.par_chunks(isize).enumerate().map(one).collect()
+    }
 }
 
 /// Inodes the superblock points at that live outside the directory tree.
@@ -86,7 +115,7 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
     v
 }
 
-fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32]) {
+fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let Ok(inode) = Inode::parse(rec) else { return };
     let first_ino = c.sb.first_ino();
     let links = inode.links_count();
@@ -95,11 +124,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32]) {
         reserved_inode(c, ino, &inode);
         return;
     }
-    if is_zeroed_inode(rec) {
+    if pre & PRE_ZERO != 0 {
         return;
     }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
-    if c.csum() && verify_inode_checksum(c.sb.csum_seed(), InodeNr(ino), rec).is_err() {
+    if pre & PRE_BAD_CSUM != 0 {
         c.p.error(
             1,
             "PR_1_INODE_ONLY_CSUM_INVALID",
@@ -259,6 +288,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32]) {
             htree: flags.contains(InodeFlags::INDEX),
             encrypted: flags.contains(InodeFlags::ENCRYPT),
             casefold: flags.contains(InodeFlags::CASEFOLD),
+            seed: ext4r_format::inode::inode_csum_seed(
+                c.sb.csum_seed(),
+                InodeNr(ino),
+                inode.generation(),
+            ),
         });
         for &(l, p, n) in &map.runs {
             for k in 0..n {

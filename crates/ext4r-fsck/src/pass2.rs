@@ -8,7 +8,7 @@ use ext4r_format::dir::{
 };
 use ext4r_format::features::Incompat;
 use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
-use ext4r_format::inode::{ino as special, inode_csum_seed};
+use ext4r_format::inode::ino as special;
 use ext4r_format::InodeNr;
 
 use crate::ctx::{Ctx, DirBlock};
@@ -40,6 +40,11 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         }
         buf.resize((j - i) * bs as usize, 0);
         let ok = c.fs.device().read_at(&mut buf, blocks[i].phys * bs).is_ok();
+        let leaf_csum = if ok && c.csum() {
+            prescan(c, &blocks[i..j], &buf, bs as usize)
+        } else {
+            Vec::new()
+        };
         for (k, b) in blocks[i..j].iter().enumerate() {
             if !ok {
                 c.p.error(
@@ -58,7 +63,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                     saw_block0[d] = true;
                 }
             }
-            dir_block(c, &mut dx, b, block);
+            dir_block(c, &mut dx, b, block, leaf_csum.get(k).copied());
         }
         i = j;
     }
@@ -76,12 +81,35 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     }
 }
 
-fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8]) {
+/// The leaf checksum of each block — (tail present, checksum matches) —
+/// computed on all cores before the sequential walk of the entries.
+fn prescan(c: &Ctx, blocks: &[DirBlock], buf: &[u8], bs: usize) -> Vec<(bool, bool)> {
+    use rayon::prelude::*;
+    let seeds: Vec<u32> = blocks
+        .iter()
+        .map(|b| c.dir_idx(b.ino).map_or(0, |d| c.dirs[d].seed))
+        .collect();
+    buf.par_chunks(bs)
+        .zip(seeds.par_iter())
+        .map(|(block, &seed)| {
+            let tail = DirEntryTail::find(block).is_some();
+            (tail, tail && verify_dir_block_checksum(seed, block).is_ok())
+        })
+        .collect()
+}
+
+fn dir_block(
+    c: &mut Ctx,
+    dx: &mut htree::DxDirs,
+    b: &DirBlock,
+    block: &[u8],
+    leaf_csum: Option<(bool, bool)>,
+) {
     let ino = b.ino;
     let Some(d) = c.dir_idx(ino) else { return };
     let htree = c.dirs[d].htree;
     let hashed = htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
-    let seed = inode_seed(c, ino);
+    let seed = c.dirs[d].seed;
     // An htree root: "." and ".." then index data.
     if htree && b.lblk == 0 {
         if let Ok(root) = parse_dx_root(block) {
@@ -125,7 +153,11 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8]) {
         return;
     }
     if c.csum() {
-        if DirEntryTail::find(block).is_none() {
+        let (tail, ok) = leaf_csum.unwrap_or_else(|| {
+            let t = DirEntryTail::find(block).is_some();
+            (t, t && verify_dir_block_checksum(seed, block).is_ok())
+        });
+        if !tail {
             c.p.error(
                 2,
                 "PR_2_LEAF_NODE_MISSING_CSUM",
@@ -134,7 +166,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8]) {
                     b.lblk
                 ),
             );
-        } else if verify_dir_block_checksum(seed, block).is_err() {
+        } else if !ok {
             c.p.error(
                 2,
                 "PR_2_LEAF_NODE_ONLY_CSUM_INVALID",
@@ -214,17 +246,6 @@ fn is_dx_node(block: &[u8]) -> bool {
         ) as usize
             == block.len()
         && block[6] == 0
-}
-
-fn inode_seed(c: &Ctx, ino: u32) -> u32 {
-    if !c.csum() {
-        return 0;
-    }
-    let generation =
-        c.fs.inode(InodeNr(ino))
-            .map(|i| i.inode.generation())
-            .unwrap_or(0);
-    inode_csum_seed(c.sb.csum_seed(), InodeNr(ino), generation)
 }
 
 /// Checks one entry. `slot` is its position among the directory's
