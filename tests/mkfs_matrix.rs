@@ -190,11 +190,31 @@ fn mkfs_matches_mke2fs_and_passes_e2fsck() {
                     make_image(ours_cmd(), &argv, &ours, size)?;
                     let (rc, out) = e2fsck_fn(&ours);
                     make_image(std::process::Command::new("mke2fs"), &argv, &theirs, size)?;
+                    // Our checker must find both images clean (no false
+                    // positives across the whole matrix).
+                    let fsck = |img: &std::path::Path| {
+                        let o = run(std::process::Command::new(env!("CARGO_BIN_EXE_ext4r"))
+                            .args(["fsck", "-fn"])
+                            .arg(img));
+                        (
+                            o.status.code(),
+                            String::from_utf8_lossy(&o.stdout).into_owned(),
+                        )
+                    };
+                    let (f1, fo1) = fsck(&ours);
+                    let (f2, fo2) = fsck(&theirs);
                     let (a, b) = (normalized_dumpe2fs(&ours), normalized_dumpe2fs(&theirs));
                     let (nbytes, at) = image_diffs(&ours, &theirs, 6)?;
                     let mut detail = String::new();
                     if rc != 0 {
                         detail += &format!("  e2fsck -fn exit {rc}:\n{}\n", tail(&out, 12));
+                    }
+                    if f1 != Some(0) || f2 != Some(0) {
+                        detail += &format!(
+                            "  fsck.ext4r -fn exit {f1:?} (ours), {f2:?} (mke2fs's):\n{}{}\n",
+                            tail(&fo1, 8),
+                            tail(&fo2, 8)
+                        );
                     }
                     if a != b {
                         detail += &first_diffs(&a, &b, 4);
@@ -208,6 +228,7 @@ fn mkfs_matches_mke2fs_and_passes_e2fsck() {
                     }
                     Ok(Outcome {
                         clean: rc == 0,
+                        fsck_clean: f1 == Some(0) && f2 == Some(0),
                         dump_equal: a == b,
                         bytes_equal: nbytes == 0,
                         detail,
@@ -221,7 +242,7 @@ fn mkfs_matches_mke2fs_and_passes_e2fsck() {
     });
     let results = results.into_inner().unwrap();
     let n = results.len();
-    let (mut clean, mut equal, mut identical) = (0, 0, 0);
+    let (mut clean, mut equal, mut identical, mut fsck_clean) = (0, 0, 0, 0);
     let mut unexpected = Vec::new();
     for (name, r) in &results {
         let gap = KNOWN_GAPS.contains(&name.as_str());
@@ -229,10 +250,11 @@ fn mkfs_matches_mke2fs_and_passes_e2fsck() {
         match r {
             Ok(o) => {
                 clean += usize::from(o.clean);
+                fsck_clean += usize::from(o.fsck_clean);
                 equal += usize::from(o.dump_equal);
                 identical += usize::from(o.bytes_equal);
-                let ok = o.clean && o.dump_equal && (o.bytes_equal || byte_gap);
-                if !(o.clean && o.dump_equal && o.bytes_equal) {
+                let ok = o.clean && o.fsck_clean && o.dump_equal && (o.bytes_equal || byte_gap);
+                if !(o.clean && o.fsck_clean && o.dump_equal && o.bytes_equal) {
                     println!(
                         "DIFFERS{}: {name}\n{}",
                         if gap || (ok && byte_gap) {
@@ -265,6 +287,7 @@ fn mkfs_matches_mke2fs_and_passes_e2fsck() {
         }
     }
     println!("e2fsck -fn clean: {clean}/{n}");
+    println!("fsck.ext4r -fn clean on ours and mke2fs's: {fsck_clean}/{n}");
     println!("dumpe2fs equal to mke2fs: {equal}/{n}");
     println!(
         "byte-identical to mke2fs (but superblock checksums, lifetime writes): {identical}/{n}"
@@ -283,6 +306,8 @@ fn mkfs_matches_mke2fs_and_passes_e2fsck() {
 /// What one configuration showed.
 struct Outcome {
     clean: bool,
+    /// fsck.ext4r -fn exits 0 on both our image and mke2fs's.
+    fsck_clean: bool,
     dump_equal: bool,
     bytes_equal: bool,
     detail: String,
