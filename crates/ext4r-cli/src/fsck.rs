@@ -24,10 +24,10 @@ struct Args {
     /// Open the filesystem read-only and answer "no" to every question.
     #[arg(short = 'n')]
     no: bool,
-    /// Repair automatically what is safe (not available yet).
+    /// Repair automatically what is safe; stop on anything else.
     #[arg(short = 'p', visible_short_alias = 'a')]
     preen: bool,
-    /// Repair everything (not available yet).
+    /// Repair everything this version can.
     #[arg(short = 'y')]
     yes: bool,
     /// Check even if the filesystem seems clean.
@@ -48,7 +48,7 @@ struct Args {
     /// External journal (accepted; external journals are not checked yet).
     #[arg(short = 'j', value_name = "external_journal")]
     journal: Option<PathBuf>,
-    /// Extended options (accepted and ignored under -n).
+    /// Extended options: journal_only (replay the journal and stop).
     #[arg(short = 'E', value_name = "extended-options")]
     extended: Vec<String>,
     /// Print timing per pass.
@@ -81,14 +81,14 @@ fn run(a: &Args) -> u8 {
         eprintln!("fsck.ext4r: Only one of the options -p/-a, -n or -y may be specified.");
         return EXIT_USAGE;
     }
-    if a.preen || a.yes {
-        eprintln!(
-            "fsck.ext4r: repairs (-p, -a, -y) are not available in this version; \
-             run with -n to check read-only, or use e2fsck to repair."
-        );
-        return EXIT_USAGE;
-    }
     let dev_name = a.device.display().to_string();
+    let journal_only = a
+        .extended
+        .iter()
+        .any(|e| e.split(',').any(|o| o == "journal_only"));
+    if a.preen || a.yes || journal_only && !a.no {
+        return repair_run(a, &dev_name, journal_only);
+    }
     let dev = match FileDevice::open(&a.device, OpenMode::default()) {
         Ok(d) => d,
         Err(e) => {
@@ -158,6 +158,101 @@ fn run(a: &Args) -> u8 {
         print_text(&dev_name, a, &report);
     }
     code
+}
+
+/// `-p`/`-y` (and `-E journal_only`): open for writing, exclusively, refuse
+/// a mounted filesystem, replay the journal and repair.
+fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
+    match ext4r::safety::mounted(&a.device) {
+        Ok(Some(m)) => {
+            eprintln!(
+                "{dev_name} is mounted on {}.\nfsck.ext4r: Cannot continue, aborting.",
+                m.mountpoint
+            );
+            return EXIT_ERROR;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("fsck.ext4r: {e}");
+            return EXIT_ERROR;
+        }
+    }
+    let mode = OpenMode {
+        write: true,
+        exclusive: true,
+        ..OpenMode::default()
+    };
+    let dev = match FileDevice::open(&a.device, mode) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while trying to open {dev_name}");
+            return EXIT_ERROR;
+        }
+    };
+    let mut opts = Options::default();
+    opts.force = a.force;
+    opts.superblock = a.superblock;
+    opts.block_size = a.block_size;
+    opts.now = now();
+    let how = if a.preen {
+        ext4r_fsck::Mode::Preen
+    } else {
+        ext4r_fsck::Mode::Yes
+    };
+    let mut progress = |_: u8, _: u64, _: u64| {};
+    let r = match ext4r_fsck::repair(
+        std::sync::Arc::new(dev),
+        &opts,
+        how,
+        journal_only,
+        &mut progress,
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while checking {dev_name}");
+            return EXIT_ERROR;
+        }
+    };
+    if r.journal_replayed.is_some() {
+        println!("{dev_name}: recovering journal");
+    }
+    for p in &r.fixed {
+        if a.preen {
+            println!("{dev_name}: {}  FIXED.", p.message);
+        } else {
+            println!("{}\nFix? yes\n", p.message);
+        }
+    }
+    if let Some(p) = &r.preen_stopped {
+        println!(
+            "\n{dev_name}: {}\n\n{dev_name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t\
+             (i.e., without -a or -p options)",
+            p.message
+        );
+        return r.exit_code();
+    }
+    for p in r
+        .last
+        .problems
+        .list()
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+    {
+        println!("{}\nFix? no (not repairable by this version)\n", p.message);
+    }
+    let changed = r.journal_replayed.is_some() || !r.fixed.is_empty();
+    if changed {
+        println!("\n{dev_name}: ***** FILE SYSTEM WAS MODIFIED *****");
+    }
+    if r.last.has_errors() {
+        println!("\n{dev_name}: ********** WARNING: Filesystem still has errors **********\n");
+    }
+    let s = &r.last.summary;
+    println!(
+        "{dev_name}: {}/{} files, {}/{} blocks",
+        s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
+    );
+    r.exit_code()
 }
 
 fn now() -> i64 {

@@ -95,6 +95,8 @@ pub(crate) struct Ctx {
     /// In-use inodes outside the tree (journal, quota, orphan file) at or
     /// past `s_first_ino`, for the inode bitmap.
     pub extra_used: Vec<u32>,
+    /// Free blocks counted by pass 5.
+    pub free_blocks_total: u64,
     pub stats: Summary,
 }
 
@@ -120,6 +122,7 @@ impl Ctx {
             xattr_blocks: BTreeMap::new(),
             claims: Vec::new(),
             extra_used: Vec::new(),
+            free_blocks_total: 0,
             stats: Summary::default(),
         }
     }

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod ctx;
+mod fix;
 mod htree;
 mod pass0;
 mod pass1;
@@ -30,6 +31,7 @@ mod pass2;
 mod pass34;
 mod pass5;
 mod problem;
+mod repair;
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +40,9 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r_format::features::Incompat;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
+pub use fix::{apply as apply_fixes, Fix};
 pub use problem::{Problem, Problems, Severity};
+pub use repair::{repair, Mode, RepairReport};
 
 /// What went wrong so that the check could not be done at all (e2fsck's
 /// exit 8).
@@ -141,13 +145,24 @@ pub fn check(
     opts: &Options,
     progress: Progress<'_>,
 ) -> Result<Report, Error> {
+    check_shared(std::sync::Arc::new(dev), opts, progress)
+}
+
+/// [`check`] on a device the caller keeps using (a repair run).
+///
+/// # Errors
+/// As [`check`].
+pub fn check_shared(
+    dev: std::sync::Arc<dyn BlockDevice>,
+    opts: &Options,
+    progress: Progress<'_>,
+) -> Result<Report, Error> {
     let mut oo = OpenOptions::default();
     oo.superblock = opts.superblock;
     oo.block_size = opts.block_size;
     oo.allow_encrypted = true;
     // As e2fsck -n: the journal is not replayed, the disk is checked as is.
     oo.skip_journal_replay = true;
-    let dev: std::sync::Arc<dyn BlockDevice> = std::sync::Arc::new(dev);
     let mut notes = Vec::new();
     let mut backup_used = false;
     let fs = match Filesystem::open_with(SharedDev(dev.clone()), oo.clone()) {
@@ -216,7 +231,7 @@ pub fn check(
 }
 
 /// A device shared between tries at opening it.
-struct SharedDev(std::sync::Arc<dyn BlockDevice>);
+pub(crate) struct SharedDev(pub(crate) std::sync::Arc<dyn BlockDevice>);
 
 impl BlockDevice for SharedDev {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> ext4r::Result<()> {

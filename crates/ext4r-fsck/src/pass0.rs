@@ -136,7 +136,7 @@ fn descriptors(c: &mut Ctx) {
         if let Some(cs) = &csum {
             if let Ok(want) = d.compute_checksum(g, dsize, cs) {
                 if want != d.bg_checksum.get() {
-                    c.p.harmless(
+                    c.p.harmless_fix(
                         0,
                         "PR_0_GDT_CSUM",
                         format!(
@@ -144,6 +144,7 @@ fn descriptors(c: &mut Ctx) {
                              (group {g}: {:#06x}, should be {want:#06x})",
                             d.bg_checksum.get()
                         ),
+                        crate::fix::Fix::GroupDescChecksum(g),
                     );
                 }
             }
@@ -232,10 +233,11 @@ fn quota_and_orphan(c: &mut Ctx) {
         }
     }
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_ORPHAN_FILE_CLEAN",
             "Feature orphan_present is set but orphan file is clean.".into(),
+            crate::fix::Fix::ClearOrphanPresent,
         );
     }
 }

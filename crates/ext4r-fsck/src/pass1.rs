@@ -14,6 +14,7 @@ use ext4r_format::xattr::{
 use ext4r_format::{BlockNr, GroupNr, InodeNr};
 
 use crate::ctx::{Ctx, DirBlock, DirRec, InodeRec, XattrBlock};
+use crate::fix::Fix;
 use crate::pass1_map::{self, MapResult};
 use crate::Progress;
 
@@ -129,23 +130,25 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
     if pre & PRE_BAD_CSUM != 0 {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_INODE_ONLY_CSUM_INVALID",
             format!("Inode {ino} passes checks, but checksum does not match inode."),
+            Fix::InodeChecksum(ino),
         );
     }
     if links == 0 {
         return;
     }
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
-        c.p.error(
+        c.p.error_fix(
             2,
             "PR_2_I_FILE_ACL_HI_ZERO",
             format!(
                 "i_file_acl_hi for inode {ino} is {}, should be zero.",
                 inode.l_i_file_acl_high.get()
             ),
+            Fix::InodeClearFileAclHigh(ino),
         );
     }
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
@@ -159,10 +162,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         );
     }
     if inode.dtime() != 0 {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_SET_DTIME",
             format!("Inode {ino} is in use, but has dtime set."),
+            Fix::InodeClearDtime(ino),
         );
     }
     let kind = FileKind::from_mode(inode.mode());
@@ -253,10 +257,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         let have =
             inode.blocks_count(huge, c.geo.block_size) / if in_fs_blocks { bs / 512 } else { 1 };
         if want != have {
-            c.p.error(
+            c.p.error_fix(
                 1,
                 "PR_1_BAD_I_BLOCKS",
                 format!("Inode {ino}, i_blocks is {have}, should be {want}."),
+                Fix::InodeBlocks(ino, blocks),
             );
         }
     }
@@ -435,13 +440,14 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
         _ => false,
     };
     if bad {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_BAD_I_SIZE",
             format!(
                 "Inode {ino}, i_size is {size}, should be {}.",
                 map.end_lblk * bs
             ),
+            Fix::InodeSize(ino, map.end_lblk * bs),
         );
     }
 }
@@ -499,10 +505,11 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
         return (0, false);
     }
     if !c.sb.has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
-        c.p.error(
+        c.p.error_fix(
             2,
             "PR_2_FILE_ACL_ZERO",
             format!("i_file_acl for inode {ino} is {blk}, should be zero."),
+            Fix::InodeClearFileAcl(ino),
         );
         return (0, false);
     }
@@ -532,12 +539,13 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
         return (0, false);
     };
     if c.csum() && verify_xattr_block_checksum(c.sb.csum_seed(), BlockNr(blk), &buf).is_err() {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_EA_BLOCK_ONLY_CSUM_INVALID",
             format!(
                 "Extended attribute block {blk} passes checks, but checksum does not match block."
             ),
+            Fix::XattrBlockChecksum(blk),
         );
     }
     if let Some(why) = bad_entries(&entries) {
@@ -591,10 +599,11 @@ fn finish_xattr_blocks(c: &mut Ctx) {
         .map(|(b, x)| (*b, x.refcount, x.counted))
         .collect();
     for (b, r, n) in bad {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_EXTATTR_REFCOUNT",
             format!("Extended attribute block {b} has reference count {r}, should be {n}."),
+            Fix::XattrRefcount(b, n),
         );
     }
 }

@@ -191,13 +191,14 @@ impl ExtWalk {
             match parsed {
                 Ok(n) if n.depth() + 1 == depth => {
                     if c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err() {
-                        c.p.error(
+                        c.p.error_fix(
                             1,
                             "PR_1_EXTENT_ONLY_CSUM_INVALID",
                             format!(
                                 "Inode {ino} extent block passes checks, but checksum does not \
                                  match extent\n\t(logical block {l}, physical block {child})"
                             ),
+                            crate::fix::Fix::ExtentBlockChecksum(child, self.seed),
                         );
                         self.res.bad = true;
                     }

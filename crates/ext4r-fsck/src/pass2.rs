@@ -167,7 +167,7 @@ fn dir_block(
                 ),
             );
         } else if !ok {
-            c.p.error(
+            c.p.error_fix(
                 2,
                 "PR_2_LEAF_NODE_ONLY_CSUM_INVALID",
                 format!(
@@ -175,6 +175,7 @@ fn dir_block(
                      fails checksum.",
                     b.lblk
                 ),
+                crate::fix::Fix::DirBlockChecksum(b.phys, seed),
             );
         }
     }
@@ -335,20 +336,28 @@ fn entry(
         );
     }
     let Some(t) = c.inode_idx(target) else {
-        c.p.error(
-            2,
-            "PR_2_UNUSED_INODE",
-            format!(
-                "{} has deleted/unused inode {target}.  (block #{}, offset {off})",
-                place(),
-                b.lblk
-            ),
+        let msg = format!(
+            "{} has deleted/unused inode {target}.  (block #{}, offset {off})",
+            place(),
+            b.lblk
         );
+        if b.phys != 0 {
+            let seed = c.dirs[d].seed;
+            c.p.error_fix(
+                2,
+                "PR_2_UNUSED_INODE",
+                msg,
+                crate::fix::Fix::DirEntryClear(b.phys, off, seed),
+            );
+        } else {
+            c.p.error(2, "PR_2_UNUSED_INODE", msg);
+        }
         return;
     };
     let kind = c.inodes[t].kind;
     if slot > 1 {
-        check_filetype(c, &place, ftype, kind);
+        let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].seed));
+        check_filetype(c, &place, ftype, kind, fix_at);
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
                 if c.dirs[td].parent != 0 {
@@ -366,7 +375,14 @@ fn entry(
     c.inodes[t].counted = c.inodes[t].counted.saturating_add(1);
 }
 
-fn check_filetype(c: &mut Ctx, place: &dyn Fn() -> String, ftype: u8, kind: FileKind) {
+fn check_filetype(
+    c: &mut Ctx,
+    place: &dyn Fn() -> String,
+    ftype: u8,
+    kind: FileKind,
+    fix_at: Option<(u64, usize, u32)>,
+) {
+    let fix = |t: u8| fix_at.map(|(b, o, s)| crate::fix::Fix::DirEntryFiletype(b, o, t, s));
     let should = file_type_from_mode(match kind {
         FileKind::Regular => 0o100000,
         FileKind::Directory => 0o040000,
@@ -388,20 +404,20 @@ fn check_filetype(c: &mut Ctx, place: &dyn Fn() -> String, ftype: u8, kind: File
         return;
     }
     if ftype == ft::UNKNOWN {
-        c.p.harmless(
-            2,
-            "PR_2_SET_FILETYPE",
-            format!("Setting filetype for {} to {should}.", place()),
-        );
+        let msg = format!("Setting filetype for {} to {should}.", place());
+        match fix(should) {
+            Some(f) => c.p.harmless_fix(2, "PR_2_SET_FILETYPE", msg, f),
+            None => c.p.harmless(2, "PR_2_SET_FILETYPE", msg),
+        }
     } else if ftype != should {
-        c.p.error(
-            2,
-            "PR_2_BAD_FILETYPE",
-            format!(
-                "{} has an incorrect filetype (was {ftype}, should be {should}).",
-                place()
-            ),
+        let msg = format!(
+            "{} has an incorrect filetype (was {ftype}, should be {should}).",
+            place()
         );
+        match fix(should) {
+            Some(f) => c.p.error_fix(2, "PR_2_BAD_FILETYPE", msg, f),
+            None => c.p.error(2, "PR_2_BAD_FILETYPE", msg),
+        }
     }
 }
 

@@ -156,13 +156,14 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             counted = 1;
         }
         if u32::from(r.links) != counted {
-            c.p.error(
+            c.p.error_fix(
                 4,
                 "PR_4_BAD_REF_COUNT",
                 format!(
                     "Inode {} ref count is {}, should be {counted}.",
                     r.ino, r.links
                 ),
+                crate::fix::Fix::InodeLinks(r.ino, counted.min(u32::from(u16::MAX)) as u16),
             );
         }
     }

@@ -8,6 +8,7 @@ use ext4r_format::group_desc::{bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_I
 use ext4r_format::GroupNr;
 
 use crate::ctx::{Claim, Ctx};
+use crate::fix::Fix;
 use crate::Progress;
 
 /// Most groups whose bitmap differences are spelled out.
@@ -189,10 +190,11 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
         total_free += free;
         let stored_free = u64::from(d.free_blocks_count(wide));
         if stored_free != free {
-            c.p.error(
+            c.p.error_fix(
                 5,
                 "PR_5_FREE_BLOCK_COUNT_GROUP",
                 format!("Free blocks count wrong for group #{g} ({stored_free}, counted={free})."),
+                Fix::GroupFreeBlocks(g, free as u32),
             );
         }
         if c.bad_group[g as usize] {
@@ -217,10 +219,11 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
                 let hi = d.bg_block_bitmap_csum_hi.get();
                 let ok = (crc & 0xffff) as u16 == lo && (dsize < 64 || (crc >> 16) as u16 == hi);
                 if !ok {
-                    c.p.error(
+                    c.p.error_fix(
                         5,
                         "PR_5_BLOCK_BITMAP_CSUM",
                         format!("Block bitmap for group {g} has an invalid checksum."),
+                        Fix::BlockBitmap(g, want.clone()),
                     );
                 }
             }
@@ -229,10 +232,11 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
                 let mut pad = vec![0u64; all.len()];
                 set_bits(&mut pad, nclusters, cpg);
                 if pad.iter().zip(&all).any(|(p, a)| p & a != *p) {
-                    c.p.error(
+                    c.p.error_fix(
                         5,
                         "PR_5_BLOCK_BMAP_PADDING",
                         "Padding at end of block bitmap is not set.".into(),
+                        Fix::BlockBitmap(g, want.clone()),
                     );
                 }
             }
@@ -243,22 +247,25 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
         if w != have && reports < MAX_DIFF_REPORTS {
             reports += 1;
             let (text, _) = diff_text(&w, &have, gs >> cbits);
-            c.p.error(
+            c.p.error_fix(
                 5,
                 "PR_5_BLOCK_BITMAP_DIFF",
                 format!("Block bitmap differences: {}", text.trim()),
+                Fix::BlockBitmap(g, want.clone()),
             );
         } else if w != have {
-            c.p.error(
+            c.p.error_fix(
                 5,
                 "PR_5_BLOCK_BITMAP_DIFF",
                 format!("Block bitmap differences in group {g}"),
+                Fix::BlockBitmap(g, want.clone()),
             );
         }
     }
     let _ = total_used_blocks;
     c.stats.blocks_used = c.geo.blocks_count.saturating_sub(total_free << cbits);
     let sb_free = c.sb.free_blocks_count() >> cbits;
+    c.free_blocks_total = total_free << cbits;
     if sb_free != total_free {
         c.p.harmless(
             5,
@@ -362,23 +369,25 @@ fn inodes(c: &mut Ctx) {
         let free = ipg - used_n;
         total_free += free;
         if u64::from(d.free_inodes_count(wide)) != free {
-            c.p.error(
+            c.p.error_fix(
                 5,
                 "PR_5_FREE_INODE_COUNT_GROUP",
                 format!(
                     "Free inodes count wrong for group #{g} ({}, counted={free}).",
                     d.free_inodes_count(wide)
                 ),
+                Fix::GroupFreeInodes(g, free as u32),
             );
         }
         if u64::from(d.used_dirs_count(wide)) != dirs {
-            c.p.error(
+            c.p.error_fix(
                 5,
                 "PR_5_FREE_DIR_COUNT_GROUP",
                 format!(
                     "Directories count wrong for group #{g} ({}, counted={dirs}).",
                     d.used_dirs_count(wide)
                 ),
+                Fix::GroupUsedDirs(g, dirs as u32),
             );
         }
         if c.bad_group[g as usize] {
@@ -406,10 +415,11 @@ fn inodes(c: &mut Ctx) {
                 let hi = d.bg_inode_bitmap_csum_hi.get();
                 let ok = (crc & 0xffff) as u16 == lo && (dsize < 64 || (crc >> 16) as u16 == hi);
                 if !ok {
-                    c.p.error(
+                    c.p.error_fix(
                         5,
                         "PR_5_INODE_BITMAP_CSUM",
                         format!("Inode bitmap for group {g} has an invalid checksum."),
+                        Fix::InodeBitmap(g, want.clone()),
                     );
                 }
             }
@@ -419,16 +429,18 @@ fn inodes(c: &mut Ctx) {
             if reports < MAX_DIFF_REPORTS {
                 reports += 1;
                 let (text, _) = diff_text(&want, &have, base + 1);
-                c.p.error(
+                c.p.error_fix(
                     5,
                     "PR_5_INODE_BITMAP_DIFF",
                     format!("Inode bitmap differences: {}", text.trim()),
+                    Fix::InodeBitmap(g, want.clone()),
                 );
             } else {
-                c.p.error(
+                c.p.error_fix(
                     5,
                     "PR_5_INODE_BITMAP_DIFF",
                     format!("Inode bitmap differences in group {g}"),
+                    Fix::InodeBitmap(g, want.clone()),
                 );
             }
         }
@@ -442,6 +454,18 @@ fn inodes(c: &mut Ctx) {
                 "Free inodes count wrong ({}, counted={total_free}).",
                 c.sb.s_free_inodes_count.get()
             ),
+        );
+    }
+    // One repair for both summary counts; harmless under -n, still
+    // corrected by a repair run as e2fsck does.
+    let blocks = c.free_blocks_total;
+    if blocks != c.sb.free_blocks_count() || u64::from(c.sb.s_free_inodes_count.get()) != total_free
+    {
+        c.p.harmless_fix(
+            5,
+            "PR_5_SUMMARY_COUNTS",
+            format!("Superblock free counts set to {blocks} blocks, {total_free} inodes."),
+            Fix::SuperblockCounts(blocks, total_free),
         );
     }
 }

@@ -23,6 +23,8 @@ pub struct Problem {
     pub severity: Severity,
     /// What and where, in e2fsck's words.
     pub message: String,
+    /// The repair, when this version knows one.
+    pub fix: Option<crate::fix::Fix>,
 }
 
 /// Collected problems with a cap on how many messages are kept, so a badly
@@ -30,6 +32,7 @@ pub struct Problem {
 #[derive(Debug, Default)]
 pub struct Problems {
     list: Vec<Problem>,
+    overflow_fixes: Vec<crate::fix::Fix>,
     errors: u64,
     dropped: u64,
 }
@@ -40,15 +43,44 @@ const KEEP: usize = 10_000;
 impl Problems {
     /// Records an error.
     pub fn error(&mut self, pass: u8, code: &'static str, message: String) {
-        self.push(pass, code, Severity::Error, message);
+        self.push(pass, code, Severity::Error, message, None);
+    }
+
+    /// Records an error and its repair.
+    pub fn error_fix(
+        &mut self,
+        pass: u8,
+        code: &'static str,
+        message: String,
+        fix: crate::fix::Fix,
+    ) {
+        self.push(pass, code, Severity::Error, message, Some(fix));
     }
 
     /// Records a harmless finding.
     pub fn harmless(&mut self, pass: u8, code: &'static str, message: String) {
-        self.push(pass, code, Severity::Harmless, message);
+        self.push(pass, code, Severity::Harmless, message, None);
     }
 
-    fn push(&mut self, pass: u8, code: &'static str, severity: Severity, message: String) {
+    /// Records a harmless finding that a repair run still corrects.
+    pub fn harmless_fix(
+        &mut self,
+        pass: u8,
+        code: &'static str,
+        message: String,
+        fix: crate::fix::Fix,
+    ) {
+        self.push(pass, code, Severity::Harmless, message, Some(fix));
+    }
+
+    fn push(
+        &mut self,
+        pass: u8,
+        code: &'static str,
+        severity: Severity,
+        message: String,
+        fix: Option<crate::fix::Fix>,
+    ) {
         if severity == Severity::Error {
             self.errors += 1;
         }
@@ -58,9 +90,14 @@ impl Problems {
                 code,
                 severity,
                 message,
+                fix,
             });
         } else {
+            // Past the cap a repair still needs the fix; the words go.
             self.dropped += 1;
+            if let Some(f) = fix {
+                self.overflow_fixes.push(f);
+            }
         }
     }
 
@@ -77,6 +114,22 @@ impl Problems {
     /// The kept problems in the order found.
     pub fn list(&self) -> &[Problem] {
         &self.list
+    }
+
+    /// Every repair the problems carry, in the order found.
+    pub fn fixes(&self) -> Vec<crate::fix::Fix> {
+        self.list
+            .iter()
+            .filter_map(|p| p.fix.clone())
+            .chain(self.overflow_fixes.iter().cloned())
+            .collect()
+    }
+
+    /// Errors that no known repair addresses.
+    pub fn unfixable(&self) -> impl Iterator<Item = &Problem> {
+        self.list
+            .iter()
+            .filter(|p| p.severity == Severity::Error && p.fix.is_none())
     }
 }
 

@@ -113,6 +113,37 @@ impl Filesystem {
         Ok(InodeInfo { ino, inode, record })
     }
 
+    /// The on-disk record of inode `ino`, unvalidated (a checker repairs
+    /// what [`Filesystem::inode`] would refuse).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for an inode number or inode table outside the
+    /// filesystem; I/O errors.
+    pub fn inode_record(&self, ino: InodeNr) -> Result<Vec<u8>> {
+        let ipg = self.geo.inodes_per_group;
+        if ino.0 == 0 || ino.0 > self.sb.s_inodes_count.get() {
+            return Err(Error::corrupt(
+                format!("inode {}", ino.0),
+                FormatError::invalid("inode number", "out of range"),
+            ));
+        }
+        let group = (ino.0 - 1) / ipg;
+        let index = u64::from((ino.0 - 1) % ipg);
+        let isize = u64::from(self.geo.inode_size);
+        let table = self
+            .group_desc(ext4r_format::GroupNr(group))?
+            .inode_table(self.is_64bit());
+        let bs = u64::from(self.geo.block_size);
+        self.check_blocks(
+            table + index * isize / bs,
+            1,
+            &format!("inode table of group {group}"),
+        )?;
+        let mut record = vec![0u8; isize as usize];
+        self.dev.read_at(&mut record, table * bs + index * isize)?;
+        Ok(record)
+    }
+
     /// The `stat` view of an inode.
     pub fn metadata(&self, info: &InodeInfo) -> Metadata {
         let i = &info.inode;

@@ -1,0 +1,350 @@
+//! Repairs: what a problem needs changed on disk, and applying a batch of
+//! them with every affected checksum recomputed.
+//!
+//! A round of repair is: check, collect the fixes the problems carry,
+//! apply them all (read-modify-write per inode, block and descriptor, so
+//! two fixes to one inode make one write), then check again. Fixes are
+//! idempotent and computed from what the check saw, so a round that is cut
+//! short leaves an image the next run repairs the same way.
+
+use std::collections::BTreeMap;
+
+use ext4r::fs::Filesystem;
+use ext4r::Result;
+use ext4r_format::dir::{set_dir_block_checksum, DirEntryTail};
+use ext4r_format::extent::set_extent_block_checksum;
+use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::group_desc::{
+    bitmap_checksum, GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT,
+};
+use ext4r_format::inode::{set_inode_checksum, Inode};
+use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ext4r_format::xattr::set_xattr_block_checksum;
+use ext4r_format::{BlockNr, GroupNr, InodeNr};
+
+/// One change that repairs one problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fix {
+    /// Recompute an inode's checksum.
+    InodeChecksum(u32),
+    /// Set `i_links_count`.
+    InodeLinks(u32, u16),
+    /// Set `i_blocks` to this many filesystem blocks.
+    InodeBlocks(u32, u64),
+    /// Set `i_size`.
+    InodeSize(u32, u64),
+    /// Clear `i_dtime` of an inode in use.
+    InodeClearDtime(u32),
+    /// Clear `i_file_acl` (and its high half).
+    InodeClearFileAcl(u32),
+    /// Clear the high half of `i_file_acl` on a filesystem without 64bit.
+    InodeClearFileAclHigh(u32),
+    /// Recompute a directory leaf block's checksum tail (seed of its
+    /// directory).
+    DirBlockChecksum(u64, u32),
+    /// Recompute an extent block's checksum (seed of its inode).
+    ExtentBlockChecksum(u64, u32),
+    /// Recompute an xattr block's checksum.
+    XattrBlockChecksum(u64),
+    /// Set an xattr block's reference count.
+    XattrRefcount(u64, u32),
+    /// Point a directory entry at nothing (block, offset, directory's seed).
+    DirEntryClear(u64, usize, u32),
+    /// Set a directory entry's file type (block, offset, type, seed).
+    DirEntryFiletype(u64, usize, u8, u32),
+    /// Set a group's free block count (clusters).
+    GroupFreeBlocks(u32, u32),
+    /// Set a group's free inode count.
+    GroupFreeInodes(u32, u32),
+    /// Set a group's directory count.
+    GroupUsedDirs(u32, u32),
+    /// Write a group's block bitmap (one bit per cluster of the group).
+    BlockBitmap(u32, Vec<u64>),
+    /// Write a group's inode bitmap.
+    InodeBitmap(u32, Vec<u64>),
+    /// Rewrite a group descriptor (and so its checksum).
+    GroupDescChecksum(u32),
+    /// Set the superblock's free block and inode counts.
+    SuperblockCounts(u64, u64),
+    /// Clear the orphan_present feature.
+    ClearOrphanPresent,
+}
+
+/// Writes `fixes` to the filesystem's device.
+///
+/// # Errors
+/// I/O errors, or corrupt structures that stand in the way (reported with
+/// their location).
+pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
+    let mut w = Writer::new(fs);
+    for f in fixes {
+        w.add(f)?;
+    }
+    w.flush()?;
+    Ok(fixes.len())
+}
+
+struct Writer<'a> {
+    fs: &'a Filesystem,
+    sb: Superblock,
+    sb_dirty: bool,
+    inodes: BTreeMap<u32, Vec<u8>>,
+    blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
+    descs: BTreeMap<u32, GroupDesc>,
+    bitmaps: BTreeMap<u64, Vec<u8>>,
+}
+
+/// What checksum a modified block needs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum BlockKind {
+    Dir(u32),
+    Extent(u32),
+    Xattr,
+}
+
+impl<'a> Writer<'a> {
+    fn new(fs: &'a Filesystem) -> Self {
+        Writer {
+            fs,
+            sb: fs.superblock().clone(),
+            sb_dirty: false,
+            inodes: BTreeMap::new(),
+            blocks: BTreeMap::new(),
+            descs: BTreeMap::new(),
+            bitmaps: BTreeMap::new(),
+        }
+    }
+
+    fn csum(&self) -> bool {
+        self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
+    }
+
+    fn inode(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
+        if !self.inodes.contains_key(&ino) {
+            let rec = self.fs.inode_record(InodeNr(ino))?;
+            self.inodes.insert(ino, rec);
+        }
+        Ok(self.inodes.entry(ino).or_default())
+    }
+
+    fn edit_inode(&mut self, ino: u32, f: impl FnOnce(&mut Inode)) -> Result<()> {
+        let rec = self.inode(ino)?;
+        if let Ok(mut i) = Inode::parse(rec) {
+            f(&mut i);
+            let _ = i.write(rec);
+        }
+        Ok(())
+    }
+
+    fn block(&mut self, b: u64, kind: BlockKind) -> Result<&mut Vec<u8>> {
+        if !self.blocks.contains_key(&b) {
+            let mut buf = vec![0u8; self.fs.block_size() as usize];
+            self.fs
+                .device()
+                .read_at(&mut buf, b * u64::from(self.fs.block_size()))?;
+            self.blocks.insert(b, (buf, kind));
+        }
+        Ok(&mut self.blocks.entry(b).or_insert_with(|| (Vec::new(), kind)).0)
+    }
+
+    fn desc(&mut self, g: u32) -> Result<&mut GroupDesc> {
+        if !self.descs.contains_key(&g) {
+            let d = *self.fs.group_desc(GroupNr(g))?;
+            self.descs.insert(g, d);
+        }
+        Ok(self.descs.entry(g).or_insert_with(GroupDesc::zeroed))
+    }
+
+    fn add(&mut self, f: &Fix) -> Result<()> {
+        let bs = self.fs.block_size();
+        let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        match f {
+            Fix::InodeChecksum(ino) => {
+                self.inode(*ino)?;
+            }
+            Fix::InodeLinks(ino, n) => self.edit_inode(*ino, |i| i.i_links_count.set(*n))?,
+            Fix::InodeBlocks(ino, blocks) => self.edit_inode(*ino, |i| {
+                let _ = i.set_blocks_count(blocks * u64::from(bs / 512), huge, bs);
+            })?,
+            Fix::InodeSize(ino, size) => self.edit_inode(*ino, |i| i.set_size(*size))?,
+            Fix::InodeClearDtime(ino) => self.edit_inode(*ino, |i| i.i_dtime.set(0))?,
+            Fix::InodeClearFileAcl(ino) => self.edit_inode(*ino, |i| {
+                i.i_file_acl_lo.set(0);
+                i.l_i_file_acl_high.set(0);
+            })?,
+            Fix::InodeClearFileAclHigh(ino) => {
+                self.edit_inode(*ino, |i| i.l_i_file_acl_high.set(0))?
+            }
+            Fix::DirBlockChecksum(b, seed) => {
+                self.block(*b, BlockKind::Dir(*seed))?;
+            }
+            Fix::ExtentBlockChecksum(b, seed) => {
+                self.block(*b, BlockKind::Extent(*seed))?;
+            }
+            Fix::XattrBlockChecksum(b) => {
+                self.block(*b, BlockKind::Xattr)?;
+            }
+            Fix::XattrRefcount(b, n) => {
+                let blk = self.block(*b, BlockKind::Xattr)?;
+                blk[4..8].copy_from_slice(&n.to_le_bytes());
+            }
+            Fix::DirEntryClear(b, off, seed) => {
+                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                if let Some(x) = blk.get_mut(*off..*off + 4) {
+                    x.copy_from_slice(&[0; 4]);
+                }
+            }
+            Fix::DirEntryFiletype(b, off, t, seed) => {
+                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                if let Some(x) = blk.get_mut(*off + 7) {
+                    *x = *t;
+                }
+            }
+            Fix::GroupFreeBlocks(g, n) => self.desc(*g)?.set_free_blocks_count(*n),
+            Fix::GroupFreeInodes(g, n) => self.desc(*g)?.set_free_inodes_count(*n),
+            Fix::GroupUsedDirs(g, n) => self.desc(*g)?.set_used_dirs_count(*n),
+            Fix::GroupDescChecksum(g) => {
+                self.desc(*g)?;
+            }
+            Fix::BlockBitmap(g, bits) => {
+                let geo = self.fs.geometry();
+                let cpg = geo.blocks_per_group >> geo.cluster_bits;
+                let mut raw = bits_to_bytes(bits, bs as usize);
+                // Bits past the group's end (last group) up to the block's
+                // end are set, as mke2fs and the kernel leave them.
+                let n = geo.group_blocks(*g).div_ceil(1 << geo.cluster_bits);
+                for i in n..u64::from(bs) * 8 {
+                    raw[(i / 8) as usize] |= 1 << (i % 8);
+                }
+                let crc = bitmap_checksum(self.sb.csum_seed(), &raw[..(cpg / 8) as usize]);
+                let d = self.desc(*g)?;
+                let loc = d.block_bitmap(wide);
+                d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
+                if self.csum() {
+                    let dsize = self.fs.geometry().desc_size as usize;
+                    self.desc(*g)?.set_block_bitmap_csum(crc, dsize);
+                }
+                self.bitmaps.insert(loc, raw);
+            }
+            Fix::InodeBitmap(g, bits) => {
+                let ipg = u64::from(self.fs.geometry().inodes_per_group);
+                let mut raw = bits_to_bytes(bits, bs as usize);
+                for i in ipg..u64::from(bs) * 8 {
+                    raw[(i / 8) as usize] |= 1 << (i % 8);
+                }
+                let crc = bitmap_checksum(self.sb.csum_seed(), &raw[..(ipg / 8) as usize]);
+                let d = self.desc(*g)?;
+                let loc = d.inode_bitmap(wide);
+                d.set_flags(d.flags() & !BG_INODE_UNINIT);
+                if self.csum() {
+                    let dsize = self.fs.geometry().desc_size as usize;
+                    self.desc(*g)?.set_inode_bitmap_csum(crc, dsize);
+                }
+                self.bitmaps.insert(loc, raw);
+            }
+            Fix::SuperblockCounts(blocks, inodes) => {
+                self.sb.set_free_blocks_count(*blocks);
+                self.sb.s_free_inodes_count.set(*inodes as u32);
+                self.sb_dirty = true;
+            }
+            Fix::ClearOrphanPresent => {
+                let mut f = self.sb.features();
+                f.ro_compat.remove(RoCompat::ORPHAN_PRESENT);
+                self.sb.set_features(f);
+                self.sb_dirty = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let dev = self.fs.device();
+        let geo = self.fs.geometry().clone();
+        let bs = u64::from(geo.block_size);
+        let csum = self.csum();
+        let seed = self.sb.csum_seed();
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        for (ino, rec) in &mut self.inodes {
+            if csum {
+                let _ = set_inode_checksum(seed, InodeNr(*ino), rec);
+            }
+            let g = (ino - 1) / geo.inodes_per_group;
+            let idx = u64::from((ino - 1) % geo.inodes_per_group);
+            let table = self.fs.group_desc(GroupNr(g))?.inode_table(wide);
+            dev.write_at(rec, table * bs + idx * u64::from(geo.inode_size))?;
+        }
+        for (b, (buf, kind)) in &mut self.blocks {
+            if csum {
+                match kind {
+                    BlockKind::Dir(s) => {
+                        if DirEntryTail::find(buf).is_some() {
+                            let _ = set_dir_block_checksum(*s, buf);
+                        }
+                    }
+                    BlockKind::Extent(s) => {
+                        let _ = set_extent_block_checksum(*s, buf);
+                    }
+                    BlockKind::Xattr => {
+                        let _ = set_xattr_block_checksum(seed, BlockNr(*b), buf);
+                    }
+                }
+            }
+            dev.write_at(buf, *b * bs)?;
+        }
+        for (loc, raw) in &self.bitmaps {
+            dev.write_at(raw, loc * bs)?;
+        }
+        let gcs = if csum {
+            Some(GroupDescCsum::Crc32c { seed })
+        } else if self.sb.has_ro_compat(RoCompat::GDT_CSUM) {
+            Some(GroupDescCsum::Crc16 {
+                uuid: self.sb.s_uuid,
+            })
+        } else {
+            None
+        };
+        let dsize = geo.desc_size as usize;
+        let per_block = geo.descs_per_block();
+        for (g, d) in &mut self.descs {
+            if let Some(cs) = &gcs {
+                let _ = d.update_checksum(*g, dsize, cs);
+            }
+            let loc = geo.desc_block_loc(g / per_block);
+            let off = u64::from(g % per_block) * dsize as u64;
+            let mut raw = vec![0u8; dsize];
+            let _ = d.write(&mut raw, dsize);
+            dev.write_at(&raw, loc * bs + off)?;
+        }
+        if self.sb_dirty {
+            write_superblock(dev, &mut self.sb)?;
+        }
+        dev.flush()
+    }
+}
+
+/// Writes the primary superblock with its checksum.
+pub(crate) fn write_superblock(
+    dev: &dyn ext4r::device::BlockDevice,
+    sb: &mut Superblock,
+) -> Result<()> {
+    sb.update_checksum();
+    let bytes = sb.to_bytes();
+    debug_assert_eq!(bytes.len(), SUPERBLOCK_SIZE);
+    dev.write_at(&bytes, SUPERBLOCK_OFFSET)
+}
+
+fn bits_to_bytes(bits: &[u64], len: usize) -> Vec<u8> {
+    let mut raw = vec![0u8; len];
+    for (i, w) in bits.iter().enumerate() {
+        let b = w.to_le_bytes();
+        let at = i * 8;
+        if at >= len {
+            break;
+        }
+        let n = (len - at).min(8);
+        raw[at..at + n].copy_from_slice(&b[..n]);
+    }
+    raw
+}

@@ -1,0 +1,207 @@
+//! Repair runs (`-y`, `-p`): replay the journal, then check and apply the
+//! fixes the problems carry, round after round, until a check finds
+//! nothing more this version can fix; then mark the filesystem checked.
+
+use std::sync::Arc;
+
+use ext4r::device::BlockDevice;
+use ext4r::fs::{Filesystem, OpenOptions};
+use ext4r::journal::{recover_filesystem, Journal, JournalLocation};
+use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
+use ext4r_format::{BlockNr, InodeNr};
+
+use crate::fix::{self, Fix};
+use crate::{check_shared, Error, Options, Problem, Progress, Report, SharedDev};
+
+/// Rounds of check-and-fix before giving up on convergence.
+const MAX_ROUNDS: usize = 6;
+
+/// How much to repair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `-y`: everything this version knows how to fix.
+    Yes,
+    /// `-p`: only what e2fsck fixes without asking; anything else stops the
+    /// run ("UNEXPECTED INCONSISTENCY").
+    Preen,
+}
+
+/// The outcome of a repair run.
+#[derive(Debug)]
+pub struct RepairReport {
+    /// The journal was replayed (its transaction range).
+    pub journal_replayed: Option<(u32, u32)>,
+    /// The problems that were fixed, in the order found.
+    pub fixed: Vec<Problem>,
+    /// The final check (what is left).
+    pub last: Report,
+    /// A preen run stopped at a problem it may not fix alone.
+    pub preen_stopped: Option<Problem>,
+}
+
+impl RepairReport {
+    /// fsck(8)'s exit code: 0 nothing to do, 1 fixed, 4 errors left.
+    pub fn exit_code(&self) -> u8 {
+        let changed = self.journal_replayed.is_some() || !self.fixed.is_empty();
+        if self.last.fatal.is_some() {
+            8
+        } else if self.last.has_errors() || self.preen_stopped.is_some() {
+            4 | u8::from(changed)
+        } else {
+            u8::from(changed)
+        }
+    }
+}
+
+/// Problems e2fsck fixes under `-p` without asking (its `PR_PREEN_OK`).
+fn preen_ok(code: &str) -> bool {
+    code.starts_with("PR_5_")
+        || matches!(
+            code,
+            "PR_4_BAD_REF_COUNT"
+                | "PR_1_BAD_I_BLOCKS"
+                | "PR_1_BAD_I_SIZE"
+                | "PR_1_INODE_ONLY_CSUM_INVALID"
+                | "PR_1_SET_DTIME"
+                | "PR_2_UNUSED_INODE"
+                | "PR_2_LEAF_NODE_ONLY_CSUM_INVALID"
+                | "PR_2_I_FILE_ACL_HI_ZERO"
+                | "PR_2_SET_FILETYPE"
+                | "PR_0_GDT_CSUM"
+                | "PR_0_ORPHAN_FILE_CLEAN"
+        )
+}
+
+/// Repairs the filesystem on `dev`.
+///
+/// # Errors
+/// [`Error::Open`] when the filesystem cannot be opened at all, or an I/O
+/// error while writing.
+pub fn repair(
+    dev: Arc<dyn BlockDevice>,
+    opts: &Options,
+    mode: Mode,
+    journal_only: bool,
+    progress: Progress<'_>,
+) -> Result<RepairReport, Error> {
+    let journal_replayed = replay_journal(&dev)?;
+    let mut fixed = Vec::new();
+    let mut preen_stopped = None;
+    let mut forced = opts.clone();
+    forced.force = true;
+    if journal_only {
+        let last = check_shared(
+            dev.clone(),
+            &Options {
+                force: false,
+                ..opts.clone()
+            },
+            progress,
+        )?;
+        return Ok(RepairReport {
+            journal_replayed,
+            fixed,
+            last,
+            preen_stopped,
+        });
+    }
+    for _ in 0..MAX_ROUNDS {
+        let report = check_shared(dev.clone(), &forced, progress)?;
+        if report.fatal.is_some() {
+            break;
+        }
+        if mode == Mode::Preen {
+            let stop = report.problems.list().iter().find(|p| {
+                p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
+            });
+            if let Some(p) = stop {
+                preen_stopped = Some(p.clone());
+                break;
+            }
+        }
+        let mut fixes: Vec<Fix> = Vec::new();
+        for f in report.problems.fixes() {
+            if !fixes.contains(&f) {
+                fixes.push(f);
+            }
+        }
+        if fixes.is_empty() {
+            break;
+        }
+        let fs = open(&dev)?;
+        fix::apply(&fs, &fixes)?;
+        fixed.extend(
+            report
+                .problems
+                .list()
+                .iter()
+                .filter(|p| p.fix.is_some())
+                .cloned(),
+        );
+    }
+    let last = check_shared(dev.clone(), &forced, progress)?;
+    let changed = journal_replayed.is_some() || !fixed.is_empty();
+    if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
+        mark_checked(&dev, opts.now, changed)?;
+    }
+    Ok(RepairReport {
+        journal_replayed,
+        fixed,
+        last,
+        preen_stopped,
+    })
+}
+
+fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
+    let mut oo = OpenOptions::default();
+    oo.allow_encrypted = true;
+    oo.skip_journal_replay = true;
+    Ok(Filesystem::open_with(SharedDev(dev.clone()), oo)?)
+}
+
+/// Replays an internal journal that needs recovery, as e2fsck does before
+/// checking; returns the transaction range replayed.
+fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Error> {
+    let fs = open(dev)?;
+    let sb = fs.superblock();
+    if !sb.has_incompat(Incompat::RECOVER)
+        || !sb.has_compat(Compat::HAS_JOURNAL)
+        || sb.s_journal_inum.get() == 0
+    {
+        return Ok(None);
+    }
+    let info = fs.inode(InodeNr(sb.s_journal_inum.get()))?;
+    let runs = fs.runs(&info)?;
+    let len = runs.last().map_or(0, |r| r.end());
+    let mut blocks = vec![BlockNr(0); len as usize];
+    for r in &runs {
+        for k in 0..r.len {
+            blocks[(r.logical + k) as usize] = BlockNr(r.physical + k);
+        }
+    }
+    let journal = Journal::open(
+        SharedDev(dev.clone()),
+        JournalLocation::internal(blocks),
+        fs.block_size(),
+    )?;
+    let r = recover_filesystem(dev.as_ref(), &journal)?;
+    Ok(Some((r.start_transaction, r.end_transaction)))
+}
+
+/// After a clean result: state valid, no error flag, check time now, mount
+/// count reset — what e2fsck leaves so that the next boot skips the check.
+fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<(), Error> {
+    let fs = open(dev)?;
+    let mut sb = fs.superblock().clone();
+    let state = sb.s_state.get();
+    if !changed && state & STATE_VALID != 0 && state & STATE_ERROR == 0 {
+        return Ok(());
+    }
+    sb.s_state.set((state | STATE_VALID) & !STATE_ERROR);
+    sb.s_mnt_count.set(0);
+    sb.set_lastcheck(now);
+    fix::write_superblock(dev.as_ref(), &mut sb)?;
+    dev.flush()?;
+    Ok(())
+}
