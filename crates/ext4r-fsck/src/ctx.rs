@@ -43,6 +43,8 @@ pub(crate) struct DirRec {
     pub casefold: bool,
     /// The directory's checksum seed (metadata_csum).
     pub seed: u32,
+    /// Where its `..` entry is: (block, offset).
+    pub dotdot_at: Option<(u64, usize)>,
 }
 
 /// A directory block to read in pass 2.

@@ -65,6 +65,28 @@ pub enum Fix {
     InodeBitmap(u32, Vec<u64>),
     /// Rewrite a group descriptor (and so its checksum).
     GroupDescChecksum(u32),
+    /// Clear `i_block[slot]` (an illegal block pointer).
+    InodeBlockSlot(u32, usize),
+    /// Clear entry `i` of an indirect block (an illegal block pointer).
+    IndirectEntry(u64, usize),
+    /// Remove entry `i` of an extent node: in the inode's root (None) or
+    /// in a tree block; the inode's checksum seed for the block's tail.
+    ExtentRemove(u32, Option<u64>, usize, u32),
+    /// Release an inode beyond repair: no links, deletion time set (its
+    /// blocks and entries are freed by the next rounds).
+    ClearInode(u32),
+    /// Set `i_extra_isize`.
+    InodeExtraIsize(u32, u16),
+    /// Drop the in-inode xattr area.
+    ClearIbodyXattrs(u32),
+    /// Salvage a directory block from a bad record at `offset`: the
+    /// previous record (if any, at the given offset) or an empty one takes
+    /// the rest of the block.
+    DirSalvage(u64, usize, Option<usize>, u32),
+    /// Point a directory entry at another inode (`..` repairs).
+    DirEntryInode(u64, usize, u32, u32),
+    /// Turn on incompatible feature bits (extents found in use).
+    SetIncompat(u32),
     /// Set the superblock's free block and inode counts.
     SuperblockCounts(u64, u64),
     /// Clear the orphan_present feature.
@@ -87,8 +109,13 @@ pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
 
 struct Writer<'a> {
     fs: &'a Filesystem,
+    /// Extent entries to remove per (inode, node): applied at the end,
+    /// highest index first, so indexes stay valid.
+    extent_removals: BTreeMap<(u32, Option<u64>), Vec<(usize, u32)>>,
     sb: Superblock,
     sb_dirty: bool,
+    /// Deletion time for cleared inodes.
+    now: u32,
     inodes: BTreeMap<u32, Vec<u8>>,
     blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
     descs: BTreeMap<u32, GroupDesc>,
@@ -98,6 +125,7 @@ struct Writer<'a> {
 /// What checksum a modified block needs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum BlockKind {
+    Plain,
     Dir(u32),
     Extent(u32),
     Xattr,
@@ -107,8 +135,12 @@ impl<'a> Writer<'a> {
     fn new(fs: &'a Filesystem) -> Self {
         Writer {
             fs,
+            extent_removals: BTreeMap::new(),
             sb: fs.superblock().clone(),
             sb_dirty: false,
+            now: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs() as u32),
             inodes: BTreeMap::new(),
             blocks: BTreeMap::new(),
             descs: BTreeMap::new(),
@@ -244,6 +276,76 @@ impl<'a> Writer<'a> {
                 }
                 self.bitmaps.insert(loc, raw);
             }
+            Fix::InodeBlockSlot(ino, slot) => {
+                let slot = *slot;
+                self.edit_inode(*ino, |i| {
+                    let mut w = i.block_words();
+                    if let Some(x) = w.get_mut(slot) {
+                        *x = 0;
+                    }
+                    i.set_block_words(&w);
+                })?
+            }
+            Fix::IndirectEntry(b, idx) => {
+                // Indirect blocks carry no checksum.
+                let blk = self.block(*b, BlockKind::Plain)?;
+                if let Some(x) = blk.get_mut(idx * 4..idx * 4 + 4) {
+                    x.copy_from_slice(&[0; 4]);
+                }
+            }
+            Fix::ExtentRemove(ino, node, i, seed) => {
+                self.extent_removals
+                    .entry((*ino, *node))
+                    .or_default()
+                    .push((*i, *seed));
+            }
+            Fix::ClearInode(ino) => {
+                let now = self.now;
+                self.edit_inode(*ino, |i| {
+                    i.i_links_count.set(0);
+                    i.i_dtime.set(now);
+                })?
+            }
+            Fix::InodeExtraIsize(ino, v) => self.edit_inode(*ino, |i| i.i_extra_isize.set(*v))?,
+            Fix::ClearIbodyXattrs(ino) => {
+                let rec = self.inode(*ino)?;
+                let extra = u16::from_le_bytes([rec[0x80], rec[0x81]]) as usize;
+                let start = (128 + extra).min(rec.len());
+                rec[start..].fill(0);
+            }
+            Fix::DirSalvage(b, off, prev, seed) => {
+                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                let bs = blk.len();
+                let end = if DirEntryTail::find(blk).is_some() {
+                    bs - 12
+                } else {
+                    bs
+                };
+                let at = prev.unwrap_or(*off);
+                if at + 8 <= end {
+                    let len = (end - at) as u32;
+                    if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(len, bs as u32) {
+                        blk[at + 4..at + 6].copy_from_slice(&raw.to_le_bytes());
+                    }
+                    if prev.is_none() {
+                        // No record to extend: an empty one over the rest.
+                        blk[at..at + 4].copy_from_slice(&[0; 4]);
+                        blk[at + 6] = 0;
+                        blk[at + 7] = 0;
+                    }
+                }
+            }
+            Fix::DirEntryInode(b, off, target, seed) => {
+                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                if let Some(x) = blk.get_mut(*off..*off + 4) {
+                    x.copy_from_slice(&target.to_le_bytes());
+                }
+            }
+            Fix::SetIncompat(bits) => {
+                let v = self.sb.s_feature_incompat.get() | bits;
+                self.sb.s_feature_incompat.set(v);
+                self.sb_dirty = true;
+            }
             Fix::SuperblockCounts(blocks, inodes) => {
                 self.sb.set_free_blocks_count(*blocks);
                 self.sb.s_free_inodes_count.set(*inodes as u32);
@@ -259,7 +361,29 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// Removes the collected extent entries, highest index first.
+    fn remove_extents(&mut self) -> Result<()> {
+        let removals = std::mem::take(&mut self.extent_removals);
+        for ((ino, node), mut list) in removals {
+            list.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            list.dedup_by_key(|x| x.0);
+            let seed = list.first().map_or(0, |x| x.1);
+            let buf: &mut [u8] = match node {
+                None => {
+                    let rec = self.inode(ino)?;
+                    &mut rec[0x28..0x28 + 60]
+                }
+                Some(b) => self.block(b, BlockKind::Extent(seed))?,
+            };
+            for (i, _) in list {
+                remove_entry(buf, i);
+            }
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> Result<()> {
+        self.remove_extents()?;
         let dev = self.fs.device();
         let geo = self.fs.geometry().clone();
         let bs = u64::from(geo.block_size);
@@ -278,6 +402,7 @@ impl<'a> Writer<'a> {
         for (b, (buf, kind)) in &mut self.blocks {
             if csum {
                 match kind {
+                    BlockKind::Plain => {}
                     BlockKind::Dir(s) => {
                         if DirEntryTail::find(buf).is_some() {
                             let _ = set_dir_block_checksum(*s, buf);
@@ -333,6 +458,26 @@ pub(crate) fn write_superblock(
     let bytes = sb.to_bytes();
     debug_assert_eq!(bytes.len(), SUPERBLOCK_SIZE);
     dev.write_at(&bytes, SUPERBLOCK_OFFSET)
+}
+
+/// Removes entry `i` from an extent node (header of 12 bytes, then
+/// 12-byte entries), shifting the rest down.
+fn remove_entry(node: &mut [u8], i: usize) {
+    if node.len() < 12 {
+        return;
+    }
+    let n = usize::from(u16::from_le_bytes([node[2], node[3]]));
+    if i >= n {
+        return;
+    }
+    let start = 12 + i * 12;
+    let end = (12 + n * 12).min(node.len());
+    if start + 12 > end {
+        return;
+    }
+    node.copy_within(start + 12..end, start);
+    node[end - 12..end].fill(0);
+    node[2..4].copy_from_slice(&((n - 1) as u16).to_le_bytes());
 }
 
 fn bits_to_bytes(bits: &[u64], len: usize) -> Vec<u8> {

@@ -152,12 +152,16 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         );
     }
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_EXTRA_ISIZE",
             format!(
                 "Inode {ino} has a extra size ({}) which is invalid",
                 inode.i_extra_isize.get()
+            ),
+            crate::fix::Fix::InodeExtraIsize(
+                ino,
+                (rec.len().saturating_sub(128).min(32) & !3) as u16,
             ),
         );
     }
@@ -179,17 +183,19 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
     let flags = inode.flags();
     if flags.contains(InodeFlags::EXTENTS) && !c.sb.has_incompat(Incompat::EXTENTS) {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_EXTENT_FEATURE",
             format!("Inode {ino} is in extent format, but superblock is missing EXTENTS feature"),
+            crate::fix::Fix::SetIncompat(ext4r_format::features::Incompat::EXTENTS.bits()),
         );
     }
     if flags.contains(InodeFlags::INLINE_DATA) && !c.sb.has_incompat(Incompat::INLINE_DATA) {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_INLINE_DATA_FEATURE",
             format!("Inode {ino} has inline data, but superblock is missing INLINE_DATA feature"),
+            crate::fix::Fix::ClearInode(ino),
         );
     }
     if kind == FileKind::Directory
@@ -225,18 +231,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             if flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
                 || w[4..].iter().any(|&x| x != 0)
             {
-                c.p.error(
+                c.p.error_fix(
                     2,
                     "PR_2_BAD_SPECIAL",
                     format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
+                    crate::fix::Fix::ClearInode(ino),
                 );
             }
         }
         _ => {
-            c.p.error(
+            c.p.error_fix(
                 2,
                 "PR_2_BAD_MODE",
                 format!("Inode {ino} has bad mode ({:#o}).", inode.mode()),
+                crate::fix::Fix::ClearInode(ino),
             );
         }
     }
@@ -293,6 +301,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             htree: flags.contains(InodeFlags::INDEX),
             encrypted: flags.contains(InodeFlags::ENCRYPT),
             casefold: flags.contains(InodeFlags::CASEFOLD),
+            dotdot_at: None,
             seed: ext4r_format::inode::inode_csum_seed(
                 c.sb.csum_seed(),
                 InodeNr(ino),
@@ -399,10 +408,11 @@ fn check_fast_symlink(c: &mut Ctx, ino: u32, inode: &Inode) {
         .position(|&b| b == 0)
         .unwrap_or(I_BLOCK_SIZE);
     if len as u64 != inode.size() {
-        c.p.error(
+        c.p.error_fix(
             2,
             "PR_2_INVALID_SYMLINK",
             format!("Symlink (inode #{ino}) is invalid (size {}).", inode.size()),
+            crate::fix::Fix::ClearInode(ino),
         );
     }
 }
@@ -413,10 +423,11 @@ fn check_slow_symlink(c: &mut Ctx, ino: u32, inode: &Inode, map: &MapResult) {
         return;
     }
     if map.blocks != 1 || inode.size() >= bs || map.end_lblk != 1 {
-        c.p.error(
+        c.p.error_fix(
             2,
             "PR_2_INVALID_SYMLINK",
             format!("Symlink (inode #{ino}) is invalid."),
+            crate::fix::Fix::ClearInode(ino),
         );
     }
 }
@@ -486,18 +497,20 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
     match parse_xattr_ibody(rec) {
         Ok(Some(entries)) => {
             if let Some(why) = bad_entries(&entries) {
-                c.p.error(
+                c.p.error_fix(
                     1,
                     "PR_1_INODE_EA_BAD",
                     format!("Inode {ino} has a bad extended attribute area: {why}."),
+                    crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
             }
         }
         Ok(None) => {}
-        Err(e) => c.p.error(
+        Err(e) => c.p.error_fix(
             1,
             "PR_1_INODE_EA_BAD",
             format!("Inode {ino} has a bad extended attribute area: {e}."),
+            crate::fix::Fix::ClearIbodyXattrs(ino),
         ),
     }
     let blk = inode.file_acl(c.wide()).0;
@@ -523,10 +536,11 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
             .read_at(&mut buf, blk * u64::from(c.geo.block_size));
     let parsed = read.ok().and_then(|()| parse_xattr_block(&buf).ok());
     let Some((hdr, entries)) = parsed else {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_BAD_EA_BLOCK",
             format!("Inode {ino} has a bad extended attribute block {blk}."),
+            crate::fix::Fix::InodeClearFileAcl(ino),
         );
         c.xattr_blocks.insert(
             blk,
@@ -549,10 +563,11 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
         );
     }
     if let Some(why) = bad_entries(&entries) {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_EA_BAD_VALUE",
             format!("Extended attribute in inode {ino} (block {blk}) is invalid: {why}."),
+            crate::fix::Fix::InodeClearFileAcl(ino),
         );
     }
     c.claim(blk, 1, ino);

@@ -10,6 +10,7 @@ use ext4r_format::inode::{inode_csum_seed, Inode};
 use ext4r_format::InodeNr;
 
 use crate::ctx::Ctx;
+use crate::fix::Fix;
 
 /// What the walk learned about one inode.
 #[derive(Debug, Default)]
@@ -39,8 +40,10 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         want_runs,
         seen: HashSet::new(),
         last_phys_end: None,
+        node_at: None,
     };
     let root = inode.i_block;
+    w.node_at = None;
     match ExtentNode::parse(&root) {
         Ok(node) => {
             w.res.depth = node.depth();
@@ -59,10 +62,11 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             }
         }
         Err(e) => {
-            c.p.error(
+            c.p.error_fix(
                 1,
                 "PR_1_MISSING_EXTENT_HEADER",
                 format!("Inode {ino} has EXTENTS_FL set but an invalid extent header: {e}."),
+                crate::fix::Fix::ClearInode(ino),
             );
             w.res.bad = true;
         }
@@ -77,6 +81,8 @@ struct ExtWalk {
     want_runs: bool,
     seen: HashSet<u64>,
     last_phys_end: Option<u64>,
+    /// The block of the node being walked (None: the root in the inode).
+    node_at: Option<u64>,
 }
 
 impl ExtWalk {
@@ -85,42 +91,45 @@ impl ExtWalk {
         let ino = self.ino;
         if let Some(exts) = node.extents() {
             let mut prev_end = lo;
-            for e in exts {
+            for (i, e) in exts.iter().enumerate() {
                 let l = u64::from(e.ee_block.get());
                 let n = u64::from(e.len());
                 let p = e.start().0;
                 if n == 0 || !c.valid_range(p, n) {
-                    c.p.error(
+                    c.p.error_fix(
                         1,
                         "PR_1_EXTENT_BAD_START_BLK",
                         format!(
                             "Inode {ino} has an invalid extent\n\t(logical block {l}, invalid \
                              physical block {p}, len {n})"
                         ),
+                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
                     );
                     self.res.bad = true;
                     continue;
                 }
                 if l < prev_end {
-                    c.p.error(
+                    c.p.error_fix(
                         1,
                         "PR_1_OUT_OF_ORDER_EXTENTS",
                         format!(
                             "Inode {ino} has out of order extents\n\t(invalid logical block \
                              {l}, physical block {p}, len {n})"
                         ),
+                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
                     );
                     self.res.bad = true;
                     continue;
                 }
                 if l + n > hi || l > u64::from(u32::MAX) {
-                    c.p.error(
+                    c.p.error_fix(
                         1,
                         "PR_1_EXTENT_END_OUT_OF_BOUNDS",
                         format!(
                             "Inode {ino}, end of extent exceeds allowed value\n\t(logical \
                              block {l}, physical block {p}, len {n})"
                         ),
+                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
                     );
                     self.res.bad = true;
                     continue;
@@ -151,22 +160,24 @@ impl ExtWalk {
                 .map_or(hi, |n| u64::from(n.ei_block.get()).min(hi));
             let child = ix.leaf().0;
             if l < lo || l >= next {
-                c.p.error(
+                c.p.error_fix(
                     1,
                     "PR_1_EXTENT_INDEX_START_INVALID",
                     format!(
                         "Inode {ino} extent tree (at level {level}) has an out of order or \
                          invalid index (logical block {l}, block {child})."
                     ),
+                    Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
                 );
                 self.res.bad = true;
                 continue;
             }
             if !c.valid_range(child, 1) || !self.seen.insert(child) {
-                c.p.error(
+                c.p.error_fix(
                     1,
                     "PR_1_EXTENT_BAD_START_BLK",
                     format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
+                    Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
                 );
                 self.res.bad = true;
                 continue;
@@ -221,19 +232,31 @@ impl ExtWalk {
                         );
                         self.res.bad = true;
                     }
+                    let saved = self.node_at.replace(child);
                     self.node(c, &n, l, next, level + 1);
+                    self.node_at = saved;
                 }
                 _ => {
-                    c.p.error(
+                    c.p.error_fix(
                         1,
                         "PR_1_EXTENT_HEADER_INVALID",
                         format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
+                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
                     );
                     self.res.bad = true;
                 }
             }
         }
     }
+}
+
+/// Where a block pointer is stored.
+#[derive(Clone, Copy)]
+enum Ptr {
+    /// `i_block[slot]`.
+    Inode(usize),
+    /// Entry `i` of an indirect block.
+    Indirect(u64, usize),
 }
 
 /// Walks an ext2/3 block map, claiming data and indirect blocks.
@@ -243,30 +266,35 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
     let apb = u64::from(addr_per_block(c.geo.block_size));
     let mut last_phys_end: Option<u64> = None;
     let mut illegal = 0u32;
-    // (block, level, first logical) to visit; level 0 = data block.
-    let mut stack: Vec<(u32, u32, u64)> = Vec::new();
+    // (block, level, first logical, where the pointer is) to visit;
+    // level 0 = data block.
+    let mut stack: Vec<(u32, u32, u64, Ptr)> = Vec::new();
     let mut base = NDIR_BLOCKS as u64;
     for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
-        stack.push((words[slot], level, base));
+        stack.push((words[slot], level, base, Ptr::Inode(slot)));
         base += apb.pow(level);
     }
     stack.reverse();
     for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS).rev() {
-        stack.push((w, 0, i as u64));
+        stack.push((w, 0, i as u64, Ptr::Inode(i)));
     }
-    while let Some((b, level, l)) = stack.pop() {
+    while let Some((b, level, l, at)) = stack.pop() {
         if b == 0 {
             continue;
         }
         let b64 = u64::from(b);
         if !c.valid_range(b64, 1) {
             illegal += 1;
+            // Repair as e2fsck: the pointer is cleared.
+            let fix = match at {
+                Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
+                Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
+            };
+            let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
             if illegal <= 12 {
-                c.p.error(
-                    1,
-                    "PR_1_ILLEGAL_BLOCK_NUM",
-                    format!("Illegal block #{l} ({b}) in inode {ino}."),
-                );
+                c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
+            } else {
+                c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
             }
             res.bad = true;
             if illegal > 256 {
@@ -306,7 +334,7 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
             continue;
         };
         let span = apb.pow(level - 1);
-        let children: Vec<(u32, u32, u64)> = ind
+        let children: Vec<(u32, u32, u64, Ptr)> = ind
             .iter()
             .enumerate()
             .map(|(i, x)| {
@@ -314,6 +342,7 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
                     u32::try_from(x.0).unwrap_or(u32::MAX),
                     level - 1,
                     l + i as u64 * span,
+                    Ptr::Indirect(b64, i),
                 )
             })
             .collect();

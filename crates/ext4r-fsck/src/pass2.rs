@@ -179,20 +179,24 @@ fn dir_block(
             );
         }
     }
-    let mut names: Vec<&[u8]> = Vec::new();
+    let mut names: Vec<(&[u8], usize)> = Vec::new();
+    let mut prev_off: Option<usize> = None;
     let mut leaf_names: Vec<&[u8]> = Vec::new();
     let encrypted = c.dirs[d].encrypted;
     for (pos, e) in DirBlockIter::new(block).enumerate() {
         let e = match e {
             Ok(e) => e,
             Err(bad) => {
-                c.p.error(
+                let msg = format!(
+                    "Directory inode {ino}, block #{}, offset {}: directory corrupted",
+                    b.lblk, bad.offset
+                );
+                let seed = c.dirs[d].seed;
+                c.p.error_fix(
                     2,
                     "PR_2_DIR_CORRUPTED",
-                    format!(
-                        "Directory inode {ino}, block #{}, offset {}: directory corrupted",
-                        b.lblk, bad.offset
-                    ),
+                    msg,
+                    crate::fix::Fix::DirSalvage(b.phys, bad.offset, prev_off, seed),
                 );
                 return;
             }
@@ -200,7 +204,7 @@ fn dir_block(
         let slot = if b.lblk == 0 { pos } else { 2 + pos };
         let name = e.name;
         if e.inode.0 != 0 {
-            names.push(name);
+            names.push((name, e.offset));
         }
         if e.inode.0 != 0 && slot > 1 {
             if hashed {
@@ -218,21 +222,24 @@ fn dir_block(
             }
         }
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
+        prev_off = Some(e.offset);
     }
     if hashed && b.lblk > 0 {
         htree::note_leaf(c, dx, ino, b.lblk, &leaf_names);
     }
     // Names repeated within the block (sorting beats hashing at ~100 names).
     names.sort_unstable();
+    let seed = c.dirs[d].seed;
     for w in names.windows(2) {
-        if w[0] == w[1] {
-            c.p.error(
+        if w[0].0 == w[1].0 {
+            c.p.error_fix(
                 2,
                 "PR_2_REPORT_DUP_DIRENT",
                 format!(
                     "Duplicate entry '{}' found in directory inode {ino}.",
-                    String::from_utf8_lossy(w[0])
+                    String::from_utf8_lossy(w[0].0)
                 ),
+                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, seed),
             );
         }
     }
@@ -291,19 +298,36 @@ fn entry(
                 );
             } else {
                 c.dirs[d].dotdot = target;
+                if b.phys != 0 {
+                    c.dirs[d].dotdot_at = Some((b.phys, off));
+                }
             }
         }
         _ => {
             if name == b"." || name == b".." {
-                c.p.error(
-                    2,
-                    "PR_2_DUP_DOT",
-                    format!(
-                        "{} is duplicate '{}' entry.",
-                        place(),
-                        String::from_utf8_lossy(name)
-                    ),
-                );
+                if b.phys != 0 {
+                    let seed = c.dirs[d].seed;
+                    c.p.error_fix(
+                        2,
+                        "PR_2_DUP_DOT",
+                        format!(
+                            "{} is duplicate '{}' entry.",
+                            place(),
+                            String::from_utf8_lossy(name)
+                        ),
+                        crate::fix::Fix::DirEntryClear(b.phys, off, seed),
+                    );
+                } else {
+                    c.p.error(
+                        2,
+                        "PR_2_DUP_DOT",
+                        format!(
+                            "{} is duplicate '{}' entry.",
+                            place(),
+                            String::from_utf8_lossy(name)
+                        ),
+                    );
+                }
                 return;
             }
         }
@@ -313,19 +337,44 @@ fn entry(
     }
     let max = c.sb.s_inodes_count.get();
     if target > max || (target < c.sb.first_ino() && target != special::ROOT) {
-        c.p.error(
-            2,
-            "PR_2_BAD_INO",
-            format!(
-                "{} has bad inode #: {target}. (block #{}, offset {off})",
-                place(),
-                b.lblk
-            ),
-        );
+        if b.phys != 0 {
+            let seed = c.dirs[d].seed;
+            c.p.error_fix(
+                2,
+                "PR_2_BAD_INO",
+                format!(
+                    "{} has bad inode #: {target}. (block #{}, offset {off})",
+                    place(),
+                    b.lblk
+                ),
+                crate::fix::Fix::DirEntryClear(b.phys, off, seed),
+            );
+        } else {
+            c.p.error(
+                2,
+                "PR_2_BAD_INO",
+                format!(
+                    "{} has bad inode #: {target}. (block #{}, offset {off})",
+                    place(),
+                    b.lblk
+                ),
+            );
+        }
         return;
     }
     if slot > 1 && target == dir {
-        c.p.error(2, "PR_2_LINK_DOT", format!("{} is a link to '.'", place()));
+        let msg = format!("{} is a link to '.'", place());
+        if b.phys != 0 {
+            let seed = c.dirs[d].seed;
+            c.p.error_fix(
+                2,
+                "PR_2_LINK_DOT",
+                msg,
+                crate::fix::Fix::DirEntryClear(b.phys, off, seed),
+            );
+        } else {
+            c.p.error(2, "PR_2_LINK_DOT", msg);
+        }
         return;
     }
     if slot > 1 && (name.contains(&b'/') || name.contains(&0) || name.is_empty()) {
@@ -361,11 +410,21 @@ fn entry(
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
                 if c.dirs[td].parent != 0 {
-                    c.p.error(
-                        2,
-                        "PR_2_LINK_DIR",
-                        format!("{} is a link to directory ??? ({target}).", place()),
-                    );
+                    if b.phys != 0 {
+                        let seed = c.dirs[d].seed;
+                        c.p.error_fix(
+                            2,
+                            "PR_2_LINK_DIR",
+                            format!("{} is a link to directory ??? ({target}).", place()),
+                            crate::fix::Fix::DirEntryClear(b.phys, off, seed),
+                        );
+                    } else {
+                        c.p.error(
+                            2,
+                            "PR_2_LINK_DIR",
+                            format!("{} is a link to directory ??? ({target}).", place()),
+                        );
+                    }
                     return;
                 }
                 c.dirs[td].parent = dir;

@@ -85,14 +85,25 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
     for d in 0..n {
         let r = c.dirs[d];
         if r.ino != special::ROOT && r.parent != 0 && r.dotdot != r.parent {
-            c.p.error(
-                3,
-                "PR_3_BAD_DOT_DOT",
-                format!(
-                    "'..' in ??? ({}) is ??? ({}), should be ??? ({}).",
-                    r.ino, r.dotdot, r.parent
+            match r.dotdot_at {
+                Some((blk, off)) => c.p.error_fix(
+                    3,
+                    "PR_3_BAD_DOT_DOT",
+                    format!(
+                        "'..' in ??? ({}) is ??? ({}), should be ??? ({}).",
+                        r.ino, r.dotdot, r.parent
+                    ),
+                    crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.seed),
                 ),
-            );
+                None => c.p.error(
+                    3,
+                    "PR_3_BAD_DOT_DOT",
+                    format!(
+                        "'..' in ??? ({}) is ??? ({}), should be ??? ({}).",
+                        r.ino, r.dotdot, r.parent
+                    ),
+                ),
+            }
         }
     }
     lost_and_found(c);
