@@ -107,11 +107,14 @@ pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
     Ok(fixes.len())
 }
 
+/// Extent entries to remove, per (inode, node block), with the seed.
+type ExtentRemovals = BTreeMap<(u32, Option<u64>), Vec<(usize, u32)>>;
+
 struct Writer<'a> {
     fs: &'a Filesystem,
     /// Extent entries to remove per (inode, node): applied at the end,
     /// highest index first, so indexes stay valid.
-    extent_removals: BTreeMap<(u32, Option<u64>), Vec<(usize, u32)>>,
+    extent_removals: ExtentRemovals,
     sb: Superblock,
     sb_dirty: bool,
     /// Deletion time for cleared inodes.
@@ -365,7 +368,7 @@ impl<'a> Writer<'a> {
     fn remove_extents(&mut self) -> Result<()> {
         let removals = std::mem::take(&mut self.extent_removals);
         for ((ino, node), mut list) in removals {
-            list.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            list.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
             list.dedup_by_key(|x| x.0);
             let seed = list.first().map_or(0, |x| x.1);
             let buf: &mut [u8] = match node {

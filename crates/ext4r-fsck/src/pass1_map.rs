@@ -291,11 +291,7 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
                 Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
             };
             let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
-            if illegal <= 12 {
-                c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
-            } else {
-                c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
-            }
+            c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
             res.bad = true;
             if illegal > 256 {
                 // e2fsck gives up on the inode here too; a garbage indirect
