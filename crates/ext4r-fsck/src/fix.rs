@@ -85,6 +85,8 @@ pub enum Fix {
     DirSalvage(u64, usize, Option<usize>, u32),
     /// Point a directory entry at another inode (`..` repairs).
     DirEntryInode(u64, usize, u32, u32),
+    /// Link an unattached inode into /lost+found as `#ino` (file type).
+    Reconnect(u32, u8),
     /// Turn on incompatible feature bits (extents found in use).
     SetIncompat(u32),
     /// Set the superblock's free block and inode counts.
@@ -344,6 +346,7 @@ impl<'a> Writer<'a> {
                     x.copy_from_slice(&target.to_le_bytes());
                 }
             }
+            Fix::Reconnect(ino, ft) => self.reconnect(*ino, *ft)?,
             Fix::SetIncompat(bits) => {
                 let v = self.sb.s_feature_incompat.get() | bits;
                 self.sb.s_feature_incompat.set(v);
@@ -359,6 +362,45 @@ impl<'a> Writer<'a> {
                 f.ro_compat.remove(RoCompat::ORPHAN_PRESENT);
                 self.sb.set_features(f);
                 self.sb_dirty = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `#ino` to /lost+found in the first block with room: an unused
+    /// record big enough, or the slack after a record. Nothing is
+    /// allocated; a full lost+found leaves the problem for the next run.
+    fn reconnect(&mut self, ino: u32, ft: u8) -> Result<()> {
+        let fs = self.fs;
+        let root = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT))?;
+        let Some(lpf) = fs.lookup(&root, b"lost+found")? else {
+            return Ok(());
+        };
+        let info = fs.inode(lpf)?;
+        if !info.inode.is_dir() {
+            return Ok(());
+        }
+        let seed =
+            ext4r_format::inode::inode_csum_seed(self.sb.csum_seed(), lpf, info.inode.generation());
+        let name = format!("#{ino}");
+        let need = ext4r_format::dir::rec_len_for_name(name.len());
+        let bs = fs.block_size();
+        for r in fs.runs(&info)? {
+            for k in 0..r.len {
+                let blk = self.block(r.physical + k, BlockKind::Dir(seed))?;
+                if let Some((off, rec_len)) = free_slot(blk, need, bs) {
+                    if off + rec_len > blk.len() {
+                        continue;
+                    }
+                    blk[off..off + 4].copy_from_slice(&ino.to_le_bytes());
+                    if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(rec_len as u32, bs) {
+                        blk[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
+                    }
+                    blk[off + 6] = name.len() as u8;
+                    blk[off + 7] = ft;
+                    blk[off + 8..off + 8 + name.len()].copy_from_slice(name.as_bytes());
+                    return Ok(());
+                }
             }
         }
         Ok(())
@@ -461,6 +503,39 @@ pub(crate) fn write_superblock(
     let bytes = sb.to_bytes();
     debug_assert_eq!(bytes.len(), SUPERBLOCK_SIZE);
     dev.write_at(&bytes, SUPERBLOCK_OFFSET)
+}
+
+/// Finds room for a record of `need` bytes in a directory block: an
+/// unused record at least that long, or the slack after a used record
+/// (which is shortened to its own size). Returns (offset, length).
+fn free_slot(blk: &mut [u8], need: usize, bs: u32) -> Option<(usize, usize)> {
+    let len = blk.len();
+    let end = if DirEntryTail::find(blk).is_some() {
+        len - 12
+    } else {
+        len
+    };
+    let mut off = 0usize;
+    while off + 8 <= end {
+        let ino = u32::from_le_bytes([blk[off], blk[off + 1], blk[off + 2], blk[off + 3]]);
+        let raw = u16::from_le_bytes([blk[off + 4], blk[off + 5]]);
+        let rec = ext4r_format::dir::rec_len_from_disk(raw, bs) as usize;
+        if rec < 12 || off + rec > end {
+            return None;
+        }
+        if ino == 0 && rec >= need {
+            return Some((off, rec));
+        }
+        let used = ext4r_format::dir::rec_len_for_name(usize::from(blk[off + 6]));
+        if ino != 0 && rec >= used + need {
+            if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(used as u32, bs) {
+                blk[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
+                return Some((off + used, rec - used));
+            }
+        }
+        off += rec;
+    }
+    None
 }
 
 /// Removes entry `i` from an extent node (header of 12 bytes, then

@@ -72,13 +72,14 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
         if let Some(t) = top {
             let r = c.dirs[t];
-            c.p.error(
+            c.p.error_fix(
                 3,
                 "PR_3_UNCONNECTED_DIR",
                 format!(
                     "Unconnected directory inode {} (was in {})",
                     r.ino, r.dotdot
                 ),
+                crate::fix::Fix::Reconnect(r.ino, ext4r_format::dir::ft::DIR),
             );
         }
     }
@@ -144,10 +145,11 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         let mut counted = r.counted;
         if counted == 0 {
             if r.kind != FileKind::Directory {
-                c.p.error(
+                c.p.error_fix(
                     4,
                     "PR_4_UNATTACHED_INODE",
                     format!("Unattached inode {}", r.ino),
+                    crate::fix::Fix::Reconnect(r.ino, file_type(r.kind)),
                 );
             }
             // A directory without entries was reported in pass 3.
@@ -177,5 +179,20 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 crate::fix::Fix::InodeLinks(r.ino, counted.min(u32::from(u16::MAX)) as u16),
             );
         }
+    }
+}
+
+/// The directory-entry type of an inode kind.
+fn file_type(k: FileKind) -> u8 {
+    use ext4r_format::dir::ft;
+    match k {
+        FileKind::Regular => ft::REG_FILE,
+        FileKind::Directory => ft::DIR,
+        FileKind::Symlink => ft::SYMLINK,
+        FileKind::CharDevice => ft::CHRDEV,
+        FileKind::BlockDevice => ft::BLKDEV,
+        FileKind::Fifo => ft::FIFO,
+        FileKind::Socket => ft::SOCK,
+        _ => ft::UNKNOWN,
     }
 }
