@@ -337,3 +337,56 @@ fn tune_kernel_image() {
     assert_eq!(rc, 0);
     drop(m);
 }
+
+/// A journal that needs recovery is replayed first, as tune2fs does, and
+/// then only the primary superblock is written (its lifetime-writes
+/// counter is not reproduced and is masked).
+#[test]
+fn tune_replays_a_dirty_journal() {
+    if !have("debugfs") || !have("tune2fs") {
+        println!("skipped: needs debugfs and tune2fs");
+        return;
+    }
+    let dir = TempDir::new("tune-journal");
+    let base = dir.path("j.img");
+    let t = run(Command::new("truncate").args(["-s", "64M"]).arg(&base));
+    assert!(t.status.success());
+    let o = run(Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext4"])
+        .arg(&base));
+    assert!(o.status.success());
+    std::fs::write(dir.path("blk.bin"), vec![0x5a; 1024]).expect("write");
+    std::fs::write(
+        dir.path("cmds"),
+        format!(
+            "jo -c\njw -b 30000,30001 {}\njc\n",
+            dir.path("blk.bin").display()
+        ),
+    )
+    .expect("write");
+    let o = run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(dir.path("cmds"))
+        .arg(&base));
+    assert!(o.status.success());
+    let (ti, oi) = (dir.path("t.img"), dir.path("o.img"));
+    sparse_copy(&base, &ti);
+    sparse_copy(&base, &oi);
+    let (rt, _) = tool(Command::new("tune2fs").args(["-L", "x"]), &ti);
+    let (ro, out) = tool(ours().args(["-L", "x"]), &oi);
+    assert_eq!((rt, ro), (0, 0), "{out}");
+    assert!(out.contains("Recovering journal."), "{out}");
+    let mask = |s: String| {
+        s.lines()
+            .filter(|l| !l.starts_with("Lifetime writes"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let opt: &[&str] = &["-L", "x"];
+    assert_eq!(mask(dumpe2fs_h(&oi, opt)), mask(dumpe2fs_h(&ti, opt)));
+    let (n, first) = image_diffs(&ti, &oi, 4).expect("compare");
+    assert_eq!(n, 0, "bytes differ at {first:?}");
+    let (fc, fout) = e2fsck_fn(&oi);
+    assert_eq!(fc, 0, "{fout}");
+}

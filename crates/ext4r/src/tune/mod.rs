@@ -185,6 +185,8 @@ struct Run<'e, 'a> {
     fsck_requested: bool,
     /// tune2fs's `enabling_casefold`: `-O casefold` turned it on in this run.
     enabling_casefold: bool,
+    /// libext2fs's `EXT2_FLAG_MASTER_SB_ONLY`: leave the backups alone.
+    master_only: bool,
 }
 
 /// Applies `opts` to the filesystem on `dev`, as `tune2fs` would.
@@ -212,6 +214,7 @@ pub fn tune(
         descs: None,
         fsck_requested: false,
         enabling_casefold: false,
+        master_only: false,
     };
     if run.sb.has_incompat(Incompat::JOURNAL_DEV) {
         run.err.push_str("Cannot modify a journal device.\n");
@@ -230,13 +233,27 @@ pub fn tune(
         }
         if run.sb.has_compat(Compat::HAS_JOURNAL) && run.sb.has_incompat(Incompat::RECOVER) {
             run.out.push_str("Recovering journal.\n");
-            if let Err(e) = recover_journal(&dev, &run.sb) {
-                let _ = writeln!(run.err, "tune2fs: {e} while recovering journal.");
-                let _ = writeln!(run.out, "Please run e2fsck -fy {}.", run.env.device_name);
-                return Ok(run.finish(1, false));
-            }
+            match recover_journal(&dev, &run.sb) {
+                Ok(()) => {}
+                Err(e) => {
+                    let _ = writeln!(run.err, "tune2fs: {e} while recovering journal.");
+                    let _ = writeln!(run.out, "Please run e2fsck -fy {}.", run.env.device_name);
+                    return Ok(run.finish(1, false));
+                }
+            };
             dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
             run.sb = Superblock::parse(&buf).map_err(|e| Error::corrupt("superblock", e))?;
+            // As tune2fs's ext2fs_run_ext3_journal: a replayed journal means
+            // the filesystem was mounted since its last check; the reopened
+            // filesystem writes its primary superblock only.
+            // tune2fs also adds the bytes its recovery wrote to
+            // s_kbytes_written; that count is not reproduced here.
+            let mtime = run.sb.s_mtime.get();
+            if run.sb.s_lastcheck.get() >= mtime {
+                run.sb.s_lastcheck.set(mtime.wrapping_sub(1));
+            }
+            run.dirty = true;
+            run.master_only = true;
         }
     }
     if run.apply(dev.as_ref(), opts)?.is_err() {
@@ -244,7 +261,13 @@ pub fn tune(
     }
     if run.dirty {
         let mut sb = run.sb.clone();
-        write::flush_super(dev.as_ref(), &mut sb, run.descs.as_deref(), run.env.now)?;
+        write::flush_super(
+            dev.as_ref(),
+            &mut sb,
+            run.descs.as_deref(),
+            run.env.now,
+            run.master_only,
+        )?;
         run.sb = sb;
     }
     let wrote = run.dirty;

@@ -19,7 +19,9 @@ use ext4r_format::superblock::{Superblock, STATE_VALID, SUPERBLOCK_OFFSET};
 
 /// Writes `sb` (primary and backups) as `ext2fs_flush` does; with `descs`
 /// (the raw descriptor table, `desc_blocks` blocks) also every copy of the
-/// descriptor table. `now` becomes `s_wtime`.
+/// descriptor table. `now` becomes `s_wtime`. With `master_only` (libext2fs'
+/// `EXT2_FLAG_MASTER_SB_ONLY`) backup superblocks and the backup copies of
+/// the old-style descriptor table are left alone.
 ///
 /// # Errors
 /// I/O errors, or [`Error::Corrupt`] when the geometry is unusable.
@@ -28,6 +30,7 @@ pub(crate) fn flush_super(
     sb: &mut Superblock,
     descs: Option<&[u8]>,
     now: i64,
+    master_only: bool,
 ) -> Result<()> {
     let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
     let bs = u64::from(geo.block_size);
@@ -46,7 +49,7 @@ pub(crate) fn flush_super(
     });
     for g in 0..geo.group_count {
         let meta = geo.group_meta(g);
-        if g != 0 {
+        if g != 0 && !master_only {
             if let Some(blk) = meta.super_block {
                 backup.s_block_group_nr.set(g.min(65535) as u16);
                 backup.update_checksum();
@@ -54,7 +57,7 @@ pub(crate) fn flush_super(
             }
         }
         let Some(table) = descs else { continue };
-        if let Some((first, _)) = meta.old_desc {
+        if let Some((first, _)) = meta.old_desc.filter(|_| g == 0 || !master_only) {
             let len = (old_blocks * bs) as usize;
             dev.write_at(&table[..len.min(table.len())], first * bs)?;
         }
