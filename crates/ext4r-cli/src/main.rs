@@ -6,6 +6,7 @@ mod extract;
 mod fsck;
 mod mkfs;
 mod read;
+mod tune;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -21,6 +22,11 @@ const TOOLS: &[(&str, Option<&str>, &str)] = &[
         "fsck",
         Some("fsck.ext4r"),
         "check an ext2/ext3/ext4 filesystem (also installed as fsck.ext4r)",
+    ),
+    (
+        "tune",
+        Some("tune.ext4r"),
+        "change tunable parameters of a filesystem, as tune2fs (also installed as tune.ext4r)",
     ),
     (
         "ls",
@@ -68,6 +74,7 @@ fn main() -> ExitCode {
     match tool.as_str() {
         "mkfs" => mkfs::main(args),
         "fsck" => fsck::main(args),
+        "tune" => tune::main(args),
         "ls" => read::ls_main(args),
         "cat" => read::cat_main(args),
         "extract" => extract::main(args),

@@ -23,5 +23,6 @@ pub mod fs;
 pub mod journal;
 pub mod mkfs;
 pub mod safety;
+pub mod tune;
 
 pub use error::{Error, Result};

@@ -1,0 +1,343 @@
+//! `tune.ext4r`: change the tunable parameters of an ext2/3/4 filesystem,
+//! with tune2fs's options, messages and exit codes (0 done, 1 refused or
+//! failed or a usage error).
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use ext4r::device::{BlockDevice, FileDevice, OpenMode};
+use ext4r::tune::list::days_from_civil;
+use ext4r::tune::{parse_c_ulong, tune, MaxMounts, TuneEnv, TuneOptions};
+
+const USAGE: &str = "Usage: %s [-c max_mounts_count] [-e errors_behavior] [-f] [-g group]\n\
+\t[-i interval[d|m|w]] [-j] [-J journal_options] [-l]\n\
+\t[-m reserved_blocks_percent] [-o [^]mount_options[,...]]\n\
+\t[-r reserved_blocks_count] [-u user] [-C mount_count]\n\
+\t[-L volume_label] [-M last_mounted_dir]\n\
+\t[-O [^]feature[,...]] [-Q quota_options]\n\
+\t[-E extended-option[,...]] [-T last_check_time] [-U UUID]\n\
+\t[-I new_inode_size] [-z undo_file] device\n";
+
+/// Options that take an argument, as tune2fs's getopt string.
+const WITH_ARG: &[u8] = b"cegimorsuCEIJLMOTUzQ";
+const FLAGS: &[u8] = b"fjl";
+
+struct Usage;
+
+/// Runs tune.ext4r with `args` (args[0] is the program name).
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let prog = "tune.ext4r";
+    println!("tune.ext4r {}", env!("CARGO_PKG_VERSION"));
+    let (opts, device) = match parse(prog, &args) {
+        Ok(v) => v,
+        Err(Usage) => {
+            eprint!("{}", USAGE.replace("%s", prog));
+            return ExitCode::from(1);
+        }
+    };
+    let name = device.to_string_lossy().into_owned();
+    let writes = opts.writes();
+    let mounted = match ext4r::safety::mounted(std::path::Path::new(&device)) {
+        Ok(m) => m.map(|m| m.mountpoint),
+        Err(e) => {
+            eprintln!("ext2fs_check_mount_point: {e} while determining whether {name} is mounted.");
+            return ExitCode::from(1);
+        }
+    };
+    let mode = OpenMode {
+        write: writes,
+        exclusive: writes,
+        ..OpenMode::default()
+    };
+    let dev: Arc<dyn BlockDevice> = match FileDevice::open(&device, mode) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprintln!("{prog}: {e} while trying to open {name}");
+            eprintln!("Couldn't find valid filesystem superblock.");
+            return ExitCode::from(1);
+        }
+    };
+    let mut env = TuneEnv::new(&name, now());
+    env.mounted = mounted;
+    env.user_name = Box::new(|id| lookup("/etc/passwd", id));
+    env.group_name = Box::new(|id| lookup("/etc/group", id));
+    match tune(dev, &opts, &mut env) {
+        Ok(o) => {
+            print!("{}", o.out);
+            eprint!("{}", o.err);
+            ExitCode::from(o.status)
+        }
+        Err(e) => {
+            eprintln!("{prog}: {e} while trying to open {name}");
+            eprintln!("Couldn't find valid filesystem superblock.");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `E2FSPROGS_FAKE_TIME` (as libext2fs reads it) or the clock.
+fn now() -> i64 {
+    if let Some(t) = std::env::var("E2FSPROGS_FAKE_TIME")
+        .ok()
+        .and_then(|s| parse_c_ulong(&s))
+    {
+        return t as i64;
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A name from /etc/passwd or /etc/group by number.
+fn lookup(file: &str, id: u32) -> Option<String> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let _pw = f.next()?;
+        (f.next()?.parse::<u32>().ok()? == id).then(|| name.to_string())
+    })
+}
+
+/// A number from /etc/passwd or /etc/group by name.
+fn lookup_id(file: &str, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == name).then_some(())?;
+        let _pw = f.next()?;
+        f.next()?.parse().ok()
+    })
+}
+
+fn bad(prog: &str, what: &str, arg: &str) -> Usage {
+    eprintln!("{prog}: {what} - {arg}");
+    Usage
+}
+
+/// getopt-style parsing of tune2fs's options.
+fn parse(prog: &str, args: &[OsString]) -> Result<(TuneOptions, OsString), Usage> {
+    let mut o = TuneOptions::default();
+    let mut device: Option<OsString> = None;
+    let mut any = false;
+    let mut k = 1;
+    let mut operands = Vec::new();
+    while k < args.len() {
+        let a = args[k].as_bytes();
+        k += 1;
+        if a == b"--" {
+            operands.extend(args[k..].iter().cloned());
+            break;
+        }
+        if a.len() < 2 || a[0] != b'-' {
+            operands.push(OsString::from(std::ffi::OsStr::from_bytes(a)));
+            continue;
+        }
+        let mut j = 1;
+        while j < a.len() {
+            let c = a[j];
+            j += 1;
+            let arg: Vec<u8> = if WITH_ARG.contains(&c) {
+                if j < a.len() {
+                    let v = a[j..].to_vec();
+                    j = a.len();
+                    v
+                } else if k < args.len() {
+                    k += 1;
+                    args[k - 1].as_bytes().to_vec()
+                } else {
+                    eprintln!("{prog}: option requires an argument -- '{}'", c as char);
+                    return Err(Usage);
+                }
+            } else if FLAGS.contains(&c) {
+                Vec::new()
+            } else {
+                eprintln!("{prog}: invalid option -- '{}'", c as char);
+                return Err(Usage);
+            };
+            let s = String::from_utf8_lossy(&arg).into_owned();
+            match c {
+                b'c' => {
+                    any = true;
+                    if s == "random" {
+                        o.max_mount_count = Some(MaxMounts::Random);
+                        continue;
+                    }
+                    let n = parse_c_long(&s).ok_or_else(|| bad(prog, "bad mounts count", &s))?;
+                    if !(-16000..=16000).contains(&n) {
+                        return Err(bad(prog, "bad mounts count", &s));
+                    }
+                    o.max_mount_count = Some(MaxMounts::Count(if n == 0 { -1 } else { n as i32 }));
+                }
+                b'C' => {
+                    any = true;
+                    let n = parse_c_ulong(&s).ok_or_else(|| bad(prog, "bad mounts count", &s))?;
+                    if n > 16000 {
+                        return Err(bad(prog, "bad mounts count", &s));
+                    }
+                    o.mount_count = Some(n as u32);
+                }
+                b'e' => {
+                    any = true;
+                    o.errors = Some(match s.as_str() {
+                        "continue" => 1,
+                        "remount-ro" => 2,
+                        "panic" => 3,
+                        _ => return Err(bad(prog, "bad error behavior", &s)),
+                    });
+                }
+                b'E' => {
+                    any = true;
+                    o.extended = Some(s);
+                }
+                b'f' => o.force += 1,
+                b'g' => {
+                    any = true;
+                    let id = parse_c_ulong(&s)
+                        .or_else(|| lookup_id("/etc/group", &s))
+                        .ok_or_else(|| bad(prog, "bad gid/group name", &s))?;
+                    o.resgid = Some(id);
+                }
+                b'u' => {
+                    any = true;
+                    let id = parse_c_ulong(&s)
+                        .or_else(|| lookup_id("/etc/passwd", &s))
+                        .ok_or_else(|| bad(prog, "bad uid/user name", &s))?;
+                    o.resuid = Some(id);
+                }
+                b'i' => {
+                    any = true;
+                    o.interval =
+                        Some(parse_interval(&s).ok_or_else(|| bad(prog, "bad interval", &s))?);
+                }
+                b'l' => o.list = true,
+                b'L' => {
+                    any = true;
+                    o.label = Some(arg);
+                }
+                b'm' => {
+                    any = true;
+                    let r: f64 = s
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|r| (0.0..=50.0).contains(r))
+                        .ok_or_else(|| bad(prog, "bad reserved block ratio", &s))?;
+                    o.reserved_ratio = Some(r);
+                }
+                b'M' => {
+                    any = true;
+                    o.last_mounted = Some(arg);
+                }
+                b'o' => {
+                    any = true;
+                    if o.mount_opts.is_some() {
+                        eprintln!("{prog}: -o may only be specified once");
+                        return Err(Usage);
+                    }
+                    o.mount_opts = Some(s);
+                }
+                b'O' => {
+                    any = true;
+                    if o.features.is_some() {
+                        eprintln!("{prog}: -O may only be specified once");
+                        return Err(Usage);
+                    }
+                    o.features = Some(s);
+                }
+                b'r' => {
+                    any = true;
+                    o.reserved_blocks = Some(
+                        parse_c_ulong(&s)
+                            .ok_or_else(|| bad(prog, "bad reserved blocks count", &s))?,
+                    );
+                }
+                b'T' => {
+                    any = true;
+                    o.last_check = Some(parse_time(&s).ok_or_else(|| {
+                        eprintln!("{prog}: Couldn't parse date/time specifier: {s}");
+                        Usage
+                    })?);
+                }
+                b'U' => {
+                    any = true;
+                    o.uuid = Some(s);
+                }
+                b'j' | b'J' | b'I' | b'Q' | b's' | b'z' => {
+                    eprintln!(
+                        "{prog}: -{} is not supported yet (it needs block allocation or \
+                         rewriting metadata); nothing was changed.",
+                        c as char
+                    );
+                    std::process::exit(1);
+                }
+                _ => return Err(Usage),
+            }
+        }
+    }
+    if operands.len() != 1 {
+        return Err(Usage);
+    }
+    device = device.or_else(|| operands.pop());
+    if !any && !o.list {
+        return Err(Usage);
+    }
+    device.map(|d| (o, d)).ok_or(Usage)
+}
+
+/// `strtol(s, &end, 0)` that must consume everything.
+fn parse_c_long(s: &str) -> Option<i64> {
+    let t = s.trim_start();
+    match t.strip_prefix('-') {
+        Some(rest) => parse_c_ulong(rest)
+            .and_then(|v| i64::try_from(v).ok())
+            .map(|v| -v),
+        None => parse_c_ulong(t).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+/// `-i`: a number with an optional unit: `s` seconds, `d` (default) days,
+/// `w` weeks, `m` months of 30 days.
+fn parse_interval(s: &str) -> Option<u64> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_hexdigit() || c == 'x' || c == 'X'))
+        .unwrap_or(s.len());
+    // "0x" hex digits include d: take the longest prefix strtoul accepts.
+    let (num, unit) = (0..=split)
+        .rev()
+        .find_map(|i| parse_c_ulong(&s[..i]).map(|v| (v, &s[i..])))?;
+    let mult: u64 = match unit {
+        "s" => 1,
+        "" | "d" | "D" => 86400,
+        "m" | "M" => 86400 * 30,
+        "w" | "W" => 86400 * 7,
+        _ => return None,
+    };
+    Some(num.wrapping_mul(mult))
+}
+
+/// `-T`: `now` or `YYYYMMDD[HH[MM[SS]]]` (read as UTC; tune2fs uses the
+/// local time zone).
+fn parse_time(s: &str) -> Option<i64> {
+    if s == "now" {
+        return Some(now());
+    }
+    let field = |r: std::ops::Range<usize>| -> Option<i64> {
+        match s.get(r) {
+            Some(t) if !t.is_empty() => t.parse().ok(),
+            _ => None,
+        }
+    };
+    let y = field(0..4)?;
+    let mo = field(4..6)?;
+    let d = field(6..8)?;
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let h = field(8..10).unwrap_or(0);
+    let mi = field(10..12).unwrap_or(0);
+    let se = field(12..14).unwrap_or(0);
+    Some(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se)
+}

@@ -1,0 +1,297 @@
+//! `-O`: feature toggles, following tune2fs's `update_feature_set`.
+//!
+//! The edit list is checked against tune2fs's lists of features it may set
+//! and clear, with its messages. Toggles that are only superblock bits (or
+//! superblock fields) are made; those for which tune2fs rewrites metadata
+//! are refused, saying so.
+
+use super::{Refused, Run, Step};
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use ext4r_format::features::{Compat, Features, Incompat, RoCompat, Word};
+use ext4r_format::geometry::Geometry;
+use ext4r_format::superblock::Superblock;
+
+/// Features tune2fs may set (`ok_features`).
+const OK_SET: Features = Features {
+    compat: Compat::HAS_JOURNAL
+        .union(Compat::DIR_INDEX)
+        .union(Compat::FAST_COMMIT)
+        .union(Compat::STABLE_INODES)
+        .union(Compat::ORPHAN_FILE),
+    incompat: Incompat::FILETYPE
+        .union(Incompat::EXTENTS)
+        .union(Incompat::FLEX_BG)
+        .union(Incompat::EA_INODE)
+        .union(Incompat::MMP)
+        .union(Incompat::BIT64)
+        .union(Incompat::ENCRYPT)
+        .union(Incompat::CSUM_SEED)
+        .union(Incompat::LARGEDIR)
+        .union(Incompat::CASEFOLD),
+    ro_compat: RoCompat::LARGE_FILE
+        .union(RoCompat::HUGE_FILE)
+        .union(RoCompat::DIR_NLINK)
+        .union(RoCompat::EXTRA_ISIZE)
+        .union(RoCompat::GDT_CSUM)
+        .union(RoCompat::SPARSE_SUPER)
+        .union(RoCompat::QUOTA)
+        .union(RoCompat::METADATA_CSUM)
+        .union(RoCompat::READONLY)
+        .union(RoCompat::PROJECT)
+        .union(RoCompat::VERITY),
+};
+
+/// Features tune2fs may clear (`clear_ok_features`).
+const OK_CLEAR: Features = Features {
+    compat: Compat::HAS_JOURNAL
+        .union(Compat::RESIZE_INODE)
+        .union(Compat::DIR_INDEX)
+        .union(Compat::FAST_COMMIT)
+        .union(Compat::ORPHAN_FILE),
+    incompat: Incompat::FILETYPE
+        .union(Incompat::FLEX_BG)
+        .union(Incompat::MMP)
+        .union(Incompat::BIT64)
+        .union(Incompat::CSUM_SEED)
+        .union(Incompat::CASEFOLD),
+    ro_compat: RoCompat::LARGE_FILE
+        .union(RoCompat::HUGE_FILE)
+        .union(RoCompat::DIR_NLINK)
+        .union(RoCompat::EXTRA_ISIZE)
+        .union(RoCompat::GDT_CSUM)
+        .union(RoCompat::QUOTA)
+        .union(RoCompat::PROJECT)
+        .union(RoCompat::METADATA_CSUM)
+        .union(RoCompat::READONLY),
+};
+
+/// The message for a change tune2fs makes by rewriting metadata.
+fn not_yet(what: &str) -> String {
+    format!(
+        "tune.ext4r: {what} is not supported yet: tune2fs does it by rewriting \
+         metadata, which tune.ext4r does not do. Nothing was changed.\n"
+    )
+}
+
+impl Run<'_, '_> {
+    pub(super) fn update_features(
+        &mut self,
+        dev: &dyn BlockDevice,
+        list: &str,
+        force: u32,
+    ) -> Result<Step> {
+        let old = self.sb.features();
+        let mut new = old;
+        if let Err(msg) = edit(list, &mut new) {
+            self.err.push_str(&msg);
+            return Ok(Err(Refused));
+        }
+        let on = |w: Word, m: u32| !old.has(w, m) && new.has(w, m);
+        let off = |w: Word, m: u32| old.has(w, m) && !new.has(w, m);
+        let changed = |w: Word, m: u32| old.has(w, m) != new.has(w, m);
+        let c = |f: Compat| (Word::Compat, f.bits());
+        let i = |f: Incompat| (Word::Incompat, f.bits());
+        let r = |f: RoCompat| (Word::RoCompat, f.bits());
+        let is_on = |(w, m): (Word, u32)| on(w, m);
+        let is_off = |(w, m): (Word, u32)| off(w, m);
+        let is_changed = |(w, m): (Word, u32)| changed(w, m);
+
+        if is_off(c(Compat::HAS_JOURNAL)) {
+            if new.incompat.contains(Incompat::RECOVER) && force < 2 {
+                return Ok(self.refuse(
+                    "The needs_recovery flag is set.  Please run e2fsck before clearing\n\
+                     the has_journal flag.\n",
+                ));
+            }
+            return Ok(self.refuse(&not_yet("removing the journal")));
+        }
+        if is_off(c(Compat::ORPHAN_FILE)) || is_on(c(Compat::ORPHAN_FILE)) {
+            if is_on(c(Compat::ORPHAN_FILE)) && !new.compat.contains(Compat::HAS_JOURNAL) {
+                return Ok(self.refuse(
+                    "orphan_file feature can be set only for filesystems with journal.\n",
+                ));
+            }
+            return Ok(self.refuse(&not_yet("changing orphan_file")));
+        }
+        if is_on(r(RoCompat::SPARSE_SUPER)) && new.incompat.contains(Incompat::META_BG) {
+            return Ok(self.refuse(
+                "Setting filesystem feature 'sparse_super' not supported\nfor filesystems with \
+                 the meta_bg feature enabled.\n",
+            ));
+        }
+        if is_changed(i(Incompat::MMP)) {
+            return Ok(self.refuse(&not_yet("changing mmp")));
+        }
+        if is_on(c(Compat::HAS_JOURNAL)) {
+            return Ok(self.refuse(&not_yet("adding a journal")));
+        }
+        if is_on(c(Compat::DIR_INDEX)) {
+            if self.sb.s_def_hash_version == 0 {
+                self.sb.s_def_hash_version = 1;
+            }
+            if self.sb.s_hash_seed.iter().all(|w| w.get() == 0) {
+                let mut u = (self.env.random)();
+                u[6] = (u[6] & 0x0f) | 0x40;
+                u[8] = (u[8] & 0x3f) | 0x80;
+                for (k, w) in self.sb.s_hash_seed.iter_mut().enumerate() {
+                    w.set(u32::from_le_bytes([
+                        u[4 * k],
+                        u[4 * k + 1],
+                        u[4 * k + 2],
+                        u[4 * k + 3],
+                    ]));
+                }
+            }
+        }
+        if is_off(c(Compat::DIR_INDEX)) && new.ro_compat.contains(RoCompat::METADATA_CSUM) {
+            if self.check_fsck_needed().is_err() {
+                return Ok(Err(Refused));
+            }
+            return Ok(self.refuse(&not_yet(
+                "clearing dir_index on a metadata_csum filesystem (every directory is rewritten)",
+            )));
+        }
+        if is_off(i(Incompat::FLEX_BG)) && !descs_inside_groups(dev, &self.sb)? {
+            return Ok(self.refuse(
+                "Clearing the flex_bg flag would cause the the filesystem to be\ninconsistent.\n",
+            ));
+        }
+        if is_changed(r(RoCompat::METADATA_CSUM)) {
+            if self.check_fsck_needed().is_err() {
+                return Ok(Err(Refused));
+            }
+            return Ok(self.refuse(&not_yet("turning metadata_csum on or off")));
+        }
+        if is_changed(r(RoCompat::GDT_CSUM)) {
+            return Ok(self.refuse(&not_yet("turning uninit_bg on or off")));
+        }
+        if is_changed(i(Incompat::BIT64)) {
+            return Ok(self.refuse(
+                "tune.ext4r: the 64bit feature is changed by resize2fs (-b or -s), \
+                 not by tune2fs. Nothing was changed.\n",
+            ));
+        }
+        if is_changed(r(RoCompat::QUOTA)) || is_changed(r(RoCompat::PROJECT)) {
+            if is_on(r(RoCompat::PROJECT)) && self.sb.inode_size() == 128 {
+                return Ok(self.refuse("Cannot enable project feature; inode size too small.\n"));
+            }
+            return Ok(self.refuse(&not_yet("changing quota or project")));
+        }
+        if is_on(i(Incompat::ENCRYPT)) {
+            // EXT4_ENCRYPTION_MODE_AES_256_XTS, _AES_256_CTS.
+            self.sb.s_encrypt_algos[0] = 1;
+            self.sb.s_encrypt_algos[1] = 4;
+        }
+        if is_on(i(Incompat::CASEFOLD)) {
+            self.sb.s_encoding.set(1);
+            self.sb.s_encoding_flags.set(0);
+            self.enabling_casefold = true;
+        }
+        if is_off(i(Incompat::CASEFOLD)) {
+            return Ok(self.refuse(&not_yet(
+                "clearing casefold (every inode is checked for the casefold flag)",
+            )));
+        }
+        if is_on(i(Incompat::CSUM_SEED)) {
+            if !new.ro_compat.contains(RoCompat::METADATA_CSUM) {
+                return Ok(self.refuse(
+                    "Setting feature 'metadata_csum_seed' is only supported\non filesystems with \
+                     the metadata_csum feature enabled.\n",
+                ));
+            }
+            if !std::path::Path::new("/sys/fs/ext4/features/metadata_csum_seed").exists() {
+                self.err.push_str(
+                    "WARNING: Could not confirm kernel support for metadata_csum_seed.\n  \
+                     This requires Linux >= v4.4.\n",
+                );
+            }
+            // The seed in use until now, so that nothing needs rewriting.
+            let seed = self.sb.csum_seed();
+            self.sb.s_checksum_seed.set(seed);
+        }
+        if is_off(i(Incompat::CSUM_SEED))
+            && self.sb.s_checksum_seed.get() != super::uuid_seed(&self.sb)
+        {
+            if self.check_fsck_needed().is_err() {
+                return Ok(Err(Refused));
+            }
+            return Ok(self.refuse(&not_yet(
+                "clearing metadata_csum_seed after the UUID changed (every checksum is rewritten)",
+            )));
+        }
+        self.sb.set_features(new);
+        if self.sb.s_rev_level.get() == 0 && new != Features::default() {
+            // ext2fs_update_dynamic_rev.
+            self.sb.s_rev_level.set(1);
+            self.sb.s_first_ino.set(11);
+            self.sb.s_inode_size.set(128);
+        }
+        if is_changed(r(RoCompat::SPARSE_SUPER))
+            || is_off(r(RoCompat::HUGE_FILE))
+            || is_changed(i(Incompat::FILETYPE))
+            || is_changed(c(Compat::RESIZE_INODE))
+            || is_off(r(RoCompat::LARGE_FILE))
+        {
+            self.request_fsck();
+        }
+        if new != old {
+            self.dirty = true;
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// `e2p_edit_feature2` with tune2fs's allow lists; the error is its message.
+fn edit(list: &str, f: &mut Features) -> std::result::Result<(), String> {
+    for word in list.split(|ch: char| ch == ',' || ch.is_ascii_whitespace()) {
+        if word.is_empty() {
+            continue;
+        }
+        if word.eq_ignore_ascii_case("none") || word.eq_ignore_ascii_case("clear") {
+            *f = Features::default();
+            continue;
+        }
+        let (neg, name) = match word.as_bytes()[0] {
+            b'^' | b'-' => (true, &word[1..]),
+            b'+' => (false, &word[1..]),
+            _ => (false, word),
+        };
+        let Some((w, m)) = Features::lookup(name) else {
+            return Err(format!("Invalid filesystem option set: {list}\n"));
+        };
+        let allowed = if neg { &OK_CLEAR } else { &OK_SET };
+        if !allowed.has(w, m) {
+            return Err(format!(
+                "{} filesystem feature '{}' not supported.\n",
+                if neg { "Clearing" } else { "Setting" },
+                Features::name(w, m)
+            ));
+        }
+        f.set(w, m, !neg);
+    }
+    Ok(())
+}
+
+/// `ext2fs_check_desc`'s location test without flex_bg: every group's
+/// bitmaps and inode table lie inside the group.
+fn descs_inside_groups(dev: &dyn BlockDevice, sb: &Superblock) -> Result<bool> {
+    let (_, descs) = super::read_desc_table(dev, sb)?;
+    let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
+    let wide = sb.desc_size() >= 64;
+    let itb = u64::from(geo.inode_blocks_per_group());
+    for (g, d) in descs.iter().enumerate() {
+        let g = g as u32;
+        let (lo, hi) = (geo.group_first_block(g), geo.group_last_block(g));
+        let inside = |b: u64| (lo..=hi).contains(&b);
+        let it = d.inode_table(wide);
+        if !inside(d.block_bitmap(wide))
+            || !inside(d.inode_bitmap(wide))
+            || !inside(it)
+            || !inside(it + itb.saturating_sub(1))
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,943 @@
+//! Changing a filesystem's tunable parameters, as tune2fs does: the
+//! superblock fields (label, UUID, mount counts, check interval, reserved
+//! blocks, error behaviour, default mount options, RAID hints, hash
+//! algorithm, flags) and the feature toggles that are a matter of
+//! superblock bits.
+//!
+//! [`tune`] follows tune2fs 1.47 (misc/tune2fs.c) step by step: the same
+//! order of the changes, the same messages, the same refusals, the same
+//! bytes written (see [`write`] for what goes to the backups). A failing
+//! step writes nothing: changes are made on a copy of the superblock that
+//! is flushed only at the end, as tune2fs exits before `ext2fs_close`.
+//!
+//! Changes that tune2fs makes by rewriting metadata (turning
+//! metadata_csum or uninit_bg on or off, a new UUID on a metadata_csum
+//! filesystem without metadata_csum_seed, adding or removing a journal,
+//! quotas, inode size) are refused with a message that says so.
+//!
+//! ```
+//! use ext4r::device::MemDevice;
+//! use ext4r::mkfs::{format, MkfsOptions};
+//! use ext4r::tune::{tune, TuneEnv, TuneOptions};
+//!
+//! let dev = MemDevice::new(16 << 20);
+//! let opts = MkfsOptions { size_bytes: 16 << 20, now: 1_700_000_000, ..Default::default() };
+//! format(&dev, &opts, true).unwrap();
+//! let mut t = TuneOptions::default();
+//! t.label = Some(b"data".to_vec());
+//! let dev: std::sync::Arc<dyn ext4r::device::BlockDevice> = std::sync::Arc::new(dev);
+//! let out = tune(dev, &t, &mut TuneEnv::new("img", 1_700_000_100)).unwrap();
+//! assert_eq!(out.status, 0);
+//! assert!(out.wrote);
+//! ```
+
+mod features;
+pub mod list;
+mod write;
+
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use crate::fs::{Filesystem, OpenOptions};
+use crate::journal::{recover_filesystem, Journal, JournalLocation};
+use ext4r_format::checksum::fs_csum_seed;
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::geometry::Geometry;
+use ext4r_format::group_desc::{GroupDesc, GroupDescCsum};
+use ext4r_format::superblock::{
+    Superblock, FLAGS_TEST_FS, STATE_ERROR, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
+};
+use ext4r_format::{BlockNr, InodeNr};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+pub use list::list_super;
+
+/// `-c`: a maximal mount count, or `random` (20 to 39, as tune2fs picks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxMounts {
+    /// This count (`-1`: never check by count).
+    Count(i32),
+    /// A random count from 20 to 39.
+    Random,
+}
+
+/// What to change; every field `None` (or false) leaves that part alone.
+/// The parsing of the command line (numbers, suffixes, names) is the
+/// caller's; the values here are tune2fs's after parsing.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct TuneOptions {
+    /// `-l`: list the superblock (after the changes above, before `-E
+    /// stride`/`stripe_width`/`mount_opts`, as tune2fs orders them).
+    pub list: bool,
+    /// `-f` count.
+    pub force: u32,
+    /// `-c`.
+    pub max_mount_count: Option<MaxMounts>,
+    /// `-C`.
+    pub mount_count: Option<u32>,
+    /// `-e`: 1 continue, 2 remount-ro, 3 panic.
+    pub errors: Option<u16>,
+    /// `-g`: the group id (tune2fs keeps the low 16 bits).
+    pub resgid: Option<u64>,
+    /// `-i`: seconds.
+    pub interval: Option<u64>,
+    /// `-m`: percent.
+    pub reserved_ratio: Option<f64>,
+    /// `-r`: blocks.
+    pub reserved_blocks: Option<u64>,
+    /// `-T`: seconds since the epoch.
+    pub last_check: Option<i64>,
+    /// `-u`: the user id (low 16 bits kept).
+    pub resuid: Option<u64>,
+    /// `-L`.
+    pub label: Option<Vec<u8>>,
+    /// `-M`.
+    pub last_mounted: Option<Vec<u8>>,
+    /// `-o`: default mount options edit list.
+    pub mount_opts: Option<String>,
+    /// `-O`: feature edit list.
+    pub features: Option<String>,
+    /// `-E`: extended options.
+    pub extended: Option<String>,
+    /// `-U`: a UUID, `clear`/`null`, `random` or `time`.
+    pub uuid: Option<String>,
+}
+
+impl TuneOptions {
+    /// Whether the options change anything (tune2fs opens read-write).
+    pub fn writes(&self) -> bool {
+        self.max_mount_count.is_some()
+            || self.mount_count.is_some()
+            || self.errors.is_some()
+            || self.resgid.is_some()
+            || self.interval.is_some()
+            || self.reserved_ratio.is_some()
+            || self.reserved_blocks.is_some()
+            || self.last_check.is_some()
+            || self.resuid.is_some()
+            || self.label.is_some()
+            || self.last_mounted.is_some()
+            || self.mount_opts.is_some()
+            || self.features.is_some()
+            || self.extended.is_some()
+            || self.uuid.is_some()
+    }
+}
+
+/// The surroundings of a run: names, time, randomness, mount state.
+pub struct TuneEnv<'a> {
+    /// The device name as given (for messages).
+    pub device_name: String,
+    /// The time written to `s_wtime` (tune2fs: `E2FSPROGS_FAKE_TIME` or now).
+    pub now: i64,
+    /// Where the filesystem is mounted, if it is.
+    pub mounted: Option<String>,
+    /// 16 random bytes per call (UUIDs, hash seeds, `-c random`).
+    pub random: Box<dyn FnMut() -> [u8; 16] + 'a>,
+    /// User names for `-l`.
+    pub user_name: Box<dyn Fn(u32) -> Option<String> + 'a>,
+    /// Group names for `-l`.
+    pub group_name: Box<dyn Fn(u32) -> Option<String> + 'a>,
+}
+
+impl TuneEnv<'_> {
+    /// An environment with OS randomness, no name lookups, not mounted.
+    pub fn new(device_name: &str, now: i64) -> Self {
+        TuneEnv {
+            device_name: device_name.to_string(),
+            now,
+            mounted: None,
+            random: Box::new(|| uuid::Uuid::new_v4().into_bytes()),
+            user_name: Box::new(|_| None),
+            group_name: Box::new(|_| None),
+        }
+    }
+}
+
+/// What a run printed and how it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// Text for standard output (tune2fs's messages and `-l`).
+    pub out: String,
+    /// Text for standard error.
+    pub err: String,
+    /// 0 done, 1 refused or failed (tune2fs's exit codes).
+    pub status: u8,
+    /// Whether anything was written.
+    pub wrote: bool,
+}
+
+/// A refusal: the messages are in the outcome already.
+struct Refused;
+
+type Step = std::result::Result<(), Refused>;
+
+struct Run<'e, 'a> {
+    sb: Superblock,
+    env: &'e mut TuneEnv<'a>,
+    out: String,
+    err: String,
+    dirty: bool,
+    /// The descriptor table must be rewritten (its checksums changed).
+    descs: Option<Vec<u8>>,
+    fsck_requested: bool,
+    /// tune2fs's `enabling_casefold`: `-O casefold` turned it on in this run.
+    enabling_casefold: bool,
+    /// libext2fs's `EXT2_FLAG_MASTER_SB_ONLY`: leave the backups alone.
+    master_only: bool,
+}
+
+/// Applies `opts` to the filesystem on `dev`, as `tune2fs` would.
+///
+/// # Errors
+/// I/O errors and unreadable superblocks; refusals are not errors but an
+/// [`Outcome`] with status 1 and tune2fs's message.
+pub fn tune(
+    dev: Arc<dyn BlockDevice>,
+    opts: &TuneOptions,
+    env: &mut TuneEnv<'_>,
+) -> Result<Outcome> {
+    let mut buf = [0u8; SUPERBLOCK_SIZE];
+    dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
+    let sb = Superblock::parse(&buf).map_err(|e| Error::corrupt("superblock", e))?;
+    sb.verify_checksum()
+        .map_err(|e| Error::corrupt("superblock", e))?;
+    sb.validate().map_err(|e| Error::corrupt("superblock", e))?;
+    let mut run = Run {
+        sb,
+        env,
+        out: String::new(),
+        err: String::new(),
+        dirty: false,
+        descs: None,
+        fsck_requested: false,
+        enabling_casefold: false,
+        master_only: false,
+    };
+    if run.sb.has_incompat(Incompat::JOURNAL_DEV) {
+        run.err.push_str("Cannot modify a journal device.\n");
+        return Ok(run.finish(1, false));
+    }
+    let writes = opts.writes();
+    if writes {
+        if let Some(mp) = run.env.mounted.clone() {
+            let _ = writeln!(
+                run.err,
+                "{} is mounted on {mp}; tune.ext4r changes only unmounted filesystems \
+                 (the kernel keeps its own copy of the superblock).",
+                run.env.device_name
+            );
+            return Ok(run.finish(1, false));
+        }
+        if run.sb.has_compat(Compat::HAS_JOURNAL) && run.sb.has_incompat(Incompat::RECOVER) {
+            run.out.push_str("Recovering journal.\n");
+            match recover_journal(&dev, &run.sb) {
+                Ok(()) => {}
+                Err(e) => {
+                    let _ = writeln!(run.err, "tune2fs: {e} while recovering journal.");
+                    let _ = writeln!(run.out, "Please run e2fsck -fy {}.", run.env.device_name);
+                    return Ok(run.finish(1, false));
+                }
+            };
+            dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
+            run.sb = Superblock::parse(&buf).map_err(|e| Error::corrupt("superblock", e))?;
+            // As tune2fs's ext2fs_run_ext3_journal: a replayed journal means
+            // the filesystem was mounted since its last check; the reopened
+            // filesystem writes its primary superblock only.
+            // tune2fs also adds the bytes its recovery wrote to
+            // s_kbytes_written; that count is not reproduced here.
+            let mtime = run.sb.s_mtime.get();
+            if run.sb.s_lastcheck.get() >= mtime {
+                run.sb.s_lastcheck.set(mtime.wrapping_sub(1));
+            }
+            run.dirty = true;
+            run.master_only = true;
+        }
+    }
+    if run.apply(dev.as_ref(), opts)?.is_err() {
+        return Ok(run.finish(1, false));
+    }
+    if run.dirty {
+        let mut sb = run.sb.clone();
+        write::flush_super(
+            dev.as_ref(),
+            &mut sb,
+            run.descs.as_deref(),
+            run.env.now,
+            run.master_only,
+        )?;
+        run.sb = sb;
+    }
+    let wrote = run.dirty;
+    Ok(run.finish(0, wrote))
+}
+
+/// Replays the internal journal in place, as tune2fs does before a change
+/// (`ext2fs_run_ext3_journal`).
+fn recover_journal(dev: &Arc<dyn BlockDevice>, sb: &Superblock) -> Result<()> {
+    if sb.s_journal_inum.get() == 0 {
+        return Err(Error::Unsupported(
+            "recovering an external journal".to_string(),
+        ));
+    }
+    let o = OpenOptions {
+        skip_journal_replay: true,
+        allow_encrypted: true,
+        ..OpenOptions::default()
+    };
+    let fs = Filesystem::open_with(dev.clone(), o)?;
+    let info = fs.inode(InodeNr(sb.s_journal_inum.get()))?;
+    let runs = fs.runs(&info)?;
+    let len = runs.last().map_or(0, |r| r.end());
+    let len = usize::try_from(len).map_err(|_| Error::Unsupported("huge journal".into()))?;
+    let mut blocks = vec![BlockNr(0); len];
+    for r in &runs {
+        for k in 0..r.len {
+            blocks[(r.logical + k) as usize] = BlockNr(r.physical + k);
+        }
+    }
+    let journal = Journal::open(
+        dev.clone(),
+        JournalLocation::internal(blocks),
+        fs.block_size(),
+    )?;
+    recover_filesystem(dev.as_ref(), &journal)?;
+    Ok(())
+}
+
+impl Run<'_, '_> {
+    fn finish(self, status: u8, wrote: bool) -> Outcome {
+        Outcome {
+            out: self.out,
+            err: self.err,
+            status,
+            wrote,
+        }
+    }
+
+    fn refuse(&mut self, msg: &str) -> Step {
+        self.err.push_str(msg);
+        Err(Refused)
+    }
+
+    /// tune2fs's `check_fsck_needed`: only a freshly checked, valid
+    /// filesystem may have its metadata rewritten.
+    fn check_fsck_needed(&mut self) -> Step {
+        let sb = &self.sb;
+        let state = sb.s_state.get();
+        if state & STATE_VALID == 0
+            || state & STATE_ERROR != 0
+            || sb.s_lastcheck.get() < sb.s_mtime.get()
+        {
+            self.out.push_str(
+                "\nThis operation requires a freshly checked filesystem.\n\n\
+                 Please run e2fsck -f on the filesystem.\n\n",
+            );
+            return Err(Refused);
+        }
+        Ok(())
+    }
+
+    fn request_fsck(&mut self) {
+        if self.fsck_requested {
+            return;
+        }
+        self.fsck_requested = true;
+        self.sb.s_state.set(self.sb.s_state.get() & !STATE_VALID);
+        self.out
+            .push_str("\nPlease run e2fsck -f on the filesystem.\n\n");
+    }
+
+    fn apply(&mut self, dev: &dyn BlockDevice, o: &TuneOptions) -> Result<Step> {
+        if let Some(c) = o.max_mount_count {
+            let n = match c {
+                MaxMounts::Count(n) => n,
+                MaxMounts::Random => 20 + i32::from((self.env.random)()[0] % 20),
+            };
+            self.sb.s_max_mnt_count.set(n as i16);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting maximal mount count to {n}");
+        }
+        if let Some(n) = o.mount_count {
+            self.sb.s_mnt_count.set(n as u16);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting current mount count to {n}");
+        }
+        if let Some(e) = o.errors {
+            self.sb.s_errors.set(e);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting error behavior to {e}");
+        }
+        if let Some(g) = o.resgid {
+            self.sb.s_def_resgid.set(g as u16);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting reserved blocks gid to {g}");
+        }
+        if let Some(i) = o.interval {
+            if i >= 1 << 32 {
+                let _ = writeln!(
+                    self.err,
+                    "tune2fs: interval between checks is too big ({i})"
+                );
+                return Ok(Err(Refused));
+            }
+            self.sb.s_checkinterval.set(i as u32);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting interval between checks to {i} seconds");
+        }
+        if let Some(r) = o.reserved_ratio {
+            // tune2fs computes in double and truncates.
+            let v = (r * self.sb.blocks_count() as f64 / 100.0) as u64;
+            self.sb.set_r_blocks_count(v);
+            self.dirty = true;
+            let _ = writeln!(
+                self.out,
+                "Setting reserved blocks percentage to {}% ({} blocks)",
+                fmt_g(r),
+                self.sb.r_blocks_count()
+            );
+        }
+        if let Some(r) = o.reserved_blocks {
+            if r > self.sb.blocks_count() / 2 {
+                let _ = writeln!(self.err, "tune2fs: reserved blocks count is too big ({r})");
+                return Ok(Err(Refused));
+            }
+            self.sb.set_r_blocks_count(r);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting reserved blocks count to {r}");
+        }
+        if let Some(t) = o.last_check {
+            // tune2fs stores the 32-bit field only.
+            self.sb.s_lastcheck.set(t as u32);
+            self.dirty = true;
+            let _ = writeln!(
+                self.out,
+                "Setting time filesystem last checked to {}",
+                list::ctime(t)
+            );
+        }
+        if let Some(u) = o.resuid {
+            self.sb.s_def_resuid.set(u as u16);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting reserved blocks uid to {u}");
+        }
+        if let Some(l) = &o.label {
+            let l = until_nul(l);
+            if l.len() > 16 {
+                self.err.push_str("Warning: label too long, truncating.\n");
+            }
+            self.sb.s_volume_name = [0; 16];
+            let n = l.len().min(16);
+            self.sb.s_volume_name[..n].copy_from_slice(&l[..n]);
+            self.dirty = true;
+        }
+        if let Some(m) = &o.last_mounted {
+            let m = until_nul(m);
+            self.sb.s_last_mounted = [0; 64];
+            let n = m.len().min(64);
+            self.sb.s_last_mounted[..n].copy_from_slice(&m[..n]);
+            self.dirty = true;
+        }
+        if let Some(mo) = &o.mount_opts {
+            let mut mask = self.sb.s_default_mount_opts.get();
+            if edit_mntopts(mo, &mut mask).is_err() {
+                let _ = writeln!(self.err, "Invalid mount option set: {mo}");
+                return Ok(Err(Refused));
+            }
+            self.sb.s_default_mount_opts.set(mask);
+            self.dirty = true;
+        }
+        if let Some(f) = &o.features {
+            if self.update_features(dev, f, o.force)?.is_err() {
+                return Ok(Err(Refused));
+            }
+        }
+        let mut late = Late::default();
+        if let Some(e) = &o.extended {
+            if self.extended(e, &mut late).is_err() {
+                return Ok(Err(Refused));
+            }
+        }
+        if let Some(u) = &o.uuid {
+            if self.set_uuid(dev, u)?.is_err() {
+                return Ok(Err(Refused));
+            }
+        }
+        if o.list {
+            let text = list::list_super(&self.sb, &*self.env.user_name, &*self.env.group_name);
+            self.out.push_str(&text);
+        }
+        if let Some(s) = late.stride {
+            self.sb.s_raid_stride.set(s as u16);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting stride size to {}", s as i32);
+        }
+        if let Some(s) = late.stripe_width {
+            self.sb.s_raid_stripe_width.set(s as u32);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting stripe width to {}", s as i32);
+        }
+        if let Some(m) = late.mount_opts {
+            self.sb.s_mount_opts = [0; 64];
+            let n = m.len().min(63);
+            self.sb.s_mount_opts[..n].copy_from_slice(&m.as_bytes()[..n]);
+            self.dirty = true;
+            let _ = writeln!(self.out, "Setting extended default mount options to '{m}'");
+        }
+        Ok(Ok(()))
+    }
+
+    /// `-E`: parsed and applied in tune2fs's order; stride, stripe width and
+    /// mount_opts are stored later (after `-l`), as tune2fs does.
+    fn extended(&mut self, opts: &str, late: &mut Late) -> Step {
+        let mut bad = 0;
+        let mut encoding: Option<u16> = None;
+        let mut encoding_flags: Option<String> = None;
+        for token in opts.split(',') {
+            if token.is_empty() {
+                // tune2fs stops at an empty token.
+                break;
+            }
+            let (key, arg) = match token.split_once('=') {
+                Some((k, a)) => (k, Some(a)),
+                None => (token, None),
+            };
+            match key {
+                "clear-mmp" | "clear_mmp" => {
+                    self.err.push_str(
+                        "tune.ext4r: clear_mmp is not supported yet (multiple mount protection).\n",
+                    );
+                    return Err(Refused);
+                }
+                "mmp_update_interval" => {
+                    let Some(a) = arg else {
+                        bad += 1;
+                        continue;
+                    };
+                    let Some(mut v) = parse_c_ulong(a) else {
+                        let _ = writeln!(self.err, "Invalid mmp_update_interval: {a}");
+                        bad += 1;
+                        continue;
+                    };
+                    if v == 0 {
+                        v = 5;
+                    } else if v > 300 {
+                        let _ = writeln!(self.err, "mmp_update_interval too big: {v}");
+                        bad += 1;
+                        continue;
+                    }
+                    let _ = writeln!(
+                        self.out,
+                        "Setting multiple mount protection update interval to {v} second{}",
+                        if v == 1 { "" } else { "s" }
+                    );
+                    self.sb.s_mmp_update_interval.set(v as u16);
+                    self.dirty = true;
+                }
+                "force_fsck" => {
+                    self.sb.s_state.set(self.sb.s_state.get() | STATE_ERROR);
+                    self.out
+                        .push_str("Setting filesystem error flag to force fsck.\n");
+                    self.dirty = true;
+                }
+                "test_fs" => {
+                    self.sb.s_flags.set(self.sb.s_flags.get() | FLAGS_TEST_FS);
+                    self.out.push_str("Setting test filesystem flag\n");
+                    self.dirty = true;
+                }
+                "^test_fs" => {
+                    self.sb.s_flags.set(self.sb.s_flags.get() & !FLAGS_TEST_FS);
+                    self.out.push_str("Clearing test filesystem flag\n");
+                    self.dirty = true;
+                }
+                "stride" => {
+                    let Some(a) = arg else {
+                        bad += 1;
+                        continue;
+                    };
+                    match parse_c_ulong(a) {
+                        Some(v) => late.stride = Some(v),
+                        None => {
+                            let _ = writeln!(self.err, "Invalid RAID stride: {a}");
+                            bad += 1;
+                        }
+                    }
+                }
+                "stripe-width" | "stripe_width" => {
+                    let Some(a) = arg else {
+                        bad += 1;
+                        continue;
+                    };
+                    match parse_c_ulong(a) {
+                        Some(v) => late.stripe_width = Some(v),
+                        None => {
+                            let _ = writeln!(self.err, "Invalid RAID stripe-width: {a}");
+                            bad += 1;
+                        }
+                    }
+                }
+                "hash_alg" | "hash-alg" => {
+                    let Some(a) = arg else {
+                        bad += 1;
+                        continue;
+                    };
+                    match string_to_hash(a) {
+                        Some(h) => {
+                            self.sb.s_def_hash_version = h;
+                            let _ =
+                                writeln!(self.out, "Setting default hash algorithm to {a} ({h})");
+                            self.dirty = true;
+                        }
+                        None => {
+                            let _ = writeln!(self.err, "Invalid hash algorithm: {a}");
+                            bad += 1;
+                        }
+                    }
+                }
+                "mount_opts" => {
+                    let Some(a) = arg else {
+                        bad += 1;
+                        continue;
+                    };
+                    if a.len() >= 64 {
+                        self.err.push_str("Extended mount options too long\n");
+                        continue;
+                    }
+                    late.mount_opts = Some(a.to_string());
+                }
+                "encoding" => {
+                    let Some(a) = arg else {
+                        bad += 1;
+                        continue;
+                    };
+                    if self.sb.has_incompat(Incompat::CASEFOLD) && !self.enabling_casefold {
+                        self.err.push_str("Cannot alter existing encoding\n");
+                        bad += 1;
+                        continue;
+                    }
+                    if a != "utf8" && a != "utf8-12.1" {
+                        let _ = writeln!(self.err, "Invalid encoding: {a}");
+                        bad += 1;
+                        continue;
+                    }
+                    encoding = Some(1);
+                    self.sb.s_encoding.set(1);
+                    self.sb.s_encoding_flags.set(0);
+                    let _ = writeln!(self.out, "Setting encoding to '{a}'");
+                }
+                "encoding_flags" => {
+                    let Some(a) = arg else {
+                        bad += 1;
+                        continue;
+                    };
+                    encoding_flags = Some(a.to_string());
+                }
+                "orphan_file_size" => {
+                    self.err
+                        .push_str("tune.ext4r: orphan_file_size is not supported yet.\n");
+                    return Err(Refused);
+                }
+                _ => bad += 1,
+            }
+        }
+        if encoding.is_some() && bad == 0 {
+            self.sb.s_encoding_flags.set(0);
+            if let Some(fl) = &encoding_flags {
+                let mut flags = 0u16;
+                if edit_encoding_flags(fl, &mut flags).is_err() {
+                    let _ = writeln!(self.err, "error: Invalid encoding flag: {fl}");
+                    bad += 1;
+                } else {
+                    self.sb.s_encoding_flags.set(flags);
+                    let _ = writeln!(self.out, "Setting encoding_flags to '{fl}'");
+                }
+            }
+            self.sb
+                .s_feature_incompat
+                .set(self.sb.s_feature_incompat.get() | Incompat::CASEFOLD.bits());
+            self.dirty = true;
+        } else if encoding_flags.is_some() && bad == 0 {
+            self.err.push_str(
+                "error: An encoding must be explicitly specified when passing encoding-flags\n",
+            );
+            bad += 1;
+        }
+        if bad > 0 {
+            self.err.push_str(EXTENDED_USAGE);
+            return Err(Refused);
+        }
+        Ok(())
+    }
+
+    /// `-U`.
+    fn set_uuid(&mut self, dev: &dyn BlockDevice, req: &str) -> Result<Step> {
+        let sb = &self.sb;
+        if sb.has_compat(Compat::STABLE_INODES) {
+            return Ok(self.refuse(
+                "Cannot change the UUID of this filesystem because it has the \
+                 stable_inodes feature flag.\n",
+            ));
+        }
+        let csum_seed = sb.has_incompat(Incompat::CSUM_SEED);
+        if !csum_seed
+            && (sb.has_ro_compat(RoCompat::METADATA_CSUM) || sb.has_incompat(Incompat::EA_INODE))
+        {
+            if self.check_fsck_needed().is_err() {
+                return Ok(Err(Refused));
+            }
+            return Ok(self.refuse(
+                "tune.ext4r: setting the UUID here means rewriting every metadata checksum \
+                 (the checksum seed derives from the UUID), which tune.ext4r does not do yet.\n\
+                 If you only use kernels newer than v4.4, run 'tune.ext4r -O metadata_csum_seed' \
+                 first; then the UUID can change without rewriting anything.\n",
+            ));
+        }
+        let new = match req.to_ascii_lowercase().as_str() {
+            "null" | "clear" => [0u8; 16],
+            "random" => {
+                let mut u = (self.env.random)();
+                u[6] = (u[6] & 0x0f) | 0x40;
+                u[8] = (u[8] & 0x3f) | 0x80;
+                u
+            }
+            "time" => time_uuid(self.env.now, (self.env.random)()),
+            _ => match crate::mkfs::parse_uuid(req) {
+                Some(u) => u,
+                None => {
+                    self.err.push_str("tune2fs: Invalid UUID format\n\n");
+                    return Ok(Err(Refused));
+                }
+            },
+        };
+        // Descriptor checksums that were all valid are recomputed for the
+        // new UUID (gdt_csum seeds them with it); invalid ones stay as they
+        // are, as tune2fs leaves them for e2fsck.
+        let gdt = self.sb.has_ro_compat(RoCompat::GDT_CSUM)
+            || self.sb.has_ro_compat(RoCompat::METADATA_CSUM);
+        if gdt {
+            let (mut table, descs) = read_desc_table(dev, &self.sb)?;
+            let geo =
+                Geometry::from_superblock(&self.sb).map_err(|e| Error::corrupt("superblock", e))?;
+            let dsize = geo.desc_size as usize;
+            let old = csum_kind(&self.sb);
+            let all_ok = descs.iter().enumerate().all(|(g, d)| {
+                d.compute_checksum(g as u32, dsize, &old).ok() == Some(d.bg_checksum.get())
+            });
+            self.sb.s_uuid = new;
+            if all_ok {
+                let kind = csum_kind(&self.sb);
+                for (g, mut d) in descs.into_iter().enumerate() {
+                    d.update_checksum(g as u32, dsize, &kind)
+                        .map_err(|e| Error::corrupt("group descriptor", e))?;
+                    d.write(&mut table[g * dsize..(g + 1) * dsize], dsize)
+                        .map_err(|e| Error::corrupt("group descriptor", e))?;
+                }
+                self.descs = Some(table);
+            }
+        } else {
+            self.sb.s_uuid = new;
+        }
+        self.dirty = true;
+        Ok(Ok(()))
+    }
+}
+
+/// Options of `-E` that tune2fs stores after listing.
+#[derive(Default)]
+struct Late {
+    stride: Option<u64>,
+    stripe_width: Option<u64>,
+    mount_opts: Option<String>,
+}
+
+const EXTENDED_USAGE: &str = "\nBad options specified.\n\n\
+Extended options are separated by commas, and may take an argument which\n\
+\tis set off by an equals ('=') sign.\n\n\
+Valid extended options are:\n\
+\tclear_mmp\n\
+\thash_alg=<hash algorithm>\n\
+\tmount_opts=<extended default mount options>\n\
+\tmmp_update_interval=<mmp update interval in seconds>\n\
+\tstride=<RAID per-disk chunk size in blocks>\n\
+\tstripe_width=<RAID stride*data disks in blocks>\n\
+\tforce_fsck\n\
+\ttest_fs\n\
+\t^test_fs\n\
+\tencoding=<encoding>\n\
+\tencoding_flags=<flags>\n";
+
+fn csum_kind(sb: &Superblock) -> GroupDescCsum {
+    if sb.has_ro_compat(RoCompat::METADATA_CSUM) {
+        GroupDescCsum::Crc32c {
+            seed: sb.csum_seed(),
+        }
+    } else {
+        GroupDescCsum::Crc16 { uuid: sb.s_uuid }
+    }
+}
+
+/// The primary descriptor table as raw bytes (whole blocks) and parsed.
+fn read_desc_table(dev: &dyn BlockDevice, sb: &Superblock) -> Result<(Vec<u8>, Vec<GroupDesc>)> {
+    let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
+    let bs = geo.block_size as usize;
+    let mut table = vec![0u8; geo.desc_blocks() as usize * bs];
+    for i in 0..geo.desc_blocks() {
+        let off = i as usize * bs;
+        dev.read_at(&mut table[off..off + bs], geo.desc_block_loc(i) * bs as u64)?;
+    }
+    let dsize = geo.desc_size as usize;
+    let descs = (0..geo.group_count as usize)
+        .map(|g| GroupDesc::parse(&table[g * dsize..(g + 1) * dsize], dsize))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::corrupt("group descriptors", e))?;
+    Ok((table, descs))
+}
+
+/// A version-1 (time-based) UUID as libuuid's `uuid_generate_time` makes
+/// it: 100 ns intervals since 1582-10-15, a random clock sequence and a
+/// random node id with the multicast bit set (no MAC address is used).
+fn time_uuid(now: i64, rand: [u8; 16]) -> [u8; 16] {
+    let ticks = (now.max(0) as u64) * 10_000_000
+        + 0x01B2_1DD2_1381_4000
+        + u64::from(u16::from_le_bytes([rand[0], rand[1]]) % 10_000);
+    let mut u = [0u8; 16];
+    u[0..4].copy_from_slice(&(ticks as u32).to_be_bytes());
+    u[4..6].copy_from_slice(&((ticks >> 32) as u16).to_be_bytes());
+    u[6..8].copy_from_slice(&((((ticks >> 48) as u16) & 0x0fff) | 0x1000).to_be_bytes());
+    u[8] = (rand[2] & 0x3f) | 0x80;
+    u[9] = rand[3];
+    u[10..16].copy_from_slice(&rand[4..10]);
+    u[10] |= 0x01;
+    u
+}
+
+fn until_nul(b: &[u8]) -> &[u8] {
+    &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
+}
+
+/// `strtoul(s, &end, 0)` that must consume everything: decimal, `0x` hex
+/// or `0` octal, optional leading blanks and sign (a minus wraps, as in C).
+pub fn parse_c_ulong(s: &str) -> Option<u64> {
+    let t = s.trim_start();
+    let (neg, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (radix, digits) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        (16, h)
+    } else if t.len() > 1 && t.starts_with('0') {
+        (8, &t[1..])
+    } else {
+        (10, t)
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let v = u64::from_str_radix(digits, radix).ok()?;
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// `e2p_string2hash`.
+fn string_to_hash(s: &str) -> Option<u8> {
+    for (i, n) in ["legacy", "half_md4", "tea"].iter().enumerate() {
+        if s.eq_ignore_ascii_case(n) {
+            return Some(i as u8);
+        }
+    }
+    let rest = s.get(..8).filter(|p| p.eq_ignore_ascii_case("HASHALG_"))?;
+    let num: i64 = s[rest.len()..].parse().ok()?;
+    (0..=255).contains(&num).then_some(num as u8)
+}
+
+/// `e2p_edit_mntopts` with every option allowed.
+fn edit_mntopts(list: &str, mask: &mut u32) -> std::result::Result<(), ()> {
+    for word in list.split(|c: char| c == ',' || c.is_ascii_whitespace()) {
+        if word.is_empty() {
+            continue;
+        }
+        let (neg, name) = match word.as_bytes()[0] {
+            b'^' | b'-' => (true, &word[1..]),
+            b'+' => (false, &word[1..]),
+            _ => (false, word),
+        };
+        let m = if let Some((m, _)) = list::MNTOPTS
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(name))
+        {
+            *m
+        } else {
+            // e2p reads the number from the 9th character of "MNTOPT_<n>".
+            let p = name
+                .get(..7)
+                .filter(|p| p.eq_ignore_ascii_case("MNTOPT_"))
+                .ok_or(())?;
+            let num: u32 = name
+                .get(p.len() + 1..)
+                .filter(|r| !r.is_empty())
+                .ok_or(())?
+                .parse()
+                .map_err(|_| ())?;
+            if num > 31 {
+                return Err(());
+            }
+            1 << num
+        };
+        if m & list::JMODE != 0 {
+            *mask &= !list::JMODE;
+        }
+        if neg {
+            *mask &= !m;
+        } else {
+            *mask |= m;
+        }
+    }
+    Ok(())
+}
+
+/// `e2p_str2encoding_flags` for utf8: `strict` / `nostrict`, `-`-separated.
+fn edit_encoding_flags(list: &str, flags: &mut u16) -> std::result::Result<(), ()> {
+    for f in list.split('-') {
+        match f {
+            "strict" => *flags |= 1,
+            "nostrict" => *flags &= !1,
+            _ => return Err(()),
+        }
+    }
+    Ok(())
+}
+
+/// C's `%g`: six significant digits, trailing zeros dropped.
+fn fmt_g(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let exp = v.abs().log10().floor() as i32;
+    if !(-4..6).contains(&exp) {
+        let s = format!("{:.5e}", v);
+        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let m = trim_zeros(m);
+        let e: i32 = e.parse().unwrap_or(0);
+        return format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
+    }
+    let decimals = (5 - exp).max(0) as usize;
+    trim_zeros(&format!("{v:.decimals$}"))
+}
+
+fn trim_zeros(s: &str) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// The checksum seed a filesystem would use from its UUID.
+fn uuid_seed(sb: &Superblock) -> u32 {
+    fs_csum_seed(&sb.s_uuid)
+}
+
+#[cfg(test)]
+mod tests;

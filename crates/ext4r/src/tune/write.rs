@@ -1,0 +1,76 @@
+//! Writing a changed superblock back the way libext2fs' `ext2fs_flush`
+//! does with `EXT2_FLAG_SUPER_ONLY`, so that primary and backups end up
+//! byte for byte as tune2fs leaves them:
+//!
+//! - `s_wtime` becomes the current time;
+//! - every backup copy (groups that hold one, group 0 excluded) is written
+//!   with `s_block_group_nr` set to its group (capped at 65535), the
+//!   `VALID` state bit and the `needs_recovery` feature cleared, and its
+//!   own checksum;
+//! - optionally the group descriptor table and all its copies (when the
+//!   descriptors' checksums changed), before the primary superblock;
+//! - the primary superblock last, with its own state and features.
+
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use ext4r_format::features::Incompat;
+use ext4r_format::geometry::Geometry;
+use ext4r_format::superblock::{Superblock, STATE_VALID, SUPERBLOCK_OFFSET};
+
+/// Writes `sb` (primary and backups) as `ext2fs_flush` does; with `descs`
+/// (the raw descriptor table, `desc_blocks` blocks) also every copy of the
+/// descriptor table. `now` becomes `s_wtime`. With `master_only` (libext2fs'
+/// `EXT2_FLAG_MASTER_SB_ONLY`) backup superblocks and the backup copies of
+/// the old-style descriptor table are left alone.
+///
+/// # Errors
+/// I/O errors, or [`Error::Corrupt`] when the geometry is unusable.
+pub(crate) fn flush_super(
+    dev: &dyn BlockDevice,
+    sb: &mut Superblock,
+    descs: Option<&[u8]>,
+    now: i64,
+    master_only: bool,
+) -> Result<()> {
+    let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
+    let bs = u64::from(geo.block_size);
+    // ext2fs_flush stores the 32-bit time only.
+    sb.s_wtime.set(now as u32);
+    sb.s_block_group_nr.set(0);
+    let mut backup = sb.clone();
+    backup.s_state.set(sb.s_state.get() & !STATE_VALID);
+    backup
+        .s_feature_incompat
+        .set(sb.s_feature_incompat.get() & !Incompat::RECOVER.bits());
+    let per = geo.descs_per_block();
+    let old_blocks = u64::from(match geo.meta_bg {
+        Some(first) => first.min(geo.desc_blocks()),
+        None => geo.desc_blocks(),
+    });
+    for g in 0..geo.group_count {
+        let meta = geo.group_meta(g);
+        if g != 0 && !master_only {
+            if let Some(blk) = meta.super_block {
+                backup.s_block_group_nr.set(g.min(65535) as u16);
+                backup.update_checksum();
+                dev.write_at(&backup.to_bytes(), blk * bs)?;
+            }
+        }
+        let Some(table) = descs else { continue };
+        if let Some((first, _)) = meta.old_desc.filter(|_| g == 0 || !master_only) {
+            let len = (old_blocks * bs) as usize;
+            dev.write_at(&table[..len.min(table.len())], first * bs)?;
+        }
+        if let Some(blk) = meta.meta_desc {
+            let off = (u64::from(g / per) * bs) as usize;
+            if let Some(block) = table.get(off..off + bs as usize) {
+                dev.write_at(block, blk * bs)?;
+            }
+        }
+    }
+    sb.update_checksum();
+    dev.flush()?;
+    dev.write_at(&sb.to_bytes(), SUPERBLOCK_OFFSET)?;
+    dev.flush()?;
+    Ok(())
+}
