@@ -9,6 +9,7 @@
 
 mod alloc;
 mod blockmap;
+mod groups;
 mod layout;
 mod objects;
 mod params;
