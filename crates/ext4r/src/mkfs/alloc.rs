@@ -6,12 +6,12 @@
 //! (`ext2fs_get_free_blocks2`, `ext2fs_new_block2`, `ext2fs_new_range`), so
 //! that the layout we produce matches mke2fs's block for block.
 
-use std::collections::BTreeMap;
+use super::intervals::Intervals;
 
 /// Allocated blocks as disjoint, non-adjacent `[start, end)` intervals.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct UsedBlocks {
-    runs: BTreeMap<u64, u64>,
+    runs: Intervals,
     /// Blocks per cluster minus one (bigalloc granularity mask).
     cluster_mask: u64,
     /// First block the allocator may hand out.
@@ -23,7 +23,7 @@ pub(crate) struct UsedBlocks {
 impl UsedBlocks {
     pub(crate) fn new(first_data_block: u64, blocks_count: u64, cluster_ratio: u64) -> Self {
         UsedBlocks {
-            runs: BTreeMap::new(),
+            runs: Intervals::default(),
             cluster_mask: cluster_ratio - 1,
             first_data_block,
             blocks_count,
@@ -38,7 +38,7 @@ impl UsedBlocks {
         if cluster_ratio - 1 == self.cluster_mask {
             return;
         }
-        let old = std::mem::take(&mut self.runs);
+        let old = self.runs.take_all();
         self.cluster_mask = cluster_ratio - 1;
         for (s, e) in old {
             self.mark(s, e - s);
@@ -50,51 +50,21 @@ impl UsedBlocks {
         if len == 0 {
             return;
         }
-        let mut s = start & !self.cluster_mask;
-        let mut e = (start + len + self.cluster_mask) & !self.cluster_mask;
-        // Most marks extend the run just before them (group tables are
-        // placed one after another): if the last run starting at or
-        // before `e` also starts at or before `s` and reaches it, it is the
-        // only run involved, and growing it in place keeps the runs
-        // disjoint and non-adjacent (the next run starts after `e`).
-        if let Some((&ps, pe)) = self.runs.range_mut(..=e).next_back() {
-            if ps <= s && *pe >= s {
-                *pe = (*pe).max(e);
-                return;
-            }
-        }
-        // Merge with a run that starts before and touches us.
-        if let Some((&ps, &pe)) = self.runs.range(..=s).next_back() {
-            if pe >= s {
-                s = ps;
-                e = e.max(pe);
-                self.runs.remove(&ps);
-            }
-        }
-        // Swallow runs that start inside or right after us.
-        while let Some((&ns, &ne)) = self.runs.range(s..).next() {
-            if ns > e {
-                break;
-            }
-            e = e.max(ne);
-            self.runs.remove(&ns);
-        }
+        let s = start & !self.cluster_mask;
+        let e = (start + len + self.cluster_mask) & !self.cluster_mask;
         self.runs.insert(s, e);
     }
 
     /// Whether block `b` is used.
     pub(crate) fn is_used(&self, b: u64) -> bool {
-        self.runs
-            .range(..=b)
-            .next_back()
-            .is_some_and(|(_, &e)| b < e)
+        self.runs.last_starting_by(b).is_some_and(|(_, e)| b < e)
     }
 
     /// First free block in `[from, to]`.
     pub(crate) fn first_free(&self, from: u64, to: u64) -> Option<u64> {
         // Runs never touch, so the end of the run holding `from` is free.
-        let b = match self.runs.range(..=from).next_back() {
-            Some((_, &e)) if from < e => e,
+        let b = match self.runs.last_starting_by(from) {
+            Some((_, e)) if from < e => e,
             _ => from,
         };
         (b <= to).then_some(b)
@@ -102,10 +72,11 @@ impl UsedBlocks {
 
     /// First used block in `[from, to]`.
     pub(crate) fn first_used(&self, from: u64, to: u64) -> Option<u64> {
-        if self.is_used(from) {
-            return Some(from);
-        }
-        self.runs.range(from..=to).next().map(|(&s, _)| s)
+        self.runs
+            .ending_after(from)
+            .next()
+            .map(|(s, _)| s.max(from))
+            .filter(|&b| b <= to)
     }
 
     /// Whether `[b, b+n)` is entirely free.
@@ -116,42 +87,23 @@ impl UsedBlocks {
     /// The end of the last used run overlapping `[from, to]`, if any: one
     /// lookup, and the furthest a search for free space there can skip.
     fn last_used_end(&self, from: u64, to: u64) -> Option<u64> {
-        match self.runs.range(..=to).next_back() {
-            Some((_, &e)) if e > from => Some(e),
+        match self.runs.last_starting_by(to) {
+            Some((_, e)) if e > from => Some(e),
             _ => None,
         }
     }
 
     /// Used blocks within `[from, to]`.
     pub(crate) fn count_used(&self, from: u64, to: u64) -> u64 {
-        let mut n = 0;
-        let start_key = self
-            .runs
-            .range(..=from)
-            .next_back()
-            .map_or(from, |(&s, _)| s);
-        for (&s, &e) in self.runs.range(start_key..=to) {
-            let lo = s.max(from);
-            let hi = e.min(to + 1);
-            if hi > lo {
-                n += hi - lo;
-            }
-        }
-        n
+        self.runs_in(from, to).map(|(lo, hi)| hi - lo).sum()
     }
 
     /// The used intervals overlapping `[from, to]`, clipped to it.
     pub(crate) fn runs_in(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let start_key = self
-            .runs
-            .range(..=from)
-            .next_back()
-            .map_or(from, |(&s, _)| s);
-        self.runs.range(start_key..=to).filter_map(move |(&s, &e)| {
-            let lo = s.max(from);
-            let hi = e.min(to + 1);
-            (hi > lo).then_some((lo, hi))
-        })
+        self.runs
+            .ending_after(from)
+            .take_while(move |&(s, _)| s <= to)
+            .map(move |(s, e)| (s.max(from), e.min(to + 1)))
     }
 
     /// `ext2fs_get_free_blocks2`: the first `b` at or after `start`, stepping
@@ -331,9 +283,9 @@ mod tests {
             let fdb = u64::from(ratio == 1 && round % 8 == 1);
             let mut u = UsedBlocks::new(fdb, count, ratio);
             let mut model = vec![false; count as usize];
-            for _ in 0..rand(12) {
+            for _ in 0..rand(40) {
                 let s = rand(count);
-                let n = 1 + rand(count - s).min(40);
+                let n = 1 + rand(count - s).min(12);
                 u.mark(s, n);
                 let lo = s & !(ratio - 1);
                 let hi = ((s + n + ratio - 1) & !(ratio - 1)).min(count);

@@ -10,6 +10,7 @@
 mod alloc;
 mod blockmap;
 mod groups;
+mod intervals;
 mod layout;
 mod objects;
 mod params;
