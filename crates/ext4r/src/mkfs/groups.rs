@@ -143,7 +143,9 @@ impl<'l> GroupWriter<'l> {
         let geo = &l.geo;
         let bs = geo.block_size as usize;
         let ds = geo.desc_size as usize;
-        let gi = l.groups[g as usize];
+        let gi = l.tables[g as usize];
+        let flags = l.flags[g as usize];
+        let counts = l.inode_counts(g);
         let first = geo.group_first_block(g);
         let last = geo.group_last_block(g);
         let cluster_bits = geo.cluster_bits;
@@ -152,7 +154,7 @@ impl<'l> GroupWriter<'l> {
         d.set_locations(gi.block_bitmap, gi.inode_bitmap, gi.inode_table);
 
         // Block bitmap, one bit per cluster; built only when written.
-        let write_bb = !(self.csum && gi.flags & BG_BLOCK_UNINIT != 0);
+        let write_bb = !(self.csum && flags & BG_BLOCK_UNINIT != 0);
         let mut bitmap = if write_bb {
             let mut b = vec![0xFFu8; bs];
             b[..(cpg / 8) as usize].fill(0);
@@ -184,7 +186,7 @@ impl<'l> GroupWriter<'l> {
             w.write(gi.block_bitmap * bs as u64, bitmap)?;
         }
 
-        if !(self.csum && gi.flags & BG_INODE_UNINIT != 0) {
+        if !(self.csum && flags & BG_INODE_UNINIT != 0) {
             let ipg = geo.inodes_per_group;
             let n = (ipg as usize).div_ceil(8);
             let mut ib = vec![0xFFu8; bs];
@@ -201,10 +203,10 @@ impl<'l> GroupWriter<'l> {
             }
             w.write(gi.inode_bitmap * bs as u64, ib)?;
         }
-        d.set_free_inodes_count(gi.free_inodes);
-        d.set_used_dirs_count(gi.used_dirs);
-        d.set_flags(gi.flags);
-        d.set_itable_unused(gi.itable_unused);
+        d.set_free_inodes_count(counts.free_inodes);
+        d.set_used_dirs_count(counts.used_dirs);
+        d.set_flags(flags);
+        d.set_itable_unused(counts.itable_unused);
         if let Some(c) = self.gd_csum {
             d.update_checksum(g, ds, c)
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?;

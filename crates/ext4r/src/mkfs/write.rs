@@ -55,8 +55,8 @@ pub(crate) fn write(
     if start > 0 && !device_zeroed {
         w.zero(start * bs, (blocks - start) * bs)?;
     }
-    for &(b, n) in &l.itable_zero {
-        if !device_zeroed {
+    if !device_zeroed {
+        for (b, n) in l.itable_zero_ranges() {
             w.zero(b * bs, n * bs)?;
         }
     }
@@ -77,6 +77,7 @@ pub(crate) fn write(
 }
 
 fn finish_superblock(l: &mut Layout, p: &Params) {
+    let free_inodes = l.free_inodes();
     let sb = &mut l.sb;
     if sb.s_errors.get() == 0 {
         sb.s_errors.set(1);
@@ -119,7 +120,6 @@ fn finish_superblock(l: &mut Layout, p: &Params) {
         sb.s_kbytes_written.set(1);
     }
     sb.set_wtime(p.now);
-    let free_inodes: u32 = l.groups.iter().map(|g| g.free_inodes).sum();
     sb.s_free_inodes_count.set(free_inodes);
     if l.journal.is_some() {
         sb.s_journal_inum.set(8);
@@ -414,7 +414,7 @@ fn write_objects(
     }
     // The inode-table blocks holding these inodes (all in group 0).
     inodes.sort_by_key(|(ino, _)| *ino);
-    let table = l.groups[0].inode_table;
+    let table = l.tables[0].inode_table;
     let per_block = bs / isz;
     let mut cur: Option<(u64, Vec<u8>)> = None;
     for (ino, i) in inodes {
