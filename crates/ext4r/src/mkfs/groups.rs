@@ -16,8 +16,9 @@ use ext4r_format::features::Incompat;
 use ext4r_format::group_desc::{GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ext4r_format::superblock::STATE_VALID;
 
-/// Bytes of descriptor table built before it is written out.
-const CHUNK_BYTES: usize = 256 << 10;
+/// Bytes of descriptor table built before it is written out: 64 KiB writes
+/// cost no more time than larger ones here, and less memory.
+const CHUNK_BYTES: usize = 64 << 10;
 
 /// Writes every group's bitmaps (those not left uninitialised) and every
 /// copy of the descriptor table. Returns the free clusters of the whole

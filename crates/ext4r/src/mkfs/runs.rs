@@ -8,11 +8,12 @@ use crate::error::Result;
 use std::collections::BTreeMap;
 
 /// Bytes buffered before a flush. mkfs's small writes are bitmaps and a
-/// few object blocks; a flex group's bitmaps (32 blocks) merge well within
-/// this, and more buffering only adds to the peak memory.
-const BUFFER_LIMIT: usize = 256 << 10;
+/// few object blocks, mostly isolated; where a flex group's bitmaps are all
+/// written they still merge 16 blocks at a time, and more buffering only
+/// adds to the peak memory (a quarter of it at 1 TiB).
+const BUFFER_LIMIT: usize = 64 << 10;
 /// Largest single merged write issued.
-const MAX_RUN: usize = 256 << 10;
+const MAX_RUN: usize = 64 << 10;
 
 pub(crate) struct RunWriter<'a> {
     dev: &'a dyn BlockDevice,
