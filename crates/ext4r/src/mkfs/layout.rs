@@ -21,21 +21,22 @@ const EXT_INIT_MAX_LEN: u64 = 1 << 15;
 /// `(logical, physical, length)` runs of a file.
 pub(crate) type Extents = Vec<(u64, u64, u64)>;
 
-/// Per-group state while the layout is decided.
+/// Where a group's bitmaps and inode table went. Kept for every group
+/// (24 bytes each, 2.9 MiB at 15 TiB); the rest of a group's state is the
+/// same for nearly all groups and is kept apart, below.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct GroupInfo {
+pub(crate) struct GroupTables {
     pub block_bitmap: u64,
     pub inode_bitmap: u64,
     pub inode_table: u64,
-    pub flags: u16,
-    pub itable_unused: u32,
+}
+
+/// A group's inode counts for its descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InodeCounts {
     pub free_inodes: u32,
     pub used_dirs: u32,
-    /// `bg_free_blocks_count` as libext2fs keeps it while mke2fs works:
-    /// started from ext2fs_reserve_super_and_bgd and lowered by each
-    /// allocation's stats call. With bigalloc these mix blocks and
-    /// clusters, and the journal's group is chosen by them.
-    pub stats_free: i64,
+    pub itable_unused: u32,
 }
 
 /// Where the journal's blocks went.
@@ -63,7 +64,19 @@ pub(crate) struct DirPlace {
 pub(crate) struct Layout {
     pub sb: Superblock,
     pub geo: Geometry,
-    pub groups: Vec<GroupInfo>,
+    pub tables: Vec<GroupTables>,
+    /// `bg_flags` per group.
+    pub flags: Vec<u16>,
+    /// Inode counts of the first groups, where the reserved inodes and
+    /// every inode mke2fs makes live; later groups have
+    /// [`Layout::untouched_inode_counts`].
+    inode_counts: Vec<InodeCounts>,
+    /// `bg_free_blocks_count` as libext2fs keeps it while mke2fs works,
+    /// with bigalloc only (empty otherwise): started from
+    /// ext2fs_reserve_super_and_bgd and lowered by each allocation's stats
+    /// call. These mix blocks and clusters, and the journal's group is
+    /// chosen by them.
+    stats_free: Vec<i64>,
     pub used: UsedBlocks,
     pub root: DirPlace,
     pub lost_found: DirPlace,
@@ -75,8 +88,14 @@ pub(crate) struct Layout {
     pub journal: Option<JournalPlace>,
     /// Inodes in use, in group 0 (mke2fs never allocates beyond it).
     pub inodes_used: Vec<u32>,
-    /// Inode-table blocks to zero (per group: first block, count).
-    pub itable_zero: Vec<(u64, u64)>,
+    /// Whether inode tables are zeroed only up to their used inodes
+    /// (lazy_itable_init), and whether they need no zeroing at all.
+    itable_lazy: bool,
+    itable_zeroed: bool,
+    /// `itable_unused` of the first groups when that was decided, before
+    /// the root directory and the other first inodes were made (mke2fs's
+    /// write_inode_tables runs first).
+    itable_unused_planned: Vec<u32>,
     /// The orphan file's inode and its blocks (contiguous runs as
     /// `(logical, physical, len)`).
     pub orphan_file: Option<(u32, Extents)>,
@@ -344,27 +363,23 @@ impl Layout {
 
         let csum = features.ro_compat.contains(RoCompat::GDT_CSUM)
             || features.ro_compat.contains(RoCompat::METADATA_CSUM);
-        let mut groups = vec![GroupInfo::default(); group_count as usize];
+        let mut flags = vec![0u16; group_count as usize];
+        if csum {
+            flags.fill(BG_BLOCK_UNINIT | BG_INODE_UNINIT);
+            flags[group_count as usize - 1] &= !BG_BLOCK_UNINIT;
+        }
+        // The reserved inodes count as used in itable_unused, spilling
+        // into the next group when groups are tiny.
+        let mut inode_counts = Vec::new();
         let mut reserved_inos = GOOD_OLD_FIRST_INO;
-        for (i, g) in groups.iter_mut().enumerate() {
-            if csum {
-                if i as u32 != group_count - 1 {
-                    g.flags |= BG_BLOCK_UNINIT;
-                }
-                g.flags |= BG_INODE_UNINIT;
-                let mut n = ipg;
-                if reserved_inos > 0 {
-                    if n > reserved_inos {
-                        n -= reserved_inos;
-                        reserved_inos = 0;
-                    } else {
-                        reserved_inos -= n;
-                        n = 0;
-                    }
-                }
-                g.itable_unused = n;
-            }
-            g.free_inodes = ipg;
+        while csum && reserved_inos > 0 && inode_counts.len() < group_count as usize {
+            let taken = reserved_inos.min(ipg);
+            reserved_inos -= taken;
+            inode_counts.push(InodeCounts {
+                free_inodes: ipg,
+                used_dirs: 0,
+                itable_unused: ipg - taken,
+            });
         }
         // Block-granular until the group tables are placed (mke2fs's
         // subcluster bitmap); see `Layout::convert_to_cluster_map`.
@@ -387,6 +402,7 @@ impl Layout {
             }
         }
         let mut free = 0u64;
+        let mut stats_free = Vec::new();
         for g in 0..group_count {
             let mut n = geo.group_blocks(g)
                 - 2
@@ -395,14 +411,19 @@ impl Layout {
             if p.log_groups_per_flex != 0 {
                 n += 2 + u64::from(inode_blocks_per_group);
             }
-            groups[g as usize].stats_free = n as i64;
+            if bigalloc {
+                stats_free.push(n as i64);
+            }
             free += n;
         }
         sb.set_free_blocks_count(free & !cluster_mask);
         Ok(Layout {
             sb,
             geo,
-            groups,
+            tables: vec![GroupTables::default(); group_count as usize],
+            flags,
+            inode_counts,
+            stats_free,
             used,
             root: DirPlace::default(),
             lost_found: DirPlace::default(),
@@ -410,7 +431,9 @@ impl Layout {
             resize_dind: None,
             journal: None,
             inodes_used: Vec::new(),
-            itable_zero: Vec::new(),
+            itable_lazy: false,
+            itable_zeroed: false,
+            itable_unused_planned: Vec::new(),
             orphan_file: None,
             quota: Vec::new(),
         })
@@ -436,9 +459,10 @@ impl Layout {
         while b < end {
             let g = self.geo.group_of_block(b);
             let n = (self.geo.group_last_block(g) + 1).min(end) - b;
-            let gi = &mut self.groups[g as usize];
-            gi.flags &= !BG_BLOCK_UNINIT;
-            gi.stats_free -= (n / ratio) as i64;
+            self.flags[g as usize] &= !BG_BLOCK_UNINIT;
+            if let Some(f) = self.stats_free.get_mut(g as usize) {
+                *f -= (n / ratio) as i64;
+            }
             b += n;
         }
     }
@@ -448,9 +472,11 @@ impl Layout {
     /// whatever the cluster size.
     fn mark_one(&mut self, b: u64) {
         self.used.mark(b, 1);
-        let gi = &mut self.groups[self.geo.group_of_block(b) as usize];
-        gi.flags &= !BG_BLOCK_UNINIT;
-        gi.stats_free -= 1;
+        let g = self.geo.group_of_block(b) as usize;
+        self.flags[g] &= !BG_BLOCK_UNINIT;
+        if let Some(f) = self.stats_free.get_mut(g) {
+            *f -= 1;
+        }
     }
 
     /// `ext2fs_convert_subcluster_bitmap`: after the group tables are
@@ -522,7 +548,7 @@ impl Layout {
                 let mut prev_block = 0;
                 table_offset = u64::from(flexbg_size);
                 if group % flexbg_size != 0 {
-                    prev_block = self.groups[group as usize - 1].block_bitmap + 1;
+                    prev_block = self.tables[group as usize - 1].block_bitmap + 1;
                 } else if last_grp == ngroups - 1 {
                     // The last flex group keeps its tables contiguous.
                     table_offset = u64::from(last_grp & (flexbg_size - 1));
@@ -546,13 +572,13 @@ impl Layout {
             } else {
                 self.used.mark(b, 1);
             }
-            self.groups[group as usize].block_bitmap = b;
+            self.tables[group as usize].block_bitmap = b;
 
             if flexbg_size != 0 {
                 let prev_block = if group % flexbg_size != 0 {
-                    self.groups[group as usize - 1].inode_bitmap + 1
+                    self.tables[group as usize - 1].inode_bitmap + 1
                 } else {
-                    self.groups[group as usize].block_bitmap + table_offset
+                    self.tables[group as usize].block_bitmap + table_offset
                 };
                 start_blk = self.flexbg_offset(group, prev_block, rem_grps, 1);
                 last_blk = self.geo.group_last_block(last_grp);
@@ -567,13 +593,13 @@ impl Layout {
             } else {
                 self.used.mark(b, 1);
             }
-            self.groups[group as usize].inode_bitmap = b;
+            self.tables[group as usize].inode_bitmap = b;
 
             if flexbg_size != 0 {
                 let prev_block = if group % flexbg_size != 0 {
-                    self.groups[group as usize - 1].inode_table + ibpg
+                    self.tables[group as usize - 1].inode_table + ibpg
                 } else {
-                    self.groups[group as usize].inode_bitmap + table_offset
+                    self.tables[group as usize].inode_bitmap + table_offset
                 };
                 group_blk = self.flexbg_offset(group, prev_block, rem_grps, ibpg);
                 last_blk = self.geo.group_last_block(last_grp);
@@ -587,7 +613,7 @@ impl Layout {
             } else {
                 self.used.mark(b, ibpg);
             }
-            self.groups[group as usize].inode_table = b;
+            self.tables[group as usize].inode_table = b;
         }
         Ok(())
     }
@@ -600,11 +626,11 @@ impl Layout {
         let mut goal = 0;
         for g in 0..self.geo.group_count as usize {
             goal = self.new_block(goal)?;
-            self.groups[g].block_bitmap = goal;
+            self.tables[g].block_bitmap = goal;
         }
         for g in 0..self.geo.group_count as usize {
             goal = self.new_block(goal)?;
-            self.groups[g].inode_bitmap = goal;
+            self.tables[g].inode_bitmap = goal;
         }
         for g in 0..self.geo.group_count as usize {
             let end = self.geo.blocks_count - 1;
@@ -613,7 +639,7 @@ impl Layout {
                 .get_free_blocks(goal, end, ibpg)
                 .ok_or_else(|| bad("no room for the inode tables"))?;
             self.mark_data(goal, ibpg);
-            self.groups[g].inode_table = goal;
+            self.tables[g].inode_table = goal;
         }
         Ok(())
     }
@@ -660,12 +686,16 @@ impl Layout {
         let ipg = self.geo.inodes_per_group;
         let group = ((ino - 1) / ipg) as usize;
         let csum = self.csum();
-        let g = &mut self.groups[group];
+        let untouched = self.untouched_inode_counts();
+        if self.inode_counts.len() <= group {
+            self.inode_counts.resize(group + 1, untouched);
+        }
+        let g = &mut self.inode_counts[group];
         g.free_inodes -= 1;
         if is_dir {
             g.used_dirs += 1;
         }
-        g.flags &= !BG_INODE_UNINIT;
+        self.flags[group] &= !BG_INODE_UNINIT;
         if csum {
             let first_unused = ipg - g.itable_unused + group as u32 * ipg + 1;
             if ino >= first_unused {
@@ -688,7 +718,7 @@ impl Layout {
     pub(crate) fn group_free_blocks(&self, g: u32) -> i64 {
         if self.geo.cluster_bits > 0 {
             // Stored in the descriptor's 16 or 32 bits, so it wraps.
-            let v = self.groups[g as usize].stats_free;
+            let v = self.stats_free[g as usize];
             return if self.geo.desc_size >= 64 {
                 i64::from(v as u32)
             } else {
@@ -700,26 +730,79 @@ impl Layout {
         ((last - first + 1) - self.used.count_used(first, last)) as i64
     }
 
-    /// Inode-table zeroing and the ITABLE_ZEROED flag, as
+    /// A group's inode counts.
+    pub(crate) fn inode_counts(&self, g: u32) -> InodeCounts {
+        self.inode_counts
+            .get(g as usize)
+            .copied()
+            .unwrap_or_else(|| self.untouched_inode_counts())
+    }
+
+    /// The counts of a group no inode was taken from.
+    fn untouched_inode_counts(&self) -> InodeCounts {
+        let ipg = self.geo.inodes_per_group;
+        InodeCounts {
+            free_inodes: ipg,
+            used_dirs: 0,
+            itable_unused: if self.csum() { ipg } else { 0 },
+        }
+    }
+
+    /// Free inodes in the whole filesystem.
+    pub(crate) fn free_inodes(&self) -> u32 {
+        let untouched = self.geo.group_count - self.inode_counts.len() as u32;
+        let rest: u32 = self.inode_counts.iter().map(|c| c.free_inodes).sum();
+        untouched * self.untouched_inode_counts().free_inodes + rest
+    }
+
+    /// The ITABLE_ZEROED flag and which inode tables need zeroing, as
     /// `write_inode_tables` decides them.
     pub(crate) fn plan_inode_tables(&mut self, lazy: bool, zeroed: bool) {
+        self.itable_lazy = lazy;
+        self.itable_zeroed = zeroed;
+        self.itable_unused_planned = self.inode_counts.iter().map(|c| c.itable_unused).collect();
+        if !lazy || zeroed {
+            for f in &mut self.flags {
+                *f |= BG_INODE_ZEROED;
+            }
+        }
+    }
+
+    /// Inode-table blocks to zero, as `(first block, count)`: whole tables,
+    /// or with lazy_itable_init the blocks holding used inodes; tables
+    /// that follow each other (flex_bg) are one range.
+    pub(crate) fn itable_zero_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let ibpg = u64::from(self.geo.inode_blocks_per_group());
         let isz = u64::from(self.geo.inode_size);
         let bs = u64::from(self.geo.block_size);
         let ipg = u64::from(self.geo.inodes_per_group);
-        for g in 0..self.groups.len() {
-            let gi = &mut self.groups[g];
-            let mut num = ibpg;
-            if lazy {
-                num = ((ipg - u64::from(gi.itable_unused)) * isz).div_ceil(bs);
+        let untouched = self.untouched_inode_counts().itable_unused;
+        let mut pending: Option<(u64, u64)> = None;
+        let mut groups = (0..self.geo.group_count).filter(|_| !self.itable_zeroed);
+        std::iter::from_fn(move || {
+            for g in groups.by_ref() {
+                let num = if self.itable_lazy {
+                    let planned = self.itable_unused_planned.get(g as usize);
+                    let unused = u64::from(planned.copied().unwrap_or(untouched));
+                    ((ipg - unused) * isz).div_ceil(bs)
+                } else {
+                    ibpg
+                };
+                if num == 0 {
+                    continue;
+                }
+                let start = self.tables[g as usize].inode_table;
+                match pending {
+                    Some((s, n)) if s + n == start => pending = Some((s, n + num)),
+                    Some(done) => {
+                        pending = Some((start, num));
+                        return Some(done);
+                    }
+                    None => pending = Some((start, num)),
+                }
             }
-            if !lazy || zeroed {
-                gi.flags |= BG_INODE_ZEROED;
-            }
-            if !zeroed && num > 0 {
-                self.itable_zero.push((gi.inode_table, num));
-            }
-        }
+            pending.take()
+        })
     }
 
     /// The midpoint group mke2fs puts the journal in

@@ -9,6 +9,8 @@
 
 mod alloc;
 mod blockmap;
+mod groups;
+mod intervals;
 mod layout;
 mod objects;
 mod params;

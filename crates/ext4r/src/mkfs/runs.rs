@@ -1,20 +1,26 @@
 //! A write buffer that turns many block-sized writes into few large ones:
 //! writes are collected, sorted by offset and merged where they touch, then
-//! issued when the buffer fills or at the end.
+//! issued when the buffer fills or at the end. Large writes that need no
+//! merging go straight to the device.
 
 use crate::device::BlockDevice;
 use crate::error::Result;
 use std::collections::BTreeMap;
 
-/// Bytes buffered before a flush.
-const BUFFER_LIMIT: usize = 1 << 20;
-/// Largest single write issued.
-const MAX_RUN: usize = 1 << 20;
+/// Bytes buffered before a flush. mkfs's small writes are bitmaps and a
+/// few object blocks, mostly isolated; where a flex group's bitmaps are all
+/// written they still merge 16 blocks at a time, and more buffering only
+/// adds to the peak memory (a quarter of it at 1 TiB).
+const BUFFER_LIMIT: usize = 64 << 10;
+/// Largest single merged write issued.
+const MAX_RUN: usize = 64 << 10;
 
 pub(crate) struct RunWriter<'a> {
     dev: &'a dyn BlockDevice,
     pending: BTreeMap<u64, Vec<u8>>,
     bytes: usize,
+    /// Where merged runs are assembled; kept to avoid regrowing it.
+    run: Vec<u8>,
     /// Bytes handed to the device so far.
     pub written: u64,
 }
@@ -25,6 +31,7 @@ impl<'a> RunWriter<'a> {
             dev,
             pending: BTreeMap::new(),
             bytes: 0,
+            run: Vec::new(),
             written: 0,
         }
     }
@@ -42,6 +49,24 @@ impl<'a> RunWriter<'a> {
         Ok(())
     }
 
+    /// Writes `data` at `offset` now, without copying it: for large buffers
+    /// written to several places (the descriptor table and its backups).
+    /// Queued writes that overlap it go first, so later still wins.
+    pub(crate) fn write_slice(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let end = offset + data.len() as u64;
+        let overlaps = self
+            .pending
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&o, d)| o + d.len() as u64 > offset);
+        if overlaps {
+            self.flush()?;
+        }
+        self.dev.write_at(data, offset)?;
+        self.written += data.len() as u64;
+        Ok(())
+    }
+
     /// Zeroes a byte range now (ranges are large; no buffering helps).
     pub(crate) fn zero(&mut self, offset: u64, len: u64) -> Result<()> {
         if len > 0 {
@@ -56,22 +81,27 @@ impl<'a> RunWriter<'a> {
     pub(crate) fn flush(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         self.bytes = 0;
-        let mut run_start = 0u64;
-        let mut run: Vec<u8> = Vec::new();
-        for (off, data) in pending {
-            if !run.is_empty() && (run_start + run.len() as u64 != off || run.len() >= MAX_RUN) {
-                self.dev.write_at(&run, run_start)?;
-                self.written += run.len() as u64;
-                run.clear();
+        let mut iter = pending.into_iter().peekable();
+        while let Some((off, data)) = iter.next() {
+            let touches = |next: Option<&(u64, Vec<u8>)>, end: u64, len: usize| {
+                next.is_some_and(|(o, d)| *o == end && len + d.len() <= MAX_RUN)
+            };
+            let end = off + data.len() as u64;
+            if !touches(iter.peek(), end, data.len()) {
+                // Alone: straight from its own buffer.
+                self.dev.write_at(&data, off)?;
+                self.written += data.len() as u64;
+                continue;
             }
-            if run.is_empty() {
-                run_start = off;
+            self.run.clear();
+            self.run.extend_from_slice(&data);
+            while touches(iter.peek(), off + self.run.len() as u64, self.run.len()) {
+                if let Some((_, d)) = iter.next() {
+                    self.run.extend_from_slice(&d);
+                }
             }
-            run.extend_from_slice(&data);
-        }
-        if !run.is_empty() {
-            self.dev.write_at(&run, run_start)?;
-            self.written += run.len() as u64;
+            self.dev.write_at(&self.run, off)?;
+            self.written += self.run.len() as u64;
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! that must hold something, in sorted merged runs. Groups whose bitmaps are
 //! uninitialised and inode tables known to be zero are not written at all.
 
+use super::groups;
 use super::layout::Layout;
 use super::objects::{self, Entry, InodeBuf, EXTENTS_FL, IMMUTABLE_FL};
 use super::params::Params;
@@ -9,8 +10,8 @@ use super::runs::RunWriter;
 use crate::device::BlockDevice;
 use crate::error::Result;
 use ext4r_format::checksum::{crc32c, fs_csum_seed};
-use ext4r_format::features::{Compat, Incompat, RoCompat};
-use ext4r_format::group_desc::{GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::group_desc::GroupDescCsum;
 
 /// Finishes the superblock and descriptors, then writes everything.
 /// Returns the bytes handed to the device.
@@ -54,98 +55,29 @@ pub(crate) fn write(
     if start > 0 && !device_zeroed {
         w.zero(start * bs, (blocks - start) * bs)?;
     }
-    for &(b, n) in &l.itable_zero {
-        if !device_zeroed {
+    if !device_zeroed {
+        for (b, n) in l.itable_zero_ranges() {
             w.zero(b * bs, n * bs)?;
         }
     }
 
-    // Bitmaps and descriptors, group by group.
-    let ngroups = l.geo.group_count;
-    let ipg = l.geo.inodes_per_group;
-    let mut descs = Vec::with_capacity(ngroups as usize);
-    let csum = l.csum();
-    let cluster_bits = l.geo.cluster_bits;
-    let cpg = l.geo.blocks_per_group >> cluster_bits;
-    let mut total_free = 0u64;
-    for g in 0..ngroups {
-        let gi = l.groups[g as usize];
-        let first = l.geo.group_first_block(g);
-        let last = l.geo.group_last_block(g);
-        let mut d = GroupDesc::zeroed();
-        d.set_locations(gi.block_bitmap, gi.inode_bitmap, gi.inode_table);
-        // Block bitmap (one bit per cluster).
-        let mut bitmap = vec![0xFFu8; bs as usize];
-        let nbytes = (cpg / 8) as usize;
-        bitmap[..nbytes].fill(0);
-        let mut used_clusters = 0u64;
-        for (s, e) in l.used.runs_in(first, last) {
-            let cs = (s - first) >> cluster_bits;
-            let ce = (e - first).div_ceil(1 << cluster_bits);
-            for c in cs..ce {
-                bitmap[(c / 8) as usize] |= 1 << (c % 8);
-            }
-            used_clusters += ce - cs;
-        }
-        let group_clusters = (last - first + 1).div_ceil(1 << cluster_bits);
-        if g + 1 == ngroups {
-            for c in group_clusters..(bs * 8) {
-                bitmap[(c / 8) as usize] |= 1 << (c % 8);
-            }
-        }
-        let free = group_clusters - used_clusters;
-        total_free += free;
-        d.set_free_blocks_count(free as u32);
-        if !(csum && gi.flags & BG_BLOCK_UNINIT != 0) {
-            if metadata_csum {
-                d.set_block_bitmap_csum(crc32c(csum_seed, &bitmap[..nbytes]), desc_size(l));
-            }
-            w.write(gi.block_bitmap * bs, bitmap)?;
-        }
-        // Inode bitmap.
-        if !(csum && gi.flags & BG_INODE_UNINIT != 0) {
-            let mut ib = vec![0xFFu8; bs as usize];
-            let n = (ipg as usize).div_ceil(8);
-            ib[..n].fill(0);
-            let base = g * ipg;
-            for &ino in &l.inodes_used {
-                if ino > base && ino <= base + ipg {
-                    let i = (ino - base - 1) as usize;
-                    ib[i / 8] |= 1 << (i % 8);
-                }
-            }
-            if metadata_csum {
-                d.set_inode_bitmap_csum(crc32c(csum_seed, &ib[..n]), desc_size(l));
-            }
-            w.write(gi.inode_bitmap * bs, ib)?;
-        }
-        d.set_free_inodes_count(gi.free_inodes);
-        d.set_used_dirs_count(gi.used_dirs);
-        d.set_flags(gi.flags);
-        d.set_itable_unused(gi.itable_unused);
-        if let Some(c) = &gd_csum {
-            d.update_checksum(g, desc_size(l), c)
-                .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
-        }
-        descs.push(d);
-    }
-    l.sb.set_free_blocks_count(total_free << cluster_bits);
+    // Bitmaps and descriptor tables; the superblocks need the free count.
+    let bitmap_seed = metadata_csum.then_some(csum_seed);
+    let free_clusters = groups::write_bitmaps_and_gdt(&mut w, l, gd_csum.as_ref(), bitmap_seed)?;
+    l.sb.set_free_blocks_count(free_clusters << l.geo.cluster_bits);
 
     // Objects: inodes and their blocks.
     write_objects(&mut w, l, p, csum_seed, metadata_csum)?;
 
-    // Superblocks and descriptor tables.
-    write_super_and_gdt(&mut w, l, &descs)?;
+    // Superblocks last: the objects fill in their journal and quota fields.
+    groups::write_superblocks(&mut w, l)?;
     w.flush()?;
     dev.flush()?;
     Ok(w.written)
 }
 
-fn desc_size(l: &Layout) -> usize {
-    l.geo.desc_size as usize
-}
-
 fn finish_superblock(l: &mut Layout, p: &Params) {
+    let free_inodes = l.free_inodes();
     let sb = &mut l.sb;
     if sb.s_errors.get() == 0 {
         sb.s_errors.set(1);
@@ -188,7 +120,6 @@ fn finish_superblock(l: &mut Layout, p: &Params) {
         sb.s_kbytes_written.set(1);
     }
     sb.set_wtime(p.now);
-    let free_inodes: u32 = l.groups.iter().map(|g| g.free_inodes).sum();
     sb.s_free_inodes_count.set(free_inodes);
     if l.journal.is_some() {
         sb.s_journal_inum.set(8);
@@ -483,7 +414,7 @@ fn write_objects(
     }
     // The inode-table blocks holding these inodes (all in group 0).
     inodes.sort_by_key(|(ino, _)| *ino);
-    let table = l.groups[0].inode_table;
+    let table = l.tables[0].inode_table;
     let per_block = bs / isz;
     let mut cur: Option<(u64, Vec<u8>)> = None;
     for (ino, i) in inodes {
@@ -532,61 +463,6 @@ fn zero_runs(w: &mut RunWriter<'_>, blocks: &[u64], bs: u64) -> Result<()> {
         }
         w.zero(blocks[i] * bs, (j - i) as u64 * bs)?;
         i = j;
-    }
-    Ok(())
-}
-
-fn write_super_and_gdt(w: &mut RunWriter<'_>, l: &mut Layout, descs: &[GroupDesc]) -> Result<()> {
-    let bs = l.geo.block_size as usize;
-    let ds = desc_size(l);
-    let per = bs / ds;
-    let desc_blocks = l.geo.desc_blocks() as usize;
-    let gdt_block = |i: usize| -> Vec<u8> {
-        let mut buf = vec![0u8; bs];
-        for (k, d) in descs.iter().skip(i * per).take(per).enumerate() {
-            // The size was checked when the geometry was built.
-            let _ = d.write(&mut buf[k * ds..(k + 1) * ds], ds);
-        }
-        buf
-    };
-    let meta_bg = l.sb.has_incompat(Incompat::META_BG);
-    let first_meta = if meta_bg {
-        l.sb.s_first_meta_bg.get() as usize
-    } else {
-        desc_blocks
-    };
-    let has_super2 = l.sb.has_compat(Compat::SPARSE_SUPER2);
-    let _ = has_super2;
-    for g in 0..l.geo.group_count {
-        let m = l.geo.group_meta(g);
-        if let Some(sblk) = m.super_block {
-            let mut sb = l.sb.clone();
-            sb.s_block_group_nr.set(g.min(65535) as u16);
-            if g != 0 {
-                // ext2fs_flush writes the backups with the valid bit clear
-                // (only the primary says the filesystem was cleanly made).
-                let st = sb.s_state.get() & !ext4r_format::superblock::STATE_VALID;
-                sb.s_state.set(st);
-            }
-            sb.update_checksum();
-            let bytes = sb.to_bytes().to_vec();
-            if g == 0 {
-                w.write(1024, bytes)?;
-            } else {
-                let mut buf = vec![0u8; bs.max(1024)];
-                buf[..1024].copy_from_slice(&bytes);
-                w.write(sblk * bs as u64, if bs == 1024 { bytes } else { buf })?;
-            }
-        }
-        if let Some((start, _)) = m.old_desc {
-            for i in 0..first_meta.min(desc_blocks) {
-                w.write((start + i as u64) * bs as u64, gdt_block(i))?;
-            }
-        }
-        if let Some(b) = m.meta_desc {
-            let i = g as usize / per;
-            w.write(b * bs as u64, gdt_block(i))?;
-        }
     }
     Ok(())
 }
