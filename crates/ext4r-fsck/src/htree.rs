@@ -28,7 +28,7 @@ pub(crate) struct DxDir {
 /// Per-directory htree records, keyed by inode.
 pub(crate) type DxDirs = HashMap<u32, DxDir>;
 
-fn version_for(c: &Ctx, stored: u8) -> u8 {
+pub(crate) fn version_for(c: &Ctx, stored: u8) -> u8 {
     let unsigned = c.sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0;
     effective_hash_version(stored, unsigned)
 }
@@ -55,7 +55,14 @@ pub(crate) fn note_node(dx: &mut DxDirs, ino: u32, lblk: u64, block: &[u8]) -> b
 }
 
 /// Records the hash range of a leaf's names.
-pub(crate) fn note_leaf(c: &Ctx, dx: &mut DxDirs, ino: u32, lblk: u64, names: &[&[u8]]) {
+pub(crate) fn note_leaf(
+    c: &Ctx,
+    dx: &mut DxDirs,
+    ino: u32,
+    lblk: u64,
+    names: &[&[u8]],
+    pre: Option<(u32, u32, u8)>,
+) {
     let d = dx.entry(ino).or_default();
     let stored = d.root.as_ref().map_or(c.sb.s_def_hash_version, |r| r.2);
     let v = if d.root.is_some() {
@@ -63,6 +70,15 @@ pub(crate) fn note_leaf(c: &Ctx, dx: &mut DxDirs, ino: u32, lblk: u64, names: &[
     } else {
         version_for(c, stored)
     };
+    let l = u32::try_from(lblk).unwrap_or(u32::MAX);
+    // Hashed ahead on another thread with the default version: use it
+    // when that is this directory's version.
+    if let Some((lo, hi, pv)) = pre {
+        if pv == v {
+            d.leaves.insert(l, (lo, hi, v));
+            return;
+        }
+    }
     let seed = c.sb.hash_seed();
     let mut lo = u32::MAX;
     let mut hi = 0u32;
@@ -72,8 +88,24 @@ pub(crate) fn note_leaf(c: &Ctx, dx: &mut DxDirs, ino: u32, lblk: u64, names: &[
             hi = hi.max(h.major);
         }
     }
-    let l = u32::try_from(lblk).unwrap_or(u32::MAX);
     d.leaves.insert(l, (lo, hi, v));
+}
+
+/// The lowest and highest major hash of a leaf block's names (not `.`,
+/// `..` or unused records), for `note_leaf`; computed off the main thread.
+pub(crate) fn leaf_range(block: &[u8], version: u8, seed: &[u32; 4]) -> (u32, u32) {
+    let mut lo = u32::MAX;
+    let mut hi = 0u32;
+    for e in ext4r_format::dir::DirBlockIter::new(block).map_while(Result::ok) {
+        if e.inode.0 == 0 || e.name == b"." || e.name == b".." {
+            continue;
+        }
+        if let Ok(h) = dx_hash(version, e.name, seed) {
+            lo = lo.min(h.major);
+            hi = hi.max(h.major);
+        }
+    }
+    (lo, hi)
 }
 
 /// Walks each recorded tree and reports what e2fsck reports.

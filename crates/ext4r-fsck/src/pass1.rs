@@ -28,8 +28,10 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let wide = c.wide();
     let groups = c.geo.group_count;
     let specials = special_inodes(c);
+    // The reads to do, from the descriptors: used parts of inode tables.
+    let mut jobs: Vec<(u32, u32, u32, u64)> = Vec::new(); // group, first, count, offset
+    let per_chunk = (CHUNK / isize).max(1) as u32;
     for g in 0..groups {
-        progress(1, u64::from(g), u64::from(groups));
         if c.bad_group[g as usize] {
             continue;
         }
@@ -45,32 +47,55 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             ipg
         };
         let table = d.inode_table(wide);
-        let per_chunk = (CHUNK / isize).max(1) as u32;
         let mut first = 0u32;
-        let mut buf = Vec::new();
         while first < n {
             let count = per_chunk.min(n - first);
-            let len = count as usize * isize;
-            buf.resize(len, 0);
-            let off = table * bs + u64::from(first) * isize as u64;
-            if c.fs.device().read_at(&mut buf, off).is_err() {
+            jobs.push((
+                g,
+                first,
+                count,
+                table * bs + u64::from(first) * isize as u64,
+            ));
+            first += count;
+        }
+    }
+    // A reader thread reads ahead and checksums (on all cores) while this
+    // thread checks the previous chunk.
+    let dev = c.fs.device_shared();
+    let seed = c.csum().then(|| c.sb.csum_seed());
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<u8>)>)>(2);
+    std::thread::scope(|s| {
+        let jobs_ref = &jobs;
+        s.spawn(move || {
+            for (i, &(g, first, count, off)) in jobs_ref.iter().enumerate() {
+                let mut buf = vec![0u8; count as usize * isize];
+                let item = dev.read_at(&mut buf, off).ok().map(|()| {
+                    let pre = prescan(&buf, isize, g * ipg + first + 1, seed);
+                    (buf, pre)
+                });
+                if tx.send((i, item)).is_err() {
+                    break;
+                }
+            }
+        });
+        for (i, item) in rx.iter() {
+            let (g, first, count, _) = jobs[i];
+            progress(1, u64::from(g), u64::from(groups));
+            let Some((buf, pre)) = item else {
                 c.p.error(
                     1,
                     "PR_1_ISCAN_ERROR",
                     format!("Error while reading inode table of group {g}."),
                 );
-                break;
-            }
+                continue;
+            };
             let base = g * ipg + first + 1;
-            let pre = prescan(&buf, isize, base, c.csum().then(|| c.sb.csum_seed()));
             for k in 0..count {
-                let ino = base + k;
                 let rec = &buf[k as usize * isize..(k as usize + 1) * isize];
-                check_inode(c, ino, rec, &specials, pre[k as usize]);
+                check_inode(c, base + k, rec, &specials, pre[k as usize]);
             }
-            first += count;
         }
-    }
+    });
     finish_xattr_blocks(c);
     c.index_groups();
 }

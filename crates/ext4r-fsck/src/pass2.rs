@@ -26,11 +26,10 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let total = blocks.len() as u64;
     let mut saw_block0 = vec![false; c.dirs.len()];
     let mut dx = htree::DxDirs::new();
+    // Runs of physically contiguous blocks, each read at once.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
-    let mut buf = Vec::new();
     while i < blocks.len() {
-        progress(2, i as u64, total);
-        // A run of physically contiguous blocks, read at once.
         let mut j = i + 1;
         while j < blocks.len()
             && blocks[j].phys == blocks[j - 1].phys + 1
@@ -38,35 +37,70 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         {
             j += 1;
         }
-        buf.resize((j - i) * bs as usize, 0);
-        let ok = c.fs.device().read_at(&mut buf, blocks[i].phys * bs).is_ok();
-        let leaf_csum = if ok && c.csum() {
-            prescan(c, &blocks[i..j], &buf, bs as usize)
-        } else {
-            Vec::new()
-        };
-        for (k, b) in blocks[i..j].iter().enumerate() {
-            if !ok {
-                c.p.error(
-                    2,
-                    "PR_2_READ_DIRBLOCK",
-                    format!(
-                        "Error reading directory block {} (inode {}).",
-                        b.phys, b.ino
-                    ),
-                );
-                continue;
-            }
-            let block = &buf[k * bs as usize..(k + 1) * bs as usize];
-            if b.lblk == 0 {
-                if let Some(d) = c.dir_idx(b.ino) {
-                    saw_block0[d] = true;
-                }
-            }
-            dir_block(c, &mut dx, b, block, leaf_csum.get(k).copied());
-        }
+        runs.push((i, j));
         i = j;
     }
+    // What the reader thread needs per block: checksum seed, and whether
+    // the directory's names are hashed (htree) so leaf ranges are worth
+    // computing ahead.
+    let meta: Vec<(u32, bool)> = blocks
+        .iter()
+        .map(|b| {
+            c.dir_idx(b.ino).map_or((0, false), |d| {
+                let r = &c.dirs[d];
+                (r.seed, r.htree && !r.encrypted && !r.casefold && b.lblk > 0)
+            })
+        })
+        .collect();
+    let csum = c.csum();
+    let v0 = htree::version_for(c, c.sb.s_def_hash_version);
+    let hseed = c.sb.hash_seed();
+    let dev = c.fs.device_shared();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<Pre>)>)>(4);
+    std::thread::scope(|s| {
+        let (runs_ref, blocks_ref, meta_ref) = (&runs, &blocks, &meta);
+        s.spawn(move || {
+            for (r, &(i, j)) in runs_ref.iter().enumerate() {
+                let mut buf = vec![0u8; (j - i) * bs as usize];
+                let item = dev
+                    .read_at(&mut buf, blocks_ref[i].phys * bs)
+                    .ok()
+                    .map(|()| {
+                        let pre = prescan(&meta_ref[i..j], &buf, bs as usize, csum, v0, &hseed);
+                        (buf, pre)
+                    });
+                if tx.send((r, item)).is_err() {
+                    break;
+                }
+            }
+        });
+        for (r, item) in rx.iter() {
+            let (i, j) = runs[r];
+            progress(2, i as u64, total);
+            let Some((buf, pre)) = item else {
+                for b in &blocks[i..j] {
+                    c.p.error(
+                        2,
+                        "PR_2_READ_DIRBLOCK",
+                        format!(
+                            "Error reading directory block {} (inode {}).",
+                            b.phys, b.ino
+                        ),
+                    );
+                }
+                continue;
+            };
+            for (k, b) in blocks[i..j].iter().enumerate() {
+                let block = &buf[k * bs as usize..(k + 1) * bs as usize];
+                if b.lblk == 0 {
+                    if let Some(d) = c.dir_idx(b.ino) {
+                        saw_block0[d] = true;
+                    }
+                }
+                dir_block(c, &mut dx, b, block, pre.get(k).copied());
+            }
+        }
+    });
     inline_dirs(c);
     htree::check(c, dx);
     for (d, saw) in saw_block0.iter().enumerate() {
@@ -81,30 +115,43 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     }
 }
 
-/// The leaf checksum of each block — (tail present, checksum matches) —
-/// computed on all cores before the sequential walk of the entries.
-fn prescan(c: &Ctx, blocks: &[DirBlock], buf: &[u8], bs: usize) -> Vec<(bool, bool)> {
+/// What the reader thread works out per block ahead of the checks.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pre {
+    /// (checksum tail present, checksum matches), with metadata_csum.
+    csum: Option<(bool, bool)>,
+    /// Lowest and highest name hash, for htree leaves, with the version.
+    range: Option<(u32, u32, u8)>,
+}
+
+/// The per-block work that needs no shared state, on all cores.
+fn prescan(
+    meta: &[(u32, bool)],
+    buf: &[u8],
+    bs: usize,
+    csum: bool,
+    v0: u8,
+    hseed: &[u32; 4],
+) -> Vec<Pre> {
     use rayon::prelude::*;
-    let seeds: Vec<u32> = blocks
-        .iter()
-        .map(|b| c.dir_idx(b.ino).map_or(0, |d| c.dirs[d].seed))
-        .collect();
     buf.par_chunks(bs)
-        .zip(seeds.par_iter())
-        .map(|(block, &seed)| {
-            let tail = DirEntryTail::find(block).is_some();
-            (tail, tail && verify_dir_block_checksum(seed, block).is_ok())
+        .zip(meta.par_iter())
+        .map(|(block, &(seed, hashed))| {
+            let csum = csum.then(|| {
+                let tail = DirEntryTail::find(block).is_some();
+                (tail, tail && verify_dir_block_checksum(seed, block).is_ok())
+            });
+            let range = (hashed && !is_dx_node(block)).then(|| {
+                let (lo, hi) = htree::leaf_range(block, v0, hseed);
+                (lo, hi, v0)
+            });
+            Pre { csum, range }
         })
         .collect()
 }
 
-fn dir_block(
-    c: &mut Ctx,
-    dx: &mut htree::DxDirs,
-    b: &DirBlock,
-    block: &[u8],
-    leaf_csum: Option<(bool, bool)>,
-) {
+fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pre: Option<Pre>) {
+    let leaf_csum = pre.and_then(|p| p.csum);
     let ino = b.ino;
     let Some(d) = c.dir_idx(ino) else { return };
     let htree = c.dirs[d].htree;
@@ -225,7 +272,7 @@ fn dir_block(
         prev_off = Some(e.offset);
     }
     if hashed && b.lblk > 0 {
-        htree::note_leaf(c, dx, ino, b.lblk, &leaf_names);
+        htree::note_leaf(c, dx, ino, b.lblk, &leaf_names, pre.and_then(|p| p.range));
     }
     // Names repeated within the block (sorting beats hashing at ~100 names).
     names.sort_unstable();

@@ -216,6 +216,11 @@ impl Filesystem {
         self.dev.as_ref()
     }
 
+    /// The device underneath, shared (for a reader thread).
+    pub fn device_shared(&self) -> std::sync::Arc<dyn BlockDevice> {
+        self.dev.clone()
+    }
+
     pub(crate) fn is_64bit(&self) -> bool {
         self.sb.has_incompat(Incompat::BIT64)
     }
