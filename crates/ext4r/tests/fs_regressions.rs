@@ -168,3 +168,65 @@ fn files_in_dirs(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// A 16 TiB filesystem (mke2fs on a sparse file in /dev/shm, which takes
+/// files past the host disk's limit) opens and walks reading only its
+/// metadata in use: the 131072 group descriptors (8 MiB) and a few blocks,
+/// not anything proportional to the size. Memory follows the bytes read.
+#[test]
+fn sixteen_tib_sparse_image_opens_with_bounded_reads() {
+    use ext4r::device::{FileDevice, OpenMode};
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        println!("skipped: no /dev/shm");
+        return;
+    }
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let img = Remove(shm.join(format!("ext4r-fs-walk-16t-{}.img", std::process::id())));
+    let f = std::fs::File::create(&img.0).expect("create image in /dev/shm");
+    f.set_len(16 << 40).expect("16 TiB sparse file");
+    drop(f);
+    let made = std::process::Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext4", "-E"])
+        .arg("lazy_itable_init=1,lazy_journal_init=1")
+        .arg(&img.0)
+        .output();
+    match made {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            println!(
+                "skipped: mke2fs failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            return;
+        }
+        Err(e) => {
+            println!("skipped: cannot run mke2fs: {e}");
+            return;
+        }
+    }
+    let start = Instant::now();
+    let dev = FileDevice::open(&img.0, OpenMode::default()).expect("open image");
+    let fs = ext4r::fs::Filesystem::open(dev).expect("open filesystem");
+    let opened = fs.device().stats();
+    let stats = common::walk(&fs);
+    let total = fs.device().stats();
+    println!(
+        "16 TiB: {} groups; open read {} bytes in {} calls, walk {} bytes, {:?}",
+        fs.group_descs().len(),
+        opened.bytes_read,
+        opened.read_calls,
+        total.bytes_read - opened.bytes_read,
+        start.elapsed()
+    );
+    assert_eq!(fs.group_descs().len(), 131_072);
+    assert!(stats.errors.is_empty(), "{:#?}", stats.errors);
+    assert!(stats.inodes >= 3, "{stats:?}"); // root, lost+found, journal
+    assert!(opened.bytes_read <= 9 << 20, "{opened:?}");
+    assert!(total.bytes_read <= 64 << 20, "{total:?}");
+}
