@@ -99,7 +99,8 @@ impl DirEntryInfo {
     }
 }
 
-/// Symlinks followed in one lookup before giving up (the kernel's limit).
+/// Symlinks followed in one lookup before giving up (the kernel's
+/// `MAXSYMLINKS`, which also counts the whole lookup).
 const MAX_SYMLINKS: u32 = 40;
 /// Longest symlink target read (`PATH_MAX`).
 const MAX_TARGET: u64 = 4096;
@@ -141,6 +142,10 @@ impl Filesystem {
         let runs = self.runs(dir)?;
         let size_blocks = dir.inode.size().div_ceil(u64::from(bs));
         let mut buf = vec![0u8; bs as usize];
+        // Entries are collected, so a block mapped at many logical offsets
+        // (extents overlapping on disk) would multiply them without bound:
+        // a directory block belongs to one place in one directory.
+        let mut seen = std::collections::HashSet::new();
         for r in runs.iter().filter(|r| !r.unwritten) {
             for k in 0..r.len {
                 if r.logical + k >= size_blocks {
@@ -148,6 +153,12 @@ impl Filesystem {
                 }
                 let block = r.physical + k;
                 let place = format!("inode {}, directory block {block}", dir.ino.0);
+                if !seen.insert(block) {
+                    return Err(Error::corrupt(
+                        place,
+                        FormatError::invalid("directory", "block mapped twice"),
+                    ));
+                }
                 self.read_blocks(block, &mut buf, &place)?;
                 self.parse_entries(&buf, bs, &place, &mut out)?;
             }
@@ -202,13 +213,16 @@ impl Filesystem {
     /// [`Error::NotFound`], [`Error::NotADirectory`], or an error from
     /// reading the directories on the way.
     pub fn resolve(&self, path: &str) -> Result<InodeInfo> {
-        self.resolve_in(path, InodeNr(ino::ROOT), 0)
+        let mut links = 0;
+        self.resolve_in(path, InodeNr(ino::ROOT), &mut links)
     }
 
     /// Resolves `path` from directory `start` (from the root when it is
     /// absolute). `..` follows the stored entry, as the kernel does after
-    /// a symlink.
-    fn resolve_in(&self, path: &str, start: InodeNr, depth: u32) -> Result<InodeInfo> {
+    /// a symlink. `links` counts the symlinks followed in the whole lookup,
+    /// nested or not: a per-depth limit would let targets of many
+    /// components, each a symlink with such a target, cost 2000^40 lookups.
+    fn resolve_in(&self, path: &str, start: InodeNr, links: &mut u32) -> Result<InodeInfo> {
         let comps: Vec<&str> = path
             .split('/')
             .filter(|c| !c.is_empty() && *c != ".")
@@ -227,14 +241,15 @@ impl Filesystem {
                 .ok_or_else(|| Error::NotFound(comps[..=i].join("/")))?;
             let next = self.inode(ino)?;
             if next.inode.is_symlink() && i + 1 < comps.len() {
-                if depth >= MAX_SYMLINKS {
+                *links += 1;
+                if *links > MAX_SYMLINKS {
                     return Err(Error::InvalidArgument(format!(
                         "{}: too many levels of symbolic links",
                         comps[..=i].join("/")
                     )));
                 }
                 let target = String::from_utf8_lossy(&self.read_link(&next)?).into_owned();
-                cur = self.resolve_in(&target, cur.ino, depth + 1)?;
+                cur = self.resolve_in(&target, cur.ino, links)?;
                 continue;
             }
             cur = next;

@@ -96,8 +96,16 @@ impl Filesystem {
         let table = desc.inode_table(self.is_64bit());
         let bs = u64::from(self.geo.block_size);
         let byte = index * isize;
-        let block = table + byte / bs;
-        self.check_blocks(block, 1, &format!("inode table of group {group}"))?;
+        let what = format!("inode table of group {group}");
+        // The descriptor's table address is unchecked disk data: it may
+        // overflow when offset; check_blocks then bounds block * bs.
+        let block = table.checked_add(byte / bs).ok_or_else(|| {
+            Error::corrupt(
+                &what,
+                FormatError::invalid("inode table", format!("block {table} out of range")),
+            )
+        })?;
+        self.check_blocks(block, 1, &what)?;
         let mut record = vec![0u8; isize as usize];
         self.read_inode_record(group, table, byte, &mut record)?;
         let inode = Inode::parse(&record).map_err(|e| Error::corrupt(where_(), e))?;

@@ -66,6 +66,7 @@ impl Filesystem {
                 fs: self,
                 info,
                 limit,
+                seen: HashSet::new(),
                 out: &mut out,
             };
             w.walk()?;
@@ -189,6 +190,12 @@ struct MapWalk<'a> {
     info: &'a InodeInfo,
     /// Logical blocks at or past this are ignored.
     limit: u64,
+    /// Indirect blocks read so far. Each maps a distinct range of the
+    /// file, so one reached twice is corruption, and refusing it bounds the
+    /// walk by the blocks on disk: a triple-indirect block listing itself
+    /// would otherwise be read as 1024 x 1024 indirect blocks with 2^30
+    /// leaves.
+    seen: HashSet<u32>,
     out: &'a mut Vec<Run>,
 }
 
@@ -240,6 +247,12 @@ impl MapWalk<'_> {
             return Ok(());
         }
         let what = format!("inode {}, indirect block {block}", self.info.ino.0);
+        if !self.seen.insert(block) {
+            return Err(Error::corrupt(
+                what,
+                FormatError::invalid("block map", "indirect block reached twice"),
+            ));
+        }
         let buf = self.fs.read_block(u64::from(block), &what)?;
         let ind = IndirectBlock::parse(&buf).map_err(|e| Error::corrupt(&what, e))?;
         let apb = u64::from(addr_per_block(self.fs.geo.block_size));

@@ -164,6 +164,21 @@ impl Filesystem {
     fn open_shared(dev: std::sync::Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Self> {
         let (sb, sb_block) = read_superblock(dev.as_ref(), &opts)?;
         let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
+        // Every block number below s_blocks_count is turned into a byte
+        // offset; a count whose bytes overflow u64 is no filesystem.
+        if geo
+            .blocks_count
+            .checked_mul(u64::from(geo.block_size))
+            .is_none()
+        {
+            return Err(Error::corrupt(
+                "superblock",
+                FormatError::invalid(
+                    "s_blocks_count",
+                    format!("{} blocks overflow the byte range", geo.blocks_count),
+                ),
+            ));
+        }
         check_features(&sb, opts.allow_encrypted)?;
         let descs = read_descs(dev.as_ref(), &geo, sb_block)?;
         let csum_seed = sb.csum_seed();
@@ -340,6 +355,22 @@ fn read_descs(dev: &dyn BlockDevice, geo: &Geometry, sb_block: u64) -> Result<Ve
     let dsize = geo.desc_size as usize;
     let per_block = geo.descs_per_block();
     let nblocks = geo.desc_blocks();
+    // The table has to be on the device: a superblock claiming billions of
+    // groups (one block or inode per group) on a small device must fail
+    // when reading, not when reserving memory for the table first.
+    if u64::from(nblocks) * bs > dev.size() {
+        return Err(Error::corrupt(
+            "group descriptors",
+            FormatError::invalid(
+                "group descriptors",
+                format!(
+                    "{} groups need {nblocks} descriptor blocks, more than the {}-byte device holds",
+                    geo.group_count,
+                    dev.size()
+                ),
+            ),
+        ));
+    }
     let mut descs = Vec::with_capacity(geo.group_count as usize);
     let mut buf = vec![0u8; geo.block_size as usize];
     let backup_shift = sb_block.saturating_sub(geo.first_data_block);

@@ -34,6 +34,10 @@ impl Xattr {
 
 /// EA inode values are read whole; the format caps them (`XATTR_SIZE_MAX`).
 const EA_INODE_MAX: u64 = 1 << 24;
+/// All values of one inode together. Entries may share an EA inode, so a
+/// block of 200 entries naming one 16 MiB EA inode would otherwise ask for
+/// 3 GiB. The VFS caps a value at 64 KiB, so real inodes stay far below.
+const VALUES_MAX: u64 = 64 << 20;
 
 impl Filesystem {
     /// All extended attributes of an inode: those in the inode first, then
@@ -45,11 +49,12 @@ impl Filesystem {
     /// area is malformed.
     pub fn xattrs(&self, info: &InodeInfo) -> Result<Vec<Xattr>> {
         let mut out = Vec::new();
+        let mut total = 0u64;
         let place = format!("inode {}, in-inode xattrs", info.ino.0);
         if let Some(entries) =
             parse_xattr_ibody(&info.record).map_err(|e| Error::corrupt(&place, e))?
         {
-            self.collect(entries, &place, &mut out)?;
+            self.collect(entries, &place, &mut total, &mut out)?;
         }
         let acl = info.inode.file_acl(self.is_64bit()).0;
         if acl != 0 {
@@ -60,14 +65,34 @@ impl Filesystem {
                     .map_err(|e| Error::corrupt(&place, e))?;
             }
             let (_, entries) = parse_xattr_block(&blk).map_err(|e| Error::corrupt(&place, e))?;
-            self.collect(entries, &place, &mut out)?;
+            self.collect(entries, &place, &mut total, &mut out)?;
         }
         Ok(out)
     }
 
-    fn collect(&self, entries: XattrEntries<'_>, place: &str, out: &mut Vec<Xattr>) -> Result<()> {
+    fn collect(
+        &self,
+        entries: XattrEntries<'_>,
+        place: &str,
+        total: &mut u64,
+        out: &mut Vec<Xattr>,
+    ) -> Result<()> {
         for e in entries.iter() {
             let e = e.map_err(|e| Error::corrupt(place, e))?;
+            let len = match e.value {
+                XattrValue::Inline(v) => v.len() as u64,
+                XattrValue::EaInode { size, .. } => u64::from(size),
+            };
+            *total += len;
+            if *total > VALUES_MAX {
+                return Err(Error::corrupt(
+                    place,
+                    FormatError::invalid(
+                        "xattr values",
+                        format!("more than {VALUES_MAX} bytes in one inode"),
+                    ),
+                ));
+            }
             let mut name = match xattr_prefix(e.entry.e_name_index) {
                 Some(p) => p.as_bytes().to_vec(),
                 None => format!("index{}.", e.entry.e_name_index).into_bytes(),
