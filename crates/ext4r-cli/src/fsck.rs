@@ -216,6 +216,14 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     if r.journal_replayed.is_some() {
         println!("{dev_name}: recovering journal");
     }
+    if r.last.skipped_clean.is_some() {
+        let s = &r.last.summary;
+        println!(
+            "{dev_name}: clean, {}/{} files, {}/{} blocks",
+            s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
+        );
+        return r.exit_code();
+    }
     for p in &r.fixed {
         if a.preen {
             println!("{dev_name}: {}  FIXED.", p.message);

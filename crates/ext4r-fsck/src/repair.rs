@@ -43,7 +43,9 @@ pub struct RepairReport {
 impl RepairReport {
     /// fsck(8)'s exit code: 0 nothing to do, 1 fixed, 4 errors left.
     pub fn exit_code(&self) -> u8 {
-        let changed = self.journal_replayed.is_some() || !self.fixed.is_empty();
+        // A journal replay alone leaves exit 0, as with e2fsck (it
+        // restarts on the recovered filesystem).
+        let changed = !self.fixed.is_empty();
         if self.last.fatal.is_some() {
             8
         } else if self.last.has_errors() || self.preen_stopped.is_some() {
@@ -90,7 +92,9 @@ pub fn repair(
     let mut preen_stopped = None;
     let mut forced = opts.clone();
     forced.force = true;
-    if journal_only {
+    // Without -f a filesystem marked clean is neither checked nor repaired,
+    // as e2fsck decides at boot.
+    if journal_only || !opts.force {
         let last = check_shared(
             dev.clone(),
             &Options {
@@ -99,12 +103,14 @@ pub fn repair(
             },
             progress,
         )?;
-        return Ok(RepairReport {
-            journal_replayed,
-            fixed,
-            last,
-            preen_stopped,
-        });
+        if journal_only || last.skipped_clean.is_some() {
+            return Ok(RepairReport {
+                journal_replayed,
+                fixed,
+                last,
+                preen_stopped,
+            });
+        }
     }
     for _ in 0..MAX_ROUNDS {
         let report = check_shared(dev.clone(), &forced, progress)?;
