@@ -68,6 +68,9 @@ pub struct Options {
     /// The current time, to judge the check interval and times in the
     /// future (seconds since the epoch).
     pub now: i64,
+    /// A repair run: superblock and descriptor problems that would be
+    /// fixed force the full check, as e2fsck's "problems fixed" does.
+    pub repairing: bool,
 }
 
 /// Counts for the summary line, as e2fsck prints them.
@@ -191,15 +194,33 @@ pub fn check_shared(
         pass_times: Vec::new(),
         fatal: None,
     };
-    if !opts.force && !backup_used {
-        if let Some(why) = clean_reason(&fs, opts.now) {
-            report.summary = ctx::summary_from_superblock(&fs);
-            report.skipped_clean = Some(why);
-            return Ok(report);
-        }
-    }
+    let clean = if !opts.force && !backup_used {
+        clean_reason(&fs, opts.now)
+    } else {
+        None
+    };
+    let summary_if_clean = clean.as_ref().map(|_| ctx::summary_from_superblock(&fs));
     let mut c = ctx::Ctx::new(fs);
     c.notes = notes;
+    let mut first_pass = 0;
+    if let (Some(why), Some(summary)) = (clean, summary_if_clean) {
+        // As e2fsck: the superblock and descriptors are always checked; a
+        // problem there (fixed, under a repair) forces the full check.
+        let t = Instant::now();
+        pass0::run(&mut c, progress);
+        report
+            .pass_times
+            .push(("pass 0: superblock and group descriptors", t.elapsed()));
+        let forced = c.p.errors() > 0 || (opts.repairing && !c.p.fixes().is_empty());
+        if !forced {
+            report.summary = summary;
+            report.skipped_clean = Some(why);
+            report.notes = std::mem::take(&mut c.notes);
+            report.problems = c.p;
+            return Ok(report);
+        }
+        first_pass = 1;
+    }
     if backup_used {
         c.p.error(
             0,
@@ -215,7 +236,7 @@ pub fn check_shared(
         ("pass 4: reference counts", pass34::run_pass4),
         ("pass 5: group summary information", pass5::run),
     ];
-    for (name, f) in passes {
+    for (name, f) in passes.into_iter().skip(first_pass) {
         let t = Instant::now();
         f(&mut c, progress);
         report.pass_times.push((name, t.elapsed()));

@@ -38,6 +38,8 @@ pub struct RepairReport {
     pub last: Report,
     /// A preen run stopped at a problem it may not fix alone.
     pub preen_stopped: Option<Problem>,
+    /// The superblock said "not clean" or "errors" and now says clean.
+    pub marked_valid: bool,
 }
 
 impl RepairReport {
@@ -45,7 +47,7 @@ impl RepairReport {
     pub fn exit_code(&self) -> u8 {
         // A journal replay alone leaves exit 0, as with e2fsck (it
         // restarts on the recovered filesystem).
-        let changed = !self.fixed.is_empty();
+        let changed = !self.fixed.is_empty() || self.marked_valid;
         if self.last.fatal.is_some() {
             8
         } else if self.last.has_errors() || self.preen_stopped.is_some() {
@@ -92,6 +94,7 @@ pub fn repair(
     let mut preen_stopped = None;
     let mut forced = opts.clone();
     forced.force = true;
+    forced.repairing = true;
     // Without -f a filesystem marked clean is neither checked nor repaired,
     // as e2fsck decides at boot.
     if journal_only || !opts.force {
@@ -99,6 +102,7 @@ pub fn repair(
             dev.clone(),
             &Options {
                 force: false,
+                repairing: true,
                 ..opts.clone()
             },
             progress,
@@ -109,6 +113,7 @@ pub fn repair(
                 fixed,
                 last,
                 preen_stopped,
+                marked_valid: false,
             });
         }
     }
@@ -148,14 +153,16 @@ pub fn repair(
     }
     let last = check_shared(dev.clone(), &forced, progress)?;
     let changed = journal_replayed.is_some() || !fixed.is_empty();
+    let mut marked_valid = false;
     if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
-        mark_checked(&dev, opts.now, changed)?;
+        marked_valid = mark_checked(&dev, opts.now, changed)?;
     }
     Ok(RepairReport {
         journal_replayed,
         fixed,
         last,
         preen_stopped,
+        marked_valid,
     })
 }
 
@@ -197,17 +204,20 @@ fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Erro
 
 /// After a clean result: state valid, no error flag, check time now, mount
 /// count reset — what e2fsck leaves so that the next boot skips the check.
-fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<(), Error> {
+/// Returns whether the state itself changed (e2fsck counts that as a
+/// modification: exit 1).
+fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<bool, Error> {
     let fs = open(dev)?;
     let mut sb = fs.superblock().clone();
     let state = sb.s_state.get();
-    if !changed && state & STATE_VALID != 0 && state & STATE_ERROR == 0 {
-        return Ok(());
+    let was_clean = state & STATE_VALID != 0 && state & STATE_ERROR == 0;
+    if !changed && was_clean {
+        return Ok(false);
     }
     sb.s_state.set((state | STATE_VALID) & !STATE_ERROR);
     sb.s_mnt_count.set(0);
     sb.set_lastcheck(now);
     fix::write_superblock(dev.as_ref(), &mut sb)?;
     dev.flush()?;
-    Ok(())
+    Ok(!was_clean)
 }
