@@ -126,7 +126,7 @@ fn run(a: &Args) -> Result<bool> {
             }
             _ => {
                 let target = a.dest.join(name.unwrap_or("root"));
-                walk.entry(&info, &target, 0);
+                walk.entry(info, &target, 0);
             }
         }
         walk.flush();
@@ -348,7 +348,7 @@ impl Walk<'_, '_> {
             }
             let target = dest.join(std::ffi::OsStr::from_bytes(&e.name));
             match self.sh.fs.inode(e.ino) {
-                Ok(child) => self.entry(&child, &target, depth + 1),
+                Ok(child) => self.entry(child, &target, depth + 1),
                 Err(err) => self.sh.warn(&target, err),
             }
         }
@@ -356,8 +356,8 @@ impl Walk<'_, '_> {
     }
 
     /// Places one inode at `target`.
-    fn entry(&mut self, info: &InodeInfo, target: &Path, depth: u32) {
-        let m = self.sh.fs.metadata(info);
+    fn entry(&mut self, info: InodeInfo, target: &Path, depth: u32) {
+        let m = self.sh.fs.metadata(&info);
         if m.kind != FileKind::Directory && m.links > 1 {
             if let Some(first) = self.links.get(&m.ino) {
                 self.deferred_links
@@ -371,7 +371,7 @@ impl Walk<'_, '_> {
         }
         let made: Result<()> = match m.kind {
             FileKind::Regular => {
-                self.batch.push((info.clone(), target.to_path_buf()));
+                self.batch.push((info, target.to_path_buf()));
                 if self.batch.len() == BATCH {
                     self.flush();
                 }
@@ -388,7 +388,7 @@ impl Walk<'_, '_> {
                 });
                 match r {
                     Ok(()) => {
-                        self.dir_contents(info, target, depth);
+                        self.dir_contents(&info, target, depth);
                         self.dirs.push((info.ino, target.to_path_buf(), depth));
                     }
                     Err(e) => self.sh.warn(target, e),
@@ -399,7 +399,7 @@ impl Walk<'_, '_> {
             FileKind::Symlink => self
                 .sh
                 .fs
-                .read_link(info)
+                .read_link(&info)
                 .map_err(anyhow::Error::from)
                 .and_then(|t| {
                     std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&t), target)
@@ -419,7 +419,7 @@ impl Walk<'_, '_> {
             }
         };
         match made {
-            Ok(()) => self.sh.attributes_path(info, target),
+            Ok(()) => self.sh.attributes_path(&info, target),
             Err(e) => self.sh.warn(target, format!("{e:#}")),
         }
     }
