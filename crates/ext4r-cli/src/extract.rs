@@ -56,6 +56,11 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
 }
 
+/// Files up to this size are read together with their neighbours.
+const SMALL: u64 = 64 << 10;
+/// Blocks between two small files' data still read as one span.
+const GAP: u64 = 8;
+
 /// Batches queued for the workers before the walk waits.
 const QUEUE: usize = 16;
 /// Files per batch at most. A batch holds files of one directory, so that
@@ -107,11 +112,7 @@ fn run(a: &Args) -> Result<bool> {
                 loop {
                     let jobs = rx.lock().map_or(None, |r| r.recv().ok());
                     let Some(jobs) = jobs else { break };
-                    for (info, target) in jobs {
-                        if let Err(e) = sh.regular(&info, &target, &mut buf) {
-                            sh.warn(&target, format!("{e:#}"));
-                        }
-                    }
+                    sh.regular_batch(jobs, &mut buf);
                 }
             });
         }
@@ -165,6 +166,95 @@ impl Shared<'_> {
     fn warn(&self, what: &Path, e: impl std::fmt::Display) {
         eprintln!("ext4r extract: {}: {e}", what.display());
         self.ok.store(false, Ordering::Relaxed);
+    }
+
+    /// Writes a batch of files (one directory's). Small files whose data is
+    /// one run are read together: their blocks usually follow each other
+    /// on disk, so one read serves many files. The rest go one by one.
+    fn regular_batch(&self, jobs: Vec<Job>, buf: &mut [u8]) {
+        let bs = u64::from(self.fs.block_size());
+        // (physical block, blocks, size, job index) of the small files.
+        let mut small: Vec<(u64, u64, u64, usize)> = Vec::new();
+        let mut rest: Vec<usize> = Vec::new();
+        for (i, (info, _)) in jobs.iter().enumerate() {
+            let one_run = self.fs.open_file(info).ok().and_then(|r| {
+                let runs = r.runs();
+                let size = r.size();
+                match runs {
+                    [run]
+                        if run.logical == 0
+                            && !run.unwritten
+                            && size > 0
+                            && size <= SMALL
+                            && run.len == size.div_ceil(bs) =>
+                    {
+                        Some((run.physical, run.len, size))
+                    }
+                    _ => None,
+                }
+            });
+            match one_run {
+                Some((p, n, size)) => small.push((p, n, size, i)),
+                None => rest.push(i),
+            }
+        }
+        small.sort_unstable();
+        let mut k = 0;
+        while k < small.len() {
+            // A span of files close together on disk, read at once.
+            let start = small[k].0;
+            let mut end = small[k].0 + small[k].1;
+            let mut j = k + 1;
+            while j < small.len()
+                && small[j].0 >= end
+                && small[j].0 - end <= GAP
+                && (small[j].0 + small[j].1 - start) * bs <= buf.len() as u64
+            {
+                end = small[j].0 + small[j].1;
+                j += 1;
+            }
+            let span = ((end - start) * bs) as usize;
+            if span > buf.len()
+                || self
+                    .fs
+                    .device()
+                    .read_at(&mut buf[..span], start * bs)
+                    .is_err()
+            {
+                rest.extend(small[k..j].iter().map(|x| x.3));
+                k = j;
+                continue;
+            }
+            for &(p, _, size, i) in &small[k..j] {
+                let (info, target) = &jobs[i];
+                let at = ((p - start) * bs) as usize;
+                let data = &buf[at..at + size as usize];
+                if let Err(e) = self.write_small(info, target, data) {
+                    self.warn(target, format!("{e:#}"));
+                }
+            }
+            k = j;
+        }
+        for i in rest {
+            let (info, target) = &jobs[i];
+            if let Err(e) = self.regular(info, target, buf) {
+                self.warn(target, format!("{e:#}"));
+            }
+        }
+    }
+
+    /// Creates a small file from bytes already read.
+    fn write_small(&self, info: &InodeInfo, target: &Path, data: &[u8]) -> Result<()> {
+        let m = self.fs.metadata(info);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(u32::from(m.perm & 0o777))
+            .open(target)?;
+        f.write_all(data)?;
+        self.attributes_fd(info, &m, &f, target);
+        Ok(())
     }
 
     /// Writes a file's contents, leaving holes where the image has zeros,
