@@ -83,6 +83,9 @@ pub enum Fix {
     /// previous record (if any, at the given offset) or an empty one takes
     /// the rest of the block.
     DirSalvage(u64, usize, Option<usize>, u32),
+    /// Give a directory leaf block its checksum tail, taken from the slack
+    /// of its last record (nothing is done when there is no room).
+    DirAddTail(u64, u32),
     /// Point a directory entry at another inode (`..` repairs).
     DirEntryInode(u64, usize, u32, u32),
     /// Link an unattached inode into /lost+found as `#ino` (file type).
@@ -340,6 +343,10 @@ impl<'a> Writer<'a> {
                     }
                 }
             }
+            Fix::DirAddTail(b, seed) => {
+                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                add_tail(blk, bs);
+            }
             Fix::DirEntryInode(b, off, target, seed) => {
                 let blk = self.block(*b, BlockKind::Dir(*seed))?;
                 if let Some(x) = blk.get_mut(*off..*off + 4) {
@@ -536,6 +543,42 @@ fn free_slot(blk: &mut [u8], need: usize, bs: u32) -> Option<(usize, usize)> {
         off += rec;
     }
     None
+}
+
+/// Shortens the last record of a leaf block by 12 bytes and writes an
+/// empty checksum tail there (the checksum is set when the block is
+/// written), when the record has that much slack.
+fn add_tail(blk: &mut [u8], bs: u32) {
+    let len = blk.len();
+    if DirEntryTail::find(blk).is_some() || len < 24 {
+        return;
+    }
+    let mut off = 0usize;
+    while off + 8 <= len {
+        let raw = u16::from_le_bytes([blk[off + 4], blk[off + 5]]);
+        let rec = ext4r_format::dir::rec_len_from_disk(raw, bs) as usize;
+        if rec < 12 || off + rec > len {
+            return;
+        }
+        if off + rec == len {
+            let used = if blk[off..off + 4] == [0; 4] {
+                12
+            } else {
+                ext4r_format::dir::rec_len_for_name(usize::from(blk[off + 6]))
+            };
+            if rec >= used + 12 {
+                if let Ok(r) = ext4r_format::dir::rec_len_to_disk((rec - 12) as u32, bs) {
+                    blk[off + 4..off + 6].copy_from_slice(&r.to_le_bytes());
+                    let t = &mut blk[len - 12..];
+                    t.fill(0);
+                    t[4..6].copy_from_slice(&12u16.to_le_bytes());
+                    t[7] = ext4r_format::dir::ft::DIR_CSUM;
+                }
+            }
+            return;
+        }
+        off += rec;
+    }
 }
 
 /// Removes entry `i` from an extent node (header of 12 bytes, then

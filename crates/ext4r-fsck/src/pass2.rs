@@ -205,13 +205,14 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             (t, t && verify_dir_block_checksum(seed, block).is_ok())
         });
         if !tail {
-            c.p.error(
+            c.p.error_fix(
                 2,
                 "PR_2_LEAF_NODE_MISSING_CSUM",
                 format!(
                     "Directory inode {ino}, block #{}, offset 0: directory has no checksum.",
                     b.lblk
                 ),
+                crate::fix::Fix::DirAddTail(b.phys, seed),
             );
         } else if !ok {
             c.p.error_fix(
