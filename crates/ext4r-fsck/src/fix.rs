@@ -83,6 +83,9 @@ pub enum Fix {
     /// previous record (if any, at the given offset) or an empty one takes
     /// the rest of the block.
     DirSalvage(u64, usize, Option<usize>, u32),
+    /// Close the holes of a directory: its blocks renumbered 0, 1, 2...
+    /// (extent tree of depth 0 or direct block map).
+    CollapseDir(u32),
     /// Give a directory leaf block its checksum tail, taken from the slack
     /// of its last record (nothing is done when there is no room).
     DirAddTail(u64, u32),
@@ -343,6 +346,7 @@ impl<'a> Writer<'a> {
                     }
                 }
             }
+            Fix::CollapseDir(ino) => self.edit_inode(*ino, collapse_dir)?,
             Fix::DirAddTail(b, seed) => {
                 let blk = self.block(*b, BlockKind::Dir(*seed))?;
                 add_tail(blk, bs);
@@ -543,6 +547,36 @@ fn free_slot(blk: &mut [u8], need: usize, bs: u32) -> Option<(usize, usize)> {
         off += rec;
     }
     None
+}
+
+/// Renumbers a directory's blocks from 0 without holes: in a depth-0
+/// extent root each extent starts where the previous one ended; in a block
+/// map the direct pointers are packed to the front.
+fn collapse_dir(i: &mut Inode) {
+    use ext4r_format::inode::InodeFlags;
+    if i.flags().contains(InodeFlags::EXTENTS) {
+        let b = &mut i.i_block;
+        let depth = u16::from_le_bytes([b[6], b[7]]);
+        let n = usize::from(u16::from_le_bytes([b[2], b[3]])).min(4);
+        if depth != 0 {
+            return;
+        }
+        let mut next = 0u32;
+        for k in 0..n {
+            let at = 12 + k * 12;
+            b[at..at + 4].copy_from_slice(&next.to_le_bytes());
+            let raw = u16::from_le_bytes([b[at + 4], b[at + 5]]);
+            // Lengths above 32768 mark unwritten extents.
+            let len = if raw > 32768 { raw - 32768 } else { raw };
+            next += u32::from(len);
+        }
+    } else {
+        let mut w = i.block_words();
+        let mut packed: Vec<u32> = w[..12].iter().copied().filter(|&x| x != 0).collect();
+        packed.resize(12, 0);
+        w[..12].copy_from_slice(&packed);
+        i.set_block_words(&w);
+    }
 }
 
 /// Shortens the last record of a leaf block by 12 bytes and writes an
