@@ -83,6 +83,9 @@ pub enum Fix {
     /// previous record (if any, at the given offset) or an empty one takes
     /// the rest of the block.
     DirSalvage(u64, usize, Option<usize>, u32),
+    /// Turn an htree directory back into a linear one (its index blocks
+    /// read as empty records), as e2fsck's "Clear HTree index".
+    ClearIndexFlag(u32),
     /// Close the holes of a directory: its blocks renumbered 0, 1, 2...
     /// (extent tree of depth 0 or direct block map).
     CollapseDir(u32),
@@ -347,6 +350,10 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::CollapseDir(ino) => self.edit_inode(*ino, collapse_dir)?,
+            Fix::ClearIndexFlag(ino) => self.edit_inode(*ino, |i| {
+                let f = i.flags() - ext4r_format::inode::InodeFlags::INDEX;
+                i.set_flags(f);
+            })?,
             Fix::DirAddTail(b, seed) => {
                 let blk = self.block(*b, BlockKind::Dir(*seed))?;
                 add_tail(blk, bs);

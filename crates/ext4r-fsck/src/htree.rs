@@ -168,17 +168,19 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             }
         }
         for p in problems.iter().take(20) {
-            c.p.error(
+            c.p.error_fix(
                 2,
                 "PR_2_HTREE_PROBLEM",
                 format!("Problem in HTREE directory inode {ino}: {p}"),
+                crate::fix::Fix::ClearIndexFlag(ino),
             );
         }
         if !problems.is_empty() {
-            c.p.error(
+            c.p.error_fix(
                 2,
                 "PR_2_HTREE_CLEAR",
                 format!("Invalid HTREE directory inode {ino}.  Clear HTree index? no"),
+                crate::fix::Fix::ClearIndexFlag(ino),
             );
         }
     }

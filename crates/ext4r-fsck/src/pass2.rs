@@ -161,10 +161,11 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     if htree && b.lblk == 0 {
         if let Ok(root) = parse_dx_root(block) {
             if c.csum() && verify_dx_checksum(seed, block).is_err() {
-                c.p.error(
+                c.p.error_fix(
                     2,
                     "PR_2_HTREE_ROOT_CSUM_INVALID",
                     format!("Problem in HTREE directory inode {ino}: root node fails checksum."),
+                    crate::fix::Fix::ClearIndexFlag(ino),
                 );
             }
             if hashed {
@@ -178,23 +179,25 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     // An interior htree node looks like one empty record over the block.
     if htree && b.lblk > 0 && is_dx_node(block) {
         if hashed && !htree::note_node(dx, ino, b.lblk, block) {
-            c.p.error(
+            c.p.error_fix(
                 2,
                 "PR_2_HTREE_BAD_NODE",
                 format!(
                     "Problem in HTREE directory inode {ino}: block #{} is corrupt",
                     b.lblk
                 ),
+                crate::fix::Fix::ClearIndexFlag(ino),
             );
         }
         if c.csum() && verify_dx_checksum(seed, block).is_err() {
-            c.p.error(
+            c.p.error_fix(
                 2,
                 "PR_2_HTREE_NODE_CSUM_INVALID",
                 format!(
                     "Problem in HTREE directory inode {ino}: block #{} fails checksum.",
                     b.lblk
                 ),
+                crate::fix::Fix::ClearIndexFlag(ino),
             );
         }
         return;
