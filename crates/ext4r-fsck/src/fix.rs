@@ -323,9 +323,12 @@ impl<'a> Writer<'a> {
             Fix::InodeExtraIsize(ino, v) => self.edit_inode(*ino, |i| i.i_extra_isize.set(*v))?,
             Fix::ClearIbodyXattrs(ino) => {
                 let rec = self.inode(*ino)?;
-                let extra = u16::from_le_bytes([rec[0x80], rec[0x81]]) as usize;
-                let start = (128 + extra).min(rec.len());
-                rec[start..].fill(0);
+                // Only records with room past the fixed part have the area.
+                if let Some(x) = rec.get(0x80..0x82) {
+                    let extra = usize::from(u16::from_le_bytes([x[0], x[1]]));
+                    let start = (128 + extra).min(rec.len());
+                    rec[start..].fill(0);
+                }
             }
             Fix::DirSalvage(b, off, prev, seed) => {
                 let blk = self.block(*b, BlockKind::Dir(*seed))?;
