@@ -168,7 +168,7 @@ pub fn check_shared(
     oo.skip_journal_replay = true;
     let mut notes = Vec::new();
     let mut backup_used = false;
-    let fs = match Filesystem::open_with(SharedDev(dev.clone()), oo.clone()) {
+    let fs = match Filesystem::open_with(dev.clone(), oo.clone()) {
         Ok(fs) => fs,
         Err(e) if opts.superblock.is_none() => {
             // As e2fsck: a primary that cannot be used, try the backups.
@@ -251,27 +251,6 @@ pub fn check_shared(
     Ok(report)
 }
 
-/// A device shared between tries at opening it.
-pub(crate) struct SharedDev(pub(crate) std::sync::Arc<dyn BlockDevice>);
-
-impl BlockDevice for SharedDev {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> ext4r::Result<()> {
-        self.0.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> ext4r::Result<()> {
-        self.0.write_at(buf, offset)
-    }
-    fn flush(&self) -> ext4r::Result<()> {
-        self.0.flush()
-    }
-    fn size(&self) -> u64 {
-        self.0.size()
-    }
-    fn stats(&self) -> ext4r::device::IoStats {
-        self.0.stats()
-    }
-}
-
 /// The backup superblocks e2fsck tries: the first block of group 1 for
 /// each block size (8193 for 1 KiB blocks, else 8 × block size).
 fn open_backup(dev: &std::sync::Arc<dyn BlockDevice>, oo: &OpenOptions) -> Option<Filesystem> {
@@ -280,7 +259,7 @@ fn open_backup(dev: &std::sync::Arc<dyn BlockDevice>, oo: &OpenOptions) -> Optio
         let mut o = oo.clone();
         o.superblock = Some(u64::from(bs) * 8 + u64::from(bs == 1024));
         o.block_size = Some(bs);
-        Filesystem::open_with(SharedDev(dev.clone()), o).ok()
+        Filesystem::open_with(dev.clone(), o).ok()
     })
 }
 

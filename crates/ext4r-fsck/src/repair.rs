@@ -6,13 +6,12 @@ use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
 use ext4r::fs::{Filesystem, OpenOptions};
-use ext4r::journal::{recover_filesystem, Journal, JournalLocation};
+use ext4r::journal::{recover_filesystem, Journal};
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
-use ext4r_format::{BlockNr, InodeNr};
 
 use crate::fix::{self, Fix};
-use crate::{check_shared, Error, Options, Problem, Progress, Report, SharedDev};
+use crate::{check_shared, Error, Options, Problem, Progress, Report};
 
 /// Rounds of check-and-fix before giving up on convergence.
 const MAX_ROUNDS: usize = 6;
@@ -170,7 +169,7 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     let mut oo = OpenOptions::default();
     oo.allow_encrypted = true;
     oo.skip_journal_replay = true;
-    Ok(Filesystem::open_with(SharedDev(dev.clone()), oo)?)
+    Ok(Filesystem::open_with(dev.clone(), oo)?)
 }
 
 /// Replays an internal journal that needs recovery, as e2fsck does before
@@ -184,20 +183,10 @@ fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Erro
     {
         return Ok(None);
     }
-    let info = fs.inode(InodeNr(sb.s_journal_inum.get()))?;
-    let runs = fs.runs(&info)?;
-    let len = runs.last().map_or(0, |r| r.end());
-    let mut blocks = vec![BlockNr(0); len as usize];
-    for r in &runs {
-        for k in 0..r.len {
-            blocks[(r.logical + k) as usize] = BlockNr(r.physical + k);
-        }
-    }
-    let journal = Journal::open(
-        SharedDev(dev.clone()),
-        JournalLocation::internal(blocks),
-        fs.block_size(),
-    )?;
+    let Some(location) = fs.journal_location()? else {
+        return Ok(None);
+    };
+    let journal = Journal::open(dev.clone(), location, fs.block_size())?;
     let r = recover_filesystem(dev.as_ref(), &journal)?;
     Ok(Some((r.start_transaction, r.end_transaction)))
 }

@@ -141,9 +141,21 @@ impl Filesystem {
             && self.sb.s_journal_inum.get() != 0
     }
 
-    /// The device as it reads after the journal is replayed in memory.
-    fn replayed(&self) -> Result<JournalOverlay<std::sync::Arc<dyn BlockDevice>>> {
-        let info = self.inode(ext4r_format::InodeNr(self.sb.s_journal_inum.get()))?;
+    /// Where the internal journal's blocks are (journal block i → its
+    /// filesystem block; 0 for a hole), or `None` without one.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the journal inode or its mapping is broken.
+    pub fn journal_location(&self) -> Result<Option<JournalLocation>> {
+        let inum = self.sb.s_journal_inum.get();
+        if !self
+            .sb
+            .has_compat(ext4r_format::features::Compat::HAS_JOURNAL)
+            || inum == 0
+        {
+            return Ok(None);
+        }
+        let info = self.inode(ext4r_format::InodeNr(inum))?;
         let runs = self.runs(&info)?;
         let len = runs.last().map_or(0, |r| r.end());
         let mut blocks = vec![ext4r_format::BlockNr(0); len as usize];
@@ -152,11 +164,15 @@ impl Filesystem {
                 blocks[(r.logical + k) as usize] = ext4r_format::BlockNr(r.physical + k);
             }
         }
-        let journal = Journal::open(
-            self.dev.clone(),
-            JournalLocation::internal(blocks),
-            self.geo.block_size,
-        )?;
+        Ok(Some(JournalLocation::internal(blocks)))
+    }
+
+    /// The device as it reads after the journal is replayed in memory.
+    fn replayed(&self) -> Result<JournalOverlay<std::sync::Arc<dyn BlockDevice>>> {
+        let Some(location) = self.journal_location()? else {
+            return Err(Error::InvalidArgument("no internal journal".into()));
+        };
+        let journal = Journal::open(self.dev.clone(), location, self.geo.block_size)?;
         let recovery = journal.recover(self.geo.blocks_count);
         JournalOverlay::recovered(self.dev.clone(), recovery)
     }
