@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::tree::fnv;
 use common::*;
 use std::collections::BTreeMap;
 use std::fs;
@@ -16,12 +17,6 @@ use std::process::Command;
 
 fn ext4r() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ext4r"))
-}
-
-fn fnv(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
-    })
 }
 
 /// Regular files by path with a hash of their contents.

@@ -7,11 +7,11 @@
 
 mod common;
 
+use common::tree::manifest;
 use common::*;
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 const CONFIGS: &[(&str, &str)] = &[
@@ -27,12 +27,6 @@ const CONFIGS: &[(&str, &str)] = &[
     ("1G", "-t ext4 -E packed_meta_blocks=1"),
     ("256M", "-t ext4 -O encrypt"),
 ];
-
-fn fnv(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
-    })
-}
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
@@ -89,45 +83,6 @@ fn workload(root: &Path) {
     )
     .unwrap();
     fs::set_permissions(root.join("renamed"), fs::Permissions::from_mode(0o640)).unwrap();
-}
-
-/// path -> description of everything observable.
-fn manifest(root: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in fs::read_dir(&dir).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            if rel == "lost+found" {
-                continue;
-            }
-            let m = fs::symlink_metadata(&p).unwrap();
-            let mut d = format!("mode={:o} uid={} nlink={}", m.mode(), m.uid(), m.nlink());
-            if m.file_type().is_symlink() {
-                d += &format!(" -> {}", fs::read_link(&p).unwrap().display());
-            } else if m.is_dir() {
-                stack.push(p.clone());
-            } else {
-                let data = fs::read(&p).unwrap();
-                d += &format!(" size={} hash={:x}", data.len(), fnv(&data));
-                let mut names = vec![0u8; 4096];
-                let n = rustix::fs::listxattr(&p, &mut names[..]).unwrap_or(0);
-                for name in names[..n]
-                    .split(|b| *b == 0)
-                    .filter(|s| s.starts_with(b"user."))
-                {
-                    let name = String::from_utf8_lossy(name).into_owned();
-                    let mut v = vec![0u8; 65536];
-                    let vn = rustix::fs::getxattr(&p, name.as_str(), &mut v[..]).unwrap();
-                    d += &format!(" {name}={:x}", fnv(&v[..vn]));
-                }
-            }
-            out.insert(rel, d);
-        }
-    }
-    out
 }
 
 #[test]

@@ -10,11 +10,11 @@
 
 mod common;
 
+use common::tree::manifest;
 use common::*;
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -31,12 +31,6 @@ const CONFIGS: &[(&str, &str, &str)] = &[
     ("ext4-1k", "128M", "-t ext4 -b 1024"),
     ("ext2", "128M", "-t ext2"),
 ];
-
-fn fnv(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
-    })
-}
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
@@ -144,56 +138,6 @@ fn workload(root: &Path) {
         root.join("files/moved"),
     )
     .unwrap();
-}
-
-/// path -> everything observable about it, as the host sees it.
-fn manifest(root: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            if rel == "lost+found" {
-                continue;
-            }
-            let m = fs::symlink_metadata(&p).unwrap();
-            let mut d = format!(
-                "mode={:o} uid={} gid={} nlink={}",
-                m.mode(),
-                m.uid(),
-                m.gid(),
-                m.nlink()
-            );
-            let ft = m.file_type();
-            if ft.is_symlink() {
-                d += &format!(" -> {}", fs::read_link(&p).unwrap().display());
-            } else {
-                d += &format!(" mtime={}.{:09}", m.mtime(), m.mtime_nsec());
-                if m.is_dir() {
-                    stack.push(p.clone());
-                } else if m.is_file() {
-                    let data = fs::read(&p).unwrap();
-                    d += &format!(" size={} hash={:x}", data.len(), fnv(&data));
-                } else {
-                    d += &format!(" rdev={:x}", m.rdev());
-                }
-                let mut names = vec![0u8; 4096];
-                let n = rustix::fs::llistxattr(&p, &mut names[..]).unwrap_or(0);
-                for name in names[..n]
-                    .split(|b| *b == 0)
-                    .filter(|s| s.starts_with(b"user."))
-                {
-                    let name = String::from_utf8_lossy(name).into_owned();
-                    let mut v = vec![0u8; 65536];
-                    let vn = rustix::fs::lgetxattr(&p, name.as_str(), &mut v[..]).unwrap();
-                    d += &format!(" {name}={:x}", fnv(&v[..vn]));
-                }
-            }
-            out.insert(rel, d);
-        }
-    }
-    out
 }
 
 fn ext4r() -> Command {

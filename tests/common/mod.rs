@@ -2,6 +2,8 @@
 //! (e2fsck, dumpe2fs, mke2fs), and loop mounts that always clean up.
 #![allow(dead_code)]
 
+pub mod tree;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
