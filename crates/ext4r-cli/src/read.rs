@@ -192,26 +192,12 @@ pub(crate) fn mode_string(m: &Metadata) -> String {
 pub(crate) fn time_string(t: Timestamp) -> String {
     let days = t.secs.div_euclid(86_400);
     let rem = t.secs.rem_euclid(86_400);
-    let (y, mo, d) = civil_from_days(days);
+    let (y, mo, d) = ext4r::civil::civil_from_days(days);
     format!(
         "{y:04}-{mo:02}-{d:02} {:02}:{:02}",
         rem / 3600,
         rem % 3600 / 60
     )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
-/// well-known algorithm).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Print a file of an ext2/3/4 image to standard output.

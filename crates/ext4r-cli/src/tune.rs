@@ -7,8 +7,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use ext4r::civil::days_from_civil;
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
-use ext4r::tune::list::days_from_civil;
 use ext4r::tune::{parse_c_ulong, tune, MaxMounts, TuneEnv, TuneOptions};
 
 const USAGE: &str = "Usage: %s [-c max_mounts_count] [-e errors_behavior] [-f] [-g group]\n\

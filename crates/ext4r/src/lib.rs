@@ -17,6 +17,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod civil;
 pub mod device;
 pub mod error;
 pub mod fs;

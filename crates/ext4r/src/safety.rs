@@ -290,7 +290,7 @@ impl Existing {
 fn ctime(t: i64) -> String {
     let days = t.div_euclid(86400);
     let secs = t.rem_euclid(86400);
-    let (y, m, d) = civil(days);
+    let (y, m, d) = crate::civil::civil_from_days(days);
     const WD: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MO: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -305,21 +305,6 @@ fn ctime(t: i64) -> String {
         secs % 60,
         y
     )
-}
-
-/// Days since 1970-01-01 to (year, month, day): Howard Hinnant's
-/// `civil_from_days`.
-fn civil(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// How much of the device start [`probe`] reads: up to btrfs's superblock
