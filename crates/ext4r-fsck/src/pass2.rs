@@ -3,9 +3,7 @@
 //! links each inode gets.
 
 use ext4r::fs::FileKind;
-use ext4r_format::dir::{
-    file_type_from_mode, ft, verify_dir_block_checksum, DirBlockIter, DirEntryTail,
-};
+use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntryTail};
 use ext4r_format::features::Incompat;
 use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
 use ext4r_format::inode::ino as special;
@@ -356,30 +354,12 @@ fn entry(
         }
         _ => {
             if name == b"." || name == b".." {
-                if b.phys != 0 {
-                    let seed = c.dirs[d].seed;
-                    c.p.error_fix(
-                        2,
-                        "PR_2_DUP_DOT",
-                        format!(
-                            "{} is duplicate '{}' entry.",
-                            place(),
-                            String::from_utf8_lossy(name)
-                        ),
-                        crate::fix::Fix::DirEntryClear(b.phys, off, seed),
-                    );
-                } else {
-                    c.p.error(
-                        2,
-                        "PR_2_DUP_DOT",
-                        format!(
-                            "{} is duplicate '{}' entry.",
-                            place(),
-                            String::from_utf8_lossy(name)
-                        ),
-                    );
-                }
-                return;
+                let msg = format!(
+                    "{} is duplicate '{}' entry.",
+                    place(),
+                    String::from_utf8_lossy(name)
+                );
+                return bad_entry(c, d, b, off, "PR_2_DUP_DOT", msg);
             }
         }
     }
@@ -388,45 +368,16 @@ fn entry(
     }
     let max = c.sb.s_inodes_count.get();
     if target > max || (target < c.sb.first_ino() && target != special::ROOT) {
-        if b.phys != 0 {
-            let seed = c.dirs[d].seed;
-            c.p.error_fix(
-                2,
-                "PR_2_BAD_INO",
-                format!(
-                    "{} has bad inode #: {target}. (block #{}, offset {off})",
-                    place(),
-                    b.lblk
-                ),
-                crate::fix::Fix::DirEntryClear(b.phys, off, seed),
-            );
-        } else {
-            c.p.error(
-                2,
-                "PR_2_BAD_INO",
-                format!(
-                    "{} has bad inode #: {target}. (block #{}, offset {off})",
-                    place(),
-                    b.lblk
-                ),
-            );
-        }
-        return;
+        let msg = format!(
+            "{} has bad inode #: {target}. (block #{}, offset {off})",
+            place(),
+            b.lblk
+        );
+        return bad_entry(c, d, b, off, "PR_2_BAD_INO", msg);
     }
     if slot > 1 && target == dir {
         let msg = format!("{} is a link to '.'", place());
-        if b.phys != 0 {
-            let seed = c.dirs[d].seed;
-            c.p.error_fix(
-                2,
-                "PR_2_LINK_DOT",
-                msg,
-                crate::fix::Fix::DirEntryClear(b.phys, off, seed),
-            );
-        } else {
-            c.p.error(2, "PR_2_LINK_DOT", msg);
-        }
-        return;
+        return bad_entry(c, d, b, off, "PR_2_LINK_DOT", msg);
     }
     if slot > 1 && (name.contains(&b'/') || name.contains(&0) || name.is_empty()) {
         c.p.error(
@@ -441,18 +392,7 @@ fn entry(
             place(),
             b.lblk
         );
-        if b.phys != 0 {
-            let seed = c.dirs[d].seed;
-            c.p.error_fix(
-                2,
-                "PR_2_UNUSED_INODE",
-                msg,
-                crate::fix::Fix::DirEntryClear(b.phys, off, seed),
-            );
-        } else {
-            c.p.error(2, "PR_2_UNUSED_INODE", msg);
-        }
-        return;
+        return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
     };
     let kind = c.inodes[t].kind;
     if slot > 1 {
@@ -461,28 +401,30 @@ fn entry(
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
                 if c.dirs[td].parent != 0 {
-                    if b.phys != 0 {
-                        let seed = c.dirs[d].seed;
-                        c.p.error_fix(
-                            2,
-                            "PR_2_LINK_DIR",
-                            format!("{} is a link to directory ??? ({target}).", place()),
-                            crate::fix::Fix::DirEntryClear(b.phys, off, seed),
-                        );
-                    } else {
-                        c.p.error(
-                            2,
-                            "PR_2_LINK_DIR",
-                            format!("{} is a link to directory ??? ({target}).", place()),
-                        );
-                    }
-                    return;
+                    let msg = format!("{} is a link to directory ??? ({target}).", place());
+                    return bad_entry(c, d, b, off, "PR_2_LINK_DIR", msg);
                 }
                 c.dirs[td].parent = dir;
             }
         }
     }
     c.inodes[t].counted = c.inodes[t].counted.saturating_add(1);
+}
+
+/// Reports an entry that must go; its repair clears it, except in inline
+/// directories (no block to rewrite), where it is only reported.
+fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: &'static str, msg: String) {
+    if b.phys != 0 {
+        let seed = c.dirs[d].seed;
+        c.p.error_fix(
+            2,
+            code,
+            msg,
+            crate::fix::Fix::DirEntryClear(b.phys, off, seed),
+        );
+    } else {
+        c.p.error(2, code, msg);
+    }
 }
 
 fn check_filetype(
@@ -493,16 +435,7 @@ fn check_filetype(
     fix_at: Option<(u64, usize, u32)>,
 ) {
     let fix = |t: u8| fix_at.map(|(b, o, s)| crate::fix::Fix::DirEntryFiletype(b, o, t, s));
-    let should = file_type_from_mode(match kind {
-        FileKind::Regular => 0o100000,
-        FileKind::Directory => 0o040000,
-        FileKind::Symlink => 0o120000,
-        FileKind::CharDevice => 0o020000,
-        FileKind::BlockDevice => 0o060000,
-        FileKind::Fifo => 0o010000,
-        FileKind::Socket => 0o140000,
-        _ => 0,
-    });
+    let should = kind.dirent_type();
     if !c.sb.has_incompat(Incompat::FILETYPE) {
         if ftype != 0 {
             c.p.error(
@@ -553,17 +486,7 @@ fn inline_dirs(c: &mut Ctx) {
             lblk: 0,
         };
         for (slot, e) in entries.iter().enumerate() {
-            let t = match e.kind {
-                FileKind::Directory => ft::DIR,
-                FileKind::Regular => ft::REG_FILE,
-                FileKind::Symlink => ft::SYMLINK,
-                FileKind::CharDevice => ft::CHRDEV,
-                FileKind::BlockDevice => ft::BLKDEV,
-                FileKind::Fifo => ft::FIFO,
-                FileKind::Socket => ft::SOCK,
-                _ => ft::UNKNOWN,
-            };
-            entry(c, d, slot, &b, &e.name, e.ino.0, t, 0);
+            entry(c, d, slot, &b, &e.name, e.ino.0, e.kind.dirent_type(), 0);
         }
     }
 }

@@ -149,7 +149,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                     4,
                     "PR_4_UNATTACHED_INODE",
                     format!("Unattached inode {}", r.ino),
-                    crate::fix::Fix::Reconnect(r.ino, file_type(r.kind)),
+                    crate::fix::Fix::Reconnect(r.ino, r.kind.dirent_type()),
                 );
             }
             // A directory without entries was reported in pass 3.
@@ -179,20 +179,5 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 crate::fix::Fix::InodeLinks(r.ino, counted.min(u32::from(u16::MAX)) as u16),
             );
         }
-    }
-}
-
-/// The directory-entry type of an inode kind.
-fn file_type(k: FileKind) -> u8 {
-    use ext4r_format::dir::ft;
-    match k {
-        FileKind::Regular => ft::REG_FILE,
-        FileKind::Directory => ft::DIR,
-        FileKind::Symlink => ft::SYMLINK,
-        FileKind::CharDevice => ft::CHRDEV,
-        FileKind::BlockDevice => ft::BLKDEV,
-        FileKind::Fifo => ft::FIFO,
-        FileKind::Socket => ft::SOCK,
-        _ => ft::UNKNOWN,
     }
 }

@@ -60,6 +60,21 @@ impl FileKind {
         }
     }
 
+    /// The file type byte a directory entry records for this kind
+    /// (`ft::UNKNOWN` for `Unknown`).
+    pub fn dirent_type(self) -> u8 {
+        match self {
+            FileKind::Regular => ft::REG_FILE,
+            FileKind::Directory => ft::DIR,
+            FileKind::Symlink => ft::SYMLINK,
+            FileKind::CharDevice => ft::CHRDEV,
+            FileKind::BlockDevice => ft::BLKDEV,
+            FileKind::Fifo => ft::FIFO,
+            FileKind::Socket => ft::SOCK,
+            FileKind::Unknown => ft::UNKNOWN,
+        }
+    }
+
     /// The letter `ls -l` shows.
     pub fn letter(self) -> char {
         match self {
