@@ -156,26 +156,34 @@ impl Filesystem {
         }
         let runs = self.runs(dir)?;
         let size_blocks = dir.inode.size().div_ceil(u64::from(bs));
-        let mut buf = vec![0u8; bs as usize];
         // Entries are collected, so a block mapped at many logical offsets
         // (extents overlapping on disk) would multiply them without bound:
         // a directory block belongs to one place in one directory.
         let mut seen = std::collections::HashSet::new();
+        let mut buf = Vec::new();
         for r in runs.iter().filter(|r| !r.unwritten) {
-            for k in 0..r.len {
-                if r.logical + k >= size_blocks {
-                    break;
+            // Blocks of a run in one read (up to 1 MiB at a time).
+            let n = r.len.min(size_blocks.saturating_sub(r.logical));
+            let per_read = (1u64 << 20) / u64::from(bs);
+            let mut k = 0;
+            while k < n {
+                let m = per_read.min(n - k);
+                let first = r.physical + k;
+                let place = format!("inode {}, directory block {first}", dir.ino.0);
+                buf.resize((m * u64::from(bs)) as usize, 0);
+                self.read_blocks(first, &mut buf, &place)?;
+                for (j, block) in buf.chunks(bs as usize).enumerate() {
+                    let nr = first + j as u64;
+                    let place = format!("inode {}, directory block {nr}", dir.ino.0);
+                    if !seen.insert(nr) {
+                        return Err(Error::corrupt(
+                            place,
+                            FormatError::invalid("directory", "block mapped twice"),
+                        ));
+                    }
+                    self.parse_entries(block, bs, &place, &mut out)?;
                 }
-                let block = r.physical + k;
-                let place = format!("inode {}, directory block {block}", dir.ino.0);
-                if !seen.insert(block) {
-                    return Err(Error::corrupt(
-                        place,
-                        FormatError::invalid("directory", "block mapped twice"),
-                    ));
-                }
-                self.read_blocks(block, &mut buf, &place)?;
-                self.parse_entries(&buf, bs, &place, &mut out)?;
+                k += m;
             }
         }
         Ok(out)
