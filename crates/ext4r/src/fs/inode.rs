@@ -142,13 +142,19 @@ impl Filesystem {
             .group_desc(ext4r_format::GroupNr(group))?
             .inode_table(self.is_64bit());
         let bs = u64::from(self.geo.block_size);
-        self.check_blocks(
-            table + index * isize / bs,
-            1,
-            &format!("inode table of group {group}"),
-        )?;
+        let what = format!("inode table of group {group}");
+        // The table address is disk data: add with a check, then bound the
+        // block (which also bounds block * bs, see open).
+        let block = table.checked_add(index * isize / bs).ok_or_else(|| {
+            Error::corrupt(
+                &what,
+                FormatError::invalid("inode table", format!("block {table} out of range")),
+            )
+        })?;
+        self.check_blocks(block, 1, &what)?;
         let mut record = vec![0u8; isize as usize];
-        self.dev.read_at(&mut record, table * bs + index * isize)?;
+        self.dev
+            .read_at(&mut record, block * bs + index * isize % bs)?;
         Ok(record)
     }
 
