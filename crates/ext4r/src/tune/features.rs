@@ -2,9 +2,11 @@
 //!
 //! The edit list is checked against tune2fs's lists of features it may set
 //! and clear, with its messages. Toggles that are only superblock bits (or
-//! superblock fields) are made; those for which tune2fs rewrites metadata
-//! are refused, saying so.
+//! superblock fields) are made; checksum changes are planned here and
+//! carried out by `csum`; the other toggles for which tune2fs rewrites
+//! metadata are refused, saying so.
 
+use super::csum::{Disable, REWRITE_ALL, REWRITE_DIR};
 use super::{Refused, Run, Step};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
@@ -148,23 +150,81 @@ impl Run<'_, '_> {
             if self.check_fsck_needed().is_err() {
                 return Ok(Err(Refused));
             }
-            return Ok(self.refuse(&not_yet(
-                "clearing dir_index on a metadata_csum filesystem (every directory is rewritten)",
-            )));
+            // Every directory's blocks and checksums change.
+            self.csum.rewrite |= REWRITE_DIR;
         }
         if is_off(i(Incompat::FLEX_BG)) && !descs_inside_groups(dev, &self.sb)? {
             return Ok(self.refuse(
                 "Clearing the flex_bg flag would cause the the filesystem to be\ninconsistent.\n",
             ));
         }
-        if is_changed(r(RoCompat::METADATA_CSUM)) {
+        if (is_changed(r(RoCompat::METADATA_CSUM)) || is_changed(r(RoCompat::GDT_CSUM)))
+            && new.incompat.contains(Incompat::MMP)
+        {
+            return Ok(self.refuse(&not_yet(
+                "changing checksums with mmp on (the MMP block is rewritten too)",
+            )));
+        }
+        // What tune2fs does to the superblock's gdt_csum bit on its own.
+        let mut gdt_final: Option<bool> = None;
+        let mut clear_seed = false;
+        let mut old_gdt = old.ro_compat.contains(RoCompat::GDT_CSUM);
+        if is_on(r(RoCompat::METADATA_CSUM)) {
             if self.check_fsck_needed().is_err() {
                 return Ok(Err(Refused));
             }
-            return Ok(self.refuse(&not_yet("turning metadata_csum on or off")));
+            if !new.incompat.contains(Incompat::EXTENTS) {
+                self.out.push_str(
+                    "Extents are not enabled.  The file extent tree can be checksummed, \
+                     whereas block maps cannot.  Not enabling extents reduces the coverage \
+                     of metadata checksumming.  Re-run with -O extent to rectify.\n",
+                );
+            }
+            if !new.incompat.contains(Incompat::BIT64) {
+                self.out.push_str(
+                    "64-bit filesystem support is not enabled.  The larger fields afforded \
+                     by this feature enable full-strength checksumming.  Run resize2fs -b to \
+                     rectify.\n",
+                );
+            }
+            self.csum.rewrite = REWRITE_ALL;
+            // metadata_csum supersedes uninit_bg.
+            gdt_final = Some(false);
+            if !old_gdt {
+                self.csum.enable_uninit = true;
+            }
+            old_gdt = false;
         }
-        if is_changed(r(RoCompat::GDT_CSUM)) {
-            return Ok(self.refuse(&not_yet("turning uninit_bg on or off")));
+        if is_off(r(RoCompat::METADATA_CSUM)) {
+            if self.check_fsck_needed().is_err() {
+                return Ok(Err(Refused));
+            }
+            self.csum.rewrite = REWRITE_ALL;
+            // uninit_bg takes over unless the list turns it off.
+            let mut test = old;
+            test.ro_compat.insert(RoCompat::GDT_CSUM);
+            let _ = edit(list, &mut test);
+            if test.ro_compat.contains(RoCompat::GDT_CSUM)
+                || new.ro_compat.contains(RoCompat::GDT_CSUM)
+            {
+                gdt_final = Some(true);
+                old_gdt = true;
+            } else {
+                self.csum.disable_uninit = Some(Disable::MetadataCsum);
+            }
+            self.sb.s_checksum_seed.set(0);
+            clear_seed = true;
+        }
+        let gdt_now = gdt_final.unwrap_or(new.ro_compat.contains(RoCompat::GDT_CSUM));
+        if !old_gdt && gdt_now {
+            if new.ro_compat.contains(RoCompat::METADATA_CSUM) {
+                gdt_final = Some(false);
+            } else {
+                self.csum.enable_uninit = true;
+            }
+        }
+        if old_gdt && !gdt_now {
+            self.csum.disable_uninit = Some(Disable::GdtCsum);
         }
         if is_changed(i(Incompat::BIT64)) {
             return Ok(self.refuse(
@@ -210,18 +270,25 @@ impl Run<'_, '_> {
             let seed = self.sb.csum_seed();
             self.sb.s_checksum_seed.set(seed);
         }
-        if is_off(i(Incompat::CSUM_SEED))
+        // The features written: the list's, with tune2fs's own adjustments.
+        let mut fin = new;
+        if let Some(on) = gdt_final {
+            fin.ro_compat.set(RoCompat::GDT_CSUM, on);
+        }
+        if clear_seed {
+            fin.incompat.remove(Incompat::CSUM_SEED);
+        }
+        if old.incompat.contains(Incompat::CSUM_SEED)
+            && !fin.incompat.contains(Incompat::CSUM_SEED)
             && self.sb.s_checksum_seed.get() != super::uuid_seed(&self.sb)
         {
             if self.check_fsck_needed().is_err() {
                 return Ok(Err(Refused));
             }
-            return Ok(self.refuse(&not_yet(
-                "clearing metadata_csum_seed after the UUID changed (every checksum is rewritten)",
-            )));
+            self.csum.rewrite = REWRITE_ALL;
         }
-        self.sb.set_features(new);
-        if self.sb.s_rev_level.get() == 0 && new != Features::default() {
+        self.sb.set_features(fin);
+        if self.sb.s_rev_level.get() == 0 && fin != Features::default() {
             // ext2fs_update_dynamic_rev.
             self.sb.s_rev_level.set(1);
             self.sb.s_first_ino.set(11);
@@ -235,7 +302,7 @@ impl Run<'_, '_> {
         {
             self.request_fsck();
         }
-        if new != old {
+        if fin != old {
             self.dirty = true;
         }
         Ok(Ok(()))

@@ -10,10 +10,12 @@
 //! step writes nothing: changes are made on a copy of the superblock that
 //! is flushed only at the end, as tune2fs exits before `ext2fs_close`.
 //!
-//! Changes that tune2fs makes by rewriting metadata (turning
+//! Checksum changes that tune2fs makes by rewriting metadata (turning
 //! metadata_csum or uninit_bg on or off, a new UUID on a metadata_csum
-//! filesystem without metadata_csum_seed, adding or removing a journal,
-//! quotas, inode size) are refused with a message that says so.
+//! filesystem without metadata_csum_seed, dir_index off under
+//! metadata_csum) are made by [`csum`], a group at a time. Other rewrites
+//! (adding or removing a journal, quotas, inode size) are refused with a
+//! message that says so.
 //!
 //! ```
 //! use ext4r::device::MemDevice;
@@ -31,6 +33,8 @@
 //! assert!(out.wrote);
 //! ```
 
+mod csum;
+mod dirblock;
 mod features;
 pub mod list;
 mod write;
@@ -187,6 +191,12 @@ struct Run<'e, 'a> {
     enabling_casefold: bool,
     /// libext2fs's `EXT2_FLAG_MASTER_SB_ONLY`: leave the backups alone.
     master_only: bool,
+    /// Metadata to rewrite for a checksum change (see [`csum`]).
+    csum: csum::Plan,
+    /// The filesystem had group descriptor checksums before this run.
+    orig_group_csum: bool,
+    /// Its checksum seed before this run.
+    orig_seed: u32,
 }
 
 /// Applies `opts` to the filesystem on `dev`, as `tune2fs` would.
@@ -215,7 +225,13 @@ pub fn tune(
         fsck_requested: false,
         enabling_casefold: false,
         master_only: false,
+        csum: csum::Plan::default(),
+        orig_group_csum: false,
+        orig_seed: 0,
     };
+    run.orig_seed = run.sb.csum_seed();
+    run.orig_group_csum =
+        run.sb.has_ro_compat(RoCompat::GDT_CSUM) || run.sb.has_ro_compat(RoCompat::METADATA_CSUM);
     if run.sb.has_incompat(Incompat::JOURNAL_DEV) {
         run.err.push_str("Cannot modify a journal device.\n");
         return Ok(run.finish(1, false));
@@ -256,7 +272,7 @@ pub fn tune(
             run.master_only = true;
         }
     }
-    if run.apply(dev.as_ref(), opts)?.is_err() {
+    if run.apply(&dev, opts)?.is_err() {
         return Ok(run.finish(1, false));
     }
     if run.dirty {
@@ -340,6 +356,46 @@ impl Run<'_, '_> {
         Ok(())
     }
 
+    /// tune2fs's `rewrite_metadata_checksums` and the descriptor rewrites
+    /// of `enable_uninit_bg`/`disable_uninit_bg`, as planned.
+    fn rewrite_metadata(&mut self, dev: &Arc<dyn BlockDevice>) -> Result<Step> {
+        if self.sb.has_incompat(Incompat::EA_INODE) && self.sb.csum_seed() != self.orig_seed {
+            // xattr inodes are found by a hash seeded with it.
+            return Ok(self.refuse(
+                "tune.ext4r: this change alters the checksum seed, which on an ea_inode \
+                 filesystem means rehashing every xattr inode; tune.ext4r does not do that \
+                 yet. Nothing was changed.\n",
+            ));
+        }
+        let done = csum::execute(dev, &self.sb, self.orig_group_csum, &self.csum)?;
+        self.descs = Some(done.table);
+        // As ext2fs_close: what went to the device before the flush, and the
+        // superblock and descriptors it writes (fewer than tune2fs's count,
+        // which includes blocks rewritten unchanged).
+        let kb = self.sb.s_kbytes_written.get();
+        if kb != 0 && done.bytes_written != 0 {
+            let geo =
+                Geometry::from_superblock(&self.sb).map_err(|e| Error::corrupt("superblock", e))?;
+            let meta = u64::from(geo.desc_blocks() + 1) / u64::from(geo.block_size / 1024);
+            self.sb
+                .s_kbytes_written
+                .set(kb + (done.bytes_written >> 10) + meta);
+        }
+        if self.csum.rewrite != 0 {
+            // EXT2_CRC32C_CHKSUM, or none.
+            self.sb.s_checksum_type = u8::from(self.sb.has_ro_compat(RoCompat::METADATA_CSUM));
+        }
+        if done.dir_fsck {
+            self.sb.s_state.set(self.sb.s_state.get() & !STATE_VALID);
+            self.out.push_str(
+                "\nThis operation requires a freshly checked filesystem.\n\n\
+                 Please run e2fsck -fD on the filesystem.\n\n",
+            );
+        }
+        self.dirty = true;
+        Ok(Ok(()))
+    }
+
     fn request_fsck(&mut self) {
         if self.fsck_requested {
             return;
@@ -350,7 +406,8 @@ impl Run<'_, '_> {
             .push_str("\nPlease run e2fsck -f on the filesystem.\n\n");
     }
 
-    fn apply(&mut self, dev: &dyn BlockDevice, o: &TuneOptions) -> Result<Step> {
+    fn apply(&mut self, dev_arc: &Arc<dyn BlockDevice>, o: &TuneOptions) -> Result<Step> {
+        let dev = dev_arc.as_ref();
         if let Some(c) = o.max_mount_count {
             let n = match c {
                 MaxMounts::Count(n) => n,
@@ -464,6 +521,9 @@ impl Run<'_, '_> {
             if self.set_uuid(dev, u)?.is_err() {
                 return Ok(Err(Refused));
             }
+        }
+        if !self.csum.is_empty() && self.rewrite_metadata(dev_arc)?.is_err() {
+            return Ok(Err(Refused));
         }
         if o.list {
             let text = list::list_super(&self.sb, &*self.env.user_name, &*self.env.group_name);
@@ -687,12 +747,8 @@ impl Run<'_, '_> {
             if self.check_fsck_needed().is_err() {
                 return Ok(Err(Refused));
             }
-            return Ok(self.refuse(
-                "tune.ext4r: setting the UUID here means rewriting every metadata checksum \
-                 (the checksum seed derives from the UUID), which tune.ext4r does not do yet.\n\
-                 If you only use kernels newer than v4.4, run 'tune.ext4r -O metadata_csum_seed' \
-                 first; then the UUID can change without rewriting anything.\n",
-            ));
+            // The checksum seed derives from the UUID: every checksum changes.
+            self.csum.rewrite = csum::REWRITE_ALL;
         }
         let new = match req.to_ascii_lowercase().as_str() {
             "null" | "clear" => [0u8; 16],

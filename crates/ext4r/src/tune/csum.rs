@@ -1,0 +1,524 @@
+//! Rewriting metadata when the checksum scheme changes: metadata_csum on
+//! or off, uninit_bg (gdt_csum) on or off, a new UUID or checksum seed on a
+//! metadata_csum filesystem, dir_index cleared under metadata_csum. It
+//! follows tune2fs's `rewrite_metadata_checksums`, `enable_uninit_bg` and
+//! `disable_uninit_bg`, and leaves the same bytes:
+//!
+//! - every selected inode in use gets its checksum; an unused inode that is
+//!   not all zeros is zeroed (and checksummed);
+//! - extent tree blocks, directory blocks (see [`super::dirblock`]) and
+//!   xattr blocks get their checksums;
+//! - bitmaps are rewritten (padding set, uninit groups' bitmaps computed
+//!   where they stop being uninit) with their checksums in the descriptors;
+//! - descriptors get their flags and checksums; the caller writes them and
+//!   the superblock (see [`super::write`]).
+//!
+//! It works a group at a time, so memory does not grow with the
+//! filesystem: a group's inode bitmap, then its inode table in chunks (and
+//! the blocks its inodes own), then its block bitmap.
+//!
+//! Order of writes, and why a power cut is repairable: everything here is
+//! written in place before the descriptors and, last, the superblock. Until
+//! the superblock lands, the filesystem still declares its old features:
+//! turning checksums on, the blocks written so far carry checksums nobody
+//! reads yet (a tail is a valid empty entry); turning them off, the blocks
+//! written so far lack checksums the old features expect, which fsck
+//! reports and repairs (missing tails, checksum mismatches). Either way
+//! `fsck -fy` brings it back, and re-running the same tune finishes it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::dirblock::{self, Edit, Mode};
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use crate::fs::{Filesystem, InodeInfo, OpenOptions};
+use ext4r_format::extent::{set_extent_block_checksum, ExtentNode};
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::geometry::Geometry;
+use ext4r_format::group_desc::{
+    bitmap_checksum, GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED,
+};
+use ext4r_format::inode::{inode_csum_seed, set_inode_checksum, Inode, InodeFlags};
+use ext4r_format::superblock::Superblock;
+use ext4r_format::xattr::{xattr_block_checksum, XATTR_MAGIC};
+use ext4r_format::{BlockNr, InodeNr};
+
+/// tune2fs's `REWRITE_EA_FL`, `REWRITE_DIR_FL`, `REWRITE_NONDIR_FL`.
+pub(super) const REWRITE_EA: u8 = 1;
+pub(super) const REWRITE_DIR: u8 = 2;
+pub(super) const REWRITE_NONDIR: u8 = 4;
+pub(super) const REWRITE_ALL: u8 = REWRITE_EA | REWRITE_DIR | REWRITE_NONDIR;
+
+/// Inode-table bytes read at a time.
+const CHUNK: usize = 1 << 20;
+
+/// Which checksum feature `disable_uninit_bg` turns off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Disable {
+    /// uninit_bg: unused inodes are zeroed too.
+    GdtCsum,
+    /// metadata_csum without uninit_bg in its place.
+    MetadataCsum,
+}
+
+/// What the feature and UUID changes asked for.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Plan {
+    /// Which inodes to rewrite (`REWRITE_*`); 0 for none.
+    pub rewrite: u8,
+    /// `enable_uninit_bg`: every group marked zeroed, no unused-table hint.
+    pub enable_uninit: bool,
+    /// `disable_uninit_bg`: no group flags, every bitmap written.
+    pub disable_uninit: Option<Disable>,
+}
+
+impl Plan {
+    /// Whether anything beyond the superblock must be written.
+    pub(super) fn is_empty(&self) -> bool {
+        self.rewrite == 0 && !self.enable_uninit && self.disable_uninit.is_none()
+    }
+}
+
+/// The result: the new descriptor table, and whether some directory block
+/// was left for `e2fsck -fD`.
+pub(super) struct Done {
+    pub table: Vec<u8>,
+    pub dir_fsck: bool,
+    /// Bytes written to the device (for `s_kbytes_written`).
+    pub bytes_written: u64,
+}
+
+/// Carries out `plan` on `dev`. `old_group_csum`: the filesystem had group
+/// checksums (uninit flags mean something) before the change; `sb` is the
+/// superblock after it.
+///
+/// # Errors
+/// I/O errors; [`Error::Corrupt`] for an unusable geometry or descriptor.
+pub(super) fn execute(
+    dev: &Arc<dyn BlockDevice>,
+    sb: &Superblock,
+    old_group_csum: bool,
+    plan: &Plan,
+) -> Result<Done> {
+    let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
+    let (mut table, descs) = super::read_desc_table(dev.as_ref(), sb)?;
+    let fs = if plan.rewrite & REWRITE_DIR != 0 {
+        let o = OpenOptions {
+            verify_checksums: false,
+            skip_journal_replay: true,
+            allow_encrypted: true,
+            ..OpenOptions::default()
+        };
+        Some(Filesystem::open_with(dev.clone(), o)?)
+    } else {
+        None
+    };
+    let metadata_csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
+    let mut r = Rewriter {
+        dev: dev.as_ref(),
+        fs: fs.as_ref(),
+        geo: &geo,
+        wide: sb.has_incompat(Incompat::BIT64),
+        seed: metadata_csum.then(|| sb.csum_seed()),
+        new_group_csum: metadata_csum || sb.has_ro_compat(RoCompat::GDT_CSUM),
+        old_group_csum,
+        keep_htree: sb.has_compat(Compat::DIR_INDEX),
+        plan,
+        xattr_done: HashSet::new(),
+        dir_fsck: false,
+        written: std::cell::Cell::new(0),
+    };
+    let kind = if metadata_csum {
+        Some(GroupDescCsum::Crc32c {
+            seed: sb.csum_seed(),
+        })
+    } else if sb.has_ro_compat(RoCompat::GDT_CSUM) {
+        Some(GroupDescCsum::Crc16 { uuid: sb.s_uuid })
+    } else {
+        None
+    };
+    let dsize = geo.desc_size as usize;
+    for (g, mut d) in descs.into_iter().enumerate() {
+        let g = g as u32;
+        r.group(g, &mut d)?;
+        if let Some(kind) = &kind {
+            d.update_checksum(g, dsize, kind)
+                .map_err(|e| Error::corrupt("group descriptor", e))?;
+        }
+        let at = g as usize * dsize;
+        d.write(&mut table[at..at + dsize], dsize)
+            .map_err(|e| Error::corrupt("group descriptor", e))?;
+    }
+    Ok(Done {
+        table,
+        dir_fsck: r.dir_fsck,
+        bytes_written: r.written.get(),
+    })
+}
+
+struct Rewriter<'a> {
+    dev: &'a dyn BlockDevice,
+    fs: Option<&'a Filesystem>,
+    geo: &'a Geometry,
+    wide: bool,
+    /// The filesystem checksum seed when metadata_csum is on afterwards.
+    seed: Option<u32>,
+    new_group_csum: bool,
+    old_group_csum: bool,
+    keep_htree: bool,
+    plan: &'a Plan,
+    /// Xattr blocks already rewritten (they are shared).
+    xattr_done: HashSet<u64>,
+    dir_fsck: bool,
+    written: std::cell::Cell<u64>,
+}
+
+impl Rewriter<'_> {
+    fn bs(&self) -> usize {
+        self.geo.block_size as usize
+    }
+
+    fn in_fs(&self, b: u64) -> bool {
+        b >= self.geo.first_data_block && b < self.geo.blocks_count
+    }
+
+    fn read(&self, block: u64, buf: &mut [u8]) -> Result<()> {
+        self.dev.read_at(buf, block * self.bs() as u64)?;
+        Ok(())
+    }
+
+    fn write(&self, block: u64, buf: &[u8]) -> Result<()> {
+        self.dev.write_at(buf, block * self.bs() as u64)?;
+        self.written.set(self.written.get() + buf.len() as u64);
+        Ok(())
+    }
+
+    fn group(&mut self, g: u32, d: &mut GroupDesc) -> Result<()> {
+        let plan = self.plan;
+        let bitmaps = plan.rewrite != 0 || plan.disable_uninit.is_some();
+        let scan = plan.rewrite != 0 || plan.disable_uninit == Some(Disable::GdtCsum);
+        let old_flags = if self.old_group_csum { d.flags() } else { 0 };
+        if plan.enable_uninit {
+            d.set_itable_unused(0);
+            d.set_flags(BG_INODE_ZEROED);
+        }
+        if plan.disable_uninit.is_some() {
+            d.set_itable_unused(0);
+            d.set_flags(0);
+        }
+        let lazy = self.new_group_csum;
+        let new_flags = if lazy { d.flags() } else { 0 };
+        let ipg = self.geo.inodes_per_group as usize;
+        let ibytes = ipg.div_ceil(8);
+        let bs = self.bs();
+        let mut ibitmap = vec![0u8; bs];
+        if old_flags & BG_INODE_UNINIT == 0 && (bitmaps || scan) {
+            self.read(d.inode_bitmap(self.wide), &mut ibitmap)?;
+        }
+        if scan && new_flags & BG_INODE_UNINIT == 0 {
+            let unused = if lazy {
+                d.itable_unused(self.wide) as usize
+            } else {
+                0
+            };
+            self.inodes(g, d, &ibitmap, ipg.saturating_sub(unused))?;
+        }
+        if !bitmaps {
+            return Ok(());
+        }
+        if new_flags & BG_INODE_UNINIT == 0 {
+            ibitmap[ibytes..].fill(0xff);
+            if let Some(seed) = self.seed {
+                d.set_inode_bitmap_csum(
+                    bitmap_checksum(seed, &ibitmap[..ibytes]),
+                    self.geo.desc_size as usize,
+                );
+            }
+            self.write_if_changed(d.inode_bitmap(self.wide), &ibitmap)?;
+        }
+        if new_flags & BG_BLOCK_UNINIT == 0 {
+            let bbitmap = self.block_bitmap(g, d, old_flags)?;
+            let cbytes = (self.geo.blocks_per_group >> self.geo.cluster_bits) as usize / 8;
+            if let Some(seed) = self.seed {
+                d.set_block_bitmap_csum(
+                    bitmap_checksum(seed, &bbitmap[..cbytes.min(bs)]),
+                    self.geo.desc_size as usize,
+                );
+            }
+            self.write_if_changed(d.block_bitmap(self.wide), &bbitmap)?;
+        }
+        Ok(())
+    }
+
+    fn write_if_changed(&self, block: u64, buf: &[u8]) -> Result<()> {
+        if !self.in_fs(block) {
+            return Ok(());
+        }
+        let mut old = vec![0u8; buf.len()];
+        self.read(block, &mut old)?;
+        if old != buf {
+            self.write(block, buf)?;
+        }
+        Ok(())
+    }
+
+    /// The group's block bitmap as libext2fs writes it: read, or computed
+    /// for a group that was BLOCK_UNINIT; the bits past the last cluster of
+    /// the last group and the bytes past the group set.
+    fn block_bitmap(&self, g: u32, d: &GroupDesc, old_flags: u16) -> Result<Vec<u8>> {
+        let bs = self.bs();
+        let geo = self.geo;
+        let cbits = geo.cluster_bits;
+        let cpg = (geo.blocks_per_group >> cbits) as usize;
+        let mut map = vec![0u8; bs];
+        if old_flags & BG_BLOCK_UNINIT == 0 {
+            self.read(d.block_bitmap(self.wide), &mut map)?;
+        } else {
+            let first = geo.group_first_block(g);
+            let end = first + geo.group_blocks(g);
+            let mut mark = |a: u64, n: u64| {
+                for b in a.max(first)..(a + n).min(end) {
+                    let c = ((b - first) >> cbits) as usize;
+                    if c < bs * 8 {
+                        map[c / 8] |= 1 << (c % 8);
+                    }
+                }
+            };
+            let m = geo.group_meta(g);
+            if let Some(s) = m.super_block {
+                mark(s, 1);
+            }
+            if let Some((f, n)) = m.old_desc {
+                mark(f, n);
+            }
+            if let Some(b) = m.meta_desc {
+                mark(b, 1);
+            }
+            mark(d.block_bitmap(self.wide), 1);
+            mark(d.inode_bitmap(self.wide), 1);
+            mark(
+                d.inode_table(self.wide),
+                u64::from(geo.inode_blocks_per_group()),
+            );
+        }
+        let mut bits = cpg / 8 * 8;
+        if g + 1 == geo.group_count {
+            let rem = (geo.blocks_count - geo.first_data_block) % geo.blocks_per_group;
+            let n = rem.div_ceil(1 << cbits) as usize;
+            if n != 0 {
+                bits = n;
+            }
+        }
+        for c in bits..bs * 8 {
+            map[c / 8] |= 1 << (c % 8);
+        }
+        Ok(map)
+    }
+
+    /// The first `n` inodes of group `g`, a chunk of the table at a time.
+    fn inodes(&mut self, g: u32, d: &GroupDesc, ibitmap: &[u8], n: usize) -> Result<()> {
+        let bs = self.bs();
+        let isz = self.geo.inode_size as usize;
+        let table = d.inode_table(self.wide);
+        let per_chunk = (CHUNK / isz).max(1);
+        let mut done = 0usize;
+        while done < n {
+            let count = per_chunk.min(n - done);
+            let first_block = (done * isz) / bs;
+            let nblocks = (count * isz).div_ceil(bs);
+            let start = table + first_block as u64;
+            if !self.in_fs(start) || !self.in_fs(start + nblocks as u64 - 1) {
+                return Err(Error::corrupt(
+                    format!("group {g} descriptor"),
+                    ext4r_format::FormatError::invalid(
+                        "bg_inode_table",
+                        format!("inode table at {table} lies outside the filesystem"),
+                    ),
+                ));
+            }
+            let mut buf = vec![0u8; nblocks * bs];
+            self.read(start, &mut buf)?;
+            let orig = buf.clone();
+            for k in 0..count {
+                let i = done + k;
+                let used = ibitmap[i / 8] & (1 << (i % 8)) != 0;
+                let ino = g as u64 * self.geo.inodes_per_group as u64 + i as u64 + 1;
+                let off = (i * isz) - first_block * bs;
+                self.inode(InodeNr(ino as u32), used, &mut buf[off..off + isz])?;
+            }
+            for b in 0..nblocks {
+                let r = b * bs..(b + 1) * bs;
+                if buf[r.clone()] != orig[r.clone()] {
+                    self.write(start + b as u64, &buf[r])?;
+                }
+            }
+            done += count;
+        }
+        Ok(())
+    }
+
+    /// One inode, as tune2fs's `rewrite_one_inode` (or `zero_empty_inodes`).
+    fn inode(&mut self, ino: InodeNr, used: bool, rec: &mut [u8]) -> Result<()> {
+        let Ok(inode) = Inode::parse(rec) else {
+            return Ok(());
+        };
+        let flags = inode.flags();
+        let wanted = if flags.contains(InodeFlags::EA_INODE) {
+            REWRITE_EA
+        } else if inode.is_dir() {
+            REWRITE_DIR
+        } else {
+            REWRITE_NONDIR
+        };
+        if self.plan.rewrite & wanted == 0 {
+            if !used && self.plan.disable_uninit == Some(Disable::GdtCsum) {
+                rec.fill(0);
+            }
+            return Ok(());
+        }
+        if !used {
+            if rec.iter().all(|&b| b == 0) {
+                return Ok(());
+            }
+            rec.fill(0);
+            self.checksum(ino, rec);
+            return Ok(());
+        }
+        let iseed = self
+            .seed
+            .map(|s| inode_csum_seed(s, ino, inode.generation()));
+        if let Some(iseed) = iseed {
+            if flags.contains(InodeFlags::EXTENTS) {
+                let mut seen = HashSet::new();
+                self.extent_node(&inode.i_block, iseed, 6, &mut seen)?;
+            }
+        }
+        let mut inode = inode;
+        if inode.is_dir() && !flags.contains(InodeFlags::INLINE_DATA) {
+            let htree = flags.contains(InodeFlags::INDEX);
+            self.directory(ino, &inode, rec, iseed, htree && self.keep_htree)?;
+            if htree && !self.keep_htree {
+                inode.set_flags(flags - InodeFlags::INDEX);
+                inode
+                    .write(rec)
+                    .map_err(|e| Error::corrupt(format!("inode {}", ino.0), e))?;
+            }
+        }
+        let acl = inode.file_acl(self.wide).0;
+        if acl != 0 && self.in_fs(acl) {
+            self.xattr_block(acl)?;
+        }
+        self.checksum(ino, rec);
+        Ok(())
+    }
+
+    fn checksum(&self, ino: InodeNr, rec: &mut [u8]) {
+        if let Some(seed) = self.seed {
+            // Only a record shorter than 128 bytes fails, and none is.
+            let _ = set_inode_checksum(seed, ino, rec);
+        }
+    }
+
+    /// The children of an extent node (`node`: `i_block` or a block), each
+    /// checksummed and written, depth first; `budget` bounds the depth.
+    fn extent_node(
+        &self,
+        node: &[u8],
+        iseed: u32,
+        budget: u32,
+        seen: &mut HashSet<u64>,
+    ) -> Result<()> {
+        let Ok(parsed) = ExtentNode::parse(node) else {
+            return Ok(());
+        };
+        let Some(idx) = parsed.indexes() else {
+            return Ok(());
+        };
+        if budget == 0 {
+            return Ok(());
+        }
+        let children: Vec<u64> = idx.iter().map(|i| i.leaf().0).collect();
+        let mut buf = vec![0u8; self.bs()];
+        for b in children {
+            if !self.in_fs(b) || !seen.insert(b) {
+                continue;
+            }
+            self.read(b, &mut buf)?;
+            let child_ok = ExtentNode::parse(&buf).is_ok_and(|c| c.depth() + 1 == parsed.depth());
+            if !child_ok {
+                continue;
+            }
+            let before = buf.clone();
+            if set_extent_block_checksum(iseed, &mut buf).is_ok() && buf != before {
+                self.write(b, &buf)?;
+            }
+            self.extent_node(&buf.clone(), iseed, budget - 1, seen)?;
+        }
+        Ok(())
+    }
+
+    fn directory(
+        &mut self,
+        ino: InodeNr,
+        inode: &Inode,
+        rec: &[u8],
+        iseed: Option<u32>,
+        htree: bool,
+    ) -> Result<()> {
+        let Some(fs) = self.fs else {
+            return Ok(());
+        };
+        let info = InodeInfo {
+            ino,
+            inode: *inode,
+            record: rec.to_vec(),
+        };
+        let Ok(runs) = fs.runs(&info) else {
+            self.dir_fsck = true;
+            return Ok(());
+        };
+        let bs = self.bs();
+        let mode = Mode {
+            htree,
+            csum_seed: iseed,
+        };
+        let mut block = vec![0u8; bs];
+        for run in runs {
+            for b in run.physical..run.physical + run.len {
+                if !self.in_fs(b) {
+                    continue;
+                }
+                self.read(b, &mut block)?;
+                match dirblock::rewrite(&mut block, mode) {
+                    Edit::Unchanged => {}
+                    Edit::Changed => self.write(b, &block)?,
+                    Edit::NeedsFsck => self.dir_fsck = true,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn xattr_block(&mut self, b: u64) -> Result<()> {
+        let Some(seed) = self.seed else {
+            return Ok(());
+        };
+        if !self.xattr_done.insert(b) {
+            return Ok(());
+        }
+        let mut buf = vec![0u8; self.bs()];
+        self.read(b, &mut buf)?;
+        if u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != XATTR_MAGIC {
+            return Ok(());
+        }
+        let Ok(c) = xattr_block_checksum(seed, BlockNr(b), &buf) else {
+            return Ok(());
+        };
+        if buf[16..20] != c.to_le_bytes() {
+            buf[16..20].copy_from_slice(&c.to_le_bytes());
+            self.write(b, &buf)?;
+        }
+        Ok(())
+    }
+}
