@@ -3,7 +3,9 @@
 //! [`crate::measure`]; a tool adds a [`Hooks`] impl that prepares the input
 //! before each run and checks the result after it; `bench fsck` makes its
 //! images once and runs `ext4r fsck -fn` vs `e2fsck -fn` on them; `bench read`
-//! runs `ext4r cat`/`extract` vs `debugfs dump`/`rdump` on one cached image.
+//! runs `ext4r cat`/`extract` vs `debugfs dump`/`rdump` on one cached image;
+//! `bench tune` turns metadata_csum off and on with `ext4r tune` and `tune2fs`
+//! on copies of the many-files image.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -20,6 +22,7 @@ use crate::util::{self, fmt_bytes, Size, TempDir};
 mod filled;
 mod fsck;
 mod read;
+mod tune;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -38,6 +41,9 @@ enum Which {
     /// `debugfs rdump` on 100,000 small files, in a cached 4 GiB image.
     /// `--ours-cmd` replaces `target/release/ext4r` (the subcommand is appended).
     Read(read::ReadArgs),
+    /// `ext4r tune` vs `tune2fs`: `-O ^metadata_csum` and `-O metadata_csum` on
+    /// copies of the cached 16 GiB image with 2,000,000 files.
+    Tune(tune::TuneArgs),
 }
 
 /// Options every benchmark takes.
@@ -83,6 +89,7 @@ pub fn run(args: &Args) -> Result<()> {
         Which::Mkfs(a) => mkfs(a),
         Which::Fsck(a) => fsck::run(a),
         Which::Read(a) => read::run(a),
+        Which::Tune(a) => tune::run(a),
     }
 }
 

@@ -50,8 +50,8 @@ pub(super) const REWRITE_DIR: u8 = 2;
 pub(super) const REWRITE_NONDIR: u8 = 4;
 pub(super) const REWRITE_ALL: u8 = REWRITE_EA | REWRITE_DIR | REWRITE_NONDIR;
 
-/// Inode-table bytes read at a time.
-const CHUNK: usize = 1 << 20;
+/// Inode-table bytes read at a time (one buffer, reused).
+const CHUNK: usize = 256 << 10;
 
 /// Which checksum feature `disable_uninit_bg` turns off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +127,7 @@ pub(super) fn execute(
         plan,
         xattr_done: HashSet::new(),
         dir_fsck: false,
+        chunk: Vec::new(),
         written: std::cell::Cell::new(0),
     };
     let kind = if metadata_csum {
@@ -171,6 +172,8 @@ struct Rewriter<'a> {
     /// Xattr blocks already rewritten (they are shared).
     xattr_done: HashSet<u64>,
     dir_fsck: bool,
+    /// The inode-table buffer, reused from chunk to chunk.
+    chunk: Vec<u8>,
     written: std::cell::Cell<u64>,
 }
 
@@ -337,23 +340,48 @@ impl Rewriter<'_> {
                     ),
                 ));
             }
-            let mut buf = vec![0u8; nblocks * bs];
-            self.read(start, &mut buf)?;
-            let orig = buf.clone();
-            for k in 0..count {
-                let i = done + k;
-                let used = ibitmap[i / 8] & (1 << (i % 8)) != 0;
-                let ino = g as u64 * self.geo.inodes_per_group as u64 + i as u64 + 1;
-                let off = (i * isz) - first_block * bs;
-                self.inode(InodeNr(ino as u32), used, &mut buf[off..off + isz])?;
-            }
-            for b in 0..nblocks {
-                let r = b * bs..(b + 1) * bs;
-                if buf[r.clone()] != orig[r.clone()] {
-                    self.write(start + b as u64, &buf[r])?;
-                }
-            }
+            let mut buf = std::mem::take(&mut self.chunk);
+            buf.resize(nblocks * bs, 0);
+            let result = self.inode_chunk(g, ibitmap, done, count, start, &mut buf);
+            self.chunk = buf;
+            result?;
             done += count;
+        }
+        Ok(())
+    }
+
+    /// Inodes `first..first + count` of group `g`, whose table blocks from
+    /// `start` are in `buf`; the blocks that changed are written back.
+    fn inode_chunk(
+        &mut self,
+        g: u32,
+        ibitmap: &[u8],
+        first: usize,
+        count: usize,
+        start: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let bs = self.bs();
+        let isz = self.geo.inode_size as usize;
+        self.read(start, buf)?;
+        let skip = first * isz - (first * isz) / bs * bs;
+        let mut dirty = vec![false; buf.len() / bs];
+        let mut before = vec![0u8; isz];
+        for k in 0..count {
+            let i = first + k;
+            let used = ibitmap[i / 8] & (1 << (i % 8)) != 0;
+            let ino = u64::from(g) * u64::from(self.geo.inodes_per_group) + i as u64 + 1;
+            let off = skip + k * isz;
+            let rec = &mut buf[off..off + isz];
+            before.copy_from_slice(rec);
+            self.inode(InodeNr(ino as u32), used, rec)?;
+            if *rec != before[..] {
+                dirty[off / bs] = true;
+                dirty[(off + isz - 1) / bs] = true;
+            }
+        }
+        for (b, _) in dirty.iter().enumerate().filter(|(_, d)| **d) {
+            self.write(start + b as u64, &buf[b * bs..(b + 1) * bs])?;
         }
         Ok(())
     }
