@@ -139,6 +139,9 @@ impl Run<'_, '_> {
         } else {
             Default::default()
         };
+        // Whether the superblock is to be written (tune2fs's need_dirty and
+        // the quota library's ext2fs_mark_super_dirty calls).
+        let mut changed = false;
         for (qtype, want) in en.iter().enumerate() {
             match want {
                 Some(true) if self.quota_inum(qtype) == 0 => {
@@ -150,10 +153,13 @@ impl Run<'_, '_> {
                         bits |= RoCompat::PROJECT.bits();
                     }
                     self.sb.s_feature_ro_compat.set(bits);
+                    changed = true;
                 }
                 Some(false) => {
+                    changed |= self.quota_inum(qtype) != 0;
                     self.remove_quota_file(dev, qtype)?;
                     if qtype == 2 {
+                        changed = true;
                         let f = self.sb.s_feature_ro_compat.get();
                         self.sb
                             .s_feature_ro_compat
@@ -166,8 +172,9 @@ impl Run<'_, '_> {
         if !enabled && (0..3).all(|t| self.quota_inum(t) == 0) {
             let f = self.sb.s_feature_ro_compat.get();
             self.sb.s_feature_ro_compat.set(f & !RoCompat::QUOTA.bits());
+            changed = true;
         }
-        self.dirty = true;
+        self.dirty |= changed;
         Ok(Ok(()))
     }
 
