@@ -251,11 +251,11 @@ impl Run<'_, '_> {
                 "clearing metadata_csum_seed after the UUID changed (every checksum is rewritten)",
             )));
         }
-        let mut new = new;
-        new.compat.remove(later.compat);
-        new.ro_compat.remove(later.ro_compat);
-        self.sb.set_features(new);
-        if self.sb.s_rev_level.get() == 0 && new != Features::default() {
+        let mut stored = new;
+        stored.compat.remove(later.compat);
+        stored.ro_compat.remove(later.ro_compat);
+        self.sb.set_features(stored);
+        if self.sb.s_rev_level.get() == 0 && stored != Features::default() {
             // ext2fs_update_dynamic_rev.
             self.sb.s_rev_level.set(1);
             self.sb.s_first_ino.set(11);

@@ -115,10 +115,11 @@ fn check_message(out: &mut String, max_mnt: i16, interval: u32) {
 impl Run<'_, '_> {
     /// The metadata being changed, read on first use.
     pub(super) fn meta(&mut self, dev: &dyn BlockDevice) -> Result<&mut Meta> {
-        if self.meta.is_none() {
-            self.meta = Some(Box::new(Meta::load(dev, &self.sb)?));
-        }
-        Ok(self.meta.as_mut().expect("loaded above"))
+        let m = match self.meta.take() {
+            Some(m) => m,
+            None => Box::new(Meta::load(dev, &self.sb)?),
+        };
+        Ok(self.meta.insert(m))
     }
 
     /// tune2fs's `add_journal`.

@@ -21,25 +21,20 @@ use ext4r_format::group_desc::{
     bitmap_checksum, GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT,
 };
 use ext4r_format::superblock::Superblock;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Offsets in an inode record.
+/// `i_links_count` in an inode record.
 const I_LINKS: usize = 0x1A;
-const I_FLAGS: usize = 0x20;
-const I_BLOCK: usize = 0x28;
-/// `EXT4_EXTENTS_FL`.
-const EXTENTS_FL: u32 = 0x0008_0000;
-/// `EXT4_INLINE_DATA_FL`.
-const INLINE_DATA_FL: u32 = 0x1000_0000;
 
-fn get16(b: &[u8], off: usize) -> u16 {
+pub(super) fn get16(b: &[u8], off: usize) -> u16 {
     u16::from_le_bytes([b[off], b[off + 1]])
 }
-fn get32(b: &[u8], off: usize) -> u32 {
+pub(super) fn get32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
-fn corrupt(what: &str, msg: impl Into<String>) -> Error {
+pub(super) fn corrupt(what: &str, msg: impl Into<String>) -> Error {
     Error::corrupt(
         "tune",
         ext4r_format::FormatError::invalid("metadata", format!("{what}: {}", msg.into())),
@@ -252,20 +247,22 @@ impl Meta {
     /// The inode bitmap of group `g` (`ipg / 8` bytes), loaded on demand;
     /// an `INODE_UNINIT` group's reads as empty.
     fn inode_map(&mut self, dev: &dyn BlockDevice, g: u32) -> Result<&mut Vec<u8>> {
-        if !self.inode_maps.contains_key(&g) {
-            let n = (self.geo.inodes_per_group / 8) as usize;
-            let d = &self.descs[g as usize];
-            let map = if self.gdt_csum && d.flags() & BG_INODE_UNINIT != 0 {
-                vec![0u8; n]
-            } else {
-                let mut b = vec![0u8; self.bs() as usize];
-                dev.read_at(&mut b, d.inode_bitmap(self.wide) * self.bs())?;
+        let n = (self.geo.inodes_per_group / 8) as usize;
+        let bs = self.bs() as usize;
+        let d = &self.descs[g as usize];
+        let uninit = self.gdt_csum && d.flags() & BG_INODE_UNINIT != 0;
+        let at = d.inode_bitmap(self.wide) * bs as u64;
+        match self.inode_maps.entry(g) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(v) => {
+                let mut b = vec![0u8; bs];
+                if !uninit {
+                    dev.read_at(&mut b, at)?;
+                }
                 b.truncate(n);
-                b
-            };
-            self.inode_maps.insert(g, map);
+                Ok(v.insert(b))
+            }
         }
-        Ok(self.inode_maps.get_mut(&g).expect("inserted above"))
     }
 
     /// `ext2fs_new_inode(fs, root, ...)`: the first free inode from the
@@ -320,7 +317,11 @@ impl Meta {
         let wide = self.wide;
         let d = &mut self.descs[g as usize];
         let free = d.free_inodes_count(wide);
-        d.set_free_inodes_count(if inuse { free - 1 } else { free + 1 });
+        d.set_free_inodes_count(if inuse {
+            free.saturating_sub(1)
+        } else {
+            free + 1
+        });
         d.set_flags(d.flags() & !BG_INODE_UNINIT);
         if gdt_csum {
             let first_unused = ipg - d.itable_unused(wide) + g * ipg + 1;
@@ -329,93 +330,9 @@ impl Meta {
             }
         }
         if inuse {
-            self.free_inodes -= 1;
+            self.free_inodes = self.free_inodes.saturating_sub(1);
         } else {
             self.free_inodes += 1;
-        }
-        Ok(())
-    }
-
-    /// Every block an inode holds, mapping blocks included (the order of
-    /// `ext2fs_block_iterate3`: not needed, each is freed the same way).
-    pub(crate) fn inode_blocks(&self, dev: &dyn BlockDevice, record: &[u8]) -> Result<Vec<u64>> {
-        let flags = get32(record, I_FLAGS);
-        let mut out = Vec::new();
-        if flags & INLINE_DATA_FL != 0 {
-            return Ok(out);
-        }
-        let ib = &record[I_BLOCK..I_BLOCK + 60];
-        if flags & EXTENTS_FL != 0 {
-            self.extent_blocks(dev, ib, 0, &mut out)?;
-        } else {
-            for k in 0..12 {
-                let b = u64::from(get32(ib, 4 * k));
-                if b != 0 {
-                    out.push(b);
-                }
-            }
-            for (k, depth) in [(12, 1), (13, 2), (14, 3)] {
-                let b = u64::from(get32(ib, 4 * k));
-                if b != 0 {
-                    self.indirect_blocks(dev, b, depth, &mut out)?;
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    fn indirect_blocks(
-        &self,
-        dev: &dyn BlockDevice,
-        b: u64,
-        depth: u32,
-        out: &mut Vec<u64>,
-    ) -> Result<()> {
-        let buf = self.read_block(dev, b)?;
-        out.push(b);
-        for k in 0..buf.len() / 4 {
-            let c = u64::from(get32(&buf, 4 * k));
-            if c == 0 {
-                continue;
-            }
-            if depth == 1 {
-                out.push(c);
-            } else {
-                self.indirect_blocks(dev, c, depth - 1, out)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn extent_blocks(
-        &self,
-        dev: &dyn BlockDevice,
-        node: &[u8],
-        level: u32,
-        out: &mut Vec<u64>,
-    ) -> Result<()> {
-        if get16(node, 0) != 0xF30A || level > 5 {
-            return Err(corrupt("extent tree", "bad header"));
-        }
-        let entries = get16(node, 2) as usize;
-        let depth = get16(node, 6);
-        if 12 + 12 * entries > node.len() {
-            return Err(corrupt("extent tree", "too many entries"));
-        }
-        for k in 0..entries {
-            let e = &node[12 + 12 * k..24 + 12 * k];
-            if depth == 0 {
-                let len = u64::from(get16(e, 4));
-                // Above 32768: an unwritten extent.
-                let len = if len > 32768 { len - 32768 } else { len };
-                let start = u64::from(get32(e, 8)) | (u64::from(get16(e, 6)) << 32);
-                out.extend(start..start + len);
-            } else {
-                let child = u64::from(get32(e, 4)) | (u64::from(get16(e, 8)) << 32);
-                let buf = self.read_block(dev, child)?;
-                out.push(child);
-                self.extent_blocks(dev, &buf, level + 1, out)?;
-            }
         }
         Ok(())
     }
@@ -444,8 +361,8 @@ impl Meta {
             let off = self.inode_offset(ino)?;
             let blk = off / bs as u64;
             let buf = match blocks.entry(blk) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(v) => {
                     let mut b = vec![0u8; bs];
                     dev.read_at(&mut b, blk * bs as u64)?;
                     v.insert(b)
@@ -555,7 +472,7 @@ impl BlockAlloc for Meta {
             self.set_group_free(g, -((n / ratio) as i64));
             b += n;
         }
-        self.free_blocks -= len;
+        self.free_blocks = self.free_blocks.saturating_sub(len);
     }
     fn alloc_block(&mut self, goal: u64) -> Result<u64> {
         let b = self.used.new_block(goal).ok_or_else(|| {
@@ -565,7 +482,7 @@ impl BlockAlloc for Meta {
         self.used.mark(b, 1);
         let g = self.geo.group_of_block(b);
         self.set_group_free(g, -1);
-        self.free_blocks -= ratio;
+        self.free_blocks = self.free_blocks.saturating_sub(ratio);
         Ok(b)
     }
 }

@@ -33,6 +33,7 @@
 //! assert!(out.wrote);
 //! ```
 
+mod blocks;
 mod features;
 mod journal;
 pub mod list;
@@ -487,10 +488,10 @@ impl Run<'_, '_> {
                 return Ok(Err(Refused));
             }
         }
-        if self.journal.size != 0 || self.journal.device.is_some() {
-            if self.add_journal(dev)?.is_err() {
-                return Ok(Err(Refused));
-            }
+        if (self.journal.size != 0 || self.journal.device.is_some())
+            && self.add_journal(dev)?.is_err()
+        {
+            return Ok(Err(Refused));
         }
         if self.q_flag && self.handle_quota(dev)?.is_err() {
             return Ok(Err(Refused));

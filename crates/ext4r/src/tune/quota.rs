@@ -133,7 +133,7 @@ impl Run<'_, '_> {
         if en[2] == Some(true) && self.sb.inode_size() == 128 {
             return Ok(self.refuse("Cannot enable project quota; inode size too small.\n"));
         }
-        let enabled = en.iter().any(|e| *e == Some(true));
+        let enabled = en.contains(&Some(true));
         let usage = if enabled {
             self.quota_usage(dev)?
         } else {
