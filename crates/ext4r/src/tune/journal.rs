@@ -19,7 +19,7 @@ pub struct JournalRequest {
     /// tune2fs's `journal_size`: 0 no journal, -1 the default size, else
     /// MiB.
     pub size: i64,
-    /// `fast_commit_size=`, MiB.
+    /// `fast_commit_size=`, KiB.
     pub fc_size: u64,
     /// `location=` as given (a number of blocks, or with a K/M/G/T/s unit).
     pub location: Option<String>,
@@ -242,7 +242,8 @@ impl Run<'_, '_> {
                 jblocks = (req.size as u64 * 1024) / kib;
             }
             if fast_commit && req.fc_size > 0 {
-                fc = req.fc_size * 1024 / kib;
+                // fcsize_to_blks: this size is in KiB.
+                fc = req.fc_size * 1024 / (kib * 1024);
             } else if !fast_commit {
                 fc = 0;
             }
