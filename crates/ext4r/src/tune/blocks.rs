@@ -33,7 +33,7 @@ impl Meta {
             for k in 0..12 {
                 let b = u64::from(get32(ib, 4 * k));
                 if b != 0 {
-                    out.push(b);
+                    self.take(b, 1, &mut out)?;
                 }
             }
             for (k, depth) in [(12, 1), (13, 2), (14, 3)] {
@@ -46,6 +46,24 @@ impl Meta {
         Ok(out)
     }
 
+    /// Adds `[start, start+len)` to the list, refusing blocks outside the
+    /// filesystem and lists longer than the filesystem (a map that points
+    /// at the same blocks over and over).
+    fn take(&self, start: u64, len: u64, out: &mut Vec<u64>) -> Result<()> {
+        let end = start.saturating_add(len);
+        if start < self.geo.first_data_block || end > self.geo.blocks_count {
+            return Err(corrupt(
+                "block map",
+                format!("blocks {start}..{end} outside the filesystem"),
+            ));
+        }
+        if out.len() as u64 + len > self.geo.blocks_count {
+            return Err(corrupt("block map", "more blocks than the filesystem has"));
+        }
+        out.extend(start..end);
+        Ok(())
+    }
+
     fn indirect_blocks(
         &self,
         dev: &dyn BlockDevice,
@@ -53,15 +71,15 @@ impl Meta {
         depth: u32,
         out: &mut Vec<u64>,
     ) -> Result<()> {
+        self.take(b, 1, out)?;
         let buf = self.read_block(dev, b)?;
-        out.push(b);
         for k in 0..buf.len() / 4 {
             let c = u64::from(get32(&buf, 4 * k));
             if c == 0 {
                 continue;
             }
             if depth == 1 {
-                out.push(c);
+                self.take(c, 1, out)?;
             } else {
                 self.indirect_blocks(dev, c, depth - 1, out)?;
             }
@@ -91,11 +109,11 @@ impl Meta {
                 // Above 32768: an unwritten extent.
                 let len = if len > 32768 { len - 32768 } else { len };
                 let start = u64::from(get32(e, 8)) | (u64::from(get16(e, 6)) << 32);
-                out.extend(start..start + len);
+                self.take(start, len, out)?;
             } else {
                 let child = u64::from(get32(e, 4)) | (u64::from(get16(e, 8)) << 32);
+                self.take(child, 1, out)?;
                 let buf = self.read_block(dev, child)?;
-                out.push(child);
                 self.extent_blocks(dev, &buf, level + 1, out)?;
             }
         }

@@ -108,7 +108,8 @@ impl Meta {
                 return Err(corrupt("block bitmap", format!("group {g} at block {bb}")));
             }
             dev.read_at(&mut buf, bb * bs as u64)?;
-            let clusters = geo.group_blocks(g).div_ceil(ratio) as usize;
+            // A bitmap is one block (the superblock checks bound the group).
+            let clusters = (geo.group_blocks(g).div_ceil(ratio) as usize).min(bs * 8);
             let mut i = 0;
             while i < clusters {
                 if buf[i / 8] & (1 << (i % 8)) == 0 {
@@ -182,7 +183,14 @@ impl Meta {
             .get(g)
             .ok_or_else(|| corrupt("inode", format!("{ino} outside the filesystem")))?;
         let idx = u64::from((ino - 1) % ipg);
-        Ok(d.inode_table(self.wide) * self.bs() + idx * u64::from(self.geo.inode_size))
+        let table = d.inode_table(self.wide);
+        if table == 0 || table >= self.geo.blocks_count {
+            return Err(corrupt(
+                "inode table",
+                format!("group {g} at block {table}"),
+            ));
+        }
+        Ok(table * self.bs() + idx * u64::from(self.geo.inode_size))
     }
 
     /// Inode `ino`'s record, as changed so far.
@@ -247,11 +255,15 @@ impl Meta {
     /// The inode bitmap of group `g` (`ipg / 8` bytes), loaded on demand;
     /// an `INODE_UNINIT` group's reads as empty.
     fn inode_map(&mut self, dev: &dyn BlockDevice, g: u32) -> Result<&mut Vec<u8>> {
-        let n = (self.geo.inodes_per_group / 8) as usize;
+        let n = ((self.geo.inodes_per_group / 8) as usize).min(self.bs() as usize);
         let bs = self.bs() as usize;
         let d = &self.descs[g as usize];
         let uninit = self.gdt_csum && d.flags() & BG_INODE_UNINIT != 0;
-        let at = d.inode_bitmap(self.wide) * bs as u64;
+        let ib = d.inode_bitmap(self.wide);
+        if !uninit && (ib == 0 || ib >= self.geo.blocks_count) {
+            return Err(corrupt("inode bitmap", format!("group {g} at block {ib}")));
+        }
+        let at = ib * bs as u64;
         match self.inode_maps.entry(g) {
             Entry::Occupied(e) => Ok(e.into_mut()),
             Entry::Vacant(v) => {
@@ -381,7 +393,7 @@ impl Meta {
         let dsize = self.geo.desc_size as usize;
         // Block bitmaps of the groups changed.
         let ratio = self.geo.cluster_ratio();
-        let cpg = (self.geo.blocks_per_group / ratio) as usize;
+        let cpg = ((self.geo.blocks_per_group / ratio) as usize).min(bs * 8);
         let last = self.geo.group_count - 1;
         for &g in &self.block_dirty {
             let d = &self.descs[g as usize];

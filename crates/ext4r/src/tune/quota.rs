@@ -61,7 +61,7 @@ fn usage_of(record: &[u8], huge_file: bool, block_size: u64) -> (u64, [u32; 3]) 
     let uid = g16(0x02) | g16(0x78) << 16;
     let gid = g16(0x18) | g16(0x7A) << 16;
     // i_projid is there when i_extra_isize reaches past it.
-    let prj = if record.len() > 128 && 128 + g16(0x80) as usize >= 0xA0 {
+    let prj = if record.len() >= 0xA0 && 128 + g16(0x80) as usize >= 0xA0 {
         g32(0x9C)
     } else {
         0
@@ -97,6 +97,13 @@ impl Run<'_, '_> {
                 n = n.saturating_sub(d.itable_unused(wide));
             }
             let table = d.inode_table(wide);
+            let table_blocks = (u64::from(n) * isz as u64).div_ceil(bs);
+            if table == 0 || table.saturating_add(table_blocks) > m.geo.blocks_count {
+                return Err(super::meta::corrupt(
+                    "inode table",
+                    format!("group {g} at block {table}"),
+                ));
+            }
             // A megabyte of the table at a time.
             let per_chunk = ((1u64 << 20) / isz as u64).max(1) as u32;
             let mut i = 0;
