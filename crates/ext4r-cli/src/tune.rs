@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use ext4r::civil::days_from_civil;
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
-use ext4r::tune::{parse_c_ulong, tune, MaxMounts, TuneEnv, TuneOptions};
+use ext4r::tune::{
+    parse_c_ulong, parse_journal_opts, parse_quota_opts, tune, JournalRequest, MaxMounts, TuneEnv,
+    TuneOptions,
+};
 
 const USAGE: &str = "Usage: %s [-c max_mounts_count] [-e errors_behavior] [-f] [-g group]\n\
 \t[-i interval[d|m|w]] [-j] [-J journal_options] [-l]\n\
@@ -265,7 +268,30 @@ fn parse(prog: &str, args: &[OsString]) -> Result<(TuneOptions, OsString), Usage
                     any = true;
                     o.uuid = Some(s);
                 }
-                b'j' | b'J' | b'I' | b'Q' | b's' | b'z' => {
+                b'j' => {
+                    any = true;
+                    let j = o.journal.get_or_insert_with(JournalRequest::default);
+                    if j.size == 0 {
+                        j.size = -1;
+                    }
+                }
+                b'J' => {
+                    any = true;
+                    let j = o.journal.get_or_insert_with(JournalRequest::default);
+                    if let Err(msg) = parse_journal_opts(&s, j) {
+                        eprint!("{msg}");
+                        std::process::exit(1);
+                    }
+                }
+                b'Q' => {
+                    any = true;
+                    let q = o.quota.get_or_insert_with(Default::default);
+                    if let Err(msg) = parse_quota_opts(&s, q) {
+                        eprint!("{msg}");
+                        std::process::exit(1);
+                    }
+                }
+                b'I' | b's' | b'z' => {
                     eprintln!(
                         "{prog}: -{} is not supported yet (it needs block allocation or \
                          rewriting metadata); nothing was changed.",

@@ -7,6 +7,38 @@
 //! that the layout we produce matches mke2fs's block for block.
 
 use super::intervals::Intervals;
+use crate::error::Result;
+use ext4r_format::geometry::Geometry;
+
+/// What placing a journal or quota file needs from the filesystem being
+/// changed, made (mkfs's layout) or tuned (tune's bitmaps): the usage map,
+/// the group free counts libext2fs reads, and allocation with its
+/// accounting (`ext2fs_block_alloc_stats*`).
+pub(crate) trait BlockAlloc {
+    /// The filesystem's geometry.
+    fn geo(&self) -> &Geometry;
+    /// `s_log_groups_per_flex` (0 without flex_bg).
+    fn log_groups_per_flex(&self) -> u32;
+    /// The blocks in use.
+    fn used(&self) -> &UsedBlocks;
+    /// A group's free count as `ext2fs_bg_free_blocks_count` reads it.
+    fn group_free(&self, g: u32) -> i64;
+    /// `ext2fs_block_alloc_stats_range(+1)` of a free range.
+    fn take_range(&mut self, start: u64, len: u64);
+    /// `ext2fs_new_block2` then `ext2fs_block_alloc_stats2(+1)`.
+    fn alloc_block(&mut self, goal: u64) -> Result<u64>;
+    /// `ext2fs_find_inode_goal` for an inode without blocks: the first
+    /// block of its (flex) group.
+    fn inode_goal(&self, ino: u32) -> u64 {
+        let geo = self.geo();
+        let mut group = (ino - 1) / geo.inodes_per_group;
+        let log_flex = self.log_groups_per_flex();
+        if log_flex != 0 {
+            group &= !((1 << log_flex) - 1);
+        }
+        geo.group_first_block(group)
+    }
+}
 
 /// Allocated blocks as disjoint, non-adjacent `[start, end)` intervals.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +85,16 @@ impl UsedBlocks {
         let s = start & !self.cluster_mask;
         let e = (start + len + self.cluster_mask) & !self.cluster_mask;
         self.runs.insert(s, e);
+    }
+
+    /// Marks `[start, start+len)` free (whole clusters with bigalloc).
+    pub(crate) fn unmark(&mut self, start: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let s = start & !self.cluster_mask;
+        let e = (start + len + self.cluster_mask) & !self.cluster_mask;
+        self.runs.remove(s, e);
     }
 
     /// Whether block `b` is used.

@@ -68,6 +68,32 @@ impl Intervals {
         self.low.push((s, e));
     }
 
+    /// Removes `[s, e)`, splitting the intervals it cuts (tune frees a
+    /// journal or quota file this way).
+    pub(crate) fn remove(&mut self, s: u64, e: u64) {
+        if s >= e {
+            return;
+        }
+        self.move_gap(e);
+        // The intervals overlapping [s, e) start before e: they are at the
+        // end of `low`.
+        let mut keep = Vec::new();
+        while let Some(&(ls, le)) = self.low.last() {
+            if le <= s {
+                break;
+            }
+            self.low.pop();
+            if le > e {
+                keep.push((e, le));
+            }
+            if ls < s {
+                keep.push((ls, s));
+            }
+        }
+        keep.sort_unstable();
+        self.low.extend(keep);
+    }
+
     /// Moves the gap to after the last interval starting at or before `b`.
     fn move_gap(&mut self, b: u64) {
         while let Some(&r) = self.high.last() {
@@ -117,5 +143,17 @@ mod tests {
         v.insert(20, 30);
         v.insert(0, 5);
         assert_eq!(v.take_all(), [(0, 5), (10, 40), (50, 60), (70, 80)]);
+    }
+
+    #[test]
+    fn removal_splits_and_drops() {
+        let mut v = Intervals::default();
+        for (s, e) in [(10, 20), (30, 40), (50, 60)] {
+            v.insert(s, e);
+        }
+        v.remove(15, 35);
+        v.remove(50, 60);
+        v.remove(0, 1);
+        assert_eq!(v.take_all(), [(10, 15), (35, 40)]);
     }
 }

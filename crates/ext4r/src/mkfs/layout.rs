@@ -5,7 +5,8 @@
 //! journal), because the goal is an identical layout: same groups, backups,
 //! bitmap and inode-table places, journal place, free counts and flags.
 
-use super::alloc::UsedBlocks;
+use super::alloc::{BlockAlloc, UsedBlocks};
+use super::journal::{JournalPlace, EXT_INIT_MAX_LEN};
 use super::params::Params;
 use crate::error::{Error, Result};
 use ext4r_format::features::{Compat, Incompat, RoCompat};
@@ -15,8 +16,6 @@ use ext4r_format::superblock::Superblock;
 
 /// First non-reserved inode of a dynamic-revision filesystem.
 const GOOD_OLD_FIRST_INO: u32 = 11;
-/// Largest length of an initialised extent.
-const EXT_INIT_MAX_LEN: u64 = 1 << 15;
 
 /// `(logical, physical, length)` runs of a file.
 pub(crate) type Extents = Vec<(u64, u64, u64)>;
@@ -37,20 +36,6 @@ pub(crate) struct InodeCounts {
     pub free_inodes: u32,
     pub used_dirs: u32,
     pub itable_unused: u32,
-}
-
-/// Where the journal's blocks went.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct JournalPlace {
-    /// `(logical, physical, len)` runs, for an extent-mapped journal.
-    pub extents: Vec<(u64, u64, u64)>,
-    /// Extent leaf block, when more than four extents were needed.
-    pub leaf: Option<u64>,
-    /// Block-mapped journal: every block in allocation order, data and
-    /// indirect blocks interleaved as ext2/3 place them.
-    pub blockmap: Option<super::blockmap::MappedFile>,
-    /// Journal length in blocks.
-    pub blocks: u64,
 }
 
 /// A directory's blocks.
@@ -110,12 +95,7 @@ pub(crate) struct QuotaPlace {
     pub qtype: usize,
     pub ino: u32,
     pub file: super::quota::QuotaFile,
-    /// `(logical, physical)` by logical block.
-    pub map: Vec<(u64, u64)>,
-    /// The extents the blocks were mapped into, in the order mapped.
-    pub extents: Extents,
-    /// Clusters allocated (for i_blocks).
-    pub clusters: u64,
+    pub blocks: super::quota::QuotaBlocks,
 }
 
 fn bad(msg: impl Into<String>) -> Error {
@@ -670,17 +650,6 @@ impl Layout {
         a >> self.geo.cluster_bits == b >> self.geo.cluster_bits
     }
 
-    /// `ext2fs_find_inode_goal` for an inode without blocks: the first
-    /// block of its (flex) group.
-    pub(crate) fn inode_goal(&self, ino: u32) -> u64 {
-        let mut group = (ino - 1) / self.geo.inodes_per_group;
-        let log_flex = u32::from(self.sb.s_log_groups_per_flex);
-        if log_flex != 0 {
-            group &= !((1 << log_flex) - 1);
-        }
-        self.geo.group_first_block(group)
-    }
-
     /// `ext2fs_inode_alloc_stats2(+1)`.
     pub(crate) fn alloc_inode(&mut self, ino: u32, is_dir: bool) {
         let ipg = self.geo.inodes_per_group;
@@ -804,82 +773,26 @@ impl Layout {
             pending.take()
         })
     }
+}
 
-    /// The midpoint group mke2fs puts the journal in
-    /// (`get_midpoint_journal_block`).
-    pub(crate) fn journal_goal(&self) -> u64 {
-        let ngroups = self.geo.group_count;
-        let mid = (self.geo.blocks_count - self.geo.first_data_block) / 2;
-        let mut group = self.geo.group_of_block(mid);
-        let log_flex = 1u32 << self.sb.s_log_groups_per_flex;
-        let start;
-        if self.sb.s_log_groups_per_flex != 0 && group > log_flex {
-            group &= !(log_flex - 1);
-            while group < ngroups && self.group_free_blocks(group) == 0 {
-                group += 1;
-            }
-            if group == ngroups {
-                group = 0;
-            }
-            start = group;
-        } else {
-            start = group.saturating_sub(1);
-        }
-        let end = if group + 1 < ngroups {
-            group + 1
-        } else {
-            group
-        };
-        let mut best = start;
-        for i in start + 1..=end {
-            if self.group_free_blocks(i) > self.group_free_blocks(best) {
-                best = i;
-            }
-        }
-        self.geo.group_first_block(best)
+impl BlockAlloc for Layout {
+    fn geo(&self) -> &Geometry {
+        &self.geo
     }
-
-    /// `extent_fallocate` of a new file: runs of up to 32768 blocks taken
-    /// from `goal` on; the fifth run pushes the extents out of the inode into
-    /// a leaf block placed just before the first run when possible.
-    pub(crate) fn fallocate_extents(&mut self, goal: u64, len: u64) -> Result<JournalPlace> {
-        let mut place = JournalPlace {
-            blocks: len,
-            ..JournalPlace::default()
-        };
-        let goal = self
-            .used
-            .first_free(goal, self.geo.blocks_count - 1)
-            .unwrap_or(goal);
-        let mut pblk = goal;
-        let mut lblk = 0u64;
-        let leaf_max = (u64::from(self.geo.block_size) - 12) / 12;
-        while lblk < len {
-            let want = (len - lblk).min(EXT_INIT_MAX_LEN);
-            let (s, n) = self
-                .used
-                .new_range(pblk, want)
-                .ok_or_else(|| bad("no room for the journal"))?;
-            self.mark_data(s, n);
-            place.extents.push((lblk, s, n));
-            if place.extents.len() == 5 {
-                let first = place.extents[0].1;
-                let g = first.saturating_sub(self.geo.cluster_ratio())
-                    & !(self.geo.cluster_ratio() - 1);
-                place.leaf = Some(self.new_block(g)?);
-            }
-            if place.extents.len() as u64 > leaf_max {
-                return Err(bad(
-                    "journal too fragmented: more extents than one leaf block holds",
-                ));
-            }
-            lblk += n;
-            pblk = s + n;
-            if pblk >= self.geo.blocks_count {
-                pblk = self.geo.first_data_block;
-            }
-        }
-        Ok(place)
+    fn log_groups_per_flex(&self) -> u32 {
+        u32::from(self.sb.s_log_groups_per_flex)
+    }
+    fn used(&self) -> &UsedBlocks {
+        &self.used
+    }
+    fn group_free(&self, g: u32) -> i64 {
+        self.group_free_blocks(g)
+    }
+    fn take_range(&mut self, start: u64, len: u64) {
+        self.mark_data(start, len);
+    }
+    fn alloc_block(&mut self, goal: u64) -> Result<u64> {
+        self.new_block(goal)
     }
 }
 

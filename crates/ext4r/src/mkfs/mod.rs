@@ -7,14 +7,15 @@
 //! every block's place, `objects` encodes the few objects a new filesystem
 //! holds, and `write` emits them in sorted, merged runs.
 
-mod alloc;
+pub(crate) mod alloc;
 mod blockmap;
 mod groups;
 mod intervals;
+pub(crate) mod journal;
 mod layout;
-mod objects;
+pub(crate) mod objects;
 mod params;
-mod quota;
+pub(crate) mod quota;
 mod runs;
 mod write;
 
@@ -22,6 +23,7 @@ pub use params::{parse_uuid, Extended, MkfsOptions};
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
+use alloc::BlockAlloc;
 use ext4r_format::features::{Compat, Incompat};
 use layout::{DirPlace, Layout};
 
@@ -124,7 +126,7 @@ fn build_with(mut p: params::Params, itable_zeroed: bool) -> Result<(Layout, par
     let blocks = layout.geo.blocks_count;
     let mut journal = p.journal_blocks;
     if let Some(req) = journal {
-        let default = default_journal_blocks(blocks);
+        let default = journal::default_journal_blocks(blocks);
         if req == 0 {
             journal = default.filter(|d| *d > 0);
         } else {
@@ -166,21 +168,6 @@ fn build_with(mut p: params::Params, itable_zeroed: bool) -> Result<(Layout, par
         + layout.geo.first_data_block;
     layout.sb.s_overhead_clusters.set(overhead as u32);
     Ok((layout, p))
-}
-
-/// `ext2fs_default_journal_size`: `None` when the filesystem is too small.
-fn default_journal_blocks(blocks: u64) -> Option<u64> {
-    Some(match blocks {
-        b if b < 2048 => return None,
-        b if b < 32768 => 1024,
-        b if b < 256 * 1024 => 4096,
-        b if b < 512 * 1024 => 8192,
-        b if b < 4096 * 1024 => 16384,
-        b if b < 8192 * 1024 => 32768,
-        b if b < 16384 * 1024 => 65536,
-        b if b < 32768 * 1024 => 131072,
-        _ => 262144,
-    })
 }
 
 /// Root, lost+found, reserved inodes, the resize inode and the journal, in
@@ -251,21 +238,9 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
         let goal = if p.packed_meta_blocks {
             0
         } else {
-            l.journal_goal()
+            journal::journal_goal(l)
         };
-        let place = if extents {
-            l.fallocate_extents(goal, jblocks)?
-        } else {
-            let apb = bs / 4;
-            let start = l.inode_goal(8);
-            let map = blockmap::MappedFile::allocate(jblocks, apb, start, |g| l.new_block(g))?;
-            layout::JournalPlace {
-                blockmap: Some(map),
-                blocks: jblocks,
-                ..Default::default()
-            }
-        };
-        l.journal = Some(place);
+        l.journal = Some(journal::allocate(l, extents, goal, jblocks)?);
     }
     if l.sb.has_ro_compat(ext4r_format::features::RoCompat::QUOTA) {
         create_quota_files(l, p)?;
@@ -329,8 +304,6 @@ fn create_quota_files(l: &mut Layout, p: &params::Params) -> Result<()> {
         (uid, gid, 0u32, cluster_bytes),
         (0, 0, 0, l.lost_found_clusters * cluster_bytes),
     ];
-    let bs = l.geo.block_size as usize;
-    let ratio = l.geo.cluster_ratio();
     for (qtype, bit) in [(0, quota::USR), (1, quota::GRP), (2, quota::PRJ)] {
         if p.quota_types & bit == 0 {
             continue;
@@ -353,39 +326,12 @@ fn create_quota_files(l: &mut Layout, p: &params::Params) -> Result<()> {
             }
         };
         let file = quota::QuotaFile::build(qtype, &usage);
-        // ext2_file allocates each block when it is first written: a block
-        // whose logical cluster is already mapped takes its place in that
-        // cluster; otherwise the search starts after the previous logical
-        // block's, or at the start of the filesystem.
-        let mut map: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut extents = Vec::new();
-        let mut clusters = 0;
-        for lblk in file.alloc_order(bs) {
-            let implied = map
-                .iter()
-                .find(|(&k, _)| k / ratio == lblk / ratio)
-                .map(|(&k, &pb)| pb - k % ratio + lblk % ratio);
-            let pblk = match implied {
-                Some(b) => b,
-                None => {
-                    let goal = lblk
-                        .checked_sub(1)
-                        .and_then(|prev| map.get(&prev))
-                        .map_or(0, |pb| pb + 1);
-                    clusters += 1;
-                    l.new_block(goal)?
-                }
-            };
-            map.insert(lblk, pblk);
-            layout::map_block(&mut extents, lblk, pblk);
-        }
+        let blocks = quota::allocate(l, &file)?;
         l.quota.push(layout::QuotaPlace {
             qtype,
             ino,
             file,
-            map: map.into_iter().collect(),
-            extents,
-            clusters,
+            blocks,
         });
     }
     Ok(())

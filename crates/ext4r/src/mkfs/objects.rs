@@ -242,18 +242,28 @@ fn rec_len_disk(len: usize) -> u16 {
 }
 
 /// The first block of the journal: a version-2 jbd2 superblock (big-endian)
-/// as `ext2fs_create_journal_superblock2` makes it for an internal journal.
-pub(crate) fn journal_superblock(block_size: u32, maxlen: u32, uuid: &[u8; 16]) -> Vec<u8> {
+/// as `ext2fs_create_journal_superblock2` makes it for an internal journal
+/// (version 1 on request), `fc_blocks` of its `maxlen` blocks being the
+/// fast-commit area.
+pub(crate) fn journal_superblock(
+    block_size: u32,
+    maxlen: u32,
+    uuid: &[u8; 16],
+    fc_blocks: u32,
+    v1: bool,
+) -> Vec<u8> {
     let mut b = vec![0u8; block_size as usize];
     let be = |b: &mut [u8], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_be_bytes());
     be(&mut b, 0x00, 0xC03B_3998);
-    be(&mut b, 0x04, 4);
+    // JBD2_SUPERBLOCK_V1 / _V2.
+    be(&mut b, 0x04, if v1 { 3 } else { 4 });
     be(&mut b, 0x0C, block_size);
     be(&mut b, 0x10, maxlen);
     be(&mut b, 0x14, 1);
     be(&mut b, 0x18, 1);
     b[0x30..0x40].copy_from_slice(uuid);
     be(&mut b, 0x40, 1);
+    be(&mut b, 0x54, fc_blocks);
     b
 }
 

@@ -11,6 +11,11 @@
 //! `ext2_file`; that order is recorded here so that the layout can allocate
 //! blocks exactly as mke2fs does.
 
+use super::alloc::BlockAlloc;
+use super::objects::{self, InodeBuf, EXTENTS_FL, IMMUTABLE_FL};
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+
 /// Quota block size (`QT_BLKSIZE`).
 pub(crate) const QBLK: usize = 1024;
 /// Tree root block (`QT_TREEOFF`).
@@ -137,6 +142,93 @@ impl QuotaFile {
         }
         out
     }
+}
+
+/// Where a quota file's blocks went.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct QuotaBlocks {
+    /// `(logical, physical)` by logical block.
+    pub map: Vec<(u64, u64)>,
+    /// The extents the blocks were mapped into, in the order mapped.
+    pub extents: Vec<(u64, u64, u64)>,
+    /// Clusters allocated (for i_blocks).
+    pub clusters: u64,
+}
+
+/// Allocates the blocks of `file` as `ext2_file` writes do: each block
+/// when it is first written; a block whose logical cluster is already
+/// mapped takes its place in that cluster; otherwise the search starts
+/// after the previous logical block's, or at the start of the filesystem
+/// (`extent_bmap`'s goal when the previous block is unmapped).
+pub(crate) fn allocate(a: &mut impl BlockAlloc, file: &QuotaFile) -> Result<QuotaBlocks> {
+    let bs = a.geo().block_size as usize;
+    let ratio = a.geo().cluster_ratio();
+    let mut map: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut extents = Vec::new();
+    let mut clusters = 0;
+    for lblk in file.alloc_order(bs) {
+        let implied = map
+            .iter()
+            .find(|(&k, _)| k / ratio == lblk / ratio)
+            .map(|(&k, &pb)| pb - k % ratio + lblk % ratio);
+        let pblk = match implied {
+            Some(b) => b,
+            None => {
+                let goal = lblk
+                    .checked_sub(1)
+                    .and_then(|prev| map.get(&prev))
+                    .map_or(0, |pb| pb + 1);
+                clusters += 1;
+                a.alloc_block(goal)?
+            }
+        };
+        map.insert(lblk, pblk);
+        super::layout::map_block(&mut extents, lblk, pblk);
+    }
+    Ok(QuotaBlocks {
+        map: map.into_iter().collect(),
+        extents,
+        clusters,
+    })
+}
+
+/// The quota file's inode as `quota_inode_init_new` and the writes leave
+/// it: an immutable regular file (checksum not yet set).
+pub(crate) fn encode_inode(
+    file: &QuotaFile,
+    q: &QuotaBlocks,
+    inode_size: usize,
+    block_size: u64,
+    cluster_ratio: u64,
+    extents: bool,
+    now: i64,
+) -> Result<InodeBuf> {
+    let mut qi = InodeBuf::new_file(inode_size, 0o100600, 1, now);
+    qi.set_size(file.size());
+    qi.set_sectors(q.clusters * cluster_ratio * (block_size / 512));
+    if extents {
+        if q.extents.len() > 4 {
+            return Err(Error::InvalidArgument(
+                "quota file too fragmented for an in-inode extent list".into(),
+            ));
+        }
+        qi.set_flags(EXTENTS_FL | IMMUTABLE_FL);
+        qi.set_i_block(&objects::extent_root(&q.extents, None));
+    } else {
+        let mut ib = [0u8; 60];
+        for &(lb, pb) in &q.map {
+            if lb >= 12 {
+                return Err(Error::InvalidArgument(
+                    "quota file too large for direct block pointers".into(),
+                ));
+            }
+            let k = lb as usize * 4;
+            ib[k..k + 4].copy_from_slice(&(pb as u32).to_le_bytes());
+        }
+        qi.set_flags(IMMUTABLE_FL);
+        qi.set_i_block(&ib);
+    }
+    Ok(qi)
 }
 
 /// One dquot on disk (`v2r1_mem2diskdqblk`): no limits, no grace times;

@@ -3,9 +3,11 @@
 //! uninitialised and inode tables known to be zero are not written at all.
 
 use super::groups;
+use super::journal;
 use super::layout::Layout;
-use super::objects::{self, Entry, InodeBuf, EXTENTS_FL, IMMUTABLE_FL};
+use super::objects::{self, Entry, InodeBuf, EXTENTS_FL};
 use super::params::Params;
+use super::quota;
 use super::runs::RunWriter;
 use crate::device::BlockDevice;
 use crate::error::Result;
@@ -268,64 +270,35 @@ fn write_objects(
 
     // Journal.
     if let Some(j) = l.journal.clone() {
-        let mut ji = InodeBuf::new_file(isz, 0o100600, 1, now);
-        ji.set_size(j.blocks * bs as u64);
-        let first_block;
-        if let Some(map) = &j.blockmap {
-            ji.set_sectors(sectors(map.total_blocks()));
-            let mut ib = [0u8; 60];
-            for (i, v) in map.i_block().iter().enumerate() {
-                ib[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
-            }
-            ji.set_i_block(&ib);
-            for (b, ptrs) in map.mapping_blocks((bs / 4) as u64) {
-                let mut buf = vec![0u8; bs];
-                for (i, v) in ptrs.iter().enumerate() {
-                    buf[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
-                }
-                w.write(b * bs as u64, buf)?;
-            }
-            first_block = map.data[0];
-            if !p.lazy_journal_init {
-                zero_runs(w, &map.data, bs as u64)?;
-            }
-        } else {
-            ji.set_flags(EXTENTS_FL);
-            let clusters: u64 = j.extents.iter().map(|e| e.2.div_ceil(ratio)).sum();
-            ji.set_sectors(cluster_sectors(clusters + u64::from(j.leaf.is_some())));
-            ji.set_i_block(&objects::extent_root(&j.extents, j.leaf));
-            if let Some(leaf) = j.leaf {
-                w.write(
-                    leaf * bs as u64,
-                    objects::extent_leaf(bs, &j.extents, metadata_csum.then_some((seed, 8))),
-                )?;
-            }
-            first_block = j.extents[0].1;
-            if !p.lazy_journal_init {
-                for &(_, s, n) in &j.extents {
-                    w.zero(s * bs as u64, n * bs as u64)?;
-                }
+        let img = journal::encode(
+            &j,
+            &journal::JournalSpec {
+                block_size: bs,
+                inode_size: isz,
+                cluster_ratio: ratio,
+                now,
+                csum_seed: metadata_csum.then_some(seed),
+                uuid: &p.uuid,
+                fc_blocks: 0,
+                v1: false,
+            },
+        );
+        // The journal is zeroed first; its mapping blocks and superblock
+        // are written over that.
+        if !p.lazy_journal_init {
+            for &(s, n) in &img.data {
+                w.zero(s * bs as u64, n * bs as u64)?;
             }
         }
-        w.write(
-            first_block * bs as u64,
-            objects::journal_superblock(bs as u32, j.blocks as u32, &p.uuid),
-        )?;
+        for (b, buf) in img.blocks {
+            w.write(b * bs as u64, buf)?;
+        }
         // Backup of the journal inode's block map in the superblock.
-        let ib = ji.i_block();
-        for i in 0..15 {
-            l.sb.s_jnl_blocks[i].set(u32::from_le_bytes([
-                ib[4 * i],
-                ib[4 * i + 1],
-                ib[4 * i + 2],
-                ib[4 * i + 3],
-            ]));
+        for (i, v) in img.jnl_blocks.iter().enumerate() {
+            l.sb.s_jnl_blocks[i].set(*v);
         }
-        let size = j.blocks * bs as u64;
-        l.sb.s_jnl_blocks[15].set((size >> 32) as u32);
-        l.sb.s_jnl_blocks[16].set(size as u32);
         l.sb.s_jnl_backup_type = 1;
-        inodes.push((8, ji));
+        inodes.push((8, img.inode));
     } else if metadata_csum {
         inodes.push((8, InodeBuf::new(isz)));
     }
@@ -369,35 +342,10 @@ fn write_objects(
 
     // Quota files: immutable regular files, their blocks written whole.
     for q in l.quota.clone() {
-        for &(lblk, pblk) in &q.map {
+        for &(lblk, pblk) in &q.blocks.map {
             w.write(pblk * bs as u64, q.file.fs_block(lblk, bs))?;
         }
-        let mut qi = InodeBuf::new_file(isz, 0o100600, 1, now);
-        qi.set_size(q.file.size());
-        qi.set_sectors(cluster_sectors(q.clusters));
-        if extents {
-            let runs = &q.extents;
-            if runs.len() > 4 {
-                return Err(crate::error::Error::InvalidArgument(
-                    "quota file too fragmented for an in-inode extent list".into(),
-                ));
-            }
-            qi.set_flags(EXTENTS_FL | IMMUTABLE_FL);
-            qi.set_i_block(&objects::extent_root(runs, None));
-        } else {
-            let mut ib = [0u8; 60];
-            for &(lb, pb) in &q.map {
-                if lb >= 12 {
-                    return Err(crate::error::Error::InvalidArgument(
-                        "quota file too large for direct block pointers".into(),
-                    ));
-                }
-                let k = lb as usize * 4;
-                ib[k..k + 4].copy_from_slice(&(pb as u32).to_le_bytes());
-            }
-            qi.set_flags(IMMUTABLE_FL);
-            qi.set_i_block(&ib);
-        }
+        let qi = quota::encode_inode(&q.file, &q.blocks, isz, bs as u64, ratio, extents, now)?;
         inodes.push((q.ino, qi));
         let field = match q.qtype {
             0 => &mut l.sb.s_usr_quota_inum,
@@ -451,18 +399,4 @@ fn set_data_map(i: &mut InodeBuf, blocks: &[u64], extents: bool) {
         }
         i.set_i_block(&ib);
     }
-}
-
-/// Zeroes a list of blocks in contiguous runs.
-fn zero_runs(w: &mut RunWriter<'_>, blocks: &[u64], bs: u64) -> Result<()> {
-    let mut i = 0;
-    while i < blocks.len() {
-        let mut j = i + 1;
-        while j < blocks.len() && blocks[j] == blocks[j - 1] + 1 {
-            j += 1;
-        }
-        w.zero(blocks[i] * bs, (j - i) as u64 * bs)?;
-        i = j;
-    }
-    Ok(())
 }

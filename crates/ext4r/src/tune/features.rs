@@ -98,6 +98,8 @@ impl Run<'_, '_> {
         let is_on = |(w, m): (Word, u32)| on(w, m);
         let is_off = |(w, m): (Word, u32)| off(w, m);
         let is_changed = |(w, m): (Word, u32)| changed(w, m);
+        // Flags set by the later steps that make what they stand for.
+        let mut later = Features::default();
 
         if is_off(c(Compat::HAS_JOURNAL)) {
             if new.incompat.contains(Incompat::RECOVER) && force < 2 {
@@ -106,7 +108,9 @@ impl Run<'_, '_> {
                      the has_journal flag.\n",
                 ));
             }
-            return Ok(self.refuse(&not_yet("removing the journal")));
+            if self.remove_journal(dev, force)?.is_err() {
+                return Ok(Err(Refused));
+            }
         }
         if is_off(c(Compat::ORPHAN_FILE)) || is_on(c(Compat::ORPHAN_FILE)) {
             if is_on(c(Compat::ORPHAN_FILE)) && !new.compat.contains(Compat::HAS_JOURNAL) {
@@ -126,7 +130,12 @@ impl Run<'_, '_> {
             return Ok(self.refuse(&not_yet("changing mmp")));
         }
         if is_on(c(Compat::HAS_JOURNAL)) {
-            return Ok(self.refuse(&not_yet("adding a journal")));
+            // Made by add_journal, after the other options, which sets
+            // the flag; without -J the journal has the default size.
+            if self.journal.size == 0 {
+                self.journal.size = -1;
+            }
+            later.compat.insert(Compat::HAS_JOURNAL);
         }
         if is_on(c(Compat::DIR_INDEX)) {
             if self.sb.s_def_hash_version == 0 {
@@ -232,11 +241,33 @@ impl Run<'_, '_> {
                  not by tune2fs. Nothing was changed.\n",
             ));
         }
-        if is_changed(r(RoCompat::QUOTA)) || is_changed(r(RoCompat::PROJECT)) {
-            if is_on(r(RoCompat::PROJECT)) && self.sb.inode_size() == 128 {
+        // Quota files are made or removed later, by handle_quota, which
+        // sets or clears these flags.
+        if is_on(r(RoCompat::QUOTA)) {
+            if !self.q_flag {
+                self.q_flag = true;
+                self.quota_enable = [Some(true), Some(true), Some(false)];
+            }
+            later.ro_compat.insert(RoCompat::QUOTA);
+        }
+        if is_on(r(RoCompat::PROJECT)) {
+            if self.sb.inode_size() == 128 {
                 return Ok(self.refuse("Cannot enable project feature; inode size too small.\n"));
             }
-            return Ok(self.refuse(&not_yet("changing quota or project")));
+            self.q_flag = true;
+            self.quota_enable[2] = Some(true);
+        }
+        if is_off(r(RoCompat::PROJECT)) {
+            self.q_flag = true;
+            self.quota_enable[2] = Some(false);
+        }
+        if is_off(r(RoCompat::QUOTA)) {
+            if self.q_flag {
+                self.err
+                    .push_str("\nWarning: '^quota' option overrides '-Q'arguments.\n");
+            }
+            self.q_flag = true;
+            self.quota_enable = [Some(false); 3];
         }
         if is_on(i(Incompat::ENCRYPT)) {
             // EXT4_ENCRYPTION_MODE_AES_256_XTS, _AES_256_CTS.
@@ -287,8 +318,11 @@ impl Run<'_, '_> {
             }
             self.csum.rewrite = REWRITE_ALL;
         }
-        self.sb.set_features(fin);
-        if self.sb.s_rev_level.get() == 0 && fin != Features::default() {
+        let mut stored = fin;
+        stored.compat.remove(later.compat);
+        stored.ro_compat.remove(later.ro_compat);
+        self.sb.set_features(stored);
+        if self.sb.s_rev_level.get() == 0 && stored != Features::default() {
             // ext2fs_update_dynamic_rev.
             self.sb.s_rev_level.set(1);
             self.sb.s_first_ino.set(11);

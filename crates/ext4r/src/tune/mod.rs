@@ -13,9 +13,11 @@
 //! Checksum changes that tune2fs makes by rewriting metadata (turning
 //! metadata_csum or uninit_bg on or off, a new UUID on a metadata_csum
 //! filesystem without metadata_csum_seed, dir_index off under
-//! metadata_csum) are made by [`csum`], a group at a time. Other rewrites
-//! (adding or removing a journal, quotas, inode size) are refused with a
-//! message that says so.
+//! metadata_csum) are made by [`csum`], a group at a time. Adding or
+//! removing the internal journal ([`journal`]) and quota files ([`quota`])
+//! change bitmaps, descriptors and inodes ([`meta`]), written before the
+//! superblock. Changing the inode size is refused with a message that says
+//! so.
 //!
 //! ```
 //! use ext4r::device::MemDevice;
@@ -33,10 +35,14 @@
 //! assert!(out.wrote);
 //! ```
 
+mod blocks;
 mod csum;
 mod dirblock;
 mod features;
+mod journal;
 pub mod list;
+mod meta;
+mod quota;
 mod write;
 
 use crate::device::BlockDevice;
@@ -54,7 +60,9 @@ use ext4r_format::{BlockNr, InodeNr};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+pub use journal::{parse_journal_opts, JournalRequest, JOURNAL_USAGE};
 pub use list::list_super;
+pub use quota::{parse_quota_opts, QuotaRequest, QUOTA_USAGE};
 
 /// `-c`: a maximal mount count, or `random` (20 to 39, as tune2fs picks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +114,10 @@ pub struct TuneOptions {
     pub extended: Option<String>,
     /// `-U`: a UUID, `clear`/`null`, `random` or `time`.
     pub uuid: Option<String>,
+    /// `-j` / `-J`: a journal to add.
+    pub journal: Option<JournalRequest>,
+    /// `-Q`: quota files to add or remove.
+    pub quota: Option<QuotaRequest>,
 }
 
 impl TuneOptions {
@@ -126,6 +138,8 @@ impl TuneOptions {
             || self.features.is_some()
             || self.extended.is_some()
             || self.uuid.is_some()
+            || self.journal.is_some()
+            || self.quota.is_some()
     }
 }
 
@@ -197,6 +211,13 @@ struct Run<'e, 'a> {
     orig_group_csum: bool,
     /// Its checksum seed before this run.
     orig_seed: u32,
+    /// Bitmaps, descriptors and inodes being changed (journal, quota).
+    meta: Option<Box<meta::Meta>>,
+    /// The journal to add (`-O has_journal` asks for the default size).
+    journal: JournalRequest,
+    /// tune2fs's `Q_flag` and `quota_enable`.
+    q_flag: bool,
+    quota_enable: QuotaRequest,
 }
 
 /// Applies `opts` to the filesystem on `dev`, as `tune2fs` would.
@@ -228,6 +249,10 @@ pub fn tune(
         csum: csum::Plan::default(),
         orig_group_csum: false,
         orig_seed: 0,
+        meta: None,
+        journal: opts.journal.clone().unwrap_or_default(),
+        q_flag: opts.quota.is_some(),
+        quota_enable: opts.quota.unwrap_or_default(),
     };
     run.orig_seed = run.sb.csum_seed();
     run.orig_group_csum =
@@ -277,6 +302,9 @@ pub fn tune(
     }
     if run.dirty {
         let mut sb = run.sb.clone();
+        if let Some(m) = run.meta.take() {
+            run.descs = Some(m.flush(dev.as_ref(), &mut sb)?);
+        }
         write::flush_super(
             dev.as_ref(),
             &mut sb,
@@ -516,6 +544,14 @@ impl Run<'_, '_> {
             if self.extended(e, &mut late).is_err() {
                 return Ok(Err(Refused));
             }
+        }
+        if (self.journal.size != 0 || self.journal.device.is_some())
+            && self.add_journal(dev)?.is_err()
+        {
+            return Ok(Err(Refused));
+        }
+        if self.q_flag && self.handle_quota(dev)?.is_err() {
+            return Ok(Err(Refused));
         }
         if let Some(u) = &o.uuid {
             if self.set_uuid(dev, u)?.is_err() {

@@ -1,0 +1,289 @@
+//! Quota files, as tune2fs's `handle_quota_options` makes and removes them
+//! (`-Q`, `-O quota`, `-O project`): the usage of every inode in use is
+//! counted per user, group and project (`quota_compute_usage`), and each
+//! quota file enabled is written in the format and block order mke2fs
+//! uses (`crate::mkfs::quota`); a disabled one is truncated and forgotten
+//! (`quota_remove_inode`).
+
+use super::meta::Meta;
+use super::{Run, Step};
+use crate::device::BlockDevice;
+use crate::error::Result;
+use crate::mkfs::quota::{self, QuotaFile, Usage};
+use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::group_desc::BG_INODE_UNINIT;
+use std::collections::BTreeMap;
+
+/// Per quota type (user, group, project): `Some(true)` enable,
+/// `Some(false)` disable, `None` leave alone (tune2fs's `quota_enable`).
+pub type QuotaRequest = [Option<bool>; 3];
+
+/// tune2fs's message for a bad `-Q` list.
+pub const QUOTA_USAGE: &str = "\nBad quota options specified.\n\n\
+Following valid quota options are available (pass by separating with comma):\n\
+\t[^]usr[quota]\n\
+\t[^]grp[quota]\n\
+\t[^]prj[quota]\n\n\n";
+
+/// `parse_quota_opts` with tune2fs's `option_handle_function`: words
+/// starting with `usr`, `grp`, `prj`, each optionally negated with `^`.
+pub fn parse_quota_opts(opts: &str, req: &mut QuotaRequest) -> std::result::Result<(), String> {
+    for token in opts.split(',') {
+        if token.is_empty() {
+            break;
+        }
+        let (neg, name) = match token.strip_prefix('^') {
+            Some(n) => (true, n),
+            None => (false, token),
+        };
+        let t = ["usr", "grp", "prj"]
+            .iter()
+            .position(|p| name.starts_with(p))
+            .ok_or_else(|| QUOTA_USAGE.to_string())?;
+        req[t] = Some(!neg);
+    }
+    Ok(())
+}
+
+/// `ext2fs_get_stat_i_blocks` in bytes, and the owner ids of a record.
+fn usage_of(record: &[u8], huge_file: bool, block_size: u64) -> (u64, [u32; 3]) {
+    let g16 = |o: usize| u32::from(u16::from_le_bytes([record[o], record[o + 1]]));
+    let g32 =
+        |o: usize| u32::from_le_bytes([record[o], record[o + 1], record[o + 2], record[o + 3]]);
+    let mut blocks = u64::from(g32(0x1C));
+    if huge_file {
+        blocks += u64::from(g16(0x74)) << 32;
+        // EXT4_HUGE_FILE_FL: i_blocks counts filesystem blocks.
+        if g32(0x20) & 0x0004_0000 != 0 {
+            blocks *= block_size / 512;
+        }
+    }
+    let uid = g16(0x02) | g16(0x78) << 16;
+    let gid = g16(0x18) | g16(0x7A) << 16;
+    // i_projid is there when i_extra_isize reaches past it.
+    let prj = if record.len() >= 0xA0 && 128 + g16(0x80) as usize >= 0xA0 {
+        g32(0x9C)
+    } else {
+        0
+    };
+    (blocks << 9, [uid, gid, prj])
+}
+
+impl Run<'_, '_> {
+    /// `quota_compute_usage`: the inodes an inode scan returns (groups
+    /// with `INODE_UNINIT` and the unused tail of each table skipped when
+    /// descriptors have checksums), the root and every non-reserved inode
+    /// in use except the project quota file and the orphan file.
+    fn quota_usage(&mut self, dev: &dyn BlockDevice) -> Result<[BTreeMap<u32, Usage>; 3]> {
+        let sb = self.sb.clone();
+        let gdt_csum =
+            sb.has_ro_compat(RoCompat::GDT_CSUM) || sb.has_ro_compat(RoCompat::METADATA_CSUM);
+        let huge = sb.has_ro_compat(RoCompat::HUGE_FILE);
+        let first_ino = sb.s_first_ino.get();
+        let skip = [sb.s_prj_quota_inum.get(), sb.s_orphan_file_inum.get()];
+        let m = self.meta(dev)?;
+        let wide = sb.desc_size() >= 64 && sb.has_incompat(Incompat::BIT64);
+        let ipg = m.geo.inodes_per_group;
+        let isz = m.geo.inode_size as usize;
+        let bs = u64::from(m.geo.block_size);
+        let mut out: [BTreeMap<u32, Usage>; 3] = Default::default();
+        for g in 0..m.geo.group_count {
+            let d = &m.descs[g as usize];
+            let mut n = ipg;
+            if gdt_csum {
+                if d.flags() & BG_INODE_UNINIT != 0 {
+                    continue;
+                }
+                n = n.saturating_sub(d.itable_unused(wide));
+            }
+            let table = d.inode_table(wide);
+            let table_blocks = (u64::from(n) * isz as u64).div_ceil(bs);
+            if table == 0 || table.saturating_add(table_blocks) > m.geo.blocks_count {
+                return Err(super::meta::corrupt(
+                    "inode table",
+                    format!("group {g} at block {table}"),
+                ));
+            }
+            // A megabyte of the table at a time.
+            let per_chunk = ((1u64 << 20) / isz as u64).max(1) as u32;
+            let mut i = 0;
+            while i < n {
+                let k = per_chunk.min(n - i);
+                let mut buf = vec![0u8; k as usize * isz];
+                dev.read_at(&mut buf, table * bs + u64::from(i) * isz as u64)?;
+                for j in 0..k {
+                    let ino = g * ipg + i + j + 1;
+                    let rec = &buf[j as usize * isz..(j as usize + 1) * isz];
+                    let counted = ino == 2 || (ino >= first_ino && !skip.contains(&ino));
+                    if !counted || Meta::links(rec) == 0 {
+                        continue;
+                    }
+                    let (space, ids) = usage_of(rec, huge, bs);
+                    for (t, id) in ids.iter().enumerate() {
+                        let u = out[t].entry(*id).or_default();
+                        u.inodes += 1;
+                        u.space += space;
+                    }
+                }
+                i += k;
+            }
+        }
+        Ok(out)
+    }
+
+    /// tune2fs's `handle_quota_options`.
+    pub(super) fn handle_quota(&mut self, dev: &dyn BlockDevice) -> Result<Step> {
+        let en = self.quota_enable;
+        if en.iter().all(Option::is_none) {
+            return Ok(Ok(()));
+        }
+        if en[2] == Some(true) && self.sb.inode_size() == 128 {
+            return Ok(self.refuse("Cannot enable project quota; inode size too small.\n"));
+        }
+        let enabled = en.contains(&Some(true));
+        let usage = if enabled {
+            self.quota_usage(dev)?
+        } else {
+            Default::default()
+        };
+        // Whether the superblock is to be written (tune2fs's need_dirty and
+        // the quota library's ext2fs_mark_super_dirty calls).
+        let mut changed = false;
+        for (qtype, want) in en.iter().enumerate() {
+            match want {
+                Some(true) if self.quota_inum(qtype) == 0 => {
+                    let u: Vec<(u32, Usage)> = usage[qtype].iter().map(|(k, v)| (*k, *v)).collect();
+                    self.write_quota_file(dev, qtype, &u)?;
+                    let f = &self.sb.s_feature_ro_compat;
+                    let mut bits = f.get() | RoCompat::QUOTA.bits();
+                    if qtype == 2 {
+                        bits |= RoCompat::PROJECT.bits();
+                    }
+                    self.sb.s_feature_ro_compat.set(bits);
+                    changed = true;
+                }
+                Some(false) => {
+                    changed |= self.quota_inum(qtype) != 0;
+                    self.remove_quota_file(dev, qtype)?;
+                    if qtype == 2 {
+                        changed = true;
+                        let f = self.sb.s_feature_ro_compat.get();
+                        self.sb
+                            .s_feature_ro_compat
+                            .set(f & !RoCompat::PROJECT.bits());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !enabled && (0..3).all(|t| self.quota_inum(t) == 0) {
+            let f = self.sb.s_feature_ro_compat.get();
+            self.sb.s_feature_ro_compat.set(f & !RoCompat::QUOTA.bits());
+            changed = true;
+        }
+        self.dirty |= changed;
+        Ok(Ok(()))
+    }
+
+    fn quota_inum(&self, qtype: usize) -> u32 {
+        match qtype {
+            0 => self.sb.s_usr_quota_inum.get(),
+            1 => self.sb.s_grp_quota_inum.get(),
+            _ => self.sb.s_prj_quota_inum.get(),
+        }
+    }
+
+    fn set_quota_inum(&mut self, qtype: usize, ino: u32) {
+        match qtype {
+            0 => self.sb.s_usr_quota_inum.set(ino),
+            1 => self.sb.s_grp_quota_inum.set(ino),
+            _ => self.sb.s_prj_quota_inum.set(ino),
+        }
+    }
+
+    /// `quota_inode_truncate` of a quota file: its blocks freed a cluster
+    /// at a time (`ext2fs_punch`), the base inode zeroed.
+    fn truncate_quota_inode(&mut self, dev: &dyn BlockDevice, ino: u32) -> Result<()> {
+        let m = self.meta(dev)?;
+        let rec = m.read_inode(dev, ino)?;
+        let blocks = m.inode_blocks(dev, &rec)?;
+        m.free_blocks_of(&blocks);
+        m.clear_inode_base(dev, ino)
+    }
+
+    /// `quota_file_create`, `write_dquots` and `quota_file_close`: a new
+    /// inode for project quota, the reserved ones for user and group.
+    fn write_quota_file(
+        &mut self,
+        dev: &dyn BlockDevice,
+        qtype: usize,
+        usage: &[(u32, Usage)],
+    ) -> Result<()> {
+        let mut ino = self.quota_inum(qtype);
+        if ino == 0 {
+            ino = match qtype {
+                0 => 3,
+                1 => 4,
+                _ => {
+                    let m = self.meta(dev)?;
+                    let i = m.new_inode(dev)?;
+                    m.inode_alloc_stats(dev, i, true)?;
+                    i
+                }
+            };
+        }
+        // quota_inode_init_new: an old file of that inode is truncated.
+        let size = {
+            let m = self.meta(dev)?;
+            let r = m.read_inode(dev, ino)?;
+            u32::from_le_bytes([r[4], r[5], r[6], r[7]])
+        };
+        if size != 0 {
+            self.truncate_quota_inode(dev, ino)?;
+        }
+        let extents = self.sb.has_incompat(Incompat::EXTENTS);
+        let isz = usize::from(self.sb.inode_size());
+        let now = self.env.now;
+        let m = self.meta(dev)?;
+        let bs = u64::from(m.geo.block_size);
+        let ratio = m.geo.cluster_ratio();
+        let file = QuotaFile::build(qtype, usage);
+        let blocks = quota::allocate(m, &file)?;
+        for &(l, p) in &blocks.map {
+            m.write_block(p, file.fs_block(l, bs as usize));
+        }
+        let inode = quota::encode_inode(&file, &blocks, isz, bs, ratio, extents, now)?;
+        m.write_inode(ino, inode.bytes);
+        self.set_quota_inum(qtype, ino);
+        Ok(())
+    }
+
+    /// `quota_remove_inode`.
+    fn remove_quota_file(&mut self, dev: &dyn BlockDevice, qtype: usize) -> Result<()> {
+        let ino = self.quota_inum(qtype);
+        if ino == 0 {
+            return Ok(());
+        }
+        self.truncate_quota_inode(dev, ino)?;
+        if ino >= self.sb.s_first_ino.get() {
+            let m = self.meta(dev)?;
+            m.clear_inode_base(dev, ino)?;
+            m.inode_alloc_stats(dev, ino, false)?;
+        }
+        self.set_quota_inum(qtype, 0);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_options_parse_by_prefix() {
+        let mut r = QuotaRequest::default();
+        parse_quota_opts("usrquota,^grp,prjfoo", &mut r).unwrap();
+        assert_eq!(r, [Some(true), Some(false), Some(true)]);
+        assert!(parse_quota_opts("quota", &mut r).is_err());
+    }
+}
