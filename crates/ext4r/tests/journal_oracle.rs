@@ -10,7 +10,11 @@
 //! superblock write of libext2fs stamps it; our library leaves it to the
 //! writer).
 //!
-//! Skipped, with a message, when e2fsprogs is missing.
+//! A second test does the same with journals the kernel leaves (a mounted
+//! filesystem copied after a commit, before the checkpoint).
+//!
+//! Skipped, with a message, when e2fsprogs (or, for the kernel test, root)
+//! is missing.
 
 mod common;
 
@@ -297,4 +301,137 @@ fn rotate_log(img: &Path, journal: &[BlockNr], bs: u32) -> Result<(), String> {
     sbb[..1024].copy_from_slice(&jsb.to_bytes());
     dev.write_at(&sbb, journal[0].0 * u64::from(bs))
         .map_err(|e| e.to_string())
+}
+
+/// A loop device attached to an image and mounted; unmounted and detached
+/// on drop, also when the test fails.
+struct Mounted {
+    dev: String,
+    dir: std::path::PathBuf,
+}
+
+impl Mounted {
+    fn new(img: &Path, dir: &Path, opts: &str) -> Result<Self, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let dev = run(
+            "losetup",
+            &["-f", "--show", img.to_str().ok_or("path")?],
+            &[],
+        )?
+        .trim()
+        .to_string();
+        let m = Mounted {
+            dev,
+            dir: dir.to_path_buf(),
+        };
+        run(
+            "mount",
+            &["-o", opts, &m.dev, m.dir.to_str().ok_or("path")?],
+            &[],
+        )?;
+        Ok(m)
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = run("umount", &[self.dir.to_str().unwrap_or("")], &[]);
+        let _ = run("losetup", &["-d", &self.dev], &[]);
+    }
+}
+
+/// Journals the kernel leaves: a mounted filesystem is written to, its
+/// journal committed, and the image file copied while still mounted
+/// (before the kernel checkpoints), which is what a power cut leaves.
+/// Each copy is replayed by e2fsck and by us; the results must be equal.
+#[test]
+fn kernel_journals_replay_like_e2fsck() {
+    if let Some(why) = missing_tools(&["mke2fs", "e2fsck", "losetup", "mount"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: loop mounts need root");
+        return;
+    }
+    let dir = TempDir::new("jr-kernel");
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("ext4 4k", &["-t", "ext4", "-b", "4096"], "commit=1"),
+        ("ext4 1k", &["-t", "ext4", "-b", "1024"], "commit=1"),
+        (
+            "ext4 ^metadata_csum",
+            &["-t", "ext4", "-O", "^metadata_csum"],
+            "commit=1",
+        ),
+        (
+            "ext3 data=journal",
+            &["-t", "ext3"],
+            "commit=1,data=journal",
+        ),
+    ];
+    let (mut same, mut report) = (0, Vec::new());
+    for (name, mkfs, opts) in cases {
+        match kernel_case(&dir, name, mkfs, opts) {
+            Ok(()) => same += 1,
+            Err(e) => report.push(format!("{name}: {e}")),
+        }
+    }
+    eprintln!(
+        "{same}/{} kernel-left journals byte-identical to e2fsck's replay",
+        cases.len()
+    );
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+fn kernel_case(dir: &TempDir, name: &str, mkfs: &[&str], opts: &str) -> Result<(), String> {
+    let tag = name.replace([' ', '=', '^'], "_");
+    let img = dir.join(&format!("{tag}.img"));
+    let img_s = img.to_str().ok_or("path")?;
+    let mut args = vec!["-q", "-F"];
+    args.extend_from_slice(mkfs);
+    args.extend_from_slice(&[img_s, "64M"]);
+    run("mke2fs", &args, &[])?;
+    let mnt = dir.join(&format!("{tag}.mnt"));
+    let snap = dir.join(&format!("{tag}.snap"));
+    {
+        let m = Mounted::new(&img, &mnt, opts)?;
+        let root = &m.dir;
+        for d in 0..8 {
+            let sub = root.join(format!("d{d}"));
+            std::fs::create_dir(&sub).map_err(|e| e.to_string())?;
+            for f in 0..60 {
+                let data = vec![(d * 60 + f) as u8; 100 + 517 * f];
+                std::fs::write(sub.join(format!("file-{f}")), data).map_err(|e| e.to_string())?;
+            }
+        }
+        // Deletions leave revoke records in the journal.
+        for d in 0..4 {
+            std::fs::remove_dir_all(root.join(format!("d{d}"))).map_err(|e| e.to_string())?;
+        }
+        std::fs::rename(root.join("d5"), root.join("renamed")).map_err(|e| e.to_string())?;
+        // Let jbd2 commit (commit=1), but copy before writeback and the
+        // checkpoint bring the final locations up to date.
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        std::fs::copy(&img, &snap).map_err(|e| e.to_string())?;
+    }
+    let sb = read_sb(&snap)?;
+    if !sb.has_incompat(ext4r_format::features::Incompat::RECOVER) {
+        return Err("the copy's journal needs no recovery: nothing to compare".into());
+    }
+    let bs = sb.block_size().ok_or("block size")?;
+    let journal = journal_blocks(&snap)?;
+    zero_kbytes_written(&snap)?;
+    let a = dir.join(&format!("{tag}.e2fsck"));
+    let b = dir.join(&format!("{tag}.ours"));
+    std::fs::copy(&snap, &a).map_err(|e| e.to_string())?;
+    std::fs::copy(&snap, &b).map_err(|e| e.to_string())?;
+    let (code, out) = e2fsck_replay(&a)?;
+    let rec = our_replay(&b, &journal, bs)?;
+    eprintln!(
+        "{name}: {} blocks, transactions {}..{}",
+        rec.plan.len(),
+        rec.start_transaction,
+        rec.end_transaction
+    );
+    compare_images(&a, &b, bs).map_err(|e| format!("{e}\n  e2fsck (exit {code}): {out}"))
 }
