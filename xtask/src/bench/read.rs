@@ -62,13 +62,8 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     );
     let ours = match &c.ours_cmd {
         Some(cmd) => util::resolve_cmd(cmd)?,
-        None => {
-            // [target/release/ext4r, "cat"]: keep only the binary; each case
-            // adds its own subcommand.
-            let mut v = util::release_ext4r("cat")?;
-            v.truncate(1);
-            v
-        }
+        // Only the binary: each case adds its own subcommand.
+        None => vec![util::dist_ext4r()?.into()],
     };
     let theirs = util::resolve_cmd(c.theirs_cmd.as_deref().unwrap_or("debugfs"))?;
     let img = filled::cached(
