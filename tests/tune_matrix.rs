@@ -502,3 +502,52 @@ fn tune_replays_a_dirty_journal() {
     let (fc, fout) = e2fsck_fn(&oi);
     assert_eq!(fc, 0, "{fout}");
 }
+
+/// Superblock fields change on a mounted filesystem through its device, as
+/// tune2fs allows, and survive the kernel's own superblock writes; feature
+/// changes and the image file behind the loop device are refused.
+#[test]
+fn tune_on_a_mounted_device() {
+    if !is_root() || !have("losetup") || !have("dumpe2fs") {
+        println!("skipped: needs root, losetup and dumpe2fs");
+        return;
+    }
+    let dir = TempDir::new("tune-mounted");
+    let img = dir.path("m.img");
+    let t = run(Command::new("truncate").args(["-s", "64M"]).arg(&img));
+    assert!(t.status.success());
+    let o = run(Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext4"])
+        .arg(&img));
+    assert!(o.status.success());
+    let mnt = dir.path("mnt");
+    let mut lm = LoopMount::new(&img, &mnt).unwrap();
+    std::fs::write(mnt.join("before"), b"1").unwrap();
+    let dev = Path::new(&lm.dev).to_path_buf();
+    let (rc, out) = tool(
+        ours().args(["-L", "mounted", "-c", "25", "-e", "remount-ro"]),
+        &dev,
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = tool(ours().args(["-O", "^has_journal"]), &dev);
+    assert_eq!(rc, 1, "a feature change must wait for the unmount: {out}");
+    let (rc, out) = tool(ours().args(["-L", "via-image"]), &img);
+    assert_eq!(
+        rc, 1,
+        "the image behind the loop device is not the kernel's: {out}"
+    );
+    // The kernel writes its superblock again (a file created, then unmount).
+    std::fs::write(mnt.join("after"), b"2").unwrap();
+    lm.umount().unwrap();
+    drop(lm);
+    let d = String::from_utf8_lossy(&run(Command::new("dumpe2fs").arg("-h").arg(&img)).stdout)
+        .into_owned();
+    for want in [
+        "Filesystem volume name:   mounted",
+        "Maximum mount count:      25",
+        "Errors behavior:          Remount read-only",
+    ] {
+        assert!(d.contains(want), "{want} missing after the unmount:\n{d}");
+    }
+    assert_eq!(e2fsck_fn(&img).0, 0);
+}

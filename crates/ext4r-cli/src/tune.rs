@@ -13,6 +13,7 @@ use ext4r::tune::{
     parse_c_ulong, parse_journal_opts, parse_quota_opts, tune, JournalRequest, MaxMounts, TuneEnv,
     TuneOptions,
 };
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
 const USAGE: &str = "Usage: %s [-c max_mounts_count] [-e errors_behavior] [-f] [-g group]\n\
 \t[-i interval[d|m|w]] [-j] [-J journal_options] [-l]\n\
@@ -42,16 +43,34 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     let name = device.to_string_lossy().into_owned();
     let writes = opts.writes();
-    let mounted = match ext4r::safety::mounted(std::path::Path::new(&device)) {
-        Ok(m) => m.map(|m| m.mountpoint),
+    let path = std::path::Path::new(&device);
+    let mount = match ext4r::safety::mounted(path) {
+        Ok(m) => m,
         Err(e) => {
             eprintln!("ext2fs_check_mount_point: {e} while determining whether {name} is mounted.");
             return ExitCode::from(1);
         }
     };
+    // The very block device the kernel mounted (not a partition of it, not an
+    // image behind a loop device, not swap): superblock fields may change
+    // through it, and the kernel refuses an exclusive open.
+    let rdev = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.file_type().is_block_device())
+            .map(|m| m.rdev())
+    };
+    let mounted_device = mount.as_ref().is_some_and(|m| {
+        !m.swap
+            && m.via_loop.is_none()
+            && m.fstype.starts_with("ext")
+            && rdev(path).is_some()
+            && rdev(std::path::Path::new(&m.source)) == rdev(path)
+    });
+    let mounted = mount.map(|m| m.mountpoint);
     let mode = OpenMode {
         write: writes,
-        exclusive: writes,
+        exclusive: writes && mounted.is_none(),
         ..OpenMode::default()
     };
     let dev: Arc<dyn BlockDevice> = match FileDevice::open(&device, mode) {
@@ -64,6 +83,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     let mut env = TuneEnv::new(&name, now());
     env.mounted = mounted;
+    env.mounted_device = mounted_device;
     env.user_name = Box::new(|id| lookup("/etc/passwd", id));
     env.group_name = Box::new(|id| lookup("/etc/group", id));
     match tune(dev, &opts, &mut env) {

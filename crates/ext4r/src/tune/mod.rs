@@ -121,6 +121,21 @@ pub struct TuneOptions {
 }
 
 impl TuneOptions {
+    /// Whether the options include a change that needs the filesystem
+    /// unmounted: features, the UUID, the journal, quotas, the casefold
+    /// encoding. The rest are superblock fields, which tune2fs also changes
+    /// under a mounted filesystem.
+    pub fn needs_unmounted(&self) -> bool {
+        self.features.is_some()
+            || self.uuid.is_some()
+            || self.journal.is_some()
+            || self.quota.is_some()
+            || self
+                .extended
+                .as_deref()
+                .is_some_and(|e| e.contains("encoding"))
+    }
+
     /// Whether the options change anything (tune2fs opens read-write).
     pub fn writes(&self) -> bool {
         self.max_mount_count.is_some()
@@ -151,6 +166,11 @@ pub struct TuneEnv<'a> {
     pub now: i64,
     /// Where the filesystem is mounted, if it is.
     pub mounted: Option<String>,
+    /// The device given is the mounted block device itself, not an image
+    /// file behind a loop device: the kernel's copy of the superblock lives
+    /// in the same page cache, so a change to superblock fields reaches it
+    /// (what tune2fs relies on for a mounted filesystem).
+    pub mounted_device: bool,
     /// 16 random bytes per call (UUIDs, hash seeds, `-c random`).
     pub random: Box<dyn FnMut() -> [u8; 16] + 'a>,
     /// User names for `-l`.
@@ -166,6 +186,7 @@ impl TuneEnv<'_> {
             device_name: device_name.to_string(),
             now,
             mounted: None,
+            mounted_device: false,
             random: Box::new(|| uuid::Uuid::new_v4().into_bytes()),
             user_name: Box::new(|_| None),
             group_name: Box::new(|_| None),
@@ -264,15 +285,32 @@ pub fn tune(
     let writes = opts.writes();
     if writes {
         if let Some(mp) = run.env.mounted.clone() {
-            let _ = writeln!(
-                run.err,
-                "{} is mounted on {mp}; tune.ext4r changes only unmounted filesystems \
-                 (the kernel keeps its own copy of the superblock).",
-                run.env.device_name
-            );
-            return Ok(run.finish(1, false));
+            if !run.env.mounted_device {
+                let _ = writeln!(
+                    run.err,
+                    "{} is mounted on {mp} through a loop device; tune.ext4r changes it \
+                     only unmounted, or through that device (the kernel keeps its copy of \
+                     the superblock in the device's cache, not the image file's).",
+                    run.env.device_name
+                );
+                return Ok(run.finish(1, false));
+            }
+            if opts.needs_unmounted() {
+                let _ = writeln!(
+                    run.err,
+                    "{} is mounted on {mp}; this change needs the filesystem unmounted \
+                     (only superblock fields such as the label, counts, intervals, \
+                     reserved blocks and error behaviour change while it is mounted).",
+                    run.env.device_name
+                );
+                return Ok(run.finish(1, false));
+            }
         }
-        if run.sb.has_compat(Compat::HAS_JOURNAL) && run.sb.has_incompat(Incompat::RECOVER) {
+        // A mounted filesystem's journal belongs to the kernel.
+        if run.env.mounted.is_none()
+            && run.sb.has_compat(Compat::HAS_JOURNAL)
+            && run.sb.has_incompat(Incompat::RECOVER)
+        {
             run.out.push_str("Recovering journal.\n");
             match recover_journal(&dev, &run.sb) {
                 Ok(()) => {}
