@@ -61,9 +61,21 @@ type Case = (
 
 const CASES: &[Case] = &[
     ("ext2-1k", "64M", "-t ext2 -I 128", None, Theirs::Equal),
-    ("ext2-4k", "128M", "-t ext2 -b 4096 -I 128", None, Theirs::Equal),
+    (
+        "ext2-4k",
+        "128M",
+        "-t ext2 -b 4096 -I 128",
+        None,
+        Theirs::Equal,
+    ),
     ("ext3-1k", "64M", "-t ext3 -I 128", None, Theirs::Equal),
-    ("ext3-4k", "128M", "-t ext3 -b 4096 -I 128", None, Theirs::Equal),
+    (
+        "ext3-4k",
+        "128M",
+        "-t ext3 -b 4096 -I 128",
+        None,
+        Theirs::Equal,
+    ),
     (
         "ext4-noflex-nocsum",
         "64M",
@@ -85,7 +97,13 @@ const CASES: &[Case] = &[
         None,
         Theirs::Fails,
     ),
-    ("ext4-flex", "64M", "-t ext4 -I 128", None, Theirs::RefusesFlexBg),
+    (
+        "ext4-flex",
+        "64M",
+        "-t ext4 -I 128",
+        None,
+        Theirs::RefusesFlexBg,
+    ),
     (
         "ext4-metabg",
         "64M",
@@ -93,8 +111,20 @@ const CASES: &[Case] = &[
         None,
         Theirs::RefusesFlexBg,
     ),
-    ("ext2-filled", "64M", "-t ext2 -I 128", Some(60), Theirs::Equal),
-    ("ext3-filled", "64M", "-t ext3 -I 128", Some(60), Theirs::Equal),
+    (
+        "ext2-filled",
+        "64M",
+        "-t ext2 -I 128",
+        Some(60),
+        Theirs::Equal,
+    ),
+    (
+        "ext3-filled",
+        "64M",
+        "-t ext3 -I 128",
+        Some(60),
+        Theirs::Equal,
+    ),
     (
         "ext2-dense",
         "64M",
@@ -156,7 +186,11 @@ const CASES: &[Case] = &[
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed ^ (i >> 12) as u8))
+        .map(|i| {
+            (i as u8)
+                .wrapping_mul(31)
+                .wrapping_add(seed ^ (i >> 12) as u8)
+        })
         .collect()
 }
 
@@ -271,7 +305,7 @@ fn needs_moves(img: &Path, new_isize: u64) -> bool {
     let h = dumpe2fs_h(img);
     let bs = field(&h, "Block size");
     let need = (field(&h, "Inodes per group") * new_isize).div_ceil(bs);
-    let flex = h.get("Flex block group size").is_some();
+    let flex = h.contains_key("Flex block group size");
     let o = run(Command::new("dumpe2fs").arg(img));
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let mut runs = Vec::new();
@@ -370,7 +404,9 @@ fn run_case(dir: &TempDir, case: &Case, c: &mut Counts) -> Result<(), String> {
             a.remove("Free blocks");
             b.remove("Free blocks");
             if a != b || ft >= fo {
-                return Err(format!("{name}: dumpe2fs -h differs: ours {ho:?}\ntheirs {ht:?}"));
+                return Err(format!(
+                    "{name}: dumpe2fs -h differs: ours {ho:?}\ntheirs {ht:?}"
+                ));
             }
             println!("  {name}: tune2fs grew extent trees by {} blocks", fo - ft);
             c.grown += 1;
@@ -424,14 +460,7 @@ fn inode_size_against_tune2fs_and_the_kernel() {
          but for tune2fs's extent-tree growth, {} refused by tune2fs (flex_bg), {} where \
          tune2fs fails (group checksums); {} remounts with every file intact, {} cases \
          where files had to move",
-        c.clean,
-        c.cases,
-        c.equal,
-        c.grown,
-        c.refused_flex,
-        c.tune2fs_fails,
-        c.remounts,
-        c.moved
+        c.clean, c.cases, c.equal, c.grown, c.refused_flex, c.tune2fs_fails, c.remounts, c.moved
     );
     assert!(failures.is_empty(), "failed: {failures:?}");
 }
@@ -463,10 +492,14 @@ fn both_refuse(dir: &TempDir, img: &Path, opt: &[&str], says: &str) -> Result<()
     let (rt, outt) = tool(Command::new("tune2fs").args(opt), &ti);
     let (ro, outo) = tool(ours().args(opt), &oi);
     if rt != 1 || ro != 1 {
-        return Err(format!("{opt:?}: exit tune2fs {rt}, ours {ro}\n{outt}\n{outo}"));
+        return Err(format!(
+            "{opt:?}: exit tune2fs {rt}, ours {ro}\n{outt}\n{outo}"
+        ));
     }
     if !outt.contains(says) || !outo.contains(says) {
-        return Err(format!("{opt:?}: expected {says:?}:\n tune2fs: {outt}\n ours: {outo}"));
+        return Err(format!(
+            "{opt:?}: expected {says:?}:\n tune2fs: {outt}\n ours: {outo}"
+        ));
     }
     if fs::read(&oi).unwrap() != orig {
         return Err(format!("{opt:?}: ours wrote to the image"));
@@ -486,12 +519,24 @@ fn inode_size_refusals() {
     let big = fresh(&dir, "big.img", "32M", "-t ext4 -b 4096 -I 256");
     let small = fresh(&dir, "small.img", "32M", "-t ext2 -I 128");
     let checks: Vec<(&Path, &[&str], &str)> = vec![
-        (&big, &["-I", "128"], "Shrinking inode size is not supported"),
+        (
+            &big,
+            &["-I", "128"],
+            "Shrinking inode size is not supported",
+        ),
         (&big, &["-I", "256"], "The inode size is already 256"),
         (&big, &["-I", "8192"], "Invalid inode size 8192 (max 4096)"),
-        (&small, &["-I", "300"], "Inode size must be a power of two- 300"),
+        (
+            &small,
+            &["-I", "300"],
+            "Inode size must be a power of two- 300",
+        ),
         (&small, &["-I", "12x"], "bad inode size - 12x"),
-        (&small, &["-I", "0"], "Shrinking inode size is not supported"),
+        (
+            &small,
+            &["-I", "0"],
+            "Shrinking inode size is not supported",
+        ),
     ];
     for (img, opt, says) in checks {
         match both_refuse(&dir, img, opt, says) {
@@ -504,7 +549,12 @@ fn inode_size_refusals() {
         .args(["-w", "-R", "ssv state 3"])
         .arg(&small));
     assert!(o.status.success());
-    match both_refuse(&dir, &small, &["-I", "256"], "requires a freshly checked filesystem") {
+    match both_refuse(
+        &dir,
+        &small,
+        &["-I", "256"],
+        "requires a freshly checked filesystem",
+    ) {
         Ok(()) => ok += 1,
         Err(e) => failures.push(e),
     }
@@ -516,7 +566,12 @@ fn inode_size_refusals() {
         let o = run(Command::new("debugfs").args(["-w", "-R", set]).arg(&small));
         assert!(o.status.success());
     }
-    match both_refuse(&dir, &small, &["-I", "256"], "requires a freshly checked filesystem") {
+    match both_refuse(
+        &dir,
+        &small,
+        &["-I", "256"],
+        "requires a freshly checked filesystem",
+    ) {
         Ok(()) => ok += 1,
         Err(e) => failures.push(e),
     }
@@ -533,7 +588,12 @@ fn inode_size_refusals() {
         drop(lm);
         let o = run(Command::new("e2fsck").args(["-fy"]).arg(&full));
         assert_eq!(o.status.code(), Some(0), "{o:?}");
-        match both_refuse(&dir, &full, &["-I", "256"], "Not enough space to increase inode size") {
+        match both_refuse(
+            &dir,
+            &full,
+            &["-I", "256"],
+            "Not enough space to increase inode size",
+        ) {
             Ok(()) => ok += 1,
             Err(e) => failures.push(e),
         }
@@ -611,10 +671,7 @@ fn inode_size_survives_a_cut_at_any_write() {
         let total = writes.len() as u64;
         // The commit: the write of the primary superblock (with the
         // primary descriptors).
-        let commit = writes
-            .iter()
-            .rposition(|w| w.offset == 1024)
-            .unwrap() as u64;
+        let commit = writes.iter().rposition(|w| w.offset == 1024).unwrap() as u64;
         // Every write from 20 before the commit on, a sample before.
         let step = (commit / 40).max(1) as usize;
         let mut points: Vec<u64> = (0..commit.saturating_sub(20)).step_by(step).collect();
@@ -629,7 +686,11 @@ fn inode_size_survives_a_cut_at_any_write() {
             // Only what a cut before the commit leaves: bitmaps and counts.
             let ytext = String::from_utf8_lossy(&y.stdout).into_owned();
             let lines: Vec<&str> = ytext.lines().filter(|l| !l.trim().is_empty()).collect();
-            for (i, l) in lines.iter().enumerate().filter(|(_, l)| l.ends_with("? yes")) {
+            for (i, l) in lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.ends_with("? yes"))
+            {
                 // A prompt alone on its line is about the line before.
                 let what = if l.split_whitespace().count() <= 2 && i > 0 {
                     lines[i - 1]
@@ -674,5 +735,8 @@ fn inode_size_survives_a_cut_at_any_write() {
     );
     println!("e2fsck fixes other than bitmaps and free counts: {other_fixes:?}");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    assert!(other_fixes.is_empty(), "a cut must cost bitmaps and counts only");
+    assert!(
+        other_fixes.is_empty(),
+        "a cut must cost bitmaps and counts only"
+    );
 }

@@ -54,7 +54,7 @@ use super::isize_table::{write_tables, Sizes};
 use super::meta::Meta;
 use super::{Refused, Run, Step};
 use crate::device::BlockDevice;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
 use std::fmt::Write as _;
@@ -85,7 +85,11 @@ impl Run<'_, '_> {
 
     /// `-I`: the change itself, where tune2fs makes it (after `-U`, before
     /// the checksum rewrites).
-    pub(super) fn change_inode_size(&mut self, dev: &Arc<dyn BlockDevice>, new: u32) -> Result<Step> {
+    pub(super) fn change_inode_size(
+        &mut self,
+        dev: &Arc<dyn BlockDevice>,
+        new: u32,
+    ) -> Result<Step> {
         if self.meta.is_some() || !self.csum.is_empty() {
             return Ok(self.refuse(
                 "tune.ext4r: -I cannot be combined yet with changes that rewrite other \
@@ -209,10 +213,9 @@ impl Run<'_, '_> {
                     return Err(super::meta::corrupt("group tables", format!("group {g}")).into());
                 }
             }
-            dev.read_at(&mut ibitmap, ibm * bs)
-                .map_err(Error::from)?;
+            dev.read_at(&mut ibitmap, ibm * bs)?;
             buf.resize((nblocks * bs) as usize, 0);
-            dev.read_at(&mut buf, table * bs).map_err(Error::from)?;
+            dev.read_at(&mut buf, table * bs)?;
             for i in 0..n {
                 if ibitmap[i / 8] & (1 << (i % 8)) == 0 {
                     continue;

@@ -203,9 +203,9 @@ impl<'a> Mover<'a> {
         }
         if has_blocks(&rec, self.wide) {
             let flags = get32(&rec, I_FLAGS);
-            let iseed = self.seed.map(|s| {
-                inode_csum_seed(s, InodeNr(ino), get32(&rec, I_GENERATION))
-            });
+            let iseed = self
+                .seed
+                .map(|s| inode_csum_seed(s, InodeNr(ino), get32(&rec, I_GENERATION)));
             let mut root = rec[I_BLOCK..I_BLOCK + 60].to_vec();
             let root_changed = if flags & EXTENTS_FL != 0 {
                 self.extent_node(&mut root, iseed, MAX_DEPTH + 1)?
@@ -260,7 +260,9 @@ impl<'a> Mover<'a> {
                 self.check_range(child, 1)?;
                 let mut buf = self.read(child)?;
                 if get16(&buf, 6) + 1 != depth {
-                    return Err(corrupt("extent tree", format!("block {child}: wrong depth")).into());
+                    return Err(
+                        corrupt("extent tree", format!("block {child}: wrong depth")).into(),
+                    );
                 }
                 let child_changed = self.extent_node(&mut buf, iseed, depth)?;
                 let moving = self.to_move.is_used(child);

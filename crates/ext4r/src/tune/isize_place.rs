@@ -194,6 +194,7 @@ mod tests {
         used.mark(0, 10);
         used.mark(10, 5);
         used.mark(20, 1);
+        used.mark(25, 15);
         fixed.mark(40, 1);
         used.mark(40, 1);
         // [15, 25) holds one used block; [41, 51) none.

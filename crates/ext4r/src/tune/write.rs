@@ -89,7 +89,11 @@ pub(crate) fn flush_super(
             }
         }
         let Some(table) = descs else { continue };
-        let copy = if g == 0 { primary.is_none() } else { !master_only };
+        let copy = if g == 0 {
+            primary.is_none()
+        } else {
+            !master_only
+        };
         if let Some((first, _)) = meta.old_desc.filter(|_| copy) {
             dev.write_at(&table[..old_len(table)], first * bs)?;
         }
