@@ -33,19 +33,35 @@
 //!    flushed before the next; see [`super::isize_move`]).
 //! 2. The new tables, into their places (free or emptied in step 1).
 //! 3. The commit, at the end of the run: block bitmaps (new tables in use,
-//!    old ones and vacated extent tails free), then the descriptor table
-//!    and its backups, then the primary superblock with `s_inode_size`.
+//!    old ones and vacated extent tails free) with their checksums, then
+//!    the primary superblock (`s_inode_size`) and the primary descriptor
+//!    table in one write ([`super::write`]), then the backups.
 //!
-//! Until step 3 the old filesystem stands untouched but for files pointing
-//! at identical copies in blocks its bitmaps call free; e2fsck repairs
-//! that (block bitmap differences), and the run can be repeated. During
-//! step 3, a cut after the bitmaps leaves the old filesystem with wrong
-//! bitmaps (e2fsck repairs them). The one window without a direct repair
-//! is between the primary descriptors and the primary superblock: there
-//! the descriptors name the new tables and the superblock the old size;
-//! the backup superblock of group 1 and its descriptors are then both the
-//! old ones or both the new ones, and `e2fsck -b <its block>` restores a
-//! consistent filesystem.
+//! Until the commit write the old filesystem stands untouched but for
+//! files pointing at identical copies in blocks its bitmaps call free, and
+//! (after the bitmaps) bitmaps that name the new tables; e2fsck repairs
+//! both (block bitmap differences, free counts), and the run can be
+//! repeated. After it the new filesystem stands, some backups possibly
+//! still old. The test `inode_size_survives_a_cut_at_any_write` cuts the
+//! power after each of these writes and checks exactly that. Left open:
+//! a torn commit write (the superblock and the table are adjacent, but a
+//! disk promises atomic sectors only), and meta_bg, whose descriptors
+//! are apart from the superblock (written first, the superblock last, as
+//! `ext2fs_flush` does; a cut between them would need `e2fsck -b`).
+//!
+//! # Limits
+//!
+//! - The new tables need their whole size free (or freed by moving files)
+//!   while the old ones still stand; tune2fs needs only the growth. Between
+//!   the two, this refuses as tune2fs does when it lacks room ("Not enough
+//!   space to increase inode size").
+//! - A moved extent needs a free run of its length; none found is a
+//!   refusal too (extents are never split).
+//! - bigalloc is refused, and so is `-I` with other changes that rewrite
+//!   metadata in the same run.
+//! - tune2fs's checksum pass also recomputes ea_inode xattr hashes and
+//!   directory and extent checksums; with the checksum seed unchanged they
+//!   come out as they were, so only the inode records are rewritten here.
 
 use super::isize_fixed::fixed_blocks;
 use super::isize_move::{Mover, PlanError};
