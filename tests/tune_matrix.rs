@@ -127,6 +127,10 @@ const OPTIONS: &[&[&str]] = &[
     &["-O", "^uninit_bg"],
     &["-O", "uninit_bg"],
     &["-O", "frobnicate"],
+    // Inode size: these images have 256-byte inodes (tune_inode_size
+    // grows 128-byte ones); both refuse alike.
+    &["-I", "256"],
+    &["-I", "128"],
     // Journals: added to the journal-less images, removed from the others
     // (and then added again, extent-mapped where extents are on).
     &["-j"],

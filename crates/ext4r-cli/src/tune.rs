@@ -311,7 +311,18 @@ fn parse(prog: &str, args: &[OsString]) -> Result<(TuneOptions, OsString), Usage
                         std::process::exit(1);
                     }
                 }
-                b'I' | b's' | b'z' => {
+                b'I' => {
+                    any = true;
+                    // tune2fs: strtoul, then a power of two (0 passes, and is
+                    // then refused as shrinking).
+                    let n = parse_c_ulong(&s).ok_or_else(|| bad(prog, "bad inode size", &s))?;
+                    if n & n.wrapping_sub(1) != 0 {
+                        eprintln!("{prog}: Inode size must be a power of two- {s}");
+                        return Err(Usage);
+                    }
+                    o.inode_size = Some(n);
+                }
+                b's' | b'z' => {
                     eprintln!(
                         "{prog}: -{} is not supported yet (it needs block allocation or \
                          rewriting metadata); nothing was changed.",

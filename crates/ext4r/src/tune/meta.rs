@@ -44,10 +44,10 @@ pub(super) fn corrupt(what: &str, msg: impl Into<String>) -> Error {
 /// Bitmaps, descriptors and inodes being changed.
 pub(crate) struct Meta {
     pub geo: Geometry,
-    wide: bool,
+    pub(crate) wide: bool,
     /// Descriptors carry checksums (uninit_bg or metadata_csum).
-    gdt_csum: bool,
-    metadata_csum: bool,
+    pub(crate) gdt_csum: bool,
+    pub(crate) metadata_csum: bool,
     log_flex: u32,
     first_ino: u32,
     pub descs: Vec<GroupDesc>,
@@ -241,6 +241,23 @@ impl Meta {
         let g = self.geo.group_of_block(b);
         self.set_group_free(g, 1);
         self.free_blocks += ratio;
+    }
+
+    /// Takes the free blocks of `[start, start+len)`; the used ones stay
+    /// as they are (the new inode tables' places, whose file blocks move).
+    pub(crate) fn take_range_free(&mut self, start: u64, len: u64) {
+        let end = start + len;
+        let used: Vec<(u64, u64)> = self.used.runs_in(start, end - 1).collect();
+        let mut b = start;
+        for (s, e) in used {
+            if s > b {
+                self.take_range(b, s - b);
+            }
+            b = e;
+        }
+        if b < end {
+            self.take_range(b, end - b);
+        }
     }
 
     /// Frees every cluster holding one of `blocks`, each once.

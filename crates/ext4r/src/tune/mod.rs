@@ -16,8 +16,8 @@
 //! metadata_csum) are made by [`csum`], a group at a time. Adding or
 //! removing the internal journal ([`journal`]) and quota files ([`quota`])
 //! change bitmaps, descriptors and inodes ([`meta`]), written before the
-//! superblock. Changing the inode size is refused with a message that says
-//! so.
+//! superblock. Changing the inode size ([`inode_size`]) moves file blocks
+//! and writes larger inode tables before that commit.
 //!
 //! ```
 //! use ext4r::device::MemDevice;
@@ -39,6 +39,11 @@ mod blocks;
 mod csum;
 mod dirblock;
 mod features;
+mod inode_size;
+mod isize_fixed;
+mod isize_move;
+mod isize_place;
+mod isize_table;
 mod journal;
 pub mod list;
 mod meta;
@@ -118,6 +123,8 @@ pub struct TuneOptions {
     pub journal: Option<JournalRequest>,
     /// `-Q`: quota files to add or remove.
     pub quota: Option<QuotaRequest>,
+    /// `-I`: the new inode size (larger only, as tune2fs; flex_bg too).
+    pub inode_size: Option<u64>,
 }
 
 impl TuneOptions {
@@ -155,6 +162,7 @@ impl TuneOptions {
             || self.uuid.is_some()
             || self.journal.is_some()
             || self.quota.is_some()
+            || self.inode_size.is_some()
     }
 }
 
@@ -281,6 +289,11 @@ pub fn tune(
     if run.sb.has_incompat(Incompat::JOURNAL_DEV) {
         run.err.push_str("Cannot modify a journal device.\n");
         return Ok(run.finish(1, false));
+    }
+    if let Some(n) = opts.inode_size {
+        if run.check_inode_size(n).is_err() {
+            return Ok(run.finish(1, false));
+        }
     }
     let writes = opts.writes();
     if writes {
@@ -593,6 +606,11 @@ impl Run<'_, '_> {
         }
         if let Some(u) = &o.uuid {
             if self.set_uuid(dev, u)?.is_err() {
+                return Ok(Err(Refused));
+            }
+        }
+        if let Some(n) = o.inode_size {
+            if self.change_inode_size(dev_arc, n as u32)?.is_err() {
                 return Ok(Err(Refused));
             }
         }

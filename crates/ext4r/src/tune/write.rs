@@ -8,8 +8,17 @@
 //!   `VALID` state bit and the `needs_recovery` feature cleared, and its
 //!   own checksum;
 //! - optionally the group descriptor table and all its copies (when the
-//!   descriptors' checksums changed), before the primary superblock;
-//! - the primary superblock last, with its own state and features.
+//!   descriptors' checksums changed or their tables moved);
+//! - the primary superblock with its own state and features.
+//!
+//! Order: when descriptors are written and the primary table lies right
+//! after the superblock (outside meta_bg), the primary superblock and that
+//! table go first, in one write, so that a power cut leaves both old or
+//! both new; then the backups. A cut before that write leaves the old
+//! filesystem, one after it the new one with some backups still old
+//! (e2fsck does not compare what tune changes, and the next full write
+//! refreshes them). Otherwise, as `ext2fs_flush`: descriptors and backups
+//! first, the primary superblock last.
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
@@ -47,6 +56,29 @@ pub(crate) fn flush_super(
         Some(first) => first.min(geo.desc_blocks()),
         None => geo.desc_blocks(),
     });
+    let old_len = |table: &[u8]| ((old_blocks * bs) as usize).min(table.len());
+    sb.update_checksum();
+    let sb_bytes = sb.to_bytes();
+    let sb_end = SUPERBLOCK_OFFSET + sb_bytes.len() as u64;
+    // The primary table, when all of it follows the superblock's block.
+    let all_old = geo.meta_bg.is_none_or(|first| first >= geo.desc_blocks());
+    let primary = descs.filter(|_| all_old).and_then(|t| {
+        let (first, _) = geo.group_meta(0).old_desc?;
+        let at = first * bs;
+        (at >= sb_end && at - sb_end < bs).then(|| (at, &t[..old_len(t)]))
+    });
+    dev.flush()?;
+    if let Some((at, table)) = primary {
+        // The commit: both in one write, then the backups.
+        let sb_len = sb_bytes.len();
+        let gap = (at - sb_end) as usize;
+        let mut buf = vec![0u8; sb_len + gap + table.len()];
+        dev.read_at(&mut buf[sb_len..sb_len + gap], sb_end)?;
+        buf[..sb_len].copy_from_slice(&sb_bytes);
+        buf[sb_len + gap..].copy_from_slice(table);
+        dev.write_at(&buf, SUPERBLOCK_OFFSET)?;
+        dev.flush()?;
+    }
     for g in 0..geo.group_count {
         let meta = geo.group_meta(g);
         if g != 0 && !master_only {
@@ -57,9 +89,13 @@ pub(crate) fn flush_super(
             }
         }
         let Some(table) = descs else { continue };
-        if let Some((first, _)) = meta.old_desc.filter(|_| g == 0 || !master_only) {
-            let len = (old_blocks * bs) as usize;
-            dev.write_at(&table[..len.min(table.len())], first * bs)?;
+        let copy = if g == 0 {
+            primary.is_none()
+        } else {
+            !master_only
+        };
+        if let Some((first, _)) = meta.old_desc.filter(|_| copy) {
+            dev.write_at(&table[..old_len(table)], first * bs)?;
         }
         if let Some(blk) = meta.meta_desc {
             let off = (u64::from(g / per) * bs) as usize;
@@ -68,9 +104,11 @@ pub(crate) fn flush_super(
             }
         }
     }
-    sb.update_checksum();
     dev.flush()?;
-    dev.write_at(&sb.to_bytes(), SUPERBLOCK_OFFSET)?;
-    dev.flush()?;
+    if primary.is_none() {
+        // As ext2fs_flush: the primary superblock last.
+        dev.write_at(&sb_bytes, SUPERBLOCK_OFFSET)?;
+        dev.flush()?;
+    }
     Ok(())
 }

@@ -1,0 +1,430 @@
+//! Moving file blocks out of the places chosen for the new inode tables:
+//! tune2fs's `move_block`, `inode_scan_and_fix` and `process_block`, with
+//! whole extents moved (an extent that reaches into a window is copied to
+//! a free run of its length and its entry rewritten, so no extent is ever
+//! split and no tree grows), ext2/3 block maps a block at a time, and xattr
+//! blocks (shared ones once, their checksum recomputed for the new block
+//! number, which it covers).
+//!
+//! Planning and writing are apart: [`Mover::plan`] visits every inode in
+//! use and only allocates (in [`Meta`]) and records; nothing is written
+//! until every move has a place, so running out of space is a refusal that
+//! leaves the device alone. [`Mover::write`] then writes in an order that
+//! keeps the filesystem valid at every step:
+//!
+//! 1. the data copies, into blocks free on disk and in no window;
+//! 2. (flush) tree, map and xattr blocks: moved ones to their new blocks,
+//!    changed ones in place; each pointer then names either the old copy
+//!    or the new one, both intact;
+//! 3. (flush) the inode records, in the old tables.
+//!
+//! The blocks given up stay marked in use on disk until the commit writes
+//! the new bitmaps; the windows are overwritten only after all this (by
+//! [`super::isize_table`]). A power cut before then leaves the old
+//! filesystem with some files pointing at identical copies in blocks its
+//! bitmaps call free, which e2fsck repairs.
+
+use super::isize_place::NoSpace;
+use super::meta::{corrupt, get16, get32, Meta};
+use crate::device::BlockDevice;
+use crate::error::Result;
+use crate::mkfs::alloc::{BlockAlloc, UsedBlocks};
+use crate::mkfs::objects::InodeBuf;
+use ext4r_format::extent::set_extent_block_checksum;
+use ext4r_format::inode::inode_csum_seed;
+use ext4r_format::InodeNr;
+use std::collections::{BTreeMap, HashMap};
+
+const I_MODE: usize = 0x00;
+const I_SIZE: usize = 0x04;
+const I_BLOCKS: usize = 0x1C;
+const I_BLOCKS_HI: usize = 0x74;
+const I_GENERATION: usize = 0x64;
+const I_FILE_ACL: usize = 0x68;
+const I_FILE_ACL_HI: usize = 0x76;
+const I_FLAGS: usize = 0x20;
+const I_BLOCK: usize = 0x28;
+const EXTENTS_FL: u32 = 0x0008_0000;
+const INLINE_DATA_FL: u32 = 0x1000_0000;
+const S_IFMT: u16 = 0xF000;
+const S_IFREG: u16 = 0x8000;
+const S_IFDIR: u16 = 0x4000;
+const S_IFLNK: u16 = 0xA000;
+/// Deepest extent tree walked (the format allows 5 levels).
+const MAX_DEPTH: u16 = 5;
+/// Bytes copied at a time.
+const COPY_CHUNK: u64 = 1 << 20;
+
+/// Why a plan could not be made.
+pub(super) enum PlanError {
+    /// No room for some moved blocks: a refusal.
+    NoSpace,
+    /// An I/O error or a corrupt tree.
+    Io(crate::error::Error),
+}
+
+impl From<crate::error::Error> for PlanError {
+    fn from(e: crate::error::Error) -> Self {
+        PlanError::Io(e)
+    }
+}
+
+impl From<NoSpace> for PlanError {
+    fn from(_: NoSpace) -> Self {
+        PlanError::NoSpace
+    }
+}
+
+type Plan<T> = std::result::Result<T, PlanError>;
+
+/// The moves planned so far.
+pub(super) struct Mover<'a> {
+    dev: &'a dyn BlockDevice,
+    meta: &'a mut Meta,
+    /// The blocks to vacate.
+    to_move: &'a UsedBlocks,
+    /// The filesystem checksum seed under metadata_csum.
+    seed: Option<u32>,
+    wide: bool,
+    /// Data copies: (from, to, length).
+    copies: Vec<(u64, u64, u64)>,
+    /// Mapping and xattr blocks to write, with their final contents.
+    blocks: BTreeMap<u64, Vec<u8>>,
+    /// Inode records to rewrite in the old tables.
+    inodes: BTreeMap<u32, Vec<u8>>,
+    /// Xattr blocks moved: old to new.
+    xattr: HashMap<u64, u64>,
+    /// Blocks of moved extents outside the windows, freed at the commit.
+    release: Vec<(u64, u64)>,
+    /// Blocks visited, bounded by the filesystem's size (a map that loops).
+    visited: u64,
+    /// Blocks moved (data, mapping and xattr blocks).
+    pub moved: u64,
+}
+
+impl<'a> Mover<'a> {
+    pub(super) fn new(
+        dev: &'a dyn BlockDevice,
+        meta: &'a mut Meta,
+        to_move: &'a UsedBlocks,
+        seed: Option<u32>,
+    ) -> Self {
+        let wide = meta.wide;
+        Mover {
+            dev,
+            meta,
+            to_move,
+            seed,
+            wide,
+            copies: Vec::new(),
+            blocks: BTreeMap::new(),
+            inodes: BTreeMap::new(),
+            xattr: HashMap::new(),
+            release: Vec::new(),
+            visited: 0,
+            moved: 0,
+        }
+    }
+
+    fn in_window(&self, start: u64, len: u64) -> bool {
+        len != 0 && self.to_move.count_used(start, start + len - 1) != 0
+    }
+
+    fn check_range(&mut self, start: u64, len: u64) -> Result<()> {
+        let geo = &self.meta.geo;
+        let end = start.saturating_add(len);
+        if start < geo.first_data_block || end > geo.blocks_count {
+            return Err(corrupt(
+                "block map",
+                format!("blocks {start}..{end} outside the filesystem"),
+            ));
+        }
+        self.visited += len;
+        if self.visited > geo.blocks_count.saturating_mul(2) {
+            return Err(corrupt("block map", "more blocks than the filesystem has"));
+        }
+        Ok(())
+    }
+
+    /// A free run of `len` blocks for moved data, near `goal`.
+    fn alloc(&mut self, goal: u64, len: u64) -> Plan<u64> {
+        let b = self
+            .meta
+            .used
+            .get_free_blocks(goal, 0, len)
+            .ok_or(PlanError::NoSpace)?;
+        self.meta.take_range(b, len);
+        self.moved += len;
+        Ok(b)
+    }
+
+    fn read(&self, b: u64) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.meta.geo.block_size as usize];
+        self.dev
+            .read_at(&mut buf, b * u64::from(self.meta.geo.block_size))?;
+        Ok(buf)
+    }
+
+    /// Plans the moves of inode `ino` (its record `rec` from the old table).
+    pub(super) fn plan(&mut self, ino: u32, rec: &[u8]) -> Plan<()> {
+        let mut rec = rec.to_vec();
+        let mut changed = false;
+        let acl = u64::from(get32(&rec, I_FILE_ACL))
+            | if self.wide {
+                u64::from(get16(&rec, I_FILE_ACL_HI)) << 32
+            } else {
+                0
+            };
+        if acl != 0 && self.to_move.is_used(acl) {
+            let new = match self.xattr.get(&acl) {
+                Some(&n) => n,
+                None => {
+                    self.check_range(acl, 1)?;
+                    let n = self.alloc(acl, 1)?;
+                    let mut buf = self.read(acl)?;
+                    if let Some(seed) = self.seed {
+                        let _ = ext4r_format::xattr::set_xattr_block_checksum(
+                            seed,
+                            ext4r_format::BlockNr(n),
+                            &mut buf,
+                        );
+                    }
+                    self.blocks.insert(n, buf);
+                    self.xattr.insert(acl, n);
+                    n
+                }
+            };
+            rec[I_FILE_ACL..I_FILE_ACL + 4].copy_from_slice(&(new as u32).to_le_bytes());
+            if self.wide {
+                rec[I_FILE_ACL_HI..I_FILE_ACL_HI + 2]
+                    .copy_from_slice(&((new >> 32) as u16).to_le_bytes());
+            }
+            changed = true;
+        }
+        if has_blocks(&rec, self.wide) {
+            let flags = get32(&rec, I_FLAGS);
+            let iseed = self
+                .seed
+                .map(|s| inode_csum_seed(s, InodeNr(ino), get32(&rec, I_GENERATION)));
+            let mut root = rec[I_BLOCK..I_BLOCK + 60].to_vec();
+            let root_changed = if flags & EXTENTS_FL != 0 {
+                self.extent_node(&mut root, iseed, MAX_DEPTH + 1)?
+            } else {
+                self.block_map(&mut root)?
+            };
+            if root_changed {
+                rec[I_BLOCK..I_BLOCK + 60].copy_from_slice(&root);
+                changed = true;
+            }
+        }
+        if changed {
+            let mut ib = InodeBuf { bytes: rec };
+            if let Some(seed) = self.seed {
+                ib.set_checksum(seed, ino);
+            }
+            self.inodes.insert(ino, ib.bytes);
+        }
+        Ok(())
+    }
+
+    /// An extent node (the root in `i_block` or a tree block); true when
+    /// an entry changed.
+    fn extent_node(&mut self, node: &mut [u8], iseed: Option<u32>, budget: u16) -> Plan<bool> {
+        if get16(node, 0) != 0xF30A || budget == 0 {
+            return Err(corrupt("extent tree", "bad header").into());
+        }
+        let entries = get16(node, 2) as usize;
+        let depth = get16(node, 6);
+        if 12 + 12 * entries > node.len() || depth >= budget {
+            return Err(corrupt("extent tree", "too many entries or levels").into());
+        }
+        let mut changed = false;
+        for k in 0..entries {
+            let at = 12 + 12 * k;
+            if depth == 0 {
+                let raw = u64::from(get16(node, at + 4));
+                let len = if raw > 32768 { raw - 32768 } else { raw };
+                let start = u64::from(get32(node, at + 8)) | (u64::from(get16(node, at + 6)) << 32);
+                self.check_range(start, len)?;
+                if !self.in_window(start, len) {
+                    continue;
+                }
+                let new = self.alloc(start, len)?;
+                self.copies.push((start, new, len));
+                self.release_outside(start, len);
+                node[at + 6..at + 8].copy_from_slice(&((new >> 32) as u16).to_le_bytes());
+                node[at + 8..at + 12].copy_from_slice(&(new as u32).to_le_bytes());
+                changed = true;
+            } else {
+                let child = u64::from(get32(node, at + 4)) | (u64::from(get16(node, at + 8)) << 32);
+                self.check_range(child, 1)?;
+                let mut buf = self.read(child)?;
+                if get16(&buf, 6) + 1 != depth {
+                    return Err(
+                        corrupt("extent tree", format!("block {child}: wrong depth")).into(),
+                    );
+                }
+                let child_changed = self.extent_node(&mut buf, iseed, depth)?;
+                let moving = self.to_move.is_used(child);
+                if !moving && !child_changed {
+                    continue;
+                }
+                if let Some(s) = iseed {
+                    let _ = set_extent_block_checksum(s, &mut buf);
+                }
+                if moving {
+                    let new = self.alloc(child, 1)?;
+                    self.blocks.insert(new, buf);
+                    node[at + 4..at + 8].copy_from_slice(&(new as u32).to_le_bytes());
+                    node[at + 8..at + 10].copy_from_slice(&((new >> 32) as u16).to_le_bytes());
+                    changed = true;
+                } else {
+                    self.blocks.insert(child, buf);
+                }
+            }
+        }
+        Ok(changed)
+    }
+
+    /// The parts of a moved extent that no window holds: free once the
+    /// new tables are in place.
+    fn release_outside(&mut self, start: u64, len: u64) {
+        let mut b = start;
+        let end = start + len;
+        let runs: Vec<(u64, u64)> = self.to_move.runs_in(start, end - 1).collect();
+        for (s, e) in runs {
+            if s > b {
+                self.release.push((b, s - b));
+            }
+            b = e;
+        }
+        if b < end {
+            self.release.push((b, end - b));
+        }
+    }
+
+    /// An ext2/3 block map in `i_block`; true when a pointer changed.
+    fn block_map(&mut self, root: &mut [u8]) -> Plan<bool> {
+        let mut changed = false;
+        for k in 0..15 {
+            let b = u64::from(get32(root, 4 * k));
+            if b == 0 {
+                continue;
+            }
+            let new = match k {
+                0..=11 => self.data_block(b)?,
+                12 => self.indirect(b, 1)?,
+                13 => self.indirect(b, 2)?,
+                _ => self.indirect(b, 3)?,
+            };
+            if let Some(n) = new {
+                root[4 * k..4 * k + 4].copy_from_slice(&(n as u32).to_le_bytes());
+                changed = true;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// A data block of a block map: its new place if it moves.
+    fn data_block(&mut self, b: u64) -> Plan<Option<u64>> {
+        self.check_range(b, 1)?;
+        if !self.to_move.is_used(b) {
+            return Ok(None);
+        }
+        let n = self.alloc(b, 1)?;
+        self.copies.push((b, n, 1));
+        Ok(Some(n))
+    }
+
+    /// An indirect block of `depth` levels: its new place if it moves.
+    fn indirect(&mut self, b: u64, depth: u32) -> Plan<Option<u64>> {
+        self.check_range(b, 1)?;
+        let mut buf = self.read(b)?;
+        let mut changed = false;
+        for k in 0..buf.len() / 4 {
+            let c = u64::from(get32(&buf, 4 * k));
+            if c == 0 {
+                continue;
+            }
+            let new = if depth == 1 {
+                self.data_block(c)?
+            } else {
+                self.indirect(c, depth - 1)?
+            };
+            if let Some(n) = new {
+                buf[4 * k..4 * k + 4].copy_from_slice(&(n as u32).to_le_bytes());
+                changed = true;
+            }
+        }
+        if self.to_move.is_used(b) {
+            let n = self.alloc(b, 1)?;
+            self.blocks.insert(n, buf);
+            return Ok(Some(n));
+        }
+        if changed {
+            self.blocks.insert(b, buf);
+        }
+        Ok(None)
+    }
+
+    /// Writes the moves in the order the module doc gives, then frees the
+    /// parts of moved extents no window holds (in memory, for the commit).
+    ///
+    /// `inode_at` gives the byte offset of an inode's record in the old
+    /// tables.
+    pub(super) fn write(self, inode_at: impl Fn(u32) -> Result<u64>) -> Result<()> {
+        let bs = u64::from(self.meta.geo.block_size);
+        let dev = self.dev;
+        let mut buf = Vec::new();
+        for &(from, to, len) in &self.copies {
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(COPY_CHUNK / bs);
+                buf.resize((n * bs) as usize, 0);
+                dev.read_at(&mut buf, (from + done) * bs)?;
+                dev.write_at(&buf, (to + done) * bs)?;
+                done += n;
+            }
+        }
+        dev.flush()?;
+        for (b, data) in &self.blocks {
+            dev.write_at(data, b * bs)?;
+        }
+        dev.flush()?;
+        for (&ino, rec) in &self.inodes {
+            dev.write_at(rec, inode_at(ino)?)?;
+        }
+        dev.flush()?;
+        for &(s, n) in &self.release {
+            for b in s..s + n {
+                self.meta.free_cluster(b);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `ext2fs_inode_has_valid_blocks2`: whether `i_block` holds block
+/// numbers (not a fast symlink's text, a device number or inline data).
+fn has_blocks(rec: &[u8], wide: bool) -> bool {
+    let fmt = get16(rec, I_MODE) & S_IFMT;
+    if fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFLNK {
+        return false;
+    }
+    if fmt == S_IFLNK {
+        let acl = get32(rec, I_FILE_ACL) != 0 || (wide && get16(rec, I_FILE_ACL_HI) != 0);
+        if !acl {
+            // Without an xattr block, i_blocks tells.
+            if get32(rec, I_BLOCKS) == 0 && get16(rec, I_BLOCKS_HI) == 0 {
+                return false;
+            }
+        } else {
+            let size = get32(rec, I_SIZE);
+            let slow = size >= 60 || (size > 4 && get32(rec, I_BLOCK + 4) == 0);
+            if !slow {
+                return false;
+            }
+        }
+    }
+    get32(rec, I_FLAGS) & INLINE_DATA_FL == 0
+}

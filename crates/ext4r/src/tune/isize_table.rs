@@ -1,0 +1,98 @@
+//! Writing each group's inode table with the larger records: tune2fs's
+//! `expand_inode_table` and the inode part of the `REWRITE_ALL` checksum
+//! pass it runs next (`rewrite_inodes`), in one go.
+//!
+//! Every record is copied into its larger slot and the new bytes are
+//! zeros (so `i_extra_isize` is 0, as tune2fs leaves it: no in-inode
+//! xattrs, no high checksum half, no nanosecond times until the kernel
+//! sets them). Of the inodes tune2fs's checksum pass visits (groups not
+//! `INODE_UNINIT`, below `bg_itable_unused` with group checksums): one in
+//! use gets its checksum for the new size under metadata_csum, one not in
+//! use that is not all zeros is zeroed (and checksummed), as
+//! `rewrite_one_inode` does. An `INODE_UNINIT` group's new table is zeroed.
+//!
+//! The tables are written to their new places ([`super::isize_place`]),
+//! never over a table in use: until the descriptors and the superblock
+//! change, the filesystem reads its old tables, which stay intact.
+
+use super::meta::{corrupt, Meta};
+use crate::device::BlockDevice;
+use crate::error::Result;
+use crate::mkfs::objects::InodeBuf;
+use ext4r_format::group_desc::BG_INODE_UNINIT;
+
+/// The two sizes.
+pub(super) struct Sizes {
+    pub old_isize: usize,
+    pub new_isize: usize,
+    pub old_ibpg: u64,
+    pub new_ibpg: u64,
+}
+
+/// Writes every group's table with the new record size at `dest[g]`.
+/// `seed`: the checksum seed under metadata_csum.
+pub(super) fn write_tables(
+    dev: &dyn BlockDevice,
+    meta: &Meta,
+    dest: &[u64],
+    s: &Sizes,
+    seed: Option<u32>,
+) -> Result<()> {
+    let geo = &meta.geo;
+    let bs = u64::from(geo.block_size);
+    let ipg = geo.inodes_per_group as usize;
+    let mut old = vec![0u8; (s.old_ibpg * bs) as usize];
+    let mut new = vec![0u8; (s.new_ibpg * bs) as usize];
+    let mut ibitmap = vec![0u8; bs as usize];
+    for (g, d) in meta.descs.iter().enumerate() {
+        let at = dest[g];
+        if at < geo.first_data_block || at + s.new_ibpg > geo.blocks_count {
+            return Err(corrupt("inode table", format!("group {g}: no place")));
+        }
+        if meta.gdt_csum && d.flags() & BG_INODE_UNINIT != 0 {
+            dev.zeroout(at * bs, s.new_ibpg * bs)?;
+            continue;
+        }
+        let table = d.inode_table(meta.wide);
+        let ib = d.inode_bitmap(meta.wide);
+        for (what, b, n) in [("inode table", table, s.old_ibpg), ("inode bitmap", ib, 1)] {
+            if b < geo.first_data_block || b + n > geo.blocks_count {
+                return Err(corrupt(what, format!("group {g} at block {b}")));
+            }
+        }
+        dev.read_at(&mut old, table * bs)?;
+        dev.read_at(&mut ibitmap, ib * bs)?;
+        let scanned = if meta.gdt_csum {
+            ipg.saturating_sub(d.itable_unused(meta.wide) as usize)
+        } else {
+            ipg
+        };
+        new.fill(0);
+        for i in 0..ipg {
+            let rec = &old[i * s.old_isize..(i + 1) * s.old_isize];
+            let slot = &mut new[i * s.new_isize..(i + 1) * s.new_isize];
+            slot[..s.old_isize].copy_from_slice(rec);
+            if i >= scanned {
+                continue;
+            }
+            let used = ibitmap[i / 8] & (1 << (i % 8)) != 0;
+            if !used {
+                if slot.iter().all(|&b| b == 0) {
+                    continue;
+                }
+                slot.fill(0);
+            }
+            if let Some(seed) = seed {
+                let ino = (g * ipg + i + 1) as u32;
+                let mut r = InodeBuf {
+                    bytes: slot.to_vec(),
+                };
+                r.set_checksum(seed, ino);
+                slot.copy_from_slice(&r.bytes);
+            }
+        }
+        dev.write_at(&new, at * bs)?;
+    }
+    dev.flush()?;
+    Ok(())
+}
