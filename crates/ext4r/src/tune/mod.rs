@@ -137,6 +137,7 @@ impl TuneOptions {
             || self.uuid.is_some()
             || self.journal.is_some()
             || self.quota.is_some()
+            || self.inode_size.is_some()
             || self
                 .extended
                 .as_deref()
