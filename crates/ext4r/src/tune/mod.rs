@@ -38,6 +38,7 @@
 mod blocks;
 mod csum;
 mod dirblock;
+mod extended;
 mod features;
 mod inode_size;
 mod isize_fixed;
@@ -47,6 +48,8 @@ mod isize_table;
 mod journal;
 pub mod list;
 mod meta;
+mod new_uuid;
+mod parse;
 mod quota;
 mod write;
 
@@ -54,19 +57,22 @@ use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::fs::{Filesystem, OpenOptions};
 use crate::journal::{recover_filesystem, Journal, JournalLocation};
-use ext4r_format::checksum::fs_csum_seed;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::{GroupDesc, GroupDescCsum};
 use ext4r_format::superblock::{
-    Superblock, FLAGS_TEST_FS, STATE_ERROR, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
+    Superblock, STATE_ERROR, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
 };
 use ext4r_format::{BlockNr, InodeNr};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use extended::Late;
 pub use journal::{parse_journal_opts, JournalRequest, JOURNAL_USAGE};
 pub use list::list_super;
+use new_uuid::uuid_seed;
+pub use parse::parse_c_ulong;
+use parse::{edit_mntopts, fmt_g, until_nul};
 pub use quota::{parse_quota_opts, QuotaRequest, QUOTA_USAGE};
 
 /// `-c`: a maximal mount count, or `random` (20 to 39, as tune2fs picks).
@@ -641,281 +647,7 @@ impl Run<'_, '_> {
         }
         Ok(Ok(()))
     }
-
-    /// `-E`: parsed and applied in tune2fs's order; stride, stripe width and
-    /// mount_opts are stored later (after `-l`), as tune2fs does.
-    fn extended(&mut self, opts: &str, late: &mut Late) -> Step {
-        let mut bad = 0;
-        let mut encoding: Option<u16> = None;
-        let mut encoding_flags: Option<String> = None;
-        for token in opts.split(',') {
-            if token.is_empty() {
-                // tune2fs stops at an empty token.
-                break;
-            }
-            let (key, arg) = match token.split_once('=') {
-                Some((k, a)) => (k, Some(a)),
-                None => (token, None),
-            };
-            match key {
-                "clear-mmp" | "clear_mmp" => {
-                    self.err.push_str(
-                        "tune.ext4r: clear_mmp is not supported yet (multiple mount protection).\n",
-                    );
-                    return Err(Refused);
-                }
-                "mmp_update_interval" => {
-                    let Some(a) = arg else {
-                        bad += 1;
-                        continue;
-                    };
-                    let Some(mut v) = parse_c_ulong(a) else {
-                        let _ = writeln!(self.err, "Invalid mmp_update_interval: {a}");
-                        bad += 1;
-                        continue;
-                    };
-                    if v == 0 {
-                        v = 5;
-                    } else if v > 300 {
-                        let _ = writeln!(self.err, "mmp_update_interval too big: {v}");
-                        bad += 1;
-                        continue;
-                    }
-                    let _ = writeln!(
-                        self.out,
-                        "Setting multiple mount protection update interval to {v} second{}",
-                        if v == 1 { "" } else { "s" }
-                    );
-                    self.sb.s_mmp_update_interval.set(v as u16);
-                    self.dirty = true;
-                }
-                "force_fsck" => {
-                    self.sb.s_state.set(self.sb.s_state.get() | STATE_ERROR);
-                    self.out
-                        .push_str("Setting filesystem error flag to force fsck.\n");
-                    self.dirty = true;
-                }
-                "test_fs" => {
-                    self.sb.s_flags.set(self.sb.s_flags.get() | FLAGS_TEST_FS);
-                    self.out.push_str("Setting test filesystem flag\n");
-                    self.dirty = true;
-                }
-                "^test_fs" => {
-                    self.sb.s_flags.set(self.sb.s_flags.get() & !FLAGS_TEST_FS);
-                    self.out.push_str("Clearing test filesystem flag\n");
-                    self.dirty = true;
-                }
-                "stride" => {
-                    let Some(a) = arg else {
-                        bad += 1;
-                        continue;
-                    };
-                    match parse_c_ulong(a) {
-                        Some(v) => late.stride = Some(v),
-                        None => {
-                            let _ = writeln!(self.err, "Invalid RAID stride: {a}");
-                            bad += 1;
-                        }
-                    }
-                }
-                "stripe-width" | "stripe_width" => {
-                    let Some(a) = arg else {
-                        bad += 1;
-                        continue;
-                    };
-                    match parse_c_ulong(a) {
-                        Some(v) => late.stripe_width = Some(v),
-                        None => {
-                            let _ = writeln!(self.err, "Invalid RAID stripe-width: {a}");
-                            bad += 1;
-                        }
-                    }
-                }
-                "hash_alg" | "hash-alg" => {
-                    let Some(a) = arg else {
-                        bad += 1;
-                        continue;
-                    };
-                    match string_to_hash(a) {
-                        Some(h) => {
-                            self.sb.s_def_hash_version = h;
-                            let _ =
-                                writeln!(self.out, "Setting default hash algorithm to {a} ({h})");
-                            self.dirty = true;
-                        }
-                        None => {
-                            let _ = writeln!(self.err, "Invalid hash algorithm: {a}");
-                            bad += 1;
-                        }
-                    }
-                }
-                "mount_opts" => {
-                    let Some(a) = arg else {
-                        bad += 1;
-                        continue;
-                    };
-                    if a.len() >= 64 {
-                        self.err.push_str("Extended mount options too long\n");
-                        continue;
-                    }
-                    late.mount_opts = Some(a.to_string());
-                }
-                "encoding" => {
-                    let Some(a) = arg else {
-                        bad += 1;
-                        continue;
-                    };
-                    if self.sb.has_incompat(Incompat::CASEFOLD) && !self.enabling_casefold {
-                        self.err.push_str("Cannot alter existing encoding\n");
-                        bad += 1;
-                        continue;
-                    }
-                    if a != "utf8" && a != "utf8-12.1" {
-                        let _ = writeln!(self.err, "Invalid encoding: {a}");
-                        bad += 1;
-                        continue;
-                    }
-                    encoding = Some(1);
-                    self.sb.s_encoding.set(1);
-                    self.sb.s_encoding_flags.set(0);
-                    let _ = writeln!(self.out, "Setting encoding to '{a}'");
-                }
-                "encoding_flags" => {
-                    let Some(a) = arg else {
-                        bad += 1;
-                        continue;
-                    };
-                    encoding_flags = Some(a.to_string());
-                }
-                "orphan_file_size" => {
-                    self.err
-                        .push_str("tune.ext4r: orphan_file_size is not supported yet.\n");
-                    return Err(Refused);
-                }
-                _ => bad += 1,
-            }
-        }
-        if encoding.is_some() && bad == 0 {
-            self.sb.s_encoding_flags.set(0);
-            if let Some(fl) = &encoding_flags {
-                let mut flags = 0u16;
-                if edit_encoding_flags(fl, &mut flags).is_err() {
-                    let _ = writeln!(self.err, "error: Invalid encoding flag: {fl}");
-                    bad += 1;
-                } else {
-                    self.sb.s_encoding_flags.set(flags);
-                    let _ = writeln!(self.out, "Setting encoding_flags to '{fl}'");
-                }
-            }
-            self.sb
-                .s_feature_incompat
-                .set(self.sb.s_feature_incompat.get() | Incompat::CASEFOLD.bits());
-            self.dirty = true;
-        } else if encoding_flags.is_some() && bad == 0 {
-            self.err.push_str(
-                "error: An encoding must be explicitly specified when passing encoding-flags\n",
-            );
-            bad += 1;
-        }
-        if bad > 0 {
-            self.err.push_str(EXTENDED_USAGE);
-            return Err(Refused);
-        }
-        Ok(())
-    }
-
-    /// `-U`.
-    fn set_uuid(&mut self, dev: &dyn BlockDevice, req: &str) -> Result<Step> {
-        let sb = &self.sb;
-        if sb.has_compat(Compat::STABLE_INODES) {
-            return Ok(self.refuse(
-                "Cannot change the UUID of this filesystem because it has the \
-                 stable_inodes feature flag.\n",
-            ));
-        }
-        let csum_seed = sb.has_incompat(Incompat::CSUM_SEED);
-        if !csum_seed
-            && (sb.has_ro_compat(RoCompat::METADATA_CSUM) || sb.has_incompat(Incompat::EA_INODE))
-        {
-            if self.check_fsck_needed().is_err() {
-                return Ok(Err(Refused));
-            }
-            // The checksum seed derives from the UUID: every checksum changes.
-            self.csum.rewrite = csum::REWRITE_ALL;
-        }
-        let new = match req.to_ascii_lowercase().as_str() {
-            "null" | "clear" => [0u8; 16],
-            "random" => {
-                let mut u = (self.env.random)();
-                u[6] = (u[6] & 0x0f) | 0x40;
-                u[8] = (u[8] & 0x3f) | 0x80;
-                u
-            }
-            "time" => time_uuid(self.env.now, (self.env.random)()),
-            _ => match crate::mkfs::parse_uuid(req) {
-                Some(u) => u,
-                None => {
-                    self.err.push_str("tune2fs: Invalid UUID format\n\n");
-                    return Ok(Err(Refused));
-                }
-            },
-        };
-        // Descriptor checksums that were all valid are recomputed for the
-        // new UUID (gdt_csum seeds them with it); invalid ones stay as they
-        // are, as tune2fs leaves them for e2fsck.
-        let gdt = self.sb.has_ro_compat(RoCompat::GDT_CSUM)
-            || self.sb.has_ro_compat(RoCompat::METADATA_CSUM);
-        if gdt {
-            let (mut table, descs) = read_desc_table(dev, &self.sb)?;
-            let geo =
-                Geometry::from_superblock(&self.sb).map_err(|e| Error::corrupt("superblock", e))?;
-            let dsize = geo.desc_size as usize;
-            let old = csum_kind(&self.sb);
-            let all_ok = descs.iter().enumerate().all(|(g, d)| {
-                d.compute_checksum(g as u32, dsize, &old).ok() == Some(d.bg_checksum.get())
-            });
-            self.sb.s_uuid = new;
-            if all_ok {
-                let kind = csum_kind(&self.sb);
-                for (g, mut d) in descs.into_iter().enumerate() {
-                    d.update_checksum(g as u32, dsize, &kind)
-                        .map_err(|e| Error::corrupt("group descriptor", e))?;
-                    d.write(&mut table[g * dsize..(g + 1) * dsize], dsize)
-                        .map_err(|e| Error::corrupt("group descriptor", e))?;
-                }
-                self.descs = Some(table);
-            }
-        } else {
-            self.sb.s_uuid = new;
-        }
-        self.dirty = true;
-        Ok(Ok(()))
-    }
 }
-
-/// Options of `-E` that tune2fs stores after listing.
-#[derive(Default)]
-struct Late {
-    stride: Option<u64>,
-    stripe_width: Option<u64>,
-    mount_opts: Option<String>,
-}
-
-const EXTENDED_USAGE: &str = "\nBad options specified.\n\n\
-Extended options are separated by commas, and may take an argument which\n\
-\tis set off by an equals ('=') sign.\n\n\
-Valid extended options are:\n\
-\tclear_mmp\n\
-\thash_alg=<hash algorithm>\n\
-\tmount_opts=<extended default mount options>\n\
-\tmmp_update_interval=<mmp update interval in seconds>\n\
-\tstride=<RAID per-disk chunk size in blocks>\n\
-\tstripe_width=<RAID stride*data disks in blocks>\n\
-\tforce_fsck\n\
-\ttest_fs\n\
-\t^test_fs\n\
-\tencoding=<encoding>\n\
-\tencoding_flags=<flags>\n";
 
 fn csum_kind(sb: &Superblock) -> GroupDescCsum {
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) {
@@ -942,150 +674,6 @@ fn read_desc_table(dev: &dyn BlockDevice, sb: &Superblock) -> Result<(Vec<u8>, V
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| Error::corrupt("group descriptors", e))?;
     Ok((table, descs))
-}
-
-/// A version-1 (time-based) UUID as libuuid's `uuid_generate_time` makes
-/// it: 100 ns intervals since 1582-10-15, a random clock sequence and a
-/// random node id with the multicast bit set (no MAC address is used).
-fn time_uuid(now: i64, rand: [u8; 16]) -> [u8; 16] {
-    let ticks = (now.max(0) as u64) * 10_000_000
-        + 0x01B2_1DD2_1381_4000
-        + u64::from(u16::from_le_bytes([rand[0], rand[1]]) % 10_000);
-    let mut u = [0u8; 16];
-    u[0..4].copy_from_slice(&(ticks as u32).to_be_bytes());
-    u[4..6].copy_from_slice(&((ticks >> 32) as u16).to_be_bytes());
-    u[6..8].copy_from_slice(&((((ticks >> 48) as u16) & 0x0fff) | 0x1000).to_be_bytes());
-    u[8] = (rand[2] & 0x3f) | 0x80;
-    u[9] = rand[3];
-    u[10..16].copy_from_slice(&rand[4..10]);
-    u[10] |= 0x01;
-    u
-}
-
-fn until_nul(b: &[u8]) -> &[u8] {
-    &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
-}
-
-/// `strtoul(s, &end, 0)` that must consume everything: decimal, `0x` hex
-/// or `0` octal, optional leading blanks and sign (a minus wraps, as in C).
-pub fn parse_c_ulong(s: &str) -> Option<u64> {
-    let t = s.trim_start();
-    let (neg, t) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    let (radix, digits) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        (16, h)
-    } else if t.len() > 1 && t.starts_with('0') {
-        (8, &t[1..])
-    } else {
-        (10, t)
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let v = u64::from_str_radix(digits, radix).ok()?;
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
-/// `e2p_string2hash`.
-fn string_to_hash(s: &str) -> Option<u8> {
-    for (i, n) in ["legacy", "half_md4", "tea"].iter().enumerate() {
-        if s.eq_ignore_ascii_case(n) {
-            return Some(i as u8);
-        }
-    }
-    let rest = s.get(..8).filter(|p| p.eq_ignore_ascii_case("HASHALG_"))?;
-    let num: i64 = s[rest.len()..].parse().ok()?;
-    (0..=255).contains(&num).then_some(num as u8)
-}
-
-/// `e2p_edit_mntopts` with every option allowed.
-fn edit_mntopts(list: &str, mask: &mut u32) -> std::result::Result<(), ()> {
-    for word in list.split(|c: char| c == ',' || c.is_ascii_whitespace()) {
-        if word.is_empty() {
-            continue;
-        }
-        let (neg, name) = match word.as_bytes()[0] {
-            b'^' | b'-' => (true, &word[1..]),
-            b'+' => (false, &word[1..]),
-            _ => (false, word),
-        };
-        let m = if let Some((m, _)) = list::MNTOPTS
-            .iter()
-            .find(|(_, n)| n.eq_ignore_ascii_case(name))
-        {
-            *m
-        } else {
-            // e2p reads the number from the 9th character of "MNTOPT_<n>".
-            let p = name
-                .get(..7)
-                .filter(|p| p.eq_ignore_ascii_case("MNTOPT_"))
-                .ok_or(())?;
-            let num: u32 = name
-                .get(p.len() + 1..)
-                .filter(|r| !r.is_empty())
-                .ok_or(())?
-                .parse()
-                .map_err(|_| ())?;
-            if num > 31 {
-                return Err(());
-            }
-            1 << num
-        };
-        if m & list::JMODE != 0 {
-            *mask &= !list::JMODE;
-        }
-        if neg {
-            *mask &= !m;
-        } else {
-            *mask |= m;
-        }
-    }
-    Ok(())
-}
-
-/// `e2p_str2encoding_flags` for utf8: `strict` / `nostrict`, `-`-separated.
-fn edit_encoding_flags(list: &str, flags: &mut u16) -> std::result::Result<(), ()> {
-    for f in list.split('-') {
-        match f {
-            "strict" => *flags |= 1,
-            "nostrict" => *flags &= !1,
-            _ => return Err(()),
-        }
-    }
-    Ok(())
-}
-
-/// C's `%g`: six significant digits, trailing zeros dropped.
-fn fmt_g(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
-    }
-    let exp = v.abs().log10().floor() as i32;
-    if !(-4..6).contains(&exp) {
-        let s = format!("{:.5e}", v);
-        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let m = trim_zeros(m);
-        let e: i32 = e.parse().unwrap_or(0);
-        return format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
-    }
-    let decimals = (5 - exp).max(0) as usize;
-    trim_zeros(&format!("{v:.decimals$}"))
-}
-
-fn trim_zeros(s: &str) -> String {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s.to_string()
-    }
-}
-
-/// The checksum seed a filesystem would use from its UUID.
-fn uuid_seed(sb: &Superblock) -> u32 {
-    fs_csum_seed(&sb.s_uuid)
 }
 
 #[cfg(test)]

@@ -1,3 +1,4 @@
+use super::new_uuid::time_uuid;
 use super::*;
 
 #[test]
