@@ -102,6 +102,9 @@ pub enum Fix {
     SuperblockCounts(u64, u64),
     /// Clear the orphan_present feature.
     ClearOrphanPresent,
+    /// Give an inode copies of blocks it shares (inode, its checksum
+    /// seed, the copies): pass 1D's clone.
+    CloneBlocks(u32, u32, Vec<crate::dup::BlockCopy>),
 }
 
 /// Writes `fixes` to the filesystem's device.
@@ -192,6 +195,18 @@ impl<'a> Writer<'a> {
             self.blocks.insert(b, (buf, kind));
         }
         Ok(&mut self.blocks.entry(b).or_insert_with(|| (Vec::new(), kind)).0)
+    }
+
+    /// A block as this batch leaves it, without taking it into the batch.
+    fn peek(&self, b: u64) -> Result<Vec<u8>> {
+        if let Some((buf, _)) = self.blocks.get(&b) {
+            return Ok(buf.clone());
+        }
+        let mut buf = vec![0u8; self.fs.block_size() as usize];
+        self.fs
+            .device()
+            .read_at(&mut buf, b * u64::from(self.fs.block_size()))?;
+        Ok(buf)
     }
 
     fn desc(&mut self, g: u32) -> Result<&mut GroupDesc> {
@@ -378,6 +393,11 @@ impl<'a> Writer<'a> {
                 self.sb.s_free_inodes_count.set(*inodes as u32);
                 self.sb_dirty = true;
             }
+            Fix::CloneBlocks(ino, seed, copies) => {
+                for cp in copies {
+                    self.clone_blocks(*ino, *seed, cp)?;
+                }
+            }
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
                 f.ro_compat.remove(RoCompat::ORPHAN_PRESENT);
@@ -404,6 +424,12 @@ impl<'a> Writer<'a> {
         let seed =
             ext4r_format::inode::inode_csum_seed(self.sb.csum_seed(), lpf, info.inode.generation());
         let name = format!("#{ino}");
+        // Without the filetype feature the type byte must stay zero.
+        let ft = if self.sb.has_incompat(Incompat::FILETYPE) {
+            ft
+        } else {
+            0
+        };
         let need = ext4r_format::dir::rec_len_for_name(name.len());
         let bs = fs.block_size();
         for r in fs.runs(&info)? {
@@ -423,6 +449,59 @@ impl<'a> Writer<'a> {
                     return Ok(());
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Copies `cp.len` blocks to their new place and moves the pointer,
+    /// if it still holds the old block (a repeated fix does nothing).
+    fn clone_blocks(&mut self, ino: u32, seed: u32, cp: &crate::dup::BlockCopy) -> Result<()> {
+        use crate::dup::PtrAt;
+        let (buf, off): (&mut [u8], usize) = match cp.at {
+            PtrAt::InodeSlot(slot) => (&mut self.inode(ino)?[0x28..0x28 + 60], slot * 4),
+            PtrAt::Indirect(b, i) => (self.block(b, BlockKind::Plain)?, i * 4),
+            PtrAt::Extent(None, i) | PtrAt::ExtentIndex(None, i) => {
+                (&mut self.inode(ino)?[0x28..0x28 + 60], 12 + i * 12)
+            }
+            PtrAt::Extent(Some(b), i) | PtrAt::ExtentIndex(Some(b), i) => {
+                (self.block(b, BlockKind::Extent(seed))?, 12 + i * 12)
+            }
+        };
+        if off + 12 > buf.len() && !matches!(cp.at, PtrAt::InodeSlot(_) | PtrAt::Indirect(..)) {
+            return Ok(());
+        }
+        let word = |buf: &[u8], at: usize| {
+            buf.get(at..at + 4)
+                .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+        };
+        let half = |buf: &[u8], at: usize| {
+            buf.get(at..at + 2)
+                .map_or(0, |x| u16::from_le_bytes([x[0], x[1]]))
+        };
+        // (low word offset, high half offset) of the pointer.
+        let (lo, hi) = match cp.at {
+            PtrAt::InodeSlot(_) | PtrAt::Indirect(..) => (off, None),
+            PtrAt::Extent(..) => (off + 8, Some(off + 6)),
+            PtrAt::ExtentIndex(..) => (off + 4, Some(off + 8)),
+        };
+        let now = u64::from(word(buf, lo)) | hi.map_or(0, |h| u64::from(half(buf, h)) << 32);
+        if now != cp.old || lo + 4 > buf.len() {
+            return Ok(());
+        }
+        buf[lo..lo + 4].copy_from_slice(&(cp.new as u32).to_le_bytes());
+        if let Some(h) = hi {
+            buf[h..h + 2].copy_from_slice(&((cp.new >> 32) as u16).to_le_bytes());
+        }
+        let kind = if cp.is_extent_node() {
+            BlockKind::Extent(seed)
+        } else {
+            BlockKind::Plain
+        };
+        for k in 0..cp.len {
+            // A block already changed in this batch is copied as changed.
+            let data = self.peek(cp.old + k)?;
+            let dst = self.block(cp.new + k, kind)?;
+            dst.copy_from_slice(&data);
         }
         Ok(())
     }

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod ctx;
+mod dup;
 mod fix;
 mod htree;
 mod pass0;

@@ -438,11 +438,11 @@ fn check_filetype(
     let should = kind.dirent_type();
     if !c.sb.has_incompat(Incompat::FILETYPE) {
         if ftype != 0 {
-            c.p.error(
-                2,
-                "PR_2_CLEAR_FILETYPE",
-                format!("{} has filetype set.", place()),
-            );
+            let msg = format!("{} has filetype set.", place());
+            match fix(0) {
+                Some(f) => c.p.error_fix(2, "PR_2_CLEAR_FILETYPE", msg, f),
+                None => c.p.error(2, "PR_2_CLEAR_FILETYPE", msg),
+            }
         }
         return;
     }
