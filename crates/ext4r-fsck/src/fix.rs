@@ -105,6 +105,16 @@ pub enum Fix {
     /// Give an inode copies of blocks it shares (inode, its checksum
     /// seed, the copies): pass 1D's clone.
     CloneBlocks(u32, u32, Vec<crate::dup::BlockCopy>),
+    /// Forget the journal (superblock fields; the inode is cleared by a
+    /// later round's [`Fix::ZeroInode`]).
+    DeleteJournal,
+    /// Reset the journal superblock at this block to an empty journal of
+    /// this many blocks, and drop `needs_recovery`.
+    ResetJournalSuper(u64, u32),
+    /// Zero the v2 fields of a v1 journal superblock at this block.
+    ClearV2JournalFields(u64),
+    /// Zero a whole inode record (an unused reserved inode with data).
+    ZeroInode(u32),
 }
 
 /// Writes `fixes` to the filesystem's device.
@@ -398,6 +408,23 @@ impl<'a> Writer<'a> {
                     self.clone_blocks(*ino, *seed, cp)?;
                 }
             }
+            Fix::DeleteJournal => {
+                crate::journal_fix::delete_journal(&mut self.sb);
+                self.sb_dirty = true;
+            }
+            Fix::ResetJournalSuper(b, maxlen) => {
+                // A sequence number unlike any the old log could hold.
+                let seq = self.now ^ (*b as u32).rotate_left(16) ^ 0x5a5a_0001;
+                let blk = self.block(*b, BlockKind::Plain)?;
+                crate::journal_fix::reset_super(blk, bs, *maxlen, seq);
+                let f = self.sb.s_feature_incompat.get() & !Incompat::RECOVER.bits();
+                self.sb.s_feature_incompat.set(f);
+                self.sb_dirty = true;
+            }
+            Fix::ClearV2JournalFields(b) => {
+                crate::journal_fix::clear_v2_fields(self.block(*b, BlockKind::Plain)?);
+            }
+            Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
                 f.ro_compat.remove(RoCompat::ORPHAN_PRESENT);

@@ -25,6 +25,7 @@ mod ctx;
 mod dup;
 mod fix;
 mod htree;
+mod journal_fix;
 mod pass0;
 mod pass1;
 mod pass1_map;

@@ -8,6 +8,7 @@ use ext4r_format::jbd2::{block_type, JournalSuperblock, JBD2_MAGIC};
 use ext4r_format::{GroupNr, InodeNr};
 
 use crate::ctx::Ctx;
+use crate::fix::Fix;
 use crate::Progress;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
@@ -249,17 +250,19 @@ fn journal(c: &mut Ctx) {
     let inum = sb.s_journal_inum.get();
     if !has {
         if recover {
-            c.p.error(
+            c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_RECOVER_SET",
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
+                Fix::DeleteJournal,
             );
         }
         if inum != 0 {
-            c.p.error(
+            c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_HAS_JOURNAL",
                 "Superblock has_journal flag is clear, but a journal is present.".into(),
+                Fix::DeleteJournal,
             );
         }
         return;
@@ -273,10 +276,11 @@ fn journal(c: &mut Ctx) {
                 "Can't find external journal; the filesystem cannot be fully checked.".into(),
             );
         } else {
-            c.p.error(
+            c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_BAD_INODE",
                 "Superblock has an invalid journal (inode 0).".into(),
+                Fix::DeleteJournal,
             );
         }
         return;
@@ -292,10 +296,11 @@ fn journal(c: &mut Ctx) {
         c.notes.push(format!("Journal is in inode {inum}."));
     }
     let bad_inode = |c: &mut Ctx, why: String| {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_JOURNAL_BAD_INODE",
             format!("Superblock has an invalid journal (inode {inum}): {why}."),
+            Fix::DeleteJournal,
         );
     };
     let info = match c.fs.inode(InodeNr(inum)) {
@@ -322,13 +327,24 @@ fn journal(c: &mut Ctx) {
     {
         return bad_inode(c, "superblock unreadable".into());
     }
+    // As e2fsck: a bad magic means the inode is not a journal (deleted);
+    // any other damage resets the superblock to an empty journal of the
+    // inode's length.
+    let total = (info.inode.size() / u64::from(c.geo.block_size)).min(u64::from(u32::MAX)) as u32;
+    let reset = Fix::ResetJournalSuper(first.physical, total);
     let jsb = match JournalSuperblock::parse(&buf) {
         Ok(j) => j,
         Err(e) => {
-            c.p.error(
+            let fix = if matches!(e, ext4r_format::FormatError::BadMagic { .. }) {
+                Fix::DeleteJournal
+            } else {
+                reset
+            };
+            c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_BAD_SUPER",
                 format!("Journal superblock is corrupt: {e}."),
+                fix,
             );
             return;
         }
@@ -343,10 +359,11 @@ fn journal(c: &mut Ctx) {
         || jsb.s_first.get() == 0
         || jsb.s_first.get() >= jsb.s_maxlen.get()
     {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_JOURNAL_BAD_SUPER",
             "The journal superblock is corrupt.".into(),
+            reset,
         );
         return;
     }
@@ -368,20 +385,22 @@ fn journal(c: &mut Ctx) {
         || (bt == block_type::SUPERBLOCK_V2
             && jsb.s_nr_users.get() > ext4r_format::jbd2::USERS_MAX as u32)
     {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_CLEAR_V2_JOURNAL",
             "Found invalid V2 journal superblock fields (from V1 journal).".into(),
+            Fix::ClearV2JournalFields(first.physical),
         );
     }
     if bt == block_type::SUPERBLOCK_V2
         && jsb.layout().has_csum_v2or3()
         && jsb.compute_checksum() != jsb.s_checksum.get()
     {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_JOURNAL_SB_CSUM_INVALID",
             "Journal superblock is corrupt (checksum does not match).".into(),
+            Fix::ResetJournalSuper(first.physical, total),
         );
     }
     if !recover && jsb.s_start.get() != 0 {

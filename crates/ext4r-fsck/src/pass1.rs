@@ -422,6 +422,19 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
                 c.claim(u64::from(dind), 1, ino);
             }
         }
+        // Only reached when the superblock names no journal here.
+        special::JOURNAL
+            if inode.links_count() != 0
+                || inode.i_blocks_lo.get() != 0
+                || inode.block_words()[0] != 0 =>
+        {
+            c.p.error_fix(
+                1,
+                "PR_1_JOURNAL_INODE_NOT_CLEAR",
+                "Journal inode is not in use, but contains data.".into(),
+                Fix::ZeroInode(ino),
+            );
+        }
         _ => {}
     }
 }

@@ -183,10 +183,14 @@ fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Erro
     {
         return Ok(None);
     }
-    let Some(location) = fs.journal_location()? else {
+    // A journal that cannot be found or opened is not replayed, as with
+    // e2fsck: the check reports it and its repair deletes or resets it.
+    let Ok(Some(location)) = fs.journal_location() else {
         return Ok(None);
     };
-    let journal = Journal::open(dev.clone(), location, fs.block_size())?;
+    let Ok(journal) = Journal::open(dev.clone(), location, fs.block_size()) else {
+        return Ok(None);
+    };
     let r = recover_filesystem(dev.as_ref(), &journal)?;
     Ok(Some((r.start_transaction, r.end_transaction)))
 }
