@@ -101,7 +101,9 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             continue;
         };
         let mut copies = Vec::new();
-        for (at, old, len) in ptrs {
+        let saved = free.clone();
+        let mut no_room = false;
+        for &(at, old, len) in &ptrs {
             let must = dups
                 .range(old..old + len)
                 .any(|(_, d)| d.meta || d.files > 1);
@@ -109,12 +111,38 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
                 continue;
             }
             let Some(new) = allocate(&mut free, len) else {
-                continue;
+                no_room = true;
+                break;
             };
             for (_, d) in dups.range_mut(old..old + len) {
                 d.files = d.files.saturating_sub(1);
             }
             copies.push(BlockCopy { at, old, new, len });
+        }
+        if no_room {
+            // As e2fsck when a clone cannot be allocated: the file goes,
+            // and with it its claims on the shared blocks.
+            free = saved;
+            for c in &copies {
+                for (_, d) in dups.range_mut(c.old..c.old + c.len) {
+                    d.files += 1;
+                }
+            }
+            for &(_, old, len) in &ptrs {
+                for (_, d) in dups.range_mut(old..old + len) {
+                    d.files = d.files.saturating_sub(1);
+                }
+            }
+            c.p.error_fix(
+                1,
+                "PR_1D_CLONE_ERROR",
+                format!(
+                    "Couldn't clone file (inode {ino}): Could not allocate block in ext2 \
+                     filesystem.  Delete file."
+                ),
+                Fix::ClearInode(ino),
+            );
+            continue;
         }
         if copies.is_empty() {
             continue;

@@ -113,6 +113,12 @@ pub enum Fix {
     ResetJournalSuper(u64, u32),
     /// Zero the v2 fields of a v1 journal superblock at this block.
     ClearV2JournalFields(u64),
+    /// Clear the obsolete fragment address `i_faddr`.
+    InodeClearFaddr(u32),
+    /// Set the superblock's desired (true) or required extra inode size.
+    SuperExtraIsize(bool, u16),
+    /// Forget a quota inode (0 user, 1 group, 2 project).
+    ClearQuotaInode(u8),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -423,6 +429,23 @@ impl<'a> Writer<'a> {
             }
             Fix::ClearV2JournalFields(b) => {
                 crate::journal_fix::clear_v2_fields(self.block(*b, BlockKind::Plain)?);
+            }
+            Fix::InodeClearFaddr(ino) => self.edit_inode(*ino, |i| i.i_obso_faddr.set(0))?,
+            Fix::SuperExtraIsize(want, v) => {
+                if *want {
+                    self.sb.s_want_extra_isize.set(*v);
+                } else {
+                    self.sb.s_min_extra_isize.set(*v);
+                }
+                self.sb_dirty = true;
+            }
+            Fix::ClearQuotaInode(q) => {
+                match q {
+                    0 => self.sb.s_usr_quota_inum.set(0),
+                    1 => self.sb.s_grp_quota_inum.set(0),
+                    _ => self.sb.s_prj_quota_inum.set(0),
+                }
+                self.sb_dirty = true;
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {

@@ -65,14 +65,27 @@ fn superblock(c: &mut Ctx) {
         );
     }
     let isize = u32::from(sb.inode_size());
-    if sb.s_rev_level.get() > 0 && sb.has_ro_compat(RoCompat::EXTRA_ISIZE) && isize > 128 {
+    if sb.s_rev_level.get() > 0 && isize > 128 {
+        // As e2fsck: room for i_extra_isize and i_checksum_hi at least,
+        // within the record, a multiple of 4; a bad value becomes the
+        // size of the fields this format defines (32).
+        let bad = |v: u32| v != 0 && (v < 4 || 128 + v > isize || v % 4 != 0);
         let min = u32::from(sb.s_min_extra_isize.get());
-        let wanted = u32::from(sb.s_want_extra_isize.get());
-        if min % 4 != 0 || 128 + min > isize || wanted % 4 != 0 || 128 + wanted > isize {
-            c.p.error(
+        if bad(min) {
+            c.p.error_fix(
                 0,
                 "PR_0_BAD_MIN_EXTRA_ISIZE",
-                format!("Bad extra_isize in superblock (min {min}, want {wanted})."),
+                format!("Bad required extra isize in superblock ({min})."),
+                Fix::SuperExtraIsize(false, 32),
+            );
+        }
+        let wanted = u32::from(sb.s_want_extra_isize.get());
+        if bad(wanted) {
+            c.p.error_fix(
+                0,
+                "PR_0_BAD_WANT_EXTRA_ISIZE",
+                format!("Bad desired extra isize in superblock ({wanted})."),
+                Fix::SuperExtraIsize(true, 32),
             );
         }
     }
@@ -193,16 +206,20 @@ fn descriptors(c: &mut Ctx) {
 fn quota_and_orphan(c: &mut Ctx) {
     let sb = c.sb.clone();
     let max = sb.s_inodes_count.get();
-    for (what, inum, std) in [
+    for (qtype, (what, inum, std)) in [
         ("user", sb.s_usr_quota_inum.get(), ino::USR_QUOTA),
         ("group", sb.s_grp_quota_inum.get(), ino::GRP_QUOTA),
         ("project", sb.s_prj_quota_inum.get(), 0),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         if inum != 0 && (inum > max || (inum < sb.first_ino() && inum != std)) {
-            c.p.error(
+            c.p.error_fix(
                 0,
                 "PR_0_INVALID_QUOTA_INO",
                 format!("Invalid {what} quota inode {inum}."),
+                Fix::ClearQuotaInode(qtype as u8),
             );
         }
     }

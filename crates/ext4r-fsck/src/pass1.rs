@@ -176,6 +176,17 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeClearFileAclHigh(ino),
         );
     }
+    if inode.i_obso_faddr.get() != 0 {
+        c.p.error_fix(
+            2,
+            "PR_2_FADDR_ZERO",
+            format!(
+                "i_faddr for inode {ino} is {}, should be zero.",
+                inode.i_obso_faddr.get()
+            ),
+            Fix::InodeClearFaddr(ino),
+        );
+    }
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
         c.p.error_fix(
             1,
