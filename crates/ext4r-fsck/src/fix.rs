@@ -119,6 +119,9 @@ pub enum Fix {
     SuperExtraIsize(bool, u16),
     /// Forget a quota inode (0 user, 1 group, 2 project).
     ClearQuotaInode(u8),
+    /// Write the superblock and descriptors the filesystem was opened with
+    /// (a backup) to the primary locations.
+    RestorePrimary,
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -446,6 +449,13 @@ impl<'a> Writer<'a> {
                     _ => self.sb.s_prj_quota_inum.set(0),
                 }
                 self.sb_dirty = true;
+            }
+            Fix::RestorePrimary => {
+                self.sb.s_block_group_nr.set(0);
+                self.sb_dirty = true;
+                for g in 0..self.fs.geometry().group_count {
+                    self.desc(g)?;
+                }
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {

@@ -224,10 +224,11 @@ pub fn check_shared(
         first_pass = 1;
     }
     if backup_used {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_SB_CORRUPT",
             "The primary superblock is corrupt; the check used a backup.".into(),
+            Fix::RestorePrimary,
         );
     }
     let passes: [(&'static str, PassFn); 6] = [
@@ -255,7 +256,10 @@ pub fn check_shared(
 
 /// The backup superblocks e2fsck tries: the first block of group 1 for
 /// each block size (8193 for 1 KiB blocks, else 8 × block size).
-fn open_backup(dev: &std::sync::Arc<dyn BlockDevice>, oo: &OpenOptions) -> Option<Filesystem> {
+pub(crate) fn open_backup(
+    dev: &std::sync::Arc<dyn BlockDevice>,
+    oo: &OpenOptions,
+) -> Option<Filesystem> {
     (0..7).find_map(|l| {
         let bs = 1024u32 << l;
         let mut o = oo.clone();

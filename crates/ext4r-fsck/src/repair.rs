@@ -165,11 +165,17 @@ pub fn repair(
     })
 }
 
+/// Opens the filesystem to write fixes; when the primary superblock is
+/// unusable, through the backup the check used (whose fix then rewrites
+/// the primary from it).
 fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     let mut oo = OpenOptions::default();
     oo.allow_encrypted = true;
     oo.skip_journal_replay = true;
-    Ok(Filesystem::open_with(dev.clone(), oo)?)
+    match Filesystem::open_with(dev.clone(), oo.clone()) {
+        Ok(fs) => Ok(fs),
+        Err(e) => crate::open_backup(dev, &oo).ok_or(Error::Open(e)),
+    }
 }
 
 /// Replays an internal journal that needs recovery, as e2fsck does before
