@@ -72,6 +72,9 @@ pub enum Fix {
     /// Remove entry `i` of an extent node: in the inode's root (None) or
     /// in a tree block; the inode's checksum seed for the block's tail.
     ExtentRemove(u32, Option<u64>, usize, u32),
+    /// Set the first logical block of index entry `i` of an extent node
+    /// (None: the root in the inode); the inode's checksum seed.
+    ExtentIndexStart(u32, Option<u64>, usize, u32, u32),
     /// Release an inode beyond repair: no links, deletion time set (its
     /// blocks and entries are freed by the next rounds).
     ClearInode(u32),
@@ -346,6 +349,16 @@ impl<'a> Writer<'a> {
                     .entry((*ino, *node))
                     .or_default()
                     .push((*i, *seed));
+            }
+            Fix::ExtentIndexStart(ino, node, i, lblk, seed) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, BlockKind::Extent(*seed))?,
+                };
+                let at = 12 + i * 12;
+                if let Some(x) = buf.get_mut(at..at + 4) {
+                    x.copy_from_slice(&lblk.to_le_bytes());
+                }
             }
             Fix::ClearInode(ino) => {
                 let now = self.now;

@@ -220,15 +220,16 @@ impl ExtWalk {
                             n.indexes()
                                 .and_then(|x| x.first().map(|x| x.ei_block.get()))
                         });
-                    if first.is_some_and(|f| u64::from(f) != l) {
-                        c.p.error(
+                    if let Some(f) = first.filter(|&f| u64::from(f) != l) {
+                        // As e2fsck: the index takes its node's first block.
+                        c.p.error_fix(
                             1,
                             "PR_1_EXTENT_INDEX_START_INVALID",
                             format!(
-                                "Inode {ino} extent tree (at level {}) could be shorter or the \
-                                 index start {l} does not match its node's first block",
-                                level + 1
+                                "Interior extent node level {level} of inode {ino}:\nLogical \
+                                 start {l} does not match logical start {f} at next level."
                             ),
+                            Fix::ExtentIndexStart(self.ino, self.node_at, i, f, self.seed),
                         );
                         self.res.bad = true;
                     }
