@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use ext4r::fs::Filesystem;
 use ext4r::Result;
-use ext4r_format::dir::{set_dir_block_checksum, DirEntryTail};
+use ext4r_format::dir::set_dir_block_checksum;
 use ext4r_format::extent::set_extent_block_checksum;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::{
@@ -75,6 +75,13 @@ pub enum Fix {
     /// Set the first logical block of index entry `i` of an extent node
     /// (None: the root in the inode); the inode's checksum seed.
     ExtentIndexStart(u32, Option<u64>, usize, u32, u32),
+    /// Make the first record of a directory's block 0 its `.` (block,
+    /// directory, seed), splitting off the rest of its space.
+    DirMakeDot(u64, u32, u32),
+    /// Make the record at (block, offset) a `..` (seed).
+    DirMakeDotDot(u64, usize, u32),
+    /// Zero one byte of a directory block (block, offset, seed).
+    DirZeroByte(u64, usize, u32),
     /// Release an inode beyond repair: no links, deletion time set (its
     /// blocks and entries are freed by the next rounds).
     ClearInode(u32),
@@ -189,6 +196,15 @@ impl<'a> Writer<'a> {
 
     fn csum(&self) -> bool {
         self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
+    }
+
+    /// The file type byte of a directory entry naming a directory.
+    fn dir_ft(&self) -> u8 {
+        if self.sb.has_incompat(Incompat::FILETYPE) {
+            ext4r_format::dir::ft::DIR
+        } else {
+            0
+        }
     }
 
     fn inode(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
@@ -360,6 +376,19 @@ impl<'a> Writer<'a> {
                     x.copy_from_slice(&lblk.to_le_bytes());
                 }
             }
+            Fix::DirMakeDot(b, dir, seed) => {
+                let ft = self.dir_ft();
+                crate::dot::make_dot(self.block(*b, BlockKind::Dir(*seed))?, *dir, ft, bs);
+            }
+            Fix::DirMakeDotDot(b, off, seed) => {
+                let ft = self.dir_ft();
+                crate::dot::make_dotdot(self.block(*b, BlockKind::Dir(*seed))?, *off, ft, bs);
+            }
+            Fix::DirZeroByte(b, at, seed) => {
+                if let Some(x) = self.block(*b, BlockKind::Dir(*seed))?.get_mut(*at) {
+                    *x = 0;
+                }
+            }
             Fix::ClearInode(ino) => {
                 let now = self.now;
                 self.edit_inode(*ino, |i| {
@@ -378,26 +407,14 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::DirSalvage(b, off, prev, seed) => {
+                let max_ino = self.sb.s_inodes_count.get();
                 let blk = self.block(*b, BlockKind::Dir(*seed))?;
-                let bs = blk.len();
-                let end = if DirEntryTail::find(blk).is_some() {
-                    bs - 12
+                let end = if crate::salvage::has_tail(blk, bs) {
+                    blk.len() - 12
                 } else {
-                    bs
+                    blk.len()
                 };
-                let at = prev.unwrap_or(*off);
-                if at + 8 <= end {
-                    let len = (end - at) as u32;
-                    if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(len, bs as u32) {
-                        blk[at + 4..at + 6].copy_from_slice(&raw.to_le_bytes());
-                    }
-                    if prev.is_none() {
-                        // No record to extend: an empty one over the rest.
-                        blk[at..at + 4].copy_from_slice(&[0; 4]);
-                        blk[at + 6] = 0;
-                        blk[at + 7] = 0;
-                    }
-                }
+                crate::salvage::salvage(blk, *off, *prev, end, bs, max_ino);
             }
             Fix::CollapseDir(ino) => self.edit_inode(*ino, collapse_dir)?,
             Fix::ClearIndexFlag(ino) => self.edit_inode(*ino, |i| {
@@ -622,7 +639,7 @@ impl<'a> Writer<'a> {
                 match kind {
                     BlockKind::Plain => {}
                     BlockKind::Dir(s) => {
-                        if DirEntryTail::find(buf).is_some() {
+                        if crate::salvage::has_tail(buf, geo.block_size) {
                             let _ = set_dir_block_checksum(*s, buf);
                         }
                     }
@@ -683,7 +700,7 @@ pub(crate) fn write_superblock(
 /// (which is shortened to its own size). Returns (offset, length).
 fn free_slot(blk: &mut [u8], need: usize, bs: u32) -> Option<(usize, usize)> {
     let len = blk.len();
-    let end = if DirEntryTail::find(blk).is_some() {
+    let end = if crate::salvage::has_tail(blk, bs) {
         len - 12
     } else {
         len
@@ -746,17 +763,34 @@ fn collapse_dir(i: &mut Inode) {
 /// written), when the record has that much slack.
 fn add_tail(blk: &mut [u8], bs: u32) {
     let len = blk.len();
-    if DirEntryTail::find(blk).is_some() || len < 24 {
+    if crate::salvage::has_tail(blk, bs) || len < 24 {
         return;
     }
     let mut off = 0usize;
     while off + 8 <= len {
+        if off + 12 == len {
+            // The records end where the tail belongs (what is there is
+            // a damaged tail or left over): write the tail.
+            let t = &mut blk[off..];
+            t.fill(0);
+            t[4..6].copy_from_slice(&12u16.to_le_bytes());
+            t[7] = ext4r_format::dir::ft::DIR_CSUM;
+            return;
+        }
         let raw = u16::from_le_bytes([blk[off + 4], blk[off + 5]]);
         let rec = ext4r_format::dir::rec_len_from_disk(raw, bs) as usize;
         if rec < 12 || off + rec > len {
             return;
         }
         if off + rec == len {
+            if off + 12 == len && rec == 12 && blk[off..off + 4] == [0; 4] {
+                // A damaged tail in the tail's place: rewrite it.
+                let t = &mut blk[off..];
+                t.fill(0);
+                t[4..6].copy_from_slice(&12u16.to_le_bytes());
+                t[7] = ext4r_format::dir::ft::DIR_CSUM;
+                return;
+            }
             let used = if blk[off..off + 4] == [0; 4] {
                 12
             } else {

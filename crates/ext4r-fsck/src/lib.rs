@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod ctx;
+mod dot;
 mod dup;
 mod fix;
 mod htree;
@@ -34,6 +35,7 @@ mod pass34;
 mod pass5;
 mod problem;
 mod repair;
+mod salvage;
 
 use std::time::{Duration, Instant};
 

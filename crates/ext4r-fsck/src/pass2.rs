@@ -3,7 +3,7 @@
 //! links each inode gets.
 
 use ext4r::fs::FileKind;
-use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntryTail};
+use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter};
 use ext4r_format::features::Incompat;
 use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
 use ext4r_format::inode::ino as special;
@@ -136,7 +136,7 @@ fn prescan(
         .zip(meta.par_iter())
         .map(|(block, &(seed, hashed))| {
             let csum = csum.then(|| {
-                let tail = DirEntryTail::find(block).is_some();
+                let tail = crate::salvage::has_tail(block, bs as u32);
                 (tail, tail && verify_dir_block_checksum(seed, block).is_ok())
             });
             let range = (hashed && !is_dx_node(block)).then(|| {
@@ -202,7 +202,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     }
     if c.csum() {
         let (tail, ok) = leaf_csum.unwrap_or_else(|| {
-            let t = DirEntryTail::find(block).is_some();
+            let t = crate::salvage::has_tail(block, c.geo.block_size);
             (t, t && verify_dir_block_checksum(seed, block).is_ok())
         });
         if !tail {
@@ -270,6 +270,32 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 );
             }
         }
+        if slot < 2 && e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
+            // The byte after the name must be zero (e2fsck's NULL
+            // termination check of '.' and '..').
+            let at = e.offset + 8 + name.len();
+            if block.get(at).is_some_and(|&x| x != 0) {
+                c.p.error_fix(
+                    2,
+                    "PR_2_DOT_NULL_TERM",
+                    format!(
+                        "'{}' directory entry in directory inode {ino} is not NULL terminated",
+                        String::from_utf8_lossy(name)
+                    ),
+                    crate::fix::Fix::DirZeroByte(b.phys, at, seed),
+                );
+            }
+        }
+        if slot == 0 && name == b"." && e.rec_len > 24 {
+            // A '.' holding the block's free space: split, as e2fsck
+            // does (its PR_NO_OK: not an error).
+            c.p.harmless_fix(
+                2,
+                "PR_2_SPLIT_DOT",
+                format!("Directory entry for '.' in ... ({ino}) is big."),
+                crate::fix::Fix::DirMakeDot(b.phys, ino, seed),
+            );
+        }
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
         prev_off = Some(e.offset);
     }
@@ -323,28 +349,37 @@ fn entry(
     let place = || format!("Entry '{}' in ??? ({dir})", String::from_utf8_lossy(name));
     match slot {
         0 => {
-            if name != b"." {
-                c.p.error(
-                    2,
-                    "PR_2_MISSING_DOT",
-                    format!("Missing '.' in directory inode {dir}."),
-                );
+            if name != b"." || target == 0 {
+                let msg = format!("Missing '.' in directory inode {dir}.");
+                let fix = (b.phys != 0 && off == 0)
+                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].seed));
+                match fix {
+                    Some(f) => c.p.error_fix(2, "PR_2_MISSING_DOT", msg, f),
+                    None => c.p.error(2, "PR_2_MISSING_DOT", msg),
+                }
+                // The record is '.' once repaired: its old target is gone.
+                return;
             } else if target != dir {
-                c.p.error(
-                    2,
-                    "PR_2_BAD_INODE_DOT",
-                    format!("Bad inode number for '.' in directory inode {dir}."),
-                );
+                let msg = format!("Bad inode number for '.' in directory inode {dir}.");
+                if b.phys != 0 {
+                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].seed);
+                    c.p.error_fix(2, "PR_2_BAD_INODE_DOT", msg, f);
+                } else {
+                    c.p.error(2, "PR_2_BAD_INODE_DOT", msg);
+                }
                 return;
             }
         }
         1 => {
-            if name != b".." {
-                c.p.error(
-                    2,
-                    "PR_2_MISSING_DOT_DOT",
-                    format!("Missing '..' in directory inode {dir}."),
-                );
+            if name != b".." || target == 0 {
+                let msg = format!("Missing '..' in directory inode {dir}.");
+                let fix = (b.phys != 0)
+                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].seed));
+                match fix {
+                    Some(f) => c.p.error_fix(2, "PR_2_MISSING_DOT_DOT", msg, f),
+                    None => c.p.error(2, "PR_2_MISSING_DOT_DOT", msg),
+                }
+                return;
             } else {
                 c.dirs[d].dotdot = target;
                 if b.phys != 0 {
@@ -353,7 +388,7 @@ fn entry(
             }
         }
         _ => {
-            if name == b"." || name == b".." {
+            if target != 0 && (name == b"." || name == b"..") {
                 let msg = format!(
                     "{} is duplicate '{}' entry.",
                     place(),
