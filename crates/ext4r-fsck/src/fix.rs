@@ -132,6 +132,9 @@ pub enum Fix {
     /// Write the superblock and descriptors the filesystem was opened with
     /// (a backup) to the primary locations.
     RestorePrimary,
+    /// Empty an orphan file block (block, orphan file inode, its
+    /// generation for the checksum).
+    OrphanBlockClear(u64, u32, u32),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -485,6 +488,20 @@ impl<'a> Writer<'a> {
                 self.sb_dirty = true;
                 for g in 0..self.fs.geometry().group_count {
                     self.desc(g)?;
+                }
+            }
+            Fix::OrphanBlockClear(b, ino, gen) => {
+                let csum = self.csum();
+                let seed = self.sb.csum_seed();
+                let blk = self.block(*b, BlockKind::Plain)?;
+                if ext4r_format::orphan::init_orphan_block(blk).is_ok() && csum {
+                    let _ = ext4r_format::orphan::set_orphan_block_checksum(
+                        blk,
+                        seed,
+                        InodeNr(*ino),
+                        *gen,
+                        BlockNr(*b),
+                    );
                 }
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),

@@ -234,6 +234,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     let bs = c.geo.block_size as usize;
     let mut entries = 0u64;
     let mut buf = vec![0u8; bs];
+    let gen = info.inode.generation();
     for r in &runs {
         for k in 0..r.len.min(1 << 16) {
             if c.fs
@@ -244,10 +245,24 @@ fn quota_and_orphan(c: &mut Ctx) {
                 continue;
             }
             // Entries are 32-bit inode numbers before the 8-byte tail.
-            entries += buf[..bs - 8]
+            let n = buf[..bs - 8]
                 .chunks(4)
                 .filter(|w| *w != [0, 0, 0, 0])
                 .count() as u64;
+            if n > 0 {
+                // As e2fsck after releasing the orphans (pass 1 gives the
+                // deleted ones their deletion time): the block is emptied.
+                c.p.error_fix(
+                    0,
+                    "PR_0_ORPHAN_FILE_NOT_CLEAN",
+                    format!(
+                        "Orphan file (inode {inum}) block {} is not clean.",
+                        r.logical + k
+                    ),
+                    Fix::OrphanBlockClear(r.physical + k, inum, gen),
+                );
+            }
+            entries += n;
         }
     }
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {

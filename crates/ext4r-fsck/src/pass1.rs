@@ -162,6 +162,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeChecksum(ino),
         );
     }
+    orphan_dtime(c, ino, &inode);
     if links == 0 {
         return;
     }
@@ -447,6 +448,41 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
             );
         }
         _ => {}
+    }
+}
+
+/// Leftovers of an orphan list that was not processed, as e2fsck's pass 1
+/// finds them: a deletion time below the inode count is an orphan link
+/// (cleared, or set to now for a deleted inode); a deleted inode with a
+/// mode and no deletion time gets one.
+fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
+    let sb = &c.sb;
+    let count = sb.s_inodes_count.get();
+    let low = |t: u32| t != 0 && t < count;
+    // Clocks that were never set make small times legitimate.
+    let low_check = !(low(sb.s_wtime.get()) || low(sb.s_mtime.get()) || low(sb.s_mkfs_time.get()));
+    let dtime = inode.dtime();
+    let links = inode.links_count();
+    if low_check && low(dtime) {
+        let fix = if links != 0 {
+            Fix::InodeClearDtime(ino)
+        } else {
+            Fix::ClearInode(ino)
+        };
+        c.p.error_fix(
+            1,
+            "PR_1_LOW_DTIME",
+            format!("Inode {ino} was part of the orphaned inode list."),
+            fix,
+        );
+    }
+    if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb.first_ino() {
+        c.p.error_fix(
+            1,
+            "PR_1_ZERO_DTIME",
+            format!("Deleted inode {ino} has zero dtime."),
+            Fix::ClearInode(ino),
+        );
     }
 }
 
