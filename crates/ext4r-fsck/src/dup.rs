@@ -21,6 +21,8 @@ use ext4r_format::extent::{ExtentNode, MAX_EXTENT_DEPTH};
 use ext4r_format::inode::{ino as special, inode_csum_seed, Inode, InodeFlags};
 use ext4r_format::InodeNr;
 
+use ext4r::fs::Filesystem;
+
 use crate::ctx::{Claim, Ctx};
 use crate::fix::Fix;
 
@@ -97,7 +99,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
     let mut dups = dups;
     let mut free = free_ranges(c, used);
     for ino in owners {
-        let Some((seed, ptrs)) = pointers(c, ino) else {
+        let Some((seed, ptrs)) = pointers(&c.fs, ino) else {
             continue;
         };
         let mut copies = Vec::new();
@@ -226,10 +228,15 @@ fn allocate(free: &mut [(u64, u64)], len: u64) -> Option<u64> {
 /// length), node and indirect blocks before what they point to; with the
 /// inode's checksum seed. Pointers that are not valid are left out (other
 /// problems repair them).
-fn pointers(c: &Ctx, ino: u32) -> Option<(u32, Vec<(PtrAt, u64, u64)>)> {
-    let rec = c.fs.inode_record(InodeNr(ino)).ok()?;
+pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<(PtrAt, u64, u64)>)> {
+    let rec = fs.inode_record(InodeNr(ino)).ok()?;
     let inode = Inode::parse(&rec).ok()?;
-    let seed = inode_csum_seed(c.sb.csum_seed(), InodeNr(ino), inode.generation());
+    let seed = inode_csum_seed(
+        fs.superblock().csum_seed(),
+        InodeNr(ino),
+        inode.generation(),
+    );
+    let c = Area::of(fs);
     let flags = inode.flags();
     if flags.contains(InodeFlags::INLINE_DATA) {
         return None;
@@ -239,15 +246,39 @@ fn pointers(c: &Ctx, ino: u32) -> Option<(u32, Vec<(PtrAt, u64, u64)>)> {
         let root = inode.i_block;
         let node = ExtentNode::parse(&root).ok()?;
         let mut seen = HashSet::new();
-        extent_ptrs(c, &node, None, 0, &mut seen, &mut out);
+        extent_ptrs(&c, &node, None, 0, &mut seen, &mut out);
     } else {
-        blockmap_ptrs(c, &inode, &mut out);
+        blockmap_ptrs(&c, &inode, &mut out);
     }
     Some((seed, out))
 }
 
+/// What the walks need of the filesystem.
+struct Area<'a> {
+    fs: &'a Filesystem,
+    first: u64,
+    end: u64,
+    bs: u32,
+}
+
+impl<'a> Area<'a> {
+    fn of(fs: &'a Filesystem) -> Self {
+        let g = fs.geometry();
+        Area {
+            fs,
+            first: g.first_data_block,
+            end: g.blocks_count,
+            bs: g.block_size,
+        }
+    }
+
+    fn valid_range(&self, b: u64, n: u64) -> bool {
+        n > 0 && b >= self.first && b.checked_add(n).is_some_and(|e| e <= self.end)
+    }
+}
+
 fn extent_ptrs(
-    c: &Ctx,
+    c: &Area<'_>,
     node: &ExtentNode<'_>,
     at: Option<u64>,
     level: u16,
@@ -273,10 +304,10 @@ fn extent_ptrs(
             continue;
         }
         out.push((PtrAt::ExtentIndex(at, i), child, 1));
-        let mut buf = vec![0u8; c.geo.block_size as usize];
+        let mut buf = vec![0u8; c.bs as usize];
         if c.fs
             .device()
-            .read_at(&mut buf, child * u64::from(c.geo.block_size))
+            .read_at(&mut buf, child * u64::from(c.bs))
             .is_err()
         {
             continue;
@@ -289,9 +320,9 @@ fn extent_ptrs(
     }
 }
 
-fn blockmap_ptrs(c: &Ctx, inode: &Inode, out: &mut Vec<(PtrAt, u64, u64)>) {
+fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<(PtrAt, u64, u64)>) {
     let words = inode.block_words();
-    let bs = c.geo.block_size;
+    let bs = c.bs;
     // (block, indirection level, where its pointer is), depth first.
     let mut stack: Vec<(u32, u32, PtrAt)> = Vec::new();
     for (slot, level) in [(14usize, 3u32), (13, 2), (12, 1)] {

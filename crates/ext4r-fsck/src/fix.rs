@@ -135,6 +135,14 @@ pub enum Fix {
     /// Empty an orphan file block (block, orphan file inode, its
     /// generation for the checksum).
     OrphanBlockClear(u64, u32, u32),
+    /// Mark these block runs free in the block bitmaps, with the free
+    /// counts (an orphan's blocks released).
+    FreeBlocks(Vec<(u64, u64)>),
+    /// Mark an inode free in its bitmap, with the counts (a directory:
+    /// one less in the group's directory count).
+    FreeInode(u32, bool),
+    /// Clear the head of the orphan inode list.
+    ClearLastOrphan,
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -169,6 +177,9 @@ struct Writer<'a> {
     blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
     descs: BTreeMap<u32, GroupDesc>,
     bitmaps: BTreeMap<u64, Vec<u8>>,
+    /// Bitmaps edited bit by bit, (group, block bitmap?): their
+    /// checksums are set at flush.
+    bitmap_dirty: std::collections::BTreeSet<(u32, bool)>,
 }
 
 /// What checksum a modified block needs.
@@ -194,6 +205,7 @@ impl<'a> Writer<'a> {
             blocks: BTreeMap::new(),
             descs: BTreeMap::new(),
             bitmaps: BTreeMap::new(),
+            bitmap_dirty: std::collections::BTreeSet::new(),
         }
     }
 
@@ -504,6 +516,18 @@ impl<'a> Writer<'a> {
                     );
                 }
             }
+            Fix::FreeBlocks(runs) => {
+                for &(start, len) in runs {
+                    for b in start..start.saturating_add(len) {
+                        self.free_block(b)?;
+                    }
+                }
+            }
+            Fix::FreeInode(ino, dir) => self.free_inode(*ino, *dir)?,
+            Fix::ClearLastOrphan => {
+                self.sb.s_last_orphan.set(0);
+                self.sb_dirty = true;
+            }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
@@ -613,6 +637,95 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// A bitmap block as this batch leaves it, read on first use.
+    fn bitmap(&mut self, loc: u64) -> Result<&mut Vec<u8>> {
+        if !self.bitmaps.contains_key(&loc) {
+            let mut buf = vec![0u8; self.fs.block_size() as usize];
+            self.fs
+                .device()
+                .read_at(&mut buf, loc * u64::from(self.fs.block_size()))?;
+            self.bitmaps.insert(loc, buf);
+        }
+        Ok(self.bitmaps.entry(loc).or_default())
+    }
+
+    /// Clears a block's bit (its cluster's) and counts it free; groups
+    /// whose bitmap is not initialised are left alone.
+    fn free_block(&mut self, b: u64) -> Result<()> {
+        let geo = self.fs.geometry().clone();
+        if b < geo.first_data_block || b >= geo.blocks_count {
+            return Ok(());
+        }
+        let g = ((b - geo.first_data_block) / u64::from(geo.blocks_per_group)) as u32;
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let d = *self.desc(g)?;
+        if d.flags() & BG_BLOCK_UNINIT != 0 {
+            return Ok(());
+        }
+        let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
+        if crate::orphan::clear_bit(self.bitmap(d.block_bitmap(wide))?, bit) {
+            let d = self.desc(g)?;
+            d.set_free_blocks_count(d.free_blocks_count(wide) + 1);
+            let free = self.sb.free_blocks_count() + (1u64 << geo.cluster_bits);
+            self.sb.set_free_blocks_count(free);
+            self.sb_dirty = true;
+            self.bitmap_dirty.insert((g, true));
+        }
+        Ok(())
+    }
+
+    /// Clears an inode's bit and counts it free.
+    fn free_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
+        let ipg = self.fs.geometry().inodes_per_group;
+        let Some(i) = ino.checked_sub(1) else {
+            return Ok(());
+        };
+        let (g, bit) = (i / ipg, u64::from(i % ipg));
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let d = *self.desc(g)?;
+        if d.flags() & BG_INODE_UNINIT != 0 {
+            return Ok(());
+        }
+        if crate::orphan::clear_bit(self.bitmap(d.inode_bitmap(wide))?, bit) {
+            let d = self.desc(g)?;
+            d.set_free_inodes_count(d.free_inodes_count(wide) + 1);
+            if dir {
+                d.set_used_dirs_count(d.used_dirs_count(wide).saturating_sub(1));
+            }
+            let free = self.sb.s_free_inodes_count.get() + 1;
+            self.sb.s_free_inodes_count.set(free);
+            self.sb_dirty = true;
+            self.bitmap_dirty.insert((g, false));
+        }
+        Ok(())
+    }
+
+    /// Recomputes the descriptor checksums of bitmaps edited bit by bit.
+    fn bitmap_checksums(&mut self) -> Result<()> {
+        if !self.csum() {
+            return Ok(());
+        }
+        let geo = self.fs.geometry().clone();
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let dsize = geo.desc_size as usize;
+        let seed = self.sb.csum_seed();
+        for (g, block) in std::mem::take(&mut self.bitmap_dirty) {
+            let d = *self.desc(g)?;
+            if block {
+                let n = ((geo.blocks_per_group >> geo.cluster_bits) / 8) as usize;
+                let raw = self.bitmap(d.block_bitmap(wide))?;
+                let crc = bitmap_checksum(seed, &raw[..n.min(raw.len())]);
+                self.desc(g)?.set_block_bitmap_csum(crc, dsize);
+            } else {
+                let n = (geo.inodes_per_group / 8) as usize;
+                let raw = self.bitmap(d.inode_bitmap(wide))?;
+                let crc = bitmap_checksum(seed, &raw[..n.min(raw.len())]);
+                self.desc(g)?.set_inode_bitmap_csum(crc, dsize);
+            }
+        }
+        Ok(())
+    }
+
     /// Removes the collected extent entries, highest index first.
     fn remove_extents(&mut self) -> Result<()> {
         let removals = std::mem::take(&mut self.extent_removals);
@@ -636,6 +749,7 @@ impl<'a> Writer<'a> {
 
     fn flush(&mut self) -> Result<()> {
         self.remove_extents()?;
+        self.bitmap_checksums()?;
         let dev = self.fs.device();
         let geo = self.fs.geometry().clone();
         let bs = u64::from(geo.block_size);
