@@ -97,6 +97,9 @@ pub(crate) struct Ctx {
     /// In-use inodes outside the tree (journal, quota, orphan file) at or
     /// past `s_first_ino`, for the inode bitmap.
     pub extra_used: Vec<u32>,
+    /// Free blocks a repair planned in this check takes (lost+found's),
+    /// kept from later plans.
+    pub reserved: Vec<u64>,
     /// Free blocks counted by pass 5.
     pub free_blocks_total: u64,
     pub stats: Summary,
@@ -124,6 +127,7 @@ impl Ctx {
             xattr_blocks: BTreeMap::new(),
             claims: Vec::new(),
             extra_used: Vec::new(),
+            reserved: Vec::new(),
             free_blocks_total: 0,
             stats: Summary::default(),
         }

@@ -97,7 +97,10 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
     owners.sort_unstable();
     owners.dedup();
     let mut dups = dups;
-    let mut free = free_ranges(c, used);
+    let mut used = used.to_vec();
+    used.extend(c.reserved.iter().map(|&b| (b, b + 1)));
+    used.sort_unstable();
+    let mut free = free_ranges(c, &used);
     for ino in owners {
         let Some((seed, ptrs)) = pointers(&c.fs, ino) else {
             continue;

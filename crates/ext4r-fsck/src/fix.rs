@@ -143,6 +143,8 @@ pub enum Fix {
     FreeInode(u32, bool),
     /// Clear the head of the orphan inode list.
     ClearLastOrphan,
+    /// Create /lost+found with this inode and block.
+    MakeLostFound(crate::lost_found::NewLostFound),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -528,6 +530,7 @@ impl<'a> Writer<'a> {
                 self.sb.s_last_orphan.set(0);
                 self.sb_dirty = true;
             }
+            Fix::MakeLostFound(n) => self.make_lost_found(*n)?,
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
@@ -537,6 +540,44 @@ impl<'a> Writer<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Creates /lost+found (see [`crate::lost_found`]): named in the root
+    /// first, so that a root without room leaves nothing half made.
+    fn make_lost_found(&mut self, n: crate::lost_found::NewLostFound) -> Result<()> {
+        use ext4r_format::inode::{ino::ROOT, InodeFlags};
+        let fs = self.fs;
+        let root = fs.inode(InodeNr(ROOT))?;
+        // A new name in an indexed root would break its hash order.
+        if !root.inode.is_dir() || root.inode.flags().contains(InodeFlags::INDEX) {
+            return Ok(());
+        }
+        if fs.lookup(&root, b"lost+found")?.is_some() {
+            return Ok(());
+        }
+        let ft = self.dir_ft();
+        if !self.link(&root, b"lost+found", n.ino, ft)? {
+            return Ok(());
+        }
+        let bs = fs.block_size();
+        let now = self.now;
+        let sb = self.sb.clone();
+        let rec = self.inode(n.ino)?;
+        rec.fill(0);
+        let new = crate::lost_found::inode(&sb, n.block, bs, now, rec.len());
+        let _ = new.write(rec);
+        let seed = ext4r_format::inode::inode_csum_seed(sb.csum_seed(), InodeNr(n.ino), 0);
+        let tail = self.csum();
+        let filetype = sb.has_incompat(Incompat::FILETYPE);
+        let blk = self.block(n.block, BlockKind::Dir(seed))?;
+        crate::lost_found::dir_block(blk, n.ino, filetype, tail, bs);
+        self.edit_inode(ROOT, |i| {
+            let l = i.i_links_count.get();
+            // 1 means "many" under dir_nlink: it stays.
+            if l > 1 && l < u16::MAX {
+                i.i_links_count.set(l + 1);
+            }
+        })
     }
 
     /// Adds `#ino` to /lost+found in the first block with room: an unused
@@ -552,15 +593,32 @@ impl<'a> Writer<'a> {
         if !info.inode.is_dir() {
             return Ok(());
         }
-        let seed =
-            ext4r_format::inode::inode_csum_seed(self.sb.csum_seed(), lpf, info.inode.generation());
-        let name = format!("#{ino}");
         // Without the filetype feature the type byte must stay zero.
         let ft = if self.sb.has_incompat(Incompat::FILETYPE) {
             ft
         } else {
             0
         };
+        self.link(&info, format!("#{ino}").as_bytes(), ino, ft)?;
+        Ok(())
+    }
+
+    /// Adds the entry `name` → `ino` to directory `dir` in the first block
+    /// with room; whether it was added.
+    fn link(
+        &mut self,
+        dir: &ext4r::fs::InodeInfo,
+        name: &[u8],
+        ino: u32,
+        ft: u8,
+    ) -> Result<bool> {
+        let fs = self.fs;
+        let info = dir;
+        let seed = ext4r_format::inode::inode_csum_seed(
+            self.sb.csum_seed(),
+            info.ino,
+            info.inode.generation(),
+        );
         let need = ext4r_format::dir::rec_len_for_name(name.len());
         let bs = fs.block_size();
         for r in fs.runs(&info)? {
@@ -576,12 +634,12 @@ impl<'a> Writer<'a> {
                     }
                     blk[off + 6] = name.len() as u8;
                     blk[off + 7] = ft;
-                    blk[off + 8..off + 8 + name.len()].copy_from_slice(name.as_bytes());
-                    return Ok(());
+                    blk[off + 8..off + 8 + name.len()].copy_from_slice(name);
+                    return Ok(true);
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Copies `cp.len` blocks to their new place and moves the pointer,

@@ -27,6 +27,7 @@ mod dup;
 mod fix;
 mod htree;
 mod journal_fix;
+mod lost_found;
 mod orphan;
 mod pass0;
 mod pass1;

@@ -129,7 +129,13 @@ fn lost_and_found(c: &mut Ctx) {
             }
         }
         Ok(None) => {
-            c.p.error(3, "PR_3_NO_LF_DIR", "/lost+found not found.".into())
+            let msg = "/lost+found not found.".to_string();
+            match crate::lost_found::plan(c) {
+                Some(n) => {
+                    c.p.error_fix(3, "PR_3_NO_LF_DIR", msg, crate::fix::Fix::MakeLostFound(n))
+                }
+                None => c.p.error(3, "PR_3_NO_LF_DIR", msg),
+            }
         }
         Err(_) => {}
     }

@@ -1,0 +1,168 @@
+//! Creating /lost+found when it is missing, as e2fsck's pass 3 does: a
+//! new directory (mode 0700) of one block holding `.` and `..`, named in
+//! the root directory, the root's link count raised.
+//!
+//! The inode and the block are chosen at check time from what passes 1–3
+//! found in use, so the repair is a plain write. The inode is one pass 1
+//! read (its group's table is initialised there), so the next check sees
+//! it; the bitmaps and counts follow in the next round's pass 5.
+
+use ext4r_format::dir::{ft, rec_len_to_disk};
+use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::group_desc::BG_INODE_UNINIT;
+use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
+use ext4r_format::GroupNr;
+
+use crate::ctx::Ctx;
+
+/// What the new lost+found gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewLostFound {
+    /// Its inode.
+    pub ino: u32,
+    /// Its one directory block.
+    pub block: u64,
+}
+
+/// Chooses a free inode and a free block for lost+found; None when there
+/// is none (the problem is then left reported).
+pub(crate) fn plan(c: &mut Ctx) -> Option<NewLostFound> {
+    let ino = free_inode(c)?;
+    let block = free_block(c)?;
+    c.reserved.push(block);
+    Some(NewLostFound { ino, block })
+}
+
+/// The lowest inode past the reserved ones that pass 1 found unused, in a
+/// group whose table pass 1 read there.
+fn free_inode(c: &Ctx) -> Option<u32> {
+    let ipg = c.geo.inodes_per_group;
+    let wide = c.wide();
+    let count = c.sb.s_inodes_count.get();
+    let mut ino = c.sb.first_ino();
+    while ino <= count {
+        let g = (ino - 1) / ipg;
+        let idx = (ino - 1) % ipg;
+        let d = c.fs.group_desc(GroupNr(g)).ok()?;
+        let read_to = if c.group_csum() {
+            if d.flags() & BG_INODE_UNINIT != 0 {
+                0
+            } else {
+                ipg.saturating_sub(d.itable_unused(wide))
+            }
+        } else {
+            ipg
+        };
+        if c.bad_group[g as usize] || idx >= read_to {
+            // Next group.
+            ino = (g + 1) * ipg + 1;
+            continue;
+        }
+        if c.inode_idx(ino).is_none() && !c.extra_used.contains(&ino) {
+            return Some(ino);
+        }
+        ino += 1;
+    }
+    None
+}
+
+/// The first block no claim covers (claims not yet sorted: pass 5 does).
+fn free_block(c: &Ctx) -> Option<u64> {
+    let mut used: Vec<(u64, u64)> = c
+        .claims
+        .iter()
+        .map(|cl| (cl.start, cl.start + cl.len))
+        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
+        .collect();
+    used.sort_unstable();
+    let mut at = c.geo.first_data_block;
+    for (s, e) in used {
+        if s > at {
+            break;
+        }
+        at = at.max(e);
+    }
+    (at < c.geo.blocks_count).then_some(at)
+}
+
+/// The new directory's inode.
+pub(crate) fn inode(
+    sb: &ext4r_format::superblock::Superblock,
+    block: u64,
+    block_size: u32,
+    now: u32,
+    record_len: usize,
+) -> Inode {
+    let mut i = Inode::zeroed();
+    i.i_mode.set(0o040700);
+    i.i_links_count.set(2);
+    i.set_size(u64::from(block_size));
+    let t = Timestamp {
+        secs: i64::from(now),
+        nsecs: 0,
+    };
+    if record_len > 128 {
+        i.i_extra_isize.set(32);
+    }
+    i.set_atime(t);
+    i.set_ctime(t);
+    i.set_mtime(t);
+    let huge = sb.has_ro_compat(RoCompat::HUGE_FILE);
+    let _ = i.set_blocks_count(u64::from(block_size / 512), huge, block_size);
+    if sb.has_incompat(Incompat::EXTENTS) {
+        i.set_flags(InodeFlags::EXTENTS);
+        let b = &mut i.i_block;
+        b[0..2].copy_from_slice(&ext4r_format::extent::EXTENT_MAGIC.to_le_bytes());
+        b[2..4].copy_from_slice(&1u16.to_le_bytes());
+        b[4..6].copy_from_slice(&4u16.to_le_bytes());
+        // One extent: logical 0, one block.
+        b[16..18].copy_from_slice(&1u16.to_le_bytes());
+        b[18..20].copy_from_slice(&((block >> 32) as u16).to_le_bytes());
+        b[20..24].copy_from_slice(&(block as u32).to_le_bytes());
+    } else {
+        let mut w = [0u32; 15];
+        w[0] = block as u32;
+        i.set_block_words(&w);
+    }
+    i
+}
+
+/// The new directory's block: `.`, `..` (the root) over the rest, and a
+/// checksum tail when `tail` (its checksum is set when written).
+pub(crate) fn dir_block(blk: &mut [u8], ino: u32, filetype: bool, tail: bool, bs: u32) {
+    blk.fill(0);
+    let t = if filetype { ft::DIR } else { 0 };
+    let end = blk.len() - if tail { 12 } else { 0 };
+    let put = |blk: &mut [u8], off: usize, ino: u32, len: usize, name: &[u8]| {
+        blk[off..off + 4].copy_from_slice(&ino.to_le_bytes());
+        if let Ok(r) = rec_len_to_disk(len as u32, bs) {
+            blk[off + 4..off + 6].copy_from_slice(&r.to_le_bytes());
+        }
+        blk[off + 6] = name.len() as u8;
+        blk[off + 7] = t;
+        blk[off + 8..off + 8 + name.len()].copy_from_slice(name);
+    };
+    put(blk, 0, ino, 12, b".");
+    put(blk, 12, ext4r_format::inode::ino::ROOT, end - 12, b"..");
+    if tail {
+        let at = blk.len() - 12;
+        blk[at + 4..at + 6].copy_from_slice(&12u16.to_le_bytes());
+        blk[at + 7] = ft::DIR_CSUM;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_new_block_has_dot_dotdot_and_a_tail() {
+        let mut b = vec![0xffu8; 1024];
+        dir_block(&mut b, 11, true, true, 1024);
+        let names: Vec<Vec<u8>> = ext4r_format::dir::DirBlockIter::new(&b)
+            .filter_map(|e| e.ok().map(|e| e.name.to_vec()))
+            .collect();
+        assert_eq!(names, vec![b".".to_vec(), b"..".to_vec()]);
+        assert!(ext4r_format::dir::DirEntryTail::find(&b).is_some());
+    }
+}
