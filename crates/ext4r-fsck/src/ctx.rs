@@ -100,6 +100,8 @@ pub(crate) struct Ctx {
     /// Free blocks a repair planned in this check takes (lost+found's),
     /// kept from later plans.
     pub reserved: Vec<u64>,
+    /// Regular files of 2 GiB or more (they need the large_file feature).
+    pub large_files: u64,
     /// Free blocks counted by pass 5.
     pub free_blocks_total: u64,
     pub stats: Summary,
@@ -128,6 +130,7 @@ impl Ctx {
             claims: Vec::new(),
             extra_used: Vec::new(),
             reserved: Vec::new(),
+            large_files: 0,
             free_blocks_total: 0,
             stats: Summary::default(),
         }

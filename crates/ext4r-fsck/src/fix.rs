@@ -145,6 +145,11 @@ pub enum Fix {
     ClearLastOrphan,
     /// Create /lost+found with this inode and block.
     MakeLostFound(crate::lost_found::NewLostFound),
+    /// Clear these inode flags.
+    InodeClearFlags(u32, u32),
+    /// Set the large_file feature, making a revision 0 superblock dynamic
+    /// (as e2fsck's `ext2fs_update_dynamic_rev`).
+    SetLargeFile,
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -531,6 +536,19 @@ impl<'a> Writer<'a> {
                 self.sb_dirty = true;
             }
             Fix::MakeLostFound(n) => self.make_lost_found(*n)?,
+            Fix::InodeClearFlags(ino, bits) => self.edit_inode(*ino, |i| {
+                i.i_flags.set(i.i_flags.get() & !bits);
+            })?,
+            Fix::SetLargeFile => {
+                let v = self.sb.s_feature_ro_compat.get() | RoCompat::LARGE_FILE.bits();
+                self.sb.s_feature_ro_compat.set(v);
+                if self.sb.s_rev_level.get() == 0 {
+                    self.sb.s_rev_level.set(1);
+                    self.sb.s_first_ino.set(11);
+                    self.sb.s_inode_size.set(128);
+                }
+                self.sb_dirty = true;
+            }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
@@ -605,13 +623,7 @@ impl<'a> Writer<'a> {
 
     /// Adds the entry `name` → `ino` to directory `dir` in the first block
     /// with room; whether it was added.
-    fn link(
-        &mut self,
-        dir: &ext4r::fs::InodeInfo,
-        name: &[u8],
-        ino: u32,
-        ft: u8,
-    ) -> Result<bool> {
+    fn link(&mut self, dir: &ext4r::fs::InodeInfo, name: &[u8], ino: u32, ft: u8) -> Result<bool> {
         let fs = self.fs;
         let info = dir;
         let seed = ext4r_format::inode::inode_csum_seed(

@@ -38,6 +38,7 @@ mod pass5;
 mod problem;
 mod repair;
 mod salvage;
+mod symlink;
 
 use std::time::{Duration, Instant};
 

@@ -98,6 +98,14 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     });
     finish_xattr_blocks(c);
     c.index_groups();
+    if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
+        c.p.error_fix(
+            2,
+            "PR_2_FEATURE_LARGE_FILES",
+            "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
+            Fix::SetLargeFile,
+        );
+    }
 }
 
 /// Record is all zeros (never used).
@@ -256,7 +264,6 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 // Data in the inode: nothing to claim.
             } else if kind == FileKind::Symlink && is_fast_symlink(&inode, ea_blocks, huge, bs) {
                 fast_symlink = true;
-                check_fast_symlink(c, ino, &inode);
             } else if flags.contains(InodeFlags::EXTENTS) {
                 map = pass1_map::extents(c, ino, &inode, kind == FileKind::Directory);
             } else {
@@ -285,8 +292,38 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             );
         }
     }
-    if kind == FileKind::Symlink && !fast_symlink && !map.bad {
-        check_slow_symlink(c, ino, &inode, &map);
+    let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, &inode);
+    if bad_symlink {
+        c.p.error_fix(
+            2,
+            "PR_2_INVALID_SYMLINK",
+            format!("Symlink (inode #{ino}) is invalid."),
+            crate::fix::Fix::ClearInode(ino),
+        );
+    }
+    let special_file = matches!(
+        kind,
+        FileKind::Symlink
+            | FileKind::CharDevice
+            | FileKind::BlockDevice
+            | FileKind::Fifo
+            | FileKind::Socket
+    );
+    let bad_flags = InodeFlags::IMMUTABLE | InodeFlags::APPEND;
+    if special_file && !bad_symlink && flags.intersects(bad_flags) {
+        // e2fsck's PR_NO_OK: not an error, but repaired.
+        c.p.harmless_fix(
+            1,
+            "PR_1_SET_IMMUTABLE",
+            format!(
+                "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable\nor \
+                 append-only flag set."
+            ),
+            Fix::InodeClearFlags(ino, bad_flags.bits()),
+        );
+    }
+    if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
+        c.large_files += 1;
     }
     // i_blocks counts data, tree blocks and the xattr block.
     // Values in EA inodes are charged to their owner as well; that
@@ -489,40 +526,6 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
 fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u64) -> bool {
     let sectors = inode.blocks_count(huge, bs as u32);
     sectors.saturating_sub(ea_blocks * (bs / 512)) == 0 && inode.size() < I_BLOCK_SIZE as u64
-}
-
-fn check_fast_symlink(c: &mut Ctx, ino: u32, inode: &Inode) {
-    if inode.flags().contains(InodeFlags::ENCRYPT) {
-        return;
-    }
-    let len = inode
-        .i_block
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(I_BLOCK_SIZE);
-    if len as u64 != inode.size() {
-        c.p.error_fix(
-            2,
-            "PR_2_INVALID_SYMLINK",
-            format!("Symlink (inode #{ino}) is invalid (size {}).", inode.size()),
-            crate::fix::Fix::ClearInode(ino),
-        );
-    }
-}
-
-fn check_slow_symlink(c: &mut Ctx, ino: u32, inode: &Inode, map: &MapResult) {
-    let bs = u64::from(c.geo.block_size);
-    if inode.flags().contains(InodeFlags::INLINE_DATA) {
-        return;
-    }
-    if map.blocks != 1 || inode.size() >= bs || map.end_lblk != 1 {
-        c.p.error_fix(
-            2,
-            "PR_2_INVALID_SYMLINK",
-            format!("Symlink (inode #{ino}) is invalid."),
-            crate::fix::Fix::ClearInode(ino),
-        );
-    }
 }
 
 fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapResult) {
