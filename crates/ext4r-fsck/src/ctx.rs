@@ -102,6 +102,8 @@ pub(crate) struct Ctx {
     pub reserved: Vec<u64>,
     /// Regular files of 2 GiB or more (they need the large_file feature).
     pub large_files: u64,
+    /// EA inodes some xattr keeps a value in (sorted after pass 1).
+    pub ea_refs: Vec<u32>,
     /// Free blocks counted by pass 5.
     pub free_blocks_total: u64,
     pub stats: Summary,
@@ -131,6 +133,7 @@ impl Ctx {
             extra_used: Vec::new(),
             reserved: Vec::new(),
             large_files: 0,
+            ea_refs: Vec::new(),
             free_blocks_total: 0,
             stats: Summary::default(),
         }

@@ -98,6 +98,8 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     });
     finish_xattr_blocks(c);
     c.index_groups();
+    c.ea_refs.sort_unstable();
+    c.ea_refs.dedup();
     if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
         c.p.error_fix(
             2,
@@ -579,10 +581,23 @@ fn xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
     (n, ea || has_ea_inode_refs(c, inode, rec))
 }
 
-fn has_ea_inode_refs(c: &Ctx, inode: &Inode, rec: &[u8]) -> bool {
-    let uses = |e: &XattrEntries<'_>| e.iter().flatten().any(|x| x.entry.e_value_inum.get() != 0);
+/// Whether the inode's xattrs keep values in EA inodes; those inodes are
+/// noted as referenced (pass 4 leaves them out of the link count).
+fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
+    let mut refs: Vec<u32> = Vec::new();
+    let mut uses = |e: &XattrEntries<'_>| {
+        let before = refs.len();
+        refs.extend(
+            e.iter()
+                .flatten()
+                .map(|x| x.entry.e_value_inum.get())
+                .filter(|&i| i != 0),
+        );
+        refs.len() > before
+    };
     if let Ok(Some(e)) = parse_xattr_ibody(rec) {
         if uses(&e) {
+            c.ea_refs.extend(refs);
             return true;
         }
     }
@@ -595,7 +610,9 @@ fn has_ea_inode_refs(c: &Ctx, inode: &Inode, rec: &[u8]) -> bool {
             .is_ok()
         {
             if let Ok((_, e)) = parse_xattr_block(&buf) {
-                return uses(&e);
+                let any = uses(&e);
+                c.ea_refs.extend(refs);
+                return any;
             }
         }
     }

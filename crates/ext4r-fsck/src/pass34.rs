@@ -145,7 +145,9 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     let dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
     for i in 0..c.inodes.len() {
         let r = c.inodes[i];
-        if r.ea_inode {
+        // An EA inode is counted by the xattrs naming it; one no xattr
+        // names is an ordinary unattached inode (as e2fsck 1.47.0).
+        if r.ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
             continue;
         }
         let mut counted = r.counted;
