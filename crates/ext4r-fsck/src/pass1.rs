@@ -578,27 +578,20 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
 /// adds to `i_blocks` (0 or 1) and whether any value lives in an EA inode.
 fn xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
     let (n, ea) = xattrs_inner(c, ino, inode, rec);
-    (n, ea || has_ea_inode_refs(c, inode, rec))
+    // Always looked at: the EA inodes named are noted for pass 4.
+    let refs = has_ea_inode_refs(c, inode, rec);
+    (n, ea || refs)
 }
 
 /// Whether the inode's xattrs keep values in EA inodes; those inodes are
 /// noted as referenced (pass 4 leaves them out of the link count).
 fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
-    let mut refs: Vec<u32> = Vec::new();
-    let mut uses = |e: &XattrEntries<'_>| {
-        let before = refs.len();
-        refs.extend(
-            e.iter()
-                .flatten()
-                .map(|x| x.entry.e_value_inum.get())
-                .filter(|&i| i != 0),
-        );
-        refs.len() > before
-    };
-    if let Ok(Some(e)) = parse_xattr_ibody(rec) {
-        if uses(&e) {
-            c.ea_refs.extend(refs);
-            return true;
+    let before = c.ea_refs.len();
+    // The in-inode area: after the fixed part and its 4-byte magic.
+    if let Some(x) = rec.get(0x80..0x82) {
+        let start = 128 + usize::from(u16::from_le_bytes([x[0], x[1]]));
+        if rec.get(start..start + 4) == Some(&0xEA02_0000u32.to_le_bytes()[..]) {
+            value_inums(&rec[start + 4..], &mut c.ea_refs);
         }
     }
     let blk = inode.file_acl(c.wide()).0;
@@ -608,15 +601,27 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
             .device()
             .read_at(&mut buf, blk * u64::from(c.geo.block_size))
             .is_ok()
+            && buf[..4] == 0xEA02_0000u32.to_le_bytes()
         {
-            if let Ok((_, e)) = parse_xattr_block(&buf) {
-                let any = uses(&e);
-                c.ea_refs.extend(refs);
-                return any;
-            }
+            value_inums(&buf[32..], &mut c.ea_refs);
         }
     }
-    false
+    c.ea_refs.len() > before
+}
+
+/// The EA inode numbers named by the entry headers at the start of
+/// `area`, read raw: an entry the parser rejects (a zero size, say) still
+/// holds its EA inode, as e2fsck counts it.
+fn value_inums(area: &[u8], out: &mut Vec<u32>) {
+    let mut off = 0usize;
+    while off + 16 <= area.len() && area[off..off + 4] != [0; 4] {
+        let name_len = usize::from(area[off]);
+        let inum = u32::from_le_bytes([area[off + 4], area[off + 5], area[off + 6], area[off + 7]]);
+        if inum != 0 {
+            out.push(inum);
+        }
+        off += (16 + name_len + 3) & !3;
+    }
 }
 
 fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
