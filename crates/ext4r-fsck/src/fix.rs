@@ -150,6 +150,12 @@ pub enum Fix {
     /// Set the large_file feature, making a revision 0 superblock dynamic
     /// (as e2fsck's `ext2fs_update_dynamic_rev`).
     SetLargeFile,
+    /// Map a new directory block (with `.` and `..`) at logical block 0 of
+    /// a directory that has none (inode, block, the directory's seed).
+    DirBlock0(u32, u64, u32),
+    /// Replace '/' and NUL in the name of the entry at (block, offset)
+    /// with '.' (seed).
+    DirNameFix(u64, usize, u32),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -430,8 +436,10 @@ impl<'a> Writer<'a> {
             }
             Fix::DirSalvage(b, off, prev, seed) => {
                 let max_ino = self.sb.s_inodes_count.get();
+                let csum = self.csum();
                 let blk = self.block(*b, BlockKind::Dir(*seed))?;
-                let end = if crate::salvage::has_tail(blk, bs) {
+                // Only metadata_csum blocks end in a tail.
+                let end = if csum && crate::salvage::has_tail(blk, bs) {
                     blk.len() - 12
                 } else {
                     blk.len()
@@ -549,6 +557,18 @@ impl<'a> Writer<'a> {
                 }
                 self.sb_dirty = true;
             }
+            Fix::DirBlock0(ino, b, seed) => self.dir_block0(*ino, *b, *seed)?,
+            Fix::DirNameFix(b, off, seed) => {
+                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                if let Some(&n) = blk.get(off + 6) {
+                    let at = off + 8;
+                    if let Some(name) = blk.get_mut(at..at + usize::from(n)) {
+                        for x in name.iter_mut().filter(|x| **x == b'/' || **x == 0) {
+                            *x = b'.';
+                        }
+                    }
+                }
+            }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
@@ -598,6 +618,32 @@ impl<'a> Writer<'a> {
         })
     }
 
+    /// Maps `b` at logical block 0 of directory `ino` (a direct pointer,
+    /// or a first extent in a root with room) and fills it with `.` and
+    /// `..`; the size and block count grow to match.
+    fn dir_block0(&mut self, ino: u32, b: u64, seed: u32) -> Result<()> {
+        let bs = self.fs.block_size();
+        let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
+        let mut mapped = false;
+        self.edit_inode(ino, |i| {
+            mapped = crate::lost_found::map_block0(i, b);
+            if mapped {
+                let sectors = i.blocks_count(huge, bs) + u64::from(bs / 512);
+                let _ = i.set_blocks_count(sectors, huge, bs);
+                if i.size() < u64::from(bs) {
+                    i.set_size(u64::from(bs));
+                }
+            }
+        })?;
+        if mapped {
+            let tail = self.csum();
+            let filetype = self.sb.has_incompat(Incompat::FILETYPE);
+            let blk = self.block(b, BlockKind::Dir(seed))?;
+            crate::lost_found::dir_block(blk, ino, filetype, tail, bs);
+        }
+        Ok(())
+    }
+
     /// Adds `#ino` to /lost+found in the first block with room: an unused
     /// record big enough, or the slack after a record. Nothing is
     /// allocated; a full lost+found leaves the problem for the next run.
@@ -633,10 +679,11 @@ impl<'a> Writer<'a> {
         );
         let need = ext4r_format::dir::rec_len_for_name(name.len());
         let bs = fs.block_size();
-        for r in fs.runs(&info)? {
+        let csum = self.csum();
+        for r in fs.runs(info)? {
             for k in 0..r.len {
                 let blk = self.block(r.physical + k, BlockKind::Dir(seed))?;
-                if let Some((off, rec_len)) = free_slot(blk, need, bs) {
+                if let Some((off, rec_len)) = free_slot(blk, need, bs, csum) {
                     if off + rec_len > blk.len() {
                         continue;
                     }
@@ -899,9 +946,9 @@ pub(crate) fn write_superblock(
 /// Finds room for a record of `need` bytes in a directory block: an
 /// unused record at least that long, or the slack after a used record
 /// (which is shortened to its own size). Returns (offset, length).
-fn free_slot(blk: &mut [u8], need: usize, bs: u32) -> Option<(usize, usize)> {
+fn free_slot(blk: &mut [u8], need: usize, bs: u32, csum: bool) -> Option<(usize, usize)> {
     let len = blk.len();
-    let end = if crate::salvage::has_tail(blk, bs) {
+    let end = if csum && crate::salvage::has_tail(blk, bs) {
         len - 12
     } else {
         len

@@ -28,8 +28,7 @@ pub struct NewLostFound {
 /// is none (the problem is then left reported).
 pub(crate) fn plan(c: &mut Ctx) -> Option<NewLostFound> {
     let ino = free_inode(c)?;
-    let block = free_block(c)?;
-    c.reserved.push(block);
+    let block = reserve_block(c)?;
     Some(NewLostFound { ino, block })
 }
 
@@ -64,6 +63,13 @@ fn free_inode(c: &Ctx) -> Option<u32> {
         ino += 1;
     }
     None
+}
+
+/// A free block for a repair of this check, kept from later plans.
+pub(crate) fn reserve_block(c: &mut Ctx) -> Option<u64> {
+    let b = free_block(c)?;
+    c.reserved.push(b);
+    Some(b)
 }
 
 /// The first block no claim covers (claims not yet sorted: pass 5 does).
@@ -125,6 +131,36 @@ pub(crate) fn inode(
         i.set_block_words(&w);
     }
     i
+}
+
+/// Maps block `b` at logical block 0: a free direct pointer, or a new
+/// first extent in a depth-0 root with room (the others shifted up).
+/// Whether it was mapped.
+pub(crate) fn map_block0(i: &mut Inode, b: u64) -> bool {
+    if i.flags().contains(InodeFlags::EXTENTS) {
+        let r = &mut i.i_block;
+        let n = usize::from(u16::from_le_bytes([r[2], r[3]]));
+        let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
+        let depth = u16::from_le_bytes([r[6], r[7]]);
+        if depth != 0 || n >= max {
+            return false;
+        }
+        r.copy_within(12..12 + n * 12, 24);
+        r[12..24].fill(0);
+        r[16..18].copy_from_slice(&1u16.to_le_bytes());
+        r[18..20].copy_from_slice(&((b >> 32) as u16).to_le_bytes());
+        r[20..24].copy_from_slice(&(b as u32).to_le_bytes());
+        r[2..4].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+        true
+    } else {
+        let mut w = i.block_words();
+        if w[0] != 0 || b > u64::from(u32::MAX) {
+            return false;
+        }
+        w[0] = b as u32;
+        i.set_block_words(&w);
+        true
+    }
 }
 
 /// The new directory's block: `.`, `..` (the root) over the rest, and a

@@ -104,11 +104,18 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     for (d, saw) in saw_block0.iter().enumerate() {
         let r = c.dirs[d];
         if !saw && !r.inline {
-            c.p.error(
-                2,
-                "PR_2_NO_DIRBLOCK0",
-                format!("Directory inode {} has an unallocated block #0.", r.ino),
-            );
+            let msg = format!("Directory inode {} has an unallocated block #0.", r.ino);
+            // As e2fsck: a new block with '.' and '..' (pass 3 sets the
+            // parent).
+            match crate::lost_found::reserve_block(c) {
+                Some(b) => c.p.error_fix(
+                    2,
+                    "PR_2_NO_DIRBLOCK0",
+                    msg,
+                    crate::fix::Fix::DirBlock0(r.ino, b, r.seed),
+                ),
+                None => c.p.error(2, "PR_2_NO_DIRBLOCK0", msg),
+            }
         }
     }
 }
@@ -414,12 +421,19 @@ fn entry(
         let msg = format!("{} is a link to '.'", place());
         return bad_entry(c, d, b, off, "PR_2_LINK_DOT", msg);
     }
+    if slot > 1 && target == special::ROOT {
+        let msg = format!("{} is a link to the root inode.", place());
+        return bad_entry(c, d, b, off, "PR_2_LINK_ROOT", msg);
+    }
     if slot > 1 && (name.contains(&b'/') || name.contains(&0) || name.is_empty()) {
-        c.p.error(
-            2,
-            "PR_2_BAD_NAME",
-            format!("{} has illegal characters in its name.", place()),
-        );
+        let msg = format!("{} has illegal characters in its name.", place());
+        // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
+        if b.phys != 0 && !name.is_empty() {
+            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].seed);
+            c.p.error_fix(2, "PR_2_BAD_NAME", msg, f);
+        } else {
+            c.p.error(2, "PR_2_BAD_NAME", msg);
+        }
     }
     let Some(t) = c.inode_idx(target) else {
         let msg = format!(
