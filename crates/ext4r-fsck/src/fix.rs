@@ -585,12 +585,15 @@ impl<'a> Writer<'a> {
     fn make_lost_found(&mut self, n: crate::lost_found::NewLostFound) -> Result<()> {
         use ext4r_format::inode::{ino::ROOT, InodeFlags};
         let fs = self.fs;
-        let root = fs.inode(InodeNr(ROOT))?;
+        let Ok(root) = fs.inode(InodeNr(ROOT)) else {
+            return Ok(());
+        };
         // A new name in an indexed root would break its hash order.
         if !root.inode.is_dir() || root.inode.flags().contains(InodeFlags::INDEX) {
             return Ok(());
         }
-        if fs.lookup(&root, b"lost+found")?.is_some() {
+        // An unreadable root is repaired first; lost+found comes later.
+        if !matches!(fs.lookup(&root, b"lost+found"), Ok(None)) {
             return Ok(());
         }
         let ft = self.dir_ft();
@@ -606,6 +609,15 @@ impl<'a> Writer<'a> {
         let _ = new.write(rec);
         let seed = ext4r_format::inode::inode_csum_seed(sb.csum_seed(), InodeNr(n.ino), 0);
         let tail = self.csum();
+        if tail || sb.has_ro_compat(RoCompat::GDT_CSUM) {
+            // The inode must lie in the group's initialised part.
+            let ipg = fs.geometry().inodes_per_group;
+            let (g, idx) = ((n.ino - 1) / ipg, (n.ino - 1) % ipg);
+            let wide = sb.has_incompat(Incompat::BIT64);
+            let d = self.desc(g)?;
+            let unused = d.itable_unused(wide).min(ipg - idx - 1);
+            d.set_itable_unused(unused);
+        }
         let filetype = sb.has_incompat(Incompat::FILETYPE);
         let blk = self.block(n.block, BlockKind::Dir(seed))?;
         crate::lost_found::dir_block(blk, n.ino, filetype, tail, bs);
@@ -649,11 +661,17 @@ impl<'a> Writer<'a> {
     /// allocated; a full lost+found leaves the problem for the next run.
     fn reconnect(&mut self, ino: u32, ft: u8) -> Result<()> {
         let fs = self.fs;
-        let root = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT))?;
-        let Some(lpf) = fs.lookup(&root, b"lost+found")? else {
+        // A root or lost+found that cannot be read (being repaired in this
+        // batch) leaves the reconnection to a later round.
+        let Ok(root) = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT)) else {
             return Ok(());
         };
-        let info = fs.inode(lpf)?;
+        let Ok(Some(lpf)) = fs.lookup(&root, b"lost+found") else {
+            return Ok(());
+        };
+        let Ok(info) = fs.inode(lpf) else {
+            return Ok(());
+        };
         if !info.inode.is_dir() {
             return Ok(());
         }
@@ -680,7 +698,10 @@ impl<'a> Writer<'a> {
         let need = ext4r_format::dir::rec_len_for_name(name.len());
         let bs = fs.block_size();
         let csum = self.csum();
-        for r in fs.runs(info)? {
+        let Ok(runs) = fs.runs(info) else {
+            return Ok(false);
+        };
+        for r in runs {
             for k in 0..r.len {
                 let blk = self.block(r.physical + k, BlockKind::Dir(seed))?;
                 if let Some((off, rec_len)) = free_slot(blk, need, bs, csum) {

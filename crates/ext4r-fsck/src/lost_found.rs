@@ -33,8 +33,29 @@ pub(crate) fn plan(c: &mut Ctx) -> Option<NewLostFound> {
 }
 
 /// The lowest inode past the reserved ones that pass 1 found unused, in a
-/// group whose table pass 1 read there.
+/// group whose table pass 1 read there; else the first inode of a group's
+/// unused tail (the repair then counts it in the initialised part, as
+/// the kernel does when it allocates there).
 fn free_inode(c: &Ctx) -> Option<u32> {
+    free_inode_read(c).or_else(|| first_unused(c))
+}
+
+fn first_unused(c: &Ctx) -> Option<u32> {
+    if !c.group_csum() {
+        return None;
+    }
+    let ipg = c.geo.inodes_per_group;
+    let wide = c.wide();
+    (0..c.geo.group_count).find_map(|g| {
+        let d = c.fs.group_desc(GroupNr(g)).ok()?;
+        let used = ipg.saturating_sub(d.itable_unused(wide));
+        let ok = !c.bad_group[g as usize] && d.flags() & BG_INODE_UNINIT == 0 && used < ipg;
+        let ino = g * ipg + used + 1;
+        (ok && ino >= c.sb.first_ino()).then_some(ino)
+    })
+}
+
+fn free_inode_read(c: &Ctx) -> Option<u32> {
     let ipg = c.geo.inodes_per_group;
     let wide = c.wide();
     let count = c.sb.s_inodes_count.get();
