@@ -104,6 +104,8 @@ pub(crate) struct Ctx {
     pub large_files: u64,
     /// EA inodes some xattr keeps a value in (sorted after pass 1).
     pub ea_refs: Vec<u32>,
+    /// Name lengths of the entries passes 3 and 4 add to lost+found.
+    pub reconnects: Vec<usize>,
     /// Free blocks counted by pass 5.
     pub free_blocks_total: u64,
     pub stats: Summary,
@@ -134,6 +136,7 @@ impl Ctx {
             reserved: Vec::new(),
             large_files: 0,
             ea_refs: Vec::new(),
+            reconnects: Vec::new(),
             free_blocks_total: 0,
             stats: Summary::default(),
         }

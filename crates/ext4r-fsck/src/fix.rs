@@ -156,6 +156,9 @@ pub enum Fix {
     /// Replace '/' and NUL in the name of the entry at (block, offset)
     /// with '.' (seed).
     DirNameFix(u64, usize, u32),
+    /// Give a directory more (empty) blocks: lost+found expanded (see
+    /// [`crate::lost_found::plan_expand`]).
+    ExpandDir(u32, Vec<u64>),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -569,6 +572,7 @@ impl<'a> Writer<'a> {
                     }
                 }
             }
+            Fix::ExpandDir(ino, blocks) => self.expand_dir(*ino, blocks)?,
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
@@ -652,6 +656,36 @@ impl<'a> Writer<'a> {
             let filetype = self.sb.has_incompat(Incompat::FILETYPE);
             let blk = self.block(b, BlockKind::Dir(seed))?;
             crate::lost_found::dir_block(blk, ino, filetype, tail, bs);
+        }
+        Ok(())
+    }
+
+    /// Maps `blocks` into directory `ino` and writes them: empty directory
+    /// blocks, and an indirect block listing the ones after it.
+    fn expand_dir(&mut self, ino: u32, blocks: &[u64]) -> Result<()> {
+        let bs = self.fs.block_size();
+        let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
+        let mut done = Vec::new();
+        let mut gen = 0;
+        self.edit_inode(ino, |i| {
+            gen = i.generation();
+            done = crate::lost_found::map_more(i, blocks, bs, huge);
+        })?;
+        let seed = ext4r_format::inode::inode_csum_seed(self.sb.csum_seed(), InodeNr(ino), gen);
+        let tail = self.csum();
+        for (k, &(b, dir)) in done.iter().enumerate() {
+            if dir {
+                let blk = self.block(b, BlockKind::Dir(seed))?;
+                crate::lost_found::empty_dir_block(blk, tail, bs);
+            } else {
+                let blk = self.block(b, BlockKind::Plain)?;
+                blk.fill(0);
+                for (j, &(d, _)) in done[k + 1..].iter().enumerate() {
+                    if let Some(x) = blk.get_mut(j * 4..j * 4 + 4) {
+                        x.copy_from_slice(&(d as u32).to_le_bytes());
+                    }
+                }
+            }
         }
         Ok(())
     }

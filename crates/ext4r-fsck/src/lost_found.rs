@@ -86,6 +86,183 @@ fn free_inode_read(c: &Ctx) -> Option<u32> {
     None
 }
 
+/// `n` free blocks (first fit, in order), kept from later plans.
+pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
+    let mut used: Vec<(u64, u64)> = c
+        .claims
+        .iter()
+        .map(|cl| (cl.start, cl.start + cl.len))
+        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
+        .collect();
+    used.sort_unstable();
+    let mut out = Vec::with_capacity(n);
+    let mut at = c.geo.first_data_block;
+    let mut i = 0usize;
+    while out.len() < n && at < c.geo.blocks_count {
+        while i < used.len() && used[i].1 <= at {
+            i += 1;
+        }
+        if i < used.len() && used[i].0 <= at {
+            at = used[i].1;
+            continue;
+        }
+        out.push(at);
+        at += 1;
+    }
+    c.reserved.extend(&out);
+    out
+}
+
+/// Plans more blocks for lost+found when the `names` to reconnect will
+/// not fit in the room its blocks have: (its inode, the blocks). Block
+/// maps take direct slots then one indirect block (its block comes first
+/// in the list); an extent root of depth 0 takes one more extent.
+pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>)> {
+    use ext4r_format::dir::rec_len_for_name;
+    if names.is_empty() {
+        return None;
+    }
+    let root =
+        c.fs.inode(ext4r_format::InodeNr(ext4r_format::inode::ino::ROOT))
+            .ok()?;
+    let lpf = c.fs.lookup(&root, b"lost+found").ok()??;
+    let info = c.fs.inode(lpf).ok()?;
+    if !info.inode.is_dir() || info.inode.flags().contains(InodeFlags::INDEX) {
+        return None;
+    }
+    let need: usize = names.iter().map(|&n| rec_len_for_name(n)).sum();
+    let each = rec_len_for_name(*names.iter().max()?);
+    let bs = c.geo.block_size as usize;
+    let tail = if c.csum() { 12 } else { 0 };
+    let mut room = 0usize;
+    let runs = c.fs.runs(&info).ok()?;
+    let mut buf = vec![0u8; bs];
+    for r in &runs {
+        for k in 0..r.len {
+            if c.fs
+                .device()
+                .read_at(&mut buf, (r.physical + k) * bs as u64)
+                .is_err()
+            {
+                continue;
+            }
+            room += block_room(&buf[..bs - tail], c.geo.block_size, each);
+        }
+    }
+    if room >= need {
+        return None;
+    }
+    let per_block = ((bs - tail) / each).max(1) * each;
+    let mut n = (need - room).div_ceil(per_block);
+    let extents = info.inode.flags().contains(InodeFlags::EXTENTS);
+    let mapped: u64 = runs.iter().map(|r| r.len).sum();
+    if !extents {
+        let direct_free = 12u64.saturating_sub(mapped) as usize;
+        let apb = bs / 4;
+        let words = info.inode.block_words();
+        if n > direct_free {
+            // The rest goes in a new single indirect block.
+            if words[12] != 0 || mapped > 12 {
+                n = direct_free;
+            } else {
+                n = n.min(direct_free + apb) + 1;
+            }
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    let blocks = reserve_blocks(c, n);
+    (blocks.len() == n).then_some((lpf.0, blocks))
+}
+
+/// How many records of `each` bytes fit in a directory block's slack.
+fn block_room(blk: &[u8], bs: u32, each: usize) -> usize {
+    let mut off = 0usize;
+    let mut n = 0usize;
+    while off + 8 <= blk.len() {
+        let raw = u16::from_le_bytes([blk[off + 4], blk[off + 5]]);
+        let rec = ext4r_format::dir::rec_len_from_disk(raw, bs) as usize;
+        if rec < 12 || off + rec > blk.len() {
+            break;
+        }
+        let used = if blk[off..off + 4] == [0; 4] {
+            0
+        } else {
+            ext4r_format::dir::rec_len_for_name(usize::from(blk[off + 6]))
+        };
+        n += (rec - used) / each;
+        off += rec;
+    }
+    n
+}
+
+/// Adds `blocks` to directory `i` as empty directory blocks' homes (see
+/// [`plan_expand`] for the order); returns the (block, is it a directory
+/// block) list actually mapped. Size and block count are updated.
+pub(crate) fn map_more(i: &mut Inode, blocks: &[u64], bs: u32, huge: bool) -> Vec<(u64, bool)> {
+    let mut done = Vec::new();
+    if i.flags().contains(InodeFlags::EXTENTS) {
+        let r = &mut i.i_block;
+        let n = usize::from(u16::from_le_bytes([r[2], r[3]]));
+        let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
+        let depth = u16::from_le_bytes([r[6], r[7]]);
+        let contiguous = blocks.windows(2).all(|w| w[1] == w[0] + 1);
+        if depth != 0 || n >= max || blocks.is_empty() || !contiguous || blocks.len() > 32768 {
+            return done;
+        }
+        let lblk = (i.size() / u64::from(bs)) as u32;
+        let at = 12 + n * 12;
+        let r = &mut i.i_block;
+        r[at..at + 4].copy_from_slice(&lblk.to_le_bytes());
+        r[at + 4..at + 6].copy_from_slice(&(blocks.len() as u16).to_le_bytes());
+        r[at + 6..at + 8].copy_from_slice(&((blocks[0] >> 32) as u16).to_le_bytes());
+        r[at + 8..at + 12].copy_from_slice(&(blocks[0] as u32).to_le_bytes());
+        r[2..4].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+        done.extend(blocks.iter().map(|&b| (b, true)));
+    } else {
+        let mut w = i.block_words();
+        let mut rest = blocks.iter().copied();
+        let mut slot = (i.size() / u64::from(bs)) as usize;
+        while slot < 12 {
+            let Some(b) = rest.next() else { break };
+            w[slot] = b as u32;
+            done.push((b, true));
+            slot += 1;
+        }
+        let left: Vec<u64> = rest.collect();
+        if left.len() >= 2 && w[12] == 0 {
+            // First the indirect block, then what it maps.
+            w[12] = left[0] as u32;
+            done.push((left[0], false));
+            done.extend(left[1..].iter().map(|&b| (b, true)));
+        }
+        i.set_block_words(&w);
+    }
+    let data = done.iter().filter(|x| x.1).count() as u64;
+    let all = done.len() as u64;
+    if all > 0 {
+        i.set_size(i.size() + data * u64::from(bs));
+        let sectors = i.blocks_count(huge, bs) + all * u64::from(bs / 512);
+        let _ = i.set_blocks_count(sectors, huge, bs);
+    }
+    done
+}
+
+/// An empty directory block: one unused record over it (and a tail).
+pub(crate) fn empty_dir_block(blk: &mut [u8], tail: bool, bs: u32) {
+    blk.fill(0);
+    let end = blk.len() - if tail { 12 } else { 0 };
+    if let Ok(r) = rec_len_to_disk(end as u32, bs) {
+        blk[4..6].copy_from_slice(&r.to_le_bytes());
+    }
+    if tail {
+        let at = blk.len() - 12;
+        blk[at + 4..at + 6].copy_from_slice(&12u16.to_le_bytes());
+        blk[at + 7] = ft::DIR_CSUM;
+    }
+}
+
 /// A free block for a repair of this check, kept from later plans.
 pub(crate) fn reserve_block(c: &mut Ctx) -> Option<u64> {
     let b = free_block(c)?;

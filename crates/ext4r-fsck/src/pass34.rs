@@ -72,6 +72,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
         if let Some(t) = top {
             let r = c.dirs[t];
+            c.reconnects.push(format!("#{}", r.ino).len());
             c.p.error_fix(
                 3,
                 "PR_3_UNCONNECTED_DIR",
@@ -153,6 +154,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         let mut counted = r.counted;
         if counted == 0 {
             if r.kind != FileKind::Directory {
+                c.reconnects.push(format!("#{}", r.ino).len());
                 c.p.error_fix(
                     4,
                     "PR_4_UNATTACHED_INODE",
@@ -187,5 +189,14 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 crate::fix::Fix::InodeLinks(r.ino, counted.min(u32::from(u16::MAX)) as u16),
             );
         }
+    }
+    let names = std::mem::take(&mut c.reconnects);
+    if let Some((lpf, blocks)) = crate::lost_found::plan_expand(c, &names) {
+        c.p.error_fix(
+            3,
+            "PR_3_EXPAND_LF_DIR",
+            "No room in lost+found directory.  Expand.".into(),
+            crate::fix::Fix::ExpandDir(lpf, blocks),
+        );
     }
 }
