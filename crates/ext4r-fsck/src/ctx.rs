@@ -106,6 +106,13 @@ pub(crate) struct Ctx {
     pub ea_refs: Vec<u32>,
     /// Name lengths of the entries passes 3 and 4 add to lost+found.
     pub reconnects: Vec<usize>,
+    /// Group metadata pass 0 found out of place, to move in pass 5.
+    pub relocate: Vec<(u32, crate::relocate::Meta)>,
+    /// Pass 4 has nothing sound to count (no root): go on with pass 5.
+    pub skip_to_pass5: bool,
+    /// The check serves a repair run (answers "yes"): some dead ends of a
+    /// read-only check are repairable then.
+    pub repairing: bool,
     /// Free blocks counted by pass 5.
     pub free_blocks_total: u64,
     pub stats: Summary,
@@ -137,6 +144,9 @@ impl Ctx {
             large_files: 0,
             ea_refs: Vec::new(),
             reconnects: Vec::new(),
+            relocate: Vec::new(),
+            skip_to_pass5: false,
+            repairing: false,
             free_blocks_total: 0,
             stats: Summary::default(),
         }

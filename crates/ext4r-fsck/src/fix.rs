@@ -159,6 +159,10 @@ pub enum Fix {
     /// Give a directory more (empty) blocks: lost+found expanded (see
     /// [`crate::lost_found::plan_expand`]).
     ExpandDir(u32, Vec<u64>),
+    /// Move a group's bitmap or inode table to zeroed blocks from here.
+    Relocate(u32, crate::relocate::Meta, u64),
+    /// Create the root directory (inode 2) with its block here.
+    MakeRoot(u64),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -573,6 +577,35 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::ExpandDir(ino, blocks) => self.expand_dir(*ino, blocks)?,
+            Fix::Relocate(g, what, at) => {
+                use crate::relocate::Meta;
+                let n = match what {
+                    Meta::InodeTable => u64::from(self.fs.geometry().inode_blocks_per_group()),
+                    _ => 1,
+                };
+                for k in 0..n {
+                    self.block(at + k, BlockKind::Plain)?.fill(0);
+                }
+                let d = self.desc(*g)?;
+                let (mut bb, mut ib, mut it) = (
+                    d.block_bitmap(wide),
+                    d.inode_bitmap(wide),
+                    d.inode_table(wide),
+                );
+                match what {
+                    Meta::BlockBitmap => bb = *at,
+                    Meta::InodeBitmap => ib = *at,
+                    Meta::InodeTable => it = *at,
+                }
+                d.set_locations(bb, ib, it);
+                if *what == Meta::BlockBitmap {
+                    d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
+                }
+                if *what == Meta::InodeBitmap {
+                    d.set_flags(d.flags() & !BG_INODE_UNINIT);
+                }
+            }
+            Fix::MakeRoot(b) => self.make_root(*b)?,
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
@@ -580,6 +613,43 @@ impl<'a> Writer<'a> {
                 self.sb.set_features(f);
                 self.sb_dirty = true;
             }
+        }
+        Ok(())
+    }
+
+    /// Creates the root directory: inode 2 (mode 0755) with one block of
+    /// `.` and `..` naming itself.
+    fn make_root(&mut self, b: u64) -> Result<()> {
+        use ext4r_format::inode::ino::ROOT;
+        let bs = self.fs.block_size();
+        let now = self.now;
+        let sb = self.sb.clone();
+        self.initialised(ROOT)?;
+        let rec = self.inode(ROOT)?;
+        rec.fill(0);
+        let mut new = crate::lost_found::inode(&sb, b, bs, now, rec.len());
+        new.i_mode.set(0o040755);
+        let _ = new.write(rec);
+        let seed = ext4r_format::inode::inode_csum_seed(sb.csum_seed(), InodeNr(ROOT), 0);
+        let tail = self.csum();
+        let filetype = sb.has_incompat(Incompat::FILETYPE);
+        let blk = self.block(b, BlockKind::Dir(seed))?;
+        crate::lost_found::dir_block(blk, ROOT, filetype, tail, bs);
+        Ok(())
+    }
+
+    /// Makes sure pass 1 reads inode `ino`: its group's initialised part
+    /// (itable_unused) covers it.
+    fn initialised(&mut self, ino: u32) -> Result<()> {
+        let sb = &self.sb;
+        if sb.has_ro_compat(RoCompat::METADATA_CSUM) || sb.has_ro_compat(RoCompat::GDT_CSUM) {
+            let ipg = self.fs.geometry().inodes_per_group;
+            let (g, idx) = ((ino - 1) / ipg, (ino - 1) % ipg);
+            let wide = sb.has_incompat(Incompat::BIT64);
+            let d = self.desc(g)?;
+            let unused = d.itable_unused(wide).min(ipg - idx - 1);
+            d.set_itable_unused(unused);
+            d.set_flags(d.flags() & !BG_INODE_UNINIT);
         }
         Ok(())
     }
@@ -613,15 +683,8 @@ impl<'a> Writer<'a> {
         let _ = new.write(rec);
         let seed = ext4r_format::inode::inode_csum_seed(sb.csum_seed(), InodeNr(n.ino), 0);
         let tail = self.csum();
-        if tail || sb.has_ro_compat(RoCompat::GDT_CSUM) {
-            // The inode must lie in the group's initialised part.
-            let ipg = fs.geometry().inodes_per_group;
-            let (g, idx) = ((n.ino - 1) / ipg, (n.ino - 1) % ipg);
-            let wide = sb.has_incompat(Incompat::BIT64);
-            let d = self.desc(g)?;
-            let unused = d.itable_unused(wide).min(ipg - idx - 1);
-            d.set_itable_unused(unused);
-        }
+        // The inode must lie in the group's initialised part.
+        self.initialised(n.ino)?;
         let filetype = sb.has_incompat(Incompat::FILETYPE);
         let blk = self.block(n.block, BlockKind::Dir(seed))?;
         crate::lost_found::dir_block(blk, n.ino, filetype, tail, bs);

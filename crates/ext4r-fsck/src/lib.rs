@@ -21,6 +21,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backup;
 mod ctx;
 mod dot;
 mod dup;
@@ -36,6 +37,7 @@ mod pass2;
 mod pass34;
 mod pass5;
 mod problem;
+mod relocate;
 mod repair;
 mod salvage;
 mod symlink;
@@ -176,10 +178,26 @@ pub fn check_shared(
     let mut notes = Vec::new();
     let mut backup_used = false;
     let fs = match Filesystem::open_with(dev.clone(), oo.clone()) {
+        // As e2fsck: descriptors that place metadata where it cannot be
+        // send the check to the backups (when there are any).
+        Ok(fs)
+            if opts.superblock.is_none()
+                && fs.geometry().group_count > 1
+                && !backup::descs_ok(&fs) =>
+        {
+            match backup::open_backup(&dev, &oo).filter(backup::descs_ok) {
+                Some(b) => {
+                    notes.push("Group descriptors look bad... trying backup blocks...".into());
+                    backup_used = true;
+                    b
+                }
+                None => fs,
+            }
+        }
         Ok(fs) => fs,
         Err(e) if opts.superblock.is_none() => {
             // As e2fsck: a primary that cannot be used, try the backups.
-            match open_backup(&dev, &oo) {
+            match backup::open_backup(&dev, &oo) {
                 Some(fs) => {
                     notes.push(format!("Superblock invalid ({e}), trying backup blocks..."));
                     backup_used = true;
@@ -208,6 +226,7 @@ pub fn check_shared(
     };
     let summary_if_clean = clean.as_ref().map(|_| ctx::summary_from_superblock(&fs));
     let mut c = ctx::Ctx::new(fs);
+    c.repairing = opts.repairing;
     c.notes = notes;
     let mut first_pass = 0;
     if let (Some(why), Some(summary)) = (clean, summary_if_clean) {
@@ -232,7 +251,9 @@ pub fn check_shared(
         c.p.error_fix(
             0,
             "PR_0_SB_CORRUPT",
-            "The primary superblock is corrupt; the check used a backup.".into(),
+            "The primary superblock or group descriptors are unusable; the check used a \
+             backup."
+                .into(),
             Fix::RestorePrimary,
         );
     }
@@ -257,21 +278,6 @@ pub fn check_shared(
     report.fatal = c.fatal.take();
     report.problems = c.p;
     Ok(report)
-}
-
-/// The backup superblocks e2fsck tries: the first block of group 1 for
-/// each block size (8193 for 1 KiB blocks, else 8 × block size).
-pub(crate) fn open_backup(
-    dev: &std::sync::Arc<dyn BlockDevice>,
-    oo: &OpenOptions,
-) -> Option<Filesystem> {
-    (0..7).find_map(|l| {
-        let bs = 1024u32 << l;
-        let mut o = oo.clone();
-        o.superblock = Some(u64::from(bs) * 8 + u64::from(bs == 1024));
-        o.block_size = Some(bs);
-        Filesystem::open_with(dev.clone(), o).ok()
-    })
 }
 
 /// Why a filesystem needs no full check, as e2fsck decides without `-f`:

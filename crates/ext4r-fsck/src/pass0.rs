@@ -14,8 +14,9 @@ use crate::Progress;
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     superblock(c);
     descriptors(c);
-    if c.bad_itable && c.geo.group_count == 1 {
-        // No backup descriptors to fall back on: e2fsck cannot go on either.
+    if c.bad_itable && c.geo.group_count == 1 && !c.repairing {
+        // No backup descriptors to fall back on, and no relocation under
+        // -n: e2fsck cannot go on either.
         c.fatal = Some(
             "Group descriptors look bad and there is no backup to use; cannot proceed.".into(),
         );
@@ -135,6 +136,12 @@ fn descriptors(c: &mut Ctx) {
                     code,
                     format!("{what} for group {g} is not in group.  (block {b})"),
                 );
+                let meta = match code {
+                    "PR_0_BB_NOT_GROUP" => crate::relocate::Meta::BlockBitmap,
+                    "PR_0_IB_NOT_GROUP" => crate::relocate::Meta::InodeBitmap,
+                    _ => crate::relocate::Meta::InodeTable,
+                };
+                c.relocate.push((g, meta));
                 bad = true;
                 if code == "PR_0_ITABLE_NOT_GROUP" {
                     c.bad_itable = true;

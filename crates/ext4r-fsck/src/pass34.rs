@@ -13,8 +13,21 @@ const LINK_MAX: u32 = 65_000;
 
 pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
     let Some(root) = c.dir_idx(special::ROOT) else {
-        c.p.error(3, "PR_3_NO_ROOT_INODE", "Root inode not allocated.".into());
-        c.abort = true;
+        let msg = "Root inode not allocated.".to_string();
+        // As e2fsck: a new root (its inode table must be readable; a
+        // table being relocated gets the root in the next round). The
+        // rest of the tree is judged once it exists; pass 5 still runs.
+        let table_ok = !c.bad_group.first().copied().unwrap_or(true);
+        match table_ok
+            .then(|| crate::lost_found::reserve_block(c))
+            .flatten()
+        {
+            Some(b) => {
+                c.p.error_fix(3, "PR_3_NO_ROOT_INODE", msg, crate::fix::Fix::MakeRoot(b));
+            }
+            None => c.p.error(3, "PR_3_NO_ROOT_INODE", msg),
+        }
+        c.skip_to_pass5 = true;
         return;
     };
     // The root's parent is itself.
@@ -143,6 +156,9 @@ fn lost_and_found(c: &mut Ctx) {
 }
 
 pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
+    if c.skip_to_pass5 {
+        return;
+    }
     let dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
     for i in 0..c.inodes.len() {
         let r = c.inodes[i];

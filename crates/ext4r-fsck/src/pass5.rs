@@ -73,6 +73,7 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     if !dups.is_empty() {
         crate::dup::plan(c, &claims, &union);
     }
+    crate::relocate::plan(c, &union);
     union
 }
 

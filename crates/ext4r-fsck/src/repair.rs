@@ -193,8 +193,15 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     oo.allow_encrypted = true;
     oo.skip_journal_replay = true;
     match Filesystem::open_with(dev.clone(), oo.clone()) {
+        // The same choice as the check's: bad primary descriptors, good
+        // backups.
+        Ok(fs) if fs.geometry().group_count > 1 && !crate::backup::descs_ok(&fs) => {
+            Ok(crate::backup::open_backup(dev, &oo)
+                .filter(crate::backup::descs_ok)
+                .unwrap_or(fs))
+        }
         Ok(fs) => Ok(fs),
-        Err(e) => crate::open_backup(dev, &oo).ok_or(Error::Open(e)),
+        Err(e) => crate::backup::open_backup(dev, &oo).ok_or(Error::Open(e)),
     }
 }
 
