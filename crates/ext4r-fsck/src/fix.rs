@@ -163,6 +163,9 @@ pub enum Fix {
     Relocate(u32, crate::relocate::Meta, u64),
     /// Create the root directory (inode 2) with its block here.
     MakeRoot(u64),
+    /// Drop an inode's inline data: size 0, no inline flag, `i_block`
+    /// zeroed (e2fsck's "Truncate" when `system.data` is missing).
+    InlineTruncate(u32),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -606,6 +609,12 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::MakeRoot(b) => self.make_root(*b)?,
+            Fix::InlineTruncate(ino) => self.edit_inode(*ino, |i| {
+                i.set_size(0);
+                let f = i.flags() - ext4r_format::inode::InodeFlags::INLINE_DATA;
+                i.set_flags(f);
+                i.i_block = [0; 60];
+            })?,
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();

@@ -245,6 +245,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             crate::fix::Fix::ClearInode(ino),
         );
     }
+    if flags.contains(InodeFlags::INLINE_DATA)
+        && c.sb.has_incompat(Incompat::INLINE_DATA)
+        && ino >= first_ino
+        && !has_inline_attr(c, ino)
+    {
+        // As e2fsck: without its system.data attribute (or with xattrs
+        // that cannot be read) the inline data cannot be trusted.
+        c.p.error_fix(
+            1,
+            "PR_1_INLINE_DATA_NO_ATTR",
+            format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
+            Fix::InlineTruncate(ino),
+        );
+    }
     if kind == FileKind::Directory
         && flags.contains(InodeFlags::INDEX)
         && !c.sb.has_compat(Compat::DIR_INDEX)
@@ -523,6 +537,15 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
             Fix::ClearInode(ino),
         );
     }
+}
+
+/// Whether the inode's xattrs read and include `system.data`.
+fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
+    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+        return false;
+    };
+    c.fs.xattrs(&info)
+        .is_ok_and(|xs| xs.iter().any(|x| x.name == b"system.data"))
 }
 
 fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u64) -> bool {
