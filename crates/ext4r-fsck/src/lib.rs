@@ -25,6 +25,7 @@ mod backup;
 mod ctx;
 mod dot;
 mod dup;
+mod ea_region;
 mod fix;
 mod htree;
 mod journal_fix;

@@ -650,11 +650,20 @@ fn value_inums(area: &[u8], out: &mut Vec<u32>) {
 fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
     match parse_xattr_ibody(rec) {
         Ok(Some(entries)) => {
+            let extra = usize::from(inode.i_extra_isize.get());
+            let area = rec.get(128 + extra..).unwrap_or(&[]);
             if let Some(why) = bad_entries(&entries) {
                 c.p.error_fix(
                     1,
                     "PR_1_INODE_EA_BAD",
                     format!("Inode {ino} has a bad extended attribute area: {why}."),
+                    crate::fix::Fix::ClearIbodyXattrs(ino),
+                );
+            } else if crate::ea_region::collides(area) {
+                c.p.error_fix(
+                    1,
+                    "PR_1_INODE_EA_ALLOC_COLLISION",
+                    format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
             }
