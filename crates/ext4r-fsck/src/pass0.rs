@@ -14,6 +14,7 @@ use crate::Progress;
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     superblock(c);
     descriptors(c);
+    bitmap_conflicts(c);
     if c.bad_itable && c.geo.group_count == 1 && !c.repairing {
         // No backup descriptors to fall back on, and no relocation under
         // -n: e2fsck cannot go on either.
@@ -206,6 +207,56 @@ fn descriptors(c: &mut Ctx) {
         }
         if let Some(b) = m.meta_desc {
             c.claim(b, 1, 0);
+        }
+    }
+}
+
+/// Bitmaps sitting on other metadata (a superblock or descriptor copy,
+/// an inode table, an earlier bitmap) are moved, as e2fsck's "conflicts
+/// with some other fs block.  Relocate?".
+fn bitmap_conflicts(c: &mut Ctx) {
+    use crate::relocate::Meta;
+    let wide = c.wide();
+    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mut descs = Vec::new();
+    for g in 0..c.geo.group_count {
+        if c.bad_group[g as usize] {
+            continue;
+        }
+        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+            break;
+        };
+        let m = c.geo.group_meta(g);
+        if let Some(s) = m.super_block {
+            ranges.push((s, s + 1));
+        }
+        if let Some((first, n)) = m.old_desc {
+            ranges.push((first, first + n));
+        }
+        if let Some(b) = m.meta_desc {
+            ranges.push((b, b + 1));
+        }
+        ranges.push((d.inode_table(wide), d.inode_table(wide) + itb));
+        descs.push((g, d));
+    }
+    let hit = |ranges: &[(u64, u64)], b: u64| ranges.iter().any(|&(s, e)| b >= s && b < e);
+    for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
+        for &(g, d) in &descs {
+            let (b, what) = match pick {
+                Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap"),
+                _ => (d.inode_bitmap(wide), "inode bitmap"),
+            };
+            if hit(&ranges, b) {
+                c.p.error(
+                    1,
+                    "PR_1_BITMAP_CONFLICT",
+                    format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
+                );
+                c.relocate.push((g, pick));
+            } else {
+                ranges.push((b, b + 1));
+            }
         }
     }
 }
