@@ -778,6 +778,15 @@ impl<'a> Writer<'a> {
         let Ok(info) = fs.inode(lpf) else {
             return Ok(());
         };
+        // An encrypted lost+found cannot take plain names (pass 3 has it
+        // replaced).
+        if info
+            .inode
+            .flags()
+            .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
+        {
+            return Ok(());
+        }
         if !info.inode.is_dir() {
             return Ok(());
         }

@@ -267,14 +267,14 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 leaf_names.push(e.name);
             }
             if encrypted && e.name.len() < 16 {
-                c.p.error(
-                    2,
-                    "PR_2_BAD_ENCRYPTED_NAME",
-                    format!(
-                        "Encrypted entry in directory inode {ino} has a too-short name ({} bytes).",
-                        e.name.len()
-                    ),
+                let msg = format!(
+                    "Encrypted entry in directory inode {ino} has a too-short name ({} bytes).",
+                    e.name.len()
                 );
+                // As e2fsck: the entry is cleared, and not looked at more.
+                bad_entry(c, d, b, e.offset, "PR_2_BAD_ENCRYPTED_NAME", msg);
+                prev_off = Some(e.offset);
+                continue;
             }
         }
         if slot < 2 && e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {

@@ -124,6 +124,25 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
     lost_and_found(c);
 }
 
+/// Where the root names `name`: (block, offset, the root's seed).
+fn root_entry(c: &Ctx, root: &ext4r::fs::InodeInfo, name: &[u8]) -> Option<(u64, usize, u32)> {
+    let seed = c.dirs[c.dir_idx(special::ROOT)?].seed;
+    let bs = c.geo.block_size as usize;
+    let mut buf = vec![0u8; bs];
+    for r in c.fs.runs(root).ok()? {
+        for k in 0..r.len {
+            let b = r.physical + k;
+            c.fs.device().read_at(&mut buf, b * bs as u64).ok()?;
+            for e in ext4r_format::dir::DirBlockIter::new(&buf).flatten() {
+                if e.inode.0 != 0 && e.name == name {
+                    return Some((b, e.offset, seed));
+                }
+            }
+        }
+    }
+    None
+}
+
 fn lost_and_found(c: &mut Ctx) {
     let root = match c.fs.inode(ext4r_format::InodeNr(special::ROOT)) {
         Ok(r) => r,
@@ -134,12 +153,26 @@ fn lost_and_found(c: &mut Ctx) {
             let is_dir = c
                 .inode_idx(ino.0)
                 .is_some_and(|i| c.inodes[i].kind == FileKind::Directory);
-            if !is_dir {
-                c.p.error(
-                    3,
-                    "PR_3_LPF_NOTDIR",
-                    "/lost+found is not a directory".into(),
-                );
+            let encrypted = is_dir
+                && c.fs.inode(ino).is_ok_and(|i| {
+                    i.inode
+                        .flags()
+                        .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
+                });
+            // As e2fsck: the name is cleared and a new lost+found made
+            // in a later round (what the old one held is reconnected).
+            let unlink = root_entry(c, &root, b"lost+found")
+                .map(|(blk, off, seed)| crate::fix::Fix::DirEntryClear(blk, off, seed));
+            let (code, msg) = if !is_dir {
+                ("PR_3_LPF_NOTDIR", "/lost+found is not a directory")
+            } else if encrypted {
+                ("PR_3_LPF_ENCRYPTED", "/lost+found is encrypted")
+            } else {
+                return;
+            };
+            match unlink {
+                Some(f) => c.p.error_fix(3, code, msg.into(), f),
+                None => c.p.error(3, code, msg.into()),
             }
         }
         Ok(None) => {
