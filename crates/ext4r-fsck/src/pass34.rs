@@ -175,6 +175,9 @@ fn lost_and_found(c: &mut Ctx) {
                 None => c.p.error(3, code, msg.into()),
             }
         }
+        // As e2fsck: a read-only check does not miss it (only a repair
+        // creates it, or a reconnection needs it).
+        Ok(None) if !c.repairing => {}
         Ok(None) => {
             let msg = "/lost+found not found.".to_string();
             match crate::lost_found::plan(c) {
