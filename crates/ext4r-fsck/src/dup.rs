@@ -61,6 +61,9 @@ impl BlockCopy {
     }
 }
 
+/// A block pointer: where it is, the first block, the run's length.
+pub(crate) type Pointer = (PtrAt, u64, u64);
+
 /// Most multiply-claimed blocks planned for one check; past this the
 /// problems are only reported (bounded memory on a garbage volume).
 const MAX_DUP_BLOCKS: u64 = 1 << 20;
@@ -231,7 +234,7 @@ fn allocate(free: &mut [(u64, u64)], len: u64) -> Option<u64> {
 /// length), node and indirect blocks before what they point to; with the
 /// inode's checksum seed. Pointers that are not valid are left out (other
 /// problems repair them).
-pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<(PtrAt, u64, u64)>)> {
+pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<Pointer>)> {
     let rec = fs.inode_record(InodeNr(ino)).ok()?;
     let inode = Inode::parse(&rec).ok()?;
     let seed = inode_csum_seed(
@@ -286,7 +289,7 @@ fn extent_ptrs(
     at: Option<u64>,
     level: u16,
     seen: &mut HashSet<u64>,
-    out: &mut Vec<(PtrAt, u64, u64)>,
+    out: &mut Vec<Pointer>,
 ) {
     if let Some(exts) = node.extents() {
         for (i, e) in exts.iter().enumerate() {
@@ -323,7 +326,7 @@ fn extent_ptrs(
     }
 }
 
-fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<(PtrAt, u64, u64)>) {
+fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
     let words = inode.block_words();
     let bs = c.bs;
     // (block, indirection level, where its pointer is), depth first.

@@ -909,7 +909,7 @@ impl<'a> Writer<'a> {
         if b < geo.first_data_block || b >= geo.blocks_count {
             return Ok(());
         }
-        let g = ((b - geo.first_data_block) / u64::from(geo.blocks_per_group)) as u32;
+        let g = ((b - geo.first_data_block) / geo.blocks_per_group) as u32;
         let wide = self.sb.has_incompat(Incompat::BIT64);
         let d = *self.desc(g)?;
         if d.flags() & BG_BLOCK_UNINIT != 0 {
