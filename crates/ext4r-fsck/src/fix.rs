@@ -166,6 +166,8 @@ pub enum Fix {
     /// Drop an inode's inline data: size 0, no inline flag, `i_block`
     /// zeroed (e2fsck's "Truncate" when `system.data` is missing).
     InlineTruncate(u32),
+    /// Set `i_mode`.
+    InodeMode(u32, u16),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -615,6 +617,7 @@ impl<'a> Writer<'a> {
                 i.set_flags(f);
                 i.i_block = [0; 60];
             })?,
+            Fix::InodeMode(ino, m) => self.edit_inode(*ino, |i| i.i_mode.set(*m))?,
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();

@@ -38,6 +38,7 @@ mod pass2;
 mod pass34;
 mod pass5;
 mod problem;
+mod really_dir;
 mod relocate;
 mod repair;
 mod salvage;

@@ -220,7 +220,23 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeClearDtime(ino),
         );
     }
-    let kind = FileKind::from_mode(inode.mode());
+    let mut kind = FileKind::from_mode(inode.mode());
+    let special_kind = matches!(
+        kind,
+        FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
+    );
+    if special_kind && crate::really_dir::looks_like_dir(c, ino, &inode) {
+        c.p.error_fix(
+            1,
+            "PR_1_TREAT_AS_DIRECTORY",
+            format!("Inode {ino} is a {kind:?} but it looks like it is really a directory."),
+            Fix::InodeMode(ino, (inode.mode() & 0o7777) | 0o040000),
+        );
+        // A repair goes on as e2fsck does, with the inode a directory.
+        if c.repairing {
+            kind = FileKind::Directory;
+        }
+    }
     if ino == special::ROOT && kind != FileKind::Directory {
         c.p.error(
             1,
