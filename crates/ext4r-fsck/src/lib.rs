@@ -28,6 +28,7 @@ mod dup;
 mod ea_region;
 mod fix;
 mod htree;
+mod htree_root;
 mod journal_fix;
 mod lost_found;
 mod orphan;

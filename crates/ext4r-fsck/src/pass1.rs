@@ -407,12 +407,21 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
     if kind == FileKind::Directory {
         let inline = flags.contains(InodeFlags::INLINE_DATA);
+        let mut htree = flags.contains(InodeFlags::INDEX);
+        if htree && !inline && !map.bad && c.sb.has_compat(Compat::DIR_INDEX) {
+            let blk0 = map.runs.iter().find(|r| r.0 == 0).map(|r| r.1);
+            if let Some((code, msg)) = crate::htree_root::bad_root(c, ino, blk0, map.end_lblk) {
+                c.p.error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
+                // Read as the linear directory it becomes.
+                htree = false;
+            }
+        }
         c.dirs.push(DirRec {
             ino,
             dotdot: 0,
             parent: 0,
             inline,
-            htree: flags.contains(InodeFlags::INDEX),
+            htree,
             encrypted: flags.contains(InodeFlags::ENCRYPT),
             casefold: flags.contains(InodeFlags::CASEFOLD),
             dotdot_at: None,
