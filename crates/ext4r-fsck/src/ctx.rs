@@ -113,6 +113,8 @@ pub(crate) struct Ctx {
     /// The check serves a repair run (answers "yes"): some dead ends of a
     /// read-only check are repairable then.
     pub repairing: bool,
+    /// The bad block list (inode 1's data blocks), sorted.
+    pub bad_blocks: Vec<u64>,
     /// Free blocks counted by pass 5.
     pub free_blocks_total: u64,
     pub stats: Summary,
@@ -147,6 +149,7 @@ impl Ctx {
             relocate: Vec::new(),
             skip_to_pass5: false,
             repairing: false,
+            bad_blocks: Vec::new(),
             free_blocks_total: 0,
             stats: Summary::default(),
         }

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod backup;
+mod badblocks;
 mod ctx;
 mod dot;
 mod dup;

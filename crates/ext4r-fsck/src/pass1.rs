@@ -28,6 +28,10 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let wide = c.wide();
     let groups = c.geo.group_count;
     let specials = special_inodes(c);
+    c.bad_blocks = crate::badblocks::list(c);
+    let in_bad = crate::badblocks::inodes_in_bad_blocks(c);
+    c.extra_used
+        .extend(in_bad.into_iter().filter(|&i| i >= c.sb.first_ino()));
     // The reads to do, from the descriptors: used parts of inode tables.
     let mut jobs: Vec<(u32, u32, u32, u64)> = Vec::new(); // group, first, count, offset
     let per_chunk = (CHUNK / isize).max(1) as u32;
@@ -161,6 +165,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         return;
     }
     if pre & PRE_ZERO != 0 {
+        return;
+    }
+    // Inodes stored in a block on the bad block list do not exist for the
+    // check (e2fsck skips them too); names of them are cleared.
+    if crate::badblocks::inode_in_bad_block(c, ino) {
         return;
     }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.

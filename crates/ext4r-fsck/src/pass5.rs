@@ -24,6 +24,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// sorted disjoint (start, end) ranges.
 fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     let mut claims = std::mem::take(&mut c.claims);
+    crate::badblocks::sort_out(c, &mut claims);
     claims.sort_unstable();
     let mut union: Vec<(u64, u64)> = Vec::with_capacity(claims.len());
     let mut dups: Vec<(u32, u32, u64)> = Vec::new();
