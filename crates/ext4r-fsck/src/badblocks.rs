@@ -25,7 +25,7 @@ pub(crate) fn list(c: &Ctx) -> Vec<u64> {
     else {
         return Vec::new();
     };
-    if inode.links_count() != 0 {
+    if bad_inode_invalid(&inode) {
         return Vec::new();
     }
     let w = inode.block_words();
@@ -61,6 +61,18 @@ pub(crate) fn list(c: &Ctx) -> Vec<u64> {
     v.sort_unstable();
     v.dedup();
     v
+}
+
+/// Whether the bad block inode holds what it may not (e2fsck's
+/// PR_1_INVALID_BAD_INODE): a mode, owner, links, inline data or xattrs.
+pub(crate) fn bad_inode_invalid(i: &Inode) -> bool {
+    i.mode() != 0
+        || i.i_uid.get() != 0
+        || i.i_gid.get() != 0
+        || i.links_count() != 0
+        || i.flags()
+            .contains(ext4r_format::inode::InodeFlags::INLINE_DATA)
+        || i.i_file_acl_lo.get() != 0
 }
 
 /// The inodes stored in listed blocks: in use for the inode bitmap (as

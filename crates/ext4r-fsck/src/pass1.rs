@@ -185,6 +185,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if links == 0 {
         return;
     }
+    casefold_flag(c, ino, &inode);
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
         c.p.error_fix(
             2,
@@ -496,7 +497,16 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
 /// Reserved inodes below `s_first_ino`: the bad-block list and the resize
 /// inode own blocks; the rest are not looked into.
 fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
+    casefold_flag(c, ino, inode);
     match ino {
+        special::BAD if crate::badblocks::bad_inode_invalid(inode) => {
+            c.p.error_fix(
+                1,
+                "PR_1_INVALID_BAD_INODE",
+                "The bad block inode looks invalid.".into(),
+                Fix::ZeroInode(ino),
+            );
+        }
         special::BAD if inode.links_count() == 0 && inode.block_words().iter().any(|&w| w != 0) => {
             let _ = pass1_map::blockmap(c, ino, inode, false);
         }
@@ -535,6 +545,32 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
             );
         }
         _ => {}
+    }
+}
+
+/// The casefold flag belongs on directories of a casefold filesystem
+/// (e2fsck checks it on every in-use and reserved inode).
+fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
+    if !inode.flags().contains(InodeFlags::CASEFOLD) {
+        return;
+    }
+    let fix = Fix::InodeClearFlags(ino, InodeFlags::CASEFOLD.bits());
+    if !inode.is_dir() {
+        c.p.error_fix(
+            1,
+            "PR_1_CASEFOLD_NONDIR",
+            format!("Inode {ino} has the casefold flag set but is not a directory."),
+            fix,
+        );
+    } else if !c.sb.has_incompat(Incompat::CASEFOLD) {
+        c.p.error_fix(
+            1,
+            "PR_1_CASEFOLD_FEATURE",
+            format!(
+                "Directory {ino} has the casefold flag, but the\ncasefold feature is not enabled."
+            ),
+            fix,
+        );
     }
 }
 
