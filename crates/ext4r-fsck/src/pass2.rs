@@ -3,7 +3,7 @@
 //! links each inode gets.
 
 use ext4r::fs::FileKind;
-use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter};
+use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntryTail};
 use ext4r_format::features::Incompat;
 use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
 use ext4r_format::inode::ino as special;
@@ -243,16 +243,28 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         let e = match e {
             Ok(e) => e,
             Err(bad) => {
+                // Bytes that look like a tail but that the records run
+                // into are no tail (e2fsck's test): the damage is where
+                // the records, read to the block's end, go wrong.
+                let false_tail = c.csum()
+                    && DirEntryTail::find(block).is_some()
+                    && !crate::salvage::has_tail(block, c.geo.block_size);
+                let (at, prev) = if false_tail {
+                    crate::salvage::first_bad(block, c.geo.block_size)
+                        .unwrap_or((bad.offset, prev_off))
+                } else {
+                    (bad.offset, prev_off)
+                };
                 let msg = format!(
-                    "Directory inode {ino}, block #{}, offset {}: directory corrupted",
-                    b.lblk, bad.offset
+                    "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
+                    b.lblk
                 );
                 let seed = c.dirs[d].seed;
                 c.p.error_fix(
                     2,
                     "PR_2_DIR_CORRUPTED",
                     msg,
-                    crate::fix::Fix::DirSalvage(b.phys, bad.offset, prev_off, seed),
+                    crate::fix::Fix::DirSalvage(b.phys, at, prev, seed),
                 );
                 return;
             }

@@ -80,6 +80,27 @@ pub(crate) fn salvage(
     }
 }
 
+/// The first record of a block (records up to its end) that e2fsck
+/// would find corrupted, with the record before it.
+pub(crate) fn first_bad(blk: &[u8], bs: u32) -> Option<(usize, Option<usize>)> {
+    let end = blk.len();
+    let mut off = 0usize;
+    let mut prev = None;
+    while off < end {
+        if off + HEADER > end {
+            return Some((off, prev));
+        }
+        let rec = get_len(blk, off, bs);
+        let name_len = usize::from(blk[off + 6]);
+        if rec < 12 || rec % 4 != 0 || off + rec > end || rec_len_for_name(name_len) > rec {
+            return Some((off, prev));
+        }
+        prev = Some(off);
+        off += rec;
+    }
+    None
+}
+
 /// Whether a leaf block has a checksum tail, as e2fsck decides
 /// (`ext2fs_dirent_has_tail`): the last 12 bytes form a tail and the
 /// record chain ends exactly where it starts. A chain too damaged to
