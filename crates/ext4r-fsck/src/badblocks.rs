@@ -82,7 +82,7 @@ pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
     if c.bad_blocks.is_empty() {
         return out;
     }
-    let per = u64::from(c.geo.block_size / u32::from(c.geo.inode_size));
+    let per = u64::from(c.geo.block_size / c.geo.inode_size);
     let itb = u64::from(c.geo.inode_blocks_per_group());
     let ipg = u64::from(c.geo.inodes_per_group);
     for g in 0..c.geo.group_count {
@@ -117,6 +117,10 @@ pub(crate) fn inode_in_bad_block(c: &Ctx, ino: u32) -> bool {
     c.bad_blocks.binary_search(&b).is_ok()
 }
 
+/// A piece of metadata: blocks `[0, 1)`, the group's bitmap it is (if
+/// one), whether it is the primary superblock or descriptors.
+type MetaSpan = (u64, u64, Option<(u32, Meta)>, bool);
+
 /// Takes the bad block inode's claims on metadata out of `claims`, with
 /// the repairs e2fsck makes for them.
 pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
@@ -125,8 +129,8 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
     }
     let wide = c.wide();
     let itb = u64::from(c.geo.inode_blocks_per_group());
-    // (start, end, what) of every piece of metadata.
-    let mut meta: Vec<(u64, u64, Option<(u32, Meta)>, bool)> = Vec::new();
+    // (start, end, which bitmap, a primary copy) of all metadata.
+    let mut meta: Vec<MetaSpan> = Vec::new();
     for g in 0..c.geo.group_count {
         let m = c.geo.group_meta(g);
         let primary = g == 0;
