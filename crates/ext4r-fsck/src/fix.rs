@@ -168,6 +168,14 @@ pub enum Fix {
     InlineTruncate(u32),
     /// Set `i_mode`.
     InodeMode(u32, u16),
+    /// Set an inline directory's parent (the first word of `i_block`).
+    InlineParent(u32, u32),
+    /// Clear the inode of the record at an offset of an inline
+    /// directory's area (inode, area, offset; see [`crate::inline_dir`]).
+    InlineEntryClear(u32, u64, usize),
+    /// Salvage an inline directory's area at a bad record (inode, area,
+    /// offset, the record before).
+    InlineSalvage(u32, u64, usize, Option<usize>),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
 }
@@ -618,6 +626,29 @@ impl<'a> Writer<'a> {
                 i.i_block = [0; 60];
             })?,
             Fix::InodeMode(ino, m) => self.edit_inode(*ino, |i| i.i_mode.set(*m))?,
+            Fix::InlineParent(ino, p) => {
+                let rec = self.inode(*ino)?;
+                if let Some(x) = rec.get_mut(0x28..0x2c) {
+                    x.copy_from_slice(&p.to_le_bytes());
+                }
+            }
+            Fix::InlineEntryClear(ino, area, off) => {
+                let rec = self.inode(*ino)?;
+                if let Some(a) = crate::inline_dir::area_mut(rec, *area) {
+                    if let Some(x) = a.get_mut(*off..*off + 4) {
+                        x.copy_from_slice(&[0; 4]);
+                    }
+                }
+            }
+            Fix::InlineSalvage(ino, area, off, prev) => {
+                let max_ino = self.sb.s_inodes_count.get();
+                let rec = self.inode(*ino)?;
+                if let Some(a) = crate::inline_dir::area_mut(rec, *area) {
+                    let end = a.len();
+                    // Record lengths are raw below 64 KiB.
+                    crate::salvage::salvage(a, *off, *prev, end, 4096, max_ino);
+                }
+            }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();

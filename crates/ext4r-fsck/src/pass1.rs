@@ -392,6 +392,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
         check_size(c, ino, &inode, kind, &map);
     }
+    if kind == FileKind::Directory && flags.contains(InodeFlags::INLINE_DATA) {
+        // An inline directory's size is i_block's 60 bytes plus the
+        // system.data value, as e2fsck counts it.
+        if let Some(want) = inline_size(c, ino) {
+            if want != inode.size() {
+                c.p.error_fix(
+                    1,
+                    "PR_1_BAD_I_SIZE",
+                    format!("Inode {ino}, i_size is {}, should be {want}.", inode.size()),
+                    Fix::InodeSize(ino, want),
+                );
+            }
+        }
+    }
     if kind == FileKind::Directory && !map.bad {
         // Directory blocks run from 0 without holes (e2fsck collapses them).
         let mut next = 0u64;
@@ -607,6 +621,13 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
             Fix::ClearInode(ino),
         );
     }
+}
+
+/// 60 bytes plus the `system.data` value's length, when it reads.
+fn inline_size(c: &Ctx, ino: u32) -> Option<u64> {
+    let rec = c.fs.inode_record(InodeNr(ino)).ok()?;
+    let (_, n) = crate::inline_dir::data_range(&rec)?;
+    Some(60 + n as u64)
 }
 
 /// Whether the inode's xattrs read and include `system.data`.

@@ -472,20 +472,17 @@ fn entry(
     c.inodes[t].counted = c.inodes[t].counted.saturating_add(1);
 }
 
-/// Reports an entry that must go; its repair clears it, except in inline
-/// directories (no block to rewrite), where it is only reported.
+/// Reports an entry that must go; its repair clears it (in an inline
+/// directory, in the inode: a bad parent becomes 0 for pass 3 to set).
 fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: &'static str, msg: String) {
-    if b.phys != 0 {
-        let seed = c.dirs[d].seed;
-        c.p.error_fix(
-            2,
-            code,
-            msg,
-            crate::fix::Fix::DirEntryClear(b.phys, off, seed),
-        );
+    let fix = if b.phys != 0 {
+        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].seed)
+    } else if b.lblk == crate::inline_dir::AREA_PARENT {
+        crate::fix::Fix::InlineParent(b.ino, 0)
     } else {
-        c.p.error(2, code, msg);
-    }
+        crate::fix::Fix::InlineEntryClear(b.ino, b.lblk, off)
+    };
+    c.p.error_fix(2, code, msg, fix);
 }
 
 fn check_filetype(
@@ -525,29 +522,58 @@ fn check_filetype(
     }
 }
 
-/// Inline directories, read through the engine.
+/// Inline directories, read record by record (see [`crate::inline_dir`]).
 fn inline_dirs(c: &mut Ctx) {
+    use crate::inline_dir::{records, AREA_DATA, AREA_IBLOCK, AREA_PARENT};
     let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline).collect();
     for d in inl {
         let ino = c.dirs[d].ino;
-        let entries = match c.fs.inode(InodeNr(ino)).and_then(|i| c.fs.read_dir(&i)) {
-            Ok(e) => e,
-            Err(e) => {
-                c.p.error(
-                    2,
-                    "PR_2_DIR_CORRUPTED",
-                    format!("Directory inode {ino}, inline data: directory corrupted ({e})"),
-                );
-                continue;
-            }
+        let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
+            continue;
         };
-        let b = DirBlock {
+        let at = |area| DirBlock {
             phys: 0,
             ino,
-            lblk: 0,
+            lblk: area,
         };
-        for (slot, e) in entries.iter().enumerate() {
-            entry(c, d, slot, &b, &e.name, e.ino.0, e.kind.dirent_type(), 0);
+        let parent = rec
+            .get(0x28..0x2c)
+            .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+        // '.' is implied, and counts as a link like a stored one.
+        entry(c, d, 0, &at(AREA_PARENT), b".", ino, ft::DIR, 0);
+        entry(c, d, 1, &at(AREA_PARENT), b"..", parent, ft::DIR, 0);
+        let mut slot = 2;
+        for area in [AREA_IBLOCK, AREA_DATA] {
+            let Some(bytes) = crate::inline_dir::area_mut(&mut rec, area) else {
+                continue;
+            };
+            let bytes = bytes.to_vec();
+            let (recs, bad) = records(&bytes);
+            for r in &recs {
+                if r.inode != 0 {
+                    entry(
+                        c,
+                        d,
+                        slot,
+                        &at(area),
+                        r.name,
+                        r.inode,
+                        r.file_type,
+                        r.offset,
+                    );
+                    slot += 1;
+                }
+            }
+            if let Some((off, prev)) = bad {
+                c.p.error_fix(
+                    2,
+                    "PR_2_DIR_CORRUPTED",
+                    format!(
+                        "Directory inode {ino}, inline data, offset {off}: directory corrupted"
+                    ),
+                    crate::fix::Fix::InlineSalvage(ino, area, off, prev),
+                );
+            }
         }
     }
 }

@@ -110,14 +110,18 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     ),
                     crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.seed),
                 ),
-                None => c.p.error(
-                    3,
-                    "PR_3_BAD_DOT_DOT",
-                    format!(
+                None => {
+                    let msg = format!(
                         "'..' in ??? ({}) is ??? ({}), should be ??? ({}).",
                         r.ino, r.dotdot, r.parent
-                    ),
-                ),
+                    );
+                    if r.inline {
+                        let f = crate::fix::Fix::InlineParent(r.ino, r.parent);
+                        c.p.error_fix(3, "PR_3_BAD_DOT_DOT", msg, f);
+                    } else {
+                        c.p.error(3, "PR_3_BAD_DOT_DOT", msg);
+                    }
+                }
             }
         }
     }
