@@ -30,6 +30,7 @@ mod ea_region;
 mod fix;
 mod htree;
 mod htree_root;
+mod idata_extents;
 mod inline_dir;
 mod journal_fix;
 mod lost_found;

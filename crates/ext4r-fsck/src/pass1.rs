@@ -254,7 +254,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             "Root inode is not a directory.".into(),
         );
     }
-    let flags = inode.flags();
+    let mut flags = inode.flags();
+    if let Some((code, msg, fix, left)) =
+        crate::idata_extents::resolve(c, ino, &inode, kind, rec.len())
+    {
+        let cleared = matches!(fix, Fix::ClearInode(_));
+        c.p.error_fix(1, code, msg, fix);
+        if cleared {
+            return;
+        }
+        // A repair goes on with the flags it leaves (as e2fsck).
+        if c.repairing {
+            flags = left;
+        }
+    }
     if flags.contains(InodeFlags::EXTENTS) && !c.sb.has_incompat(Incompat::EXTENTS) {
         c.p.error_fix(
             1,
@@ -314,7 +327,22 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         }
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
             let w = inode.block_words();
-            if flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
+            let data_flags = InodeFlags::EXTENTS | InodeFlags::INLINE_DATA;
+            if flags.intersects(data_flags)
+                && !flags.contains(InodeFlags::INDEX)
+                && w[4..].iter().all(|&x| x == 0)
+            {
+                // As e2fsck: the flags go, the device stays.
+                c.p.error_fix(
+                    1,
+                    "PR_1_SPECIAL_EXTENTS_IDATA",
+                    format!(
+                        "Special (device/socket/fifo) file (inode {ino}) has extents\nor \
+                         inline-data flag set."
+                    ),
+                    Fix::InodeClearFlags(ino, data_flags.bits()),
+                );
+            } else if flags.intersects(InodeFlags::INDEX | data_flags)
                 || w[4..].iter().any(|&x| x != 0)
             {
                 c.p.error_fix(
