@@ -81,10 +81,6 @@ struct Dup {
 /// (sorted disjoint `[start, end)` ranges) and records one problem with
 /// its fix per inode that gets copies.
 pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
-    if c.geo.cluster_bits != 0 {
-        // bigalloc: a cluster would have to be copied whole; not done.
-        return;
-    }
     let Some(dups) = dup_blocks(claims) else {
         return;
     };
@@ -103,7 +99,14 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
     let mut used = used.to_vec();
     used.extend(c.reserved.iter().map(|&b| (b, b + 1)));
     used.sort_unstable();
-    let mut free = free_ranges(c, &used);
+    // With bigalloc the copies take whole free clusters, each block at
+    // the same offset in its cluster as before (as the format requires).
+    let cluster = 1u64 << c.geo.cluster_bits;
+    let mut free: Vec<(u64, u64)> = free_ranges(c, &used)
+        .into_iter()
+        .map(|(s, e)| (s.div_ceil(cluster) * cluster, e / cluster * cluster))
+        .filter(|&(s, e)| s < e)
+        .collect();
     for ino in owners {
         let Some((seed, ptrs)) = pointers(&c.fs, ino) else {
             continue;
@@ -118,7 +121,9 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             if !must {
                 continue;
             }
-            let Some(new) = allocate(&mut free, len) else {
+            let skew = old % cluster;
+            let span = (skew + len).div_ceil(cluster) * cluster;
+            let Some(new) = allocate(&mut free, span).map(|b| b + skew) else {
                 no_room = true;
                 break;
             };

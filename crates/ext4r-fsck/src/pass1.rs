@@ -398,8 +398,16 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     // i_blocks counts data, tree blocks and the xattr block.
     // Values in EA inodes are charged to their owner as well; that
     // accounting is not modelled yet, so such inodes are not judged.
-    if !c.sb.has_ro_compat(RoCompat::BIGALLOC) && !ea_inode_values {
-        let blocks = map.blocks + ea_blocks;
+    let bigalloc = c.sb.has_ro_compat(RoCompat::BIGALLOC);
+    let mapped = !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink && !map.bad;
+    let blocks = if bigalloc {
+        // Whole clusters: each one the inode's blocks (data, tree and
+        // xattr block) touch.
+        mapped.then(|| cluster_blocks(c, ino, &inode, ea_blocks))
+    } else {
+        Some(map.blocks + ea_blocks)
+    };
+    if let (Some(blocks), false) = (blocks, ea_inode_values) {
         let in_fs_blocks = huge && flags.contains(InodeFlags::HUGE_FILE);
         let want = if in_fs_blocks {
             blocks
@@ -649,6 +657,22 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
             Fix::ClearInode(ino),
         );
     }
+}
+
+/// The blocks of the clusters an inode's blocks lie in (bigalloc).
+fn cluster_blocks(c: &Ctx, ino: u32, inode: &Inode, ea_blocks: u64) -> u64 {
+    let bits = c.geo.cluster_bits;
+    let mut clusters: std::collections::BTreeSet<u64> = crate::dup::pointers(&c.fs, ino)
+        .map(|(_, p)| {
+            p.iter()
+                .flat_map(|&(_, b, n)| (b >> bits)..=((b + n.max(1) - 1) >> bits))
+                .collect()
+        })
+        .unwrap_or_default();
+    if ea_blocks > 0 {
+        clusters.insert(inode.file_acl(c.wide()).0 >> bits);
+    }
+    (clusters.len() as u64) << bits
 }
 
 /// 60 bytes plus the `system.data` value's length, when it reads.
