@@ -327,12 +327,28 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         }
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
             let w = inode.block_words();
-            let data_flags = InodeFlags::EXTENTS | InodeFlags::INLINE_DATA;
-            if flags.intersects(data_flags)
-                && !flags.contains(InodeFlags::INDEX)
-                && w[4..].iter().all(|&x| x == 0)
+            if inode.size() != 0 {
+                c.p.error_fix(
+                    1,
+                    "PR_1_SET_NONZSIZE",
+                    format!("Special (device/socket/fifo) inode {ino} has non-zero size."),
+                    Fix::InodeSize(ino, 0),
+                );
+            }
+            // e2fsck's check_device_inode: an index or extents flag, or
+            // stray i_block words on an immutable one, make it bogus; an
+            // inline-data flag only goes.
+            let locked = flags.intersects(InodeFlags::IMMUTABLE | InodeFlags::APPEND);
+            if flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
+                || (locked && w[4..].iter().any(|&x| x != 0))
             {
-                // As e2fsck: the flags go, the device stays.
+                c.p.error_fix(
+                    2,
+                    "PR_2_BAD_SPECIAL",
+                    format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
+                    crate::fix::Fix::ClearInode(ino),
+                );
+            } else if flags.contains(InodeFlags::INLINE_DATA) {
                 c.p.error_fix(
                     1,
                     "PR_1_SPECIAL_EXTENTS_IDATA",
@@ -340,16 +356,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                         "Special (device/socket/fifo) file (inode {ino}) has extents\nor \
                          inline-data flag set."
                     ),
-                    Fix::InodeClearFlags(ino, data_flags.bits()),
-                );
-            } else if flags.intersects(InodeFlags::INDEX | data_flags)
-                || w[4..].iter().any(|&x| x != 0)
-            {
-                c.p.error_fix(
-                    2,
-                    "PR_2_BAD_SPECIAL",
-                    format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
-                    crate::fix::Fix::ClearInode(ino),
+                    Fix::InodeClearFlags(ino, InodeFlags::INLINE_DATA.bits()),
                 );
             }
         }

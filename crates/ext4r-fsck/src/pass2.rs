@@ -448,6 +448,13 @@ fn entry(
         }
     }
     let Some(t) = c.inode_idx(target) else {
+        if crate::badblocks::inode_in_bad_block(c, target) {
+            let msg = format!(
+                "{} points to inode ({target}) located in a bad block.",
+                place()
+            );
+            return bad_entry(c, d, b, off, "PR_2_BB_INODE", msg);
+        }
         let msg = format!(
             "{} has deleted/unused inode {target}.  (block #{}, offset {off})",
             place(),

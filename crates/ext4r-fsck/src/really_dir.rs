@@ -7,11 +7,39 @@ use ext4r_format::inode::{Inode, InodeFlags};
 
 use crate::ctx::Ctx;
 
+/// The inline case: a size that is a multiple of 4 (60 and the
+/// system.data value), a sane parent and a sane first record.
+fn inline_looks_like_dir(c: &Ctx, ino: u32, inode: &Inode) -> bool {
+    let Ok(rec) = c.fs.inode_record(ext4r_format::InodeNr(ino)) else {
+        return false;
+    };
+    let Some((_, n)) = crate::inline_dir::data_range(&rec) else {
+        return false;
+    };
+    if (60 + n) % 4 != 0 {
+        return false;
+    }
+    let b = &inode.i_block;
+    let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let count = c.sb.s_inodes_count.get();
+    let first = c.sb.first_ino();
+    let ok_ino = |i: u32| i < count && (i >= first || i == ext4r_format::inode::ino::ROOT);
+    let (parent, de_ino) = (word(0), word(4));
+    let rec_len = usize::from(u16::from_le_bytes([b[8], b[9]]));
+    ok_ino(parent) && (de_ino == 0 || (de_ino < count && de_ino >= first)) && rec_len <= 56
+}
+
 /// Whether special inode `ino` looks like a directory.
 pub(crate) fn looks_like_dir(c: &Ctx, ino: u32, inode: &Inode) -> bool {
     let w = inode.block_words();
     if w[0] == 0 {
         return false;
+    }
+    if inode.flags().contains(InodeFlags::INLINE_DATA)
+        && c.sb
+            .has_incompat(ext4r_format::features::Incompat::INLINE_DATA)
+    {
+        return inline_looks_like_dir(c, ino, inode);
     }
     let mut not_device = false;
     let blk = if inode.flags().contains(InodeFlags::EXTENTS) {

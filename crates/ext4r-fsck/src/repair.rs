@@ -86,6 +86,9 @@ fn preen_ok(code: &str) -> bool {
                 | "PR_1_JOURNAL_INODE_NOT_CLEAR"
                 | "PR_1_ZERO_DTIME"
                 | "PR_2_CLEAR_FILETYPE"
+                | "PR_2_FEATURE_LARGE_FILES"
+                | "PR_1_SET_NONZSIZE"
+                | "PR_1_SET_IMMUTABLE"
         )
 }
 
