@@ -97,6 +97,24 @@ pub(crate) struct Ctx {
     /// In-use inodes outside the tree (journal, quota, orphan file) at or
     /// past `s_first_ino`, for the inode bitmap.
     pub extra_used: Vec<u32>,
+    /// Free blocks a repair planned in this check takes (lost+found's),
+    /// kept from later plans.
+    pub reserved: Vec<u64>,
+    /// Regular files of 2 GiB or more (they need the large_file feature).
+    pub large_files: u64,
+    /// EA inodes some xattr keeps a value in (sorted after pass 1).
+    pub ea_refs: Vec<u32>,
+    /// Name lengths of the entries passes 3 and 4 add to lost+found.
+    pub reconnects: Vec<usize>,
+    /// Group metadata pass 0 found out of place, to move in pass 5.
+    pub relocate: Vec<(u32, crate::relocate::Meta)>,
+    /// Pass 4 has nothing sound to count (no root): go on with pass 5.
+    pub skip_to_pass5: bool,
+    /// The check serves a repair run (answers "yes"): some dead ends of a
+    /// read-only check are repairable then.
+    pub repairing: bool,
+    /// The bad block list (inode 1's data blocks), sorted.
+    pub bad_blocks: Vec<u64>,
     /// Free blocks counted by pass 5.
     pub free_blocks_total: u64,
     pub stats: Summary,
@@ -124,6 +142,14 @@ impl Ctx {
             xattr_blocks: BTreeMap::new(),
             claims: Vec::new(),
             extra_used: Vec::new(),
+            reserved: Vec::new(),
+            large_files: 0,
+            ea_refs: Vec::new(),
+            reconnects: Vec::new(),
+            relocate: Vec::new(),
+            skip_to_pass5: false,
+            repairing: false,
+            bad_blocks: Vec::new(),
             free_blocks_total: 0,
             stats: Summary::default(),
         }

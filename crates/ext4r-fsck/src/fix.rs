@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use ext4r::fs::Filesystem;
 use ext4r::Result;
-use ext4r_format::dir::{set_dir_block_checksum, DirEntryTail};
+use ext4r_format::dir::set_dir_block_checksum;
 use ext4r_format::extent::set_extent_block_checksum;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::{
@@ -72,6 +72,16 @@ pub enum Fix {
     /// Remove entry `i` of an extent node: in the inode's root (None) or
     /// in a tree block; the inode's checksum seed for the block's tail.
     ExtentRemove(u32, Option<u64>, usize, u32),
+    /// Set the first logical block of index entry `i` of an extent node
+    /// (None: the root in the inode); the inode's checksum seed.
+    ExtentIndexStart(u32, Option<u64>, usize, u32, u32),
+    /// Make the first record of a directory's block 0 its `.` (block,
+    /// directory, seed), splitting off the rest of its space.
+    DirMakeDot(u64, u32, u32),
+    /// Make the record at (block, offset) a `..` (seed).
+    DirMakeDotDot(u64, usize, u32),
+    /// Zero one byte of a directory block (block, offset, seed).
+    DirZeroByte(u64, usize, u32),
     /// Release an inode beyond repair: no links, deletion time set (its
     /// blocks and entries are freed by the next rounds).
     ClearInode(u32),
@@ -102,6 +112,72 @@ pub enum Fix {
     SuperblockCounts(u64, u64),
     /// Clear the orphan_present feature.
     ClearOrphanPresent,
+    /// Give an inode copies of blocks it shares (inode, its checksum
+    /// seed, the copies): pass 1D's clone.
+    CloneBlocks(u32, u32, Vec<crate::dup::BlockCopy>),
+    /// Forget the journal (superblock fields; the inode is cleared by a
+    /// later round's [`Fix::ZeroInode`]).
+    DeleteJournal,
+    /// Reset the journal superblock at this block to an empty journal of
+    /// this many blocks, and drop `needs_recovery`.
+    ResetJournalSuper(u64, u32),
+    /// Zero the v2 fields of a v1 journal superblock at this block.
+    ClearV2JournalFields(u64),
+    /// Clear the obsolete fragment address `i_faddr`.
+    InodeClearFaddr(u32),
+    /// Set the superblock's desired (true) or required extra inode size.
+    SuperExtraIsize(bool, u16),
+    /// Forget a quota inode (0 user, 1 group, 2 project).
+    ClearQuotaInode(u8),
+    /// Write the superblock and descriptors the filesystem was opened with
+    /// (a backup) to the primary locations.
+    RestorePrimary,
+    /// Empty an orphan file block (block, orphan file inode, its
+    /// generation for the checksum).
+    OrphanBlockClear(u64, u32, u32),
+    /// Mark these block runs free in the block bitmaps, with the free
+    /// counts (an orphan's blocks released).
+    FreeBlocks(Vec<(u64, u64)>),
+    /// Mark an inode free in its bitmap, with the counts (a directory:
+    /// one less in the group's directory count).
+    FreeInode(u32, bool),
+    /// Clear the head of the orphan inode list.
+    ClearLastOrphan,
+    /// Create /lost+found with this inode and block.
+    MakeLostFound(crate::lost_found::NewLostFound),
+    /// Clear these inode flags.
+    InodeClearFlags(u32, u32),
+    /// Set the large_file feature, making a revision 0 superblock dynamic
+    /// (as e2fsck's `ext2fs_update_dynamic_rev`).
+    SetLargeFile,
+    /// Map a new directory block (with `.` and `..`) at logical block 0 of
+    /// a directory that has none (inode, block, the directory's seed).
+    DirBlock0(u32, u64, u32),
+    /// Replace '/' and NUL in the name of the entry at (block, offset)
+    /// with '.' (seed).
+    DirNameFix(u64, usize, u32),
+    /// Give a directory more (empty) blocks: lost+found expanded (see
+    /// [`crate::lost_found::plan_expand`]).
+    ExpandDir(u32, Vec<u64>),
+    /// Move a group's bitmap or inode table to zeroed blocks from here.
+    Relocate(u32, crate::relocate::Meta, u64),
+    /// Create the root directory (inode 2) with its block here.
+    MakeRoot(u64),
+    /// Drop an inode's inline data: size 0, no inline flag, `i_block`
+    /// zeroed (e2fsck's "Truncate" when `system.data` is missing).
+    InlineTruncate(u32),
+    /// Set `i_mode`.
+    InodeMode(u32, u16),
+    /// Set an inline directory's parent (the first word of `i_block`).
+    InlineParent(u32, u32),
+    /// Clear the inode of the record at an offset of an inline
+    /// directory's area (inode, area, offset; see [`crate::inline_dir`]).
+    InlineEntryClear(u32, u64, usize),
+    /// Salvage an inline directory's area at a bad record (inode, area,
+    /// offset, the record before).
+    InlineSalvage(u32, u64, usize, Option<usize>),
+    /// Zero a whole inode record (an unused reserved inode with data).
+    ZeroInode(u32),
 }
 
 /// Writes `fixes` to the filesystem's device.
@@ -134,6 +210,9 @@ struct Writer<'a> {
     blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
     descs: BTreeMap<u32, GroupDesc>,
     bitmaps: BTreeMap<u64, Vec<u8>>,
+    /// Bitmaps edited bit by bit, (group, block bitmap?): their
+    /// checksums are set at flush.
+    bitmap_dirty: std::collections::BTreeSet<(u32, bool)>,
 }
 
 /// What checksum a modified block needs.
@@ -159,11 +238,21 @@ impl<'a> Writer<'a> {
             blocks: BTreeMap::new(),
             descs: BTreeMap::new(),
             bitmaps: BTreeMap::new(),
+            bitmap_dirty: std::collections::BTreeSet::new(),
         }
     }
 
     fn csum(&self) -> bool {
         self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
+    }
+
+    /// The file type byte of a directory entry naming a directory.
+    fn dir_ft(&self) -> u8 {
+        if self.sb.has_incompat(Incompat::FILETYPE) {
+            ext4r_format::dir::ft::DIR
+        } else {
+            0
+        }
     }
 
     fn inode(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
@@ -192,6 +281,18 @@ impl<'a> Writer<'a> {
             self.blocks.insert(b, (buf, kind));
         }
         Ok(&mut self.blocks.entry(b).or_insert_with(|| (Vec::new(), kind)).0)
+    }
+
+    /// A block as this batch leaves it, without taking it into the batch.
+    fn peek(&self, b: u64) -> Result<Vec<u8>> {
+        if let Some((buf, _)) = self.blocks.get(&b) {
+            return Ok(buf.clone());
+        }
+        let mut buf = vec![0u8; self.fs.block_size() as usize];
+        self.fs
+            .device()
+            .read_at(&mut buf, b * u64::from(self.fs.block_size()))?;
+        Ok(buf)
     }
 
     fn desc(&mut self, g: u32) -> Result<&mut GroupDesc> {
@@ -313,6 +414,29 @@ impl<'a> Writer<'a> {
                     .or_default()
                     .push((*i, *seed));
             }
+            Fix::ExtentIndexStart(ino, node, i, lblk, seed) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, BlockKind::Extent(*seed))?,
+                };
+                let at = 12 + i * 12;
+                if let Some(x) = buf.get_mut(at..at + 4) {
+                    x.copy_from_slice(&lblk.to_le_bytes());
+                }
+            }
+            Fix::DirMakeDot(b, dir, seed) => {
+                let ft = self.dir_ft();
+                crate::dot::make_dot(self.block(*b, BlockKind::Dir(*seed))?, *dir, ft, bs);
+            }
+            Fix::DirMakeDotDot(b, off, seed) => {
+                let ft = self.dir_ft();
+                crate::dot::make_dotdot(self.block(*b, BlockKind::Dir(*seed))?, *off, ft, bs);
+            }
+            Fix::DirZeroByte(b, at, seed) => {
+                if let Some(x) = self.block(*b, BlockKind::Dir(*seed))?.get_mut(*at) {
+                    *x = 0;
+                }
+            }
             Fix::ClearInode(ino) => {
                 let now = self.now;
                 self.edit_inode(*ino, |i| {
@@ -331,26 +455,16 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::DirSalvage(b, off, prev, seed) => {
+                let max_ino = self.sb.s_inodes_count.get();
+                let csum = self.csum();
                 let blk = self.block(*b, BlockKind::Dir(*seed))?;
-                let bs = blk.len();
-                let end = if DirEntryTail::find(blk).is_some() {
-                    bs - 12
+                // Only metadata_csum blocks end in a tail.
+                let end = if csum && crate::salvage::has_tail(blk, bs) {
+                    blk.len() - 12
                 } else {
-                    bs
+                    blk.len()
                 };
-                let at = prev.unwrap_or(*off);
-                if at + 8 <= end {
-                    let len = (end - at) as u32;
-                    if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(len, bs as u32) {
-                        blk[at + 4..at + 6].copy_from_slice(&raw.to_le_bytes());
-                    }
-                    if prev.is_none() {
-                        // No record to extend: an empty one over the rest.
-                        blk[at..at + 4].copy_from_slice(&[0; 4]);
-                        blk[at + 6] = 0;
-                        blk[at + 7] = 0;
-                    }
-                }
+                crate::salvage::salvage(blk, *off, *prev, end, bs, max_ino);
             }
             Fix::CollapseDir(ino) => self.edit_inode(*ino, collapse_dir)?,
             Fix::ClearIndexFlag(ino) => self.edit_inode(*ino, |i| {
@@ -378,6 +492,164 @@ impl<'a> Writer<'a> {
                 self.sb.s_free_inodes_count.set(*inodes as u32);
                 self.sb_dirty = true;
             }
+            Fix::CloneBlocks(ino, seed, copies) => {
+                for cp in copies {
+                    self.clone_blocks(*ino, *seed, cp)?;
+                }
+            }
+            Fix::DeleteJournal => {
+                crate::journal_fix::delete_journal(&mut self.sb);
+                self.sb_dirty = true;
+            }
+            Fix::ResetJournalSuper(b, maxlen) => {
+                // A sequence number unlike any the old log could hold.
+                let seq = self.now ^ (*b as u32).rotate_left(16) ^ 0x5a5a_0001;
+                let blk = self.block(*b, BlockKind::Plain)?;
+                crate::journal_fix::reset_super(blk, bs, *maxlen, seq);
+                let f = self.sb.s_feature_incompat.get() & !Incompat::RECOVER.bits();
+                self.sb.s_feature_incompat.set(f);
+                self.sb_dirty = true;
+            }
+            Fix::ClearV2JournalFields(b) => {
+                crate::journal_fix::clear_v2_fields(self.block(*b, BlockKind::Plain)?);
+            }
+            Fix::InodeClearFaddr(ino) => self.edit_inode(*ino, |i| i.i_obso_faddr.set(0))?,
+            Fix::SuperExtraIsize(want, v) => {
+                if *want {
+                    self.sb.s_want_extra_isize.set(*v);
+                } else {
+                    self.sb.s_min_extra_isize.set(*v);
+                }
+                self.sb_dirty = true;
+            }
+            Fix::ClearQuotaInode(q) => {
+                match q {
+                    0 => self.sb.s_usr_quota_inum.set(0),
+                    1 => self.sb.s_grp_quota_inum.set(0),
+                    _ => self.sb.s_prj_quota_inum.set(0),
+                }
+                self.sb_dirty = true;
+            }
+            Fix::RestorePrimary => {
+                self.sb.s_block_group_nr.set(0);
+                self.sb_dirty = true;
+                for g in 0..self.fs.geometry().group_count {
+                    self.desc(g)?;
+                }
+            }
+            Fix::OrphanBlockClear(b, ino, gen) => {
+                let csum = self.csum();
+                let seed = self.sb.csum_seed();
+                let blk = self.block(*b, BlockKind::Plain)?;
+                if ext4r_format::orphan::init_orphan_block(blk).is_ok() && csum {
+                    let _ = ext4r_format::orphan::set_orphan_block_checksum(
+                        blk,
+                        seed,
+                        InodeNr(*ino),
+                        *gen,
+                        BlockNr(*b),
+                    );
+                }
+            }
+            Fix::FreeBlocks(runs) => {
+                for &(start, len) in runs {
+                    for b in start..start.saturating_add(len) {
+                        self.free_block(b)?;
+                    }
+                }
+            }
+            Fix::FreeInode(ino, dir) => self.free_inode(*ino, *dir)?,
+            Fix::ClearLastOrphan => {
+                self.sb.s_last_orphan.set(0);
+                self.sb_dirty = true;
+            }
+            Fix::MakeLostFound(n) => self.make_lost_found(*n)?,
+            Fix::InodeClearFlags(ino, bits) => self.edit_inode(*ino, |i| {
+                i.i_flags.set(i.i_flags.get() & !bits);
+            })?,
+            Fix::SetLargeFile => {
+                let v = self.sb.s_feature_ro_compat.get() | RoCompat::LARGE_FILE.bits();
+                self.sb.s_feature_ro_compat.set(v);
+                if self.sb.s_rev_level.get() == 0 {
+                    self.sb.s_rev_level.set(1);
+                    self.sb.s_first_ino.set(11);
+                    self.sb.s_inode_size.set(128);
+                }
+                self.sb_dirty = true;
+            }
+            Fix::DirBlock0(ino, b, seed) => self.dir_block0(*ino, *b, *seed)?,
+            Fix::DirNameFix(b, off, seed) => {
+                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                if let Some(&n) = blk.get(off + 6) {
+                    let at = off + 8;
+                    if let Some(name) = blk.get_mut(at..at + usize::from(n)) {
+                        for x in name.iter_mut().filter(|x| **x == b'/' || **x == 0) {
+                            *x = b'.';
+                        }
+                    }
+                }
+            }
+            Fix::ExpandDir(ino, blocks) => self.expand_dir(*ino, blocks)?,
+            Fix::Relocate(g, what, at) => {
+                use crate::relocate::Meta;
+                let n = match what {
+                    Meta::InodeTable => u64::from(self.fs.geometry().inode_blocks_per_group()),
+                    _ => 1,
+                };
+                for k in 0..n {
+                    self.block(at + k, BlockKind::Plain)?.fill(0);
+                }
+                let d = self.desc(*g)?;
+                let (mut bb, mut ib, mut it) = (
+                    d.block_bitmap(wide),
+                    d.inode_bitmap(wide),
+                    d.inode_table(wide),
+                );
+                match what {
+                    Meta::BlockBitmap => bb = *at,
+                    Meta::InodeBitmap => ib = *at,
+                    Meta::InodeTable => it = *at,
+                }
+                d.set_locations(bb, ib, it);
+                if *what == Meta::BlockBitmap {
+                    d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
+                }
+                if *what == Meta::InodeBitmap {
+                    d.set_flags(d.flags() & !BG_INODE_UNINIT);
+                }
+            }
+            Fix::MakeRoot(b) => self.make_root(*b)?,
+            Fix::InlineTruncate(ino) => self.edit_inode(*ino, |i| {
+                i.set_size(0);
+                let f = i.flags() - ext4r_format::inode::InodeFlags::INLINE_DATA;
+                i.set_flags(f);
+                i.i_block = [0; 60];
+            })?,
+            Fix::InodeMode(ino, m) => self.edit_inode(*ino, |i| i.i_mode.set(*m))?,
+            Fix::InlineParent(ino, p) => {
+                let rec = self.inode(*ino)?;
+                if let Some(x) = rec.get_mut(0x28..0x2c) {
+                    x.copy_from_slice(&p.to_le_bytes());
+                }
+            }
+            Fix::InlineEntryClear(ino, area, off) => {
+                let rec = self.inode(*ino)?;
+                if let Some(a) = crate::inline_dir::area_mut(rec, *area) {
+                    if let Some(x) = a.get_mut(*off..*off + 4) {
+                        x.copy_from_slice(&[0; 4]);
+                    }
+                }
+            }
+            Fix::InlineSalvage(ino, area, off, prev) => {
+                let max_ino = self.sb.s_inodes_count.get();
+                let rec = self.inode(*ino)?;
+                if let Some(a) = crate::inline_dir::area_mut(rec, *area) {
+                    let end = a.len();
+                    // Record lengths are raw below 64 KiB.
+                    crate::salvage::salvage(a, *off, *prev, end, 4096, max_ino);
+                }
+            }
+            Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
                 f.ro_compat.remove(RoCompat::ORPHAN_PRESENT);
@@ -388,28 +660,200 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// Creates the root directory: inode 2 (mode 0755) with one block of
+    /// `.` and `..` naming itself.
+    fn make_root(&mut self, b: u64) -> Result<()> {
+        use ext4r_format::inode::ino::ROOT;
+        let bs = self.fs.block_size();
+        let now = self.now;
+        let sb = self.sb.clone();
+        self.initialised(ROOT)?;
+        let rec = self.inode(ROOT)?;
+        rec.fill(0);
+        let mut new = crate::lost_found::inode(&sb, b, bs, now, rec.len());
+        new.i_mode.set(0o040755);
+        let _ = new.write(rec);
+        let seed = ext4r_format::inode::inode_csum_seed(sb.csum_seed(), InodeNr(ROOT), 0);
+        let tail = self.csum();
+        let filetype = sb.has_incompat(Incompat::FILETYPE);
+        let blk = self.block(b, BlockKind::Dir(seed))?;
+        crate::lost_found::dir_block(blk, ROOT, filetype, tail, bs);
+        Ok(())
+    }
+
+    /// Makes sure pass 1 reads inode `ino`: its group's initialised part
+    /// (itable_unused) covers it.
+    fn initialised(&mut self, ino: u32) -> Result<()> {
+        let sb = &self.sb;
+        if sb.has_ro_compat(RoCompat::METADATA_CSUM) || sb.has_ro_compat(RoCompat::GDT_CSUM) {
+            let ipg = self.fs.geometry().inodes_per_group;
+            let (g, idx) = ((ino - 1) / ipg, (ino - 1) % ipg);
+            let wide = sb.has_incompat(Incompat::BIT64);
+            let d = self.desc(g)?;
+            let unused = d.itable_unused(wide).min(ipg - idx - 1);
+            d.set_itable_unused(unused);
+            d.set_flags(d.flags() & !BG_INODE_UNINIT);
+        }
+        Ok(())
+    }
+
+    /// Creates /lost+found (see [`crate::lost_found`]): named in the root
+    /// first, so that a root without room leaves nothing half made.
+    fn make_lost_found(&mut self, n: crate::lost_found::NewLostFound) -> Result<()> {
+        use ext4r_format::inode::{ino::ROOT, InodeFlags};
+        let fs = self.fs;
+        let Ok(root) = fs.inode(InodeNr(ROOT)) else {
+            return Ok(());
+        };
+        // A new name in an indexed root would break its hash order.
+        if !root.inode.is_dir() || root.inode.flags().contains(InodeFlags::INDEX) {
+            return Ok(());
+        }
+        // An unreadable root is repaired first; lost+found comes later.
+        if !matches!(fs.lookup(&root, b"lost+found"), Ok(None)) {
+            return Ok(());
+        }
+        let ft = self.dir_ft();
+        if !self.link(&root, b"lost+found", n.ino, ft)? {
+            return Ok(());
+        }
+        let bs = fs.block_size();
+        let now = self.now;
+        let sb = self.sb.clone();
+        let rec = self.inode(n.ino)?;
+        rec.fill(0);
+        let new = crate::lost_found::inode(&sb, n.block, bs, now, rec.len());
+        let _ = new.write(rec);
+        let seed = ext4r_format::inode::inode_csum_seed(sb.csum_seed(), InodeNr(n.ino), 0);
+        let tail = self.csum();
+        // The inode must lie in the group's initialised part.
+        self.initialised(n.ino)?;
+        let filetype = sb.has_incompat(Incompat::FILETYPE);
+        let blk = self.block(n.block, BlockKind::Dir(seed))?;
+        crate::lost_found::dir_block(blk, n.ino, filetype, tail, bs);
+        self.edit_inode(ROOT, |i| {
+            let l = i.i_links_count.get();
+            // 1 means "many" under dir_nlink: it stays.
+            if l > 1 && l < u16::MAX {
+                i.i_links_count.set(l + 1);
+            }
+        })
+    }
+
+    /// Maps `b` at logical block 0 of directory `ino` (a direct pointer,
+    /// or a first extent in a root with room) and fills it with `.` and
+    /// `..`; the size and block count grow to match.
+    fn dir_block0(&mut self, ino: u32, b: u64, seed: u32) -> Result<()> {
+        let bs = self.fs.block_size();
+        let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
+        let mut mapped = false;
+        self.edit_inode(ino, |i| {
+            mapped = crate::lost_found::map_block0(i, b);
+            if mapped {
+                let sectors = i.blocks_count(huge, bs) + u64::from(bs / 512);
+                let _ = i.set_blocks_count(sectors, huge, bs);
+                if i.size() < u64::from(bs) {
+                    i.set_size(u64::from(bs));
+                }
+            }
+        })?;
+        if mapped {
+            let tail = self.csum();
+            let filetype = self.sb.has_incompat(Incompat::FILETYPE);
+            let blk = self.block(b, BlockKind::Dir(seed))?;
+            crate::lost_found::dir_block(blk, ino, filetype, tail, bs);
+        }
+        Ok(())
+    }
+
+    /// Maps `blocks` into directory `ino` and writes them: empty directory
+    /// blocks, and an indirect block listing the ones after it.
+    fn expand_dir(&mut self, ino: u32, blocks: &[u64]) -> Result<()> {
+        let bs = self.fs.block_size();
+        let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
+        let mut done = Vec::new();
+        let mut gen = 0;
+        self.edit_inode(ino, |i| {
+            gen = i.generation();
+            done = crate::lost_found::map_more(i, blocks, bs, huge);
+        })?;
+        let seed = ext4r_format::inode::inode_csum_seed(self.sb.csum_seed(), InodeNr(ino), gen);
+        let tail = self.csum();
+        for (k, &(b, dir)) in done.iter().enumerate() {
+            if dir {
+                let blk = self.block(b, BlockKind::Dir(seed))?;
+                crate::lost_found::empty_dir_block(blk, tail, bs);
+            } else {
+                let blk = self.block(b, BlockKind::Plain)?;
+                blk.fill(0);
+                for (j, &(d, _)) in done[k + 1..].iter().enumerate() {
+                    if let Some(x) = blk.get_mut(j * 4..j * 4 + 4) {
+                        x.copy_from_slice(&(d as u32).to_le_bytes());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Adds `#ino` to /lost+found in the first block with room: an unused
     /// record big enough, or the slack after a record. Nothing is
     /// allocated; a full lost+found leaves the problem for the next run.
     fn reconnect(&mut self, ino: u32, ft: u8) -> Result<()> {
         let fs = self.fs;
-        let root = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT))?;
-        let Some(lpf) = fs.lookup(&root, b"lost+found")? else {
+        // A root or lost+found that cannot be read (being repaired in this
+        // batch) leaves the reconnection to a later round.
+        let Ok(root) = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT)) else {
             return Ok(());
         };
-        let info = fs.inode(lpf)?;
+        let Ok(Some(lpf)) = fs.lookup(&root, b"lost+found") else {
+            return Ok(());
+        };
+        let Ok(info) = fs.inode(lpf) else {
+            return Ok(());
+        };
+        // An encrypted lost+found cannot take plain names (pass 3 has it
+        // replaced).
+        if info
+            .inode
+            .flags()
+            .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
+        {
+            return Ok(());
+        }
         if !info.inode.is_dir() {
             return Ok(());
         }
-        let seed =
-            ext4r_format::inode::inode_csum_seed(self.sb.csum_seed(), lpf, info.inode.generation());
-        let name = format!("#{ino}");
+        // Without the filetype feature the type byte must stay zero.
+        let ft = if self.sb.has_incompat(Incompat::FILETYPE) {
+            ft
+        } else {
+            0
+        };
+        self.link(&info, format!("#{ino}").as_bytes(), ino, ft)?;
+        Ok(())
+    }
+
+    /// Adds the entry `name` → `ino` to directory `dir` in the first block
+    /// with room; whether it was added.
+    fn link(&mut self, dir: &ext4r::fs::InodeInfo, name: &[u8], ino: u32, ft: u8) -> Result<bool> {
+        let fs = self.fs;
+        let info = dir;
+        let seed = ext4r_format::inode::inode_csum_seed(
+            self.sb.csum_seed(),
+            info.ino,
+            info.inode.generation(),
+        );
         let need = ext4r_format::dir::rec_len_for_name(name.len());
         let bs = fs.block_size();
-        for r in fs.runs(&info)? {
+        let csum = self.csum();
+        let Ok(runs) = fs.runs(info) else {
+            return Ok(false);
+        };
+        for r in runs {
             for k in 0..r.len {
                 let blk = self.block(r.physical + k, BlockKind::Dir(seed))?;
-                if let Some((off, rec_len)) = free_slot(blk, need, bs) {
+                if let Some((off, rec_len)) = free_slot(blk, need, bs, csum) {
                     if off + rec_len > blk.len() {
                         continue;
                     }
@@ -419,9 +863,151 @@ impl<'a> Writer<'a> {
                     }
                     blk[off + 6] = name.len() as u8;
                     blk[off + 7] = ft;
-                    blk[off + 8..off + 8 + name.len()].copy_from_slice(name.as_bytes());
-                    return Ok(());
+                    blk[off + 8..off + 8 + name.len()].copy_from_slice(name);
+                    return Ok(true);
                 }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Copies `cp.len` blocks to their new place and moves the pointer,
+    /// if it still holds the old block (a repeated fix does nothing).
+    fn clone_blocks(&mut self, ino: u32, seed: u32, cp: &crate::dup::BlockCopy) -> Result<()> {
+        use crate::dup::PtrAt;
+        let (buf, off): (&mut [u8], usize) = match cp.at {
+            PtrAt::InodeSlot(slot) => (&mut self.inode(ino)?[0x28..0x28 + 60], slot * 4),
+            PtrAt::Indirect(b, i) => (self.block(b, BlockKind::Plain)?, i * 4),
+            PtrAt::Extent(None, i) | PtrAt::ExtentIndex(None, i) => {
+                (&mut self.inode(ino)?[0x28..0x28 + 60], 12 + i * 12)
+            }
+            PtrAt::Extent(Some(b), i) | PtrAt::ExtentIndex(Some(b), i) => {
+                (self.block(b, BlockKind::Extent(seed))?, 12 + i * 12)
+            }
+        };
+        if off + 12 > buf.len() && !matches!(cp.at, PtrAt::InodeSlot(_) | PtrAt::Indirect(..)) {
+            return Ok(());
+        }
+        let word = |buf: &[u8], at: usize| {
+            buf.get(at..at + 4)
+                .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+        };
+        let half = |buf: &[u8], at: usize| {
+            buf.get(at..at + 2)
+                .map_or(0, |x| u16::from_le_bytes([x[0], x[1]]))
+        };
+        // (low word offset, high half offset) of the pointer.
+        let (lo, hi) = match cp.at {
+            PtrAt::InodeSlot(_) | PtrAt::Indirect(..) => (off, None),
+            PtrAt::Extent(..) => (off + 8, Some(off + 6)),
+            PtrAt::ExtentIndex(..) => (off + 4, Some(off + 8)),
+        };
+        let now = u64::from(word(buf, lo)) | hi.map_or(0, |h| u64::from(half(buf, h)) << 32);
+        if now != cp.old || lo + 4 > buf.len() {
+            return Ok(());
+        }
+        buf[lo..lo + 4].copy_from_slice(&(cp.new as u32).to_le_bytes());
+        if let Some(h) = hi {
+            buf[h..h + 2].copy_from_slice(&((cp.new >> 32) as u16).to_le_bytes());
+        }
+        let kind = if cp.is_extent_node() {
+            BlockKind::Extent(seed)
+        } else {
+            BlockKind::Plain
+        };
+        for k in 0..cp.len {
+            // A block already changed in this batch is copied as changed.
+            let data = self.peek(cp.old + k)?;
+            let dst = self.block(cp.new + k, kind)?;
+            dst.copy_from_slice(&data);
+        }
+        Ok(())
+    }
+
+    /// A bitmap block as this batch leaves it, read on first use.
+    fn bitmap(&mut self, loc: u64) -> Result<&mut Vec<u8>> {
+        if !self.bitmaps.contains_key(&loc) {
+            let mut buf = vec![0u8; self.fs.block_size() as usize];
+            self.fs
+                .device()
+                .read_at(&mut buf, loc * u64::from(self.fs.block_size()))?;
+            self.bitmaps.insert(loc, buf);
+        }
+        Ok(self.bitmaps.entry(loc).or_default())
+    }
+
+    /// Clears a block's bit (its cluster's) and counts it free; groups
+    /// whose bitmap is not initialised are left alone.
+    fn free_block(&mut self, b: u64) -> Result<()> {
+        let geo = self.fs.geometry().clone();
+        if b < geo.first_data_block || b >= geo.blocks_count {
+            return Ok(());
+        }
+        let g = ((b - geo.first_data_block) / geo.blocks_per_group) as u32;
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let d = *self.desc(g)?;
+        if d.flags() & BG_BLOCK_UNINIT != 0 {
+            return Ok(());
+        }
+        let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
+        if crate::orphan::clear_bit(self.bitmap(d.block_bitmap(wide))?, bit) {
+            let d = self.desc(g)?;
+            d.set_free_blocks_count(d.free_blocks_count(wide) + 1);
+            let free = self.sb.free_blocks_count() + (1u64 << geo.cluster_bits);
+            self.sb.set_free_blocks_count(free);
+            self.sb_dirty = true;
+            self.bitmap_dirty.insert((g, true));
+        }
+        Ok(())
+    }
+
+    /// Clears an inode's bit and counts it free.
+    fn free_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
+        let ipg = self.fs.geometry().inodes_per_group;
+        let Some(i) = ino.checked_sub(1) else {
+            return Ok(());
+        };
+        let (g, bit) = (i / ipg, u64::from(i % ipg));
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let d = *self.desc(g)?;
+        if d.flags() & BG_INODE_UNINIT != 0 {
+            return Ok(());
+        }
+        if crate::orphan::clear_bit(self.bitmap(d.inode_bitmap(wide))?, bit) {
+            let d = self.desc(g)?;
+            d.set_free_inodes_count(d.free_inodes_count(wide) + 1);
+            if dir {
+                d.set_used_dirs_count(d.used_dirs_count(wide).saturating_sub(1));
+            }
+            let free = self.sb.s_free_inodes_count.get() + 1;
+            self.sb.s_free_inodes_count.set(free);
+            self.sb_dirty = true;
+            self.bitmap_dirty.insert((g, false));
+        }
+        Ok(())
+    }
+
+    /// Recomputes the descriptor checksums of bitmaps edited bit by bit.
+    fn bitmap_checksums(&mut self) -> Result<()> {
+        if !self.csum() {
+            return Ok(());
+        }
+        let geo = self.fs.geometry().clone();
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let dsize = geo.desc_size as usize;
+        let seed = self.sb.csum_seed();
+        for (g, block) in std::mem::take(&mut self.bitmap_dirty) {
+            let d = *self.desc(g)?;
+            if block {
+                let n = ((geo.blocks_per_group >> geo.cluster_bits) / 8) as usize;
+                let raw = self.bitmap(d.block_bitmap(wide))?;
+                let crc = bitmap_checksum(seed, &raw[..n.min(raw.len())]);
+                self.desc(g)?.set_block_bitmap_csum(crc, dsize);
+            } else {
+                let n = (geo.inodes_per_group / 8) as usize;
+                let raw = self.bitmap(d.inode_bitmap(wide))?;
+                let crc = bitmap_checksum(seed, &raw[..n.min(raw.len())]);
+                self.desc(g)?.set_inode_bitmap_csum(crc, dsize);
             }
         }
         Ok(())
@@ -450,6 +1036,7 @@ impl<'a> Writer<'a> {
 
     fn flush(&mut self) -> Result<()> {
         self.remove_extents()?;
+        self.bitmap_checksums()?;
         let dev = self.fs.device();
         let geo = self.fs.geometry().clone();
         let bs = u64::from(geo.block_size);
@@ -470,7 +1057,7 @@ impl<'a> Writer<'a> {
                 match kind {
                     BlockKind::Plain => {}
                     BlockKind::Dir(s) => {
-                        if DirEntryTail::find(buf).is_some() {
+                        if crate::salvage::has_tail(buf, geo.block_size) {
                             let _ = set_dir_block_checksum(*s, buf);
                         }
                     }
@@ -529,9 +1116,9 @@ pub(crate) fn write_superblock(
 /// Finds room for a record of `need` bytes in a directory block: an
 /// unused record at least that long, or the slack after a used record
 /// (which is shortened to its own size). Returns (offset, length).
-fn free_slot(blk: &mut [u8], need: usize, bs: u32) -> Option<(usize, usize)> {
+fn free_slot(blk: &mut [u8], need: usize, bs: u32, csum: bool) -> Option<(usize, usize)> {
     let len = blk.len();
-    let end = if DirEntryTail::find(blk).is_some() {
+    let end = if csum && crate::salvage::has_tail(blk, bs) {
         len - 12
     } else {
         len
@@ -594,17 +1181,34 @@ fn collapse_dir(i: &mut Inode) {
 /// written), when the record has that much slack.
 fn add_tail(blk: &mut [u8], bs: u32) {
     let len = blk.len();
-    if DirEntryTail::find(blk).is_some() || len < 24 {
+    if crate::salvage::has_tail(blk, bs) || len < 24 {
         return;
     }
     let mut off = 0usize;
     while off + 8 <= len {
+        if off + 12 == len {
+            // The records end where the tail belongs (what is there is
+            // a damaged tail or left over): write the tail.
+            let t = &mut blk[off..];
+            t.fill(0);
+            t[4..6].copy_from_slice(&12u16.to_le_bytes());
+            t[7] = ext4r_format::dir::ft::DIR_CSUM;
+            return;
+        }
         let raw = u16::from_le_bytes([blk[off + 4], blk[off + 5]]);
         let rec = ext4r_format::dir::rec_len_from_disk(raw, bs) as usize;
         if rec < 12 || off + rec > len {
             return;
         }
         if off + rec == len {
+            if off + 12 == len && rec == 12 && blk[off..off + 4] == [0; 4] {
+                // A damaged tail in the tail's place: rewrite it.
+                let t = &mut blk[off..];
+                t.fill(0);
+                t[4..6].copy_from_slice(&12u16.to_le_bytes());
+                t[7] = ext4r_format::dir::ft::DIR_CSUM;
+                return;
+            }
             let used = if blk[off..off + 4] == [0; 4] {
                 12
             } else {

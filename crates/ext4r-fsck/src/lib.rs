@@ -21,9 +21,20 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backup;
+mod badblocks;
 mod ctx;
+mod dot;
+mod dup;
+mod ea_region;
 mod fix;
 mod htree;
+mod htree_root;
+mod idata_extents;
+mod inline_dir;
+mod journal_fix;
+mod lost_found;
+mod orphan;
 mod pass0;
 mod pass1;
 mod pass1_map;
@@ -31,7 +42,11 @@ mod pass2;
 mod pass34;
 mod pass5;
 mod problem;
+mod really_dir;
+mod relocate;
 mod repair;
+mod salvage;
+mod symlink;
 
 use std::time::{Duration, Instant};
 
@@ -169,10 +184,26 @@ pub fn check_shared(
     let mut notes = Vec::new();
     let mut backup_used = false;
     let fs = match Filesystem::open_with(dev.clone(), oo.clone()) {
+        // As e2fsck: descriptors that place metadata where it cannot be
+        // send the check to the backups (when there are any).
+        Ok(fs)
+            if opts.superblock.is_none()
+                && fs.geometry().group_count > 1
+                && !backup::descs_ok(&fs) =>
+        {
+            match backup::open_backup(&dev, &oo).filter(backup::descs_ok) {
+                Some(b) => {
+                    notes.push("Group descriptors look bad... trying backup blocks...".into());
+                    backup_used = true;
+                    b
+                }
+                None => fs,
+            }
+        }
         Ok(fs) => fs,
         Err(e) if opts.superblock.is_none() => {
             // As e2fsck: a primary that cannot be used, try the backups.
-            match open_backup(&dev, &oo) {
+            match backup::open_backup(&dev, &oo) {
                 Some(fs) => {
                     notes.push(format!("Superblock invalid ({e}), trying backup blocks..."));
                     backup_used = true;
@@ -201,6 +232,7 @@ pub fn check_shared(
     };
     let summary_if_clean = clean.as_ref().map(|_| ctx::summary_from_superblock(&fs));
     let mut c = ctx::Ctx::new(fs);
+    c.repairing = opts.repairing;
     c.notes = notes;
     let mut first_pass = 0;
     if let (Some(why), Some(summary)) = (clean, summary_if_clean) {
@@ -222,10 +254,13 @@ pub fn check_shared(
         first_pass = 1;
     }
     if backup_used {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_SB_CORRUPT",
-            "The primary superblock is corrupt; the check used a backup.".into(),
+            "The primary superblock or group descriptors are unusable; the check used a \
+             backup."
+                .into(),
+            Fix::RestorePrimary,
         );
     }
     let passes: [(&'static str, PassFn); 6] = [
@@ -249,18 +284,6 @@ pub fn check_shared(
     report.fatal = c.fatal.take();
     report.problems = c.p;
     Ok(report)
-}
-
-/// The backup superblocks e2fsck tries: the first block of group 1 for
-/// each block size (8193 for 1 KiB blocks, else 8 × block size).
-fn open_backup(dev: &std::sync::Arc<dyn BlockDevice>, oo: &OpenOptions) -> Option<Filesystem> {
-    (0..7).find_map(|l| {
-        let bs = 1024u32 << l;
-        let mut o = oo.clone();
-        o.superblock = Some(u64::from(bs) * 8 + u64::from(bs == 1024));
-        o.block_size = Some(bs);
-        Filesystem::open_with(dev.clone(), o).ok()
-    })
 }
 
 /// Why a filesystem needs no full check, as e2fsck decides without `-f`:

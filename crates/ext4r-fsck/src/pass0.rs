@@ -8,13 +8,16 @@ use ext4r_format::jbd2::{block_type, JournalSuperblock, JBD2_MAGIC};
 use ext4r_format::{GroupNr, InodeNr};
 
 use crate::ctx::Ctx;
+use crate::fix::Fix;
 use crate::Progress;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     superblock(c);
     descriptors(c);
-    if c.bad_itable && c.geo.group_count == 1 {
-        // No backup descriptors to fall back on: e2fsck cannot go on either.
+    bitmap_conflicts(c);
+    if c.bad_itable && c.geo.group_count == 1 && !c.repairing {
+        // No backup descriptors to fall back on, and no relocation under
+        // -n: e2fsck cannot go on either.
         c.fatal = Some(
             "Group descriptors look bad and there is no backup to use; cannot proceed.".into(),
         );
@@ -64,14 +67,27 @@ fn superblock(c: &mut Ctx) {
         );
     }
     let isize = u32::from(sb.inode_size());
-    if sb.s_rev_level.get() > 0 && sb.has_ro_compat(RoCompat::EXTRA_ISIZE) && isize > 128 {
+    if sb.s_rev_level.get() > 0 && isize > 128 {
+        // As e2fsck: room for i_extra_isize and i_checksum_hi at least,
+        // within the record, a multiple of 4; a bad value becomes the
+        // size of the fields this format defines (32).
+        let bad = |v: u32| v != 0 && (v < 4 || 128 + v > isize || v % 4 != 0);
         let min = u32::from(sb.s_min_extra_isize.get());
-        let wanted = u32::from(sb.s_want_extra_isize.get());
-        if min % 4 != 0 || 128 + min > isize || wanted % 4 != 0 || 128 + wanted > isize {
-            c.p.error(
+        if bad(min) {
+            c.p.error_fix(
                 0,
                 "PR_0_BAD_MIN_EXTRA_ISIZE",
-                format!("Bad extra_isize in superblock (min {min}, want {wanted})."),
+                format!("Bad required extra isize in superblock ({min})."),
+                Fix::SuperExtraIsize(false, 32),
+            );
+        }
+        let wanted = u32::from(sb.s_want_extra_isize.get());
+        if bad(wanted) {
+            c.p.error_fix(
+                0,
+                "PR_0_BAD_WANT_EXTRA_ISIZE",
+                format!("Bad desired extra isize in superblock ({wanted})."),
+                Fix::SuperExtraIsize(true, 32),
             );
         }
     }
@@ -121,6 +137,12 @@ fn descriptors(c: &mut Ctx) {
                     code,
                     format!("{what} for group {g} is not in group.  (block {b})"),
                 );
+                let meta = match code {
+                    "PR_0_BB_NOT_GROUP" => crate::relocate::Meta::BlockBitmap,
+                    "PR_0_IB_NOT_GROUP" => crate::relocate::Meta::InodeBitmap,
+                    _ => crate::relocate::Meta::InodeTable,
+                };
+                c.relocate.push((g, meta));
                 bad = true;
                 if code == "PR_0_ITABLE_NOT_GROUP" {
                     c.bad_itable = true;
@@ -189,19 +211,73 @@ fn descriptors(c: &mut Ctx) {
     }
 }
 
+/// Bitmaps sitting on other metadata (a superblock or descriptor copy,
+/// an inode table, an earlier bitmap) are moved, as e2fsck's "conflicts
+/// with some other fs block.  Relocate?".
+fn bitmap_conflicts(c: &mut Ctx) {
+    use crate::relocate::Meta;
+    let wide = c.wide();
+    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mut descs = Vec::new();
+    for g in 0..c.geo.group_count {
+        if c.bad_group[g as usize] {
+            continue;
+        }
+        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+            break;
+        };
+        let m = c.geo.group_meta(g);
+        if let Some(s) = m.super_block {
+            ranges.push((s, s + 1));
+        }
+        if let Some((first, n)) = m.old_desc {
+            ranges.push((first, first + n));
+        }
+        if let Some(b) = m.meta_desc {
+            ranges.push((b, b + 1));
+        }
+        ranges.push((d.inode_table(wide), d.inode_table(wide) + itb));
+        descs.push((g, d));
+    }
+    let hit = |ranges: &[(u64, u64)], b: u64| ranges.iter().any(|&(s, e)| b >= s && b < e);
+    for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
+        for &(g, d) in &descs {
+            let (b, what) = match pick {
+                Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap"),
+                _ => (d.inode_bitmap(wide), "inode bitmap"),
+            };
+            if hit(&ranges, b) {
+                c.p.error(
+                    1,
+                    "PR_1_BITMAP_CONFLICT",
+                    format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
+                );
+                c.relocate.push((g, pick));
+            } else {
+                ranges.push((b, b + 1));
+            }
+        }
+    }
+}
+
 fn quota_and_orphan(c: &mut Ctx) {
     let sb = c.sb.clone();
     let max = sb.s_inodes_count.get();
-    for (what, inum, std) in [
+    for (qtype, (what, inum, std)) in [
         ("user", sb.s_usr_quota_inum.get(), ino::USR_QUOTA),
         ("group", sb.s_grp_quota_inum.get(), ino::GRP_QUOTA),
         ("project", sb.s_prj_quota_inum.get(), 0),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         if inum != 0 && (inum > max || (inum < sb.first_ino() && inum != std)) {
-            c.p.error(
+            c.p.error_fix(
                 0,
                 "PR_0_INVALID_QUOTA_INO",
                 format!("Invalid {what} quota inode {inum}."),
+                Fix::ClearQuotaInode(qtype as u8),
             );
         }
     }
@@ -216,6 +292,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     let bs = c.geo.block_size as usize;
     let mut entries = 0u64;
     let mut buf = vec![0u8; bs];
+    let gen = info.inode.generation();
     for r in &runs {
         for k in 0..r.len.min(1 << 16) {
             if c.fs
@@ -226,10 +303,24 @@ fn quota_and_orphan(c: &mut Ctx) {
                 continue;
             }
             // Entries are 32-bit inode numbers before the 8-byte tail.
-            entries += buf[..bs - 8]
+            let n = buf[..bs - 8]
                 .chunks(4)
                 .filter(|w| *w != [0, 0, 0, 0])
                 .count() as u64;
+            if n > 0 {
+                // As e2fsck after releasing the orphans (pass 1 gives the
+                // deleted ones their deletion time): the block is emptied.
+                c.p.error_fix(
+                    0,
+                    "PR_0_ORPHAN_FILE_NOT_CLEAN",
+                    format!(
+                        "Orphan file (inode {inum}) block {} is not clean.",
+                        r.logical + k
+                    ),
+                    Fix::OrphanBlockClear(r.physical + k, inum, gen),
+                );
+            }
+            entries += n;
         }
     }
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
@@ -249,17 +340,19 @@ fn journal(c: &mut Ctx) {
     let inum = sb.s_journal_inum.get();
     if !has {
         if recover {
-            c.p.error(
+            c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_RECOVER_SET",
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
+                Fix::DeleteJournal,
             );
         }
         if inum != 0 {
-            c.p.error(
+            c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_HAS_JOURNAL",
                 "Superblock has_journal flag is clear, but a journal is present.".into(),
+                Fix::DeleteJournal,
             );
         }
         return;
@@ -273,10 +366,11 @@ fn journal(c: &mut Ctx) {
                 "Can't find external journal; the filesystem cannot be fully checked.".into(),
             );
         } else {
-            c.p.error(
+            c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_BAD_INODE",
                 "Superblock has an invalid journal (inode 0).".into(),
+                Fix::DeleteJournal,
             );
         }
         return;
@@ -292,10 +386,11 @@ fn journal(c: &mut Ctx) {
         c.notes.push(format!("Journal is in inode {inum}."));
     }
     let bad_inode = |c: &mut Ctx, why: String| {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_JOURNAL_BAD_INODE",
             format!("Superblock has an invalid journal (inode {inum}): {why}."),
+            Fix::DeleteJournal,
         );
     };
     let info = match c.fs.inode(InodeNr(inum)) {
@@ -322,13 +417,24 @@ fn journal(c: &mut Ctx) {
     {
         return bad_inode(c, "superblock unreadable".into());
     }
+    // As e2fsck: a bad magic means the inode is not a journal (deleted);
+    // any other damage resets the superblock to an empty journal of the
+    // inode's length.
+    let total = (info.inode.size() / u64::from(c.geo.block_size)).min(u64::from(u32::MAX)) as u32;
+    let reset = Fix::ResetJournalSuper(first.physical, total);
     let jsb = match JournalSuperblock::parse(&buf) {
         Ok(j) => j,
         Err(e) => {
-            c.p.error(
+            let fix = if matches!(e, ext4r_format::FormatError::BadMagic { .. }) {
+                Fix::DeleteJournal
+            } else {
+                reset
+            };
+            c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_BAD_SUPER",
                 format!("Journal superblock is corrupt: {e}."),
+                fix,
             );
             return;
         }
@@ -343,10 +449,11 @@ fn journal(c: &mut Ctx) {
         || jsb.s_first.get() == 0
         || jsb.s_first.get() >= jsb.s_maxlen.get()
     {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_JOURNAL_BAD_SUPER",
             "The journal superblock is corrupt.".into(),
+            reset,
         );
         return;
     }
@@ -368,20 +475,22 @@ fn journal(c: &mut Ctx) {
         || (bt == block_type::SUPERBLOCK_V2
             && jsb.s_nr_users.get() > ext4r_format::jbd2::USERS_MAX as u32)
     {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_CLEAR_V2_JOURNAL",
             "Found invalid V2 journal superblock fields (from V1 journal).".into(),
+            Fix::ClearV2JournalFields(first.physical),
         );
     }
     if bt == block_type::SUPERBLOCK_V2
         && jsb.layout().has_csum_v2or3()
         && jsb.compute_checksum() != jsb.s_checksum.get()
     {
-        c.p.error(
+        c.p.error_fix(
             0,
             "PR_0_JOURNAL_SB_CSUM_INVALID",
             "Journal superblock is corrupt (checksum does not match).".into(),
+            Fix::ResetJournalSuper(first.physical, total),
         );
     }
     if !recover && jsb.s_start.get() != 0 {

@@ -28,6 +28,10 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let wide = c.wide();
     let groups = c.geo.group_count;
     let specials = special_inodes(c);
+    c.bad_blocks = crate::badblocks::list(c);
+    let in_bad = crate::badblocks::inodes_in_bad_blocks(c);
+    c.extra_used
+        .extend(in_bad.into_iter().filter(|&i| i >= c.sb.first_ino()));
     // The reads to do, from the descriptors: used parts of inode tables.
     let mut jobs: Vec<(u32, u32, u32, u64)> = Vec::new(); // group, first, count, offset
     let per_chunk = (CHUNK / isize).max(1) as u32;
@@ -98,6 +102,16 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     });
     finish_xattr_blocks(c);
     c.index_groups();
+    c.ea_refs.sort_unstable();
+    c.ea_refs.dedup();
+    if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
+        c.p.error_fix(
+            2,
+            "PR_2_FEATURE_LARGE_FILES",
+            "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
+            Fix::SetLargeFile,
+        );
+    }
 }
 
 /// Record is all zeros (never used).
@@ -153,6 +167,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if pre & PRE_ZERO != 0 {
         return;
     }
+    // Inodes stored in a block on the bad block list do not exist for the
+    // check (e2fsck skips them too); names of them are cleared.
+    if crate::badblocks::inode_in_bad_block(c, ino) {
+        return;
+    }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
     if pre & PRE_BAD_CSUM != 0 {
         c.p.error_fix(
@@ -162,9 +181,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeChecksum(ino),
         );
     }
+    orphan_dtime(c, ino, &inode);
     if links == 0 {
         return;
     }
+    casefold_flag(c, ino, &inode);
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
         c.p.error_fix(
             2,
@@ -174,6 +195,17 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 inode.l_i_file_acl_high.get()
             ),
             Fix::InodeClearFileAclHigh(ino),
+        );
+    }
+    if inode.i_obso_faddr.get() != 0 {
+        c.p.error_fix(
+            2,
+            "PR_2_FADDR_ZERO",
+            format!(
+                "i_faddr for inode {ino} is {}, should be zero.",
+                inode.i_obso_faddr.get()
+            ),
+            Fix::InodeClearFaddr(ino),
         );
     }
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
@@ -198,7 +230,23 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeClearDtime(ino),
         );
     }
-    let kind = FileKind::from_mode(inode.mode());
+    let mut kind = FileKind::from_mode(inode.mode());
+    let special_kind = matches!(
+        kind,
+        FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
+    );
+    if special_kind && crate::really_dir::looks_like_dir(c, ino, &inode) {
+        c.p.error_fix(
+            1,
+            "PR_1_TREAT_AS_DIRECTORY",
+            format!("Inode {ino} is a {kind:?} but it looks like it is really a directory."),
+            Fix::InodeMode(ino, (inode.mode() & 0o7777) | 0o040000),
+        );
+        // A repair goes on as e2fsck does, with the inode a directory.
+        if c.repairing {
+            kind = FileKind::Directory;
+        }
+    }
     if ino == special::ROOT && kind != FileKind::Directory {
         c.p.error(
             1,
@@ -206,7 +254,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             "Root inode is not a directory.".into(),
         );
     }
-    let flags = inode.flags();
+    let mut flags = inode.flags();
+    if let Some((code, msg, fix, left)) =
+        crate::idata_extents::resolve(c, ino, &inode, kind, rec.len())
+    {
+        let cleared = matches!(fix, Fix::ClearInode(_));
+        c.p.error_fix(1, code, msg, fix);
+        if cleared {
+            return;
+        }
+        // A repair goes on with the flags it leaves (as e2fsck).
+        if c.repairing {
+            flags = left;
+        }
+    }
     if flags.contains(InodeFlags::EXTENTS) && !c.sb.has_incompat(Incompat::EXTENTS) {
         c.p.error_fix(
             1,
@@ -221,6 +282,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             "PR_1_INLINE_DATA_FEATURE",
             format!("Inode {ino} has inline data, but superblock is missing INLINE_DATA feature"),
             crate::fix::Fix::ClearInode(ino),
+        );
+    }
+    if flags.contains(InodeFlags::INLINE_DATA)
+        && c.sb.has_incompat(Incompat::INLINE_DATA)
+        && ino >= first_ino
+        && !has_inline_attr(c, ino)
+    {
+        // As e2fsck: without its system.data attribute (or with xattrs
+        // that cannot be read) the inline data cannot be trusted.
+        c.p.error_fix(
+            1,
+            "PR_1_INLINE_DATA_NO_ATTR",
+            format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
+            Fix::InlineTruncate(ino),
         );
     }
     if kind == FileKind::Directory
@@ -244,7 +319,6 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 // Data in the inode: nothing to claim.
             } else if kind == FileKind::Symlink && is_fast_symlink(&inode, ea_blocks, huge, bs) {
                 fast_symlink = true;
-                check_fast_symlink(c, ino, &inode);
             } else if flags.contains(InodeFlags::EXTENTS) {
                 map = pass1_map::extents(c, ino, &inode, kind == FileKind::Directory);
             } else {
@@ -253,14 +327,36 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         }
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
             let w = inode.block_words();
-            if flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
-                || w[4..].iter().any(|&x| x != 0)
+            if inode.size() != 0 {
+                c.p.error_fix(
+                    1,
+                    "PR_1_SET_NONZSIZE",
+                    format!("Special (device/socket/fifo) inode {ino} has non-zero size."),
+                    Fix::InodeSize(ino, 0),
+                );
+            }
+            // e2fsck's check_device_inode: an index or extents flag, or
+            // stray i_block words on an immutable one, make it bogus; an
+            // inline-data flag only goes.
+            let locked = flags.intersects(InodeFlags::IMMUTABLE | InodeFlags::APPEND);
+            if flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
+                || (locked && w[4..].iter().any(|&x| x != 0))
             {
                 c.p.error_fix(
                     2,
                     "PR_2_BAD_SPECIAL",
                     format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
                     crate::fix::Fix::ClearInode(ino),
+                );
+            } else if flags.contains(InodeFlags::INLINE_DATA) {
+                c.p.error_fix(
+                    1,
+                    "PR_1_SPECIAL_EXTENTS_IDATA",
+                    format!(
+                        "Special (device/socket/fifo) file (inode {ino}) has extents\nor \
+                         inline-data flag set."
+                    ),
+                    Fix::InodeClearFlags(ino, InodeFlags::INLINE_DATA.bits()),
                 );
             }
         }
@@ -273,14 +369,52 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             );
         }
     }
-    if kind == FileKind::Symlink && !fast_symlink && !map.bad {
-        check_slow_symlink(c, ino, &inode, &map);
+    let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, &inode);
+    if bad_symlink {
+        c.p.error_fix(
+            2,
+            "PR_2_INVALID_SYMLINK",
+            format!("Symlink (inode #{ino}) is invalid."),
+            crate::fix::Fix::ClearInode(ino),
+        );
+    }
+    let special_file = matches!(
+        kind,
+        FileKind::Symlink
+            | FileKind::CharDevice
+            | FileKind::BlockDevice
+            | FileKind::Fifo
+            | FileKind::Socket
+    );
+    let bad_flags = InodeFlags::IMMUTABLE | InodeFlags::APPEND;
+    if special_file && !bad_symlink && flags.intersects(bad_flags) {
+        // e2fsck's PR_NO_OK: not an error, but repaired.
+        c.p.harmless_fix(
+            1,
+            "PR_1_SET_IMMUTABLE",
+            format!(
+                "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable\nor \
+                 append-only flag set."
+            ),
+            Fix::InodeClearFlags(ino, bad_flags.bits()),
+        );
+    }
+    if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
+        c.large_files += 1;
     }
     // i_blocks counts data, tree blocks and the xattr block.
     // Values in EA inodes are charged to their owner as well; that
     // accounting is not modelled yet, so such inodes are not judged.
-    if !c.sb.has_ro_compat(RoCompat::BIGALLOC) && !ea_inode_values {
-        let blocks = map.blocks + ea_blocks;
+    let bigalloc = c.sb.has_ro_compat(RoCompat::BIGALLOC);
+    let mapped = !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink && !map.bad;
+    let blocks = if bigalloc {
+        // Whole clusters: each one the inode's blocks (data, tree and
+        // xattr block) touch.
+        mapped.then(|| cluster_blocks(c, ino, &inode, ea_blocks))
+    } else {
+        Some(map.blocks + ea_blocks)
+    };
+    if let (Some(blocks), false) = (blocks, ea_inode_values) {
         let in_fs_blocks = huge && flags.contains(InodeFlags::HUGE_FILE);
         let want = if in_fs_blocks {
             blocks
@@ -300,6 +434,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
     if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
         check_size(c, ino, &inode, kind, &map);
+    }
+    if kind == FileKind::Directory && flags.contains(InodeFlags::INLINE_DATA) {
+        // An inline directory's size is i_block's 60 bytes plus the
+        // system.data value, as e2fsck counts it.
+        if let Some(want) = inline_size(c, ino) {
+            if want != inode.size() {
+                c.p.error_fix(
+                    1,
+                    "PR_1_BAD_I_SIZE",
+                    format!("Inode {ino}, i_size is {}, should be {want}.", inode.size()),
+                    Fix::InodeSize(ino, want),
+                );
+            }
+        }
     }
     if kind == FileKind::Directory && !map.bad {
         // Directory blocks run from 0 without holes (e2fsck collapses them).
@@ -326,12 +474,21 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
     if kind == FileKind::Directory {
         let inline = flags.contains(InodeFlags::INLINE_DATA);
+        let mut htree = flags.contains(InodeFlags::INDEX);
+        if htree && !inline && !map.bad && c.sb.has_compat(Compat::DIR_INDEX) {
+            let blk0 = map.runs.iter().find(|r| r.0 == 0).map(|r| r.1);
+            if let Some((code, msg)) = crate::htree_root::bad_root(c, ino, blk0, map.end_lblk) {
+                c.p.error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
+                // Read as the linear directory it becomes.
+                htree = false;
+            }
+        }
         c.dirs.push(DirRec {
             ino,
             dotdot: 0,
             parent: 0,
             inline,
-            htree: flags.contains(InodeFlags::INDEX),
+            htree,
             encrypted: flags.contains(InodeFlags::ENCRYPT),
             casefold: flags.contains(InodeFlags::CASEFOLD),
             dotdot_at: None,
@@ -397,7 +554,16 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
 /// Reserved inodes below `s_first_ino`: the bad-block list and the resize
 /// inode own blocks; the rest are not looked into.
 fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
+    casefold_flag(c, ino, inode);
     match ino {
+        special::BAD if crate::badblocks::bad_inode_invalid(inode) => {
+            c.p.error_fix(
+                1,
+                "PR_1_INVALID_BAD_INODE",
+                "The bad block inode looks invalid.".into(),
+                Fix::ZeroInode(ino),
+            );
+        }
         special::BAD if inode.links_count() == 0 && inode.block_words().iter().any(|&w| w != 0) => {
             let _ = pass1_map::blockmap(c, ino, inode, false);
         }
@@ -422,47 +588,119 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
                 c.claim(u64::from(dind), 1, ino);
             }
         }
+        // Only reached when the superblock names no journal here.
+        special::JOURNAL
+            if inode.links_count() != 0
+                || inode.i_blocks_lo.get() != 0
+                || inode.block_words()[0] != 0 =>
+        {
+            c.p.error_fix(
+                1,
+                "PR_1_JOURNAL_INODE_NOT_CLEAR",
+                "Journal inode is not in use, but contains data.".into(),
+                Fix::ZeroInode(ino),
+            );
+        }
         _ => {}
     }
+}
+
+/// The casefold flag belongs on directories of a casefold filesystem
+/// (e2fsck checks it on every in-use and reserved inode).
+fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
+    if !inode.flags().contains(InodeFlags::CASEFOLD) {
+        return;
+    }
+    let fix = Fix::InodeClearFlags(ino, InodeFlags::CASEFOLD.bits());
+    if !inode.is_dir() {
+        c.p.error_fix(
+            1,
+            "PR_1_CASEFOLD_NONDIR",
+            format!("Inode {ino} has the casefold flag set but is not a directory."),
+            fix,
+        );
+    } else if !c.sb.has_incompat(Incompat::CASEFOLD) {
+        c.p.error_fix(
+            1,
+            "PR_1_CASEFOLD_FEATURE",
+            format!(
+                "Directory {ino} has the casefold flag, but the\ncasefold feature is not enabled."
+            ),
+            fix,
+        );
+    }
+}
+
+/// Leftovers of an orphan list that was not processed, as e2fsck's pass 1
+/// finds them: a deletion time below the inode count is an orphan link
+/// (cleared, or set to now for a deleted inode); a deleted inode with a
+/// mode and no deletion time gets one.
+fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
+    let sb = &c.sb;
+    let count = sb.s_inodes_count.get();
+    let low = |t: u32| t != 0 && t < count;
+    // Clocks that were never set make small times legitimate.
+    let low_check = !(low(sb.s_wtime.get()) || low(sb.s_mtime.get()) || low(sb.s_mkfs_time.get()));
+    let dtime = inode.dtime();
+    let links = inode.links_count();
+    if low_check && low(dtime) {
+        let fix = if links != 0 {
+            Fix::InodeClearDtime(ino)
+        } else {
+            Fix::ClearInode(ino)
+        };
+        c.p.error_fix(
+            1,
+            "PR_1_LOW_DTIME",
+            format!("Inode {ino} was part of the orphaned inode list."),
+            fix,
+        );
+    }
+    if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb.first_ino() {
+        c.p.error_fix(
+            1,
+            "PR_1_ZERO_DTIME",
+            format!("Deleted inode {ino} has zero dtime."),
+            Fix::ClearInode(ino),
+        );
+    }
+}
+
+/// The blocks of the clusters an inode's blocks lie in (bigalloc).
+fn cluster_blocks(c: &Ctx, ino: u32, inode: &Inode, ea_blocks: u64) -> u64 {
+    let bits = c.geo.cluster_bits;
+    let mut clusters: std::collections::BTreeSet<u64> = crate::dup::pointers(&c.fs, ino)
+        .map(|(_, p)| {
+            p.iter()
+                .flat_map(|&(_, b, n)| (b >> bits)..=((b + n.max(1) - 1) >> bits))
+                .collect()
+        })
+        .unwrap_or_default();
+    if ea_blocks > 0 {
+        clusters.insert(inode.file_acl(c.wide()).0 >> bits);
+    }
+    (clusters.len() as u64) << bits
+}
+
+/// 60 bytes plus the `system.data` value's length, when it reads.
+fn inline_size(c: &Ctx, ino: u32) -> Option<u64> {
+    let rec = c.fs.inode_record(InodeNr(ino)).ok()?;
+    let (_, n) = crate::inline_dir::data_range(&rec)?;
+    Some(60 + n as u64)
+}
+
+/// Whether the inode's xattrs read and include `system.data`.
+fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
+    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+        return false;
+    };
+    c.fs.xattrs(&info)
+        .is_ok_and(|xs| xs.iter().any(|x| x.name == b"system.data"))
 }
 
 fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u64) -> bool {
     let sectors = inode.blocks_count(huge, bs as u32);
     sectors.saturating_sub(ea_blocks * (bs / 512)) == 0 && inode.size() < I_BLOCK_SIZE as u64
-}
-
-fn check_fast_symlink(c: &mut Ctx, ino: u32, inode: &Inode) {
-    if inode.flags().contains(InodeFlags::ENCRYPT) {
-        return;
-    }
-    let len = inode
-        .i_block
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(I_BLOCK_SIZE);
-    if len as u64 != inode.size() {
-        c.p.error_fix(
-            2,
-            "PR_2_INVALID_SYMLINK",
-            format!("Symlink (inode #{ino}) is invalid (size {}).", inode.size()),
-            crate::fix::Fix::ClearInode(ino),
-        );
-    }
-}
-
-fn check_slow_symlink(c: &mut Ctx, ino: u32, inode: &Inode, map: &MapResult) {
-    let bs = u64::from(c.geo.block_size);
-    if inode.flags().contains(InodeFlags::INLINE_DATA) {
-        return;
-    }
-    if map.blocks != 1 || inode.size() >= bs || map.end_lblk != 1 {
-        c.p.error_fix(
-            2,
-            "PR_2_INVALID_SYMLINK",
-            format!("Symlink (inode #{ino}) is invalid."),
-            crate::fix::Fix::ClearInode(ino),
-        );
-    }
 }
 
 fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapResult) {
@@ -513,14 +751,20 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
 /// adds to `i_blocks` (0 or 1) and whether any value lives in an EA inode.
 fn xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
     let (n, ea) = xattrs_inner(c, ino, inode, rec);
-    (n, ea || has_ea_inode_refs(c, inode, rec))
+    // Always looked at: the EA inodes named are noted for pass 4.
+    let refs = has_ea_inode_refs(c, inode, rec);
+    (n, ea || refs)
 }
 
-fn has_ea_inode_refs(c: &Ctx, inode: &Inode, rec: &[u8]) -> bool {
-    let uses = |e: &XattrEntries<'_>| e.iter().flatten().any(|x| x.entry.e_value_inum.get() != 0);
-    if let Ok(Some(e)) = parse_xattr_ibody(rec) {
-        if uses(&e) {
-            return true;
+/// Whether the inode's xattrs keep values in EA inodes; those inodes are
+/// noted as referenced (pass 4 leaves them out of the link count).
+fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
+    let before = c.ea_refs.len();
+    // The in-inode area: after the fixed part and its 4-byte magic.
+    if let Some(x) = rec.get(0x80..0x82) {
+        let start = 128 + usize::from(u16::from_le_bytes([x[0], x[1]]));
+        if rec.get(start..start + 4) == Some(&0xEA02_0000u32.to_le_bytes()[..]) {
+            value_inums(&rec[start + 4..], &mut c.ea_refs);
         }
     }
     let blk = inode.file_acl(c.wide()).0;
@@ -530,23 +774,46 @@ fn has_ea_inode_refs(c: &Ctx, inode: &Inode, rec: &[u8]) -> bool {
             .device()
             .read_at(&mut buf, blk * u64::from(c.geo.block_size))
             .is_ok()
+            && buf[..4] == 0xEA02_0000u32.to_le_bytes()
         {
-            if let Ok((_, e)) = parse_xattr_block(&buf) {
-                return uses(&e);
-            }
+            value_inums(&buf[32..], &mut c.ea_refs);
         }
     }
-    false
+    c.ea_refs.len() > before
+}
+
+/// The EA inode numbers named by the entry headers at the start of
+/// `area`, read raw: an entry the parser rejects (a zero size, say) still
+/// holds its EA inode, as e2fsck counts it.
+fn value_inums(area: &[u8], out: &mut Vec<u32>) {
+    let mut off = 0usize;
+    while off + 16 <= area.len() && area[off..off + 4] != [0; 4] {
+        let name_len = usize::from(area[off]);
+        let inum = u32::from_le_bytes([area[off + 4], area[off + 5], area[off + 6], area[off + 7]]);
+        if inum != 0 {
+            out.push(inum);
+        }
+        off += (16 + name_len + 3) & !3;
+    }
 }
 
 fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
     match parse_xattr_ibody(rec) {
         Ok(Some(entries)) => {
+            let extra = usize::from(inode.i_extra_isize.get());
+            let area = rec.get(128 + extra..).unwrap_or(&[]);
             if let Some(why) = bad_entries(&entries) {
                 c.p.error_fix(
                     1,
                     "PR_1_INODE_EA_BAD",
                     format!("Inode {ino} has a bad extended attribute area: {why}."),
+                    crate::fix::Fix::ClearIbodyXattrs(ino),
+                );
+            } else if crate::ea_region::collides(area) {
+                c.p.error_fix(
+                    1,
+                    "PR_1_INODE_EA_ALLOC_COLLISION",
+                    format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
             }

@@ -31,9 +31,20 @@ pub(crate) struct MapResult {
     pub bad: bool,
 }
 
+/// For a directory (`is_dir`), the logical block count past which it is
+/// too big (2 GiB; e2fsck's PR_1_TOOBIG_DIR), unless largedir or a size
+/// above 4 GiB lifts the limit.
+fn dir_limit(c: &Ctx, inode: &Inode, is_dir: bool) -> Option<u64> {
+    let largedir =
+        c.sb.has_incompat(ext4r_format::features::Incompat::LARGEDIR);
+    (is_dir && !largedir && inode.i_size_high.get() == 0)
+        .then(|| 1u64 << (31 - c.geo.block_size.trailing_zeros()))
+}
+
 /// Walks an extent tree, claiming its blocks.
 pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> MapResult {
     let mut w = ExtWalk {
+        dir_limit: dir_limit(c, inode, want_runs),
         ino,
         seed: inode_csum_seed(c.sb.csum_seed(), InodeNr(ino), inode.generation()),
         res: MapResult::default(),
@@ -75,6 +86,8 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
 }
 
 struct ExtWalk {
+    /// See [`dir_limit`].
+    dir_limit: Option<u64>,
     ino: u32,
     seed: u32,
     res: MapResult,
@@ -129,6 +142,16 @@ impl ExtWalk {
                             "Inode {ino}, end of extent exceeds allowed value\n\t(logical \
                              block {l}, physical block {p}, len {n})"
                         ),
+                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
+                    );
+                    self.res.bad = true;
+                    continue;
+                }
+                if self.dir_limit.is_some_and(|m| l + n > m) {
+                    c.p.error_fix(
+                        1,
+                        "PR_1_TOOBIG_DIR",
+                        format!("Block #{l} ({p}) causes directory to be too big."),
                         Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
                     );
                     self.res.bad = true;
@@ -220,15 +243,16 @@ impl ExtWalk {
                             n.indexes()
                                 .and_then(|x| x.first().map(|x| x.ei_block.get()))
                         });
-                    if first.is_some_and(|f| u64::from(f) != l) {
-                        c.p.error(
+                    if let Some(f) = first.filter(|&f| u64::from(f) != l) {
+                        // As e2fsck: the index takes its node's first block.
+                        c.p.error_fix(
                             1,
                             "PR_1_EXTENT_INDEX_START_INVALID",
                             format!(
-                                "Inode {ino} extent tree (at level {}) could be shorter or the \
-                                 index start {l} does not match its node's first block",
-                                level + 1
+                                "Interior extent node level {level} of inode {ino}:\nLogical \
+                                 start {l} does not match logical start {f} at next level."
                             ),
+                            Fix::ExtentIndexStart(self.ino, self.node_at, i, f, self.seed),
                         );
                         self.res.bad = true;
                     }
@@ -262,6 +286,7 @@ enum Ptr {
 /// Walks an ext2/3 block map, claiming data and indirect blocks.
 pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> MapResult {
     let mut res = MapResult::default();
+    let limit = dir_limit(c, inode, want_runs);
     let words = inode.block_words();
     let apb = u64::from(addr_per_block(c.geo.block_size));
     let mut last_phys_end: Option<u64> = None;
@@ -298,6 +323,16 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
                 // block must not cost millions of reads.
                 break;
             }
+            continue;
+        }
+        if level == 0 && limit.is_some_and(|m| l > m) {
+            let fix = match at {
+                Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
+                Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
+            };
+            let msg = format!("Block #{l} ({b}) causes directory to be too big.");
+            c.p.error_fix(1, "PR_1_TOOBIG_DIR", msg, fix);
+            res.bad = true;
             continue;
         }
         c.claim(b64, 1, ino);

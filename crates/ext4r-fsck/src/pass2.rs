@@ -104,11 +104,18 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     for (d, saw) in saw_block0.iter().enumerate() {
         let r = c.dirs[d];
         if !saw && !r.inline {
-            c.p.error(
-                2,
-                "PR_2_NO_DIRBLOCK0",
-                format!("Directory inode {} has an unallocated block #0.", r.ino),
-            );
+            let msg = format!("Directory inode {} has an unallocated block #0.", r.ino);
+            // As e2fsck: a new block with '.' and '..' (pass 3 sets the
+            // parent).
+            match crate::lost_found::reserve_block(c) {
+                Some(b) => c.p.error_fix(
+                    2,
+                    "PR_2_NO_DIRBLOCK0",
+                    msg,
+                    crate::fix::Fix::DirBlock0(r.ino, b, r.seed),
+                ),
+                None => c.p.error(2, "PR_2_NO_DIRBLOCK0", msg),
+            }
         }
     }
 }
@@ -136,7 +143,7 @@ fn prescan(
         .zip(meta.par_iter())
         .map(|(block, &(seed, hashed))| {
             let csum = csum.then(|| {
-                let tail = DirEntryTail::find(block).is_some();
+                let tail = crate::salvage::has_tail(block, bs as u32);
                 (tail, tail && verify_dir_block_checksum(seed, block).is_ok())
             });
             let range = (hashed && !is_dx_node(block)).then(|| {
@@ -202,7 +209,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     }
     if c.csum() {
         let (tail, ok) = leaf_csum.unwrap_or_else(|| {
-            let t = DirEntryTail::find(block).is_some();
+            let t = crate::salvage::has_tail(block, c.geo.block_size);
             (t, t && verify_dir_block_checksum(seed, block).is_ok())
         });
         if !tail {
@@ -236,16 +243,28 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         let e = match e {
             Ok(e) => e,
             Err(bad) => {
+                // Bytes that look like a tail but that the records run
+                // into are no tail (e2fsck's test): the damage is where
+                // the records, read to the block's end, go wrong.
+                let false_tail = c.csum()
+                    && DirEntryTail::find(block).is_some()
+                    && !crate::salvage::has_tail(block, c.geo.block_size);
+                let (at, prev) = if false_tail {
+                    crate::salvage::first_bad(block, c.geo.block_size)
+                        .unwrap_or((bad.offset, prev_off))
+                } else {
+                    (bad.offset, prev_off)
+                };
                 let msg = format!(
-                    "Directory inode {ino}, block #{}, offset {}: directory corrupted",
-                    b.lblk, bad.offset
+                    "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
+                    b.lblk
                 );
                 let seed = c.dirs[d].seed;
                 c.p.error_fix(
                     2,
                     "PR_2_DIR_CORRUPTED",
                     msg,
-                    crate::fix::Fix::DirSalvage(b.phys, bad.offset, prev_off, seed),
+                    crate::fix::Fix::DirSalvage(b.phys, at, prev, seed),
                 );
                 return;
             }
@@ -260,15 +279,41 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 leaf_names.push(e.name);
             }
             if encrypted && e.name.len() < 16 {
-                c.p.error(
+                let msg = format!(
+                    "Encrypted entry in directory inode {ino} has a too-short name ({} bytes).",
+                    e.name.len()
+                );
+                // As e2fsck: the entry is cleared, and not looked at more.
+                bad_entry(c, d, b, e.offset, "PR_2_BAD_ENCRYPTED_NAME", msg);
+                prev_off = Some(e.offset);
+                continue;
+            }
+        }
+        if slot < 2 && e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
+            // The byte after the name must be zero (e2fsck's NULL
+            // termination check of '.' and '..').
+            let at = e.offset + 8 + name.len();
+            if block.get(at).is_some_and(|&x| x != 0) {
+                c.p.error_fix(
                     2,
-                    "PR_2_BAD_ENCRYPTED_NAME",
+                    "PR_2_DOT_NULL_TERM",
                     format!(
-                        "Encrypted entry in directory inode {ino} has a too-short name ({} bytes).",
-                        e.name.len()
+                        "'{}' directory entry in directory inode {ino} is not NULL terminated",
+                        String::from_utf8_lossy(name)
                     ),
+                    crate::fix::Fix::DirZeroByte(b.phys, at, seed),
                 );
             }
+        }
+        if slot == 0 && name == b"." && e.rec_len > 24 {
+            // A '.' holding the block's free space: split, as e2fsck
+            // does (its PR_NO_OK: not an error).
+            c.p.harmless_fix(
+                2,
+                "PR_2_SPLIT_DOT",
+                format!("Directory entry for '.' in ... ({ino}) is big."),
+                crate::fix::Fix::DirMakeDot(b.phys, ino, seed),
+            );
         }
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
         prev_off = Some(e.offset);
@@ -323,28 +368,37 @@ fn entry(
     let place = || format!("Entry '{}' in ??? ({dir})", String::from_utf8_lossy(name));
     match slot {
         0 => {
-            if name != b"." {
-                c.p.error(
-                    2,
-                    "PR_2_MISSING_DOT",
-                    format!("Missing '.' in directory inode {dir}."),
-                );
+            if name != b"." || target == 0 {
+                let msg = format!("Missing '.' in directory inode {dir}.");
+                let fix = (b.phys != 0 && off == 0)
+                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].seed));
+                match fix {
+                    Some(f) => c.p.error_fix(2, "PR_2_MISSING_DOT", msg, f),
+                    None => c.p.error(2, "PR_2_MISSING_DOT", msg),
+                }
+                // The record is '.' once repaired: its old target is gone.
+                return;
             } else if target != dir {
-                c.p.error(
-                    2,
-                    "PR_2_BAD_INODE_DOT",
-                    format!("Bad inode number for '.' in directory inode {dir}."),
-                );
+                let msg = format!("Bad inode number for '.' in directory inode {dir}.");
+                if b.phys != 0 {
+                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].seed);
+                    c.p.error_fix(2, "PR_2_BAD_INODE_DOT", msg, f);
+                } else {
+                    c.p.error(2, "PR_2_BAD_INODE_DOT", msg);
+                }
                 return;
             }
         }
         1 => {
-            if name != b".." {
-                c.p.error(
-                    2,
-                    "PR_2_MISSING_DOT_DOT",
-                    format!("Missing '..' in directory inode {dir}."),
-                );
+            if name != b".." || target == 0 {
+                let msg = format!("Missing '..' in directory inode {dir}.");
+                let fix = (b.phys != 0)
+                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].seed));
+                match fix {
+                    Some(f) => c.p.error_fix(2, "PR_2_MISSING_DOT_DOT", msg, f),
+                    None => c.p.error(2, "PR_2_MISSING_DOT_DOT", msg),
+                }
+                return;
             } else {
                 c.dirs[d].dotdot = target;
                 if b.phys != 0 {
@@ -353,7 +407,7 @@ fn entry(
             }
         }
         _ => {
-            if name == b"." || name == b".." {
+            if target != 0 && (name == b"." || name == b"..") {
                 let msg = format!(
                     "{} is duplicate '{}' entry.",
                     place(),
@@ -379,14 +433,28 @@ fn entry(
         let msg = format!("{} is a link to '.'", place());
         return bad_entry(c, d, b, off, "PR_2_LINK_DOT", msg);
     }
+    if slot > 1 && target == special::ROOT {
+        let msg = format!("{} is a link to the root inode.", place());
+        return bad_entry(c, d, b, off, "PR_2_LINK_ROOT", msg);
+    }
     if slot > 1 && (name.contains(&b'/') || name.contains(&0) || name.is_empty()) {
-        c.p.error(
-            2,
-            "PR_2_BAD_NAME",
-            format!("{} has illegal characters in its name.", place()),
-        );
+        let msg = format!("{} has illegal characters in its name.", place());
+        // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
+        if b.phys != 0 && !name.is_empty() {
+            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].seed);
+            c.p.error_fix(2, "PR_2_BAD_NAME", msg, f);
+        } else {
+            c.p.error(2, "PR_2_BAD_NAME", msg);
+        }
     }
     let Some(t) = c.inode_idx(target) else {
+        if crate::badblocks::inode_in_bad_block(c, target) {
+            let msg = format!(
+                "{} points to inode ({target}) located in a bad block.",
+                place()
+            );
+            return bad_entry(c, d, b, off, "PR_2_BB_INODE", msg);
+        }
         let msg = format!(
             "{} has deleted/unused inode {target}.  (block #{}, offset {off})",
             place(),
@@ -411,20 +479,17 @@ fn entry(
     c.inodes[t].counted = c.inodes[t].counted.saturating_add(1);
 }
 
-/// Reports an entry that must go; its repair clears it, except in inline
-/// directories (no block to rewrite), where it is only reported.
+/// Reports an entry that must go; its repair clears it (in an inline
+/// directory, in the inode: a bad parent becomes 0 for pass 3 to set).
 fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: &'static str, msg: String) {
-    if b.phys != 0 {
-        let seed = c.dirs[d].seed;
-        c.p.error_fix(
-            2,
-            code,
-            msg,
-            crate::fix::Fix::DirEntryClear(b.phys, off, seed),
-        );
+    let fix = if b.phys != 0 {
+        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].seed)
+    } else if b.lblk == crate::inline_dir::AREA_PARENT {
+        crate::fix::Fix::InlineParent(b.ino, 0)
     } else {
-        c.p.error(2, code, msg);
-    }
+        crate::fix::Fix::InlineEntryClear(b.ino, b.lblk, off)
+    };
+    c.p.error_fix(2, code, msg, fix);
 }
 
 fn check_filetype(
@@ -438,11 +503,11 @@ fn check_filetype(
     let should = kind.dirent_type();
     if !c.sb.has_incompat(Incompat::FILETYPE) {
         if ftype != 0 {
-            c.p.error(
-                2,
-                "PR_2_CLEAR_FILETYPE",
-                format!("{} has filetype set.", place()),
-            );
+            let msg = format!("{} has filetype set.", place());
+            match fix(0) {
+                Some(f) => c.p.error_fix(2, "PR_2_CLEAR_FILETYPE", msg, f),
+                None => c.p.error(2, "PR_2_CLEAR_FILETYPE", msg),
+            }
         }
         return;
     }
@@ -464,29 +529,58 @@ fn check_filetype(
     }
 }
 
-/// Inline directories, read through the engine.
+/// Inline directories, read record by record (see [`crate::inline_dir`]).
 fn inline_dirs(c: &mut Ctx) {
+    use crate::inline_dir::{records, AREA_DATA, AREA_IBLOCK, AREA_PARENT};
     let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline).collect();
     for d in inl {
         let ino = c.dirs[d].ino;
-        let entries = match c.fs.inode(InodeNr(ino)).and_then(|i| c.fs.read_dir(&i)) {
-            Ok(e) => e,
-            Err(e) => {
-                c.p.error(
-                    2,
-                    "PR_2_DIR_CORRUPTED",
-                    format!("Directory inode {ino}, inline data: directory corrupted ({e})"),
-                );
-                continue;
-            }
+        let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
+            continue;
         };
-        let b = DirBlock {
+        let at = |area| DirBlock {
             phys: 0,
             ino,
-            lblk: 0,
+            lblk: area,
         };
-        for (slot, e) in entries.iter().enumerate() {
-            entry(c, d, slot, &b, &e.name, e.ino.0, e.kind.dirent_type(), 0);
+        let parent = rec
+            .get(0x28..0x2c)
+            .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+        // '.' is implied, and counts as a link like a stored one.
+        entry(c, d, 0, &at(AREA_PARENT), b".", ino, ft::DIR, 0);
+        entry(c, d, 1, &at(AREA_PARENT), b"..", parent, ft::DIR, 0);
+        let mut slot = 2;
+        for area in [AREA_IBLOCK, AREA_DATA] {
+            let Some(bytes) = crate::inline_dir::area_mut(&mut rec, area) else {
+                continue;
+            };
+            let bytes = bytes.to_vec();
+            let (recs, bad) = records(&bytes);
+            for r in &recs {
+                if r.inode != 0 {
+                    entry(
+                        c,
+                        d,
+                        slot,
+                        &at(area),
+                        r.name,
+                        r.inode,
+                        r.file_type,
+                        r.offset,
+                    );
+                    slot += 1;
+                }
+            }
+            if let Some((off, prev)) = bad {
+                c.p.error_fix(
+                    2,
+                    "PR_2_DIR_CORRUPTED",
+                    format!(
+                        "Directory inode {ino}, inline data, offset {off}: directory corrupted"
+                    ),
+                    crate::fix::Fix::InlineSalvage(ino, area, off, prev),
+                );
+            }
         }
     }
 }

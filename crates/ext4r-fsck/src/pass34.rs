@@ -13,8 +13,21 @@ const LINK_MAX: u32 = 65_000;
 
 pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
     let Some(root) = c.dir_idx(special::ROOT) else {
-        c.p.error(3, "PR_3_NO_ROOT_INODE", "Root inode not allocated.".into());
-        c.abort = true;
+        let msg = "Root inode not allocated.".to_string();
+        // As e2fsck: a new root (its inode table must be readable; a
+        // table being relocated gets the root in the next round). The
+        // rest of the tree is judged once it exists; pass 5 still runs.
+        let table_ok = !c.bad_group.first().copied().unwrap_or(true);
+        match table_ok
+            .then(|| crate::lost_found::reserve_block(c))
+            .flatten()
+        {
+            Some(b) => {
+                c.p.error_fix(3, "PR_3_NO_ROOT_INODE", msg, crate::fix::Fix::MakeRoot(b));
+            }
+            None => c.p.error(3, "PR_3_NO_ROOT_INODE", msg),
+        }
+        c.skip_to_pass5 = true;
         return;
     };
     // The root's parent is itself.
@@ -72,6 +85,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
         if let Some(t) = top {
             let r = c.dirs[t];
+            c.reconnects.push(format!("#{}", r.ino).len());
             c.p.error_fix(
                 3,
                 "PR_3_UNCONNECTED_DIR",
@@ -96,18 +110,41 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     ),
                     crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.seed),
                 ),
-                None => c.p.error(
-                    3,
-                    "PR_3_BAD_DOT_DOT",
-                    format!(
+                None => {
+                    let msg = format!(
                         "'..' in ??? ({}) is ??? ({}), should be ??? ({}).",
                         r.ino, r.dotdot, r.parent
-                    ),
-                ),
+                    );
+                    if r.inline {
+                        let f = crate::fix::Fix::InlineParent(r.ino, r.parent);
+                        c.p.error_fix(3, "PR_3_BAD_DOT_DOT", msg, f);
+                    } else {
+                        c.p.error(3, "PR_3_BAD_DOT_DOT", msg);
+                    }
+                }
             }
         }
     }
     lost_and_found(c);
+}
+
+/// Where the root names `name`: (block, offset, the root's seed).
+fn root_entry(c: &Ctx, root: &ext4r::fs::InodeInfo, name: &[u8]) -> Option<(u64, usize, u32)> {
+    let seed = c.dirs[c.dir_idx(special::ROOT)?].seed;
+    let bs = c.geo.block_size as usize;
+    let mut buf = vec![0u8; bs];
+    for r in c.fs.runs(root).ok()? {
+        for k in 0..r.len {
+            let b = r.physical + k;
+            c.fs.device().read_at(&mut buf, b * bs as u64).ok()?;
+            for e in ext4r_format::dir::DirBlockIter::new(&buf).flatten() {
+                if e.inode.0 != 0 && e.name == name {
+                    return Some((b, e.offset, seed));
+                }
+            }
+        }
+    }
+    None
 }
 
 fn lost_and_found(c: &mut Ctx) {
@@ -120,31 +157,60 @@ fn lost_and_found(c: &mut Ctx) {
             let is_dir = c
                 .inode_idx(ino.0)
                 .is_some_and(|i| c.inodes[i].kind == FileKind::Directory);
-            if !is_dir {
-                c.p.error(
-                    3,
-                    "PR_3_LPF_NOTDIR",
-                    "/lost+found is not a directory".into(),
-                );
+            let encrypted = is_dir
+                && c.fs.inode(ino).is_ok_and(|i| {
+                    i.inode
+                        .flags()
+                        .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
+                });
+            // As e2fsck: the name is cleared and a new lost+found made
+            // in a later round (what the old one held is reconnected).
+            let unlink = root_entry(c, &root, b"lost+found")
+                .map(|(blk, off, seed)| crate::fix::Fix::DirEntryClear(blk, off, seed));
+            let (code, msg) = if !is_dir {
+                ("PR_3_LPF_NOTDIR", "/lost+found is not a directory")
+            } else if encrypted {
+                ("PR_3_LPF_ENCRYPTED", "/lost+found is encrypted")
+            } else {
+                return;
+            };
+            match unlink {
+                Some(f) => c.p.error_fix(3, code, msg.into(), f),
+                None => c.p.error(3, code, msg.into()),
             }
         }
+        // As e2fsck: a read-only check does not miss it (only a repair
+        // creates it, or a reconnection needs it).
+        Ok(None) if !c.repairing => {}
         Ok(None) => {
-            c.p.error(3, "PR_3_NO_LF_DIR", "/lost+found not found.".into())
+            let msg = "/lost+found not found.".to_string();
+            match crate::lost_found::plan(c) {
+                Some(n) => {
+                    c.p.error_fix(3, "PR_3_NO_LF_DIR", msg, crate::fix::Fix::MakeLostFound(n))
+                }
+                None => c.p.error(3, "PR_3_NO_LF_DIR", msg),
+            }
         }
         Err(_) => {}
     }
 }
 
 pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
+    if c.skip_to_pass5 {
+        return;
+    }
     let dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
     for i in 0..c.inodes.len() {
         let r = c.inodes[i];
-        if r.ea_inode {
+        // An EA inode is counted by the xattrs naming it; one no xattr
+        // names is an ordinary unattached inode (as e2fsck 1.47.0).
+        if r.ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
             continue;
         }
         let mut counted = r.counted;
         if counted == 0 {
             if r.kind != FileKind::Directory {
+                c.reconnects.push(format!("#{}", r.ino).len());
                 c.p.error_fix(
                     4,
                     "PR_4_UNATTACHED_INODE",
@@ -179,5 +245,14 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 crate::fix::Fix::InodeLinks(r.ino, counted.min(u32::from(u16::MAX)) as u16),
             );
         }
+    }
+    let names = std::mem::take(&mut c.reconnects);
+    if let Some((lpf, blocks)) = crate::lost_found::plan_expand(c, &names) {
+        c.p.error_fix(
+            3,
+            "PR_3_EXPAND_LF_DIR",
+            "No room in lost+found directory.  Expand.".into(),
+            crate::fix::Fix::ExpandDir(lpf, blocks),
+        );
     }
 }

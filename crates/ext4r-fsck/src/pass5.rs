@@ -24,6 +24,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// sorted disjoint (start, end) ranges.
 fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     let mut claims = std::mem::take(&mut c.claims);
+    crate::badblocks::sort_out(c, &mut claims);
     claims.sort_unstable();
     let mut union: Vec<(u64, u64)> = Vec::with_capacity(claims.len());
     let mut dups: Vec<(u32, u32, u64)> = Vec::new();
@@ -70,7 +71,19 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
             ),
         );
     }
+    if !dups.is_empty() {
+        crate::dup::plan(c, &claims, &union);
+    }
+    crate::relocate::plan(c, &union);
     union
+}
+
+/// Whether the bytes of a bitmap block past its group's `nbits` are not
+/// all ones (e2fsck's bitmap tail check, done a byte at a time).
+fn tail_unset(raw: &[u8], nbits: u64) -> bool {
+    let from = (nbits / 8) as usize;
+    raw.get(from..)
+        .is_some_and(|t| t.iter().any(|&b| b != 0xff))
 }
 
 fn set_bits(words: &mut [u64], from: u64, to: u64) {
@@ -239,6 +252,14 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
                         Fix::BlockBitmap(g, want.clone()),
                     );
                 }
+            }
+            if tail_unset(&raw, cpg) {
+                c.p.error_fix(
+                    5,
+                    "PR_5_BLOCK_BMAP_PADDING",
+                    format!("Padding at end of block bitmap is not set.  (group {g})"),
+                    Fix::BlockBitmap(g, want.clone()),
+                );
             }
             to_words(&raw, nclusters)
         };
@@ -422,6 +443,14 @@ fn inodes(c: &mut Ctx) {
                         Fix::InodeBitmap(g, want.clone()),
                     );
                 }
+            }
+            if tail_unset(&raw, ipg) {
+                c.p.error_fix(
+                    5,
+                    "PR_5_INODE_BMAP_PADDING",
+                    format!("Padding at end of inode bitmap is not set.  (group {g})"),
+                    Fix::InodeBitmap(g, want.clone()),
+                );
             }
             to_words(&raw, ipg)
         };

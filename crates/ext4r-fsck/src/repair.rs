@@ -31,6 +31,9 @@ pub enum Mode {
 pub struct RepairReport {
     /// The journal was replayed (its transaction range).
     pub journal_replayed: Option<(u32, u32)>,
+    /// Orphan inodes released before the check (deleted or taken off
+    /// the orphan list), as e2fsck's "Clearing orphaned inode".
+    pub orphans_released: Vec<u32>,
     /// The problems that were fixed, in the order found.
     pub fixed: Vec<Problem>,
     /// The final check (what is left).
@@ -73,6 +76,19 @@ fn preen_ok(code: &str) -> bool {
                 | "PR_2_SET_FILETYPE"
                 | "PR_0_GDT_CSUM"
                 | "PR_0_ORPHAN_FILE_CLEAN"
+                | "PR_0_ORPHAN_FILE_NOT_CLEAN"
+                | "PR_0_JOURNAL_BAD_INODE"
+                | "PR_0_JOURNAL_BAD_SUPER"
+                | "PR_0_JOURNAL_SB_CSUM_INVALID"
+                | "PR_0_JOURNAL_HAS_JOURNAL"
+                | "PR_0_JOURNAL_RECOVER_SET"
+                | "PR_0_CLEAR_V2_JOURNAL"
+                | "PR_1_JOURNAL_INODE_NOT_CLEAR"
+                | "PR_1_ZERO_DTIME"
+                | "PR_2_CLEAR_FILETYPE"
+                | "PR_2_FEATURE_LARGE_FILES"
+                | "PR_1_SET_NONZSIZE"
+                | "PR_1_SET_IMMUTABLE"
         )
 }
 
@@ -89,6 +105,11 @@ pub fn repair(
     progress: Progress<'_>,
 ) -> Result<RepairReport, Error> {
     let journal_replayed = replay_journal(&dev)?;
+    let orphans_released = if journal_only {
+        Vec::new()
+    } else {
+        release_orphans(&dev)?
+    };
     let mut fixed = Vec::new();
     let mut preen_stopped = None;
     let mut forced = opts.clone();
@@ -109,6 +130,7 @@ pub fn repair(
         if journal_only || last.skipped_clean.is_some() {
             return Ok(RepairReport {
                 journal_replayed,
+                orphans_released,
                 fixed,
                 last,
                 preen_stopped,
@@ -151,13 +173,14 @@ pub fn repair(
         );
     }
     let last = check_shared(dev.clone(), &forced, progress)?;
-    let changed = journal_replayed.is_some() || !fixed.is_empty();
+    let changed = journal_replayed.is_some() || !fixed.is_empty() || !orphans_released.is_empty();
     let mut marked_valid = false;
     if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
         marked_valid = mark_checked(&dev, opts.now, changed)?;
     }
     Ok(RepairReport {
         journal_replayed,
+        orphans_released,
         fixed,
         last,
         preen_stopped,
@@ -165,11 +188,24 @@ pub fn repair(
     })
 }
 
+/// Opens the filesystem to write fixes; when the primary superblock is
+/// unusable, through the backup the check used (whose fix then rewrites
+/// the primary from it).
 fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     let mut oo = OpenOptions::default();
     oo.allow_encrypted = true;
     oo.skip_journal_replay = true;
-    Ok(Filesystem::open_with(dev.clone(), oo)?)
+    match Filesystem::open_with(dev.clone(), oo.clone()) {
+        // The same choice as the check's: bad primary descriptors, good
+        // backups.
+        Ok(fs) if fs.geometry().group_count > 1 && !crate::backup::descs_ok(&fs) => {
+            Ok(crate::backup::open_backup(dev, &oo)
+                .filter(crate::backup::descs_ok)
+                .unwrap_or(fs))
+        }
+        Ok(fs) => Ok(fs),
+        Err(e) => crate::backup::open_backup(dev, &oo).ok_or(Error::Open(e)),
+    }
 }
 
 /// Replays an internal journal that needs recovery, as e2fsck does before
@@ -183,12 +219,29 @@ fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Erro
     {
         return Ok(None);
     }
-    let Some(location) = fs.journal_location()? else {
+    // A journal that cannot be found or opened is not replayed, as with
+    // e2fsck: the check reports it and its repair deletes or resets it.
+    let Ok(Some(location)) = fs.journal_location() else {
         return Ok(None);
     };
-    let journal = Journal::open(dev.clone(), location, fs.block_size())?;
+    let Ok(journal) = Journal::open(dev.clone(), location, fs.block_size()) else {
+        return Ok(None);
+    };
     let r = recover_filesystem(dev.as_ref(), &journal)?;
     Ok(Some((r.start_transaction, r.end_transaction)))
+}
+
+/// Releases the orphan inodes (see [`crate::orphan`]); returns them.
+fn release_orphans(dev: &Arc<dyn BlockDevice>) -> Result<Vec<u32>, Error> {
+    let Ok(fs) = open(dev) else {
+        // Not openable at all: the check reports why.
+        return Ok(Vec::new());
+    };
+    let (fixes, released) = crate::orphan::plan(&fs);
+    if !fixes.is_empty() {
+        fix::apply(&fs, &fixes)?;
+    }
+    Ok(released)
 }
 
 /// After a clean result: state valid, no error flag, check time now, mount

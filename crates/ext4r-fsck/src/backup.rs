@@ -1,0 +1,89 @@
+//! Falling back to a backup superblock and descriptor table, as e2fsck
+//! does when the primary superblock cannot be used or the primary
+//! descriptors place a bitmap or inode table where it cannot be
+//! ("Group descriptors look bad... trying backup blocks..."). The repair
+//! then writes what the backup says over the primary copies.
+
+use std::sync::Arc;
+
+use ext4r::device::BlockDevice;
+use ext4r::fs::{Filesystem, OpenOptions};
+use ext4r_format::features::Incompat;
+use ext4r_format::GroupNr;
+
+/// The backup superblocks e2fsck tries: the first block of group 1 for
+/// each block size (8193 for 1 KiB blocks, else 8 × block size).
+pub(crate) fn open_backup(dev: &Arc<dyn BlockDevice>, oo: &OpenOptions) -> Option<Filesystem> {
+    (0..7).find_map(|l| {
+        let bs = 1024u32 << l;
+        let mut o = oo.clone();
+        o.superblock = Some(u64::from(bs) * 8 + u64::from(bs == 1024));
+        o.block_size = Some(bs);
+        Filesystem::open_with(dev.clone(), o).ok()
+    })
+}
+
+/// Whether the descriptors pass e2fsck's `ext2fs_check_desc`: each
+/// group's bitmaps and inode table inside its group (inside the
+/// filesystem with flex_bg), none on a superblock or descriptor copy, no
+/// two of them on one block.
+pub(crate) fn descs_ok(fs: &Filesystem) -> bool {
+    let geo = fs.geometry();
+    let wide = fs.superblock().has_incompat(Incompat::BIT64);
+    let flex = fs.superblock().has_incompat(Incompat::FLEX_BG);
+    let itb = u64::from(geo.inode_blocks_per_group());
+    let mut taken: Vec<(u64, u64)> = Vec::new();
+    for g in 0..geo.group_count {
+        let m = geo.group_meta(g);
+        if let Some(s) = m.super_block {
+            taken.push((s, 1));
+        }
+        if let Some((first, n)) = m.old_desc {
+            taken.push((first, n));
+        }
+        if let Some(b) = m.meta_desc {
+            taken.push((b, 1));
+        }
+    }
+    let reserved = taken.len();
+    for g in 0..geo.group_count {
+        let Ok(d) = fs.group_desc(GroupNr(g)) else {
+            return false;
+        };
+        let (lo, hi) = if flex {
+            (geo.first_data_block, geo.blocks_count.saturating_sub(1))
+        } else {
+            (geo.group_first_block(g), geo.group_last_block(g))
+        };
+        for (b, n) in [
+            (d.block_bitmap(wide), 1),
+            (d.inode_bitmap(wide), 1),
+            (d.inode_table(wide), itb),
+        ] {
+            if b < lo || b.saturating_add(n.max(1) - 1) > hi {
+                return false;
+            }
+            taken.push((b, n));
+        }
+    }
+    // Metadata must not overlap; the reserved copies among themselves
+    // are laid out by the geometry and not judged here.
+    let mut meta: Vec<(u64, u64, bool)> = taken
+        .iter()
+        .enumerate()
+        .map(|(i, &(b, n))| (b, n, i < reserved))
+        .collect();
+    meta.sort_unstable();
+    let mut end = 0u64;
+    let mut end_reserved = true;
+    for (b, n, res) in meta {
+        if b < end && !(res && end_reserved) {
+            return false;
+        }
+        if b + n > end {
+            end = b + n;
+            end_reserved = res;
+        }
+    }
+    true
+}

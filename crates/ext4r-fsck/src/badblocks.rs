@@ -1,0 +1,238 @@
+//! The bad block list (inode 1) against the filesystem's metadata, as
+//! e2fsck judges it: the primary superblock or descriptors on the list
+//! cannot be bad if the filesystem opened, so they leave the list; a
+//! bitmap on the list is relocated; inode table blocks and backup copies
+//! may be on it (the inodes there are unusable and pass 1 skips them).
+//! Listed blocks that are metadata are not counted twice.
+
+use ext4r_format::inode::Inode;
+use ext4r_format::InodeNr;
+
+use crate::ctx::{Claim, Ctx};
+use crate::dup::PtrAt;
+use crate::fix::Fix;
+use crate::relocate::Meta;
+
+/// The data blocks of the bad block inode, sorted (pass 1 skips inodes
+/// stored in them).
+pub(crate) fn list(c: &Ctx) -> Vec<u64> {
+    // Read raw: the inode has no mode, so the engine does not map it. A
+    // list is short: direct, single and double indirect blocks suffice.
+    let Some(inode) =
+        c.fs.inode_record(InodeNr(ext4r_format::inode::ino::BAD))
+            .ok()
+            .and_then(|r| Inode::parse(&r).ok())
+    else {
+        return Vec::new();
+    };
+    if bad_inode_invalid(&inode) {
+        return Vec::new();
+    }
+    let w = inode.block_words();
+    let ok = |b: u32| b != 0 && c.valid_range(u64::from(b), 1);
+    let read = |b: u32| -> Vec<u32> {
+        let bs = c.geo.block_size as usize;
+        let mut buf = vec![0u8; bs];
+        if c.fs
+            .device()
+            .read_at(&mut buf, u64::from(b) * bs as u64)
+            .is_err()
+        {
+            return Vec::new();
+        }
+        buf.chunks(4)
+            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+            .collect()
+    };
+    let mut v: Vec<u64> = w[..12]
+        .iter()
+        .copied()
+        .filter(|&b| ok(b))
+        .map(u64::from)
+        .collect();
+    if ok(w[12]) {
+        v.extend(read(w[12]).into_iter().filter(|&b| ok(b)).map(u64::from));
+    }
+    if ok(w[13]) {
+        for ind in read(w[13]).into_iter().filter(|&b| ok(b)) {
+            v.extend(read(ind).into_iter().filter(|&b| ok(b)).map(u64::from));
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Whether the bad block inode holds what it may not (e2fsck's
+/// PR_1_INVALID_BAD_INODE): a mode, owner, links, inline data or xattrs.
+pub(crate) fn bad_inode_invalid(i: &Inode) -> bool {
+    i.mode() != 0
+        || i.i_uid.get() != 0
+        || i.i_gid.get() != 0
+        || i.links_count() != 0
+        || i.flags()
+            .contains(ext4r_format::inode::InodeFlags::INLINE_DATA)
+        || i.i_file_acl_lo.get() != 0
+}
+
+/// The inodes stored in listed blocks: in use for the inode bitmap (as
+/// e2fsck marks them) and never handed out.
+pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
+    let mut out = Vec::new();
+    if c.bad_blocks.is_empty() {
+        return out;
+    }
+    let per = u64::from(c.geo.block_size / c.geo.inode_size);
+    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let ipg = u64::from(c.geo.inodes_per_group);
+    for g in 0..c.geo.group_count {
+        let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) else {
+            break;
+        };
+        let t = d.inode_table(c.wide());
+        for &b in &c.bad_blocks {
+            if b >= t && b < t + itb {
+                let first = (b - t) * per;
+                for k in first..(first + per).min(ipg) {
+                    out.push((u64::from(g) * ipg + k + 1) as u32);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether inode `ino` is stored in a listed block.
+pub(crate) fn inode_in_bad_block(c: &Ctx, ino: u32) -> bool {
+    if c.bad_blocks.is_empty() {
+        return false;
+    }
+    let ipg = c.geo.inodes_per_group;
+    let (g, idx) = ((ino - 1) / ipg, u64::from((ino - 1) % ipg));
+    let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) else {
+        return false;
+    };
+    let b =
+        d.inode_table(c.wide()) + idx * u64::from(c.geo.inode_size) / u64::from(c.geo.block_size);
+    c.bad_blocks.binary_search(&b).is_ok()
+}
+
+/// A piece of metadata: blocks `[0, 1)`, the group's bitmap it is (if
+/// one), whether it is the primary superblock or descriptors.
+type MetaSpan = (u64, u64, Option<(u32, Meta)>, bool);
+
+/// Takes the bad block inode's claims on metadata out of `claims`, with
+/// the repairs e2fsck makes for them.
+pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
+    if c.bad_blocks.is_empty() {
+        return;
+    }
+    let wide = c.wide();
+    let itb = u64::from(c.geo.inode_blocks_per_group());
+    // (start, end, which bitmap, a primary copy) of all metadata.
+    let mut meta: Vec<MetaSpan> = Vec::new();
+    for g in 0..c.geo.group_count {
+        let m = c.geo.group_meta(g);
+        let primary = g == 0;
+        if let Some(s) = m.super_block {
+            meta.push((s, s + 1, None, primary));
+        }
+        if let Some((f, n)) = m.old_desc {
+            meta.push((f, f + n, None, primary));
+        }
+        if let Some(b) = m.meta_desc {
+            meta.push((b, b + 1, None, false));
+        }
+        if let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) {
+            let (bb, ib, it) = (
+                d.block_bitmap(wide),
+                d.inode_bitmap(wide),
+                d.inode_table(wide),
+            );
+            meta.push((bb, bb + 1, Some((g, Meta::BlockBitmap)), false));
+            meta.push((ib, ib + 1, Some((g, Meta::InodeBitmap)), false));
+            meta.push((it, it + itb, None, false));
+        }
+    }
+    let find = |b: u64| meta.iter().find(|m| b >= m.0 && b < m.1).copied();
+    let mut unlist: Vec<u64> = Vec::new();
+    let mut on_meta: Vec<u64> = Vec::new();
+    for &b in &c.bad_blocks.clone() {
+        let m = find(b);
+        if m.is_some() {
+            on_meta.push(b);
+        }
+        match m {
+            None => {}
+            Some((_, _, Some((g, what)), _)) => {
+                let name = if what == Meta::BlockBitmap {
+                    "block"
+                } else {
+                    "inode"
+                };
+                c.p.error(
+                    1,
+                    "PR_1_BB_BAD_BLOCK",
+                    format!("Group {g}'s {name} bitmap ({b}) is bad."),
+                );
+                if !c.relocate.contains(&(g, what)) {
+                    c.relocate.push((g, what));
+                }
+            }
+            Some((_, _, None, true)) => unlist.push(b),
+            Some(_) => {}
+        }
+    }
+    // The bad block inode's own claims give way to metadata's.
+    let bad_ino = ext4r_format::inode::ino::BAD;
+    let mut out = Vec::with_capacity(claims.len());
+    for cl in claims.drain(..) {
+        if cl.owner != bad_ino {
+            out.push(cl);
+            continue;
+        }
+        for b in cl.start..cl.start + cl.len {
+            if !on_meta.contains(&b) {
+                out.push(Claim {
+                    start: b,
+                    len: 1,
+                    owner: bad_ino,
+                });
+            }
+        }
+    }
+    *claims = out;
+    let pointers = crate::dup::pointers(&c.fs, ext4r_format::inode::ino::BAD)
+        .map(|p| p.1)
+        .unwrap_or_default();
+    for &b in &unlist {
+        let msg = if b == c.geo.group_meta(0).super_block.unwrap_or(u64::MAX) {
+            format!("The primary superblock ({b}) is on the bad block list.")
+        } else {
+            format!("Block {b} in the primary group descriptors is on the bad block list")
+        };
+        let at = pointers.iter().find(|p| p.1 == b).map(|p| p.0);
+        let fix = match at {
+            Some(PtrAt::InodeSlot(s)) => {
+                Some(Fix::InodeBlockSlot(ext4r_format::inode::ino::BAD, s))
+            }
+            Some(PtrAt::Indirect(blk, i)) => Some(Fix::IndirectEntry(blk, i)),
+            _ => None,
+        };
+        match fix {
+            Some(f) => c.p.error_fix(1, "PR_1_BB_PRIMARY", msg, f),
+            None => c.p.error(1, "PR_1_BB_PRIMARY", msg),
+        }
+    }
+    if !unlist.is_empty() {
+        // Its block count follows the list (pointers include indirect
+        // blocks).
+        let n = pointers.iter().filter(|p| !unlist.contains(&p.1)).count() as u64;
+        c.p.error_fix(
+            1,
+            "PR_1_BAD_I_BLOCKS",
+            format!("Inode 1, i_blocks follows its list ({n} blocks)."),
+            Fix::InodeBlocks(ext4r_format::inode::ino::BAD, n),
+        );
+    }
+}

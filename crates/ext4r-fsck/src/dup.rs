@@ -1,0 +1,409 @@
+//! Pass 1D's repair: blocks claimed more than once get copies.
+//!
+//! As e2fsck's "Clone multiply-claimed blocks", no data is dropped: each
+//! inode that shares a block (in inode order) gets a copy of it at a free
+//! block and its pointer moved there, until one claimant is left; a block
+//! that is also filesystem metadata is always copied away from. A block-map
+//! pointer covers one block; an extent covers a run, which is copied whole
+//! to a free run of its length (no extent is split, so the tree keeps its
+//! shape). Index and indirect blocks are copied as they are: the blocks
+//! they point to are then shared by the two copies and copied in the next
+//! round.
+//!
+//! Planning happens at check time, from the claims and the union of used
+//! blocks pass 5 computes: the new blocks are chosen there, so the repair
+//! itself is a plain list of copies and pointer updates.
+
+use std::collections::{BTreeMap, HashSet};
+
+use ext4r_format::blockmap::{IndirectBlock, NDIR_BLOCKS};
+use ext4r_format::extent::{ExtentNode, MAX_EXTENT_DEPTH};
+use ext4r_format::inode::{ino as special, inode_csum_seed, Inode, InodeFlags};
+use ext4r_format::InodeNr;
+
+use ext4r::fs::Filesystem;
+
+use crate::ctx::{Claim, Ctx};
+use crate::fix::Fix;
+
+/// Where a block pointer is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PtrAt {
+    /// `i_block[slot]` of a block-mapped inode.
+    InodeSlot(usize),
+    /// Entry `i` of an indirect block.
+    Indirect(u64, usize),
+    /// Leaf entry `i` of an extent node (None: the root in the inode).
+    Extent(Option<u64>, usize),
+    /// Index entry `i` of an extent node (None: the root in the inode).
+    ExtentIndex(Option<u64>, usize),
+}
+
+/// One copy: `len` blocks from `old` to `new`, and the pointer at `at`
+/// (which holds `old`) set to `new`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockCopy {
+    /// The pointer to move.
+    pub at: PtrAt,
+    /// Where the blocks are now.
+    pub old: u64,
+    /// Where the copies go.
+    pub new: u64,
+    /// How many blocks.
+    pub len: u64,
+}
+
+impl BlockCopy {
+    /// The copied block is an extent tree node (its checksum tail is
+    /// recomputed; the seed is the inode's, unchanged).
+    pub fn is_extent_node(&self) -> bool {
+        matches!(self.at, PtrAt::ExtentIndex(..))
+    }
+}
+
+/// A block pointer: where it is, the first block, the run's length.
+pub(crate) type Pointer = (PtrAt, u64, u64);
+
+/// Most multiply-claimed blocks planned for one check; past this the
+/// problems are only reported (bounded memory on a garbage volume).
+const MAX_DUP_BLOCKS: u64 = 1 << 20;
+
+/// How a multiply-claimed block is claimed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Dup {
+    /// Pointers from files still to it.
+    files: u32,
+    /// Also filesystem metadata (always copied away from).
+    meta: bool,
+}
+
+/// Plans the copies for the claims (sorted) over the used blocks `used`
+/// (sorted disjoint `[start, end)` ranges) and records one problem with
+/// its fix per inode that gets copies.
+pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
+    let Some(dups) = dup_blocks(claims) else {
+        return;
+    };
+    if dups.is_empty() {
+        return;
+    }
+    let mut owners: Vec<u32> = claims
+        .iter()
+        .filter(|cl| cl.owner > special::BAD && cl.owner != special::RESIZE)
+        .filter(|cl| dups.range(cl.start..cl.start + cl.len).next().is_some())
+        .map(|cl| cl.owner)
+        .collect();
+    owners.sort_unstable();
+    owners.dedup();
+    let mut dups = dups;
+    let mut used = used.to_vec();
+    used.extend(c.reserved.iter().map(|&b| (b, b + 1)));
+    used.sort_unstable();
+    // With bigalloc the copies take whole free clusters, each block at
+    // the same offset in its cluster as before (as the format requires).
+    let cluster = 1u64 << c.geo.cluster_bits;
+    let mut free: Vec<(u64, u64)> = free_ranges(c, &used)
+        .into_iter()
+        .map(|(s, e)| (s.div_ceil(cluster) * cluster, e / cluster * cluster))
+        .filter(|&(s, e)| s < e)
+        .collect();
+    for ino in owners {
+        let Some((seed, ptrs)) = pointers(&c.fs, ino) else {
+            continue;
+        };
+        let mut copies = Vec::new();
+        let saved = free.clone();
+        let mut no_room = false;
+        for &(at, old, len) in &ptrs {
+            let must = dups
+                .range(old..old + len)
+                .any(|(_, d)| d.meta || d.files > 1);
+            if !must {
+                continue;
+            }
+            let skew = old % cluster;
+            let span = (skew + len).div_ceil(cluster) * cluster;
+            let Some(new) = allocate(&mut free, span).map(|b| b + skew) else {
+                no_room = true;
+                break;
+            };
+            for (_, d) in dups.range_mut(old..old + len) {
+                d.files = d.files.saturating_sub(1);
+            }
+            copies.push(BlockCopy { at, old, new, len });
+        }
+        if no_room {
+            // As e2fsck when a clone cannot be allocated: the file goes,
+            // and with it its claims on the shared blocks.
+            free = saved;
+            for c in &copies {
+                for (_, d) in dups.range_mut(c.old..c.old + c.len) {
+                    d.files += 1;
+                }
+            }
+            for &(_, old, len) in &ptrs {
+                for (_, d) in dups.range_mut(old..old + len) {
+                    d.files = d.files.saturating_sub(1);
+                }
+            }
+            c.p.error_fix(
+                1,
+                "PR_1D_CLONE_ERROR",
+                format!(
+                    "Couldn't clone file (inode {ino}): Could not allocate block in ext2 \
+                     filesystem.  Delete file."
+                ),
+                Fix::ClearInode(ino),
+            );
+            continue;
+        }
+        if copies.is_empty() {
+            continue;
+        }
+        let n: u64 = copies.iter().map(|x| x.len).sum();
+        c.p.error_fix(
+            1,
+            "PR_1D_CLONE_QUESTION",
+            format!("Inode {ino} has {n} multiply-claimed block(s) to clone."),
+            Fix::CloneBlocks(ino, seed, copies),
+        );
+    }
+}
+
+/// Every block claimed more than once, with how; None past the cap.
+fn dup_blocks(claims: &[Claim]) -> Option<BTreeMap<u64, Dup>> {
+    let mut out: BTreeMap<u64, Dup> = BTreeMap::new();
+    // Claims still covering the sweep position: (end, owner).
+    let mut active: Vec<(u64, u32)> = Vec::new();
+    let mut bounds: Vec<u64> = claims
+        .iter()
+        .flat_map(|c| [c.start, c.start + c.len])
+        .collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    let mut next = 0usize;
+    let mut total = 0u64;
+    for w in bounds.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        active.retain(|&(end, _)| end > a);
+        while next < claims.len() && claims[next].start <= a {
+            let cl = claims[next];
+            if cl.start + cl.len > a {
+                active.push((cl.start + cl.len, cl.owner));
+            }
+            next += 1;
+        }
+        if active.len() < 2 {
+            continue;
+        }
+        total += b - a;
+        if total > MAX_DUP_BLOCKS {
+            return None;
+        }
+        let meta = active.iter().any(|&(_, o)| o == 0);
+        let files = active.iter().filter(|&&(_, o)| o != 0).count() as u32;
+        for blk in a..b {
+            out.insert(blk, Dup { files, meta });
+        }
+    }
+    Some(out)
+}
+
+/// The free blocks: the data area less `used`.
+fn free_ranges(c: &Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut free = Vec::new();
+    let mut at = c.geo.first_data_block;
+    let end = c.geo.blocks_count;
+    for &(s, e) in used {
+        if s > at {
+            free.push((at, s.min(end)));
+        }
+        at = at.max(e);
+    }
+    if at < end {
+        free.push((at, end));
+    }
+    free.retain(|&(s, e)| s < e);
+    free
+}
+
+/// First fit of `len` contiguous blocks.
+fn allocate(free: &mut [(u64, u64)], len: u64) -> Option<u64> {
+    let r = free.iter_mut().find(|r| r.1 - r.0 >= len)?;
+    let at = r.0;
+    r.0 += len;
+    Some(at)
+}
+
+/// An inode's block pointers in logical order: (where, first block, run
+/// length), node and indirect blocks before what they point to; with the
+/// inode's checksum seed. Pointers that are not valid are left out (other
+/// problems repair them).
+pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<Pointer>)> {
+    let rec = fs.inode_record(InodeNr(ino)).ok()?;
+    let inode = Inode::parse(&rec).ok()?;
+    let seed = inode_csum_seed(
+        fs.superblock().csum_seed(),
+        InodeNr(ino),
+        inode.generation(),
+    );
+    let c = Area::of(fs);
+    let flags = inode.flags();
+    if flags.contains(InodeFlags::INLINE_DATA) {
+        return None;
+    }
+    let mut out = Vec::new();
+    if flags.contains(InodeFlags::EXTENTS) {
+        let root = inode.i_block;
+        let node = ExtentNode::parse(&root).ok()?;
+        let mut seen = HashSet::new();
+        extent_ptrs(&c, &node, None, 0, &mut seen, &mut out);
+    } else {
+        blockmap_ptrs(&c, &inode, &mut out);
+    }
+    Some((seed, out))
+}
+
+/// What the walks need of the filesystem.
+struct Area<'a> {
+    fs: &'a Filesystem,
+    first: u64,
+    end: u64,
+    bs: u32,
+}
+
+impl<'a> Area<'a> {
+    fn of(fs: &'a Filesystem) -> Self {
+        let g = fs.geometry();
+        Area {
+            fs,
+            first: g.first_data_block,
+            end: g.blocks_count,
+            bs: g.block_size,
+        }
+    }
+
+    fn valid_range(&self, b: u64, n: u64) -> bool {
+        n > 0 && b >= self.first && b.checked_add(n).is_some_and(|e| e <= self.end)
+    }
+}
+
+fn extent_ptrs(
+    c: &Area<'_>,
+    node: &ExtentNode<'_>,
+    at: Option<u64>,
+    level: u16,
+    seen: &mut HashSet<u64>,
+    out: &mut Vec<Pointer>,
+) {
+    if let Some(exts) = node.extents() {
+        for (i, e) in exts.iter().enumerate() {
+            let (p, n) = (e.start().0, u64::from(e.len()));
+            if c.valid_range(p, n) {
+                out.push((PtrAt::Extent(at, i), p, n));
+            }
+        }
+        return;
+    }
+    let Some(idx) = node.indexes() else { return };
+    if level >= MAX_EXTENT_DEPTH {
+        return;
+    }
+    for (i, ix) in idx.iter().enumerate() {
+        let child = ix.leaf().0;
+        if !c.valid_range(child, 1) || !seen.insert(child) {
+            continue;
+        }
+        out.push((PtrAt::ExtentIndex(at, i), child, 1));
+        let mut buf = vec![0u8; c.bs as usize];
+        if c.fs
+            .device()
+            .read_at(&mut buf, child * u64::from(c.bs))
+            .is_err()
+        {
+            continue;
+        }
+        if let Ok(n) = ExtentNode::parse(&buf) {
+            if n.depth() + 1 == node.depth() {
+                extent_ptrs(c, &n, Some(child), level + 1, seen, out);
+            }
+        }
+    }
+}
+
+fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
+    let words = inode.block_words();
+    let bs = c.bs;
+    // (block, indirection level, where its pointer is), depth first.
+    let mut stack: Vec<(u32, u32, PtrAt)> = Vec::new();
+    for (slot, level) in [(14usize, 3u32), (13, 2), (12, 1)] {
+        stack.push((words[slot], level, PtrAt::InodeSlot(slot)));
+    }
+    for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS).rev() {
+        stack.push((w, 0, PtrAt::InodeSlot(i)));
+    }
+    let mut seen = HashSet::new();
+    while let Some((b, level, at)) = stack.pop() {
+        let b64 = u64::from(b);
+        if b == 0 || !c.valid_range(b64, 1) {
+            continue;
+        }
+        out.push((at, b64, 1));
+        if level == 0 || !seen.insert(b64) {
+            continue;
+        }
+        let mut buf = vec![0u8; bs as usize];
+        if c.fs
+            .device()
+            .read_at(&mut buf, b64 * u64::from(bs))
+            .is_err()
+        {
+            continue;
+        }
+        let Ok(ind) = IndirectBlock::parse(&buf) else {
+            continue;
+        };
+        let children: Vec<(u32, u32, PtrAt)> = ind
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                (
+                    u32::try_from(x.0).unwrap_or(0),
+                    level - 1,
+                    PtrAt::Indirect(b64, i),
+                )
+            })
+            .collect();
+        stack.extend(children.into_iter().rev());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cl(start: u64, len: u64, owner: u32) -> Claim {
+        Claim { start, len, owner }
+    }
+
+    #[test]
+    fn overlapping_claims_give_per_block_counts() {
+        let claims = vec![cl(10, 4, 12), cl(12, 4, 13), cl(13, 1, 0)];
+        let d = dup_blocks(&claims).unwrap_or_default();
+        let keys: Vec<u64> = d.keys().copied().collect();
+        assert_eq!(keys, vec![12, 13]);
+        assert_eq!(d[&12].files, 2);
+        assert!(!d[&12].meta);
+        assert_eq!(d[&13].files, 2);
+        assert!(d[&13].meta);
+    }
+
+    #[test]
+    fn first_fit_allocation_shrinks_the_free_range() {
+        let mut free = vec![(5, 7), (20, 30)];
+        assert_eq!(allocate(&mut free, 3), Some(20));
+        assert_eq!(allocate(&mut free, 2), Some(5));
+        assert_eq!(allocate(&mut free, 8), None);
+        assert_eq!(allocate(&mut free, 7), Some(23));
+    }
+}

@@ -1,0 +1,402 @@
+//! Creating /lost+found when it is missing, as e2fsck's pass 3 does: a
+//! new directory (mode 0700) of one block holding `.` and `..`, named in
+//! the root directory, the root's link count raised.
+//!
+//! The inode and the block are chosen at check time from what passes 1–3
+//! found in use, so the repair is a plain write. The inode is one pass 1
+//! read (its group's table is initialised there), so the next check sees
+//! it; the bitmaps and counts follow in the next round's pass 5.
+
+use ext4r_format::dir::{ft, rec_len_to_disk};
+use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::group_desc::BG_INODE_UNINIT;
+use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
+use ext4r_format::GroupNr;
+
+use crate::ctx::Ctx;
+
+/// What the new lost+found gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewLostFound {
+    /// Its inode.
+    pub ino: u32,
+    /// Its one directory block.
+    pub block: u64,
+}
+
+/// Chooses a free inode and a free block for lost+found; None when there
+/// is none (the problem is then left reported).
+pub(crate) fn plan(c: &mut Ctx) -> Option<NewLostFound> {
+    let ino = free_inode(c)?;
+    let block = reserve_block(c)?;
+    Some(NewLostFound { ino, block })
+}
+
+/// The lowest inode past the reserved ones that pass 1 found unused, in a
+/// group whose table pass 1 read there; else the first inode of a group's
+/// unused tail (the repair then counts it in the initialised part, as
+/// the kernel does when it allocates there).
+fn free_inode(c: &Ctx) -> Option<u32> {
+    free_inode_read(c).or_else(|| first_unused(c))
+}
+
+fn first_unused(c: &Ctx) -> Option<u32> {
+    if !c.group_csum() {
+        return None;
+    }
+    let ipg = c.geo.inodes_per_group;
+    let wide = c.wide();
+    (0..c.geo.group_count).find_map(|g| {
+        let d = c.fs.group_desc(GroupNr(g)).ok()?;
+        let used = ipg.saturating_sub(d.itable_unused(wide));
+        let ok = !c.bad_group[g as usize] && d.flags() & BG_INODE_UNINIT == 0 && used < ipg;
+        let ino = g * ipg + used + 1;
+        (ok && ino >= c.sb.first_ino()).then_some(ino)
+    })
+}
+
+fn free_inode_read(c: &Ctx) -> Option<u32> {
+    let ipg = c.geo.inodes_per_group;
+    let wide = c.wide();
+    let count = c.sb.s_inodes_count.get();
+    let mut ino = c.sb.first_ino();
+    while ino <= count {
+        let g = (ino - 1) / ipg;
+        let idx = (ino - 1) % ipg;
+        let d = c.fs.group_desc(GroupNr(g)).ok()?;
+        let read_to = if c.group_csum() {
+            if d.flags() & BG_INODE_UNINIT != 0 {
+                0
+            } else {
+                ipg.saturating_sub(d.itable_unused(wide))
+            }
+        } else {
+            ipg
+        };
+        if c.bad_group[g as usize] || idx >= read_to {
+            // Next group.
+            ino = (g + 1) * ipg + 1;
+            continue;
+        }
+        if c.inode_idx(ino).is_none() && !c.extra_used.contains(&ino) {
+            return Some(ino);
+        }
+        ino += 1;
+    }
+    None
+}
+
+/// `n` free blocks (first fit, in order), kept from later plans.
+pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
+    let mut used: Vec<(u64, u64)> = c
+        .claims
+        .iter()
+        .map(|cl| (cl.start, cl.start + cl.len))
+        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
+        .collect();
+    used.sort_unstable();
+    let mut out = Vec::with_capacity(n);
+    let mut at = c.geo.first_data_block;
+    let mut i = 0usize;
+    while out.len() < n && at < c.geo.blocks_count {
+        while i < used.len() && used[i].1 <= at {
+            i += 1;
+        }
+        if i < used.len() && used[i].0 <= at {
+            at = used[i].1;
+            continue;
+        }
+        out.push(at);
+        at += 1;
+    }
+    c.reserved.extend(&out);
+    out
+}
+
+/// Plans more blocks for lost+found when the `names` to reconnect will
+/// not fit in the room its blocks have: (its inode, the blocks). Block
+/// maps take direct slots then one indirect block (its block comes first
+/// in the list); an extent root of depth 0 takes one more extent.
+pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>)> {
+    use ext4r_format::dir::rec_len_for_name;
+    if names.is_empty() {
+        return None;
+    }
+    let root =
+        c.fs.inode(ext4r_format::InodeNr(ext4r_format::inode::ino::ROOT))
+            .ok()?;
+    let lpf = c.fs.lookup(&root, b"lost+found").ok()??;
+    let info = c.fs.inode(lpf).ok()?;
+    if !info.inode.is_dir() || info.inode.flags().contains(InodeFlags::INDEX) {
+        return None;
+    }
+    let need: usize = names.iter().map(|&n| rec_len_for_name(n)).sum();
+    let each = rec_len_for_name(*names.iter().max()?);
+    let bs = c.geo.block_size as usize;
+    let tail = if c.csum() { 12 } else { 0 };
+    let mut room = 0usize;
+    let runs = c.fs.runs(&info).ok()?;
+    let mut buf = vec![0u8; bs];
+    for r in &runs {
+        for k in 0..r.len {
+            if c.fs
+                .device()
+                .read_at(&mut buf, (r.physical + k) * bs as u64)
+                .is_err()
+            {
+                continue;
+            }
+            room += block_room(&buf[..bs - tail], c.geo.block_size, each);
+        }
+    }
+    if room >= need {
+        return None;
+    }
+    let per_block = ((bs - tail) / each).max(1) * each;
+    let mut n = (need - room).div_ceil(per_block);
+    let extents = info.inode.flags().contains(InodeFlags::EXTENTS);
+    let mapped: u64 = runs.iter().map(|r| r.len).sum();
+    if !extents {
+        let direct_free = 12u64.saturating_sub(mapped) as usize;
+        let apb = bs / 4;
+        let words = info.inode.block_words();
+        if n > direct_free {
+            // The rest goes in a new single indirect block.
+            if words[12] != 0 || mapped > 12 {
+                n = direct_free;
+            } else {
+                n = n.min(direct_free + apb) + 1;
+            }
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    let blocks = reserve_blocks(c, n);
+    (blocks.len() == n).then_some((lpf.0, blocks))
+}
+
+/// How many records of `each` bytes fit in a directory block's slack.
+fn block_room(blk: &[u8], bs: u32, each: usize) -> usize {
+    let mut off = 0usize;
+    let mut n = 0usize;
+    while off + 8 <= blk.len() {
+        let raw = u16::from_le_bytes([blk[off + 4], blk[off + 5]]);
+        let rec = ext4r_format::dir::rec_len_from_disk(raw, bs) as usize;
+        if rec < 12 || off + rec > blk.len() {
+            break;
+        }
+        let used = if blk[off..off + 4] == [0; 4] {
+            0
+        } else {
+            ext4r_format::dir::rec_len_for_name(usize::from(blk[off + 6]))
+        };
+        n += (rec - used) / each;
+        off += rec;
+    }
+    n
+}
+
+/// Adds `blocks` to directory `i` as empty directory blocks' homes (see
+/// [`plan_expand`] for the order); returns the (block, is it a directory
+/// block) list actually mapped. Size and block count are updated.
+pub(crate) fn map_more(i: &mut Inode, blocks: &[u64], bs: u32, huge: bool) -> Vec<(u64, bool)> {
+    let mut done = Vec::new();
+    if i.flags().contains(InodeFlags::EXTENTS) {
+        let r = &mut i.i_block;
+        let n = usize::from(u16::from_le_bytes([r[2], r[3]]));
+        let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
+        let depth = u16::from_le_bytes([r[6], r[7]]);
+        let contiguous = blocks.windows(2).all(|w| w[1] == w[0] + 1);
+        if depth != 0 || n >= max || blocks.is_empty() || !contiguous || blocks.len() > 32768 {
+            return done;
+        }
+        let lblk = (i.size() / u64::from(bs)) as u32;
+        let at = 12 + n * 12;
+        let r = &mut i.i_block;
+        r[at..at + 4].copy_from_slice(&lblk.to_le_bytes());
+        r[at + 4..at + 6].copy_from_slice(&(blocks.len() as u16).to_le_bytes());
+        r[at + 6..at + 8].copy_from_slice(&((blocks[0] >> 32) as u16).to_le_bytes());
+        r[at + 8..at + 12].copy_from_slice(&(blocks[0] as u32).to_le_bytes());
+        r[2..4].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+        done.extend(blocks.iter().map(|&b| (b, true)));
+    } else {
+        let mut w = i.block_words();
+        let mut rest = blocks.iter().copied();
+        let mut slot = (i.size() / u64::from(bs)) as usize;
+        while slot < 12 {
+            let Some(b) = rest.next() else { break };
+            w[slot] = b as u32;
+            done.push((b, true));
+            slot += 1;
+        }
+        let left: Vec<u64> = rest.collect();
+        if left.len() >= 2 && w[12] == 0 {
+            // First the indirect block, then what it maps.
+            w[12] = left[0] as u32;
+            done.push((left[0], false));
+            done.extend(left[1..].iter().map(|&b| (b, true)));
+        }
+        i.set_block_words(&w);
+    }
+    let data = done.iter().filter(|x| x.1).count() as u64;
+    let all = done.len() as u64;
+    if all > 0 {
+        i.set_size(i.size() + data * u64::from(bs));
+        let sectors = i.blocks_count(huge, bs) + all * u64::from(bs / 512);
+        let _ = i.set_blocks_count(sectors, huge, bs);
+    }
+    done
+}
+
+/// An empty directory block: one unused record over it (and a tail).
+pub(crate) fn empty_dir_block(blk: &mut [u8], tail: bool, bs: u32) {
+    blk.fill(0);
+    let end = blk.len() - if tail { 12 } else { 0 };
+    if let Ok(r) = rec_len_to_disk(end as u32, bs) {
+        blk[4..6].copy_from_slice(&r.to_le_bytes());
+    }
+    if tail {
+        let at = blk.len() - 12;
+        blk[at + 4..at + 6].copy_from_slice(&12u16.to_le_bytes());
+        blk[at + 7] = ft::DIR_CSUM;
+    }
+}
+
+/// A free block for a repair of this check, kept from later plans.
+pub(crate) fn reserve_block(c: &mut Ctx) -> Option<u64> {
+    let b = free_block(c)?;
+    c.reserved.push(b);
+    Some(b)
+}
+
+/// The first block no claim covers (claims not yet sorted: pass 5 does).
+fn free_block(c: &Ctx) -> Option<u64> {
+    let mut used: Vec<(u64, u64)> = c
+        .claims
+        .iter()
+        .map(|cl| (cl.start, cl.start + cl.len))
+        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
+        .collect();
+    used.sort_unstable();
+    let mut at = c.geo.first_data_block;
+    for (s, e) in used {
+        if s > at {
+            break;
+        }
+        at = at.max(e);
+    }
+    (at < c.geo.blocks_count).then_some(at)
+}
+
+/// The new directory's inode.
+pub(crate) fn inode(
+    sb: &ext4r_format::superblock::Superblock,
+    block: u64,
+    block_size: u32,
+    now: u32,
+    record_len: usize,
+) -> Inode {
+    let mut i = Inode::zeroed();
+    i.i_mode.set(0o040700);
+    i.i_links_count.set(2);
+    i.set_size(u64::from(block_size));
+    let t = Timestamp {
+        secs: i64::from(now),
+        nsecs: 0,
+    };
+    if record_len > 128 {
+        i.i_extra_isize.set(32);
+    }
+    i.set_atime(t);
+    i.set_ctime(t);
+    i.set_mtime(t);
+    let huge = sb.has_ro_compat(RoCompat::HUGE_FILE);
+    let _ = i.set_blocks_count(u64::from(block_size / 512), huge, block_size);
+    if sb.has_incompat(Incompat::EXTENTS) {
+        i.set_flags(InodeFlags::EXTENTS);
+        let b = &mut i.i_block;
+        b[0..2].copy_from_slice(&ext4r_format::extent::EXTENT_MAGIC.to_le_bytes());
+        b[2..4].copy_from_slice(&1u16.to_le_bytes());
+        b[4..6].copy_from_slice(&4u16.to_le_bytes());
+        // One extent: logical 0, one block.
+        b[16..18].copy_from_slice(&1u16.to_le_bytes());
+        b[18..20].copy_from_slice(&((block >> 32) as u16).to_le_bytes());
+        b[20..24].copy_from_slice(&(block as u32).to_le_bytes());
+    } else {
+        let mut w = [0u32; 15];
+        w[0] = block as u32;
+        i.set_block_words(&w);
+    }
+    i
+}
+
+/// Maps block `b` at logical block 0: a free direct pointer, or a new
+/// first extent in a depth-0 root with room (the others shifted up).
+/// Whether it was mapped.
+pub(crate) fn map_block0(i: &mut Inode, b: u64) -> bool {
+    if i.flags().contains(InodeFlags::EXTENTS) {
+        let r = &mut i.i_block;
+        let n = usize::from(u16::from_le_bytes([r[2], r[3]]));
+        let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
+        let depth = u16::from_le_bytes([r[6], r[7]]);
+        if depth != 0 || n >= max {
+            return false;
+        }
+        r.copy_within(12..12 + n * 12, 24);
+        r[12..24].fill(0);
+        r[16..18].copy_from_slice(&1u16.to_le_bytes());
+        r[18..20].copy_from_slice(&((b >> 32) as u16).to_le_bytes());
+        r[20..24].copy_from_slice(&(b as u32).to_le_bytes());
+        r[2..4].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+        true
+    } else {
+        let mut w = i.block_words();
+        if w[0] != 0 || b > u64::from(u32::MAX) {
+            return false;
+        }
+        w[0] = b as u32;
+        i.set_block_words(&w);
+        true
+    }
+}
+
+/// The new directory's block: `.`, `..` (the root) over the rest, and a
+/// checksum tail when `tail` (its checksum is set when written).
+pub(crate) fn dir_block(blk: &mut [u8], ino: u32, filetype: bool, tail: bool, bs: u32) {
+    blk.fill(0);
+    let t = if filetype { ft::DIR } else { 0 };
+    let end = blk.len() - if tail { 12 } else { 0 };
+    let put = |blk: &mut [u8], off: usize, ino: u32, len: usize, name: &[u8]| {
+        blk[off..off + 4].copy_from_slice(&ino.to_le_bytes());
+        if let Ok(r) = rec_len_to_disk(len as u32, bs) {
+            blk[off + 4..off + 6].copy_from_slice(&r.to_le_bytes());
+        }
+        blk[off + 6] = name.len() as u8;
+        blk[off + 7] = t;
+        blk[off + 8..off + 8 + name.len()].copy_from_slice(name);
+    };
+    put(blk, 0, ino, 12, b".");
+    put(blk, 12, ext4r_format::inode::ino::ROOT, end - 12, b"..");
+    if tail {
+        let at = blk.len() - 12;
+        blk[at + 4..at + 6].copy_from_slice(&12u16.to_le_bytes());
+        blk[at + 7] = ft::DIR_CSUM;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_new_block_has_dot_dotdot_and_a_tail() {
+        let mut b = vec![0xffu8; 1024];
+        dir_block(&mut b, 11, true, true, 1024);
+        let names: Vec<Vec<u8>> = ext4r_format::dir::DirBlockIter::new(&b)
+            .filter_map(|e| e.ok().map(|e| e.name.to_vec()))
+            .collect();
+        assert_eq!(names, vec![b".".to_vec(), b"..".to_vec()]);
+        assert!(ext4r_format::dir::DirEntryTail::find(&b).is_some());
+    }
+}

@@ -1,0 +1,182 @@
+//! Releasing orphan inodes before the check, as e2fsck does at the start
+//! of a repair run (its `release_orphan_inodes`): every inode on the
+//! superblock's orphan list (linked through `i_dtime`) and in the orphan
+//! file is finished off the way the kernel would have. A deleted one
+//! (no links) has its blocks and its inode freed in the bitmaps and its
+//! deletion time set; one still linked (a truncate in progress) only
+//! leaves the list. The truncation itself is not redone: the check then
+//! sees blocks past `i_size` and keeps them, so no data goes.
+//!
+//! Nothing is done on a filesystem marked with errors (the list cannot be
+//! trusted; the full check deals with the inodes), except forgetting the
+//! list head, as e2fsck.
+
+use std::collections::HashSet;
+
+use ext4r::fs::Filesystem;
+use ext4r_format::features::{Compat, RoCompat};
+use ext4r_format::inode::Inode;
+use ext4r_format::orphan::ORPHAN_BLOCK_MAGIC;
+use ext4r_format::superblock::STATE_ERROR;
+use ext4r_format::InodeNr;
+
+use crate::fix::Fix;
+
+/// Bytes of an orphan file block's tail (magic, checksum).
+const TAIL: usize = 8;
+
+/// Clears bit `bit` of a bitmap; whether it was set.
+pub(crate) fn clear_bit(raw: &mut [u8], bit: u64) -> bool {
+    let Some(byte) = raw.get_mut((bit / 8) as usize) else {
+        return false;
+    };
+    let m = 1u8 << (bit % 8);
+    let was = *byte & m != 0;
+    *byte &= !m;
+    was
+}
+
+/// The fixes that release the orphans, and the inodes released.
+pub(crate) fn plan(fs: &Filesystem) -> (Vec<Fix>, Vec<u32>) {
+    let sb = fs.superblock();
+    let head = sb.s_last_orphan.get();
+    let present = sb.has_ro_compat(RoCompat::ORPHAN_PRESENT);
+    let mut fixes = Vec::new();
+    let mut released = Vec::new();
+    if head == 0 && !present {
+        return (fixes, released);
+    }
+    if head != 0 {
+        fixes.push(Fix::ClearLastOrphan);
+    }
+    if sb.s_state.get() & STATE_ERROR != 0 {
+        return (fixes, released);
+    }
+    let first = sb.first_ino();
+    let count = sb.s_inodes_count.get();
+    let legal = |i: u32| i >= first && i <= count;
+    if head != 0 && !legal(head) {
+        return (fixes, released);
+    }
+    let mut seen = HashSet::new();
+    let mut ino = head;
+    while ino != 0 && seen.insert(ino) {
+        let Some(inode) = read(fs, ino) else { break };
+        let next = inode.dtime();
+        if next != 0 && !legal(next) {
+            break;
+        }
+        release(fs, ino, &inode, &mut fixes);
+        released.push(ino);
+        ino = next;
+    }
+    if sb.has_compat(Compat::ORPHAN_FILE) {
+        orphan_file(fs, &mut seen, &mut fixes, &mut released);
+        if present {
+            fixes.push(Fix::ClearOrphanPresent);
+        }
+    }
+    (fixes, released)
+}
+
+fn read(fs: &Filesystem, ino: u32) -> Option<Inode> {
+    let rec = fs.inode_record(InodeNr(ino)).ok()?;
+    Inode::parse(&rec).ok()
+}
+
+/// The inodes listed in the orphan file's blocks (those with the block
+/// magic), each released once; the blocks are then emptied.
+fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, fixes: &mut Vec<Fix>, out: &mut Vec<u32>) {
+    let sb = fs.superblock();
+    let inum = sb.s_orphan_file_inum.get();
+    let (first, count) = (sb.first_ino(), sb.s_inodes_count.get());
+    let Ok(info) = fs.inode(InodeNr(inum)) else {
+        return;
+    };
+    let Ok(runs) = fs.runs(&info) else { return };
+    let bs = fs.block_size() as usize;
+    let gen = info.inode.generation();
+    let mut buf = vec![0u8; bs];
+    for r in &runs {
+        for k in 0..r.len.min(1 << 16) {
+            let b = r.physical + k;
+            if bs < TAIL || fs.device().read_at(&mut buf, b * bs as u64).is_err() {
+                continue;
+            }
+            let t = bs - TAIL;
+            if u32::from_le_bytes([buf[t], buf[t + 1], buf[t + 2], buf[t + 3]])
+                != ORPHAN_BLOCK_MAGIC
+            {
+                continue;
+            }
+            let mut any = false;
+            for w in buf[..t].chunks(4) {
+                let ino = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                if ino == 0 {
+                    continue;
+                }
+                any = true;
+                if ino < first || ino > count || !seen.insert(ino) {
+                    continue;
+                }
+                if let Some(inode) = read(fs, ino) {
+                    release(fs, ino, &inode, fixes);
+                    out.push(ino);
+                }
+            }
+            if any {
+                fixes.push(Fix::OrphanBlockClear(b, inum, gen));
+            }
+        }
+    }
+}
+
+/// One orphan: deleted (blocks, xattr block reference and inode freed,
+/// deletion time set) or still linked (taken off the list).
+fn release(fs: &Filesystem, ino: u32, inode: &Inode, fixes: &mut Vec<Fix>) {
+    if inode.links_count() != 0 {
+        fixes.push(Fix::InodeClearDtime(ino));
+        return;
+    }
+    let mut runs: Vec<(u64, u64)> = crate::dup::pointers(fs, ino)
+        .map(|(_, p)| p.into_iter().map(|(_, b, n)| (b, n)).collect())
+        .unwrap_or_default();
+    let wide = fs
+        .superblock()
+        .has_incompat(ext4r_format::features::Incompat::BIT64);
+    let acl = inode.file_acl(wide).0;
+    let g = fs.geometry();
+    if acl >= g.first_data_block && acl < g.blocks_count {
+        let mut hdr = vec![0u8; fs.block_size() as usize];
+        if fs
+            .device()
+            .read_at(&mut hdr, acl * u64::from(fs.block_size()))
+            .is_ok()
+        {
+            let refs = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+            if refs > 1 {
+                fixes.push(Fix::XattrRefcount(acl, refs - 1));
+            } else {
+                runs.push((acl, 1));
+            }
+        }
+    }
+    fixes.push(Fix::FreeBlocks(runs));
+    fixes.push(Fix::FreeInode(ino, inode.is_dir()));
+    fixes.push(Fix::ClearInode(ino));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clear_bit_says_whether_it_was_set() {
+        let mut b = vec![0b0000_0100u8, 0xff];
+        assert!(clear_bit(&mut b, 2));
+        assert!(!clear_bit(&mut b, 2));
+        assert!(clear_bit(&mut b, 15));
+        assert_eq!(b, vec![0, 0x7f]);
+        assert!(!clear_bit(&mut b, 99));
+    }
+}

@@ -1,0 +1,125 @@
+//! Moving a group's block bitmap, inode bitmap or inode table that the
+//! descriptors place outside where it may be (e2fsck's "Relocate?" and
+//! `new_table_block`): a free run is taken in the group (with flex_bg in
+//! its flex group, then anywhere), zeroed and named in the descriptor.
+//! A relocated bitmap is rewritten by the next round's pass 5; a relocated
+//! inode table starts empty: what the lost table held is gone, as with
+//! e2fsck ("SEVERE DATA LOSS POSSIBLE"), and passes 2–4 clear the names
+//! that pointed there.
+//!
+//! Planned in pass 5, when every claim is known.
+
+use ext4r_format::features::Incompat;
+
+use crate::ctx::Ctx;
+use crate::fix::Fix;
+
+/// Which of a group's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meta {
+    /// The block bitmap.
+    BlockBitmap,
+    /// The inode bitmap.
+    InodeBitmap,
+    /// The inode table.
+    InodeTable,
+}
+
+impl Meta {
+    fn name(self) -> &'static str {
+        match self {
+            Meta::BlockBitmap => "block bitmap",
+            Meta::InodeBitmap => "inode bitmap",
+            Meta::InodeTable => "inode table",
+        }
+    }
+}
+
+/// Plans the moves pass 0 asked for (`c.relocate`), over the used blocks
+/// `used` (sorted disjoint ranges).
+pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) {
+    let wanted = std::mem::take(&mut c.relocate);
+    if wanted.is_empty() {
+        return;
+    }
+    let mut taken: Vec<(u64, u64)> = used.to_vec();
+    taken.extend(c.reserved.iter().map(|&b| (b, b + 1)));
+    for (g, what) in wanted {
+        let n = match what {
+            Meta::InodeTable => u64::from(c.geo.inode_blocks_per_group()),
+            _ => 1,
+        };
+        let Some(at) = ranges(c, g)
+            .into_iter()
+            .find_map(|(lo, hi)| first_free(&mut taken, lo, hi, n))
+        else {
+            c.p.error(
+                1,
+                "PR_1_RELOC_BLOCK_ALLOCATE",
+                format!(
+                    "Could not allocate {n} block(s) for group {g}'s {}.",
+                    what.name()
+                ),
+            );
+            continue;
+        };
+        c.reserved.extend(at..at + n);
+        c.p.error_fix(
+            1,
+            "PR_1_RELOC_TO",
+            format!("Relocating group {g}'s {} to {at}...", what.name()),
+            Fix::Relocate(g, what, at),
+        );
+    }
+}
+
+/// Where to look, in order: the group (the flex group with flex_bg),
+/// then, with flex_bg, the whole filesystem.
+fn ranges(c: &Ctx, g: u32) -> Vec<(u64, u64)> {
+    let geo = &c.geo;
+    let end = geo.blocks_count;
+    if c.sb.has_incompat(Incompat::FLEX_BG) {
+        let size = 1u32 << c.sb.s_log_groups_per_flex.min(31);
+        let first = g / size * size;
+        let last = (g | (size - 1)).min(geo.group_count - 1);
+        vec![
+            (geo.group_first_block(first), geo.group_last_block(last) + 1),
+            (geo.first_data_block, end),
+        ]
+    } else {
+        vec![(geo.group_first_block(g), geo.group_last_block(g) + 1)]
+    }
+}
+
+/// The first run of `n` blocks in `[lo, hi)` not in `taken`; taken then.
+fn first_free(taken: &mut Vec<(u64, u64)>, lo: u64, hi: u64, n: u64) -> Option<u64> {
+    taken.sort_unstable();
+    let mut at = lo;
+    for &(s, e) in taken.iter() {
+        if e <= at {
+            continue;
+        }
+        if s >= at + n {
+            break;
+        }
+        at = at.max(e);
+    }
+    if at + n > hi {
+        return None;
+    }
+    taken.push((at, at + n));
+    Some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_free_skips_taken_runs() {
+        let mut t = vec![(10, 12), (13, 20)];
+        assert_eq!(first_free(&mut t, 10, 30, 2), Some(20));
+        assert_eq!(first_free(&mut t, 10, 30, 1), Some(12));
+        assert_eq!(first_free(&mut t, 10, 23, 2), None);
+    }
+}
