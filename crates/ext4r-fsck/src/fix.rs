@@ -1030,6 +1030,12 @@ impl<'a> Writer<'a> {
             for (i, _) in list {
                 remove_entry(buf, i);
             }
+            // An emptied root becomes an empty leaf, as libext2fs's
+            // ext2fs_extent_delete leaves it (else e2fsck would find the
+            // tree "could be shorter").
+            if node.is_none() && buf[2..4] == [0, 0] {
+                buf[6..8].fill(0);
+            }
         }
         Ok(())
     }

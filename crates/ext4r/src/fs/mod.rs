@@ -196,7 +196,10 @@ impl Filesystem {
             ));
         }
         check_features(&sb, opts.allow_encrypted)?;
-        let descs = read_descs(dev.as_ref(), &geo, sb_block)?;
+        let mut descs = read_descs(dev.as_ref(), &geo, sb_block)?;
+        if sb_block > geo.first_data_block {
+            forget_uninit(&sb, &geo, &mut descs);
+        }
         let csum_seed = sb.csum_seed();
         Ok(Filesystem {
             dev,
@@ -366,6 +369,32 @@ fn check_features(sb: &Superblock, allow_encrypted: bool) -> Result<()> {
 /// Reads the group descriptor table. With a backup superblock the table
 /// follows it in the same group (meta_bg tables are found in their groups
 /// as usual, since their primary copies are not in group 0).
+/// A backup descriptor table was written when its superblock copy was
+/// (at mkfs or resize time); its uninit flags and unused-inode counts say
+/// nothing about the groups now. As libext2fs does when it opens a backup,
+/// they are dropped (every group is read) and the checksums made to match,
+/// so that checking reads every inode table and bitmap in full.
+fn forget_uninit(sb: &Superblock, geo: &Geometry, descs: &mut [GroupDesc]) {
+    use ext4r_format::features::RoCompat;
+    use ext4r_format::group_desc::{GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+    let kind = if sb.has_ro_compat(RoCompat::METADATA_CSUM) {
+        GroupDescCsum::Crc32c {
+            seed: sb.csum_seed(),
+        }
+    } else if sb.has_ro_compat(RoCompat::GDT_CSUM) {
+        GroupDescCsum::Crc16 { uuid: sb.s_uuid }
+    } else {
+        return;
+    };
+    for (g, d) in descs.iter_mut().enumerate() {
+        d.set_flags(d.flags() & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT));
+        d.set_itable_unused(0);
+        // Only a descriptor size the table could not hold fails, and
+        // read_descs has parsed every one with this size.
+        let _ = d.update_checksum(g as u32, geo.desc_size as usize, &kind);
+    }
+}
+
 fn read_descs(dev: &dyn BlockDevice, geo: &Geometry, sb_block: u64) -> Result<Vec<GroupDesc>> {
     let bs = u64::from(geo.block_size);
     let dsize = geo.desc_size as usize;
