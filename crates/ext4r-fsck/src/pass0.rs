@@ -290,24 +290,6 @@ impl Taken {
     }
 }
 
-#[cfg(test)]
-mod taken_tests {
-    use super::Taken;
-
-    #[test]
-    fn ranges_merge_and_answer() {
-        let mut t = Taken::default();
-        t.insert(10, 20);
-        t.insert(30, 31);
-        t.insert(15, 30);
-        assert!(t.contains(10) && t.contains(29) && t.contains(30));
-        assert!(!t.contains(9) && !t.contains(31));
-        t.insert(0, 5);
-        assert!(t.contains(4) && !t.contains(5));
-        assert_eq!(t.0.len(), 2);
-    }
-}
-
 fn quota_and_orphan(c: &mut Ctx) {
     let sb = c.sb.clone();
     let max = sb.s_inodes_count.get();
@@ -546,5 +528,23 @@ fn journal(c: &mut Ctx) {
             "PR_0_JOURNAL_RUN",
             "Superblock needs_recovery flag is clear, but journal has data.".into(),
         );
+    }
+}
+
+#[cfg(test)]
+mod taken_tests {
+    use super::Taken;
+
+    #[test]
+    fn ranges_merge_and_answer() {
+        let mut t = Taken::default();
+        t.insert(10, 20);
+        t.insert(30, 31);
+        t.insert(15, 30);
+        assert!(t.contains(10) && t.contains(29) && t.contains(30));
+        assert!(!t.contains(9) && !t.contains(31));
+        t.insert(0, 5);
+        assert!(t.contains(4) && !t.contains(5));
+        assert_eq!(t.0.len(), 2);
     }
 }
