@@ -175,6 +175,9 @@ fn artifact_files(dir: &Path) -> BTreeSet<PathBuf> {
         .unwrap_or_default()
 }
 
+/// Targets that read fs_walk's sparse-image input.
+const SHARE_FS_WALK_SEEDS: &[&str] = &["fsck", "repair", "tune"];
+
 fn fuzz_one(fuzz_dir: &Path, logdir: &Path, target: &str, secs: u64) -> Result<Outcome> {
     let log = logdir.join(format!("{target}.log"));
     let artifact_dir = fuzz_dir.join("artifacts").join(target);
@@ -182,8 +185,17 @@ fn fuzz_one(fuzz_dir: &Path, logdir: &Path, target: &str, secs: u64) -> Result<O
     println!("==> fuzz {target} for {secs}s (output: {})", log.display());
     let out = File::create(&log)?;
     let start = Instant::now();
-    let status = cargo_fuzz(fuzz_dir, "run")
-        .args([target, "--"])
+    let mut cmd = cargo_fuzz(fuzz_dir, "run");
+    cmd.arg(target);
+    // Targets whose input is fs_walk's sparse image also start from its
+    // committed seeds (libFuzzer writes new inputs to the first directory).
+    if SHARE_FS_WALK_SEEDS.contains(&target) {
+        let own = fuzz_dir.join("corpus").join(target);
+        std::fs::create_dir_all(&own)?;
+        cmd.arg(own).arg(fuzz_dir.join("corpus").join("fs_walk"));
+    }
+    let status = cmd
+        .arg("--")
         .arg(format!("-max_total_time={secs}"))
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)

@@ -186,13 +186,29 @@ impl Rewriter<'_> {
         b >= self.geo.first_data_block && b < self.geo.blocks_count
     }
 
+    /// The byte offset of `block`, which must lie in the filesystem (a
+    /// descriptor or inode can name any number).
+    fn offset(&self, block: u64, len: usize) -> Result<u64> {
+        let blocks = (len as u64).div_ceil(self.bs() as u64).max(1);
+        if !self.in_fs(block) || !self.in_fs(block.saturating_add(blocks - 1)) {
+            return Err(Error::corrupt(
+                format!("block {block}"),
+                ext4r_format::FormatError::invalid(
+                    "block number",
+                    format!("outside the filesystem ({} blocks)", self.geo.blocks_count),
+                ),
+            ));
+        }
+        Ok(block * self.bs() as u64)
+    }
+
     fn read(&self, block: u64, buf: &mut [u8]) -> Result<()> {
-        self.dev.read_at(buf, block * self.bs() as u64)?;
+        self.dev.read_at(buf, self.offset(block, buf.len())?)?;
         Ok(())
     }
 
     fn write(&self, block: u64, buf: &[u8]) -> Result<()> {
-        self.dev.write_at(buf, block * self.bs() as u64)?;
+        self.dev.write_at(buf, self.offset(block, buf.len())?)?;
         self.written.set(self.written.get() + buf.len() as u64);
         Ok(())
     }
