@@ -42,6 +42,7 @@ mod pass2;
 mod pass34;
 mod pass5;
 mod problem;
+mod prompt;
 mod really_dir;
 mod relocate;
 mod repair;
@@ -57,7 +58,8 @@ use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
 pub use fix::{apply as apply_fixes, Fix};
 pub use problem::{Problem, Problems, Severity};
-pub use repair::{repair, Mode, RepairReport};
+pub use prompt::prompt;
+pub use repair::{repair, repair_interactive, Answer, Ask, Mode, RepairReport};
 
 /// What went wrong so that the check could not be done at all (e2fsck's
 /// exit 8).

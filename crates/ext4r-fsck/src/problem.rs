@@ -125,6 +125,11 @@ impl Problems {
             .collect()
     }
 
+    /// The repairs of problems past the cap (their messages were dropped).
+    pub(crate) fn overflow_fixes(&self) -> &[crate::fix::Fix] {
+        &self.overflow_fixes
+    }
+
     /// Errors that no known repair addresses.
     pub fn unfixable(&self) -> impl Iterator<Item = &Problem> {
         self.list

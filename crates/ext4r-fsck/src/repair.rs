@@ -1,7 +1,9 @@
-//! Repair runs (`-y`, `-p`): replay the journal, then check and apply the
-//! fixes the problems carry, round after round, until a check finds
-//! nothing more this version can fix; then mark the filesystem checked.
+//! Repair runs (`-y`, `-p`, interactive): replay the journal, then check
+//! and apply the fixes the problems carry, round after round, until a
+//! check finds nothing more this version can fix; then mark the
+//! filesystem checked.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
@@ -26,6 +28,28 @@ pub enum Mode {
     Preen,
 }
 
+/// The answer to one repair question, as e2fsck's `ask_yn` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Fix this problem.
+    Yes,
+    /// Leave it: nothing is written for it, and an error left counts.
+    No,
+    /// Fix this one and every later one without asking (e2fsck's "a").
+    All,
+}
+
+/// Decides, problem by problem, whether to fix it: the interactive run's
+/// questions, asked by the caller (a terminal, or a script in tests).
+pub type Ask<'a> = &'a mut dyn FnMut(&Problem) -> Answer;
+
+/// Who decides which fixes are made.
+enum Policy<'a> {
+    Yes,
+    Preen,
+    Ask(Ask<'a>),
+}
+
 /// The outcome of a repair run.
 #[derive(Debug)]
 pub struct RepairReport {
@@ -36,6 +60,9 @@ pub struct RepairReport {
     pub orphans_released: Vec<u32>,
     /// The problems that were fixed, in the order found.
     pub fixed: Vec<Problem>,
+    /// The problems whose fix was declined (interactive runs), in the
+    /// order asked; nothing was written for them.
+    pub declined: Vec<Problem>,
     /// The final check (what is left).
     pub last: Report,
     /// A preen run stopped at a problem it may not fix alone.
@@ -45,7 +72,8 @@ pub struct RepairReport {
 }
 
 impl RepairReport {
-    /// fsck(8)'s exit code: 0 nothing to do, 1 fixed, 4 errors left.
+    /// fsck(8)'s exit code: 0 nothing to do, 1 fixed, 4 errors left (also
+    /// when some were fixed: e2fsck drops the "modified" bit then).
     pub fn exit_code(&self) -> u8 {
         // A journal replay alone leaves exit 0, as with e2fsck (it
         // restarts on the recovered filesystem).
@@ -53,7 +81,7 @@ impl RepairReport {
         if self.last.fatal.is_some() {
             8
         } else if self.last.has_errors() || self.preen_stopped.is_some() {
-            4 | u8::from(changed)
+            4
         } else {
             u8::from(changed)
         }
@@ -104,6 +132,38 @@ pub fn repair(
     journal_only: bool,
     progress: Progress<'_>,
 ) -> Result<RepairReport, Error> {
+    let policy = match mode {
+        Mode::Yes => Policy::Yes,
+        Mode::Preen => Policy::Preen,
+    };
+    run(dev, opts, policy, journal_only, progress)
+}
+
+/// Repairs the filesystem on `dev`, asking `ask` before each fix (e2fsck
+/// without `-n`/`-p`/`-y`). A question is asked once per problem; a
+/// problem declined stays (and its fix is not written); [`Answer::All`]
+/// fixes it and everything after without asking. Problems this version
+/// cannot fix are not asked about: they are in the final report.
+///
+/// # Errors
+/// As [`repair`].
+pub fn repair_interactive(
+    dev: Arc<dyn BlockDevice>,
+    opts: &Options,
+    journal_only: bool,
+    progress: Progress<'_>,
+    ask: Ask<'_>,
+) -> Result<RepairReport, Error> {
+    run(dev, opts, Policy::Ask(ask), journal_only, progress)
+}
+
+fn run(
+    dev: Arc<dyn BlockDevice>,
+    opts: &Options,
+    mut policy: Policy<'_>,
+    journal_only: bool,
+    progress: Progress<'_>,
+) -> Result<RepairReport, Error> {
     let journal_replayed = replay_journal(&dev)?;
     let orphans_released = if journal_only {
         Vec::new()
@@ -111,6 +171,10 @@ pub fn repair(
         release_orphans(&dev)?
     };
     let mut fixed = Vec::new();
+    let mut declined: Vec<Problem> = Vec::new();
+    // Answers given, by problem: a problem seen again in a later round is
+    // not asked about twice.
+    let mut answers: HashMap<(&'static str, String), bool> = HashMap::new();
     let mut preen_stopped = None;
     let mut forced = opts.clone();
     forced.force = true;
@@ -132,6 +196,7 @@ pub fn repair(
                 journal_replayed,
                 orphans_released,
                 fixed,
+                declined,
                 last,
                 preen_stopped,
                 marked_valid: false,
@@ -143,7 +208,7 @@ pub fn repair(
         if report.fatal.is_some() {
             break;
         }
-        if mode == Mode::Preen {
+        if matches!(policy, Policy::Preen) {
             let stop = report.problems.list().iter().find(|p| {
                 p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
             });
@@ -153,9 +218,43 @@ pub fn repair(
             }
         }
         let mut fixes: Vec<Fix> = Vec::new();
-        for f in report.problems.fixes() {
-            if !fixes.contains(&f) {
-                fixes.push(f);
+        for p in report.problems.list() {
+            let Some(f) = &p.fix else { continue };
+            let key = (p.code, p.message.clone());
+            let yes = match (answers.get(&key), &mut policy) {
+                // A "no" stands, also after a later "yes to all".
+                (Some(&yes), _) => yes,
+                (None, Policy::Yes | Policy::Preen) => true,
+                (None, Policy::Ask(ask)) => {
+                    let yes = match ask(p) {
+                        Answer::Yes => true,
+                        Answer::No => false,
+                        Answer::All => {
+                            policy = Policy::Yes;
+                            true
+                        }
+                    };
+                    if !yes {
+                        declined.push(p.clone());
+                    }
+                    answers.insert(key, yes);
+                    yes
+                }
+            };
+            if yes {
+                if !fixes.contains(f) {
+                    fixes.push(f.clone());
+                }
+                fixed.push(p.clone());
+            }
+        }
+        // Past the report's cap the problems have no words to ask about:
+        // their fixes go only where every fix is wanted.
+        if !matches!(policy, Policy::Ask(_)) {
+            for f in report.problems.overflow_fixes() {
+                if !fixes.contains(f) {
+                    fixes.push(f.clone());
+                }
             }
         }
         if fixes.is_empty() {
@@ -163,14 +262,6 @@ pub fn repair(
         }
         let fs = open(&dev)?;
         fix::apply(&fs, &fixes)?;
-        fixed.extend(
-            report
-                .problems
-                .list()
-                .iter()
-                .filter(|p| p.fix.is_some())
-                .cloned(),
-        );
     }
     let last = check_shared(dev.clone(), &forced, progress)?;
     let changed = journal_replayed.is_some() || !fixed.is_empty() || !orphans_released.is_empty();
@@ -182,6 +273,7 @@ pub fn repair(
         journal_replayed,
         orphans_released,
         fixed,
+        declined,
         last,
         preen_stopped,
         marked_valid,
@@ -263,3 +355,6 @@ fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<b
     dev.flush()?;
     Ok(!was_clean)
 }
+
+#[cfg(test)]
+mod tests;
