@@ -269,8 +269,10 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     {
         println!("{}\nFix? no (not repairable by this version)\n", p.message);
     }
-    let changed = r.journal_replayed.is_some() || !r.fixed.is_empty();
-    if changed {
+    // e2fsck -p never says so; otherwise a replay counts here (not in the
+    // exit code).
+    let changed = r.journal_replayed.is_some() || r.modified();
+    if changed && !a.preen {
         println!("\n{dev_name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }
     if r.last.has_errors() {
