@@ -247,6 +247,20 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             println!("{}\nFix? yes\n", p.message);
         }
     }
+    if let Some(made) = &r.journal_recreated {
+        // Interactive runs asked the question already.
+        if a.preen {
+            println!("{dev_name}: Recreate journal.");
+        } else if a.yes {
+            println!("Recreate journal? yes\n");
+        }
+        match made {
+            Ok(n) => println!(
+                "Creating journal ({n} blocks):  Done.\n\n*** journal has been regenerated ***"
+            ),
+            Err(why) => println!("Creating journal: {why}: while trying to create journal"),
+        }
+    }
     if let Some(p) = &r.preen_stopped {
         println!(
             "\n{dev_name}: {}\n\n{dev_name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t\
@@ -291,10 +305,18 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
 /// takes the default, yes. Answers are read a line at a time.
 fn ask_terminal(p: &ext4r_fsck::Problem) -> ext4r_fsck::Answer {
     use ext4r_fsck::Answer;
-    println!("{}", p.message);
+    // An empty prompt (e2fsck's PROMPT_NULL): the message is the question.
+    let prompt = ext4r_fsck::prompt(p.code);
+    if !prompt.is_empty() {
+        println!("{}", p.message);
+    }
     let echo = !std::io::stdin().is_terminal();
     loop {
-        print!("{}<y>? ", ext4r_fsck::prompt(p.code));
+        if prompt.is_empty() {
+            print!("{}<y>? ", p.message);
+        } else {
+            print!("{prompt}<y>? ");
+        }
         let _ = std::io::stdout().flush();
         let mut line = String::new();
         let got = std::io::stdin().read_line(&mut line);

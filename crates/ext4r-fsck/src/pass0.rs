@@ -436,17 +436,15 @@ fn journal(c: &mut Ctx) {
     let reset = Fix::ResetJournalSuper(first.physical, total);
     let jsb = match JournalSuperblock::parse(&buf) {
         Ok(j) => j,
+        Err(e) if matches!(e, ext4r_format::FormatError::BadMagic { .. }) => {
+            return bad_inode(c, e.to_string());
+        }
         Err(e) => {
-            let fix = if matches!(e, ext4r_format::FormatError::BadMagic { .. }) {
-                Fix::DeleteJournal
-            } else {
-                reset
-            };
             c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_BAD_SUPER",
                 format!("Journal superblock is corrupt: {e}."),
-                fix,
+                reset,
             );
             return;
         }

@@ -69,6 +69,9 @@ pub struct RepairReport {
     pub preen_stopped: Option<Problem>,
     /// The superblock said "not clean" or "errors" and now says clean.
     pub marked_valid: bool,
+    /// A journal found invalid was deleted and a new one made: its size
+    /// in blocks, or why it could not be made.
+    pub journal_recreated: Option<std::result::Result<u64, String>>,
 }
 
 impl RepairReport {
@@ -250,6 +253,7 @@ fn run(
                 last,
                 preen_stopped,
                 marked_valid: false,
+                journal_recreated: None,
             });
         }
     }
@@ -322,7 +326,17 @@ fn run(
         let fs = open(&dev)?;
         fix::apply(&fs, &fixes)?;
     }
-    let last = check_shared(dev.clone(), &forced, progress)?;
+    let mut last = check_shared(dev.clone(), &forced, progress)?;
+    let mut journal_recreated = None;
+    if journal_deleted(&fixed)
+        && !last.has_errors()
+        && last.fatal.is_none()
+        && preen_stopped.is_none()
+        && recreate_wanted(&mut policy)
+    {
+        journal_recreated = Some(ext4r::tune::add_journal(dev.clone(), opts.now)?);
+        last = check_shared(dev.clone(), &forced, progress)?;
+    }
     let changed = journal_replayed.is_some() || !fixed.is_empty() || !orphans_released.is_empty();
     let mut marked_valid = false;
     if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
@@ -336,7 +350,34 @@ fn run(
         last,
         preen_stopped,
         marked_valid,
+        journal_recreated,
     })
+}
+
+/// Whether the repair deleted a journal it found invalid: e2fsck then
+/// offers to make a new one at the end ("Recreate journal").
+fn journal_deleted(fixed: &[Problem]) -> bool {
+    fixed
+        .iter()
+        .any(|p| p.code == "PR_0_JOURNAL_BAD_INODE" && p.fix == Some(Fix::DeleteJournal))
+}
+
+/// e2fsck's `PR_6_RECREATE_JOURNAL`: made without asking under -y and -p
+/// (it is preen-safe), asked about otherwise.
+fn recreate_wanted(policy: &mut Policy<'_>) -> bool {
+    match policy {
+        Policy::Yes | Policy::Preen => true,
+        Policy::Ask(ask) => {
+            let question = Problem {
+                pass: 6,
+                code: "PR_6_RECREATE_JOURNAL",
+                severity: crate::Severity::Harmless,
+                message: "Recreate journal".into(),
+                fix: None,
+            };
+            ask(&question) != Answer::No
+        }
+    }
 }
 
 /// Opens the filesystem to write fixes; when the primary superblock is
