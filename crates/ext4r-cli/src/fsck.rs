@@ -86,7 +86,10 @@ fn run(a: &Args) -> u8 {
         .extended
         .iter()
         .any(|e| e.split(',').any(|o| o == "journal_only"));
-    if a.preen || a.yes || journal_only && !a.no {
+    // Without -n/-p/-y e2fsck asks before each fix (JSON output stays a
+    // read-only report: there is nobody to ask).
+    let interactive = !a.no && !a.preen && !a.yes && !a.json;
+    if a.preen || a.yes || interactive || journal_only && !a.no {
         return repair_run(a, &dev_name, journal_only);
     }
     let dev = match FileDevice::open(&a.device, OpenMode::default()) {
@@ -160,9 +163,10 @@ fn run(a: &Args) -> u8 {
     code
 }
 
-/// `-p`/`-y` (and `-E journal_only`): open for writing, exclusively, refuse
-/// a mounted filesystem, replay the journal and repair.
+/// `-p`/`-y`, interactive (and `-E journal_only`): open for writing,
+/// exclusively, refuse a mounted filesystem, replay the journal and repair.
 fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
+    let interactive = !a.preen && !a.yes;
     match ext4r::safety::mounted(&a.device) {
         Ok(Some(m)) => {
             eprintln!(
@@ -176,6 +180,16 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             eprintln!("fsck.ext4r: {e}");
             return EXIT_ERROR;
         }
+    }
+    // As e2fsck: questions need a terminal on both ends (its
+    // E2FSCK_FORCE_INTERACTIVE lets a script answer them instead).
+    let forced = std::env::var_os("E2FSCK_FORCE_INTERACTIVE").is_some();
+    if interactive
+        && !forced
+        && !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal())
+    {
+        eprintln!("fsck.ext4r: need terminal for interactive repairs");
+        return EXIT_ERROR;
     }
     let mode = OpenMode {
         write: true,
@@ -200,13 +214,14 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         ext4r_fsck::Mode::Yes
     };
     let mut progress = |_: u8, _: u64, _: u64| {};
-    let r = match ext4r_fsck::repair(
-        std::sync::Arc::new(dev),
-        &opts,
-        how,
-        journal_only,
-        &mut progress,
-    ) {
+    let dev = std::sync::Arc::new(dev);
+    let result = if interactive {
+        let mut ask = ask_terminal;
+        ext4r_fsck::repair_interactive(dev, &opts, journal_only, &mut progress, &mut ask)
+    } else {
+        ext4r_fsck::repair(dev, &opts, how, journal_only, &mut progress)
+    };
+    let r = match result {
         Ok(r) => r,
         Err(e) => {
             eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while checking {dev_name}");
@@ -224,11 +239,26 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         );
         return r.exit_code();
     }
-    for p in &r.fixed {
+    // Interactive runs printed their questions as they went.
+    for p in r.fixed.iter().filter(|_| !interactive) {
         if a.preen {
             println!("{dev_name}: {}  FIXED.", p.message);
         } else {
             println!("{}\nFix? yes\n", p.message);
+        }
+    }
+    if let Some(made) = &r.journal_recreated {
+        // Interactive runs asked the question already.
+        if a.preen {
+            println!("{dev_name}: Recreate journal.");
+        } else if a.yes {
+            println!("Recreate journal? yes\n");
+        }
+        match made {
+            Ok(n) => println!(
+                "Creating journal ({n} blocks):  Done.\n\n*** journal has been regenerated ***"
+            ),
+            Err(why) => println!("Creating journal: {why}: while trying to create journal"),
         }
     }
     if let Some(p) = &r.preen_stopped {
@@ -245,11 +275,18 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         .list()
         .iter()
         .filter(|p| p.severity == Severity::Error)
+        .filter(|p| {
+            !r.declined
+                .iter()
+                .any(|d| d.code == p.code && d.message == p.message)
+        })
     {
         println!("{}\nFix? no (not repairable by this version)\n", p.message);
     }
-    let changed = r.journal_replayed.is_some() || !r.fixed.is_empty();
-    if changed {
+    // e2fsck -p never says so; otherwise a replay counts here (not in the
+    // exit code).
+    let changed = r.journal_replayed.is_some() || r.modified();
+    if changed && !a.preen {
         println!("\n{dev_name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }
     if r.last.has_errors() {
@@ -261,6 +298,44 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
     );
     r.exit_code()
+}
+
+/// Asks about one problem as e2fsck's `ask_yn`: the message, then
+/// "Fix<y>? "; y, n or a (yes to all), an empty answer (or end of input)
+/// takes the default, yes. Answers are read a line at a time.
+fn ask_terminal(p: &ext4r_fsck::Problem) -> ext4r_fsck::Answer {
+    use ext4r_fsck::Answer;
+    // An empty prompt (e2fsck's PROMPT_NULL): the message is the question.
+    let prompt = ext4r_fsck::prompt(p.code);
+    if !prompt.is_empty() {
+        println!("{}", p.message);
+    }
+    let echo = !std::io::stdin().is_terminal();
+    loop {
+        if prompt.is_empty() {
+            print!("{}<y>? ", p.message);
+        } else {
+            print!("{prompt}<y>? ");
+        }
+        let _ = std::io::stdout().flush();
+        let mut line = String::new();
+        let got = std::io::stdin().read_line(&mut line);
+        let c = match got {
+            Ok(0) | Err(_) => None,
+            Ok(_) => line.trim().chars().next(),
+        };
+        let (answer, word) = match c {
+            None | Some('y' | 'Y') => (Answer::Yes, "yes"),
+            Some('n' | 'N') => (Answer::No, "no"),
+            Some('a' | 'A') => (Answer::All, "yes to all"),
+            Some(_) => continue,
+        };
+        if echo {
+            println!("{word}");
+        }
+        println!();
+        return answer;
+    }
 }
 
 fn now() -> i64 {

@@ -108,6 +108,8 @@ pub enum Fix {
     Reconnect(u32, u8),
     /// Turn on incompatible feature bits (extents found in use).
     SetIncompat(u32),
+    /// Turn off incompatible feature bits (filetype on the Hurd).
+    ClearIncompat(u32),
     /// Set the superblock's free block and inode counts.
     SuperblockCounts(u64, u64),
     /// Clear the orphan_present feature.
@@ -484,6 +486,11 @@ impl<'a> Writer<'a> {
             Fix::Reconnect(ino, ft) => self.reconnect(*ino, *ft)?,
             Fix::SetIncompat(bits) => {
                 let v = self.sb.s_feature_incompat.get() | bits;
+                self.sb.s_feature_incompat.set(v);
+                self.sb_dirty = true;
+            }
+            Fix::ClearIncompat(bits) => {
+                let v = self.sb.s_feature_incompat.get() & !bits;
                 self.sb.s_feature_incompat.set(v);
                 self.sb_dirty = true;
             }

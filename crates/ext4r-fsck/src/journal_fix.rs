@@ -5,8 +5,9 @@
 //! inode's length; stray v2 fields in a v1 superblock are zeroed.
 //!
 //! A journal found bad is never replayed, by e2fsck either, so nothing
-//! that e2fsck would keep is dropped. e2fsck then creates a new journal
-//! ("Recreate journal"); this version leaves the filesystem without one.
+//! that e2fsck would keep is dropped. A deleted journal is made anew at
+//! the end of the repair, as e2fsck's "Recreate journal", by the engine's
+//! [`ext4r::tune::add_journal`] (see `repair.rs`).
 
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::jbd2::{block_type, JBD2_MAGIC};

@@ -42,6 +42,7 @@ mod pass2;
 mod pass34;
 mod pass5;
 mod problem;
+mod prompt;
 mod really_dir;
 mod relocate;
 mod repair;
@@ -57,7 +58,8 @@ use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
 pub use fix::{apply as apply_fixes, Fix};
 pub use problem::{Problem, Problems, Severity};
-pub use repair::{repair, Mode, RepairReport};
+pub use prompt::prompt;
+pub use repair::{repair, repair_interactive, Answer, Ask, Mode, RepairReport};
 
 /// What went wrong so that the check could not be done at all (e2fsck's
 /// exit 8).
@@ -226,7 +228,7 @@ pub fn check_shared(
         fatal: None,
     };
     let clean = if !opts.force && !backup_used {
-        clean_reason(&fs, opts.now)
+        clean_reason(&fs, opts.now, opts.repairing)
     } else {
         None
     };
@@ -243,8 +245,15 @@ pub fn check_shared(
         report
             .pass_times
             .push(("pass 0: superblock and group descriptors", t.elapsed()));
-        let forced = c.p.errors() > 0 || (opts.repairing && !c.p.fixes().is_empty());
+        // Pass 1's findings made early (metadata blocks in conflict) are
+        // not looked for by e2fsck on a clean filesystem: they force
+        // nothing, and are dropped when the check stops here.
+        let early = |p: &Problem| p.code.starts_with("PR_1_");
+        let forced = c.p.list().iter().any(|p| {
+            !early(p) && (p.severity == Severity::Error || opts.repairing && p.fix.is_some())
+        }) || c.p.dropped() > 0;
         if !forced {
+            c.p.retain(|p| !early(p));
             report.summary = summary;
             report.skipped_clean = Some(why);
             report.notes = std::mem::take(&mut c.notes);
@@ -289,13 +298,22 @@ pub fn check_shared(
 /// Why a filesystem needs no full check, as e2fsck decides without `-f`:
 /// cleanly unmounted, no errors recorded, no journal to recover, mount
 /// count and check interval not exceeded. `None` when it needs a check.
-fn clean_reason(fs: &Filesystem, now: i64) -> Option<String> {
+fn clean_reason(fs: &Filesystem, now: i64, repairing: bool) -> Option<String> {
     let sb = fs.superblock();
     let state = sb.s_state.get();
     if state & STATE_VALID == 0 || state & STATE_ERROR != 0 {
         return None;
     }
     if sb.has_incompat(Incompat::RECOVER) || sb.s_last_orphan.get() != 0 {
+        return None;
+    }
+    // Summary counts beyond the totals make e2fsck's check_super_block
+    // mark the filesystem invalid: "contains a file system with errors".
+    // (A repair judges them before releasing orphans, which moves them.)
+    if !repairing
+        && (sb.free_blocks_count() > sb.blocks_count()
+            || sb.s_free_inodes_count.get() > sb.s_inodes_count.get())
+    {
         return None;
     }
     let max = sb.s_max_mnt_count.get();

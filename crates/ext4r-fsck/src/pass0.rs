@@ -28,8 +28,20 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     journal(c);
 }
 
+/// `s_creator_os` of the GNU Hurd.
+const OS_HURD: u32 = 1;
+
 fn superblock(c: &mut Ctx) {
     let sb = c.sb.clone();
+    // e2fsck asks only when it may write (never under -n).
+    if c.repairing && sb.s_creator_os.get() == OS_HURD && sb.has_incompat(Incompat::FILETYPE) {
+        c.p.error_fix(
+            0,
+            "PR_0_HURD_CLEAR_FILETYPE",
+            "The Hurd does not support the filetype feature.".into(),
+            crate::fix::Fix::ClearIncompat(Incompat::FILETYPE.bits()),
+        );
+    }
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.verify_checksum().is_err() {
         c.p.error(
             0,
@@ -453,17 +465,15 @@ fn journal(c: &mut Ctx) {
     let reset = Fix::ResetJournalSuper(first.physical, total);
     let jsb = match JournalSuperblock::parse(&buf) {
         Ok(j) => j,
+        Err(e) if matches!(e, ext4r_format::FormatError::BadMagic { .. }) => {
+            return bad_inode(c, e.to_string());
+        }
         Err(e) => {
-            let fix = if matches!(e, ext4r_format::FormatError::BadMagic { .. }) {
-                Fix::DeleteJournal
-            } else {
-                reset
-            };
             c.p.error_fix(
                 0,
                 "PR_0_JOURNAL_BAD_SUPER",
                 format!("Journal superblock is corrupt: {e}."),
-                fix,
+                reset,
             );
             return;
         }

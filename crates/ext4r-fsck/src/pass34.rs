@@ -209,6 +209,16 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         }
         let mut counted = r.counted;
         if counted == 0 {
+            if r.kind == FileKind::Regular && zero_length(c, r.ino) {
+                // Nothing to save: e2fsck offers to delete it instead.
+                c.p.error_fix(
+                    4,
+                    "PR_4_ZERO_LEN_INODE",
+                    format!("Unattached zero-length inode {}.", r.ino),
+                    crate::fix::Fix::ClearInode(r.ino),
+                );
+                continue;
+            }
             if r.kind != FileKind::Directory {
                 c.reconnects.push(format!("#{}", r.ino).len());
                 c.p.error_fix(
@@ -255,4 +265,27 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             crate::fix::Fix::ExpandDir(lpf, blocks),
         );
     }
+}
+
+/// An unattached file with nothing in it, as e2fsck's `disconnect_inode`
+/// sees it: no blocks, and no in-inode xattrs (which might be worth
+/// keeping, so it goes to lost+found instead).
+fn zero_length(c: &Ctx, ino: u32) -> bool {
+    let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) else {
+        return false;
+    };
+    if info.inode.i_blocks_lo.get() != 0 {
+        return false;
+    }
+    let rec = &info.record;
+    let extra = if rec.len() > 128 {
+        usize::from(info.inode.i_extra_isize.get())
+    } else {
+        0
+    };
+    let at = 128 + extra;
+    let magic = rec
+        .get(at..at + 4)
+        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+    magic != Some(ext4r_format::xattr::XATTR_MAGIC)
 }

@@ -125,6 +125,23 @@ impl Problems {
             .collect()
     }
 
+    /// Keeps only the problems `keep` accepts (the error count follows;
+    /// for use before the cap is reached).
+    pub(crate) fn retain(&mut self, keep: impl Fn(&Problem) -> bool) {
+        self.list.retain(|p| keep(p));
+        self.errors = self
+            .list
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
+            .count() as u64
+            + self.dropped;
+    }
+
+    /// The repairs of problems past the cap (their messages were dropped).
+    pub(crate) fn overflow_fixes(&self) -> &[crate::fix::Fix] {
+        &self.overflow_fixes
+    }
+
     /// Errors that no known repair addresses.
     pub fn unfixable(&self) -> impl Iterator<Item = &Problem> {
         self.list

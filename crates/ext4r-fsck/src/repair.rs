@@ -1,7 +1,9 @@
-//! Repair runs (`-y`, `-p`): replay the journal, then check and apply the
-//! fixes the problems carry, round after round, until a check finds
-//! nothing more this version can fix; then mark the filesystem checked.
+//! Repair runs (`-y`, `-p`, interactive): replay the journal, then check
+//! and apply the fixes the problems carry, round after round, until a
+//! check finds nothing more this version can fix; then mark the
+//! filesystem checked.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
@@ -14,7 +16,7 @@ use crate::fix::{self, Fix};
 use crate::{check_shared, Error, Options, Problem, Progress, Report};
 
 /// Rounds of check-and-fix before giving up on convergence.
-const MAX_ROUNDS: usize = 6;
+const MAX_ROUNDS: usize = 7;
 
 /// How much to repair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +26,28 @@ pub enum Mode {
     /// `-p`: only what e2fsck fixes without asking; anything else stops the
     /// run ("UNEXPECTED INCONSISTENCY").
     Preen,
+}
+
+/// The answer to one repair question, as e2fsck's `ask_yn` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Fix this problem.
+    Yes,
+    /// Leave it: nothing is written for it, and an error left counts.
+    No,
+    /// Fix this one and every later one without asking (e2fsck's "a").
+    All,
+}
+
+/// Decides, problem by problem, whether to fix it: the interactive run's
+/// questions, asked by the caller (a terminal, or a script in tests).
+pub type Ask<'a> = &'a mut dyn FnMut(&Problem) -> Answer;
+
+/// Who decides which fixes are made.
+enum Policy<'a> {
+    Yes,
+    Preen,
+    Ask(Ask<'a>),
 }
 
 /// The outcome of a repair run.
@@ -36,28 +60,53 @@ pub struct RepairReport {
     pub orphans_released: Vec<u32>,
     /// The problems that were fixed, in the order found.
     pub fixed: Vec<Problem>,
+    /// The problems whose fix was declined (interactive runs), in the
+    /// order asked; nothing was written for them.
+    pub declined: Vec<Problem>,
     /// The final check (what is left).
     pub last: Report,
     /// A preen run stopped at a problem it may not fix alone.
     pub preen_stopped: Option<Problem>,
     /// The superblock said "not clean" or "errors" and now says clean.
     pub marked_valid: bool,
+    /// A journal found invalid was deleted and a new one made: its size
+    /// in blocks, or why it could not be made.
+    pub journal_recreated: Option<std::result::Result<u64, String>>,
 }
 
 impl RepairReport {
-    /// fsck(8)'s exit code: 0 nothing to do, 1 fixed, 4 errors left.
+    /// fsck(8)'s exit code: 0 nothing to do, 1 fixed, 4 errors left (also
+    /// when some were fixed: e2fsck drops the "modified" bit then).
     pub fn exit_code(&self) -> u8 {
-        // A journal replay alone leaves exit 0, as with e2fsck (it
-        // restarts on the recovered filesystem).
-        let changed = !self.fixed.is_empty() || self.marked_valid;
+        let changed = self.modified();
         if self.last.fatal.is_some() {
             8
         } else if self.last.has_errors() || self.preen_stopped.is_some() {
-            4 | u8::from(changed)
+            4
         } else {
             u8::from(changed)
         }
     }
+
+    /// Whether the run counts as having modified the filesystem (exit 1),
+    /// as e2fsck counts it. A journal replay alone does not (e2fsck
+    /// restarts on the recovered filesystem), nor do descriptor fixes made
+    /// while the superblock is checked: e2fsck changes those in memory
+    /// without marking the filesystem changed, and they reach the disk
+    /// with the final superblock write.
+    pub fn modified(&self) -> bool {
+        self.marked_valid || self.fixed.iter().any(|p| !quiet_fix(p.code))
+    }
+}
+
+/// Fixes that e2fsck's `check_super_block` makes to a group descriptor
+/// (flags, unused inode count, then its checksum) without marking the
+/// filesystem changed.
+fn quiet_fix(code: &str) -> bool {
+    matches!(
+        code,
+        "PR_0_GDT_CSUM" | "PR_0_GDT_UNINIT" | "PR_0_BB_UNINIT_LAST" | "PR_0_GDT_ITABLE_UNUSED"
+    )
 }
 
 /// Problems e2fsck fixes under `-p` without asking (its `PR_PREEN_OK`).
@@ -66,6 +115,7 @@ fn preen_ok(code: &str) -> bool {
         || matches!(
             code,
             "PR_4_BAD_REF_COUNT"
+                | "PR_4_ZERO_LEN_INODE"
                 | "PR_1_BAD_I_BLOCKS"
                 | "PR_1_BAD_I_SIZE"
                 | "PR_1_INODE_ONLY_CSUM_INVALID"
@@ -104,21 +154,70 @@ pub fn repair(
     journal_only: bool,
     progress: Progress<'_>,
 ) -> Result<RepairReport, Error> {
+    let policy = match mode {
+        Mode::Yes => Policy::Yes,
+        Mode::Preen => Policy::Preen,
+    };
+    run(dev, opts, policy, journal_only, progress)
+}
+
+/// Repairs the filesystem on `dev`, asking `ask` before each fix (e2fsck
+/// without `-n`/`-p`/`-y`). A question is asked once per problem; a
+/// problem declined stays (and its fix is not written); [`Answer::All`]
+/// fixes it and everything after without asking. Problems this version
+/// cannot fix are not asked about: they are in the final report.
+///
+/// # Errors
+/// As [`repair`].
+pub fn repair_interactive(
+    dev: Arc<dyn BlockDevice>,
+    opts: &Options,
+    journal_only: bool,
+    progress: Progress<'_>,
+    ask: Ask<'_>,
+) -> Result<RepairReport, Error> {
+    run(dev, opts, Policy::Ask(ask), journal_only, progress)
+}
+
+fn run(
+    dev: Arc<dyn BlockDevice>,
+    opts: &Options,
+    mut policy: Policy<'_>,
+    journal_only: bool,
+    progress: Progress<'_>,
+) -> Result<RepairReport, Error> {
+    if matches!(policy, Policy::Preen) && opts.superblock.is_none() {
+        // e2fsck -p never goes looking for a backup superblock: a primary
+        // it cannot open stops the run (exit 8).
+        let mut oo = OpenOptions::default();
+        oo.allow_encrypted = true;
+        oo.skip_journal_replay = true;
+        if let Err(e) = Filesystem::open_with(dev.clone(), oo) {
+            return Err(Error::Open(e));
+        }
+    }
     let journal_replayed = replay_journal(&dev)?;
+    // e2fsck judges the summary counts before the orphans are released
+    // (which count on from them): beyond the totals, the check is forced.
+    let counts_bad = !opts.force && counts_beyond_totals(&dev);
     let orphans_released = if journal_only {
         Vec::new()
     } else {
         release_orphans(&dev)?
     };
     let mut fixed = Vec::new();
+    let mut declined: Vec<Problem> = Vec::new();
+    // Answers given, by problem: a problem seen again in a later round is
+    // not asked about twice.
+    let mut answers: HashMap<(&'static str, String), bool> = HashMap::new();
     let mut preen_stopped = None;
     let mut forced = opts.clone();
     forced.force = true;
     forced.repairing = true;
     // Without -f a filesystem marked clean is neither checked nor repaired,
     // as e2fsck decides at boot.
-    if journal_only || !opts.force {
-        let last = check_shared(
+    if journal_only || !opts.force && !counts_bad {
+        let mut last = check_shared(
             dev.clone(),
             &Options {
                 force: false,
@@ -127,14 +226,34 @@ pub fn repair(
             },
             progress,
         )?;
+        if !journal_only && last.skipped_clean.is_some() {
+            // As e2fsck's check_if_skip: the superblock's counts taken
+            // from the descriptors (the kernel leaves them stale), without
+            // a word.
+            let fs = open(&dev)?;
+            if let Some(f) = descriptor_counts(&fs) {
+                fix::apply(&fs, &[f])?;
+                last = check_shared(
+                    dev.clone(),
+                    &Options {
+                        force: false,
+                        repairing: true,
+                        ..opts.clone()
+                    },
+                    progress,
+                )?;
+            }
+        }
         if journal_only || last.skipped_clean.is_some() {
             return Ok(RepairReport {
                 journal_replayed,
                 orphans_released,
                 fixed,
+                declined,
                 last,
                 preen_stopped,
                 marked_valid: false,
+                journal_recreated: None,
             });
         }
     }
@@ -143,19 +262,62 @@ pub fn repair(
         if report.fatal.is_some() {
             break;
         }
-        if mode == Mode::Preen {
-            let stop = report.problems.list().iter().find(|p| {
+        // e2fsck -p repairs the superblock and journal before pass 1 looks
+        // at anything, and then sees their effect (a deleted journal's
+        // inode is "not in use, but contains data", not full of illegal
+        // blocks): a preen round with pass-0 repairs makes only those.
+        let all = report.problems.list();
+        let pass0_first =
+            matches!(policy, Policy::Preen) && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
+        let considered: Vec<&Problem> =
+            all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
+        if matches!(policy, Policy::Preen) {
+            let stop = considered.iter().find(|p| {
                 p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
             });
             if let Some(p) = stop {
-                preen_stopped = Some(p.clone());
+                preen_stopped = Some((*p).clone());
                 break;
             }
         }
         let mut fixes: Vec<Fix> = Vec::new();
-        for f in report.problems.fixes() {
-            if !fixes.contains(&f) {
-                fixes.push(f);
+        for p in considered {
+            let Some(f) = &p.fix else { continue };
+            let key = (p.code, p.message.clone());
+            let yes = match (answers.get(&key), &mut policy) {
+                // A "no" stands, also after a later "yes to all".
+                (Some(&yes), _) => yes,
+                (None, Policy::Yes | Policy::Preen) => true,
+                (None, Policy::Ask(ask)) => {
+                    let yes = match ask(p) {
+                        Answer::Yes => true,
+                        Answer::No => false,
+                        Answer::All => {
+                            policy = Policy::Yes;
+                            true
+                        }
+                    };
+                    if !yes {
+                        declined.push(p.clone());
+                    }
+                    answers.insert(key, yes);
+                    yes
+                }
+            };
+            if yes {
+                if !fixes.contains(f) {
+                    fixes.push(f.clone());
+                }
+                fixed.push(p.clone());
+            }
+        }
+        // Past the report's cap the problems have no words to ask about:
+        // their fixes go only where every fix is wanted.
+        if !matches!(policy, Policy::Ask(_)) && !pass0_first {
+            for f in report.problems.overflow_fixes() {
+                if !fixes.contains(f) {
+                    fixes.push(f.clone());
+                }
             }
         }
         if fixes.is_empty() {
@@ -163,16 +325,18 @@ pub fn repair(
         }
         let fs = open(&dev)?;
         fix::apply(&fs, &fixes)?;
-        fixed.extend(
-            report
-                .problems
-                .list()
-                .iter()
-                .filter(|p| p.fix.is_some())
-                .cloned(),
-        );
     }
-    let last = check_shared(dev.clone(), &forced, progress)?;
+    let mut last = check_shared(dev.clone(), &forced, progress)?;
+    let mut journal_recreated = None;
+    if journal_deleted(&fixed)
+        && !last.has_errors()
+        && last.fatal.is_none()
+        && preen_stopped.is_none()
+        && recreate_wanted(&mut policy)
+    {
+        journal_recreated = Some(ext4r::tune::add_journal(dev.clone(), opts.now)?);
+        last = check_shared(dev.clone(), &forced, progress)?;
+    }
     let changed = journal_replayed.is_some() || !fixed.is_empty() || !orphans_released.is_empty();
     let mut marked_valid = false;
     if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
@@ -182,10 +346,38 @@ pub fn repair(
         journal_replayed,
         orphans_released,
         fixed,
+        declined,
         last,
         preen_stopped,
         marked_valid,
+        journal_recreated,
     })
+}
+
+/// Whether the repair deleted a journal it found invalid: e2fsck then
+/// offers to make a new one at the end ("Recreate journal").
+fn journal_deleted(fixed: &[Problem]) -> bool {
+    fixed
+        .iter()
+        .any(|p| p.code == "PR_0_JOURNAL_BAD_INODE" && p.fix == Some(Fix::DeleteJournal))
+}
+
+/// e2fsck's `PR_6_RECREATE_JOURNAL`: made without asking under -y and -p
+/// (it is preen-safe), asked about otherwise.
+fn recreate_wanted(policy: &mut Policy<'_>) -> bool {
+    match policy {
+        Policy::Yes | Policy::Preen => true,
+        Policy::Ask(ask) => {
+            let question = Problem {
+                pass: 6,
+                code: "PR_6_RECREATE_JOURNAL",
+                severity: crate::Severity::Harmless,
+                message: "Recreate journal".into(),
+                fix: None,
+            };
+            ask(&question) != Answer::No
+        }
+    }
 }
 
 /// Opens the filesystem to write fixes; when the primary superblock is
@@ -244,10 +436,39 @@ fn release_orphans(dev: &Arc<dyn BlockDevice>) -> Result<Vec<u32>, Error> {
     Ok(released)
 }
 
+/// Whether the superblock's free counts exceed its totals.
+fn counts_beyond_totals(dev: &Arc<dyn BlockDevice>) -> bool {
+    open(dev).is_ok_and(|fs| {
+        let sb = fs.superblock();
+        sb.free_blocks_count() > sb.blocks_count()
+            || sb.s_free_inodes_count.get() > sb.s_inodes_count.get()
+    })
+}
+
+/// The superblock's free counts as the group descriptors add up, when
+/// they differ.
+fn descriptor_counts(fs: &Filesystem) -> Option<Fix> {
+    let g = fs.geometry();
+    let wide = fs.superblock().has_incompat(Incompat::BIT64);
+    let (mut blocks, mut inodes) = (0u64, 0u64);
+    for group in 0..g.group_count {
+        let d = fs.group_desc(ext4r_format::GroupNr(group)).ok()?;
+        blocks += u64::from(d.free_blocks_count(wide));
+        inodes += u64::from(d.free_inodes_count(wide));
+    }
+    let blocks = blocks << g.cluster_bits;
+    let sb = fs.superblock();
+    if sb.free_blocks_count() == blocks && u64::from(sb.s_free_inodes_count.get()) == inodes {
+        return None;
+    }
+    Some(Fix::SuperblockCounts(blocks, inodes))
+}
+
 /// After a clean result: state valid, no error flag, check time now, mount
 /// count reset — what e2fsck leaves so that the next boot skips the check.
-/// Returns whether the state itself changed (e2fsck counts that as a
-/// modification: exit 1).
+/// Returns whether the filesystem was marked not valid before (e2fsck counts
+/// making it valid as a modification, exit 1; clearing the error flag alone
+/// it does not).
 fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<bool, Error> {
     let fs = open(dev)?;
     let mut sb = fs.superblock().clone();
@@ -261,5 +482,8 @@ fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<b
     sb.set_lastcheck(now);
     fix::write_superblock(dev.as_ref(), &mut sb)?;
     dev.flush()?;
-    Ok(!was_clean)
+    Ok(state & STATE_VALID == 0)
 }
+
+#[cfg(test)]
+mod tests;

@@ -376,6 +376,47 @@ pub fn tune(
     Ok(run.finish(0, wrote))
 }
 
+/// Adds an internal journal of the default size (fast-commit area
+/// included when the feature asks for one) to an unmounted filesystem
+/// that has none, placed where mke2fs and tune2fs put it: what e2fsck does
+/// when it recreates a journal it had to delete. Returns the journal's
+/// size in blocks (without the fast-commit area), or tune2fs's message
+/// when no journal can be added (too small, no room, one already there).
+///
+/// # Errors
+/// I/O errors and unreadable superblocks.
+pub fn add_journal(
+    dev: Arc<dyn BlockDevice>,
+    now: i64,
+) -> Result<std::result::Result<u64, String>> {
+    let mut buf = [0u8; SUPERBLOCK_SIZE];
+    dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
+    let sb = Superblock::parse(&buf).map_err(|e| Error::corrupt("superblock", e))?;
+    let Some(blocks) = crate::mkfs::journal::default_journal_blocks(sb.blocks_count()) else {
+        return Ok(Err("Filesystem too small for a journal".into()));
+    };
+    let opts = TuneOptions {
+        journal: Some(JournalRequest {
+            size: -1,
+            ..JournalRequest::default()
+        }),
+        ..TuneOptions::default()
+    };
+    let mut env = TuneEnv::new("", now);
+    let outcome = tune(dev, &opts, &mut env)?;
+    if outcome.status != 0 || !outcome.wrote {
+        // tune2fs's message, without its program name and context line.
+        let why = outcome
+            .err
+            .lines()
+            .map(|l| l.trim().trim_start_matches("tune2fs: ").trim())
+            .find(|l| !l.is_empty())
+            .unwrap_or("the journal could not be added");
+        return Ok(Err(why.to_string()));
+    }
+    Ok(Ok(blocks))
+}
+
 /// Replays the internal journal in place, as tune2fs does before a change
 /// (`ext2fs_run_ext3_journal`).
 fn recover_journal(dev: &Arc<dyn BlockDevice>, sb: &Superblock) -> Result<()> {

@@ -1,0 +1,121 @@
+//! Interactive repair with scripted answers: what is declined stays and is
+//! not written, "all" stops the questions.
+
+use super::*;
+use ext4r::device::MemDevice;
+use ext4r::mkfs::{format, MkfsOptions};
+
+/// A fresh 32 MiB ext2 (1 KiB blocks, four groups, 32-byte descriptors
+/// at block 2) with three group counts made wrong.
+fn damaged() -> Arc<dyn BlockDevice> {
+    let dev = MemDevice::new(32 << 20);
+    let opts = MkfsOptions {
+        size_bytes: 32 << 20,
+        now: 1_700_000_000,
+        fs_type: Some("ext2".into()),
+        block_size: Some(1024),
+        ..Default::default()
+    };
+    format(&dev, &opts, true).expect("mkfs");
+    // (group, offset in its descriptor: 12 free blocks, 14 free inodes).
+    for (group, field) in [(0u64, 12u64), (1, 12), (2, 14)] {
+        let at = 2048 + group * 32 + field;
+        let mut b = [0u8; 2];
+        dev.read_at(&mut b, at).expect("read");
+        let v = u16::from_le_bytes(b).wrapping_sub(3);
+        dev.write_at(&v.to_le_bytes(), at).expect("write");
+    }
+    Arc::new(dev)
+}
+
+fn opts() -> Options {
+    Options {
+        force: true,
+        now: 1_700_000_100,
+        ..Options::default()
+    }
+}
+
+fn no_progress(_: u8, _: u64, _: u64) {}
+
+/// The group problems of a check, as (code, message).
+fn group_problems(dev: &Arc<dyn BlockDevice>) -> Vec<(&'static str, String)> {
+    let r = check_shared(dev.clone(), &opts(), &mut no_progress).expect("check");
+    r.problems
+        .list()
+        .iter()
+        .filter(|p| p.code.ends_with("_GROUP"))
+        .map(|p| (p.code, p.message.clone()))
+        .collect()
+}
+
+#[test]
+fn declined_problems_stay_and_the_rest_is_fixed() {
+    let dev = damaged();
+    let before = group_problems(&dev);
+    assert_eq!(before.len(), 3, "{before:?}");
+    let mut asked = Vec::new();
+    let mut ask = |p: &Problem| {
+        asked.push(p.message.clone());
+        // No to the second group problem, yes to everything else.
+        if p.message == before[1].1 {
+            Answer::No
+        } else {
+            Answer::Yes
+        }
+    };
+    let r = repair_interactive(dev.clone(), &opts(), false, &mut no_progress, &mut ask)
+        .expect("repair");
+    // Each problem asked about once, although the declined one is found
+    // again by the later rounds.
+    let mut unique = asked.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), asked.len(), "{asked:?}");
+    assert_eq!(r.declined.len(), 1);
+    assert_eq!(r.declined[0].message, before[1].1);
+    assert!(r.last.has_errors());
+    assert_eq!(r.exit_code(), 4);
+    // Only the declined one is left on disk.
+    assert_eq!(group_problems(&dev), vec![before[1].clone()]);
+}
+
+#[test]
+fn no_to_everything_writes_nothing() {
+    let dev = damaged();
+    let image = |d: &Arc<dyn BlockDevice>| {
+        let mut b = vec![0u8; 32 << 20];
+        d.read_at(&mut b, 0).expect("read");
+        b
+    };
+    let was = image(&dev);
+    let mut ask = |_: &Problem| Answer::No;
+    let r = repair_interactive(dev.clone(), &opts(), false, &mut no_progress, &mut ask)
+        .expect("repair");
+    assert!(r.fixed.is_empty());
+    assert!(!r.declined.is_empty());
+    assert_eq!(r.exit_code(), 4);
+    assert!(was == image(&dev), "a run that fixed nothing wrote");
+}
+
+#[test]
+fn all_answers_yes_to_the_rest_without_asking() {
+    let dev = damaged();
+    let before = group_problems(&dev);
+    let mut asked = 0;
+    let mut ask = |_: &Problem| {
+        asked += 1;
+        if asked == 1 {
+            Answer::No
+        } else {
+            Answer::All
+        }
+    };
+    let r = repair_interactive(dev.clone(), &opts(), false, &mut no_progress, &mut ask)
+        .expect("repair");
+    assert_eq!(asked, 2, "questions after 'all'");
+    assert_eq!(r.declined.len(), 1);
+    // The first "no" still stands after the "all".
+    assert_eq!(group_problems(&dev), vec![before[0].clone()]);
+    assert_eq!(r.exit_code(), 4);
+}
