@@ -14,10 +14,13 @@ include!("../../crates/ext4r/tests/common/fs_walk.rs");
 
 fuzz_target!(
     init: {
-        // Start rayon's worker threads before the first input: their
-        // thread-local registrations would otherwise be reported as a leak
-        // of whichever input happens to start them.
+        // Start rayon's worker threads, and this thread's latch for calling
+        // into them, before the first input: their thread-local
+        // registrations live until exit and would otherwise be reported as
+        // a leak of whichever input happened to make them.
+        use rayon::prelude::*;
         rayon::broadcast(|_| ());
+        let _: Vec<u8> = (0..64u8).into_par_iter().map(|x| x ^ 1).collect();
     },
     |data: &[u8]| {
     if let Some((dev, _)) = sparse_device(data) {

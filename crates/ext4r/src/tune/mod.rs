@@ -504,9 +504,10 @@ impl Run<'_, '_> {
             let geo =
                 Geometry::from_superblock(&self.sb).map_err(|e| Error::corrupt("superblock", e))?;
             let meta = u64::from(geo.desc_blocks() + 1) / u64::from(geo.block_size / 1024);
+            // A u64 that wraps, as libext2fs's does.
             self.sb
                 .s_kbytes_written
-                .set(kb + (done.bytes_written >> 10) + meta);
+                .set(kb.wrapping_add(done.bytes_written >> 10).wrapping_add(meta));
         }
         if self.csum.rewrite != 0 {
             // EXT2_CRC32C_CHKSUM, or none.
