@@ -77,13 +77,21 @@ impl UsedBlocks {
         }
     }
 
+    /// `[start, start+len)` widened to whole clusters. Arithmetic saturates:
+    /// tune hands in block numbers read from a filesystem, which may be
+    /// anything.
+    fn cluster_span(&self, start: u64, len: u64) -> (u64, u64) {
+        let s = start & !self.cluster_mask;
+        let e = start.saturating_add(len).saturating_add(self.cluster_mask) & !self.cluster_mask;
+        (s, e)
+    }
+
     /// Marks `[start, start+len)` used (whole clusters with bigalloc).
     pub(crate) fn mark(&mut self, start: u64, len: u64) {
         if len == 0 {
             return;
         }
-        let s = start & !self.cluster_mask;
-        let e = (start + len + self.cluster_mask) & !self.cluster_mask;
+        let (s, e) = self.cluster_span(start, len);
         self.runs.insert(s, e);
     }
 
@@ -92,8 +100,7 @@ impl UsedBlocks {
         if len == 0 {
             return;
         }
-        let s = start & !self.cluster_mask;
-        let e = (start + len + self.cluster_mask) & !self.cluster_mask;
+        let (s, e) = self.cluster_span(start, len);
         self.runs.remove(s, e);
     }
 
