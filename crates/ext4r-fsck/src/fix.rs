@@ -180,6 +180,10 @@ pub enum Fix {
     InlineSalvage(u32, u64, usize, Option<usize>),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
+    /// Write a directory's rebuilt blocks (a hash index, or one linear
+    /// block) over its old ones and set or clear its INDEX flag (pass 3A,
+    /// see [`crate::rehash`]).
+    RehashDir(Box<crate::rehash::Rebuilt>),
 }
 
 /// Writes `fixes` to the filesystem's device.
@@ -597,6 +601,17 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::ExpandDir(ino, blocks) => self.expand_dir(*ino, blocks)?,
+            Fix::RehashDir(r) => {
+                // The blocks come with their checksums set.
+                for (b, buf) in &r.blocks {
+                    self.blocks.insert(*b, (buf.clone(), BlockKind::Plain));
+                }
+                self.edit_inode(r.ino, |i| {
+                    let mut f = i.flags();
+                    f.set(ext4r_format::inode::InodeFlags::INDEX, r.index);
+                    i.set_flags(f);
+                })?
+            }
             Fix::Relocate(g, what, at) => {
                 use crate::relocate::Meta;
                 let n = match what {
