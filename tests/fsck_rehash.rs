@@ -106,6 +106,10 @@ fn assert_sound(dir: &TempDir, img: &Path, want: &Manifest, what: &str) {
     assert_eq!(probe.as_deref(), Some("content 1998\n"), "{what}: lookup");
 }
 
+/// One loop device at a time: `losetup -f` in two tests at once may
+/// hand both the same device.
+static LOOP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn usable() -> bool {
     if !is_root() || !have("losetup") || !have("debugfs") || !have("e2fsck") {
         eprintln!("SKIP: needs root, losetup, debugfs and e2fsck");
@@ -119,6 +123,7 @@ fn damaged_root_is_rebuilt_not_just_cleared() {
     if !usable() {
         return;
     }
+    let _one = LOOP.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for extra in [&[][..], &["-O", "^metadata_csum"][..]] {
         let dir = TempDir::new("rehash-root");
         let (img, want) = kernel_image(&dir, extra, false);
@@ -149,6 +154,7 @@ fn optimize_every_directory() {
     if !usable() {
         return;
     }
+    let _one = LOOP.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for extra in [&[][..], &["-O", "^metadata_csum"][..]] {
         let dir = TempDir::new("rehash-all");
         let (img, want) = kernel_image(&dir, extra, true);
