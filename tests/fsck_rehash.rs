@@ -123,7 +123,9 @@ fn damaged_root_is_rebuilt_not_just_cleared() {
     if !usable() {
         return;
     }
-    let _one = LOOP.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = LOOP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for extra in [&[][..], &["-O", "^metadata_csum"][..]] {
         let dir = TempDir::new("rehash-root");
         let (img, want) = kernel_image(&dir, extra, false);
@@ -154,7 +156,9 @@ fn optimize_every_directory() {
     if !usable() {
         return;
     }
-    let _one = LOOP.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = LOOP
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for extra in [&[][..], &["-O", "^metadata_csum"][..]] {
         let dir = TempDir::new("rehash-all");
         let (img, want) = kernel_image(&dir, extra, true);
