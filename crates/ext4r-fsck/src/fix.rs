@@ -606,11 +606,21 @@ impl<'a> Writer<'a> {
                 for (b, buf) in &r.blocks {
                     self.blocks.insert(*b, (buf.clone(), BlockKind::Plain));
                 }
+                let freed = r.release.len() as u64 * u64::from(bs / 512);
                 self.edit_inode(r.ino, |i| {
                     let mut f = i.flags();
                     f.set(ext4r_format::inode::InodeFlags::INDEX, r.index);
                     i.set_flags(f);
-                })?
+                    if let Some((ib, size)) = &r.shrunk {
+                        i.i_block = *ib;
+                        i.set_size(*size);
+                        let sectors = i.blocks_count(huge, bs).saturating_sub(freed);
+                        let _ = i.set_blocks_count(sectors, huge, bs);
+                    }
+                })?;
+                for b in &r.release {
+                    self.free_block(*b)?;
+                }
             }
             Fix::Relocate(g, what, at) => {
                 use crate::relocate::Meta;

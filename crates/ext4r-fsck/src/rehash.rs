@@ -3,12 +3,13 @@
 //! broken index it cleared (rather than leave them linear), and for every
 //! indexed-capable directory under `-D`.
 //!
-//! The entries are sorted by name hash and spread over the directory's
-//! own blocks in logical order: block 0 the root, then the interior nodes
-//! of a two-level tree, then the leaves. Every block is kept (the
-//! directory is not shrunk), so nothing is allocated or freed and a
-//! rebuild cut short leaves blocks a later check reads as a linear
-//! directory or an index to rebuild again.
+//! The entries are sorted by name hash and laid over the directory's own
+//! blocks in logical order: block 0 the root, then the interior nodes of
+//! a two-level tree, then the leaves, each filled to e2fsck's four fifths.
+//! Blocks past those are released when the extents sit in the inode
+//! (else every block is kept and the entries spread over them all); a
+//! directory whose entries fit one block becomes a linear one. Nothing is
+//! allocated, and /lost+found keeps all its blocks, as with e2fsck.
 
 use std::collections::HashSet;
 
@@ -16,6 +17,7 @@ use ext4r::fs::Filesystem;
 use ext4r_format::dir::{
     rec_len_for_name, set_dir_block_checksum, DirBlockBuilder, DirBlockIter, DIR_TAIL_SIZE,
 };
+use ext4r_format::extent::EXTENT_MAGIC;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::htree::{
     dx_hash, dx_limit, effective_hash_version, set_dx_checksum, write_dx_node, write_dx_root,
@@ -35,6 +37,11 @@ pub struct Rebuilt {
     pub blocks: Vec<(u64, Vec<u8>)>,
     /// Whether it is indexed now (else linear: its entries fit in block 0).
     pub index: bool,
+    /// The blocks released at its end, with the inode's new extent root
+    /// (`i_block`) and size; empty when it keeps all its blocks.
+    pub release: Vec<u64>,
+    /// The new `i_block` and `i_size` when blocks are released.
+    pub shrunk: Option<([u8; 60], u64)>,
 }
 
 /// One live entry: its hash (major, minor), name, inode and file type.
@@ -43,6 +50,12 @@ struct Entry {
     name: Vec<u8>,
     ino: u32,
     ft: u8,
+}
+
+/// The inode /lost+found names, if any.
+pub(crate) fn lost_found(fs: &Filesystem) -> Option<u32> {
+    let root = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT)).ok()?;
+    fs.lookup(&root, b"lost+found").ok().flatten().map(|i| i.0)
 }
 
 /// Directories worth indexing: every directory reachable from the root
@@ -88,8 +101,9 @@ pub(crate) fn all_dirs(fs: &Filesystem) -> Vec<u32> {
 /// no dir_index feature, one block (nothing to index), inline data,
 /// encrypted or casefolded names (hashed with keys or folding this
 /// version does not do), holes, entries that do not parse, or a tree
-/// deeper than two levels.
-pub(crate) fn plan(fs: &Filesystem, ino: u32) -> Option<Rebuilt> {
+/// deeper than two levels. `lost_found` keeps all its blocks, as e2fsck
+/// keeps them (room to reconnect files without allocating).
+pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option<Rebuilt> {
     let sb = fs.superblock();
     if !sb.has_compat(Compat::DIR_INDEX) {
         return None;
@@ -144,6 +158,7 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32) -> Option<Rebuilt> {
         }
     }
     let parent = parent?;
+    let shrinkable = lost_found != Some(ino) && can_shrink(fs, &info.inode.i_block, flags);
     entries.sort_by(|a, b| (a.hash, &a.name).cmp(&(b.hash, &b.name)));
     let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
     let filetype = sb.has_incompat(Incompat::FILETYPE);
@@ -158,8 +173,9 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32) -> Option<Rebuilt> {
     // Too few for an index (e2fsck's test): one linear block with them
     // all, the others empty (e2fsck would also release those; they stay).
     if total + 24 <= room {
-        let mut blocks = Vec::with_capacity(phys.len());
-        for (l, &b) in phys.iter().enumerate() {
+        let keep = if shrinkable { 1 } else { phys.len() };
+        let mut blocks = Vec::with_capacity(keep);
+        for (l, &b) in phys.iter().enumerate().take(keep) {
             let mut d = DirBlockBuilder::new(bs, csum).ok()?;
             if l == 0 {
                 d.push(InodeNr(ino), b".", dir_ft).ok()?;
@@ -174,27 +190,34 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32) -> Option<Rebuilt> {
             }
             blocks.push((b, blk));
         }
-        return Some(Rebuilt {
-            ino,
-            blocks,
-            index: false,
-        });
+        return Some(shrink(ino, blocks, false, &phys, &info.inode.i_block, bs));
     }
     // Levels: the root's slots for leaves, or for interior nodes each
     // taking as many leaves as it holds.
-    let avail = phys.len() - 1;
     let root_limit = usize::from(dx_limit(bsz, DX_ROOT_COUNT_OFFSET, csum));
     let node_limit = usize::from(dx_limit(bsz, DX_NODE_COUNT_OFFSET, csum));
-    let nodes = if avail <= root_limit {
+    // As few leaves as e2fsck fills (each to within its slack of full),
+    // when the blocks past them can be released; else all the blocks.
+    let needed = leaves_needed(&entries, room);
+    let needed_nodes = if needed <= root_limit {
         0
     } else {
-        let k = avail.div_ceil(node_limit + 1);
-        if k > root_limit {
-            return None;
-        }
-        k
+        needed.div_ceil(node_limit)
     };
-    let leaves = avail - nodes;
+    let (nodes, leaves) = if shrinkable && 1 + needed_nodes + needed < phys.len() {
+        (needed_nodes, needed)
+    } else {
+        let avail = phys.len() - 1;
+        let k = if avail <= root_limit {
+            0
+        } else {
+            avail.div_ceil(node_limit + 1)
+        };
+        (k, avail - k)
+    };
+    if nodes > root_limit {
+        return None;
+    }
     let groups = spread(&entries, leaves, bsz, csum)?;
     let mut out = Vec::with_capacity(phys.len());
     // Index entries (hash, logical block) for the leaves.
@@ -264,11 +287,86 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32) -> Option<Rebuilt> {
     let mut blocks = vec![(phys[0], blk)];
     blocks.extend(head);
     blocks.extend(out);
-    Some(Rebuilt {
+    Some(shrink(ino, blocks, true, &phys, &info.inode.i_block, bs))
+}
+
+/// The rebuilt directory, releasing the blocks past those written.
+fn shrink(
+    ino: u32,
+    blocks: Vec<(u64, Vec<u8>)>,
+    index: bool,
+    phys: &[u64],
+    i_block: &[u8; 60],
+    bs: u32,
+) -> Rebuilt {
+    let keep = blocks.len();
+    let shrunk = (keep < phys.len())
+        .then(|| trim_extents(i_block, keep as u32))
+        .flatten();
+    let release = if shrunk.is_some() {
+        phys[keep..].to_vec()
+    } else {
+        Vec::new()
+    };
+    Rebuilt {
         ino,
         blocks,
-        index: true,
-    })
+        index,
+        release,
+        shrunk: shrunk.map(|ib| (ib, keep as u64 * u64::from(bs))),
+    }
+}
+
+/// Whether a directory's blocks can be released: its extents all in the
+/// inode (a tree of depth 0) and one block per cluster.
+fn can_shrink(fs: &Filesystem, i_block: &[u8; 60], flags: InodeFlags) -> bool {
+    let word = |i: usize| u16::from_le_bytes([i_block[i], i_block[i + 1]]);
+    flags.contains(InodeFlags::EXTENTS)
+        && fs.geometry().cluster_bits == 0
+        && word(0) == EXTENT_MAGIC
+        && word(6) == 0
+}
+
+/// The extent root cut to the first `keep` logical blocks; None when an
+/// extent entry does not parse.
+fn trim_extents(i_block: &[u8; 60], keep: u32) -> Option<[u8; 60]> {
+    let mut out = *i_block;
+    let n = usize::from(u16::from_le_bytes([i_block[2], i_block[3]])).min(4);
+    let mut kept = 0usize;
+    for k in 0..n {
+        let e = &i_block[12 + k * 12..24 + k * 12];
+        let start = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+        let raw = u16::from_le_bytes([e[4], e[5]]);
+        if raw > 32768 || start >= keep {
+            continue;
+        }
+        let len = u32::from(raw).min(keep - start);
+        let mut rec = [0u8; 12];
+        rec.copy_from_slice(e);
+        rec[4..6].copy_from_slice(&(len as u16).to_le_bytes());
+        out[12 + kept * 12..24 + kept * 12].copy_from_slice(&rec);
+        kept += 1;
+    }
+    out[12 + kept * 12..].fill(0);
+    out[2..4].copy_from_slice(&(kept as u16).to_le_bytes());
+    Some(out)
+}
+
+/// Leaves e2fsck's layout takes: each filled until less than its slack
+/// (a fifth of the block) is left.
+fn leaves_needed(entries: &[Entry], room: usize) -> usize {
+    let limit = room - room / 5;
+    let mut n = 1;
+    let mut used = 0;
+    for e in entries {
+        let r = rec_len_for_name(e.name.len());
+        if used + r > limit && used > 0 {
+            n += 1;
+            used = 0;
+        }
+        used += r;
+    }
+    n
 }
 
 /// Splits the sorted entries over `leaves` blocks, each taking an even

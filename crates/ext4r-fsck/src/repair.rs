@@ -391,8 +391,9 @@ fn rehash(dev: &Arc<dyn BlockDevice>, all: bool, fixed: &[Problem]) -> Result<Ve
     dirs.dedup();
     let mut fixes = Vec::new();
     let mut done = Vec::new();
+    let lost_found = crate::rehash::lost_found(&fs);
     for ino in dirs {
-        if let Some(r) = crate::rehash::plan(&fs, ino) {
+        if let Some(r) = crate::rehash::plan(&fs, ino, lost_found) {
             fixes.push(Fix::RehashDir(Box::new(r)));
             done.push(ino);
         }
