@@ -33,6 +33,9 @@ struct Args {
     /// Check even if the filesystem seems clean.
     #[arg(short = 'f')]
     force: bool,
+    /// Optimize directories: rebuild every directory's hash index.
+    #[arg(short = 'D')]
+    optimize_dirs: bool,
     /// Verbose: statistics after the check.
     #[arg(short = 'v')]
     verbose: bool,
@@ -79,6 +82,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 fn run(a: &Args) -> u8 {
     if (a.no as u8 + a.preen as u8 + a.yes as u8) > 1 {
         eprintln!("fsck.ext4r: Only one of the options -p/-a, -n or -y may be specified.");
+        return EXIT_USAGE;
+    }
+    if a.no && a.optimize_dirs {
+        eprintln!("fsck.ext4r: The -n and -D options are incompatible.");
         return EXIT_USAGE;
     }
     let dev_name = a.device.display().to_string();
@@ -208,6 +215,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;
     opts.now = now();
+    opts.rehash = a.optimize_dirs;
     let how = if a.preen {
         ext4r_fsck::Mode::Preen
     } else {
@@ -246,6 +254,9 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         } else {
             println!("{}\nFix? yes\n", p.message);
         }
+    }
+    if !r.rehashed.is_empty() && !a.preen {
+        println!("Pass 3A: Optimizing directories\n");
     }
     if let Some(made) = &r.journal_recreated {
         // Interactive runs asked the question already.

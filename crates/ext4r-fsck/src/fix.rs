@@ -180,6 +180,10 @@ pub enum Fix {
     InlineSalvage(u32, u64, usize, Option<usize>),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
+    /// Write a directory's rebuilt blocks (a hash index, or one linear
+    /// block) over its old ones and set or clear its INDEX flag (pass 3A,
+    /// see [`crate::rehash`]).
+    RehashDir(Box<crate::rehash::Rebuilt>),
 }
 
 /// Writes `fixes` to the filesystem's device.
@@ -597,6 +601,27 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::ExpandDir(ino, blocks) => self.expand_dir(*ino, blocks)?,
+            Fix::RehashDir(r) => {
+                // The blocks come with their checksums set.
+                for (b, buf) in &r.blocks {
+                    self.blocks.insert(*b, (buf.clone(), BlockKind::Plain));
+                }
+                let freed = r.release.len() as u64 * u64::from(bs / 512);
+                self.edit_inode(r.ino, |i| {
+                    let mut f = i.flags();
+                    f.set(ext4r_format::inode::InodeFlags::INDEX, r.index);
+                    i.set_flags(f);
+                    if let Some((ib, size)) = &r.shrunk {
+                        i.i_block = *ib;
+                        i.set_size(*size);
+                        let sectors = i.blocks_count(huge, bs).saturating_sub(freed);
+                        let _ = i.set_blocks_count(sectors, huge, bs);
+                    }
+                })?;
+                for b in &r.release {
+                    self.free_block(*b)?;
+                }
+            }
             Fix::Relocate(g, what, at) => {
                 use crate::relocate::Meta;
                 let n = match what {

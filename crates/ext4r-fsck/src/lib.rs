@@ -44,6 +44,7 @@ mod pass5;
 mod problem;
 mod prompt;
 mod really_dir;
+mod rehash;
 mod relocate;
 mod repair;
 mod salvage;
@@ -59,6 +60,7 @@ use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 pub use fix::{apply as apply_fixes, Fix};
 pub use problem::{Problem, Problems, Severity};
 pub use prompt::prompt;
+pub use rehash::Rebuilt;
 pub use repair::{repair, repair_interactive, Answer, Ask, Mode, RepairReport};
 
 /// What went wrong so that the check could not be done at all (e2fsck's
@@ -88,6 +90,9 @@ pub struct Options {
     /// A repair run: superblock and descriptor problems that would be
     /// fixed force the full check, as e2fsck's "problems fixed" does.
     pub repairing: bool,
+    /// Rebuild the hash index of every directory in a repair (`-D`,
+    /// e2fsck's pass 3A for all directories).
+    pub rehash: bool,
 }
 
 /// Counts for the summary line, as e2fsck prints them.

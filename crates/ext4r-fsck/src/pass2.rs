@@ -142,11 +142,12 @@ fn prescan(
     buf.par_chunks(bs)
         .zip(meta.par_iter())
         .map(|(block, &(seed, hashed))| {
+            let tails = csum;
             let csum = csum.then(|| {
                 let tail = crate::salvage::has_tail(block, bs as u32);
                 (tail, tail && verify_dir_block_checksum(seed, block).is_ok())
             });
-            let range = (hashed && !is_dx_node(block)).then(|| {
+            let range = (hashed && !is_dx_node(block, tails)).then(|| {
                 let (lo, hi) = htree::leaf_range(block, v0, hseed);
                 (lo, hi, v0)
             });
@@ -182,7 +183,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         }
     }
     // An interior htree node looks like one empty record over the block.
-    if htree && b.lblk > 0 && is_dx_node(block) {
+    if htree && b.lblk > 0 && is_dx_node(block, c.csum()) {
         if hashed && !htree::note_node(dx, ino, b.lblk, block) {
             c.p.error_fix(
                 2,
@@ -339,8 +340,12 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     }
 }
 
-fn is_dx_node(block: &[u8]) -> bool {
-    block.len() >= 8
+/// An interior node: one empty record over the block and, as e2fsck
+/// tells it from an empty leaf, the limit an interior node has.
+fn is_dx_node(block: &[u8], csum: bool) -> bool {
+    let limit = ext4r_format::htree::dx_limit(block.len(), 8, csum);
+    block.len() >= 12
+        && block[8..10] == limit.to_le_bytes()
         && block[..4] == [0; 4]
         && ext4r_format::dir::rec_len_from_disk(
             u16::from_le_bytes([block[4], block[5]]),

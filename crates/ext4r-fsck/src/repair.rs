@@ -72,6 +72,9 @@ pub struct RepairReport {
     /// A journal found invalid was deleted and a new one made: its size
     /// in blocks, or why it could not be made.
     pub journal_recreated: Option<std::result::Result<u64, String>>,
+    /// Directories whose hash index was rebuilt (pass 3A: those whose
+    /// index was cleared, or all of them under `-D`).
+    pub rehashed: Vec<u32>,
 }
 
 impl RepairReport {
@@ -95,7 +98,9 @@ impl RepairReport {
     /// without marking the filesystem changed, and they reach the disk
     /// with the final superblock write.
     pub fn modified(&self) -> bool {
-        self.marked_valid || self.fixed.iter().any(|p| !quiet_fix(p.code))
+        self.marked_valid
+            || !self.rehashed.is_empty()
+            || self.fixed.iter().any(|p| !quiet_fix(p.code))
     }
 }
 
@@ -254,6 +259,7 @@ fn run(
                 preen_stopped,
                 marked_valid: false,
                 journal_recreated: None,
+                rehashed: Vec::new(),
             });
         }
     }
@@ -327,6 +333,13 @@ fn run(
         fix::apply(&fs, &fixes)?;
     }
     let mut last = check_shared(dev.clone(), &forced, progress)?;
+    let mut rehashed = Vec::new();
+    if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
+        rehashed = rehash(&dev, opts.rehash, &fixed)?;
+        if !rehashed.is_empty() {
+            last = check_shared(dev.clone(), &forced, progress)?;
+        }
+    }
     let mut journal_recreated = None;
     if journal_deleted(&fixed)
         && !last.has_errors()
@@ -337,7 +350,10 @@ fn run(
         journal_recreated = Some(ext4r::tune::add_journal(dev.clone(), opts.now)?);
         last = check_shared(dev.clone(), &forced, progress)?;
     }
-    let changed = journal_replayed.is_some() || !fixed.is_empty() || !orphans_released.is_empty();
+    let changed = journal_replayed.is_some()
+        || !fixed.is_empty()
+        || !orphans_released.is_empty()
+        || !rehashed.is_empty();
     let mut marked_valid = false;
     if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
         marked_valid = mark_checked(&dev, opts.now, changed)?;
@@ -351,7 +367,41 @@ fn run(
         preen_stopped,
         marked_valid,
         journal_recreated,
+        rehashed,
     })
+}
+
+/// Pass 3A on a filesystem the check found clean: the directories whose
+/// index the repair cleared get a new one, as e2fsck rebuilds them (all
+/// directories with `all`, its `-D`). Returns those rebuilt.
+fn rehash(dev: &Arc<dyn BlockDevice>, all: bool, fixed: &[Problem]) -> Result<Vec<u32>, Error> {
+    let fs = open(dev)?;
+    let mut dirs: Vec<u32> = if all {
+        crate::rehash::all_dirs(&fs)
+    } else {
+        fixed
+            .iter()
+            .filter_map(|p| match p.fix {
+                Some(Fix::ClearIndexFlag(ino)) => Some(ino),
+                _ => None,
+            })
+            .collect()
+    };
+    dirs.sort_unstable();
+    dirs.dedup();
+    let mut fixes = Vec::new();
+    let mut done = Vec::new();
+    let lost_found = crate::rehash::lost_found(&fs);
+    for ino in dirs {
+        if let Some(r) = crate::rehash::plan(&fs, ino, lost_found) {
+            fixes.push(Fix::RehashDir(Box::new(r)));
+            done.push(ino);
+        }
+    }
+    if !fixes.is_empty() {
+        fix::apply(&fs, &fixes)?;
+    }
+    Ok(done)
 }
 
 /// Whether the repair deleted a journal it found invalid: e2fsck then

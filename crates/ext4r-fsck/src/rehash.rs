@@ -1,0 +1,395 @@
+//! Pass 3A, as e2fsck's `rehash.c`: a directory's hash index rebuilt
+//! from its live entries. The repair does it for directories whose
+//! broken index it cleared (rather than leave them linear), and for every
+//! indexed-capable directory under `-D`.
+//!
+//! The entries are sorted by name hash and laid over the directory's own
+//! blocks in logical order: block 0 the root, then the interior nodes of
+//! a two-level tree, then the leaves, each filled to e2fsck's four fifths.
+//! Blocks past those are released when the extents sit in the inode
+//! (else every block is kept and the entries spread over them all); a
+//! directory whose entries fit one block becomes a linear one. Nothing is
+//! allocated, and /lost+found keeps all its blocks, as with e2fsck.
+
+use std::collections::HashSet;
+
+use ext4r::fs::Filesystem;
+use ext4r_format::dir::{
+    rec_len_for_name, set_dir_block_checksum, DirBlockBuilder, DirBlockIter, DIR_TAIL_SIZE,
+};
+use ext4r_format::extent::EXTENT_MAGIC;
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::htree::{
+    dx_hash, dx_limit, effective_hash_version, set_dx_checksum, write_dx_node, write_dx_root,
+    DxEntry, DxRoot, DX_NODE_COUNT_OFFSET, DX_ROOT_COUNT_OFFSET,
+};
+use ext4r_format::inode::{inode_csum_seed, InodeFlags};
+use ext4r_format::superblock::FLAGS_UNSIGNED_HASH;
+use ext4r_format::InodeNr;
+
+/// A directory laid out anew: its blocks' new contents (checksums set),
+/// written over the old ones, and the INDEX flag set on the inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rebuilt {
+    /// The directory.
+    pub ino: u32,
+    /// (physical block, contents) in logical order.
+    pub blocks: Vec<(u64, Vec<u8>)>,
+    /// Whether it is indexed now (else linear: its entries fit in block 0).
+    pub index: bool,
+    /// The blocks released at its end, with the inode's new extent root
+    /// (`i_block`) and size; empty when it keeps all its blocks.
+    pub release: Vec<u64>,
+    /// The new `i_block` and `i_size` when blocks are released.
+    pub shrunk: Option<([u8; 60], u64)>,
+}
+
+/// One live entry: its hash (major, minor), name, inode and file type.
+struct Entry {
+    hash: (u32, u32),
+    name: Vec<u8>,
+    ino: u32,
+    ft: u8,
+}
+
+/// The inode /lost+found names, if any.
+pub(crate) fn lost_found(fs: &Filesystem) -> Option<u32> {
+    let root = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT)).ok()?;
+    fs.lookup(&root, b"lost+found").ok().flatten().map(|i| i.0)
+}
+
+/// Directories worth indexing: every directory reachable from the root
+/// with more than one block, for `-D`.
+pub(crate) fn all_dirs(fs: &Filesystem) -> Vec<u32> {
+    let root = ext4r_format::inode::ino::ROOT;
+    let mut seen = HashSet::from([root]);
+    let mut todo = vec![root];
+    let mut out = Vec::new();
+    // A bound against loops the check would have reported anyway.
+    while let Some(ino) = todo.pop() {
+        if seen.len() > 10_000_000 {
+            break;
+        }
+        let Ok(info) = fs.inode(InodeNr(ino)) else {
+            continue;
+        };
+        if !info.inode.is_dir() {
+            continue;
+        }
+        out.push(ino);
+        let Ok(entries) = fs.read_dir(&info) else {
+            continue;
+        };
+        for e in entries {
+            if e.is_dot() || !seen.insert(e.ino.0) {
+                continue;
+            }
+            // Without the filetype feature every entry is looked at.
+            if matches!(
+                e.kind,
+                ext4r::fs::FileKind::Directory | ext4r::fs::FileKind::Unknown
+            ) {
+                todo.push(e.ino.0);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The new layout of directory `ino`, or None when it is left as it is:
+/// no dir_index feature, one block (nothing to index), inline data,
+/// encrypted or casefolded names (hashed with keys or folding this
+/// version does not do), holes, entries that do not parse, or a tree
+/// deeper than two levels. `lost_found` keeps all its blocks, as e2fsck
+/// keeps them (room to reconnect files without allocating).
+pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option<Rebuilt> {
+    let sb = fs.superblock();
+    if !sb.has_compat(Compat::DIR_INDEX) {
+        return None;
+    }
+    let info = fs.inode(InodeNr(ino)).ok()?;
+    let flags = info.inode.flags();
+    if !info.inode.is_dir()
+        || flags.intersects(InodeFlags::INLINE_DATA | InodeFlags::ENCRYPT | InodeFlags::CASEFOLD)
+    {
+        return None;
+    }
+    let bs = fs.block_size();
+    let bsz = bs as usize;
+    // The blocks in logical order, without holes or unwritten runs.
+    let mut phys = Vec::new();
+    for r in fs.runs(&info).ok()? {
+        if r.unwritten || r.logical != phys.len() as u64 {
+            return None;
+        }
+        phys.extend(r.physical..r.physical + r.len);
+    }
+    if phys.len() < 2 || info.inode.size() != phys.len() as u64 * u64::from(bs) {
+        return None;
+    }
+    let stored = sb.s_def_hash_version;
+    let version = effective_hash_version(stored, sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0);
+    let seed = sb.hash_seed();
+    let mut parent = None;
+    let mut entries = Vec::new();
+    let mut buf = vec![0u8; bsz];
+    for (l, &b) in phys.iter().enumerate() {
+        fs.device().read_at(&mut buf, b * u64::from(bs)).ok()?;
+        for e in DirBlockIter::with_block_size(&buf, bs) {
+            let e = e.ok()?;
+            if e.inode.0 == 0 {
+                continue;
+            }
+            if l == 0 && e.name == b".." {
+                parent = Some(e.inode.0);
+                continue;
+            }
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let h = dx_hash(version, e.name, &seed).ok()?;
+            entries.push(Entry {
+                hash: (h.major, h.minor),
+                name: e.name.to_vec(),
+                ino: e.inode.0,
+                ft: e.file_type,
+            });
+        }
+    }
+    let parent = parent?;
+    let shrinkable = lost_found != Some(ino) && can_shrink(fs, &info.inode.i_block, flags);
+    entries.sort_by(|a, b| (a.hash, &a.name).cmp(&(b.hash, &b.name)));
+    let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
+    let filetype = sb.has_incompat(Incompat::FILETYPE);
+    let dseed = inode_csum_seed(sb.csum_seed(), InodeNr(ino), info.inode.generation());
+    let dir_ft = if filetype {
+        ext4r_format::dir::ft::DIR
+    } else {
+        0
+    };
+    let room = bsz - if csum { DIR_TAIL_SIZE } else { 0 };
+    let total: usize = entries.iter().map(|e| rec_len_for_name(e.name.len())).sum();
+    // Too few for an index (e2fsck's test): one linear block with them
+    // all, the others empty (e2fsck would also release those; they stay).
+    if total + 24 <= room {
+        let keep = if shrinkable { 1 } else { phys.len() };
+        let mut blocks = Vec::with_capacity(keep);
+        for (l, &b) in phys.iter().enumerate().take(keep) {
+            let mut d = DirBlockBuilder::new(bs, csum).ok()?;
+            if l == 0 {
+                d.push(InodeNr(ino), b".", dir_ft).ok()?;
+                d.push(InodeNr(parent), b"..", dir_ft).ok()?;
+                for e in &entries {
+                    d.push(InodeNr(e.ino), &e.name, e.ft).ok()?;
+                }
+            }
+            let mut blk = d.finish().ok()?;
+            if csum {
+                set_dir_block_checksum(dseed, &mut blk).ok()?;
+            }
+            blocks.push((b, blk));
+        }
+        return Some(shrink(ino, blocks, false, &phys, &info.inode.i_block, bs));
+    }
+    // Levels: the root's slots for leaves, or for interior nodes each
+    // taking as many leaves as it holds.
+    let root_limit = usize::from(dx_limit(bsz, DX_ROOT_COUNT_OFFSET, csum));
+    let node_limit = usize::from(dx_limit(bsz, DX_NODE_COUNT_OFFSET, csum));
+    // As few leaves as e2fsck fills (each to within its slack of full),
+    // when the blocks past them can be released; else all the blocks.
+    let needed = leaves_needed(&entries, room);
+    let needed_nodes = if needed <= root_limit {
+        0
+    } else {
+        needed.div_ceil(node_limit)
+    };
+    let (nodes, leaves) = if shrinkable && 1 + needed_nodes + needed < phys.len() {
+        (needed_nodes, needed)
+    } else {
+        let avail = phys.len() - 1;
+        let k = if avail <= root_limit {
+            0
+        } else {
+            avail.div_ceil(node_limit + 1)
+        };
+        (k, avail - k)
+    };
+    if nodes > root_limit {
+        return None;
+    }
+    let groups = spread(&entries, leaves, bsz, csum)?;
+    let mut out = Vec::with_capacity(phys.len());
+    // Index entries (hash, logical block) for the leaves.
+    let mut index = Vec::with_capacity(leaves);
+    let mut prev_last: Option<u32> = None;
+    let mut prev_hash = 0u32;
+    for (i, g) in groups.iter().enumerate() {
+        let lblk = (1 + nodes + i) as u32;
+        let hash = match (g.first(), prev_last) {
+            (Some(e), Some(last)) if e.hash.0 == last => e.hash.0 | 1,
+            (Some(e), _) => e.hash.0,
+            (None, _) => prev_hash,
+        };
+        prev_hash = hash;
+        if let Some(e) = g.last() {
+            prev_last = Some(e.hash.0);
+        }
+        index.push(DxEntry::new(hash, lblk));
+        let mut b = DirBlockBuilder::new(bs, csum).ok()?;
+        for e in g.iter() {
+            b.push(InodeNr(e.ino), &e.name, e.ft).ok()?;
+        }
+        let mut blk = b.finish().ok()?;
+        if csum {
+            set_dir_block_checksum(dseed, &mut blk).ok()?;
+        }
+        out.push((phys[1 + nodes + i], blk));
+    }
+    let mut head = Vec::with_capacity(1 + nodes);
+    let root_entries: Vec<DxEntry> = if nodes == 0 {
+        index
+    } else {
+        let per = leaves.div_ceil(nodes);
+        let mut r = Vec::with_capacity(nodes);
+        for (k, chunk) in index.chunks(per).enumerate() {
+            let mut blk = vec![0u8; bsz];
+            write_dx_node(&mut blk, chunk, csum).ok()?;
+            if csum {
+                set_dx_checksum(dseed, &mut blk).ok()?;
+            }
+            r.push(DxEntry::new(chunk[0].hash.get(), (1 + k) as u32));
+            head.push((phys[1 + k], blk));
+        }
+        // Fewer chunks than planned nodes would leave a block unindexed.
+        if r.len() != nodes {
+            return None;
+        }
+        r
+    };
+    let root = DxRoot::new(
+        InodeNr(ino),
+        InodeNr(parent),
+        bs,
+        stored,
+        nodes.min(1) as u8,
+    )
+    .ok()?;
+    let mut blk = vec![0u8; bsz];
+    write_dx_root(&mut blk, &root, &root_entries, csum).ok()?;
+    if !filetype {
+        blk[7] = 0;
+        blk[12 + 7] = 0;
+    }
+    if csum {
+        set_dx_checksum(dseed, &mut blk).ok()?;
+    }
+    let mut blocks = vec![(phys[0], blk)];
+    blocks.extend(head);
+    blocks.extend(out);
+    Some(shrink(ino, blocks, true, &phys, &info.inode.i_block, bs))
+}
+
+/// The rebuilt directory, releasing the blocks past those written.
+fn shrink(
+    ino: u32,
+    blocks: Vec<(u64, Vec<u8>)>,
+    index: bool,
+    phys: &[u64],
+    i_block: &[u8; 60],
+    bs: u32,
+) -> Rebuilt {
+    let keep = blocks.len();
+    let shrunk = (keep < phys.len())
+        .then(|| trim_extents(i_block, keep as u32))
+        .flatten();
+    let release = if shrunk.is_some() {
+        phys[keep..].to_vec()
+    } else {
+        Vec::new()
+    };
+    Rebuilt {
+        ino,
+        blocks,
+        index,
+        release,
+        shrunk: shrunk.map(|ib| (ib, keep as u64 * u64::from(bs))),
+    }
+}
+
+/// Whether a directory's blocks can be released: its extents all in the
+/// inode (a tree of depth 0) and one block per cluster.
+fn can_shrink(fs: &Filesystem, i_block: &[u8; 60], flags: InodeFlags) -> bool {
+    let word = |i: usize| u16::from_le_bytes([i_block[i], i_block[i + 1]]);
+    flags.contains(InodeFlags::EXTENTS)
+        && fs.geometry().cluster_bits == 0
+        && word(0) == EXTENT_MAGIC
+        && word(6) == 0
+}
+
+/// The extent root cut to the first `keep` logical blocks; None when an
+/// extent entry does not parse.
+fn trim_extents(i_block: &[u8; 60], keep: u32) -> Option<[u8; 60]> {
+    let mut out = *i_block;
+    let n = usize::from(u16::from_le_bytes([i_block[2], i_block[3]])).min(4);
+    let mut kept = 0usize;
+    for k in 0..n {
+        let e = &i_block[12 + k * 12..24 + k * 12];
+        let start = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+        let raw = u16::from_le_bytes([e[4], e[5]]);
+        if raw > 32768 || start >= keep {
+            continue;
+        }
+        let len = u32::from(raw).min(keep - start);
+        let mut rec = [0u8; 12];
+        rec.copy_from_slice(e);
+        rec[4..6].copy_from_slice(&(len as u16).to_le_bytes());
+        out[12 + kept * 12..24 + kept * 12].copy_from_slice(&rec);
+        kept += 1;
+    }
+    out[12 + kept * 12..].fill(0);
+    out[2..4].copy_from_slice(&(kept as u16).to_le_bytes());
+    Some(out)
+}
+
+/// Leaves e2fsck's layout takes: each filled until less than its slack
+/// (a fifth of the block) is left.
+fn leaves_needed(entries: &[Entry], room: usize) -> usize {
+    let limit = room - room / 5;
+    let mut n = 1;
+    let mut used = 0;
+    for e in entries {
+        let r = rec_len_for_name(e.name.len());
+        if used + r > limit && used > 0 {
+            n += 1;
+            used = 0;
+        }
+        used += r;
+    }
+    n
+}
+
+/// Splits the sorted entries over `leaves` blocks, each taking an even
+/// share of what is left (so none is full and later inserts have room);
+/// None when they do not fit.
+fn spread(entries: &[Entry], leaves: usize, bsz: usize, csum: bool) -> Option<Vec<&[Entry]>> {
+    let room = bsz - if csum { DIR_TAIL_SIZE } else { 0 };
+    let size = |e: &Entry| rec_len_for_name(e.name.len());
+    let mut left: usize = entries.iter().map(size).sum();
+    let mut out = Vec::with_capacity(leaves);
+    let mut at = 0;
+    for i in 0..leaves {
+        let share = left.div_ceil(leaves - i);
+        let (mut used, start) = (0, at);
+        while let Some(e) = entries.get(at) {
+            if used >= share || used + size(e) > room {
+                break;
+            }
+            used += size(e);
+            at += 1;
+        }
+        left -= used;
+        out.push(&entries[start..at]);
+    }
+    (at == entries.len()).then_some(out)
+}
