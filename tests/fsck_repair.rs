@@ -171,6 +171,31 @@ fn poke_block(img: &Path, blk: u64, bytes: &[u8]) {
     poke(img, blk * block_size(img), bytes);
 }
 
+/// The blocks of the resize inode: (its double-indirect block, the
+/// lowest primary reserved GDT block), from debugfs's block list.
+fn resize_blocks(img: &Path) -> (u64, u64) {
+    let d = debugfs_out(img, "stat <7>");
+    let num = |tag: &str| -> Vec<u64> {
+        d.split(tag)
+            .skip(1)
+            .filter_map(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .collect()
+    };
+    let dind = num("(DIND):")[0];
+    let gdt = num("(IND):").into_iter().min().unwrap();
+    (dind, gdt)
+}
+
+/// debugfs's view of the resize inode without what a recreation changes
+/// (times, and the checksum over them).
+fn resize_inode_stat(img: &Path) -> String {
+    debugfs_out(img, "stat <7>")
+        .lines()
+        .filter(|l| !l.contains("time") && !l.contains("checksum"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// (name, damage, paths it may lose or change)
 type Damage = (&'static str, fn(&Path), &'static [&'static str]);
 
@@ -258,6 +283,29 @@ const DAMAGES: &[Damage] = &[
         &[],
     ),
     ("superblock magic", damage_superblock, &[]),
+    // The resize inode is recreated as mke2fs makes it.
+    ("resize inode cleared", |i| debugfs(i, "clri <7>"), &[]),
+    (
+        "resize inode block map",
+        |i| debugfs(i, "sif <7> block[0] 1234"),
+        &[],
+    ),
+    (
+        "resize inode double-indirect block",
+        |i| poke_block(i, resize_blocks(i).0, &[0xff; 64]),
+        &[],
+    ),
+    (
+        "resize inode reserved GDT block",
+        |i| poke_block(i, resize_blocks(i).1, &[1, 2, 3, 4]),
+        &[],
+    ),
+    // Reserved GDT blocks dropped with the feature, the inode cleared.
+    (
+        "resize_inode feature off",
+        |i| debugfs(i, "feature ^resize_inode"),
+        &[],
+    ),
 ];
 
 #[test]
@@ -305,13 +353,16 @@ fn repairs_leave_e2fsck_clean_images_and_untouched_files_intact() {
             })
             .map(|(k, _)| k)
             .collect();
-        // e2fsck -n counts wrong superblock summaries and descriptor
-        // checksums as harmless (exit 0, "IGNORED"), but reports them, and
+        // e2fsck -n counts wrong superblock summaries, descriptor
+        // checksums and a resize inode without its feature as harmless (exit 0, "IGNORED"), but reports them, and
         // looks for lost+found only when it may create it.
         let pre_ok = pre != 0
             || matches!(
                 *name,
-                "superblock counts" | "group descriptor checksum" | "missing lost+found"
+                "superblock counts"
+                    | "group descriptor checksum"
+                    | "missing lost+found"
+                    | "resize_inode feature off"
             );
         // Clean means no question declined and nothing ignored either.
         let clean_after = after == 0 && !eout.contains("? no") && !eout.contains("IGNORED");
@@ -325,15 +376,19 @@ fn repairs_leave_e2fsck_clean_images_and_untouched_files_intact() {
         // A journal deleted as invalid is made anew, as e2fsck does.
         let journal_back = *name != "journal superblock magic"
             || debugfs_out(&img, "features").contains("has_journal");
+        // A recreated resize inode is mke2fs's.
+        let resize_same = !name.starts_with("resize inode")
+            || resize_inode_stat(&img) == resize_inode_stat(&base);
         let ok = pre_ok
             && journal_back
+            && resize_same
             && rc == Some(want_rc)
             && clean_after
             && again == Some(0)
             && lost.is_empty();
         println!(
             "{}: {name}: e2fsck before {pre}, ours -fy {rc:?}, e2fsck after {after}, ours -fn {again:?}, \
-             journal {journal_back}, files changed {}",
+             journal {journal_back}, resize inode {resize_same}, files changed {}",
             if ok { "ok" } else { "FAILED" },
             lost.len()
         );

@@ -7,6 +7,8 @@
 //! idempotent and computed from what the check saw, so a round that is cut
 //! short leaves an image the next run repairs the same way.
 
+mod resize;
+
 use std::collections::BTreeMap;
 
 use ext4r::fs::Filesystem;
@@ -180,6 +182,11 @@ pub enum Fix {
     InlineSalvage(u32, u64, usize, Option<usize>),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
+    /// Rewrite the resize inode as mke2fs makes it, its double-indirect
+    /// block here (see [`crate::resize_inode`]).
+    RecreateResizeInode(u64),
+    /// Turn the resize_inode feature off and zero `s_reserved_gdt_blocks`.
+    DropResizeFeature,
 }
 
 /// Writes `fixes` to the filesystem's device.
@@ -657,6 +664,8 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
+            Fix::RecreateResizeInode(dind) => self.recreate_resize_inode(*dind)?,
+            Fix::DropResizeFeature => self.drop_resize_feature(),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
                 f.ro_compat.remove(RoCompat::ORPHAN_PRESENT);

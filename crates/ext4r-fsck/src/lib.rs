@@ -46,6 +46,7 @@ mod prompt;
 mod really_dir;
 mod relocate;
 mod repair;
+mod resize_inode;
 mod salvage;
 mod symlink;
 
