@@ -29,7 +29,8 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
             0,
             "PR_0_DISABLE_RESIZE_INODE",
             "Resize_inode and meta_bg features are enabled. Those features are\n\
-             not compatible. Resize inode should be disabled.".into(),
+             not compatible. Resize inode should be disabled."
+                .into(),
             Fix::DropResizeFeature,
         );
         return;

@@ -12,8 +12,7 @@ impl Writer<'_> {
     pub(super) fn recreate_resize_inode(&mut self, dind: u64) -> Result<()> {
         let geo = self.fs.geometry().clone();
         let now = i64::from(self.now);
-        let made =
-            ext4r::mkfs::resize_inode::build(&geo, geo.inode_size as usize, dind, now);
+        let made = ext4r::mkfs::resize_inode::build(&geo, geo.inode_size as usize, dind, now);
         for (b, data) in made.blocks {
             *self.block(b, BlockKind::Plain)? = data;
         }
