@@ -171,6 +171,31 @@ fn poke_block(img: &Path, blk: u64, bytes: &[u8]) {
     poke(img, blk * block_size(img), bytes);
 }
 
+/// The blocks of the resize inode: (its double-indirect block, the
+/// lowest primary reserved GDT block), from debugfs's block list.
+fn resize_blocks(img: &Path) -> (u64, u64) {
+    let d = debugfs_out(img, "stat <7>");
+    let num = |tag: &str| -> Vec<u64> {
+        d.split(tag)
+            .skip(1)
+            .filter_map(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .collect()
+    };
+    let dind = num("(DIND):")[0];
+    let gdt = num("(IND):").into_iter().min().unwrap();
+    (dind, gdt)
+}
+
+/// debugfs's view of the resize inode without what a recreation changes
+/// (times, and the checksum over them).
+fn resize_inode_stat(img: &Path) -> String {
+    debugfs_out(img, "stat <7>")
+        .lines()
+        .filter(|l| !l.contains("time") && !l.contains("checksum"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// (name, damage, paths it may lose or change)
 type Damage = (&'static str, fn(&Path), &'static [&'static str]);
 
@@ -258,6 +283,29 @@ const DAMAGES: &[Damage] = &[
         &[],
     ),
     ("superblock magic", damage_superblock, &[]),
+    // The resize inode is recreated as mke2fs makes it.
+    ("resize inode cleared", |i| debugfs(i, "clri <7>"), &[]),
+    (
+        "resize inode block map",
+        |i| debugfs(i, "sif <7> block[0] 1234"),
+        &[],
+    ),
+    (
+        "resize inode double-indirect block",
+        |i| poke_block(i, resize_blocks(i).0, &[0xff; 64]),
+        &[],
+    ),
+    (
+        "resize inode reserved GDT block",
+        |i| poke_block(i, resize_blocks(i).1, &[1, 2, 3, 4]),
+        &[],
+    ),
+    // Reserved GDT blocks dropped with the feature, the inode cleared.
+    (
+        "resize_inode feature off",
+        |i| debugfs(i, "feature ^resize_inode"),
+        &[],
+    ),
 ];
 
 #[test]
@@ -305,13 +353,16 @@ fn repairs_leave_e2fsck_clean_images_and_untouched_files_intact() {
             })
             .map(|(k, _)| k)
             .collect();
-        // e2fsck -n counts wrong superblock summaries and descriptor
-        // checksums as harmless (exit 0, "IGNORED"), but reports them, and
+        // e2fsck -n counts wrong superblock summaries, descriptor
+        // checksums and a resize inode without its feature as harmless (exit 0, "IGNORED"), but reports them, and
         // looks for lost+found only when it may create it.
         let pre_ok = pre != 0
             || matches!(
                 *name,
-                "superblock counts" | "group descriptor checksum" | "missing lost+found"
+                "superblock counts"
+                    | "group descriptor checksum"
+                    | "missing lost+found"
+                    | "resize_inode feature off"
             );
         // Clean means no question declined and nothing ignored either.
         let clean_after = after == 0 && !eout.contains("? no") && !eout.contains("IGNORED");
@@ -325,15 +376,19 @@ fn repairs_leave_e2fsck_clean_images_and_untouched_files_intact() {
         // A journal deleted as invalid is made anew, as e2fsck does.
         let journal_back = *name != "journal superblock magic"
             || debugfs_out(&img, "features").contains("has_journal");
+        // A recreated resize inode is mke2fs's.
+        let resize_same = !name.starts_with("resize inode")
+            || resize_inode_stat(&img) == resize_inode_stat(&base);
         let ok = pre_ok
             && journal_back
+            && resize_same
             && rc == Some(want_rc)
             && clean_after
             && again == Some(0)
             && lost.is_empty();
         println!(
             "{}: {name}: e2fsck before {pre}, ours -fy {rc:?}, e2fsck after {after}, ours -fn {again:?}, \
-             journal {journal_back}, files changed {}",
+             journal {journal_back}, resize inode {resize_same}, files changed {}",
             if ok { "ok" } else { "FAILED" },
             lost.len()
         );
@@ -406,4 +461,125 @@ fn interactive_runs_need_a_terminal_and_obey_the_answers() {
         eout.contains("group #0") && !eout.contains("group #1"),
         "{eout}"
     );
+}
+
+/// A loop device on an image, detached when dropped.
+struct Loop(String);
+
+impl Loop {
+    fn new(img: &Path) -> Self {
+        let o = run(Command::new("losetup").args(["-f", "--show"]).arg(img));
+        assert!(o.status.success(), "losetup: {o:?}");
+        Loop(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+/// `-j`: transactions debugfs wrote to an external journal device are
+/// replayed as e2fsck -fy -j replays them (the same filesystem and
+/// journal afterwards, but for the superblock's write time and counters),
+/// and a journal device of another filesystem stops the check as e2fsck
+/// stops it.
+#[test]
+fn external_journal_is_replayed_as_e2fsck_does() {
+    if !is_root() || !have("losetup") || !have("debugfs") || !have("e2fsck") {
+        eprintln!("SKIP: needs root, losetup, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("extjournal");
+    let (jdev, img) = (dir.path("journal.img"), dir.path("fs.img"));
+    let mk = |args: &[&str], path: &Path, size: &str| {
+        let o = run(Command::new("mke2fs")
+            .args(["-q", "-F", "-b", "4096"])
+            .args(args)
+            .arg(path)
+            .arg(size));
+        assert!(o.status.success(), "mke2fs {args:?}: {o:?}");
+    };
+    mk(&["-O", "journal_dev"], &jdev, "4M");
+    {
+        // mke2fs takes only a block device as the journal.
+        let lo = Loop::new(&jdev);
+        mk(
+            &["-t", "ext4", "-J", &format!("device={}", lo.0)],
+            &img,
+            "64M",
+        );
+    }
+    // debugfs reads whole blocks from the data file.
+    let (d1, d2) = (dir.path("d1"), dir.path("d2"));
+    fs::write(&d1, b"hello-one\n".repeat(410)).unwrap();
+    fs::write(&d2, b"hello-two\n".repeat(820)).unwrap();
+    let cmds = dir.path("cmds");
+    fs::write(
+        &cmds,
+        format!(
+            "jo -f {}\njw -b 10000 {}\njw -b 10001,10002 {}\njw -r 10002\njc\n",
+            jdev.display(),
+            d1.display(),
+            d2.display()
+        ),
+    )
+    .unwrap();
+    let o = run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(&cmds)
+        .arg(&img));
+    assert!(o.status.success(), "debugfs: {o:?}");
+    assert!(debugfs_out(&img, "features").contains("needs_recovery"));
+
+    let copy = |tag: &str| {
+        let (f, j) = (
+            dir.path(&format!("{tag}.img")),
+            dir.path(&format!("{tag}.j")),
+        );
+        fs::copy(&img, &f).unwrap();
+        fs::copy(&jdev, &j).unwrap();
+        (f, j)
+    };
+    let (ours, ours_j) = copy("ours");
+    let (theirs, theirs_j) = copy("theirs");
+    let o = run(ext4r().args(["fsck", "-fy", "-j"]).arg(&ours_j).arg(&ours));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains("recovering journal"), "{out}");
+    let e = run(Command::new("e2fsck")
+        .args(["-fy", "-j"])
+        .arg(&theirs_j)
+        .arg(&theirs));
+    assert_eq!(o.status.code(), e.status.code(), "{out}\n{e:?}");
+    // The superblock (write time, kbytes written, checksum) aside, the
+    // filesystems and the journals are the same.
+    let (a, b) = (fs::read(&ours).unwrap(), fs::read(&theirs).unwrap());
+    let differ: Vec<usize> = (0..a.len())
+        .filter(|&i| a[i] != b[i] && !(1024..2048).contains(&i))
+        .take(10)
+        .collect();
+    assert!(differ.is_empty(), "filesystems differ at {differ:?}");
+    assert!(fs::read(&ours_j).unwrap() == fs::read(&theirs_j).unwrap());
+    assert!(a[10000 * 4096..].starts_with(b"hello-one"));
+    assert!(a[10001 * 4096..].starts_with(b"hello-two"));
+    // Block 10002 was revoked.
+    assert!(a[10002 * 4096..10003 * 4096].iter().all(|&x| x == 0));
+    let clean = run(Command::new("e2fsck")
+        .args(["-fn", "-j"])
+        .arg(&ours_j)
+        .arg(&ours));
+    assert_eq!(clean.status.code(), Some(0), "{clean:?}");
+
+    // Another filesystem's journal device.
+    let other = dir.path("other.j");
+    mk(&["-O", "journal_dev"], &other, "4M");
+    let o = run(ext4r().args(["fsck", "-fn", "-j"]).arg(&other).arg(&img));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains("External journal does not support this filesystem"),
+        "{out}"
+    );
+    assert_eq!(o.status.code(), Some(8), "{out}");
 }

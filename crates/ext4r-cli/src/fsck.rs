@@ -48,7 +48,8 @@ struct Args {
     /// Block size to look for the superblock copy with.
     #[arg(short = 'B', value_name = "blocksize")]
     block_size: Option<u32>,
-    /// External journal (accepted; external journals are not checked yet).
+    /// External journal device: checked against the filesystem, and
+    /// replayed before a repair.
     #[arg(short = 'j', value_name = "external_journal")]
     journal: Option<PathBuf>,
     /// Extended options: journal_only (replay the journal and stop).
@@ -77,6 +78,28 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         }
     };
     ExitCode::from(run(&a))
+}
+
+/// The journal device given with `-j`, opened for writing when the run
+/// may replay it.
+fn external_journal(a: &Args, write: bool) -> Result<Option<ext4r_fsck::ExternalJournal>, u8> {
+    let Some(path) = &a.journal else {
+        return Ok(None);
+    };
+    let mode = OpenMode {
+        write,
+        ..OpenMode::default()
+    };
+    match FileDevice::open(path, mode) {
+        Ok(d) => Ok(Some(ext4r_fsck::ExternalJournal(std::sync::Arc::new(d)))),
+        Err(e) => {
+            eprintln!(
+                "fsck.ext4r: {e}\nfsck.ext4r: while checking journal for {}",
+                a.device.display()
+            );
+            Err(EXIT_ERROR)
+        }
+    }
 }
 
 fn run(a: &Args) -> u8 {
@@ -111,6 +134,10 @@ fn run(a: &Args) -> u8 {
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;
     opts.now = now();
+    opts.external_journal = match external_journal(a, false) {
+        Ok(j) => j,
+        Err(code) => return code,
+    };
     let started = Instant::now();
     let bar = a.progress_fd == Some(0) && std::io::stdout().is_terminal() && !a.json;
     let mut last_pct = u64::MAX;
@@ -216,6 +243,10 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     opts.block_size = a.block_size;
     opts.now = now();
     opts.rehash = a.optimize_dirs;
+    opts.external_journal = match external_journal(a, true) {
+        Ok(j) => j,
+        Err(code) => return code,
+    };
     let how = if a.preen {
         ext4r_fsck::Mode::Preen
     } else {

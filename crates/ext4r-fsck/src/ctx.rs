@@ -110,6 +110,10 @@ pub(crate) struct Ctx {
     pub relocate: Vec<(u32, crate::relocate::Meta)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
     pub skip_to_pass5: bool,
+    /// Inode 7 is invalid: recreated at the end of pass 1.
+    pub resize_recreate: bool,
+    /// The journal device given with `-j`.
+    pub external_journal: Option<crate::ExternalJournal>,
     /// The check serves a repair run (answers "yes"): some dead ends of a
     /// read-only check are repairable then.
     pub repairing: bool,
@@ -148,6 +152,8 @@ impl Ctx {
             reconnects: Vec::new(),
             relocate: Vec::new(),
             skip_to_pass5: false,
+            resize_recreate: false,
+            external_journal: None,
             repairing: false,
             bad_blocks: Vec::new(),
             free_blocks_total: 0,

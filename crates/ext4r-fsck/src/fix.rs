@@ -7,6 +7,8 @@
 //! idempotent and computed from what the check saw, so a round that is cut
 //! short leaves an image the next run repairs the same way.
 
+mod resize;
+
 use std::collections::BTreeMap;
 
 use ext4r::fs::Filesystem;
@@ -184,6 +186,11 @@ pub enum Fix {
     /// block) over its old ones and set or clear its INDEX flag (pass 3A,
     /// see [`crate::rehash`]).
     RehashDir(Box<crate::rehash::Rebuilt>),
+    /// Rewrite the resize inode as mke2fs makes it, its double-indirect
+    /// block here (see [`crate::resize_inode`]).
+    RecreateResizeInode(u64),
+    /// Turn the resize_inode feature off and zero `s_reserved_gdt_blocks`.
+    DropResizeFeature,
 }
 
 /// Writes `fixes` to the filesystem's device.
@@ -682,6 +689,8 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
+            Fix::RecreateResizeInode(dind) => self.recreate_resize_inode(*dind)?,
+            Fix::DropResizeFeature => self.drop_resize_feature(),
             Fix::ClearOrphanPresent => {
                 let mut f = self.sb.features();
                 f.ro_compat.remove(RoCompat::ORPHAN_PRESENT);

@@ -27,6 +27,7 @@ mod ctx;
 mod dot;
 mod dup;
 mod ea_region;
+mod external_journal;
 mod fix;
 mod htree;
 mod htree_root;
@@ -47,6 +48,7 @@ mod really_dir;
 mod rehash;
 mod relocate;
 mod repair;
+mod resize_inode;
 mod salvage;
 mod symlink;
 
@@ -57,6 +59,7 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r_format::features::Incompat;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
+pub use external_journal::ExternalJournal;
 pub use fix::{apply as apply_fixes, Fix};
 pub use problem::{Problem, Problems, Severity};
 pub use prompt::prompt;
@@ -93,6 +96,8 @@ pub struct Options {
     /// Rebuild the hash index of every directory in a repair (`-D`,
     /// e2fsck's pass 3A for all directories).
     pub rehash: bool,
+    /// The journal device of a filesystem with an external journal (`-j`).
+    pub external_journal: Option<ExternalJournal>,
 }
 
 /// Counts for the summary line, as e2fsck prints them.
@@ -240,6 +245,7 @@ pub fn check_shared(
     let summary_if_clean = clean.as_ref().map(|_| ctx::summary_from_superblock(&fs));
     let mut c = ctx::Ctx::new(fs);
     c.repairing = opts.repairing;
+    c.external_journal = opts.external_journal.clone();
     c.notes = notes;
     let mut first_pass = 0;
     if let (Some(why), Some(summary)) = (clean, summary_if_clean) {

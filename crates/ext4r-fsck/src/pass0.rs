@@ -399,7 +399,9 @@ fn journal(c: &mut Ctx) {
         return;
     }
     if inum == 0 {
-        if sb.s_journal_uuid != [0; 16] {
+        if let (Some(ext), true) = (c.external_journal.clone(), sb.s_journal_uuid != [0; 16]) {
+            crate::external_journal::check(c, &ext);
+        } else if sb.s_journal_uuid != [0; 16] {
             // As e2fsck without -j: the journal cannot be found.
             c.p.error(
                 0,

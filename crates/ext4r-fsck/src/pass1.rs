@@ -101,6 +101,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         }
     });
     finish_xattr_blocks(c);
+    crate::resize_inode::finish(c);
     c.index_groups();
     c.ea_refs.sort_unstable();
     c.ea_refs.dedup();
@@ -567,27 +568,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
         special::BAD if inode.links_count() == 0 && inode.block_words().iter().any(|&w| w != 0) => {
             let _ = pass1_map::blockmap(c, ino, inode, false);
         }
-        special::RESIZE => {
-            let has = c.sb.has_compat(Compat::RESIZE_INODE);
-            let dind = inode.block_words()[13];
-            if !has {
-                if inode.mode() != 0 || dind != 0 {
-                    c.p.error(
-                        0,
-                        "PR_0_CLEAR_RESIZE_INODE",
-                        "Resize_inode not enabled, but the resize inode is non-zero.".into(),
-                    );
-                }
-            } else if dind == 0 || !c.valid_range(u64::from(dind), 1) {
-                c.p.error(
-                    0,
-                    "PR_0_RESIZE_INODE_INVALID",
-                    "Resize inode not valid.".into(),
-                );
-            } else {
-                c.claim(u64::from(dind), 1, ino);
-            }
-        }
+        special::RESIZE => crate::resize_inode::check(c, inode),
         // Only reached when the superblock names no journal here.
         special::JOURNAL
             if inode.links_count() != 0

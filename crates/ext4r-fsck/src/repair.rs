@@ -201,7 +201,17 @@ fn run(
             return Err(Error::Open(e));
         }
     }
-    let journal_replayed = replay_journal(&dev)?;
+    let journal_replayed = match &opts.external_journal {
+        Some(ext) => match open(&dev) {
+            Ok(fs) => crate::external_journal::replay(&dev, fs.superblock(), ext)?,
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let journal_replayed = match journal_replayed {
+        Some(r) => Some(r),
+        None => replay_journal(&dev)?,
+    };
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
     let counts_bad = !opts.force && counts_beyond_totals(&dev);

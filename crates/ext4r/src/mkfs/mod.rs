@@ -16,6 +16,7 @@ mod layout;
 pub(crate) mod objects;
 mod params;
 pub(crate) mod quota;
+pub mod resize_inode;
 mod runs;
 mod write;
 
@@ -218,16 +219,7 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
     l.alloc_inode(1, false);
     // Resize inode.
     if l.sb.has_compat(Compat::RESIZE_INODE) {
-        let sb_blk = if bs == 1024 && l.geo.first_data_block == 0 {
-            1
-        } else {
-            l.geo.first_data_block
-        };
-        let goal = sb_blk
-            + u64::from(l.geo.desc_blocks())
-            + u64::from(l.geo.reserved_gdt_blocks)
-            + 2
-            + u64::from(l.geo.inode_blocks_per_group());
+        let goal = resize_inode::dind_goal(&l.geo);
         l.resize_dind = Some(l.new_block(goal)?);
     }
     // Journal.

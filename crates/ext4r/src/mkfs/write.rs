@@ -232,38 +232,11 @@ fn write_objects(
     // reserved GDT blocks, each of which lists its copies in the backup
     // groups.
     if let Some(dind) = l.resize_dind {
-        let apb = (bs / 4) as u64;
-        let sb_blk = if bs == 1024 && l.geo.first_data_block == 0 {
-            1
-        } else {
-            l.geo.first_data_block
-        };
-        let desc_blocks = u64::from(l.geo.desc_blocks());
-        let rsv = u64::from(l.geo.reserved_gdt_blocks);
-        let backups: Vec<u32> = l.geo.backup_groups().collect();
-        let mut dind_buf = vec![0u8; bs];
-        let mut total = 1u64;
-        for r in 0..rsv {
-            let gdt_blk = sb_blk + 1 + desc_blocks + r;
-            let off = ((desc_blocks + r) % apb) as usize;
-            dind_buf[off * 4..off * 4 + 4].copy_from_slice(&(gdt_blk as u32).to_le_bytes());
-            total += 1;
-            let mut ind = vec![0u8; bs];
-            for (i, g) in backups.iter().enumerate() {
-                let expect = gdt_blk as u32 + g * l.geo.blocks_per_group as u32;
-                ind[i * 4..i * 4 + 4].copy_from_slice(&expect.to_le_bytes());
-                total += 1;
-            }
-            w.write(gdt_blk * bs as u64, ind)?;
+        let made = super::resize_inode::build(&l.geo, isz, dind, now);
+        for (b, data) in made.blocks {
+            w.write(b * bs as u64, data)?;
         }
-        w.write(dind * bs as u64, dind_buf)?;
-        let mut ri = InodeBuf::new_file(isz, 0o100600, 1, now);
-        ri.set_size((apb * apb + apb + 12) * bs as u64);
-        ri.set_sectors(cluster_sectors(total));
-        let mut ib = [0u8; 60];
-        ib[13 * 4..14 * 4].copy_from_slice(&(dind as u32).to_le_bytes());
-        ri.set_i_block(&ib);
-        inodes.push((7, ri));
+        inodes.push((7, InodeBuf { bytes: made.inode }));
     } else if metadata_csum {
         inodes.push((7, InodeBuf::new(isz)));
     }

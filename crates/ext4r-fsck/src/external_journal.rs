@@ -1,0 +1,102 @@
+//! An external journal device (`-j`): a device formatted with the
+//! `journal_dev` feature whose ext2 superblock carries the UUID the
+//! filesystem names in `s_journal_uuid`, and whose JBD2 superblock follows
+//! it. Checked as e2fsck's `e2fsck_get_journal` does before trusting it,
+//! then replayed before the check as e2fsck replays it.
+
+use std::sync::Arc;
+
+use ext4r::device::BlockDevice;
+use ext4r::journal::{recover_filesystem, Journal, JournalLocation, EXTERNAL_SB_OFFSET};
+use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::superblock::Superblock;
+
+use crate::ctx::Ctx;
+
+/// The device given with `-j`.
+#[derive(Clone)]
+pub struct ExternalJournal(pub Arc<dyn BlockDevice>);
+
+impl std::fmt::Debug for ExternalJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ExternalJournal({} bytes)", self.0.size())
+    }
+}
+
+/// Why the external journal cannot serve this filesystem: e2fsck's
+/// message for it.
+#[derive(Debug)]
+pub(crate) struct Unusable(pub &'static str);
+
+const BAD_SUPER: Unusable = Unusable("External journal has bad superblock");
+const BAD_UUID: Unusable = Unusable("External journal does not support this filesystem");
+
+/// Whether the filesystem keeps its journal on a device of its own.
+pub(crate) fn wanted(sb: &Superblock) -> bool {
+    sb.has_compat(Compat::HAS_JOURNAL)
+        && sb.s_journal_inum.get() == 0
+        && sb.s_journal_uuid != [0; 16]
+}
+
+/// Opens the journal on `ext` for the filesystem of superblock `sb`: the
+/// device's ext2 superblock must have the journal_dev feature (else "bad
+/// superblock") and the UUID the filesystem names (else "does not
+/// support this filesystem"), in e2fsck's order; then its JBD2
+/// superblock must load.
+pub(crate) fn open(
+    sb: &Superblock,
+    ext: &ExternalJournal,
+) -> Result<Journal<Arc<dyn BlockDevice>>, Unusable> {
+    let bs = sb.block_size().ok_or(BAD_SUPER)?;
+    let mut buf = [0u8; 1024];
+    ext.0
+        .read_at(&mut buf, EXTERNAL_SB_OFFSET)
+        .map_err(|_| BAD_SUPER)?;
+    let jsb = Superblock::parse(&buf).map_err(|_| BAD_SUPER)?;
+    if !jsb.has_incompat(Incompat::JOURNAL_DEV) {
+        return Err(BAD_SUPER);
+    }
+    if jsb.s_uuid != sb.s_journal_uuid {
+        return Err(BAD_UUID);
+    }
+    let location = JournalLocation::external(ext.0.as_ref(), bs, Some(&sb.s_journal_uuid))
+        .map_err(|_| BAD_SUPER)?;
+    Journal::open(ext.0.clone(), location, bs).map_err(|_| BAD_SUPER)
+}
+
+/// Pass 0 with `-j`: a journal device that cannot serve stops the check,
+/// as e2fsck stops ("Filesystem still has errors").
+pub(crate) fn check(c: &mut Ctx, ext: &ExternalJournal) {
+    match open(&c.sb, ext) {
+        Err(Unusable(why)) => {
+            c.fatal = Some(why.to_string());
+            c.abort = true;
+        }
+        Ok(_) if c.sb.has_incompat(Incompat::RECOVER) => c.notes.push(
+            "Warning: skipping journal recovery because doing a read-only filesystem check."
+                .to_string(),
+        ),
+        Ok(_) => {}
+    }
+}
+
+/// Replays the external journal into the filesystem on `dev` when the
+/// superblock asks for recovery: the first and last transactions
+/// replayed. A journal that cannot serve is left to the check.
+///
+/// # Errors
+/// I/O errors of either device.
+pub(crate) fn replay(
+    dev: &Arc<dyn BlockDevice>,
+    sb: &Superblock,
+    ext: &ExternalJournal,
+) -> ext4r::Result<Option<(u32, u32)>> {
+    if !wanted(sb) || !sb.has_incompat(Incompat::RECOVER) {
+        return Ok(None);
+    }
+    let Ok(journal) = open(sb, ext) else {
+        return Ok(None);
+    };
+    let r = recover_filesystem(dev.as_ref(), &journal)?;
+    Ok(Some((r.start_transaction, r.end_transaction)))
+}

@@ -1,0 +1,187 @@
+//! The resize inode (inode 7), judged as e2fsck's `check_resize_inode`:
+//! with the resize_inode feature it maps only its double-indirect block,
+//! whose entries name the primary reserved GDT blocks, each listing its
+//! copies in the backup groups; without the feature its block map is
+//! empty. An invalid one is recreated as mke2fs lays it out
+//! ("Resize inode not valid.  Recreate"), once pass 1 knows every block
+//! in use, as e2fsck does at the end of its pass 1.
+
+use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::inode::{ino::RESIZE, Inode};
+
+use crate::ctx::Ctx;
+use crate::fix::Fix;
+
+/// `i_block` slot of the double-indirect block.
+const DIND_SLOT: usize = 13;
+/// `S_IFREG`, tested as a bit as e2fsck does.
+const S_IFREG: u16 = 0o100_000;
+
+/// Pass 1's look at inode 7. The superblock-level findings (feature off
+/// with a reserve or a non-empty inode, meta_bg with the feature) leave
+/// e2fsck -n's exit at 0: they are harmless here, and fixed on repair.
+pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
+    let words = inode.block_words();
+    let has = c.sb.has_compat(Compat::RESIZE_INODE);
+    if has && c.sb.has_incompat(Incompat::META_BG) {
+        // meta_bg places descriptors where resizing needs no reserve.
+        c.p.harmless_fix(
+            0,
+            "PR_0_DISABLE_RESIZE_INODE",
+            "Resize_inode and meta_bg features are enabled. Those features are\n\
+             not compatible. Resize inode should be disabled."
+                .into(),
+            Fix::DropResizeFeature,
+        );
+        return;
+    }
+    let reserved = c.sb.s_reserved_gdt_blocks.get();
+    if !has && reserved != 0 {
+        c.p.harmless_fix(
+            0,
+            "PR_0_NONZERO_RESERVED_GDT_BLOCKS",
+            format!(
+                "Filesystem does not have resize_inode enabled, but s_reserved_gdt_blocks\n\
+                 is {reserved}; should be zero."
+            ),
+            Fix::DropResizeFeature,
+        );
+    }
+    if !has {
+        if words.iter().any(|&w| w != 0) {
+            c.p.harmless_fix(
+                0,
+                "PR_0_CLEAR_RESIZE_INODE",
+                "Resize_inode not enabled, but the resize inode is non-zero.".into(),
+                Fix::ZeroInode(RESIZE),
+            );
+        }
+        return;
+    }
+    let dind = u64::from(words[DIND_SLOT]);
+    if valid(c, inode, &words) {
+        c.claim(dind, 1, RESIZE);
+    } else {
+        // Reported with its new place once every block in use is known.
+        c.resize_recreate = true;
+    }
+}
+
+/// Whether inode 7 is what `ext2fs_create_resize_inode` leaves: the tests
+/// of e2fsck, which reads only the first quarter of the reserved GDT
+/// blocks' lists.
+fn valid(c: &Ctx, inode: &Inode, words: &[u32; 15]) -> bool {
+    let dind = u64::from(words[DIND_SLOT]);
+    let layout_ok = words
+        .iter()
+        .enumerate()
+        .all(|(i, &w)| i == DIND_SLOT || w == 0);
+    if !layout_ok
+        || dind == 0
+        || inode.links_count() == 0
+        || inode.mode() & S_IFREG == 0
+        || !c.valid_range(dind, 1)
+    {
+        return false;
+    }
+    let Some(dind_buf) = read_words(c, dind) else {
+        return false;
+    };
+    let geo = &c.geo;
+    let apb = u64::from(geo.block_size / 4);
+    let desc_blocks = u64::from(geo.desc_blocks());
+    let sb_blk = if geo.block_size == 1024 && geo.first_data_block == 0 {
+        1
+    } else {
+        geo.first_data_block
+    };
+    for i in 0..u64::from(c.sb.s_reserved_gdt_blocks.get() / 4) {
+        let pblk = sb_blk + 1 + desc_blocks + i;
+        let off = ((desc_blocks + i) % apb) as usize;
+        if u64::from(dind_buf[off]) != pblk {
+            return false;
+        }
+        let Some(ind) = read_words(c, pblk) else {
+            return false;
+        };
+        let backups = (1..geo.group_count).filter(|&g| geo.has_super(g));
+        for (k, g) in backups.enumerate() {
+            let expect = (pblk + u64::from(g) * geo.blocks_per_group) as u32;
+            if ind.get(k) != Some(&expect) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// A block read as little-endian 32-bit words.
+fn read_words(c: &Ctx, b: u64) -> Option<Vec<u32>> {
+    if !c.valid_range(b, 1) {
+        return None;
+    }
+    let mut buf = vec![0u8; c.geo.block_size as usize];
+    c.fs.device()
+        .read_at(&mut buf, b * u64::from(c.geo.block_size))
+        .ok()?;
+    Some(
+        buf.chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect(),
+    )
+}
+
+/// End of pass 1: an invalid resize inode gets a new double-indirect
+/// block, the first free one from mke2fs's goal (wrapping to the start),
+/// as `ext2fs_create_resize_inode` allocates it from the blocks pass 1
+/// found in use. A repairing check counts the block in use, so that pass
+/// 5's bitmaps agree with the recreated inode.
+pub(crate) fn finish(c: &mut Ctx) {
+    if !c.resize_recreate {
+        return;
+    }
+    let msg = "Resize inode not valid.".to_string();
+    let goal = ext4r::mkfs::resize_inode::dind_goal(&c.geo);
+    match free_block_from(c, goal) {
+        Some(b) => {
+            if c.repairing {
+                c.claim(b, 1, RESIZE);
+            }
+            c.p.error_fix(
+                0,
+                "PR_0_RESIZE_INODE_INVALID",
+                msg,
+                Fix::RecreateResizeInode(b),
+            );
+        }
+        None => c.p.error(0, "PR_0_RESIZE_INODE_INVALID", msg),
+    }
+}
+
+/// The first block at or after `goal` (then from the first data block)
+/// that no claim covers and no other repair of this check took.
+fn free_block_from(c: &Ctx, goal: u64) -> Option<u64> {
+    let mut used: Vec<(u64, u64)> = c
+        .claims
+        .iter()
+        .map(|cl| (cl.start, cl.start + cl.len))
+        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
+        .collect();
+    used.sort_unstable();
+    let first_free = |from: u64, to: u64| {
+        let mut at = from;
+        for &(s, e) in &used {
+            if e <= at {
+                continue;
+            }
+            if s > at {
+                break;
+            }
+            at = e;
+        }
+        (at < to).then_some(at)
+    };
+    let end = c.geo.blocks_count;
+    let goal = goal.clamp(c.geo.first_data_block, end.saturating_sub(1));
+    first_free(goal, end).or_else(|| first_free(c.geo.first_data_block, goal))
+}

@@ -1,0 +1,79 @@
+//! The resize inode (inode 7) as mke2fs lays it out
+//! (`ext2fs_create_resize_inode`): a double-indirect block whose entries
+//! name the primary reserved GDT blocks, each of which lists its copies in
+//! the backup groups. Shared by mkfs and by fsck's "Resize inode not
+//! valid.  Recreate".
+
+use super::objects::InodeBuf;
+use ext4r_format::geometry::Geometry;
+
+/// Inode 7's record and the blocks it owns, ready to write.
+pub struct ResizeInode {
+    /// The inode record (`inode_size` bytes, checksum not set).
+    pub inode: Vec<u8>,
+    /// (block number, contents): the double-indirect block and the
+    /// primary reserved GDT blocks.
+    pub blocks: Vec<(u64, Vec<u8>)>,
+}
+
+/// The block holding the primary superblock (block 1 for 1 KiB blocks,
+/// also under bigalloc where `s_first_data_block` is 0).
+fn superblock_block(geo: &Geometry) -> u64 {
+    if geo.block_size == 1024 && geo.first_data_block == 0 {
+        1
+    } else {
+        geo.first_data_block
+    }
+}
+
+/// Where libext2fs starts looking for the double-indirect block: past the
+/// superblock, descriptors, reserved GDT blocks, bitmaps and inode table
+/// of group 0 as a non-flex layout would place them.
+#[must_use]
+pub fn dind_goal(geo: &Geometry) -> u64 {
+    superblock_block(geo)
+        + u64::from(geo.desc_blocks())
+        + u64::from(geo.reserved_gdt_blocks)
+        + 2
+        + u64::from(geo.inode_blocks_per_group())
+}
+
+/// Inode 7 with its double-indirect block at `dind`, created at `now`.
+#[must_use]
+pub fn build(geo: &Geometry, inode_size: usize, dind: u64, now: i64) -> ResizeInode {
+    let bs = geo.block_size as usize;
+    let apb = (bs / 4) as u64;
+    let sb_blk = superblock_block(geo);
+    let desc_blocks = u64::from(geo.desc_blocks());
+    let backups: Vec<u32> = geo.backup_groups().collect();
+    let mut blocks = Vec::new();
+    let mut dind_buf = vec![0u8; bs];
+    let mut total = 1u64;
+    for r in 0..u64::from(geo.reserved_gdt_blocks) {
+        let gdt_blk = sb_blk + 1 + desc_blocks + r;
+        let off = ((desc_blocks + r) % apb) as usize;
+        dind_buf[off * 4..off * 4 + 4].copy_from_slice(&(gdt_blk as u32).to_le_bytes());
+        total += 1;
+        let mut ind = vec![0u8; bs];
+        // An indirect block holds at most `apb` backups (more groups than
+        // that need meta_bg, which excludes the resize inode).
+        for (i, g) in backups.iter().enumerate().take(apb as usize) {
+            let copy = gdt_blk as u32 + g * geo.blocks_per_group as u32;
+            ind[i * 4..i * 4 + 4].copy_from_slice(&copy.to_le_bytes());
+            total += 1;
+        }
+        blocks.push((gdt_blk, ind));
+    }
+    blocks.push((dind, dind_buf));
+    let mut ri = InodeBuf::new_file(inode_size, 0o100600, 1, now);
+    ri.set_size((apb * apb + apb + 12) * bs as u64);
+    // i_blocks counts a cluster per allocation, as libext2fs does.
+    ri.set_sectors(total * geo.cluster_ratio() * (bs as u64 / 512));
+    let mut ib = [0u8; 60];
+    ib[13 * 4..14 * 4].copy_from_slice(&(dind as u32).to_le_bytes());
+    ri.set_i_block(&ib);
+    ResizeInode {
+        inode: ri.bytes,
+        blocks,
+    }
+}
