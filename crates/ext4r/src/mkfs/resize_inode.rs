@@ -38,15 +38,43 @@ pub fn dind_goal(geo: &Geometry) -> u64 {
         + u64::from(geo.inode_blocks_per_group())
 }
 
-/// Inode 7 with its double-indirect block at `dind`, created at `now`.
+/// Inode 7 with its double-indirect block at `dind`, created at `now`,
+/// with all its blocks in memory (for a repair; mkfs streams them with
+/// [`emit_blocks`]).
 #[must_use]
 pub fn build(geo: &Geometry, inode_size: usize, dind: u64, now: i64) -> ResizeInode {
+    let mut blocks = Vec::new();
+    let total = emit_blocks(geo, dind, |b, data| {
+        blocks.push((b, data));
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let total = match total {
+        Ok(t) => t,
+        Err(never) => match never {},
+    };
+    ResizeInode {
+        inode: inode_record(geo, inode_size, dind, now, total),
+        blocks,
+    }
+}
+
+/// Hands each block of the resize inode to `emit` (the primary reserved
+/// GDT blocks, then the double-indirect block), one at a time so that a
+/// large reserve (1024 blocks on a big filesystem) is never held at once.
+/// Returns the number of blocks the inode accounts for.
+///
+/// # Errors
+/// Whatever `emit` returns.
+pub fn emit_blocks<E>(
+    geo: &Geometry,
+    dind: u64,
+    mut emit: impl FnMut(u64, Vec<u8>) -> Result<(), E>,
+) -> Result<u64, E> {
     let bs = geo.block_size as usize;
     let apb = (bs / 4) as u64;
     let sb_blk = superblock_block(geo);
     let desc_blocks = u64::from(geo.desc_blocks());
     let backups: Vec<u32> = geo.backup_groups().collect();
-    let mut blocks = Vec::new();
     let mut dind_buf = vec![0u8; bs];
     let mut total = 1u64;
     for r in 0..u64::from(geo.reserved_gdt_blocks) {
@@ -62,9 +90,18 @@ pub fn build(geo: &Geometry, inode_size: usize, dind: u64, now: i64) -> ResizeIn
             ind[i * 4..i * 4 + 4].copy_from_slice(&copy.to_le_bytes());
             total += 1;
         }
-        blocks.push((gdt_blk, ind));
+        emit(gdt_blk, ind)?;
     }
-    blocks.push((dind, dind_buf));
+    emit(dind, dind_buf)?;
+    Ok(total)
+}
+
+/// Inode 7's record for a double-indirect block at `dind` and `total`
+/// blocks (from [`emit_blocks`]), created at `now`; checksum not set.
+#[must_use]
+pub fn inode_record(geo: &Geometry, inode_size: usize, dind: u64, now: i64, total: u64) -> Vec<u8> {
+    let bs = geo.block_size as usize;
+    let apb = (bs / 4) as u64;
     let mut ri = InodeBuf::new_file(inode_size, 0o100600, 1, now);
     ri.set_size((apb * apb + apb + 12) * bs as u64);
     // i_blocks counts a cluster per allocation, as libext2fs does.
@@ -72,8 +109,5 @@ pub fn build(geo: &Geometry, inode_size: usize, dind: u64, now: i64) -> ResizeIn
     let mut ib = [0u8; 60];
     ib[13 * 4..14 * 4].copy_from_slice(&(dind as u32).to_le_bytes());
     ri.set_i_block(&ib);
-    ResizeInode {
-        inode: ri.bytes,
-        blocks,
-    }
+    ri.bytes
 }

@@ -232,11 +232,10 @@ fn write_objects(
     // reserved GDT blocks, each of which lists its copies in the backup
     // groups.
     if let Some(dind) = l.resize_dind {
-        let made = super::resize_inode::build(&l.geo, isz, dind, now);
-        for (b, data) in made.blocks {
-            w.write(b * bs as u64, data)?;
-        }
-        inodes.push((7, InodeBuf { bytes: made.inode }));
+        use super::resize_inode::{emit_blocks, inode_record};
+        let total = emit_blocks(&l.geo, dind, |b, data| w.write(b * bs as u64, data))?;
+        let bytes = inode_record(&l.geo, isz, dind, now, total);
+        inodes.push((7, InodeBuf { bytes }));
     } else if metadata_csum {
         inodes.push((7, InodeBuf::new(isz)));
     }
