@@ -1,0 +1,214 @@
+//! Space bookkeeping of the fix writer: blocks cloned for multiply-claimed
+//! ones, bitmap bits freed, bitmap checksums, extent entries removed.
+
+use super::*;
+
+impl Writer<'_> {
+    /// Copies `cp.len` blocks to their new place and moves the pointer,
+    /// if it still holds the old block (a repeated fix does nothing).
+    pub(super) fn clone_blocks(
+        &mut self,
+        ino: u32,
+        seed: u32,
+        cp: &crate::dup::BlockCopy,
+    ) -> Result<()> {
+        use crate::dup::PtrAt;
+        let (buf, off): (&mut [u8], usize) = match cp.at {
+            PtrAt::InodeSlot(slot) => (&mut self.inode(ino)?[0x28..0x28 + 60], slot * 4),
+            PtrAt::Indirect(b, i) => (self.block(b, BlockKind::Plain)?, i * 4),
+            PtrAt::Extent(None, i) | PtrAt::ExtentIndex(None, i) => {
+                (&mut self.inode(ino)?[0x28..0x28 + 60], 12 + i * 12)
+            }
+            PtrAt::Extent(Some(b), i) | PtrAt::ExtentIndex(Some(b), i) => {
+                (self.block(b, BlockKind::Extent(seed))?, 12 + i * 12)
+            }
+        };
+        if off + 12 > buf.len() && !matches!(cp.at, PtrAt::InodeSlot(_) | PtrAt::Indirect(..)) {
+            return Ok(());
+        }
+        let word = |buf: &[u8], at: usize| {
+            buf.get(at..at + 4)
+                .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+        };
+        let half = |buf: &[u8], at: usize| {
+            buf.get(at..at + 2)
+                .map_or(0, |x| u16::from_le_bytes([x[0], x[1]]))
+        };
+        // (low word offset, high half offset) of the pointer.
+        let (lo, hi) = match cp.at {
+            PtrAt::InodeSlot(_) | PtrAt::Indirect(..) => (off, None),
+            PtrAt::Extent(..) => (off + 8, Some(off + 6)),
+            PtrAt::ExtentIndex(..) => (off + 4, Some(off + 8)),
+        };
+        let now = u64::from(word(buf, lo)) | hi.map_or(0, |h| u64::from(half(buf, h)) << 32);
+        if now != cp.old || lo + 4 > buf.len() {
+            return Ok(());
+        }
+        buf[lo..lo + 4].copy_from_slice(&(cp.new as u32).to_le_bytes());
+        if let Some(h) = hi {
+            buf[h..h + 2].copy_from_slice(&((cp.new >> 32) as u16).to_le_bytes());
+        }
+        let kind = if cp.is_extent_node() {
+            BlockKind::Extent(seed)
+        } else {
+            BlockKind::Plain
+        };
+        for k in 0..cp.len {
+            // A block already changed in this batch is copied as changed.
+            let data = self.peek(cp.old + k)?;
+            let dst = self.block(cp.new + k, kind)?;
+            dst.copy_from_slice(&data);
+        }
+        Ok(())
+    }
+
+    /// A bitmap block as this batch leaves it, read on first use.
+    pub(super) fn bitmap(&mut self, loc: u64) -> Result<&mut Vec<u8>> {
+        if !self.bitmaps.contains_key(&loc) {
+            let mut buf = vec![0u8; self.fs.block_size() as usize];
+            self.fs
+                .device()
+                .read_at(&mut buf, loc * u64::from(self.fs.block_size()))?;
+            self.bitmaps.insert(loc, buf);
+        }
+        Ok(self.bitmaps.entry(loc).or_default())
+    }
+
+    /// Clears a block's bit (its cluster's) and counts it free; groups
+    /// whose bitmap is not initialised are left alone.
+    pub(super) fn free_block(&mut self, b: u64) -> Result<()> {
+        let geo = self.fs.geometry().clone();
+        if b < geo.first_data_block || b >= geo.blocks_count {
+            return Ok(());
+        }
+        let g = ((b - geo.first_data_block) / geo.blocks_per_group) as u32;
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let d = *self.desc(g)?;
+        if d.flags() & BG_BLOCK_UNINIT != 0 {
+            return Ok(());
+        }
+        let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
+        if crate::orphan::clear_bit(self.bitmap(d.block_bitmap(wide))?, bit) {
+            let d = self.desc(g)?;
+            d.set_free_blocks_count(d.free_blocks_count(wide) + 1);
+            let free = self.sb.free_blocks_count() + (1u64 << geo.cluster_bits);
+            self.sb.set_free_blocks_count(free);
+            self.sb_dirty = true;
+            self.bitmap_dirty.insert((g, true));
+        }
+        Ok(())
+    }
+
+    /// Clears an inode's bit and counts it free.
+    pub(super) fn free_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
+        let ipg = self.fs.geometry().inodes_per_group;
+        let Some(i) = ino.checked_sub(1) else {
+            return Ok(());
+        };
+        let (g, bit) = (i / ipg, u64::from(i % ipg));
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let d = *self.desc(g)?;
+        if d.flags() & BG_INODE_UNINIT != 0 {
+            return Ok(());
+        }
+        if crate::orphan::clear_bit(self.bitmap(d.inode_bitmap(wide))?, bit) {
+            let d = self.desc(g)?;
+            d.set_free_inodes_count(d.free_inodes_count(wide) + 1);
+            if dir {
+                d.set_used_dirs_count(d.used_dirs_count(wide).saturating_sub(1));
+            }
+            let free = self.sb.s_free_inodes_count.get() + 1;
+            self.sb.s_free_inodes_count.set(free);
+            self.sb_dirty = true;
+            self.bitmap_dirty.insert((g, false));
+        }
+        Ok(())
+    }
+
+    /// Recomputes the descriptor checksums of bitmaps edited bit by bit.
+    pub(super) fn bitmap_checksums(&mut self) -> Result<()> {
+        if !self.csum() {
+            return Ok(());
+        }
+        let geo = self.fs.geometry().clone();
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let dsize = geo.desc_size as usize;
+        let seed = self.sb.csum_seed();
+        for (g, block) in std::mem::take(&mut self.bitmap_dirty) {
+            let d = *self.desc(g)?;
+            if block {
+                let n = ((geo.blocks_per_group >> geo.cluster_bits) / 8) as usize;
+                let raw = self.bitmap(d.block_bitmap(wide))?;
+                let crc = bitmap_checksum(seed, &raw[..n.min(raw.len())]);
+                self.desc(g)?.set_block_bitmap_csum(crc, dsize);
+            } else {
+                let n = (geo.inodes_per_group / 8) as usize;
+                let raw = self.bitmap(d.inode_bitmap(wide))?;
+                let crc = bitmap_checksum(seed, &raw[..n.min(raw.len())]);
+                self.desc(g)?.set_inode_bitmap_csum(crc, dsize);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the collected extent entries, highest index first.
+    pub(super) fn remove_extents(&mut self) -> Result<()> {
+        let removals = std::mem::take(&mut self.extent_removals);
+        for ((ino, node), mut list) in removals {
+            list.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
+            list.dedup_by_key(|x| x.0);
+            let seed = list.first().map_or(0, |x| x.1);
+            let buf: &mut [u8] = match node {
+                None => {
+                    let rec = self.inode(ino)?;
+                    &mut rec[0x28..0x28 + 60]
+                }
+                Some(b) => self.block(b, BlockKind::Extent(seed))?,
+            };
+            for (i, _) in list {
+                remove_entry(buf, i);
+            }
+            // An emptied root becomes an empty leaf, as libext2fs's
+            // ext2fs_extent_delete leaves it (else e2fsck would find the
+            // tree "could be shorter").
+            if node.is_none() && buf[2..4] == [0, 0] {
+                buf[6..8].fill(0);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Removes entry `i` from an extent node (header of 12 bytes, then
+/// 12-byte entries), shifting the rest down.
+pub(super) fn remove_entry(node: &mut [u8], i: usize) {
+    if node.len() < 12 {
+        return;
+    }
+    let n = usize::from(u16::from_le_bytes([node[2], node[3]]));
+    if i >= n {
+        return;
+    }
+    let start = 12 + i * 12;
+    let end = (12 + n * 12).min(node.len());
+    if start + 12 > end {
+        return;
+    }
+    node.copy_within(start + 12..end, start);
+    node[end - 12..end].fill(0);
+    node[2..4].copy_from_slice(&((n - 1) as u16).to_le_bytes());
+}
+
+pub(super) fn bits_to_bytes(bits: &[u64], len: usize) -> Vec<u8> {
+    let mut raw = vec![0u8; len];
+    for (i, w) in bits.iter().enumerate() {
+        let b = w.to_le_bytes();
+        let at = i * 8;
+        if at >= len {
+            break;
+        }
+        let n = (len - at).min(8);
+        raw[at..at + n].copy_from_slice(&b[..n]);
+    }
+    raw
+}
