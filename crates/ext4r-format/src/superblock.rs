@@ -501,6 +501,14 @@ impl Superblock {
         {
             return bad("s_log_cluster_size", format!("{log_c}"));
         }
+        // libext2fs refuses more than 2^31 groups per flex group (a shift
+        // of a 32-bit group number), flex_bg or not.
+        if self.s_log_groups_per_flex > 31 {
+            return bad(
+                "s_log_groups_per_flex",
+                format!("{}", self.s_log_groups_per_flex),
+            );
+        }
         let bpg = self.s_blocks_per_group.get();
         let cpg = self.s_clusters_per_group.get();
         let ratio = 1u32 << (log_c - self.s_log_block_size.get());

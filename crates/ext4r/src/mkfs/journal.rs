@@ -54,9 +54,11 @@ pub(crate) fn journal_goal(a: &impl BlockAlloc) -> u64 {
     let mid = (geo.blocks_count - geo.first_data_block) / 2;
     let mut group = geo.group_of_block(mid);
     let log = a.log_groups_per_flex();
-    let log_flex = 1u32 << log;
+    // A flex size beyond 2^31 groups only comes from a damaged superblock
+    // (tune reads it from disk): treat it as no flex_bg.
+    let log_flex = 1u32.checked_shl(log).unwrap_or(0);
     let start;
-    if log != 0 && group > log_flex {
+    if log != 0 && log_flex != 0 && group > log_flex {
         group &= !(log_flex - 1);
         while group < ngroups && a.group_free(group) == 0 {
             group += 1;
