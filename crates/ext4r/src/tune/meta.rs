@@ -160,6 +160,17 @@ impl Meta {
         self.zeroes.push((block * bs, count * bs));
     }
 
+    /// The byte offset of `block`, which a descriptor may name wrongly.
+    fn block_offset(&self, block: u64, what: &'static str) -> Result<u64> {
+        if block == 0 || block >= self.geo.blocks_count {
+            return Err(corrupt(
+                what,
+                format!("at block {block}, outside the filesystem"),
+            ));
+        }
+        Ok(block * self.bs())
+    }
+
     /// Reads a block, as changed so far.
     pub(crate) fn read_block(&self, dev: &dyn BlockDevice, block: u64) -> Result<Vec<u8>> {
         if block == 0 || block >= self.geo.blocks_count {
@@ -437,10 +448,11 @@ impl Meta {
                 let crc = bitmap_checksum(seed, &buf[..cpg / 8]);
                 self.descs[g as usize].set_block_bitmap_csum(crc, dsize);
             }
-            dev.write_at(
-                &buf,
-                self.descs[g as usize].block_bitmap(self.wide) * bs as u64,
+            let at = self.block_offset(
+                self.descs[g as usize].block_bitmap(self.wide),
+                "block bitmap",
             )?;
+            dev.write_at(&buf, at)?;
         }
         for &g in &self.inode_dirty {
             let Some(map) = self.inode_maps.get(&g) else {
@@ -452,10 +464,11 @@ impl Meta {
                 let crc = bitmap_checksum(seed, map);
                 self.descs[g as usize].set_inode_bitmap_csum(crc, dsize);
             }
-            dev.write_at(
-                &buf,
-                self.descs[g as usize].inode_bitmap(self.wide) * bs as u64,
+            let at = self.block_offset(
+                self.descs[g as usize].inode_bitmap(self.wide),
+                "inode bitmap",
             )?;
+            dev.write_at(&buf, at)?;
         }
         let kind = if self.metadata_csum {
             Some(GroupDescCsum::Crc32c { seed })
