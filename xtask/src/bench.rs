@@ -11,7 +11,6 @@ use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Subcommand;
@@ -203,17 +202,7 @@ impl Hooks for MkfsHooks<'_> {
         sample.allocated = Some(meta.blocks().saturating_mul(512));
         if tool == 0 && sample.status.success() {
             let log = self.logdir.join(format!("e2fsck-{run}.log"));
-            let mut cmd = Command::new(self.e2fsck);
-            cmd.arg("-fn").arg(self.img);
-            let fsck = measure::run_measured(&mut cmd, &log)?;
-            // A Ctrl-C also cancels e2fsck (exit 32): not a verdict on the image.
-            util::check_interrupted()?;
-            sample.check = if fsck.status.success() {
-                Check::Passed
-            } else {
-                print!("  e2fsck -fn output:\n{}", util::tail(&log, 20));
-                Check::Failed(format!("e2fsck -fn: {}", fsck.status))
-            };
+            sample.check = measure::e2fsck_check(self.e2fsck, self.img, &log)?;
         }
         Ok(())
     }

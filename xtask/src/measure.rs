@@ -484,6 +484,22 @@ pub fn print_table(case: &str, rows: &[Row]) {
     }
 }
 
+/// `e2fsck -fn IMG` as a post-run check: its verdict for [`Sample::check`],
+/// with the tail of its output printed on failure. A Ctrl-C also cancels
+/// e2fsck (exit 32), which is not a verdict on the image: it is an error.
+pub fn e2fsck_check(e2fsck: &Path, img: &Path, log: &Path) -> Result<Check> {
+    let mut cmd = Command::new(e2fsck);
+    cmd.arg("-fn").arg(img);
+    let fsck = run_measured(&mut cmd, log)?;
+    util::check_interrupted()?;
+    Ok(if fsck.status.success() {
+        Check::Passed
+    } else {
+        print!("  e2fsck -fn output:\n{}", util::tail(log, 20));
+        Check::Failed(format!("e2fsck -fn: {}", fsck.status))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

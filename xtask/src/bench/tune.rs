@@ -14,7 +14,7 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context, Result};
 
 use super::{filled, resolve_ours, Common};
-use crate::measure::{self, Check, Hooks, Row, Sample, Tool};
+use crate::measure::{self, Hooks, Row, Sample, Tool};
 use crate::util::{self, fmt_bytes, TempDir};
 
 #[derive(clap::Args)]
@@ -145,16 +145,7 @@ impl Hooks for CopyHooks<'_> {
             return Ok(());
         }
         let log = self.logdir.join(format!("e2fsck-{tool}-{run}.log"));
-        let mut cmd = Command::new(self.e2fsck);
-        cmd.arg("-fn").arg(self.work);
-        let fsck = measure::run_measured(&mut cmd, &log)?;
-        util::check_interrupted()?;
-        sample.check = if fsck.status.success() {
-            Check::Passed
-        } else {
-            print!("  e2fsck -fn output:\n{}", util::tail(&log, 20));
-            Check::Failed(format!("e2fsck -fn: {}", fsck.status))
-        };
+        sample.check = measure::e2fsck_check(self.e2fsck, self.work, &log)?;
         Ok(())
     }
 }
