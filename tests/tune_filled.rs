@@ -98,24 +98,11 @@ fn workload(root: &Path) {
 
 fn tune(cmd: &str, args: &[&str], img: &Path) -> (i32, String) {
     let mut c = if cmd == "ours" {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_ext4r"));
-        c.arg("tune");
-        c
+        ours_tune()
     } else {
         Command::new(cmd)
     };
-    let o = run(c
-        .env("E2FSPROGS_FAKE_TIME", "1700000500")
-        .args(args)
-        .arg(img));
-    (
-        o.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
+    tune_at(c.args(args), img)
 }
 
 /// `dumpe2fs -h` without what may differ: write time, checksums, and

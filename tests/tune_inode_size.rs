@@ -257,27 +257,6 @@ fn workload(root: &Path, fill: u32) {
     sync();
 }
 
-fn tool(cmd: &mut Command, img: &Path) -> (i32, String) {
-    let o = run(cmd
-        .env("E2FSPROGS_FAKE_TIME", "1700000500")
-        .env("E2FSPROGS_UNDO_DIR", "none")
-        .arg(img));
-    (
-        o.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
-}
-
-fn ours() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ext4r"));
-    c.arg("tune");
-    c
-}
-
 /// `dumpe2fs -h`, with what may differ masked, as key -> value.
 fn dumpe2fs_h(img: &Path) -> BTreeMap<String, String> {
     let o = run(Command::new("dumpe2fs").arg("-h").arg(img));
@@ -380,8 +359,8 @@ fn run_case(dir: &TempDir, case: &Case, c: &mut Counts) -> Result<(), String> {
         let o = run(Command::new("cp").arg("--sparse=always").arg(&base).arg(p));
         assert!(o.status.success());
     }
-    let (ro, outo) = tool(ours().args(["-I", "256"]), &oi);
-    let (rt, outt) = tool(Command::new("tune2fs").args(["-I", "256"]), &ti);
+    let (ro, outo) = tune_at(ours_tune().args(["-I", "256"]), &oi);
+    let (rt, outt) = tune_at(Command::new("tune2fs").args(["-I", "256"]), &ti);
     c.cases += 1;
     if ro != 0 || !outo.contains("Setting inode size 256") {
         return Err(format!("ours exit {ro}:\n{outo}"));
@@ -489,8 +468,8 @@ fn both_refuse(dir: &TempDir, img: &Path, opt: &[&str], says: &str) -> Result<()
         assert!(o.status.success());
     }
     let orig = fs::read(img).unwrap();
-    let (rt, outt) = tool(Command::new("tune2fs").args(opt), &ti);
-    let (ro, outo) = tool(ours().args(opt), &oi);
+    let (rt, outt) = tune_at(Command::new("tune2fs").args(opt), &ti);
+    let (ro, outo) = tune_at(ours_tune().args(opt), &oi);
     if rt != 1 || ro != 1 {
         return Err(format!(
             "{opt:?}: exit tune2fs {rt}, ours {ro}\n{outt}\n{outo}"

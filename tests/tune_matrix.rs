@@ -204,27 +204,6 @@ fn writes_quota(opt: &[&str]) -> bool {
     })
 }
 
-fn tool(cmd: &mut Command, img: &Path) -> (i32, String) {
-    let o = run(cmd
-        .env("E2FSPROGS_FAKE_TIME", "1700000500")
-        .env("TZ", "UTC")
-        .arg(img));
-    (
-        o.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
-}
-
-fn ours() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ext4r"));
-    c.arg("tune");
-    c
-}
-
 /// `dumpe2fs -h` with what may legitimately differ masked.
 fn dumpe2fs_h(img: &Path, opt: &[&str]) -> String {
     dumpe2fs_h_masking(img, opt, &[])
@@ -300,8 +279,8 @@ fn tune_matrix() {
         assert!(o.status.success(), "mke2fs {args:?}: {o:?}");
 
         // -l
-        let (rt, lt) = tool(Command::new("tune2fs").arg("-l"), &base);
-        let (ro, lo) = tool(ours().arg("-l"), &base);
+        let (rt, lt) = tune_at(Command::new("tune2fs").arg("-l"), &base);
+        let (ro, lo) = tune_at(ours_tune().arg("-l"), &base);
         if rt == ro && skip_first_line(&lt) == skip_first_line(&lo) {
             list_equal += 1;
         } else {
@@ -314,8 +293,8 @@ fn tune_matrix() {
             let (ti, oi) = (dir.path("t.img"), dir.path("o.img"));
             sparse_copy(&base, &ti);
             sparse_copy(&base, &oi);
-            let (rt, outt) = tool(Command::new("tune2fs").args(*opt), &ti);
-            let (ro, outo) = tool(ours().args(*opt), &oi);
+            let (rt, outt) = tune_at(Command::new("tune2fs").args(*opt), &ti);
+            let (ro, outo) = tune_at(ours_tune().args(*opt), &oi);
             if refusal_expected(opt, name) {
                 if rt == 0 && ro == 1 {
                     refused += 1;
@@ -422,15 +401,15 @@ fn tune_kernel_image() {
         std::fs::write(m.dir.join("hello.txt"), b"hello tune\n").expect("write");
         m.umount().expect("umount");
     }
-    let (rt, lt) = tool(Command::new("tune2fs").arg("-l"), &img);
-    let (ro, lo) = tool(ours().arg("-l"), &img);
+    let (rt, lt) = tune_at(Command::new("tune2fs").arg("-l"), &img);
+    let (ro, lo) = tune_at(ours_tune().arg("-l"), &img);
     assert_eq!(rt, ro);
     assert_eq!(
         skip_first_line(&lo),
         skip_first_line(&lt),
         "-l of a kernel-written image"
     );
-    let (rc, out) = tool(ours().args(["-L", "kern", "-c", "25"]), &img);
+    let (rc, out) = tune_at(ours_tune().args(["-L", "kern", "-c", "25"]), &img);
     assert_eq!(rc, 0, "{out}");
     let (fc, fout) = e2fsck_fn(&img);
     assert_eq!(fc, 0, "{fout}");
@@ -443,13 +422,13 @@ fn tune_kernel_image() {
     let Ok(m) = LoopMount::new(&img, &dir.path("mnt")) else {
         return;
     };
-    let (rc, out) = tool(ours().args(["-L", "busy"]), &img);
+    let (rc, out) = tune_at(ours_tune().args(["-L", "busy"]), &img);
     assert_eq!(
         rc, 1,
         "a change to a mounted filesystem must be refused: {out}"
     );
     assert!(out.contains("is mounted on"), "{out}");
-    let (rc, _) = tool(ours().arg("-l"), &img);
+    let (rc, _) = tune_at(ours_tune().arg("-l"), &img);
     assert_eq!(rc, 0);
     drop(m);
 }
@@ -489,8 +468,8 @@ fn tune_replays_a_dirty_journal() {
     let (ti, oi) = (dir.path("t.img"), dir.path("o.img"));
     sparse_copy(&base, &ti);
     sparse_copy(&base, &oi);
-    let (rt, _) = tool(Command::new("tune2fs").args(["-L", "x"]), &ti);
-    let (ro, out) = tool(ours().args(["-L", "x"]), &oi);
+    let (rt, _) = tune_at(Command::new("tune2fs").args(["-L", "x"]), &ti);
+    let (ro, out) = tune_at(ours_tune().args(["-L", "x"]), &oi);
     assert_eq!((rt, ro), (0, 0), "{out}");
     assert!(out.contains("Recovering journal."), "{out}");
     let mask = |s: String| {
@@ -528,14 +507,14 @@ fn tune_on_a_mounted_device() {
     let mut lm = LoopMount::new(&img, &mnt).unwrap();
     std::fs::write(mnt.join("before"), b"1").unwrap();
     let dev = Path::new(&lm.dev).to_path_buf();
-    let (rc, out) = tool(
-        ours().args(["-L", "mounted", "-c", "25", "-e", "remount-ro"]),
+    let (rc, out) = tune_at(
+        ours_tune().args(["-L", "mounted", "-c", "25", "-e", "remount-ro"]),
         &dev,
     );
     assert_eq!(rc, 0, "{out}");
-    let (rc, out) = tool(ours().args(["-O", "^has_journal"]), &dev);
+    let (rc, out) = tune_at(ours_tune().args(["-O", "^has_journal"]), &dev);
     assert_eq!(rc, 1, "a feature change must wait for the unmount: {out}");
-    let (rc, out) = tool(ours().args(["-L", "via-image"]), &img);
+    let (rc, out) = tune_at(ours_tune().args(["-L", "via-image"]), &img);
     assert_eq!(
         rc, 1,
         "the image behind the loop device is not the kernel's: {out}"

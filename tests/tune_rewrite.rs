@@ -107,17 +107,6 @@ fn workload(root: &Path) {
     fs::remove_dir_all(root.join("sub7")).unwrap();
 }
 
-fn ext4r_tune() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ext4r"));
-    c.arg("tune");
-    c
-}
-
-fn tool(cmd: &mut Command, img: &Path) -> i32 {
-    let o = run(cmd.env("E2FSPROGS_FAKE_TIME", "1700000500").arg(img));
-    o.status.code().unwrap_or(-1)
-}
-
 fn view(img: &Path, mnt: &Path) -> Result<BTreeMap<String, String>, String> {
     let mut lm = LoopMount::new(img, mnt)?;
     let m = manifest(mnt);
@@ -151,8 +140,8 @@ fn checksum_rewrites_match_tune2fs_on_kernel_filled_images() {
             let (ti, oi) = (dir.path("t.img"), dir.path("o.img"));
             fs::copy(&base, &ti).unwrap();
             fs::copy(&base, &oi).unwrap();
-            let rt = tool(Command::new("tune2fs").args(*opt), &ti);
-            let ro = tool(ext4r_tune().args(*opt), &oi);
+            let rt = tune_at(Command::new("tune2fs").args(*opt), &ti).0;
+            let ro = tune_at(ours_tune().args(*opt), &oi).0;
             if rt != 0 || ro != 0 {
                 failures.push(format!("{name} {opt:?}: exit tune2fs {rt}, ours {ro}"));
                 continue;
@@ -194,7 +183,7 @@ fn checksum_rewrites_match_tune2fs_on_kernel_filled_images() {
     let before = view(&rt, &mnt).unwrap();
     run(Command::new("e2fsck").args(["-fy"]).arg(&rt));
     for opt in [["-O", "^metadata_csum"], ["-O", "metadata_csum"]] {
-        let rc = tool(ext4r_tune().args(opt), &rt);
+        let rc = tune_at(ours_tune().args(opt), &rt).0;
         let (f, out) = e2fsck_fn(&rt);
         if rc != 0 || f != 0 {
             failures.push(format!("round trip {opt:?}: exit {rc}, e2fsck {f}\n{out}"));
@@ -243,7 +232,10 @@ fn a_power_cut_during_a_checksum_rewrite_is_repaired() {
     run(Command::new("e2fsck").args(["-fy"]).arg(&on));
     let off = dir.path("off.img");
     fs::copy(&on, &off).unwrap();
-    assert_eq!(tool(ext4r_tune().args(["-O", "^metadata_csum"]), &off), 0);
+    assert_eq!(
+        tune_at(ours_tune().args(["-O", "^metadata_csum"]), &off).0,
+        0
+    );
     let open = |img: &Path| {
         let mode = OpenMode {
             write: true,

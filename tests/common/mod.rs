@@ -355,3 +355,28 @@ fn data_segments(f: &std::fs::File, len: u64) -> Vec<(u64, u64)> {
     }
     out
 }
+
+/// `ext4r tune`, this build's binary.
+pub fn ours_tune() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ext4r"));
+    c.arg("tune");
+    c
+}
+
+/// Runs a tune command (ours or tune2fs) on `img` at a fixed time, in UTC
+/// (for `-l`), without e2fsprogs' undo files: exit code and stdout+stderr.
+pub fn tune_at(cmd: &mut Command, img: &Path) -> (i32, String) {
+    let o = run(cmd
+        .env("E2FSPROGS_FAKE_TIME", "1700000500")
+        .env("TZ", "UTC")
+        .env("E2FSPROGS_UNDO_DIR", "none")
+        .arg(img));
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}

@@ -346,8 +346,8 @@ impl Rewriter<'_> {
             let count = per_chunk.min(n - done);
             let first_block = (done * isz) / bs;
             let nblocks = (count * isz).div_ceil(bs);
-            let start = table + first_block as u64;
-            if !self.in_fs(start) || !self.in_fs(start + nblocks as u64 - 1) {
+            let start = table.saturating_add(first_block as u64);
+            if !self.in_fs(start) || !self.in_fs(start.saturating_add(nblocks as u64 - 1)) {
                 return Err(Error::corrupt(
                     format!("group {g} descriptor"),
                     ext4r_format::FormatError::invalid(

@@ -225,7 +225,7 @@ impl Run<'_, '_> {
             }
             let nblocks = (n * isz).div_ceil(bs as usize) as u64;
             for (b, k) in [(table, nblocks), (ibm, 1)] {
-                if b < geo.first_data_block || b + k > geo.blocks_count {
+                if b < geo.first_data_block || b.saturating_add(k) > geo.blocks_count {
                     return Err(super::meta::corrupt("group tables", format!("group {g}")).into());
                 }
             }

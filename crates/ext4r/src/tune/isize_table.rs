@@ -56,7 +56,7 @@ pub(super) fn write_tables(
         let table = d.inode_table(meta.wide);
         let ib = d.inode_bitmap(meta.wide);
         for (what, b, n) in [("inode table", table, s.old_ibpg), ("inode bitmap", ib, 1)] {
-            if b < geo.first_data_block || b + n > geo.blocks_count {
+            if b < geo.first_data_block || b.saturating_add(n) > geo.blocks_count {
                 return Err(corrupt(what, format!("group {g} at block {b}")));
             }
         }
