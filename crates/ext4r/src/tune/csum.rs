@@ -232,8 +232,11 @@ impl Rewriter<'_> {
         let ibytes = ipg.div_ceil(8);
         let bs = self.bs();
         let mut ibitmap = vec![0u8; bs];
+        // What is on disk, when it was read: compared before writing back.
+        let mut ib_disk = None;
         if old_flags & BG_INODE_UNINIT == 0 && (bitmaps || scan) {
             self.read(d.inode_bitmap(self.wide), &mut ibitmap)?;
+            ib_disk = Some(ibitmap.clone());
         }
         if scan && new_flags & BG_INODE_UNINIT == 0 {
             let unused = if lazy {
@@ -254,10 +257,10 @@ impl Rewriter<'_> {
                     self.geo.desc_size as usize,
                 );
             }
-            self.write_if_changed(d.inode_bitmap(self.wide), &ibitmap)?;
+            self.write_if_changed(d.inode_bitmap(self.wide), &ibitmap, ib_disk.as_deref())?;
         }
         if new_flags & BG_BLOCK_UNINIT == 0 {
-            let bbitmap = self.block_bitmap(g, d, old_flags)?;
+            let (bbitmap, bb_disk) = self.block_bitmap(g, d, old_flags)?;
             let cbytes = (self.geo.blocks_per_group >> self.geo.cluster_bits) as usize / 8;
             if let Some(seed) = self.seed {
                 d.set_block_bitmap_csum(
@@ -265,34 +268,39 @@ impl Rewriter<'_> {
                     self.geo.desc_size as usize,
                 );
             }
-            self.write_if_changed(d.block_bitmap(self.wide), &bbitmap)?;
+            self.write_if_changed(d.block_bitmap(self.wide), &bbitmap, bb_disk.as_deref())?;
         }
         Ok(())
     }
 
-    fn write_if_changed(&self, block: u64, buf: &[u8]) -> Result<()> {
-        if !self.in_fs(block) {
+    /// Writes a bitmap unless it equals what was read from `block`
+    /// (`on_disk`; `None` when it was computed, not read).
+    fn write_if_changed(&self, block: u64, buf: &[u8], on_disk: Option<&[u8]>) -> Result<()> {
+        if !self.in_fs(block) || on_disk == Some(buf) {
             return Ok(());
         }
-        let mut old = vec![0u8; buf.len()];
-        self.read(block, &mut old)?;
-        if old != buf {
-            self.write(block, buf)?;
-        }
-        Ok(())
+        self.write(block, buf)
     }
 
     /// The group's block bitmap as libext2fs writes it: read, or computed
     /// for a group that was BLOCK_UNINIT; the bits past the last cluster of
-    /// the last group and the bytes past the group set.
-    fn block_bitmap(&self, g: u32, d: &GroupDesc, old_flags: u16) -> Result<Vec<u8>> {
+    /// the last group and the bytes past the group set. With it, what was
+    /// read from disk (`None` when computed).
+    fn block_bitmap(
+        &self,
+        g: u32,
+        d: &GroupDesc,
+        old_flags: u16,
+    ) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
         let bs = self.bs();
         let geo = self.geo;
         let cbits = geo.cluster_bits;
         let cpg = (geo.blocks_per_group >> cbits) as usize;
         let mut map = vec![0u8; bs];
+        let mut disk = None;
         if old_flags & BG_BLOCK_UNINIT == 0 {
             self.read(d.block_bitmap(self.wide), &mut map)?;
+            disk = Some(map.clone());
         } else {
             let first = geo.group_first_block(g);
             let end = first + geo.group_blocks(g);
@@ -332,7 +340,7 @@ impl Rewriter<'_> {
         for c in bits..bs * 8 {
             map[c / 8] |= 1 << (c % 8);
         }
-        Ok(map)
+        Ok((map, disk))
     }
 
     /// The first `n` inodes of group `g`, a chunk of the table at a time.
