@@ -286,23 +286,12 @@ fn run(a: Args) -> Result<()> {
             device.display()
         );
     }
-    let dev: Option<FileDevice> = if a.dry_run {
-        exists
-            .then(|| FileDevice::open(&device, OpenMode::default()))
-            .transpose()?
-    } else {
-        if !exists && !a.quiet {
-            println!("Creating regular file {}", device.display());
-        }
-        Some(FileDevice::open(
-            &device,
-            OpenMode {
-                write: true,
-                exclusive: true,
-                create_size: size_arg,
-            },
-        )?)
-    };
+    // Look first, write later: the device is opened read-only to learn its
+    // size, and nothing is created, grown or written until the whole plan
+    // stands (mke2fs refuses with the image untouched; so must we).
+    let dev: Option<FileDevice> = exists
+        .then(|| FileDevice::open(&device, OpenMode::default()))
+        .transpose()?;
     let dev_size = dev.as_ref().map_or(0, |d| d.size());
     let size_bytes = match size_arg {
         Some(s) => {
@@ -321,18 +310,6 @@ fn run(a: Args) -> Result<()> {
             dev_size & !4095
         }
     };
-    if let Some(d) = &dev {
-        if !a.dry_run
-            && a.force == 0
-            && std::io::stdin().is_terminal()
-            && std::io::stdout().is_terminal()
-        {
-            if let Some(existing) = ext4r::safety::probe(d)? {
-                println!("{} {}", device.display(), existing.describe());
-                ask("Proceed anyway?")?;
-            }
-        }
-    }
     let opts = MkfsOptions {
         fs_type: a.fs_type.clone(),
         usage_types: a.usage_types.clone(),
@@ -371,14 +348,36 @@ fn run(a: Args) -> Result<()> {
             *uuid::Uuid::new_v4().as_bytes(),
         )),
     };
+    let plan = mkfs::plan(&opts)?;
+    for w in &plan.summary().warnings {
+        eprintln!("\n{w}");
+    }
     if a.dry_run {
-        let s = mkfs::plan(&opts)?;
-        print_summary(&s, a.verbose);
+        print_summary(&plan.summary(), a.verbose);
         return Ok(());
     }
-    let Some(dev) = dev else { bail!("no device") };
-    let is_file = !dev.is_block_device();
-    let s = mkfs::format(&dev, &opts, is_file)?;
+    if let Some(d) = &dev {
+        if a.force == 0 && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            if let Some(existing) = ext4r::safety::probe(d)? {
+                println!("{} {}", device.display(), existing.describe());
+                ask("Proceed anyway?")?;
+            }
+        }
+    }
+    let is_file = !dev.as_ref().is_some_and(FileDevice::is_block_device);
+    drop(dev);
+    if !exists && !a.quiet {
+        println!("Creating regular file {}", device.display());
+    }
+    let dev = FileDevice::open(
+        &device,
+        OpenMode {
+            write: true,
+            exclusive: true,
+            create_size: size_arg,
+        },
+    )?;
+    let s = plan.write(&dev, is_file)?;
     if !a.quiet {
         if s.discarded {
             println!("Discarding device blocks: done");

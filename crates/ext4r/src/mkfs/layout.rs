@@ -651,7 +651,19 @@ impl Layout {
     }
 
     /// `ext2fs_inode_alloc_stats2(+1)`.
-    pub(crate) fn alloc_inode(&mut self, ino: u32, is_dir: bool) {
+    ///
+    /// # Errors
+    /// An inode number beyond the filesystem's inodes: mke2fs 1.47.0 rounds
+    /// a tiny filesystem's inodes down to 8, fewer than the reserved ones,
+    /// and then fails writing them; we refuse before anything is written.
+    pub(crate) fn alloc_inode(&mut self, ino: u32, is_dir: bool) -> Result<()> {
+        let count = self.sb.s_inodes_count.get();
+        if ino == 0 || ino > count {
+            return Err(bad(format!(
+                "Illegal inode number while writing reserved inodes: the filesystem \
+                 would have {count} inodes, fewer than the {GOOD_OLD_FIRST_INO} it needs"
+            )));
+        }
         let ipg = self.geo.inodes_per_group;
         let group = ((ino - 1) / ipg) as usize;
         let csum = self.csum();
@@ -674,6 +686,7 @@ impl Layout {
         self.inodes_used.push(ino);
         let free = self.sb.s_free_inodes_count.get() - 1;
         self.sb.s_free_inodes_count.set(free);
+        Ok(())
     }
 
     /// Whether group descriptors carry checksums (uninit_bg or metadata_csum).
@@ -724,12 +737,19 @@ impl Layout {
         untouched * self.untouched_inode_counts().free_inodes + rest
     }
 
+    /// Keeps each group's unused-inode count as it stands before the first
+    /// objects are made: mke2fs's `write_inode_tables` runs at that point,
+    /// so its lazy zeroing covers only the inodes in use then.
+    pub(crate) fn snapshot_itable_unused(&mut self) {
+        self.itable_unused_planned = self.inode_counts.iter().map(|c| c.itable_unused).collect();
+    }
+
     /// The ITABLE_ZEROED flag and which inode tables need zeroing, as
-    /// `write_inode_tables` decides them.
-    pub(crate) fn plan_inode_tables(&mut self, lazy: bool, zeroed: bool) {
+    /// `write_inode_tables` decides them; known only once the device has
+    /// said whether its discard zeroes.
+    pub(crate) fn set_itable_mode(&mut self, lazy: bool, zeroed: bool) {
         self.itable_lazy = lazy;
         self.itable_zeroed = zeroed;
-        self.itable_unused_planned = self.inode_counts.iter().map(|c| c.itable_unused).collect();
         if !lazy || zeroed {
             for f in &mut self.flags {
                 *f |= BG_INODE_ZEROED;

@@ -69,58 +69,102 @@ pub struct Summary {
     pub stripe_width: u32,
     /// Bytes handed to the device.
     pub bytes_written: u64,
+    /// What mke2fs would warn about while going on (an unknown usage
+    /// type, no room for a journal).
+    pub warnings: Vec<String>,
     /// Whether the device was discarded first.
     pub discarded: bool,
 }
 
-/// Decides the layout for `opts` without touching any device.
+/// A filesystem decided down to every block, before anything is written.
 ///
-/// # Errors
-/// [`Error::InvalidArgument`] for options mke2fs would refuse, with its
-/// message.
-pub fn plan(opts: &MkfsOptions) -> Result<Summary> {
-    let (layout, params) = build(opts, true)?;
-    Ok(summary(&layout, &params, 0, false))
+/// [`plan`] resolves the options and lays out the whole filesystem (group
+/// tables, root, lost+found, reserved inodes, resize inode, journal, quota
+/// and orphan files) without touching a device, so every refusal mke2fs
+/// makes happens here; [`Plan::write`] consumes the value. A tool that
+/// refuses therefore leaves the device as it was: the plan is the only way
+/// to the writer.
+pub struct Plan {
+    layout: Layout,
+    params: params::Params,
 }
 
-/// Formats `dev`. `zeroes_on_discard` says whether a successful discard
-/// makes the device read back zeros (true for image files, where discard
-/// punches holes), which lets inode tables and the journal go unwritten.
+impl Plan {
+    /// mke2fs's summary of what will be made (nothing written yet).
+    pub fn summary(&self) -> Summary {
+        summary(&self.layout, &self.params, 0, false)
+    }
+
+    /// Bytes the filesystem spans: the device must hold at least this many.
+    pub fn fs_bytes(&self) -> u64 {
+        self.layout.geo.blocks_count * u64::from(self.layout.geo.block_size)
+    }
+
+    /// Writes the planned filesystem to `dev`. `zeroes_on_discard` says
+    /// whether a successful discard makes the device read back zeros (true
+    /// for image files, where discard punches holes), which lets inode
+    /// tables and the journal go unwritten.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `dev` is smaller than the planned
+    /// filesystem (checked before the first write), or an I/O error.
+    pub fn write(self, dev: &dyn BlockDevice, zeroes_on_discard: bool) -> Result<Summary> {
+        let Plan {
+            mut layout,
+            mut params,
+        } = self;
+        let len = layout.geo.blocks_count * u64::from(layout.geo.block_size);
+        if dev.size() < len {
+            return Err(Error::InvalidArgument(format!(
+                "the device holds {} bytes, fewer than the {len} the filesystem needs",
+                dev.size()
+            )));
+        }
+        let mut zeroed = params.assume_prezeroed;
+        let mut discarded = false;
+        if params.discard && !params.assume_prezeroed && dev.discard(0, len)? {
+            discarded = true;
+            zeroed = zeroes_on_discard;
+        }
+        if zeroed {
+            params.lazy_itable_init = true;
+            if params.assume_prezeroed {
+                params.lazy_journal_init = true;
+            }
+        }
+        layout.set_itable_mode(params.lazy_itable_init, zeroed);
+        let written = write::write(dev, &mut layout, &params, zeroed && discarded)?;
+        Ok(summary(&layout, &params, written, discarded))
+    }
+}
+
+/// Decides the whole filesystem for `opts` without touching any device
+/// (mke2fs -n, and the first half of [`format`]).
 ///
 /// # Errors
-/// Invalid options, or an I/O error from the device.
+/// [`Error::InvalidArgument`] for options or sizes mke2fs would refuse,
+/// with its message.
+pub fn plan(opts: &MkfsOptions) -> Result<Plan> {
+    let params = opts.resolve()?;
+    let (layout, params) = build_with(params)?;
+    Ok(Plan { layout, params })
+}
+
+/// Formats `dev`: [`plan`], then [`Plan::write`]. Nothing is written when
+/// the options, the size or the device are refused.
+///
+/// # Errors
+/// Invalid options, a device smaller than the filesystem, or an I/O error
+/// from the device.
 pub fn format(
     dev: &dyn BlockDevice,
     opts: &MkfsOptions,
     zeroes_on_discard: bool,
 ) -> Result<Summary> {
-    let mut params = opts.resolve()?;
-    let mut zeroed = params.assume_prezeroed;
-    let mut discarded = false;
-    if params.discard && !params.assume_prezeroed {
-        let len = params.blocks_count * (1024u64 << params.log_block_size);
-        if dev.discard(0, len.min(dev.size()))? {
-            discarded = true;
-            zeroed = zeroes_on_discard;
-        }
-    }
-    if zeroed {
-        params.lazy_itable_init = true;
-        if params.assume_prezeroed {
-            params.lazy_journal_init = true;
-        }
-    }
-    let (mut layout, params) = build_with(params, zeroed)?;
-    let written = write::write(dev, &mut layout, &params, zeroed && discarded)?;
-    Ok(summary(&layout, &params, written, discarded))
+    plan(opts)?.write(dev, zeroes_on_discard)
 }
 
-fn build(opts: &MkfsOptions, zeroed: bool) -> Result<(Layout, params::Params)> {
-    let p = opts.resolve()?;
-    build_with(p, zeroed)
-}
-
-fn build_with(mut p: params::Params, itable_zeroed: bool) -> Result<(Layout, params::Params)> {
+fn build_with(mut p: params::Params) -> Result<(Layout, params::Params)> {
     let mut layout = Layout::initialize(&p)?;
     // Journal size (figure_journal_size): the default by size, or the
     // requested size within bounds.
@@ -144,6 +188,9 @@ fn build_with(mut p: params::Params, itable_zeroed: bool) -> Result<(Layout, par
                 ));
             }
         }
+        if default.is_none() {
+            p.warnings.push("Filesystem too small for a journal".into());
+        }
         if journal.is_none() {
             let mut f = layout.sb.features();
             f.compat.remove(Compat::HAS_JOURNAL | Compat::ORPHAN_FILE);
@@ -162,7 +209,7 @@ fn build_with(mut p: params::Params, itable_zeroed: bool) -> Result<(Layout, par
         .used
         .count_used(layout.geo.first_data_block, layout.geo.blocks_count - 1)
         .div_ceil(layout.geo.cluster_ratio());
-    layout.plan_inode_tables(p.lazy_itable_init, itable_zeroed);
+    layout.snapshot_itable_unused();
     create_objects(&mut layout, &p)?;
     let overhead = overhead
         + journal.unwrap_or(0).div_ceil(layout.geo.cluster_ratio())
@@ -177,11 +224,11 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
     let bs = u64::from(l.geo.block_size);
     let extents = l.sb.has_incompat(Incompat::EXTENTS);
     // Root directory.
-    l.alloc_inode(2, true);
+    l.alloc_inode(2, true)?;
     let b = l.new_block(l.inode_goal(2))?;
     l.root = DirPlace { blocks: vec![b] };
     // lost+found: grown until it is 16 KiB and two blocks, as mke2fs does.
-    l.alloc_inode(11, true);
+    l.alloc_inode(11, true)?;
     let mut count = 1u64;
     let mut size = 0u64;
     for _ in 1..12 {
@@ -210,13 +257,20 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
         };
         blocks.push(b);
     }
+    if extents && write::block_runs(&blocks).len() > 4 {
+        // Metadata scattered by a tiny group leaves lost+found more pieces
+        // than its inode holds; mke2fs would grow an extent tree here.
+        return Err(Error::InvalidArgument(
+            "lost+found too fragmented for an in-inode extent list".into(),
+        ));
+    }
     l.lost_found = DirPlace { blocks };
     l.lost_found_clusters = clusters;
     // Reserved inodes, then the bad-block inode.
     for ino in 3..11 {
-        l.alloc_inode(ino, false);
+        l.alloc_inode(ino, false)?;
     }
-    l.alloc_inode(1, false);
+    l.alloc_inode(1, false)?;
     // Resize inode.
     if l.sb.has_compat(Compat::RESIZE_INODE) {
         let goal = resize_inode::dind_goal(&l.geo);
@@ -256,7 +310,7 @@ fn create_objects(l: &mut Layout, p: &params::Params) -> Result<()> {
             }
         };
         let ino = l.next_free_inode();
-        l.alloc_inode(ino, false);
+        l.alloc_inode(ino, false)?;
         let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         let mut last = 0;
         for lblk in 0..blocks {
@@ -313,7 +367,7 @@ fn create_quota_files(l: &mut Layout, p: &params::Params) -> Result<()> {
             1 => 4,
             _ => {
                 let i = l.next_free_inode();
-                l.alloc_inode(i, false);
+                l.alloc_inode(i, false)?;
                 i
             }
         };
@@ -354,6 +408,7 @@ fn summary(l: &Layout, p: &params::Params, written: u64, discarded: bool) -> Sum
         stride: p.raid_stride,
         stripe_width: p.raid_stripe_width,
         bytes_written: written,
+        warnings: p.warnings.clone(),
         discarded,
     }
 }

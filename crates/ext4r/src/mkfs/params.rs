@@ -132,6 +132,8 @@ pub(crate) struct Params {
     pub orphan_file_size: Option<u64>,
     pub fs_type: String,
     pub usage_types: Vec<String>,
+    /// What mke2fs warns about and goes on.
+    pub warnings: Vec<String>,
     pub assume_prezeroed: bool,
     /// `s_encoding` and `s_encoding_flags` (casefold).
     pub encoding: (u16, u16),
@@ -291,11 +293,15 @@ impl MkfsOptions {
         };
         let usage = self.usage_types.clone().unwrap_or_else(|| size_type.into());
         let mut types = vec![fs_type.clone()];
+        let mut warnings = Vec::new();
         for t in usage.split(',').filter(|t| !t.is_empty()) {
             if profile(t).is_some() && !matches!(t, "ext2" | "ext3" | "ext4") {
                 types.push(t.to_string());
             } else if t != "default" {
-                return Err(bad(format!("the usage type {t} is not defined")));
+                // mke2fs warns and goes on without it.
+                warnings.push(format!(
+                    "Warning: the fs_type {t} is not defined in mke2fs.conf"
+                ));
             }
         }
         if hurd {
@@ -715,6 +721,7 @@ impl MkfsOptions {
             orphan_file_size: ext.orphan_file_size,
             fs_type,
             usage_types: types,
+            warnings,
             assume_prezeroed: ext.assume_storage_prezeroed,
             encoding,
             quota_types,

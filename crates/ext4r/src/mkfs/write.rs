@@ -332,21 +332,29 @@ fn write_objects(
             i.set_checksum(seed, *ino);
         }
     }
-    // The inode-table blocks holding these inodes (all in group 0).
-    inodes.sort_by_key(|(ino, _)| *ino);
-    let table = l.tables[0].inode_table;
+    // The inode-table blocks holding these inodes: group 0's, unless a
+    // tiny inode count per group (-N, -i) puts some in later groups.
+    let ipg = l.geo.inodes_per_group as usize;
     let per_block = bs / isz;
+    let place = |ino: u32| {
+        let idx = (ino - 1) as usize;
+        let table = l.tables[idx / ipg].inode_table;
+        let within = idx % ipg;
+        (
+            table + (within / per_block) as u64,
+            (within % per_block) * isz,
+        )
+    };
+    inodes.sort_by_key(|(ino, _)| place(*ino));
     let mut cur: Option<(u64, Vec<u8>)> = None;
     for (ino, i) in inodes {
-        let idx = (ino - 1) as usize;
-        let blk = table + (idx / per_block) as u64;
+        let (blk, off) = place(ino);
         if cur.as_ref().is_some_and(|(b, _)| *b != blk) {
             if let Some((b, buf)) = cur.take() {
                 w.write(b * bs as u64, buf)?;
             }
         }
         let (_, buf) = cur.get_or_insert_with(|| (blk, vec![0u8; bs]));
-        let off = (idx % per_block) * isz;
         buf[off..off + isz].copy_from_slice(&i.bytes);
     }
     if let Some((b, buf)) = cur {
@@ -355,15 +363,13 @@ fn write_objects(
     Ok(())
 }
 
-/// Points an inode at its (contiguous) data blocks: an extent, or direct
-/// block pointers.
+/// Points an inode at its data blocks: extents over the runs of
+/// consecutive blocks (the layout keeps them within the inode's four), or
+/// direct block pointers (at most twelve blocks).
 fn set_data_map(i: &mut InodeBuf, blocks: &[u64], extents: bool) {
     if extents {
         i.set_flags(EXTENTS_FL);
-        i.set_i_block(&objects::extent_root(
-            &[(0, blocks[0], blocks.len() as u64)],
-            None,
-        ));
+        i.set_i_block(&objects::extent_root(&block_runs(blocks), None));
     } else {
         let mut ib = [0u8; 60];
         for (k, b) in blocks.iter().take(12).enumerate() {
@@ -371,4 +377,17 @@ fn set_data_map(i: &mut InodeBuf, blocks: &[u64], extents: bool) {
         }
         i.set_i_block(&ib);
     }
+}
+
+/// `(logical, physical, length)` runs of consecutive blocks, mapped from
+/// logical block 0.
+pub(crate) fn block_runs(blocks: &[u64]) -> Vec<(u64, u64, u64)> {
+    let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+    for (lblk, &b) in blocks.iter().enumerate() {
+        match runs.last_mut() {
+            Some((_, s, n)) if *s + *n == b => *n += 1,
+            _ => runs.push((lblk as u64, b, 1)),
+        }
+    }
+    runs
 }
