@@ -24,6 +24,7 @@
 mod backup;
 mod badblocks;
 mod ctx;
+mod device_size;
 mod dot;
 mod dup;
 mod ea_region;
@@ -59,6 +60,7 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r_format::features::Incompat;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
+pub use device_size::{size_mismatch, SizeMismatch};
 pub use external_journal::ExternalJournal;
 pub use fix::{apply as apply_fixes, Fix};
 pub use problem::{Problem, Problems, Severity};

@@ -304,6 +304,23 @@ pub fn tune(
     }
     let writes = opts.writes();
     if writes {
+        // Every write would reach past a device shorter than the
+        // filesystem (libext2fs's flush would grow an image file or fail
+        // on a block device half way through the backups): refuse first.
+        let bs = u64::from(run.sb.block_size().unwrap_or(1024));
+        let device_blocks = dev.size() / bs;
+        if device_blocks < run.sb.blocks_count() {
+            let _ = writeln!(
+                run.err,
+                "The filesystem size (according to the superblock) is {} blocks\n\
+                 The physical size of the device is {device_blocks} blocks\n\
+                 Either the superblock or the partition table is likely to be corrupt!\n\
+                 Nothing was changed; run e2fsck on {}.",
+                run.sb.blocks_count(),
+                run.env.device_name
+            );
+            return Ok(run.finish(1, false));
+        }
         if let Some(mp) = run.env.mounted.clone() {
             if !run.env.mounted_device {
                 let _ = writeln!(
