@@ -83,6 +83,11 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             }
         });
         for (i, item) in rx.iter() {
+            // After a fatal error the reader is drained, not checked (the
+            // channel is bounded: leaving it would block the reader).
+            if c.abort {
+                continue;
+            }
             let (g, first, count, _) = jobs[i];
             progress(1, u64::from(g), u64::from(groups));
             let Some((buf, pre)) = item else {
@@ -91,6 +96,16 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                     "PR_1_ISCAN_ERROR",
                     format!("Error while reading inode table of group {g}."),
                 );
+                if !c.repairing {
+                    // e2fsck -n answers "Ignore error? no" to the failed
+                    // read, and an inode scan that cannot go on is fatal
+                    // (PR_1_ISCAN_ERROR is PR_FATAL): exit 8. A repair
+                    // ignores it and goes on, as e2fsck -y does.
+                    c.fatal = Some(format!(
+                        "Error while scanning inodes: cannot read the inode table of group {g}"
+                    ));
+                    c.abort = true;
+                }
                 continue;
             };
             let base = g * ipg + first + 1;
