@@ -61,9 +61,114 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     let dind = u64::from(words[DIND_SLOT]);
     if valid(c, inode, &words) {
         c.claim(dind, 1, RESIZE);
+        block_numbers(c, inode, &words);
     } else {
         // Reported with its new place once every block in use is known.
         c.resize_recreate = true;
+        if !c.repairing {
+            // e2fsck -n keeps the invalid inode and walks it in pass 1.
+            block_numbers(c, inode, &words);
+        }
+    }
+}
+
+/// Pass 1's walk of inode 7's block map, as e2fsck's `check_blocks` makes
+/// it for every inode: `check_resize_inode` looks at only the first
+/// quarter of the reserve, so a bad number anywhere else in the
+/// double-indirect block or in a reserved GDT block's list of copies is
+/// found here. Each is an illegal block, cleared on repair, and `i_blocks`
+/// must then count what is left. (The blocks themselves are claimed as
+/// group metadata, not by the inode.)
+fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
+    /// e2fsck asks "Too many illegal blocks ... Clear inode?" at the
+    /// twelfth one, before reporting it.
+    const TOO_MANY: usize = 12;
+    let dind = u64::from(words[DIND_SLOT]);
+    if dind == 0 {
+        return;
+    }
+    let apb = u64::from(c.geo.block_size / 4);
+    // Logical block of entry 0 of the double-indirect block.
+    let dind_base = 12 + apb;
+    let mut illegal: Vec<(String, Fix)> = Vec::new();
+    let mut blocks = 0u64;
+    if c.valid_range(dind, 1) {
+        blocks += 1;
+        let entries = read_words(c, dind).unwrap_or_default();
+        'walk: for (i, &ind) in entries.iter().enumerate() {
+            let ind = u64::from(ind);
+            if ind == 0 {
+                continue;
+            }
+            if !c.valid_range(ind, 1) {
+                illegal.push((
+                    format!("Illegal indirect block ({ind}) in inode {RESIZE}."),
+                    Fix::IndirectEntry(dind, i),
+                ));
+                if illegal.len() >= TOO_MANY {
+                    break;
+                }
+                continue;
+            }
+            blocks += 1;
+            for (j, &b) in read_words(c, ind).unwrap_or_default().iter().enumerate() {
+                let b = u64::from(b);
+                if b == 0 {
+                    continue;
+                }
+                if c.valid_range(b, 1) {
+                    blocks += 1;
+                    continue;
+                }
+                let lblk = dind_base + i as u64 * apb + j as u64;
+                illegal.push((
+                    format!("Illegal block #{lblk} ({b}) in inode {RESIZE}."),
+                    Fix::IndirectEntry(ind, j),
+                ));
+                if illegal.len() >= TOO_MANY {
+                    break 'walk;
+                }
+            }
+        }
+    } else {
+        illegal.push((
+            format!("Illegal double indirect block ({dind}) in inode {RESIZE}."),
+            Fix::InodeBlockSlot(RESIZE, DIND_SLOT),
+        ));
+    }
+    if illegal.len() >= TOO_MANY {
+        // Cleared whole; the next look finds it invalid and recreates it.
+        c.p.error_fix(
+            1,
+            "PR_1_TOO_MANY_BAD_BLOCKS",
+            format!("Too many illegal blocks in inode {RESIZE}."),
+            Fix::ZeroInode(RESIZE),
+        );
+        return;
+    }
+    let dind_illegal = matches!(illegal.first(), Some((_, Fix::InodeBlockSlot(..))));
+    for (what, fix) in illegal {
+        c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", what, fix);
+    }
+    if dind_illegal || c.geo.cluster_bits > 0 {
+        // Without a double-indirect block the inode is recreated. On
+        // bigalloc libext2fs charges the reserve by clusters, in its own
+        // way (see mkfs's resize inode); e2fsck's count is not
+        // reproduced here.
+        return;
+    }
+    let sectors = u64::from(c.geo.block_size / 512);
+    let have = inode.blocks_count(false, c.geo.block_size);
+    if have != blocks * sectors {
+        c.p.error_fix(
+            1,
+            "PR_1_BAD_I_BLOCKS",
+            format!(
+                "Inode {RESIZE}, i_blocks is {have}, should be {}.",
+                blocks * sectors
+            ),
+            Fix::InodeBlocks(RESIZE, blocks),
+        );
     }
 }
 
