@@ -72,12 +72,86 @@ struct Args {
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let a = match Args::try_parse_from(args) {
         Ok(a) => a,
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            // As e2fsck's sscanf_err: a number that is not one is not a
+            // usage error but exit 1.
+            let arg = e
+                .get(clap::error::ContextKind::InvalidArg)
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+            let value = e
+                .get(clap::error::ContextKind::InvalidValue)
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+            let flag = arg.split_whitespace().next().unwrap_or("");
+            eprintln!("\nInvalid non-numeric argument to {flag} (\"{value}\")\n");
+            return ExitCode::from(1);
+        }
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
     };
     ExitCode::from(run(&a))
+}
+
+/// e2fsck's `-E` list. Returns whether `journal_only` was given. Options
+/// that only tune how e2fsck does its work (read-ahead, discard, memory
+/// layout, not optimizing) change nothing here and are accepted; those
+/// that ask for work this version does not do are refused (exit 8), and
+/// an unknown one gets e2fsck's list and exit 1.
+fn extended_options(list: &[String]) -> Result<bool, u8> {
+    let mut journal_only = false;
+    let mut unknown = false;
+    for opt in list
+        .iter()
+        .flat_map(|e| e.split(','))
+        .filter(|o| !o.is_empty())
+    {
+        let (name, value) = opt
+            .split_once('=')
+            .map_or((opt, None), |(n, v)| (n, Some(v)));
+        match (name, value) {
+            ("journal_only", None) => journal_only = true,
+            ("readahead_kb", Some(v)) if v.parse::<u64>().is_ok() => {}
+            ("ea_ver", Some("2")) => {}
+            (
+                "discard"
+                | "nodiscard"
+                | "inode_count_fullmap"
+                | "no_inode_count_fullmap"
+                | "no_optimize_extents"
+                | "fixes_only",
+                None,
+            ) => {}
+            (
+                "ea_ver" | "fragcheck" | "optimize_extents" | "bmap2extent" | "unshare_blocks"
+                | "check_encoding",
+                _,
+            ) => {
+                eprintln!(
+                    "fsck.ext4r: the extended option '{opt}' is not supported by this version"
+                );
+                return Err(EXIT_ERROR);
+            }
+            _ => {
+                eprintln!("Unknown extended option: {opt}");
+                unknown = true;
+            }
+        }
+    }
+    if unknown {
+        eprintln!(
+            "\nExtended options are separated by commas, and may take an argument which\n\
+             is set off by an equals ('=') sign.  Valid extended options are:\n\n\
+             \tea_ver=<ea_version (1 or 2)>\n\tfragcheck\n\tjournal_only\n\tdiscard\n\
+             \tnodiscard\n\toptimize_extents\n\tno_optimize_extents\n\
+             \tinode_count_fullmap\n\tno_inode_count_fullmap\n\treadahead_kb=<buffer size>\n\
+             \tbmap2extent\n\tunshare_blocks\n\tfixes_only\n\tcheck_encoding\n"
+        );
+        return Err(1);
+    }
+    Ok(journal_only)
 }
 
 /// The journal device given with `-j`, opened for writing when the run
@@ -103,19 +177,20 @@ fn external_journal(a: &Args, write: bool) -> Result<Option<ext4r_fsck::External
 }
 
 fn run(a: &Args) -> u8 {
+    // e2fsck's fatal_error for these: exit 8, not a usage error.
     if (a.no as u8 + a.preen as u8 + a.yes as u8) > 1 {
         eprintln!("fsck.ext4r: Only one of the options -p/-a, -n or -y may be specified.");
-        return EXIT_USAGE;
+        return EXIT_ERROR;
     }
     if a.no && a.optimize_dirs {
         eprintln!("fsck.ext4r: The -n and -D options are incompatible.");
-        return EXIT_USAGE;
+        return EXIT_ERROR;
     }
     let dev_name = a.device.display().to_string();
-    let journal_only = a
-        .extended
-        .iter()
-        .any(|e| e.split(',').any(|o| o == "journal_only"));
+    let journal_only = match extended_options(&a.extended) {
+        Ok(j) => j,
+        Err(code) => return code,
+    };
     // Without -n/-p/-y e2fsck asks before each fix (JSON output stays a
     // read-only report: there is nobody to ask).
     let interactive = !a.no && !a.preen && !a.yes && !a.json;
@@ -129,6 +204,14 @@ fn run(a: &Args) -> u8 {
             return EXIT_ERROR;
         }
     };
+    if let Some(m) = ext4r_fsck::size_mismatch(&dev, a.superblock, a.block_size) {
+        // As e2fsck -n: said, answered no, and the check goes on.
+        if a.json {
+            eprintln!("{}", m.message());
+        } else {
+            println!("{}\nAbort? no\n", m.message());
+        }
+    }
     let mut opts = Options::default();
     opts.force = a.force;
     opts.superblock = a.superblock;
@@ -237,6 +320,26 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             return EXIT_ERROR;
         }
     };
+    // Before a replay or a repair writes anything: a filesystem larger
+    // than its device means the superblock or the partition table is
+    // wrong, and e2fsck stops unless told to go on.
+    if let Some(m) = ext4r_fsck::size_mismatch(&dev, a.superblock, a.block_size) {
+        if a.preen {
+            println!(
+                "{dev_name}: {}\n\n{dev_name}: UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY.\n\t\
+                 (i.e., without -a or -p options)",
+                m.message()
+            );
+            return EXIT_UNCORRECTED;
+        }
+        println!("{}", m.message());
+        if a.yes || ask_yes_no("Abort") {
+            if a.yes {
+                println!("Abort? yes\n");
+            }
+            return EXIT_ERROR;
+        }
+    }
     let mut opts = Options::default();
     opts.force = a.force;
     opts.superblock = a.superblock;
@@ -345,6 +448,26 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
 /// Asks about one problem as e2fsck's `ask_yn`: the message, then
 /// "Fix<y>? "; y, n or a (yes to all), an empty answer (or end of input)
 /// takes the default, yes. Answers are read a line at a time.
+/// A yes/no question outside the problem list (e2fsck's "Abort<y>?"):
+/// yes unless answered n.
+fn ask_yes_no(question: &str) -> bool {
+    loop {
+        print!("{question}<y>? ");
+        let _ = std::io::stdout().flush();
+        let mut line = String::new();
+        let yes = match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => true,
+            Ok(_) => match line.trim().chars().next() {
+                None | Some('y' | 'Y') => true,
+                Some('n' | 'N') => false,
+                Some(_) => continue,
+            },
+        };
+        println!();
+        return yes;
+    }
+}
+
 fn ask_terminal(p: &ext4r_fsck::Problem) -> ext4r_fsck::Answer {
     use ext4r_fsck::Answer;
     // An empty prompt (e2fsck's PROMPT_NULL): the message is the question.
