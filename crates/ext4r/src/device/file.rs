@@ -100,6 +100,13 @@ impl FileDevice {
         if opened != FileType::RegularFile && (opened != FileType::BlockDevice || !is_blk) {
             return Err(not_a_device(path));
         }
+        if is_blk && mode.write && blk::read_only(&file).unwrap_or(false) {
+            // Refused at open, as e2fsprogs' tools are, not at the first
+            // write half way through a change.
+            return Err(open_err(path)(std::io::Error::from_raw_os_error(
+                Errno::ROFS.raw_os_error(),
+            )));
+        }
         let (size, sector) = if is_blk {
             let size = blk::size(&file).map_err(|e| open_err(path)(e.into()))?;
             (size, rustix::fs::ioctl_blksszget(&file).unwrap_or(512))
@@ -283,6 +290,19 @@ mod blk {
     const BLKDISCARD: Opcode = opcode::none(0x12, 119);
     /// `BLKZEROOUT`: `_IO(0x12, 127)` with a pointer to `u64[2]`.
     const BLKZEROOUT: Opcode = opcode::none(0x12, 127);
+
+    /// `BLKROGET`: `_IO(0x12, 94)` with a pointer to an `int`.
+    const BLKROGET: Opcode = opcode::none(0x12, 94);
+
+    /// Whether the block device `file` is read-only (`blockdev --setro`,
+    /// `losetup -r`): the kernel lets it be opened for writing and then
+    /// fails each write.
+    pub(super) fn read_only(file: &File) -> Result<bool, Errno> {
+        // SAFETY: BLKROGET writes exactly one int through the pointer,
+        // which Getter provides and then reads back.
+        let ro = unsafe { ioctl(file, Getter::<BLKROGET, std::ffi::c_int>::new()) }?;
+        Ok(ro != 0)
+    }
 
     /// Size in bytes of the block device `file`.
     pub(super) fn size(file: &File) -> Result<u64, Errno> {
