@@ -183,6 +183,16 @@ fn artifact_files(dir: &Path) -> BTreeSet<PathBuf> {
 /// and `-rss_limit_mb` still applies), so leak detection is off for them.
 const THREADED: &[&str] = &["fsck", "repair"];
 
+/// Seeds of the mkfs option target: size, -E, -O, -t, -T, -b, -I, -i, -N,
+/// -m, -g, -G, -C, -J size, -r, -L.
+const MKFS_OPTS_SEEDS: &[&str] = &[
+    "64M\n\n\next4\n",
+    "100K\nstride=8,stripe_width=64\n^has_journal\next2\nsmall\n1024\n128\n4096\n\n5\n",
+    "1G\nnum_backup_sb=1,packed_meta_blocks=1\nsparse_super2,^resize_inode\next4\nhuge\n4096\n256\n65536\n1000\n0\n32768\n16\n\n4\n1\nlabel\n",
+    "16M\nresize=100000,orphan_file_size=64K\nbigalloc,orphan_file\next4\n\n1024\n\n\n\n\n\n\n16384\n",
+    "3T\nencoding=utf8,quotatype=usrquota:prjquota\nquota,project,inline_data,meta_bg\next4\nlargefile\n",
+];
+
 /// Targets that read fs_walk's sparse-image input.
 const SHARE_FS_WALK_SEEDS: &[&str] = &["fsck", "repair", "tune"];
 
@@ -197,6 +207,18 @@ fn fuzz_one(fuzz_dir: &Path, logdir: &Path, target: &str, secs: u64) -> Result<O
     cmd.arg(target);
     // Targets whose input is fs_walk's sparse image also start from its
     // committed seeds (libFuzzer writes new inputs to the first directory).
+    if target == "mkfs_opts" {
+        // Text fields, one a line (see the target): a few typed command
+        // lines give the fuzzer the shape to mutate.
+        let own = fuzz_dir.join("corpus").join(target);
+        std::fs::create_dir_all(&own)?;
+        for (i, seed) in MKFS_OPTS_SEEDS.iter().enumerate() {
+            let path = own.join(format!("seed-{i}"));
+            if !path.exists() {
+                std::fs::write(path, seed)?;
+            }
+        }
+    }
     if SHARE_FS_WALK_SEEDS.contains(&target) {
         let own = fuzz_dir.join("corpus").join(target);
         std::fs::create_dir_all(&own)?;

@@ -115,89 +115,8 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
 }
 
-/// mke2fs's parse_num_blocks2: a count of `unit`-byte blocks, or bytes with
-/// a K/M/G/T/P suffix ('s' = 512-byte sectors).
 fn parse_size(s: &str, unit: u64) -> Result<u64> {
-    let s = s.trim();
-    let (num, suffix) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().with_context(|| format!("invalid size '{s}'"))?;
-    let mult: u64 = match suffix {
-        "" => unit,
-        "s" => 512,
-        "K" | "k" => 1 << 10,
-        "M" | "m" => 1 << 20,
-        "G" | "g" => 1 << 30,
-        "T" | "t" => 1 << 40,
-        "P" | "p" => 1 << 50,
-        _ => bail!("invalid size '{s}'"),
-    };
-    n.checked_mul(mult)
-        .with_context(|| format!("size '{s}' too large"))
-}
-
-fn parse_extended(list: &[String], ext: &mut Extended) -> Result<()> {
-    for item in list
-        .iter()
-        .flat_map(|l| l.split(','))
-        .filter(|s| !s.is_empty())
-    {
-        let (k, v) = match item.split_once('=') {
-            Some((k, v)) => (k, Some(v)),
-            None => (item, None),
-        };
-        let num = |v: Option<&str>| -> Result<u64> {
-            v.with_context(|| format!("'{k}' needs a value"))?
-                .parse::<u64>()
-                .with_context(|| format!("invalid value for '{k}'"))
-        };
-        let flag =
-            |v: Option<&str>| -> Result<bool> { Ok(v.map_or(Ok(1), |s| s.parse::<u64>())? != 0) };
-        match k {
-            "stride" => ext.stride = Some(num(v)? as u32),
-            "stripe_width" | "stripe-width" => ext.stripe_width = Some(num(v)? as u32),
-            "lazy_itable_init" => ext.lazy_itable_init = Some(flag(v)?),
-            "lazy_journal_init" => ext.lazy_journal_init = Some(flag(v)?),
-            "assume_storage_prezeroed" => ext.assume_storage_prezeroed = flag(v)?,
-            "nodiscard" => ext.discard = Some(false),
-            "discard" => ext.discard = Some(true),
-            "packed_meta_blocks" => ext.packed_meta_blocks = flag(v)?,
-            "test_fs" => ext.test_fs = true,
-            "num_backup_sb" => ext.num_backup_sb = Some(num(v)? as u32),
-            "resize" => ext.resize = Some(num(v)?),
-            "orphan_file_size" => ext.orphan_file_size = Some(parse_size(v.unwrap_or(""), 1024)?),
-            "quotatype" => ext.quota_types = Some(v.context("'quotatype' needs a value")?.into()),
-            "encoding" => ext.encoding = Some(v.context("'encoding' needs a value")?.into()),
-            "encoding_flags" => {
-                ext.encoding_flags = Some(v.context("'encoding_flags' needs a value")?.into())
-            }
-            "root_owner" => {
-                ext.root_owner = Some(match v {
-                    None => (
-                        rustix::process::getuid().as_raw(),
-                        rustix::process::getgid().as_raw(),
-                    ),
-                    Some(s) => {
-                        let (u, g) = s.split_once(':').context("root_owner=uid:gid")?;
-                        (u.parse()?, g.parse()?)
-                    }
-                })
-            }
-            "hash_seed" => {
-                ext.hash_seed = Some(
-                    mkfs::parse_uuid(v.unwrap_or(""))
-                        .with_context(|| format!("Invalid hash seed: {}", v.unwrap_or("")))?,
-                )
-            }
-            _ => bail!(
-                "Bad option(s) specified: {k}\n\nExtended options are separated by commas: \
-                 stride, stripe_width, resize, lazy_itable_init, lazy_journal_init, \
-                 assume_storage_prezeroed, root_owner, test_fs, discard, nodiscard, \
-                 num_backup_sb, packed_meta_blocks, hash_seed, orphan_file_size, \
-                 encoding, encoding_flags, quotatype"
-            ),
-        }
-    }
-    Ok(())
+    Ok(mkfs::parse_size(s, unit)?)
 }
 
 fn now() -> i64 {
@@ -241,8 +160,7 @@ fn run(a: Args) -> Result<()> {
     if !a.quiet {
         eprintln!("mkfs.ext4r {}", env!("CARGO_PKG_VERSION"));
     }
-    let mut ext = Extended::default();
-    parse_extended(a.extended.as_slice(), &mut ext)?;
+    let ext = Extended::parse(a.extended.as_slice())?;
     let block_size = a
         .block_size
         .as_deref()

@@ -8,6 +8,7 @@
 //! holds, and `write` emits them in sorted, merged runs.
 
 pub(crate) mod alloc;
+mod args;
 mod blockmap;
 mod groups;
 mod intervals;
@@ -20,6 +21,7 @@ pub mod resize_inode;
 mod runs;
 mod write;
 
+pub use args::parse_size;
 pub use params::{parse_uuid, Extended, MkfsOptions};
 
 use crate::device::BlockDevice;
