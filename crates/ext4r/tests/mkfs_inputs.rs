@@ -68,6 +68,12 @@ fn a_refused_format_writes_nothing() {
     assert!(format(&dev, &o, true).is_err());
     assert_eq!(dev.allocated(), 0);
     assert_eq!(dev.stats().bytes_written, 0);
+    // -g 0 with -E resize: divided by before it was judged (found by the
+    // mkfs_opts fuzz target).
+    let mut o = base(16 << 20);
+    o.blocks_per_group = Some(0);
+    o.extended.resize = Some(100_000);
+    assert!(plan(&o).is_err());
     // A device smaller than the size asked for.
     let dev = MemDevice::new(8 << 20);
     assert!(format(&dev, &base(16 << 20), true).is_err());

@@ -490,6 +490,15 @@ impl MkfsOptions {
         if stride != 0 && stripe_width != 0 && stripe_width % stride != 0 {
             // mke2fs only warns here.
         }
+        // -g is judged as mke2fs parses it, before anything divides by it.
+        if let Some(g) = self.blocks_per_group {
+            if g % 8 != 0 {
+                return Err(bad("blocks per group must be multiple of 8"));
+            }
+            if g < 256 || g > 8 * blocksize {
+                return Err(bad("blocks per group count out of range"));
+            }
+        }
         let mut reserved_gdt_blocks = None;
         if let Some(resize) = ext.resize {
             if resize <= fs_blocks {
@@ -536,14 +545,6 @@ impl MkfsOptions {
             return Err(bad(
                 "reserved online resize blocks not supported on non-sparse filesystem",
             ));
-        }
-        if let Some(g) = self.blocks_per_group {
-            if g % 8 != 0 {
-                return Err(bad("blocks per group must be multiple of 8"));
-            }
-            if g < 256 || g > 8 * blocksize {
-                return Err(bad("blocks per group count out of range"));
-            }
         }
         let (blocks_per_group, clusters_per_group) = if bigalloc {
             (None, self.blocks_per_group)
