@@ -333,7 +333,9 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         FileKind::Regular | FileKind::Directory | FileKind::Symlink => {
             if flags.contains(InodeFlags::INLINE_DATA) {
                 // Data in the inode: nothing to claim.
-            } else if kind == FileKind::Symlink && is_fast_symlink(&inode, ea_blocks, huge, bs) {
+            } else if kind == FileKind::Symlink
+                && is_fast_symlink(&inode, ea_blocks, huge, bs, c.geo.cluster_bits)
+            {
                 fast_symlink = true;
             } else if flags.contains(InodeFlags::EXTENTS) {
                 map = pass1_map::extents(c, ino, &inode, kind == FileKind::Directory);
@@ -694,9 +696,13 @@ fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
         .is_ok_and(|xs| xs.iter().any(|x| x.name == b"system.data"))
 }
 
-fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u64) -> bool {
+/// libext2fs's `ext2fs_is_fast_symlink`: no data blocks once the xattr
+/// block is taken off `i_blocks` — a whole cluster of it on bigalloc
+/// (`ext2fs_inode_data_blocks2` subtracts the cluster size).
+fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u64, cluster_bits: u32) -> bool {
     let sectors = inode.blocks_count(huge, bs as u32);
-    sectors.saturating_sub(ea_blocks * (bs / 512)) == 0 && inode.size() < I_BLOCK_SIZE as u64
+    sectors.saturating_sub(ea_blocks * ((bs << cluster_bits) / 512)) == 0
+        && inode.size() < I_BLOCK_SIZE as u64
 }
 
 fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapResult) {
@@ -711,7 +717,11 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
                     && map.end_lblk - nblock > u64::from(c.sb.s_prealloc_dir_blocks))
         }
         FileKind::Regular => {
-            (map.end_init_lblk > 0 && size < (map.end_init_lblk - 1) * bs)
+            // fs-verity keeps its Merkle tree in blocks past i_size
+            // (e2fsck's check_blocks exempts EXT4_VERITY_FL).
+            (map.end_init_lblk > 0
+                && size < (map.end_init_lblk - 1) * bs
+                && !inode.flags().contains(InodeFlags::VERITY))
                 || (inode.flags().contains(InodeFlags::EXTENTS)
                     && size > (1u64 << (32 + bs.trailing_zeros())) - 1)
         }

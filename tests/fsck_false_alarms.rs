@@ -1,0 +1,122 @@
+//! Filesystems e2fsck finds clean that fsck.ext4r reported (issue 19),
+//! each made here the way e2fsprogs' own tests make them (mke2fs and
+//! debugfs), so the rule is tested, not one image: our -fn must exit 0
+//! wherever e2fsck -fn does, and -p as e2fsck -p.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+fn debugfs_w(img: &Path, cmds: &[String]) {
+    for c in cmds {
+        let o = run(Command::new("debugfs").args(["-w", "-R", c]).arg(img));
+        assert!(o.status.success(), "debugfs {c}: {o:?}");
+    }
+}
+
+/// e2fsck -fn must be clean; ours -fn then exits 0, and ours -p exits as
+/// e2fsck -p does (0, or 1 where e2fsck -p quietly fixes something).
+fn judged_alike(dir: &TempDir, img: &Path, what: &str) {
+    let (rc, out) = e2fsck_fn(img);
+    assert_eq!(rc, 0, "{what}: the case must be clean for e2fsck: {out}");
+    let copy = dir.path("copy.img");
+    std::fs::copy(img, &copy).unwrap();
+    let theirs = run(Command::new("e2fsck").arg("-p").arg(&copy))
+        .status
+        .code();
+    for (mode, want) in [("-fn", Some(0)), ("-p", theirs)] {
+        std::fs::copy(img, &copy).unwrap();
+        let o = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
+            .args(["fsck", mode])
+            .arg(&copy));
+        assert_eq!(
+            o.status.code(),
+            want,
+            "{what}, fsck {mode}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
+
+#[test]
+fn symlinks_with_an_xattr_block_on_bigalloc() {
+    if !have("mke2fs") || !have("debugfs") || !have("e2fsck") {
+        println!("skipped: e2fsprogs not installed");
+        return;
+    }
+    let dir = TempDir::new("fa-bigalloc-symlink");
+    let value = dir.path("value");
+    std::fs::write(&value, vec![b'v'; 600]).unwrap();
+    // The xattr block is charged as a whole cluster in i_blocks: a fast
+    // symlink is one whose i_blocks is that cluster and nothing more.
+    for (bs, cluster) in [("1024", "16384"), ("4096", "65536")] {
+        let img = dir.path("b.img");
+        make_image(
+            Command::new("mke2fs"),
+            &["-t", "ext4", "-b", bs, "-O", "bigalloc", "-C", cluster],
+            &img,
+            "64M",
+        )
+        .unwrap();
+        debugfs_w(
+            &img,
+            &[
+                "symlink /fast target".into(),
+                format!("ea_set -f {} /fast trusted.big", value.display()),
+                format!("symlink /slow {}", "s".repeat(200)),
+                format!("ea_set -f {} /slow trusted.big", value.display()),
+            ],
+        );
+        judged_alike(&dir, &img, &format!("bigalloc {bs}/{cluster}"));
+    }
+}
+
+#[test]
+fn verity_files_keep_blocks_past_their_size() {
+    if !have("mke2fs") || !have("debugfs") || !have("e2fsck") {
+        println!("skipped: e2fsprogs not installed");
+        return;
+    }
+    let dir = TempDir::new("fa-verity");
+    let data = dir.path("data");
+    std::fs::write(&data, vec![b'd'; 5 * 4096]).unwrap();
+    let img = dir.path("v.img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "4096", "-O", "verity"],
+        &img,
+        "64M",
+    )
+    .unwrap();
+    // Five blocks written, i_size of two: the rest stands for the Merkle
+    // tree fs-verity keeps past the end of the data.
+    debugfs_w(
+        &img,
+        &[
+            format!("write {} /f", data.display()),
+            "sif /f size 8192".into(),
+            "sif /f flags 0x180000".into(),
+        ],
+    );
+    judged_alike(&dir, &img, "verity");
+}
+
+#[test]
+fn a_journal_left_without_the_has_journal_flag() {
+    if !have("mke2fs") || !have("debugfs") || !have("e2fsck") {
+        println!("skipped: e2fsprogs not installed");
+        return;
+    }
+    let dir = TempDir::new("fa-extra-journal");
+    for t in ["ext3", "ext4"] {
+        let img = dir.path("j.img");
+        make_image(Command::new("mke2fs"), &["-t", t], &img, "32M").unwrap();
+        debugfs_w(&img, &["feature ^has_journal".into()]);
+        judged_alike(&dir, &img, t);
+    }
+}
