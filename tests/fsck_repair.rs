@@ -300,6 +300,37 @@ const DAMAGES: &[Damage] = &[
         |i| poke_block(i, resize_blocks(i).1, &[1, 2, 3, 4]),
         &[],
     ),
+    // e2fsck's process_bad_inode: the high word of i_blocks is zero
+    // without huge_file.
+    (
+        "i_blocks_hi without huge_file",
+        |i| {
+            debugfs(i, "feature ^huge_file");
+            debugfs(i, "sif /victim blocks_hi 1024");
+        },
+        &[],
+    ),
+    // The imagic flag without the imagic_inodes feature is cleared.
+    (
+        "imagic flag",
+        |i| {
+            let stat = debugfs_out(i, "stat /victim");
+            let flags = stat
+                .split("Flags: 0x")
+                .nth(1)
+                .and_then(|r| u32::from_str_radix(r.split_whitespace().next()?, 16).ok())
+                .unwrap_or(0);
+            debugfs(i, &format!("sif /victim flags {:#x}", flags | 0x2000));
+        },
+        &[],
+    ),
+    // A size no block map (nor extent tree) can address: set to the
+    // blocks it has, so its tail past the last block is gone.
+    (
+        "i_size past the largest file",
+        |i| debugfs(i, "sif /victim size 0xffff00000000ff00"),
+        &["victim"],
+    ),
     // Reserved GDT blocks dropped with the feature, the inode cleared.
     (
         "resize_inode feature off",

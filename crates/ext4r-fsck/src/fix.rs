@@ -134,6 +134,8 @@ pub enum Fix {
     ClearV2JournalFields(u64),
     /// Clear the obsolete fragment address `i_faddr`.
     InodeClearFaddr(u32),
+    /// Zero `l_i_blocks_high` (no huge_file).
+    InodeClearBlocksHigh(u32),
     /// Set the superblock's desired (true) or required extra inode size.
     SuperExtraIsize(bool, u16),
     /// Forget a quota inode (0 user, 1 group, 2 project).
@@ -537,6 +539,9 @@ impl<'a> Writer<'a> {
                 crate::journal_fix::clear_v2_fields(self.block(*b, BlockKind::Plain)?);
             }
             Fix::InodeClearFaddr(ino) => self.edit_inode(*ino, |i| i.i_obso_faddr.set(0))?,
+            Fix::InodeClearBlocksHigh(ino) => {
+                self.edit_inode(*ino, |i| i.l_i_blocks_high.set(0))?
+            }
             Fix::SuperExtraIsize(want, v) => {
                 if *want {
                     self.sb.s_want_extra_isize.set(*v);

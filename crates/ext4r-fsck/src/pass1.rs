@@ -213,6 +213,32 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeClearFileAclHigh(ino),
         );
     }
+    // e2fsck's process_bad_inode: without huge_file the high word of
+    // i_blocks must be zero (Linux only; the Hurd keeps other data there).
+    if !c.sb.has_ro_compat(RoCompat::HUGE_FILE)
+        && c.sb.s_creator_os.get() == ext4r_format::superblock::OS_LINUX
+        && inode.l_i_blocks_high.get() != 0
+    {
+        c.p.error_fix(
+            2,
+            "PR_2_BLOCKS_HI_ZERO",
+            format!(
+                "i_blocks_hi for inode {ino} is {}, should be zero.",
+                inode.l_i_blocks_high.get()
+            ),
+            Fix::InodeClearBlocksHigh(ino),
+        );
+    }
+    // e2fsck's PR_1_SET_IMAGIC: the AFS-server flag means nothing without
+    // the imagic_inodes feature.
+    if inode.flags().contains(InodeFlags::IMAGIC) && !c.sb.has_compat(Compat::IMAGIC_INODES) {
+        c.p.error_fix(
+            1,
+            "PR_1_SET_IMAGIC",
+            format!("Inode {ino} has imagic flag set."),
+            Fix::InodeClearFlags(ino, InodeFlags::IMAGIC.bits()),
+        );
+    }
     if inode.i_obso_faddr.get() != 0 {
         c.p.error_fix(
             2,
@@ -696,6 +722,12 @@ fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
         .is_ok_and(|xs| xs.iter().any(|x| x.name == b"system.data"))
 }
 
+/// The largest file a block map addresses with `bs`-byte blocks.
+fn blockmap_max_bytes(bs: u64) -> u64 {
+    let p = bs / 4;
+    (12 + p + p * p + p * p * p).saturating_mul(bs)
+}
+
 /// libext2fs's `ext2fs_is_fast_symlink`: no data blocks once the xattr
 /// block is taken off `i_blocks` — a whole cluster of it on bigalloc
 /// (`ext2fs_inode_data_blocks2` subtracts the cluster size).
@@ -722,6 +754,10 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
             (map.end_init_lblk > 0
                 && size < (map.end_init_lblk - 1) * bs
                 && !inode.flags().contains(InodeFlags::VERITY))
+                // Past what a block map can address (e2fsck's
+                // ext2_max_sizes: 12 + p + p^2 + p^3 blocks).
+                || (!inode.flags().contains(InodeFlags::EXTENTS)
+                    && size > blockmap_max_bytes(bs))
                 || (inode.flags().contains(InodeFlags::EXTENTS)
                     && size > (1u64 << (32 + bs.trailing_zeros())) - 1)
         }
