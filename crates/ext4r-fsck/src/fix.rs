@@ -158,6 +158,15 @@ pub enum Fix {
     MakeLostFound(crate::lost_found::NewLostFound),
     /// Clear these inode flags.
     InodeClearFlags(u32, u32),
+    /// Set `i_flags` bits (an EA inode missing its EA_INODE flag).
+    InodeSetFlags(u32, u32),
+    /// Turn on read-only-compatible feature bits (dir_nlink).
+    SetRoCompat(u32),
+    /// Store an EA inode's reference count (`i_ctime` high, `l_i_version`
+    /// low word).
+    EaInodeRefCount(u32, u64),
+    /// Rewrite the MMP block at this address as `ext2fs_mmp_reset` does.
+    ResetMmp(u64),
     /// Set the large_file feature, making a revision 0 superblock dynamic
     /// (as e2fsck's `ext2fs_update_dynamic_rev`).
     SetLargeFile,
@@ -507,6 +516,15 @@ impl<'a> Writer<'a> {
                 self.sb.s_feature_incompat.set(v);
                 self.sb_dirty = true;
             }
+            Fix::SetRoCompat(bits) => {
+                let v = self.sb.s_feature_ro_compat.get() | bits;
+                self.sb.s_feature_ro_compat.set(v);
+                self.sb_dirty = true;
+            }
+            Fix::EaInodeRefCount(ino, refs) => self.edit_inode(*ino, |i| {
+                i.i_ctime.set((*refs >> 32) as u32);
+                i.l_i_version.set(*refs as u32);
+            })?,
             Fix::ClearIncompat(bits) => {
                 let v = self.sb.s_feature_incompat.get() & !bits;
                 self.sb.s_feature_incompat.set(v);
@@ -594,6 +612,9 @@ impl<'a> Writer<'a> {
             Fix::MakeLostFound(n) => self.make_lost_found(*n)?,
             Fix::InodeClearFlags(ino, bits) => self.edit_inode(*ino, |i| {
                 i.i_flags.set(i.i_flags.get() & !bits);
+            })?,
+            Fix::InodeSetFlags(ino, bits) => self.edit_inode(*ino, |i| {
+                i.i_flags.set(i.i_flags.get() | bits);
             })?,
             Fix::SetLargeFile => {
                 let v = self.sb.s_feature_ro_compat.get() | RoCompat::LARGE_FILE.bits();
@@ -699,6 +720,16 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
+            Fix::ResetMmp(b) => {
+                let seed = self
+                    .sb
+                    .has_ro_compat(RoCompat::METADATA_CSUM)
+                    .then(|| self.sb.csum_seed());
+                let interval = self.sb.s_mmp_update_interval.get();
+                let bs = self.fs.block_size() as usize;
+                let data = crate::mmp::reset_block(interval, seed, bs);
+                *self.block(*b, BlockKind::Plain)? = data;
+            }
             Fix::RecreateResizeInode(dind) => self.recreate_resize_inode(*dind)?,
             Fix::DropResizeFeature => self.drop_resize_feature(),
             Fix::ClearOrphanPresent => {

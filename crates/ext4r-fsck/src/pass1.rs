@@ -9,7 +9,8 @@ use ext4r_format::inode::{
     ino as special, is_zeroed_inode, verify_inode_checksum, Inode, InodeFlags, I_BLOCK_SIZE,
 };
 use ext4r_format::xattr::{
-    parse_xattr_block, parse_xattr_ibody, verify_xattr_block_checksum, XattrEntries,
+    parse_xattr_block, parse_xattr_ibody, verify_xattr_block_checksum, xattr_ea_inode_entry_hash,
+    XattrEntries,
 };
 use ext4r_format::{BlockNr, GroupNr, InodeNr};
 
@@ -118,8 +119,8 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     finish_xattr_blocks(c);
     crate::resize_inode::finish(c);
     c.index_groups();
+    // Kept with repeats: pass 4 counts the references to each EA inode.
     c.ea_refs.sort_unstable();
-    c.ea_refs.dedup();
     if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
         c.p.error_fix(
             2,
@@ -802,6 +803,7 @@ fn xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
 /// noted as referenced (pass 4 leaves them out of the link count).
 fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
     let before = c.ea_refs.len();
+    let mut block_refs = false;
     // The in-inode area: after the fixed part and its 4-byte magic.
     if let Some(x) = rec.get(0x80..0x82) {
         let start = 128 + usize::from(u16::from_le_bytes([x[0], x[1]]));
@@ -818,10 +820,16 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
             .is_ok()
             && buf[..4] == 0xEA02_0000u32.to_le_bytes()
         {
-            value_inums(&buf[32..], &mut c.ea_refs);
+            let mut named = Vec::new();
+            value_inums(&buf[32..], &mut named);
+            block_refs = !named.is_empty();
+            // A shared block's entries count once, when it is first seen.
+            if c.xattr_blocks.get(&blk).is_none_or(|x| x.counted <= 1) {
+                c.ea_refs.extend(named);
+            }
         }
     }
-    c.ea_refs.len() > before
+    block_refs || c.ea_refs.len() > before
 }
 
 /// The EA inode numbers named by the entry headers at the start of
@@ -844,7 +852,9 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
         Ok(Some(entries)) => {
             let extra = usize::from(inode.i_extra_isize.get());
             let area = rec.get(128 + extra..).unwrap_or(&[]);
-            if let Some(why) = bad_entries(&entries) {
+            if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
+                report_ea_inode_reference(c, found, Fix::ClearIbodyXattrs(ino));
+            } else if let Some(why) = bad_entries(&entries, true) {
                 c.p.error_fix(
                     1,
                     "PR_1_INODE_EA_BAD",
@@ -917,7 +927,18 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
             Fix::XattrBlockChecksum(blk),
         );
     }
-    if let Some(why) = bad_entries(&entries) {
+    if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
+        report_ea_inode_reference(c, found, Fix::InodeClearFileAcl(ino));
+    } else if let Some(stored) = zero_hash_in_block(&entries) {
+        // e2fsck's check_ext_attr compares a block entry's hash as it is:
+        // only an in-inode entry may leave it 0 (older kernels did).
+        c.p.error_fix(
+            1,
+            "PR_1_ATTR_HASH",
+            format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
+            crate::fix::Fix::InodeClearFileAcl(ino),
+        );
+    } else if let Some(why) = bad_entries(&entries, false) {
         c.p.error_fix(
             1,
             "PR_1_EA_BAD_VALUE",
@@ -937,16 +958,101 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
     (1, false)
 }
 
+/// What e2fsck's check_large_ea_inode finds wrong with an entry whose
+/// value lives in an EA inode: a number outside the inodes a value can
+/// live in, or a target whose hash disagrees (an EA inode: the entry's
+/// hash is wrong; not one: the reference is), unless it is a Lustre-style
+/// reference back to its parent. The code, its message, and whether the
+/// fix is to set the target's missing EA_INODE flag rather than clear.
+fn ea_inode_reference(
+    c: &Ctx,
+    ino: u32,
+    parent: &Inode,
+    entries: &XattrEntries<'_>,
+) -> Option<(&'static str, String, Option<u32>)> {
+    let first = c.sb.first_ino();
+    let last = c.sb.s_inodes_count.get();
+    for e in entries.iter().filter_map(Result::ok) {
+        let n = e.entry.e_value_inum.get();
+        if n == 0 {
+            continue;
+        }
+        let illegal = || {
+            (
+                "PR_1_ATTR_VALUE_EA_INODE",
+                format!("Inode {ino} has illegal extended attribute value inode {n}."),
+                None,
+            )
+        };
+        if n < first || n > last {
+            return Some(illegal());
+        }
+        let Ok(target) = c.fs.inode(InodeNr(n)) else {
+            continue;
+        };
+        let t = &target.inode;
+        let stored = e.entry.e_hash.get();
+        let is_ea = t.flags().contains(InodeFlags::EA_INODE);
+        let hash_ok = [false, true]
+            .iter()
+            .any(|&s| xattr_ea_inode_entry_hash(e.name, t.i_atime.get(), s) == stored);
+        let lustre = t.i_mtime.get() == ino && t.i_generation.get() == parent.i_generation.get();
+        if !hash_ok && !lustre {
+            return Some(if is_ea {
+                (
+                    "PR_1_ATTR_HASH",
+                    format!(
+                        "Extended attribute in inode {ino} has a hash ({stored}) which is invalid"
+                    ),
+                    None,
+                )
+            } else {
+                illegal()
+            });
+        }
+        if !is_ea {
+            return Some((
+                "PR_1_ATTR_SET_EA_INODE_FL",
+                format!("EA inode {n} for parent inode {ino} missing EA_INODE flag."),
+                Some(n),
+            ));
+        }
+    }
+    None
+}
+
+/// Reports [`ea_inode_reference`]'s finding with its fix: the flag set on
+/// the target, or `clear` (the inode's xattr block or in-inode area).
+fn report_ea_inode_reference(c: &mut Ctx, found: (&'static str, String, Option<u32>), clear: Fix) {
+    let (code, msg, set_flag) = found;
+    let fix = match set_flag {
+        Some(n) => Fix::InodeSetFlags(n, InodeFlags::EA_INODE.bits()),
+        None => clear,
+    };
+    c.p.error_fix(1, code, msg, fix);
+}
+
+/// A block entry whose stored hash is 0 where its value's hash is not.
+fn zero_hash_in_block(entries: &XattrEntries<'_>) -> Option<u32> {
+    entries.iter().filter_map(Result::ok).find_map(|e| {
+        let stored = e.entry.e_hash.get();
+        let hashes_to_zero = [false, true]
+            .iter()
+            .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == 0));
+        (stored == 0 && !hashes_to_zero).then_some(stored)
+    })
+}
+
 /// Entries that fail to parse or whose stored hash matches neither hash
-/// variant.
-fn bad_entries(entries: &XattrEntries<'_>) -> Option<String> {
+/// variant (`zero_ok`: in the inode, where 0 means "not computed").
+fn bad_entries(entries: &XattrEntries<'_>, zero_ok: bool) -> Option<String> {
     for e in entries.iter() {
         let e = match e {
             Ok(e) => e,
             Err(err) => return Some(err.to_string()),
         };
         let stored = e.entry.e_hash.get();
-        if stored != 0 {
+        if stored != 0 || !zero_ok {
             let ok = [false, true]
                 .iter()
                 .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == stored));

@@ -195,16 +195,40 @@ fn lost_and_found(c: &mut Ctx) {
     }
 }
 
+/// e2fsck's check_ea_inode: an EA inode's stored reference count
+/// (`i_ctime` << 32 | `l_i_version`) is the number of xattr entries naming
+/// it (an xattr block's entries once, however many inodes share it).
+/// Lustre's old EA inodes keep no count; their `i_ctime` equals `i_atime`.
+fn ea_inode_refs(c: &mut Ctx, ino: u32) {
+    let lo = c.ea_refs.partition_point(|&x| x < ino);
+    let hi = c.ea_refs.partition_point(|&x| x <= ino);
+    let actual = (hi - lo) as u64;
+    let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) else {
+        return;
+    };
+    let i = &info.inode;
+    let stored = u64::from(i.i_ctime.get()) << 32 | u64::from(i.l_i_version.get());
+    if stored != actual && i.i_ctime.get() != i.i_atime.get() {
+        c.p.error_fix(
+            4,
+            "PR_4_EA_INODE_REF_COUNT",
+            format!("Extended attribute inode {ino} ref count is {stored}, should be {actual}."),
+            crate::fix::Fix::EaInodeRefCount(ino, actual),
+        );
+    }
+}
+
 pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     if c.skip_to_pass5 {
         return;
     }
-    let dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
+    let mut dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
     for i in 0..c.inodes.len() {
         let r = c.inodes[i];
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
         if r.ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
+            ea_inode_refs(c, r.ino);
             continue;
         }
         let mut counted = r.counted;
@@ -233,13 +257,14 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         }
         if r.kind == FileKind::Directory && counted > LINK_MAX {
             if !dir_nlink {
-                c.p.error(
+                // As e2fsck: the feature is turned on at the first such
+                // directory, which settles it for the others.
+                dir_nlink = true;
+                c.p.error_fix(
                     4,
                     "PR_4_DIR_NLINK_FEATURE",
-                    format!(
-                        "Directory inode {} has more links than allowed without dir_nlink.",
-                        r.ino
-                    ),
+                    "Directory exceeds max links, but no DIR_NLINK feature in superblock.".into(),
+                    crate::fix::Fix::SetRoCompat(RoCompat::DIR_NLINK.bits()),
                 );
             }
             counted = 1;
