@@ -120,3 +120,46 @@ fn a_journal_left_without_the_has_journal_flag() {
         judged_alike(&dir, &img, t);
     }
 }
+
+/// The MMP block is metadata: a clean MMP filesystem was reported with a
+/// block bitmap difference (and -y freed the block). A damaged MMP block
+/// is rewritten as e2fsck rewrites it.
+#[test]
+fn mmp_filesystems() {
+    if !have("mke2fs") || !have("debugfs") || !have("e2fsck") || !have("dumpe2fs") {
+        println!("skipped: e2fsprogs not installed");
+        return;
+    }
+    let dir = TempDir::new("fa-mmp");
+    for opts in [
+        &["-t", "ext4", "-O", "mmp"][..],
+        &["-t", "ext4", "-O", "mmp,^metadata_csum"],
+    ] {
+        let img = dir.path("m.img");
+        make_image(Command::new("mke2fs"), opts, &img, "32M").unwrap();
+        judged_alike(&dir, &img, &format!("{opts:?}"));
+        let dump = run(Command::new("dumpe2fs").arg("-h").arg(&img));
+        let dump = String::from_utf8_lossy(&dump.stdout).into_owned();
+        let mmp: u64 = dump
+            .lines()
+            .find_map(|l| l.strip_prefix("MMP block number:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap();
+        // Bad magic, then (with metadata_csum) a bad checksum.
+        for (at, byte) in [(0u64, 0x00u8), (100, 0x5a)] {
+            let mut bytes = std::fs::read(&img).unwrap();
+            bytes[(mmp * 1024 + at) as usize] ^= byte | 1;
+            let damaged = dir.path("d.img");
+            std::fs::write(&damaged, &bytes).unwrap();
+            let (pre, _) = e2fsck_fn(&damaged);
+            let fy = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
+                .args(["fsck", "-fy"])
+                .arg(&damaged));
+            let (rc, out) = e2fsck_fn(&damaged);
+            assert_eq!(
+                rc, 0,
+                "{opts:?} byte {at}: e2fsck before {pre}, ours {fy:?}: {out}"
+            );
+        }
+    }
+}

@@ -36,6 +36,7 @@ mod idata_extents;
 mod inline_dir;
 mod journal_fix;
 mod lost_found;
+mod mmp;
 mod orphan;
 mod pass0;
 mod pass1;

@@ -25,6 +25,7 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
         return;
     }
     quota_and_orphan(c);
+    crate::mmp::check(c);
     journal(c);
 }
 
