@@ -104,6 +104,10 @@ pub(crate) struct Ctx {
     pub large_files: u64,
     /// EA inodes some xattr keeps a value in (sorted after pass 1).
     pub ea_refs: Vec<u32>,
+    /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
+    /// them; pass 4 counts them as EA inodes, as e2fsck does once its pass
+    /// 1 has set the flag).
+    pub ea_flag_missing: Vec<u32>,
     /// Name lengths of the entries passes 3 and 4 add to lost+found.
     pub reconnects: Vec<usize>,
     /// Group metadata pass 0 found out of place, to move in pass 5.
@@ -149,6 +153,7 @@ impl Ctx {
             reserved: Vec::new(),
             large_files: 0,
             ea_refs: Vec::new(),
+            ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
             relocate: Vec::new(),
             skip_to_pass5: false,

@@ -447,19 +447,24 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
         c.large_files += 1;
     }
-    // i_blocks counts data, tree blocks and the xattr block.
-    // Values in EA inodes are charged to their owner as well; that
-    // accounting is not modelled yet, so such inodes are not judged.
+    // i_blocks counts data, tree blocks and the xattr block, and the
+    // values kept in EA inodes, charged to their owner in whole clusters
+    // (the kernel's quota charge; e2fsck's size_to_quota_blocks).
     let bigalloc = c.sb.has_ro_compat(RoCompat::BIGALLOC);
     let mapped = !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink && !map.bad;
+    let charged = if ea_inode_values {
+        ea_inode_charge(c, &inode, rec)
+    } else {
+        0
+    };
     let blocks = if bigalloc {
         // Whole clusters: each one the inode's blocks (data, tree and
         // xattr block) touch.
-        mapped.then(|| cluster_blocks(c, ino, &inode, ea_blocks))
+        mapped.then(|| cluster_blocks(c, ino, &inode, ea_blocks) + charged)
     } else {
-        Some(map.blocks + ea_blocks)
+        Some(map.blocks + ea_blocks + charged)
     };
-    if let (Some(blocks), false) = (blocks, ea_inode_values) {
+    if let Some(blocks) = blocks {
         let in_fs_blocks = huge && flags.contains(InodeFlags::HUGE_FILE);
         let want = if in_fs_blocks {
             blocks
@@ -1021,12 +1026,65 @@ fn ea_inode_reference(
     None
 }
 
+/// The blocks the values in EA inodes add to their owner's `i_blocks`:
+/// each value's size in whole clusters, where the entry's hash matches its
+/// EA inode (e2fsck's check_large_ea_inode charges nothing otherwise, as
+/// for Lustre's old references).
+fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> u64 {
+    let cluster = u64::from(c.geo.block_size) << c.geo.cluster_bits;
+    let ratio = 1u64 << c.geo.cluster_bits;
+    let first = c.sb.first_ino();
+    let last = c.sb.s_inodes_count.get();
+    let charge = |entries: &XattrEntries<'_>| -> u64 {
+        let mut total = 0;
+        for e in entries.iter().filter_map(Result::ok) {
+            let n = e.entry.e_value_inum.get();
+            if n < first || n > last {
+                continue;
+            }
+            let Ok(t) = c.fs.inode(InodeNr(n)) else {
+                continue;
+            };
+            let stored = e.entry.e_hash.get();
+            let hash = t.inode.i_atime.get();
+            if [false, true]
+                .iter()
+                .any(|&s| xattr_ea_inode_entry_hash(e.name, hash, s) == stored)
+            {
+                total += u64::from(e.entry.e_value_size.get()).div_ceil(cluster) * ratio;
+            }
+        }
+        total
+    };
+    let mut total = 0;
+    if let Ok(Some(entries)) = parse_xattr_ibody(rec) {
+        total += charge(&entries);
+    }
+    let blk = inode.file_acl(c.wide()).0;
+    if blk != 0 && c.valid_range(blk, 1) {
+        let mut buf = vec![0u8; c.geo.block_size as usize];
+        if c.fs
+            .device()
+            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
+            .is_ok()
+        {
+            if let Ok((_, entries)) = parse_xattr_block(&buf) {
+                total += charge(&entries);
+            }
+        }
+    }
+    total
+}
+
 /// Reports [`ea_inode_reference`]'s finding with its fix: the flag set on
 /// the target, or `clear` (the inode's xattr block or in-inode area).
 fn report_ea_inode_reference(c: &mut Ctx, found: (&'static str, String, Option<u32>), clear: Fix) {
     let (code, msg, set_flag) = found;
     let fix = match set_flag {
-        Some(n) => Fix::InodeSetFlags(n, InodeFlags::EA_INODE.bits()),
+        Some(n) => {
+            c.ea_flag_missing.push(n);
+            Fix::InodeSetFlags(n, InodeFlags::EA_INODE.bits())
+        }
         None => clear,
     };
     c.p.error_fix(1, code, msg, fix);

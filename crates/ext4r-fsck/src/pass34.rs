@@ -227,7 +227,8 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         let r = c.inodes[i];
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
-        if r.ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
+        let ea_inode = r.ea_inode || c.ea_flag_missing.contains(&r.ino);
+        if ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
             ea_inode_refs(c, r.ino);
             continue;
         }
