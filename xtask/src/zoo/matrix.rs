@@ -123,6 +123,8 @@ pub fn configs() -> Vec<Config> {
     ];
     let mut out = Vec::new();
     for bs in [1024u64, 2048, 4096] {
+        out.push(cfg(&format!("ext2-{}k", bs / 1024), "ext2", bs, &[], &[]));
+        out.push(cfg(&format!("ext3-{}k", bs / 1024), "ext3", bs, &[], &[]));
         for f in singles {
             let name = format!(
                 "ext4-{}k-{}",
@@ -135,10 +137,8 @@ pub fn configs() -> Vec<Config> {
             );
             out.push(cfg(&name, "ext4", bs, f, &[]));
         }
-        out.push(cfg(&format!("ext2-{}k", bs / 1024), "ext2", bs, &[], &[]));
-        out.push(cfg(&format!("ext3-{}k", bs / 1024), "ext3", bs, &[], &[]));
         out.push(cfg(
-            &format!("ext3-{}k-dir_index", bs / 1024),
+            &format!("ext3-{}k-inode128", bs / 1024),
             "ext3",
             bs,
             &["inode128"],

@@ -281,6 +281,14 @@ fn one(
     }
     judge(bin, &img, "image", &mut out.false_alarms)?;
     if journal && snap.is_file() {
+        let dump = Command::new("dumpe2fs")
+            .arg("-h")
+            .arg(&snap)
+            .stderr(Stdio::null())
+            .output()?;
+        if String::from_utf8_lossy(&dump.stdout).contains("needs_recovery") {
+            out.made.push(("snapshots needing replay", 1));
+        }
         // Replay by the kernel, then both checkers must find it clean.
         with_mount(&snap, &mnt, &cfg.mount_opts, || Ok(()))?;
         if status(Command::new("e2fsck").arg("-fn").arg(&snap))? == 0 {

@@ -136,7 +136,11 @@ pub fn fill(root: &Path, shape: &Shape, rng: &mut Rng) -> Result<Vec<(&'static s
         let target: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
         for variant in 0..3 {
             let p = s.join(format!("l{len}-{variant}"));
-            std::os::unix::fs::symlink(&target, &p)?;
+            // Encrypted names and targets grow when encrypted: the longest
+            // targets do not fit there (ENAMETOOLONG), which is no error.
+            if std::os::unix::fs::symlink(&target, &p).is_err() {
+                continue;
+            }
             links += 1;
             if shape.xattrs && variant > 0 {
                 let vlen = if variant == 1 {
