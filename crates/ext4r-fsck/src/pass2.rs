@@ -442,7 +442,13 @@ fn entry(
         let msg = format!("{} is a link to the root inode.", place());
         return bad_entry(c, d, b, off, "PR_2_LINK_ROOT", msg);
     }
-    if slot > 1 && (name.contains(&b'/') || name.contains(&0) || name.is_empty()) {
+    // An encrypted directory's names are ciphertext, any byte may occur
+    // (e2fsck checks names only where the directory is not encrypted; its
+    // encrypted names are judged by length, PR_2_BAD_ENCRYPTED_NAME).
+    if slot > 1
+        && !c.dirs[d].encrypted
+        && (name.contains(&b'/') || name.contains(&0) || name.is_empty())
+    {
         let msg = format!("{} has illegal characters in its name.", place());
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
