@@ -53,8 +53,8 @@ struct Outcome {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    if !rustix::process::geteuid().is_root() {
-        println!("zoo: skipped: needs root for loop mounts");
+    if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
+        println!("zoo: skipped: needs root and loop devices for loop mounts");
         return Ok(());
     }
     for prog in ["mke2fs", "e2fsck", "setfattr", "fallocate"] {
