@@ -33,7 +33,9 @@ fn cfg(name: &str, fs_type: &str, bs: u64, features: &[&'static str], extra: &[&
     for &f in features {
         feats.push(f);
         match f {
-            "^64bit" | "^extent" | "^flex_bg" | "^has_journal" => o.push(f.to_string()),
+            "^64bit" | "^flex_bg" | "^has_journal" => o.push(f.to_string()),
+            // 64bit needs extents.
+            "^extent" => o.push("^extent,^64bit".into()),
             "sparse_super2" => {
                 o.push(f.into());
                 extended.push("num_backup_sb=1".to_string());
@@ -82,7 +84,7 @@ fn cfg(name: &str, fs_type: &str, bs: u64, features: &[&'static str], extra: &[&
         features: feats,
         block_size: bs,
         size_mib: if features.iter().any(|f| f.starts_with("bigalloc")) {
-            128
+            256
         } else {
             64
         },

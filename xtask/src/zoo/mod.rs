@@ -180,11 +180,17 @@ fn with_mount<T>(img: &Path, mnt: &Path, opts: &str, f: impl FnOnce() -> Result<
         bail!("kernel refused to mount ({o})");
     }
     let r = f();
-    let u = status(Command::new("umount").arg(mnt))?;
-    if u != 0 {
-        bail!("umount {} failed", mnt.display());
+    // With --jobs above 1, another worker's child may briefly inherit an
+    // fd on this mount between fork and exec (EBUSY): retry, then detach
+    // lazily so no mount outlives the run.
+    for _ in 0..50 {
+        if status(Command::new("umount").arg(mnt))? == 0 {
+            return r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    r
+    let _ = status(Command::new("umount").arg("-l").arg(mnt));
+    bail!("umount {} stayed busy (detached lazily)", mnt.display())
 }
 
 /// Our verdicts on a clean image: -fn on it, -p on a copy.
