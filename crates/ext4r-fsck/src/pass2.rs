@@ -477,6 +477,26 @@ fn entry(
     if slot > 1 {
         let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].seed));
         check_filetype(c, &place, ftype, kind, fix_at);
+        // In an encrypted directory every file, directory and symlink is
+        // encrypted too (e2fsck's check_encryption_policy,
+        // PR_2_UNENCRYPTED_FILE); other kinds carry no policy.
+        if c.dirs[d].encrypted
+            && matches!(
+                kind,
+                FileKind::Regular | FileKind::Directory | FileKind::Symlink
+            )
+            && c.fs.inode(InodeNr(target)).is_ok_and(|i| {
+                !i.inode
+                    .flags()
+                    .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
+            })
+        {
+            let msg = format!(
+                "Encrypted {} references unencrypted inode {target}.",
+                place().replacen("Entry", "entry", 1)
+            );
+            return bad_entry(c, d, b, off, "PR_2_UNENCRYPTED_FILE", msg);
+        }
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
                 if c.dirs[td].parent != 0 {
