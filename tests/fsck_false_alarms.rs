@@ -163,3 +163,52 @@ fn mmp_filesystems() {
         }
     }
 }
+
+/// Unmounts on drop, also when the test panics.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).output();
+    }
+}
+
+#[test]
+fn names_in_encrypted_directories_are_ciphertext() {
+    if !is_root() || !have("mke2fs") || !have("e2fsck") {
+        println!("skipped: needs root (loop mount) and e2fsprogs");
+        return;
+    }
+    let dir = TempDir::new("fa-encrypt");
+    let img = dir.path("e.img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-O", "encrypt"],
+        &img,
+        "32M",
+    )
+    .unwrap();
+    let mnt = dir.path("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // Without a key the kernel encrypts new directories under a dummy
+    // policy only with this option; a kernel without it cannot make the case.
+    let o = run(Command::new("mount")
+        .args(["-o", "loop,test_dummy_encryption"])
+        .arg(&img)
+        .arg(&mnt));
+    if !o.status.success() {
+        println!("skipped: the kernel refuses test_dummy_encryption");
+        return;
+    }
+    {
+        let _m = Mounted(mnt.clone());
+        // Ciphertext names hold '/' and NUL bytes about one time in eight
+        // at 16 bytes: 300 names make it certain.
+        let d = mnt.join("d");
+        std::fs::create_dir(&d).unwrap();
+        for i in 0..300 {
+            std::fs::write(d.join(format!("n{i}")), b"x").unwrap();
+        }
+    }
+    judged_alike(&dir, &img, "encrypted directory");
+}

@@ -5,6 +5,7 @@
 //! - `cargo xtask bench mkfs [--sizes 1T,15T] [--runs N] [--dir /dev/shm]`: ours vs mke2fs.
 //! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
 //!   e2fsprogs test images against e2fsck's.
+//! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.
 //! - `cargo xtask dist`: the binary as shipped (static on glibc Linux); benches use it.
 
 mod bench;
@@ -13,6 +14,7 @@ mod corpus;
 mod fuzz;
 mod measure;
 mod util;
+mod zoo;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +41,8 @@ enum Command {
     Corpus(corpus::Args),
     /// Build `ext4r` as it is shipped (static on glibc Linux) and print its path.
     Dist,
+    /// Clean images across the mke2fs feature matrix: our fsck must agree they are clean.
+    Zoo(zoo::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +52,7 @@ fn main() -> std::process::ExitCode {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Corpus(args) => corpus::run(&args),
+        Command::Zoo(args) => zoo::run(&args),
         Command::Dist => util::dist_ext4r().map(|bin| println!("{}", bin.display())),
     };
     match result {

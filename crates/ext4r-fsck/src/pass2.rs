@@ -442,7 +442,13 @@ fn entry(
         let msg = format!("{} is a link to the root inode.", place());
         return bad_entry(c, d, b, off, "PR_2_LINK_ROOT", msg);
     }
-    if slot > 1 && (name.contains(&b'/') || name.contains(&0) || name.is_empty()) {
+    // An encrypted directory's names are ciphertext, any byte may occur
+    // (e2fsck checks names only where the directory is not encrypted; its
+    // encrypted names are judged by length, PR_2_BAD_ENCRYPTED_NAME).
+    if slot > 1
+        && !c.dirs[d].encrypted
+        && (name.contains(&b'/') || name.contains(&0) || name.is_empty())
+    {
         let msg = format!("{} has illegal characters in its name.", place());
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
@@ -471,6 +477,26 @@ fn entry(
     if slot > 1 {
         let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].seed));
         check_filetype(c, &place, ftype, kind, fix_at);
+        // In an encrypted directory every file, directory and symlink is
+        // encrypted too (e2fsck's check_encryption_policy,
+        // PR_2_UNENCRYPTED_FILE); other kinds carry no policy.
+        if c.dirs[d].encrypted
+            && matches!(
+                kind,
+                FileKind::Regular | FileKind::Directory | FileKind::Symlink
+            )
+            && c.fs.inode(InodeNr(target)).is_ok_and(|i| {
+                !i.inode
+                    .flags()
+                    .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
+            })
+        {
+            let msg = format!(
+                "Encrypted {} references unencrypted inode {target}.",
+                place().replacen("Entry", "entry", 1)
+            );
+            return bad_entry(c, d, b, off, "PR_2_UNENCRYPTED_FILE", msg);
+        }
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
                 if c.dirs[td].parent != 0 {
