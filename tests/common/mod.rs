@@ -241,11 +241,22 @@ impl LoopMount {
     }
     pub fn umount(&mut self) -> Result<(), String> {
         if self.mounted {
-            let o = run(Command::new("umount").arg(&self.dir));
-            if !o.status.success() {
-                return Err(format!("umount: {}", String::from_utf8_lossy(&o.stderr)));
+            // "target is busy" can be passing: a child another test thread
+            // forks holds this thread's open files until it execs. Retry.
+            let mut last = String::new();
+            for attempt in 0..20 {
+                let o = run(Command::new("umount").arg(&self.dir));
+                if o.status.success() {
+                    self.mounted = false;
+                    return Ok(());
+                }
+                last = String::from_utf8_lossy(&o.stderr).into_owned();
+                if !last.contains("busy") {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50 * (attempt + 1)));
             }
-            self.mounted = false;
+            return Err(format!("umount: {last}"));
         }
         Ok(())
     }
