@@ -86,6 +86,15 @@ pub(crate) struct Ctx {
     pub bad_group: Vec<bool>,
     /// Some group's inode table is outside where it may be.
     pub bad_itable: bool,
+    /// Each group's uninit flags and unused inodes as the passes take
+    /// them (see [`crate::gdesc`]).
+    pub groups: Vec<crate::gdesc::GroupState>,
+    /// The journal inode is bad and its copy in the superblock serves
+    /// (its blocks are claimed by pass 0; pass 1 leaves the inode alone).
+    pub journal_backup: bool,
+    /// A repair must check again from the start before fixing more (a
+    /// descriptor said unused where inodes are in use).
+    pub restart: bool,
     pub inodes: Vec<InodeRec>,
     /// Index into `inodes` of each group's first in-use inode (one more
     /// entry at the end), for fast lookups.
@@ -143,6 +152,9 @@ impl Ctx {
             fatal: None,
             bad_group: vec![false; groups],
             bad_itable: false,
+            groups: vec![crate::gdesc::GroupState::default(); groups],
+            restart: false,
+            journal_backup: false,
             inodes: Vec::new(),
             group_start: Vec::new(),
             dirs: Vec::new(),

@@ -323,10 +323,10 @@ fn extent_ptrs(
         {
             continue;
         }
-        if let Ok(n) = ExtentNode::parse(&buf) {
-            if n.depth() + 1 == node.depth() {
-                extent_ptrs(c, &n, Some(child), level + 1, seen, out);
-            }
+        // One level down whatever its own eh_depth says, as pass 1 walks.
+        let want = node.depth().saturating_sub(1);
+        if let Ok(n) = crate::extent_depth::parse_at(&mut buf, want) {
+            extent_ptrs(c, &n, Some(child), level + 1, seen, out);
         }
     }
 }

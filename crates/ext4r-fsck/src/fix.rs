@@ -72,6 +72,9 @@ pub enum Fix {
     InodeBitmap(u32, Vec<u64>),
     /// Rewrite a group descriptor (and so its checksum).
     GroupDescChecksum(u32),
+    /// Clear these `bg_flags` bits of a group and, when given, set its
+    /// unused inode count (the descriptor is rewritten with its checksum).
+    GroupDescFlags(u32, u16, Option<u32>),
     /// Clear `i_block[slot]` (an illegal block pointer).
     InodeBlockSlot(u32, usize),
     /// Clear entry `i` of an indirect block (an illegal block pointer).
@@ -82,6 +85,12 @@ pub enum Fix {
     /// Set the first logical block of index entry `i` of an extent node
     /// (None: the root in the inode); the inode's checksum seed.
     ExtentIndexStart(u32, Option<u64>, usize, u32, u32),
+    /// Replace an inode's extent tree with a rebuilt one (its root and
+    /// node blocks; see [`crate::ExtentTree`]).
+    RebuildExtents(Box<crate::extent_rebuild::ExtentTree>),
+    /// Set the `eh_depth` of an extent node (None: the root in the inode)
+    /// of an inode (whose checksum seed is given).
+    ExtentDepth(u32, Option<u64>, u16, u32),
     /// Make the first record of a directory's block 0 its `.` (block,
     /// directory, seed), splitting off the rest of its space.
     DirMakeDot(u64, u32, u32),
@@ -132,6 +141,9 @@ pub enum Fix {
     ResetJournalSuper(u64, u32),
     /// Zero the v2 fields of a v1 journal superblock at this block.
     ClearV2JournalFields(u64),
+    /// Rebuild the journal inode from the superblock's copy of its block
+    /// map (`s_jnl_blocks`), as e2fsck does when the inode is bad.
+    RestoreJournalInode(u32),
     /// Clear the obsolete fragment address `i_faddr`.
     InodeClearFaddr(u32),
     /// Zero `l_i_blocks_high` (no huge_file).
@@ -384,6 +396,13 @@ impl<'a> Writer<'a> {
             Fix::GroupDescChecksum(g) => {
                 self.desc(*g)?;
             }
+            Fix::GroupDescFlags(g, clear, unused) => {
+                let d = self.desc(*g)?;
+                d.set_flags(d.flags() & !clear);
+                if let Some(u) = unused {
+                    d.set_itable_unused(*u);
+                }
+            }
             Fix::BlockBitmap(g, bits) => {
                 let geo = self.fs.geometry();
                 let cpg = geo.blocks_per_group >> geo.cluster_bits;
@@ -451,6 +470,25 @@ impl<'a> Writer<'a> {
                 let at = 12 + i * 12;
                 if let Some(x) = buf.get_mut(at..at + 4) {
                     x.copy_from_slice(&lblk.to_le_bytes());
+                }
+            }
+            Fix::RebuildExtents(t) => {
+                for (b, buf) in &t.blocks {
+                    self.blocks
+                        .insert(*b, (buf.clone(), BlockKind::Extent(t.seed)));
+                }
+                let rec = self.inode(t.ino)?;
+                if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
+                    x.copy_from_slice(&t.root);
+                }
+            }
+            Fix::ExtentDepth(ino, node, depth, seed) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, BlockKind::Extent(*seed))?,
+                };
+                if let Some(x) = buf.get_mut(6..8) {
+                    x.copy_from_slice(&depth.to_le_bytes());
                 }
             }
             Fix::DirMakeDot(b, dir, seed) => {
@@ -552,6 +590,11 @@ impl<'a> Writer<'a> {
                 let f = self.sb.s_feature_incompat.get() & !Incompat::RECOVER.bits();
                 self.sb.s_feature_incompat.set(f);
                 self.sb_dirty = true;
+            }
+            Fix::RestoreJournalInode(ino) => {
+                let sb = self.sb.clone();
+                let rec = self.inode(*ino)?;
+                let _ = crate::journal_check::backup_record(&sb, rec);
             }
             Fix::ClearV2JournalFields(b) => {
                 crate::journal_fix::clear_v2_fields(self.block(*b, BlockKind::Plain)?);

@@ -28,18 +28,23 @@ mod device_size;
 mod dot;
 mod dup;
 mod ea_region;
+mod extent_depth;
+mod extent_rebuild;
 mod external_journal;
 mod fix;
+mod gdesc;
 mod htree;
 mod htree_root;
 mod idata_extents;
 mod inline_dir;
+mod journal_check;
 mod journal_fix;
 mod lost_found;
 mod mmp;
 mod orphan;
 mod pass0;
 mod pass1;
+mod pass1_extents;
 mod pass1_map;
 mod pass2;
 mod pass34;
@@ -62,6 +67,7 @@ use ext4r_format::features::Incompat;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
 pub use device_size::{size_mismatch, SizeMismatch};
+pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
 pub use fix::{apply as apply_fixes, Fix};
 pub use problem::{Problem, Problems, Severity};
@@ -198,36 +204,20 @@ pub fn check_shared(
     oo.skip_journal_replay = true;
     let mut notes = Vec::new();
     let mut backup_used = false;
-    let fs = match Filesystem::open_with(dev.clone(), oo.clone()) {
-        // As e2fsck: descriptors that place metadata where it cannot be
-        // send the check to the backups (when there are any).
-        Ok(fs)
-            if opts.superblock.is_none()
-                && fs.geometry().group_count > 1
-                && !backup::descs_ok(&fs) =>
-        {
-            match backup::open_backup(&dev, &oo).filter(backup::descs_ok) {
-                Some(b) => {
-                    notes.push("Group descriptors look bad... trying backup blocks...".into());
-                    backup_used = true;
-                    b
-                }
-                None => fs,
+    let mut bad_checksum = false;
+    let fs = if opts.superblock.is_none() {
+        let (fs, why) = backup::open_as_e2fsck(&dev, &oo)?;
+        match why {
+            backup::Fallback::None => {}
+            backup::Fallback::Backup(note) => {
+                notes.push(note);
+                backup_used = true;
             }
+            backup::Fallback::BadChecksum => bad_checksum = true,
         }
-        Ok(fs) => fs,
-        Err(e) if opts.superblock.is_none() => {
-            // As e2fsck: a primary that cannot be used, try the backups.
-            match backup::open_backup(&dev, &oo) {
-                Some(fs) => {
-                    notes.push(format!("Superblock invalid ({e}), trying backup blocks..."));
-                    backup_used = true;
-                    fs
-                }
-                None => return Err(e.into()),
-            }
-        }
-        Err(e) => return Err(e.into()),
+        fs
+    } else {
+        Filesystem::open_with(dev.clone(), oo.clone())?
     };
     let sb = fs.superblock();
     let label = String::from_utf8_lossy(sb.volume_name()).into_owned();
@@ -276,6 +266,16 @@ pub fn check_shared(
         }
         first_pass = 1;
     }
+    if bad_checksum {
+        // No backup to take over: the superblock, which opened and is
+        // judged field by field below, gets its checksum again.
+        c.p.error_fix(
+            0,
+            "PR_0_SB_CSUM_INVALID",
+            "Superblock checksum does not match superblock.".into(),
+            Fix::RestorePrimary,
+        );
+    }
     if backup_used {
         c.p.error_fix(
             0,
@@ -298,6 +298,15 @@ pub fn check_shared(
         let t = Instant::now();
         f(&mut c, progress);
         report.pass_times.push((name, t.elapsed()));
+        if c.restart {
+            // As e2fsck's restart: what was found from pass 2 on rests on
+            // inodes pass 1 did not read; only the descriptor fixes that
+            // make it read them are kept, the rest is found again.
+            c.p.retain(|p| p.pass < 2 || p.code.starts_with("PR_2_INOREF"));
+            c.notes
+                .push("Restarting the check from the beginning...".into());
+            break;
+        }
         if c.abort {
             break;
         }

@@ -9,9 +9,7 @@
 
 use ext4r_format::dir::{ft, rec_len_to_disk};
 use ext4r_format::features::{Incompat, RoCompat};
-use ext4r_format::group_desc::BG_INODE_UNINIT;
 use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
-use ext4r_format::GroupNr;
 
 use crate::ctx::Ctx;
 
@@ -45,11 +43,9 @@ fn first_unused(c: &Ctx) -> Option<u32> {
         return None;
     }
     let ipg = c.geo.inodes_per_group;
-    let wide = c.wide();
     (0..c.geo.group_count).find_map(|g| {
-        let d = c.fs.group_desc(GroupNr(g)).ok()?;
-        let used = ipg.saturating_sub(d.itable_unused(wide));
-        let ok = !c.bad_group[g as usize] && d.flags() & BG_INODE_UNINIT == 0 && used < ipg;
+        let used = c.inodes_to_read(g);
+        let ok = !c.bad_group[g as usize] && !c.group_state(g).inode_uninit && used < ipg;
         let ino = g * ipg + used + 1;
         (ok && ino >= c.sb.first_ino()).then_some(ino)
     })
@@ -57,22 +53,12 @@ fn first_unused(c: &Ctx) -> Option<u32> {
 
 fn free_inode_read(c: &Ctx) -> Option<u32> {
     let ipg = c.geo.inodes_per_group;
-    let wide = c.wide();
     let count = c.sb.s_inodes_count.get();
     let mut ino = c.sb.first_ino();
     while ino <= count {
         let g = (ino - 1) / ipg;
         let idx = (ino - 1) % ipg;
-        let d = c.fs.group_desc(GroupNr(g)).ok()?;
-        let read_to = if c.group_csum() {
-            if d.flags() & BG_INODE_UNINIT != 0 {
-                0
-            } else {
-                ipg.saturating_sub(d.itable_unused(wide))
-            }
-        } else {
-            ipg
-        };
+        let read_to = c.inodes_to_read(g);
         if c.bad_group[g as usize] || idx >= read_to {
             // Next group.
             ino = (g + 1) * ipg + 1;

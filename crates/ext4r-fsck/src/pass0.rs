@@ -2,9 +2,8 @@
 //! superblock — everything the other passes trust to find their way.
 
 use ext4r_format::features::{Compat, Incompat, RoCompat};
-use ext4r_format::group_desc::{GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::group_desc::GroupDescCsum;
 use ext4r_format::inode::ino;
-use ext4r_format::jbd2::{block_type, JournalSuperblock, JBD2_MAGIC};
 use ext4r_format::{GroupNr, InodeNr};
 
 use crate::ctx::Ctx;
@@ -26,7 +25,7 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     }
     quota_and_orphan(c);
     crate::mmp::check(c);
-    journal(c);
+    crate::journal_check::check(c);
 }
 
 /// `s_creator_os` of the GNU Hurd.
@@ -41,13 +40,6 @@ fn superblock(c: &mut Ctx) {
             "PR_0_HURD_CLEAR_FILETYPE",
             "The Hurd does not support the filetype feature.".into(),
             crate::fix::Fix::ClearIncompat(Incompat::FILETYPE.bits()),
-        );
-    }
-    if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.verify_checksum().is_err() {
-        c.p.error(
-            0,
-            "PR_0_SB_CSUM_INVALID",
-            "Superblock checksum does not match superblock.".into(),
         );
     }
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
@@ -109,7 +101,6 @@ fn superblock(c: &mut Ctx) {
 fn descriptors(c: &mut Ctx) {
     let wide = c.wide();
     let flex = c.sb.has_incompat(Incompat::FLEX_BG);
-    let group_csum = c.group_csum();
     let csum = if c.csum() {
         Some(GroupDescCsum::Crc32c {
             seed: c.sb.csum_seed(),
@@ -120,7 +111,6 @@ fn descriptors(c: &mut Ctx) {
         None
     };
     let itb = u64::from(c.geo.inode_blocks_per_group());
-    let ipg = c.geo.inodes_per_group;
     let dsize = c.geo.desc_size as usize;
     for g in 0..c.geo.group_count {
         let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
@@ -167,45 +157,25 @@ fn descriptors(c: &mut Ctx) {
         if bad {
             c.bad_group[g as usize] = true;
         }
-        let flags = d.flags();
+        let mut csum_ok = true;
+        let mut sums = (0, 0);
         if let Some(cs) = &csum {
             if let Ok(want) = d.compute_checksum(g, dsize, cs) {
-                if want != d.bg_checksum.get() {
-                    c.p.harmless_fix(
-                        0,
-                        "PR_0_GDT_CSUM",
-                        format!(
-                            "One or more block group descriptor checksums are invalid.  \
-                             (group {g}: {:#06x}, should be {want:#06x})",
-                            d.bg_checksum.get()
-                        ),
-                        crate::fix::Fix::GroupDescChecksum(g),
-                    );
-                }
+                csum_ok = want == d.bg_checksum.get();
+                sums = (d.bg_checksum.get(), want);
             }
         }
-        if !group_csum && flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 {
-            c.p.error(
+        let fix = crate::gdesc::judge(c, g, &d, csum_ok);
+        if !csum_ok {
+            c.p.harmless_fix(
                 0,
-                "PR_0_GDT_UNINIT",
-                format!("Group descriptor {g} marked uninitialized without feature set."),
-            );
-        }
-        if group_csum && d.itable_unused(wide) > ipg {
-            c.p.error(
-                0,
-                "PR_0_GDT_ITABLE_UNUSED",
+                "PR_0_GDT_CSUM",
                 format!(
-                    "Group descriptor {g} has invalid unused inodes count {}.",
-                    d.itable_unused(wide)
+                    "One or more block group descriptor checksums are invalid.  \
+                     (group {g}: {:#06x}, should be {:#06x})",
+                    sums.0, sums.1
                 ),
-            );
-        }
-        if group_csum && g + 1 == c.geo.group_count && flags & BG_BLOCK_UNINIT != 0 {
-            c.p.error(
-                0,
-                "PR_0_BB_UNINIT_LAST",
-                format!("Last group block bitmap uninitialized.  (group {g})"),
+                fix,
             );
         }
         // The superblock copy and descriptor blocks of this group.
@@ -371,178 +341,6 @@ fn quota_and_orphan(c: &mut Ctx) {
             "PR_0_ORPHAN_FILE_CLEAN",
             "Feature orphan_present is set but orphan file is clean.".into(),
             crate::fix::Fix::ClearOrphanPresent,
-        );
-    }
-}
-
-fn journal(c: &mut Ctx) {
-    let sb = c.sb.clone();
-    let has = sb.has_compat(Compat::HAS_JOURNAL);
-    let recover = sb.has_incompat(Incompat::RECOVER);
-    let inum = sb.s_journal_inum.get();
-    if !has {
-        if recover {
-            c.p.error_fix(
-                0,
-                "PR_0_JOURNAL_RECOVER_SET",
-                "Superblock needs_recovery flag is set, but no journal is present.".into(),
-                Fix::DeleteJournal,
-            );
-        }
-        if inum != 0 {
-            // Declined, it leaves e2fsck -n's exit at 0: the journal
-            // checks run before unix.c marks the filesystem valid, and the
-            // passes then treat inode 8 as the journal it is.
-            c.p.harmless_fix(
-                0,
-                "PR_0_JOURNAL_HAS_JOURNAL",
-                "Superblock has_journal flag is clear, but a journal is present.".into(),
-                Fix::DeleteJournal,
-            );
-        }
-        return;
-    }
-    if inum == 0 {
-        if let (Some(ext), true) = (c.external_journal.clone(), sb.s_journal_uuid != [0; 16]) {
-            crate::external_journal::check(c, &ext);
-        } else if sb.s_journal_uuid != [0; 16] {
-            // As e2fsck without -j: the journal cannot be found.
-            c.p.error(
-                0,
-                "PR_0_CANT_FIND_JOURNAL",
-                "Can't find external journal; the filesystem cannot be fully checked.".into(),
-            );
-        } else {
-            c.p.error_fix(
-                0,
-                "PR_0_JOURNAL_BAD_INODE",
-                "Superblock has an invalid journal (inode 0).".into(),
-                Fix::DeleteJournal,
-            );
-        }
-        return;
-    }
-    if recover {
-        c.notes.push(
-            "Warning: skipping journal recovery because doing a read-only filesystem check."
-                .to_string(),
-        );
-    }
-    if inum != ino::JOURNAL && inum >= sb.first_ino() {
-        // A journal in an ordinary inode number is legal but unusual.
-        c.notes.push(format!("Journal is in inode {inum}."));
-    }
-    let bad_inode = |c: &mut Ctx, why: String| {
-        c.p.error_fix(
-            0,
-            "PR_0_JOURNAL_BAD_INODE",
-            format!("Superblock has an invalid journal (inode {inum}): {why}."),
-            Fix::DeleteJournal,
-        );
-    };
-    let info = match c.fs.inode(InodeNr(inum)) {
-        Ok(i) => i,
-        Err(e) => return bad_inode(c, e.to_string()),
-    };
-    if !info.inode.is_reg() || info.inode.links_count() == 0 {
-        return bad_inode(c, "not a regular file in use".into());
-    }
-    let runs = match c.fs.runs(&info) {
-        Ok(r) if !r.is_empty() => r,
-        Ok(_) => return bad_inode(c, "no blocks".into()),
-        Err(e) => return bad_inode(c, e.to_string()),
-    };
-    let first = runs[0];
-    if first.logical != 0 {
-        return bad_inode(c, "block 0 is a hole".into());
-    }
-    let mut buf = vec![0u8; c.geo.block_size as usize];
-    if c.fs
-        .device()
-        .read_at(&mut buf, first.physical * u64::from(c.geo.block_size))
-        .is_err()
-    {
-        return bad_inode(c, "superblock unreadable".into());
-    }
-    // As e2fsck: a bad magic means the inode is not a journal (deleted);
-    // any other damage resets the superblock to an empty journal of the
-    // inode's length.
-    let total = (info.inode.size() / u64::from(c.geo.block_size)).min(u64::from(u32::MAX)) as u32;
-    let reset = Fix::ResetJournalSuper(first.physical, total);
-    let jsb = match JournalSuperblock::parse(&buf) {
-        Ok(j) => j,
-        Err(e) if matches!(e, ext4r_format::FormatError::BadMagic { .. }) => {
-            return bad_inode(c, e.to_string());
-        }
-        Err(e) => {
-            c.p.error_fix(
-                0,
-                "PR_0_JOURNAL_BAD_SUPER",
-                format!("Journal superblock is corrupt: {e}."),
-                reset,
-            );
-            return;
-        }
-    };
-    let bt = jsb.s_header.blocktype();
-    let mapped: u64 = runs.iter().map(|r| r.len).sum();
-    if jsb.s_header.h_magic.get() != JBD2_MAGIC
-        || (bt != block_type::SUPERBLOCK_V1 && bt != block_type::SUPERBLOCK_V2)
-        || jsb.s_blocksize.get() != c.geo.block_size
-        || u64::from(jsb.s_maxlen.get()) > mapped
-        || jsb.s_maxlen.get() < 1024
-        || jsb.s_first.get() == 0
-        || jsb.s_first.get() >= jsb.s_maxlen.get()
-    {
-        c.p.error_fix(
-            0,
-            "PR_0_JOURNAL_BAD_SUPER",
-            "The journal superblock is corrupt.".into(),
-            reset,
-        );
-        return;
-    }
-    if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_incompat() != 0 {
-        c.p.error(
-            0,
-            "PR_0_JOURNAL_UNSUPP_INCOMPAT",
-            format!(
-                "Journal superblock has an unknown incompatible feature flag set ({:#x}).",
-                jsb.unknown_incompat()
-            ),
-        );
-    }
-    if bt == block_type::SUPERBLOCK_V1
-        && (jsb.s_feature_compat.get() != 0
-            || jsb.s_feature_incompat.get() != 0
-            || jsb.s_feature_ro_compat.get() != 0
-            || jsb.s_nr_users.get() != 0)
-        || (bt == block_type::SUPERBLOCK_V2
-            && jsb.s_nr_users.get() > ext4r_format::jbd2::USERS_MAX as u32)
-    {
-        c.p.error_fix(
-            0,
-            "PR_0_CLEAR_V2_JOURNAL",
-            "Found invalid V2 journal superblock fields (from V1 journal).".into(),
-            Fix::ClearV2JournalFields(first.physical),
-        );
-    }
-    if bt == block_type::SUPERBLOCK_V2
-        && jsb.layout().has_csum_v2or3()
-        && jsb.compute_checksum() != jsb.s_checksum.get()
-    {
-        c.p.error_fix(
-            0,
-            "PR_0_JOURNAL_SB_CSUM_INVALID",
-            "Journal superblock is corrupt (checksum does not match).".into(),
-            Fix::ResetJournalSuper(first.physical, total),
-        );
-    }
-    if !recover && jsb.s_start.get() != 0 {
-        c.p.error(
-            0,
-            "PR_0_JOURNAL_RUN",
-            "Superblock needs_recovery flag is clear, but journal has data.".into(),
         );
     }
 }

@@ -4,7 +4,6 @@
 
 use ext4r::fs::FileKind;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
-use ext4r_format::group_desc::BG_INODE_UNINIT;
 use ext4r_format::inode::{
     ino as special, is_zeroed_inode, verify_inode_checksum, Inode, InodeFlags, I_BLOCK_SIZE,
 };
@@ -43,14 +42,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
             break;
         };
-        let n = if c.group_csum() {
-            if d.flags() & BG_INODE_UNINIT != 0 {
-                continue;
-            }
-            ipg.saturating_sub(d.itable_unused(wide))
-        } else {
-            ipg
-        };
+        let n = c.inodes_to_read(g);
         let table = d.inode_table(wide);
         let mut first = 0u32;
         while first < n {
@@ -161,8 +153,11 @@ fn prescan(buf: &[u8], isize: usize, base: u32, seed: Option<u32>) -> Vec<u8> {
 /// Inodes the superblock points at that live outside the directory tree.
 fn special_inodes(c: &Ctx) -> Vec<u32> {
     let sb = &c.sb;
+    // A journal in an ordinary inode is an ordinary file to e2fsck's
+    // passes (named by a directory, or unattached).
+    let journal = Some(sb.s_journal_inum.get()).filter(|&j| j < sb.first_ino());
     let mut v = vec![
-        sb.s_journal_inum.get(),
+        journal.unwrap_or(0),
         sb.s_usr_quota_inum.get(),
         sb.s_grp_quota_inum.get(),
         sb.s_prj_quota_inum.get(),
@@ -174,6 +169,13 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let Ok(inode) = Inode::parse(rec) else { return };
+    if c.journal_backup && ino == c.sb.s_journal_inum.get() {
+        // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
+        if ino >= c.sb.first_ino() {
+            c.extra_used.push(ino);
+        }
+        return;
+    }
     let first_ino = c.sb.first_ino();
     let links = inode.links_count();
     let is_special = specials.contains(&ino);
@@ -345,11 +347,16 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         && flags.contains(InodeFlags::INDEX)
         && !c.sb.has_compat(Compat::DIR_INDEX)
     {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_HTREE_SET",
             format!("Inode {ino} has INDEX_FL flag set on filesystem without htree support."),
+            Fix::ClearIndexFlag(ino),
         );
+        // A repair reads it as the linear directory it becomes.
+        if c.repairing {
+            flags.remove(InodeFlags::INDEX);
+        }
     }
     let (ea_blocks, ea_inode_values) = xattrs(c, ino, &inode, rec);
     let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
@@ -365,7 +372,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             {
                 fast_symlink = true;
             } else if flags.contains(InodeFlags::EXTENTS) {
-                map = pass1_map::extents(c, ino, &inode, kind == FileKind::Directory);
+                map = crate::pass1_extents::extents(c, ino, &inode, kind == FileKind::Directory);
             } else {
                 map = pass1_map::blockmap(c, ino, &inode, kind == FileKind::Directory);
             }
@@ -617,7 +624,14 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
         special::BAD if inode.links_count() == 0 && inode.block_words().iter().any(|&w| w != 0) => {
             let _ = pass1_map::blockmap(c, ino, inode, false);
         }
-        special::RESIZE => crate::resize_inode::check(c, inode),
+        special::RESIZE => {
+            // e2fsck's check_blocks counts it like any regular file: its
+            // size (past 4 GiB) needs large_file too.
+            if inode.is_reg() && inode.size() >= 0x8000_0000 {
+                c.large_files += 1;
+            }
+            crate::resize_inode::check(c, inode)
+        }
         // Only reached when the superblock names no journal here.
         special::JOURNAL
             if inode.links_count() != 0

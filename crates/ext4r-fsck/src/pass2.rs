@@ -459,6 +459,11 @@ fn entry(
         }
     }
     let Some(t) = c.inode_idx(target) else {
+        // A descriptor that says the inode cannot be in use is what is
+        // wrong: a repair clears it and checks again, the entry kept.
+        if crate::gdesc::inode_reference(c, dir, name, target) {
+            return;
+        }
         if crate::badblocks::inode_in_bad_block(c, target) {
             let msg = format!(
                 "{} points to inode ({target}) located in a bad block.",

@@ -4,7 +4,7 @@
 //! without reading anything; bitmaps are compared a word at a time.
 
 use ext4r::fs::FileKind;
-use ext4r_format::group_desc::{bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::group_desc::{bitmap_checksum, GroupDesc};
 use ext4r_format::GroupNr;
 
 use crate::ctx::{Claim, Ctx};
@@ -213,7 +213,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
         if c.bad_group[g as usize] {
             continue;
         }
-        let uninit = c.group_csum() && d.flags() & BG_BLOCK_UNINIT != 0;
+        let uninit = c.group_state(g).block_uninit;
         let have = if uninit {
             uninit_bitmap(c, g, &d, cpg)
         } else {
@@ -414,7 +414,7 @@ fn inodes(c: &mut Ctx) {
         if c.bad_group[g as usize] {
             continue;
         }
-        let uninit = c.group_csum() && d.flags() & BG_INODE_UNINIT != 0;
+        let uninit = c.group_state(g).inode_uninit;
         let have = if uninit {
             vec![0u64; want.len()]
         } else {

@@ -208,7 +208,7 @@ fn run(
         },
         None => None,
     };
-    let journal_replayed = match journal_replayed {
+    let mut journal_replayed = match journal_replayed {
         Some(r) => Some(r),
         None => replay_journal(&dev)?,
     };
@@ -341,6 +341,11 @@ fn run(
         }
         let fs = open(&dev)?;
         fix::apply(&fs, &fixes)?;
+        // A journal the round found holding data ("Run journal anyway")
+        // is replayed before the next check, as e2fsck does.
+        if let Some(r) = replay_journal(&dev)? {
+            journal_replayed.get_or_insert(r);
+        }
     }
     let mut last = check_shared(dev.clone(), &forced, progress)?;
     let mut rehashed = Vec::new();
@@ -447,17 +452,10 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     let mut oo = OpenOptions::default();
     oo.allow_encrypted = true;
     oo.skip_journal_replay = true;
-    match Filesystem::open_with(dev.clone(), oo.clone()) {
-        // The same choice as the check's: bad primary descriptors, good
-        // backups.
-        Ok(fs) if fs.geometry().group_count > 1 && !crate::backup::descs_ok(&fs) => {
-            Ok(crate::backup::open_backup(dev, &oo)
-                .filter(crate::backup::descs_ok)
-                .unwrap_or(fs))
-        }
-        Ok(fs) => Ok(fs),
-        Err(e) => crate::backup::open_backup(dev, &oo).ok_or(Error::Open(e)),
-    }
+    // The same choice as the check's.
+    crate::backup::open_as_e2fsck(dev, &oo)
+        .map(|(fs, _)| fs)
+        .map_err(Error::Open)
 }
 
 /// Replays an internal journal that needs recovery, as e2fsck does before

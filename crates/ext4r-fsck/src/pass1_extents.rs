@@ -1,0 +1,354 @@
+//! Pass 1's walk of an extent tree, as e2fsck's `scan_extent_node` walks
+//! it through libext2fs: by levels from the root (a node is a leaf when
+//! it is the root's `eh_depth` levels down, whatever its own header says),
+//! every block claimed, every entry that cannot be right removed, the walk
+//! going on past a bad node where it can.
+//!
+//! A root deeper than the tree can usefully be (e2fsck's "could be more
+//! shallow", `PR_1_EXTENT_BAD_MAX_DEPTH`) is walked all the same and its
+//! tree rebuilt from the extents found (see [`crate::extent_rebuild`]):
+//! the data stays.
+
+use std::collections::HashSet;
+
+use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode, EXTENT_MAGIC};
+use ext4r_format::inode::{inode_csum_seed, Inode};
+use ext4r_format::InodeNr;
+
+use crate::ctx::Ctx;
+use crate::extent_depth::{parse_at, stored};
+use crate::fix::Fix;
+use crate::pass1_map::{dir_limit, MapResult};
+
+/// Levels walked at most: a deeper chain is not an extent tree (each level
+/// needs a block of its own, and the kernel stops at 5).
+const MAX_WALK_DEPTH: u16 = 32;
+
+/// The deepest tree libext2fs considers useful for this block size
+/// (`ext2fs_max_extent_depth`): enough levels to map 2^32 blocks from the
+/// root's 4 slots.
+fn max_useful_depth(block_size: u32) -> u16 {
+    let per_block = u64::from(block_size.saturating_sub(12) / 12).max(2);
+    let log2 = |x: u64| 63 - x.leading_zeros() as u64;
+    (1 + (31 - log2(4)) / log2(per_block)) as u16
+}
+
+/// Walks an extent tree, claiming its blocks.
+pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> MapResult {
+    let mut w = ExtWalk {
+        dir_limit: dir_limit(c, inode, want_runs),
+        ino,
+        seed: inode_csum_seed(c.sb.csum_seed(), InodeNr(ino), inode.generation()),
+        res: MapResult::default(),
+        want_runs,
+        seen: HashSet::new(),
+        last_phys_end: None,
+        node_at: None,
+        rebuild: None,
+    };
+    let mut root = inode.i_block;
+    // A root whose stored depth contradicts its entries is read at the
+    // depth they show (and the field repaired), where libext2fs would
+    // read every entry as the wrong kind and drop it.
+    if let Some(d) = crate::extent_depth::root_depth(c, &root) {
+        c.p.error_fix(
+            1,
+            "EXT4R_1_EXTENT_ROOT_DEPTH",
+            format!(
+                "Inode {ino} extent tree root says depth {}, its entries show depth {d}.",
+                stored(&root)
+            ),
+            Fix::ExtentDepth(ino, None, d, w.seed),
+        );
+        root[6..8].copy_from_slice(&d.to_le_bytes());
+    }
+    let depth = stored(&root);
+    let useful = max_useful_depth(c.geo.block_size);
+    if depth > useful && depth <= MAX_WALK_DEPTH {
+        w.rebuild = Some(crate::extent_rebuild::Collected::default());
+    }
+    let mut copy = root;
+    let walkable = depth <= MAX_WALK_DEPTH;
+    match parse_at(&mut copy, depth.min(1)).ok().filter(|_| walkable) {
+        Some(node) => {
+            w.res.depth = depth;
+            w.node(c, &node, 0, u64::MAX, 0, depth);
+        }
+        None => {
+            let e = ExtentNode::parse(&root)
+                .err()
+                .map_or_else(|| format!("depth {depth} is no tree"), |e| e.to_string());
+            c.p.error_fix(
+                1,
+                "PR_1_MISSING_EXTENT_HEADER",
+                format!("Inode {ino} has EXTENTS_FL set but an invalid extent header: {e}."),
+                crate::fix::Fix::ClearInode(ino),
+            );
+            w.res.bad = true;
+        }
+    }
+    if let Some(found) = w.rebuild.take() {
+        let msg = format!(
+            "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
+        );
+        match crate::extent_rebuild::plan(c, ino, w.seed, found) {
+            Some(fix) => c.p.error_fix(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg, fix),
+            None => c.p.error(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg),
+        }
+    }
+    w.res
+}
+
+struct ExtWalk {
+    /// See [`dir_limit`].
+    dir_limit: Option<u64>,
+    ino: u32,
+    seed: u32,
+    res: MapResult,
+    want_runs: bool,
+    seen: HashSet<u64>,
+    last_phys_end: Option<u64>,
+    /// The block of the node being walked (None: the root in the inode).
+    node_at: Option<u64>,
+    /// The tree is rebuilt: its extents and blocks are collected, and its
+    /// nodes' own fields are not repaired.
+    rebuild: Option<crate::extent_rebuild::Collected>,
+}
+
+impl ExtWalk {
+    /// Checks one node, `levels` above the leaves, whose entries must lie
+    /// in logical `[lo, hi)`.
+    fn node(
+        &mut self,
+        c: &mut Ctx,
+        node: &ExtentNode<'_>,
+        lo: u64,
+        hi: u64,
+        level: u16,
+        levels: u16,
+    ) {
+        if levels == 0 {
+            self.leaf(c, node, lo, hi);
+        } else {
+            self.interior(c, node, lo, hi, level, levels);
+        }
+    }
+
+    fn remove(&self, i: usize) -> Fix {
+        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed)
+    }
+
+    fn leaf(&mut self, c: &mut Ctx, node: &ExtentNode<'_>, lo: u64, hi: u64) {
+        let ino = self.ino;
+        let Some(exts) = node.extents() else { return };
+        let mut prev_end = lo;
+        for (i, e) in exts.iter().enumerate() {
+            let l = u64::from(e.ee_block.get());
+            let n = u64::from(e.len());
+            let p = e.start().0;
+            let bad = if n == 0 || p == 0 || !c.valid_range(p, n) {
+                Some((
+                    "PR_1_EXTENT_BAD_START_BLK",
+                    format!(
+                        "Inode {ino} has an invalid extent\n\t(logical block {l}, invalid \
+                         physical block {p}, len {n})"
+                    ),
+                ))
+            } else if l < prev_end {
+                Some((
+                    "PR_1_OUT_OF_ORDER_EXTENTS",
+                    format!(
+                        "Inode {ino} has out of order extents\n\t(invalid logical block {l}, \
+                         physical block {p}, len {n})"
+                    ),
+                ))
+            } else if l + n > hi || l > u64::from(u32::MAX) {
+                Some((
+                    "PR_1_EXTENT_END_OUT_OF_BOUNDS",
+                    format!(
+                        "Inode {ino}, end of extent exceeds allowed value\n\t(logical block \
+                         {l}, physical block {p}, len {n})"
+                    ),
+                ))
+            } else if self.dir_limit.is_some_and(|m| l + n > m) {
+                Some((
+                    "PR_1_TOOBIG_DIR",
+                    format!("Block #{l} ({p}) causes directory to be too big."),
+                ))
+            } else {
+                None
+            };
+            if let Some((code, msg)) = bad {
+                // A tree being rebuilt leaves the entry out instead.
+                if self.rebuild.is_some() {
+                    c.p.error(1, code, msg);
+                } else {
+                    c.p.error_fix(1, code, msg, self.remove(i));
+                }
+                self.res.bad = true;
+                continue;
+            }
+            prev_end = l + n;
+            if let Some(r) = &mut self.rebuild {
+                r.extents.push(*e);
+            }
+            c.claim(p, n, ino);
+            self.res.blocks += n;
+            self.res.end_lblk = self.res.end_lblk.max(l + n);
+            if !e.is_unwritten() {
+                self.res.end_init_lblk = self.res.end_init_lblk.max(l + n);
+                if self.want_runs {
+                    self.res.runs.push((l, p, n));
+                }
+            }
+            if self.last_phys_end.is_some_and(|x| x != p) {
+                self.res.fragmented = true;
+            }
+            self.last_phys_end = Some(p + n);
+        }
+    }
+
+    fn interior(
+        &mut self,
+        c: &mut Ctx,
+        node: &ExtentNode<'_>,
+        lo: u64,
+        hi: u64,
+        level: u16,
+        levels: u16,
+    ) {
+        let ino = self.ino;
+        let Some(idx) = node.indexes() else { return };
+        let fixing = self.rebuild.is_none();
+        for (i, ix) in idx.iter().enumerate() {
+            let l = u64::from(ix.ei_block.get());
+            let next = idx
+                .get(i + 1)
+                .map_or(hi, |n| u64::from(n.ei_block.get()).min(hi));
+            let child = ix.leaf().0;
+            let bad = if l < lo || l >= next {
+                Some((
+                    "PR_1_EXTENT_INDEX_START_INVALID",
+                    format!(
+                        "Inode {ino} extent tree (at level {level}) has an out of order or \
+                         invalid index (logical block {l}, block {child})."
+                    ),
+                ))
+            } else if child == 0 || !c.valid_range(child, 1) || !self.seen.insert(child) {
+                Some((
+                    "PR_1_EXTENT_BAD_START_BLK",
+                    format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
+                ))
+            } else {
+                None
+            };
+            if let Some((code, msg)) = bad {
+                if fixing {
+                    c.p.error_fix(1, code, msg, self.remove(i));
+                } else {
+                    c.p.error(1, code, msg);
+                }
+                self.res.bad = true;
+                continue;
+            }
+            c.claim(child, 1, ino);
+            self.res.blocks += 1;
+            if let Some(r) = &mut self.rebuild {
+                r.blocks.push(child);
+            }
+            let mut buf = vec![0u8; c.geo.block_size as usize];
+            if c.fs
+                .device()
+                .read_at(&mut buf, child * u64::from(c.geo.block_size))
+                .is_err()
+            {
+                c.p.error(
+                    1,
+                    "PR_1_READ_EXTENT",
+                    format!("Error while reading over extent tree in inode {ino} (block {child})"),
+                );
+                self.res.bad = true;
+                continue;
+            }
+            // The child is a node one level down, whatever its own
+            // eh_depth says (libext2fs walks levels from the root); a
+            // wrong one is rewritten, which the kernel needs to read it.
+            let own = stored(&buf);
+            let want = levels - 1;
+            if fixing && own != want && buf.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..]) {
+                c.p.harmless_fix(
+                    1,
+                    "EXT4R_1_EXTENT_NODE_DEPTH",
+                    format!(
+                        "Inode {ino} extent block {child} (level {}) says depth {own}, should \
+                         be {want}.",
+                        level + 1
+                    ),
+                    Fix::ExtentDepth(self.ino, Some(child), want, self.seed),
+                );
+            }
+            let csum_bad = c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err();
+            match parse_at(&mut buf, want.min(1)) {
+                Ok(n) => {
+                    if csum_bad && fixing {
+                        c.p.error_fix(
+                            1,
+                            "PR_1_EXTENT_ONLY_CSUM_INVALID",
+                            format!(
+                                "Inode {ino} extent block passes checks, but checksum does not \
+                                 match extent\n\t(logical block {l}, physical block {child})"
+                            ),
+                            crate::fix::Fix::ExtentBlockChecksum(child, self.seed),
+                        );
+                        self.res.bad = true;
+                    }
+                    let first = n
+                        .extents()
+                        .and_then(|e| e.first().map(|x| x.ee_block.get()))
+                        .or_else(|| {
+                            n.indexes()
+                                .and_then(|x| x.first().map(|x| x.ei_block.get()))
+                        });
+                    if let Some(f) = first.filter(|&f| u64::from(f) != l && fixing) {
+                        // As e2fsck: the index takes its node's first block.
+                        c.p.error_fix(
+                            1,
+                            "PR_1_EXTENT_INDEX_START_INVALID",
+                            format!(
+                                "Interior extent node level {level} of inode {ino}:\nLogical \
+                                 start {l} does not match logical start {f} at next level."
+                            ),
+                            Fix::ExtentIndexStart(self.ino, self.node_at, i, f, self.seed),
+                        );
+                        self.res.bad = true;
+                    }
+                    let saved = self.node_at.replace(child);
+                    self.node(c, &n, l, next, level + 1, want);
+                    self.node_at = saved;
+                }
+                Err(_) => {
+                    let msg =
+                        format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})");
+                    if fixing {
+                        c.p.error_fix(1, "PR_1_EXTENT_HEADER_INVALID", msg, self.remove(i));
+                    } else {
+                        c.p.error(1, "PR_1_EXTENT_HEADER_INVALID", msg);
+                    }
+                    self.res.bad = true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn useful_depth_is_libext2fs_s() {
+        // 84 entries per 1 KiB block: 1 + 29 / 6; 340 per 4 KiB: 1 + 29 / 8.
+        assert_eq!(max_useful_depth(1024), 5);
+        assert_eq!(max_useful_depth(4096), 4);
+    }
+}
