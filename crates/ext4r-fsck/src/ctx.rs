@@ -45,6 +45,9 @@ pub(crate) struct DirRec {
     pub seed: u32,
     /// Where its `..` entry is: (block, offset).
     pub dotdot_at: Option<(u64, usize)>,
+    /// Pass 1 repairs its block map or extent tree this round (what it
+    /// maps is settled in the next).
+    pub map_bad: bool,
 }
 
 /// A directory block to read in pass 2.

@@ -61,8 +61,13 @@ impl BlockCopy {
     }
 }
 
-/// A block pointer: where it is, the first block, the run's length.
-pub(crate) type Pointer = (PtrAt, u64, u64);
+/// A block pointer: where it is, the first block, the run's length, and
+/// the first logical block it maps ([`NODE`] for an index or indirect
+/// block).
+pub(crate) type Pointer = (PtrAt, u64, u64, u64);
+
+/// The logical block of a pointer to a tree node (no file data).
+pub(crate) const NODE: u64 = u64::MAX;
 
 /// Most multiply-claimed blocks planned for one check; past this the
 /// problems are only reported (bounded memory on a garbage volume).
@@ -114,19 +119,45 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
         let mut copies = Vec::new();
         let saved = free.clone();
         let mut no_room = false;
-        for &(at, old, len) in &ptrs {
-            let must = dups
-                .range(old..old + len)
-                .any(|(_, d)| d.meta || d.files > 1);
-            if !must {
+        let must = |dups: &BTreeMap<u64, Dup>, old: u64, len: u64| {
+            dups.range(old..old + len)
+                .any(|(_, d)| d.meta || d.files > 1)
+        };
+        // Bigalloc: the physical cluster each logical cluster of the file
+        // already has (from the data that stays where it is).
+        let bits = c.geo.cluster_bits;
+        let mut placed: BTreeMap<u64, u64> = BTreeMap::new();
+        if bits > 0 {
+            for &(_, old, len, lblk) in &ptrs {
+                if lblk != NODE && !must(&dups, old, len) {
+                    place(&mut placed, lblk, old, len, bits);
+                }
+            }
+        }
+        for &(at, old, len, lblk) in &ptrs {
+            if !must(&dups, old, len) {
                 continue;
             }
-            let skew = old % cluster;
+            // As libext2fs' clone_file_block: a run inside one logical
+            // cluster that the file already has a physical cluster for
+            // goes there (the "implied cluster allocation").
+            let implied = (bits > 0 && lblk != NODE && lblk >> bits == (lblk + len - 1) >> bits)
+                .then(|| placed.get(&(lblk >> bits)).copied())
+                .flatten()
+                .filter(|&pc| pc != old >> bits)
+                .map(|pc| (pc << bits) + (lblk % cluster));
+            // Else a free run: on bigalloc a data block sits at its
+            // logical block's offset in its cluster (the old place may
+            // have been misaligned), a node block at the start of one.
+            let skew = if lblk == NODE { 0 } else { lblk % cluster };
             let span = (skew + len).div_ceil(cluster) * cluster;
-            let Some(new) = allocate(&mut free, span).map(|b| b + skew) else {
+            let Some(new) = implied.or_else(|| allocate(&mut free, span).map(|b| b + skew)) else {
                 no_room = true;
                 break;
             };
+            if bits > 0 && lblk != NODE {
+                place(&mut placed, lblk, new, len, bits);
+            }
             for (_, d) in dups.range_mut(old..old + len) {
                 d.files = d.files.saturating_sub(1);
             }
@@ -141,7 +172,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
                     d.files += 1;
                 }
             }
-            for &(_, old, len) in &ptrs {
+            for &(_, old, len, _) in &ptrs {
                 for (_, d) in dups.range_mut(old..old + len) {
                     d.files = d.files.saturating_sub(1);
                 }
@@ -167,6 +198,16 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             format!("Inode {ino} has {n} multiply-claimed block(s) to clone."),
             Fix::CloneBlocks(ino, seed, copies),
         );
+    }
+}
+
+/// Records the physical cluster of each logical cluster a run of `len`
+/// blocks from logical `lblk` at physical `p` covers (first one wins).
+fn place(placed: &mut BTreeMap<u64, u64>, lblk: u64, p: u64, len: u64, bits: u32) {
+    let (first, last) = (lblk >> bits, (lblk + len.max(1) - 1) >> bits);
+    for lc in first..=last {
+        let l0 = (lc << bits).max(lblk);
+        placed.entry(lc).or_insert((p + (l0 - lblk)) >> bits);
     }
 }
 
@@ -299,8 +340,8 @@ fn extent_ptrs(
     if let Some(exts) = node.extents() {
         for (i, e) in exts.iter().enumerate() {
             let (p, n) = (e.start().0, u64::from(e.len()));
-            if c.valid_range(p, n) {
-                out.push((PtrAt::Extent(at, i), p, n));
+            if p != 0 && c.valid_range(p, n) {
+                out.push((PtrAt::Extent(at, i), p, n, u64::from(e.ee_block.get())));
             }
         }
         return;
@@ -314,7 +355,7 @@ fn extent_ptrs(
         if !c.valid_range(child, 1) || !seen.insert(child) {
             continue;
         }
-        out.push((PtrAt::ExtentIndex(at, i), child, 1));
+        out.push((PtrAt::ExtentIndex(at, i), child, 1, NODE));
         let mut buf = vec![0u8; c.bs as usize];
         if c.fs
             .device()
@@ -334,21 +375,27 @@ fn extent_ptrs(
 fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
     let words = inode.block_words();
     let bs = c.bs;
-    // (block, indirection level, where its pointer is), depth first.
-    let mut stack: Vec<(u32, u32, PtrAt)> = Vec::new();
-    for (slot, level) in [(14usize, 3u32), (13, 2), (12, 1)] {
-        stack.push((words[slot], level, PtrAt::InodeSlot(slot)));
+    let apb = u64::from(bs / 4);
+    // (block, indirection level, where its pointer is, first logical
+    // block under it), depth first.
+    let mut stack: Vec<(u32, u32, PtrAt, u64)> = Vec::new();
+    let mut base = NDIR_BLOCKS as u64;
+    let mut tops = Vec::new();
+    for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
+        tops.push((words[slot], level, PtrAt::InodeSlot(slot), base));
+        base = base.saturating_add(apb.saturating_pow(level));
     }
+    stack.extend(tops.into_iter().rev());
     for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS).rev() {
-        stack.push((w, 0, PtrAt::InodeSlot(i)));
+        stack.push((w, 0, PtrAt::InodeSlot(i), i as u64));
     }
     let mut seen = HashSet::new();
-    while let Some((b, level, at)) = stack.pop() {
+    while let Some((b, level, at, lblk)) = stack.pop() {
         let b64 = u64::from(b);
         if b == 0 || !c.valid_range(b64, 1) {
             continue;
         }
-        out.push((at, b64, 1));
+        out.push((at, b64, 1, if level == 0 { lblk } else { NODE }));
         if level == 0 || !seen.insert(b64) {
             continue;
         }
@@ -363,7 +410,8 @@ fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
         let Ok(ind) = IndirectBlock::parse(&buf) else {
             continue;
         };
-        let children: Vec<(u32, u32, PtrAt)> = ind
+        let span = apb.saturating_pow(level - 1);
+        let children: Vec<(u32, u32, PtrAt, u64)> = ind
             .iter()
             .enumerate()
             .map(|(i, x)| {
@@ -371,6 +419,7 @@ fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
                     u32::try_from(x.0).unwrap_or(0),
                     level - 1,
                     PtrAt::Indirect(b64, i),
+                    lblk.saturating_add(i as u64 * span),
                 )
             })
             .collect();

@@ -8,6 +8,7 @@
 //! short leaves an image the next run repairs the same way.
 
 mod dirs;
+mod guard;
 mod resize;
 mod space;
 
@@ -254,6 +255,9 @@ struct Writer<'a> {
     /// Bitmaps edited bit by bit, (group, block bitmap?): their
     /// checksums are set at flush.
     bitmap_dirty: std::collections::BTreeSet<(u32, bool)>,
+    /// Metadata blocks a fix rewrites as metadata (the resize inode's
+    /// reserved GDT blocks), exempt from the guard.
+    meta_writes: std::collections::BTreeSet<u64>,
 }
 
 /// What checksum a modified block needs.
@@ -280,6 +284,7 @@ impl<'a> Writer<'a> {
             descs: BTreeMap::new(),
             bitmaps: BTreeMap::new(),
             bitmap_dirty: std::collections::BTreeSet::new(),
+            meta_writes: std::collections::BTreeSet::new(),
         }
     }
 
@@ -803,7 +808,15 @@ impl<'a> Writer<'a> {
             let table = self.fs.group_desc(GroupNr(g))?.inode_table(wide);
             dev.write_at(rec, table * bs + idx * u64::from(geo.inode_size))?;
         }
+        let meta = if self.blocks.is_empty() {
+            Vec::new()
+        } else {
+            guard::metadata_ranges(self.fs)
+        };
         for (b, (buf, kind)) in &mut self.blocks {
+            if guard::covers(&meta, *b) && !self.meta_writes.contains(b) {
+                continue;
+            }
             if csum {
                 match kind {
                     BlockKind::Plain => {}

@@ -72,17 +72,30 @@ fn free_inode_read(c: &Ctx) -> Option<u32> {
     None
 }
 
-/// `n` free blocks (first fit, in order), kept from later plans.
+/// `n` free blocks (first fit, in order), kept from later plans. On
+/// bigalloc each is the first block of a wholly free cluster: a block of
+/// a cluster the filesystem already uses (a descriptor block, another
+/// file's) would be shared, and a directory's block must sit at its
+/// logical block's offset (0 for the first ones) in its cluster.
 pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
+    let out = free_blocks(c, n);
+    c.reserved.extend(&out);
+    out
+}
+
+/// The first `n` free blocks (cluster starts on bigalloc), not reserved.
+fn free_blocks(c: &Ctx, n: usize) -> Vec<u64> {
+    let mask = (1u64 << c.geo.cluster_bits) - 1;
     let mut used: Vec<(u64, u64)> = c
         .claims
         .iter()
         .map(|cl| (cl.start, cl.start + cl.len))
         .chain(c.reserved.iter().map(|&b| (b, b + 1)))
+        .map(|(s, e)| (s & !mask, e.saturating_add(mask) & !mask))
         .collect();
     used.sort_unstable();
     let mut out = Vec::with_capacity(n);
-    let mut at = c.geo.first_data_block;
+    let mut at = c.geo.first_data_block.saturating_add(mask) & !mask;
     let mut i = 0usize;
     while out.len() < n && at < c.geo.blocks_count {
         while i < used.len() && used[i].1 <= at {
@@ -93,9 +106,8 @@ pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
             continue;
         }
         out.push(at);
-        at += 1;
+        at += mask + 1;
     }
-    c.reserved.extend(&out);
     out
 }
 
@@ -251,28 +263,7 @@ pub(crate) fn empty_dir_block(blk: &mut [u8], tail: bool, bs: u32) {
 
 /// A free block for a repair of this check, kept from later plans.
 pub(crate) fn reserve_block(c: &mut Ctx) -> Option<u64> {
-    let b = free_block(c)?;
-    c.reserved.push(b);
-    Some(b)
-}
-
-/// The first block no claim covers (claims not yet sorted: pass 5 does).
-fn free_block(c: &Ctx) -> Option<u64> {
-    let mut used: Vec<(u64, u64)> = c
-        .claims
-        .iter()
-        .map(|cl| (cl.start, cl.start + cl.len))
-        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
-        .collect();
-    used.sort_unstable();
-    let mut at = c.geo.first_data_block;
-    for (s, e) in used {
-        if s > at {
-            break;
-        }
-        at = at.max(e);
-    }
-    (at < c.geo.blocks_count).then_some(at)
+    reserve_blocks(c, 1).first().copied()
 }
 
 /// The new directory's inode.

@@ -139,7 +139,7 @@ fn release(fs: &Filesystem, ino: u32, inode: &Inode, fixes: &mut Vec<Fix>) {
         return;
     }
     let mut runs: Vec<(u64, u64)> = crate::dup::pointers(fs, ino)
-        .map(|(_, p)| p.into_iter().map(|(_, b, n)| (b, n)).collect())
+        .map(|(_, p)| p.into_iter().map(|(_, b, n, _)| (b, n)).collect())
         .unwrap_or_default();
     let wide = fs
         .superblock()

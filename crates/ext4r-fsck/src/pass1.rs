@@ -549,6 +549,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             encrypted: flags.contains(InodeFlags::ENCRYPT),
             casefold: flags.contains(InodeFlags::CASEFOLD),
             dotdot_at: None,
+            map_bad: map.bad,
             seed: ext4r_format::inode::inode_csum_seed(
                 c.sb.csum_seed(),
                 InodeNr(ino),
@@ -716,7 +717,7 @@ fn cluster_blocks(c: &Ctx, ino: u32, inode: &Inode, ea_blocks: u64) -> u64 {
     let mut clusters: std::collections::BTreeSet<u64> = crate::dup::pointers(&c.fs, ino)
         .map(|(_, p)| {
             p.iter()
-                .flat_map(|&(_, b, n)| (b >> bits)..=((b + n.max(1) - 1) >> bits))
+                .flat_map(|&(_, b, n, _)| (b >> bits)..=((b + n.max(1) - 1) >> bits))
                 .collect()
         })
         .unwrap_or_default();

@@ -45,6 +45,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         last_phys_end: None,
         node_at: None,
         rebuild: None,
+        last_mapped: None,
     };
     let mut root = inode.i_block;
     // A root whose stored depth contradicts its entries is read at the
@@ -113,6 +114,23 @@ struct ExtWalk {
     /// The tree is rebuilt: its extents and blocks are collected, and its
     /// nodes' own fields are not repaired.
     rebuild: Option<crate::extent_rebuild::Collected>,
+    /// The last (logical, physical) block mapped so far.
+    last_mapped: Option<(u64, u64)>,
+}
+
+/// libext2fs' `has_unaligned_cluster_map` (bigalloc): a block must sit at
+/// its logical block's offset in its cluster, and blocks of one logical
+/// cluster in one physical cluster.
+fn misaligned(c: &Ctx, last: Option<(u64, u64)>, l: u64, p: u64) -> bool {
+    let bits = c.geo.cluster_bits;
+    if bits == 0 {
+        return false;
+    }
+    let mask = (1u64 << bits) - 1;
+    if l & mask != p & mask {
+        return true;
+    }
+    last.is_some_and(|(ll, lp)| l & mask != 0 && l >> bits == ll >> bits && p >> bits != lp >> bits)
 }
 
 impl ExtWalk {
@@ -193,6 +211,20 @@ impl ExtWalk {
                 r.extents.push(*e);
             }
             c.claim(p, n, ino);
+            if misaligned(c, self.last_mapped, l, p) {
+                // As e2fsck: claimed twice, so that pass 1D gives the
+                // extent a copy where its blocks sit as the format wants.
+                c.p.error(
+                    1,
+                    "PR_1_MISALIGNED_CLUSTER",
+                    format!(
+                        "Inode {ino} logical block {l} (physical block {p}) violates cluster \
+                         allocation rules.\nWill fix in pass 1B."
+                    ),
+                );
+                c.claim(p, n, ino);
+            }
+            self.last_mapped = Some((l + n - 1, p + n - 1));
             self.res.blocks += n;
             self.res.end_lblk = self.res.end_lblk.max(l + n);
             if !e.is_unwritten() {

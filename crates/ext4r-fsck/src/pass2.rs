@@ -107,7 +107,14 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             let msg = format!("Directory inode {} has an unallocated block #0.", r.ino);
             // As e2fsck: a new block with '.' and '..' (pass 3 sets the
             // parent).
-            match crate::lost_found::reserve_block(c) {
+            // A tree repaired this round (an invalid extent removed) is
+            // given its block 0 in the next, once it is what it will be.
+            let block = if r.map_bad {
+                None
+            } else {
+                crate::lost_found::reserve_block(c)
+            };
+            match block {
                 Some(b) => c.p.error_fix(
                     2,
                     "PR_2_NO_DIRBLOCK0",
