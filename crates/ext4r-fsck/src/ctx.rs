@@ -64,6 +64,9 @@ pub(crate) struct XattrBlock {
     pub refcount: u32,
     pub counted: u32,
     pub valid: bool,
+    /// Found bad (the problem's code): every inode naming it has it
+    /// cleared, as e2fsck re-judges it for each.
+    pub bad: Option<&'static str>,
 }
 
 /// Who claims a run of blocks.

@@ -46,6 +46,10 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         node_at: None,
         rebuild: None,
         last_mapped: None,
+        eof: inode.size().div_ceil(u64::from(c.geo.block_size)),
+        verity: inode
+            .flags()
+            .contains(ext4r_format::inode::InodeFlags::VERITY),
     };
     let mut root = inode.i_block;
     // A root whose stored depth contradicts its entries is read at the
@@ -73,7 +77,15 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     match parse_at(&mut copy, depth.min(1)).ok().filter(|_| walkable) {
         Some(node) => {
             w.res.depth = depth;
-            w.node(c, &node, 0, u64::MAX, 0, depth);
+            // libext2fs ends the root's last index entry at the block
+            // i_size reaches: what lies under it past that is out of
+            // bounds (a leaf root has no such end).
+            let end = if depth == 0 {
+                u64::MAX
+            } else {
+                inode.size().div_ceil(u64::from(c.geo.block_size))
+            };
+            w.node(c, &node, 0, end, 0, depth);
         }
         None => {
             let e = ExtentNode::parse(&root)
@@ -116,6 +128,28 @@ struct ExtWalk {
     rebuild: Option<crate::extent_rebuild::Collected>,
     /// The last (logical, physical) block mapped so far.
     last_mapped: Option<(u64, u64)>,
+    /// Blocks up to the end of i_size: unwritten extents past it may lie
+    /// beyond an index entry's range (fallocate with KEEP_SIZE).
+    eof: u64,
+    /// fs-verity keeps its Merkle tree past i_size.
+    verity: bool,
+}
+
+/// The end (exclusive) of the logical range libext2fs gives an index
+/// entry starting at `l` whose next sibling (or the end of its parent's
+/// range) is `next`: `e_len` is their difference in 32 bits, and an
+/// end of 0 means no end (e2fsck's `end_block && ...`), quirks and all.
+fn entry_bound(l: u64, next: u64) -> u64 {
+    if next == u64::MAX {
+        return u64::MAX;
+    }
+    let len = u64::from(next.wrapping_sub(l) as u32);
+    let last = l.wrapping_add(len).wrapping_sub(1);
+    if last == 0 || last == u64::MAX {
+        u64::MAX
+    } else {
+        last + 1
+    }
 }
 
 /// libext2fs' `has_unaligned_cluster_map` (bigalloc): a block must sit at
@@ -180,7 +214,9 @@ impl ExtWalk {
                          physical block {p}, len {n})"
                     ),
                 ))
-            } else if l + n > hi || l > u64::from(u32::MAX) {
+            } else if (l + n > hi && !((e.is_unwritten() || self.verity) && l + n > self.eof))
+                || l > u64::from(u32::MAX)
+            {
                 Some((
                     "PR_1_EXTENT_END_OUT_OF_BOUNDS",
                     format!(
@@ -257,6 +293,7 @@ impl ExtWalk {
             let next = idx
                 .get(i + 1)
                 .map_or(hi, |n| u64::from(n.ei_block.get()).min(hi));
+            let bound = entry_bound(l, next);
             let child = ix.leaf().0;
             let bad = if l < lo || l >= next {
                 Some((
@@ -355,7 +392,7 @@ impl ExtWalk {
                         self.res.bad = true;
                     }
                     let saved = self.node_at.replace(child);
-                    self.node(c, &n, l, next, level + 1, want);
+                    self.node(c, &n, l, bound, level + 1, want);
                     self.node_at = saved;
                 }
                 Err(_) => {
@@ -376,6 +413,19 @@ impl ExtWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_ranges_end_as_libext2fs_computes_them() {
+        assert_eq!(entry_bound(0, 10), 10);
+        assert_eq!(entry_bound(5, u64::MAX), u64::MAX);
+        // An end of block 0 is no end.
+        assert_eq!(entry_bound(0, 1), u64::MAX);
+        assert_eq!(entry_bound(0, 0), u64::MAX);
+        // i_size before the entry's start: the length wraps to 2^32 less.
+        assert_eq!(entry_bound(10, 4), (1 << 32) + 4);
+        // i_size ending where the entry starts: nothing under it fits.
+        assert_eq!(entry_bound(10, 10), 10);
+    }
 
     #[test]
     fn useful_depth_is_libext2fs_s() {
