@@ -171,7 +171,10 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let hashed = htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
     let seed = c.dirs[d].seed;
     // An htree root: "." and ".." then index data.
-    if htree && b.lblk == 0 {
+    // The root's '.' and '..' are records like any (the index lives in
+    // the slack of '..'): damaged ones are salvaged as in a linear block.
+    let dots_ok = || DirBlockIter::new(block).take(2).all(|e| e.is_ok());
+    if htree && b.lblk == 0 && dots_ok() {
         if let Ok(root) = parse_dx_root(block) {
             if c.csum() && verify_dx_checksum(seed, block).is_err() {
                 c.p.error_fix(
@@ -184,8 +187,11 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             if hashed {
                 htree::note_root(c, dx, ino, &root);
             }
-            entry(c, d, 0, b, b".", root.root.dot.inode.get(), ft::DIR, 0);
-            entry(c, d, 1, b, b"..", root.root.dotdot.inode.get(), ft::DIR, 12);
+            // The two records as stored, names and file types (e2fsck's
+            // check_dot/check_dotdot judge them as in any block).
+            for (slot, e) in DirBlockIter::new(block).take(2).flatten().enumerate() {
+                entry(c, d, slot, b, e.name, e.inode.0, e.file_type, e.offset);
+            }
             return;
         }
     }
@@ -243,40 +249,16 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
         }
     }
+    let Some(salvaged) = salvage_block(c, d, b, block) else {
+        return;
+    };
+    let block: &[u8] = salvaged.as_deref().unwrap_or(block);
     let mut names: Vec<(&[u8], usize)> = Vec::new();
-    let mut prev_off: Option<usize> = None;
     let mut leaf_names: Vec<&[u8]> = Vec::new();
     let encrypted = c.dirs[d].encrypted;
     for (pos, e) in DirBlockIter::new(block).enumerate() {
-        let e = match e {
-            Ok(e) => e,
-            Err(bad) => {
-                // Bytes that look like a tail but that the records run
-                // into are no tail (e2fsck's test): the damage is where
-                // the records, read to the block's end, go wrong.
-                let false_tail = c.csum()
-                    && DirEntryTail::find(block).is_some()
-                    && !crate::salvage::has_tail(block, c.geo.block_size);
-                let (at, prev) = if false_tail {
-                    crate::salvage::first_bad(block, c.geo.block_size)
-                        .unwrap_or((bad.offset, prev_off))
-                } else {
-                    (bad.offset, prev_off)
-                };
-                let msg = format!(
-                    "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
-                    b.lblk
-                );
-                let seed = c.dirs[d].seed;
-                c.p.error_fix(
-                    2,
-                    "PR_2_DIR_CORRUPTED",
-                    msg,
-                    crate::fix::Fix::DirSalvage(b.phys, at, prev, seed),
-                );
-                return;
-            }
-        };
+        // A block that still does not parse was reported above.
+        let Ok(e) = e else { break };
         let slot = if b.lblk == 0 { pos } else { 2 + pos };
         let name = e.name;
         if e.inode.0 != 0 {
@@ -293,7 +275,6 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 );
                 // As e2fsck: the entry is cleared, and not looked at more.
                 bad_entry(c, d, b, e.offset, "PR_2_BAD_ENCRYPTED_NAME", msg);
-                prev_off = Some(e.offset);
                 continue;
             }
         }
@@ -324,7 +305,6 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
         }
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
-        prev_off = Some(e.offset);
     }
     if hashed && b.lblk > 0 {
         htree::note_leaf(c, dx, ino, b.lblk, &leaf_names, pre.and_then(|p| p.range));
@@ -345,6 +325,78 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
         }
     }
+}
+
+/// Finds the records of a leaf block that do not parse and reports each
+/// with its salvage (e2fsck's `salvage_directory`). A read-only check
+/// stops at the first, as e2fsck -n does; a repair salvages a copy as the
+/// writer will (the fixes are replayed in this order) and goes on, so that
+/// the entries after the damage are seen and counted this round, as
+/// e2fsck goes on after its salvage (pass 4 would otherwise move what they
+/// name to lost+found). Returns the salvaged copy (None: the block reads
+/// as it is), or None at all when checking the block stops here.
+fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Option<Vec<u8>>> {
+    let ino = b.ino;
+    let bs = c.geo.block_size;
+    let seed = c.dirs[d].seed;
+    let max_ino = c.sb.s_inodes_count.get();
+    let mut copy: Option<Vec<u8>> = None;
+    // Each salvage mends at least one record; a block holds at most
+    // bs / 8 of them.
+    for _ in 0..bs / 8 {
+        let cur: &[u8] = copy.as_deref().unwrap_or(block);
+        let mut prev_off = None;
+        let mut bad = None;
+        for e in DirBlockIter::new(cur) {
+            match e {
+                Ok(e) => prev_off = Some(e.offset),
+                Err(err) => {
+                    bad = Some(err.offset);
+                    break;
+                }
+            }
+        }
+        let Some(bad_at) = bad else {
+            return Some(copy);
+        };
+        // Bytes that look like a tail but that the records run into are
+        // no tail (e2fsck's test): the damage is where the records, read
+        // to the block's end, go wrong.
+        let false_tail =
+            c.csum() && DirEntryTail::find(cur).is_some() && !crate::salvage::has_tail(cur, bs);
+        let (at, prev) = if false_tail {
+            crate::salvage::first_bad(cur, bs).unwrap_or((bad_at, prev_off))
+        } else {
+            (bad_at, prev_off)
+        };
+        let msg = format!(
+            "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
+            b.lblk
+        );
+        c.p.error_fix(
+            2,
+            "PR_2_DIR_CORRUPTED",
+            msg,
+            crate::fix::Fix::DirSalvage(b.phys, at, prev, seed),
+        );
+        if !c.repairing {
+            return None;
+        }
+        let mut next = cur.to_vec();
+        // As the writer sees the block: only metadata_csum blocks end in a
+        // tail.
+        let end = if c.csum() && crate::salvage::has_tail(&next, bs) {
+            next.len() - 12
+        } else {
+            next.len()
+        };
+        crate::salvage::salvage(&mut next, at, prev, end, bs, max_ino);
+        if next == cur {
+            return None;
+        }
+        copy = Some(next);
+    }
+    None
 }
 
 /// An interior node: one empty record over the block and, as e2fsck
@@ -486,9 +538,10 @@ fn entry(
         return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
     };
     let kind = c.inodes[t].kind;
+    // As e2fsck: '.' and '..' have their file type checked too.
+    let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].seed));
+    check_filetype(c, &place, ftype, kind, fix_at);
     if slot > 1 {
-        let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].seed));
-        check_filetype(c, &place, ftype, kind, fix_at);
         // In an encrypted directory every file, directory and symlink is
         // encrypted too (e2fsck's check_encryption_policy,
         // PR_2_UNENCRYPTED_FILE); other kinds carry no policy.
