@@ -206,10 +206,16 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         .map(|p| p.1)
         .unwrap_or_default();
     for &b in &unlist {
-        let msg = if b == c.geo.group_meta(0).super_block.unwrap_or(u64::MAX) {
-            format!("The primary superblock ({b}) is on the bad block list.")
+        let (code, msg) = if b == c.geo.group_meta(0).super_block.unwrap_or(u64::MAX) {
+            (
+                "PR_1_BAD_PRIMARY_SUPERBLOCK",
+                format!("The primary superblock ({b}) is on the bad block list."),
+            )
         } else {
-            format!("Block {b} in the primary group descriptors is on the bad block list")
+            (
+                "PR_1_BAD_PRIMARY_GROUP_DESCRIPTOR",
+                format!("Block {b} in the primary group descriptors is on the bad block list"),
+            )
         };
         let at = pointers.iter().find(|p| p.1 == b).map(|p| p.0);
         let fix = match at {
@@ -220,8 +226,8 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
             _ => None,
         };
         match fix {
-            Some(f) => c.p.error_fix(1, "PR_1_BB_PRIMARY", msg, f),
-            None => c.p.error(1, "PR_1_BB_PRIMARY", msg),
+            Some(f) => c.p.error_fix(1, code, msg, f),
+            None => c.p.error(1, code, msg),
         }
     }
     if !unlist.is_empty() {

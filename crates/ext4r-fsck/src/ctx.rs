@@ -95,6 +95,9 @@ pub(crate) struct Ctx {
     /// Each group's uninit flags and unused inodes as the passes take
     /// them (see [`crate::gdesc`]).
     pub groups: Vec<crate::gdesc::GroupState>,
+    /// The journal's inode as pass 0 found it (`s_journal_inum`, or the
+    /// reserved inode when the superblock names a wrong one).
+    pub journal_ino: u32,
     /// The journal inode is bad and its copy in the superblock serves
     /// (its blocks are claimed by pass 0; pass 1 leaves the inode alone).
     pub journal_backup: bool,
@@ -146,6 +149,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     pub fn new(fs: Filesystem) -> Self {
         let sb = fs.superblock().clone();
+        let journal_ino = sb.s_journal_inum.get();
         let geo = fs.geometry().clone();
         let groups = geo.group_count as usize;
         Ctx {
@@ -161,6 +165,7 @@ impl Ctx {
             groups: vec![crate::gdesc::GroupState::default(); groups],
             restart: false,
             journal_backup: false,
+            journal_ino,
             inodes: Vec::new(),
             group_start: Vec::new(),
             dirs: Vec::new(),

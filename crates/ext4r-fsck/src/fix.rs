@@ -145,6 +145,8 @@ pub enum Fix {
     /// Rebuild the journal inode from the superblock's copy of its block
     /// map (`s_jnl_blocks`), as e2fsck does when the inode is bad.
     RestoreJournalInode(u32),
+    /// Set `s_journal_inum`.
+    JournalInum(u32),
     /// Clear the obsolete fragment address `i_faddr`.
     InodeClearFaddr(u32),
     /// Zero `l_i_blocks_high` (no huge_file).
@@ -594,6 +596,10 @@ impl<'a> Writer<'a> {
                 crate::journal_fix::reset_super(blk, bs, *maxlen, seq);
                 let f = self.sb.s_feature_incompat.get() & !Incompat::RECOVER.bits();
                 self.sb.s_feature_incompat.set(f);
+                self.sb_dirty = true;
+            }
+            Fix::JournalInum(ino) => {
+                self.sb.s_journal_inum.set(*ino);
                 self.sb_dirty = true;
             }
             Fix::RestoreJournalInode(ino) => {

@@ -63,17 +63,17 @@ pub(crate) fn bad_root(
     };
     let tail = usize::from(c.csum());
     let expect = (bs.saturating_sub(at) / 8).saturating_sub(tail);
-    let node = |what: String| {
+    let node = |code: &'static str, what: String| {
         Some((
-            "PR_2_HTREE_BAD_ROOT_NODE",
+            code,
             format!("Problem in HTREE directory inode {ino}: block #0 has {what}"),
         ))
     };
     if usize::from(limit) != expect {
-        return node(format!("invalid limit ({limit})"));
+        return node("PR_2_HTREE_BAD_LIMIT", format!("invalid limit ({limit})"));
     }
     if usize::from(count) > expect {
-        return node(format!("invalid count ({count})"));
+        return node("PR_2_HTREE_BAD_COUNT", format!("invalid count ({count})"));
     }
     for i in 0..usize::from(count) {
         let p = at + i * 8 + 4;

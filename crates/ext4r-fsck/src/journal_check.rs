@@ -48,7 +48,29 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     let (info, from_backup) = match journal_inode(c, &sb, inum) {
         Ok(found) => found,
-        Err(why) => return bad_inode(c, has, recover, inum, &why),
+        Err(why) => {
+            // The superblock may name the wrong inode: the reserved one
+            // holding the journal the superblock's copy describes is the
+            // evidence (rebuilding the named inode from the copy would
+            // overwrite whatever file it is, as e2fsck would).
+            match reserved_journal(c, &sb, inum) {
+                Some(info) => {
+                    c.p.error_fix(
+                        0,
+                        "EXT4R_0_JOURNAL_INUM",
+                        format!(
+                            "Superblock names inode {inum} as the journal ({why}); the journal \
+                             is inode {}.",
+                            ino::JOURNAL
+                        ),
+                        Fix::JournalInum(ino::JOURNAL),
+                    );
+                    c.journal_ino = ino::JOURNAL;
+                    (info, false)
+                }
+                None => return bad_inode(c, has, recover, inum, &why),
+            }
+        }
     };
     if from_backup {
         // e2fsck takes the copy without a word and writes it back; pass 1
@@ -134,13 +156,38 @@ fn journal_inode(c: &Ctx, sb: &Superblock, inum: u32) -> Result<(InodeInfo, bool
     match own {
         Ok(info) => Ok((info, false)),
         Err(why) => {
-            let backup = (sb.s_jnl_backup_type == JNL_BACKUP_BLOCKS)
+            // Only an inode that is the journal's own, or one nothing
+            // uses, is rebuilt from the copy.
+            let free =
+                c.fs.inode(InodeNr(inum))
+                    .is_ok_and(|i| i.inode.links_count() == 0);
+            let backup = (sb.s_jnl_backup_type == JNL_BACKUP_BLOCKS
+                && (inum == ino::JOURNAL || free))
                 .then(|| from_backup(c, sb, inum))
                 .flatten()
                 .filter(|info| usable(c, info).is_ok());
             backup.map(|info| (info, true)).ok_or(why)
         }
     }
+}
+
+/// The reserved journal inode, when the superblock names another one
+/// that cannot serve and inode 8 is a usable journal whose block map is
+/// the superblock's copy of the journal's.
+fn reserved_journal(c: &Ctx, sb: &Superblock, inum: u32) -> Option<InodeInfo> {
+    if inum == ino::JOURNAL || sb.s_jnl_backup_type != JNL_BACKUP_BLOCKS {
+        return None;
+    }
+    let info = c.fs.inode(InodeNr(ino::JOURNAL)).ok()?;
+    usable(c, &info).ok()?;
+    let words = info.inode.block_words();
+    let same = sb
+        .s_jnl_blocks
+        .iter()
+        .take(15)
+        .zip(words.iter())
+        .all(|(a, &b)| a.get() == b);
+    same.then_some(info)
 }
 
 /// What e2fsck asks of a journal inode: a regular, unencrypted file in
@@ -291,7 +338,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
     if v2or3 && jsb.compute_checksum() != jsb.s_checksum.get() {
         c.p.error_fix(
             0,
-            "PR_0_JOURNAL_SB_CSUM_INVALID",
+            "PR_0_JOURNAL_BAD_SUPER",
             "Journal superblock is corrupt (checksum does not match).".into(),
             Fix::ResetJournalSuper(first.physical, total),
         );

@@ -23,6 +23,7 @@
 
 mod backup;
 mod badblocks;
+mod codes;
 mod ctx;
 mod device_size;
 mod dot;
@@ -272,7 +273,7 @@ pub fn check_shared(
         // judged field by field below, gets its checksum again.
         c.p.error_fix(
             0,
-            "PR_0_SB_CSUM_INVALID",
+            "EXT4R_0_SB_CSUM_INVALID",
             "Superblock checksum does not match superblock.".into(),
             Fix::RestorePrimary,
         );
@@ -303,7 +304,13 @@ pub fn check_shared(
             // As e2fsck's restart: what was found from pass 2 on rests on
             // inodes pass 1 did not read; only the descriptor fixes that
             // make it read them are kept, the rest is found again.
-            c.p.retain(|p| p.pass < 2 || p.code.starts_with("PR_2_INOREF"));
+            c.p.retain(|p| {
+                p.pass < 2
+                    || matches!(
+                        p.code,
+                        "PR_2_INOREF_BG_INO_UNINIT" | "PR_2_INOREF_IN_UNUSED"
+                    )
+            });
             c.notes
                 .push("Restarting the check from the beginning...".into());
             break;

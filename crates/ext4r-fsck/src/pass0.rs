@@ -225,14 +225,14 @@ fn bitmap_conflicts(c: &mut Ctx) {
     }
     for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
         for &(g, d) in &descs {
-            let (b, what) = match pick {
-                Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap"),
-                _ => (d.inode_bitmap(wide), "inode bitmap"),
+            let (b, what, code) = match pick {
+                Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap", "PR_1_BB_CONFLICT"),
+                _ => (d.inode_bitmap(wide), "inode bitmap", "PR_1_IB_CONFLICT"),
             };
             if ranges.contains(b) {
                 c.p.error(
                     1,
-                    "PR_1_BITMAP_CONFLICT",
+                    code,
                     format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
                 );
                 c.relocate.push((g, pick));
@@ -324,7 +324,7 @@ fn quota_and_orphan(c: &mut Ctx) {
                 // deleted ones their deletion time): the block is emptied.
                 c.p.error_fix(
                     0,
-                    "PR_0_ORPHAN_FILE_NOT_CLEAN",
+                    "PR_6_ORPHAN_BLOCK_DIRTY",
                     format!(
                         "Orphan file (inode {inum}) block {} is not clean.",
                         r.logical + k
@@ -338,7 +338,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
         c.p.error_fix(
             0,
-            "PR_0_ORPHAN_FILE_CLEAN",
+            "PR_6_ORPHAN_PRESENT_CLEAN_FILE",
             "Feature orphan_present is set but orphan file is clean.".into(),
             crate::fix::Fix::ClearOrphanPresent,
         );

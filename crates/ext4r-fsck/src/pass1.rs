@@ -151,7 +151,7 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
     let sb = &c.sb;
     // A journal in an ordinary inode is an ordinary file to e2fsck's
     // passes (named by a directory, or unattached).
-    let journal = Some(sb.s_journal_inum.get()).filter(|&j| j < sb.first_ino());
+    let journal = Some(c.journal_ino).filter(|&j| j < sb.first_ino());
     let mut v = vec![
         journal.unwrap_or(0),
         sb.s_usr_quota_inum.get(),
@@ -165,7 +165,7 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let Ok(inode) = Inode::parse(rec) else { return };
-    if c.journal_backup && ino == c.sb.s_journal_inum.get() {
+    if c.journal_backup && ino == c.journal_ino {
         // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
         if ino >= c.sb.first_ino() {
             c.extra_used.push(ino);
@@ -392,7 +392,12 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             {
                 c.p.error_fix(
                     2,
-                    "PR_2_BAD_SPECIAL",
+                    match kind {
+                        FileKind::CharDevice => "PR_2_BAD_CHAR_DEV",
+                        FileKind::BlockDevice => "PR_2_BAD_BLOCK_DEV",
+                        FileKind::Fifo => "PR_2_BAD_FIFO",
+                        _ => "PR_2_BAD_SOCKET",
+                    },
                     format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
                     crate::fix::Fix::ClearInode(ino),
                 );

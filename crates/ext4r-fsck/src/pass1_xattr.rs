@@ -83,10 +83,10 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
             let area = rec.get(128 + extra..).unwrap_or(&[]);
             if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
                 report_ea_inode_reference(c, found, Fix::ClearIbodyXattrs(ino));
-            } else if let Some(why) = bad_entries(&entries, true) {
+            } else if let Some((code, why)) = bad_entries(&entries, true) {
                 c.p.error_fix(
                     1,
-                    "PR_1_INODE_EA_BAD",
+                    code,
                     format!("Inode {ino} has a bad extended attribute area: {why}."),
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
@@ -102,7 +102,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
         Ok(None) => {}
         Err(e) => c.p.error_fix(
             1,
-            "PR_1_INODE_EA_BAD",
+            "PR_1_ATTR_NAME_LEN",
             format!("Inode {ino} has a bad extended attribute area: {e}."),
             crate::fix::Fix::ClearIbodyXattrs(ino),
         ),
@@ -173,14 +173,14 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
             crate::fix::Fix::InodeClearFileAcl(ino),
         );
         bad = Some("PR_1_ATTR_HASH");
-    } else if let Some(why) = bad_entries(&entries, false) {
+    } else if let Some((code, why)) = bad_entries(&entries, false) {
         c.p.error_fix(
             1,
-            "PR_1_EA_BAD_VALUE",
+            code,
             format!("Extended attribute in inode {ino} (block {blk}) is invalid: {why}."),
             crate::fix::Fix::InodeClearFileAcl(ino),
         );
-        bad = Some("PR_1_EA_BAD_VALUE");
+        bad = Some(code);
     }
     if bad.is_none()
         && c.csum()
@@ -354,21 +354,32 @@ fn zero_hash_in_block(entries: &XattrEntries<'_>) -> Option<u32> {
 
 /// Entries that fail to parse or whose stored hash matches neither hash
 /// variant (`zero_ok`: in the inode, where 0 means "not computed").
-fn bad_entries(entries: &XattrEntries<'_>, zero_ok: bool) -> Option<String> {
+fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static str, String)> {
     for e in entries.iter() {
         let e = match e {
             Ok(e) => e,
-            Err(err) => return Some(err.to_string()),
+            // e2fsck's words for what does not fit: the name, or the value.
+            Err(err) => {
+                let why = err.to_string();
+                let code = match (in_inode, why.contains("name")) {
+                    (true, true) => "PR_1_ATTR_NAME_LEN",
+                    (true, false) => "PR_1_ATTR_VALUE_SIZE",
+                    (false, true) => "PR_1_EA_BAD_NAME",
+                    (false, false) => "PR_1_EA_BAD_VALUE",
+                };
+                return Some((code, why));
+            }
         };
         let stored = e.entry.e_hash.get();
-        if stored != 0 || !zero_ok {
+        // In the inode 0 means "not computed" (older kernels).
+        if stored != 0 || !in_inode {
             let ok = [false, true]
                 .iter()
                 .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == stored));
             if !ok {
-                return Some(format!(
-                    "hash of entry at offset {} does not match",
-                    e.offset
+                return Some((
+                    "PR_1_ATTR_HASH",
+                    format!("hash of entry at offset {} does not match", e.offset),
                 ));
             }
         }

@@ -117,11 +117,11 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             match block {
                 Some(b) => c.p.error_fix(
                     2,
-                    "PR_2_NO_DIRBLOCK0",
+                    "PR_2_DIRECTORY_HOLE",
                     msg,
                     crate::fix::Fix::DirBlock0(r.ino, b, r.seed),
                 ),
-                None => c.p.error(2, "PR_2_NO_DIRBLOCK0", msg),
+                None => c.p.error(2, "PR_2_DIRECTORY_HOLE", msg),
             }
         }
     }
@@ -200,7 +200,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         if hashed && !htree::note_node(dx, ino, b.lblk, block) {
             c.p.error_fix(
                 2,
-                "PR_2_HTREE_BAD_NODE",
+                "PR_2_HTREE_BADBLK",
                 format!(
                     "Problem in HTREE directory inode {ino}: block #{} is corrupt",
                     b.lblk
@@ -316,7 +316,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         if w[0].0 == w[1].0 {
             c.p.error_fix(
                 2,
-                "PR_2_REPORT_DUP_DIRENT",
+                "PR_2_DUPLICATE_DIRENT",
                 format!(
                     "Duplicate entry '{}' found in directory inode {ino}.",
                     String::from_utf8_lossy(w[0].0)
@@ -341,6 +341,7 @@ fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Op
     let seed = c.dirs[d].seed;
     let max_ino = c.sb.s_inodes_count.get();
     let mut copy: Option<Vec<u8>> = None;
+    let mut made_dot = false;
     // Each salvage mends at least one record; a block holds at most
     // bs / 8 of them.
     for _ in 0..bs / 8 {
@@ -357,7 +358,42 @@ fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Op
             }
         }
         let Some(bad_at) = bad else {
-            return Some(copy);
+            // A block 0 whose first record is no '.' (a salvage emptied
+            // it) gets one, split off as the writer will make it, so that
+            // what follows is read as it will be (e2fsck goes on after
+            // check_dot the same way).
+            let dot_ok = DirBlockIter::new(cur)
+                .next()
+                .and_then(Result::ok)
+                .is_some_and(|e| e.name == b"." && e.inode.0 != 0);
+            if !c.repairing || b.lblk != 0 || dot_ok || made_dot {
+                return Some(copy);
+            }
+            let mut next = cur.to_vec();
+            let ft = if c.sb.has_incompat(Incompat::FILETYPE) {
+                ft::DIR
+            } else {
+                0
+            };
+            let first_ino = cur
+                .get(..4)
+                .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+            crate::dot::make_dot(&mut next, ino, ft, bs);
+            let (code, msg) = if first_ino == 0 {
+                (
+                    "PR_2_MISSING_DOT",
+                    format!("Missing '.' in directory inode {ino}."),
+                )
+            } else {
+                (
+                    "PR_2_1ST_NOT_DOT",
+                    format!("First entry in directory inode {ino} should be '.'"),
+                )
+            };
+            c.p.error_fix(2, code, msg, crate::fix::Fix::DirMakeDot(b.phys, ino, seed));
+            made_dot = true;
+            copy = Some(next);
+            continue;
         };
         // Bytes that look like a tail but that the records run into are
         // no tail (e2fsck's test): the damage is where the records, read
@@ -433,12 +469,22 @@ fn entry(
     match slot {
         0 => {
             if name != b"." || target == 0 {
-                let msg = format!("Missing '.' in directory inode {dir}.");
+                let (code, msg) = if target == 0 {
+                    (
+                        "PR_2_MISSING_DOT",
+                        format!("Missing '.' in directory inode {dir}."),
+                    )
+                } else {
+                    (
+                        "PR_2_1ST_NOT_DOT",
+                        format!("First entry in directory inode {dir} should be '.'"),
+                    )
+                };
                 let fix = (b.phys != 0 && off == 0)
                     .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].seed));
                 match fix {
-                    Some(f) => c.p.error_fix(2, "PR_2_MISSING_DOT", msg, f),
-                    None => c.p.error(2, "PR_2_MISSING_DOT", msg),
+                    Some(f) => c.p.error_fix(2, code, msg, f),
+                    None => c.p.error(2, code, msg),
                 }
                 // The record is '.' once repaired: its old target is gone.
                 return;
@@ -455,12 +501,22 @@ fn entry(
         }
         1 => {
             if name != b".." || target == 0 {
-                let msg = format!("Missing '..' in directory inode {dir}.");
+                let (code, msg) = if target == 0 {
+                    (
+                        "PR_2_MISSING_DOT_DOT",
+                        format!("Missing '..' in directory inode {dir}."),
+                    )
+                } else {
+                    (
+                        "PR_2_2ND_NOT_DOT_DOT",
+                        format!("Second entry in directory inode {dir} should be '..'"),
+                    )
+                };
                 let fix = (b.phys != 0)
                     .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].seed));
                 match fix {
-                    Some(f) => c.p.error_fix(2, "PR_2_MISSING_DOT_DOT", msg, f),
-                    None => c.p.error(2, "PR_2_MISSING_DOT_DOT", msg),
+                    Some(f) => c.p.error_fix(2, code, msg, f),
+                    None => c.p.error(2, code, msg),
                 }
                 return;
             } else {

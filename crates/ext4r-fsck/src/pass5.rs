@@ -221,7 +221,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
             if c.fs.device().read_at(&mut raw, loc * bs).is_err() {
                 c.p.error(
                     5,
-                    "PR_5_READ_BITMAP",
+                    "EXT4R_5_READ_BITMAP",
                     format!("Cannot read block bitmap of group {g}."),
                 );
                 continue;
@@ -234,7 +234,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
                 if !ok {
                     c.p.error_fix(
                         5,
-                        "PR_5_BLOCK_BITMAP_CSUM",
+                        "PR_5_BLOCK_BITMAP_CSUM_INVALID",
                         format!("Block bitmap for group {g} has an invalid checksum."),
                         Fix::BlockBitmap(g, want.clone()),
                     );
@@ -270,14 +270,14 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
             let (text, _) = diff_text(&w, &have, gs >> cbits);
             c.p.error_fix(
                 5,
-                "PR_5_BLOCK_BITMAP_DIFF",
+                "PR_5_BLOCK_BITMAP_HEADER",
                 format!("Block bitmap differences: {}", text.trim()),
                 Fix::BlockBitmap(g, want.clone()),
             );
         } else if w != have {
             c.p.error_fix(
                 5,
-                "PR_5_BLOCK_BITMAP_DIFF",
+                "PR_5_BLOCK_BITMAP_HEADER",
                 format!("Block bitmap differences in group {g}"),
                 Fix::BlockBitmap(g, want.clone()),
             );
@@ -425,7 +425,7 @@ fn inodes(c: &mut Ctx) {
             {
                 c.p.error(
                     5,
-                    "PR_5_READ_BITMAP",
+                    "EXT4R_5_READ_BITMAP",
                     format!("Cannot read inode bitmap of group {g}."),
                 );
                 continue;
@@ -438,7 +438,7 @@ fn inodes(c: &mut Ctx) {
                 if !ok {
                     c.p.error_fix(
                         5,
-                        "PR_5_INODE_BITMAP_CSUM",
+                        "PR_5_INODE_BITMAP_CSUM_INVALID",
                         format!("Inode bitmap for group {g} has an invalid checksum."),
                         Fix::InodeBitmap(g, want.clone()),
                     );
@@ -460,14 +460,14 @@ fn inodes(c: &mut Ctx) {
                 let (text, _) = diff_text(&want, &have, base + 1);
                 c.p.error_fix(
                     5,
-                    "PR_5_INODE_BITMAP_DIFF",
+                    "PR_5_INODE_BITMAP_HEADER",
                     format!("Inode bitmap differences: {}", text.trim()),
                     Fix::InodeBitmap(g, want.clone()),
                 );
             } else {
                 c.p.error_fix(
                     5,
-                    "PR_5_INODE_BITMAP_DIFF",
+                    "PR_5_INODE_BITMAP_HEADER",
                     format!("Inode bitmap differences in group {g}"),
                     Fix::InodeBitmap(g, want.clone()),
                 );
@@ -492,7 +492,7 @@ fn inodes(c: &mut Ctx) {
     {
         c.p.harmless_fix(
             5,
-            "PR_5_SUMMARY_COUNTS",
+            "EXT4R_5_SUMMARY_COUNTS",
             format!("Superblock free counts set to {blocks} blocks, {total_free} inodes."),
             Fix::SuperblockCounts(blocks, total_free),
         );

@@ -114,43 +114,10 @@ fn quiet_fix(code: &str) -> bool {
     )
 }
 
-/// Problems e2fsck fixes under `-p` without asking (its `PR_PREEN_OK`).
+/// Problems e2fsck fixes under `-p` without stopping (see
+/// [`crate::codes::preen_ok`]).
 fn preen_ok(code: &str) -> bool {
-    code.starts_with("PR_5_")
-        || matches!(
-            code,
-            "PR_4_BAD_REF_COUNT"
-                | "PR_4_ZERO_LEN_INODE"
-                | "PR_1_BAD_I_BLOCKS"
-                | "PR_1_BAD_I_SIZE"
-                | "PR_1_INODE_ONLY_CSUM_INVALID"
-                | "PR_1_SET_DTIME"
-                | "PR_2_UNUSED_INODE"
-                | "PR_2_LEAF_NODE_ONLY_CSUM_INVALID"
-                | "PR_2_I_FILE_ACL_HI_ZERO"
-                | "PR_2_SET_FILETYPE"
-                | "PR_0_GDT_CSUM"
-                | "PR_0_GDT_UNINIT"
-                | "PR_0_GDT_ITABLE_UNUSED"
-                | "PR_0_BB_UNINIT_LAST"
-                | "PR_2_INOREF_BG_INO_UNINIT"
-                | "PR_2_INOREF_IN_UNUSED"
-                | "PR_1_HTREE_SET"
-                | "PR_0_ORPHAN_FILE_CLEAN"
-                | "PR_0_ORPHAN_FILE_NOT_CLEAN"
-                | "PR_0_JOURNAL_BAD_INODE"
-                | "PR_0_JOURNAL_BAD_SUPER"
-                | "PR_0_JOURNAL_SB_CSUM_INVALID"
-                | "PR_0_JOURNAL_HAS_JOURNAL"
-                | "PR_0_JOURNAL_RECOVER_SET"
-                | "PR_0_CLEAR_V2_JOURNAL"
-                | "PR_1_JOURNAL_INODE_NOT_CLEAR"
-                | "PR_1_ZERO_DTIME"
-                | "PR_2_CLEAR_FILETYPE"
-                | "PR_2_FEATURE_LARGE_FILES"
-                | "PR_1_SET_NONZSIZE"
-                | "PR_1_SET_IMMUTABLE"
-        )
+    crate::codes::preen_ok(code)
 }
 
 /// Repairs the filesystem on `dev`.
