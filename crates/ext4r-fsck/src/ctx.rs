@@ -95,6 +95,10 @@ pub(crate) struct Ctx {
     /// Each group's uninit flags and unused inodes as the passes take
     /// them (see [`crate::gdesc`]).
     pub groups: Vec<crate::gdesc::GroupState>,
+    /// The time of the check (seconds since the epoch; 0: unknown).
+    pub now: i64,
+    /// The check was forced (`-f`).
+    pub forced: bool,
     /// The journal's inode as pass 0 found it (`s_journal_inum`, or the
     /// reserved inode when the superblock names a wrong one).
     pub journal_ino: u32,
@@ -166,6 +170,8 @@ impl Ctx {
             restart: false,
             journal_backup: false,
             journal_ino,
+            now: 0,
+            forced: false,
             inodes: Vec::new(),
             group_start: Vec::new(),
             dirs: Vec::new(),

@@ -147,6 +147,8 @@ pub enum Fix {
     RestoreJournalInode(u32),
     /// Set `s_journal_inum`.
     JournalInum(u32),
+    /// Change the superblock (see [`crate::SuperEdit`]).
+    Superblock(crate::super_rules::SuperEdit),
     /// Clear the obsolete fragment address `i_faddr`.
     InodeClearFaddr(u32),
     /// Zero `l_i_blocks_high` (no huge_file).
@@ -596,6 +598,14 @@ impl<'a> Writer<'a> {
                 crate::journal_fix::reset_super(blk, bs, *maxlen, seq);
                 let f = self.sb.s_feature_incompat.get() & !Incompat::RECOVER.bits();
                 self.sb.s_feature_incompat.set(f);
+                self.sb_dirty = true;
+            }
+            Fix::Superblock(e) => {
+                if e.apply(&mut self.sb) {
+                    for g in 0..self.fs.geometry().group_count {
+                        self.desc(g)?;
+                    }
+                }
                 self.sb_dirty = true;
             }
             Fix::JournalInum(ino) => {

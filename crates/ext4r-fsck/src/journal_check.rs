@@ -92,7 +92,37 @@ pub(crate) fn check(c: &mut Ctx) {
         // A journal in an ordinary inode number is legal but unusual.
         c.notes.push(format!("Journal is in inode {inum}."));
     }
+    if c.repairing && has && !from_backup {
+        backup(c, &sb, &info);
+    }
     superblock(c, &sb, &info, has, recover);
+}
+
+/// e2fsck's `e2fsck_move_ext3_journal`: the superblock keeps a copy of
+/// the journal inode's block map (`s_jnl_blocks`), written when missing
+/// or stale, so that a damaged journal inode can be rebuilt.
+fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
+    let mut words = [0u32; 17];
+    words[..15].copy_from_slice(&info.inode.block_words());
+    let size = info.inode.size();
+    words[15] = (size >> 32) as u32;
+    words[16] = size as u32;
+    let stale = sb.s_jnl_backup_type == 0
+        || (sb.s_jnl_backup_type == JNL_BACKUP_BLOCKS
+            && sb
+                .s_jnl_blocks
+                .iter()
+                .take(15)
+                .zip(&words)
+                .any(|(a, &b)| a.get() != b));
+    if stale {
+        c.p.harmless_fix(
+            0,
+            "PR_0_BACKUP_JNL",
+            "Backing up journal inode block information.".into(),
+            Fix::Superblock(crate::super_rules::SuperEdit::JournalBackup(words)),
+        );
+    }
 }
 
 /// e2fsck's `e2fsck_journal_fix_bad_inode`.

@@ -59,6 +59,7 @@ mod relocate;
 mod repair;
 mod resize_inode;
 mod salvage;
+mod super_rules;
 mod symlink;
 
 use std::time::{Duration, Instant};
@@ -76,6 +77,7 @@ pub use problem::{Problem, Problems, Severity};
 pub use prompt::prompt;
 pub use rehash::Rebuilt;
 pub use repair::{repair, repair_interactive, Answer, Ask, Mode, RepairReport};
+pub use super_rules::SuperEdit;
 
 /// What went wrong so that the check could not be done at all (e2fsck's
 /// exit 8).
@@ -240,6 +242,8 @@ pub fn check_shared(
     let summary_if_clean = clean.as_ref().map(|_| ctx::summary_from_superblock(&fs));
     let mut c = ctx::Ctx::new(fs);
     c.repairing = opts.repairing;
+    c.now = opts.now;
+    c.forced = opts.force;
     c.external_journal = opts.external_journal.clone();
     c.notes = notes;
     let mut first_pass = 0;
@@ -256,7 +260,9 @@ pub fn check_shared(
         // nothing, and are dropped when the check stops here.
         let early = |p: &Problem| p.code.starts_with("PR_1_");
         let forced = c.p.list().iter().any(|p| {
-            !early(p) && (p.severity == Severity::Error || opts.repairing && p.fix.is_some())
+            !early(p)
+                && !super_rules::cosmetic(p.code)
+                && (p.severity == Severity::Error || opts.repairing && p.fix.is_some())
         }) || c.p.dropped() > 0;
         if !forced {
             c.p.retain(|p| !early(p));

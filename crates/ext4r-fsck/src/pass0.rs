@@ -12,6 +12,7 @@ use crate::Progress;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     superblock(c);
+    crate::super_rules::check(c);
     descriptors(c);
     bitmap_conflicts(c);
     if c.bad_itable && c.geo.group_count == 1 && !c.repairing {

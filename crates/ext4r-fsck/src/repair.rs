@@ -110,8 +110,13 @@ impl RepairReport {
 fn quiet_fix(code: &str) -> bool {
     matches!(
         code,
-        "PR_0_GDT_CSUM" | "PR_0_GDT_UNINIT" | "PR_0_BB_UNINIT_LAST" | "PR_0_GDT_ITABLE_UNUSED"
-    )
+        "PR_0_GDT_CSUM"
+            | "PR_0_GDT_UNINIT"
+            | "PR_0_BB_UNINIT_LAST"
+            | "PR_0_GDT_ITABLE_UNUSED"
+            | "PR_0_FREE_INODE_COUNT"
+            | "PR_0_FREE_BLOCK_COUNT"
+    ) || crate::super_rules::cosmetic(code)
 }
 
 /// Problems e2fsck fixes under `-p` without stopping (see
@@ -215,12 +220,23 @@ fn run(
             progress,
         )?;
         if !journal_only && last.skipped_clean.is_some() {
-            // As e2fsck's check_if_skip: the superblock's counts taken
-            // from the descriptors (the kernel leaves them stale), without
-            // a word.
+            // As e2fsck's check_super_block and check_if_skip on a clean
+            // filesystem: the superblock's own touch-ups, and its counts
+            // taken from the descriptors (the kernel leaves them stale),
+            // made without forcing a check.
             let fs = open(&dev)?;
-            if let Some(f) = descriptor_counts(&fs) {
-                fix::apply(&fs, &[f])?;
+            let mut made: Vec<Problem> = last
+                .problems
+                .list()
+                .iter()
+                .filter(|p| p.fix.is_some() && crate::super_rules::cosmetic(p.code))
+                .cloned()
+                .collect();
+            made.extend(descriptor_counts(&fs));
+            let fixes: Vec<Fix> = made.iter().filter_map(|p| p.fix.clone()).collect();
+            if !fixes.is_empty() {
+                fix::apply(&fs, &fixes)?;
+                fixed.extend(made);
                 last = check_shared(
                     dev.clone(),
                     &Options {
@@ -476,23 +492,52 @@ fn counts_beyond_totals(dev: &Arc<dyn BlockDevice>) -> bool {
     })
 }
 
-/// The superblock's free counts as the group descriptors add up, when
-/// they differ.
-fn descriptor_counts(fs: &Filesystem) -> Option<Fix> {
+/// The superblock's free counts as the group descriptors add up, where
+/// they differ (e2fsck's PR_0_FREE_INODE_COUNT and PR_0_FREE_BLOCK_COUNT,
+/// which it fixes without a word under -p).
+fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
     let g = fs.geometry();
     let wide = fs.superblock().has_incompat(Incompat::BIT64);
     let (mut blocks, mut inodes) = (0u64, 0u64);
     for group in 0..g.group_count {
-        let d = fs.group_desc(ext4r_format::GroupNr(group)).ok()?;
+        let Ok(d) = fs.group_desc(ext4r_format::GroupNr(group)) else {
+            return Vec::new();
+        };
         blocks += u64::from(d.free_blocks_count(wide));
         inodes += u64::from(d.free_inodes_count(wide));
     }
     let blocks = blocks << g.cluster_bits;
     let sb = fs.superblock();
-    if sb.free_blocks_count() == blocks && u64::from(sb.s_free_inodes_count.get()) == inodes {
-        return None;
+    let fix = Fix::SuperblockCounts(blocks, inodes);
+    let mut out = Vec::new();
+    let mut note = |code: &'static str, message: String| {
+        out.push(Problem {
+            pass: 0,
+            code,
+            severity: crate::Severity::Harmless,
+            message,
+            fix: Some(fix.clone()),
+        });
+    };
+    if u64::from(sb.s_free_inodes_count.get()) != inodes {
+        note(
+            "PR_0_FREE_INODE_COUNT",
+            format!(
+                "Setting free inodes count to {inodes} (was {})",
+                sb.s_free_inodes_count.get()
+            ),
+        );
     }
-    Some(Fix::SuperblockCounts(blocks, inodes))
+    if sb.free_blocks_count() != blocks {
+        note(
+            "PR_0_FREE_BLOCK_COUNT",
+            format!(
+                "Setting free blocks count to {blocks} (was {})",
+                sb.free_blocks_count()
+            ),
+        );
+    }
+    out
 }
 
 /// After a clean result: state valid, no error flag, check time now, mount
