@@ -27,6 +27,12 @@ pub(crate) fn preen_ok(code: &str) -> bool {
     }
 }
 
+/// Whether e2fsck fixes the problem without asking (`PROMPT_NONE`, no
+/// question following): an interactive run does not ask either.
+pub(crate) fn no_prompt(code: &str) -> bool {
+    flags(code).is_some_and(|mut f| f.any(|x| x == "no_prompt"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -293,6 +293,8 @@ fn run(
                 // A "no" stands, also after a later "yes to all".
                 (Some(&yes), _) => yes,
                 (None, Policy::Yes | Policy::Preen) => true,
+                // What e2fsck does without a question is not asked.
+                (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => true,
                 (None, Policy::Ask(ask)) => {
                     let yes = match ask(p) {
                         Answer::Yes => true,
