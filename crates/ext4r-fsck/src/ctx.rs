@@ -95,6 +95,10 @@ pub(crate) struct Ctx {
     /// Each group's uninit flags and unused inodes as the passes take
     /// them (see [`crate::gdesc`]).
     pub groups: Vec<crate::gdesc::GroupState>,
+    /// Encrypted inodes' encryption policies (as numbers, one per distinct
+    /// policy; see [`crate::pass1_rules::encryption_context`]).
+    pub enc_policy: std::collections::HashMap<u32, u32>,
+    pub enc_policy_ids: std::collections::HashMap<Vec<u8>, u32>,
     /// The time of the check (seconds since the epoch; 0: unknown).
     pub now: i64,
     /// The check was forced (`-f`).
@@ -172,6 +176,8 @@ impl Ctx {
             journal_ino,
             now: 0,
             forced: false,
+            enc_policy: std::collections::HashMap::new(),
+            enc_policy_ids: std::collections::HashMap::new(),
             inodes: Vec::new(),
             group_start: Vec::new(),
             dirs: Vec::new(),

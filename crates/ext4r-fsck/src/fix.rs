@@ -149,6 +149,9 @@ pub enum Fix {
     JournalInum(u32),
     /// Change the superblock (see [`crate::SuperEdit`]).
     Superblock(crate::super_rules::SuperEdit),
+    /// Clear both epoch bits of the extra timestamps that hold a pre-1970
+    /// time the old way (see [`crate::pass1_rules`]).
+    InodeClearEpoch(u32),
     /// Clear the obsolete fragment address `i_faddr`.
     InodeClearFaddr(u32),
     /// Zero `l_i_blocks_high` (no huge_file).
@@ -619,6 +622,15 @@ impl<'a> Writer<'a> {
             }
             Fix::ClearV2JournalFields(b) => {
                 crate::journal_fix::clear_v2_fields(self.block(*b, BlockKind::Plain)?);
+            }
+            Fix::InodeClearEpoch(ino) => {
+                let rec = self.inode(*ino)?;
+                if let Ok(inode) = Inode::parse(rec) {
+                    let at: Vec<usize> = crate::pass1_rules::epoch_fields(&inode, rec).collect();
+                    for a in at {
+                        rec[a] &= !3;
+                    }
+                }
             }
             Fix::InodeClearFaddr(ino) => self.edit_inode(*ino, |i| i.i_obso_faddr.set(0))?,
             Fix::InodeClearBlocksHigh(ino) => {

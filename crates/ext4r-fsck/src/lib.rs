@@ -47,6 +47,7 @@ mod pass0;
 mod pass1;
 mod pass1_extents;
 mod pass1_map;
+mod pass1_rules;
 mod pass1_xattr;
 mod pass2;
 mod pass34;

@@ -179,6 +179,12 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         reserved_inode(c, ino, &inode);
         return;
     }
+    if crate::pass1_rules::stray_orphan_file(c, ino, &inode) {
+        return;
+    }
+    if is_special {
+        crate::pass1_rules::special_mode(c, ino, &inode);
+    }
     if pre & PRE_ZERO != 0 {
         return;
     }
@@ -264,17 +270,31 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         );
     }
     if inode.dtime() != 0 {
-        c.p.error_fix(
-            1,
-            "PR_1_SET_DTIME",
-            format!("Inode {ino} is in use, but has dtime set."),
-            Fix::InodeClearDtime(ino),
-        );
+        // The root's own code (old mke2fs left a dtime there).
+        let (code, msg) = if ino == special::ROOT {
+            (
+                "PR_1_ROOT_DTIME",
+                "Root inode has dtime set.  (probably due to old mke2fs)".to_string(),
+            )
+        } else {
+            (
+                "PR_1_SET_DTIME",
+                format!("Inode {ino} is in use, but has dtime set."),
+            )
+        };
+        c.p.error_fix(1, code, msg, Fix::InodeClearDtime(ino));
     }
+    crate::pass1_rules::negative_epoch(c, ino, &inode, rec);
     let mut kind = FileKind::from_mode(inode.mode());
+    // e2fsck's check_is_really_dir looks at every mode that is not a
+    // directory, a file or a symlink (an unknown one too).
     let special_kind = matches!(
         kind,
-        FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
+        FileKind::CharDevice
+            | FileKind::BlockDevice
+            | FileKind::Fifo
+            | FileKind::Socket
+            | FileKind::Unknown
     );
     if special_kind && crate::really_dir::looks_like_dir(c, ino, &inode) {
         c.p.error_fix(
@@ -289,11 +309,14 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         }
     }
     if ino == special::ROOT && kind != FileKind::Directory {
-        c.p.error(
+        // As e2fsck: cleared, and made anew by pass 3.
+        c.p.error_fix(
             1,
             "PR_1_ROOT_NO_DIR",
             "Root inode is not a directory.".into(),
+            Fix::ClearInode(ino),
         );
+        return;
     }
     let mut flags = inode.flags();
     if let Some((code, msg, fix, left)) =
@@ -309,26 +332,18 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             flags = left;
         }
     }
-    if flags.contains(InodeFlags::EXTENTS) && !c.sb.has_incompat(Incompat::EXTENTS) {
-        c.p.error_fix(
-            1,
-            "PR_1_EXTENT_FEATURE",
-            format!("Inode {ino} is in extent format, but superblock is missing EXTENTS feature"),
-            crate::fix::Fix::SetIncompat(ext4r_format::features::Incompat::EXTENTS.bits()),
-        );
+    let inline_attr = flags.contains(InodeFlags::INLINE_DATA) && has_inline_attr(c, ino);
+    match crate::pass1_rules::format_flags(c, ino, &inode, flags, inline_attr) {
+        crate::pass1_rules::Verdict::Go(f) => flags = f,
+        crate::pass1_rules::Verdict::Cleared => return,
     }
-    if flags.contains(InodeFlags::INLINE_DATA) && !c.sb.has_incompat(Incompat::INLINE_DATA) {
-        c.p.error_fix(
-            1,
-            "PR_1_INLINE_DATA_FEATURE",
-            format!("Inode {ino} has inline data, but superblock is missing INLINE_DATA feature"),
-            crate::fix::Fix::ClearInode(ino),
-        );
+    if flags.contains(InodeFlags::ENCRYPT) && !crate::pass1_rules::encryption_context(c, ino) {
+        return;
     }
     if flags.contains(InodeFlags::INLINE_DATA)
         && c.sb.has_incompat(Incompat::INLINE_DATA)
         && ino >= first_ino
-        && !has_inline_attr(c, ino)
+        && !inline_attr
     {
         // As e2fsck: without its system.data attribute (or with xattrs
         // that cannot be read) the inline data cannot be trusted.
@@ -354,7 +369,16 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             flags.remove(InodeFlags::INDEX);
         }
     }
-    let (ea_blocks, ea_inode_values) = crate::pass1_xattr::xattrs(c, ino, &inode, rec);
+    // e2fsck's pass 1 is done with a valid inline-data symlink before
+    // check_blocks: its xattr block is neither counted nor charged.
+    let inline_symlink = kind == FileKind::Symlink
+        && flags.contains(InodeFlags::INLINE_DATA)
+        && crate::symlink::valid(c, ino, &inode);
+    let (ea_blocks, ea_inode_values) = if inline_symlink {
+        (0, false)
+    } else {
+        crate::pass1_xattr::xattrs(c, ino, &inode, rec)
+    };
     let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
     let bs = u64::from(c.geo.block_size);
     let mut map = MapResult::default();
@@ -367,6 +391,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 && is_fast_symlink(&inode, ea_blocks, huge, bs, c.geo.cluster_bits)
             {
                 fast_symlink = true;
+                crate::pass1_rules::fast_symlink_flag(c, ino, flags);
             } else if flags.contains(InodeFlags::EXTENTS) {
                 map = crate::pass1_extents::extents(c, ino, &inode, kind == FileKind::Directory);
             } else {
@@ -455,6 +480,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
         c.large_files += 1;
     }
+    if kind == FileKind::Directory
+        && !flags.contains(InodeFlags::INLINE_DATA)
+        && map.blocks + ea_blocks == 0
+    {
+        // As e2fsck: nothing to keep, so the inode goes (and the names of
+        // it with it), rather than a block 0 being made for it.
+        c.p.error_fix(
+            1,
+            "PR_1_ZERO_LENGTH_DIR",
+            format!("Inode {ino} is a zero-length directory."),
+            Fix::ClearInode(ino),
+        );
+        return;
+    }
     // i_blocks counts data, tree blocks and the xattr block, and the
     // values kept in EA inodes, charged to their owner in whole clusters
     // (the kernel's quota charge; e2fsck's size_to_quota_blocks).
@@ -472,7 +511,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     } else {
         Some(map.blocks + ea_blocks + charged)
     };
-    if let Some(blocks) = blocks {
+    if let Some(blocks) = blocks.filter(|_| !inline_symlink) {
         let in_fs_blocks = huge && flags.contains(InodeFlags::HUGE_FILE);
         let want = if in_fs_blocks {
             blocks
@@ -632,6 +671,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
             if inode.is_reg() && inode.size() >= 0x8000_0000 {
                 c.large_files += 1;
             }
+            crate::pass1_rules::reserved(c, ino, inode);
             crate::resize_inode::check(c, inode)
         }
         // Only reached when the superblock names no journal here.
@@ -647,7 +687,8 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
                 Fix::ZeroInode(ino),
             );
         }
-        _ => {}
+        special::BAD | special::JOURNAL => {}
+        _ => crate::pass1_rules::reserved(c, ino, inode),
     }
 }
 

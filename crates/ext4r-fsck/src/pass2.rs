@@ -618,6 +618,19 @@ fn entry(
             );
             return bad_entry(c, d, b, off, "PR_2_UNENCRYPTED_FILE", msg);
         }
+        if c.dirs[d].encrypted {
+            let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
+            if let (Some(mine), Some(its)) = (mine, its) {
+                if mine != its {
+                    let msg = format!(
+                        "Encrypted {} references inode {target}, which has a different \
+                         encryption policy.",
+                        place().replacen("Entry", "entry", 1)
+                    );
+                    return bad_entry(c, d, b, off, "PR_2_INCONSISTENT_ENCRYPTION_POLICY", msg);
+                }
+            }
+        }
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
                 if c.dirs[td].parent != 0 {
