@@ -89,6 +89,9 @@ pub enum Fix {
     /// Replace an inode's extent tree with a rebuilt one (its root and
     /// node blocks; see [`crate::ExtentTree`]).
     RebuildExtents(Box<crate::extent_rebuild::ExtentTree>),
+    /// Mark leaf entry `i` of an extent node (None: the root) written
+    /// (inode, its checksum seed).
+    ExtentWritten(u32, Option<u64>, usize, u32),
     /// Set the `eh_depth` of an extent node (None: the root in the inode)
     /// of an inode (whose checksum seed is given).
     ExtentDepth(u32, Option<u64>, u16, u32),
@@ -492,6 +495,20 @@ impl<'a> Writer<'a> {
                 let rec = self.inode(t.ino)?;
                 if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
                     x.copy_from_slice(&t.root);
+                }
+            }
+            Fix::ExtentWritten(ino, node, i, seed) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, BlockKind::Extent(*seed))?,
+                };
+                // ee_len above 32768 marks an unwritten extent.
+                let at = 12 + i * 12 + 4;
+                if let Some(x) = buf.get_mut(at..at + 2) {
+                    let len = u16::from_le_bytes([x[0], x[1]]);
+                    if len > 32768 {
+                        x.copy_from_slice(&(len - 32768).to_le_bytes());
+                    }
                 }
             }
             Fix::ExtentDepth(ino, node, depth, seed) => {

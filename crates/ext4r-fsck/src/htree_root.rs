@@ -47,11 +47,26 @@ pub(crate) fn bad_root(
             format!("HTREE directory inode {ino} uses an incompatible htree root node flag."),
         ));
     }
-    // Past 3 levels no directory can be (e2fsck's EXT4_HTREE_LEVEL).
-    if levels > 3 {
+    // e2fsck's ext2_dir_htree_level: 3 levels with largedir, else 2;
+    // pass 1 refuses more, pass 2 that many.
+    let max = if c
+        .sb
+        .has_incompat(ext4r_format::features::Incompat::LARGEDIR)
+    {
+        3
+    } else {
+        2
+    };
+    if levels > max {
         return Some((
             "PR_1_HTREE_DEPTH",
             format!("HTREE directory inode {ino} has a tree depth ({levels}) which is too big"),
+        ));
+    }
+    if levels == max {
+        return Some((
+            "PR_2_HTREE_BAD_ROOT",
+            format!("Problem in HTREE directory inode {ino}: root node is invalid"),
         ));
     }
     // The index entries after the info: count and limit in the first

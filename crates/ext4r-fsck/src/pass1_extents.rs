@@ -50,6 +50,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         verity: inode
             .flags()
             .contains(ext4r_format::inode::InodeFlags::VERITY),
+        next_lblk: 0,
     };
     let mut root = inode.i_block;
     // A root whose stored depth contradicts its entries is read at the
@@ -133,6 +134,9 @@ struct ExtWalk {
     eof: u64,
     /// fs-verity keeps its Merkle tree past i_size.
     verity: bool,
+    /// One past the highest logical block mapped so far (e2fsck's
+    /// next_lblock).
+    next_lblk: u64,
 }
 
 /// The end (exclusive) of the logical range libext2fs gives an index
@@ -193,12 +197,17 @@ impl ExtWalk {
     fn leaf(&mut self, c: &mut Ctx, node: &ExtentNode<'_>, lo: u64, hi: u64) {
         let ino = self.ino;
         let Some(exts) = node.extents() else { return };
-        let mut prev_end = lo;
+        // e2fsck's start_block: the node's start, then the last block of
+        // the extent before (out of order below it; from it on, a
+        // collision with what the file maps already).
+        let mut start = lo;
         for (i, e) in exts.iter().enumerate() {
             let l = u64::from(e.ee_block.get());
             let n = u64::from(e.len());
             let p = e.start().0;
-            let bad = if n == 0 || p == 0 || !c.valid_range(p, n) {
+            let total = c.geo.blocks_count;
+            let place = format!("(logical block {l}, physical block {p}, len {n})");
+            let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
                 Some((
                     "PR_1_EXTENT_BAD_START_BLK",
                     format!(
@@ -206,28 +215,37 @@ impl ExtWalk {
                          physical block {p}, len {n})"
                     ),
                 ))
-            } else if l < prev_end {
+            } else if l < start {
                 Some((
                     "PR_1_OUT_OF_ORDER_EXTENTS",
-                    format!(
-                        "Inode {ino} has out of order extents\n\t(invalid logical block {l}, \
-                         physical block {p}, len {n})"
-                    ),
+                    format!("Inode {ino} has out of order extents\n\t{place}"),
                 ))
             } else if (l + n > hi && !((e.is_unwritten() || self.verity) && l + n > self.eof))
                 || l > u64::from(u32::MAX)
             {
                 Some((
                     "PR_1_EXTENT_END_OUT_OF_BOUNDS",
-                    format!(
-                        "Inode {ino}, end of extent exceeds allowed value\n\t(logical block \
-                         {l}, physical block {p}, len {n})"
-                    ),
+                    format!("Inode {ino}, end of extent exceeds allowed value\n\t{place}"),
+                ))
+            } else if n == 0 {
+                Some((
+                    "PR_1_EXTENT_LENGTH_ZERO",
+                    format!("Inode {ino} has zero length extent\n\t{place}"),
+                ))
+            } else if p + n > total {
+                Some((
+                    "PR_1_EXTENT_ENDS_BEYOND",
+                    format!("Inode {ino} has an invalid extent\n\t{place}"),
                 ))
             } else if self.dir_limit.is_some_and(|m| l + n > m) {
                 Some((
                     "PR_1_TOOBIG_DIR",
                     format!("Block #{l} ({p}) causes directory to be too big."),
+                ))
+            } else if l < self.next_lblk {
+                Some((
+                    "PR_1_EXTENT_COLLISION",
+                    format!("Inode {ino} has a duplicate extent mapping\n\t{place}"),
                 ))
             } else {
                 None
@@ -242,7 +260,23 @@ impl ExtWalk {
                 self.res.bad = true;
                 continue;
             }
-            prev_end = l + n;
+            start = l + n - 1;
+            self.next_lblk = self.next_lblk.max(l + n);
+            // Unwritten blocks in a directory are read as written (e2fsck
+            // clears the flag and then judges what they hold).
+            let mut e = *e;
+            if self.want_runs && e.is_unwritten() && self.rebuild.is_none() {
+                c.p.error_fix(
+                    1,
+                    "PR_1_UNINIT_DBLOCK",
+                    format!("Directory inode {ino} has an unwritten extent at block {l}."),
+                    Fix::ExtentWritten(self.ino, self.node_at, i, self.seed),
+                );
+                if c.repairing {
+                    let _ = e.set_len(n as u16, false);
+                }
+            }
+            let e = &e;
             if let Some(r) = &mut self.rebuild {
                 r.extents.push(*e);
             }

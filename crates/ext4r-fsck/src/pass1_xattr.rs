@@ -112,12 +112,20 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
         return (0, false);
     }
     if !c.sb.has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
-        c.p.error_fix(
-            2,
-            "PR_2_FILE_ACL_ZERO",
-            format!("i_file_acl for inode {ino} is {blk}, should be zero."),
-            Fix::InodeClearFileAcl(ino),
-        );
+        // e2fsck's process_bad_inode: outside the filesystem it is a bad
+        // address; without the feature, one that should be zero.
+        let (code, msg) = if c.valid_range(blk, 1) {
+            (
+                "PR_2_FILE_ACL_ZERO",
+                format!("i_file_acl for inode {ino} is {blk}, should be zero."),
+            )
+        } else {
+            (
+                "PR_2_FILE_ACL_BAD",
+                format!("Extended attribute block for inode {ino} is invalid ({blk})."),
+            )
+        };
+        c.p.error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));
         return (0, false);
     }
     if let Some(x) = c.xattr_blocks.get_mut(&blk) {
@@ -138,12 +146,31 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
     let read =
         c.fs.device()
             .read_at(&mut buf, blk * u64::from(c.geo.block_size));
-    let parsed = read.ok().and_then(|()| parse_xattr_block(&buf).ok());
+    let parsed = read
+        .as_ref()
+        .ok()
+        .and_then(|()| parse_xattr_block(&buf).ok());
     let Some((hdr, entries)) = parsed else {
+        // e2fsck's words for what is wrong: unreadable, not an xattr
+        // block, more than one block, or entries that overlap.
+        let magic = buf[..4] == ext4r_format::xattr::XATTR_MAGIC.to_le_bytes();
+        let h_blocks = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
+        let (code, what) = if read.is_err() {
+            ("PR_1_READ_EA_BLOCK", "cannot be read")
+        } else if !magic {
+            ("PR_1_BAD_EA_BLOCK", "is not an extended attribute block")
+        } else if h_blocks != 1 {
+            ("PR_1_EA_MULTI_BLOCK", "has h_blocks > 1")
+        } else {
+            (
+                "PR_1_EA_ALLOC_COLLISION",
+                "is corrupt (allocation collision)",
+            )
+        };
         c.p.error_fix(
             1,
-            "PR_1_BAD_EA_BLOCK",
-            format!("Inode {ino} has a bad extended attribute block {blk}."),
+            code,
+            format!("Inode {ino}: extended attribute block {blk} {what}."),
             crate::fix::Fix::InodeClearFileAcl(ino),
         );
         c.xattr_blocks.insert(
@@ -152,7 +179,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool)
                 refcount: 0,
                 counted: 1,
                 valid: false,
-                bad: Some("PR_1_BAD_EA_BLOCK"),
+                bad: Some(code),
             },
         );
         return (0, false);

@@ -285,7 +285,11 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             if block.get(at).is_some_and(|&x| x != 0) {
                 c.p.error_fix(
                     2,
-                    "PR_2_DOT_NULL_TERM",
+                    if name == b"." {
+                        "PR_2_DOT_NULL_TERM"
+                    } else {
+                        "PR_2_DOT_DOT_NULL_TERM"
+                    },
                     format!(
                         "'{}' directory entry in directory inode {ino} is not NULL terminated",
                         String::from_utf8_lossy(name)
@@ -533,12 +537,22 @@ fn entry(
                     place(),
                     String::from_utf8_lossy(name)
                 );
-                return bad_entry(c, d, b, off, "PR_2_DUP_DOT", msg);
+                let code = if name == b"." {
+                    "PR_2_DUP_DOT"
+                } else {
+                    "PR_2_DUP_DOT_DOT"
+                };
+                return bad_entry(c, d, b, off, code, msg);
             }
         }
     }
     if target == 0 {
         return;
+    }
+    if slot > 1 && name.is_empty() {
+        // As e2fsck: a name of no bytes is no name; the entry goes.
+        let msg = format!("Entry '' in ??? ({dir}) has a zero-length name.");
+        return bad_entry(c, d, b, off, "PR_2_NULL_NAME", msg);
     }
     let max = c.sb.s_inodes_count.get();
     if target > max || (target < c.sb.first_ino() && target != special::ROOT) {

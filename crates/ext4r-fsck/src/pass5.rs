@@ -265,6 +265,16 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
         };
         let mut w = want.clone();
         w.truncate(have.len());
+        if uninit && w.iter().zip(&have).any(|(w, h)| w & !h != 0) {
+            // Blocks in use where the descriptor says none are: its flag
+            // goes (the bitmap is then written in full).
+            c.p.error_fix(
+                5,
+                "PR_5_BLOCK_UNINIT",
+                format!("Group {g} block(s) in use but group is marked BLOCK_UNINIT"),
+                Fix::GroupDescFlags(g, ext4r_format::group_desc::BG_BLOCK_UNINIT, None),
+            );
+        }
         if w != have && reports < MAX_DIFF_REPORTS {
             reports += 1;
             let (text, _) = diff_text(&w, &have, gs >> cbits);
@@ -454,6 +464,14 @@ fn inodes(c: &mut Ctx) {
             }
             to_words(&raw, ipg)
         };
+        if uninit && want.iter().any(|&w| w != 0) {
+            c.p.error_fix(
+                5,
+                "PR_5_INODE_UNINIT",
+                format!("Group {g} inode(s) in use but group is marked INODE_UNINIT"),
+                Fix::GroupDescFlags(g, ext4r_format::group_desc::BG_INODE_UNINIT, None),
+            );
+        }
         if want != have {
             if reports < MAX_DIFF_REPORTS {
                 reports += 1;
