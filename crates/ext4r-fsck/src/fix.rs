@@ -155,6 +155,8 @@ pub enum Fix {
     /// Clear both epoch bits of the extra timestamps that hold a pre-1970
     /// time the old way (see [`crate::pass1_rules`]).
     InodeClearEpoch(u32),
+    /// Zero one byte of an inode record (the Hurd's fragment fields).
+    InodeZeroByte(u32, usize),
     /// Clear the obsolete fragment address `i_faddr`.
     InodeClearFaddr(u32),
     /// Zero `l_i_blocks_high` (no huge_file).
@@ -647,6 +649,11 @@ impl<'a> Writer<'a> {
                     for a in at {
                         rec[a] &= !3;
                     }
+                }
+            }
+            Fix::InodeZeroByte(ino, at) => {
+                if let Some(x) = self.inode(*ino)?.get_mut(*at) {
+                    *x = 0;
                 }
             }
             Fix::InodeClearFaddr(ino) => self.edit_inode(*ino, |i| i.i_obso_faddr.set(0))?,

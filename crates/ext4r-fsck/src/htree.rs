@@ -120,6 +120,17 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
         let mut stack: Vec<(Entries, u32, u32, u8)> = vec![(root.clone(), 0, u32::MAX, 1)];
         let mut budget = 100_000u32;
         while let Some((entries, min, max, depth)) = stack.pop() {
+            // Hashes rise through a node (the first slot has none).
+            let unordered = entries
+                .windows(2)
+                .skip(1)
+                .position(|w| w[1].0 & !1 < w[0].0 & !1);
+            if let Some(i) = unordered {
+                problems.push((
+                    "PR_2_HTREE_HASH_ORDER",
+                    format!("a node has an unordered hash table (entry {})", i + 2),
+                ));
+            }
             for (i, &(h, blk)) in entries.iter().enumerate() {
                 budget = budget.saturating_sub(1);
                 if budget == 0 {

@@ -41,6 +41,25 @@ pub(crate) fn bad_root(
             format!("HTREE directory inode {ino} has an unsupported hash version ({hash})"),
         ));
     }
+    // SipHash is for directories both encrypted and case-folded, and only
+    // for them (e2fsck's PR_1_HTREE_NEEDS_SIPHASH / _CANNOT_SIPHASH).
+    if let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) {
+        use ext4r_format::inode::InodeFlags;
+        let f = info.inode.flags();
+        let needs = f.contains(InodeFlags::ENCRYPT) && f.contains(InodeFlags::CASEFOLD);
+        if needs && hash != 6 {
+            return Some((
+                "PR_1_HTREE_NEEDS_SIPHASH",
+                format!("HTREE directory inode {ino} uses hash version ({hash}), but should use SipHash (6)"),
+            ));
+        }
+        if !needs && hash == 6 {
+            return Some((
+                "PR_1_HTREE_CANNOT_SIPHASH",
+                format!("HTREE directory inode {ino} uses SipHash, but should not."),
+            ));
+        }
+    }
     if flags & 1 != 0 {
         return Some((
             "PR_1_HTREE_INCOMPAT",

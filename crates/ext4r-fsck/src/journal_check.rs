@@ -357,6 +357,18 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         );
         return;
     }
+    if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_ro_compat() != 0 {
+        // e2fsck stops here (abort): a journal it cannot read safely.
+        c.p.error(
+            0,
+            "PR_0_JOURNAL_UNSUPP_ROCOMPAT",
+            format!(
+                "Journal superblock has an unknown read-only feature flag set ({:#x}).",
+                jsb.unknown_ro_compat()
+            ),
+        );
+        return;
+    }
     let inc = jsb.incompat();
     let v2or3 = jsb.layout().has_csum_v2or3();
     if inc.contains(JournalIncompat::CSUM_V2 | JournalIncompat::CSUM_V3)

@@ -295,7 +295,29 @@ fn quota_and_orphan(c: &mut Ctx) {
         }
     }
     let inum = sb.s_orphan_file_inum.get();
-    if !sb.has_compat(Compat::ORPHAN_FILE) || inum == 0 {
+    if !sb.has_compat(Compat::ORPHAN_FILE) {
+        if sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
+            c.p.error_fix(
+                0,
+                "PR_6_ORPHAN_PRESENT_NO_FILE",
+                "Feature orphan_present is set but feature orphan_file is not.".into(),
+                Fix::ClearOrphanPresent,
+            );
+        }
+        return;
+    }
+    if !sb.has_compat(Compat::HAS_JOURNAL) {
+        // No point in an orphan file without a journal (e2fsck): the
+        // feature goes, and the inode is then emptied by pass 1.
+        c.p.error_fix(
+            0,
+            "PR_6_ORPHAN_FILE_WITHOUT_JOURNAL",
+            "Superblock has orphan file without journal.".into(),
+            Fix::Superblock(crate::super_rules::SuperEdit::NoOrphanFile),
+        );
+        return;
+    }
+    if inum == 0 {
         return;
     }
     let Ok(info) = c.fs.inode(InodeNr(inum)) else {

@@ -116,8 +116,19 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
             Fix::SetLargeFile,
         );
+        if c.sb.s_rev_level.get() == 0 {
+            c.p.error_fix(
+                2,
+                "PR_1_FS_REV_LEVEL",
+                "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
+                Fix::Superblock(crate::super_rules::SuperEdit::DynamicRev),
+            );
+        }
     }
 }
+
+/// `s_creator_os` of the GNU Hurd.
+const OS_HURD: u32 = 1;
 
 /// Record is all zeros (never used).
 const PRE_ZERO: u8 = 1;
@@ -243,6 +254,23 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             format!("Inode {ino} has imagic flag set."),
             Fix::InodeClearFlags(ino, InodeFlags::IMAGIC.bits()),
         );
+    }
+    // The Hurd keeps fragment fields in osd2 (e2fsck's process_bad_inode
+    // judges them only there).
+    if c.sb.s_creator_os.get() == OS_HURD {
+        for (at, code, what) in [
+            (0x74, "PR_2_FRAG_ZERO", "i_frag"),
+            (0x75, "PR_2_FSIZE_ZERO", "i_fsize"),
+        ] {
+            if let Some(&v) = rec.get(at).filter(|&&v| v != 0) {
+                c.p.error_fix(
+                    2,
+                    code,
+                    format!("{what} for inode {ino} is {v}, should be zero."),
+                    Fix::InodeZeroByte(ino, at),
+                );
+            }
+        }
     }
     if inode.i_obso_faddr.get() != 0 {
         c.p.error_fix(

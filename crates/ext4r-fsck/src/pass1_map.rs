@@ -7,6 +7,9 @@ use ext4r_format::blockmap::{addr_per_block, IndirectBlock, NDIR_BLOCKS};
 use ext4r_format::inode::Inode;
 
 use crate::ctx::Ctx;
+
+/// The bad block list's inode (its blocks are no file's).
+const BAD_INO: u32 = ext4r_format::inode::ino::BAD;
 use crate::fix::Fix;
 
 /// What the walk learned about one inode.
@@ -53,6 +56,9 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
     let limit = dir_limit(c, inode, want_runs);
     let words = inode.block_words();
     let apb = u64::from(addr_per_block(c.geo.block_size));
+    let is_dir = inode.is_dir();
+    let is_reg = inode.is_reg();
+    let max_blocks = 1u64 << (31 - (c.geo.block_size.trailing_zeros() - 10));
     let mut last_phys_end: Option<u64> = None;
     let mut illegal = 0u32;
     // (block, level, first logical, where the pointer is) to visit;
@@ -87,6 +93,27 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
                 // block must not cost millions of reads.
                 break;
             }
+            continue;
+        }
+        // e2fsck's limits by kind: a symlink (or other non-file) maps one
+        // block at most; a file fewer than 2^31 bytes' worth of blocks
+        // per 1 KiB of block size.
+        let too_big = if level == 0 && !is_dir && !is_reg && l > 0 && ino != BAD_INO {
+            Some("PR_1_TOOBIG_SYMLINK")
+        } else if is_reg && res.blocks + 1 >= max_blocks {
+            Some("PR_1_TOOBIG_REG")
+        } else {
+            None
+        };
+        if let Some(code) = too_big {
+            let fix = match at {
+                Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
+                Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
+            };
+            let what = if is_reg { "file" } else { "symlink" };
+            let msg = format!("Block #{l} ({b}) causes {what} to be too big.");
+            c.p.error_fix(1, code, msg, fix);
+            res.bad = true;
             continue;
         }
         if level == 0 && limit.is_some_and(|m| l > m) {

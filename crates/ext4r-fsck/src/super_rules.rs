@@ -4,7 +4,7 @@
 //! flag, a revision 0 superblock with features, an MMP block out of range.
 //! Each repair is a [`SuperEdit`] of the superblock the fix writer holds.
 
-use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::superblock::{Superblock, FLAGS_SIGNED_HASH, FLAGS_TEST_FS, FLAGS_UNSIGNED_HASH};
 
 use crate::ctx::Ctx;
@@ -27,6 +27,8 @@ pub enum SuperEdit {
     DynamicRev,
     /// Point at a new MMP block.
     MmpBlock(u64),
+    /// Turn off orphan_file (and orphan_present).
+    NoOrphanFile,
     /// The journal inode's `i_block` and size (high, low) as the backup
     /// `s_jnl_blocks` keeps them.
     JournalBackup([u32; 17]),
@@ -62,6 +64,12 @@ impl SuperEdit {
                 }
             }
             SuperEdit::MmpBlock(b) => sb.s_mmp_block.set(*b),
+            SuperEdit::NoOrphanFile => {
+                let c = sb.s_feature_compat.get() & !Compat::ORPHAN_FILE.bits();
+                sb.s_feature_compat.set(c);
+                let r = sb.s_feature_ro_compat.get() & !RoCompat::ORPHAN_PRESENT.bits();
+                sb.s_feature_ro_compat.set(r);
+            }
             SuperEdit::JournalBackup(words) => {
                 for (w, v) in sb.s_jnl_blocks.iter_mut().zip(words) {
                     w.set(*v);
@@ -137,9 +145,7 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     let hash_flags = FLAGS_SIGNED_HASH | FLAGS_UNSIGNED_HASH;
-    if sb.has_compat(ext4r_format::features::Compat::DIR_INDEX)
-        && sb.s_flags.get() & hash_flags == 0
-    {
+    if sb.has_compat(Compat::DIR_INDEX) && sb.s_flags.get() & hash_flags == 0 {
         // The hash the checker has used all along for a filesystem
         // without the hint (x86's signed char; e2fsck picks its host's).
         c.p.harmless_fix(
