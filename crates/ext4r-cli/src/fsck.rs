@@ -383,6 +383,15 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     }
     // Interactive runs printed their questions as they went.
     for p in r.fixed.iter().filter(|_| !interactive) {
+        // What was only said (released orphans), as e2fsck says it.
+        if p.fix.is_none() {
+            if a.preen {
+                println!("{dev_name}: {}", p.message);
+            } else {
+                println!("{}", p.message);
+            }
+            continue;
+        }
         if a.preen {
             println!("{dev_name}: {}  FIXED.", p.message);
         } else {

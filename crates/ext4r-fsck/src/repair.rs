@@ -100,7 +100,10 @@ impl RepairReport {
     pub fn modified(&self) -> bool {
         self.marked_valid
             || !self.rehashed.is_empty()
-            || self.fixed.iter().any(|p| !quiet_fix(p.code))
+            || self
+                .fixed
+                .iter()
+                .any(|p| p.fix.is_some() && !quiet_fix(p.code))
     }
 }
 
@@ -193,12 +196,12 @@ fn run(
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
     let counts_bad = !opts.force && counts_beyond_totals(&dev);
+    let mut fixed = Vec::new();
     let orphans_released = if journal_only {
         Vec::new()
     } else {
-        release_orphans(&dev)?
+        release_orphans(&dev, &mut fixed)?
     };
-    let mut fixed = Vec::new();
     let mut declined: Vec<Problem> = Vec::new();
     // Answers given, by problem: a problem seen again in a later round is
     // not asked about twice.
@@ -472,17 +475,19 @@ fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Erro
     Ok(Some((r.start_transaction, r.end_transaction)))
 }
 
-/// Releases the orphan inodes (see [`crate::orphan`]); returns them.
-fn release_orphans(dev: &Arc<dyn BlockDevice>) -> Result<Vec<u32>, Error> {
+/// Releases the orphan inodes (see [`crate::orphan`]); returns them, and
+/// adds what was said about them to `said`.
+fn release_orphans(dev: &Arc<dyn BlockDevice>, said: &mut Vec<Problem>) -> Result<Vec<u32>, Error> {
     let Ok(fs) = open(dev) else {
         // Not openable at all: the check reports why.
         return Ok(Vec::new());
     };
-    let (fixes, released) = crate::orphan::plan(&fs);
-    if !fixes.is_empty() {
-        fix::apply(&fs, &fixes)?;
+    let r = crate::orphan::plan(&fs);
+    if !r.fixes.is_empty() {
+        fix::apply(&fs, &r.fixes)?;
     }
-    Ok(released)
+    said.extend(r.said);
+    Ok(r.inodes)
 }
 
 /// Whether the superblock's free counts exceed its totals.
