@@ -200,8 +200,8 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
                     ("inode", "PR_1_IB_BAD_BLOCK")
                 };
                 c.p.error(1, code, format!("Group {g}'s {name} bitmap ({b}) is bad."));
-                if !c.relocate.contains(&(g, what)) {
-                    c.relocate.push((g, what));
+                if !c.relocate.iter().any(|r| (r.0, r.1) == (g, what)) {
+                    c.relocate.push((g, what, true));
                 }
             }
             Some((_, _, None, true)) => unlist.push(b),

@@ -136,8 +136,10 @@ pub(crate) struct Ctx {
     pub ea_flag_missing: Vec<u32>,
     /// Name lengths of the entries passes 3 and 4 add to lost+found.
     pub reconnects: Vec<usize>,
-    /// Group metadata pass 0 found out of place, to move in pass 5.
-    pub relocate: Vec<(u32, crate::relocate::Meta)>,
+    /// Group metadata pass 0 found out of place, to move in pass 5; with
+    /// `true` where the old place is to be copied (a conflict or a bad
+    /// block: e2fsck's "Relocating ... from X to Y").
+    pub relocate: Vec<(u32, crate::relocate::Meta, bool)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
     pub skip_to_pass5: bool,
     /// Inode 7 is invalid: recreated at the end of pass 1.

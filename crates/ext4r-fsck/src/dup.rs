@@ -305,6 +305,28 @@ pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<Pointer>)>
     Some((seed, out))
 }
 
+/// The blocks an inode held in memory maps (data and tree or indirect
+/// blocks), as (first block, count) runs.
+pub(crate) fn mapped_blocks(fs: &Filesystem, inode: &Inode) -> Vec<(u64, u64)> {
+    let c = Area::of(fs);
+    let mut out = Vec::new();
+    let flags = inode.flags();
+    if flags.contains(InodeFlags::INLINE_DATA) {
+        return Vec::new();
+    }
+    if flags.contains(InodeFlags::EXTENTS) {
+        let root = inode.i_block;
+        let Ok(node) = ExtentNode::parse(&root) else {
+            return Vec::new();
+        };
+        let mut seen = HashSet::new();
+        extent_ptrs(&c, &node, None, 0, &mut seen, &mut out);
+    } else {
+        blockmap_ptrs(&c, inode, &mut out);
+    }
+    out.into_iter().map(|(_, b, n, _)| (b, n.max(1))).collect()
+}
+
 /// What the walks need of the filesystem.
 struct Area<'a> {
     fs: &'a Filesystem,

@@ -59,6 +59,9 @@ pub enum Fix {
     XattrRefcount(u64, u32),
     /// Point a directory entry at nothing (block, offset, directory's seed).
     DirEntryClear(u64, usize, u32),
+    /// Give the entry at (block, offset) a new name, no longer than its
+    /// record holds (e2fsck's rename of a duplicate name) (seed).
+    DirEntryRename(u64, usize, Vec<u8>, u32),
     /// Set a directory entry's file type (block, offset, type, seed).
     DirEntryFiletype(u64, usize, u8, u32),
     /// Set a group's free block count (clusters).
@@ -102,8 +105,8 @@ pub enum Fix {
     DirMakeDotDot(u64, usize, u32),
     /// Zero one byte of a directory block (block, offset, seed).
     DirZeroByte(u64, usize, u32),
-    /// Release an inode beyond repair: no links, deletion time set (its
-    /// blocks and entries are freed by the next rounds).
+    /// Release an inode beyond repair: no links, deletion time set, no
+    /// flags (its blocks and entries are freed by the next rounds).
     ClearInode(u32),
     /// Set `i_extra_isize`.
     InodeExtraIsize(u32, u16),
@@ -206,6 +209,9 @@ pub enum Fix {
     ExpandDir(u32, Vec<u64>),
     /// Move a group's bitmap or inode table to zeroed blocks from here.
     Relocate(u32, crate::relocate::Meta, u64),
+    /// Move a group's bitmap or inode table from the first block to the
+    /// second, copying it (e2fsck's "Relocating ... from X to Y").
+    RelocateFrom(u32, crate::relocate::Meta, u64, u64),
     /// Create the root directory (inode 2) with its block here.
     MakeRoot(u64),
     /// Drop an inode's inline data: size 0, no inline flag, `i_block`
@@ -401,6 +407,19 @@ impl<'a> Writer<'a> {
                     x.copy_from_slice(&[0; 4]);
                 }
             }
+            Fix::DirEntryRename(b, off, name, seed) => {
+                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                let rec = blk
+                    .get(*off + 4..*off + 6)
+                    .map_or(0, |x| usize::from(u16::from_le_bytes([x[0], x[1]])));
+                let n = name.len();
+                if n > 0 && n <= 255 && 8 + n <= rec {
+                    if let Some(x) = blk.get_mut(*off + 8..*off + 8 + n) {
+                        x.copy_from_slice(name);
+                        blk[*off + 6] = n as u8;
+                    }
+                }
+            }
             Fix::DirEntryFiletype(b, off, t, seed) => {
                 let blk = self.block(*b, BlockKind::Dir(*seed))?;
                 if let Some(x) = blk.get_mut(*off + 7) {
@@ -537,9 +556,11 @@ impl<'a> Writer<'a> {
             }
             Fix::ClearInode(ino) => {
                 let now = self.now;
+                // As e2fsck_clear_inode: no flags left either.
                 self.edit_inode(*ino, |i| {
                     i.i_links_count.set(0);
                     i.i_dtime.set(now);
+                    i.i_flags.set(0);
                 })?
             }
             Fix::InodeExtraIsize(ino, v) => self.edit_inode(*ino, |i| i.i_extra_isize.set(*v))?,
@@ -760,14 +781,26 @@ impl<'a> Writer<'a> {
                     self.free_block(*b)?;
                 }
             }
-            Fix::Relocate(g, what, at) => {
+            Fix::Relocate(g, what, at) | Fix::RelocateFrom(g, what, _, at) => {
                 use crate::relocate::Meta;
                 let n = match what {
                     Meta::InodeTable => u64::from(self.fs.geometry().inode_blocks_per_group()),
                     _ => 1,
                 };
                 for k in 0..n {
-                    self.block(at + k, BlockKind::Plain)?.fill(0);
+                    let data = match f {
+                        Fix::RelocateFrom(_, _, from, _) => self
+                            .block(from + k, BlockKind::Plain)
+                            .map(|b| b.clone())
+                            .unwrap_or_default(),
+                        _ => Vec::new(),
+                    };
+                    let blk = self.block(at + k, BlockKind::Plain)?;
+                    if data.len() == blk.len() {
+                        blk.copy_from_slice(&data);
+                    } else {
+                        blk.fill(0);
+                    }
                 }
                 let d = self.desc(*g)?;
                 let (mut bb, mut ib, mut it) = (

@@ -76,10 +76,9 @@ pub(crate) fn check(c: &mut Ctx) {
         // e2fsck takes the copy without a word and writes it back; pass 1
         // then judges the inode as restored, its blocks claimed here.
         c.journal_backup = true;
-        if let Ok(runs) = c.fs.runs(&info) {
-            for r in runs {
-                c.claim(r.physical, r.len, inum);
-            }
+        // Its indirect or tree blocks too (pass 1 does not walk it).
+        for (b, n) in crate::dup::mapped_blocks(&c.fs, &info.inode) {
+            c.claim(b, n, inum);
         }
         c.p.harmless_fix(
             0,
@@ -264,7 +263,15 @@ fn from_backup(c: &Ctx, sb: &Superblock, inum: u32) -> Option<InodeInfo> {
 /// copy holds an extent tree (e2fsck sets it in pass 1 then).
 pub(crate) fn backup_record(sb: &Superblock, rec: &mut [u8]) -> Option<()> {
     let words: Vec<u32> = sb.s_jnl_blocks.iter().map(|w| w.get()).collect();
-    rec.get_mut(..128)?.fill(0);
+    // The whole record: what lay past 128 bytes is as untrustworthy as
+    // the rest (e2fsck's copy lives in memory; this one is written), with
+    // the extra size a new inode gets.
+    rec.fill(0);
+    if rec.len() > 128 {
+        let want = sb.s_want_extra_isize.get().max(32);
+        let extra = want.min(u16::try_from(rec.len() - 128).unwrap_or(u16::MAX)) & !3;
+        rec[128..130].copy_from_slice(&extra.to_le_bytes());
+    }
     let mut inode = Inode::parse(rec).ok()?;
     let mut iblock = [0u8; 60];
     for (k, w) in words.iter().take(15).enumerate() {
@@ -274,10 +281,48 @@ pub(crate) fn backup_record(sb: &Superblock, rec: &mut [u8]) -> Option<()> {
     inode.i_mode.set(0o100600);
     inode.i_links_count.set(1);
     inode.set_size(u64::from(*words.get(15)?) << 32 | u64::from(*words.get(16)?));
-    if iblock[..2] == ext4r_format::extent::EXTENT_MAGIC.to_le_bytes() {
+    let extents = iblock[..2] == ext4r_format::extent::EXTENT_MAGIC.to_le_bytes();
+    if extents {
         inode.set_flags(InodeFlags::EXTENTS);
     }
+    // i_blocks as e2fsck's pass 1 then counts it: the journal's blocks
+    // and, for a block map, its indirect blocks (a tree deeper than the
+    // inode is left to pass 1).
+    if let Some(bs) = sb.block_size() {
+        let n = inode.size().div_ceil(u64::from(bs));
+        let depth = u16::from_le_bytes([iblock[6], iblock[7]]);
+        let total = if !extents {
+            Some(n + map_overhead(n, u64::from(bs / 4)))
+        } else {
+            (depth == 0).then_some(n)
+        };
+        if let Some(t) = total {
+            let huge = sb.has_ro_compat(ext4r_format::features::RoCompat::HUGE_FILE);
+            let _ = inode.set_blocks_count(t * u64::from(bs / 512), huge, bs);
+        }
+    }
     inode.write(rec).ok()
+}
+
+/// Indirect blocks a block map of `n` blocks needs (`apb` pointers per
+/// block).
+fn map_overhead(n: u64, apb: u64) -> u64 {
+    let mut rest = n.saturating_sub(12);
+    let mut m = 0;
+    let single = rest.min(apb);
+    if single > 0 {
+        m += 1;
+        rest -= single;
+    }
+    let double = rest.min(apb * apb);
+    if double > 0 {
+        m += 1 + double.div_ceil(apb);
+        rest -= double;
+    }
+    if rest > 0 {
+        m += 1 + rest.div_ceil(apb * apb) + rest.div_ceil(apb);
+    }
+    m
 }
 
 /// e2fsck's `e2fsck_journal_load` and what follows it.
@@ -446,5 +491,16 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
             "Superblock needs_recovery flag is clear, but journal has data.".into(),
             Fix::SetIncompat(Incompat::RECOVER.bits()),
         );
+    }
+}
+
+#[cfg(test)]
+mod overhead_tests {
+    #[test]
+    fn a_4096_block_journal_on_1k_blocks_has_17_indirect_blocks() {
+        // e2fsck: "i_blocks is 0, should be 8226" (4113 KiB blocks).
+        assert_eq!(super::map_overhead(4096, 256), 17);
+        assert_eq!(super::map_overhead(12, 256), 0);
+        assert_eq!(super::map_overhead(13, 256), 1);
     }
 }

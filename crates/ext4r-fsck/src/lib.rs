@@ -33,6 +33,7 @@ mod extent_depth;
 mod extent_rebuild;
 mod external_journal;
 mod fix;
+mod garbage;
 mod gdesc;
 mod htree;
 mod htree_root;

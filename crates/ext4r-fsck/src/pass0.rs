@@ -146,7 +146,7 @@ fn descriptors(c: &mut Ctx) {
                     "PR_0_IB_NOT_GROUP" => crate::relocate::Meta::InodeBitmap,
                     _ => crate::relocate::Meta::InodeTable,
                 };
-                c.relocate.push((g, meta));
+                c.relocate.push((g, meta, false));
                 bad = true;
                 if code == "PR_0_ITABLE_NOT_GROUP" {
                     c.bad_itable = true;
@@ -195,22 +195,18 @@ fn descriptors(c: &mut Ctx) {
     }
 }
 
-/// Bitmaps sitting on other metadata (a superblock or descriptor copy,
-/// an inode table, an earlier bitmap) are moved, as e2fsck's "conflicts
-/// with some other fs block.  Relocate?".
+/// Inode tables and bitmaps sitting on other metadata (a superblock or
+/// descriptor copy, an earlier table or bitmap) are moved, their content
+/// copied, as e2fsck's `mark_table_blocks`: group by group, its
+/// superblock and descriptors, then its inode table, block bitmap and
+/// inode bitmap, each against what came before ("conflicts with some
+/// other fs block.  Relocate?").
 fn bitmap_conflicts(c: &mut Ctx) {
     use crate::relocate::Meta;
     let wide = c.wide();
     let itb = u64::from(c.geo.inode_blocks_per_group());
     let mut ranges = Taken::default();
-    let mut descs = Vec::new();
     for g in 0..c.geo.group_count {
-        if c.bad_group[g as usize] {
-            continue;
-        }
-        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
-            break;
-        };
         let m = c.geo.group_meta(g);
         if let Some(s) = m.super_block {
             ranges.insert(s, s + 1);
@@ -221,11 +217,23 @@ fn bitmap_conflicts(c: &mut Ctx) {
         if let Some(b) = m.meta_desc {
             ranges.insert(b, b + 1);
         }
-        ranges.insert(d.inode_table(wide), d.inode_table(wide) + itb);
-        descs.push((g, d));
-    }
-    for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
-        for &(g, d) in &descs {
+        if c.bad_group[g as usize] {
+            continue;
+        }
+        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+            break;
+        };
+        let it = d.inode_table(wide);
+        if let Some(b) = (it..it + itb).find(|&b| ranges.contains(b)) {
+            c.p.error(
+                1,
+                "PR_1_ITABLE_CONFLICT",
+                format!("Group {g}'s inode table at {b} conflicts with some other fs block."),
+            );
+            c.relocate.push((g, Meta::InodeTable, true));
+        }
+        ranges.insert(it, it + itb);
+        for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
             let (b, what, code) = match pick {
                 Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap", "PR_1_BB_CONFLICT"),
                 _ => (d.inode_bitmap(wide), "inode bitmap", "PR_1_IB_CONFLICT"),
@@ -236,7 +244,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
                     code,
                     format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
                 );
-                c.relocate.push((g, pick));
+                c.relocate.push((g, pick, true));
             } else {
                 ranges.insert(b, b + 1);
             }

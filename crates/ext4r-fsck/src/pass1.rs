@@ -98,9 +98,18 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 continue;
             };
             let base = g * ipg + first + 1;
+            let junk = crate::garbage::garbage_blocks(
+                &buf,
+                isize,
+                bs as usize,
+                |k| pre[k] & PRE_BAD_CSUM != 0,
+                c.geo.first_data_block,
+                c.geo.blocks_count,
+            );
             for k in 0..count {
                 let rec = &buf[k as usize * isize..(k as usize + 1) * isize];
-                check_inode(c, base + k, rec, &specials, pre[k as usize]);
+                let garbage = if junk[k as usize] { PRE_GARBAGE } else { 0 };
+                check_inode(c, base + k, rec, &specials, pre[k as usize] | garbage);
             }
         }
     });
@@ -134,6 +143,8 @@ const OS_HURD: u32 = 1;
 const PRE_ZERO: u8 = 1;
 /// Record's checksum does not match.
 const PRE_BAD_CSUM: u8 = 2;
+/// Record is in an inode table block of garbage (see [`crate::garbage`]).
+const PRE_GARBAGE: u8 = 4;
 
 /// The per-record work that needs no shared state — the all-zero test and
 /// the checksum — done on all cores before the sequential checks.
@@ -187,7 +198,27 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let links = inode.links_count();
     let is_special = specials.contains(&ino);
     if ino < first_ino && ino != special::ROOT && !is_special {
-        reserved_inode(c, ino, &inode);
+        // A reserved inode in a block of garbage holds nothing worth
+        // keeping: e2fsck clears it and zeroes its map; the record is
+        // zeroed here (the bad block, resize and journal inodes have
+        // their own checks).
+        if pre & PRE_GARBAGE != 0
+            && links > 0
+            && !matches!(ino, special::BAD | special::RESIZE | special::JOURNAL)
+            && (pre & PRE_BAD_CSUM != 0 || !c.csum())
+        {
+            c.p.error_fix(
+                1,
+                "PR_1_INODE_IS_GARBAGE",
+                format!("Inode {ino} seems to contain garbage."),
+                Fix::ZeroInode(ino),
+            );
+            return;
+        }
+        if pre & PRE_ZERO == 0 && ino != special::JOURNAL {
+            orphan_dtime(c, ino, &inode);
+        }
+        reserved_inode(c, ino, &inode, rec);
         return;
     }
     if crate::pass1_rules::stray_orphan_file(c, ino, &inode) {
@@ -202,6 +233,22 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     // Inodes stored in a block on the bad block list do not exist for the
     // check (e2fsck skips them too); names of them are cleared.
     if crate::badblocks::inode_in_bad_block(c, ino) {
+        return;
+    }
+    // An in-use inode in a block of garbage is cleared unchecked (e2fsck's
+    // PR_1_INODE_IS_GARBAGE); with checksums, one that verifies is kept.
+    if pre & PRE_GARBAGE != 0
+        && links > 0
+        && (ino >= first_ino || ino == special::ROOT)
+        && !is_special
+        && (pre & PRE_BAD_CSUM != 0 || !c.csum())
+    {
+        c.p.error_fix(
+            1,
+            "PR_1_INODE_IS_GARBAGE",
+            format!("Inode {ino} seems to contain garbage."),
+            Fix::ClearInode(ino),
+        );
         return;
     }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
@@ -475,6 +522,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             );
         }
     }
+    if map.cleared {
+        // Too many illegal blocks: cleared as e2fsck does (its restart
+        // drops what the walk claimed; the next round frees it here).
+        return;
+    }
     let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, &inode);
     if bad_symlink {
         c.p.error_fix(
@@ -679,7 +731,7 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
 
 /// Reserved inodes below `s_first_ino`: the bad-block list and the resize
 /// inode own blocks; the rest are not looked into.
-fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
+fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     casefold_flag(c, ino, inode);
     match ino {
         special::BAD if crate::badblocks::bad_inode_invalid(inode) => {
@@ -699,7 +751,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
             if inode.is_reg() && inode.size() >= 0x8000_0000 {
                 c.large_files += 1;
             }
-            crate::pass1_rules::reserved(c, ino, inode);
+            crate::pass1_rules::reserved(c, ino, inode, rec);
             crate::resize_inode::check(c, inode)
         }
         // Only reached when the superblock names no journal here.
@@ -716,7 +768,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
             );
         }
         special::BAD | special::JOURNAL => {}
-        _ => crate::pass1_rules::reserved(c, ino, inode),
+        _ => crate::pass1_rules::reserved(c, ino, inode, rec),
     }
 }
 
@@ -814,7 +866,7 @@ fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
 }
 
 /// The largest file a block map addresses with `bs`-byte blocks.
-fn blockmap_max_bytes(bs: u64) -> u64 {
+pub(crate) fn blockmap_max_bytes(bs: u64) -> u64 {
     let p = bs / 4;
     (12 + p + p * p + p * p * p).saturating_mul(bs)
 }

@@ -29,6 +29,9 @@ pub(crate) struct MapResult {
     pub fragmented: bool,
     /// A problem was found in the mapping.
     pub bad: bool,
+    /// The inode is cleared (too many illegal blocks): nothing more to
+    /// check.
+    pub cleared: bool,
 }
 
 /// For a directory (`is_dir`), the logical block count past which it is
@@ -80,13 +83,22 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
         let b64 = u64::from(b);
         if !c.valid_range(b64, 1) {
             illegal += 1;
+            if too_many(c, ino, illegal, &mut res) {
+                break;
+            }
             // Repair as e2fsck: the pointer is cleared.
             let fix = match at {
                 Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
                 Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
             };
-            let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
-            c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
+            if ino == BAD_INO {
+                // e2fsck's process_bad_block.
+                let msg = format!("Illegal block #{l} ({b}) in bad block inode.");
+                c.p.error_fix(1, "PR_1_BB_ILLEGAL_BLOCK_NUM", msg, fix);
+            } else {
+                let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
+                c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
+            }
             res.bad = true;
             if illegal > 256 {
                 // e2fsck gives up on the inode here too; a garbage indirect
@@ -106,6 +118,10 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
             None
         };
         if let Some(code) = too_big {
+            illegal += 1;
+            if too_many(c, ino, illegal, &mut res) {
+                break;
+            }
             let fix = match at {
                 Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
                 Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
@@ -117,6 +133,10 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
             continue;
         }
         if level == 0 && limit.is_some_and(|m| l > m) {
+            illegal += 1;
+            if too_many(c, ino, illegal, &mut res) {
+                break;
+            }
             let fix = match at {
                 Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
                 Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
@@ -170,12 +190,30 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
             .collect();
         stack.extend(children.into_iter().rev());
     }
-    if illegal > 12 {
-        c.p.error(
-            1,
-            "PR_1_TOO_MANY_BAD_BLOCKS",
-            format!("Too many illegal blocks in inode {ino} ({illegal})."),
-        );
-    }
     res
+}
+
+/// e2fsck's process_block: every twelfth bad pointer asks "Too many
+/// illegal blocks in inode.  Clear inode?"; a repair clears it there and
+/// the walk stops (returns true). A read-only check says it once and
+/// goes on.
+fn too_many(c: &mut Ctx, ino: u32, illegal: u32, res: &mut MapResult) -> bool {
+    if illegal != 12 && !(c.repairing && illegal % 12 == 0) {
+        return false;
+    }
+    if ino == BAD_INO {
+        return false;
+    }
+    c.p.error_fix(
+        1,
+        "PR_1_TOO_MANY_BAD_BLOCKS",
+        format!("Too many illegal blocks in inode {ino}."),
+        Fix::ClearInode(ino),
+    );
+    if c.repairing {
+        res.cleared = true;
+        res.bad = true;
+        return true;
+    }
+    false
 }

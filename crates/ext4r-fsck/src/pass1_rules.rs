@@ -29,7 +29,7 @@ fn holds_data(inode: &Inode) -> bool {
 /// root and the journal: a quota inode the superblock does not use must
 /// be empty; the others have no mode (the boot loader inode may be a
 /// file, the resize inode is one).
-pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode) {
+pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     if quota_reserved(ino) {
         // Named by the superblock with the feature on, it is judged as a
         // special inode; otherwise it must hold nothing.
@@ -55,6 +55,73 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode) {
             "PR_1_RESERVED_BAD_MODE",
             format!("Reserved inode {ino} has invalid mode ({mode:#o})."),
             Fix::InodeMode(ino, 0),
+        );
+    }
+    if ino != special::RESIZE {
+        reserved_blocks(
+            c,
+            ino,
+            inode,
+            rec,
+            if bad && c.repairing { 0 } else { mode },
+        );
+    }
+}
+
+/// e2fsck's pass 1 on a reserved inode whose mode (`mode`, as repaired)
+/// maps no blocks: both inline-data and extents flags, its xattrs, then
+/// check_blocks: no index flag, no size past what its map could address,
+/// no blocks counted but an xattr block. (One that is a file, directory
+/// or symlink, possible only for the boot loader inode, is not walked.)
+fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) {
+    if matches!(mode & S_IFMT, S_IFREG | S_IFDIR | 0o120_000) {
+        return;
+    }
+    let kind = ext4r::fs::FileKind::from_mode(mode);
+    if let Some((code, msg, fix, _)) = crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
+    {
+        let cleared = matches!(fix, Fix::ClearInode(_));
+        c.p.error_fix(1, code, msg, fix);
+        if cleared {
+            return;
+        }
+    }
+    let (ea_blocks, _) = crate::pass1_xattr::xattrs(c, ino, inode, rec);
+    let flags = inode.flags();
+    if flags.contains(InodeFlags::INDEX) {
+        c.p.error_fix(
+            1,
+            "PR_1_HTREE_NODIR",
+            format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
+            Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
+        );
+    }
+    let bs = u64::from(c.geo.block_size);
+    let size = inode.size();
+    let extents = c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS);
+    let too_big = if extents {
+        size > (1u64 << (32 + bs.trailing_zeros())) - 1
+    } else {
+        size > crate::pass1::blockmap_max_bytes(bs)
+    };
+    if too_big {
+        c.p.error_fix(
+            1,
+            "PR_1_BAD_I_SIZE",
+            format!("Inode {ino}, i_size is {size}, should be 0."),
+            Fix::InodeSize(ino, 0),
+        );
+    }
+    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
+    let have = inode.blocks_count(huge, c.geo.block_size);
+    let blocks = ea_blocks << c.geo.cluster_bits;
+    let want = blocks * (bs / 512);
+    if have != want && c.sb.s_creator_os.get() != 1 {
+        c.p.error_fix(
+            1,
+            "PR_1_BAD_I_BLOCKS",
+            format!("Inode {ino}, i_blocks is {have}, should be {want}."),
+            Fix::InodeBlocks(ino, blocks),
         );
     }
 }

@@ -2,6 +2,8 @@
 //! `..`, what each entry points at, file types, checksums — counting the
 //! links each inode gets.
 
+use std::collections::HashSet;
+
 use ext4r::fs::FileKind;
 use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntryTail};
 use ext4r_format::features::Incompat;
@@ -253,7 +255,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         return;
     };
     let block: &[u8] = salvaged.as_deref().unwrap_or(block);
-    let mut names: Vec<(&[u8], usize)> = Vec::new();
+    let mut names: Vec<(&[u8], usize, u32)> = Vec::new();
     let mut leaf_names: Vec<&[u8]> = Vec::new();
     let encrypted = c.dirs[d].encrypted;
     for (pos, e) in DirBlockIter::new(block).enumerate() {
@@ -262,7 +264,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         let slot = if b.lblk == 0 { pos } else { 2 + pos };
         let name = e.name;
         if e.inode.0 != 0 {
-            names.push((name, e.offset));
+            names.push((name, e.offset, e.inode.0));
         }
         if e.inode.0 != 0 && slot > 1 {
             if hashed {
@@ -316,18 +318,99 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     // Names repeated within the block (sorting beats hashing at ~100 names).
     names.sort_unstable();
     let seed = c.dirs[d].seed;
+    let mut taken: Option<HashSet<Vec<u8>>> = None;
     for w in names.windows(2) {
-        if w[0].0 == w[1].0 {
+        if w[0].0 != w[1].0 {
+            continue;
+        }
+        let shown = String::from_utf8_lossy(w[0].0);
+        let dots = w[0].0 == b"." || w[0].0 == b"..";
+        if w[0].2 == w[1].2 || dots {
             c.p.error_fix(
                 2,
                 "PR_2_DUPLICATE_DIRENT",
-                format!(
-                    "Duplicate entry '{}' found in directory inode {ino}.",
-                    String::from_utf8_lossy(w[0].0)
-                ),
+                format!("Duplicate entry '{shown}' found in directory inode {ino}."),
                 crate::fix::Fix::DirEntryClear(b.phys, w[1].1, seed),
             );
+        } else if encrypted {
+            // A name that cannot be changed without the key is dropped
+            // (e2fsck's rehash).
+            c.p.error_fix(
+                2,
+                "PR_2_NON_UNIQUE_FILE_NO_RENAME",
+                format!("Duplicate filename entry '{shown}' found in directory inode {ino}."),
+                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, seed),
+            );
+        } else {
+            // Two files of one name: the second is renamed, as e2fsck's
+            // rehash does (`mutate_name`), to a name not in the block.
+            let taken = taken.get_or_insert_with(|| names.iter().map(|n| n.0.to_vec()).collect());
+            let mut new = w[1].0.to_vec();
+            mutate_name(&mut new);
+            let mut tries = 0;
+            while taken.contains(&new) && tries < 100_000 {
+                mutate_name(&mut new);
+                tries += 1;
+            }
+            taken.insert(new.clone());
+            c.p.error_fix(
+                2,
+                "PR_2_NON_UNIQUE_FILE",
+                format!(
+                    "Entry '{shown}' in ??? ({ino}) has a non-unique filename.\nRename to {}",
+                    String::from_utf8_lossy(&new)
+                ),
+                crate::fix::Fix::DirEntryRename(b.phys, w[1].1, new, seed),
+            );
         }
+    }
+}
+
+/// e2fsck's `mutate_name`: a name made unique by a `~N` suffix, kept
+/// within the record's rounded length (its last letters give way).
+pub(crate) fn mutate_name(s: &mut Vec<u8>) {
+    let l = s.len();
+    if l == 0 {
+        return;
+    }
+    let mut i = l - 1;
+    while i > 0 && s[i].is_ascii_digit() {
+        i -= 1;
+    }
+    if i == l - 1 || s[i] != b'~' {
+        let n = if (l - 1) & 3 < 2 { l + 2 } else { (l + 3) & !3 }.min(255);
+        s.resize(n, 0);
+        s[n - 2] = b'~';
+        s[n - 1] = b'0';
+        return;
+    }
+    for i in (0..l).rev() {
+        if s[i].is_ascii_digit() {
+            if s[i] == b'9' {
+                s[i] = b'0';
+                continue;
+            }
+            s[i] += 1;
+            return;
+        }
+        if i == 1 {
+            match s[0] {
+                b'z' => s[0] = b'A',
+                b'Z' => {
+                    s[0] = b'~';
+                    s[1] = b'0';
+                }
+                _ => s[0] = s[0].wrapping_add(1),
+            }
+        } else if i > 0 {
+            s[i] = b'1';
+            s[i - 1] = b'~';
+        } else if s[0] == b'~' {
+            s[0] = b'a';
+        } else {
+            s[0] = s[0].wrapping_add(1);
+        }
+        break;
     }
 }
 
@@ -761,5 +844,27 @@ fn inline_dirs(c: &mut Ctx) {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mutate_name;
+
+    fn m(s: &str) -> String {
+        let mut v = s.as_bytes().to_vec();
+        mutate_name(&mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn names_mutate_as_e2fsck() {
+        assert_eq!(m("foobar"), "foobar~0");
+        assert_eq!(m("foo"), "fo~0");
+        assert_eq!(m("abcdefgh"), "abcdef~0");
+        assert_eq!(m("a"), "a~0");
+        assert_eq!(m("foobar~0"), "foobar~1");
+        assert_eq!(m("fooba~9"), "foob~10");
+        assert_eq!(m("x~99"), "y~00");
     }
 }

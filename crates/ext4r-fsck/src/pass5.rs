@@ -74,7 +74,21 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     if !dups.is_empty() {
         crate::dup::plan(c, &claims, &union);
     }
-    crate::relocate::plan(c, &union);
+    let moved = crate::relocate::plan(c, &union);
+    if !moved.is_empty() {
+        // The new places are in use from now on (e2fsck marks them in its
+        // found map), so this round's bitmaps already count them.
+        union.extend(moved);
+        union.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(union.len());
+        for (s, e) in union {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        union = merged;
+    }
     union
 }
 

@@ -265,88 +265,101 @@ fn run(
             });
         }
     }
-    for _ in 0..MAX_ROUNDS {
-        let report = check_shared(dev.clone(), &forced, progress)?;
-        if report.fatal.is_some() {
-            break;
-        }
-        // e2fsck -p repairs the superblock and journal before pass 1 looks
-        // at anything, and then sees their effect (a deleted journal's
-        // inode is "not in use, but contains data", not full of illegal
-        // blocks): a preen round with pass-0 repairs makes only those.
-        let all = report.problems.list();
-        let pass0_first =
-            matches!(policy, Policy::Preen) && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
-        let considered: Vec<&Problem> =
-            all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
-        if matches!(policy, Policy::Preen) {
-            let stop = considered.iter().find(|p| {
-                p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
-            });
-            if let Some(p) = stop {
-                preen_stopped = Some((*p).clone());
+    let mut rehashed = Vec::new();
+    let mut last;
+    // A rebuilt index may bring two entries of one name into one block,
+    // found only then (e2fsck renames them during its rehash): the rounds
+    // run once more after a rehash that left errors.
+    let mut rehash_done = false;
+    loop {
+        for _ in 0..MAX_ROUNDS {
+            let report = check_shared(dev.clone(), &forced, progress)?;
+            if report.fatal.is_some() {
                 break;
             }
-        }
-        let mut fixes: Vec<Fix> = Vec::new();
-        for p in considered {
-            let Some(f) = &p.fix else { continue };
-            let key = (p.code, p.message.clone());
-            let yes = match (answers.get(&key), &mut policy) {
-                // A "no" stands, also after a later "yes to all".
-                (Some(&yes), _) => yes,
-                (None, Policy::Yes | Policy::Preen) => true,
-                // What e2fsck does without a question is not asked.
-                (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => true,
-                (None, Policy::Ask(ask)) => {
-                    let yes = match ask(p) {
-                        Answer::Yes => true,
-                        Answer::No => false,
-                        Answer::All => {
-                            policy = Policy::Yes;
-                            true
+            // e2fsck -p repairs the superblock and journal before pass 1 looks
+            // at anything, and then sees their effect (a deleted journal's
+            // inode is "not in use, but contains data", not full of illegal
+            // blocks): a preen round with pass-0 repairs makes only those.
+            let all = report.problems.list();
+            let pass0_first = matches!(policy, Policy::Preen)
+                && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
+            let considered: Vec<&Problem> =
+                all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
+            if matches!(policy, Policy::Preen) {
+                let stop = considered.iter().find(|p| {
+                    p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
+                });
+                if let Some(p) = stop {
+                    preen_stopped = Some((*p).clone());
+                    break;
+                }
+            }
+            let mut fixes: Vec<Fix> = Vec::new();
+            for p in considered {
+                let Some(f) = &p.fix else { continue };
+                let key = (p.code, p.message.clone());
+                let yes = match (answers.get(&key), &mut policy) {
+                    // A "no" stands, also after a later "yes to all".
+                    (Some(&yes), _) => yes,
+                    (None, Policy::Yes | Policy::Preen) => true,
+                    // What e2fsck does without a question is not asked.
+                    (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => true,
+                    (None, Policy::Ask(ask)) => {
+                        let yes = match ask(p) {
+                            Answer::Yes => true,
+                            Answer::No => false,
+                            Answer::All => {
+                                policy = Policy::Yes;
+                                true
+                            }
+                        };
+                        if !yes {
+                            declined.push(p.clone());
                         }
-                    };
-                    if !yes {
-                        declined.push(p.clone());
+                        answers.insert(key, yes);
+                        yes
                     }
-                    answers.insert(key, yes);
-                    yes
-                }
-            };
-            if yes {
-                if !fixes.contains(f) {
-                    fixes.push(f.clone());
-                }
-                fixed.push(p.clone());
-            }
-        }
-        // Past the report's cap the problems have no words to ask about:
-        // their fixes go only where every fix is wanted.
-        if !matches!(policy, Policy::Ask(_)) && !pass0_first {
-            for f in report.problems.overflow_fixes() {
-                if !fixes.contains(f) {
-                    fixes.push(f.clone());
+                };
+                if yes {
+                    if !fixes.contains(f) {
+                        fixes.push(f.clone());
+                    }
+                    fixed.push(p.clone());
                 }
             }
+            // Past the report's cap the problems have no words to ask about:
+            // their fixes go only where every fix is wanted.
+            if !matches!(policy, Policy::Ask(_)) && !pass0_first {
+                for f in report.problems.overflow_fixes() {
+                    if !fixes.contains(f) {
+                        fixes.push(f.clone());
+                    }
+                }
+            }
+            if fixes.is_empty() {
+                break;
+            }
+            let fs = open(&dev)?;
+            fix::apply(&fs, &fixes)?;
+            // A journal the round found holding data ("Run journal anyway")
+            // is replayed before the next check, as e2fsck does.
+            if let Some(r) = replay_journal(&dev)? {
+                journal_replayed.get_or_insert(r);
+            }
         }
-        if fixes.is_empty() {
+        last = check_shared(dev.clone(), &forced, progress)?;
+        if rehash_done || last.has_errors() || last.fatal.is_some() || preen_stopped.is_some() {
             break;
         }
-        let fs = open(&dev)?;
-        fix::apply(&fs, &fixes)?;
-        // A journal the round found holding data ("Run journal anyway")
-        // is replayed before the next check, as e2fsck does.
-        if let Some(r) = replay_journal(&dev)? {
-            journal_replayed.get_or_insert(r);
-        }
-    }
-    let mut last = check_shared(dev.clone(), &forced, progress)?;
-    let mut rehashed = Vec::new();
-    if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
+        rehash_done = true;
         rehashed = rehash(&dev, opts.rehash, &fixed)?;
-        if !rehashed.is_empty() {
-            last = check_shared(dev.clone(), &forced, progress)?;
+        if rehashed.is_empty() {
+            break;
+        }
+        last = check_shared(dev.clone(), &forced, progress)?;
+        if !last.has_errors() || last.fatal.is_some() {
+            break;
         }
     }
     let mut journal_recreated = None;
