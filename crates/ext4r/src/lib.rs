@@ -18,10 +18,10 @@
 #![warn(missing_docs)]
 
 pub mod civil;
-pub mod device;
-pub mod error;
+pub use ext4r_txn::device;
+pub use ext4r_txn::error;
 pub mod fs;
-pub mod journal;
+pub use ext4r_txn::journal;
 pub mod mkfs;
 pub mod safety;
 pub mod tune;

@@ -409,8 +409,8 @@ fn text(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::testutil::{loop_unavailable, run, tool, LoopDev, Mount, TempDir};
     use crate::device::{FileDevice, MemDevice, OpenMode};
+    use ext4r_txn::testutil::{loop_unavailable, run, tool, LoopDev, Mount, TempDir};
     use std::path::PathBuf;
 
     #[test]

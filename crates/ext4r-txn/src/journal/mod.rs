@@ -26,8 +26,8 @@
 //! a scan that would go round the log forever stops with an error.
 //!
 //! ```
-//! use ext4r::device::MemDevice;
-//! use ext4r::journal::{Journal, JournalLocation};
+//! use ext4r_txn::device::MemDevice;
+//! use ext4r_txn::journal::{Journal, JournalLocation};
 //!
 //! // A device without a journal superblock: opening fails with a typed error.
 //! let dev = MemDevice::new(1 << 20);

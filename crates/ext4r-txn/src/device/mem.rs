@@ -204,7 +204,7 @@ impl BlockDevice for MemDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::testutil::TempDir;
+    use crate::testutil::TempDir;
 
     #[test]
     fn sparse_reads_and_writes() {

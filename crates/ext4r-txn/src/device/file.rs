@@ -331,7 +331,7 @@ mod blk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::testutil::{loop_unavailable, LoopDev, TempDir};
+    use crate::testutil::{loop_unavailable, LoopDev, TempDir};
 
     fn rw(create_size: Option<u64>) -> OpenMode {
         OpenMode {
