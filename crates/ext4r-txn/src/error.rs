@@ -60,6 +60,21 @@ pub enum Error {
     /// `mke2fs -O` names them).
     #[error("unsupported filesystem features: {0}")]
     Unsupported(String),
+    /// No free block or inode is left for what was asked.
+    #[error("no space left on the filesystem")]
+    NoSpace,
+    /// The journal has no room for another transaction until the ones in
+    /// it are written home (checkpointed).
+    #[error("the journal is full")]
+    JournalFull,
+    /// A transaction larger than the whole journal.
+    #[error("a transaction of {blocks} journal blocks does not fit in a journal of {journal}")]
+    TransactionTooLarge {
+        /// Log blocks the transaction needs.
+        blocks: u64,
+        /// Log blocks the journal has.
+        journal: u64,
+    },
     /// A path or name that does not exist.
     #[error("{0}: no such file or directory")]
     NotFound(String),

@@ -2,7 +2,7 @@
 //! mounts (also for the tests of the crates above, through the `test-util`
 //! feature). Everything they make is removed on drop, also when a test
 //! fails.
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used, clippy::missing_panics_doc)]
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -36,6 +36,7 @@
 //! ```
 
 mod apply;
+mod commit;
 mod location;
 mod overlay;
 mod recover;
@@ -48,6 +49,7 @@ mod testlog;
 mod tests;
 
 pub use apply::{recover_filesystem, ApplyStats, ReplayPlan};
+pub use commit::JournalWriter;
 pub use location::{JournalLocation, EXTERNAL_SB_OFFSET};
 pub use overlay::JournalOverlay;
 pub use recover::Recovery;

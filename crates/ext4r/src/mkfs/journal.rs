@@ -4,10 +4,10 @@
 //! with extents, else block-mapped from the start of inode 8's group), and
 //! the journal inode with its mapping blocks and jbd2 superblock.
 
-use super::alloc::BlockAlloc;
 use super::blockmap::MappedFile;
 use super::objects::{self, InodeBuf, EXTENTS_FL};
 use crate::error::{Error, Result};
+use ext4r_txn::alloc::{self, BlockAlloc, FreeSpace};
 
 /// Largest length of an initialised extent.
 pub(crate) const EXT_INIT_MAX_LEN: u64 = 1 << 15;
@@ -127,17 +127,18 @@ pub(crate) fn fallocate_extents(
             g.cluster_ratio(),
         )
     };
-    let goal = a.used().first_free(goal, blocks_count - 1).unwrap_or(goal);
+    let goal = a
+        .space()
+        .first_free(goal, blocks_count - 1)?
+        .unwrap_or(goal);
     let mut pblk = goal;
     let mut lblk = 0u64;
     let leaf_max = (u64::from(block_size) - 12) / 12;
     while lblk < len {
         let want = (len - lblk).min(EXT_INIT_MAX_LEN);
-        let (s, n) = a
-            .used()
-            .new_range(pblk, want)
+        let (s, n) = alloc::new_range(a.space(), pblk, want)?
             .ok_or_else(|| Error::InvalidArgument("no room for the journal".into()))?;
-        a.take_range(s, n);
+        a.take_range(s, n)?;
         place.extents.push((lblk, s, n));
         if place.extents.len() == 5 {
             let first = place.extents[0].1;

@@ -7,11 +7,9 @@
 //! every block's place, `objects` encodes the few objects a new filesystem
 //! holds, and `write` emits them in sorted, merged runs.
 
-pub(crate) mod alloc;
 mod args;
 mod blockmap;
 mod groups;
-mod intervals;
 pub(crate) mod journal;
 mod layout;
 pub(crate) mod objects;
@@ -26,8 +24,8 @@ pub use params::{parse_uuid, Extended, MkfsOptions};
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
-use alloc::BlockAlloc;
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_txn::alloc::BlockAlloc;
 use layout::{DirPlace, Layout};
 
 /// What was made: enough to print mke2fs's summary.

@@ -11,9 +11,9 @@
 //! `ext2_file`; that order is recorded here so that the layout can allocate
 //! blocks exactly as mke2fs does.
 
-use super::alloc::BlockAlloc;
 use super::objects::{self, InodeBuf, EXTENTS_FL, IMMUTABLE_FL};
 use crate::error::{Error, Result};
+use ext4r_txn::alloc::BlockAlloc;
 use std::collections::BTreeMap;
 
 /// Quota block size (`QT_BLKSIZE`).

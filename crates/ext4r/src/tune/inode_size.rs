@@ -187,7 +187,7 @@ impl Run<'_, '_> {
         &mut self,
         dev: &dyn BlockDevice,
         meta: &mut Meta,
-        to_move: &crate::mkfs::alloc::UsedBlocks,
+        to_move: &ext4r_txn::alloc::UsedBlocks,
         seed: Option<u32>,
     ) -> std::result::Result<(), PlanError> {
         let geo = meta.geo.clone();

@@ -10,9 +10,9 @@
 use super::meta::Meta;
 use crate::device::BlockDevice;
 use crate::error::Result;
-use crate::mkfs::alloc::UsedBlocks;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::superblock::Superblock;
+use ext4r_txn::alloc::UsedBlocks;
 
 /// `i_file_acl` (low 32 bits).
 const I_FILE_ACL: usize = 0x68;

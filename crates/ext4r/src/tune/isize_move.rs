@@ -28,11 +28,11 @@ use super::isize_place::NoSpace;
 use super::meta::{corrupt, get16, get32, Meta};
 use crate::device::BlockDevice;
 use crate::error::Result;
-use crate::mkfs::alloc::{BlockAlloc, UsedBlocks};
 use crate::mkfs::objects::InodeBuf;
 use ext4r_format::extent::set_extent_block_checksum;
 use ext4r_format::inode::inode_csum_seed;
 use ext4r_format::InodeNr;
+use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
 use std::collections::{BTreeMap, HashMap};
 
 const I_MODE: usize = 0x00;
@@ -153,7 +153,7 @@ impl<'a> Mover<'a> {
             .used
             .get_free_blocks(goal, 0, len)
             .ok_or(PlanError::NoSpace)?;
-        self.meta.take_range(b, len);
+        self.meta.take_range(b, len)?;
         self.moved += len;
         Ok(b)
     }

@@ -22,7 +22,7 @@
 //! owner when moved), so a refusal leaves the device alone.
 
 use super::meta::Meta;
-use crate::mkfs::alloc::UsedBlocks;
+use ext4r_txn::alloc::UsedBlocks;
 
 /// The chosen places.
 pub(super) struct Placement {

@@ -13,7 +13,6 @@
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
-use crate::mkfs::alloc::{BlockAlloc, UsedBlocks};
 use crate::mkfs::objects::InodeBuf;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
@@ -21,6 +20,7 @@ use ext4r_format::group_desc::{
     bitmap_checksum, GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT,
 };
 use ext4r_format::superblock::Superblock;
+use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -262,13 +262,19 @@ impl Meta {
         let mut b = start;
         for (s, e) in used {
             if s > b {
-                self.take_range(b, s - b);
+                self.take_free(b, s - b);
             }
             b = e;
         }
         if b < end {
-            self.take_range(b, end - b);
+            self.take_free(b, end - b);
         }
+    }
+
+    /// [`BlockAlloc::take_range`] of a range known free (an interval map
+    /// cannot fail).
+    fn take_free(&mut self, start: u64, len: u64) {
+        let _in_memory = BlockAlloc::take_range(self, start, len);
     }
 
     /// Frees every cluster holding one of `blocks`, each once.
@@ -498,13 +504,14 @@ impl BlockAlloc for Meta {
     fn log_groups_per_flex(&self) -> u32 {
         self.log_flex
     }
-    fn used(&self) -> &UsedBlocks {
+    type Space = UsedBlocks;
+    fn space(&self) -> &UsedBlocks {
         &self.used
     }
     fn group_free(&self, g: u32) -> i64 {
         i64::from(self.descs[g as usize].free_blocks_count(self.wide))
     }
-    fn take_range(&mut self, start: u64, len: u64) {
+    fn take_range(&mut self, start: u64, len: u64) -> Result<()> {
         self.used.mark(start, len);
         let ratio = self.geo.cluster_ratio();
         let end = start + len;
@@ -515,6 +522,7 @@ impl BlockAlloc for Meta {
             b += n;
         }
         self.free_blocks = self.free_blocks.saturating_sub(len);
+        Ok(())
     }
     fn alloc_block(&mut self, goal: u64) -> Result<u64> {
         let b = self.used.new_block(goal).ok_or_else(|| {

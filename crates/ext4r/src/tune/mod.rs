@@ -51,7 +51,6 @@ mod meta;
 mod new_uuid;
 mod parse;
 mod quota;
-mod write;
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
@@ -380,7 +379,7 @@ pub fn tune(
         if let Some(m) = run.meta.take() {
             run.descs = Some(m.flush(dev.as_ref(), &mut sb)?);
         }
-        write::flush_super(
+        ext4r_txn::flush::flush_super(
             dev.as_ref(),
             &mut sb,
             run.descs.as_deref(),

@@ -100,9 +100,9 @@ fn inode_size_grows_on_flex_bg_and_the_tree_reads_back() {
 fn mover_moves_whole_extents_and_tree_blocks() {
     use super::isize_move::Mover;
     use super::meta::Meta;
-    use crate::mkfs::alloc::{BlockAlloc, UsedBlocks};
     use ext4r_format::extent::verify_extent_block_checksum;
     use ext4r_format::inode::inode_csum_seed;
+    use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
     let dev = small_fs("ext4");
     let sb = superblock(dev.as_ref());
     let seed = sb.csum_seed();
@@ -111,7 +111,7 @@ fn mover_moves_whole_extents_and_tree_blocks() {
     // Blocks: leaf L, extent E1 = [d1, d1+4), extent E2 = [d2, d2+3).
     let base = meta.used.get_free_blocks(3000, 0, 64).unwrap();
     let (leaf, d1, d2, scratch) = (base, base + 10, base + 20, base + 40);
-    meta.take_range(base, 64);
+    meta.take_range(base, 64).unwrap();
     for b in d1..d1 + 4 {
         dev.write_at(&vec![b as u8; bs], b * bs as u64).unwrap();
     }

@@ -1,48 +1,14 @@
-//! The block allocation state of a filesystem being made, as sorted
-//! intervals: memory grows with the number of separate metadata runs (a few
-//! per group at most), never with the device size.
-//!
-//! The search functions reproduce e2fsprogs' allocation rules exactly
-//! (`ext2fs_get_free_blocks2`, `ext2fs_new_block2`, `ext2fs_new_range`), so
-//! that the layout we produce matches mke2fs's block for block.
+//! The usage map of a filesystem being planned or changed, as sorted
+//! intervals: memory grows with the number of separate used runs (a few per
+//! group at most for a new filesystem), never with the device size.
 
 use super::intervals::Intervals;
+use super::FreeSpace;
 use crate::error::Result;
-use ext4r_format::geometry::Geometry;
-
-/// What placing a journal or quota file needs from the filesystem being
-/// changed, made (mkfs's layout) or tuned (tune's bitmaps): the usage map,
-/// the group free counts libext2fs reads, and allocation with its
-/// accounting (`ext2fs_block_alloc_stats*`).
-pub(crate) trait BlockAlloc {
-    /// The filesystem's geometry.
-    fn geo(&self) -> &Geometry;
-    /// `s_log_groups_per_flex` (0 without flex_bg).
-    fn log_groups_per_flex(&self) -> u32;
-    /// The blocks in use.
-    fn used(&self) -> &UsedBlocks;
-    /// A group's free count as `ext2fs_bg_free_blocks_count` reads it.
-    fn group_free(&self, g: u32) -> i64;
-    /// `ext2fs_block_alloc_stats_range(+1)` of a free range.
-    fn take_range(&mut self, start: u64, len: u64);
-    /// `ext2fs_new_block2` then `ext2fs_block_alloc_stats2(+1)`.
-    fn alloc_block(&mut self, goal: u64) -> Result<u64>;
-    /// `ext2fs_find_inode_goal` for an inode without blocks: the first
-    /// block of its (flex) group.
-    fn inode_goal(&self, ino: u32) -> u64 {
-        let geo = self.geo();
-        let mut group = (ino - 1) / geo.inodes_per_group;
-        let log_flex = self.log_groups_per_flex();
-        if log_flex != 0 {
-            group &= !((1 << log_flex) - 1);
-        }
-        geo.group_first_block(group)
-    }
-}
 
 /// Allocated blocks as disjoint, non-adjacent `[start, end)` intervals.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct UsedBlocks {
+pub struct UsedBlocks {
     runs: Intervals,
     /// Blocks per cluster minus one (bigalloc granularity mask).
     cluster_mask: u64,
@@ -53,7 +19,9 @@ pub(crate) struct UsedBlocks {
 }
 
 impl UsedBlocks {
-    pub(crate) fn new(first_data_block: u64, blocks_count: u64, cluster_ratio: u64) -> Self {
+    /// An empty map of `blocks_count` blocks whose first usable block is
+    /// `first_data_block`, in clusters of `cluster_ratio` blocks.
+    pub fn new(first_data_block: u64, blocks_count: u64, cluster_ratio: u64) -> Self {
         UsedBlocks {
             runs: Intervals::default(),
             cluster_mask: cluster_ratio - 1,
@@ -62,11 +30,28 @@ impl UsedBlocks {
         }
     }
 
+    /// A map of the runs `(start, len)` (any order, overlaps allowed):
+    /// what a checker's inodes and metadata claim.
+    pub fn from_runs(
+        first_data_block: u64,
+        blocks_count: u64,
+        cluster_ratio: u64,
+        runs: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Self {
+        let mut runs: Vec<(u64, u64)> = runs.into_iter().collect();
+        runs.sort_unstable();
+        let mut u = UsedBlocks::new(first_data_block, blocks_count, cluster_ratio);
+        for (s, n) in runs {
+            u.mark(s, n);
+        }
+        u
+    }
+
     /// `ext2fs_convert_subcluster_bitmap`: from here on the map has one
     /// bit per cluster of `cluster_ratio` blocks, so a cluster holding any
     /// used block is used as a whole. mke2fs places the group tables on a
     /// block-granular map and converts it before allocating files.
-    pub(crate) fn set_granularity(&mut self, cluster_ratio: u64) {
+    pub fn set_granularity(&mut self, cluster_ratio: u64) {
         if cluster_ratio - 1 == self.cluster_mask {
             return;
         }
@@ -87,7 +72,7 @@ impl UsedBlocks {
     }
 
     /// Marks `[start, start+len)` used (whole clusters with bigalloc).
-    pub(crate) fn mark(&mut self, start: u64, len: u64) {
+    pub fn mark(&mut self, start: u64, len: u64) {
         if len == 0 {
             return;
         }
@@ -96,7 +81,7 @@ impl UsedBlocks {
     }
 
     /// Marks `[start, start+len)` free (whole clusters with bigalloc).
-    pub(crate) fn unmark(&mut self, start: u64, len: u64) {
+    pub fn unmark(&mut self, start: u64, len: u64) {
         if len == 0 {
             return;
         }
@@ -105,12 +90,12 @@ impl UsedBlocks {
     }
 
     /// Whether block `b` is used.
-    pub(crate) fn is_used(&self, b: u64) -> bool {
+    pub fn is_used(&self, b: u64) -> bool {
         self.runs.last_starting_by(b).is_some_and(|(_, e)| b < e)
     }
 
     /// First free block in `[from, to]`.
-    pub(crate) fn first_free(&self, from: u64, to: u64) -> Option<u64> {
+    pub fn first_free(&self, from: u64, to: u64) -> Option<u64> {
         // Runs never touch, so the end of the run holding `from` is free.
         let b = match self.runs.last_starting_by(from) {
             Some((_, e)) if from < e => e,
@@ -120,17 +105,12 @@ impl UsedBlocks {
     }
 
     /// First used block in `[from, to]`.
-    pub(crate) fn first_used(&self, from: u64, to: u64) -> Option<u64> {
+    pub fn first_used(&self, from: u64, to: u64) -> Option<u64> {
         self.runs
             .ending_after(from)
             .next()
             .map(|(s, _)| s.max(from))
             .filter(|&b| b <= to)
-    }
-
-    /// Whether `[b, b+n)` is entirely free.
-    fn range_free(&self, b: u64, n: u64) -> bool {
-        self.last_used_end(b, b + n - 1).is_none()
     }
 
     /// The end of the last used run overlapping `[from, to]`, if any: one
@@ -143,96 +123,63 @@ impl UsedBlocks {
     }
 
     /// Used blocks within `[from, to]`.
-    pub(crate) fn count_used(&self, from: u64, to: u64) -> u64 {
+    pub fn count_used(&self, from: u64, to: u64) -> u64 {
         self.runs_in(from, to).map(|(lo, hi)| hi - lo).sum()
     }
 
     /// The used intervals overlapping `[from, to]`, clipped to it.
-    pub(crate) fn runs_in(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub fn runs_in(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.runs
             .ending_after(from)
             .take_while(move |&(s, _)| s <= to)
             .map(move |(s, e)| (s.max(from), e.min(to + 1)))
     }
 
-    /// `ext2fs_get_free_blocks2`: the first `b` at or after `start`, stepping
-    /// by clusters and wrapping to the first data block unless `finish >
-    /// start`, such that `[b, b+num)` is free; the search ends at `finish`.
-    pub(crate) fn get_free_blocks(&self, start: u64, finish: u64, num: u64) -> Option<u64> {
-        let num = num.max(1);
-        let step = self.cluster_mask + 1;
-        let mut b = if start == 0 {
-            self.first_data_block
-        } else {
-            start
-        };
-        let finish = if finish == 0 { start } else { finish };
-        b &= !self.cluster_mask;
-        let finish = finish & !self.cluster_mask;
-        let mut wrapped = false;
-        loop {
-            if b + num > self.blocks_count {
-                if finish > start || wrapped {
-                    return None;
-                }
-                b = self.first_data_block;
-                wrapped = true;
-            }
-            if wrapped && b >= finish {
-                return None;
-            }
-            match self.last_used_end(b, b + num - 1) {
-                None => return Some(b),
-                Some(end) => {
-                    // Skip past the last used run in the way in one step:
-                    // every start before its end overlaps it. (The checks
-                    // below only depend on where the steps land past
-                    // `finish` or the end, so larger steps end the search
-                    // the same way.)
-                    let next = (end + self.cluster_mask) & !self.cluster_mask;
-                    // Keep cluster steps from `b` (matters only if a caller
-                    // starts unaligned, which the callers never do).
-                    let old = b;
-                    b = next.max(b + step);
-                    if !wrapped && old < finish && b >= finish && finish > start {
-                        return None;
-                    }
-                    if wrapped && b >= finish {
-                        return None;
-                    }
-                }
-            }
-            debug_assert!(self.range_free(b, 1) || self.is_used(b));
-        }
+    /// [`get_free_blocks`](super::get_free_blocks) on this map.
+    pub fn get_free_blocks(&self, start: u64, finish: u64, num: u64) -> Option<u64> {
+        infallible(super::get_free_blocks(self, start, finish, num))
     }
 
-    /// `ext2fs_new_block2`: the first free block at or after `goal`,
-    /// wrapping around once.
-    pub(crate) fn new_block(&self, goal: u64) -> Option<u64> {
-        let goal = if goal == 0 || goal >= self.blocks_count {
-            self.first_data_block
-        } else {
-            goal
-        } & !self.cluster_mask;
-        self.first_free(goal, self.blocks_count - 1).or_else(|| {
-            (goal > self.first_data_block)
-                .then(|| self.first_free(self.first_data_block, goal - 1))
-                .flatten()
-        })
+    /// [`new_block`](super::new_block) on this map.
+    pub fn new_block(&self, goal: u64) -> Option<u64> {
+        infallible(super::new_block(self, goal))
     }
 
-    /// `ext2fs_new_range` without flags: the first free run at or after
-    /// `goal` (wrapping once), up to `len` blocks long.
-    pub(crate) fn new_range(&self, goal: u64, len: u64) -> Option<(u64, u64)> {
-        let goal = if goal == 0 || goal >= self.blocks_count {
-            self.first_data_block
-        } else {
-            goal
-        };
-        let start = self.new_block(goal)?;
-        let last = (start + len - 1).min(self.blocks_count - 1);
-        let end = self.first_used(start, last).unwrap_or(last + 1);
-        Some((start, end - start))
+    /// [`new_range`](super::new_range) on this map.
+    pub fn new_range(&self, goal: u64, len: u64) -> Option<(u64, u64)> {
+        infallible(super::new_range(self, goal, len))
+    }
+}
+
+/// The searches on an interval map never fail: it is all in memory.
+fn infallible<T>(r: Result<Option<T>>) -> Option<T> {
+    r.ok().flatten()
+}
+
+impl FreeSpace for UsedBlocks {
+    #[inline]
+    fn first_data_block(&self) -> u64 {
+        self.first_data_block
+    }
+    #[inline]
+    fn blocks_count(&self) -> u64 {
+        self.blocks_count
+    }
+    #[inline]
+    fn cluster_mask(&self) -> u64 {
+        self.cluster_mask
+    }
+    #[inline]
+    fn first_free(&self, from: u64, to: u64) -> Result<Option<u64>> {
+        Ok(UsedBlocks::first_free(self, from, to))
+    }
+    #[inline]
+    fn first_used(&self, from: u64, to: u64) -> Result<Option<u64>> {
+        Ok(UsedBlocks::first_used(self, from, to))
+    }
+    #[inline]
+    fn used_end(&self, from: u64, to: u64) -> Result<Option<u64>> {
+        Ok(self.last_used_end(from, to))
     }
 }
 

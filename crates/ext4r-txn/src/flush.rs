@@ -20,10 +20,12 @@
 //! refreshes them). Otherwise, as `ext2fs_flush`: descriptors and backups
 //! first, the primary superblock last.
 
+use crate::csum::Checksums;
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use ext4r_format::features::Incompat;
 use ext4r_format::geometry::Geometry;
+use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::superblock::{Superblock, STATE_VALID, SUPERBLOCK_OFFSET};
 
 /// Writes `sb` (primary and backups) as `ext2fs_flush` does; with `descs`
@@ -34,7 +36,7 @@ use ext4r_format::superblock::{Superblock, STATE_VALID, SUPERBLOCK_OFFSET};
 ///
 /// # Errors
 /// I/O errors, or [`Error::Corrupt`] when the geometry is unusable.
-pub(crate) fn flush_super(
+pub fn flush_super(
     dev: &dyn BlockDevice,
     sb: &mut Superblock,
     descs: Option<&[u8]>,
@@ -57,7 +59,7 @@ pub(crate) fn flush_super(
         None => geo.desc_blocks(),
     });
     let old_len = |table: &[u8]| ((old_blocks * bs) as usize).min(table.len());
-    sb.update_checksum();
+    Checksums::stamp_superblock(sb);
     let sb_bytes = sb.to_bytes();
     let sb_end = SUPERBLOCK_OFFSET + sb_bytes.len() as u64;
     // The primary table, when all of it follows the superblock's block.
@@ -84,7 +86,7 @@ pub(crate) fn flush_super(
         if g != 0 && !master_only {
             if let Some(blk) = meta.super_block {
                 backup.s_block_group_nr.set(g.min(65535) as u16);
-                backup.update_checksum();
+                Checksums::stamp_superblock(&mut backup);
                 dev.write_at(&backup.to_bytes(), blk * bs)?;
             }
         }
@@ -111,4 +113,25 @@ pub(crate) fn flush_super(
         dev.flush()?;
     }
     Ok(())
+}
+
+/// The primary descriptor table as bytes: `desc_blocks` blocks holding
+/// `descs` in group order (the rest of the last block zero).
+///
+/// # Errors
+/// [`Error::Corrupt`] when a descriptor cannot be written at the
+/// filesystem's descriptor size.
+pub fn descriptor_table(geo: &Geometry, descs: &[GroupDesc]) -> Result<Vec<u8>> {
+    let bs = geo.block_size as usize;
+    let dsize = geo.desc_size as usize;
+    let mut table = vec![0u8; geo.desc_blocks() as usize * bs];
+    for (g, d) in descs.iter().enumerate() {
+        let at = g * dsize;
+        let Some(slot) = table.get_mut(at..at + dsize) else {
+            break;
+        };
+        d.write(slot, dsize)
+            .map_err(|e| Error::corrupt(format!("group {g} descriptor"), e))?;
+    }
+    Ok(table)
 }

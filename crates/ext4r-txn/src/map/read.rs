@@ -1,89 +1,82 @@
-//! Where a file's blocks are: extent trees and ext2/3 block maps turned
-//! into one sorted list of runs.
+//! Reading a mapping: extent trees and ext2/3 block maps turned into one
+//! sorted list of runs.
 
 use std::collections::HashSet;
 
 use ext4r_format::blockmap::{
     addr_per_block, IndirectBlock, DIND_BLOCK, IND_BLOCK, NDIR_BLOCKS, TIND_BLOCK,
 };
-use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode, MAX_EXTENT_DEPTH};
-use ext4r_format::inode::{inode_csum_seed, InodeFlags};
+use ext4r_format::extent::{ExtentNode, MAX_EXTENT_DEPTH};
+use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::FormatError;
 
-use super::inode::InodeInfo;
-use super::Filesystem;
+use super::{BlockSource, Run};
+use crate::csum::BlockKind;
 use crate::error::{Error, Result};
 
-/// A run of a file's logical blocks stored contiguously on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    /// First logical block.
-    pub logical: u64,
-    /// First physical block.
-    pub physical: u64,
-    /// Number of blocks.
-    pub len: u64,
-    /// Allocated but not written (reads as zeros).
-    pub unwritten: bool,
-}
-
-impl Run {
-    /// One past the last logical block.
-    pub fn end(&self) -> u64 {
-        self.logical + self.len
+/// The data runs of inode `ino`, sorted by logical block, coalesced, not
+/// overlapping. Inline-data inodes and fast symlinks (`fast_symlink`: its
+/// `i_block` holds the target) have none.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the inode and block of a broken extent tree or
+/// block map: bad magic, depth, out-of-range or overlapping blocks, a node
+/// reached twice, a checksum mismatch when the source verifies them.
+pub fn runs(
+    src: &(impl BlockSource + ?Sized),
+    ino: u32,
+    inode: &Inode,
+    fast_symlink: bool,
+) -> Result<Vec<Run>> {
+    let info = Info { ino, inode };
+    let flags = inode.flags();
+    let mut out = Vec::new();
+    if flags.contains(InodeFlags::INLINE_DATA) || fast_symlink {
+        return Ok(out);
     }
-}
-
-impl Filesystem {
-    /// The data runs of an inode, sorted by logical block, coalesced, not
-    /// overlapping. Inline-data inodes and fast symlinks have none.
-    ///
-    /// # Errors
-    /// [`Error::Corrupt`] naming the inode and block of a broken extent
-    /// tree or block map: bad magic, depth, out-of-range or overlapping
-    /// blocks, a node reached twice, a checksum mismatch when verifying.
-    pub fn runs(&self, info: &InodeInfo) -> Result<Vec<Run>> {
-        let flags = info.inode.flags();
-        let mut out = Vec::new();
-        // A fast symlink's i_block holds its target, not block numbers.
-        if flags.contains(InodeFlags::INLINE_DATA) || self.is_fast_symlink(info) {
-            return Ok(out);
-        }
-        if flags.contains(InodeFlags::EXTENTS) {
-            let mut walk = ExtentWalk {
-                fs: self,
-                info,
-                seen: HashSet::new(),
-                out: &mut out,
-                seed: inode_csum_seed(self.csum_seed(), info.ino, info.inode.generation()),
-            };
-            walk.node(&info.inode.i_block, None, None)?;
-        } else {
-            // A block map: only the blocks below the size can hold data.
-            let bs = u64::from(self.geo.block_size);
-            let limit = info.inode.size().div_ceil(bs);
-            let mut w = MapWalk {
-                fs: self,
-                info,
-                limit,
-                seen: HashSet::new(),
-                out: &mut out,
-            };
-            w.walk()?;
-        }
-        check_sorted(&out, info)?;
-        Ok(out)
+    if flags.contains(InodeFlags::EXTENTS) {
+        let mut walk = ExtentWalk {
+            src,
+            info: &info,
+            seen: HashSet::new(),
+            out: &mut out,
+            kind: BlockKind::Extent {
+                ino,
+                generation: inode.generation(),
+            },
+        };
+        walk.node(&inode.i_block, None, None)?;
+    } else {
+        // A block map: only the blocks below the size can hold data.
+        let bs = u64::from(src.block_size());
+        let limit = inode.size().div_ceil(bs);
+        let mut w = MapWalk {
+            src,
+            info: &info,
+            limit,
+            seen: HashSet::new(),
+            out: &mut out,
+        };
+        w.walk()?;
     }
+    check_sorted(&out, &info)?;
+    Ok(out)
 }
 
-fn corrupt(info: &InodeInfo, detail: String) -> Error {
+/// The inode being walked.
+struct Info<'a> {
+    ino: u32,
+    inode: &'a Inode,
+}
+
+fn corrupt(info: &Info<'_>, detail: String) -> Error {
     Error::corrupt(
-        format!("inode {}", info.ino.0),
+        format!("inode {}", info.ino),
         FormatError::invalid("block mapping", detail),
     )
 }
 
-fn check_sorted(runs: &[Run], info: &InodeInfo) -> Result<()> {
+fn check_sorted(runs: &[Run], info: &Info<'_>) -> Result<()> {
     for w in runs.windows(2) {
         if w[1].logical < w[0].end() {
             return Err(corrupt(
@@ -116,22 +109,22 @@ fn push(out: &mut Vec<Run>, r: Run) {
     out.push(r);
 }
 
-struct ExtentWalk<'a> {
-    fs: &'a Filesystem,
-    info: &'a InodeInfo,
+struct ExtentWalk<'a, S: ?Sized> {
+    src: &'a S,
+    info: &'a Info<'a>,
     seen: HashSet<u64>,
     out: &'a mut Vec<Run>,
-    seed: u32,
+    kind: BlockKind,
 }
 
-impl ExtentWalk<'_> {
+impl<S: BlockSource + ?Sized> ExtentWalk<'_, S> {
     /// Walks one node. `block` is where it came from (None for the root in
     /// the inode), `want_depth` the depth its parent implies.
     fn node(&mut self, buf: &[u8], block: Option<u64>, want_depth: Option<u16>) -> Result<()> {
         let info = self.info;
         let place = || match block {
-            Some(b) => format!("inode {}, extent block {b}", info.ino.0),
-            None => format!("inode {}, extent root", info.ino.0),
+            Some(b) => format!("inode {}, extent block {b}", info.ino),
+            None => format!("inode {}, extent root", info.ino),
         };
         let node = ExtentNode::parse(buf).map_err(|e| Error::corrupt(place(), e))?;
         let depth = node.depth();
@@ -148,7 +141,7 @@ impl ExtentWalk<'_> {
                     continue;
                 }
                 let start = e.start().0;
-                self.fs.check_blocks(start, len, &place())?;
+                self.src.check_blocks(start, len, &place())?;
                 push(
                     self.out,
                     Run {
@@ -162,7 +155,7 @@ impl ExtentWalk<'_> {
         } else if let Some(idx) = node.indexes() {
             for ix in idx {
                 let child = ix.leaf().0;
-                self.fs.check_blocks(child, 1, &place())?;
+                self.src.check_blocks(child, 1, &place())?;
                 if !self.seen.insert(child) {
                     return Err(Error::corrupt(
                         place(),
@@ -172,11 +165,15 @@ impl ExtentWalk<'_> {
                         ),
                     ));
                 }
-                let what = format!("inode {}, extent block {child}", info.ino.0);
-                let blk = self.fs.read_block(child, &what)?;
-                if self.fs.verify() {
-                    verify_extent_block_checksum(self.seed, &blk)
-                        .map_err(|e| Error::corrupt(&what, e))?;
+                let what = format!("inode {}, extent block {child}", info.ino);
+                let blk = self.src.read_block(child, &what)?;
+                if let Some(cs) = self.src.verify() {
+                    if !cs.block_ok(self.kind, child, &blk) {
+                        return Err(Error::corrupt(
+                            &what,
+                            FormatError::invalid("extent block", "checksum does not match"),
+                        ));
+                    }
                 }
                 self.node(&blk, Some(child), Some(depth - 1))?;
             }
@@ -185,9 +182,9 @@ impl ExtentWalk<'_> {
     }
 }
 
-struct MapWalk<'a> {
-    fs: &'a Filesystem,
-    info: &'a InodeInfo,
+struct MapWalk<'a, S: ?Sized> {
+    src: &'a S,
+    info: &'a Info<'a>,
     /// Logical blocks at or past this are ignored.
     limit: u64,
     /// Indirect blocks read so far. Each maps a distinct range of the
@@ -199,13 +196,13 @@ struct MapWalk<'a> {
     out: &'a mut Vec<Run>,
 }
 
-impl MapWalk<'_> {
+impl<S: BlockSource + ?Sized> MapWalk<'_, S> {
     fn walk(&mut self) -> Result<()> {
         let words = self.info.inode.block_words();
         for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS) {
             self.leaf(i as u64, w)?;
         }
-        let apb = u64::from(addr_per_block(self.fs.geo.block_size));
+        let apb = u64::from(addr_per_block(self.src.block_size()));
         let mut base = NDIR_BLOCKS as u64;
         for (slot, level) in [(IND_BLOCK, 1u32), (DIND_BLOCK, 2), (TIND_BLOCK, 3)] {
             let span = apb.pow(level);
@@ -223,10 +220,10 @@ impl MapWalk<'_> {
             return Ok(());
         }
         let b = u64::from(block);
-        self.fs.check_blocks(
+        self.src.check_blocks(
             b,
             1,
-            &format!("inode {}, logical block {logical}", self.info.ino.0),
+            &format!("inode {}, logical block {logical}", self.info.ino),
         )?;
         push(
             self.out,
@@ -246,16 +243,16 @@ impl MapWalk<'_> {
         if block == 0 || base >= self.limit {
             return Ok(());
         }
-        let what = format!("inode {}, indirect block {block}", self.info.ino.0);
+        let what = format!("inode {}, indirect block {block}", self.info.ino);
         if !self.seen.insert(block) {
             return Err(Error::corrupt(
                 what,
                 FormatError::invalid("block map", "indirect block reached twice"),
             ));
         }
-        let buf = self.fs.read_block(u64::from(block), &what)?;
+        let buf = self.src.read_block(u64::from(block), &what)?;
         let ind = IndirectBlock::parse(&buf).map_err(|e| Error::corrupt(&what, e))?;
-        let apb = u64::from(addr_per_block(self.fs.geo.block_size));
+        let apb = u64::from(addr_per_block(self.src.block_size()));
         let span = apb.pow(level - 1);
         for (i, b) in ind.iter().enumerate() {
             let logical = base + i as u64 * span;
