@@ -48,11 +48,6 @@ pub fn flush_super(
     // ext2fs_flush stores the 32-bit time only.
     sb.s_wtime.set(now as u32);
     sb.s_block_group_nr.set(0);
-    let mut backup = sb.clone();
-    backup.s_state.set(sb.s_state.get() & !STATE_VALID);
-    backup
-        .s_feature_incompat
-        .set(sb.s_feature_incompat.get() & !Incompat::RECOVER.bits());
     let per = geo.descs_per_block();
     let old_blocks = u64::from(match geo.meta_bg {
         Some(first) => first.min(geo.desc_blocks()),
@@ -85,9 +80,7 @@ pub fn flush_super(
         let meta = geo.group_meta(g);
         if g != 0 && !master_only {
             if let Some(blk) = meta.super_block {
-                backup.s_block_group_nr.set(g.min(65535) as u16);
-                Checksums::stamp_superblock(&mut backup);
-                dev.write_at(&backup.to_bytes(), blk * bs)?;
+                dev.write_at(&superblock_copy(sb, g), blk * bs)?;
             }
         }
         let Some(table) = descs else { continue };
@@ -113,6 +106,22 @@ pub fn flush_super(
         dev.flush()?;
     }
     Ok(())
+}
+
+/// Superblock `sb` as it is written in group `g` (the primary for 0), as
+/// `ext2fs_flush` writes each copy: `s_block_group_nr` the group (capped at
+/// 65535); in the backups the `VALID` state bit and `needs_recovery`
+/// cleared; its own checksum.
+pub fn superblock_copy(sb: &Superblock, g: u32) -> [u8; ext4r_format::superblock::SUPERBLOCK_SIZE] {
+    let mut c = sb.clone();
+    c.s_block_group_nr.set(g.min(65535) as u16);
+    if g != 0 {
+        c.s_state.set(sb.s_state.get() & !STATE_VALID);
+        c.s_feature_incompat
+            .set(sb.s_feature_incompat.get() & !Incompat::RECOVER.bits());
+    }
+    Checksums::stamp_superblock(&mut c);
+    c.to_bytes()
 }
 
 /// The primary descriptor table as bytes: `desc_blocks` blocks holding

@@ -413,6 +413,13 @@ impl GroupTable {
         )
     }
 
+    /// Drops group `g`'s bitmaps from memory (they are on disk as they
+    /// are): a rewrite of every group keeps one group's at a time.
+    pub(crate) fn forget_maps(&self, g: u32) {
+        self.block_maps.borrow_mut().remove(&g);
+        self.inode_maps.borrow_mut().remove(&g);
+    }
+
     /// Replaces group `g`'s block bitmap (a checker's recount) and clears
     /// `BLOCK_UNINIT`; counts are the caller's to set.
     ///

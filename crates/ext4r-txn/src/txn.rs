@@ -27,8 +27,8 @@
 //!    recovery writes it home again: the new filesystem.
 //!
 //! In place (no journal, or [`JournalUse::Off`]): data, flush; metadata
-//! blocks and inode tables; bitmaps; descriptors; flush; superblock;
-//! flush. A cut leaves blocks written before it and the old superblock
+//! blocks (trees, directories, xattrs), flush; inode tables; bitmaps;
+//! descriptors; flush; superblock; flush. A cut leaves blocks written before it and the old superblock
 //! (free counts, state): what e2fsck's repair is for, as with every
 //! unjournaled writer (libext2fs writes in this order too).
 //!
@@ -46,6 +46,7 @@ use crate::volume::{Checkpoint, Volume};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET};
+use std::borrow::BorrowMut;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The root directory's inode.
@@ -71,8 +72,8 @@ pub struct Committed {
 }
 
 /// A change being assembled; see the [module docs](self).
-pub struct Transaction<'v> {
-    vol: &'v mut Volume,
+pub struct Transaction<V: BorrowMut<Volume>> {
+    vol: V,
     sb: Superblock,
     sb_dirty: bool,
     snapshots: BTreeMap<u32, GroupSnapshot>,
@@ -81,10 +82,13 @@ pub struct Transaction<'v> {
     data: BTreeMap<u64, Vec<u8>>,
     inodes: BTreeMap<u32, Vec<u8>>,
     freed: BTreeSet<u64>,
-    done: bool,
+    zeroes: Vec<(u64, u64)>,
+    /// Groups whose bitmaps a partial flush wrote: their descriptors are
+    /// written by the final commit.
+    flushed_groups: BTreeSet<u32>,
 }
 
-impl std::fmt::Debug for Transaction<'_> {
+impl<V: BorrowMut<Volume>> std::fmt::Debug for Transaction<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transaction")
             .field("blocks", &self.blocks.len())
@@ -94,11 +98,28 @@ impl std::fmt::Debug for Transaction<'_> {
     }
 }
 
-impl<'v> Transaction<'v> {
-    pub(crate) fn new(vol: &'v mut Volume) -> Self {
-        let counts_before = (vol.groups.free_blocks(), vol.groups.free_inodes());
+impl Transaction<Volume> {
+    /// A transaction that owns its volume (for a tool that makes one change
+    /// and closes); [`Transaction::into_volume`] gives it back.
+    pub fn owned(vol: Volume) -> Self {
+        Transaction::new(vol)
+    }
+}
+
+impl<V: BorrowMut<Volume>> Transaction<V> {
+    fn v(&self) -> &Volume {
+        self.vol.borrow()
+    }
+
+    fn vm(&mut self) -> &mut Volume {
+        self.vol.borrow_mut()
+    }
+
+    pub(crate) fn new(vol: V) -> Self {
+        let v: &Volume = vol.borrow();
+        let counts_before = (v.groups.free_blocks(), v.groups.free_inodes());
         Transaction {
-            sb: vol.sb.clone(),
+            sb: v.sb.clone(),
             vol,
             sb_dirty: false,
             snapshots: BTreeMap::new(),
@@ -107,23 +128,24 @@ impl<'v> Transaction<'v> {
             data: BTreeMap::new(),
             inodes: BTreeMap::new(),
             freed: BTreeSet::new(),
-            done: false,
+            zeroes: Vec::new(),
+            flushed_groups: BTreeSet::new(),
         }
     }
 
     /// The geometry.
     pub fn geometry(&self) -> &Geometry {
-        &self.vol.geo
+        &self.v().geo
     }
 
     /// The checksums (to verify what is read).
     pub fn checksums(&self) -> &Checksums {
-        &self.vol.csum
+        &self.v().csum
     }
 
     /// The group table as this transaction leaves it so far.
     pub fn groups(&self) -> &GroupTable {
-        &self.vol.groups
+        &self.v().groups
     }
 
     /// The superblock as this transaction leaves it so far.
@@ -139,7 +161,7 @@ impl<'v> Transaction<'v> {
     }
 
     fn bs(&self) -> usize {
-        self.vol.geo.block_size as usize
+        self.v().geo.block_size as usize
     }
 
     /// Block `nr` as this transaction leaves it so far.
@@ -153,7 +175,7 @@ impl<'v> Transaction<'v> {
         if let Some(b) = self.data.get(&nr) {
             return Ok(b.clone());
         }
-        self.vol.read_block(nr)
+        self.v().read_block(nr)
     }
 
     /// Block `nr` to change in place; `kind` says which checksum it gets
@@ -205,7 +227,7 @@ impl<'v> Transaction<'v> {
                 "a write of {len} bytes to block {nr} is not one block"
             )));
         }
-        self.vol.check_blocks(nr, 1, "block")
+        self.v().check_blocks(nr, 1, "block")
     }
 
     /// Inode `ino`'s record as this transaction leaves it so far.
@@ -216,9 +238,9 @@ impl<'v> Transaction<'v> {
         if let Some(r) = self.inodes.get(&ino) {
             return Ok(r.clone());
         }
-        let (block, off) = self.vol.inode_place(ino)?;
+        let (block, off) = self.v().inode_place(ino)?;
         let b = self.read_block(block)?;
-        Ok(b[off..off + self.vol.geo.inode_size as usize].to_vec())
+        Ok(b[off..off + self.v().geo.inode_size as usize].to_vec())
     }
 
     /// Inode `ino`'s record to change; its checksum is set at commit.
@@ -241,21 +263,21 @@ impl<'v> Transaction<'v> {
     /// [`Error::InvalidArgument`] for a record of the wrong size,
     /// [`Error::Corrupt`] for an inode outside the filesystem.
     pub fn write_inode(&mut self, ino: u32, record: Vec<u8>) -> Result<()> {
-        if record.len() != self.vol.geo.inode_size as usize {
+        if record.len() != self.v().geo.inode_size as usize {
             return Err(Error::InvalidArgument(format!(
                 "inode record of {} bytes, not {}",
                 record.len(),
-                self.vol.geo.inode_size
+                self.v().geo.inode_size
             )));
         }
-        self.vol.inode_place(ino)?;
+        self.v().inode_place(ino)?;
         self.inodes.insert(ino, record);
         Ok(())
     }
 
     fn touch(&mut self, g: u32) -> Result<()> {
         if !self.snapshots.contains_key(&g) {
-            let s = self.vol.groups.snapshot(g)?;
+            let s = self.v().groups.snapshot(g)?;
             self.snapshots.insert(g, s);
         }
         Ok(())
@@ -268,7 +290,7 @@ impl<'v> Transaction<'v> {
     /// [`Error::Corrupt`] past the last group.
     pub fn desc_mut(&mut self, g: u32) -> Result<&mut GroupDesc> {
         self.touch(g)?;
-        self.vol.groups.desc_mut(g)
+        self.vm().groups.desc_mut(g)
     }
 
     /// Replaces group `g`'s block bitmap (a recount).
@@ -277,7 +299,7 @@ impl<'v> Transaction<'v> {
     /// [`Error::Corrupt`] past the last group.
     pub fn set_block_map(&mut self, g: u32, m: Bitmap) -> Result<()> {
         self.touch(g)?;
-        self.vol.groups.set_block_map(g, m)
+        self.vm().groups.set_block_map(g, m)
     }
 
     /// Replaces group `g`'s inode bitmap (a recount).
@@ -286,13 +308,13 @@ impl<'v> Transaction<'v> {
     /// [`Error::Corrupt`] past the last group.
     pub fn set_inode_map(&mut self, g: u32, m: Bitmap) -> Result<()> {
         self.touch(g)?;
-        self.vol.groups.set_inode_map(g, m)
+        self.vm().groups.set_inode_map(g, m)
     }
 
     /// Sets the free counts the superblock will carry (a recount).
     pub fn set_free_counts(&mut self, blocks: u64, inodes: u64) {
         self.sb_dirty = true;
-        self.vol.groups.set_free_counts(blocks, inodes);
+        self.vm().groups.set_free_counts(blocks, inodes);
     }
 
     /// Marks `[start, start + len)` used, with every count.
@@ -300,10 +322,10 @@ impl<'v> Transaction<'v> {
     /// # Errors
     /// [`Error::Corrupt`] outside the filesystem, bitmap read errors.
     pub fn take_blocks(&mut self, start: u64, len: u64) -> Result<u64> {
-        for g in self.vol.groups.groups_of(start, len) {
+        for g in self.v().groups.groups_of(start, len) {
             self.touch(g)?;
         }
-        self.vol.groups.mark_blocks(start, len, true)
+        self.vm().groups.mark_blocks(start, len, true)
     }
 
     /// Marks `[start, start + len)` free, with every count. Blocks that
@@ -313,17 +335,17 @@ impl<'v> Transaction<'v> {
     /// # Errors
     /// As [`Transaction::take_blocks`].
     pub fn free_blocks(&mut self, start: u64, len: u64) -> Result<u64> {
-        for g in self.vol.groups.groups_of(start, len) {
+        for g in self.v().groups.groups_of(start, len) {
             self.touch(g)?;
         }
         for b in start..start.saturating_add(len) {
             self.blocks.remove(&b);
             self.data.remove(&b);
-            if self.vol.pending.contains_key(&b) {
+            if self.v().pending.contains_key(&b) {
                 self.freed.insert(b);
             }
         }
-        self.vol.groups.mark_blocks(start, len, false)
+        self.vm().groups.mark_blocks(start, len, false)
     }
 
     /// Allocates a run for a file: up to `len` blocks at or near `goal`
@@ -333,7 +355,7 @@ impl<'v> Transaction<'v> {
     /// # Errors
     /// Bitmap read errors.
     pub fn alloc_run(&mut self, goal: u64, len: u64) -> Result<Option<(u64, u64)>> {
-        let Some((s, n)) = alloc::best_run(&self.vol.groups, goal, len, Search::default())? else {
+        let Some((s, n)) = alloc::best_run(&self.v().groups, goal, len, Search::default())? else {
             return Ok(None);
         };
         self.take_blocks(s, n)?;
@@ -346,7 +368,7 @@ impl<'v> Transaction<'v> {
     /// # Errors
     /// [`Error::NoSpace`], bitmap read errors.
     pub fn alloc_block(&mut self, goal: u64) -> Result<u64> {
-        let b = alloc::new_block(&self.vol.groups, goal)?.ok_or(Error::NoSpace)?;
+        let b = alloc::new_block(&self.v().groups, goal)?.ok_or(Error::NoSpace)?;
         self.take_blocks(b, 1)?;
         Ok(b)
     }
@@ -359,8 +381,8 @@ impl<'v> Transaction<'v> {
     /// [`Error::NoSpace`] when no inode is free, bitmap read errors.
     pub fn alloc_inode(&mut self, parent: u32, dir: bool) -> Result<u32> {
         let top = parent == ROOT_INO;
-        let g = self.vol.groups.inode_group(parent, dir, top);
-        let ino = self.vol.groups.find_free_inode(g)?.ok_or(Error::NoSpace)?;
+        let g = self.v().groups.inode_group(parent, dir, top);
+        let ino = self.v().groups.find_free_inode(g)?.ok_or(Error::NoSpace)?;
         self.take_inode(ino, dir, InodeInit::Kernel)?;
         Ok(ino)
     }
@@ -372,9 +394,9 @@ impl<'v> Transaction<'v> {
     /// [`Error::Corrupt`] for an inode outside the filesystem, bitmap read
     /// errors.
     pub fn take_inode(&mut self, ino: u32, dir: bool, how: InodeInit) -> Result<()> {
-        let g = (ino.max(1) - 1) / self.vol.geo.inodes_per_group;
+        let g = (ino.max(1) - 1) / self.v().geo.inodes_per_group;
         self.touch(g)?;
-        self.vol.groups.mark_inode(ino, true, dir, how)
+        self.vm().groups.mark_inode(ino, true, dir, how)
     }
 
     /// Marks inode `ino` free, with the counts (the record is the caller's
@@ -383,86 +405,179 @@ impl<'v> Transaction<'v> {
     /// # Errors
     /// As [`Transaction::take_inode`].
     pub fn free_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
-        let g = (ino.max(1) - 1) / self.vol.geo.inodes_per_group;
+        let g = (ino.max(1) - 1) / self.v().geo.inodes_per_group;
         self.touch(g)?;
-        self.vol
+        self.vm()
             .groups
             .mark_inode(ino, false, dir, InodeInit::Kernel)
     }
 
-    /// Commits: see the [module docs](self) for the protocol.
+    /// Zeroes `count` blocks from `start` (file data: in place, before
+    /// the metadata).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] outside the filesystem.
+    pub fn zero_blocks(&mut self, start: u64, count: u64) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        self.v().check_blocks(start, count, "blocks to zero")?;
+        for b in start..start + count {
+            self.blocks.remove(&b);
+            self.data.remove(&b);
+        }
+        self.zeroes.push((start, count));
+        Ok(())
+    }
+
+    /// Replaces the superblock this transaction writes (a tool that
+    /// changed fields and features on its own copy).
+    pub fn set_superblock(&mut self, sb: Superblock) {
+        self.sb = sb;
+        self.sb_dirty = true;
+    }
+
+    /// Commits: see the [module docs](self) for the protocol. The
+    /// transaction is empty afterwards and may be used for the next change.
     ///
     /// # Errors
     /// I/O errors; [`Error::TransactionTooLarge`] when a journaled commit
     /// does not fit in the journal (nothing is written then); corrupt
     /// metadata that cannot be stamped.
-    pub fn commit(mut self, how: Commit) -> Result<Committed> {
-        let plan = self.assemble()?;
-        let journaled = how == Commit::Auto && self.vol.journal.is_some();
+    pub fn commit(&mut self, how: Commit) -> Result<Committed> {
+        let mut plan = self.assemble_blocks()?;
+        let groups: BTreeSet<u32> = self
+            .snapshots
+            .keys()
+            .chain(self.flushed_groups.iter())
+            .copied()
+            .collect();
+        self.assemble_bitmaps(&groups, &mut plan)?;
+        self.assemble_descs(&groups, &mut plan)?;
+        self.assemble_super(!groups.is_empty(), &mut plan)?;
+        let journaled = how == Commit::Auto && self.v().journal.is_some();
         let out = if journaled {
             self.commit_journaled(&plan)?
         } else {
-            self.commit_in_place(&plan)?;
+            self.write_in_place(&plan)?;
             Committed {
                 sequence: None,
                 blocks: plan.len(),
             }
         };
-        self.vol.sb = self.sb.clone();
-        self.vol.csum = Checksums::new(&self.sb);
-        self.done = true;
+        let sb = self.sb.clone();
+        self.vm().csum = Checksums::new(&sb);
+        self.vm().sb = sb;
+        // What is committed stays: the transaction starts afresh.
+        self.snapshots.clear();
+        self.flushed_groups.clear();
+        self.sb_dirty = false;
+        let v = self.v();
+        self.counts_before = (v.groups.free_blocks(), v.groups.free_inodes());
         Ok(out)
     }
 
-    /// Every metadata block this transaction writes, stamped, by block
-    /// number, with its place in the in-place order.
-    fn assemble(&mut self) -> Result<BTreeMap<u64, (Vec<u8>, Order)>> {
-        let bs = self.bs();
-        let csum = self.vol.csum.clone();
+    /// Writes the changed blocks, inode records and bitmaps so far in
+    /// place, keeping descriptors and the superblock for the final
+    /// [`Transaction::commit`]: how a rewrite of a whole filesystem (a
+    /// checksum change) keeps its memory bounded. There is no undo past
+    /// this point; the bitmaps written are dropped from memory.
+    ///
+    /// # Errors
+    /// As [`Transaction::commit`].
+    pub fn flush_partial(&mut self) -> Result<()> {
+        let mut plan = self.assemble_blocks()?;
+        let groups: BTreeSet<u32> = self.snapshots.keys().copied().collect();
+        self.assemble_bitmaps(&groups, &mut plan)?;
+        self.write_in_place(&plan)?;
+        for g in groups {
+            self.vm().groups.forget_maps(g);
+            self.flushed_groups.insert(g);
+        }
+        self.snapshots.clear();
+        Ok(())
+    }
+
+    /// The metadata blocks and inode records, stamped, taken out of the
+    /// transaction.
+    fn assemble_blocks(&mut self) -> Result<BTreeMap<u64, (Vec<u8>, Order)>> {
+        let csum = self.v().csum.clone();
         let mut out: BTreeMap<u64, (Vec<u8>, Order)> = BTreeMap::new();
-        for (&nr, (buf, kind)) in &mut self.blocks {
-            csum.stamp_block(*kind, nr, buf)?;
-            out.insert(nr, (buf.clone(), Order::Metadata));
+        for (nr, (mut buf, kind)) in std::mem::take(&mut self.blocks) {
+            csum.stamp_block(kind, nr, &mut buf)?;
+            out.insert(nr, (buf, Order::Metadata));
+        }
+        for (nr, buf) in std::mem::take(&mut self.data) {
+            out.insert(nr, (buf, Order::Data));
         }
         // Inode records into their table blocks.
-        let isz = self.vol.geo.inode_size as usize;
-        for (&ino, rec) in &mut self.inodes {
-            csum.stamp_inode(ino, rec)?;
-            let (block, off) = self.vol.inode_place(ino)?;
+        let isz = self.v().geo.inode_size as usize;
+        let inodes = std::mem::take(&mut self.inodes);
+        let vol: &Volume = self.vol.borrow();
+        for (ino, mut rec) in inodes {
+            csum.stamp_inode(ino, &mut rec)?;
+            let (block, off) = vol.inode_place(ino)?;
             if let std::collections::btree_map::Entry::Vacant(e) = out.entry(block) {
-                e.insert((self.vol.read_block(block)?, Order::Metadata));
+                e.insert((vol.read_block(block)?, Order::Inodes));
             }
-            if let Some((b, _)) = out.get_mut(&block) {
-                b[off..off + isz].copy_from_slice(rec);
+            if let Some((b, order)) = out.get_mut(&block) {
+                b[off..off + isz].copy_from_slice(&rec);
+                *order = Order::Inodes;
             }
         }
-        // Bitmaps and descriptors of the groups touched.
-        let geo = self.vol.geo.clone();
-        let wide = self.vol.groups.wide();
-        let dsize = geo.desc_size as usize;
-        let per = geo.descs_per_block();
-        for &g in self.snapshots.keys() {
-            let (bmap, imap) = self.vol.groups.loaded_maps(g);
-            let mut d = *self.vol.groups.desc(g)?;
-            let gdt = self.vol.groups.gdt_csum();
+        Ok(out)
+    }
+
+    /// The bitmaps of `groups` that are read and not uninit, with their
+    /// checksums stored in the descriptors.
+    fn assemble_bitmaps(
+        &mut self,
+        groups: &BTreeSet<u32>,
+        out: &mut BTreeMap<u64, (Vec<u8>, Order)>,
+    ) -> Result<()> {
+        use ext4r_format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+        let csum = self.v().csum.clone();
+        let bs = self.v().geo.block_size;
+        let wide = self.v().groups.wide();
+        let gdt = self.v().groups.gdt_csum();
+        for &g in groups {
+            let (bmap, imap) = self.v().groups.loaded_maps(g);
+            let mut d = *self.v().groups.desc(g)?;
             let braw = bmap
-                .filter(|_| !(gdt && d.flags() & ext4r_format::group_desc::BG_BLOCK_UNINIT != 0))
-                .map(|m| m.to_bytes(geo.block_size));
+                .filter(|_| !(gdt && d.flags() & BG_BLOCK_UNINIT != 0))
+                .map(|m| m.to_bytes(bs));
             let iraw = imap
-                .filter(|_| !(gdt && d.flags() & ext4r_format::group_desc::BG_INODE_UNINIT != 0))
-                .map(|m| m.to_bytes(geo.block_size));
+                .filter(|_| !(gdt && d.flags() & BG_INODE_UNINIT != 0))
+                .map(|m| m.to_bytes(bs));
             csum.stamp_bitmaps(&mut d, braw.as_deref(), iraw.as_deref());
-            csum.stamp_desc(g, &mut d);
-            *self.vol.groups.desc_mut(g)? = d;
+            *self.vm().groups.desc_mut(g)? = d;
             for (raw, at) in [(braw, d.block_bitmap(wide)), (iraw, d.inode_bitmap(wide))] {
                 if let Some(raw) = raw {
-                    self.vol.check_blocks(at, 1, "bitmap")?;
+                    self.v().check_blocks(at, 1, "bitmap")?;
                     out.insert(at, (raw, Order::Bitmap));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The descriptor blocks holding `groups`, their checksums stamped.
+    fn assemble_descs(
+        &mut self,
+        groups: &BTreeSet<u32>,
+        out: &mut BTreeMap<u64, (Vec<u8>, Order)>,
+    ) -> Result<()> {
+        let csum = self.v().csum.clone();
+        let geo = self.v().geo.clone();
+        let dsize = geo.desc_size as usize;
+        let per = geo.descs_per_block();
+        for &g in groups {
+            let mut d = *self.v().groups.desc(g)?;
+            csum.stamp_desc(g, &mut d);
+            *self.vm().groups.desc_mut(g)? = d;
             let loc = geo.desc_block_loc(g / per);
             if let std::collections::btree_map::Entry::Vacant(e) = out.entry(loc) {
-                e.insert((self.vol.read_block(loc)?, Order::Desc));
+                e.insert((self.v().read_block(loc)?, Order::Desc));
             }
             if let Some((b, order)) = out.get_mut(&loc) {
                 let off = (g % per) as usize * dsize;
@@ -471,136 +586,216 @@ impl<'v> Transaction<'v> {
                 *order = Order::Desc;
             }
         }
-        // The superblock, when anything it counts changed.
-        let counts = (self.vol.groups.free_blocks(), self.vol.groups.free_inodes());
-        if self.sb_dirty || counts != self.counts_before || !self.snapshots.is_empty() {
-            self.sb.set_free_blocks_count(counts.0);
-            self.sb.s_free_inodes_count.set(counts.1 as u32);
-            self.sb.set_wtime(self.vol.now());
-            if self.vol.journal.is_some() && self.vol.recover_on_disk {
-                let inc = self.sb.s_feature_incompat.get()
-                    | ext4r_format::features::Incompat::RECOVER.bits();
-                self.sb.s_feature_incompat.set(inc);
-            }
-            Checksums::stamp_superblock(&mut self.sb);
-            let (blk, off) = if bs == 1024 {
-                (1u64, 0usize)
-            } else {
-                (0, SUPERBLOCK_OFFSET as usize)
-            };
-            if let std::collections::btree_map::Entry::Vacant(e) = out.entry(blk) {
-                e.insert((self.vol.read_block(blk)?, Order::Super));
-            }
-            if let Some((b, order)) = out.get_mut(&blk) {
-                let bytes = self.sb.to_bytes();
-                b[off..off + bytes.len()].copy_from_slice(&bytes);
-                *order = Order::Super;
-            }
-        }
-        Ok(out)
+        Ok(())
     }
 
-    fn flush_data(&self) -> Result<()> {
-        let bs = self.bs() as u64;
-        for (&nr, d) in &self.data {
-            self.vol.dev.write_at(d, nr * bs)?;
+    /// The superblock's block, when anything it counts or says changed.
+    fn assemble_super(
+        &mut self,
+        groups_changed: bool,
+        out: &mut BTreeMap<u64, (Vec<u8>, Order)>,
+    ) -> Result<()> {
+        let counts = (self.v().groups.free_blocks(), self.v().groups.free_inodes());
+        if !(self.sb_dirty || counts != self.counts_before || groups_changed) {
+            return Ok(());
+        }
+        self.sb.set_free_blocks_count(counts.0);
+        self.sb.s_free_inodes_count.set(counts.1 as u32);
+        let now = self.v().now();
+        self.sb.set_wtime(now);
+        if self.v().journal.is_some() && self.v().recover_on_disk {
+            let inc =
+                self.sb.s_feature_incompat.get() | ext4r_format::features::Incompat::RECOVER.bits();
+            self.sb.s_feature_incompat.set(inc);
+        }
+        Checksums::stamp_superblock(&mut self.sb);
+        let bs = self.bs();
+        let (blk, off) = if bs == 1024 {
+            (1u64, 0usize)
+        } else {
+            (0, SUPERBLOCK_OFFSET as usize)
+        };
+        if let std::collections::btree_map::Entry::Vacant(e) = out.entry(blk) {
+            e.insert((self.v().read_block(blk)?, Order::Super));
+        }
+        if let Some((b, order)) = out.get_mut(&blk) {
+            let bytes = self.sb.to_bytes();
+            b[off..off + bytes.len()].copy_from_slice(&bytes);
+            *order = Order::Super;
         }
         Ok(())
     }
 
-    fn commit_in_place(&mut self, plan: &BTreeMap<u64, (Vec<u8>, Order)>) -> Result<()> {
+    /// Zeroed ranges, then data, then the plan in the safe order.
+    fn write_in_place(&mut self, plan: &BTreeMap<u64, (Vec<u8>, Order)>) -> Result<()> {
         // The journal must not hold older copies of what is written in
         // place: recovery would write them over it.
-        if !self.vol.pending.is_empty() {
-            self.vol.checkpoint()?;
+        if !self.v().pending.is_empty() {
+            self.vm().checkpoint()?;
         }
         let bs = self.bs() as u64;
-        let dev = std::sync::Arc::clone(&self.vol.dev);
-        self.flush_data()?;
-        dev.flush()?;
-        for order in [Order::Metadata, Order::Bitmap, Order::Desc, Order::Super] {
-            if order == Order::Super {
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        self.write_zeroes()?;
+        for order in [Order::Data, Order::Metadata, Order::Inodes, Order::Bitmap] {
+            // Children before the parents that point at them: data before
+            // the blocks mapping it, those before the inode records.
+            if matches!(order, Order::Metadata | Order::Inodes) {
                 dev.flush()?;
             }
-            for (&nr, (b, o)) in plan {
-                if *o == order {
-                    dev.write_at(b, nr * bs)?;
-                }
+            write_runs(
+                dev.as_ref(),
+                bs,
+                plan.iter().filter(|(_, (_, o))| *o == order),
+            )?;
+        }
+        // The commit point: the superblock together with the descriptor
+        // blocks that follow it, in one write (as flush_super does), so
+        // that the two never disagree; descriptor blocks elsewhere
+        // (meta_bg) before it.
+        let sb_block = if bs == 1024 { 1 } else { 0 };
+        let top: Vec<(&u64, &(Vec<u8>, Order))> = plan
+            .iter()
+            .filter(|(_, (_, o))| matches!(o, Order::Desc | Order::Super))
+            .collect();
+        let mut commit_run = BTreeSet::new();
+        if top.iter().any(|(&n, _)| n == sb_block) {
+            let mut n = sb_block;
+            while top.iter().any(|(&m, _)| m == n) {
+                commit_run.insert(n);
+                n += 1;
             }
         }
+        write_runs(
+            dev.as_ref(),
+            bs,
+            top.iter()
+                .copied()
+                .filter(|(n, _)| !commit_run.contains(*n)),
+        )?;
+        dev.flush()?;
+        write_runs(
+            dev.as_ref(),
+            bs,
+            top.iter().copied().filter(|(n, _)| commit_run.contains(*n)),
+        )?;
         dev.flush()
     }
 
-    fn commit_journaled(&mut self, plan: &BTreeMap<u64, (Vec<u8>, Order)>) -> Result<Committed> {
-        self.flush_data()?;
-        if !self.vol.recover_on_disk {
-            self.vol.set_recover_on_disk(true)?;
+    fn write_zeroes(&mut self) -> Result<()> {
+        let bs = self.bs() as u64;
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        for (s, n) in std::mem::take(&mut self.zeroes) {
+            dev.zeroout(s * bs, n * bs)?;
         }
-        let blocks: Vec<(u64, &[u8])> = plan.iter().map(|(&n, (b, _))| (n, b.as_slice())).collect();
+        Ok(())
+    }
+
+    fn commit_journaled(&mut self, plan: &BTreeMap<u64, (Vec<u8>, Order)>) -> Result<Committed> {
+        let bs = self.bs() as u64;
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        self.write_zeroes()?;
+        write_runs(
+            dev.as_ref(),
+            bs,
+            plan.iter().filter(|(_, (_, o))| *o == Order::Data),
+        )?;
+        if !self.v().recover_on_disk {
+            self.vm().set_recover_on_disk(true)?;
+        }
+        let meta: Vec<(u64, &[u8])> = plan
+            .iter()
+            .filter(|(_, (_, o))| *o != Order::Data)
+            .map(|(&n, (b, _))| (n, b.as_slice()))
+            .collect();
         let revokes: Vec<u64> = self.freed.iter().copied().collect();
-        let now = self.vol.now().max(0) as u64;
-        let dev = std::sync::Arc::clone(&self.vol.dev);
-        let journal = self
-            .vol
-            .journal
-            .as_mut()
-            .ok_or_else(|| Error::InvalidArgument("no journal".into()))?;
-        let seq = match journal.commit(dev.as_ref(), &blocks, &revokes, (now, 0)) {
+        let now = self.v().now().max(0) as u64;
+        let seq = match self.journal_commit(&meta, &revokes, now) {
             Err(Error::JournalFull) => {
-                self.vol.checkpoint()?;
-                let journal = self
-                    .vol
-                    .journal
-                    .as_mut()
-                    .ok_or_else(|| Error::InvalidArgument("no journal".into()))?;
-                journal.commit(dev.as_ref(), &blocks, &revokes, (now, 0))?
+                self.vm().checkpoint()?;
+                self.journal_commit(&meta, &revokes, now)?
             }
             r => r?,
         };
-        for b in &self.freed {
-            self.vol.pending.remove(b);
+        let freed = std::mem::take(&mut self.freed);
+        for b in &freed {
+            self.vm().pending.remove(b);
         }
-        for (n, (b, _)) in plan {
-            self.vol.pending.insert(*n, b.clone());
+        for (n, b) in meta {
+            self.vm().pending.insert(n, b.to_vec());
         }
-        if self.vol.opts.checkpoint == Checkpoint::EachCommit {
-            self.vol.checkpoint()?;
+        if self.v().opts.checkpoint == Checkpoint::EachCommit {
+            self.vm().checkpoint()?;
         }
         Ok(Committed {
             sequence: Some(seq),
             blocks: plan.len(),
         })
     }
+
+    fn journal_commit(&mut self, meta: &[(u64, &[u8])], revokes: &[u64], now: u64) -> Result<u32> {
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        let journal = self
+            .vm()
+            .journal
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument("no journal".into()))?;
+        journal.commit(dev.as_ref(), meta, revokes, (now, 0))
+    }
+}
+
+/// Writes blocks in runs of consecutive numbers, one write per run.
+fn write_runs<'a>(
+    dev: &dyn crate::device::BlockDevice,
+    bs: u64,
+    blocks: impl Iterator<Item = (&'a u64, &'a (Vec<u8>, Order))>,
+) -> Result<()> {
+    let mut run: Vec<u8> = Vec::new();
+    let mut start = 0u64;
+    let mut next = 0u64;
+    for (&nr, (b, _)) in blocks {
+        if !run.is_empty() && nr != next {
+            dev.write_at(&run, start * bs)?;
+            run.clear();
+        }
+        if run.is_empty() {
+            start = nr;
+        }
+        run.extend_from_slice(b);
+        next = nr + 1;
+    }
+    if !run.is_empty() {
+        dev.write_at(&run, start * bs)?;
+    }
+    Ok(())
 }
 
 /// Where a block goes in the in-place order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Order {
+    Data,
     Metadata,
+    Inodes,
     Bitmap,
     Desc,
     Super,
 }
 
-impl Drop for Transaction<'_> {
+impl<V: BorrowMut<Volume>> Drop for Transaction<V> {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
         for (_, s) in std::mem::take(&mut self.snapshots) {
-            self.vol.groups.restore(s);
+            self.vm().groups.restore(s);
         }
         let (b, i) = self.counts_before;
-        self.vol.groups.set_free_counts(b, i);
+        self.vm().groups.set_free_counts(b, i);
     }
 }
 
-impl BlockSource for Transaction<'_> {
+impl<V: BorrowMut<Volume>> BlockSource for Transaction<V> {
     fn block_size(&self) -> u32 {
-        self.vol.geo.block_size
+        self.v().geo.block_size
     }
     fn block_range(&self) -> (u64, u64) {
-        (self.vol.geo.first_data_block, self.vol.geo.blocks_count)
+        (self.v().geo.first_data_block, self.v().geo.blocks_count)
     }
     fn read_block(&self, nr: u64, what: &str) -> Result<Vec<u8>> {
         self.check_blocks(nr, 1, what)?;
@@ -608,40 +803,40 @@ impl BlockSource for Transaction<'_> {
     }
 }
 
-impl FreeSpace for Transaction<'_> {
+impl<V: BorrowMut<Volume>> FreeSpace for Transaction<V> {
     fn first_data_block(&self) -> u64 {
-        self.vol.groups.first_data_block()
+        self.v().groups.first_data_block()
     }
     fn blocks_count(&self) -> u64 {
-        self.vol.groups.blocks_count()
+        self.v().groups.blocks_count()
     }
     fn cluster_mask(&self) -> u64 {
-        self.vol.groups.cluster_mask()
+        self.v().groups.cluster_mask()
     }
     fn first_free(&self, from: u64, to: u64) -> Result<Option<u64>> {
-        self.vol.groups.first_free(from, to)
+        self.v().groups.first_free(from, to)
     }
     fn first_used(&self, from: u64, to: u64) -> Result<Option<u64>> {
-        self.vol.groups.first_used(from, to)
+        self.v().groups.first_used(from, to)
     }
     fn used_end(&self, from: u64, to: u64) -> Result<Option<u64>> {
-        self.vol.groups.used_end(from, to)
+        self.v().groups.used_end(from, to)
     }
 }
 
-impl BlockAlloc for Transaction<'_> {
+impl<V: BorrowMut<Volume>> BlockAlloc for Transaction<V> {
     type Space = Self;
     fn space(&self) -> &Self {
         self
     }
     fn geo(&self) -> &Geometry {
-        &self.vol.geo
+        &self.v().geo
     }
     fn log_groups_per_flex(&self) -> u32 {
-        self.vol.groups.log_groups_per_flex()
+        self.v().groups.log_groups_per_flex()
     }
     fn group_free(&self, g: u32) -> i64 {
-        self.vol.groups.group_free(g)
+        self.v().groups.group_free(g)
     }
     fn take_range(&mut self, start: u64, len: u64) -> Result<()> {
         self.take_blocks(start, len).map(|_| ())

@@ -230,6 +230,35 @@ impl Volume {
         })
     }
 
+    /// Opens the filesystem on `dev` with the superblock `sb` the caller
+    /// holds (already read, maybe changed in memory: a tool that applies
+    /// feature changes before it writes). No journal is used and none is
+    /// recovered: the caller made sure it needs none.
+    ///
+    /// # Errors
+    /// As [`Volume::open`].
+    pub fn open_with_superblock(
+        dev: Arc<dyn BlockDevice>,
+        sb: Superblock,
+        mut opts: VolumeOptions,
+    ) -> Result<Self> {
+        opts.journal = JournalUse::Off;
+        let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
+        let descs = read_descs(dev.as_ref(), &geo, geo.first_data_block)?;
+        let groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
+        Ok(Volume {
+            csum: Checksums::new(&sb),
+            recover_on_disk: false,
+            dev,
+            sb,
+            geo,
+            groups,
+            journal: None,
+            pending: BTreeMap::new(),
+            opts,
+        })
+    }
+
     /// The superblock as committed so far.
     pub fn superblock(&self) -> &Superblock {
         &self.sb
@@ -261,7 +290,7 @@ impl Volume {
     }
 
     /// Begins a transaction.
-    pub fn begin(&mut self) -> Transaction<'_> {
+    pub fn begin(&mut self) -> Transaction<&mut Volume> {
         Transaction::new(self)
     }
 

@@ -56,6 +56,24 @@ pub trait FreeSpace {
     fn used_end(&self, from: u64, to: u64) -> Result<Option<u64>>;
 }
 
+/// The used runs overlapping `[from, to]`, clipped to it, in order.
+///
+/// # Errors
+/// The map's read errors.
+pub fn used_runs(space: &(impl FreeSpace + ?Sized), from: u64, to: u64) -> Result<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
+    let mut b = from;
+    while b <= to {
+        let Some(s) = space.first_used(b, to)? else {
+            break;
+        };
+        let e = space.used_end(s, s)?.unwrap_or(s + 1).min(to + 1);
+        out.push((s, e));
+        b = e;
+    }
+    Ok(out)
+}
+
 /// `ext2fs_get_free_blocks2`: the first `b` at or after `start`, stepping
 /// by clusters and wrapping to the first data block unless `finish >
 /// start`, such that `[b, b+num)` is free; the search ends at `finish`.

@@ -6,7 +6,7 @@
 
 mod read;
 
-pub use read::runs;
+pub use read::{all_blocks, runs};
 
 use crate::csum::Checksums;
 use crate::error::{Error, Result};

@@ -44,6 +44,7 @@ pub fn runs(
                 ino,
                 generation: inode.generation(),
             },
+            meta: None,
         };
         walk.node(&inode.i_block, None, None)?;
     } else {
@@ -56,11 +57,62 @@ pub fn runs(
             limit,
             seen: HashSet::new(),
             out: &mut out,
+            meta: None,
         };
         w.walk()?;
     }
     check_sorted(&out, &info)?;
     Ok(out)
+}
+
+/// Every block inode `ino` holds, data and mapping blocks (extent tree
+/// nodes, indirect blocks) alike, as `ext2fs_block_iterate3` visits them:
+/// what is freed when the inode goes. A block map is walked whole, past
+/// `i_size`. Each block once, in no particular order.
+///
+/// # Errors
+/// As [`runs`]; also a mapping that names more blocks than the filesystem
+/// has.
+pub fn all_blocks(src: &(impl BlockSource + ?Sized), ino: u32, inode: &Inode) -> Result<Vec<u64>> {
+    let info = Info { ino, inode };
+    let flags = inode.flags();
+    let mut out = Vec::new();
+    let mut meta = Vec::new();
+    if flags.contains(InodeFlags::INLINE_DATA) {
+        return Ok(Vec::new());
+    }
+    if flags.contains(InodeFlags::EXTENTS) {
+        let mut walk = ExtentWalk {
+            src,
+            info: &info,
+            seen: HashSet::new(),
+            out: &mut out,
+            kind: BlockKind::Plain,
+            meta: Some(&mut meta),
+        };
+        walk.node(&inode.i_block, None, None)?;
+    } else {
+        let mut w = MapWalk {
+            src,
+            info: &info,
+            limit: u64::MAX,
+            seen: HashSet::new(),
+            out: &mut out,
+            meta: Some(&mut meta),
+        };
+        w.walk()?;
+    }
+    let (_, count) = src.block_range();
+    let mut blocks: Vec<u64> = meta;
+    for r in &out {
+        if blocks.len() as u64 + r.len > count {
+            return Err(corrupt(&info, "more blocks than the filesystem has".into()));
+        }
+        blocks.extend(r.physical..r.physical + r.len);
+    }
+    blocks.sort_unstable();
+    blocks.dedup();
+    Ok(blocks)
 }
 
 /// The inode being walked.
@@ -115,6 +167,8 @@ struct ExtentWalk<'a, S: ?Sized> {
     seen: HashSet<u64>,
     out: &'a mut Vec<Run>,
     kind: BlockKind,
+    /// Where to list the tree's own blocks, when wanted.
+    meta: Option<&'a mut Vec<u64>>,
 }
 
 impl<S: BlockSource + ?Sized> ExtentWalk<'_, S> {
@@ -165,6 +219,9 @@ impl<S: BlockSource + ?Sized> ExtentWalk<'_, S> {
                         ),
                     ));
                 }
+                if let Some(m) = self.meta.as_deref_mut() {
+                    m.push(child);
+                }
                 let what = format!("inode {}, extent block {child}", info.ino);
                 let blk = self.src.read_block(child, &what)?;
                 if let Some(cs) = self.src.verify() {
@@ -194,6 +251,8 @@ struct MapWalk<'a, S: ?Sized> {
     /// leaves.
     seen: HashSet<u32>,
     out: &'a mut Vec<Run>,
+    /// Where to list the indirect blocks, when wanted.
+    meta: Option<&'a mut Vec<u64>>,
 }
 
 impl<S: BlockSource + ?Sized> MapWalk<'_, S> {
@@ -249,6 +308,9 @@ impl<S: BlockSource + ?Sized> MapWalk<'_, S> {
                 what,
                 FormatError::invalid("block map", "indirect block reached twice"),
             ));
+        }
+        if let Some(m) = self.meta.as_deref_mut() {
+            m.push(u64::from(block));
         }
         let buf = self.src.read_block(u64::from(block), &what)?;
         let ind = IndirectBlock::parse(&buf).map_err(|e| Error::corrupt(&what, e))?;

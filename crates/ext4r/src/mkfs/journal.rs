@@ -8,6 +8,7 @@ use super::blockmap::MappedFile;
 use super::objects::{self, InodeBuf, EXTENTS_FL};
 use crate::error::{Error, Result};
 use ext4r_txn::alloc::{self, BlockAlloc, FreeSpace};
+use ext4r_txn::csum::BlockKind;
 
 /// Largest length of an initialised extent.
 pub(crate) const EXT_INIT_MAX_LEN: u64 = 1 << 15;
@@ -164,8 +165,9 @@ pub(crate) struct JournalImage {
     /// The journal inode (checksum not yet set).
     pub inode: InodeBuf,
     /// Mapping blocks (indirect blocks, extent leaf) and the jbd2
-    /// superblock: `(block, contents)`.
-    pub blocks: Vec<(u64, Vec<u8>)>,
+    /// superblock: `(block, what it is, contents)`, checksums not yet
+    /// stamped.
+    pub blocks: Vec<(u64, BlockKind, Vec<u8>)>,
     /// The journal's data blocks as `(first, count)` runs (to zero).
     pub data: Vec<(u64, u64)>,
     /// `s_jnl_blocks`: the inode's block map, then the size's high and low
@@ -179,8 +181,6 @@ pub(crate) struct JournalSpec<'a> {
     pub inode_size: usize,
     pub cluster_ratio: u64,
     pub now: i64,
-    /// Filesystem checksum seed under metadata_csum (for an extent leaf).
-    pub csum_seed: Option<u32>,
     pub uuid: &'a [u8; 16],
     /// Fast-commit blocks at the end of the journal.
     pub fc_blocks: u64,
@@ -209,7 +209,7 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
             for (i, v) in ptrs.iter().enumerate() {
                 buf[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
             }
-            blocks.push((b, buf));
+            blocks.push((b, BlockKind::Plain, buf));
         }
         data = runs_of(&map.data);
     } else {
@@ -224,14 +224,18 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
         ));
         ji.set_i_block(&objects::extent_root(&j.extents, j.leaf));
         if let Some(leaf) = j.leaf {
-            let csum = s.csum_seed.map(|seed| (seed, JOURNAL_INO));
-            blocks.push((leaf, objects::extent_leaf(bs, &j.extents, csum)));
+            let kind = BlockKind::Extent {
+                ino: JOURNAL_INO,
+                generation: 0,
+            };
+            blocks.push((leaf, kind, objects::extent_leaf(bs, &j.extents)));
         }
         data = j.extents.iter().map(|&(_, p, n)| (p, n)).collect();
     }
     let first = data.first().map_or(0, |r| r.0);
     blocks.push((
         first,
+        BlockKind::Plain,
         objects::journal_superblock(bs as u32, j.blocks as u32, s.uuid, s.fc_blocks as u32, s.v1),
     ));
     let mut jnl_blocks = [0u32; 17];

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::mkfs::journal::{self, JournalSpec, FC_RATIO, JOURNAL_INO};
 use ext4r_format::features::{Compat, Incompat};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 /// `-j` / `-J`: the journal wanted, as tune2fs's globals hold it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -114,7 +115,7 @@ fn check_message(out: &mut String, max_mnt: i16, interval: u32) {
 
 impl Run<'_, '_> {
     /// The metadata being changed, read on first use.
-    pub(super) fn meta(&mut self, dev: &dyn BlockDevice) -> Result<&mut Meta> {
+    pub(super) fn meta(&mut self, dev: &Arc<dyn BlockDevice>) -> Result<&mut Meta> {
         let m = match self.meta.take() {
             Some(m) => m,
             None => Box::new(Meta::load(dev, &self.sb)?),
@@ -123,7 +124,7 @@ impl Run<'_, '_> {
     }
 
     /// tune2fs's `add_journal`.
-    pub(super) fn add_journal(&mut self, dev: &dyn BlockDevice) -> Result<Step> {
+    pub(super) fn add_journal(&mut self, dev: &Arc<dyn BlockDevice>) -> Result<Step> {
         if self.sb.has_compat(Compat::HAS_JOURNAL) {
             return Ok(self.refuse("The filesystem already has a journal.\n"));
         }
@@ -154,15 +155,11 @@ impl Run<'_, '_> {
         }
         let extents = self.sb.has_incompat(Incompat::EXTENTS);
         let isz = usize::from(self.sb.inode_size());
-        let seed = self.sb.csum_seed();
-        let metadata_csum = self
-            .sb
-            .has_ro_compat(ext4r_format::features::RoCompat::METADATA_CSUM);
         let uuid = self.sb.s_uuid;
         let now = self.env.now;
         let v1 = self.journal.v1;
         let m = self.meta(dev)?;
-        let old = m.read_inode(dev, JOURNAL_INO)?;
+        let old = m.read_inode(JOURNAL_INO)?;
         let i_blocks = u32::from_le_bytes([old[0x1C], old[0x1D], old[0x1E], old[0x1F]]);
         if i_blocks > 0 {
             self.err
@@ -188,7 +185,6 @@ impl Run<'_, '_> {
                 inode_size: isz,
                 cluster_ratio: ratio,
                 now,
-                csum_seed: metadata_csum.then_some(seed),
                 uuid: &uuid,
                 fc_blocks: fc,
                 v1,
@@ -196,12 +192,12 @@ impl Run<'_, '_> {
         );
         // EXT2_FALLOCATE_ZERO_BLOCKS: tune2fs never asks for a lazy journal.
         for &(s, n) in &img.data {
-            m.zero_blocks(s, n);
+            m.zero_blocks(s, n)?;
         }
-        for (b, buf) in img.blocks {
-            m.write_block(b, buf);
+        for (b, kind, buf) in img.blocks {
+            m.write_meta_block(b, kind, buf)?;
         }
-        m.write_inode(JOURNAL_INO, img.inode.bytes);
+        m.write_inode(JOURNAL_INO, img.inode.bytes)?;
         let sb = &mut self.sb;
         for (i, v) in img.jnl_blocks.iter().enumerate() {
             sb.s_jnl_blocks[i].set(*v);
@@ -268,13 +264,17 @@ impl Run<'_, '_> {
 
     /// tune2fs's `remove_journal_inode` (and, with `-f`, forgetting an
     /// external journal device).
-    pub(super) fn remove_journal(&mut self, dev: &dyn BlockDevice, force: u32) -> Result<Step> {
+    pub(super) fn remove_journal(
+        &mut self,
+        dev: &Arc<dyn BlockDevice>,
+        force: u32,
+    ) -> Result<Step> {
         let ino = self.sb.s_journal_inum.get();
         if ino != 0 {
             let m = self.meta(dev)?;
-            let mut rec = m.read_inode(dev, ino)?;
+            let mut rec = m.read_inode(ino)?;
             if ino == JOURNAL_INO {
-                let blocks = match m.inode_blocks(dev, &rec) {
+                let blocks = match m.inode_blocks(ino, &rec) {
                     Ok(b) => b,
                     Err(e) => {
                         let _ = writeln!(self.err, "tune2fs: {e} while clearing journal inode");
@@ -285,14 +285,14 @@ impl Run<'_, '_> {
                 // block: with bigalloc its free counts come out too high
                 // (e2fsck then corrects them). Each cluster is freed once
                 // here, so the counts stay right.
-                m.free_blocks_of(&blocks);
+                m.free_blocks_of(&blocks)?;
                 let size = u64::from(u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]))
                     | u64::from(u32::from_le_bytes([
                         rec[0x6C], rec[0x6D], rec[0x6E], rec[0x6F],
                     ])) << 32;
                 let bs = m.geo.block_size as u64;
                 let ratio = m.geo.cluster_ratio();
-                m.clear_inode_base(dev, ino)?;
+                m.clear_inode_base(ino)?;
                 let over = self.sb.s_overhead_clusters.get();
                 self.sb
                     .s_overhead_clusters
@@ -301,7 +301,7 @@ impl Run<'_, '_> {
                 // A journal in a regular file: it becomes an ordinary file.
                 let flags = u32::from_le_bytes([rec[0x20], rec[0x21], rec[0x22], rec[0x23]]);
                 rec[0x20..0x24].copy_from_slice(&(flags & !0x10).to_le_bytes());
-                m.write_inode(ino, rec);
+                m.write_inode(ino, rec)?;
             }
             self.sb.s_journal_inum.set(0);
             for w in self.sb.s_jnl_blocks.iter_mut() {

@@ -35,7 +35,6 @@
 //! assert!(out.wrote);
 //! ```
 
-mod blocks;
 mod csum;
 mod dirblock;
 mod extended;
@@ -377,7 +376,7 @@ pub fn tune(
     if run.dirty {
         let mut sb = run.sb.clone();
         if let Some(m) = run.meta.take() {
-            run.descs = Some(m.flush(dev.as_ref(), &mut sb)?);
+            run.descs = Some(m.flush(&mut sb)?);
         }
         ext4r_txn::flush::flush_super(
             dev.as_ref(),
@@ -651,7 +650,7 @@ impl Run<'_, '_> {
             self.dirty = true;
         }
         if let Some(f) = &o.features {
-            if self.update_features(dev, f, o.force)?.is_err() {
+            if self.update_features(dev_arc, f, o.force)?.is_err() {
                 return Ok(Err(Refused));
             }
         }
@@ -662,11 +661,11 @@ impl Run<'_, '_> {
             }
         }
         if (self.journal.size != 0 || self.journal.device.is_some())
-            && self.add_journal(dev)?.is_err()
+            && self.add_journal(dev_arc)?.is_err()
         {
             return Ok(Err(Refused));
         }
-        if self.q_flag && self.handle_quota(dev)?.is_err() {
+        if self.q_flag && self.handle_quota(dev_arc)?.is_err() {
             return Ok(Err(Refused));
         }
         if let Some(u) = &o.uuid {
