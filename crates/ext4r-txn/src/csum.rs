@@ -47,6 +47,22 @@ pub enum BlockKind {
         /// Its `i_generation`.
         generation: u32,
     },
+    /// A directory leaf block known to carry a checksum tail: stamping
+    /// fails when it has none.
+    DirLeaf {
+        /// The directory inode.
+        ino: u32,
+        /// Its `i_generation`.
+        generation: u32,
+    },
+    /// An htree root or interior node: stamping fails when it has no room
+    /// for its tail.
+    DirIndex {
+        /// The directory inode.
+        ino: u32,
+        /// Its `i_generation`.
+        generation: u32,
+    },
     /// An extended attribute block (its checksum covers its block number).
     Xattr,
     /// A block of the orphan file.
@@ -150,6 +166,14 @@ impl Checksums {
                     Ok(())
                 }
             }
+            BlockKind::DirLeaf { ino, generation } => {
+                set_dir_block_checksum(self.inode_seed(ino, generation), buf)
+                    .map_err(|e| corrupt(place(), e))
+            }
+            BlockKind::DirIndex { ino, generation } => {
+                set_dx_checksum(self.inode_seed(ino, generation), buf)
+                    .map_err(|e| corrupt(place(), e))
+            }
             BlockKind::Xattr => set_xattr_block_checksum(self.seed, BlockNr(nr), buf)
                 .map_err(|e| corrupt(place(), e)),
             BlockKind::Orphan { ino, generation } => {
@@ -180,6 +204,12 @@ impl Checksums {
                 let seed = self.inode_seed(ino, generation);
                 verify_dir_block_checksum(seed, buf).is_ok()
                     || verify_dx_checksum(seed, buf).is_ok()
+            }
+            BlockKind::DirLeaf { ino, generation } => {
+                verify_dir_block_checksum(self.inode_seed(ino, generation), buf).is_ok()
+            }
+            BlockKind::DirIndex { ino, generation } => {
+                verify_dx_checksum(self.inode_seed(ino, generation), buf).is_ok()
             }
             BlockKind::Xattr => verify_xattr_block_checksum(self.seed, BlockNr(nr), buf).is_ok(),
         }

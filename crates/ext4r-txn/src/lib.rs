@@ -24,6 +24,7 @@
 
 pub mod alloc;
 pub mod bitmap;
+pub mod bulk;
 pub mod csum;
 pub mod device;
 pub mod error;

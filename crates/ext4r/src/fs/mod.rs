@@ -200,7 +200,7 @@ impl Filesystem {
         check_features(&sb, opts.allow_encrypted)?;
         let mut descs = ext4r_txn::groups::read_descs(dev.as_ref(), &geo, sb_block)?;
         if sb_block > geo.first_data_block {
-            forget_uninit(&sb, &geo, &mut descs);
+            forget_uninit(&sb, &mut descs);
         }
         let csum_seed = sb.csum_seed();
         Ok(Filesystem {
@@ -391,23 +391,16 @@ fn check_features(sb: &Superblock, allow_encrypted: bool) -> Result<()> {
 /// nothing about the groups now. As libext2fs does when it opens a backup,
 /// they are dropped (every group is read) and the checksums made to match,
 /// so that checking reads every inode table and bitmap in full.
-fn forget_uninit(sb: &Superblock, geo: &Geometry, descs: &mut [GroupDesc]) {
+fn forget_uninit(sb: &Superblock, descs: &mut [GroupDesc]) {
     use ext4r_format::features::RoCompat;
-    use ext4r_format::group_desc::{GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
-    let kind = if sb.has_ro_compat(RoCompat::METADATA_CSUM) {
-        GroupDescCsum::Crc32c {
-            seed: sb.csum_seed(),
-        }
-    } else if sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        GroupDescCsum::Crc16 { uuid: sb.s_uuid }
-    } else {
+    use ext4r_format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+    if !sb.has_ro_compat(RoCompat::METADATA_CSUM) && !sb.has_ro_compat(RoCompat::GDT_CSUM) {
         return;
-    };
+    }
+    let cs = Checksums::new(sb);
     for (g, d) in descs.iter_mut().enumerate() {
         d.set_flags(d.flags() & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT));
         d.set_itable_unused(0);
-        // Only a descriptor size the table could not hold fails, and
-        // read_descs has parsed every one with this size.
-        let _ = d.update_checksum(g as u32, geo.desc_size as usize, &kind);
+        cs.stamp_desc(g as u32, d);
     }
 }

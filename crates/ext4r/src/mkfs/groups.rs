@@ -9,10 +9,10 @@
 //! spends on the whole run.
 
 use super::layout::Layout;
-use super::runs::RunWriter;
 use crate::error::Result;
 use ext4r_format::features::Incompat;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_txn::bulk::RunWriter;
 use ext4r_txn::csum::Checksums;
 
 /// Bytes of descriptor table built before it is written out: 64 KiB writes

@@ -16,7 +16,6 @@ pub(crate) mod objects;
 mod params;
 pub(crate) mod quota;
 pub mod resize_inode;
-mod runs;
 mod write;
 
 pub use args::parse_size;

@@ -8,11 +8,11 @@ use super::layout::Layout;
 use super::objects::{self, Entry, InodeBuf, EXTENTS_FL};
 use super::params::Params;
 use super::quota;
-use super::runs::RunWriter;
 use crate::device::BlockDevice;
 use crate::error::Result;
 use ext4r_format::checksum::fs_csum_seed;
 use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_txn::bulk::RunWriter;
 use ext4r_txn::csum::{BlockKind, Checksums};
 
 /// Finishes the superblock and descriptors, then writes everything.

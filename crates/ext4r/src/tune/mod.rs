@@ -57,7 +57,7 @@ use crate::fs::{Filesystem, OpenOptions};
 use crate::journal::{recover_filesystem, Journal, JournalLocation};
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
-use ext4r_format::group_desc::{GroupDesc, GroupDescCsum};
+use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::superblock::{
     Superblock, STATE_ERROR, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
 };
@@ -703,16 +703,6 @@ impl Run<'_, '_> {
             let _ = writeln!(self.out, "Setting extended default mount options to '{m}'");
         }
         Ok(Ok(()))
-    }
-}
-
-fn csum_kind(sb: &Superblock) -> GroupDescCsum {
-    if sb.has_ro_compat(RoCompat::METADATA_CSUM) {
-        GroupDescCsum::Crc32c {
-            seed: sb.csum_seed(),
-        }
-    } else {
-        GroupDescCsum::Crc16 { uuid: sb.s_uuid }
     }
 }
 

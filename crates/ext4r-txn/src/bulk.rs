@@ -1,7 +1,10 @@
-//! A write buffer that turns many block-sized writes into few large ones:
-//! writes are collected, sorted by offset and merged where they touch, then
-//! issued when the buffer fills or at the end. Large writes that need no
-//! merging go straight to the device.
+//! Streamed writes to a filesystem being made (mkfs): no transaction, no
+//! journal, nothing to undo, only speed. A write buffer turns many
+//! block-sized writes into few large ones: writes are collected, sorted by
+//! offset and merged where they touch, then issued when the buffer fills
+//! or at the end. Large writes that need no merging go straight to the
+//! device. Changes to an existing filesystem go through
+//! [`Transaction`](crate::txn::Transaction) instead.
 
 use crate::device::BlockDevice;
 use crate::error::Result;
@@ -15,7 +18,8 @@ const BUFFER_LIMIT: usize = 64 << 10;
 /// Largest single merged write issued.
 const MAX_RUN: usize = 64 << 10;
 
-pub(crate) struct RunWriter<'a> {
+/// The write buffer.
+pub struct RunWriter<'a> {
     dev: &'a dyn BlockDevice,
     pending: BTreeMap<u64, Vec<u8>>,
     bytes: usize,
@@ -26,7 +30,8 @@ pub(crate) struct RunWriter<'a> {
 }
 
 impl<'a> RunWriter<'a> {
-    pub(crate) fn new(dev: &'a dyn BlockDevice) -> Self {
+    /// A buffer writing to `dev`.
+    pub fn new(dev: &'a dyn BlockDevice) -> Self {
         RunWriter {
             dev,
             pending: BTreeMap::new(),
@@ -38,7 +43,7 @@ impl<'a> RunWriter<'a> {
 
     /// Queues `data` at byte `offset`; a later write to the same offset
     /// replaces an earlier one.
-    pub(crate) fn write(&mut self, offset: u64, data: Vec<u8>) -> Result<()> {
+    pub fn write(&mut self, offset: u64, data: Vec<u8>) -> Result<()> {
         self.bytes += data.len();
         if let Some(old) = self.pending.insert(offset, data) {
             self.bytes -= old.len();
@@ -52,7 +57,7 @@ impl<'a> RunWriter<'a> {
     /// Writes `data` at `offset` now, without copying it: for large buffers
     /// written to several places (the descriptor table and its backups).
     /// Queued writes that overlap it go first, so later still wins.
-    pub(crate) fn write_slice(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+    pub fn write_slice(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let end = offset + data.len() as u64;
         let overlaps = self
             .pending
@@ -68,7 +73,7 @@ impl<'a> RunWriter<'a> {
     }
 
     /// Zeroes a byte range now (ranges are large; no buffering helps).
-    pub(crate) fn zero(&mut self, offset: u64, len: u64) -> Result<()> {
+    pub fn zero(&mut self, offset: u64, len: u64) -> Result<()> {
         if len > 0 {
             self.flush()?;
             self.dev.zeroout(offset, len)?;
@@ -78,7 +83,7 @@ impl<'a> RunWriter<'a> {
     }
 
     /// Issues every queued write, merging neighbours into single writes.
-    pub(crate) fn flush(&mut self) -> Result<()> {
+    pub fn flush(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         self.bytes = 0;
         let mut iter = pending.into_iter().peekable();
