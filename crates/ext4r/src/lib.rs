@@ -17,11 +17,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod civil;
 pub mod device;
 pub mod error;
 pub mod fs;
 pub mod journal;
+pub mod localtime;
 pub mod mkfs;
 pub mod safety;
 pub mod tune;
