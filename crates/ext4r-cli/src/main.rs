@@ -2,6 +2,7 @@
 //! `ext4r mkfs`) it makes a filesystem; the name it is called by picks the
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
+mod errors;
 mod extract;
 mod fsck;
 mod mkfs;
