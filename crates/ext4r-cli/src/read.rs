@@ -24,7 +24,7 @@ pub(crate) fn finish(tool: &str, r: Result<bool>) -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("{tool}: {e:#}");
+            eprintln!("{tool}: {}", crate::errors::message(e.as_ref()));
             ExitCode::from(1)
         }
     }
@@ -39,7 +39,7 @@ pub(crate) fn parse<A: Parser>(args: Vec<OsString>) -> std::result::Result<A, Ex
 
 /// List a directory of an ext2/3/4 image.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "ext4r ls", version)]
 struct LsArgs {
     /// Long listing: mode, links, owner, group, size, time, name.
     #[arg(short = 'l')]
@@ -55,6 +55,16 @@ struct LsArgs {
     /// Directory (or file) inside the image.
     #[arg(default_value = "/")]
     path: String,
+}
+
+/// `ext4r ls`'s command line (for its man page and completions).
+pub(crate) fn ls_command() -> clap::Command {
+    <LsArgs as clap::CommandFactory>::command()
+}
+
+/// `ext4r cat`'s command line.
+pub(crate) fn cat_command() -> clap::Command {
+    <CatArgs as clap::CommandFactory>::command()
 }
 
 /// Runs `ext4r ls`.
@@ -195,7 +205,7 @@ pub(crate) fn time_string(t: Timestamp) -> String {
 
 /// Print a file of an ext2/3/4 image to standard output.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "ext4r cat", version)]
 struct CatArgs {
     /// Image file or block device.
     image: std::path::PathBuf,

@@ -94,10 +94,48 @@ pub(crate) fn render(dev: &str, r: &Report, code: u8, secs: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use ext4r_fsck::{Problems, Summary};
+
     #[test]
-    fn messages_are_escaped_by_serde() {
-        let v: serde_json::Value =
-            serde_json::from_str(&serde_json::to_string("a\"b\n\u{1}").unwrap()).unwrap();
-        assert_eq!(v, "a\"b\n\u{1}");
+    fn the_report_reads_back_with_its_words_intact() {
+        let mut problems = Problems::default();
+        problems.error(
+            2,
+            "PR_2_BAD_NAME",
+            "Entry 'a\"b\\c\n' in / (2) has bad name.".into(),
+        );
+        problems.harmless(
+            5,
+            "PR_5_FREE_BLOCK_COUNT",
+            "Free blocks count wrong.".into(),
+        );
+        let r = Report {
+            label: "lab\tel".into(),
+            problems,
+            summary: Summary {
+                inodes_used: 11,
+                blocks_count: 4096,
+                ..Summary::default()
+            },
+            skipped_clean: None,
+            notes: Vec::new(),
+            pass_times: vec![("pass 1: inodes, blocks and sizes", Default::default())],
+            fatal: None,
+            check_forced: None,
+        };
+        let v: serde_json::Value = serde_json::from_str(&render("/dev/x", &r, 4, 0.5)).unwrap();
+        assert_eq!(v["device"], "/dev/x");
+        assert_eq!(v["label"], "lab\tel");
+        assert_eq!(v["exit_code"], 4);
+        assert_eq!(v["errors"], 1);
+        assert_eq!(
+            v["problems"][0]["message"],
+            "Entry 'a\"b\\c\n' in / (2) has bad name."
+        );
+        assert_eq!(v["problems"][1]["error"], false);
+        assert_eq!(v["counts"]["inodes_used"], 11);
+        assert_eq!(v["counts"]["blocks"], 4096);
+        assert_eq!(v["passes"][0]["name"], "pass 1: inodes, blocks and sizes");
     }
 }

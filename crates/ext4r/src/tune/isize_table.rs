@@ -37,6 +37,7 @@ pub(super) fn write_tables(
     dest: &[u64],
     s: &Sizes,
     seed: Option<u32>,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<()> {
     let geo = &meta.geo;
     let bs = u64::from(geo.block_size);
@@ -44,7 +45,9 @@ pub(super) fn write_tables(
     let mut old = vec![0u8; (s.old_ibpg * bs) as usize];
     let mut new = vec![0u8; (s.new_ibpg * bs) as usize];
     let mut ibitmap = vec![0u8; bs as usize];
+    let groups = meta.descs.len() as u64;
     for (g, d) in meta.descs.iter().enumerate() {
+        progress(g as u64, groups);
         let at = dest[g];
         if at < geo.first_data_block || at + s.new_ibpg > geo.blocks_count {
             return Err(corrupt("inode table", format!("group {g}: no place")));

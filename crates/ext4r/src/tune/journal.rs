@@ -107,7 +107,7 @@ fn check_message(out: &mut String, max_mnt: i16, interval: u32) {
     let _ = writeln!(
         out,
         "This filesystem will be automatically checked every {mnt} mounts or\n\
-         {} days, whichever comes first.  Use tune2fs -c or -i to override.",
+         {} days, whichever comes first.  Use tune.ext4r -c or -i to override.",
         super::fmt_g(f64::from(interval) / 86400.0)
     );
 }
@@ -146,9 +146,11 @@ impl Run<'_, '_> {
             None => None,
         };
         if jblocks + fc < 1024 {
-            self.err.push_str(
-                "\ntune2fs: Journal must be at least 1024 blocks \n\twhile trying to create \
-                 journal file\n",
+            let _ = writeln!(
+                self.err,
+                "\n{}: Journal must be at least 1024 blocks \n\twhile trying to create \
+                 journal file",
+                self.env.program
             );
             return Ok(Err(Refused));
         }
@@ -165,8 +167,11 @@ impl Run<'_, '_> {
         let old = m.read_inode(dev, JOURNAL_INO)?;
         let i_blocks = u32::from_le_bytes([old[0x1C], old[0x1D], old[0x1E], old[0x1F]]);
         if i_blocks > 0 {
-            self.err
-                .push_str("\ntune2fs: File exists \n\twhile trying to create journal file\n");
+            let _ = writeln!(
+                self.err,
+                "\n{}: File exists \n\twhile trying to create journal file",
+                self.env.program
+            );
             return Ok(Err(Refused));
         }
         let goal = goal.unwrap_or_else(|| journal::journal_goal(&*m));
@@ -175,7 +180,8 @@ impl Run<'_, '_> {
             Err(e) => {
                 let _ = writeln!(
                     self.err,
-                    "\ntune2fs: {e} \n\twhile trying to create journal file"
+                    "\n{}: {e} \n\twhile trying to create journal file",
+                    self.env.program
                 );
                 return Ok(Err(Refused));
             }
@@ -277,7 +283,11 @@ impl Run<'_, '_> {
                 let blocks = match m.inode_blocks(dev, &rec) {
                     Ok(b) => b,
                     Err(e) => {
-                        let _ = writeln!(self.err, "tune2fs: {e} while clearing journal inode");
+                        let _ = writeln!(
+                            self.err,
+                            "{}: {e} while clearing journal inode",
+                            self.env.program
+                        );
                         return Ok(Err(Refused));
                     }
                 };

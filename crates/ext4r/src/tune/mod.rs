@@ -192,6 +192,11 @@ pub struct TuneEnv<'a> {
     pub user_name: Box<dyn Fn(u32) -> Option<String> + 'a>,
     /// Group names for `-l`.
     pub group_name: Box<dyn Fn(u32) -> Option<String> + 'a>,
+    /// The name messages begin with (the tool's, "tune.ext4r").
+    pub program: String,
+    /// Progress of the long rewrites (every group's metadata, the inode
+    /// tables): (what, done, total), `done == total` at the end.
+    pub progress: Box<dyn FnMut(&'static str, u64, u64) + 'a>,
 }
 
 impl TuneEnv<'_> {
@@ -205,6 +210,8 @@ impl TuneEnv<'_> {
             random: Box::new(|| uuid::Uuid::new_v4().into_bytes()),
             user_name: Box::new(|_| None),
             group_name: Box::new(|_| None),
+            program: "tune.ext4r".to_string(),
+            progress: Box::new(|_, _, _| {}),
         }
     }
 }
@@ -352,7 +359,11 @@ pub fn tune(
             match recover_journal(&dev, &run.sb) {
                 Ok(()) => {}
                 Err(e) => {
-                    let _ = writeln!(run.err, "tune2fs: {e} while recovering journal.");
+                    let _ = writeln!(
+                        run.err,
+                        "{}: {e} while recovering journal.",
+                        run.env.program
+                    );
                     let _ = writeln!(run.out, "Please run e2fsck -fy {}.", run.env.device_name);
                     return Ok(run.finish(1, false));
                 }
@@ -426,7 +437,11 @@ pub fn add_journal(
         let why = outcome
             .err
             .lines()
-            .map(|l| l.trim().trim_start_matches("tune2fs: ").trim())
+            .map(|l| {
+                l.trim()
+                    .trim_start_matches(&format!("{}: ", env.program))
+                    .trim()
+            })
             .find(|l| !l.is_empty())
             .unwrap_or("the journal could not be added");
         return Ok(Err(why.to_string()));
@@ -511,7 +526,15 @@ impl Run<'_, '_> {
                  yet. Nothing was changed.\n",
             ));
         }
-        let done = csum::execute(dev, &self.sb, self.orig_group_csum, &self.csum)?;
+        let progress = &mut self.env.progress;
+        let done = csum::execute(
+            dev,
+            &self.sb,
+            self.orig_group_csum,
+            &self.csum,
+            &mut |d, n| progress("Rewriting metadata", d, n),
+        )?;
+        progress("Rewriting metadata", 1, 1);
         self.descs = Some(done.table);
         // As ext2fs_close: what went to the device before the flush, and the
         // superblock and descriptors it writes (fewer than tune2fs's count,
@@ -581,7 +604,8 @@ impl Run<'_, '_> {
             if i >= 1 << 32 {
                 let _ = writeln!(
                     self.err,
-                    "tune2fs: interval between checks is too big ({i})"
+                    "{}: interval between checks is too big ({i})",
+                    self.env.program
                 );
                 return Ok(Err(Refused));
             }
@@ -603,7 +627,11 @@ impl Run<'_, '_> {
         }
         if let Some(r) = o.reserved_blocks {
             if r > self.sb.blocks_count() / 2 {
-                let _ = writeln!(self.err, "tune2fs: reserved blocks count is too big ({r})");
+                let _ = writeln!(
+                    self.err,
+                    "{}: reserved blocks count is too big ({r})",
+                    self.env.program
+                );
                 return Ok(Err(Refused));
             }
             self.sb.set_r_blocks_count(r);
