@@ -45,6 +45,7 @@ mod pass1_map;
 mod pass2;
 mod pass34;
 mod pass5;
+mod pathname;
 mod problem;
 mod prompt;
 mod really_dir;
