@@ -69,7 +69,7 @@ struct Common {
     /// One line per image as it finishes.
     #[arg(long, short = 'v')]
     verbose: bool,
-    /// The corpus [default: <repo>/../shared/corpus/e2fsprogs].
+    /// The corpus (default: `<repo>/../shared/corpus/e2fsprogs`).
     #[arg(long, value_name = "DIR")]
     corpus: Option<PathBuf>,
     /// Where to unpack images (a private temp dir is made inside).

@@ -13,10 +13,10 @@
 //! Checksum changes that tune2fs makes by rewriting metadata (turning
 //! metadata_csum or uninit_bg on or off, a new UUID on a metadata_csum
 //! filesystem without metadata_csum_seed, dir_index off under
-//! metadata_csum) are made by [`csum`], a group at a time. Adding or
-//! removing the internal journal ([`journal`]) and quota files ([`quota`])
-//! change bitmaps, descriptors and inodes ([`meta`]), written before the
-//! superblock. Changing the inode size ([`inode_size`]) moves file blocks
+//! metadata_csum) are made by `csum`, a group at a time. Adding or
+//! removing the internal journal (`journal`) and quota files (`quota`)
+//! change bitmaps, descriptors and inodes (`meta`), written before the
+//! superblock. Changing the inode size (`inode_size`) moves file blocks
 //! and writes larger inode tables before that commit.
 //!
 //! ```
