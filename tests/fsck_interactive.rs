@@ -4,6 +4,8 @@
 //! is listed with "Fix? yes", as e2fsck does. Timestamps of what the
 //! terminal shows, taken as it arrives, give the order.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

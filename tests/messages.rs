@@ -4,6 +4,8 @@
 //! exit codes). Where ours says something in its own words on purpose,
 //! the case says so and checks only what must hold.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

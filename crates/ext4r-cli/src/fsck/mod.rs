@@ -504,11 +504,9 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
 /// e2fsck's summary line: "IMG: 11/4096 files (0.0% non-contiguous),
 /// 2325/16384 blocks", the share rounded to a tenth as e2fsck rounds it.
 fn summary_line(dev: &str, s: &Summary) -> String {
-    let tenths = if s.inodes_used > 0 {
-        (10_000 * s.fragmented / s.inodes_used + 5) / 10
-    } else {
-        0
-    };
+    let tenths = (10_000 * s.fragmented)
+        .checked_div(s.inodes_used)
+        .map_or(0, |permyriad| (permyriad + 5) / 10);
     format!(
         "{dev}: {}/{} files ({}.{}% non-contiguous), {}/{} blocks",
         s.inodes_used,
