@@ -165,6 +165,13 @@ fn a_busy_device_is_refused_in_fscks_words() {
     }
     assert_eq!(o.status.code(), t.status.code());
     assert_eq!(o.status.code(), Some(8));
+    // A read-only check goes on, with e2fsck's warning.
+    let t = run(Command::new("e2fsck").args(["-fn", &lo]));
+    let o = run(ours("fsck").args(["-fn", &lo]));
+    let (ts, os) = (said(&t, &n), said(&o, &n));
+    assert_eq!(lines_with(&os, "in use"), lines_with(&ts, "in use"), "{os}");
+    assert_eq!(lines_with(&os, "in use"), vec!["Warning!  DEV is in use."]);
+    assert_eq!(o.status.code(), t.status.code());
 }
 
 /// Damage in a directory two levels down: the entry is named with its

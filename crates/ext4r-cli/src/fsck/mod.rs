@@ -212,6 +212,20 @@ fn open_failed(dev_name: &str, e: &ext4r::Error) {
     println!("{hint}");
 }
 
+/// Whether a block device is held open exclusively by someone else (a
+/// mount, another fsck): an exclusive open of it fails with EBUSY, as
+/// libext2fs's `ext2fs_check_if_mounted` finds out.
+fn busy(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let is_block = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device());
+    is_block
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::EXCL.bits() as i32)
+            .open(path)
+            .is_err_and(|e| e.raw_os_error() == Some(rustix::io::Errno::BUSY.raw_os_error()))
+}
+
 /// e2fsck's advice when no superblock could be used.
 fn superblock_advice() {
     eprintln!(
@@ -255,6 +269,10 @@ fn run(a: &Args) -> u8 {
             return EXIT_ERROR;
         }
     };
+    if !a.json && busy(&a.device) {
+        // As e2fsck -n: a read-only check goes on, with a warning.
+        println!("Warning!  {dev_name} is in use.");
+    }
     if let Some(m) = ext4r_fsck::size_mismatch(&dev, a.superblock, a.block_size) {
         // As e2fsck -n: said, answered no, and the check goes on.
         if a.json {
