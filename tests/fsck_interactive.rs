@@ -219,3 +219,36 @@ fn questions_take_one_key_and_all_lists_the_remaining_fixes() {
         "{out}"
     );
 }
+
+/// `-C 0`: the bar is drawn below the output, never before the first
+/// heading, and is gone before the summary line.
+#[test]
+fn the_progress_bar_stays_below_the_headings() {
+    if !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs");
+        return;
+    }
+    let dir = TempDir::new("bar");
+    let img = dir.path("img");
+    make_image(Command::new("mke2fs"), &["-t", "ext4"], &img, "64M").unwrap();
+    let (pty, mut child) = Pty::spawn(
+        Command::new(env!("CARGO_BIN_EXE_ext4r"))
+            .args(["fsck", "-fn", "-C", "0"])
+            .arg(&img),
+    );
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let (summary, _) = pty.wait("non-contiguous", 0);
+    let screen = pty.text();
+    let pass1 = screen.find("Pass 1:").expect("pass 1 heading");
+    let bar = format!("{}: |", img.display());
+    let first_bar = screen.find(&bar).expect("a bar was drawn");
+    assert!(
+        first_bar > pass1,
+        "bar before the first heading:\n{screen:?}"
+    );
+    // The bar was erased (a line clear) before the summary line.
+    let last_bar = screen.rfind(&bar).unwrap_or(0);
+    assert!(last_bar < summary, "{screen:?}");
+    assert!(screen[last_bar..summary].contains("\x1b[2K"), "{screen:?}");
+}

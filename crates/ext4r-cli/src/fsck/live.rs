@@ -131,13 +131,14 @@ impl Printer {
 
 impl Observer for Printer {
     fn pass_started(&mut self, pass: u8) {
-        if let Some(b) = self.meter.bar() {
-            b.set_position(WEIGHTS[usize::from(pass.saturating_sub(1)).min(5)]);
-        }
+        // The heading first, then the bar below it, as e2fsck draws.
         if matches!(self.style, Style::Check | Style::Repair) {
             if let Some(h) = heading(pass) {
                 self.say(&format!("{h}\n"));
             }
+        }
+        if let Some(b) = self.meter.bar() {
+            b.set_position(WEIGHTS[usize::from(pass.saturating_sub(1)).min(5)]);
         }
     }
 
