@@ -359,7 +359,7 @@ fn gunzip(src: &Path, dest: &Path) -> Result<()> {
 fn first_lines(text: &str, n: usize) -> Vec<String> {
     text.lines()
         .map(str::trim_end)
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !is_banner(l))
         .take(n)
         .map(|l| {
             if l.chars().count() > 110 {
@@ -369,6 +369,21 @@ fn first_lines(text: &str, n: usize) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// A checker's version line ("e2fsck 1.47.0 (5-Feb-2023)", "fsck.ext4r
+/// 0.1.0"), which both print first on stderr and which says nothing
+/// about the run.
+fn is_banner(line: &str) -> bool {
+    let mut w = line.split(' ');
+    let (Some(prog), Some(ver)) = (w.next(), w.next()) else {
+        return false;
+    };
+    (prog == "e2fsck" || prog.starts_with("fsck."))
+        && ver.split('.').count() == 3
+        && ver
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn percent(x: usize, y: usize) -> f64 {
@@ -424,5 +439,12 @@ mod tests {
     fn heads() {
         assert_eq!(first_lines("\n a\n\nb  \nc\nd\n", 3), vec![" a", "b", "c"]);
         assert!(first_lines(&"x".repeat(200), 1)[0].ends_with('…'));
+        assert_eq!(
+            first_lines(
+                "e2fsck 1.47.0 (5-Feb-2023)\nfsck.ext4r 0.1.0\nBad magic\n",
+                3
+            ),
+            vec!["Bad magic"]
+        );
     }
 }
