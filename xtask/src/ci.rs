@@ -1,4 +1,5 @@
-//! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
+//! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure:
+//! fmt, clippy, docs (`RUSTDOCFLAGS=-D warnings`), release build, tests, corpus, zoo.
 //!
 //! Tests run in the debug profile: dependencies are already built with
 //! opt-level 2 (workspace `profile.dev.package."*"`), and the release build
@@ -26,6 +27,8 @@ pub fn run(args: &Args) -> Result<()> {
         cmd
     };
     steps.push(("fmt", cargo(&["fmt", "--all", "--", "--check"])));
+    // Every change to a filesystem goes through the write layer.
+    steps.push(("layers", cargo(&["xtask", "layers"])));
     if !args.quick {
         steps.push((
             "clippy",
@@ -39,6 +42,11 @@ pub fn run(args: &Args) -> Result<()> {
             ]),
         ));
     }
+    // Every public item documented and every intra-doc link resolving:
+    // the library is for embedding, its docs are part of the API.
+    let mut doc = cargo(&["doc", "--workspace", "--no-deps"]);
+    doc.env("RUSTDOCFLAGS", "-D warnings");
+    steps.push(("doc", doc));
     steps.push((
         "build (release)",
         cargo(&["build", "--release", "--workspace"]),

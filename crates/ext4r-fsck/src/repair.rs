@@ -3,7 +3,7 @@
 //! check finds nothing more this version can fix; then mark the
 //! filesystem checked.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
@@ -13,7 +13,8 @@ use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
 use crate::fix::{self, Fix};
-use crate::{check_shared, Error, Options, Problem, Progress, Report};
+use crate::observe::{Action, Forced, Observer, Quiet};
+use crate::{check_with, Error, Options, Problem, Report};
 
 /// Rounds of check-and-fix before giving up on convergence.
 const MAX_ROUNDS: usize = 7;
@@ -71,7 +72,7 @@ pub struct RepairReport {
     pub marked_valid: bool,
     /// A journal found invalid was deleted and a new one made: its size
     /// in blocks, or why it could not be made.
-    pub journal_recreated: Option<std::result::Result<u64, String>>,
+    pub journal_recreated: Option<std::result::Result<u64, ext4r::tune::JournalError>>,
     /// Directories whose hash index was rebuilt (pass 3A: those whose
     /// index was cleared, or all of them under `-D`).
     pub rehashed: Vec<u32>,
@@ -157,13 +158,13 @@ pub fn repair(
     opts: &Options,
     mode: Mode,
     journal_only: bool,
-    progress: Progress<'_>,
+    obs: &mut dyn Observer,
 ) -> Result<RepairReport, Error> {
     let policy = match mode {
         Mode::Yes => Policy::Yes,
         Mode::Preen => Policy::Preen,
     };
-    run(dev, opts, policy, journal_only, progress)
+    run(dev, opts, policy, journal_only, obs)
 }
 
 /// Repairs the filesystem on `dev`, asking `ask` before each fix (e2fsck
@@ -178,10 +179,10 @@ pub fn repair_interactive(
     dev: Arc<dyn BlockDevice>,
     opts: &Options,
     journal_only: bool,
-    progress: Progress<'_>,
+    obs: &mut dyn Observer,
     ask: Ask<'_>,
 ) -> Result<RepairReport, Error> {
-    run(dev, opts, Policy::Ask(ask), journal_only, progress)
+    run(dev, opts, Policy::Ask(ask), journal_only, obs)
 }
 
 fn run(
@@ -189,7 +190,7 @@ fn run(
     opts: &Options,
     mut policy: Policy<'_>,
     journal_only: bool,
-    progress: Progress<'_>,
+    obs: &mut dyn Observer,
 ) -> Result<RepairReport, Error> {
     if matches!(policy, Policy::Preen) && opts.superblock.is_none() {
         // e2fsck -p never goes looking for a backup superblock: a primary
@@ -231,16 +232,22 @@ fn run(
     forced.repairing = true;
     // Without -f a filesystem marked clean is neither checked nor repaired,
     // as e2fsck decides at boot.
+    // Problems already shown (and asked about), by problem: each is
+    // shown once, in the round that first finds it.
+    let mut shown: HashSet<(&'static str, String)> = HashSet::new();
+    let mut forced_why = (counts_bad && !opts.force).then_some(Forced::Errors);
+    // Without -f a filesystem marked clean is neither checked nor repaired,
+    // as e2fsck decides at boot. This first look stops as soon as it knows
+    // a full check is due (except for a journal-only run, whose report is
+    // the result).
     if journal_only || !opts.force && !counts_bad {
-        let mut last = check_shared(
-            dev.clone(),
-            &Options {
-                force: false,
-                repairing: true,
-                ..opts.clone()
-            },
-            progress,
-        )?;
+        let unforced = Options {
+            force: false,
+            repairing: true,
+            ..opts.clone()
+        };
+        let mut last = check_with(dev.clone(), &unforced, &mut Quiet, !journal_only)?;
+        forced_why = last.check_forced.clone();
         if !journal_only && last.skipped_clean.is_some() {
             // As e2fsck's check_if_skip: the superblock's counts taken
             // from the descriptors (the kernel leaves them stale), without
@@ -248,15 +255,7 @@ fn run(
             let fs = open(&dev)?;
             if let Some(f) = descriptor_counts(&fs) {
                 fix::apply(&fs, &[f])?;
-                last = check_shared(
-                    dev.clone(),
-                    &Options {
-                        force: false,
-                        repairing: true,
-                        ..opts.clone()
-                    },
-                    progress,
-                )?;
+                last = check_with(dev.clone(), &unforced, &mut Quiet, false)?;
             }
         }
         if journal_only || last.skipped_clean.is_some() {
@@ -273,8 +272,23 @@ fn run(
             });
         }
     }
+    if let Some(why) = &forced_why {
+        obs.check_forced(why);
+    }
+    let mut first_round = true;
     for _ in 0..MAX_ROUNDS {
-        let report = check_shared(dev.clone(), &forced, progress)?;
+        let report = {
+            let mut live = Live {
+                inner: &mut *obs,
+                policy: &mut policy,
+                answers: &mut answers,
+                declined: &mut declined,
+                shown: &mut shown,
+                headings: first_round,
+            };
+            check_with(dev.clone(), &forced, &mut live, false)?
+        };
+        first_round = false;
         if report.fatal.is_some() {
             break;
         }
@@ -342,12 +356,28 @@ fn run(
         let fs = open(&dev)?;
         fix::apply(&fs, &fixes)?;
     }
-    let mut last = check_shared(dev.clone(), &forced, progress)?;
+    let mut last = check_later(
+        &dev,
+        &forced,
+        obs,
+        &mut policy,
+        &mut answers,
+        &mut declined,
+        &mut shown,
+    )?;
     let mut rehashed = Vec::new();
     if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
         rehashed = rehash(&dev, opts.rehash, &fixed)?;
         if !rehashed.is_empty() {
-            last = check_shared(dev.clone(), &forced, progress)?;
+            last = check_later(
+                &dev,
+                &forced,
+                obs,
+                &mut policy,
+                &mut answers,
+                &mut declined,
+                &mut shown,
+            )?;
         }
     }
     let mut journal_recreated = None;
@@ -358,7 +388,15 @@ fn run(
         && recreate_wanted(&mut policy)
     {
         journal_recreated = Some(ext4r::tune::add_journal(dev.clone(), opts.now)?);
-        last = check_shared(dev.clone(), &forced, progress)?;
+        last = check_later(
+            &dev,
+            &forced,
+            obs,
+            &mut policy,
+            &mut answers,
+            &mut declined,
+            &mut shown,
+        )?;
     }
     let changed = journal_replayed.is_some()
         || !fixed.is_empty()
@@ -379,6 +417,107 @@ fn run(
         journal_recreated,
         rehashed,
     })
+}
+
+/// A check after the first round: no headings, only problems not shown
+/// before.
+fn check_later(
+    dev: &Arc<dyn BlockDevice>,
+    opts: &Options,
+    obs: &mut dyn Observer,
+    policy: &mut Policy<'_>,
+    answers: &mut HashMap<(&'static str, String), bool>,
+    declined: &mut Vec<Problem>,
+    shown: &mut HashSet<(&'static str, String)>,
+) -> Result<Report, Error> {
+    let mut live = Live {
+        inner: obs,
+        policy,
+        answers,
+        declined,
+        shown,
+        headings: false,
+    };
+    check_with(dev.clone(), opts, &mut live, false)
+}
+
+/// What a repair run's checks report through: the caller's observer sees
+/// the headings and progress of the first full check, each problem once
+/// (in the round that first finds it) with what is done about it, and
+/// interactive questions are asked as the problems are found, as e2fsck
+/// asks them. Preen runs show what they fixed once a round is decided
+/// (a problem preen may not fix stops the round unfixed).
+struct Live<'r, 'a> {
+    inner: &'r mut dyn Observer,
+    policy: &'r mut Policy<'a>,
+    answers: &'r mut HashMap<(&'static str, String), bool>,
+    declined: &'r mut Vec<Problem>,
+    shown: &'r mut HashSet<(&'static str, String)>,
+    headings: bool,
+}
+
+impl Observer for Live<'_, '_> {
+    fn pass_started(&mut self, pass: u8) {
+        if self.headings {
+            self.inner.pass_started(pass);
+        }
+    }
+
+    fn progress(&mut self, pass: u8, done: u64, total: u64) {
+        if self.headings {
+            self.inner.progress(pass, done, total);
+        }
+    }
+
+    fn pass_finished(&mut self, pass: u8, elapsed: std::time::Duration) {
+        if self.headings {
+            self.inner.pass_finished(pass, elapsed);
+        }
+    }
+
+    fn note(&mut self, note: &str) {
+        if self.headings {
+            self.inner.note(note);
+        }
+    }
+
+    fn problem(&mut self, p: &Problem, _: Action) {
+        if matches!(self.policy, Policy::Preen) {
+            return;
+        }
+        let key = (p.code, p.message.clone());
+        if !self.shown.insert(key.clone()) {
+            return;
+        }
+        if p.fix.is_none() {
+            let action = if p.severity == crate::Severity::Error {
+                Action::Unfixable
+            } else {
+                Action::Left
+            };
+            self.inner.problem(p, action);
+            return;
+        }
+        match (self.answers.get(&key), &mut *self.policy) {
+            (Some(_), _) | (None, Policy::Preen) => {}
+            (None, Policy::Yes) => self.inner.problem(p, Action::Fix),
+            (None, Policy::Ask(ask)) => {
+                let yes = match ask(p) {
+                    Answer::Yes => true,
+                    Answer::No => false,
+                    Answer::All => {
+                        *self.policy = Policy::Yes;
+                        true
+                    }
+                };
+                if !yes {
+                    self.declined.push(p.clone());
+                }
+                self.answers.insert(key, yes);
+                self.inner.problem(p, Action::Asked);
+            }
+        }
+    }
 }
 
 /// Pass 3A on a filesystem the check found clean: the directories whose

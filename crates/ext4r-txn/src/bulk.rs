@@ -72,6 +72,16 @@ impl<'a> RunWriter<'a> {
         Ok(())
     }
 
+    /// Tells the device the whole of `[offset, offset + len)` is unused
+    /// (mke2fs's discard before formatting); whether it did anything.
+    ///
+    /// # Errors
+    /// I/O errors other than "not supported".
+    pub fn discard_range(&mut self, offset: u64, len: u64) -> Result<bool> {
+        self.flush()?;
+        self.dev.discard(offset, len)
+    }
+
     /// Zeroes a byte range now (ranges are large; no buffering helps).
     pub fn zero(&mut self, offset: u64, len: u64) -> Result<()> {
         if len > 0 {

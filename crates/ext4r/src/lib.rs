@@ -17,11 +17,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod civil;
 pub use ext4r_txn::device;
 pub use ext4r_txn::error;
 pub mod fs;
 pub use ext4r_txn::journal;
+pub mod localtime;
 pub mod mkfs;
 pub mod safety;
 pub mod tune;

@@ -163,7 +163,7 @@ impl<J: BlockDevice> Journal<J> {
         sb.s_start.set(0);
         sb.s_sequence.set(recovery.next_sequence);
         sb.s_errno.set(0);
-        sb.update_checksum();
+        crate::csum::Checksums::stamp_journal_superblock(&mut sb);
         let at = self.block_offset(self.location.superblock_index())?;
         self.dev.write_at(&sb.to_bytes(), at)?;
         self.dev.flush()
@@ -232,6 +232,6 @@ impl SuperblockMarks {
             state |= STATE_ERROR;
         }
         sb.s_state.set(state);
-        sb.update_checksum();
+        crate::csum::Checksums::stamp_superblock(sb);
     }
 }

@@ -1,9 +1,9 @@
-//! Making a filesystem, as a library call: [`format`] writes a new ext2,
+//! Making a filesystem, as a library call: [`format()`] writes a new ext2,
 //! ext3 or ext4 filesystem to a device with mke2fs's defaults and options;
 //! [`plan`] decides the layout without writing (mke2fs -n).
 //!
 //! The work is split so that each step can be read against e2fsprogs:
-//! [`MkfsOptions::resolve`] is mke2fs's option processing, `layout` decides
+//! `MkfsOptions::resolve` is mke2fs's option processing, `layout` decides
 //! every block's place, `objects` encodes the few objects a new filesystem
 //! holds, and `write` emits them in sorted, merged runs.
 
@@ -121,7 +121,10 @@ impl Plan {
         }
         let mut zeroed = params.assume_prezeroed;
         let mut discarded = false;
-        if params.discard && !params.assume_prezeroed && dev.discard(0, len)? {
+        if params.discard
+            && !params.assume_prezeroed
+            && ext4r_txn::bulk::RunWriter::new(dev).discard_range(0, len)?
+        {
             discarded = true;
             zeroed = zeroes_on_discard;
         }
@@ -138,7 +141,7 @@ impl Plan {
 }
 
 /// Decides the whole filesystem for `opts` without touching any device
-/// (mke2fs -n, and the first half of [`format`]).
+/// (mke2fs -n, and the first half of [`format()`]).
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for options or sizes mke2fs would refuse,

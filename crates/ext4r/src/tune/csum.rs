@@ -101,6 +101,7 @@ pub(super) fn execute(
     sb: &Superblock,
     old_group_csum: bool,
     plan: &Plan,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Done> {
     let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
     let (mut table, descs) = super::read_desc_table(dev.as_ref(), sb)?;
@@ -136,7 +137,9 @@ pub(super) fn execute(
         written: std::cell::Cell::new(0),
     };
     let dsize = geo.desc_size as usize;
+    let groups = u64::from(geo.group_count);
     for (g, mut d) in descs.into_iter().enumerate() {
+        progress(g as u64, groups);
         let g = g as u32;
         r.group(g, &mut d)?;
         // A group's blocks go out before the next group is read.

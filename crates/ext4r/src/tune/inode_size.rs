@@ -151,7 +151,11 @@ impl Run<'_, '_> {
                 Err(PlanError::Io(e)) => return Err(e),
             }
         }
-        write_tables(&mut meta, &place.dest, &sizes)?;
+        let progress = &mut self.env.progress;
+        write_tables(&mut meta, &place.dest, &sizes, &mut |d, n| {
+            progress("Rewriting inode tables", d, n)
+        })?;
+        progress("Rewriting inode tables", 1, 1);
         // The commit, in memory: written with the superblock at the end.
         for g in 0..geo.group_count {
             let d = meta.descs()[g as usize];

@@ -32,7 +32,12 @@ pub(super) struct Sizes {
 
 /// Writes every group's table with the new record size at `dest[g]`
 /// (queued in `meta`'s transaction as new data, flushed as it goes).
-pub(super) fn write_tables(meta: &mut Meta, dest: &[u64], s: &Sizes) -> Result<()> {
+pub(super) fn write_tables(
+    meta: &mut Meta,
+    dest: &[u64],
+    s: &Sizes,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<()> {
     let geo = meta.geo.clone();
     let bs = u64::from(geo.block_size);
     let ipg = geo.inodes_per_group as usize;
@@ -40,7 +45,9 @@ pub(super) fn write_tables(meta: &mut Meta, dest: &[u64], s: &Sizes) -> Result<(
     let mut new = vec![0u8; (s.new_ibpg * bs) as usize];
     let mut ibitmap;
     let mut queued = 0u64;
+    let groups = u64::from(geo.group_count);
     for (g, &at) in dest.iter().enumerate().take(geo.group_count as usize) {
+        progress(g as u64, groups);
         let d = meta.descs()[g];
         if at < geo.first_data_block || at + s.new_ibpg > geo.blocks_count {
             return Err(corrupt("inode table", format!("group {g}: no place")));

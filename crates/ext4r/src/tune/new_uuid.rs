@@ -9,6 +9,7 @@ use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::superblock::Superblock;
 use ext4r_txn::csum::Checksums;
+use std::fmt::Write as _;
 
 impl Run<'_, '_> {
     /// `-U`.
@@ -42,7 +43,7 @@ impl Run<'_, '_> {
             _ => match crate::mkfs::parse_uuid(req) {
                 Some(u) => u,
                 None => {
-                    self.err.push_str("tune2fs: Invalid UUID format\n\n");
+                    let _ = write!(self.err, "{}: Invalid UUID format\n\n", self.env.program);
                     return Ok(Err(Refused));
                 }
             },

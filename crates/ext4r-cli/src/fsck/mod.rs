@@ -2,15 +2,23 @@
 //! and exit codes (fsck(8): 0 clean, 4 errors left, 8 operational error,
 //! 16 usage error).
 
+mod ask;
+mod json;
+mod live;
+
+use std::collections::HashSet;
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
 use ext4r::device::{FileDevice, OpenMode};
-use ext4r_fsck::{check, Options, Report, Severity};
+use ext4r_fsck::{check, Options, Report, Severity, Summary};
+
+use crate::errors::{message, os_error};
+use live::{Meter, Printer, Style};
 
 const EXIT_OK: u8 = 0;
 const EXIT_UNCORRECTED: u8 = 4;
@@ -19,8 +27,8 @@ const EXIT_USAGE: u8 = 16;
 
 /// Check an ext2/ext3/ext4 filesystem.
 #[derive(Parser, Debug)]
-#[command(name = "fsck.ext4r", version, about, disable_help_flag = true)]
-struct Args {
+#[command(name = "fsck.ext4r", version, disable_help_flag = true)]
+pub(crate) struct Args {
     /// Open the filesystem read-only and answer "no" to every question.
     #[arg(short = 'n')]
     no: bool,
@@ -66,6 +74,11 @@ struct Args {
     help: Option<bool>,
     /// The device or image file.
     device: PathBuf,
+}
+
+/// The command line's definition (for man pages and completions).
+pub(crate) fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
 }
 
 /// Runs fsck.ext4r with `args` (args[0] is the program name).
@@ -168,12 +181,60 @@ fn external_journal(a: &Args, write: bool) -> Result<Option<ext4r_fsck::External
         Ok(d) => Ok(Some(ext4r_fsck::ExternalJournal(std::sync::Arc::new(d)))),
         Err(e) => {
             eprintln!(
-                "fsck.ext4r: {e}\nfsck.ext4r: while checking journal for {}",
+                "fsck.ext4r: {} while checking journal for {}",
+                message(&e),
                 a.device.display()
             );
             Err(EXIT_ERROR)
         }
     }
+}
+
+/// e2fsck's words for a device that could not be opened: the system
+/// error, then its hint.
+fn open_failed(dev_name: &str, e: &ext4r::Error) {
+    // The path is said after "while trying to open", not before.
+    let what = match e {
+        ext4r::Error::Open { source, .. } => message(source),
+        e => message(e),
+    };
+    eprintln!("fsck.ext4r: {what} while trying to open {dev_name}");
+    let hint = match os_error(e) {
+        Some(2) => "Possibly non-existent device?",
+        Some(6) => "Possibly non-existent or swap device?",
+        Some(16) => "Filesystem mounted or opened exclusively by another program?",
+        Some(1 | 13) => "You must have r/w access to the filesystem or be root",
+        Some(30) => {
+            "Disk write-protected; use the -n option to do a read-only\ncheck of the device."
+        }
+        _ => return,
+    };
+    println!("{hint}");
+}
+
+/// Whether a block device is held open exclusively by someone else (a
+/// mount, another fsck): an exclusive open of it fails with EBUSY, as
+/// libext2fs's `ext2fs_check_if_mounted` finds out.
+fn busy(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let is_block = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device());
+    is_block
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::EXCL.bits() as i32)
+            .open(path)
+            .is_err_and(|e| e.raw_os_error() == Some(rustix::io::Errno::BUSY.raw_os_error()))
+}
+
+/// e2fsck's advice when no superblock could be used.
+fn superblock_advice() {
+    eprintln!(
+        "\nThe superblock could not be read or does not describe a valid ext2/ext3/ext4\n\
+         filesystem.  If the device is valid and it really contains an ext2/ext3/ext4\n\
+         filesystem (and not swap or ufs or something else), then the superblock\n\
+         is corrupt, and you might try running fsck.ext4r with an alternate superblock:\n    \
+         fsck.ext4r -b 8193 <device>\n or\n    fsck.ext4r -b 32768 <device>\n"
+    );
 }
 
 fn run(a: &Args) -> u8 {
@@ -191,6 +252,10 @@ fn run(a: &Args) -> u8 {
         Ok(j) => j,
         Err(code) => return code,
     };
+    // As e2fsck: the version on stderr, except when preening.
+    if !a.preen && !a.json {
+        eprintln!("fsck.ext4r {}", env!("CARGO_PKG_VERSION"));
+    }
     // Without -n/-p/-y e2fsck asks before each fix (JSON output stays a
     // read-only report: there is nobody to ask).
     let interactive = !a.no && !a.preen && !a.yes && !a.json;
@@ -200,10 +265,14 @@ fn run(a: &Args) -> u8 {
     let dev = match FileDevice::open(&a.device, OpenMode::default()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while trying to open {dev_name}");
+            open_failed(&dev_name, &e);
             return EXIT_ERROR;
         }
     };
+    if !a.json && busy(&a.device) {
+        // As e2fsck -n: a read-only check goes on, with a warning.
+        println!("Warning!  {dev_name} is in use.");
+    }
     if let Some(m) = ext4r_fsck::size_mismatch(&dev, a.superblock, a.block_size) {
         // As e2fsck -n: said, answered no, and the check goes on.
         if a.json {
@@ -222,46 +291,30 @@ fn run(a: &Args) -> u8 {
         Err(code) => return code,
     };
     let started = Instant::now();
-    let bar = a.progress_fd == Some(0) && std::io::stdout().is_terminal() && !a.json;
-    let mut last_pct = u64::MAX;
-    let mut progress = |pass: u8, done: u64, total: u64| {
-        if !bar || total == 0 {
-            return;
-        }
-        // Passes weigh like e2fsck's bar: pass 1 most.
-        let (lo, span) = match pass {
-            1 => (0, 70),
-            2 => (70, 20),
-            _ => (90, 10),
-        };
-        let pct = lo + span * done / total;
-        if pct != last_pct {
-            last_pct = pct;
-            let fill = (pct / 2) as usize;
-            print!("\r{dev_name}: |{:<50}| {pct:3}%", "=".repeat(fill));
-            let _ = std::io::stdout().flush();
-        }
+    let mut printer = Printer {
+        dev: dev_name.clone(),
+        style: if a.json { Style::Silent } else { Style::Check },
+        timing: a.timing,
+        meter: Meter::new(
+            a.progress_fd.filter(|_| !a.json),
+            &dev_name,
+            std::io::stdout().is_terminal(),
+        ),
+        printed: HashSet::new(),
     };
-    let report = match check(dev, &opts, &mut progress) {
+    let result = check(dev, &opts, &mut printer);
+    printer.finish();
+    let report = match result {
         Ok(r) => r,
         Err(e) => {
-            if bar {
-                println!();
-            }
-            eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while checking {dev_name}");
             eprintln!(
-                "\nThe superblock could not be read or does not describe a valid ext2/ext3/ext4\n\
-                 filesystem.  If the device is valid and it really contains an ext2/ext3/ext4\n\
-                 filesystem (and not swap or ufs or something else), then the superblock\n\
-                 is corrupt, and you might try running fsck.ext4r with an alternate superblock:\n    \
-                 fsck.ext4r -b 8193 <device>\n or\n    fsck.ext4r -b 32768 <device>\n"
+                "fsck.ext4r: {} while trying to open {dev_name}",
+                message(&e)
             );
+            superblock_advice();
             return EXIT_ERROR;
         }
     };
-    if bar {
-        print!("\r{:70}\r", "");
-    }
     let code = if report.fatal.is_some() {
         EXIT_ERROR
     } else if report.has_errors() {
@@ -272,7 +325,7 @@ fn run(a: &Args) -> u8 {
     if a.json {
         println!(
             "{}",
-            json(&dev_name, &report, code, started.elapsed().as_secs_f64())
+            json::render(&dev_name, &report, code, started.elapsed().as_secs_f64())
         );
     } else {
         print_text(&dev_name, a, &report);
@@ -294,7 +347,10 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         }
         Ok(None) => {}
         Err(e) => {
-            eprintln!("fsck.ext4r: {e}");
+            eprintln!(
+                "fsck.ext4r: {} while determining whether {dev_name} is mounted.",
+                message(&e)
+            );
             return EXIT_ERROR;
         }
     }
@@ -315,11 +371,21 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     };
     let dev = match FileDevice::open(&a.device, mode) {
         Ok(d) => d,
+        Err(ext4r::Error::InUse(_)) => {
+            // Held open exclusively by someone else (another fsck, a
+            // mount in another namespace, a device mapper): e2fsck's
+            // check_mount words.
+            println!("{dev_name} is in use.");
+            eprintln!("fsck.ext4r: Cannot continue, aborting.\n");
+            return EXIT_ERROR;
+        }
         Err(e) => {
-            eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while trying to open {dev_name}");
+            open_failed(dev_name, &e);
             return EXIT_ERROR;
         }
     };
+    let tty = std::io::stdout().is_terminal();
+    let mut asker = ask::Asker::new(None);
     // Before a replay or a repair writes anything: a filesystem larger
     // than its device means the superblock or the partition table is
     // wrong, and e2fsck stops unless told to go on.
@@ -333,10 +399,11 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             return EXIT_UNCORRECTED;
         }
         println!("{}", m.message());
-        if a.yes || ask_yes_no("Abort") {
-            if a.yes {
-                println!("Abort? yes\n");
-            }
+        if a.yes {
+            println!("Abort? yes\n");
+            return EXIT_ERROR;
+        }
+        if asker.ask("Abort") != ext4r_fsck::Answer::No {
             return EXIT_ERROR;
         }
     }
@@ -355,18 +422,26 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     } else {
         ext4r_fsck::Mode::Yes
     };
-    let mut progress = |_: u8, _: u64, _: u64| {};
+    let mut printer = Printer {
+        dev: dev_name.to_string(),
+        style: if a.preen { Style::Preen } else { Style::Repair },
+        timing: a.timing,
+        meter: Meter::new(a.progress_fd, dev_name, tty),
+        printed: HashSet::new(),
+    };
+    asker.bar = printer.meter.bar().cloned();
     let dev = std::sync::Arc::new(dev);
     let result = if interactive {
-        let mut ask = ask_terminal;
-        ext4r_fsck::repair_interactive(dev, &opts, journal_only, &mut progress, &mut ask)
+        let mut ask = |p: &ext4r_fsck::Problem| asker.problem(p);
+        ext4r_fsck::repair_interactive(dev, &opts, journal_only, &mut printer, &mut ask)
     } else {
-        ext4r_fsck::repair(dev, &opts, how, journal_only, &mut progress)
+        ext4r_fsck::repair(dev, &opts, how, journal_only, &mut printer)
     };
+    printer.finish();
     let r = match result {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("fsck.ext4r: {e}\nfsck.ext4r: while checking {dev_name}");
+            eprintln!("fsck.ext4r: {} while checking {dev_name}", message(&e));
             return EXIT_ERROR;
         }
     };
@@ -381,13 +456,10 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         );
         return r.exit_code();
     }
-    // Interactive runs printed their questions as they went.
-    for p in r.fixed.iter().filter(|_| !interactive) {
-        if a.preen {
-            println!("{dev_name}: {}  FIXED.", p.message);
-        } else {
-            println!("{}\nFix? yes\n", p.message);
-        }
+    // -y and interactive runs showed each problem as it was found; preen
+    // lists what it fixed once each round was decided.
+    for p in r.fixed.iter().filter(|_| a.preen) {
+        println!("{dev_name}: {}  FIXED.", p.message);
     }
     if !r.rehashed.is_empty() && !a.preen {
         println!("Pass 3A: Optimizing directories\n");
@@ -414,19 +486,25 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         );
         return r.exit_code();
     }
+    // Errors left that were not shown while the checks ran (a journal-only
+    // run's, those found by the last check alone).
     for p in r
         .last
         .problems
         .list()
         .iter()
         .filter(|p| p.severity == Severity::Error)
+        .filter(|p| !printer.printed.contains(&(p.code, p.message.clone())))
         .filter(|p| {
             !r.declined
                 .iter()
                 .any(|d| d.code == p.code && d.message == p.message)
         })
     {
-        println!("{}\nFix? no (not repairable by this version)\n", p.message);
+        println!(
+            "{}? no (not repairable by this version)\n",
+            live::question(p)
+        );
     }
     // e2fsck -p never says so; otherwise a replay counts here (not in the
     // exit code).
@@ -437,70 +515,25 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     if r.last.has_errors() {
         println!("\n{dev_name}: ********** WARNING: Filesystem still has errors **********\n");
     }
-    let s = &r.last.summary;
-    println!(
-        "{dev_name}: {}/{} files, {}/{} blocks",
-        s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
-    );
+    println!("{}", summary_line(dev_name, &r.last.summary));
     r.exit_code()
 }
 
-/// Asks about one problem as e2fsck's `ask_yn`: the message, then
-/// "Fix<y>? "; y, n or a (yes to all), an empty answer (or end of input)
-/// takes the default, yes. Answers are read a line at a time.
-/// A yes/no question outside the problem list (e2fsck's "Abort<y>?"):
-/// yes unless answered n.
-fn ask_yes_no(question: &str) -> bool {
-    loop {
-        print!("{question}<y>? ");
-        let _ = std::io::stdout().flush();
-        let mut line = String::new();
-        let yes = match std::io::stdin().read_line(&mut line) {
-            Ok(0) | Err(_) => true,
-            Ok(_) => match line.trim().chars().next() {
-                None | Some('y' | 'Y') => true,
-                Some('n' | 'N') => false,
-                Some(_) => continue,
-            },
-        };
-        println!();
-        return yes;
-    }
-}
-
-fn ask_terminal(p: &ext4r_fsck::Problem) -> ext4r_fsck::Answer {
-    use ext4r_fsck::Answer;
-    // An empty prompt (e2fsck's PROMPT_NULL): the message is the question.
-    let prompt = ext4r_fsck::prompt(p.code);
-    if !prompt.is_empty() {
-        println!("{}", p.message);
-    }
-    let echo = !std::io::stdin().is_terminal();
-    loop {
-        if prompt.is_empty() {
-            print!("{}<y>? ", p.message);
-        } else {
-            print!("{prompt}<y>? ");
-        }
-        let _ = std::io::stdout().flush();
-        let mut line = String::new();
-        let got = std::io::stdin().read_line(&mut line);
-        let c = match got {
-            Ok(0) | Err(_) => None,
-            Ok(_) => line.trim().chars().next(),
-        };
-        let (answer, word) = match c {
-            None | Some('y' | 'Y') => (Answer::Yes, "yes"),
-            Some('n' | 'N') => (Answer::No, "no"),
-            Some('a' | 'A') => (Answer::All, "yes to all"),
-            Some(_) => continue,
-        };
-        if echo {
-            println!("{word}");
-        }
-        println!();
-        return answer;
-    }
+/// e2fsck's summary line: "IMG: 11/4096 files (0.0% non-contiguous),
+/// 2325/16384 blocks", the share rounded to a tenth as e2fsck rounds it.
+fn summary_line(dev: &str, s: &Summary) -> String {
+    let tenths = (10_000 * s.fragmented)
+        .checked_div(s.inodes_used)
+        .map_or(0, |permyriad| (permyriad + 5) / 10);
+    format!(
+        "{dev}: {}/{} files ({}.{}% non-contiguous), {}/{} blocks",
+        s.inodes_used,
+        s.inodes_count,
+        tenths / 10,
+        tenths % 10,
+        s.blocks_used,
+        s.blocks_count
+    )
 }
 
 fn now() -> i64 {
@@ -509,17 +542,10 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// The end of a read-only check's output: problems and headings were
+/// printed as the passes ran.
 fn print_text(dev: &str, a: &Args, r: &Report) {
     let s = &r.summary;
-    let nc = if s.regular + s.directories > 0 {
-        s.fragmented as f64 * 100.0 / (s.inodes_used.max(1)) as f64
-    } else {
-        0.0
-    };
-    let line = format!(
-        "{dev}: {}/{} files ({nc:.1}% non-contiguous), {}/{} blocks",
-        s.inodes_used, s.inodes_count, s.blocks_used, s.blocks_count
-    );
     if r.skipped_clean.is_some() {
         println!(
             "{dev}: clean, {}/{} files, {}/{} blocks",
@@ -527,48 +553,11 @@ fn print_text(dev: &str, a: &Args, r: &Report) {
         );
         return;
     }
-    for n in &r.notes {
-        println!("{n}");
-    }
     if let Some(f) = &r.fatal {
-        for p in r.problems.list() {
-            println!("{}\nFix? no\n", p.message);
-        }
         println!(
             "fsck.ext4r: {f}\n\n{dev}: ********** WARNING: Filesystem still has errors **********"
         );
         return;
-    }
-    let names = [
-        "Checking superblock and group descriptors",
-        "Pass 1: Checking inodes, blocks, and sizes",
-        "Pass 2: Checking directory structure",
-        "Pass 3: Checking directory connectivity",
-        "Pass 4: Checking reference counts",
-        "Pass 5: Checking group summary information",
-    ];
-    let problems = r.problems.list();
-    for (pass, name) in names.iter().enumerate() {
-        let mine: Vec<_> = problems
-            .iter()
-            .filter(|p| usize::from(p.pass) == pass)
-            .collect();
-        if pass > 0 {
-            println!("{name}");
-        }
-        for p in mine {
-            let fix = if p.severity == Severity::Error {
-                "Fix? no"
-            } else {
-                "Fix? no (harmless)"
-            };
-            println!("{}\n{fix}\n", p.message);
-        }
-        if a.timing {
-            if let Some((_, t)) = r.pass_times.get(pass) {
-                println!("  ({:.3}s)", t.as_secs_f64());
-            }
-        }
     }
     if r.problems.dropped() > 0 {
         println!("... and {} more problems not shown.", r.problems.dropped());
@@ -599,70 +588,33 @@ fn print_text(dev: &str, a: &Args, r: &Report) {
             s.multiply_linked,
         );
     } else {
-        println!("{line}");
+        println!("{}", summary_line(dev, s));
     }
 }
 
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\t' => o.push_str("\\t"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn json(dev: &str, r: &Report, code: u8, secs: f64) -> String {
-    let s = &r.summary;
-    let problems: Vec<String> = r
-        .problems
-        .list()
-        .iter()
-        .map(|p| {
-            format!(
-                "{{\"pass\":{},\"code\":{},\"error\":{},\"message\":{}}}",
-                p.pass,
-                esc(p.code),
-                p.severity == Severity::Error,
-                esc(&p.message)
-            )
-        })
-        .collect();
-    let passes: Vec<String> = r
-        .pass_times
-        .iter()
-        .map(|(n, t)| format!("{{\"name\":{},\"seconds\":{:.6}}}", esc(n), t.as_secs_f64()))
-        .collect();
-    format!(
-        "{{\"device\":{},\"label\":{},\"exit_code\":{code},\"clean_skip\":{},\"errors\":{},\
-         \"problems\":[{}],\"problems_not_shown\":{},\"counts\":{{\"inodes_used\":{},\
-         \"inodes\":{},\"blocks_used\":{},\"blocks\":{},\"regular\":{},\"directories\":{},\
-         \"symlinks\":{},\"devices\":{},\"fifos\":{},\"sockets\":{}}},\"passes\":[{}],\
-         \"seconds\":{secs:.6}}}",
-        esc(dev),
-        esc(&r.label),
-        r.skipped_clean.is_some(),
-        r.problems.errors(),
-        problems.join(","),
-        r.problems.dropped(),
-        s.inodes_used,
-        s.inodes_count,
-        s.blocks_used,
-        s.blocks_count,
-        s.regular,
-        s.directories,
-        s.symlinks,
-        s.devices,
-        s.fifos,
-        s.sockets,
-        passes.join(","),
-    )
+    #[test]
+    fn summary_rounds_as_e2fsck() {
+        let s = Summary {
+            inodes_used: 3,
+            inodes_count: 100,
+            fragmented: 1,
+            blocks_used: 7,
+            blocks_count: 9,
+            ..Summary::default()
+        };
+        // 1/3 = 33.33% -> 33.3
+        assert_eq!(
+            summary_line("d", &s),
+            "d: 3/100 files (33.3% non-contiguous), 7/9 blocks"
+        );
+        let s = Summary {
+            inodes_used: 0,
+            ..s
+        };
+        assert!(summary_line("d", &s).contains("(0.0% non-contiguous)"));
+    }
 }
