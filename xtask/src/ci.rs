@@ -1,5 +1,6 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure:
-//! fmt, clippy, docs (`RUSTDOCFLAGS=-D warnings`), release build, tests, corpus, zoo.
+//! fmt, write-layer check, clippy, docs (`RUSTDOCFLAGS=-D warnings`), release build, tests,
+//! corpus, zoo, crash sample.
 //!
 //! Tests run in the debug profile: dependencies are already built with
 //! opt-level 2 (workspace `profile.dev.package."*"`), and the release build
@@ -66,6 +67,8 @@ pub fn run(args: &Args) -> Result<()> {
     // e2fsck finds them clean (a fixed sample of 48; needs root and loop).
     if rustix::process::geteuid().is_root() && std::path::Path::new("/dev/loop-control").exists() {
         steps.push(("fsck zoo sample", cargo(&["xtask", "zoo", "--sample"])));
+        // Power cuts in tune, fsck and the write layer's transactions.
+        steps.push(("crash sample", cargo(&["xtask", "crash", "--sample"])));
     } else {
         println!("ci: fsck zoo step skipped: needs root and loop devices");
     }

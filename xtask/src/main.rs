@@ -12,6 +12,7 @@
 mod bench;
 mod ci;
 mod corpus;
+mod crash;
 mod fuzz;
 mod install;
 mod layers;
@@ -47,6 +48,8 @@ enum Command {
     Dist,
     /// Install the stripped binary, its tool names, man pages and shell completions.
     Install(install::Args),
+    /// Power cuts at every write of tune, fsck and the write layer, and the recoveries after them.
+    Crash(crash::Args),
     /// Fail when product code writes to a device or stamps a checksum outside the write layer.
     Layers,
     /// Clean images across the mke2fs feature matrix: our fsck must agree they are clean.
@@ -62,6 +65,7 @@ fn main() -> std::process::ExitCode {
         Command::Corpus(args) => corpus::run(&args),
         Command::Zoo(args) => zoo::run(&args),
         Command::Layers => layers::run(),
+        Command::Crash(args) => crash::run(&args),
         Command::Dist => util::dist_ext4r().and_then(|bin| {
             let dir = bin.parent().unwrap_or(std::path::Path::new("."));
             install::make_links(&bin, dir)?;

@@ -209,9 +209,13 @@ fn run(
         },
         None => None,
     };
+    // e2fsck's PR_0_JOURNAL_RUN: a journal with data but no
+    // needs_recovery flag (a writer cut between its checkpoint and its
+    // flag) is run anyway under -y; -p stops on it, as e2fsck does.
+    let run_anyway = matches!(policy, Policy::Yes);
     let journal_replayed = match journal_replayed {
         Some(r) => Some(r),
-        None => replay_journal(&dev)?,
+        None => replay_journal(&dev, run_anyway)?,
     };
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
@@ -600,11 +604,15 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
 }
 
 /// Replays an internal journal that needs recovery, as e2fsck does before
-/// checking; returns the transaction range replayed.
-fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Error> {
+/// checking (with `run_anyway` also one that has data although the flag is
+/// clear); returns the transaction range replayed.
+fn replay_journal(
+    dev: &Arc<dyn BlockDevice>,
+    run_anyway: bool,
+) -> Result<Option<(u32, u32)>, Error> {
     let fs = open(dev)?;
     let sb = fs.superblock();
-    if !sb.has_incompat(Incompat::RECOVER)
+    if !(sb.has_incompat(Incompat::RECOVER) || run_anyway)
         || !sb.has_compat(Compat::HAS_JOURNAL)
         || sb.s_journal_inum.get() == 0
     {
@@ -618,6 +626,9 @@ fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Erro
     let Ok(journal) = Journal::open(dev.clone(), location, fs.block_size()) else {
         return Ok(None);
     };
+    if !sb.has_incompat(Incompat::RECOVER) && !journal.needs_recovery() {
+        return Ok(None);
+    }
     let r = recover_filesystem(dev.as_ref(), &journal)?;
     Ok(Some((r.start_transaction, r.end_transaction)))
 }

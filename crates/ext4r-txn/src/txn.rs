@@ -445,6 +445,12 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// does not fit in the journal (nothing is written then); corrupt
     /// metadata that cannot be stamped.
     pub fn commit(&mut self, how: Commit) -> Result<Committed> {
+        let journaled = how == Commit::Auto && self.v().journal.is_some();
+        // The journal must not hold older copies of what is written in
+        // place: recovery would write them over it.
+        if !journaled && !self.v().pending.is_empty() {
+            self.vm().checkpoint()?;
+        }
         let mut plan = self.assemble_blocks()?;
         let groups: BTreeSet<u32> = self
             .snapshots
@@ -454,8 +460,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             .collect();
         self.assemble_bitmaps(&groups, &mut plan)?;
         self.assemble_descs(&groups, &mut plan)?;
-        self.assemble_super(!groups.is_empty(), &mut plan)?;
-        let journaled = how == Commit::Auto && self.v().journal.is_some();
+        self.assemble_super(!groups.is_empty(), journaled, &mut plan)?;
         let out = if journaled {
             self.commit_journaled(&plan)?
         } else {
@@ -468,6 +473,9 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         let sb = self.sb.clone();
         self.vm().csum = Checksums::new(&sb);
         self.vm().sb = sb;
+        if journaled && self.v().opts.checkpoint == Checkpoint::EachCommit {
+            self.vm().checkpoint()?;
+        }
         // What is committed stays: the transaction starts afresh.
         self.snapshots.clear();
         self.flushed_groups.clear();
@@ -590,9 +598,14 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     }
 
     /// The superblock's block, when anything it counts or says changed.
+    /// Through the journal its copy says `needs_recovery`: it is written
+    /// home only while the journal holds it, and the flag is cleared on
+    /// disk once the journal is empty; in place, it says what the disk
+    /// holds.
     fn assemble_super(
         &mut self,
         groups_changed: bool,
+        journaled: bool,
         out: &mut BTreeMap<u64, (Vec<u8>, Order)>,
     ) -> Result<()> {
         let counts = (self.v().groups.free_blocks(), self.v().groups.free_inodes());
@@ -603,11 +616,13 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.sb.s_free_inodes_count.set(counts.1 as u32);
         let now = self.v().now();
         self.sb.set_wtime(now);
-        if self.v().journal.is_some() && self.v().recover_on_disk {
-            let inc =
-                self.sb.s_feature_incompat.get() | ext4r_format::features::Incompat::RECOVER.bits();
-            self.sb.s_feature_incompat.set(inc);
-        }
+        let recover = ext4r_format::features::Incompat::RECOVER.bits();
+        let inc = self.sb.s_feature_incompat.get();
+        self.sb.s_feature_incompat.set(if journaled {
+            inc | recover
+        } else {
+            inc & !recover
+        });
         Checksums::stamp_superblock(&mut self.sb);
         let bs = self.bs();
         let (blk, off) = if bs == 1024 {
@@ -628,8 +643,6 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
 
     /// Zeroed ranges, then data, then the plan in the safe order.
     fn write_in_place(&mut self, plan: &BTreeMap<u64, (Vec<u8>, Order)>) -> Result<()> {
-        // The journal must not hold older copies of what is written in
-        // place: recovery would write them over it.
         if !self.v().pending.is_empty() {
             self.vm().checkpoint()?;
         }
@@ -722,9 +735,6 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         }
         for (n, b) in meta {
             self.vm().pending.insert(n, b.to_vec());
-        }
-        if self.v().opts.checkpoint == Checkpoint::EachCommit {
-            self.vm().checkpoint()?;
         }
         Ok(Committed {
             sequence: Some(seq),
