@@ -2,10 +2,14 @@
 //! and ext2/3 block maps (direct, indirect, double and triple indirect).
 //!
 //! [`runs`] reads a mapping into sorted runs for every reader (the read
-//! path, tune, fsck's helpers, the journal's location).
+//! path, tune, fsck's helpers, the journal's location); [`all_blocks`]
+//! lists every block an inode holds; [`store`] writes a mapping back, as an
+//! extent tree or a block map, inside a transaction.
 
+mod edit;
 mod read;
 
+pub use edit::store;
 pub use read::{all_blocks, runs};
 
 use crate::csum::Checksums;
