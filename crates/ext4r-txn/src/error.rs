@@ -78,6 +78,21 @@ pub enum Error {
     /// A path or name that does not exist.
     #[error("{0}: no such file or directory")]
     NotFound(String),
+    /// A name that exists already where a new one was to be made.
+    #[error("{0}: file exists")]
+    AlreadyExists(String),
+    /// A directory where a non-directory was expected.
+    #[error("{0}: is a directory")]
+    IsADirectory(String),
+    /// A directory that still holds entries.
+    #[error("{0}: directory not empty")]
+    DirectoryNotEmpty(String),
+    /// A name longer than 255 bytes, or empty, or holding '/' or NUL.
+    #[error("{0:?}: invalid file name (1 to 255 bytes, no '/' or NUL)")]
+    InvalidName(String),
+    /// Too many links to an inode.
+    #[error("{0}: too many links")]
+    TooManyLinks(String),
     /// A path component that is not a directory.
     #[error("{0}: not a directory")]
     NotADirectory(String),

@@ -73,7 +73,8 @@ pub struct Committed {
 
 /// A change being assembled; see the [module docs](self).
 pub struct Transaction<V: BorrowMut<Volume>> {
-    vol: V,
+    /// Always `Some` but during [`Transaction::into_volume`].
+    vol: Option<V>,
     sb: Superblock,
     sb_dirty: bool,
     snapshots: BTreeMap<u32, GroupSnapshot>,
@@ -108,11 +109,74 @@ impl Transaction<Volume> {
 
 impl<V: BorrowMut<Volume>> Transaction<V> {
     fn v(&self) -> &Volume {
-        self.vol.borrow()
+        match &self.vol {
+            Some(v) => v.borrow(),
+            None => unreachable!("the volume is taken only by into_volume, which consumes"),
+        }
     }
 
     fn vm(&mut self) -> &mut Volume {
-        self.vol.borrow_mut()
+        match &mut self.vol {
+            Some(v) => v.borrow_mut(),
+            None => unreachable!("the volume is taken only by into_volume, which consumes"),
+        }
+    }
+
+    /// The volume, as committed plus this transaction's group changes.
+    pub fn volume(&self) -> &Volume {
+        self.v()
+    }
+
+    /// The volume, to checkpoint or close; a change made through it
+    /// bypasses this transaction.
+    pub fn volume_mut(&mut self) -> &mut Volume {
+        self.vm()
+    }
+
+    /// Whether anything is gathered and not committed.
+    pub fn is_dirty(&self) -> bool {
+        self.sb_dirty
+            || !self.blocks.is_empty()
+            || !self.data.is_empty()
+            || !self.inodes.is_empty()
+            || !self.zeroes.is_empty()
+            || !self.snapshots.is_empty()
+            || !self.freed.is_empty()
+    }
+
+    /// About how many journal blocks a commit would take now, and the bytes
+    /// of file data gathered.
+    pub fn pending_sizes(&self) -> (u64, u64) {
+        let meta = self.blocks.len() + self.inodes.len() + 2 * self.snapshots.len() + 1;
+        let bs = u64::from(self.v().geo.block_size);
+        (meta as u64, self.data.len() as u64 * bs)
+    }
+
+    /// Drops everything gathered: the group table and counts back as they
+    /// were, nothing written.
+    pub fn abandon(&mut self) {
+        for (_, s) in std::mem::take(&mut self.snapshots) {
+            self.vm().groups.restore(s);
+        }
+        let (b, i) = self.counts_before;
+        self.vm().groups.set_free_counts(b, i);
+        self.blocks.clear();
+        self.data.clear();
+        self.inodes.clear();
+        self.zeroes.clear();
+        self.freed.clear();
+        self.sb = self.v().sb.clone();
+        self.sb_dirty = false;
+    }
+
+    /// Gives the volume back; what is gathered and not committed is
+    /// abandoned.
+    pub fn into_volume(mut self) -> V {
+        self.abandon();
+        match self.vol.take() {
+            Some(v) => v,
+            None => unreachable!("the volume is present until here"),
+        }
     }
 
     pub(crate) fn new(vol: V) -> Self {
@@ -120,7 +184,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         let counts_before = (v.groups.free_blocks(), v.groups.free_inodes());
         Transaction {
             sb: v.sb.clone(),
-            vol,
+            vol: Some(vol),
             sb_dirty: false,
             snapshots: BTreeMap::new(),
             counts_before,
@@ -521,7 +585,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         // Inode records into their table blocks.
         let isz = self.v().geo.inode_size as usize;
         let inodes = std::mem::take(&mut self.inodes);
-        let vol: &Volume = self.vol.borrow();
+        let vol: &Volume = self.v();
         for (ino, mut rec) in inodes {
             csum.stamp_inode(ino, &mut rec)?;
             let (block, off) = vol.inode_place(ino)?;
@@ -792,11 +856,9 @@ enum Order {
 
 impl<V: BorrowMut<Volume>> Drop for Transaction<V> {
     fn drop(&mut self) {
-        for (_, s) in std::mem::take(&mut self.snapshots) {
-            self.vm().groups.restore(s);
+        if self.vol.is_some() {
+            self.abandon();
         }
-        let (b, i) = self.counts_before;
-        self.vm().groups.set_free_counts(b, i);
     }
 }
 

@@ -284,6 +284,11 @@ impl Volume {
         &self.dev
     }
 
+    /// Blocks of the journal's log, when transactions go through one.
+    pub fn journal_blocks(&self) -> Option<u64> {
+        self.journal.as_ref().map(|j| j.log_blocks())
+    }
+
     /// Whether transactions go through a journal.
     pub fn journaled(&self) -> bool {
         self.journal.is_some()

@@ -25,5 +25,6 @@ pub mod localtime;
 pub mod mkfs;
 pub mod safety;
 pub mod tune;
+pub mod write;
 
 pub use error::{Error, Result};
