@@ -2,6 +2,8 @@
 //! `ext4r mkfs`) it makes a filesystem; the name it is called by picks the
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
+mod defrag;
+mod defrag_online;
 mod extract;
 mod fsck;
 mod mkfs;
@@ -27,6 +29,11 @@ const TOOLS: &[(&str, Option<&str>, &str)] = &[
         "tune",
         Some("tune.ext4r"),
         "change tunable parameters of a filesystem, as tune2fs (also installed as tune.ext4r)",
+    ),
+    (
+        "e4defrag",
+        Some("e4defrag-r"),
+        "score fragmentation as e4defrag -c, defragment online (also installed as e4defrag-r)",
     ),
     (
         "ls",
@@ -64,7 +71,7 @@ fn main() -> ExitCode {
             _ => {
                 eprintln!("usage: ext4r <tool> [options]\n\ntools:");
                 for (sub, _, what) in TOOLS {
-                    eprintln!("  {sub:<8} {what}");
+                    eprintln!("  {sub:<9} {what}");
                 }
                 eprintln!("\nRun `ext4r <tool> -h` for a tool's options.");
                 return ExitCode::from(16);
@@ -75,6 +82,7 @@ fn main() -> ExitCode {
         "mkfs" => mkfs::main(args),
         "fsck" => fsck::main(args),
         "tune" => tune::main(args),
+        "e4defrag" => defrag::main(args),
         "ls" => read::ls_main(args),
         "cat" => read::cat_main(args),
         "extract" => extract::main(args),

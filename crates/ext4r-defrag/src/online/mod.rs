@@ -1,0 +1,362 @@
+//! Defragmenting files: planning (which files, in what order) and running
+//! a [`Mover`] over them within a time limit.
+//!
+//! Planning needs only a [`Source`], so it is the same for a mounted
+//! filesystem and, once the allocator/journal crate exists, an unmounted
+//! one: the walk finds the regular files, skips what e4defrag skips
+//! (lost+found, empty files, files without blocks, other filesystems), and
+//! keeps the files with more extents than e4defrag's best count. They are
+//! then taken worst first, by e4defrag's own per-file ratio (extra runs per
+//! block): under a time limit that spends the time where each moved block
+//! removes the most fragments. The [`kernel::KernelMover`] moves files of a
+//! mounted filesystem through `EXT4_IOC_MOVE_EXT`.
+
+pub mod kernel;
+mod pagecache;
+pub mod relevant;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use ext4r::fs::FileKind;
+
+use crate::error::Result;
+use crate::extent::FileExtents;
+use crate::score::FileScore;
+use crate::source::{Entry, LostFound, Source, Walk};
+
+/// A file worth moving.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// What the walk saw.
+    pub entry: Entry,
+    /// Its extents then.
+    pub extents: FileExtents,
+    /// Its e4defrag figures then.
+    pub score: FileScore,
+}
+
+/// Why a file was left alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Skip {
+    /// In lost+found.
+    LostFound,
+    /// Not a regular file.
+    NotRegular,
+    /// Size 0.
+    Empty,
+    /// No blocks (holes only, or inline data).
+    NoBlocks,
+    /// Immutable (`chattr +i`).
+    Immutable,
+    /// Append-only (`chattr +a`).
+    AppendOnly,
+    /// An active swap file.
+    Swap,
+    /// Mapped by indirect blocks (ext3 style): the kernel moves only
+    /// extent-mapped files.
+    BlockMapped,
+    /// Encrypted: the kernel does not move encrypted files.
+    Encrypted,
+    /// Data journaling (`chattr +j` or `data=journal`): not movable online.
+    DataJournaled,
+    /// Data stored in the inode.
+    InlineData,
+    /// Another process holds a lock on it.
+    Locked,
+    /// Another process has it open for writing.
+    OpenForWriting,
+    /// It changed (replaced, or written) while we worked on it.
+    Changed,
+    /// It disappeared.
+    Vanished,
+    /// Not enough free space for a donor copy.
+    NoSpace {
+        /// Blocks needed.
+        need: u64,
+        /// Blocks free.
+        free: u64,
+    },
+    /// Owned by someone else and we are not root.
+    NotOwner,
+    /// Its extents could not be read.
+    Unmappable(String),
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Skip::LostFound => write!(f, "in lost+found"),
+            Skip::NotRegular => write!(f, "not a regular file"),
+            Skip::Empty => write!(f, "empty"),
+            Skip::NoBlocks => write!(f, "no blocks"),
+            Skip::Immutable => write!(f, "immutable"),
+            Skip::AppendOnly => write!(f, "append-only"),
+            Skip::Swap => write!(f, "an active swap file"),
+            Skip::BlockMapped => write!(
+                f,
+                "block-mapped (ext3) file: the kernel moves only extent-mapped files \
+                 (offline mode, not yet available, will convert it)"
+            ),
+            Skip::Encrypted => write!(f, "encrypted: the kernel cannot move it"),
+            Skip::DataJournaled => write!(f, "data journaling: the kernel cannot move it"),
+            Skip::InlineData => write!(f, "data inline in the inode"),
+            Skip::Locked => write!(f, "locked by another process"),
+            Skip::OpenForWriting => write!(f, "open for writing by another process"),
+            Skip::Changed => write!(f, "changed while being examined or moved"),
+            Skip::Vanished => write!(f, "no longer exists"),
+            Skip::NoSpace { need, free } => write!(
+                f,
+                "not enough free space for a copy ({need} blocks needed, {free} free)"
+            ),
+            Skip::NotOwner => write!(f, "not our file and we are not root"),
+            Skip::Unmappable(why) => write!(f, "extents unreadable: {why}"),
+        }
+    }
+}
+
+/// What happened to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Fewer extents now.
+    Improved {
+        /// Extents before.
+        before: u64,
+        /// Extents after.
+        after: u64,
+    },
+    /// Already at its best count when looked at again.
+    AlreadyBest {
+        /// Its extents.
+        extents: u64,
+    },
+    /// The free space offered no better layout; nothing was moved.
+    NoImprovement {
+        /// The file's extents.
+        extents: u64,
+        /// Extents the donor space would have given.
+        donor: u64,
+    },
+    /// Moved, but not into fewer extents.
+    Unchanged {
+        /// Extents before.
+        before: u64,
+        /// Extents after.
+        after: u64,
+    },
+    /// The time limit struck in the middle of the file; what was moved
+    /// stays moved (each range is moved whole by the kernel).
+    Stopped {
+        /// Extents before.
+        before: u64,
+        /// Extents now.
+        after: u64,
+    },
+    /// Left alone.
+    Skipped(Skip),
+    /// Left alone for now; worth another try later in the run.
+    Retry(Skip),
+    /// An error stopped the move; the file's data is intact (the kernel
+    /// swaps a range whole or not at all).
+    Failed(String),
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Improved { before, after } => write!(f, "{before} -> {after} extents"),
+            Outcome::AlreadyBest { extents } => {
+                write!(f, "{extents} extents: already as few as possible")
+            }
+            Outcome::NoImprovement { extents, donor } => write!(
+                f,
+                "{extents} extents: no improvement possible (free space gives {donor})"
+            ),
+            Outcome::Unchanged { before, after } => {
+                write!(f, "{before} -> {after} extents: moved, not improved")
+            }
+            Outcome::Stopped { before, after } => {
+                write!(f, "{before} -> {after} extents: stopped at the time limit")
+            }
+            Outcome::Skipped(s) => write!(f, "skipped: {s}"),
+            Outcome::Retry(s) => write!(f, "skipped for now: {s}"),
+            Outcome::Failed(e) => write!(f, "failed: {e}"),
+        }
+    }
+}
+
+/// Moves one file's blocks into fewer extents.
+///
+/// The online mover works through the kernel on a mounted filesystem; an
+/// offline mover (through the allocator/journal crate, on an unmounted
+/// device) will implement the same trait, so planning, ordering, time limits
+/// and reporting stay shared.
+pub trait Mover {
+    /// Works on one file, giving up at `deadline`.
+    fn defrag(&mut self, c: &Candidate, deadline: Option<Instant>) -> Outcome;
+}
+
+/// What the planning walk found.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Files to work on, worst first.
+    pub candidates: Vec<Candidate>,
+    /// Files already at their best count (and their extents).
+    pub already_best: Vec<(Entry, u64)>,
+    /// Entries left alone, with why.
+    pub skipped: Vec<(Entry, Skip)>,
+}
+
+/// Walks `src` and plans: regular files with more extents than their best
+/// count, worst ratio first (ties: more extra extents first, then walk
+/// order).
+///
+/// # Errors
+/// The walk cannot start.
+pub fn plan(src: &dyn Source, lost_found: &LostFound, root: bool, uid: u32) -> Result<Plan> {
+    let mut p = Plan::default();
+    let rule = src.best_rule();
+    let bs = u64::from(src.block_size());
+    src.walk(&mut |e| {
+        let skip = if lost_found.contains(&e.path) {
+            Some(Skip::LostFound)
+        } else if e.kind != FileKind::Regular {
+            None // directories and the like are not reported
+        } else if !root && e.uid != uid {
+            Some(Skip::NotOwner)
+        } else if e.size == 0 {
+            Some(Skip::Empty)
+        } else if e.sectors == 0 {
+            Some(Skip::NoBlocks)
+        } else {
+            match src.extents(e) {
+                Err(x) => Some(Skip::Unmappable(x.to_string())),
+                Ok(x) if x.count() == 0 => Some(Skip::NoBlocks),
+                Ok(x) => {
+                    let score =
+                        FileScore::new(&rule, x.count(), x.physical_count(), x.blocks(), bs);
+                    if score.now <= score.best {
+                        p.already_best.push((e.clone(), score.now));
+                    } else {
+                        p.candidates.push(Candidate {
+                            entry: e.clone(),
+                            extents: x,
+                            score,
+                        });
+                    }
+                    None
+                }
+            }
+        };
+        if let Some(s) = skip {
+            if e.kind == FileKind::Regular || s == Skip::LostFound {
+                p.skipped.push((e.clone(), s));
+            }
+        }
+        Walk::Continue
+    })?;
+    p.candidates.sort_by(|a, b| {
+        b.score
+            .ratio
+            .total_cmp(&a.score.ratio)
+            .then((b.score.now - b.score.best).cmp(&(a.score.now - a.score.best)))
+    });
+    Ok(p)
+}
+
+/// How to run a plan.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Stop starting work at this moment (`-t`).
+    pub deadline: Option<Instant>,
+    /// How often a file that was busy is tried again.
+    pub retries: u32,
+    /// Pause before a retry, letting a writer finish.
+    pub retry_delay: Duration,
+}
+
+/// Counts of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Files now in fewer extents.
+    pub improved: u64,
+    /// Files where free space offered nothing better, or a move gained nothing.
+    pub not_improved: u64,
+    /// Files left alone (reasons reported one by one).
+    pub skipped: u64,
+    /// Files a move failed on.
+    pub failed: u64,
+    /// Files not reached before the time limit.
+    pub not_reached: u64,
+    /// Extents of the files worked on, before.
+    pub extents_before: u64,
+    /// Extents of the files worked on, after.
+    pub extents_after: u64,
+    /// Whether the time limit stopped the run.
+    pub timed_out: bool,
+}
+
+/// Runs `mover` over the plan's candidates in order; `report(i, n, c,
+/// outcome)` hears about each file as it is done. A file found busy is
+/// tried again after the others, up to `retries` times.
+pub fn run(
+    plan: &Plan,
+    mover: &mut dyn Mover,
+    opts: &RunOptions,
+    report: &mut dyn FnMut(usize, usize, &Candidate, &Outcome),
+) -> Summary {
+    let mut s = Summary::default();
+    let n = plan.candidates.len();
+    let mut queue: VecDeque<(usize, u32)> = (0..n).map(|i| (i, 0)).collect();
+    let mut done = 0usize;
+    while let Some((i, tries)) = queue.pop_front() {
+        if opts.deadline.is_some_and(|d| Instant::now() >= d) {
+            s.timed_out = true;
+            s.not_reached = queue.len() as u64 + 1;
+            break;
+        }
+        let c = &plan.candidates[i];
+        if tries > 0 && !opts.retry_delay.is_zero() {
+            std::thread::sleep(opts.retry_delay);
+        }
+        let mut outcome = mover.defrag(c, opts.deadline);
+        if let Outcome::Retry(why) = &outcome {
+            if tries < opts.retries {
+                queue.push_back((i, tries + 1));
+                continue;
+            }
+            outcome = Outcome::Skipped(why.clone());
+        }
+        done += 1;
+        match &outcome {
+            Outcome::Improved { before, after } => {
+                s.improved += 1;
+                s.extents_before += before;
+                s.extents_after += after;
+            }
+            Outcome::Unchanged { before, after } | Outcome::Stopped { before, after } => {
+                s.not_improved += u64::from(after >= before);
+                s.improved += u64::from(after < before);
+                s.extents_before += before;
+                s.extents_after += after;
+            }
+            Outcome::NoImprovement { extents, .. } | Outcome::AlreadyBest { extents } => {
+                s.not_improved += 1;
+                s.extents_before += extents;
+                s.extents_after += extents;
+            }
+            Outcome::Skipped(_) | Outcome::Retry(_) => s.skipped += 1,
+            Outcome::Failed(_) => s.failed += 1,
+        }
+        report(done, n, c, &outcome);
+        if matches!(outcome, Outcome::Stopped { .. }) {
+            s.timed_out = true;
+            s.not_reached = queue.len() as u64;
+            break;
+        }
+    }
+    s
+}
