@@ -6,11 +6,13 @@
 //! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
 //!   e2fsprogs test images against e2fsck's.
 //! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.
+//! - `cargo xtask fragment [--cases ...] [--seed S]`: fragmented images for the defragmenter.
 //! - `cargo xtask dist`: the binary as shipped (static on glibc Linux); benches use it.
 
 mod bench;
 mod ci;
 mod corpus;
+mod fragment;
 mod fuzz;
 mod measure;
 mod util;
@@ -39,6 +41,8 @@ enum Command {
     Bench(bench::Args),
     /// Agreement of a checker's verdicts with e2fsck's on the e2fsprogs test images.
     Corpus(corpus::Args),
+    /// Fragmented images written by the kernel (cached in /dev/shm/ext4r-defrag).
+    Fragment(fragment::Args),
     /// Build `ext4r` as it is shipped (static on glibc Linux) and print its path.
     Dist,
     /// Clean images across the mke2fs feature matrix: our fsck must agree they are clean.
@@ -53,6 +57,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Corpus(args) => corpus::run(&args),
         Command::Zoo(args) => zoo::run(&args),
+        Command::Fragment(args) => fragment::run(&args),
         Command::Dist => util::dist_ext4r().map(|bin| println!("{}", bin.display())),
     };
     match result {
