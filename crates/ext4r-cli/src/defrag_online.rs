@@ -123,18 +123,15 @@ fn summary(s: &Summary, p: &ext4r_defrag::online::Plan, started: Instant) {
         println!(" Not reached (time limit):\t{}", s.not_reached);
     }
     println!(
-        " Extents of the files worked on:\t{} -> {}",
+        " Extents of the files reached:\t{} -> {}",
         s.extents_before, s.extents_after
     );
-    let untouched: u64 = p
-        .candidates
-        .iter()
-        .map(|c| c.score.now)
-        .sum::<u64>()
-        .saturating_sub(s.extents_before);
+    // Files not reached keep their planned count.
+    let planned: u64 = p.candidates.iter().map(|c| c.score.now).sum();
+    let untouched = planned.saturating_sub(s.extents_before);
     println!(
         " Total extents:\t\t\t{} -> {}",
-        at_best + untouched + s.extents_before,
+        at_best + planned,
         at_best + untouched + s.extents_after
     );
     println!(" Time:\t\t\t\t{:.2} s", started.elapsed().as_secs_f64());

@@ -10,11 +10,12 @@
 //!   writing them), then `e4defrag DIR` and `e4defrag-r DIR` timed,
 //!   alternating which goes first; afterwards the total extent count, every
 //!   file's sha256, and `e2fsck -fn` after unmounting.
-//! - `relevant`: the `small` tree copied to an image on the disk (not
-//!   tmpfs), mounted; cold-cache reads of the tree (`tar cf - | cat`, which
-//!   reads the data, and the `tar cf /dev/null` of the issue, which GNU tar
-//!   answers without reading file data), median of `--reads`, before and
-//!   after `e4defrag-r -r`, with its gap figures, hashes and e2fsck.
+//! - `relevant`: the `small` tree copied to twin images on the disk (not
+//!   tmpfs), both mounted; `e4defrag-r -r` on one (its gap figures, hashes
+//!   before and after, e2fsck after); then cold-cache reads of both trees,
+//!   alternating between them, `--reads` times each: `tar cf - | cat`, which
+//!   reads the data, and the issue's `tar cf /dev/null`, which GNU tar
+//!   answers without reading file data. Medians are reported.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -444,20 +445,23 @@ fn drop_caches() -> Result<()> {
     Ok(())
 }
 
-/// Median seconds of `reads` cold runs of `sh -c script`.
-fn cold_reads(script: &str, reads: usize) -> Result<Duration> {
-    let mut v = Vec::new();
-    for _ in 0..reads.max(1) {
-        util::check_interrupted()?;
-        drop_caches()?;
-        let start = Instant::now();
-        output(Command::new("sh").arg("-c").arg(script), &[0])?;
-        v.push(start.elapsed());
-    }
-    v.sort();
-    Ok(v[v.len() / 2])
+/// Seconds of one cold run of `sh -c script`.
+fn cold_read(script: &str) -> Result<Duration> {
+    util::check_interrupted()?;
+    drop_caches()?;
+    let start = Instant::now();
+    output(Command::new("sh").arg("-c").arg(script), &[0])?;
+    Ok(start.elapsed())
 }
 
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Twin images of the `small` tree on the disk: `-r` on one, then cold
+/// reads of both, alternating (the disk is shared: alternating keeps drift
+/// out of the comparison).
 fn relevant(ours: &[OsString], img: &Path, disk: &Path, reads: usize) -> Result<()> {
     println!("== relevant (-r) on the small tree");
     std::fs::create_dir_all(disk)?;
@@ -467,18 +471,21 @@ fn relevant(ours: &[OsString], img: &Path, disk: &Path, reads: usize) -> Result<
         "{} is on tmpfs; -r must be measured on a disk (--disk-dir)",
         disk.display()
     );
-    let t = disk.join("relevant.img");
-    let _ = std::fs::remove_file(&t);
-    let st = Command::new("cp")
-        .arg("--sparse=always")
-        .arg(img)
-        .arg(&t)
-        .status()?;
-    ensure!(st.success(), "cp to {} failed", disk.display());
-    let mnt = disk.join("relevant-mnt");
-    std::fs::create_dir_all(&mnt)?;
-    let mount = LoopMount::attach(&t, &mnt)?;
-    let tree = mnt.join("tree");
+    let imgs = [disk.join("before.img"), disk.join("after.img")];
+    let mnts = [disk.join("before-mnt"), disk.join("after-mnt")];
+    for (t, m) in imgs.iter().zip(&mnts) {
+        let _ = std::fs::remove_file(t);
+        let st = Command::new("cp")
+            .arg("--sparse=always")
+            .arg(img)
+            .arg(t)
+            .status()?;
+        ensure!(st.success(), "cp to {} failed", disk.display());
+        std::fs::create_dir_all(m)?;
+    }
+    let mount_a = LoopMount::attach(&imgs[0], &mnts[0])?;
+    let mount_b = LoopMount::attach(&imgs[1], &mnts[1])?;
+    let tree = mnts[1].join("tree");
     let files = output(
         Command::new("sh")
             .arg("-c")
@@ -486,40 +493,53 @@ fn relevant(ours: &[OsString], img: &Path, disk: &Path, reads: usize) -> Result<
         &[0],
     )?;
     println!("  {} files under {}", files.trim(), tree.display());
-    let read_data = format!("cd '{}' && tar cf - tree | cat > /dev/null", mnt.display());
-    let read_meta = format!("cd '{}' && tar cf /dev/null tree", mnt.display());
     let before_hash = hashes(&tree)?;
-    let b_data = cold_reads(&read_data, reads)?;
-    let b_meta = cold_reads(&read_meta, reads)?;
     let start = Instant::now();
     let report = output(ours_cmd(ours).arg("-r").arg(&tree), &[0, 1])?;
     let took = start.elapsed();
     for l in report.lines().filter(|l| l.starts_with(' ')) {
         println!("  e4defrag-r -r:{l}");
     }
-    let a_data = cold_reads(&read_data, reads)?;
-    let a_meta = cold_reads(&read_meta, reads)?;
     let after_hash = hashes(&tree)?;
-    mount.release()?;
+    let data = |m: &Path| format!("cd '{}' && tar cf - tree | cat > /dev/null", m.display());
+    let meta = |m: &Path| format!("cd '{}' && tar cf /dev/null tree", m.display());
+    let mut t: [[Vec<Duration>; 2]; 2] = Default::default();
+    for r in 0..reads.max(1) {
+        let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            t[0][i].push(cold_read(&data(&mnts[i]))?);
+            t[1][i].push(cold_read(&meta(&mnts[i]))?);
+        }
+    }
+    mount_a.release()?;
+    mount_b.release()?;
     let fsck = Command::new("e2fsck")
         .arg("-fn")
-        .arg(&t)
+        .arg(&imgs[1])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()?;
-    let _ = std::fs::remove_file(&t);
-    let pct = |b: Duration, a: Duration| 100.0 * (1.0 - a.as_secs_f64() / b.as_secs_f64());
-    println!(
-        "  cold `tar cf - tree | cat` (reads data), median of {reads}: {} -> {} ({:.0}% less)",
-        fmt_duration(b_data),
-        fmt_duration(a_data),
-        pct(b_data, a_data)
-    );
-    println!(
-        "  cold `tar cf /dev/null tree` (GNU tar skips file data), median of {reads}: {} -> {} ({:.0}% less)",
-        fmt_duration(b_meta),
-        fmt_duration(a_meta),
-        pct(b_meta, a_meta)
+    for i in &imgs {
+        let _ = std::fs::remove_file(i);
+    }
+    let [[d_b, d_a], [m_b, m_a]] = t;
+    let show = |what: &str, b: Vec<Duration>, a: Vec<Duration>| {
+        let (mb, ma) = (median(b.clone()), median(a.clone()));
+        println!(
+            "  cold {what}, median of {}: {} -> {} ({:.0}% less); runs before {:?}, after {:?}",
+            b.len(),
+            fmt_duration(mb),
+            fmt_duration(ma),
+            100.0 * (1.0 - ma.as_secs_f64() / mb.as_secs_f64()),
+            b.iter().map(|d| fmt_duration(*d)).collect::<Vec<_>>(),
+            a.iter().map(|d| fmt_duration(*d)).collect::<Vec<_>>(),
+        );
+    };
+    show("`tar cf - tree | cat` (reads the data)", d_b, d_a);
+    show(
+        "`tar cf /dev/null tree` (GNU tar skips file data)",
+        m_b,
+        m_a,
     );
     println!(
         "  -r took {}; hashes {}; e2fsck -fn {}",

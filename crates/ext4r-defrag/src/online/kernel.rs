@@ -278,6 +278,11 @@ impl KernelMover {
             Err(e) => return Outcome::Failed(format!("after moving: {e}")),
         };
         if let Some(e) = failure {
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                // A writer dirtied the pages faster than the kernel could
+                // release them; what was moved stays moved.
+                return Outcome::Retry(Skip::Busy);
+            }
             return Outcome::Failed(format!(
                 "EXT4_IOC_MOVE_EXT: {e} ({before} -> {after} extents, data intact)"
             ));
@@ -290,7 +295,7 @@ impl KernelMover {
             {
                 // Written meanwhile: the kernel serialised the writes with
                 // the moves, so the data is the writer's; look again later.
-                return Outcome::Retry(Skip::Changed);
+                return Outcome::Retry(Skip::WrittenDuringMove);
             }
             Ok(_) => {}
             Err(e) => return io_outcome("fstat", &e.into()),

@@ -70,6 +70,13 @@ pub enum Skip {
     OpenForWriting,
     /// It changed (replaced, or written) while we worked on it.
     Changed,
+    /// It was written while its blocks were being moved: the kernel
+    /// serialises the two, so the file holds what the writer wrote, but
+    /// the layout may not be what was planned.
+    WrittenDuringMove,
+    /// Another process kept its pages busy (being written) through the
+    /// kernel's retries.
+    Busy,
     /// It disappeared.
     Vanished,
     /// Not enough free space for a donor copy.
@@ -105,7 +112,12 @@ impl fmt::Display for Skip {
             Skip::InlineData => write!(f, "data inline in the inode"),
             Skip::Locked => write!(f, "locked by another process"),
             Skip::OpenForWriting => write!(f, "open for writing by another process"),
-            Skip::Changed => write!(f, "changed while being examined or moved"),
+            Skip::Changed => write!(f, "changed while being examined"),
+            Skip::WrittenDuringMove => write!(
+                f,
+                "written while being moved (the writer's data is kept; run again to finish)"
+            ),
+            Skip::Busy => write!(f, "its pages were kept busy by another process"),
             Skip::Vanished => write!(f, "no longer exists"),
             Skip::NoSpace { need, free } => write!(
                 f,
@@ -291,9 +303,10 @@ pub struct Summary {
     pub failed: u64,
     /// Files not reached before the time limit.
     pub not_reached: u64,
-    /// Extents of the files worked on, before.
+    /// Extents of the files reached, as planned.
     pub extents_before: u64,
-    /// Extents of the files worked on, after.
+    /// Extents of the files reached, after (unchanged for files skipped or
+    /// failed).
     pub extents_after: u64,
     /// Whether the time limit stopped the run.
     pub timed_out: bool,
@@ -331,23 +344,32 @@ pub fn run(
             outcome = Outcome::Skipped(why.clone());
         }
         done += 1;
-        match &outcome {
-            Outcome::Improved { before, after } => {
-                s.improved += 1;
-                s.extents_before += before;
-                s.extents_after += after;
+        // Figures against the plan's count: an earlier attempt may have
+        // moved the file before a writer sent it back to the queue.
+        let before = c.score.now;
+        let now = match &outcome {
+            Outcome::Improved { after, .. }
+            | Outcome::Unchanged { after, .. }
+            | Outcome::Stopped { after, .. } => Some(*after),
+            Outcome::AlreadyBest { extents } | Outcome::NoImprovement { extents, .. } => {
+                Some(*extents)
             }
+            _ => None,
+        };
+        if let (Some(after), true) = (now, tries > 0) {
+            if after < before && !matches!(outcome, Outcome::Stopped { .. }) {
+                outcome = Outcome::Improved { before, after };
+            }
+        }
+        s.extents_before += before;
+        s.extents_after += now.unwrap_or(before);
+        match &outcome {
+            Outcome::Improved { .. } => s.improved += 1,
             Outcome::Unchanged { before, after } | Outcome::Stopped { before, after } => {
                 s.not_improved += u64::from(after >= before);
                 s.improved += u64::from(after < before);
-                s.extents_before += before;
-                s.extents_after += after;
             }
-            Outcome::NoImprovement { extents, .. } | Outcome::AlreadyBest { extents } => {
-                s.not_improved += 1;
-                s.extents_before += extents;
-                s.extents_after += extents;
-            }
+            Outcome::NoImprovement { .. } | Outcome::AlreadyBest { .. } => s.not_improved += 1,
             Outcome::Skipped(_) | Outcome::Retry(_) => s.skipped += 1,
             Outcome::Failed(_) => s.failed += 1,
         }
