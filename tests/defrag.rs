@@ -217,6 +217,11 @@ fn online_leaves_no_more_extents_than_e4defrag_and_data_intact() {
     let twin = tmp.path("twin.img");
     std::fs::copy(&img, &twin).unwrap();
     lm.mount().unwrap();
+    // A time limit already reached: nothing is started, nothing changes.
+    let (rc, out, err) = text(ours().args(["-t", "0"]).arg(&lm.dir));
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(out.contains(" Not reached (time limit):"), "{out}");
+    assert_eq!(manifest(&lm.dir), before);
     let (rc, out, err) = text(ours().arg(&lm.dir));
     assert_eq!(rc, 0, "{out}{err}");
     assert!(!out.contains("[ OK ]") && !out.contains("Success"), "{out}");

@@ -7,7 +7,8 @@
 //!   e2fsprogs test images against e2fsck's.
 //! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.
 //! - `cargo xtask fragment [--cases ...] [--seed S]`: fragmented images for the defragmenter.
-//! - `cargo xtask dist`: the binary as shipped (static on glibc Linux); benches use it.
+//! - `cargo xtask dist`: the binary as shipped (static on glibc Linux), with its tool
+//!   links beside it; benches use it.
 
 mod bench;
 mod ci;
@@ -43,7 +44,9 @@ enum Command {
     Corpus(corpus::Args),
     /// Fragmented images written by the kernel (cached in /dev/shm/ext4r-defrag).
     Fragment(fragment::Args),
-    /// Build `ext4r` as it is shipped (static on glibc Linux) and print its path.
+    /// Build `ext4r` as it is shipped (static on glibc Linux), link the tool
+    /// names beside it (mkfs.ext4r, fsck.ext4r, tune.ext4r, e4defrag-r) and
+    /// print its path.
     Dist,
     /// Clean images across the mke2fs feature matrix: our fsck must agree they are clean.
     Zoo(zoo::Args),
@@ -58,7 +61,13 @@ fn main() -> std::process::ExitCode {
         Command::Corpus(args) => corpus::run(&args),
         Command::Zoo(args) => zoo::run(&args),
         Command::Fragment(args) => fragment::run(&args),
-        Command::Dist => util::dist_ext4r().map(|bin| println!("{}", bin.display())),
+        Command::Dist => util::dist_ext4r().and_then(|bin| {
+            let links = util::make_links(&bin)?;
+            let names: Vec<String> = links.iter().map(|l| l.display().to_string()).collect();
+            eprintln!("links: {}", names.join(" "));
+            println!("{}", bin.display());
+            Ok(())
+        }),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

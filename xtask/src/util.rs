@@ -128,6 +128,30 @@ pub fn dist_ext4r() -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// The names `ext4r` answers to besides its own (crates/ext4r-cli's
+/// `TOOLS`), as the install step links them.
+pub const LINKS: &[&str] = &["mkfs.ext4r", "fsck.ext4r", "tune.ext4r", "e4defrag-r"];
+
+/// Creates the tool links beside `bin` (`mkfs.ext4r -> ext4r`, …),
+/// replacing stale ones, and returns their paths.
+pub fn make_links(bin: &Path) -> Result<Vec<PathBuf>> {
+    let dir = bin.parent().context("binary without a directory")?;
+    let target = bin.file_name().context("binary without a name")?;
+    let mut out = Vec::new();
+    for name in LINKS {
+        let link = dir.join(name);
+        match std::fs::symlink_metadata(&link) {
+            Ok(m) if m.file_type().is_symlink() => std::fs::remove_file(&link)?,
+            Ok(_) => bail!("{} exists and is not a symlink", link.display()),
+            Err(_) => {}
+        }
+        std::os::unix::fs::symlink(target, &link)
+            .with_context(|| format!("cannot link {}", link.display()))?;
+        out.push(link);
+    }
+    Ok(out)
+}
+
 /// A command line given as one whitespace-separated string (`--fsck "e2fsck -C0"`);
 /// errors if its program cannot be found.
 pub fn resolve_cmd(cmd: &str) -> Result<Vec<OsString>> {

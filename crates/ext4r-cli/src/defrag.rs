@@ -16,7 +16,7 @@ use ext4r_defrag::target::{resolve, Target};
 /// Defragment files of a mounted ext4 filesystem, or score fragmentation
 /// (-c) on a mounted filesystem or an unmounted image or device.
 #[derive(Parser, Debug)]
-#[command(version, about, name = "e4defrag-r")]
+#[command(version, name = "e4defrag-r")]
 struct Args {
     /// Only report fragmentation, as `e4defrag -c`.
     #[arg(short = 'c')]

@@ -445,13 +445,40 @@ fn drop_caches() -> Result<()> {
     Ok(())
 }
 
-/// Seconds of one cold run of `sh -c script`.
-fn cold_read(script: &str) -> Result<Duration> {
+/// The block device holding `path` as /proc/diskstats names it.
+fn disk_of(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let link = format!(
+        "/sys/dev/block/{}:{}",
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev)
+    );
+    let target = std::fs::read_link(link).ok()?;
+    Some(target.file_name()?.to_string_lossy().into_owned())
+}
+
+/// Reads completed and sectors read on `disk`.
+fn disk_reads(disk: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/diskstats").unwrap_or_default();
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(2) == Some(&disk))
+        .and_then(|f| Some((f.get(3)?.parse().ok()?, f.get(5)?.parse().ok()?)))
+        .unwrap_or((0, 0))
+}
+
+/// One cold run of `sh -c script`: its time, and the read requests and
+/// sectors the disk served meanwhile (other users' reads count too).
+fn cold_read(script: &str, disk: Option<&str>) -> Result<(Duration, u64, u64)> {
     util::check_interrupted()?;
     drop_caches()?;
+    let r0 = disk.map(disk_reads).unwrap_or_default();
     let start = Instant::now();
     output(Command::new("sh").arg("-c").arg(script), &[0])?;
-    Ok(start.elapsed())
+    let took = start.elapsed();
+    let r1 = disk.map(disk_reads).unwrap_or_default();
+    Ok((took, r1.0.saturating_sub(r0.0), r1.1.saturating_sub(r0.1)))
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -503,12 +530,18 @@ fn relevant(ours: &[OsString], img: &Path, disk: &Path, reads: usize) -> Result<
     let after_hash = hashes(&tree)?;
     let data = |m: &Path| format!("cd '{}' && tar cf - tree | cat > /dev/null", m.display());
     let meta = |m: &Path| format!("cd '{}' && tar cf /dev/null tree", m.display());
+    let disk_name = disk_of(disk);
     let mut t: [[Vec<Duration>; 2]; 2] = Default::default();
+    let mut io: [[(u64, u64); 2]; 2] = Default::default();
     for r in 0..reads.max(1) {
         let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
         for i in order {
-            t[0][i].push(cold_read(&data(&mnts[i]))?);
-            t[1][i].push(cold_read(&meta(&mnts[i]))?);
+            for (k, script) in [data(&mnts[i]), meta(&mnts[i])].iter().enumerate() {
+                let (d, req, sec) = cold_read(script, disk_name.as_deref())?;
+                t[k][i].push(d);
+                io[k][i].0 += req;
+                io[k][i].1 += sec;
+            }
         }
     }
     mount_a.release()?;
@@ -541,6 +574,19 @@ fn relevant(ours: &[OsString], img: &Path, disk: &Path, reads: usize) -> Result<
         m_b,
         m_a,
     );
+    let n = reads.max(1) as u64;
+    if let Some(d) = &disk_name {
+        for (k, what) in ["tar cf - | cat", "tar cf /dev/null"].iter().enumerate() {
+            println!(
+                "  {d} reads per `{what}` (the disk is shared: others' reads count too): \
+                 {} requests / {} MiB before, {} requests / {} MiB after",
+                io[k][0].0 / n,
+                io[k][0].1 / n / 2048,
+                io[k][1].0 / n,
+                io[k][1].1 / n / 2048
+            );
+        }
+    }
     println!(
         "  -r took {}; hashes {}; e2fsck -fn {}",
         fmt_duration(took),
