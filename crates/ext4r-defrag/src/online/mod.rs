@@ -382,3 +382,162 @@ pub fn run(
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extent::Extent;
+
+    fn cand(name: &str, now: u64, blocks: u64) -> Candidate {
+        let extents: Vec<Extent> = (0..now)
+            .map(|i| Extent {
+                logical: i * (blocks / now),
+                physical: 1000 * (i + 1),
+                len: blocks / now,
+                unwritten: false,
+            })
+            .collect();
+        let x = FileExtents::new(std::path::Path::new(name), extents).expect("valid");
+        let score = FileScore::new(
+            &crate::score::BestRule::default(),
+            now,
+            now,
+            x.blocks(),
+            4096,
+        );
+        Candidate {
+            entry: Entry {
+                path: name.as_bytes().to_vec(),
+                kind: FileKind::Regular,
+                size: blocks * 4096,
+                sectors: blocks * 8,
+                uid: 0,
+                ino: 12,
+                dev: 1,
+                mtime_ns: 0,
+            },
+            extents: x,
+            score,
+        }
+    }
+
+    /// Answers from a script per file, one per attempt.
+    struct Scripted(
+        std::collections::HashMap<String, VecDeque<Outcome>>,
+        Vec<String>,
+    );
+
+    impl Mover for Scripted {
+        fn defrag(&mut self, c: &Candidate, _: Option<Instant>) -> Outcome {
+            let name = c.entry.display();
+            self.1.push(name.clone());
+            self.0
+                .get_mut(&name)
+                .and_then(|q| q.pop_front())
+                .unwrap_or(Outcome::Failed("unscripted".into()))
+        }
+    }
+
+    #[test]
+    fn retries_go_last_and_count_from_the_plan() {
+        let plan = Plan {
+            candidates: vec![cand("a", 8, 64), cand("b", 4, 64)],
+            ..Plan::default()
+        };
+        let mut m = Scripted(
+            [
+                (
+                    "a".to_string(),
+                    VecDeque::from([
+                        Outcome::Retry(Skip::WrittenDuringMove),
+                        Outcome::AlreadyBest { extents: 1 },
+                    ]),
+                ),
+                (
+                    "b".to_string(),
+                    VecDeque::from([Outcome::NoImprovement {
+                        extents: 4,
+                        donor: 4,
+                    }]),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            Vec::new(),
+        );
+        let opts = RunOptions {
+            retries: 2,
+            ..RunOptions::default()
+        };
+        let mut seen = Vec::new();
+        let s = run(&plan, &mut m, &opts, &mut |_, _, c, o| {
+            seen.push((c.entry.display(), o.clone()));
+        });
+        assert_eq!(m.1, ["a", "b", "a"]);
+        // The first attempt moved a before a writer came: 8 -> 1 in all.
+        assert_eq!(
+            seen[1],
+            (
+                "a".into(),
+                Outcome::Improved {
+                    before: 8,
+                    after: 1
+                }
+            )
+        );
+        assert_eq!(
+            (
+                s.improved,
+                s.not_improved,
+                s.extents_before,
+                s.extents_after
+            ),
+            (1, 1, 12, 5)
+        );
+    }
+
+    #[test]
+    fn a_passed_deadline_starts_nothing() {
+        let plan = Plan {
+            candidates: vec![cand("a", 8, 64)],
+            ..Plan::default()
+        };
+        let mut m = Scripted(Default::default(), Vec::new());
+        let opts = RunOptions {
+            deadline: Some(Instant::now()),
+            ..RunOptions::default()
+        };
+        let s = run(&plan, &mut m, &opts, &mut |_, _, _, _| {});
+        assert!(m.1.is_empty());
+        assert!(s.timed_out);
+        assert_eq!(s.not_reached, 1);
+    }
+
+    #[test]
+    fn busy_files_are_skipped_after_their_retries() {
+        let plan = Plan {
+            candidates: vec![cand("a", 8, 64)],
+            ..Plan::default()
+        };
+        let mut m = Scripted(
+            [(
+                "a".to_string(),
+                VecDeque::from(vec![Outcome::Retry(Skip::OpenForWriting); 3]),
+            )]
+            .into_iter()
+            .collect(),
+            Vec::new(),
+        );
+        let opts = RunOptions {
+            retries: 2,
+            ..RunOptions::default()
+        };
+        let mut last = None;
+        let s = run(&plan, &mut m, &opts, &mut |_, _, _, o| {
+            last = Some(o.clone())
+        });
+        assert_eq!(m.1.len(), 3);
+        assert_eq!(last, Some(Outcome::Skipped(Skip::OpenForWriting)));
+        assert_eq!((s.skipped, s.failed), (1, 0));
+    }
+}
