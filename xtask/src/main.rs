@@ -8,11 +8,13 @@
 //! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.
 //! - `cargo xtask dist`: the binary as shipped (static on glibc Linux) with its links; benches use it.
 //! - `cargo xtask install [--prefix DIR]`: that binary stripped, its links, man pages, completions.
+//! - `cargo xtask fragment [--cases ...] [--seed S]`: fragmented images for the defragmenter.
 
 mod bench;
 mod ci;
 mod corpus;
 mod crash;
+mod fragment;
 mod fuzz;
 mod install;
 mod layers;
@@ -43,6 +45,8 @@ enum Command {
     Bench(bench::Args),
     /// Agreement of a checker's verdicts with e2fsck's on the e2fsprogs test images.
     Corpus(corpus::Args),
+    /// Fragmented images written by the kernel (cached in /dev/shm/ext4r-defrag).
+    Fragment(fragment::Args),
     /// Build `ext4r` as it is shipped (static on glibc Linux), link its tool names
     /// beside it, and print its path.
     Dist,
@@ -65,6 +69,7 @@ fn main() -> std::process::ExitCode {
         Command::Corpus(args) => corpus::run(&args),
         Command::Zoo(args) => zoo::run(&args),
         Command::Layers => layers::run(),
+        Command::Fragment(args) => fragment::run(&args),
         Command::Crash(args) => crash::run(&args),
         Command::Dist => util::dist_ext4r().and_then(|bin| {
             let dir = bin.parent().unwrap_or(std::path::Path::new("."));

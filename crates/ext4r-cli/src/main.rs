@@ -2,6 +2,8 @@
 //! `ext4r mkfs`) it makes a filesystem; the name it is called by picks the
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
+mod defrag;
+mod defrag_online;
 mod errors;
 mod extract;
 mod fsck;
@@ -49,6 +51,14 @@ pub(crate) const TOOLS: &[Tool] = &[
                tune.ext4r)",
         command: tune::command,
         main: tune::main,
+    },
+    Tool {
+        sub: "e4defrag",
+        link: Some("e4defrag-r"),
+        what: "score fragmentation as e4defrag -c, defragment online (also installed as \
+               e4defrag-r)",
+        command: defrag::command,
+        main: defrag::main,
     },
     Tool {
         sub: "ls",
