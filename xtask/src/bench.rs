@@ -18,7 +18,7 @@ use clap::Subcommand;
 use crate::measure::{self, Check, Hooks, Row, Sample, Tool};
 use crate::util::{self, fmt_bytes, Size, TempDir};
 
-mod filled;
+pub(crate) mod filled;
 mod fsck;
 mod read;
 mod tune;

@@ -6,11 +6,14 @@
 //! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
 //!   e2fsprogs test images against e2fsck's.
 //! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.
+//! - `cargo xtask damage [--seed N] [--cases K] [--kinds ..] [--jobs J] [--keep DIR]`:
+//!   random metadata damage, our repair against e2fsck's, file by file.
 //! - `cargo xtask dist`: the binary as shipped (static on glibc Linux); benches use it.
 
 mod bench;
 mod ci;
 mod corpus;
+mod damage;
 mod fuzz;
 mod measure;
 mod util;
@@ -43,6 +46,8 @@ enum Command {
     Dist,
     /// Clean images across the mke2fs feature matrix: our fsck must agree they are clean.
     Zoo(zoo::Args),
+    /// Random metadata damage: our repair against e2fsck's, file by file.
+    Damage(damage::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +58,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Corpus(args) => corpus::run(&args),
         Command::Zoo(args) => zoo::run(&args),
+        Command::Damage(args) => damage::run(&args),
         Command::Dist => util::dist_ext4r().map(|bin| println!("{}", bin.display())),
     };
     match result {

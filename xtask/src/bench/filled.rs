@@ -41,7 +41,7 @@ pub fn image(cache: &Path, rebuild: bool) -> Result<PathBuf> {
 
 /// `<cache>/<name>.img`, reused when `<name>.stamp` holds `recipe` and the
 /// mke2fs version; otherwise made by `make(partial image, cache)` and stamped.
-pub(super) fn cached(
+pub(crate) fn cached(
     cache: &Path,
     name: &str,
     recipe: &str,

@@ -1,0 +1,213 @@
+//! The table per damage kind, the list of failing cases with what to
+//! rerun, the per-case results file, and the kept images.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result};
+
+use super::case::CaseResult;
+
+#[derive(Default)]
+struct Row {
+    cases: usize,
+    crash: usize,
+    hang: usize,
+    nwrite: usize,
+    agree: usize,
+    ours_clean: usize,
+    e2_clean: usize,
+    worse: usize,
+    again_bad: usize,
+    lost_cases: usize,
+    lost_files: usize,
+    e2_bad: usize,
+}
+
+impl Row {
+    fn add(&mut self, r: &CaseResult) {
+        self.cases += 1;
+        self.crash += usize::from(r.crashed());
+        self.hang += usize::from(r.hung());
+        self.nwrite += usize::from(r.fn_wrote);
+        self.agree += usize::from(r.verdict_agrees());
+        self.ours_clean += usize::from(r.ours_then_e2.clean());
+        self.e2_clean += usize::from(r.e2_again.clean());
+        self.worse += usize::from(r.worse_clean());
+        self.again_bad += usize::from(r.again_bad());
+        let lost = r.lost_vs_e2().len();
+        self.lost_cases += usize::from(lost > 0);
+        self.lost_files += lost;
+        self.e2_bad += usize::from(r.e2_fn.bad() || r.e2_fy.bad() || r.e2_again.bad());
+    }
+
+    fn line(&self, name: &str) -> String {
+        format!(
+            "{name:<12} {:>6} {:>6} {:>5} {:>7} {:>7} {:>13} {:>6} {:>8} {:>6} {:>7} {:>7}",
+            self.cases,
+            self.crash,
+            self.hang,
+            self.nwrite,
+            format!("{}/{}", self.agree, self.cases),
+            format!("{}/{}", self.ours_clean, self.e2_clean),
+            self.worse,
+            self.again_bad,
+            self.lost_cases,
+            self.lost_files,
+            self.e2_bad,
+        )
+    }
+}
+
+pub fn table(results: &[&CaseResult]) -> String {
+    let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
+    let mut total = Row::default();
+    for r in results {
+        rows.entry(r.kind).or_default().add(r);
+        total.add(r);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<12} {:>6} {:>6} {:>5} {:>7} {:>7} {:>13} {:>6} {:>8} {:>6} {:>7} {:>7}",
+        "kind",
+        "cases",
+        "crash",
+        "hang",
+        "-n wrt",
+        "agree",
+        "clean ours/e2",
+        "worse",
+        "again✗",
+        "lost",
+        "files",
+        "e2 bad"
+    );
+    for (k, row) in &rows {
+        let _ = writeln!(s, "{}", row.line(k));
+    }
+    let _ = writeln!(s, "{}", total.line("total"));
+    s.push_str(
+        "  agree: ours -fn exit class = e2fsck -fn's; clean: e2fsck -fn clean after ours' -fy / \
+         after e2fsck's -fy;\n  worse: e2fsck's repair clean, ours not; again✗: our second -fn \
+         not clean where e2fsck's second run is;\n  lost: cases with files intact after e2fsck's \
+         repair and not after ours; files: how many; e2 bad: e2fsck crashed or timed out\n",
+    );
+    s
+}
+
+/// How to rerun case `r` alone.
+pub fn repro(seed: u64, r: &CaseResult, selection: &str) -> String {
+    format!(
+        "cargo xtask damage --seed {seed} --first {} --cases 1{selection}",
+        r.index
+    )
+}
+
+/// A failing case in full: damage, reasons, both checkers' first lines,
+/// files lost.
+pub fn describe(seed: u64, r: &CaseResult, selection: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "case {} [{}{}] {}: {}",
+        r.index,
+        r.cfg,
+        if r.snap { ", live snapshot" } else { "" },
+        r.kind,
+        r.desc
+    );
+    for f in r.failures() {
+        let _ = writeln!(s, "  FAIL {f}");
+    }
+    let _ = writeln!(
+        s,
+        "  -fn: ours {} e2fsck {}; after -fy, e2fsck -fn: ours {} e2fsck {}; second -fn: ours {} e2fsck {}",
+        r.ours_fn.outcome.detail,
+        r.e2_fn.outcome.detail,
+        r.ours_then_e2.outcome.detail,
+        r.e2_again.outcome.detail,
+        r.ours_again.outcome.detail,
+        r.e2_again.outcome.detail,
+    );
+    let _ = writeln!(s, "  ours -fy ({}):", r.ours_fy.outcome.detail);
+    for l in &r.ours_fy.head {
+        let _ = writeln!(s, "    | {l}");
+    }
+    let _ = writeln!(s, "  e2fsck -fy ({}):", r.e2_fy.outcome.detail);
+    for l in &r.e2_fy.head {
+        let _ = writeln!(s, "    | {l}");
+    }
+    if !r.ours_then_e2.clean() {
+        let _ = writeln!(s, "  e2fsck -fn after ours:");
+        for l in &r.ours_then_e2.head {
+            let _ = writeln!(s, "    | {l}");
+        }
+    }
+    let lost = r.lost_vs_e2();
+    if !lost.is_empty() {
+        let _ = writeln!(
+            s,
+            "  lost by ours, kept by e2fsck ({}; ours lost {} in all, e2fsck {}):",
+            lost.len(),
+            r.ours_lost.len(),
+            r.e2_lost.len()
+        );
+        for (p, why) in lost.iter().take(8) {
+            let _ = writeln!(s, "    {p}: {why}");
+        }
+    }
+    let _ = writeln!(s, "  rerun: {}", repro(seed, r, selection));
+    s
+}
+
+/// One tab-separated line per case, for later analysis.
+pub fn tsv_line(r: &CaseResult) -> String {
+    format!(
+        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+        r.index,
+        r.cfg,
+        r.kind,
+        r.snap,
+        r.ours_fn.outcome.detail,
+        r.e2_fn.outcome.detail,
+        r.fn_wrote,
+        r.ours_fy.outcome.detail,
+        r.ours_then_e2.outcome.detail,
+        r.ours_again.outcome.detail,
+        r.e2_fy.outcome.detail,
+        r.e2_again.outcome.detail,
+        r.ours_lost.len(),
+        r.e2_lost.len(),
+        r.lost_vs_e2().len(),
+        r.desc.replace(['\t', '\n'], " "),
+    )
+}
+
+pub const TSV_HEADER: &str = "case\tconfig\tkind\tsnapshot\tours_fn\te2fsck_fn\tfn_wrote\t\
+     ours_fy\te2fsck_fn_after_ours\tours_fn_again\te2fsck_fy\te2fsck_fn_again\t\
+     ours_lost\te2fsck_lost\tlost_vs_e2fsck\tdamage\n";
+
+/// Keeps a failing case: the damaged image gzipped and a text file with
+/// the damage, the reasons and the command that reruns it.
+pub fn keep(dir: &Path, seed: u64, r: &CaseResult, selection: &str) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let stem = format!("seed{seed}-case{}-{}-{}", r.index, r.cfg, r.kind);
+    let gz = dir.join(format!("{stem}.img.gz"));
+    let out = std::fs::File::create(&gz)?;
+    let st = Command::new("gzip")
+        .arg("-c")
+        .arg(&r.damaged)
+        .stdout(out)
+        .stderr(Stdio::null())
+        .status()
+        .context("cannot run gzip")?;
+    anyhow::ensure!(st.success(), "gzip {} failed", r.damaged.display());
+    std::fs::write(
+        dir.join(format!("{stem}.txt")),
+        describe(seed, r, selection),
+    )?;
+    Ok(())
+}
