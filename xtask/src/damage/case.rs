@@ -139,6 +139,12 @@ impl CaseResult {
                 self.ours_again.outcome.detail
             ));
         }
+        if !self.verdict_agrees() {
+            f.push(format!(
+                "-fn verdicts differ: ours {}, e2fsck {}",
+                self.ours_fn.outcome.detail, self.e2_fn.outcome.detail
+            ));
+        }
         for r in &self.reader_failed {
             f.push(format!("reader failed: {r}"));
         }

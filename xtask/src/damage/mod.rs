@@ -228,7 +228,7 @@ fn finish_case(args: &Args, r: &case::CaseResult, selection: &str, tsv: &Mutex<S
     } else if failures.is_empty() {
         "ok"
     } else {
-        "worse"
+        "differs"
     };
     println!(
         "case {:>4} [{}] {:<10} {:<5} ours -fn {:<7} -fy {:<7} then e2fsck {:<7} | e2fsck -fn {:<7} -fy {:<7} | lost ours {} e2fsck {}: {}",

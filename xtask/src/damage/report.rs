@@ -132,6 +132,14 @@ pub fn describe(seed: u64, r: &CaseResult, selection: &str) -> String {
         r.ours_again.outcome.detail,
         r.e2_again.outcome.detail,
     );
+    if !r.verdict_agrees() {
+        for (who, run) in [("ours", &r.ours_fn), ("e2fsck", &r.e2_fn)] {
+            let _ = writeln!(s, "  {who} -fn ({}):", run.outcome.detail);
+            for l in &run.head {
+                let _ = writeln!(s, "    | {l}");
+            }
+        }
+    }
     let _ = writeln!(s, "  ours -fy ({}):", r.ours_fy.outcome.detail);
     for l in &r.ours_fy.head {
         let _ = writeln!(s, "    | {l}");
@@ -143,6 +151,12 @@ pub fn describe(seed: u64, r: &CaseResult, selection: &str) -> String {
     if !r.ours_then_e2.clean() {
         let _ = writeln!(s, "  e2fsck -fn after ours:");
         for l in &r.ours_then_e2.head {
+            let _ = writeln!(s, "    | {l}");
+        }
+    }
+    if !r.ours_again.clean() {
+        let _ = writeln!(s, "  ours second -fn:");
+        for l in &r.ours_again.head {
             let _ = writeln!(s, "    | {l}");
         }
     }

@@ -260,11 +260,16 @@ pub fn blockmap(c: &mut Ctx<'_>) -> Result<Option<String>> {
     // Mostly files of the tree; sometimes the resize inode or the journal.
     let files = c.rng.chance(4, 5);
     let first = l.sb.first_ino();
-    let pool: Vec<&Ino> = l
-        .inodes
-        .iter()
-        .filter(|i| i.block_mapped() && (!files || i.ino >= first))
-        .collect();
+    let mapped = |files: bool| -> Vec<&Ino> {
+        l.inodes
+            .iter()
+            .filter(|i| i.block_mapped() && (!files || i.ino >= first))
+            .collect()
+    };
+    let pool = match mapped(files) {
+        p if p.is_empty() => mapped(false),
+        p => p,
+    };
     let Some(&i) = c.rng.pick(&pool) else {
         return Ok(None);
     };
