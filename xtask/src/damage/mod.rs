@@ -23,6 +23,7 @@ mod readback;
 mod report;
 mod rng;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -71,6 +72,10 @@ pub struct Args {
     /// Where the per-case results go (default target/xtask-damage/).
     #[arg(long, value_name = "FILE")]
     results: Option<PathBuf>,
+    /// Print the table of earlier runs from their results files (parts of
+    /// one run, or a run cut short) and stop.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    table: Vec<PathBuf>,
     /// Internal: read IMAGE back against --manifest, print lost files.
     #[arg(long, hide = true, value_name = "IMAGE")]
     readback: Option<PathBuf>,
@@ -87,6 +92,16 @@ pub fn run(args: &Args) -> Result<()> {
             .as_deref()
             .context("--readback needs --manifest")?;
         return readback::main(img, m);
+    }
+    if !args.table.is_empty() {
+        let mut all = Vec::new();
+        for f in &args.table {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read {}", f.display()))?;
+            all.extend(text.lines().filter_map(report::Verdicts::parse));
+        }
+        print!("{}", report::table(&all));
+        return Ok(());
     }
     if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
         println!("damage: skipped: needs root and loop devices to build the images");
@@ -151,7 +166,15 @@ pub fn run(args: &Args) -> Result<()> {
     if let Some(p) = results_path.parent() {
         std::fs::create_dir_all(p)?;
     }
-    let tsv = Mutex::new(String::from(report::TSV_HEADER));
+    // Written case by case, so that a run cut short (Ctrl-C, the OOM
+    // killer) keeps what it measured; `--table` adds files up.
+    let tsv = Mutex::new(
+        std::fs::File::create(&results_path)
+            .with_context(|| format!("cannot create {}", results_path.display()))?,
+    );
+    if let Ok(mut f) = tsv.lock() {
+        f.write_all(report::TSV_HEADER.as_bytes())?;
+    }
     println!(
         "damage: seed {}, cases {first}..{}, {} kinds, configurations {}, {} jobs, timeout {}s",
         args.seed,
@@ -193,9 +216,6 @@ pub fn run(args: &Args) -> Result<()> {
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|r| r.index);
     let errors = errors.into_inner().unwrap_or_default();
-    if let Ok(t) = tsv.into_inner() {
-        std::fs::write(&results_path, t)?;
-    }
     summary(
         args,
         &results,
@@ -221,7 +241,7 @@ fn select(wanted: &[String], all: &[&'static str], what: &str) -> Result<Vec<&'s
         .collect()
 }
 
-fn finish_case(args: &Args, r: &case::CaseResult, selection: &str, tsv: &Mutex<String>) {
+fn finish_case(args: &Args, r: &case::CaseResult, selection: &str, tsv: &Mutex<std::fs::File>) {
     let failures = r.failures();
     let tag = if r.fatal() {
         "FAIL"
@@ -248,8 +268,10 @@ fn finish_case(args: &Args, r: &case::CaseResult, selection: &str, tsv: &Mutex<S
     for f in &failures {
         println!("       {f}");
     }
-    if let Ok(mut t) = tsv.lock() {
-        t.push_str(&report::tsv_line(r));
+    if let Ok(mut f) = tsv.lock() {
+        if let Err(e) = f.write_all(report::tsv_line(r).as_bytes()) {
+            println!("       could not record case {}: {e}", r.index);
+        }
     }
     if !failures.is_empty() {
         if let Some(dir) = &args.keep {
@@ -277,7 +299,8 @@ fn summary(
             print!("{}", report::describe(args.seed, r, selection));
         }
     }
-    println!("\n{}", report::table(&all));
+    let verdicts: Vec<report::Verdicts> = all.iter().map(|r| report::Verdicts::of(r)).collect();
+    println!("\n{}", report::table(&verdicts));
     for e in errors {
         println!("not run: {e}");
     }

@@ -9,6 +9,83 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 
 use super::case::CaseResult;
+use crate::corpus::class::Class;
+
+/// What the table needs of one case: from a run, or from a line of a
+/// results file (so that runs cut short, or run in parts, add up).
+pub struct Verdicts {
+    kind: String,
+    crash: bool,
+    hang: bool,
+    nwrite: bool,
+    agree: bool,
+    ours_clean: bool,
+    e2_clean: bool,
+    again_bad: bool,
+    lost: usize,
+    e2_bad: bool,
+}
+
+impl Verdicts {
+    pub fn of(r: &CaseResult) -> Verdicts {
+        Verdicts {
+            kind: r.kind.to_string(),
+            crash: r.crashed(),
+            hang: r.hung(),
+            nwrite: r.fn_wrote,
+            agree: r.verdict_agrees(),
+            ours_clean: r.ours_then_e2.clean(),
+            e2_clean: r.e2_again.clean(),
+            again_bad: r.again_bad(),
+            lost: r.lost_vs_e2().len(),
+            e2_bad: r.e2_fn.bad() || r.e2_fy.bad() || r.e2_again.bad(),
+        }
+    }
+
+    /// A line of [`tsv_line`]; `None` for the header or a damaged line.
+    pub fn parse(line: &str) -> Option<Verdicts> {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 16 || f[0].parse::<u64>().is_err() {
+            return None;
+        }
+        let c = |i: usize| class_of(f[i]);
+        let ours = [c(4), c(7), c(9)];
+        let e2_again = c(11);
+        Some(Verdicts {
+            kind: f[2].to_string(),
+            crash: ours.contains(&Class::Crash),
+            hang: ours.contains(&Class::Timeout),
+            nwrite: f[6] == "true",
+            agree: c(4) == c(5),
+            ours_clean: c(8) == Class::Clean,
+            e2_clean: e2_again == Class::Clean,
+            again_bad: e2_again == Class::Clean && c(9) != Class::Clean,
+            lost: f[14].parse().ok()?,
+            e2_bad: [c(5), c(10), c(11)]
+                .iter()
+                .any(|k| matches!(k, Class::Crash | Class::Timeout)),
+        })
+    }
+}
+
+/// The class of an outcome's detail as [`Outcome::of_run`] words it.
+fn class_of(detail: &str) -> Class {
+    if detail.starts_with("signal") || detail.contains("crash handler") {
+        Class::Crash
+    } else if detail.starts_with("killed after") {
+        Class::Timeout
+    } else {
+        match detail
+            .strip_prefix("exit ")
+            .and_then(|d| d.split_whitespace().next())
+            .and_then(|d| d.parse::<i32>().ok())
+        {
+            Some(124) => Class::Other,
+            Some(code) => Class::of_code(code),
+            None => Class::Other,
+        }
+    }
+}
 
 #[derive(Default)]
 struct Row {
@@ -27,20 +104,19 @@ struct Row {
 }
 
 impl Row {
-    fn add(&mut self, r: &CaseResult) {
+    fn add(&mut self, v: &Verdicts) {
         self.cases += 1;
-        self.crash += usize::from(r.crashed());
-        self.hang += usize::from(r.hung());
-        self.nwrite += usize::from(r.fn_wrote);
-        self.agree += usize::from(r.verdict_agrees());
-        self.ours_clean += usize::from(r.ours_then_e2.clean());
-        self.e2_clean += usize::from(r.e2_again.clean());
-        self.worse += usize::from(r.worse_clean());
-        self.again_bad += usize::from(r.again_bad());
-        let lost = r.lost_vs_e2().len();
-        self.lost_cases += usize::from(lost > 0);
-        self.lost_files += lost;
-        self.e2_bad += usize::from(r.e2_fn.bad() || r.e2_fy.bad() || r.e2_again.bad());
+        self.crash += usize::from(v.crash);
+        self.hang += usize::from(v.hang);
+        self.nwrite += usize::from(v.nwrite);
+        self.agree += usize::from(v.agree);
+        self.ours_clean += usize::from(v.ours_clean);
+        self.e2_clean += usize::from(v.e2_clean);
+        self.worse += usize::from(v.e2_clean && !v.ours_clean);
+        self.again_bad += usize::from(v.again_bad);
+        self.lost_cases += usize::from(v.lost > 0);
+        self.lost_files += v.lost;
+        self.e2_bad += usize::from(v.e2_bad);
     }
 
     fn line(&self, name: &str) -> String {
@@ -61,11 +137,11 @@ impl Row {
     }
 }
 
-pub fn table(results: &[&CaseResult]) -> String {
+pub fn table(results: &[Verdicts]) -> String {
     let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
     let mut total = Row::default();
     for r in results {
-        rows.entry(r.kind).or_default().add(r);
+        rows.entry(r.kind.as_str()).or_default().add(r);
         total.add(r);
     }
     let mut s = String::new();
@@ -224,4 +300,24 @@ pub fn keep(dir: &Path, seed: u64, r: &CaseResult, selection: &str) -> Result<()
         describe(seed, r, selection),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_lines_parse_back() {
+        let line = "7\text3\tdir\tfalse\texit 4\texit 4\tfalse\texit 1\texit 4\t\
+                    exit 0\texit 1\texit 0\t3\t1\t2\tdirectory /a block 1: zeroed";
+        let v = Verdicts::parse(line).expect("parses");
+        assert_eq!(v.kind, "dir");
+        assert!(v.agree && !v.ours_clean && v.e2_clean && !v.again_bad && !v.crash);
+        assert_eq!(v.lost, 2);
+        assert!(Verdicts::parse(TSV_HEADER).is_none());
+        assert_eq!(class_of("signal 6 (SIGABRT)"), Class::Crash);
+        assert_eq!(class_of("killed after 120s"), Class::Timeout);
+        assert_eq!(class_of("exit 101 (panic)"), Class::Crash);
+        assert_eq!(class_of("exit 12"), Class::Errors);
+    }
 }

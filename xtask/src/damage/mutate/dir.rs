@@ -293,3 +293,24 @@ pub fn htree(c: &mut Ctx<'_>) -> Result<Option<String>> {
     let note = c.finish(Stamp::DxBlock(pblk, i.ino), restamp)?;
     Ok(Some(format!("{head} {name}: {what}{note}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::records;
+
+    #[test]
+    fn records_follow_rec_len_and_stop_on_garbage() {
+        let mut b = vec![0u8; 64];
+        // "." at 0 (rec_len 12), then one record spanning the rest.
+        b[0..4].copy_from_slice(&5u32.to_le_bytes());
+        b[4..6].copy_from_slice(&12u16.to_le_bytes());
+        b[6] = 1;
+        b[12..16].copy_from_slice(&7u32.to_le_bytes());
+        b[16..18].copy_from_slice(&52u16.to_le_bytes());
+        b[18] = 3;
+        assert_eq!(records(&b), vec![(0, 5, 12, 1), (12, 7, 52, 3)]);
+        // A rec_len below 8 ends the walk instead of looping.
+        b[16..18].copy_from_slice(&4u16.to_le_bytes());
+        assert_eq!(records(&b).len(), 2);
+    }
+}

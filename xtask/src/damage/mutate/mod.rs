@@ -109,33 +109,9 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// A plausible wrong value for a field of `width` bytes holding `old`:
-    /// zero, off by one, doubled, halved, a bit flipped, all ones, random,
-    /// or one of the caller's `extra` candidates. Never `old` itself.
+    /// See [`wrong`].
     pub fn wrong(&mut self, old: u64, width: usize, extra: &[u64]) -> u64 {
-        let mask = if width >= 8 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * width)) - 1
-        };
-        for _ in 0..16 {
-            let v = match self.rng.below(10 + 2 * extra.len() as u64) {
-                0 => 0,
-                1 => old.wrapping_add(1),
-                2 => old.wrapping_sub(1),
-                3 => old.wrapping_mul(2),
-                4 => old / 2,
-                5 => old ^ (1 << self.rng.below(8 * width as u64)),
-                6 => mask,
-                7 | 8 => self.rng.next(),
-                9 => self.rng.below(64),
-                k => extra[((k - 10) / 2) as usize],
-            } & mask;
-            if v != old {
-                return v;
-            }
-        }
-        (old ^ 1) & mask
+        wrong(self.rng, old, width, extra)
     }
 
     pub fn get_le(&self, off: u64, width: usize) -> Result<u64> {
@@ -376,6 +352,37 @@ impl Ctx<'_> {
     }
 }
 
+/// A plausible wrong value for a field of `width` bytes holding `old`:
+/// zero, off by one, doubled, halved, a bit flipped, all ones, random, or
+/// one of the caller's `extra` candidates (twice as likely each). Never
+/// `old` itself, always within the width.
+pub fn wrong(rng: &mut Rng, old: u64, width: usize, extra: &[u64]) -> u64 {
+    let mask = if width >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * width)) - 1
+    };
+    let old = old & mask;
+    for _ in 0..16 {
+        let v = match rng.below(10 + 2 * extra.len() as u64) {
+            0 => 0,
+            1 => old.wrapping_add(1),
+            2 => old.wrapping_sub(1),
+            3 => old.wrapping_mul(2),
+            4 => old / 2,
+            5 => old ^ (1 << rng.below(8 * width.min(8) as u64)),
+            6 => mask,
+            7 | 8 => rng.next(),
+            9 => rng.below(64),
+            k => extra[((k - 10) / 2) as usize],
+        } & mask;
+        if v != old {
+            return v;
+        }
+    }
+    (old ^ 1) & mask
+}
+
 /// Applies one damage of `kind`; `None` when this image has no target for
 /// it. `snap` tells the journal kind that the image is the live snapshot.
 pub fn apply(kind: &str, ctx: &mut Ctx<'_>, snap: bool) -> Result<Option<String>> {
@@ -394,5 +401,29 @@ pub fn apply(kind: &str, ctx: &mut Ctx<'_>, snap: bool) -> Result<Option<String>
         "orphan" => journal::orphan(ctx),
         "quota" => journal::quota(ctx),
         other => anyhow::bail!("unknown damage kind {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrong_values_differ_and_fit() {
+        let mut rng = Rng::new(5);
+        for width in [1usize, 2, 4, 8] {
+            for old in [0u64, 1, 0xff, 12345, u64::MAX] {
+                let old = if width == 8 {
+                    old
+                } else {
+                    old & ((1 << (8 * width)) - 1)
+                };
+                for _ in 0..200 {
+                    let v = wrong(&mut rng, old, width, &[old, 7, 1 << 40]);
+                    assert_ne!(v, old);
+                    assert!(width == 8 || v < 1 << (8 * width));
+                }
+            }
+        }
     }
 }

@@ -133,3 +133,21 @@ pub fn xattr(c: &mut Ctx<'_>) -> Result<Option<String>> {
     let note = c.finish(stamp, restamp)?;
     Ok(Some(format!("{head} {what}{note}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::entries;
+
+    #[test]
+    fn entries_are_found_until_the_zero_word() {
+        let mut area = vec![0u8; 128];
+        // One entry at 32: name "ab", value at 100, 5 bytes.
+        area[32] = 2;
+        area[33] = 1;
+        area[34..36].copy_from_slice(&100u16.to_le_bytes());
+        area[40..44].copy_from_slice(&5u32.to_le_bytes());
+        area[48..50].copy_from_slice(b"ab");
+        assert_eq!(entries(&area, 32), vec![(32, 2, 100, 5)]);
+        assert!(entries(&area, 60).is_empty());
+    }
+}
