@@ -322,8 +322,8 @@ fn summary(
         .count();
     if args.sample {
         println!(
-            "damage --sample is informational: {} case(s) lost files e2fsck kept or repaired worse; \
-             it fails only on a crash, a hang or a write by -n ({hard})",
+            "damage --sample is informational: {} case(s) lost files e2fsck kept, repaired worse \
+             or gave another -n verdict; it fails only on a crash, a hang or a write by -n ({hard})",
             failing.len()
         );
         if hard > 0 {
