@@ -13,7 +13,6 @@ mod common;
 use common::{missing_tools, run, TempDir};
 use ext4r::device::{FileDevice, OpenMode};
 use ext4r::write::{NewNode, SetAttr, WriteFs, WriteOptions};
-use ext4r_format::inode::Timestamp;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -48,6 +47,8 @@ enum Op {
     Chmod(String, u16),
     Chown(String, u32, u32),
     Fifo(String),
+    SetXattr(String, String, Vec<u8>),
+    RemoveXattr(String, String),
 }
 
 /// What the generator knows of the tree, to make operations that succeed.
@@ -57,6 +58,8 @@ struct Model {
     files: Vec<String>,
     links: Vec<String>,
     next: usize,
+    /// Attributes set, per file path.
+    xattrs: BTreeMap<String, Vec<String>>,
 }
 
 impl Model {
@@ -75,7 +78,44 @@ impl Model {
     fn gen(&mut self, rng: &mut Rng, extents: bool) -> Op {
         let pick = |v: &Vec<String>, rng: &mut Rng| v[rng.below(v.len())].clone();
         loop {
-            match rng.below(17) {
+            match rng.below(19) {
+                17 if !self.files.is_empty() => {
+                    let p = pick(&self.files, rng);
+                    let n = format!(
+                        "{}.k{}",
+                        if rng.below(3) == 0 { "trusted" } else { "user" },
+                        rng.below(8)
+                    );
+                    let len = if rng.below(4) == 0 {
+                        rng.below(600)
+                    } else {
+                        rng.below(60)
+                    };
+                    let fill = rng.next() as u8;
+                    let v: Vec<u8> = (0..len).map(|k| fill.wrapping_add(k as u8)).collect();
+                    let set = self.xattrs.entry(p.clone()).or_default();
+                    if !set.contains(&n) {
+                        if set.len() >= 6 {
+                            continue;
+                        }
+                        set.push(n.clone());
+                    }
+                    return Op::SetXattr(p, n, v);
+                }
+                18 if !self.xattrs.is_empty() => {
+                    let keys: Vec<String> = self.xattrs.keys().cloned().collect();
+                    let p = keys[rng.below(keys.len())].clone();
+                    if !self.files.contains(&p) {
+                        self.xattrs.remove(&p);
+                        continue;
+                    }
+                    let set = self.xattrs.get_mut(&p).unwrap();
+                    if set.is_empty() {
+                        continue;
+                    }
+                    let n = set.remove(rng.below(set.len()));
+                    return Op::RemoveXattr(p, n);
+                }
                 15 if self.dirs.len() > 2 => {
                     // An empty directory goes.
                     let empty: Vec<usize> = (1..self.dirs.len())
@@ -94,6 +134,7 @@ impl Model {
                     }
                 }
                 16 if self.dirs.len() > 2 => {
+                    self.xattrs.clear();
                     // A directory moves, with everything under it.
                     let i = 1 + rng.below(self.dirs.len() - 1);
                     let from = self.dirs[i].clone();
@@ -168,9 +209,13 @@ impl Model {
                 }
                 12 if self.files.len() > 3 => {
                     let i = rng.below(self.files.len());
-                    return Op::Unlink(self.files.remove(i));
+                    let p = self.files.remove(i);
+                    // Hard links share attributes: forget them all.
+                    self.xattrs.clear();
+                    return Op::Unlink(p);
                 }
                 13 if self.files.len() > 2 => {
+                    self.xattrs.clear();
                     let i = rng.below(self.files.len());
                     let from = self.files[i].clone();
                     // Onto a fresh name or over another file.
@@ -273,6 +318,16 @@ fn ours(fs: &mut WriteFs, op: &Op) {
             let d = dir(fs, p);
             fs.create(d, &name(p), &NewNode::fifo(0o644)).unwrap();
         }
+        Op::SetXattr(p, n, v) => {
+            let i = fs.lookup_path(p).unwrap();
+            fs.set_xattr(i, n.as_bytes(), v).unwrap();
+        }
+        Op::RemoveXattr(p, n) => {
+            let i = fs.lookup_path(p).unwrap();
+            // Cleared model entries may name one already gone: both
+            // sides then fail alike.
+            let _ = fs.remove_xattr(i, n.as_bytes());
+        }
     }
 }
 
@@ -309,6 +364,12 @@ fn kernel(root: &Path, op: &Op) {
             std::fs::set_permissions(at(p), std::fs::Permissions::from_mode(u32::from(*m))).unwrap()
         }
         Op::Chown(p, u, g) => std::os::unix::fs::lchown(at(p), Some(*u), Some(*g)).unwrap(),
+        Op::SetXattr(p, n, v) => {
+            rustix::fs::lsetxattr(at(p), n.as_str(), v, rustix::fs::XattrFlags::empty()).unwrap()
+        }
+        Op::RemoveXattr(p, n) => {
+            let _ = rustix::fs::lremovexattr(at(p), n.as_str());
+        }
         Op::Fifo(p) => {
             rustix::fs::mknodat(
                 rustix::fs::CWD,
@@ -322,8 +383,30 @@ fn kernel(root: &Path, op: &Op) {
     }
 }
 
-/// Path -> (kind and mode, uid, gid, size, links, contents hash or target).
-type Tree = BTreeMap<String, (u32, u32, u32, u64, u64, u64)>;
+/// Path -> (kind and mode, uid, gid, size, links, contents hash or target,
+/// attributes hash).
+type Tree = BTreeMap<String, (u32, u32, u32, u64, u64, u64, u64)>;
+
+/// The attributes of a path, names sorted, hashed with their values.
+fn xattr_hash(p: &Path) -> u64 {
+    let mut names = vec![0u8; 65536];
+    let n = rustix::fs::llistxattr(p, &mut names).unwrap_or(0);
+    let mut list: Vec<&[u8]> = names[..n]
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .collect();
+    list.sort();
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for name in list {
+        let mut v = vec![0u8; 65536];
+        let cname = std::str::from_utf8(name).unwrap();
+        let k = rustix::fs::lgetxattr(p, cname, &mut v).unwrap_or(0);
+        for &b in name.iter().chain(&[0u8]).chain(&v[..k]) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
 
 fn walk(root: &Path) -> Tree {
     let mut out = Tree::new();
@@ -349,7 +432,18 @@ fn walk(root: &Path) -> Tree {
             };
             // Directory sizes depend on how entries were packed.
             let size = if m.is_dir() { 0 } else { m.size() };
-            out.insert(rel, (m.mode(), m.uid(), m.gid(), size, m.nlink(), content));
+            out.insert(
+                rel,
+                (
+                    m.mode(),
+                    m.uid(),
+                    m.gid(),
+                    size,
+                    m.nlink(),
+                    content,
+                    xattr_hash(&p),
+                ),
+            );
             if m.is_dir() {
                 stack.push(p);
             }
@@ -513,12 +607,17 @@ fn operation_sequences_match_the_kernel() {
         let tb = mounted(&b, &dir, walk);
         assert_eq!(ta, tb, "{name}: trees differ after the swap");
         total += seq.len() + more.len();
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        for op in seq.iter().chain(&more) {
+            let k = format!("{op:?}");
+            let k = k[..k.find('(').unwrap_or(k.len())].to_string();
+            *kinds.entry(k).or_default() += 1;
+        }
         println!(
-            "{name}: {} operations, {} entries, equal to the kernel's",
+            "{name}: {} operations {kinds:?}, {} entries, equal to the kernel's",
             seq.len() + more.len(),
             ta.len()
         );
     }
     println!("write API against the kernel: {total} operations, 0 differences");
-    let _ = Timestamp { secs: 0, nsecs: 0 };
 }

@@ -38,6 +38,7 @@ mod file;
 mod htree;
 mod node;
 mod ops;
+mod xattr;
 
 pub use node::{NewNode, SetAttr};
 
