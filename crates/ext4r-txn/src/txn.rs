@@ -242,6 +242,37 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.v().read_block(nr)
     }
 
+    /// Blocks `start..start + buf.len() / block size` into `buf`, as this
+    /// transaction leaves them: one device read for the run, then the
+    /// blocks changed since laid over it.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] outside the filesystem, I/O errors.
+    pub fn read_blocks(&self, start: u64, buf: &mut [u8]) -> Result<()> {
+        let bs = self.bs();
+        let n = (buf.len() / bs) as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        self.v().check_blocks(start, n, "blocks")?;
+        self.v()
+            .dev
+            .read_at(&mut buf[..n as usize * bs], start * bs as u64)?;
+        let over = |b: u64| -> Option<&Vec<u8>> {
+            self.blocks
+                .get(&b)
+                .map(|(d, _)| d)
+                .or_else(|| self.data.get(&b))
+                .or_else(|| self.v().pending.get(&b))
+        };
+        for k in 0..n {
+            if let Some(d) = over(start + k) {
+                buf[k as usize * bs..(k as usize + 1) * bs].copy_from_slice(d);
+            }
+        }
+        Ok(())
+    }
+
     /// Block `nr` to change in place; `kind` says which checksum it gets
     /// at commit.
     ///
