@@ -621,3 +621,115 @@ fn operation_sequences_match_the_kernel() {
     }
     println!("write API against the kernel: {total} operations, 0 differences");
 }
+
+/// The names of a big directory's entries in one seeded order: lengths
+/// from 1 to 60 bytes, so leaves split at every fill.
+fn big_names(n: usize, seed: u64) -> Vec<String> {
+    let mut rng = Rng(seed | 1);
+    (0..n)
+        .map(|k| {
+            let pad = rng.below(52);
+            format!("{k:x}-{}", &"abcdefghijklmnopqrstuvwxyz".repeat(2)[..pad])
+        })
+        .collect()
+}
+
+/// A directory grown past 50,000 entries (htree leaves and index nodes
+/// split, a second index level on 1 KiB blocks), a third of them removed
+/// and more added: our directory holds what the kernel's holds, both
+/// e2fsck-clean, and we go on adding to the kernel's.
+#[test]
+fn a_directory_of_50000_entries_matches_the_kernel() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root for loop mounts");
+        return;
+    }
+    if let Some(why) = missing_tools(&["mke2fs", "e2fsck", "mount", "umount"]) {
+        println!("skipped: {why}");
+        return;
+    }
+    let n: usize = std::env::var("EXT4R_WRITE_BIGDIR")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_500);
+    for (name, mkfs) in [
+        ("1k", "-t ext4 -b 1024 -N 80000"),
+        ("4k", "-t ext4 -N 80000"),
+    ] {
+        let dir = TempDir::new(&format!("write-bigdir-{name}"));
+        let a = dir.join("ours.img");
+        let b = dir.join("kernel.img");
+        let mut args: Vec<&str> = vec!["-q", "-F"];
+        args.extend(mkfs.split_whitespace());
+        args.extend([a.to_str().unwrap(), "160M"]);
+        run("mke2fs", &args, &[("E2FSPROGS_FAKE_TIME", "1700000000")]).unwrap();
+        std::fs::copy(&a, &b).unwrap();
+        let names = big_names(n, 7);
+        let gone: Vec<&String> = names.iter().step_by(3).collect();
+        let more = big_names(n / 10, 11)
+            .into_iter()
+            .map(|s| format!("m{s}"))
+            .collect::<Vec<_>>();
+
+        let mut fs = open(&a);
+        let big = fs.mkdir(2, b"big", &NewNode::dir(0o755)).unwrap();
+        for s in &names {
+            fs.create(big, s.as_bytes(), &NewNode::file(0o644)).unwrap();
+        }
+        for s in &gone {
+            fs.unlink(big, s.as_bytes()).unwrap();
+        }
+        for s in &more {
+            fs.create(big, s.as_bytes(), &NewNode::file(0o644)).unwrap();
+        }
+        fs.close().unwrap();
+        mounted(&b, &dir, |root| {
+            let d = root.join("big");
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            for s in &names {
+                std::fs::File::create(d.join(s)).unwrap();
+            }
+            for s in &gone {
+                std::fs::remove_file(d.join(s)).unwrap();
+            }
+            for s in &more {
+                std::fs::File::create(d.join(s)).unwrap();
+            }
+        });
+        if let Err(e) = e2fsck_clean(&a) {
+            panic!("{name}: e2fsck -fn on ours:\n{e}");
+        }
+        let list = |root: &Path| -> std::collections::BTreeSet<String> {
+            std::fs::read_dir(root.join("big"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        let (la, lb) = (mounted(&a, &dir, list), mounted(&b, &dir, list));
+        assert_eq!(la.len(), n - gone.len() + more.len(), "{name}");
+        assert!(la == lb, "{name}: the directories differ");
+        // Ours goes on with the kernel's directory, and finds every name.
+        let mut fs = open(&b);
+        let big = fs.lookup_path("/big").unwrap();
+        for s in names.iter().skip(1).step_by(3).take(2000) {
+            fs.unlink(big, s.as_bytes()).unwrap();
+        }
+        for k in 0..2000 {
+            let s = format!("after-{k}");
+            fs.create(big, s.as_bytes(), &NewNode::file(0o600)).unwrap();
+        }
+        fs.close().unwrap();
+        if let Err(e) = e2fsck_clean(&b) {
+            panic!("{name}: e2fsck -fn on the kernel's after ours:\n{e}");
+        }
+        let lb = mounted(&b, &dir, list);
+        assert_eq!(lb.len(), la.len(), "{name}");
+        assert!(lb.contains("after-1999") && !lb.contains(&names[1]));
+        println!(
+            "{name}: {} entries made, {} removed, equal to the kernel's; 2,000 more each way on its image",
+            names.len() + more.len(),
+            gone.len()
+        );
+    }
+}
