@@ -60,6 +60,13 @@ struct Model {
     next: usize,
     /// Attributes set, per file path.
     xattrs: BTreeMap<String, Vec<String>>,
+    /// No truncates or preallocations: on inline_data the kernel (6.18)
+    /// loses the first KiB of a later write to a small inline file that a
+    /// truncate up or fallocate moved out of the inode (write 47 bytes,
+    /// `ftruncate` to 173,277, write 8,365 bytes at 0: the file reads the
+    /// old 47 bytes and zeros up to 1 KiB). Ours is checked against a
+    /// model for those in write_inline.rs.
+    no_resize: bool,
 }
 
 impl Model {
@@ -179,11 +186,11 @@ impl Model {
                     let data: Vec<u8> = (0..len).map(|k| fill.wrapping_add(k as u8)).collect();
                     return Op::Write(p, off, data);
                 }
-                8 if !self.files.is_empty() => {
+                8 if !self.files.is_empty() && !self.no_resize => {
                     let p = pick(&self.files, rng);
                     return Op::Truncate(p, rng.below(200_000) as u64);
                 }
-                9 if !self.files.is_empty() && extents => {
+                9 if !self.files.is_empty() && extents && !self.no_resize => {
                     let p = pick(&self.files, rng);
                     return Op::Fallocate(
                         p,
@@ -408,6 +415,21 @@ fn xattr_hash(p: &Path) -> u64 {
     h
 }
 
+/// How many of `paths` are inline-data inodes in image `img`.
+fn inline_count<'a>(img: &Path, paths: impl Iterator<Item = &'a String>) -> usize {
+    let fs =
+        ext4r::fs::Filesystem::open(FileDevice::open(img, OpenMode::default()).unwrap()).unwrap();
+    paths
+        .filter(|p| {
+            fs.resolve(&format!("/{p}")).is_ok_and(|i| {
+                i.inode
+                    .flags()
+                    .contains(ext4r_format::inode::InodeFlags::INLINE_DATA)
+            })
+        })
+        .count()
+}
+
 fn walk(root: &Path) -> Tree {
     let mut out = Tree::new();
     let mut stack = vec![PathBuf::from(root)];
@@ -519,6 +541,7 @@ fn operation_sequences_match_the_kernel() {
         ("ext4-1k", "-t ext4 -b 1024", true),
         ("ext3", "-t ext3", false),
         ("bigalloc", "-t ext4 -O bigalloc -C 16384", true),
+        ("inline", "-t ext4 -O inline_data", true),
     ];
     let mut total = 0;
     let only = std::env::var("EXT4R_WRITE_ONLY").unwrap_or_default();
@@ -537,6 +560,7 @@ fn operation_sequences_match_the_kernel() {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9).wrapping_add(k as u64) | 1);
         let mut model = Model {
             dirs: vec![String::new()],
+            no_resize: mkfs.contains("inline_data"),
             ..Model::default()
         };
         let seq: Vec<Op> = (0..ops).map(|_| model.gen(&mut rng, *extents)).collect();
@@ -565,6 +589,12 @@ fn operation_sequences_match_the_kernel() {
         }
         let ta = mounted(&a, &dir, walk);
         let tb = mounted(&b, &dir, walk);
+        if mkfs.contains("inline_data") {
+            // Not vacuous: ours kept small files and new directories inline.
+            let n = inline_count(&a, ta.keys());
+            assert!(n > 0, "{name}: nothing inline in ours");
+            println!("{name}: {n} of {} inodes inline in ours", ta.len());
+        }
         let diff: Vec<_> = ta
             .iter()
             .filter(|(p, v)| tb.get(*p) != Some(v))

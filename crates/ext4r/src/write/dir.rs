@@ -59,6 +59,13 @@ pub(crate) fn lookup(
     name: &[u8],
 ) -> Result<Option<(u32, u8)>> {
     let inode = dir_inode(t, dir)?;
+    if inode.flags().contains(InodeFlags::INLINE_DATA) {
+        let (_, recs) = super::inline::inline_dir(t, dir, &inode)?;
+        return Ok(recs
+            .into_iter()
+            .find(|r| r.name == name)
+            .map(|r| (r.ino, r.ftype)));
+    }
     if let Some(found) = htree::lookup(t, sh, dir, &inode, name)? {
         return Ok(found);
     }
@@ -158,6 +165,16 @@ impl WriteFs {
     pub(crate) fn dir_insert(&mut self, dir: u32, name: &[u8], ino: u32, ftype: u8) -> Result<()> {
         let sh = self.shape;
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            let fitted =
+                self.inline_dir_edit(dir, |r| entries::insert(r, name, ino, ftype).then_some(()))?;
+            if fitted.is_some() {
+                return Ok(());
+            }
+            // Full: the directory moves out into a block.
+            self.uninline(dir)?;
+        }
+        let inode = dir_inode(&self.txn, dir)?;
         if inode.flags().contains(InodeFlags::INDEX) && sh.dir_index {
             if htree::insert(self, dir, name, ino, ftype)? {
                 return Ok(());
@@ -228,6 +245,11 @@ impl WriteFs {
     /// Takes `name` out of directory `dir`; returns its inode.
     pub(crate) fn dir_remove(&mut self, dir: u32, name: &[u8]) -> Result<u32> {
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            return self
+                .inline_dir_edit(dir, |r| entries::remove(r, name))?
+                .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()));
+        }
         let kind = self.dir_kind(dir, &inode);
         let sh = self.shape;
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
@@ -253,6 +275,13 @@ impl WriteFs {
         ftype: u8,
     ) -> Result<()> {
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            return self
+                .inline_dir_edit(dir, |r| {
+                    entries::retarget(r, name, ino, ftype).then_some(())
+                })?
+                .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()));
+        }
         let kind = self.dir_kind(dir, &inode);
         let sh = self.shape;
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
@@ -272,6 +301,10 @@ impl WriteFs {
     /// Whether directory `dir` holds nothing but `.` and `..`.
     pub(crate) fn dir_is_empty(&self, dir: u32) -> Result<bool> {
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            let (_, recs) = super::inline::inline_dir(&self.txn, dir, &inode)?;
+            return Ok(recs.is_empty());
+        }
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
             let b = self.txn.read_block(nr)?;
             if htree::is_index_block(&b, &self.shape) {
@@ -289,6 +322,9 @@ impl WriteFs {
     /// Points directory `dir`'s `..` at `parent`.
     pub(crate) fn dir_set_dotdot(&mut self, dir: u32, parent: u32) -> Result<()> {
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            return self.inline_set_parent(dir, parent);
+        }
         let kind = self.dir_kind(dir, &inode);
         let Some(&(_, nr)) = blocks(&self.txn, dir, &inode)?.first() else {
             return Err(Error::corrupt(

@@ -158,9 +158,7 @@ pub(crate) fn read_all(
         }
     }
     if i.flags().contains(InodeFlags::INLINE_DATA) {
-        return Err(Error::Unsupported(format!(
-            "inode {ino}: reading inline data here"
-        )));
+        return super::inline::inline_file(t, ino, i);
     }
     let runs = map::runs(t, ino, i, false)?;
     let map = slots_of(&runs);
@@ -228,11 +226,6 @@ impl WriteFs {
                 "inode {ino} is not a regular file"
             )));
         }
-        if i.flags().contains(InodeFlags::INLINE_DATA) {
-            return Err(Error::Unsupported(format!(
-                "inode {ino}: changing inline-data files"
-            )));
-        }
         if i.flags()
             .intersects(InodeFlags::IMMUTABLE | InodeFlags::APPEND)
         {
@@ -250,8 +243,14 @@ impl WriteFs {
     /// [`Error::NoSpace`] (what was written before it stays, in whole
     /// chunks), [`Error::IsADirectory`] and other wrong targets, I/O errors.
     pub fn write(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        if data.is_empty() {
+            // As pwrite(2) of nothing: the target is checked, nothing
+            // changes (not even the size).
+            self.file_inode(ino)?;
+            return Ok(0);
+        }
         let mut done = 0;
-        while done < data.len() || (data.is_empty() && done == 0) {
+        while done < data.len() {
             let n = (data.len() - done).min(WRITE_CHUNK);
             let at = offset
                 .checked_add(done as u64)
@@ -259,23 +258,58 @@ impl WriteFs {
             let chunk = &data[done..done + n];
             self.op(|w| w.write_chunk(ino, at, chunk))?;
             done += n;
-            if data.is_empty() {
-                break;
-            }
         }
         Ok(done)
+    }
+
+    /// Writes `data` at `offset` of file `ino` (record `i`) inside the
+    /// inode when it is inline, or empty on an inline_data filesystem, and
+    /// the result still fits there (as the kernel keeps small files);
+    /// `false` when it does not.
+    fn write_inline(&mut self, ino: u32, i: &Inode, offset: u64, data: &[u8]) -> Result<bool> {
+        let inline = i.flags().contains(InodeFlags::INLINE_DATA);
+        let end = offset + data.len() as u64;
+        if !self.shape.inline || data.is_empty() || end > self.shape.bs as u64 {
+            return Ok(false);
+        }
+        let mut cur = if inline {
+            super::inline::inline_file(&self.txn, ino, i)?
+        } else if i.size() == 0 && map::runs(&self.txn, ino, i, false)?.is_empty() {
+            Vec::new()
+        } else {
+            return Ok(false);
+        };
+        let end = end as usize;
+        if cur.len() < end {
+            cur.resize(end, 0);
+        }
+        cur[offset as usize..end].copy_from_slice(data);
+        if !self.inline_store(ino, &cur)? {
+            return Ok(false);
+        }
+        let mut i = self.inode(ino)?;
+        i.set_size(cur.len() as u64);
+        let now = self.now();
+        i.set_mtime(now);
+        i.set_ctime(now);
+        self.put_inode(ino, &i)?;
+        Ok(true)
     }
 
     fn write_chunk(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
         let bs = self.shape.bs as u64;
         let r = self.shape.ratio;
-        let mut i = self.file_inode(ino)?;
+        let i = self.file_inode(ino)?;
         let end = offset + data.len() as u64;
         if end > self.max_file_size() {
             return Err(Error::InvalidArgument(format!(
                 "inode {ino}: a file cannot reach {end} bytes here"
             )));
         }
+        if self.write_inline(ino, &i, offset, data)? {
+            return Ok(());
+        }
+        let mut i = self.uninline(ino)?;
         let runs = map::runs(&self.txn, ino, &i, false)?;
         let first = offset / bs;
         let last = end.div_ceil(bs);
@@ -444,6 +478,24 @@ impl WriteFs {
                 "inode {ino}: size {size} too large"
             )));
         }
+        if i.flags().contains(InodeFlags::INLINE_DATA) {
+            // Kept inline while it fits, else moved out first.
+            if size <= bs {
+                let mut cur = super::inline::inline_file(&self.txn, ino, &i)?;
+                cur.resize(size as usize, 0);
+                if self.inline_store(ino, &cur)? {
+                    let mut i = self.inode(ino)?;
+                    i.set_size(size);
+                    if stamp {
+                        let now = self.now();
+                        i.set_mtime(now);
+                        i.set_ctime(now);
+                    }
+                    return self.put_inode(ino, &i);
+                }
+            }
+            i = self.uninline(ino)?;
+        }
         let has_blocks = i.is_reg() || (i.is_symlink() && !fast_symlink(&i, &self.shape));
         if has_blocks && !i.flags().contains(InodeFlags::INLINE_DATA) && size % bs != 0 {
             // The rest of the last block reads as zeros from now on.
@@ -488,7 +540,8 @@ impl WriteFs {
     pub fn fallocate(&mut self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
         self.op(|w| {
             let bs = w.shape.bs as u64;
-            let mut i = w.file_inode(ino)?;
+            w.file_inode(ino)?;
+            let mut i = w.uninline(ino)?;
             if !i.flags().contains(InodeFlags::EXTENTS) {
                 return Err(Error::Unsupported(format!(
                     "inode {ino}: preallocation needs extents"

@@ -38,6 +38,7 @@ mod dir;
 mod entries;
 mod file;
 mod htree;
+mod inline;
 mod node;
 mod ops;
 mod orphan;
@@ -93,6 +94,8 @@ pub(crate) struct Shape {
     pub hash_unsigned: bool,
     pub encrypt: bool,
     pub casefold: bool,
+    /// inline_data: new directories and small files kept in the inode.
+    pub inline: bool,
     pub ratio: u64,
 }
 
@@ -159,6 +162,7 @@ impl WriteFs {
             hash_unsigned: sb.s_flags.get() & 0x2 != 0,
             encrypt: sb.has_incompat(Incompat::ENCRYPT),
             casefold: sb.has_incompat(Incompat::CASEFOLD),
+            inline: sb.has_incompat(Incompat::INLINE_DATA),
             ratio: vol.geometry().cluster_ratio(),
         };
         let limit = journal_share(&vol);

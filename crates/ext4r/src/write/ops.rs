@@ -50,6 +50,12 @@ impl WriteFs {
         if i.flags().contains(InodeFlags::INDEX) {
             return Ok(false);
         }
+        if i.flags().contains(InodeFlags::INLINE_DATA) {
+            let mut data = super::inline::inline_bytes(&self.txn, dir, &i)?;
+            let (head, rest) = data.split_at_mut(60);
+            return Ok(entries::insert(&mut head[4..], name, 1, 0)
+                || (!rest.is_empty() && entries::insert(rest, name, 1, 0)));
+        }
         for (_, nr) in dir::blocks(&self.txn, dir, &i)? {
             let mut b = self.txn.read_block(nr)?;
             if entries::insert(&mut b, name, 1, 0) {
@@ -139,6 +145,12 @@ impl WriteFs {
                 return Err(Error::TooManyLinks(shown(name)));
             }
             let ino = w.new_inode(parent, &n, 2)?;
+            if w.make_inline_dir(ino, parent)? {
+                let ft = node::ftype(mode::S_IFDIR, &w.shape);
+                w.dir_insert(parent, name, ino, ft)?;
+                w.touch_dir(parent, 1)?;
+                return Ok(ino);
+            }
             let (_, nr) = w.dir_grow(ino)?;
             let ft = node::ftype(mode::S_IFDIR, &w.shape);
             let b = entries::build(

@@ -4,6 +4,8 @@
 //! block shared by several inodes (reference count above 1) is copied
 //! before it changes. Values kept in EA inodes (ea_inode) are read but
 //! not written here: an inode that has one is refused for changes.
+//! `system.data` belongs to inline data (inline.rs): kept first in the
+//! inode, never listed or set here.
 
 use super::WriteFs;
 use crate::error::{Error, Result};
@@ -75,8 +77,10 @@ impl WriteFs {
     /// [`Error::Corrupt`] for damaged attributes, read errors.
     pub fn xattrs(&self, ino: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let (a, b, _, _) = self.read_xattrs(ino)?;
+        // system.data continues inline data: not an attribute to list.
         Ok(a.into_iter()
             .chain(b)
+            .filter(|(i, n, _)| !(*i == ext4r_format::xattr::index::SYSTEM && n == b"data"))
             .map(|(i, n, v)| {
                 let mut full = xattr_prefix(i).unwrap_or("").as_bytes().to_vec();
                 full.extend_from_slice(&n);
@@ -108,7 +112,10 @@ impl WriteFs {
         let shown = String::from_utf8_lossy(name).into_owned();
         let (index, suffix) =
             split_xattr_name(name).ok_or_else(|| Error::InvalidName(shown.clone()))?;
-        if suffix.len() > 255 || (suffix.is_empty() && index != 2 && index != 3) {
+        if suffix.len() > 255
+            || (suffix.is_empty() && index != 2 && index != 3)
+            || (index == ext4r_format::xattr::index::SYSTEM && suffix == b"data")
+        {
             return Err(Error::InvalidName(shown));
         }
         let bs = self.shape.bs;
