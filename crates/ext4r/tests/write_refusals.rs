@@ -60,6 +60,12 @@ fn refuses(
     prepare(&mut fs);
     fs.close().unwrap();
     let before = std::fs::read(img).unwrap();
+    let verdict = |img: &Path| {
+        common::run_status("e2fsck", &["-fn", img.to_str().unwrap()], &[])
+            .unwrap()
+            .0
+    };
+    let clean_before = verdict(img) == 0;
     let mut fs = open(img);
     let e = refused(&mut fs).expect_err("the operation should be refused");
     assert!(expect(&e), "unexpected error: {e:?} ({e})");
@@ -71,7 +77,10 @@ fn refuses(
         diff.is_none(),
         "the image changed at byte {diff:?} after: {e}"
     );
-    e2fsck_clean(img);
+    // Clean stays clean (an image made odd on purpose stays as odd).
+    if clean_before {
+        e2fsck_clean(img);
+    }
 }
 
 #[test]
@@ -320,4 +329,66 @@ fn mounted_images_and_devices_are_refused() {
     drop(m);
     drop(lo);
     e2fsck_clean(&img);
+}
+
+/// Directories whose names we cannot match or write (encrypted,
+/// casefolded) and files whose data we cannot write (encrypted, verity)
+/// are refused with an error naming the feature; nothing is written.
+#[test]
+fn encrypted_and_casefolded_directories_are_refused_by_name() {
+    if let Some(m) = missing_tools(&["mke2fs", "e2fsck", "debugfs"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    let dir = TempDir::new("write-refusals-flags");
+    let img = mkfs(&dir, "flags.img", &["-O", "encrypt,casefold,verity"], 8192);
+    // Flags set the way the kernel stores them (debugfs: the kernel here
+    // may lack the keys or Unicode tables to make them itself).
+    let script = "mkdir cf\nset_inode_field cf flags 0x40000000\nmkdir enc\nset_inode_field enc flags 0x800\nwrite /dev/null ef\nset_inode_field ef flags 0x80800\nwrite /dev/null vf\nset_inode_field vf flags 0x180000\n";
+    let cmds = dir.join("cmds");
+    std::fs::write(&cmds, script).unwrap();
+    run(
+        "debugfs",
+        &["-w", "-f", cmds.to_str().unwrap(), img.to_str().unwrap()],
+        &[],
+    )
+    .unwrap();
+    let named = |feature: &'static str| move |e: &Error| matches!(e, Error::Unsupported(m) if m.contains(feature));
+    for (d, feature) in [("cf", "casefold"), ("enc", "encrypt")] {
+        refuses(
+            &img,
+            |_| {},
+            |fs| {
+                let di = fs.lookup_path(&format!("/{d}")).unwrap();
+                fs.create(di, b"new", &NewNode::file(0o644)).map(|_| ())
+            },
+            named(feature),
+        );
+        refuses(
+            &img,
+            |_| {},
+            |fs| fs.lookup_path(&format!("/{d}/x")).map(|_| ()),
+            named(feature),
+        );
+    }
+    for (f, feature) in [("ef", "encrypt"), ("vf", "verity")] {
+        refuses(
+            &img,
+            |_| {},
+            |fs| {
+                let fi = fs.lookup_path(&format!("/{f}")).unwrap();
+                fs.write(fi, 0, b"data").map(|_| ())
+            },
+            named(feature),
+        );
+        refuses(
+            &img,
+            |_| {},
+            |fs| {
+                let fi = fs.lookup_path(&format!("/{f}")).unwrap();
+                fs.truncate(fi, 100)
+            },
+            named(feature),
+        );
+    }
 }

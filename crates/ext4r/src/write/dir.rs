@@ -59,6 +59,7 @@ pub(crate) fn lookup(
     name: &[u8],
 ) -> Result<Option<(u32, u8)>> {
     let inode = dir_inode(t, dir)?;
+    names_readable(dir, &inode)?;
     if inode.flags().contains(InodeFlags::INLINE_DATA) {
         let (_, recs) = super::inline::inline_dir(t, dir, &inode)?;
         return Ok(recs
@@ -81,6 +82,25 @@ pub(crate) fn lookup(
         }
     }
     Ok(None)
+}
+
+/// Refuses a directory whose names this layer cannot match or write: an
+/// encrypted one (its names are ciphertext, the key is the kernel's) and a
+/// casefolded one (names match without case under Unicode folding, its
+/// htree hashes the folded name). Every name operation goes through
+/// [`lookup`], so each of them is refused there.
+pub(crate) fn names_readable(dir: u32, inode: &Inode) -> Result<()> {
+    if inode.flags().contains(InodeFlags::ENCRYPT) {
+        return Err(Error::Unsupported(format!(
+            "directory inode {dir} is encrypted (feature encrypt): its names cannot be read or written without its key"
+        )));
+    }
+    if inode.flags().contains(InodeFlags::CASEFOLD) {
+        return Err(Error::Unsupported(format!(
+            "directory inode {dir} is casefolded (feature casefold): names in it are not changed here"
+        )));
+    }
+    Ok(())
 }
 
 /// Follows an absolute path from the root.

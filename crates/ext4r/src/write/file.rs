@@ -226,6 +226,16 @@ impl WriteFs {
                 "inode {ino} is not a regular file"
             )));
         }
+        if i.flags().contains(InodeFlags::ENCRYPT) {
+            return Err(Error::Unsupported(format!(
+                "inode {ino} is encrypted (feature encrypt): its data cannot be written without its key"
+            )));
+        }
+        if i.flags().contains(InodeFlags::VERITY) {
+            return Err(Error::Unsupported(format!(
+                "inode {ino} has fs-verity (feature verity): its data is read-only"
+            )));
+        }
         if i.flags()
             .intersects(InodeFlags::IMMUTABLE | InodeFlags::APPEND)
         {
@@ -472,6 +482,10 @@ impl WriteFs {
         let mut i = self.inode(ino)?;
         if i.is_dir() {
             return Err(Error::IsADirectory(format!("inode {ino}")));
+        }
+        if i.is_reg() {
+            // The same refusals as a write (encrypted, verity, immutable).
+            self.file_inode(ino)?;
         }
         if size > self.max_file_size() {
             return Err(Error::InvalidArgument(format!(

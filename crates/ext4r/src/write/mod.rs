@@ -347,7 +347,10 @@ fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
         | RoCompat::EXTRA_ISIZE
         | RoCompat::METADATA_CSUM
         | RoCompat::BIGALLOC
-        | RoCompat::ORPHAN_PRESENT;
+        | RoCompat::ORPHAN_PRESENT
+        // Verity files are refused for data changes (file.rs); deleting
+        // one frees its Merkle tree with its blocks.
+        | RoCompat::VERITY;
     let ro_unknown = RoCompat::from_bits_retain(sb.s_feature_ro_compat.get()) - ro_known;
     if !ro_unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, 0, ro_unknown.bits()).names();
