@@ -352,6 +352,8 @@ fn tune_matrix() {
             if same_bytes {
                 identical += 1;
                 per_opt[k].1 += 1;
+            } else {
+                println!("not byte-identical (but equal): {name} {opt:?}");
             }
         }
     }

@@ -18,7 +18,8 @@ use clap::Subcommand;
 use crate::measure::{self, Check, Hooks, Row, Sample, Tool};
 use crate::util::{self, fmt_bytes, Size, TempDir};
 
-mod filled;
+mod defrag;
+pub(crate) mod filled;
 mod fsck;
 mod read;
 mod tune;
@@ -43,6 +44,9 @@ enum Which {
     /// `ext4r tune` vs `tune2fs`: `-O ^metadata_csum` and `-O metadata_csum` on
     /// copies of the cached 16 GiB image with 2,000,000 files.
     Tune(tune::TuneArgs),
+    /// `e4defrag-r` vs `e4defrag` on the fragmented images of `cargo xtask
+    /// fragment`: -c output, online time/extents/hashes/e2fsck, -r cold reads.
+    Defrag(defrag::DefragArgs),
 }
 
 /// Options every benchmark takes.
@@ -89,6 +93,7 @@ pub fn run(args: &Args) -> Result<()> {
         Which::Fsck(a) => fsck::run(a),
         Which::Read(a) => read::run(a),
         Which::Tune(a) => tune::run(a),
+        Which::Defrag(a) => defrag::run(a),
     }
 }
 

@@ -18,7 +18,7 @@ pub struct Args {
     /// Seconds to fuzz each target (libFuzzer `-max_total_time`; build time excluded).
     #[arg(long, default_value_t = 60)]
     secs: u64,
-    /// The cargo-fuzz project [default: <repo>/fuzz].
+    /// The cargo-fuzz project (default: `<repo>/fuzz`).
     #[arg(long, value_name = "DIR")]
     fuzz_dir: Option<PathBuf>,
     /// Targets to run [default: all of `cargo fuzz list`].

@@ -6,12 +6,21 @@
 //! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
 //!   e2fsprogs test images against e2fsck's.
 //! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.
-//! - `cargo xtask dist`: the binary as shipped (static on glibc Linux); benches use it.
+//! - `cargo xtask dist`: the binary as shipped (static on glibc Linux) with its links; benches use it.
+//! - `cargo xtask install [--prefix DIR]`: that binary stripped, its links, man pages, completions.
+//! - `cargo xtask fragment [--cases ...] [--seed S]`: fragmented images for the defragmenter.
+//! - `cargo xtask damage [--seed N] [--cases K] [--kinds ..] [--jobs J] [--keep DIR]`:
+//!   random metadata damage, our repair against e2fsck's, file by file.
 
 mod bench;
 mod ci;
 mod corpus;
+mod crash;
+mod damage;
+mod fragment;
 mod fuzz;
+mod install;
+mod layers;
 mod measure;
 mod util;
 mod zoo;
@@ -39,10 +48,21 @@ enum Command {
     Bench(bench::Args),
     /// Agreement of a checker's verdicts with e2fsck's on the e2fsprogs test images.
     Corpus(corpus::Args),
-    /// Build `ext4r` as it is shipped (static on glibc Linux) and print its path.
+    /// Fragmented images written by the kernel (cached in /dev/shm/ext4r-defrag).
+    Fragment(fragment::Args),
+    /// Build `ext4r` as it is shipped (static on glibc Linux), link its tool names
+    /// beside it, and print its path.
     Dist,
+    /// Install the stripped binary, its tool names, man pages and shell completions.
+    Install(install::Args),
+    /// Power cuts at every write of tune, fsck and the write layer, and the recoveries after them.
+    Crash(crash::Args),
+    /// Fail when product code writes to a device or stamps a checksum outside the write layer.
+    Layers,
     /// Clean images across the mke2fs feature matrix: our fsck must agree they are clean.
     Zoo(zoo::Args),
+    /// Random metadata damage: our repair against e2fsck's, file by file.
+    Damage(damage::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,7 +73,17 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Corpus(args) => corpus::run(&args),
         Command::Zoo(args) => zoo::run(&args),
-        Command::Dist => util::dist_ext4r().map(|bin| println!("{}", bin.display())),
+        Command::Layers => layers::run(),
+        Command::Fragment(args) => fragment::run(&args),
+        Command::Crash(args) => crash::run(&args),
+        Command::Damage(args) => damage::run(&args),
+        Command::Dist => util::dist_ext4r().and_then(|bin| {
+            let dir = bin.parent().unwrap_or(std::path::Path::new("."));
+            install::make_links(&bin, dir)?;
+            println!("{}", bin.display());
+            Ok(())
+        }),
+        Command::Install(args) => install::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

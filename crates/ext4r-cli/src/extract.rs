@@ -33,7 +33,7 @@ use crate::read::{finish, open_fs, parse};
 
 /// Copy a tree out of an ext2/3/4 image.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "ext4r extract", version)]
 struct Args {
     /// Image file or block device.
     image: PathBuf,
@@ -46,6 +46,11 @@ struct Args {
     /// Report each file written.
     #[arg(short = 'v')]
     verbose: bool,
+}
+
+/// The command line's definition (for the man page and completions).
+pub(crate) fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
 }
 
 /// Runs `ext4r extract`.
@@ -230,7 +235,7 @@ impl Shared<'_> {
                 let at = ((p - start) * bs) as usize;
                 let data = &buf[at..at + size as usize];
                 if let Err(e) = self.write_small(info, target, data) {
-                    self.warn(target, format!("{e:#}"));
+                    self.warn(target, crate::errors::message(e.as_ref()));
                 }
             }
             k = j;
@@ -238,7 +243,7 @@ impl Shared<'_> {
         for i in rest {
             let (info, target) = &jobs[i];
             if let Err(e) = self.regular(info, target, buf) {
-                self.warn(target, format!("{e:#}"));
+                self.warn(target, crate::errors::message(e.as_ref()));
             }
         }
     }
@@ -510,7 +515,7 @@ impl Walk<'_, '_> {
         };
         match made {
             Ok(()) => self.sh.attributes_path(&info, target),
-            Err(e) => self.sh.warn(target, format!("{e:#}")),
+            Err(e) => self.sh.warn(target, crate::errors::message(e.as_ref())),
         }
     }
 }

@@ -2,8 +2,12 @@
 //! `ext4r mkfs`) it makes a filesystem; the name it is called by picks the
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
+mod defrag;
+mod defrag_online;
+mod errors;
 mod extract;
 mod fsck;
+mod generate;
 mod mkfs;
 mod read;
 mod tune;
@@ -11,35 +15,83 @@ mod tune;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-/// The tools this binary provides: (subcommand, link name, summary).
-const TOOLS: &[(&str, Option<&str>, &str)] = &[
-    (
-        "mkfs",
-        Some("mkfs.ext4r"),
-        "make an ext2/ext3/ext4 filesystem (also installed as mkfs.ext4r)",
-    ),
-    (
-        "fsck",
-        Some("fsck.ext4r"),
-        "check an ext2/ext3/ext4 filesystem (also installed as fsck.ext4r)",
-    ),
-    (
-        "tune",
-        Some("tune.ext4r"),
-        "change tunable parameters of a filesystem, as tune2fs (also installed as tune.ext4r)",
-    ),
-    (
-        "ls",
-        None,
-        "list a directory of an image without mounting it",
-    ),
-    ("cat", None, "print a file of an image"),
-    (
-        "extract",
-        None,
-        "copy a tree out of an image, like debugfs rdump",
-    ),
+/// One tool of the binary.
+pub(crate) struct Tool {
+    /// The subcommand: `ext4r mkfs`.
+    pub sub: &'static str,
+    /// The name it is installed under, when it has one (`mkfs.ext4r`).
+    pub link: Option<&'static str>,
+    /// What it does, for `ext4r --help`.
+    pub what: &'static str,
+    /// Its command line, for the man page and the completions.
+    pub command: fn() -> clap::Command,
+    pub main: fn(Vec<OsString>) -> ExitCode,
+}
+
+/// The tools this binary provides.
+pub(crate) const TOOLS: &[Tool] = &[
+    Tool {
+        sub: "mkfs",
+        link: Some("mkfs.ext4r"),
+        what: "make an ext2/ext3/ext4 filesystem (also installed as mkfs.ext4r)",
+        command: mkfs::command,
+        main: mkfs::main,
+    },
+    Tool {
+        sub: "fsck",
+        link: Some("fsck.ext4r"),
+        what: "check and repair an ext2/ext3/ext4 filesystem (also installed as fsck.ext4r)",
+        command: fsck::command,
+        main: fsck::main,
+    },
+    Tool {
+        sub: "tune",
+        link: Some("tune.ext4r"),
+        what: "change tunable parameters of a filesystem, as tune2fs (also installed as \
+               tune.ext4r)",
+        command: tune::command,
+        main: tune::main,
+    },
+    Tool {
+        sub: "e4defrag",
+        link: Some("e4defrag-r"),
+        what: "score fragmentation as e4defrag -c, defragment online (also installed as \
+               e4defrag-r)",
+        command: defrag::command,
+        main: defrag::main,
+    },
+    Tool {
+        sub: "ls",
+        link: None,
+        what: "list a directory of an image without mounting it",
+        command: read::ls_command,
+        main: read::ls_main,
+    },
+    Tool {
+        sub: "cat",
+        link: None,
+        what: "print a file of an image",
+        command: read::cat_command,
+        main: read::cat_main,
+    },
+    Tool {
+        sub: "extract",
+        link: None,
+        what: "copy a tree out of an image, like debugfs rdump",
+        command: extract::command,
+        main: extract::main,
+    },
 ];
+
+/// `ext4r --help`: the tools.
+fn usage() -> String {
+    let mut s = String::from("usage: ext4r <tool> [options]\n\ntools:\n");
+    for t in TOOLS {
+        s.push_str(&format!("  {:<8} {}\n", t.sub, t.what));
+    }
+    s.push_str("\nRun `ext4r <tool> -h` for a tool's options.\n");
+    s
+}
 
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().collect();
@@ -48,36 +100,33 @@ fn main() -> ExitCode {
         .and_then(|a| std::path::Path::new(a).file_name())
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tool = if let Some((sub, _, _)) = TOOLS.iter().find(|(_, link, _)| *link == Some(&argv0)) {
-        sub.to_string()
-    } else {
-        match args.get(1).map(|a| a.to_string_lossy().into_owned()) {
-            Some(sub) if TOOLS.iter().any(|(s, _, _)| *s == sub) => {
-                let prog = args.remove(0);
-                args[0] = OsString::from(format!("{} {sub}", prog.to_string_lossy()));
-                sub
-            }
-            Some(h) if h == "-V" || h == "--version" => {
-                println!("ext4r {}", env!("CARGO_PKG_VERSION"));
-                return ExitCode::SUCCESS;
-            }
-            _ => {
-                eprintln!("usage: ext4r <tool> [options]\n\ntools:");
-                for (sub, _, what) in TOOLS {
-                    eprintln!("  {sub:<8} {what}");
-                }
-                eprintln!("\nRun `ext4r <tool> -h` for a tool's options.");
-                return ExitCode::from(16);
+    if let Some(t) = TOOLS.iter().find(|t| t.link == Some(argv0.as_str())) {
+        return (t.main)(args);
+    }
+    match args.get(1).map(|a| a.to_string_lossy().into_owned()) {
+        Some(sub) if TOOLS.iter().any(|t| t.sub == sub) => {
+            let prog = args.remove(0);
+            args[0] = OsString::from(format!("{} {sub}", prog.to_string_lossy()));
+            match TOOLS.iter().find(|t| t.sub == sub) {
+                Some(t) => (t.main)(args),
+                None => ExitCode::from(16),
             }
         }
-    };
-    match tool.as_str() {
-        "mkfs" => mkfs::main(args),
-        "fsck" => fsck::main(args),
-        "tune" => tune::main(args),
-        "ls" => read::ls_main(args),
-        "cat" => read::cat_main(args),
-        "extract" => extract::main(args),
-        _ => ExitCode::from(16),
+        Some(h) if h == "-V" || h == "--version" => {
+            println!("ext4r {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Some(h) if h == "-h" || h == "--help" => {
+            print!("{}", usage());
+            ExitCode::SUCCESS
+        }
+        // Not for people: `cargo xtask install` asks for the man pages,
+        // completions and link names from here, so that they come from
+        // the same clap definitions the tools parse with.
+        Some(g) if g == "--generate" => generate::main(&args[2..]),
+        _ => {
+            eprint!("{}", usage());
+            ExitCode::from(16)
+        }
     }
 }

@@ -97,6 +97,11 @@ struct Args {
     size: Option<String>,
 }
 
+/// The command line's definition (for the man page and completions).
+pub(crate) fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
+}
+
 /// Runs mkfs.ext4r with `args` (args[0] is the program name).
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let a = match Args::try_parse_from(args) {
@@ -109,7 +114,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     match run(a) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mkfs.ext4r: {e:#}");
+            eprintln!("mkfs.ext4r: {}", crate::errors::message(e.as_ref()));
             ExitCode::from(1)
         }
     }
@@ -294,7 +299,14 @@ fn run(a: Args) -> Result<()> {
             exclusive: true,
             create_size: size_arg,
         },
-    )?;
+    )
+    .map_err(|e| match e {
+        ext4r::Error::InUse(p) => anyhow::anyhow!(
+            "{} is apparently in use by the system; will not make a filesystem here!",
+            p.display()
+        ),
+        e => e.into(),
+    })?;
     let s = plan.write(&dev, is_file)?;
     if !a.quiet {
         if s.discarded {

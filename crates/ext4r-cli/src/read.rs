@@ -24,7 +24,7 @@ pub(crate) fn finish(tool: &str, r: Result<bool>) -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("{tool}: {e:#}");
+            eprintln!("{tool}: {}", crate::errors::message(e.as_ref()));
             ExitCode::from(1)
         }
     }
@@ -39,7 +39,7 @@ pub(crate) fn parse<A: Parser>(args: Vec<OsString>) -> std::result::Result<A, Ex
 
 /// List a directory of an ext2/3/4 image.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "ext4r ls", version)]
 struct LsArgs {
     /// Long listing: mode, links, owner, group, size, time, name.
     #[arg(short = 'l')]
@@ -55,6 +55,16 @@ struct LsArgs {
     /// Directory (or file) inside the image.
     #[arg(default_value = "/")]
     path: String,
+}
+
+/// `ext4r ls`'s command line (for its man page and completions).
+pub(crate) fn ls_command() -> clap::Command {
+    <LsArgs as clap::CommandFactory>::command()
+}
+
+/// `ext4r cat`'s command line.
+pub(crate) fn cat_command() -> clap::Command {
+    <CatArgs as clap::CommandFactory>::command()
 }
 
 /// Runs `ext4r ls`.
@@ -188,21 +198,14 @@ pub(crate) fn mode_string(m: &Metadata) -> String {
     s
 }
 
-/// A UTC time as `YYYY-MM-DD HH:MM`.
+/// A time as `YYYY-MM-DD HH:MM` in the local zone, as `ls -l` prints it.
 pub(crate) fn time_string(t: Timestamp) -> String {
-    let days = t.secs.div_euclid(86_400);
-    let rem = t.secs.rem_euclid(86_400);
-    let (y, mo, d) = ext4r::civil::civil_from_days(days);
-    format!(
-        "{y:04}-{mo:02}-{d:02} {:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60
-    )
+    ext4r::localtime::short(t.secs)
 }
 
 /// Print a file of an ext2/3/4 image to standard output.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "ext4r cat", version)]
 struct CatArgs {
     /// Image file or block device.
     image: std::path::PathBuf,
@@ -254,29 +257,4 @@ fn cat(a: &CatArgs) -> Result<bool> {
     }
     out.flush()?;
     Ok(true)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates_and_modes_read_like_ls() {
-        let t = Timestamp {
-            secs: 1_700_000_000,
-            nsecs: 0,
-        };
-        assert_eq!(time_string(t), "2023-11-14 22:13");
-        assert_eq!(
-            time_string(Timestamp { secs: 0, nsecs: 0 }),
-            "1970-01-01 00:00"
-        );
-        assert_eq!(
-            time_string(Timestamp {
-                secs: -86_400,
-                nsecs: 0
-            }),
-            "1969-12-31 00:00"
-        );
-    }
 }

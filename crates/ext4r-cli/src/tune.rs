@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ext4r::civil::days_from_civil;
+use crate::errors::message;
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r::tune::{
     parse_c_ulong, parse_journal_opts, parse_quota_opts, tune, JournalRequest, MaxMounts, TuneEnv,
@@ -33,7 +33,10 @@ struct Usage;
 /// Runs tune.ext4r with `args` (args[0] is the program name).
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let prog = "tune.ext4r";
-    println!("tune.ext4r {}", env!("CARGO_PKG_VERSION"));
+    let json = args.iter().skip(1).any(|a| a == "--json");
+    if !json {
+        println!("tune.ext4r {}", env!("CARGO_PKG_VERSION"));
+    }
     let (opts, device) = match parse(prog, &args) {
         Ok(v) => v,
         Err(Usage) => {
@@ -47,7 +50,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     let mount = match ext4r::safety::mounted(path) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("ext2fs_check_mount_point: {e} while determining whether {name} is mounted.");
+            eprintln!(
+                "ext2fs_check_mount_point: {} while determining whether {name} is mounted.",
+                message(&e)
+            );
             return ExitCode::from(1);
         }
     };
@@ -76,7 +82,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     let dev: Arc<dyn BlockDevice> = match FileDevice::open(&device, mode) {
         Ok(d) => Arc::new(d),
         Err(e) => {
-            eprintln!("{prog}: {e} while trying to open {name}");
+            eprintln!("{prog}: {} while trying to open {name}", message(&e));
             eprintln!("Couldn't find valid filesystem superblock.");
             return ExitCode::from(1);
         }
@@ -84,16 +90,24 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     let mut env = TuneEnv::new(&name, now());
     env.mounted = mounted;
     env.mounted_device = mounted_device;
-    env.user_name = Box::new(|id| lookup("/etc/passwd", id));
-    env.group_name = Box::new(|id| lookup("/etc/group", id));
+    env.user_name = Box::new(user_name);
+    env.group_name = Box::new(group_name);
+    env.program = prog.to_string();
+    let bar = Rewrites::default();
+    env.progress = Box::new(move |what, done, total| bar.update(what, done, total));
     match tune(dev, &opts, &mut env) {
+        Ok(o) if json && o.status == 0 => {
+            println!("{}", listing_json(&o.out));
+            eprint!("{}", o.err);
+            ExitCode::SUCCESS
+        }
         Ok(o) => {
             print!("{}", o.out);
             eprint!("{}", o.err);
             ExitCode::from(o.status)
         }
         Err(e) => {
-            eprintln!("{prog}: {e} while trying to open {name}");
+            eprintln!("{prog}: {} while trying to open {name}", message(&e));
             eprintln!("Couldn't find valid filesystem superblock.");
             ExitCode::from(1)
         }
@@ -113,26 +127,215 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// A name from /etc/passwd or /etc/group by number.
-fn lookup(file: &str, id: u32) -> Option<String> {
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines().find_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?;
-        let _pw = f.next()?;
-        (f.next()?.parse::<u32>().ok()? == id).then(|| name.to_string())
-    })
+/// The `-l` listing ("Field name:   value" lines) as one JSON object,
+/// the fields in tune2fs's order.
+fn listing_json(text: &str) -> String {
+    let mut map = serde_json::Map::new();
+    let mut last: Option<String> = None;
+    for line in text.lines() {
+        match line.split_once(':') {
+            Some((k, v)) if !k.starts_with([' ', '\t']) => {
+                let key = k.trim().to_string();
+                map.insert(key.clone(), serde_json::Value::from(v.trim()));
+                last = Some(key);
+            }
+            // A line that continues the field before it.
+            _ => {
+                if let Some(serde_json::Value::String(v)) =
+                    last.as_ref().and_then(|k| map.get_mut(k))
+                {
+                    v.push('\n');
+                    v.push_str(line.trim());
+                }
+            }
+        }
+    }
+    serde_json::Value::Object(map).to_string()
 }
 
-/// A number from /etc/passwd or /etc/group by name.
-fn lookup_id(file: &str, name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines().find_map(|l| {
-        let mut f = l.split(':');
-        (f.next()? == name).then_some(())?;
-        let _pw = f.next()?;
-        f.next()?.parse().ok()
-    })
+/// A bar on stderr for tune's long rewrites, when stderr is a terminal.
+#[derive(Default)]
+struct Rewrites {
+    bar: std::cell::RefCell<Option<indicatif::ProgressBar>>,
+}
+
+impl Rewrites {
+    fn update(&self, what: &'static str, done: u64, total: u64) {
+        use std::io::IsTerminal;
+        let mut bar = self.bar.borrow_mut();
+        if done >= total {
+            if let Some(b) = bar.take() {
+                b.finish_and_clear();
+            }
+            return;
+        }
+        if bar.is_none() && std::io::stderr().is_terminal() {
+            let style =
+                indicatif::ProgressStyle::with_template("{msg}: |{bar:40}| {pos}/{len} groups")
+                    .map(|s| s.progress_chars("== "))
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+            *bar = Some(
+                indicatif::ProgressBar::new(total)
+                    .with_style(style)
+                    .with_message(what),
+            );
+        }
+        if let Some(b) = bar.as_ref() {
+            b.set_length(total);
+            b.set_message(what);
+            b.set_position(done);
+        }
+    }
+}
+
+/// The options as tune.ext4r takes them, for its man page and shell
+/// completions. The parser itself stays getopt's (`parse`), which keeps
+/// tune2fs's messages and exit codes for every mistake; a test keeps the
+/// two lists of letters equal.
+pub(crate) fn command() -> clap::Command {
+    use clap::{Arg, ArgAction, Command};
+    let opt = |c: char, name: &'static str, help: &'static str| {
+        Arg::new(name)
+            .short(c)
+            .value_name(name)
+            .action(ArgAction::Append)
+            .help(help)
+    };
+    let flag = |c: char, id: &'static str, help: &'static str| {
+        Arg::new(id).short(c).action(ArgAction::Count).help(help)
+    };
+    Command::new("tune.ext4r")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Change tunable parameters of an ext2/ext3/ext4 filesystem, as tune2fs(8)")
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .arg(opt(
+            'c',
+            "max_mounts",
+            "Mounts between checks (0 or -1: none; random)",
+        ))
+        .arg(opt('C', "mount_count", "Set the mount count"))
+        .arg(opt(
+            'e',
+            "errors_behavior",
+            "On errors: continue, remount-ro or panic",
+        ))
+        .arg(flag(
+            'f',
+            "force",
+            "Force the change (twice: also after errors)",
+        ))
+        .arg(opt(
+            'g',
+            "group",
+            "Group (name or number) that may use reserved blocks",
+        ))
+        .arg(opt('i', "interval", "Time between checks: N[d|w|m|s]"))
+        .arg(flag('j', "journal", "Add a journal (ext2 to ext3)"))
+        .arg(opt(
+            'J',
+            "journal_options",
+            "Journal options: size=MiB, location=",
+        ))
+        .arg(flag('l', "list", "List the superblock, as tune2fs -l"))
+        .arg(opt('L', "volume_label", "Set the volume label"))
+        .arg(opt(
+            'm',
+            "reserved_blocks_percent",
+            "Reserved blocks, in percent",
+        ))
+        .arg(opt(
+            'M',
+            "last_mounted_dir",
+            "Set the last mounted directory",
+        ))
+        .arg(opt(
+            'o',
+            "mount_options",
+            "Default mount options: [^]option,...",
+        ))
+        .arg(opt(
+            'O',
+            "feature",
+            "Features to set or (with ^) clear: [^]feature,...",
+        ))
+        .arg(opt(
+            'Q',
+            "quota_options",
+            "Quotas: [^]usrquota,[^]grpquota,[^]prjquota",
+        ))
+        .arg(opt(
+            'r',
+            "reserved_blocks_count",
+            "Reserved blocks, as a count",
+        ))
+        .arg(opt(
+            's',
+            "sparse_flag",
+            "Sparse superblocks (not supported; refused)",
+        ))
+        .arg(opt(
+            'E',
+            "extended_options",
+            "Extended options: stride=, stripe_width=, ...",
+        ))
+        .arg(opt(
+            'T',
+            "last_check_time",
+            "Last check time: YYYYMMDD[HH[MM[SS]]] or now",
+        ))
+        .arg(opt(
+            'u',
+            "user",
+            "User (name or number) that may use reserved blocks",
+        ))
+        .arg(opt('U', "UUID", "New UUID: a UUID, clear, random or time"))
+        .arg(opt(
+            'I',
+            "new_inode_size",
+            "New inode size (a larger power of two)",
+        ))
+        .arg(opt('z', "undo_file", "Undo file (not supported; refused)"))
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .action(ArgAction::SetTrue)
+                .help("With -l alone: the listing as one JSON object"),
+        )
+        .arg(
+            Arg::new("device")
+                .required(true)
+                .value_hint(clap::ValueHint::FilePath)
+                .help("The device or image file"),
+        )
+}
+
+/// A user's name by number, through the C library's NSS lookup
+/// (`getpwuid_r`: files, LDAP, SSSD... as nsswitch.conf says), as tune2fs
+/// asks.
+fn user_name(id: u32) -> Option<String> {
+    nix::unistd::User::from_uid(id.into()).ok()?.map(|u| u.name)
+}
+
+/// A group's name by number (`getgrgid_r`).
+fn group_name(id: u32) -> Option<String> {
+    nix::unistd::Group::from_gid(id.into())
+        .ok()?
+        .map(|g| g.name)
+}
+
+/// A user's number by name (`getpwnam_r`).
+fn user_id(name: &str) -> Option<u64> {
+    nix::unistd::User::from_name(name)
+        .ok()?
+        .map(|u| u.uid.as_raw().into())
+}
+
+/// A group's number by name (`getgrnam_r`).
+fn group_id(name: &str) -> Option<u64> {
+    nix::unistd::Group::from_name(name)
+        .ok()?
+        .map(|g| g.gid.as_raw().into())
 }
 
 fn bad(prog: &str, what: &str, arg: &str) -> Usage {
@@ -147,9 +350,15 @@ fn parse(prog: &str, args: &[OsString]) -> Result<(TuneOptions, OsString), Usage
     let mut any = false;
     let mut k = 1;
     let mut operands = Vec::new();
+    let mut json = false;
     while k < args.len() {
         let a = args[k].as_bytes();
         k += 1;
+        if a == b"--json" {
+            // Only for a listing: the fields of -l as one JSON object.
+            json = true;
+            continue;
+        }
         if a == b"--" {
             operands.extend(args[k..].iter().cloned());
             break;
@@ -219,14 +428,14 @@ fn parse(prog: &str, args: &[OsString]) -> Result<(TuneOptions, OsString), Usage
                 b'g' => {
                     any = true;
                     let id = parse_c_ulong(&s)
-                        .or_else(|| lookup_id("/etc/group", &s))
+                        .or_else(|| group_id(&s))
                         .ok_or_else(|| bad(prog, "bad gid/group name", &s))?;
                     o.resgid = Some(id);
                 }
                 b'u' => {
                     any = true;
                     let id = parse_c_ulong(&s)
-                        .or_else(|| lookup_id("/etc/passwd", &s))
+                        .or_else(|| user_id(&s))
                         .ok_or_else(|| bad(prog, "bad uid/user name", &s))?;
                     o.resuid = Some(id);
                 }
@@ -341,6 +550,10 @@ fn parse(prog: &str, args: &[OsString]) -> Result<(TuneOptions, OsString), Usage
     if !any && !o.list {
         return Err(Usage);
     }
+    if json && (any || !o.list) {
+        eprintln!("{prog}: --json goes with -l alone");
+        return Err(Usage);
+    }
     device.map(|d| (o, d)).ok_or(Usage)
 }
 
@@ -375,8 +588,8 @@ fn parse_interval(s: &str) -> Option<u64> {
     Some(num.wrapping_mul(mult))
 }
 
-/// `-T`: `now` or `YYYYMMDD[HH[MM[SS]]]` (read as UTC; tune2fs uses the
-/// local time zone).
+/// `-T`: `now` or `YYYYMMDD[HH[MM[SS]]]` in the local time zone, as
+/// tune2fs reads it with `mktime`.
 fn parse_time(s: &str) -> Option<i64> {
     if s == "now" {
         return Some(now());
@@ -396,5 +609,54 @@ fn parse_time(s: &str) -> Option<i64> {
     let h = field(8..10).unwrap_or(0);
     let mi = field(10..12).unwrap_or(0);
     let se = field(12..14).unwrap_or(0);
-    Some(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se)
+    ext4r::localtime::from_local(
+        i32::try_from(y).ok()?,
+        u32::try_from(mo).ok()?,
+        u32::try_from(d).ok()?,
+        u32::try_from(h).ok()?,
+        u32::try_from(mi).ok()?,
+        u32::try_from(se).ok()?,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_options_are_the_parsed_ones() {
+        let cmd = command();
+        let mut documented: Vec<u8> = cmd
+            .get_arguments()
+            .filter_map(|a| a.get_short())
+            .map(|c| c as u8)
+            .collect();
+        documented.sort_unstable();
+        let mut parsed: Vec<u8> = WITH_ARG.iter().chain(FLAGS).copied().collect();
+        parsed.sort_unstable();
+        assert_eq!(
+            String::from_utf8_lossy(&documented),
+            String::from_utf8_lossy(&parsed)
+        );
+        for a in cmd.get_arguments().filter(|a| a.get_short().is_some()) {
+            let c = a.get_short().map(|c| c as u8).unwrap_or(0);
+            assert_eq!(
+                a.get_action().takes_values(),
+                WITH_ARG.contains(&c),
+                "-{}",
+                c as char
+            );
+        }
+    }
+
+    #[test]
+    fn listing_becomes_an_object_in_order() {
+        let text = "Filesystem volume name:   <none>\n\
+                    Last write time:          Tue Nov 14 22:13:20 2023\n\
+                    Journal backup:           inode blocks\n";
+        let v: serde_json::Value = serde_json::from_str(&listing_json(text)).unwrap();
+        assert_eq!(v["Filesystem volume name"], "<none>");
+        assert_eq!(v["Last write time"], "Tue Nov 14 22:13:20 2023");
+        assert_eq!(v["Journal backup"], "inode blocks");
+    }
 }

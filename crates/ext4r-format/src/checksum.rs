@@ -22,68 +22,37 @@ pub fn fs_csum_seed(uuid: &[u8; 16]) -> u32 {
     crc32c(!0, uuid)
 }
 
-/// The reflected 0x8005 polynomial's table (CRC-16/ARC), built at compile time.
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = i as u16;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xa001
-            } else {
-                crc >> 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-};
+/// CRC-16/ARC: the reflected 0x8005 polynomial, no final XOR.
+const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_ARC);
+
+/// CRC-32/MPEG-2: the MSB-first 0x04C11DB7 polynomial, no reflection, no
+/// final XOR.
+const CRC32_BE: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_MPEG_2);
 
 /// CRC16 as used by gdt_csum, continued from `seed` over `data`.
 ///
 /// This is the kernel's `crc16(crc, buf, len)`: the reflected 0x8005
 /// polynomial, no final XOR, so a chain continues by passing the last value
-/// as the next seed. (The `crc` crate's digests re-reflect a custom initial
-/// value, which makes chaining awkward; the table is 256 entries.)
+/// as the next seed.
 pub fn crc16(seed: u16, data: &[u8]) -> u16 {
-    data.iter().fold(seed, |crc, &b| {
-        (crc >> 8) ^ CRC16_TABLE[usize::from((crc as u8) ^ b)]
-    })
+    // The crc crate reflects a custom initial value for a reflected
+    // algorithm (it takes it in the algorithm's written-out form); the
+    // kernel's seed is already the register, so reflect it first to
+    // cancel that. With refin = refout and no XOR, finalize returns the
+    // register unchanged, ready to chain.
+    let mut d = CRC16.digest_with_initial(seed.reverse_bits());
+    d.update(data);
+    d.finalize()
 }
-
-/// The MSB-first 0x04C11DB7 polynomial's table, built at compile time.
-const CRC32_BE_TABLE: [u32; 256] = {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = (i as u32) << 24;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 0x8000_0000 != 0 {
-                (crc << 1) ^ 0x04c1_1db7
-            } else {
-                crc << 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-};
 
 /// Big-endian (MSB-first, unreflected) CRC32 continued from `seed`, as the
 /// kernel's `crc32_be(crc, buf, len)`: no inversions, so chains continue by
 /// passing the last value. jbd2's checksum v1 (`JBD2_FEATURE_COMPAT_CHECKSUM`)
 /// runs it from `~0` over each transaction's descriptor and data blocks.
 pub fn crc32_be(seed: u32, data: &[u8]) -> u32 {
-    data.iter().fold(seed, |crc, &b| {
-        (crc << 8) ^ CRC32_BE_TABLE[usize::from((crc >> 24) as u8 ^ b)]
-    })
+    let mut d = CRC32_BE.digest_with_initial(seed);
+    d.update(data);
+    d.finalize()
 }
 
 #[cfg(test)]

@@ -205,7 +205,7 @@ pub enum Fix {
     /// with '.' (seed).
     DirNameFix(u64, usize, u32),
     /// Give a directory more (empty) blocks: lost+found expanded (see
-    /// [`crate::lost_found::plan_expand`]).
+    /// `crate::lost_found::plan_expand`).
     ExpandDir(u32, Vec<u64>),
     /// Move a group's bitmap or inode table to zeroed blocks from here.
     Relocate(u32, crate::relocate::Meta, u64),
@@ -222,7 +222,7 @@ pub enum Fix {
     /// Set an inline directory's parent (the first word of `i_block`).
     InlineParent(u32, u32),
     /// Clear the inode of the record at an offset of an inline
-    /// directory's area (inode, area, offset; see [`crate::inline_dir`]).
+    /// directory's area (inode, area, offset; see `crate::inline_dir`).
     InlineEntryClear(u32, u64, usize),
     /// Salvage an inline directory's area at a bad record (inode, area,
     /// offset, the record before).
@@ -231,10 +231,10 @@ pub enum Fix {
     ZeroInode(u32),
     /// Write a directory's rebuilt blocks (a hash index, or one linear
     /// block) over its old ones and set or clear its INDEX flag (pass 3A,
-    /// see [`crate::rehash`]).
+    /// see `crate::rehash`).
     RehashDir(Box<crate::rehash::Rebuilt>),
     /// Rewrite the resize inode as mke2fs makes it, its double-indirect
-    /// block here (see [`crate::resize_inode`]).
+    /// block here (see `crate::resize_inode`).
     RecreateResizeInode(u64),
     /// Turn the resize_inode feature off and zero `s_reserved_gdt_blocks`.
     DropResizeFeature,

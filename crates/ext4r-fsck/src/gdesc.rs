@@ -148,11 +148,12 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
     let (g, idx) = (i / ipg, i % ipg);
     let s = c.group_state(g);
     let name = String::from_utf8_lossy(name);
+    let path = crate::pathname::dir_path(&c.fs, dir);
     let (code, msg, fix) = if s.inode_uninit {
         (
             "PR_2_INOREF_BG_INO_UNINIT",
             format!(
-                "Entry '{name}' in ??? ({dir}) references inode {target} in group {g} where \
+                "Entry '{name}' in {path} ({dir}) references inode {target} in group {g} where \
                  _INODE_UNINIT is set."
             ),
             Fix::GroupDescFlags(g, BG_INODE_UNINIT, None),
@@ -161,7 +162,7 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
         (
             "PR_2_INOREF_IN_UNUSED",
             format!(
-                "Entry '{name}' in ??? ({dir}) references inode {target} found in group {g}'s \
+                "Entry '{name}' in {path} ({dir}) references inode {target} found in group {g}'s \
                  unused inodes area."
             ),
             Fix::GroupDescFlags(g, 0, Some(0)),

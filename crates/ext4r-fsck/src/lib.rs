@@ -43,6 +43,7 @@ mod journal_check;
 mod journal_fix;
 mod lost_found;
 mod mmp;
+mod observe;
 mod orphan;
 mod pass0;
 mod pass1;
@@ -53,6 +54,7 @@ mod pass1_xattr;
 mod pass2;
 mod pass34;
 mod pass5;
+mod pathname;
 mod problem;
 mod prompt;
 mod really_dir;
@@ -75,6 +77,7 @@ pub use device_size::{size_mismatch, SizeMismatch};
 pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
 pub use fix::{apply as apply_fixes, Fix};
+pub use observe::{Action, Forced, Observer, Quiet};
 pub use problem::{Problem, Problems, Severity};
 pub use prompt::prompt;
 pub use rehash::Rebuilt;
@@ -166,6 +169,10 @@ pub struct Report {
     pub pass_times: Vec<(&'static str, Duration)>,
     /// Set when the check could not be completed (exit 8), with the reason.
     pub fatal: Option<String>,
+    /// Why a check without `-f` went on to the passes (e2fsck's "check
+    /// forced"); `None` with `-f`, on a clean filesystem, and when a
+    /// problem in the superblock or descriptors forced it.
+    pub check_forced: Option<Forced>,
 }
 
 impl Report {
@@ -178,19 +185,21 @@ impl Report {
 /// One pass over the shared state.
 type PassFn = fn(&mut ctx::Ctx, Progress<'_>);
 
-/// Progress callback: (pass number 1–5, done, total).
-pub type Progress<'a> = &'a mut dyn FnMut(u8, u64, u64);
+/// Progress callback the passes call: (pass number 1–5, done, total).
+pub(crate) type Progress<'a> = &'a mut dyn FnMut(u8, u64, u64);
 
-/// Checks the filesystem on `dev` without writing anything.
+/// Checks the filesystem on `dev` without writing anything, telling `obs`
+/// what happens as it happens (pass starts, progress, each problem with
+/// [`Action::Report`]).
 ///
 /// # Errors
 /// [`Error::Open`] when no usable superblock and descriptor table is found.
 pub fn check(
     dev: impl BlockDevice + 'static,
     opts: &Options,
-    progress: Progress<'_>,
+    obs: &mut dyn Observer,
 ) -> Result<Report, Error> {
-    check_shared(std::sync::Arc::new(dev), opts, progress)
+    check_shared(std::sync::Arc::new(dev), opts, obs)
 }
 
 /// [`check`] on a device the caller keeps using (a repair run).
@@ -200,7 +209,48 @@ pub fn check(
 pub fn check_shared(
     dev: std::sync::Arc<dyn BlockDevice>,
     opts: &Options,
-    progress: Progress<'_>,
+    obs: &mut dyn Observer,
+) -> Result<Report, Error> {
+    check_with(dev, opts, obs, false)
+}
+
+/// Hands a check's findings to the observer: notes first, then problems
+/// in the order found, each when the pass it belongs to has run (pass 0
+/// finds some of pass 1's).
+struct Emitter {
+    notes: usize,
+    next: usize,
+    held: Vec<usize>,
+}
+
+impl Emitter {
+    fn flush(&mut self, c: &ctx::Ctx, upto: u8, obs: &mut dyn Observer) {
+        for n in c.notes.iter().skip(self.notes) {
+            obs.note(n);
+        }
+        self.notes = c.notes.len();
+        let list = c.p.list();
+        self.held.extend(self.next..list.len());
+        self.next = list.len();
+        self.held.retain(|&i| match list.get(i) {
+            Some(p) if p.pass <= upto => {
+                obs.problem(p, Action::Report);
+                false
+            }
+            Some(_) => true,
+            None => false,
+        });
+    }
+}
+
+/// The check; with `probe`, a filesystem that needs a full check is not
+/// checked further than deciding so (the report then has neither
+/// `skipped_clean` nor passes): a repair run's first look.
+pub(crate) fn check_with(
+    dev: std::sync::Arc<dyn BlockDevice>,
+    opts: &Options,
+    obs: &mut dyn Observer,
+    probe: bool,
 ) -> Result<Report, Error> {
     let mut oo = OpenOptions::default();
     oo.superblock = opts.superblock;
@@ -235,46 +285,69 @@ pub fn check_shared(
         notes: Vec::new(),
         pass_times: Vec::new(),
         fatal: None,
+        check_forced: None,
     };
-    let clean = if !opts.force && !backup_used {
-        clean_reason(&fs, opts.now, opts.repairing)
+    let verdict = if !opts.force && !backup_used {
+        clean_verdict(&fs, opts.now, opts.repairing)
     } else {
-        None
+        Err(None)
     };
-    let summary_if_clean = clean.as_ref().map(|_| ctx::summary_from_superblock(&fs));
+    let summary_if_clean = verdict.is_ok().then(|| ctx::summary_from_superblock(&fs));
     let mut c = ctx::Ctx::new(fs);
     c.repairing = opts.repairing;
     c.now = opts.now;
     c.forced = opts.force;
     c.external_journal = opts.external_journal.clone();
     c.notes = notes;
+    let mut emit = Emitter {
+        notes: 0,
+        next: 0,
+        held: Vec::new(),
+    };
     let mut first_pass = 0;
-    if let (Some(why), Some(summary)) = (clean, summary_if_clean) {
-        // As e2fsck: the superblock and descriptors are always checked; a
-        // problem there (fixed, under a repair) forces the full check.
-        let t = Instant::now();
-        pass0::run(&mut c, progress);
-        report
-            .pass_times
-            .push(("pass 0: superblock and group descriptors", t.elapsed()));
-        // Pass 1's findings made early (metadata blocks in conflict) are
-        // not looked for by e2fsck on a clean filesystem: they force
-        // nothing, and are dropped when the check stops here.
-        let early = |p: &Problem| p.code.starts_with("PR_1_");
-        let forced = c.p.list().iter().any(|p| {
-            !early(p)
-                && !super_rules::cosmetic(p.code)
-                && (p.severity == Severity::Error || opts.repairing && p.fix.is_some())
-        }) || c.p.dropped() > 0;
-        if !forced {
-            c.p.retain(|p| !early(p));
-            report.summary = summary;
-            report.skipped_clean = Some(why);
-            report.notes = std::mem::take(&mut c.notes);
-            report.problems = c.p;
-            return Ok(report);
+    match (verdict, summary_if_clean) {
+        (Ok(()), Some(summary)) => {
+            // As e2fsck: the superblock and descriptors are always checked;
+            // a problem there (fixed, under a repair) forces the full check.
+            let t = Instant::now();
+            pass0::run(&mut c, &mut |p, d, n| obs.progress(p, d, n));
+            report
+                .pass_times
+                .push(("pass 0: superblock and group descriptors", t.elapsed()));
+            // Pass 1's findings made early (metadata blocks in conflict)
+            // are not looked for by e2fsck on a clean filesystem: they
+            // force nothing, and are dropped when the check stops here.
+            let early = |p: &Problem| p.code.starts_with("PR_1_");
+            let forced = c.p.list().iter().any(|p| {
+                !early(p)
+                    && !super_rules::cosmetic(p.code)
+                    && (p.severity == Severity::Error || opts.repairing && p.fix.is_some())
+            }) || c.p.dropped() > 0;
+            if !forced {
+                c.p.retain(|p| !early(p));
+                report.summary = summary;
+                report.skipped_clean = Some("clean".to_string());
+                report.notes = std::mem::take(&mut c.notes);
+                report.problems = c.p;
+                return Ok(report);
+            }
+            if probe {
+                return Ok(report);
+            }
+            emit.flush(&c, 0, obs);
+            first_pass = 1;
         }
-        first_pass = 1;
+        (Err(why), _) => {
+            report.check_forced = why.clone();
+            if probe {
+                return Ok(report);
+            }
+            if let Some(why) = &why {
+                obs.check_forced(why);
+            }
+        }
+        // A clean verdict always comes with its summary.
+        (Ok(()), None) => {}
     }
     if bad_checksum {
         // No backup to take over: the superblock, which opened and is
@@ -304,14 +377,22 @@ pub fn check_shared(
         ("pass 4: reference counts", pass34::run_pass4),
         ("pass 5: group summary information", pass5::run),
     ];
-    for (name, f) in passes.into_iter().skip(first_pass) {
+    for (pass, (name, f)) in passes.into_iter().enumerate().skip(first_pass) {
+        let pass = pass as u8;
+        if pass > 0 {
+            obs.pass_started(pass);
+        }
         let t = Instant::now();
-        f(&mut c, progress);
-        report.pass_times.push((name, t.elapsed()));
+        f(&mut c, &mut |p, d, n| obs.progress(p, d, n));
+        let took = t.elapsed();
+        report.pass_times.push((name, took));
         if c.restart {
             // As e2fsck's restart: what was found from pass 2 on rests on
             // inodes pass 1 did not read; only the descriptor fixes that
-            // make it read them are kept, the rest is found again.
+            // make it read them are kept, the rest is found again. What
+            // was shown so far is all kept (passes 0 and 1), so the
+            // emitter goes on after it.
+            let shown = emit.next - emit.held.len();
             c.p.retain(|p| {
                 p.pass < 2
                     || matches!(
@@ -319,14 +400,21 @@ pub fn check_shared(
                         "PR_2_INOREF_BG_INO_UNINIT" | "PR_2_INOREF_IN_UNUSED"
                     )
             });
+            emit.next = shown;
+            emit.held.clear();
             c.notes
                 .push("Restarting the check from the beginning...".into());
+            emit.flush(&c, pass, obs);
+            obs.pass_finished(pass, took);
             break;
         }
+        emit.flush(&c, pass, obs);
+        obs.pass_finished(pass, took);
         if c.abort {
             break;
         }
     }
+    emit.flush(&c, u8::MAX, obs);
     report.summary = c.summary();
     report.notes = std::mem::take(&mut c.notes);
     report.fatal = c.fatal.take();
@@ -334,17 +422,21 @@ pub fn check_shared(
     Ok(report)
 }
 
-/// Why a filesystem needs no full check, as e2fsck decides without `-f`:
-/// cleanly unmounted, no errors recorded, no journal to recover, mount
-/// count and check interval not exceeded. `None` when it needs a check.
-fn clean_reason(fs: &Filesystem, now: i64, repairing: bool) -> Option<String> {
+/// Whether a filesystem needs no full check, as e2fsck decides without
+/// `-f`: cleanly unmounted, no errors recorded, no journal to recover, mount
+/// count and check interval not exceeded. `Err` with e2fsck's reason
+/// when it needs a check (`None` where e2fsck says none).
+fn clean_verdict(fs: &Filesystem, now: i64, repairing: bool) -> Result<(), Option<Forced>> {
     let sb = fs.superblock();
     let state = sb.s_state.get();
-    if state & STATE_VALID == 0 || state & STATE_ERROR != 0 {
-        return None;
+    if state & STATE_ERROR != 0 {
+        return Err(Some(Forced::Errors));
+    }
+    if state & STATE_VALID == 0 {
+        return Err(Some(Forced::NotClean));
     }
     if sb.has_incompat(Incompat::RECOVER) || sb.s_last_orphan.get() != 0 {
-        return None;
+        return Err(None);
     }
     // Summary counts beyond the totals make e2fsck's check_super_block
     // mark the filesystem invalid: "contains a file system with errors".
@@ -353,15 +445,27 @@ fn clean_reason(fs: &Filesystem, now: i64, repairing: bool) -> Option<String> {
         && (sb.free_blocks_count() > sb.blocks_count()
             || sb.s_free_inodes_count.get() > sb.s_inodes_count.get())
     {
-        return None;
+        return Err(Some(Forced::Errors));
     }
     let max = sb.s_max_mnt_count.get();
-    if max > 0 && sb.s_mnt_count.get() >= max as u16 {
-        return None;
+    let mounts = sb.s_mnt_count.get();
+    if max > 0 && mounts >= max as u16 {
+        return Err(Some(Forced::MountCount(mounts.into())));
     }
     let interval = i64::from(sb.s_checkinterval.get());
-    if interval > 0 && now >= sb.lastcheck() + interval {
-        return None;
+    // e2fsck forgives a last check up to a day ahead of the clock (its
+    // accept_time_fudge, on by default): clocks set from local time.
+    const TIME_FUDGE: i64 = 86_400;
+    let mut last = sb.lastcheck();
+    if last > now {
+        last -= TIME_FUDGE;
     }
-    Some("clean".to_string())
+    if interval > 0 && now < last {
+        return Err(Some(Forced::FutureLastCheck));
+    }
+    if interval > 0 && now >= last + interval {
+        let days = (now - sb.lastcheck()) / 86_400;
+        return Err(Some(Forced::Interval(days.max(0) as u64)));
+    }
+    Ok(())
 }

@@ -357,7 +357,8 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 2,
                 "PR_2_NON_UNIQUE_FILE",
                 format!(
-                    "Entry '{shown}' in ??? ({ino}) has a non-unique filename.\nRename to {}",
+                    "Entry '{shown}' in {} ({ino}) has a non-unique filename.\nRename to {}",
+                    crate::pathname::dir_path(&c.fs, ino),
                     String::from_utf8_lossy(&new)
                 ),
                 crate::fix::Fix::DirEntryRename(b.phys, w[1].1, new, seed),
@@ -552,7 +553,13 @@ fn entry(
 ) {
     let dir = c.dirs[d].ino;
     // Built only when something is reported: this runs for every entry.
-    let place = || format!("Entry '{}' in ??? ({dir})", String::from_utf8_lossy(name));
+    let place = |c: &Ctx| {
+        format!(
+            "Entry '{}' in {} ({dir})",
+            String::from_utf8_lossy(name),
+            crate::pathname::dir_path(&c.fs, dir)
+        )
+    };
     match slot {
         0 => {
             if name != b"." || target == 0 {
@@ -617,7 +624,7 @@ fn entry(
             if target != 0 && (name == b"." || name == b"..") {
                 let msg = format!(
                     "{} is duplicate '{}' entry.",
-                    place(),
+                    place(c),
                     String::from_utf8_lossy(name)
                 );
                 let code = if name == b"." {
@@ -634,24 +641,27 @@ fn entry(
     }
     if slot > 1 && name.is_empty() {
         // As e2fsck: a name of no bytes is no name; the entry goes.
-        let msg = format!("Entry '' in ??? ({dir}) has a zero-length name.");
+        let msg = format!(
+            "Entry '' in {} ({dir}) has a zero-length name.",
+            crate::pathname::dir_path(&c.fs, dir)
+        );
         return bad_entry(c, d, b, off, "PR_2_NULL_NAME", msg);
     }
     let max = c.sb.s_inodes_count.get();
     if target > max || (target < c.sb.first_ino() && target != special::ROOT) {
         let msg = format!(
             "{} has bad inode #: {target}. (block #{}, offset {off})",
-            place(),
+            place(c),
             b.lblk
         );
         return bad_entry(c, d, b, off, "PR_2_BAD_INO", msg);
     }
     if slot > 1 && target == dir {
-        let msg = format!("{} is a link to '.'", place());
+        let msg = format!("{} is a link to '.'", place(c));
         return bad_entry(c, d, b, off, "PR_2_LINK_DOT", msg);
     }
     if slot > 1 && target == special::ROOT {
-        let msg = format!("{} is a link to the root inode.", place());
+        let msg = format!("{} is a link to the root inode.", place(c));
         return bad_entry(c, d, b, off, "PR_2_LINK_ROOT", msg);
     }
     // An encrypted directory's names are ciphertext, any byte may occur
@@ -661,7 +671,7 @@ fn entry(
         && !c.dirs[d].encrypted
         && (name.contains(&b'/') || name.contains(&0) || name.is_empty())
     {
-        let msg = format!("{} has illegal characters in its name.", place());
+        let msg = format!("{} has illegal characters in its name.", place(c));
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
             let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].seed);
@@ -679,13 +689,13 @@ fn entry(
         if crate::badblocks::inode_in_bad_block(c, target) {
             let msg = format!(
                 "{} points to inode ({target}) located in a bad block.",
-                place()
+                place(c)
             );
             return bad_entry(c, d, b, off, "PR_2_BB_INODE", msg);
         }
         let msg = format!(
             "{} has deleted/unused inode {target}.  (block #{}, offset {off})",
-            place(),
+            place(c),
             b.lblk
         );
         return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
@@ -711,7 +721,7 @@ fn entry(
         {
             let msg = format!(
                 "Encrypted {} references unencrypted inode {target}.",
-                place().replacen("Entry", "entry", 1)
+                place(c).replacen("Entry", "entry", 1)
             );
             return bad_entry(c, d, b, off, "PR_2_UNENCRYPTED_FILE", msg);
         }
@@ -722,7 +732,7 @@ fn entry(
                     let msg = format!(
                         "Encrypted {} references inode {target}, which has a different \
                          encryption policy.",
-                        place().replacen("Entry", "entry", 1)
+                        place(c).replacen("Entry", "entry", 1)
                     );
                     return bad_entry(c, d, b, off, "PR_2_INCONSISTENT_ENCRYPTION_POLICY", msg);
                 }
@@ -731,7 +741,11 @@ fn entry(
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
                 if c.dirs[td].parent != 0 {
-                    let msg = format!("{} is a link to directory ??? ({target}).", place());
+                    let msg = format!(
+                        "{} is a link to directory {} ({target}).",
+                        place(c),
+                        crate::pathname::path_in(&c.fs, dir, target)
+                    );
                     return bad_entry(c, d, b, off, "PR_2_LINK_DIR", msg);
                 }
                 c.dirs[td].parent = dir;
@@ -756,7 +770,7 @@ fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: &'static str
 
 fn check_filetype(
     c: &mut Ctx,
-    place: &dyn Fn() -> String,
+    place: &dyn Fn(&Ctx) -> String,
     ftype: u8,
     kind: FileKind,
     fix_at: Option<(u64, usize, u32)>,
@@ -765,7 +779,7 @@ fn check_filetype(
     let should = kind.dirent_type();
     if !c.sb.has_incompat(Incompat::FILETYPE) {
         if ftype != 0 {
-            let msg = format!("{} has filetype set.", place());
+            let msg = format!("{} has filetype set.", place(c));
             match fix(0) {
                 Some(f) => c.p.error_fix(2, "PR_2_CLEAR_FILETYPE", msg, f),
                 None => c.p.error(2, "PR_2_CLEAR_FILETYPE", msg),
@@ -774,7 +788,7 @@ fn check_filetype(
         return;
     }
     if ftype == ft::UNKNOWN {
-        let msg = format!("Setting filetype for {} to {should}.", place());
+        let msg = format!("Setting filetype for {} to {should}.", place(c));
         match fix(should) {
             Some(f) => c.p.harmless_fix(2, "PR_2_SET_FILETYPE", msg, f),
             None => c.p.harmless(2, "PR_2_SET_FILETYPE", msg),
@@ -782,7 +796,7 @@ fn check_filetype(
     } else if ftype != should {
         let msg = format!(
             "{} has an incorrect filetype (was {ftype}, should be {should}).",
-            place()
+            place(c)
         );
         match fix(should) {
             Some(f) => c.p.error_fix(2, "PR_2_BAD_FILETYPE", msg, f),

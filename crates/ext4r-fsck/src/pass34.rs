@@ -116,17 +116,11 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                 Some((blk, off)) => c.p.error_fix(
                     3,
                     "PR_3_BAD_DOT_DOT",
-                    format!(
-                        "'..' in ??? ({}) is ??? ({}), should be ??? ({}).",
-                        r.ino, r.dotdot, r.parent
-                    ),
+                    bad_dotdot(&c.fs, &r),
                     crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.seed),
                 ),
                 None => {
-                    let msg = format!(
-                        "'..' in ??? ({}) is ??? ({}), should be ??? ({}).",
-                        r.ino, r.dotdot, r.parent
-                    );
+                    let msg = bad_dotdot(&c.fs, &r);
                     if r.inline {
                         let f = crate::fix::Fix::InlineParent(r.ino, r.parent);
                         c.p.error_fix(3, "PR_3_BAD_DOT_DOT", msg, f);
@@ -353,4 +347,20 @@ fn zero_length(c: &Ctx, ino: u32) -> bool {
         .get(at..at + 4)
         .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
     magic != Some(ext4r_format::xattr::XATTR_MAGIC)
+}
+
+/// e2fsck's PR_3_BAD_DOT_DOT words: the directory by its path in the
+/// parent that names it, the `..` it has and the one it should have by
+/// their paths.
+fn bad_dotdot(fs: &ext4r::fs::Filesystem, r: &crate::ctx::DirRec) -> String {
+    use crate::pathname::{dir_path, path_in};
+    format!(
+        "'..' in {} ({}) is {} ({}), should be {} ({}).",
+        path_in(fs, r.parent, r.ino),
+        r.ino,
+        dir_path(fs, r.dotdot),
+        r.dotdot,
+        dir_path(fs, r.parent),
+        r.parent
+    )
 }

@@ -3,7 +3,7 @@
 //! check finds nothing more this version can fix; then mark the
 //! filesystem checked.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
@@ -13,7 +13,8 @@ use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
 use crate::fix::{self, Fix};
-use crate::{check_shared, Error, Options, Problem, Progress, Report};
+use crate::observe::{Action, Forced, Observer, Quiet};
+use crate::{check_with, Error, Options, Problem, Report};
 
 /// Rounds of check-and-fix before giving up on convergence.
 const MAX_ROUNDS: usize = 7;
@@ -71,7 +72,7 @@ pub struct RepairReport {
     pub marked_valid: bool,
     /// A journal found invalid was deleted and a new one made: its size
     /// in blocks, or why it could not be made.
-    pub journal_recreated: Option<std::result::Result<u64, String>>,
+    pub journal_recreated: Option<std::result::Result<u64, ext4r::tune::JournalError>>,
     /// Directories whose hash index was rebuilt (pass 3A: those whose
     /// index was cleared, or all of them under `-D`).
     pub rehashed: Vec<u32>,
@@ -138,13 +139,13 @@ pub fn repair(
     opts: &Options,
     mode: Mode,
     journal_only: bool,
-    progress: Progress<'_>,
+    obs: &mut dyn Observer,
 ) -> Result<RepairReport, Error> {
     let policy = match mode {
         Mode::Yes => Policy::Yes,
         Mode::Preen => Policy::Preen,
     };
-    run(dev, opts, policy, journal_only, progress)
+    run(dev, opts, policy, journal_only, obs)
 }
 
 /// Repairs the filesystem on `dev`, asking `ask` before each fix (e2fsck
@@ -159,10 +160,10 @@ pub fn repair_interactive(
     dev: Arc<dyn BlockDevice>,
     opts: &Options,
     journal_only: bool,
-    progress: Progress<'_>,
+    obs: &mut dyn Observer,
     ask: Ask<'_>,
 ) -> Result<RepairReport, Error> {
-    run(dev, opts, Policy::Ask(ask), journal_only, progress)
+    run(dev, opts, Policy::Ask(ask), journal_only, obs)
 }
 
 fn run(
@@ -170,7 +171,7 @@ fn run(
     opts: &Options,
     mut policy: Policy<'_>,
     journal_only: bool,
-    progress: Progress<'_>,
+    obs: &mut dyn Observer,
 ) -> Result<RepairReport, Error> {
     if matches!(policy, Policy::Preen) && opts.superblock.is_none() {
         // e2fsck -p never goes looking for a backup superblock: a primary
@@ -189,9 +190,13 @@ fn run(
         },
         None => None,
     };
+    // e2fsck's PR_0_JOURNAL_RUN: a journal with data but no
+    // needs_recovery flag (a writer cut between its checkpoint and its
+    // flag) is run anyway under -y; -p stops on it, as e2fsck does.
+    let run_anyway = matches!(policy, Policy::Yes);
     let mut journal_replayed = match journal_replayed {
         Some(r) => Some(r),
-        None => replay_journal(&dev)?,
+        None => replay_journal(&dev, run_anyway)?,
     };
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
@@ -202,6 +207,13 @@ fn run(
     } else {
         release_orphans(&dev, &mut fixed)?
     };
+    // Said as they are released, before the check (e2fsck releases them
+    // while it checks the superblock); preen prints them from the report.
+    if !matches!(policy, Policy::Preen) {
+        for p in &fixed {
+            obs.note(&p.message);
+        }
+    }
     let mut declined: Vec<Problem> = Vec::new();
     // Answers given, by problem: a problem seen again in a later round is
     // not asked about twice.
@@ -212,16 +224,22 @@ fn run(
     forced.repairing = true;
     // Without -f a filesystem marked clean is neither checked nor repaired,
     // as e2fsck decides at boot.
+    // Problems already shown (and asked about), by problem: each is
+    // shown once, in the round that first finds it.
+    let mut shown: HashSet<(&'static str, String)> = HashSet::new();
+    let mut forced_why = (counts_bad && !opts.force).then_some(Forced::Errors);
+    // Without -f a filesystem marked clean is neither checked nor repaired,
+    // as e2fsck decides at boot. This first look stops as soon as it knows
+    // a full check is due (except for a journal-only run, whose report is
+    // the result).
     if journal_only || !opts.force && !counts_bad {
-        let mut last = check_shared(
-            dev.clone(),
-            &Options {
-                force: false,
-                repairing: true,
-                ..opts.clone()
-            },
-            progress,
-        )?;
+        let unforced = Options {
+            force: false,
+            repairing: true,
+            ..opts.clone()
+        };
+        let mut last = check_with(dev.clone(), &unforced, &mut Quiet, !journal_only)?;
+        forced_why = last.check_forced.clone();
         if !journal_only && last.skipped_clean.is_some() {
             // As e2fsck's check_super_block and check_if_skip on a clean
             // filesystem: the superblock's own touch-ups, and its counts
@@ -240,15 +258,7 @@ fn run(
             if !fixes.is_empty() {
                 fix::apply(&fs, &fixes)?;
                 fixed.extend(made);
-                last = check_shared(
-                    dev.clone(),
-                    &Options {
-                        force: false,
-                        repairing: true,
-                        ..opts.clone()
-                    },
-                    progress,
-                )?;
+                last = check_with(dev.clone(), &unforced, &mut Quiet, false)?;
             }
         }
         if journal_only || last.skipped_clean.is_some() {
@@ -265,6 +275,10 @@ fn run(
             });
         }
     }
+    if let Some(why) = &forced_why {
+        obs.check_forced(why);
+    }
+    let mut first_round = true;
     let mut rehashed = Vec::new();
     let mut last;
     // A rebuilt index may bring two entries of one name into one block,
@@ -273,14 +287,26 @@ fn run(
     let mut rehash_done = false;
     loop {
         for _ in 0..MAX_ROUNDS {
-            let report = check_shared(dev.clone(), &forced, progress)?;
+            let report = {
+                let mut live = Live {
+                    inner: &mut *obs,
+                    policy: &mut policy,
+                    answers: &mut answers,
+                    declined: &mut declined,
+                    shown: &mut shown,
+                    headings: first_round,
+                };
+                check_with(dev.clone(), &forced, &mut live, false)?
+            };
+            first_round = false;
             if report.fatal.is_some() {
                 break;
             }
-            // e2fsck -p repairs the superblock and journal before pass 1 looks
-            // at anything, and then sees their effect (a deleted journal's
-            // inode is "not in use, but contains data", not full of illegal
-            // blocks): a preen round with pass-0 repairs makes only those.
+            // e2fsck -p repairs the superblock and journal before pass 1
+            // looks at anything, and then sees their effect (a deleted
+            // journal's inode is "not in use, but contains data", not full
+            // of illegal blocks): a preen round with pass-0 repairs makes
+            // only those.
             let all = report.problems.list();
             let pass0_first = matches!(policy, Policy::Preen)
                 && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
@@ -328,8 +354,8 @@ fn run(
                     fixed.push(p.clone());
                 }
             }
-            // Past the report's cap the problems have no words to ask about:
-            // their fixes go only where every fix is wanted.
+            // Past the report's cap the problems have no words to ask
+            // about: their fixes go only where every fix is wanted.
             if !matches!(policy, Policy::Ask(_)) && !pass0_first {
                 for f in report.problems.overflow_fixes() {
                     if !fixes.contains(f) {
@@ -342,13 +368,22 @@ fn run(
             }
             let fs = open(&dev)?;
             fix::apply(&fs, &fixes)?;
-            // A journal the round found holding data ("Run journal anyway")
-            // is replayed before the next check, as e2fsck does.
-            if let Some(r) = replay_journal(&dev)? {
+            // A journal the round found holding data ("Run journal
+            // anyway", its flag set by the fix) is replayed before the
+            // next check, as e2fsck does.
+            if let Some(r) = replay_journal(&dev, false)? {
                 journal_replayed.get_or_insert(r);
             }
         }
-        last = check_shared(dev.clone(), &forced, progress)?;
+        last = check_later(
+            &dev,
+            &forced,
+            obs,
+            &mut policy,
+            &mut answers,
+            &mut declined,
+            &mut shown,
+        )?;
         if rehash_done || last.has_errors() || last.fatal.is_some() || preen_stopped.is_some() {
             break;
         }
@@ -357,7 +392,15 @@ fn run(
         if rehashed.is_empty() {
             break;
         }
-        last = check_shared(dev.clone(), &forced, progress)?;
+        last = check_later(
+            &dev,
+            &forced,
+            obs,
+            &mut policy,
+            &mut answers,
+            &mut declined,
+            &mut shown,
+        )?;
         if !last.has_errors() || last.fatal.is_some() {
             break;
         }
@@ -370,7 +413,15 @@ fn run(
         && recreate_wanted(&mut policy)
     {
         journal_recreated = Some(ext4r::tune::add_journal(dev.clone(), opts.now)?);
-        last = check_shared(dev.clone(), &forced, progress)?;
+        last = check_later(
+            &dev,
+            &forced,
+            obs,
+            &mut policy,
+            &mut answers,
+            &mut declined,
+            &mut shown,
+        )?;
     }
     let changed = journal_replayed.is_some()
         || !fixed.is_empty()
@@ -391,6 +442,111 @@ fn run(
         journal_recreated,
         rehashed,
     })
+}
+
+/// A check after the first round: no headings, only problems not shown
+/// before.
+fn check_later(
+    dev: &Arc<dyn BlockDevice>,
+    opts: &Options,
+    obs: &mut dyn Observer,
+    policy: &mut Policy<'_>,
+    answers: &mut HashMap<(&'static str, String), bool>,
+    declined: &mut Vec<Problem>,
+    shown: &mut HashSet<(&'static str, String)>,
+) -> Result<Report, Error> {
+    let mut live = Live {
+        inner: obs,
+        policy,
+        answers,
+        declined,
+        shown,
+        headings: false,
+    };
+    check_with(dev.clone(), opts, &mut live, false)
+}
+
+/// What a repair run's checks report through: the caller's observer sees
+/// the headings and progress of the first full check, each problem once
+/// (in the round that first finds it) with what is done about it, and
+/// interactive questions are asked as the problems are found, as e2fsck
+/// asks them. Preen runs show what they fixed once a round is decided
+/// (a problem preen may not fix stops the round unfixed).
+struct Live<'r, 'a> {
+    inner: &'r mut dyn Observer,
+    policy: &'r mut Policy<'a>,
+    answers: &'r mut HashMap<(&'static str, String), bool>,
+    declined: &'r mut Vec<Problem>,
+    shown: &'r mut HashSet<(&'static str, String)>,
+    headings: bool,
+}
+
+impl Observer for Live<'_, '_> {
+    fn pass_started(&mut self, pass: u8) {
+        if self.headings {
+            self.inner.pass_started(pass);
+        }
+    }
+
+    fn progress(&mut self, pass: u8, done: u64, total: u64) {
+        if self.headings {
+            self.inner.progress(pass, done, total);
+        }
+    }
+
+    fn pass_finished(&mut self, pass: u8, elapsed: std::time::Duration) {
+        if self.headings {
+            self.inner.pass_finished(pass, elapsed);
+        }
+    }
+
+    fn note(&mut self, note: &str) {
+        if self.headings {
+            self.inner.note(note);
+        }
+    }
+
+    fn problem(&mut self, p: &Problem, _: Action) {
+        if matches!(self.policy, Policy::Preen) {
+            return;
+        }
+        let key = (p.code, p.message.clone());
+        if !self.shown.insert(key.clone()) {
+            return;
+        }
+        if p.fix.is_none() {
+            let action = if p.severity == crate::Severity::Error {
+                Action::Unfixable
+            } else {
+                Action::Left
+            };
+            self.inner.problem(p, action);
+            return;
+        }
+        match (self.answers.get(&key), &mut *self.policy) {
+            (Some(_), _) | (None, Policy::Preen) => {}
+            (None, Policy::Yes) => self.inner.problem(p, Action::Fix),
+            // What e2fsck does without a question is not asked.
+            (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => {
+                self.inner.problem(p, Action::Fix)
+            }
+            (None, Policy::Ask(ask)) => {
+                let yes = match ask(p) {
+                    Answer::Yes => true,
+                    Answer::No => false,
+                    Answer::All => {
+                        *self.policy = Policy::Yes;
+                        true
+                    }
+                };
+                if !yes {
+                    self.declined.push(p.clone());
+                }
+                self.answers.insert(key, yes);
+                self.inner.problem(p, Action::Asked);
+            }
+        }
+    }
 }
 
 /// Pass 3A on a filesystem the check found clean: the directories whose
@@ -466,11 +622,15 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
 }
 
 /// Replays an internal journal that needs recovery, as e2fsck does before
-/// checking; returns the transaction range replayed.
-fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Error> {
+/// checking (with `run_anyway` also one that has data although the flag is
+/// clear); returns the transaction range replayed.
+fn replay_journal(
+    dev: &Arc<dyn BlockDevice>,
+    run_anyway: bool,
+) -> Result<Option<(u32, u32)>, Error> {
     let fs = open(dev)?;
     let sb = fs.superblock();
-    if !sb.has_incompat(Incompat::RECOVER)
+    if !(sb.has_incompat(Incompat::RECOVER) || run_anyway)
         || !sb.has_compat(Compat::HAS_JOURNAL)
         || sb.s_journal_inum.get() == 0
     {
@@ -484,6 +644,9 @@ fn replay_journal(dev: &Arc<dyn BlockDevice>) -> Result<Option<(u32, u32)>, Erro
     let Ok(journal) = Journal::open(dev.clone(), location, fs.block_size()) else {
         return Ok(None);
     };
+    if !sb.has_incompat(Incompat::RECOVER) && !journal.needs_recovery() {
+        return Ok(None);
+    }
     let r = recover_filesystem(dev.as_ref(), &journal)?;
     Ok(Some((r.start_transaction, r.end_transaction)))
 }

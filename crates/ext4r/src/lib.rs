@@ -17,13 +17,20 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod civil;
-pub mod device;
-pub mod error;
+pub use ext4r_txn::device;
+pub use ext4r_txn::error;
 pub mod fs;
-pub mod journal;
+pub use ext4r_txn::journal;
+pub mod localtime;
 pub mod mkfs;
 pub mod safety;
 pub mod tune;
+pub mod write;
 
 pub use error::{Error, Result};
+
+/// The README's Rust examples, compiled (and run where they can be) as
+/// doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -8,6 +8,7 @@
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
+use crate::localtime::ctime;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use rustix::fs::FileType;
@@ -286,27 +287,6 @@ impl Existing {
     }
 }
 
-/// C's `ctime` without the newline, in UTC (no time zone database here).
-fn ctime(t: i64) -> String {
-    let days = t.div_euclid(86400);
-    let secs = t.rem_euclid(86400);
-    let (y, m, d) = crate::civil::civil_from_days(days);
-    const WD: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MO: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{} {} {:2} {:02}:{:02}:{:02} {}",
-        WD[days.rem_euclid(7) as usize],
-        MO[(m - 1) as usize],
-        d,
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60,
-        y
-    )
-}
-
 /// How much of the device start [`probe`] reads: up to btrfs's superblock
 /// at 64 KiB, the farthest signature it knows.
 const PROBE_LEN: u64 = 0x11000;
@@ -409,16 +389,9 @@ fn text(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::testutil::{loop_unavailable, run, tool, LoopDev, Mount, TempDir};
     use crate::device::{FileDevice, MemDevice, OpenMode};
+    use ext4r_txn::testutil::{loop_unavailable, run, tool, LoopDev, Mount, TempDir};
     use std::path::PathBuf;
-
-    #[test]
-    fn dates_print_like_ctime() {
-        assert_eq!(ctime(1_700_000_000), "Tue Nov 14 22:13:20 2023");
-        assert_eq!(ctime(0), "Thu Jan  1 00:00:00 1970");
-        assert_eq!(ctime(951_782_400), "Tue Feb 29 00:00:00 2000");
-    }
 
     #[test]
     fn mount_fields_are_unescaped() {

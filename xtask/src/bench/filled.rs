@@ -41,7 +41,7 @@ pub fn image(cache: &Path, rebuild: bool) -> Result<PathBuf> {
 
 /// `<cache>/<name>.img`, reused when `<name>.stamp` holds `recipe` and the
 /// mke2fs version; otherwise made by `make(partial image, cache)` and stamped.
-pub(super) fn cached(
+pub(crate) fn cached(
     cache: &Path,
     name: &str,
     recipe: &str,
@@ -91,7 +91,7 @@ fn version(prog: &str) -> Result<String> {
 /// Makes `img` a sparse file of `size` bytes, runs `mke2fs -F -q -t ext4
 /// <mke2fs_args>` on it, loop-mounts it in a temporary directory under `cache`,
 /// runs `populate` on the mount point and unmounts (also when `populate` fails).
-pub(super) fn build(
+pub(crate) fn build(
     img: &Path,
     cache: &Path,
     size: u64,
@@ -204,7 +204,7 @@ fn populate(root: &Path) -> Result<()> {
 
 /// Our image attached to a loop device and mounted; unmounted and detached when
 /// released or dropped.
-struct LoopMount {
+pub(crate) struct LoopMount {
     dev: String,
     mnt: PathBuf,
     mounted: bool,
@@ -212,7 +212,7 @@ struct LoopMount {
 }
 
 impl LoopMount {
-    fn attach(img: &Path, mnt: &Path) -> Result<LoopMount> {
+    pub(crate) fn attach(img: &Path, mnt: &Path) -> Result<LoopMount> {
         let out = Command::new("losetup")
             .args(["-f", "--show"])
             .arg(img)
@@ -248,7 +248,7 @@ impl LoopMount {
     }
 
     /// Unmounts and detaches, reporting failures (drop only warns).
-    fn release(mut self) -> Result<()> {
+    pub(crate) fn release(mut self) -> Result<()> {
         self.cleanup()
     }
 

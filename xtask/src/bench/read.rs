@@ -1,6 +1,6 @@
 //! `cargo xtask bench read`: reading files out of an image, ours vs debugfs,
 //! alternating, hot cache (one untimed warm-up run of each first), on one
-//! cached 4 GiB ext4 image (see [`image`]):
+//! cached 4 GiB ext4 image (see `image`):
 //! - `big`: `ext4r cat IMG /big > /dev/null` vs `debugfs -R 'dump /big OUT' IMG`
 //!   for a 1 GiB file of pseudo-random data;
 //! - `tree`: `ext4r extract IMG OUTDIR /tree` vs `debugfs -R 'rdump /tree OUTDIR'

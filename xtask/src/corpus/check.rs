@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 
 use super::class::Class;
 use super::verdicts::{Basis, Expected, Verdict};
-use super::{json_obj, json_run, json_str, percent, print_columns, Common, Ctx, Run};
+use super::{json_run, percent, print_columns, Common, Ctx, Run};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -193,19 +193,19 @@ fn report(ctx: &Ctx, args: &Args, items: &[Item]) -> Result<()> {
     println!("{summary}");
 
     if let Some(path) = &args.common.json {
-        let images: Vec<String> = items.iter().map(json_item).collect();
-        let doc = json_obj(&[
-            ("mode", json_str("check")),
-            ("fsck", json_str(&ctx.fsck_label)),
-            ("timeout_secs", ctx.limit.as_secs().to_string()),
-            ("agree", agree.to_string()),
-            ("compared", compared.len().to_string()),
-            ("crashes", crashes.to_string()),
-            ("timeouts", timeouts.to_string()),
-            ("skipped", skipped.to_string()),
-            ("summary", json_str(&summary)),
-            ("images", format!("[\n{}\n]", images.join(",\n"))),
-        ]);
+        let images: Vec<serde_json::Value> = items.iter().map(json_item).collect();
+        let doc = serde_json::json!({
+            "mode": "check",
+            "fsck": ctx.fsck_label,
+            "timeout_secs": ctx.limit.as_secs(),
+            "agree": agree,
+            "compared": compared.len(),
+            "crashes": crashes,
+            "timeouts": timeouts,
+            "skipped": skipped,
+            "summary": summary,
+            "images": images,
+        });
         super::write_json(path, &doc)?;
     }
 
@@ -220,23 +220,26 @@ fn report(ctx: &Ctx, args: &Args, items: &[Item]) -> Result<()> {
     Ok(())
 }
 
-fn json_item(i: &Item) -> String {
-    let mut f = vec![("test", json_str(&i.v.test))];
+fn json_item(i: &Item) -> serde_json::Value {
+    let mut f = serde_json::Map::new();
+    f.insert("test".into(), i.v.test.clone().into());
     match &i.r {
-        Result1::Skipped(why) => f.push(("skipped", json_str(why))),
+        Result1::Skipped(why) => {
+            f.insert("skipped".into(), why.clone().into());
+        }
         Result1::Ran { expected, run, .. } => {
-            f.push(("expected", json_str(expected.class.token())));
+            f.insert("expected".into(), expected.class.token().into());
             if let Some(also) = expected.also {
-                f.push(("also", json_str(also.token())));
+                f.insert("also".into(), also.token().into());
             }
             let basis = match expected.basis {
                 Basis::E2fsck => "e2fsck",
                 Basis::Upstream => "upstream",
             };
-            f.push(("basis", json_str(basis)));
-            f.push(("agree", expected.agrees(run.outcome.class).to_string()));
-            f.push(("ours", json_run(run)));
+            f.insert("basis".into(), basis.into());
+            f.insert("agree".into(), expected.agrees(run.outcome.class).into());
+            f.insert("ours".into(), json_run(run));
         }
     }
-    json_obj(&f)
+    serde_json::Value::Object(f)
 }

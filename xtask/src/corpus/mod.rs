@@ -12,7 +12,7 @@
 //! Logs of every run stay in `target/xtask-corpus/<mode>/` for reading.
 
 mod check;
-mod class;
+pub(crate) mod class;
 mod repair;
 mod verdicts;
 
@@ -69,7 +69,7 @@ struct Common {
     /// One line per image as it finishes.
     #[arg(long, short = 'v')]
     verbose: bool,
-    /// The corpus [default: <repo>/../shared/corpus/e2fsprogs].
+    /// The corpus (default: `<repo>/../shared/corpus/e2fsprogs`).
     #[arg(long, value_name = "DIR")]
     corpus: Option<PathBuf>,
     /// Where to unpack images (a private temp dir is made inside).
@@ -359,7 +359,7 @@ fn gunzip(src: &Path, dest: &Path) -> Result<()> {
 fn first_lines(text: &str, n: usize) -> Vec<String> {
     text.lines()
         .map(str::trim_end)
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !is_banner(l))
         .take(n)
         .map(|l| {
             if l.chars().count() > 110 {
@@ -369,6 +369,21 @@ fn first_lines(text: &str, n: usize) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// A checker's version line ("e2fsck 1.47.0 (5-Feb-2023)", "fsck.ext4r
+/// 0.1.0"), which both print first on stderr and which says nothing
+/// about the run.
+fn is_banner(line: &str) -> bool {
+    let mut w = line.split(' ');
+    let (Some(prog), Some(ver)) = (w.next(), w.next()) else {
+        return false;
+    };
+    (prog == "e2fsck" || prog.starts_with("fsck."))
+        && ver.split('.').count() == 3
+        && ver
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn percent(x: usize, y: usize) -> f64 {
@@ -398,56 +413,19 @@ fn print_columns(rows: &[Vec<String>]) {
     }
 }
 
-/// A JSON string literal.
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+/// One run's record in the `--json` report.
+fn json_run(r: &Run) -> serde_json::Value {
+    serde_json::json!({
+        "class": r.outcome.class.token(),
+        "detail": r.outcome.detail,
+        "wall_ms": (r.wall.as_secs_f64() * 10_000.0).round() / 10.0,
+        "peak_rss": r.peak_rss,
+        "head": r.head,
+    })
 }
 
-/// A JSON object from already-encoded values.
-fn json_obj(fields: &[(&str, String)]) -> String {
-    let inner: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("{}:{v}", json_str(k)))
-        .collect();
-    format!("{{{}}}", inner.join(","))
-}
-
-fn json_run(r: &Run) -> String {
-    json_obj(&[
-        ("class", json_str(r.outcome.class.token())),
-        ("detail", json_str(&r.outcome.detail)),
-        ("wall_ms", format!("{:.1}", r.wall.as_secs_f64() * 1000.0)),
-        ("peak_rss", r.peak_rss.to_string()),
-        (
-            "head",
-            format!(
-                "[{}]",
-                r.head
-                    .iter()
-                    .map(|l| json_str(l))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-        ),
-    ])
-}
-
-fn write_json(path: &Path, text: &str) -> Result<()> {
+fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(doc)?;
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     println!("wrote {}", path.display());
     Ok(())
@@ -458,17 +436,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn json_escapes() {
-        assert_eq!(json_str("a\"b\\c\nd\u{1}"), r#""a\"b\\c\nd\u0001""#);
-        assert_eq!(
-            json_obj(&[("k", json_str("v")), ("n", "1".into())]),
-            r#"{"k":"v","n":1}"#
-        );
-    }
-
-    #[test]
     fn heads() {
         assert_eq!(first_lines("\n a\n\nb  \nc\nd\n", 3), vec![" a", "b", "c"]);
         assert!(first_lines(&"x".repeat(200), 1)[0].ends_with('…'));
+        assert_eq!(
+            first_lines(
+                "e2fsck 1.47.0 (5-Feb-2023)\nfsck.ext4r 0.1.0\nBad magic\n",
+                3
+            ),
+            vec!["Bad magic"]
+        );
     }
 }

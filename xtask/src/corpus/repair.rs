@@ -21,7 +21,7 @@ use anyhow::{bail, Context, Result};
 
 use super::class::{Class, Outcome};
 use super::verdicts::Verdict;
-use super::{json_obj, json_run, json_str, percent, print_columns, Common, Ctx, Run};
+use super::{json_run, percent, print_columns, Common, Ctx, Run};
 use crate::util;
 
 #[derive(clap::Args)]
@@ -185,31 +185,31 @@ fn repair(args: &Args, e2fsck: &[OsString]) -> Result<()> {
     );
     println!("{summary}");
     if let Some(path) = &args.common.json {
-        let images: Vec<String> = items
+        let images: Vec<serde_json::Value> = items
             .iter()
             .map(|(v, r)| {
-                json_obj(&[
-                    ("test", json_str(&v.test)),
-                    ("e2fsck_fn_after", v.fn_after.to_string()),
-                    ("fy", json_run(&r.fy)),
-                    ("e2fsck_after", json_run(&r.after)),
-                    ("again", json_run(&r.again)),
-                ])
+                serde_json::json!({
+                    "test": v.test,
+                    "e2fsck_fn_after": v.fn_after,
+                    "fy": json_run(&r.fy),
+                    "e2fsck_after": json_run(&r.after),
+                    "again": json_run(&r.again),
+                })
             })
             .collect();
-        let doc = json_obj(&[
-            ("mode", json_str("repair")),
-            ("fsck", json_str(&ctx.fsck_label)),
-            ("clean", clean.to_string()),
-            ("e2fsck_clean", theirs.to_string()),
-            ("again_clean", again_ok.to_string()),
-            ("images_compared", n.to_string()),
-            ("crashes", crashes.to_string()),
-            ("timeouts", timeouts.to_string()),
-            ("skipped", skipped.len().to_string()),
-            ("summary", json_str(&summary)),
-            ("images", format!("[\n{}\n]", images.join(",\n"))),
-        ]);
+        let doc = serde_json::json!({
+            "mode": "repair",
+            "fsck": ctx.fsck_label,
+            "clean": clean,
+            "e2fsck_clean": theirs,
+            "again_clean": again_ok,
+            "images_compared": n,
+            "crashes": crashes,
+            "timeouts": timeouts,
+            "skipped": skipped.len(),
+            "summary": summary,
+            "images": images,
+        });
         super::write_json(path, &doc)?;
     }
     if crashes + timeouts > 0 {
@@ -427,29 +427,29 @@ fn preen(args: &Args, e2fsck: &[OsString]) -> Result<()> {
     );
     println!("{summary}");
     if let Some(path) = &args.common.json {
-        let images: Vec<String> = items
+        let images: Vec<serde_json::Value> = items
             .iter()
             .map(|(v, (t, o))| {
-                json_obj(&[
-                    ("test", json_str(&v.test)),
-                    ("e2fsck_p", json_str(t.class.token())),
-                    ("e2fsck_p_detail", json_str(&t.detail)),
-                    ("agree", (t.class == o.outcome.class).to_string()),
-                    ("ours", json_run(o)),
-                ])
+                serde_json::json!({
+                    "test": v.test,
+                    "e2fsck_p": t.class.token(),
+                    "e2fsck_p_detail": t.detail,
+                    "agree": t.class == o.outcome.class,
+                    "ours": json_run(o),
+                })
             })
             .collect();
-        let doc = json_obj(&[
-            ("mode", json_str("preen")),
-            ("fsck", json_str(&ctx.fsck_label)),
-            ("agree", agree.to_string()),
-            ("compared", n.to_string()),
-            ("crashes", crashes.to_string()),
-            ("timeouts", timeouts.to_string()),
-            ("skipped", skipped.len().to_string()),
-            ("summary", json_str(&summary)),
-            ("images", format!("[\n{}\n]", images.join(",\n"))),
-        ]);
+        let doc = serde_json::json!({
+            "mode": "preen",
+            "fsck": ctx.fsck_label,
+            "agree": agree,
+            "compared": n,
+            "crashes": crashes,
+            "timeouts": timeouts,
+            "skipped": skipped.len(),
+            "summary": summary,
+            "images": images,
+        });
         super::write_json(path, &doc)?;
     }
     if crashes + timeouts > 0 {

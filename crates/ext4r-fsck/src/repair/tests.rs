@@ -2,6 +2,7 @@
 //! not written, "all" stops the questions.
 
 use super::*;
+use crate::check_shared;
 use ext4r::device::MemDevice;
 use ext4r::mkfs::{format, MkfsOptions};
 

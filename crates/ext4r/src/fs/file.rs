@@ -5,8 +5,8 @@ use std::io::{self, Read, Seek, SeekFrom};
 use ext4r_format::inode::InodeFlags;
 
 use super::inode::InodeInfo;
-use super::map::Run;
 use super::Filesystem;
+use super::Run;
 use crate::error::Result;
 
 /// Reads a file's contents: mapped blocks from the device in runs as long

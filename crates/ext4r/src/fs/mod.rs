@@ -28,7 +28,6 @@
 mod dir;
 mod file;
 mod inode;
-mod map;
 mod xattr;
 
 use ext4r_format::features::{Incompat, RoCompat};
@@ -40,11 +39,13 @@ use ext4r_format::{FormatError, GroupNr};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::journal::{Journal, JournalLocation, JournalOverlay};
+use ext4r_txn::csum::Checksums;
+use ext4r_txn::map::BlockSource;
 
 pub use dir::{DirEntryInfo, FileKind};
+pub use ext4r_txn::map::Run;
 pub use file::FileReader;
 pub use inode::{InodeInfo, Metadata};
-pub use map::Run;
 pub use xattr::Xattr;
 
 /// Incompatible features the reader understands. `RECOVER` is handled by
@@ -93,6 +94,7 @@ pub struct Filesystem {
     geo: Geometry,
     descs: Vec<GroupDesc>,
     csum_seed: u32,
+    checksums: Checksums,
     opts: OpenOptions,
     itable_cache: inode::ItableCache,
 }
@@ -196,13 +198,14 @@ impl Filesystem {
             ));
         }
         check_features(&sb, opts.allow_encrypted)?;
-        let mut descs = read_descs(dev.as_ref(), &geo, sb_block)?;
+        let mut descs = ext4r_txn::groups::read_descs(dev.as_ref(), &geo, sb_block)?;
         if sb_block > geo.first_data_block {
-            forget_uninit(&sb, &geo, &mut descs);
+            forget_uninit(&sb, &mut descs);
         }
         let csum_seed = sb.csum_seed();
         Ok(Filesystem {
             dev,
+            checksums: Checksums::new(&sb),
             sb,
             geo,
             descs,
@@ -273,23 +276,19 @@ impl Filesystem {
 
     /// Checks that `count` blocks from `block` lie inside the filesystem.
     pub(crate) fn check_blocks(&self, block: u64, count: u64, what: &str) -> Result<()> {
-        let end = block.checked_add(count);
-        if block < self.geo.first_data_block
-            || end.is_none_or(|e| e > self.geo.blocks_count)
-            || count == 0
-        {
-            return Err(Error::corrupt(
-                what.to_string(),
-                FormatError::invalid(
-                    "block number",
-                    format!(
-                        "blocks {block}+{count} outside the filesystem (0..{})",
-                        self.geo.blocks_count
-                    ),
-                ),
-            ));
-        }
-        Ok(())
+        BlockSource::check_blocks(self, block, count, what)
+    }
+
+    /// The data runs of an inode, sorted by logical block, coalesced, not
+    /// overlapping. Inline-data inodes and fast symlinks have none.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the inode and block of a broken extent
+    /// tree or block map: bad magic, depth, out-of-range or overlapping
+    /// blocks, a node reached twice, a checksum mismatch when verifying.
+    pub fn runs(&self, info: &InodeInfo) -> Result<Vec<Run>> {
+        let fast = self.is_fast_symlink(info);
+        ext4r_txn::map::runs(self, info.ino.0, &info.inode, fast)
     }
 
     /// Reads `buf.len()` bytes starting at block `block`, which must lie in
@@ -306,6 +305,24 @@ impl Filesystem {
         let mut buf = vec![0u8; self.geo.block_size as usize];
         self.read_blocks(block, &mut buf, what)?;
         Ok(buf)
+    }
+}
+
+impl BlockSource for Filesystem {
+    fn block_size(&self) -> u32 {
+        self.geo.block_size
+    }
+
+    fn block_range(&self) -> (u64, u64) {
+        (self.geo.first_data_block, self.geo.blocks_count)
+    }
+
+    fn read_block(&self, nr: u64, what: &str) -> Result<Vec<u8>> {
+        Filesystem::read_block(self, nr, what)
+    }
+
+    fn verify(&self) -> Option<&Checksums> {
+        Filesystem::verify(self).then_some(&self.checksums)
     }
 }
 
@@ -374,76 +391,16 @@ fn check_features(sb: &Superblock, allow_encrypted: bool) -> Result<()> {
 /// nothing about the groups now. As libext2fs does when it opens a backup,
 /// they are dropped (every group is read) and the checksums made to match,
 /// so that checking reads every inode table and bitmap in full.
-fn forget_uninit(sb: &Superblock, geo: &Geometry, descs: &mut [GroupDesc]) {
+fn forget_uninit(sb: &Superblock, descs: &mut [GroupDesc]) {
     use ext4r_format::features::RoCompat;
-    use ext4r_format::group_desc::{GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
-    let kind = if sb.has_ro_compat(RoCompat::METADATA_CSUM) {
-        GroupDescCsum::Crc32c {
-            seed: sb.csum_seed(),
-        }
-    } else if sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        GroupDescCsum::Crc16 { uuid: sb.s_uuid }
-    } else {
+    use ext4r_format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+    if !sb.has_ro_compat(RoCompat::METADATA_CSUM) && !sb.has_ro_compat(RoCompat::GDT_CSUM) {
         return;
-    };
+    }
+    let cs = Checksums::new(sb);
     for (g, d) in descs.iter_mut().enumerate() {
         d.set_flags(d.flags() & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT));
         d.set_itable_unused(0);
-        // Only a descriptor size the table could not hold fails, and
-        // read_descs has parsed every one with this size.
-        let _ = d.update_checksum(g as u32, geo.desc_size as usize, &kind);
+        cs.stamp_desc(g as u32, d);
     }
-}
-
-fn read_descs(dev: &dyn BlockDevice, geo: &Geometry, sb_block: u64) -> Result<Vec<GroupDesc>> {
-    let bs = u64::from(geo.block_size);
-    let dsize = geo.desc_size as usize;
-    let per_block = geo.descs_per_block();
-    let nblocks = geo.desc_blocks();
-    // The table has to be on the device: a superblock claiming billions of
-    // groups (one block or inode per group) on a small device must fail
-    // when reading, not when reserving memory for the table first.
-    if u64::from(nblocks) * bs > dev.size() {
-        return Err(Error::corrupt(
-            "group descriptors",
-            FormatError::invalid(
-                "group descriptors",
-                format!(
-                    "{} groups need {nblocks} descriptor blocks, more than the {}-byte device holds",
-                    geo.group_count,
-                    dev.size()
-                ),
-            ),
-        ));
-    }
-    let mut descs = Vec::with_capacity(geo.group_count as usize);
-    let mut buf = vec![0u8; geo.block_size as usize];
-    let backup_shift = sb_block.saturating_sub(geo.first_data_block);
-    for i in 0..nblocks {
-        let primary = geo.desc_block_loc(i);
-        let in_meta = geo.meta_bg.is_some_and(|m| i >= m);
-        let loc = if in_meta {
-            primary
-        } else {
-            primary + backup_shift
-        };
-        let what = format!("group descriptor block {i} (block {loc})");
-        if loc >= geo.blocks_count {
-            return Err(Error::corrupt(
-                what,
-                FormatError::invalid("group descriptors", "located past the end"),
-            ));
-        }
-        dev.read_at(&mut buf, loc * bs)?;
-        for j in 0..per_block {
-            if descs.len() as u32 == geo.group_count {
-                break;
-            }
-            let off = j as usize * dsize;
-            let d = GroupDesc::parse(&buf[off..off + dsize], dsize)
-                .map_err(|e| Error::corrupt(&what, e))?;
-            descs.push(d);
-        }
-    }
-    Ok(descs)
 }

@@ -9,12 +9,11 @@
 //! spends on the whole run.
 
 use super::layout::Layout;
-use super::runs::RunWriter;
-use crate::error::{Error, Result};
-use ext4r_format::checksum::crc32c;
+use crate::error::Result;
 use ext4r_format::features::Incompat;
-use ext4r_format::group_desc::{GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
-use ext4r_format::superblock::STATE_VALID;
+use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_txn::bulk::RunWriter;
+use ext4r_txn::csum::Checksums;
 
 /// Bytes of descriptor table built before it is written out: 64 KiB writes
 /// cost no more time than larger ones here, and less memory.
@@ -26,8 +25,7 @@ const CHUNK_BYTES: usize = 64 << 10;
 pub(crate) fn write_bitmaps_and_gdt(
     w: &mut RunWriter<'_>,
     l: &Layout,
-    gd_csum: Option<&GroupDescCsum>,
-    metadata_csum_seed: Option<u32>,
+    cs: &Checksums,
 ) -> Result<u64> {
     let bs = l.geo.block_size as usize;
     let ds = l.geo.desc_size as usize;
@@ -46,7 +44,7 @@ pub(crate) fn write_bitmaps_and_gdt(
         .filter_map(|g| l.geo.group_meta(g).old_desc.map(|(start, _)| start))
         .collect();
 
-    let mut groups = GroupWriter::new(l, gd_csum, metadata_csum_seed);
+    let mut groups = GroupWriter::new(l, cs);
     let chunk_blocks = (CHUNK_BYTES / bs).max(1);
     let mut chunk = vec![0u8; chunk_blocks.min(desc_blocks) * bs];
     let mut first = 0;
@@ -95,15 +93,9 @@ pub(crate) fn write_superblocks(w: &mut RunWriter<'_>, l: &Layout) -> Result<()>
         let Some(sblk) = l.geo.group_meta(g).super_block else {
             continue;
         };
-        let mut sb = l.sb.clone();
-        sb.s_block_group_nr.set(g.min(65535) as u16);
-        if g != 0 {
-            // ext2fs_flush writes the backups with the valid bit clear
-            // (only the primary says the filesystem was cleanly made).
-            sb.s_state.set(sb.s_state.get() & !STATE_VALID);
-        }
-        sb.update_checksum();
-        let bytes = sb.to_bytes();
+        // As ext2fs_flush writes each copy (only the primary says the
+        // filesystem was cleanly made).
+        let bytes = ext4r_txn::flush::superblock_copy(&l.sb, g);
         if g == 0 {
             w.write(1024, bytes.to_vec())?;
         } else {
@@ -120,20 +112,17 @@ pub(crate) fn write_superblocks(w: &mut RunWriter<'_>, l: &Layout) -> Result<()>
 /// way and their free counts summed.
 struct GroupWriter<'l> {
     l: &'l Layout,
-    gd_csum: Option<&'l GroupDescCsum>,
-    /// metadata_csum's seed, when bitmaps carry checksums.
-    bitmap_seed: Option<u32>,
+    cs: &'l Checksums,
     /// Whether uninit flags let bitmaps go unwritten.
     csum: bool,
     total_free: u64,
 }
 
 impl<'l> GroupWriter<'l> {
-    fn new(l: &'l Layout, gd_csum: Option<&'l GroupDescCsum>, bitmap_seed: Option<u32>) -> Self {
+    fn new(l: &'l Layout, cs: &'l Checksums) -> Self {
         GroupWriter {
             l,
-            gd_csum,
-            bitmap_seed,
+            cs,
             csum: l.csum(),
             total_free: 0,
         }
@@ -143,7 +132,6 @@ impl<'l> GroupWriter<'l> {
         let l = self.l;
         let geo = &l.geo;
         let bs = geo.block_size as usize;
-        let ds = geo.desc_size as usize;
         let gi = l.tables[g as usize];
         let flags = l.flags[g as usize];
         let counts = l.inode_counts(g);
@@ -181,9 +169,7 @@ impl<'l> GroupWriter<'l> {
                 // Padding past the short last group.
                 set_bits(&mut bitmap, group_clusters, bs as u64 * 8);
             }
-            if let Some(seed) = self.bitmap_seed {
-                d.set_block_bitmap_csum(crc32c(seed, &bitmap[..(cpg / 8) as usize]), ds);
-            }
+            self.cs.stamp_bitmaps(&mut d, Some(&bitmap), None);
             w.write(gi.block_bitmap * bs as u64, bitmap)?;
         }
 
@@ -199,19 +185,14 @@ impl<'l> GroupWriter<'l> {
                     ib[i / 8] |= 1 << (i % 8);
                 }
             }
-            if let Some(seed) = self.bitmap_seed {
-                d.set_inode_bitmap_csum(crc32c(seed, &ib[..n]), ds);
-            }
+            self.cs.stamp_bitmaps(&mut d, None, Some(&ib));
             w.write(gi.inode_bitmap * bs as u64, ib)?;
         }
         d.set_free_inodes_count(counts.free_inodes);
         d.set_used_dirs_count(counts.used_dirs);
         d.set_flags(flags);
         d.set_itable_unused(counts.itable_unused);
-        if let Some(c) = self.gd_csum {
-            d.update_checksum(g, ds, c)
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        }
+        self.cs.stamp_desc(g, &mut d);
         Ok(d)
     }
 }

@@ -4,10 +4,11 @@
 //! with extents, else block-mapped from the start of inode 8's group), and
 //! the journal inode with its mapping blocks and jbd2 superblock.
 
-use super::alloc::BlockAlloc;
 use super::blockmap::MappedFile;
 use super::objects::{self, InodeBuf, EXTENTS_FL};
 use crate::error::{Error, Result};
+use ext4r_txn::alloc::{self, BlockAlloc, FreeSpace};
+use ext4r_txn::csum::BlockKind;
 
 /// Largest length of an initialised extent.
 pub(crate) const EXT_INIT_MAX_LEN: u64 = 1 << 15;
@@ -127,17 +128,18 @@ pub(crate) fn fallocate_extents(
             g.cluster_ratio(),
         )
     };
-    let goal = a.used().first_free(goal, blocks_count - 1).unwrap_or(goal);
+    let goal = a
+        .space()
+        .first_free(goal, blocks_count - 1)?
+        .unwrap_or(goal);
     let mut pblk = goal;
     let mut lblk = 0u64;
     let leaf_max = (u64::from(block_size) - 12) / 12;
     while lblk < len {
         let want = (len - lblk).min(EXT_INIT_MAX_LEN);
-        let (s, n) = a
-            .used()
-            .new_range(pblk, want)
+        let (s, n) = alloc::new_range(a.space(), pblk, want)?
             .ok_or_else(|| Error::InvalidArgument("no room for the journal".into()))?;
-        a.take_range(s, n);
+        a.take_range(s, n)?;
         place.extents.push((lblk, s, n));
         if place.extents.len() == 5 {
             let first = place.extents[0].1;
@@ -163,8 +165,9 @@ pub(crate) struct JournalImage {
     /// The journal inode (checksum not yet set).
     pub inode: InodeBuf,
     /// Mapping blocks (indirect blocks, extent leaf) and the jbd2
-    /// superblock: `(block, contents)`.
-    pub blocks: Vec<(u64, Vec<u8>)>,
+    /// superblock: `(block, what it is, contents)`, checksums not yet
+    /// stamped.
+    pub blocks: Vec<(u64, BlockKind, Vec<u8>)>,
     /// The journal's data blocks as `(first, count)` runs (to zero).
     pub data: Vec<(u64, u64)>,
     /// `s_jnl_blocks`: the inode's block map, then the size's high and low
@@ -178,8 +181,6 @@ pub(crate) struct JournalSpec<'a> {
     pub inode_size: usize,
     pub cluster_ratio: u64,
     pub now: i64,
-    /// Filesystem checksum seed under metadata_csum (for an extent leaf).
-    pub csum_seed: Option<u32>,
     pub uuid: &'a [u8; 16],
     /// Fast-commit blocks at the end of the journal.
     pub fc_blocks: u64,
@@ -208,7 +209,7 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
             for (i, v) in ptrs.iter().enumerate() {
                 buf[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
             }
-            blocks.push((b, buf));
+            blocks.push((b, BlockKind::Plain, buf));
         }
         data = runs_of(&map.data);
     } else {
@@ -223,14 +224,18 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
         ));
         ji.set_i_block(&objects::extent_root(&j.extents, j.leaf));
         if let Some(leaf) = j.leaf {
-            let csum = s.csum_seed.map(|seed| (seed, JOURNAL_INO));
-            blocks.push((leaf, objects::extent_leaf(bs, &j.extents, csum)));
+            let kind = BlockKind::Extent {
+                ino: JOURNAL_INO,
+                generation: 0,
+            };
+            blocks.push((leaf, kind, objects::extent_leaf(bs, &j.extents)));
         }
         data = j.extents.iter().map(|&(_, p, n)| (p, n)).collect();
     }
     let first = data.first().map_or(0, |r| r.0);
     blocks.push((
         first,
+        BlockKind::Plain,
         objects::journal_superblock(bs as u32, j.blocks as u32, s.uuid, s.fc_blocks as u32, s.v1),
     ));
     let mut jnl_blocks = [0u32; 17];

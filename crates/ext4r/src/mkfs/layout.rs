@@ -5,7 +5,6 @@
 //! journal), because the goal is an identical layout: same groups, backups,
 //! bitmap and inode-table places, journal place, free counts and flags.
 
-use super::alloc::{BlockAlloc, UsedBlocks};
 use super::journal::{JournalPlace, EXT_INIT_MAX_LEN};
 use super::params::Params;
 use crate::error::{Error, Result};
@@ -13,6 +12,7 @@ use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::{reserved_gdt_blocks, Geometry};
 use ext4r_format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use ext4r_format::superblock::Superblock;
+use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
 
 /// First non-reserved inode of a dynamic-revision filesystem.
 const GOOD_OLD_FIRST_INO: u32 = 11;
@@ -802,14 +802,16 @@ impl BlockAlloc for Layout {
     fn log_groups_per_flex(&self) -> u32 {
         u32::from(self.sb.s_log_groups_per_flex)
     }
-    fn used(&self) -> &UsedBlocks {
+    type Space = UsedBlocks;
+    fn space(&self) -> &UsedBlocks {
         &self.used
     }
     fn group_free(&self, g: u32) -> i64 {
         self.group_free_blocks(g)
     }
-    fn take_range(&mut self, start: u64, len: u64) {
+    fn take_range(&mut self, start: u64, len: u64) -> Result<()> {
         self.mark_data(start, len);
+        Ok(())
     }
     fn alloc_block(&mut self, goal: u64) -> Result<u64> {
         self.new_block(goal)

@@ -1,24 +1,21 @@
-//! Making a filesystem, as a library call: [`format`] writes a new ext2,
+//! Making a filesystem, as a library call: [`format()`] writes a new ext2,
 //! ext3 or ext4 filesystem to a device with mke2fs's defaults and options;
 //! [`plan`] decides the layout without writing (mke2fs -n).
 //!
 //! The work is split so that each step can be read against e2fsprogs:
-//! [`MkfsOptions::resolve`] is mke2fs's option processing, `layout` decides
+//! `MkfsOptions::resolve` is mke2fs's option processing, `layout` decides
 //! every block's place, `objects` encodes the few objects a new filesystem
 //! holds, and `write` emits them in sorted, merged runs.
 
-pub(crate) mod alloc;
 mod args;
 mod blockmap;
 mod groups;
-mod intervals;
 pub(crate) mod journal;
 mod layout;
 pub(crate) mod objects;
 mod params;
 pub(crate) mod quota;
 pub mod resize_inode;
-mod runs;
 mod write;
 
 pub use args::parse_size;
@@ -26,8 +23,8 @@ pub use params::{parse_uuid, Extended, MkfsOptions};
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
-use alloc::BlockAlloc;
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_txn::alloc::BlockAlloc;
 use layout::{DirPlace, Layout};
 
 /// What was made: enough to print mke2fs's summary.
@@ -124,7 +121,10 @@ impl Plan {
         }
         let mut zeroed = params.assume_prezeroed;
         let mut discarded = false;
-        if params.discard && !params.assume_prezeroed && dev.discard(0, len)? {
+        if params.discard
+            && !params.assume_prezeroed
+            && ext4r_txn::bulk::RunWriter::new(dev).discard_range(0, len)?
+        {
             discarded = true;
             zeroed = zeroes_on_discard;
         }
@@ -141,7 +141,7 @@ impl Plan {
 }
 
 /// Decides the whole filesystem for `opts` without touching any device
-/// (mke2fs -n, and the first half of [`format`]).
+/// (mke2fs -n, and the first half of [`format()`]).
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for options or sizes mke2fs would refuse,

@@ -3,8 +3,6 @@
 //! way mke2fs writes them (Documentation/filesystems/ext4/inodes.rst,
 //! directory.rst, ifork.rst), checksums included.
 
-use ext4r_format::checksum::crc32c;
-
 /// `i_flags`: the inode uses an extent tree.
 pub(crate) const EXTENTS_FL: u32 = 0x0008_0000;
 /// `i_flags`: immutable (quota files are).
@@ -93,29 +91,6 @@ impl InodeBuf {
         out.copy_from_slice(&self.bytes[0x28..0x28 + 60]);
         out
     }
-
-    /// Stores the metadata_csum inode checksum: crc32c over the whole record
-    /// (checksum fields zeroed) seeded with the inode number and generation.
-    pub(crate) fn set_checksum(&mut self, fs_seed: u32, ino: u32) {
-        let b = &mut self.bytes;
-        let extra = if b.len() > 128 {
-            u16::from_le_bytes([b[0x80], b[0x81]]) as usize
-        } else {
-            0
-        };
-        let has_hi = b.len() > 128 && extra >= 4;
-        put16(b, 0x7C, 0);
-        if has_hi {
-            put16(b, 0x82, 0);
-        }
-        let gen = u32::from_le_bytes([b[0x64], b[0x65], b[0x66], b[0x67]]);
-        let seed = crc32c(crc32c(fs_seed, &ino.to_le_bytes()), &gen.to_le_bytes());
-        let c = crc32c(seed, b);
-        put16(b, 0x7C, c as u16);
-        if has_hi {
-            put16(b, 0x82, (c >> 16) as u16);
-        }
-    }
 }
 
 /// An extent-tree root in `i_block` holding `extents` (at most four) as
@@ -157,12 +132,9 @@ fn put_extent(b: &mut [u8], (l, p, n): (u64, u64, u64)) {
     put32(b, 8, p as u32);
 }
 
-/// A depth-0 extent leaf block with its checksum tail.
-pub(crate) fn extent_leaf(
-    block_size: usize,
-    extents: &[(u64, u64, u64)],
-    csum: Option<(u32, u32)>,
-) -> Vec<u8> {
+/// A depth-0 extent leaf block (its checksum tail, where the filesystem
+/// has one, is stamped by the writer).
+pub(crate) fn extent_leaf(block_size: usize, extents: &[(u64, u64, u64)]) -> Vec<u8> {
     let mut b = vec![0u8; block_size];
     let max = (block_size - 12) / 12;
     put16(&mut b, 0, EXTENT_MAGIC);
@@ -170,12 +142,6 @@ pub(crate) fn extent_leaf(
     put16(&mut b, 4, max as u16);
     for (i, e) in extents.iter().enumerate() {
         put_extent(&mut b[12 + 12 * i..], *e);
-    }
-    if let Some((seed, ino)) = csum {
-        let tail = 12 + 12 * max;
-        let s = crc32c(crc32c(seed, &ino.to_le_bytes()), &0u32.to_le_bytes());
-        let c = crc32c(s, &b[..tail]);
-        put32(&mut b, tail, c);
     }
     b
 }
@@ -187,21 +153,18 @@ pub(crate) struct Entry<'a> {
 }
 
 /// A directory block holding `entries` (the last one takes the remaining
-/// space); with `csum` a checksum tail for (fs seed, directory inode).
+/// space); with `tail` room for the checksum tail, which the writer
+/// stamps.
 /// An empty `entries` gives the "empty block" mke2fs uses to grow a
 /// directory: one unused entry spanning the block.
 pub(crate) fn dir_block(
     block_size: usize,
     entries: &[Entry<'_>],
     filetype: bool,
-    csum: Option<(u32, u32)>,
+    tail: bool,
 ) -> Vec<u8> {
     let mut b = vec![0u8; block_size];
-    let end = if csum.is_some() {
-        block_size - 12
-    } else {
-        block_size
-    };
+    let end = if tail { block_size - 12 } else { block_size };
     let mut off = 0;
     if entries.is_empty() {
         put16(&mut b, 4, rec_len_disk(end));
@@ -220,13 +183,10 @@ pub(crate) fn dir_block(
         b[off + 8..off + 8 + e.name.len()].copy_from_slice(e.name);
         off += rec;
     }
-    if let Some((seed, ino)) = csum {
+    if tail {
         // ext4_dir_entry_tail: inode 0, rec_len 12, name_len 0, type 0xDE.
         put16(&mut b, end + 4, 12);
         b[end + 7] = 0xDE;
-        let s = crc32c(crc32c(seed, &ino.to_le_bytes()), &0u32.to_le_bytes());
-        let c = crc32c(s, &b[..end]);
-        put32(&mut b, end + 8, c);
     }
     b
 }
@@ -287,7 +247,7 @@ mod tests {
                 },
             ],
             true,
-            Some((1, 2)),
+            true,
         );
         assert_eq!(&b[0..8], &[2, 0, 0, 0, 12, 0, 1, 2]);
         assert_eq!(u16::from_le_bytes([b[16], b[17]]), 12);

@@ -767,17 +767,16 @@ fn resolve_encoding(features: &mut Features, ext: &Extended) -> Result<(u16, u16
     Ok((ENC_UTF8_12_1, flags))
 }
 
-/// Parses `01234567-89ab-cdef-0123-456789abcdef`.
+/// Parses `01234567-89ab-cdef-0123-456789abcdef`, the one form libuuid's
+/// `uuid_parse` (mke2fs `-U`, `-E hash_seed=`, tune2fs `-U`) accepts: 36
+/// characters with the dashes in place. The `uuid` crate also takes the
+/// simple, braced and URN forms, which e2fsprogs refuses; only the
+/// hyphenated one is 36 characters long.
 pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
-    let hex: String = s.chars().filter(|c| *c != '-').collect();
-    if hex.len() != 32 || s.len() != 36 {
+    if s.len() != 36 {
         return None;
     }
-    let mut out = [0u8; 16];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
+    uuid::Uuid::try_parse(s).ok().map(|u| *u.as_bytes())
 }
 
 #[cfg(test)]
@@ -824,6 +823,18 @@ mod tests {
             [1, 0x23]
         );
         assert!(parse_uuid("xyz").is_none());
+        // Dashes anywhere but their places, the simple, braced and URN
+        // forms: refused, as libuuid refuses them.
+        for bad in [
+            "0123456789ab-cdef-0123-456789abcdef",
+            "01234567-89abc-def0-123-456789abcdef",
+            "0123456789abcdef0123456789abcdef",
+            "{01234567-89ab-cdef-0123-456789abcdef}",
+            "urn:uuid:01234567-89ab-cdef-0123-456789abcdef",
+            "0123456789abcdef0123456789abcdef----",
+        ] {
+            assert!(parse_uuid(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

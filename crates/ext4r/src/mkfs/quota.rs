@@ -11,9 +11,9 @@
 //! `ext2_file`; that order is recorded here so that the layout can allocate
 //! blocks exactly as mke2fs does.
 
-use super::alloc::BlockAlloc;
 use super::objects::{self, InodeBuf, EXTENTS_FL, IMMUTABLE_FL};
 use crate::error::{Error, Result};
+use ext4r_txn::alloc::BlockAlloc;
 use std::collections::BTreeMap;
 
 /// Quota block size (`QT_BLKSIZE`).
@@ -99,16 +99,16 @@ impl QuotaFile {
         let mut head = [0u8; 8];
         head[..4].copy_from_slice(&MAGIC[qtype].to_le_bytes());
         head[4..].copy_from_slice(&VERSION.to_le_bytes());
-        t.write_at(0, &head);
+        t.put(0, &head);
         let info = t.info();
-        t.write_at(8, &info);
+        t.put(8, &info);
         for &(id, u) in usage {
             let off = t.insert(id);
-            t.write_at(off, &entry(id, u));
+            t.put(off, &entry(id, u));
         }
         // quota_file_close: the final info.
         let info = t.info();
-        t.write_at(8, &info);
+        t.put(8, &info);
         t.f
     }
 
@@ -278,7 +278,7 @@ impl Tree {
             .unwrap_or_else(|| vec![0; QBLK])
     }
 
-    fn write_at(&mut self, off: usize, data: &[u8]) {
+    fn put(&mut self, off: usize, data: &[u8]) {
         let blk = off / QBLK;
         if self.f.blocks.len() <= blk {
             self.f.blocks.resize(blk + 1, vec![0; QBLK]);
@@ -289,7 +289,7 @@ impl Tree {
     }
 
     fn write_blk(&mut self, blk: u32, buf: &[u8]) {
-        self.write_at(blk as usize * QBLK, buf);
+        self.put(blk as usize * QBLK, buf);
     }
 
     /// `get_free_dqblk` with an empty free list: a new zeroed block at the

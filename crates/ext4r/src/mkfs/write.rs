@@ -8,12 +8,12 @@ use super::layout::Layout;
 use super::objects::{self, Entry, InodeBuf, EXTENTS_FL};
 use super::params::Params;
 use super::quota;
-use super::runs::RunWriter;
 use crate::device::BlockDevice;
 use crate::error::Result;
-use ext4r_format::checksum::{crc32c, fs_csum_seed};
+use ext4r_format::checksum::fs_csum_seed;
 use ext4r_format::features::{Incompat, RoCompat};
-use ext4r_format::group_desc::GroupDescCsum;
+use ext4r_txn::bulk::RunWriter;
+use ext4r_txn::csum::{BlockKind, Checksums};
 
 /// Finishes the superblock and descriptors, then writes everything.
 /// Returns the bytes handed to the device.
@@ -25,15 +25,9 @@ pub(crate) fn write(
 ) -> Result<u64> {
     finish_superblock(l, p);
     let bs = u64::from(l.geo.block_size);
-    let csum_seed = l.sb.csum_seed();
-    let metadata_csum = l.sb.has_ro_compat(RoCompat::METADATA_CSUM);
-    let gd_csum = if metadata_csum {
-        Some(GroupDescCsum::Crc32c { seed: csum_seed })
-    } else if l.sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        Some(GroupDescCsum::Crc16 { uuid: l.sb.s_uuid })
-    } else {
-        None
-    };
+    // Every checksum is stamped by the write layer's dispatcher, from the
+    // finished superblock's features and seed.
+    let cs = Checksums::new(&l.sb);
     let mut w = RunWriter::new(dev);
 
     // Old superblock and partition-table-neighbouring sectors 2..7 are
@@ -64,12 +58,11 @@ pub(crate) fn write(
     }
 
     // Bitmaps and descriptor tables; the superblocks need the free count.
-    let bitmap_seed = metadata_csum.then_some(csum_seed);
-    let free_clusters = groups::write_bitmaps_and_gdt(&mut w, l, gd_csum.as_ref(), bitmap_seed)?;
+    let free_clusters = groups::write_bitmaps_and_gdt(&mut w, l, &cs)?;
     l.sb.set_free_blocks_count(free_clusters << l.geo.cluster_bits);
 
     // Objects: inodes and their blocks.
-    write_objects(&mut w, l, p, csum_seed, metadata_csum)?;
+    write_objects(&mut w, l, p, &cs)?;
 
     // Superblocks last: the objects fill in their journal and quota fields.
     groups::write_superblocks(&mut w, l)?;
@@ -128,19 +121,18 @@ fn finish_superblock(l: &mut Layout, p: &Params) {
     }
 }
 
-fn write_objects(
-    w: &mut RunWriter<'_>,
-    l: &mut Layout,
-    p: &Params,
-    seed: u32,
-    metadata_csum: bool,
-) -> Result<()> {
+fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksums) -> Result<()> {
+    let metadata_csum = cs.metadata_csum();
     let bs = l.geo.block_size as usize;
     let isz = l.geo.inode_size as usize;
     let now = p.now;
     let filetype = l.sb.has_incompat(Incompat::FILETYPE);
     let extents = l.sb.has_incompat(Incompat::EXTENTS);
-    let dir_csum = |ino: u32| metadata_csum.then_some((seed, ino));
+    // A directory block of `ino` (generation 0), stamped.
+    let dir = |ino: u32, nr: u64, mut b: Vec<u8>| -> Result<Vec<u8>> {
+        cs.stamp_block(BlockKind::Dir { ino, generation: 0 }, nr, &mut b)?;
+        Ok(b)
+    };
     let sectors = |blocks: u64| blocks * (bs as u64 / 512);
     // i_blocks counts whole clusters: libext2fs adds a cluster's worth per
     // allocation call, even where (the resize inode) that call took a
@@ -174,22 +166,26 @@ fn write_objects(
     inodes.push((2, root));
     w.write(
         root_blk * bs as u64,
-        objects::dir_block(
-            bs,
-            &[
-                Entry { ino: 2, name: b"." },
-                Entry {
-                    ino: 2,
-                    name: b"..",
-                },
-                Entry {
-                    ino: 11,
-                    name: b"lost+found",
-                },
-            ],
-            filetype,
-            dir_csum(2),
-        ),
+        dir(
+            2,
+            root_blk,
+            objects::dir_block(
+                bs,
+                &[
+                    Entry { ino: 2, name: b"." },
+                    Entry {
+                        ino: 2,
+                        name: b"..",
+                    },
+                    Entry {
+                        ino: 11,
+                        name: b"lost+found",
+                    },
+                ],
+                filetype,
+                metadata_csum,
+            ),
+        )?,
     )?;
     // lost+found.
     let lpf = l.lost_found.blocks.clone();
@@ -224,7 +220,11 @@ fn write_objects(
         };
         w.write(
             b * bs as u64,
-            objects::dir_block(bs, entries, filetype, dir_csum(11)),
+            dir(
+                11,
+                *b,
+                objects::dir_block(bs, entries, filetype, metadata_csum),
+            )?,
         )?;
     }
 
@@ -249,7 +249,6 @@ fn write_objects(
                 inode_size: isz,
                 cluster_ratio: ratio,
                 now,
-                csum_seed: metadata_csum.then_some(seed),
                 uuid: &p.uuid,
                 fc_blocks: 0,
                 v1: false,
@@ -262,7 +261,8 @@ fn write_objects(
                 w.zero(s * bs as u64, n * bs as u64)?;
             }
         }
-        for (b, buf) in img.blocks {
+        for (b, kind, mut buf) in img.blocks {
+            cs.stamp_block(kind, b, &mut buf)?;
             w.write(b * bs as u64, buf)?;
         }
         // Backup of the journal inode's block map in the superblock.
@@ -278,7 +278,6 @@ fn write_objects(
     if let Some((ino, runs)) = l.orphan_file.clone() {
         // Each block: zeroed inode slots, then the tail (magic, checksum
         // over the slots seeded with inode, generation and block number).
-        let per_ob = (bs - 8) / 4;
         let mut count = 0u64;
         let mut clusters = 0u64;
         let mut prev: Option<u64> = None;
@@ -290,13 +289,7 @@ fn write_objects(
                 prev = Some(b);
                 let mut buf = vec![0u8; bs];
                 buf[bs - 8..bs - 4].copy_from_slice(&0x0B10_CA04u32.to_le_bytes());
-                if metadata_csum {
-                    let mut c = crc32c(seed, &ino.to_le_bytes());
-                    c = crc32c(c, &0u32.to_le_bytes());
-                    c = crc32c(c, &b.to_le_bytes());
-                    c = crc32c(c, &buf[..per_ob * 4]);
-                    buf[bs - 4..].copy_from_slice(&c.to_le_bytes());
-                }
+                cs.stamp_block(BlockKind::Orphan { ino, generation: 0 }, b, &mut buf)?;
                 w.write(b * bs as u64, buf)?;
                 count += 1;
             }
@@ -327,10 +320,8 @@ fn write_objects(
         field.set(q.ino);
     }
 
-    if metadata_csum {
-        for (ino, i) in inodes.iter_mut() {
-            i.set_checksum(seed, *ino);
-        }
+    for (ino, i) in inodes.iter_mut() {
+        cs.stamp_inode(*ino, &mut i.bytes)?;
     }
     // The inode-table blocks holding these inodes: group 0's, unless a
     // tiny inode count per group (-N, -i) puts some in later groups.

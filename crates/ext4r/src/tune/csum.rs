@@ -33,16 +33,17 @@ use super::dirblock::{self, Edit, Mode};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::fs::{Filesystem, InodeInfo, OpenOptions};
-use ext4r_format::extent::{set_extent_block_checksum, ExtentNode};
+use ext4r_format::extent::ExtentNode;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
-use ext4r_format::group_desc::{
-    bitmap_checksum, GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED,
-};
-use ext4r_format::inode::{inode_csum_seed, set_inode_checksum, Inode, InodeFlags};
+use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
+use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::superblock::Superblock;
-use ext4r_format::xattr::{xattr_block_checksum, XATTR_MAGIC};
-use ext4r_format::{BlockNr, InodeNr};
+use ext4r_format::xattr::XATTR_MAGIC;
+use ext4r_format::InodeNr;
+use ext4r_txn::csum::{BlockKind, Checksums};
+use ext4r_txn::txn::Transaction;
+use ext4r_txn::volume::{Volume, VolumeOptions};
 
 /// tune2fs's `REWRITE_EA_FL`, `REWRITE_DIR_FL`, `REWRITE_NONDIR_FL`.
 pub(super) const REWRITE_EA: u8 = 1;
@@ -100,6 +101,7 @@ pub(super) fn execute(
     sb: &Superblock,
     old_group_csum: bool,
     plan: &Plan,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Done> {
     let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
     let (mut table, descs) = super::read_desc_table(dev.as_ref(), sb)?;
@@ -115,12 +117,16 @@ pub(super) fn execute(
         None
     };
     let metadata_csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
+    // The filesystem as it will be: its checksums are the new ones.
+    let vol = Volume::open_with_superblock(Arc::clone(dev), sb.clone(), VolumeOptions::default())?;
+    let cs = vol.checksums().clone();
     let mut r = Rewriter {
-        dev: dev.as_ref(),
+        txn: Transaction::owned(vol),
         fs: fs.as_ref(),
         geo: &geo,
         wide: sb.has_incompat(Incompat::BIT64),
-        seed: metadata_csum.then(|| sb.csum_seed()),
+        cs,
+        metadata_csum,
         new_group_csum: metadata_csum || sb.has_ro_compat(RoCompat::GDT_CSUM),
         old_group_csum,
         keep_htree: sb.has_compat(Compat::DIR_INDEX),
@@ -130,23 +136,15 @@ pub(super) fn execute(
         chunk: Vec::new(),
         written: std::cell::Cell::new(0),
     };
-    let kind = if metadata_csum {
-        Some(GroupDescCsum::Crc32c {
-            seed: sb.csum_seed(),
-        })
-    } else if sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        Some(GroupDescCsum::Crc16 { uuid: sb.s_uuid })
-    } else {
-        None
-    };
     let dsize = geo.desc_size as usize;
+    let groups = u64::from(geo.group_count);
     for (g, mut d) in descs.into_iter().enumerate() {
+        progress(g as u64, groups);
         let g = g as u32;
         r.group(g, &mut d)?;
-        if let Some(kind) = &kind {
-            d.update_checksum(g, dsize, kind)
-                .map_err(|e| Error::corrupt("group descriptor", e))?;
-        }
+        // A group's blocks go out before the next group is read.
+        r.txn.flush_partial()?;
+        r.cs.stamp_desc(g, &mut d);
         let at = g as usize * dsize;
         d.write(&mut table[at..at + dsize], dsize)
             .map_err(|e| Error::corrupt("group descriptor", e))?;
@@ -159,12 +157,15 @@ pub(super) fn execute(
 }
 
 struct Rewriter<'a> {
-    dev: &'a dyn BlockDevice,
+    /// Where the blocks go (in place, flushed group by group).
+    txn: Transaction<Volume>,
     fs: Option<&'a Filesystem>,
     geo: &'a Geometry,
     wide: bool,
-    /// The filesystem checksum seed when metadata_csum is on afterwards.
-    seed: Option<u32>,
+    /// The checksums after the change.
+    cs: Checksums,
+    /// metadata_csum is on afterwards.
+    metadata_csum: bool,
     new_group_csum: bool,
     old_group_csum: bool,
     keep_htree: bool,
@@ -203,12 +204,17 @@ impl Rewriter<'_> {
     }
 
     fn read(&self, block: u64, buf: &mut [u8]) -> Result<()> {
-        self.dev.read_at(buf, self.offset(block, buf.len())?)?;
-        Ok(())
+        self.offset(block, buf.len())?;
+        self.txn.read_blocks(block, buf)
     }
 
-    fn write(&self, block: u64, buf: &[u8]) -> Result<()> {
-        self.dev.write_at(buf, self.offset(block, buf.len())?)?;
+    /// Queues blocks (already stamped) from `block`.
+    fn write(&mut self, block: u64, buf: &[u8]) -> Result<()> {
+        self.offset(block, buf.len())?;
+        for (k, chunk) in buf.chunks(self.bs()).enumerate() {
+            self.txn
+                .write_block(block + k as u64, BlockKind::Plain, chunk.to_vec())?;
+        }
         self.written.set(self.written.get() + buf.len() as u64);
         Ok(())
     }
@@ -251,23 +257,12 @@ impl Rewriter<'_> {
         }
         if new_flags & BG_INODE_UNINIT == 0 {
             ibitmap[ibytes..].fill(0xff);
-            if let Some(seed) = self.seed {
-                d.set_inode_bitmap_csum(
-                    bitmap_checksum(seed, &ibitmap[..ibytes]),
-                    self.geo.desc_size as usize,
-                );
-            }
+            self.cs.stamp_bitmaps(d, None, Some(&ibitmap));
             self.write_if_changed(d.inode_bitmap(self.wide), &ibitmap, ib_disk.as_deref())?;
         }
         if new_flags & BG_BLOCK_UNINIT == 0 {
             let (bbitmap, bb_disk) = self.block_bitmap(g, d, old_flags)?;
-            let cbytes = (self.geo.blocks_per_group >> self.geo.cluster_bits) as usize / 8;
-            if let Some(seed) = self.seed {
-                d.set_block_bitmap_csum(
-                    bitmap_checksum(seed, &bbitmap[..cbytes.min(bs)]),
-                    self.geo.desc_size as usize,
-                );
-            }
+            self.cs.stamp_bitmaps(d, Some(&bbitmap), None);
             self.write_if_changed(d.block_bitmap(self.wide), &bbitmap, bb_disk.as_deref())?;
         }
         Ok(())
@@ -275,7 +270,7 @@ impl Rewriter<'_> {
 
     /// Writes a bitmap unless it equals what was read from `block`
     /// (`on_disk`; `None` when it was computed, not read).
-    fn write_if_changed(&self, block: u64, buf: &[u8], on_disk: Option<&[u8]>) -> Result<()> {
+    fn write_if_changed(&mut self, block: u64, buf: &[u8], on_disk: Option<&[u8]>) -> Result<()> {
         if !self.in_fs(block) || on_disk == Some(buf) {
             return Ok(());
         }
@@ -434,22 +429,22 @@ impl Rewriter<'_> {
                 return Ok(());
             }
             rec.fill(0);
-            self.checksum(ino, rec);
+            self.cs.stamp_inode(ino.0, rec)?;
             return Ok(());
         }
-        let iseed = self
-            .seed
-            .map(|s| inode_csum_seed(s, ino, inode.generation()));
-        if let Some(iseed) = iseed {
-            if flags.contains(InodeFlags::EXTENTS) {
-                let mut seen = HashSet::new();
-                self.extent_node(&inode.i_block, iseed, 6, &mut seen)?;
-            }
+        let generation = inode.generation();
+        if self.metadata_csum && flags.contains(InodeFlags::EXTENTS) {
+            let mut seen = HashSet::new();
+            let kind = BlockKind::Extent {
+                ino: ino.0,
+                generation,
+            };
+            self.extent_node(&inode.i_block, kind, 6, &mut seen)?;
         }
         let mut inode = inode;
         if inode.is_dir() && !flags.contains(InodeFlags::INLINE_DATA) {
             let htree = flags.contains(InodeFlags::INDEX);
-            self.directory(ino, &inode, rec, iseed, htree && self.keep_htree)?;
+            self.directory(ino, &inode, rec, generation, htree && self.keep_htree)?;
             if htree && !self.keep_htree {
                 inode.set_flags(flags - InodeFlags::INDEX);
                 inode
@@ -461,23 +456,16 @@ impl Rewriter<'_> {
         if acl != 0 && self.in_fs(acl) {
             self.xattr_block(acl)?;
         }
-        self.checksum(ino, rec);
+        self.cs.stamp_inode(ino.0, rec)?;
         Ok(())
-    }
-
-    fn checksum(&self, ino: InodeNr, rec: &mut [u8]) {
-        if let Some(seed) = self.seed {
-            // Only a record shorter than 128 bytes fails, and none is.
-            let _ = set_inode_checksum(seed, ino, rec);
-        }
     }
 
     /// The children of an extent node (`node`: `i_block` or a block), each
     /// checksummed and written, depth first; `budget` bounds the depth.
     fn extent_node(
-        &self,
+        &mut self,
         node: &[u8],
-        iseed: u32,
+        kind: BlockKind,
         budget: u32,
         seen: &mut HashSet<u64>,
     ) -> Result<()> {
@@ -502,10 +490,10 @@ impl Rewriter<'_> {
                 continue;
             }
             let before = buf.clone();
-            if set_extent_block_checksum(iseed, &mut buf).is_ok() && buf != before {
+            if self.cs.stamp_block(kind, b, &mut buf).is_ok() && buf != before {
                 self.write(b, &buf)?;
             }
-            self.extent_node(&buf.clone(), iseed, budget - 1, seen)?;
+            self.extent_node(&buf.clone(), kind, budget - 1, seen)?;
         }
         Ok(())
     }
@@ -515,7 +503,7 @@ impl Rewriter<'_> {
         ino: InodeNr,
         inode: &Inode,
         rec: &[u8],
-        iseed: Option<u32>,
+        generation: u32,
         htree: bool,
     ) -> Result<()> {
         let Some(fs) = self.fs else {
@@ -531,10 +519,8 @@ impl Rewriter<'_> {
             return Ok(());
         };
         let bs = self.bs();
-        let mode = Mode {
-            htree,
-            csum_seed: iseed,
-        };
+        let cs = self.cs.clone();
+        let metadata_csum = self.metadata_csum;
         let mut block = vec![0u8; bs];
         for run in runs {
             for b in run.physical..run.physical + run.len {
@@ -542,6 +528,10 @@ impl Rewriter<'_> {
                     continue;
                 }
                 self.read(b, &mut block)?;
+                let mode = Mode {
+                    htree,
+                    csum: metadata_csum.then_some((&cs, ino.0, generation, b)),
+                };
                 match dirblock::rewrite(&mut block, mode) {
                     Edit::Unchanged => {}
                     Edit::Changed => self.write(b, &block)?,
@@ -553,10 +543,7 @@ impl Rewriter<'_> {
     }
 
     fn xattr_block(&mut self, b: u64) -> Result<()> {
-        let Some(seed) = self.seed else {
-            return Ok(());
-        };
-        if !self.xattr_done.insert(b) {
+        if !self.metadata_csum || !self.xattr_done.insert(b) {
             return Ok(());
         }
         let mut buf = vec![0u8; self.bs()];
@@ -564,11 +551,8 @@ impl Rewriter<'_> {
         if u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != XATTR_MAGIC {
             return Ok(());
         }
-        let Ok(c) = xattr_block_checksum(seed, BlockNr(b), &buf) else {
-            return Ok(());
-        };
-        if buf[16..20] != c.to_le_bytes() {
-            buf[16..20].copy_from_slice(&c.to_le_bytes());
+        let before = buf.clone();
+        if self.cs.stamp_block(BlockKind::Xattr, b, &mut buf).is_ok() && buf != before {
             self.write(b, &buf)?;
         }
         Ok(())

@@ -13,8 +13,8 @@
 //! which aborts mid-rewrite, a block whose entries do not tile it exactly
 //! is treated the same way: left alone for fsck.
 
-use ext4r_format::dir::{rec_len_from_disk, rec_len_to_disk, set_dir_block_checksum};
-use ext4r_format::htree::set_dx_checksum;
+use ext4r_format::dir::{rec_len_from_disk, rec_len_to_disk};
+use ext4r_txn::csum::{BlockKind, Checksums};
 
 /// Size of the leaf checksum tail and of one dx entry / the dx tail.
 const TAIL: usize = 12;
@@ -35,11 +35,12 @@ pub(super) enum Edit {
 
 /// How to rewrite.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Mode {
+pub(super) struct Mode<'a> {
     /// The directory is indexed and stays indexed (`INDEX_FL` and dir_index).
     pub htree: bool,
-    /// metadata_csum after the change: the directory inode's checksum seed.
-    pub csum_seed: Option<u32>,
+    /// metadata_csum after the change: the checksums, the directory inode
+    /// and its generation, and the block's number.
+    pub csum: Option<(&'a Checksums, u32, u32, u64)>,
 }
 
 fn le16(b: &[u8], at: usize) -> u16 {
@@ -72,21 +73,38 @@ fn dx_count_offset(block: &[u8]) -> Option<usize> {
 }
 
 /// Rewrites `block` (one directory block, 1 KiB to 64 KiB) for `mode`.
-pub(super) fn rewrite(block: &mut [u8], mode: Mode) -> Edit {
+pub(super) fn rewrite(block: &mut [u8], mode: Mode<'_>) -> Edit {
     if block.len() < 1024 {
         return Edit::NeedsFsck;
     }
     if mode.htree {
         if let Some(off) = dx_count_offset(block) {
-            return rewrite_dx(block, off, mode.csum_seed);
+            return rewrite_dx(block, off, mode.csum);
         }
     }
-    rewrite_leaf(block, mode.csum_seed)
+    rewrite_leaf(block, mode.csum)
 }
 
-fn rewrite_dx(block: &mut [u8], off: usize, seed: Option<u32>) -> Edit {
+/// What [`Mode::csum`] holds.
+type Csum<'a> = Option<(&'a Checksums, u32, u32, u64)>;
+
+/// Stamps the block as `kind` of the directory in `csum`.
+fn stamp(block: &mut [u8], csum: (&Checksums, u32, u32, u64), index: bool) -> Edit {
+    let (cs, ino, generation, nr) = csum;
+    let kind = if index {
+        BlockKind::DirIndex { ino, generation }
+    } else {
+        BlockKind::DirLeaf { ino, generation }
+    };
+    match cs.stamp_block(kind, nr, block) {
+        Ok(()) => Edit::Changed,
+        Err(_) => Edit::NeedsFsck,
+    }
+}
+
+fn rewrite_dx(block: &mut [u8], off: usize, csum: Csum<'_>) -> Edit {
     let (limit, count) = (le16(block, off), le16(block, off + 2));
-    let Some(seed) = seed else {
+    let Some(csum) = csum else {
         let max = ((block.len() - off) / DX_ENTRY) as u16;
         if limit == max {
             return Edit::Unchanged;
@@ -99,10 +117,7 @@ fn rewrite_dx(block: &mut [u8], off: usize, seed: Option<u32>) -> Edit {
     }
     let max = ((block.len() - off - DX_TAIL) / DX_ENTRY) as u16;
     block[off..off + 2].copy_from_slice(&max.to_le_bytes());
-    match set_dx_checksum(seed, block) {
-        Ok(()) => Edit::Changed,
-        Err(_) => Edit::NeedsFsck,
-    }
+    stamp(block, csum, true)
 }
 
 /// The offsets of the last two entries, when the entries tile the block.
@@ -135,7 +150,7 @@ fn set_rec_len(block: &mut [u8], at: usize, len: usize) -> bool {
     }
 }
 
-fn rewrite_leaf(block: &mut [u8], seed: Option<u32>) -> Edit {
+fn rewrite_leaf(block: &mut [u8], csum: Csum<'_>) -> Edit {
     let Some((prev, last)) = last_two(block) else {
         return Edit::NeedsFsck;
     };
@@ -143,7 +158,7 @@ fn rewrite_leaf(block: &mut [u8], seed: Option<u32>) -> Edit {
     let rec_len = rec_len_from_disk(le16(block, last + 4), bs) as usize;
     let inode = le32(block, last);
     let name_len = usize::from(block[last + 6]);
-    let Some(seed) = seed else {
+    let Some(csum) = csum else {
         // An empty 12-byte last entry is a tail: give its room back.
         let Some(prev) = prev else {
             return Edit::Unchanged;
@@ -173,17 +188,24 @@ fn rewrite_leaf(block: &mut [u8], seed: Option<u32>) -> Edit {
         t[4..6].copy_from_slice(&(TAIL as u16).to_le_bytes());
         t[7] = 0xDE;
     }
-    match set_dir_block_checksum(seed, block) {
-        Ok(()) => Edit::Changed,
-        Err(_) => Edit::NeedsFsck,
-    }
+    stamp(block, csum, false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ext4r_format::dir::{verify_dir_block_checksum, DirBlockBuilder, DirEntryTail};
+    use ext4r_format::dir::{DirBlockBuilder, DirEntryTail};
+    use ext4r_format::features::RoCompat;
+    use ext4r_format::superblock::Superblock;
     use ext4r_format::InodeNr;
+
+    /// The checksums of a metadata_csum filesystem.
+    fn csums() -> Checksums {
+        let mut sb = Superblock::zeroed();
+        sb.s_feature_ro_compat.set(RoCompat::METADATA_CSUM.bits());
+        sb.s_uuid = [7; 16];
+        Checksums::new(&sb)
+    }
 
     fn leaf(with_tail: bool) -> Vec<u8> {
         let mut b = DirBlockBuilder::new(1024, with_tail).unwrap();
@@ -197,16 +219,21 @@ mod tests {
     fn tail_added_and_removed() {
         let plain = leaf(false);
         let mut b = plain.clone();
+        let cs = csums();
         let on = Mode {
             htree: false,
-            csum_seed: Some(7),
+            csum: Some((&cs, 12, 0, 100)),
         };
         assert_eq!(rewrite(&mut b, on), Edit::Changed);
         assert!(DirEntryTail::find(&b).is_some());
-        verify_dir_block_checksum(7, &b).unwrap();
+        let kind = BlockKind::DirLeaf {
+            ino: 12,
+            generation: 0,
+        };
+        assert!(cs.block_ok(kind, 100, &b));
         let off = Mode {
             htree: false,
-            csum_seed: None,
+            csum: None,
         };
         assert_eq!(rewrite(&mut b, off), Edit::Changed);
         // Back to the same entries; the old tail bytes stay as slack.
@@ -225,9 +252,10 @@ mod tests {
         b[760..764].copy_from_slice(&12u32.to_le_bytes());
         b[764..766].copy_from_slice(&264u16.to_le_bytes());
         b[766] = 255;
+        let cs = csums();
         let mode = Mode {
             htree: false,
-            csum_seed: Some(1),
+            csum: Some((&cs, 2, 0, 5)),
         };
         assert_eq!(rewrite(&mut b.clone(), mode), Edit::NeedsFsck);
         b[4] = 3;

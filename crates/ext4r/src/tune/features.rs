@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use ext4r_format::features::{Compat, Features, Incompat, RoCompat, Word};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::superblock::Superblock;
+use std::sync::Arc;
 
 /// Features tune2fs may set (`ok_features`).
 const OK_SET: Features = Features {
@@ -79,7 +80,7 @@ fn not_yet(what: &str) -> String {
 impl Run<'_, '_> {
     pub(super) fn update_features(
         &mut self,
-        dev: &dyn BlockDevice,
+        dev: &Arc<dyn BlockDevice>,
         list: &str,
         force: u32,
     ) -> Result<Step> {
@@ -162,7 +163,7 @@ impl Run<'_, '_> {
             // Every directory's blocks and checksums change.
             self.csum.rewrite |= REWRITE_DIR;
         }
-        if is_off(i(Incompat::FLEX_BG)) && !descs_inside_groups(dev, &self.sb)? {
+        if is_off(i(Incompat::FLEX_BG)) && !descs_inside_groups(dev.as_ref(), &self.sb)? {
             return Ok(self.refuse(
                 "Clearing the flex_bg flag would cause the the filesystem to be\ninconsistent.\n",
             ));

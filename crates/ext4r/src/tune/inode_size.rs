@@ -125,7 +125,6 @@ impl Run<'_, '_> {
                  Nothing was changed.\n",
             ));
         }
-        let dev = dev.as_ref();
         let mut meta = Meta::load(dev, &self.sb)?;
         let geo = meta.geo.clone();
         let bs = u64::from(geo.block_size);
@@ -137,35 +136,39 @@ impl Run<'_, '_> {
         };
         // tune2fs's get_move_bitmaps: the tables' growth must fit.
         let growth = u64::from(geo.group_count) * (sizes.new_ibpg - sizes.old_ibpg);
-        if growth > meta.free_blocks {
+        if growth > meta.free_blocks() {
             return Ok(self.no_space());
         }
-        let mut fixed = fixed_blocks(dev, &meta, &self.sb)?;
+        let mut fixed = fixed_blocks(&meta, &self.sb)?;
         let place = match place_tables(&mut meta, &mut fixed, sizes.new_ibpg) {
             Ok(p) => p,
             Err(NoSpace) => return Ok(self.no_space()),
         };
-        let seed = meta.metadata_csum.then(|| self.sb.csum_seed());
         if place.move_count != 0 {
-            match self.plan_moves(dev, &mut meta, &place.to_move, seed) {
+            match self.plan_moves(dev.as_ref(), &mut meta, &place.to_move) {
                 Ok(()) => {}
                 Err(PlanError::NoSpace) => return Ok(self.no_space()),
                 Err(PlanError::Io(e)) => return Err(e),
             }
         }
-        write_tables(dev, &meta, &place.dest, &sizes, seed)?;
+        let progress = &mut self.env.progress;
+        write_tables(&mut meta, &place.dest, &sizes, &mut |d, n| {
+            progress("Rewriting inode tables", d, n)
+        })?;
+        progress("Rewriting inode tables", 1, 1);
         // The commit, in memory: written with the superblock at the end.
-        for g in 0..geo.group_count as usize {
-            let d = &meta.descs[g];
+        for g in 0..geo.group_count {
+            let d = meta.descs()[g as usize];
             let (bb, ib, old) = (
                 d.block_bitmap(meta.wide),
                 d.inode_bitmap(meta.wide),
                 d.inode_table(meta.wide),
             );
             for b in old..old + sizes.old_ibpg {
-                meta.free_cluster(b);
+                meta.free_cluster(b)?;
             }
-            meta.descs[g].set_locations(bb, ib, place.dest[g]);
+            meta.desc_mut(g)?
+                .set_locations(bb, ib, place.dest[g as usize]);
         }
         self.sb.s_inode_size.set(new as u16);
         self.sb.s_checksum_type = u8::from(meta.metadata_csum);
@@ -187,8 +190,7 @@ impl Run<'_, '_> {
         &mut self,
         dev: &dyn BlockDevice,
         meta: &mut Meta,
-        to_move: &crate::mkfs::alloc::UsedBlocks,
-        seed: Option<u32>,
+        to_move: &ext4r_txn::alloc::UsedBlocks,
     ) -> std::result::Result<(), PlanError> {
         let geo = meta.geo.clone();
         let bs = u64::from(geo.block_size);
@@ -203,7 +205,7 @@ impl Run<'_, '_> {
         let orphan = self.sb.s_orphan_file_inum.get();
         // The old tables' places, before the mover borrows the map.
         let tables: Vec<(u64, u64, usize)> = meta
-            .descs
+            .descs()
             .iter()
             .map(|d| {
                 let unused = if meta.gdt_csum {
@@ -216,7 +218,7 @@ impl Run<'_, '_> {
                 (d.inode_table(meta.wide), d.inode_bitmap(meta.wide), n)
             })
             .collect();
-        let mut mover = Mover::new(dev, meta, to_move, seed);
+        let mut mover = Mover::new(meta, to_move);
         let mut ibitmap = vec![0u8; bs as usize];
         let mut buf = Vec::new();
         for (g, &(table, ibm, n)) in tables.iter().enumerate() {
@@ -244,12 +246,7 @@ impl Run<'_, '_> {
                 mover.plan(ino, &buf[i * isz..(i + 1) * isz])?;
             }
         }
-        let at = |ino: u32| -> Result<u64> {
-            let g = ((ino - 1) as usize) / ipg;
-            let i = ((ino - 1) as usize) % ipg;
-            Ok(tables[g].0 * bs + (i * isz) as u64)
-        };
-        mover.write(at)?;
+        mover.write()?;
         Ok(())
     }
 }

@@ -8,25 +8,20 @@
 //! elsewhere). A new table's place never holds one of them.
 
 use super::meta::Meta;
-use crate::device::BlockDevice;
 use crate::error::Result;
-use crate::mkfs::alloc::UsedBlocks;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::superblock::Superblock;
+use ext4r_txn::alloc::UsedBlocks;
 
 /// `i_file_acl` (low 32 bits).
 const I_FILE_ACL: usize = 0x68;
 
 /// The blocks that cannot move.
-pub(super) fn fixed_blocks(
-    dev: &dyn BlockDevice,
-    meta: &Meta,
-    sb: &Superblock,
-) -> Result<UsedBlocks> {
+pub(super) fn fixed_blocks(meta: &Meta, sb: &Superblock) -> Result<UsedBlocks> {
     let geo = &meta.geo;
     let mut fixed = UsedBlocks::new(geo.first_data_block, geo.blocks_count, 1);
     let ibpg = u64::from(geo.inode_blocks_per_group());
-    for (g, d) in meta.descs.iter().enumerate() {
+    for (g, d) in meta.descs().iter().enumerate() {
         let m = geo.group_meta(g as u32);
         if let Some(b) = m.super_block {
             fixed.mark(b, 1);
@@ -59,7 +54,7 @@ pub(super) fn fixed_blocks(
         if ino == 0 || ino > count {
             continue;
         }
-        let rec = meta.read_inode(dev, ino)?;
+        let rec = meta.read_inode(ino)?;
         let acl = u64::from(super::meta::get32(&rec, I_FILE_ACL));
         if acl != 0 && acl < geo.blocks_count {
             fixed.mark(acl, 1);
@@ -67,7 +62,7 @@ pub(super) fn fixed_blocks(
         if rec.iter().take(128).all(|&b| b == 0) {
             continue;
         }
-        for b in meta.inode_blocks(dev, &rec)? {
+        for b in meta.inode_blocks(ino, &rec)? {
             fixed.mark(b, 1);
         }
     }

@@ -18,6 +18,10 @@
 //!    or the new one, both intact;
 //! 3. (flush) the inode records, in the old tables.
 //!
+//! (This is the write layer's in-place order: data, metadata blocks, inode
+//! records, each stage flushed; [`Mover::write`] queues them in [`Meta`]'s
+//! transaction and flushes it, checksums stamped there.)
+//!
 //! The blocks given up stay marked in use on disk until the commit writes
 //! the new bitmaps; the windows are overwritten only after all this (by
 //! [`super::isize_table`]). A power cut before then leaves the old
@@ -26,13 +30,9 @@
 
 use super::isize_place::NoSpace;
 use super::meta::{corrupt, get16, get32, Meta};
-use crate::device::BlockDevice;
 use crate::error::Result;
-use crate::mkfs::alloc::{BlockAlloc, UsedBlocks};
-use crate::mkfs::objects::InodeBuf;
-use ext4r_format::extent::set_extent_block_checksum;
-use ext4r_format::inode::inode_csum_seed;
-use ext4r_format::InodeNr;
+use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
+use ext4r_txn::csum::BlockKind;
 use std::collections::{BTreeMap, HashMap};
 
 const I_MODE: usize = 0x00;
@@ -79,17 +79,16 @@ type Plan<T> = std::result::Result<T, PlanError>;
 
 /// The moves planned so far.
 pub(super) struct Mover<'a> {
-    dev: &'a dyn BlockDevice,
     meta: &'a mut Meta,
     /// The blocks to vacate.
     to_move: &'a UsedBlocks,
-    /// The filesystem checksum seed under metadata_csum.
-    seed: Option<u32>,
     wide: bool,
+    /// The extent tree being walked belongs to this inode and generation.
+    owner: BlockKind,
     /// Data copies: (from, to, length).
     copies: Vec<(u64, u64, u64)>,
     /// Mapping and xattr blocks to write, with their final contents.
-    blocks: BTreeMap<u64, Vec<u8>>,
+    blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
     /// Inode records to rewrite in the old tables.
     inodes: BTreeMap<u32, Vec<u8>>,
     /// Xattr blocks moved: old to new.
@@ -103,19 +102,13 @@ pub(super) struct Mover<'a> {
 }
 
 impl<'a> Mover<'a> {
-    pub(super) fn new(
-        dev: &'a dyn BlockDevice,
-        meta: &'a mut Meta,
-        to_move: &'a UsedBlocks,
-        seed: Option<u32>,
-    ) -> Self {
+    pub(super) fn new(meta: &'a mut Meta, to_move: &'a UsedBlocks) -> Self {
         let wide = meta.wide;
         Mover {
-            dev,
             meta,
             to_move,
-            seed,
             wide,
+            owner: BlockKind::Plain,
             copies: Vec::new(),
             blocks: BTreeMap::new(),
             inodes: BTreeMap::new(),
@@ -150,19 +143,15 @@ impl<'a> Mover<'a> {
     fn alloc(&mut self, goal: u64, len: u64) -> Plan<u64> {
         let b = self
             .meta
-            .used
             .get_free_blocks(goal, 0, len)
             .ok_or(PlanError::NoSpace)?;
-        self.meta.take_range(b, len);
+        self.meta.take_range(b, len)?;
         self.moved += len;
         Ok(b)
     }
 
     fn read(&self, b: u64) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; self.meta.geo.block_size as usize];
-        self.dev
-            .read_at(&mut buf, b * u64::from(self.meta.geo.block_size))?;
-        Ok(buf)
+        self.meta.read_block(b)
     }
 
     /// Plans the moves of inode `ino` (its record `rec` from the old table).
@@ -181,15 +170,9 @@ impl<'a> Mover<'a> {
                 None => {
                     self.check_range(acl, 1)?;
                     let n = self.alloc(acl, 1)?;
-                    let mut buf = self.read(acl)?;
-                    if let Some(seed) = self.seed {
-                        let _ = ext4r_format::xattr::set_xattr_block_checksum(
-                            seed,
-                            ext4r_format::BlockNr(n),
-                            &mut buf,
-                        );
-                    }
-                    self.blocks.insert(n, buf);
+                    // Its checksum covers its block number: stamped anew.
+                    let buf = self.read(acl)?;
+                    self.blocks.insert(n, (buf, BlockKind::Xattr));
                     self.xattr.insert(acl, n);
                     n
                 }
@@ -203,12 +186,13 @@ impl<'a> Mover<'a> {
         }
         if has_blocks(&rec, self.wide) {
             let flags = get32(&rec, I_FLAGS);
-            let iseed = self
-                .seed
-                .map(|s| inode_csum_seed(s, InodeNr(ino), get32(&rec, I_GENERATION)));
+            self.owner = BlockKind::Extent {
+                ino,
+                generation: get32(&rec, I_GENERATION),
+            };
             let mut root = rec[I_BLOCK..I_BLOCK + 60].to_vec();
             let root_changed = if flags & EXTENTS_FL != 0 {
-                self.extent_node(&mut root, iseed, MAX_DEPTH + 1)?
+                self.extent_node(&mut root, MAX_DEPTH + 1)?
             } else {
                 self.block_map(&mut root)?
             };
@@ -218,18 +202,14 @@ impl<'a> Mover<'a> {
             }
         }
         if changed {
-            let mut ib = InodeBuf { bytes: rec };
-            if let Some(seed) = self.seed {
-                ib.set_checksum(seed, ino);
-            }
-            self.inodes.insert(ino, ib.bytes);
+            self.inodes.insert(ino, rec);
         }
         Ok(())
     }
 
     /// An extent node (the root in `i_block` or a tree block); true when
     /// an entry changed.
-    fn extent_node(&mut self, node: &mut [u8], iseed: Option<u32>, budget: u16) -> Plan<bool> {
+    fn extent_node(&mut self, node: &mut [u8], budget: u16) -> Plan<bool> {
         if get16(node, 0) != 0xF30A || budget == 0 {
             return Err(corrupt("extent tree", "bad header").into());
         }
@@ -264,22 +244,20 @@ impl<'a> Mover<'a> {
                         corrupt("extent tree", format!("block {child}: wrong depth")).into(),
                     );
                 }
-                let child_changed = self.extent_node(&mut buf, iseed, depth)?;
+                let child_changed = self.extent_node(&mut buf, depth)?;
                 let moving = self.to_move.is_used(child);
                 if !moving && !child_changed {
                     continue;
                 }
-                if let Some(s) = iseed {
-                    let _ = set_extent_block_checksum(s, &mut buf);
-                }
+                let kind = self.owner;
                 if moving {
                     let new = self.alloc(child, 1)?;
-                    self.blocks.insert(new, buf);
+                    self.blocks.insert(new, (buf, kind));
                     node[at + 4..at + 8].copy_from_slice(&(new as u32).to_le_bytes());
                     node[at + 8..at + 10].copy_from_slice(&((new >> 32) as u16).to_le_bytes());
                     changed = true;
                 } else {
-                    self.blocks.insert(child, buf);
+                    self.blocks.insert(child, (buf, kind));
                 }
             }
         }
@@ -358,46 +336,41 @@ impl<'a> Mover<'a> {
         }
         if self.to_move.is_used(b) {
             let n = self.alloc(b, 1)?;
-            self.blocks.insert(n, buf);
+            self.blocks.insert(n, (buf, BlockKind::Plain));
             return Ok(Some(n));
         }
         if changed {
-            self.blocks.insert(b, buf);
+            self.blocks.insert(b, (buf, BlockKind::Plain));
         }
         Ok(None)
     }
 
     /// Writes the moves in the order the module doc gives, then frees the
     /// parts of moved extents no window holds (in memory, for the commit).
-    ///
-    /// `inode_at` gives the byte offset of an inode's record in the old
-    /// tables.
-    pub(super) fn write(self, inode_at: impl Fn(u32) -> Result<u64>) -> Result<()> {
+    pub(super) fn write(self) -> Result<()> {
         let bs = u64::from(self.meta.geo.block_size);
-        let dev = self.dev;
-        let mut buf = Vec::new();
+        let mut queued = 0u64;
         for &(from, to, len) in &self.copies {
-            let mut done = 0;
-            while done < len {
-                let n = (len - done).min(COPY_CHUNK / bs);
-                buf.resize((n * bs) as usize, 0);
-                dev.read_at(&mut buf, (from + done) * bs)?;
-                dev.write_at(&buf, (to + done) * bs)?;
-                done += n;
+            for k in 0..len {
+                let data = self.meta.read_block(from + k)?;
+                self.meta.write_block(to + k, data)?;
+                queued += bs;
+                if queued >= COPY_CHUNK * 64 {
+                    self.meta.flush_partial()?;
+                    queued = 0;
+                }
             }
         }
-        dev.flush()?;
-        for (b, data) in &self.blocks {
-            dev.write_at(data, b * bs)?;
+        for (b, (data, kind)) in self.blocks {
+            self.meta.write_meta_block(b, kind, data)?;
         }
-        dev.flush()?;
-        for (&ino, rec) in &self.inodes {
-            dev.write_at(rec, inode_at(ino)?)?;
+        for (ino, rec) in self.inodes {
+            self.meta.write_inode(ino, rec)?;
         }
-        dev.flush()?;
+        self.meta.flush_partial()?;
         for &(s, n) in &self.release {
             for b in s..s + n {
-                self.meta.free_cluster(b);
+                self.meta.free_cluster(b)?;
             }
         }
         Ok(())

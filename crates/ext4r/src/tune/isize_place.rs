@@ -22,7 +22,7 @@
 //! owner when moved), so a refusal leaves the device alone.
 
 use super::meta::Meta;
-use crate::mkfs::alloc::UsedBlocks;
+use ext4r_txn::alloc::UsedBlocks;
 
 /// The chosen places.
 pub(super) struct Placement {
@@ -50,8 +50,8 @@ pub(super) fn place_tables(
     let flex = geo.log_groups_per_flex.map(|l| 1u32 << l);
     let mut dest: Vec<Option<u64>> = vec![None; groups as usize];
     let take = |meta: &mut Meta, fixed: &mut UsedBlocks, b: u64, n: u64| {
-        meta.take_range_free(b, n);
         fixed.mark(b, n);
+        meta.take_range_free(b, n).map_err(|_| NoSpace)
     };
     // 1. Free runs.
     for g in 0..groups {
@@ -63,11 +63,10 @@ pub(super) fn place_tables(
         match flex {
             None => {
                 let found = meta
-                    .used
                     .get_free_blocks(first, last + 1, new_ibpg)
                     .filter(|&b| b >= first && b + new_ibpg - 1 <= last);
                 if let Some(b) = found {
-                    take(meta, fixed, b, new_ibpg);
+                    take(meta, fixed, b, new_ibpg)?;
                     dest[g as usize] = Some(b);
                 }
             }
@@ -76,16 +75,16 @@ pub(super) fn place_tables(
                 let goal = geo.group_first_block(start);
                 let n = (start + per).min(groups) - g;
                 if g == start {
-                    if let Some(b) = meta.used.get_free_blocks(goal, 0, n as u64 * new_ibpg) {
-                        take(meta, fixed, b, n as u64 * new_ibpg);
+                    if let Some(b) = meta.get_free_blocks(goal, 0, n as u64 * new_ibpg) {
+                        take(meta, fixed, b, n as u64 * new_ibpg)?;
                         for k in 0..n {
                             dest[(g + k) as usize] = Some(b + u64::from(k) * new_ibpg);
                         }
                         continue;
                     }
                 }
-                if let Some(b) = meta.used.get_free_blocks(goal, 0, new_ibpg) {
-                    take(meta, fixed, b, new_ibpg);
+                if let Some(b) = meta.get_free_blocks(goal, 0, new_ibpg) {
+                    take(meta, fixed, b, new_ibpg)?;
                     dest[g as usize] = Some(b);
                 }
             }
@@ -109,21 +108,22 @@ pub(super) fn place_tables(
         for c in candidates {
             let first = geo.group_first_block(c);
             let last = geo.group_last_block(c);
-            if let Some((b, cost)) = cheapest_window(&meta.used, fixed, first, last, new_ibpg) {
+            let used = meta.used_runs(first, last).map_err(|_| NoSpace)?;
+            if let Some((b, cost)) = cheapest_window(&used, fixed, first, last, new_ibpg) {
                 if best.is_none_or(|(_, bc)| cost < bc) {
                     best = Some((b, cost));
                 }
             }
         }
         let (b, cost) = best.ok_or(NoSpace)?;
-        for (s, e) in meta.used.runs_in(b, b + new_ibpg - 1) {
+        for (s, e) in meta.used_runs(b, b + new_ibpg - 1).map_err(|_| NoSpace)? {
             to_move.mark(s, e - s);
         }
         move_count += cost;
-        take(meta, fixed, b, new_ibpg);
+        take(meta, fixed, b, new_ibpg)?;
         dest[g as usize] = Some(b);
     }
-    if move_count > meta.free_blocks {
+    if move_count > meta.free_blocks() {
         return Err(NoSpace);
     }
     Ok(Placement {
@@ -136,7 +136,7 @@ pub(super) fn place_tables(
 /// The window of `len` blocks in `[first, last]` without a fixed block and
 /// with the fewest used ones (the first such): its start and that count.
 fn cheapest_window(
-    used: &UsedBlocks,
+    used: &[(u64, u64)],
     fixed: &UsedBlocks,
     first: u64,
     last: u64,
@@ -153,7 +153,7 @@ fn cheapest_window(
     }
     let mut prefix = vec![0u64; n + 1];
     let mut is_used = vec![false; n];
-    for (s, e) in used.runs_in(first, last) {
+    for &(s, e) in used {
         is_used[(s - first) as usize..(e - first) as usize].fill(true);
     }
     for i in 0..n {
@@ -197,11 +197,18 @@ mod tests {
         used.mark(25, 15);
         fixed.mark(40, 1);
         used.mark(40, 1);
+        let runs = |u: &UsedBlocks| u.runs_in(0, 99).collect::<Vec<_>>();
         // [15, 25) holds one used block; [41, 51) none.
-        assert_eq!(cheapest_window(&used, &fixed, 0, 99, 10), Some((41, 0)));
+        assert_eq!(
+            cheapest_window(&runs(&used), &fixed, 0, 99, 10),
+            Some((41, 0))
+        );
         used.mark(41, 60);
-        assert_eq!(cheapest_window(&used, &fixed, 0, 99, 10), Some((15, 1)));
+        assert_eq!(
+            cheapest_window(&runs(&used), &fixed, 0, 99, 10),
+            Some((15, 1))
+        );
         fixed.mark(10, 90);
-        assert_eq!(cheapest_window(&used, &fixed, 0, 99, 10), None);
+        assert_eq!(cheapest_window(&runs(&used), &fixed, 0, 99, 10), None);
     }
 }

@@ -16,10 +16,11 @@
 //! change, the filesystem reads its old tables, which stay intact.
 
 use super::meta::{corrupt, Meta};
-use crate::device::BlockDevice;
 use crate::error::Result;
-use crate::mkfs::objects::InodeBuf;
 use ext4r_format::group_desc::BG_INODE_UNINIT;
+
+/// Bytes of new tables queued before they are written out.
+const QUEUE_BYTES: u64 = 64 << 20;
 
 /// The two sizes.
 pub(super) struct Sizes {
@@ -29,28 +30,30 @@ pub(super) struct Sizes {
     pub new_ibpg: u64,
 }
 
-/// Writes every group's table with the new record size at `dest[g]`.
-/// `seed`: the checksum seed under metadata_csum.
+/// Writes every group's table with the new record size at `dest[g]`
+/// (queued in `meta`'s transaction as new data, flushed as it goes).
 pub(super) fn write_tables(
-    dev: &dyn BlockDevice,
-    meta: &Meta,
+    meta: &mut Meta,
     dest: &[u64],
     s: &Sizes,
-    seed: Option<u32>,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<()> {
-    let geo = &meta.geo;
+    let geo = meta.geo.clone();
     let bs = u64::from(geo.block_size);
     let ipg = geo.inodes_per_group as usize;
     let mut old = vec![0u8; (s.old_ibpg * bs) as usize];
     let mut new = vec![0u8; (s.new_ibpg * bs) as usize];
-    let mut ibitmap = vec![0u8; bs as usize];
-    for (g, d) in meta.descs.iter().enumerate() {
-        let at = dest[g];
+    let mut ibitmap;
+    let mut queued = 0u64;
+    let groups = u64::from(geo.group_count);
+    for (g, &at) in dest.iter().enumerate().take(geo.group_count as usize) {
+        progress(g as u64, groups);
+        let d = meta.descs()[g];
         if at < geo.first_data_block || at + s.new_ibpg > geo.blocks_count {
             return Err(corrupt("inode table", format!("group {g}: no place")));
         }
         if meta.gdt_csum && d.flags() & BG_INODE_UNINIT != 0 {
-            dev.zeroout(at * bs, s.new_ibpg * bs)?;
+            meta.zero_blocks(at, s.new_ibpg)?;
             continue;
         }
         let table = d.inode_table(meta.wide);
@@ -60,8 +63,11 @@ pub(super) fn write_tables(
                 return Err(corrupt(what, format!("group {g} at block {b}")));
             }
         }
-        dev.read_at(&mut old, table * bs)?;
-        dev.read_at(&mut ibitmap, ib * bs)?;
+        for k in 0..s.old_ibpg {
+            let b = meta.read_block(table + k)?;
+            old[(k * bs) as usize..((k + 1) * bs) as usize].copy_from_slice(&b);
+        }
+        ibitmap = meta.read_block(ib)?;
         let scanned = if meta.gdt_csum {
             ipg.saturating_sub(d.itable_unused(meta.wide) as usize)
         } else {
@@ -82,17 +88,17 @@ pub(super) fn write_tables(
                 }
                 slot.fill(0);
             }
-            if let Some(seed) = seed {
-                let ino = (g * ipg + i + 1) as u32;
-                let mut r = InodeBuf {
-                    bytes: slot.to_vec(),
-                };
-                r.set_checksum(seed, ino);
-                slot.copy_from_slice(&r.bytes);
-            }
+            let ino = (g * ipg + i + 1) as u32;
+            meta.checksums().stamp_inode(ino, slot)?;
         }
-        dev.write_at(&new, at * bs)?;
+        for (k, chunk) in new.chunks(bs as usize).enumerate() {
+            meta.write_block(at + k as u64, chunk.to_vec())?;
+        }
+        queued += s.new_ibpg * bs;
+        if queued >= QUEUE_BYTES {
+            meta.flush_partial()?;
+            queued = 0;
+        }
     }
-    dev.flush()?;
-    Ok(())
+    meta.flush_partial()
 }

@@ -10,7 +10,9 @@ use crate::device::BlockDevice;
 use crate::error::Result;
 use crate::mkfs::journal::{self, JournalSpec, FC_RATIO, JOURNAL_INO};
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::superblock::Superblock;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 /// `-j` / `-J`: the journal wanted, as tune2fs's globals hold it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -107,14 +109,149 @@ fn check_message(out: &mut String, max_mnt: i16, interval: u32) {
     let _ = writeln!(
         out,
         "This filesystem will be automatically checked every {mnt} mounts or\n\
-         {} days, whichever comes first.  Use tune2fs -c or -i to override.",
+         {} days, whichever comes first.  Use tune.ext4r -c or -i to override.",
         super::fmt_g(f64::from(interval) / 86400.0)
     );
 }
 
+/// Why an internal journal could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The filesystem has one already.
+    #[error("The filesystem already has a journal")]
+    Exists,
+    /// Inode 8 still holds blocks.
+    #[error("File exists")]
+    InodeInUse,
+    /// The filesystem is too small for the smallest journal.
+    #[error("Filesystem too small for a journal")]
+    TooSmall,
+    /// No room for the journal's blocks (the allocator's words).
+    #[error("{0}")]
+    NoSpace(String),
+}
+
+/// The journal to make.
+pub(crate) struct NewJournal {
+    /// Journal blocks (the log).
+    pub blocks: u64,
+    /// Fast-commit blocks after it.
+    pub fc_blocks: u64,
+    /// Where to start looking for room (`-J location=`); the midpoint
+    /// group's start, as mke2fs, by default.
+    pub goal: Option<u64>,
+    /// A version 1 journal superblock.
+    pub v1: bool,
+    /// Its times.
+    pub now: i64,
+}
+
+/// Makes the internal journal in `m` (inode 8, its blocks zeroed, the jbd2
+/// superblock written) and records it in `sb`, as libext2fs'
+/// `ext2fs_add_journal_inode3` does: the one way tune and fsck add a
+/// journal (mkfs plans its own with the same placement and encoding).
+pub(crate) fn create(
+    m: &mut Meta,
+    sb: &mut Superblock,
+    spec: &NewJournal,
+) -> Result<std::result::Result<(), JournalError>> {
+    if sb.has_compat(Compat::HAS_JOURNAL) {
+        return Ok(Err(JournalError::Exists));
+    }
+    let old = m.read_inode(JOURNAL_INO)?;
+    let i_blocks = u32::from_le_bytes([old[0x1C], old[0x1D], old[0x1E], old[0x1F]]);
+    if i_blocks > 0 {
+        return Ok(Err(JournalError::InodeInUse));
+    }
+    let total = spec.blocks + spec.fc_blocks;
+    let extents = sb.has_incompat(Incompat::EXTENTS);
+    let goal = spec.goal.unwrap_or_else(|| journal::journal_goal(&*m));
+    let place = match journal::allocate(m, extents, goal, total) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(JournalError::NoSpace(e.to_string()))),
+    };
+    let bs = u64::from(m.geo.block_size);
+    let ratio = m.geo.cluster_ratio();
+    let img = journal::encode(
+        &place,
+        &JournalSpec {
+            block_size: bs as usize,
+            inode_size: usize::from(sb.inode_size()),
+            cluster_ratio: ratio,
+            now: spec.now,
+            uuid: &sb.s_uuid,
+            fc_blocks: spec.fc_blocks,
+            v1: spec.v1,
+        },
+    );
+    // EXT2_FALLOCATE_ZERO_BLOCKS: the journal is never left lazy here.
+    for &(s, n) in &img.data {
+        m.zero_blocks(s, n)?;
+    }
+    for (b, kind, buf) in img.blocks {
+        m.write_meta_block(b, kind, buf)?;
+    }
+    m.write_inode(JOURNAL_INO, img.inode.bytes)?;
+    for (i, v) in img.jnl_blocks.iter().enumerate() {
+        sb.s_jnl_blocks[i].set(*v);
+    }
+    sb.s_jnl_backup_type = 1;
+    sb.s_journal_inum.set(JOURNAL_INO);
+    sb.s_journal_dev.set(0);
+    sb.s_journal_uuid = [0; 16];
+    sb.s_feature_compat
+        .set(sb.s_feature_compat.get() | Compat::HAS_JOURNAL.bits());
+    let over = sb.s_overhead_clusters.get();
+    sb.s_overhead_clusters
+        .set(over.wrapping_add(total.div_ceil(ratio) as u32));
+    Ok(Ok(()))
+}
+
+/// Adds an internal journal of the default size (fast-commit area
+/// included when the feature asks for one) to an unmounted filesystem
+/// that has none, placed where mke2fs and tune2fs put it, in one in-place
+/// transaction: what e2fsck does when it recreates a journal it had to
+/// delete. Returns the journal's size in blocks (without the fast-commit
+/// area).
+///
+/// # Errors
+/// I/O errors and unreadable superblocks; a journal that cannot be made
+/// is the inner [`JournalError`].
+pub fn add_journal(
+    dev: Arc<dyn BlockDevice>,
+    now: i64,
+) -> Result<std::result::Result<u64, JournalError>> {
+    let mut buf = [0u8; ext4r_format::superblock::SUPERBLOCK_SIZE];
+    dev.read_at(&mut buf, ext4r_format::superblock::SUPERBLOCK_OFFSET)?;
+    let mut sb = Superblock::parse(&buf).map_err(|e| crate::Error::corrupt("superblock", e))?;
+    let Some(blocks) = journal::default_journal_blocks(sb.blocks_count()) else {
+        return Ok(Err(JournalError::TooSmall));
+    };
+    let fc = if sb.has_compat(Compat::FAST_COMMIT) {
+        blocks / FC_RATIO
+    } else {
+        0
+    };
+    let mut m = Meta::load(&dev, &sb)?;
+    let spec = NewJournal {
+        blocks,
+        fc_blocks: fc,
+        goal: None,
+        v1: false,
+        now,
+    };
+    if let Err(e) = create(&mut m, &mut sb, &spec)? {
+        return Ok(Err(e));
+    }
+    let table = m.flush(&mut sb)?;
+    ext4r_txn::flush::flush_super(dev.as_ref(), &mut sb, Some(&table), now, false)?;
+    Ok(Ok(blocks))
+}
+
 impl Run<'_, '_> {
     /// The metadata being changed, read on first use.
-    pub(super) fn meta(&mut self, dev: &dyn BlockDevice) -> Result<&mut Meta> {
+    pub(super) fn meta(&mut self, dev: &Arc<dyn BlockDevice>) -> Result<&mut Meta> {
         let m = match self.meta.take() {
             Some(m) => m,
             None => Box::new(Meta::load(dev, &self.sb)?),
@@ -123,7 +260,7 @@ impl Run<'_, '_> {
     }
 
     /// tune2fs's `add_journal`.
-    pub(super) fn add_journal(&mut self, dev: &dyn BlockDevice) -> Result<Step> {
+    pub(super) fn add_journal(&mut self, dev: &Arc<dyn BlockDevice>) -> Result<Step> {
         if self.sb.has_compat(Compat::HAS_JOURNAL) {
             return Ok(self.refuse("The filesystem already has a journal.\n"));
         }
@@ -140,81 +277,39 @@ impl Run<'_, '_> {
         let Some((jblocks, fc)) = self.figure_journal_size()? else {
             return Ok(Err(Refused));
         };
-        let bs = u64::from(self.sb.block_size().unwrap_or(1024));
         let goal = match &self.journal.location {
             Some(l) => Some(parse_num_blocks(l, self.sb.s_log_block_size.get())),
             None => None,
         };
         if jblocks + fc < 1024 {
-            self.err.push_str(
-                "\ntune2fs: Journal must be at least 1024 blocks \n\twhile trying to create \
-                 journal file\n",
+            let _ = writeln!(
+                self.err,
+                "\n{}: Journal must be at least 1024 blocks \n\twhile trying to create \
+                 journal file",
+                self.env.program
             );
             return Ok(Err(Refused));
         }
-        let extents = self.sb.has_incompat(Incompat::EXTENTS);
-        let isz = usize::from(self.sb.inode_size());
-        let seed = self.sb.csum_seed();
-        let metadata_csum = self
-            .sb
-            .has_ro_compat(ext4r_format::features::RoCompat::METADATA_CSUM);
-        let uuid = self.sb.s_uuid;
-        let now = self.env.now;
         let v1 = self.journal.v1;
+        let now = self.env.now;
+        let spec = NewJournal {
+            blocks: jblocks,
+            fc_blocks: fc,
+            goal,
+            v1,
+            now,
+        };
+        let mut sb = self.sb.clone();
         let m = self.meta(dev)?;
-        let old = m.read_inode(dev, JOURNAL_INO)?;
-        let i_blocks = u32::from_le_bytes([old[0x1C], old[0x1D], old[0x1E], old[0x1F]]);
-        if i_blocks > 0 {
-            self.err
-                .push_str("\ntune2fs: File exists \n\twhile trying to create journal file\n");
+        if let Err(e) = create(m, &mut sb, &spec)? {
+            let _ = writeln!(
+                self.err,
+                "\n{}: {e} \n\twhile trying to create journal file",
+                self.env.program
+            );
             return Ok(Err(Refused));
         }
-        let goal = goal.unwrap_or_else(|| journal::journal_goal(&*m));
-        let place = match journal::allocate(m, extents, goal, jblocks + fc) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = writeln!(
-                    self.err,
-                    "\ntune2fs: {e} \n\twhile trying to create journal file"
-                );
-                return Ok(Err(Refused));
-            }
-        };
-        let ratio = m.geo.cluster_ratio();
-        let img = journal::encode(
-            &place,
-            &JournalSpec {
-                block_size: bs as usize,
-                inode_size: isz,
-                cluster_ratio: ratio,
-                now,
-                csum_seed: metadata_csum.then_some(seed),
-                uuid: &uuid,
-                fc_blocks: fc,
-                v1,
-            },
-        );
-        // EXT2_FALLOCATE_ZERO_BLOCKS: tune2fs never asks for a lazy journal.
-        for &(s, n) in &img.data {
-            m.zero_blocks(s, n);
-        }
-        for (b, buf) in img.blocks {
-            m.write_block(b, buf);
-        }
-        m.write_inode(JOURNAL_INO, img.inode.bytes);
-        let sb = &mut self.sb;
-        for (i, v) in img.jnl_blocks.iter().enumerate() {
-            sb.s_jnl_blocks[i].set(*v);
-        }
-        sb.s_jnl_backup_type = 1;
-        sb.s_journal_inum.set(JOURNAL_INO);
-        sb.s_journal_dev.set(0);
-        sb.s_journal_uuid = [0; 16];
-        sb.s_feature_compat
-            .set(sb.s_feature_compat.get() | Compat::HAS_JOURNAL.bits());
-        let over = sb.s_overhead_clusters.get();
-        sb.s_overhead_clusters
-            .set(over.wrapping_add((jblocks + fc).div_ceil(ratio) as u32));
+        self.sb = sb;
         self.dirty = true;
         self.out.push_str("done\n");
         check_message(
@@ -268,16 +363,24 @@ impl Run<'_, '_> {
 
     /// tune2fs's `remove_journal_inode` (and, with `-f`, forgetting an
     /// external journal device).
-    pub(super) fn remove_journal(&mut self, dev: &dyn BlockDevice, force: u32) -> Result<Step> {
+    pub(super) fn remove_journal(
+        &mut self,
+        dev: &Arc<dyn BlockDevice>,
+        force: u32,
+    ) -> Result<Step> {
         let ino = self.sb.s_journal_inum.get();
         if ino != 0 {
             let m = self.meta(dev)?;
-            let mut rec = m.read_inode(dev, ino)?;
+            let mut rec = m.read_inode(ino)?;
             if ino == JOURNAL_INO {
-                let blocks = match m.inode_blocks(dev, &rec) {
+                let blocks = match m.inode_blocks(ino, &rec) {
                     Ok(b) => b,
                     Err(e) => {
-                        let _ = writeln!(self.err, "tune2fs: {e} while clearing journal inode");
+                        let _ = writeln!(
+                            self.err,
+                            "{}: {e} while clearing journal inode",
+                            self.env.program
+                        );
                         return Ok(Err(Refused));
                     }
                 };
@@ -285,14 +388,14 @@ impl Run<'_, '_> {
                 // block: with bigalloc its free counts come out too high
                 // (e2fsck then corrects them). Each cluster is freed once
                 // here, so the counts stay right.
-                m.free_blocks_of(&blocks);
+                m.free_blocks_of(&blocks)?;
                 let size = u64::from(u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]))
                     | u64::from(u32::from_le_bytes([
                         rec[0x6C], rec[0x6D], rec[0x6E], rec[0x6F],
                     ])) << 32;
                 let bs = m.geo.block_size as u64;
                 let ratio = m.geo.cluster_ratio();
-                m.clear_inode_base(dev, ino)?;
+                m.clear_inode_base(ino)?;
                 let over = self.sb.s_overhead_clusters.get();
                 self.sb
                     .s_overhead_clusters
@@ -301,7 +404,7 @@ impl Run<'_, '_> {
                 // A journal in a regular file: it becomes an ordinary file.
                 let flags = u32::from_le_bytes([rec[0x20], rec[0x21], rec[0x22], rec[0x23]]);
                 rec[0x20..0x24].copy_from_slice(&(flags & !0x10).to_le_bytes());
-                m.write_inode(ino, rec);
+                m.write_inode(ino, rec)?;
             }
             self.sb.s_journal_inum.set(0);
             for w in self.sb.s_jnl_blocks.iter_mut() {

@@ -446,15 +446,7 @@ pub fn uuid_str(u: &[u8; 16]) -> String {
     if u.iter().all(|&b| b == 0) {
         return "<none>".into();
     }
-    let h = |r: std::ops::Range<usize>| u[r].iter().map(|b| format!("{b:02x}")).collect::<String>();
-    format!(
-        "{}-{}-{}-{}-{}",
-        h(0..4),
-        h(4..6),
-        h(6..8),
-        h(8..10),
-        h(10..16)
-    )
+    uuid::Uuid::from_bytes(*u).hyphenated().to_string()
 }
 
 /// The default mount options as `list_super2` prints them: the journal
@@ -570,36 +562,15 @@ fn interval_string(secs: u32) -> String {
     parts.join(", ")
 }
 
-/// C's `ctime` in UTC: `"Thu Nov 14 22:13:20 2023\n"`.
+/// C's `ctime` in the local zone, with its newline:
+/// `"Thu Nov 14 22:13:20 2023\n"`.
 pub fn ctime(t: i64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = t.div_euclid(86400);
-    let rem = t.rem_euclid(86400);
-    let (y, m, d) = crate::civil::civil_from_days(days);
-    format!(
-        "{} {} {:2} {:02}:{:02}:{:02} {}\n",
-        DAYS[days.rem_euclid(7) as usize],
-        MONTHS[(m - 1) as usize],
-        d,
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        y
-    )
+    format!("{}\n", crate::localtime::ctime(t))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ctime_matches_c() {
-        assert_eq!(ctime(0), "Thu Jan  1 00:00:00 1970\n");
-        assert_eq!(ctime(1_700_000_000), "Tue Nov 14 22:13:20 2023\n");
-    }
 
     #[test]
     fn intervals_read_like_e2p() {

@@ -13,10 +13,10 @@
 //! Checksum changes that tune2fs makes by rewriting metadata (turning
 //! metadata_csum or uninit_bg on or off, a new UUID on a metadata_csum
 //! filesystem without metadata_csum_seed, dir_index off under
-//! metadata_csum) are made by [`csum`], a group at a time. Adding or
-//! removing the internal journal ([`journal`]) and quota files ([`quota`])
-//! change bitmaps, descriptors and inodes ([`meta`]), written before the
-//! superblock. Changing the inode size ([`inode_size`]) moves file blocks
+//! metadata_csum) are made by `csum`, a group at a time. Adding or
+//! removing the internal journal (`journal`) and quota files (`quota`)
+//! change bitmaps, descriptors and inodes (`meta`), written before the
+//! superblock. Changing the inode size (`inode_size`) moves file blocks
 //! and writes larger inode tables before that commit.
 //!
 //! ```
@@ -35,7 +35,6 @@
 //! assert!(out.wrote);
 //! ```
 
-mod blocks;
 mod csum;
 mod dirblock;
 mod extended;
@@ -51,7 +50,6 @@ mod meta;
 mod new_uuid;
 mod parse;
 mod quota;
-mod write;
 
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
@@ -59,7 +57,7 @@ use crate::fs::{Filesystem, OpenOptions};
 use crate::journal::{recover_filesystem, Journal, JournalLocation};
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
-use ext4r_format::group_desc::{GroupDesc, GroupDescCsum};
+use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::superblock::{
     Superblock, STATE_ERROR, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
 };
@@ -68,7 +66,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use extended::Late;
-pub use journal::{parse_journal_opts, JournalRequest, JOURNAL_USAGE};
+pub use journal::{add_journal, parse_journal_opts, JournalError, JournalRequest, JOURNAL_USAGE};
 pub use list::list_super;
 use new_uuid::uuid_seed;
 pub use parse::parse_c_ulong;
@@ -192,6 +190,11 @@ pub struct TuneEnv<'a> {
     pub user_name: Box<dyn Fn(u32) -> Option<String> + 'a>,
     /// Group names for `-l`.
     pub group_name: Box<dyn Fn(u32) -> Option<String> + 'a>,
+    /// The name messages begin with (the tool's, "tune.ext4r").
+    pub program: String,
+    /// Progress of the long rewrites (every group's metadata, the inode
+    /// tables): (what, done, total), `done == total` at the end.
+    pub progress: Box<dyn FnMut(&'static str, u64, u64) + 'a>,
 }
 
 impl TuneEnv<'_> {
@@ -205,6 +208,8 @@ impl TuneEnv<'_> {
             random: Box::new(|| uuid::Uuid::new_v4().into_bytes()),
             user_name: Box::new(|_| None),
             group_name: Box::new(|_| None),
+            program: "tune.ext4r".to_string(),
+            progress: Box::new(|_, _, _| {}),
         }
     }
 }
@@ -352,7 +357,11 @@ pub fn tune(
             match recover_journal(&dev, &run.sb) {
                 Ok(()) => {}
                 Err(e) => {
-                    let _ = writeln!(run.err, "tune2fs: {e} while recovering journal.");
+                    let _ = writeln!(
+                        run.err,
+                        "{}: {e} while recovering journal.",
+                        run.env.program
+                    );
                     let _ = writeln!(run.out, "Please run e2fsck -fy {}.", run.env.device_name);
                     return Ok(run.finish(1, false));
                 }
@@ -378,9 +387,9 @@ pub fn tune(
     if run.dirty {
         let mut sb = run.sb.clone();
         if let Some(m) = run.meta.take() {
-            run.descs = Some(m.flush(dev.as_ref(), &mut sb)?);
+            run.descs = Some(m.flush(&mut sb)?);
         }
-        write::flush_super(
+        ext4r_txn::flush::flush_super(
             dev.as_ref(),
             &mut sb,
             run.descs.as_deref(),
@@ -391,47 +400,6 @@ pub fn tune(
     }
     let wrote = run.dirty;
     Ok(run.finish(0, wrote))
-}
-
-/// Adds an internal journal of the default size (fast-commit area
-/// included when the feature asks for one) to an unmounted filesystem
-/// that has none, placed where mke2fs and tune2fs put it: what e2fsck does
-/// when it recreates a journal it had to delete. Returns the journal's
-/// size in blocks (without the fast-commit area), or tune2fs's message
-/// when no journal can be added (too small, no room, one already there).
-///
-/// # Errors
-/// I/O errors and unreadable superblocks.
-pub fn add_journal(
-    dev: Arc<dyn BlockDevice>,
-    now: i64,
-) -> Result<std::result::Result<u64, String>> {
-    let mut buf = [0u8; SUPERBLOCK_SIZE];
-    dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
-    let sb = Superblock::parse(&buf).map_err(|e| Error::corrupt("superblock", e))?;
-    let Some(blocks) = crate::mkfs::journal::default_journal_blocks(sb.blocks_count()) else {
-        return Ok(Err("Filesystem too small for a journal".into()));
-    };
-    let opts = TuneOptions {
-        journal: Some(JournalRequest {
-            size: -1,
-            ..JournalRequest::default()
-        }),
-        ..TuneOptions::default()
-    };
-    let mut env = TuneEnv::new("", now);
-    let outcome = tune(dev, &opts, &mut env)?;
-    if outcome.status != 0 || !outcome.wrote {
-        // tune2fs's message, without its program name and context line.
-        let why = outcome
-            .err
-            .lines()
-            .map(|l| l.trim().trim_start_matches("tune2fs: ").trim())
-            .find(|l| !l.is_empty())
-            .unwrap_or("the journal could not be added");
-        return Ok(Err(why.to_string()));
-    }
-    Ok(Ok(blocks))
 }
 
 /// Replays the internal journal in place, as tune2fs does before a change
@@ -511,7 +479,15 @@ impl Run<'_, '_> {
                  yet. Nothing was changed.\n",
             ));
         }
-        let done = csum::execute(dev, &self.sb, self.orig_group_csum, &self.csum)?;
+        let progress = &mut self.env.progress;
+        let done = csum::execute(
+            dev,
+            &self.sb,
+            self.orig_group_csum,
+            &self.csum,
+            &mut |d, n| progress("Rewriting metadata", d, n),
+        )?;
+        progress("Rewriting metadata", 1, 1);
         self.descs = Some(done.table);
         // As ext2fs_close: what went to the device before the flush, and the
         // superblock and descriptors it writes (fewer than tune2fs's count,
@@ -581,7 +557,8 @@ impl Run<'_, '_> {
             if i >= 1 << 32 {
                 let _ = writeln!(
                     self.err,
-                    "tune2fs: interval between checks is too big ({i})"
+                    "{}: interval between checks is too big ({i})",
+                    self.env.program
                 );
                 return Ok(Err(Refused));
             }
@@ -603,7 +580,11 @@ impl Run<'_, '_> {
         }
         if let Some(r) = o.reserved_blocks {
             if r > self.sb.blocks_count() / 2 {
-                let _ = writeln!(self.err, "tune2fs: reserved blocks count is too big ({r})");
+                let _ = writeln!(
+                    self.err,
+                    "{}: reserved blocks count is too big ({r})",
+                    self.env.program
+                );
                 return Ok(Err(Refused));
             }
             self.sb.set_r_blocks_count(r);
@@ -652,7 +633,7 @@ impl Run<'_, '_> {
             self.dirty = true;
         }
         if let Some(f) = &o.features {
-            if self.update_features(dev, f, o.force)?.is_err() {
+            if self.update_features(dev_arc, f, o.force)?.is_err() {
                 return Ok(Err(Refused));
             }
         }
@@ -663,11 +644,11 @@ impl Run<'_, '_> {
             }
         }
         if (self.journal.size != 0 || self.journal.device.is_some())
-            && self.add_journal(dev)?.is_err()
+            && self.add_journal(dev_arc)?.is_err()
         {
             return Ok(Err(Refused));
         }
-        if self.q_flag && self.handle_quota(dev)?.is_err() {
+        if self.q_flag && self.handle_quota(dev_arc)?.is_err() {
             return Ok(Err(Refused));
         }
         if let Some(u) = &o.uuid {
@@ -705,16 +686,6 @@ impl Run<'_, '_> {
             let _ = writeln!(self.out, "Setting extended default mount options to '{m}'");
         }
         Ok(Ok(()))
-    }
-}
-
-fn csum_kind(sb: &Superblock) -> GroupDescCsum {
-    if sb.has_ro_compat(RoCompat::METADATA_CSUM) {
-        GroupDescCsum::Crc32c {
-            seed: sb.csum_seed(),
-        }
-    } else {
-        GroupDescCsum::Crc16 { uuid: sb.s_uuid }
     }
 }
 

@@ -1,13 +1,15 @@
 //! `-U`: a new filesystem UUID, as tune2fs sets it (with every checksum
 //! rewritten when the checksum seed derives from the UUID).
 
-use super::{csum, csum_kind, read_desc_table, Refused, Run, Step};
+use super::{csum, read_desc_table, Refused, Run, Step};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use ext4r_format::checksum::fs_csum_seed;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::superblock::Superblock;
+use ext4r_txn::csum::Checksums;
+use std::fmt::Write as _;
 
 impl Run<'_, '_> {
     /// `-U`.
@@ -41,7 +43,7 @@ impl Run<'_, '_> {
             _ => match crate::mkfs::parse_uuid(req) {
                 Some(u) => u,
                 None => {
-                    self.err.push_str("tune2fs: Invalid UUID format\n\n");
+                    let _ = write!(self.err, "{}: Invalid UUID format\n\n", self.env.program);
                     return Ok(Err(Refused));
                 }
             },
@@ -56,16 +58,16 @@ impl Run<'_, '_> {
             let geo =
                 Geometry::from_superblock(&self.sb).map_err(|e| Error::corrupt("superblock", e))?;
             let dsize = geo.desc_size as usize;
-            let old = csum_kind(&self.sb);
-            let all_ok = descs.iter().enumerate().all(|(g, d)| {
-                d.compute_checksum(g as u32, dsize, &old).ok() == Some(d.bg_checksum.get())
-            });
+            let old = Checksums::new(&self.sb);
+            let all_ok = descs
+                .iter()
+                .enumerate()
+                .all(|(g, d)| old.desc_ok(g as u32, d));
             self.sb.s_uuid = new;
             if all_ok {
-                let kind = csum_kind(&self.sb);
+                let cs = Checksums::new(&self.sb);
                 for (g, mut d) in descs.into_iter().enumerate() {
-                    d.update_checksum(g as u32, dsize, &kind)
-                        .map_err(|e| Error::corrupt("group descriptor", e))?;
+                    cs.stamp_desc(g as u32, &mut d);
                     d.write(&mut table[g * dsize..(g + 1) * dsize], dsize)
                         .map_err(|e| Error::corrupt("group descriptor", e))?;
                 }

@@ -13,6 +13,7 @@ use crate::mkfs::quota::{self, QuotaFile, Usage};
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Per quota type (user, group, project): `Some(true)` enable,
 /// `Some(false)` disable, `None` leave alone (tune2fs's `quota_enable`).
@@ -74,7 +75,7 @@ impl Run<'_, '_> {
     /// with `INODE_UNINIT` and the unused tail of each table skipped when
     /// descriptors have checksums), the root and every non-reserved inode
     /// in use except the project quota file and the orphan file.
-    fn quota_usage(&mut self, dev: &dyn BlockDevice) -> Result<[BTreeMap<u32, Usage>; 3]> {
+    fn quota_usage(&mut self, dev: &Arc<dyn BlockDevice>) -> Result<[BTreeMap<u32, Usage>; 3]> {
         let sb = self.sb.clone();
         let gdt_csum =
             sb.has_ro_compat(RoCompat::GDT_CSUM) || sb.has_ro_compat(RoCompat::METADATA_CSUM);
@@ -88,7 +89,7 @@ impl Run<'_, '_> {
         let bs = u64::from(m.geo.block_size);
         let mut out: [BTreeMap<u32, Usage>; 3] = Default::default();
         for g in 0..m.geo.group_count {
-            let d = &m.descs[g as usize];
+            let d = &m.descs()[g as usize];
             let mut n = ipg;
             if gdt_csum {
                 if d.flags() & BG_INODE_UNINIT != 0 {
@@ -132,7 +133,7 @@ impl Run<'_, '_> {
     }
 
     /// tune2fs's `handle_quota_options`.
-    pub(super) fn handle_quota(&mut self, dev: &dyn BlockDevice) -> Result<Step> {
+    pub(super) fn handle_quota(&mut self, dev: &Arc<dyn BlockDevice>) -> Result<Step> {
         let en = self.quota_enable;
         if en.iter().all(Option::is_none) {
             return Ok(Ok(()));
@@ -203,19 +204,19 @@ impl Run<'_, '_> {
 
     /// `quota_inode_truncate` of a quota file: its blocks freed a cluster
     /// at a time (`ext2fs_punch`), the base inode zeroed.
-    fn truncate_quota_inode(&mut self, dev: &dyn BlockDevice, ino: u32) -> Result<()> {
+    fn truncate_quota_inode(&mut self, dev: &Arc<dyn BlockDevice>, ino: u32) -> Result<()> {
         let m = self.meta(dev)?;
-        let rec = m.read_inode(dev, ino)?;
-        let blocks = m.inode_blocks(dev, &rec)?;
-        m.free_blocks_of(&blocks);
-        m.clear_inode_base(dev, ino)
+        let rec = m.read_inode(ino)?;
+        let blocks = m.inode_blocks(ino, &rec)?;
+        m.free_blocks_of(&blocks)?;
+        m.clear_inode_base(ino)
     }
 
     /// `quota_file_create`, `write_dquots` and `quota_file_close`: a new
     /// inode for project quota, the reserved ones for user and group.
     fn write_quota_file(
         &mut self,
-        dev: &dyn BlockDevice,
+        dev: &Arc<dyn BlockDevice>,
         qtype: usize,
         usage: &[(u32, Usage)],
     ) -> Result<()> {
@@ -226,8 +227,8 @@ impl Run<'_, '_> {
                 1 => 4,
                 _ => {
                     let m = self.meta(dev)?;
-                    let i = m.new_inode(dev)?;
-                    m.inode_alloc_stats(dev, i, true)?;
+                    let i = m.new_inode()?;
+                    m.inode_alloc_stats(i, true)?;
                     i
                 }
             };
@@ -235,7 +236,7 @@ impl Run<'_, '_> {
         // quota_inode_init_new: an old file of that inode is truncated.
         let size = {
             let m = self.meta(dev)?;
-            let r = m.read_inode(dev, ino)?;
+            let r = m.read_inode(ino)?;
             u32::from_le_bytes([r[4], r[5], r[6], r[7]])
         };
         if size != 0 {
@@ -250,16 +251,16 @@ impl Run<'_, '_> {
         let file = QuotaFile::build(qtype, usage);
         let blocks = quota::allocate(m, &file)?;
         for &(l, p) in &blocks.map {
-            m.write_block(p, file.fs_block(l, bs as usize));
+            m.write_block(p, file.fs_block(l, bs as usize))?;
         }
         let inode = quota::encode_inode(&file, &blocks, isz, bs, ratio, extents, now)?;
-        m.write_inode(ino, inode.bytes);
+        m.write_inode(ino, inode.bytes)?;
         self.set_quota_inum(qtype, ino);
         Ok(())
     }
 
     /// `quota_remove_inode`.
-    fn remove_quota_file(&mut self, dev: &dyn BlockDevice, qtype: usize) -> Result<()> {
+    fn remove_quota_file(&mut self, dev: &Arc<dyn BlockDevice>, qtype: usize) -> Result<()> {
         let ino = self.quota_inum(qtype);
         if ino == 0 {
             return Ok(());
@@ -267,8 +268,8 @@ impl Run<'_, '_> {
         self.truncate_quota_inode(dev, ino)?;
         if ino >= self.sb.s_first_ino.get() {
             let m = self.meta(dev)?;
-            m.clear_inode_base(dev, ino)?;
-            m.inode_alloc_stats(dev, ino, false)?;
+            m.clear_inode_base(ino)?;
+            m.inode_alloc_stats(ino, false)?;
         }
         self.set_quota_inum(qtype, 0);
         Ok(())

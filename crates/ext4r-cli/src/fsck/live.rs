@@ -1,0 +1,191 @@
+//! fsck's output as the check runs: e2fsck's pass headings when a pass
+//! starts, each problem with what is done about it, the "check forced"
+//! reason, and the `-C` progress (a bar on the terminal through
+//! indicatif, drawn below what has been printed, or e2fsck's
+//! "pass done total device" lines on another descriptor).
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::time::Duration;
+
+use ext4r_fsck::{Action, Forced, Observer, Problem, Severity};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// e2fsck's pass headings.
+pub(crate) fn heading(pass: u8) -> Option<&'static str> {
+    Some(match pass {
+        1 => "Pass 1: Checking inodes, blocks, and sizes",
+        2 => "Pass 2: Checking directory structure",
+        3 => "Pass 3: Checking directory connectivity",
+        4 => "Pass 4: Checking reference counts",
+        5 => "Pass 5: Checking group summary information",
+        _ => return None,
+    })
+}
+
+/// Where each pass starts and ends on the bar, in per mille: e2fsck's
+/// weights (pass 1 is most of the work).
+const WEIGHTS: [u64; 6] = [0, 700, 900, 920, 950, 1000];
+
+/// How the run shows problems.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Style {
+    /// `-n`: each with "<prompt>? no".
+    Check,
+    /// `-y` and interactive runs: headings, and each problem as fixed,
+    /// asked or left.
+    Repair,
+    /// `-p`: no headings; what was fixed is listed once decided.
+    Preen,
+    /// `--json`: nothing while running.
+    Silent,
+}
+
+/// What progress is shown.
+pub(crate) enum Meter {
+    None,
+    Bar(ProgressBar),
+    /// `-C fd`: e2fsck's machine-readable lines.
+    Fd(std::fs::File),
+}
+
+impl Meter {
+    /// The meter `-C fd` asks for: 0 a bar when stdout is a terminal,
+    /// another descriptor its lines (as e2fsck writes them for fsck(8)
+    /// and systemd-fsckd).
+    pub(crate) fn new(fd: Option<i32>, dev: &str, tty: bool) -> Meter {
+        match fd {
+            Some(0) if tty => {
+                let style = ProgressStyle::with_template("{prefix}: |{bar:50}| {percent:>3}%")
+                    .map(|s| s.progress_chars("== "))
+                    .unwrap_or_else(|_| ProgressStyle::default_bar());
+                let bar = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::stdout())
+                    .with_style(style)
+                    .with_prefix(dev.to_string());
+                Meter::Bar(bar)
+            }
+            // A descriptor inherited from the caller, opened through
+            // /proc so that no unsafe ownership claim is needed.
+            Some(n) if n > 0 => std::fs::OpenOptions::new()
+                .write(true)
+                .open(format!("/proc/self/fd/{n}"))
+                .map_or(Meter::None, Meter::Fd),
+            _ => Meter::None,
+        }
+    }
+
+    pub(crate) fn bar(&self) -> Option<&ProgressBar> {
+        match self {
+            Meter::Bar(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// Prints `text` on stdout, above the bar when there is one.
+pub(crate) fn out(bar: Option<&ProgressBar>, text: &str) {
+    let write = || {
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(text.as_bytes());
+        let _ = o.flush();
+    };
+    match bar {
+        Some(b) => b.suspend(write),
+        None => write(),
+    }
+}
+
+/// The question word e2fsck puts after a problem.
+pub(crate) fn question(p: &Problem) -> String {
+    match ext4r_fsck::prompt(p.code) {
+        // PROMPT_NULL: the message is the question.
+        "" => p.message.clone(),
+        word => format!("{}\n{word}", p.message),
+    }
+}
+
+/// The observer that prints.
+pub(crate) struct Printer {
+    pub dev: String,
+    pub style: Style,
+    pub timing: bool,
+    pub meter: Meter,
+    /// Problems printed, by (code, message).
+    pub printed: HashSet<(&'static str, String)>,
+}
+
+impl Printer {
+    fn say(&self, text: &str) {
+        if self.style != Style::Silent {
+            out(self.meter.bar(), text);
+        }
+    }
+
+    /// Takes the bar off the screen at the end.
+    pub(crate) fn finish(&self) {
+        if let Some(b) = self.meter.bar() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Printer {
+    fn pass_started(&mut self, pass: u8) {
+        // The heading first, then the bar below it, as e2fsck draws.
+        if matches!(self.style, Style::Check | Style::Repair) {
+            if let Some(h) = heading(pass) {
+                self.say(&format!("{h}\n"));
+            }
+        }
+        if let Some(b) = self.meter.bar() {
+            b.set_position(WEIGHTS[usize::from(pass.saturating_sub(1)).min(5)]);
+        }
+    }
+
+    fn progress(&mut self, pass: u8, done: u64, total: u64) {
+        match &mut self.meter {
+            Meter::Bar(b) if total > 0 && (1..=5).contains(&pass) => {
+                let lo = WEIGHTS[usize::from(pass - 1)];
+                let hi = WEIGHTS[usize::from(pass)];
+                b.set_position(lo + (hi - lo) * done.min(total) / total);
+            }
+            Meter::Fd(f) => {
+                let _ = writeln!(f, "{pass} {done} {total} {}", self.dev);
+            }
+            _ => {}
+        }
+    }
+
+    fn pass_finished(&mut self, pass: u8, elapsed: Duration) {
+        if self.timing && self.style == Style::Check {
+            self.say(&format!("  ({:.3}s)\n", elapsed.as_secs_f64()));
+        }
+        let _ = pass;
+    }
+
+    fn problem(&mut self, p: &Problem, action: Action) {
+        self.printed.insert((p.code, p.message.clone()));
+        let q = question(p);
+        let text = match action {
+            Action::Report if p.severity == Severity::Error => format!("{q}? no\n\n"),
+            Action::Report => format!("{q}? no (harmless)\n\n"),
+            Action::Fix => format!("{q}? yes\n\n"),
+            Action::Unfixable => format!("{q}? no (not repairable by this version)\n\n"),
+            // Asked: the question and its answer are on the screen.
+            _ => return,
+        };
+        if matches!(self.style, Style::Check | Style::Repair) {
+            self.say(&text);
+        }
+    }
+
+    fn note(&mut self, note: &str) {
+        if matches!(self.style, Style::Check | Style::Repair) {
+            self.say(&format!("{note}\n"));
+        }
+    }
+
+    fn check_forced(&mut self, why: &Forced) {
+        self.say(&format!("{} {why}, check forced.\n", self.dev));
+    }
+}

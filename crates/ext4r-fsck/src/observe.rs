@@ -1,0 +1,104 @@
+//! What a check tells its caller while it runs, so that a tool can print
+//! e2fsck's pass headings and problems as they happen instead of at the
+//! end.
+
+use std::time::Duration;
+
+use crate::problem::Problem;
+
+/// Why a filesystem that is not checked with `-f` gets a full check
+/// anyway, as e2fsck's `check_if_skip` says it after the device name
+/// ("IMG was not cleanly unmounted, check forced.").
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Forced {
+    /// The error flag is set, the filesystem is marked not valid, or its
+    /// summary counts exceed its totals.
+    Errors,
+    /// The valid flag is clear: not cleanly unmounted.
+    NotClean,
+    /// The mount count reached the maximum.
+    MountCount(u32),
+    /// The last check is in the future while a check interval is set.
+    FutureLastCheck,
+    /// The check interval passed: days since the last check.
+    Interval(u64),
+}
+
+impl std::fmt::Display for Forced {
+    /// e2fsck's words, to follow the device name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Forced::Errors => f.write_str("contains a file system with errors"),
+            Forced::NotClean => f.write_str("was not cleanly unmounted"),
+            Forced::MountCount(n) => write!(f, "has been mounted {n} times without being checked"),
+            Forced::FutureLastCheck => {
+                f.write_str("has filesystem last checked time in the future")
+            }
+            Forced::Interval(days) => write!(f, "has gone {days} days without being checked"),
+        }
+    }
+}
+
+/// What is done about a problem, as the caller should show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Action {
+    /// A read-only check: nothing is done (e2fsck `-n`'s "Fix? no").
+    Report,
+    /// It will be fixed without asking (`-y`, `-p`, or after "yes to all").
+    Fix,
+    /// The question was asked through the caller's [`crate::Ask`] (which
+    /// showed it and the answer); nothing more to show.
+    Asked,
+    /// An error this version cannot fix.
+    Unfixable,
+    /// A harmless finding a repair leaves alone.
+    Left,
+}
+
+/// Receives a check's events in the order they happen. Every method has
+/// an empty default; a closure `FnMut(pass, done, total)` is an observer
+/// that only takes progress.
+pub trait Observer {
+    /// Pass `pass` (1–5) starts. Pass 0 (superblock, descriptors, journal
+    /// superblock) has no heading, as in e2fsck.
+    fn pass_started(&mut self, pass: u8) {
+        let _ = pass;
+    }
+    /// Progress within a pass: `done` of `total`.
+    fn progress(&mut self, pass: u8, done: u64, total: u64) {
+        let _ = (pass, done, total);
+    }
+    /// A pass ended after `elapsed`.
+    fn pass_finished(&mut self, pass: u8, elapsed: Duration) {
+        let _ = (pass, elapsed);
+    }
+    /// A problem was found, and what is done about it. A pass's problems
+    /// arrive when the pass ends (its parallel workers' findings merged
+    /// in order), before the next pass starts.
+    fn problem(&mut self, p: &Problem, action: Action) {
+        let _ = (p, action);
+    }
+    /// A note that is not a problem ("Journal is in inode 8.", a backup
+    /// superblock used), before pass 1.
+    fn note(&mut self, note: &str) {
+        let _ = note;
+    }
+    /// The full check runs without `-f`, for this reason; before pass 1.
+    fn check_forced(&mut self, why: &Forced) {
+        let _ = why;
+    }
+}
+
+impl<F: FnMut(u8, u64, u64)> Observer for F {
+    fn progress(&mut self, pass: u8, done: u64, total: u64) {
+        self(pass, done, total);
+    }
+}
+
+/// An observer that wants nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Quiet;
+
+impl Observer for Quiet {}

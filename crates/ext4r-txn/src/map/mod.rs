@@ -1,0 +1,74 @@
+//! The one walker of an inode's block pointers: extent trees of any depth
+//! and ext2/3 block maps (direct, indirect, double and triple indirect).
+//!
+//! [`runs`] reads a mapping into sorted runs for every reader (the read
+//! path, tune, fsck's helpers, the journal's location); [`all_blocks`]
+//! lists every block an inode holds; [`store`] writes a mapping back, as an
+//! extent tree or a block map, inside a transaction.
+
+mod edit;
+mod read;
+
+pub use edit::store;
+pub use read::{all_blocks, runs, runs_whole};
+
+use crate::csum::Checksums;
+use crate::error::{Error, Result};
+use ext4r_format::FormatError;
+
+/// A run of a file's logical blocks stored contiguously on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// First logical block.
+    pub logical: u64,
+    /// First physical block.
+    pub physical: u64,
+    /// Number of blocks.
+    pub len: u64,
+    /// Allocated but not written (reads as zeros).
+    pub unwritten: bool,
+}
+
+impl Run {
+    /// One past the last logical block.
+    pub fn end(&self) -> u64 {
+        self.logical + self.len
+    }
+}
+
+/// Where a walk reads mapping blocks from: a filesystem being read, or one
+/// being changed (whose reads see its own uncommitted changes).
+pub trait BlockSource {
+    /// Block size in bytes.
+    fn block_size(&self) -> u32;
+    /// `(first data block, blocks count)`: the blocks a mapping may name.
+    fn block_range(&self) -> (u64, u64);
+    /// Reads block `nr`; `what` names the reader for errors.
+    ///
+    /// # Errors
+    /// I/O errors, or [`Error::Corrupt`] for a block outside the range.
+    fn read_block(&self, nr: u64, what: &str) -> Result<Vec<u8>>;
+    /// The checksums to verify mapping blocks against, if the caller wants
+    /// them verified.
+    fn verify(&self) -> Option<&Checksums> {
+        None
+    }
+    /// Checks that `count` blocks from `block` lie inside the filesystem.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming `what`.
+    fn check_blocks(&self, block: u64, count: u64, what: &str) -> Result<()> {
+        let (first, blocks) = self.block_range();
+        let end = block.checked_add(count);
+        if block < first || end.is_none_or(|e| e > blocks) || count == 0 {
+            return Err(Error::corrupt(
+                what.to_string(),
+                FormatError::invalid(
+                    "block number",
+                    format!("blocks {block}+{count} outside the filesystem (0..{blocks})"),
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1101 @@
+//! Transactions: the one way a filesystem is changed.
+//!
+//! A [`Transaction`] collects everything one operation changes — metadata
+//! blocks (with what they are, for their checksums), inode records, file
+//! data, descriptors, bitmaps, free counts, the superblock — and nothing
+//! reaches the device before [`Transaction::commit`]. Dropping a
+//! transaction undoes its allocations.
+//!
+//! # The commit protocol
+//!
+//! Journaled (the filesystem has an internal journal, [`JournalUse::Auto`]):
+//!
+//! 1. File data is written in place (ordered mode: it is never referenced
+//!    before it is there). A cut here leaves the old filesystem and some
+//!    unreferenced data blocks: nothing is lost or visible.
+//! 2. The first time, `needs_recovery` is set in the superblock and
+//!    flushed. A cut here leaves an empty journal with the flag set: every
+//!    recovery clears it.
+//! 3. The metadata blocks, stamped, go to the journal with revoke records
+//!    for metadata blocks freed since they were logged, then a flush, the
+//!    commit block, a flush ([`JournalWriter::commit`]). A cut before the
+//!    commit block is durable leaves a transaction recovery ignores (old
+//!    filesystem); after it, one recovery replays (new filesystem).
+//! 4. Checkpoint (after each commit, or deferred): the blocks are written
+//!    home, flushed, the journal marked empty, `needs_recovery` cleared. A
+//!    cut anywhere here leaves the transaction in the journal, so
+//!    recovery writes it home again: the new filesystem.
+//!
+//! In place (no journal, or [`JournalUse::Off`]): data, flush; metadata
+//! blocks (trees, directories, xattrs), flush; inode tables; bitmaps;
+//! descriptors; flush; superblock; flush. A cut leaves blocks written before it and the old superblock
+//! (free counts, state): what e2fsck's repair is for, as with every
+//! unjournaled writer (libext2fs writes in this order too).
+//!
+//! [`JournalUse::Auto`]: crate::volume::JournalUse::Auto
+//! [`JournalUse::Off`]: crate::volume::JournalUse::Off
+//! [`JournalWriter::commit`]: crate::journal::JournalWriter::commit
+
+use crate::alloc::{self, BlockAlloc, FreeSpace, Search};
+use crate::bitmap::Bitmap;
+use crate::csum::{BlockKind, Checksums};
+use crate::error::{Error, Result};
+use crate::groups::{GroupSnapshot, GroupTable, InodeInit};
+use crate::map::BlockSource;
+use crate::volume::{Checkpoint, Volume};
+use ext4r_format::geometry::Geometry;
+use ext4r_format::group_desc::GroupDesc;
+use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET};
+use std::borrow::BorrowMut;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The root directory's inode.
+const ROOT_INO: u32 = 2;
+
+/// How a commit reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Commit {
+    /// Through the journal when the volume has one, else in place.
+    #[default]
+    Auto,
+    /// In place, in the safe order, whatever the volume has.
+    InPlace,
+}
+
+/// What a commit wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// The journal transaction id, when it went through the journal.
+    pub sequence: Option<u32>,
+    /// Metadata blocks written (or logged).
+    pub blocks: usize,
+}
+
+/// A change being assembled; see the [module docs](self).
+pub struct Transaction<V: BorrowMut<Volume>> {
+    /// Always `Some` but during [`Transaction::into_volume`].
+    vol: Option<V>,
+    sb: Superblock,
+    sb_dirty: bool,
+    snapshots: BTreeMap<u32, GroupSnapshot>,
+    counts_before: (u64, u64),
+    blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
+    data: BTreeMap<u64, Vec<u8>>,
+    inodes: BTreeMap<u32, Vec<u8>>,
+    freed: BTreeSet<u64>,
+    zeroes: Vec<(u64, u64)>,
+    /// Groups whose bitmaps a partial flush wrote: their descriptors are
+    /// written by the final commit.
+    flushed_groups: BTreeSet<u32>,
+    /// What [`Transaction::rollback_to_savepoint`] puts back, while a
+    /// savepoint is set.
+    undo: Option<Box<Undo>>,
+}
+
+/// The state of a transaction at a savepoint, kept as the prior values of
+/// what changed since (so that setting one costs nothing).
+struct Undo {
+    blocks: BTreeMap<u64, Option<(Vec<u8>, BlockKind)>>,
+    data: BTreeMap<u64, Option<Vec<u8>>>,
+    inodes: BTreeMap<u32, Option<Vec<u8>>>,
+    freed: BTreeSet<u64>,
+    zeroes: usize,
+    sb: Superblock,
+    sb_dirty: bool,
+    groups: BTreeMap<u32, GroupSnapshot>,
+    /// Groups first touched by the transaction after the savepoint.
+    new_snapshots: BTreeSet<u32>,
+    counts: (u64, u64),
+}
+
+impl<V: BorrowMut<Volume>> std::fmt::Debug for Transaction<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("blocks", &self.blocks.len())
+            .field("inodes", &self.inodes.len())
+            .field("groups", &self.snapshots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transaction<Volume> {
+    /// A transaction that owns its volume (for a tool that makes one change
+    /// and closes); [`Transaction::into_volume`] gives it back.
+    pub fn owned(vol: Volume) -> Self {
+        Transaction::new(vol)
+    }
+}
+
+impl<V: BorrowMut<Volume>> Transaction<V> {
+    fn v(&self) -> &Volume {
+        match &self.vol {
+            Some(v) => v.borrow(),
+            None => unreachable!("the volume is taken only by into_volume, which consumes"),
+        }
+    }
+
+    fn vm(&mut self) -> &mut Volume {
+        match &mut self.vol {
+            Some(v) => v.borrow_mut(),
+            None => unreachable!("the volume is taken only by into_volume, which consumes"),
+        }
+    }
+
+    /// The volume, as committed plus this transaction's group changes.
+    pub fn volume(&self) -> &Volume {
+        self.v()
+    }
+
+    /// The volume, to checkpoint or close; a change made through it
+    /// bypasses this transaction.
+    pub fn volume_mut(&mut self) -> &mut Volume {
+        self.vm()
+    }
+
+    /// Whether anything is gathered and not committed.
+    pub fn is_dirty(&self) -> bool {
+        self.sb_dirty
+            || !self.blocks.is_empty()
+            || !self.data.is_empty()
+            || !self.inodes.is_empty()
+            || !self.zeroes.is_empty()
+            || !self.snapshots.is_empty()
+            || !self.freed.is_empty()
+    }
+
+    /// About how many journal blocks a commit would take now, and the bytes
+    /// of file data gathered.
+    pub fn pending_sizes(&self) -> (u64, u64) {
+        let meta = self.blocks.len() + self.inodes.len() + 2 * self.snapshots.len() + 1;
+        let bs = u64::from(self.v().geo.block_size);
+        (meta as u64, self.data.len() as u64 * bs)
+    }
+
+    /// Drops everything gathered: the group table and counts back as they
+    /// were, nothing written.
+    pub fn abandon(&mut self) {
+        self.undo = None;
+        for (_, s) in std::mem::take(&mut self.snapshots) {
+            self.vm().groups.restore(s);
+        }
+        let (b, i) = self.counts_before;
+        self.vm().groups.set_free_counts(b, i);
+        self.blocks.clear();
+        self.data.clear();
+        self.inodes.clear();
+        self.zeroes.clear();
+        self.freed.clear();
+        self.sb = self.v().sb.clone();
+        self.sb_dirty = false;
+    }
+
+    /// Gives the volume back; what is gathered and not committed is
+    /// abandoned.
+    pub fn into_volume(mut self) -> V {
+        self.abandon();
+        match self.vol.take() {
+            Some(v) => v,
+            None => unreachable!("the volume is present until here"),
+        }
+    }
+
+    pub(crate) fn new(vol: V) -> Self {
+        let v: &Volume = vol.borrow();
+        let counts_before = (v.groups.free_blocks(), v.groups.free_inodes());
+        Transaction {
+            sb: v.sb.clone(),
+            vol: Some(vol),
+            sb_dirty: false,
+            snapshots: BTreeMap::new(),
+            counts_before,
+            blocks: BTreeMap::new(),
+            data: BTreeMap::new(),
+            inodes: BTreeMap::new(),
+            freed: BTreeSet::new(),
+            zeroes: Vec::new(),
+            flushed_groups: BTreeSet::new(),
+            undo: None,
+        }
+    }
+
+    /// Sets a savepoint: [`Transaction::rollback_to_savepoint`] then undoes
+    /// every change made after it, the changes before it kept (an
+    /// operation that fails midway leaves the ones before it in the
+    /// running transaction intact). Replaces an earlier savepoint.
+    pub fn savepoint(&mut self) {
+        let v = self.v();
+        let counts = (v.groups.free_blocks(), v.groups.free_inodes());
+        self.undo = Some(Box::new(Undo {
+            blocks: BTreeMap::new(),
+            data: BTreeMap::new(),
+            inodes: BTreeMap::new(),
+            freed: BTreeSet::new(),
+            zeroes: self.zeroes.len(),
+            sb: self.sb.clone(),
+            sb_dirty: self.sb_dirty,
+            groups: BTreeMap::new(),
+            new_snapshots: BTreeSet::new(),
+            counts,
+        }));
+    }
+
+    /// Forgets the savepoint, keeping every change.
+    pub fn release_savepoint(&mut self) {
+        self.undo = None;
+    }
+
+    /// Undoes what changed since the savepoint and forgets it; without one,
+    /// nothing happens.
+    pub fn rollback_to_savepoint(&mut self) {
+        let Some(u) = self.undo.take() else {
+            return;
+        };
+        let u = *u;
+        for (nr, old) in u.blocks {
+            match old {
+                Some(b) => self.blocks.insert(nr, b),
+                None => self.blocks.remove(&nr),
+            };
+        }
+        for (nr, old) in u.data {
+            match old {
+                Some(b) => self.data.insert(nr, b),
+                None => self.data.remove(&nr),
+            };
+        }
+        for (ino, old) in u.inodes {
+            match old {
+                Some(r) => self.inodes.insert(ino, r),
+                None => self.inodes.remove(&ino),
+            };
+        }
+        for b in u.freed {
+            self.freed.remove(&b);
+        }
+        self.zeroes.truncate(u.zeroes);
+        self.sb = u.sb;
+        self.sb_dirty = u.sb_dirty;
+        for g in u.new_snapshots {
+            self.snapshots.remove(&g);
+        }
+        for (_, snap) in u.groups {
+            self.vm().groups.restore(snap);
+        }
+        self.vm().groups.set_free_counts(u.counts.0, u.counts.1);
+    }
+
+    /// Notes block `nr`'s entries before they change (under a savepoint).
+    fn note_block(&mut self, nr: u64) {
+        if let Some(u) = self.undo.as_deref_mut() {
+            u.blocks
+                .entry(nr)
+                .or_insert_with(|| self.blocks.get(&nr).cloned());
+            u.data
+                .entry(nr)
+                .or_insert_with(|| self.data.get(&nr).cloned());
+        }
+    }
+
+    /// Notes inode `ino`'s record before it changes (under a savepoint).
+    fn note_inode(&mut self, ino: u32) {
+        if let Some(u) = self.undo.as_deref_mut() {
+            u.inodes
+                .entry(ino)
+                .or_insert_with(|| self.inodes.get(&ino).cloned());
+        }
+    }
+
+    /// The geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.v().geo
+    }
+
+    /// The checksums (to verify what is read).
+    pub fn checksums(&self) -> &Checksums {
+        &self.v().csum
+    }
+
+    /// The group table as this transaction leaves it so far.
+    pub fn groups(&self) -> &GroupTable {
+        &self.v().groups
+    }
+
+    /// The superblock as this transaction leaves it so far.
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// The superblock, to change (its free counts are set from the group
+    /// table at commit).
+    pub fn superblock_mut(&mut self) -> &mut Superblock {
+        self.sb_dirty = true;
+        &mut self.sb
+    }
+
+    fn bs(&self) -> usize {
+        self.v().geo.block_size as usize
+    }
+
+    /// Block `nr` as this transaction leaves it so far.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] outside the filesystem, I/O errors.
+    pub fn read_block(&self, nr: u64) -> Result<Vec<u8>> {
+        if let Some((b, _)) = self.blocks.get(&nr) {
+            return Ok(b.clone());
+        }
+        if let Some(b) = self.data.get(&nr) {
+            return Ok(b.clone());
+        }
+        self.v().read_block(nr)
+    }
+
+    /// Blocks `start..start + buf.len() / block size` into `buf`, as this
+    /// transaction leaves them: one device read for the run, then the
+    /// blocks changed since laid over it.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] outside the filesystem, I/O errors.
+    pub fn read_blocks(&self, start: u64, buf: &mut [u8]) -> Result<()> {
+        let bs = self.bs();
+        let n = (buf.len() / bs) as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        self.v().check_blocks(start, n, "blocks")?;
+        self.v()
+            .dev
+            .read_at(&mut buf[..n as usize * bs], start * bs as u64)?;
+        let over = |b: u64| -> Option<&Vec<u8>> {
+            self.blocks
+                .get(&b)
+                .map(|(d, _)| d)
+                .or_else(|| self.data.get(&b))
+                .or_else(|| self.v().pending.get(&b))
+        };
+        for k in 0..n {
+            if let Some(d) = over(start + k) {
+                buf[k as usize * bs..(k as usize + 1) * bs].copy_from_slice(d);
+            }
+        }
+        Ok(())
+    }
+
+    /// Block `nr` to change in place; `kind` says which checksum it gets
+    /// at commit.
+    ///
+    /// # Errors
+    /// As [`Transaction::read_block`].
+    pub fn block_mut(&mut self, nr: u64, kind: BlockKind) -> Result<&mut Vec<u8>> {
+        self.note_block(nr);
+        if !self.blocks.contains_key(&nr) {
+            let b = self.read_block(nr)?;
+            self.data.remove(&nr);
+            self.blocks.insert(nr, (b, kind));
+        }
+        let entry = self
+            .blocks
+            .get_mut(&nr)
+            .ok_or_else(|| Error::InvalidArgument(format!("block {nr} vanished")))?;
+        entry.1 = kind;
+        Ok(&mut entry.0)
+    }
+
+    /// Replaces metadata block `nr`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `data` is not one block;
+    /// [`Error::Corrupt`] outside the filesystem.
+    pub fn write_block(&mut self, nr: u64, kind: BlockKind, data: Vec<u8>) -> Result<()> {
+        self.check_block(nr, data.len())?;
+        self.note_block(nr);
+        self.data.remove(&nr);
+        self.blocks.insert(nr, (data, kind));
+        Ok(())
+    }
+
+    /// Writes file data to block `nr`: in place before the metadata that
+    /// points at it, never through the journal.
+    ///
+    /// # Errors
+    /// As [`Transaction::write_block`].
+    pub fn write_data(&mut self, nr: u64, data: Vec<u8>) -> Result<()> {
+        self.check_block(nr, data.len())?;
+        self.note_block(nr);
+        self.blocks.remove(&nr);
+        self.data.insert(nr, data);
+        Ok(())
+    }
+
+    fn check_block(&self, nr: u64, len: usize) -> Result<()> {
+        if len != self.bs() {
+            return Err(Error::InvalidArgument(format!(
+                "a write of {len} bytes to block {nr} is not one block"
+            )));
+        }
+        self.v().check_blocks(nr, 1, "block")
+    }
+
+    /// Inode `ino`'s record as this transaction leaves it so far.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for an inode outside the filesystem, I/O errors.
+    pub fn read_inode(&self, ino: u32) -> Result<Vec<u8>> {
+        if let Some(r) = self.inodes.get(&ino) {
+            return Ok(r.clone());
+        }
+        let (block, off) = self.v().inode_place(ino)?;
+        let b = self.read_block(block)?;
+        Ok(b[off..off + self.v().geo.inode_size as usize].to_vec())
+    }
+
+    /// Inode `ino`'s record to change; its checksum is set at commit.
+    ///
+    /// # Errors
+    /// As [`Transaction::read_inode`].
+    pub fn inode_mut(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
+        self.note_inode(ino);
+        if !self.inodes.contains_key(&ino) {
+            let r = self.read_inode(ino)?;
+            self.inodes.insert(ino, r);
+        }
+        self.inodes
+            .get_mut(&ino)
+            .ok_or_else(|| Error::InvalidArgument(format!("inode {ino} vanished")))
+    }
+
+    /// Replaces inode `ino`'s record (`s_inode_size` bytes).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a record of the wrong size,
+    /// [`Error::Corrupt`] for an inode outside the filesystem.
+    pub fn write_inode(&mut self, ino: u32, record: Vec<u8>) -> Result<()> {
+        if record.len() != self.v().geo.inode_size as usize {
+            return Err(Error::InvalidArgument(format!(
+                "inode record of {} bytes, not {}",
+                record.len(),
+                self.v().geo.inode_size
+            )));
+        }
+        self.v().inode_place(ino)?;
+        self.note_inode(ino);
+        self.inodes.insert(ino, record);
+        Ok(())
+    }
+
+    fn touch(&mut self, g: u32) -> Result<()> {
+        if self
+            .undo
+            .as_ref()
+            .is_some_and(|u| !u.groups.contains_key(&g))
+        {
+            let s = self.v().groups.snapshot(g)?;
+            if let Some(u) = self.undo.as_deref_mut() {
+                u.groups.insert(g, s);
+                if !self.snapshots.contains_key(&g) {
+                    u.new_snapshots.insert(g);
+                }
+            }
+        }
+        if !self.snapshots.contains_key(&g) {
+            let s = self.v().groups.snapshot(g)?;
+            self.snapshots.insert(g, s);
+        }
+        Ok(())
+    }
+
+    /// Group `g`'s descriptor, to change (a repair); its checksum is set
+    /// at commit.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] past the last group.
+    pub fn desc_mut(&mut self, g: u32) -> Result<&mut GroupDesc> {
+        self.touch(g)?;
+        self.vm().groups.desc_mut(g)
+    }
+
+    /// Replaces group `g`'s block bitmap (a recount).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] past the last group.
+    pub fn set_block_map(&mut self, g: u32, m: Bitmap) -> Result<()> {
+        self.touch(g)?;
+        self.vm().groups.set_block_map(g, m)
+    }
+
+    /// Replaces group `g`'s inode bitmap (a recount).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] past the last group.
+    pub fn set_inode_map(&mut self, g: u32, m: Bitmap) -> Result<()> {
+        self.touch(g)?;
+        self.vm().groups.set_inode_map(g, m)
+    }
+
+    /// Sets the free counts the superblock will carry (a recount).
+    pub fn set_free_counts(&mut self, blocks: u64, inodes: u64) {
+        self.sb_dirty = true;
+        self.vm().groups.set_free_counts(blocks, inodes);
+    }
+
+    /// Marks `[start, start + len)` used, with every count.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] outside the filesystem, bitmap read errors.
+    pub fn take_blocks(&mut self, start: u64, len: u64) -> Result<u64> {
+        for g in self.v().groups.groups_of(start, len) {
+            self.touch(g)?;
+        }
+        self.vm().groups.mark_blocks(start, len, true)
+    }
+
+    /// Marks `[start, start + len)` free, with every count. Blocks that
+    /// were logged as metadata by a transaction not yet checkpointed are
+    /// revoked (recovery must not write them over their next owner).
+    ///
+    /// # Errors
+    /// As [`Transaction::take_blocks`].
+    pub fn free_blocks(&mut self, start: u64, len: u64) -> Result<u64> {
+        for g in self.v().groups.groups_of(start, len) {
+            self.touch(g)?;
+        }
+        for b in start..start.saturating_add(len) {
+            self.note_block(b);
+            self.blocks.remove(&b);
+            self.data.remove(&b);
+            if self.v().pending.contains_key(&b) && self.freed.insert(b) {
+                if let Some(u) = self.undo.as_deref_mut() {
+                    u.freed.insert(b);
+                }
+            }
+        }
+        self.vm().groups.mark_blocks(start, len, false)
+    }
+
+    /// Allocates a run for a file: up to `len` blocks at or near `goal`
+    /// (the first run long enough, else the longest), taken with every
+    /// count. `None` when the filesystem is full.
+    ///
+    /// # Errors
+    /// Bitmap read errors.
+    pub fn alloc_run(&mut self, goal: u64, len: u64) -> Result<Option<(u64, u64)>> {
+        let Some((s, n)) = alloc::best_run(&self.v().groups, goal, len, Search::default())? else {
+            return Ok(None);
+        };
+        self.take_blocks(s, n)?;
+        Ok(Some((s, n)))
+    }
+
+    /// Allocates one block as libext2fs' `ext2fs_new_block2` does (first
+    /// free at or after `goal`).
+    ///
+    /// # Errors
+    /// [`Error::NoSpace`], bitmap read errors.
+    pub fn alloc_block(&mut self, goal: u64) -> Result<u64> {
+        let b = alloc::new_block(&self.v().groups, goal)?.ok_or(Error::NoSpace)?;
+        self.take_blocks(b, 1)?;
+        Ok(b)
+    }
+
+    /// Allocates an inode for a child of `parent` (near it for a file,
+    /// spread for a directory at the top), with every count. The record is
+    /// the caller's to write.
+    ///
+    /// # Errors
+    /// [`Error::NoFreeInodes`] when no inode is free, bitmap read errors.
+    pub fn alloc_inode(&mut self, parent: u32, dir: bool) -> Result<u32> {
+        let top = parent == ROOT_INO;
+        let g = self.v().groups.inode_group(parent, dir, top);
+        let ino = self
+            .v()
+            .groups
+            .find_free_inode(g)?
+            .ok_or(Error::NoFreeInodes)?;
+        self.take_inode(ino, dir, InodeInit::Kernel)?;
+        Ok(ino)
+    }
+
+    /// Marks inode `ino` used, with the counts and the uninit bookkeeping
+    /// of `how`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for an inode outside the filesystem, bitmap read
+    /// errors.
+    pub fn take_inode(&mut self, ino: u32, dir: bool, how: InodeInit) -> Result<()> {
+        let g = (ino.max(1) - 1) / self.v().geo.inodes_per_group;
+        self.touch(g)?;
+        self.vm().groups.mark_inode(ino, true, dir, how)
+    }
+
+    /// Marks inode `ino` free, with the counts (the record is the caller's
+    /// to clear).
+    ///
+    /// # Errors
+    /// As [`Transaction::take_inode`].
+    pub fn free_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
+        let g = (ino.max(1) - 1) / self.v().geo.inodes_per_group;
+        self.touch(g)?;
+        self.vm()
+            .groups
+            .mark_inode(ino, false, dir, InodeInit::Kernel)
+    }
+
+    /// Zeroes `count` blocks from `start` (file data: in place, before
+    /// the metadata).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] outside the filesystem.
+    pub fn zero_blocks(&mut self, start: u64, count: u64) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        self.v().check_blocks(start, count, "blocks to zero")?;
+        for b in start..start + count {
+            self.note_block(b);
+            self.blocks.remove(&b);
+            self.data.remove(&b);
+        }
+        self.zeroes.push((start, count));
+        Ok(())
+    }
+
+    /// Replaces the superblock this transaction writes (a tool that
+    /// changed fields and features on its own copy).
+    pub fn set_superblock(&mut self, sb: Superblock) {
+        self.sb = sb;
+        self.sb_dirty = true;
+    }
+
+    /// Commits: see the [module docs](self) for the protocol. The
+    /// transaction is empty afterwards and may be used for the next change.
+    ///
+    /// # Errors
+    /// I/O errors; [`Error::TransactionTooLarge`] when a journaled commit
+    /// does not fit in the journal (nothing is written then); corrupt
+    /// metadata that cannot be stamped.
+    pub fn commit(&mut self, how: Commit) -> Result<Committed> {
+        let journaled = how == Commit::Auto && self.v().journal.is_some();
+        // The journal must not hold older copies of what is written in
+        // place: recovery would write them over it.
+        if !journaled && !self.v().pending.is_empty() {
+            self.vm().checkpoint()?;
+        }
+        let mut plan = self.assemble_blocks()?;
+        let groups: BTreeSet<u32> = self
+            .snapshots
+            .keys()
+            .chain(self.flushed_groups.iter())
+            .copied()
+            .collect();
+        self.assemble_bitmaps(&groups, &mut plan)?;
+        self.assemble_descs(&groups, &mut plan)?;
+        self.assemble_super(!groups.is_empty(), journaled, &mut plan)?;
+        if plan.is_empty() && self.freed.is_empty() && self.zeroes.is_empty() {
+            // Nothing changed: nothing is written (not even a commit block).
+            self.snapshots.clear();
+            self.undo = None;
+            self.flushed_groups.clear();
+            self.sb_dirty = false;
+            return Ok(Committed {
+                sequence: None,
+                blocks: 0,
+            });
+        }
+        self.vm().changed = true;
+        let out = if journaled {
+            self.commit_journaled(&plan)?
+        } else {
+            self.write_in_place(&plan)?;
+            Committed {
+                sequence: None,
+                blocks: plan.len(),
+            }
+        };
+        let sb = self.sb.clone();
+        self.vm().csum = Checksums::new(&sb);
+        self.vm().sb = sb;
+        if journaled && self.v().opts.checkpoint == Checkpoint::EachCommit {
+            self.vm().write_home()?;
+        }
+        // What is committed stays: the transaction starts afresh.
+        self.snapshots.clear();
+        self.undo = None;
+        self.flushed_groups.clear();
+        self.sb_dirty = false;
+        let v = self.v();
+        self.counts_before = (v.groups.free_blocks(), v.groups.free_inodes());
+        Ok(out)
+    }
+
+    /// Writes the changed blocks, inode records and bitmaps so far in
+    /// place, keeping descriptors and the superblock for the final
+    /// [`Transaction::commit`]: how a rewrite of a whole filesystem (a
+    /// checksum change) keeps its memory bounded. There is no undo past
+    /// this point; the bitmaps written are dropped from memory.
+    ///
+    /// # Errors
+    /// As [`Transaction::commit`].
+    pub fn flush_partial(&mut self) -> Result<()> {
+        let mut plan = self.assemble_blocks()?;
+        let groups: BTreeSet<u32> = self.snapshots.keys().copied().collect();
+        self.assemble_bitmaps(&groups, &mut plan)?;
+        if !plan.is_empty() || !self.zeroes.is_empty() {
+            self.vm().changed = true;
+        }
+        self.write_in_place(&plan)?;
+        for g in groups {
+            self.vm().groups.forget_maps(g);
+            self.flushed_groups.insert(g);
+        }
+        self.snapshots.clear();
+        self.undo = None;
+        Ok(())
+    }
+
+    /// The metadata blocks and inode records, stamped, taken out of the
+    /// transaction.
+    fn assemble_blocks(&mut self) -> Result<BTreeMap<u64, (Vec<u8>, Order)>> {
+        let csum = self.v().csum.clone();
+        let mut out: BTreeMap<u64, (Vec<u8>, Order)> = BTreeMap::new();
+        for (nr, (mut buf, kind)) in std::mem::take(&mut self.blocks) {
+            csum.stamp_block(kind, nr, &mut buf)?;
+            out.insert(nr, (buf, Order::Metadata));
+        }
+        for (nr, buf) in std::mem::take(&mut self.data) {
+            out.insert(nr, (buf, Order::Data));
+        }
+        // Inode records into their table blocks.
+        let isz = self.v().geo.inode_size as usize;
+        let inodes = std::mem::take(&mut self.inodes);
+        let vol: &Volume = self.v();
+        for (ino, mut rec) in inodes {
+            csum.stamp_inode(ino, &mut rec)?;
+            let (block, off) = vol.inode_place(ino)?;
+            if let std::collections::btree_map::Entry::Vacant(e) = out.entry(block) {
+                e.insert((vol.read_block(block)?, Order::Inodes));
+            }
+            if let Some((b, order)) = out.get_mut(&block) {
+                b[off..off + isz].copy_from_slice(&rec);
+                *order = Order::Inodes;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The bitmaps of `groups` that are read and not uninit, with their
+    /// checksums stored in the descriptors.
+    fn assemble_bitmaps(
+        &mut self,
+        groups: &BTreeSet<u32>,
+        out: &mut BTreeMap<u64, (Vec<u8>, Order)>,
+    ) -> Result<()> {
+        use ext4r_format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+        let csum = self.v().csum.clone();
+        let bs = self.v().geo.block_size;
+        let wide = self.v().groups.wide();
+        let gdt = self.v().groups.gdt_csum();
+        for &g in groups {
+            let (bmap, imap) = self.v().groups.loaded_maps(g);
+            let mut d = *self.v().groups.desc(g)?;
+            let braw = bmap
+                .filter(|_| !(gdt && d.flags() & BG_BLOCK_UNINIT != 0))
+                .map(|m| m.to_bytes(bs));
+            let iraw = imap
+                .filter(|_| !(gdt && d.flags() & BG_INODE_UNINIT != 0))
+                .map(|m| m.to_bytes(bs));
+            csum.stamp_bitmaps(&mut d, braw.as_deref(), iraw.as_deref());
+            *self.vm().groups.desc_mut(g)? = d;
+            for (raw, at) in [(braw, d.block_bitmap(wide)), (iraw, d.inode_bitmap(wide))] {
+                if let Some(raw) = raw {
+                    self.v().check_blocks(at, 1, "bitmap")?;
+                    out.insert(at, (raw, Order::Bitmap));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The descriptor blocks holding `groups`, their checksums stamped.
+    fn assemble_descs(
+        &mut self,
+        groups: &BTreeSet<u32>,
+        out: &mut BTreeMap<u64, (Vec<u8>, Order)>,
+    ) -> Result<()> {
+        let csum = self.v().csum.clone();
+        let geo = self.v().geo.clone();
+        let dsize = geo.desc_size as usize;
+        let per = geo.descs_per_block();
+        for &g in groups {
+            let mut d = *self.v().groups.desc(g)?;
+            csum.stamp_desc(g, &mut d);
+            *self.vm().groups.desc_mut(g)? = d;
+            let loc = geo.desc_block_loc(g / per);
+            if let std::collections::btree_map::Entry::Vacant(e) = out.entry(loc) {
+                e.insert((self.v().read_block(loc)?, Order::Desc));
+            }
+            if let Some((b, order)) = out.get_mut(&loc) {
+                let off = (g % per) as usize * dsize;
+                d.write(&mut b[off..off + dsize], dsize)
+                    .map_err(|e| Error::corrupt(format!("group {g} descriptor"), e))?;
+                *order = Order::Desc;
+            }
+        }
+        Ok(())
+    }
+
+    /// The superblock's block, when anything it counts or says changed.
+    /// Through the journal its copy says `needs_recovery`: it is written
+    /// home only while the journal holds it, and the flag is cleared on
+    /// disk once the journal is empty; in place, it says what the disk
+    /// holds.
+    fn assemble_super(
+        &mut self,
+        groups_changed: bool,
+        journaled: bool,
+        out: &mut BTreeMap<u64, (Vec<u8>, Order)>,
+    ) -> Result<()> {
+        let counts = (self.v().groups.free_blocks(), self.v().groups.free_inodes());
+        if !(self.sb_dirty || counts != self.counts_before || groups_changed) {
+            return Ok(());
+        }
+        self.sb.set_free_blocks_count(counts.0);
+        self.sb.s_free_inodes_count.set(counts.1 as u32);
+        let now = self.v().now();
+        self.sb.set_wtime(now);
+        let recover = ext4r_format::features::Incompat::RECOVER.bits();
+        let inc = self.sb.s_feature_incompat.get();
+        self.sb.s_feature_incompat.set(if journaled {
+            inc | recover
+        } else {
+            inc & !recover
+        });
+        Checksums::stamp_superblock(&mut self.sb);
+        let bs = self.bs();
+        let (blk, off) = if bs == 1024 {
+            (1u64, 0usize)
+        } else {
+            (0, SUPERBLOCK_OFFSET as usize)
+        };
+        if let std::collections::btree_map::Entry::Vacant(e) = out.entry(blk) {
+            e.insert((self.v().read_block(blk)?, Order::Super));
+        }
+        if let Some((b, order)) = out.get_mut(&blk) {
+            let bytes = self.sb.to_bytes();
+            b[off..off + bytes.len()].copy_from_slice(&bytes);
+            *order = Order::Super;
+        }
+        Ok(())
+    }
+
+    /// Zeroed ranges, then data, then the plan in the safe order.
+    fn write_in_place(&mut self, plan: &BTreeMap<u64, (Vec<u8>, Order)>) -> Result<()> {
+        if !self.v().pending.is_empty() {
+            self.vm().checkpoint()?;
+        }
+        let bs = self.bs() as u64;
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        self.write_zeroes()?;
+        for order in [Order::Data, Order::Metadata, Order::Inodes, Order::Bitmap] {
+            // Children before the parents that point at them: data before
+            // the blocks mapping it, those before the inode records.
+            if matches!(order, Order::Metadata | Order::Inodes) {
+                dev.flush()?;
+            }
+            write_runs(
+                dev.as_ref(),
+                bs,
+                plan.iter().filter(|(_, (_, o))| *o == order),
+            )?;
+        }
+        // The commit point: the superblock together with the descriptor
+        // blocks that follow it, in one write (as flush_super does), so
+        // that the two never disagree; descriptor blocks elsewhere
+        // (meta_bg) before it.
+        let sb_block = if bs == 1024 { 1 } else { 0 };
+        let top: Vec<(&u64, &(Vec<u8>, Order))> = plan
+            .iter()
+            .filter(|(_, (_, o))| matches!(o, Order::Desc | Order::Super))
+            .collect();
+        let mut commit_run = BTreeSet::new();
+        if top.iter().any(|(&n, _)| n == sb_block) {
+            let mut n = sb_block;
+            while top.iter().any(|(&m, _)| m == n) {
+                commit_run.insert(n);
+                n += 1;
+            }
+        }
+        write_runs(
+            dev.as_ref(),
+            bs,
+            top.iter()
+                .copied()
+                .filter(|(n, _)| !commit_run.contains(*n)),
+        )?;
+        dev.flush()?;
+        write_runs(
+            dev.as_ref(),
+            bs,
+            top.iter().copied().filter(|(n, _)| commit_run.contains(*n)),
+        )?;
+        dev.flush()
+    }
+
+    fn write_zeroes(&mut self) -> Result<()> {
+        let bs = self.bs() as u64;
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        for (s, n) in std::mem::take(&mut self.zeroes) {
+            dev.zeroout(s * bs, n * bs)?;
+        }
+        Ok(())
+    }
+
+    fn commit_journaled(&mut self, plan: &BTreeMap<u64, (Vec<u8>, Order)>) -> Result<Committed> {
+        let bs = self.bs() as u64;
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        self.write_zeroes()?;
+        write_runs(
+            dev.as_ref(),
+            bs,
+            plan.iter().filter(|(_, (_, o))| *o == Order::Data),
+        )?;
+        if !self.v().recover_on_disk {
+            self.vm().set_recover_on_disk(true)?;
+        }
+        let meta: Vec<(u64, &[u8])> = plan
+            .iter()
+            .filter(|(_, (_, o))| *o != Order::Data)
+            .map(|(&n, (b, _))| (n, b.as_slice()))
+            .collect();
+        let revokes: Vec<u64> = self.freed.iter().copied().collect();
+        let now = self.v().now().max(0) as u64;
+        let seq = match self.journal_commit(&meta, &revokes, now) {
+            Err(Error::JournalFull) => {
+                self.vm().write_home()?;
+                self.journal_commit(&meta, &revokes, now)?
+            }
+            r => r?,
+        };
+        let freed = std::mem::take(&mut self.freed);
+        for b in &freed {
+            self.vm().pending.remove(b);
+        }
+        for (n, b) in meta {
+            self.vm().pending.insert(n, b.to_vec());
+        }
+        Ok(Committed {
+            sequence: Some(seq),
+            blocks: plan.len(),
+        })
+    }
+
+    fn journal_commit(&mut self, meta: &[(u64, &[u8])], revokes: &[u64], now: u64) -> Result<u32> {
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        let journal = self
+            .vm()
+            .journal
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument("no journal".into()))?;
+        journal.commit(dev.as_ref(), meta, revokes, (now, 0))
+    }
+}
+
+/// Writes blocks in runs of consecutive numbers, one write per run.
+fn write_runs<'a>(
+    dev: &dyn crate::device::BlockDevice,
+    bs: u64,
+    blocks: impl Iterator<Item = (&'a u64, &'a (Vec<u8>, Order))>,
+) -> Result<()> {
+    let mut run: Vec<u8> = Vec::new();
+    let mut start = 0u64;
+    let mut next = 0u64;
+    for (&nr, (b, _)) in blocks {
+        if !run.is_empty() && nr != next {
+            dev.write_at(&run, start * bs)?;
+            run.clear();
+        }
+        if run.is_empty() {
+            start = nr;
+        }
+        run.extend_from_slice(b);
+        next = nr + 1;
+    }
+    if !run.is_empty() {
+        dev.write_at(&run, start * bs)?;
+    }
+    Ok(())
+}
+
+/// Where a block goes in the in-place order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    Data,
+    Metadata,
+    Inodes,
+    Bitmap,
+    Desc,
+    Super,
+}
+
+impl<V: BorrowMut<Volume>> Drop for Transaction<V> {
+    fn drop(&mut self) {
+        if self.vol.is_some() {
+            self.abandon();
+        }
+    }
+}
+
+impl<V: BorrowMut<Volume>> BlockSource for Transaction<V> {
+    fn block_size(&self) -> u32 {
+        self.v().geo.block_size
+    }
+    fn block_range(&self) -> (u64, u64) {
+        (self.v().geo.first_data_block, self.v().geo.blocks_count)
+    }
+    fn read_block(&self, nr: u64, what: &str) -> Result<Vec<u8>> {
+        self.check_blocks(nr, 1, what)?;
+        Transaction::read_block(self, nr)
+    }
+}
+
+impl<V: BorrowMut<Volume>> FreeSpace for Transaction<V> {
+    fn first_data_block(&self) -> u64 {
+        self.v().groups.first_data_block()
+    }
+    fn blocks_count(&self) -> u64 {
+        self.v().groups.blocks_count()
+    }
+    fn cluster_mask(&self) -> u64 {
+        self.v().groups.cluster_mask()
+    }
+    fn first_free(&self, from: u64, to: u64) -> Result<Option<u64>> {
+        self.v().groups.first_free(from, to)
+    }
+    fn first_used(&self, from: u64, to: u64) -> Result<Option<u64>> {
+        self.v().groups.first_used(from, to)
+    }
+    fn used_end(&self, from: u64, to: u64) -> Result<Option<u64>> {
+        self.v().groups.used_end(from, to)
+    }
+}
+
+impl<V: BorrowMut<Volume>> BlockAlloc for Transaction<V> {
+    type Space = Self;
+    fn space(&self) -> &Self {
+        self
+    }
+    fn geo(&self) -> &Geometry {
+        &self.v().geo
+    }
+    fn log_groups_per_flex(&self) -> u32 {
+        self.v().groups.log_groups_per_flex()
+    }
+    fn group_free(&self, g: u32) -> i64 {
+        self.v().groups.group_free(g)
+    }
+    fn take_range(&mut self, start: u64, len: u64) -> Result<()> {
+        self.take_blocks(start, len).map(|_| ())
+    }
+    fn alloc_block(&mut self, goal: u64) -> Result<u64> {
+        Transaction::alloc_block(self, goal)
+    }
+}

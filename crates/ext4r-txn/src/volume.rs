@@ -1,0 +1,443 @@
+//! A filesystem opened for changing: its device, superblock, group table
+//! and journal, and the blocks committed to the journal but not yet
+//! written home. Every change is made in a [`Transaction`] begun here.
+
+use crate::csum::Checksums;
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use crate::groups::{read_descs, GroupTable};
+use crate::journal::{recover_filesystem, Journal, JournalLocation, JournalWriter};
+use crate::map::{self, BlockSource};
+use crate::txn::Transaction;
+use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::geometry::Geometry;
+use ext4r_format::inode::Inode;
+use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ext4r_format::{BlockNr, FormatError};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The journal inode.
+pub const JOURNAL_INO: u32 = 8;
+
+/// Whether transactions go through the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JournalUse {
+    /// Through the filesystem's internal journal when it has one; in place
+    /// (in a safe order) otherwise.
+    #[default]
+    Auto,
+    /// Always in place: bulk rewrites (tune's) and repairs (a checker's,
+    /// which may not trust the journal).
+    Off,
+}
+
+/// When committed transactions are written to their home locations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Checkpoint {
+    /// Right after each commit: the journal is empty between transactions
+    /// (`needs_recovery` stays set until [`Volume::checkpoint`] or
+    /// [`Volume::close`], as while the kernel has it mounted).
+    #[default]
+    EachCommit,
+    /// When the journal is full, and at [`Volume::checkpoint`] or
+    /// [`Volume::close`] (the kernel's way: fewer writes, and a crash
+    /// leaves committed transactions for recovery to replay).
+    Deferred,
+}
+
+/// How to open a volume.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct VolumeOptions {
+    /// Journal use.
+    pub journal: JournalUse,
+    /// Checkpoint policy.
+    pub checkpoint: Checkpoint,
+    /// The time to record (seconds since the epoch); the system's when
+    /// `None`.
+    pub now: Option<i64>,
+    /// Replay a journal that needs recovery before opening (as a mount
+    /// does). Without it such a filesystem is refused.
+    pub recover: bool,
+}
+
+/// A filesystem opened for changing.
+pub struct Volume {
+    pub(crate) dev: Arc<dyn BlockDevice>,
+    pub(crate) sb: Superblock,
+    pub(crate) geo: Geometry,
+    pub(crate) csum: Checksums,
+    pub(crate) groups: GroupTable,
+    pub(crate) journal: Option<JournalWriter>,
+    /// Committed to the journal, not yet written home.
+    pub(crate) pending: BTreeMap<u64, Vec<u8>>,
+    /// `needs_recovery` is set in the superblock on disk.
+    pub(crate) recover_on_disk: bool,
+    pub(crate) opts: VolumeOptions,
+    /// Something was written since the open (a recovery, a commit): only
+    /// then does [`Volume::close`] write anything.
+    pub(crate) changed: bool,
+}
+
+impl std::fmt::Debug for Volume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Volume")
+            .field("geometry", &self.geo)
+            .field("journal", &self.journal.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+fn read_primary(dev: &dyn BlockDevice) -> Result<Superblock> {
+    let mut buf = [0u8; SUPERBLOCK_SIZE];
+    dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
+    let sb = Superblock::parse(&buf).map_err(|e| Error::corrupt("superblock", e))?;
+    sb.validate().map_err(|e| Error::corrupt("superblock", e))?;
+    Ok(sb)
+}
+
+/// The blocks of the internal journal, from inode 8's mapping.
+fn internal_journal(
+    dev: &Arc<dyn BlockDevice>,
+    sb: &Superblock,
+    geo: &Geometry,
+) -> Result<JournalLocation> {
+    let descs = read_descs(dev.as_ref(), geo, geo.first_data_block)?;
+    let raw = RawSource { dev, geo };
+    let rec = read_inode_record(&raw, geo, &descs, sb.desc_size() >= 64, JOURNAL_INO)?;
+    let inode = Inode::parse(&rec).map_err(|e| Error::corrupt("journal inode", e))?;
+    let runs = map::runs(&raw, JOURNAL_INO, &inode, false)?;
+    let bs = u64::from(geo.block_size);
+    let len = inode.size() / bs;
+    let mut blocks = vec![BlockNr(0); len.min(1 << 26) as usize];
+    for r in runs {
+        for k in 0..r.len {
+            if let Some(slot) = blocks.get_mut((r.logical + k) as usize) {
+                *slot = BlockNr(r.physical + k);
+            }
+        }
+    }
+    Ok(JournalLocation::internal(blocks))
+}
+
+/// Reads blocks straight from the device (before a volume exists).
+struct RawSource<'a> {
+    dev: &'a Arc<dyn BlockDevice>,
+    geo: &'a Geometry,
+}
+
+impl BlockSource for RawSource<'_> {
+    fn block_size(&self) -> u32 {
+        self.geo.block_size
+    }
+    fn block_range(&self) -> (u64, u64) {
+        (self.geo.first_data_block, self.geo.blocks_count)
+    }
+    fn read_block(&self, nr: u64, what: &str) -> Result<Vec<u8>> {
+        self.check_blocks(nr, 1, what)?;
+        let mut b = vec![0u8; self.geo.block_size as usize];
+        self.dev
+            .read_at(&mut b, nr * u64::from(self.geo.block_size))?;
+        Ok(b)
+    }
+}
+
+/// Block and byte offset in it of inode `ino`'s record.
+pub(crate) fn inode_place(
+    geo: &Geometry,
+    descs: &[ext4r_format::group_desc::GroupDesc],
+    wide: bool,
+    ino: u32,
+) -> Result<(u64, usize)> {
+    let ipg = geo.inodes_per_group;
+    let bad = |d: String| Error::corrupt(format!("inode {ino}"), FormatError::invalid("inode", d));
+    if ino == 0 || u64::from(ino) > u64::from(ipg) * u64::from(geo.group_count) {
+        return Err(bad("outside the filesystem".into()));
+    }
+    let g = (ino - 1) / ipg;
+    let idx = u64::from((ino - 1) % ipg);
+    let table = descs[g as usize].inode_table(wide);
+    let byte = idx * u64::from(geo.inode_size);
+    let bs = u64::from(geo.block_size);
+    let block = table + byte / bs;
+    if table == 0 || block >= geo.blocks_count {
+        return Err(bad(format!("group {g}'s inode table is at block {table}")));
+    }
+    Ok((block, (byte % bs) as usize))
+}
+
+fn read_inode_record(
+    src: &impl BlockSource,
+    geo: &Geometry,
+    descs: &[ext4r_format::group_desc::GroupDesc],
+    wide: bool,
+    ino: u32,
+) -> Result<Vec<u8>> {
+    let (block, off) = inode_place(geo, descs, wide, ino)?;
+    let b = src.read_block(block, &format!("inode {ino}"))?;
+    Ok(b[off..off + geo.inode_size as usize].to_vec())
+}
+
+impl Volume {
+    /// Opens the filesystem on `dev` for changing.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the superblock or descriptors are unusable,
+    /// [`Error::InvalidArgument`] when the journal needs recovery and
+    /// `opts.recover` is off, I/O errors.
+    pub fn open(dev: Arc<dyn BlockDevice>, opts: VolumeOptions) -> Result<Self> {
+        let mut sb = read_primary(dev.as_ref())?;
+        let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
+        if geo.blocks_count.saturating_mul(u64::from(geo.block_size)) > dev.size() {
+            return Err(Error::InvalidArgument(format!(
+                "the filesystem has {} blocks but the device holds {} bytes",
+                geo.blocks_count,
+                dev.size()
+            )));
+        }
+        let has_journal = sb.has_compat(Compat::HAS_JOURNAL) && sb.s_journal_inum.get() != 0;
+        let mut journal = None;
+        let mut recovered = false;
+        if has_journal {
+            let loc = internal_journal(&dev, &sb, &geo)?;
+            let j = Journal::open(Arc::clone(&dev), loc, geo.block_size)?;
+            if sb.has_incompat(Incompat::RECOVER) || j.needs_recovery() {
+                if !opts.recover {
+                    return Err(Error::InvalidArgument(
+                        "the journal needs recovery (replay it first, as a mount or fsck does)"
+                            .into(),
+                    ));
+                }
+                recover_filesystem(dev.as_ref(), &j)?;
+                sb = read_primary(dev.as_ref())?;
+                recovered = true;
+            }
+            if opts.journal == JournalUse::Auto {
+                let j = Journal::open(Arc::clone(&dev), j.location().clone(), geo.block_size)?;
+                journal = Some(JournalWriter::open(&j, sb.desc_size() >= 64)?);
+            }
+        } else if sb.has_incompat(Incompat::RECOVER) {
+            return Err(Error::InvalidArgument(
+                "needs_recovery is set but the filesystem has no internal journal".into(),
+            ));
+        }
+        let descs = read_descs(dev.as_ref(), &geo, geo.first_data_block)?;
+        let groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
+        Ok(Volume {
+            csum: Checksums::new(&sb),
+            recover_on_disk: sb.has_incompat(Incompat::RECOVER),
+            dev,
+            sb,
+            geo,
+            groups,
+            journal,
+            pending: BTreeMap::new(),
+            opts,
+            changed: recovered,
+        })
+    }
+
+    /// Opens the filesystem on `dev` with the superblock `sb` the caller
+    /// holds (already read, maybe changed in memory: a tool that applies
+    /// feature changes before it writes). No journal is used and none is
+    /// recovered: the caller made sure it needs none.
+    ///
+    /// # Errors
+    /// As [`Volume::open`].
+    pub fn open_with_superblock(
+        dev: Arc<dyn BlockDevice>,
+        sb: Superblock,
+        mut opts: VolumeOptions,
+    ) -> Result<Self> {
+        opts.journal = JournalUse::Off;
+        let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
+        let descs = read_descs(dev.as_ref(), &geo, geo.first_data_block)?;
+        let groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
+        Ok(Volume {
+            csum: Checksums::new(&sb),
+            recover_on_disk: false,
+            dev,
+            sb,
+            geo,
+            groups,
+            journal: None,
+            pending: BTreeMap::new(),
+            opts,
+            // The caller's superblock may differ from the one on disk.
+            changed: true,
+        })
+    }
+
+    /// The superblock as committed so far.
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// The geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// The group table as committed so far.
+    pub fn groups(&self) -> &GroupTable {
+        &self.groups
+    }
+
+    /// The checksums of this filesystem.
+    pub fn checksums(&self) -> &Checksums {
+        &self.csum
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<dyn BlockDevice> {
+        &self.dev
+    }
+
+    /// Blocks of the journal's log, when transactions go through one.
+    pub fn journal_blocks(&self) -> Option<u64> {
+        self.journal.as_ref().map(|j| j.log_blocks())
+    }
+
+    /// Whether transactions go through a journal.
+    pub fn journaled(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// Begins a transaction.
+    pub fn begin(&mut self) -> Transaction<&mut Volume> {
+        Transaction::new(self)
+    }
+
+    pub(crate) fn now(&self) -> i64 {
+        self.opts.now.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64)
+        })
+    }
+
+    /// Block `nr` as committed (a block in the journal not yet written
+    /// home reads as committed).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] outside the filesystem, I/O errors.
+    pub fn read_block(&self, nr: u64) -> Result<Vec<u8>> {
+        if let Some(b) = self.pending.get(&nr) {
+            return Ok(b.clone());
+        }
+        self.check_blocks(nr, 1, "block")?;
+        let mut b = vec![0u8; self.geo.block_size as usize];
+        self.dev
+            .read_at(&mut b, nr * u64::from(self.geo.block_size))?;
+        Ok(b)
+    }
+
+    /// Block and offset of inode `ino`'s record.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for an inode outside the filesystem or an inode
+    /// table out of place.
+    pub fn inode_place(&self, ino: u32) -> Result<(u64, usize)> {
+        inode_place(&self.geo, self.groups.descs(), self.groups.wide(), ino)
+    }
+
+    /// Inode `ino`'s on-disk record, as committed.
+    ///
+    /// # Errors
+    /// As [`Volume::inode_place`], I/O errors.
+    pub fn read_inode(&self, ino: u32) -> Result<Vec<u8>> {
+        let (block, off) = self.inode_place(ino)?;
+        let b = self.read_block(block)?;
+        Ok(b[off..off + self.geo.inode_size as usize].to_vec())
+    }
+
+    /// Writes every committed transaction home, then marks the journal
+    /// empty and clears `needs_recovery`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if !self.changed && self.pending.is_empty() && !self.recover_on_disk {
+            return Ok(());
+        }
+        self.write_home()?;
+        if self.recover_on_disk {
+            self.set_recover_on_disk(false)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every committed transaction home and marks the journal
+    /// empty, leaving `needs_recovery` set (as the kernel leaves it while
+    /// mounted): the superblock, whose write a power cut can tear, is
+    /// written when the first transaction starts and at
+    /// [`Volume::checkpoint`] or [`Volume::close`], not at every commit.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn write_home(&mut self) -> Result<()> {
+        if self.pending.is_empty() && !self.changed {
+            return Ok(());
+        }
+        let bs = u64::from(self.geo.block_size);
+        for (&b, data) in &self.pending {
+            self.dev.write_at(data, b * bs)?;
+        }
+        self.dev.flush()?;
+        self.pending.clear();
+        if let Some(j) = &mut self.journal {
+            j.mark_empty(self.dev.as_ref())?;
+        }
+        Ok(())
+    }
+
+    /// Sets or clears `needs_recovery` in the primary superblock on disk
+    /// (and in memory), flushed.
+    pub(crate) fn set_recover_on_disk(&mut self, on: bool) -> Result<()> {
+        let mut inc = self.sb.s_feature_incompat.get();
+        if on {
+            inc |= Incompat::RECOVER.bits();
+        } else {
+            inc &= !Incompat::RECOVER.bits();
+        }
+        self.sb.s_feature_incompat.set(inc);
+        let mut sb = self.sb.clone();
+        Checksums::stamp_superblock(&mut sb);
+        self.changed = true;
+        self.dev.write_at(&sb.to_bytes(), SUPERBLOCK_OFFSET)?;
+        self.dev.flush()?;
+        self.recover_on_disk = on;
+        Ok(())
+    }
+
+    /// Checkpoints, then writes the superblock's backups and the
+    /// descriptor table's as libext2fs does when it closes a filesystem —
+    /// when anything changed since the open: otherwise the device is left
+    /// byte for byte as it was.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn close(mut self) -> Result<()> {
+        self.checkpoint()?;
+        if !self.changed {
+            return Ok(());
+        }
+        let table = crate::flush::descriptor_table(&self.geo, self.groups.descs())?;
+        let now = self.now();
+        crate::flush::flush_super(self.dev.as_ref(), &mut self.sb, Some(&table), now, false)
+    }
+}
+
+impl BlockSource for Volume {
+    fn block_size(&self) -> u32 {
+        self.geo.block_size
+    }
+    fn block_range(&self) -> (u64, u64) {
+        (self.geo.first_data_block, self.geo.blocks_count)
+    }
+    fn read_block(&self, nr: u64, what: &str) -> Result<Vec<u8>> {
+        self.check_blocks(nr, 1, what)?;
+        Volume::read_block(self, nr)
+    }
+}

@@ -1,0 +1,226 @@
+//! Directory entries inside one block: reading them, adding one where a
+//! record has slack, taking one out, building a block from a list. The
+//! checksum tail (metadata_csum) is kept in place and never counted as an
+//! entry; its checksum is stamped when the block is written.
+
+use ext4r_format::dir::{rec_len_from_disk, rec_len_to_disk, DIR_TAIL_SIZE};
+
+/// One record of a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rec {
+    /// Byte offset in the block.
+    pub off: usize,
+    /// `rec_len`.
+    pub rec_len: usize,
+    /// `inode` (0: unused).
+    pub ino: u32,
+    /// `file_type`.
+    pub ftype: u8,
+    /// The name.
+    pub name: Vec<u8>,
+}
+
+impl Rec {
+    /// Bytes the record needs for its name.
+    pub fn used(&self) -> usize {
+        if self.ino == 0 {
+            0
+        } else {
+            needed(self.name.len())
+        }
+    }
+}
+
+/// Bytes a record with a name of `len` bytes takes.
+pub(crate) fn needed(len: usize) -> usize {
+    (8 + len + 3) & !3
+}
+
+fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+/// The records of a leaf block, the tail left out; `None` when they do not
+/// tile the block (a damaged block: the caller refuses to change it).
+pub(crate) fn records(b: &[u8]) -> Option<Vec<Rec>> {
+    let bs = u32::try_from(b.len()).ok()?;
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < b.len() {
+        if off + 8 > b.len() {
+            return None;
+        }
+        let rec = rec_len_from_disk(le16(b, off + 4), bs) as usize;
+        if rec < 8 || rec % 4 != 0 || off + rec > b.len() {
+            return None;
+        }
+        let ino = u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
+        let nlen = usize::from(b[off + 6]);
+        let is_tail =
+            ino == 0 && rec == DIR_TAIL_SIZE && b[off + 7] == 0xDE && off + rec == b.len();
+        if !is_tail {
+            if ino != 0 && 8 + nlen > rec {
+                return None;
+            }
+            let name = if ino != 0 {
+                b[off + 8..off + 8 + nlen].to_vec()
+            } else {
+                Vec::new()
+            };
+            out.push(Rec {
+                off,
+                rec_len: rec,
+                ino,
+                ftype: b[off + 7],
+                name,
+            });
+        }
+        off += rec;
+    }
+    Some(out)
+}
+
+fn put(b: &mut [u8], off: usize, rec_len: usize, ino: u32, ftype: u8, name: &[u8]) -> bool {
+    let Ok(raw) = rec_len_to_disk(rec_len as u32, b.len() as u32) else {
+        return false;
+    };
+    b[off..off + 4].copy_from_slice(&ino.to_le_bytes());
+    b[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
+    b[off + 6] = name.len() as u8;
+    b[off + 7] = ftype;
+    b[off + 8..off + 8 + name.len()].copy_from_slice(name);
+    true
+}
+
+/// Adds an entry to the block where a record has room; false when none has.
+pub(crate) fn insert(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
+    let Some(recs) = records(b) else {
+        return false;
+    };
+    let need = needed(name.len());
+    for r in recs {
+        if r.rec_len - r.used() < need {
+            continue;
+        }
+        if r.ino == 0 {
+            return put(b, r.off, r.rec_len, ino, ftype, name);
+        }
+        let keep = r.used();
+        let rest = r.rec_len - keep;
+        let Ok(raw) = rec_len_to_disk(keep as u32, b.len() as u32) else {
+            return false;
+        };
+        b[r.off + 4..r.off + 6].copy_from_slice(&raw.to_le_bytes());
+        return put(b, r.off + keep, rest, ino, ftype, name);
+    }
+    false
+}
+
+/// Takes the entry named `name` out of the block (its space joins the
+/// record before it, or it is marked unused when it is the first); returns
+/// its inode.
+pub(crate) fn remove(b: &mut [u8], name: &[u8]) -> Option<u32> {
+    let recs = records(b)?;
+    let k = recs.iter().position(|r| r.ino != 0 && r.name == name)?;
+    let r = &recs[k];
+    if k == 0 {
+        b[r.off..r.off + 4].fill(0);
+    } else {
+        let p = &recs[k - 1];
+        let raw = rec_len_to_disk((p.rec_len + r.rec_len) as u32, b.len() as u32).ok()?;
+        b[p.off + 4..p.off + 6].copy_from_slice(&raw.to_le_bytes());
+    }
+    Some(r.ino)
+}
+
+/// Points the entry named `name` at another inode (and file type).
+pub(crate) fn retarget(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
+    let Some(recs) = records(b) else {
+        return false;
+    };
+    match recs.iter().find(|r| r.ino != 0 && r.name == name) {
+        Some(r) => {
+            b[r.off..r.off + 4].copy_from_slice(&ino.to_le_bytes());
+            b[r.off + 7] = ftype;
+            true
+        }
+        None => false,
+    }
+}
+
+/// A block holding `entries` (name, inode, type) packed from the start,
+/// the last taking the rest; with `tail` room for the checksum tail. An
+/// empty list gives one unused record over the block.
+pub(crate) fn build(bs: usize, entries: &[(Vec<u8>, u32, u8)], tail: bool) -> Option<Vec<u8>> {
+    let mut b = vec![0u8; bs];
+    let end = if tail { bs - DIR_TAIL_SIZE } else { bs };
+    if entries.is_empty() {
+        put(&mut b, 0, end, 0, 0, b"");
+    }
+    let mut off = 0;
+    for (k, (name, ino, ft)) in entries.iter().enumerate() {
+        let need = needed(name.len());
+        let rec = if k + 1 == entries.len() {
+            end - off
+        } else {
+            need
+        };
+        if off + need > end || !put(&mut b, off, rec, *ino, *ft, name) {
+            return None;
+        }
+        off += rec;
+    }
+    if tail {
+        b[end + 4..end + 6].copy_from_slice(&(DIR_TAIL_SIZE as u16).to_le_bytes());
+        b[end + 7] = 0xDE;
+    }
+    Some(b)
+}
+
+/// Whether `entries` fit in one block.
+pub(crate) fn fits(bs: usize, entries: &[(Vec<u8>, u32, u8)], tail: bool) -> bool {
+    let end = if tail { bs - DIR_TAIL_SIZE } else { bs };
+    entries
+        .iter()
+        .map(|(n, _, _)| needed(n.len()))
+        .sum::<usize>()
+        <= end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_remove_round_trip() {
+        for tail in [false, true] {
+            let mut b =
+                build(1024, &[(b".".to_vec(), 2, 2), (b"..".to_vec(), 2, 2)], tail).unwrap();
+            let mut names = Vec::new();
+            for i in 0.. {
+                let n = format!("file-{i}").into_bytes();
+                if !insert(&mut b, &n, 100 + i, 1) {
+                    break;
+                }
+                names.push(n);
+            }
+            assert!(names.len() > 40, "{}", names.len());
+            let recs = records(&b).unwrap();
+            assert_eq!(recs.len(), names.len() + 2);
+            assert_eq!(remove(&mut b, &names[3]), Some(103));
+            assert_eq!(remove(&mut b, &names[3]), None);
+            assert!(insert(&mut b, b"again", 7, 1));
+            let recs = records(&b).unwrap();
+            assert!(recs.iter().any(|r| r.name == b"again"));
+            assert_eq!(
+                records(&b)
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.rec_len)
+                    .sum::<usize>()
+                    + if tail { 12 } else { 0 },
+                1024
+            );
+        }
+    }
+}

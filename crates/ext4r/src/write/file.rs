@@ -1,0 +1,633 @@
+//! File contents: writing at any offset (holes left where nothing was
+//! written), truncating up and down, preallocating unwritten extents.
+//!
+//! A write maps the blocks it touches: those mapped and written are
+//! rewritten (read, changed, written back), unwritten ones become written,
+//! unmapped ones are taken as runs near the file's last block. The whole
+//! mapping is then stored by the write layer's editor. With bigalloc a
+//! logical cluster always lies in one physical cluster, at the same offset,
+//! and clusters are taken and given back whole.
+
+use super::orphan::Pending;
+use super::{Shape, WriteFs};
+use crate::error::{Error, Result};
+use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_txn::map::{self, Run};
+use ext4r_txn::txn::Transaction;
+use ext4r_txn::volume::Volume;
+use std::collections::BTreeMap;
+
+/// Bytes written per operation at most: a larger write is several
+/// operations (as the kernel splits one into several transactions).
+const WRITE_CHUNK: usize = 8 << 20;
+
+/// One logical block's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    physical: u64,
+    unwritten: bool,
+}
+
+/// A file's mapping as one entry per mapped logical block, kept only for
+/// the range an operation touches plus the runs around it.
+fn slots_of(runs: &[Run]) -> BTreeMap<u64, (u64, u64, bool)> {
+    runs.iter()
+        .map(|r| (r.logical, (r.physical, r.len, r.unwritten)))
+        .collect()
+}
+
+/// Where logical block `l` is, if mapped.
+fn find(map: &BTreeMap<u64, (u64, u64, bool)>, l: u64) -> Option<Slot> {
+    let (&start, &(p, n, unwritten)) = map.range(..=l).next_back()?;
+    (l < start + n).then_some(Slot {
+        physical: p + (l - start),
+        unwritten,
+    })
+}
+
+/// Runs from per-block places (sorted), merged where they continue.
+fn runs_from(blocks: &BTreeMap<u64, Slot>) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    for (&l, s) in blocks {
+        if let Some(last) = out.last_mut() {
+            if last.end() == l
+                && last.physical + last.len == s.physical
+                && last.unwritten == s.unwritten
+            {
+                last.len += 1;
+                continue;
+            }
+        }
+        out.push(Run {
+            logical: l,
+            physical: s.physical,
+            len: 1,
+            unwritten: s.unwritten,
+        });
+    }
+    out
+}
+
+/// A file's mapping cut around the blocks an operation touches: the runs
+/// before and after as they are, the blocks of `[lo, hi)` one by one (so
+/// that memory follows the operation, not the file).
+struct Window {
+    before: Vec<Run>,
+    mid: BTreeMap<u64, Slot>,
+    after: Vec<Run>,
+}
+
+fn window(runs: &[Run], lo: u64, hi: u64) -> Window {
+    let mut w = Window {
+        before: Vec::new(),
+        mid: BTreeMap::new(),
+        after: Vec::new(),
+    };
+    for r in runs {
+        let (s, e) = (r.logical, r.end());
+        if e <= lo {
+            w.before.push(*r);
+            continue;
+        }
+        if s >= hi {
+            w.after.push(*r);
+            continue;
+        }
+        if s < lo {
+            w.before.push(Run { len: lo - s, ..*r });
+        }
+        for l in s.max(lo)..e.min(hi) {
+            w.mid.insert(
+                l,
+                Slot {
+                    physical: r.physical + (l - s),
+                    unwritten: r.unwritten,
+                },
+            );
+        }
+        if e > hi {
+            w.after.push(Run {
+                logical: hi,
+                physical: r.physical + (hi - s),
+                len: e - hi,
+                unwritten: r.unwritten,
+            });
+        }
+    }
+    w
+}
+
+/// The window's runs joined back, neighbours that continue each other
+/// merged.
+fn join(w: &Window) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    for r in w
+        .before
+        .iter()
+        .chain(runs_from(&w.mid).iter())
+        .chain(w.after.iter())
+    {
+        if let Some(last) = out.last_mut() {
+            if last.end() == r.logical
+                && last.physical + last.len == r.physical
+                && last.unwritten == r.unwritten
+            {
+                last.len += r.len;
+                continue;
+            }
+        }
+        out.push(*r);
+    }
+    out
+}
+
+/// The contents of a file or symlink (a fast symlink's target is in
+/// `i_block`).
+pub(crate) fn read_all(
+    t: &Transaction<Volume>,
+    sh: &Shape,
+    ino: u32,
+    i: &Inode,
+) -> Result<Vec<u8>> {
+    let size = i.size();
+    if i.is_symlink() && !i.flags().contains(InodeFlags::EXTENTS) && size < 60 {
+        let sectors = i.blocks_count(sh.huge_file, sh.bs as u32);
+        let acl = u64::from(i.i_file_acl_lo.get() != 0) * (sh.bs as u64 / 512);
+        if sectors <= acl {
+            return Ok(i.i_block[..size as usize].to_vec());
+        }
+    }
+    if i.flags().contains(InodeFlags::INLINE_DATA) {
+        return super::inline::inline_file(t, ino, i);
+    }
+    let runs = map::runs(t, ino, i, false)?;
+    let map = slots_of(&runs);
+    let mut out =
+        vec![0u8; usize::try_from(size).map_err(|_| Error::InvalidArgument("huge".into()))?];
+    let bs = sh.bs as u64;
+    for l in 0..size.div_ceil(bs) {
+        if let Some(s) = find(&map, l).filter(|s| !s.unwritten) {
+            let b = t.read_block(s.physical)?;
+            let at = (l * bs) as usize;
+            let n = (out.len() - at).min(sh.bs);
+            out[at..at + n].copy_from_slice(&b[..n]);
+        }
+    }
+    Ok(out)
+}
+
+impl WriteFs {
+    /// Where a new file's blocks go: the start of its inode's group.
+    pub(crate) fn goal_for(&self, ino: u32) -> u64 {
+        let geo = self.txn.geometry();
+        geo.group_first_block((ino.max(1) - 1) / geo.inodes_per_group)
+    }
+
+    /// Up to `n` blocks at or near `goal`, whole clusters taken.
+    pub(crate) fn alloc_data(&mut self, goal: u64, n: u64) -> Result<(u64, u64)> {
+        self.txn.alloc_run(goal, n)?.ok_or(Error::NoSpace)
+    }
+
+    /// `i_blocks` from the data runs and `tree` mapping blocks.
+    pub(crate) fn set_blocks(&self, i: &mut Inode, runs: &[Run], tree: u64) -> Result<()> {
+        let r = self.shape.ratio;
+        // Distinct logical clusters mapped (each lies in one physical
+        // cluster), counted run by run in logical order.
+        let mut clusters = 0u64;
+        let mut last: Option<u64> = None;
+        for run in runs {
+            let (a, b) = (run.logical / r, (run.end() - 1) / r);
+            let from = match last {
+                Some(l) if l >= a => l + 1,
+                _ => a,
+            };
+            if b >= from {
+                clusters += b - from + 1;
+            }
+            last = Some(last.map_or(b, |l| l.max(b)));
+        }
+        let blocks = (clusters + tree) * r;
+        let acl = u64::from(i.i_file_acl_lo.get() != 0 || i.l_i_file_acl_high.get() != 0) * r;
+        i.set_blocks_count(
+            (blocks + acl) * (self.shape.bs as u64 / 512),
+            self.shape.huge_file,
+            self.shape.bs as u32,
+        )
+        .map_err(|e| Error::corrupt("inode", e))
+    }
+
+    fn file_inode(&self, ino: u32) -> Result<Inode> {
+        let i = self.inode(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsADirectory(format!("inode {ino}")));
+        }
+        if !i.is_reg() {
+            return Err(Error::InvalidArgument(format!(
+                "inode {ino} is not a regular file"
+            )));
+        }
+        if i.flags().contains(InodeFlags::ENCRYPT) {
+            return Err(Error::Unsupported(format!(
+                "inode {ino} is encrypted (feature encrypt): its data cannot be written without its key"
+            )));
+        }
+        if i.flags().contains(InodeFlags::VERITY) {
+            return Err(Error::Unsupported(format!(
+                "inode {ino} has fs-verity (feature verity): its data is read-only"
+            )));
+        }
+        if i.flags()
+            .intersects(InodeFlags::IMMUTABLE | InodeFlags::APPEND)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "inode {ino} is immutable or append-only"
+            )));
+        }
+        Ok(i)
+    }
+
+    /// Writes `data` at byte `offset` of regular file `ino`; the size
+    /// grows to cover it. Returns the bytes written (all of them).
+    ///
+    /// # Errors
+    /// [`Error::NoSpace`] (what was written before it stays, in whole
+    /// chunks), [`Error::IsADirectory`] and other wrong targets, I/O errors.
+    pub fn write(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        if data.is_empty() {
+            // As pwrite(2) of nothing: the target is checked, nothing
+            // changes (not even the size).
+            self.file_inode(ino)?;
+            return Ok(0);
+        }
+        let mut done = 0;
+        while done < data.len() {
+            let n = (data.len() - done).min(WRITE_CHUNK);
+            let at = offset
+                .checked_add(done as u64)
+                .ok_or_else(|| Error::InvalidArgument("offset overflows".into()))?;
+            let chunk = &data[done..done + n];
+            self.op(|w| w.write_chunk(ino, at, chunk))?;
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Writes `data` at `offset` of file `ino` (record `i`) inside the
+    /// inode when it is inline, or empty on an inline_data filesystem, and
+    /// the result still fits there (as the kernel keeps small files);
+    /// `false` when it does not.
+    fn write_inline(&mut self, ino: u32, i: &Inode, offset: u64, data: &[u8]) -> Result<bool> {
+        let inline = i.flags().contains(InodeFlags::INLINE_DATA);
+        let end = offset + data.len() as u64;
+        if !self.shape.inline || data.is_empty() || end > self.shape.bs as u64 {
+            return Ok(false);
+        }
+        let mut cur = if inline {
+            super::inline::inline_file(&self.txn, ino, i)?
+        } else if i.size() == 0 && map::runs(&self.txn, ino, i, false)?.is_empty() {
+            Vec::new()
+        } else {
+            return Ok(false);
+        };
+        let end = end as usize;
+        if cur.len() < end {
+            cur.resize(end, 0);
+        }
+        cur[offset as usize..end].copy_from_slice(data);
+        if !self.inline_store(ino, &cur)? {
+            return Ok(false);
+        }
+        let mut i = self.inode(ino)?;
+        i.set_size(cur.len() as u64);
+        let now = self.now();
+        i.set_mtime(now);
+        i.set_ctime(now);
+        self.put_inode(ino, &i)?;
+        Ok(true)
+    }
+
+    fn write_chunk(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
+        let bs = self.shape.bs as u64;
+        let r = self.shape.ratio;
+        let i = self.file_inode(ino)?;
+        let end = offset + data.len() as u64;
+        if end > self.max_file_size() {
+            return Err(Error::InvalidArgument(format!(
+                "inode {ino}: a file cannot reach {end} bytes here"
+            )));
+        }
+        if self.write_inline(ino, &i, offset, data)? {
+            return Ok(());
+        }
+        let mut i = self.uninline(ino)?;
+        let runs = map::runs(&self.txn, ino, &i, false)?;
+        let first = offset / bs;
+        let last = end.div_ceil(bs);
+        // Whole clusters around the range: a cluster's blocks go together.
+        let mut win = window(&runs, first & !(r - 1), last.div_ceil(r) * r);
+        let blocks = &mut win.mid;
+        // Blocks needed at most: every block of the range, whole clusters.
+        let need = (last - first).div_ceil(r) * r + 2;
+        if self.txn.groups().free_blocks() < need + self.reserve() {
+            let missing = (first..last).filter(|l| !blocks.contains_key(l)).count() as u64;
+            if self.txn.groups().free_blocks() < missing.div_ceil(r) * r + 2 {
+                return Err(Error::NoSpace);
+            }
+        }
+        let mut goal = runs
+            .iter()
+            .rev()
+            .find(|run| run.logical <= first)
+            .map_or_else(
+                || self.goal_for(ino),
+                |run| run.physical + (first - run.logical).min(run.len),
+            );
+        let mut l = first;
+        while l < last {
+            if let Some(s) = blocks.get(&l).copied() {
+                let mut b = if s.unwritten {
+                    vec![0u8; bs as usize]
+                } else {
+                    self.txn.read_block(s.physical)?
+                };
+                copy_into(&mut b, l * bs, offset, data);
+                self.txn.write_data(s.physical, b)?;
+                blocks.insert(
+                    l,
+                    Slot {
+                        unwritten: false,
+                        ..s
+                    },
+                );
+                goal = s.physical + 1;
+                l += 1;
+                continue;
+            }
+            // A hole: the unmapped stretch from here, taken whole.
+            let mut stop = l;
+            while stop < last && !blocks.contains_key(&stop) {
+                stop += 1;
+            }
+            let placed = self.place(blocks, l, stop, goal)?;
+            for (ll, p) in placed {
+                let mut b = vec![0u8; bs as usize];
+                copy_into(&mut b, ll * bs, offset, data);
+                self.txn.write_data(p, b)?;
+                goal = p + 1;
+            }
+            l = stop;
+        }
+        let new_runs = join(&win);
+        let tree = map::store(&mut self.txn, ino, &mut i, &new_runs, goal)?;
+        if end > i.size() {
+            i.set_size(end);
+        }
+        self.set_blocks(&mut i, &new_runs, tree)?;
+        let now = self.now();
+        i.set_mtime(now);
+        i.set_ctime(now);
+        self.put_inode(ino, &i)
+    }
+
+    /// Blocks the allocator keeps back from files (none: the reserved
+    /// blocks are root's, and we write as root).
+    fn reserve(&self) -> u64 {
+        0
+    }
+
+    /// The largest size a file may have here.
+    fn max_file_size(&self) -> u64 {
+        let bs = self.shape.bs as u64;
+        if self.shape.extents {
+            (1u64 << 32) * bs
+        } else {
+            ext4r_format::blockmap::max_mapped_blocks(bs as u32) * bs
+        }
+    }
+
+    /// Maps logical blocks `[from, to)` to newly taken blocks (whole
+    /// clusters, a logical cluster in one physical cluster at the same
+    /// offset); returns (logical, physical) of each.
+    fn place(
+        &mut self,
+        blocks: &mut BTreeMap<u64, Slot>,
+        from: u64,
+        to: u64,
+        goal: u64,
+    ) -> Result<Vec<(u64, u64)>> {
+        let r = self.shape.ratio;
+        let mut out = Vec::new();
+        let mut l = from;
+        let mut goal = goal;
+        while l < to {
+            // A cluster partly mapped already fixes where l goes.
+            let cstart = l & !(r - 1);
+            let known = (cstart..cstart + r).find_map(|x| {
+                blocks
+                    .get(&x)
+                    .map(|s| (s.physical & !(r - 1)) + (l - cstart))
+            });
+            if let Some(p) = known {
+                blocks.insert(
+                    l,
+                    Slot {
+                        physical: p,
+                        unwritten: false,
+                    },
+                );
+                out.push((l, p));
+                l += 1;
+                continue;
+            }
+            // New clusters from here, up to the first cluster that has
+            // blocks already (those fix their own place).
+            let mut lim = cstart + r;
+            while lim < to && blocks.range(lim..lim + r).next().is_none() {
+                lim += r;
+            }
+            let lim = lim.min(to);
+            let want = (lim - cstart).div_ceil(r) * r;
+            let (s, n) = self.alloc_data(goal & !(r - 1), want)?;
+            // Blocks from `l`, at their offset in the first cluster.
+            let mut p = s + (l - cstart);
+            let stop = (cstart + n).min(lim);
+            while l < stop {
+                blocks.insert(
+                    l,
+                    Slot {
+                        physical: p,
+                        unwritten: false,
+                    },
+                );
+                out.push((l, p));
+                l += 1;
+                p += 1;
+            }
+            goal = s + n;
+        }
+        Ok(out)
+    }
+
+    /// Sets regular file `ino`'s size: shorter frees the blocks past it
+    /// (and zeroes the rest of its last block), longer leaves a hole.
+    ///
+    /// # Errors
+    /// As [`WriteFs::write`].
+    pub fn truncate(&mut self, ino: u32, size: u64) -> Result<()> {
+        self.op(|w| w.truncate_now(ino, size, true))
+    }
+
+    pub(crate) fn truncate_now(&mut self, ino: u32, size: u64, stamp: bool) -> Result<()> {
+        let bs = self.shape.bs as u64;
+        let mut i = self.inode(ino)?;
+        if i.is_dir() {
+            return Err(Error::IsADirectory(format!("inode {ino}")));
+        }
+        if i.is_reg() {
+            // The same refusals as a write (encrypted, verity, immutable).
+            self.file_inode(ino)?;
+        }
+        if size > self.max_file_size() {
+            return Err(Error::InvalidArgument(format!(
+                "inode {ino}: size {size} too large"
+            )));
+        }
+        if i.flags().contains(InodeFlags::INLINE_DATA) {
+            // Kept inline while it fits, else moved out first.
+            if size <= bs {
+                let mut cur = super::inline::inline_file(&self.txn, ino, &i)?;
+                cur.resize(size as usize, 0);
+                if self.inline_store(ino, &cur)? {
+                    let mut i = self.inode(ino)?;
+                    i.set_size(size);
+                    if stamp {
+                        let now = self.now();
+                        i.set_mtime(now);
+                        i.set_ctime(now);
+                    }
+                    return self.put_inode(ino, &i);
+                }
+            }
+            i = self.uninline(ino)?;
+        }
+        let has_blocks = i.is_reg() || (i.is_symlink() && !fast_symlink(&i, &self.shape));
+        if has_blocks && !i.flags().contains(InodeFlags::INLINE_DATA) && size % bs != 0 {
+            // The rest of the last block reads as zeros from now on.
+            let l = size / bs;
+            let runs = map::runs(&self.txn, ino, &i, false)?;
+            let slot = runs
+                .iter()
+                .find(|x| x.logical <= l && l < x.end() && !x.unwritten)
+                .map(|x| x.physical + (l - x.logical));
+            if let Some(p) = slot {
+                let mut b = self.txn.read_block(p)?;
+                b[(size % bs) as usize..].fill(0);
+                self.txn.write_data(p, b)?;
+            }
+        }
+        let shrinks = size < i.size();
+        i.set_size(size);
+        if stamp {
+            let now = self.now();
+            i.set_mtime(now);
+            i.set_ctime(now);
+        }
+        let keep = size.div_ceil(bs);
+        if shrinks && self.too_many_runs(ino, &i, keep)? {
+            // The blocks past the new size go over several operations.
+            self.orphan_add(ino, &mut i);
+            self.put_inode(ino, &i)?;
+            self.deferred.push(Pending::Truncate(ino));
+            return Ok(());
+        }
+        self.cut_mapping(ino, &mut i, keep, usize::MAX)?;
+        self.put_inode(ino, &i)
+    }
+
+    /// Preallocates `[offset, offset + len)` of regular file `ino` as
+    /// unwritten extents (reading as zeros); with `keep_size` the size
+    /// stays, else it grows to cover the range.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] on a file without extents, as the kernel;
+    /// otherwise as [`WriteFs::write`].
+    pub fn fallocate(&mut self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
+        self.op(|w| {
+            let bs = w.shape.bs as u64;
+            w.file_inode(ino)?;
+            let mut i = w.uninline(ino)?;
+            if !i.flags().contains(InodeFlags::EXTENTS) {
+                return Err(Error::Unsupported(format!(
+                    "inode {ino}: preallocation needs extents"
+                )));
+            }
+            let end = offset
+                .checked_add(len)
+                .filter(|&e| e <= w.max_file_size())
+                .ok_or_else(|| Error::InvalidArgument("range too large".into()))?;
+            let runs = map::runs(&w.txn, ino, &i, false)?;
+            let (first, last) = (offset / bs, end.div_ceil(bs));
+            let r = w.shape.ratio;
+            let mut win = window(&runs, first & !(r - 1), last.div_ceil(r) * r);
+            let blocks = &mut win.mid;
+            let missing = (first..last).filter(|l| !blocks.contains_key(l)).count() as u64;
+            if w.txn.groups().free_blocks() < missing.div_ceil(w.shape.ratio) * w.shape.ratio + 2 {
+                return Err(Error::NoSpace);
+            }
+            let mut goal = runs
+                .last()
+                .map_or_else(|| w.goal_for(ino), |r| r.physical + r.len);
+            let mut l = first;
+            while l < last {
+                if blocks.contains_key(&l) {
+                    l += 1;
+                    continue;
+                }
+                let mut stop = l;
+                while stop < last && !blocks.contains_key(&stop) {
+                    stop += 1;
+                }
+                for (ll, p) in w.place(blocks, l, stop, goal)? {
+                    if let Some(s) = blocks.get_mut(&ll) {
+                        s.unwritten = true;
+                    }
+                    goal = p + 1;
+                }
+                l = stop;
+            }
+            let new_runs = join(&win);
+            let tree = map::store(&mut w.txn, ino, &mut i, &new_runs, goal)?;
+            if !keep_size && end > i.size() {
+                i.set_size(end);
+            }
+            w.set_blocks(&mut i, &new_runs, tree)?;
+            i.set_ctime(w.now());
+            w.put_inode(ino, &i)
+        })
+    }
+}
+
+/// Whether symlink `i` keeps its target in `i_block`.
+pub(crate) fn fast_symlink(i: &Inode, sh: &Shape) -> bool {
+    i.is_symlink()
+        && !i
+            .flags()
+            .intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
+        && i.size() < 60
+        && i.blocks_count(sh.huge_file, sh.bs as u32)
+            <= u64::from(i.i_file_acl_lo.get() != 0) * (sh.bs as u64 / 512)
+}
+
+/// Copies the part of `data` (at byte `offset` of the file) that falls in
+/// the block starting at byte `block_at` into `b`.
+fn copy_into(b: &mut [u8], block_at: u64, offset: u64, data: &[u8]) {
+    let bs = b.len() as u64;
+    let lo = block_at.max(offset);
+    let hi = (block_at + bs).min(offset + data.len() as u64);
+    if lo >= hi {
+        return;
+    }
+    let src = (lo - offset) as usize..(hi - offset) as usize;
+    let dst = (lo - block_at) as usize..(hi - block_at) as usize;
+    b[dst].copy_from_slice(&data[src]);
+}

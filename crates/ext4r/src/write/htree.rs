@@ -1,0 +1,540 @@
+//! Indexed directories (htree): finding a name through the index, adding
+//! one (a full leaf split in two by hash, the index growing a level or an
+//! index block splitting when it must), turning a full one-block directory
+//! into an indexed one, and, when an index cannot take more, turning it
+//! back into a linear directory (always valid, e2fsck -fD re-indexes).
+//!
+//! The layout is the kernel's (`fs/ext4/namei.c`): block 0 is the root
+//! (`.`, `..` over the rest of the block, `dx_root_info`, entries), index
+//! entries carry the lowest hash of their child and its logical block, a
+//! hash shared across a split is marked by bit 0 of the next entry.
+
+use super::dir::{block_records, blocks, dir_inode};
+use super::entries::{self, Rec};
+use super::{Shape, WriteFs};
+use crate::error::{Error, Result};
+use ext4r_format::htree::{
+    dx_hash, dx_limit, effective_hash_version, parse_dx_node, parse_dx_root, write_dx_node,
+    write_dx_root, DxEntry, DxRoot, DX_NODE_COUNT_OFFSET, DX_ROOT_COUNT_OFFSET,
+};
+use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::InodeNr;
+use ext4r_txn::txn::Transaction;
+use ext4r_txn::volume::Volume;
+use std::collections::BTreeMap;
+
+/// Whether a block is an htree interior node (an unused record over the
+/// whole block, then count/limit): skipped when scanning for names.
+pub(crate) fn is_index_block(b: &[u8], sh: &Shape) -> bool {
+    if b.len() < 16 || b[0..4] != [0; 4] || b[6] != 0 {
+        return false;
+    }
+    let bs = b.len() as u32;
+    let rec = ext4r_format::dir::rec_len_from_disk(u16::from_le_bytes([b[4], b[5]]), bs);
+    if rec != bs {
+        return false;
+    }
+    let limit = u16::from_le_bytes([b[8], b[9]]);
+    let count = u16::from_le_bytes([b[10], b[11]]);
+    limit == dx_limit(b.len(), DX_NODE_COUNT_OFFSET, sh.csum) && count >= 1 && count <= limit
+}
+
+/// The index of an htree directory.
+struct Index {
+    root: DxRoot,
+    root_entries: Vec<(u32, u32)>,
+    levels: u8,
+    hash_version: u8,
+    /// Logical to physical block of the directory.
+    map: BTreeMap<u64, u64>,
+}
+
+fn read_index(
+    t: &Transaction<Volume>,
+    sh: &Shape,
+    dir: u32,
+    inode: &Inode,
+) -> Result<Option<Index>> {
+    if !inode.flags().contains(InodeFlags::INDEX) || !sh.dir_index {
+        return Ok(None);
+    }
+    let map: BTreeMap<u64, u64> = blocks(t, dir, inode)?.into_iter().collect();
+    let Some(&b0) = map.get(&0) else {
+        return Ok(None);
+    };
+    let b = t.read_block(b0)?;
+    let Ok(root) = parse_dx_root(&b) else {
+        return Ok(None);
+    };
+    let levels = root.root.info.indirect_levels;
+    let max_levels = if sh.largedir { 2 } else { 1 };
+    if levels > max_levels {
+        return Ok(None);
+    }
+    let hash_version = effective_hash_version(root.root.info.hash_version, sh.hash_unsigned);
+    Ok(Some(Index {
+        root: root.root,
+        root_entries: root.entries.iter().collect(),
+        levels,
+        hash_version,
+        map,
+    }))
+}
+
+fn hash(sh: &Shape, version: u8, name: &[u8]) -> Result<u32> {
+    dx_hash(version, name, &sh.hash_seed)
+        .map(|h| h.major)
+        .map_err(|e| Error::corrupt("directory hash", e))
+}
+
+/// The entry of `entries` whose range holds `h`.
+fn pick(entries: &[(u32, u32)], h: u32) -> usize {
+    let mut k = 0;
+    for (i, &(eh, _)) in entries.iter().enumerate().skip(1) {
+        if eh & !1 <= h {
+            k = i;
+        } else {
+            break;
+        }
+    }
+    k
+}
+
+/// One index block on the way down: its logical block and entries, the
+/// one taken.
+struct Frame {
+    logical: u64,
+    entries: Vec<(u32, u32)>,
+    pos: usize,
+}
+
+/// The frames from the root to the leaf `h` belongs in.
+fn descend(t: &Transaction<Volume>, ix: &Index, h: u32) -> Result<Option<Vec<Frame>>> {
+    let mut frames = vec![Frame {
+        logical: 0,
+        entries: ix.root_entries.clone(),
+        pos: pick(&ix.root_entries, h),
+    }];
+    for _ in 0..ix.levels {
+        let Some(last) = frames.last() else {
+            return Ok(None);
+        };
+        let lb = u64::from(last.entries[last.pos].1);
+        let Some(&pb) = ix.map.get(&lb) else {
+            return Ok(None);
+        };
+        let b = t.read_block(pb)?;
+        let Ok(node) = parse_dx_node(&b) else {
+            return Ok(None);
+        };
+        let entries: Vec<(u32, u32)> = node.iter().collect();
+        let pos = pick(&entries, h);
+        frames.push(Frame {
+            logical: lb,
+            entries,
+            pos,
+        });
+    }
+    Ok(Some(frames))
+}
+
+/// `name` in an htree directory: `Ok(None)` when `dir` is not one (the
+/// caller scans it linearly), else what the index finds.
+pub(crate) fn lookup(
+    t: &Transaction<Volume>,
+    sh: &Shape,
+    dir: u32,
+    inode: &Inode,
+    name: &[u8],
+) -> Result<Option<Option<(u32, u8)>>> {
+    let Some(ix) = read_index(t, sh, dir, inode)? else {
+        return Ok(None);
+    };
+    let h = hash(sh, ix.hash_version, name)?;
+    let Some(frames) = descend(t, &ix, h)? else {
+        return Ok(None);
+    };
+    let Some(last) = frames.last() else {
+        return Ok(None);
+    };
+    // The leaf, then the next ones while they continue this hash.
+    let mut pos = last.pos;
+    loop {
+        let lb = u64::from(last.entries[pos].1);
+        let Some(&pb) = ix.map.get(&lb) else {
+            return Ok(None);
+        };
+        let b = t.read_block(pb)?;
+        for r in block_records(&b, dir, pb)? {
+            if r.ino != 0 && r.name == name {
+                return Ok(Some(Some((r.ino, r.ftype))));
+            }
+        }
+        pos += 1;
+        match last.entries.get(pos) {
+            Some(&(eh, _)) if eh & 1 == 1 && eh & !1 == h => continue,
+            _ => return Ok(Some(None)),
+        }
+    }
+}
+
+/// Splits a leaf's records (with the new one) by hash: the two halves and
+/// the first hash of the second, or `None` when every name hashes alike.
+#[allow(clippy::type_complexity)]
+fn split(
+    sh: &Shape,
+    version: u8,
+    recs: Vec<Rec>,
+) -> Result<Option<(Vec<(Vec<u8>, u32, u8)>, Vec<(Vec<u8>, u32, u8)>, u32)>> {
+    let mut keyed = Vec::with_capacity(recs.len());
+    for r in recs.into_iter().filter(|r| r.ino != 0) {
+        keyed.push((hash(sh, version, &r.name)?, (r.name, r.ino, r.ftype)));
+    }
+    keyed.sort_by_key(|(h, _)| *h);
+    let n = keyed.len();
+    // The split nearest the middle where the hash changes.
+    let mut best = None;
+    for k in 1..n {
+        if keyed[k].0 != keyed[k - 1].0 {
+            let d = k.abs_diff(n / 2);
+            if best.is_none_or(|(_, bd)| d < bd) {
+                best = Some((k, d));
+            }
+        }
+    }
+    let Some((k, _)) = best else {
+        return Ok(None);
+    };
+    let h = keyed[k].0;
+    let right: Vec<_> = keyed.split_off(k).into_iter().map(|(_, e)| e).collect();
+    let left: Vec<_> = keyed.into_iter().map(|(_, e)| e).collect();
+    Ok(Some((left, right, h)))
+}
+
+impl WriteFs {
+    /// Adds `name` through the index; `Ok(false)` when the index cannot
+    /// take it (the caller turns the directory linear).
+    pub(crate) fn htree_insert(
+        &mut self,
+        dir: u32,
+        name: &[u8],
+        ino: u32,
+        ftype: u8,
+    ) -> Result<bool> {
+        let sh = self.shape;
+        let inode = dir_inode(&self.txn, dir)?;
+        let Some(ix) = read_index(&self.txn, &sh, dir, &inode)? else {
+            return Ok(false);
+        };
+        let h = hash(&sh, ix.hash_version, name)?;
+        let Some(mut frames) = descend(&self.txn, &ix, h)? else {
+            return Ok(false);
+        };
+        let Some(leaf_frame) = frames.last() else {
+            return Ok(false);
+        };
+        let leaf_l = u64::from(leaf_frame.entries[leaf_frame.pos].1);
+        let Some(&leaf_p) = ix.map.get(&leaf_l) else {
+            return Ok(false);
+        };
+        let kind = self.dir_kind(dir, &inode);
+        let b = self.txn.read_block(leaf_p)?;
+        let mut c = b.clone();
+        if entries::insert(&mut c, name, ino, ftype) {
+            *self.txn.block_mut(leaf_p, kind)? = c;
+            return Ok(true);
+        }
+        // Split the leaf by hash into it and a new block.
+        let mut recs = block_records(&b, dir, leaf_p)?;
+        recs.push(Rec {
+            off: 0,
+            rec_len: 0,
+            ino,
+            ftype,
+            name: name.to_vec(),
+        });
+        let Some((left, right, split_hash)) = split(&sh, ix.hash_version, recs)? else {
+            return Ok(false);
+        };
+        if !entries::fits(sh.bs, &left, sh.csum) || !entries::fits(sh.bs, &right, sh.csum) {
+            return Ok(false);
+        }
+        // Room in the index first: a new leaf needs a slot in its parent.
+        if !self.make_room(dir, &ix, &mut frames)? {
+            return Ok(false);
+        }
+        let (new_l, new_p) = self.dir_grow(dir)?;
+        let lb = entries::build(sh.bs, &left, sh.csum);
+        let rb = entries::build(sh.bs, &right, sh.csum);
+        let (Some(lb), Some(rb)) = (lb, rb) else {
+            return Ok(false);
+        };
+        let inode = dir_inode(&self.txn, dir)?;
+        let kind = self.dir_kind(dir, &inode);
+        *self.txn.block_mut(leaf_p, kind)? = lb;
+        *self.txn.block_mut(new_p, kind)? = rb;
+        let last = frames.len() - 1;
+        let f = &mut frames[last];
+        let at = f.pos + 1;
+        f.entries.insert(at, (split_hash, new_l as u32));
+        self.write_frame(dir, &ix, &frames[last])?;
+        Ok(true)
+    }
+
+    /// Makes sure the lowest index block on the way has a free slot:
+    /// growing the root by a level, or splitting a full interior block into
+    /// two (its parent gains a slot); `false` when neither is possible.
+    fn make_room(&mut self, dir: u32, ix: &Index, frames: &mut Vec<Frame>) -> Result<bool> {
+        let sh = self.shape;
+        let root_limit = usize::from(dx_limit(sh.bs, DX_ROOT_COUNT_OFFSET, sh.csum));
+        let node_limit = usize::from(dx_limit(sh.bs, DX_NODE_COUNT_OFFSET, sh.csum));
+        let limit_of = |k: usize| if k == 0 { root_limit } else { node_limit };
+        let last = frames.len() - 1;
+        if frames[last].entries.len() < limit_of(last) {
+            return Ok(true);
+        }
+        let max_levels = if sh.largedir { 2 } else { 1 };
+        // The highest full block on the way decides what happens.
+        let mut k = last;
+        while k > 0 && frames[k - 1].entries.len() >= limit_of(k - 1) {
+            k -= 1;
+        }
+        if k == 0 {
+            // The root is full (and everything below it): a new level.
+            if usize::from(ix.levels) >= max_levels {
+                return Ok(false);
+            }
+            let (node_l, node_p) = self.dir_grow(dir)?;
+            let moved = std::mem::take(&mut frames[0].entries);
+            let pos = frames[0].pos;
+            frames[0].entries = vec![(0, node_l as u32)];
+            frames[0].pos = 0;
+            frames.insert(
+                1,
+                Frame {
+                    logical: node_l,
+                    entries: moved,
+                    pos,
+                },
+            );
+            self.write_node(dir, node_p, &frames[1].entries)?;
+            self.write_root(dir, ix, &frames[0].entries, ix.levels + 1)?;
+            return self.make_room(dir, &reread(self, dir)?, frames);
+        }
+        // frames[k] is full and its parent has room: split frames[k].
+        let (new_l, new_p) = self.dir_grow(dir)?;
+        let f = &mut frames[k];
+        let half = f.entries.len() / 2;
+        let right = f.entries.split_off(half);
+        let right_hash = right[0].0;
+        let went_right = f.pos >= half;
+        let left = std::mem::take(&mut f.entries);
+        self.write_node(dir, new_p, &right)?;
+        let old_p = self.phys(dir, frames[k].logical)?;
+        self.write_node(dir, old_p, &left)?;
+        let parent = &mut frames[k - 1];
+        parent
+            .entries
+            .insert(parent.pos + 1, (right_hash, new_l as u32));
+        if went_right {
+            parent.pos += 1;
+        }
+        self.write_frame(dir, ix, &frames[k - 1])?;
+        let f = &mut frames[k];
+        if went_right {
+            f.entries = right;
+            f.pos -= half;
+            f.logical = new_l;
+        } else {
+            f.entries = left;
+        }
+        self.make_room(dir, &reread(self, dir)?, frames)
+    }
+
+    fn phys(&self, dir: u32, logical: u64) -> Result<u64> {
+        let inode = dir_inode(&self.txn, dir)?;
+        blocks(&self.txn, dir, &inode)?
+            .into_iter()
+            .find(|&(l, _)| l == logical)
+            .map(|(_, p)| p)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    format!("inode {dir}"),
+                    ext4r_format::FormatError::invalid(
+                        "htree",
+                        format!("logical block {logical} unmapped"),
+                    ),
+                )
+            })
+    }
+
+    fn write_frame(&mut self, dir: u32, ix: &Index, f: &Frame) -> Result<()> {
+        if f.logical == 0 {
+            let levels = reread(self, dir)?.levels.max(ix.levels);
+            self.write_root(dir, ix, &f.entries, levels)
+        } else {
+            let p = self.phys(dir, f.logical)?;
+            self.write_node(dir, p, &f.entries)
+        }
+    }
+
+    fn write_root(
+        &mut self,
+        dir: u32,
+        ix: &Index,
+        entries: &[(u32, u32)],
+        levels: u8,
+    ) -> Result<()> {
+        let sh = self.shape;
+        let mut root = ix.root;
+        root.info.indirect_levels = levels;
+        let dx: Vec<DxEntry> = entries.iter().map(|&(h, b)| DxEntry::new(h, b)).collect();
+        let p = self.phys(dir, 0)?;
+        let inode = dir_inode(&self.txn, dir)?;
+        let kind = self.dir_kind(dir, &inode);
+        let blk = self.txn.block_mut(p, kind)?;
+        write_dx_root(blk, &root, &dx, sh.csum).map_err(|e| Error::corrupt("htree root", e))
+    }
+
+    fn write_node(&mut self, dir: u32, p: u64, entries: &[(u32, u32)]) -> Result<()> {
+        let sh = self.shape;
+        let dx: Vec<DxEntry> = entries.iter().map(|&(h, b)| DxEntry::new(h, b)).collect();
+        let inode = dir_inode(&self.txn, dir)?;
+        let kind = self.dir_kind(dir, &inode);
+        let blk = self.txn.block_mut(p, kind)?;
+        blk.fill(0);
+        write_dx_node(blk, &dx, sh.csum).map_err(|e| Error::corrupt("htree node", e))
+    }
+
+    /// Turns a full one-block directory into an indexed one: its entries
+    /// split by hash into two new leaves, block 0 the root over them.
+    pub(crate) fn make_indexed(&mut self, dir: u32) -> Result<()> {
+        let sh = self.shape;
+        let mut inode = dir_inode(&self.txn, dir)?;
+        let list = blocks(&self.txn, dir, &inode)?;
+        let [(0, b0)] = list[..] else {
+            return Ok(());
+        };
+        let recs = block_records(&self.txn.read_block(b0)?, dir, b0)?;
+        let parent = recs
+            .iter()
+            .find(|r| r.name == b"..")
+            .map(|r| r.ino)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    format!("inode {dir}"),
+                    ext4r_format::FormatError::invalid("directory", "no '..'"),
+                )
+            })?;
+        let others: Vec<Rec> = recs
+            .into_iter()
+            .filter(|r| r.ino != 0 && r.name != b"." && r.name != b"..")
+            .collect();
+        let version = effective_hash_version(sh.hash_version, sh.hash_unsigned);
+        let Some((left, right, h)) = split(&sh, version, others)? else {
+            return Ok(());
+        };
+        let (l1, p1) = self.dir_grow(dir)?;
+        let (l2, p2) = self.dir_grow(dir)?;
+        let (Some(lb), Some(rb)) = (
+            entries::build(sh.bs, &left, sh.csum),
+            entries::build(sh.bs, &right, sh.csum),
+        ) else {
+            return Ok(());
+        };
+        inode = dir_inode(&self.txn, dir)?;
+        let kind = self.dir_kind(dir, &inode);
+        *self.txn.block_mut(p1, kind)? = lb;
+        *self.txn.block_mut(p2, kind)? = rb;
+        let root = DxRoot::new(
+            InodeNr(dir),
+            InodeNr(parent),
+            sh.bs as u32,
+            sh.hash_version,
+            0,
+        )
+        .map_err(|e| Error::corrupt("htree root", e))?;
+        let dx = [DxEntry::new(0, l1 as u32), DxEntry::new(h, l2 as u32)];
+        let blk = self.txn.block_mut(b0, kind)?;
+        blk.fill(0);
+        write_dx_root(blk, &root, &dx, sh.csum).map_err(|e| Error::corrupt("htree root", e))?;
+        inode.set_flags(inode.flags() | InodeFlags::INDEX);
+        self.put_inode(dir, &inode)
+    }
+
+    /// Turns an indexed directory linear: the flag cleared, the root's
+    /// `..` over the rest of block 0, interior blocks made empty leaves.
+    pub(crate) fn unindex(&mut self, dir: u32) -> Result<()> {
+        let sh = self.shape;
+        let mut inode = dir_inode(&self.txn, dir)?;
+        let kind = self.dir_kind(dir, &inode);
+        let ix = read_index(&self.txn, &sh, dir, &inode)?;
+        if let Some(ix) = &ix {
+            // Interior blocks (levels 1 and 2).
+            let mut nodes: Vec<u64> = Vec::new();
+            let mut level: Vec<u64> = ix.root_entries.iter().map(|&(_, b)| u64::from(b)).collect();
+            for _ in 0..ix.levels {
+                let mut next = Vec::new();
+                for lb in &level {
+                    if let Some(&pb) = ix.map.get(lb) {
+                        nodes.push(pb);
+                        if let Ok(n) = parse_dx_node(&self.txn.read_block(pb)?) {
+                            next.extend(n.iter().map(|(_, b)| u64::from(b)));
+                        }
+                    }
+                }
+                level = next;
+            }
+            for pb in nodes {
+                let b = entries::build(sh.bs, &[], sh.csum)
+                    .ok_or_else(|| Error::InvalidArgument("empty block".into()))?;
+                *self.txn.block_mut(pb, kind)? = b;
+            }
+            if let Some(&b0) = ix.map.get(&0) {
+                let parent = ix.root.dotdot.inode.get();
+                let ents = [
+                    (b".".to_vec(), dir, ftype_dir(&sh)),
+                    (b"..".to_vec(), parent, ftype_dir(&sh)),
+                ];
+                let b = entries::build(sh.bs, &ents, sh.csum)
+                    .ok_or_else(|| Error::InvalidArgument("block 0".into()))?;
+                *self.txn.block_mut(b0, kind)? = b;
+            }
+        }
+        inode.set_flags(inode.flags() - InodeFlags::INDEX);
+        self.put_inode(dir, &inode)
+    }
+}
+
+fn ftype_dir(sh: &Shape) -> u8 {
+    if sh.filetype {
+        ext4r_format::dir::ft::DIR
+    } else {
+        0
+    }
+}
+
+fn reread(w: &WriteFs, dir: u32) -> Result<Index> {
+    let inode = dir_inode(&w.txn, dir)?;
+    read_index(&w.txn, &w.shape, dir, &inode)?.ok_or_else(|| {
+        Error::corrupt(
+            format!("inode {dir}"),
+            ext4r_format::FormatError::invalid("htree", "index vanished"),
+        )
+    })
+}
+
+/// [`WriteFs::htree_insert`] for the directory module.
+pub(crate) fn insert(w: &mut WriteFs, dir: u32, name: &[u8], ino: u32, ftype: u8) -> Result<bool> {
+    w.htree_insert(dir, name, ino, ftype)
+}
+
+/// [`WriteFs::make_indexed`] for the directory module.
+pub(crate) fn make_indexed(w: &mut WriteFs, dir: u32) -> Result<()> {
+    w.make_indexed(dir)
+}
+
+/// [`WriteFs::unindex`] for the directory module.
+pub(crate) fn unindex(w: &mut WriteFs, dir: u32) -> Result<()> {
+    w.unindex(dir)
+}

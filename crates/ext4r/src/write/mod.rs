@@ -1,0 +1,363 @@
+//! Changing a filesystem: create, write, truncate, unlink, rename, link,
+//! set attributes — each operation one atomic change, committed through
+//! the jbd2 journal by the write layer (`ext4r_txn`).
+//!
+//! Operations gather in a running transaction, as the kernel's jbd2 does:
+//! each is wholly there or wholly absent after a crash, and [`WriteFs::sync`]
+//! (or [`WriteFs::close`]) makes everything before it durable. File data
+//! goes to its blocks before the transaction that points at it commits
+//! (ordered mode). An operation checks everything it can before changing
+//! anything; one that still fails midway (no space for a tree block, an
+//! I/O error or corruption found on the way) is rolled back to where it
+//! started: the operations before it stay in the running transaction, and
+//! nothing of the failed one is ever written. Only a failed commit (an I/O
+//! error while writing) leaves the handle unusable.
+//!
+//! ```
+//! use ext4r::device::MemDevice;
+//! use ext4r::mkfs::{format, MkfsOptions};
+//! use ext4r::write::{NewNode, WriteFs, WriteOptions};
+//! use std::sync::Arc;
+//!
+//! let dev = Arc::new(MemDevice::new(32 << 20));
+//! let opts = MkfsOptions { size_bytes: 32 << 20, now: 1_700_000_000, ..Default::default() };
+//! format(&*dev, &opts, true).unwrap();
+//!
+//! let mut fs = WriteFs::open(dev.clone(), WriteOptions::default()).unwrap();
+//! let etc = fs.mkdir(2, b"etc", &NewNode::dir(0o755)).unwrap();
+//! let f = fs.create(etc, b"hostname", &NewNode::file(0o644)).unwrap();
+//! fs.write(f, 0, b"ext4r\n").unwrap();
+//! fs.close().unwrap();
+//!
+//! let ro = ext4r::fs::Filesystem::open(dev).unwrap();
+//! let file = ro.resolve("/etc/hostname").unwrap();
+//! assert_eq!(file.inode.size(), 6);
+//! ```
+
+mod dir;
+mod entries;
+mod file;
+mod htree;
+mod inline;
+mod node;
+mod ops;
+mod orphan;
+mod xattr;
+
+pub use node::{NewNode, SetAttr};
+
+use crate::device::{BlockDevice, FileDevice, OpenMode};
+use crate::error::{Error, Result};
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::inode::Timestamp;
+use ext4r_txn::txn::{Commit, Transaction};
+use ext4r_txn::volume::{Checkpoint, Volume, VolumeOptions};
+use std::path::Path;
+use std::sync::Arc;
+
+/// `EROFS`: the image or device lies on something mounted read-only.
+const EROFS: i32 = 30;
+
+/// The root directory's inode.
+pub const ROOT_INO: u32 = 2;
+
+/// How to open a filesystem for writing.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    /// The time stamped on what changes (seconds, nanoseconds since the
+    /// epoch); the system clock when `None`.
+    pub now: Option<(i64, u32)>,
+    /// Commit every operation as it returns (durable at once, slower);
+    /// otherwise they gather until [`WriteFs::sync`] or the transaction
+    /// grows large.
+    pub sync_every_op: bool,
+    /// Leave committed transactions in the journal at [`WriteFs::sync`]
+    /// (the kernel's way): a crash then leaves work for recovery.
+    pub defer_checkpoint: bool,
+}
+
+/// Features of the filesystem that decide how things are written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    pub bs: usize,
+    pub isz: usize,
+    pub extents: bool,
+    pub filetype: bool,
+    pub dir_index: bool,
+    pub csum: bool,
+    pub huge_file: bool,
+    pub dir_nlink: bool,
+    pub largedir: bool,
+    pub hash_seed: [u32; 4],
+    pub hash_version: u8,
+    pub hash_unsigned: bool,
+    pub encrypt: bool,
+    pub casefold: bool,
+    /// inline_data: new directories and small files kept in the inode.
+    pub inline: bool,
+    pub ratio: u64,
+}
+
+/// Metadata blocks a running transaction may gather before it is
+/// committed on its own: a quarter of the journal.
+fn journal_share(vol: &Volume) -> u64 {
+    vol.journal_blocks().map_or(4096, |n| (n / 4).max(64))
+}
+
+/// File data buffered before a commit writes it (bounds memory).
+const DATA_LIMIT: u64 = 32 << 20;
+
+/// A filesystem opened for changing.
+pub struct WriteFs {
+    txn: Transaction<Volume>,
+    shape: Shape,
+    opts: WriteOptions,
+    /// A commit failed: what it was writing may be half on disk.
+    poisoned: bool,
+    /// Orphans the running operation left to finish after it.
+    deferred: Vec<orphan::Pending>,
+    limit: u64,
+}
+
+impl std::fmt::Debug for WriteFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteFs").finish_non_exhaustive()
+    }
+}
+
+impl WriteFs {
+    /// Opens the filesystem on `dev` for changing; a journal that needs
+    /// recovery is replayed first, as a mount does.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`] for a filesystem marked read-only,
+    /// [`Error::Unsupported`] for features this version cannot write,
+    /// [`Error::Corrupt`] for an unusable superblock or descriptors, I/O
+    /// errors.
+    pub fn open(dev: Arc<dyn BlockDevice>, opts: WriteOptions) -> Result<Self> {
+        let mut vo = VolumeOptions::default();
+        vo.recover = true;
+        vo.now = opts.now.map(|t| t.0);
+        vo.checkpoint = if opts.defer_checkpoint {
+            Checkpoint::Deferred
+        } else {
+            Checkpoint::EachCommit
+        };
+        let vol = Volume::open(dev, vo)?;
+        let sb = vol.superblock();
+        check_features(sb)?;
+        let shape = Shape {
+            bs: vol.geometry().block_size as usize,
+            isz: vol.geometry().inode_size as usize,
+            extents: sb.has_incompat(Incompat::EXTENTS),
+            filetype: sb.has_incompat(Incompat::FILETYPE),
+            dir_index: sb.has_compat(Compat::DIR_INDEX),
+            csum: sb.has_ro_compat(RoCompat::METADATA_CSUM),
+            huge_file: sb.has_ro_compat(RoCompat::HUGE_FILE),
+            dir_nlink: sb.has_ro_compat(RoCompat::DIR_NLINK),
+            largedir: sb.has_incompat(Incompat::LARGEDIR),
+            hash_seed: sb.hash_seed(),
+            hash_version: sb.s_def_hash_version,
+            hash_unsigned: sb.s_flags.get() & 0x2 != 0,
+            encrypt: sb.has_incompat(Incompat::ENCRYPT),
+            casefold: sb.has_incompat(Incompat::CASEFOLD),
+            inline: sb.has_incompat(Incompat::INLINE_DATA),
+            ratio: vol.geometry().cluster_ratio(),
+        };
+        let limit = journal_share(&vol);
+        let mut fs = WriteFs {
+            txn: Transaction::owned(vol),
+            shape,
+            opts,
+            poisoned: false,
+            deferred: Vec::new(),
+            limit,
+        };
+        fs.recover_orphans()?;
+        Ok(fs)
+    }
+
+    /// Opens the image or block device at `path` for changing, refusing
+    /// one that is mounted (as the tools do).
+    ///
+    /// # Errors
+    /// [`Error::Mounted`], [`Error::ReadOnly`] for an image on a read-only
+    /// mount, [`Error::Open`], and as [`WriteFs::open`].
+    pub fn open_path(path: &Path, opts: WriteOptions) -> Result<Self> {
+        if let Some(m) = crate::safety::mounted(path)? {
+            return Err(Error::Mounted {
+                device: path.to_path_buf(),
+                mountpoint: m.mountpoint,
+            });
+        }
+        let dev = FileDevice::open(
+            path,
+            OpenMode {
+                write: true,
+                exclusive: true,
+                ..OpenMode::default()
+            },
+        )
+        .map_err(|e| match e {
+            Error::Open { path, source } if matches!(source.raw_os_error(), Some(EROFS)) => {
+                Error::ReadOnly(format!("{}: {source}", path.display()))
+            }
+            e => e,
+        })?;
+        Self::open(Arc::new(dev), opts)
+    }
+
+    /// The time to stamp.
+    pub(crate) fn now(&self) -> Timestamp {
+        let (secs, nsecs) = self.opts.now.unwrap_or_else(|| {
+            let d = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            (d.as_secs() as i64, d.subsec_nanos())
+        });
+        Timestamp { secs, nsecs }
+    }
+
+    /// Runs one operation on the running transaction: refused after a
+    /// failed commit; a failure rolls the operation back (see the module
+    /// docs); afterwards the transaction is committed when it is large or
+    /// when every operation is.
+    pub(crate) fn op<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.poisoned {
+            return Err(Error::InvalidArgument(
+                "an earlier commit failed; reopen the filesystem (recovery replays what was committed)".into(),
+            ));
+        }
+        self.txn.savepoint();
+        let out = match f(self) {
+            Ok(v) => v,
+            Err(e) => {
+                // Whatever the operation changed before it failed goes;
+                // the operations before it stay in the transaction.
+                self.txn.rollback_to_savepoint();
+                self.deferred.clear();
+                return Err(e);
+            }
+        };
+        self.txn.release_savepoint();
+        let deferred = std::mem::take(&mut self.deferred);
+        let (meta, data) = self.txn.pending_sizes();
+        if self.opts.sync_every_op || meta >= self.limit || data >= DATA_LIMIT {
+            self.commit()?;
+        }
+        for what in deferred {
+            self.finish_orphan(what, true)?;
+        }
+        Ok(out)
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        if let Err(e) = self.txn.commit(Commit::Auto) {
+            self.poisoned = true;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Commits every operation so far and writes it home: durable.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::InvalidArgument(
+                "an earlier commit failed; nothing more is written".into(),
+            ));
+        }
+        self.commit()?;
+        if !self.opts.defer_checkpoint {
+            self.txn.volume_mut().write_home()?;
+        }
+        Ok(())
+    }
+
+    /// Syncs, checkpoints and writes the superblock's backups.
+    ///
+    /// # Errors
+    /// As [`WriteFs::sync`].
+    pub fn close(mut self) -> Result<()> {
+        self.sync()?;
+        self.txn.into_volume().close()
+    }
+
+    /// The block size in bytes.
+    pub fn block_size(&self) -> u64 {
+        self.shape.bs as u64
+    }
+
+    /// Free blocks left (as the running transaction sees them).
+    pub fn free_blocks(&self) -> u64 {
+        self.txn.groups().free_blocks()
+    }
+
+    /// Free inodes left (as the running transaction sees them).
+    pub fn free_inodes(&self) -> u64 {
+        self.txn.groups().free_inodes()
+    }
+
+    /// The inode a path names (absolute; symlinks on the way followed, the
+    /// last component's not).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::NotADirectory`], read errors.
+    pub fn lookup_path(&self, path: &str) -> Result<u32> {
+        dir::resolve(&self.txn, &self.shape, path)
+    }
+}
+
+/// Refuses what this version cannot change safely.
+fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
+    let known = Incompat::FILETYPE
+        | Incompat::RECOVER
+        | Incompat::META_BG
+        | Incompat::EXTENTS
+        | Incompat::BIT64
+        | Incompat::FLEX_BG
+        | Incompat::CSUM_SEED
+        | Incompat::LARGEDIR
+        | Incompat::INLINE_DATA
+        | Incompat::EA_INODE
+        | Incompat::ENCRYPT
+        | Incompat::CASEFOLD;
+    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - known;
+    if !unknown.is_empty() {
+        let names = ext4r_format::features::Features::from_raw(0, unknown.bits(), 0).names();
+        return Err(Error::Unsupported(format!(
+            "writing filesystems with {}",
+            names.join(", ")
+        )));
+    }
+    if sb.has_ro_compat(RoCompat::READONLY) {
+        return Err(Error::ReadOnly(
+            "the filesystem is marked read-only (feature read-only; tune2fs -O ^read-only clears it)"
+                .into(),
+        ));
+    }
+    let ro_known = RoCompat::SPARSE_SUPER
+        | RoCompat::LARGE_FILE
+        | RoCompat::HUGE_FILE
+        | RoCompat::GDT_CSUM
+        | RoCompat::DIR_NLINK
+        | RoCompat::EXTRA_ISIZE
+        | RoCompat::METADATA_CSUM
+        | RoCompat::BIGALLOC
+        | RoCompat::ORPHAN_PRESENT
+        // Verity files are refused for data changes (file.rs); deleting
+        // one frees its Merkle tree with its blocks.
+        | RoCompat::VERITY;
+    let ro_unknown = RoCompat::from_bits_retain(sb.s_feature_ro_compat.get()) - ro_known;
+    if !ro_unknown.is_empty() {
+        let names = ext4r_format::features::Features::from_raw(0, 0, ro_unknown.bits()).names();
+        return Err(Error::Unsupported(format!(
+            "writing filesystems with {} (their files must be kept up to date too)",
+            names.join(", ")
+        )));
+    }
+    Ok(())
+}

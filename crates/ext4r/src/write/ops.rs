@@ -1,0 +1,478 @@
+//! The namespace operations: create, mkdir, symlink, link, unlink, rmdir,
+//! rename. Each is one atomic change (see the module docs of
+//! [`super`]).
+
+use super::dir::{self, check_name, dir_inode};
+use super::node::{self, NewNode};
+use super::orphan::Pending;
+use super::{entries, WriteFs, ROOT_INO};
+use crate::error::{Error, Result};
+use ext4r_format::inode::{mode, Inode, InodeFlags};
+use ext4r_txn::csum::BlockKind;
+use ext4r_txn::map::{self, Run};
+
+/// Links a directory or file may have (`EXT4_LINK_MAX`).
+const LINK_MAX: u16 = 65000;
+
+fn shown(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+impl WriteFs {
+    fn generation(&mut self) -> u32 {
+        let t = self.now();
+        (t.secs as u32).wrapping_mul(2_654_435_761)
+            ^ t.nsecs
+            ^ self.txn.groups().free_inodes() as u32
+    }
+
+    /// Checks that `name` can be added to `parent`: a directory, the name
+    /// valid and new, an inode free and room for the entry.
+    fn check_new(&self, parent: u32, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        dir_inode(&self.txn, parent)?;
+        if dir::lookup(&self.txn, &self.shape, parent, name)?.is_some() {
+            return Err(Error::AlreadyExists(shown(name)));
+        }
+        if self.txn.groups().free_inodes() == 0 {
+            return Err(Error::NoFreeInodes);
+        }
+        // An entry may need a new directory block (and index blocks).
+        if self.txn.groups().free_blocks() < 4 * self.shape.ratio && !self.room_for(parent, name)? {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
+    }
+
+    /// Whether a block of linear directory `dir` has room for `name`.
+    fn room_for(&self, dir: u32, name: &[u8]) -> Result<bool> {
+        let i = dir_inode(&self.txn, dir)?;
+        if i.flags().contains(InodeFlags::INDEX) {
+            return Ok(false);
+        }
+        if i.flags().contains(InodeFlags::INLINE_DATA) {
+            let mut data = super::inline::inline_bytes(&self.txn, dir, &i)?;
+            let (head, rest) = data.split_at_mut(60);
+            return Ok(entries::insert(&mut head[4..], name, 1, 0)
+                || (!rest.is_empty() && entries::insert(rest, name, 1, 0)));
+        }
+        for (_, nr) in dir::blocks(&self.txn, dir, &i)? {
+            let mut b = self.txn.read_block(nr)?;
+            if entries::insert(&mut b, name, 1, 0) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// A new inode with record `rec` (links set by the caller).
+    fn new_inode(&mut self, parent: u32, n: &NewNode, links: u16) -> Result<u32> {
+        let dirflag = n.mode & mode::S_IFMT == mode::S_IFDIR;
+        let ino = self.txn.alloc_inode(parent, dirflag)?;
+        let now = self.now();
+        let generation = self.generation();
+        let mut rec = node::record(&self.shape, n, now, generation)?;
+        rec[0x1A..0x1C].copy_from_slice(&links.to_le_bytes());
+        self.txn.write_inode(ino, rec)?;
+        Ok(ino)
+    }
+
+    /// The directory's times and link count after a change in it.
+    fn touch_dir(&mut self, dir: u32, links: i32) -> Result<()> {
+        let mut i = dir_inode(&self.txn, dir)?;
+        let now = self.now();
+        i.set_mtime(now);
+        i.set_ctime(now);
+        if links != 0 {
+            let n = i32::from(i.links_count()) + links;
+            // dir_nlink: past the limit a directory counts 1 ("many").
+            let n = if n >= i32::from(LINK_MAX) || i.links_count() == 1 {
+                1
+            } else {
+                n.max(1)
+            };
+            i.i_links_count.set(n as u16);
+        }
+        self.put_inode(dir, &i)
+    }
+
+    /// Creates a regular file, FIFO, socket or device node `name` in
+    /// directory `parent`.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`], [`Error::InvalidName`], [`Error::NoSpace`],
+    /// [`Error::NoFreeInodes`],
+    /// [`Error::NotADirectory`], [`Error::InvalidArgument`] for a directory
+    /// or symlink mode (use [`WriteFs::mkdir`], [`WriteFs::symlink`]).
+    pub fn create(&mut self, parent: u32, name: &[u8], n: &NewNode) -> Result<u32> {
+        let kind = n.mode & mode::S_IFMT;
+        if ![
+            mode::S_IFREG,
+            mode::S_IFIFO,
+            mode::S_IFSOCK,
+            mode::S_IFCHR,
+            mode::S_IFBLK,
+        ]
+        .contains(&kind)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "mode {:#o}: create makes files, FIFOs, sockets and devices",
+                n.mode
+            )));
+        }
+        self.op(|w| {
+            w.check_new(parent, name)?;
+            let ino = w.new_inode(parent, n, 1)?;
+            let ft = node::ftype(n.mode, &w.shape);
+            w.dir_insert(parent, name, ino, ft)?;
+            w.touch_dir(parent, 0)?;
+            Ok(ino)
+        })
+    }
+
+    /// Creates directory `name` in `parent`.
+    ///
+    /// # Errors
+    /// As [`WriteFs::create`]; [`Error::TooManyLinks`] when `parent` has
+    /// the most subdirectories it may (without dir_nlink).
+    pub fn mkdir(&mut self, parent: u32, name: &[u8], n: &NewNode) -> Result<u32> {
+        let mut n = n.clone();
+        n.mode = mode::S_IFDIR | (n.mode & mode::PERM_MASK);
+        self.op(|w| {
+            w.check_new(parent, name)?;
+            let p = dir_inode(&w.txn, parent)?;
+            if p.links_count() >= LINK_MAX && !w.shape.dir_nlink {
+                return Err(Error::TooManyLinks(shown(name)));
+            }
+            let ino = w.new_inode(parent, &n, 2)?;
+            if w.make_inline_dir(ino, parent)? {
+                let ft = node::ftype(mode::S_IFDIR, &w.shape);
+                w.dir_insert(parent, name, ino, ft)?;
+                w.touch_dir(parent, 1)?;
+                return Ok(ino);
+            }
+            let (_, nr) = w.dir_grow(ino)?;
+            let ft = node::ftype(mode::S_IFDIR, &w.shape);
+            let b = entries::build(
+                w.shape.bs,
+                &[(b".".to_vec(), ino, ft), (b"..".to_vec(), parent, ft)],
+                w.shape.csum,
+            )
+            .ok_or_else(|| Error::InvalidArgument("new directory block".into()))?;
+            let i = dir_inode(&w.txn, ino)?;
+            let kind = w.dir_kind(ino, &i);
+            *w.txn.block_mut(nr, kind)? = b;
+            w.dir_insert(parent, name, ino, ft)?;
+            w.touch_dir(parent, 1)?;
+            Ok(ino)
+        })
+    }
+
+    /// Creates symbolic link `name` in `parent` pointing at `target`: in
+    /// the inode below 60 bytes, in a block of its own above.
+    ///
+    /// # Errors
+    /// As [`WriteFs::create`]; [`Error::InvalidArgument`] for an empty
+    /// target or one of a block or more.
+    pub fn symlink(
+        &mut self,
+        parent: u32,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<u32> {
+        if target.is_empty() || target.len() >= self.shape.bs || target.contains(&0) {
+            return Err(Error::InvalidArgument(format!(
+                "symlink target of {} bytes",
+                target.len()
+            )));
+        }
+        self.op(|w| {
+            w.check_new(parent, name)?;
+            let n = NewNode {
+                mode: mode::S_IFLNK | 0o777,
+                uid,
+                gid,
+                rdev: (0, 0),
+                times: None,
+            };
+            let ino = w.new_inode(parent, &n, 1)?;
+            let mut i = w.inode(ino)?;
+            if target.len() < 60 {
+                // A fast symlink: no blocks, no extent header.
+                let mut b = [0u8; 60];
+                b[..target.len()].copy_from_slice(target);
+                i.i_block = b;
+                i.set_flags(i.flags() - InodeFlags::EXTENTS);
+            } else {
+                if w.shape.extents {
+                    i.set_flags(i.flags() | InodeFlags::EXTENTS);
+                    let mut root = [0u8; 60];
+                    ext4r_format::extent::write_leaf(&mut root, &[])
+                        .map_err(|e| Error::corrupt("symlink", e))?;
+                    i.i_block = root;
+                }
+                let goal = w.goal_for(ino);
+                let (p, _) = w.alloc_data(goal, 1)?;
+                let mut blk = vec![0u8; w.shape.bs];
+                blk[..target.len()].copy_from_slice(target);
+                w.txn.write_data(p, blk)?;
+                w.put_inode(ino, &i)?;
+                let runs = [Run {
+                    logical: 0,
+                    physical: p,
+                    len: 1,
+                    unwritten: false,
+                }];
+                let tree = map::store(&mut w.txn, ino, &mut i, &runs, goal)?;
+                w.set_blocks(&mut i, &runs, tree)?;
+            }
+            i.set_size(target.len() as u64);
+            w.put_inode(ino, &i)?;
+            let ft = node::ftype(mode::S_IFLNK, &w.shape);
+            w.dir_insert(parent, name, ino, ft)?;
+            w.touch_dir(parent, 0)?;
+            Ok(ino)
+        })
+    }
+
+    /// Adds name `name` in `parent` for existing inode `ino` (not a
+    /// directory).
+    ///
+    /// # Errors
+    /// [`Error::IsADirectory`], [`Error::TooManyLinks`], and as
+    /// [`WriteFs::create`].
+    pub fn link(&mut self, ino: u32, parent: u32, name: &[u8]) -> Result<()> {
+        self.op(|w| {
+            w.check_new(parent, name)?;
+            let mut i = w.inode(ino)?;
+            if i.is_dir() {
+                return Err(Error::IsADirectory(format!("inode {ino}")));
+            }
+            if i.links_count() == 0 {
+                return Err(Error::NotFound(format!("inode {ino} (deleted)")));
+            }
+            if i.links_count() >= LINK_MAX {
+                return Err(Error::TooManyLinks(shown(name)));
+            }
+            i.i_links_count.set(i.links_count() + 1);
+            i.set_ctime(w.now());
+            w.put_inode(ino, &i)?;
+            let ft = node::ftype(i.mode(), &w.shape);
+            w.dir_insert(parent, name, ino, ft)?;
+            w.touch_dir(parent, 0)
+        })
+    }
+
+    /// Removes name `name` from `parent`; the inode goes when its last
+    /// name does.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::IsADirectory`] (use
+    /// [`WriteFs::rmdir`]), read errors.
+    pub fn unlink(&mut self, parent: u32, name: &[u8]) -> Result<()> {
+        self.op(|w| {
+            check_name(name)?;
+            let Some((ino, _)) = dir::lookup(&w.txn, &w.shape, parent, name)? else {
+                return Err(Error::NotFound(shown(name)));
+            };
+            let i = w.inode(ino)?;
+            if i.is_dir() {
+                return Err(Error::IsADirectory(shown(name)));
+            }
+            w.dir_remove(parent, name)?;
+            w.drop_link(ino)?;
+            w.touch_dir(parent, 0)
+        })
+    }
+
+    /// Removes empty directory `name` from `parent`.
+    ///
+    /// # Errors
+    /// [`Error::DirectoryNotEmpty`], [`Error::NotADirectory`],
+    /// [`Error::NotFound`].
+    pub fn rmdir(&mut self, parent: u32, name: &[u8]) -> Result<()> {
+        self.op(|w| {
+            check_name(name)?;
+            let Some((ino, _)) = dir::lookup(&w.txn, &w.shape, parent, name)? else {
+                return Err(Error::NotFound(shown(name)));
+            };
+            let i = w.inode(ino)?;
+            if !i.is_dir() {
+                return Err(Error::NotADirectory(shown(name)));
+            }
+            if !w.dir_is_empty(ino)? {
+                return Err(Error::DirectoryNotEmpty(shown(name)));
+            }
+            w.dir_remove(parent, name)?;
+            w.release(ino, &i)?;
+            w.touch_dir(parent, -1)
+        })
+    }
+
+    /// One name of `ino` gone: its link count down, the inode released at
+    /// zero.
+    fn drop_link(&mut self, ino: u32) -> Result<()> {
+        let mut i = self.inode(ino)?;
+        let n = i.links_count().saturating_sub(1);
+        if n == 0 {
+            return self.release(ino, &i);
+        }
+        i.i_links_count.set(n);
+        i.set_ctime(self.now());
+        self.put_inode(ino, &i)
+    }
+
+    /// Frees an inode and everything it holds: its blocks (data and
+    /// mapping), its xattr block's reference, its bitmap bit; the record
+    /// keeps its mode with no links and a deletion time, as the kernel
+    /// leaves one. A file of more runs than one operation frees goes on
+    /// the orphan list instead, to be finished after the operation (see
+    /// [`super::orphan`]).
+    fn release(&mut self, ino: u32, i: &Inode) -> Result<()> {
+        if self.too_many_runs(ino, i, 0)? {
+            let mut d = *i;
+            d.i_links_count.set(0);
+            d.set_ctime(self.now());
+            self.orphan_add(ino, &mut d);
+            self.put_inode(ino, &d)?;
+            self.deferred.push(Pending::Delete(ino));
+            return Ok(());
+        }
+        self.release_now(ino, i)
+    }
+
+    /// [`WriteFs::release`] in the running operation.
+    pub(crate) fn release_now(&mut self, ino: u32, i: &Inode) -> Result<()> {
+        let mut i = *i;
+        self.cut_mapping(ino, &mut i, 0, usize::MAX)?;
+        let acl = i.file_acl(self.txn.groups().wide()).0;
+        if acl != 0 {
+            self.drop_xattr_block(acl)?;
+        }
+        self.txn.free_inode(ino, i.is_dir())?;
+        let mut dead = i;
+        dead.i_links_count.set(0);
+        dead.i_dtime.set(self.now().secs as u32);
+        dead.set_size(0);
+        dead.set_blocks_count(0, self.shape.huge_file, self.shape.bs as u32)
+            .map_err(|e| Error::corrupt("inode", e))?;
+        dead.i_block = [0; 60];
+        dead.i_file_acl_lo.set(0);
+        dead.l_i_file_acl_high.set(0);
+        dead.set_flags(InodeFlags::empty());
+        self.put_inode(ino, &dead)
+    }
+
+    /// One reference to xattr block `b` gone; the block freed at zero.
+    fn drop_xattr_block(&mut self, b: u64) -> Result<()> {
+        let buf = self.txn.read_block(b)?;
+        if buf.len() < 8 || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0xEA02_0000 {
+            return Ok(());
+        }
+        let refs = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        if refs <= 1 {
+            let r = self.shape.ratio;
+            self.txn.free_blocks(b & !(r - 1), r)?;
+        } else {
+            let blk = self.txn.block_mut(b, BlockKind::Xattr)?;
+            blk[4..8].copy_from_slice(&(refs - 1).to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// Renames `from` in `from_dir` to `to` in `to_dir`, replacing what
+    /// `to` names (a file by a file, an empty directory by a directory).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::IsADirectory`],
+    /// [`Error::NotADirectory`], [`Error::DirectoryNotEmpty`],
+    /// [`Error::MoveIntoItself`] for a directory moved into its subtree.
+    pub fn rename(&mut self, from_dir: u32, from: &[u8], to_dir: u32, to: &[u8]) -> Result<()> {
+        self.op(|w| {
+            check_name(from)?;
+            check_name(to)?;
+            let sh = w.shape;
+            let Some((src, _)) = dir::lookup(&w.txn, &sh, from_dir, from)? else {
+                return Err(Error::NotFound(shown(from)));
+            };
+            dir_inode(&w.txn, to_dir)?;
+            let si = w.inode(src)?;
+            let dst = dir::lookup(&w.txn, &sh, to_dir, to)?;
+            if let Some((d, _)) = dst {
+                if d == src {
+                    return Ok(());
+                }
+                let di = w.inode(d)?;
+                match (si.is_dir(), di.is_dir()) {
+                    (true, false) => return Err(Error::NotADirectory(shown(to))),
+                    (false, true) => return Err(Error::IsADirectory(shown(to))),
+                    (true, true) if !w.dir_is_empty(d)? => {
+                        return Err(Error::DirectoryNotEmpty(shown(to)))
+                    }
+                    _ => {}
+                }
+            }
+            if si.is_dir() && w.is_ancestor(src, to_dir)? {
+                return Err(Error::MoveIntoItself(shown(from)));
+            }
+            if dst.is_none()
+                && w.txn.groups().free_blocks() < 4 * sh.ratio
+                && !w.room_for(to_dir, to)?
+            {
+                return Err(Error::NoSpace);
+            }
+            let ft = node::ftype(si.mode(), &sh);
+            match dst {
+                Some((d, _)) => {
+                    w.dir_retarget(to_dir, to, src, ft)?;
+                    let di = w.inode(d)?;
+                    if di.is_dir() {
+                        w.release(d, &di)?;
+                        w.touch_dir(to_dir, -1)?;
+                    } else {
+                        w.drop_link(d)?;
+                    }
+                }
+                None => w.dir_insert(to_dir, to, src, ft)?,
+            }
+            w.dir_remove(from_dir, from)?;
+            if si.is_dir() && from_dir != to_dir {
+                w.dir_set_dotdot(src, to_dir)?;
+                w.touch_dir(from_dir, -1)?;
+                w.touch_dir(to_dir, 1)?;
+            } else {
+                w.touch_dir(from_dir, 0)?;
+                if from_dir != to_dir {
+                    w.touch_dir(to_dir, 0)?;
+                }
+            }
+            let mut si = w.inode(src)?;
+            si.set_ctime(w.now());
+            w.put_inode(src, &si)
+        })
+    }
+
+    /// Whether directory `a` is `b` or holds it (following `..` up from
+    /// `b`).
+    fn is_ancestor(&self, a: u32, b: u32) -> Result<bool> {
+        let mut cur = b;
+        for _ in 0..4096 {
+            if cur == a {
+                return Ok(true);
+            }
+            if cur == ROOT_INO {
+                return Ok(false);
+            }
+            match dir::lookup(&self.txn, &self.shape, cur, b"..")? {
+                Some((p, _)) if p != cur => cur = p,
+                _ => return Ok(false),
+            }
+        }
+        Err(Error::corrupt(
+            format!("inode {b}"),
+            ext4r_format::FormatError::invalid("directory", "'..' chain does not reach the root"),
+        ))
+    }
+}

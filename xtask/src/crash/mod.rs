@@ -1,0 +1,525 @@
+//! `cargo xtask crash`: power cuts at every write of the tools' and the
+//! write layer's changes, and the recoveries after them.
+//!
+//! Each workload runs once on a recording device over an image in memory;
+//! then for each cut point (every write, or evenly spaced ones where there
+//! are more), two disks are built: the writes before the cut as issued,
+//! and the same with a random subset of the writes since the last flush
+//! dropped and one of them torn (a volatile cache lost at the cut). Each is
+//! recovered by our `fsck -fy` and by `e2fsck -fy` (and, for the write
+//! layer's journaled transactions, by a kernel mount), and must then be
+//! e2fsck-clean with nothing lost:
+//!
+//! - tune's rewrites (`-O metadata_csum`, `-I 512` on kernel-filled images,
+//!   `-j` on ext2): every file's contents as before;
+//! - fsck's repairs of three damaged images: clean after recovery;
+//! - the write layer's transactions (see [`txnload`]): the files are those
+//!   of a committed prefix of the transactions that includes every one
+//!   acknowledged before the cut.
+
+mod apiload;
+mod image;
+mod txnload;
+
+use crate::util::{self, TempDir};
+use anyhow::{bail, Context, Result};
+use ext4r::device::{apply_cut, BlockDevice, Cut, MemDevice, Recorder};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Cut points per workload at most (evenly spaced beyond).
+    #[arg(long, default_value_t = 120)]
+    cuts: usize,
+    /// The CI sample: few cut points per workload.
+    #[arg(long)]
+    sample: bool,
+    /// Seed of the images, workloads and dropped writes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Only the workloads whose names contain one of these.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Keep the cut images of failures (before recovery) here.
+    #[arg(long)]
+    keep: Option<std::path::PathBuf>,
+}
+
+/// A change recorded on an image, and what must hold after a cut.
+enum Work {
+    Tune(&'static [&'static str]),
+    Fsck,
+    Txn { deferred: bool },
+    Api { deferred: bool },
+}
+
+struct Workload {
+    name: &'static str,
+    mkfs: &'static str,
+    /// debugfs requests that damage the image first (fsck workloads).
+    damage: &'static [&'static str],
+    work: Work,
+}
+
+const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "tune-metadata_csum",
+        mkfs: "-t ext4 -b 1024 -O ^metadata_csum,uninit_bg",
+        damage: &[],
+        work: Work::Tune(&["-O", "metadata_csum"]),
+    },
+    Workload {
+        name: "tune-I512",
+        mkfs: "-t ext4 -b 1024 -I 256",
+        damage: &[],
+        work: Work::Tune(&["-I", "512"]),
+    },
+    Workload {
+        name: "tune-j-ext2",
+        mkfs: "-t ext2 -b 1024",
+        damage: &[],
+        work: Work::Tune(&["-j"]),
+    },
+    Workload {
+        name: "fsck-bitmaps",
+        mkfs: "-t ext4",
+        damage: &[
+            "freeb 3000 400",
+            "set_bg 1 free_blocks_count 17",
+            "set_bg 0 checksum calc",
+        ],
+        work: Work::Fsck,
+    },
+    Workload {
+        name: "fsck-links",
+        mkfs: "-t ext4 -b 1024",
+        damage: &[
+            "set_inode_field /d0/f1 links_count 7",
+            "unlink /d1/f2",
+            "unlink /d2/f3",
+        ],
+        work: Work::Fsck,
+    },
+    Workload {
+        name: "fsck-dir",
+        mkfs: "-t ext3",
+        damage: &["clri /d3", "set_inode_field /d4/f4 mode 0"],
+        work: Work::Fsck,
+    },
+    Workload {
+        name: "txn-each",
+        mkfs: "-t ext4",
+        damage: &[],
+        work: Work::Txn { deferred: false },
+    },
+    Workload {
+        name: "api-each",
+        mkfs: "-t ext4",
+        damage: &[],
+        work: Work::Api { deferred: false },
+    },
+    Workload {
+        name: "api-deferred-1k-nocsum",
+        mkfs: "-t ext4 -b 1024 -O ^metadata_csum",
+        damage: &[],
+        work: Work::Api { deferred: true },
+    },
+    Workload {
+        name: "txn-deferred-1k",
+        mkfs: "-t ext4 -b 1024 -O ^metadata_csum",
+        damage: &[],
+        work: Work::Txn { deferred: true },
+    },
+];
+
+pub fn run(args: &Args) -> Result<()> {
+    if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
+        println!(
+            "crash: skipped: needs root and loop devices (kernel-filled images, kernel recovery)"
+        );
+        return Ok(());
+    }
+    for prog in ["mke2fs", "e2fsck", "debugfs"] {
+        if util::find_program(prog.as_ref()).is_none() {
+            println!("crash: skipped: {prog} not found");
+            return Ok(());
+        }
+    }
+    let fsck = util::release_ext4r("fsck")?;
+    let tmp = TempDir::new_in(Path::new("/dev/shm"), "ext4r-crash")?;
+    let max_cuts = if args.sample { 4 } else { args.cuts.max(2) };
+    let tail = if args.sample { 3 } else { 10 };
+    let start = Instant::now();
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    for (k, w) in WORKLOADS.iter().enumerate() {
+        if !args.only.is_empty() && !args.only.iter().any(|o| w.name.contains(o.as_str())) {
+            continue;
+        }
+        util::check_interrupted()?;
+        let seed = args.seed.wrapping_mul(1000).wrapping_add(k as u64);
+        let row = one(
+            w,
+            tmp.path(),
+            &fsck,
+            seed,
+            (max_cuts, tail),
+            args.keep.as_deref(),
+            &mut failures,
+        )
+        .with_context(|| w.name.to_string())?;
+        println!(
+            "crash: {:<20} {:>6} writes {:>5} cut points {:>5} recoveries, {} failed",
+            w.name, row.0, row.1, row.2, row.3
+        );
+        rows.push((w.name, row));
+    }
+    let (cuts, recov, failed): (usize, usize, usize) = rows
+        .iter()
+        .fold((0, 0, 0), |a, (_, r)| (a.0 + r.1, a.1 + r.2, a.2 + r.3));
+    for f in failures.iter().take(20) {
+        println!("  FAIL {f}");
+    }
+    println!(
+        "crash: {} workloads, {cuts} cut points, {recov} recoveries, {failed} failures, {}",
+        rows.len(),
+        util::fmt_duration(start.elapsed())
+    );
+    if failed > 0 {
+        bail!("{failed} recoveries left a damaged filesystem or lost data");
+    }
+    Ok(())
+}
+
+/// Runs one workload: (writes, cut points, recoveries, failures).
+fn one(
+    w: &Workload,
+    dir: &Path,
+    fsck: &[OsString],
+    seed: u64,
+    (max_cuts, tail): (usize, usize),
+    keep: Option<&Path>,
+    failures: &mut Vec<String>,
+) -> Result<(usize, usize, usize, usize)> {
+    let base = image::kernel_filled(dir, w.name, w.mkfs, "80M", seed)?;
+    let base = if w.damage.is_empty() {
+        base
+    } else {
+        damage(dir, w.name, &base, w.damage)?
+    };
+    let base = Arc::new(base);
+    let api_start = match w.work {
+        Work::Api { .. } => Some(apiload::prepare(base.clone())?),
+        _ => None,
+    };
+    // What must survive: every file, for the tune workloads (a damaged
+    // image's files are what the repair makes of them).
+    let manifest = match w.work {
+        Work::Tune(_) => image::manifest(base.snapshot())?,
+        _ => image::Manifest::new(),
+    };
+    // The workload, recorded.
+    let rec = Arc::new(Recorder::new(base.snapshot()));
+    let dev: Arc<dyn BlockDevice> = rec.clone();
+    let mut txn_model = None;
+    let mut api_model = None;
+    match &w.work {
+        Work::Tune(opts) => {
+            let argv: Vec<OsString> = opts.iter().map(OsString::from).collect();
+            tune(dev, &argv)?;
+        }
+        Work::Fsck => {
+            let mut o = ext4r_fsck::Options::default();
+            o.force = true;
+            o.now = 1_700_000_000;
+            let mut quiet = ext4r_fsck::Quiet;
+            ext4r_fsck::repair(dev, &o, ext4r_fsck::Mode::Yes, false, &mut quiet)?;
+        }
+        Work::Txn { deferred } => {
+            let r2 = rec.clone();
+            let writes = move || r2.writes();
+            txn_model = Some(txnload::run(dev, 40, seed, *deferred, &writes)?);
+        }
+        Work::Api { deferred } => {
+            let r2 = rec.clone();
+            let writes = move || r2.writes();
+            let start = api_start.clone().unwrap_or_default();
+            api_model = Some(apiload::run(dev, 200, seed, *deferred, &writes, start)?);
+        }
+    }
+    let log = rec.log();
+    let total = rec.writes();
+    let points = cut_points(total, max_cuts, tail);
+    let (mut recoveries, mut failed) = (0, 0);
+    let img = dir.join(format!("{}-cut.img", w.name));
+    for &n in &points {
+        for variant in 0..2u64 {
+            let cut = Cut {
+                writes: n,
+                drop_unflushed: variant == 1,
+                tear: variant == 1,
+                seed: seed ^ (n as u64) << 8 ^ variant,
+            };
+            let recoverers: &[&str] = match w.work {
+                Work::Txn { .. } => &["ours", "e2fsck", "kernel"],
+                Work::Api { .. } => &["ours", "open", "e2fsck", "kernel"],
+                _ => &["ours", "e2fsck"],
+            };
+            for &who in recoverers {
+                recoveries += 1;
+                let disk = base.snapshot();
+                let stats = apply_cut(&disk, &log, cut)?;
+                let torn_sb = stats
+                    .torn_at
+                    .is_some_and(|(o, l)| ext4r::device::covers_superblock(o, l));
+                disk.save(&img)?;
+                let models = Models {
+                    txn: txn_model.as_ref(),
+                    api: api_model.as_ref(),
+                };
+                let verdict = recover(who, &img, fsck, dir, torn_sb)
+                    .and_then(|()| judge(w, &img, &manifest, &models, n));
+                if let Err(e) = verdict {
+                    if let Some(k) = keep {
+                        std::fs::create_dir_all(k)?;
+                        let kept = k.join(format!("{}-{n}-{variant}-{who}.img", w.name));
+                        let disk = base.snapshot();
+                        apply_cut(&disk, &log, cut)?;
+                        disk.save(&kept)?;
+                    }
+                    failed += 1;
+                    failures.push(format!(
+                        "{} cut {n}/{total} variant {variant} by {who}: {e:#}",
+                        w.name
+                    ));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&img);
+    Ok((total, points.len(), recoveries, failed))
+}
+
+/// Every write when there are few; else `max` evenly spaced and the last
+/// `tail` (where the commits are).
+fn cut_points(total: usize, max: usize, tail: usize) -> Vec<usize> {
+    if total <= max {
+        return (0..=total).collect();
+    }
+    let mut v: Vec<usize> = (0..max).map(|i| i * total / max).collect();
+    v.extend(total.saturating_sub(tail)..=total);
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn tune(dev: Arc<dyn BlockDevice>, argv: &[OsString]) -> Result<()> {
+    let mut opts = ext4r::tune::TuneOptions::default();
+    let a: Vec<String> = argv
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    match a.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["-O", f] => opts.features = Some((*f).to_string()),
+        ["-I", n] => {
+            opts.inode_size = Some(n.parse()?);
+            // As tune2fs -f: no e2fsck -f needed first after the mount.
+            opts.force = 1;
+        }
+        ["-j"] => {
+            let mut j = ext4r::tune::JournalRequest::default();
+            j.size = -1;
+            opts.journal = Some(j);
+        }
+        other => bail!("tune options {other:?} not known to the crash test"),
+    }
+    let mut env = ext4r::tune::TuneEnv::new("crash", 1_700_000_000);
+    let out = ext4r::tune::tune(dev, &opts, &mut env)?;
+    if out.status != 0 {
+        bail!("tune {a:?} refused: {}{}", out.out, out.err);
+    }
+    Ok(())
+}
+
+fn damage(dir: &Path, name: &str, base: &MemDevice, reqs: &[&str]) -> Result<MemDevice> {
+    let img = dir.join(format!("{name}-damage.img"));
+    base.save(&img)?;
+    for r in reqs {
+        let out = Command::new("debugfs")
+            .args(["-w", "-R", r])
+            .arg(&img)
+            .output()?;
+        if !out.status.success() {
+            bail!("debugfs {r}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    let bytes = std::fs::read(&img)?;
+    let _ = std::fs::remove_file(&img);
+    Ok(MemDevice::from_bytes(&bytes))
+}
+
+fn exit_code(cmd: &mut Command) -> Result<i32> {
+    let out = cmd.output().with_context(|| format!("{cmd:?}"))?;
+    Ok(out.status.code().unwrap_or(-1))
+}
+
+/// Recovers the cut image with `who`.
+/// Recovers a cut image: fsck's repair (ours, e2fsck's), a kernel mount,
+/// or our library's open (which replays the journal and finishes orphans).
+/// A torn primary superblock no mount or open accepts (the kernel's own
+/// writes of it tear alike): those must refuse it, and fsck then repairs it
+/// from a backup.
+fn recover(who: &str, img: &Path, fsck: &[OsString], dir: &Path, torn_sb: bool) -> Result<()> {
+    let ours_fsck = || exit_code(Command::new(&fsck[0]).args(&fsck[1..]).arg("-fy").arg(img));
+    let code = match who {
+        "ours" => ours_fsck()?,
+        "e2fsck" => exit_code(Command::new("e2fsck").arg("-fy").arg(img))?,
+        "open" => {
+            let mut o = ext4r::write::WriteOptions::default();
+            o.now = Some((1_700_000_100, 0));
+            let opened = ext4r::write::WriteFs::open_path(img, o.clone());
+            match opened {
+                Ok(fs) => fs.close().context("closing after recovery")?,
+                Err(e) if torn_sb => {
+                    let c = ours_fsck()?;
+                    if c > 2 {
+                        bail!("our fsck exited {c} on a torn superblock (open: {e})");
+                    }
+                    ext4r::write::WriteFs::open_path(img, o)?.close()?;
+                }
+                Err(e) => bail!("our open refused it: {e}"),
+            }
+            0
+        }
+        _ => {
+            let mnt = dir.join("crash.mnt");
+            std::fs::create_dir_all(&mnt)?;
+            let mount = || {
+                exit_code(
+                    Command::new("mount")
+                        .args(["-o", "loop"])
+                        .arg(img)
+                        .arg(&mnt),
+                )
+            };
+            let mut m = mount()?;
+            if m != 0 && torn_sb {
+                let c = exit_code(Command::new("e2fsck").arg("-fy").arg(img))?;
+                if c > 2 {
+                    bail!("e2fsck exited {c} on a torn superblock");
+                }
+                m = mount()?;
+            }
+            if m != 0 {
+                bail!("the kernel refused to mount it (mount exit {m})");
+            }
+            image::umount(&mnt)?;
+            0
+        }
+    };
+    if code > 2 {
+        bail!("{who} exited {code}");
+    }
+    Ok(())
+}
+
+/// What the transaction workloads expect, per state.
+struct Models<'a> {
+    txn: Option<&'a (txnload::Model, Vec<usize>)>,
+    api: Option<&'a (Vec<apiload::Tree>, Vec<usize>)>,
+}
+
+/// The checks after a recovery: e2fsck-clean, and the workload's own.
+fn judge(
+    w: &Workload,
+    img: &Path,
+    manifest: &image::Manifest,
+    models: &Models<'_>,
+    cut: usize,
+) -> Result<()> {
+    let out = Command::new("e2fsck").arg("-fn").arg(img).output()?;
+    if out.status.code() != Some(0) {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with("Pass "))
+            .take(4)
+            .collect();
+        bail!(
+            "e2fsck -fn exit {:?} afterwards: {}",
+            out.status.code(),
+            lines.join(" | ")
+        );
+    }
+    let dev = ext4r::device::FileDevice::open(img, Default::default())?;
+    match &w.work {
+        Work::Tune(_) => {
+            let now = image::manifest(dev)?;
+            if &now != manifest {
+                let lost: Vec<&String> = manifest
+                    .iter()
+                    .filter(|(p, v)| now.get(*p) != Some(v))
+                    .map(|(p, _)| p)
+                    .take(5)
+                    .collect();
+                bail!("files changed or lost: {lost:?}");
+            }
+        }
+        Work::Fsck => {}
+        Work::Api { .. } => {
+            let Some((states, acked)) = models.api else {
+                bail!("no model");
+            };
+            let seen = apiload::observe(dev)?;
+            let done = acked.iter().filter(|&&a| a <= cut).count();
+            let exact = (done..states.len().min(done + 2)).any(|m| states[m] == seen);
+            let torn = || match (states.get(done), states.get(done + 1)) {
+                (Some(old), Some(new)) => apiload::torn_between(old, new, &seen),
+                _ => false,
+            };
+            if !exact && !torn() {
+                let want = &states[done.min(states.len() - 1)];
+                let differing = want
+                    .keys()
+                    .chain(seen.keys())
+                    .find(|&p| want.get(p) != seen.get(p))
+                    .map(|p| {
+                        let len = |t: &apiload::Tree| t.get(p).map(|v| v.as_ref().map(Vec::len));
+                        format!(
+                            "{p}: expected length {:?}, found {:?}",
+                            len(want),
+                            len(&seen)
+                        )
+                    });
+                bail!(
+                    "the tree is no state from operation {done} on: {} paths, expected {} \
+                     (first differing: {})",
+                    seen.len(),
+                    want.len(),
+                    differing.unwrap_or_default()
+                );
+            }
+        }
+        Work::Txn { .. } => {
+            let Some((model, acked)) = models.txn else {
+                bail!("no model");
+            };
+            let seen = txnload::observe(dev)?;
+            let done = acked.iter().filter(|&&a| a <= cut).count();
+            let ok = (done..model.len().min(done + 2)).find(|&m| model[m] == seen);
+            if ok.is_none() {
+                let near: BTreeMap<_, _> = model.get(done).cloned().unwrap_or_default();
+                bail!(
+                    "files {seen:?} are no committed state from transaction {done} on \
+                     (expected at least {near:?})"
+                );
+            }
+        }
+    }
+    Ok(())
+}
