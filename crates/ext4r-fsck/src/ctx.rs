@@ -41,8 +41,10 @@ pub(crate) struct DirRec {
     pub encrypted: bool,
     /// Names are compared case-folded (hashes not checked here).
     pub casefold: bool,
-    /// The directory's checksum seed (metadata_csum).
+    /// The directory's checksum seed (metadata_csum), to verify its blocks.
     pub seed: u32,
+    /// The directory, as the write layer stamps its blocks.
+    pub owner: crate::fix::Owner,
     /// Where its `..` entry is: (block, offset).
     pub dotdot_at: Option<(u64, usize)>,
     /// Pass 1 repairs its block map or extent tree this round (what it

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use ext4r_format::blockmap::{IndirectBlock, NDIR_BLOCKS};
 use ext4r_format::extent::{ExtentNode, MAX_EXTENT_DEPTH};
-use ext4r_format::inode::{ino as special, inode_csum_seed, Inode, InodeFlags};
+use ext4r_format::inode::{ino as special, Inode, InodeFlags};
 use ext4r_format::InodeNr;
 
 use ext4r::fs::Filesystem;
@@ -113,7 +113,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
         .filter(|&(s, e)| s < e)
         .collect();
     for ino in owners {
-        let Some((seed, ptrs)) = pointers(&c.fs, ino) else {
+        let Some((owner, ptrs)) = pointers(&c.fs, ino) else {
             continue;
         };
         let mut copies = Vec::new();
@@ -196,7 +196,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             1,
             "PR_1D_CLONE_QUESTION",
             format!("Inode {ino} has {n} multiply-claimed block(s) to clone."),
-            Fix::CloneBlocks(ino, seed, copies),
+            Fix::CloneBlocks(ino, owner, copies),
         );
     }
 }
@@ -278,16 +278,12 @@ fn allocate(free: &mut [(u64, u64)], len: u64) -> Option<u64> {
 
 /// An inode's block pointers in logical order: (where, first block, run
 /// length), node and indirect blocks before what they point to; with the
-/// inode's checksum seed. Pointers that are not valid are left out (other
-/// problems repair them).
-pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<Pointer>)> {
+/// inode as the owner of its tree blocks. Pointers that are not valid are
+/// left out (other problems repair them).
+pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(crate::fix::Owner, Vec<Pointer>)> {
     let rec = fs.inode_record(InodeNr(ino)).ok()?;
     let inode = Inode::parse(&rec).ok()?;
-    let seed = inode_csum_seed(
-        fs.superblock().csum_seed(),
-        InodeNr(ino),
-        inode.generation(),
-    );
+    let owner = crate::fix::Owner::of(ino, &inode);
     let c = Area::of(fs);
     let flags = inode.flags();
     if flags.contains(InodeFlags::INLINE_DATA) {
@@ -302,7 +298,7 @@ pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<Pointer>)>
     } else {
         blockmap_ptrs(&c, &inode, &mut out);
     }
-    Some((seed, out))
+    Some((owner, out))
 }
 
 /// The blocks an inode held in memory maps (data and tree or indirect

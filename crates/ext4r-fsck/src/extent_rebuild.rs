@@ -12,7 +12,7 @@ use ext4r_format::extent::{max_entries, write_index, write_leaf, Extent, ExtentI
 use ext4r_format::BlockNr;
 
 use crate::ctx::Ctx;
-use crate::fix::Fix;
+use crate::fix::{Fix, Owner};
 
 /// What the walk of the old tree found: its valid extents in logical
 /// order, and its node blocks.
@@ -27,8 +27,8 @@ pub(crate) struct Collected {
 pub struct ExtentTree {
     /// The inode.
     pub ino: u32,
-    /// Its checksum seed (for the node blocks' tails).
-    pub seed: u32,
+    /// The inode again, with its generation, for the node blocks' tails.
+    pub owner: crate::fix::Owner,
     /// The new root.
     pub root: [u8; 60],
     /// Node blocks and their contents (tails are stamped when written).
@@ -37,7 +37,7 @@ pub struct ExtentTree {
 
 /// The repair that rewrites inode `ino`'s tree from `found`; None when no
 /// block can be had for it.
-pub(crate) fn plan(c: &mut Ctx, ino: u32, seed: u32, found: Collected) -> Option<Fix> {
+pub(crate) fn plan(c: &mut Ctx, ino: u32, owner: Owner, found: Collected) -> Option<Fix> {
     let bs = c.geo.block_size as usize;
     let per_block = usize::from(max_entries(bs));
     let mut spare = found.blocks.into_iter();
@@ -49,7 +49,7 @@ pub(crate) fn plan(c: &mut Ctx, ino: u32, seed: u32, found: Collected) -> Option
     if extents.len() <= 4 {
         let mut root = [0u8; 60];
         write_leaf(&mut root, &extents).ok()?;
-        return Some(done(ino, seed, root, blocks));
+        return Some(done(ino, owner, root, blocks));
     }
     for chunk in extents.chunks(per_block) {
         let mut buf = vec![0u8; bs];
@@ -71,7 +71,7 @@ pub(crate) fn plan(c: &mut Ctx, ino: u32, seed: u32, found: Collected) -> Option
         if idx.len() <= 4 {
             let mut root = [0u8; 60];
             write_index(&mut root, depth, &idx).ok()?;
-            return Some(done(ino, seed, root, blocks));
+            return Some(done(ino, owner, root, blocks));
         }
         for chunk in idx.chunks(per_block) {
             let mut buf = vec![0u8; bs];
@@ -82,10 +82,10 @@ pub(crate) fn plan(c: &mut Ctx, ino: u32, seed: u32, found: Collected) -> Option
     }
 }
 
-fn done(ino: u32, seed: u32, root: [u8; 60], blocks: Vec<(u64, Vec<u8>)>) -> Fix {
+fn done(ino: u32, owner: Owner, root: [u8; 60], blocks: Vec<(u64, Vec<u8>)>) -> Fix {
     Fix::RebuildExtents(Box::new(ExtentTree {
         ino,
-        seed,
+        owner,
         root,
         blocks,
     }))

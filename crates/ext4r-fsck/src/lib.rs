@@ -76,7 +76,7 @@ use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 pub use device_size::{size_mismatch, SizeMismatch};
 pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
-pub use fix::{apply as apply_fixes, Fix};
+pub use fix::{apply as apply_fixes, Fix, Owner};
 pub use observe::{Action, Forced, Observer, Quiet};
 pub use problem::{Problem, Problems, Severity};
 pub use prompt::prompt;

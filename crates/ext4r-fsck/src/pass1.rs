@@ -670,11 +670,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             casefold: flags.contains(InodeFlags::CASEFOLD),
             dotdot_at: None,
             map_bad: map.bad,
-            seed: ext4r_format::inode::inode_csum_seed(
-                c.sb.csum_seed(),
-                InodeNr(ino),
-                inode.generation(),
-            ),
+            seed: crate::fix::Owner::of(ino, &inode).seed(c.sb.csum_seed()),
+            owner: crate::fix::Owner::of(ino, &inode),
         });
         for &(l, p, n) in &map.runs {
             for k in 0..n {

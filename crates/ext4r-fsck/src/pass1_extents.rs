@@ -12,8 +12,7 @@
 use std::collections::HashSet;
 
 use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode, EXTENT_MAGIC};
-use ext4r_format::inode::{inode_csum_seed, Inode};
-use ext4r_format::InodeNr;
+use ext4r_format::inode::Inode;
 
 use crate::ctx::Ctx;
 use crate::extent_depth::{parse_at, stored};
@@ -38,7 +37,8 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     let mut w = ExtWalk {
         dir_limit: dir_limit(c, inode, want_runs),
         ino,
-        seed: inode_csum_seed(c.sb.csum_seed(), InodeNr(ino), inode.generation()),
+        seed: crate::fix::Owner::of(ino, inode).seed(c.sb.csum_seed()),
+        owner: crate::fix::Owner::of(ino, inode),
         res: MapResult::default(),
         want_runs,
         seen: HashSet::new(),
@@ -64,7 +64,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
                 "Inode {ino} extent tree root says depth {}, its entries show depth {d}.",
                 stored(&root)
             ),
-            Fix::ExtentDepth(ino, None, d, w.seed),
+            Fix::ExtentDepth(ino, None, d, w.owner),
         );
         root[6..8].copy_from_slice(&d.to_le_bytes());
     }
@@ -105,7 +105,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         let msg = format!(
             "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
         );
-        match crate::extent_rebuild::plan(c, ino, w.seed, found) {
+        match crate::extent_rebuild::plan(c, ino, w.owner, found) {
             Some(fix) => c.p.error_fix(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg, fix),
             None => c.p.error(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg),
         }
@@ -117,7 +117,10 @@ struct ExtWalk {
     /// See [`dir_limit`].
     dir_limit: Option<u64>,
     ino: u32,
+    /// The inode's checksum seed, to verify its tree blocks.
     seed: u32,
+    /// The inode, as the write layer stamps its tree blocks.
+    owner: crate::fix::Owner,
     res: MapResult,
     want_runs: bool,
     seen: HashSet<u64>,
@@ -191,7 +194,7 @@ impl ExtWalk {
     }
 
     fn remove(&self, i: usize) -> Fix {
-        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed)
+        Fix::ExtentRemove(self.ino, self.node_at, i, self.owner)
     }
 
     fn leaf(&mut self, c: &mut Ctx, node: &ExtentNode<'_>, lo: u64, hi: u64) {
@@ -270,7 +273,7 @@ impl ExtWalk {
                     1,
                     "PR_1_UNINIT_DBLOCK",
                     format!("Directory inode {ino} has an unwritten extent at block {l}."),
-                    Fix::ExtentWritten(self.ino, self.node_at, i, self.seed),
+                    Fix::ExtentWritten(self.ino, self.node_at, i, self.owner),
                 );
                 if c.repairing {
                     let _ = e.set_len(n as u16, false);
@@ -387,7 +390,7 @@ impl ExtWalk {
                          be {want}.",
                         level + 1
                     ),
-                    Fix::ExtentDepth(self.ino, Some(child), want, self.seed),
+                    Fix::ExtentDepth(self.ino, Some(child), want, self.owner),
                 );
             }
             let csum_bad = c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err();
@@ -401,7 +404,7 @@ impl ExtWalk {
                                 "Inode {ino} extent block passes checks, but checksum does not \
                                  match extent\n\t(logical block {l}, physical block {child})"
                             ),
-                            crate::fix::Fix::ExtentBlockChecksum(child, self.seed),
+                            crate::fix::Fix::ExtentBlockChecksum(child, self.owner),
                         );
                         self.res.bad = true;
                     }
@@ -421,7 +424,7 @@ impl ExtWalk {
                                 "Interior extent node level {level} of inode {ino}:\nLogical \
                                  start {l} does not match logical start {f} at next level."
                             ),
-                            Fix::ExtentIndexStart(self.ino, self.node_at, i, f, self.seed),
+                            Fix::ExtentIndexStart(self.ino, self.node_at, i, f, self.owner),
                         );
                         self.res.bad = true;
                     }

@@ -121,7 +121,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                     2,
                     "PR_2_DIRECTORY_HOLE",
                     msg,
-                    crate::fix::Fix::DirBlock0(r.ino, b, r.seed),
+                    crate::fix::Fix::DirBlock0(r.ino, b, r.owner),
                 ),
                 None => c.p.error(2, "PR_2_DIRECTORY_HOLE", msg),
             }
@@ -172,6 +172,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let htree = c.dirs[d].htree;
     let hashed = htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
     let seed = c.dirs[d].seed;
+    let owner = c.dirs[d].owner;
     // An htree root: "." and ".." then index data.
     // The root's '.' and '..' are records like any (the index lives in
     // the slack of '..'): damaged ones are salvaged as in a linear block.
@@ -236,7 +237,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                     "Directory inode {ino}, block #{}, offset 0: directory has no checksum.",
                     b.lblk
                 ),
-                crate::fix::Fix::DirAddTail(b.phys, seed),
+                crate::fix::Fix::DirAddTail(b.phys, owner),
             );
         } else if !ok {
             c.p.error_fix(
@@ -247,7 +248,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                      fails checksum.",
                     b.lblk
                 ),
-                crate::fix::Fix::DirBlockChecksum(b.phys, seed),
+                crate::fix::Fix::DirBlockChecksum(b.phys, owner),
             );
         }
     }
@@ -296,7 +297,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                         "'{}' directory entry in directory inode {ino} is not NULL terminated",
                         String::from_utf8_lossy(name)
                     ),
-                    crate::fix::Fix::DirZeroByte(b.phys, at, seed),
+                    crate::fix::Fix::DirZeroByte(b.phys, at, owner),
                 );
             }
         }
@@ -307,7 +308,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 2,
                 "PR_2_SPLIT_DOT",
                 format!("Directory entry for '.' in ... ({ino}) is big."),
-                crate::fix::Fix::DirMakeDot(b.phys, ino, seed),
+                crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
             );
         }
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
@@ -317,7 +318,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     }
     // Names repeated within the block (sorting beats hashing at ~100 names).
     names.sort_unstable();
-    let seed = c.dirs[d].seed;
+    let owner = c.dirs[d].owner;
     let mut taken: Option<HashSet<Vec<u8>>> = None;
     for w in names.windows(2) {
         if w[0].0 != w[1].0 {
@@ -330,7 +331,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 2,
                 "PR_2_DUPLICATE_DIRENT",
                 format!("Duplicate entry '{shown}' found in directory inode {ino}."),
-                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, seed),
+                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, owner),
             );
         } else if encrypted {
             // A name that cannot be changed without the key is dropped
@@ -339,7 +340,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 2,
                 "PR_2_NON_UNIQUE_FILE_NO_RENAME",
                 format!("Duplicate filename entry '{shown}' found in directory inode {ino}."),
-                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, seed),
+                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, owner),
             );
         } else {
             // Two files of one name: the second is renamed, as e2fsck's
@@ -361,7 +362,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                     crate::pathname::dir_path(&c.fs, ino),
                     String::from_utf8_lossy(&new)
                 ),
-                crate::fix::Fix::DirEntryRename(b.phys, w[1].1, new, seed),
+                crate::fix::Fix::DirEntryRename(b.phys, w[1].1, new, owner),
             );
         }
     }
@@ -426,7 +427,7 @@ pub(crate) fn mutate_name(s: &mut Vec<u8>) {
 fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Option<Vec<u8>>> {
     let ino = b.ino;
     let bs = c.geo.block_size;
-    let seed = c.dirs[d].seed;
+    let owner = c.dirs[d].owner;
     let max_ino = c.sb.s_inodes_count.get();
     let mut copy: Option<Vec<u8>> = None;
     let mut made_dot = false;
@@ -478,7 +479,12 @@ fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Op
                     format!("First entry in directory inode {ino} should be '.'"),
                 )
             };
-            c.p.error_fix(2, code, msg, crate::fix::Fix::DirMakeDot(b.phys, ino, seed));
+            c.p.error_fix(
+                2,
+                code,
+                msg,
+                crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
+            );
             made_dot = true;
             copy = Some(next);
             continue;
@@ -501,7 +507,7 @@ fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Op
             2,
             "PR_2_DIR_CORRUPTED",
             msg,
-            crate::fix::Fix::DirSalvage(b.phys, at, prev, seed),
+            crate::fix::Fix::DirSalvage(b.phys, at, prev, owner),
         );
         if !c.repairing {
             return None;
@@ -575,7 +581,7 @@ fn entry(
                     )
                 };
                 let fix = (b.phys != 0 && off == 0)
-                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].seed));
+                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner));
                 match fix {
                     Some(f) => c.p.error_fix(2, code, msg, f),
                     None => c.p.error(2, code, msg),
@@ -585,7 +591,7 @@ fn entry(
             } else if target != dir {
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
-                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].seed);
+                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner);
                     c.p.error_fix(2, "PR_2_BAD_INODE_DOT", msg, f);
                 } else {
                     c.p.error(2, "PR_2_BAD_INODE_DOT", msg);
@@ -607,7 +613,7 @@ fn entry(
                     )
                 };
                 let fix = (b.phys != 0)
-                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].seed));
+                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner));
                 match fix {
                     Some(f) => c.p.error_fix(2, code, msg, f),
                     None => c.p.error(2, code, msg),
@@ -674,7 +680,7 @@ fn entry(
         let msg = format!("{} has illegal characters in its name.", place(c));
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
-            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].seed);
+            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].owner);
             c.p.error_fix(2, "PR_2_BAD_NAME", msg, f);
         } else {
             c.p.error(2, "PR_2_BAD_NAME", msg);
@@ -702,7 +708,7 @@ fn entry(
     };
     let kind = c.inodes[t].kind;
     // As e2fsck: '.' and '..' have their file type checked too.
-    let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].seed));
+    let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].owner));
     check_filetype(c, &place, ftype, kind, fix_at);
     if slot > 1 {
         // In an encrypted directory every file, directory and symlink is
@@ -759,7 +765,7 @@ fn entry(
 /// directory, in the inode: a bad parent becomes 0 for pass 3 to set).
 fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: &'static str, msg: String) {
     let fix = if b.phys != 0 {
-        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].seed)
+        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner)
     } else if b.lblk == crate::inline_dir::AREA_PARENT {
         crate::fix::Fix::InlineParent(b.ino, 0)
     } else {
@@ -773,7 +779,7 @@ fn check_filetype(
     place: &dyn Fn(&Ctx) -> String,
     ftype: u8,
     kind: FileKind,
-    fix_at: Option<(u64, usize, u32)>,
+    fix_at: Option<(u64, usize, crate::fix::Owner)>,
 ) {
     let fix = |t: u8| fix_at.map(|(b, o, s)| crate::fix::Fix::DirEntryFiletype(b, o, t, s));
     let should = kind.dirent_type();

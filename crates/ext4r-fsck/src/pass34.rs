@@ -117,7 +117,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     3,
                     "PR_3_BAD_DOT_DOT",
                     bad_dotdot(&c.fs, &r),
-                    crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.seed),
+                    crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.owner),
                 ),
                 None => {
                     let msg = bad_dotdot(&c.fs, &r);
@@ -134,9 +134,13 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
     lost_and_found(c);
 }
 
-/// Where the root names `name`: (block, offset, the root's seed).
-fn root_entry(c: &Ctx, root: &ext4r::fs::InodeInfo, name: &[u8]) -> Option<(u64, usize, u32)> {
-    let seed = c.dirs[c.dir_idx(special::ROOT)?].seed;
+/// Where the root names `name`: (block, offset, the root as owner).
+fn root_entry(
+    c: &Ctx,
+    root: &ext4r::fs::InodeInfo,
+    name: &[u8],
+) -> Option<(u64, usize, crate::fix::Owner)> {
+    let owner = c.dirs[c.dir_idx(special::ROOT)?].owner;
     let bs = c.geo.block_size as usize;
     let mut buf = vec![0u8; bs];
     for r in c.fs.runs(root).ok()? {
@@ -145,7 +149,7 @@ fn root_entry(c: &Ctx, root: &ext4r::fs::InodeInfo, name: &[u8]) -> Option<(u64,
             c.fs.device().read_at(&mut buf, b * bs as u64).ok()?;
             for e in ext4r_format::dir::DirBlockIter::new(&buf).flatten() {
                 if e.inode.0 != 0 && e.name == name {
-                    return Some((b, e.offset, seed));
+                    return Some((b, e.offset, owner));
                 }
             }
         }
@@ -172,7 +176,7 @@ fn lost_and_found(c: &mut Ctx) {
             // As e2fsck: the name is cleared and a new lost+found made
             // in a later round (what the old one held is reconnected).
             let unlink = root_entry(c, &root, b"lost+found")
-                .map(|(blk, off, seed)| crate::fix::Fix::DirEntryClear(blk, off, seed));
+                .map(|(blk, off, owner)| crate::fix::Fix::DirEntryClear(blk, off, owner));
             let inline = is_dir
                 && c.fs.inode(ino).is_ok_and(|i| {
                     i.inode

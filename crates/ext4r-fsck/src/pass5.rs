@@ -4,7 +4,7 @@
 //! without reading anything; bitmaps are compared a word at a time.
 
 use ext4r::fs::FileKind;
-use ext4r_format::group_desc::{bitmap_checksum, GroupDesc};
+use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::GroupNr;
 
 use crate::ctx::{Claim, Ctx};
@@ -182,8 +182,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
     let bpg = c.geo.blocks_per_group;
     let cpg = bpg >> cbits;
     let bs = u64::from(c.geo.block_size);
-    let seed = c.sb.csum_seed();
-    let dsize = c.geo.desc_size as usize;
+    let csums = ext4r_txn::csum::Checksums::new(&c.sb);
     let mut total_free = 0u64;
     let mut total_used_blocks = 0u64;
     let mut reports = 0usize;
@@ -240,19 +239,13 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
                 );
                 continue;
             }
-            if c.csum() {
-                let crc = bitmap_checksum(seed, &raw[..(cpg / 8) as usize]);
-                let lo = d.bg_block_bitmap_csum_lo.get();
-                let hi = d.bg_block_bitmap_csum_hi.get();
-                let ok = (crc & 0xffff) as u16 == lo && (dsize < 64 || (crc >> 16) as u16 == hi);
-                if !ok {
-                    c.p.error_fix(
-                        5,
-                        "PR_5_BLOCK_BITMAP_CSUM_INVALID",
-                        format!("Block bitmap for group {g} has an invalid checksum."),
-                        Fix::BlockBitmap(g, want.clone()),
-                    );
-                }
+            if c.csum() && !csums.block_bitmap_ok(&d, &raw) {
+                c.p.error_fix(
+                    5,
+                    "PR_5_BLOCK_BITMAP_CSUM_INVALID",
+                    format!("Block bitmap for group {g} has an invalid checksum."),
+                    Fix::BlockBitmap(g, want.clone()),
+                );
             }
             if g + 1 == groups && nclusters < cpg {
                 let all = to_words(&raw, cpg);
@@ -374,8 +367,7 @@ fn inodes(c: &mut Ctx) {
     let wide = c.wide();
     let ipg = u64::from(c.geo.inodes_per_group);
     let bs = u64::from(c.geo.block_size);
-    let seed = c.sb.csum_seed();
-    let dsize = c.geo.desc_size as usize;
+    let csums = ext4r_txn::csum::Checksums::new(&c.sb);
     let first_ino = u64::from(c.sb.first_ino());
     // In use: reserved inodes, pass 1's inodes, the special ones.
     let mut used: Vec<(u32, bool)> = c
@@ -454,19 +446,13 @@ fn inodes(c: &mut Ctx) {
                 );
                 continue;
             }
-            if c.csum() {
-                let crc = bitmap_checksum(seed, &raw[..(ipg / 8) as usize]);
-                let lo = d.bg_inode_bitmap_csum_lo.get();
-                let hi = d.bg_inode_bitmap_csum_hi.get();
-                let ok = (crc & 0xffff) as u16 == lo && (dsize < 64 || (crc >> 16) as u16 == hi);
-                if !ok {
-                    c.p.error_fix(
-                        5,
-                        "PR_5_INODE_BITMAP_CSUM_INVALID",
-                        format!("Inode bitmap for group {g} has an invalid checksum."),
-                        Fix::InodeBitmap(g, want.clone()),
-                    );
-                }
+            if c.csum() && !csums.inode_bitmap_ok(&d, &raw) {
+                c.p.error_fix(
+                    5,
+                    "PR_5_INODE_BITMAP_CSUM_INVALID",
+                    format!("Inode bitmap for group {g} has an invalid checksum."),
+                    Fix::InodeBitmap(g, want.clone()),
+                );
             }
             if tail_unset(&raw, ipg) {
                 c.p.error_fix(

@@ -205,7 +205,7 @@ fn run(
     let orphans_released = if journal_only {
         Vec::new()
     } else {
-        release_orphans(&dev, &mut fixed)?
+        release_orphans(&dev, &mut fixed, opts.now)?
     };
     // Said as they are released, before the check (e2fsck releases them
     // while it checks the superblock); preen prints them from the report.
@@ -256,7 +256,7 @@ fn run(
             made.extend(descriptor_counts(&fs));
             let fixes: Vec<Fix> = made.iter().filter_map(|p| p.fix.clone()).collect();
             if !fixes.is_empty() {
-                fix::apply(&fs, &fixes)?;
+                fix::apply_at(&fs, &fixes, opts.now)?;
                 fixed.extend(made);
                 last = check_with(dev.clone(), &unforced, &mut Quiet, false)?;
             }
@@ -367,7 +367,7 @@ fn run(
                 break;
             }
             let fs = open(&dev)?;
-            fix::apply(&fs, &fixes)?;
+            fix::apply_at(&fs, &fixes, opts.now)?;
             // A journal the round found holding data ("Run journal
             // anyway", its flag set by the fix) is replayed before the
             // next check, as e2fsck does.
@@ -388,7 +388,7 @@ fn run(
             break;
         }
         rehash_done = true;
-        rehashed = rehash(&dev, opts.rehash, &fixed)?;
+        rehashed = rehash(&dev, opts.rehash, &fixed, opts.now)?;
         if rehashed.is_empty() {
             break;
         }
@@ -552,7 +552,12 @@ impl Observer for Live<'_, '_> {
 /// Pass 3A on a filesystem the check found clean: the directories whose
 /// index the repair cleared get a new one, as e2fsck rebuilds them (all
 /// directories with `all`, its `-D`). Returns those rebuilt.
-fn rehash(dev: &Arc<dyn BlockDevice>, all: bool, fixed: &[Problem]) -> Result<Vec<u32>, Error> {
+fn rehash(
+    dev: &Arc<dyn BlockDevice>,
+    all: bool,
+    fixed: &[Problem],
+    now: i64,
+) -> Result<Vec<u32>, Error> {
     let fs = open(dev)?;
     let mut dirs: Vec<u32> = if all {
         crate::rehash::all_dirs(&fs)
@@ -577,7 +582,7 @@ fn rehash(dev: &Arc<dyn BlockDevice>, all: bool, fixed: &[Problem]) -> Result<Ve
         }
     }
     if !fixes.is_empty() {
-        fix::apply(&fs, &fixes)?;
+        fix::apply_at(&fs, &fixes, now)?;
     }
     Ok(done)
 }
@@ -653,14 +658,18 @@ fn replay_journal(
 
 /// Releases the orphan inodes (see [`crate::orphan`]); returns them, and
 /// adds what was said about them to `said`.
-fn release_orphans(dev: &Arc<dyn BlockDevice>, said: &mut Vec<Problem>) -> Result<Vec<u32>, Error> {
+fn release_orphans(
+    dev: &Arc<dyn BlockDevice>,
+    said: &mut Vec<Problem>,
+    now: i64,
+) -> Result<Vec<u32>, Error> {
     let Ok(fs) = open(dev) else {
         // Not openable at all: the check reports why.
         return Ok(Vec::new());
     };
     let r = crate::orphan::plan(&fs);
     if !r.fixes.is_empty() {
-        fix::apply(&fs, &r.fixes)?;
+        fix::apply_at(&fs, &r.fixes, now)?;
     }
     said.extend(r.said);
     Ok(r.inodes)
@@ -739,8 +748,7 @@ fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<b
     sb.s_state.set((state | STATE_VALID) & !STATE_ERROR);
     sb.s_mnt_count.set(0);
     sb.set_lastcheck(now);
-    fix::write_superblock(dev.as_ref(), &mut sb)?;
-    dev.flush()?;
+    fix::write_superblock(&fs, sb, now)?;
     Ok(state & STATE_VALID == 0)
 }
 
