@@ -11,6 +11,7 @@ mod dirs;
 mod guard;
 mod resize;
 mod space;
+mod truncate;
 
 use dirs::{add_tail, collapse_dir};
 use space::bits_to_bytes;
@@ -225,6 +226,9 @@ pub enum Fix {
     FreeInode(u32, bool),
     /// Clear the head of the orphan inode list.
     ClearLastOrphan,
+    /// Finish the truncation of an orphan still linked: the blocks past
+    /// its size freed (see `fix/truncate.rs`).
+    TruncateOrphan(u32),
     /// Create /lost+found with this inode and block.
     MakeLostFound(crate::lost_found::NewLostFound),
     /// Clear these inode flags.
@@ -329,6 +333,9 @@ struct Writer<'a> {
     /// Bitmaps changed, by (group, block bitmap?): written, and their
     /// checksums stamped, by the write layer.
     bitmaps: BTreeMap<(u32, bool), Vec<u8>>,
+    /// Orphans to truncate to their size, once the rest of the batch is
+    /// in the transaction.
+    truncates: Vec<u32>,
     /// Metadata blocks a fix rewrites as metadata (the resize inode's
     /// reserved GDT blocks), exempt from the guard.
     meta_writes: std::collections::BTreeSet<u64>,
@@ -348,6 +355,7 @@ impl<'a> Writer<'a> {
             descs: BTreeMap::new(),
             bitmaps: BTreeMap::new(),
             meta_writes: std::collections::BTreeSet::new(),
+            truncates: Vec::new(),
         }
     }
 
@@ -748,6 +756,11 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::FreeInode(ino, dir) => self.free_inode(*ino, *dir)?,
+            Fix::TruncateOrphan(ino) => {
+                if !self.truncates.contains(ino) {
+                    self.truncates.push(*ino);
+                }
+            }
             Fix::ClearLastOrphan => {
                 self.sb.s_last_orphan.set(0);
                 self.sb_dirty = true;
@@ -939,6 +952,23 @@ impl<'a> Writer<'a> {
                 continue;
             }
             txn.write_block(b, kind, buf)?;
+        }
+        if !self.truncates.is_empty() {
+            let meta = guard::metadata_ranges(self.fs);
+            for ino in std::mem::take(&mut self.truncates) {
+                // A mapping found damaged on the way is left whole (the
+                // check judges it): its changes are undone.
+                txn.savepoint();
+                match truncate::truncate(&mut txn, ino, &meta) {
+                    Err(ext4r::Error::Corrupt { .. } | ext4r::Error::NoSpace) => {
+                        txn.rollback_to_savepoint()
+                    }
+                    r => {
+                        r?;
+                        txn.release_savepoint();
+                    }
+                }
+            }
         }
         if self.sb_dirty {
             txn.set_superblock(self.sb.clone());

@@ -3,9 +3,9 @@
 //! superblock's orphan list (linked through `i_dtime`) and in the orphan
 //! file is finished off the way the kernel would have. A deleted one
 //! (no links) has its blocks and its inode freed in the bitmaps and its
-//! deletion time set; one still linked (a truncate in progress) only
-//! leaves the list. The truncation itself is not redone: the check then
-//! sees blocks past `i_size` and keeps them, so no data goes.
+//! deletion time set; one still linked (a truncate in progress) leaves
+//! the list with its truncation finished: the blocks past `i_size` freed
+//! (see `fix/truncate.rs`).
 //!
 //! Nothing is done on a filesystem marked with errors (the list cannot be
 //! trusted; the full check deals with the inodes), except forgetting the
@@ -208,14 +208,15 @@ fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, out: &mut Released) {
 }
 
 /// One orphan: deleted (blocks, xattr block reference and inode freed,
-/// deletion time set) or still linked (taken off the list).
+/// deletion time set) or still linked (taken off the list, truncated to
+/// its size).
 fn release(fs: &Filesystem, ino: u32, inode: &Inode, out: &mut Released) {
     out.inodes.push(ino);
     let linked = inode.links_count() != 0;
     out.say(
         "PR_0_ORPHAN_CLEAR_INODE",
         format!(
-            "{} orphaned inode {ino} (uid={}, gid={}, mode={:#o}, size={})",
+            "{} orphaned inode {ino} (uid={}, gid={}, mode=0{:o}, size={})",
             if linked { "Truncating" } else { "Clearing" },
             inode.uid(),
             inode.gid(),
@@ -226,6 +227,7 @@ fn release(fs: &Filesystem, ino: u32, inode: &Inode, out: &mut Released) {
     let fixes = &mut out.fixes;
     if linked {
         fixes.push(Fix::InodeClearDtime(ino));
+        fixes.push(Fix::TruncateOrphan(ino));
         return;
     }
     let mut runs: Vec<(u64, u64)> = crate::dup::pointers(fs, ino)

@@ -514,7 +514,9 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     }
     // e2fsck -p never says so; otherwise a replay counts here (not in the
     // exit code).
-    let changed = r.journal_replayed.is_some() || r.modified();
+    // Released orphans changed the filesystem (e2fsck says so) without
+    // being a fix that changes the exit code.
+    let changed = r.journal_replayed.is_some() || r.modified() || !r.orphans_released.is_empty();
     if changed && !a.preen {
         println!("\n{dev_name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }
