@@ -253,7 +253,7 @@ impl WriteFs {
         });
         let tree = map::store(&mut self.txn, dir, &mut inode, &runs, goal)?;
         inode.set_size((logical + 1) * sh.bs as u64);
-        self.set_blocks(&mut inode, &runs, tree)?;
+        self.set_blocks(dir, &mut inode, &runs, tree)?;
         self.put_inode(dir, &inode)?;
         let b = entries::build(sh.bs, &[], sh.csum)
             .ok_or_else(|| Error::InvalidArgument("empty directory block".into()))?;
