@@ -561,6 +561,7 @@ fn operation_sequences_match_the_kernel() {
         ("ext4", "-t ext4", true),
         ("ext4-nocsum", "-t ext4 -O ^metadata_csum,uninit_bg", true),
         ("ext4-1k", "-t ext4 -b 1024", true),
+        ("ext4-2k-64bit", "-t ext4 -b 2048 -O 64bit", true),
         ("ext3", "-t ext3", false),
         ("bigalloc", "-t ext4 -O bigalloc -C 16384", true),
         ("inline", "-t ext4 -O inline_data", true),
