@@ -90,7 +90,7 @@ pub(crate) fn ibody_attrs(w: &WriteFs, ino: u32, rec: &[u8]) -> Result<Vec<Attr>
 }
 
 fn corrupt(ino: u32, e: ext4r_format::FormatError) -> Error {
-    Error::corrupt(format!("inode {ino}, xattrs"), e)
+    Error::corrupt(ext4r_txn::error::Location::inode(ino).of("xattrs"), e)
 }
 
 fn entry_room(name: usize, value: usize) -> usize {
