@@ -254,6 +254,25 @@ impl Checksums {
         }
     }
 
+    /// Whether `desc` carries the right checksum of its group's block
+    /// bitmap `bitmap` (the on-disk block); always true without
+    /// metadata_csum.
+    pub fn block_bitmap_ok(&self, desc: &GroupDesc, bitmap: &[u8]) -> bool {
+        let mut d = *desc;
+        self.stamp_bitmaps(&mut d, Some(bitmap), None);
+        d.bg_block_bitmap_csum_lo == desc.bg_block_bitmap_csum_lo
+            && d.bg_block_bitmap_csum_hi == desc.bg_block_bitmap_csum_hi
+    }
+
+    /// Whether `desc` carries the right checksum of its group's inode
+    /// bitmap `bitmap`; always true without metadata_csum.
+    pub fn inode_bitmap_ok(&self, desc: &GroupDesc, bitmap: &[u8]) -> bool {
+        let mut d = *desc;
+        self.stamp_bitmaps(&mut d, None, Some(bitmap));
+        d.bg_inode_bitmap_csum_lo == desc.bg_inode_bitmap_csum_lo
+            && d.bg_inode_bitmap_csum_hi == desc.bg_inode_bitmap_csum_hi
+    }
+
     /// Stamps group `g`'s descriptor checksum (crc32c or crc16, or nothing
     /// without uninit_bg/metadata_csum).
     pub fn stamp_desc(&self, g: u32, desc: &mut GroupDesc) {
