@@ -363,8 +363,7 @@ impl WriteFs {
         if !value.is_empty() {
             self.write_chunk(ino, 0, value)?;
         }
-        let seed = self.txn.superblock().csum_seed();
-        let hash = ext4r_format::checksum::crc32c(seed, value);
+        let hash = self.txn.checksums().ea_inode_hash(value);
         let mut i = self.inode(ino)?;
         set_ea_fields(&mut i, hash, 1);
         self.put_inode(ino, &i)?;
