@@ -293,6 +293,13 @@ impl Checksums {
         }
     }
 
+    /// The value hash an EA inode keeps in its `i_atime` (ea_inode):
+    /// crc32c of the value from the filesystem's checksum seed, with or
+    /// without metadata_csum, as the kernel computes it.
+    pub fn ea_inode_hash(&self, value: &[u8]) -> u32 {
+        ext4r_format::checksum::crc32c(self.seed, value)
+    }
+
     /// Stamps the superblock's own checksum (metadata_csum).
     pub fn stamp_superblock(sb: &mut Superblock) {
         sb.update_checksum();

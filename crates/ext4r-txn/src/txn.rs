@@ -852,8 +852,9 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             }
             if let Some((b, order)) = out.get_mut(&loc) {
                 let off = (g % per) as usize * dsize;
-                d.write(&mut b[off..off + dsize], dsize)
-                    .map_err(|e| Error::corrupt(format!("group {g} descriptor"), e))?;
+                d.write(&mut b[off..off + dsize], dsize).map_err(|e| {
+                    Error::corrupt(crate::error::Location::group(g).of("descriptor"), e)
+                })?;
                 *order = Order::Desc;
             }
         }

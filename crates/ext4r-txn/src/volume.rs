@@ -4,7 +4,7 @@
 
 use crate::csum::Checksums;
 use crate::device::BlockDevice;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 use crate::groups::{read_descs, GroupTable};
 use crate::journal::{recover_filesystem, Journal, JournalLocation, JournalWriter};
 use crate::map::{self, BlockSource};
@@ -155,7 +155,7 @@ pub(crate) fn inode_place(
     ino: u32,
 ) -> Result<(u64, usize)> {
     let ipg = geo.inodes_per_group;
-    let bad = |d: String| Error::corrupt(format!("inode {ino}"), FormatError::invalid("inode", d));
+    let bad = |d: String| Error::corrupt(Location::inode(ino), FormatError::invalid("inode", d));
     if ino == 0 || u64::from(ino) > u64::from(ipg) * u64::from(geo.group_count) {
         return Err(bad("outside the filesystem".into()));
     }

@@ -67,6 +67,8 @@ struct Model {
     /// old 47 bytes and zeros up to 1 KiB). Ours is checked against a
     /// model for those in write_inline.rs.
     no_resize: bool,
+    /// Values too big for a block (ea_inode).
+    big_values: bool,
 }
 
 impl Model {
@@ -93,7 +95,10 @@ impl Model {
                         if rng.below(3) == 0 { "trusted" } else { "user" },
                         rng.below(8)
                     );
-                    let len = if rng.below(4) == 0 {
+                    let len = if self.big_values && rng.below(3) == 0 {
+                        // Past a block: an EA inode of its own.
+                        4000 + rng.below(30_000)
+                    } else if rng.below(4) == 0 {
                         rng.below(600)
                     } else {
                         rng.below(60)
@@ -415,6 +420,23 @@ fn xattr_hash(p: &Path) -> u64 {
     h
 }
 
+/// How many inodes of image `img` are EA inodes in use.
+fn ea_inode_count(img: &Path) -> usize {
+    let fs =
+        ext4r::fs::Filesystem::open(FileDevice::open(img, OpenMode::default()).unwrap()).unwrap();
+    let n = fs.superblock().s_inodes_count.get();
+    (1..=n)
+        .filter(|&k| {
+            fs.inode(ext4r_format::InodeNr(k)).is_ok_and(|i| {
+                i.inode.links_count() > 0
+                    && i.inode
+                        .flags()
+                        .contains(ext4r_format::inode::InodeFlags::EA_INODE)
+            })
+        })
+        .count()
+}
+
 /// How many of `paths` are inline-data inodes in image `img`.
 fn inline_count<'a>(img: &Path, paths: impl Iterator<Item = &'a String>) -> usize {
     let fs =
@@ -539,9 +561,11 @@ fn operation_sequences_match_the_kernel() {
         ("ext4", "-t ext4", true),
         ("ext4-nocsum", "-t ext4 -O ^metadata_csum,uninit_bg", true),
         ("ext4-1k", "-t ext4 -b 1024", true),
+        ("ext4-2k-64bit", "-t ext4 -b 2048 -O 64bit", true),
         ("ext3", "-t ext3", false),
         ("bigalloc", "-t ext4 -O bigalloc -C 16384", true),
         ("inline", "-t ext4 -O inline_data", true),
+        ("ea_inode", "-t ext4 -O ea_inode", true),
     ];
     let mut total = 0;
     let only = std::env::var("EXT4R_WRITE_ONLY").unwrap_or_default();
@@ -561,6 +585,7 @@ fn operation_sequences_match_the_kernel() {
         let mut model = Model {
             dirs: vec![String::new()],
             no_resize: mkfs.contains("inline_data"),
+            big_values: mkfs.contains("ea_inode"),
             ..Model::default()
         };
         let seq: Vec<Op> = (0..ops).map(|_| model.gen(&mut rng, *extents)).collect();
@@ -589,6 +614,12 @@ fn operation_sequences_match_the_kernel() {
         }
         let ta = mounted(&a, &dir, walk);
         let tb = mounted(&b, &dir, walk);
+        if mkfs.contains("ea_inode") {
+            // Not vacuous: ours made EA inodes for the big values.
+            let n = ea_inode_count(&a);
+            assert!(n > 0, "{name}: no EA inode in ours");
+            println!("{name}: {n} EA inodes in ours");
+        }
         if mkfs.contains("inline_data") {
             // Not vacuous: ours kept small files and new directories inline.
             let n = inline_count(&a, ta.keys());

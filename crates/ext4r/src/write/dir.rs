@@ -45,7 +45,9 @@ pub(crate) fn dir_inode(t: &Transaction<Volume>, ino: u32) -> Result<Inode> {
 pub(crate) fn block_records(b: &[u8], dir: u32, nr: u64) -> Result<Vec<Rec>> {
     entries::records(b).ok_or_else(|| {
         Error::corrupt(
-            format!("inode {dir}, directory block {nr}"),
+            ext4r_txn::error::Location::inode(dir)
+                .of("directory block")
+                .at_block(nr),
             ext4r_format::FormatError::invalid("directory block", "entries do not tile the block"),
         )
     })
@@ -253,7 +255,7 @@ impl WriteFs {
         });
         let tree = map::store(&mut self.txn, dir, &mut inode, &runs, goal)?;
         inode.set_size((logical + 1) * sh.bs as u64);
-        self.set_blocks(&mut inode, &runs, tree)?;
+        self.set_blocks(dir, &mut inode, &runs, tree)?;
         self.put_inode(dir, &inode)?;
         let b = entries::build(sh.bs, &[], sh.csum)
             .ok_or_else(|| Error::InvalidArgument("empty directory block".into()))?;

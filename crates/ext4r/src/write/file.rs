@@ -188,8 +188,15 @@ impl WriteFs {
         self.txn.alloc_run(goal, n)?.ok_or(Error::NoSpace)
     }
 
-    /// `i_blocks` from the data runs and `tree` mapping blocks.
-    pub(crate) fn set_blocks(&self, i: &mut Inode, runs: &[Run], tree: u64) -> Result<()> {
+    /// `i_blocks` of inode `ino` from the data runs and `tree` mapping
+    /// blocks, its xattr block and what its EA inodes charge it.
+    pub(crate) fn set_blocks(
+        &self,
+        ino: u32,
+        i: &mut Inode,
+        runs: &[Run],
+        tree: u64,
+    ) -> Result<()> {
         let r = self.shape.ratio;
         // Distinct logical clusters mapped (each lies in one physical
         // cluster), counted run by run in logical order.
@@ -208,8 +215,13 @@ impl WriteFs {
         }
         let blocks = (clusters + tree) * r;
         let acl = u64::from(i.i_file_acl_lo.get() != 0 || i.l_i_file_acl_high.get() != 0) * r;
+        let ea = if self.shape.ea_inode {
+            self.ea_charge(ino, i)?
+        } else {
+            0
+        };
         i.set_blocks_count(
-            (blocks + acl) * (self.shape.bs as u64 / 512),
+            (blocks + acl) * (self.shape.bs as u64 / 512) + ea,
             self.shape.huge_file,
             self.shape.bs as u32,
         )
@@ -279,7 +291,12 @@ impl WriteFs {
     fn write_inline(&mut self, ino: u32, i: &Inode, offset: u64, data: &[u8]) -> Result<bool> {
         let inline = i.flags().contains(InodeFlags::INLINE_DATA);
         let end = offset + data.len() as u64;
-        if !self.shape.inline || data.is_empty() || end > self.shape.bs as u64 {
+        // An EA inode's value is always in blocks, as the kernel writes it.
+        if !self.shape.inline
+            || data.is_empty()
+            || end > self.shape.bs as u64
+            || i.flags().contains(InodeFlags::EA_INODE)
+        {
             return Ok(false);
         }
         let mut cur = if inline {
@@ -306,7 +323,7 @@ impl WriteFs {
         Ok(true)
     }
 
-    fn write_chunk(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
+    pub(crate) fn write_chunk(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
         let bs = self.shape.bs as u64;
         let r = self.shape.ratio;
         let i = self.file_inode(ino)?;
@@ -382,7 +399,7 @@ impl WriteFs {
         if end > i.size() {
             i.set_size(end);
         }
-        self.set_blocks(&mut i, &new_runs, tree)?;
+        self.set_blocks(ino, &mut i, &new_runs, tree)?;
         let now = self.now();
         i.set_mtime(now);
         i.set_ctime(now);
@@ -600,7 +617,7 @@ impl WriteFs {
             if !keep_size && end > i.size() {
                 i.set_size(end);
             }
-            w.set_blocks(&mut i, &new_runs, tree)?;
+            w.set_blocks(ino, &mut i, &new_runs, tree)?;
             i.set_ctime(w.now());
             w.put_inode(ino, &i)
         })

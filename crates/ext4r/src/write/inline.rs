@@ -8,10 +8,12 @@
 //! extent-mapped (or block-mapped, without extents) one.
 
 use super::entries::{self, Rec};
+use super::xattr::{ibody_attrs, news, Val};
 use super::WriteFs;
 use crate::error::{Error, Result};
 use ext4r_format::inode::{Inode, InodeFlags};
-use ext4r_format::xattr::{index, parse_xattr_ibody, write_xattr_ibody, NewXattr, XattrValue};
+use ext4r_format::xattr::{index, parse_xattr_ibody, write_xattr_ibody, XattrValue};
+use ext4r_txn::error::Location;
 use ext4r_txn::map::{self, Run};
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
@@ -26,7 +28,7 @@ fn is_system_data(name_index: u8, name: &[u8]) -> bool {
 
 fn corrupt(ino: u32, what: &str) -> Error {
     Error::corrupt(
-        format!("inode {ino}, inline data"),
+        Location::inode(ino).of("inline data"),
         ext4r_format::FormatError::invalid("inline data", what.to_string()),
     )
 }
@@ -37,10 +39,10 @@ pub(crate) fn inline_bytes(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Resu
     let rec = t.read_inode(ino)?;
     let mut data = i.i_block[..I_BLOCK].to_vec();
     let entries = parse_xattr_ibody(&rec)
-        .map_err(|e| Error::corrupt(format!("inode {ino}, inline data"), e))?;
+        .map_err(|e| Error::corrupt(Location::inode(ino).of("inline data"), e))?;
     if let Some(es) = entries {
         for e in es.iter() {
-            let e = e.map_err(|e| Error::corrupt(format!("inode {ino}, inline data"), e))?;
+            let e = e.map_err(|e| Error::corrupt(Location::inode(ino).of("inline data"), e))?;
             if is_system_data(e.entry.e_name_index, e.name) {
                 match e.value {
                     XattrValue::Inline(v) => data.extend_from_slice(v),
@@ -137,7 +139,7 @@ impl WriteFs {
                 unwritten: false,
             }];
             let tree = map::store(&mut self.txn, ino, &mut i, &runs, goal)?;
-            self.set_blocks(&mut i, &runs, tree)?;
+            self.set_blocks(ino, &mut i, &runs, tree)?;
             if i.is_dir() {
                 i.set_size(sh.bs as u64);
                 let kind = self.dir_kind(ino, &i);
@@ -156,36 +158,11 @@ impl WriteFs {
     /// others stay in order).
     fn drop_system_data(&mut self, ino: u32) -> Result<()> {
         let rec = self.txn.read_inode(ino)?;
-        let bad = |e| Error::corrupt(format!("inode {ino}, xattrs"), e);
-        let mut keep: Vec<(u8, Vec<u8>, Vec<u8>)> = Vec::new();
-        if let Some(es) = parse_xattr_ibody(&rec).map_err(bad)? {
-            for e in es.iter() {
-                let e = e.map_err(bad)?;
-                if is_system_data(e.entry.e_name_index, e.name) {
-                    continue;
-                }
-                match e.value {
-                    XattrValue::Inline(v) => {
-                        keep.push((e.entry.e_name_index, e.name.to_vec(), v.to_vec()))
-                    }
-                    XattrValue::EaInode { .. } => {
-                        return Err(Error::Unsupported(format!(
-                            "inode {ino}: changing xattrs kept in EA inodes"
-                        )))
-                    }
-                }
-            }
-        }
-        let news: Vec<NewXattr<'_>> = keep
-            .iter()
-            .map(|(i, n, v)| NewXattr {
-                name_index: *i,
-                name: n,
-                value: v,
-            })
-            .collect();
+        let mut keep = ibody_attrs(self, ino, &rec)?;
+        keep.retain(|a| !is_system_data(a.0, &a.1));
         let rec = self.txn.inode_mut(ino)?;
-        write_xattr_ibody(rec, &news).map_err(bad)
+        write_xattr_ibody(rec, &news(&keep))
+            .map_err(|e| Error::corrupt(format!("inode {ino}, xattrs"), e))
     }
 
     /// Stores `data` as inode `ino`'s inline contents — `i_block`, the rest
@@ -198,32 +175,14 @@ impl WriteFs {
             return Ok(false);
         }
         let mut rec = self.txn.read_inode(ino)?;
-        let bad = |e| Error::corrupt(format!("inode {ino}, xattrs"), e);
-        let mut others: Vec<(u8, Vec<u8>, Vec<u8>)> = Vec::new();
-        if let Some(es) = parse_xattr_ibody(&rec).map_err(bad)? {
-            for e in es.iter() {
-                let e = e.map_err(bad)?;
-                match e.value {
-                    _ if is_system_data(e.entry.e_name_index, e.name) => {}
-                    XattrValue::Inline(v) => {
-                        others.push((e.entry.e_name_index, e.name.to_vec(), v.to_vec()))
-                    }
-                    XattrValue::EaInode { .. } => return Ok(false),
-                }
-            }
-        }
+        let mut attrs = ibody_attrs(self, ino, &rec)?;
+        attrs.retain(|a| !is_system_data(a.0, &a.1));
         let value = data.get(I_BLOCK..).unwrap_or(&[]);
-        let mut news = vec![NewXattr {
-            name_index: index::SYSTEM,
-            name: b"data",
-            value,
-        }];
-        news.extend(others.iter().map(|(i, n, v)| NewXattr {
-            name_index: *i,
-            name: n,
-            value: v,
-        }));
-        if write_xattr_ibody(&mut rec, &news).is_err() {
+        attrs.insert(
+            0,
+            (index::SYSTEM, b"data".to_vec(), Val::Here(value.to_vec())),
+        );
+        if write_xattr_ibody(&mut rec, &news(&attrs)).is_err() {
             return Ok(false);
         }
         let mut i = Inode::parse(&rec).map_err(|e| Error::corrupt(format!("inode {ino}"), e))?;

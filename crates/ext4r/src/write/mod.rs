@@ -96,6 +96,8 @@ pub(crate) struct Shape {
     pub casefold: bool,
     /// inline_data: new directories and small files kept in the inode.
     pub inline: bool,
+    /// ea_inode: values too big for a block kept in inodes of their own.
+    pub ea_inode: bool,
     pub ratio: u64,
 }
 
@@ -163,6 +165,7 @@ impl WriteFs {
             encrypt: sb.has_incompat(Incompat::ENCRYPT),
             casefold: sb.has_incompat(Incompat::CASEFOLD),
             inline: sb.has_incompat(Incompat::INLINE_DATA),
+            ea_inode: sb.has_incompat(Incompat::EA_INODE),
             ratio: vol.geometry().cluster_ratio(),
         };
         let limit = journal_share(&vol);

@@ -19,7 +19,7 @@ fn shown(name: &[u8]) -> String {
 }
 
 impl WriteFs {
-    fn generation(&mut self) -> u32 {
+    pub(crate) fn generation(&mut self) -> u32 {
         let t = self.now();
         (t.secs as u32).wrapping_mul(2_654_435_761)
             ^ t.nsecs
@@ -226,7 +226,7 @@ impl WriteFs {
                     unwritten: false,
                 }];
                 let tree = map::store(&mut w.txn, ino, &mut i, &runs, goal)?;
-                w.set_blocks(&mut i, &runs, tree)?;
+                w.set_blocks(ino, &mut i, &runs, tree)?;
             }
             i.set_size(target.len() as u64);
             w.put_inode(ino, &i)?;
@@ -348,6 +348,12 @@ impl WriteFs {
         let mut i = *i;
         self.cut_mapping(ino, &mut i, 0, usize::MAX)?;
         let acl = i.file_acl(self.txn.groups().wide()).0;
+        if self.shape.ea_inode && !i.flags().contains(InodeFlags::EA_INODE) {
+            // Its values in EA inodes lose a reference (the block's only
+            // when the block goes with it).
+            let last = acl != 0 && self.xattr_block_refs(acl)? <= 1;
+            self.ea_release_all(ino, last.then_some(acl))?;
+        }
         if acl != 0 {
             self.drop_xattr_block(acl)?;
         }
@@ -363,6 +369,16 @@ impl WriteFs {
         dead.l_i_file_acl_high.set(0);
         dead.set_flags(InodeFlags::empty());
         self.put_inode(ino, &dead)
+    }
+
+    /// The reference count of xattr block `b` (0 for a block without the
+    /// magic).
+    fn xattr_block_refs(&self, b: u64) -> Result<u32> {
+        let buf = self.txn.read_block(b)?;
+        if buf.len() < 8 || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0xEA02_0000 {
+            return Ok(0);
+        }
+        Ok(u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]))
     }
 
     /// One reference to xattr block `b` gone; the block freed at zero.

@@ -132,7 +132,7 @@ impl WriteFs {
         }
         let goal = new_runs.last().map_or(0, |x| x.physical + x.len);
         let tree = map::store(&mut self.txn, ino, i, &new_runs, goal)?;
-        self.set_blocks(i, &new_runs, tree)?;
+        self.set_blocks(ino, i, &new_runs, tree)?;
         self.put_inode(ino, i)?;
         Ok(done)
     }
