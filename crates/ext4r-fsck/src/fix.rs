@@ -200,7 +200,7 @@ pub enum Fix {
     /// Change the superblock (see [`crate::SuperEdit`]).
     Superblock(crate::super_rules::SuperEdit),
     /// Clear both epoch bits of the extra timestamps that hold a pre-1970
-    /// time the old way (see [`crate::pass1_rules`]).
+    /// time the old way (see `pass1_rules.rs`).
     InodeClearEpoch(u32),
     /// Zero one byte of an inode record (the Hurd's fragment fields).
     InodeZeroByte(u32, usize),
