@@ -9,6 +9,7 @@ mod extract;
 mod fsck;
 mod generate;
 mod mkfs;
+mod populate;
 mod read;
 mod tune;
 

@@ -36,6 +36,7 @@ mod dir;
 mod entries;
 mod file;
 mod htree;
+mod look;
 mod node;
 mod ops;
 
