@@ -52,6 +52,7 @@ impl Copier<'_> {
         self.note_pending(data.len() as u64, path)?;
         if !self.opts.zeros_as_holes {
             wr(self.fs, off, data)?;
+            self.changed = true;
             self.stats.bytes += data.len() as u64;
             return Ok(());
         }
@@ -66,6 +67,7 @@ impl Copier<'_> {
                 (false, None) => run = Some(i),
                 (true, Some(s)) => {
                     wr(self.fs, off + s as u64, &data[s..i])?;
+                    self.changed = true;
                     self.stats.bytes += (i - s) as u64;
                     run = None;
                 }
@@ -75,6 +77,7 @@ impl Copier<'_> {
         }
         if let Some(s) = run {
             wr(self.fs, off + s as u64, &data[s..])?;
+            self.changed = true;
             self.stats.bytes += (data.len() - s) as u64;
         }
         Ok(())
@@ -92,6 +95,7 @@ impl Copier<'_> {
             self.fs
                 .truncate(ino, size)
                 .map_err(|e| PopulateError::image(Op::Write, path, e))?;
+            self.changed = true;
         }
         Ok(())
     }

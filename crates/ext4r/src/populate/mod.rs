@@ -258,6 +258,9 @@ pub struct Copier<'a> {
     stats: Stats,
     /// Bytes of changes since the last sync (data, and a block per node).
     pending: u64,
+    /// Whether any change was made (a command that made none leaves the
+    /// filesystem unclosed, byte for byte as it was).
+    changed: bool,
     report: Box<dyn FnMut(&PopulateError) + 'a>,
     verbose: Option<Copied<'a>>,
 }
@@ -290,6 +293,7 @@ impl<'a> Copier<'a> {
             buf: vec![0; BUF],
             stats: Stats::default(),
             pending: 0,
+            changed: false,
             report: Box::new(|_| {}),
             verbose: None,
         }
@@ -309,6 +313,11 @@ impl<'a> Copier<'a> {
     /// What was copied so far.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Whether anything in the filesystem was changed.
+    pub fn changed(&self) -> bool {
+        self.changed
     }
 
     /// The filesystem being written.
@@ -410,12 +419,15 @@ impl<'a> Copier<'a> {
                     self.fs
                         .truncate(old, 0)
                         .map_err(|e| PopulateError::image(Op::Write, path, e))?;
+                    self.changed = true;
                     return Ok((old, true));
                 }
-                _ => self
-                    .fs
-                    .unlink(parent, name)
-                    .map_err(|e| PopulateError::image(Op::Replace, path, e))?,
+                _ => {
+                    self.fs
+                        .unlink(parent, name)
+                        .map_err(|e| PopulateError::image(Op::Replace, path, e))?;
+                    self.changed = true;
+                }
             }
         }
         let times = Some([at, mt, self.now]);
@@ -440,6 +452,7 @@ impl<'a> Copier<'a> {
             Kind::Socket => self.fs.create(parent, name, &node(mode::S_IFSOCK, (0, 0))),
         };
         let ino = made.map_err(img)?;
+        self.changed = true;
         // An inode record, a directory entry, perhaps a block.
         self.note_pending(u64::from(self.fs.block_size()), path)?;
         match a.kind {
@@ -490,6 +503,7 @@ impl<'a> Copier<'a> {
             self.fs
                 .setattr(ino, &s)
                 .map_err(|e| PopulateError::image(Op::Attributes, path, e))?;
+            self.changed = true;
         }
         self.set_xattrs(ino, &a.xattrs, path)
     }
@@ -538,8 +552,10 @@ impl<'a> Copier<'a> {
             self.fs
                 .unlink(parent, name)
                 .map_err(|e| PopulateError::image(Op::Replace, path, e))?;
+            self.changed = true;
         }
         self.fs.link(ino, parent, name).map_err(img)?;
+        self.changed = true;
         self.stats.hard_links += 1;
         if let Some(v) = &mut self.verbose {
             v(path);
