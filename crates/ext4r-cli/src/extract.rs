@@ -97,7 +97,9 @@ fn run(a: &Args) -> Result<bool> {
     let o = OutOptions {
         tool: "ext4r extract",
         preserve: true,
+        xattrs: true,
         sockets: false,
+        links: true,
         verbose: a.verbose,
     };
     Ok(copy_out(&fs, vec![item], &o))
@@ -107,11 +109,16 @@ fn run(a: &Args) -> Result<bool> {
 pub(crate) struct OutOptions {
     /// The name messages start with.
     pub tool: &'static str,
-    /// Keep owners (as root), modes, times and xattrs; otherwise files get
+    /// Keep owners (as root), modes and times; otherwise files get
     /// their permission bits less the umask and the time of the copy.
     pub preserve: bool,
+    /// With `preserve`, the xattrs too (extract, cp -a; not cp -p).
+    pub xattrs: bool,
     /// Make sockets (cp does); otherwise skip them with a note (rdump).
     pub sockets: bool,
+    /// Names of one inode stay one file (extract, cp -a); otherwise each
+    /// name is a copy of its own, as cp -r makes them.
+    pub links: bool,
     /// Print each path made.
     pub verbose: bool,
 }
@@ -156,6 +163,7 @@ pub(crate) fn copy_out(fs: &Filesystem, items: Vec<Item>, o: &OutOptions) -> boo
         umask: (umask.bits() & 0o777) as u16,
         tool: o.tool,
         preserve: o.preserve,
+        xattrs: o.xattrs,
         sockets: o.sockets,
     };
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
@@ -170,6 +178,7 @@ pub(crate) fn copy_out(fs: &Filesystem, items: Vec<Item>, o: &OutOptions) -> boo
         dirs: Vec::new(),
         on_path: HashSet::new(),
         verbose: o.verbose,
+        keep_links: o.links,
     };
     std::thread::scope(|s| {
         for _ in 0..workers {
@@ -226,6 +235,7 @@ struct Shared<'a> {
     umask: u16,
     tool: &'static str,
     preserve: bool,
+    xattrs: bool,
     sockets: bool,
 }
 
@@ -441,6 +451,9 @@ impl Shared<'_> {
         target: &Path,
         set: impl Fn(&[u8], &[u8]) -> rustix::io::Result<()>,
     ) {
+        if !self.xattrs {
+            return;
+        }
         // Most inodes have none: skip the decoding then.
         let has_ibody = info.record.len() > 128 + 4
             && info.inode.i_extra_isize.get() > 0
@@ -484,6 +497,8 @@ struct Walk<'a, 'b> {
     /// Directories being extracted, to stop at loops in a damaged image.
     on_path: HashSet<u32>,
     verbose: bool,
+    /// Whether names of one inode stay one file.
+    keep_links: bool,
 }
 
 impl Walk<'_, '_> {
@@ -531,7 +546,7 @@ impl Walk<'_, '_> {
     /// Places one inode at `target`.
     fn entry(&mut self, info: InodeInfo, target: &Path, depth: u32) {
         let m = self.sh.fs.metadata(&info);
-        if m.kind != FileKind::Directory && m.links > 1 {
+        if self.keep_links && m.kind != FileKind::Directory && m.links > 1 {
             if let Some(first) = self.links.get(&m.ino) {
                 self.deferred_links
                     .push((first.clone(), target.to_path_buf()));

@@ -5,7 +5,7 @@
 use anyhow::{bail, Context, Result};
 use ext4r::device::{BlockDevice, FileDevice};
 use ext4r::mkfs::Extended;
-use ext4r::populate::{Copier, CopyOptions};
+use ext4r::populate::{Copier, CopyOptions, PopulateError};
 use ext4r::write::{WriteFs, WriteOptions, ROOT_INO};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -116,13 +116,28 @@ pub(crate) fn populate(
     opts.clamp = epoch;
     opts.xattrs = !ext.no_copy_xattrs;
     let mut c = Copier::new(&mut fs, opts);
-    match &src {
+    let r = fill(&mut c, &src);
+    if let Err(e @ ext4r::populate::PopulateError::XattrsUnsupported { .. }) = &r {
+        bail!("{e}; -E no_copy_xattrs leaves them out");
+    }
+    r?;
+    drop(c);
+    fs.close()?;
+    real.flush()?;
+    Ok(())
+}
+
+fn fill(c: &mut Copier<'_>, src: &Source) -> ext4r::populate::Result<()> {
+    match src {
         Source::Dir(d) => {
             c.copy_dir_xattrs(d, ROOT_INO, "/")?;
             c.copy_dir_contents(d, ROOT_INO, "/")?;
         }
         Source::Tar(p) => {
-            let f = std::fs::File::open(p).with_context(|| format!("{}", p.display()))?;
+            let f = std::fs::File::open(p).map_err(|e| PopulateError::Source {
+                path: p.clone(),
+                source: e,
+            })?;
             c.copy_tar(std::io::BufReader::with_capacity(1 << 20, f), ROOT_INO, "/")?;
         }
         Source::Stdin => {
@@ -134,8 +149,5 @@ pub(crate) fn populate(
             )?;
         }
     }
-    drop(c);
-    fs.close()?;
-    real.flush()?;
     Ok(())
 }

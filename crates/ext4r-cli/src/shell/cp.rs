@@ -1,5 +1,5 @@
-//! `ext4r cp [-r] [-p] [-v] SRC... IMAGE:/DEST` (into an image) and
-//! `ext4r cp [-r] [-p] IMAGE:/SRC... DEST` (out of one).
+//! `ext4r cp [-r] [-p] [-a] [-v] SRC... IMAGE:/DEST` (into an image) and
+//! `ext4r cp [-r] [-p] [-a] IMAGE:/SRC... DEST` (out of one).
 
 use super::split_image;
 use crate::read::parse;
@@ -10,18 +10,22 @@ use std::process::ExitCode;
 /// Copy files into or out of an ext2/3/4 image (as cp(1)).
 ///
 /// Into an image when the last argument is IMAGE:/DEST, out of one when
-/// the sources are IMAGE:/SRC. Hard links among the files copied stay hard
-/// links; holes stay holes.
+/// the sources are IMAGE:/SRC. Holes stay holes; with -a hard links among
+/// the files copied stay hard links (otherwise each name is a copy, as
+/// cp -r makes them).
 #[derive(Parser, Debug)]
 #[command(name = "ext4r cp", version)]
 pub(crate) struct Args {
     /// Copy directories and everything in them (symlinks as symlinks).
     #[arg(short = 'r', short_alias = 'R', long = "recursive")]
     pub recursive: bool,
-    /// Keep modes, owners and times (and, out of an image, extended
-    /// attributes; into one, the write API cannot set them yet).
+    /// Keep modes, owners and times.
     #[arg(short = 'p')]
     pub preserve: bool,
+    /// -r and -p, and hard links kept as hard links and extended
+    /// attributes copied (as cp -a).
+    #[arg(short = 'a', long = "archive")]
+    pub archive: bool,
     /// Print each path copied.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
@@ -43,6 +47,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         Ok(a) => a,
         Err(c) => return c,
     };
+    if a.archive {
+        a.recursive = true;
+        a.preserve = true;
+    }
     let Some(dest) = a.paths.pop() else {
         return ExitCode::from(16);
     };

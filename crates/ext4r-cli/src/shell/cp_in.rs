@@ -2,7 +2,7 @@
 //! `ext4r::populate`.
 
 use super::cp::{Args, TOOL};
-use super::{join, parent_of, resolve_follow, strerror};
+use super::{join, parent_of, strerror};
 use ext4r::populate::{Copier, CopyOptions, Op, PopulateError};
 use std::cell::Cell;
 use std::ffi::OsStr;
@@ -42,23 +42,31 @@ pub(crate) fn describe(e: &PopulateError) -> String {
 /// Copies the host paths of `a` into `image` at `dest`.
 pub(crate) fn run(a: &Args, image: &Path, dest: &str) -> ExitCode {
     super::with_image(TOOL, image, |run| {
-        let into_dir = resolve_follow(&run.fs, dest)
-            .and_then(|i| run.fs.stat(i))
-            .is_ok_and(|i| i.is_dir());
-        if a.paths.len() > 1 && !into_dir {
-            run.fail(format!("target '{dest}' is not a directory"));
-            return;
+        let into_dir = super::target_dir(&run.fs, dest);
+        if a.paths.len() > 1 {
+            if let Err(m) = into_dir {
+                run.fail(m);
+                return;
+            }
         }
+        let into_dir = into_dir.is_ok();
         let failed = Cell::new(false);
         let (changed, top_failures) = {
-            let opts = CopyOptions::cp(a.preserve, super::umask(), super::caller());
+            let mut opts = CopyOptions::cp(a.preserve, super::umask(), super::caller());
+            opts.hard_links = a.archive;
+            // cp -p keeps modes, owners and times; -a the xattrs too.
+            opts.xattrs = a.archive;
             let mut c = Copier::new(&mut run.fs, opts);
             c.on_error(|e| {
                 eprintln!("{TOOL}: {}", describe(e));
                 failed.set(true);
             });
             if a.verbose {
-                c.on_copied(|p| println!("-> '{p}'"));
+                // cp's words: 'SOURCE' -> 'DEST'.
+                c.on_copied(|src, p| match src {
+                    Some(s) => println!("'{}' -> '{p}'", s.display()),
+                    None => println!("-> '{p}'"),
+                });
             }
             let mut top = Vec::new();
             for src in &a.paths {

@@ -29,7 +29,12 @@ pub(crate) fn run(a: &Args, dest: &OsStr) -> ExitCode {
     let dest = Path::new(dest);
     let into_dir = dest.is_dir();
     if srcs.len() > 1 && !into_dir {
-        eprintln!("{TOOL}: target '{}' is not a directory", dest.display());
+        // cp's words: why the target is no directory.
+        let why = match std::fs::metadata(dest) {
+            Ok(_) => "Not a directory".to_string(),
+            Err(e) => crate::errors::message(&e),
+        };
+        eprintln!("{TOOL}: target '{}': {why}", dest.display());
         return ExitCode::from(1);
     }
     let mut ok = true;
@@ -71,7 +76,9 @@ pub(crate) fn run(a: &Args, dest: &OsStr) -> ExitCode {
     let o = OutOptions {
         tool: TOOL,
         preserve: a.preserve,
+        xattrs: a.archive,
         sockets: true,
+        links: a.archive,
         verbose: a.verbose,
     };
     if !items.is_empty() && !copy_out(&fs, items, &o) {

@@ -117,8 +117,15 @@ fn link(run: &mut Run, a: &Args, target: &str, name: &str) {
         }
     };
     match run.fs.lookup(parent, &leaf) {
-        Ok(Some(old)) if Some(old) == ino => {
-            run.fail(format!("'{target}' and '{name}' are the same file"));
+        // Without -f a name that exists is just that (ln says "File
+        // exists" then, whatever it names). With -f, NAME being TARGET's
+        // own entry is refused; another name of the same inode is already
+        // what was asked (ln replaces it with an equal link).
+        Ok(Some(old)) if a.force && Some(old) == ino => {
+            let same_entry = parent_of(&run.fs, target).is_ok_and(|t| t == (parent, leaf.clone()));
+            if same_entry {
+                run.fail(format!("'{target}' and '{name}' are the same file"));
+            }
             return;
         }
         Ok(Some(old)) if a.force => {

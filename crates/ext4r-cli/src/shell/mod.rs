@@ -161,6 +161,17 @@ pub(crate) fn resolve_follow(fs: &WriteFs, path: &str) -> ext4r::Result<u32> {
     )))
 }
 
+/// Whether `path` names a directory (symlinks followed); otherwise why
+/// not, in coreutils' words for a target that must be one ("target 'x':
+/// Not a directory", "... No such file or directory").
+pub(crate) fn target_dir(fs: &WriteFs, path: &str) -> std::result::Result<(), String> {
+    match resolve_follow(fs, path).and_then(|i| fs.stat(i)) {
+        Ok(i) if i.is_dir() => Ok(()),
+        Ok(_) => Err(format!("target '{path}': Not a directory")),
+        Err(e) => Err(format!("target '{path}': {}", strerror(&e))),
+    }
+}
+
 /// The process umask (read by setting it, the only way, and restoring it).
 pub(crate) fn umask() -> u16 {
     let m = rustix::process::umask(rustix::fs::Mode::empty());

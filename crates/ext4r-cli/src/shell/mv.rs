@@ -1,6 +1,6 @@
 //! `ext4r mv IMAGE:/SRC... IMAGE:/DEST`
 
-use super::{basename, image_arg, join, parent_of, resolve_follow, same_image, strerror, Run};
+use super::{basename, image_arg, join, parent_of, same_image, strerror, Run};
 use crate::read::parse;
 use clap::Parser;
 use ext4r::Error;
@@ -52,14 +52,14 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         return ExitCode::from(16);
     };
     super::with_image(TOOL, &image, |run| {
-        let into_dir = !a.no_target_dir
-            && resolve_follow(&run.fs, &dest)
-                .and_then(|i| run.fs.stat(i))
-                .is_ok_and(|i| i.is_dir());
-        if args.len() > 1 && !into_dir {
-            run.fail(format!("target '{dest}' is not a directory"));
-            return;
+        let into_dir = super::target_dir(&run.fs, &dest);
+        if args.len() > 1 {
+            if let Err(m) = into_dir {
+                run.fail(m);
+                return;
+            }
         }
+        let into_dir = !a.no_target_dir && into_dir.is_ok();
         for (_, src) in &args {
             let target = match (into_dir, basename(src)) {
                 (true, Some(b)) => join(&dest, b),

@@ -98,6 +98,9 @@ impl Copier<'_> {
             std::fs::symlink_metadata(src)
         }
         .map_err(source(src))?;
+        if self.verbose.is_some() {
+            self.src_now = Some(src.to_path_buf());
+        }
         let ft = md.file_type();
         let kind = if ft.is_dir() {
             Kind::Dir
@@ -124,7 +127,7 @@ impl Copier<'_> {
         };
         // A second name of a file copied already becomes a hard link.
         let key = (md.dev(), md.ino());
-        let linked = kind != Kind::Dir && md.nlink() > 1;
+        let linked = self.opts.hard_links && kind != Kind::Dir && md.nlink() > 1;
         if linked {
             if let Some(&ino) = self.links.get(&key) {
                 return self.link_to(ino, parent, name, path);
@@ -135,7 +138,16 @@ impl Copier<'_> {
             kind,
             host_xattrs(src, self.opts.xattrs).map_err(source(src))?,
         );
-        let (ino, existed) = self.place(parent, name, &a, path, true)?;
+        let (ino, existed) = self
+            .place(parent, name, &a, path, true)
+            .map_err(|e| match e {
+                PopulateError::Overwrite { path, dir_over, .. } => PopulateError::Overwrite {
+                    path,
+                    dir_over,
+                    from: Some(src.to_path_buf()),
+                },
+                other => other,
+            })?;
         if linked {
             self.links.insert(key, ino);
         }

@@ -25,6 +25,7 @@
 mod data;
 mod host;
 mod tar;
+mod tar_sparse;
 
 use crate::error::Error;
 use crate::write::{NewNode, SetAttr, WriteFs};
@@ -57,6 +58,9 @@ pub struct CopyOptions {
     /// Copy extended attributes (the write API cannot set them yet: a
     /// source that has some is then an error naming the file).
     pub xattrs: bool,
+    /// Copy the names of one source file as hard links of one inode (mke2fs
+    /// -d, cp -a); otherwise each name is a file of its own (cp -r).
+    pub hard_links: bool,
     /// Leave blocks of zeros unwritten (holes), as mke2fs -d does;
     /// otherwise only the source's own holes are holes.
     pub zeros_as_holes: bool,
@@ -83,6 +87,7 @@ impl CopyOptions {
             keep_times: true,
             clamp: None,
             xattrs: true,
+            hard_links: true,
             zeros_as_holes: true,
             keep_going: false,
             sync_every: Some(1 << 20),
@@ -102,6 +107,7 @@ impl CopyOptions {
             keep_times: preserve,
             clamp: None,
             xattrs: preserve,
+            hard_links: false,
             zeros_as_holes: false,
             keep_going: true,
             sync_every: None,
@@ -158,12 +164,14 @@ pub enum PopulateError {
         source: Error,
     },
     /// A directory would replace a non-directory (or the reverse).
-    #[error("cannot overwrite {} '{path}' with {}", if *dir_over { "non-directory" } else { "directory" }, if *dir_over { "directory" } else { "non-directory" })]
+    #[error("{}", overwrite_words(path, *dir_over, from.as_deref()))]
     Overwrite {
         /// The path in the filesystem.
         path: String,
         /// `true`: a directory would replace a non-directory.
         dir_over: bool,
+        /// The source directory (named by cp's message), where known.
+        from: Option<PathBuf>,
     },
     /// The source has extended attributes and this version of the write
     /// API cannot set them.
@@ -178,6 +186,18 @@ pub enum PopulateError {
     /// placed (an unsafe name, a link to nothing before it).
     #[error("{0}")]
     Archive(String),
+}
+
+/// cp's words for a directory and a non-directory meeting.
+fn overwrite_words(path: &str, dir_over: bool, from: Option<&std::path::Path>) -> String {
+    match (dir_over, from) {
+        (true, Some(f)) => format!(
+            "cannot overwrite non-directory '{path}' with directory '{}'",
+            f.display()
+        ),
+        (true, None) => format!("cannot overwrite non-directory '{path}' with directory"),
+        (false, _) => format!("cannot overwrite directory '{path}' with non-directory"),
+    }
 }
 
 impl PopulateError {
@@ -237,8 +257,9 @@ pub(crate) struct Attrs {
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-/// Told the filesystem path of each thing made.
-type Copied<'a> = Box<dyn FnMut(&str) + 'a>;
+/// Told the source (a host path; none for an archive member) and the
+/// filesystem path of each thing made.
+type Copied<'a> = Box<dyn FnMut(Option<&std::path::Path>, &str) + 'a>;
 
 /// Copies sources into a filesystem opened for writing; remembers hard
 /// links across calls (one `cp` command, one `mkfs -d`).
@@ -263,6 +284,8 @@ pub struct Copier<'a> {
     changed: bool,
     report: Box<dyn FnMut(&PopulateError) + 'a>,
     verbose: Option<Copied<'a>>,
+    /// The host path being copied, for `verbose` (kept only with it).
+    src_now: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Copier<'_> {
@@ -296,6 +319,7 @@ impl<'a> Copier<'a> {
             changed: false,
             report: Box::new(|_| {}),
             verbose: None,
+            src_now: None,
         }
     }
 
@@ -305,8 +329,9 @@ impl<'a> Copier<'a> {
         self.report = Box::new(f);
     }
 
-    /// Calls `f` with the filesystem path of everything made.
-    pub fn on_copied(&mut self, f: impl FnMut(&str) + 'a) {
+    /// Calls `f` with the source (a host path; `None` for a member of an
+    /// archive) and the filesystem path of everything made.
+    pub fn on_copied(&mut self, f: impl FnMut(Option<&std::path::Path>, &str) + 'a) {
         self.verbose = Some(Box::new(f));
     }
 
@@ -407,12 +432,14 @@ impl<'a> Copier<'a> {
                     return Err(PopulateError::Overwrite {
                         path: path.into(),
                         dir_over: true,
+                        from: None,
                     })
                 }
                 (_, true) => {
                     return Err(PopulateError::Overwrite {
                         path: path.into(),
                         dir_over: false,
+                        from: None,
                     })
                 }
                 (Kind::File, false) if in_place && oi.is_reg() => {
@@ -467,7 +494,7 @@ impl<'a> Copier<'a> {
             _ => self.stats.specials += 1,
         }
         if let Some(v) = &mut self.verbose {
-            v(path);
+            v(self.src_now.as_deref(), path);
         }
         Ok((ino, old.is_some()))
     }
@@ -547,6 +574,7 @@ impl<'a> Copier<'a> {
                 return Err(PopulateError::Overwrite {
                     path: path.into(),
                     dir_over: false,
+                    from: None,
                 });
             }
             self.fs
@@ -558,7 +586,7 @@ impl<'a> Copier<'a> {
         self.changed = true;
         self.stats.hard_links += 1;
         if let Some(v) = &mut self.verbose {
-            v(path);
+            v(self.src_now.as_deref(), path);
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
-//! Copying from a tar archive (ustar, GNU and pax; GNU sparse members
-//! written with their holes), read as a stream: `mkfs.ext4r -d -` takes
+//! Copying from a tar archive (ustar, GNU and pax; GNU sparse members,
+//! old-style and pax 0.0, 0.1 and 1.0, written with their holes), read as
+//! a stream: `mkfs.ext4r -d -` takes
 //! one on standard input.
 //!
 //! Members are placed in archive order: the same archive gives the same
@@ -9,6 +10,7 @@
 //! Owners are the archive's numbers (as `tar --numeric-owner`); a member
 //! without an access time gets its modification time.
 
+use super::tar_sparse::PaxSparse;
 use super::{Attrs, Copier, Kind, PopulateError, Result};
 use crate::write::ROOT_INO;
 use ext4r_format::inode::{mode, Timestamp};
@@ -127,11 +129,13 @@ impl Copier<'_> {
         base: &str,
     ) -> Result<()> {
         let name = e.path_bytes().into_owned();
-        let comps = components(&name)?;
         let h = e.header().clone();
         let ty = h.entry_type();
         let link = e.link_name_bytes().map(|l| l.into_owned());
-        let mut a = self.member_attrs(e, &h, ty, link.as_deref(), &name)?;
+        let (mut a, sparse) = self.member_attrs(e, &h, ty, link.as_deref(), &name)?;
+        // A pax sparse member's header name is made up; its own is a record.
+        let name = sparse.name.clone().unwrap_or(name);
+        let comps = components(&name)?;
         let path = if base == "/" {
             shown(&comps)
         } else {
@@ -165,20 +169,28 @@ impl Copier<'_> {
             return Ok(());
         }
         if a.kind == Kind::File {
-            let size = e.size();
             let src = Path::new(std::ffi::OsStr::new(&path));
-            let end = self.write_stream(ino, e, 0, size, src, &path)?;
-            if end < size {
-                return Err(archive_error(std::io::Error::from(
-                    std::io::ErrorKind::UnexpectedEof,
-                )));
+            let (runs, size) = if sparse.is_sparse() {
+                (sparse.runs(e)?, sparse.real_size.unwrap_or(0))
+            } else {
+                (vec![(0, e.size())], e.size())
+            };
+            // The stored runs follow each other in the member's data.
+            for (at, len) in runs {
+                let end = self.write_stream(ino, e, at, len, src, &path)?;
+                if end < at + len {
+                    return Err(archive_error(std::io::Error::from(
+                        std::io::ErrorKind::UnexpectedEof,
+                    )));
+                }
             }
             self.set_size(ino, size, &path)?;
         }
         self.finish(ino, &a, &path, existed)
     }
 
-    /// A member's attributes: the header's, pax records over them.
+    /// A member's attributes: the header's, pax records over them; and
+    /// what the pax records say of a sparse member.
     fn member_attrs<R: Read>(
         &self,
         e: &mut tar::Entry<'_, R>,
@@ -186,7 +198,7 @@ impl Copier<'_> {
         ty: EntryType,
         link: Option<&[u8]>,
         name: &[u8],
-    ) -> Result<Attrs> {
+    ) -> Result<(Attrs, PaxSparse)> {
         let bad = |what: &str| {
             PopulateError::Archive(format!(
                 "{}: bad {what} in the tar header",
@@ -241,10 +253,14 @@ impl Copier<'_> {
             xattrs: Vec::new(),
         };
         let mut pax_atime = false;
+        let mut sparse = PaxSparse::default();
         if let Some(exts) = e.pax_extensions().map_err(archive_error)? {
             for x in exts {
                 let x = x.map_err(archive_error)?;
                 let Ok(key) = x.key() else { continue };
+                if sparse.record(key, x.value_bytes())? {
+                    continue;
+                }
                 let text = x.value().ok();
                 match key {
                     "mtime" => a.mtime = text.and_then(pax_time).ok_or_else(|| bad("pax mtime"))?,
@@ -279,7 +295,7 @@ impl Copier<'_> {
             a.xattrs.clear();
         }
         a.xattrs.sort();
-        Ok(a)
+        Ok((a, sparse))
     }
 
     /// The directory at `comps` below the archive's root, made (mode
