@@ -7,7 +7,9 @@
 //! only), be e2fsck-clean, keep holes; a tar archive (every GNU sparse
 //! flavour), also on standard input, gives the same tree; and with
 //! SOURCE_DATE_EPOCH two runs on trees made in different orders at
-//! different times must give the same bytes.
+//! different times must give the same bytes. Extended attributes of every
+//! namespace and POSIX ACLs read back through the kernel as the source's
+//! and as from mke2fs -d.
 //!
 //! The tree has 2,000 files by default; `EXT4R_POPULATE_FILES=100000`
 //! runs the size (about a minute).
@@ -443,24 +445,171 @@ fn refusals_leave_the_device_alone() {
     assert!(fs::read(&img).unwrap() == before, "the image changed");
 }
 
+/// Every xattr under `root` (all namespaces), path -> sorted (name, value).
+fn all_xattrs(root: &Path) -> std::collections::BTreeMap<String, Vec<(String, Vec<u8>)>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let md = fs::symlink_metadata(&p).unwrap();
+        if md.is_dir() {
+            for e in fs::read_dir(&p).unwrap() {
+                let e = e.unwrap().path();
+                if e.file_name() != Some(std::ffi::OsStr::new("lost+found")) {
+                    stack.push(e);
+                }
+            }
+        }
+        let mut names = vec![0u8; 65536];
+        let n = rustix::fs::llistxattr(&p, &mut names[..]).unwrap();
+        let mut xs = Vec::new();
+        for name in names[..n].split(|b| *b == 0).filter(|s| !s.is_empty()) {
+            let name = String::from_utf8_lossy(name).into_owned();
+            let mut v = vec![0u8; 65536];
+            let vn = rustix::fs::lgetxattr(&p, name.as_str(), &mut v[..]).unwrap();
+            v.truncate(vn);
+            xs.push((name, v));
+        }
+        xs.sort();
+        if !xs.is_empty() {
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            out.insert(rel, xs);
+        }
+    }
+    out
+}
+
+/// A POSIX ACL as setxattr takes it (version 2, 8-byte entries).
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        v.extend_from_slice(&tag.to_le_bytes());
+        v.extend_from_slice(&perm.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
+}
+
+/// A tree whose files carry xattrs of each namespace and place (in the
+/// inode, in a block, shared values), and ACLs; `None` when the temp
+/// filesystem takes no user xattrs.
+fn xattr_tree(src: &Path) -> Option<()> {
+    use rustix::fs::{lsetxattr, XattrFlags};
+    fs::create_dir_all(src.join("dir/sub")).unwrap();
+    let set = |p: &Path, n: &str, v: &[u8]| lsetxattr(p, n, v, XattrFlags::empty());
+    if set(src, "user.root", b"on the root").is_err() {
+        return None;
+    }
+    for i in 0..20 {
+        let f = src.join(format!("dir/f{i:02}"));
+        fs::write(&f, format!("file {i}")).unwrap();
+        set(&f, "user.small", format!("v{i}").as_bytes()).unwrap();
+        // The same big values on several files (one block each, as mke2fs
+        // and the kernel keep them), and a value too big for the inode.
+        if i % 3 == 0 {
+            set(&f, "user.big", &[b'b'; 700]).unwrap();
+        }
+        if i % 5 == 0 {
+            set(&f, "trusted.t", &[i as u8; 40]).unwrap();
+        }
+    }
+    let acl_file = src.join("dir/acl");
+    fs::write(&acl_file, b"acl").unwrap();
+    // user::rw- user:1000:r-- group::r-- group:70000:rw- mask::rw- other::---
+    let access = acl(&[
+        (0x01, 6, u32::MAX),
+        (0x02, 4, 1000),
+        (0x04, 4, u32::MAX),
+        (0x08, 6, 70_000),
+        (0x10, 6, u32::MAX),
+        (0x20, 0, u32::MAX),
+    ]);
+    set(&acl_file, "system.posix_acl_access", &access).ok()?;
+    let default = acl(&[
+        (0x01, 7, u32::MAX),
+        (0x04, 5, u32::MAX),
+        (0x20, 5, u32::MAX),
+    ]);
+    set(&src.join("dir/sub"), "system.posix_acl_default", &default).ok()?;
+    set(&src.join("dir/sub"), "user.on-a-dir", b"d").unwrap();
+    std::os::unix::fs::symlink("f00", src.join("dir/link")).unwrap();
+    set(&src.join("dir/link"), "trusted.on-a-link", b"l").unwrap();
+    Some(())
+}
+
 #[test]
-fn xattrs_are_refused_by_name_until_the_write_api_sets_them() {
-    let t = TempDir::new("populate-xattr");
-    let src = t.path("src");
-    fs::create_dir_all(&src).unwrap();
-    let f = src.join("labelled");
-    fs::write(&f, b"x").unwrap();
-    if rustix::fs::lsetxattr(&f, "user.test", b"v", rustix::fs::XattrFlags::empty()).is_err() {
-        eprintln!("skipped: the temp filesystem takes no user xattrs");
+fn xattrs_copied_as_mke2fs_copies_them() {
+    if !is_root() || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("skipped: needs root (loop mounts, trusted xattrs), e2fsck and mke2fs");
         return;
     }
+    let t = TempDir::new("populate-xattr");
+    let src = t.path("src");
+    if xattr_tree(&src).is_none() {
+        eprintln!("skipped: the temp filesystem takes no user xattrs or ACLs");
+        return;
+    }
+    let want = all_xattrs(&src);
+    assert!(want.len() >= 10, "{want:?}");
     let img = t.path("x.img");
-    let (rc, out) = mkfs_d(&img, src.to_str().unwrap(), &[], &[]);
-    assert_eq!(rc, 1, "{out}");
-    assert!(
-        out.contains("/labelled") && out.contains("extended attribute"),
-        "{out}"
-    );
+    let read_back = |img: &Path| {
+        let (rc, out) = e2fsck_fn(img);
+        assert_eq!(rc, 0, "e2fsck -fn: {out}");
+        let mut m = LoopMount::new(img, &t.path("mnt")).unwrap();
+        let x = all_xattrs(&m.dir);
+        m.umount().unwrap();
+        x
+    };
+    for extra in [&[][..], &["-b", "1024"][..], &["-I", "128"][..]] {
+        let (rc, out) = mkfs_d(&img, src.to_str().unwrap(), extra, &[]);
+        assert_eq!(rc, 0, "{extra:?}: {out}");
+        let ours = read_back(&img);
+        mke2fs_d(&img, &src, extra);
+        let theirs = read_back(&img);
+        assert_eq!(ours, theirs, "{extra:?}: ours, then mke2fs -d's");
+        assert_eq!(ours, want, "{extra:?}: ours, then the source's");
+    }
+    // Left out on request.
     let (rc, out) = mkfs_d(&img, src.to_str().unwrap(), &["-E", "no_copy_xattrs"], &[]);
     assert_eq!(rc, 0, "{out}");
+    assert!(read_back(&img).is_empty());
+    // From a tar archive's SCHILY.xattr records (GNU tar --xattrs).
+    if have("tar") {
+        let tar = t.path("x.tar");
+        let o = run(Command::new("tar")
+            .args([
+                "--format=pax",
+                "--xattrs",
+                "--xattrs-include=*",
+                "--acls",
+                "-C",
+            ])
+            .arg(&src)
+            .arg("-cf")
+            .arg(&tar)
+            .arg("."));
+        assert!(
+            o.status.success(),
+            "tar: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let (rc, out) = mkfs_d(&img, tar.to_str().unwrap(), &[], &[]);
+        assert_eq!(rc, 0, "{out}");
+        let got = read_back(&img);
+        // tar keeps user and trusted xattrs (and ACLs in records of its own,
+        // which mke2fs's tar support ignores too).
+        let user_trusted = |m: &std::collections::BTreeMap<String, Vec<(String, Vec<u8>)>>| {
+            m.iter()
+                .map(|(k, v)| {
+                    let v: Vec<_> = v
+                        .iter()
+                        .filter(|(n, _)| !n.starts_with("system."))
+                        .cloned()
+                        .collect();
+                    (k.clone(), v)
+                })
+                .filter(|(_, v)| !v.is_empty())
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        assert_eq!(user_trusted(&got), user_trusted(&want));
+    }
 }

@@ -68,6 +68,13 @@ fn write_host_tree(h: &Path) {
     let sp = fs::File::create(h.join("tree/sparse")).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&sp, b"tail", 5 << 20).unwrap();
     fs::write(h.join("tree/sub/a"), b"a").unwrap();
+    // Copied by cp -a only (the twin's tmpfs source takes user xattrs).
+    let _ = rustix::fs::lsetxattr(
+        h.join("tree/sub/a"),
+        "user.kept-by-a",
+        b"value\nwith a newline",
+        rustix::fs::XattrFlags::empty(),
+    );
     fs::hard_link(h.join("tree/sub/a"), h.join("tree/sub/a-link")).unwrap();
     fs::write(h.join("tree/sub/deeper/b"), b"bb").unwrap();
     std::os::unix::fs::symlink("sub/a", h.join("tree/rel-link")).unwrap();
@@ -532,4 +539,48 @@ fn refusals_and_the_image_left_as_it_was() {
     );
     let (rc, out) = e2fsck_fn(&img);
     assert_eq!(rc, 0, "e2fsck -fn after ENOSPC: {out}");
+
+    // No inode left: ENOSPC too, as the kernel says it; the ones made stay.
+    let few = t.path("few.img");
+    let o = run(ext4r().args(["mkfs", "-q", "-N", "16"]).arg(&few).arg("8M"));
+    assert!(o.status.success(), "{}", err(&o));
+    let mut said = String::new();
+    for i in 0..20 {
+        let o = run(ext4r().arg("mkdir").arg(format!("{}:/d{i}", few.display())));
+        if !o.status.success() {
+            assert_eq!(o.status.code(), Some(1));
+            said = err(&o);
+            break;
+        }
+    }
+    assert!(
+        said.starts_with("ext4r mkdir: cannot create directory '/d")
+            && said.trim_end().ends_with(": No space left on device"),
+        "{said}"
+    );
+    let (rc, out) = e2fsck_fn(&few);
+    assert_eq!(rc, 0, "e2fsck -fn after running out of inodes: {out}");
+
+    // A filesystem marked read-only: refused before anything is touched.
+    if have("tune2fs") {
+        let ro = t.path("ro.img");
+        fs::copy(&img, &ro).unwrap();
+        let o = run(Command::new("tune2fs").args(["-O", "read-only"]).arg(&ro));
+        assert!(o.status.success(), "{}", err(&o));
+        let before = fs::read(&ro).unwrap();
+        let o = run(ext4r().arg("mkdir").arg(format!("{}:/x", ro.display())));
+        assert_eq!(o.status.code(), Some(1));
+        let e = err(&o);
+        assert!(
+            e.starts_with(&format!(
+                "ext4r mkdir: cannot change '{}': Read-only file system",
+                ro.display()
+            )),
+            "{e}"
+        );
+        assert!(
+            fs::read(&ro).unwrap() == before,
+            "the read-only image changed"
+        );
+    }
 }

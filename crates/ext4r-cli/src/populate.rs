@@ -116,11 +116,7 @@ pub(crate) fn populate(
     opts.clamp = epoch;
     opts.xattrs = !ext.no_copy_xattrs;
     let mut c = Copier::new(&mut fs, opts);
-    let r = fill(&mut c, &src);
-    if let Err(e @ ext4r::populate::PopulateError::XattrsUnsupported { .. }) = &r {
-        bail!("{e}; -E no_copy_xattrs leaves them out");
-    }
-    r?;
+    fill(&mut c, &src)?;
     drop(c);
     fs.close()?;
     real.flush()?;

@@ -456,8 +456,22 @@ pub struct NewXattr<'a> {
     pub name_index: u8,
     /// Stored name (at most 255 bytes).
     pub name: &'a [u8],
-    /// Value.
+    /// Value (ignored when `ea_inode` holds it).
     pub value: &'a [u8],
+    /// The EA inode holding the value instead (ea_inode feature).
+    pub ea_inode: Option<EaInodeRef>,
+}
+
+/// A value kept in an EA inode, as an entry names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EaInodeRef {
+    /// The EA inode.
+    pub ino: u32,
+    /// The value's length.
+    pub size: u32,
+    /// The EA inode's value hash (its `i_atime`), folded into the entry
+    /// hash, which e2fsck and the kernel check in the inode and in blocks.
+    pub hash: u32,
 }
 
 /// Lays out entries from `first` and values down from the end of `buf`,
@@ -478,6 +492,25 @@ fn write_entries(
         let name_len = u8::try_from(a.name.len())
             .map_err(|_| FormatError::invalid("xattr", "name longer than 255 bytes"))?;
         let elen = xattr_entry_len(a.name.len());
+        if let Some(ea) = a.ea_inode {
+            // The value is elsewhere: an entry alone, its hash always set.
+            if off + elen + 4 > min_value {
+                return Err(full());
+            }
+            let e = XattrEntry {
+                e_name_len: name_len,
+                e_name_index: a.name_index,
+                e_value_offs: 0.into(),
+                e_value_inum: ea.ino.into(),
+                e_value_size: ea.size.into(),
+                e_hash: xattr_ea_inode_entry_hash(a.name, ea.hash, false).into(),
+            };
+            buf[off..off + XATTR_ENTRY_SIZE].copy_from_slice(e.as_bytes());
+            buf[off + XATTR_ENTRY_SIZE..off + XATTR_ENTRY_SIZE + a.name.len()]
+                .copy_from_slice(a.name);
+            off += elen;
+            continue;
+        }
         let vlen = xattr_value_len(a.value.len());
         let value_at = if a.value.is_empty() {
             min_value
@@ -658,11 +691,13 @@ mod tests {
                     name_index: index::TRUSTED,
                     name: b"gamma",
                     value: &[b'B'; 150],
+                    ea_inode: None,
                 },
                 NewXattr {
                     name_index: index::USER,
                     name: b"alpha",
                     value: &[b'A'; 200],
+                    ea_inode: None,
                 },
             ],
         )
@@ -712,6 +747,7 @@ mod tests {
                 name_index: index::USER,
                 name: b"beta",
                 value: b"hello",
+                ea_inode: None,
             }],
         )
         .unwrap();
@@ -805,6 +841,7 @@ mod tests {
             name_index: index::USER,
             name: b"x",
             value: &[0; 1000],
+            ea_inode: None,
         };
         assert!(write_xattr_block(&mut out, &[big]).is_err());
     }
@@ -837,7 +874,7 @@ mod tests {
         ) {
             let new: Vec<NewXattr<'_>> = attrs
                 .iter()
-                .map(|(i, n, v)| NewXattr { name_index: *i, name: n, value: v })
+                .map(|(i, n, v)| NewXattr { name_index: *i, name: n, value: v, ea_inode: None })
                 .collect();
             let mut block = vec![0u8; 1024];
             write_xattr_block(&mut block, &new).unwrap();

@@ -29,3 +29,9 @@ pub mod tune;
 pub mod write;
 
 pub use error::{Error, Result};
+
+/// The README's Rust examples, compiled (and run where they can be) as
+/// doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

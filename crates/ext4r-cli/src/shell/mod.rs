@@ -72,6 +72,25 @@ pub(crate) fn same_image(args: &[(PathBuf, String)]) -> Result<PathBuf> {
     Ok(first)
 }
 
+/// Why `image` could not be opened for changing, in a command's words.
+pub(crate) fn open_failure(image: &Path, e: &anyhow::Error) -> String {
+    match e.downcast_ref::<Error>() {
+        // As coreutils on a read-only mount; the reason after it.
+        Some(Error::ReadOnly(why)) if why.contains("Read-only file system") => {
+            format!("cannot change '{}': Read-only file system", image.display())
+        }
+        Some(Error::ReadOnly(why)) => format!(
+            "cannot change '{}': Read-only file system: {why}",
+            image.display()
+        ),
+        Some(Error::Mounted { mountpoint, .. }) => format!(
+            "{} is mounted on {mountpoint}; change it through the mount, or unmount it first",
+            image.display()
+        ),
+        _ => crate::errors::message(e.as_ref()),
+    }
+}
+
 /// Opens `image` for changing; a mounted one is refused as the other tools
 /// refuse it (changing it under the kernel would corrupt it).
 pub(crate) fn open(image: &Path) -> Result<WriteFs> {
@@ -98,7 +117,9 @@ pub(crate) fn strerror(e: &Error) -> String {
         Error::DirectoryNotEmpty(_) => "Directory not empty".into(),
         Error::InvalidName(n) if n.len() > 255 => "File name too long".into(),
         Error::InvalidName(_) => "Invalid argument".into(),
-        Error::NoSpace => "No space left on device".into(),
+        // ENOSPC either way, as the kernel says it.
+        Error::NoSpace | Error::NoFreeInodes => "No space left on device".into(),
+        Error::ReadOnly(_) => "Read-only file system".into(),
         Error::TooManyLinks(_) => "Too many links".into(),
         other => crate::errors::message(other),
     }
@@ -259,7 +280,7 @@ pub(crate) fn with_image(
             run.finish()
         }
         Err(e) => {
-            eprintln!("{tool}: {}", crate::errors::message(e.as_ref()));
+            eprintln!("{tool}: {}", open_failure(image, &e));
             ExitCode::from(1)
         }
     }

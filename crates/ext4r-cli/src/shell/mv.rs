@@ -130,12 +130,6 @@ fn move_one(run: &mut Run, src: &str, target: &str, verbose: bool) {
             return;
         }
     }
-    if s_dir && run.fs.contains(sino, tp).unwrap_or(false) {
-        run.fail(format!(
-            "cannot move '{src}' to a subdirectory of itself, '{target}'"
-        ));
-        return;
-    }
     match run.fs.rename(sp, &sname, tp, &tname) {
         Ok(()) => {
             run.changed();
@@ -143,6 +137,9 @@ fn move_one(run: &mut Run, src: &str, target: &str, verbose: bool) {
                 println!("renamed '{src}' -> '{target}'");
             }
         }
+        Err(Error::MoveIntoItself(_)) => run.fail(format!(
+            "cannot move '{src}' to a subdirectory of itself, '{target}'"
+        )),
         Err(e) => fail(run, &e),
     }
 }

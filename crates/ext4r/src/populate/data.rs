@@ -19,7 +19,7 @@ impl Copier<'_> {
         src: &Path,
         path: &str,
     ) -> Result<u64> {
-        let bs = u64::from(self.fs.block_size());
+        let bs = self.fs.block_size();
         let mut buf = std::mem::take(&mut self.buf);
         let mut off = at;
         let end = at.saturating_add(len);

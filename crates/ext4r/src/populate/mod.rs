@@ -25,10 +25,12 @@
 mod data;
 mod host;
 mod tar;
+mod tar_read;
 mod tar_sparse;
 
 use crate::error::Error;
 use crate::write::{NewNode, SetAttr, WriteFs};
+use ext4r_format::acl;
 use ext4r_format::inode::{mode, Timestamp};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -55,8 +57,7 @@ pub struct CopyOptions {
     pub keep_times: bool,
     /// No time written is later than this (seconds): `SOURCE_DATE_EPOCH`.
     pub clamp: Option<i64>,
-    /// Copy extended attributes (the write API cannot set them yet: a
-    /// source that has some is then an error naming the file).
+    /// Copy extended attributes.
     pub xattrs: bool,
     /// Copy the names of one source file as hard links of one inode (mke2fs
     /// -d, cp -a); otherwise each name is a file of its own (cp -r).
@@ -172,15 +173,6 @@ pub enum PopulateError {
         dir_over: bool,
         /// The source directory (named by cp's message), where known.
         from: Option<PathBuf>,
-    },
-    /// The source has extended attributes and this version of the write
-    /// API cannot set them.
-    #[error("{path}: {count} extended attribute(s) not copied: the write API cannot set extended attributes yet")]
-    XattrsUnsupported {
-        /// The path in the filesystem.
-        path: String,
-        /// How many the source has.
-        count: usize,
     },
     /// A tar archive that cannot be read, or a member that cannot be
     /// placed (an unsafe name, a link to nothing before it).
@@ -481,7 +473,7 @@ impl<'a> Copier<'a> {
         let ino = made.map_err(img)?;
         self.changed = true;
         // An inode record, a directory entry, perhaps a block.
-        self.note_pending(u64::from(self.fs.block_size()), path)?;
+        self.note_pending(self.fs.block_size(), path)?;
         match a.kind {
             Kind::File => self.stats.files += 1,
             Kind::Dir => {
@@ -544,17 +536,35 @@ impl<'a> Copier<'a> {
         Ok(i.mode() & mode::PERM_MASK)
     }
 
-    /// Copies extended attributes. The write API has no call for them yet:
-    /// a source that has some is refused here, by name, rather than copied
-    /// without them unnoticed.
-    fn set_xattrs(&mut self, _ino: u32, xattrs: &[(Vec<u8>, Vec<u8>)], path: &str) -> Result<()> {
-        if !self.opts.xattrs || xattrs.is_empty() {
+    /// Copies extended attributes (names with their namespace prefix,
+    /// values as the host's system calls give them: POSIX ACLs are
+    /// converted to ext4's form). A filesystem without the `ext_attr`
+    /// feature gets none, as from mke2fs -d.
+    fn set_xattrs(&mut self, ino: u32, xattrs: &[(Vec<u8>, Vec<u8>)], path: &str) -> Result<()> {
+        if !self.opts.xattrs || xattrs.is_empty() || !self.fs.has_xattr_feature() {
             return Ok(());
         }
-        Err(PopulateError::XattrsUnsupported {
-            path: path.into(),
-            count: xattrs.len(),
-        })
+        for (name, value) in xattrs {
+            let converted;
+            let v = if acl::is_acl_name(name) {
+                converted = acl::acl_to_disk(value).map_err(|e| {
+                    PopulateError::image(
+                        Op::Xattrs,
+                        path,
+                        Error::corrupt(format!("{}", String::from_utf8_lossy(name)), e),
+                    )
+                })?;
+                &converted
+            } else {
+                value
+            };
+            self.fs
+                .set_xattr(ino, name, v)
+                .map_err(|e| PopulateError::image(Op::Xattrs, path, e))?;
+            self.changed = true;
+            self.note_pending(v.len() as u64, path)?;
+        }
+        Ok(())
     }
 
     /// Adds `name` in `parent` as another name of `ino` (a hard link

@@ -10,18 +10,13 @@
 //! Owners are the archive's numbers (as `tar --numeric-owner`); a member
 //! without an access time gets its modification time.
 
-use super::tar_sparse::PaxSparse;
+use super::tar_read::{ty, Member, Sparse, TarReader};
 use super::{Attrs, Copier, Kind, PopulateError, Result};
 use crate::write::ROOT_INO;
-use ext4r_format::inode::{mode, Timestamp};
+use ext4r_format::inode::mode;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
-use tar::EntryType;
-
-fn archive_error(e: std::io::Error) -> PopulateError {
-    PopulateError::Archive(format!("reading the tar archive: {e}"))
-}
 
 /// A member name as components: leading `/` and `./` dropped, `.` and
 /// empty components skipped; `..` refused (it would leave the tree).
@@ -54,29 +49,6 @@ fn shown(comps: &[Vec<u8>]) -> String {
     s
 }
 
-/// A pax time (`1700000000.25`) as a timestamp.
-fn pax_time(v: &str) -> Option<Timestamp> {
-    let (s, frac) = v.split_once('.').unwrap_or((v, ""));
-    let secs: i64 = s.parse().ok()?;
-    let digits: String = frac.chars().take(9).collect();
-    let mut nsecs: u32 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse().ok()?
-    };
-    for _ in digits.len()..9 {
-        nsecs = nsecs.saturating_mul(10);
-    }
-    // "-1.5" is 1.5 s before the epoch.
-    if secs < 0 && nsecs > 0 {
-        return Some(Timestamp {
-            secs: secs - 1,
-            nsecs: 1_000_000_000 - nsecs,
-        });
-    }
-    Some(Timestamp { secs, nsecs })
-}
-
 /// State of one archive's copy.
 struct TarCopy {
     /// Directories placed or made, by path: parents of later members.
@@ -93,7 +65,7 @@ impl Copier<'_> {
     /// An unreadable archive; otherwise the first failure when the options
     /// do not keep going.
     pub fn copy_tar(&mut self, r: impl Read, root: u32, path: &str) -> Result<()> {
-        let mut ar = tar::Archive::new(r);
+        let mut ar = TarReader::new(r);
         // An archive may hold a name twice: always look.
         self.fresh_ok = false;
         let mut st = TarCopy {
@@ -101,11 +73,11 @@ impl Copier<'_> {
             deferred: Vec::new(),
         };
         st.dirs.insert(Vec::new(), root);
-        let entries = ar.entries().map_err(archive_error)?;
-        for e in entries {
-            let mut e = e.map_err(archive_error)?;
-            let r = self.member(&mut e, &mut st, path);
-            if let Err(err) = r {
+        // A damaged archive ends the copy (nothing after it can be trusted
+        // to be where it seems); a member that cannot be placed is skipped
+        // when the options keep going.
+        while let Some(m) = ar.next()? {
+            if let Err(err) = self.member(m, &mut ar, &mut st, path) {
                 if matches!(err, PopulateError::Archive(ref m) if m.starts_with("reading")) {
                     return Err(err);
                 }
@@ -124,18 +96,18 @@ impl Copier<'_> {
 
     fn member<R: Read>(
         &mut self,
-        e: &mut tar::Entry<'_, R>,
+        mut m: Member,
+        ar: &mut TarReader<R>,
         st: &mut TarCopy,
         base: &str,
     ) -> Result<()> {
-        let name = e.path_bytes().into_owned();
-        let h = e.header().clone();
-        let ty = h.entry_type();
-        let link = e.link_name_bytes().map(|l| l.into_owned());
-        let (mut a, sparse) = self.member_attrs(e, &h, ty, link.as_deref(), &name)?;
         // A pax sparse member's header name is made up; its own is a record.
-        let name = sparse.name.clone().unwrap_or(name);
+        let name = match &mut m.sparse {
+            Sparse::Pax(p) => p.name.take().unwrap_or(std::mem::take(&mut m.name)),
+            _ => std::mem::take(&mut m.name),
+        };
         let comps = components(&name)?;
+        let mut a = self.member_attrs(&m, &name)?;
         let path = if base == "/" {
             shown(&comps)
         } else {
@@ -149,8 +121,8 @@ impl Copier<'_> {
             return self.set_xattrs(root, &x, &path);
         };
         let parent = self.tar_dir(st, parents, base)?;
-        if ty == EntryType::Link {
-            let target = components(link.as_deref().unwrap_or_default())?;
+        if m.ty == ty::LINK {
+            let target = components(&m.link)?;
             let ino = self.tar_resolve(st, &target)?.ok_or_else(|| {
                 PopulateError::Archive(format!(
                     "{path}: hard link to '{}', which is not in the archive before it",
@@ -170,18 +142,19 @@ impl Copier<'_> {
         }
         if a.kind == Kind::File {
             let src = Path::new(std::ffi::OsStr::new(&path));
-            let (runs, size) = if sparse.is_sparse() {
-                (sparse.runs(e)?, sparse.real_size.unwrap_or(0))
-            } else {
-                (vec![(0, e.size())], e.size())
+            let mut data = ar.data();
+            let (runs, size) = match &m.sparse {
+                Sparse::No => (vec![(0, m.size)], m.size),
+                Sparse::Runs(r, real) => (r.clone(), *real),
+                Sparse::Pax(p) => (p.runs(&mut data)?, p.real_size.unwrap_or(0)),
             };
             // The stored runs follow each other in the member's data.
             for (at, len) in runs {
-                let end = self.write_stream(ino, e, at, len, src, &path)?;
+                let end = self.write_stream(ino, &mut data, at, len, src, &path)?;
                 if end < at + len {
-                    return Err(archive_error(std::io::Error::from(
-                        std::io::ErrorKind::UnexpectedEof,
-                    )));
+                    return Err(PopulateError::Archive(
+                        "reading the tar archive: it ends inside a member".into(),
+                    ));
                 }
             }
             self.set_size(ino, size, &path)?;
@@ -189,113 +162,47 @@ impl Copier<'_> {
         self.finish(ino, &a, &path, existed)
     }
 
-    /// A member's attributes: the header's, pax records over them; and
-    /// what the pax records say of a sparse member.
-    fn member_attrs<R: Read>(
-        &self,
-        e: &mut tar::Entry<'_, R>,
-        h: &tar::Header,
-        ty: EntryType,
-        link: Option<&[u8]>,
-        name: &[u8],
-    ) -> Result<(Attrs, PaxSparse)> {
+    /// A member's attributes.
+    fn member_attrs(&self, m: &Member, name: &[u8]) -> Result<Attrs> {
         let bad = |what: &str| {
             PopulateError::Archive(format!(
                 "{}: bad {what} in the tar header",
                 String::from_utf8_lossy(name)
             ))
         };
-        let dev = |h: &tar::Header| -> Result<(u32, u32)> {
-            let ma = h.device_major().map_err(|_| bad("device number"))?;
-            let mi = h.device_minor().map_err(|_| bad("device number"))?;
-            Ok((ma.unwrap_or(0), mi.unwrap_or(0)))
-        };
-        let kind = match ty {
-            EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => Kind::File,
-            EntryType::Directory => Kind::Dir,
+        let kind = match m.ty {
+            ty::REGULAR | ty::REGULAR_OLD | ty::CONTIGUOUS | ty::GNU_SPARSE => Kind::File,
+            ty::DIR => Kind::Dir,
             // Resolved by the caller.
-            EntryType::Link => Kind::File,
-            EntryType::Symlink => Kind::Symlink(link.unwrap_or_default().to_vec()),
-            EntryType::Char => {
-                let (ma, mi) = dev(h)?;
-                Kind::Char(ma, mi)
-            }
-            EntryType::Block => {
-                let (ma, mi) = dev(h)?;
-                Kind::Block(ma, mi)
-            }
-            EntryType::Fifo => Kind::Fifo,
+            ty::LINK => Kind::File,
+            ty::SYMLINK => Kind::Symlink(m.link.clone()),
+            ty::CHAR => Kind::Char(m.dev.0, m.dev.1),
+            ty::BLOCK => Kind::Block(m.dev.0, m.dev.1),
+            ty::FIFO => Kind::Fifo,
             other => {
                 return Err(PopulateError::Archive(format!(
                     "{}: tar member type {:?} not supported; skipped",
                     String::from_utf8_lossy(name),
-                    other.as_byte() as char
+                    other as char
                 )))
             }
         };
-        let mtime = Timestamp {
-            secs: i64::try_from(h.mtime().map_err(|_| bad("time"))?).map_err(|_| bad("time"))?,
-            nsecs: 0,
+        let mut xattrs = if self.opts.xattrs {
+            m.xattrs.clone()
+        } else {
+            Vec::new()
         };
-        let atime = h
-            .as_gnu()
-            .and_then(|g| g.atime().ok())
-            .filter(|&t| t != 0)
-            .and_then(|t| i64::try_from(t).ok())
-            .map(|secs| Timestamp { secs, nsecs: 0 });
-        let mut a = Attrs {
+        xattrs.sort();
+        Ok(Attrs {
             kind,
-            perm: (h.mode().map_err(|_| bad("mode"))? as u16) & mode::PERM_MASK,
-            uid: u32::try_from(h.uid().map_err(|_| bad("uid"))?).map_err(|_| bad("uid"))?,
-            gid: u32::try_from(h.gid().map_err(|_| bad("gid"))?).map_err(|_| bad("gid"))?,
-            atime: atime.unwrap_or(mtime),
-            mtime,
-            xattrs: Vec::new(),
-        };
-        let mut pax_atime = false;
-        let mut sparse = PaxSparse::default();
-        if let Some(exts) = e.pax_extensions().map_err(archive_error)? {
-            for x in exts {
-                let x = x.map_err(archive_error)?;
-                let Ok(key) = x.key() else { continue };
-                if sparse.record(key, x.value_bytes())? {
-                    continue;
-                }
-                let text = x.value().ok();
-                match key {
-                    "mtime" => a.mtime = text.and_then(pax_time).ok_or_else(|| bad("pax mtime"))?,
-                    "atime" => {
-                        a.atime = text.and_then(pax_time).ok_or_else(|| bad("pax atime"))?;
-                        pax_atime = true;
-                    }
-                    "uid" => {
-                        a.uid = text
-                            .and_then(|t| t.parse().ok())
-                            .ok_or_else(|| bad("pax uid"))?
-                    }
-                    "gid" => {
-                        a.gid = text
-                            .and_then(|t| t.parse().ok())
-                            .ok_or_else(|| bad("pax gid"))?
-                    }
-                    k if k.starts_with("SCHILY.xattr.") => {
-                        a.xattrs.push((
-                            k.as_bytes()["SCHILY.xattr.".len()..].to_vec(),
-                            x.value_bytes().to_vec(),
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if !pax_atime && atime.is_none() {
-            a.atime = a.mtime;
-        }
-        if !self.opts.xattrs {
-            a.xattrs.clear();
-        }
-        a.xattrs.sort();
-        Ok((a, sparse))
+            perm: (m.mode as u16) & mode::PERM_MASK,
+            uid: u32::try_from(m.uid).map_err(|_| bad("uid"))?,
+            gid: u32::try_from(m.gid).map_err(|_| bad("gid"))?,
+            // A member without an access time gets its modification time.
+            atime: m.atime.unwrap_or(m.mtime),
+            mtime: m.mtime,
+            xattrs,
+        })
     }
 
     /// The directory at `comps` below the archive's root, made (mode
@@ -351,27 +258,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_and_times() {
+    fn names() {
         assert_eq!(
             components(b"./a//b/./c").ok(),
             Some(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])
         );
         assert!(components(b"a/../b").is_err());
         assert_eq!(components(b"/").ok(), Some(vec![]));
-        assert_eq!(
-            pax_time("1700000000.25"),
-            Some(Timestamp {
-                secs: 1_700_000_000,
-                nsecs: 250_000_000
-            })
-        );
-        assert_eq!(
-            pax_time("-1.5"),
-            Some(Timestamp {
-                secs: -2,
-                nsecs: 500_000_000
-            })
-        );
-        assert_eq!(pax_time("x"), None);
     }
 }

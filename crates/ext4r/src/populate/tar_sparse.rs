@@ -9,9 +9,9 @@
 //!   an offset and a size per run, one decimal number a line, padded with
 //!   NULs to a 512-byte boundary.
 //!
-//! The `tar` crate reads GNU's own sparse headers ('S' members) but hands
-//! these over as plain files named `GNUSparseFile.PID/NAME` holding the
-//! packed runs; unpacking them here keeps the holes and the real names.
+//! Read as plain members these are files named `GNUSparseFile.PID/NAME`
+//! holding the packed runs; unpacking them keeps the holes and the real
+//! names.
 
 use super::PopulateError;
 use std::io::Read;

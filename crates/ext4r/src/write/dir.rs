@@ -70,6 +70,14 @@ pub(crate) fn lookup(
     name: &[u8],
 ) -> Result<Option<(u32, u8)>> {
     let inode = dir_inode(t, dir)?;
+    names_readable(dir, &inode)?;
+    if inode.flags().contains(InodeFlags::INLINE_DATA) {
+        let (_, recs) = super::inline::inline_dir(t, dir, &inode)?;
+        return Ok(recs
+            .into_iter()
+            .find(|r| r.name == name)
+            .map(|r| (r.ino, r.ftype)));
+    }
     if let Some(found) = htree::lookup(t, sh, dir, &inode, name)? {
         return Ok(found);
     }
@@ -83,6 +91,25 @@ pub(crate) fn lookup(
         }
     }
     Ok(None)
+}
+
+/// Refuses a directory whose names this layer cannot match or write: an
+/// encrypted one (its names are ciphertext, the key is the kernel's) and a
+/// casefolded one (names match without case under Unicode folding, its
+/// htree hashes the folded name). Every name operation goes through
+/// [`lookup`], so each of them is refused there.
+pub(crate) fn names_readable(dir: u32, inode: &Inode) -> Result<()> {
+    if inode.flags().contains(InodeFlags::ENCRYPT) {
+        return Err(Error::Unsupported(format!(
+            "directory inode {dir} is encrypted (feature encrypt): its names cannot be read or written without its key"
+        )));
+    }
+    if inode.flags().contains(InodeFlags::CASEFOLD) {
+        return Err(Error::Unsupported(format!(
+            "directory inode {dir} is casefolded (feature casefold): names in it are not changed here"
+        )));
+    }
+    Ok(())
 }
 
 /// Follows an absolute path from the root.
@@ -167,6 +194,16 @@ impl WriteFs {
     pub(crate) fn dir_insert(&mut self, dir: u32, name: &[u8], ino: u32, ftype: u8) -> Result<()> {
         let sh = self.shape;
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            let fitted =
+                self.inline_dir_edit(dir, |r| entries::insert(r, name, ino, ftype).then_some(()))?;
+            if fitted.is_some() {
+                return Ok(());
+            }
+            // Full: the directory moves out into a block.
+            self.uninline(dir)?;
+        }
+        let inode = dir_inode(&self.txn, dir)?;
         if inode.flags().contains(InodeFlags::INDEX) && sh.dir_index {
             if htree::insert(self, dir, name, ino, ftype)? {
                 return Ok(());
@@ -225,7 +262,7 @@ impl WriteFs {
         });
         let tree = map::store(&mut self.txn, dir, &mut inode, &runs, goal)?;
         inode.set_size((logical + 1) * sh.bs as u64);
-        self.set_blocks(&mut inode, &runs, tree)?;
+        self.set_blocks(dir, &mut inode, &runs, tree)?;
         self.put_inode(dir, &inode)?;
         let b = entries::build(sh.bs, &[], sh.csum)
             .ok_or_else(|| Error::InvalidArgument("empty directory block".into()))?;
@@ -237,6 +274,11 @@ impl WriteFs {
     /// Takes `name` out of directory `dir`; returns its inode.
     pub(crate) fn dir_remove(&mut self, dir: u32, name: &[u8]) -> Result<u32> {
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            return self
+                .inline_dir_edit(dir, |r| entries::remove(r, name))?
+                .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()));
+        }
         let kind = self.dir_kind(dir, &inode);
         let sh = self.shape;
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
@@ -262,6 +304,13 @@ impl WriteFs {
         ftype: u8,
     ) -> Result<()> {
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            return self
+                .inline_dir_edit(dir, |r| {
+                    entries::retarget(r, name, ino, ftype).then_some(())
+                })?
+                .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()));
+        }
         let kind = self.dir_kind(dir, &inode);
         let sh = self.shape;
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
@@ -281,6 +330,10 @@ impl WriteFs {
     /// Whether directory `dir` holds nothing but `.` and `..`.
     pub(crate) fn dir_is_empty(&self, dir: u32) -> Result<bool> {
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            let (_, recs) = super::inline::inline_dir(&self.txn, dir, &inode)?;
+            return Ok(recs.is_empty());
+        }
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
             let b = self.txn.read_block(nr)?;
             if htree::is_index_block(&b, &self.shape) {
@@ -298,6 +351,9 @@ impl WriteFs {
     /// Points directory `dir`'s `..` at `parent`.
     pub(crate) fn dir_set_dotdot(&mut self, dir: u32, parent: u32) -> Result<()> {
         let inode = dir_inode(&self.txn, dir)?;
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            return self.inline_set_parent(dir, parent);
+        }
         let kind = self.dir_kind(dir, &inode);
         let Some(&(_, nr)) = blocks(&self.txn, dir, &inode)?.first() else {
             return Err(Error::corrupt(

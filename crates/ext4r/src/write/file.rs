@@ -8,6 +8,7 @@
 //! logical cluster always lies in one physical cluster, at the same offset,
 //! and clusters are taken and given back whole.
 
+use super::orphan::Pending;
 use super::{Shape, WriteFs};
 use crate::error::{Error, Result};
 use ext4r_format::inode::{Inode, InodeFlags};
@@ -157,9 +158,7 @@ pub(crate) fn read_all(
         }
     }
     if i.flags().contains(InodeFlags::INLINE_DATA) {
-        return Err(Error::Unsupported(format!(
-            "inode {ino}: reading inline data here"
-        )));
+        return super::inline::inline_file(t, ino, i);
     }
     let runs = map::runs(t, ino, i, false)?;
     let map = slots_of(&runs);
@@ -189,8 +188,15 @@ impl WriteFs {
         self.txn.alloc_run(goal, n)?.ok_or(Error::NoSpace)
     }
 
-    /// `i_blocks` from the data runs and `tree` mapping blocks.
-    pub(crate) fn set_blocks(&self, i: &mut Inode, runs: &[Run], tree: u64) -> Result<()> {
+    /// `i_blocks` of inode `ino` from the data runs and `tree` mapping
+    /// blocks, its xattr block and what its EA inodes charge it.
+    pub(crate) fn set_blocks(
+        &self,
+        ino: u32,
+        i: &mut Inode,
+        runs: &[Run],
+        tree: u64,
+    ) -> Result<()> {
         let r = self.shape.ratio;
         // Distinct logical clusters mapped (each lies in one physical
         // cluster), counted run by run in logical order.
@@ -209,8 +215,13 @@ impl WriteFs {
         }
         let blocks = (clusters + tree) * r;
         let acl = u64::from(i.i_file_acl_lo.get() != 0 || i.l_i_file_acl_high.get() != 0) * r;
+        let ea = if self.shape.ea_inode {
+            self.ea_charge(ino, i)?
+        } else {
+            0
+        };
         i.set_blocks_count(
-            (blocks + acl) * (self.shape.bs as u64 / 512),
+            (blocks + acl) * (self.shape.bs as u64 / 512) + ea,
             self.shape.huge_file,
             self.shape.bs as u32,
         )
@@ -227,9 +238,14 @@ impl WriteFs {
                 "inode {ino} is not a regular file"
             )));
         }
-        if i.flags().contains(InodeFlags::INLINE_DATA) {
+        if i.flags().contains(InodeFlags::ENCRYPT) {
             return Err(Error::Unsupported(format!(
-                "inode {ino}: changing inline-data files"
+                "inode {ino} is encrypted (feature encrypt): its data cannot be written without its key"
+            )));
+        }
+        if i.flags().contains(InodeFlags::VERITY) {
+            return Err(Error::Unsupported(format!(
+                "inode {ino} has fs-verity (feature verity): its data is read-only"
             )));
         }
         if i.flags()
@@ -249,8 +265,14 @@ impl WriteFs {
     /// [`Error::NoSpace`] (what was written before it stays, in whole
     /// chunks), [`Error::IsADirectory`] and other wrong targets, I/O errors.
     pub fn write(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        if data.is_empty() {
+            // As pwrite(2) of nothing: the target is checked, nothing
+            // changes (not even the size).
+            self.file_inode(ino)?;
+            return Ok(0);
+        }
         let mut done = 0;
-        while done < data.len() || (data.is_empty() && done == 0) {
+        while done < data.len() {
             let n = (data.len() - done).min(WRITE_CHUNK);
             let at = offset
                 .checked_add(done as u64)
@@ -258,23 +280,63 @@ impl WriteFs {
             let chunk = &data[done..done + n];
             self.op(|w| w.write_chunk(ino, at, chunk))?;
             done += n;
-            if data.is_empty() {
-                break;
-            }
         }
         Ok(done)
     }
 
-    fn write_chunk(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
+    /// Writes `data` at `offset` of file `ino` (record `i`) inside the
+    /// inode when it is inline, or empty on an inline_data filesystem, and
+    /// the result still fits there (as the kernel keeps small files);
+    /// `false` when it does not.
+    fn write_inline(&mut self, ino: u32, i: &Inode, offset: u64, data: &[u8]) -> Result<bool> {
+        let inline = i.flags().contains(InodeFlags::INLINE_DATA);
+        let end = offset + data.len() as u64;
+        // An EA inode's value is always in blocks, as the kernel writes it.
+        if !self.shape.inline
+            || data.is_empty()
+            || end > self.shape.bs as u64
+            || i.flags().contains(InodeFlags::EA_INODE)
+        {
+            return Ok(false);
+        }
+        let mut cur = if inline {
+            super::inline::inline_file(&self.txn, ino, i)?
+        } else if i.size() == 0 && map::runs(&self.txn, ino, i, false)?.is_empty() {
+            Vec::new()
+        } else {
+            return Ok(false);
+        };
+        let end = end as usize;
+        if cur.len() < end {
+            cur.resize(end, 0);
+        }
+        cur[offset as usize..end].copy_from_slice(data);
+        if !self.inline_store(ino, &cur)? {
+            return Ok(false);
+        }
+        let mut i = self.inode(ino)?;
+        i.set_size(cur.len() as u64);
+        let now = self.now();
+        i.set_mtime(now);
+        i.set_ctime(now);
+        self.put_inode(ino, &i)?;
+        Ok(true)
+    }
+
+    pub(crate) fn write_chunk(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
         let bs = self.shape.bs as u64;
         let r = self.shape.ratio;
-        let mut i = self.file_inode(ino)?;
+        let i = self.file_inode(ino)?;
         let end = offset + data.len() as u64;
         if end > self.max_file_size() {
             return Err(Error::InvalidArgument(format!(
                 "inode {ino}: a file cannot reach {end} bytes here"
             )));
         }
+        if self.write_inline(ino, &i, offset, data)? {
+            return Ok(());
+        }
+        let mut i = self.uninline(ino)?;
         let runs = map::runs(&self.txn, ino, &i, false)?;
         let first = offset / bs;
         let last = end.div_ceil(bs);
@@ -337,7 +399,7 @@ impl WriteFs {
         if end > i.size() {
             i.set_size(end);
         }
-        self.set_blocks(&mut i, &new_runs, tree)?;
+        self.set_blocks(ino, &mut i, &new_runs, tree)?;
         let now = self.now();
         i.set_mtime(now);
         i.set_ctime(now);
@@ -434,70 +496,68 @@ impl WriteFs {
 
     pub(crate) fn truncate_now(&mut self, ino: u32, size: u64, stamp: bool) -> Result<()> {
         let bs = self.shape.bs as u64;
-        let r = self.shape.ratio;
         let mut i = self.inode(ino)?;
         if i.is_dir() {
             return Err(Error::IsADirectory(format!("inode {ino}")));
+        }
+        if i.is_reg() {
+            // The same refusals as a write (encrypted, verity, immutable).
+            self.file_inode(ino)?;
         }
         if size > self.max_file_size() {
             return Err(Error::InvalidArgument(format!(
                 "inode {ino}: size {size} too large"
             )));
         }
-        let has_blocks = i.is_reg() || (i.is_symlink() && !fast_symlink(&i, &self.shape));
-        if has_blocks && !i.flags().contains(InodeFlags::INLINE_DATA) {
-            let runs = map::runs(&self.txn, ino, &i, false)?;
-            let keep = size.div_ceil(bs);
-            let mut new_runs = Vec::new();
-            let mut gone = Vec::new();
-            for run in &runs {
-                if run.end() <= keep {
-                    new_runs.push(*run);
-                } else if run.logical >= keep {
-                    gone.push((run.physical, run.len));
-                } else {
-                    let k = keep - run.logical;
-                    new_runs.push(Run { len: k, ..*run });
-                    gone.push((run.physical + k, run.len - k));
-                }
-            }
-            // A cluster still holding a kept block stays (only the one of
-            // the last kept block can).
-            let kept_cluster = new_runs.last().map(|x| (x.physical + x.len - 1) & !(r - 1));
-            for (p, n) in gone {
-                let mut c = p & !(r - 1);
-                while c < p + n {
-                    if Some(c) != kept_cluster {
-                        self.txn.free_blocks(c, r)?;
+        if i.flags().contains(InodeFlags::INLINE_DATA) {
+            // Kept inline while it fits, else moved out first.
+            if size <= bs {
+                let mut cur = super::inline::inline_file(&self.txn, ino, &i)?;
+                cur.resize(size as usize, 0);
+                if self.inline_store(ino, &cur)? {
+                    let mut i = self.inode(ino)?;
+                    i.set_size(size);
+                    if stamp {
+                        let now = self.now();
+                        i.set_mtime(now);
+                        i.set_ctime(now);
                     }
-                    c += r;
+                    return self.put_inode(ino, &i);
                 }
             }
+            i = self.uninline(ino)?;
+        }
+        let has_blocks = i.is_reg() || (i.is_symlink() && !fast_symlink(&i, &self.shape));
+        if has_blocks && !i.flags().contains(InodeFlags::INLINE_DATA) && size % bs != 0 {
             // The rest of the last block reads as zeros from now on.
-            if size % bs != 0 {
-                let l = size / bs;
-                let slot = new_runs
-                    .iter()
-                    .find(|x| x.logical <= l && l < x.end() && !x.unwritten)
-                    .map(|x| x.physical + (l - x.logical));
-                if let Some(p) = slot {
-                    let mut b = self.txn.read_block(p)?;
-                    b[(size % bs) as usize..].fill(0);
-                    self.txn.write_data(p, b)?;
-                }
-            }
-            if new_runs != runs {
-                let goal = new_runs.last().map_or(0, |x| x.physical + x.len);
-                let tree = map::store(&mut self.txn, ino, &mut i, &new_runs, goal)?;
-                self.set_blocks(&mut i, &new_runs, tree)?;
+            let l = size / bs;
+            let runs = map::runs(&self.txn, ino, &i, false)?;
+            let slot = runs
+                .iter()
+                .find(|x| x.logical <= l && l < x.end() && !x.unwritten)
+                .map(|x| x.physical + (l - x.logical));
+            if let Some(p) = slot {
+                let mut b = self.txn.read_block(p)?;
+                b[(size % bs) as usize..].fill(0);
+                self.txn.write_data(p, b)?;
             }
         }
+        let shrinks = size < i.size();
         i.set_size(size);
         if stamp {
             let now = self.now();
             i.set_mtime(now);
             i.set_ctime(now);
         }
+        let keep = size.div_ceil(bs);
+        if shrinks && self.too_many_runs(ino, &i, keep)? {
+            // The blocks past the new size go over several operations.
+            self.orphan_add(ino, &mut i);
+            self.put_inode(ino, &i)?;
+            self.deferred.push(Pending::Truncate(ino));
+            return Ok(());
+        }
+        self.cut_mapping(ino, &mut i, keep, usize::MAX)?;
         self.put_inode(ino, &i)
     }
 
@@ -511,7 +571,8 @@ impl WriteFs {
     pub fn fallocate(&mut self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
         self.op(|w| {
             let bs = w.shape.bs as u64;
-            let mut i = w.file_inode(ino)?;
+            w.file_inode(ino)?;
+            let mut i = w.uninline(ino)?;
             if !i.flags().contains(InodeFlags::EXTENTS) {
                 return Err(Error::Unsupported(format!(
                     "inode {ino}: preallocation needs extents"
@@ -556,7 +617,7 @@ impl WriteFs {
             if !keep_size && end > i.size() {
                 i.set_size(end);
             }
-            w.set_blocks(&mut i, &new_runs, tree)?;
+            w.set_blocks(ino, &mut i, &new_runs, tree)?;
             i.set_ctime(w.now());
             w.put_inode(ino, &i)
         })

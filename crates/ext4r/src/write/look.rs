@@ -7,18 +7,13 @@ use super::dir::{self, block_records, blocks, dir_inode};
 use super::{htree, WriteFs};
 use crate::error::{Error, Result};
 use crate::fs::{DirEntryInfo, FileKind};
-use ext4r_format::inode::Inode;
+use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::InodeNr;
 
 /// Longest symlink target returned (`PATH_MAX`).
 const MAX_TARGET: u64 = 4096;
 
 impl WriteFs {
-    /// The filesystem's block size in bytes.
-    pub fn block_size(&self) -> u32 {
-        self.shape.bs as u32
-    }
-
     /// Inode `ino` as it stands, operations not yet committed included.
     ///
     /// # Errors
@@ -41,10 +36,28 @@ impl WriteFs {
     ///
     /// # Errors
     /// [`Error::NotADirectory`], [`Error::Corrupt`] for a damaged block,
-    /// [`Error::Unsupported`] for an inline-data directory, read errors.
+    /// read errors.
     pub fn read_dir(&self, dir: u32) -> Result<Vec<DirEntryInfo>> {
         let inode = dir_inode(&self.txn, dir)?;
         let mut out = Vec::new();
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            // `.` and `..` are not stored inline: made up as a block
+            // directory's first two entries.
+            let (parent, recs) = super::inline::inline_dir(&self.txn, dir, &inode)?;
+            let dot = |ino: u32, name: &[u8]| DirEntryInfo {
+                ino: InodeNr(ino),
+                kind: FileKind::Directory,
+                name: name.to_vec(),
+            };
+            out.push(dot(dir, b"."));
+            out.push(dot(parent, b".."));
+            out.extend(recs.into_iter().map(|r| DirEntryInfo {
+                ino: InodeNr(r.ino),
+                kind: FileKind::from_dirent(r.ftype),
+                name: r.name,
+            }));
+            return Ok(out);
+        }
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
             let b = self.txn.read_block(nr)?;
             if htree::is_index_block(&b, &self.shape) {
@@ -61,6 +74,15 @@ impl WriteFs {
             }
         }
         Ok(out)
+    }
+
+    /// Whether the filesystem keeps extended attributes (the `ext_attr`
+    /// feature): without it e2fsck drops what is set, so copies leave
+    /// them out (as mke2fs -d does).
+    pub fn has_xattr_feature(&self) -> bool {
+        self.txn
+            .superblock()
+            .has_compat(ext4r_format::features::Compat::EXT_ATTR)
     }
 
     /// The target of symlink `ino`.

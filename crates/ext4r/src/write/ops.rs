@@ -4,6 +4,7 @@
 
 use super::dir::{self, check_name, dir_inode};
 use super::node::{self, NewNode};
+use super::orphan::Pending;
 use super::{entries, WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
 use ext4r_format::inode::{mode, Inode, InodeFlags};
@@ -18,7 +19,7 @@ fn shown(name: &[u8]) -> String {
 }
 
 impl WriteFs {
-    fn generation(&mut self) -> u32 {
+    pub(crate) fn generation(&mut self) -> u32 {
         let t = self.now();
         (t.secs as u32).wrapping_mul(2_654_435_761)
             ^ t.nsecs
@@ -34,7 +35,7 @@ impl WriteFs {
             return Err(Error::AlreadyExists(shown(name)));
         }
         if self.txn.groups().free_inodes() == 0 {
-            return Err(Error::NoSpace);
+            return Err(Error::NoFreeInodes);
         }
         // An entry may need a new directory block (and index blocks).
         if self.txn.groups().free_blocks() < 4 * self.shape.ratio && !self.room_for(parent, name)? {
@@ -48,6 +49,12 @@ impl WriteFs {
         let i = dir_inode(&self.txn, dir)?;
         if i.flags().contains(InodeFlags::INDEX) {
             return Ok(false);
+        }
+        if i.flags().contains(InodeFlags::INLINE_DATA) {
+            let mut data = super::inline::inline_bytes(&self.txn, dir, &i)?;
+            let (head, rest) = data.split_at_mut(60);
+            return Ok(entries::insert(&mut head[4..], name, 1, 0)
+                || (!rest.is_empty() && entries::insert(rest, name, 1, 0)));
         }
         for (_, nr) in dir::blocks(&self.txn, dir, &i)? {
             let mut b = self.txn.read_block(nr)?;
@@ -94,6 +101,7 @@ impl WriteFs {
     ///
     /// # Errors
     /// [`Error::AlreadyExists`], [`Error::InvalidName`], [`Error::NoSpace`],
+    /// [`Error::NoFreeInodes`],
     /// [`Error::NotADirectory`], [`Error::InvalidArgument`] for a directory
     /// or symlink mode (use [`WriteFs::mkdir`], [`WriteFs::symlink`]).
     pub fn create(&mut self, parent: u32, name: &[u8], n: &NewNode) -> Result<u32> {
@@ -137,6 +145,12 @@ impl WriteFs {
                 return Err(Error::TooManyLinks(shown(name)));
             }
             let ino = w.new_inode(parent, &n, 2)?;
+            if w.make_inline_dir(ino, parent)? {
+                let ft = node::ftype(mode::S_IFDIR, &w.shape);
+                w.dir_insert(parent, name, ino, ft)?;
+                w.touch_dir(parent, 1)?;
+                return Ok(ino);
+            }
             let (_, nr) = w.dir_grow(ino)?;
             let ft = node::ftype(mode::S_IFDIR, &w.shape);
             let b = entries::build(
@@ -212,7 +226,7 @@ impl WriteFs {
                     unwritten: false,
                 }];
                 let tree = map::store(&mut w.txn, ino, &mut i, &runs, goal)?;
-                w.set_blocks(&mut i, &runs, tree)?;
+                w.set_blocks(ino, &mut i, &runs, tree)?;
             }
             i.set_size(target.len() as u64);
             w.put_inode(ino, &i)?;
@@ -313,28 +327,38 @@ impl WriteFs {
     /// Frees an inode and everything it holds: its blocks (data and
     /// mapping), its xattr block's reference, its bitmap bit; the record
     /// keeps its mode with no links and a deletion time, as the kernel
-    /// leaves one.
+    /// leaves one. A file of more runs than one operation frees goes on
+    /// the orphan list instead, to be finished after the operation (see
+    /// [`super::orphan`]).
     fn release(&mut self, ino: u32, i: &Inode) -> Result<()> {
-        let r = self.shape.ratio;
-        let holds_blocks = i.is_reg()
-            || i.is_dir()
-            || (i.is_symlink() && !super::file::fast_symlink(i, &self.shape));
-        if holds_blocks && !i.flags().contains(InodeFlags::INLINE_DATA) {
-            let mut clusters: Vec<u64> = map::all_blocks(&self.txn, ino, i)?
-                .into_iter()
-                .map(|b| b & !(r - 1))
-                .collect();
-            clusters.dedup();
-            for c in clusters {
-                self.txn.free_blocks(c, r)?;
-            }
+        if self.too_many_runs(ino, i, 0)? {
+            let mut d = *i;
+            d.i_links_count.set(0);
+            d.set_ctime(self.now());
+            self.orphan_add(ino, &mut d);
+            self.put_inode(ino, &d)?;
+            self.deferred.push(Pending::Delete(ino));
+            return Ok(());
         }
+        self.release_now(ino, i)
+    }
+
+    /// [`WriteFs::release`] in the running operation.
+    pub(crate) fn release_now(&mut self, ino: u32, i: &Inode) -> Result<()> {
+        let mut i = *i;
+        self.cut_mapping(ino, &mut i, 0, usize::MAX)?;
         let acl = i.file_acl(self.txn.groups().wide()).0;
+        if self.shape.ea_inode && !i.flags().contains(InodeFlags::EA_INODE) {
+            // Its values in EA inodes lose a reference (the block's only
+            // when the block goes with it).
+            let last = acl != 0 && self.xattr_block_refs(acl)? <= 1;
+            self.ea_release_all(ino, last.then_some(acl))?;
+        }
         if acl != 0 {
             self.drop_xattr_block(acl)?;
         }
         self.txn.free_inode(ino, i.is_dir())?;
-        let mut dead = *i;
+        let mut dead = i;
         dead.i_links_count.set(0);
         dead.i_dtime.set(self.now().secs as u32);
         dead.set_size(0);
@@ -345,6 +369,16 @@ impl WriteFs {
         dead.l_i_file_acl_high.set(0);
         dead.set_flags(InodeFlags::empty());
         self.put_inode(ino, &dead)
+    }
+
+    /// The reference count of xattr block `b` (0 for a block without the
+    /// magic).
+    fn xattr_block_refs(&self, b: u64) -> Result<u32> {
+        let buf = self.txn.read_block(b)?;
+        if buf.len() < 8 || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0xEA02_0000 {
+            return Ok(0);
+        }
+        Ok(u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]))
     }
 
     /// One reference to xattr block `b` gone; the block freed at zero.
@@ -370,7 +404,7 @@ impl WriteFs {
     /// # Errors
     /// [`Error::NotFound`], [`Error::IsADirectory`],
     /// [`Error::NotADirectory`], [`Error::DirectoryNotEmpty`],
-    /// [`Error::InvalidArgument`] for a directory moved into itself.
+    /// [`Error::MoveIntoItself`] for a directory moved into its subtree.
     pub fn rename(&mut self, from_dir: u32, from: &[u8], to_dir: u32, to: &[u8]) -> Result<()> {
         self.op(|w| {
             check_name(from)?;
@@ -397,10 +431,7 @@ impl WriteFs {
                 }
             }
             if si.is_dir() && w.is_ancestor(src, to_dir)? {
-                return Err(Error::InvalidArgument(format!(
-                    "cannot move {} into itself",
-                    shown(from)
-                )));
+                return Err(Error::MoveIntoItself(shown(from)));
             }
             if dst.is_none()
                 && w.txn.groups().free_blocks() < 4 * sh.ratio

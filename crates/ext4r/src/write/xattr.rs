@@ -1,0 +1,468 @@
+//! Extended attributes: set, removed and listed, in the inode's extra
+//! space and in an attribute block, as the kernel keeps them (in-inode
+//! first; the rest in one block, sorted, with entry and block hashes). A
+//! block shared by several inodes (reference count above 1) is copied
+//! before it changes. With ea_inode, a value too big for a block goes to
+//! an EA inode of its own (`EA_INODE_FL`, the value's crc32c in `i_atime`,
+//! its reference count in `i_ctime`), freed with its last reference.
+//! `system.data` belongs to inline data (inline.rs): kept first in the
+//! inode, never listed or set here.
+
+use super::WriteFs;
+use crate::error::{Error, Result};
+use ext4r_format::inode::{mode, Inode, InodeFlags};
+use ext4r_format::xattr::{
+    parse_xattr_block, parse_xattr_ibody, split_xattr_name, write_xattr_block, write_xattr_ibody,
+    xattr_prefix, EaInodeRef, NewXattr, XattrEntries, XattrValue, XATTR_HEADER_SIZE,
+    XATTR_IBODY_HEADER_SIZE,
+};
+use ext4r_txn::csum::BlockKind;
+
+/// Where an attribute's value is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Val {
+    /// Next to its entry, in the inode or the block.
+    Here(Vec<u8>),
+    /// In an EA inode.
+    Ea(EaInodeRef),
+}
+
+/// One attribute: prefix index, stored name, value.
+pub(crate) type Attr = (u8, Vec<u8>, Val);
+
+/// Room an attribute takes where its entry is.
+fn room(a: &Attr) -> usize {
+    match &a.2 {
+        Val::Here(v) => entry_room(a.1.len(), v.len()),
+        Val::Ea(_) => entry_room(a.1.len(), 0),
+    }
+}
+
+/// The writer's view of attributes.
+pub(crate) fn news(attrs: &[Attr]) -> Vec<NewXattr<'_>> {
+    attrs
+        .iter()
+        .map(|(i, n, v)| match v {
+            Val::Here(v) => NewXattr {
+                name_index: *i,
+                name: n,
+                value: v,
+                ea_inode: None,
+            },
+            Val::Ea(r) => NewXattr {
+                name_index: *i,
+                name: n,
+                value: &[],
+                ea_inode: Some(*r),
+            },
+        })
+        .collect()
+}
+
+/// The attributes of a parsed list, EA inode references included (their
+/// hash from the EA inode's `i_atime`).
+fn collect(w: &WriteFs, ino: u32, es: &XattrEntries<'_>) -> Result<Vec<Attr>> {
+    let mut out = Vec::new();
+    for e in es.iter() {
+        let e = e.map_err(|e| corrupt(ino, e))?;
+        let v = match e.value {
+            XattrValue::Inline(v) => Val::Here(v.to_vec()),
+            XattrValue::EaInode { inode, size } => {
+                let ea = w.inode(inode.0)?;
+                Val::Ea(EaInodeRef {
+                    ino: inode.0,
+                    size,
+                    hash: ea.i_atime.get(),
+                })
+            }
+        };
+        out.push((e.entry.e_name_index, e.name.to_vec(), v));
+    }
+    Ok(out)
+}
+
+/// The in-inode attributes of inode `ino` (record `rec`).
+pub(crate) fn ibody_attrs(w: &WriteFs, ino: u32, rec: &[u8]) -> Result<Vec<Attr>> {
+    match parse_xattr_ibody(rec).map_err(|e| corrupt(ino, e))? {
+        Some(es) => collect(w, ino, &es),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn corrupt(ino: u32, e: ext4r_format::FormatError) -> Error {
+    Error::corrupt(format!("inode {ino}, xattrs"), e)
+}
+
+fn entry_room(name: usize, value: usize) -> usize {
+    ext4r_format::xattr::xattr_entry_len(name) + ext4r_format::xattr::xattr_value_len(value)
+}
+
+impl WriteFs {
+    /// Every attribute of inode `ino`: in-inode ones, then the block's,
+    /// the block's number and reference count.
+    fn read_xattrs(&self, ino: u32) -> Result<(Vec<Attr>, Vec<Attr>, u64, u32)> {
+        let rec = self.txn.read_inode(ino)?;
+        let ibody = ibody_attrs(self, ino, &rec)?;
+        let i = self.inode(ino)?;
+        let acl = i.file_acl(self.txn.groups().wide()).0;
+        let mut block = Vec::new();
+        let mut refs = 0;
+        if acl != 0 {
+            let b = self.txn.read_block(acl)?;
+            let (h, es) = parse_xattr_block(&b).map_err(|e| corrupt(ino, e))?;
+            refs = h.h_refcount.get();
+            block = collect(self, ino, &es)?;
+        }
+        Ok((ibody, block, acl, refs))
+    }
+
+    /// The attributes of inode `ino` as (full name, value), in-inode first.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for damaged attributes, read errors.
+    pub fn xattrs(&self, ino: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let (a, b, _, _) = self.read_xattrs(ino)?;
+        // system.data continues inline data: not an attribute to list.
+        let mut out = Vec::new();
+        for (i, n, v) in a.into_iter().chain(b) {
+            if i == ext4r_format::xattr::index::SYSTEM && n == b"data" {
+                continue;
+            }
+            let mut full = xattr_prefix(i).unwrap_or("").as_bytes().to_vec();
+            full.extend_from_slice(&n);
+            let value = match v {
+                Val::Here(v) => v,
+                Val::Ea(r) => {
+                    let ea = self.inode(r.ino)?;
+                    let mut v = super::file::read_all(&self.txn, &self.shape, r.ino, &ea)?;
+                    v.truncate(r.size as usize);
+                    v
+                }
+            };
+            out.push((full, value));
+        }
+        Ok(out)
+    }
+
+    /// Sets attribute `name` (with its namespace prefix: `user.`,
+    /// `trusted.`, `security.`, `system.`) of inode `ino` to `value`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for an unknown prefix or a name over 255
+    /// bytes, [`Error::NoSpace`] when the value fits in neither the inode
+    /// nor a block.
+    pub fn set_xattr(&mut self, ino: u32, name: &[u8], value: &[u8]) -> Result<()> {
+        self.change_xattr(ino, name, Some(value))
+    }
+
+    /// Removes attribute `name` of inode `ino`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when it is not there.
+    pub fn remove_xattr(&mut self, ino: u32, name: &[u8]) -> Result<()> {
+        self.change_xattr(ino, name, None)
+    }
+
+    fn change_xattr(&mut self, ino: u32, name: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let shown = String::from_utf8_lossy(name).into_owned();
+        let (index, suffix) =
+            split_xattr_name(name).ok_or_else(|| Error::InvalidName(shown.clone()))?;
+        if suffix.len() > 255
+            || (suffix.is_empty() && index != 2 && index != 3)
+            || (index == ext4r_format::xattr::index::SYSTEM && suffix == b"data")
+        {
+            return Err(Error::InvalidName(shown));
+        }
+        let bs = self.shape.bs;
+        let big =
+            value.is_some_and(|v| entry_room(suffix.len(), v.len()) + XATTR_HEADER_SIZE + 4 > bs);
+        if let Some(v) = value {
+            if v.len() > EA_VALUE_MAX || (big && !self.shape.ea_inode) {
+                return Err(Error::NoSpace);
+            }
+        }
+        self.op(|w| {
+            let (mut ib, mut blk, acl, refs) = w.read_xattrs(ino)?;
+            if refs > 1 && blk.iter().any(|a| matches!(a.2, Val::Ea(_))) {
+                // Copying a shared block would take a reference to each of
+                // its EA inodes: not done here.
+                return Err(Error::Unsupported(format!(
+                    "inode {ino}: changing xattrs in a shared block that names EA inodes"
+                )));
+            }
+            let key = |a: &Attr| a.0 == index && a.1 == suffix;
+            let old: Vec<Val> = ib
+                .iter()
+                .chain(blk.iter())
+                .filter(|a| key(a))
+                .map(|a| a.2.clone())
+                .collect();
+            if value.is_none() && old.is_empty() {
+                return Err(Error::NotFound(shown.clone()));
+            }
+            ib.retain(|a| !key(a));
+            blk.retain(|a| !key(a));
+            if let Some(v) = value {
+                let val = if big {
+                    Val::Ea(w.ea_create(ino, v)?)
+                } else {
+                    Val::Here(v.to_vec())
+                };
+                ib.push((index, suffix.to_vec(), val));
+            }
+            match w.place_xattrs(ino, ib.clone(), blk.clone(), acl, refs) {
+                Err(Error::NoSpace) if w.shape.ea_inode && value.is_some() && !big => {
+                    // No room beside the others: the value gets an inode.
+                    let v = value.unwrap_or_default();
+                    let r = w.ea_create(ino, v)?;
+                    if let Some(last) = ib.last_mut() {
+                        last.2 = Val::Ea(r);
+                    }
+                    w.place_xattrs(ino, ib, blk, acl, refs)?;
+                }
+                other => other?,
+            }
+            // The owner is charged for the blocks of the values it keeps in
+            // EA inodes (the kernel's quota charge, which e2fsck counts in
+            // i_blocks).
+            let sectors = |v: &Val| match v {
+                Val::Ea(r) => w.ea_quota_sectors(r.size),
+                Val::Here(_) => 0,
+            };
+            let removed: u64 = old.iter().map(sectors).sum();
+            let (ib_now, blk_now, _, _) = w.read_xattrs(ino)?;
+            let new_charge: u64 = ib_now
+                .iter()
+                .chain(blk_now.iter())
+                .filter(|a| key(a))
+                .map(|a| sectors(&a.2))
+                .sum();
+            if new_charge != removed {
+                let sh = w.shape;
+                let mut i = w.inode(ino)?;
+                let b = (i.blocks_count(sh.huge_file, sh.bs as u32) + new_charge)
+                    .saturating_sub(removed);
+                i.set_blocks_count(b, sh.huge_file, sh.bs as u32)
+                    .map_err(|e| corrupt(ino, e))?;
+                w.put_inode(ino, &i)?;
+            }
+            for v in old {
+                if let Val::Ea(r) = v {
+                    w.ea_deref(r.ino)?;
+                }
+            }
+            let mut i = w.inode(ino)?;
+            i.set_ctime(w.now());
+            w.put_inode(ino, &i)
+        })
+    }
+
+    /// Stores the attributes: as many as fit in the inode (those already
+    /// there first), the rest in a block of this inode's own.
+    fn place_xattrs(
+        &mut self,
+        ino: u32,
+        ib: Vec<Attr>,
+        blk: Vec<Attr>,
+        acl: u64,
+        refs: u32,
+    ) -> Result<()> {
+        let sh = self.shape;
+        let rec_now = self.txn.read_inode(ino)?;
+        let extra = if sh.isz > 128 {
+            usize::from(u16::from_le_bytes([rec_now[0x80], rec_now[0x81]]))
+        } else {
+            0
+        };
+        let ibody_room = if sh.isz > 128 {
+            sh.isz
+                .saturating_sub(128 + extra + XATTR_IBODY_HEADER_SIZE + 4)
+        } else {
+            0
+        };
+        let mut in_inode: Vec<Attr> = Vec::new();
+        let mut used = 0;
+        let mut rest: Vec<Attr> = Vec::new();
+        for a in ib.into_iter().chain(blk) {
+            let need = room(&a);
+            if used + need <= ibody_room {
+                used += need;
+                in_inode.push(a);
+            } else {
+                rest.push(a);
+            }
+        }
+        // The block part must fit in one block.
+        let block_need: usize = rest.iter().map(room).sum();
+        if block_need + XATTR_HEADER_SIZE + 4 > sh.bs {
+            return Err(Error::NoSpace);
+        }
+        if sh.isz > 128 {
+            let rec = self.txn.inode_mut(ino)?;
+            write_xattr_ibody(rec, &news(&in_inode)).map_err(|e| corrupt(ino, e))?;
+        }
+        let r = sh.ratio;
+        let sectors = r * (sh.bs as u64 / 512);
+        let mut i = self.inode(ino)?;
+        let mut blocks = i.blocks_count(sh.huge_file, sh.bs as u32);
+        // The old block: ours to rewrite when not shared, else one
+        // reference less.
+        let mut target = None;
+        if acl != 0 {
+            if refs <= 1 {
+                if rest.is_empty() {
+                    self.txn.free_blocks(acl & !(r - 1), r)?;
+                    blocks = blocks.saturating_sub(sectors);
+                } else {
+                    target = Some(acl);
+                }
+            } else {
+                let b = self.txn.block_mut(acl, BlockKind::Xattr)?;
+                b[4..8].copy_from_slice(&(refs - 1).to_le_bytes());
+                blocks = blocks.saturating_sub(sectors);
+            }
+        }
+        if !rest.is_empty() && target.is_none() {
+            let goal = self.goal_for(ino);
+            let (b, _) = self.alloc_data(goal, 1)?;
+            blocks += sectors;
+            target = Some(b);
+        }
+        if let Some(b) = target {
+            let mut buf = vec![0u8; sh.bs];
+            write_xattr_block(&mut buf, &news(&rest)).map_err(|e| corrupt(ino, e))?;
+            self.txn.write_block(b, BlockKind::Xattr, buf)?;
+        }
+        i = self.inode(ino)?;
+        i.set_file_acl(ext4r_format::BlockNr(target.unwrap_or(0)));
+        i.set_blocks_count(blocks, sh.huge_file, sh.bs as u32)
+            .map_err(|e| corrupt(ino, e))?;
+        self.put_inode(ino, &i)
+    }
+}
+
+/// The largest value kept (the VFS's XATTR_SIZE_MAX).
+const EA_VALUE_MAX: usize = 65_536;
+
+impl WriteFs {
+    /// A new EA inode holding `value` for owner `owner`: a regular file
+    /// flagged `EA_INODE`, in no directory, owned as its owner, one
+    /// reference.
+    fn ea_create(&mut self, owner: u32, value: &[u8]) -> Result<EaInodeRef> {
+        let o = self.inode(owner)?;
+        let mut n = super::NewNode::file(0o600).owned_by(o.uid(), o.gid());
+        n.mode = mode::S_IFREG | 0o600;
+        let ino = self.txn.alloc_inode(owner, false)?;
+        let (now, generation) = (self.now(), self.generation());
+        let rec = super::node::record(&self.shape, &n, now, generation)?;
+        self.txn.write_inode(ino, rec)?;
+        let mut i = self.inode(ino)?;
+        i.i_links_count.set(1);
+        i.set_flags(i.flags() | InodeFlags::EA_INODE);
+        self.put_inode(ino, &i)?;
+        if !value.is_empty() {
+            self.write_chunk(ino, 0, value)?;
+        }
+        let seed = self.txn.superblock().csum_seed();
+        let hash = ext4r_format::checksum::crc32c(seed, value);
+        let mut i = self.inode(ino)?;
+        set_ea_fields(&mut i, hash, 1);
+        self.put_inode(ino, &i)?;
+        Ok(EaInodeRef {
+            ino,
+            size: value.len() as u32,
+            hash,
+        })
+    }
+
+    /// The 512-byte sectors an owner is charged for a value of `size`
+    /// bytes in an EA inode: whole clusters, as the kernel's quota charge.
+    fn ea_quota_sectors(&self, size: u32) -> u64 {
+        let cluster = self.shape.bs as u64 * self.shape.ratio;
+        u64::from(size).div_ceil(cluster) * cluster / 512
+    }
+
+    /// The sectors inode `ino` (record `i`) is charged for its values in
+    /// EA inodes, in the inode and in its xattr block.
+    pub(crate) fn ea_charge(&self, ino: u32, i: &Inode) -> Result<u64> {
+        let rec = self.txn.read_inode(ino)?;
+        let mut attrs = ibody_attrs(self, ino, &rec)?;
+        let acl = i.file_acl(self.txn.groups().wide()).0;
+        if acl != 0 {
+            let b = self.txn.read_block(acl)?;
+            if let Ok((_, es)) = parse_xattr_block(&b) {
+                attrs.extend(collect(self, ino, &es)?);
+            }
+        }
+        Ok(attrs
+            .iter()
+            .map(|a| match &a.2 {
+                Val::Ea(r) => self.ea_quota_sectors(r.size),
+                Val::Here(_) => 0,
+            })
+            .sum())
+    }
+
+    /// One reference to EA inode `ino` gone; the inode freed at zero.
+    pub(crate) fn ea_deref(&mut self, ino: u32) -> Result<()> {
+        let mut i = self.inode(ino)?;
+        if !i.flags().contains(InodeFlags::EA_INODE) || i.links_count() == 0 {
+            return Ok(());
+        }
+        let refs = u64::from(i.i_ctime.get()) << 32 | u64::from(i.l_i_version.get());
+        if refs <= 1 {
+            return self.release_now(ino, &i);
+        }
+        let hash = i.i_atime.get();
+        set_ea_fields(&mut i, hash, refs - 1);
+        self.put_inode(ino, &i)
+    }
+
+    /// Drops the EA inode references of inode `ino`'s own attributes (the
+    /// in-inode ones, and the block's when `block_too`, the block going).
+    pub(crate) fn ea_release_all(&mut self, ino: u32, block: Option<u64>) -> Result<()> {
+        let rec = self.txn.read_inode(ino)?;
+        let mut refs: Vec<u32> = ibody_attrs(self, ino, &rec)?
+            .iter()
+            .filter_map(|a| match a.2 {
+                Val::Ea(r) => Some(r.ino),
+                Val::Here(_) => None,
+            })
+            .collect();
+        if let Some(b) = block {
+            let buf = self.txn.read_block(b)?;
+            if let Ok((_, es)) = parse_xattr_block(&buf) {
+                refs.extend(collect(self, ino, &es)?.iter().filter_map(|a| match a.2 {
+                    Val::Ea(r) => Some(r.ino),
+                    Val::Here(_) => None,
+                }));
+            }
+        }
+        for r in refs {
+            self.ea_deref(r)?;
+        }
+        Ok(())
+    }
+}
+
+/// An EA inode's value hash (`i_atime`) and reference count (the low
+/// half in `l_i_version`, the high half in `i_ctime`), as the kernel and
+/// e2fsprogs keep them.
+fn set_ea_fields(i: &mut Inode, hash: u32, refs: u64) {
+    i.i_atime.set(hash);
+    i.l_i_version.set(refs as u32);
+    i.i_ctime.set((refs >> 32) as u32);
+    i.i_atime_extra.set(0);
+    i.i_ctime_extra.set(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ext4r_format::xattr::XATTR_ENTRY_SIZE;
+
+    #[test]
+    fn entry_room_counts_padding() {
+        assert_eq!(entry_room(4, 5), XATTR_ENTRY_SIZE + 4 + 8);
+    }
+}
