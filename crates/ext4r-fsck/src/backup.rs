@@ -87,3 +87,58 @@ pub(crate) fn descs_ok(fs: &Filesystem) -> bool {
     }
     true
 }
+
+/// Why the primary superblock or descriptors were passed over.
+#[derive(Debug, Clone)]
+pub(crate) enum Fallback {
+    /// The primary was used.
+    None,
+    /// A backup serves; the note says why (e2fsck's words).
+    Backup(String),
+    /// The primary serves although its checksum is wrong: no backup
+    /// could be opened (a one-group filesystem has none).
+    BadChecksum,
+}
+
+/// Opens the filesystem the way e2fsck chooses its superblock when none
+/// is given: the primary, unless it cannot be opened, its checksum fails
+/// (`EXT2_ET_SB_CSUM_INVALID`), or its descriptors place metadata where it
+/// cannot be (`ext2fs_check_desc`); then the first backup that opens (and,
+/// for bad descriptors, whose descriptors are sound).
+pub(crate) fn open_as_e2fsck(
+    dev: &Arc<dyn BlockDevice>,
+    oo: &OpenOptions,
+) -> ext4r::Result<(Filesystem, Fallback)> {
+    let fs = match Filesystem::open_with(dev.clone(), oo.clone()) {
+        Ok(fs) => fs,
+        Err(e) => {
+            return match open_backup(dev, oo) {
+                Some(b) => Ok((
+                    b,
+                    Fallback::Backup(format!("Superblock invalid ({e}), trying backup blocks...")),
+                )),
+                None => Err(e),
+            }
+        }
+    };
+    if fs.superblock().verify_checksum().is_err() {
+        return Ok(match open_backup(dev, oo) {
+            Some(b) => (
+                b,
+                Fallback::Backup(
+                    "Superblock checksum does not match superblock, trying backup blocks...".into(),
+                ),
+            ),
+            None => (fs, Fallback::BadChecksum),
+        });
+    }
+    if fs.geometry().group_count > 1 && !descs_ok(&fs) {
+        if let Some(b) = open_backup(dev, oo).filter(descs_ok) {
+            return Ok((
+                b,
+                Fallback::Backup("Group descriptors look bad... trying backup blocks...".into()),
+            ));
+        }
+    }
+    Ok((fs, Fallback::None))
+}

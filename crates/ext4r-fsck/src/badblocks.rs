@@ -117,6 +117,35 @@ pub(crate) fn inode_in_bad_block(c: &Ctx, ino: u32) -> bool {
     c.bad_blocks.binary_search(&b).is_ok()
 }
 
+/// A backup superblock or descriptor block on the bad block list: only a
+/// warning (e2fsck's PR_1_BAD_SUPERBLOCK, PR_1_BAD_GROUP_DESCRIPTORS); the
+/// primary copies serve.
+fn backup_copy(c: &mut Ctx, b: u64) {
+    for g in 1..c.geo.group_count {
+        let m = c.geo.group_meta(g);
+        if m.super_block == Some(b) {
+            c.p.harmless(
+                1,
+                "PR_1_BAD_SUPERBLOCK",
+                format!("Warning: Group {g}'s superblock ({b}) is bad."),
+            );
+            return;
+        }
+        let in_desc =
+            m.old_desc.is_some_and(|(f, n)| b >= f && b < f + n) || m.meta_desc == Some(b);
+        if in_desc {
+            c.p.harmless(
+                1,
+                "PR_1_BAD_GROUP_DESCRIPTORS",
+                format!(
+                    "Warning: Group {g}'s copy of the group descriptors has a bad block ({b})."
+                ),
+            );
+            return;
+        }
+    }
+}
+
 /// A piece of metadata: blocks `[0, 1)`, the group's bitmap it is (if
 /// one), whether it is the primary superblock or descriptors.
 type MetaSpan = (u64, u64, Option<(u32, Meta)>, bool);
@@ -165,22 +194,18 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         match m {
             None => {}
             Some((_, _, Some((g, what)), _)) => {
-                let name = if what == Meta::BlockBitmap {
-                    "block"
+                let (name, code) = if what == Meta::BlockBitmap {
+                    ("block", "PR_1_BB_BAD_BLOCK")
                 } else {
-                    "inode"
+                    ("inode", "PR_1_IB_BAD_BLOCK")
                 };
-                c.p.error(
-                    1,
-                    "PR_1_BB_BAD_BLOCK",
-                    format!("Group {g}'s {name} bitmap ({b}) is bad."),
-                );
-                if !c.relocate.contains(&(g, what)) {
-                    c.relocate.push((g, what));
+                c.p.error(1, code, format!("Group {g}'s {name} bitmap ({b}) is bad."));
+                if !c.relocate.iter().any(|r| (r.0, r.1) == (g, what)) {
+                    c.relocate.push((g, what, true));
                 }
             }
             Some((_, _, None, true)) => unlist.push(b),
-            Some(_) => {}
+            Some((_, _, None, false)) => backup_copy(c, b),
         }
     }
     // The bad block inode's own claims give way to metadata's.
@@ -206,10 +231,16 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         .map(|p| p.1)
         .unwrap_or_default();
     for &b in &unlist {
-        let msg = if b == c.geo.group_meta(0).super_block.unwrap_or(u64::MAX) {
-            format!("The primary superblock ({b}) is on the bad block list.")
+        let (code, msg) = if b == c.geo.group_meta(0).super_block.unwrap_or(u64::MAX) {
+            (
+                "PR_1_BAD_PRIMARY_SUPERBLOCK",
+                format!("The primary superblock ({b}) is on the bad block list."),
+            )
         } else {
-            format!("Block {b} in the primary group descriptors is on the bad block list")
+            (
+                "PR_1_BAD_PRIMARY_GROUP_DESCRIPTOR",
+                format!("Block {b} in the primary group descriptors is on the bad block list"),
+            )
         };
         let at = pointers.iter().find(|p| p.1 == b).map(|p| p.0);
         let fix = match at {
@@ -220,8 +251,8 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
             _ => None,
         };
         match fix {
-            Some(f) => c.p.error_fix(1, "PR_1_BB_PRIMARY", msg, f),
-            None => c.p.error(1, "PR_1_BB_PRIMARY", msg),
+            Some(f) => c.p.error_fix(1, code, msg, f),
+            None => c.p.error(1, code, msg),
         }
     }
     if !unlist.is_empty() {

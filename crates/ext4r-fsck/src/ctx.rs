@@ -41,10 +41,15 @@ pub(crate) struct DirRec {
     pub encrypted: bool,
     /// Names are compared case-folded (hashes not checked here).
     pub casefold: bool,
-    /// The directory's checksum seed (metadata_csum).
+    /// The directory's checksum seed (metadata_csum), to verify its blocks.
     pub seed: u32,
+    /// The directory, as the write layer stamps its blocks.
+    pub owner: crate::fix::Owner,
     /// Where its `..` entry is: (block, offset).
     pub dotdot_at: Option<(u64, usize)>,
+    /// Pass 1 repairs its block map or extent tree this round (what it
+    /// maps is settled in the next).
+    pub map_bad: bool,
 }
 
 /// A directory block to read in pass 2.
@@ -61,6 +66,9 @@ pub(crate) struct XattrBlock {
     pub refcount: u32,
     pub counted: u32,
     pub valid: bool,
+    /// Found bad (the problem's code): every inode naming it has it
+    /// cleared, as e2fsck re-judges it for each.
+    pub bad: Option<&'static str>,
 }
 
 /// Who claims a run of blocks.
@@ -86,6 +94,26 @@ pub(crate) struct Ctx {
     pub bad_group: Vec<bool>,
     /// Some group's inode table is outside where it may be.
     pub bad_itable: bool,
+    /// Each group's uninit flags and unused inodes as the passes take
+    /// them (see [`crate::gdesc`]).
+    pub groups: Vec<crate::gdesc::GroupState>,
+    /// Encrypted inodes' encryption policies (as numbers, one per distinct
+    /// policy; see [`crate::pass1_rules::encryption_context`]).
+    pub enc_policy: std::collections::HashMap<u32, u32>,
+    pub enc_policy_ids: std::collections::HashMap<Vec<u8>, u32>,
+    /// The time of the check (seconds since the epoch; 0: unknown).
+    pub now: i64,
+    /// The check was forced (`-f`).
+    pub forced: bool,
+    /// The journal's inode as pass 0 found it (`s_journal_inum`, or the
+    /// reserved inode when the superblock names a wrong one).
+    pub journal_ino: u32,
+    /// The journal inode is bad and its copy in the superblock serves
+    /// (its blocks are claimed by pass 0; pass 1 leaves the inode alone).
+    pub journal_backup: bool,
+    /// A repair must check again from the start before fixing more (a
+    /// descriptor said unused where inodes are in use).
+    pub restart: bool,
     pub inodes: Vec<InodeRec>,
     /// Index into `inodes` of each group's first in-use inode (one more
     /// entry at the end), for fast lookups.
@@ -110,8 +138,10 @@ pub(crate) struct Ctx {
     pub ea_flag_missing: Vec<u32>,
     /// Name lengths of the entries passes 3 and 4 add to lost+found.
     pub reconnects: Vec<usize>,
-    /// Group metadata pass 0 found out of place, to move in pass 5.
-    pub relocate: Vec<(u32, crate::relocate::Meta)>,
+    /// Group metadata pass 0 found out of place, to move in pass 5; with
+    /// `true` where the old place is to be copied (a conflict or a bad
+    /// block: e2fsck's "Relocating ... from X to Y").
+    pub relocate: Vec<(u32, crate::relocate::Meta, bool)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
     pub skip_to_pass5: bool,
     /// Inode 7 is invalid: recreated at the end of pass 1.
@@ -131,6 +161,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     pub fn new(fs: Filesystem) -> Self {
         let sb = fs.superblock().clone();
+        let journal_ino = sb.s_journal_inum.get();
         let geo = fs.geometry().clone();
         let groups = geo.group_count as usize;
         Ctx {
@@ -143,6 +174,14 @@ impl Ctx {
             fatal: None,
             bad_group: vec![false; groups],
             bad_itable: false,
+            groups: vec![crate::gdesc::GroupState::default(); groups],
+            restart: false,
+            journal_backup: false,
+            journal_ino,
+            now: 0,
+            forced: false,
+            enc_policy: std::collections::HashMap::new(),
+            enc_policy_ids: std::collections::HashMap::new(),
             inodes: Vec::new(),
             group_start: Vec::new(),
             dirs: Vec::new(),

@@ -44,7 +44,12 @@ pub(crate) fn make_dot(blk: &mut [u8], dir: u32, ft: u8, bs: u32) {
     if rest > DOT_LEN {
         set_rec_len(blk, 0, DOT_LEN, bs);
         let next = DOT_LEN;
-        let is_dotdot = blk[next + 6] == 2 && &blk[next + 8..next + 10] == b"..";
+        // A '..' that follows is kept for check_dotdot, as e2fsck keeps
+        // it; one whose length is not sound is not, or it would stand in
+        // the way of every later record again (e2fsck loops there).
+        let sound = rec_len(blk, next, bs)
+            .is_some_and(|l| l >= DOT_LEN && l % 4 == 0 && next + l <= blk.len());
+        let is_dotdot = sound && blk[next + 6] == 2 && &blk[next + 8..next + 10] == b"..";
         if !is_dotdot {
             set_rec_len(blk, next, rest, bs);
             blk[next..next + 4].fill(0);

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use ext4r_format::blockmap::{IndirectBlock, NDIR_BLOCKS};
 use ext4r_format::extent::{ExtentNode, MAX_EXTENT_DEPTH};
-use ext4r_format::inode::{ino as special, inode_csum_seed, Inode, InodeFlags};
+use ext4r_format::inode::{ino as special, Inode, InodeFlags};
 use ext4r_format::InodeNr;
 
 use ext4r::fs::Filesystem;
@@ -61,8 +61,13 @@ impl BlockCopy {
     }
 }
 
-/// A block pointer: where it is, the first block, the run's length.
-pub(crate) type Pointer = (PtrAt, u64, u64);
+/// A block pointer: where it is, the first block, the run's length, and
+/// the first logical block it maps ([`NODE`] for an index or indirect
+/// block).
+pub(crate) type Pointer = (PtrAt, u64, u64, u64);
+
+/// The logical block of a pointer to a tree node (no file data).
+pub(crate) const NODE: u64 = u64::MAX;
 
 /// Most multiply-claimed blocks planned for one check; past this the
 /// problems are only reported (bounded memory on a garbage volume).
@@ -108,25 +113,51 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
         .filter(|&(s, e)| s < e)
         .collect();
     for ino in owners {
-        let Some((seed, ptrs)) = pointers(&c.fs, ino) else {
+        let Some((owner, ptrs)) = pointers(&c.fs, ino) else {
             continue;
         };
         let mut copies = Vec::new();
         let saved = free.clone();
         let mut no_room = false;
-        for &(at, old, len) in &ptrs {
-            let must = dups
-                .range(old..old + len)
-                .any(|(_, d)| d.meta || d.files > 1);
-            if !must {
+        let must = |dups: &BTreeMap<u64, Dup>, old: u64, len: u64| {
+            dups.range(old..old + len)
+                .any(|(_, d)| d.meta || d.files > 1)
+        };
+        // Bigalloc: the physical cluster each logical cluster of the file
+        // already has (from the data that stays where it is).
+        let bits = c.geo.cluster_bits;
+        let mut placed: BTreeMap<u64, u64> = BTreeMap::new();
+        if bits > 0 {
+            for &(_, old, len, lblk) in &ptrs {
+                if lblk != NODE && !must(&dups, old, len) {
+                    place(&mut placed, lblk, old, len, bits);
+                }
+            }
+        }
+        for &(at, old, len, lblk) in &ptrs {
+            if !must(&dups, old, len) {
                 continue;
             }
-            let skew = old % cluster;
+            // As libext2fs' clone_file_block: a run inside one logical
+            // cluster that the file already has a physical cluster for
+            // goes there (the "implied cluster allocation").
+            let implied = (bits > 0 && lblk != NODE && lblk >> bits == (lblk + len - 1) >> bits)
+                .then(|| placed.get(&(lblk >> bits)).copied())
+                .flatten()
+                .filter(|&pc| pc != old >> bits)
+                .map(|pc| (pc << bits) + (lblk % cluster));
+            // Else a free run: on bigalloc a data block sits at its
+            // logical block's offset in its cluster (the old place may
+            // have been misaligned), a node block at the start of one.
+            let skew = if lblk == NODE { 0 } else { lblk % cluster };
             let span = (skew + len).div_ceil(cluster) * cluster;
-            let Some(new) = allocate(&mut free, span).map(|b| b + skew) else {
+            let Some(new) = implied.or_else(|| allocate(&mut free, span).map(|b| b + skew)) else {
                 no_room = true;
                 break;
             };
+            if bits > 0 && lblk != NODE {
+                place(&mut placed, lblk, new, len, bits);
+            }
             for (_, d) in dups.range_mut(old..old + len) {
                 d.files = d.files.saturating_sub(1);
             }
@@ -141,7 +172,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
                     d.files += 1;
                 }
             }
-            for &(_, old, len) in &ptrs {
+            for &(_, old, len, _) in &ptrs {
                 for (_, d) in dups.range_mut(old..old + len) {
                     d.files = d.files.saturating_sub(1);
                 }
@@ -165,8 +196,18 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             1,
             "PR_1D_CLONE_QUESTION",
             format!("Inode {ino} has {n} multiply-claimed block(s) to clone."),
-            Fix::CloneBlocks(ino, seed, copies),
+            Fix::CloneBlocks(ino, owner, copies),
         );
+    }
+}
+
+/// Records the physical cluster of each logical cluster a run of `len`
+/// blocks from logical `lblk` at physical `p` covers (first one wins).
+fn place(placed: &mut BTreeMap<u64, u64>, lblk: u64, p: u64, len: u64, bits: u32) {
+    let (first, last) = (lblk >> bits, (lblk + len.max(1) - 1) >> bits);
+    for lc in first..=last {
+        let l0 = (lc << bits).max(lblk);
+        placed.entry(lc).or_insert((p + (l0 - lblk)) >> bits);
     }
 }
 
@@ -237,16 +278,12 @@ fn allocate(free: &mut [(u64, u64)], len: u64) -> Option<u64> {
 
 /// An inode's block pointers in logical order: (where, first block, run
 /// length), node and indirect blocks before what they point to; with the
-/// inode's checksum seed. Pointers that are not valid are left out (other
-/// problems repair them).
-pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<Pointer>)> {
+/// inode as the owner of its tree blocks. Pointers that are not valid are
+/// left out (other problems repair them).
+pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(crate::fix::Owner, Vec<Pointer>)> {
     let rec = fs.inode_record(InodeNr(ino)).ok()?;
     let inode = Inode::parse(&rec).ok()?;
-    let seed = inode_csum_seed(
-        fs.superblock().csum_seed(),
-        InodeNr(ino),
-        inode.generation(),
-    );
+    let owner = crate::fix::Owner::of(ino, &inode);
     let c = Area::of(fs);
     let flags = inode.flags();
     if flags.contains(InodeFlags::INLINE_DATA) {
@@ -261,7 +298,29 @@ pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(u32, Vec<Pointer>)>
     } else {
         blockmap_ptrs(&c, &inode, &mut out);
     }
-    Some((seed, out))
+    Some((owner, out))
+}
+
+/// The blocks an inode held in memory maps (data and tree or indirect
+/// blocks), as (first block, count) runs.
+pub(crate) fn mapped_blocks(fs: &Filesystem, inode: &Inode) -> Vec<(u64, u64)> {
+    let c = Area::of(fs);
+    let mut out = Vec::new();
+    let flags = inode.flags();
+    if flags.contains(InodeFlags::INLINE_DATA) {
+        return Vec::new();
+    }
+    if flags.contains(InodeFlags::EXTENTS) {
+        let root = inode.i_block;
+        let Ok(node) = ExtentNode::parse(&root) else {
+            return Vec::new();
+        };
+        let mut seen = HashSet::new();
+        extent_ptrs(&c, &node, None, 0, &mut seen, &mut out);
+    } else {
+        blockmap_ptrs(&c, inode, &mut out);
+    }
+    out.into_iter().map(|(_, b, n, _)| (b, n.max(1))).collect()
 }
 
 /// What the walks need of the filesystem.
@@ -299,8 +358,8 @@ fn extent_ptrs(
     if let Some(exts) = node.extents() {
         for (i, e) in exts.iter().enumerate() {
             let (p, n) = (e.start().0, u64::from(e.len()));
-            if c.valid_range(p, n) {
-                out.push((PtrAt::Extent(at, i), p, n));
+            if p != 0 && c.valid_range(p, n) {
+                out.push((PtrAt::Extent(at, i), p, n, u64::from(e.ee_block.get())));
             }
         }
         return;
@@ -314,7 +373,7 @@ fn extent_ptrs(
         if !c.valid_range(child, 1) || !seen.insert(child) {
             continue;
         }
-        out.push((PtrAt::ExtentIndex(at, i), child, 1));
+        out.push((PtrAt::ExtentIndex(at, i), child, 1, NODE));
         let mut buf = vec![0u8; c.bs as usize];
         if c.fs
             .device()
@@ -323,10 +382,10 @@ fn extent_ptrs(
         {
             continue;
         }
-        if let Ok(n) = ExtentNode::parse(&buf) {
-            if n.depth() + 1 == node.depth() {
-                extent_ptrs(c, &n, Some(child), level + 1, seen, out);
-            }
+        // One level down whatever its own eh_depth says, as pass 1 walks.
+        let want = node.depth().saturating_sub(1);
+        if let Ok(n) = crate::extent_depth::parse_at(&mut buf, want) {
+            extent_ptrs(c, &n, Some(child), level + 1, seen, out);
         }
     }
 }
@@ -334,21 +393,27 @@ fn extent_ptrs(
 fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
     let words = inode.block_words();
     let bs = c.bs;
-    // (block, indirection level, where its pointer is), depth first.
-    let mut stack: Vec<(u32, u32, PtrAt)> = Vec::new();
-    for (slot, level) in [(14usize, 3u32), (13, 2), (12, 1)] {
-        stack.push((words[slot], level, PtrAt::InodeSlot(slot)));
+    let apb = u64::from(bs / 4);
+    // (block, indirection level, where its pointer is, first logical
+    // block under it), depth first.
+    let mut stack: Vec<(u32, u32, PtrAt, u64)> = Vec::new();
+    let mut base = NDIR_BLOCKS as u64;
+    let mut tops = Vec::new();
+    for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
+        tops.push((words[slot], level, PtrAt::InodeSlot(slot), base));
+        base = base.saturating_add(apb.saturating_pow(level));
     }
+    stack.extend(tops.into_iter().rev());
     for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS).rev() {
-        stack.push((w, 0, PtrAt::InodeSlot(i)));
+        stack.push((w, 0, PtrAt::InodeSlot(i), i as u64));
     }
     let mut seen = HashSet::new();
-    while let Some((b, level, at)) = stack.pop() {
+    while let Some((b, level, at, lblk)) = stack.pop() {
         let b64 = u64::from(b);
         if b == 0 || !c.valid_range(b64, 1) {
             continue;
         }
-        out.push((at, b64, 1));
+        out.push((at, b64, 1, if level == 0 { lblk } else { NODE }));
         if level == 0 || !seen.insert(b64) {
             continue;
         }
@@ -363,7 +428,8 @@ fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
         let Ok(ind) = IndirectBlock::parse(&buf) else {
             continue;
         };
-        let children: Vec<(u32, u32, PtrAt)> = ind
+        let span = apb.saturating_pow(level - 1);
+        let children: Vec<(u32, u32, PtrAt, u64)> = ind
             .iter()
             .enumerate()
             .map(|(i, x)| {
@@ -371,6 +437,7 @@ fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
                     u32::try_from(x.0).unwrap_or(0),
                     level - 1,
                     PtrAt::Indirect(b64, i),
+                    lblk.saturating_add(i as u64 * span),
                 )
             })
             .collect();

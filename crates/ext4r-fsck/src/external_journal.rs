@@ -26,10 +26,16 @@ impl std::fmt::Debug for ExternalJournal {
 /// Why the external journal cannot serve this filesystem: e2fsck's
 /// message for it.
 #[derive(Debug)]
-pub(crate) struct Unusable(pub &'static str);
+pub(crate) struct Unusable(pub &'static str, pub &'static str);
 
-const BAD_SUPER: Unusable = Unusable("External journal has bad superblock");
-const BAD_UUID: Unusable = Unusable("External journal does not support this filesystem");
+const BAD_SUPER: Unusable = Unusable(
+    "External journal has bad superblock",
+    "PR_0_EXT_JOURNAL_BAD_SUPER",
+);
+const BAD_UUID: Unusable = Unusable(
+    "External journal does not support this filesystem",
+    "PR_0_JOURNAL_BAD_UUID",
+);
 
 /// Whether the filesystem keeps its journal on a device of its own.
 pub(crate) fn wanted(sb: &Superblock) -> bool {
@@ -68,7 +74,9 @@ pub(crate) fn open(
 /// as e2fsck stops ("Filesystem still has errors").
 pub(crate) fn check(c: &mut Ctx, ext: &ExternalJournal) {
     match open(&c.sb, ext) {
-        Err(Unusable(why)) => {
+        Err(Unusable(why, code)) => {
+            // e2fsck's PR_FATAL: reported, and the check stops.
+            c.p.error(0, code, format!("{why}."));
             c.fatal = Some(why.to_string());
             c.abort = true;
         }

@@ -8,6 +8,7 @@
 //! short leaves an image the next run repairs the same way.
 
 mod dirs;
+mod guard;
 mod resize;
 mod space;
 
@@ -18,16 +19,60 @@ use std::collections::BTreeMap;
 
 use ext4r::fs::Filesystem;
 use ext4r::Result;
-use ext4r_format::dir::set_dir_block_checksum;
-use ext4r_format::extent::set_extent_block_checksum;
 use ext4r_format::features::{Incompat, RoCompat};
-use ext4r_format::group_desc::{
-    bitmap_checksum, GroupDesc, GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT,
-};
-use ext4r_format::inode::{set_inode_checksum, Inode};
-use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
-use ext4r_format::xattr::set_xattr_block_checksum;
-use ext4r_format::{BlockNr, GroupNr, InodeNr};
+use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::inode::{inode_csum_seed, Inode};
+use ext4r_format::superblock::Superblock;
+use ext4r_format::{GroupNr, InodeNr};
+use ext4r_txn::bitmap::Bitmap;
+use ext4r_txn::csum::BlockKind;
+use ext4r_txn::txn::{Commit, Transaction};
+use ext4r_txn::volume::{Volume, VolumeOptions};
+
+/// The inode a directory or extent block belongs to: the write layer's
+/// checksum dispatcher seeds the block's checksum from its number and
+/// generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Owner {
+    /// The inode.
+    pub ino: u32,
+    /// Its `i_generation`.
+    pub generation: u32,
+}
+
+impl Owner {
+    /// Inode `ino` of generation `generation`.
+    pub(crate) fn new(ino: u32, generation: u32) -> Self {
+        Owner { ino, generation }
+    }
+
+    /// Inode `ino` as `inode` holds it.
+    pub(crate) fn of(ino: u32, inode: &Inode) -> Self {
+        Owner::new(ino, inode.generation())
+    }
+
+    /// The checksum seed of its blocks on a filesystem seeded `fs_seed`,
+    /// to verify what is read.
+    pub(crate) fn seed(self, fs_seed: u32) -> u32 {
+        inode_csum_seed(fs_seed, InodeNr(self.ino), self.generation)
+    }
+
+    /// One of its directory blocks (a leaf or an htree node).
+    pub(crate) fn dir(self) -> BlockKind {
+        BlockKind::Dir {
+            ino: self.ino,
+            generation: self.generation,
+        }
+    }
+
+    /// One of its extent tree blocks.
+    pub(crate) fn extent(self) -> BlockKind {
+        BlockKind::Extent {
+            ino: self.ino,
+            generation: self.generation,
+        }
+    }
+}
 
 /// One change that repairs one problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,19 +92,21 @@ pub enum Fix {
     InodeClearFileAcl(u32),
     /// Clear the high half of `i_file_acl` on a filesystem without 64bit.
     InodeClearFileAclHigh(u32),
-    /// Recompute a directory leaf block's checksum tail (seed of its
-    /// directory).
-    DirBlockChecksum(u64, u32),
-    /// Recompute an extent block's checksum (seed of its inode).
-    ExtentBlockChecksum(u64, u32),
+    /// Recompute a directory leaf block's checksum tail (its directory).
+    DirBlockChecksum(u64, Owner),
+    /// Recompute an extent block's checksum (its inode).
+    ExtentBlockChecksum(u64, Owner),
     /// Recompute an xattr block's checksum.
     XattrBlockChecksum(u64),
     /// Set an xattr block's reference count.
     XattrRefcount(u64, u32),
-    /// Point a directory entry at nothing (block, offset, directory's seed).
-    DirEntryClear(u64, usize, u32),
-    /// Set a directory entry's file type (block, offset, type, seed).
-    DirEntryFiletype(u64, usize, u8, u32),
+    /// Point a directory entry at nothing (block, offset, the directory).
+    DirEntryClear(u64, usize, Owner),
+    /// Give the entry at (block, offset) a new name, no longer than its
+    /// record holds (e2fsck's rename of a duplicate name) (the directory).
+    DirEntryRename(u64, usize, Vec<u8>, Owner),
+    /// Set a directory entry's file type (block, offset, type, the directory).
+    DirEntryFiletype(u64, usize, u8, Owner),
     /// Set a group's free block count (clusters).
     GroupFreeBlocks(u32, u32),
     /// Set a group's free inode count.
@@ -72,25 +119,37 @@ pub enum Fix {
     InodeBitmap(u32, Vec<u64>),
     /// Rewrite a group descriptor (and so its checksum).
     GroupDescChecksum(u32),
+    /// Clear these `bg_flags` bits of a group and, when given, set its
+    /// unused inode count (the descriptor is rewritten with its checksum).
+    GroupDescFlags(u32, u16, Option<u32>),
     /// Clear `i_block[slot]` (an illegal block pointer).
     InodeBlockSlot(u32, usize),
     /// Clear entry `i` of an indirect block (an illegal block pointer).
     IndirectEntry(u64, usize),
     /// Remove entry `i` of an extent node: in the inode's root (None) or
-    /// in a tree block; the inode's checksum seed for the block's tail.
-    ExtentRemove(u32, Option<u64>, usize, u32),
+    /// in a tree block; the inode, for the block's checksum.
+    ExtentRemove(u32, Option<u64>, usize, Owner),
     /// Set the first logical block of index entry `i` of an extent node
-    /// (None: the root in the inode); the inode's checksum seed.
-    ExtentIndexStart(u32, Option<u64>, usize, u32, u32),
+    /// (None: the root in the inode); the inode, for the checksum.
+    ExtentIndexStart(u32, Option<u64>, usize, u32, Owner),
+    /// Replace an inode's extent tree with a rebuilt one (its root and
+    /// node blocks; see [`crate::ExtentTree`]).
+    RebuildExtents(Box<crate::extent_rebuild::ExtentTree>),
+    /// Mark leaf entry `i` of an extent node (None: the root) written
+    /// (inode, the owner for the checksum).
+    ExtentWritten(u32, Option<u64>, usize, Owner),
+    /// Set the `eh_depth` of an extent node (None: the root in the inode)
+    /// of an inode (the owner for the checksum).
+    ExtentDepth(u32, Option<u64>, u16, Owner),
     /// Make the first record of a directory's block 0 its `.` (block,
-    /// directory, seed), splitting off the rest of its space.
-    DirMakeDot(u64, u32, u32),
-    /// Make the record at (block, offset) a `..` (seed).
-    DirMakeDotDot(u64, usize, u32),
-    /// Zero one byte of a directory block (block, offset, seed).
-    DirZeroByte(u64, usize, u32),
-    /// Release an inode beyond repair: no links, deletion time set (its
-    /// blocks and entries are freed by the next rounds).
+    /// directory, its owner), splitting off the rest of its space.
+    DirMakeDot(u64, u32, Owner),
+    /// Make the record at (block, offset) a `..` (the directory).
+    DirMakeDotDot(u64, usize, Owner),
+    /// Zero one byte of a directory block (block, offset, the directory).
+    DirZeroByte(u64, usize, Owner),
+    /// Release an inode beyond repair: no links, deletion time set, no
+    /// flags (its blocks and entries are freed by the next rounds).
     ClearInode(u32),
     /// Set `i_extra_isize`.
     InodeExtraIsize(u32, u16),
@@ -99,7 +158,7 @@ pub enum Fix {
     /// Salvage a directory block from a bad record at `offset`: the
     /// previous record (if any, at the given offset) or an empty one takes
     /// the rest of the block.
-    DirSalvage(u64, usize, Option<usize>, u32),
+    DirSalvage(u64, usize, Option<usize>, Owner),
     /// Turn an htree directory back into a linear one (its index blocks
     /// read as empty records), as e2fsck's "Clear HTree index".
     ClearIndexFlag(u32),
@@ -108,9 +167,9 @@ pub enum Fix {
     CollapseDir(u32),
     /// Give a directory leaf block its checksum tail, taken from the slack
     /// of its last record (nothing is done when there is no room).
-    DirAddTail(u64, u32),
+    DirAddTail(u64, Owner),
     /// Point a directory entry at another inode (`..` repairs).
-    DirEntryInode(u64, usize, u32, u32),
+    DirEntryInode(u64, usize, u32, Owner),
     /// Link an unattached inode into /lost+found as `#ino` (file type).
     Reconnect(u32, u8),
     /// Turn on incompatible feature bits (extents found in use).
@@ -121,9 +180,9 @@ pub enum Fix {
     SuperblockCounts(u64, u64),
     /// Clear the orphan_present feature.
     ClearOrphanPresent,
-    /// Give an inode copies of blocks it shares (inode, its checksum
-    /// seed, the copies): pass 1D's clone.
-    CloneBlocks(u32, u32, Vec<crate::dup::BlockCopy>),
+    /// Give an inode copies of blocks it shares (inode, its owner
+    /// identity, the copies): pass 1D's clone.
+    CloneBlocks(u32, Owner, Vec<crate::dup::BlockCopy>),
     /// Forget the journal (superblock fields; the inode is cleared by a
     /// later round's [`Fix::ZeroInode`]).
     DeleteJournal,
@@ -132,6 +191,18 @@ pub enum Fix {
     ResetJournalSuper(u64, u32),
     /// Zero the v2 fields of a v1 journal superblock at this block.
     ClearV2JournalFields(u64),
+    /// Rebuild the journal inode from the superblock's copy of its block
+    /// map (`s_jnl_blocks`), as e2fsck does when the inode is bad.
+    RestoreJournalInode(u32),
+    /// Set `s_journal_inum`.
+    JournalInum(u32),
+    /// Change the superblock (see [`crate::SuperEdit`]).
+    Superblock(crate::super_rules::SuperEdit),
+    /// Clear both epoch bits of the extra timestamps that hold a pre-1970
+    /// time the old way (see [`crate::pass1_rules`]).
+    InodeClearEpoch(u32),
+    /// Zero one byte of an inode record (the Hurd's fragment fields).
+    InodeZeroByte(u32, usize),
     /// Clear the obsolete fragment address `i_faddr`.
     InodeClearFaddr(u32),
     /// Zero `l_i_blocks_high` (no huge_file).
@@ -171,16 +242,19 @@ pub enum Fix {
     /// (as e2fsck's `ext2fs_update_dynamic_rev`).
     SetLargeFile,
     /// Map a new directory block (with `.` and `..`) at logical block 0 of
-    /// a directory that has none (inode, block, the directory's seed).
-    DirBlock0(u32, u64, u32),
+    /// a directory that has none (inode, block, the directory).
+    DirBlock0(u32, u64, Owner),
     /// Replace '/' and NUL in the name of the entry at (block, offset)
-    /// with '.' (seed).
-    DirNameFix(u64, usize, u32),
+    /// with '.' (the directory).
+    DirNameFix(u64, usize, Owner),
     /// Give a directory more (empty) blocks: lost+found expanded (see
     /// `crate::lost_found::plan_expand`).
     ExpandDir(u32, Vec<u64>),
     /// Move a group's bitmap or inode table to zeroed blocks from here.
     Relocate(u32, crate::relocate::Meta, u64),
+    /// Move a group's bitmap or inode table from the first block to the
+    /// second, copying it (e2fsck's "Relocating ... from X to Y").
+    RelocateFrom(u32, crate::relocate::Meta, u64, u64),
     /// Create the root directory (inode 2) with its block here.
     MakeRoot(u64),
     /// Drop an inode's inline data: size 0, no inline flag, `i_block`
@@ -215,7 +289,18 @@ pub enum Fix {
 /// I/O errors, or corrupt structures that stand in the way (reported with
 /// their location).
 pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
-    let mut w = Writer::new(fs);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_secs() as i64);
+    apply_at(fs, fixes, now)
+}
+
+/// [`apply`] with the check's clock: deletion times and the superblock's
+/// write time are `now`, as e2fsck stamps them with the time it started
+/// (a later clock would put the write time in the future of the next
+/// round's check).
+pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<usize> {
+    let mut w = Writer::new(fs, now);
     for f in fixes {
         w.add(f)?;
     }
@@ -223,8 +308,8 @@ pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
     Ok(fixes.len())
 }
 
-/// Extent entries to remove, per (inode, node block), with the seed.
-type ExtentRemovals = BTreeMap<(u32, Option<u64>), Vec<(usize, u32)>>;
+/// Extent entries to remove, per (inode, node block), with the owner.
+type ExtentRemovals = BTreeMap<(u32, Option<u64>), Vec<(usize, Owner)>>;
 
 struct Writer<'a> {
     fs: &'a Filesystem,
@@ -235,39 +320,34 @@ struct Writer<'a> {
     sb_dirty: bool,
     /// Deletion time for cleared inodes.
     now: u32,
+    /// The check's clock, for the write layer (the superblock's write
+    /// time).
+    clock: i64,
     inodes: BTreeMap<u32, Vec<u8>>,
     blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
     descs: BTreeMap<u32, GroupDesc>,
-    bitmaps: BTreeMap<u64, Vec<u8>>,
-    /// Bitmaps edited bit by bit, (group, block bitmap?): their
-    /// checksums are set at flush.
-    bitmap_dirty: std::collections::BTreeSet<(u32, bool)>,
-}
-
-/// What checksum a modified block needs.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum BlockKind {
-    Plain,
-    Dir(u32),
-    Extent(u32),
-    Xattr,
+    /// Bitmaps changed, by (group, block bitmap?): written, and their
+    /// checksums stamped, by the write layer.
+    bitmaps: BTreeMap<(u32, bool), Vec<u8>>,
+    /// Metadata blocks a fix rewrites as metadata (the resize inode's
+    /// reserved GDT blocks), exempt from the guard.
+    meta_writes: std::collections::BTreeSet<u64>,
 }
 
 impl<'a> Writer<'a> {
-    fn new(fs: &'a Filesystem) -> Self {
+    fn new(fs: &'a Filesystem, now: i64) -> Self {
         Writer {
             fs,
             extent_removals: BTreeMap::new(),
             sb: fs.superblock().clone(),
             sb_dirty: false,
-            now: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_secs() as u32),
+            now: now.clamp(1, i64::from(u32::MAX)) as u32,
+            clock: now,
             inodes: BTreeMap::new(),
             blocks: BTreeMap::new(),
             descs: BTreeMap::new(),
             bitmaps: BTreeMap::new(),
-            bitmap_dirty: std::collections::BTreeSet::new(),
+            meta_writes: std::collections::BTreeSet::new(),
         }
     }
 
@@ -353,11 +433,11 @@ impl<'a> Writer<'a> {
             Fix::InodeClearFileAclHigh(ino) => {
                 self.edit_inode(*ino, |i| i.l_i_file_acl_high.set(0))?
             }
-            Fix::DirBlockChecksum(b, seed) => {
-                self.block(*b, BlockKind::Dir(*seed))?;
+            Fix::DirBlockChecksum(b, owner) => {
+                self.block(*b, owner.dir())?;
             }
-            Fix::ExtentBlockChecksum(b, seed) => {
-                self.block(*b, BlockKind::Extent(*seed))?;
+            Fix::ExtentBlockChecksum(b, owner) => {
+                self.block(*b, owner.extent())?;
             }
             Fix::XattrBlockChecksum(b) => {
                 self.block(*b, BlockKind::Xattr)?;
@@ -366,14 +446,27 @@ impl<'a> Writer<'a> {
                 let blk = self.block(*b, BlockKind::Xattr)?;
                 blk[4..8].copy_from_slice(&n.to_le_bytes());
             }
-            Fix::DirEntryClear(b, off, seed) => {
-                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+            Fix::DirEntryClear(b, off, owner) => {
+                let blk = self.block(*b, owner.dir())?;
                 if let Some(x) = blk.get_mut(*off..*off + 4) {
                     x.copy_from_slice(&[0; 4]);
                 }
             }
-            Fix::DirEntryFiletype(b, off, t, seed) => {
-                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+            Fix::DirEntryRename(b, off, name, owner) => {
+                let blk = self.block(*b, owner.dir())?;
+                let rec = blk
+                    .get(*off + 4..*off + 6)
+                    .map_or(0, |x| usize::from(u16::from_le_bytes([x[0], x[1]])));
+                let n = name.len();
+                if n > 0 && n <= 255 && 8 + n <= rec {
+                    if let Some(x) = blk.get_mut(*off + 8..*off + 8 + n) {
+                        x.copy_from_slice(name);
+                        blk[*off + 6] = n as u8;
+                    }
+                }
+            }
+            Fix::DirEntryFiletype(b, off, t, owner) => {
+                let blk = self.block(*b, owner.dir())?;
                 if let Some(x) = blk.get_mut(*off + 7) {
                     *x = *t;
                 }
@@ -384,41 +477,27 @@ impl<'a> Writer<'a> {
             Fix::GroupDescChecksum(g) => {
                 self.desc(*g)?;
             }
-            Fix::BlockBitmap(g, bits) => {
-                let geo = self.fs.geometry();
-                let cpg = geo.blocks_per_group >> geo.cluster_bits;
-                let mut raw = bits_to_bytes(bits, bs as usize);
-                // Bits past the group's end (last group) up to the block's
-                // end are set, as mke2fs and the kernel leave them.
-                let n = geo.group_blocks(*g).div_ceil(1 << geo.cluster_bits);
-                for i in n..u64::from(bs) * 8 {
-                    raw[(i / 8) as usize] |= 1 << (i % 8);
-                }
-                let crc = bitmap_checksum(self.sb.csum_seed(), &raw[..(cpg / 8) as usize]);
+            Fix::GroupDescFlags(g, clear, unused) => {
                 let d = self.desc(*g)?;
-                let loc = d.block_bitmap(wide);
-                d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
-                if self.csum() {
-                    let dsize = self.fs.geometry().desc_size as usize;
-                    self.desc(*g)?.set_block_bitmap_csum(crc, dsize);
+                d.set_flags(d.flags() & !clear);
+                if let Some(u) = unused {
+                    d.set_itable_unused(*u);
                 }
-                self.bitmaps.insert(loc, raw);
+            }
+            // Whole bitmaps from the recount; the write layer sets the
+            // padding past the group's end, as mke2fs and the kernel leave
+            // it, and stamps their checksums in the descriptor.
+            Fix::BlockBitmap(g, bits) => {
+                let raw = bits_to_bytes(bits, bs as usize);
+                let d = self.desc(*g)?;
+                d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
+                self.bitmaps.insert((*g, true), raw);
             }
             Fix::InodeBitmap(g, bits) => {
-                let ipg = u64::from(self.fs.geometry().inodes_per_group);
-                let mut raw = bits_to_bytes(bits, bs as usize);
-                for i in ipg..u64::from(bs) * 8 {
-                    raw[(i / 8) as usize] |= 1 << (i % 8);
-                }
-                let crc = bitmap_checksum(self.sb.csum_seed(), &raw[..(ipg / 8) as usize]);
+                let raw = bits_to_bytes(bits, bs as usize);
                 let d = self.desc(*g)?;
-                let loc = d.inode_bitmap(wide);
                 d.set_flags(d.flags() & !BG_INODE_UNINIT);
-                if self.csum() {
-                    let dsize = self.fs.geometry().desc_size as usize;
-                    self.desc(*g)?.set_inode_bitmap_csum(crc, dsize);
-                }
-                self.bitmaps.insert(loc, raw);
+                self.bitmaps.insert((*g, false), raw);
             }
             Fix::InodeBlockSlot(ino, slot) => {
                 let slot = *slot;
@@ -437,40 +516,74 @@ impl<'a> Writer<'a> {
                     x.copy_from_slice(&[0; 4]);
                 }
             }
-            Fix::ExtentRemove(ino, node, i, seed) => {
+            Fix::ExtentRemove(ino, node, i, owner) => {
                 self.extent_removals
                     .entry((*ino, *node))
                     .or_default()
-                    .push((*i, *seed));
+                    .push((*i, *owner));
             }
-            Fix::ExtentIndexStart(ino, node, i, lblk, seed) => {
+            Fix::ExtentIndexStart(ino, node, i, lblk, owner) => {
                 let buf: &mut [u8] = match node {
                     None => &mut self.inode(*ino)?[0x28..0x28 + 60],
-                    Some(b) => self.block(*b, BlockKind::Extent(*seed))?,
+                    Some(b) => self.block(*b, owner.extent())?,
                 };
                 let at = 12 + i * 12;
                 if let Some(x) = buf.get_mut(at..at + 4) {
                     x.copy_from_slice(&lblk.to_le_bytes());
                 }
             }
-            Fix::DirMakeDot(b, dir, seed) => {
-                let ft = self.dir_ft();
-                crate::dot::make_dot(self.block(*b, BlockKind::Dir(*seed))?, *dir, ft, bs);
+            Fix::RebuildExtents(t) => {
+                for (b, buf) in &t.blocks {
+                    self.blocks.insert(*b, (buf.clone(), t.owner.extent()));
+                }
+                let rec = self.inode(t.ino)?;
+                if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
+                    x.copy_from_slice(&t.root);
+                }
             }
-            Fix::DirMakeDotDot(b, off, seed) => {
-                let ft = self.dir_ft();
-                crate::dot::make_dotdot(self.block(*b, BlockKind::Dir(*seed))?, *off, ft, bs);
+            Fix::ExtentWritten(ino, node, i, owner) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, owner.extent())?,
+                };
+                // ee_len above 32768 marks an unwritten extent.
+                let at = 12 + i * 12 + 4;
+                if let Some(x) = buf.get_mut(at..at + 2) {
+                    let len = u16::from_le_bytes([x[0], x[1]]);
+                    if len > 32768 {
+                        x.copy_from_slice(&(len - 32768).to_le_bytes());
+                    }
+                }
             }
-            Fix::DirZeroByte(b, at, seed) => {
-                if let Some(x) = self.block(*b, BlockKind::Dir(*seed))?.get_mut(*at) {
+            Fix::ExtentDepth(ino, node, depth, owner) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, owner.extent())?,
+                };
+                if let Some(x) = buf.get_mut(6..8) {
+                    x.copy_from_slice(&depth.to_le_bytes());
+                }
+            }
+            Fix::DirMakeDot(b, dir, owner) => {
+                let ft = self.dir_ft();
+                crate::dot::make_dot(self.block(*b, owner.dir())?, *dir, ft, bs);
+            }
+            Fix::DirMakeDotDot(b, off, owner) => {
+                let ft = self.dir_ft();
+                crate::dot::make_dotdot(self.block(*b, owner.dir())?, *off, ft, bs);
+            }
+            Fix::DirZeroByte(b, at, owner) => {
+                if let Some(x) = self.block(*b, owner.dir())?.get_mut(*at) {
                     *x = 0;
                 }
             }
             Fix::ClearInode(ino) => {
                 let now = self.now;
+                // As e2fsck_clear_inode: no flags left either.
                 self.edit_inode(*ino, |i| {
                     i.i_links_count.set(0);
                     i.i_dtime.set(now);
+                    i.i_flags.set(0);
                 })?
             }
             Fix::InodeExtraIsize(ino, v) => self.edit_inode(*ino, |i| i.i_extra_isize.set(*v))?,
@@ -483,10 +596,10 @@ impl<'a> Writer<'a> {
                     rec[start..].fill(0);
                 }
             }
-            Fix::DirSalvage(b, off, prev, seed) => {
+            Fix::DirSalvage(b, off, prev, owner) => {
                 let max_ino = self.sb.s_inodes_count.get();
                 let csum = self.csum();
-                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+                let blk = self.block(*b, owner.dir())?;
                 // Only metadata_csum blocks end in a tail.
                 let end = if csum && crate::salvage::has_tail(blk, bs) {
                     blk.len() - 12
@@ -500,12 +613,12 @@ impl<'a> Writer<'a> {
                 let f = i.flags() - ext4r_format::inode::InodeFlags::INDEX;
                 i.set_flags(f);
             })?,
-            Fix::DirAddTail(b, seed) => {
-                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+            Fix::DirAddTail(b, owner) => {
+                let blk = self.block(*b, owner.dir())?;
                 add_tail(blk, bs);
             }
-            Fix::DirEntryInode(b, off, target, seed) => {
-                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+            Fix::DirEntryInode(b, off, target, owner) => {
+                let blk = self.block(*b, owner.dir())?;
                 if let Some(x) = blk.get_mut(*off..*off + 4) {
                     x.copy_from_slice(&target.to_le_bytes());
                 }
@@ -535,9 +648,9 @@ impl<'a> Writer<'a> {
                 self.sb.s_free_inodes_count.set(*inodes as u32);
                 self.sb_dirty = true;
             }
-            Fix::CloneBlocks(ino, seed, copies) => {
+            Fix::CloneBlocks(ino, owner, copies) => {
                 for cp in copies {
-                    self.clone_blocks(*ino, *seed, cp)?;
+                    self.clone_blocks(*ino, *owner, cp)?;
                 }
             }
             Fix::DeleteJournal => {
@@ -553,8 +666,39 @@ impl<'a> Writer<'a> {
                 self.sb.s_feature_incompat.set(f);
                 self.sb_dirty = true;
             }
+            Fix::Superblock(e) => {
+                if e.apply(&mut self.sb) {
+                    for g in 0..self.fs.geometry().group_count {
+                        self.desc(g)?;
+                    }
+                }
+                self.sb_dirty = true;
+            }
+            Fix::JournalInum(ino) => {
+                self.sb.s_journal_inum.set(*ino);
+                self.sb_dirty = true;
+            }
+            Fix::RestoreJournalInode(ino) => {
+                let sb = self.sb.clone();
+                let rec = self.inode(*ino)?;
+                let _ = crate::journal_check::backup_record(&sb, rec);
+            }
             Fix::ClearV2JournalFields(b) => {
                 crate::journal_fix::clear_v2_fields(self.block(*b, BlockKind::Plain)?);
+            }
+            Fix::InodeClearEpoch(ino) => {
+                let rec = self.inode(*ino)?;
+                if let Ok(inode) = Inode::parse(rec) {
+                    let at: Vec<usize> = crate::pass1_rules::epoch_fields(&inode, rec).collect();
+                    for a in at {
+                        rec[a] &= !3;
+                    }
+                }
+            }
+            Fix::InodeZeroByte(ino, at) => {
+                if let Some(x) = self.inode(*ino)?.get_mut(*at) {
+                    *x = 0;
+                }
             }
             Fix::InodeClearFaddr(ino) => self.edit_inode(*ino, |i| i.i_obso_faddr.set(0))?,
             Fix::InodeClearBlocksHigh(ino) => {
@@ -584,17 +728,16 @@ impl<'a> Writer<'a> {
                 }
             }
             Fix::OrphanBlockClear(b, ino, gen) => {
-                let csum = self.csum();
-                let seed = self.sb.csum_seed();
                 let blk = self.block(*b, BlockKind::Plain)?;
-                if ext4r_format::orphan::init_orphan_block(blk).is_ok() && csum {
-                    let _ = ext4r_format::orphan::set_orphan_block_checksum(
-                        blk,
-                        seed,
-                        InodeNr(*ino),
-                        *gen,
-                        BlockNr(*b),
-                    );
+                // Only a block that takes the orphan format gets its tail
+                // stamped.
+                if ext4r_format::orphan::init_orphan_block(blk).is_ok() {
+                    if let Some(e) = self.blocks.get_mut(b) {
+                        e.1 = BlockKind::Orphan {
+                            ino: *ino,
+                            generation: *gen,
+                        };
+                    }
                 }
             }
             Fix::FreeBlocks(runs) => {
@@ -626,9 +769,9 @@ impl<'a> Writer<'a> {
                 }
                 self.sb_dirty = true;
             }
-            Fix::DirBlock0(ino, b, seed) => self.dir_block0(*ino, *b, *seed)?,
-            Fix::DirNameFix(b, off, seed) => {
-                let blk = self.block(*b, BlockKind::Dir(*seed))?;
+            Fix::DirBlock0(ino, b, owner) => self.dir_block0(*ino, *b, *owner)?,
+            Fix::DirNameFix(b, off, owner) => {
+                let blk = self.block(*b, owner.dir())?;
                 if let Some(&n) = blk.get(off + 6) {
                     let at = off + 8;
                     if let Some(name) = blk.get_mut(at..at + usize::from(n)) {
@@ -640,9 +783,9 @@ impl<'a> Writer<'a> {
             }
             Fix::ExpandDir(ino, blocks) => self.expand_dir(*ino, blocks)?,
             Fix::RehashDir(r) => {
-                // The blocks come with their checksums set.
+                let owner = Owner::new(r.ino, r.generation);
                 for (b, buf) in &r.blocks {
-                    self.blocks.insert(*b, (buf.clone(), BlockKind::Plain));
+                    self.blocks.insert(*b, (buf.clone(), owner.dir()));
                 }
                 let freed = r.release.len() as u64 * u64::from(bs / 512);
                 self.edit_inode(r.ino, |i| {
@@ -660,14 +803,26 @@ impl<'a> Writer<'a> {
                     self.free_block(*b)?;
                 }
             }
-            Fix::Relocate(g, what, at) => {
+            Fix::Relocate(g, what, at) | Fix::RelocateFrom(g, what, _, at) => {
                 use crate::relocate::Meta;
                 let n = match what {
                     Meta::InodeTable => u64::from(self.fs.geometry().inode_blocks_per_group()),
                     _ => 1,
                 };
                 for k in 0..n {
-                    self.block(at + k, BlockKind::Plain)?.fill(0);
+                    let data = match f {
+                        Fix::RelocateFrom(_, _, from, _) => self
+                            .block(from + k, BlockKind::Plain)
+                            .map(|b| b.clone())
+                            .unwrap_or_default(),
+                        _ => Vec::new(),
+                    };
+                    let blk = self.block(at + k, BlockKind::Plain)?;
+                    if data.len() == blk.len() {
+                        blk.copy_from_slice(&data);
+                    } else {
+                        blk.fill(0);
+                    }
                 }
                 let d = self.desc(*g)?;
                 let (mut bb, mut ib, mut it) = (
@@ -721,14 +876,10 @@ impl<'a> Writer<'a> {
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
             Fix::ResetMmp(b) => {
-                let seed = self
-                    .sb
-                    .has_ro_compat(RoCompat::METADATA_CSUM)
-                    .then(|| self.sb.csum_seed());
                 let interval = self.sb.s_mmp_update_interval.get();
                 let bs = self.fs.block_size() as usize;
-                let data = crate::mmp::reset_block(interval, seed, bs);
-                *self.block(*b, BlockKind::Plain)? = data;
+                let data = crate::mmp::reset_block(interval, bs);
+                self.blocks.insert(*b, (data, BlockKind::Mmp));
             }
             Fix::RecreateResizeInode(dind) => self.recreate_resize_inode(*dind)?,
             Fix::DropResizeFeature => self.drop_resize_feature(),
@@ -742,81 +893,66 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// Hands the batch to the write layer: one in-place transaction over
+    /// the filesystem as the check saw it (its descriptors, the superblock
+    /// as the fixes left it), in which the dispatcher stamps the checksum
+    /// of every inode record, block, bitmap, descriptor and the
+    /// superblock, and which writes them in its safe order.
     fn flush(&mut self) -> Result<()> {
         self.remove_extents()?;
-        self.bitmap_checksums()?;
-        let dev = self.fs.device();
         let geo = self.fs.geometry().clone();
-        let bs = u64::from(geo.block_size);
-        let csum = self.csum();
-        let seed = self.sb.csum_seed();
-        let wide = self.sb.has_incompat(Incompat::BIT64);
-        for (ino, rec) in &mut self.inodes {
-            if csum {
-                let _ = set_inode_checksum(seed, InodeNr(*ino), rec);
+        let descs = (0..geo.group_count)
+            .map(|g| self.fs.group_desc(GroupNr(g)).copied())
+            .collect::<Result<Vec<GroupDesc>>>()?;
+        let mut opts = VolumeOptions::default();
+        opts.now = Some(self.clock);
+        let vol = Volume::open_checked(self.fs.device_shared(), self.sb.clone(), descs, opts)?;
+        let mut txn = Transaction::owned(vol);
+        // A block fixed in one field may still be broken in another (a
+        // later round repairs it): it is written without its checksum
+        // rather than not at all.
+        txn.tolerate_unstampable();
+        for (&g, d) in &self.descs {
+            *txn.desc_mut(g)? = *d;
+        }
+        for (&(g, block), raw) in &self.bitmaps {
+            if block {
+                let bits = geo
+                    .group_blocks(g)
+                    .div_ceil(geo.cluster_ratio())
+                    .min(u64::from(geo.block_size) * 8) as u32;
+                txn.set_block_map(g, Bitmap::from_bytes(raw, bits))?;
+            } else {
+                txn.set_inode_map(g, Bitmap::from_bytes(raw, geo.inodes_per_group))?;
             }
-            let g = (ino - 1) / geo.inodes_per_group;
-            let idx = u64::from((ino - 1) % geo.inodes_per_group);
-            let table = self.fs.group_desc(GroupNr(g))?.inode_table(wide);
-            dev.write_at(rec, table * bs + idx * u64::from(geo.inode_size))?;
         }
-        for (b, (buf, kind)) in &mut self.blocks {
-            if csum {
-                match kind {
-                    BlockKind::Plain => {}
-                    BlockKind::Dir(s) => {
-                        if crate::salvage::has_tail(buf, geo.block_size) {
-                            let _ = set_dir_block_checksum(*s, buf);
-                        }
-                    }
-                    BlockKind::Extent(s) => {
-                        let _ = set_extent_block_checksum(*s, buf);
-                    }
-                    BlockKind::Xattr => {
-                        let _ = set_xattr_block_checksum(seed, BlockNr(*b), buf);
-                    }
-                }
-            }
-            dev.write_at(buf, *b * bs)?;
+        for (ino, rec) in std::mem::take(&mut self.inodes) {
+            txn.write_inode(ino, rec)?;
         }
-        for (loc, raw) in &self.bitmaps {
-            dev.write_at(raw, loc * bs)?;
-        }
-        let gcs = if csum {
-            Some(GroupDescCsum::Crc32c { seed })
-        } else if self.sb.has_ro_compat(RoCompat::GDT_CSUM) {
-            Some(GroupDescCsum::Crc16 {
-                uuid: self.sb.s_uuid,
-            })
+        let meta = if self.blocks.is_empty() {
+            Vec::new()
         } else {
-            None
+            guard::metadata_ranges(self.fs)
         };
-        let dsize = geo.desc_size as usize;
-        let per_block = geo.descs_per_block();
-        for (g, d) in &mut self.descs {
-            if let Some(cs) = &gcs {
-                let _ = d.update_checksum(*g, dsize, cs);
+        for (b, (buf, kind)) in std::mem::take(&mut self.blocks) {
+            if guard::covers(&meta, b) && !self.meta_writes.contains(&b) {
+                continue;
             }
-            let loc = geo.desc_block_loc(g / per_block);
-            let off = u64::from(g % per_block) * dsize as u64;
-            let mut raw = vec![0u8; dsize];
-            let _ = d.write(&mut raw, dsize);
-            dev.write_at(&raw, loc * bs + off)?;
+            txn.write_block(b, kind, buf)?;
         }
         if self.sb_dirty {
-            write_superblock(dev, &mut self.sb)?;
+            txn.set_superblock(self.sb.clone());
         }
-        dev.flush()
+        txn.commit(Commit::InPlace)?;
+        Ok(())
     }
 }
 
-/// Writes the primary superblock with its checksum.
-pub(crate) fn write_superblock(
-    dev: &dyn ext4r::device::BlockDevice,
-    sb: &mut Superblock,
-) -> Result<()> {
-    sb.update_checksum();
-    let bytes = sb.to_bytes();
-    debug_assert_eq!(bytes.len(), SUPERBLOCK_SIZE);
-    dev.write_at(&bytes, SUPERBLOCK_OFFSET)
+/// Writes `sb` as the superblock of `fs` (the check's last word: state,
+/// mount count, check time), through the write layer.
+pub(crate) fn write_superblock(fs: &Filesystem, sb: Superblock, now: i64) -> Result<()> {
+    let mut w = Writer::new(fs, now);
+    w.sb = sb;
+    w.sb_dirty = true;
+    w.flush()
 }

@@ -114,12 +114,23 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
         let Some((root, levels, v)) = &d.root else {
             continue;
         };
-        let mut problems: Vec<String> = Vec::new();
+        let mut problems: Vec<(&'static str, String)> = Vec::new();
         let mut referenced: HashMap<u32, u32> = HashMap::new();
         // (entries, min, max, depth of the entries' children)
         let mut stack: Vec<(Entries, u32, u32, u8)> = vec![(root.clone(), 0, u32::MAX, 1)];
         let mut budget = 100_000u32;
         while let Some((entries, min, max, depth)) = stack.pop() {
+            // Hashes rise through a node (the first slot has none).
+            let unordered = entries
+                .windows(2)
+                .skip(1)
+                .position(|w| w[1].0 & !1 < w[0].0 & !1);
+            if let Some(i) = unordered {
+                problems.push((
+                    "PR_2_HTREE_HASH_ORDER",
+                    format!("a node has an unordered hash table (entry {})", i + 2),
+                ));
+            }
             for (i, &(h, blk)) in entries.iter().enumerate() {
                 budget = budget.saturating_sub(1);
                 if budget == 0 {
@@ -130,13 +141,19 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
                 let hi = entries.get(i + 1).map_or(max, |n| n.0 & !1);
                 *referenced.entry(lblk).or_default() += 1;
                 if referenced[&lblk] > 1 {
-                    problems.push(format!("block #{lblk} referenced twice"));
+                    problems.push((
+                        "PR_2_HTREE_DUPREF",
+                        format!("block #{lblk} referenced twice"),
+                    ));
                     continue;
                 }
                 if depth <= *levels {
                     match d.nodes.get(&lblk) {
                         Some(n) => stack.push((n.clone(), lo, hi, depth + 1)),
-                        None => problems.push(format!("block #{lblk} has invalid depth ({depth})")),
+                        None => problems.push((
+                            "PR_2_HTREE_BAD_DEPTH",
+                            format!("block #{lblk} has invalid depth ({depth})"),
+                        )),
                     }
                     continue;
                 }
@@ -146,17 +163,29 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
                             continue;
                         }
                         if lblk != 0 && lmin < lo {
-                            problems.push(format!("block #{lblk} has bad min hash"));
+                            problems.push((
+                                "PR_2_HTREE_MIN_HASH",
+                                format!("block #{lblk} has bad min hash"),
+                            ));
                         }
                         if lmax > hi {
-                            problems.push(format!("block #{lblk} has bad max hash"));
+                            problems.push((
+                                "PR_2_HTREE_MAX_HASH",
+                                format!("block #{lblk} has bad max hash"),
+                            ));
                         }
                     }
                     None => {
                         if d.nodes.contains_key(&lblk) {
-                            problems.push(format!("block #{lblk} has invalid depth ({depth})"));
+                            problems.push((
+                                "PR_2_HTREE_BAD_DEPTH",
+                                format!("block #{lblk} has invalid depth ({depth})"),
+                            ));
                         } else {
-                            problems.push(format!("block #{lblk} has bad block number"));
+                            problems.push((
+                                "PR_2_HTREE_BADBLK",
+                                format!("block #{lblk} has bad block number"),
+                            ));
                         }
                     }
                 }
@@ -164,13 +193,13 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
         }
         for l in d.leaves.keys().chain(d.nodes.keys()) {
             if *l != 0 && !referenced.contains_key(l) {
-                problems.push(format!("block #{l} not referenced"));
+                problems.push(("PR_2_HTREE_NOTREF", format!("block #{l} not referenced")));
             }
         }
-        for p in problems.iter().take(20) {
+        for (code, p) in problems.iter().take(20) {
             c.p.error_fix(
                 2,
-                "PR_2_HTREE_PROBLEM",
+                code,
                 format!("Problem in HTREE directory inode {ino}: {p}"),
                 crate::fix::Fix::ClearIndexFlag(ino),
             );

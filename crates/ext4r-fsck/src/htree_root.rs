@@ -41,17 +41,51 @@ pub(crate) fn bad_root(
             format!("HTREE directory inode {ino} has an unsupported hash version ({hash})"),
         ));
     }
+    // SipHash is for directories both encrypted and case-folded, and only
+    // for them (e2fsck's PR_1_HTREE_NEEDS_SIPHASH / _CANNOT_SIPHASH).
+    if let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) {
+        use ext4r_format::inode::InodeFlags;
+        let f = info.inode.flags();
+        let needs = f.contains(InodeFlags::ENCRYPT) && f.contains(InodeFlags::CASEFOLD);
+        if needs && hash != 6 {
+            return Some((
+                "PR_1_HTREE_NEEDS_SIPHASH",
+                format!("HTREE directory inode {ino} uses hash version ({hash}), but should use SipHash (6)"),
+            ));
+        }
+        if !needs && hash == 6 {
+            return Some((
+                "PR_1_HTREE_CANNOT_SIPHASH",
+                format!("HTREE directory inode {ino} uses SipHash, but should not."),
+            ));
+        }
+    }
     if flags & 1 != 0 {
         return Some((
             "PR_1_HTREE_INCOMPAT",
             format!("HTREE directory inode {ino} uses an incompatible htree root node flag."),
         ));
     }
-    // Past 3 levels no directory can be (e2fsck's EXT4_HTREE_LEVEL).
-    if levels > 3 {
+    // e2fsck's ext2_dir_htree_level: 3 levels with largedir, else 2;
+    // pass 1 refuses more, pass 2 that many.
+    let max = if c
+        .sb
+        .has_incompat(ext4r_format::features::Incompat::LARGEDIR)
+    {
+        3
+    } else {
+        2
+    };
+    if levels > max {
         return Some((
             "PR_1_HTREE_DEPTH",
             format!("HTREE directory inode {ino} has a tree depth ({levels}) which is too big"),
+        ));
+    }
+    if levels == max {
+        return Some((
+            "PR_2_HTREE_BAD_ROOT",
+            format!("Problem in HTREE directory inode {ino}: root node is invalid"),
         ));
     }
     // The index entries after the info: count and limit in the first
@@ -63,17 +97,17 @@ pub(crate) fn bad_root(
     };
     let tail = usize::from(c.csum());
     let expect = (bs.saturating_sub(at) / 8).saturating_sub(tail);
-    let node = |what: String| {
+    let node = |code: &'static str, what: String| {
         Some((
-            "PR_2_HTREE_BAD_ROOT_NODE",
+            code,
             format!("Problem in HTREE directory inode {ino}: block #0 has {what}"),
         ))
     };
     if usize::from(limit) != expect {
-        return node(format!("invalid limit ({limit})"));
+        return node("PR_2_HTREE_BAD_LIMIT", format!("invalid limit ({limit})"));
     }
     if usize::from(count) > expect {
-        return node(format!("invalid count ({count})"));
+        return node("PR_2_HTREE_BAD_COUNT", format!("invalid count ({count})"));
     }
     for i in 0..usize::from(count) {
         let p = at + i * 8 + 4;

@@ -23,17 +23,23 @@
 
 mod backup;
 mod badblocks;
+mod codes;
 mod ctx;
 mod device_size;
 mod dot;
 mod dup;
 mod ea_region;
+mod extent_depth;
+mod extent_rebuild;
 mod external_journal;
 mod fix;
+mod garbage;
+mod gdesc;
 mod htree;
 mod htree_root;
 mod idata_extents;
 mod inline_dir;
+mod journal_check;
 mod journal_fix;
 mod lost_found;
 mod mmp;
@@ -41,7 +47,10 @@ mod observe;
 mod orphan;
 mod pass0;
 mod pass1;
+mod pass1_extents;
 mod pass1_map;
+mod pass1_rules;
+mod pass1_xattr;
 mod pass2;
 mod pass34;
 mod pass5;
@@ -54,6 +63,7 @@ mod relocate;
 mod repair;
 mod resize_inode;
 mod salvage;
+mod super_rules;
 mod symlink;
 
 use std::time::{Duration, Instant};
@@ -64,13 +74,15 @@ use ext4r_format::features::Incompat;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
 pub use device_size::{size_mismatch, SizeMismatch};
+pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
-pub use fix::{apply as apply_fixes, Fix};
+pub use fix::{apply as apply_fixes, Fix, Owner};
 pub use observe::{Action, Forced, Observer, Quiet};
 pub use problem::{Problem, Problems, Severity};
 pub use prompt::prompt;
 pub use rehash::Rebuilt;
 pub use repair::{repair, repair_interactive, Answer, Ask, Mode, RepairReport};
+pub use super_rules::SuperEdit;
 
 /// What went wrong so that the check could not be done at all (e2fsck's
 /// exit 8).
@@ -248,36 +260,20 @@ pub(crate) fn check_with(
     oo.skip_journal_replay = true;
     let mut notes = Vec::new();
     let mut backup_used = false;
-    let fs = match Filesystem::open_with(dev.clone(), oo.clone()) {
-        // As e2fsck: descriptors that place metadata where it cannot be
-        // send the check to the backups (when there are any).
-        Ok(fs)
-            if opts.superblock.is_none()
-                && fs.geometry().group_count > 1
-                && !backup::descs_ok(&fs) =>
-        {
-            match backup::open_backup(&dev, &oo).filter(backup::descs_ok) {
-                Some(b) => {
-                    notes.push("Group descriptors look bad... trying backup blocks...".into());
-                    backup_used = true;
-                    b
-                }
-                None => fs,
+    let mut bad_checksum = false;
+    let fs = if opts.superblock.is_none() {
+        let (fs, why) = backup::open_as_e2fsck(&dev, &oo)?;
+        match why {
+            backup::Fallback::None => {}
+            backup::Fallback::Backup(note) => {
+                notes.push(note);
+                backup_used = true;
             }
+            backup::Fallback::BadChecksum => bad_checksum = true,
         }
-        Ok(fs) => fs,
-        Err(e) if opts.superblock.is_none() => {
-            // As e2fsck: a primary that cannot be used, try the backups.
-            match backup::open_backup(&dev, &oo) {
-                Some(fs) => {
-                    notes.push(format!("Superblock invalid ({e}), trying backup blocks..."));
-                    backup_used = true;
-                    fs
-                }
-                None => return Err(e.into()),
-            }
-        }
-        Err(e) => return Err(e.into()),
+        fs
+    } else {
+        Filesystem::open_with(dev.clone(), oo.clone())?
     };
     let sb = fs.superblock();
     let label = String::from_utf8_lossy(sb.volume_name()).into_owned();
@@ -299,6 +295,8 @@ pub(crate) fn check_with(
     let summary_if_clean = verdict.is_ok().then(|| ctx::summary_from_superblock(&fs));
     let mut c = ctx::Ctx::new(fs);
     c.repairing = opts.repairing;
+    c.now = opts.now;
+    c.forced = opts.force;
     c.external_journal = opts.external_journal.clone();
     c.notes = notes;
     let mut emit = Emitter {
@@ -321,7 +319,9 @@ pub(crate) fn check_with(
             // force nothing, and are dropped when the check stops here.
             let early = |p: &Problem| p.code.starts_with("PR_1_");
             let forced = c.p.list().iter().any(|p| {
-                !early(p) && (p.severity == Severity::Error || opts.repairing && p.fix.is_some())
+                !early(p)
+                    && !super_rules::cosmetic(p.code)
+                    && (p.severity == Severity::Error || opts.repairing && p.fix.is_some())
             }) || c.p.dropped() > 0;
             if !forced {
                 c.p.retain(|p| !early(p));
@@ -348,6 +348,16 @@ pub(crate) fn check_with(
         }
         // A clean verdict always comes with its summary.
         (Ok(()), None) => {}
+    }
+    if bad_checksum {
+        // No backup to take over: the superblock, which opened and is
+        // judged field by field below, gets its checksum again.
+        c.p.error_fix(
+            0,
+            "EXT4R_0_SB_CSUM_INVALID",
+            "Superblock checksum does not match superblock.".into(),
+            Fix::RestorePrimary,
+        );
     }
     if backup_used {
         c.p.error_fix(
@@ -376,6 +386,28 @@ pub(crate) fn check_with(
         f(&mut c, &mut |p, d, n| obs.progress(p, d, n));
         let took = t.elapsed();
         report.pass_times.push((name, took));
+        if c.restart {
+            // As e2fsck's restart: what was found from pass 2 on rests on
+            // inodes pass 1 did not read; only the descriptor fixes that
+            // make it read them are kept, the rest is found again. What
+            // was shown so far is all kept (passes 0 and 1), so the
+            // emitter goes on after it.
+            let shown = emit.next - emit.held.len();
+            c.p.retain(|p| {
+                p.pass < 2
+                    || matches!(
+                        p.code,
+                        "PR_2_INOREF_BG_INO_UNINIT" | "PR_2_INOREF_IN_UNUSED"
+                    )
+            });
+            emit.next = shown;
+            emit.held.clear();
+            c.notes
+                .push("Restarting the check from the beginning...".into());
+            emit.flush(&c, pass, obs);
+            obs.pass_finished(pass, took);
+            break;
+        }
         emit.flush(&c, pass, obs);
         obs.pass_finished(pass, took);
         if c.abort {

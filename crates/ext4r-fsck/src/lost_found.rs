@@ -9,9 +9,7 @@
 
 use ext4r_format::dir::{ft, rec_len_to_disk};
 use ext4r_format::features::{Incompat, RoCompat};
-use ext4r_format::group_desc::BG_INODE_UNINIT;
 use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
-use ext4r_format::GroupNr;
 
 use crate::ctx::Ctx;
 
@@ -45,11 +43,9 @@ fn first_unused(c: &Ctx) -> Option<u32> {
         return None;
     }
     let ipg = c.geo.inodes_per_group;
-    let wide = c.wide();
     (0..c.geo.group_count).find_map(|g| {
-        let d = c.fs.group_desc(GroupNr(g)).ok()?;
-        let used = ipg.saturating_sub(d.itable_unused(wide));
-        let ok = !c.bad_group[g as usize] && d.flags() & BG_INODE_UNINIT == 0 && used < ipg;
+        let used = c.inodes_to_read(g);
+        let ok = !c.bad_group[g as usize] && !c.group_state(g).inode_uninit && used < ipg;
         let ino = g * ipg + used + 1;
         (ok && ino >= c.sb.first_ino()).then_some(ino)
     })
@@ -57,22 +53,12 @@ fn first_unused(c: &Ctx) -> Option<u32> {
 
 fn free_inode_read(c: &Ctx) -> Option<u32> {
     let ipg = c.geo.inodes_per_group;
-    let wide = c.wide();
     let count = c.sb.s_inodes_count.get();
     let mut ino = c.sb.first_ino();
     while ino <= count {
         let g = (ino - 1) / ipg;
         let idx = (ino - 1) % ipg;
-        let d = c.fs.group_desc(GroupNr(g)).ok()?;
-        let read_to = if c.group_csum() {
-            if d.flags() & BG_INODE_UNINIT != 0 {
-                0
-            } else {
-                ipg.saturating_sub(d.itable_unused(wide))
-            }
-        } else {
-            ipg
-        };
+        let read_to = c.inodes_to_read(g);
         if c.bad_group[g as usize] || idx >= read_to {
             // Next group.
             ino = (g + 1) * ipg + 1;
@@ -86,17 +72,30 @@ fn free_inode_read(c: &Ctx) -> Option<u32> {
     None
 }
 
-/// `n` free blocks (first fit, in order), kept from later plans.
+/// `n` free blocks (first fit, in order), kept from later plans. On
+/// bigalloc each is the first block of a wholly free cluster: a block of
+/// a cluster the filesystem already uses (a descriptor block, another
+/// file's) would be shared, and a directory's block must sit at its
+/// logical block's offset (0 for the first ones) in its cluster.
 pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
+    let out = free_blocks(c, n);
+    c.reserved.extend(&out);
+    out
+}
+
+/// The first `n` free blocks (cluster starts on bigalloc), not reserved.
+fn free_blocks(c: &Ctx, n: usize) -> Vec<u64> {
+    let mask = (1u64 << c.geo.cluster_bits) - 1;
     let mut used: Vec<(u64, u64)> = c
         .claims
         .iter()
         .map(|cl| (cl.start, cl.start + cl.len))
         .chain(c.reserved.iter().map(|&b| (b, b + 1)))
+        .map(|(s, e)| (s & !mask, e.saturating_add(mask) & !mask))
         .collect();
     used.sort_unstable();
     let mut out = Vec::with_capacity(n);
-    let mut at = c.geo.first_data_block;
+    let mut at = c.geo.first_data_block.saturating_add(mask) & !mask;
     let mut i = 0usize;
     while out.len() < n && at < c.geo.blocks_count {
         while i < used.len() && used[i].1 <= at {
@@ -107,9 +106,8 @@ pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
             continue;
         }
         out.push(at);
-        at += 1;
+        at += mask + 1;
     }
-    c.reserved.extend(&out);
     out
 }
 
@@ -265,28 +263,7 @@ pub(crate) fn empty_dir_block(blk: &mut [u8], tail: bool, bs: u32) {
 
 /// A free block for a repair of this check, kept from later plans.
 pub(crate) fn reserve_block(c: &mut Ctx) -> Option<u64> {
-    let b = free_block(c)?;
-    c.reserved.push(b);
-    Some(b)
-}
-
-/// The first block no claim covers (claims not yet sorted: pass 5 does).
-fn free_block(c: &Ctx) -> Option<u64> {
-    let mut used: Vec<(u64, u64)> = c
-        .claims
-        .iter()
-        .map(|cl| (cl.start, cl.start + cl.len))
-        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
-        .collect();
-    used.sort_unstable();
-    let mut at = c.geo.first_data_block;
-    for (s, e) in used {
-        if s > at {
-            break;
-        }
-        at = at.max(e);
-    }
-    (at < c.geo.blocks_count).then_some(at)
+    reserve_blocks(c, 1).first().copied()
 }
 
 /// The new directory's inode.

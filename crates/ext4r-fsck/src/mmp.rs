@@ -51,19 +51,12 @@ pub(crate) fn check(c: &mut Ctx) {
     }
 }
 
-/// The block `ext2fs_mmp_reset` writes, checksummed when the filesystem
-/// has metadata_csum (`csum_seed`).
-pub(crate) fn reset_block(
-    update_interval: u16,
-    csum_seed: Option<u32>,
-    block_size: usize,
-) -> Vec<u8> {
+/// The block `ext2fs_mmp_reset` writes (its checksum, with metadata_csum,
+/// is stamped by the write layer).
+pub(crate) fn reset_block(update_interval: u16, block_size: usize) -> Vec<u8> {
     let host = rustix::system::uname();
     let interval = update_interval.max(MMP_MIN_CHECK_INTERVAL);
-    let mut m = MmpStruct::new(MMP_SEQ_CLEAN, 0, host.nodename().to_bytes(), b"", interval);
-    if let Some(seed) = csum_seed {
-        m.update_checksum(seed);
-    }
+    let m = MmpStruct::new(MMP_SEQ_CLEAN, 0, host.nodename().to_bytes(), b"", interval);
     let mut out = vec![0u8; block_size];
     out[..MMP_SIZE].copy_from_slice(&m.to_bytes());
     out

@@ -21,6 +21,7 @@ use ext4r_format::superblock::STATE_ERROR;
 use ext4r_format::InodeNr;
 
 use crate::fix::Fix;
+use crate::problem::{Problem, Severity};
 
 /// Bytes of an orphan file block's tail (magic, checksum).
 const TAIL: usize = 8;
@@ -36,27 +37,51 @@ pub(crate) fn clear_bit(raw: &mut [u8], bit: u64) -> bool {
     was
 }
 
-/// The fixes that release the orphans, and the inodes released.
-pub(crate) fn plan(fs: &Filesystem) -> (Vec<Fix>, Vec<u32>) {
+/// What releasing the orphans does: the fixes, the inodes released, and
+/// what e2fsck says while doing it (its PR_0_ORPHAN_* messages).
+#[derive(Default)]
+pub(crate) struct Released {
+    pub fixes: Vec<Fix>,
+    pub inodes: Vec<u32>,
+    pub said: Vec<Problem>,
+}
+
+impl Released {
+    fn say(&mut self, code: &'static str, message: String) {
+        self.said.push(Problem {
+            pass: 0,
+            code,
+            severity: Severity::Harmless,
+            message,
+            fix: None,
+        });
+    }
+}
+
+/// Plans the release of the orphans.
+pub(crate) fn plan(fs: &Filesystem) -> Released {
     let sb = fs.superblock();
     let head = sb.s_last_orphan.get();
     let present = sb.has_ro_compat(RoCompat::ORPHAN_PRESENT);
-    let mut fixes = Vec::new();
-    let mut released = Vec::new();
+    let mut r = Released::default();
     if head == 0 && !present {
-        return (fixes, released);
+        return r;
     }
     if head != 0 {
-        fixes.push(Fix::ClearLastOrphan);
+        r.fixes.push(Fix::ClearLastOrphan);
     }
     if sb.s_state.get() & STATE_ERROR != 0 {
-        return (fixes, released);
+        return r;
     }
     let first = sb.first_ino();
     let count = sb.s_inodes_count.get();
     let legal = |i: u32| i >= first && i <= count;
     if head != 0 && !legal(head) {
-        return (fixes, released);
+        r.say(
+            "PR_0_ORPHAN_ILLEGAL_HEAD_INODE",
+            format!("Illegal orphaned inode {head} in superblock."),
+        );
+        return r;
     }
     let mut seen = HashSet::new();
     let mut ino = head;
@@ -64,19 +89,22 @@ pub(crate) fn plan(fs: &Filesystem) -> (Vec<Fix>, Vec<u32>) {
         let Some(inode) = read(fs, ino) else { break };
         let next = inode.dtime();
         if next != 0 && !legal(next) {
+            r.say(
+                "PR_0_ORPHAN_ILLEGAL_INODE",
+                format!("Illegal inode {next} in orphaned inode list."),
+            );
             break;
         }
-        release(fs, ino, &inode, &mut fixes);
-        released.push(ino);
+        release(fs, ino, &inode, &mut r);
         ino = next;
     }
     if sb.has_compat(Compat::ORPHAN_FILE) {
-        orphan_file(fs, &mut seen, &mut fixes, &mut released);
+        orphan_file(fs, &mut seen, &mut r);
         if present {
-            fixes.push(Fix::ClearOrphanPresent);
+            r.fixes.push(Fix::ClearOrphanPresent);
         }
     }
-    (fixes, released)
+    r
 }
 
 fn read(fs: &Filesystem, ino: u32) -> Option<Inode> {
@@ -84,20 +112,45 @@ fn read(fs: &Filesystem, ino: u32) -> Option<Inode> {
     Inode::parse(&rec).ok()
 }
 
-/// The inodes listed in the orphan file's blocks (those with the block
-/// magic), each released once; the blocks are then emptied.
-fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, fixes: &mut Vec<Fix>, out: &mut Vec<u32>) {
+/// The inodes listed in the orphan file's blocks, each released once; the
+/// blocks are then emptied. As e2fsck, a size that is not whole blocks, a
+/// hole, a block without the magic or with a bad checksum ends the
+/// recovery from the file there (pass 0 then finds the file's state).
+fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, out: &mut Released) {
     let sb = fs.superblock();
     let inum = sb.s_orphan_file_inum.get();
     let (first, count) = (sb.first_ino(), sb.s_inodes_count.get());
     let Ok(info) = fs.inode(InodeNr(inum)) else {
         return;
     };
-    let Ok(runs) = fs.runs(&info) else { return };
     let bs = fs.block_size() as usize;
+    if info.inode.size() % bs as u64 != 0 {
+        out.say(
+            "PR_0_ORPHAN_FILE_WRONG_SIZE",
+            format!(
+                "Orphan file (inode {inum}) size is not multiple of block size. Terminating \
+                 orphan file recovery."
+            ),
+        );
+        return;
+    }
+    let Ok(runs) = fs.runs(&info) else { return };
     let gen = info.inode.generation();
+    let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
     let mut buf = vec![0u8; bs];
+    let mut next_lblk = 0u64;
     for r in &runs {
+        if r.logical != next_lblk {
+            out.say(
+                "PR_0_ORPHAN_FILE_HOLE",
+                format!(
+                    "Orphan file (inode {inum}) contains hole at block {next_lblk}. Terminating \
+                     orphan file recovery."
+                ),
+            );
+            return;
+        }
+        next_lblk = r.logical + r.len;
         for k in 0..r.len.min(1 << 16) {
             let b = r.physical + k;
             if bs < TAIL || fs.device().read_at(&mut buf, b * bs as u64).is_err() {
@@ -107,7 +160,31 @@ fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, fixes: &mut Vec<Fix>, o
             if u32::from_le_bytes([buf[t], buf[t + 1], buf[t + 2], buf[t + 3]])
                 != ORPHAN_BLOCK_MAGIC
             {
-                continue;
+                out.say(
+                    "PR_0_ORPHAN_FILE_BAD_MAGIC",
+                    format!(
+                        "Orphan file (inode {inum}) block {} contains wrong magic. Terminating \
+                         orphan file recovery.",
+                        r.logical + k
+                    ),
+                );
+                return;
+            }
+            let sound = !csum
+                || ext4r_format::orphan::OrphanBlock::parse(&buf).is_ok_and(|o| {
+                    o.verify_checksum(sb.csum_seed(), InodeNr(inum), gen, ext4r_format::BlockNr(b))
+                        .is_ok()
+                });
+            if !sound {
+                out.say(
+                    "PR_0_ORPHAN_FILE_BAD_CHECKSUM",
+                    format!(
+                        "Orphan file (inode {inum}) block {} contains wrong checksum. \
+                         Terminating orphan file recovery.",
+                        r.logical + k
+                    ),
+                );
+                return;
             }
             let mut any = false;
             for w in buf[..t].chunks(4) {
@@ -120,12 +197,11 @@ fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, fixes: &mut Vec<Fix>, o
                     continue;
                 }
                 if let Some(inode) = read(fs, ino) {
-                    release(fs, ino, &inode, fixes);
-                    out.push(ino);
+                    release(fs, ino, &inode, out);
                 }
             }
             if any {
-                fixes.push(Fix::OrphanBlockClear(b, inum, gen));
+                out.fixes.push(Fix::OrphanBlockClear(b, inum, gen));
             }
         }
     }
@@ -133,13 +209,27 @@ fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, fixes: &mut Vec<Fix>, o
 
 /// One orphan: deleted (blocks, xattr block reference and inode freed,
 /// deletion time set) or still linked (taken off the list).
-fn release(fs: &Filesystem, ino: u32, inode: &Inode, fixes: &mut Vec<Fix>) {
-    if inode.links_count() != 0 {
+fn release(fs: &Filesystem, ino: u32, inode: &Inode, out: &mut Released) {
+    out.inodes.push(ino);
+    let linked = inode.links_count() != 0;
+    out.say(
+        "PR_0_ORPHAN_CLEAR_INODE",
+        format!(
+            "{} orphaned inode {ino} (uid={}, gid={}, mode={:#o}, size={})",
+            if linked { "Truncating" } else { "Clearing" },
+            inode.uid(),
+            inode.gid(),
+            inode.mode(),
+            inode.size()
+        ),
+    );
+    let fixes = &mut out.fixes;
+    if linked {
         fixes.push(Fix::InodeClearDtime(ino));
         return;
     }
     let mut runs: Vec<(u64, u64)> = crate::dup::pointers(fs, ino)
-        .map(|(_, p)| p.into_iter().map(|(_, b, n)| (b, n)).collect())
+        .map(|(_, p)| p.into_iter().map(|(_, b, n, _)| (b, n)).collect())
         .unwrap_or_default();
     let wide = fs
         .superblock()

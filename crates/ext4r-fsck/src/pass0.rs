@@ -2,9 +2,8 @@
 //! superblock — everything the other passes trust to find their way.
 
 use ext4r_format::features::{Compat, Incompat, RoCompat};
-use ext4r_format::group_desc::{GroupDescCsum, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::group_desc::GroupDescCsum;
 use ext4r_format::inode::ino;
-use ext4r_format::jbd2::{block_type, JournalSuperblock, JBD2_MAGIC};
 use ext4r_format::{GroupNr, InodeNr};
 
 use crate::ctx::Ctx;
@@ -13,6 +12,7 @@ use crate::Progress;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     superblock(c);
+    crate::super_rules::check(c);
     descriptors(c);
     bitmap_conflicts(c);
     if c.bad_itable && c.geo.group_count == 1 && !c.repairing {
@@ -26,7 +26,7 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     }
     quota_and_orphan(c);
     crate::mmp::check(c);
-    journal(c);
+    crate::journal_check::check(c);
 }
 
 /// `s_creator_os` of the GNU Hurd.
@@ -41,13 +41,6 @@ fn superblock(c: &mut Ctx) {
             "PR_0_HURD_CLEAR_FILETYPE",
             "The Hurd does not support the filetype feature.".into(),
             crate::fix::Fix::ClearIncompat(Incompat::FILETYPE.bits()),
-        );
-    }
-    if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.verify_checksum().is_err() {
-        c.p.error(
-            0,
-            "PR_0_SB_CSUM_INVALID",
-            "Superblock checksum does not match superblock.".into(),
         );
     }
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
@@ -109,7 +102,6 @@ fn superblock(c: &mut Ctx) {
 fn descriptors(c: &mut Ctx) {
     let wide = c.wide();
     let flex = c.sb.has_incompat(Incompat::FLEX_BG);
-    let group_csum = c.group_csum();
     let csum = if c.csum() {
         Some(GroupDescCsum::Crc32c {
             seed: c.sb.csum_seed(),
@@ -120,7 +112,6 @@ fn descriptors(c: &mut Ctx) {
         None
     };
     let itb = u64::from(c.geo.inode_blocks_per_group());
-    let ipg = c.geo.inodes_per_group;
     let dsize = c.geo.desc_size as usize;
     for g in 0..c.geo.group_count {
         let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
@@ -155,7 +146,7 @@ fn descriptors(c: &mut Ctx) {
                     "PR_0_IB_NOT_GROUP" => crate::relocate::Meta::InodeBitmap,
                     _ => crate::relocate::Meta::InodeTable,
                 };
-                c.relocate.push((g, meta));
+                c.relocate.push((g, meta, false));
                 bad = true;
                 if code == "PR_0_ITABLE_NOT_GROUP" {
                     c.bad_itable = true;
@@ -167,45 +158,25 @@ fn descriptors(c: &mut Ctx) {
         if bad {
             c.bad_group[g as usize] = true;
         }
-        let flags = d.flags();
+        let mut csum_ok = true;
+        let mut sums = (0, 0);
         if let Some(cs) = &csum {
             if let Ok(want) = d.compute_checksum(g, dsize, cs) {
-                if want != d.bg_checksum.get() {
-                    c.p.harmless_fix(
-                        0,
-                        "PR_0_GDT_CSUM",
-                        format!(
-                            "One or more block group descriptor checksums are invalid.  \
-                             (group {g}: {:#06x}, should be {want:#06x})",
-                            d.bg_checksum.get()
-                        ),
-                        crate::fix::Fix::GroupDescChecksum(g),
-                    );
-                }
+                csum_ok = want == d.bg_checksum.get();
+                sums = (d.bg_checksum.get(), want);
             }
         }
-        if !group_csum && flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 {
-            c.p.error(
+        let fix = crate::gdesc::judge(c, g, &d, csum_ok);
+        if !csum_ok {
+            c.p.harmless_fix(
                 0,
-                "PR_0_GDT_UNINIT",
-                format!("Group descriptor {g} marked uninitialized without feature set."),
-            );
-        }
-        if group_csum && d.itable_unused(wide) > ipg {
-            c.p.error(
-                0,
-                "PR_0_GDT_ITABLE_UNUSED",
+                "PR_0_GDT_CSUM",
                 format!(
-                    "Group descriptor {g} has invalid unused inodes count {}.",
-                    d.itable_unused(wide)
+                    "One or more block group descriptor checksums are invalid.  \
+                     (group {g}: {:#06x}, should be {:#06x})",
+                    sums.0, sums.1
                 ),
-            );
-        }
-        if group_csum && g + 1 == c.geo.group_count && flags & BG_BLOCK_UNINIT != 0 {
-            c.p.error(
-                0,
-                "PR_0_BB_UNINIT_LAST",
-                format!("Last group block bitmap uninitialized.  (group {g})"),
+                fix,
             );
         }
         // The superblock copy and descriptor blocks of this group.
@@ -224,22 +195,18 @@ fn descriptors(c: &mut Ctx) {
     }
 }
 
-/// Bitmaps sitting on other metadata (a superblock or descriptor copy,
-/// an inode table, an earlier bitmap) are moved, as e2fsck's "conflicts
-/// with some other fs block.  Relocate?".
+/// Inode tables and bitmaps sitting on other metadata (a superblock or
+/// descriptor copy, an earlier table or bitmap) are moved, their content
+/// copied, as e2fsck's `mark_table_blocks`: group by group, its
+/// superblock and descriptors, then its inode table, block bitmap and
+/// inode bitmap, each against what came before ("conflicts with some
+/// other fs block.  Relocate?").
 fn bitmap_conflicts(c: &mut Ctx) {
     use crate::relocate::Meta;
     let wide = c.wide();
     let itb = u64::from(c.geo.inode_blocks_per_group());
     let mut ranges = Taken::default();
-    let mut descs = Vec::new();
     for g in 0..c.geo.group_count {
-        if c.bad_group[g as usize] {
-            continue;
-        }
-        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
-            break;
-        };
         let m = c.geo.group_meta(g);
         if let Some(s) = m.super_block {
             ranges.insert(s, s + 1);
@@ -250,22 +217,34 @@ fn bitmap_conflicts(c: &mut Ctx) {
         if let Some(b) = m.meta_desc {
             ranges.insert(b, b + 1);
         }
-        ranges.insert(d.inode_table(wide), d.inode_table(wide) + itb);
-        descs.push((g, d));
-    }
-    for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
-        for &(g, d) in &descs {
-            let (b, what) = match pick {
-                Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap"),
-                _ => (d.inode_bitmap(wide), "inode bitmap"),
+        if c.bad_group[g as usize] {
+            continue;
+        }
+        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+            break;
+        };
+        let it = d.inode_table(wide);
+        if let Some(b) = (it..it + itb).find(|&b| ranges.contains(b)) {
+            c.p.error(
+                1,
+                "PR_1_ITABLE_CONFLICT",
+                format!("Group {g}'s inode table at {b} conflicts with some other fs block."),
+            );
+            c.relocate.push((g, Meta::InodeTable, true));
+        }
+        ranges.insert(it, it + itb);
+        for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
+            let (b, what, code) = match pick {
+                Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap", "PR_1_BB_CONFLICT"),
+                _ => (d.inode_bitmap(wide), "inode bitmap", "PR_1_IB_CONFLICT"),
             };
             if ranges.contains(b) {
                 c.p.error(
                     1,
-                    "PR_1_BITMAP_CONFLICT",
+                    code,
                     format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
                 );
-                c.relocate.push((g, pick));
+                c.relocate.push((g, pick, true));
             } else {
                 ranges.insert(b, b + 1);
             }
@@ -324,7 +303,29 @@ fn quota_and_orphan(c: &mut Ctx) {
         }
     }
     let inum = sb.s_orphan_file_inum.get();
-    if !sb.has_compat(Compat::ORPHAN_FILE) || inum == 0 {
+    if !sb.has_compat(Compat::ORPHAN_FILE) {
+        if sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
+            c.p.error_fix(
+                0,
+                "PR_6_ORPHAN_PRESENT_NO_FILE",
+                "Feature orphan_present is set but feature orphan_file is not.".into(),
+                Fix::ClearOrphanPresent,
+            );
+        }
+        return;
+    }
+    if !sb.has_compat(Compat::HAS_JOURNAL) {
+        // No point in an orphan file without a journal (e2fsck): the
+        // feature goes, and the inode is then emptied by pass 1.
+        c.p.error_fix(
+            0,
+            "PR_6_ORPHAN_FILE_WITHOUT_JOURNAL",
+            "Superblock has orphan file without journal.".into(),
+            Fix::Superblock(crate::super_rules::SuperEdit::NoOrphanFile),
+        );
+        return;
+    }
+    if inum == 0 {
         return;
     }
     let Ok(info) = c.fs.inode(InodeNr(inum)) else {
@@ -354,7 +355,7 @@ fn quota_and_orphan(c: &mut Ctx) {
                 // deleted ones their deletion time): the block is emptied.
                 c.p.error_fix(
                     0,
-                    "PR_0_ORPHAN_FILE_NOT_CLEAN",
+                    "PR_6_ORPHAN_BLOCK_DIRTY",
                     format!(
                         "Orphan file (inode {inum}) block {} is not clean.",
                         r.logical + k
@@ -368,181 +369,9 @@ fn quota_and_orphan(c: &mut Ctx) {
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
         c.p.error_fix(
             0,
-            "PR_0_ORPHAN_FILE_CLEAN",
+            "PR_6_ORPHAN_PRESENT_CLEAN_FILE",
             "Feature orphan_present is set but orphan file is clean.".into(),
             crate::fix::Fix::ClearOrphanPresent,
-        );
-    }
-}
-
-fn journal(c: &mut Ctx) {
-    let sb = c.sb.clone();
-    let has = sb.has_compat(Compat::HAS_JOURNAL);
-    let recover = sb.has_incompat(Incompat::RECOVER);
-    let inum = sb.s_journal_inum.get();
-    if !has {
-        if recover {
-            c.p.error_fix(
-                0,
-                "PR_0_JOURNAL_RECOVER_SET",
-                "Superblock needs_recovery flag is set, but no journal is present.".into(),
-                Fix::DeleteJournal,
-            );
-        }
-        if inum != 0 {
-            // Declined, it leaves e2fsck -n's exit at 0: the journal
-            // checks run before unix.c marks the filesystem valid, and the
-            // passes then treat inode 8 as the journal it is.
-            c.p.harmless_fix(
-                0,
-                "PR_0_JOURNAL_HAS_JOURNAL",
-                "Superblock has_journal flag is clear, but a journal is present.".into(),
-                Fix::DeleteJournal,
-            );
-        }
-        return;
-    }
-    if inum == 0 {
-        if let (Some(ext), true) = (c.external_journal.clone(), sb.s_journal_uuid != [0; 16]) {
-            crate::external_journal::check(c, &ext);
-        } else if sb.s_journal_uuid != [0; 16] {
-            // As e2fsck without -j: the journal cannot be found.
-            c.p.error(
-                0,
-                "PR_0_CANT_FIND_JOURNAL",
-                "Can't find external journal; the filesystem cannot be fully checked.".into(),
-            );
-        } else {
-            c.p.error_fix(
-                0,
-                "PR_0_JOURNAL_BAD_INODE",
-                "Superblock has an invalid journal (inode 0).".into(),
-                Fix::DeleteJournal,
-            );
-        }
-        return;
-    }
-    if recover {
-        c.notes.push(
-            "Warning: skipping journal recovery because doing a read-only filesystem check."
-                .to_string(),
-        );
-    }
-    if inum != ino::JOURNAL && inum >= sb.first_ino() {
-        // A journal in an ordinary inode number is legal but unusual.
-        c.notes.push(format!("Journal is in inode {inum}."));
-    }
-    let bad_inode = |c: &mut Ctx, why: String| {
-        c.p.error_fix(
-            0,
-            "PR_0_JOURNAL_BAD_INODE",
-            format!("Superblock has an invalid journal (inode {inum}): {why}."),
-            Fix::DeleteJournal,
-        );
-    };
-    let info = match c.fs.inode(InodeNr(inum)) {
-        Ok(i) => i,
-        Err(e) => return bad_inode(c, e.to_string()),
-    };
-    if !info.inode.is_reg() || info.inode.links_count() == 0 {
-        return bad_inode(c, "not a regular file in use".into());
-    }
-    let runs = match c.fs.runs(&info) {
-        Ok(r) if !r.is_empty() => r,
-        Ok(_) => return bad_inode(c, "no blocks".into()),
-        Err(e) => return bad_inode(c, e.to_string()),
-    };
-    let first = runs[0];
-    if first.logical != 0 {
-        return bad_inode(c, "block 0 is a hole".into());
-    }
-    let mut buf = vec![0u8; c.geo.block_size as usize];
-    if c.fs
-        .device()
-        .read_at(&mut buf, first.physical * u64::from(c.geo.block_size))
-        .is_err()
-    {
-        return bad_inode(c, "superblock unreadable".into());
-    }
-    // As e2fsck: a bad magic means the inode is not a journal (deleted);
-    // any other damage resets the superblock to an empty journal of the
-    // inode's length.
-    let total = (info.inode.size() / u64::from(c.geo.block_size)).min(u64::from(u32::MAX)) as u32;
-    let reset = Fix::ResetJournalSuper(first.physical, total);
-    let jsb = match JournalSuperblock::parse(&buf) {
-        Ok(j) => j,
-        Err(e) if matches!(e, ext4r_format::FormatError::BadMagic { .. }) => {
-            return bad_inode(c, e.to_string());
-        }
-        Err(e) => {
-            c.p.error_fix(
-                0,
-                "PR_0_JOURNAL_BAD_SUPER",
-                format!("Journal superblock is corrupt: {e}."),
-                reset,
-            );
-            return;
-        }
-    };
-    let bt = jsb.s_header.blocktype();
-    let mapped: u64 = runs.iter().map(|r| r.len).sum();
-    if jsb.s_header.h_magic.get() != JBD2_MAGIC
-        || (bt != block_type::SUPERBLOCK_V1 && bt != block_type::SUPERBLOCK_V2)
-        || jsb.s_blocksize.get() != c.geo.block_size
-        || u64::from(jsb.s_maxlen.get()) > mapped
-        || jsb.s_maxlen.get() < 1024
-        || jsb.s_first.get() == 0
-        || jsb.s_first.get() >= jsb.s_maxlen.get()
-    {
-        c.p.error_fix(
-            0,
-            "PR_0_JOURNAL_BAD_SUPER",
-            "The journal superblock is corrupt.".into(),
-            reset,
-        );
-        return;
-    }
-    if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_incompat() != 0 {
-        c.p.error(
-            0,
-            "PR_0_JOURNAL_UNSUPP_INCOMPAT",
-            format!(
-                "Journal superblock has an unknown incompatible feature flag set ({:#x}).",
-                jsb.unknown_incompat()
-            ),
-        );
-    }
-    if bt == block_type::SUPERBLOCK_V1
-        && (jsb.s_feature_compat.get() != 0
-            || jsb.s_feature_incompat.get() != 0
-            || jsb.s_feature_ro_compat.get() != 0
-            || jsb.s_nr_users.get() != 0)
-        || (bt == block_type::SUPERBLOCK_V2
-            && jsb.s_nr_users.get() > ext4r_format::jbd2::USERS_MAX as u32)
-    {
-        c.p.error_fix(
-            0,
-            "PR_0_CLEAR_V2_JOURNAL",
-            "Found invalid V2 journal superblock fields (from V1 journal).".into(),
-            Fix::ClearV2JournalFields(first.physical),
-        );
-    }
-    if bt == block_type::SUPERBLOCK_V2
-        && jsb.layout().has_csum_v2or3()
-        && jsb.compute_checksum() != jsb.s_checksum.get()
-    {
-        c.p.error_fix(
-            0,
-            "PR_0_JOURNAL_SB_CSUM_INVALID",
-            "Journal superblock is corrupt (checksum does not match).".into(),
-            Fix::ResetJournalSuper(first.physical, total),
-        );
-    }
-    if !recover && jsb.s_start.get() != 0 {
-        c.p.error(
-            0,
-            "PR_0_JOURNAL_RUN",
-            "Superblock needs_recovery flag is clear, but journal has data.".into(),
         );
     }
 }

@@ -4,17 +4,12 @@
 
 use ext4r::fs::FileKind;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
-use ext4r_format::group_desc::BG_INODE_UNINIT;
 use ext4r_format::inode::{
     ino as special, is_zeroed_inode, verify_inode_checksum, Inode, InodeFlags, I_BLOCK_SIZE,
 };
-use ext4r_format::xattr::{
-    parse_xattr_block, parse_xattr_ibody, verify_xattr_block_checksum, xattr_ea_inode_entry_hash,
-    XattrEntries,
-};
-use ext4r_format::{BlockNr, GroupNr, InodeNr};
+use ext4r_format::{GroupNr, InodeNr};
 
-use crate::ctx::{Ctx, DirBlock, DirRec, InodeRec, XattrBlock};
+use crate::ctx::{Ctx, DirBlock, DirRec, InodeRec};
 use crate::fix::Fix;
 use crate::pass1_map::{self, MapResult};
 use crate::Progress;
@@ -43,14 +38,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
             break;
         };
-        let n = if c.group_csum() {
-            if d.flags() & BG_INODE_UNINIT != 0 {
-                continue;
-            }
-            ipg.saturating_sub(d.itable_unused(wide))
-        } else {
-            ipg
-        };
+        let n = c.inodes_to_read(g);
         let table = d.inode_table(wide);
         let mut first = 0u32;
         while first < n {
@@ -110,13 +98,22 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 continue;
             };
             let base = g * ipg + first + 1;
+            let junk = crate::garbage::garbage_blocks(
+                &buf,
+                isize,
+                bs as usize,
+                |k| pre[k] & PRE_BAD_CSUM != 0,
+                c.geo.first_data_block,
+                c.geo.blocks_count,
+            );
             for k in 0..count {
                 let rec = &buf[k as usize * isize..(k as usize + 1) * isize];
-                check_inode(c, base + k, rec, &specials, pre[k as usize]);
+                let garbage = if junk[k as usize] { PRE_GARBAGE } else { 0 };
+                check_inode(c, base + k, rec, &specials, pre[k as usize] | garbage);
             }
         }
     });
-    finish_xattr_blocks(c);
+    crate::pass1_xattr::finish_xattr_blocks(c);
     crate::resize_inode::finish(c);
     c.index_groups();
     // Kept with repeats: pass 4 counts the references to each EA inode.
@@ -128,13 +125,26 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
             Fix::SetLargeFile,
         );
+        if c.sb.s_rev_level.get() == 0 {
+            c.p.error_fix(
+                2,
+                "PR_1_FS_REV_LEVEL",
+                "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
+                Fix::Superblock(crate::super_rules::SuperEdit::DynamicRev),
+            );
+        }
     }
 }
+
+/// `s_creator_os` of the GNU Hurd.
+const OS_HURD: u32 = 1;
 
 /// Record is all zeros (never used).
 const PRE_ZERO: u8 = 1;
 /// Record's checksum does not match.
 const PRE_BAD_CSUM: u8 = 2;
+/// Record is in an inode table block of garbage (see [`crate::garbage`]).
+const PRE_GARBAGE: u8 = 4;
 
 /// The per-record work that needs no shared state — the all-zero test and
 /// the checksum — done on all cores before the sequential checks.
@@ -161,8 +171,11 @@ fn prescan(buf: &[u8], isize: usize, base: u32, seed: Option<u32>) -> Vec<u8> {
 /// Inodes the superblock points at that live outside the directory tree.
 fn special_inodes(c: &Ctx) -> Vec<u32> {
     let sb = &c.sb;
+    // A journal in an ordinary inode is an ordinary file to e2fsck's
+    // passes (named by a directory, or unattached).
+    let journal = Some(c.journal_ino).filter(|&j| j < sb.first_ino());
     let mut v = vec![
-        sb.s_journal_inum.get(),
+        journal.unwrap_or(0),
         sb.s_usr_quota_inum.get(),
         sb.s_grp_quota_inum.get(),
         sb.s_prj_quota_inum.get(),
@@ -174,12 +187,45 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let Ok(inode) = Inode::parse(rec) else { return };
+    if c.journal_backup && ino == c.journal_ino {
+        // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
+        if ino >= c.sb.first_ino() {
+            c.extra_used.push(ino);
+        }
+        return;
+    }
     let first_ino = c.sb.first_ino();
     let links = inode.links_count();
     let is_special = specials.contains(&ino);
     if ino < first_ino && ino != special::ROOT && !is_special {
-        reserved_inode(c, ino, &inode);
+        // A reserved inode in a block of garbage holds nothing worth
+        // keeping: e2fsck clears it and zeroes its map; the record is
+        // zeroed here (the bad block, resize and journal inodes have
+        // their own checks).
+        if pre & PRE_GARBAGE != 0
+            && links > 0
+            && !matches!(ino, special::BAD | special::RESIZE | special::JOURNAL)
+            && (pre & PRE_BAD_CSUM != 0 || !c.csum())
+        {
+            c.p.error_fix(
+                1,
+                "PR_1_INODE_IS_GARBAGE",
+                format!("Inode {ino} seems to contain garbage."),
+                Fix::ZeroInode(ino),
+            );
+            return;
+        }
+        if pre & PRE_ZERO == 0 && ino != special::JOURNAL {
+            orphan_dtime(c, ino, &inode);
+        }
+        reserved_inode(c, ino, &inode, rec);
         return;
+    }
+    if crate::pass1_rules::stray_orphan_file(c, ino, &inode) {
+        return;
+    }
+    if is_special {
+        crate::pass1_rules::special_mode(c, ino, &inode);
     }
     if pre & PRE_ZERO != 0 {
         return;
@@ -187,6 +233,22 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     // Inodes stored in a block on the bad block list do not exist for the
     // check (e2fsck skips them too); names of them are cleared.
     if crate::badblocks::inode_in_bad_block(c, ino) {
+        return;
+    }
+    // An in-use inode in a block of garbage is cleared unchecked (e2fsck's
+    // PR_1_INODE_IS_GARBAGE); with checksums, one that verifies is kept.
+    if pre & PRE_GARBAGE != 0
+        && links > 0
+        && (ino >= first_ino || ino == special::ROOT)
+        && !is_special
+        && (pre & PRE_BAD_CSUM != 0 || !c.csum())
+    {
+        c.p.error_fix(
+            1,
+            "PR_1_INODE_IS_GARBAGE",
+            format!("Inode {ino} seems to contain garbage."),
+            Fix::ClearInode(ino),
+        );
         return;
     }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
@@ -240,6 +302,23 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeClearFlags(ino, InodeFlags::IMAGIC.bits()),
         );
     }
+    // The Hurd keeps fragment fields in osd2 (e2fsck's process_bad_inode
+    // judges them only there).
+    if c.sb.s_creator_os.get() == OS_HURD {
+        for (at, code, what) in [
+            (0x74, "PR_2_FRAG_ZERO", "i_frag"),
+            (0x75, "PR_2_FSIZE_ZERO", "i_fsize"),
+        ] {
+            if let Some(&v) = rec.get(at).filter(|&&v| v != 0) {
+                c.p.error_fix(
+                    2,
+                    code,
+                    format!("{what} for inode {ino} is {v}, should be zero."),
+                    Fix::InodeZeroByte(ino, at),
+                );
+            }
+        }
+    }
     if inode.i_obso_faddr.get() != 0 {
         c.p.error_fix(
             2,
@@ -266,17 +345,31 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         );
     }
     if inode.dtime() != 0 {
-        c.p.error_fix(
-            1,
-            "PR_1_SET_DTIME",
-            format!("Inode {ino} is in use, but has dtime set."),
-            Fix::InodeClearDtime(ino),
-        );
+        // The root's own code (old mke2fs left a dtime there).
+        let (code, msg) = if ino == special::ROOT {
+            (
+                "PR_1_ROOT_DTIME",
+                "Root inode has dtime set.  (probably due to old mke2fs)".to_string(),
+            )
+        } else {
+            (
+                "PR_1_SET_DTIME",
+                format!("Inode {ino} is in use, but has dtime set."),
+            )
+        };
+        c.p.error_fix(1, code, msg, Fix::InodeClearDtime(ino));
     }
+    crate::pass1_rules::negative_epoch(c, ino, &inode, rec);
     let mut kind = FileKind::from_mode(inode.mode());
+    // e2fsck's check_is_really_dir looks at every mode that is not a
+    // directory, a file or a symlink (an unknown one too).
     let special_kind = matches!(
         kind,
-        FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
+        FileKind::CharDevice
+            | FileKind::BlockDevice
+            | FileKind::Fifo
+            | FileKind::Socket
+            | FileKind::Unknown
     );
     if special_kind && crate::really_dir::looks_like_dir(c, ino, &inode) {
         c.p.error_fix(
@@ -291,11 +384,14 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         }
     }
     if ino == special::ROOT && kind != FileKind::Directory {
-        c.p.error(
+        // As e2fsck: cleared, and made anew by pass 3.
+        c.p.error_fix(
             1,
             "PR_1_ROOT_NO_DIR",
             "Root inode is not a directory.".into(),
+            Fix::ClearInode(ino),
         );
+        return;
     }
     let mut flags = inode.flags();
     if let Some((code, msg, fix, left)) =
@@ -311,26 +407,18 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             flags = left;
         }
     }
-    if flags.contains(InodeFlags::EXTENTS) && !c.sb.has_incompat(Incompat::EXTENTS) {
-        c.p.error_fix(
-            1,
-            "PR_1_EXTENT_FEATURE",
-            format!("Inode {ino} is in extent format, but superblock is missing EXTENTS feature"),
-            crate::fix::Fix::SetIncompat(ext4r_format::features::Incompat::EXTENTS.bits()),
-        );
+    let inline_attr = flags.contains(InodeFlags::INLINE_DATA) && has_inline_attr(c, ino);
+    match crate::pass1_rules::format_flags(c, ino, &inode, flags, inline_attr) {
+        crate::pass1_rules::Verdict::Go(f) => flags = f,
+        crate::pass1_rules::Verdict::Cleared => return,
     }
-    if flags.contains(InodeFlags::INLINE_DATA) && !c.sb.has_incompat(Incompat::INLINE_DATA) {
-        c.p.error_fix(
-            1,
-            "PR_1_INLINE_DATA_FEATURE",
-            format!("Inode {ino} has inline data, but superblock is missing INLINE_DATA feature"),
-            crate::fix::Fix::ClearInode(ino),
-        );
+    if flags.contains(InodeFlags::ENCRYPT) && !crate::pass1_rules::encryption_context(c, ino) {
+        return;
     }
     if flags.contains(InodeFlags::INLINE_DATA)
         && c.sb.has_incompat(Incompat::INLINE_DATA)
         && ino >= first_ino
-        && !has_inline_attr(c, ino)
+        && !inline_attr
     {
         // As e2fsck: without its system.data attribute (or with xattrs
         // that cannot be read) the inline data cannot be trusted.
@@ -345,13 +433,27 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         && flags.contains(InodeFlags::INDEX)
         && !c.sb.has_compat(Compat::DIR_INDEX)
     {
-        c.p.error(
+        c.p.error_fix(
             1,
             "PR_1_HTREE_SET",
             format!("Inode {ino} has INDEX_FL flag set on filesystem without htree support."),
+            Fix::ClearIndexFlag(ino),
         );
+        // A repair reads it as the linear directory it becomes.
+        if c.repairing {
+            flags.remove(InodeFlags::INDEX);
+        }
     }
-    let (ea_blocks, ea_inode_values) = xattrs(c, ino, &inode, rec);
+    // e2fsck's pass 1 is done with a valid inline-data symlink before
+    // check_blocks: its xattr block is neither counted nor charged.
+    let inline_symlink = kind == FileKind::Symlink
+        && flags.contains(InodeFlags::INLINE_DATA)
+        && crate::symlink::valid(c, ino, &inode);
+    let (ea_blocks, ea_inode_values) = if inline_symlink {
+        (0, false)
+    } else {
+        crate::pass1_xattr::xattrs(c, ino, &inode, rec)
+    };
     let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
     let bs = u64::from(c.geo.block_size);
     let mut map = MapResult::default();
@@ -364,8 +466,9 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 && is_fast_symlink(&inode, ea_blocks, huge, bs, c.geo.cluster_bits)
             {
                 fast_symlink = true;
+                crate::pass1_rules::fast_symlink_flag(c, ino, flags);
             } else if flags.contains(InodeFlags::EXTENTS) {
-                map = pass1_map::extents(c, ino, &inode, kind == FileKind::Directory);
+                map = crate::pass1_extents::extents(c, ino, &inode, kind == FileKind::Directory);
             } else {
                 map = pass1_map::blockmap(c, ino, &inode, kind == FileKind::Directory);
             }
@@ -389,7 +492,12 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             {
                 c.p.error_fix(
                     2,
-                    "PR_2_BAD_SPECIAL",
+                    match kind {
+                        FileKind::CharDevice => "PR_2_BAD_CHAR_DEV",
+                        FileKind::BlockDevice => "PR_2_BAD_BLOCK_DEV",
+                        FileKind::Fifo => "PR_2_BAD_FIFO",
+                        _ => "PR_2_BAD_SOCKET",
+                    },
                     format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
                     crate::fix::Fix::ClearInode(ino),
                 );
@@ -413,6 +521,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 crate::fix::Fix::ClearInode(ino),
             );
         }
+    }
+    if map.cleared {
+        // Too many illegal blocks: cleared as e2fsck does (its restart
+        // drops what the walk claimed; the next round frees it here).
+        return;
     }
     let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, &inode);
     if bad_symlink {
@@ -447,13 +560,27 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
         c.large_files += 1;
     }
+    if kind == FileKind::Directory
+        && !flags.contains(InodeFlags::INLINE_DATA)
+        && map.blocks + ea_blocks == 0
+    {
+        // As e2fsck: nothing to keep, so the inode goes (and the names of
+        // it with it), rather than a block 0 being made for it.
+        c.p.error_fix(
+            1,
+            "PR_1_ZERO_LENGTH_DIR",
+            format!("Inode {ino} is a zero-length directory."),
+            Fix::ClearInode(ino),
+        );
+        return;
+    }
     // i_blocks counts data, tree blocks and the xattr block, and the
     // values kept in EA inodes, charged to their owner in whole clusters
     // (the kernel's quota charge; e2fsck's size_to_quota_blocks).
     let bigalloc = c.sb.has_ro_compat(RoCompat::BIGALLOC);
     let mapped = !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink && !map.bad;
     let charged = if ea_inode_values {
-        ea_inode_charge(c, &inode, rec)
+        crate::pass1_xattr::ea_inode_charge(c, &inode, rec)
     } else {
         0
     };
@@ -464,7 +591,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     } else {
         Some(map.blocks + ea_blocks + charged)
     };
-    if let Some(blocks) = blocks {
+    if let Some(blocks) = blocks.filter(|_| !inline_symlink) {
         let in_fs_blocks = huge && flags.contains(InodeFlags::HUGE_FILE);
         let want = if in_fs_blocks {
             blocks
@@ -542,11 +669,9 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             encrypted: flags.contains(InodeFlags::ENCRYPT),
             casefold: flags.contains(InodeFlags::CASEFOLD),
             dotdot_at: None,
-            seed: ext4r_format::inode::inode_csum_seed(
-                c.sb.csum_seed(),
-                InodeNr(ino),
-                inode.generation(),
-            ),
+            map_bad: map.bad,
+            seed: crate::fix::Owner::of(ino, &inode).seed(c.sb.csum_seed()),
+            owner: crate::fix::Owner::of(ino, &inode),
         });
         for &(l, p, n) in &map.runs {
             for k in 0..n {
@@ -603,7 +728,7 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
 
 /// Reserved inodes below `s_first_ino`: the bad-block list and the resize
 /// inode own blocks; the rest are not looked into.
-fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
+fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     casefold_flag(c, ino, inode);
     match ino {
         special::BAD if crate::badblocks::bad_inode_invalid(inode) => {
@@ -617,7 +742,15 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
         special::BAD if inode.links_count() == 0 && inode.block_words().iter().any(|&w| w != 0) => {
             let _ = pass1_map::blockmap(c, ino, inode, false);
         }
-        special::RESIZE => crate::resize_inode::check(c, inode),
+        special::RESIZE => {
+            // e2fsck's check_blocks counts it like any regular file: its
+            // size (past 4 GiB) needs large_file too.
+            if inode.is_reg() && inode.size() >= 0x8000_0000 {
+                c.large_files += 1;
+            }
+            crate::pass1_rules::reserved(c, ino, inode, rec);
+            crate::resize_inode::check(c, inode)
+        }
         // Only reached when the superblock names no journal here.
         special::JOURNAL
             if inode.links_count() != 0
@@ -631,7 +764,8 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode) {
                 Fix::ZeroInode(ino),
             );
         }
-        _ => {}
+        special::BAD | special::JOURNAL => {}
+        _ => crate::pass1_rules::reserved(c, ino, inode, rec),
     }
 }
 
@@ -702,7 +836,7 @@ fn cluster_blocks(c: &Ctx, ino: u32, inode: &Inode, ea_blocks: u64) -> u64 {
     let mut clusters: std::collections::BTreeSet<u64> = crate::dup::pointers(&c.fs, ino)
         .map(|(_, p)| {
             p.iter()
-                .flat_map(|&(_, b, n)| (b >> bits)..=((b + n.max(1) - 1) >> bits))
+                .flat_map(|&(_, b, n, _)| (b >> bits)..=((b + n.max(1) - 1) >> bits))
                 .collect()
         })
         .unwrap_or_default();
@@ -729,7 +863,7 @@ fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
 }
 
 /// The largest file a block map addresses with `bs`-byte blocks.
-fn blockmap_max_bytes(bs: u64) -> u64 {
+pub(crate) fn blockmap_max_bytes(bs: u64) -> u64 {
     let p = bs / 4;
     (12 + p + p * p + p * p * p).saturating_mul(bs)
 }
@@ -791,353 +925,6 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
                 map.end_lblk * bs
             ),
             Fix::InodeSize(ino, map.end_lblk * bs),
-        );
-    }
-}
-
-/// Checks in-inode and block xattrs; returns the blocks the xattr block
-/// adds to `i_blocks` (0 or 1) and whether any value lives in an EA inode.
-fn xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
-    let (n, ea) = xattrs_inner(c, ino, inode, rec);
-    // Always looked at: the EA inodes named are noted for pass 4.
-    let refs = has_ea_inode_refs(c, inode, rec);
-    (n, ea || refs)
-}
-
-/// Whether the inode's xattrs keep values in EA inodes; those inodes are
-/// noted as referenced (pass 4 leaves them out of the link count).
-fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
-    let before = c.ea_refs.len();
-    let mut block_refs = false;
-    // The in-inode area: after the fixed part and its 4-byte magic.
-    if let Some(x) = rec.get(0x80..0x82) {
-        let start = 128 + usize::from(u16::from_le_bytes([x[0], x[1]]));
-        if rec.get(start..start + 4) == Some(&0xEA02_0000u32.to_le_bytes()[..]) {
-            value_inums(&rec[start + 4..], &mut c.ea_refs);
-        }
-    }
-    let blk = inode.file_acl(c.wide()).0;
-    if blk != 0 && c.valid_range(blk, 1) {
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
-            .device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
-            .is_ok()
-            && buf[..4] == 0xEA02_0000u32.to_le_bytes()
-        {
-            let mut named = Vec::new();
-            value_inums(&buf[32..], &mut named);
-            block_refs = !named.is_empty();
-            // A shared block's entries count once, when it is first seen.
-            if c.xattr_blocks.get(&blk).is_none_or(|x| x.counted <= 1) {
-                c.ea_refs.extend(named);
-            }
-        }
-    }
-    block_refs || c.ea_refs.len() > before
-}
-
-/// The EA inode numbers named by the entry headers at the start of
-/// `area`, read raw: an entry the parser rejects (a zero size, say) still
-/// holds its EA inode, as e2fsck counts it.
-fn value_inums(area: &[u8], out: &mut Vec<u32>) {
-    let mut off = 0usize;
-    while off + 16 <= area.len() && area[off..off + 4] != [0; 4] {
-        let name_len = usize::from(area[off]);
-        let inum = u32::from_le_bytes([area[off + 4], area[off + 5], area[off + 6], area[off + 7]]);
-        if inum != 0 {
-            out.push(inum);
-        }
-        off += (16 + name_len + 3) & !3;
-    }
-}
-
-fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
-    match parse_xattr_ibody(rec) {
-        Ok(Some(entries)) => {
-            let extra = usize::from(inode.i_extra_isize.get());
-            let area = rec.get(128 + extra..).unwrap_or(&[]);
-            if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
-                report_ea_inode_reference(c, found, Fix::ClearIbodyXattrs(ino));
-            } else if let Some(why) = bad_entries(&entries, true) {
-                c.p.error_fix(
-                    1,
-                    "PR_1_INODE_EA_BAD",
-                    format!("Inode {ino} has a bad extended attribute area: {why}."),
-                    crate::fix::Fix::ClearIbodyXattrs(ino),
-                );
-            } else if crate::ea_region::collides(area) {
-                c.p.error_fix(
-                    1,
-                    "PR_1_INODE_EA_ALLOC_COLLISION",
-                    format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
-                    crate::fix::Fix::ClearIbodyXattrs(ino),
-                );
-            }
-        }
-        Ok(None) => {}
-        Err(e) => c.p.error_fix(
-            1,
-            "PR_1_INODE_EA_BAD",
-            format!("Inode {ino} has a bad extended attribute area: {e}."),
-            crate::fix::Fix::ClearIbodyXattrs(ino),
-        ),
-    }
-    let blk = inode.file_acl(c.wide()).0;
-    if blk == 0 {
-        return (0, false);
-    }
-    if !c.sb.has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
-        c.p.error_fix(
-            2,
-            "PR_2_FILE_ACL_ZERO",
-            format!("i_file_acl for inode {ino} is {blk}, should be zero."),
-            Fix::InodeClearFileAcl(ino),
-        );
-        return (0, false);
-    }
-    if let Some(x) = c.xattr_blocks.get_mut(&blk) {
-        x.counted += 1;
-        return (u64::from(x.valid), false);
-    }
-    let mut buf = vec![0u8; c.geo.block_size as usize];
-    let read =
-        c.fs.device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size));
-    let parsed = read.ok().and_then(|()| parse_xattr_block(&buf).ok());
-    let Some((hdr, entries)) = parsed else {
-        c.p.error_fix(
-            1,
-            "PR_1_BAD_EA_BLOCK",
-            format!("Inode {ino} has a bad extended attribute block {blk}."),
-            crate::fix::Fix::InodeClearFileAcl(ino),
-        );
-        c.xattr_blocks.insert(
-            blk,
-            XattrBlock {
-                refcount: 0,
-                counted: 1,
-                valid: false,
-            },
-        );
-        return (0, false);
-    };
-    if c.csum() && verify_xattr_block_checksum(c.sb.csum_seed(), BlockNr(blk), &buf).is_err() {
-        c.p.error_fix(
-            1,
-            "PR_1_EA_BLOCK_ONLY_CSUM_INVALID",
-            format!(
-                "Extended attribute block {blk} passes checks, but checksum does not match block."
-            ),
-            Fix::XattrBlockChecksum(blk),
-        );
-    }
-    if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
-        report_ea_inode_reference(c, found, Fix::InodeClearFileAcl(ino));
-    } else if let Some(stored) = zero_hash_in_block(&entries) {
-        // e2fsck's check_ext_attr compares a block entry's hash as it is:
-        // only an in-inode entry may leave it 0 (older kernels did).
-        c.p.error_fix(
-            1,
-            "PR_1_ATTR_HASH",
-            format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
-            crate::fix::Fix::InodeClearFileAcl(ino),
-        );
-    } else if let Some(why) = bad_entries(&entries, false) {
-        c.p.error_fix(
-            1,
-            "PR_1_EA_BAD_VALUE",
-            format!("Extended attribute in inode {ino} (block {blk}) is invalid: {why}."),
-            crate::fix::Fix::InodeClearFileAcl(ino),
-        );
-    }
-    c.claim(blk, 1, ino);
-    c.xattr_blocks.insert(
-        blk,
-        XattrBlock {
-            refcount: hdr.h_refcount.get(),
-            counted: 1,
-            valid: true,
-        },
-    );
-    (1, false)
-}
-
-/// What e2fsck's check_large_ea_inode finds wrong with an entry whose
-/// value lives in an EA inode: a number outside the inodes a value can
-/// live in, or a target whose hash disagrees (an EA inode: the entry's
-/// hash is wrong; not one: the reference is), unless it is a Lustre-style
-/// reference back to its parent. The code, its message, and whether the
-/// fix is to set the target's missing EA_INODE flag rather than clear.
-fn ea_inode_reference(
-    c: &Ctx,
-    ino: u32,
-    parent: &Inode,
-    entries: &XattrEntries<'_>,
-) -> Option<(&'static str, String, Option<u32>)> {
-    let first = c.sb.first_ino();
-    let last = c.sb.s_inodes_count.get();
-    for e in entries.iter().filter_map(Result::ok) {
-        let n = e.entry.e_value_inum.get();
-        if n == 0 {
-            continue;
-        }
-        let illegal = || {
-            (
-                "PR_1_ATTR_VALUE_EA_INODE",
-                format!("Inode {ino} has illegal extended attribute value inode {n}."),
-                None,
-            )
-        };
-        if n < first || n > last {
-            return Some(illegal());
-        }
-        let Ok(target) = c.fs.inode(InodeNr(n)) else {
-            continue;
-        };
-        let t = &target.inode;
-        let stored = e.entry.e_hash.get();
-        let is_ea = t.flags().contains(InodeFlags::EA_INODE);
-        let hash_ok = [false, true]
-            .iter()
-            .any(|&s| xattr_ea_inode_entry_hash(e.name, t.i_atime.get(), s) == stored);
-        let lustre = t.i_mtime.get() == ino && t.i_generation.get() == parent.i_generation.get();
-        if !hash_ok && !lustre {
-            return Some(if is_ea {
-                (
-                    "PR_1_ATTR_HASH",
-                    format!(
-                        "Extended attribute in inode {ino} has a hash ({stored}) which is invalid"
-                    ),
-                    None,
-                )
-            } else {
-                illegal()
-            });
-        }
-        if !is_ea {
-            return Some((
-                "PR_1_ATTR_SET_EA_INODE_FL",
-                format!("EA inode {n} for parent inode {ino} missing EA_INODE flag."),
-                Some(n),
-            ));
-        }
-    }
-    None
-}
-
-/// The blocks the values in EA inodes add to their owner's `i_blocks`:
-/// each value's size in whole clusters, where the entry's hash matches its
-/// EA inode (e2fsck's check_large_ea_inode charges nothing otherwise, as
-/// for Lustre's old references).
-fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> u64 {
-    let cluster = u64::from(c.geo.block_size) << c.geo.cluster_bits;
-    let ratio = 1u64 << c.geo.cluster_bits;
-    let first = c.sb.first_ino();
-    let last = c.sb.s_inodes_count.get();
-    let charge = |entries: &XattrEntries<'_>| -> u64 {
-        let mut total = 0;
-        for e in entries.iter().filter_map(Result::ok) {
-            let n = e.entry.e_value_inum.get();
-            if n < first || n > last {
-                continue;
-            }
-            let Ok(t) = c.fs.inode(InodeNr(n)) else {
-                continue;
-            };
-            let stored = e.entry.e_hash.get();
-            let hash = t.inode.i_atime.get();
-            if [false, true]
-                .iter()
-                .any(|&s| xattr_ea_inode_entry_hash(e.name, hash, s) == stored)
-            {
-                total += u64::from(e.entry.e_value_size.get()).div_ceil(cluster) * ratio;
-            }
-        }
-        total
-    };
-    let mut total = 0;
-    if let Ok(Some(entries)) = parse_xattr_ibody(rec) {
-        total += charge(&entries);
-    }
-    let blk = inode.file_acl(c.wide()).0;
-    if blk != 0 && c.valid_range(blk, 1) {
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
-            .device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
-            .is_ok()
-        {
-            if let Ok((_, entries)) = parse_xattr_block(&buf) {
-                total += charge(&entries);
-            }
-        }
-    }
-    total
-}
-
-/// Reports [`ea_inode_reference`]'s finding with its fix: the flag set on
-/// the target, or `clear` (the inode's xattr block or in-inode area).
-fn report_ea_inode_reference(c: &mut Ctx, found: (&'static str, String, Option<u32>), clear: Fix) {
-    let (code, msg, set_flag) = found;
-    let fix = match set_flag {
-        Some(n) => {
-            c.ea_flag_missing.push(n);
-            Fix::InodeSetFlags(n, InodeFlags::EA_INODE.bits())
-        }
-        None => clear,
-    };
-    c.p.error_fix(1, code, msg, fix);
-}
-
-/// A block entry whose stored hash is 0 where its value's hash is not.
-fn zero_hash_in_block(entries: &XattrEntries<'_>) -> Option<u32> {
-    entries.iter().filter_map(Result::ok).find_map(|e| {
-        let stored = e.entry.e_hash.get();
-        let hashes_to_zero = [false, true]
-            .iter()
-            .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == 0));
-        (stored == 0 && !hashes_to_zero).then_some(stored)
-    })
-}
-
-/// Entries that fail to parse or whose stored hash matches neither hash
-/// variant (`zero_ok`: in the inode, where 0 means "not computed").
-fn bad_entries(entries: &XattrEntries<'_>, zero_ok: bool) -> Option<String> {
-    for e in entries.iter() {
-        let e = match e {
-            Ok(e) => e,
-            Err(err) => return Some(err.to_string()),
-        };
-        let stored = e.entry.e_hash.get();
-        if stored != 0 || !zero_ok {
-            let ok = [false, true]
-                .iter()
-                .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == stored));
-            if !ok {
-                return Some(format!(
-                    "hash of entry at offset {} does not match",
-                    e.offset
-                ));
-            }
-        }
-    }
-    None
-}
-
-fn finish_xattr_blocks(c: &mut Ctx) {
-    let bad: Vec<(u64, u32, u32)> = c
-        .xattr_blocks
-        .iter()
-        .filter(|(_, x)| x.valid && x.refcount != x.counted)
-        .map(|(b, x)| (*b, x.refcount, x.counted))
-        .collect();
-    for (b, r, n) in bad {
-        c.p.error_fix(
-            1,
-            "PR_1_EXTATTR_REFCOUNT",
-            format!("Extended attribute block {b} has reference count {r}, should be {n}."),
-            Fix::XattrRefcount(b, n),
         );
     }
 }

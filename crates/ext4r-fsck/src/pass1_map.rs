@@ -1,15 +1,15 @@
-//! Pass 1's walk of an inode's extent tree or block map: every block
-//! claimed, every structural problem reported with e2fsck's wording, the
-//! walk going on past a bad node where it can.
-
-use std::collections::HashSet;
+//! Pass 1's walk of an inode's block map (extent trees: see
+//! [`crate::pass1_extents`]): every block claimed, every structural
+//! problem reported with e2fsck's wording, the walk going on past a bad
+//! pointer where it can.
 
 use ext4r_format::blockmap::{addr_per_block, IndirectBlock, NDIR_BLOCKS};
-use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode, MAX_EXTENT_DEPTH};
-use ext4r_format::inode::{inode_csum_seed, Inode};
-use ext4r_format::InodeNr;
+use ext4r_format::inode::Inode;
 
 use crate::ctx::Ctx;
+
+/// The bad block list's inode (its blocks are no file's).
+const BAD_INO: u32 = ext4r_format::inode::ino::BAD;
 use crate::fix::Fix;
 
 /// What the walk learned about one inode.
@@ -29,249 +29,19 @@ pub(crate) struct MapResult {
     pub fragmented: bool,
     /// A problem was found in the mapping.
     pub bad: bool,
+    /// The inode is cleared (too many illegal blocks): nothing more to
+    /// check.
+    pub cleared: bool,
 }
 
 /// For a directory (`is_dir`), the logical block count past which it is
 /// too big (2 GiB; e2fsck's PR_1_TOOBIG_DIR), unless largedir or a size
 /// above 4 GiB lifts the limit.
-fn dir_limit(c: &Ctx, inode: &Inode, is_dir: bool) -> Option<u64> {
+pub(crate) fn dir_limit(c: &Ctx, inode: &Inode, is_dir: bool) -> Option<u64> {
     let largedir =
         c.sb.has_incompat(ext4r_format::features::Incompat::LARGEDIR);
     (is_dir && !largedir && inode.i_size_high.get() == 0)
         .then(|| 1u64 << (31 - c.geo.block_size.trailing_zeros()))
-}
-
-/// Walks an extent tree, claiming its blocks.
-pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> MapResult {
-    let mut w = ExtWalk {
-        dir_limit: dir_limit(c, inode, want_runs),
-        ino,
-        seed: inode_csum_seed(c.sb.csum_seed(), InodeNr(ino), inode.generation()),
-        res: MapResult::default(),
-        want_runs,
-        seen: HashSet::new(),
-        last_phys_end: None,
-        node_at: None,
-    };
-    let root = inode.i_block;
-    w.node_at = None;
-    match ExtentNode::parse(&root) {
-        Ok(node) => {
-            w.res.depth = node.depth();
-            if node.depth() > MAX_EXTENT_DEPTH {
-                c.p.error(
-                    1,
-                    "PR_1_EXTENT_BAD_MAX_DEPTH",
-                    format!(
-                        "Inode {ino} extent tree (at level 0) could be deeper than the maximum ({})",
-                        node.depth()
-                    ),
-                );
-                w.res.bad = true;
-            } else {
-                w.node(c, &node, 0, u64::MAX, 0);
-            }
-        }
-        Err(e) => {
-            c.p.error_fix(
-                1,
-                "PR_1_MISSING_EXTENT_HEADER",
-                format!("Inode {ino} has EXTENTS_FL set but an invalid extent header: {e}."),
-                crate::fix::Fix::ClearInode(ino),
-            );
-            w.res.bad = true;
-        }
-    }
-    w.res
-}
-
-struct ExtWalk {
-    /// See [`dir_limit`].
-    dir_limit: Option<u64>,
-    ino: u32,
-    seed: u32,
-    res: MapResult,
-    want_runs: bool,
-    seen: HashSet<u64>,
-    last_phys_end: Option<u64>,
-    /// The block of the node being walked (None: the root in the inode).
-    node_at: Option<u64>,
-}
-
-impl ExtWalk {
-    /// Checks one node whose entries must lie in logical `[lo, hi)`.
-    fn node(&mut self, c: &mut Ctx, node: &ExtentNode<'_>, lo: u64, hi: u64, level: u16) {
-        let ino = self.ino;
-        if let Some(exts) = node.extents() {
-            let mut prev_end = lo;
-            for (i, e) in exts.iter().enumerate() {
-                let l = u64::from(e.ee_block.get());
-                let n = u64::from(e.len());
-                let p = e.start().0;
-                if n == 0 || !c.valid_range(p, n) {
-                    c.p.error_fix(
-                        1,
-                        "PR_1_EXTENT_BAD_START_BLK",
-                        format!(
-                            "Inode {ino} has an invalid extent\n\t(logical block {l}, invalid \
-                             physical block {p}, len {n})"
-                        ),
-                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
-                    );
-                    self.res.bad = true;
-                    continue;
-                }
-                if l < prev_end {
-                    c.p.error_fix(
-                        1,
-                        "PR_1_OUT_OF_ORDER_EXTENTS",
-                        format!(
-                            "Inode {ino} has out of order extents\n\t(invalid logical block \
-                             {l}, physical block {p}, len {n})"
-                        ),
-                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
-                    );
-                    self.res.bad = true;
-                    continue;
-                }
-                if l + n > hi || l > u64::from(u32::MAX) {
-                    c.p.error_fix(
-                        1,
-                        "PR_1_EXTENT_END_OUT_OF_BOUNDS",
-                        format!(
-                            "Inode {ino}, end of extent exceeds allowed value\n\t(logical \
-                             block {l}, physical block {p}, len {n})"
-                        ),
-                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
-                    );
-                    self.res.bad = true;
-                    continue;
-                }
-                if self.dir_limit.is_some_and(|m| l + n > m) {
-                    c.p.error_fix(
-                        1,
-                        "PR_1_TOOBIG_DIR",
-                        format!("Block #{l} ({p}) causes directory to be too big."),
-                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
-                    );
-                    self.res.bad = true;
-                    continue;
-                }
-                prev_end = l + n;
-                c.claim(p, n, ino);
-                self.res.blocks += n;
-                self.res.end_lblk = self.res.end_lblk.max(l + n);
-                if !e.is_unwritten() {
-                    self.res.end_init_lblk = self.res.end_init_lblk.max(l + n);
-                    if self.want_runs {
-                        self.res.runs.push((l, p, n));
-                    }
-                }
-                if self.last_phys_end.is_some_and(|x| x != p) {
-                    self.res.fragmented = true;
-                }
-                self.last_phys_end = Some(p + n);
-            }
-            return;
-        }
-        let Some(idx) = node.indexes() else { return };
-        let depth = node.depth();
-        for (i, ix) in idx.iter().enumerate() {
-            let l = u64::from(ix.ei_block.get());
-            let next = idx
-                .get(i + 1)
-                .map_or(hi, |n| u64::from(n.ei_block.get()).min(hi));
-            let child = ix.leaf().0;
-            if l < lo || l >= next {
-                c.p.error_fix(
-                    1,
-                    "PR_1_EXTENT_INDEX_START_INVALID",
-                    format!(
-                        "Inode {ino} extent tree (at level {level}) has an out of order or \
-                         invalid index (logical block {l}, block {child})."
-                    ),
-                    Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
-                );
-                self.res.bad = true;
-                continue;
-            }
-            if !c.valid_range(child, 1) || !self.seen.insert(child) {
-                c.p.error_fix(
-                    1,
-                    "PR_1_EXTENT_BAD_START_BLK",
-                    format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
-                    Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
-                );
-                self.res.bad = true;
-                continue;
-            }
-            c.claim(child, 1, ino);
-            self.res.blocks += 1;
-            let mut buf = vec![0u8; c.geo.block_size as usize];
-            if c.fs
-                .device()
-                .read_at(&mut buf, child * u64::from(c.geo.block_size))
-                .is_err()
-            {
-                c.p.error(
-                    1,
-                    "PR_1_READ_EXTENT",
-                    format!("Error while reading over extent tree in inode {ino} (block {child})"),
-                );
-                self.res.bad = true;
-                continue;
-            }
-            let parsed = ExtentNode::parse(&buf);
-            match parsed {
-                Ok(n) if n.depth() + 1 == depth => {
-                    if c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err() {
-                        c.p.error_fix(
-                            1,
-                            "PR_1_EXTENT_ONLY_CSUM_INVALID",
-                            format!(
-                                "Inode {ino} extent block passes checks, but checksum does not \
-                                 match extent\n\t(logical block {l}, physical block {child})"
-                            ),
-                            crate::fix::Fix::ExtentBlockChecksum(child, self.seed),
-                        );
-                        self.res.bad = true;
-                    }
-                    let first = n
-                        .extents()
-                        .and_then(|e| e.first().map(|x| x.ee_block.get()))
-                        .or_else(|| {
-                            n.indexes()
-                                .and_then(|x| x.first().map(|x| x.ei_block.get()))
-                        });
-                    if let Some(f) = first.filter(|&f| u64::from(f) != l) {
-                        // As e2fsck: the index takes its node's first block.
-                        c.p.error_fix(
-                            1,
-                            "PR_1_EXTENT_INDEX_START_INVALID",
-                            format!(
-                                "Interior extent node level {level} of inode {ino}:\nLogical \
-                                 start {l} does not match logical start {f} at next level."
-                            ),
-                            Fix::ExtentIndexStart(self.ino, self.node_at, i, f, self.seed),
-                        );
-                        self.res.bad = true;
-                    }
-                    let saved = self.node_at.replace(child);
-                    self.node(c, &n, l, next, level + 1);
-                    self.node_at = saved;
-                }
-                _ => {
-                    c.p.error_fix(
-                        1,
-                        "PR_1_EXTENT_HEADER_INVALID",
-                        format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
-                        Fix::ExtentRemove(self.ino, self.node_at, i, self.seed),
-                    );
-                    self.res.bad = true;
-                }
-            }
-        }
-    }
 }
 
 /// Where a block pointer is stored.
@@ -289,6 +59,9 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
     let limit = dir_limit(c, inode, want_runs);
     let words = inode.block_words();
     let apb = u64::from(addr_per_block(c.geo.block_size));
+    let is_dir = inode.is_dir();
+    let is_reg = inode.is_reg();
+    let max_blocks = 1u64 << (31 - (c.geo.block_size.trailing_zeros() - 10));
     let mut last_phys_end: Option<u64> = None;
     let mut illegal = 0u32;
     // (block, level, first logical, where the pointer is) to visit;
@@ -310,13 +83,22 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
         let b64 = u64::from(b);
         if !c.valid_range(b64, 1) {
             illegal += 1;
+            if too_many(c, ino, illegal, &mut res) {
+                break;
+            }
             // Repair as e2fsck: the pointer is cleared.
             let fix = match at {
                 Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
                 Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
             };
-            let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
-            c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
+            if ino == BAD_INO {
+                // e2fsck's process_bad_block.
+                let msg = format!("Illegal block #{l} ({b}) in bad block inode.");
+                c.p.error_fix(1, "PR_1_BB_ILLEGAL_BLOCK_NUM", msg, fix);
+            } else {
+                let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
+                c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
+            }
             res.bad = true;
             if illegal > 256 {
                 // e2fsck gives up on the inode here too; a garbage indirect
@@ -325,7 +107,36 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
             }
             continue;
         }
+        // e2fsck's limits by kind: a symlink (or other non-file) maps one
+        // block at most; a file fewer than 2^31 bytes' worth of blocks
+        // per 1 KiB of block size.
+        let too_big = if level == 0 && !is_dir && !is_reg && l > 0 && ino != BAD_INO {
+            Some("PR_1_TOOBIG_SYMLINK")
+        } else if is_reg && res.blocks + 1 >= max_blocks {
+            Some("PR_1_TOOBIG_REG")
+        } else {
+            None
+        };
+        if let Some(code) = too_big {
+            illegal += 1;
+            if too_many(c, ino, illegal, &mut res) {
+                break;
+            }
+            let fix = match at {
+                Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
+                Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
+            };
+            let what = if is_reg { "file" } else { "symlink" };
+            let msg = format!("Block #{l} ({b}) causes {what} to be too big.");
+            c.p.error_fix(1, code, msg, fix);
+            res.bad = true;
+            continue;
+        }
         if level == 0 && limit.is_some_and(|m| l > m) {
+            illegal += 1;
+            if too_many(c, ino, illegal, &mut res) {
+                break;
+            }
             let fix = match at {
                 Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
                 Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
@@ -379,12 +190,30 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
             .collect();
         stack.extend(children.into_iter().rev());
     }
-    if illegal > 12 {
-        c.p.error(
-            1,
-            "PR_1_TOO_MANY_BAD_BLOCKS",
-            format!("Too many illegal blocks in inode {ino} ({illegal})."),
-        );
-    }
     res
+}
+
+/// e2fsck's process_block: every twelfth bad pointer asks "Too many
+/// illegal blocks in inode.  Clear inode?"; a repair clears it there and
+/// the walk stops (returns true). A read-only check says it once and
+/// goes on.
+fn too_many(c: &mut Ctx, ino: u32, illegal: u32, res: &mut MapResult) -> bool {
+    if illegal != 12 && !(c.repairing && illegal % 12 == 0) {
+        return false;
+    }
+    if ino == BAD_INO {
+        return false;
+    }
+    c.p.error_fix(
+        1,
+        "PR_1_TOO_MANY_BAD_BLOCKS",
+        format!("Too many illegal blocks in inode {ino}."),
+        Fix::ClearInode(ino),
+    );
+    if c.repairing {
+        res.cleared = true;
+        res.bad = true;
+        return true;
+    }
+    false
 }

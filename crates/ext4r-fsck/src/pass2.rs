@@ -2,6 +2,8 @@
 //! `..`, what each entry points at, file types, checksums — counting the
 //! links each inode gets.
 
+use std::collections::HashSet;
+
 use ext4r::fs::FileKind;
 use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntryTail};
 use ext4r_format::features::Incompat;
@@ -107,14 +109,21 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             let msg = format!("Directory inode {} has an unallocated block #0.", r.ino);
             // As e2fsck: a new block with '.' and '..' (pass 3 sets the
             // parent).
-            match crate::lost_found::reserve_block(c) {
+            // A tree repaired this round (an invalid extent removed) is
+            // given its block 0 in the next, once it is what it will be.
+            let block = if r.map_bad {
+                None
+            } else {
+                crate::lost_found::reserve_block(c)
+            };
+            match block {
                 Some(b) => c.p.error_fix(
                     2,
-                    "PR_2_NO_DIRBLOCK0",
+                    "PR_2_DIRECTORY_HOLE",
                     msg,
-                    crate::fix::Fix::DirBlock0(r.ino, b, r.seed),
+                    crate::fix::Fix::DirBlock0(r.ino, b, r.owner),
                 ),
-                None => c.p.error(2, "PR_2_NO_DIRBLOCK0", msg),
+                None => c.p.error(2, "PR_2_DIRECTORY_HOLE", msg),
             }
         }
     }
@@ -163,8 +172,12 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let htree = c.dirs[d].htree;
     let hashed = htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
     let seed = c.dirs[d].seed;
+    let owner = c.dirs[d].owner;
     // An htree root: "." and ".." then index data.
-    if htree && b.lblk == 0 {
+    // The root's '.' and '..' are records like any (the index lives in
+    // the slack of '..'): damaged ones are salvaged as in a linear block.
+    let dots_ok = || DirBlockIter::new(block).take(2).all(|e| e.is_ok());
+    if htree && b.lblk == 0 && dots_ok() {
         if let Ok(root) = parse_dx_root(block) {
             if c.csum() && verify_dx_checksum(seed, block).is_err() {
                 c.p.error_fix(
@@ -177,8 +190,11 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             if hashed {
                 htree::note_root(c, dx, ino, &root);
             }
-            entry(c, d, 0, b, b".", root.root.dot.inode.get(), ft::DIR, 0);
-            entry(c, d, 1, b, b"..", root.root.dotdot.inode.get(), ft::DIR, 12);
+            // The two records as stored, names and file types (e2fsck's
+            // check_dot/check_dotdot judge them as in any block).
+            for (slot, e) in DirBlockIter::new(block).take(2).flatten().enumerate() {
+                entry(c, d, slot, b, e.name, e.inode.0, e.file_type, e.offset);
+            }
             return;
         }
     }
@@ -187,7 +203,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         if hashed && !htree::note_node(dx, ino, b.lblk, block) {
             c.p.error_fix(
                 2,
-                "PR_2_HTREE_BAD_NODE",
+                "PR_2_HTREE_BADBLK",
                 format!(
                     "Problem in HTREE directory inode {ino}: block #{} is corrupt",
                     b.lblk
@@ -221,7 +237,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                     "Directory inode {ino}, block #{}, offset 0: directory has no checksum.",
                     b.lblk
                 ),
-                crate::fix::Fix::DirAddTail(b.phys, seed),
+                crate::fix::Fix::DirAddTail(b.phys, owner),
             );
         } else if !ok {
             c.p.error_fix(
@@ -232,48 +248,24 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                      fails checksum.",
                     b.lblk
                 ),
-                crate::fix::Fix::DirBlockChecksum(b.phys, seed),
+                crate::fix::Fix::DirBlockChecksum(b.phys, owner),
             );
         }
     }
-    let mut names: Vec<(&[u8], usize)> = Vec::new();
-    let mut prev_off: Option<usize> = None;
+    let Some(salvaged) = salvage_block(c, d, b, block) else {
+        return;
+    };
+    let block: &[u8] = salvaged.as_deref().unwrap_or(block);
+    let mut names: Vec<(&[u8], usize, u32)> = Vec::new();
     let mut leaf_names: Vec<&[u8]> = Vec::new();
     let encrypted = c.dirs[d].encrypted;
     for (pos, e) in DirBlockIter::new(block).enumerate() {
-        let e = match e {
-            Ok(e) => e,
-            Err(bad) => {
-                // Bytes that look like a tail but that the records run
-                // into are no tail (e2fsck's test): the damage is where
-                // the records, read to the block's end, go wrong.
-                let false_tail = c.csum()
-                    && DirEntryTail::find(block).is_some()
-                    && !crate::salvage::has_tail(block, c.geo.block_size);
-                let (at, prev) = if false_tail {
-                    crate::salvage::first_bad(block, c.geo.block_size)
-                        .unwrap_or((bad.offset, prev_off))
-                } else {
-                    (bad.offset, prev_off)
-                };
-                let msg = format!(
-                    "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
-                    b.lblk
-                );
-                let seed = c.dirs[d].seed;
-                c.p.error_fix(
-                    2,
-                    "PR_2_DIR_CORRUPTED",
-                    msg,
-                    crate::fix::Fix::DirSalvage(b.phys, at, prev, seed),
-                );
-                return;
-            }
-        };
+        // A block that still does not parse was reported above.
+        let Ok(e) = e else { break };
         let slot = if b.lblk == 0 { pos } else { 2 + pos };
         let name = e.name;
         if e.inode.0 != 0 {
-            names.push((name, e.offset));
+            names.push((name, e.offset, e.inode.0));
         }
         if e.inode.0 != 0 && slot > 1 {
             if hashed {
@@ -286,7 +278,6 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 );
                 // As e2fsck: the entry is cleared, and not looked at more.
                 bad_entry(c, d, b, e.offset, "PR_2_BAD_ENCRYPTED_NAME", msg);
-                prev_off = Some(e.offset);
                 continue;
             }
         }
@@ -297,12 +288,16 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             if block.get(at).is_some_and(|&x| x != 0) {
                 c.p.error_fix(
                     2,
-                    "PR_2_DOT_NULL_TERM",
+                    if name == b"." {
+                        "PR_2_DOT_NULL_TERM"
+                    } else {
+                        "PR_2_DOT_DOT_NULL_TERM"
+                    },
                     format!(
                         "'{}' directory entry in directory inode {ino} is not NULL terminated",
                         String::from_utf8_lossy(name)
                     ),
-                    crate::fix::Fix::DirZeroByte(b.phys, at, seed),
+                    crate::fix::Fix::DirZeroByte(b.phys, at, owner),
                 );
             }
         }
@@ -313,31 +308,225 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 2,
                 "PR_2_SPLIT_DOT",
                 format!("Directory entry for '.' in ... ({ino}) is big."),
-                crate::fix::Fix::DirMakeDot(b.phys, ino, seed),
+                crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
             );
         }
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
-        prev_off = Some(e.offset);
     }
     if hashed && b.lblk > 0 {
         htree::note_leaf(c, dx, ino, b.lblk, &leaf_names, pre.and_then(|p| p.range));
     }
     // Names repeated within the block (sorting beats hashing at ~100 names).
     names.sort_unstable();
-    let seed = c.dirs[d].seed;
+    let owner = c.dirs[d].owner;
+    let mut taken: Option<HashSet<Vec<u8>>> = None;
     for w in names.windows(2) {
-        if w[0].0 == w[1].0 {
+        if w[0].0 != w[1].0 {
+            continue;
+        }
+        let shown = String::from_utf8_lossy(w[0].0);
+        let dots = w[0].0 == b"." || w[0].0 == b"..";
+        if w[0].2 == w[1].2 || dots {
             c.p.error_fix(
                 2,
-                "PR_2_REPORT_DUP_DIRENT",
+                "PR_2_DUPLICATE_DIRENT",
+                format!("Duplicate entry '{shown}' found in directory inode {ino}."),
+                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, owner),
+            );
+        } else if encrypted {
+            // A name that cannot be changed without the key is dropped
+            // (e2fsck's rehash).
+            c.p.error_fix(
+                2,
+                "PR_2_NON_UNIQUE_FILE_NO_RENAME",
+                format!("Duplicate filename entry '{shown}' found in directory inode {ino}."),
+                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, owner),
+            );
+        } else {
+            // Two files of one name: the second is renamed, as e2fsck's
+            // rehash does (`mutate_name`), to a name not in the block.
+            let taken = taken.get_or_insert_with(|| names.iter().map(|n| n.0.to_vec()).collect());
+            let mut new = w[1].0.to_vec();
+            mutate_name(&mut new);
+            let mut tries = 0;
+            while taken.contains(&new) && tries < 100_000 {
+                mutate_name(&mut new);
+                tries += 1;
+            }
+            taken.insert(new.clone());
+            c.p.error_fix(
+                2,
+                "PR_2_NON_UNIQUE_FILE",
                 format!(
-                    "Duplicate entry '{}' found in directory inode {ino}.",
-                    String::from_utf8_lossy(w[0].0)
+                    "Entry '{shown}' in {} ({ino}) has a non-unique filename.\nRename to {}",
+                    crate::pathname::dir_path(&c.fs, ino),
+                    String::from_utf8_lossy(&new)
                 ),
-                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, seed),
+                crate::fix::Fix::DirEntryRename(b.phys, w[1].1, new, owner),
             );
         }
     }
+}
+
+/// e2fsck's `mutate_name`: a name made unique by a `~N` suffix, kept
+/// within the record's rounded length (its last letters give way).
+pub(crate) fn mutate_name(s: &mut Vec<u8>) {
+    let l = s.len();
+    if l == 0 {
+        return;
+    }
+    let mut i = l - 1;
+    while i > 0 && s[i].is_ascii_digit() {
+        i -= 1;
+    }
+    if i == l - 1 || s[i] != b'~' {
+        let n = if (l - 1) & 3 < 2 { l + 2 } else { (l + 3) & !3 }.min(255);
+        s.resize(n, 0);
+        s[n - 2] = b'~';
+        s[n - 1] = b'0';
+        return;
+    }
+    for i in (0..l).rev() {
+        if s[i].is_ascii_digit() {
+            if s[i] == b'9' {
+                s[i] = b'0';
+                continue;
+            }
+            s[i] += 1;
+            return;
+        }
+        if i == 1 {
+            match s[0] {
+                b'z' => s[0] = b'A',
+                b'Z' => {
+                    s[0] = b'~';
+                    s[1] = b'0';
+                }
+                _ => s[0] = s[0].wrapping_add(1),
+            }
+        } else if i > 0 {
+            s[i] = b'1';
+            s[i - 1] = b'~';
+        } else if s[0] == b'~' {
+            s[0] = b'a';
+        } else {
+            s[0] = s[0].wrapping_add(1);
+        }
+        break;
+    }
+}
+
+/// Finds the records of a leaf block that do not parse and reports each
+/// with its salvage (e2fsck's `salvage_directory`). A read-only check
+/// stops at the first, as e2fsck -n does; a repair salvages a copy as the
+/// writer will (the fixes are replayed in this order) and goes on, so that
+/// the entries after the damage are seen and counted this round, as
+/// e2fsck goes on after its salvage (pass 4 would otherwise move what they
+/// name to lost+found). Returns the salvaged copy (None: the block reads
+/// as it is), or None at all when checking the block stops here.
+fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Option<Vec<u8>>> {
+    let ino = b.ino;
+    let bs = c.geo.block_size;
+    let owner = c.dirs[d].owner;
+    let max_ino = c.sb.s_inodes_count.get();
+    let mut copy: Option<Vec<u8>> = None;
+    let mut made_dot = false;
+    // Each salvage mends at least one record; a block holds at most
+    // bs / 8 of them.
+    for _ in 0..bs / 8 {
+        let cur: &[u8] = copy.as_deref().unwrap_or(block);
+        let mut prev_off = None;
+        let mut bad = None;
+        for e in DirBlockIter::new(cur) {
+            match e {
+                Ok(e) => prev_off = Some(e.offset),
+                Err(err) => {
+                    bad = Some(err.offset);
+                    break;
+                }
+            }
+        }
+        let Some(bad_at) = bad else {
+            // A block 0 whose first record is no '.' (a salvage emptied
+            // it) gets one, split off as the writer will make it, so that
+            // what follows is read as it will be (e2fsck goes on after
+            // check_dot the same way).
+            let dot_ok = DirBlockIter::new(cur)
+                .next()
+                .and_then(Result::ok)
+                .is_some_and(|e| e.name == b"." && e.inode.0 != 0);
+            if !c.repairing || b.lblk != 0 || dot_ok || made_dot {
+                return Some(copy);
+            }
+            let mut next = cur.to_vec();
+            let ft = if c.sb.has_incompat(Incompat::FILETYPE) {
+                ft::DIR
+            } else {
+                0
+            };
+            let first_ino = cur
+                .get(..4)
+                .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+            crate::dot::make_dot(&mut next, ino, ft, bs);
+            let (code, msg) = if first_ino == 0 {
+                (
+                    "PR_2_MISSING_DOT",
+                    format!("Missing '.' in directory inode {ino}."),
+                )
+            } else {
+                (
+                    "PR_2_1ST_NOT_DOT",
+                    format!("First entry in directory inode {ino} should be '.'"),
+                )
+            };
+            c.p.error_fix(
+                2,
+                code,
+                msg,
+                crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
+            );
+            made_dot = true;
+            copy = Some(next);
+            continue;
+        };
+        // Bytes that look like a tail but that the records run into are
+        // no tail (e2fsck's test): the damage is where the records, read
+        // to the block's end, go wrong.
+        let false_tail =
+            c.csum() && DirEntryTail::find(cur).is_some() && !crate::salvage::has_tail(cur, bs);
+        let (at, prev) = if false_tail {
+            crate::salvage::first_bad(cur, bs).unwrap_or((bad_at, prev_off))
+        } else {
+            (bad_at, prev_off)
+        };
+        let msg = format!(
+            "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
+            b.lblk
+        );
+        c.p.error_fix(
+            2,
+            "PR_2_DIR_CORRUPTED",
+            msg,
+            crate::fix::Fix::DirSalvage(b.phys, at, prev, owner),
+        );
+        if !c.repairing {
+            return None;
+        }
+        let mut next = cur.to_vec();
+        // As the writer sees the block: only metadata_csum blocks end in a
+        // tail.
+        let end = if c.csum() && crate::salvage::has_tail(&next, bs) {
+            next.len() - 12
+        } else {
+            next.len()
+        };
+        crate::salvage::salvage(&mut next, at, prev, end, bs, max_ino);
+        if next == cur {
+            return None;
+        }
+        copy = Some(next);
+    }
+    None
 }
 
 /// An interior node: one empty record over the block and, as e2fsck
@@ -380,19 +569,29 @@ fn entry(
     match slot {
         0 => {
             if name != b"." || target == 0 {
-                let msg = format!("Missing '.' in directory inode {dir}.");
+                let (code, msg) = if target == 0 {
+                    (
+                        "PR_2_MISSING_DOT",
+                        format!("Missing '.' in directory inode {dir}."),
+                    )
+                } else {
+                    (
+                        "PR_2_1ST_NOT_DOT",
+                        format!("First entry in directory inode {dir} should be '.'"),
+                    )
+                };
                 let fix = (b.phys != 0 && off == 0)
-                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].seed));
+                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner));
                 match fix {
-                    Some(f) => c.p.error_fix(2, "PR_2_MISSING_DOT", msg, f),
-                    None => c.p.error(2, "PR_2_MISSING_DOT", msg),
+                    Some(f) => c.p.error_fix(2, code, msg, f),
+                    None => c.p.error(2, code, msg),
                 }
                 // The record is '.' once repaired: its old target is gone.
                 return;
             } else if target != dir {
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
-                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].seed);
+                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner);
                     c.p.error_fix(2, "PR_2_BAD_INODE_DOT", msg, f);
                 } else {
                     c.p.error(2, "PR_2_BAD_INODE_DOT", msg);
@@ -402,12 +601,22 @@ fn entry(
         }
         1 => {
             if name != b".." || target == 0 {
-                let msg = format!("Missing '..' in directory inode {dir}.");
+                let (code, msg) = if target == 0 {
+                    (
+                        "PR_2_MISSING_DOT_DOT",
+                        format!("Missing '..' in directory inode {dir}."),
+                    )
+                } else {
+                    (
+                        "PR_2_2ND_NOT_DOT_DOT",
+                        format!("Second entry in directory inode {dir} should be '..'"),
+                    )
+                };
                 let fix = (b.phys != 0)
-                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].seed));
+                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner));
                 match fix {
-                    Some(f) => c.p.error_fix(2, "PR_2_MISSING_DOT_DOT", msg, f),
-                    None => c.p.error(2, "PR_2_MISSING_DOT_DOT", msg),
+                    Some(f) => c.p.error_fix(2, code, msg, f),
+                    None => c.p.error(2, code, msg),
                 }
                 return;
             } else {
@@ -424,12 +633,25 @@ fn entry(
                     place(c),
                     String::from_utf8_lossy(name)
                 );
-                return bad_entry(c, d, b, off, "PR_2_DUP_DOT", msg);
+                let code = if name == b"." {
+                    "PR_2_DUP_DOT"
+                } else {
+                    "PR_2_DUP_DOT_DOT"
+                };
+                return bad_entry(c, d, b, off, code, msg);
             }
         }
     }
     if target == 0 {
         return;
+    }
+    if slot > 1 && name.is_empty() {
+        // As e2fsck: a name of no bytes is no name; the entry goes.
+        let msg = format!(
+            "Entry '' in {} ({dir}) has a zero-length name.",
+            crate::pathname::dir_path(&c.fs, dir)
+        );
+        return bad_entry(c, d, b, off, "PR_2_NULL_NAME", msg);
     }
     let max = c.sb.s_inodes_count.get();
     if target > max || (target < c.sb.first_ino() && target != special::ROOT) {
@@ -458,13 +680,18 @@ fn entry(
         let msg = format!("{} has illegal characters in its name.", place(c));
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
-            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].seed);
+            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].owner);
             c.p.error_fix(2, "PR_2_BAD_NAME", msg, f);
         } else {
             c.p.error(2, "PR_2_BAD_NAME", msg);
         }
     }
     let Some(t) = c.inode_idx(target) else {
+        // A descriptor that says the inode cannot be in use is what is
+        // wrong: a repair clears it and checks again, the entry kept.
+        if crate::gdesc::inode_reference(c, dir, name, target) {
+            return;
+        }
         if crate::badblocks::inode_in_bad_block(c, target) {
             let msg = format!(
                 "{} points to inode ({target}) located in a bad block.",
@@ -480,9 +707,10 @@ fn entry(
         return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
     };
     let kind = c.inodes[t].kind;
+    // As e2fsck: '.' and '..' have their file type checked too.
+    let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].owner));
+    check_filetype(c, &place, ftype, kind, fix_at);
     if slot > 1 {
-        let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].seed));
-        check_filetype(c, &place, ftype, kind, fix_at);
         // In an encrypted directory every file, directory and symlink is
         // encrypted too (e2fsck's check_encryption_policy,
         // PR_2_UNENCRYPTED_FILE); other kinds carry no policy.
@@ -502,6 +730,19 @@ fn entry(
                 place(c).replacen("Entry", "entry", 1)
             );
             return bad_entry(c, d, b, off, "PR_2_UNENCRYPTED_FILE", msg);
+        }
+        if c.dirs[d].encrypted {
+            let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
+            if let (Some(mine), Some(its)) = (mine, its) {
+                if mine != its {
+                    let msg = format!(
+                        "Encrypted {} references inode {target}, which has a different \
+                         encryption policy.",
+                        place(c).replacen("Entry", "entry", 1)
+                    );
+                    return bad_entry(c, d, b, off, "PR_2_INCONSISTENT_ENCRYPTION_POLICY", msg);
+                }
+            }
         }
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
@@ -524,7 +765,7 @@ fn entry(
 /// directory, in the inode: a bad parent becomes 0 for pass 3 to set).
 fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: &'static str, msg: String) {
     let fix = if b.phys != 0 {
-        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].seed)
+        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner)
     } else if b.lblk == crate::inline_dir::AREA_PARENT {
         crate::fix::Fix::InlineParent(b.ino, 0)
     } else {
@@ -538,7 +779,7 @@ fn check_filetype(
     place: &dyn Fn(&Ctx) -> String,
     ftype: u8,
     kind: FileKind,
-    fix_at: Option<(u64, usize, u32)>,
+    fix_at: Option<(u64, usize, crate::fix::Owner)>,
 ) {
     let fix = |t: u8| fix_at.map(|(b, o, s)| crate::fix::Fix::DirEntryFiletype(b, o, t, s));
     let should = kind.dirent_type();
@@ -623,5 +864,27 @@ fn inline_dirs(c: &mut Ctx) {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mutate_name;
+
+    fn m(s: &str) -> String {
+        let mut v = s.as_bytes().to_vec();
+        mutate_name(&mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn names_mutate_as_e2fsck() {
+        assert_eq!(m("foobar"), "foobar~0");
+        assert_eq!(m("foo"), "fo~0");
+        assert_eq!(m("abcdefgh"), "abcdef~0");
+        assert_eq!(m("a"), "a~0");
+        assert_eq!(m("foobar~0"), "foobar~1");
+        assert_eq!(m("fooba~9"), "foob~10");
+        assert_eq!(m("x~99"), "y~00");
     }
 }

@@ -67,32 +67,44 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
         let mut seen = Vec::new();
         let mut cur = d;
+        // (the top, whether it closes a loop)
         let top = loop {
             if reported[cur] {
                 break None;
             }
             if seen.contains(&cur) {
-                break Some(cur);
+                break Some((cur, true));
             }
             seen.push(cur);
             match c.dir_idx(c.dirs[cur].parent) {
                 Some(p) if c.dirs[cur].parent != 0 => cur = p,
-                _ => break Some(cur),
+                _ => break Some((cur, false)),
             }
         };
         for &s in &seen {
             reported[s] = true;
         }
-        if let Some(t) = top {
+        if let Some((t, looped)) = top {
             let r = c.dirs[t];
             c.reconnects.push(format!("#{}", r.ino).len());
+            let (code, msg) = if looped {
+                (
+                    "PR_3_LOOPED_DIR",
+                    format!("Recursively looped directory inode {}", r.ino),
+                )
+            } else {
+                (
+                    "PR_3_UNCONNECTED_DIR",
+                    format!(
+                        "Unconnected directory inode {} (was in {})",
+                        r.ino, r.dotdot
+                    ),
+                )
+            };
             c.p.error_fix(
                 3,
-                "PR_3_UNCONNECTED_DIR",
-                format!(
-                    "Unconnected directory inode {} (was in {})",
-                    r.ino, r.dotdot
-                ),
+                code,
+                msg,
                 crate::fix::Fix::Reconnect(r.ino, ext4r_format::dir::ft::DIR),
             );
         }
@@ -105,7 +117,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     3,
                     "PR_3_BAD_DOT_DOT",
                     bad_dotdot(&c.fs, &r),
-                    crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.seed),
+                    crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.owner),
                 ),
                 None => {
                     let msg = bad_dotdot(&c.fs, &r);
@@ -122,9 +134,13 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
     lost_and_found(c);
 }
 
-/// Where the root names `name`: (block, offset, the root's seed).
-fn root_entry(c: &Ctx, root: &ext4r::fs::InodeInfo, name: &[u8]) -> Option<(u64, usize, u32)> {
-    let seed = c.dirs[c.dir_idx(special::ROOT)?].seed;
+/// Where the root names `name`: (block, offset, the root as owner).
+fn root_entry(
+    c: &Ctx,
+    root: &ext4r::fs::InodeInfo,
+    name: &[u8],
+) -> Option<(u64, usize, crate::fix::Owner)> {
+    let owner = c.dirs[c.dir_idx(special::ROOT)?].owner;
     let bs = c.geo.block_size as usize;
     let mut buf = vec![0u8; bs];
     for r in c.fs.runs(root).ok()? {
@@ -133,7 +149,7 @@ fn root_entry(c: &Ctx, root: &ext4r::fs::InodeInfo, name: &[u8]) -> Option<(u64,
             c.fs.device().read_at(&mut buf, b * bs as u64).ok()?;
             for e in ext4r_format::dir::DirBlockIter::new(&buf).flatten() {
                 if e.inode.0 != 0 && e.name == name {
-                    return Some((b, e.offset, seed));
+                    return Some((b, e.offset, owner));
                 }
             }
         }
@@ -160,9 +176,17 @@ fn lost_and_found(c: &mut Ctx) {
             // As e2fsck: the name is cleared and a new lost+found made
             // in a later round (what the old one held is reconnected).
             let unlink = root_entry(c, &root, b"lost+found")
-                .map(|(blk, off, seed)| crate::fix::Fix::DirEntryClear(blk, off, seed));
+                .map(|(blk, off, owner)| crate::fix::Fix::DirEntryClear(blk, off, owner));
+            let inline = is_dir
+                && c.fs.inode(ino).is_ok_and(|i| {
+                    i.inode
+                        .flags()
+                        .contains(ext4r_format::inode::InodeFlags::INLINE_DATA)
+                });
             let (code, msg) = if !is_dir {
                 ("PR_3_LPF_NOTDIR", "/lost+found is not a directory")
+            } else if inline {
+                ("PR_3_LPF_INLINE_DATA", "/lost+found has inline data")
             } else if encrypted {
                 ("PR_3_LPF_ENCRYPTED", "/lost+found is encrypted")
             } else {
@@ -263,6 +287,25 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 );
             }
             counted = 1;
+        }
+        let htree =
+            r.kind == FileKind::Directory && c.dir_idx(r.ino).is_some_and(|d| c.dirs[d].htree);
+        if htree && counted > 1 && r.links == 1 {
+            // A count that once overflowed and no longer does: set again,
+            // and not an error (e2fsck only mends it when it may write).
+            if c.repairing {
+                c.p.harmless_fix(
+                    4,
+                    "PR_4_DIR_OVERFLOW_REF_COUNT",
+                    format!(
+                        "Directory inode {} ref count set to overflow but could be exact \
+                         value {counted}.",
+                        r.ino
+                    ),
+                    crate::fix::Fix::InodeLinks(r.ino, counted.min(u32::from(u16::MAX)) as u16),
+                );
+            }
+            continue;
         }
         if u32::from(r.links) != counted {
             c.p.error_fix(

@@ -4,7 +4,7 @@
 //! without reading anything; bitmaps are compared a word at a time.
 
 use ext4r::fs::FileKind;
-use ext4r_format::group_desc::{bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::GroupNr;
 
 use crate::ctx::{Claim, Ctx};
@@ -74,7 +74,21 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     if !dups.is_empty() {
         crate::dup::plan(c, &claims, &union);
     }
-    crate::relocate::plan(c, &union);
+    let moved = crate::relocate::plan(c, &union);
+    if !moved.is_empty() {
+        // The new places are in use from now on (e2fsck marks them in its
+        // found map), so this round's bitmaps already count them.
+        union.extend(moved);
+        union.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(union.len());
+        for (s, e) in union {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        union = merged;
+    }
     union
 }
 
@@ -168,8 +182,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
     let bpg = c.geo.blocks_per_group;
     let cpg = bpg >> cbits;
     let bs = u64::from(c.geo.block_size);
-    let seed = c.sb.csum_seed();
-    let dsize = c.geo.desc_size as usize;
+    let csums = ext4r_txn::csum::Checksums::new(&c.sb);
     let mut total_free = 0u64;
     let mut total_used_blocks = 0u64;
     let mut reports = 0usize;
@@ -213,7 +226,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
         if c.bad_group[g as usize] {
             continue;
         }
-        let uninit = c.group_csum() && d.flags() & BG_BLOCK_UNINIT != 0;
+        let uninit = c.group_state(g).block_uninit;
         let have = if uninit {
             uninit_bitmap(c, g, &d, cpg)
         } else {
@@ -221,24 +234,18 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
             if c.fs.device().read_at(&mut raw, loc * bs).is_err() {
                 c.p.error(
                     5,
-                    "PR_5_READ_BITMAP",
+                    "EXT4R_5_READ_BITMAP",
                     format!("Cannot read block bitmap of group {g}."),
                 );
                 continue;
             }
-            if c.csum() {
-                let crc = bitmap_checksum(seed, &raw[..(cpg / 8) as usize]);
-                let lo = d.bg_block_bitmap_csum_lo.get();
-                let hi = d.bg_block_bitmap_csum_hi.get();
-                let ok = (crc & 0xffff) as u16 == lo && (dsize < 64 || (crc >> 16) as u16 == hi);
-                if !ok {
-                    c.p.error_fix(
-                        5,
-                        "PR_5_BLOCK_BITMAP_CSUM",
-                        format!("Block bitmap for group {g} has an invalid checksum."),
-                        Fix::BlockBitmap(g, want.clone()),
-                    );
-                }
+            if c.csum() && !csums.block_bitmap_ok(&d, &raw) {
+                c.p.error_fix(
+                    5,
+                    "PR_5_BLOCK_BITMAP_CSUM_INVALID",
+                    format!("Block bitmap for group {g} has an invalid checksum."),
+                    Fix::BlockBitmap(g, want.clone()),
+                );
             }
             if g + 1 == groups && nclusters < cpg {
                 let all = to_words(&raw, cpg);
@@ -265,19 +272,29 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
         };
         let mut w = want.clone();
         w.truncate(have.len());
+        if uninit && w.iter().zip(&have).any(|(w, h)| w & !h != 0) {
+            // Blocks in use where the descriptor says none are: its flag
+            // goes (the bitmap is then written in full).
+            c.p.error_fix(
+                5,
+                "PR_5_BLOCK_UNINIT",
+                format!("Group {g} block(s) in use but group is marked BLOCK_UNINIT"),
+                Fix::GroupDescFlags(g, ext4r_format::group_desc::BG_BLOCK_UNINIT, None),
+            );
+        }
         if w != have && reports < MAX_DIFF_REPORTS {
             reports += 1;
             let (text, _) = diff_text(&w, &have, gs >> cbits);
             c.p.error_fix(
                 5,
-                "PR_5_BLOCK_BITMAP_DIFF",
+                "PR_5_BLOCK_BITMAP_HEADER",
                 format!("Block bitmap differences: {}", text.trim()),
                 Fix::BlockBitmap(g, want.clone()),
             );
         } else if w != have {
             c.p.error_fix(
                 5,
-                "PR_5_BLOCK_BITMAP_DIFF",
+                "PR_5_BLOCK_BITMAP_HEADER",
                 format!("Block bitmap differences in group {g}"),
                 Fix::BlockBitmap(g, want.clone()),
             );
@@ -350,8 +367,7 @@ fn inodes(c: &mut Ctx) {
     let wide = c.wide();
     let ipg = u64::from(c.geo.inodes_per_group);
     let bs = u64::from(c.geo.block_size);
-    let seed = c.sb.csum_seed();
-    let dsize = c.geo.desc_size as usize;
+    let csums = ext4r_txn::csum::Checksums::new(&c.sb);
     let first_ino = u64::from(c.sb.first_ino());
     // In use: reserved inodes, pass 1's inodes, the special ones.
     let mut used: Vec<(u32, bool)> = c
@@ -414,7 +430,7 @@ fn inodes(c: &mut Ctx) {
         if c.bad_group[g as usize] {
             continue;
         }
-        let uninit = c.group_csum() && d.flags() & BG_INODE_UNINIT != 0;
+        let uninit = c.group_state(g).inode_uninit;
         let have = if uninit {
             vec![0u64; want.len()]
         } else {
@@ -425,24 +441,18 @@ fn inodes(c: &mut Ctx) {
             {
                 c.p.error(
                     5,
-                    "PR_5_READ_BITMAP",
+                    "EXT4R_5_READ_BITMAP",
                     format!("Cannot read inode bitmap of group {g}."),
                 );
                 continue;
             }
-            if c.csum() {
-                let crc = bitmap_checksum(seed, &raw[..(ipg / 8) as usize]);
-                let lo = d.bg_inode_bitmap_csum_lo.get();
-                let hi = d.bg_inode_bitmap_csum_hi.get();
-                let ok = (crc & 0xffff) as u16 == lo && (dsize < 64 || (crc >> 16) as u16 == hi);
-                if !ok {
-                    c.p.error_fix(
-                        5,
-                        "PR_5_INODE_BITMAP_CSUM",
-                        format!("Inode bitmap for group {g} has an invalid checksum."),
-                        Fix::InodeBitmap(g, want.clone()),
-                    );
-                }
+            if c.csum() && !csums.inode_bitmap_ok(&d, &raw) {
+                c.p.error_fix(
+                    5,
+                    "PR_5_INODE_BITMAP_CSUM_INVALID",
+                    format!("Inode bitmap for group {g} has an invalid checksum."),
+                    Fix::InodeBitmap(g, want.clone()),
+                );
             }
             if tail_unset(&raw, ipg) {
                 c.p.error_fix(
@@ -454,20 +464,28 @@ fn inodes(c: &mut Ctx) {
             }
             to_words(&raw, ipg)
         };
+        if uninit && want.iter().any(|&w| w != 0) {
+            c.p.error_fix(
+                5,
+                "PR_5_INODE_UNINIT",
+                format!("Group {g} inode(s) in use but group is marked INODE_UNINIT"),
+                Fix::GroupDescFlags(g, ext4r_format::group_desc::BG_INODE_UNINIT, None),
+            );
+        }
         if want != have {
             if reports < MAX_DIFF_REPORTS {
                 reports += 1;
                 let (text, _) = diff_text(&want, &have, base + 1);
                 c.p.error_fix(
                     5,
-                    "PR_5_INODE_BITMAP_DIFF",
+                    "PR_5_INODE_BITMAP_HEADER",
                     format!("Inode bitmap differences: {}", text.trim()),
                     Fix::InodeBitmap(g, want.clone()),
                 );
             } else {
                 c.p.error_fix(
                     5,
-                    "PR_5_INODE_BITMAP_DIFF",
+                    "PR_5_INODE_BITMAP_HEADER",
                     format!("Inode bitmap differences in group {g}"),
                     Fix::InodeBitmap(g, want.clone()),
                 );
@@ -492,7 +510,7 @@ fn inodes(c: &mut Ctx) {
     {
         c.p.harmless_fix(
             5,
-            "PR_5_SUMMARY_COUNTS",
+            "EXT4R_5_SUMMARY_COUNTS",
             format!("Superblock free counts set to {blocks} blocks, {total_free} inodes."),
             Fix::SuperblockCounts(blocks, total_free),
         );

@@ -9,6 +9,10 @@ pub fn prompt(code: &str) -> &'static str {
         "PR_0_BB_NOT_GROUP"
         | "PR_0_IB_NOT_GROUP"
         | "PR_0_ITABLE_NOT_GROUP"
+        | "PR_1_BB_CONFLICT"
+        | "PR_1_IB_CONFLICT"
+        | "PR_1_ITABLE_CONFLICT"
+        | "PR_1_IB_BAD_BLOCK"
         | "PR_1_BB_BAD_BLOCK" => "Relocate",
         "PR_0_CLEAR_RESIZE_INODE"
         | "PR_0_JOURNAL_BAD_INODE"

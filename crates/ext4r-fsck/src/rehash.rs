@@ -14,25 +14,27 @@
 use std::collections::HashSet;
 
 use ext4r::fs::Filesystem;
-use ext4r_format::dir::{
-    rec_len_for_name, set_dir_block_checksum, DirBlockBuilder, DirBlockIter, DIR_TAIL_SIZE,
-};
+use ext4r_format::dir::{rec_len_for_name, DirBlockBuilder, DirBlockIter, DIR_TAIL_SIZE};
 use ext4r_format::extent::EXTENT_MAGIC;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::htree::{
-    dx_hash, dx_limit, effective_hash_version, set_dx_checksum, write_dx_node, write_dx_root,
-    DxEntry, DxRoot, DX_NODE_COUNT_OFFSET, DX_ROOT_COUNT_OFFSET,
+    dx_hash, dx_limit, effective_hash_version, write_dx_node, write_dx_root, DxEntry, DxRoot,
+    DX_NODE_COUNT_OFFSET, DX_ROOT_COUNT_OFFSET,
 };
-use ext4r_format::inode::{inode_csum_seed, InodeFlags};
+use ext4r_format::inode::InodeFlags;
 use ext4r_format::superblock::FLAGS_UNSIGNED_HASH;
 use ext4r_format::InodeNr;
 
-/// A directory laid out anew: its blocks' new contents (checksums set),
+/// A directory laid out anew: its blocks' new contents (checksums stamped
+/// when written),
 /// written over the old ones, and the INDEX flag set on the inode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rebuilt {
     /// The directory.
     pub ino: u32,
+    /// Its generation (the write layer seeds the blocks' checksums from
+    /// the two).
+    pub generation: u32,
     /// (physical block, contents) in logical order.
     pub blocks: Vec<(u64, Vec<u8>)>,
     /// Whether it is indexed now (else linear: its entries fit in block 0).
@@ -162,7 +164,6 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
     entries.sort_by(|a, b| (a.hash, &a.name).cmp(&(b.hash, &b.name)));
     let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
     let filetype = sb.has_incompat(Incompat::FILETYPE);
-    let dseed = inode_csum_seed(sb.csum_seed(), InodeNr(ino), info.inode.generation());
     let dir_ft = if filetype {
         ext4r_format::dir::ft::DIR
     } else {
@@ -184,13 +185,18 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
                     d.push(InodeNr(e.ino), &e.name, e.ft).ok()?;
                 }
             }
-            let mut blk = d.finish().ok()?;
-            if csum {
-                set_dir_block_checksum(dseed, &mut blk).ok()?;
-            }
+            let blk = d.finish().ok()?;
             blocks.push((b, blk));
         }
-        return Some(shrink(ino, blocks, false, &phys, &info.inode.i_block, bs));
+        return Some(shrink(
+            ino,
+            info.inode.generation(),
+            blocks,
+            false,
+            &phys,
+            &info.inode.i_block,
+            bs,
+        ));
     }
     // Levels: the root's slots for leaves, or for interior nodes each
     // taking as many leaves as it holds.
@@ -240,10 +246,7 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
         for e in g.iter() {
             b.push(InodeNr(e.ino), &e.name, e.ft).ok()?;
         }
-        let mut blk = b.finish().ok()?;
-        if csum {
-            set_dir_block_checksum(dseed, &mut blk).ok()?;
-        }
+        let blk = b.finish().ok()?;
         out.push((phys[1 + nodes + i], blk));
     }
     let mut head = Vec::with_capacity(1 + nodes);
@@ -255,9 +258,6 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
         for (k, chunk) in index.chunks(per).enumerate() {
             let mut blk = vec![0u8; bsz];
             write_dx_node(&mut blk, chunk, csum).ok()?;
-            if csum {
-                set_dx_checksum(dseed, &mut blk).ok()?;
-            }
             r.push(DxEntry::new(chunk[0].hash.get(), (1 + k) as u32));
             head.push((phys[1 + k], blk));
         }
@@ -281,18 +281,24 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
         blk[7] = 0;
         blk[12 + 7] = 0;
     }
-    if csum {
-        set_dx_checksum(dseed, &mut blk).ok()?;
-    }
     let mut blocks = vec![(phys[0], blk)];
     blocks.extend(head);
     blocks.extend(out);
-    Some(shrink(ino, blocks, true, &phys, &info.inode.i_block, bs))
+    Some(shrink(
+        ino,
+        info.inode.generation(),
+        blocks,
+        true,
+        &phys,
+        &info.inode.i_block,
+        bs,
+    ))
 }
 
 /// The rebuilt directory, releasing the blocks past those written.
 fn shrink(
     ino: u32,
+    generation: u32,
     blocks: Vec<(u64, Vec<u8>)>,
     index: bool,
     phys: &[u64],
@@ -310,6 +316,7 @@ fn shrink(
     };
     Rebuilt {
         ino,
+        generation,
         blocks,
         index,
         release,

@@ -36,15 +36,17 @@ impl Meta {
 }
 
 /// Plans the moves pass 0 asked for (`c.relocate`), over the used blocks
-/// `used` (sorted disjoint ranges).
-pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) {
+/// `used` (sorted disjoint ranges); returns the ranges taken.
+pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let wanted = std::mem::take(&mut c.relocate);
+    let mut moved = Vec::new();
     if wanted.is_empty() {
-        return;
+        return moved;
     }
     let mut taken: Vec<(u64, u64)> = used.to_vec();
     taken.extend(c.reserved.iter().map(|&b| (b, b + 1)));
-    for (g, what) in wanted {
+    let wide = c.wide();
+    for (g, what, copy) in wanted {
         let n = match what {
             Meta::InodeTable => u64::from(c.geo.inode_blocks_per_group()),
             _ => 1,
@@ -64,13 +66,37 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) {
             continue;
         };
         c.reserved.extend(at..at + n);
-        c.p.error_fix(
-            1,
-            "PR_1_RELOC_TO",
-            format!("Relocating group {g}'s {} to {at}...", what.name()),
-            Fix::Relocate(g, what, at),
-        );
+        moved.push((at, at + n));
+        let from =
+            c.fs.group_desc(ext4r_format::GroupNr(g))
+                .ok()
+                .map(|d| match what {
+                    Meta::BlockBitmap => d.block_bitmap(wide),
+                    Meta::InodeBitmap => d.inode_bitmap(wide),
+                    Meta::InodeTable => d.inode_table(wide),
+                })
+                .filter(|&b| {
+                    copy && b != 0 && b.checked_add(n).is_some_and(|e| e <= c.geo.blocks_count)
+                });
+        match from {
+            Some(from) => c.p.error_fix(
+                1,
+                "PR_1_RELOC_FROM_TO",
+                format!(
+                    "Relocating group {g}'s {} from {from} to {at}...",
+                    what.name()
+                ),
+                Fix::RelocateFrom(g, what, from, at),
+            ),
+            None => c.p.error_fix(
+                1,
+                "PR_1_RELOC_TO",
+                format!("Relocating group {g}'s {} to {at}...", what.name()),
+                Fix::Relocate(g, what, at),
+            ),
+        }
     }
+    moved
 }
 
 /// Where to look, in order: the group (the flex group with flex_bg),

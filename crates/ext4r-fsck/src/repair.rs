@@ -101,7 +101,10 @@ impl RepairReport {
     pub fn modified(&self) -> bool {
         self.marked_valid
             || !self.rehashed.is_empty()
-            || self.fixed.iter().any(|p| !quiet_fix(p.code))
+            || self
+                .fixed
+                .iter()
+                .any(|p| p.fix.is_some() && !quiet_fix(p.code))
     }
 }
 
@@ -111,41 +114,19 @@ impl RepairReport {
 fn quiet_fix(code: &str) -> bool {
     matches!(
         code,
-        "PR_0_GDT_CSUM" | "PR_0_GDT_UNINIT" | "PR_0_BB_UNINIT_LAST" | "PR_0_GDT_ITABLE_UNUSED"
-    )
+        "PR_0_GDT_CSUM"
+            | "PR_0_GDT_UNINIT"
+            | "PR_0_BB_UNINIT_LAST"
+            | "PR_0_GDT_ITABLE_UNUSED"
+            | "PR_0_FREE_INODE_COUNT"
+            | "PR_0_FREE_BLOCK_COUNT"
+    ) || crate::super_rules::cosmetic(code)
 }
 
-/// Problems e2fsck fixes under `-p` without asking (its `PR_PREEN_OK`).
+/// Problems e2fsck fixes under `-p` without stopping (see
+/// [`crate::codes::preen_ok`]).
 fn preen_ok(code: &str) -> bool {
-    code.starts_with("PR_5_")
-        || matches!(
-            code,
-            "PR_4_BAD_REF_COUNT"
-                | "PR_4_ZERO_LEN_INODE"
-                | "PR_1_BAD_I_BLOCKS"
-                | "PR_1_BAD_I_SIZE"
-                | "PR_1_INODE_ONLY_CSUM_INVALID"
-                | "PR_1_SET_DTIME"
-                | "PR_2_UNUSED_INODE"
-                | "PR_2_LEAF_NODE_ONLY_CSUM_INVALID"
-                | "PR_2_I_FILE_ACL_HI_ZERO"
-                | "PR_2_SET_FILETYPE"
-                | "PR_0_GDT_CSUM"
-                | "PR_0_ORPHAN_FILE_CLEAN"
-                | "PR_0_ORPHAN_FILE_NOT_CLEAN"
-                | "PR_0_JOURNAL_BAD_INODE"
-                | "PR_0_JOURNAL_BAD_SUPER"
-                | "PR_0_JOURNAL_SB_CSUM_INVALID"
-                | "PR_0_JOURNAL_HAS_JOURNAL"
-                | "PR_0_JOURNAL_RECOVER_SET"
-                | "PR_0_CLEAR_V2_JOURNAL"
-                | "PR_1_JOURNAL_INODE_NOT_CLEAR"
-                | "PR_1_ZERO_DTIME"
-                | "PR_2_CLEAR_FILETYPE"
-                | "PR_2_FEATURE_LARGE_FILES"
-                | "PR_1_SET_NONZSIZE"
-                | "PR_1_SET_IMMUTABLE"
-        )
+    crate::codes::preen_ok(code)
 }
 
 /// Repairs the filesystem on `dev`.
@@ -213,19 +194,26 @@ fn run(
     // needs_recovery flag (a writer cut between its checkpoint and its
     // flag) is run anyway under -y; -p stops on it, as e2fsck does.
     let run_anyway = matches!(policy, Policy::Yes);
-    let journal_replayed = match journal_replayed {
+    let mut journal_replayed = match journal_replayed {
         Some(r) => Some(r),
         None => replay_journal(&dev, run_anyway)?,
     };
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
     let counts_bad = !opts.force && counts_beyond_totals(&dev);
+    let mut fixed = Vec::new();
     let orphans_released = if journal_only {
         Vec::new()
     } else {
-        release_orphans(&dev)?
+        release_orphans(&dev, &mut fixed, opts.now)?
     };
-    let mut fixed = Vec::new();
+    // Said as they are released, before the check (e2fsck releases them
+    // while it checks the superblock); preen prints them from the report.
+    if !matches!(policy, Policy::Preen) {
+        for p in &fixed {
+            obs.note(&p.message);
+        }
+    }
     let mut declined: Vec<Problem> = Vec::new();
     // Answers given, by problem: a problem seen again in a later round is
     // not asked about twice.
@@ -253,12 +241,23 @@ fn run(
         let mut last = check_with(dev.clone(), &unforced, &mut Quiet, !journal_only)?;
         forced_why = last.check_forced.clone();
         if !journal_only && last.skipped_clean.is_some() {
-            // As e2fsck's check_if_skip: the superblock's counts taken
-            // from the descriptors (the kernel leaves them stale), without
-            // a word.
+            // As e2fsck's check_super_block and check_if_skip on a clean
+            // filesystem: the superblock's own touch-ups, and its counts
+            // taken from the descriptors (the kernel leaves them stale),
+            // made without forcing a check.
             let fs = open(&dev)?;
-            if let Some(f) = descriptor_counts(&fs) {
-                fix::apply(&fs, &[f])?;
+            let mut made: Vec<Problem> = last
+                .problems
+                .list()
+                .iter()
+                .filter(|p| p.fix.is_some() && crate::super_rules::cosmetic(p.code))
+                .cloned()
+                .collect();
+            made.extend(descriptor_counts(&fs));
+            let fixes: Vec<Fix> = made.iter().filter_map(|p| p.fix.clone()).collect();
+            if !fixes.is_empty() {
+                fix::apply_at(&fs, &fixes, opts.now)?;
+                fixed.extend(made);
                 last = check_with(dev.clone(), &unforced, &mut Quiet, false)?;
             }
         }
@@ -280,108 +279,130 @@ fn run(
         obs.check_forced(why);
     }
     let mut first_round = true;
-    for _ in 0..MAX_ROUNDS {
-        let report = {
-            let mut live = Live {
-                inner: &mut *obs,
-                policy: &mut policy,
-                answers: &mut answers,
-                declined: &mut declined,
-                shown: &mut shown,
-                headings: first_round,
+    let mut rehashed = Vec::new();
+    let mut last;
+    // A rebuilt index may bring two entries of one name into one block,
+    // found only then (e2fsck renames them during its rehash): the rounds
+    // run once more after a rehash that left errors.
+    let mut rehash_done = false;
+    loop {
+        for _ in 0..MAX_ROUNDS {
+            let report = {
+                let mut live = Live {
+                    inner: &mut *obs,
+                    policy: &mut policy,
+                    answers: &mut answers,
+                    declined: &mut declined,
+                    shown: &mut shown,
+                    headings: first_round,
+                };
+                check_with(dev.clone(), &forced, &mut live, false)?
             };
-            check_with(dev.clone(), &forced, &mut live, false)?
-        };
-        first_round = false;
-        if report.fatal.is_some() {
-            break;
-        }
-        // e2fsck -p repairs the superblock and journal before pass 1 looks
-        // at anything, and then sees their effect (a deleted journal's
-        // inode is "not in use, but contains data", not full of illegal
-        // blocks): a preen round with pass-0 repairs makes only those.
-        let all = report.problems.list();
-        let pass0_first =
-            matches!(policy, Policy::Preen) && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
-        let considered: Vec<&Problem> =
-            all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
-        if matches!(policy, Policy::Preen) {
-            let stop = considered.iter().find(|p| {
-                p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
-            });
-            if let Some(p) = stop {
-                preen_stopped = Some((*p).clone());
+            first_round = false;
+            if report.fatal.is_some() {
                 break;
             }
-        }
-        let mut fixes: Vec<Fix> = Vec::new();
-        for p in considered {
-            let Some(f) = &p.fix else { continue };
-            let key = (p.code, p.message.clone());
-            let yes = match (answers.get(&key), &mut policy) {
-                // A "no" stands, also after a later "yes to all".
-                (Some(&yes), _) => yes,
-                (None, Policy::Yes | Policy::Preen) => true,
-                (None, Policy::Ask(ask)) => {
-                    let yes = match ask(p) {
-                        Answer::Yes => true,
-                        Answer::No => false,
-                        Answer::All => {
-                            policy = Policy::Yes;
-                            true
+            // e2fsck -p repairs the superblock and journal before pass 1
+            // looks at anything, and then sees their effect (a deleted
+            // journal's inode is "not in use, but contains data", not full
+            // of illegal blocks): a preen round with pass-0 repairs makes
+            // only those.
+            let all = report.problems.list();
+            let pass0_first = matches!(policy, Policy::Preen)
+                && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
+            let considered: Vec<&Problem> =
+                all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
+            if matches!(policy, Policy::Preen) {
+                let stop = considered.iter().find(|p| {
+                    p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
+                });
+                if let Some(p) = stop {
+                    preen_stopped = Some((*p).clone());
+                    break;
+                }
+            }
+            let mut fixes: Vec<Fix> = Vec::new();
+            for p in considered {
+                let Some(f) = &p.fix else { continue };
+                let key = (p.code, p.message.clone());
+                let yes = match (answers.get(&key), &mut policy) {
+                    // A "no" stands, also after a later "yes to all".
+                    (Some(&yes), _) => yes,
+                    (None, Policy::Yes | Policy::Preen) => true,
+                    // What e2fsck does without a question is not asked.
+                    (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => true,
+                    (None, Policy::Ask(ask)) => {
+                        let yes = match ask(p) {
+                            Answer::Yes => true,
+                            Answer::No => false,
+                            Answer::All => {
+                                policy = Policy::Yes;
+                                true
+                            }
+                        };
+                        if !yes {
+                            declined.push(p.clone());
                         }
-                    };
-                    if !yes {
-                        declined.push(p.clone());
+                        answers.insert(key, yes);
+                        yes
                     }
-                    answers.insert(key, yes);
-                    yes
-                }
-            };
-            if yes {
-                if !fixes.contains(f) {
-                    fixes.push(f.clone());
-                }
-                fixed.push(p.clone());
-            }
-        }
-        // Past the report's cap the problems have no words to ask about:
-        // their fixes go only where every fix is wanted.
-        if !matches!(policy, Policy::Ask(_)) && !pass0_first {
-            for f in report.problems.overflow_fixes() {
-                if !fixes.contains(f) {
-                    fixes.push(f.clone());
+                };
+                if yes {
+                    if !fixes.contains(f) {
+                        fixes.push(f.clone());
+                    }
+                    fixed.push(p.clone());
                 }
             }
+            // Past the report's cap the problems have no words to ask
+            // about: their fixes go only where every fix is wanted.
+            if !matches!(policy, Policy::Ask(_)) && !pass0_first {
+                for f in report.problems.overflow_fixes() {
+                    if !fixes.contains(f) {
+                        fixes.push(f.clone());
+                    }
+                }
+            }
+            if fixes.is_empty() {
+                break;
+            }
+            let fs = open(&dev)?;
+            fix::apply_at(&fs, &fixes, opts.now)?;
+            // A journal the round found holding data ("Run journal
+            // anyway", its flag set by the fix) is replayed before the
+            // next check, as e2fsck does.
+            if let Some(r) = replay_journal(&dev, false)? {
+                journal_replayed.get_or_insert(r);
+            }
         }
-        if fixes.is_empty() {
+        last = check_later(
+            &dev,
+            &forced,
+            obs,
+            &mut policy,
+            &mut answers,
+            &mut declined,
+            &mut shown,
+        )?;
+        if rehash_done || last.has_errors() || last.fatal.is_some() || preen_stopped.is_some() {
             break;
         }
-        let fs = open(&dev)?;
-        fix::apply(&fs, &fixes)?;
-    }
-    let mut last = check_later(
-        &dev,
-        &forced,
-        obs,
-        &mut policy,
-        &mut answers,
-        &mut declined,
-        &mut shown,
-    )?;
-    let mut rehashed = Vec::new();
-    if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
-        rehashed = rehash(&dev, opts.rehash, &fixed)?;
-        if !rehashed.is_empty() {
-            last = check_later(
-                &dev,
-                &forced,
-                obs,
-                &mut policy,
-                &mut answers,
-                &mut declined,
-                &mut shown,
-            )?;
+        rehash_done = true;
+        rehashed = rehash(&dev, opts.rehash, &fixed, opts.now)?;
+        if rehashed.is_empty() {
+            break;
+        }
+        last = check_later(
+            &dev,
+            &forced,
+            obs,
+            &mut policy,
+            &mut answers,
+            &mut declined,
+            &mut shown,
+        )?;
+        if !last.has_errors() || last.fatal.is_some() {
+            break;
         }
     }
     let mut journal_recreated = None;
@@ -505,6 +526,10 @@ impl Observer for Live<'_, '_> {
         match (self.answers.get(&key), &mut *self.policy) {
             (Some(_), _) | (None, Policy::Preen) => {}
             (None, Policy::Yes) => self.inner.problem(p, Action::Fix),
+            // What e2fsck does without a question is not asked.
+            (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => {
+                self.inner.problem(p, Action::Fix)
+            }
             (None, Policy::Ask(ask)) => {
                 let yes = match ask(p) {
                     Answer::Yes => true,
@@ -527,7 +552,12 @@ impl Observer for Live<'_, '_> {
 /// Pass 3A on a filesystem the check found clean: the directories whose
 /// index the repair cleared get a new one, as e2fsck rebuilds them (all
 /// directories with `all`, its `-D`). Returns those rebuilt.
-fn rehash(dev: &Arc<dyn BlockDevice>, all: bool, fixed: &[Problem]) -> Result<Vec<u32>, Error> {
+fn rehash(
+    dev: &Arc<dyn BlockDevice>,
+    all: bool,
+    fixed: &[Problem],
+    now: i64,
+) -> Result<Vec<u32>, Error> {
     let fs = open(dev)?;
     let mut dirs: Vec<u32> = if all {
         crate::rehash::all_dirs(&fs)
@@ -552,7 +582,7 @@ fn rehash(dev: &Arc<dyn BlockDevice>, all: bool, fixed: &[Problem]) -> Result<Ve
         }
     }
     if !fixes.is_empty() {
-        fix::apply(&fs, &fixes)?;
+        fix::apply_at(&fs, &fixes, now)?;
     }
     Ok(done)
 }
@@ -590,17 +620,10 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     let mut oo = OpenOptions::default();
     oo.allow_encrypted = true;
     oo.skip_journal_replay = true;
-    match Filesystem::open_with(dev.clone(), oo.clone()) {
-        // The same choice as the check's: bad primary descriptors, good
-        // backups.
-        Ok(fs) if fs.geometry().group_count > 1 && !crate::backup::descs_ok(&fs) => {
-            Ok(crate::backup::open_backup(dev, &oo)
-                .filter(crate::backup::descs_ok)
-                .unwrap_or(fs))
-        }
-        Ok(fs) => Ok(fs),
-        Err(e) => crate::backup::open_backup(dev, &oo).ok_or(Error::Open(e)),
-    }
+    // The same choice as the check's.
+    crate::backup::open_as_e2fsck(dev, &oo)
+        .map(|(fs, _)| fs)
+        .map_err(Error::Open)
 }
 
 /// Replays an internal journal that needs recovery, as e2fsck does before
@@ -633,17 +656,23 @@ fn replay_journal(
     Ok(Some((r.start_transaction, r.end_transaction)))
 }
 
-/// Releases the orphan inodes (see [`crate::orphan`]); returns them.
-fn release_orphans(dev: &Arc<dyn BlockDevice>) -> Result<Vec<u32>, Error> {
+/// Releases the orphan inodes (see [`crate::orphan`]); returns them, and
+/// adds what was said about them to `said`.
+fn release_orphans(
+    dev: &Arc<dyn BlockDevice>,
+    said: &mut Vec<Problem>,
+    now: i64,
+) -> Result<Vec<u32>, Error> {
     let Ok(fs) = open(dev) else {
         // Not openable at all: the check reports why.
         return Ok(Vec::new());
     };
-    let (fixes, released) = crate::orphan::plan(&fs);
-    if !fixes.is_empty() {
-        fix::apply(&fs, &fixes)?;
+    let r = crate::orphan::plan(&fs);
+    if !r.fixes.is_empty() {
+        fix::apply_at(&fs, &r.fixes, now)?;
     }
-    Ok(released)
+    said.extend(r.said);
+    Ok(r.inodes)
 }
 
 /// Whether the superblock's free counts exceed its totals.
@@ -655,23 +684,52 @@ fn counts_beyond_totals(dev: &Arc<dyn BlockDevice>) -> bool {
     })
 }
 
-/// The superblock's free counts as the group descriptors add up, when
-/// they differ.
-fn descriptor_counts(fs: &Filesystem) -> Option<Fix> {
+/// The superblock's free counts as the group descriptors add up, where
+/// they differ (e2fsck's PR_0_FREE_INODE_COUNT and PR_0_FREE_BLOCK_COUNT,
+/// which it fixes without a word under -p).
+fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
     let g = fs.geometry();
     let wide = fs.superblock().has_incompat(Incompat::BIT64);
     let (mut blocks, mut inodes) = (0u64, 0u64);
     for group in 0..g.group_count {
-        let d = fs.group_desc(ext4r_format::GroupNr(group)).ok()?;
+        let Ok(d) = fs.group_desc(ext4r_format::GroupNr(group)) else {
+            return Vec::new();
+        };
         blocks += u64::from(d.free_blocks_count(wide));
         inodes += u64::from(d.free_inodes_count(wide));
     }
     let blocks = blocks << g.cluster_bits;
     let sb = fs.superblock();
-    if sb.free_blocks_count() == blocks && u64::from(sb.s_free_inodes_count.get()) == inodes {
-        return None;
+    let fix = Fix::SuperblockCounts(blocks, inodes);
+    let mut out = Vec::new();
+    let mut note = |code: &'static str, message: String| {
+        out.push(Problem {
+            pass: 0,
+            code,
+            severity: crate::Severity::Harmless,
+            message,
+            fix: Some(fix.clone()),
+        });
+    };
+    if u64::from(sb.s_free_inodes_count.get()) != inodes {
+        note(
+            "PR_0_FREE_INODE_COUNT",
+            format!(
+                "Setting free inodes count to {inodes} (was {})",
+                sb.s_free_inodes_count.get()
+            ),
+        );
     }
-    Some(Fix::SuperblockCounts(blocks, inodes))
+    if sb.free_blocks_count() != blocks {
+        note(
+            "PR_0_FREE_BLOCK_COUNT",
+            format!(
+                "Setting free blocks count to {blocks} (was {})",
+                sb.free_blocks_count()
+            ),
+        );
+    }
+    out
 }
 
 /// After a clean result: state valid, no error flag, check time now, mount
@@ -690,8 +748,7 @@ fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<b
     sb.s_state.set((state | STATE_VALID) & !STATE_ERROR);
     sb.s_mnt_count.set(0);
     sb.set_lastcheck(now);
-    fix::write_superblock(dev.as_ref(), &mut sb)?;
-    dev.flush()?;
+    fix::write_superblock(&fs, sb, now)?;
     Ok(state & STATE_VALID == 0)
 }
 

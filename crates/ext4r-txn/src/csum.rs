@@ -254,6 +254,25 @@ impl Checksums {
         }
     }
 
+    /// Whether `desc` carries the right checksum of its group's block
+    /// bitmap `bitmap` (the on-disk block); always true without
+    /// metadata_csum.
+    pub fn block_bitmap_ok(&self, desc: &GroupDesc, bitmap: &[u8]) -> bool {
+        let mut d = *desc;
+        self.stamp_bitmaps(&mut d, Some(bitmap), None);
+        d.bg_block_bitmap_csum_lo == desc.bg_block_bitmap_csum_lo
+            && d.bg_block_bitmap_csum_hi == desc.bg_block_bitmap_csum_hi
+    }
+
+    /// Whether `desc` carries the right checksum of its group's inode
+    /// bitmap `bitmap`; always true without metadata_csum.
+    pub fn inode_bitmap_ok(&self, desc: &GroupDesc, bitmap: &[u8]) -> bool {
+        let mut d = *desc;
+        self.stamp_bitmaps(&mut d, None, Some(bitmap));
+        d.bg_inode_bitmap_csum_lo == desc.bg_inode_bitmap_csum_lo
+            && d.bg_inode_bitmap_csum_hi == desc.bg_inode_bitmap_csum_hi
+    }
+
     /// Stamps group `g`'s descriptor checksum (crc32c or crc16, or nothing
     /// without uninit_bg/metadata_csum).
     pub fn stamp_desc(&self, g: u32, desc: &mut GroupDesc) {
@@ -272,6 +291,13 @@ impl Checksums {
                 .is_ok_and(|c| c == desc.bg_checksum.get()),
             None => true,
         }
+    }
+
+    /// The value hash an EA inode keeps in its `i_atime` (ea_inode):
+    /// crc32c of the value from the filesystem's checksum seed, with or
+    /// without metadata_csum, as the kernel computes it.
+    pub fn ea_inode_hash(&self, value: &[u8]) -> u32 {
+        ext4r_format::checksum::crc32c(self.seed, value)
     }
 
     /// Stamps the superblock's own checksum (metadata_csum).

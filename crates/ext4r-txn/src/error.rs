@@ -27,8 +27,9 @@ pub enum Error {
     /// On-disk data that does not follow the format.
     #[error("{location}: {source}")]
     Corrupt {
-        /// Where (group, inode, block, offset) in words.
-        location: String,
+        /// Where: group, inode, block and byte offset as numbers where
+        /// known, and the structure in words (boxed: errors stay small).
+        location: Box<Location>,
         /// What is wrong.
         source: ext4r_format::FormatError,
     },
@@ -115,12 +116,130 @@ impl Error {
         move |source| Error::Io { op, offset, source }
     }
 
-    /// A corruption found at `location` (group, inode, block or offset in words).
-    pub fn corrupt(location: impl Into<String>, source: ext4r_format::FormatError) -> Error {
+    /// A corruption found at `location`: a typed [`Location`], or words.
+    pub fn corrupt(location: impl Into<Location>, source: ext4r_format::FormatError) -> Error {
         Error::Corrupt {
-            location: location.into(),
+            location: Box::new(location.into()),
             source,
         }
+    }
+
+    /// Where a corruption was found, for [`Error::Corrupt`].
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            Error::Corrupt { location, .. } => Some(location),
+            _ => None,
+        }
+    }
+}
+
+/// Where on disk a corruption was found: the numbers a caller can act on
+/// (repair the inode, skip the block, check the group) and the structure
+/// in words. Displayed as "group G, inode I, WHAT BLOCK, offset O", the
+/// parts known.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Location {
+    /// The block group.
+    pub group: Option<u32>,
+    /// The inode.
+    pub inode: Option<u32>,
+    /// The filesystem (or journal) block.
+    pub block: Option<u64>,
+    /// The byte offset inside the block or record.
+    pub offset: Option<u64>,
+    /// The structure, in words ("directory block", "extent tree").
+    pub what: String,
+}
+
+impl Location {
+    /// In inode `ino`.
+    pub fn inode(ino: u32) -> Self {
+        Location {
+            inode: Some(ino),
+            ..Location::default()
+        }
+    }
+
+    /// At block `nr`.
+    pub fn block(nr: u64) -> Self {
+        Location {
+            block: Some(nr),
+            ..Location::default()
+        }
+    }
+
+    /// In group `g`.
+    pub fn group(g: u32) -> Self {
+        Location {
+            group: Some(g),
+            ..Location::default()
+        }
+    }
+
+    /// The same place, at block `nr`.
+    #[must_use]
+    pub fn at_block(mut self, nr: u64) -> Self {
+        self.block = Some(nr);
+        self
+    }
+
+    /// The same place, at byte `off`.
+    #[must_use]
+    pub fn at_offset(mut self, off: u64) -> Self {
+        self.offset = Some(off);
+        self
+    }
+
+    /// The same place, naming the structure.
+    #[must_use]
+    pub fn of(mut self, what: impl Into<String>) -> Self {
+        self.what = what.into();
+        self
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(g) = self.group {
+            parts.push(format!("group {g}"));
+        }
+        if let Some(i) = self.inode {
+            parts.push(format!("inode {i}"));
+        }
+        match (self.what.is_empty(), self.block) {
+            (false, Some(b)) => parts.push(format!("{} {b}", self.what)),
+            (true, Some(b)) => parts.push(format!("block {b}")),
+            (false, None) => parts.push(self.what.clone()),
+            (true, None) => {}
+        }
+        if let Some(o) = self.offset {
+            parts.push(format!("offset {o}"));
+        }
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// A place known only in words.
+impl From<String> for Location {
+    fn from(what: String) -> Self {
+        Location {
+            what,
+            ..Location::default()
+        }
+    }
+}
+
+impl From<&str> for Location {
+    fn from(what: &str) -> Self {
+        Location::from(what.to_string())
+    }
+}
+
+impl From<&String> for Location {
+    fn from(what: &String) -> Self {
+        Location::from(what.clone())
     }
 }
 

@@ -139,8 +139,9 @@ pub fn descriptor_table(geo: &Geometry, descs: &[GroupDesc]) -> Result<Vec<u8>> 
         let Some(slot) = table.get_mut(at..at + dsize) else {
             break;
         };
-        d.write(slot, dsize)
-            .map_err(|e| Error::corrupt(format!("group {g} descriptor"), e))?;
+        d.write(slot, dsize).map_err(|e| {
+            Error::corrupt(crate::error::Location::group(g as u32).of("descriptor"), e)
+        })?;
     }
     Ok(table)
 }

@@ -90,6 +90,9 @@ pub struct Transaction<V: BorrowMut<Volume>> {
     /// What [`Transaction::rollback_to_savepoint`] puts back, while a
     /// savepoint is set.
     undo: Option<Box<Undo>>,
+    /// Blocks that cannot carry their checksum are written as they are
+    /// (see [`Transaction::tolerate_unstampable`]).
+    lenient: bool,
 }
 
 /// The state of a transaction at a savepoint, kept as the prior values of
@@ -215,7 +218,18 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             zeroes: Vec::new(),
             flushed_groups: BTreeSet::new(),
             undo: None,
+            lenient: false,
         }
+    }
+
+    /// From now on a block that cannot carry its checksum (a damaged
+    /// extent header a checker left for a later round, an xattr block too
+    /// short for its header) is written as it is instead of failing the
+    /// commit: a checker's repair that fixes one field of a block must
+    /// still land when another field is broken. A writer of new metadata
+    /// keeps the refusal.
+    pub fn tolerate_unstampable(&mut self) {
+        self.lenient = true;
     }
 
     /// Sets a savepoint: [`Transaction::rollback_to_savepoint`] then undoes
@@ -758,7 +772,10 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         let csum = self.v().csum.clone();
         let mut out: BTreeMap<u64, (Vec<u8>, Order)> = BTreeMap::new();
         for (nr, (mut buf, kind)) in std::mem::take(&mut self.blocks) {
-            csum.stamp_block(kind, nr, &mut buf)?;
+            match csum.stamp_block(kind, nr, &mut buf) {
+                Err(_) if self.lenient => {}
+                r => r?,
+            }
             out.insert(nr, (buf, Order::Metadata));
         }
         for (nr, buf) in std::mem::take(&mut self.data) {
@@ -835,8 +852,9 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             }
             if let Some((b, order)) = out.get_mut(&loc) {
                 let off = (g % per) as usize * dsize;
-                d.write(&mut b[off..off + dsize], dsize)
-                    .map_err(|e| Error::corrupt(format!("group {g} descriptor"), e))?;
+                d.write(&mut b[off..off + dsize], dsize).map_err(|e| {
+                    Error::corrupt(crate::error::Location::group(g).of("descriptor"), e)
+                })?;
                 *order = Order::Desc;
             }
         }
@@ -866,6 +884,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         let inc = self.sb.s_feature_incompat.get();
         self.sb.s_feature_incompat.set(if journaled {
             inc | recover
+        } else if self.v().recover_as_given {
+            inc
         } else {
             inc & !recover
         });

@@ -4,7 +4,7 @@
 
 use crate::csum::Checksums;
 use crate::device::BlockDevice;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 use crate::groups::{read_descs, GroupTable};
 use crate::journal::{recover_filesystem, Journal, JournalLocation, JournalWriter};
 use crate::map::{self, BlockSource};
@@ -78,6 +78,10 @@ pub struct Volume {
     /// Something was written since the open (a recovery, a commit): only
     /// then does [`Volume::close`] write anything.
     pub(crate) changed: bool,
+    /// In-place commits leave `needs_recovery` as the superblock says
+    /// rather than clearing it (a checker's volume, see
+    /// [`Volume::open_checked`]).
+    pub(crate) recover_as_given: bool,
 }
 
 impl std::fmt::Debug for Volume {
@@ -151,7 +155,7 @@ pub(crate) fn inode_place(
     ino: u32,
 ) -> Result<(u64, usize)> {
     let ipg = geo.inodes_per_group;
-    let bad = |d: String| Error::corrupt(format!("inode {ino}"), FormatError::invalid("inode", d));
+    let bad = |d: String| Error::corrupt(Location::inode(ino), FormatError::invalid("inode", d));
     if ino == 0 || u64::from(ino) > u64::from(ipg) * u64::from(geo.group_count) {
         return Err(bad("outside the filesystem".into()));
     }
@@ -235,6 +239,7 @@ impl Volume {
             pending: BTreeMap::new(),
             opts,
             changed: recovered,
+            recover_as_given: false,
         })
     }
 
@@ -266,6 +271,42 @@ impl Volume {
             opts,
             // The caller's superblock may differ from the one on disk.
             changed: true,
+            recover_as_given: false,
+        })
+    }
+
+    /// Opens the filesystem on `dev` as a checker sees it: the superblock
+    /// `sb` and descriptors `descs` it chose (a backup's, when the primary
+    /// ones were unusable) and changed in memory. The journal is neither
+    /// recovered nor used (commits are in place), and `needs_recovery`
+    /// stays as `sb` says: the checker judges the journal itself, and may
+    /// set the flag to have a journal with data replayed next (e2fsck's
+    /// "Run journal anyway").
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the superblock's geometry is unusable or
+    /// there is not one descriptor per group.
+    pub fn open_checked(
+        dev: Arc<dyn BlockDevice>,
+        sb: Superblock,
+        descs: Vec<ext4r_format::group_desc::GroupDesc>,
+        mut opts: VolumeOptions,
+    ) -> Result<Self> {
+        opts.journal = JournalUse::Off;
+        let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
+        let groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
+        Ok(Volume {
+            csum: Checksums::new(&sb),
+            recover_on_disk: false,
+            dev,
+            sb,
+            geo,
+            groups,
+            journal: None,
+            pending: BTreeMap::new(),
+            opts,
+            changed: true,
+            recover_as_given: true,
         })
     }
 

@@ -392,3 +392,47 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
         );
     }
 }
+
+/// A damaged extent block is a corruption error that names the inode and
+/// the block as numbers (not only in words), and nothing is written.
+#[test]
+fn a_damaged_extent_block_is_a_typed_corruption_error() {
+    if let Some(m) = missing_tools(&["mke2fs", "e2fsck", "debugfs"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    let dir = TempDir::new("write-refusals-typed");
+    let img = mkfs(&dir, "typed.img", &[], 16384);
+    // A file of many extents: one piece in every other block.
+    let mut fs = open(&img);
+    let f = fs.create(ROOT_INO, b"frag", &NewNode::file(0o644)).unwrap();
+    let bs = fs.block_size();
+    for k in 0..40u64 {
+        fs.write(f, k * 2 * bs, &[7u8; 100]).unwrap();
+    }
+    fs.close().unwrap();
+    let (_, out, _) =
+        common::run_status("debugfs", &["-R", "stat /frag", img.to_str().unwrap()], &[]).unwrap();
+    let etb: u64 = out
+        .split("(ETB0):")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .expect("an extent block");
+    // Its magic broken.
+    let mut bytes = std::fs::read(&img).unwrap();
+    let at = (etb * bs) as usize;
+    bytes[at] ^= 0xff;
+    std::fs::write(&img, &bytes).unwrap();
+    let mut fs = open(&img);
+    let e = fs.write(f, 0, b"x").expect_err("a damaged tree is refused");
+    let loc = e.location().expect("a corruption error");
+    assert_eq!(loc.inode, Some(f), "{e}");
+    assert_eq!(loc.block, Some(etb), "{e}");
+    assert!(
+        e.to_string().contains(&format!("extent block {etb}")),
+        "{e}"
+    );
+    fs.close().unwrap();
+    assert_eq!(std::fs::read(&img).unwrap(), bytes, "nothing written");
+}

@@ -68,7 +68,7 @@ impl Verdicts {
     }
 }
 
-/// The class of an outcome's detail as [`Outcome::of_run`] words it.
+/// The class of an outcome's detail as [`crate::corpus::class::Outcome::of_run`] words it.
 fn class_of(detail: &str) -> Class {
     if detail.starts_with("signal") || detail.contains("crash handler") {
         Class::Crash

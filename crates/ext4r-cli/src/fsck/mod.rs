@@ -448,6 +448,12 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     if r.journal_replayed.is_some() {
         println!("{dev_name}: recovering journal");
     }
+    // What was only said (released orphans), before anything else, as
+    // e2fsck says it while it checks the superblock (the other runs were
+    // told it live).
+    for p in r.fixed.iter().filter(|p| a.preen && p.fix.is_none()) {
+        println!("{dev_name}: {}", p.message);
+    }
     if r.last.skipped_clean.is_some() {
         let s = &r.last.summary;
         println!(
@@ -458,7 +464,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     }
     // -y and interactive runs showed each problem as it was found; preen
     // lists what it fixed once each round was decided.
-    for p in r.fixed.iter().filter(|_| a.preen) {
+    for p in r.fixed.iter().filter(|p| a.preen && p.fix.is_some()) {
         println!("{dev_name}: {}  FIXED.", p.message);
     }
     if !r.rehashed.is_empty() && !a.preen {

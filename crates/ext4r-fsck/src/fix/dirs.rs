@@ -18,10 +18,10 @@ impl Writer<'_> {
         let mut new = crate::lost_found::inode(&sb, b, bs, now, rec.len());
         new.i_mode.set(0o040755);
         let _ = new.write(rec);
-        let seed = ext4r_format::inode::inode_csum_seed(sb.csum_seed(), InodeNr(ROOT), 0);
+        let owner = Owner::new(ROOT, 0);
         let tail = self.csum();
         let filetype = sb.has_incompat(Incompat::FILETYPE);
-        let blk = self.block(b, BlockKind::Dir(seed))?;
+        let blk = self.block(b, owner.dir())?;
         crate::lost_found::dir_block(blk, ROOT, filetype, tail, bs);
         Ok(())
     }
@@ -69,12 +69,12 @@ impl Writer<'_> {
         rec.fill(0);
         let new = crate::lost_found::inode(&sb, n.block, bs, now, rec.len());
         let _ = new.write(rec);
-        let seed = ext4r_format::inode::inode_csum_seed(sb.csum_seed(), InodeNr(n.ino), 0);
+        let owner = Owner::new(n.ino, 0);
         let tail = self.csum();
         // The inode must lie in the group's initialised part.
         self.initialised(n.ino)?;
         let filetype = sb.has_incompat(Incompat::FILETYPE);
-        let blk = self.block(n.block, BlockKind::Dir(seed))?;
+        let blk = self.block(n.block, owner.dir())?;
         crate::lost_found::dir_block(blk, n.ino, filetype, tail, bs);
         self.edit_inode(ROOT, |i| {
             let l = i.i_links_count.get();
@@ -88,7 +88,7 @@ impl Writer<'_> {
     /// Maps `b` at logical block 0 of directory `ino` (a direct pointer,
     /// or a first extent in a root with room) and fills it with `.` and
     /// `..`; the size and block count grow to match.
-    pub(super) fn dir_block0(&mut self, ino: u32, b: u64, seed: u32) -> Result<()> {
+    pub(super) fn dir_block0(&mut self, ino: u32, b: u64, owner: Owner) -> Result<()> {
         let bs = self.fs.block_size();
         let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
         let mut mapped = false;
@@ -105,7 +105,7 @@ impl Writer<'_> {
         if mapped {
             let tail = self.csum();
             let filetype = self.sb.has_incompat(Incompat::FILETYPE);
-            let blk = self.block(b, BlockKind::Dir(seed))?;
+            let blk = self.block(b, owner.dir())?;
             crate::lost_found::dir_block(blk, ino, filetype, tail, bs);
         }
         Ok(())
@@ -122,11 +122,11 @@ impl Writer<'_> {
             gen = i.generation();
             done = crate::lost_found::map_more(i, blocks, bs, huge);
         })?;
-        let seed = ext4r_format::inode::inode_csum_seed(self.sb.csum_seed(), InodeNr(ino), gen);
+        let owner = Owner::new(ino, gen);
         let tail = self.csum();
         for (k, &(b, dir)) in done.iter().enumerate() {
             if dir {
-                let blk = self.block(b, BlockKind::Dir(seed))?;
+                let blk = self.block(b, owner.dir())?;
                 crate::lost_found::empty_dir_block(blk, tail, bs);
             } else {
                 let blk = self.block(b, BlockKind::Plain)?;
@@ -190,11 +190,7 @@ impl Writer<'_> {
     ) -> Result<bool> {
         let fs = self.fs;
         let info = dir;
-        let seed = ext4r_format::inode::inode_csum_seed(
-            self.sb.csum_seed(),
-            info.ino,
-            info.inode.generation(),
-        );
+        let owner = Owner::new(info.ino.0, info.inode.generation());
         let need = ext4r_format::dir::rec_len_for_name(name.len());
         let bs = fs.block_size();
         let csum = self.csum();
@@ -203,7 +199,7 @@ impl Writer<'_> {
         };
         for r in runs {
             for k in 0..r.len {
-                let blk = self.block(r.physical + k, BlockKind::Dir(seed))?;
+                let blk = self.block(r.physical + k, owner.dir())?;
                 if let Some((off, rec_len)) = free_slot(blk, need, bs, csum) {
                     if off + rec_len > blk.len() {
                         continue;

@@ -15,6 +15,7 @@ impl Writer<'_> {
         let made = ext4r::mkfs::resize_inode::build(&geo, geo.inode_size as usize, dind, now);
         for (b, data) in made.blocks {
             *self.block(b, BlockKind::Plain)? = data;
+            self.meta_writes.insert(b);
         }
         let rec = self.inode(RESIZE)?;
         let n = rec.len().min(made.inode.len());

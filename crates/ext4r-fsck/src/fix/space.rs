@@ -9,7 +9,7 @@ impl Writer<'_> {
     pub(super) fn clone_blocks(
         &mut self,
         ino: u32,
-        seed: u32,
+        owner: Owner,
         cp: &crate::dup::BlockCopy,
     ) -> Result<()> {
         use crate::dup::PtrAt;
@@ -20,7 +20,7 @@ impl Writer<'_> {
                 (&mut self.inode(ino)?[0x28..0x28 + 60], 12 + i * 12)
             }
             PtrAt::Extent(Some(b), i) | PtrAt::ExtentIndex(Some(b), i) => {
-                (self.block(b, BlockKind::Extent(seed))?, 12 + i * 12)
+                (self.block(b, owner.extent())?, 12 + i * 12)
             }
         };
         if off + 12 > buf.len() && !matches!(cp.at, PtrAt::InodeSlot(_) | PtrAt::Indirect(..)) {
@@ -49,7 +49,7 @@ impl Writer<'_> {
             buf[h..h + 2].copy_from_slice(&((cp.new >> 32) as u16).to_le_bytes());
         }
         let kind = if cp.is_extent_node() {
-            BlockKind::Extent(seed)
+            owner.extent()
         } else {
             BlockKind::Plain
         };
@@ -62,16 +62,24 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// A bitmap block as this batch leaves it, read on first use.
-    pub(super) fn bitmap(&mut self, loc: u64) -> Result<&mut Vec<u8>> {
-        if !self.bitmaps.contains_key(&loc) {
+    /// Group `g`'s block bitmap (`block`) or inode bitmap as this batch
+    /// leaves it, read on first use from where its descriptor places it.
+    pub(super) fn bitmap(&mut self, g: u32, block: bool) -> Result<&mut Vec<u8>> {
+        if !self.bitmaps.contains_key(&(g, block)) {
+            let wide = self.sb.has_incompat(Incompat::BIT64);
+            let d = *self.desc(g)?;
+            let loc = if block {
+                d.block_bitmap(wide)
+            } else {
+                d.inode_bitmap(wide)
+            };
             let mut buf = vec![0u8; self.fs.block_size() as usize];
             self.fs
                 .device()
                 .read_at(&mut buf, loc * u64::from(self.fs.block_size()))?;
-            self.bitmaps.insert(loc, buf);
+            self.bitmaps.insert((g, block), buf);
         }
-        Ok(self.bitmaps.entry(loc).or_default())
+        Ok(self.bitmaps.entry((g, block)).or_default())
     }
 
     /// Clears a block's bit (its cluster's) and counts it free; groups
@@ -88,13 +96,12 @@ impl Writer<'_> {
             return Ok(());
         }
         let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
-        if crate::orphan::clear_bit(self.bitmap(d.block_bitmap(wide))?, bit) {
+        if crate::orphan::clear_bit(self.bitmap(g, true)?, bit) {
             let d = self.desc(g)?;
             d.set_free_blocks_count(d.free_blocks_count(wide) + 1);
             let free = self.sb.free_blocks_count() + (1u64 << geo.cluster_bits);
             self.sb.set_free_blocks_count(free);
             self.sb_dirty = true;
-            self.bitmap_dirty.insert((g, true));
         }
         Ok(())
     }
@@ -111,7 +118,7 @@ impl Writer<'_> {
         if d.flags() & BG_INODE_UNINIT != 0 {
             return Ok(());
         }
-        if crate::orphan::clear_bit(self.bitmap(d.inode_bitmap(wide))?, bit) {
+        if crate::orphan::clear_bit(self.bitmap(g, false)?, bit) {
             let d = self.desc(g)?;
             d.set_free_inodes_count(d.free_inodes_count(wide) + 1);
             if dir {
@@ -120,33 +127,6 @@ impl Writer<'_> {
             let free = self.sb.s_free_inodes_count.get() + 1;
             self.sb.s_free_inodes_count.set(free);
             self.sb_dirty = true;
-            self.bitmap_dirty.insert((g, false));
-        }
-        Ok(())
-    }
-
-    /// Recomputes the descriptor checksums of bitmaps edited bit by bit.
-    pub(super) fn bitmap_checksums(&mut self) -> Result<()> {
-        if !self.csum() {
-            return Ok(());
-        }
-        let geo = self.fs.geometry().clone();
-        let wide = self.sb.has_incompat(Incompat::BIT64);
-        let dsize = geo.desc_size as usize;
-        let seed = self.sb.csum_seed();
-        for (g, block) in std::mem::take(&mut self.bitmap_dirty) {
-            let d = *self.desc(g)?;
-            if block {
-                let n = ((geo.blocks_per_group >> geo.cluster_bits) / 8) as usize;
-                let raw = self.bitmap(d.block_bitmap(wide))?;
-                let crc = bitmap_checksum(seed, &raw[..n.min(raw.len())]);
-                self.desc(g)?.set_block_bitmap_csum(crc, dsize);
-            } else {
-                let n = (geo.inodes_per_group / 8) as usize;
-                let raw = self.bitmap(d.inode_bitmap(wide))?;
-                let crc = bitmap_checksum(seed, &raw[..n.min(raw.len())]);
-                self.desc(g)?.set_inode_bitmap_csum(crc, dsize);
-            }
         }
         Ok(())
     }
@@ -157,13 +137,13 @@ impl Writer<'_> {
         for ((ino, node), mut list) in removals {
             list.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
             list.dedup_by_key(|x| x.0);
-            let seed = list.first().map_or(0, |x| x.1);
+            let owner = list.first().map_or_else(Owner::default, |x| x.1);
             let buf: &mut [u8] = match node {
                 None => {
                     let rec = self.inode(ino)?;
                     &mut rec[0x28..0x28 + 60]
                 }
-                Some(b) => self.block(b, BlockKind::Extent(seed))?,
+                Some(b) => self.block(b, owner.extent())?,
             };
             for (i, _) in list {
                 remove_entry(buf, i);

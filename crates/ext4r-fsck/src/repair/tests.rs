@@ -15,6 +15,7 @@ fn damaged() -> Arc<dyn BlockDevice> {
         now: 1_700_000_000,
         fs_type: Some("ext2".into()),
         block_size: Some(1024),
+        uuid: Some("01234567-89ab-cdef-0123-456789abcdef".into()),
         ..Default::default()
     };
     format(&dev, &opts, true).expect("mkfs");

@@ -6,7 +6,7 @@ use super::revoke::RevokeTable;
 use super::superblock::Journal;
 use super::tid_geq;
 use crate::device::BlockDevice;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 use ext4r_format::checksum::crc32_be;
 use ext4r_format::jbd2::{
     block_type, checksum_type, verify_block_tail_checksum, verify_commit_block_checksum,
@@ -84,7 +84,7 @@ struct Walker<'j, J> {
 }
 
 fn corrupt_at(index: u64, e: FormatError) -> Error {
-    Error::corrupt(format!("journal block {index}"), e)
+    Error::corrupt(Location::block(index).of("journal block"), e)
 }
 
 impl<J: BlockDevice> Journal<J> {

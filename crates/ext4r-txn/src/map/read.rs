@@ -12,7 +12,7 @@ use ext4r_format::FormatError;
 
 use super::{BlockSource, Run};
 use crate::csum::BlockKind;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 
 /// The data runs of inode `ino`, sorted by logical block, coalesced, not
 /// overlapping. Inline-data inodes and fast symlinks (`fast_symlink`: its
@@ -148,7 +148,7 @@ struct Info<'a> {
 
 fn corrupt(info: &Info<'_>, detail: String) -> Error {
     Error::corrupt(
-        format!("inode {}", info.ino),
+        Location::inode(info.ino),
         FormatError::invalid("block mapping", detail),
     )
 }
@@ -201,15 +201,16 @@ impl<S: BlockSource + ?Sized> ExtentWalk<'_, S> {
     /// the inode), `want_depth` the depth its parent implies.
     fn node(&mut self, buf: &[u8], block: Option<u64>, want_depth: Option<u16>) -> Result<()> {
         let info = self.info;
-        let place = || match block {
-            Some(b) => format!("inode {}, extent block {b}", info.ino),
-            None => format!("inode {}, extent root", info.ino),
+        let at = || match block {
+            Some(b) => Location::inode(info.ino).of("extent block").at_block(b),
+            None => Location::inode(info.ino).of("extent root"),
         };
-        let node = ExtentNode::parse(buf).map_err(|e| Error::corrupt(place(), e))?;
+        let place = || at().to_string();
+        let node = ExtentNode::parse(buf).map_err(|e| Error::corrupt(at(), e))?;
         let depth = node.depth();
         if depth > MAX_EXTENT_DEPTH || want_depth.is_some_and(|d| d != depth) {
             return Err(Error::corrupt(
-                place(),
+                at(),
                 FormatError::invalid("extent header", format!("depth {depth} unexpected")),
             ));
         }
@@ -237,7 +238,7 @@ impl<S: BlockSource + ?Sized> ExtentWalk<'_, S> {
                 self.src.check_blocks(child, 1, &place())?;
                 if !self.seen.insert(child) {
                     return Err(Error::corrupt(
-                        place(),
+                        at(),
                         FormatError::invalid(
                             "extent index",
                             format!("block {child} is reached twice"),
@@ -247,12 +248,12 @@ impl<S: BlockSource + ?Sized> ExtentWalk<'_, S> {
                 if let Some(m) = self.meta.as_deref_mut() {
                     m.push(child);
                 }
-                let what = format!("inode {}, extent block {child}", info.ino);
-                let blk = self.src.read_block(child, &what)?;
+                let loc = Location::inode(info.ino).of("extent block").at_block(child);
+                let blk = self.src.read_block(child, &loc.to_string())?;
                 if let Some(cs) = self.src.verify() {
                     if !cs.block_ok(self.kind, child, &blk) {
                         return Err(Error::corrupt(
-                            &what,
+                            loc,
                             FormatError::invalid("extent block", "checksum does not match"),
                         ));
                     }
@@ -327,10 +328,13 @@ impl<S: BlockSource + ?Sized> MapWalk<'_, S> {
         if block == 0 || base >= self.limit {
             return Ok(());
         }
-        let what = format!("inode {}, indirect block {block}", self.info.ino);
+        let loc = Location::inode(self.info.ino)
+            .of("indirect block")
+            .at_block(u64::from(block));
+        let what = loc.to_string();
         if !self.seen.insert(block) {
             return Err(Error::corrupt(
-                what,
+                loc.clone(),
                 FormatError::invalid("block map", "indirect block reached twice"),
             ));
         }
@@ -338,7 +342,7 @@ impl<S: BlockSource + ?Sized> MapWalk<'_, S> {
             m.push(u64::from(block));
         }
         let buf = self.src.read_block(u64::from(block), &what)?;
-        let ind = IndirectBlock::parse(&buf).map_err(|e| Error::corrupt(&what, e))?;
+        let ind = IndirectBlock::parse(&buf).map_err(|e| Error::corrupt(loc, e))?;
         let apb = u64::from(addr_per_block(self.src.block_size()));
         let span = apb.pow(level - 1);
         for (i, b) in ind.iter().enumerate() {

@@ -45,7 +45,9 @@ pub(crate) fn dir_inode(t: &Transaction<Volume>, ino: u32) -> Result<Inode> {
 pub(crate) fn block_records(b: &[u8], dir: u32, nr: u64) -> Result<Vec<Rec>> {
     entries::records(b).ok_or_else(|| {
         Error::corrupt(
-            format!("inode {dir}, directory block {nr}"),
+            ext4r_txn::error::Location::inode(dir)
+                .of("directory block")
+                .at_block(nr),
             ext4r_format::FormatError::invalid("directory block", "entries do not tile the block"),
         )
     })

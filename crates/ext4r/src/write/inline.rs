@@ -13,6 +13,7 @@ use super::WriteFs;
 use crate::error::{Error, Result};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::xattr::{index, parse_xattr_ibody, write_xattr_ibody, XattrValue};
+use ext4r_txn::error::Location;
 use ext4r_txn::map::{self, Run};
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
@@ -27,7 +28,7 @@ fn is_system_data(name_index: u8, name: &[u8]) -> bool {
 
 fn corrupt(ino: u32, what: &str) -> Error {
     Error::corrupt(
-        format!("inode {ino}, inline data"),
+        Location::inode(ino).of("inline data"),
         ext4r_format::FormatError::invalid("inline data", what.to_string()),
     )
 }
@@ -38,10 +39,10 @@ pub(crate) fn inline_bytes(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Resu
     let rec = t.read_inode(ino)?;
     let mut data = i.i_block[..I_BLOCK].to_vec();
     let entries = parse_xattr_ibody(&rec)
-        .map_err(|e| Error::corrupt(format!("inode {ino}, inline data"), e))?;
+        .map_err(|e| Error::corrupt(Location::inode(ino).of("inline data"), e))?;
     if let Some(es) = entries {
         for e in es.iter() {
-            let e = e.map_err(|e| Error::corrupt(format!("inode {ino}, inline data"), e))?;
+            let e = e.map_err(|e| Error::corrupt(Location::inode(ino).of("inline data"), e))?;
             if is_system_data(e.entry.e_name_index, e.name) {
                 match e.value {
                     XattrValue::Inline(v) => data.extend_from_slice(v),

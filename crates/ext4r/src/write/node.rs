@@ -215,7 +215,7 @@ impl WriteFs {
     /// Inode `ino` as the running transaction has it.
     pub(crate) fn inode(&self, ino: u32) -> Result<Inode> {
         let rec = self.txn.read_inode(ino)?;
-        Inode::parse(&rec).map_err(|e| Error::corrupt(format!("inode {ino}"), e))
+        Inode::parse(&rec).map_err(|e| Error::corrupt(ext4r_txn::error::Location::inode(ino), e))
     }
 
     /// Stores inode `ino` (the rest of its record, in-inode xattrs

@@ -90,7 +90,7 @@ pub(crate) fn ibody_attrs(w: &WriteFs, ino: u32, rec: &[u8]) -> Result<Vec<Attr>
 }
 
 fn corrupt(ino: u32, e: ext4r_format::FormatError) -> Error {
-    Error::corrupt(format!("inode {ino}, xattrs"), e)
+    Error::corrupt(ext4r_txn::error::Location::inode(ino).of("xattrs"), e)
 }
 
 fn entry_room(name: usize, value: usize) -> usize {
@@ -363,8 +363,7 @@ impl WriteFs {
         if !value.is_empty() {
             self.write_chunk(ino, 0, value)?;
         }
-        let seed = self.txn.superblock().csum_seed();
-        let hash = ext4r_format::checksum::crc32c(seed, value);
+        let hash = self.txn.checksums().ea_inode_hash(value);
         let mut i = self.inode(ino)?;
         set_ea_fields(&mut i, hash, 1);
         self.put_inode(ino, &i)?;

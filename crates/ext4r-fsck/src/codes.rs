@@ -1,0 +1,48 @@
+//! e2fsck's problem codes as this checker uses them: the plain list kept
+//! in `e2fsck-problems.txt` (code and e2fsck's flags), from which the
+//! repair takes what e2fsck -p fixes without stopping. Codes of problems
+//! e2fsck has no code for start with `EXT4R_` (see PROBLEMS.md).
+
+/// The list: one code per line, then its flags; `#` starts a comment.
+const LIST: &str = include_str!("../e2fsck-problems.txt");
+
+/// e2fsck's flags for `code` (None: not one of e2fsck's).
+fn flags(code: &str) -> Option<impl Iterator<Item = &'static str>> {
+    LIST.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let mut w = l.split_whitespace();
+        (w.next() == Some(code)).then_some(w)
+    })
+}
+
+/// Whether e2fsck -p fixes the problem without stopping: it is marked
+/// `PR_PREEN_OK`, or nothing is asked about it (`PROMPT_NONE`).
+pub(crate) fn preen_ok(code: &str) -> bool {
+    match flags(code) {
+        Some(mut f) => f.any(|x| x == "preen_ok" || x == "no_prompt"),
+        // ext4r's own: what e2fsck does instead is preen-safe too.
+        None => matches!(
+            code,
+            "EXT4R_1_EXTENT_NODE_DEPTH" | "EXT4R_0_JOURNAL_INODE_BACKUP" | "EXT4R_5_SUMMARY_COUNTS"
+        ),
+    }
+}
+
+/// Whether e2fsck fixes the problem without asking (`PROMPT_NONE`, no
+/// question following): an interactive run does not ask either.
+pub(crate) fn no_prompt(code: &str) -> bool {
+    flags(code).is_some_and(|mut f| f.any(|x| x == "no_prompt"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preen_flags_come_from_the_list() {
+        assert!(preen_ok("PR_1_BAD_I_SIZE"));
+        assert!(preen_ok("PR_0_CLEAR_V2_JOURNAL"));
+        assert!(!preen_ok("PR_2_DIR_CORRUPTED"));
+        assert!(!preen_ok("PR_1D_CLONE_QUESTION"));
+        assert!(!preen_ok("EXT4R_1_EXTENT_ROOT_DEPTH"));
+    }
+}

@@ -1,0 +1,181 @@
+//! The uninit flags and unused-inode counts of the group descriptors, as
+//! e2fsck's `check_super_block` judges them before anything reads an
+//! inode table: the state the later passes go by.
+//!
+//! A descriptor whose checksum fails cannot be trusted to say that its
+//! group is unused: a repair clears its `INODE_UNINIT`/`BLOCK_UNINIT` flags
+//! and its unused-inode count, so that pass 1 reads the whole inode table
+//! and pass 5 the bitmaps (evidence before destruction: a bit flip in
+//! `bg_flags` must not make every inode of the group vanish). Flags
+//! without the feature that gives them meaning, a last group with an
+//! uninitialised block bitmap, and an unused count beyond the group's free
+//! inodes are cleared the same way. A read-only check goes by what the
+//! descriptors say, as e2fsck -n does when it answers "no".
+//!
+//! Pass 2 adds the other half of e2fsck's rule: a directory entry naming
+//! an inode in a group flagged unused (or in the unused tail of its table)
+//! is evidence that the descriptor is wrong, not the entry; see
+//! [`inode_reference`].
+
+use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+
+use crate::ctx::Ctx;
+use crate::fix::Fix;
+
+/// What the passes take a group's descriptor to say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct GroupState {
+    /// The block bitmap is not initialised (computed, not read).
+    pub block_uninit: bool,
+    /// No inode of the group is in use (its table is not read).
+    pub inode_uninit: bool,
+    /// Inodes at the end of the table never used (not read).
+    pub itable_unused: u32,
+}
+
+impl Ctx {
+    /// The state of group `g` (all initialised when out of range).
+    pub(crate) fn group_state(&self, g: u32) -> GroupState {
+        self.groups.get(g as usize).copied().unwrap_or_default()
+    }
+
+    /// How many inodes of group `g`'s table are read (from its start).
+    pub(crate) fn inodes_to_read(&self, g: u32) -> u32 {
+        let s = self.group_state(g);
+        if s.inode_uninit {
+            0
+        } else {
+            self.geo.inodes_per_group.saturating_sub(s.itable_unused)
+        }
+    }
+}
+
+/// Judges group `g`'s flags and unused count; records the problems and the
+/// state the later passes use. `csum_ok` is whether its checksum matched
+/// (true without a descriptor checksum). Returns the repair of a bad
+/// checksum: the descriptor rewritten, with the clearing it needs.
+pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
+    let wide = c.wide();
+    let group_csum = c.group_csum();
+    let ipg = c.geo.inodes_per_group;
+    let flags = d.flags();
+    // Without uninit_bg/metadata_csum the flags and the count mean nothing
+    // to the kernel or to libext2fs: they are never obeyed.
+    let mut s = GroupState {
+        block_uninit: group_csum && flags & BG_BLOCK_UNINIT != 0,
+        inode_uninit: group_csum && flags & BG_INODE_UNINIT != 0,
+        itable_unused: if group_csum { d.itable_unused(wide) } else { 0 },
+    };
+    // What a repair (answering yes) makes of the descriptor.
+    let mut clear: u16 = 0;
+    let mut unused: Option<u32> = None;
+    if !csum_ok && (flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 || s.itable_unused != 0) {
+        clear |= BG_BLOCK_UNINIT | BG_INODE_UNINIT;
+        unused = Some(0);
+    }
+    if !group_csum
+        && (flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 || d.itable_unused(wide) != 0)
+    {
+        c.p.error_fix(
+            0,
+            "PR_0_GDT_UNINIT",
+            format!("Group descriptor {g} marked uninitialized without feature set."),
+            Fix::GroupDescFlags(g, BG_BLOCK_UNINIT | BG_INODE_UNINIT, Some(0)),
+        );
+    }
+    let last = g + 1 == c.geo.group_count;
+    if last && flags & BG_BLOCK_UNINIT != 0 && clear & BG_BLOCK_UNINIT == 0 {
+        c.p.error_fix(
+            0,
+            "PR_0_BB_UNINIT_LAST",
+            format!("Last group block bitmap uninitialized.  (group {g})"),
+            Fix::GroupDescFlags(g, BG_BLOCK_UNINIT, None),
+        );
+        clear |= BG_BLOCK_UNINIT;
+    }
+    let left = if unused.is_some() { 0 } else { s.itable_unused };
+    if group_csum && (left > d.free_inodes_count(wide) || left > ipg) {
+        c.p.error_fix(
+            0,
+            "PR_0_GDT_ITABLE_UNUSED",
+            format!("Group descriptor {g} has invalid unused inodes count {left}."),
+            Fix::GroupDescFlags(g, 0, Some(0)),
+        );
+        unused = Some(0);
+    }
+    if c.repairing {
+        if clear & BG_BLOCK_UNINIT != 0 {
+            s.block_uninit = false;
+        }
+        if clear & BG_INODE_UNINIT != 0 {
+            s.inode_uninit = false;
+        }
+        if let Some(u) = unused {
+            s.itable_unused = u;
+        }
+    } else if s.itable_unused > ipg {
+        // libext2fs' inode scan reads nothing of such a group.
+        s.itable_unused = ipg;
+    }
+    if let Some(slot) = c.groups.get_mut(g as usize) {
+        *slot = s;
+    }
+    // The checksum's own repair carries the clearing (a descriptor
+    // rewritten with its flags as they are would keep a group that holds
+    // inodes marked unused).
+    if clear != 0 || unused.is_some() {
+        Fix::GroupDescFlags(g, clear, unused)
+    } else {
+        Fix::GroupDescChecksum(g)
+    }
+}
+
+/// Pass 2's rule for an entry naming inode `target`, which pass 1 did not
+/// find in use: when the descriptors say its group or its place in the
+/// table is unused, the descriptor is wrong (e2fsck's
+/// `PR_2_INOREF_BG_INO_UNINIT`, `PR_2_INOREF_IN_UNUSED`). A repair clears
+/// the flag or the count and checks again from the start (the entry is
+/// left alone meanwhile); a read-only check reports it. Returns whether a
+/// restart was asked for.
+pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -> bool {
+    if !c.group_csum() {
+        return false;
+    }
+    let ipg = c.geo.inodes_per_group;
+    let Some(i) = target.checked_sub(1) else {
+        return false;
+    };
+    let (g, idx) = (i / ipg, i % ipg);
+    let s = c.group_state(g);
+    let name = String::from_utf8_lossy(name);
+    let path = crate::pathname::dir_path(&c.fs, dir);
+    let (code, msg, fix) = if s.inode_uninit {
+        (
+            "PR_2_INOREF_BG_INO_UNINIT",
+            format!(
+                "Entry '{name}' in {path} ({dir}) references inode {target} in group {g} where \
+                 _INODE_UNINIT is set."
+            ),
+            Fix::GroupDescFlags(g, BG_INODE_UNINIT, None),
+        )
+    } else if idx >= ipg.saturating_sub(s.itable_unused) {
+        (
+            "PR_2_INOREF_IN_UNUSED",
+            format!(
+                "Entry '{name}' in {path} ({dir}) references inode {target} found in group {g}'s \
+                 unused inodes area."
+            ),
+            Fix::GroupDescFlags(g, 0, Some(0)),
+        )
+    } else {
+        return false;
+    };
+    if c.repairing {
+        c.p.error_fix(2, code, msg, fix);
+        c.restart = true;
+        true
+    } else {
+        c.p.error(2, code, msg);
+        false
+    }
+}

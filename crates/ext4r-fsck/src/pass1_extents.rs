@@ -1,0 +1,473 @@
+//! Pass 1's walk of an extent tree, as e2fsck's `scan_extent_node` walks
+//! it through libext2fs: by levels from the root (a node is a leaf when
+//! it is the root's `eh_depth` levels down, whatever its own header says),
+//! every block claimed, every entry that cannot be right removed, the walk
+//! going on past a bad node where it can.
+//!
+//! A root deeper than the tree can usefully be (e2fsck's "could be more
+//! shallow", `PR_1_EXTENT_BAD_MAX_DEPTH`) is walked all the same and its
+//! tree rebuilt from the extents found (see [`crate::extent_rebuild`]):
+//! the data stays.
+
+use std::collections::HashSet;
+
+use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode, EXTENT_MAGIC};
+use ext4r_format::inode::Inode;
+
+use crate::ctx::Ctx;
+use crate::extent_depth::{parse_at, stored};
+use crate::fix::Fix;
+use crate::pass1_map::{dir_limit, MapResult};
+
+/// Levels walked at most: a deeper chain is not an extent tree (each level
+/// needs a block of its own, and the kernel stops at 5).
+const MAX_WALK_DEPTH: u16 = 32;
+
+/// The deepest tree libext2fs considers useful for this block size
+/// (`ext2fs_max_extent_depth`): enough levels to map 2^32 blocks from the
+/// root's 4 slots.
+fn max_useful_depth(block_size: u32) -> u16 {
+    let per_block = u64::from(block_size.saturating_sub(12) / 12).max(2);
+    let log2 = |x: u64| 63 - x.leading_zeros() as u64;
+    (1 + (31 - log2(4)) / log2(per_block)) as u16
+}
+
+/// Walks an extent tree, claiming its blocks.
+pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> MapResult {
+    let mut w = ExtWalk {
+        dir_limit: dir_limit(c, inode, want_runs),
+        ino,
+        seed: crate::fix::Owner::of(ino, inode).seed(c.sb.csum_seed()),
+        owner: crate::fix::Owner::of(ino, inode),
+        res: MapResult::default(),
+        want_runs,
+        seen: HashSet::new(),
+        last_phys_end: None,
+        node_at: None,
+        rebuild: None,
+        last_mapped: None,
+        eof: inode.size().div_ceil(u64::from(c.geo.block_size)),
+        verity: inode
+            .flags()
+            .contains(ext4r_format::inode::InodeFlags::VERITY),
+        next_lblk: 0,
+    };
+    let mut root = inode.i_block;
+    // A root whose stored depth contradicts its entries is read at the
+    // depth they show (and the field repaired), where libext2fs would
+    // read every entry as the wrong kind and drop it.
+    if let Some(d) = crate::extent_depth::root_depth(c, &root) {
+        c.p.error_fix(
+            1,
+            "EXT4R_1_EXTENT_ROOT_DEPTH",
+            format!(
+                "Inode {ino} extent tree root says depth {}, its entries show depth {d}.",
+                stored(&root)
+            ),
+            Fix::ExtentDepth(ino, None, d, w.owner),
+        );
+        root[6..8].copy_from_slice(&d.to_le_bytes());
+    }
+    let depth = stored(&root);
+    let useful = max_useful_depth(c.geo.block_size);
+    if depth > useful && depth <= MAX_WALK_DEPTH {
+        w.rebuild = Some(crate::extent_rebuild::Collected::default());
+    }
+    let mut copy = root;
+    let walkable = depth <= MAX_WALK_DEPTH;
+    match parse_at(&mut copy, depth.min(1)).ok().filter(|_| walkable) {
+        Some(node) => {
+            w.res.depth = depth;
+            // libext2fs ends the root's last index entry at the block
+            // i_size reaches: what lies under it past that is out of
+            // bounds (a leaf root has no such end).
+            let end = if depth == 0 {
+                u64::MAX
+            } else {
+                inode.size().div_ceil(u64::from(c.geo.block_size))
+            };
+            w.node(c, &node, 0, end, 0, depth);
+        }
+        None => {
+            let e = ExtentNode::parse(&root)
+                .err()
+                .map_or_else(|| format!("depth {depth} is no tree"), |e| e.to_string());
+            c.p.error_fix(
+                1,
+                "PR_1_MISSING_EXTENT_HEADER",
+                format!("Inode {ino} has EXTENTS_FL set but an invalid extent header: {e}."),
+                crate::fix::Fix::ClearInode(ino),
+            );
+            w.res.bad = true;
+        }
+    }
+    if let Some(found) = w.rebuild.take() {
+        let msg = format!(
+            "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
+        );
+        match crate::extent_rebuild::plan(c, ino, w.owner, found) {
+            Some(fix) => c.p.error_fix(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg, fix),
+            None => c.p.error(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg),
+        }
+    }
+    w.res
+}
+
+struct ExtWalk {
+    /// See [`dir_limit`].
+    dir_limit: Option<u64>,
+    ino: u32,
+    /// The inode's checksum seed, to verify its tree blocks.
+    seed: u32,
+    /// The inode, as the write layer stamps its tree blocks.
+    owner: crate::fix::Owner,
+    res: MapResult,
+    want_runs: bool,
+    seen: HashSet<u64>,
+    last_phys_end: Option<u64>,
+    /// The block of the node being walked (None: the root in the inode).
+    node_at: Option<u64>,
+    /// The tree is rebuilt: its extents and blocks are collected, and its
+    /// nodes' own fields are not repaired.
+    rebuild: Option<crate::extent_rebuild::Collected>,
+    /// The last (logical, physical) block mapped so far.
+    last_mapped: Option<(u64, u64)>,
+    /// Blocks up to the end of i_size: unwritten extents past it may lie
+    /// beyond an index entry's range (fallocate with KEEP_SIZE).
+    eof: u64,
+    /// fs-verity keeps its Merkle tree past i_size.
+    verity: bool,
+    /// One past the highest logical block mapped so far (e2fsck's
+    /// next_lblock).
+    next_lblk: u64,
+}
+
+/// The end (exclusive) of the logical range libext2fs gives an index
+/// entry starting at `l` whose next sibling (or the end of its parent's
+/// range) is `next`: `e_len` is their difference in 32 bits, and an
+/// end of 0 means no end (e2fsck's `end_block && ...`), quirks and all.
+fn entry_bound(l: u64, next: u64) -> u64 {
+    if next == u64::MAX {
+        return u64::MAX;
+    }
+    let len = u64::from(next.wrapping_sub(l) as u32);
+    let last = l.wrapping_add(len).wrapping_sub(1);
+    if last == 0 || last == u64::MAX {
+        u64::MAX
+    } else {
+        last + 1
+    }
+}
+
+/// libext2fs' `has_unaligned_cluster_map` (bigalloc): a block must sit at
+/// its logical block's offset in its cluster, and blocks of one logical
+/// cluster in one physical cluster.
+fn misaligned(c: &Ctx, last: Option<(u64, u64)>, l: u64, p: u64) -> bool {
+    let bits = c.geo.cluster_bits;
+    if bits == 0 {
+        return false;
+    }
+    let mask = (1u64 << bits) - 1;
+    if l & mask != p & mask {
+        return true;
+    }
+    last.is_some_and(|(ll, lp)| l & mask != 0 && l >> bits == ll >> bits && p >> bits != lp >> bits)
+}
+
+impl ExtWalk {
+    /// Checks one node, `levels` above the leaves, whose entries must lie
+    /// in logical `[lo, hi)`.
+    fn node(
+        &mut self,
+        c: &mut Ctx,
+        node: &ExtentNode<'_>,
+        lo: u64,
+        hi: u64,
+        level: u16,
+        levels: u16,
+    ) {
+        if levels == 0 {
+            self.leaf(c, node, lo, hi);
+        } else {
+            self.interior(c, node, lo, hi, level, levels);
+        }
+    }
+
+    fn remove(&self, i: usize) -> Fix {
+        Fix::ExtentRemove(self.ino, self.node_at, i, self.owner)
+    }
+
+    fn leaf(&mut self, c: &mut Ctx, node: &ExtentNode<'_>, lo: u64, hi: u64) {
+        let ino = self.ino;
+        let Some(exts) = node.extents() else { return };
+        // e2fsck's start_block: the node's start, then the last block of
+        // the extent before (out of order below it; from it on, a
+        // collision with what the file maps already).
+        let mut start = lo;
+        for (i, e) in exts.iter().enumerate() {
+            let l = u64::from(e.ee_block.get());
+            let n = u64::from(e.len());
+            let p = e.start().0;
+            let total = c.geo.blocks_count;
+            let place = format!("(logical block {l}, physical block {p}, len {n})");
+            let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
+                Some((
+                    "PR_1_EXTENT_BAD_START_BLK",
+                    format!(
+                        "Inode {ino} has an invalid extent\n\t(logical block {l}, invalid \
+                         physical block {p}, len {n})"
+                    ),
+                ))
+            } else if l < start {
+                Some((
+                    "PR_1_OUT_OF_ORDER_EXTENTS",
+                    format!("Inode {ino} has out of order extents\n\t{place}"),
+                ))
+            } else if (l + n > hi && !((e.is_unwritten() || self.verity) && l + n > self.eof))
+                || l > u64::from(u32::MAX)
+            {
+                Some((
+                    "PR_1_EXTENT_END_OUT_OF_BOUNDS",
+                    format!("Inode {ino}, end of extent exceeds allowed value\n\t{place}"),
+                ))
+            } else if n == 0 {
+                Some((
+                    "PR_1_EXTENT_LENGTH_ZERO",
+                    format!("Inode {ino} has zero length extent\n\t{place}"),
+                ))
+            } else if p + n > total {
+                Some((
+                    "PR_1_EXTENT_ENDS_BEYOND",
+                    format!("Inode {ino} has an invalid extent\n\t{place}"),
+                ))
+            } else if self.dir_limit.is_some_and(|m| l + n > m) {
+                Some((
+                    "PR_1_TOOBIG_DIR",
+                    format!("Block #{l} ({p}) causes directory to be too big."),
+                ))
+            } else if l < self.next_lblk {
+                Some((
+                    "PR_1_EXTENT_COLLISION",
+                    format!("Inode {ino} has a duplicate extent mapping\n\t{place}"),
+                ))
+            } else {
+                None
+            };
+            if let Some((code, msg)) = bad {
+                // A tree being rebuilt leaves the entry out instead.
+                if self.rebuild.is_some() {
+                    c.p.error(1, code, msg);
+                } else {
+                    c.p.error_fix(1, code, msg, self.remove(i));
+                }
+                self.res.bad = true;
+                continue;
+            }
+            start = l + n - 1;
+            self.next_lblk = self.next_lblk.max(l + n);
+            // Unwritten blocks in a directory are read as written (e2fsck
+            // clears the flag and then judges what they hold).
+            let mut e = *e;
+            if self.want_runs && e.is_unwritten() && self.rebuild.is_none() {
+                c.p.error_fix(
+                    1,
+                    "PR_1_UNINIT_DBLOCK",
+                    format!("Directory inode {ino} has an unwritten extent at block {l}."),
+                    Fix::ExtentWritten(self.ino, self.node_at, i, self.owner),
+                );
+                if c.repairing {
+                    let _ = e.set_len(n as u16, false);
+                }
+            }
+            let e = &e;
+            if let Some(r) = &mut self.rebuild {
+                r.extents.push(*e);
+            }
+            c.claim(p, n, ino);
+            if misaligned(c, self.last_mapped, l, p) {
+                // As e2fsck: claimed twice, so that pass 1D gives the
+                // extent a copy where its blocks sit as the format wants.
+                c.p.error(
+                    1,
+                    "PR_1_MISALIGNED_CLUSTER",
+                    format!(
+                        "Inode {ino} logical block {l} (physical block {p}) violates cluster \
+                         allocation rules.\nWill fix in pass 1B."
+                    ),
+                );
+                c.claim(p, n, ino);
+            }
+            self.last_mapped = Some((l + n - 1, p + n - 1));
+            self.res.blocks += n;
+            self.res.end_lblk = self.res.end_lblk.max(l + n);
+            if !e.is_unwritten() {
+                self.res.end_init_lblk = self.res.end_init_lblk.max(l + n);
+                if self.want_runs {
+                    self.res.runs.push((l, p, n));
+                }
+            }
+            if self.last_phys_end.is_some_and(|x| x != p) {
+                self.res.fragmented = true;
+            }
+            self.last_phys_end = Some(p + n);
+        }
+    }
+
+    fn interior(
+        &mut self,
+        c: &mut Ctx,
+        node: &ExtentNode<'_>,
+        lo: u64,
+        hi: u64,
+        level: u16,
+        levels: u16,
+    ) {
+        let ino = self.ino;
+        let Some(idx) = node.indexes() else { return };
+        let fixing = self.rebuild.is_none();
+        for (i, ix) in idx.iter().enumerate() {
+            let l = u64::from(ix.ei_block.get());
+            let next = idx
+                .get(i + 1)
+                .map_or(hi, |n| u64::from(n.ei_block.get()).min(hi));
+            let bound = entry_bound(l, next);
+            let child = ix.leaf().0;
+            let bad = if l < lo || l >= next {
+                Some((
+                    "PR_1_EXTENT_INDEX_START_INVALID",
+                    format!(
+                        "Inode {ino} extent tree (at level {level}) has an out of order or \
+                         invalid index (logical block {l}, block {child})."
+                    ),
+                ))
+            } else if child == 0 || !c.valid_range(child, 1) || !self.seen.insert(child) {
+                Some((
+                    "PR_1_EXTENT_BAD_START_BLK",
+                    format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
+                ))
+            } else {
+                None
+            };
+            if let Some((code, msg)) = bad {
+                if fixing {
+                    c.p.error_fix(1, code, msg, self.remove(i));
+                } else {
+                    c.p.error(1, code, msg);
+                }
+                self.res.bad = true;
+                continue;
+            }
+            c.claim(child, 1, ino);
+            self.res.blocks += 1;
+            if let Some(r) = &mut self.rebuild {
+                r.blocks.push(child);
+            }
+            let mut buf = vec![0u8; c.geo.block_size as usize];
+            if c.fs
+                .device()
+                .read_at(&mut buf, child * u64::from(c.geo.block_size))
+                .is_err()
+            {
+                c.p.error(
+                    1,
+                    "PR_1_READ_EXTENT",
+                    format!("Error while reading over extent tree in inode {ino} (block {child})"),
+                );
+                self.res.bad = true;
+                continue;
+            }
+            // The child is a node one level down, whatever its own
+            // eh_depth says (libext2fs walks levels from the root); a
+            // wrong one is rewritten, which the kernel needs to read it.
+            let own = stored(&buf);
+            let want = levels - 1;
+            if fixing && own != want && buf.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..]) {
+                c.p.harmless_fix(
+                    1,
+                    "EXT4R_1_EXTENT_NODE_DEPTH",
+                    format!(
+                        "Inode {ino} extent block {child} (level {}) says depth {own}, should \
+                         be {want}.",
+                        level + 1
+                    ),
+                    Fix::ExtentDepth(self.ino, Some(child), want, self.owner),
+                );
+            }
+            let csum_bad = c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err();
+            match parse_at(&mut buf, want.min(1)) {
+                Ok(n) => {
+                    if csum_bad && fixing {
+                        c.p.error_fix(
+                            1,
+                            "PR_1_EXTENT_ONLY_CSUM_INVALID",
+                            format!(
+                                "Inode {ino} extent block passes checks, but checksum does not \
+                                 match extent\n\t(logical block {l}, physical block {child})"
+                            ),
+                            crate::fix::Fix::ExtentBlockChecksum(child, self.owner),
+                        );
+                        self.res.bad = true;
+                    }
+                    let first = n
+                        .extents()
+                        .and_then(|e| e.first().map(|x| x.ee_block.get()))
+                        .or_else(|| {
+                            n.indexes()
+                                .and_then(|x| x.first().map(|x| x.ei_block.get()))
+                        });
+                    if let Some(f) = first.filter(|&f| u64::from(f) != l && fixing) {
+                        // As e2fsck: the index takes its node's first block.
+                        c.p.error_fix(
+                            1,
+                            "PR_1_EXTENT_INDEX_START_INVALID",
+                            format!(
+                                "Interior extent node level {level} of inode {ino}:\nLogical \
+                                 start {l} does not match logical start {f} at next level."
+                            ),
+                            Fix::ExtentIndexStart(self.ino, self.node_at, i, f, self.owner),
+                        );
+                        self.res.bad = true;
+                    }
+                    let saved = self.node_at.replace(child);
+                    self.node(c, &n, l, bound, level + 1, want);
+                    self.node_at = saved;
+                }
+                Err(_) => {
+                    let msg =
+                        format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})");
+                    if fixing {
+                        c.p.error_fix(1, "PR_1_EXTENT_HEADER_INVALID", msg, self.remove(i));
+                    } else {
+                        c.p.error(1, "PR_1_EXTENT_HEADER_INVALID", msg);
+                    }
+                    self.res.bad = true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_ranges_end_as_libext2fs_computes_them() {
+        assert_eq!(entry_bound(0, 10), 10);
+        assert_eq!(entry_bound(5, u64::MAX), u64::MAX);
+        // An end of block 0 is no end.
+        assert_eq!(entry_bound(0, 1), u64::MAX);
+        assert_eq!(entry_bound(0, 0), u64::MAX);
+        // i_size before the entry's start: the length wraps to 2^32 less.
+        assert_eq!(entry_bound(10, 4), (1 << 32) + 4);
+        // i_size ending where the entry starts: nothing under it fits.
+        assert_eq!(entry_bound(10, 10), 10);
+    }
+
+    #[test]
+    fn useful_depth_is_libext2fs_s() {
+        // 84 entries per 1 KiB block: 1 + 29 / 6; 340 per 4 KiB: 1 + 29 / 8.
+        assert_eq!(max_useful_depth(1024), 5);
+        assert_eq!(max_useful_depth(4096), 4);
+    }
+}

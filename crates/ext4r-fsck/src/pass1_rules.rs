@@ -1,0 +1,372 @@
+//! More of e2fsck's per-inode rules in pass 1 (e2fsck/pass1.c): the
+//! reserved inodes' modes, the quota and orphan-file inodes, flags that
+//! disagree with the features or with what the inode holds, timestamps
+//! from before 1970 stored the old way, and the encryption context.
+
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::inode::{ino as special, Inode, InodeFlags};
+use ext4r_format::InodeNr;
+
+use crate::ctx::Ctx;
+use crate::fix::Fix;
+
+const S_IFMT: u16 = 0o170_000;
+const S_IFREG: u16 = 0o100_000;
+const S_IFDIR: u16 = 0o040_000;
+
+/// The reserved quota inodes (user, group), whatever the superblock names.
+fn quota_reserved(ino: u32) -> bool {
+    ino == special::USR_QUOTA || ino == special::GRP_QUOTA
+}
+
+/// Whether the inode holds anything (e2fsck's "is not in use, but
+/// contains data" test).
+fn holds_data(inode: &Inode) -> bool {
+    inode.links_count() != 0 || inode.i_blocks_lo.get() != 0 || inode.block_words()[0] != 0
+}
+
+/// Reserved inodes below `s_first_ino` other than the bad-block list, the
+/// root and the journal: a quota inode the superblock does not use must
+/// be empty; the others have no mode (the boot loader inode may be a
+/// file, the resize inode is one).
+pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
+    if quota_reserved(ino) {
+        // Named by the superblock with the feature on, it is judged as a
+        // special inode; otherwise it must hold nothing.
+        if holds_data(inode) {
+            c.p.error_fix(
+                1,
+                "PR_1_QUOTA_INODE_NOT_CLEAR",
+                format!("Quota inode {ino} is not in use, but contains data."),
+                Fix::ZeroInode(ino),
+            );
+        }
+        return;
+    }
+    let mode = inode.mode();
+    let bad = match ino {
+        special::BOOT_LOADER => mode & S_IFMT == S_IFDIR,
+        special::RESIZE => mode != 0 && mode & S_IFMT != S_IFREG,
+        _ => mode != 0,
+    };
+    if bad {
+        c.p.error_fix(
+            1,
+            "PR_1_RESERVED_BAD_MODE",
+            format!("Reserved inode {ino} has invalid mode ({mode:#o})."),
+            Fix::InodeMode(ino, 0),
+        );
+    }
+    if ino != special::RESIZE {
+        reserved_blocks(
+            c,
+            ino,
+            inode,
+            rec,
+            if bad && c.repairing { 0 } else { mode },
+        );
+    }
+}
+
+/// e2fsck's pass 1 on a reserved inode whose mode (`mode`, as repaired)
+/// maps no blocks: both inline-data and extents flags, its xattrs, then
+/// check_blocks: no index flag, no size past what its map could address,
+/// no blocks counted but an xattr block. (One that is a file, directory
+/// or symlink, possible only for the boot loader inode, is not walked.)
+fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) {
+    if matches!(mode & S_IFMT, S_IFREG | S_IFDIR | 0o120_000) {
+        return;
+    }
+    let kind = ext4r::fs::FileKind::from_mode(mode);
+    if let Some((code, msg, fix, _)) = crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
+    {
+        let cleared = matches!(fix, Fix::ClearInode(_));
+        c.p.error_fix(1, code, msg, fix);
+        if cleared {
+            return;
+        }
+    }
+    let (ea_blocks, _) = crate::pass1_xattr::xattrs(c, ino, inode, rec);
+    let flags = inode.flags();
+    if flags.contains(InodeFlags::INDEX) {
+        c.p.error_fix(
+            1,
+            "PR_1_HTREE_NODIR",
+            format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
+            Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
+        );
+    }
+    let bs = u64::from(c.geo.block_size);
+    let size = inode.size();
+    let extents = c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS);
+    let too_big = if extents {
+        size > (1u64 << (32 + bs.trailing_zeros())) - 1
+    } else {
+        size > crate::pass1::blockmap_max_bytes(bs)
+    };
+    if too_big {
+        c.p.error_fix(
+            1,
+            "PR_1_BAD_I_SIZE",
+            format!("Inode {ino}, i_size is {size}, should be 0."),
+            Fix::InodeSize(ino, 0),
+        );
+    }
+    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
+    let have = inode.blocks_count(huge, c.geo.block_size);
+    let blocks = ea_blocks << c.geo.cluster_bits;
+    let want = blocks * (bs / 512);
+    if have != want && c.sb.s_creator_os.get() != 1 {
+        c.p.error_fix(
+            1,
+            "PR_1_BAD_I_BLOCKS",
+            format!("Inode {ino}, i_blocks is {have}, should be {want}."),
+            Fix::InodeBlocks(ino, blocks),
+        );
+    }
+}
+
+/// The quota inodes the superblock names (with the quota feature) and the
+/// orphan file are regular files.
+pub(crate) fn special_mode(c: &mut Ctx, ino: u32, inode: &Inode) {
+    let sb = &c.sb;
+    let quota = sb.has_ro_compat(RoCompat::QUOTA)
+        && [
+            sb.s_usr_quota_inum.get(),
+            sb.s_grp_quota_inum.get(),
+            sb.s_prj_quota_inum.get(),
+        ]
+        .contains(&ino);
+    let orphan = sb.has_compat(Compat::ORPHAN_FILE) && sb.s_orphan_file_inum.get() == ino;
+    if inode.mode() & S_IFMT == S_IFREG || !(quota || orphan) {
+        return;
+    }
+    let (code, what) = if quota {
+        (
+            "PR_1_QUOTA_BAD_MODE",
+            "Quota inode is not a regular file.".to_string(),
+        )
+    } else {
+        (
+            "PR_1_ORPHAN_FILE_BAD_MODE",
+            format!("Orphan file inode {ino} is not regular file."),
+        )
+    };
+    c.p.error_fix(1, code, what, Fix::InodeMode(ino, S_IFREG));
+}
+
+/// The inode the superblock names as orphan file while the feature is
+/// off must be empty. Returns whether it was judged so.
+pub(crate) fn stray_orphan_file(c: &mut Ctx, ino: u32, inode: &Inode) -> bool {
+    if c.sb.has_compat(Compat::ORPHAN_FILE) || c.sb.s_orphan_file_inum.get() != ino || ino == 0 {
+        return false;
+    }
+    if holds_data(inode) {
+        c.p.error_fix(
+            1,
+            "PR_1_ORPHAN_FILE_NOT_CLEAR",
+            format!("Orphan file inode {ino} is not in use, but contains data."),
+            Fix::ZeroInode(ino),
+        );
+    }
+    true
+}
+
+/// What pass 1 goes on with after [`format_flags`].
+pub(crate) enum Verdict {
+    /// The inode stays; these are the flags it is read with.
+    Go(InodeFlags),
+    /// The inode is cleared: nothing more to check.
+    Cleared,
+}
+
+/// Flags that disagree with the features or with `i_block` (e2fsck's
+/// tests on EXTENTS_FL and INLINE_DATA_FL, in its order): a flag whose
+/// data looks right turns the feature on, else the inode goes; an extent
+/// header without the flag gets it; an index flag on a file goes.
+pub(crate) fn format_flags(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    mut flags: InodeFlags,
+    has_inline_attr: bool,
+) -> Verdict {
+    let extents_fs = c.sb.has_incompat(Incompat::EXTENTS);
+    let header_ok = ext4r_format::extent::ExtentNode::parse(&inode.i_block).is_ok();
+    if flags.contains(InodeFlags::EXTENTS) && !extents_fs {
+        if header_ok {
+            c.p.error_fix(
+                1,
+                "PR_1_EXTENT_FEATURE",
+                format!(
+                    "Inode {ino} is in extent format, but superblock is missing EXTENTS feature"
+                ),
+                Fix::SetIncompat(Incompat::EXTENTS.bits()),
+            );
+        } else {
+            c.p.error_fix(
+                1,
+                "PR_1_EXTENTS_SET",
+                format!(
+                    "Inode {ino} has EXTENTS_FL flag set on filesystem without extents support."
+                ),
+                Fix::ClearInode(ino),
+            );
+            return Verdict::Cleared;
+        }
+    }
+    let mode = inode.mode() & S_IFMT;
+    if extents_fs
+        && !flags.intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
+        && (mode == S_IFREG || mode == S_IFDIR)
+        && header_ok
+    {
+        c.p.error_fix(
+            1,
+            "PR_1_UNSET_EXTENT_FL",
+            format!("Inode {ino} missing EXTENT_FL, but is in extents format"),
+            Fix::InodeSetFlags(ino, InodeFlags::EXTENTS.bits()),
+        );
+        if c.repairing {
+            flags.insert(InodeFlags::EXTENTS);
+        }
+    }
+    if flags.contains(InodeFlags::INLINE_DATA)
+        && !c.sb.has_incompat(Incompat::INLINE_DATA)
+        && ino >= c.sb.first_ino()
+    {
+        if has_inline_attr {
+            c.p.error_fix(
+                1,
+                "PR_1_INLINE_DATA_FEATURE",
+                format!(
+                    "Inode {ino} has inline data, but superblock is missing INLINE_DATA feature"
+                ),
+                Fix::SetIncompat(Incompat::INLINE_DATA.bits()),
+            );
+        } else {
+            c.p.error_fix(
+                1,
+                "PR_1_INLINE_DATA_SET",
+                format!(
+                    "Inode {ino} has INLINE_DATA_FL flag on filesystem without inline data \
+                     support."
+                ),
+                Fix::ClearInode(ino),
+            );
+            return Verdict::Cleared;
+        }
+    }
+    if flags.contains(InodeFlags::INDEX) && mode != S_IFDIR {
+        c.p.error_fix(
+            1,
+            "PR_1_HTREE_NODIR",
+            format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
+            Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
+        );
+        if c.repairing {
+            flags.remove(InodeFlags::INDEX);
+        }
+    }
+    Verdict::Go(flags)
+}
+
+/// A fast symlink (no blocks) marked as extent-mapped loses the flag.
+pub(crate) fn fast_symlink_flag(c: &mut Ctx, ino: u32, flags: InodeFlags) {
+    if c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
+        c.p.error_fix(
+            1,
+            "PR_1_FAST_SYMLINK_EXTENT_FL",
+            format!("Fast symlink {ino} has EXTENT_FL set."),
+            Fix::InodeClearFlags(ino, InodeFlags::EXTENTS.bits()),
+        );
+    }
+}
+
+/// The extra timestamp fields, (seconds offset, extra offset), in the
+/// record: atime, ctime, crtime, mtime.
+const EXTRA_TIMES: [(usize, usize); 4] = [(0x08, 0x8c), (0x0c, 0x84), (0x90, 0x94), (0x10, 0x88)];
+
+/// Pre-1970 times stored with both epoch bits set (e2fsck's
+/// check_inode_extra_negative_epoch): read today as years 2310–2378.
+/// e2fsck mends them while the clock is before 2242.
+pub(crate) fn negative_epoch(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
+    if c.now >= 2 * (1i64 << 32) || rec.len() <= 128 {
+        return;
+    }
+    if epoch_fields(inode, rec).next().is_some() {
+        c.p.harmless_fix(
+            1,
+            "PR_1_EA_TIME_OUT_OF_RANGE",
+            format!("Timestamp(s) on inode {ino} beyond 2310-04-04 are likely pre-1970."),
+            Fix::InodeClearEpoch(ino),
+        );
+    }
+}
+
+/// The offsets of the extra fields whose epoch bits say a pre-1970 time
+/// was stored the old way.
+pub(crate) fn epoch_fields<'a>(inode: &Inode, rec: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+    let end = 128 + usize::from(inode.i_extra_isize.get());
+    let word = move |at: usize| {
+        rec.get(at..at + 4)
+            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+    };
+    EXTRA_TIMES.into_iter().filter_map(move |(secs, extra)| {
+        if extra + 4 > end.min(rec.len()) {
+            return None;
+        }
+        let (s, e) = (word(secs)?, word(extra)?);
+        (s & (1 << 31) != 0 && e & 3 == 3).then_some(extra)
+    })
+}
+
+/// The encryption context of an inode with the encrypt flag (e2fsck's
+/// add_encrypted_file): none makes the flag go, one of a known version
+/// but the wrong size makes the inode go. Returns whether it stays.
+pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
+    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+        return true;
+    };
+    let ctx =
+        c.fs.xattrs(&info)
+            .ok()
+            .and_then(|xs| xs.into_iter().find(|x| x.name == b"index9.c"))
+            .map(|x| x.value);
+    let Some(v) = ctx else {
+        c.p.error_fix(
+            1,
+            "PR_1_MISSING_ENCRYPTION_XATTR",
+            format!("Inode {ino} has encrypt flag but no encryption extended attribute."),
+            Fix::InodeClearFlags(ino, InodeFlags::ENCRYPT.bits()),
+        );
+        return true;
+    };
+    // fscrypt_context_v1 is 28 bytes, v2 40; other versions may be valid.
+    let corrupt = match v.first() {
+        None | Some(0) => true,
+        Some(1) => v.len() != 28,
+        Some(2) => v.len() != 40,
+        Some(_) => false,
+    };
+    if corrupt {
+        c.p.error_fix(
+            1,
+            "PR_1_CORRUPT_ENCRYPTION_XATTR",
+            format!("Encrypted inode {ino} has corrupt encryption extended attribute."),
+            Fix::ClearInode(ino),
+        );
+        return false;
+    }
+    // The policy is the context without its 16-byte nonce; every policy
+    // of a version not known here counts as one (e2fsck's
+    // UNRECOGNIZED_ENCRYPTION_POLICY).
+    let key = match v.first() {
+        Some(1 | 2) => v[..v.len() - 16].to_vec(),
+        _ => Vec::new(),
+    };
+    let next = c.enc_policy_ids.len() as u32;
+    let id = *c.enc_policy_ids.entry(key).or_insert(next);
+    c.enc_policy.insert(ino, id);
+    true
+}

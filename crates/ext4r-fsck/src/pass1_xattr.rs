@@ -1,0 +1,432 @@
+//! Pass 1's extended attributes, as e2fsck's `check_ext_attr` and
+//! `check_large_ea_inode` judge them: the in-inode area, the xattr block
+//! (shared by reference count), and references to EA inodes.
+//!
+//! A block found bad is cleared from every inode naming it: e2fsck does
+//! not remember a bad block as checked, so each later inode validates it
+//! again and clears it too. (Remembering it as valid after the first
+//! inode's repair left the other sharers pointing at it, one more round
+//! each.)
+
+use ext4r_format::features::Compat;
+use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::xattr::{
+    parse_xattr_block, parse_xattr_ibody, verify_xattr_block_checksum, xattr_ea_inode_entry_hash,
+    XattrEntries,
+};
+use ext4r_format::{BlockNr, InodeNr};
+
+use crate::ctx::{Ctx, XattrBlock};
+use crate::fix::Fix;
+
+/// Checks in-inode and block xattrs; returns the blocks the xattr block
+/// adds to `i_blocks` (0 or 1) and whether any value lives in an EA inode.
+pub(crate) fn xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
+    let (n, ea) = xattrs_inner(c, ino, inode, rec);
+    // Always looked at: the EA inodes named are noted for pass 4.
+    let refs = has_ea_inode_refs(c, inode, rec);
+    (n, ea || refs)
+}
+
+/// Whether the inode's xattrs keep values in EA inodes; those inodes are
+/// noted as referenced (pass 4 leaves them out of the link count).
+fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
+    let before = c.ea_refs.len();
+    let mut block_refs = false;
+    // The in-inode area: after the fixed part and its 4-byte magic.
+    if let Some(x) = rec.get(0x80..0x82) {
+        let start = 128 + usize::from(u16::from_le_bytes([x[0], x[1]]));
+        if rec.get(start..start + 4) == Some(&0xEA02_0000u32.to_le_bytes()[..]) {
+            value_inums(&rec[start + 4..], &mut c.ea_refs);
+        }
+    }
+    let blk = inode.file_acl(c.wide()).0;
+    if blk != 0 && c.valid_range(blk, 1) {
+        let mut buf = vec![0u8; c.geo.block_size as usize];
+        if c.fs
+            .device()
+            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
+            .is_ok()
+            && buf[..4] == 0xEA02_0000u32.to_le_bytes()
+        {
+            let mut named = Vec::new();
+            value_inums(&buf[32..], &mut named);
+            block_refs = !named.is_empty();
+            // A shared block's entries count once, when it is first seen.
+            if c.xattr_blocks.get(&blk).is_none_or(|x| x.counted <= 1) {
+                c.ea_refs.extend(named);
+            }
+        }
+    }
+    block_refs || c.ea_refs.len() > before
+}
+
+/// The EA inode numbers named by the entry headers at the start of
+/// `area`, read raw: an entry the parser rejects (a zero size, say) still
+/// holds its EA inode, as e2fsck counts it.
+fn value_inums(area: &[u8], out: &mut Vec<u32>) {
+    let mut off = 0usize;
+    while off + 16 <= area.len() && area[off..off + 4] != [0; 4] {
+        let name_len = usize::from(area[off]);
+        let inum = u32::from_le_bytes([area[off + 4], area[off + 5], area[off + 6], area[off + 7]]);
+        if inum != 0 {
+            out.push(inum);
+        }
+        off += (16 + name_len + 3) & !3;
+    }
+}
+
+fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
+    match parse_xattr_ibody(rec) {
+        Ok(Some(entries)) => {
+            let extra = usize::from(inode.i_extra_isize.get());
+            let area = rec.get(128 + extra..).unwrap_or(&[]);
+            if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
+                report_ea_inode_reference(c, found, Fix::ClearIbodyXattrs(ino));
+            } else if let Some((code, why)) = bad_entries(&entries, true) {
+                c.p.error_fix(
+                    1,
+                    code,
+                    format!("Inode {ino} has a bad extended attribute area: {why}."),
+                    crate::fix::Fix::ClearIbodyXattrs(ino),
+                );
+            } else if crate::ea_region::collides(area) {
+                c.p.error_fix(
+                    1,
+                    "PR_1_INODE_EA_ALLOC_COLLISION",
+                    format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
+                    crate::fix::Fix::ClearIbodyXattrs(ino),
+                );
+            }
+        }
+        Ok(None) => {}
+        Err(e) => c.p.error_fix(
+            1,
+            "PR_1_ATTR_NAME_LEN",
+            format!("Inode {ino} has a bad extended attribute area: {e}."),
+            crate::fix::Fix::ClearIbodyXattrs(ino),
+        ),
+    }
+    let blk = inode.file_acl(c.wide()).0;
+    if blk == 0 {
+        return (0, false);
+    }
+    if !c.sb.has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
+        // e2fsck's process_bad_inode: outside the filesystem it is a bad
+        // address; without the feature, one that should be zero.
+        let (code, msg) = if c.valid_range(blk, 1) {
+            (
+                "PR_2_FILE_ACL_ZERO",
+                format!("i_file_acl for inode {ino} is {blk}, should be zero."),
+            )
+        } else {
+            (
+                "PR_2_FILE_ACL_BAD",
+                format!("Extended attribute block for inode {ino} is invalid ({blk})."),
+            )
+        };
+        c.p.error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));
+        return (0, false);
+    }
+    if let Some(x) = c.xattr_blocks.get_mut(&blk) {
+        x.counted += 1;
+        if let Some(code) = x.bad {
+            // Judged bad for an earlier inode: cleared here too.
+            c.p.error_fix(
+                1,
+                code,
+                format!("Inode {ino} has a bad extended attribute block {blk}."),
+                Fix::InodeClearFileAcl(ino),
+            );
+            return (0, false);
+        }
+        return (u64::from(x.valid), false);
+    }
+    let mut buf = vec![0u8; c.geo.block_size as usize];
+    let read =
+        c.fs.device()
+            .read_at(&mut buf, blk * u64::from(c.geo.block_size));
+    let parsed = read
+        .as_ref()
+        .ok()
+        .and_then(|()| parse_xattr_block(&buf).ok());
+    let Some((hdr, entries)) = parsed else {
+        // e2fsck's words for what is wrong: unreadable, not an xattr
+        // block, more than one block, or entries that overlap.
+        let magic = buf[..4] == ext4r_format::xattr::XATTR_MAGIC.to_le_bytes();
+        let h_blocks = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
+        let (code, what) = if read.is_err() {
+            ("PR_1_READ_EA_BLOCK", "cannot be read")
+        } else if !magic {
+            ("PR_1_BAD_EA_BLOCK", "is not an extended attribute block")
+        } else if h_blocks != 1 {
+            ("PR_1_EA_MULTI_BLOCK", "has h_blocks > 1")
+        } else {
+            (
+                "PR_1_EA_ALLOC_COLLISION",
+                "is corrupt (allocation collision)",
+            )
+        };
+        c.p.error_fix(
+            1,
+            code,
+            format!("Inode {ino}: extended attribute block {blk} {what}."),
+            crate::fix::Fix::InodeClearFileAcl(ino),
+        );
+        c.xattr_blocks.insert(
+            blk,
+            XattrBlock {
+                refcount: 0,
+                counted: 1,
+                valid: false,
+                bad: Some(code),
+            },
+        );
+        return (0, false);
+    };
+    let mut bad = None;
+    if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
+        if found.2.is_none() {
+            bad = Some(found.0);
+        }
+        report_ea_inode_reference(c, found, Fix::InodeClearFileAcl(ino));
+    } else if let Some(stored) = zero_hash_in_block(&entries) {
+        // e2fsck's check_ext_attr compares a block entry's hash as it is:
+        // only an in-inode entry may leave it 0 (older kernels did).
+        c.p.error_fix(
+            1,
+            "PR_1_ATTR_HASH",
+            format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
+            crate::fix::Fix::InodeClearFileAcl(ino),
+        );
+        bad = Some("PR_1_ATTR_HASH");
+    } else if let Some((code, why)) = bad_entries(&entries, false) {
+        c.p.error_fix(
+            1,
+            code,
+            format!("Extended attribute in inode {ino} (block {blk}) is invalid: {why}."),
+            crate::fix::Fix::InodeClearFileAcl(ino),
+        );
+        bad = Some(code);
+    }
+    if bad.is_none()
+        && c.csum()
+        && verify_xattr_block_checksum(c.sb.csum_seed(), BlockNr(blk), &buf).is_err()
+    {
+        // As e2fsck: only a block that passes every other check has its
+        // checksum rewritten.
+        c.p.error_fix(
+            1,
+            "PR_1_EA_BLOCK_ONLY_CSUM_INVALID",
+            format!(
+                "Extended attribute block {blk} passes checks, but checksum does not match block."
+            ),
+            Fix::XattrBlockChecksum(blk),
+        );
+    }
+    c.xattr_blocks.insert(
+        blk,
+        XattrBlock {
+            refcount: hdr.h_refcount.get(),
+            counted: 1,
+            valid: bad.is_none(),
+            bad,
+        },
+    );
+    if bad.is_some() {
+        // Cleared from the inode: neither claimed nor counted in i_blocks.
+        return (0, false);
+    }
+    c.claim(blk, 1, ino);
+    (1, false)
+}
+
+/// What e2fsck's check_large_ea_inode finds wrong with an entry whose
+/// value lives in an EA inode: a number outside the inodes a value can
+/// live in, or a target whose hash disagrees (an EA inode: the entry's
+/// hash is wrong; not one: the reference is), unless it is a Lustre-style
+/// reference back to its parent. The code, its message, and whether the
+/// fix is to set the target's missing EA_INODE flag rather than clear.
+fn ea_inode_reference(
+    c: &Ctx,
+    ino: u32,
+    parent: &Inode,
+    entries: &XattrEntries<'_>,
+) -> Option<(&'static str, String, Option<u32>)> {
+    let first = c.sb.first_ino();
+    let last = c.sb.s_inodes_count.get();
+    for e in entries.iter().filter_map(Result::ok) {
+        let n = e.entry.e_value_inum.get();
+        if n == 0 {
+            continue;
+        }
+        let illegal = || {
+            (
+                "PR_1_ATTR_VALUE_EA_INODE",
+                format!("Inode {ino} has illegal extended attribute value inode {n}."),
+                None,
+            )
+        };
+        if n < first || n > last {
+            return Some(illegal());
+        }
+        let Ok(target) = c.fs.inode(InodeNr(n)) else {
+            continue;
+        };
+        let t = &target.inode;
+        let stored = e.entry.e_hash.get();
+        let is_ea = t.flags().contains(InodeFlags::EA_INODE);
+        let hash_ok = [false, true]
+            .iter()
+            .any(|&s| xattr_ea_inode_entry_hash(e.name, t.i_atime.get(), s) == stored);
+        let lustre = t.i_mtime.get() == ino && t.i_generation.get() == parent.i_generation.get();
+        if !hash_ok && !lustre {
+            return Some(if is_ea {
+                (
+                    "PR_1_ATTR_HASH",
+                    format!(
+                        "Extended attribute in inode {ino} has a hash ({stored}) which is invalid"
+                    ),
+                    None,
+                )
+            } else {
+                illegal()
+            });
+        }
+        if !is_ea {
+            return Some((
+                "PR_1_ATTR_SET_EA_INODE_FL",
+                format!("EA inode {n} for parent inode {ino} missing EA_INODE flag."),
+                Some(n),
+            ));
+        }
+    }
+    None
+}
+
+/// The blocks the values in EA inodes add to their owner's `i_blocks`:
+/// each value's size in whole clusters, where the entry's hash matches its
+/// EA inode (e2fsck's check_large_ea_inode charges nothing otherwise, as
+/// for Lustre's old references).
+pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> u64 {
+    let cluster = u64::from(c.geo.block_size) << c.geo.cluster_bits;
+    let ratio = 1u64 << c.geo.cluster_bits;
+    let first = c.sb.first_ino();
+    let last = c.sb.s_inodes_count.get();
+    let charge = |entries: &XattrEntries<'_>| -> u64 {
+        let mut total = 0;
+        for e in entries.iter().filter_map(Result::ok) {
+            let n = e.entry.e_value_inum.get();
+            if n < first || n > last {
+                continue;
+            }
+            let Ok(t) = c.fs.inode(InodeNr(n)) else {
+                continue;
+            };
+            let stored = e.entry.e_hash.get();
+            let hash = t.inode.i_atime.get();
+            if [false, true]
+                .iter()
+                .any(|&s| xattr_ea_inode_entry_hash(e.name, hash, s) == stored)
+            {
+                total += u64::from(e.entry.e_value_size.get()).div_ceil(cluster) * ratio;
+            }
+        }
+        total
+    };
+    let mut total = 0;
+    if let Ok(Some(entries)) = parse_xattr_ibody(rec) {
+        total += charge(&entries);
+    }
+    let blk = inode.file_acl(c.wide()).0;
+    if blk != 0 && c.valid_range(blk, 1) {
+        let mut buf = vec![0u8; c.geo.block_size as usize];
+        if c.fs
+            .device()
+            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
+            .is_ok()
+        {
+            if let Ok((_, entries)) = parse_xattr_block(&buf) {
+                total += charge(&entries);
+            }
+        }
+    }
+    total
+}
+
+/// Reports [`ea_inode_reference`]'s finding with its fix: the flag set on
+/// the target, or `clear` (the inode's xattr block or in-inode area).
+fn report_ea_inode_reference(c: &mut Ctx, found: (&'static str, String, Option<u32>), clear: Fix) {
+    let (code, msg, set_flag) = found;
+    let fix = match set_flag {
+        Some(n) => {
+            c.ea_flag_missing.push(n);
+            Fix::InodeSetFlags(n, InodeFlags::EA_INODE.bits())
+        }
+        None => clear,
+    };
+    c.p.error_fix(1, code, msg, fix);
+}
+
+/// A block entry whose stored hash is 0 where its value's hash is not.
+fn zero_hash_in_block(entries: &XattrEntries<'_>) -> Option<u32> {
+    entries.iter().filter_map(Result::ok).find_map(|e| {
+        let stored = e.entry.e_hash.get();
+        let hashes_to_zero = [false, true]
+            .iter()
+            .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == 0));
+        (stored == 0 && !hashes_to_zero).then_some(stored)
+    })
+}
+
+/// Entries that fail to parse or whose stored hash matches neither hash
+/// variant (`zero_ok`: in the inode, where 0 means "not computed").
+fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static str, String)> {
+    for e in entries.iter() {
+        let e = match e {
+            Ok(e) => e,
+            // e2fsck's words for what does not fit: the name, or the value.
+            Err(err) => {
+                let why = err.to_string();
+                let code = match (in_inode, why.contains("name")) {
+                    (true, true) => "PR_1_ATTR_NAME_LEN",
+                    (true, false) => "PR_1_ATTR_VALUE_SIZE",
+                    (false, true) => "PR_1_EA_BAD_NAME",
+                    (false, false) => "PR_1_EA_BAD_VALUE",
+                };
+                return Some((code, why));
+            }
+        };
+        let stored = e.entry.e_hash.get();
+        // In the inode 0 means "not computed" (older kernels).
+        if stored != 0 || !in_inode {
+            let ok = [false, true]
+                .iter()
+                .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == stored));
+            if !ok {
+                return Some((
+                    "PR_1_ATTR_HASH",
+                    format!("hash of entry at offset {} does not match", e.offset),
+                ));
+            }
+        }
+    }
+    None
+}
+
+pub(crate) fn finish_xattr_blocks(c: &mut Ctx) {
+    let bad: Vec<(u64, u32, u32)> = c
+        .xattr_blocks
+        .iter()
+        .filter(|(_, x)| x.valid && x.refcount != x.counted)
+        .map(|(b, x)| (*b, x.refcount, x.counted))
+        .collect();
+    for (b, r, n) in bad {
+        c.p.error_fix(
+            1,
+            "PR_1_EXTATTR_REFCOUNT",
+            format!("Extended attribute block {b} has reference count {r}, should be {n}."),
+            Fix::XattrRefcount(b, n),
+        );
+    }
+}

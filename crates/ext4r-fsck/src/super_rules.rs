@@ -1,0 +1,249 @@
+//! The rest of e2fsck's `check_super_block` (e2fsck/super.c) and the
+//! superblock fixes unix.c makes around it: feature combinations that
+//! cannot be, times in the future, a missing UUID or hash hint, the test
+//! flag, a revision 0 superblock with features, an MMP block out of range.
+//! Each repair is a [`SuperEdit`] of the superblock the fix writer holds.
+
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::superblock::{Superblock, FLAGS_SIGNED_HASH, FLAGS_TEST_FS, FLAGS_UNSIGNED_HASH};
+
+use crate::ctx::Ctx;
+use crate::fix::Fix;
+
+/// One change to the primary superblock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SuperEdit {
+    /// A new UUID (the descriptors' checksums follow it).
+    Uuid([u8; 16]),
+    /// Set `s_mtime` (true) or `s_wtime` to this time.
+    Time(bool, i64),
+    /// Set these `s_flags` bits and clear those.
+    Flags(u32, u32),
+    /// Turn off metadata_csum_seed and zero `s_checksum_seed`.
+    NoCsumSeed,
+    /// Turn off meta_bg and zero `s_first_meta_bg`.
+    NoMetaBg,
+    /// Make a revision 0 superblock dynamic (`ext2fs_update_dynamic_rev`).
+    DynamicRev,
+    /// Point at a new MMP block.
+    MmpBlock(u64),
+    /// Turn off orphan_file (and orphan_present).
+    NoOrphanFile,
+    /// The journal inode's `i_block` and size (high, low) as the backup
+    /// `s_jnl_blocks` keeps them.
+    JournalBackup([u32; 17]),
+}
+
+impl SuperEdit {
+    /// Applies the edit; true when every descriptor must be rewritten
+    /// (their checksums depend on what changed).
+    pub(crate) fn apply(&self, sb: &mut Superblock) -> bool {
+        match self {
+            SuperEdit::Uuid(u) => {
+                sb.s_uuid = *u;
+                return true;
+            }
+            SuperEdit::Time(true, t) => sb.set_mtime(*t),
+            SuperEdit::Time(false, t) => sb.set_wtime(*t),
+            SuperEdit::Flags(set, clear) => sb.s_flags.set((sb.s_flags.get() | set) & !clear),
+            SuperEdit::NoCsumSeed => {
+                let f = sb.s_feature_incompat.get() & !Incompat::CSUM_SEED.bits();
+                sb.s_feature_incompat.set(f);
+                sb.s_checksum_seed.set(0);
+            }
+            SuperEdit::NoMetaBg => {
+                let f = sb.s_feature_incompat.get() & !Incompat::META_BG.bits();
+                sb.s_feature_incompat.set(f);
+                sb.s_first_meta_bg.set(0);
+            }
+            SuperEdit::DynamicRev => {
+                if sb.s_rev_level.get() == 0 {
+                    sb.s_rev_level.set(1);
+                    sb.s_first_ino.set(11);
+                    sb.s_inode_size.set(128);
+                }
+            }
+            SuperEdit::MmpBlock(b) => sb.s_mmp_block.set(*b),
+            SuperEdit::NoOrphanFile => {
+                let c = sb.s_feature_compat.get() & !Compat::ORPHAN_FILE.bits();
+                sb.s_feature_compat.set(c);
+                let r = sb.s_feature_ro_compat.get() & !RoCompat::ORPHAN_PRESENT.bits();
+                sb.s_feature_ro_compat.set(r);
+            }
+            SuperEdit::JournalBackup(words) => {
+                for (w, v) in sb.s_jnl_blocks.iter_mut().zip(words) {
+                    w.set(*v);
+                }
+                sb.s_jnl_backup_type = 1;
+            }
+        }
+        false
+    }
+}
+
+/// Touch-ups e2fsck makes to the superblock without counting the
+/// filesystem as changed or forcing a check of one marked clean.
+pub(crate) fn cosmetic(code: &str) -> bool {
+    matches!(
+        code,
+        "PR_0_ADD_UUID"
+            | "PR_0_DIRHASH_HINT"
+            | "PR_0_CLEAR_TESTFS_FLAG"
+            | "PR_0_FUTURE_SB_LAST_MOUNT"
+            | "PR_0_FUTURE_SB_LAST_WRITE"
+            | "PR_0_FUTURE_SB_LAST_MOUNT_FUDGED"
+            | "PR_0_FUTURE_SB_LAST_WRITE_FUDGED"
+            | "PR_0_BACKUP_JNL"
+    )
+}
+
+/// How far in the future a superblock time may be before it is more than
+/// a wrong clock (e2fsck's default `accept_time_fudge`).
+const TIME_FUDGE: i64 = 86_400;
+
+pub(crate) fn check(c: &mut Ctx) {
+    let sb = c.sb.clone();
+    let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
+    if sb.has_incompat(Incompat::BIT64) && !sb.has_incompat(Incompat::EXTENTS) {
+        c.p.harmless_fix(
+            0,
+            "PR_0_64BIT_WITHOUT_EXTENTS",
+            "Superblock 64bit filesystem needs extents to access the whole disk.".into(),
+            Fix::SetIncompat(Incompat::EXTENTS.bits()),
+        );
+    }
+    if !csum && sb.has_incompat(Incompat::CSUM_SEED) {
+        c.p.harmless_fix(
+            0,
+            "PR_0_CSUM_SEED_WITHOUT_META_CSUM",
+            "Superblock metadata_csum_seed is not necessary without metadata_csum.".into(),
+            Fix::Superblock(SuperEdit::NoCsumSeed),
+        );
+    }
+    let desc_blocks = c.geo.desc_blocks();
+    if sb.has_incompat(Incompat::META_BG) && sb.s_first_meta_bg.get() > desc_blocks {
+        c.p.error_fix(
+            0,
+            "PR_0_FIRST_META_BG_TOO_BIG",
+            format!(
+                "First_meta_bg is too big.  ({}, max value {desc_blocks}).",
+                sb.s_first_meta_bg.get()
+            ),
+            Fix::Superblock(SuperEdit::NoMetaBg),
+        );
+    }
+    // What e2fsck changes only when it may write.
+    if !c.repairing {
+        return;
+    }
+    if sb.s_uuid == [0; 16] && !csum {
+        c.p.harmless_fix(
+            0,
+            "PR_0_ADD_UUID",
+            "Filesystem did not have a UUID; generating one.".into(),
+            Fix::Superblock(SuperEdit::Uuid(new_uuid(c.now))),
+        );
+    }
+    let hash_flags = FLAGS_SIGNED_HASH | FLAGS_UNSIGNED_HASH;
+    if sb.has_compat(Compat::DIR_INDEX) && sb.s_flags.get() & hash_flags == 0 {
+        // The hash the checker has used all along for a filesystem
+        // without the hint (x86's signed char; e2fsck picks its host's).
+        c.p.harmless_fix(
+            0,
+            "PR_0_DIRHASH_HINT",
+            "Adding dirhash hint to filesystem.".into(),
+            Fix::Superblock(SuperEdit::Flags(FLAGS_SIGNED_HASH, 0)),
+        );
+    }
+    if sb.s_flags.get() & FLAGS_TEST_FS != 0 && ext4_available() {
+        c.p.harmless_fix(
+            0,
+            "PR_0_CLEAR_TESTFS_FLAG",
+            "The test_fs flag is set (and ext4 is available).".into(),
+            Fix::Superblock(SuperEdit::Flags(0, FLAGS_TEST_FS)),
+        );
+    }
+    if sb.s_rev_level.get() == 0
+        && (sb.s_feature_compat.get() | sb.s_feature_ro_compat.get() | sb.s_feature_incompat.get())
+            != 0
+    {
+        c.p.error_fix(
+            0,
+            "PR_0_FS_REV_LEVEL",
+            "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
+            Fix::Superblock(SuperEdit::DynamicRev),
+        );
+    }
+    // Times in the future, with -f or a check interval (e2fsck's rule).
+    if c.now > 0 && (c.forced || sb.s_checkinterval.get() != 0) {
+        for (mount, code, fudged, what, t) in [
+            (
+                true,
+                "PR_0_FUTURE_SB_LAST_MOUNT",
+                "PR_0_FUTURE_SB_LAST_MOUNT_FUDGED",
+                "mount",
+                sb.mtime(),
+            ),
+            (
+                false,
+                "PR_0_FUTURE_SB_LAST_WRITE",
+                "PR_0_FUTURE_SB_LAST_WRITE_FUDGED",
+                "write",
+                sb.wtime(),
+            ),
+        ] {
+            if t > c.now {
+                let code = if t <= c.now + TIME_FUDGE {
+                    fudged
+                } else {
+                    code
+                };
+                c.p.harmless_fix(
+                    0,
+                    code,
+                    format!("Superblock last {what} time is in the future."),
+                    Fix::Superblock(SuperEdit::Time(mount, c.now)),
+                );
+            }
+        }
+    }
+    let mmp = sb.s_mmp_block.get();
+    if sb.has_incompat(Incompat::MMP)
+        && (mmp <= c.geo.first_data_block || mmp >= c.geo.blocks_count)
+    {
+        // e2fsck zeroes the field (and finds it again next time); a new
+        // block, reset by the next round, leaves a usable MMP.
+        if let Some(b) = crate::lost_found::reserve_block(c) {
+            c.p.error_fix(
+                0,
+                "PR_0_MMP_INVALID_BLK",
+                "Superblock has invalid MMP block.".into(),
+                Fix::Superblock(SuperEdit::MmpBlock(b)),
+            );
+        }
+    }
+}
+
+/// Whether the running kernel has ext4 (e2fsck's `fs_proc_check`).
+fn ext4_available() -> bool {
+    std::fs::read_to_string("/proc/filesystems").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.split_whitespace().last() == Some("ext4"))
+    })
+}
+
+/// A random (version 4) UUID; from the clock when the system has no
+/// randomness to give.
+fn new_uuid(now: i64) -> [u8; 16] {
+    let mut u = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut u))
+        .is_ok();
+    if !random {
+        let seed = (now as u128) << 64 | u128::from(std::process::id());
+        u = seed.to_le_bytes();
+    }
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    u
+}
