@@ -16,6 +16,25 @@ pub fn fnv(data: &[u8]) -> u64 {
     })
 }
 
+/// A file's length and FNV-1a hash, read in pieces (a sparse file may
+/// be far larger than memory).
+pub fn fnv_file(p: &Path) -> (u64, u64) {
+    use std::io::Read;
+    let mut f = fs::File::open(p).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut len, mut h) = (0u64, 0xcbf2_9ce4_8422_2325u64);
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            return (len, h);
+        }
+        len += n as u64;
+        h = buf[..n]
+            .iter()
+            .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+    }
+}
+
 /// path -> everything observable about it, as the host sees it.
 pub fn manifest(root: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -43,8 +62,8 @@ pub fn manifest(root: &Path) -> BTreeMap<String, String> {
                 if m.is_dir() {
                     stack.push(p.clone());
                 } else if m.is_file() {
-                    let data = fs::read(&p).unwrap();
-                    d += &format!(" size={} hash={:x}", data.len(), fnv(&data));
+                    let (len, hash) = fnv_file(&p);
+                    d += &format!(" size={len} hash={hash:x}");
                 } else {
                     d += &format!(" rdev={:x}", m.rdev());
                 }

@@ -79,21 +79,92 @@ fn run(a: &Args) -> Result<bool> {
     let info = fs.resolve(&a.path)?;
     std::fs::create_dir_all(&a.dest)
         .with_context(|| format!("cannot create {}", a.dest.display()))?;
+    let name = a.path.rsplit('/').find(|s| !s.is_empty());
+    let item = match name {
+        // The root's contents into DEST; DEST itself gets the root's
+        // attributes.
+        None if info.inode.is_dir() => Item {
+            info,
+            target: a.dest.clone(),
+            contents_only: true,
+        },
+        _ => Item {
+            target: a.dest.join(name.unwrap_or("root")),
+            info,
+            contents_only: false,
+        },
+    };
+    let o = OutOptions {
+        tool: "ext4r extract",
+        preserve: true,
+        xattrs: true,
+        sockets: false,
+        links: true,
+        verbose: a.verbose,
+    };
+    Ok(copy_out(&fs, vec![item], &o))
+}
+
+/// How [`copy_out`] copies.
+pub(crate) struct OutOptions {
+    /// The name messages start with.
+    pub tool: &'static str,
+    /// Keep owners (as root), modes and times; otherwise files get
+    /// their permission bits less the umask and the time of the copy.
+    pub preserve: bool,
+    /// With `preserve`, the xattrs too (extract, cp -a; not cp -p).
+    pub xattrs: bool,
+    /// Make sockets (cp does); otherwise skip them with a note (rdump).
+    pub sockets: bool,
+    /// Names of one inode stay one file (extract, cp -a); otherwise each
+    /// name is a copy of its own, as cp -r makes them.
+    pub links: bool,
+    /// Print each path made.
+    pub verbose: bool,
+}
+
+/// One thing to copy out of the image.
+pub(crate) struct Item {
+    /// The inode.
+    pub info: InodeInfo,
+    /// Where it goes on the host.
+    pub target: PathBuf,
+    /// A directory whose contents go into `target` (which may exist).
+    pub contents_only: bool,
+}
+
+/// Recreates `items` from `fs` on the host; false when anything failed
+/// (each failure said on stderr).
+pub(crate) fn copy_out(fs: &Filesystem, items: Vec<Item>, o: &OutOptions) -> bool {
     // Read the umask by setting it (the only way) and putting it back.
     let umask = rustix::process::umask(Mode::empty());
     rustix::process::umask(umask);
+    let first_dir = items
+        .first()
+        .map(|i| {
+            if i.contents_only {
+                i.target.clone()
+            } else {
+                i.target.parent().map(Path::to_path_buf).unwrap_or_default()
+            }
+        })
+        .unwrap_or_default();
     let shared = Shared {
-        fs: &fs,
+        fs,
         ok: AtomicBool::new(true),
         root: rustix::process::geteuid().is_root(),
         uid: rustix::process::geteuid().as_raw(),
         // Under a setgid directory new files take its group: never assume.
-        gid: if std::fs::metadata(&a.dest).is_ok_and(|m| m.permissions().mode() & 0o2000 != 0) {
+        gid: if std::fs::metadata(&first_dir).is_ok_and(|m| m.permissions().mode() & 0o2000 != 0) {
             u32::MAX
         } else {
             rustix::process::getegid().as_raw()
         },
         umask: (umask.bits() & 0o777) as u16,
+        tool: o.tool,
+        preserve: o.preserve,
+        xattrs: o.xattrs,
+        sockets: o.sockets,
     };
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
     let (tx, rx) = mpsc::sync_channel::<Vec<Job>>(QUEUE);
@@ -106,7 +177,8 @@ fn run(a: &Args) -> Result<bool> {
         deferred_links: Vec::new(),
         dirs: Vec::new(),
         on_path: HashSet::new(),
-        verbose: a.verbose,
+        verbose: o.verbose,
+        keep_links: o.links,
     };
     std::thread::scope(|s| {
         for _ in 0..workers {
@@ -121,18 +193,14 @@ fn run(a: &Args) -> Result<bool> {
                 }
             });
         }
-        let name = a.path.rsplit('/').find(|s| !s.is_empty());
-        match name {
-            None if info.inode.is_dir() => {
-                // The root's contents into DEST; DEST itself gets the
-                // root's attributes.
-                walk.on_path.insert(info.ino.0);
-                walk.dir_contents(&info, &a.dest, 0);
-                walk.dirs.push((info.ino, a.dest.clone(), 0));
-            }
-            _ => {
-                let target = a.dest.join(name.unwrap_or("root"));
-                walk.entry(info, &target, 0);
+        for item in items {
+            if item.contents_only {
+                walk.on_path.insert(item.info.ino.0);
+                walk.dir_contents(&item.info, &item.target, 0);
+                walk.dirs.push((item.info.ino, item.target.clone(), 0));
+                walk.on_path.remove(&item.info.ino.0);
+            } else {
+                walk.entry(item.info, &item.target, 0);
             }
         }
         walk.flush();
@@ -152,7 +220,7 @@ fn run(a: &Args) -> Result<bool> {
             Err(e) => shared.warn(&path, e),
         }
     }
-    Ok(shared.ok.load(Ordering::Relaxed))
+    shared.ok.load(Ordering::Relaxed)
 }
 
 /// What the walk and the workers share.
@@ -165,11 +233,15 @@ struct Shared<'a> {
     gid: u32,
     /// The process umask, which new files' modes lose.
     umask: u16,
+    tool: &'static str,
+    preserve: bool,
+    xattrs: bool,
+    sockets: bool,
 }
 
 impl Shared<'_> {
     fn warn(&self, what: &Path, e: impl std::fmt::Display) {
-        eprintln!("ext4r extract: {}: {e}", what.display());
+        eprintln!("{}: {}: {e}", self.tool, what.display());
         self.ok.store(false, Ordering::Relaxed);
     }
 
@@ -302,6 +374,10 @@ impl Shared<'_> {
     /// with the permission bits of `m` (less the umask). System calls that
     /// would change nothing are skipped: this runs once per file.
     fn attributes_fd(&self, info: &InodeInfo, m: &Metadata, f: &File, target: &Path) {
+        if !self.preserve {
+            // Created with the permission bits less the umask: all cp does.
+            return;
+        }
         let owner_differs = m.uid != self.uid || m.gid != self.gid;
         if self.root && owner_differs {
             if let Err(e) = rustix::fs::fchown(
@@ -331,6 +407,17 @@ impl Shared<'_> {
     /// device nodes, FIFOs).
     fn attributes_path(&self, info: &InodeInfo, target: &Path) {
         let m = self.fs.metadata(info);
+        if !self.preserve {
+            // A directory was made 0777 less the umask (and written in);
+            // cp gives it the source's bits less the umask.
+            if m.kind == FileKind::Directory {
+                let perm = std::fs::Permissions::from_mode(u32::from(m.perm & 0o777 & !self.umask));
+                if let Err(e) = std::fs::set_permissions(target, perm) {
+                    self.warn(target, format!("cannot set mode: {e}"));
+                }
+            }
+            return;
+        }
         if self.root {
             if let Err(e) = rustix::fs::chownat(
                 CWD,
@@ -364,6 +451,9 @@ impl Shared<'_> {
         target: &Path,
         set: impl Fn(&[u8], &[u8]) -> rustix::io::Result<()>,
     ) {
+        if !self.xattrs {
+            return;
+        }
         // Most inodes have none: skip the decoding then.
         let has_ibody = info.record.len() > 128 + 4
             && info.inode.i_extra_isize.get() > 0
@@ -380,7 +470,8 @@ impl Shared<'_> {
                     if keep {
                         if let Err(e) = set(&x.name, &x.value) {
                             eprintln!(
-                                "ext4r extract: {}: xattr {} not set: {e}",
+                                "{}: {}: xattr {} not set: {e}",
+                                self.tool,
                                 target.display(),
                                 x.name_lossy()
                             );
@@ -406,6 +497,8 @@ struct Walk<'a, 'b> {
     /// Directories being extracted, to stop at loops in a damaged image.
     on_path: HashSet<u32>,
     verbose: bool,
+    /// Whether names of one inode stay one file.
+    keep_links: bool,
 }
 
 impl Walk<'_, '_> {
@@ -453,7 +546,7 @@ impl Walk<'_, '_> {
     /// Places one inode at `target`.
     fn entry(&mut self, info: InodeInfo, target: &Path, depth: u32) {
         let m = self.sh.fs.metadata(&info);
-        if m.kind != FileKind::Directory && m.links > 1 {
+        if self.keep_links && m.kind != FileKind::Directory && m.links > 1 {
             if let Some(first) = self.links.get(&m.ino) {
                 self.deferred_links
                     .push((first.clone(), target.to_path_buf()));
@@ -503,8 +596,9 @@ impl Walk<'_, '_> {
             FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo => {
                 special(target, &m).map_err(Into::into)
             }
+            FileKind::Socket if self.sh.sockets => special(target, &m).map_err(Into::into),
             FileKind::Socket => {
-                eprintln!("ext4r extract: {}: socket skipped", target.display());
+                eprintln!("{}: {}: socket skipped", self.sh.tool, target.display());
                 return;
             }
             _ => {
@@ -534,11 +628,12 @@ fn timespec(t: Timestamp) -> Timespec {
     }
 }
 
-/// Makes a device node or FIFO.
+/// Makes a device node, FIFO or socket.
 fn special(target: &Path, m: &Metadata) -> std::io::Result<()> {
     let (kind, dev) = match m.kind {
         FileKind::CharDevice => (rustix::fs::FileType::CharacterDevice, m.rdev),
         FileKind::BlockDevice => (rustix::fs::FileType::BlockDevice, m.rdev),
+        FileKind::Socket => (rustix::fs::FileType::Socket, None),
         _ => (rustix::fs::FileType::Fifo, None),
     };
     let (maj, min) = dev.unwrap_or((0, 0));

@@ -9,7 +9,9 @@ mod extract;
 mod fsck;
 mod generate;
 mod mkfs;
+mod populate;
 mod read;
+mod shell;
 mod tune;
 
 use std::ffi::OsString;
@@ -80,6 +82,41 @@ pub(crate) const TOOLS: &[Tool] = &[
         what: "copy a tree out of an image, like debugfs rdump",
         command: extract::command,
         main: extract::main,
+    },
+    Tool {
+        sub: "cp",
+        link: None,
+        what: "copy files into or out of an image (IMAGE:/PATH), as cp",
+        command: shell::cp::command,
+        main: shell::cp::main,
+    },
+    Tool {
+        sub: "mkdir",
+        link: None,
+        what: "make directories in an image, as mkdir",
+        command: shell::mkdir::command,
+        main: shell::mkdir::main,
+    },
+    Tool {
+        sub: "rm",
+        link: None,
+        what: "remove files or directories from an image, as rm",
+        command: shell::rm::command,
+        main: shell::rm::main,
+    },
+    Tool {
+        sub: "mv",
+        link: None,
+        what: "rename or move files inside an image, as mv",
+        command: shell::mv::command,
+        main: shell::mv::main,
+    },
+    Tool {
+        sub: "ln",
+        link: None,
+        what: "make hard or symbolic links inside an image, as ln",
+        command: shell::ln::command,
+        main: shell::ln::main,
     },
 ];
 

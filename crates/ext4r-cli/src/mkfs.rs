@@ -88,6 +88,10 @@ struct Args {
     /// Print the version and exit.
     #[arg(short = 'V')]
     version: bool,
+    /// Copy the files of a directory, a tar archive or (with `-`) a tar
+    /// archive on standard input into the new filesystem.
+    #[arg(short = 'd', value_name = "SOURCE")]
+    root_dir: Option<PathBuf>,
     /// Check for bad blocks (not supported).
     #[arg(short = 'c', action = clap::ArgAction::Count, hide = true)]
     badblocks: u8,
@@ -122,6 +126,13 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 
 fn parse_size(s: &str, unit: u64) -> Result<u64> {
     Ok(mkfs::parse_size(s, unit)?)
+}
+
+/// `SOURCE_DATE_EPOCH`, when set to a number: a reproducible build.
+fn source_date_epoch() -> Option<i64> {
+    std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
 }
 
 fn now() -> i64 {
@@ -166,6 +177,13 @@ fn run(a: Args) -> Result<()> {
         eprintln!("mkfs.ext4r {}", env!("CARGO_PKG_VERSION"));
     }
     let ext = Extended::parse(a.extended.as_slice())?;
+    // A source that cannot be read is refused before anything is written.
+    let source = a
+        .root_dir
+        .as_deref()
+        .map(crate::populate::Source::check)
+        .transpose()?;
+    let epoch = source_date_epoch();
     let block_size = a
         .block_size
         .as_deref()
@@ -262,13 +280,20 @@ fn run(a: Args) -> Result<()> {
         last_mounted: a.last_mounted.clone(),
         uuid: a.uuid.clone(),
         revision: a.revision,
-        extended: ext,
+        extended: ext.clone(),
         size_bytes,
         sector_size: dev.as_ref().map_or(512, |d| d.logical_sector_size()),
         now: now(),
-        random_uuids: Some((
-            *uuid::Uuid::new_v4().as_bytes(),
-            *uuid::Uuid::new_v4().as_bytes(),
+        // SOURCE_DATE_EPOCH: the UUID and hash seed follow from it (-U and
+        // -E hash_seed= still win), as everything else written does.
+        random_uuids: Some(epoch.map_or_else(
+            || {
+                (
+                    *uuid::Uuid::new_v4().as_bytes(),
+                    *uuid::Uuid::new_v4().as_bytes(),
+                )
+            },
+            mkfs::reproducible_ids,
         )),
     };
     let plan = mkfs::plan(&opts)?;
@@ -318,6 +343,18 @@ fn run(a: Args) -> Result<()> {
         if s.journal_blocks > 0 {
             println!("Creating journal ({} blocks): done", s.journal_blocks);
         }
+    }
+    if let Some(src) = source {
+        if !a.quiet {
+            print!("Copying files into the device: ");
+            std::io::stdout().flush()?;
+        }
+        crate::populate::populate(dev, src, &ext, epoch).context("while populating file system")?;
+        if !a.quiet {
+            println!("done");
+        }
+    }
+    if !a.quiet {
         println!("Writing superblocks and filesystem accounting information: done\n");
     }
     Ok(())

@@ -23,6 +23,7 @@ pub mod fs;
 pub use ext4r_txn::journal;
 pub mod localtime;
 pub mod mkfs;
+pub mod populate;
 pub mod safety;
 pub mod tune;
 pub mod write;

@@ -86,6 +86,9 @@ impl Extended {
                     ext.orphan_file_size = Some(parse_size(v.unwrap_or(""), 1024)?)
                 }
                 "quotatype" => ext.quota_types = Some(text(v)?),
+                "uid" => ext.populate_uid = Some(num32(v)?),
+                "gid" => ext.populate_gid = Some(num32(v)?),
+                "no_copy_xattrs" => ext.no_copy_xattrs = true,
                 "encoding" => ext.encoding = Some(text(v)?),
                 "encoding_flags" => ext.encoding_flags = Some(text(v)?),
                 "root_owner" => {
@@ -115,7 +118,8 @@ impl Extended {
                          commas: stride, stripe_width, resize, lazy_itable_init, \
                          lazy_journal_init, assume_storage_prezeroed, root_owner, test_fs, \
                          discard, nodiscard, num_backup_sb, packed_meta_blocks, hash_seed, \
-                         orphan_file_size, encoding, encoding_flags, quotatype"
+                         orphan_file_size, encoding, encoding_flags, quotatype, no_copy_xattrs, \
+                         uid, gid"
                     )))
                 }
             }
@@ -142,6 +146,12 @@ mod tests {
         // A stride past 32 bits was cut to its low bits before.
         assert!(Extended::parse(&["stride=4294967296".into()]).is_err());
         assert!(Extended::parse(&["root_owner=x".into()]).is_err());
+        let e = Extended::parse(&["uid=0,gid=5,no_copy_xattrs".into()]).expect("valid");
+        assert_eq!(
+            (e.populate_uid, e.populate_gid, e.no_copy_xattrs),
+            (Some(0), Some(5), true)
+        );
+        assert!(Extended::parse(&["uid=-1".into()]).is_err());
         assert!(Extended::parse(&["bogus".into()]).is_err());
     }
 }

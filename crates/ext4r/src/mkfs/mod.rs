@@ -19,6 +19,7 @@ pub mod resize_inode;
 mod write;
 
 pub use args::parse_size;
+pub use params::reproducible_ids;
 pub use params::{parse_uuid, Extended, MkfsOptions};
 
 use crate::device::BlockDevice;

@@ -93,6 +93,13 @@ pub struct Extended {
     /// Quota types for the quota feature (`usrquota:grpquota:prjquota`);
     /// default user and group.
     pub quota_types: Option<String>,
+    /// `-d`: the owner every copied file gets, whatever the source's
+    /// (`uid=`, `gid=`): images built without root.
+    pub populate_uid: Option<u32>,
+    /// As `populate_uid`, for the group.
+    pub populate_gid: Option<u32>,
+    /// `-d`: leave extended attributes out (`no_copy_xattrs`, as mke2fs).
+    pub no_copy_xattrs: bool,
 }
 
 /// The resolved numbers the layout is built from.
@@ -768,6 +775,20 @@ fn resolve_encoding(features: &mut Features, ext: &Extended) -> Result<(u16, u16
 }
 
 /// Parses `01234567-89ab-cdef-0123-456789abcdef`, the one form libuuid's
+/// The filesystem UUID and directory hash seed a reproducible build uses
+/// for `SOURCE_DATE_EPOCH` = `epoch`: name-based (version 5) UUIDs of the
+/// epoch, one per purpose, so that two builds with the same epoch agree on
+/// any machine and a build with another epoch differs. Give `-U` to tell
+/// images of the same epoch apart.
+pub fn reproducible_ids(epoch: i64) -> ([u8; 16], [u8; 16]) {
+    // A namespace of our own: the v5 UUID of "ext4r" in the URL namespace.
+    let ns = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, b"ext4r");
+    let id = |what: &str| {
+        *uuid::Uuid::new_v5(&ns, format!("SOURCE_DATE_EPOCH={epoch}:{what}").as_bytes()).as_bytes()
+    };
+    (id("uuid"), id("hash_seed"))
+}
+
 /// `uuid_parse` (mke2fs `-U`, `-E hash_seed=`, tune2fs `-U`) accepts: 36
 /// characters with the dashes in place. The `uuid` crate also takes the
 /// simple, braced and URN forms, which e2fsprogs refuses; only the
@@ -789,6 +810,17 @@ mod tests {
             sector_size: 512,
             ..MkfsOptions::default()
         }
+    }
+
+    #[test]
+    fn reproducible_ids_follow_the_epoch() {
+        let a = reproducible_ids(1_700_000_000);
+        assert_eq!(a, reproducible_ids(1_700_000_000));
+        assert_ne!(a.0, a.1);
+        assert_ne!(a, reproducible_ids(1_700_000_001));
+        // A version 5 UUID, RFC 4122 variant.
+        assert_eq!(a.0[6] >> 4, 5);
+        assert_eq!(a.0[8] >> 6, 2);
     }
 
     #[test]

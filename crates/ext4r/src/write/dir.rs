@@ -53,6 +53,17 @@ pub(crate) fn block_records(b: &[u8], dir: u32, nr: u64) -> Result<Vec<Rec>> {
     })
 }
 
+/// `name` in one leaf block of directory `dir` (block `nr`), or a
+/// corruption error naming it.
+pub(crate) fn find_in(b: &[u8], name: &[u8], dir: u32, nr: u64) -> Result<Option<(u32, u8)>> {
+    entries::find(b, name).ok_or_else(|| {
+        Error::corrupt(
+            format!("inode {dir}, directory block {nr}"),
+            ext4r_format::FormatError::invalid("directory block", "entries do not tile the block"),
+        )
+    })
+}
+
 /// `name`'s inode and file type in directory `dir`.
 pub(crate) fn lookup(
     t: &Transaction<Volume>,
@@ -77,10 +88,8 @@ pub(crate) fn lookup(
         if htree::is_index_block(&b, sh) {
             continue;
         }
-        for r in block_records(&b, dir, nr)? {
-            if r.ino != 0 && r.name == name {
-                return Ok(Some((r.ino, r.ftype)));
-            }
+        if let Some(found) = find_in(&b, name, dir, nr)? {
+            return Ok(Some(found));
         }
     }
     Ok(None)

@@ -20,17 +20,6 @@ pub(crate) struct Rec {
     pub name: Vec<u8>,
 }
 
-impl Rec {
-    /// Bytes the record needs for its name.
-    pub fn used(&self) -> usize {
-        if self.ino == 0 {
-            0
-        } else {
-            needed(self.name.len())
-        }
-    }
-}
-
 /// Bytes a record with a name of `len` bytes takes.
 pub(crate) fn needed(len: usize) -> usize {
     (8 + len + 3) & !3
@@ -40,11 +29,32 @@ fn le16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
-/// The records of a leaf block, the tail left out; `None` when they do not
-/// tile the block (a damaged block: the caller refuses to change it).
-pub(crate) fn records(b: &[u8]) -> Option<Vec<Rec>> {
+/// One record of a block, borrowed: walking a block allocates nothing
+/// (lookups and inserts run once per name created).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecRef<'a> {
+    pub off: usize,
+    pub rec_len: usize,
+    pub ino: u32,
+    pub ftype: u8,
+    pub name: &'a [u8],
+}
+
+impl RecRef<'_> {
+    fn used(&self) -> usize {
+        if self.ino == 0 {
+            0
+        } else {
+            needed(self.name.len())
+        }
+    }
+}
+
+/// Calls `f` with each record of a leaf block, the tail left out, until it
+/// returns `Some`; `None` (and `f` perhaps called for the records before)
+/// when the records do not tile the block.
+fn walk<'a, T>(b: &'a [u8], mut f: impl FnMut(RecRef<'a>) -> Option<T>) -> Option<Option<T>> {
     let bs = u32::try_from(b.len()).ok()?;
-    let mut out = Vec::new();
     let mut off = 0;
     while off < b.len() {
         if off + 8 > b.len() {
@@ -63,21 +73,49 @@ pub(crate) fn records(b: &[u8]) -> Option<Vec<Rec>> {
                 return None;
             }
             let name = if ino != 0 {
-                b[off + 8..off + 8 + nlen].to_vec()
+                &b[off + 8..off + 8 + nlen]
             } else {
-                Vec::new()
+                &b[0..0]
             };
-            out.push(Rec {
+            let r = RecRef {
                 off,
                 rec_len: rec,
                 ino,
                 ftype: b[off + 7],
                 name,
-            });
+            };
+            if let Some(v) = f(r) {
+                return Some(Some(v));
+            }
         }
         off += rec;
     }
+    Some(None)
+}
+
+/// The records of a leaf block, the tail left out; `None` when they do not
+/// tile the block (a damaged block: the caller refuses to change it).
+pub(crate) fn records(b: &[u8]) -> Option<Vec<Rec>> {
+    let mut out = Vec::new();
+    walk(b, |r| {
+        out.push(Rec {
+            off: r.off,
+            rec_len: r.rec_len,
+            ino: r.ino,
+            ftype: r.ftype,
+            name: r.name.to_vec(),
+        });
+        None::<()>
+    })?;
     Some(out)
+}
+
+/// `name`'s inode and file type in a leaf block: `Some(None)` when it is
+/// not there, `None` for a block whose records do not tile it.
+pub(crate) fn find(b: &[u8], name: &[u8]) -> Option<Option<(u32, u8)>> {
+    walk(b, |r| {
+        (r.ino != 0 && r.name == name).then_some((r.ino, r.ftype))
+    })
 }
 
 fn put(b: &mut [u8], off: usize, rec_len: usize, ino: u32, ftype: u8, name: &[u8]) -> bool {
@@ -94,26 +132,27 @@ fn put(b: &mut [u8], off: usize, rec_len: usize, ino: u32, ftype: u8, name: &[u8
 
 /// Adds an entry to the block where a record has room; false when none has.
 pub(crate) fn insert(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
-    let Some(recs) = records(b) else {
+    let need = needed(name.len());
+    // The first record with room, found without changing the block (a
+    // damaged block is left alone).
+    let Some(Some((off, rec_len, keep))) = walk(b, |r| {
+        (r.rec_len - r.used() >= need).then_some((r.off, r.rec_len, r.used()))
+    }) else {
         return false;
     };
-    let need = needed(name.len());
-    for r in recs {
-        if r.rec_len - r.used() < need {
-            continue;
-        }
-        if r.ino == 0 {
-            return put(b, r.off, r.rec_len, ino, ftype, name);
-        }
-        let keep = r.used();
-        let rest = r.rec_len - keep;
-        let Ok(raw) = rec_len_to_disk(keep as u32, b.len() as u32) else {
-            return false;
-        };
-        b[r.off + 4..r.off + 6].copy_from_slice(&raw.to_le_bytes());
-        return put(b, r.off + keep, rest, ino, ftype, name);
+    // Only a block whose every record is sound is changed.
+    if walk(b, |_| None::<()>).is_none() {
+        return false;
     }
-    false
+    if keep == 0 {
+        return put(b, off, rec_len, ino, ftype, name);
+    }
+    let rest = rec_len - keep;
+    let Ok(raw) = rec_len_to_disk(keep as u32, b.len() as u32) else {
+        return false;
+    };
+    b[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
+    put(b, off + keep, rest, ino, ftype, name)
 }
 
 /// Takes the entry named `name` out of the block (its space joins the

@@ -165,10 +165,8 @@ pub(crate) fn lookup(
             return Ok(None);
         };
         let b = t.read_block(pb)?;
-        for r in block_records(&b, dir, pb)? {
-            if r.ino != 0 && r.name == name {
-                return Ok(Some(Some((r.ino, r.ftype))));
-            }
+        if let Some(found) = super::dir::find_in(&b, name, dir, pb)? {
+            return Ok(Some(Some(found)));
         }
         pos += 1;
         match last.entries.get(pos) {

@@ -39,6 +39,7 @@ mod entries;
 mod file;
 mod htree;
 mod inline;
+mod look;
 mod node;
 mod ops;
 mod orphan;

@@ -121,14 +121,16 @@ pub(crate) fn record(sh: &Shape, n: &NewNode, now: Timestamp, generation: u32) -
     i.i_mode.set(n.mode);
     i.set_uid(n.uid);
     i.set_gid(n.gid);
-    let [a, m, c] = n.times.unwrap_or([now; 3]);
-    i.set_atime(a);
-    i.set_mtime(m);
-    i.set_ctime(c);
+    // The extra fields first: the time setters write nanoseconds and
+    // epoch bits only where i_extra_isize says the record has them.
     if sh.isz > 128 {
         i.i_extra_isize.set(32);
         i.set_crtime(now);
     }
+    let [a, m, c] = n.times.unwrap_or([now; 3]);
+    i.set_atime(a);
+    i.set_mtime(m);
+    i.set_ctime(c);
     i.i_generation.set(generation);
     let kind = n.mode & mode::S_IFMT;
     let with_blocks = kind == mode::S_IFREG || kind == mode::S_IFDIR;

@@ -472,7 +472,7 @@ impl WriteFs {
 
     /// Whether directory `a` is `b` or holds it (following `..` up from
     /// `b`).
-    fn is_ancestor(&self, a: u32, b: u32) -> Result<bool> {
+    pub(crate) fn is_ancestor(&self, a: u32, b: u32) -> Result<bool> {
         let mut cur = b;
         for _ in 0..4096 {
             if cur == a {

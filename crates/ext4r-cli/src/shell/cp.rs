@@ -1,0 +1,68 @@
+//! `ext4r cp [-r] [-p] [-a] [-v] SRC... IMAGE:/DEST` (into an image) and
+//! `ext4r cp [-r] [-p] [-a] IMAGE:/SRC... DEST` (out of one).
+
+use super::split_image;
+use crate::read::parse;
+use clap::Parser;
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// Copy files into or out of an ext2/3/4 image (as cp(1)).
+///
+/// Into an image when the last argument is IMAGE:/DEST, out of one when
+/// the sources are IMAGE:/SRC. Holes stay holes; with -a hard links among
+/// the files copied stay hard links (otherwise each name is a copy, as
+/// cp -r makes them).
+#[derive(Parser, Debug)]
+#[command(name = "ext4r cp", version)]
+pub(crate) struct Args {
+    /// Copy directories and everything in them (symlinks as symlinks).
+    #[arg(short = 'r', short_alias = 'R', long = "recursive")]
+    pub recursive: bool,
+    /// Keep modes, owners and times.
+    #[arg(short = 'p')]
+    pub preserve: bool,
+    /// -r and -p, and hard links kept as hard links and extended
+    /// attributes copied (as cp -a).
+    #[arg(short = 'a', long = "archive")]
+    pub archive: bool,
+    /// Print each path copied.
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+    /// Sources, then the destination; IMAGE:/PATH on one side.
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
+    pub paths: Vec<OsString>,
+}
+
+/// The command line's definition (for the man page and completions).
+pub(crate) fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
+}
+
+pub(crate) const TOOL: &str = "ext4r cp";
+
+/// Runs `ext4r cp`.
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let mut a = match parse::<Args>(args) {
+        Ok(a) => a,
+        Err(c) => return c,
+    };
+    if a.archive {
+        a.recursive = true;
+        a.preserve = true;
+    }
+    let Some(dest) = a.paths.pop() else {
+        return ExitCode::from(16);
+    };
+    if let Some((image, path)) = split_image(&dest) {
+        return super::cp_in::run(&a, &image, &path);
+    }
+    if a.paths.iter().all(|p| split_image(p).is_some()) {
+        return super::cp_out::run(&a, &dest);
+    }
+    eprintln!(
+        "{TOOL}: no image named: the destination, or every source, must be \
+         IMAGE:/PATH (an existing image file or device, a colon, a path in it)"
+    );
+    ExitCode::from(16)
+}
