@@ -28,8 +28,7 @@ pub(crate) fn run(a: &OnlineArgs) -> bool {
         let t = match resolve(arg, a.image) {
             Ok(Target::Mounted(t)) => t,
             Ok(Target::Unmounted(p)) => {
-                eprintln!("e4defrag-r: {}", Error::OfflineNotYet(p));
-                ok = false;
+                ok &= crate::defrag_offline::run(a, &p);
                 continue;
             }
             Err(e) => {
@@ -38,6 +37,21 @@ pub(crate) fn run(a: &OnlineArgs) -> bool {
                 continue;
             }
         };
+        let offline_only = if a.free_space {
+            Some("-f (free-space defragmentation)")
+        } else if a.to_extents {
+            Some("--to-extents")
+        } else if a.path.is_some() {
+            Some("--path (a path inside an image; name the file or directory itself)")
+        } else {
+            None
+        };
+        if let Some(what) = offline_only {
+            let path = std::path::PathBuf::from(arg);
+            eprintln!("e4defrag-r: {}", Error::OfflineOnly { path, what });
+            ok = false;
+            continue;
+        }
         let r = if a.relevant {
             relevant(a, arg, &t)
         } else {
@@ -106,7 +120,7 @@ fn defrag(a: &OnlineArgs, arg: &OsStr, t: &MountedTarget) -> bool {
     s.failed == 0
 }
 
-fn summary(s: &Summary, p: &ext4r_defrag::online::Plan, started: Instant) {
+pub(crate) fn summary(s: &Summary, p: &ext4r_defrag::online::Plan, started: Instant) {
     let at_best: u64 = p.already_best.iter().map(|(_, n)| n).sum();
     println!();
     println!(
