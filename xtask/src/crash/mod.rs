@@ -15,8 +15,11 @@
 //! - fsck's repairs of three damaged images: clean after recovery;
 //! - the write layer's transactions (see [`txnload`]): the files are those
 //!   of a committed prefix of the transactions that includes every one
-//!   acknowledged before the cut.
+//!   acknowledged before the cut;
+//! - an offline e4defrag-r run (defragmentation, `-r`, `-f`; see
+//!   [`defragload`]): every file's contents as before.
 
+mod defragload;
 mod image;
 mod txnload;
 
@@ -54,6 +57,7 @@ enum Work {
     Tune(&'static [&'static str]),
     Fsck,
     Txn { deferred: bool },
+    Defrag,
 }
 
 struct Workload {
@@ -120,6 +124,12 @@ const WORKLOADS: &[Workload] = &[
         mkfs: "-t ext4 -b 1024 -O ^metadata_csum",
         damage: &[],
         work: Work::Txn { deferred: true },
+    },
+    Workload {
+        name: "defrag-offline",
+        mkfs: "-t ext4 -b 1024",
+        damage: &[],
+        work: Work::Defrag,
     },
 ];
 
@@ -198,10 +208,14 @@ fn one(
     } else {
         damage(dir, w.name, &base, w.damage)?
     };
-    // What must survive: every file, for the tune workloads (a damaged
-    // image's files are what the repair makes of them).
+    let base = match w.work {
+        Work::Defrag => defragload::fragment(base, seed)?,
+        _ => base,
+    };
+    // What must survive: every file, for the tune and defrag workloads (a
+    // damaged image's files are what the repair makes of them).
     let manifest = match w.work {
-        Work::Tune(_) => image::manifest(base.snapshot())?,
+        Work::Tune(_) | Work::Defrag => image::manifest(base.snapshot())?,
         _ => image::Manifest::new(),
     };
     // The workload, recorded.
@@ -225,6 +239,7 @@ fn one(
             let writes = move || r2.writes();
             txn_model = Some(txnload::run(dev, 40, seed, *deferred, &writes)?);
         }
+        Work::Defrag => defragload::run(dev)?,
     }
     let log = rec.log();
     let total = rec.writes();
@@ -240,7 +255,7 @@ fn one(
                 seed: seed ^ (n as u64) << 8 ^ variant,
             };
             let recoverers: &[&str] = match w.work {
-                Work::Txn { .. } => &["ours", "e2fsck", "kernel"],
+                Work::Txn { .. } | Work::Defrag => &["ours", "e2fsck", "kernel"],
                 _ => &["ours", "e2fsck"],
             };
             for &who in recoverers {
@@ -386,7 +401,7 @@ fn judge(
     }
     let dev = ext4r::device::FileDevice::open(img, Default::default())?;
     match &w.work {
-        Work::Tune(_) => {
+        Work::Tune(_) | Work::Defrag => {
             let now = image::manifest(dev)?;
             if &now != manifest {
                 let lost: Vec<&String> = manifest

@@ -78,6 +78,8 @@ pub struct OfflineFs {
     pub(crate) batch: usize,
     /// A failure abandoned the running transaction: nothing more is done.
     pub(crate) poisoned: bool,
+    /// Something was committed: closing writes the superblock's backups.
+    committed: bool,
     buf: Vec<u8>,
 }
 
@@ -196,6 +198,7 @@ impl OfflineFs {
             freed: Vec::new(),
             batch: 0,
             poisoned: false,
+            committed: false,
             buf: Vec::new(),
         })
     }
@@ -306,6 +309,7 @@ impl OfflineFs {
             Ok(_) => {
                 self.freed.clear();
                 self.batch = 0;
+                self.committed = true;
                 Ok(())
             }
             Err(e) => {
@@ -317,12 +321,16 @@ impl OfflineFs {
     }
 
     /// Commits, writes everything home and closes the filesystem (the
-    /// superblock's backups written as libext2fs writes them).
+    /// superblock's backups written as libext2fs writes them). A run that
+    /// changed nothing writes nothing.
     ///
     /// # Errors
     /// I/O errors.
     pub fn close(mut self) -> Result<()> {
         self.commit()?;
+        if !self.committed {
+            return Ok(());
+        }
         let path = self.path.clone();
         self.txn
             .into_volume()

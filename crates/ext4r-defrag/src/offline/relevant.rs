@@ -79,7 +79,7 @@ pub fn place(
     let total: u64 = files
         .iter()
         .map(|f| {
-            let runs: Vec<_> = f.extents.as_slice().iter().map(|e| run_of(e)).collect();
+            let runs: Vec<_> = f.extents.as_slice().iter().map(run_of).collect();
             fs.need(&runs)
         })
         .sum();

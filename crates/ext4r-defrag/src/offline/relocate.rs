@@ -48,12 +48,6 @@ impl FileMap {
     }
 }
 
-/// Runs in the order of their physical blocks: extents as FIEMAP lists
-/// them would differ only in the split of long ones.
-pub(crate) fn count_runs(runs: &[Run]) -> u64 {
-    runs.len() as u64
-}
-
 /// Whether two sorted lists of `(start, len)` ranges overlap.
 fn overlaps(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
     a.iter()
@@ -219,7 +213,9 @@ impl OfflineFs {
             let take = (n / r).min(left);
             left -= take;
             if take * r < n {
-                self.release(&[(s + take * r, n - take * r)])?;
+                self.txn
+                    .free_blocks(s + take * r, n - take * r)
+                    .map_err(|e| self.engine(e))?;
             }
             if take > 0 {
                 out.push((s, take * r));
@@ -228,8 +224,14 @@ impl OfflineFs {
         Ok(out)
     }
 
-    /// Frees blocks this transaction took and did not use.
+    /// Frees blocks this transaction took and did not use. With no switch
+    /// in the transaction they are all it holds: it is dropped whole, so
+    /// that a run that moves nothing writes nothing.
     pub(crate) fn release(&mut self, pieces: &[(u64, u64)]) -> crate::Result<()> {
+        if self.batch == 0 {
+            self.txn.abandon();
+            return Ok(());
+        }
         for &(s, n) in pieces {
             self.txn.free_blocks(s, n).map_err(|e| self.engine(e))?;
         }
@@ -343,7 +345,8 @@ impl OfflineFs {
         if !self.journaled || meta >= self.meta_limit {
             self.commit()?;
         }
-        Ok(count_runs(new_runs))
+        // Extents as the read path (and -c on the image) counts them.
+        Ok(new_runs.len() as u64)
     }
 
     fn switch_now(

@@ -1,0 +1,116 @@
+//! `offline`: e4defrag-r on the unmounted image against e4defrag-r online
+//! on a twin (extent totals, time, hashes, e2fsck); `free`: `-f` on an
+//! unmounted twin, its largest free extent and e2freefrag's histogram
+//! before and after.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{ensure, Context, Result};
+
+use super::{hashes, ours_cmd, output, twin};
+use crate::bench::filled::LoopMount;
+use crate::fragment::Case;
+
+/// Total extents from `e4defrag-r -c` (mounted or not).
+fn total_extents(ours: &[OsString], target: &Path) -> Result<u64> {
+    let text = output(ours_cmd(ours).arg("-c").arg(target), &[0, 1])?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(" Total/best extents"))
+        .and_then(|v| v.trim().split('/').next())
+        .and_then(|n| n.parse().ok())
+        .context("no totals in e4defrag-r -c")
+}
+
+/// sha256 of every file of an unmounted image, through a mount.
+fn image_hashes(img: &Path, mnt: &Path) -> Result<String> {
+    std::fs::create_dir_all(mnt)?;
+    let m = LoopMount::attach(img, mnt)?;
+    let h = hashes(mnt);
+    m.release()?;
+    h
+}
+
+fn e2fsck_clean(img: &Path) -> Result<bool> {
+    Ok(Command::new("e2fsck")
+        .arg("-fn")
+        .arg(img)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?
+        .success())
+}
+
+pub(super) fn offline(ours: &[OsString], case: Case, img: &Path, dir: &Path) -> Result<()> {
+    println!("== offline {}", case.name());
+    let mnt = dir.join("offline-mnt");
+    let before = image_hashes(img, &mnt)?;
+    let extents_before = total_extents(ours, img)?;
+    // Online on a twin, for the extent count to meet.
+    let on = twin(img, dir, "online.img")?;
+    std::fs::create_dir_all(&mnt)?;
+    let m = LoopMount::attach(&on, &mnt)?;
+    let start = Instant::now();
+    output(ours_cmd(ours).arg(&mnt).stdout(Stdio::null()), &[0, 1])?;
+    let online_secs = start.elapsed().as_secs_f64();
+    m.release()?;
+    let online = total_extents(ours, &on)?;
+    let _ = std::fs::remove_file(&on);
+    // Offline on the other twin.
+    let off = twin(img, dir, "offline.img")?;
+    let start = Instant::now();
+    let report = output(ours_cmd(ours).arg(&off), &[0, 1])?;
+    let offline_secs = start.elapsed().as_secs_f64();
+    let offline = total_extents(ours, &off)?;
+    let clean = e2fsck_clean(&off)?;
+    let after = image_hashes(&off, &mnt)?;
+    let _ = std::fs::remove_file(&off);
+    for l in report.lines().filter(|l| l.starts_with(' ')) {
+        println!("  offline:{l}");
+    }
+    println!(
+        "  total extents {extents_before} -> online {online} ({online_secs:.2} s), offline \
+         {offline} ({offline_secs:.2} s); hashes {}; e2fsck -fn {}; the kernel mounted it",
+        if before == after { "unchanged" } else { "CHANGED" },
+        if clean { "clean" } else { "NOT CLEAN" }
+    );
+    ensure!(before == after, "offline changed file contents");
+    ensure!(clean, "offline left e2fsck -fn unclean");
+    ensure!(
+        offline <= online,
+        "offline left {offline} extents, online {online}"
+    );
+    Ok(())
+}
+
+pub(super) fn free(ours: &[OsString], case: Case, img: &Path, dir: &Path) -> Result<()> {
+    println!("== free space (-f) on {}", case.name());
+    let mnt = dir.join("free-mnt");
+    let before = image_hashes(img, &mnt)?;
+    let t = twin(img, dir, "free.img")?;
+    let start = Instant::now();
+    let report = output(ours_cmd(ours).arg("-f").arg(&t), &[0, 1])?;
+    let secs = start.elapsed().as_secs_f64();
+    let clean = e2fsck_clean(&t)?;
+    let after = image_hashes(&t, &mnt)?;
+    let freefrag = output(Command::new("e2freefrag").arg(&t), &[0]);
+    let _ = std::fs::remove_file(&t);
+    for l in report.lines().skip(1) {
+        println!("  {l}");
+    }
+    if let Ok(f) = freefrag {
+        for l in f.lines().filter(|l| l.starts_with("Max. free extent")) {
+            println!("  e2freefrag after: {l}");
+        }
+    }
+    println!(
+        "  -f took {secs:.2} s; hashes {}; e2fsck -fn {}",
+        if before == after { "unchanged" } else { "CHANGED" },
+        if clean { "clean" } else { "NOT CLEAN" }
+    );
+    ensure!(before == after, "-f changed file contents");
+    ensure!(clean, "-f left e2fsck -fn unclean");
+    Ok(())
+}
