@@ -9,11 +9,14 @@
 //! - `cargo xtask dist`: the binary as shipped (static on glibc Linux) with its links; benches use it.
 //! - `cargo xtask install [--prefix DIR]`: that binary stripped, its links, man pages, completions.
 //! - `cargo xtask fragment [--cases ...] [--seed S]`: fragmented images for the defragmenter.
+//! - `cargo xtask damage [--seed N] [--cases K] [--kinds ..] [--jobs J] [--keep DIR]`:
+//!   random metadata damage, our repair against e2fsck's, file by file.
 
 mod bench;
 mod ci;
 mod corpus;
 mod crash;
+mod damage;
 mod fragment;
 mod fuzz;
 mod install;
@@ -58,6 +61,8 @@ enum Command {
     Layers,
     /// Clean images across the mke2fs feature matrix: our fsck must agree they are clean.
     Zoo(zoo::Args),
+    /// Random metadata damage: our repair against e2fsck's, file by file.
+    Damage(damage::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -71,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Command::Layers => layers::run(),
         Command::Fragment(args) => fragment::run(&args),
         Command::Crash(args) => crash::run(&args),
+        Command::Damage(args) => damage::run(&args),
         Command::Dist => util::dist_ext4r().and_then(|bin| {
             let dir = bin.parent().unwrap_or(std::path::Path::new("."));
             install::make_links(&bin, dir)?;

@@ -299,7 +299,14 @@ fn run(a: Args) -> Result<()> {
             exclusive: true,
             create_size: size_arg,
         },
-    )?;
+    )
+    .map_err(|e| match e {
+        ext4r::Error::InUse(p) => anyhow::anyhow!(
+            "{} is apparently in use by the system; will not make a filesystem here!",
+            p.display()
+        ),
+        e => e.into(),
+    })?;
     let s = plan.write(&dev, is_file)?;
     if !a.quiet {
         if s.discarded {

@@ -33,7 +33,7 @@ pub enum Error {
         source: ext4r_format::FormatError,
     },
     /// The device is mounted.
-    #[error("{device} is mounted on {mountpoint}; will not make a filesystem here!")]
+    #[error("{device} is mounted on {mountpoint}")]
     Mounted {
         /// The device or image.
         device: PathBuf,
@@ -41,7 +41,7 @@ pub enum Error {
         mountpoint: String,
     },
     /// The device is in use by the system (busy, swap, held open).
-    #[error("{0} is apparently in use by the system; will not make a filesystem here!")]
+    #[error("{0} is apparently in use by the system")]
     InUse(PathBuf),
     /// An access beyond the end of the device.
     #[error("access of {len} bytes at {offset} is beyond the device size {size}")]
@@ -63,6 +63,16 @@ pub enum Error {
     /// No free block or inode is left for what was asked.
     #[error("no space left on the filesystem")]
     NoSpace,
+    /// No free inode is left for a new file.
+    #[error("no free inodes left on the filesystem")]
+    NoFreeInodes,
+    /// A directory moved into its own subtree.
+    #[error("cannot move {0} into a subdirectory of itself")]
+    MoveIntoItself(String),
+    /// The filesystem may not be written: marked read-only (its
+    /// `read-only` feature) or on a device opened without write access.
+    #[error("read-only filesystem: {0}")]
+    ReadOnly(String),
     /// The journal has no room for another transaction until the ones in
     /// it are written home (checkpointed).
     #[error("the journal is full")]
@@ -129,10 +139,7 @@ mod tests {
             device: "/tmp/img".into(),
             mountpoint: "/mnt".into(),
         };
-        assert_eq!(
-            e.to_string(),
-            "/tmp/img is mounted on /mnt; will not make a filesystem here!"
-        );
+        assert_eq!(e.to_string(), "/tmp/img is mounted on /mnt");
         let e = Error::OutOfRange {
             offset: 10,
             len: 5,

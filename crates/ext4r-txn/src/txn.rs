@@ -87,6 +87,25 @@ pub struct Transaction<V: BorrowMut<Volume>> {
     /// Groups whose bitmaps a partial flush wrote: their descriptors are
     /// written by the final commit.
     flushed_groups: BTreeSet<u32>,
+    /// What [`Transaction::rollback_to_savepoint`] puts back, while a
+    /// savepoint is set.
+    undo: Option<Box<Undo>>,
+}
+
+/// The state of a transaction at a savepoint, kept as the prior values of
+/// what changed since (so that setting one costs nothing).
+struct Undo {
+    blocks: BTreeMap<u64, Option<(Vec<u8>, BlockKind)>>,
+    data: BTreeMap<u64, Option<Vec<u8>>>,
+    inodes: BTreeMap<u32, Option<Vec<u8>>>,
+    freed: BTreeSet<u64>,
+    zeroes: usize,
+    sb: Superblock,
+    sb_dirty: bool,
+    groups: BTreeMap<u32, GroupSnapshot>,
+    /// Groups first touched by the transaction after the savepoint.
+    new_snapshots: BTreeSet<u32>,
+    counts: (u64, u64),
 }
 
 impl<V: BorrowMut<Volume>> std::fmt::Debug for Transaction<V> {
@@ -155,6 +174,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// Drops everything gathered: the group table and counts back as they
     /// were, nothing written.
     pub fn abandon(&mut self) {
+        self.undo = None;
         for (_, s) in std::mem::take(&mut self.snapshots) {
             self.vm().groups.restore(s);
         }
@@ -194,6 +214,94 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             freed: BTreeSet::new(),
             zeroes: Vec::new(),
             flushed_groups: BTreeSet::new(),
+            undo: None,
+        }
+    }
+
+    /// Sets a savepoint: [`Transaction::rollback_to_savepoint`] then undoes
+    /// every change made after it, the changes before it kept (an
+    /// operation that fails midway leaves the ones before it in the
+    /// running transaction intact). Replaces an earlier savepoint.
+    pub fn savepoint(&mut self) {
+        let v = self.v();
+        let counts = (v.groups.free_blocks(), v.groups.free_inodes());
+        self.undo = Some(Box::new(Undo {
+            blocks: BTreeMap::new(),
+            data: BTreeMap::new(),
+            inodes: BTreeMap::new(),
+            freed: BTreeSet::new(),
+            zeroes: self.zeroes.len(),
+            sb: self.sb.clone(),
+            sb_dirty: self.sb_dirty,
+            groups: BTreeMap::new(),
+            new_snapshots: BTreeSet::new(),
+            counts,
+        }));
+    }
+
+    /// Forgets the savepoint, keeping every change.
+    pub fn release_savepoint(&mut self) {
+        self.undo = None;
+    }
+
+    /// Undoes what changed since the savepoint and forgets it; without one,
+    /// nothing happens.
+    pub fn rollback_to_savepoint(&mut self) {
+        let Some(u) = self.undo.take() else {
+            return;
+        };
+        let u = *u;
+        for (nr, old) in u.blocks {
+            match old {
+                Some(b) => self.blocks.insert(nr, b),
+                None => self.blocks.remove(&nr),
+            };
+        }
+        for (nr, old) in u.data {
+            match old {
+                Some(b) => self.data.insert(nr, b),
+                None => self.data.remove(&nr),
+            };
+        }
+        for (ino, old) in u.inodes {
+            match old {
+                Some(r) => self.inodes.insert(ino, r),
+                None => self.inodes.remove(&ino),
+            };
+        }
+        for b in u.freed {
+            self.freed.remove(&b);
+        }
+        self.zeroes.truncate(u.zeroes);
+        self.sb = u.sb;
+        self.sb_dirty = u.sb_dirty;
+        for g in u.new_snapshots {
+            self.snapshots.remove(&g);
+        }
+        for (_, snap) in u.groups {
+            self.vm().groups.restore(snap);
+        }
+        self.vm().groups.set_free_counts(u.counts.0, u.counts.1);
+    }
+
+    /// Notes block `nr`'s entries before they change (under a savepoint).
+    fn note_block(&mut self, nr: u64) {
+        if let Some(u) = self.undo.as_deref_mut() {
+            u.blocks
+                .entry(nr)
+                .or_insert_with(|| self.blocks.get(&nr).cloned());
+            u.data
+                .entry(nr)
+                .or_insert_with(|| self.data.get(&nr).cloned());
+        }
+    }
+
+    /// Notes inode `ino`'s record before it changes (under a savepoint).
+    fn note_inode(&mut self, ino: u32) {
+        if let Some(u) = self.undo.as_deref_mut() {
+            u.inodes
+                .entry(ino)
+                .or_insert_with(|| self.inodes.get(&ino).cloned());
         }
     }
 
@@ -242,12 +350,44 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.v().read_block(nr)
     }
 
+    /// Blocks `start..start + buf.len() / block size` into `buf`, as this
+    /// transaction leaves them: one device read for the run, then the
+    /// blocks changed since laid over it.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] outside the filesystem, I/O errors.
+    pub fn read_blocks(&self, start: u64, buf: &mut [u8]) -> Result<()> {
+        let bs = self.bs();
+        let n = (buf.len() / bs) as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        self.v().check_blocks(start, n, "blocks")?;
+        self.v()
+            .dev
+            .read_at(&mut buf[..n as usize * bs], start * bs as u64)?;
+        let over = |b: u64| -> Option<&Vec<u8>> {
+            self.blocks
+                .get(&b)
+                .map(|(d, _)| d)
+                .or_else(|| self.data.get(&b))
+                .or_else(|| self.v().pending.get(&b))
+        };
+        for k in 0..n {
+            if let Some(d) = over(start + k) {
+                buf[k as usize * bs..(k as usize + 1) * bs].copy_from_slice(d);
+            }
+        }
+        Ok(())
+    }
+
     /// Block `nr` to change in place; `kind` says which checksum it gets
     /// at commit.
     ///
     /// # Errors
     /// As [`Transaction::read_block`].
     pub fn block_mut(&mut self, nr: u64, kind: BlockKind) -> Result<&mut Vec<u8>> {
+        self.note_block(nr);
         if !self.blocks.contains_key(&nr) {
             let b = self.read_block(nr)?;
             self.data.remove(&nr);
@@ -268,6 +408,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// [`Error::Corrupt`] outside the filesystem.
     pub fn write_block(&mut self, nr: u64, kind: BlockKind, data: Vec<u8>) -> Result<()> {
         self.check_block(nr, data.len())?;
+        self.note_block(nr);
         self.data.remove(&nr);
         self.blocks.insert(nr, (data, kind));
         Ok(())
@@ -280,6 +421,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// As [`Transaction::write_block`].
     pub fn write_data(&mut self, nr: u64, data: Vec<u8>) -> Result<()> {
         self.check_block(nr, data.len())?;
+        self.note_block(nr);
         self.blocks.remove(&nr);
         self.data.insert(nr, data);
         Ok(())
@@ -291,7 +433,10 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// for blocks nothing committed points at — blocks this transaction
     /// allocated: a cut leaves them written and still free on disk. (The
     /// commit's flush before its commit block, or before the metadata in
-    /// place, makes them durable before anything refers to them.)
+    /// place, makes them durable before anything refers to them.) A
+    /// rollback to a savepoint cannot unwrite what this wrote: blocks
+    /// allocated after the savepoint are freed again by it, so only data
+    /// written early to blocks allocated before it stays on disk.
     ///
     /// # Errors
     /// I/O errors (the data not yet written stays gathered).
@@ -336,6 +481,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// # Errors
     /// As [`Transaction::read_inode`].
     pub fn inode_mut(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
+        self.note_inode(ino);
         if !self.inodes.contains_key(&ino) {
             let r = self.read_inode(ino)?;
             self.inodes.insert(ino, r);
@@ -359,11 +505,25 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             )));
         }
         self.v().inode_place(ino)?;
+        self.note_inode(ino);
         self.inodes.insert(ino, record);
         Ok(())
     }
 
     fn touch(&mut self, g: u32) -> Result<()> {
+        if self
+            .undo
+            .as_ref()
+            .is_some_and(|u| !u.groups.contains_key(&g))
+        {
+            let s = self.v().groups.snapshot(g)?;
+            if let Some(u) = self.undo.as_deref_mut() {
+                u.groups.insert(g, s);
+                if !self.snapshots.contains_key(&g) {
+                    u.new_snapshots.insert(g);
+                }
+            }
+        }
         if !self.snapshots.contains_key(&g) {
             let s = self.v().groups.snapshot(g)?;
             self.snapshots.insert(g, s);
@@ -427,10 +587,13 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             self.touch(g)?;
         }
         for b in start..start.saturating_add(len) {
+            self.note_block(b);
             self.blocks.remove(&b);
             self.data.remove(&b);
-            if self.v().pending.contains_key(&b) {
-                self.freed.insert(b);
+            if self.v().pending.contains_key(&b) && self.freed.insert(b) {
+                if let Some(u) = self.undo.as_deref_mut() {
+                    u.freed.insert(b);
+                }
             }
         }
         self.vm().groups.mark_blocks(start, len, false)
@@ -466,11 +629,15 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// the caller's to write.
     ///
     /// # Errors
-    /// [`Error::NoSpace`] when no inode is free, bitmap read errors.
+    /// [`Error::NoFreeInodes`] when no inode is free, bitmap read errors.
     pub fn alloc_inode(&mut self, parent: u32, dir: bool) -> Result<u32> {
         let top = parent == ROOT_INO;
         let g = self.v().groups.inode_group(parent, dir, top);
-        let ino = self.v().groups.find_free_inode(g)?.ok_or(Error::NoSpace)?;
+        let ino = self
+            .v()
+            .groups
+            .find_free_inode(g)?
+            .ok_or(Error::NoFreeInodes)?;
         self.take_inode(ino, dir, InodeInit::Kernel)?;
         Ok(ino)
     }
@@ -511,6 +678,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         }
         self.v().check_blocks(start, count, "blocks to zero")?;
         for b in start..start + count {
+            self.note_block(b);
             self.blocks.remove(&b);
             self.data.remove(&b);
         }
@@ -549,6 +717,18 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.assemble_bitmaps(&groups, &mut plan)?;
         self.assemble_descs(&groups, &mut plan)?;
         self.assemble_super(!groups.is_empty(), journaled, &mut plan)?;
+        if plan.is_empty() && self.freed.is_empty() && self.zeroes.is_empty() {
+            // Nothing changed: nothing is written (not even a commit block).
+            self.snapshots.clear();
+            self.undo = None;
+            self.flushed_groups.clear();
+            self.sb_dirty = false;
+            return Ok(Committed {
+                sequence: None,
+                blocks: 0,
+            });
+        }
+        self.vm().changed = true;
         let out = if journaled {
             self.commit_journaled(&plan)?
         } else {
@@ -562,10 +742,11 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.vm().csum = Checksums::new(&sb);
         self.vm().sb = sb;
         if journaled && self.v().opts.checkpoint == Checkpoint::EachCommit {
-            self.vm().checkpoint()?;
+            self.vm().write_home()?;
         }
         // What is committed stays: the transaction starts afresh.
         self.snapshots.clear();
+        self.undo = None;
         self.flushed_groups.clear();
         self.sb_dirty = false;
         let v = self.v();
@@ -585,12 +766,16 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         let mut plan = self.assemble_blocks()?;
         let groups: BTreeSet<u32> = self.snapshots.keys().copied().collect();
         self.assemble_bitmaps(&groups, &mut plan)?;
+        if !plan.is_empty() || !self.zeroes.is_empty() {
+            self.vm().changed = true;
+        }
         self.write_in_place(&plan)?;
         for g in groups {
             self.vm().groups.forget_maps(g);
             self.flushed_groups.insert(g);
         }
         self.snapshots.clear();
+        self.undo = None;
         Ok(())
     }
 
@@ -812,7 +997,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         let now = self.v().now().max(0) as u64;
         let seq = match self.journal_commit(&meta, &revokes, now) {
             Err(Error::JournalFull) => {
-                self.vm().checkpoint()?;
+                self.vm().write_home()?;
                 self.journal_commit(&meta, &revokes, now)?
             }
             r => r?,

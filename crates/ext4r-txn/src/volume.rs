@@ -35,7 +35,9 @@ pub enum JournalUse {
 /// When committed transactions are written to their home locations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Checkpoint {
-    /// Right after each commit: the journal is empty between transactions.
+    /// Right after each commit: the journal is empty between transactions
+    /// (`needs_recovery` stays set until [`Volume::checkpoint`] or
+    /// [`Volume::close`], as while the kernel has it mounted).
     #[default]
     EachCommit,
     /// When the journal is full, and at [`Volume::checkpoint`] or
@@ -73,6 +75,9 @@ pub struct Volume {
     /// `needs_recovery` is set in the superblock on disk.
     pub(crate) recover_on_disk: bool,
     pub(crate) opts: VolumeOptions,
+    /// Something was written since the open (a recovery, a commit): only
+    /// then does [`Volume::close`] write anything.
+    pub(crate) changed: bool,
 }
 
 impl std::fmt::Debug for Volume {
@@ -193,6 +198,7 @@ impl Volume {
         }
         let has_journal = sb.has_compat(Compat::HAS_JOURNAL) && sb.s_journal_inum.get() != 0;
         let mut journal = None;
+        let mut recovered = false;
         if has_journal {
             let loc = internal_journal(&dev, &sb, &geo)?;
             let j = Journal::open(Arc::clone(&dev), loc, geo.block_size)?;
@@ -205,6 +211,7 @@ impl Volume {
                 }
                 recover_filesystem(dev.as_ref(), &j)?;
                 sb = read_primary(dev.as_ref())?;
+                recovered = true;
             }
             if opts.journal == JournalUse::Auto {
                 let j = Journal::open(Arc::clone(&dev), j.location().clone(), geo.block_size)?;
@@ -227,6 +234,7 @@ impl Volume {
             journal,
             pending: BTreeMap::new(),
             opts,
+            changed: recovered,
         })
     }
 
@@ -256,6 +264,8 @@ impl Volume {
             journal: None,
             pending: BTreeMap::new(),
             opts,
+            // The caller's superblock may differ from the one on disk.
+            changed: true,
         })
     }
 
@@ -348,6 +358,28 @@ impl Volume {
     /// # Errors
     /// I/O errors.
     pub fn checkpoint(&mut self) -> Result<()> {
+        if !self.changed && self.pending.is_empty() && !self.recover_on_disk {
+            return Ok(());
+        }
+        self.write_home()?;
+        if self.recover_on_disk {
+            self.set_recover_on_disk(false)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every committed transaction home and marks the journal
+    /// empty, leaving `needs_recovery` set (as the kernel leaves it while
+    /// mounted): the superblock, whose write a power cut can tear, is
+    /// written when the first transaction starts and at
+    /// [`Volume::checkpoint`] or [`Volume::close`], not at every commit.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn write_home(&mut self) -> Result<()> {
+        if self.pending.is_empty() && !self.changed {
+            return Ok(());
+        }
         let bs = u64::from(self.geo.block_size);
         for (&b, data) in &self.pending {
             self.dev.write_at(data, b * bs)?;
@@ -356,9 +388,6 @@ impl Volume {
         self.pending.clear();
         if let Some(j) = &mut self.journal {
             j.mark_empty(self.dev.as_ref())?;
-        }
-        if self.recover_on_disk {
-            self.set_recover_on_disk(false)?;
         }
         Ok(())
     }
@@ -375,6 +404,7 @@ impl Volume {
         self.sb.s_feature_incompat.set(inc);
         let mut sb = self.sb.clone();
         Checksums::stamp_superblock(&mut sb);
+        self.changed = true;
         self.dev.write_at(&sb.to_bytes(), SUPERBLOCK_OFFSET)?;
         self.dev.flush()?;
         self.recover_on_disk = on;
@@ -382,12 +412,17 @@ impl Volume {
     }
 
     /// Checkpoints, then writes the superblock's backups and the
-    /// descriptor table's as libext2fs does when it closes a filesystem.
+    /// descriptor table's as libext2fs does when it closes a filesystem —
+    /// when anything changed since the open: otherwise the device is left
+    /// byte for byte as it was.
     ///
     /// # Errors
     /// I/O errors.
     pub fn close(mut self) -> Result<()> {
         self.checkpoint()?;
+        if !self.changed {
+            return Ok(());
+        }
         let table = crate::flush::descriptor_table(&self.geo, self.groups.descs())?;
         let now = self.now();
         crate::flush::flush_super(self.dev.as_ref(), &mut self.sb, Some(&table), now, false)

@@ -13,7 +13,6 @@ mod common;
 use common::{missing_tools, run, TempDir};
 use ext4r::device::{FileDevice, OpenMode};
 use ext4r::write::{NewNode, SetAttr, WriteFs, WriteOptions};
-use ext4r_format::inode::Timestamp;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -48,6 +47,8 @@ enum Op {
     Chmod(String, u16),
     Chown(String, u32, u32),
     Fifo(String),
+    SetXattr(String, String, Vec<u8>),
+    RemoveXattr(String, String),
 }
 
 /// What the generator knows of the tree, to make operations that succeed.
@@ -57,6 +58,8 @@ struct Model {
     files: Vec<String>,
     links: Vec<String>,
     next: usize,
+    /// Attributes set, per file path.
+    xattrs: BTreeMap<String, Vec<String>>,
 }
 
 impl Model {
@@ -75,7 +78,44 @@ impl Model {
     fn gen(&mut self, rng: &mut Rng, extents: bool) -> Op {
         let pick = |v: &Vec<String>, rng: &mut Rng| v[rng.below(v.len())].clone();
         loop {
-            match rng.below(17) {
+            match rng.below(19) {
+                17 if !self.files.is_empty() => {
+                    let p = pick(&self.files, rng);
+                    let n = format!(
+                        "{}.k{}",
+                        if rng.below(3) == 0 { "trusted" } else { "user" },
+                        rng.below(8)
+                    );
+                    let len = if rng.below(4) == 0 {
+                        rng.below(600)
+                    } else {
+                        rng.below(60)
+                    };
+                    let fill = rng.next() as u8;
+                    let v: Vec<u8> = (0..len).map(|k| fill.wrapping_add(k as u8)).collect();
+                    let set = self.xattrs.entry(p.clone()).or_default();
+                    if !set.contains(&n) {
+                        if set.len() >= 6 {
+                            continue;
+                        }
+                        set.push(n.clone());
+                    }
+                    return Op::SetXattr(p, n, v);
+                }
+                18 if !self.xattrs.is_empty() => {
+                    let keys: Vec<String> = self.xattrs.keys().cloned().collect();
+                    let p = keys[rng.below(keys.len())].clone();
+                    if !self.files.contains(&p) {
+                        self.xattrs.remove(&p);
+                        continue;
+                    }
+                    let set = self.xattrs.get_mut(&p).unwrap();
+                    if set.is_empty() {
+                        continue;
+                    }
+                    let n = set.remove(rng.below(set.len()));
+                    return Op::RemoveXattr(p, n);
+                }
                 15 if self.dirs.len() > 2 => {
                     // An empty directory goes.
                     let empty: Vec<usize> = (1..self.dirs.len())
@@ -94,6 +134,7 @@ impl Model {
                     }
                 }
                 16 if self.dirs.len() > 2 => {
+                    self.xattrs.clear();
                     // A directory moves, with everything under it.
                     let i = 1 + rng.below(self.dirs.len() - 1);
                     let from = self.dirs[i].clone();
@@ -168,9 +209,13 @@ impl Model {
                 }
                 12 if self.files.len() > 3 => {
                     let i = rng.below(self.files.len());
-                    return Op::Unlink(self.files.remove(i));
+                    let p = self.files.remove(i);
+                    // Hard links share attributes: forget them all.
+                    self.xattrs.clear();
+                    return Op::Unlink(p);
                 }
                 13 if self.files.len() > 2 => {
+                    self.xattrs.clear();
                     let i = rng.below(self.files.len());
                     let from = self.files[i].clone();
                     // Onto a fresh name or over another file.
@@ -273,6 +318,16 @@ fn ours(fs: &mut WriteFs, op: &Op) {
             let d = dir(fs, p);
             fs.create(d, &name(p), &NewNode::fifo(0o644)).unwrap();
         }
+        Op::SetXattr(p, n, v) => {
+            let i = fs.lookup_path(p).unwrap();
+            fs.set_xattr(i, n.as_bytes(), v).unwrap();
+        }
+        Op::RemoveXattr(p, n) => {
+            let i = fs.lookup_path(p).unwrap();
+            // Cleared model entries may name one already gone: both
+            // sides then fail alike.
+            let _ = fs.remove_xattr(i, n.as_bytes());
+        }
     }
 }
 
@@ -309,6 +364,12 @@ fn kernel(root: &Path, op: &Op) {
             std::fs::set_permissions(at(p), std::fs::Permissions::from_mode(u32::from(*m))).unwrap()
         }
         Op::Chown(p, u, g) => std::os::unix::fs::lchown(at(p), Some(*u), Some(*g)).unwrap(),
+        Op::SetXattr(p, n, v) => {
+            rustix::fs::lsetxattr(at(p), n.as_str(), v, rustix::fs::XattrFlags::empty()).unwrap()
+        }
+        Op::RemoveXattr(p, n) => {
+            let _ = rustix::fs::lremovexattr(at(p), n.as_str());
+        }
         Op::Fifo(p) => {
             rustix::fs::mknodat(
                 rustix::fs::CWD,
@@ -322,8 +383,30 @@ fn kernel(root: &Path, op: &Op) {
     }
 }
 
-/// Path -> (kind and mode, uid, gid, size, links, contents hash or target).
-type Tree = BTreeMap<String, (u32, u32, u32, u64, u64, u64)>;
+/// Path -> (kind and mode, uid, gid, size, links, contents hash or target,
+/// attributes hash).
+type Tree = BTreeMap<String, (u32, u32, u32, u64, u64, u64, u64)>;
+
+/// The attributes of a path, names sorted, hashed with their values.
+fn xattr_hash(p: &Path) -> u64 {
+    let mut names = vec![0u8; 65536];
+    let n = rustix::fs::llistxattr(p, &mut names).unwrap_or(0);
+    let mut list: Vec<&[u8]> = names[..n]
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .collect();
+    list.sort();
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for name in list {
+        let mut v = vec![0u8; 65536];
+        let cname = std::str::from_utf8(name).unwrap();
+        let k = rustix::fs::lgetxattr(p, cname, &mut v).unwrap_or(0);
+        for &b in name.iter().chain(&[0u8]).chain(&v[..k]) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
 
 fn walk(root: &Path) -> Tree {
     let mut out = Tree::new();
@@ -349,7 +432,18 @@ fn walk(root: &Path) -> Tree {
             };
             // Directory sizes depend on how entries were packed.
             let size = if m.is_dir() { 0 } else { m.size() };
-            out.insert(rel, (m.mode(), m.uid(), m.gid(), size, m.nlink(), content));
+            out.insert(
+                rel,
+                (
+                    m.mode(),
+                    m.uid(),
+                    m.gid(),
+                    size,
+                    m.nlink(),
+                    content,
+                    xattr_hash(&p),
+                ),
+            );
             if m.is_dir() {
                 stack.push(p);
             }
@@ -513,12 +607,129 @@ fn operation_sequences_match_the_kernel() {
         let tb = mounted(&b, &dir, walk);
         assert_eq!(ta, tb, "{name}: trees differ after the swap");
         total += seq.len() + more.len();
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        for op in seq.iter().chain(&more) {
+            let k = format!("{op:?}");
+            let k = k[..k.find('(').unwrap_or(k.len())].to_string();
+            *kinds.entry(k).or_default() += 1;
+        }
         println!(
-            "{name}: {} operations, {} entries, equal to the kernel's",
+            "{name}: {} operations {kinds:?}, {} entries, equal to the kernel's",
             seq.len() + more.len(),
             ta.len()
         );
     }
     println!("write API against the kernel: {total} operations, 0 differences");
-    let _ = Timestamp { secs: 0, nsecs: 0 };
+}
+
+/// The names of a big directory's entries in one seeded order: lengths
+/// from 1 to 60 bytes, so leaves split at every fill.
+fn big_names(n: usize, seed: u64) -> Vec<String> {
+    let mut rng = Rng(seed | 1);
+    (0..n)
+        .map(|k| {
+            let pad = rng.below(52);
+            format!("{k:x}-{}", &"abcdefghijklmnopqrstuvwxyz".repeat(2)[..pad])
+        })
+        .collect()
+}
+
+/// A directory grown past 50,000 entries (htree leaves and index nodes
+/// split, a second index level on 1 KiB blocks), a third of them removed
+/// and more added: our directory holds what the kernel's holds, both
+/// e2fsck-clean, and we go on adding to the kernel's.
+#[test]
+fn a_directory_of_50000_entries_matches_the_kernel() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root for loop mounts");
+        return;
+    }
+    if let Some(why) = missing_tools(&["mke2fs", "e2fsck", "mount", "umount"]) {
+        println!("skipped: {why}");
+        return;
+    }
+    let n: usize = std::env::var("EXT4R_WRITE_BIGDIR")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_500);
+    for (name, mkfs) in [
+        ("1k", "-t ext4 -b 1024 -N 80000"),
+        ("4k", "-t ext4 -N 80000"),
+    ] {
+        let dir = TempDir::new(&format!("write-bigdir-{name}"));
+        let a = dir.join("ours.img");
+        let b = dir.join("kernel.img");
+        let mut args: Vec<&str> = vec!["-q", "-F"];
+        args.extend(mkfs.split_whitespace());
+        args.extend([a.to_str().unwrap(), "160M"]);
+        run("mke2fs", &args, &[("E2FSPROGS_FAKE_TIME", "1700000000")]).unwrap();
+        std::fs::copy(&a, &b).unwrap();
+        let names = big_names(n, 7);
+        let gone: Vec<&String> = names.iter().step_by(3).collect();
+        let more = big_names(n / 10, 11)
+            .into_iter()
+            .map(|s| format!("m{s}"))
+            .collect::<Vec<_>>();
+
+        let mut fs = open(&a);
+        let big = fs.mkdir(2, b"big", &NewNode::dir(0o755)).unwrap();
+        for s in &names {
+            fs.create(big, s.as_bytes(), &NewNode::file(0o644)).unwrap();
+        }
+        for s in &gone {
+            fs.unlink(big, s.as_bytes()).unwrap();
+        }
+        for s in &more {
+            fs.create(big, s.as_bytes(), &NewNode::file(0o644)).unwrap();
+        }
+        fs.close().unwrap();
+        mounted(&b, &dir, |root| {
+            let d = root.join("big");
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            for s in &names {
+                std::fs::File::create(d.join(s)).unwrap();
+            }
+            for s in &gone {
+                std::fs::remove_file(d.join(s)).unwrap();
+            }
+            for s in &more {
+                std::fs::File::create(d.join(s)).unwrap();
+            }
+        });
+        if let Err(e) = e2fsck_clean(&a) {
+            panic!("{name}: e2fsck -fn on ours:\n{e}");
+        }
+        let list = |root: &Path| -> std::collections::BTreeSet<String> {
+            std::fs::read_dir(root.join("big"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        let (la, lb) = (mounted(&a, &dir, list), mounted(&b, &dir, list));
+        assert_eq!(la.len(), n - gone.len() + more.len(), "{name}");
+        assert!(la == lb, "{name}: the directories differ");
+        // Ours goes on with the kernel's directory, and finds every name.
+        let mut fs = open(&b);
+        let big = fs.lookup_path("/big").unwrap();
+        for s in names.iter().skip(1).step_by(3).take(2000) {
+            fs.unlink(big, s.as_bytes()).unwrap();
+        }
+        for k in 0..2000 {
+            let s = format!("after-{k}");
+            fs.create(big, s.as_bytes(), &NewNode::file(0o600)).unwrap();
+        }
+        fs.close().unwrap();
+        if let Err(e) = e2fsck_clean(&b) {
+            panic!("{name}: e2fsck -fn on the kernel's after ours:\n{e}");
+        }
+        let lb = mounted(&b, &dir, list);
+        assert_eq!(lb.len(), la.len(), "{name}");
+        assert!(lb.contains("after-1999") && !lb.contains(&names[1]));
+        println!(
+            "{name}: {} entries made, {} removed, equal to the kernel's; 2,000 more each way on its image",
+            names.len() + more.len(),
+            gone.len()
+        );
+    }
 }

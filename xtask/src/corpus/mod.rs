@@ -12,7 +12,7 @@
 //! Logs of every run stay in `target/xtask-corpus/<mode>/` for reading.
 
 mod check;
-mod class;
+pub(crate) mod class;
 mod repair;
 mod verdicts;
 

@@ -19,13 +19,14 @@
 //! - an offline e4defrag-r run (defragmentation, `-r`, `-f`; see
 //!   [`defragload`]): every file's contents as before.
 
+mod apiload;
 mod defragload;
 mod image;
 mod txnload;
 
 use crate::util::{self, TempDir};
 use anyhow::{bail, Context, Result};
-use ext4r::device::{apply_cut, BlockDevice, Cut, MemDevice, Op, Recorder};
+use ext4r::device::{apply_cut, BlockDevice, Cut, MemDevice, Recorder};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
@@ -57,6 +58,7 @@ enum Work {
     Tune(&'static [&'static str]),
     Fsck,
     Txn { deferred: bool },
+    Api { deferred: bool },
     Defrag,
 }
 
@@ -118,6 +120,18 @@ const WORKLOADS: &[Workload] = &[
         mkfs: "-t ext4",
         damage: &[],
         work: Work::Txn { deferred: false },
+    },
+    Workload {
+        name: "api-each",
+        mkfs: "-t ext4",
+        damage: &[],
+        work: Work::Api { deferred: false },
+    },
+    Workload {
+        name: "api-deferred-1k-nocsum",
+        mkfs: "-t ext4 -b 1024 -O ^metadata_csum",
+        damage: &[],
+        work: Work::Api { deferred: true },
     },
     Workload {
         name: "txn-deferred-1k",
@@ -212,6 +226,11 @@ fn one(
         Work::Defrag => defragload::fragment(base, seed)?,
         _ => base,
     };
+    let base = Arc::new(base);
+    let api_start = match w.work {
+        Work::Api { .. } => Some(apiload::prepare(base.clone())?),
+        _ => None,
+    };
     // What must survive: every file, for the tune and defrag workloads (a
     // damaged image's files are what the repair makes of them).
     let manifest = match w.work {
@@ -222,6 +241,7 @@ fn one(
     let rec = Arc::new(Recorder::new(base.snapshot()));
     let dev: Arc<dyn BlockDevice> = rec.clone();
     let mut txn_model = None;
+    let mut api_model = None;
     match &w.work {
         Work::Tune(opts) => {
             let argv: Vec<OsString> = opts.iter().map(OsString::from).collect();
@@ -238,6 +258,12 @@ fn one(
             let r2 = rec.clone();
             let writes = move || r2.writes();
             txn_model = Some(txnload::run(dev, 40, seed, *deferred, &writes)?);
+        }
+        Work::Api { deferred } => {
+            let r2 = rec.clone();
+            let writes = move || r2.writes();
+            let start = api_start.clone().unwrap_or_default();
+            api_model = Some(apiload::run(dev, 200, seed, *deferred, &writes, start)?);
         }
         Work::Defrag => defragload::run(dev)?,
     }
@@ -256,15 +282,23 @@ fn one(
             };
             let recoverers: &[&str] = match w.work {
                 Work::Txn { .. } | Work::Defrag => &["ours", "e2fsck", "kernel"],
+                Work::Api { .. } => &["ours", "open", "e2fsck", "kernel"],
                 _ => &["ours", "e2fsck"],
             };
             for &who in recoverers {
                 recoveries += 1;
                 let disk = base.snapshot();
-                apply_cut(&disk, &log, cut)?;
+                let stats = apply_cut(&disk, &log, cut)?;
+                let torn_sb = stats
+                    .torn_at
+                    .is_some_and(|(o, l)| ext4r::device::covers_superblock(o, l));
                 disk.save(&img)?;
-                let verdict = recover(who, &img, fsck, dir)
-                    .and_then(|()| judge(w, &img, &manifest, txn_model.as_ref(), &log, n));
+                let models = Models {
+                    txn: txn_model.as_ref(),
+                    api: api_model.as_ref(),
+                };
+                let verdict = recover(who, &img, fsck, dir, torn_sb)
+                    .and_then(|()| judge(w, &img, &manifest, &models, n));
                 if let Err(e) = verdict {
                     if let Some(k) = keep {
                         std::fs::create_dir_all(k)?;
@@ -350,19 +384,52 @@ fn exit_code(cmd: &mut Command) -> Result<i32> {
 }
 
 /// Recovers the cut image with `who`.
-fn recover(who: &str, img: &Path, fsck: &[OsString], dir: &Path) -> Result<()> {
+/// Recovers a cut image: fsck's repair (ours, e2fsck's), a kernel mount,
+/// or our library's open (which replays the journal and finishes orphans).
+/// A torn primary superblock no mount or open accepts (the kernel's own
+/// writes of it tear alike): those must refuse it, and fsck then repairs it
+/// from a backup.
+fn recover(who: &str, img: &Path, fsck: &[OsString], dir: &Path, torn_sb: bool) -> Result<()> {
+    let ours_fsck = || exit_code(Command::new(&fsck[0]).args(&fsck[1..]).arg("-fy").arg(img));
     let code = match who {
-        "ours" => exit_code(Command::new(&fsck[0]).args(&fsck[1..]).arg("-fy").arg(img))?,
+        "ours" => ours_fsck()?,
         "e2fsck" => exit_code(Command::new("e2fsck").arg("-fy").arg(img))?,
+        "open" => {
+            let mut o = ext4r::write::WriteOptions::default();
+            o.now = Some((1_700_000_100, 0));
+            let opened = ext4r::write::WriteFs::open_path(img, o.clone());
+            match opened {
+                Ok(fs) => fs.close().context("closing after recovery")?,
+                Err(e) if torn_sb => {
+                    let c = ours_fsck()?;
+                    if c > 2 {
+                        bail!("our fsck exited {c} on a torn superblock (open: {e})");
+                    }
+                    ext4r::write::WriteFs::open_path(img, o)?.close()?;
+                }
+                Err(e) => bail!("our open refused it: {e}"),
+            }
+            0
+        }
         _ => {
             let mnt = dir.join("crash.mnt");
             std::fs::create_dir_all(&mnt)?;
-            let m = exit_code(
-                Command::new("mount")
-                    .args(["-o", "loop"])
-                    .arg(img)
-                    .arg(&mnt),
-            )?;
+            let mount = || {
+                exit_code(
+                    Command::new("mount")
+                        .args(["-o", "loop"])
+                        .arg(img)
+                        .arg(&mnt),
+                )
+            };
+            let mut m = mount()?;
+            if m != 0 && torn_sb {
+                let c = exit_code(Command::new("e2fsck").arg("-fy").arg(img))?;
+                if c > 2 {
+                    bail!("e2fsck exited {c} on a torn superblock");
+                }
+                m = mount()?;
+            }
             if m != 0 {
                 bail!("the kernel refused to mount it (mount exit {m})");
             }
@@ -376,13 +443,18 @@ fn recover(who: &str, img: &Path, fsck: &[OsString], dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What the transaction workloads expect, per state.
+struct Models<'a> {
+    txn: Option<&'a (txnload::Model, Vec<usize>)>,
+    api: Option<&'a (Vec<apiload::Tree>, Vec<usize>)>,
+}
+
 /// The checks after a recovery: e2fsck-clean, and the workload's own.
 fn judge(
     w: &Workload,
     img: &Path,
     manifest: &image::Manifest,
-    txn: Option<&(txnload::Model, Vec<usize>)>,
-    _log: &[Op],
+    models: &Models<'_>,
     cut: usize,
 ) -> Result<()> {
     let out = Command::new("e2fsck").arg("-fn").arg(img).output()?;
@@ -414,8 +486,42 @@ fn judge(
             }
         }
         Work::Fsck => {}
+        Work::Api { .. } => {
+            let Some((states, acked)) = models.api else {
+                bail!("no model");
+            };
+            let seen = apiload::observe(dev)?;
+            let done = acked.iter().filter(|&&a| a <= cut).count();
+            let exact = (done..states.len().min(done + 2)).any(|m| states[m] == seen);
+            let torn = || match (states.get(done), states.get(done + 1)) {
+                (Some(old), Some(new)) => apiload::torn_between(old, new, &seen),
+                _ => false,
+            };
+            if !exact && !torn() {
+                let want = &states[done.min(states.len() - 1)];
+                let differing = want
+                    .keys()
+                    .chain(seen.keys())
+                    .find(|&p| want.get(p) != seen.get(p))
+                    .map(|p| {
+                        let len = |t: &apiload::Tree| t.get(p).map(|v| v.as_ref().map(Vec::len));
+                        format!(
+                            "{p}: expected length {:?}, found {:?}",
+                            len(want),
+                            len(&seen)
+                        )
+                    });
+                bail!(
+                    "the tree is no state from operation {done} on: {} paths, expected {} \
+                     (first differing: {})",
+                    seen.len(),
+                    want.len(),
+                    differing.unwrap_or_default()
+                );
+            }
+        }
         Work::Txn { .. } => {
-            let Some((model, acked)) = txn else {
+            let Some((model, acked)) = models.txn else {
                 bail!("no model");
             };
             let seen = txnload::observe(dev)?;

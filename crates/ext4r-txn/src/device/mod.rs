@@ -14,7 +14,7 @@ mod record;
 pub use fault::{FaultDevice, WriteKind, WriteRecord};
 pub use file::{FileDevice, OpenMode};
 pub use mem::MemDevice;
-pub use record::{apply_cut, Cut, CutStats, Op, Recorder};
+pub use record::{apply_cut, covers_superblock, Cut, CutStats, Op, Recorder};
 
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};

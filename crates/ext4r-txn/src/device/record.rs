@@ -47,6 +47,14 @@ pub struct Cut {
     pub seed: u64,
 }
 
+/// Whether a write at `offset` of `len` bytes covers the primary
+/// superblock (bytes 1024..2048): torn, no mount survives it, whoever
+/// wrote it (the kernel writes it as one unit too); fsck repairs it from a
+/// backup.
+pub fn covers_superblock(offset: u64, len: usize) -> bool {
+    offset < 2048 && offset + len as u64 > 1024
+}
+
 /// What a cut did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CutStats {
@@ -56,6 +64,8 @@ pub struct CutStats {
     pub dropped: usize,
     /// Writes torn.
     pub torn: usize,
+    /// The torn write's byte offset and length.
+    pub torn_at: Option<(u64, usize)>,
     /// Flushes before the cut.
     pub flushes: usize,
 }
@@ -148,6 +158,7 @@ pub fn apply_cut(base: &MemDevice, log: &[Op], cut: Cut) -> Result<CutStats> {
                 }
             }
             stats.torn += 1;
+            stats.torn_at = Some((*offset, data.len()));
             continue;
         }
         base.write_at(data, *offset)?;

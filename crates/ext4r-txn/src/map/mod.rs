@@ -10,7 +10,7 @@ mod edit;
 mod read;
 
 pub use edit::store;
-pub use read::{all_blocks, runs};
+pub use read::{all_blocks, runs, runs_whole};
 
 use crate::csum::Checksums;
 use crate::error::{Error, Result};

@@ -28,6 +28,33 @@ pub fn runs(
     inode: &Inode,
     fast_symlink: bool,
 ) -> Result<Vec<Run>> {
+    let bs = u64::from(src.block_size());
+    runs_below(src, ino, inode, fast_symlink, inode.size().div_ceil(bs))
+}
+
+/// Every data run of inode `ino`, a block map's past `i_size` too: what a
+/// truncate frees once the size is already the new one (an orphan being
+/// shortened), as the kernel's truncate walks the whole map.
+///
+/// # Errors
+/// As [`runs`].
+pub fn runs_whole(
+    src: &(impl BlockSource + ?Sized),
+    ino: u32,
+    inode: &Inode,
+    fast_symlink: bool,
+) -> Result<Vec<Run>> {
+    runs_below(src, ino, inode, fast_symlink, u64::MAX)
+}
+
+/// [`runs`] with a block map read up to logical block `limit`.
+fn runs_below(
+    src: &(impl BlockSource + ?Sized),
+    ino: u32,
+    inode: &Inode,
+    fast_symlink: bool,
+    limit: u64,
+) -> Result<Vec<Run>> {
     let info = Info { ino, inode };
     let flags = inode.flags();
     let mut out = Vec::new();
@@ -48,9 +75,7 @@ pub fn runs(
         };
         walk.node(&inode.i_block, None, None)?;
     } else {
-        // A block map: only the blocks below the size can hold data.
-        let bs = u64::from(src.block_size());
-        let limit = inode.size().div_ceil(bs);
+        // A block map: only the blocks below the limit count.
         let mut w = MapWalk {
             src,
             info: &info,

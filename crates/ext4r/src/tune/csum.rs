@@ -205,10 +205,7 @@ impl Rewriter<'_> {
 
     fn read(&self, block: u64, buf: &mut [u8]) -> Result<()> {
         self.offset(block, buf.len())?;
-        for (k, chunk) in buf.chunks_mut(self.bs()).enumerate() {
-            chunk.copy_from_slice(&self.txn.read_block(block + k as u64)?);
-        }
-        Ok(())
+        self.txn.read_blocks(block, buf)
     }
 
     /// Queues blocks (already stamped) from `block`.

@@ -8,6 +8,7 @@
 //! logical cluster always lies in one physical cluster, at the same offset,
 //! and clusters are taken and given back whole.
 
+use super::orphan::Pending;
 use super::{Shape, WriteFs};
 use crate::error::{Error, Result};
 use ext4r_format::inode::{Inode, InodeFlags};
@@ -434,7 +435,6 @@ impl WriteFs {
 
     pub(crate) fn truncate_now(&mut self, ino: u32, size: u64, stamp: bool) -> Result<()> {
         let bs = self.shape.bs as u64;
-        let r = self.shape.ratio;
         let mut i = self.inode(ino)?;
         if i.is_dir() {
             return Err(Error::IsADirectory(format!("inode {ino}")));
@@ -445,59 +445,36 @@ impl WriteFs {
             )));
         }
         let has_blocks = i.is_reg() || (i.is_symlink() && !fast_symlink(&i, &self.shape));
-        if has_blocks && !i.flags().contains(InodeFlags::INLINE_DATA) {
-            let runs = map::runs(&self.txn, ino, &i, false)?;
-            let keep = size.div_ceil(bs);
-            let mut new_runs = Vec::new();
-            let mut gone = Vec::new();
-            for run in &runs {
-                if run.end() <= keep {
-                    new_runs.push(*run);
-                } else if run.logical >= keep {
-                    gone.push((run.physical, run.len));
-                } else {
-                    let k = keep - run.logical;
-                    new_runs.push(Run { len: k, ..*run });
-                    gone.push((run.physical + k, run.len - k));
-                }
-            }
-            // A cluster still holding a kept block stays (only the one of
-            // the last kept block can).
-            let kept_cluster = new_runs.last().map(|x| (x.physical + x.len - 1) & !(r - 1));
-            for (p, n) in gone {
-                let mut c = p & !(r - 1);
-                while c < p + n {
-                    if Some(c) != kept_cluster {
-                        self.txn.free_blocks(c, r)?;
-                    }
-                    c += r;
-                }
-            }
+        if has_blocks && !i.flags().contains(InodeFlags::INLINE_DATA) && size % bs != 0 {
             // The rest of the last block reads as zeros from now on.
-            if size % bs != 0 {
-                let l = size / bs;
-                let slot = new_runs
-                    .iter()
-                    .find(|x| x.logical <= l && l < x.end() && !x.unwritten)
-                    .map(|x| x.physical + (l - x.logical));
-                if let Some(p) = slot {
-                    let mut b = self.txn.read_block(p)?;
-                    b[(size % bs) as usize..].fill(0);
-                    self.txn.write_data(p, b)?;
-                }
-            }
-            if new_runs != runs {
-                let goal = new_runs.last().map_or(0, |x| x.physical + x.len);
-                let tree = map::store(&mut self.txn, ino, &mut i, &new_runs, goal)?;
-                self.set_blocks(&mut i, &new_runs, tree)?;
+            let l = size / bs;
+            let runs = map::runs(&self.txn, ino, &i, false)?;
+            let slot = runs
+                .iter()
+                .find(|x| x.logical <= l && l < x.end() && !x.unwritten)
+                .map(|x| x.physical + (l - x.logical));
+            if let Some(p) = slot {
+                let mut b = self.txn.read_block(p)?;
+                b[(size % bs) as usize..].fill(0);
+                self.txn.write_data(p, b)?;
             }
         }
+        let shrinks = size < i.size();
         i.set_size(size);
         if stamp {
             let now = self.now();
             i.set_mtime(now);
             i.set_ctime(now);
         }
+        let keep = size.div_ceil(bs);
+        if shrinks && self.too_many_runs(ino, &i, keep)? {
+            // The blocks past the new size go over several operations.
+            self.orphan_add(ino, &mut i);
+            self.put_inode(ino, &i)?;
+            self.deferred.push(Pending::Truncate(ino));
+            return Ok(());
+        }
+        self.cut_mapping(ino, &mut i, keep, usize::MAX)?;
         self.put_inode(ino, &i)
     }
 

@@ -7,9 +7,11 @@
 //! (or [`WriteFs::close`]) makes everything before it durable. File data
 //! goes to its blocks before the transaction that points at it commits
 //! (ordered mode). An operation checks everything it can before changing
-//! anything; one that still fails midway (an I/O error, corruption found on
-//! the way) abandons the running transaction, whose operations are then
-//! all absent.
+//! anything; one that still fails midway (no space for a tree block, an
+//! I/O error or corruption found on the way) is rolled back to where it
+//! started: the operations before it stay in the running transaction, and
+//! nothing of the failed one is ever written. Only a failed commit (an I/O
+//! error while writing) leaves the handle unusable.
 //!
 //! ```
 //! use ext4r::device::MemDevice;
@@ -38,6 +40,8 @@ mod file;
 mod htree;
 mod node;
 mod ops;
+mod orphan;
+mod xattr;
 
 pub use node::{NewNode, SetAttr};
 
@@ -49,6 +53,9 @@ use ext4r_txn::txn::{Commit, Transaction};
 use ext4r_txn::volume::{Checkpoint, Volume, VolumeOptions};
 use std::path::Path;
 use std::sync::Arc;
+
+/// `EROFS`: the image or device lies on something mounted read-only.
+const EROFS: i32 = 30;
 
 /// The root directory's inode.
 pub const ROOT_INO: u32 = 2;
@@ -103,8 +110,10 @@ pub struct WriteFs {
     txn: Transaction<Volume>,
     shape: Shape,
     opts: WriteOptions,
-    /// A failure left the running transaction unusable.
+    /// A commit failed: what it was writing may be half on disk.
     poisoned: bool,
+    /// Orphans the running operation left to finish after it.
+    deferred: Vec<orphan::Pending>,
     limit: u64,
 }
 
@@ -119,6 +128,7 @@ impl WriteFs {
     /// recovery is replayed first, as a mount does.
     ///
     /// # Errors
+    /// [`Error::ReadOnly`] for a filesystem marked read-only,
     /// [`Error::Unsupported`] for features this version cannot write,
     /// [`Error::Corrupt`] for an unusable superblock or descriptors, I/O
     /// errors.
@@ -152,20 +162,24 @@ impl WriteFs {
             ratio: vol.geometry().cluster_ratio(),
         };
         let limit = journal_share(&vol);
-        Ok(WriteFs {
+        let mut fs = WriteFs {
             txn: Transaction::owned(vol),
             shape,
             opts,
             poisoned: false,
+            deferred: Vec::new(),
             limit,
-        })
+        };
+        fs.recover_orphans()?;
+        Ok(fs)
     }
 
     /// Opens the image or block device at `path` for changing, refusing
     /// one that is mounted (as the tools do).
     ///
     /// # Errors
-    /// [`Error::Mounted`], [`Error::Open`], and as [`WriteFs::open`].
+    /// [`Error::Mounted`], [`Error::ReadOnly`] for an image on a read-only
+    /// mount, [`Error::Open`], and as [`WriteFs::open`].
     pub fn open_path(path: &Path, opts: WriteOptions) -> Result<Self> {
         if let Some(m) = crate::safety::mounted(path)? {
             return Err(Error::Mounted {
@@ -180,7 +194,13 @@ impl WriteFs {
                 exclusive: true,
                 ..OpenMode::default()
             },
-        )?;
+        )
+        .map_err(|e| match e {
+            Error::Open { path, source } if matches!(source.raw_os_error(), Some(EROFS)) => {
+                Error::ReadOnly(format!("{}: {source}", path.display()))
+            }
+            e => e,
+        })?;
         Self::open(Arc::new(dev), opts)
     }
 
@@ -195,29 +215,35 @@ impl WriteFs {
         Timestamp { secs, nsecs }
     }
 
-    /// Runs one operation on the running transaction: refused after an
-    /// earlier failure; a failure abandons the transaction (see the module
+    /// Runs one operation on the running transaction: refused after a
+    /// failed commit; a failure rolls the operation back (see the module
     /// docs); afterwards the transaction is committed when it is large or
     /// when every operation is.
     pub(crate) fn op<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         if self.poisoned {
             return Err(Error::InvalidArgument(
-                "an earlier operation failed midway; reopen the filesystem".into(),
+                "an earlier commit failed; reopen the filesystem (recovery replays what was committed)".into(),
             ));
         }
+        self.txn.savepoint();
         let out = match f(self) {
             Ok(v) => v,
             Err(e) => {
-                if self.txn.is_dirty() {
-                    self.poisoned = true;
-                    self.txn.abandon();
-                }
+                // Whatever the operation changed before it failed goes;
+                // the operations before it stay in the transaction.
+                self.txn.rollback_to_savepoint();
+                self.deferred.clear();
                 return Err(e);
             }
         };
+        self.txn.release_savepoint();
+        let deferred = std::mem::take(&mut self.deferred);
         let (meta, data) = self.txn.pending_sizes();
         if self.opts.sync_every_op || meta >= self.limit || data >= DATA_LIMIT {
             self.commit()?;
+        }
+        for what in deferred {
+            self.finish_orphan(what, true)?;
         }
         Ok(out)
     }
@@ -237,12 +263,12 @@ impl WriteFs {
     pub fn sync(&mut self) -> Result<()> {
         if self.poisoned {
             return Err(Error::InvalidArgument(
-                "an earlier operation failed midway; nothing more is written".into(),
+                "an earlier commit failed; nothing more is written".into(),
             ));
         }
         self.commit()?;
         if !self.opts.defer_checkpoint {
-            self.txn.volume_mut().checkpoint()?;
+            self.txn.volume_mut().write_home()?;
         }
         Ok(())
     }
@@ -254,6 +280,21 @@ impl WriteFs {
     pub fn close(mut self) -> Result<()> {
         self.sync()?;
         self.txn.into_volume().close()
+    }
+
+    /// The block size in bytes.
+    pub fn block_size(&self) -> u64 {
+        self.shape.bs as u64
+    }
+
+    /// Free blocks left (as the running transaction sees them).
+    pub fn free_blocks(&self) -> u64 {
+        self.txn.groups().free_blocks()
+    }
+
+    /// Free inodes left (as the running transaction sees them).
+    pub fn free_inodes(&self) -> u64 {
+        self.txn.groups().free_inodes()
     }
 
     /// The inode a path names (absolute; symlinks on the way followed, the
@@ -287,6 +328,12 @@ fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
             "writing filesystems with {}",
             names.join(", ")
         )));
+    }
+    if sb.has_ro_compat(RoCompat::READONLY) {
+        return Err(Error::ReadOnly(
+            "the filesystem is marked read-only (feature read-only; tune2fs -O ^read-only clears it)"
+                .into(),
+        ));
     }
     let ro_known = RoCompat::SPARSE_SUPER
         | RoCompat::LARGE_FILE

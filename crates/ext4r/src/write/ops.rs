@@ -4,6 +4,7 @@
 
 use super::dir::{self, check_name, dir_inode};
 use super::node::{self, NewNode};
+use super::orphan::Pending;
 use super::{entries, WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
 use ext4r_format::inode::{mode, Inode, InodeFlags};
@@ -34,7 +35,7 @@ impl WriteFs {
             return Err(Error::AlreadyExists(shown(name)));
         }
         if self.txn.groups().free_inodes() == 0 {
-            return Err(Error::NoSpace);
+            return Err(Error::NoFreeInodes);
         }
         // An entry may need a new directory block (and index blocks).
         if self.txn.groups().free_blocks() < 4 * self.shape.ratio && !self.room_for(parent, name)? {
@@ -94,6 +95,7 @@ impl WriteFs {
     ///
     /// # Errors
     /// [`Error::AlreadyExists`], [`Error::InvalidName`], [`Error::NoSpace`],
+    /// [`Error::NoFreeInodes`],
     /// [`Error::NotADirectory`], [`Error::InvalidArgument`] for a directory
     /// or symlink mode (use [`WriteFs::mkdir`], [`WriteFs::symlink`]).
     pub fn create(&mut self, parent: u32, name: &[u8], n: &NewNode) -> Result<u32> {
@@ -313,28 +315,32 @@ impl WriteFs {
     /// Frees an inode and everything it holds: its blocks (data and
     /// mapping), its xattr block's reference, its bitmap bit; the record
     /// keeps its mode with no links and a deletion time, as the kernel
-    /// leaves one.
+    /// leaves one. A file of more runs than one operation frees goes on
+    /// the orphan list instead, to be finished after the operation (see
+    /// [`super::orphan`]).
     fn release(&mut self, ino: u32, i: &Inode) -> Result<()> {
-        let r = self.shape.ratio;
-        let holds_blocks = i.is_reg()
-            || i.is_dir()
-            || (i.is_symlink() && !super::file::fast_symlink(i, &self.shape));
-        if holds_blocks && !i.flags().contains(InodeFlags::INLINE_DATA) {
-            let mut clusters: Vec<u64> = map::all_blocks(&self.txn, ino, i)?
-                .into_iter()
-                .map(|b| b & !(r - 1))
-                .collect();
-            clusters.dedup();
-            for c in clusters {
-                self.txn.free_blocks(c, r)?;
-            }
+        if self.too_many_runs(ino, i, 0)? {
+            let mut d = *i;
+            d.i_links_count.set(0);
+            d.set_ctime(self.now());
+            self.orphan_add(ino, &mut d);
+            self.put_inode(ino, &d)?;
+            self.deferred.push(Pending::Delete(ino));
+            return Ok(());
         }
+        self.release_now(ino, i)
+    }
+
+    /// [`WriteFs::release`] in the running operation.
+    pub(crate) fn release_now(&mut self, ino: u32, i: &Inode) -> Result<()> {
+        let mut i = *i;
+        self.cut_mapping(ino, &mut i, 0, usize::MAX)?;
         let acl = i.file_acl(self.txn.groups().wide()).0;
         if acl != 0 {
             self.drop_xattr_block(acl)?;
         }
         self.txn.free_inode(ino, i.is_dir())?;
-        let mut dead = *i;
+        let mut dead = i;
         dead.i_links_count.set(0);
         dead.i_dtime.set(self.now().secs as u32);
         dead.set_size(0);
@@ -370,7 +376,7 @@ impl WriteFs {
     /// # Errors
     /// [`Error::NotFound`], [`Error::IsADirectory`],
     /// [`Error::NotADirectory`], [`Error::DirectoryNotEmpty`],
-    /// [`Error::InvalidArgument`] for a directory moved into itself.
+    /// [`Error::MoveIntoItself`] for a directory moved into its subtree.
     pub fn rename(&mut self, from_dir: u32, from: &[u8], to_dir: u32, to: &[u8]) -> Result<()> {
         self.op(|w| {
             check_name(from)?;
@@ -397,10 +403,7 @@ impl WriteFs {
                 }
             }
             if si.is_dir() && w.is_ancestor(src, to_dir)? {
-                return Err(Error::InvalidArgument(format!(
-                    "cannot move {} into itself",
-                    shown(from)
-                )));
+                return Err(Error::MoveIntoItself(shown(from)));
             }
             if dst.is_none()
                 && w.txn.groups().free_blocks() < 4 * sh.ratio
