@@ -163,7 +163,7 @@ fn check(a: &Args) -> bool {
                     },
                 ),
                 Err(e) => {
-                    eprintln!("e4defrag-r: {e}");
+                    eprintln!("e4defrag-r: {}", crate::errors::message(&e));
                     continue;
                 }
             },
@@ -182,7 +182,7 @@ fn check(a: &Args) -> bool {
                     )
                 }
                 Err(e) => {
-                    eprintln!("e4defrag-r: {e}");
+                    eprintln!("e4defrag-r: {}", crate::errors::message(&e));
                     continue;
                 }
             },
@@ -191,7 +191,7 @@ fn check(a: &Args) -> bool {
             Ok(s) => success |= s.scored != 0 || (!opts.root && !a.verbose),
             Err(e) => {
                 let _ = out.flush();
-                eprintln!("e4defrag-r: {e}");
+                eprintln!("e4defrag-r: {}", crate::errors::message(&e));
                 return false;
             }
         }

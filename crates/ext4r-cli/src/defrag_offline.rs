@@ -25,7 +25,7 @@ pub(crate) fn run(a: &OnlineArgs, dev: &Path) -> bool {
     let mut fs = match OfflineFs::open_path(dev, OfflineOptions::default()) {
         Ok(fs) => fs,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };
@@ -35,7 +35,7 @@ pub(crate) fn run(a: &OnlineArgs, dev: &Path) -> bool {
     }) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };
@@ -50,7 +50,7 @@ pub(crate) fn run(a: &OnlineArgs, dev: &Path) -> bool {
     match fs.close() {
         Ok(()) => ok,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             false
         }
     }
@@ -64,7 +64,7 @@ fn defrag(a: &OnlineArgs, fs: &mut OfflineFs, src: &ImageFs, dev: &Path, started
     let p = match plan(src, a.to_extents) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };
@@ -79,7 +79,7 @@ fn defrag(a: &OnlineArgs, fs: &mut OfflineFs, src: &ImageFs, dev: &Path, started
     let mut mover = match OfflineMover::new(fs, src.best_rule(), a.to_extents) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };
@@ -119,7 +119,7 @@ fn relevant(
     let r = match r {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };
@@ -188,7 +188,7 @@ fn free_space(
     let r = match r {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };

@@ -49,6 +49,22 @@ pub enum Error {
         /// The action, in words.
         what: &'static str,
     },
+    /// An offline-only action was asked for on a regular file that lies on
+    /// a mounted ext4: without `--image` such a file is a file to
+    /// defragment online (as e4defrag takes it), even when it holds a
+    /// filesystem image.
+    #[error(
+        "{path} is a file on the ext4 mounted at {mountpoint}; {what} works on an unmounted \
+         device or image only: add --image to take the file as a filesystem image"
+    )]
+    OfflineOnlyFile {
+        /// The target.
+        path: PathBuf,
+        /// The action, in words.
+        what: &'static str,
+        /// Where the filesystem holding the file is mounted.
+        mountpoint: PathBuf,
+    },
     /// Extents a file reported that cannot be right (overlapping ranges).
     #[error("{path}: {detail}")]
     BadExtents {

@@ -163,6 +163,9 @@ pub fn run(a: &DefragArgs) -> Result<()> {
     Ok(())
 }
 
+/// `e4defrag-r` as configured. Callers that name an unmounted image add
+/// `--image`: an image kept on a disk lies on a mounted ext4 (the host's),
+/// where a plain path names a file to defragment online, as for e4defrag.
 pub(super) fn ours_cmd(ours: &[OsString]) -> Command {
     let mut c = Command::new(&ours[0]);
     c.args(&ours[1..]).arg("e4defrag");

@@ -111,7 +111,9 @@ pub(super) fn relevant(
         mount_b.release()?;
         let start = Instant::now();
         let report = output(
-            ours_cmd(ours).args(["-r", "--path", "/tree"]).arg(&imgs[1]),
+            ours_cmd(ours)
+                .args(["-r", "--image", "--path", "/tree"])
+                .arg(&imgs[1]),
             &[0, 1],
         )?;
         let took = start.elapsed();
