@@ -19,6 +19,9 @@
 //!   file; then the fill files of the upper half are deleted.
 //! - `tiny` (64 MiB, 1 KiB blocks): a few interleaved and small files, for
 //!   the integration tests.
+//! - `holes` (1 GiB): filled with files of 16 KiB–4 MiB, a fifth of them
+//!   (picked by the seed) deleted: the free space scattered over the disk
+//!   in holes of every size, the case of free-space defragmentation (`-f`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -41,6 +44,8 @@ pub enum Case {
     Big,
     /// A small image for tests (64 MiB, 1 KiB blocks).
     Tiny,
+    /// Filled with 16 KiB–4 MiB files, a fifth deleted (1 GiB).
+    Holes,
 }
 
 impl Case {
@@ -51,6 +56,7 @@ impl Case {
             Case::Small => "small",
             Case::Big => "big",
             Case::Tiny => "tiny",
+            Case::Holes => "holes",
         }
     }
 
@@ -61,6 +67,7 @@ impl Case {
             Case::Small => 2 << 30,
             Case::Big => 4 << 30,
             Case::Tiny => 64 << 20,
+            Case::Holes => 1 << 30,
         }
     }
 
@@ -90,6 +97,7 @@ impl Case {
                  rm odd fill above half"
             }
             Case::Tiny => "tiny v1: 1KiB blocks, 4 logs x 40 appends 1-8KiB + fsync, 200 small files",
+            Case::Holes => "holes v1: files 16KiB-4MiB log-uniform to ENOSPC, rm a random fifth",
         };
         format!(
             "{what}; {} sparse, mke2fs -F -q -t ext4 {}",
@@ -145,6 +153,7 @@ pub fn image(case: Case, seed: u64, cache: &Path, rebuild: bool) -> Result<PathB
                 Case::Small => small(root, &mut rng, 600, 40),
                 Case::Big => big(root, &mut rng),
                 Case::Tiny => tiny(root, &mut rng),
+                Case::Holes => holes(root, &mut rng),
             }?;
             // Give freed blocks back to the backing file (it lives in tmpfs).
             rustix::fs::sync();
@@ -377,6 +386,35 @@ fn tiny(root: &Path, rng: &mut Rng) -> Result<()> {
     std::fs::create_dir(root.join("empty-dir"))?;
     File::create(root.join("empty"))?;
     std::os::unix::fs::symlink("many/n001", root.join("link"))?;
+    Ok(())
+}
+
+fn holes(root: &Path, rng: &mut Rng) -> Result<()> {
+    let dir = root.join("data");
+    std::fs::create_dir(&dir)?;
+    let mut buf = Vec::new();
+    let mut n = 0usize;
+    loop {
+        if n % 256 == 0 {
+            util::check_interrupted()?;
+        }
+        let len = rng.log_range(16 << 10, 4 << 20);
+        let p = dir.join(format!("{n:05}"));
+        if append(&p, rng, len, &mut buf, false).is_err() {
+            let _ = std::fs::remove_file(&p);
+            break;
+        }
+        n += 1;
+    }
+    run_sync()?;
+    let mut gone = 0;
+    for i in 0..n {
+        if rng.next() % 5 == 0 {
+            std::fs::remove_file(dir.join(format!("{i:05}")))?;
+            gone += 1;
+        }
+    }
+    println!("  holes: {n} files, {gone} deleted");
     Ok(())
 }
 

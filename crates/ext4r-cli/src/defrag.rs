@@ -13,8 +13,8 @@ use ext4r_defrag::source::{LostFound, Source};
 use ext4r_defrag::stat::{statistic, ArgKind, StatOptions, StatTarget};
 use ext4r_defrag::target::{resolve, Target};
 
-/// Defragment files of a mounted ext4 filesystem, or score fragmentation
-/// (-c) on a mounted filesystem or an unmounted image or device.
+/// Defragment files of a mounted ext4 filesystem (online) or of an
+/// unmounted device or image (offline), or score fragmentation (-c).
 #[derive(Parser, Debug)]
 #[command(version, name = "e4defrag-r")]
 struct Args {
@@ -36,14 +36,23 @@ struct Args {
     /// rsync) or inode (as tar --sort=inode).
     #[arg(long, value_enum, default_value = "readdir")]
     order: Order,
-    /// Free-space defragmentation (offline; not available yet).
-    #[arg(short = 'f')]
+    /// Free-space defragmentation (offline): move file blocks out of the
+    /// way so that the free space forms one large run.
+    #[arg(short = 'f', conflicts_with_all = ["check", "relevant"])]
     free_space: bool,
+    /// Offline: also give block-mapped (ext3) files an extent tree (the
+    /// filesystem must have the extent feature).
+    #[arg(long)]
+    to_extents: bool,
+    /// Offline: work on this file or directory inside the image (default:
+    /// the whole filesystem; with -r, the directory to place).
+    #[arg(long, value_name = "PATH")]
+    path: Option<String>,
     /// Take regular files as filesystem images, even on a mounted ext4.
     #[arg(long)]
     image: bool,
-    /// Files, directories, mounted devices; with -c also unmounted images
-    /// and devices.
+    /// Files, directories, mounted devices; unmounted devices and images
+    /// (offline).
     #[arg(required = true, value_name = "TARGET")]
     targets: Vec<OsString>,
 }
@@ -70,6 +79,9 @@ impl From<Order> for DirOrder {
 pub(crate) struct OnlineArgs {
     pub verbose: bool,
     pub relevant: bool,
+    pub free_space: bool,
+    pub to_extents: bool,
+    pub path: Option<String>,
     pub order: DirOrder,
     pub image: bool,
     pub deadline: Option<std::time::Instant>,
@@ -89,12 +101,6 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     println!("e4defrag-r {} (ext4r)", env!("CARGO_PKG_VERSION"));
     let ok = if a.check {
         check(&a)
-    } else if a.free_space {
-        eprintln!(
-            "e4defrag-r: -f (free-space defragmentation) moves blocks of an unmounted \
-             filesystem through ext4r's allocator/journal crate: not available yet"
-        );
-        false
     } else {
         match a.time_limit {
             Some(t) if !(t.is_finite() && t >= 0.0) => {
@@ -106,6 +112,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         crate::defrag_online::run(&OnlineArgs {
             verbose: a.verbose,
             relevant: a.relevant,
+            free_space: a.free_space,
+            to_extents: a.to_extents,
+            path: a.path.clone(),
             order: a.order.into(),
             image: a.image,
             deadline: a
@@ -154,7 +163,7 @@ fn check(a: &Args) -> bool {
                     },
                 ),
                 Err(e) => {
-                    eprintln!("e4defrag-r: {e}");
+                    eprintln!("e4defrag-r: {}", crate::errors::message(&e));
                     continue;
                 }
             },
@@ -173,7 +182,7 @@ fn check(a: &Args) -> bool {
                     )
                 }
                 Err(e) => {
-                    eprintln!("e4defrag-r: {e}");
+                    eprintln!("e4defrag-r: {}", crate::errors::message(&e));
                     continue;
                 }
             },
@@ -182,7 +191,7 @@ fn check(a: &Args) -> bool {
             Ok(s) => success |= s.scored != 0 || (!opts.root && !a.verbose),
             Err(e) => {
                 let _ = out.flush();
-                eprintln!("e4defrag-r: {e}");
+                eprintln!("e4defrag-r: {}", crate::errors::message(&e));
                 return false;
             }
         }

@@ -15,7 +15,7 @@ use ext4r_defrag::online::relevant::{gaps, place, read_order};
 use ext4r_defrag::online::{plan, run as run_plan, Outcome, RunOptions, Summary};
 use ext4r_defrag::source::Source;
 use ext4r_defrag::stat::ArgKind;
-use ext4r_defrag::target::{resolve, MountedTarget, Target};
+use ext4r_defrag::target::{holds_ext_superblock, resolve, MountedTarget, Target};
 use ext4r_defrag::Error;
 
 use crate::defrag::OnlineArgs;
@@ -28,8 +28,7 @@ pub(crate) fn run(a: &OnlineArgs) -> bool {
         let t = match resolve(arg, a.image) {
             Ok(Target::Mounted(t)) => t,
             Ok(Target::Unmounted(p)) => {
-                eprintln!("e4defrag-r: {}", Error::OfflineNotYet(p));
-                ok = false;
+                ok &= crate::defrag_offline::run(a, &p);
                 continue;
             }
             Err(e) => {
@@ -38,6 +37,43 @@ pub(crate) fn run(a: &OnlineArgs) -> bool {
                 continue;
             }
         };
+        let offline_only = if a.free_space {
+            Some("-f (free-space defragmentation)")
+        } else if a.to_extents {
+            Some("--to-extents")
+        } else if a.path.is_some() {
+            Some("--path (a path inside an image; name the file or directory itself)")
+        } else {
+            None
+        };
+        // A file on a mounted ext4 that holds a filesystem is most likely
+        // an image the user meant to work on offline: e4defrag would move
+        // the file's own blocks, and so do we, but say how to get the other.
+        let image_file = t.kind == ArgKind::File && holds_ext_superblock(Path::new(arg));
+        if let Some(what) = offline_only {
+            let path = std::path::PathBuf::from(arg);
+            let e = if t.kind == ArgKind::File {
+                Error::OfflineOnlyFile {
+                    path,
+                    what,
+                    mountpoint: t.mountpoint.clone(),
+                }
+            } else {
+                Error::OfflineOnly { path, what }
+            };
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
+            ok = false;
+            continue;
+        }
+        if image_file {
+            eprintln!(
+                "e4defrag-r: note: {} holds an ext2/3/4 filesystem but lies on the ext4 mounted \
+                 at {}: its own blocks are defragmented as a file's; add --image to \
+                 defragment the filesystem inside it offline",
+                Path::new(arg).display(),
+                t.mountpoint.display()
+            );
+        }
         let r = if a.relevant {
             relevant(a, arg, &t)
         } else {
@@ -57,7 +93,7 @@ fn source(a: &OnlineArgs, t: &MountedTarget) -> Option<MountedFs> {
             Some(fs.with_order(a.order))
         }
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             None
         }
     }
@@ -78,7 +114,7 @@ fn defrag(a: &OnlineArgs, arg: &OsStr, t: &MountedTarget) -> bool {
     let p = match plan(&src, &t.lost_found, uid.is_root(), uid.as_raw()) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };
@@ -106,7 +142,7 @@ fn defrag(a: &OnlineArgs, arg: &OsStr, t: &MountedTarget) -> bool {
     s.failed == 0
 }
 
-fn summary(s: &Summary, p: &ext4r_defrag::online::Plan, started: Instant) {
+pub(crate) fn summary(s: &Summary, p: &ext4r_defrag::online::Plan, started: Instant) {
     let at_best: u64 = p.already_best.iter().map(|(_, n)| n).sum();
     println!();
     println!(
@@ -154,7 +190,7 @@ fn relevant(a: &OnlineArgs, arg: &OsStr, t: &MountedTarget) -> bool {
     let (files, skipped) = match read_order(&src, &t.lost_found) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };
@@ -181,7 +217,7 @@ fn relevant(a: &OnlineArgs, arg: &OsStr, t: &MountedTarget) -> bool {
     let placed = match placed {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("e4defrag-r: {e}");
+            eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;
         }
     };

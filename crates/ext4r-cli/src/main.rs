@@ -3,6 +3,7 @@
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
 mod defrag;
+mod defrag_offline;
 mod defrag_online;
 mod errors;
 mod extract;
@@ -57,8 +58,8 @@ pub(crate) const TOOLS: &[Tool] = &[
     Tool {
         sub: "e4defrag",
         link: Some("e4defrag-r"),
-        what: "score fragmentation as e4defrag -c, defragment online (also installed as \
-               e4defrag-r)",
+        what: "score fragmentation as e4defrag -c, defragment online or offline, place \
+               trees in read order, gather free space (also installed as e4defrag-r)",
         command: defrag::command,
         main: defrag::main,
     },

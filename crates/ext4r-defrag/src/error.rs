@@ -28,15 +28,43 @@ pub enum Error {
     /// ext4 filesystem").
     #[error("{0}: Filesystem is not ext4 filesystem")]
     NotExt4(PathBuf),
-    /// An action that changes the filesystem was asked for on an unmounted
-    /// image or device: that is offline defragmentation, which needs the
-    /// allocator/journal crate.
+    /// An offline action (moving blocks on the device itself) was asked
+    /// for on a mounted filesystem.
     #[error(
-        "{0} is not mounted: offline defragmentation (moving blocks on an unmounted \
-         device) needs ext4r's allocator/journal crate and is not available yet; \
-         mount it to defragment online, or use -c to score it without mounting"
+        "{path} is mounted on {mountpoint}: offline defragmentation writes to the \
+         device itself and needs it unmounted (name the mount point to defragment online)"
     )]
-    OfflineNotYet(PathBuf),
+    Mounted {
+        /// The device or image.
+        path: PathBuf,
+        /// Where it is mounted.
+        mountpoint: String,
+    },
+    /// An action that exists only offline (`-f`, `--to-extents`) was asked
+    /// for on a mounted filesystem.
+    #[error("{path}: {what} works on an unmounted device or image only; unmount it first")]
+    OfflineOnly {
+        /// The target.
+        path: PathBuf,
+        /// The action, in words.
+        what: &'static str,
+    },
+    /// An offline-only action was asked for on a regular file that lies on
+    /// a mounted ext4: without `--image` such a file is a file to
+    /// defragment online (as e4defrag takes it), even when it holds a
+    /// filesystem image.
+    #[error(
+        "{path} is a file on the ext4 mounted at {mountpoint}; {what} works on an unmounted \
+         device or image only: add --image to take the file as a filesystem image"
+    )]
+    OfflineOnlyFile {
+        /// The target.
+        path: PathBuf,
+        /// The action, in words.
+        what: &'static str,
+        /// Where the filesystem holding the file is mounted.
+        mountpoint: PathBuf,
+    },
     /// Extents a file reported that cannot be right (overlapping ranges).
     #[error("{path}: {detail}")]
     BadExtents {

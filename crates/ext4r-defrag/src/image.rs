@@ -17,8 +17,9 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use ext4r::device::{FileDevice, OpenMode};
+use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r::fs::{DirEntryInfo, FileKind, Filesystem, InodeInfo};
 use ext4r_format::features::Compat;
 use ext4r_format::htree::{dx_hash, effective_hash_version, parse_dx_root};
@@ -29,6 +30,7 @@ use ext4r_format::InodeNr;
 use crate::error::{Error, Result};
 use crate::extent::{Extent, FileExtents};
 use crate::freespace::FreeSpace;
+use crate::mounted::DirOrder;
 use crate::score::BestRule;
 use crate::source::{join, Entry, Source, Walk};
 
@@ -36,6 +38,9 @@ use crate::source::{join, Entry, Source, Walk};
 pub struct ImageFs {
     fs: Filesystem,
     path: PathBuf,
+    order: DirOrder,
+    /// Where walks start (absolute, inside the filesystem).
+    start: Vec<u8>,
 }
 
 impl core::fmt::Debug for ImageFs {
@@ -62,7 +67,60 @@ impl ImageFs {
         Ok(ImageFs {
             fs,
             path: path.to_path_buf(),
+            order: DirOrder::Readdir,
+            start: b"/".to_vec(),
         })
+    }
+
+    /// Reads the filesystem on `dev` (an offline run's own device, shared
+    /// with its writer), `path` naming it in messages.
+    ///
+    /// # Errors
+    /// [`Error::Engine`] when it holds no usable ext2/3/4 filesystem.
+    pub fn from_device(dev: Arc<dyn BlockDevice>, path: &Path) -> Result<Self> {
+        let fs = Filesystem::open(dev).map_err(|source| Error::Engine {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(ImageFs {
+            fs,
+            path: path.to_path_buf(),
+            order: DirOrder::Readdir,
+            start: b"/".to_vec(),
+        })
+    }
+
+    /// Lists directories in `order` instead of readdir's.
+    pub fn with_order(mut self, order: DirOrder) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Starts walks at `dir` (an absolute path inside the filesystem)
+    /// instead of the root.
+    ///
+    /// # Errors
+    /// [`Error::Engine`] when `dir` does not exist.
+    pub fn with_start(mut self, dir: &str) -> Result<Self> {
+        self.fs.resolve(dir).map_err(|e| self.engine(e))?;
+        let trimmed = dir.trim_end_matches('/');
+        self.start = if trimmed.is_empty() {
+            b"/".to_vec()
+        } else {
+            trimmed.as_bytes().to_vec()
+        };
+        Ok(self)
+    }
+
+    /// The inode walks start at.
+    ///
+    /// # Errors
+    /// [`Error::Engine`] when it cannot be looked up.
+    pub fn start_inode(&self) -> Result<u32> {
+        self.fs
+            .resolve(&String::from_utf8_lossy(&self.start))
+            .map(|i| i.ino.0)
+            .map_err(|e| self.engine(e))
     }
 
     /// The filesystem.
@@ -104,7 +162,13 @@ impl ImageFs {
         let Ok(entries) = self.fs.read_dir(dir) else {
             return Walk::Continue;
         };
-        for de in self.readdir_order(dir, entries) {
+        let mut entries = self.readdir_order(dir, entries);
+        match self.order {
+            DirOrder::Readdir => {}
+            DirOrder::Name => entries.sort_by(|a, b| a.name.cmp(&b.name)),
+            DirOrder::Inode => entries.sort_by_key(|e| e.ino.0),
+        }
+        for de in entries {
             if de.is_dot() {
                 continue;
             }
@@ -175,16 +239,22 @@ impl ImageFs {
 
 impl Source for ImageFs {
     fn walk(&self, visit: &mut dyn FnMut(&Entry) -> Walk) -> Result<()> {
-        let root = self
-            .fs
-            .inode(InodeNr(ext4r_format::inode::ino::ROOT))
-            .map_err(|e| self.engine(e))?;
-        let e = self.entry(b"/".to_vec(), &root);
+        let root = if self.start == b"/" {
+            self.fs.inode(InodeNr(ext4r_format::inode::ino::ROOT))
+        } else {
+            self.fs.resolve(&String::from_utf8_lossy(&self.start))
+        }
+        .map_err(|e| self.engine(e))?;
+        let e = self.entry(self.start.clone(), &root);
         if visit(&e) == Walk::Stop {
             return Ok(());
         }
+        if e.kind != FileKind::Directory {
+            return Ok(());
+        }
         let mut seen = HashSet::new();
-        self.walk_dir(&root, b"", &mut seen, visit);
+        let prefix: &[u8] = if self.start == b"/" { b"" } else { &self.start };
+        self.walk_dir(&root, prefix, &mut seen, visit);
         Ok(())
     }
 

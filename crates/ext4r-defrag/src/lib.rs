@@ -11,10 +11,12 @@
 //!   journal-commit stall e4defrag suffers, worst files first, with a time
 //!   limit; and relevant-file placement ([`online::relevant`]), which lays
 //!   out the files of a directory contiguously in the order they are read.
-//! - **Offline moves** need the allocator/journal crate and are not here
-//!   yet; the planning side ([`source::Source`], [`online::Mover`]) does not
-//!   depend on how blocks move, so an offline mover plugs in beside the
-//!   online one.
+//! - **Offline moves** ([`offline`]): files of an unmounted filesystem
+//!   moved through the write layer (`ext4r_txn`): data copied first, the
+//!   mapping switched in one journaled transaction; the same planning
+//!   ([`online::plan`], [`online::Mover`]); `-r` placement without the
+//!   kernel in the way; and free-space defragmentation
+//!   ([`offline::compact`]).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -23,6 +25,7 @@ pub mod extent;
 pub mod freespace;
 pub mod image;
 pub mod mounted;
+pub mod offline;
 pub mod online;
 pub mod score;
 pub mod source;

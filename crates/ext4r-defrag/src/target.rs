@@ -172,8 +172,9 @@ fn device_or_image(path: &Path) -> Result<Target> {
 }
 
 /// Whether a file starts like an ext2/3/4 filesystem (magic 0xEF53 at byte
-/// 1080).
-fn holds_ext_superblock(path: &Path) -> bool {
+/// 1080): an image, which on a mounted ext4 is still taken as a file
+/// unless `--image` says otherwise.
+pub fn holds_ext_superblock(path: &Path) -> bool {
     use std::os::unix::fs::FileExt;
     let Ok(f) = std::fs::File::open(path) else {
         return false;

@@ -441,6 +441,33 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         Ok(())
     }
 
+    /// Writes the file data gathered so far to its blocks now, ahead of
+    /// the commit, and drops it from memory: how a copy of a large file
+    /// (a defragmenter's) keeps its memory bounded. Ordered mode allows it
+    /// for blocks nothing committed points at — blocks this transaction
+    /// allocated: a cut leaves them written and still free on disk. (The
+    /// commit's flush before its commit block, or before the metadata in
+    /// place, makes them durable before anything refers to them.) A
+    /// rollback to a savepoint cannot unwrite what this wrote: blocks
+    /// allocated after the savepoint are freed again by it, so only data
+    /// written early to blocks allocated before it stays on disk.
+    ///
+    /// # Errors
+    /// I/O errors (the data not yet written stays gathered).
+    pub fn write_data_early(&mut self) -> Result<()> {
+        let bs = self.bs() as u64;
+        let dev = std::sync::Arc::clone(&self.v().dev);
+        let data: BTreeMap<u64, (Vec<u8>, Order)> = std::mem::take(&mut self.data)
+            .into_iter()
+            .map(|(n, b)| (n, (b, Order::Data)))
+            .collect();
+        if let Err(e) = write_runs(dev.as_ref(), bs, data.iter()) {
+            self.data = data.into_iter().map(|(n, (b, _))| (n, b)).collect();
+            return Err(e);
+        }
+        Ok(())
+    }
+
     fn check_block(&self, nr: u64, len: usize) -> Result<()> {
         if len != self.bs() {
             return Err(Error::InvalidArgument(format!(

@@ -15,9 +15,12 @@
 //! - fsck's repairs of three damaged images: clean after recovery;
 //! - the write layer's transactions (see [`txnload`]): the files are those
 //!   of a committed prefix of the transactions that includes every one
-//!   acknowledged before the cut.
+//!   acknowledged before the cut;
+//! - an offline e4defrag-r run (defragmentation, `-r`, `-f`; see
+//!   [`defragload`]): every file's contents as before.
 
 mod apiload;
+mod defragload;
 mod image;
 mod txnload;
 
@@ -56,6 +59,7 @@ enum Work {
     Fsck,
     Txn { deferred: bool },
     Api { deferred: bool },
+    Defrag,
 }
 
 struct Workload {
@@ -135,6 +139,12 @@ const WORKLOADS: &[Workload] = &[
         damage: &[],
         work: Work::Txn { deferred: true },
     },
+    Workload {
+        name: "defrag-offline",
+        mkfs: "-t ext4 -b 1024",
+        damage: &[],
+        work: Work::Defrag,
+    },
 ];
 
 pub fn run(args: &Args) -> Result<()> {
@@ -212,15 +222,19 @@ fn one(
     } else {
         damage(dir, w.name, &base, w.damage)?
     };
+    let base = match w.work {
+        Work::Defrag => defragload::fragment(base, seed)?,
+        _ => base,
+    };
     let base = Arc::new(base);
     let api_start = match w.work {
         Work::Api { .. } => Some(apiload::prepare(base.clone())?),
         _ => None,
     };
-    // What must survive: every file, for the tune workloads (a damaged
-    // image's files are what the repair makes of them).
+    // What must survive: every file, for the tune and defrag workloads (a
+    // damaged image's files are what the repair makes of them).
     let manifest = match w.work {
-        Work::Tune(_) => image::manifest(base.snapshot())?,
+        Work::Tune(_) | Work::Defrag => image::manifest(base.snapshot())?,
         _ => image::Manifest::new(),
     };
     // The workload, recorded.
@@ -251,6 +265,7 @@ fn one(
             let start = api_start.clone().unwrap_or_default();
             api_model = Some(apiload::run(dev, 200, seed, *deferred, &writes, start)?);
         }
+        Work::Defrag => defragload::run(dev)?,
     }
     let log = rec.log();
     let total = rec.writes();
@@ -266,7 +281,7 @@ fn one(
                 seed: seed ^ (n as u64) << 8 ^ variant,
             };
             let recoverers: &[&str] = match w.work {
-                Work::Txn { .. } => &["ours", "e2fsck", "kernel"],
+                Work::Txn { .. } | Work::Defrag => &["ours", "e2fsck", "kernel"],
                 Work::Api { .. } => &["ours", "open", "e2fsck", "kernel"],
                 _ => &["ours", "e2fsck"],
             };
@@ -458,7 +473,7 @@ fn judge(
     }
     let dev = ext4r::device::FileDevice::open(img, Default::default())?;
     match &w.work {
-        Work::Tune(_) => {
+        Work::Tune(_) | Work::Defrag => {
             let now = image::manifest(dev)?;
             if &now != manifest {
                 let lost: Vec<&String> = manifest

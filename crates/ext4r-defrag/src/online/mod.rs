@@ -189,6 +189,7 @@ pub fn run(
         let now = match &outcome {
             Outcome::Improved { after, .. }
             | Outcome::Unchanged { after, .. }
+            | Outcome::Converted { after, .. }
             | Outcome::Stopped { after, .. } => Some(*after),
             Outcome::AlreadyBest { extents } | Outcome::NoImprovement { extents, .. } => {
                 Some(*extents)
@@ -204,7 +205,9 @@ pub fn run(
         s.extents_after += now.unwrap_or(before);
         match &outcome {
             Outcome::Improved { .. } => s.improved += 1,
-            Outcome::Unchanged { before, after } | Outcome::Stopped { before, after } => {
+            Outcome::Unchanged { before, after }
+            | Outcome::Converted { before, after }
+            | Outcome::Stopped { before, after } => {
                 s.not_improved += u64::from(after >= before);
                 s.improved += u64::from(after < before);
             }

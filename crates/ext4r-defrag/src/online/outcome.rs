@@ -56,6 +56,9 @@ pub enum Skip {
     NotOwner,
     /// Its extents could not be read.
     Unmappable(String),
+    /// Its metadata disagrees with itself (a block count that does not
+    /// match its mapping, blocks mapped past its size): left for fsck.
+    Inconsistent(String),
 }
 
 impl fmt::Display for Skip {
@@ -71,7 +74,7 @@ impl fmt::Display for Skip {
             Skip::BlockMapped => write!(
                 f,
                 "block-mapped (ext3) file: the kernel moves only extent-mapped files \
-                 (offline mode, not yet available, will convert it)"
+                 (defragment it offline, on the unmounted device)"
             ),
             Skip::Encrypted => write!(f, "encrypted: the kernel cannot move it"),
             Skip::DataJournaled => write!(f, "data journaling: the kernel cannot move it"),
@@ -91,6 +94,9 @@ impl fmt::Display for Skip {
             ),
             Skip::NotOwner => write!(f, "not our file and we are not root"),
             Skip::Unmappable(why) => write!(f, "extents unreadable: {why}"),
+            Skip::Inconsistent(why) => {
+                write!(f, "{why}: left alone (check it with fsck.ext4r -f)")
+            }
         }
     }
 }
@@ -133,6 +139,14 @@ pub enum Outcome {
         /// Extents now.
         after: u64,
     },
+    /// Given an extent tree in place of its block map (offline, when
+    /// asked), its blocks staying where they were.
+    Converted {
+        /// Extents before.
+        before: u64,
+        /// Extents after.
+        after: u64,
+    },
     /// Left alone.
     Skipped(Skip),
     /// Left alone for now; worth another try later in the run.
@@ -158,6 +172,12 @@ impl fmt::Display for Outcome {
             }
             Outcome::Stopped { before, after } => {
                 write!(f, "{before} -> {after} extents: stopped at the time limit")
+            }
+            Outcome::Converted { before, after } => {
+                write!(
+                    f,
+                    "{before} -> {after} extents: block map converted to extents"
+                )
             }
             Outcome::Skipped(s) => write!(f, "skipped: {s}"),
             Outcome::Retry(s) => write!(f, "skipped for now: {s}"),

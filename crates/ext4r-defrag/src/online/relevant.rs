@@ -27,7 +27,7 @@ use super::kernel::{active_swap_files, donor_in, io_outcome, move_blocks, open_c
 use super::{Outcome, Skip};
 use crate::error::{Error, Result};
 use crate::extent::FileExtents;
-use crate::mounted::{fiemap_extents, MountedFs};
+use crate::mounted::fiemap_extents;
 use crate::source::{Entry, LostFound, Source, Walk};
 
 /// How far apart the blocks of a tree are when read in order.
@@ -82,7 +82,7 @@ pub struct TreeFile {
 /// # Errors
 /// The walk cannot start.
 pub fn read_order(
-    src: &MountedFs,
+    src: &dyn Source,
     lost_found: &LostFound,
 ) -> Result<(Vec<TreeFile>, Vec<Skipped>)> {
     let mut files = Vec::new();

@@ -18,7 +18,16 @@
 //!   without reading file data, and the first after the second (the data
 //!   alone, the part -r changes). Medians are reported, with the read
 //!   requests the disk served.
+//! - `offline`: e4defrag-r on each unmounted image against e4defrag-r
+//!   online on a twin: extent totals (offline must leave no more), times,
+//!   sha256 of every file through a mount, `e2fsck -fn`.
+//! - `relevant-offline`: as `relevant`, with `-r` run on the unmounted
+//!   image (`--path /tree`) instead of through the kernel.
+//! - `free`: `-f` on the unmounted `holes` and `filldel` images: largest
+//!   free extent and e2freefrag's histogram before and after, hashes,
+//!   `e2fsck -fn`.
 
+mod offline;
 mod online;
 mod relevant;
 mod score;
@@ -37,6 +46,9 @@ enum Part {
     Score,
     Online,
     Relevant,
+    Offline,
+    RelevantOffline,
+    Free,
 }
 
 #[derive(clap::Args)]
@@ -101,7 +113,10 @@ pub fn run(a: &DefragArgs) -> Result<()> {
     };
     let tmp = TempDir::new_in(&a.dir, "ext4r-defrag-bench-")?;
     let mut failures = Vec::new();
-    if a.parts.contains(&Part::Score) || a.parts.contains(&Part::Online) {
+    if [Part::Score, Part::Online, Part::Offline]
+        .iter()
+        .any(|p| a.parts.contains(p))
+    {
         for &case in &a.cases {
             let img = fragment::image(case, a.seed, &a.cache, a.rebuild)?;
             if a.parts.contains(&Part::Score) {
@@ -114,16 +129,32 @@ pub fn run(a: &DefragArgs) -> Result<()> {
                     failures.push(format!("online {}: {e:#}", case.name()));
                 }
             }
+            if a.parts.contains(&Part::Offline) {
+                if let Err(e) = offline::offline(&ours, case, &img, tmp.path()) {
+                    failures.push(format!("offline {}: {e:#}", case.name()));
+                }
+            }
         }
     }
-    if a.parts.contains(&Part::Relevant) {
+    for (part, offline) in [(Part::Relevant, false), (Part::RelevantOffline, true)] {
+        if !a.parts.contains(&part) {
+            continue;
+        }
         let img = fragment::image(Case::Small, a.seed, &a.cache, a.rebuild)?;
         let disk = a
             .disk_dir
             .clone()
             .unwrap_or_else(|| util::target_dir().join("xtask-defrag"));
-        if let Err(e) = relevant::relevant(&ours, &img, &disk, a.reads) {
+        if let Err(e) = relevant::relevant(&ours, &img, &disk, a.reads, offline) {
             failures.push(format!("relevant: {e:#}"));
+        }
+    }
+    if a.parts.contains(&Part::Free) {
+        for case in [Case::Holes, Case::Filldel] {
+            let img = fragment::image(case, a.seed, &a.cache, a.rebuild)?;
+            if let Err(e) = offline::free(&ours, case, &img, tmp.path()) {
+                failures.push(format!("free {}: {e:#}", case.name()));
+            }
         }
     }
     if !failures.is_empty() {
@@ -132,6 +163,9 @@ pub fn run(a: &DefragArgs) -> Result<()> {
     Ok(())
 }
 
+/// `e4defrag-r` as configured. Callers that name an unmounted image add
+/// `--image`: an image kept on a disk lies on a mounted ext4 (the host's),
+/// where a plain path names a file to defragment online, as for e4defrag.
 pub(super) fn ours_cmd(ours: &[OsString]) -> Command {
     let mut c = Command::new(&ours[0]);
     c.args(&ours[1..]).arg("e4defrag");

@@ -66,8 +66,17 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// Twin images of the `small` tree on the disk: `-r` on one, then cold
 /// reads of both, alternating (the disk is shared: alternating keeps drift
 /// out of the comparison).
-pub(super) fn relevant(ours: &[OsString], img: &Path, disk: &Path, reads: usize) -> Result<()> {
-    println!("== relevant (-r) on the small tree");
+pub(super) fn relevant(
+    ours: &[OsString],
+    img: &Path,
+    disk: &Path,
+    reads: usize,
+    offline: bool,
+) -> Result<()> {
+    println!(
+        "== relevant (-r{}) on the small tree",
+        if offline { ", offline" } else { "" }
+    );
     std::fs::create_dir_all(disk)?;
     let fs_type = rustix::fs::statfs(disk)?.f_type;
     ensure!(
@@ -88,7 +97,7 @@ pub(super) fn relevant(ours: &[OsString], img: &Path, disk: &Path, reads: usize)
         std::fs::create_dir_all(m)?;
     }
     let mount_a = LoopMount::attach(&imgs[0], &mnts[0])?;
-    let mount_b = LoopMount::attach(&imgs[1], &mnts[1])?;
+    let mut mount_b = LoopMount::attach(&imgs[1], &mnts[1])?;
     let tree = mnts[1].join("tree");
     let files = output(
         Command::new("sh")
@@ -98,9 +107,23 @@ pub(super) fn relevant(ours: &[OsString], img: &Path, disk: &Path, reads: usize)
     )?;
     println!("  {} files under {}", files.trim(), tree.display());
     let before_hash = hashes(&tree)?;
-    let start = Instant::now();
-    let report = output(ours_cmd(ours).arg("-r").arg(&tree), &[0, 1])?;
-    let took = start.elapsed();
+    let (report, took) = if offline {
+        mount_b.release()?;
+        let start = Instant::now();
+        let report = output(
+            ours_cmd(ours)
+                .args(["-r", "--image", "--path", "/tree"])
+                .arg(&imgs[1]),
+            &[0, 1],
+        )?;
+        let took = start.elapsed();
+        mount_b = LoopMount::attach(&imgs[1], &mnts[1])?;
+        (report, took)
+    } else {
+        let start = Instant::now();
+        let report = output(ours_cmd(ours).arg("-r").arg(&tree), &[0, 1])?;
+        (report, start.elapsed())
+    };
     for l in report.lines().filter(|l| l.starts_with(' ')) {
         println!("  e4defrag-r -r:{l}");
     }

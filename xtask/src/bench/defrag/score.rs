@@ -118,7 +118,10 @@ fn compare(what: &str, ours: &Report, theirs: &Report) -> Result<()> {
 pub(super) fn score(ours: &[OsString], case: Case, img: &Path, dir: &Path) -> Result<()> {
     println!("== score {}", case.name());
     let t = twin(img, dir, "score.img")?;
-    let unmounted = output(ours_cmd(ours).args(["-c", "-v"]).arg(&t), &[0, 1])?;
+    let unmounted = output(
+        ours_cmd(ours).args(["-c", "-v", "--image"]).arg(&t),
+        &[0, 1],
+    )?;
     let mnt = dir.join("score-mnt");
     std::fs::create_dir_all(&mnt)?;
     let mount = LoopMount::attach(&t, &mnt)?;
