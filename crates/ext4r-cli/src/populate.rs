@@ -60,42 +60,6 @@ impl Source {
     }
 }
 
-/// The new filesystem's device while it is filled: writes go through,
-/// cache flushes do not. A filesystem cut off half filled is no use
-/// whatever reached the disk (mke2fs -d does not flush either), so the
-/// commits' flushes would only cost time; one real flush ends the fill.
-struct Unflushed(Arc<FileDevice>);
-
-impl BlockDevice for Unflushed {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> ext4r::Result<()> {
-        self.0.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> ext4r::Result<()> {
-        self.0.write_at(buf, offset)
-    }
-    fn flush(&self) -> ext4r::Result<()> {
-        Ok(())
-    }
-    fn size(&self) -> u64 {
-        self.0.size()
-    }
-    fn logical_sector_size(&self) -> u32 {
-        self.0.logical_sector_size()
-    }
-    fn discard(&self, offset: u64, len: u64) -> ext4r::Result<bool> {
-        self.0.discard(offset, len)
-    }
-    fn discard_zeroes_data(&self) -> bool {
-        self.0.discard_zeroes_data()
-    }
-    fn zeroout(&self, offset: u64, len: u64) -> ext4r::Result<()> {
-        self.0.zeroout(offset, len)
-    }
-    fn stats(&self) -> ext4r::device::IoStats {
-        self.0.stats()
-    }
-}
-
 /// Fills the filesystem just made on `dev` from `src`. With
 /// `SOURCE_DATE_EPOCH` (`epoch`) every time written is at most it and the
 /// write API's clock is pinned to it.
@@ -108,7 +72,7 @@ pub(crate) fn populate(
     let mut wo = WriteOptions::default();
     wo.now = epoch.map(|e| (e, 0));
     let real = Arc::new(dev);
-    let dev: Arc<dyn BlockDevice> = Arc::new(Unflushed(Arc::clone(&real)));
+    let dev: Arc<dyn BlockDevice> = Arc::new(ext4r::device::Unflushed(Arc::clone(&real)));
     let mut fs = WriteFs::open(dev, wo)?;
     let mut opts = CopyOptions::mkfs();
     opts.force_uid = ext.populate_uid;
