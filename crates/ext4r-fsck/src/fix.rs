@@ -127,6 +127,10 @@ pub enum Fix {
     InodeBlockSlot(u32, usize),
     /// Clear entry `i` of an indirect block (an illegal block pointer).
     IndirectEntry(u64, usize),
+    /// Clear entry `i` of a reserved GDT block's list of its copies (an
+    /// illegal number in the resize inode's map). The block is group
+    /// metadata, which file repairs otherwise never write.
+    ReservedGdtEntry(u64, usize),
     /// Remove entry `i` of an extent node: in the inode's root (None) or
     /// in a tree block; the inode, for the block's checksum.
     ExtentRemove(u32, Option<u64>, usize, Owner),
@@ -517,7 +521,10 @@ impl<'a> Writer<'a> {
                     i.set_block_words(&w);
                 })?
             }
-            Fix::IndirectEntry(b, idx) => {
+            Fix::IndirectEntry(b, idx) | Fix::ReservedGdtEntry(b, idx) => {
+                if matches!(f, Fix::ReservedGdtEntry(..)) {
+                    self.meta_writes.insert(*b);
+                }
                 // Indirect blocks carry no checksum.
                 let blk = self.block(*b, BlockKind::Plain)?;
                 if let Some(x) = blk.get_mut(idx * 4..idx * 4 + 4) {

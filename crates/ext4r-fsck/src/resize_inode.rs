@@ -123,7 +123,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
                 let lblk = dind_base + i as u64 * apb + j as u64;
                 illegal.push((
                     format!("Illegal block #{lblk} ({b}) in inode {RESIZE}."),
-                    Fix::IndirectEntry(ind, j),
+                    Fix::ReservedGdtEntry(ind, j),
                 ));
                 if illegal.len() >= TOO_MANY {
                     break 'walk;
