@@ -1,6 +1,7 @@
 //! State shared by the passes. Sized by what is in use, not by the
 //! volume: a sorted list of in-use inodes, a list of claimed block runs.
 
+use ext4r_txn::alloc::UsedBlocks;
 use std::collections::BTreeMap;
 
 use ext4r::fs::{FileKind, Filesystem};
@@ -90,8 +91,16 @@ pub(crate) struct Ctx {
     pub abort: bool,
     /// Why the check cannot be completed at all (e2fsck's exit 8).
     pub fatal: Option<String>,
-    /// Groups whose inode table or bitmaps are unusable: skipped later.
+    /// Groups whose inode table is unusable (outside where it may be):
+    /// their inodes are not read, as e2fsck's scan skips a table it found
+    /// invalid.
     pub bad_group: Vec<bool>,
+    /// Groups whose (block bitmap, inode bitmap) is unusable: pass 5 does
+    /// not compare it (it is relocated and written anew). The group's
+    /// inodes are still read: a misplaced bitmap says nothing about them,
+    /// and skipping them would leave their blocks looking free to the
+    /// relocation itself.
+    pub bad_bitmaps: Vec<(bool, bool)>,
     /// Some group's inode table is outside where it may be.
     pub bad_itable: bool,
     /// Each group's uninit flags and unused inodes as the passes take
@@ -173,6 +182,7 @@ impl Ctx {
             abort: false,
             fatal: None,
             bad_group: vec![false; groups],
+            bad_bitmaps: vec![(false, false); groups],
             bad_itable: false,
             groups: vec![crate::gdesc::GroupState::default(); groups],
             restart: false,
@@ -262,6 +272,30 @@ impl Ctx {
             && b >= self.geo.first_data_block
             && b.checked_add(count)
                 .is_some_and(|e| e <= self.geo.blocks_count)
+    }
+
+    /// The blocks this check knows to be in use as the write layer's
+    /// usage map: the `[start, end)` ranges given (what the inodes and
+    /// metadata claim) and the blocks other repairs of this check took.
+    /// Every search for free blocks in a repair runs the one allocator's
+    /// searches (`ext4r_txn::alloc`) over it, as e2fsck searches its
+    /// `block_found_map` with libext2fs' — the on-disk bitmaps cannot be
+    /// trusted here. With bigalloc a cluster holding any used block is
+    /// used as a whole.
+    pub(crate) fn usage_map(&self, used: impl IntoIterator<Item = (u64, u64)>) -> UsedBlocks {
+        UsedBlocks::from_runs(
+            self.geo.first_data_block,
+            self.geo.blocks_count,
+            self.geo.cluster_ratio(),
+            used.into_iter()
+                .map(|(s, e)| (s, e.saturating_sub(s)))
+                .chain(self.reserved.iter().map(|&b| (b, 1))),
+        )
+    }
+
+    /// [`Ctx::usage_map`] over every claim.
+    pub(crate) fn claimed_map(&self) -> UsedBlocks {
+        self.usage_map(self.claims.iter().map(|cl| (cl.start, cl.start + cl.len)))
     }
 
     pub fn claim(&mut self, start: u64, len: u64, owner: u32) {

@@ -101,17 +101,11 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
     owners.sort_unstable();
     owners.dedup();
     let mut dups = dups;
-    let mut used = used.to_vec();
-    used.extend(c.reserved.iter().map(|&b| (b, b + 1)));
-    used.sort_unstable();
     // With bigalloc the copies take whole free clusters, each block at
     // the same offset in its cluster as before (as the format requires).
     let cluster = 1u64 << c.geo.cluster_bits;
-    let mut free: Vec<(u64, u64)> = free_ranges(c, &used)
-        .into_iter()
-        .map(|(s, e)| (s.div_ceil(cluster) * cluster, e / cluster * cluster))
-        .filter(|&(s, e)| s < e)
-        .collect();
+    let mut free = c.usage_map(used.iter().copied());
+    let fdb = c.geo.first_data_block;
     for ino in owners {
         let Some((owner, ptrs)) = pointers(&c.fs, ino) else {
             continue;
@@ -151,7 +145,13 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             // have been misaligned), a node block at the start of one.
             let skew = if lblk == NODE { 0 } else { lblk % cluster };
             let span = (skew + len).div_ceil(cluster) * cluster;
-            let Some(new) = implied.or_else(|| allocate(&mut free, span).map(|b| b + skew)) else {
+            let new = implied.or_else(|| {
+                // First fit, as the allocator's libext2fs search.
+                let b = free.get_free_blocks(fdb, 0, span)?;
+                free.mark(b, span);
+                Some(b + skew)
+            });
+            let Some(new) = new else {
                 no_room = true;
                 break;
             };
@@ -248,32 +248,6 @@ fn dup_blocks(claims: &[Claim]) -> Option<BTreeMap<u64, Dup>> {
         }
     }
     Some(out)
-}
-
-/// The free blocks: the data area less `used`.
-fn free_ranges(c: &Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let mut free = Vec::new();
-    let mut at = c.geo.first_data_block;
-    let end = c.geo.blocks_count;
-    for &(s, e) in used {
-        if s > at {
-            free.push((at, s.min(end)));
-        }
-        at = at.max(e);
-    }
-    if at < end {
-        free.push((at, end));
-    }
-    free.retain(|&(s, e)| s < e);
-    free
-}
-
-/// First fit of `len` contiguous blocks.
-fn allocate(free: &mut [(u64, u64)], len: u64) -> Option<u64> {
-    let r = free.iter_mut().find(|r| r.1 - r.0 >= len)?;
-    let at = r.0;
-    r.0 += len;
-    Some(at)
 }
 
 /// An inode's block pointers in logical order: (where, first block, run
@@ -463,14 +437,5 @@ mod tests {
         assert!(!d[&12].meta);
         assert_eq!(d[&13].files, 2);
         assert!(d[&13].meta);
-    }
-
-    #[test]
-    fn first_fit_allocation_shrinks_the_free_range() {
-        let mut free = vec![(5, 7), (20, 30)];
-        assert_eq!(allocate(&mut free, 3), Some(20));
-        assert_eq!(allocate(&mut free, 2), Some(5));
-        assert_eq!(allocate(&mut free, 8), None);
-        assert_eq!(allocate(&mut free, 7), Some(23));
     }
 }

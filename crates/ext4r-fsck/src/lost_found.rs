@@ -35,41 +35,57 @@ pub(crate) fn plan(c: &mut Ctx) -> Option<NewLostFound> {
 /// unused tail (the repair then counts it in the initialised part, as
 /// the kernel does when it allocates there).
 fn free_inode(c: &Ctx) -> Option<u32> {
-    free_inode_read(c).or_else(|| first_unused(c))
+    let search = |tails| {
+        ext4r_txn::alloc::find_free_inode(&Found { c, tails }, 0)
+            .ok()
+            .flatten()
+    };
+    search(false).or_else(|| search(true))
 }
 
-fn first_unused(c: &Ctx) -> Option<u32> {
-    if !c.group_csum() {
-        return None;
-    }
-    let ipg = c.geo.inodes_per_group;
-    (0..c.geo.group_count).find_map(|g| {
-        let used = c.inodes_to_read(g);
-        let ok = !c.bad_group[g as usize] && !c.group_state(g).inode_uninit && used < ipg;
-        let ino = g * ipg + used + 1;
-        (ok && ino >= c.sb.first_ino()).then_some(ino)
-    })
+/// The inodes pass 1 found in use, for the write layer's inode search:
+/// the parts of the inode tables it read (`tails` false), or the first
+/// inode of each group's unused tail (`tails` true), which needs
+/// descriptor checksums to be trusted.
+struct Found<'a> {
+    c: &'a Ctx,
+    tails: bool,
 }
 
-fn free_inode_read(c: &Ctx) -> Option<u32> {
-    let ipg = c.geo.inodes_per_group;
-    let count = c.sb.s_inodes_count.get();
-    let mut ino = c.sb.first_ino();
-    while ino <= count {
-        let g = (ino - 1) / ipg;
-        let idx = (ino - 1) % ipg;
-        let read_to = c.inodes_to_read(g);
-        if c.bad_group[g as usize] || idx >= read_to {
-            // Next group.
-            ino = (g + 1) * ipg + 1;
-            continue;
-        }
-        if c.inode_idx(ino).is_none() && !c.extra_used.contains(&ino) {
-            return Some(ino);
-        }
-        ino += 1;
+impl ext4r_txn::alloc::InodeSpace for Found<'_> {
+    fn inodes_per_group(&self) -> u32 {
+        self.c.geo.inodes_per_group
     }
-    None
+    fn group_count(&self) -> u32 {
+        self.c.geo.group_count
+    }
+    fn first_ino(&self) -> u32 {
+        self.c.sb.first_ino()
+    }
+    fn may_hold(&self, g: u32) -> bool {
+        let c = self.c;
+        if c.bad_group.get(g as usize).copied().unwrap_or(true) {
+            return false;
+        }
+        if self.tails {
+            c.group_csum() && !c.group_state(g).inode_uninit
+        } else {
+            true
+        }
+    }
+    fn first_free_in(&self, g: u32, from: u32) -> ext4r_txn::Result<Option<u32>> {
+        let c = self.c;
+        let ipg = c.geo.inodes_per_group;
+        let read_to = c.inodes_to_read(g).min(ipg);
+        if self.tails {
+            return Ok(Some(read_to.max(from)).filter(|&i| i < ipg));
+        }
+        let base = g * ipg + 1;
+        Ok((from..read_to).find(|&i| {
+            let ino = base + i;
+            c.inode_idx(ino).is_none() && !c.extra_used.contains(&ino)
+        }))
+    }
 }
 
 /// `n` free blocks (first fit, in order), kept from later plans. On
@@ -83,30 +99,18 @@ pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
     out
 }
 
-/// The first `n` free blocks (cluster starts on bigalloc), not reserved.
+/// The first `n` free blocks (cluster starts on bigalloc), not reserved:
+/// `ext2fs_new_block2` from the first data block, one after another, as
+/// e2fsck takes lost+found's blocks.
 fn free_blocks(c: &Ctx, n: usize) -> Vec<u64> {
-    let mask = (1u64 << c.geo.cluster_bits) - 1;
-    let mut used: Vec<(u64, u64)> = c
-        .claims
-        .iter()
-        .map(|cl| (cl.start, cl.start + cl.len))
-        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
-        .map(|(s, e)| (s & !mask, e.saturating_add(mask) & !mask))
-        .collect();
-    used.sort_unstable();
+    let mut space = c.claimed_map();
     let mut out = Vec::with_capacity(n);
-    let mut at = c.geo.first_data_block.saturating_add(mask) & !mask;
-    let mut i = 0usize;
-    while out.len() < n && at < c.geo.blocks_count {
-        while i < used.len() && used[i].1 <= at {
-            i += 1;
-        }
-        if i < used.len() && used[i].0 <= at {
-            at = used[i].1;
-            continue;
-        }
-        out.push(at);
-        at += mask + 1;
+    while out.len() < n {
+        let Some(b) = space.new_block(c.geo.first_data_block) else {
+            break;
+        };
+        space.mark(b, 1);
+        out.push(b);
     }
     out
 }

@@ -147,9 +147,14 @@ fn descriptors(c: &mut Ctx) {
                     _ => crate::relocate::Meta::InodeTable,
                 };
                 c.relocate.push((g, meta, false));
-                bad = true;
-                if code == "PR_0_ITABLE_NOT_GROUP" {
-                    c.bad_itable = true;
+                let slot = &mut c.bad_bitmaps[g as usize];
+                match meta {
+                    crate::relocate::Meta::BlockBitmap => slot.0 = true,
+                    crate::relocate::Meta::InodeBitmap => slot.1 = true,
+                    crate::relocate::Meta::InodeTable => {
+                        bad = true;
+                        c.bad_itable = true;
+                    }
                 }
             } else {
                 c.claim(b, n, 0);
@@ -233,7 +238,12 @@ fn bitmap_conflicts(c: &mut Ctx) {
             c.relocate.push((g, Meta::InodeTable, true));
         }
         ranges.insert(it, it + itb);
+        let (bad_bb, bad_ib) = c.bad_bitmaps[g as usize];
         for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
+            // A bitmap outside its group is already to be relocated.
+            if (pick == Meta::BlockBitmap && bad_bb) || (pick == Meta::InodeBitmap && bad_ib) {
+                continue;
+            }
             let (b, what, code) = match pick {
                 Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap", "PR_1_BB_CONFLICT"),
                 _ => (d.inode_bitmap(wide), "inode bitmap", "PR_1_IB_CONFLICT"),

@@ -223,7 +223,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
                 Fix::GroupFreeBlocks(g, free as u32),
             );
         }
-        if c.bad_group[g as usize] {
+        if c.bad_bitmaps[g as usize].0 {
             continue;
         }
         let uninit = c.group_state(g).block_uninit;
@@ -427,7 +427,7 @@ fn inodes(c: &mut Ctx) {
                 Fix::GroupUsedDirs(g, dirs as u32),
             );
         }
-        if c.bad_group[g as usize] {
+        if c.bad_bitmaps[g as usize].1 {
             continue;
         }
         let uninit = c.group_state(g).inode_uninit;

@@ -43,8 +43,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
     if wanted.is_empty() {
         return moved;
     }
-    let mut taken: Vec<(u64, u64)> = used.to_vec();
-    taken.extend(c.reserved.iter().map(|&b| (b, b + 1)));
+    let mut taken = c.usage_map(used.iter().copied());
     let wide = c.wide();
     for (g, what, copy) in wanted {
         let n = match what {
@@ -53,7 +52,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
         };
         let Some(at) = ranges(c, g)
             .into_iter()
-            .find_map(|(lo, hi)| first_free(&mut taken, lo, hi, n))
+            .find_map(|(first, finish)| taken.get_free_blocks(first, finish, n))
         else {
             c.p.error(
                 1,
@@ -65,6 +64,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
             );
             continue;
         };
+        taken.mark(at, n);
         c.reserved.extend(at..at + n);
         moved.push((at, at + n));
         let from =
@@ -99,53 +99,21 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
     moved
 }
 
-/// Where to look, in order: the group (the flex group with flex_bg),
-/// then, with flex_bg, the whole filesystem.
+/// Where to look, in order, as e2fsck's `new_table_block` asks
+/// `ext2fs_get_free_blocks2`: from the group's first block (the flex
+/// group's with flex_bg) up to its last, then, with flex_bg, from the
+/// first data block to the end.
 fn ranges(c: &Ctx, g: u32) -> Vec<(u64, u64)> {
     let geo = &c.geo;
-    let end = geo.blocks_count;
     if c.sb.has_incompat(Incompat::FLEX_BG) {
         let size = 1u32 << c.sb.s_log_groups_per_flex.min(31);
         let first = g / size * size;
         let last = (g | (size - 1)).min(geo.group_count - 1);
         vec![
-            (geo.group_first_block(first), geo.group_last_block(last) + 1),
-            (geo.first_data_block, end),
+            (geo.group_first_block(first), geo.group_last_block(last)),
+            (geo.first_data_block, geo.blocks_count),
         ]
     } else {
-        vec![(geo.group_first_block(g), geo.group_last_block(g) + 1)]
-    }
-}
-
-/// The first run of `n` blocks in `[lo, hi)` not in `taken`; taken then.
-fn first_free(taken: &mut Vec<(u64, u64)>, lo: u64, hi: u64, n: u64) -> Option<u64> {
-    taken.sort_unstable();
-    let mut at = lo;
-    for &(s, e) in taken.iter() {
-        if e <= at {
-            continue;
-        }
-        if s >= at + n {
-            break;
-        }
-        at = at.max(e);
-    }
-    if at + n > hi {
-        return None;
-    }
-    taken.push((at, at + n));
-    Some(at)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn first_free_skips_taken_runs() {
-        let mut t = vec![(10, 12), (13, 20)];
-        assert_eq!(first_free(&mut t, 10, 30, 2), Some(20));
-        assert_eq!(first_free(&mut t, 10, 30, 1), Some(12));
-        assert_eq!(first_free(&mut t, 10, 23, 2), None);
+        vec![(geo.group_first_block(g), geo.group_last_block(g))]
     }
 }

@@ -264,29 +264,8 @@ pub(crate) fn finish(c: &mut Ctx) {
 }
 
 /// The first block at or after `goal` (then from the first data block)
-/// that no claim covers and no other repair of this check took.
+/// that no claim covers and no other repair of this check took
+/// (`ext2fs_new_block2` over e2fsck's map of found blocks).
 fn free_block_from(c: &Ctx, goal: u64) -> Option<u64> {
-    let mut used: Vec<(u64, u64)> = c
-        .claims
-        .iter()
-        .map(|cl| (cl.start, cl.start + cl.len))
-        .chain(c.reserved.iter().map(|&b| (b, b + 1)))
-        .collect();
-    used.sort_unstable();
-    let first_free = |from: u64, to: u64| {
-        let mut at = from;
-        for &(s, e) in &used {
-            if e <= at {
-                continue;
-            }
-            if s > at {
-                break;
-            }
-            at = e;
-        }
-        (at < to).then_some(at)
-    };
-    let end = c.geo.blocks_count;
-    let goal = goal.clamp(c.geo.first_data_block, end.saturating_sub(1));
-    first_free(goal, end).or_else(|| first_free(c.geo.first_data_block, goal))
+    c.claimed_map().new_block(goal)
 }

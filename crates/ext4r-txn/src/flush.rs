@@ -102,9 +102,27 @@ pub fn flush_super(
     dev.flush()?;
     if primary.is_none() {
         // As ext2fs_flush: the primary superblock last.
-        dev.write_at(&sb_bytes, SUPERBLOCK_OFFSET)?;
-        dev.flush()?;
+        write_primary_bytes(dev, &sb_bytes)?;
     }
+    Ok(())
+}
+
+/// Writes `sb` as the primary superblock alone, its checksum stamped, and
+/// flushes: for the changes that touch no backup (journal recovery's
+/// marks, `needs_recovery` set before a journaled commit and cleared
+/// after its checkpoint), as libext2fs' `EXT2_FLAG_MASTER_SB_ONLY`.
+///
+/// # Errors
+/// I/O errors.
+pub fn write_primary(dev: &(impl BlockDevice + ?Sized), sb: &mut Superblock) -> Result<()> {
+    Checksums::stamp_superblock(sb);
+    write_primary_bytes(dev, &sb.to_bytes())
+}
+
+/// The one write of the primary superblock's bytes.
+fn write_primary_bytes(dev: &(impl BlockDevice + ?Sized), bytes: &[u8]) -> Result<()> {
+    dev.write_at(bytes, SUPERBLOCK_OFFSET)?;
+    dev.flush()?;
     Ok(())
 }
 

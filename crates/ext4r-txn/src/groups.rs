@@ -643,33 +643,14 @@ impl GroupTable {
         Ok(())
     }
 
-    /// The first free inode at or after `first` in group order from group
-    /// `start_group`, wrapping once; reserved inodes are never returned.
-    /// Groups without free inodes (by their count) are skipped unread.
+    /// The first free inode in group order from group `start_group`,
+    /// wrapping once; reserved inodes are never returned. Groups without
+    /// free inodes (by their count) are skipped unread.
     ///
     /// # Errors
     /// A bitmap that cannot be read.
     pub fn find_free_inode(&self, start_group: u32) -> Result<Option<u32>> {
-        let gc = self.geo.group_count;
-        let ipg = self.geo.inodes_per_group;
-        for k in 0..gc {
-            let g = (start_group % gc.max(1) + k) % gc.max(1);
-            if self.descs[g as usize].free_inodes_count(self.wide) == 0 {
-                continue;
-            }
-            self.load_inode_map(g)?;
-            let maps = self.inode_maps.borrow();
-            let m = &maps[&g];
-            let mut from = 0;
-            // Inodes below s_first_ino (group 0's first) are reserved.
-            if g * ipg < self.first_ino {
-                from = self.first_ino - 1 - g * ipg;
-            }
-            if let Some(i) = m.next_clear(from) {
-                return Ok(Some(g * ipg + i + 1));
-            }
-        }
-        Ok(None)
+        crate::alloc::find_free_inode(self, start_group)
     }
 
     /// A group for a new inode: near `parent`'s group for a file; for a
@@ -836,5 +817,26 @@ impl BlockAlloc for GroupTable {
         let b = crate::alloc::new_block(&*self, goal)?.ok_or(Error::NoSpace)?;
         self.mark_blocks(b, 1, true)?;
         Ok(b)
+    }
+}
+
+impl crate::alloc::InodeSpace for GroupTable {
+    fn inodes_per_group(&self) -> u32 {
+        self.geo.inodes_per_group
+    }
+    fn group_count(&self) -> u32 {
+        self.geo.group_count
+    }
+    fn first_ino(&self) -> u32 {
+        self.first_ino
+    }
+    fn may_hold(&self, g: u32) -> bool {
+        self.descs
+            .get(g as usize)
+            .is_some_and(|d| d.free_inodes_count(self.wide) != 0)
+    }
+    fn first_free_in(&self, g: u32, from: u32) -> Result<Option<u32>> {
+        self.load_inode_map(g)?;
+        Ok(self.inode_maps.borrow()[&g].next_clear(from))
     }
 }

@@ -444,10 +444,8 @@ impl Volume {
         }
         self.sb.s_feature_incompat.set(inc);
         let mut sb = self.sb.clone();
-        Checksums::stamp_superblock(&mut sb);
         self.changed = true;
-        self.dev.write_at(&sb.to_bytes(), SUPERBLOCK_OFFSET)?;
-        self.dev.flush()?;
+        crate::flush::write_primary(self.dev.as_ref(), &mut sb)?;
         self.recover_on_disk = on;
         Ok(())
     }

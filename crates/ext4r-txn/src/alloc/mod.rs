@@ -21,9 +21,11 @@
 //! All of them work in blocks and respect clusters: with bigalloc a
 //! candidate starts on a cluster boundary and a cluster is used as a whole.
 
+mod inodes;
 mod intervals;
 mod used;
 
+pub use inodes::{find_free_inode, InodeSpace};
 pub use used::UsedBlocks;
 
 use crate::error::Result;

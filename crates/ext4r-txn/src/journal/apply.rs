@@ -146,8 +146,7 @@ where
     let mut sb = read_superblock(fs_dev)?;
     let error_before = before.s_state.get() & STATE_ERROR != 0;
     finish_fs_superblock(&mut sb, &recovery, error_before);
-    fs_dev.write_at(&sb.to_bytes(), SUPERBLOCK_OFFSET)?;
-    fs_dev.flush()?;
+    crate::flush::write_primary(fs_dev, &mut sb)?;
     Ok(recovery)
 }
 

@@ -637,12 +637,13 @@ impl Layout {
 
     /// The lowest unused inode at or after the first non-reserved one
     /// (`ext2fs_new_inode` in group 0, where mke2fs's inodes all are).
+    /// The write layer's inode search over the plan; past the last inode
+    /// it names the one after it, which [`Layout::alloc_inode`] refuses.
     pub(crate) fn next_free_inode(&self) -> u32 {
-        let mut ino = GOOD_OLD_FIRST_INO;
-        while self.inodes_used.contains(&ino) {
-            ino += 1;
-        }
-        ino
+        ext4r_txn::alloc::find_free_inode(self, 0)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| self.sb.s_inodes_count.get().saturating_add(1))
     }
 
     /// Whether two blocks lie in the same cluster.
@@ -878,5 +879,25 @@ mod tests {
             map_block(&mut e, l, p);
         }
         assert_eq!(e, [(0, 100, 1), (1, 105, 1), (2, 101, 2)]);
+    }
+}
+
+/// The inodes a plan has made, for the write layer's inode search.
+impl ext4r_txn::alloc::InodeSpace for Layout {
+    fn inodes_per_group(&self) -> u32 {
+        self.geo.inodes_per_group
+    }
+    fn group_count(&self) -> u32 {
+        self.geo.group_count
+    }
+    fn first_ino(&self) -> u32 {
+        GOOD_OLD_FIRST_INO
+    }
+    fn may_hold(&self, _g: u32) -> bool {
+        true
+    }
+    fn first_free_in(&self, g: u32, from: u32) -> ext4r_txn::Result<Option<u32>> {
+        let base = g * self.geo.inodes_per_group + 1;
+        Ok((from..self.geo.inodes_per_group).find(|i| !self.inodes_used.contains(&(base + i))))
     }
 }

@@ -49,7 +49,6 @@ pub(crate) struct Meta {
     /// Descriptors carry checksums (uninit_bg or metadata_csum).
     pub(crate) gdt_csum: bool,
     pub(crate) metadata_csum: bool,
-    first_ino: u32,
     txn: Transaction<Volume>,
 }
 
@@ -64,7 +63,6 @@ impl Meta {
             wide: vol.groups().wide(),
             gdt_csum: vol.groups().gdt_csum(),
             metadata_csum,
-            first_ino: sb.first_ino().max(1),
             geo,
             txn: Transaction::owned(vol),
         })
@@ -177,32 +175,29 @@ impl Meta {
     }
 
     /// `ext2fs_new_inode(fs, root, ...)`: the first free inode from the
-    /// first non-reserved one, group by group, an `INODE_UNINIT` group
-    /// being initialised on the way as `check_inode_uninit` does.
+    /// first non-reserved one, group by group (the write layer's one inode
+    /// search), its group initialised if it is `INODE_UNINIT`, as
+    /// `check_inode_uninit` does (an uninitialised group has every inode
+    /// free, so the search stops in the first one it meets).
     pub(crate) fn new_inode(&mut self) -> Result<u32> {
         let ipg = self.geo.inodes_per_group;
-        let mut ino = self.first_ino;
-        while u64::from(ino) <= u64::from(ipg) * u64::from(self.geo.group_count) {
-            let g = (ino - 1) / ipg;
-            let d = *self.txn.groups().desc(g)?;
-            if self.gdt_csum && d.flags() & BG_INODE_UNINIT != 0 {
-                let d = self.txn.desc_mut(g)?;
-                d.set_itable_unused(0);
-                d.set_flags(d.flags() & !(BG_INODE_UNINIT | BG_BLOCK_UNINIT));
-                let bs = self.geo.block_size;
-                self.txn.set_inode_map(g, Bitmap::new(ipg, bs))?;
-                let bmap = self.txn.groups().block_map(g)?;
-                self.txn.set_block_map(g, bmap)?;
-            }
-            let map = self.txn.groups().inode_map(g)?;
-            if let Some(i) = map.next_clear((ino - 1) % ipg) {
-                return Ok(g * ipg + i + 1);
-            }
-            ino = (g + 1) * ipg + 1;
+        let ino = self
+            .txn
+            .groups()
+            .find_free_inode(0)?
+            .ok_or_else(|| Error::InvalidArgument("no free inode for the quota file".into()))?;
+        let g = (ino - 1) / ipg;
+        let d = *self.txn.groups().desc(g)?;
+        if self.gdt_csum && d.flags() & BG_INODE_UNINIT != 0 {
+            let d = self.txn.desc_mut(g)?;
+            d.set_itable_unused(0);
+            d.set_flags(d.flags() & !(BG_INODE_UNINIT | BG_BLOCK_UNINIT));
+            let bs = self.geo.block_size;
+            self.txn.set_inode_map(g, Bitmap::new(ipg, bs))?;
+            let bmap = self.txn.groups().block_map(g)?;
+            self.txn.set_block_map(g, bmap)?;
         }
-        Err(Error::InvalidArgument(
-            "no free inode for the quota file".into(),
-        ))
+        Ok(ino)
     }
 
     /// `ext2fs_inode_alloc_stats2(ino, +1 or -1, not a directory)`.
