@@ -20,6 +20,7 @@
 //! panic or an unbounded allocation.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
 mod backup;
 mod badblocks;
