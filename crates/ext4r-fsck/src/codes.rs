@@ -33,6 +33,26 @@ pub(crate) fn no_prompt(code: &str) -> bool {
     flags(code).is_some_and(|mut f| f.any(|x| x == "no_prompt"))
 }
 
+/// Where e2fsck puts its question after the message of `code`: `Some(n)`
+/// on the message's own line after `n` spaces ("... should be 3.  Fix?"),
+/// `None` on the next line (the message ends with a newline, or the code
+/// is not e2fsck's).
+pub fn question_spacing(code: &str) -> Option<usize> {
+    flags(code)?
+        .find_map(|x| x.strip_prefix("same_line:"))
+        .and_then(|n| n.parse().ok())
+}
+
+/// Whether e2fsck -p fixes the problem without a word (`PR_PREEN_NOMSG`:
+/// bitmap differences, free counts; and ext4r's superblock summary
+/// counts, which e2fsck sets silently).
+pub fn preen_silent(code: &str) -> bool {
+    match flags(code) {
+        Some(mut f) => f.any(|x| x == "preen_nomsg"),
+        None => code == "EXT4R_5_SUMMARY_COUNTS",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,5 +64,9 @@ mod tests {
         assert!(!preen_ok("PR_2_DIR_CORRUPTED"));
         assert!(!preen_ok("PR_1D_CLONE_QUESTION"));
         assert!(!preen_ok("EXT4R_1_EXTENT_ROOT_DEPTH"));
+        assert_eq!(question_spacing("PR_4_BAD_REF_COUNT"), Some(2));
+        assert_eq!(question_spacing("PR_5_FREE_BLOCK_COUNT_GROUP"), None);
+        assert_eq!(question_spacing("EXT4R_1_EXTENT_ROOT_DEPTH"), None);
+        assert!(preen_silent("PR_5_BLOCK_USED") && !preen_silent("PR_2_UNUSED_INODE"));
     }
 }
