@@ -171,6 +171,11 @@ impl Observer for Printer {
         self.printed.insert((p.code, p.message.clone()));
         let q = question(p);
         let text = match action {
+            // PROMPT_NONE: e2fsck says what it does (or would do), and
+            // asks nothing.
+            Action::Report | Action::Fix if ext4r_fsck::no_prompt(p.code) => {
+                format!("{}\n", p.message.trim_end_matches('\n'))
+            }
             // A harmless one (PR_NO_OK) declined reads the same; only the
             // exit code differs, as in e2fsck.
             Action::Report => format!("{q}? no\n\n"),

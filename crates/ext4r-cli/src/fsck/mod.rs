@@ -472,6 +472,11 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         .iter()
         .filter(|p| a.preen && p.fix.is_some() && !ext4r_fsck::preen_silent(p.code))
     {
+        if ext4r_fsck::no_prompt(p.code) {
+            // Nothing asked, nothing answered: the message alone.
+            println!("{dev_name}: {}", p.message.trim_end());
+            continue;
+        }
         let done = ext4r_fsck::preen_word(ext4r_fsck::prompt(p.code));
         let gap = match ext4r_fsck::question_spacing(p.code) {
             Some(n) => " ".repeat(n),
