@@ -464,3 +464,51 @@ fn refusals_are_clear_and_change_nothing() {
         "{err}"
     );
 }
+
+/// `-c --json`: the figures of the text report, as numbers (unmounted
+/// image; no mount needed).
+#[test]
+fn json_score_holds_the_text_figures() {
+    if !have("mke2fs") || !have("debugfs") {
+        println!("json_score_holds_the_text_figures: skipped, needs mke2fs and debugfs");
+        return;
+    }
+    let tmp = TempDir::new("defrag-json");
+    let img = tmp.path("j.img");
+    common::make_image(Command::new("mke2fs"), &["-t", "ext4"], &img, "32M").unwrap();
+    let src = tmp.path("f");
+    std::fs::write(&src, vec![7u8; 3 << 20]).unwrap();
+    for i in 0..4 {
+        let o = run(Command::new("debugfs")
+            .args(["-w", "-R", &format!("write {} f{i}", src.display())])
+            .arg(&img));
+        assert!(o.status.success(), "{o:?}");
+    }
+    let (rc_t, t, err) = text(ours().args(["-c", "--image"]).arg(&img));
+    let (rc_j, j, _) = text(ours().args(["-c", "--image", "--json"]).arg(&img));
+    assert_eq!(rc_j, rc_t, "{err}");
+    let v: serde_json::Value = serde_json::from_str(j.trim()).unwrap();
+    let o = &v["targets"][0];
+    assert_eq!(o["kind"], "device", "{j}");
+    assert_eq!(
+        o["extents_now"].as_u64(),
+        Some(total_extents(&t)),
+        "{j}\n{t}"
+    );
+    let score = t
+        .lines()
+        .find_map(|l| l.strip_prefix(" Fragmentation score"))
+        .map(|s| s.trim().to_string())
+        .unwrap();
+    assert_eq!(
+        format!("{:.0}", o["score"].as_f64().unwrap()),
+        score,
+        "{j}\n{t}"
+    );
+    let frag = o["fragmented"].as_array().unwrap();
+    assert_eq!(
+        frag.len(),
+        t.lines().filter(|l| l.contains(". /f")).count(),
+        "{j}\n{t}"
+    );
+}

@@ -112,9 +112,13 @@ impl Pty {
         self.screen.lock().unwrap().text.clone()
     }
 
+    /// Types `k`; the time just before it was typed (taken after, a busy
+    /// machine could let the child answer, and the reader stamp that,
+    /// first).
     fn key(&mut self, k: u8) -> Instant {
+        let t = Instant::now();
         self.master.write_all(&[k]).expect("type");
-        Instant::now()
+        t
     }
 }
 
@@ -251,4 +255,60 @@ fn the_progress_bar_stays_below_the_headings() {
     let last_bar = screen.rfind(&bar).unwrap_or(0);
     assert!(last_bar < summary, "{screen:?}");
     assert!(screen[last_bar..summary].contains("\x1b[2K"), "{screen:?}");
+}
+
+/// Each heading reaches the terminal when its pass starts, not with the
+/// pass's results: on an image whose pass 1 takes a while, the "Pass 2"
+/// heading arrives about pass 1's time (as `-t` reports it) after the
+/// "Pass 1" heading.
+#[test]
+fn headings_arrive_as_the_passes_start() {
+    if !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs");
+        return;
+    }
+    let dir = TempDir::new("headings");
+    let tree = dir.path("tree");
+    for d in 0..40 {
+        let sub = tree.join(format!("d{d}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..500 {
+            File::create(sub.join(format!("f{f}"))).unwrap();
+        }
+    }
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-d", tree.to_str().unwrap()],
+        &img,
+        "256M",
+    )
+    .unwrap();
+    let (pty, mut child) = Pty::spawn(
+        Command::new(env!("CARGO_BIN_EXE_ext4r"))
+            .args(["fsck", "-fn", "-t"])
+            .arg(&img),
+    );
+    let status = child.wait().expect("wait");
+    let _ = pty.wait("non-contiguous", 0);
+    assert_eq!(status.code(), Some(0), "{}", pty.text());
+    let (h1, t1) = pty.wait("Pass 1: ", 0);
+    let (h2, t2) = pty.wait("Pass 2: ", h1);
+    let screen = pty.text();
+    // "  (0.174s)" after the pass 1 heading: pass 1's own time.
+    let took: f64 = screen[h1..h2]
+        .rsplit_once("  (")
+        .and_then(|(_, t)| t.split_once("s)"))
+        .and_then(|(t, _)| t.parse().ok())
+        .unwrap_or_else(|| panic!("no pass 1 time:\n{screen}"));
+    let gap = (t2 - t1).as_secs_f64();
+    eprintln!("pass 1 took {took:.3}s; its heading came {gap:.3}s before pass 2's");
+    assert!(took > 0.02, "pass 1 too quick to tell: {took}s\n{screen}");
+    // Held back to the end, both would arrive together (gap near 0); a
+    // quarter leaves room for a reader thread kept waiting on a busy
+    // machine.
+    assert!(
+        gap >= took * 0.25,
+        "pass 2's heading came {gap:.3}s after pass 1's, pass 1 took {took:.3}s:\n{screen}"
+    );
 }

@@ -216,6 +216,13 @@ fn paths_and_summaries() {
         "{ts}"
     );
     assert_eq!(entry(&os).first(), entry(&ts).first(), "{os}");
+    // The whole line: the question on the message's line, as e2fsck asks
+    // it ("...inode 14.  Clear? no").
+    assert_eq!(
+        lines_with(&os, "Entry 'f20'").first(),
+        lines_with(&ts, "Entry 'f20'").first(),
+        "{os}\n--\n{ts}"
+    );
     // (The counts of a -n summary differ where the superblock's are wrong:
     // e2fsck prints the superblock's, ours what was counted.)
     assert_eq!(lines_with(&os, "(0.0% non-contiguous)").len(), 1, "{os}");
@@ -246,6 +253,12 @@ fn paths_and_summaries() {
                 lines_with(&ts, needle),
                 "{mode}\n{os}\n--\n{ts}"
             );
+        }
+        if mode == "-p" {
+            // All of it: the entry with e2fsck's "CLEARED.", the bitmaps
+            // and counts fixed without a word (PR_PREEN_NOMSG).
+            assert_eq!(os, ts, "-p");
+            assert_eq!(o.status.code(), t.status.code());
         }
     }
 }
@@ -374,4 +387,45 @@ fn help_exits_zero_and_says_what_each_tool_does() {
         assert!(!text.contains("more to come"), "{tool}: {text}");
         assert_eq!(o.status.code(), Some(0), "{tool}");
     }
+}
+
+/// The question on the message's line where e2fsck's message does not end
+/// the line ("...should be 3.  Fix? no"), on the next line where it does.
+#[test]
+fn questions_sit_where_e2fsck_puts_them() {
+    if !need(&["mke2fs", "e2fsck", "debugfs"]) {
+        return;
+    }
+    let dir = TempDir::new("msg-question");
+    let (a, b) = twins(&dir, &["-t", "ext2"], "8M");
+    for img in [&a, &b] {
+        for cmd in [
+            "set_inode_field <2> links_count 9",
+            "set_bg 0 free_blocks_count 7",
+        ] {
+            let o = run(Command::new("debugfs").args(["-w", "-R", cmd]).arg(img));
+            assert!(o.status.success(), "{o:?}");
+        }
+    }
+    let n = names(
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "e2fsck",
+        "fsck.ext4r",
+    );
+    let t = run(Command::new("e2fsck").arg("-fn").arg(&a));
+    let o = run(ours("fsck").arg("-fn").arg(&b));
+    let (ts, os) = (said(&t, &n), said(&o, &n));
+    let after = |s: &str, needle: &str| -> Vec<String> {
+        let l: Vec<&str> = s.lines().collect();
+        let i = l.iter().position(|x| x.contains(needle)).unwrap_or(l.len());
+        l.iter().skip(i).take(2).map(|x| x.to_string()).collect()
+    };
+    for needle in ["ref count is 9", "Free blocks count wrong for group #0"] {
+        assert_eq!(after(&os, needle), after(&ts, needle), "{os}\n--\n{ts}");
+    }
+    assert_eq!(
+        lines_with(&os, "ref count"),
+        vec!["Inode 2 ref count is 9, should be 3.  Fix? no"]
+    );
 }

@@ -24,6 +24,10 @@ struct Args {
     /// Verbose: every file, skip reasons, the free-space histogram.
     #[arg(short = 'v')]
     verbose: bool,
+    /// With -c: the figures of each target as one JSON object on stdout,
+    /// instead of e4defrag's text.
+    #[arg(long, requires = "check")]
+    json: bool,
     /// Stop starting new work after this many seconds (a file being moved
     /// stops at its next range).
     #[arg(short = 't', value_name = "SECONDS")]
@@ -98,7 +102,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
     };
-    println!("e4defrag-r {} (ext4r)", env!("CARGO_PKG_VERSION"));
+    if !a.json {
+        println!("e4defrag-r {} (ext4r)", env!("CARGO_PKG_VERSION"));
+    }
     let ok = if a.check {
         check(&a)
     } else {
@@ -140,7 +146,13 @@ fn check(a: &Args) -> bool {
         uid: uid.as_raw(),
     };
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // --json: e4defrag's text goes nowhere, the figures into `report`.
+    let mut out: Box<dyn Write> = if a.json {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::BufWriter::new(stdout.lock()))
+    };
+    let mut report = crate::defrag_json::Report::default();
     let mut err = std::io::stderr();
     let mut success = false;
     for (i, arg) in a.targets.iter().enumerate() {
@@ -188,7 +200,17 @@ fn check(a: &Args) -> bool {
             },
         };
         match statistic(src.as_ref(), &target, &opts, &mut out, &mut err) {
-            Ok(s) => success |= s.scored != 0 || (!opts.root && !a.verbose),
+            Ok(s) => {
+                success |= s.scored != 0 || (!opts.root && !a.verbose);
+                if a.json {
+                    report.targets.push(crate::defrag_json::Target::new(
+                        target.arg,
+                        target.kind,
+                        src.as_ref(),
+                        &s,
+                    ));
+                }
+            }
             Err(e) => {
                 let _ = out.flush();
                 eprintln!("e4defrag-r: {}", crate::errors::message(&e));
@@ -197,6 +219,9 @@ fn check(a: &Args) -> bool {
         }
     }
     let _ = out.flush();
+    if a.json {
+        println!("{}", report.render());
+    }
     success
 }
 

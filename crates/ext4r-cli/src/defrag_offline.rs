@@ -3,7 +3,6 @@
 //! moving blocks through the write layer. The output follows the online
 //! run's: one line per file worked on, then the figures.
 
-use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
@@ -87,12 +86,11 @@ fn defrag(a: &OnlineArgs, fs: &mut OfflineFs, src: &ImageFs, dev: &Path, started
         deadline: a.deadline,
         ..RunOptions::default()
     };
-    let stdout = std::io::stdout();
+    let bar = crate::defrag_bar::Bar::new();
     let s = run_plan(&p, &mut mover, &opts, &mut |i, n, c, o| {
-        let mut out = stdout.lock();
-        let _ = writeln!(out, "[{i}/{n}] {}: {o}", c.entry.display());
-        let _ = out.flush();
+        bar.step(i, n, Some(format!("[{i}/{n}] {}: {o}", c.entry.display())));
     });
+    bar.finish();
     crate::defrag_online::summary(&s, &p, started);
     s.failed == 0
 }
@@ -110,12 +108,16 @@ fn relevant(
         dev.display()
     );
     let verbose = a.verbose;
+    let bar = crate::defrag_bar::Bar::new();
     let r = place(fs, src, a.deadline, &mut |i, n, path, o| {
         let moved = matches!(o, Outcome::Improved { .. } | Outcome::Unchanged { .. });
-        if verbose || !moved {
-            println!("[{i}/{n}] {path}: {o}");
-        }
+        bar.step(
+            i,
+            n,
+            (verbose || !moved).then(|| format!("[{i}/{n}] {path}: {o}")),
+        );
     });
+    bar.finish();
     let r = match r {
         Ok(r) => r,
         Err(e) => {
@@ -180,11 +182,12 @@ fn free_space(
         dev.display()
     );
     let verbose = a.verbose;
+    let bar = crate::defrag_bar::Bar::new();
     let r = compact(fs, src, a.deadline, &mut |i, n, path, o| {
-        if verbose || matches!(o, Outcome::Failed(_) | Outcome::Stopped { .. }) {
-            println!("[{i}/{n}] {path}: {o}");
-        }
+        let say = verbose || matches!(o, Outcome::Failed(_) | Outcome::Stopped { .. });
+        bar.step(i, n, say.then(|| format!("[{i}/{n}] {path}: {o}")));
     });
+    bar.finish();
     let r = match r {
         Ok(r) => r,
         Err(e) => {

@@ -4,7 +4,6 @@
 //! that did not get fewer extents.
 
 use std::ffi::OsStr;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Instant;
@@ -132,12 +131,11 @@ fn defrag(a: &OnlineArgs, arg: &OsStr, t: &MountedTarget) -> bool {
         retries: 2,
         retry_delay: std::time::Duration::from_millis(200),
     };
-    let stdout = std::io::stdout();
+    let bar = crate::defrag_bar::Bar::new();
     let s = run_plan(&p, &mut mover, &opts, &mut |i, n, c, o| {
-        let mut out = stdout.lock();
-        let _ = writeln!(out, "[{i}/{n}] {}: {o}", c.entry.display());
-        let _ = out.flush();
+        bar.step(i, n, Some(format!("[{i}/{n}] {}: {o}", c.entry.display())));
     });
+    bar.finish();
     summary(&s, &p, started);
     s.failed == 0
 }
@@ -201,6 +199,7 @@ fn relevant(a: &OnlineArgs, arg: &OsStr, t: &MountedTarget) -> bool {
     let dir = Path::new(OsStr::from_bytes(&t.root));
     let bs = src.block_size();
     let verbose = a.verbose;
+    let bar = crate::defrag_bar::Bar::new();
     let placed = place(
         &files,
         dir,
@@ -209,11 +208,11 @@ fn relevant(a: &OnlineArgs, arg: &OsStr, t: &MountedTarget) -> bool {
         a.deadline,
         &mut |i, n, p, o| {
             let moved = matches!(o, Outcome::Improved { .. } | Outcome::Unchanged { .. });
-            if verbose || !moved {
-                println!("[{i}/{n}] {}: {o}", p.display());
-            }
+            let line = (verbose || !moved).then(|| format!("[{i}/{n}] {}: {o}", p.display()));
+            bar.step(i, n, line);
         },
     );
+    bar.finish();
     let placed = match placed {
         Ok(p) => p,
         Err(e) => {

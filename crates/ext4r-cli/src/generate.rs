@@ -50,9 +50,22 @@ fn pages() -> Vec<(String, clap::Command)> {
             }
         };
         let sec = section(t.link.is_some());
-        v.push((format!("{name}.{sec}"), cmd.display_name(name)));
+        v.push((format!("{name}.{sec}"), synopsis(cmd.display_name(name))));
     }
     v
+}
+
+/// The SYNOPSIS from the usage line `--help` prints ("mkfs.ext4r
+/// [OPTIONS] [DEVICE] [SIZE]"): clap_mangen 0.3 lists a short-only option
+/// there without its value ("[-b ]"), which reads as a flag; the OPTIONS
+/// section that follows names every value.
+fn synopsis(mut cmd: clap::Command) -> clap::Command {
+    if cmd.get_overridden_usage().is_some() {
+        return cmd;
+    }
+    let usage = cmd.render_usage().to_string();
+    let usage = usage.trim_start_matches("Usage:").trim().to_string();
+    cmd.override_usage(usage)
 }
 
 fn write_man(dir: &Path) -> std::io::Result<()> {

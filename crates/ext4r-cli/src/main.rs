@@ -3,6 +3,8 @@
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
 mod defrag;
+mod defrag_bar;
+mod defrag_json;
 mod defrag_offline;
 mod defrag_online;
 mod errors;

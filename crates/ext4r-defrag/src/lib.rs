@@ -19,6 +19,7 @@
 //!   ([`offline::compact`]).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
 pub mod error;
 pub mod extent;

@@ -19,7 +19,7 @@ use ext4r::fs::FileKind;
 
 use crate::error::Error;
 use crate::extent::FileExtents;
-use crate::score::{format_score, FileScore, Ranking, Totals, BOUND_SCORE};
+use crate::score::{format_score, FileScore, Ranked, Ranking, Totals, BOUND_SCORE};
 use crate::source::{Entry, LostFound, Source, Walk};
 
 /// What the command-line argument named (e4defrag's `arg_type`).
@@ -68,6 +68,9 @@ pub struct StatSummary {
     pub small_extents: u64,
     /// Files holding those.
     pub small_files: u64,
+    /// The files listed under `<Fragmented files>`, most fragmented first
+    /// (filled when root scores a device or directory).
+    pub fragmented: Vec<Ranked>,
 }
 
 const ONE_MIB: u64 = 1 << 20;
@@ -133,6 +136,7 @@ pub fn statistic(
             writeln!(out)?;
         }
         header(out, "<Fragmented files>")?;
+        run.sum.fragmented = run.rank.entries().to_vec();
         for (j, r) in run.rank.entries().iter().enumerate() {
             let mut line = format!("{}. ", j + 1).into_bytes();
             let p = r.path.as_bytes();

@@ -216,6 +216,10 @@ impl GroupDesc {
     /// computes it: with metadata_csum the low 16 bits of
     /// crc32c(seed, group, desc with checksum zeroed); with gdt_csum a crc16
     /// over uuid, group number and the descriptor minus the checksum field.
+    ///
+    /// # Errors
+    /// [`FormatError::Invalid`] when `desc_size` is not 32 or a power of
+    /// two from 64 to 1024.
     pub fn compute_checksum(
         &self,
         group: u32,

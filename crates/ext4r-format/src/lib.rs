@@ -11,6 +11,7 @@
 //! methods, which take the feature flags into account where the format does.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
 pub mod acl;
 pub mod blockmap;

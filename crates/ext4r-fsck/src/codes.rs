@@ -8,6 +8,14 @@ const LIST: &str = include_str!("../e2fsck-problems.txt");
 
 /// e2fsck's flags for `code` (None: not one of e2fsck's).
 fn flags(code: &str) -> Option<impl Iterator<Item = &'static str>> {
+    // A bitmap difference is one problem here, filed under e2fsck's
+    // header code (PROMPT_NONE, "Block bitmap differences: "); e2fsck
+    // asks its question after the ranges, with the end code's flags.
+    let code = match code {
+        "PR_5_BLOCK_BITMAP_HEADER" => "PR_5_BLOCK_BITMAP_END",
+        "PR_5_INODE_BITMAP_HEADER" => "PR_5_INODE_BITMAP_END",
+        c => c,
+    };
     LIST.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
         let mut w = l.split_whitespace();
         (w.next() == Some(code)).then_some(w)
@@ -29,8 +37,28 @@ pub(crate) fn preen_ok(code: &str) -> bool {
 
 /// Whether e2fsck fixes the problem without asking (`PROMPT_NONE`, no
 /// question following): an interactive run does not ask either.
-pub(crate) fn no_prompt(code: &str) -> bool {
+pub fn no_prompt(code: &str) -> bool {
     flags(code).is_some_and(|mut f| f.any(|x| x == "no_prompt"))
+}
+
+/// Where e2fsck puts its question after the message of `code`: `Some(n)`
+/// on the message's own line after `n` spaces ("... should be 3.  Fix?"),
+/// `None` on the next line (the message ends with a newline, or the code
+/// is not e2fsck's).
+pub fn question_spacing(code: &str) -> Option<usize> {
+    flags(code)?
+        .find_map(|x| x.strip_prefix("same_line:"))
+        .and_then(|n| n.parse().ok())
+}
+
+/// Whether e2fsck -p fixes the problem without a word (`PR_PREEN_NOMSG`:
+/// bitmap differences, free counts; and ext4r's superblock summary
+/// counts, which e2fsck sets silently).
+pub fn preen_silent(code: &str) -> bool {
+    match flags(code) {
+        Some(mut f) => f.any(|x| x == "preen_nomsg"),
+        None => code == "EXT4R_5_SUMMARY_COUNTS",
+    }
 }
 
 #[cfg(test)]
@@ -44,5 +72,11 @@ mod tests {
         assert!(!preen_ok("PR_2_DIR_CORRUPTED"));
         assert!(!preen_ok("PR_1D_CLONE_QUESTION"));
         assert!(!preen_ok("EXT4R_1_EXTENT_ROOT_DEPTH"));
+        assert_eq!(question_spacing("PR_4_BAD_REF_COUNT"), Some(2));
+        assert_eq!(question_spacing("PR_5_FREE_BLOCK_COUNT_GROUP"), None);
+        assert_eq!(question_spacing("EXT4R_1_EXTENT_ROOT_DEPTH"), None);
+        assert!(preen_silent("PR_5_BLOCK_USED") && !preen_silent("PR_2_UNUSED_INODE"));
+        assert!(no_prompt("PR_2_SET_FILETYPE") && !no_prompt("PR_5_BLOCK_BITMAP_HEADER"));
+        assert!(preen_ok("PR_5_BLOCK_BITMAP_HEADER") && preen_silent("PR_5_INODE_BITMAP_HEADER"));
     }
 }

@@ -20,6 +20,7 @@
 //! panic or an unbounded allocation.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
 mod backup;
 mod badblocks;
@@ -73,13 +74,14 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r_format::features::Incompat;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
+pub use codes::{no_prompt, preen_silent, question_spacing};
 pub use device_size::{size_mismatch, SizeMismatch};
 pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
 pub use fix::{apply as apply_fixes, Fix, Owner};
 pub use observe::{Action, Forced, Observer, Quiet};
 pub use problem::{Problem, Problems, Severity};
-pub use prompt::prompt;
+pub use prompt::{preen_word, prompt};
 pub use rehash::Rebuilt;
 pub use repair::{repair, repair_interactive, Answer, Ask, Mode, RepairReport};
 pub use super_rules::SuperEdit;

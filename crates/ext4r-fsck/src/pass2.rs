@@ -655,11 +655,7 @@ fn entry(
     }
     let max = c.sb.s_inodes_count.get();
     if target > max || (target < c.sb.first_ino() && target != special::ROOT) {
-        let msg = format!(
-            "{} has bad inode #: {target}. (block #{}, offset {off})",
-            place(c),
-            b.lblk
-        );
+        let msg = format!("{} has bad inode #: {target}.", place(c));
         return bad_entry(c, d, b, off, "PR_2_BAD_INO", msg);
     }
     if slot > 1 && target == dir {
@@ -699,11 +695,7 @@ fn entry(
             );
             return bad_entry(c, d, b, off, "PR_2_BB_INODE", msg);
         }
-        let msg = format!(
-            "{} has deleted/unused inode {target}.  (block #{}, offset {off})",
-            place(c),
-            b.lblk
-        );
+        let msg = format!("{} has deleted/unused inode {target}.", place(c));
         return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
     };
     let kind = c.inodes[t].kind;

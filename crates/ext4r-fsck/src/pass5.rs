@@ -288,7 +288,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
             c.p.error_fix(
                 5,
                 "PR_5_BLOCK_BITMAP_HEADER",
-                format!("Block bitmap differences: {}", text.trim()),
+                format!("Block bitmap differences:  {}", text.trim()),
                 Fix::BlockBitmap(g, want.clone()),
             );
         } else if w != have {
@@ -479,7 +479,7 @@ fn inodes(c: &mut Ctx) {
                 c.p.error_fix(
                     5,
                     "PR_5_INODE_BITMAP_HEADER",
-                    format!("Inode bitmap differences: {}", text.trim()),
+                    format!("Inode bitmap differences:  {}", text.trim()),
                     Fix::InodeBitmap(g, want.clone()),
                 );
             } else {

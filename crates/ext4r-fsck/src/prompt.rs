@@ -78,6 +78,35 @@ pub fn prompt(code: &str) -> &'static str {
     }
 }
 
+/// What e2fsck -p says after a problem it fixed (its `preen_msg[]`), for
+/// the question word [`prompt`] gives: "Clear" -> "CLEARED".
+pub fn preen_word(prompt: &str) -> &'static str {
+    match prompt {
+        "Clear" => "CLEARED",
+        "Relocate" => "RELOCATED",
+        "Allocate" => "ALLOCATED",
+        "Expand" => "EXPANDED",
+        "Connect to /lost+found" => "RECONNECTED",
+        "Create" => "CREATED",
+        "Salvage" => "SALVAGED",
+        "Truncate" => "TRUNCATED",
+        "Clear inode" => "INODE CLEARED",
+        "Abort" => "ABORTED",
+        "Split" => "SPLIT",
+        "Continue" => "CONTINUING",
+        "Clone multiply-claimed blocks" => "MULTIPLY-CLAIMED BLOCKS CLONED",
+        "Delete file" => "FILE DELETED",
+        "Suppress messages" => "SUPPRESSED",
+        "Unlink" => "UNLINKED",
+        "Clear HTree index" => "HTREE INDEX CLEARED",
+        "Recreate" => "WILL RECREATE",
+        "Optimize" => "WILL OPTIMIZE",
+        "Clear flag" => "FLAG CLEARED",
+        "" => "",
+        _ => "FIXED",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +116,8 @@ mod tests {
         assert_eq!(prompt("PR_4_UNATTACHED_INODE"), "Connect to /lost+found");
         assert_eq!(prompt("PR_2_BAD_INO"), "Clear");
         assert_eq!(prompt("PR_5_FREE_BLOCK_COUNT_GROUP"), "Fix");
+        assert_eq!(preen_word(prompt("PR_2_UNUSED_INODE")), "CLEARED");
+        assert_eq!(preen_word(prompt("PR_4_UNATTACHED_INODE")), "RECONNECTED");
+        assert_eq!(preen_word(prompt("PR_1_BAD_I_SIZE")), "FIXED");
     }
 }

@@ -43,6 +43,9 @@ impl<'a> RunWriter<'a> {
 
     /// Queues `data` at byte `offset`; a later write to the same offset
     /// replaces an earlier one.
+    ///
+    /// # Errors
+    /// The device's write error when the queue, full, is flushed.
     pub fn write(&mut self, offset: u64, data: Vec<u8>) -> Result<()> {
         self.bytes += data.len();
         if let Some(old) = self.pending.insert(offset, data) {
@@ -57,6 +60,9 @@ impl<'a> RunWriter<'a> {
     /// Writes `data` at `offset` now, without copying it: for large buffers
     /// written to several places (the descriptor table and its backups).
     /// Queued writes that overlap it go first, so later still wins.
+    ///
+    /// # Errors
+    /// The device's write error (of this write or of the queued ones).
     pub fn write_slice(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let end = offset + data.len() as u64;
         let overlaps = self
@@ -83,6 +89,9 @@ impl<'a> RunWriter<'a> {
     }
 
     /// Zeroes a byte range now (ranges are large; no buffering helps).
+    ///
+    /// # Errors
+    /// The device's error for the queued writes or the zeroing.
     pub fn zero(&mut self, offset: u64, len: u64) -> Result<()> {
         if len > 0 {
             self.flush()?;
@@ -93,6 +102,9 @@ impl<'a> RunWriter<'a> {
     }
 
     /// Issues every queued write, merging neighbours into single writes.
+    ///
+    /// # Errors
+    /// The device's write error; the writes not yet issued are dropped.
     pub fn flush(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         self.bytes = 0;

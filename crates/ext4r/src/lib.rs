@@ -16,6 +16,7 @@
 //! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
 pub use ext4r_txn::device;
 pub use ext4r_txn::error;

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::time::Duration;
 
-use ext4r_fsck::{Action, Forced, Observer, Problem, Severity};
+use ext4r_fsck::{Action, Forced, Observer, Problem};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// e2fsck's pass headings.
@@ -100,7 +100,11 @@ pub(crate) fn question(p: &Problem) -> String {
     match ext4r_fsck::prompt(p.code) {
         // PROMPT_NULL: the message is the question.
         "" => p.message.clone(),
-        word => format!("{}\n{word}", p.message),
+        word => match ext4r_fsck::question_spacing(p.code) {
+            // "Inode 2 ref count is 9, should be 3.  Fix? no"
+            Some(n) => format!("{}{}{word}", p.message.trim_end(), " ".repeat(n)),
+            None => format!("{}\n{word}", p.message),
+        },
     }
 }
 
@@ -167,8 +171,14 @@ impl Observer for Printer {
         self.printed.insert((p.code, p.message.clone()));
         let q = question(p);
         let text = match action {
-            Action::Report if p.severity == Severity::Error => format!("{q}? no\n\n"),
-            Action::Report => format!("{q}? no (harmless)\n\n"),
+            // PROMPT_NONE: e2fsck says what it does (or would do), and
+            // asks nothing.
+            Action::Report | Action::Fix if ext4r_fsck::no_prompt(p.code) => {
+                format!("{}\n", p.message.trim_end_matches('\n'))
+            }
+            // A harmless one (PR_NO_OK) declined reads the same; only the
+            // exit code differs, as in e2fsck.
+            Action::Report => format!("{q}? no\n\n"),
             Action::Fix => format!("{q}? yes\n\n"),
             Action::Unfixable => format!("{q}? no (not repairable by this version)\n\n"),
             // Asked: the question and its answer are on the screen.

@@ -464,8 +464,25 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     }
     // -y and interactive runs showed each problem as it was found; preen
     // lists what it fixed once each round was decided.
-    for p in r.fixed.iter().filter(|p| a.preen && p.fix.is_some()) {
-        println!("{dev_name}: {}  FIXED.", p.message);
+    // As e2fsck -p: bitmaps and counts silently, the others with the word
+    // for what was done ("CLEARED", "RECONNECTED"), where the question
+    // would have gone.
+    for p in r
+        .fixed
+        .iter()
+        .filter(|p| a.preen && p.fix.is_some() && !ext4r_fsck::preen_silent(p.code))
+    {
+        if ext4r_fsck::no_prompt(p.code) {
+            // Nothing asked, nothing answered: the message alone.
+            println!("{dev_name}: {}", p.message.trim_end());
+            continue;
+        }
+        let done = ext4r_fsck::preen_word(ext4r_fsck::prompt(p.code));
+        let gap = match ext4r_fsck::question_spacing(p.code) {
+            Some(n) => " ".repeat(n),
+            None => "\n".to_string(),
+        };
+        println!("{dev_name}: {}{gap}{done}.", p.message.trim_end());
     }
     if !r.rehashed.is_empty() && !a.preen {
         println!("Pass 3A: Optimizing directories\n");

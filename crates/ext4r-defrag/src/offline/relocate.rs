@@ -86,6 +86,11 @@ impl OfflineFs {
     /// a regular file, not immutable or append-only (left alone as by
     /// e4defrag, xfs_fsr and the kernel), not inline, its block count
     /// agreeing with its mapping and nothing mapped past its size.
+    ///
+    /// # Errors
+    /// The [`Outcome`] to report instead: `Skipped` with the reason (gone,
+    /// not regular, immutable, unmappable, inconsistent), or `Failed` when
+    /// the inode cannot be read.
     pub fn load(&self, ino: u32) -> Result<FileMap, Outcome> {
         let failed = |e: ext4r::Error| Outcome::Failed(format!("inode {ino}: {e}"));
         let rec = self.txn.read_inode(ino).map_err(failed)?;

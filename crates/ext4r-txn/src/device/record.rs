@@ -111,6 +111,9 @@ impl<D: BlockDevice> Recorder<D> {
 
 /// Builds on `base` (the device before the workload, which is changed)
 /// the state a cut leaves of `log`.
+///
+/// # Errors
+/// A write to `base` fails (out of its range).
 pub fn apply_cut(base: &MemDevice, log: &[Op], cut: Cut) -> Result<CutStats> {
     // Where the cut falls in the log, and the last flush before it.
     let mut writes = 0;

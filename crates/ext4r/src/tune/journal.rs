@@ -43,6 +43,10 @@ The journal size must be between 1024 and 10240000 filesystem blocks.\n\n";
 
 /// `parse_journal_opts`: applies a `-J` list to `req`; `Err` with
 /// tune2fs's message when an option is bad.
+///
+/// # Errors
+/// [`JOURNAL_USAGE`], tune2fs's message, for an unknown option or a
+/// size that is not a number.
 pub fn parse_journal_opts(opts: &str, req: &mut JournalRequest) -> std::result::Result<(), String> {
     let mut bad = 0;
     for token in opts.split(',') {

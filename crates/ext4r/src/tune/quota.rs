@@ -28,6 +28,9 @@ Following valid quota options are available (pass by separating with comma):\n\
 
 /// `parse_quota_opts` with tune2fs's `option_handle_function`: words
 /// starting with `usr`, `grp`, `prj`, each optionally negated with `^`.
+///
+/// # Errors
+/// [`QUOTA_USAGE`] for a word that names no quota type.
 pub fn parse_quota_opts(opts: &str, req: &mut QuotaRequest) -> std::result::Result<(), String> {
     for token in opts.split(',') {
         if token.is_empty() {
