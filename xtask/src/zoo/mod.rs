@@ -4,7 +4,14 @@
 //! a copy) must exit 0 too. A live snapshot of each mounted image (the
 //! backing file copied after a write burst, with a file held open and
 //! unlinked) stands for a crash: the kernel replays its journal and orphan
-//! list, and our -fn must then be clean.
+//! list, and our -fn must then be clean. A second copy of each journalled
+//! image is cut mid-write (crash.rs) and judged before and after replay.
+//!
+//! Heavy shapes on fixed subsets of image indexes (see `Heavy`): 66,000
+//! subdirectories in one directory (dir_nlink: its link count becomes 1),
+//! and 65,000 hard links to one file (EXT4_LINK_MAX, then EMLINK) under
+//! ~240-byte names, which on 1 KiB blocks with large_dir make a
+//! three-level htree (indirect_levels 2, read back from dx_root).
 //!
 //! Not covered, and why: 64 KiB blocks (the kernel mounts only blocks up to
 //! the page size, 4 KiB here); quota and project quota (no quota support in
