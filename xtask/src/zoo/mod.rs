@@ -483,3 +483,27 @@ fn cut_and_replay(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CI sample (the first 48 indexes) must hold every heavy shape,
+    /// including a three-level htree (1 KiB blocks with large_dir).
+    #[test]
+    fn the_sample_holds_every_heavy_shape() {
+        let configs = matrix::configs();
+        let heavy: Vec<_> = (0..48)
+            .map(|i| {
+                (
+                    &configs[i % configs.len()],
+                    Heavy::of(&configs[i % configs.len()], i),
+                )
+            })
+            .collect();
+        assert!(heavy.iter().any(|(_, h)| h.subdirs));
+        assert!(heavy
+            .iter()
+            .any(|(c, h)| h.links && c.block_size == 1024 && c.features.contains(&"large_dir")));
+    }
+}
