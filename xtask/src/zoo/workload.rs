@@ -37,8 +37,8 @@ pub struct Shape {
     pub ea_inode: bool,
     pub huge_file: bool,
     pub extents: bool,
-    /// Subdirectories to create in one directory (past 65,000 in full runs
-    /// with dir_nlink).
+    /// Subdirectories to create in one directory (MANY_SUBDIRS on the
+    /// dir_nlink subset).
     pub wide_dir: u64,
     pub xattrs: bool,
 }
@@ -198,9 +198,85 @@ pub fn fill(root: &Path, shape: &Shape, rng: &mut Rng) -> Result<Vec<(&'static s
         subdirs += 1;
     }
     made.push(("subdirs", subdirs));
+    if subdirs > EXT4_LINK_MAX {
+        // dir_nlink: past EXT4_LINK_MAX the kernel sets the count to 1.
+        let nlink = std::os::unix::fs::MetadataExt::nlink(&fs::metadata(&sd)?);
+        anyhow::ensure!(nlink == 1, "{subdirs} subdirectories, nlink {nlink}");
+        made.push(("images: dir past 65,000 subdirs", 1));
+    }
     // Some deletions, so freed inodes and blocks are in the bitmaps.
     for i in (0..entries).step_by(7) {
         let _ = fs::remove_file(w.join(format!("entry-with-a-longish-name-{i:06}")));
+    }
+    Ok(made)
+}
+
+/// EXT4_LINK_MAX (fs/ext4/ext4.h): link(2) answers EMLINK once a file has
+/// this many links; a directory may pass it only with dir_nlink and an
+/// htree, and then the kernel keeps its i_links_count at 1.
+pub const EXT4_LINK_MAX: u64 = 65_000;
+
+/// Subdirectories made in one directory for the dir_nlink shape.
+pub const MANY_SUBDIRS: u64 = 66_000;
+
+/// Hard links to one file until the kernel refuses with EMLINK, under
+/// names of about 240 bytes, so that each leaf holds only a few entries
+/// and the directories' htrees grow deep: three levels on 1 KiB blocks
+/// with large_dir. Without large_dir the kernel stops at two levels and
+/// answers ENOSPC ("index full"); the links then go on in a new directory.
+pub fn link_limit(root: &Path, rng: &mut Rng) -> Result<Vec<(&'static str, u64)>> {
+    let base = root.join("linkmax");
+    fs::create_dir(&base)?;
+    let target = base.join("target");
+    fs::write(&target, b"linked")?;
+    let mut dirs = 0u32;
+    fs::create_dir(base.join("d0"))?;
+    // Under encryption a long name grows past 255 bytes (ENAMETOOLONG):
+    // shorter names then.
+    let mut len = 230 + rng.below(20) as usize;
+    let mut links = 1u64;
+    let mut full = 0u64;
+    let mut emlink = false;
+    'outer: for i in 0u64.. {
+        loop {
+            let name = format!("{i:06}-{}", "x".repeat(len - 7));
+            let err = match fs::hard_link(&target, base.join(format!("d{dirs}")).join(name)) {
+                Ok(()) => {
+                    links += 1;
+                    break;
+                }
+                Err(e) => e,
+            };
+            match err.raw_os_error() {
+                Some(libc::EMLINK) => {
+                    emlink = true;
+                    break 'outer;
+                }
+                Some(libc::ENAMETOOLONG) if len > 100 => len = 100,
+                // The index is full (or the disk): on to a new directory,
+                // a few times at most.
+                Some(libc::ENOSPC) if dirs < 8 => {
+                    dirs += 1;
+                    full += 1;
+                    if fs::create_dir(base.join(format!("d{dirs}"))).is_err() {
+                        break 'outer;
+                    }
+                }
+                _ => break 'outer,
+            }
+        }
+    }
+    let nlink = std::os::unix::fs::MetadataExt::nlink(&fs::metadata(&target)?);
+    anyhow::ensure!(
+        nlink == links,
+        "linkmax/target has {nlink} links, {links} made"
+    );
+    let mut made = vec![("links to one file", links)];
+    if emlink && links == EXT4_LINK_MAX {
+        made.push(("images: EMLINK at 65,000 links", 1));
+    }
+    if full > 0 {
+        made.push(("link dirs with a full 2-level htree", full));
     }
     Ok(made)
 }
