@@ -21,6 +21,7 @@ use crate::util::{self, fmt_bytes, Size, TempDir};
 mod defrag;
 pub(crate) mod filled;
 mod fsck;
+mod populate;
 mod read;
 mod tune;
 
@@ -44,6 +45,9 @@ enum Which {
     /// `ext4r tune` vs `tune2fs`: `-O ^metadata_csum` and `-O metadata_csum` on
     /// copies of the cached 16 GiB image with 2,000,000 files.
     Tune(tune::TuneArgs),
+    /// `ext4r mkfs -d` vs `mke2fs -d` and `ext4r cp` vs the kernel (loop mount,
+    /// `cp`, `umount`): a tree of 100,000 files and one 4 GiB file.
+    Populate(populate::PopulateArgs),
     /// `e4defrag-r` vs `e4defrag` on the fragmented images of `cargo xtask
     /// fragment`: -c output, online time/extents/hashes/e2fsck, -r cold reads.
     Defrag(defrag::DefragArgs),
@@ -94,6 +98,7 @@ pub fn run(args: &Args) -> Result<()> {
         Which::Read(a) => read::run(a),
         Which::Tune(a) => tune::run(a),
         Which::Defrag(a) => defrag::run(a),
+        Which::Populate(a) => populate::run(a),
     }
 }
 

@@ -1046,7 +1046,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     }
 }
 
-/// Writes blocks in runs of consecutive numbers, one write per run.
+/// Writes blocks in runs of consecutive numbers, one write per run (per
+/// [`RUN_BYTES`] of a longer one).
 fn write_runs<'a>(
     dev: &dyn crate::device::BlockDevice,
     bs: u64,
@@ -1065,12 +1066,21 @@ fn write_runs<'a>(
         }
         run.extend_from_slice(b);
         next = nr + 1;
+        // A long run goes out in pieces: a copy of all of it would double
+        // the memory of the data gathered (tens of MiB for a big file).
+        if run.len() >= RUN_BYTES {
+            dev.write_at(&run, start * bs)?;
+            run.clear();
+        }
     }
     if !run.is_empty() {
         dev.write_at(&run, start * bs)?;
     }
     Ok(())
 }
+
+/// The longest write [`write_runs`] issues.
+const RUN_BYTES: usize = 1 << 20;
 
 /// Where a block goes in the in-place order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! a rewrite of one file's mapping costs the kernel too when its tree
 //! reshapes.
 
-use super::{all_blocks, runs, BlockSource, Run};
+use super::{BlockSource, Run};
 use crate::csum::BlockKind;
 use crate::error::{Error, Result};
 use crate::txn::Transaction;
@@ -24,7 +24,6 @@ use ext4r_format::extent::{
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::{BlockNr, FormatError};
 use std::borrow::BorrowMut;
-use std::collections::BTreeSet;
 
 fn bad(what: &str, detail: String) -> Error {
     Error::corrupt(what.to_string(), FormatError::invalid("mapping", detail))
@@ -49,12 +48,29 @@ fn mapping_blocks<V: BorrowMut<Volume>>(
         collect_indirect(t, inode, &mut m)?;
         return Ok(m);
     }
-    let data: BTreeSet<u64> = runs(t, ino, inode, false)?
+    // The tree's node blocks, less any that a (corrupt) tree also maps as
+    // data: those are neither reused nor freed. Linear in the extents, not
+    // in the file's blocks (listing every data block made each write of a
+    // growing file cost its whole size: quadratic, and memory to match).
+    let (data, nodes) = super::read::extent_tree(t, ino, inode)?;
+    let mut spans: Vec<(u64, u64)> = data
         .iter()
-        .flat_map(|r| r.physical..r.physical + r.len)
+        .map(|r| (r.physical, r.physical + r.len))
         .collect();
-    let every = all_blocks(t, ino, inode)?;
-    Ok(every.into_iter().filter(|b| !data.contains(b)).collect())
+    spans.sort_unstable();
+    // reach[i]: the furthest end among the first i + 1 spans.
+    let reach: Vec<u64> = spans
+        .iter()
+        .scan(0u64, |m, &(_, end)| {
+            *m = (*m).max(end);
+            Some(*m)
+        })
+        .collect();
+    let is_data = |b: u64| {
+        let i = spans.partition_point(|&(start, _)| start <= b);
+        i > 0 && reach[i - 1] > b
+    };
+    Ok(nodes.into_iter().filter(|&b| !is_data(b)).collect())
 }
 
 fn collect_indirect<S: BlockSource + ?Sized>(

@@ -90,6 +90,39 @@ fn runs_below(
     Ok(out)
 }
 
+/// The data runs of extent-mapped inode `ino` (as [`runs`]) and the
+/// blocks of its extent tree below the root in the inode (sorted, each
+/// once): what storing a new mapping reuses, found in one walk of the
+/// tree, without listing every data block.
+///
+/// # Errors
+/// As [`runs`].
+pub(crate) fn extent_tree(
+    src: &(impl BlockSource + ?Sized),
+    ino: u32,
+    inode: &Inode,
+) -> Result<(Vec<Run>, Vec<u64>)> {
+    let info = Info { ino, inode };
+    let mut out = Vec::new();
+    let mut meta = Vec::new();
+    let mut walk = ExtentWalk {
+        src,
+        info: &info,
+        seen: HashSet::new(),
+        out: &mut out,
+        kind: BlockKind::Extent {
+            ino,
+            generation: inode.generation(),
+        },
+        meta: Some(&mut meta),
+    };
+    walk.node(&inode.i_block, None, None)?;
+    check_sorted(&out, &info)?;
+    meta.sort_unstable();
+    meta.dedup();
+    Ok((out, meta))
+}
+
 /// Every block inode `ino` holds, data and mapping blocks (extent tree
 /// nodes, indirect blocks) alike, as `ext2fs_block_iterate3` visits them:
 /// what is freed when the inode goes. A block map is walked whole, past

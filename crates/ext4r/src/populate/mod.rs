@@ -18,6 +18,7 @@
 //! let mut fs = WriteFs::open_path("disk.img".as_ref(), WriteOptions::default())?;
 //! let mut c = Copier::new(&mut fs, CopyOptions::mkfs());
 //! c.copy_dir_contents("rootfs".as_ref(), ROOT_INO, "/")?;
+//! drop(c); // the copier borrows the filesystem
 //! fs.close()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
