@@ -507,6 +507,38 @@ mod regressions {
         );
     }
 
+    /// Output into a pipe its reader closed (`fsck -fn IMG | head -1`)
+    /// ends the run quietly, as it ends e2fsck (SIGPIPE), not with a
+    /// panic about a failed print.
+    #[test]
+    fn a_closed_pipe_ends_the_output_quietly() {
+        use std::io::Read;
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::Stdio;
+        let dir = TempDir::new("bi-pipe");
+        let img = dir.path("p.img");
+        let o = run(ext4r().args(["mkfs", "-q"]).arg(&img).arg("64M"));
+        assert!(o.status.success(), "{o:?}");
+        let mut child = ext4r()
+            .args(["fsck", "-fn"])
+            .arg(&img)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            e.read_to_string(&mut err).unwrap();
+        }
+        let status = child.wait().unwrap();
+        assert!(!err.contains("panick"), "{err}");
+        assert!(
+            status.signal() == Some(13) || status.code() == Some(0),
+            "{status:?}: {err}"
+        );
+    }
+
     /// Bad numbers in the resize inode's double-indirect block and in a
     /// reserved GDT block's list of copies: found by -n, and repaired to
     /// an image e2fsck finds clean (it said clean and left them before).

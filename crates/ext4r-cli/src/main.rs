@@ -133,7 +133,19 @@ fn usage() -> String {
     s
 }
 
+/// Output into a closed pipe (`fsck.ext4r -fn IMG | head`) ends the
+/// program quietly, as it ends e2fsck: Rust starts programs with SIGPIPE
+/// ignored, so the next print would fail and, with `panic = "abort"`,
+/// abort with a panic message.
+fn default_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: the first thing main does, before any thread exists, and
+    // SIG_DFL installs no handler code of ours.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let mut args: Vec<OsString> = std::env::args_os().collect();
     let argv0 = args
         .first()
