@@ -532,6 +532,35 @@ fn damaged_superblock_fields_are_repaired_as_e2fsck_repairs_them() {
     });
 }
 
+/// A 64bit superblock whose descriptor size is under 64 bytes: the kernel
+/// and libext2fs refuse it, and e2fsck checks from the backup superblock
+/// the primary's own geometry points at (group 1's first block). With
+/// bigalloc that is the only place a backup is found (group 1 starts at
+/// `s_blocks_per_group`, not at 8 × the block size); reading the table
+/// 32 bytes apart lost every file.
+#[test]
+fn a_bad_descriptor_size_is_checked_from_the_backup() {
+    if !ready() {
+        return;
+    }
+    let dir = TempDir::new("damage-descsize");
+    let bases: Vec<Base> = [BIGALLOC, EXT4]
+        .into_iter()
+        .map(|c| base(&dir, c))
+        .collect();
+    judge_all(&dir, &bases, |_| {
+        [32u16, 48]
+            .into_iter()
+            .map(|ds| -> Damage<'static> {
+                (
+                    format!("s_desc_size = {ds}"),
+                    Box::new(move |img: &Path| poke(img, 1024 + 0xfe, &ds.to_le_bytes())),
+                )
+            })
+            .collect()
+    });
+}
+
 /// Extent headers whose depth disagrees with the tree, in the root and in
 /// a leaf block: e2fsck walks by the root's depth and keeps the extents;
 /// a root depth the entries contradict is read at the depth they show.

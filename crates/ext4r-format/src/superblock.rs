@@ -540,8 +540,12 @@ impl Superblock {
             );
         }
         if self.is_64bit() {
+            // EXT2_MIN_DESC_SIZE_64BIT: with 64bit the kernel and
+            // libext2fs refuse descriptors under 64 bytes (e2fsck then
+            // checks from a backup superblock); reading a table of 64-byte
+            // descriptors 32 bytes apart would take garbage for groups.
             let ds = self.s_desc_size.get();
-            if !(32..=1024).contains(&ds) || !ds.is_power_of_two() {
+            if !(64..=1024).contains(&ds) || !ds.is_power_of_two() {
                 return bad("s_desc_size", format!("{ds}"));
             }
         }
@@ -618,6 +622,22 @@ mod tests {
         sb.validate().unwrap();
         assert_eq!(sb.blocks_count(), 0x1_0000_0000);
         assert_eq!(sb.group_count(), Some(131072));
+    }
+
+    #[test]
+    fn descriptors_under_64_bytes_are_refused_with_64bit() {
+        for (ds, ok) in [
+            (0u16, false),
+            (32, false),
+            (48, false),
+            (64, true),
+            (128, true),
+            (2048, false),
+        ] {
+            let mut sb = sample();
+            sb.s_desc_size.set(ds);
+            assert_eq!(sb.validate().is_ok(), ok, "s_desc_size {ds}");
+        }
     }
 
     #[test]

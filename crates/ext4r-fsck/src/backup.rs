@@ -11,16 +11,40 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r_format::features::Incompat;
 use ext4r_format::GroupNr;
 
-/// The backup superblocks e2fsck tries: the first block of group 1 for
-/// each block size (8193 for 1 KiB blocks, else 8 × block size).
+/// The backup superblocks e2fsck tries (its `get_backup_sb`): first where
+/// the primary superblock, however damaged, puts group 1 (its
+/// `s_blocks_per_group` past its first data block, in its block size:
+/// the only guess that finds a bigalloc filesystem's backup, whose groups
+/// span clusters), then the first block of group 1 for each block size
+/// (8193 for 1 KiB blocks, else 8 × block size).
 pub(crate) fn open_backup(dev: &Arc<dyn BlockDevice>, oo: &OpenOptions) -> Option<Filesystem> {
-    (0..7).find_map(|l| {
+    let probes = (0..7).map(|l| {
         let bs = 1024u32 << l;
-        let mut o = oo.clone();
-        o.superblock = Some(u64::from(bs) * 8 + u64::from(bs == 1024));
-        o.block_size = Some(bs);
-        Filesystem::open_with(dev.clone(), o).ok()
-    })
+        (u64::from(bs) * 8 + u64::from(bs == 1024), bs)
+    });
+    primary_hint(dev)
+        .into_iter()
+        .chain(probes)
+        .find_map(|(at, bs)| {
+            let mut o = oo.clone();
+            o.superblock = Some(at);
+            o.block_size = Some(bs);
+            Filesystem::open_with(dev.clone(), o).ok()
+        })
+}
+
+/// Group 1's first block and the block size as the primary superblock
+/// states them, when it has the magic number and plausible values.
+fn primary_hint(dev: &Arc<dyn BlockDevice>) -> Option<(u64, u32)> {
+    use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+    let mut buf = vec![0u8; SUPERBLOCK_SIZE];
+    dev.read_at(&mut buf, SUPERBLOCK_OFFSET).ok()?;
+    let sb = Superblock::parse(&buf).ok()?;
+    let log = sb.s_log_block_size.get();
+    let bs = (log <= 6).then(|| 1024u32 << log)?;
+    let per_group = u64::from(sb.s_blocks_per_group.get());
+    let at = per_group.checked_add(u64::from(sb.s_first_data_block.get()))?;
+    (per_group > 0 && at.checked_mul(u64::from(bs))? < dev.size()).then_some((at, bs))
 }
 
 /// Whether the descriptors pass e2fsck's `ext2fs_check_desc`: each

@@ -862,26 +862,6 @@ fn is_backup_power(g: u32) -> bool {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mapping_joins_one_neighbour_only() {
-        let mut e = Vec::new();
-        for (l, p) in [(0, 100), (2, 102), (3, 103), (4, 104), (5, 105), (1, 101)] {
-            map_block(&mut e, l, p);
-        }
-        // lblk 1 extends the extent of lblk 0; (2-5) stays separate.
-        assert_eq!(e, [(0, 100, 2), (2, 102, 4)]);
-        let mut e = Vec::new();
-        for (l, p) in [(0, 100), (2, 101), (3, 102), (1, 105)] {
-            map_block(&mut e, l, p);
-        }
-        assert_eq!(e, [(0, 100, 1), (1, 105, 1), (2, 101, 2)]);
-    }
-}
-
 /// The inodes a plan has made, for the write layer's inode search.
 impl ext4r_txn::alloc::InodeSpace for Layout {
     fn inodes_per_group(&self) -> u32 {
@@ -899,5 +879,25 @@ impl ext4r_txn::alloc::InodeSpace for Layout {
     fn first_free_in(&self, g: u32, from: u32) -> ext4r_txn::Result<Option<u32>> {
         let base = g * self.geo.inodes_per_group + 1;
         Ok((from..self.geo.inodes_per_group).find(|i| !self.inodes_used.contains(&(base + i))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapping_joins_one_neighbour_only() {
+        let mut e = Vec::new();
+        for (l, p) in [(0, 100), (2, 102), (3, 103), (4, 104), (5, 105), (1, 101)] {
+            map_block(&mut e, l, p);
+        }
+        // lblk 1 extends the extent of lblk 0; (2-5) stays separate.
+        assert_eq!(e, [(0, 100, 2), (2, 102, 4)]);
+        let mut e = Vec::new();
+        for (l, p) in [(0, 100), (2, 101), (3, 102), (1, 105)] {
+            map_block(&mut e, l, p);
+        }
+        assert_eq!(e, [(0, 100, 1), (1, 105, 1), (2, 101, 2)]);
     }
 }
