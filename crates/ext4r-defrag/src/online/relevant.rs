@@ -101,7 +101,7 @@ pub fn read_order(
                 extents: x,
             }),
             Ok(_) => {}
-            Err(x) => skipped.push((e.clone(), Skip::Unmappable(x.to_string()))),
+            Err(x) => skipped.push((e.clone(), Skip::Unmappable(ext4r::error::chain(&x)))),
         }
         Walk::Continue
     })?;
