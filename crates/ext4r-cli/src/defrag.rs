@@ -162,7 +162,7 @@ fn check(a: &Args) -> bool {
         let _ = out.flush();
         let (src, target): (Box<dyn Source>, StatTarget<'_>) = match resolve(arg, a.image) {
             Err(e) => {
-                eprintln!("{e}");
+                eprintln!("{}", crate::errors::message(&e));
                 continue;
             }
             Ok(Target::Unmounted(path)) => match ImageFs::open(&path) {

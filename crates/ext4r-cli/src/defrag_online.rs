@@ -31,7 +31,7 @@ pub(crate) fn run(a: &OnlineArgs) -> bool {
                 continue;
             }
             Err(e) => {
-                eprintln!("{e}");
+                eprintln!("{}", crate::errors::message(&e));
                 ok = false;
                 continue;
             }

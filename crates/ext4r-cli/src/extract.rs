@@ -217,7 +217,7 @@ pub(crate) fn copy_out(fs: &Filesystem, items: Vec<Item>, o: &OutOptions) -> boo
     for (ino, path, _) in std::mem::take(&mut walk.dirs) {
         match fs.inode(ino) {
             Ok(info) => shared.attributes_path(&info, &path),
-            Err(e) => shared.warn(&path, e),
+            Err(e) => shared.warn(&path, crate::errors::message(&e)),
         }
     }
     shared.ok.load(Ordering::Relaxed)
@@ -479,7 +479,10 @@ impl Shared<'_> {
                     }
                 }
             }
-            Err(e) => self.warn(target, format!("xattrs unreadable: {e}")),
+            Err(e) => self.warn(
+                target,
+                format!("xattrs unreadable: {}", crate::errors::message(&e)),
+            ),
         }
     }
 }
@@ -521,7 +524,7 @@ impl Walk<'_, '_> {
     fn dir_contents(&mut self, dir: &InodeInfo, dest: &Path, depth: u32) {
         let mut entries = match self.sh.fs.read_dir(dir) {
             Ok(e) => e,
-            Err(e) => return self.sh.warn(dest, e),
+            Err(e) => return self.sh.warn(dest, crate::errors::message(&e)),
         };
         // Htree directories list names in hash order; inode order reads the
         // inode table (and usually the data) front to back.
@@ -537,7 +540,7 @@ impl Walk<'_, '_> {
             let target = dest.join(std::ffi::OsStr::from_bytes(&e.name));
             match self.sh.fs.inode(e.ino) {
                 Ok(child) => self.entry(child, &target, depth + 1),
-                Err(err) => self.sh.warn(&target, err),
+                Err(err) => self.sh.warn(&target, crate::errors::message(&err)),
             }
         }
         self.flush();

@@ -103,7 +103,7 @@ fn ls(a: &LsArgs) -> Result<bool> {
         let entries = match fs.read_dir(&dir) {
             Ok(e) => e,
             Err(e) => {
-                eprintln!("ext4r ls: {path}: {e}");
+                eprintln!("ext4r ls: {path}: {}", crate::errors::message(&e));
                 ok = false;
                 continue;
             }
@@ -121,7 +121,11 @@ fn ls(a: &LsArgs) -> Result<bool> {
                     }
                 }
                 Err(err) => {
-                    eprintln!("ext4r ls: {}: {err}", join(&path, e));
+                    eprintln!(
+                        "ext4r ls: {}: {}",
+                        join(&path, e),
+                        crate::errors::message(&err)
+                    );
                     ok = false;
                 }
             }
@@ -167,7 +171,7 @@ fn print_entry(
     if m.kind == FileKind::Symlink {
         match fs.read_link(info) {
             Ok(t) => line.push_str(&format!(" -> {}", String::from_utf8_lossy(&t))),
-            Err(e) => line.push_str(&format!(" -> <{e}>")),
+            Err(e) => line.push_str(&format!(" -> <{}>", crate::errors::message(&e))),
         }
     }
     writeln!(out, "{line}")?;

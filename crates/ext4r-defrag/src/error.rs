@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A system call on a path failed.
-    #[error("{path}: {what}: {source}")]
+    #[error("{path}: {what}")]
     Io {
         /// The file, directory or device.
         path: PathBuf,
@@ -17,7 +17,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Reading an unmounted filesystem failed (corrupt, unsupported, I/O).
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Engine {
         /// The image or device.
         path: PathBuf,
@@ -99,3 +99,41 @@ impl Error {
 
 /// The crate's result type.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each cause is said once: in the message or as `source()`, not both.
+    #[test]
+    fn causes_are_not_repeated() {
+        let errors = [
+            Error::io("/tmp/f", "FIEMAP")(std::io::Error::other("the io cause")),
+            Error::Engine {
+                path: "/tmp/img".into(),
+                source: ext4r::Error::Io {
+                    op: "read",
+                    offset: 4096,
+                    source: std::io::Error::other("the io cause"),
+                },
+            },
+        ];
+        for e in &errors {
+            let text = ext4r::error::chain(e);
+            let cause = std::error::Error::source(e)
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(!cause.is_empty(), "{e:?} has no source");
+            assert!(!e.to_string().contains(&cause), "{text}");
+            assert_eq!(text.matches("the io cause").count(), 1, "{text}");
+        }
+        assert_eq!(
+            ext4r::error::chain(&errors[0]),
+            "/tmp/f: FIEMAP: the io cause"
+        );
+        assert_eq!(
+            ext4r::error::chain(&errors[1]),
+            "/tmp/img: read at byte 4096: the io cause"
+        );
+    }
+}

@@ -158,12 +158,12 @@ fn read_superblock(
 ) -> std::result::Result<ext4r_format::superblock::Superblock, String> {
     use ext4r::device::{BlockDevice, FileDevice, OpenMode};
     use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
-    let dev = FileDevice::open(device, OpenMode::default()).map_err(|e| e.to_string())?;
+    let dev = FileDevice::open(device, OpenMode::default()).map_err(|e| ext4r::error::chain(&e))?;
     let mut buf = [0u8; SUPERBLOCK_SIZE];
     dev.read_at(&mut buf, SUPERBLOCK_OFFSET)
-        .map_err(|e| e.to_string())?;
-    let sb = Superblock::parse(&buf).map_err(|e| e.to_string())?;
-    sb.validate().map_err(|e| e.to_string())?;
+        .map_err(|e| ext4r::error::chain(&e))?;
+    let sb = Superblock::parse(&buf).map_err(|e| ext4r::error::chain(&e))?;
+    sb.validate().map_err(|e| ext4r::error::chain(&e))?;
     Ok(sb)
 }
 

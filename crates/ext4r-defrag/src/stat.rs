@@ -157,7 +157,7 @@ pub fn statistic(
 }
 
 fn to_io(e: Error) -> io::Error {
-    io::Error::other(e.to_string())
+    io::Error::other(ext4r::error::chain(&e))
 }
 
 /// `%-Ns` by bytes, as printf pads.
@@ -409,6 +409,6 @@ pub(crate) fn strerror(e: &io::Error) -> String {
                 None => s,
             }
         }
-        None => e.to_string(),
+        None => ext4r::error::chain(e),
     }
 }

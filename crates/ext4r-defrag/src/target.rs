@@ -262,7 +262,7 @@ mod tests {
     fn missing_path_says_so_as_e4defrag() {
         let e = resolve(OsStr::new("/nonexistent/ext4r-defrag"), false).unwrap_err();
         assert_eq!(
-            e.to_string(),
+            ext4r::error::chain(&e),
             "Failed to get file information: No such file or directory\n \"/nonexistent/ext4r-defrag\""
         );
     }

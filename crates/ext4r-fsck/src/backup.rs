@@ -139,7 +139,10 @@ pub(crate) fn open_as_e2fsck(
             return match open_backup(dev, oo) {
                 Some(b) => Ok((
                     b,
-                    Fallback::Backup(format!("Superblock invalid ({e}), trying backup blocks...")),
+                    Fallback::Backup(format!(
+                        "Superblock invalid ({}), trying backup blocks...",
+                        ext4r::error::chain(&e)
+                    )),
                 )),
                 None => Err(e),
             }

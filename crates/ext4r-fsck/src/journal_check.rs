@@ -180,7 +180,7 @@ fn journal_inode(c: &Ctx, sb: &Superblock, inum: u32) -> Result<(InodeInfo, bool
     }
     let own =
         c.fs.inode(InodeNr(inum))
-            .map_err(|e| e.to_string())
+            .map_err(|e| ext4r::error::chain(&e))
             .and_then(|info| usable(c, &info).map(|()| info));
     match own {
         Ok(info) => Ok((info, false)),
@@ -231,7 +231,7 @@ fn usable(c: &Ctx, info: &InodeInfo) -> Result<(), String> {
     if i.size() / bs < u64::from(MIN_JOURNAL_BLOCKS) {
         return Err("too small".into());
     }
-    let runs = c.fs.runs(info).map_err(|e| e.to_string())?;
+    let runs = c.fs.runs(info).map_err(|e| ext4r::error::chain(&e))?;
     let mut next = 0u64;
     for r in &runs {
         if r.logical != next {

@@ -93,7 +93,7 @@ pub use super_rules::SuperEdit;
 pub enum Error {
     /// The filesystem could not be opened: no usable superblock or group
     /// descriptors, or features this checker does not know.
-    #[error("{0}")]
+    #[error(transparent)]
     Open(#[from] ext4r::Error),
 }
 
@@ -470,4 +470,19 @@ fn clean_verdict(fs: &Filesystem, now: i64, repairing: bool) -> Result<(), Optio
         return Err(Some(Forced::Interval(days.max(0) as u64)));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod error_tests {
+    /// The open failure is said once: its message is the engine's, its
+    /// causes the engine's causes.
+    #[test]
+    fn causes_are_not_repeated() {
+        let e = crate::Error::from(ext4r::Error::Open {
+            path: "/tmp/img".into(),
+            source: std::io::Error::other("the io cause"),
+        });
+        let text = ext4r::error::chain(&e);
+        assert_eq!(text, "/tmp/img: the io cause");
+    }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// An I/O error, with what was being done and where.
-    #[error("{op} at byte {offset}: {source}")]
+    #[error("{op} at byte {offset}")]
     Io {
         /// The operation (read, write, discard, ...).
         op: &'static str,
@@ -17,7 +17,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Opening or inspecting a device failed.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Open {
         /// The device or image path.
         path: PathBuf,
@@ -25,7 +25,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// On-disk data that does not follow the format.
-    #[error("{location}: {source}")]
+    #[error("{location}")]
     Corrupt {
         /// Where: group, inode, block and byte offset as numbers where
         /// known, and the structure in words (boxed: errors stay small).
@@ -246,6 +246,21 @@ impl From<&String> for Location {
 /// Results of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `e`'s message followed by each of its causes (`source()`), joined by
+/// ": ", for places that keep an error only as text. An error here says
+/// its cause either in its message or as its `source()`, never both, so
+/// `to_string()` alone would lose the cause.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,7 +268,7 @@ mod tests {
     #[test]
     fn messages_name_the_place() {
         let e = Error::io("read", 4096)(std::io::Error::other("boom"));
-        assert_eq!(e.to_string(), "read at byte 4096: boom");
+        assert_eq!(chain(&e), "read at byte 4096: boom");
         let e = Error::Mounted {
             device: "/tmp/img".into(),
             mountpoint: "/mnt".into(),
@@ -265,5 +280,31 @@ mod tests {
             size: 12,
         };
         assert!(e.to_string().contains("beyond the device size 12"));
+    }
+
+    /// Each cause is said once: in the message or as `source()`, not both.
+    #[test]
+    fn causes_are_not_repeated() {
+        let io = || std::io::Error::other("the io cause");
+        let errors = [
+            Error::io("read", 4096)(io()),
+            Error::Open {
+                path: "/tmp/img".into(),
+                source: io(),
+            },
+            Error::corrupt(
+                Location::inode(12).of("extent tree"),
+                ext4r_format::FormatError::invalid("extent header", "the format cause"),
+            ),
+        ];
+        for e in &errors {
+            let text = chain(e);
+            let cause = std::error::Error::source(e)
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(!cause.is_empty(), "{e:?} has no source");
+            assert_eq!(text.matches(cause.as_str()).count(), 1, "{text}");
+            assert!(!e.to_string().contains(&cause), "{text}");
+        }
     }
 }

@@ -403,11 +403,14 @@ fn recover(who: &str, img: &Path, fsck: &[OsString], dir: &Path, torn_sb: bool) 
                 Err(e) if torn_sb => {
                     let c = ours_fsck()?;
                     if c > 2 {
-                        bail!("our fsck exited {c} on a torn superblock (open: {e})");
+                        bail!(
+                            "our fsck exited {c} on a torn superblock (open: {})",
+                            ext4r::error::chain(&e)
+                        );
                     }
                     ext4r::write::WriteFs::open_path(img, o)?.close()?;
                 }
-                Err(e) => bail!("our open refused it: {e}"),
+                Err(e) => bail!("our open refused it: {}", ext4r::error::chain(&e)),
             }
             0
         }

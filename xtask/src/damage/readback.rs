@@ -28,7 +28,7 @@ pub fn lost(img: &Path, expected: &Manifest) -> Vec<(String, String)> {
     let fs = match open(img) {
         Ok(fs) => fs,
         Err(e) => {
-            let why = format!("image does not open: {e}");
+            let why = format!("image does not open: {e:#}");
             return expected.keys().map(|p| (p.clone(), why.clone())).collect();
         }
     };
@@ -40,7 +40,7 @@ pub fn lost(img: &Path, expected: &Manifest) -> Vec<(String, String)> {
             Some(&ino) => match differs(&fs, ino, want) {
                 Ok(None) => continue,
                 Ok(Some(why)) => why,
-                Err(e) => format!("unreadable: {e}"),
+                Err(e) => format!("unreadable: {e:#}"),
             },
         };
         out.push((path.clone(), why));

@@ -87,7 +87,7 @@ impl Mover for OfflineMover<'_> {
                 let goal = fm.runs.first().map_or(0, |r| r.physical);
                 return match self.fs.switch(&fm, &fm.runs, &[], goal, true, &[]) {
                     Ok(after) => Outcome::Converted { before, after },
-                    Err(e) => Outcome::Failed(e.to_string()),
+                    Err(e) => Outcome::Failed(ext4r::error::chain(&e)),
                 };
             }
             return Outcome::AlreadyBest { extents: before };
@@ -102,7 +102,7 @@ impl Mover for OfflineMover<'_> {
                     free: self.fs.txn.groups().free_blocks(),
                 })
             }
-            Err(e) => return Outcome::Failed(e.to_string()),
+            Err(e) => return Outcome::Failed(ext4r::error::chain(&e)),
         };
         let planned = self
             .fs
@@ -110,13 +110,13 @@ impl Mover for OfflineMover<'_> {
             .map_or(u64::MAX, |r| r.len() as u64);
         if planned >= before {
             if let Err(e) = self.fs.release(&pieces) {
-                return Outcome::Failed(e.to_string());
+                return Outcome::Failed(ext4r::error::chain(&e));
             }
             if convert {
                 let goal = fm.runs.first().map_or(0, |r| r.physical);
                 return match self.fs.switch(&fm, &fm.runs, &[], goal, true, &[]) {
                     Ok(after) => Outcome::Converted { before, after },
-                    Err(e) => Outcome::Failed(e.to_string()),
+                    Err(e) => Outcome::Failed(ext4r::error::chain(&e)),
                 };
             }
             return Outcome::NoImprovement {
@@ -135,7 +135,7 @@ impl Mover for OfflineMover<'_> {
                 before,
                 after: before,
             },
-            Err(e) => Outcome::Failed(e.to_string()),
+            Err(e) => Outcome::Failed(ext4r::error::chain(&e)),
         }
     }
 }

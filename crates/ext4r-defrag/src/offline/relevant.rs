@@ -164,7 +164,7 @@ fn place_one(
                 f.extents.clone(),
             );
         }
-        Err(e) => return (Outcome::Failed(e.to_string()), f.extents.clone()),
+        Err(e) => return (Outcome::Failed(ext4r::error::chain(&e)), f.extents.clone()),
     };
     if pieces.first().is_some_and(|&(s, _)| s != *cursor) || out.placement.donor_extents == 0 {
         out.placement.donor_extents += 1;
@@ -193,6 +193,6 @@ fn place_one(
             },
             f.extents.clone(),
         ),
-        Err(e) => (Outcome::Failed(e.to_string()), f.extents.clone()),
+        Err(e) => (Outcome::Failed(ext4r::error::chain(&e)), f.extents.clone()),
     }
 }

@@ -92,10 +92,15 @@ impl OfflineFs {
     /// not regular, immutable, unmappable, inconsistent), or `Failed` when
     /// the inode cannot be read.
     pub fn load(&self, ino: u32) -> Result<FileMap, Outcome> {
-        let failed = |e: ext4r::Error| Outcome::Failed(format!("inode {ino}: {e}"));
+        let failed =
+            |e: ext4r::Error| Outcome::Failed(format!("inode {ino}: {}", ext4r::error::chain(&e)));
         let rec = self.txn.read_inode(ino).map_err(failed)?;
-        let inode = Inode::parse(&rec)
-            .map_err(|e| Outcome::Skipped(Skip::Unmappable(format!("inode {ino}: {e}"))))?;
+        let inode = Inode::parse(&rec).map_err(|e| {
+            Outcome::Skipped(Skip::Unmappable(format!(
+                "inode {ino}: {}",
+                ext4r::error::chain(&e)
+            )))
+        })?;
         if inode.links_count() == 0 {
             return Err(Outcome::Skipped(Skip::Vanished));
         }
@@ -112,7 +117,8 @@ impl OfflineFs {
                 return Err(Outcome::Skipped(why));
             }
         }
-        let unmappable = |e: ext4r::Error| Outcome::Skipped(Skip::Unmappable(e.to_string()));
+        let unmappable =
+            |e: ext4r::Error| Outcome::Skipped(Skip::Unmappable(ext4r::error::chain(&e)));
         let runs = map::runs(&self.txn, ino, &inode, false).map_err(unmappable)?;
         let m = tree::mapping(&self.txn, ino, &inode).map_err(unmappable)?;
         if m.past_eof > 0 {
@@ -337,8 +343,9 @@ impl OfflineFs {
                 let e = self.engine(e);
                 return Err(if rolled > 0 {
                     crate::Error::InvalidArgument(format!(
-                        "{e} (the {rolled} files moved since the last commit are back where \
-                         they were)"
+                        "{} (the {rolled} files moved since the last commit are back where \
+                         they were)",
+                        ext4r::error::chain(&e)
                     ))
                 } else {
                     e

@@ -149,7 +149,7 @@ pub(crate) fn open_checked(entry: &Entry, swaps: &HashSet<(u64, u64)>) -> Result
     let probe = open_for_map(&path).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOENT) => Outcome::Skipped(Skip::Vanished),
         Some(libc::EAGAIN) => Outcome::Retry(Skip::OpenForWriting),
-        _ => Outcome::Failed(e.to_string()),
+        _ => Outcome::Failed(ext4r::error::chain(&e)),
     })?;
     check_same(&probe, entry)?;
     if swaps.contains(&(entry.dev, entry.ino)) {
@@ -208,7 +208,7 @@ impl KernelMover {
         };
         let ext = match fiemap_extents(fd, path, self.block_size) {
             Ok(x) => x,
-            Err(e) => return Outcome::Skipped(Skip::Unmappable(e.to_string())),
+            Err(e) => return Outcome::Skipped(Skip::Unmappable(ext4r::error::chain(&e))),
         };
         let before = ext.count();
         let blocks = ext.blocks();
@@ -275,7 +275,7 @@ impl KernelMover {
         }
         let after = match fiemap_extents(fd, path, self.block_size) {
             Ok(x) => x.count(),
-            Err(e) => return Outcome::Failed(format!("after moving: {e}")),
+            Err(e) => return Outcome::Failed(format!("after moving: {}", ext4r::error::chain(&e))),
         };
         if let Some(e) = failure {
             if e.raw_os_error() == Some(libc::EBUSY) {
@@ -284,7 +284,8 @@ impl KernelMover {
                 return Outcome::Retry(Skip::Busy);
             }
             return Outcome::Failed(format!(
-                "EXT4_IOC_MOVE_EXT: {e} ({before} -> {after} extents, data intact)"
+                "EXT4_IOC_MOVE_EXT: {} ({before} -> {after} extents, data intact)",
+                ext4r::error::chain(&e)
             ));
         }
         match rustix::fs::fstat(fd) {
@@ -330,7 +331,7 @@ impl KernelMover {
             }
         }
         let x = fiemap_extents(&donor, path, self.block_size)
-            .map_err(|e| Outcome::Failed(e.to_string()))?;
+            .map_err(|e| Outcome::Failed(ext4r::error::chain(&e)))?;
         Ok((donor, x))
     }
 

@@ -101,7 +101,7 @@ pub fn read_order(
                 extents: x,
             }),
             Ok(_) => {}
-            Err(x) => skipped.push((e.clone(), Skip::Unmappable(x.to_string()))),
+            Err(x) => skipped.push((e.clone(), Skip::Unmappable(ext4r::error::chain(&x)))),
         }
         Walk::Continue
     })?;
@@ -222,7 +222,7 @@ fn place_one(
     };
     let before = match fiemap_extents(&fd, path, bs as u32) {
         Ok(x) => x,
-        Err(e) => return Outcome::Skipped(Skip::Unmappable(e.to_string())),
+        Err(e) => return Outcome::Skipped(Skip::Unmappable(ext4r::error::chain(&e))),
     };
     if before != f.extents {
         return Outcome::Skipped(Skip::Changed);
@@ -238,7 +238,7 @@ fn place_one(
     }
     let after = match fiemap_extents(&fd, path, bs as u32) {
         Ok(x) => x.count(),
-        Err(e) => return Outcome::Failed(e.to_string()),
+        Err(e) => return Outcome::Failed(ext4r::error::chain(&e)),
     };
     let before = before.count();
     if after < before {

@@ -314,8 +314,12 @@ impl Filesystem {
             return Ok(info.inode.i_block[..size as usize].to_vec());
         }
         let mut buf = vec![0u8; size as usize];
-        std::io::Read::read_exact(&mut self.open_file(info)?, &mut buf)
-            .map_err(|e| Error::corrupt(&place, FormatError::invalid("symlink", e.to_string())))?;
+        std::io::Read::read_exact(&mut self.open_file(info)?, &mut buf).map_err(|e| {
+            Error::corrupt(
+                &place,
+                FormatError::invalid("symlink", crate::error::chain(&e)),
+            )
+        })?;
         Ok(buf)
     }
 

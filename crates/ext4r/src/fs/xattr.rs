@@ -118,7 +118,10 @@ impl Filesystem {
                     self.open_file(&ea)?.read_exact(&mut v).map_err(|e| {
                         Error::corrupt(
                             place,
-                            FormatError::invalid("EA inode", format!("unreadable: {e}")),
+                            FormatError::invalid(
+                                "EA inode",
+                                format!("unreadable: {}", crate::error::chain(&e)),
+                            ),
                         )
                     })?;
                     v

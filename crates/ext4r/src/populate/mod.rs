@@ -148,7 +148,7 @@ pub enum Op {
 #[non_exhaustive]
 pub enum PopulateError {
     /// Reading the source failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Source {
         /// The source path (for a tar archive, the member's name).
         path: PathBuf,
@@ -156,7 +156,7 @@ pub enum PopulateError {
         source: std::io::Error,
     },
     /// The filesystem refused or failed a change.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Image {
         /// What was being done.
         op: Op,
@@ -632,5 +632,39 @@ pub(crate) fn join(dir: &str, name: &[u8]) -> String {
         format!("{dir}{name}")
     } else {
         format!("{dir}/{name}")
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    /// Each cause is said once: in the message or as `source()`, not both.
+    #[test]
+    fn causes_are_not_repeated() {
+        let errors = [
+            PopulateError::Source {
+                path: "/src/f".into(),
+                source: std::io::Error::other("the io cause"),
+            },
+            PopulateError::image(
+                Op::Write,
+                "/f",
+                Error::Open {
+                    path: "/tmp/img".into(),
+                    source: std::io::Error::other("the io cause"),
+                },
+            ),
+        ];
+        for e in &errors {
+            let text = crate::error::chain(e);
+            let cause = std::error::Error::source(e)
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(!cause.is_empty(), "{e:?} has no source");
+            assert!(!e.to_string().contains(&cause), "{text}");
+            assert_eq!(text.matches("the io cause").count(), 1, "{text}");
+        }
+        assert_eq!(crate::error::chain(&errors[0]), "/src/f: the io cause");
     }
 }

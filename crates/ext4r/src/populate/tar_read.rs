@@ -43,7 +43,10 @@ fn bad(what: &str) -> PopulateError {
 }
 
 fn io_err(e: io::Error) -> PopulateError {
-    PopulateError::Archive(format!("reading the tar archive: {e}"))
+    PopulateError::Archive(format!(
+        "reading the tar archive: {}",
+        crate::error::chain(&e)
+    ))
 }
 
 /// How a member's data is laid out.

@@ -118,7 +118,10 @@ fn read_map(r: &mut dyn Read) -> Result<Vec<(u64, u64)>, PopulateError> {
         loop {
             if at == block.len() {
                 r.read_exact(&mut block).map_err(|e| {
-                    PopulateError::Archive(format!("reading a sparse member's map: {e}"))
+                    PopulateError::Archive(format!(
+                        "reading a sparse member's map: {}",
+                        crate::error::chain(&e)
+                    ))
                 })?;
                 at = 0;
             }

@@ -173,7 +173,7 @@ pub(crate) fn create(
     let goal = spec.goal.unwrap_or_else(|| journal::journal_goal(&*m));
     let place = match journal::allocate(m, extents, goal, total) {
         Ok(p) => p,
-        Err(e) => return Ok(Err(JournalError::NoSpace(e.to_string()))),
+        Err(e) => return Ok(Err(JournalError::NoSpace(crate::error::chain(&e)))),
     };
     let bs = u64::from(m.geo.block_size);
     let ratio = m.geo.cluster_ratio();
@@ -382,8 +382,9 @@ impl Run<'_, '_> {
                     Err(e) => {
                         let _ = writeln!(
                             self.err,
-                            "{}: {e} while clearing journal inode",
-                            self.env.program
+                            "{}: {} while clearing journal inode",
+                            self.env.program,
+                            crate::error::chain(&e)
                         );
                         return Ok(Err(Refused));
                     }

@@ -359,8 +359,9 @@ pub fn tune(
                 Err(e) => {
                     let _ = writeln!(
                         run.err,
-                        "{}: {e} while recovering journal.",
-                        run.env.program
+                        "{}: {} while recovering journal.",
+                        run.env.program,
+                        crate::error::chain(&e)
                     );
                     let _ = writeln!(run.out, "Please run e2fsck -fy {}.", run.env.device_name);
                     return Ok(run.finish(1, false));

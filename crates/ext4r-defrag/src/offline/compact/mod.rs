@@ -310,7 +310,7 @@ fn move_out(
         return no_room(holes);
     }
     if let Err(e) = fs.before_alloc() {
-        return Outcome::Failed(e.to_string());
+        return Outcome::Failed(ext4r::error::chain(&e));
     }
     let mut pieces: Vec<(u64, u64)> = Vec::new();
     let mut got = 0u64;
@@ -323,7 +323,7 @@ fn move_out(
         // may have taken part of it.
         let used = match used_runs(&fs.txn, s, s + n - 1) {
             Ok(u) => u,
-            Err(e) => return Outcome::Failed(e.to_string()),
+            Err(e) => return Outcome::Failed(ext4r::error::chain(&e)),
         };
         if !used.is_empty() {
             for (fs_, fe) in subtract(&[(s, s + n)], &used) {
@@ -336,7 +336,7 @@ fn move_out(
             continue;
         }
         if let Err(e) = fs.txn.take_blocks(s, take) {
-            return Outcome::Failed(e.to_string());
+            return Outcome::Failed(ext4r::error::chain(&e));
         }
         holes.insert(s + take, n - take);
         pieces.push((s, take));
@@ -366,6 +366,6 @@ fn move_out(
             before,
             after: before,
         },
-        Err(e) => Outcome::Failed(e.to_string()),
+        Err(e) => Outcome::Failed(ext4r::error::chain(&e)),
     }
 }
