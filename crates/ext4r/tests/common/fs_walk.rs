@@ -114,12 +114,14 @@ impl WalkStats {
         }
     }
 
-    fn note<T, E: std::fmt::Display>(&mut self, r: Result<T, E>) -> Option<T> {
+    /// Keeps an error with its causes (the library says each once, in
+    /// the chain).
+    fn note<T, E: std::error::Error + 'static>(&mut self, r: Result<T, E>) -> Option<T> {
         match r {
             Ok(v) => Some(v),
             Err(e) => {
                 if self.errors.len() < 64 {
-                    self.errors.push(e.to_string());
+                    self.errors.push(ext4r::error::chain(&e));
                 }
                 None
             }
