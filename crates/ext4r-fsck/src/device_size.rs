@@ -44,6 +44,14 @@ pub fn size_mismatch(
     let mut buf = vec![0u8; 1024];
     dev.read_at(&mut buf, offset).ok()?;
     let sb = Superblock::parse(&buf).ok()?;
+    // e2fsck judges the size by the superblock it checks with: a primary
+    // that libext2fs refuses (bad geometry, a checksum that does not
+    // match) is replaced by a backup first, whose size is the one to
+    // compare. A damaged s_blocks_count_hi must not stop a repair that
+    // the backup makes possible.
+    if superblock.is_none() && (sb.validate().is_err() || sb.verify_checksum().is_err()) {
+        return None;
+    }
     let bs = u64::from(sb.block_size()?);
     let fs_blocks = sb.blocks_count();
     let device_blocks = dev.size() / bs;
@@ -77,5 +85,13 @@ mod tests {
             .contains("physical size of the device is 4096 blocks"));
         // No superblock at all: nothing to say here.
         assert_eq!(size_mismatch(&MemDevice::new(4096), None, None), None);
+        // A primary the check will not use (its geometry does not add up)
+        // is not judged: the backup's size is the one that counts.
+        let mut bytes = half.to_vec().expect("bytes");
+        bytes[1024 + 0x150..1024 + 0x154].copy_from_slice(&[0xff; 4]);
+        assert_eq!(
+            size_mismatch(&MemDevice::from_bytes(&bytes), None, None),
+            None
+        );
     }
 }
