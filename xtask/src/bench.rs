@@ -195,16 +195,7 @@ struct MkfsHooks<'a> {
 
 impl Hooks for MkfsHooks<'_> {
     fn before(&mut self, _tool: usize, _run: usize) -> Result<()> {
-        // truncate(true) empties it (freeing tmpfs pages), set_len makes it sparse.
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(self.img)
-            .with_context(|| format!("cannot create {}", self.img.display()))?;
-        f.set_len(self.size)
-            .with_context(|| format!("cannot size {} to {}", self.img.display(), self.size))?;
-        Ok(())
+        fresh_sparse(self.img, self.size)
     }
 
     fn after(&mut self, tool: usize, run: usize, sample: &mut Sample) -> Result<()> {
@@ -220,6 +211,21 @@ impl Hooks for MkfsHooks<'_> {
 
 /// Our command line: `--ours-cmd` as given, else the freshly built binary as it
 /// is shipped ([`util::dist_ext4r`]) with the tool's subcommand.
+/// `img` made an empty sparse file of `size` bytes before a run:
+/// truncating first frees the pages of the last run (tmpfs), `set_len`
+/// makes it sparse.
+pub(crate) fn fresh_sparse(img: &Path, size: u64) -> Result<()> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(img)
+        .with_context(|| format!("cannot create {}", img.display()))?;
+    f.set_len(size)
+        .with_context(|| format!("cannot size {} to {size}", img.display()))?;
+    Ok(())
+}
+
 fn resolve_ours(c: &Common, subcommand: &str) -> Result<Vec<OsString>> {
     match &c.ours_cmd {
         Some(cmd) => util::resolve_cmd(cmd),

@@ -16,7 +16,6 @@
 //! (page cache, the loop device) is not counted.
 
 use std::ffi::OsString;
-use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -268,14 +267,7 @@ struct PopulateHooks<'a> {
 
 impl Hooks for PopulateHooks<'_> {
     fn before(&mut self, _tool: usize, _run: usize) -> Result<()> {
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(self.img)
-            .with_context(|| format!("cannot create {}", self.img.display()))?;
-        f.set_len(self.size)?;
-        drop(f);
+        super::fresh_sparse(self.img, self.size)?;
         if self.fresh_fs {
             let out = Command::new(self.mke2fs)
                 .args(["-F", "-q", "-t", "ext4"])
