@@ -111,7 +111,8 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             continue;
         };
         let mut copies = Vec::new();
-        let saved = free.clone();
+        // What this file takes, given back if it cannot have it all.
+        let mut taken: Vec<(u64, u64)> = Vec::new();
         let mut no_room = false;
         let must = |dups: &BTreeMap<u64, Dup>, old: u64, len: u64| {
             dups.range(old..old + len)
@@ -149,6 +150,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
                 // First fit, as the allocator's libext2fs search.
                 let b = free.get_free_blocks(fdb, 0, span)?;
                 free.mark(b, span);
+                taken.push((b, span));
                 Some(b + skew)
             });
             let Some(new) = new else {
@@ -166,7 +168,9 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
         if no_room {
             // As e2fsck when a clone cannot be allocated: the file goes,
             // and with it its claims on the shared blocks.
-            free = saved;
+            for &(b, n) in &taken {
+                free.unmark(b, n);
+            }
             for c in &copies {
                 for (_, d) in dups.range_mut(c.old..c.old + c.len) {
                     d.files += 1;
