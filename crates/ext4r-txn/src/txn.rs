@@ -1080,7 +1080,7 @@ fn write_runs<'a>(
 }
 
 /// The longest write [`write_runs`] issues.
-const RUN_BYTES: usize = 1 << 20;
+const RUN_BYTES: usize = 256 << 10;
 
 /// Where a block goes in the in-place order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -92,7 +92,7 @@ impl CopyOptions {
             hard_links: true,
             zeros_as_holes: true,
             keep_going: false,
-            sync_every: Some(1 << 20),
+            sync_every: Some(256 << 10),
         }
     }
 
