@@ -40,6 +40,7 @@ mod htree;
 mod htree_root;
 mod idata_extents;
 mod inline_dir;
+mod inode_map;
 mod journal_check;
 mod journal_fix;
 mod lost_found;

@@ -682,7 +682,7 @@ fn entry(
             c.p.error(2, "PR_2_BAD_NAME", msg);
         }
     }
-    let Some(t) = c.inode_idx(target) else {
+    let Some(kind) = c.inodes.kind(target) else {
         // A descriptor that says the inode cannot be in use is what is
         // wrong: a repair clears it and checks again, the entry kept.
         if crate::gdesc::inode_reference(c, dir, name, target) {
@@ -698,7 +698,6 @@ fn entry(
         let msg = format!("{} has deleted/unused inode {target}.", place(c));
         return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
     };
-    let kind = c.inodes[t].kind;
     // As e2fsck: '.' and '..' have their file type checked too.
     let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].owner));
     check_filetype(c, &place, ftype, kind, fix_at);
@@ -750,7 +749,7 @@ fn entry(
             }
         }
     }
-    c.inodes[t].counted = c.inodes[t].counted.saturating_add(1);
+    c.inodes.add_name(target);
 }
 
 /// Reports an entry that must go; its repair clears it (in an inline
