@@ -118,7 +118,8 @@ pub(crate) struct Ctx {
     pub dirs: Vec<DirRec>,
     pub dir_blocks: Vec<DirBlock>,
     pub xattr_blocks: BTreeMap<u64, XattrBlock>,
-    pub claims: Vec<Claim>,
+    /// Who claims which blocks, and their union (see [`crate::claims`]).
+    pub claims: crate::claims::Claims,
     /// In-use inodes outside the tree (journal, quota, orphan file) at or
     /// past `s_first_ino`, for the inode bitmap.
     pub extra_used: Vec<u32>,
@@ -184,7 +185,7 @@ impl Ctx {
             dirs: Vec::new(),
             dir_blocks: Vec::new(),
             xattr_blocks: BTreeMap::new(),
-            claims: Vec::new(),
+            claims: crate::claims::Claims::default(),
             extra_used: Vec::new(),
             reserved: Vec::new(),
             large_files: 0,
@@ -249,17 +250,11 @@ impl Ctx {
 
     /// [`Ctx::usage_map`] over every claim.
     pub(crate) fn claimed_map(&self) -> UsedBlocks {
-        self.usage_map(self.claims.iter().map(|cl| (cl.start, cl.start + cl.len)))
+        self.usage_map(self.claims.runs())
     }
 
     pub fn claim(&mut self, start: u64, len: u64, owner: u32) {
-        if let Some(last) = self.claims.last_mut() {
-            if last.owner == owner && last.start + last.len == start {
-                last.len += len;
-                return;
-            }
-        }
-        self.claims.push(Claim { start, len, owner });
+        self.claims.push(start, len, owner);
     }
 
     pub fn summary(&self) -> Summary {

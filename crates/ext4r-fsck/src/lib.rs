@@ -24,6 +24,7 @@
 
 mod backup;
 mod badblocks;
+mod claims;
 mod codes;
 mod ctx;
 mod device_size;

@@ -22,7 +22,15 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// Sorts the claims, reports blocks claimed twice and returns the union as
 /// sorted disjoint (start, end) ranges.
 fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
-    let mut claims = std::mem::take(&mut c.claims);
+    let claims = std::mem::take(&mut c.claims);
+    if claims.regular() && c.bad_blocks.is_empty() {
+        // Nothing claimed twice and no bad block to sort out: the union
+        // is all there is (the claims are not read back).
+        let union: Vec<(u64, u64)> = claims.runs().collect();
+        drop(claims);
+        return relocated(c, union);
+    }
+    let mut claims = claims.into_vec();
     crate::badblocks::sort_out(c, &mut claims);
     claims.sort_unstable();
     let mut union: Vec<(u64, u64)> = Vec::with_capacity(claims.len());
@@ -73,6 +81,11 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     if !dups.is_empty() {
         crate::dup::plan(c, &claims, &union);
     }
+    relocated(c, union)
+}
+
+/// The union with the blocks pass 0's relocations move metadata to.
+fn relocated(c: &mut Ctx, mut union: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     let moved = crate::relocate::plan(c, &union);
     if !moved.is_empty() {
         // The new places are in use from now on (e2fsck marks them in its
