@@ -15,7 +15,7 @@ use crate::pass1_map::{self, MapResult};
 use crate::Progress;
 
 /// Inode table bytes read at once.
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 256 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let ipg = c.geo.inodes_per_group;

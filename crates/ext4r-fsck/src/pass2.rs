@@ -16,7 +16,7 @@ use crate::htree;
 use crate::Progress;
 
 /// Bytes read at once when directory blocks are contiguous.
-const RUN_BYTES: u64 = 1 << 20;
+const RUN_BYTES: u64 = 256 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let mut blocks = std::mem::take(&mut c.dir_blocks);
