@@ -36,8 +36,10 @@ pub(crate) struct DirRec {
     pub seed: u32,
     /// The directory, as the write layer stamps its blocks.
     pub owner: crate::fix::Owner,
-    /// Where its `..` entry is: (block, offset).
-    pub dotdot_at: Option<(u64, usize)>,
+    /// Where its `..` entry is: (block, offset). Block 0 is never a
+    /// directory's and the offset is inside a block (under 64 KiB), which
+    /// keeps this at 16 bytes and the record at 48, not 56.
+    pub dotdot_at: Option<(std::num::NonZeroU64, u32)>,
     /// Pass 1 repairs its block map or extent tree this round (what it
     /// maps is settled in the next).
     pub map_bad: bool,
@@ -276,5 +278,15 @@ pub(crate) fn summary_from_superblock(fs: &Filesystem) -> Summary {
         blocks_used: sb.blocks_count().saturating_sub(sb.free_blocks_count()),
         blocks_count: sb.blocks_count(),
         ..Summary::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Passes 2 and 3 keep one per directory (e2fsck's dir_info is 12
+    /// bytes; ours carries what pass 2 needs to read the blocks too).
+    #[test]
+    fn dir_record_size() {
+        assert_eq!(std::mem::size_of::<super::DirRec>(), 48);
     }
 }

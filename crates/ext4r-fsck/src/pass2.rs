@@ -622,7 +622,8 @@ fn entry(
             } else {
                 c.dirs[d].dotdot = target;
                 if b.phys != 0 {
-                    c.dirs[d].dotdot_at = Some((b.phys, off));
+                    c.dirs[d].dotdot_at =
+                        std::num::NonZeroU64::new(b.phys).zip(u32::try_from(off).ok());
                 }
             }
         }

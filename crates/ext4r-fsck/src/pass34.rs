@@ -117,7 +117,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     3,
                     "PR_3_BAD_DOT_DOT",
                     bad_dotdot(&c.fs, &r),
-                    crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.owner),
+                    crate::fix::Fix::DirEntryInode(blk.get(), off as usize, r.parent, r.owner),
                 ),
                 None => {
                     let msg = bad_dotdot(&c.fs, &r);
