@@ -1,10 +1,11 @@
 //! State shared by the passes. Sized by what is in use, not by the
-//! volume: a sorted list of in-use inodes, a list of claimed block runs.
+//! volume: bitmaps of the in-use inodes (allocated where they are in use),
+//! a sorted list of directories, a list of claimed block runs.
 
 use ext4r_txn::alloc::UsedBlocks;
 use std::collections::BTreeMap;
 
-use ext4r::fs::{FileKind, Filesystem};
+use ext4r::fs::Filesystem;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::superblock::Superblock;
@@ -12,18 +13,7 @@ use ext4r_format::superblock::Superblock;
 use crate::problem::Problems;
 use crate::Summary;
 
-/// An in-use inode as pass 1 saw it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct InodeRec {
-    pub ino: u32,
-    pub links: u16,
-    pub kind: FileKind,
-    /// Links found in directories (passes 2–4).
-    pub counted: u32,
-    /// Holds an xattr value (ea_inode): referenced from xattrs, not from
-    /// directories.
-    pub ea_inode: bool,
-}
+pub(crate) use crate::inode_map::Inodes;
 
 /// A directory as passes 2 and 3 need it.
 #[derive(Debug, Clone, Copy)]
@@ -46,8 +36,10 @@ pub(crate) struct DirRec {
     pub seed: u32,
     /// The directory, as the write layer stamps its blocks.
     pub owner: crate::fix::Owner,
-    /// Where its `..` entry is: (block, offset).
-    pub dotdot_at: Option<(u64, usize)>,
+    /// Where its `..` entry is: (block, offset). Block 0 is never a
+    /// directory's and the offset is inside a block (under 64 KiB), which
+    /// keeps this at 16 bytes and the record at 48, not 56.
+    pub dotdot_at: Option<(std::num::NonZeroU64, u32)>,
     /// Pass 1 repairs its block map or extent tree this round (what it
     /// maps is settled in the next).
     pub map_bad: bool,
@@ -123,14 +115,13 @@ pub(crate) struct Ctx {
     /// A repair must check again from the start before fixing more (a
     /// descriptor said unused where inodes are in use).
     pub restart: bool,
-    pub inodes: Vec<InodeRec>,
-    /// Index into `inodes` of each group's first in-use inode (one more
-    /// entry at the end), for fast lookups.
-    pub group_start: Vec<u32>,
+    /// The in-use inodes pass 1 found (see [`crate::inode_map`]).
+    pub inodes: Inodes,
     pub dirs: Vec<DirRec>,
     pub dir_blocks: Vec<DirBlock>,
     pub xattr_blocks: BTreeMap<u64, XattrBlock>,
-    pub claims: Vec<Claim>,
+    /// Who claims which blocks, and their union (see [`crate::claims`]).
+    pub claims: crate::claims::Claims,
     /// In-use inodes outside the tree (journal, quota, orphan file) at or
     /// past `s_first_ino`, for the inode bitmap.
     pub extra_used: Vec<u32>,
@@ -192,12 +183,11 @@ impl Ctx {
             forced: false,
             enc_policy: std::collections::HashMap::new(),
             enc_policy_ids: std::collections::HashMap::new(),
-            inodes: Vec::new(),
-            group_start: Vec::new(),
+            inodes: Inodes::default(),
             dirs: Vec::new(),
             dir_blocks: Vec::new(),
             xattr_blocks: BTreeMap::new(),
-            claims: Vec::new(),
+            claims: crate::claims::Claims::default(),
             extra_used: Vec::new(),
             reserved: Vec::new(),
             large_files: 0,
@@ -226,39 +216,6 @@ impl Ctx {
     /// gdt_csum or metadata_csum: the uninit flags and itable_unused count.
     pub fn group_csum(&self) -> bool {
         self.csum() || self.sb.has_ro_compat(RoCompat::GDT_CSUM)
-    }
-
-    pub fn inode_idx(&self, ino: u32) -> Option<usize> {
-        // Narrow to the inode's group first: the search then stays in a
-        // few cache lines instead of jumping across the whole list.
-        let ipg = self.geo.inodes_per_group;
-        let g = (ino.checked_sub(1)? / ipg) as usize;
-        let (lo, hi) = match (self.group_start.get(g), self.group_start.get(g + 1)) {
-            (Some(&a), Some(&b)) => (a as usize, b as usize),
-            _ => (0, self.inodes.len()),
-        };
-        let slice = self.inodes.get(lo..hi)?;
-        slice
-            .binary_search_by_key(&ino, |r| r.ino)
-            .ok()
-            .map(|i| lo + i)
-    }
-
-    /// Fills `group_start` once pass 1 has listed the inodes.
-    pub fn index_groups(&mut self) {
-        let ipg = self.geo.inodes_per_group;
-        let groups = self.geo.group_count as usize;
-        let mut starts = Vec::with_capacity(groups + 1);
-        let mut i = 0usize;
-        for g in 0..groups {
-            let first = g as u64 * u64::from(ipg) + 1;
-            while i < self.inodes.len() && u64::from(self.inodes[i].ino) < first {
-                i += 1;
-            }
-            starts.push(i as u32);
-        }
-        starts.push(self.inodes.len() as u32);
-        self.group_start = starts;
     }
 
     pub fn dir_idx(&self, ino: u32) -> Option<usize> {
@@ -295,17 +252,11 @@ impl Ctx {
 
     /// [`Ctx::usage_map`] over every claim.
     pub(crate) fn claimed_map(&self) -> UsedBlocks {
-        self.usage_map(self.claims.iter().map(|cl| (cl.start, cl.start + cl.len)))
+        self.usage_map(self.claims.runs())
     }
 
     pub fn claim(&mut self, start: u64, len: u64, owner: u32) {
-        if let Some(last) = self.claims.last_mut() {
-            if last.owner == owner && last.start + last.len == start {
-                last.len += len;
-                return;
-            }
-        }
-        self.claims.push(Claim { start, len, owner });
+        self.claims.push(start, len, owner);
     }
 
     pub fn summary(&self) -> Summary {
@@ -327,5 +278,15 @@ pub(crate) fn summary_from_superblock(fs: &Filesystem) -> Summary {
         blocks_used: sb.blocks_count().saturating_sub(sb.free_blocks_count()),
         blocks_count: sb.blocks_count(),
         ..Summary::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Passes 2 and 3 keep one per directory (e2fsck's dir_info is 12
+    /// bytes; ours carries what pass 2 needs to read the blocks too).
+    #[test]
+    fn dir_record_size() {
+        assert_eq!(std::mem::size_of::<super::DirRec>(), 48);
     }
 }

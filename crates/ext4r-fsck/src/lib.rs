@@ -24,6 +24,7 @@
 
 mod backup;
 mod badblocks;
+mod claims;
 mod codes;
 mod ctx;
 mod device_size;
@@ -40,6 +41,7 @@ mod htree;
 mod htree_root;
 mod idata_extents;
 mod inline_dir;
+mod inode_map;
 mod journal_check;
 mod journal_fix;
 mod lost_found;

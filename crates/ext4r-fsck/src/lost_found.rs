@@ -83,7 +83,7 @@ impl ext4r_txn::alloc::InodeSpace for Found<'_> {
         let base = g * ipg + 1;
         Ok((from..read_to).find(|&i| {
             let ino = base + i;
-            c.inode_idx(ino).is_none() && !c.extra_used.contains(&ino)
+            !c.inodes.contains(ino) && !c.extra_used.contains(&ino)
         }))
     }
 }

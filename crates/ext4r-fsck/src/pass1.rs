@@ -9,13 +9,13 @@ use ext4r_format::inode::{
 };
 use ext4r_format::{GroupNr, InodeNr};
 
-use crate::ctx::{Ctx, DirBlock, DirRec, InodeRec};
+use crate::ctx::{Ctx, DirBlock, DirRec};
 use crate::fix::Fix;
 use crate::pass1_map::{self, MapResult};
 use crate::Progress;
 
 /// Inode table bytes read at once.
-const CHUNK: usize = 4 << 20;
+const CHUNK: usize = 256 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let ipg = c.geo.inodes_per_group;
@@ -115,7 +115,6 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     });
     crate::pass1_xattr::finish_xattr_blocks(c);
     crate::resize_inode::finish(c);
-    c.index_groups();
     // Kept with repeats: pass 4 counts the references to each EA inode.
     c.ea_refs.sort_unstable();
     if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
@@ -688,13 +687,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         c.extra_used.push(ino);
     }
     if !is_special || ino == special::ROOT {
-        c.inodes.push(InodeRec {
-            ino,
-            links,
-            kind,
-            counted: 0,
-            ea_inode: flags.contains(InodeFlags::EA_INODE),
-        });
+        c.inodes
+            .insert(ino, links, kind, flags.contains(InodeFlags::EA_INODE));
     }
 }
 

@@ -16,7 +16,7 @@ use crate::htree;
 use crate::Progress;
 
 /// Bytes read at once when directory blocks are contiguous.
-const RUN_BYTES: u64 = 1 << 20;
+const RUN_BYTES: u64 = 256 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let mut blocks = std::mem::take(&mut c.dir_blocks);
@@ -622,7 +622,8 @@ fn entry(
             } else {
                 c.dirs[d].dotdot = target;
                 if b.phys != 0 {
-                    c.dirs[d].dotdot_at = Some((b.phys, off));
+                    c.dirs[d].dotdot_at =
+                        std::num::NonZeroU64::new(b.phys).zip(u32::try_from(off).ok());
                 }
             }
         }
@@ -682,7 +683,7 @@ fn entry(
             c.p.error(2, "PR_2_BAD_NAME", msg);
         }
     }
-    let Some(t) = c.inode_idx(target) else {
+    let Some(kind) = c.inodes.kind(target) else {
         // A descriptor that says the inode cannot be in use is what is
         // wrong: a repair clears it and checks again, the entry kept.
         if crate::gdesc::inode_reference(c, dir, name, target) {
@@ -698,7 +699,6 @@ fn entry(
         let msg = format!("{} has deleted/unused inode {target}.", place(c));
         return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
     };
-    let kind = c.inodes[t].kind;
     // As e2fsck: '.' and '..' have their file type checked too.
     let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].owner));
     check_filetype(c, &place, ftype, kind, fix_at);
@@ -750,7 +750,7 @@ fn entry(
             }
         }
     }
-    c.inodes[t].counted = c.inodes[t].counted.saturating_add(1);
+    c.inodes.add_name(target);
 }
 
 /// Reports an entry that must go; its repair clears it (in an inline

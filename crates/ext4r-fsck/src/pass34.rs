@@ -117,7 +117,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     3,
                     "PR_3_BAD_DOT_DOT",
                     bad_dotdot(&c.fs, &r),
-                    crate::fix::Fix::DirEntryInode(blk, off, r.parent, r.owner),
+                    crate::fix::Fix::DirEntryInode(blk.get(), off as usize, r.parent, r.owner),
                 ),
                 None => {
                     let msg = bad_dotdot(&c.fs, &r);
@@ -164,9 +164,7 @@ fn lost_and_found(c: &mut Ctx) {
     };
     match c.fs.lookup(&root, b"lost+found") {
         Ok(Some(ino)) => {
-            let is_dir = c
-                .inode_idx(ino.0)
-                .is_some_and(|i| c.inodes[i].kind == FileKind::Directory);
+            let is_dir = c.inodes.is_dir(ino.0);
             let encrypted = is_dir
                 && c.fs.inode(ino).is_ok_and(|i| {
                     i.inode
@@ -241,8 +239,10 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         return;
     }
     let mut dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
-    for i in 0..c.inodes.len() {
-        let r = c.inodes[i];
+    let mut next = c.inodes.next(0);
+    while let Some(ino) = next {
+        next = ino.checked_add(1).and_then(|i| c.inodes.next(i));
+        let Some(r) = c.inodes.get(ino) else { continue };
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
         let ea_inode = r.ea_inode || c.ea_flag_missing.contains(&r.ino);

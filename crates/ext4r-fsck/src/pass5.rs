@@ -3,7 +3,6 @@
 //! uninitialised are compared with the bitmap the kernel would compute,
 //! without reading anything; bitmaps are compared a word at a time.
 
-use ext4r::fs::FileKind;
 use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::GroupNr;
 
@@ -23,7 +22,15 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// Sorts the claims, reports blocks claimed twice and returns the union as
 /// sorted disjoint (start, end) ranges.
 fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
-    let mut claims = std::mem::take(&mut c.claims);
+    let claims = std::mem::take(&mut c.claims);
+    if claims.regular() && c.bad_blocks.is_empty() {
+        // Nothing claimed twice and no bad block to sort out: the union
+        // is all there is (the claims are not read back).
+        let union: Vec<(u64, u64)> = claims.runs().collect();
+        drop(claims);
+        return relocated(c, union);
+    }
+    let mut claims = claims.into_vec();
     crate::badblocks::sort_out(c, &mut claims);
     claims.sort_unstable();
     let mut union: Vec<(u64, u64)> = Vec::with_capacity(claims.len());
@@ -74,6 +81,11 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     if !dups.is_empty() {
         crate::dup::plan(c, &claims, &union);
     }
+    relocated(c, union)
+}
+
+/// The union with the blocks pass 0's relocations move metadata to.
+fn relocated(c: &mut Ctx, mut union: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     let moved = crate::relocate::plan(c, &union);
     if !moved.is_empty() {
         // The new places are in use from now on (e2fsck marks them in its
@@ -369,16 +381,12 @@ fn inodes(c: &mut Ctx) {
     let bs = u64::from(c.geo.block_size);
     let csums = ext4r_txn::csum::Checksums::new(&c.sb);
     let first_ino = u64::from(c.sb.first_ino());
-    // In use: reserved inodes, pass 1's inodes, the special ones.
-    let mut used: Vec<(u32, bool)> = c
-        .inodes
-        .iter()
-        .map(|r| (r.ino, r.kind == FileKind::Directory))
-        .collect();
-    used.extend(c.extra_used.iter().map(|&i| (i, false)));
-    used.sort_unstable();
-    used.dedup_by_key(|u| u.0);
-    let mut ui = 0usize;
+    // In use: reserved inodes, pass 1's inodes, the special ones (a few,
+    // merged in order; pass 1's are read from its bitmaps, not copied).
+    let mut extra = c.extra_used.clone();
+    extra.sort_unstable();
+    extra.dedup();
+    let mut ei = 0usize;
     let mut raw = vec![0u8; bs as usize];
     let mut total_free = 0u64;
     let mut reports = 0usize;
@@ -393,14 +401,24 @@ fn inodes(c: &mut Ctx) {
             set_bits(&mut want, 0, res_end);
         }
         let mut dirs = 0u64;
-        while ui < used.len() && u64::from(used[ui].0) <= base + ipg {
-            let (ino, is_dir) = used[ui];
+        let mut mark = |ino: u32| {
             let bit = u64::from(ino) - 1 - base;
             want[(bit / 64) as usize] |= 1 << (bit % 64);
-            if is_dir {
+        };
+        let first = u32::try_from(base + 1).unwrap_or(u32::MAX);
+        let mut next = c.inodes.next(first);
+        while let Some(ino) = next.filter(|&i| u64::from(i) <= base + ipg) {
+            mark(ino);
+            if c.inodes.is_dir(ino) {
                 dirs += 1;
             }
-            ui += 1;
+            next = ino.checked_add(1).and_then(|i| c.inodes.next(i));
+        }
+        while ei < extra.len() && u64::from(extra[ei]) <= base + ipg {
+            if u64::from(extra[ei]) > base {
+                mark(extra[ei]);
+            }
+            ei += 1;
         }
         let used_n = count_bits(&want);
         let free = ipg - used_n;
