@@ -429,3 +429,44 @@ fn questions_sit_where_e2fsck_puts_them() {
         vec!["Inode 2 ref count is 9, should be 3.  Fix? no"]
     );
 }
+
+/// Htree problems come in e2fsck's order (per directory, per block in
+/// logical order, then the question with the directory's path), the same
+/// on every run: `f_h_reindex` of e2fsprogs' tests, where one directory
+/// has 15 hash ranges wrong, from `../shared/corpus` when it is there.
+#[test]
+fn htree_problems_in_e2fscks_order() {
+    let rel = "shared/corpus/e2fsprogs/f_h_reindex/image.gz";
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../..")
+        .join(rel);
+    let corpus = if corpus.exists() {
+        corpus
+    } else {
+        std::path::Path::new("/work").join(rel)
+    };
+    if !corpus.exists() || !need(&["e2fsck", "gzip"]) {
+        eprintln!("SKIP: needs ../shared/corpus and e2fsprogs");
+        return;
+    }
+    let dir = TempDir::new("msg-htree");
+    let img = dir.path("base.img");
+    let o = run(Command::new("sh").arg("-c").arg(format!(
+        "gzip -dc '{}' > '{}'",
+        corpus.display(),
+        img.display()
+    )));
+    assert!(o.status.success());
+    let (a, b) = (dir.path("theirs.img"), dir.path("ours.img"));
+    std::fs::copy(&img, &a).unwrap();
+    let theirs = run(Command::new("e2fsck").arg("-fy").arg(&a));
+    let want = said(&theirs, &[(a.to_str().unwrap(), "IMG")]);
+    let want = lines_with(&want, "HTREE directory inode 16001");
+    assert!(want.len() > 10, "{want:?}");
+    for _ in 0..3 {
+        std::fs::copy(&img, &b).unwrap();
+        let o = run(ours("fsck").arg("-fy").arg(&b));
+        let got = said(&o, &[(b.to_str().unwrap(), "IMG")]);
+        assert_eq!(lines_with(&got, "HTREE directory inode 16001"), want);
+    }
+}

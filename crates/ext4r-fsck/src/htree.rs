@@ -4,7 +4,7 @@
 //! the root and every leaf's hashes are checked against the range its
 //! parent entry gives it, as e2fsck's pass 2 does.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ext4r_format::htree::{dx_hash, effective_hash_version, parse_dx_node, DxRootBlock};
 use ext4r_format::superblock::FLAGS_UNSIGNED_HASH;
@@ -20,13 +20,14 @@ pub(crate) struct DxDir {
     /// Root entries (hash, logical block) and the tree depth, once seen.
     root: Option<(Entries, u8, u8)>,
     /// Interior nodes by logical block.
-    nodes: HashMap<u32, Entries>,
+    nodes: BTreeMap<u32, Entries>,
     /// Leaves by logical block: (min hash, max hash, hash version used).
-    leaves: HashMap<u32, (u32, u32, u8)>,
+    leaves: BTreeMap<u32, (u32, u32, u8)>,
 }
 
-/// Per-directory htree records, keyed by inode.
-pub(crate) type DxDirs = HashMap<u32, DxDir>;
+/// Per-directory htree records, keyed by inode: walked in inode order, as
+/// e2fsck does, so that the report does not vary from run to run.
+pub(crate) type DxDirs = BTreeMap<u32, DxDir>;
 
 pub(crate) fn version_for(c: &Ctx, stored: u8) -> u8 {
     let unsigned = c.sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0;
@@ -108,28 +109,32 @@ pub(crate) fn leaf_range(block: &[u8], version: u8, seed: &[u32; 4]) -> (u32, u3
     (lo, hi)
 }
 
-/// Walks each recorded tree and reports what e2fsck reports.
+/// Walks each recorded tree and reports what e2fsck reports, in its
+/// order: a node's unordered hash table as soon as it is seen (e2fsck
+/// clears the index there and looks no further), then per block in
+/// logical order what the walk found (not referenced or referenced twice,
+/// depth, hash range), then the question for the directory.
 pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
     for (ino, d) in dx {
         let Some((root, levels, v)) = &d.root else {
             continue;
         };
-        let mut problems: Vec<(&'static str, String)> = Vec::new();
+        // (logical block, code, what)
+        let mut problems: Vec<(u32, &'static str, String)> = Vec::new();
         let mut referenced: HashMap<u32, u32> = HashMap::new();
-        // (entries, min, max, depth of the entries' children)
-        let mut stack: Vec<(Entries, u32, u32, u8)> = vec![(root.clone(), 0, u32::MAX, 1)];
+        // (node's block, entries, min, max, depth of the entries' children)
+        let mut stack: Vec<(u32, Entries, u32, u32, u8)> = vec![(0, root.clone(), 0, u32::MAX, 1)];
         let mut budget = 100_000u32;
-        while let Some((entries, min, max, depth)) = stack.pop() {
+        let mut unordered_node = None;
+        while let Some((at, entries, min, max, depth)) = stack.pop() {
             // Hashes rise through a node (the first slot has none).
-            let unordered = entries
+            if entries
                 .windows(2)
                 .skip(1)
-                .position(|w| w[1].0 & !1 < w[0].0 & !1);
-            if let Some(i) = unordered {
-                problems.push((
-                    "PR_2_HTREE_HASH_ORDER",
-                    format!("a node has an unordered hash table (entry {})", i + 2),
-                ));
+                .any(|w| w[1].0 & !1 < w[0].0 & !1)
+            {
+                unordered_node = Some(at);
+                break;
             }
             for (i, &(h, blk)) in entries.iter().enumerate() {
                 budget = budget.saturating_sub(1);
@@ -141,18 +146,16 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
                 let hi = entries.get(i + 1).map_or(max, |n| n.0 & !1);
                 *referenced.entry(lblk).or_default() += 1;
                 if referenced[&lblk] > 1 {
-                    problems.push((
-                        "PR_2_HTREE_DUPREF",
-                        format!("block #{lblk} referenced twice"),
-                    ));
+                    problems.push((lblk, "PR_2_HTREE_DUPREF", "referenced twice".into()));
                     continue;
                 }
                 if depth <= *levels {
                     match d.nodes.get(&lblk) {
-                        Some(n) => stack.push((n.clone(), lo, hi, depth + 1)),
+                        Some(n) => stack.push((lblk, n.clone(), lo, hi, depth + 1)),
                         None => problems.push((
+                            lblk,
                             "PR_2_HTREE_BAD_DEPTH",
-                            format!("block #{lblk} has invalid depth ({depth})"),
+                            format!("has invalid depth ({depth})"),
                         )),
                     }
                     continue;
@@ -163,52 +166,57 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
                             continue;
                         }
                         if lblk != 0 && lmin < lo {
-                            problems.push((
-                                "PR_2_HTREE_MIN_HASH",
-                                format!("block #{lblk} has bad min hash"),
-                            ));
+                            problems.push((lblk, "PR_2_HTREE_MIN_HASH", "has bad min hash".into()));
                         }
                         if lmax > hi {
-                            problems.push((
-                                "PR_2_HTREE_MAX_HASH",
-                                format!("block #{lblk} has bad max hash"),
-                            ));
+                            problems.push((lblk, "PR_2_HTREE_MAX_HASH", "has bad max hash".into()));
                         }
                     }
-                    None => {
-                        if d.nodes.contains_key(&lblk) {
-                            problems.push((
-                                "PR_2_HTREE_BAD_DEPTH",
-                                format!("block #{lblk} has invalid depth ({depth})"),
-                            ));
-                        } else {
-                            problems.push((
-                                "PR_2_HTREE_BADBLK",
-                                format!("block #{lblk} has bad block number"),
-                            ));
-                        }
-                    }
+                    None if d.nodes.contains_key(&lblk) => problems.push((
+                        lblk,
+                        "PR_2_HTREE_BAD_DEPTH",
+                        format!("has invalid depth ({depth})"),
+                    )),
+                    None => problems.push((lblk, "PR_2_HTREE_BADBLK", String::new())),
                 }
             }
         }
-        for l in d.leaves.keys().chain(d.nodes.keys()) {
-            if *l != 0 && !referenced.contains_key(l) {
-                problems.push(("PR_2_HTREE_NOTREF", format!("block #{l} not referenced")));
-            }
-        }
-        for (code, p) in problems.iter().take(20) {
+        if let Some(at) = unordered_node {
             c.p.error_fix(
                 2,
-                code,
-                format!("Problem in HTREE directory inode {ino}: {p}"),
+                "PR_2_HTREE_HASH_ORDER",
+                format!("Problem in HTREE directory inode {ino}: block #{at} has an unordered hash table"),
                 crate::fix::Fix::ClearIndexFlag(ino),
             );
+            continue;
+        }
+        let blocks: BTreeSet<u32> = d.leaves.keys().chain(d.nodes.keys()).copied().collect();
+        for &l in &blocks {
+            if l != 0 && !referenced.contains_key(&l) {
+                problems.push((l, "PR_2_HTREE_NOTREF", "not referenced".into()));
+            }
+        }
+        // Per block in logical order; a block's own problems as found.
+        problems.sort_by_key(|p| p.0);
+        for (l, code, what) in &problems {
+            let message = if *code == "PR_2_HTREE_BADBLK" {
+                format!(
+                    "Problem in HTREE directory inode {ino} ({}): bad block number {l}.",
+                    crate::pathname::dir_path(&c.fs, ino)
+                )
+            } else {
+                format!("Problem in HTREE directory inode {ino}: block #{l} {what}")
+            };
+            c.p.error_fix(2, code, message, crate::fix::Fix::ClearIndexFlag(ino));
         }
         if !problems.is_empty() {
             c.p.error_fix(
                 2,
                 "PR_2_HTREE_CLEAR",
-                format!("Invalid HTREE directory inode {ino}.  Clear HTree index? no"),
+                format!(
+                    "Invalid HTREE directory inode {ino} ({}).",
+                    crate::pathname::dir_path(&c.fs, ino)
+                ),
                 crate::fix::Fix::ClearIndexFlag(ino),
             );
         }

@@ -60,7 +60,10 @@ pub fn prompt(code: &str) -> &'static str {
         | "PR_1_HTREE_INCOMPAT"
         | "PR_1_HTREE_SET"
         | "PR_2_HTREE_BADBLK"
+        | "PR_2_HTREE_BAD_COUNT"
+        | "PR_2_HTREE_BAD_LIMIT"
         | "PR_2_HTREE_CLEAR"
+        | "PR_2_HTREE_HASH_ORDER"
         | "PR_2_HTREE_NODE_CSUM_INVALID"
         | "PR_2_HTREE_ROOT_CSUM_INVALID" => "Clear HTree index",
         "PR_1_INLINE_DATA_NO_ATTR" => "Truncate",
