@@ -7,6 +7,7 @@
 
 use ext4r_format::inode::Inode;
 use ext4r_format::InodeNr;
+use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
 
 use crate::ctx::{Claim, Ctx};
 use crate::dup::PtrAt;
@@ -28,39 +29,45 @@ pub(crate) fn list(c: &Ctx) -> Vec<u64> {
     if bad_inode_invalid(&inode) {
         return Vec::new();
     }
-    let w = inode.block_words();
-    let ok = |b: u32| b != 0 && c.valid_range(u64::from(b), 1);
-    let read = |b: u32| -> Vec<u32> {
-        let bs = c.geo.block_size as usize;
-        let mut buf = vec![0u8; bs];
-        if c.fs
-            .device()
-            .read_at(&mut buf, u64::from(b) * bs as u64)
-            .is_err()
-        {
-            return Vec::new();
-        }
-        buf.chunks(4)
-            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-            .collect()
-    };
-    let mut v: Vec<u64> = w[..12]
-        .iter()
-        .copied()
-        .filter(|&b| ok(b))
-        .map(u64::from)
-        .collect();
-    if ok(w[12]) {
-        v.extend(read(w[12]).into_iter().filter(|&b| ok(b)).map(u64::from));
-    }
-    if ok(w[13]) {
-        for ind in read(w[13]).into_iter().filter(|&b| ok(b)) {
-            v.extend(read(ind).into_iter().filter(|&b| ok(b)).map(u64::from));
-        }
-    }
+    let mut v = BadList { c, out: Vec::new() };
+    let mut root = inode.i_block;
+    let Ok(_) = walk::block_map(&mut root, c.geo.block_size, &mut v);
+    let mut v = v.out;
     v.sort_unstable();
     v.dedup();
     v
+}
+
+/// The walk of the bad block inode's map: its valid data pointers, from
+/// the direct, single and double indirect slots (a list is short; an
+/// indirect block that cannot be read lists nothing).
+struct BadList<'a> {
+    c: &'a Ctx,
+    out: Vec<u64>,
+}
+
+impl Visitor for BadList<'_> {
+    type Error = std::convert::Infallible;
+
+    fn pointer(&mut self, p: &Ptr) -> Result<Step, Self::Error> {
+        // The triple indirect block is not read.
+        let top = p.slot.block.is_none() && p.levels == 3;
+        if top || !self.c.valid_range(p.physical, 1) {
+            return Ok(Step::Next);
+        }
+        if p.levels == 0 {
+            self.out.push(p.physical);
+            return Ok(Step::Next);
+        }
+        Ok(Step::Descend)
+    }
+
+    fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Self::Error> {
+        let bs = self.c.geo.block_size as usize;
+        let mut buf = vec![0u8; bs];
+        let read = self.c.fs.device().read_at(&mut buf, p.physical * bs as u64);
+        Ok(read.is_ok().then_some(buf))
+    }
 }
 
 /// Whether the bad block inode holds what it may not (e2fsck's

@@ -16,10 +16,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use ext4r_format::blockmap::{IndirectBlock, NDIR_BLOCKS};
+use ext4r_format::blockmap::IndirectBlock;
 use ext4r_format::extent::{ExtentNode, MAX_EXTENT_DEPTH};
 use ext4r_format::inode::{ino as special, Inode, InodeFlags};
 use ext4r_format::InodeNr;
+use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 
 use ext4r::fs::Filesystem;
 
@@ -267,37 +268,17 @@ pub(crate) fn pointers(fs: &Filesystem, ino: u32) -> Option<(crate::fix::Owner, 
     if flags.contains(InodeFlags::INLINE_DATA) {
         return None;
     }
-    let mut out = Vec::new();
-    if flags.contains(InodeFlags::EXTENTS) {
-        let root = inode.i_block;
-        let node = ExtentNode::parse(&root).ok()?;
-        let mut seen = HashSet::new();
-        extent_ptrs(&c, &node, None, 0, &mut seen, &mut out);
-    } else {
-        blockmap_ptrs(&c, &inode, &mut out);
-    }
-    Some((owner, out))
+    Some((owner, walk_ptrs(&c, &inode)?))
 }
 
 /// The blocks an inode held in memory maps (data and tree or indirect
 /// blocks), as (first block, count) runs.
 pub(crate) fn mapped_blocks(fs: &Filesystem, inode: &Inode) -> Vec<(u64, u64)> {
     let c = Area::of(fs);
-    let mut out = Vec::new();
-    let flags = inode.flags();
-    if flags.contains(InodeFlags::INLINE_DATA) {
+    if inode.flags().contains(InodeFlags::INLINE_DATA) {
         return Vec::new();
     }
-    if flags.contains(InodeFlags::EXTENTS) {
-        let root = inode.i_block;
-        let Ok(node) = ExtentNode::parse(&root) else {
-            return Vec::new();
-        };
-        let mut seen = HashSet::new();
-        extent_ptrs(&c, &node, None, 0, &mut seen, &mut out);
-    } else {
-        blockmap_ptrs(&c, inode, &mut out);
-    }
+    let out = walk_ptrs(&c, inode).unwrap_or_default();
     out.into_iter().map(|(_, b, n, _)| (b, n.max(1))).collect()
 }
 
@@ -325,101 +306,93 @@ impl<'a> Area<'a> {
     }
 }
 
-fn extent_ptrs(
-    c: &Area<'_>,
-    node: &ExtentNode<'_>,
-    at: Option<u64>,
-    level: u16,
-    seen: &mut HashSet<u64>,
-    out: &mut Vec<Pointer>,
-) {
-    if let Some(exts) = node.extents() {
-        for (i, e) in exts.iter().enumerate() {
-            let (p, n) = (e.start().0, u64::from(e.len()));
-            if p != 0 && c.valid_range(p, n) {
-                out.push((PtrAt::Extent(at, i), p, n, u64::from(e.ee_block.get())));
-            }
-        }
-        return;
+/// The valid pointers of an inode's extent tree (None: its root does not
+/// parse) or block map.
+fn walk_ptrs(c: &Area<'_>, inode: &Inode) -> Option<Vec<Pointer>> {
+    let mut v = Ptrs {
+        c,
+        seen: HashSet::new(),
+        out: Vec::new(),
+    };
+    let mut root = inode.i_block;
+    if inode.flags().contains(InodeFlags::EXTENTS) {
+        let depth = ExtentNode::parse(&root).ok()?.depth();
+        let Ok(_) = walk::extent_tree(&mut root, depth, u64::MAX, &mut v);
+    } else {
+        let Ok(_) = walk::block_map(&mut root, c.bs, &mut v);
     }
-    let Some(idx) = node.indexes() else { return };
-    if level >= MAX_EXTENT_DEPTH {
-        return;
-    }
-    for (i, ix) in idx.iter().enumerate() {
-        let child = ix.leaf().0;
-        if !c.valid_range(child, 1) || !seen.insert(child) {
-            continue;
-        }
-        out.push((PtrAt::ExtentIndex(at, i), child, 1, NODE));
-        let mut buf = vec![0u8; c.bs as usize];
-        if c.fs
-            .device()
-            .read_at(&mut buf, child * u64::from(c.bs))
-            .is_err()
-        {
-            continue;
-        }
-        // One level down whatever its own eh_depth says, as pass 1 walks.
-        let want = node.depth().saturating_sub(1);
-        if let Ok(n) = crate::extent_depth::parse_at(&mut buf, want) {
-            extent_ptrs(c, &n, Some(child), level + 1, seen, out);
-        }
-    }
+    Some(v.out)
 }
 
-fn blockmap_ptrs(c: &Area<'_>, inode: &Inode, out: &mut Vec<Pointer>) {
-    let words = inode.block_words();
-    let bs = c.bs;
-    let apb = u64::from(bs / 4);
-    // (block, indirection level, where its pointer is, first logical
-    // block under it), depth first.
-    let mut stack: Vec<(u32, u32, PtrAt, u64)> = Vec::new();
-    let mut base = NDIR_BLOCKS as u64;
-    let mut tops = Vec::new();
-    for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
-        tops.push((words[slot], level, PtrAt::InodeSlot(slot), base));
-        base = base.saturating_add(apb.saturating_pow(level));
+/// Collects the pointers the walk meets; invalid ones are left out, and
+/// a tree or indirect block reached twice is not entered again.
+struct Ptrs<'a, 'f> {
+    c: &'a Area<'f>,
+    /// Tree or indirect blocks entered.
+    seen: HashSet<u64>,
+    out: Vec<Pointer>,
+}
+
+impl Visitor for Ptrs<'_, '_> {
+    type Error = std::convert::Infallible;
+
+    fn pointer(&mut self, p: &Ptr) -> Result<Step, Self::Error> {
+        let (b, n) = (p.physical, p.len);
+        Ok(match p.entry {
+            Entry::Extent(_) => {
+                if b != 0 && self.c.valid_range(b, n) {
+                    let at = PtrAt::Extent(p.slot.block, p.slot.index);
+                    self.out.push((at, b, n, p.logical));
+                }
+                Step::Next
+            }
+            Entry::Index(_) => {
+                if p.level >= MAX_EXTENT_DEPTH || !self.c.valid_range(b, 1) || !self.seen.insert(b)
+                {
+                    return Ok(Step::Next);
+                }
+                let at = PtrAt::ExtentIndex(p.slot.block, p.slot.index);
+                self.out.push((at, b, 1, NODE));
+                Step::Descend
+            }
+            Entry::Word => {
+                if !self.c.valid_range(b, 1) {
+                    return Ok(Step::Next);
+                }
+                let at = match p.slot.block {
+                    None => PtrAt::InodeSlot(p.slot.index),
+                    Some(blk) => PtrAt::Indirect(blk, p.slot.index),
+                };
+                let lblk = if p.levels == 0 { p.logical } else { NODE };
+                self.out.push((at, b, 1, lblk));
+                if p.levels == 0 || !self.seen.insert(b) {
+                    return Ok(Step::Next);
+                }
+                Step::Descend
+            }
+        })
     }
-    stack.extend(tops.into_iter().rev());
-    for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS).rev() {
-        stack.push((w, 0, PtrAt::InodeSlot(i), i as u64));
-    }
-    let mut seen = HashSet::new();
-    while let Some((b, level, at, lblk)) = stack.pop() {
-        let b64 = u64::from(b);
-        if b == 0 || !c.valid_range(b64, 1) {
-            continue;
-        }
-        out.push((at, b64, 1, if level == 0 { lblk } else { NODE }));
-        if level == 0 || !seen.insert(b64) {
-            continue;
-        }
+
+    fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Self::Error> {
+        let bs = self.c.bs;
         let mut buf = vec![0u8; bs as usize];
-        if c.fs
+        if self
+            .c
+            .fs
             .device()
-            .read_at(&mut buf, b64 * u64::from(bs))
+            .read_at(&mut buf, p.physical * u64::from(bs))
             .is_err()
         {
-            continue;
+            return Ok(None);
         }
-        let Ok(ind) = IndirectBlock::parse(&buf) else {
-            continue;
-        };
-        let span = apb.saturating_pow(level - 1);
-        let children: Vec<(u32, u32, PtrAt, u64)> = ind
-            .iter()
-            .enumerate()
-            .map(|(i, x)| {
-                (
-                    u32::try_from(x.0).unwrap_or(0),
-                    level - 1,
-                    PtrAt::Indirect(b64, i),
-                    lblk.saturating_add(i as u64 * span),
-                )
-            })
-            .collect();
-        stack.extend(children.into_iter().rev());
+        Ok(match p.entry {
+            // One level down whatever its own eh_depth says, as pass 1
+            // walks.
+            Entry::Index(_) => crate::extent_depth::parse_at(&mut buf, p.levels)
+                .is_ok()
+                .then_some(buf),
+            _ => IndirectBlock::parse(&buf).is_ok().then_some(buf),
+        })
     }
 }
 

@@ -11,8 +11,9 @@
 
 use std::collections::HashSet;
 
-use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode, EXTENT_MAGIC};
+use ext4r_format::extent::{verify_extent_block_checksum, Extent, ExtentNode, EXTENT_MAGIC};
 use ext4r_format::inode::Inode;
+use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 
 use crate::ctx::Ctx;
 use crate::extent_depth::{parse_at, stored};
@@ -43,7 +44,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         want_runs,
         seen: HashSet::new(),
         last_phys_end: None,
-        node_at: None,
+        start: 0,
         rebuild: None,
         last_mapped: None,
         eof: inode.size().div_ceil(u64::from(c.geo.block_size)),
@@ -76,7 +77,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     let mut copy = root;
     let walkable = depth <= MAX_WALK_DEPTH;
     match parse_at(&mut copy, depth.min(1)).ok().filter(|_| walkable) {
-        Some(node) => {
+        Some(_) => {
             w.res.depth = depth;
             // libext2fs ends the root's last index entry at the block
             // i_size reaches: what lies under it past that is out of
@@ -86,7 +87,10 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             } else {
                 inode.size().div_ceil(u64::from(c.geo.block_size))
             };
-            w.node(c, &node, 0, end, 0, depth);
+            // The root's entries are walked as `copy` holds them (its
+            // depth field set to the kind they are read as).
+            let mut v = Check { c, w: &mut w };
+            let Ok(_) = walk::extent_tree(&mut copy, depth, end, &mut v);
         }
         None => {
             let e = ExtentNode::parse(&root)
@@ -125,8 +129,10 @@ struct ExtWalk {
     want_runs: bool,
     seen: HashSet<u64>,
     last_phys_end: Option<u64>,
-    /// The block of the node being walked (None: the root in the inode).
-    node_at: Option<u64>,
+    /// e2fsck's start_block in the leaf being walked: the node's start,
+    /// then the last block of the extent before (out of order below it;
+    /// from it on, a collision with what the file maps already).
+    start: u64,
     /// The tree is rebuilt: its extents and blocks are collected, and its
     /// nodes' own fields are not repaired.
     rebuild: Option<crate::extent_rebuild::Collected>,
@@ -174,274 +180,277 @@ fn misaligned(c: &Ctx, last: Option<(u64, u64)>, l: u64, p: u64) -> bool {
     last.is_some_and(|(ll, lp)| l & mask != 0 && l >> bits == ll >> bits && p >> bits != lp >> bits)
 }
 
+/// The walk's visitor: pass 1's checks with the context they report to.
+struct Check<'a> {
+    c: &'a mut Ctx,
+    w: &'a mut ExtWalk,
+}
+
+impl Visitor for Check<'_> {
+    type Error = std::convert::Infallible;
+
+    fn pointer(&mut self, p: &Ptr) -> Result<Step, Self::Error> {
+        Ok(match p.entry {
+            Entry::Extent(e) => {
+                self.w.extent(self.c, p, e);
+                Step::Next
+            }
+            _ => self.w.index(self.c, p),
+        })
+    }
+
+    fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Self::Error> {
+        Ok(self.w.enter(self.c, p))
+    }
+
+    fn node_end(&self, p: &Ptr) -> u64 {
+        entry_bound(p.logical, p.next)
+    }
+}
+
 impl ExtWalk {
-    /// Checks one node, `levels` above the leaves, whose entries must lie
-    /// in logical `[lo, hi)`.
-    fn node(
-        &mut self,
-        c: &mut Ctx,
-        node: &ExtentNode<'_>,
-        lo: u64,
-        hi: u64,
-        level: u16,
-        levels: u16,
-    ) {
-        if levels == 0 {
-            self.leaf(c, node, lo, hi);
-        } else {
-            self.interior(c, node, lo, hi, level, levels);
-        }
+    fn remove(&self, p: &Ptr) -> Fix {
+        Fix::ExtentRemove(self.ino, p.slot.block, p.slot.index, self.owner)
     }
 
-    fn remove(&self, i: usize) -> Fix {
-        Fix::ExtentRemove(self.ino, self.node_at, i, self.owner)
-    }
-
-    fn leaf(&mut self, c: &mut Ctx, node: &ExtentNode<'_>, lo: u64, hi: u64) {
+    /// One entry of a leaf covering `[p.lo, p.hi)`.
+    fn extent(&mut self, c: &mut Ctx, at: &Ptr, e: Extent) {
         let ino = self.ino;
-        let Some(exts) = node.extents() else { return };
-        // e2fsck's start_block: the node's start, then the last block of
-        // the extent before (out of order below it; from it on, a
-        // collision with what the file maps already).
-        let mut start = lo;
-        for (i, e) in exts.iter().enumerate() {
-            let l = u64::from(e.ee_block.get());
-            let n = u64::from(e.len());
-            let p = e.start().0;
-            let total = c.geo.blocks_count;
-            let place = format!("(logical block {l}, physical block {p}, len {n})");
-            let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
-                Some((
-                    "PR_1_EXTENT_BAD_START_BLK",
-                    format!(
-                        "Inode {ino} has an invalid extent\n\t(logical block {l}, invalid \
+        let hi = at.hi;
+        let start = self.start;
+        let l = u64::from(e.ee_block.get());
+        let n = u64::from(e.len());
+        let p = e.start().0;
+        let total = c.geo.blocks_count;
+        let place = format!("(logical block {l}, physical block {p}, len {n})");
+        let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
+            Some((
+                "PR_1_EXTENT_BAD_START_BLK",
+                format!(
+                    "Inode {ino} has an invalid extent\n\t(logical block {l}, invalid \
                          physical block {p}, len {n})"
-                    ),
-                ))
-            } else if l < start {
-                Some((
-                    "PR_1_OUT_OF_ORDER_EXTENTS",
-                    format!("Inode {ino} has out of order extents\n\t{place}"),
-                ))
-            } else if (l + n > hi && !((e.is_unwritten() || self.verity) && l + n > self.eof))
-                || l > u64::from(u32::MAX)
-            {
-                Some((
-                    "PR_1_EXTENT_END_OUT_OF_BOUNDS",
-                    format!("Inode {ino}, end of extent exceeds allowed value\n\t{place}"),
-                ))
-            } else if n == 0 {
-                Some((
-                    "PR_1_EXTENT_LENGTH_ZERO",
-                    format!("Inode {ino} has zero length extent\n\t{place}"),
-                ))
-            } else if p + n > total {
-                Some((
-                    "PR_1_EXTENT_ENDS_BEYOND",
-                    format!("Inode {ino} has an invalid extent\n\t{place}"),
-                ))
-            } else if self.dir_limit.is_some_and(|m| l + n > m) {
-                Some((
-                    "PR_1_TOOBIG_DIR",
-                    format!("Block #{l} ({p}) causes directory to be too big."),
-                ))
-            } else if l < self.next_lblk {
-                Some((
-                    "PR_1_EXTENT_COLLISION",
-                    format!("Inode {ino} has a duplicate extent mapping\n\t{place}"),
-                ))
+                ),
+            ))
+        } else if l < start {
+            Some((
+                "PR_1_OUT_OF_ORDER_EXTENTS",
+                format!("Inode {ino} has out of order extents\n\t{place}"),
+            ))
+        } else if (l + n > hi && !((e.is_unwritten() || self.verity) && l + n > self.eof))
+            || l > u64::from(u32::MAX)
+        {
+            Some((
+                "PR_1_EXTENT_END_OUT_OF_BOUNDS",
+                format!("Inode {ino}, end of extent exceeds allowed value\n\t{place}"),
+            ))
+        } else if n == 0 {
+            Some((
+                "PR_1_EXTENT_LENGTH_ZERO",
+                format!("Inode {ino} has zero length extent\n\t{place}"),
+            ))
+        } else if p + n > total {
+            Some((
+                "PR_1_EXTENT_ENDS_BEYOND",
+                format!("Inode {ino} has an invalid extent\n\t{place}"),
+            ))
+        } else if self.dir_limit.is_some_and(|m| l + n > m) {
+            Some((
+                "PR_1_TOOBIG_DIR",
+                format!("Block #{l} ({p}) causes directory to be too big."),
+            ))
+        } else if l < self.next_lblk {
+            Some((
+                "PR_1_EXTENT_COLLISION",
+                format!("Inode {ino} has a duplicate extent mapping\n\t{place}"),
+            ))
+        } else {
+            None
+        };
+        if let Some((code, msg)) = bad {
+            // A tree being rebuilt leaves the entry out instead.
+            if self.rebuild.is_some() {
+                c.p.error(1, code, msg);
             } else {
-                None
-            };
-            if let Some((code, msg)) = bad {
-                // A tree being rebuilt leaves the entry out instead.
-                if self.rebuild.is_some() {
-                    c.p.error(1, code, msg);
-                } else {
-                    c.p.error_fix(1, code, msg, self.remove(i));
-                }
-                self.res.bad = true;
-                continue;
+                c.p.error_fix(1, code, msg, self.remove(at));
             }
-            start = l + n - 1;
-            self.next_lblk = self.next_lblk.max(l + n);
-            // Unwritten blocks in a directory are read as written (e2fsck
-            // clears the flag and then judges what they hold).
-            let mut e = *e;
-            if self.want_runs && e.is_unwritten() && self.rebuild.is_none() {
-                c.p.error_fix(
-                    1,
-                    "PR_1_UNINIT_DBLOCK",
-                    format!("Directory inode {ino} has an unwritten extent at block {l}."),
-                    Fix::ExtentWritten(self.ino, self.node_at, i, self.owner),
-                );
-                if c.repairing {
-                    let _ = e.set_len(n as u16, false);
-                }
-            }
-            let e = &e;
-            if let Some(r) = &mut self.rebuild {
-                r.extents.push(*e);
-            }
-            c.claim(p, n, ino);
-            if misaligned(c, self.last_mapped, l, p) {
-                // As e2fsck: claimed twice, so that pass 1D gives the
-                // extent a copy where its blocks sit as the format wants.
-                c.p.error(
-                    1,
-                    "PR_1_MISALIGNED_CLUSTER",
-                    format!(
-                        "Inode {ino} logical block {l} (physical block {p}) violates cluster \
-                         allocation rules.\nWill fix in pass 1B."
-                    ),
-                );
-                c.claim(p, n, ino);
-            }
-            self.last_mapped = Some((l + n - 1, p + n - 1));
-            self.res.blocks += n;
-            self.res.end_lblk = self.res.end_lblk.max(l + n);
-            if !e.is_unwritten() {
-                self.res.end_init_lblk = self.res.end_init_lblk.max(l + n);
-                if self.want_runs {
-                    self.res.runs.push((l, p, n));
-                }
-            }
-            if self.last_phys_end.is_some_and(|x| x != p) {
-                self.res.fragmented = true;
-            }
-            self.last_phys_end = Some(p + n);
+            self.res.bad = true;
+            return;
         }
+        self.start = l + n - 1;
+        self.next_lblk = self.next_lblk.max(l + n);
+        // Unwritten blocks in a directory are read as written (e2fsck
+        // clears the flag and then judges what they hold).
+        let mut e = e;
+        if self.want_runs && e.is_unwritten() && self.rebuild.is_none() {
+            c.p.error_fix(
+                1,
+                "PR_1_UNINIT_DBLOCK",
+                format!("Directory inode {ino} has an unwritten extent at block {l}."),
+                Fix::ExtentWritten(self.ino, at.slot.block, at.slot.index, self.owner),
+            );
+            if c.repairing {
+                let _ = e.set_len(n as u16, false);
+            }
+        }
+        let e = &e;
+        if let Some(r) = &mut self.rebuild {
+            r.extents.push(*e);
+        }
+        c.claim(p, n, ino);
+        if misaligned(c, self.last_mapped, l, p) {
+            // As e2fsck: claimed twice, so that pass 1D gives the
+            // extent a copy where its blocks sit as the format wants.
+            c.p.error(
+                1,
+                "PR_1_MISALIGNED_CLUSTER",
+                format!(
+                    "Inode {ino} logical block {l} (physical block {p}) violates cluster \
+                         allocation rules.\nWill fix in pass 1B."
+                ),
+            );
+            c.claim(p, n, ino);
+        }
+        self.last_mapped = Some((l + n - 1, p + n - 1));
+        self.res.blocks += n;
+        self.res.end_lblk = self.res.end_lblk.max(l + n);
+        if !e.is_unwritten() {
+            self.res.end_init_lblk = self.res.end_init_lblk.max(l + n);
+            if self.want_runs {
+                self.res.runs.push((l, p, n));
+            }
+        }
+        if self.last_phys_end.is_some_and(|x| x != p) {
+            self.res.fragmented = true;
+        }
+        self.last_phys_end = Some(p + n);
     }
 
-    fn interior(
-        &mut self,
-        c: &mut Ctx,
-        node: &ExtentNode<'_>,
-        lo: u64,
-        hi: u64,
-        level: u16,
-        levels: u16,
-    ) {
+    /// One index entry, in a node `p.level` below the root: claimed and
+    /// entered when it can be right.
+    fn index(&mut self, c: &mut Ctx, p: &Ptr) -> Step {
         let ino = self.ino;
-        let Some(idx) = node.indexes() else { return };
+        let (lo, next, level) = (p.lo, p.next, p.level);
         let fixing = self.rebuild.is_none();
-        for (i, ix) in idx.iter().enumerate() {
-            let l = u64::from(ix.ei_block.get());
-            let next = idx
-                .get(i + 1)
-                .map_or(hi, |n| u64::from(n.ei_block.get()).min(hi));
-            let bound = entry_bound(l, next);
-            let child = ix.leaf().0;
-            let bad = if l < lo || l >= next {
-                Some((
-                    "PR_1_EXTENT_INDEX_START_INVALID",
-                    format!(
-                        "Inode {ino} extent tree (at level {level}) has an out of order or \
-                         invalid index (logical block {l}, block {child})."
-                    ),
-                ))
-            } else if child == 0 || !c.valid_range(child, 1) || !self.seen.insert(child) {
-                Some((
-                    "PR_1_EXTENT_BAD_START_BLK",
-                    format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
-                ))
+        let l = p.logical;
+        let child = p.physical;
+        let bad = if l < lo || l >= next {
+            Some((
+                "PR_1_EXTENT_INDEX_START_INVALID",
+                format!(
+                    "Inode {ino} extent tree (at level {level}) has an out of order or \
+                     invalid index (logical block {l}, block {child})."
+                ),
+            ))
+        } else if child == 0 || !c.valid_range(child, 1) || !self.seen.insert(child) {
+            Some((
+                "PR_1_EXTENT_BAD_START_BLK",
+                format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
+            ))
+        } else {
+            None
+        };
+        if let Some((code, msg)) = bad {
+            if fixing {
+                c.p.error_fix(1, code, msg, self.remove(p));
             } else {
-                None
-            };
-            if let Some((code, msg)) = bad {
-                if fixing {
-                    c.p.error_fix(1, code, msg, self.remove(i));
-                } else {
-                    c.p.error(1, code, msg);
-                }
-                self.res.bad = true;
-                continue;
+                c.p.error(1, code, msg);
             }
-            c.claim(child, 1, ino);
-            self.res.blocks += 1;
-            if let Some(r) = &mut self.rebuild {
-                r.blocks.push(child);
-            }
-            let mut buf = vec![0u8; c.geo.block_size as usize];
-            if c.fs
-                .device()
-                .read_at(&mut buf, child * u64::from(c.geo.block_size))
-                .is_err()
-            {
-                c.p.error(
-                    1,
-                    "PR_1_READ_EXTENT",
-                    format!("Error while reading over extent tree in inode {ino} (block {child})"),
-                );
-                self.res.bad = true;
-                continue;
-            }
-            // The child is a node one level down, whatever its own
-            // eh_depth says (libext2fs walks levels from the root); a
-            // wrong one is rewritten, which the kernel needs to read it.
-            let own = stored(&buf);
-            let want = levels - 1;
-            if fixing && own != want && buf.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..]) {
-                c.p.harmless_fix(
-                    1,
-                    "EXT4R_1_EXTENT_NODE_DEPTH",
-                    format!(
-                        "Inode {ino} extent block {child} (level {}) says depth {own}, should \
-                         be {want}.",
-                        level + 1
-                    ),
-                    Fix::ExtentDepth(self.ino, Some(child), want, self.owner),
-                );
-            }
-            let csum_bad = c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err();
-            match parse_at(&mut buf, want.min(1)) {
-                Ok(n) => {
-                    if csum_bad && fixing {
-                        c.p.error_fix(
-                            1,
-                            "PR_1_EXTENT_ONLY_CSUM_INVALID",
-                            format!(
-                                "Inode {ino} extent block passes checks, but checksum does not \
-                                 match extent\n\t(logical block {l}, physical block {child})"
-                            ),
-                            crate::fix::Fix::ExtentBlockChecksum(child, self.owner),
-                        );
-                        self.res.bad = true;
-                    }
-                    let first = n
-                        .extents()
-                        .and_then(|e| e.first().map(|x| x.ee_block.get()))
-                        .or_else(|| {
-                            n.indexes()
-                                .and_then(|x| x.first().map(|x| x.ei_block.get()))
-                        });
-                    if let Some(f) = first.filter(|&f| u64::from(f) != l && fixing) {
-                        // As e2fsck: the index takes its node's first block.
-                        c.p.error_fix(
-                            1,
-                            "PR_1_EXTENT_INDEX_START_INVALID",
-                            format!(
-                                "Interior extent node level {level} of inode {ino}:\nLogical \
-                                 start {l} does not match logical start {f} at next level."
-                            ),
-                            Fix::ExtentIndexStart(self.ino, self.node_at, i, f, self.owner),
-                        );
-                        self.res.bad = true;
-                    }
-                    let saved = self.node_at.replace(child);
-                    self.node(c, &n, l, bound, level + 1, want);
-                    self.node_at = saved;
-                }
-                Err(_) => {
-                    let msg =
-                        format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})");
-                    if fixing {
-                        c.p.error_fix(1, "PR_1_EXTENT_HEADER_INVALID", msg, self.remove(i));
-                    } else {
-                        c.p.error(1, "PR_1_EXTENT_HEADER_INVALID", msg);
-                    }
+            self.res.bad = true;
+            return Step::Next;
+        }
+        c.claim(child, 1, ino);
+        self.res.blocks += 1;
+        if let Some(r) = &mut self.rebuild {
+            r.blocks.push(child);
+        }
+        Step::Descend
+    }
+
+    /// Reads and judges the node index entry `p` names; its bytes, read
+    /// at the depth its place implies, when its entries are to be walked.
+    fn enter(&mut self, c: &mut Ctx, p: &Ptr) -> Option<Vec<u8>> {
+        let ino = self.ino;
+        let fixing = self.rebuild.is_none();
+        let (l, child, level, i) = (p.logical, p.physical, p.level, p.slot.index);
+        let mut buf = vec![0u8; c.geo.block_size as usize];
+        if c.fs
+            .device()
+            .read_at(&mut buf, child * u64::from(c.geo.block_size))
+            .is_err()
+        {
+            c.p.error(
+                1,
+                "PR_1_READ_EXTENT",
+                format!("Error while reading over extent tree in inode {ino} (block {child})"),
+            );
+            self.res.bad = true;
+            return None;
+        }
+        // The child is a node one level down, whatever its own
+        // eh_depth says (libext2fs walks levels from the root); a
+        // wrong one is rewritten, which the kernel needs to read it.
+        let own = stored(&buf);
+        let want = p.levels;
+        if fixing && own != want && buf.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..]) {
+            c.p.harmless_fix(
+                1,
+                "EXT4R_1_EXTENT_NODE_DEPTH",
+                format!(
+                    "Inode {ino} extent block {child} (level {}) says depth {own}, should \
+                     be {want}.",
+                    level + 1
+                ),
+                Fix::ExtentDepth(self.ino, Some(child), want, self.owner),
+            );
+        }
+        let csum_bad = c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err();
+        match parse_at(&mut buf, want.min(1)) {
+            Ok(n) => {
+                if csum_bad && fixing {
+                    c.p.error_fix(
+                        1,
+                        "PR_1_EXTENT_ONLY_CSUM_INVALID",
+                        format!(
+                            "Inode {ino} extent block passes checks, but checksum does not \
+                             match extent\n\t(logical block {l}, physical block {child})"
+                        ),
+                        crate::fix::Fix::ExtentBlockChecksum(child, self.owner),
+                    );
                     self.res.bad = true;
                 }
+                let first = n
+                    .extents()
+                    .and_then(|e| e.first().map(|x| x.ee_block.get()))
+                    .or_else(|| {
+                        n.indexes()
+                            .and_then(|x| x.first().map(|x| x.ei_block.get()))
+                    });
+                if let Some(f) = first.filter(|&f| u64::from(f) != l && fixing) {
+                    // As e2fsck: the index takes its node's first block.
+                    c.p.error_fix(
+                        1,
+                        "PR_1_EXTENT_INDEX_START_INVALID",
+                        format!(
+                            "Interior extent node level {level} of inode {ino}:\nLogical \
+                             start {l} does not match logical start {f} at next level."
+                        ),
+                        Fix::ExtentIndexStart(self.ino, p.slot.block, i, f, self.owner),
+                    );
+                    self.res.bad = true;
+                }
+                // A leaf's extents start at the index entry's block.
+                self.start = l;
+                Some(buf)
+            }
+            Err(_) => {
+                let msg = format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})");
+                if fixing {
+                    c.p.error_fix(1, "PR_1_EXTENT_HEADER_INVALID", msg, self.remove(p));
+                } else {
+                    c.p.error(1, "PR_1_EXTENT_HEADER_INVALID", msg);
+                }
+                self.res.bad = true;
+                None
             }
         }
     }

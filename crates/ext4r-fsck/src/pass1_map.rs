@@ -3,8 +3,9 @@
 //! problem reported with e2fsck's wording, the walk going on past a bad
 //! pointer where it can.
 
-use ext4r_format::blockmap::{addr_per_block, IndirectBlock, NDIR_BLOCKS};
+use ext4r_format::blockmap::IndirectBlock;
 use ext4r_format::inode::Inode;
+use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
 
 use crate::ctx::Ctx;
 
@@ -44,53 +45,68 @@ pub(crate) fn dir_limit(c: &Ctx, inode: &Inode, is_dir: bool) -> Option<u64> {
         .then(|| 1u64 << (31 - c.geo.block_size.trailing_zeros()))
 }
 
-/// Where a block pointer is stored.
-#[derive(Clone, Copy)]
-enum Ptr {
-    /// `i_block[slot]`.
-    Inode(usize),
-    /// Entry `i` of an indirect block.
-    Indirect(u64, usize),
-}
-
 /// Walks an ext2/3 block map, claiming data and indirect blocks.
 pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> MapResult {
-    let mut res = MapResult::default();
     let limit = dir_limit(c, inode, want_runs);
-    let words = inode.block_words();
-    let apb = u64::from(addr_per_block(c.geo.block_size));
-    let is_dir = inode.is_dir();
-    let is_reg = inode.is_reg();
-    let max_blocks = 1u64 << (31 - (c.geo.block_size.trailing_zeros() - 10));
-    let mut last_phys_end: Option<u64> = None;
-    let mut illegal = 0u32;
-    // (block, level, first logical, where the pointer is) to visit;
-    // level 0 = data block.
-    let mut stack: Vec<(u32, u32, u64, Ptr)> = Vec::new();
-    let mut base = NDIR_BLOCKS as u64;
-    for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
-        stack.push((words[slot], level, base, Ptr::Inode(slot)));
-        base += apb.pow(level);
-    }
-    stack.reverse();
-    for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS).rev() {
-        stack.push((w, 0, i as u64, Ptr::Inode(i)));
-    }
-    while let Some((b, level, l, at)) = stack.pop() {
-        if b == 0 {
-            continue;
+    let bs = c.geo.block_size;
+    let max_blocks = 1u64 << (31 - (bs.trailing_zeros() - 10));
+    let mut w = MapCheck {
+        limit,
+        max_blocks,
+        c,
+        ino,
+        is_dir: inode.is_dir(),
+        is_reg: inode.is_reg(),
+        want_runs,
+        res: MapResult::default(),
+        last_phys_end: None,
+        illegal: 0,
+    };
+    let mut words = inode.i_block;
+    let Ok(_) = walk::block_map(&mut words, bs, &mut w);
+    w.res
+}
+
+/// Pass 1's judgement of each pointer of a block map, as the walk meets
+/// them.
+struct MapCheck<'a> {
+    c: &'a mut Ctx,
+    ino: u32,
+    /// See [`dir_limit`].
+    limit: Option<u64>,
+    is_dir: bool,
+    is_reg: bool,
+    want_runs: bool,
+    /// e2fsck's size limit for a regular file, in blocks.
+    max_blocks: u64,
+    res: MapResult,
+    last_phys_end: Option<u64>,
+    illegal: u32,
+}
+
+impl MapCheck<'_> {
+    /// Repair as e2fsck: the pointer is cleared.
+    fn clear(&self, p: &Ptr) -> Fix {
+        match p.slot.block {
+            None => Fix::InodeBlockSlot(self.ino, p.slot.index),
+            Some(blk) => Fix::IndirectEntry(blk, p.slot.index),
         }
-        let b64 = u64::from(b);
+    }
+}
+
+impl Visitor for MapCheck<'_> {
+    type Error = std::convert::Infallible;
+
+    fn pointer(&mut self, p: &Ptr) -> Result<Step, Self::Error> {
+        let (c, ino) = (&mut *self.c, self.ino);
+        let (b, l, b64) = (p.physical, p.logical, p.physical);
         if !c.valid_range(b64, 1) {
-            illegal += 1;
-            if too_many(c, ino, illegal, &mut res) {
-                break;
+            self.illegal += 1;
+            if too_many(c, ino, self.illegal, &mut self.res) {
+                return Ok(Step::Stop);
             }
-            // Repair as e2fsck: the pointer is cleared.
-            let fix = match at {
-                Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
-                Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
-            };
+            let fix = self.clear(p);
+            let c = &mut *self.c;
             if ino == BAD_INO {
                 // e2fsck's process_bad_block.
                 let msg = format!("Illegal block #{l} ({b}) in bad block inode.");
@@ -99,98 +115,84 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
                 let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
                 c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
             }
-            res.bad = true;
-            if illegal > 256 {
+            self.res.bad = true;
+            if self.illegal > 256 {
                 // e2fsck gives up on the inode here too; a garbage indirect
                 // block must not cost millions of reads.
-                break;
+                return Ok(Step::Stop);
             }
-            continue;
+            return Ok(Step::Next);
         }
         // e2fsck's limits by kind: a symlink (or other non-file) maps one
         // block at most; a file fewer than 2^31 bytes' worth of blocks
         // per 1 KiB of block size.
-        let too_big = if level == 0 && !is_dir && !is_reg && l > 0 && ino != BAD_INO {
+        let (is_dir, is_reg) = (self.is_dir, self.is_reg);
+        let too_big = if p.levels == 0 && !is_dir && !is_reg && l > 0 && ino != BAD_INO {
             Some("PR_1_TOOBIG_SYMLINK")
-        } else if is_reg && res.blocks + 1 >= max_blocks {
+        } else if is_reg && self.res.blocks + 1 >= self.max_blocks {
             Some("PR_1_TOOBIG_REG")
         } else {
             None
         };
         if let Some(code) = too_big {
-            illegal += 1;
-            if too_many(c, ino, illegal, &mut res) {
-                break;
+            self.illegal += 1;
+            if too_many(c, ino, self.illegal, &mut self.res) {
+                return Ok(Step::Stop);
             }
-            let fix = match at {
-                Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
-                Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
-            };
+            let fix = self.clear(p);
             let what = if is_reg { "file" } else { "symlink" };
             let msg = format!("Block #{l} ({b}) causes {what} to be too big.");
-            c.p.error_fix(1, code, msg, fix);
-            res.bad = true;
-            continue;
+            self.c.p.error_fix(1, code, msg, fix);
+            self.res.bad = true;
+            return Ok(Step::Next);
         }
-        if level == 0 && limit.is_some_and(|m| l > m) {
-            illegal += 1;
-            if too_many(c, ino, illegal, &mut res) {
-                break;
+        if p.levels == 0 && self.limit.is_some_and(|m| l > m) {
+            self.illegal += 1;
+            if too_many(c, ino, self.illegal, &mut self.res) {
+                return Ok(Step::Stop);
             }
-            let fix = match at {
-                Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
-                Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
-            };
+            let fix = self.clear(p);
             let msg = format!("Block #{l} ({b}) causes directory to be too big.");
-            c.p.error_fix(1, "PR_1_TOOBIG_DIR", msg, fix);
-            res.bad = true;
-            continue;
+            self.c.p.error_fix(1, "PR_1_TOOBIG_DIR", msg, fix);
+            self.res.bad = true;
+            return Ok(Step::Next);
         }
         c.claim(b64, 1, ino);
+        let res = &mut self.res;
         res.blocks += 1;
-        if level == 0 {
-            res.end_lblk = res.end_lblk.max(l + 1);
-            res.end_init_lblk = res.end_lblk;
-            if want_runs {
-                match res.runs.last_mut() {
-                    Some(r) if r.0 + r.2 == l && r.1 + r.2 == b64 => r.2 += 1,
-                    _ => res.runs.push((l, b64, 1)),
-                }
-            }
-            if last_phys_end.is_some_and(|x| x != b64) {
-                res.fragmented = true;
-            }
-            last_phys_end = Some(b64 + 1);
-            continue;
+        if p.levels > 0 {
+            return Ok(Step::Descend);
         }
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
+        res.end_lblk = res.end_lblk.max(l + 1);
+        res.end_init_lblk = res.end_lblk;
+        if self.want_runs {
+            match res.runs.last_mut() {
+                Some(r) if r.0 + r.2 == l && r.1 + r.2 == b64 => r.2 += 1,
+                _ => res.runs.push((l, b64, 1)),
+            }
+        }
+        if self.last_phys_end.is_some_and(|x| x != b64) {
+            res.fragmented = true;
+        }
+        self.last_phys_end = Some(b64 + 1);
+        Ok(Step::Next)
+    }
+
+    fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Self::Error> {
+        let bs = self.c.geo.block_size;
+        let mut buf = vec![0u8; bs as usize];
+        if self
+            .c
+            .fs
             .device()
-            .read_at(&mut buf, b64 * u64::from(c.geo.block_size))
+            .read_at(&mut buf, p.physical * u64::from(bs))
             .is_err()
         {
-            res.bad = true;
-            continue;
+            self.res.bad = true;
+            return Ok(None);
         }
-        let Ok(ind) = IndirectBlock::parse(&buf) else {
-            continue;
-        };
-        let span = apb.pow(level - 1);
-        let children: Vec<(u32, u32, u64, Ptr)> = ind
-            .iter()
-            .enumerate()
-            .map(|(i, x)| {
-                (
-                    u32::try_from(x.0).unwrap_or(u32::MAX),
-                    level - 1,
-                    l + i as u64 * span,
-                    Ptr::Indirect(b64, i),
-                )
-            })
-            .collect();
-        stack.extend(children.into_iter().rev());
+        Ok(IndirectBlock::parse(&buf).is_ok().then_some(buf))
     }
-    res
 }
 
 /// e2fsck's process_block: every twelfth bad pointer asks "Too many

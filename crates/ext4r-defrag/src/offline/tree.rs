@@ -7,10 +7,11 @@
 use std::collections::HashSet;
 
 use ext4r::error::{Error, Result};
-use ext4r_format::blockmap::{addr_per_block, DIND_BLOCK, IND_BLOCK, NDIR_BLOCKS, TIND_BLOCK};
+use ext4r_format::blockmap::addr_per_block;
 use ext4r_format::extent::{ExtentNode, MAX_EXTENT_DEPTH};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::FormatError;
+use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 use ext4r_txn::map::BlockSource;
 
 /// What an inode's mapping holds besides its data runs.
@@ -40,122 +41,101 @@ pub(crate) fn mapping(
     inode: &Inode,
 ) -> Result<Mapping> {
     let flags = inode.flags();
-    let mut m = Mapping::default();
+    let bs = src.block_size();
+    let mut v = Nodes {
+        src,
+        ino,
+        limit: inode.size().div_ceil(u64::from(bs)),
+        apb: u64::from(addr_per_block(bs)),
+        seen: HashSet::new(),
+        m: Mapping::default(),
+    };
     if flags.contains(InodeFlags::INLINE_DATA) {
-        return Ok(m);
+        return Ok(v.m);
     }
-    let mut seen = HashSet::new();
+    let mut root = inode.i_block;
     if flags.contains(InodeFlags::EXTENTS) {
-        extent_nodes(src, ino, &inode.i_block, None, &mut seen, &mut m.blocks)?;
+        let depth = node_depth(ino, &root, None)?;
+        walk::extent_tree(&mut root, depth, u64::MAX, &mut v)?;
     } else {
-        let bs = src.block_size();
-        let limit = inode.size().div_ceil(u64::from(bs));
-        let words = inode.block_words();
-        m.past_eof += words[..NDIR_BLOCKS]
-            .iter()
-            .enumerate()
-            .filter(|&(i, &w)| w != 0 && i as u64 >= limit)
-            .count() as u64;
-        let apb = u64::from(addr_per_block(bs));
-        let mut base = NDIR_BLOCKS as u64;
-        for (slot, level) in [(IND_BLOCK, 1u32), (DIND_BLOCK, 2), (TIND_BLOCK, 3)] {
-            let w = Walk {
-                src,
-                ino,
-                limit,
-                apb,
-            };
-            w.indirect(words[slot], level, base, &mut seen, &mut m)?;
-            base += apb.pow(level);
-        }
+        walk::block_map(&mut root, bs, &mut v)?;
     }
-    Ok(m)
+    Ok(v.m)
 }
 
-fn extent_nodes(
-    src: &(impl BlockSource + ?Sized),
-    ino: u32,
-    buf: &[u8],
-    want_depth: Option<u16>,
-    seen: &mut HashSet<u64>,
-    out: &mut Vec<u64>,
-) -> Result<()> {
+/// The depth of an extent node (`want`: what its place says it must be).
+fn node_depth(ino: u32, buf: &[u8], want: Option<u16>) -> Result<u16> {
     let node = ExtentNode::parse(buf).map_err(|e| Error::corrupt(format!("inode {ino}"), e))?;
     let depth = node.depth();
-    if depth > MAX_EXTENT_DEPTH || want_depth.is_some_and(|d| d != depth) {
+    if depth > MAX_EXTENT_DEPTH || want.is_some_and(|d| d != depth) {
         return Err(corrupt(
             ino,
             format!("extent node of depth {depth} unexpected"),
         ));
     }
-    let Some(idx) = node.indexes() else {
-        return Ok(());
-    };
-    for ix in idx {
-        let child = ix.leaf().0;
-        src.check_blocks(child, 1, &format!("inode {ino}, extent index"))?;
-        if !seen.insert(child) {
-            return Err(corrupt(ino, format!("extent block {child} reached twice")));
-        }
-        out.push(child);
-        let blk = src.read_block(child, &format!("inode {ino}, extent block {child}"))?;
-        extent_nodes(src, ino, &blk, Some(depth - 1), seen, out)?;
-    }
-    Ok(())
+    Ok(depth)
 }
 
-struct Walk<'a, S: ?Sized> {
+/// Lists the mapping blocks the walk enters, and counts a block map's
+/// data pointers past `i_size`.
+struct Nodes<'a, S: ?Sized> {
     src: &'a S,
     ino: u32,
     /// Logical blocks from here on are past `i_size`.
     limit: u64,
     apb: u64,
+    /// Each mapping block maps its own range: one reached twice is
+    /// corruption, and refusing it bounds the walk by the disk.
+    seen: HashSet<u64>,
+    m: Mapping,
 }
 
-impl<S: BlockSource + ?Sized> Walk<'_, S> {
-    /// An indirect block of `level` (1: it points at data) mapping logical
-    /// blocks from `base`.
-    fn indirect(
-        &self,
-        block: u32,
-        level: u32,
-        base: u64,
-        seen: &mut HashSet<u64>,
-        m: &mut Mapping,
-    ) -> Result<()> {
-        if block == 0 {
-            return Ok(());
-        }
-        let b = u64::from(block);
-        let what = format!("inode {}, indirect block {b}", self.ino);
-        self.src.check_blocks(b, 1, &what)?;
-        // Each indirect block maps its own range: one reached twice is
-        // corruption, and refusing it bounds the walk by the disk.
-        if !seen.insert(b) {
-            return Err(corrupt(
-                self.ino,
-                format!("indirect block {b} reached twice"),
-            ));
-        }
-        m.blocks.push(b);
-        let span = self.apb.pow(level - 1);
-        // A last-level block wholly below i_size needs no reading.
-        if level == 1 && base + self.apb <= self.limit {
-            return Ok(());
-        }
-        let buf = self.src.read_block(b, &what)?;
-        for (i, c) in buf.chunks_exact(4).enumerate() {
-            let p = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            if p == 0 {
-                continue;
+impl<S: BlockSource + ?Sized> Visitor for Nodes<'_, S> {
+    type Error = Error;
+
+    fn pointer(&mut self, p: &Ptr) -> Result<Step> {
+        let (ino, b) = (self.ino, p.physical);
+        match p.entry {
+            Entry::Extent(_) => Ok(Step::Next),
+            Entry::Word if p.levels == 0 => {
+                self.m.past_eof += u64::from(p.logical >= self.limit);
+                Ok(Step::Next)
             }
-            let logical = base + i as u64 * span;
-            if level == 1 {
-                m.past_eof += u64::from(logical >= self.limit);
-            } else {
-                self.indirect(p, level - 1, logical, seen, m)?;
+            Entry::Index(_) => {
+                self.src
+                    .check_blocks(b, 1, &format!("inode {ino}, extent index"))?;
+                if !self.seen.insert(b) {
+                    return Err(corrupt(ino, format!("extent block {b} reached twice")));
+                }
+                self.m.blocks.push(b);
+                Ok(Step::Descend)
+            }
+            Entry::Word => {
+                let what = format!("inode {ino}, indirect block {b}");
+                self.src.check_blocks(b, 1, &what)?;
+                if !self.seen.insert(b) {
+                    return Err(corrupt(ino, format!("indirect block {b} reached twice")));
+                }
+                self.m.blocks.push(b);
+                // A last-level block wholly below i_size needs no reading.
+                if p.levels == 1 && p.logical + self.apb <= self.limit {
+                    return Ok(Step::Next);
+                }
+                Ok(Step::Descend)
             }
         }
-        Ok(())
+    }
+
+    fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>> {
+        let (ino, b) = (self.ino, p.physical);
+        if let Entry::Index(_) = p.entry {
+            let blk = self
+                .src
+                .read_block(b, &format!("inode {ino}, extent block {b}"))?;
+            node_depth(ino, &blk, Some(p.levels))?;
+            return Ok(Some(blk));
+        }
+        let what = format!("inode {ino}, indirect block {b}");
+        self.src.read_block(b, &what).map(Some)
     }
 }

@@ -4,10 +4,13 @@
 //! [`runs`] reads a mapping into sorted runs for every reader (the read
 //! path, tune, fsck's helpers, the journal's location); [`all_blocks`]
 //! lists every block an inode holds; [`store`] writes a mapping back, as an
-//! extent tree or a block map, inside a transaction.
+//! extent tree or a block map, inside a transaction; [`walk`] is the
+//! visitor walk for callers that judge, repair or move single pointers
+//! (fsck, tune, defrag).
 
 mod edit;
 mod read;
+pub mod walk;
 
 pub use edit::store;
 pub use read::{all_blocks, runs, runs_whole};

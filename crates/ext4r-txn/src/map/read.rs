@@ -3,13 +3,12 @@
 
 use std::collections::HashSet;
 
-use ext4r_format::blockmap::{
-    addr_per_block, IndirectBlock, DIND_BLOCK, IND_BLOCK, NDIR_BLOCKS, TIND_BLOCK,
-};
+use ext4r_format::blockmap::IndirectBlock;
 use ext4r_format::extent::{ExtentNode, MAX_EXTENT_DEPTH};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::FormatError;
 
+use super::walk::{self, Entry, Ptr, Step, Visitor};
 use super::{BlockSource, Run};
 use crate::csum::BlockKind;
 use crate::error::{Error, Location, Result};
@@ -61,31 +60,12 @@ fn runs_below(
     if flags.contains(InodeFlags::INLINE_DATA) || fast_symlink {
         return Ok(out);
     }
-    if flags.contains(InodeFlags::EXTENTS) {
-        let mut walk = ExtentWalk {
-            src,
-            info: &info,
-            seen: HashSet::new(),
-            out: &mut out,
-            kind: BlockKind::Extent {
-                ino,
-                generation: inode.generation(),
-            },
-            meta: None,
-        };
-        walk.node(&inode.i_block, None, None)?;
-    } else {
-        // A block map: only the blocks below the limit count.
-        let mut w = MapWalk {
-            src,
-            info: &info,
-            limit,
-            seen: HashSet::new(),
-            out: &mut out,
-            meta: None,
-        };
-        w.walk()?;
-    }
+    let kind = BlockKind::Extent {
+        ino,
+        generation: inode.generation(),
+    };
+    Collect::new(src, &info, limit, &mut out, kind, None)
+        .walk(flags.contains(InodeFlags::EXTENTS))?;
     check_sorted(&out, &info)?;
     Ok(out)
 }
@@ -105,18 +85,11 @@ pub(crate) fn extent_tree(
     let info = Info { ino, inode };
     let mut out = Vec::new();
     let mut meta = Vec::new();
-    let mut walk = ExtentWalk {
-        src,
-        info: &info,
-        seen: HashSet::new(),
-        out: &mut out,
-        kind: BlockKind::Extent {
-            ino,
-            generation: inode.generation(),
-        },
-        meta: Some(&mut meta),
+    let kind = BlockKind::Extent {
+        ino,
+        generation: inode.generation(),
     };
-    walk.node(&inode.i_block, None, None)?;
+    Collect::new(src, &info, u64::MAX, &mut out, kind, Some(&mut meta)).walk(true)?;
     check_sorted(&out, &info)?;
     meta.sort_unstable();
     meta.dedup();
@@ -139,27 +112,15 @@ pub fn all_blocks(src: &(impl BlockSource + ?Sized), ino: u32, inode: &Inode) ->
     if flags.contains(InodeFlags::INLINE_DATA) {
         return Ok(Vec::new());
     }
-    if flags.contains(InodeFlags::EXTENTS) {
-        let mut walk = ExtentWalk {
-            src,
-            info: &info,
-            seen: HashSet::new(),
-            out: &mut out,
-            kind: BlockKind::Plain,
-            meta: Some(&mut meta),
-        };
-        walk.node(&inode.i_block, None, None)?;
-    } else {
-        let mut w = MapWalk {
-            src,
-            info: &info,
-            limit: u64::MAX,
-            seen: HashSet::new(),
-            out: &mut out,
-            meta: Some(&mut meta),
-        };
-        w.walk()?;
-    }
+    Collect::new(
+        src,
+        &info,
+        u64::MAX,
+        &mut out,
+        BlockKind::Plain,
+        Some(&mut meta),
+    )
+    .walk(flags.contains(InodeFlags::EXTENTS))?;
     let (_, count) = src.block_range();
     let mut blocks: Vec<u64> = meta;
     for r in &out {
@@ -219,177 +180,177 @@ fn push(out: &mut Vec<Run>, r: Run) {
     out.push(r);
 }
 
-struct ExtentWalk<'a, S: ?Sized> {
+/// The walk's visitor for [`runs`], [`extent_tree`] and [`all_blocks`]:
+/// every pointer checked against the filesystem, each node reached once
+/// and (when the source verifies them) its checksum, the runs collected.
+struct Collect<'a, S: ?Sized> {
     src: &'a S,
     info: &'a Info<'a>,
+    /// Logical blocks at or past this are ignored (a block map's; an
+    /// extent tree is read whole).
+    limit: u64,
+    /// Tree nodes and indirect blocks entered. Each maps a distinct range
+    /// of the file, so one reached twice is corruption, and refusing it
+    /// bounds the walk by the blocks on disk: a triple-indirect block
+    /// listing itself would otherwise be read as 1024 x 1024 indirect
+    /// blocks with 2^30 leaves.
     seen: HashSet<u64>,
     out: &'a mut Vec<Run>,
+    /// The checksum kind of extent tree blocks.
     kind: BlockKind,
-    /// Where to list the tree's own blocks, when wanted.
+    /// Where to list the mapping's own blocks, when wanted.
     meta: Option<&'a mut Vec<u64>>,
 }
 
-impl<S: BlockSource + ?Sized> ExtentWalk<'_, S> {
-    /// Walks one node. `block` is where it came from (None for the root in
-    /// the inode), `want_depth` the depth its parent implies.
-    fn node(&mut self, buf: &[u8], block: Option<u64>, want_depth: Option<u16>) -> Result<()> {
-        let info = self.info;
-        let at = || match block {
-            Some(b) => Location::inode(info.ino).of("extent block").at_block(b),
-            None => Location::inode(info.ino).of("extent root"),
-        };
-        let place = || at().to_string();
-        let node = ExtentNode::parse(buf).map_err(|e| Error::corrupt(at(), e))?;
-        let depth = node.depth();
-        if depth > MAX_EXTENT_DEPTH || want_depth.is_some_and(|d| d != depth) {
-            return Err(Error::corrupt(
-                at(),
-                FormatError::invalid("extent header", format!("depth {depth} unexpected")),
-            ));
+impl<'a, S: BlockSource + ?Sized> Collect<'a, S> {
+    fn new(
+        src: &'a S,
+        info: &'a Info<'a>,
+        limit: u64,
+        out: &'a mut Vec<Run>,
+        kind: BlockKind,
+        meta: Option<&'a mut Vec<u64>>,
+    ) -> Self {
+        Collect {
+            src,
+            info,
+            limit,
+            seen: HashSet::new(),
+            out,
+            kind,
+            meta,
         }
-        if let Some(exts) = node.extents() {
-            for e in exts {
-                let len = u64::from(e.len());
-                if len == 0 {
-                    continue;
+    }
+
+    /// Walks the inode's extent tree (`extents`) or block map.
+    fn walk(&mut self, extents: bool) -> Result<()> {
+        let mut root = self.info.inode.i_block;
+        if extents {
+            let depth = node_depth(self.info.ino, &root, None, None)?;
+            walk::extent_tree(&mut root, depth, u64::MAX, self)?;
+        } else {
+            walk::block_map(&mut root, self.src.block_size(), self)?;
+        }
+        Ok(())
+    }
+
+    /// Where an extent node is: its block, or the root in the inode.
+    fn node_at(&self, block: Option<u64>) -> Location {
+        extent_at(self.info.ino, block)
+    }
+}
+
+fn extent_at(ino: u32, block: Option<u64>) -> Location {
+    match block {
+        Some(b) => Location::inode(ino).of("extent block").at_block(b),
+        None => Location::inode(ino).of("extent root"),
+    }
+}
+
+/// The depth of extent node `buf` (at `block`; None: the root), which
+/// its place may say (`want`).
+fn node_depth(ino: u32, buf: &[u8], block: Option<u64>, want: Option<u16>) -> Result<u16> {
+    let at = || extent_at(ino, block);
+    let node = ExtentNode::parse(buf).map_err(|e| Error::corrupt(at(), e))?;
+    let depth = node.depth();
+    if depth > MAX_EXTENT_DEPTH || want.is_some_and(|d| d != depth) {
+        return Err(Error::corrupt(
+            at(),
+            FormatError::invalid("extent header", format!("depth {depth} unexpected")),
+        ));
+    }
+    Ok(depth)
+}
+
+impl<S: BlockSource + ?Sized> Visitor for Collect<'_, S> {
+    type Error = Error;
+
+    fn pointer(&mut self, p: &Ptr) -> Result<Step> {
+        let (ino, b) = (self.info.ino, p.physical);
+        match p.entry {
+            Entry::Extent(_) => {
+                if p.len == 0 {
+                    return Ok(Step::Next);
                 }
-                let start = e.start().0;
-                self.src.check_blocks(start, len, &place())?;
+                let place = self.node_at(p.slot.block).to_string();
+                self.src.check_blocks(b, p.len, &place)?;
                 push(
                     self.out,
                     Run {
-                        logical: u64::from(e.ee_block.get()),
-                        physical: start,
-                        len,
-                        unwritten: e.is_unwritten(),
+                        logical: p.logical,
+                        physical: b,
+                        len: p.len,
+                        unwritten: p.unwritten,
                     },
                 );
+                Ok(Step::Next)
             }
-        } else if let Some(idx) = node.indexes() {
-            for ix in idx {
-                let child = ix.leaf().0;
-                self.src.check_blocks(child, 1, &place())?;
-                if !self.seen.insert(child) {
+            Entry::Index(_) => {
+                let place = self.node_at(p.slot.block);
+                self.src.check_blocks(b, 1, &place.to_string())?;
+                if !self.seen.insert(b) {
                     return Err(Error::corrupt(
-                        at(),
-                        FormatError::invalid(
-                            "extent index",
-                            format!("block {child} is reached twice"),
-                        ),
+                        place,
+                        FormatError::invalid("extent index", format!("block {b} is reached twice")),
                     ));
                 }
                 if let Some(m) = self.meta.as_deref_mut() {
-                    m.push(child);
+                    m.push(b);
                 }
-                let loc = Location::inode(info.ino).of("extent block").at_block(child);
-                let blk = self.src.read_block(child, &loc.to_string())?;
-                if let Some(cs) = self.src.verify() {
-                    if !cs.block_ok(self.kind, child, &blk) {
-                        return Err(Error::corrupt(
-                            loc,
-                            FormatError::invalid("extent block", "checksum does not match"),
-                        ));
-                    }
+                Ok(Step::Descend)
+            }
+            Entry::Word => {
+                // A block map: only the blocks below the limit count.
+                if p.logical >= self.limit {
+                    return Ok(Step::Next);
                 }
-                self.node(&blk, Some(child), Some(depth - 1))?;
+                if p.levels == 0 {
+                    let what = format!("inode {ino}, logical block {}", p.logical);
+                    self.src.check_blocks(b, 1, &what)?;
+                    push(
+                        self.out,
+                        Run {
+                            logical: p.logical,
+                            physical: b,
+                            len: 1,
+                            unwritten: false,
+                        },
+                    );
+                    return Ok(Step::Next);
+                }
+                if !self.seen.insert(b) {
+                    return Err(Error::corrupt(
+                        Location::inode(ino).of("indirect block").at_block(b),
+                        FormatError::invalid("block map", "indirect block reached twice"),
+                    ));
+                }
+                if let Some(m) = self.meta.as_deref_mut() {
+                    m.push(b);
+                }
+                Ok(Step::Descend)
             }
         }
-        Ok(())
-    }
-}
-
-struct MapWalk<'a, S: ?Sized> {
-    src: &'a S,
-    info: &'a Info<'a>,
-    /// Logical blocks at or past this are ignored.
-    limit: u64,
-    /// Indirect blocks read so far. Each maps a distinct range of the
-    /// file, so one reached twice is corruption, and refusing it bounds the
-    /// walk by the blocks on disk: a triple-indirect block listing itself
-    /// would otherwise be read as 1024 x 1024 indirect blocks with 2^30
-    /// leaves.
-    seen: HashSet<u32>,
-    out: &'a mut Vec<Run>,
-    /// Where to list the indirect blocks, when wanted.
-    meta: Option<&'a mut Vec<u64>>,
-}
-
-impl<S: BlockSource + ?Sized> MapWalk<'_, S> {
-    fn walk(&mut self) -> Result<()> {
-        let words = self.info.inode.block_words();
-        for (i, &w) in words.iter().enumerate().take(NDIR_BLOCKS) {
-            self.leaf(i as u64, w)?;
-        }
-        let apb = u64::from(addr_per_block(self.src.block_size()));
-        let mut base = NDIR_BLOCKS as u64;
-        for (slot, level) in [(IND_BLOCK, 1u32), (DIND_BLOCK, 2), (TIND_BLOCK, 3)] {
-            let span = apb.pow(level);
-            if base >= self.limit {
-                break;
-            }
-            self.indirect(words[slot], level, base)?;
-            base += span;
-        }
-        Ok(())
     }
 
-    fn leaf(&mut self, logical: u64, block: u32) -> Result<()> {
-        if block == 0 || logical >= self.limit {
-            return Ok(());
-        }
-        let b = u64::from(block);
-        self.src.check_blocks(
-            b,
-            1,
-            &format!("inode {}, logical block {logical}", self.info.ino),
-        )?;
-        push(
-            self.out,
-            Run {
-                logical,
-                physical: b,
-                len: 1,
-                unwritten: false,
-            },
-        );
-        Ok(())
-    }
-
-    /// An indirect block of `level` (1 = its entries are data blocks)
-    /// mapping logical blocks from `base`.
-    fn indirect(&mut self, block: u32, level: u32, base: u64) -> Result<()> {
-        if block == 0 || base >= self.limit {
-            return Ok(());
-        }
-        let loc = Location::inode(self.info.ino)
-            .of("indirect block")
-            .at_block(u64::from(block));
-        let what = loc.to_string();
-        if !self.seen.insert(block) {
-            return Err(Error::corrupt(
-                loc.clone(),
-                FormatError::invalid("block map", "indirect block reached twice"),
-            ));
-        }
-        if let Some(m) = self.meta.as_deref_mut() {
-            m.push(u64::from(block));
-        }
-        let buf = self.src.read_block(u64::from(block), &what)?;
-        let ind = IndirectBlock::parse(&buf).map_err(|e| Error::corrupt(loc, e))?;
-        let apb = u64::from(addr_per_block(self.src.block_size()));
-        let span = apb.pow(level - 1);
-        for (i, b) in ind.iter().enumerate() {
-            let logical = base + i as u64 * span;
-            if logical >= self.limit {
-                break;
+    fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>> {
+        let (ino, b) = (self.info.ino, p.physical);
+        if let Entry::Index(_) = p.entry {
+            let loc = Location::inode(ino).of("extent block").at_block(b);
+            let blk = self.src.read_block(b, &loc.to_string())?;
+            if let Some(cs) = self.src.verify() {
+                if !cs.block_ok(self.kind, b, &blk) {
+                    return Err(Error::corrupt(
+                        loc,
+                        FormatError::invalid("extent block", "checksum does not match"),
+                    ));
+                }
             }
-            let b = u32::try_from(b.0).unwrap_or(u32::MAX);
-            if level == 1 {
-                self.leaf(logical, b)?;
-            } else {
-                self.indirect(b, level - 1, logical)?;
-            }
+            node_depth(ino, &blk, Some(b), Some(p.levels))?;
+            return Ok(Some(blk));
         }
-        Ok(())
+        let loc = Location::inode(ino).of("indirect block").at_block(b);
+        let buf = self.src.read_block(b, &loc.to_string())?;
+        IndirectBlock::parse(&buf).map_err(|e| Error::corrupt(loc, e))?;
+        Ok(Some(buf))
     }
 }

@@ -42,6 +42,7 @@ use ext4r_format::superblock::Superblock;
 use ext4r_format::xattr::XATTR_MAGIC;
 use ext4r_format::InodeNr;
 use ext4r_txn::csum::{BlockKind, Checksums};
+use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::{Volume, VolumeOptions};
 
@@ -434,12 +435,20 @@ impl Rewriter<'_> {
         }
         let generation = inode.generation();
         if self.metadata_csum && flags.contains(InodeFlags::EXTENTS) {
-            let mut seen = HashSet::new();
             let kind = BlockKind::Extent {
                 ino: ino.0,
                 generation,
             };
-            self.extent_node(&inode.i_block, kind, 6, &mut seen)?;
+            if let Ok(root) = ExtentNode::parse(&inode.i_block) {
+                let depth = root.depth();
+                let mut v = Restamp {
+                    w: self,
+                    kind,
+                    seen: HashSet::new(),
+                };
+                let mut copy = inode.i_block;
+                walk::extent_tree(&mut copy, depth, u64::MAX, &mut v)?;
+            }
         }
         let mut inode = inode;
         if inode.is_dir() && !flags.contains(InodeFlags::INLINE_DATA) {
@@ -457,44 +466,6 @@ impl Rewriter<'_> {
             self.xattr_block(acl)?;
         }
         self.cs.stamp_inode(ino.0, rec)?;
-        Ok(())
-    }
-
-    /// The children of an extent node (`node`: `i_block` or a block), each
-    /// checksummed and written, depth first; `budget` bounds the depth.
-    fn extent_node(
-        &mut self,
-        node: &[u8],
-        kind: BlockKind,
-        budget: u32,
-        seen: &mut HashSet<u64>,
-    ) -> Result<()> {
-        let Ok(parsed) = ExtentNode::parse(node) else {
-            return Ok(());
-        };
-        let Some(idx) = parsed.indexes() else {
-            return Ok(());
-        };
-        if budget == 0 {
-            return Ok(());
-        }
-        let children: Vec<u64> = idx.iter().map(|i| i.leaf().0).collect();
-        let mut buf = vec![0u8; self.bs()];
-        for b in children {
-            if !self.in_fs(b) || !seen.insert(b) {
-                continue;
-            }
-            self.read(b, &mut buf)?;
-            let child_ok = ExtentNode::parse(&buf).is_ok_and(|c| c.depth() + 1 == parsed.depth());
-            if !child_ok {
-                continue;
-            }
-            let before = buf.clone();
-            if self.cs.stamp_block(kind, b, &mut buf).is_ok() && buf != before {
-                self.write(b, &buf)?;
-            }
-            self.extent_node(&buf.clone(), kind, budget - 1, seen)?;
-        }
         Ok(())
     }
 
@@ -556,5 +527,40 @@ impl Rewriter<'_> {
             self.write(b, &buf)?;
         }
         Ok(())
+    }
+}
+/// The walk of an extent tree whose blocks get their checksums: each
+/// node below the root, depth first, checksummed and written when that
+/// changed it. A node out of the filesystem, reached twice or not one
+/// level below its parent is left alone, and what is below it.
+struct Restamp<'r, 'a> {
+    w: &'r mut Rewriter<'a>,
+    kind: BlockKind,
+    seen: HashSet<u64>,
+}
+
+impl Visitor for Restamp<'_, '_> {
+    type Error = Error;
+
+    fn pointer(&mut self, p: &Ptr) -> Result<Step> {
+        let b = p.physical;
+        if !p.is_node() || !self.w.in_fs(b) || !self.seen.insert(b) {
+            return Ok(Step::Next);
+        }
+        Ok(Step::Descend)
+    }
+
+    fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>> {
+        let b = p.physical;
+        let mut buf = vec![0u8; self.w.bs()];
+        self.w.read(b, &mut buf)?;
+        if !ExtentNode::parse(&buf).is_ok_and(|c| c.depth() == p.levels) {
+            return Ok(None);
+        }
+        let before = buf.clone();
+        if self.w.cs.stamp_block(self.kind, b, &mut buf).is_ok() && buf != before {
+            self.w.write(b, &buf)?;
+        }
+        Ok(Some(buf))
     }
 }

@@ -33,6 +33,7 @@ use super::meta::{corrupt, get16, get32, Meta};
 use crate::error::Result;
 use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
 use ext4r_txn::csum::BlockKind;
+use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 use std::collections::{BTreeMap, HashMap};
 
 const I_MODE: usize = 0x00;
@@ -191,10 +192,13 @@ impl<'a> Mover<'a> {
                 generation: get32(&rec, I_GENERATION),
             };
             let mut root = rec[I_BLOCK..I_BLOCK + 60].to_vec();
+            let bs = self.meta.geo.block_size;
             let root_changed = if flags & EXTENTS_FL != 0 {
-                self.extent_node(&mut root, MAX_DEPTH + 1)?
+                header_ok(&root, MAX_DEPTH + 1)?;
+                let depth = get16(&root, 6);
+                walk::extent_tree(&mut root, depth, u64::MAX, self)?.root_changed
             } else {
-                self.block_map(&mut root)?
+                walk::block_map(&mut root, bs, self)?.root_changed
             };
             if root_changed {
                 rec[I_BLOCK..I_BLOCK + 60].copy_from_slice(&root);
@@ -205,63 +209,6 @@ impl<'a> Mover<'a> {
             self.inodes.insert(ino, rec);
         }
         Ok(())
-    }
-
-    /// An extent node (the root in `i_block` or a tree block); true when
-    /// an entry changed.
-    fn extent_node(&mut self, node: &mut [u8], budget: u16) -> Plan<bool> {
-        if get16(node, 0) != 0xF30A || budget == 0 {
-            return Err(corrupt("extent tree", "bad header").into());
-        }
-        let entries = get16(node, 2) as usize;
-        let depth = get16(node, 6);
-        if 12 + 12 * entries > node.len() || depth >= budget {
-            return Err(corrupt("extent tree", "too many entries or levels").into());
-        }
-        let mut changed = false;
-        for k in 0..entries {
-            let at = 12 + 12 * k;
-            if depth == 0 {
-                let raw = u64::from(get16(node, at + 4));
-                let len = if raw > 32768 { raw - 32768 } else { raw };
-                let start = u64::from(get32(node, at + 8)) | (u64::from(get16(node, at + 6)) << 32);
-                self.check_range(start, len)?;
-                if !self.in_window(start, len) {
-                    continue;
-                }
-                let new = self.alloc(start, len)?;
-                self.copies.push((start, new, len));
-                self.release_outside(start, len);
-                node[at + 6..at + 8].copy_from_slice(&((new >> 32) as u16).to_le_bytes());
-                node[at + 8..at + 12].copy_from_slice(&(new as u32).to_le_bytes());
-                changed = true;
-            } else {
-                let child = u64::from(get32(node, at + 4)) | (u64::from(get16(node, at + 8)) << 32);
-                self.check_range(child, 1)?;
-                let mut buf = self.read(child)?;
-                if get16(&buf, 6) + 1 != depth {
-                    return Err(
-                        corrupt("extent tree", format!("block {child}: wrong depth")).into(),
-                    );
-                }
-                let child_changed = self.extent_node(&mut buf, depth)?;
-                let moving = self.to_move.is_used(child);
-                if !moving && !child_changed {
-                    continue;
-                }
-                let kind = self.owner;
-                if moving {
-                    let new = self.alloc(child, 1)?;
-                    self.blocks.insert(new, (buf, kind));
-                    node[at + 4..at + 8].copy_from_slice(&(new as u32).to_le_bytes());
-                    node[at + 8..at + 10].copy_from_slice(&((new >> 32) as u16).to_le_bytes());
-                    changed = true;
-                } else {
-                    self.blocks.insert(child, (buf, kind));
-                }
-            }
-        }
-        Ok(changed)
     }
 
     /// The parts of a moved extent that no window holds: free once the
@@ -281,28 +228,6 @@ impl<'a> Mover<'a> {
         }
     }
 
-    /// An ext2/3 block map in `i_block`; true when a pointer changed.
-    fn block_map(&mut self, root: &mut [u8]) -> Plan<bool> {
-        let mut changed = false;
-        for k in 0..15 {
-            let b = u64::from(get32(root, 4 * k));
-            if b == 0 {
-                continue;
-            }
-            let new = match k {
-                0..=11 => self.data_block(b)?,
-                12 => self.indirect(b, 1)?,
-                13 => self.indirect(b, 2)?,
-                _ => self.indirect(b, 3)?,
-            };
-            if let Some(n) = new {
-                root[4 * k..4 * k + 4].copy_from_slice(&(n as u32).to_le_bytes());
-                changed = true;
-            }
-        }
-        Ok(changed)
-    }
-
     /// A data block of a block map: its new place if it moves.
     fn data_block(&mut self, b: u64) -> Plan<Option<u64>> {
         self.check_range(b, 1)?;
@@ -312,37 +237,6 @@ impl<'a> Mover<'a> {
         let n = self.alloc(b, 1)?;
         self.copies.push((b, n, 1));
         Ok(Some(n))
-    }
-
-    /// An indirect block of `depth` levels: its new place if it moves.
-    fn indirect(&mut self, b: u64, depth: u32) -> Plan<Option<u64>> {
-        self.check_range(b, 1)?;
-        let mut buf = self.read(b)?;
-        let mut changed = false;
-        for k in 0..buf.len() / 4 {
-            let c = u64::from(get32(&buf, 4 * k));
-            if c == 0 {
-                continue;
-            }
-            let new = if depth == 1 {
-                self.data_block(c)?
-            } else {
-                self.indirect(c, depth - 1)?
-            };
-            if let Some(n) = new {
-                buf[4 * k..4 * k + 4].copy_from_slice(&(n as u32).to_le_bytes());
-                changed = true;
-            }
-        }
-        if self.to_move.is_used(b) {
-            let n = self.alloc(b, 1)?;
-            self.blocks.insert(n, (buf, BlockKind::Plain));
-            return Ok(Some(n));
-        }
-        if changed {
-            self.blocks.insert(b, (buf, BlockKind::Plain));
-        }
-        Ok(None)
     }
 
     /// Writes the moves in the order the module doc gives, then frees the
@@ -375,6 +269,82 @@ impl<'a> Mover<'a> {
         }
         Ok(())
     }
+}
+
+/// The walk of a file's mapping: data that reaches into a window is
+/// copied and its pointer rewritten; a mapping block that lies in a
+/// window, or whose pointers changed, is written (moved, or in place)
+/// once its own entries are done.
+impl Visitor for Mover<'_> {
+    type Error = PlanError;
+
+    fn pointer(&mut self, p: &Ptr) -> Plan<Step> {
+        if p.is_node() {
+            self.check_range(p.physical, 1)?;
+            return Ok(Step::Descend);
+        }
+        let new = match p.entry {
+            Entry::Extent(e) => {
+                // Whole extents move: none is split, no tree grows.
+                let (start, len) = (p.physical, u64::from(e.len()));
+                self.check_range(start, len)?;
+                if !self.in_window(start, len) {
+                    return Ok(Step::Next);
+                }
+                let new = self.alloc(start, len)?;
+                self.copies.push((start, new, len));
+                self.release_outside(start, len);
+                Some(new)
+            }
+            _ => self.data_block(p.physical)?,
+        };
+        Ok(new.map_or(Step::Next, Step::Replace))
+    }
+
+    fn enter(&mut self, p: &Ptr) -> Plan<Option<Vec<u8>>> {
+        let buf = self.read(p.physical)?;
+        if let Entry::Index(_) = p.entry {
+            // One level below its parent, as the parent's depth says.
+            if u32::from(get16(&buf, 6)) != u32::from(p.levels) {
+                return Err(
+                    corrupt("extent tree", format!("block {}: wrong depth", p.physical)).into(),
+                );
+            }
+            header_ok(&buf, p.levels + 1)?;
+        }
+        Ok(Some(buf))
+    }
+
+    fn leave(&mut self, p: &Ptr, buf: Vec<u8>, changed: bool) -> Plan<Step> {
+        let b = p.physical;
+        let kind = match p.entry {
+            Entry::Index(_) => self.owner,
+            _ => BlockKind::Plain,
+        };
+        if self.to_move.is_used(b) {
+            let n = self.alloc(b, 1)?;
+            self.blocks.insert(n, (buf, kind));
+            return Ok(Step::Replace(n));
+        }
+        if changed {
+            self.blocks.insert(b, (buf, kind));
+        }
+        Ok(Step::Next)
+    }
+}
+
+/// Whether an extent node's header can be walked: its magic, its
+/// entries inside the buffer, its depth below `budget`.
+fn header_ok(node: &[u8], budget: u16) -> Plan<()> {
+    if get16(node, 0) != 0xF30A || budget == 0 {
+        return Err(corrupt("extent tree", "bad header").into());
+    }
+    let entries = get16(node, 2) as usize;
+    let depth = get16(node, 6);
+    if 12 + 12 * entries > node.len() || depth >= budget {
+        return Err(corrupt("extent tree", "too many entries or levels").into());
+    }
+    Ok(())
 }
 
 /// `ext2fs_inode_has_valid_blocks2`: whether `i_block` holds block
