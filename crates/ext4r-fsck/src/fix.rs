@@ -140,6 +140,10 @@ pub enum Fix {
     /// Replace an inode's extent tree with a rebuilt one (its root and
     /// node blocks; see [`crate::ExtentTree`]).
     RebuildExtents(Box<crate::extent_rebuild::ExtentTree>),
+    /// Turn a block-mapped inode into an extent-mapped one over the same
+    /// blocks: the tree written as [`Fix::RebuildExtents`], the extents
+    /// flag set.
+    ExtentsFromMap(Box<crate::extent_rebuild::ExtentTree>),
     /// Mark leaf entry `i` of an extent node (None: the root) written
     /// (inode, the owner for the checksum).
     ExtentWritten(u32, Option<u64>, usize, Owner),
@@ -547,13 +551,19 @@ impl<'a> Writer<'a> {
                     x.copy_from_slice(&lblk.to_le_bytes());
                 }
             }
-            Fix::RebuildExtents(t) => {
+            Fix::RebuildExtents(t) | Fix::ExtentsFromMap(t) => {
                 for (b, buf) in &t.blocks {
                     self.blocks.insert(*b, (buf.clone(), t.owner.extent()));
                 }
                 let rec = self.inode(t.ino)?;
                 if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
                     x.copy_from_slice(&t.root);
+                }
+                if matches!(f, Fix::ExtentsFromMap(_)) {
+                    self.edit_inode(t.ino, |i| {
+                        let v = i.i_flags.get() | ext4r_format::inode::InodeFlags::EXTENTS.bits();
+                        i.i_flags.set(v);
+                    })?;
                 }
             }
             Fix::ExtentWritten(ino, node, i, owner) => {

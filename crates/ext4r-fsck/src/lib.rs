@@ -24,6 +24,7 @@
 
 mod backup;
 mod badblocks;
+mod bigalloc_map;
 mod codes;
 mod ctx;
 mod device_size;
@@ -46,6 +47,7 @@ mod lost_found;
 mod mmp;
 mod observe;
 mod orphan;
+mod orphan_blocks;
 mod pass0;
 mod pass1;
 mod pass1_extents;

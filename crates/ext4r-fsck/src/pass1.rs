@@ -471,6 +471,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 map = crate::pass1_extents::extents(c, ino, &inode, kind == FileKind::Directory);
             } else {
                 map = pass1_map::blockmap(c, ino, &inode, kind == FileKind::Directory);
+                crate::bigalloc_map::check(c, ino, &inode, kind, map.bad || map.cleared);
             }
         }
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {

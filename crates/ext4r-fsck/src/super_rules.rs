@@ -32,6 +32,9 @@ pub enum SuperEdit {
     /// The journal inode's `i_block` and size (high, low) as the backup
     /// `s_jnl_blocks` keeps them.
     JournalBackup([u32; 17]),
+    /// Clear the valid flag of `s_state`, so that the next check is a
+    /// full one (as e2fsck after a release of orphans that went wrong).
+    NotValid,
 }
 
 impl SuperEdit {
@@ -75,6 +78,10 @@ impl SuperEdit {
                     w.set(*v);
                 }
                 sb.s_jnl_backup_type = 1;
+            }
+            SuperEdit::NotValid => {
+                let st = sb.s_state.get() & !ext4r_format::superblock::STATE_VALID;
+                sb.s_state.set(st);
             }
         }
         false

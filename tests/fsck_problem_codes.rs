@@ -1,0 +1,253 @@
+//! e2fsck problem codes met on images damaged the way each one arises:
+//! for every case e2fsck and fsck.ext4r give the same verdict on the
+//! damaged image (read-only, or in a repair for what e2fsck only meets
+//! while repairing), say e2fsck's words, and after our -fy both e2fsck
+//! -fn and our second -fn find the filesystem clean (exit 0).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{have, is_root, make_image, run, TempDir};
+
+fn ext4r() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ext4r"))
+}
+
+/// Runs debugfs requests one at a time (it takes one -R).
+fn debugfs(img: &Path, cmds: &[String]) {
+    for x in cmds {
+        let o = run(Command::new("debugfs").args(["-w", "-R", x]).arg(img));
+        assert!(o.status.success(), "debugfs {x}");
+    }
+}
+
+fn debugfs_out(img: &Path, cmd: &str) -> String {
+    let o = run(Command::new("debugfs").args(["-R", cmd]).arg(img));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Exit code and stdout.
+fn tool(cmd: &mut Command) -> (i32, String) {
+    let o = run(cmd);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+/// One case: how to damage the image, whether e2fsck meets it only in a
+/// repair, the words both must print in that run.
+struct Case {
+    name: &'static str,
+    mkfs: &'static [&'static str],
+    size: &'static str,
+    damage: fn(&Path, &Path),
+    repair_only: bool,
+    says: &'static [&'static str],
+}
+
+fn check(dir: &TempDir, case: &Case) -> Result<(), String> {
+    let base = dir.path(&format!("{}.img", case.name.replace(' ', "_")));
+    make_image(Command::new("mke2fs"), case.mkfs, &base, case.size)?;
+    (case.damage)(&base, &dir.0);
+    let copy = |tag: &str| {
+        let p = dir.path(&format!("{tag}.img"));
+        std::fs::copy(&base, &p).unwrap();
+        p
+    };
+    let flag = if case.repair_only { "-fy" } else { "-fn" };
+    let theirs = tool(Command::new("e2fsck").arg(flag).arg(copy("theirs")));
+    let ours_img = copy("ours");
+    let ours = tool(ext4r().args(["fsck", flag]).arg(&ours_img));
+    let mut why = Vec::new();
+    if theirs.0 != ours.0 {
+        why.push(format!("exit {} (e2fsck {})", ours.0, theirs.0));
+    }
+    for w in case.says {
+        if !theirs.1.contains(w) {
+            why.push(format!("e2fsck does not say {w:?}"));
+        }
+        if !ours.1.contains(w) {
+            why.push(format!("we do not say {w:?}"));
+        }
+    }
+    let img = copy("repaired");
+    let (rc, out) = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
+    if rc > 1 {
+        why.push(format!("our -fy exit {rc}"));
+    }
+    let after = tool(Command::new("e2fsck").arg("-fn").arg(&img));
+    if after.0 != 0 {
+        why.push(format!(
+            "e2fsck -fn after our -fy: {}\n{}",
+            after.0, after.1
+        ));
+    }
+    let again = tool(ext4r().args(["fsck", "-fn"]).arg(&img));
+    if again.0 != 0 {
+        why.push(format!("our -fn after our -fy: {}\n{}", again.0, again.1));
+    }
+    if why.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}\n--- e2fsck {flag}:\n{}\n--- ours {flag}:\n{}\n--- our -fy:\n{out}",
+            why.join("\n"),
+            theirs.1,
+            ours.1
+        ))
+    }
+}
+
+fn inum(img: &Path, path: &str) -> u32 {
+    debugfs_out(img, &format!("stat {path}"))
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("inode number")
+}
+
+/// A deleted file left on the orphan list, its data blocks as `edit`
+/// leaves them.
+fn orphan(img: &Path, dir: &Path, edit: fn(&Path, u32, u64) -> Vec<String>) {
+    let data = dir.join("data");
+    std::fs::write(&data, vec![0x5a; 20_000]).unwrap();
+    debugfs(img, &[format!("write {} victim", data.display())]);
+    let n = inum(img, "/victim");
+    let b: u64 = debugfs_out(img, "bmap /victim 0").trim().parse().unwrap();
+    let mut cmds = vec![
+        "unlink /victim".to_string(),
+        format!("sif <{n}> links_count 0"),
+        format!("ssv last_orphan {n}"),
+    ];
+    cmds.extend(edit(img, n, b));
+    debugfs(img, &cmds);
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "orphan with an illegal block",
+        mkfs: &["-t", "ext4"],
+        size: "16M",
+        // The first extent's start (i_block word 5) past the end.
+        damage: |i, d| orphan(i, d, |_, n, _| vec![format!("sif <{n}> block[5] 99999999")]),
+        repair_only: true,
+        says: &["Illegal block #0 (99999999) found in orphaned inode 12."],
+    },
+    Case {
+        name: "orphan with cleared blocks",
+        mkfs: &["-t", "ext4"],
+        size: "16M",
+        damage: |i, d| orphan(i, d, |_, _, b| vec![format!("freeb {b} 20")]),
+        repair_only: true,
+        says: &["Already cleared block #0 ("],
+    },
+    Case {
+        name: "block map on bigalloc",
+        mkfs: &["-t", "ext4", "-O", "bigalloc", "-C", "16384", "-b", "1024"],
+        size: "32M",
+        damage: |i, d| {
+            let data = d.join("data");
+            std::fs::write(&data, vec![0x33; 10_000]).unwrap();
+            debugfs(i, &[format!("write {} bm", data.display())]);
+            let b: u64 = debugfs_out(i, "bmap /bm 0").trim().parse().unwrap();
+            let mut cmds = vec!["sif /bm flags 0".to_string()];
+            for k in 0..15u64 {
+                let v = if k < 10 { b + k } else { 0 };
+                cmds.push(format!("sif /bm block[{k}] {v}"));
+            }
+            debugfs(i, &cmds);
+        },
+        repair_only: false,
+        says: &["Inode 12 on bigalloc filesystem cannot be block mapped."],
+    },
+];
+
+#[test]
+fn e2fsck_codes_are_met_as_e2fsck_meets_them() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs debugfs, e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("problem-codes");
+    let mut failed = Vec::new();
+    for case in CASES {
+        match check(&dir, case) {
+            Ok(()) => println!("ok: {}", case.name),
+            Err(e) => {
+                println!("FAILED: {}\n{e}", case.name);
+                failed.push(case.name);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
+}
+
+/// A full filesystem without lost+found: e2fsck gives up making one and
+/// says so; nothing is changed (exit 0).
+#[test]
+fn lost_found_on_a_full_filesystem() {
+    if !is_root() || !have("losetup") || !have("debugfs") || !have("e2fsck") {
+        eprintln!("SKIP: needs root, losetup, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("lpf-full");
+    let img = dir.path("full.img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-m", "0", "-N", "64"],
+        &img,
+        "8M",
+    )
+    .unwrap();
+    let mnt = dir.path("mnt");
+    let mut lm = common::LoopMount::new(&img, &mnt).unwrap();
+    std::fs::remove_dir(mnt.join("lost+found")).unwrap();
+    // Fill what the kernel gives, then the blocks it keeps back.
+    let _ = run(Command::new("dd")
+        .args(["if=/dev/zero", "bs=1k"])
+        .arg(format!("of={}", mnt.join("fill").display())));
+    lm.umount().unwrap();
+    drop(lm);
+    debugfs(&img, &["write /dev/null rest".to_string()]);
+    let free: u64 = debugfs_out(&img, "stats")
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Free blocks:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("free blocks");
+    // Tree blocks may be needed too: a little less than all, then the
+    // rest one by one until nothing is left.
+    let _ = run(Command::new("debugfs")
+        .args([
+            "-w",
+            "-R",
+            &format!("fallocate /rest 0 {}", free.saturating_sub(4)),
+        ])
+        .arg(&img));
+    for at in free..free + 8 {
+        let _ = run(Command::new("debugfs")
+            .args(["-w", "-R", &format!("fallocate /rest {at} {at}")])
+            .arg(&img));
+    }
+    let says = [
+        "/lost+found not found.  Create? yes",
+        "Cannot allocate space for /lost+found.\nPlace lost files in root directory instead? yes",
+        "Insufficient space to recover lost files!",
+    ];
+    let theirs = tool(Command::new("e2fsck").arg("-fy").arg(&{
+        let p = dir.path("theirs.img");
+        std::fs::copy(&img, &p).unwrap();
+        p
+    }));
+    let ours = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
+    for w in says {
+        assert!(theirs.1.contains(w), "e2fsck: {w:?} not in\n{}", theirs.1);
+        assert!(ours.1.contains(w), "ours: {w:?} not in\n{}", ours.1);
+    }
+    assert_eq!((ours.0, theirs.0), (0, 0), "{}", ours.1);
+    assert_eq!(tool(Command::new("e2fsck").arg("-fn").arg(&img)).0, 0);
+    assert_eq!(tool(ext4r().args(["fsck", "-fn"]).arg(&img)).0, 0);
+}
