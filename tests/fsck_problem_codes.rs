@@ -164,6 +164,44 @@ const CASES: &[Case] = &[
         repair_only: false,
         says: &["Inode 12 on bigalloc filesystem cannot be block mapped."],
     },
+    Case {
+        name: "orphan file size",
+        mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],
+        size: "64M",
+        damage: |i, _| debugfs(i, &["sif <12> size 32668".to_string()]),
+        repair_only: false,
+        says: &[
+            "Orphan file (inode 12) size is not multiple of block size.",
+            "Failed to initialize orphan file.\nRecreate? no",
+        ],
+    },
+    // libext2fs meets holes in block maps only.
+    Case {
+        name: "orphan file hole",
+        mkfs: &[
+            "-t",
+            "ext4",
+            "-O",
+            "orphan_file,^extent,^64bit",
+            "-b",
+            "1024",
+        ],
+        size: "64M",
+        damage: |i, _| debugfs(i, &["sif <12> block[5] 0".to_string()]),
+        repair_only: false,
+        says: &[
+            "Orphan file (inode 12) contains hole at block 5.",
+            "Failed to initialize orphan file.\nRecreate? no",
+        ],
+    },
+    Case {
+        name: "orphan file hole in an extent tree",
+        mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],
+        size: "64M",
+        damage: |i, _| debugfs(i, &["punch <12> 5 5".to_string()]),
+        repair_only: false,
+        says: &[],
+    },
 ];
 
 #[test]

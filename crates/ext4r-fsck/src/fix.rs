@@ -144,6 +144,8 @@ pub enum Fix {
     /// blocks: the tree written as [`Fix::RebuildExtents`], the extents
     /// flag set.
     ExtentsFromMap(Box<crate::extent_rebuild::ExtentTree>),
+    /// Make the orphan file anew (see [`crate::orphan_file`]).
+    NewOrphanFile(Box<crate::orphan_file::NewOrphanFile>),
     /// Mark leaf entry `i` of an extent node (None: the root) written
     /// (inode, the owner for the checksum).
     ExtentWritten(u32, Option<u64>, usize, Owner),
@@ -565,6 +567,47 @@ impl<'a> Writer<'a> {
                         i.i_flags.set(v);
                     })?;
                 }
+            }
+            Fix::NewOrphanFile(n) => {
+                let node_kind = if n.extents {
+                    n.owner.extent()
+                } else {
+                    BlockKind::Plain
+                };
+                for (b, buf) in &n.nodes {
+                    self.blocks.insert(*b, (buf.clone(), node_kind));
+                }
+                for &b in &n.blocks {
+                    let mut buf = vec![0u8; bs as usize];
+                    if ext4r_format::orphan::init_orphan_block(&mut buf).is_ok() {
+                        let kind = BlockKind::Orphan {
+                            ino: n.ino,
+                            generation: n.generation,
+                        };
+                        self.blocks.insert(b, (buf, kind));
+                    }
+                }
+                let rec = self.inode(n.ino)?;
+                if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
+                    x.copy_from_slice(&n.root);
+                }
+                let held = (n.blocks.len() + n.nodes.len()) as u64 * u64::from(bs / 512);
+                let flags = if n.extents {
+                    ext4r_format::inode::InodeFlags::EXTENTS.bits()
+                } else {
+                    0
+                };
+                let size = n.blocks.len() as u64 * u64::from(bs);
+                self.edit_inode(n.ino, |i| {
+                    // As libext2fs's ext2fs_create_orphan_file: a regular
+                    // file, mode 0600, one link, extent-mapped.
+                    i.i_mode.set(0o100_600);
+                    i.i_links_count.set(1);
+                    i.i_dtime.set(0);
+                    i.set_size(size);
+                    let _ = i.set_blocks_count(held, huge, bs);
+                    i.i_flags.set(flags);
+                })?;
             }
             Fix::ExtentWritten(ino, node, i, owner) => {
                 let buf: &mut [u8] = match node {

@@ -48,6 +48,7 @@ mod mmp;
 mod observe;
 mod orphan;
 mod orphan_blocks;
+mod orphan_file;
 mod pass0;
 mod pass1;
 mod pass1_extents;

@@ -183,7 +183,10 @@ impl Observer for Printer {
             Action::Unfixable => format!("{q}? no (not repairable by this version)\n\n"),
             // e2fsck says yes to creating lost+found on a full filesystem,
             // and then tells why nothing was made.
-            Action::Left if ext4r_fsck::no_prompt(p.code) && p.pass == 3 => {
+            Action::Left
+                if ext4r_fsck::no_prompt(p.code)
+                    && (p.pass == 3 || p.code.starts_with("PR_6_ORPHAN_FILE")) =>
+            {
                 format!("{}\n", p.message.trim_end_matches('\n'))
             }
             Action::Left if matches!(p.code, "PR_3_NO_LF_DIR" | "PR_3_LPF_NO_SPACE") => {
