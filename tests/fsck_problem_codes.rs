@@ -289,3 +289,37 @@ fn lost_found_on_a_full_filesystem() {
     assert_eq!(tool(Command::new("e2fsck").arg("-fn").arg(&img)).0, 0);
     assert_eq!(tool(ext4r().args(["fsck", "-fn"]).arg(&img)).0, 0);
 }
+
+/// A device shorter than the superblock says (PR_0_FS_SIZE_WRONG): -n
+/// says so and goes on (exit 0, as e2fsck -n), the JSON report lists it,
+/// -y aborts before writing (exit 8).
+#[test]
+fn filesystem_larger_than_its_device() {
+    if !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("fs-size");
+    let img = dir.path("short.img");
+    make_image(Command::new("mke2fs"), &["-t", "ext4"], &img, "16M").unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+    f.set_len(15 << 20).unwrap();
+    let words = "Either the superblock or the partition table is likely to be corrupt!";
+    for flag in ["-fn", "-fy"] {
+        let theirs = tool(Command::new("e2fsck").arg(flag).arg(&img));
+        let ours = tool(ext4r().args(["fsck", flag]).arg(&img));
+        assert_eq!(ours.0, theirs.0, "{flag}: {}", ours.1);
+        assert!(
+            theirs.1.contains(words) && ours.1.contains(words),
+            "{}",
+            ours.1
+        );
+    }
+    let json = tool(ext4r().args(["fsck", "-fn", "--json"]).arg(&img));
+    assert!(
+        json.1.contains("\"code\":\"PR_0_FS_SIZE_WRONG\""),
+        "{}",
+        json.1
+    );
+    assert_eq!(json.0, 0);
+}
