@@ -164,6 +164,26 @@ const CASES: &[Case] = &[
         repair_only: false,
         says: &["Inode 12 on bigalloc filesystem cannot be block mapped."],
     },
+    // A journal left visible as /.journal (tune2fs -j on a mounted ext3)
+    // moves to the reserved inode in a repair.
+    Case {
+        name: "visible journal",
+        mkfs: &["-t", "ext4"],
+        size: "32M",
+        damage: |i, _| {
+            debugfs(
+                i,
+                &[
+                    "write /dev/null .journal".to_string(),
+                    "copy_inode <8> <12>".to_string(),
+                    "ssv journal_inum 12".to_string(),
+                    "clri <8>".to_string(),
+                ],
+            )
+        },
+        repair_only: true,
+        says: &["Moving journal from /.journal to hidden inode."],
+    },
     Case {
         name: "orphan file size",
         mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],

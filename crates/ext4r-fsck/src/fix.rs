@@ -144,6 +144,9 @@ pub enum Fix {
     /// blocks: the tree written as [`Fix::RebuildExtents`], the extents
     /// flag set.
     ExtentsFromMap(Box<crate::extent_rebuild::ExtentTree>),
+    /// Move the journal from this inode, named at (block, offset) in the
+    /// root directory (its owner), to the reserved journal inode.
+    MoveJournal(u32, u64, usize, Owner),
     /// Make the orphan file anew (see [`crate::orphan_file`]).
     NewOrphanFile(Box<crate::orphan_file::NewOrphanFile>),
     /// Mark leaf entry `i` of an extent node (None: the root) written
@@ -567,6 +570,16 @@ impl<'a> Writer<'a> {
                         i.i_flags.set(v);
                     })?;
                 }
+            }
+            Fix::MoveJournal(from, b, off, owner) => {
+                let rec = self.inode(*from)?.clone();
+                let to = self.inode(ext4r_format::inode::ino::JOURNAL)?;
+                let n = to.len().min(rec.len());
+                to[..n].copy_from_slice(&rec[..n]);
+                self.add(&Fix::DirEntryClear(*b, *off, *owner))?;
+                self.add(&Fix::JournalInum(ext4r_format::inode::ino::JOURNAL))?;
+                self.add(&Fix::ClearInode(*from))?;
+                self.add(&Fix::FreeInode(*from, false))?;
             }
             Fix::NewOrphanFile(n) => {
                 let node_kind = if n.extents {

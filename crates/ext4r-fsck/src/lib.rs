@@ -43,6 +43,7 @@ mod idata_extents;
 mod inline_dir;
 mod journal_check;
 mod journal_fix;
+mod journal_move;
 mod lost_found;
 mod mmp;
 mod observe;
