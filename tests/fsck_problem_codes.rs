@@ -184,6 +184,31 @@ const CASES: &[Case] = &[
         repair_only: true,
         says: &["Moving journal from /.journal to hidden inode."],
     },
+    // Strict encoding: a casefolded directory's names must be UTF-8.
+    Case {
+        name: "name not UTF-8 in a casefolded directory",
+        mkfs: &[
+            "-t",
+            "ext4",
+            "-O",
+            "casefold",
+            "-E",
+            "encoding=utf8,encoding_flags=strict",
+        ],
+        size: "16M",
+        damage: |i, _| {
+            use std::os::unix::ffi::OsStrExt;
+            debugfs(
+                i,
+                &["mkdir d".to_string(), "sif d flags 0x40080000".to_string()],
+            );
+            let req = std::ffi::OsStr::from_bytes(b"write /dev/null d/ab\xffcd");
+            let o = run(Command::new("debugfs").arg("-w").arg("-R").arg(req).arg(i));
+            assert!(o.status.success());
+        },
+        repair_only: false,
+        says: &["has illegal UTF-8 characters in its name.\nFix? no"],
+    },
     Case {
         name: "orphan file size",
         mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],

@@ -31,6 +31,7 @@ mod device_size;
 mod dot;
 mod dup;
 mod ea_region;
+mod encoded_name;
 mod extent_depth;
 mod extent_rebuild;
 mod external_journal;
