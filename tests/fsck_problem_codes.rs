@@ -209,6 +209,37 @@ const CASES: &[Case] = &[
         repair_only: false,
         says: &["has illegal UTF-8 characters in its name.\nFix? no"],
     },
+    // The bad block inode's indirect block on an inode table (mke2fs -l
+    // lists 20 blocks: 12 direct, 8 under an indirect block). A read-only
+    // check stops there (e2fsck exits 12, we 8), so the repair is compared.
+    Case {
+        name: "bad block list's indirect block on metadata",
+        mkfs: &["-t", "ext4", "-b", "1024", "-l", "/dev/shm/ext4r-bb-list"],
+        size: "16M",
+        damage: |i, _| debugfs(i, &["sif <1> block[IND] 200".to_string()]),
+        repair_only: true,
+        says: &[
+            "Bad block inode has an indirect block (200) that conflicts with\nfilesystem metadata.",
+        ],
+    },
+    // A listed bad block that is also the list's indirect block: the
+    // indirect block, met second, is cut off.
+    Case {
+        name: "bad block listed as the list's indirect block",
+        mkfs: &["-t", "ext4", "-b", "1024", "-l", "/dev/shm/ext4r-bb-list"],
+        size: "16M",
+        damage: |i, _| {
+            let ind = debugfs_out(i, "stat <1>")
+                .split("(IND):")
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .map(str::to_string)
+                .expect("indirect block");
+            debugfs(i, &[format!("sif <1> block[3] {ind}")]);
+        },
+        repair_only: true,
+        says: &["used as bad block inode indirect block."],
+    },
     Case {
         name: "orphan file size",
         mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],
@@ -256,6 +287,9 @@ fn e2fsck_codes_are_met_as_e2fsck_meets_them() {
         return;
     }
     let dir = TempDir::new("problem-codes");
+    // mke2fs -l's list for the bad block cases: 20 blocks.
+    let list: String = (3000..3020).map(|b| format!("{b}\n")).collect();
+    std::fs::write("/dev/shm/ext4r-bb-list", list).unwrap();
     let mut failed = Vec::new();
     for case in CASES {
         match check(&dir, case) {
@@ -266,6 +300,7 @@ fn e2fsck_codes_are_met_as_e2fsck_meets_them() {
             }
         }
     }
+    let _ = std::fs::remove_file("/dev/shm/ext4r-bb-list");
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
 

@@ -8,7 +8,7 @@
 //! short leaves an image the next run repairs the same way.
 
 mod dirs;
-mod guard;
+pub(crate) mod guard;
 mod resize;
 mod space;
 mod truncate;

@@ -24,6 +24,7 @@
 
 mod backup;
 mod badblocks;
+mod bb_tree;
 mod bigalloc_map;
 mod codes;
 mod ctx;

@@ -742,6 +742,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         }
         special::BAD if inode.links_count() == 0 && inode.block_words().iter().any(|&w| w != 0) => {
             let _ = pass1_map::blockmap(c, ino, inode, false);
+            crate::bb_tree::finish(c);
         }
         special::RESIZE => {
             // e2fsck's check_blocks counts it like any regular file: its

@@ -64,6 +64,7 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
     let max_blocks = 1u64 << (31 - (c.geo.block_size.trailing_zeros() - 10));
     let mut last_phys_end: Option<u64> = None;
     let mut illegal = 0u32;
+    let mut bb_walk = crate::bb_tree::Walk::default();
     // (block, level, first logical, where the pointer is) to visit;
     // level 0 = data block.
     let mut stack: Vec<(u32, u32, u64, Ptr)> = Vec::new();
@@ -107,6 +108,18 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
             }
             continue;
         }
+        let mut follow_only = false;
+        if ino == BAD_INO {
+            let fix = match at {
+                Ptr::Inode(slot) => Fix::InodeBlockSlot(ino, slot),
+                Ptr::Indirect(blk, i) => Fix::IndirectEntry(blk, i),
+            };
+            match crate::bb_tree::judge(c, b64, level, fix, &mut bb_walk) {
+                crate::bb_tree::Verdict::Usual => {}
+                crate::bb_tree::Verdict::Skip => continue,
+                crate::bb_tree::Verdict::Follow => follow_only = true,
+            }
+        }
         // e2fsck's limits by kind: a symlink (or other non-file) maps one
         // block at most; a file fewer than 2^31 bytes' worth of blocks
         // per 1 KiB of block size.
@@ -146,8 +159,10 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
             res.bad = true;
             continue;
         }
-        c.claim(b64, 1, ino);
-        res.blocks += 1;
+        if !follow_only {
+            c.claim(b64, 1, ino);
+            res.blocks += 1;
+        }
         if level == 0 {
             res.end_lblk = res.end_lblk.max(l + 1);
             res.end_init_lblk = res.end_lblk;
