@@ -53,6 +53,7 @@ pub fn prompt(code: &str) -> &'static str {
         "PR_1_CLEAR_EXTENT_INLINE_DATA_INODE"
         | "PR_1_MISSING_EXTENT_HEADER"
         | "PR_1_READ_EXTENT"
+        | "PR_1_BADBLOCKS_IN_BADBLOCKS"
         | "PR_1_TOO_MANY_BAD_BLOCKS" => "Clear inode",
         "PR_1_HTREE_BADROOT"
         | "PR_1_HTREE_DEPTH"
