@@ -428,3 +428,53 @@ fn filesystem_larger_than_its_device() {
     );
     assert_eq!(json.0, 0);
 }
+
+/// An external journal shared by two filesystems (`s_nr_users` 2): e2fsck
+/// stops with PR_0_JOURNAL_UNSUPP_MULTIFS before judging the rest of the
+/// journal, and so do we (exit 8; e2fsck adds 4 for the errors left).
+#[test]
+fn external_journal_with_two_users() {
+    if !is_root() || !have("losetup") || !have("e2fsck") {
+        eprintln!("SKIP: needs root, losetup and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("multifs");
+    let (jdev, img) = (dir.path("journal.img"), dir.path("fs.img"));
+    let mk = |args: &[String], path: &Path, size: &str| {
+        let o = run(Command::new("mke2fs")
+            .args(["-q", "-F", "-b", "4096"])
+            .args(args)
+            .arg(path)
+            .arg(size));
+        assert!(o.status.success(), "mke2fs {args:?}: {o:?}");
+    };
+    mk(&["-O".into(), "journal_dev".into()], &jdev, "4M");
+    // mke2fs takes only a block device as the journal.
+    let o = run(Command::new("losetup").args(["-f", "--show"]).arg(&jdev));
+    let lo = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(o.status.success() && !lo.is_empty());
+    let made = run(Command::new("mke2fs")
+        .args(["-q", "-F", "-b", "4096", "-t", "ext4", "-J"])
+        .arg(format!("device={lo}"))
+        .arg(&img)
+        .arg("64M"));
+    let _ = run(Command::new("losetup").args(["-d", &lo]));
+    assert!(made.status.success(), "{made:?}");
+    // s_nr_users (big-endian) in the JBD2 superblock, block 1.
+    let mut raw = std::fs::read(&jdev).unwrap();
+    raw[4096 + 64..4096 + 68].copy_from_slice(&2u32.to_be_bytes());
+    std::fs::write(&jdev, raw).unwrap();
+    let words = "External journal has multiple filesystem users (unsupported).";
+    for flag in ["-fn", "-fy"] {
+        let theirs = tool(
+            Command::new("e2fsck")
+                .args([flag, "-j"])
+                .arg(&jdev)
+                .arg(&img),
+        );
+        let ours = tool(ext4r().args(["fsck", flag, "-j"]).arg(&jdev).arg(&img));
+        assert!(theirs.1.contains(words), "e2fsck {flag}: {}", theirs.1);
+        assert!(ours.1.contains(words), "ours {flag}: {}", ours.1);
+        assert_eq!((theirs.0 & 8, ours.0), (8, 8), "{flag}: {}", ours.1);
+    }
+}

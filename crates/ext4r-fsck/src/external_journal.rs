@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ext4r::device::BlockDevice;
 use ext4r::journal::{recover_filesystem, Journal, JournalLocation, EXTERNAL_SB_OFFSET};
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::jbd2::JournalSuperblock;
 use ext4r_format::superblock::Superblock;
 
 use crate::ctx::Ctx;
@@ -35,6 +36,10 @@ const BAD_SUPER: Unusable = Unusable(
 const BAD_UUID: Unusable = Unusable(
     "External journal does not support this filesystem",
     "PR_0_JOURNAL_BAD_UUID",
+);
+const MULTIFS: Unusable = Unusable(
+    "External journal has multiple filesystem users (unsupported)",
+    "PR_0_JOURNAL_UNSUPP_MULTIFS",
 );
 
 /// Whether the filesystem keeps its journal on a device of its own.
@@ -67,6 +72,21 @@ pub(crate) fn open(
     }
     let location = JournalLocation::external(ext.0.as_ref(), bs, Some(&sb.s_journal_uuid))
         .map_err(|_| BAD_SUPER)?;
+    // As e2fsck, before the rest of the JBD2 superblock is judged (its
+    // checksum too): a journal shared by several filesystems is not
+    // supported.
+    let mut jbuf = vec![0u8; bs as usize];
+    if ext
+        .0
+        .read_at(&mut jbuf, location.superblock_index() * u64::from(bs))
+        .is_ok()
+    {
+        if let Ok(j) = JournalSuperblock::parse(&jbuf) {
+            if j.version() >= 2 && j.s_nr_users.get() > 1 {
+                return Err(MULTIFS);
+            }
+        }
+    }
     Journal::open(ext.0.clone(), location, bs).map_err(|_| BAD_SUPER)
 }
 
