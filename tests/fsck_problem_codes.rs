@@ -429,26 +429,18 @@ fn filesystem_larger_than_its_device() {
     assert_eq!(json.0, 0);
 }
 
-/// An external journal shared by two filesystems (`s_nr_users` 2): e2fsck
-/// stops with PR_0_JOURNAL_UNSUPP_MULTIFS before judging the rest of the
-/// journal, and so do we (exit 8; e2fsck adds 4 for the errors left).
-#[test]
-fn external_journal_with_two_users() {
-    if !is_root() || !have("losetup") || !have("e2fsck") {
-        eprintln!("SKIP: needs root, losetup and e2fsck");
-        return;
-    }
-    let dir = TempDir::new("multifs");
+/// A filesystem with its journal on a device of its own: (journal device
+/// image made with `jfeatures`, filesystem image).
+fn with_external_journal(
+    dir: &TempDir,
+    jfeatures: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
     let (jdev, img) = (dir.path("journal.img"), dir.path("fs.img"));
-    let mk = |args: &[String], path: &Path, size: &str| {
-        let o = run(Command::new("mke2fs")
-            .args(["-q", "-F", "-b", "4096"])
-            .args(args)
-            .arg(path)
-            .arg(size));
-        assert!(o.status.success(), "mke2fs {args:?}: {o:?}");
-    };
-    mk(&["-O".into(), "journal_dev".into()], &jdev, "4M");
+    let o = run(Command::new("mke2fs")
+        .args(["-q", "-F", "-b", "4096", "-O", jfeatures])
+        .arg(&jdev)
+        .arg("4M"));
+    assert!(o.status.success(), "{o:?}");
     // mke2fs takes only a block device as the journal.
     let o = run(Command::new("losetup").args(["-f", "--show"]).arg(&jdev));
     let lo = String::from_utf8_lossy(&o.stdout).trim().to_string();
@@ -460,6 +452,20 @@ fn external_journal_with_two_users() {
         .arg("64M"));
     let _ = run(Command::new("losetup").args(["-d", &lo]));
     assert!(made.status.success(), "{made:?}");
+    (jdev, img)
+}
+
+/// An external journal shared by two filesystems (`s_nr_users` 2): e2fsck
+/// stops with PR_0_JOURNAL_UNSUPP_MULTIFS before judging the rest of the
+/// journal, and so do we (exit 8; e2fsck adds 4 for the errors left).
+#[test]
+fn external_journal_with_two_users() {
+    if !is_root() || !have("losetup") || !have("e2fsck") {
+        eprintln!("SKIP: needs root, losetup and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("multifs");
+    let (jdev, img) = with_external_journal(&dir, "journal_dev");
     // s_nr_users (big-endian) in the JBD2 superblock, block 1.
     let mut raw = std::fs::read(&jdev).unwrap();
     raw[4096 + 64..4096 + 68].copy_from_slice(&2u32.to_be_bytes());
@@ -477,4 +483,41 @@ fn external_journal_with_two_users() {
         assert!(ours.1.contains(words), "ours {flag}: {}", ours.1);
         assert_eq!((theirs.0 & 8, ours.0), (8, 8), "{flag}: {}", ours.1);
     }
+}
+
+/// The journal device's own superblock checksum wrong: said by -n (exit
+/// 0), set right by -y (exit 0: the filesystem is not changed), after
+/// which e2fsck finds nothing.
+#[test]
+fn external_journal_superblock_checksum() {
+    if !is_root() || !have("losetup") || !have("e2fsck") {
+        eprintln!("SKIP: needs root, losetup and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("extcsum");
+    let (jdev, img) = with_external_journal(&dir, "journal_dev,metadata_csum");
+    // A byte of s_volume_name, the checksum left as it was.
+    let mut raw = std::fs::read(&jdev).unwrap();
+    raw[1024 + 120] = b'X';
+    std::fs::write(&jdev, raw).unwrap();
+    let words = "External journal superblock checksum does not match superblock.  Fix? ";
+    let (j2, i2) = (dir.path("j2.img"), dir.path("i2.img"));
+    std::fs::copy(&jdev, &j2).unwrap();
+    std::fs::copy(&img, &i2).unwrap();
+    for flag in ["-fn", "-fy"] {
+        let theirs = tool(Command::new("e2fsck").args([flag, "-j"]).arg(&j2).arg(&i2));
+        let ours = tool(ext4r().args(["fsck", flag, "-j"]).arg(&jdev).arg(&img));
+        assert!(theirs.1.contains(words), "e2fsck {flag}: {}", theirs.1);
+        assert!(ours.1.contains(words), "ours {flag}: {}", ours.1);
+        assert_eq!((theirs.0, ours.0), (0, 0), "{flag}: {}", ours.1);
+    }
+    let after = tool(
+        Command::new("e2fsck")
+            .args(["-fn", "-j"])
+            .arg(&jdev)
+            .arg(&img),
+    );
+    assert!(after.0 == 0 && !after.1.contains(words), "{}", after.1);
+    let again = tool(ext4r().args(["fsck", "-fn", "-j"]).arg(&jdev).arg(&img));
+    assert!(again.0 == 0 && !again.1.contains(words), "{}", again.1);
 }
