@@ -521,3 +521,55 @@ fn external_journal_superblock_checksum() {
     let again = tool(ext4r().args(["fsck", "-fn", "-j"]).arg(&jdev).arg(&img));
     assert!(again.0 == 0 && !again.1.contains(words), "{}", again.1);
 }
+
+/// A bigalloc file whose extent root (depth 1) has its index's logical
+/// start damaged past the end of the file (damage seed 2, cases 119 and
+/// 197): e2fsck sets the start from the node below and keeps the file;
+/// so do we, its contents unchanged.
+#[test]
+fn damaged_root_index_start_keeps_the_file() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs debugfs, e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("root-index");
+    let img = dir.path("fs.img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-O", "bigalloc", "-C", "16384"],
+        &img,
+        "64M",
+    )
+    .unwrap();
+    let data = dir.path("data");
+    let bytes: Vec<u8> = (0..800 * 1024u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&data, &bytes).unwrap();
+    let mut cmds = vec![format!("write {} f", data.display())];
+    // Holes of a cluster each: seven extents, more than the root holds.
+    for k in 0..6 {
+        cmds.push(format!("punch /f {} {}", 4 + 8 * k, 7 + 8 * k));
+    }
+    debugfs(&img, &cmds);
+    let before = run(Command::new("debugfs").args(["-R", "cat /f"]).arg(&img)).stdout;
+    assert!(
+        debugfs_out(&img, "ex /f").contains(" 0/ 1 "),
+        "not a depth-1 tree"
+    );
+    // i_block word 3: the root's first index entry's logical start.
+    debugfs(&img, &["sif /f block[3] 405100293".to_string()]);
+    let words = "Logical start 405100293 does not match logical start 0 at next level.";
+    let theirs = tool(Command::new("e2fsck").arg("-fn").arg(&img));
+    let ours = tool(ext4r().args(["fsck", "-fn"]).arg(&img));
+    assert!(
+        theirs.1.contains(words) && ours.1.contains(words),
+        "{}",
+        ours.1
+    );
+    assert_eq!((theirs.0, ours.0), (4, 4));
+    let (rc, out) = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
+    assert_eq!(rc, 1, "{out}");
+    let after = run(Command::new("debugfs").args(["-R", "cat /f"]).arg(&img)).stdout;
+    assert!(after == before, "the file changed:\n{out}");
+    assert_eq!(tool(Command::new("e2fsck").arg("-fn").arg(&img)).0, 0);
+    assert_eq!(tool(ext4r().args(["fsck", "-fn"]).arg(&img)).0, 0);
+}

@@ -332,7 +332,11 @@ impl ExtWalk {
                 .map_or(hi, |n| u64::from(n.ei_block.get()).min(hi));
             let bound = entry_bound(l, next);
             let child = ix.leaf().0;
-            let bad = if l < lo || l >= next {
+            // e2fsck's scan_extent_node holds an index entry to its node's
+            // start and, below the root, to the end its parent gives it
+            // (the root has none: an entry there starting past i_size is
+            // not invalid; its start is set from the node under it).
+            let bad = if l < lo || (level > 0 && l >= next) {
                 Some((
                     "PR_1_EXTENT_INDEX_START_INVALID",
                     format!(
@@ -428,8 +432,12 @@ impl ExtWalk {
                         );
                         self.res.bad = true;
                     }
+                    // The node under it starts where its first entry does
+                    // (e2fsck goes down, then passes that on), not where
+                    // a damaged index says.
+                    let start = first.map_or(l, u64::from);
                     let saved = self.node_at.replace(child);
-                    self.node(c, &n, l, bound, level + 1, want);
+                    self.node(c, &n, start, bound, level + 1, want);
                     self.node_at = saved;
                 }
                 Err(_) => {
