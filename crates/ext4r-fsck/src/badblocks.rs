@@ -38,6 +38,34 @@ pub(crate) fn list(c: &Ctx) -> Vec<u64> {
     v
 }
 
+/// Whether the list names the inode table block holding the bad block
+/// inode itself (e2fsck's PR_1_BADBLOCKS_IN_BADBLOCKS): a list read from
+/// a bad block cannot be trusted. As e2fsck, the inode is cleared (its
+/// block map too, or the next check would find the same list) and the
+/// list is not used for the rest of the check; its blocks are freed in
+/// the next round.
+pub(crate) fn lists_itself(c: &mut Ctx) -> bool {
+    let bad = ext4r_format::inode::ino::BAD;
+    if !inode_in_bad_block(c, bad) {
+        return false;
+    }
+    c.p.error_fix(
+        1,
+        "PR_1_BADBLOCKS_IN_BADBLOCKS",
+        "Bad block list says the bad block list inode is bad.".into(),
+        Fix::ZeroInode(bad),
+    );
+    true
+}
+
+/// Whether the list was found naming its own inode's block: its blocks
+/// are then no one's in this round.
+pub(crate) fn distrusted(c: &Ctx) -> bool {
+    c.p.list()
+        .iter()
+        .any(|p| p.code == "PR_1_BADBLOCKS_IN_BADBLOCKS")
+}
+
 /// The walk of the bad block inode's map: its valid data pointers, from
 /// the direct, single and double indirect slots (a list is short; an
 /// indirect block that cannot be read lists nothing).

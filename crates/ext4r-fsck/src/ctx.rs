@@ -83,6 +83,8 @@ pub(crate) struct Ctx {
     pub abort: bool,
     /// Why the check cannot be completed at all (e2fsck's exit 8).
     pub fatal: Option<String>,
+    /// The bad block inode's tree looked corrupted (see `bb_tree`).
+    pub bb_corrupt: bool,
     /// Groups whose inode table is unusable (outside where it may be):
     /// their inodes are not read, as e2fsck's scan skips a table it found
     /// invalid.
@@ -172,6 +174,7 @@ impl Ctx {
             notes: Vec::new(),
             abort: false,
             fatal: None,
+            bb_corrupt: false,
             bad_group: vec![false; groups],
             bad_bitmaps: vec![(false, false); groups],
             bad_itable: false,

@@ -17,6 +17,14 @@ pub struct SizeMismatch {
 }
 
 impl SizeMismatch {
+    /// Files it among a check's problems (e2fsck's PR_0_FS_SIZE_WRONG),
+    /// for reports that list problems rather than print them: harmless
+    /// here, since the caller has already stopped a repair or, reading
+    /// only, gone on as e2fsck -n does (its exit code is unchanged).
+    pub fn record(&self, problems: &mut crate::Problems) {
+        problems.harmless(0, "PR_0_FS_SIZE_WRONG", self.message());
+    }
+
     /// e2fsck's words for it.
     pub fn message(&self) -> String {
         format!(

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ext4r::device::BlockDevice;
 use ext4r::journal::{recover_filesystem, Journal, JournalLocation, EXTERNAL_SB_OFFSET};
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::jbd2::JournalSuperblock;
 use ext4r_format::superblock::Superblock;
 
 use crate::ctx::Ctx;
@@ -35,6 +36,10 @@ const BAD_SUPER: Unusable = Unusable(
 const BAD_UUID: Unusable = Unusable(
     "External journal does not support this filesystem",
     "PR_0_JOURNAL_BAD_UUID",
+);
+const MULTIFS: Unusable = Unusable(
+    "External journal has multiple filesystem users (unsupported)",
+    "PR_0_JOURNAL_UNSUPP_MULTIFS",
 );
 
 /// Whether the filesystem keeps its journal on a device of its own.
@@ -67,12 +72,79 @@ pub(crate) fn open(
     }
     let location = JournalLocation::external(ext.0.as_ref(), bs, Some(&sb.s_journal_uuid))
         .map_err(|_| BAD_SUPER)?;
+    // As e2fsck, before the rest of the JBD2 superblock is judged (its
+    // checksum too): a journal shared by several filesystems is not
+    // supported.
+    let mut jbuf = vec![0u8; bs as usize];
+    if ext
+        .0
+        .read_at(&mut jbuf, location.superblock_index() * u64::from(bs))
+        .is_ok()
+    {
+        if let Ok(j) = JournalSuperblock::parse(&jbuf) {
+            if j.version() >= 2 && j.s_nr_users.get() > 1 {
+                return Err(MULTIFS);
+            }
+        }
+    }
     Journal::open(ext.0.clone(), location, bs).map_err(|_| BAD_SUPER)
+}
+
+/// The journal device's own superblock, when it is this filesystem's
+/// journal device (journal_dev, the UUID the filesystem names) with
+/// metadata_csum and a checksum that does not match (e2fsck's
+/// PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID): the superblock with its checksum
+/// set right.
+fn bad_checksum(sb: &Superblock, ext: &ExternalJournal) -> Option<Superblock> {
+    let mut buf = [0u8; 1024];
+    ext.0.read_at(&mut buf, EXTERNAL_SB_OFFSET).ok()?;
+    let mut jsb = Superblock::parse(&buf).ok()?;
+    let ours = jsb.has_incompat(Incompat::JOURNAL_DEV) && jsb.s_uuid == sb.s_journal_uuid;
+    if !ours
+        || !jsb.has_ro_compat(ext4r_format::features::RoCompat::METADATA_CSUM)
+        || jsb.verify_checksum().is_ok()
+    {
+        return None;
+    }
+    jsb.update_checksum();
+    Some(jsb)
+}
+
+const CSUM_MSG: &str = "External journal superblock checksum does not match superblock.";
+
+/// In a repair, before the journal is replayed: the journal device's
+/// superblock checksum set right, as e2fsck does while it loads the
+/// journal (a write to the journal device only: the filesystem does not
+/// count as changed). What was done, as e2fsck says it.
+///
+/// # Errors
+/// I/O errors of the journal device.
+pub(crate) fn fix_checksum(
+    sb: &Superblock,
+    ext: &ExternalJournal,
+) -> ext4r::Result<Option<crate::Problem>> {
+    let Some(fixed) = bad_checksum(sb, ext) else {
+        return Ok(None);
+    };
+    ext.0.write_at(&fixed.to_bytes(), EXTERNAL_SB_OFFSET)?;
+    ext.0.flush()?;
+    Ok(Some(crate::Problem {
+        pass: 0,
+        code: "PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID",
+        severity: crate::Severity::Harmless,
+        message: format!("{CSUM_MSG}  Fix? yes\n"),
+        fix: None,
+    }))
 }
 
 /// Pass 0 with `-j`: a journal device that cannot serve stops the check,
 /// as e2fsck stops ("Filesystem still has errors").
 pub(crate) fn check(c: &mut Ctx, ext: &ExternalJournal) {
+    // e2fsck -n says so and goes on (exit 0); a repair has set it right
+    // before the check (see `fix_checksum`).
+    if bad_checksum(&c.sb, ext).is_some() {
+        c.p.harmless(0, "PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID", CSUM_MSG.into());
+    }
     match open(&c.sb, ext) {
         Err(Unusable(why, code)) => {
             // e2fsck's PR_FATAL: reported, and the check stops.

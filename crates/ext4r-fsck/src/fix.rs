@@ -8,7 +8,7 @@
 //! short leaves an image the next run repairs the same way.
 
 mod dirs;
-mod guard;
+pub(crate) mod guard;
 mod resize;
 mod space;
 mod truncate;
@@ -140,6 +140,15 @@ pub enum Fix {
     /// Replace an inode's extent tree with a rebuilt one (its root and
     /// node blocks; see [`crate::ExtentTree`]).
     RebuildExtents(Box<crate::extent_rebuild::ExtentTree>),
+    /// Turn a block-mapped inode into an extent-mapped one over the same
+    /// blocks: the tree written as [`Fix::RebuildExtents`], the extents
+    /// flag set.
+    ExtentsFromMap(Box<crate::extent_rebuild::ExtentTree>),
+    /// Move the journal from this inode, named at (block, offset) in the
+    /// root directory (its owner), to the reserved journal inode.
+    MoveJournal(u32, u64, usize, Owner),
+    /// Make the orphan file anew (see [`crate::orphan_file`]).
+    NewOrphanFile(Box<crate::orphan_file::NewOrphanFile>),
     /// Mark leaf entry `i` of an extent node (None: the root) written
     /// (inode, the owner for the checksum).
     ExtentWritten(u32, Option<u64>, usize, Owner),
@@ -547,7 +556,7 @@ impl<'a> Writer<'a> {
                     x.copy_from_slice(&lblk.to_le_bytes());
                 }
             }
-            Fix::RebuildExtents(t) => {
+            Fix::RebuildExtents(t) | Fix::ExtentsFromMap(t) => {
                 for (b, buf) in &t.blocks {
                     self.blocks.insert(*b, (buf.clone(), t.owner.extent()));
                 }
@@ -555,6 +564,63 @@ impl<'a> Writer<'a> {
                 if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
                     x.copy_from_slice(&t.root);
                 }
+                if matches!(f, Fix::ExtentsFromMap(_)) {
+                    self.edit_inode(t.ino, |i| {
+                        let v = i.i_flags.get() | ext4r_format::inode::InodeFlags::EXTENTS.bits();
+                        i.i_flags.set(v);
+                    })?;
+                }
+            }
+            Fix::MoveJournal(from, b, off, owner) => {
+                let rec = self.inode(*from)?.clone();
+                let to = self.inode(ext4r_format::inode::ino::JOURNAL)?;
+                let n = to.len().min(rec.len());
+                to[..n].copy_from_slice(&rec[..n]);
+                self.add(&Fix::DirEntryClear(*b, *off, *owner))?;
+                self.add(&Fix::JournalInum(ext4r_format::inode::ino::JOURNAL))?;
+                self.add(&Fix::ClearInode(*from))?;
+                self.add(&Fix::FreeInode(*from, false))?;
+            }
+            Fix::NewOrphanFile(n) => {
+                let node_kind = if n.extents {
+                    n.owner.extent()
+                } else {
+                    BlockKind::Plain
+                };
+                for (b, buf) in &n.nodes {
+                    self.blocks.insert(*b, (buf.clone(), node_kind));
+                }
+                for &b in &n.blocks {
+                    let mut buf = vec![0u8; bs as usize];
+                    if ext4r_format::orphan::init_orphan_block(&mut buf).is_ok() {
+                        let kind = BlockKind::Orphan {
+                            ino: n.ino,
+                            generation: n.generation,
+                        };
+                        self.blocks.insert(b, (buf, kind));
+                    }
+                }
+                let rec = self.inode(n.ino)?;
+                if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
+                    x.copy_from_slice(&n.root);
+                }
+                let held = (n.blocks.len() + n.nodes.len()) as u64 * u64::from(bs / 512);
+                let flags = if n.extents {
+                    ext4r_format::inode::InodeFlags::EXTENTS.bits()
+                } else {
+                    0
+                };
+                let size = n.blocks.len() as u64 * u64::from(bs);
+                self.edit_inode(n.ino, |i| {
+                    // As libext2fs's ext2fs_create_orphan_file: a regular
+                    // file, mode 0600, one link, extent-mapped.
+                    i.i_mode.set(0o100_600);
+                    i.i_links_count.set(1);
+                    i.i_dtime.set(0);
+                    i.set_size(size);
+                    let _ = i.set_blocks_count(held, huge, bs);
+                    i.i_flags.set(flags);
+                })?;
             }
             Fix::ExtentWritten(ino, node, i, owner) => {
                 let buf: &mut [u8] = match node {

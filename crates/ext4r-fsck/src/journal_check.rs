@@ -93,6 +93,7 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     if c.repairing && has && !from_backup {
         backup(c, &sb, &info);
+        crate::journal_move::check(c, inum, info.inode.links_count());
     }
     superblock(c, &sb, &info, has, recover);
 }

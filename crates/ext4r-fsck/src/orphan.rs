@@ -84,6 +84,7 @@ pub(crate) fn plan(fs: &Filesystem) -> Released {
         return r;
     }
     let mut seen = HashSet::new();
+    let mut used = crate::orphan_blocks::InUse::new(fs);
     let mut ino = head;
     while ino != 0 && seen.insert(ino) {
         let Some(inode) = read(fs, ino) else { break };
@@ -95,11 +96,13 @@ pub(crate) fn plan(fs: &Filesystem) -> Released {
             );
             break;
         }
-        release(fs, ino, &inode, &mut r);
+        if !release_checked(fs, ino, &inode, &mut used, &mut r) {
+            return r;
+        }
         ino = next;
     }
     if sb.has_compat(Compat::ORPHAN_FILE) {
-        orphan_file(fs, &mut seen, &mut r);
+        orphan_file(fs, &mut seen, &mut used, &mut r);
         if present {
             r.fixes.push(Fix::ClearOrphanPresent);
         }
@@ -116,7 +119,12 @@ fn read(fs: &Filesystem, ino: u32) -> Option<Inode> {
 /// blocks are then emptied. As e2fsck, a size that is not whole blocks, a
 /// hole, a block without the magic or with a bad checksum ends the
 /// recovery from the file there (pass 0 then finds the file's state).
-fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, out: &mut Released) {
+fn orphan_file(
+    fs: &Filesystem,
+    seen: &mut HashSet<u32>,
+    used: &mut crate::orphan_blocks::InUse<'_>,
+    out: &mut Released,
+) {
     let sb = fs.superblock();
     let inum = sb.s_orphan_file_inum.get();
     let (first, count) = (sb.first_ino(), sb.s_inodes_count.get());
@@ -197,7 +205,9 @@ fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, out: &mut Released) {
                     continue;
                 }
                 if let Some(inode) = read(fs, ino) {
-                    release(fs, ino, &inode, out);
+                    if !release_checked(fs, ino, &inode, used, out) {
+                        return;
+                    }
                 }
             }
             if any {
@@ -207,23 +217,59 @@ fn orphan_file(fs: &Filesystem, seen: &mut HashSet<u32>, out: &mut Released) {
     }
 }
 
+/// Releases one orphan after a look at its blocks (see
+/// [`crate::orphan_blocks`]); false when one of them stops the release:
+/// the orphan stays as it is, and the filesystem is marked not clean so
+/// that the full check follows, as e2fsck does.
+fn release_checked(
+    fs: &Filesystem,
+    ino: u32,
+    inode: &Inode,
+    used: &mut crate::orphan_blocks::InUse<'_>,
+    out: &mut Released,
+) -> bool {
+    let Some(stop) = crate::orphan_blocks::check(fs, ino, inode, used) else {
+        let before = out.fixes.len();
+        release(fs, ino, inode, out);
+        for f in &out.fixes[before..] {
+            if let Fix::FreeBlocks(runs) = f {
+                used.free(runs);
+            }
+        }
+        return true;
+    };
+    // e2fsck says it is releasing the inode before it meets the block.
+    out.say("PR_0_ORPHAN_CLEAR_INODE", clear_message(ino, inode));
+    if let Some((code, message)) = stop {
+        out.say(code, message);
+    }
+    out.fixes
+        .push(Fix::Superblock(crate::super_rules::SuperEdit::NotValid));
+    false
+}
+
+fn clear_message(ino: u32, inode: &Inode) -> String {
+    format!(
+        "{} orphaned inode {ino} (uid={}, gid={}, mode=0{:o}, size={})",
+        if inode.links_count() != 0 {
+            "Truncating"
+        } else {
+            "Clearing"
+        },
+        inode.uid(),
+        inode.gid(),
+        inode.mode(),
+        inode.size()
+    )
+}
+
 /// One orphan: deleted (blocks, xattr block reference and inode freed,
 /// deletion time set) or still linked (taken off the list, truncated to
 /// its size).
 fn release(fs: &Filesystem, ino: u32, inode: &Inode, out: &mut Released) {
     out.inodes.push(ino);
     let linked = inode.links_count() != 0;
-    out.say(
-        "PR_0_ORPHAN_CLEAR_INODE",
-        format!(
-            "{} orphaned inode {ino} (uid={}, gid={}, mode=0{:o}, size={})",
-            if linked { "Truncating" } else { "Clearing" },
-            inode.uid(),
-            inode.gid(),
-            inode.mode(),
-            inode.size()
-        ),
-    );
+    out.say("PR_0_ORPHAN_CLEAR_INODE", clear_message(ino, inode));
     let fixes = &mut out.fixes;
     if linked {
         fixes.push(Fix::InodeClearDtime(ino));

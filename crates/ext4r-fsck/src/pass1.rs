@@ -25,6 +25,9 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let groups = c.geo.group_count;
     let specials = special_inodes(c);
     c.bad_blocks = crate::badblocks::list(c);
+    if crate::badblocks::lists_itself(c) {
+        c.bad_blocks.clear();
+    }
     let in_bad = crate::badblocks::inodes_in_bad_blocks(c);
     c.extra_used
         .extend(in_bad.into_iter().filter(|&i| i >= c.sb.first_ino()));
@@ -470,6 +473,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 map = crate::pass1_extents::extents(c, ino, &inode, kind == FileKind::Directory);
             } else {
                 map = pass1_map::blockmap(c, ino, &inode, kind == FileKind::Directory);
+                crate::bigalloc_map::check(c, ino, &inode, kind, map.bad || map.cleared);
             }
         }
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
@@ -733,8 +737,13 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
                 Fix::ZeroInode(ino),
             );
         }
-        special::BAD if inode.links_count() == 0 && inode.block_words().iter().any(|&w| w != 0) => {
+        special::BAD
+            if inode.links_count() == 0
+                && inode.block_words().iter().any(|&w| w != 0)
+                && !crate::badblocks::distrusted(c) =>
+        {
             let _ = pass1_map::blockmap(c, ino, inode, false);
+            crate::bb_tree::finish(c);
         }
         special::RESIZE => {
             // e2fsck's check_blocks counts it like any regular file: its

@@ -61,6 +61,7 @@ pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) ->
         res: MapResult::default(),
         last_phys_end: None,
         illegal: 0,
+        bb_walk: crate::bb_tree::Walk::default(),
     };
     let mut words = inode.i_block;
     let Ok(_) = walk::block_map(&mut words, bs, &mut w);
@@ -82,6 +83,8 @@ struct MapCheck<'a> {
     res: MapResult,
     last_phys_end: Option<u64>,
     illegal: u32,
+    /// The bad block inode's own checks (see [`crate::bb_tree`]).
+    bb_walk: crate::bb_tree::Walk,
 }
 
 impl MapCheck<'_> {
@@ -123,6 +126,19 @@ impl Visitor for MapCheck<'_> {
             }
             return Ok(Step::Next);
         }
+        let mut follow_only = false;
+        if ino == BAD_INO {
+            let fix = match p.slot.block {
+                None => Fix::InodeBlockSlot(ino, p.slot.index),
+                Some(blk) => Fix::IndirectEntry(blk, p.slot.index),
+            };
+            let level = u32::from(p.levels);
+            match crate::bb_tree::judge(c, b64, level, fix, &mut self.bb_walk) {
+                crate::bb_tree::Verdict::Usual => {}
+                crate::bb_tree::Verdict::Skip => return Ok(Step::Next),
+                crate::bb_tree::Verdict::Follow => follow_only = true,
+            }
+        }
         // e2fsck's limits by kind: a symlink (or other non-file) maps one
         // block at most; a file fewer than 2^31 bytes' worth of blocks
         // per 1 KiB of block size.
@@ -157,9 +173,11 @@ impl Visitor for MapCheck<'_> {
             self.res.bad = true;
             return Ok(Step::Next);
         }
-        c.claim(b64, 1, ino);
         let res = &mut self.res;
-        res.blocks += 1;
+        if !follow_only {
+            c.claim(b64, 1, ino);
+            res.blocks += 1;
+        }
         if p.levels > 0 {
             return Ok(Step::Descend);
         }

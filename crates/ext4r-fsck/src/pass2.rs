@@ -667,6 +667,7 @@ fn entry(
         let msg = format!("{} is a link to the root inode.", place(c));
         return bad_entry(c, d, b, off, "PR_2_LINK_ROOT", msg);
     }
+    crate::encoded_name::check(c, d, slot, b, off, name);
     // An encrypted directory's names are ciphertext, any byte may occur
     // (e2fsck checks names only where the directory is not encrypted; its
     // encrypted names are judged by length, PR_2_BAD_ENCRYPTED_NAME).

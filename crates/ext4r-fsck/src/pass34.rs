@@ -204,7 +204,28 @@ fn lost_and_found(c: &mut Ctx) {
                 Some(n) => {
                     c.p.error_fix(3, "PR_3_NO_LF_DIR", msg, crate::fix::Fix::MakeLostFound(n))
                 }
-                None => c.p.error(3, "PR_3_NO_LF_DIR", msg),
+                // As e2fsck: with no free block or inode for it, the
+                // creation is given up (its "yes" changes nothing), the
+                // lost files are to go to the root instead, and the
+                // user is told to make room. A full filesystem is not an
+                // inconsistency: nothing is left to fix.
+                None => {
+                    c.p.harmless(3, "PR_3_NO_LF_DIR", msg);
+                    c.p.harmless(
+                        3,
+                        "PR_3_LPF_NO_SPACE",
+                        "Cannot allocate space for /lost+found.\n\
+                         Place lost files in root directory instead"
+                            .into(),
+                    );
+                    c.p.harmless(
+                        3,
+                        "PR_3_NO_SPACE_TO_RECOVER",
+                        "Insufficient space to recover lost files!\n\
+                         Move data off the filesystem and re-run e2fsck.\n"
+                            .into(),
+                    );
+                }
             }
         }
         Err(_) => {}

@@ -14,6 +14,8 @@ use crate::Progress;
 const MAX_DIFF_REPORTS: usize = 64;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
+    // Before the claims are consumed: a new orphan file takes free blocks.
+    crate::orphan_file::check(c);
     let used = overlaps(c);
     blocks(c, &used, progress);
     inodes(c);

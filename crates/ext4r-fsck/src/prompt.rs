@@ -53,6 +53,7 @@ pub fn prompt(code: &str) -> &'static str {
         "PR_1_CLEAR_EXTENT_INLINE_DATA_INODE"
         | "PR_1_MISSING_EXTENT_HEADER"
         | "PR_1_READ_EXTENT"
+        | "PR_1_BADBLOCKS_IN_BADBLOCKS"
         | "PR_1_TOO_MANY_BAD_BLOCKS" => "Clear inode",
         "PR_1_HTREE_BADROOT"
         | "PR_1_HTREE_DEPTH"
@@ -67,6 +68,7 @@ pub fn prompt(code: &str) -> &'static str {
         | "PR_2_HTREE_NODE_CSUM_INVALID"
         | "PR_2_HTREE_ROOT_CSUM_INVALID" => "Clear HTree index",
         "PR_1_INLINE_DATA_NO_ATTR" => "Truncate",
+        "PR_6_ORPHAN_FILE_CORRUPTED" => "Recreate",
         "PR_2_DIR_CORRUPTED" => "Salvage",
         "PR_2_READ_DIRBLOCK" => "Continue",
         "PR_2_SPLIT_DOT" => "Split",
@@ -76,7 +78,7 @@ pub fn prompt(code: &str) -> &'static str {
         "PR_3_NO_ROOT_INODE" => "Allocate",
         "PR_3_UNCONNECTED_DIR" | "PR_4_UNATTACHED_INODE" => "Connect to /lost+found",
         // PROMPT_NULL: the message is the question.
-        "PR_6_RECREATE_JOURNAL" => "",
+        "PR_3_LPF_NO_SPACE" | "PR_6_RECREATE_JOURNAL" => "",
         _ => "Fix",
     }
 }

@@ -183,9 +183,13 @@ fn run(
             return Err(Error::Open(e));
         }
     }
+    let mut ext_said = Vec::new();
     let journal_replayed = match &opts.external_journal {
         Some(ext) => match open(&dev) {
-            Ok(fs) => crate::external_journal::replay(&dev, fs.superblock(), ext)?,
+            Ok(fs) => {
+                ext_said.extend(crate::external_journal::fix_checksum(fs.superblock(), ext)?);
+                crate::external_journal::replay(&dev, fs.superblock(), ext)?
+            }
             Err(_) => None,
         },
         None => None,
@@ -201,7 +205,7 @@ fn run(
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
     let counts_bad = !opts.force && counts_beyond_totals(&dev);
-    let mut fixed = Vec::new();
+    let mut fixed = ext_said;
     let orphans_released = if journal_only {
         Vec::new()
     } else {

@@ -32,6 +32,9 @@ pub enum SuperEdit {
     /// The journal inode's `i_block` and size (high, low) as the backup
     /// `s_jnl_blocks` keeps them.
     JournalBackup([u32; 17]),
+    /// Clear the valid flag of `s_state`, so that the next check is a
+    /// full one (as e2fsck after a release of orphans that went wrong).
+    NotValid,
 }
 
 impl SuperEdit {
@@ -76,6 +79,10 @@ impl SuperEdit {
                 }
                 sb.s_jnl_backup_type = 1;
             }
+            SuperEdit::NotValid => {
+                let st = sb.s_state.get() & !ext4r_format::superblock::STATE_VALID;
+                sb.s_state.set(st);
+            }
         }
         false
     }
@@ -94,6 +101,7 @@ pub(crate) fn cosmetic(code: &str) -> bool {
             | "PR_0_FUTURE_SB_LAST_MOUNT_FUDGED"
             | "PR_0_FUTURE_SB_LAST_WRITE_FUDGED"
             | "PR_0_BACKUP_JNL"
+            | "PR_0_MOVE_JOURNAL"
     )
 }
 

@@ -181,6 +181,17 @@ impl Observer for Printer {
             Action::Report => format!("{q}? no\n\n"),
             Action::Fix => format!("{q}? yes\n\n"),
             Action::Unfixable => format!("{q}? no (not repairable by this version)\n\n"),
+            // e2fsck says yes to creating lost+found on a full filesystem,
+            // and then tells why nothing was made.
+            Action::Left
+                if ext4r_fsck::no_prompt(p.code)
+                    && (p.pass == 3 || p.code.starts_with("PR_6_ORPHAN_FILE")) =>
+            {
+                format!("{}\n", p.message.trim_end_matches('\n'))
+            }
+            Action::Left if matches!(p.code, "PR_3_NO_LF_DIR" | "PR_3_LPF_NO_SPACE") => {
+                format!("{q}? yes\n\n")
+            }
             // Asked: the question and its answer are on the screen.
             _ => return,
         };

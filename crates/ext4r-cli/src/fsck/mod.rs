@@ -273,7 +273,8 @@ fn run(a: &Args) -> u8 {
         // As e2fsck -n: a read-only check goes on, with a warning.
         println!("Warning!  {dev_name} is in use.");
     }
-    if let Some(m) = ext4r_fsck::size_mismatch(&dev, a.superblock, a.block_size) {
+    let mismatch = ext4r_fsck::size_mismatch(&dev, a.superblock, a.block_size);
+    if let Some(m) = mismatch {
         // As e2fsck -n: said, answered no, and the check goes on.
         if a.json {
             eprintln!("{}", m.message());
@@ -304,7 +305,7 @@ fn run(a: &Args) -> u8 {
     };
     let result = check(dev, &opts, &mut printer);
     printer.finish();
-    let report = match result {
+    let mut report = match result {
         Ok(r) => r,
         Err(e) => {
             eprintln!(
@@ -323,6 +324,10 @@ fn run(a: &Args) -> u8 {
         EXIT_OK
     };
     if a.json {
+        // The report lists it with the rest (the text run printed it).
+        if let Some(m) = mismatch {
+            m.record(&mut report.problems);
+        }
         println!(
             "{}",
             json::render(&dev_name, &report, code, started.elapsed().as_secs_f64())

@@ -14,7 +14,7 @@ use ext4r_format::GroupNr;
 
 /// Sorted `[start, end)` block ranges of the group metadata, as the
 /// descriptors the filesystem was opened with place it.
-pub(super) fn metadata_ranges(fs: &Filesystem) -> Vec<(u64, u64)> {
+pub(crate) fn metadata_ranges(fs: &Filesystem) -> Vec<(u64, u64)> {
     let geo = fs.geometry();
     let wide = fs.superblock().has_incompat(Incompat::BIT64);
     let itb = u64::from(geo.inode_blocks_per_group());
@@ -62,7 +62,7 @@ pub(super) fn metadata_ranges(fs: &Filesystem) -> Vec<(u64, u64)> {
 }
 
 /// Whether block `b` lies in one of the sorted disjoint `ranges`.
-pub(super) fn covers(ranges: &[(u64, u64)], b: u64) -> bool {
+pub(crate) fn covers(ranges: &[(u64, u64)], b: u64) -> bool {
     let i = ranges.partition_point(|r| r.0 <= b);
     i > 0 && b < ranges[i - 1].1
 }

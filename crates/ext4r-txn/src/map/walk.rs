@@ -145,6 +145,15 @@ pub trait Visitor {
     fn node_end(&self, p: &Ptr) -> u64 {
         p.next
     }
+
+    /// Where the logical range of the node that index entry `p` names
+    /// starts, given the node's bytes ([`Visitor::enter`]'s): `p.logical`
+    /// unless the visitor holds it to the node's own first entry (e2fsck,
+    /// where an index's start is damaged).
+    fn node_start(&self, p: &Ptr, child: &[u8]) -> u64 {
+        let _ = child;
+        p.logical
+    }
 }
 
 /// How a walk ended.
@@ -367,13 +376,14 @@ fn node<V: Visitor + ?Sized>(
                 Some(mut child) => {
                     let mut below = false;
                     let end = v.node_end(&p);
+                    let start = v.node_start(&p, &child);
                     let child_at = Some(p.physical);
                     if node(
                         &mut child,
                         child_at,
                         level + 1,
                         levels - 1,
-                        p.logical,
+                        start,
                         end,
                         &mut below,
                         v,

@@ -1,0 +1,246 @@
+//! The blocks of an orphan as e2fsck's `release_inode_blocks` meets them:
+//! before a block is given back it must lie inside the filesystem
+//! (PR_0_ORPHAN_ILLEGAL_BLOCK_NUM) and still be marked in use in the
+//! block bitmap (PR_0_ORPHAN_ALREADY_CLEARED_BLOCK). Either one means the
+//! orphan list cannot be trusted: the release stops there, the
+//! filesystem is marked not clean, and the full check settles the rest.
+//!
+//! The walk is libext2fs's block iteration with depth-first traversal:
+//! data blocks in logical order, a tree or indirect block after what it
+//! maps (its "block number" is then -1, -2, -3 for the indirection
+//! level; an extent tree node counts as -1). A block of the cluster just
+//! seen is skipped. A tree block that cannot be followed stops the walk
+//! without a problem code (e2fsck prints the library's error).
+
+use std::collections::{HashMap, HashSet};
+
+use ext4r::fs::Filesystem;
+use ext4r_format::extent::ExtentNode;
+use ext4r_format::features::RoCompat;
+use ext4r_format::group_desc::BG_BLOCK_UNINIT;
+use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::GroupNr;
+
+/// Why the release of an orphan stops: e2fsck's code and message, or
+/// None for a tree it cannot walk.
+pub(crate) type Stop = Option<(&'static str, String)>;
+
+/// The block bitmap as the release sees it: the bitmaps on disk (an
+/// uninitialised group's shows no data block in use) less what earlier
+/// orphans gave back.
+pub(crate) struct InUse<'a> {
+    fs: &'a Filesystem,
+    bitmaps: HashMap<u32, Option<Vec<u8>>>,
+    freed: HashSet<u64>,
+}
+
+impl<'a> InUse<'a> {
+    pub(crate) fn new(fs: &'a Filesystem) -> Self {
+        InUse {
+            fs,
+            bitmaps: HashMap::new(),
+            freed: HashSet::new(),
+        }
+    }
+
+    /// Records blocks given back by an orphan released before.
+    pub(crate) fn free(&mut self, runs: &[(u64, u64)]) {
+        let bits = self.fs.geometry().cluster_bits;
+        for &(b, n) in runs {
+            for k in 0..n.min(1 << 20) {
+                self.freed.insert((b + k) >> bits);
+            }
+        }
+    }
+
+    fn marked(&mut self, blk: u64) -> bool {
+        let g = self.fs.geometry();
+        if self.freed.contains(&(blk >> g.cluster_bits)) {
+            return false;
+        }
+        let rel = blk - g.first_data_block;
+        let group = (rel / g.blocks_per_group) as u32;
+        let bit = (rel % g.blocks_per_group) >> g.cluster_bits;
+        let fs = self.fs;
+        let map = self.bitmaps.entry(group).or_insert_with(|| {
+            let d = fs.group_desc(GroupNr(group)).ok()?;
+            let sb = fs.superblock();
+            let csum =
+                sb.has_ro_compat(RoCompat::GDT_CSUM) || sb.has_ro_compat(RoCompat::METADATA_CSUM);
+            if csum && d.flags() & BG_BLOCK_UNINIT != 0 {
+                return None;
+            }
+            let wide = sb.has_incompat(ext4r_format::features::Incompat::BIT64);
+            let bs = u64::from(fs.block_size());
+            let mut buf = vec![0u8; bs as usize];
+            fs.device()
+                .read_at(&mut buf, d.block_bitmap(wide).checked_mul(bs)?)
+                .ok()?;
+            Some(buf)
+        });
+        map.as_ref()
+            .and_then(|m| m.get((bit / 8) as usize))
+            .is_some_and(|byte| byte & (1 << (bit % 8)) != 0)
+    }
+}
+
+/// Walks the orphan's blocks; the first that stops its release, if any.
+pub(crate) fn check(
+    fs: &Filesystem,
+    ino: u32,
+    inode: &Inode,
+    used: &mut InUse<'_>,
+) -> Option<Stop> {
+    let flags = inode.flags();
+    if flags.contains(InodeFlags::INLINE_DATA) || !has_blocks(inode) {
+        return None;
+    }
+    let mut w = Walk {
+        fs,
+        ino,
+        used,
+        last_cluster: None,
+        bs: u64::from(fs.block_size()),
+    };
+    let r = if flags.contains(InodeFlags::EXTENTS) {
+        let root = inode.i_block;
+        match ExtentNode::parse(&root) {
+            Ok(n) => w.extent_node(&n, 0),
+            Err(_) => Err(None),
+        }
+    } else {
+        w.block_map(inode)
+    };
+    r.err()
+}
+
+/// libext2fs's `ext2fs_inode_has_valid_blocks2`: directories, regular
+/// files and symlinks too long for `i_block`.
+fn has_blocks(inode: &Inode) -> bool {
+    let kind = inode.mode() & 0o170_000;
+    match kind {
+        0o040_000 | 0o100_000 => true,
+        0o120_000 => inode.flags().contains(InodeFlags::EXTENTS) || inode.size() >= 60,
+        _ => false,
+    }
+}
+
+struct Walk<'a, 'b> {
+    fs: &'a Filesystem,
+    ino: u32,
+    used: &'a mut InUse<'b>,
+    last_cluster: Option<u64>,
+    bs: u64,
+}
+
+impl Walk<'_, '_> {
+    /// One block met; `count` is its logical number, or -1..-3 for a
+    /// tree block.
+    fn block(&mut self, blk: u64, count: i64) -> Result<(), Stop> {
+        if blk == 0 {
+            return Ok(());
+        }
+        let g = self.fs.geometry();
+        let cluster = blk >> g.cluster_bits;
+        if self.last_cluster == Some(cluster) {
+            return Ok(());
+        }
+        self.last_cluster = Some(cluster);
+        let what = match count {
+            -1 => "indirect block".to_string(),
+            -2 => "double indirect block".to_string(),
+            -3 => "triple indirect block".to_string(),
+            n => format!("block #{n}"),
+        };
+        let ino = self.ino;
+        if blk < g.first_data_block || blk >= g.blocks_count {
+            return Err(Some((
+                "PR_0_ORPHAN_ILLEGAL_BLOCK_NUM",
+                format!("Illegal {what} ({blk}) found in orphaned inode {ino}."),
+            )));
+        }
+        if !self.used.marked(blk) {
+            return Err(Some((
+                "PR_0_ORPHAN_ALREADY_CLEARED_BLOCK",
+                format!("Already cleared {what} ({blk}) found in orphaned inode {ino}."),
+            )));
+        }
+        Ok(())
+    }
+
+    fn read(&self, blk: u64) -> Result<Vec<u8>, Stop> {
+        let g = self.fs.geometry();
+        if blk < g.first_data_block || blk >= g.blocks_count {
+            return Err(None);
+        }
+        let mut buf = vec![0u8; self.bs as usize];
+        self.fs
+            .device()
+            .read_at(&mut buf, blk * self.bs)
+            .map_err(|_| None)?;
+        Ok(buf)
+    }
+
+    fn extent_node(&mut self, node: &ExtentNode<'_>, level: u16) -> Result<(), Stop> {
+        if let Some(exts) = node.extents() {
+            for e in exts {
+                let lblk = i64::from(e.ee_block.get());
+                for k in 0..u64::from(e.len()) {
+                    self.block(e.start().0 + k, lblk + k as i64)?;
+                }
+            }
+            return Ok(());
+        }
+        let Some(idx) = node.indexes() else {
+            return Err(None);
+        };
+        if level >= 5 {
+            return Err(None);
+        }
+        for ix in idx {
+            let child = ix.leaf().0;
+            let mut buf = self.read(child)?;
+            let want = node.depth().saturating_sub(1);
+            let n = crate::extent_depth::parse_at(&mut buf, want).map_err(|_| None)?;
+            self.extent_node(&n, level + 1)?;
+            self.block(child, -1)?;
+        }
+        Ok(())
+    }
+
+    fn block_map(&mut self, inode: &Inode) -> Result<(), Stop> {
+        let words = inode.block_words();
+        for (i, &w) in words.iter().enumerate().take(12) {
+            self.block(u64::from(w), i as i64)?;
+        }
+        let apb = self.bs / 4;
+        let mut base = 12u64;
+        for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
+            let b = u64::from(words[slot]);
+            if b != 0 {
+                self.indirect(b, level, base)?;
+            }
+            base = base.saturating_add(apb.saturating_pow(level));
+        }
+        Ok(())
+    }
+
+    fn indirect(&mut self, blk: u64, level: u32, base: u64) -> Result<(), Stop> {
+        let buf = self.read(blk)?;
+        let apb = self.bs / 4;
+        let span = apb.saturating_pow(level - 1);
+        for (i, w) in buf.chunks_exact(4).enumerate() {
+            let child = u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+            if child == 0 {
+                continue;
+            }
+            let at = base.saturating_add(span.saturating_mul(i as u64));
+            if level == 1 {
+                self.block(child, at as i64)?;
+            } else {
+                self.indirect(child, level - 1, at)?;
+            }
+        }
+        self.block(blk, -i64::from(level))
+    }
+}

@@ -1,0 +1,575 @@
+//! e2fsck problem codes met on images damaged the way each one arises:
+//! for every case e2fsck and fsck.ext4r give the same verdict on the
+//! damaged image (read-only, or in a repair for what e2fsck only meets
+//! while repairing), say e2fsck's words, and after our -fy both e2fsck
+//! -fn and our second -fn find the filesystem clean (exit 0).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{have, is_root, make_image, run, TempDir};
+
+fn ext4r() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ext4r"))
+}
+
+/// Runs debugfs requests one at a time (it takes one -R).
+fn debugfs(img: &Path, cmds: &[String]) {
+    for x in cmds {
+        let o = run(Command::new("debugfs").args(["-w", "-R", x]).arg(img));
+        assert!(o.status.success(), "debugfs {x}");
+    }
+}
+
+fn debugfs_out(img: &Path, cmd: &str) -> String {
+    let o = run(Command::new("debugfs").args(["-R", cmd]).arg(img));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Exit code and stdout.
+fn tool(cmd: &mut Command) -> (i32, String) {
+    let o = run(cmd);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+/// One case: how to damage the image, whether e2fsck meets it only in a
+/// repair, the words both must print in that run.
+struct Case {
+    name: &'static str,
+    mkfs: &'static [&'static str],
+    size: &'static str,
+    damage: fn(&Path, &Path),
+    repair_only: bool,
+    says: &'static [&'static str],
+}
+
+fn check(dir: &TempDir, case: &Case) -> Result<(), String> {
+    let base = dir.path(&format!("{}.img", case.name.replace(' ', "_")));
+    make_image(Command::new("mke2fs"), case.mkfs, &base, case.size)?;
+    (case.damage)(&base, &dir.0);
+    let copy = |tag: &str| {
+        let p = dir.path(&format!("{tag}.img"));
+        std::fs::copy(&base, &p).unwrap();
+        p
+    };
+    let flag = if case.repair_only { "-fy" } else { "-fn" };
+    let theirs = tool(Command::new("e2fsck").arg(flag).arg(copy("theirs")));
+    let ours_img = copy("ours");
+    let ours = tool(ext4r().args(["fsck", flag]).arg(&ours_img));
+    let mut why = Vec::new();
+    if theirs.0 != ours.0 {
+        why.push(format!("exit {} (e2fsck {})", ours.0, theirs.0));
+    }
+    for w in case.says {
+        if !theirs.1.contains(w) {
+            why.push(format!("e2fsck does not say {w:?}"));
+        }
+        if !ours.1.contains(w) {
+            why.push(format!("we do not say {w:?}"));
+        }
+    }
+    let img = copy("repaired");
+    let (rc, out) = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
+    if rc > 1 {
+        why.push(format!("our -fy exit {rc}"));
+    }
+    let after = tool(Command::new("e2fsck").arg("-fn").arg(&img));
+    if after.0 != 0 {
+        why.push(format!(
+            "e2fsck -fn after our -fy: {}\n{}",
+            after.0, after.1
+        ));
+    }
+    let again = tool(ext4r().args(["fsck", "-fn"]).arg(&img));
+    if again.0 != 0 {
+        why.push(format!("our -fn after our -fy: {}\n{}", again.0, again.1));
+    }
+    if why.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}\n--- e2fsck {flag}:\n{}\n--- ours {flag}:\n{}\n--- our -fy:\n{out}",
+            why.join("\n"),
+            theirs.1,
+            ours.1
+        ))
+    }
+}
+
+/// The first block of group 0's inode table.
+fn first_itable_block(img: &Path) -> u64 {
+    let o = run(Command::new("dumpe2fs").arg(img));
+    String::from_utf8_lossy(&o.stdout)
+        .split("Inode table at ")
+        .nth(1)
+        .and_then(|r| r.split('-').next())
+        .and_then(|n| n.trim().parse().ok())
+        .expect("inode table")
+}
+
+fn inum(img: &Path, path: &str) -> u32 {
+    debugfs_out(img, &format!("stat {path}"))
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("inode number")
+}
+
+/// A deleted file left on the orphan list, its data blocks as `edit`
+/// leaves them.
+fn orphan(img: &Path, dir: &Path, edit: fn(&Path, u32, u64) -> Vec<String>) {
+    let data = dir.join("data");
+    std::fs::write(&data, vec![0x5a; 20_000]).unwrap();
+    debugfs(img, &[format!("write {} victim", data.display())]);
+    let n = inum(img, "/victim");
+    let b: u64 = debugfs_out(img, "bmap /victim 0").trim().parse().unwrap();
+    let mut cmds = vec![
+        "unlink /victim".to_string(),
+        format!("sif <{n}> links_count 0"),
+        format!("ssv last_orphan {n}"),
+    ];
+    cmds.extend(edit(img, n, b));
+    debugfs(img, &cmds);
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "orphan with an illegal block",
+        mkfs: &["-t", "ext4"],
+        size: "16M",
+        // The first extent's start (i_block word 5) past the end.
+        damage: |i, d| orphan(i, d, |_, n, _| vec![format!("sif <{n}> block[5] 99999999")]),
+        repair_only: true,
+        says: &["Illegal block #0 (99999999) found in orphaned inode 12."],
+    },
+    Case {
+        name: "orphan with cleared blocks",
+        mkfs: &["-t", "ext4"],
+        size: "16M",
+        damage: |i, d| orphan(i, d, |_, _, b| vec![format!("freeb {b} 20")]),
+        repair_only: true,
+        says: &["Already cleared block #0 ("],
+    },
+    Case {
+        name: "block map on bigalloc",
+        mkfs: &["-t", "ext4", "-O", "bigalloc", "-C", "16384", "-b", "1024"],
+        size: "32M",
+        damage: |i, d| {
+            let data = d.join("data");
+            std::fs::write(&data, vec![0x33; 10_000]).unwrap();
+            debugfs(i, &[format!("write {} bm", data.display())]);
+            let b: u64 = debugfs_out(i, "bmap /bm 0").trim().parse().unwrap();
+            let mut cmds = vec!["sif /bm flags 0".to_string()];
+            for k in 0..15u64 {
+                let v = if k < 10 { b + k } else { 0 };
+                cmds.push(format!("sif /bm block[{k}] {v}"));
+            }
+            debugfs(i, &cmds);
+        },
+        repair_only: false,
+        says: &["Inode 12 on bigalloc filesystem cannot be block mapped."],
+    },
+    // A journal left visible as /.journal (tune2fs -j on a mounted ext3)
+    // moves to the reserved inode in a repair.
+    Case {
+        name: "visible journal",
+        mkfs: &["-t", "ext4"],
+        size: "32M",
+        damage: |i, _| {
+            debugfs(
+                i,
+                &[
+                    "write /dev/null .journal".to_string(),
+                    "copy_inode <8> <12>".to_string(),
+                    "ssv journal_inum 12".to_string(),
+                    "clri <8>".to_string(),
+                ],
+            )
+        },
+        repair_only: true,
+        says: &["Moving journal from /.journal to hidden inode."],
+    },
+    // Strict encoding: a casefolded directory's names must be UTF-8.
+    Case {
+        name: "name not UTF-8 in a casefolded directory",
+        mkfs: &[
+            "-t",
+            "ext4",
+            "-O",
+            "casefold",
+            "-E",
+            "encoding=utf8,encoding_flags=strict",
+        ],
+        size: "16M",
+        damage: |i, _| {
+            use std::os::unix::ffi::OsStrExt;
+            debugfs(
+                i,
+                &["mkdir d".to_string(), "sif d flags 0x40080000".to_string()],
+            );
+            let req = std::ffi::OsStr::from_bytes(b"write /dev/null d/ab\xffcd");
+            let o = run(Command::new("debugfs").arg("-w").arg("-R").arg(req).arg(i));
+            assert!(o.status.success());
+        },
+        repair_only: false,
+        says: &["has illegal UTF-8 characters in its name.\nFix? no"],
+    },
+    // The bad block inode's indirect block on an inode table (mke2fs -l
+    // lists 20 blocks: 12 direct, 8 under an indirect block). A read-only
+    // check stops there (e2fsck exits 12, we 8), so the repair is compared.
+    Case {
+        name: "bad block list's indirect block on metadata",
+        mkfs: &["-t", "ext4", "-b", "1024", "-l", "/dev/shm/ext4r-bb-list"],
+        size: "16M",
+        damage: |i, _| debugfs(i, &["sif <1> block[IND] 200".to_string()]),
+        repair_only: true,
+        says: &[
+            "Bad block inode has an indirect block (200) that conflicts with\nfilesystem metadata.",
+        ],
+    },
+    // A listed bad block that is also the list's indirect block: the
+    // indirect block, met second, is cut off.
+    Case {
+        name: "bad block listed as the list's indirect block",
+        mkfs: &["-t", "ext4", "-b", "1024", "-l", "/dev/shm/ext4r-bb-list"],
+        size: "16M",
+        damage: |i, _| {
+            let ind = debugfs_out(i, "stat <1>")
+                .split("(IND):")
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .map(str::to_string)
+                .expect("indirect block");
+            debugfs(i, &[format!("sif <1> block[3] {ind}")]);
+        },
+        repair_only: true,
+        says: &["used as bad block inode indirect block."],
+    },
+    // The list names the inode table block holding inode 1 itself. A
+    // read-only e2fsck goes on and aborts at the root inode there (12);
+    // we go on without the list (4): the repair is compared.
+    Case {
+        name: "bad block list names its own inode's block",
+        mkfs: &["-t", "ext4", "-b", "1024", "-l", "/dev/shm/ext4r-bb-list"],
+        size: "16M",
+        damage: |i, _| {
+            let it = first_itable_block(i);
+            debugfs(i, &[format!("sif <1> block[0] {it}")]);
+        },
+        repair_only: true,
+        says: &["Bad block list says the bad block list inode is bad.  Clear inode? yes"],
+    },
+    Case {
+        name: "orphan file size",
+        mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],
+        size: "64M",
+        damage: |i, _| debugfs(i, &["sif <12> size 32668".to_string()]),
+        repair_only: false,
+        says: &[
+            "Orphan file (inode 12) size is not multiple of block size.",
+            "Failed to initialize orphan file.\nRecreate? no",
+        ],
+    },
+    // libext2fs meets holes in block maps only.
+    Case {
+        name: "orphan file hole",
+        mkfs: &[
+            "-t",
+            "ext4",
+            "-O",
+            "orphan_file,^extent,^64bit",
+            "-b",
+            "1024",
+        ],
+        size: "64M",
+        damage: |i, _| debugfs(i, &["sif <12> block[5] 0".to_string()]),
+        repair_only: false,
+        says: &[
+            "Orphan file (inode 12) contains hole at block 5.",
+            "Failed to initialize orphan file.\nRecreate? no",
+        ],
+    },
+    Case {
+        name: "orphan file hole in an extent tree",
+        mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],
+        size: "64M",
+        damage: |i, _| debugfs(i, &["punch <12> 5 5".to_string()]),
+        repair_only: false,
+        says: &[],
+    },
+];
+
+#[test]
+fn e2fsck_codes_are_met_as_e2fsck_meets_them() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs debugfs, e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("problem-codes");
+    // mke2fs -l's list for the bad block cases: 20 blocks.
+    let list: String = (3000..3020).map(|b| format!("{b}\n")).collect();
+    std::fs::write("/dev/shm/ext4r-bb-list", list).unwrap();
+    let mut failed = Vec::new();
+    for case in CASES {
+        match check(&dir, case) {
+            Ok(()) => println!("ok: {}", case.name),
+            Err(e) => {
+                println!("FAILED: {}\n{e}", case.name);
+                failed.push(case.name);
+            }
+        }
+    }
+    let _ = std::fs::remove_file("/dev/shm/ext4r-bb-list");
+    assert!(failed.is_empty(), "failed: {failed:?}");
+}
+
+/// A full filesystem without lost+found: e2fsck gives up making one and
+/// says so; nothing is changed (exit 0).
+#[test]
+fn lost_found_on_a_full_filesystem() {
+    if !is_root() || !have("losetup") || !have("debugfs") || !have("e2fsck") {
+        eprintln!("SKIP: needs root, losetup, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("lpf-full");
+    let img = dir.path("full.img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-m", "0", "-N", "64"],
+        &img,
+        "8M",
+    )
+    .unwrap();
+    let mnt = dir.path("mnt");
+    let mut lm = common::LoopMount::new(&img, &mnt).unwrap();
+    std::fs::remove_dir(mnt.join("lost+found")).unwrap();
+    // Fill what the kernel gives, then the blocks it keeps back.
+    let _ = run(Command::new("dd")
+        .args(["if=/dev/zero", "bs=1k"])
+        .arg(format!("of={}", mnt.join("fill").display())));
+    lm.umount().unwrap();
+    drop(lm);
+    debugfs(&img, &["write /dev/null rest".to_string()]);
+    let free: u64 = debugfs_out(&img, "stats")
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Free blocks:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("free blocks");
+    // Tree blocks may be needed too: a little less than all, then the
+    // rest one by one until nothing is left.
+    let _ = run(Command::new("debugfs")
+        .args([
+            "-w",
+            "-R",
+            &format!("fallocate /rest 0 {}", free.saturating_sub(4)),
+        ])
+        .arg(&img));
+    for at in free..free + 8 {
+        let _ = run(Command::new("debugfs")
+            .args(["-w", "-R", &format!("fallocate /rest {at} {at}")])
+            .arg(&img));
+    }
+    let says = [
+        "/lost+found not found.  Create? yes",
+        "Cannot allocate space for /lost+found.\nPlace lost files in root directory instead? yes",
+        "Insufficient space to recover lost files!",
+    ];
+    let theirs = tool(Command::new("e2fsck").arg("-fy").arg(&{
+        let p = dir.path("theirs.img");
+        std::fs::copy(&img, &p).unwrap();
+        p
+    }));
+    let ours = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
+    for w in says {
+        assert!(theirs.1.contains(w), "e2fsck: {w:?} not in\n{}", theirs.1);
+        assert!(ours.1.contains(w), "ours: {w:?} not in\n{}", ours.1);
+    }
+    assert_eq!((ours.0, theirs.0), (0, 0), "{}", ours.1);
+    assert_eq!(tool(Command::new("e2fsck").arg("-fn").arg(&img)).0, 0);
+    assert_eq!(tool(ext4r().args(["fsck", "-fn"]).arg(&img)).0, 0);
+}
+
+/// A device shorter than the superblock says (PR_0_FS_SIZE_WRONG): -n
+/// says so and goes on (exit 0, as e2fsck -n), the JSON report lists it,
+/// -y aborts before writing (exit 8).
+#[test]
+fn filesystem_larger_than_its_device() {
+    if !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("fs-size");
+    let img = dir.path("short.img");
+    make_image(Command::new("mke2fs"), &["-t", "ext4"], &img, "16M").unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+    f.set_len(15 << 20).unwrap();
+    let words = "Either the superblock or the partition table is likely to be corrupt!";
+    for flag in ["-fn", "-fy"] {
+        let theirs = tool(Command::new("e2fsck").arg(flag).arg(&img));
+        let ours = tool(ext4r().args(["fsck", flag]).arg(&img));
+        assert_eq!(ours.0, theirs.0, "{flag}: {}", ours.1);
+        assert!(
+            theirs.1.contains(words) && ours.1.contains(words),
+            "{}",
+            ours.1
+        );
+    }
+    let json = tool(ext4r().args(["fsck", "-fn", "--json"]).arg(&img));
+    assert!(
+        json.1.contains("\"code\":\"PR_0_FS_SIZE_WRONG\""),
+        "{}",
+        json.1
+    );
+    assert_eq!(json.0, 0);
+}
+
+/// A filesystem with its journal on a device of its own: (journal device
+/// image made with `jfeatures`, filesystem image).
+fn with_external_journal(
+    dir: &TempDir,
+    jfeatures: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (jdev, img) = (dir.path("journal.img"), dir.path("fs.img"));
+    let o = run(Command::new("mke2fs")
+        .args(["-q", "-F", "-b", "4096", "-O", jfeatures])
+        .arg(&jdev)
+        .arg("4M"));
+    assert!(o.status.success(), "{o:?}");
+    // mke2fs takes only a block device as the journal.
+    let o = run(Command::new("losetup").args(["-f", "--show"]).arg(&jdev));
+    let lo = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(o.status.success() && !lo.is_empty());
+    let made = run(Command::new("mke2fs")
+        .args(["-q", "-F", "-b", "4096", "-t", "ext4", "-J"])
+        .arg(format!("device={lo}"))
+        .arg(&img)
+        .arg("64M"));
+    let _ = run(Command::new("losetup").args(["-d", &lo]));
+    assert!(made.status.success(), "{made:?}");
+    (jdev, img)
+}
+
+/// An external journal shared by two filesystems (`s_nr_users` 2): e2fsck
+/// stops with PR_0_JOURNAL_UNSUPP_MULTIFS before judging the rest of the
+/// journal, and so do we (exit 8; e2fsck adds 4 for the errors left).
+#[test]
+fn external_journal_with_two_users() {
+    if !is_root() || !have("losetup") || !have("e2fsck") {
+        eprintln!("SKIP: needs root, losetup and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("multifs");
+    let (jdev, img) = with_external_journal(&dir, "journal_dev");
+    // s_nr_users (big-endian) in the JBD2 superblock, block 1.
+    let mut raw = std::fs::read(&jdev).unwrap();
+    raw[4096 + 64..4096 + 68].copy_from_slice(&2u32.to_be_bytes());
+    std::fs::write(&jdev, raw).unwrap();
+    let words = "External journal has multiple filesystem users (unsupported).";
+    for flag in ["-fn", "-fy"] {
+        let theirs = tool(
+            Command::new("e2fsck")
+                .args([flag, "-j"])
+                .arg(&jdev)
+                .arg(&img),
+        );
+        let ours = tool(ext4r().args(["fsck", flag, "-j"]).arg(&jdev).arg(&img));
+        assert!(theirs.1.contains(words), "e2fsck {flag}: {}", theirs.1);
+        assert!(ours.1.contains(words), "ours {flag}: {}", ours.1);
+        assert_eq!((theirs.0 & 8, ours.0), (8, 8), "{flag}: {}", ours.1);
+    }
+}
+
+/// The journal device's own superblock checksum wrong: said by -n (exit
+/// 0), set right by -y (exit 0: the filesystem is not changed), after
+/// which e2fsck finds nothing.
+#[test]
+fn external_journal_superblock_checksum() {
+    if !is_root() || !have("losetup") || !have("e2fsck") {
+        eprintln!("SKIP: needs root, losetup and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("extcsum");
+    let (jdev, img) = with_external_journal(&dir, "journal_dev,metadata_csum");
+    // A byte of s_volume_name, the checksum left as it was.
+    let mut raw = std::fs::read(&jdev).unwrap();
+    raw[1024 + 120] = b'X';
+    std::fs::write(&jdev, raw).unwrap();
+    let words = "External journal superblock checksum does not match superblock.  Fix? ";
+    let (j2, i2) = (dir.path("j2.img"), dir.path("i2.img"));
+    std::fs::copy(&jdev, &j2).unwrap();
+    std::fs::copy(&img, &i2).unwrap();
+    for flag in ["-fn", "-fy"] {
+        let theirs = tool(Command::new("e2fsck").args([flag, "-j"]).arg(&j2).arg(&i2));
+        let ours = tool(ext4r().args(["fsck", flag, "-j"]).arg(&jdev).arg(&img));
+        assert!(theirs.1.contains(words), "e2fsck {flag}: {}", theirs.1);
+        assert!(ours.1.contains(words), "ours {flag}: {}", ours.1);
+        assert_eq!((theirs.0, ours.0), (0, 0), "{flag}: {}", ours.1);
+    }
+    let after = tool(
+        Command::new("e2fsck")
+            .args(["-fn", "-j"])
+            .arg(&jdev)
+            .arg(&img),
+    );
+    assert!(after.0 == 0 && !after.1.contains(words), "{}", after.1);
+    let again = tool(ext4r().args(["fsck", "-fn", "-j"]).arg(&jdev).arg(&img));
+    assert!(again.0 == 0 && !again.1.contains(words), "{}", again.1);
+}
+
+/// A bigalloc file whose extent root (depth 1) has its index's logical
+/// start damaged past the end of the file (damage seed 2, cases 119 and
+/// 197): e2fsck sets the start from the node below and keeps the file;
+/// so do we, its contents unchanged.
+#[test]
+fn damaged_root_index_start_keeps_the_file() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs debugfs, e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("root-index");
+    let img = dir.path("fs.img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-O", "bigalloc", "-C", "16384"],
+        &img,
+        "64M",
+    )
+    .unwrap();
+    let data = dir.path("data");
+    let bytes: Vec<u8> = (0..800 * 1024u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&data, &bytes).unwrap();
+    let mut cmds = vec![format!("write {} f", data.display())];
+    // Holes of a cluster each: seven extents, more than the root holds.
+    for k in 0..6 {
+        cmds.push(format!("punch /f {} {}", 4 + 8 * k, 7 + 8 * k));
+    }
+    debugfs(&img, &cmds);
+    let before = run(Command::new("debugfs").args(["-R", "cat /f"]).arg(&img)).stdout;
+    assert!(
+        debugfs_out(&img, "ex /f").contains(" 0/ 1 "),
+        "not a depth-1 tree"
+    );
+    // i_block word 3: the root's first index entry's logical start.
+    debugfs(&img, &["sif /f block[3] 405100293".to_string()]);
+    let words = "Logical start 405100293 does not match logical start 0 at next level.";
+    let theirs = tool(Command::new("e2fsck").arg("-fn").arg(&img));
+    let ours = tool(ext4r().args(["fsck", "-fn"]).arg(&img));
+    assert!(
+        theirs.1.contains(words) && ours.1.contains(words),
+        "{}",
+        ours.1
+    );
+    assert_eq!((theirs.0, ours.0), (4, 4));
+    let (rc, out) = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
+    assert_eq!(rc, 1, "{out}");
+    let after = run(Command::new("debugfs").args(["-R", "cat /f"]).arg(&img)).stdout;
+    assert!(after == before, "the file changed:\n{out}");
+    assert_eq!(tool(Command::new("e2fsck").arg("-fn").arg(&img)).0, 0);
+    assert_eq!(tool(ext4r().args(["fsck", "-fn"]).arg(&img)).0, 0);
+}
