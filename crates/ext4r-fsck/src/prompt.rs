@@ -73,7 +73,7 @@ pub fn prompt(code: &str) -> &'static str {
         "PR_3_NO_ROOT_INODE" => "Allocate",
         "PR_3_UNCONNECTED_DIR" | "PR_4_UNATTACHED_INODE" => "Connect to /lost+found",
         // PROMPT_NULL: the message is the question.
-        "PR_6_RECREATE_JOURNAL" => "",
+        "PR_6_RECREATE_JOURNAL" | "PR_6_UPDATE_QUOTAS" => "",
         _ => "Fix",
     }
 }
