@@ -261,7 +261,12 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         );
     }
     orphan_dtime(c, ino, &inode);
-    if links == 0 {
+    // The reserved quota inodes the superblock names are files whatever
+    // their link count and mode say: e2fsck checks only their blocks.
+    let quota_file = is_special
+        && c.sb.has_ro_compat(RoCompat::QUOTA)
+        && (ino == special::USR_QUOTA || ino == special::GRP_QUOTA);
+    if links == 0 && !quota_file {
         return;
     }
     casefold_flag(c, ino, &inode);
@@ -360,7 +365,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         c.p.error_fix(1, code, msg, Fix::InodeClearDtime(ino));
     }
     crate::pass1_rules::negative_epoch(c, ino, &inode, rec);
-    let mut kind = FileKind::from_mode(inode.mode());
+    let mut kind = if quota_file {
+        FileKind::Regular
+    } else {
+        FileKind::from_mode(inode.mode())
+    };
     // e2fsck's check_is_really_dir looks at every mode that is not a
     // directory, a file or a symlink (an unknown one too).
     let special_kind = matches!(

@@ -28,6 +28,7 @@ pub fn prompt(code: &str) -> &'static str {
         | "PR_1_INVALID_BAD_INODE"
         | "PR_1_JOURNAL_INODE_NOT_CLEAR"
         | "PR_1_OUT_OF_ORDER_EXTENTS"
+        | "PR_1_QUOTA_BAD_MODE"
         | "PR_1_ROOT_NO_DIR"
         | "PR_1_SET_IMMUTABLE"
         | "PR_1_SPECIAL_EXTENTS_IDATA"
