@@ -904,6 +904,16 @@ fn damaged_quota_files_are_rewritten_with_the_usage_counted() {
                 }),
             ));
             v.push((
+                format!("quota type {qtype}: data block scribbled"),
+                Box::new(move |img: &Path| {
+                    // Entries of many ids, each on its own tree path: the
+                    // rewritten file needs more extents than i_block holds.
+                    let junk: Vec<u8> = (0..600u32).map(|i| (i * 37 % 251 + 1) as u8).collect();
+                    poke(img, quota_block_at(img, ino, 5) + 400, &junk);
+                    quota_reported(img);
+                }),
+            ));
+            v.push((
                 format!("quota type {qtype}: tree root zeroed"),
                 Box::new(move |img: &Path| {
                     poke(img, quota_block_at(img, ino, 1), &[0u8; 1024]);

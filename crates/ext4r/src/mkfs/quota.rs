@@ -88,6 +88,25 @@ pub(crate) fn allocate(a: &mut impl BlockAlloc, file: &QuotaFile) -> Result<Quot
     })
 }
 
+/// The quota file's inode with no blocks mapped yet (an empty extent root
+/// with extents): for a mapping stored by the block-pointer editor.
+pub(crate) fn unmapped_inode(
+    file: &QuotaFile,
+    inode_size: usize,
+    extents: bool,
+    now: i64,
+) -> InodeBuf {
+    let mut qi = InodeBuf::new_file(inode_size, 0o100600, 1, now);
+    qi.set_size(file.size());
+    if extents {
+        qi.set_flags(EXTENTS_FL | IMMUTABLE_FL);
+        qi.set_i_block(&objects::extent_root(&[], None));
+    } else {
+        qi.set_flags(IMMUTABLE_FL);
+    }
+    qi
+}
+
 /// The quota file's inode as `quota_inode_init_new` and the writes leave
 /// it: an immutable regular file (checksum not yet set).
 pub(crate) fn encode_inode(

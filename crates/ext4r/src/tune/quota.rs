@@ -284,8 +284,33 @@ fn write_file(
     for &(l, p) in &blocks.map {
         m.write_block(p, file.fs_block(l, bs as usize))?;
     }
-    let inode = quota::encode_inode(&file, &blocks, isz, bs, ratio, extents, now)?;
-    m.write_inode(ino, inode.bytes)
+    match quota::encode_inode(&file, &blocks, isz, bs, ratio, extents, now) {
+        Ok(inode) => m.write_inode(ino, inode.bytes),
+        // More extents than i_block holds, or blocks past the direct ones
+        // (a rewrite of a file with many ids): the mapping it needs.
+        Err(crate::Error::InvalidArgument(_)) => {
+            let mut runs: Vec<ext4r_txn::map::Run> = Vec::new();
+            for &(l, p) in &blocks.map {
+                match runs.last_mut() {
+                    Some(r) if r.logical + r.len == l && r.physical + r.len == p => r.len += 1,
+                    _ => runs.push(ext4r_txn::map::Run {
+                        logical: l,
+                        physical: p,
+                        len: 1,
+                        unwritten: false,
+                    }),
+                }
+            }
+            let mut rec = quota::unmapped_inode(&file, isz, extents, now).bytes;
+            let goal = runs.last().map_or(0, |r| r.physical + r.len);
+            let used = m.store_mapping(ino, &mut rec, &runs, goal)?;
+            let sectors = (blocks.clusters + used) * ratio * (bs / 512);
+            rec[0x1C..0x20].copy_from_slice(&(sectors as u32).to_le_bytes());
+            rec[0x74..0x76].copy_from_slice(&((sectors >> 32) as u16).to_le_bytes());
+            m.write_inode(ino, rec)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// e2fsck's `quota_write_inode` of one quota type: the file the
