@@ -811,3 +811,124 @@ fn damaged_leaf_pointers_keep_no_more_than_e2fsck() {
     println!("{}/{n} cases kept no more than e2fsck", n - failed.len());
     assert!(failed.is_empty(), "failed:\n{}", failed.join("\n"));
 }
+
+/// A base with quota files that agree with it: files given other owners
+/// and a project, then `tune2fs -O quota,project` counts them (the kernel
+/// here mounts no quota image, so the tree is written before quota is on).
+fn quota_base(dir: &TempDir, cfg: Cfg) -> Base {
+    let mut b = base(dir, cfg);
+    for (path, uid, gid, prj) in [
+        ("d0/f3", 1000, 100, 7),
+        ("d1/f8", 1000, 100, 0),
+        ("d2/f5", 1001, 0, 7),
+        ("d3", 70000, 70000, 9),
+        ("large", 1002, 1002, 0),
+    ] {
+        debugfs_w(&b.img, &format!("sif {path} uid {uid}"));
+        debugfs_w(&b.img, &format!("sif {path} gid {gid}"));
+        debugfs_w(&b.img, &format!("sif {path} projid {prj}"));
+    }
+    let o = run(Command::new("tune2fs")
+        .args(["-O", "quota,project"])
+        .arg(&b.img));
+    assert!(o.status.success(), "tune2fs: {o:?}");
+    b.files = manifest(dir, &b.img);
+    b
+}
+
+/// Byte offset of 1 KiB quota block `qblk` of quota inode `ino`.
+fn quota_block_at(img: &Path, ino: u64, qblk: u64) -> u64 {
+    let bs = block_size(img);
+    let lblk = qblk * 1024 / bs;
+    let out = debugfs_out(img, &format!("bmap <{ino}> {lblk}"));
+    let pblk: u64 = out.trim().parse().unwrap();
+    pblk * bs + qblk * 1024 % bs
+}
+
+/// Our -n reports a damaged quota file (it was passed as clean).
+fn quota_reported(img: &Path) {
+    let o = run(ext4r().args(["fsck", "-fn"]).arg(img));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.code() == Some(4) && text.contains("Update quota info for quota type"),
+        "damage not reported by -n:\n{text}"
+    );
+}
+
+/// Damaged quota files: e2fsck counts every owner's usage and rewrites a
+/// quota file that disagrees or does not read, keeping its limits. A
+/// clean one is left alone (no false alarm); a damaged one is reported
+/// by -n and rewritten by -y so that e2fsck then finds it clean.
+#[test]
+fn damaged_quota_files_are_rewritten_with_the_usage_counted() {
+    if !ready() || !have("tune2fs") {
+        return;
+    }
+    let dir = TempDir::new("fsck-quota");
+    let bases = [quota_base(&dir, EXT4), quota_base(&dir, EXT4_1K_INLINE)];
+    for b in &bases {
+        let (theirs, out) = e2fsck_fn(&b.img);
+        assert_eq!(
+            theirs, 0,
+            "{}: base not clean for e2fsck:\n{out}",
+            b.cfg.name
+        );
+        let o = run(ext4r().args(["fsck", "-fn"]).arg(&b.img));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}: false alarm on a clean quota image:\n{}",
+            b.cfg.name,
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    judge_all(&dir, &bases, |b| {
+        let _ = b;
+        let mut v: Vec<Damage<'static>> = Vec::new();
+        for (qtype, ino) in [(0u64, 3u64), (1, 4)] {
+            v.push((
+                format!("quota type {qtype}: header version 7"),
+                Box::new(move |img: &Path| {
+                    poke(img, quota_block_at(img, ino, 0) + 4, &[7]);
+                    quota_reported(img);
+                }),
+            ));
+            v.push((
+                format!("quota type {qtype}: first entry's space grows"),
+                Box::new(move |img: &Path| {
+                    // Block 5 is the first data block, its first entry id 0.
+                    let at = quota_block_at(img, ino, 5) + 16 + 48;
+                    let old = u64::from_le_bytes(peek(img, at, 8).try_into().unwrap());
+                    poke(img, at, &(old + 4096).to_le_bytes());
+                    quota_reported(img);
+                }),
+            ));
+            v.push((
+                format!("quota type {qtype}: data block scribbled"),
+                Box::new(move |img: &Path| {
+                    // Entries of many ids, each on its own tree path: the
+                    // rewritten file needs more extents than i_block holds.
+                    let junk: Vec<u8> = (0..600u32).map(|i| (i * 37 % 251 + 1) as u8).collect();
+                    poke(img, quota_block_at(img, ino, 5) + 400, &junk);
+                    quota_reported(img);
+                }),
+            ));
+            v.push((
+                format!("quota type {qtype}: tree root zeroed"),
+                Box::new(move |img: &Path| {
+                    poke(img, quota_block_at(img, ino, 1), &[0u8; 1024]);
+                    quota_reported(img);
+                }),
+            ));
+        }
+        v.push((
+            "project quota: a tree reference past the file".to_string(),
+            Box::new(|img: &Path| {
+                let ino = sb_field(img, "Project quota inode:");
+                poke(img, quota_block_at(img, ino, 1), &[0xff, 0xff, 0, 0]);
+                quota_reported(img);
+            }),
+        ));
+        v
+    });
+}

@@ -158,6 +158,9 @@ pub(crate) struct Ctx {
     /// Free blocks counted by pass 5.
     pub free_blocks_total: u64,
     pub stats: Summary,
+    /// Usage counted per quota type and id, for each quota file the
+    /// superblock names (see [`crate::quota`]).
+    pub quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
 }
 
 impl Ctx {
@@ -166,6 +169,7 @@ impl Ctx {
         let journal_ino = sb.s_journal_inum.get();
         let geo = fs.geometry().clone();
         let groups = geo.group_count as usize;
+        let quota = crate::quota::counters(&sb);
         Ctx {
             fs,
             sb,
@@ -205,6 +209,7 @@ impl Ctx {
             bad_blocks: Vec::new(),
             free_blocks_total: 0,
             stats: Summary::default(),
+            quota,
         }
     }
 

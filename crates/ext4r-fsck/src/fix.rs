@@ -225,6 +225,10 @@ pub enum Fix {
     SuperExtraIsize(bool, u16),
     /// Forget a quota inode (0 user, 1 group, 2 project).
     ClearQuotaInode(u8),
+    /// Write the quota file of a type (0 user, 1 group, 2 project) anew
+    /// holding these records (e2fsck's `quota_write_inode`); made after
+    /// the rest of the batch.
+    UpdateQuota(u8, Vec<ext4r::quota::Dquot>),
     /// Write the superblock and descriptors the filesystem was opened with
     /// (a backup) to the primary locations.
     RestorePrimary,
@@ -318,10 +322,19 @@ pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
 /// round's check).
 pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<usize> {
     let mut w = Writer::new(fs, now);
+    let mut quota = Vec::new();
     for f in fixes {
-        w.add(f)?;
+        match f {
+            // The engine writes a quota file whole (allocating its
+            // blocks), once what the batch changes is on disk.
+            Fix::UpdateQuota(qtype, dquots) => quota.push((usize::from(*qtype), dquots)),
+            _ => w.add(f)?,
+        }
     }
     w.flush()?;
+    for (qtype, dquots) in quota {
+        ext4r::tune::rewrite_quota_file(fs.device_shared(), qtype, dquots, now)?;
+    }
     Ok(fixes.len())
 }
 
@@ -793,6 +806,8 @@ impl<'a> Writer<'a> {
                 }
                 self.sb_dirty = true;
             }
+            // Written by apply_at after the batch.
+            Fix::UpdateQuota(..) => {}
             Fix::ClearQuotaInode(q) => {
                 match q {
                     0 => self.sb.s_usr_quota_inum.set(0),

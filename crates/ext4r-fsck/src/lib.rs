@@ -66,6 +66,7 @@ mod pass5;
 mod pathname;
 mod problem;
 mod prompt;
+mod quota;
 mod really_dir;
 mod rehash;
 mod relocate;
@@ -423,6 +424,9 @@ pub(crate) fn check_with(
         if c.abort {
             break;
         }
+    }
+    if !c.abort && !c.restart && c.fatal.is_none() {
+        quota::check(&mut c, &mut |c| emit.flush(c, 6, obs));
     }
     emit.flush(&c, u8::MAX, obs);
     report.summary = c.summary();

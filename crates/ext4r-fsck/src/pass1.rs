@@ -263,7 +263,12 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         );
     }
     orphan_dtime(c, ino, &inode);
-    if links == 0 {
+    // The reserved quota inodes the superblock names are files whatever
+    // their link count and mode say: e2fsck checks only their blocks.
+    let quota_file = is_special
+        && c.sb.has_ro_compat(RoCompat::QUOTA)
+        && (ino == special::USR_QUOTA || ino == special::GRP_QUOTA);
+    if links == 0 && !quota_file {
         return;
     }
     casefold_flag(c, ino, &inode);
@@ -362,7 +367,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         c.p.error_fix(1, code, msg, Fix::InodeClearDtime(ino));
     }
     crate::pass1_rules::negative_epoch(c, ino, &inode, rec);
-    let mut kind = FileKind::from_mode(inode.mode());
+    let mut kind = if quota_file {
+        FileKind::Regular
+    } else {
+        FileKind::from_mode(inode.mode())
+    };
     // e2fsck's check_is_really_dir looks at every mode that is not a
     // directory, a file or a symlink (an unknown one too).
     let special_kind = matches!(
@@ -582,10 +591,10 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     // (the kernel's quota charge; e2fsck's size_to_quota_blocks).
     let bigalloc = c.sb.has_ro_compat(RoCompat::BIGALLOC);
     let mapped = !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink && !map.bad;
-    let charged = if ea_inode_values {
+    let (charged, ea_inodes) = if ea_inode_values {
         crate::pass1_xattr::ea_inode_charge(c, &inode, rec)
     } else {
-        0
+        (0, 0)
     };
     let blocks = if bigalloc {
         // Whole clusters: each one the inode's blocks (data, tree and
@@ -594,6 +603,17 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     } else {
         Some(map.blocks + ea_blocks + charged)
     };
+    if !inline_symlink {
+        // What quota charges is what e2fsck counted, not i_blocks: with
+        // nothing mapped, the xattr block's cluster and the EA values.
+        let xattr_cluster = if ea_blocks > 0 {
+            c.geo.cluster_ratio()
+        } else {
+            0
+        };
+        let counted = blocks.unwrap_or(xattr_cluster + charged);
+        crate::quota::charge(c, ino, &inode, rec, counted * bs, 1 + ea_inodes);
+    }
     if let Some(blocks) = blocks.filter(|_| !inline_symlink) {
         let in_fs_blocks = huge && flags.contains(InodeFlags::HUGE_FILE);
         let want = if in_fs_blocks {

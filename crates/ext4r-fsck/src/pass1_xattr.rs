@@ -307,14 +307,16 @@ fn ea_inode_reference(
 /// The blocks the values in EA inodes add to their owner's `i_blocks`:
 /// each value's size in whole clusters, where the entry's hash matches its
 /// EA inode (e2fsck's check_large_ea_inode charges nothing otherwise, as
-/// for Lustre's old references).
-pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> u64 {
+/// for Lustre's old references); and how many values were charged (the
+/// inodes quota counts for the owner besides itself).
+pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) {
     let cluster = u64::from(c.geo.block_size) << c.geo.cluster_bits;
     let ratio = 1u64 << c.geo.cluster_bits;
     let first = c.sb.first_ino();
     let last = c.sb.s_inodes_count.get();
-    let charge = |entries: &XattrEntries<'_>| -> u64 {
+    let charge = |entries: &XattrEntries<'_>| -> (u64, u64) {
         let mut total = 0;
+        let mut inodes = 0;
         for e in entries.iter().filter_map(Result::ok) {
             let n = e.entry.e_value_inum.get();
             if n < first || n > last {
@@ -330,13 +332,18 @@ pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> u64 {
                 .any(|&s| xattr_ea_inode_entry_hash(e.name, hash, s) == stored)
             {
                 total += u64::from(e.entry.e_value_size.get()).div_ceil(cluster) * ratio;
+                inodes += 1;
             }
         }
-        total
+        (total, inodes)
     };
-    let mut total = 0;
+    let mut total = (0, 0);
+    let mut add = |(b, n): (u64, u64)| {
+        total.0 += b;
+        total.1 += n;
+    };
     if let Ok(Some(entries)) = parse_xattr_ibody(rec) {
-        total += charge(&entries);
+        add(charge(&entries));
     }
     let blk = inode.file_acl(c.wide()).0;
     if blk != 0 && c.valid_range(blk, 1) {
@@ -347,7 +354,7 @@ pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> u64 {
             .is_ok()
         {
             if let Ok((_, entries)) = parse_xattr_block(&buf) {
-                total += charge(&entries);
+                add(charge(&entries));
             }
         }
     }

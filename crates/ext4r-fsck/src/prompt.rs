@@ -28,6 +28,7 @@ pub fn prompt(code: &str) -> &'static str {
         | "PR_1_INVALID_BAD_INODE"
         | "PR_1_JOURNAL_INODE_NOT_CLEAR"
         | "PR_1_OUT_OF_ORDER_EXTENTS"
+        | "PR_1_QUOTA_BAD_MODE"
         | "PR_1_ROOT_NO_DIR"
         | "PR_1_SET_IMMUTABLE"
         | "PR_1_SPECIAL_EXTENTS_IDATA"
@@ -78,7 +79,7 @@ pub fn prompt(code: &str) -> &'static str {
         "PR_3_NO_ROOT_INODE" => "Allocate",
         "PR_3_UNCONNECTED_DIR" | "PR_4_UNATTACHED_INODE" => "Connect to /lost+found",
         // PROMPT_NULL: the message is the question.
-        "PR_3_LPF_NO_SPACE" | "PR_6_RECREATE_JOURNAL" => "",
+        "PR_3_LPF_NO_SPACE" | "PR_6_RECREATE_JOURNAL" | "PR_6_UPDATE_QUOTAS" => "",
         _ => "Fix",
     }
 }

@@ -25,6 +25,7 @@ pub use ext4r_txn::journal;
 pub mod localtime;
 pub mod mkfs;
 pub mod populate;
+pub mod quota;
 pub mod safety;
 pub mod tune;
 pub mod write;

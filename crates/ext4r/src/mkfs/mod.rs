@@ -364,7 +364,7 @@ fn create_quota_files(l: &mut Layout, p: &params::Params) -> Result<()> {
             e.inodes += 1;
             e.space += bytes;
         }
-        let usage: Vec<_> = usage.into_iter().collect();
+        let usage = crate::quota::from_usage(&usage);
         let ino = match qtype {
             0 => 3,
             1 => 4,

@@ -135,6 +135,24 @@ impl Meta {
         self.txn.write_inode(ino, record)
     }
 
+    /// Stores `runs` as inode `ino`'s mapping in `record` (an extent tree
+    /// of the depth it needs, or a block map with indirect blocks, as the
+    /// record's flags say), taking mapping blocks near `goal`; returns how
+    /// many mapping blocks it uses.
+    pub(crate) fn store_mapping(
+        &mut self,
+        ino: u32,
+        record: &mut [u8],
+        runs: &[ext4r_txn::map::Run],
+        goal: u64,
+    ) -> Result<u64> {
+        let corrupt = |e| Error::corrupt(format!("inode {ino}"), e);
+        let mut i = Inode::parse(record).map_err(corrupt)?;
+        let used = ext4r_txn::map::store(&mut self.txn, ino, &mut i, runs, goal)?;
+        i.write(record).map_err(corrupt)?;
+        Ok(used)
+    }
+
     /// `ext2fs_write_inode` of a 128-byte `struct ext2_inode` that is all
     /// zeros: the large part of the record stays as it was.
     pub(crate) fn clear_inode_base(&mut self, ino: u32) -> Result<()> {

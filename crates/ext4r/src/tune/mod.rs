@@ -71,7 +71,7 @@ pub use list::list_super;
 use new_uuid::uuid_seed;
 pub use parse::parse_c_ulong;
 use parse::{edit_mntopts, fmt_g, until_nul};
-pub use quota::{parse_quota_opts, QuotaRequest, QUOTA_USAGE};
+pub use quota::{parse_quota_opts, rewrite_quota_file, QuotaRequest, QUOTA_USAGE};
 
 /// `-c`: a maximal mount count, or `random` (20 to 39, as tune2fs picks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
