@@ -295,6 +295,37 @@ const CASES: &[Case] = &[
             "Failed to initialize orphan file.\nRecreate? no",
         ],
     },
+    // An indexed directory whose i_size says 4 GiB: e2fsck's handle_htree
+    // counts it a large directory (before the size is put right) and sets
+    // the large_dir feature.
+    Case {
+        name: "indexed directory of 4 GiB",
+        mkfs: &["-t", "ext4"],
+        size: "16M",
+        damage: |i, d| {
+            let src = d.join("large-dir-src/big");
+            std::fs::create_dir_all(&src).unwrap();
+            for k in 0..400 {
+                std::fs::write(src.join(format!("file_with_a_long_name_{k}")), "x").unwrap();
+            }
+            let o = run(Command::new("mke2fs")
+                .env("MKE2FS_SKIP_CHECK_MSG", "1")
+                .args(["-q", "-F", "-t", "ext4", "-d"])
+                .arg(src.parent().unwrap())
+                .arg(i)
+                .arg("16M"));
+            assert!(o.status.success());
+            // Indexed by e2fsck -D, then the size made 4 GiB + 18 KiB.
+            let o = run(Command::new("e2fsck").arg("-fyD").arg(i));
+            assert!(o.status.code().is_some_and(|c| c <= 1));
+            assert!(debugfs_out(i, "stat /big").contains("Flags: 0x81000"));
+            debugfs(i, &["sif /big size 0x100004800".to_string()]);
+        },
+        repair_only: false,
+        says: &[
+            "Filesystem has large directories, but lacks LARGE_DIR flag in superblock.\nFix? no",
+        ],
+    },
     Case {
         name: "orphan file hole in an extent tree",
         mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],

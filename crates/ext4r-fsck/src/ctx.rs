@@ -132,6 +132,9 @@ pub(crate) struct Ctx {
     pub reserved: Vec<u64>,
     /// Regular files of 2 GiB or more (they need the large_file feature).
     pub large_files: u64,
+    /// Indexed directories of 2 GiB or more (they need the large_dir
+    /// feature, e2fsck's `ctx->large_dirs`).
+    pub large_dirs: u64,
     /// EA inodes some xattr keeps a value in (sorted after pass 1).
     pub ea_refs: Vec<u32>,
     /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
@@ -198,6 +201,7 @@ impl Ctx {
             extra_used: Vec::new(),
             reserved: Vec::new(),
             large_files: 0,
+            large_dirs: 0,
             ea_refs: Vec::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),

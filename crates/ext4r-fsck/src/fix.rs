@@ -262,6 +262,9 @@ pub enum Fix {
     /// Set the large_file feature, making a revision 0 superblock dynamic
     /// (as e2fsck's `ext2fs_update_dynamic_rev`).
     SetLargeFile,
+    /// Set the large_dir feature (an indexed directory of 2 GiB or more
+    /// was found).
+    SetLargeDir,
     /// Map a new directory block (with `.` and `..`) at logical block 0 of
     /// a directory that has none (inode, block, the directory).
     DirBlock0(u32, u64, Owner),
@@ -860,6 +863,11 @@ impl<'a> Writer<'a> {
             Fix::InodeSetFlags(ino, bits) => self.edit_inode(*ino, |i| {
                 i.i_flags.set(i.i_flags.get() | bits);
             })?,
+            Fix::SetLargeDir => {
+                let v = self.sb.s_feature_incompat.get() | Incompat::LARGEDIR.bits();
+                self.sb.s_feature_incompat.set(v);
+                self.sb_dirty = true;
+            }
             Fix::SetLargeFile => {
                 let v = self.sb.s_feature_ro_compat.get() | RoCompat::LARGE_FILE.bits();
                 self.sb.s_feature_ro_compat.set(v);

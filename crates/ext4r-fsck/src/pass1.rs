@@ -120,6 +120,14 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     crate::resize_inode::finish(c);
     // Kept with repeats: pass 4 counts the references to each EA inode.
     c.ea_refs.sort_unstable();
+    if c.large_dirs > 0 && !c.sb.has_incompat(Incompat::LARGEDIR) {
+        c.p.error_fix(
+            1,
+            "PR_2_FEATURE_LARGE_DIRS",
+            "Filesystem has large directories, but lacks LARGE_DIR flag in superblock.".into(),
+            Fix::SetLargeDir,
+        );
+    }
     if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
         c.p.error_fix(
             2,
@@ -681,6 +689,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 c.p.error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
                 // Read as the linear directory it becomes.
                 htree = false;
+            } else if inode.size() >= 0x8000_0000 {
+                // e2fsck's handle_htree counts a sound index of 2 GiB or
+                // more (by i_size, before any size repair) as a large
+                // directory.
+                c.large_dirs += 1;
             }
         }
         c.dirs.push(DirRec {
