@@ -326,6 +326,41 @@ const CASES: &[Case] = &[
             "Filesystem has large directories, but lacks LARGE_DIR flag in superblock.\nFix? no",
         ],
     },
+    // An htree root whose index count is 0 (damage seed 1, cases 45 and
+    // 110): e2fsck walks the empty index and finds every leaf
+    // unreferenced; the format's parser refuses such a root, and pass 2
+    // used to read the directory as if it had no index, finding nothing.
+    Case {
+        name: "htree root with no index entries",
+        mkfs: &["-t", "ext3"],
+        size: "16M",
+        damage: |i, d| {
+            let src = d.join("empty-index-src/big");
+            std::fs::create_dir_all(&src).unwrap();
+            for k in 0..400 {
+                std::fs::write(src.join(format!("file_with_a_long_name_{k}")), "x").unwrap();
+            }
+            let o = run(Command::new("mke2fs")
+                .env("MKE2FS_SKIP_CHECK_MSG", "1")
+                .args(["-q", "-F", "-t", "ext3", "-b", "1024", "-d"])
+                .arg(src.parent().unwrap())
+                .arg(i)
+                .arg("16M"));
+            assert!(o.status.success());
+            let o = run(Command::new("e2fsck").arg("-fyD").arg(i));
+            assert!(o.status.code().is_some_and(|c| c <= 1));
+            let blk: u64 = debugfs_out(i, "bmap /big 0").trim().parse().unwrap();
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(i).unwrap();
+            f.write_all_at(&[0, 0], blk * 1024 + 34).unwrap();
+        },
+        repair_only: false,
+        says: &[
+            "Problem in HTREE directory inode 12: block #1 has bad max hash\n\
+             Problem in HTREE directory inode 12: block #1 not referenced\n",
+            "Invalid HTREE directory inode 12 (/big).  Clear HTree index? no",
+        ],
+    },
     Case {
         name: "orphan file hole in an extent tree",
         mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],

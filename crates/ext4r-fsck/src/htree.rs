@@ -40,6 +40,13 @@ pub(crate) fn note_root(c: &Ctx, dx: &mut DxDirs, ino: u32, root: &DxRootBlock<'
     dx.entry(ino).or_default().root = Some((entries, root.root.info.indirect_levels, v));
 }
 
+/// Records a root whose index has no entries (count 0), with its hash
+/// version and depth as stored.
+pub(crate) fn note_empty_root(c: &Ctx, dx: &mut DxDirs, ino: u32, hash: u8, levels: u8) {
+    let v = version_for(c, hash);
+    dx.entry(ino).or_default().root = Some((Vec::new(), levels, v));
+}
+
 /// Records an interior node; false when it does not parse as one.
 pub(crate) fn note_node(dx: &mut DxDirs, ino: u32, lblk: u64, block: &[u8]) -> bool {
     match parse_dx_node(block) {
@@ -193,6 +200,13 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
         let blocks: BTreeSet<u32> = d.leaves.keys().chain(d.nodes.keys()).copied().collect();
         for &l in &blocks {
             if l != 0 && !referenced.contains_key(&l) {
+                // No parent gave it a range: e2fsck's is 0..0, which any
+                // hash but 0 exceeds.
+                if let Some(&(lmin, lmax, lv)) = d.leaves.get(&l) {
+                    if lv == *v && lmin <= lmax && lmax > 0 {
+                        problems.push((l, "PR_2_HTREE_MAX_HASH", "has bad max hash".into()));
+                    }
+                }
                 problems.push((l, "PR_2_HTREE_NOTREF", "not referenced".into()));
             }
         }
