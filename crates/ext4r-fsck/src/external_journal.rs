@@ -93,12 +93,11 @@ pub(crate) fn open(
 /// The journal device's own superblock, when it is this filesystem's
 /// journal device (journal_dev, the UUID the filesystem names) with
 /// metadata_csum and a checksum that does not match (e2fsck's
-/// PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID): the superblock with its checksum
-/// set right.
+/// PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID): that superblock.
 fn bad_checksum(sb: &Superblock, ext: &ExternalJournal) -> Option<Superblock> {
     let mut buf = [0u8; 1024];
     ext.0.read_at(&mut buf, EXTERNAL_SB_OFFSET).ok()?;
-    let mut jsb = Superblock::parse(&buf).ok()?;
+    let jsb = Superblock::parse(&buf).ok()?;
     let ours = jsb.has_incompat(Incompat::JOURNAL_DEV) && jsb.s_uuid == sb.s_journal_uuid;
     if !ours
         || !jsb.has_ro_compat(ext4r_format::features::RoCompat::METADATA_CSUM)
@@ -106,7 +105,6 @@ fn bad_checksum(sb: &Superblock, ext: &ExternalJournal) -> Option<Superblock> {
     {
         return None;
     }
-    jsb.update_checksum();
     Some(jsb)
 }
 
@@ -123,11 +121,10 @@ pub(crate) fn fix_checksum(
     sb: &Superblock,
     ext: &ExternalJournal,
 ) -> ext4r::Result<Option<crate::Problem>> {
-    let Some(fixed) = bad_checksum(sb, ext) else {
+    let Some(mut fixed) = bad_checksum(sb, ext) else {
         return Ok(None);
     };
-    ext.0.write_at(&fixed.to_bytes(), EXTERNAL_SB_OFFSET)?;
-    ext.0.flush()?;
+    ext4r_txn::journal::write_external_superblock(ext.0.as_ref(), &mut fixed)?;
     Ok(Some(crate::Problem {
         pass: 0,
         code: "PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID",

@@ -10,6 +10,24 @@ use ext4r_format::{BlockNr, FormatError};
 /// formatted like a filesystem with the `journal_dev` feature).
 pub const EXTERNAL_SB_OFFSET: u64 = SUPERBLOCK_OFFSET;
 
+/// Writes `sb` as the ext2 superblock of an external journal device, its
+/// metadata checksum stamped when the device has metadata_csum, and
+/// flushes (e2fsck sets a bad checksum right so while it loads the
+/// journal).
+///
+/// # Errors
+/// The device's I/O errors.
+pub fn write_external_superblock(
+    dev: &(impl BlockDevice + ?Sized),
+    sb: &mut Superblock,
+) -> Result<()> {
+    if sb.has_ro_compat(ext4r_format::features::RoCompat::METADATA_CSUM) {
+        crate::csum::Checksums::stamp_superblock(sb);
+    }
+    dev.write_at(&sb.to_bytes(), EXTERNAL_SB_OFFSET)?;
+    dev.flush()
+}
+
 /// The blocks of a journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JournalLocation {
