@@ -147,7 +147,7 @@ pub enum Fix {
     /// Move the journal from this inode, named at (block, offset) in the
     /// root directory (its owner), to the reserved journal inode.
     MoveJournal(u32, u64, usize, Owner),
-    /// Make the orphan file anew (see [`crate::orphan_file`]).
+    /// Make the orphan file anew (see the `orphan_file` module).
     NewOrphanFile(Box<crate::orphan_file::NewOrphanFile>),
     /// Mark leaf entry `i` of an extent node (None: the root) written
     /// (inode, the owner for the checksum).
