@@ -381,7 +381,7 @@ fn quota_and_orphan(c: &mut Ctx) {
             }
             // A check that changes nothing stops at the first such block
             // (e2fsck's declined "Clear?" ends its walk).
-            if buf != empty && !(dirty && !c.repairing) {
+            if buf != empty && (!dirty || c.repairing) {
                 dirty = true;
                 // As e2fsck after releasing the orphans (pass 1 gives the
                 // deleted ones their deletion time): the block is emptied.
