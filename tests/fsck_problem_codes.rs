@@ -361,6 +361,23 @@ const CASES: &[Case] = &[
             "Invalid HTREE directory inode 12 (/big).  Clear HTree index? no",
         ],
     },
+    // An orphan block whose tail lost its magic (damage seed 1 case 100):
+    // e2fsck compares each block with an empty one, tail included; we
+    // counted the slots only and found it clean.
+    Case {
+        name: "orphan block with a bad magic",
+        mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],
+        size: "64M",
+        damage: |i, _| {
+            let blk: u64 = debugfs_out(i, "bmap <12> 3").trim().parse().unwrap();
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(i).unwrap();
+            f.write_all_at(&[1, 2, 3, 4], blk * 1024 + 1024 - 8)
+                .unwrap();
+        },
+        repair_only: false,
+        says: &["Orphan file (inode 12) block 3 is not clean.\nClear? no"],
+    },
     Case {
         name: "orphan file hole in an extent tree",
         mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],

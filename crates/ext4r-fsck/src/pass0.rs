@@ -344,6 +344,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     let Ok(runs) = c.fs.runs(&info) else { return };
     let bs = c.geo.block_size as usize;
     let mut entries = 0u64;
+    let mut dirty = false;
     let mut buf = vec![0u8; bs];
     let gen = info.inode.generation();
     for r in &runs {
@@ -360,7 +361,28 @@ fn quota_and_orphan(c: &mut Ctx) {
                 .chunks(4)
                 .filter(|w| *w != [0, 0, 0, 0])
                 .count() as u64;
-            if n > 0 {
+            // e2fsck's check_init_orphan_file compares the whole block
+            // with an empty one: free slots, the magic, and (with
+            // metadata_csum) the checksum for this block.
+            let mut empty = vec![0u8; bs];
+            let _ = ext4r_format::orphan::init_orphan_block(&mut empty);
+            if c.csum() {
+                let phys = ext4r_format::BlockNr(r.physical + k);
+                let seed = c.sb.csum_seed();
+                if let Ok(sum) = ext4r_format::orphan::orphan_block_checksum(
+                    seed,
+                    InodeNr(inum),
+                    gen,
+                    phys,
+                    &empty,
+                ) {
+                    empty[bs - 4..].copy_from_slice(&sum.to_le_bytes());
+                }
+            }
+            // A check that changes nothing stops at the first such block
+            // (e2fsck's declined "Clear?" ends its walk).
+            if buf != empty && (!dirty || c.repairing) {
+                dirty = true;
                 // As e2fsck after releasing the orphans (pass 1 gives the
                 // deleted ones their deletion time): the block is emptied.
                 c.p.error_fix(
@@ -375,6 +397,15 @@ fn quota_and_orphan(c: &mut Ctx) {
             }
             entries += n;
         }
+    }
+    if dirty && !c.repairing {
+        // The block left as it is, e2fsck cannot use the file and asks to
+        // make it anew.
+        c.p.error(
+            0,
+            "PR_6_ORPHAN_FILE_CORRUPTED",
+            "Failed to initialize orphan file.".into(),
+        );
     }
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
         c.p.error_fix(
