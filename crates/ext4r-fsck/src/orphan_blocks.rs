@@ -20,6 +20,7 @@ use ext4r_format::features::RoCompat;
 use ext4r_format::group_desc::BG_BLOCK_UNINIT;
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::GroupNr;
+use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 
 /// Why the release of an orphan stops: e2fsck's code and message, or
 /// None for a tree it cannot walk.
@@ -102,14 +103,15 @@ pub(crate) fn check(
         last_cluster: None,
         bs: u64::from(fs.block_size()),
     };
+    let mut root = inode.i_block;
     let r = if flags.contains(InodeFlags::EXTENTS) {
-        let root = inode.i_block;
-        match ExtentNode::parse(&root) {
-            Ok(n) => w.extent_node(&n, 0),
-            Err(_) => Err(None),
+        match ExtentNode::parse(&root).map(|n| n.depth()) {
+            // libext2fs walks at most five levels of index.
+            Ok(depth) if depth <= 5 => walk::extent_tree(&mut root, depth, u64::MAX, &mut w),
+            _ => Err(None),
         }
     } else {
-        w.block_map(inode)
+        walk::block_map(&mut root, fs.block_size(), &mut w)
     };
     r.err()
 }
@@ -180,67 +182,40 @@ impl Walk<'_, '_> {
             .map_err(|_| None)?;
         Ok(buf)
     }
+}
 
-    fn extent_node(&mut self, node: &ExtentNode<'_>, level: u16) -> Result<(), Stop> {
-        if let Some(exts) = node.extents() {
-            for e in exts {
-                let lblk = i64::from(e.ee_block.get());
-                for k in 0..u64::from(e.len()) {
-                    self.block(e.start().0 + k, lblk + k as i64)?;
-                }
-            }
-            return Ok(());
+/// The walk over the inode's pointers (`ext4r_txn::map::walk`), in
+/// libext2fs's depth-first order: each data block as it comes, a tree or
+/// indirect block after what it maps.
+impl Visitor for Walk<'_, '_> {
+    type Error = Stop;
+
+    fn pointer(&mut self, p: &Ptr) -> Result<Step, Stop> {
+        if p.is_node() {
+            return Ok(Step::Descend);
         }
-        let Some(idx) = node.indexes() else {
-            return Err(None);
+        for k in 0..p.len {
+            self.block(p.physical + k, (p.logical + k) as i64)?;
+        }
+        Ok(Step::Next)
+    }
+
+    fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Stop> {
+        let mut buf = self.read(p.physical)?;
+        if let Entry::Index(_) = p.entry {
+            // Read at the depth its place gives it, as libext2fs does.
+            crate::extent_depth::parse_at(&mut buf, p.levels).map_err(|_| None)?;
+        }
+        Ok(Some(buf))
+    }
+
+    fn leave(&mut self, p: &Ptr, _buf: Vec<u8>, _changed: bool) -> Result<Step, Stop> {
+        // An extent tree node counts as -1; an indirect block as its level.
+        let count = match p.entry {
+            Entry::Index(_) => -1,
+            _ => -i64::from(p.levels),
         };
-        if level >= 5 {
-            return Err(None);
-        }
-        for ix in idx {
-            let child = ix.leaf().0;
-            let mut buf = self.read(child)?;
-            let want = node.depth().saturating_sub(1);
-            let n = crate::extent_depth::parse_at(&mut buf, want).map_err(|_| None)?;
-            self.extent_node(&n, level + 1)?;
-            self.block(child, -1)?;
-        }
-        Ok(())
-    }
-
-    fn block_map(&mut self, inode: &Inode) -> Result<(), Stop> {
-        let words = inode.block_words();
-        for (i, &w) in words.iter().enumerate().take(12) {
-            self.block(u64::from(w), i as i64)?;
-        }
-        let apb = self.bs / 4;
-        let mut base = 12u64;
-        for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
-            let b = u64::from(words[slot]);
-            if b != 0 {
-                self.indirect(b, level, base)?;
-            }
-            base = base.saturating_add(apb.saturating_pow(level));
-        }
-        Ok(())
-    }
-
-    fn indirect(&mut self, blk: u64, level: u32, base: u64) -> Result<(), Stop> {
-        let buf = self.read(blk)?;
-        let apb = self.bs / 4;
-        let span = apb.saturating_pow(level - 1);
-        for (i, w) in buf.chunks_exact(4).enumerate() {
-            let child = u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
-            if child == 0 {
-                continue;
-            }
-            let at = base.saturating_add(span.saturating_mul(i as u64));
-            if level == 1 {
-                self.block(child, at as i64)?;
-            } else {
-                self.indirect(child, level - 1, at)?;
-            }
-        }
-        self.block(blk, -i64::from(level))
+        self.block(p.physical, count)?;
+        Ok(Step::Next)
     }
 }
