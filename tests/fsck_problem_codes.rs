@@ -378,6 +378,25 @@ const CASES: &[Case] = &[
         repair_only: false,
         says: &["Orphan file (inode 12) block 3 is not clean.\nClear? no"],
     },
+    // A byte of a descriptor's reserved tail changed (damage seed 1 case
+    // 52): only its checksum notices. The checksum alone is harmless, but
+    // libext2fs then reads the group's bitmaps from disk whatever its
+    // uninit flags say, and an uninitialised group's on-disk inode bitmap
+    // is not what pass 5 computes (exit 4); we kept the flags and said
+    // clean.
+    Case {
+        name: "group descriptor checksum only",
+        mkfs: &["-t", "ext4", "-b", "1024"],
+        size: "16M",
+        damage: |i, _| {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(i).unwrap();
+            // Descriptor table at block 2; group 1's, byte 63.
+            f.write_all_at(&[0x5a], 2 * 1024 + 64 + 63).unwrap();
+        },
+        repair_only: false,
+        says: &["One or more block group descriptor checksums are invalid."],
+    },
     Case {
         name: "orphan file hole in an extent tree",
         mkfs: &["-t", "ext4", "-O", "orphan_file", "-b", "1024"],

@@ -31,6 +31,9 @@ pub(crate) struct GroupState {
     pub inode_uninit: bool,
     /// Inodes at the end of the table never used (not read).
     pub itable_unused: u32,
+    /// The descriptor's checksum does not match: libext2fs then reads its
+    /// bitmaps from disk whatever its flags say.
+    pub csum_bad: bool,
 }
 
 impl Ctx {
@@ -65,6 +68,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         block_uninit: group_csum && flags & BG_BLOCK_UNINIT != 0,
         inode_uninit: group_csum && flags & BG_INODE_UNINIT != 0,
         itable_unused: if group_csum { d.itable_unused(wide) } else { 0 },
+        csum_bad: !csum_ok,
     };
     // What a repair (answering yes) makes of the descriptor.
     let mut clear: u16 = 0;

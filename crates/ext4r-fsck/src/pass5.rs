@@ -241,7 +241,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
             continue;
         }
         let uninit = c.group_state(g).block_uninit;
-        let have = if uninit {
+        let have = if uninit && !c.group_state(g).csum_bad {
             uninit_bitmap(c, g, &d, cpg)
         } else {
             let loc = d.block_bitmap(wide);
@@ -451,7 +451,7 @@ fn inodes(c: &mut Ctx) {
             continue;
         }
         let uninit = c.group_state(g).inode_uninit;
-        let have = if uninit {
+        let have = if uninit && !c.group_state(g).csum_bad {
             vec![0u64; want.len()]
         } else {
             if c.fs
