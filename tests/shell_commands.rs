@@ -27,9 +27,12 @@ fn ext4r() -> Command {
 
 /// An image and its kernel-mounted twin, plus a host tree to copy from.
 struct Twin {
+    // Fields drop in this order: the mount goes before its directory is
+    // removed (the other way round the removal failed on the mount point
+    // and left the directory in /dev/shm after every run).
+    mnt: LoopMount,
     t: TempDir,
     img: PathBuf,
-    mnt: LoopMount,
     host: PathBuf,
 }
 
