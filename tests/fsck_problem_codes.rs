@@ -138,6 +138,27 @@ fn orphan(img: &Path, dir: &Path, edit: fn(&Path, u32, u64) -> Vec<String>) {
     debugfs(img, &cmds);
 }
 
+/// Makes `img` (16 MiB, mke2fs `args`) with /big, a directory of 400 long
+/// names indexed by `e2fsck -fD`.
+fn indexed_dir_image(img: &Path, dir: &Path, args: &[&str]) {
+    let src = dir.join("indexed-dir-src/big");
+    std::fs::create_dir_all(&src).unwrap();
+    for k in 0..400 {
+        std::fs::write(src.join(format!("file_with_a_long_name_{k}")), "x").unwrap();
+    }
+    let o = run(Command::new("mke2fs")
+        .env("MKE2FS_SKIP_CHECK_MSG", "1")
+        .args(["-q", "-F"])
+        .args(args)
+        .arg("-d")
+        .arg(src.parent().unwrap())
+        .arg(img)
+        .arg("16M"));
+    assert!(o.status.success());
+    let o = run(Command::new("e2fsck").arg("-fyD").arg(img));
+    assert!(o.status.code().is_some_and(|c| c <= 1));
+}
+
 const CASES: &[Case] = &[
     Case {
         name: "orphan with an illegal block",
@@ -303,22 +324,9 @@ const CASES: &[Case] = &[
         mkfs: &["-t", "ext4"],
         size: "16M",
         damage: |i, d| {
-            let src = d.join("large-dir-src/big");
-            std::fs::create_dir_all(&src).unwrap();
-            for k in 0..400 {
-                std::fs::write(src.join(format!("file_with_a_long_name_{k}")), "x").unwrap();
-            }
-            let o = run(Command::new("mke2fs")
-                .env("MKE2FS_SKIP_CHECK_MSG", "1")
-                .args(["-q", "-F", "-t", "ext4", "-d"])
-                .arg(src.parent().unwrap())
-                .arg(i)
-                .arg("16M"));
-            assert!(o.status.success());
-            // Indexed by e2fsck -D, then the size made 4 GiB + 18 KiB.
-            let o = run(Command::new("e2fsck").arg("-fyD").arg(i));
-            assert!(o.status.code().is_some_and(|c| c <= 1));
+            indexed_dir_image(i, d, &["-t", "ext4"]);
             assert!(debugfs_out(i, "stat /big").contains("Flags: 0x81000"));
+            // The size made 4 GiB + 18 KiB.
             debugfs(i, &["sif /big size 0x100004800".to_string()]);
         },
         repair_only: false,
@@ -335,20 +343,7 @@ const CASES: &[Case] = &[
         mkfs: &["-t", "ext3"],
         size: "16M",
         damage: |i, d| {
-            let src = d.join("empty-index-src/big");
-            std::fs::create_dir_all(&src).unwrap();
-            for k in 0..400 {
-                std::fs::write(src.join(format!("file_with_a_long_name_{k}")), "x").unwrap();
-            }
-            let o = run(Command::new("mke2fs")
-                .env("MKE2FS_SKIP_CHECK_MSG", "1")
-                .args(["-q", "-F", "-t", "ext3", "-b", "1024", "-d"])
-                .arg(src.parent().unwrap())
-                .arg(i)
-                .arg("16M"));
-            assert!(o.status.success());
-            let o = run(Command::new("e2fsck").arg("-fyD").arg(i));
-            assert!(o.status.code().is_some_and(|c| c <= 1));
+            indexed_dir_image(i, d, &["-t", "ext3", "-b", "1024"]);
             let blk: u64 = debugfs_out(i, "bmap /big 0").trim().parse().unwrap();
             use std::os::unix::fs::FileExt;
             let f = std::fs::OpenOptions::new().write(true).open(i).unwrap();

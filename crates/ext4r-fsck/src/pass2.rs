@@ -200,9 +200,12 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         // An index with no entries, which the format's parser refuses: pass
         // 1 found the rest of the root sound, so e2fsck walks it as it is
         // and finds every other block unreferenced.
-        let count_at = 24 + usize::from(block.get(29).copied().unwrap_or(0)) + 2;
+        // dx_root_info at 24: hash version 28, info length 29, depth 30;
+        // count after limit, past the info.
+        let info = block.get(28..31).unwrap_or(&[0, 0, 0]);
+        let count_at = 24 + usize::from(info[1]) + 2;
         if hashed && block.get(count_at..count_at + 2) == Some(&[0, 0][..]) {
-            htree::note_empty_root(c, dx, ino, block[28], block[30]);
+            htree::note_empty_root(c, dx, ino, info[0], info[2]);
             for (slot, e) in DirBlockIter::new(block).take(2).flatten().enumerate() {
                 entry(c, d, slot, b, e.name, e.inode.0, e.file_type, e.offset);
             }
