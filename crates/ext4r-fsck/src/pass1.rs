@@ -640,23 +640,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             );
         }
     }
-    if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
-        check_size(c, ino, &inode, kind, &map);
-    }
-    if kind == FileKind::Directory && flags.contains(InodeFlags::INLINE_DATA) {
-        // An inline directory's size is i_block's 60 bytes plus the
-        // system.data value, as e2fsck counts it.
-        if let Some(want) = inline_size(c, ino) {
-            if want != inode.size() {
-                c.p.error_fix(
-                    1,
-                    "PR_1_BAD_I_SIZE",
-                    format!("Inode {ino}, i_size is {}, should be {want}.", inode.size()),
-                    Fix::InodeSize(ino, want),
-                );
-            }
-        }
-    }
+    let mut collapse = false;
     if kind == FileKind::Directory && !map.bad {
         // Directory blocks run from 0 without holes (e2fsck collapses them).
         let mut next = 0u64;
@@ -672,12 +656,42 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 };
                 if simple {
                     c.p.error_fix(1, "PR_1_COLLAPSE_DBLOCK", msg, Fix::CollapseDir(ino));
+                    collapse = c.repairing;
                 } else {
                     c.p.error(1, "PR_1_COLLAPSE_DBLOCK", msg);
                 }
                 break;
             }
             next = l + n;
+        }
+    }
+    if collapse {
+        // The rest of pass 1 (size, htree root) judges the directory as
+        // the collapse leaves it, as e2fsck checks after its fix: blocks
+        // renumbered from 0 in order.
+        let mut next = 0u64;
+        for r in &mut map.runs {
+            r.0 = next;
+            next += r.2;
+        }
+        map.end_lblk = next;
+        map.end_init_lblk = next;
+    }
+    if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
+        check_size(c, ino, &inode, kind, &map);
+    }
+    if kind == FileKind::Directory && flags.contains(InodeFlags::INLINE_DATA) {
+        // An inline directory's size is i_block's 60 bytes plus the
+        // system.data value, as e2fsck counts it.
+        if let Some(want) = inline_size(c, ino) {
+            if want != inode.size() {
+                c.p.error_fix(
+                    1,
+                    "PR_1_BAD_I_SIZE",
+                    format!("Inode {ino}, i_size is {}, should be {want}.", inode.size()),
+                    Fix::InodeSize(ino, want),
+                );
+            }
         }
     }
     if kind == FileKind::Directory {
