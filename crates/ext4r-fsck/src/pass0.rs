@@ -229,7 +229,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
             break;
         };
         let it = d.inode_table(wide);
-        if let Some(b) = (it..it + itb).find(|&b| ranges.contains(b)) {
+        if let Some(b) = ranges.first_in(it, it + itb) {
             c.p.error(
                 1,
                 "PR_1_ITABLE_CONFLICT",
@@ -271,6 +271,19 @@ struct Taken(std::collections::BTreeMap<u64, u64>);
 impl Taken {
     fn contains(&self, b: u64) -> bool {
         self.0.range(..=b).next_back().is_some_and(|(_, &e)| b < e)
+    }
+
+    /// The first taken block in `[s, e)`: two lookups, where asking
+    /// block by block made an empty 15 TiB check spend 3 s here (an
+    /// inode table is hundreds of blocks, in each of 120,000 groups).
+    fn first_in(&self, s: u64, e: u64) -> Option<u64> {
+        if s >= e {
+            return None;
+        }
+        if self.contains(s) {
+            return Some(s);
+        }
+        self.0.range(s..e).next().map(|(&k, _)| k)
     }
 
     /// Adds `[s, e)`, merging it with the ranges it touches.
@@ -432,5 +445,30 @@ mod taken_tests {
         t.insert(0, 5);
         assert!(t.contains(4) && !t.contains(5));
         assert_eq!(t.0.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Taken;
+
+    #[test]
+    fn first_taken_block_of_a_range() {
+        let mut t = Taken::default();
+        t.insert(10, 20);
+        t.insert(30, 31);
+        assert_eq!(t.first_in(0, 10), None);
+        assert_eq!(t.first_in(0, 11), Some(10));
+        assert_eq!(t.first_in(15, 40), Some(15));
+        assert_eq!(t.first_in(20, 30), None);
+        assert_eq!(t.first_in(20, 35), Some(30));
+        assert_eq!(t.first_in(31, 1000), None);
+        // Brute force agrees on every small range.
+        for s in 0..40 {
+            for e in s..40 {
+                let slow = (s..e).find(|&b| t.contains(b));
+                assert_eq!(t.first_in(s, e), slow, "[{s}, {e})");
+            }
+        }
     }
 }
