@@ -232,13 +232,19 @@ impl Geometry {
     /// Location of primary descriptor block `i`.
     pub fn desc_block_loc(&self, i: u32) -> u64 {
         let first = self.first_data_block;
-        let adjust = u64::from(i == 0 && self.block_size == 1024 && self.cluster_bits > 0);
+        // 1 KiB blocks with bigalloc start at block 0, whose first KiB is
+        // the boot block: the superblock is block 1 and the table after
+        // it, all of it (libext2fs's openfs reads it from there in one
+        // piece; only its meta_bg lookup adjusts group 0 alone).
+        let boot = u64::from(first == 0 && self.block_size == 1024);
         match self.meta_bg {
             Some(fm) if i >= fm => {
                 let bg = self.descs_per_block() * i;
-                self.group_first_block(bg) + u64::from(self.has_super(bg)) + adjust
+                self.group_first_block(bg)
+                    + u64::from(self.has_super(bg))
+                    + boot * u64::from(i == 0)
             }
-            _ => first + u64::from(i) + 1 + adjust,
+            _ => first + u64::from(i) + 1 + boot,
         }
     }
 
@@ -398,6 +404,23 @@ mod tests {
         assert_eq!(g.group_meta(63).meta_desc, Some(63 * 32768));
         assert_eq!(g.group_meta(64).meta_desc, Some(64 * 32768));
         assert_eq!(g.desc_block_loc(1), 64 * 32768);
+    }
+
+    #[test]
+    fn one_k_bigalloc_descriptors_follow_the_boot_block() {
+        // mke2fs -O bigalloc -b 1024 -C 4096, 600 MiB: dumpe2fs says
+        // "Group descriptors at 2-3" (16 descriptors per block).
+        let mut g = geo(19);
+        g.block_size = 1024;
+        g.cluster_bits = 2;
+        g.reserved_gdt_blocks = 256;
+        assert_eq!(g.desc_blocks(), 2);
+        assert_eq!(g.group_meta(0).old_desc, Some((2, 2 + 256)));
+        assert_eq!(g.desc_block_loc(0), 2);
+        assert_eq!(g.desc_block_loc(1), 3);
+        g.meta_bg = Some(0);
+        assert_eq!(g.desc_block_loc(0), 2);
+        assert_eq!(g.desc_block_loc(1), 16 * 32768);
     }
 
     #[test]
