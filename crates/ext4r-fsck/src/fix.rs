@@ -291,6 +291,9 @@ pub enum Fix {
     /// Clear the inode of the record at an offset of an inline
     /// directory's area (inode, area, offset; see `crate::inline_dir`).
     InlineEntryClear(u32, u64, usize),
+    /// Set the file type of the record at an offset of an inline
+    /// directory's area (inode, area, offset, type).
+    InlineEntryFiletype(u32, u64, usize, u8),
     /// Salvage an inline directory's area at a bad record (inode, area,
     /// offset, the record before).
     InlineSalvage(u32, u64, usize, Option<usize>),
@@ -972,6 +975,14 @@ impl<'a> Writer<'a> {
                     if let Some(x) = a.get_mut(*off..*off + 4) {
                         x.copy_from_slice(&[0; 4]);
                     }
+                }
+            }
+            Fix::InlineEntryFiletype(ino, area, off, t) => {
+                let rec = self.inode(*ino)?;
+                if let Some(x) =
+                    crate::inline_dir::area_mut(rec, *area).and_then(|a| a.get_mut(*off + 7))
+                {
+                    *x = *t;
                 }
             }
             Fix::InlineSalvage(ino, area, off, prev) => {

@@ -420,8 +420,16 @@ impl ExtWalk {
             );
         }
         let csum_bad = c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err();
-        match parse_at(&mut buf, want.min(1)) {
-            Ok(n) => {
+        // A node below the root with no entries (left so by a repair
+        // that cleared all it held, or written so): libext2fs cannot go
+        // down into it, and e2fsck clears the whole inode ("Failed to
+        // iterate extents ... No 'down' extent"). Only the index entry
+        // naming it goes here, as for a node with a bad header: the rest
+        // of the file is kept.
+        let empty = buf.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..])
+            && buf.get(2..4) == Some(&[0, 0][..]);
+        match parse_at(&mut buf, want.min(1)).ok().filter(|_| !empty) {
+            Some(n) => {
                 if csum_bad && fixing {
                     c.p.error_fix(
                         1,
@@ -460,7 +468,7 @@ impl ExtWalk {
                 self.start = first.map_or(l, u64::from);
                 Some(buf)
             }
-            Err(_) => {
+            None => {
                 let msg = format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})");
                 if fixing {
                     c.p.error_fix(1, "PR_1_EXTENT_HEADER_INVALID", msg, self.remove(p));

@@ -404,6 +404,14 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static s
                 return Some((code, why));
             }
         };
+        // A block entry with no name index (e2fsck's ext_attr_ver 2, the
+        // only one ext4 writes) has no prefix to name it by: invalid.
+        if !in_inode && e.entry.e_name_index == 0 {
+            return Some((
+                "PR_1_EA_BAD_NAME",
+                format!("entry at offset {} has no name index", e.offset),
+            ));
+        }
         let stored = e.entry.e_hash.get();
         // In the inode 0 means "not computed" (older kernels).
         if stored != 0 || !in_inode {

@@ -715,8 +715,18 @@ fn entry(
         return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
     };
     // As e2fsck: '.' and '..' have their file type checked too.
-    let fix_at = (b.phys != 0).then(|| (b.phys, off, c.dirs[d].owner));
-    check_filetype(c, &place, ftype, kind, fix_at);
+    let (phys, dino, area, owner) = (b.phys, b.ino, b.lblk, c.dirs[d].owner);
+    let fix = move |t: u8| {
+        use crate::inline_dir::AREA_PARENT;
+        if phys != 0 {
+            Some(crate::fix::Fix::DirEntryFiletype(phys, off, t, owner))
+        } else if area != AREA_PARENT {
+            Some(crate::fix::Fix::InlineEntryFiletype(dino, area, off, t))
+        } else {
+            None
+        }
+    };
+    check_filetype(c, &place, ftype, kind, &fix);
     if slot > 1 {
         // In an encrypted directory every file, directory and symlink is
         // encrypted too (e2fsck's check_encryption_policy,
@@ -786,9 +796,8 @@ fn check_filetype(
     place: &dyn Fn(&Ctx) -> String,
     ftype: u8,
     kind: FileKind,
-    fix_at: Option<(u64, usize, crate::fix::Owner)>,
+    fix: &dyn Fn(u8) -> Option<crate::fix::Fix>,
 ) {
-    let fix = |t: u8| fix_at.map(|(b, o, s)| crate::fix::Fix::DirEntryFiletype(b, o, t, s));
     let should = kind.dirent_type();
     if !c.sb.has_incompat(Incompat::FILETYPE) {
         if ftype != 0 {

@@ -150,14 +150,14 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     for (what, fix) in illegal {
         c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", what, fix);
     }
-    if dind_illegal || c.geo.cluster_bits > 0 {
-        // Without a double-indirect block the inode is recreated. On
-        // bigalloc libext2fs charges the reserve by clusters, in its own
-        // way (see mkfs's resize inode); e2fsck's count is not
-        // reproduced here.
+    if dind_illegal {
+        // Without a double-indirect block the inode is recreated.
         return;
     }
-    let sectors = u64::from(c.geo.block_size / 512);
+    // e2fsck counts every block of inode 7 (its walk does not merge
+    // blocks of one cluster as it does for other files), and then
+    // multiplies by the cluster ratio as for any inode on bigalloc.
+    let sectors = u64::from(c.geo.block_size / 512) << c.geo.cluster_bits;
     let have = inode.blocks_count(false, c.geo.block_size);
     if have != blocks * sectors {
         c.p.error_fix(
@@ -167,7 +167,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
                 "Inode {RESIZE}, i_blocks is {have}, should be {}.",
                 blocks * sectors
             ),
-            Fix::InodeBlocks(RESIZE, blocks),
+            Fix::InodeBlocks(RESIZE, blocks << c.geo.cluster_bits),
         );
     }
 }
