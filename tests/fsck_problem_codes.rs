@@ -400,6 +400,26 @@ const CASES: &[Case] = &[
         repair_only: false,
         says: &[],
     },
+    // An inline directory whose system.data value (4 bytes) cannot hold
+    // a record: e2fsck drops it. A read-only e2fsck then stops at the
+    // value's records (exit 12) where we go on: the repair is compared.
+    Case {
+        name: "inline directory size",
+        mkfs: &["-t", "ext4", "-O", "inline_data"],
+        size: "16M",
+        damage: |i, _| {
+            debugfs(
+                i,
+                &[
+                    "mkdir d".to_string(),
+                    "ea_set d system.data abcd".to_string(),
+                    "sif d size 64".to_string(),
+                ],
+            )
+        },
+        repair_only: true,
+        says: &["Inline directory inode 12 size (64) must be a multiple of 4.\nFix? yes"],
+    },
 ];
 
 #[test]

@@ -294,6 +294,9 @@ pub enum Fix {
     /// Salvage an inline directory's area at a bad record (inode, area,
     /// offset, the record before).
     InlineSalvage(u32, u64, usize, Option<usize>),
+    /// Give an inline directory this size (`i_block` and the
+    /// `system.data` value, e2fsck's `fix_inline_dir_size`).
+    InlineDirSize(u32, usize),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
     /// Write a directory's rebuilt blocks (a hash index, or one linear
@@ -973,6 +976,9 @@ impl<'a> Writer<'a> {
                         x.copy_from_slice(&[0; 4]);
                     }
                 }
+                if *area == crate::inline_dir::AREA_DATA {
+                    crate::inline_dir::rehash_data(rec);
+                }
             }
             Fix::InlineSalvage(ino, area, off, prev) => {
                 let max_ino = self.sb.s_inodes_count.get();
@@ -981,6 +987,17 @@ impl<'a> Writer<'a> {
                     let end = a.len();
                     // Record lengths are raw below 64 KiB.
                     crate::salvage::salvage(a, *off, *prev, end, 4096, max_ino);
+                }
+                // The value changed: its entry's hash follows.
+                if *area == crate::inline_dir::AREA_DATA {
+                    crate::inline_dir::rehash_data(rec);
+                }
+            }
+            Fix::InlineDirSize(ino, size) => {
+                let rec = self.inode(*ino)?;
+                let value = size.saturating_sub(60);
+                if crate::inline_dir::set_data_len(rec, value) {
+                    self.edit_inode(*ino, |i| i.set_size(*size as u64))?;
                 }
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),

@@ -839,7 +839,13 @@ fn inline_dirs(c: &mut Ctx) {
         entry(c, d, 0, &at(AREA_PARENT), b".", ino, ft::DIR, 0);
         entry(c, d, 1, &at(AREA_PARENT), b"..", parent, ft::DIR, 0);
         let mut slot = 2;
+        let resized = inline_size(c, ino, &rec);
         for area in [AREA_IBLOCK, AREA_DATA] {
+            // A value being resized is read in the next round, as it
+            // will be (e2fsck reads it after its fix).
+            if area == AREA_DATA && resized {
+                continue;
+            }
             let Some(bytes) = crate::inline_dir::area_mut(&mut rec, area) else {
                 continue;
             };
@@ -872,6 +878,32 @@ fn inline_dirs(c: &mut Ctx) {
             }
         }
     }
+}
+
+/// e2fsck's PR_2_BAD_INLINE_DIR_SIZE: the inline size (60 bytes of
+/// `i_block` and the `system.data` value) a multiple of 4 with room for a
+/// record past `i_block`. e2fsck judges it once for each of the two
+/// "blocks" of an inline directory, so a read-only check says it twice;
+/// a repair fixes it at the first. True when it is to be fixed.
+fn inline_size(c: &mut Ctx, ino: u32, rec: &[u8]) -> bool {
+    let Some((_, len)) = crate::inline_dir::data_range(rec) else {
+        return false;
+    };
+    let size = 60 + len;
+    let Some(new) = crate::inline_dir::bad_size(size) else {
+        return false;
+    };
+    let msg = format!("Inline directory inode {ino} size ({size}) must be a multiple of 4.");
+    let times = if c.repairing { 1 } else { 2 };
+    for _ in 0..times {
+        c.p.error_fix(
+            2,
+            "PR_2_BAD_INLINE_DIR_SIZE",
+            msg.clone(),
+            crate::fix::Fix::InlineDirSize(ino, new),
+        );
+    }
+    c.repairing
 }
 
 #[cfg(test)]
