@@ -420,6 +420,27 @@ const CASES: &[Case] = &[
         repair_only: true,
         says: &["Inline directory inode 12 size (64) must be a multiple of 4.\nFix? yes"],
     },
+    // A user quota file left visible as /aquota.user (as quota tools
+    // made them before the feature kept them in inodes 3 and 4): a repair
+    // moves it to inode 3; a read-only e2fsck does not look.
+    Case {
+        name: "visible quota file",
+        mkfs: &["-t", "ext4", "-O", "quota"],
+        size: "32M",
+        damage: |i, _| {
+            debugfs(
+                i,
+                &[
+                    "write /dev/null aquota.user".to_string(),
+                    "copy_inode <3> <12>".to_string(),
+                    "ssv usr_quota_inum 12".to_string(),
+                    "clri <3>".to_string(),
+                ],
+            )
+        },
+        repair_only: true,
+        says: &["Hiding user quota inode 12 (/aquota.user).\nPass 1"],
+    },
 ];
 
 #[test]

@@ -67,6 +67,7 @@ mod pathname;
 mod problem;
 mod prompt;
 mod quota;
+mod quota_hide;
 mod really_dir;
 mod rehash;
 mod relocate;

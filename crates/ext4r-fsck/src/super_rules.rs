@@ -102,6 +102,7 @@ pub(crate) fn cosmetic(code: &str) -> bool {
             | "PR_0_FUTURE_SB_LAST_WRITE_FUDGED"
             | "PR_0_BACKUP_JNL"
             | "PR_0_MOVE_JOURNAL"
+            | "PR_0_HIDE_QUOTA"
     )
 }
 
