@@ -47,6 +47,7 @@ mod inline_dir;
 mod inode_map;
 mod journal_check;
 mod journal_fix;
+mod journal_hint;
 mod journal_move;
 mod lost_found;
 mod mmp;

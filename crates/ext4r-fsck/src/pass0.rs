@@ -27,6 +27,7 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     quota_and_orphan(c);
     crate::mmp::check(c);
     crate::journal_check::check(c);
+    crate::journal_hint::check(c);
     crate::quota_hide::check(c);
 }
 
