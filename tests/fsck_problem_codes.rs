@@ -441,6 +441,25 @@ const CASES: &[Case] = &[
         repair_only: true,
         says: &["Hiding user quota inode 12 (/aquota.user).\nPass 1"],
     },
+    // An indexed block-mapped directory with an illegal pointer past its
+    // last block: the repair clears it, and e2fsck then gives the
+    // directory a block there, which its index does not cover. Only a
+    // repair meets it (a read-only check leaves the pointer be).
+    Case {
+        name: "block past an htree directory's index",
+        mkfs: &["-t", "ext3", "-b", "4096"],
+        size: "16M",
+        damage: |i, d| {
+            indexed_dir_image(i, d, &["-t", "ext3", "-b", "4096"]);
+            assert_eq!(debugfs_out(i, "bmap /big 6").trim(), "0");
+            debugfs(i, &["sif /big block[6] 99999999".to_string()]);
+        },
+        repair_only: true,
+        says: &[
+            "Directory inode 12 has an unallocated block #6.  Allocate? yes",
+            "Unexpected block in HTREE directory inode 12 (/big).\nClear HTree index? yes",
+        ],
+    },
 ];
 
 #[test]

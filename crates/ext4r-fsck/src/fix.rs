@@ -271,6 +271,9 @@ pub enum Fix {
     /// Map a new directory block (with `.` and `..`) at logical block 0 of
     /// a directory that has none (inode, block, the directory).
     DirBlock0(u32, u64, Owner),
+    /// Map a new empty directory block at a direct logical block of a
+    /// block-mapped directory (inode, logical block, block, the owner).
+    DirBlockAt(u32, u64, u64, Owner),
     /// Replace '/' and NUL in the name of the entry at (block, offset)
     /// with '.' (the directory).
     DirNameFix(u64, usize, Owner),
@@ -933,6 +936,7 @@ impl<'a> Writer<'a> {
                 self.sb_dirty = true;
             }
             Fix::DirBlock0(ino, b, owner) => self.dir_block0(*ino, *b, *owner)?,
+            Fix::DirBlockAt(ino, l, b, owner) => self.dir_block_at(*ino, *l, *b, *owner)?,
             Fix::DirNameFix(b, off, owner) => {
                 let blk = self.block(*b, owner.dir())?;
                 if let Some(&n) = blk.get(off + 6) {

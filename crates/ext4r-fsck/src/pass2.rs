@@ -19,6 +19,7 @@ use crate::Progress;
 const RUN_BYTES: u64 = 256 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
+    htree_tails(c);
     let mut blocks = std::mem::take(&mut c.dir_blocks);
     blocks.sort_unstable();
     blocks.dedup_by_key(|b| b.phys);
@@ -875,6 +876,53 @@ fn inline_dirs(c: &mut Ctx) {
                     ),
                     crate::fix::Fix::InlineSalvage(ino, area, off, prev),
                 );
+            }
+        }
+    }
+}
+
+/// Indexed block-mapped directories whose illegal pointers past their
+/// last block pass 1 clears in this repair. e2fsck keeps such a block in
+/// its list as unallocated (logical blocks from the first past the end up
+/// to the last illegal one), and pass 2, taking unallocated blocks first,
+/// gives each a new empty block; the first is past what the index was
+/// found to cover (PR_2_UNEXPECTED_HTREE_BLOCK): the index is cleared and
+/// the directory rebuilt. Only direct blocks are given a new one here.
+fn htree_tails(c: &mut Ctx) {
+    for (ino, end, illegal_end) in std::mem::take(&mut c.htree_tails) {
+        let Some(d) = c.dir_idx(ino) else { continue };
+        if !c.dirs[d].htree {
+            continue;
+        }
+        let owner = c.dirs[d].owner;
+        for l in end..illegal_end {
+            let msg = format!("Directory inode {ino} has an unallocated block #{l}.");
+            let block = if l < 12 {
+                crate::lost_found::reserve_block(c)
+            } else {
+                None
+            };
+            match block {
+                Some(b) => c.p.error_fix(
+                    2,
+                    "PR_2_DIRECTORY_HOLE",
+                    msg,
+                    crate::fix::Fix::DirBlockAt(ino, l, b, owner),
+                ),
+                None => c.p.error(2, "PR_2_DIRECTORY_HOLE", msg),
+            }
+            if l == end {
+                c.p.error_fix(
+                    2,
+                    "PR_2_UNEXPECTED_HTREE_BLOCK",
+                    format!(
+                        "Unexpected block in HTREE directory inode {ino} ({}).",
+                        crate::pathname::dir_path(&c.fs, ino)
+                    ),
+                    crate::fix::Fix::ClearIndexFlag(ino),
+                );
+                // Read as the linear directory it becomes.
+                c.dirs[d].htree = false;
             }
         }
     }
