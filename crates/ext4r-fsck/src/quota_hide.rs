@@ -36,8 +36,18 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     let max = sb.s_inodes_count.get();
     let names: [(&str, &[u8], u32, u32); 2] = [
-        ("user", b"aquota.user", sb.s_usr_quota_inum.get(), ino::USR_QUOTA),
-        ("group", b"aquota.group", sb.s_grp_quota_inum.get(), ino::GRP_QUOTA),
+        (
+            "user",
+            b"aquota.user",
+            sb.s_usr_quota_inum.get(),
+            ino::USR_QUOTA,
+        ),
+        (
+            "group",
+            b"aquota.group",
+            sb.s_grp_quota_inum.get(),
+            ino::GRP_QUOTA,
+        ),
     ];
     for (qtype, (what, name, from, to)) in names.into_iter().enumerate() {
         // A number pass 0 calls invalid is cleared instead (e2fsck
