@@ -143,3 +143,57 @@ pub(crate) fn records(area: &[u8]) -> (Vec<Rec<'_>>, Option<(usize, Option<usize
     }
     (out, None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_judged_as_e2fsck_judges_them() {
+        assert_eq!(bad_size(60), None);
+        assert_eq!(bad_size(72), None);
+        assert_eq!(bad_size(76), None);
+        // Past i_block but too short for one record: the value goes.
+        assert_eq!(bad_size(64), Some(60));
+        assert_eq!(bad_size(66), Some(60));
+        // Not a multiple of 4: rounded up.
+        assert_eq!(bad_size(74), Some(76));
+        assert_eq!(bad_size(61), Some(60));
+    }
+
+    /// A 256-byte inode record whose in-inode xattr area holds
+    /// `system.data` with `value`.
+    fn record(value: &[u8]) -> Vec<u8> {
+        let mut rec = vec![0u8; 256];
+        rec[0x80..0x82].copy_from_slice(&32u16.to_le_bytes());
+        let ibody = 128 + 32;
+        rec[ibody..ibody + 4].copy_from_slice(&0xEA02_0000u32.to_le_bytes());
+        let first = ibody + 4;
+        // One entry (16 + "data" = 20 bytes), then 4 zero bytes; the
+        // value after them.
+        let value_offs = 24u16;
+        rec[first] = 4;
+        rec[first + 1] = 7;
+        rec[first + 2..first + 4].copy_from_slice(&value_offs.to_le_bytes());
+        rec[first + 8..first + 12].copy_from_slice(&(value.len() as u32).to_le_bytes());
+        rec[first + 16..first + 20].copy_from_slice(b"data");
+        let s = first + usize::from(value_offs);
+        rec[s..s + value.len()].copy_from_slice(value);
+        rec
+    }
+
+    #[test]
+    fn values_are_resized_in_place_with_their_hash() {
+        let mut rec = record(b"ab");
+        assert!(set_data_len(&mut rec, 4));
+        let (s, n) = data_range(&rec).unwrap();
+        assert_eq!(&rec[s..s + n], b"ab\0\0");
+        let hash = u32::from_le_bytes(rec[164 + 12..164 + 16].try_into().unwrap());
+        let want = ext4r_format::xattr::xattr_entry_hash(b"data", b"ab\0\0", false);
+        assert_eq!(hash, want);
+        assert!(set_data_len(&mut rec, 0));
+        assert_eq!(data_range(&rec).map(|r| r.1), Some(0));
+        // No growing past the value's padding.
+        assert!(!set_data_len(&mut rec, 8));
+    }
+}
