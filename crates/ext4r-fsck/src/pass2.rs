@@ -670,8 +670,19 @@ fn entry(
         return bad_entry(c, d, b, off, "PR_2_NULL_NAME", msg);
     }
     let max = c.sb.s_inodes_count.get();
-    if target > max || (target < c.sb.first_ino() && target != special::ROOT) {
-        let msg = format!("{} has bad inode #: {target}.", place(c));
+    // e2fsck's rule: also the quota and orphan file inodes, which no name
+    // may reach (a visible quota file a repair hides first).
+    let hidden = [
+        c.sb.s_usr_quota_inum.get(),
+        c.sb.s_grp_quota_inum.get(),
+        c.sb.s_prj_quota_inum.get(),
+        c.sb.s_orphan_file_inum.get(),
+    ];
+    if target > max
+        || (target < c.sb.first_ino() && target != special::ROOT)
+        || hidden.contains(&target)
+    {
+        let msg = format!("{} has invalid inode #: {target}.", place(c));
         return bad_entry(c, d, b, off, "PR_2_BAD_INO", msg);
     }
     if slot > 1 && target == dir {
