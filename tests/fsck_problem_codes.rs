@@ -400,6 +400,66 @@ const CASES: &[Case] = &[
         repair_only: false,
         says: &[],
     },
+    // An inline directory whose system.data value (4 bytes) cannot hold
+    // a record: e2fsck drops it. A read-only e2fsck then stops at the
+    // value's records (exit 12) where we go on: the repair is compared.
+    Case {
+        name: "inline directory size",
+        mkfs: &["-t", "ext4", "-O", "inline_data"],
+        size: "16M",
+        damage: |i, _| {
+            debugfs(
+                i,
+                &[
+                    "mkdir d".to_string(),
+                    "ea_set d system.data abcd".to_string(),
+                    "sif d size 64".to_string(),
+                ],
+            )
+        },
+        repair_only: true,
+        says: &["Inline directory inode 12 size (64) must be a multiple of 4.\nFix? yes"],
+    },
+    // A user quota file left visible as /aquota.user (as quota tools
+    // made them before the feature kept them in inodes 3 and 4): a repair
+    // moves it to inode 3; a read-only e2fsck does not look.
+    Case {
+        name: "visible quota file",
+        mkfs: &["-t", "ext4", "-O", "quota"],
+        size: "32M",
+        damage: |i, _| {
+            debugfs(
+                i,
+                &[
+                    "write /dev/null aquota.user".to_string(),
+                    "copy_inode <3> <12>".to_string(),
+                    "ssv usr_quota_inum 12".to_string(),
+                    "clri <3>".to_string(),
+                ],
+            )
+        },
+        repair_only: true,
+        says: &["Hiding user quota inode 12 (/aquota.user).\nPass 1"],
+    },
+    // An indexed block-mapped directory with an illegal pointer past its
+    // last block: the repair clears it, and e2fsck then gives the
+    // directory a block there, which its index does not cover. Only a
+    // repair meets it (a read-only check leaves the pointer be).
+    Case {
+        name: "block past an htree directory's index",
+        mkfs: &["-t", "ext3", "-b", "4096"],
+        size: "16M",
+        damage: |i, d| {
+            indexed_dir_image(i, d, &["-t", "ext3", "-b", "4096"]);
+            assert_eq!(debugfs_out(i, "bmap /big 6").trim(), "0");
+            debugfs(i, &["sif /big block[6] 99999999".to_string()]);
+        },
+        repair_only: true,
+        says: &[
+            "Directory inode 12 has an unallocated block #6.  Allocate? yes",
+            "Unexpected block in HTREE directory inode 12 (/big).\nClear HTree index? yes",
+        ],
+    },
 ];
 
 #[test]
@@ -669,4 +729,61 @@ fn damaged_root_index_start_keeps_the_file() {
     assert!(after == before, "the file changed:\n{out}");
     assert_eq!(tool(Command::new("e2fsck").arg("-fn").arg(&img)).0, 0);
     assert_eq!(tool(ext4r().args(["fsck", "-fn"]).arg(&img)).0, 0);
+}
+
+/// A loop device attached here, detached when dropped (also when a
+/// test fails).
+struct LoopDev(String);
+
+impl LoopDev {
+    fn attach(img: &Path) -> LoopDev {
+        let o = run(Command::new("losetup").args(["-f", "--show"]).arg(img));
+        let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert!(o.status.success() && !dev.is_empty(), "{o:?}");
+        LoopDev(dev)
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let _ = run(Command::new("losetup").args(["-d", &self.0]));
+    }
+}
+
+/// The superblock's hint for its external journal's device
+/// (`s_journal_dev`) not the device blkid finds the journal's UUID on
+/// (PR_0_EXTERNAL_JOURNAL_HINT): said by -n without counting as an error
+/// (exit 0, as e2fsck), set by -y (exit 1), after which neither finds it.
+#[test]
+fn external_journal_device_hint() {
+    if !is_root() || !have("losetup") || !have("e2fsck") || !have("debugfs") {
+        eprintln!("SKIP: needs root, losetup, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("jhint");
+    let (jdev, img) = with_external_journal(&dir, "journal_dev");
+    debugfs(&img, &["ssv journal_dev 0x1234".to_string()]);
+    let lo = LoopDev::attach(&jdev);
+    let rdev = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&lo.0).unwrap().rdev()
+    };
+    let words = format!("Superblock hint for external superblock should be {rdev:#x}.  Fix? ");
+    let theirs_img = dir.path("theirs.img");
+    std::fs::copy(&img, &theirs_img).unwrap();
+    for (flag, rc) in [("-fn", 0), ("-fy", 1)] {
+        let theirs = tool(
+            Command::new("e2fsck")
+                .args([flag, "-j", &lo.0])
+                .arg(&theirs_img),
+        );
+        let ours = tool(ext4r().args(["fsck", flag, "-j", &lo.0]).arg(&img));
+        assert!(theirs.1.contains(&words), "e2fsck {flag}: {}", theirs.1);
+        assert!(ours.1.contains(&words), "ours {flag}: {}", ours.1);
+        assert_eq!((theirs.0, ours.0), (rc, rc), "{flag}: {}", ours.1);
+    }
+    let after = tool(Command::new("e2fsck").args(["-fn", "-j", &lo.0]).arg(&img));
+    assert!(after.0 == 0 && !after.1.contains(&words), "{}", after.1);
+    let again = tool(ext4r().args(["fsck", "-fn", "-j", &lo.0]).arg(&img));
+    assert!(again.0 == 0 && !again.1.contains(&words), "{}", again.1);
 }

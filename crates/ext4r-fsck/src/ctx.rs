@@ -135,6 +135,10 @@ pub(crate) struct Ctx {
     /// Indexed directories of 2 GiB or more (they need the large_dir
     /// feature, e2fsck's `ctx->large_dirs`).
     pub large_dirs: u64,
+    /// Indexed block-mapped directories whose illegal pointers past their
+    /// last block a repair clears: (inode, blocks mapped, the highest
+    /// illegal logical block plus one). See `pass2::htree_tails`.
+    pub htree_tails: Vec<(u32, u64, u64)>,
     /// EA inodes some xattr keeps a value in (sorted after pass 1).
     pub ea_refs: Vec<u32>,
     /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
@@ -202,6 +206,7 @@ impl Ctx {
             reserved: Vec::new(),
             large_files: 0,
             large_dirs: 0,
+            htree_tails: Vec::new(),
             ea_refs: Vec::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),

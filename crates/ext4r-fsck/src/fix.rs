@@ -147,6 +147,9 @@ pub enum Fix {
     /// Move the journal from this inode, named at (block, offset) in the
     /// root directory (its owner), to the reserved journal inode.
     MoveJournal(u32, u64, usize, Owner),
+    /// Move a visible quota inode to its reserved inode (see the
+    /// `quota_hide` module).
+    HideQuota(Box<crate::quota_hide::HideQuota>),
     /// Make the orphan file anew (see the `orphan_file` module).
     NewOrphanFile(Box<crate::orphan_file::NewOrphanFile>),
     /// Mark leaf entry `i` of an extent node (None: the root) written
@@ -268,6 +271,9 @@ pub enum Fix {
     /// Map a new directory block (with `.` and `..`) at logical block 0 of
     /// a directory that has none (inode, block, the directory).
     DirBlock0(u32, u64, Owner),
+    /// Map a new empty directory block at a direct logical block of a
+    /// block-mapped directory (inode, logical block, block, the owner).
+    DirBlockAt(u32, u64, u64, Owner),
     /// Replace '/' and NUL in the name of the entry at (block, offset)
     /// with '.' (the directory).
     DirNameFix(u64, usize, Owner),
@@ -297,6 +303,9 @@ pub enum Fix {
     /// Salvage an inline directory's area at a bad record (inode, area,
     /// offset, the record before).
     InlineSalvage(u32, u64, usize, Option<usize>),
+    /// Give an inline directory this size (`i_block` and the
+    /// `system.data` value, e2fsck's `fix_inline_dir_size`).
+    InlineDirSize(u32, usize),
     /// Zero a whole inode record (an unused reserved inode with data).
     ZeroInode(u32),
     /// Write a directory's rebuilt blocks (a hash index, or one linear
@@ -410,6 +419,53 @@ impl<'a> Writer<'a> {
             self.inodes.insert(ino, rec);
         }
         Ok(self.inodes.entry(ino).or_default())
+    }
+
+    /// e2fsck's `move_quota_inode`: the inode written anew at the reserved
+    /// number as `ext2fs_write_new_inode` writes one (the first 128 bytes
+    /// kept, the rest zeroed but for `i_extra_isize` and a creation time),
+    /// the name unlinked, the old inode's first 128 bytes zeroed and its
+    /// number freed. Without a name to unlink, e2fsck stops short of
+    /// pointing the superblock at the new inode and hides it again at
+    /// every run; the move is completed here all the same.
+    fn hide_quota(&mut self, h: &crate::quota_hide::HideQuota) -> Result<()> {
+        use ext4r_format::inode::InodeFlags;
+        let old = self.inode(h.from)?.clone();
+        let extents = self.sb.has_incompat(Incompat::EXTENTS);
+        let now = self.now;
+        let to = self.inode(h.to)?;
+        to.fill(0);
+        let n = to.len().min(old.len()).min(128);
+        to[..n].copy_from_slice(&old[..n]);
+        if to.len() > 128 {
+            // sizeof(struct ext2_inode_large) - 128.
+            to[0x80..0x82].copy_from_slice(&32u16.to_le_bytes());
+            // i_crtime (the copy has none: its extra fields are gone).
+            if let Some(x) = to.get_mut(0x90..0x94) {
+                x.copy_from_slice(&now.to_le_bytes());
+            }
+        }
+        let mut flags = InodeFlags::IMMUTABLE.bits();
+        if extents {
+            flags |= InodeFlags::EXTENTS.bits();
+        }
+        self.edit_inode(h.to, |i| {
+            i.i_links_count.set(1);
+            i.i_mode.set(0o100_600);
+            i.i_flags.set(flags);
+        })?;
+        if let Some((b, off, owner)) = h.entry {
+            self.add(&Fix::DirEntryClear(b, off, owner))?;
+        }
+        match h.qtype {
+            0 => self.sb.s_usr_quota_inum.set(h.to),
+            _ => self.sb.s_grp_quota_inum.set(h.to),
+        }
+        self.sb_dirty = true;
+        let from = self.inode(h.from)?;
+        let n = from.len().min(128);
+        from[..n].fill(0);
+        self.free_inode(h.from, false)
     }
 
     fn edit_inode(&mut self, ino: u32, f: impl FnOnce(&mut Inode)) -> Result<()> {
@@ -600,6 +656,7 @@ impl<'a> Writer<'a> {
                 self.add(&Fix::ClearInode(*from))?;
                 self.add(&Fix::FreeInode(*from, false))?;
             }
+            Fix::HideQuota(h) => self.hide_quota(h)?,
             Fix::NewOrphanFile(n) => {
                 let node_kind = if n.extents {
                     n.owner.extent()
@@ -882,6 +939,7 @@ impl<'a> Writer<'a> {
                 self.sb_dirty = true;
             }
             Fix::DirBlock0(ino, b, owner) => self.dir_block0(*ino, *b, *owner)?,
+            Fix::DirBlockAt(ino, l, b, owner) => self.dir_block_at(*ino, *l, *b, *owner)?,
             Fix::DirNameFix(b, off, owner) => {
                 let blk = self.block(*b, owner.dir())?;
                 if let Some(&n) = blk.get(off + 6) {
@@ -976,6 +1034,9 @@ impl<'a> Writer<'a> {
                         x.copy_from_slice(&[0; 4]);
                     }
                 }
+                if *area == crate::inline_dir::AREA_DATA {
+                    crate::inline_dir::rehash_data(rec);
+                }
             }
             Fix::InlineEntryFiletype(ino, area, off, t) => {
                 let rec = self.inode(*ino)?;
@@ -992,6 +1053,17 @@ impl<'a> Writer<'a> {
                     let end = a.len();
                     // Record lengths are raw below 64 KiB.
                     crate::salvage::salvage(a, *off, *prev, end, 4096, max_ino);
+                }
+                // The value changed: its entry's hash follows.
+                if *area == crate::inline_dir::AREA_DATA {
+                    crate::inline_dir::rehash_data(rec);
+                }
+            }
+            Fix::InlineDirSize(ino, size) => {
+                let rec = self.inode(*ino)?;
+                let value = size.saturating_sub(60);
+                if crate::inline_dir::set_data_len(rec, value) {
+                    self.edit_inode(*ino, |i| i.set_size(*size as u64))?;
                 }
             }
             Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),

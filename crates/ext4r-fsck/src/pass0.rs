@@ -27,6 +27,8 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     quota_and_orphan(c);
     crate::mmp::check(c);
     crate::journal_check::check(c);
+    crate::journal_hint::check(c);
+    crate::quota_hide::check(c);
 }
 
 /// `s_creator_os` of the GNU Hurd.

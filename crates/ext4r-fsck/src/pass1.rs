@@ -710,6 +710,15 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 c.large_dirs += 1;
             }
         }
+        if htree
+            && !inline
+            && c.repairing
+            && !map.cleared
+            && !flags.contains(InodeFlags::EXTENTS)
+            && map.illegal_end > map.end_lblk
+        {
+            c.htree_tails.push((ino, map.end_lblk, map.illegal_end));
+        }
         c.dirs.push(DirRec {
             ino,
             dotdot: 0,

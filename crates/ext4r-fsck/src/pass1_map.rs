@@ -33,6 +33,10 @@ pub(crate) struct MapResult {
     /// The inode is cleared (too many illegal blocks): nothing more to
     /// check.
     pub cleared: bool,
+    /// The highest logical block whose pointer is illegal, plus one (0:
+    /// none): a repair clears it, and e2fsck then gives a directory a new
+    /// block there in pass 2.
+    pub illegal_end: u64,
 }
 
 /// For a directory (`is_dir`), the logical block count past which it is
@@ -117,6 +121,9 @@ impl Visitor for MapCheck<'_> {
             } else {
                 let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
                 c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
+                if p.levels == 0 {
+                    self.res.illegal_end = self.res.illegal_end.max(l + 1);
+                }
             }
             self.res.bad = true;
             if self.illegal > 256 {

@@ -19,6 +19,7 @@ use crate::Progress;
 const RUN_BYTES: u64 = 256 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
+    htree_tails(c);
     let mut blocks = std::mem::take(&mut c.dir_blocks);
     blocks.sort_unstable();
     blocks.dedup_by_key(|b| b.phys);
@@ -669,8 +670,19 @@ fn entry(
         return bad_entry(c, d, b, off, "PR_2_NULL_NAME", msg);
     }
     let max = c.sb.s_inodes_count.get();
-    if target > max || (target < c.sb.first_ino() && target != special::ROOT) {
-        let msg = format!("{} has bad inode #: {target}.", place(c));
+    // e2fsck's rule: also the quota and orphan file inodes, which no name
+    // may reach (a visible quota file a repair hides first).
+    let hidden = [
+        c.sb.s_usr_quota_inum.get(),
+        c.sb.s_grp_quota_inum.get(),
+        c.sb.s_prj_quota_inum.get(),
+        c.sb.s_orphan_file_inum.get(),
+    ];
+    if target > max
+        || (target < c.sb.first_ino() && target != special::ROOT)
+        || hidden.contains(&target)
+    {
+        let msg = format!("{} has invalid inode #: {target}.", place(c));
         return bad_entry(c, d, b, off, "PR_2_BAD_INO", msg);
     }
     if slot > 1 && target == dir {
@@ -848,7 +860,13 @@ fn inline_dirs(c: &mut Ctx) {
         entry(c, d, 0, &at(AREA_PARENT), b".", ino, ft::DIR, 0);
         entry(c, d, 1, &at(AREA_PARENT), b"..", parent, ft::DIR, 0);
         let mut slot = 2;
+        let resized = inline_size(c, ino, &rec);
         for area in [AREA_IBLOCK, AREA_DATA] {
+            // A value being resized is read in the next round, as it
+            // will be (e2fsck reads it after its fix).
+            if area == AREA_DATA && resized {
+                continue;
+            }
             let Some(bytes) = crate::inline_dir::area_mut(&mut rec, area) else {
                 continue;
             };
@@ -881,6 +899,79 @@ fn inline_dirs(c: &mut Ctx) {
             }
         }
     }
+}
+
+/// Indexed block-mapped directories whose illegal pointers past their
+/// last block pass 1 clears in this repair. e2fsck keeps such a block in
+/// its list as unallocated (logical blocks from the first past the end up
+/// to the last illegal one), and pass 2, taking unallocated blocks first,
+/// gives each a new empty block; the first is past what the index was
+/// found to cover (PR_2_UNEXPECTED_HTREE_BLOCK): the index is cleared and
+/// the directory rebuilt. Only direct blocks are given a new one here.
+fn htree_tails(c: &mut Ctx) {
+    for (ino, end, illegal_end) in std::mem::take(&mut c.htree_tails) {
+        let Some(d) = c.dir_idx(ino) else { continue };
+        if !c.dirs[d].htree {
+            continue;
+        }
+        let owner = c.dirs[d].owner;
+        for l in end..illegal_end {
+            let msg = format!("Directory inode {ino} has an unallocated block #{l}.");
+            let block = if l < 12 {
+                crate::lost_found::reserve_block(c)
+            } else {
+                None
+            };
+            match block {
+                Some(b) => c.p.error_fix(
+                    2,
+                    "PR_2_DIRECTORY_HOLE",
+                    msg,
+                    crate::fix::Fix::DirBlockAt(ino, l, b, owner),
+                ),
+                None => c.p.error(2, "PR_2_DIRECTORY_HOLE", msg),
+            }
+            if l == end {
+                c.p.error_fix(
+                    2,
+                    "PR_2_UNEXPECTED_HTREE_BLOCK",
+                    format!(
+                        "Unexpected block in HTREE directory inode {ino} ({}).",
+                        crate::pathname::dir_path(&c.fs, ino)
+                    ),
+                    crate::fix::Fix::ClearIndexFlag(ino),
+                );
+                // Read as the linear directory it becomes.
+                c.dirs[d].htree = false;
+            }
+        }
+    }
+}
+
+/// e2fsck's PR_2_BAD_INLINE_DIR_SIZE: the inline size (60 bytes of
+/// `i_block` and the `system.data` value) a multiple of 4 with room for a
+/// record past `i_block`. e2fsck judges it once for each of the two
+/// "blocks" of an inline directory, so a read-only check says it twice;
+/// a repair fixes it at the first. True when it is to be fixed.
+fn inline_size(c: &mut Ctx, ino: u32, rec: &[u8]) -> bool {
+    let Some((_, len)) = crate::inline_dir::data_range(rec) else {
+        return false;
+    };
+    let size = 60 + len;
+    let Some(new) = crate::inline_dir::bad_size(size) else {
+        return false;
+    };
+    let msg = format!("Inline directory inode {ino} size ({size}) must be a multiple of 4.");
+    let times = if c.repairing { 1 } else { 2 };
+    for _ in 0..times {
+        c.p.error_fix(
+            2,
+            "PR_2_BAD_INLINE_DIR_SIZE",
+            msg.clone(),
+            crate::fix::Fix::InlineDirSize(ino, new),
+        );
+    }
+    c.repairing
 }
 
 #[cfg(test)]

@@ -67,7 +67,8 @@ pub fn prompt(code: &str) -> &'static str {
         | "PR_2_HTREE_CLEAR"
         | "PR_2_HTREE_HASH_ORDER"
         | "PR_2_HTREE_NODE_CSUM_INVALID"
-        | "PR_2_HTREE_ROOT_CSUM_INVALID" => "Clear HTree index",
+        | "PR_2_HTREE_ROOT_CSUM_INVALID"
+        | "PR_2_UNEXPECTED_HTREE_BLOCK" => "Clear HTree index",
         "PR_1_INLINE_DATA_NO_ATTR" => "Truncate",
         "PR_6_ORPHAN_FILE_CORRUPTED" => "Recreate",
         "PR_6_ORPHAN_BLOCK_DIRTY" => "Clear",
@@ -77,7 +78,7 @@ pub fn prompt(code: &str) -> &'static str {
         "PR_3_EXPAND_LF_DIR" => "Expand",
         "PR_3_LPF_NOTDIR" => "Unlink",
         "PR_3_NO_LF_DIR" => "Create",
-        "PR_3_NO_ROOT_INODE" => "Allocate",
+        "PR_3_NO_ROOT_INODE" | "PR_2_DIRECTORY_HOLE" => "Allocate",
         "PR_3_UNCONNECTED_DIR" | "PR_4_UNATTACHED_INODE" => "Connect to /lost+found",
         // PROMPT_NULL: the message is the question.
         "PR_3_LPF_NO_SPACE" | "PR_6_RECREATE_JOURNAL" | "PR_6_UPDATE_QUOTAS" => "",

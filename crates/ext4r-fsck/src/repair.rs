@@ -302,7 +302,14 @@ fn run(
                 };
                 check_with(dev.clone(), &forced, &mut live, false)?
             };
-            first_round = false;
+            // A round that hid quota inodes stopped before pass 1, as
+            // e2fsck hides them before it reads anything: the passes'
+            // headings come with the next.
+            first_round = report
+                .problems
+                .list()
+                .iter()
+                .any(|p| p.code == "PR_0_HIDE_QUOTA");
             if report.fatal.is_some() {
                 break;
             }

@@ -32,6 +32,8 @@ pub enum SuperEdit {
     /// The journal inode's `i_block` and size (high, low) as the backup
     /// `s_jnl_blocks` keeps them.
     JournalBackup([u32; 17]),
+    /// Set the external journal's device hint (`s_journal_dev`).
+    JournalDev(u32),
     /// Clear the valid flag of `s_state`, so that the next check is a
     /// full one (as e2fsck after a release of orphans that went wrong).
     NotValid,
@@ -79,6 +81,7 @@ impl SuperEdit {
                 }
                 sb.s_jnl_backup_type = 1;
             }
+            SuperEdit::JournalDev(d) => sb.s_journal_dev.set(*d),
             SuperEdit::NotValid => {
                 let st = sb.s_state.get() & !ext4r_format::superblock::STATE_VALID;
                 sb.s_state.set(st);
@@ -102,6 +105,7 @@ pub(crate) fn cosmetic(code: &str) -> bool {
             | "PR_0_FUTURE_SB_LAST_WRITE_FUDGED"
             | "PR_0_BACKUP_JNL"
             | "PR_0_MOVE_JOURNAL"
+            | "PR_0_HIDE_QUOTA"
     )
 }
 

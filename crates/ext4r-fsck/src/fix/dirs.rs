@@ -111,6 +111,40 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// e2fsck's `allocate_dir_block` for a direct block `l` of a
+    /// block-mapped directory: an empty block mapped there, counted, and
+    /// the size grown to cover it.
+    pub(super) fn dir_block_at(&mut self, ino: u32, l: u64, b: u64, owner: Owner) -> Result<()> {
+        let bs = self.fs.block_size();
+        let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
+        let (Ok(slot), Ok(word)) = (usize::try_from(l), u32::try_from(b)) else {
+            return Ok(());
+        };
+        let mut mapped = false;
+        self.edit_inode(ino, |i| {
+            let mut w = i.block_words();
+            if slot >= 12 || i.flags().contains(ext4r_format::inode::InodeFlags::EXTENTS) {
+                return;
+            }
+            w[slot] = word;
+            i.set_block_words(&w);
+            let sectors = i.blocks_count(huge, bs) + u64::from(bs / 512);
+            let _ = i.set_blocks_count(sectors, huge, bs);
+            let end = (l + 1) * u64::from(bs);
+            if i.size() < end {
+                i.set_size(end);
+            }
+            mapped = true;
+        })?;
+        if mapped {
+            let tail = self.csum();
+            let blk = self.block(b, owner.dir())?;
+            crate::lost_found::empty_dir_block(blk, tail, bs);
+            self.use_block(b)?;
+        }
+        Ok(())
+    }
+
     /// Maps `blocks` into directory `ino` and writes them: empty directory
     /// blocks, and an indirect block listing the ones after it.
     pub(super) fn expand_dir(&mut self, ino: u32, blocks: &[u64]) -> Result<()> {

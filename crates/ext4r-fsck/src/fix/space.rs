@@ -106,6 +106,40 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Sets a block's bit (its cluster's) and counts it in use, as
+    /// libext2fs' `ext2fs_block_alloc_stats2` for a block a repair takes;
+    /// groups whose bitmap is not initialised are left alone.
+    pub(super) fn use_block(&mut self, b: u64) -> Result<()> {
+        let geo = self.fs.geometry().clone();
+        if b < geo.first_data_block || b >= geo.blocks_count {
+            return Ok(());
+        }
+        let g = ((b - geo.first_data_block) / geo.blocks_per_group) as u32;
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        let d = *self.desc(g)?;
+        if d.flags() & BG_BLOCK_UNINIT != 0 {
+            return Ok(());
+        }
+        let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
+        let map = self.bitmap(g, true)?;
+        let (byte, mask) = ((bit / 8) as usize, 1u8 << (bit % 8));
+        let Some(x) = map.get_mut(byte) else {
+            return Ok(());
+        };
+        if *x & mask == 0 {
+            *x |= mask;
+            let d = self.desc(g)?;
+            d.set_free_blocks_count(d.free_blocks_count(wide).saturating_sub(1));
+            let free = self
+                .sb
+                .free_blocks_count()
+                .saturating_sub(1u64 << geo.cluster_bits);
+            self.sb.set_free_blocks_count(free);
+            self.sb_dirty = true;
+        }
+        Ok(())
+    }
+
     /// Clears an inode's bit and counts it free.
     pub(super) fn free_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
         let ipg = self.fs.geometry().inodes_per_group;
