@@ -130,6 +130,14 @@ const _: () = assert!(core::mem::size_of::<XattrHeader>() == XATTR_HEADER_SIZE);
 const _: () = assert!(core::mem::size_of::<XattrIbodyHeader>() == XATTR_IBODY_HEADER_SIZE);
 const _: () = assert!(core::mem::size_of::<XattrEntry>() == XATTR_ENTRY_SIZE);
 
+/// Whether a stored name is `want` as libext2fs compares names: as C
+/// strings, up to the first NUL. A name whose `e_name_len` was damaged to
+/// take in trailing NULs still names its attribute for e2fsck (it keeps
+/// an inline file whose `system.data` entry says 36 bytes for "data").
+pub fn xattr_name_is(stored: &[u8], want: &[u8]) -> bool {
+    stored.split(|&b| b == 0).next() == Some(want)
+}
+
 /// Bytes an entry with a name of `name_len` bytes takes (`EXT4_XATTR_LEN`).
 pub fn xattr_entry_len(name_len: usize) -> usize {
     (XATTR_ENTRY_SIZE + name_len + 3) & !3
@@ -611,6 +619,15 @@ mod tests {
     use super::*;
     use crate::inode::tests::sparse;
     use proptest::prelude::*;
+
+    #[test]
+    fn names_compare_as_c_strings() {
+        assert!(xattr_name_is(b"data", b"data"));
+        assert!(xattr_name_is(b"data\0\0\0", b"data"));
+        assert!(!xattr_name_is(b"dat", b"data"));
+        assert!(!xattr_name_is(b"datax", b"data"));
+        assert!(!xattr_name_is(b"\0data", b"data"));
+    }
 
     const KERNEL_UUID: [u8; 16] = [
         0x66, 0x66, 0x66, 0x66, 0x77, 0x77, 0x88, 0x88, 0x99, 0x99, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa,

@@ -35,7 +35,7 @@ fn data_entry(rec: &[u8]) -> Option<(usize, usize, usize)> {
         let inum = u32::from_le_bytes([rec[off + 4], rec[off + 5], rec[off + 6], rec[off + 7]]);
         let size = u32::from_le_bytes([rec[off + 8], rec[off + 9], rec[off + 10], rec[off + 11]]);
         let name = rec.get(off + 16..off + 16 + name_len)?;
-        if index == 7 && name == b"data" && inum == 0 {
+        if index == 7 && ext4r_format::xattr::xattr_name_is(name, b"data") && inum == 0 {
             let s = first + value_offs;
             let len = size as usize;
             return (s + len <= rec.len()).then_some((off, s, len));

@@ -917,8 +917,10 @@ fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
     let Ok(info) = c.fs.inode(InodeNr(ino)) else {
         return false;
     };
-    c.fs.xattrs(&info)
-        .is_ok_and(|xs| xs.iter().any(|x| x.name == b"system.data"))
+    c.fs.xattrs(&info).is_ok_and(|xs| {
+        xs.iter()
+            .any(|x| ext4r_format::xattr::xattr_name_is(&x.name, b"system.data"))
+    })
 }
 
 /// The largest file a block map addresses with `bs`-byte blocks.

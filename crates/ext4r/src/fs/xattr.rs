@@ -145,7 +145,9 @@ impl Filesystem {
         {
             for e in entries.iter() {
                 let e = e.map_err(|e| Error::corrupt(&place, e))?;
-                if e.entry.e_name_index == index::SYSTEM && e.name == b"data" {
+                if e.entry.e_name_index == index::SYSTEM
+                    && ext4r_format::xattr::xattr_name_is(e.name, b"data")
+                {
                     if let XattrValue::Inline(v) = e.value {
                         data.extend_from_slice(v);
                     }
