@@ -228,7 +228,20 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         if pre & PRE_ZERO == 0 && ino != special::JOURNAL {
             orphan_dtime(c, ino, &inode);
         }
-        reserved_inode(c, ino, &inode, rec);
+        let bad_csum = pre & PRE_BAD_CSUM != 0;
+        let before = c.p.errors();
+        reserved_inode(c, ino, &inode, rec, bad_csum);
+        // As e2fsck's FINISH_INODE_LOOP: a reserved inode found with
+        // nothing else wrong has its checksum rewritten (one that was
+        // cleared or zeroed needs none).
+        if bad_csum && c.p.errors() == before {
+            c.p.error_fix(
+                1,
+                "PR_1_INODE_ONLY_CSUM_INVALID",
+                format!("Inode {ino} passes checks, but checksum does not match inode."),
+                Fix::InodeChecksum(ino),
+            );
+        }
         return;
     }
     if crate::pass1_rules::stray_orphan_file(c, ino, &inode) {
@@ -782,10 +795,13 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
 
 /// Reserved inodes below `s_first_ino`: the bad-block list and the resize
 /// inode own blocks; the rest are not looked into.
-fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
+fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bool) {
     casefold_flag(c, ino, inode);
     match ino {
-        special::BAD if crate::badblocks::bad_inode_invalid(inode) => {
+        // As e2fsck: a bad-block inode whose checksum fails is not
+        // trusted either (its list would be read through a record that
+        // libext2fs refuses, and e2fsck -n then aborts).
+        special::BAD if bad_csum || crate::badblocks::bad_inode_invalid(inode) => {
             c.p.error_fix(
                 1,
                 "PR_1_INVALID_BAD_INODE",
