@@ -62,6 +62,19 @@ impl Claims {
     }
 
     fn add_run(&mut self, s: u64, e: u64) {
+        // Claims mostly come in block order: one at or past the end of the
+        // last run continues it or follows it, with nothing to merge.
+        if let Some(mut last) = self.union.last_entry() {
+            let end = *last.get();
+            if end == s {
+                *last.get_mut() = e;
+                return;
+            }
+            if end < s {
+                self.union.insert(s, e);
+                return;
+            }
+        }
         let (mut from, mut to) = (s, e);
         if let Some((&ps, &pe)) = self.union.range(..=s).next_back() {
             if pe > s {
