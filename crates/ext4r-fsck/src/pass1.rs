@@ -706,7 +706,13 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         let mut htree = flags.contains(InodeFlags::INDEX);
         if htree && !inline && !map.bad && c.sb.has_compat(Compat::DIR_INDEX) {
             let blk0 = map.runs.iter().find(|r| r.0 == 0).map(|r| r.1);
-            if let Some((code, msg)) = crate::htree_root::bad_root(c, ino, blk0, map.end_lblk) {
+            // The flags as the filesystem layer would load the inode: not
+            // at all with an invalid extra size.
+            let loads = rec.len() <= 128 || inode.check_extra_isize(rec.len()).is_ok();
+            let read_flags = loads.then(|| inode.flags());
+            if let Some((code, msg)) =
+                crate::htree_root::bad_root(c, ino, read_flags, blk0, map.end_lblk)
+            {
                 c.p.error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
                 // Read as the linear directory it becomes.
                 htree = false;
