@@ -282,6 +282,14 @@ impl Inode {
         Ok(inode)
     }
 
+    /// The inode read in place from a record of at least
+    /// [`INODE_STRUCT_SIZE`] bytes: what [`Inode::parse`] gives, without
+    /// the copy (`None` for a shorter record, which `parse` pads).
+    pub fn in_record(record: &[u8]) -> Option<&Self> {
+        use zerocopy::FromBytes;
+        Self::ref_from_prefix(record).ok().map(|(inode, _)| inode)
+    }
+
     /// Writes the inode into the front of an on-disk record, as many bytes
     /// as fit (128 for a 128-byte record, else 160). Bytes past 160 (the
     /// in-inode xattr area) are left alone.
@@ -902,6 +910,13 @@ pub(crate) mod tests {
         set_inode_checksum(seed, InodeNr(2), &mut big).unwrap();
         verify_inode_checksum(seed, InodeNr(2), &big).unwrap();
         assert_eq!(&big[0x82..0x84], &[0x89, 0xf3]);
+    }
+
+    #[test]
+    fn in_record_reads_what_parse_copies() {
+        let rec = sample_inode_2();
+        assert_eq!(Inode::in_record(&rec), Some(&Inode::parse(&rec).unwrap()));
+        assert_eq!(Inode::in_record(&rec[..128]), None);
     }
 
     #[test]
