@@ -143,7 +143,8 @@ struct Pre {
     range: Option<(u32, u32, u8)>,
 }
 
-/// The per-block work that needs no shared state, on all cores.
+/// The per-block work that needs no shared state, done by the reader
+/// thread while this one checks the blocks before (see pass 1's).
 fn prescan(
     meta: &[(u32, bool)],
     buf: &[u8],
@@ -152,9 +153,8 @@ fn prescan(
     v0: u8,
     hseed: &[u32; 4],
 ) -> Vec<Pre> {
-    use rayon::prelude::*;
-    buf.par_chunks(bs)
-        .zip(meta.par_iter())
+    buf.chunks(bs)
+        .zip(meta)
         .map(|(block, &(seed, hashed))| {
             let tails = csum;
             let csum = csum.then(|| {
