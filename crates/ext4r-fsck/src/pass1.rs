@@ -55,9 +55,10 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             first += count;
         }
     }
-    // A reader thread reads ahead and checksums while this thread checks
-    // the previous chunk.
+    // A reader thread reads ahead, checksums and looks for blocks of
+    // garbage while this thread checks the previous chunk.
     let dev = c.fs.device_shared();
+    let (first_data_block, blocks_count) = (c.geo.first_data_block, c.geo.blocks_count);
     let seed = c.csum().then(|| c.sb.csum_seed());
     let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<u8>)>)>(2);
     // Buffers come back to the reader once checked: a fresh 256 KiB each
@@ -71,7 +72,20 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 let mut buf = back_rx.try_recv().unwrap_or_default();
                 buf.resize(len, 0);
                 let item = dev.read_at(&mut buf, off).ok().map(|()| {
-                    let pre = prescan(&buf, isize, g * ipg + first + 1, seed);
+                    let mut pre = prescan(&buf, isize, g * ipg + first + 1, seed);
+                    let junk = crate::garbage::garbage_blocks(
+                        &buf,
+                        isize,
+                        bs as usize,
+                        |k| pre[k] & PRE_BAD_CSUM != 0,
+                        first_data_block,
+                        blocks_count,
+                    );
+                    for (p, j) in pre.iter_mut().zip(junk) {
+                        if j {
+                            *p |= PRE_GARBAGE;
+                        }
+                    }
                     (buf, pre)
                 });
                 if tx.send((i, item)).is_err() {
@@ -106,18 +120,9 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 continue;
             };
             let base = g * ipg + first + 1;
-            let junk = crate::garbage::garbage_blocks(
-                &buf,
-                isize,
-                bs as usize,
-                |k| pre[k] & PRE_BAD_CSUM != 0,
-                c.geo.first_data_block,
-                c.geo.blocks_count,
-            );
             for k in 0..count {
                 let rec = &buf[k as usize * isize..(k as usize + 1) * isize];
-                let garbage = if junk[k as usize] { PRE_GARBAGE } else { 0 };
-                check_inode(c, base + k, rec, &specials, pre[k as usize] | garbage);
+                check_inode(c, base + k, rec, &specials, pre[k as usize]);
             }
             // Dropped instead when the reader has finished.
             let _ = back_tx.send(buf);
