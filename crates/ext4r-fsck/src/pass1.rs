@@ -249,16 +249,16 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             return;
         }
         if pre & PRE_ZERO == 0 && ino != special::JOURNAL {
-            orphan_dtime(c, ino, &inode);
+            orphan_dtime(c, ino, inode);
         }
-        reserved_inode(c, ino, &inode, rec);
+        reserved_inode(c, ino, inode, rec);
         return;
     }
-    if crate::pass1_rules::stray_orphan_file(c, ino, &inode) {
+    if crate::pass1_rules::stray_orphan_file(c, ino, inode) {
         return;
     }
     if is_special {
-        crate::pass1_rules::special_mode(c, ino, &inode);
+        crate::pass1_rules::special_mode(c, ino, inode);
     }
     if pre & PRE_ZERO != 0 {
         return;
@@ -293,7 +293,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeChecksum(ino),
         );
     }
-    orphan_dtime(c, ino, &inode);
+    orphan_dtime(c, ino, inode);
     // The reserved quota inodes the superblock names are files whatever
     // their link count and mode say: e2fsck checks only their blocks.
     let quota_file = is_special
@@ -302,7 +302,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if links == 0 && !quota_file {
         return;
     }
-    casefold_flag(c, ino, &inode);
+    casefold_flag(c, ino, inode);
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
         c.p.error_fix(
             2,
@@ -397,7 +397,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         };
         c.p.error_fix(1, code, msg, Fix::InodeClearDtime(ino));
     }
-    crate::pass1_rules::negative_epoch(c, ino, &inode, rec);
+    crate::pass1_rules::negative_epoch(c, ino, inode, rec);
     let mut kind = if quota_file {
         FileKind::Regular
     } else {
@@ -413,7 +413,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             | FileKind::Socket
             | FileKind::Unknown
     );
-    if special_kind && crate::really_dir::looks_like_dir(c, ino, &inode) {
+    if special_kind && crate::really_dir::looks_like_dir(c, ino, inode) {
         c.p.error_fix(
             1,
             "PR_1_TREAT_AS_DIRECTORY",
@@ -437,7 +437,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
     let mut flags = inode.flags();
     if let Some((code, msg, fix, left)) =
-        crate::idata_extents::resolve(c, ino, &inode, kind, rec.len())
+        crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
     {
         let cleared = matches!(fix, Fix::ClearInode(_));
         c.p.error_fix(1, code, msg, fix);
@@ -450,7 +450,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         }
     }
     let inline_attr = flags.contains(InodeFlags::INLINE_DATA) && has_inline_attr(c, ino);
-    match crate::pass1_rules::format_flags(c, ino, &inode, flags, inline_attr) {
+    match crate::pass1_rules::format_flags(c, ino, inode, flags, inline_attr) {
         crate::pass1_rules::Verdict::Go(f) => flags = f,
         crate::pass1_rules::Verdict::Cleared => return,
     }
@@ -490,11 +490,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     // check_blocks: its xattr block is neither counted nor charged.
     let inline_symlink = kind == FileKind::Symlink
         && flags.contains(InodeFlags::INLINE_DATA)
-        && crate::symlink::valid(c, ino, &inode);
+        && crate::symlink::valid(c, ino, inode);
     let (ea_blocks, ea_inode_values) = if inline_symlink {
         (0, false)
     } else {
-        crate::pass1_xattr::xattrs(c, ino, &inode, rec)
+        crate::pass1_xattr::xattrs(c, ino, inode, rec)
     };
     let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
     let bs = u64::from(c.geo.block_size);
@@ -505,15 +505,15 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             if flags.contains(InodeFlags::INLINE_DATA) {
                 // Data in the inode: nothing to claim.
             } else if kind == FileKind::Symlink
-                && is_fast_symlink(&inode, ea_blocks, huge, bs, c.geo.cluster_bits)
+                && is_fast_symlink(inode, ea_blocks, huge, bs, c.geo.cluster_bits)
             {
                 fast_symlink = true;
                 crate::pass1_rules::fast_symlink_flag(c, ino, flags);
             } else if flags.contains(InodeFlags::EXTENTS) {
-                map = crate::pass1_extents::extents(c, ino, &inode, kind == FileKind::Directory);
+                map = crate::pass1_extents::extents(c, ino, inode, kind == FileKind::Directory);
             } else {
-                map = pass1_map::blockmap(c, ino, &inode, kind == FileKind::Directory);
-                crate::bigalloc_map::check(c, ino, &inode, kind, map.bad || map.cleared);
+                map = pass1_map::blockmap(c, ino, inode, kind == FileKind::Directory);
+                crate::bigalloc_map::check(c, ino, inode, kind, map.bad || map.cleared);
             }
         }
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
@@ -570,7 +570,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         // drops what the walk claimed; the next round frees it here).
         return;
     }
-    let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, &inode);
+    let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, inode);
     if bad_symlink {
         c.p.error_fix(
             2,
@@ -623,14 +623,14 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let bigalloc = c.sb.has_ro_compat(RoCompat::BIGALLOC);
     let mapped = !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink && !map.bad;
     let (charged, ea_inodes) = if ea_inode_values {
-        crate::pass1_xattr::ea_inode_charge(c, &inode, rec)
+        crate::pass1_xattr::ea_inode_charge(c, inode, rec)
     } else {
         (0, 0)
     };
     let blocks = if bigalloc {
         // Whole clusters: each one the inode's blocks (data, tree and
         // xattr block) touch.
-        mapped.then(|| cluster_blocks(c, ino, &inode, ea_blocks) + charged)
+        mapped.then(|| cluster_blocks(c, ino, inode, ea_blocks) + charged)
     } else {
         Some(map.blocks + ea_blocks + charged)
     };
@@ -643,7 +643,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             0
         };
         let counted = blocks.unwrap_or(xattr_cluster + charged);
-        crate::quota::charge(c, ino, &inode, rec, counted * bs, 1 + ea_inodes);
+        crate::quota::charge(c, ino, inode, rec, counted * bs, 1 + ea_inodes);
     }
     if let Some(blocks) = blocks.filter(|_| !inline_symlink) {
         let in_fs_blocks = huge && flags.contains(InodeFlags::HUGE_FILE);
@@ -701,7 +701,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         map.end_init_lblk = next;
     }
     if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
-        check_size(c, ino, &inode, kind, &map);
+        check_size(c, ino, inode, kind, &map);
     }
     if kind == FileKind::Directory && flags.contains(InodeFlags::INLINE_DATA) {
         // An inline directory's size is i_block's 60 bytes plus the
@@ -749,8 +749,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             casefold: flags.contains(InodeFlags::CASEFOLD),
             dotdot_at: None,
             map_bad: map.bad,
-            seed: crate::fix::Owner::of(ino, &inode).seed(c.sb.csum_seed()),
-            owner: crate::fix::Owner::of(ino, &inode),
+            seed: crate::fix::Owner::of(ino, inode).seed(c.sb.csum_seed()),
+            owner: crate::fix::Owner::of(ino, inode),
         });
         for &(l, p, n) in &map.runs {
             for k in 0..n {

@@ -251,7 +251,10 @@ impl ExtWalk {
         {
             Some((
                 "PR_1_EXTENT_END_OUT_OF_BOUNDS",
-                format!("Inode {ino}, end of extent exceeds allowed value\n\t{}", place()),
+                format!(
+                    "Inode {ino}, end of extent exceeds allowed value\n\t{}",
+                    place()
+                ),
             ))
         } else if n == 0 {
             Some((
