@@ -6,11 +6,12 @@
 
 use crate::ctx::Ctx;
 
-/// Why the root of indexed directory `ino` (first block at `blk`) is
-/// unusable: (e2fsck's problem code, message); None when it is sound.
+/// Why the root of indexed directory `ino` (first block at `blk`, inode
+/// flags `inode_flags`) is unusable: (e2fsck's problem code, message); None when it is sound.
 pub(crate) fn bad_root(
     c: &Ctx,
     ino: u32,
+    inode_flags: Option<ext4r_format::inode::InodeFlags>,
     blk: Option<u64>,
     nblocks: u64,
 ) -> Option<(&'static str, String)> {
@@ -43,9 +44,10 @@ pub(crate) fn bad_root(
     }
     // SipHash is for directories both encrypted and case-folded, and only
     // for them (e2fsck's PR_1_HTREE_NEEDS_SIPHASH / _CANNOT_SIPHASH).
-    if let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) {
+    // The inode's flags as pass 1 read them (`None` where the inode does
+    // not load); read again from disk, they cost a read per directory.
+    if let Some(f) = inode_flags {
         use ext4r_format::inode::InodeFlags;
-        let f = info.inode.flags();
         let needs = f.contains(InodeFlags::ENCRYPT) && f.contains(InodeFlags::CASEFOLD);
         if needs && hash != 6 {
             return Some((

@@ -30,6 +30,12 @@ pub(crate) struct SparseBits {
 
 impl SparseBits {
     pub(crate) fn insert(&mut self, k: u32) {
+        self.insert_new(k);
+    }
+
+    /// Inserts `k`; whether it was not a member before (one lookup where
+    /// `contains` then `insert` took two).
+    pub(crate) fn insert_new(&mut self, k: u32) -> bool {
         let chunk = (k / CHUNK_BITS) as usize;
         if chunk >= self.index.len() {
             self.index.resize(chunk + 1, 0);
@@ -39,7 +45,10 @@ impl SparseBits {
             self.index[chunk] = (self.words.len() / CHUNK_WORDS) as u32;
         }
         let w = self.word_at(chunk) + ((k % CHUNK_BITS) / 64) as usize;
-        self.words[w] |= 1 << (k % 64);
+        let bit = 1 << (k % 64);
+        let new = self.words[w] & bit == 0;
+        self.words[w] |= bit;
+        new
     }
 
     pub(crate) fn contains(&self, k: u32) -> bool {
@@ -154,10 +163,9 @@ impl Inodes {
     /// Records an in-use inode (counted 0). An inode already recorded is
     /// left as it is.
     pub(crate) fn insert(&mut self, ino: u32, links: u16, kind: FileKind, ea_inode: bool) {
-        if self.used.contains(ino) {
+        if !self.used.insert_new(ino) {
             return;
         }
-        self.used.insert(ino);
         match kind {
             FileKind::Directory => self.dir.insert(ino),
             FileKind::Regular => self.regular.insert(ino),
@@ -221,9 +229,7 @@ impl Inodes {
                 return;
             }
         }
-        if !self.named.contains(ino) {
-            self.named.insert(ino);
-        } else {
+        if !self.named.insert_new(ino) {
             let n = self.named_more.entry(ino).or_insert(1);
             *n = n.saturating_add(1);
         }

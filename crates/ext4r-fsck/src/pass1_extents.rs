@@ -38,7 +38,6 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     let mut w = ExtWalk {
         dir_limit: dir_limit(c, inode, want_runs),
         ino,
-        seed: crate::fix::Owner::of(ino, inode).seed(c.sb.csum_seed()),
         owner: crate::fix::Owner::of(ino, inode),
         res: MapResult::default(),
         want_runs,
@@ -121,8 +120,6 @@ struct ExtWalk {
     /// See [`dir_limit`].
     dir_limit: Option<u64>,
     ino: u32,
-    /// The inode's checksum seed, to verify its tree blocks.
-    seed: u32,
     /// The inode, as the write layer stamps its tree blocks.
     owner: crate::fix::Owner,
     res: MapResult,
@@ -234,7 +231,8 @@ impl ExtWalk {
         let n = u64::from(e.len());
         let p = e.start().0;
         let total = c.geo.blocks_count;
-        let place = format!("(logical block {l}, physical block {p}, len {n})");
+        // Only built for a problem: this runs for every extent.
+        let place = || format!("(logical block {l}, physical block {p}, len {n})");
         let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
             Some((
                 "PR_1_EXTENT_BAD_START_BLK",
@@ -246,24 +244,27 @@ impl ExtWalk {
         } else if l < start {
             Some((
                 "PR_1_OUT_OF_ORDER_EXTENTS",
-                format!("Inode {ino} has out of order extents\n\t{place}"),
+                format!("Inode {ino} has out of order extents\n\t{}", place()),
             ))
         } else if (l + n > hi && !((e.is_unwritten() || self.verity) && l + n > self.eof))
             || l > u64::from(u32::MAX)
         {
             Some((
                 "PR_1_EXTENT_END_OUT_OF_BOUNDS",
-                format!("Inode {ino}, end of extent exceeds allowed value\n\t{place}"),
+                format!(
+                    "Inode {ino}, end of extent exceeds allowed value\n\t{}",
+                    place()
+                ),
             ))
         } else if n == 0 {
             Some((
                 "PR_1_EXTENT_LENGTH_ZERO",
-                format!("Inode {ino} has zero length extent\n\t{place}"),
+                format!("Inode {ino} has zero length extent\n\t{}", place()),
             ))
         } else if p + n > total {
             Some((
                 "PR_1_EXTENT_ENDS_BEYOND",
-                format!("Inode {ino} has an invalid extent\n\t{place}"),
+                format!("Inode {ino} has an invalid extent\n\t{}", place()),
             ))
         } else if self.dir_limit.is_some_and(|m| l + n > m) {
             Some((
@@ -273,7 +274,7 @@ impl ExtWalk {
         } else if l < self.next_lblk {
             Some((
                 "PR_1_EXTENT_COLLISION",
-                format!("Inode {ino} has a duplicate extent mapping\n\t{place}"),
+                format!("Inode {ino} has a duplicate extent mapping\n\t{}", place()),
             ))
         } else {
             None
@@ -419,7 +420,10 @@ impl ExtWalk {
                 Fix::ExtentDepth(self.ino, Some(child), want, self.owner),
             );
         }
-        let csum_bad = c.csum() && verify_extent_block_checksum(self.seed, &buf).is_err();
+        // The inode's seed is worked out here, for the few inodes with
+        // tree blocks (two CRCs an inode when done for every one).
+        let csum_bad = c.csum()
+            && verify_extent_block_checksum(self.owner.seed(c.sb.csum_seed()), &buf).is_err();
         // A node below the root with no entries (left so by a repair
         // that cleared all it held, or written so): libext2fs cannot go
         // down into it, and e2fsck clears the whole inode ("Failed to

@@ -192,9 +192,10 @@ pub(crate) fn format_flags(
     has_inline_attr: bool,
 ) -> Verdict {
     let extents_fs = c.sb.has_incompat(Incompat::EXTENTS);
-    let header_ok = ext4r_format::extent::ExtentNode::parse(&inode.i_block).is_ok();
+    // Parsed only where it decides something (not for every extent file).
+    let header_ok = || ext4r_format::extent::ExtentNode::parse(&inode.i_block).is_ok();
     if flags.contains(InodeFlags::EXTENTS) && !extents_fs {
-        if header_ok {
+        if header_ok() {
             c.p.error_fix(
                 1,
                 "PR_1_EXTENT_FEATURE",
@@ -219,7 +220,7 @@ pub(crate) fn format_flags(
     if extents_fs
         && !flags.intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
         && (mode == S_IFREG || mode == S_IFDIR)
-        && header_ok
+        && header_ok()
     {
         c.p.error_fix(
             1,
