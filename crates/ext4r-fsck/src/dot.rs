@@ -44,19 +44,37 @@ pub(crate) fn make_dot(blk: &mut [u8], dir: u32, ft: u8, bs: u32) {
     if rest > DOT_LEN {
         set_rec_len(blk, 0, DOT_LEN, bs);
         let next = DOT_LEN;
-        // A '..' that follows is kept for check_dotdot, as e2fsck keeps
-        // it; one whose length is not sound is not, or it would stand in
-        // the way of every later record again (e2fsck loops there).
-        let sound = rec_len(blk, next, bs)
-            .is_some_and(|l| l >= DOT_LEN && l % 4 == 0 && next + l <= blk.len());
-        let is_dotdot = sound && blk[next + 6] == 2 && &blk[next + 8..next + 10] == b"..";
-        if !is_dotdot {
+        if !dotdot_follows(blk, bs) {
             set_rec_len(blk, next, rest, bs);
             blk[next..next + 4].fill(0);
             blk[next + 6] = 0;
             blk[next + 7] = 0;
         }
     }
+}
+
+/// Whether a sound `..` record starts 12 bytes into the block, where a
+/// split `.` leaves it for check_dotdot, as e2fsck keeps it; one whose
+/// length is not sound is not kept, or it would stand in the way of every
+/// later record again (e2fsck loops there).
+pub(crate) fn dotdot_follows(blk: &[u8], bs: u32) -> bool {
+    let next = DOT_LEN;
+    let sound =
+        rec_len(blk, next, bs).is_some_and(|l| l >= DOT_LEN && l % 4 == 0 && next + l <= blk.len());
+    sound && blk[next + 6] == 2 && &blk[next + 8..next + 10] == b".."
+}
+
+/// A `.` at the start of `blk` holding more than its 12 bytes, cut to
+/// them, when a `..` follows at 12: what the split leaves, to read the
+/// records after it as e2fsck's check_dot goes on to read them.
+pub(crate) fn split_view(blk: &[u8], bs: u32) -> Option<Vec<u8>> {
+    let len = rec_len(blk, 0, bs)?;
+    if len <= 2 * DOT_LEN || len > blk.len() || !dotdot_follows(blk, bs) {
+        return None;
+    }
+    let mut v = blk.to_vec();
+    set_rec_len(&mut v, 0, DOT_LEN, bs);
+    Some(v)
 }
 
 /// Makes the record at `off` a `..` naming the root (pass 3 corrects

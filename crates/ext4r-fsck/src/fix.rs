@@ -300,6 +300,9 @@ pub enum Fix {
     /// Set the file type of the record at an offset of an inline
     /// directory's area (inode, area, offset, type).
     InlineEntryFiletype(u32, u64, usize, u8),
+    /// Turn each '/' and NUL of the name of the record at an offset of an
+    /// inline directory's area into '.' (inode, area, offset).
+    InlineNameFix(u32, u64, usize),
     /// Salvage an inline directory's area at a bad record (inode, area,
     /// offset, the record before).
     InlineSalvage(u32, u64, usize, Option<usize>),
@@ -1044,6 +1047,19 @@ impl<'a> Writer<'a> {
                     crate::inline_dir::area_mut(rec, *area).and_then(|a| a.get_mut(*off + 7))
                 {
                     *x = *t;
+                }
+            }
+            Fix::InlineNameFix(ino, area, off) => {
+                let rec = self.inode(*ino)?;
+                if let Some(a) = crate::inline_dir::area_mut(rec, *area) {
+                    if let Some(&n) = a.get(off + 6) {
+                        let at = off + 8;
+                        if let Some(name) = a.get_mut(at..at + usize::from(n)) {
+                            for x in name.iter_mut().filter(|x| **x == b'/' || **x == 0) {
+                                *x = b'.';
+                            }
+                        }
+                    }
                 }
             }
             Fix::InlineSalvage(ino, area, off, prev) => {

@@ -80,12 +80,16 @@ pub(crate) fn check(c: &mut Ctx) {
         for (b, n) in crate::dup::mapped_blocks(&c.fs, &info.inode) {
             c.claim(b, n, inum);
         }
-        c.p.harmless_fix(
-            0,
-            "EXT4R_0_JOURNAL_INODE_BACKUP",
-            format!("Journal inode {inum} is invalid; its copy in the superblock is used."),
-            Fix::RestoreJournalInode(inum),
-        );
+        // Silent in a repair, as e2fsck's; a read-only check leaves the
+        // bad inode where it is, and e2fsck -n then finds it ("Journal is
+        // not regular file", and more): an error, not a remark.
+        let msg = format!("Journal inode {inum} is invalid; its copy in the superblock is used.");
+        let fix = Fix::RestoreJournalInode(inum);
+        if c.repairing {
+            c.p.harmless_fix(0, "EXT4R_0_JOURNAL_INODE_BACKUP", msg, fix);
+        } else {
+            c.p.error_fix(0, "EXT4R_0_JOURNAL_INODE_BACKUP", msg, fix);
+        }
     }
     if inum != ino::JOURNAL && inum >= sb.first_ino() {
         // A journal in an ordinary inode number is legal but unusual.

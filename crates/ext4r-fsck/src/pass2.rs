@@ -551,6 +551,22 @@ fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Op
                 .next()
                 .and_then(Result::ok)
                 .is_some_and(|e| e.name == b"." && e.inode.0 != 0);
+            if c.repairing && b.lblk == 0 && dot_ok {
+                // A '.' over the records after it is split (e2fsck's
+                // PR_NO_OK, reported without counting); when a '..'
+                // follows, e2fsck's check_dot leaves it and goes on to
+                // read it and what follows in the same pass: read them
+                // here too, or pass 3 would reconnect what they name.
+                if let Some(v) = crate::dot::split_view(cur, bs) {
+                    c.p.harmless_fix(
+                        2,
+                        "PR_2_SPLIT_DOT",
+                        format!("Directory entry for '.' in ... ({ino}) is big."),
+                        crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
+                    );
+                    return Some(Some(v));
+                }
+            }
             if !c.repairing || b.lblk != 0 || dot_ok || made_dot {
                 return Some(copy);
             }
@@ -786,6 +802,10 @@ fn entry(
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
             let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].owner);
+            c.p.error_fix(2, "PR_2_BAD_NAME", msg, f);
+        } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
+            // A record of an inline directory, mended in its area.
+            let f = crate::fix::Fix::InlineNameFix(b.ino, b.lblk, off);
             c.p.error_fix(2, "PR_2_BAD_NAME", msg, f);
         } else {
             c.p.error(2, "PR_2_BAD_NAME", msg);
