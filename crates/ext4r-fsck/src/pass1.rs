@@ -788,7 +788,14 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if is_special && ino >= first_ino {
         c.extra_used.push(ino);
     }
-    if !is_special || ino == special::ROOT {
+    // e2fsck's pass 4 passes over only the project quota and orphan file
+    // inodes among those the superblock names: a user or group quota
+    // file in an ordinary inode that no entry names is unattached to it.
+    let pass4_skips = is_special
+        && ino != special::ROOT
+        && !(ino >= first_ino
+            && (ino == c.sb.s_usr_quota_inum.get() || ino == c.sb.s_grp_quota_inum.get()));
+    if !pass4_skips {
         c.inodes
             .insert(ino, links, kind, flags.contains(InodeFlags::EA_INODE));
     }

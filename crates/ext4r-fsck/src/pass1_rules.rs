@@ -71,10 +71,24 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
 /// e2fsck's pass 1 on a reserved inode whose mode (`mode`, as repaired)
 /// maps no blocks: both inline-data and extents flags, its xattrs, then
 /// check_blocks: no index flag, no size past what its map could address,
-/// no blocks counted but an xattr block. (One that is a file, directory
-/// or symlink, possible only for the boot loader inode, is not walked.)
+/// no blocks counted but an xattr block. One that is a file or directory
+/// (possible for the boot loader inode, or for any when a damaged
+/// descriptor points at the wrong table) has its map walked as
+/// check_blocks walks every inode: its blocks are in use (e2fsck marks
+/// them; a repair that did not left "+block" bitmap differences).
 fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) {
-    if matches!(mode & S_IFMT, S_IFREG | S_IFDIR | 0o120_000) {
+    if matches!(mode & S_IFMT, S_IFREG | S_IFDIR) {
+        let flags = inode.flags();
+        if !flags.contains(InodeFlags::INLINE_DATA) {
+            if c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
+                let _ = crate::pass1_extents::extents(c, ino, inode, false);
+            } else {
+                let _ = crate::pass1_map::blockmap(c, ino, inode, false);
+            }
+        }
+        return;
+    }
+    if mode & S_IFMT == 0o120_000 {
         return;
     }
     let kind = ext4r::fs::FileKind::from_mode(mode);

@@ -281,7 +281,11 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                     format!("Unattached zero-length inode {}.", r.ino),
                     crate::fix::Fix::ClearInode(r.ino),
                 );
-                continue;
+                // Declined (only -n here), e2fsck goes on to offer the
+                // reconnection.
+                if c.repairing {
+                    continue;
+                }
             }
             if r.kind != FileKind::Directory {
                 c.reconnects.push(format!("#{}", r.ino).len());

@@ -71,7 +71,7 @@ pub fn prompt(code: &str) -> &'static str {
         | "PR_2_UNEXPECTED_HTREE_BLOCK" => "Clear HTree index",
         "PR_1_INLINE_DATA_NO_ATTR" => "Truncate",
         "PR_6_ORPHAN_FILE_CORRUPTED" => "Recreate",
-        "PR_6_ORPHAN_BLOCK_DIRTY" => "Clear",
+        "PR_6_ORPHAN_BLOCK_DIRTY" | "PR_4_ZERO_LEN_INODE" => "Clear",
         "PR_2_DIR_CORRUPTED" => "Salvage",
         "PR_2_READ_DIRBLOCK" => "Continue",
         "PR_2_SPLIT_DOT" => "Split",
