@@ -84,7 +84,10 @@ pub(crate) fn set_data_len(rec: &mut [u8], len: usize) -> bool {
         rec[start + len..end].fill(0);
     }
     rec[entry + 8..entry + 12].copy_from_slice(&(len as u32).to_le_bytes());
-    let hash = ext4r_format::xattr::xattr_entry_hash(b"data", &rec[start..start + len], false);
+    // Over the name as stored (e2fsck hashes e_name_len bytes, NULs too).
+    let name_len = usize::from(rec[entry]);
+    let name = rec[entry + 16..entry + 16 + name_len].to_vec();
+    let hash = ext4r_format::xattr::xattr_entry_hash(&name, &rec[start..start + len], false);
     rec[entry + 12..entry + 16].copy_from_slice(&hash.to_le_bytes());
     true
 }

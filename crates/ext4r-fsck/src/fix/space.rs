@@ -85,39 +85,27 @@ impl Writer<'_> {
     /// Clears a block's bit (its cluster's) and counts it free; groups
     /// whose bitmap is not initialised are left alone.
     pub(super) fn free_block(&mut self, b: u64) -> Result<()> {
-        let geo = self.fs.geometry().clone();
-        if b < geo.first_data_block || b >= geo.blocks_count {
-            return Ok(());
-        }
-        let g = ((b - geo.first_data_block) / geo.blocks_per_group) as u32;
-        let wide = self.sb.has_incompat(Incompat::BIT64);
-        let d = *self.desc(g)?;
-        if d.flags() & BG_BLOCK_UNINIT != 0 {
-            return Ok(());
-        }
-        let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
-        if crate::orphan::clear_bit(self.bitmap(g, true)?, bit) {
-            let d = self.desc(g)?;
-            d.set_free_blocks_count(d.free_blocks_count(wide) + 1);
-            let free = self.sb.free_blocks_count() + (1u64 << geo.cluster_bits);
-            self.sb.set_free_blocks_count(free);
-            self.sb_dirty = true;
-        }
-        Ok(())
+        self.account_block(b, false)
     }
 
     /// Sets a block's bit (its cluster's) and counts it in use, as
     /// libext2fs' `ext2fs_block_alloc_stats2` for a block a repair takes;
     /// groups whose bitmap is not initialised are left alone.
     pub(super) fn use_block(&mut self, b: u64) -> Result<()> {
+        self.account_block(b, true)
+    }
+
+    /// Sets (`used`) or clears a block's cluster bit and, when the bit
+    /// changed, moves the group's and the superblock's free counts with
+    /// it.
+    fn account_block(&mut self, b: u64, used: bool) -> Result<()> {
         let geo = self.fs.geometry().clone();
         if b < geo.first_data_block || b >= geo.blocks_count {
             return Ok(());
         }
         let g = ((b - geo.first_data_block) / geo.blocks_per_group) as u32;
         let wide = self.sb.has_incompat(Incompat::BIT64);
-        let d = *self.desc(g)?;
-        if d.flags() & BG_BLOCK_UNINIT != 0 {
+        if self.desc(g)?.flags() & BG_BLOCK_UNINIT != 0 {
             return Ok(());
         }
         let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
@@ -126,17 +114,21 @@ impl Writer<'_> {
         let Some(x) = map.get_mut(byte) else {
             return Ok(());
         };
-        if *x & mask == 0 {
-            *x |= mask;
-            let d = self.desc(g)?;
-            d.set_free_blocks_count(d.free_blocks_count(wide).saturating_sub(1));
-            let free = self
-                .sb
-                .free_blocks_count()
-                .saturating_sub(1u64 << geo.cluster_bits);
-            self.sb.set_free_blocks_count(free);
-            self.sb_dirty = true;
+        if (*x & mask != 0) == used {
+            return Ok(());
         }
+        *x ^= mask;
+        let cluster = 1u64 << geo.cluster_bits;
+        let d = self.desc(g)?;
+        let n = d.free_blocks_count(wide);
+        d.set_free_blocks_count(if used { n.saturating_sub(1) } else { n + 1 });
+        let free = self.sb.free_blocks_count();
+        self.sb.set_free_blocks_count(if used {
+            free.saturating_sub(cluster)
+        } else {
+            free + cluster
+        });
+        self.sb_dirty = true;
         Ok(())
     }
 
