@@ -175,6 +175,12 @@ pub(crate) fn stray_orphan_file(c: &mut Ctx, ino: u32, inode: &Inode) -> bool {
     if c.sb.has_compat(Compat::ORPHAN_FILE) || c.sb.s_orphan_file_inum.get() != ino || ino == 0 {
         return false;
     }
+    // e2fsck reaches its orphan file branch only after the bad-block,
+    // root, journal and reserved quota inodes' own: a superblock naming
+    // one of those (root, say) does not make it an orphan file to clear.
+    if quota_reserved(ino) || matches!(ino, special::BAD | special::ROOT | special::JOURNAL) {
+        return false;
+    }
     if holds_data(inode) {
         c.p.error_fix(
             1,

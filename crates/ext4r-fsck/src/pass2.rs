@@ -971,8 +971,32 @@ fn inline_dirs(c: &mut Ctx) {
             let Some(bytes) = crate::inline_dir::area_mut(&mut rec, area) else {
                 continue;
             };
-            let bytes = bytes.to_vec();
-            let (recs, bad) = records(&bytes);
+            let mut bytes = bytes.to_vec();
+            // In a repair each salvage is made on a copy too and the area
+            // read again, as the writer will leave it, so that the records
+            // after a damaged one are seen in this round (e2fsck goes on
+            // after its salvage the same way; otherwise pass 3 reconnects
+            // what they name). Each salvage mends at least one record.
+            let max_ino = c.sb.s_inodes_count.get();
+            for _ in 0..bytes.len() / 8 + 1 {
+                let Some((off, prev)) = records(&bytes).1 else {
+                    break;
+                };
+                c.p.error_fix(
+                    2,
+                    "PR_2_DIR_CORRUPTED",
+                    format!(
+                        "Directory inode {ino}, inline data, offset {off}: directory corrupted"
+                    ),
+                    crate::fix::Fix::InlineSalvage(ino, area, off, prev),
+                );
+                if !c.repairing {
+                    break;
+                }
+                let end = bytes.len();
+                crate::salvage::salvage(&mut bytes, off, prev, end, 4096, max_ino);
+            }
+            let (recs, _) = records(&bytes);
             for r in &recs {
                 if r.inode != 0 {
                     entry(
@@ -987,16 +1011,6 @@ fn inline_dirs(c: &mut Ctx) {
                     );
                     slot += 1;
                 }
-            }
-            if let Some((off, prev)) = bad {
-                c.p.error_fix(
-                    2,
-                    "PR_2_DIR_CORRUPTED",
-                    format!(
-                        "Directory inode {ino}, inline data, offset {off}: directory corrupted"
-                    ),
-                    crate::fix::Fix::InlineSalvage(ino, area, off, prev),
-                );
             }
         }
     }
