@@ -231,6 +231,33 @@ fn inputs(dir: &TempDir) -> Vec<(&'static str, PathBuf, bool)> {
     let half = dir.path("half.img");
     std::fs::copy(&good, &half).unwrap();
     run(Command::new("truncate").args(["-s", "16M"]).arg(&half));
+    // Feature bits no e2fsprogs or ext4r release knows, one per word:
+    // e2fsck refuses to check each (exit 12 or 8), and so must we.
+    let featured = |name: &str, feature: &str| {
+        let p = dir.path(name);
+        std::fs::copy(&good, &p).unwrap();
+        let o = run(Command::new("debugfs")
+            .arg("-w")
+            .arg("-R")
+            .arg(format!("feature {feature}"))
+            .arg(&p));
+        assert!(o.status.success(), "{o:?}");
+        p
+    };
+    let unknown = [
+        (
+            "unknown compat feature",
+            featured("compat.img", "FEATURE_C14"),
+        ),
+        (
+            "unknown ro_compat feature",
+            featured("ro_compat.img", "FEATURE_R24"),
+        ),
+        (
+            "unknown incompat feature",
+            featured("incompat.img", "FEATURE_I18"),
+        ),
+    ];
     let sub = dir.path("a-directory");
     std::fs::create_dir_all(&sub).unwrap();
     vec![
@@ -243,6 +270,9 @@ fn inputs(dir: &TempDir) -> Vec<(&'static str, PathBuf, bool)> {
         ("truncated to half", half, true),
         ("a valid image", good, true),
     ]
+    .into_iter()
+    .chain(unknown.map(|(name, p)| (name, p, true)))
+    .collect()
 }
 
 #[test]

@@ -129,6 +129,54 @@ pub struct Features {
     pub ro_compat: RoCompat,
 }
 
+/// The features e2fsprogs 1.47's library opens (its
+/// `EXT2_LIB_FEATURE_*_SUPP` sets). e2fsck refuses to check a filesystem
+/// with any other bit set, in any word, and tune2fs to change one with an
+/// other incompat or ro_compat bit; ext4r's checker and tune do the same.
+/// Named features outside them: `lazy_bg` and `snapshot_bitmap` (compat),
+/// `compression` and `dirdata` (incompat), `btree_dir`, `has_snapshot` and
+/// `replica` (ro_compat).
+pub const E2FSPROGS_SUPPORTED: Features = Features {
+    compat: Compat::DIR_PREALLOC
+        .union(Compat::IMAGIC_INODES)
+        .union(Compat::HAS_JOURNAL)
+        .union(Compat::EXT_ATTR)
+        .union(Compat::RESIZE_INODE)
+        .union(Compat::DIR_INDEX)
+        .union(Compat::SPARSE_SUPER2)
+        .union(Compat::FAST_COMMIT)
+        .union(Compat::STABLE_INODES)
+        .union(Compat::ORPHAN_FILE),
+    incompat: Incompat::FILETYPE
+        .union(Incompat::RECOVER)
+        .union(Incompat::JOURNAL_DEV)
+        .union(Incompat::META_BG)
+        .union(Incompat::EXTENTS)
+        .union(Incompat::BIT64)
+        .union(Incompat::MMP)
+        .union(Incompat::FLEX_BG)
+        .union(Incompat::EA_INODE)
+        .union(Incompat::CSUM_SEED)
+        .union(Incompat::LARGEDIR)
+        .union(Incompat::INLINE_DATA)
+        .union(Incompat::ENCRYPT)
+        .union(Incompat::CASEFOLD),
+    ro_compat: RoCompat::SPARSE_SUPER
+        .union(RoCompat::LARGE_FILE)
+        .union(RoCompat::HUGE_FILE)
+        .union(RoCompat::GDT_CSUM)
+        .union(RoCompat::DIR_NLINK)
+        .union(RoCompat::EXTRA_ISIZE)
+        .union(RoCompat::QUOTA)
+        .union(RoCompat::BIGALLOC)
+        .union(RoCompat::METADATA_CSUM)
+        .union(RoCompat::READONLY)
+        .union(RoCompat::PROJECT)
+        .union(RoCompat::SHARED_BLOCKS)
+        .union(RoCompat::VERITY)
+        .union(RoCompat::ORPHAN_PRESENT),
+};
+
 /// Which word a feature lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Word {
@@ -191,6 +239,20 @@ const NAMES: &[(Word, u32, &str)] = &[
 ];
 
 impl Features {
+    /// The bits of `self` outside `known`, word by word.
+    pub fn outside(&self, known: &Features) -> Features {
+        Features {
+            compat: Compat::from_bits_retain(self.compat.bits() & !known.compat.bits()),
+            incompat: Incompat::from_bits_retain(self.incompat.bits() & !known.incompat.bits()),
+            ro_compat: RoCompat::from_bits_retain(self.ro_compat.bits() & !known.ro_compat.bits()),
+        }
+    }
+
+    /// Whether no bit is set in any word.
+    pub fn is_empty(&self) -> bool {
+        self.compat.bits() | self.incompat.bits() | self.ro_compat.bits() == 0
+    }
+
     /// Builds from the raw superblock words, keeping unknown bits.
     pub fn from_raw(compat: u32, incompat: u32, ro_compat: u32) -> Self {
         Features {

@@ -9,6 +9,9 @@ use std::sync::Arc;
 use ext4r::device::BlockDevice;
 use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r_format::features::Incompat;
+use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+
+use crate::features;
 use ext4r_format::GroupNr;
 
 /// The backup superblocks e2fsck tries (its `get_backup_sb`): first where
@@ -36,10 +39,7 @@ pub(crate) fn open_backup(dev: &Arc<dyn BlockDevice>, oo: &OpenOptions) -> Optio
 /// Group 1's first block and the block size as the primary superblock
 /// states them, when it has the magic number and plausible values.
 fn primary_hint(dev: &Arc<dyn BlockDevice>) -> Option<(u64, u32)> {
-    use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
-    let mut buf = vec![0u8; SUPERBLOCK_SIZE];
-    dev.read_at(&mut buf, SUPERBLOCK_OFFSET).ok()?;
-    let sb = Superblock::parse(&buf).ok()?;
+    let sb = primary(dev)?;
     let log = sb.s_log_block_size.get();
     let bs = (log <= 6).then(|| 1024u32 << log)?;
     let per_group = u64::from(sb.s_blocks_per_group.get());
@@ -129,7 +129,40 @@ pub(crate) enum Fallback {
 /// (`EXT2_ET_SB_CSUM_INVALID`), or its descriptors place metadata where it
 /// cannot be (`ext2fs_check_desc`); then the first backup that opens (and,
 /// for bad descriptors, whose descriptors are sound).
+///
+/// Features the checker does not support end it first, as e2fsck: in the
+/// primary superblock when they keep libext2fs from opening it at all
+/// (incompat, ro_compat), no backup tried; else in the superblock used.
 pub(crate) fn open_as_e2fsck(
+    dev: &Arc<dyn BlockDevice>,
+    oo: &OpenOptions,
+) -> Result<(Filesystem, Fallback), crate::Error> {
+    refuse_unsupported_primary(dev)?;
+    let (fs, why) = open_fallback(dev, oo)?;
+    if let Some(u) = features::unsupported(fs.superblock()) {
+        return Err(crate::Error::Unsupported(u));
+    }
+    Ok((fs, why))
+}
+
+/// Refuses a filesystem whose primary superblock has features that keep
+/// libext2fs from opening it (incompat, ro_compat): e2fsck tries no
+/// backup then.
+pub(crate) fn refuse_unsupported_primary(dev: &Arc<dyn BlockDevice>) -> Result<(), crate::Error> {
+    match primary(dev).and_then(|sb| features::unsupported(&sb)) {
+        Some(u) if u.incompat || u.ro_compat => Err(crate::Error::Unsupported(u)),
+        _ => Ok(()),
+    }
+}
+
+/// The primary superblock, when it has the magic number.
+fn primary(dev: &Arc<dyn BlockDevice>) -> Option<Superblock> {
+    let mut buf = vec![0u8; SUPERBLOCK_SIZE];
+    dev.read_at(&mut buf, SUPERBLOCK_OFFSET).ok()?;
+    Superblock::parse(&buf).ok()
+}
+
+fn open_fallback(
     dev: &Arc<dyn BlockDevice>,
     oo: &OpenOptions,
 ) -> ext4r::Result<(Filesystem, Fallback)> {

@@ -37,6 +37,7 @@ mod encoded_name;
 mod extent_depth;
 mod extent_rebuild;
 mod external_journal;
+mod features;
 mod fix;
 mod garbage;
 mod gdesc;
@@ -89,6 +90,7 @@ pub use codes::{no_prompt, preen_silent, question_spacing};
 pub use device_size::{size_mismatch, SizeMismatch};
 pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
+pub use features::Unsupported;
 pub use fix::{apply as apply_fixes, Fix, Owner};
 pub use observe::{Action, Forced, Observer, Quiet};
 pub use problem::{Problem, Problems, Severity};
@@ -106,6 +108,10 @@ pub enum Error {
     /// descriptors, or features this checker does not know.
     #[error(transparent)]
     Open(#[from] ext4r::Error),
+    /// The superblock has features this checker does not check (e2fsck's
+    /// "has unsupported feature(s)"); nothing was checked or written.
+    #[error("has unsupported feature(s): {}", .0.names.join(" "))]
+    Unsupported(features::Unsupported),
 }
 
 /// How to check.
@@ -286,7 +292,11 @@ pub(crate) fn check_with(
         }
         fs
     } else {
-        Filesystem::open_with(dev.clone(), oo.clone())?
+        let fs = Filesystem::open_with(dev.clone(), oo.clone())?;
+        if let Some(u) = features::unsupported(fs.superblock()) {
+            return Err(Error::Unsupported(u));
+        }
+        fs
     };
     let sb = fs.superblock();
     let label = String::from_utf8_lossy(sb.volume_name()).into_owned();

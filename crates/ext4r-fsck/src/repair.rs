@@ -173,6 +173,10 @@ fn run(
     journal_only: bool,
     obs: &mut dyn Observer,
 ) -> Result<RepairReport, Error> {
+    if opts.superblock.is_none() {
+        // Before anything is replayed or written.
+        crate::backup::refuse_unsupported_primary(&dev)?;
+    }
     if matches!(policy, Policy::Preen) && opts.superblock.is_none() {
         // e2fsck -p never goes looking for a backup superblock: a primary
         // it cannot open stops the run (exit 8).
@@ -634,9 +638,7 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     oo.allow_encrypted = true;
     oo.skip_journal_replay = true;
     // The same choice as the check's.
-    crate::backup::open_as_e2fsck(dev, &oo)
-        .map(|(fs, _)| fs)
-        .map_err(Error::Open)
+    crate::backup::open_as_e2fsck(dev, &oo).map(|(fs, _)| fs)
 }
 
 /// Replays an internal journal that needs recovery, as e2fsck does before

@@ -226,6 +226,26 @@ fn busy(path: &std::path::Path) -> bool {
             .is_err_and(|e| e.raw_os_error() == Some(rustix::io::Errno::BUSY.raw_os_error()))
 }
 
+/// A filesystem with features the checker does not check, refused as
+/// e2fsck refuses it: exit 8 when the open itself fails (an unknown
+/// incompat feature, or ro_compat when writing), else 12 (the open
+/// filesystem is left unchecked: "still has errors"). Nothing was written.
+/// `json`: stdout carries only the report.
+fn unsupported(dev_name: &str, u: &ext4r_fsck::Unsupported, writing: bool, json: bool) -> u8 {
+    eprintln!(
+        "{dev_name} has unsupported feature(s): {}
+fsck.ext4r: Get a newer version of fsck.ext4r!",
+        u.names.join(" ")
+    );
+    if u.open_fails(writing) {
+        return EXIT_ERROR;
+    }
+    if !json {
+        println!("\n{dev_name}: ********** WARNING: Filesystem still has errors **********\n");
+    }
+    EXIT_ERROR | EXIT_UNCORRECTED
+}
+
 /// e2fsck's advice when no superblock could be used.
 fn superblock_advice() {
     eprintln!(
@@ -307,6 +327,7 @@ fn run(a: &Args) -> u8 {
     printer.finish();
     let mut report = match result {
         Ok(r) => r,
+        Err(ext4r_fsck::Error::Unsupported(u)) => return unsupported(&dev_name, &u, false, a.json),
         Err(e) => {
             eprintln!(
                 "fsck.ext4r: {} while trying to open {dev_name}",
@@ -445,6 +466,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     printer.finish();
     let r = match result {
         Ok(r) => r,
+        Err(ext4r_fsck::Error::Unsupported(u)) => return unsupported(dev_name, &u, true, false),
         Err(e) => {
             eprintln!("fsck.ext4r: {} while checking {dev_name}", message(&e));
             return EXIT_ERROR;

@@ -261,6 +261,25 @@ struct Run<'e, 'a> {
     quota_enable: QuotaRequest,
 }
 
+/// As libext2fs's open for tune2fs: features outside what e2fsprogs
+/// supports in the incompat word refuse any access, in the ro_compat word
+/// any change (a writer that does not know a feature cannot keep its data
+/// true); unknown compat features are left alone.
+fn refuse_unsupported(sb: &Superblock, writes: bool) -> Result<()> {
+    let beyond = sb
+        .features()
+        .outside(&ext4r_format::features::E2FSPROGS_SUPPORTED);
+    let mut refused = beyond;
+    refused.compat = Default::default();
+    if !writes {
+        refused.ro_compat = Default::default();
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Unsupported(refused.names().join(", ")))
+}
+
 /// Applies `opts` to the filesystem on `dev`, as `tune2fs` would.
 ///
 /// # Errors
@@ -277,6 +296,7 @@ pub fn tune(
     sb.verify_checksum()
         .map_err(|e| Error::corrupt("superblock", e))?;
     sb.validate().map_err(|e| Error::corrupt("superblock", e))?;
+    refuse_unsupported(&sb, opts.writes())?;
     let mut run = Run {
         sb,
         env,
