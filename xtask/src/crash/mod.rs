@@ -31,7 +31,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 #[derive(clap::Args)]
@@ -51,6 +52,10 @@ pub struct Args {
     /// Keep the cut images of failures (before recovery) here.
     #[arg(long)]
     keep: Option<std::path::PathBuf>,
+    /// Recoveries run at once (each on its own image and loop device)
+    /// [default: the available cores].
+    #[arg(long)]
+    jobs: Option<usize>,
 }
 
 /// A change recorded on an image, and what must hold after a cut.
@@ -164,6 +169,14 @@ pub fn run(args: &Args) -> Result<()> {
     let tmp = TempDir::new_in(Path::new("/dev/shm"), "ext4r-crash")?;
     let max_cuts = if args.sample { 4 } else { args.cuts.max(2) };
     let tail = if args.sample { 3 } else { 10 };
+    let setting = Setting {
+        dir: tmp.path(),
+        fsck: &fsck,
+        keep: args.keep.as_deref(),
+        jobs: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        }),
+    };
     let start = Instant::now();
     let mut rows = Vec::new();
     let mut failures = Vec::new();
@@ -173,16 +186,8 @@ pub fn run(args: &Args) -> Result<()> {
         }
         util::check_interrupted()?;
         let seed = args.seed.wrapping_mul(1000).wrapping_add(k as u64);
-        let row = one(
-            w,
-            tmp.path(),
-            &fsck,
-            seed,
-            (max_cuts, tail),
-            args.keep.as_deref(),
-            &mut failures,
-        )
-        .with_context(|| w.name.to_string())?;
+        let row = one(w, &setting, seed, (max_cuts, tail), &mut failures)
+            .with_context(|| w.name.to_string())?;
         println!(
             "crash: {:<20} {:>6} writes {:>5} cut points {:>5} recoveries, {} failed",
             w.name, row.0, row.1, row.2, row.3
@@ -206,16 +211,32 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// Where and how the workloads run.
+struct Setting<'a> {
+    /// The temporary directory (tmpfs).
+    dir: &'a Path,
+    /// Our fsck's command line.
+    fsck: &'a [OsString],
+    /// Where to keep the cut images of failures.
+    keep: Option<&'a Path>,
+    /// Recoveries at once.
+    jobs: usize,
+}
+
 /// Runs one workload: (writes, cut points, recoveries, failures).
 fn one(
     w: &Workload,
-    dir: &Path,
-    fsck: &[OsString],
+    setting: &Setting<'_>,
     seed: u64,
     (max_cuts, tail): (usize, usize),
-    keep: Option<&Path>,
     failures: &mut Vec<String>,
 ) -> Result<(usize, usize, usize, usize)> {
+    let Setting {
+        dir,
+        fsck,
+        keep,
+        jobs,
+    } = *setting;
     let base = image::kernel_filled(dir, w.name, w.mkfs, "80M", seed)?;
     let base = if w.damage.is_empty() {
         base
@@ -270,53 +291,102 @@ fn one(
     let log = rec.log();
     let total = rec.writes();
     let points = cut_points(total, max_cuts, tail);
-    let (mut recoveries, mut failed) = (0, 0);
-    let img = dir.join(format!("{}-cut.img", w.name));
-    for &n in &points {
-        for variant in 0..2u64 {
-            let cut = Cut {
-                writes: n,
-                drop_unflushed: variant == 1,
-                tear: variant == 1,
-                seed: seed ^ (n as u64) << 8 ^ variant,
-            };
-            let recoverers: &[&str] = match w.work {
-                Work::Txn { .. } | Work::Defrag => &["ours", "e2fsck", "kernel"],
-                Work::Api { .. } => &["ours", "open", "e2fsck", "kernel"],
-                _ => &["ours", "e2fsck"],
-            };
-            for &who in recoverers {
-                recoveries += 1;
-                let disk = base.snapshot();
-                let stats = apply_cut(&disk, &log, cut)?;
-                let torn_sb = stats
-                    .torn_at
-                    .is_some_and(|(o, l)| ext4r::device::covers_superblock(o, l));
-                disk.save(&img)?;
-                let models = Models {
-                    txn: txn_model.as_ref(),
-                    api: api_model.as_ref(),
-                };
-                let verdict = recover(who, &img, fsck, dir, torn_sb)
-                    .and_then(|()| judge(w, &img, &manifest, &models, n));
-                if let Err(e) = verdict {
-                    if let Some(k) = keep {
-                        std::fs::create_dir_all(k)?;
-                        let kept = k.join(format!("{}-{n}-{variant}-{who}.img", w.name));
+    let recoverers: &[&str] = match w.work {
+        Work::Txn { .. } | Work::Defrag => &["ours", "e2fsck", "kernel"],
+        Work::Api { .. } => &["ours", "open", "e2fsck", "kernel"],
+        _ => &["ours", "e2fsck"],
+    };
+    // Every (cut point, variant, recoverer), handed out to `jobs` workers,
+    // each with its own image and mount point.
+    let tasks: Vec<(usize, u64, &str)> = points
+        .iter()
+        .flat_map(|&n| {
+            (0..2u64).flat_map(move |variant| recoverers.iter().map(move |&who| (n, variant, who)))
+        })
+        .collect();
+    let models = Models {
+        txn: txn_model.as_ref(),
+        api: api_model.as_ref(),
+    };
+    let next = AtomicUsize::new(0);
+    let outcomes: Mutex<Vec<(usize, Option<String>)>> = Mutex::new(Vec::new());
+    let harness: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for k in 0..jobs.max(1) {
+            let (tasks, next, outcomes, harness) = (&tasks, &next, &outcomes, &harness);
+            let (base, log, manifest, models) = (&base, &log, &manifest, &models);
+            s.spawn(move || {
+                let wdir = dir.join(format!("{}-w{k}", w.name));
+                let run = || -> Result<()> {
+                    std::fs::create_dir_all(&wdir)?;
+                    let img = wdir.join("cut.img");
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&(n, variant, who)) = tasks.get(i) else {
+                            break;
+                        };
+                        if harness.lock().map_or(true, |h| h.is_some()) {
+                            break;
+                        }
+                        util::check_interrupted()?;
+                        let cut = Cut {
+                            writes: n,
+                            drop_unflushed: variant == 1,
+                            tear: variant == 1,
+                            seed: seed ^ (n as u64) << 8 ^ variant,
+                        };
                         let disk = base.snapshot();
-                        apply_cut(&disk, &log, cut)?;
-                        disk.save(&kept)?;
+                        let stats = apply_cut(&disk, log, cut)?;
+                        let torn_sb = stats
+                            .torn_at
+                            .is_some_and(|(o, l)| ext4r::device::covers_superblock(o, l));
+                        disk.save(&img)?;
+                        let verdict = recover(who, &img, fsck, &wdir, torn_sb)
+                            .and_then(|()| judge(w, &img, manifest, models, n));
+                        let failure = match verdict {
+                            Ok(()) => None,
+                            Err(e) => {
+                                if let Some(k) = keep {
+                                    std::fs::create_dir_all(k)?;
+                                    let kept =
+                                        k.join(format!("{}-{n}-{variant}-{who}.img", w.name));
+                                    let disk = base.snapshot();
+                                    apply_cut(&disk, log, cut)?;
+                                    disk.save(&kept)?;
+                                }
+                                Some(format!(
+                                    "{} cut {n}/{total} variant {variant} by {who}: {e:#}",
+                                    w.name
+                                ))
+                            }
+                        };
+                        if let Ok(mut o) = outcomes.lock() {
+                            o.push((i, failure));
+                        }
                     }
-                    failed += 1;
-                    failures.push(format!(
-                        "{} cut {n}/{total} variant {variant} by {who}: {e:#}",
-                        w.name
-                    ));
+                    Ok(())
+                };
+                let r = run();
+                let _ = std::fs::remove_dir_all(&wdir);
+                if let Err(e) = r {
+                    if let Ok(mut h) = harness.lock() {
+                        h.get_or_insert(e);
+                    }
                 }
-            }
+            });
         }
+    });
+    if let Some(e) = harness.into_inner().ok().flatten() {
+        return Err(e);
     }
-    let _ = std::fs::remove_file(&img);
+    let mut outcomes = outcomes.into_inner().unwrap_or_default();
+    outcomes.sort_by_key(|o| o.0);
+    let recoveries = outcomes.len();
+    let mut failed = 0;
+    for f in outcomes.into_iter().filter_map(|o| o.1) {
+        failed += 1;
+        failures.push(f);
+    }
     Ok((total, points.len(), recoveries, failed))
 }
 
