@@ -93,7 +93,10 @@ fn image(r: Recipe, cache: &Path, rebuild: bool) -> Result<PathBuf> {
 
 /// Refuses to start a build that could push the machine out of memory.
 fn check_memory(r: &Recipe) -> Result<()> {
-    let avail = mem_available()?;
+    enough_memory(r, mem_available()?)
+}
+
+fn enough_memory(r: &Recipe, avail: u64) -> Result<()> {
     let need = r.estimate + MEM_MARGIN;
     ensure!(
         avail >= need,
@@ -200,4 +203,23 @@ fn fs_used(root: &Path) -> u64 {
     rustix::fs::statvfs(root)
         .map(|s| (s.f_blocks - s.f_bfree) * s.f_frsize)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_a_build_when_memory_is_short() {
+        let err = enough_memory(&FILES10M, 10 << 30).unwrap_err().to_string();
+        assert!(err.contains("not building files10m"), "{err}");
+        assert!(err.contains("MemAvailable is 10.0GiB"), "{err}");
+        enough_memory(&FILES10M, 12 << 30).unwrap();
+        enough_memory(&VOL16T, 9 << 30).unwrap();
+    }
+
+    #[test]
+    fn reads_mem_available() {
+        assert!(mem_available().unwrap() > 0);
+    }
 }
