@@ -21,6 +21,7 @@ use crate::util::{self, fmt_bytes, Size, TempDir};
 mod defrag;
 pub(crate) mod filled;
 mod fsck;
+mod large;
 mod populate;
 mod read;
 mod tune;
@@ -36,7 +37,8 @@ enum Which {
     /// `ext4r mkfs` vs `mke2fs` on fresh sparse images of each size.
     Mkfs(MkfsArgs),
     /// `ext4r fsck -fn` vs `e2fsck -fn` on an empty 15 TiB image and on a cached
-    /// 16 GiB image with 2,000,000 files.
+    /// 16 GiB image with 2,000,000 files; `--images vol16t,files10m` adds a
+    /// 16 TiB image with 4 TB fallocated and a 40 GiB one with 10,000,000 files.
     Fsck(fsck::FsckArgs),
     /// `ext4r cat` vs `debugfs dump` on a 1 GiB file and `ext4r extract` vs
     /// `debugfs rdump` on 100,000 small files, in a cached 4 GiB image.

@@ -3,7 +3,12 @@
 //! - `empty15t`: an empty 15 TiB ext4 from `mke2fs -t ext4` on a sparse file in
 //!   tmpfs (made fresh, removed afterwards);
 //! - `files`: the cached 16 GiB image with 2,000,000 kernel-written files (see
-//!   [`super::filled`]).
+//!   [`super::filled`]);
+//! - `vol16t`: the cached 16 TiB image with 400,000 fallocated 10 MiB files
+//!   (~4 TB in use) and `files10m`: the cached 40 GiB image with 10,000,000
+//!   empty files (see [`super::large`]). Not in the default set: building them
+//!   takes minutes and gigabytes of tmpfs (RAM); the build refuses when
+//!   `MemAvailable` is too low.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -12,7 +17,7 @@ use std::process::Command;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use super::{filled, resolve_ours, Common};
+use super::{filled, large, resolve_ours, Common};
 use crate::measure::{self, Row, Tool};
 use crate::util::{self, fmt_bytes, fmt_duration, TempDir};
 
@@ -22,6 +27,14 @@ enum Image {
     Empty15t,
     /// 16 GiB ext4 with 2,000 dirs × 1,000 files (cached in --cache).
     Files,
+    /// 16 TiB ext4 (`mke2fs -t ext4`) with 400 dirs × 1,000 files of 10 MiB,
+    /// each one fallocate (~4 TB in use, unwritten extents); cached in --cache,
+    /// 746 MiB of tmpfs, ~8 minutes to build.
+    Vol16t,
+    /// 40 GiB ext4 (`-N 10400000`) with 10,000 dirs × 1,000 empty files;
+    /// cached in --cache, 2.9 GiB of tmpfs, ~15 minutes to build; the build
+    /// needs MemAvailable ≥ its size + 8 GiB.
+    Files10m,
 }
 
 #[derive(clap::Args)]
@@ -34,12 +47,16 @@ pub struct FsckArgs {
         default_value = "empty15t,files"
     )]
     images: Vec<Image>,
-    /// Where the many-files image is cached between runs.
+    /// Where the built images (files, vol16t, files10m) are cached between runs.
     #[arg(long, value_name = "DIR", default_value = "/dev/shm/ext4r-bench")]
     cache: PathBuf,
-    /// Build the cached many-files image again even if its stamp matches.
+    /// Build the cached images named in --images again even if their stamps match.
     #[arg(long)]
     rebuild: bool,
+    /// Directories of 1,000 files in the files10m image: less than 10000 makes
+    /// a smaller trial image in its place (to time the build first).
+    #[arg(long, value_name = "N", default_value_t = 10_000, hide = true)]
+    files10m_dirs: usize,
     #[command(flatten)]
     common: Common,
 }
@@ -73,6 +90,20 @@ pub fn run(args: &FsckArgs) -> Result<()> {
             Image::Files => (
                 "2M files 16G",
                 filled::image(&args.cache, args.rebuild)?,
+                None,
+            ),
+            Image::Vol16t => (
+                "16T 4T used",
+                large::vol16t(&args.cache, args.rebuild)?,
+                None,
+            ),
+            Image::Files10m => (
+                if args.files10m_dirs == 10_000 {
+                    "10M files 40G"
+                } else {
+                    "files10m trial"
+                },
+                large::files10m(&args.cache, args.rebuild, args.files10m_dirs)?,
                 None,
             ),
         };
@@ -109,9 +140,9 @@ pub fn run(args: &FsckArgs) -> Result<()> {
          peak RSS includes the {} floor",
         fmt_bytes(floor)
     );
-    if args.images.contains(&Image::Files) {
+    if args.images.iter().any(|i| *i != Image::Empty15t) {
         println!(
-            "many-files image cached in {} (--rebuild to remake it)",
+            "built images cached in {} (--rebuild to remake them)",
             args.cache.display()
         );
     }

@@ -1,0 +1,225 @@
+//! The large-volume images of `bench fsck`, built through a loop mount by the
+//! kernel and cached next to the many-files image like it (stamp, `--rebuild`):
+//! - `vol16t`: a 16 TiB ext4 (`mke2fs -t ext4`, defaults) holding 400 dirs ×
+//!   1,000 files of 10 MiB each, every file one `fallocate` (unwritten extents):
+//!   about 4 TB in use, the "16 TB with 4 TB used" case of the seed paper;
+//! - `files10m`: a 40 GiB ext4 (`-N 10400000`) holding 10,000 dirs × 1,000
+//!   empty files: 10,000,000 inodes in use, but no data blocks, so the image in
+//!   tmpfs holds only inode tables, directories and the journal.
+//!
+//! tmpfs is RAM shared with other jobs, and while the image is loop-mounted its
+//! metadata is in RAM twice (the loop device's buffer cache and the tmpfs pages
+//! behind it). So each build first reads `MemAvailable` and refuses, saying
+//! why, unless it exceeds the image's estimated size plus [`MEM_MARGIN`].
+//!
+//! Safety (DESIGN.md §6): the images are files we create; the loop device is
+//! the one [`filled::build`] attaches and its [`filled::LoopMount`] unmounts
+//! and detaches on every exit path, including errors and Ctrl-C.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{ensure, Context, Result};
+
+use super::filled;
+use crate::util::{self, fmt_bytes, fmt_duration};
+
+/// Memory to leave to everything else while an image is built.
+const MEM_MARGIN: u64 = 8 << 30;
+
+/// One kernel-built image: geometry, tree shape and what each file gets.
+struct Recipe {
+    /// Cache file stem.
+    name: &'static str,
+    /// Stamp text (the directory count is appended); bump the version when
+    /// anything that shapes the image changes.
+    recipe: &'static str,
+    size: u64,
+    mke2fs_args: &'static [&'static str],
+    dirs: usize,
+    files_per_dir: usize,
+    /// Bytes `fallocate`d to each file (0: the file stays empty).
+    falloc: u64,
+    /// What the finished image occupies in tmpfs, measured (rounded up).
+    estimate: u64,
+}
+
+const VOL16T: Recipe = Recipe {
+    name: "vol16t",
+    recipe: "vol16t v1: 16TiB sparse file, mke2fs -F -q -t ext4, mount -o noinit_itable, \
+             1000 files per dir, each fallocate 10MiB",
+    size: 16 << 40,
+    mke2fs_args: &[],
+    dirs: 400,
+    files_per_dir: 1000,
+    falloc: 10 << 20,
+    // 746 MiB measured (built in 8m22s on 2 busy CPUs).
+    estimate: 1 << 30,
+};
+
+const FILES10M: Recipe = Recipe {
+    name: "files10m",
+    recipe: "files10m v1: 40GiB sparse file, mke2fs -F -q -t ext4 -N 10400000, \
+             mount -o noinit_itable, 1000 empty files per dir",
+    size: 40 << 30,
+    mke2fs_args: &["-N", "10400000"],
+    dirs: 10_000,
+    files_per_dir: 1000,
+    falloc: 0,
+    // 2.9 GiB measured (built in 15m on 2 busy CPUs; a 200-dir trial: 17 s).
+    estimate: 3 << 30,
+};
+
+/// The cached 16 TiB image with 400,000 fallocated 10 MiB files.
+pub fn vol16t(cache: &Path, rebuild: bool) -> Result<PathBuf> {
+    image(VOL16T, cache, rebuild)
+}
+
+/// The cached 40 GiB image with 10,000,000 empty files; `dirs` (of 1,000
+/// files each) other than 10,000 makes a smaller trial image in its place.
+pub fn files10m(cache: &Path, rebuild: bool, dirs: usize) -> Result<PathBuf> {
+    ensure!(dirs >= 1, "--files10m-dirs must be at least 1");
+    image(Recipe { dirs, ..FILES10M }, cache, rebuild)
+}
+
+fn image(r: Recipe, cache: &Path, rebuild: bool) -> Result<PathBuf> {
+    let recipe = format!("{}, {} dirs", r.recipe, r.dirs);
+    filled::cached(cache, r.name, &recipe, rebuild, |img, cache| {
+        check_memory(&r)?;
+        filled::build(img, cache, r.size, r.mke2fs_args, |root| populate(&r, root))
+    })
+}
+
+/// Refuses to start a build that could push the machine out of memory.
+fn check_memory(r: &Recipe) -> Result<()> {
+    enough_memory(r, mem_available()?)
+}
+
+fn enough_memory(r: &Recipe, avail: u64) -> Result<()> {
+    let need = r.estimate + MEM_MARGIN;
+    ensure!(
+        avail >= need,
+        "not building {}: MemAvailable is {}, it needs about {} (the image takes ~{} of \
+         tmpfs, i.e. RAM, plus {} left for the loop device's cache and other jobs); \
+         free some memory (other images in /dev/shm?) and try again",
+        r.name,
+        fmt_bytes(avail),
+        fmt_bytes(need),
+        fmt_bytes(r.estimate),
+        fmt_bytes(MEM_MARGIN)
+    );
+    println!(
+        "MemAvailable {} ≥ {} needed for {}",
+        fmt_bytes(avail),
+        fmt_bytes(need),
+        r.name
+    );
+    Ok(())
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes.
+fn mem_available() -> Result<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;
+    let kib = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .context("no MemAvailable line in /proc/meminfo")?;
+    Ok(kib * 1024)
+}
+
+/// Makes the directories and files on as many threads as there are CPUs (at
+/// most 4): the kernel does the work, we only issue the calls.
+fn populate(r: &Recipe, root: &Path) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
+    let report = (r.dirs / 20).max(1);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    loop {
+                        util::check_interrupted()?;
+                        let d = next.fetch_add(1, Ordering::SeqCst);
+                        if d >= r.dirs {
+                            return Ok(());
+                        }
+                        let dir = root.join(format!("d{d:05}"));
+                        std::fs::create_dir(&dir)
+                            .with_context(|| format!("mkdir {}", dir.display()))?;
+                        for i in 0..r.files_per_dir {
+                            let path = dir.join(format!("f{i:04}"));
+                            let f = std::fs::File::create(&path)
+                                .with_context(|| format!("create {}", path.display()))?;
+                            if r.falloc > 0 {
+                                rustix::fs::fallocate(
+                                    &f,
+                                    rustix::fs::FallocateFlags::empty(),
+                                    0,
+                                    r.falloc,
+                                )
+                                .with_context(|| format!("fallocate {}", path.display()))?;
+                            }
+                        }
+                        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                        if n % report == 0 {
+                            println!(
+                                "  {n}/{} directories ({} files) after {}",
+                                r.dirs,
+                                n * r.files_per_dir,
+                                fmt_duration(start.elapsed())
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("writer panicked")))
+            })
+            .collect::<Result<Vec<()>>>()
+    })?;
+    println!(
+        "  {} files in {} ({} of the filesystem in use)",
+        r.dirs * r.files_per_dir,
+        fmt_duration(start.elapsed()),
+        fmt_bytes(fs_used(root))
+    );
+    Ok(())
+}
+
+/// Blocks in use on the mounted filesystem, as the kernel counts them.
+fn fs_used(root: &Path) -> u64 {
+    rustix::fs::statvfs(root)
+        .map(|s| (s.f_blocks - s.f_bfree) * s.f_frsize)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_a_build_when_memory_is_short() {
+        let err = enough_memory(&FILES10M, 10 << 30).unwrap_err().to_string();
+        assert!(err.contains("not building files10m"), "{err}");
+        assert!(err.contains("MemAvailable is 10.0GiB"), "{err}");
+        enough_memory(&FILES10M, 12 << 30).unwrap();
+        enough_memory(&VOL16T, 9 << 30).unwrap();
+    }
+
+    #[test]
+    fn reads_mem_available() {
+        assert!(mem_available().unwrap() > 0);
+    }
+}
