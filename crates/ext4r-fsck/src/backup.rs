@@ -100,16 +100,14 @@ pub(crate) fn descs_ok(fs: &Filesystem) -> bool {
             kinds[k].push((b, n));
         }
     }
-    for k in kinds {
-        taken.extend(k);
-    }
     // Metadata must not overlap; the reserved copies among themselves
     // are laid out by the geometry and not judged here.
-    let mut meta: Vec<(u64, u64, bool)> = taken
-        .iter()
-        .enumerate()
-        .map(|(i, &(b, n))| (b, n, i < reserved))
-        .collect();
+    let mut meta: Vec<(u64, u64, bool)> =
+        Vec::with_capacity(reserved + kinds.iter().map(Vec::len).sum::<usize>());
+    meta.extend(taken.iter().map(|&(b, n)| (b, n, true)));
+    for k in kinds {
+        meta.extend(k.into_iter().map(|(b, n)| (b, n, false)));
+    }
     // A total order on whole elements: the stable sort gives the same
     // sequence as any other.
     meta.sort();
