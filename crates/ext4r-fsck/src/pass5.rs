@@ -643,9 +643,39 @@ mod tests {
     }
 
     #[test]
+    fn bit_ranges_agree_with_one_bit_at_a_time() {
+        for from in 0..200u64 {
+            for to in from..200 {
+                let mut w = vec![0u64; 4];
+                set_bits(&mut w, from, to);
+                let mut slow = vec![0u64; 4];
+                for i in from..to {
+                    slow[(i / 64) as usize] |= 1 << (i % 64);
+                }
+                assert_eq!(w, slow, "[{from}, {to})");
+            }
+        }
+    }
+
+    #[test]
+    fn runs_are_equal_exactly_when_bits_are() {
+        let mut a = Vec::new();
+        for (s, e) in [(0, 3), (3, 5), (7, 9), (8, 12), (20, 20)] {
+            push_run(&mut a, s, e);
+        }
+        assert_eq!(a, [(0, 5), (7, 12)]);
+        let mut b = vec![(7, 10), (0, 2), (10, 12), (2, 5), (9, 11)];
+        normalize(&mut b);
+        assert_eq!(a, b);
+    }
+
+    #[test]
     fn bytes_become_words_cut_at_the_bit_count() {
         let w = to_words(&[0xff; 16], 70);
         assert_eq!(w, vec![!0, 0b11_1111]);
+        // A last partial word is zero-padded; words past the bytes are 0.
+        let w = to_words(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 256);
+        assert_eq!(w, vec![0x0807_0605_0403_0201, 0x0a09, 0, 0]);
     }
 
     #[test]
