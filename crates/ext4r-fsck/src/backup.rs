@@ -70,6 +70,13 @@ pub(crate) fn descs_ok(fs: &Filesystem) -> bool {
         }
     }
     let reserved = taken.len();
+    // One list per kind, each usually ascending with the group: the sort
+    // below then merges four runs (sorting them interleaved was half of
+    // this check on an empty 15 TiB image).
+    let mut kinds: [Vec<(u64, u64)>; 3] = Default::default();
+    for k in &mut kinds {
+        k.reserve(geo.group_count as usize);
+    }
     for g in 0..geo.group_count {
         let Ok(d) = fs.group_desc(GroupNr(g)) else {
             return false;
@@ -79,25 +86,31 @@ pub(crate) fn descs_ok(fs: &Filesystem) -> bool {
         } else {
             (geo.group_first_block(g), geo.group_last_block(g))
         };
-        for (b, n) in [
+        for (k, (b, n)) in [
             (d.block_bitmap(wide), 1),
             (d.inode_bitmap(wide), 1),
             (d.inode_table(wide), itb),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             if b < lo || b.saturating_add(n.max(1) - 1) > hi {
                 return false;
             }
-            taken.push((b, n));
+            kinds[k].push((b, n));
         }
     }
     // Metadata must not overlap; the reserved copies among themselves
     // are laid out by the geometry and not judged here.
-    let mut meta: Vec<(u64, u64, bool)> = taken
-        .iter()
-        .enumerate()
-        .map(|(i, &(b, n))| (b, n, i < reserved))
-        .collect();
-    meta.sort_unstable();
+    let mut meta: Vec<(u64, u64, bool)> =
+        Vec::with_capacity(reserved + kinds.iter().map(Vec::len).sum::<usize>());
+    meta.extend(taken.iter().map(|&(b, n)| (b, n, true)));
+    for k in kinds {
+        meta.extend(k.into_iter().map(|(b, n)| (b, n, false)));
+    }
+    // A total order on whole elements: the stable sort gives the same
+    // sequence as any other.
+    meta.sort();
     let mut end = 0u64;
     let mut end_reserved = true;
     for (b, n, res) in meta {

@@ -210,6 +210,12 @@ fn descriptors(c: &mut Ctx) {
 /// other fs block.  Relocate?").
 fn bitmap_conflicts(c: &mut Ctx) {
     use crate::relocate::Meta;
+    if !any_overlap(c) {
+        // Every range the walk below takes is apart from every other:
+        // nothing it checks can conflict (the usual case, found in one
+        // sort where the walk's map cost ~20% of an empty 15 TiB check).
+        return;
+    }
     let wide = c.wide();
     let itb = u64::from(c.geo.inode_blocks_per_group());
     let mut ranges = Taken::default();
@@ -262,6 +268,64 @@ fn bitmap_conflicts(c: &mut Ctx) {
             }
         }
     }
+}
+
+/// Whether any two of the ranges [`bitmap_conflicts`] takes (when none
+/// conflicts) overlap: the same groups, ranges and skips as its walk.
+fn any_overlap(c: &Ctx) -> bool {
+    let wide = c.wide();
+    let itb = u64::from(c.geo.inode_blocks_per_group());
+    // One list per kind: each usually ascends with the group number, so
+    // the stable sort below only merges four runs.
+    let mut kinds: [Vec<(u64, u64)>; 4] = Default::default();
+    let groups = c.geo.group_count as usize;
+    for k in &mut kinds[1..] {
+        k.reserve(groups);
+    }
+    let mut push = |k: usize, s: u64, n: u64| {
+        if n > 0 {
+            kinds[k].push((s, s.saturating_add(n)));
+        }
+    };
+    for g in 0..c.geo.group_count {
+        let m = c.geo.group_meta(g);
+        if let Some(s) = m.super_block {
+            push(0, s, 1);
+        }
+        if let Some((first, n)) = m.old_desc {
+            push(0, first, n);
+        }
+        if let Some(b) = m.meta_desc {
+            push(0, b, 1);
+        }
+        if c.bad_group[g as usize] {
+            continue;
+        }
+        let Ok(d) = c.fs.group_desc(GroupNr(g)) else {
+            break;
+        };
+        push(1, d.inode_table(wide), itb);
+        let (bad_bb, bad_ib) = c.bad_bitmaps[g as usize];
+        if !bad_bb {
+            push(2, d.block_bitmap(wide), 1);
+        }
+        if !bad_ib {
+            push(3, d.inode_bitmap(wide), 1);
+        }
+    }
+    let [mut all, it, bb, ib] = kinds;
+    all.extend(it);
+    all.extend(bb);
+    all.extend(ib);
+    all.sort();
+    let mut end = 0u64;
+    for (s, e) in all {
+        if s < end {
+            return true;
+        }
+        end = end.max(e);
+    }
+    false
 }
 
 /// Blocks taken by metadata, as disjoint half-open ranges keyed by their

@@ -200,6 +200,9 @@ fn valid(c: &Ctx, inode: &Inode, words: &[u32; 15]) -> bool {
     } else {
         geo.first_data_block
     };
+    // The groups with a superblock copy, found once rather than by a
+    // scan of every group per reserved block.
+    let backups: Vec<u32> = (1..geo.group_count).filter(|&g| geo.has_super(g)).collect();
     for i in 0..u64::from(c.sb.s_reserved_gdt_blocks.get() / 4) {
         let pblk = sb_blk + 1 + desc_blocks + i;
         let off = ((desc_blocks + i) % apb) as usize;
@@ -209,8 +212,7 @@ fn valid(c: &Ctx, inode: &Inode, words: &[u32; 15]) -> bool {
         let Some(ind) = read_words(c, pblk) else {
             return false;
         };
-        let backups = (1..geo.group_count).filter(|&g| geo.has_super(g));
-        for (k, g) in backups.enumerate() {
+        for (k, &g) in backups.iter().enumerate() {
             let expect = (pblk + u64::from(g) * geo.blocks_per_group) as u32;
             if ind.get(k) != Some(&expect) {
                 return false;
