@@ -15,8 +15,10 @@ use crate::ctx::{Ctx, DirBlock};
 use crate::htree;
 use crate::Progress;
 
-/// Bytes read at once when directory blocks are contiguous.
-const RUN_BYTES: u64 = 256 << 10;
+/// Bytes read at once when directory blocks are contiguous: as pass 1's
+/// chunks, small enough that the three buffers in flight (one checked,
+/// one queued, one being read) are not a large part of the peak memory.
+const RUN_BYTES: u64 = 64 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     htree_tails(c);
@@ -57,7 +59,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let v0 = htree::version_for(c, c.sb.s_def_hash_version);
     let hseed = c.sb.hash_seed();
     let dev = c.fs.device_shared();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<Pre>)>)>(4);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<Pre>)>)>(1);
     // Buffers go back to the reader once checked (see pass 1).
     let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|s| {
