@@ -28,7 +28,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let bs = u64::from(c.geo.block_size);
     let total = blocks.len() as u64;
     let mut saw_block0 = vec![false; c.dirs.len()];
-    let mut dx = htree::DxDirs::new();
+    let mut dx = htree::DxDirs::default();
     // Runs of physically contiguous blocks, each read at once.
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
