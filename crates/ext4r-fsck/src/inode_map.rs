@@ -397,7 +397,9 @@ mod tests {
         let mut set = std::collections::BTreeSet::new();
         let mut x = 12345u64;
         for round in 0..40_000u32 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let k = match round % 4 {
                 // Dense: fills and joins runs in the first chunk.
                 0 => (x >> 33) as u32 % 3000,
