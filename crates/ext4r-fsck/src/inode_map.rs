@@ -139,9 +139,28 @@ pub(crate) struct SparseBits {
     /// One more than each chunk's slot in `chunks` (0: no member in it).
     index: Vec<u32>,
     chunks: Vec<Chunk>,
+    /// Chunks are bitmaps from the start: for a set filled in random
+    /// order (the names pass 2 counts, in hash order within each
+    /// directory), whose runs would be split and joined at every insert.
+    dense: bool,
+    /// The `[start, end)` run the last successful lookup found (members
+    /// are never removed, so it stays true): passes 2 and 4 look up
+    /// inodes of one directory, or in order, mostly in the same run.
+    hit: std::cell::Cell<(u32, u32)>,
+    /// The `[start, end)` gap between runs the last failed lookup fell in
+    /// (cleared by an insert): most inodes are not directories.
+    miss: std::cell::Cell<(u32, u32)>,
 }
 
 impl SparseBits {
+    /// A set kept as bitmaps where it has members (see `dense`).
+    pub(crate) fn dense() -> Self {
+        SparseBits {
+            dense: true,
+            ..SparseBits::default()
+        }
+    }
+
     pub(crate) fn insert(&mut self, k: u32) {
         self.insert_new(k);
     }
@@ -149,12 +168,17 @@ impl SparseBits {
     /// Inserts `k`; whether it was not a member before (one lookup where
     /// `contains` then `insert` took two).
     pub(crate) fn insert_new(&mut self, k: u32) -> bool {
+        self.miss.set((0, 0));
         let c = (k / CHUNK_BITS) as usize;
         if c >= self.index.len() {
             self.index.resize(c + 1, 0);
         }
         if self.index[c] == 0 {
-            self.chunks.push(Chunk::Runs(Vec::new()));
+            self.chunks.push(if self.dense {
+                Chunk::Bits(Box::new([0; CHUNK_WORDS]))
+            } else {
+                Chunk::Runs(Vec::new())
+            });
             self.index[c] = self.chunks.len() as u32;
         }
         let slot = self.index[c] as usize - 1;
@@ -162,21 +186,69 @@ impl SparseBits {
     }
 
     pub(crate) fn contains(&self, k: u32) -> bool {
-        match self.index.get((k / CHUNK_BITS) as usize) {
-            Some(&s) if s != 0 => self.chunks[s as usize - 1].contains((k % CHUNK_BITS) as u16),
-            _ => false,
+        let (start, end) = self.hit.get();
+        if start <= k && k < end {
+            return true;
+        }
+        let (start, end) = self.miss.get();
+        if start <= k && k < end {
+            return false;
+        }
+        let c = (k / CHUNK_BITS) as usize;
+        let slot = match self.index.get(c) {
+            Some(&s) if s != 0 => s as usize - 1,
+            _ => return false,
+        };
+        let o = (k % CHUNK_BITS) as u16;
+        let base = c as u32 * CHUNK_BITS;
+        match &self.chunks[slot] {
+            Chunk::Runs(runs) => {
+                let i = Chunk::run_at(runs, o);
+                match runs.get(i) {
+                    Some(&(a, b)) if a <= o => {
+                        // `b` is at most CHUNK_BITS - 1: the end fits
+                        // unless the chunk is the last one of u32's range.
+                        if let Some(end) = (base + u32::from(b)).checked_add(1) {
+                            self.hit.set((base + u32::from(a), end));
+                        }
+                        true
+                    }
+                    next => {
+                        let from = i.checked_sub(1).map_or(0, |p| u32::from(runs[p].1) + 1);
+                        let to = next.map_or(CHUNK_BITS, |r| u32::from(r.0));
+                        self.miss.set((base + from, base.saturating_add(to)));
+                        false
+                    }
+                }
+            }
+            bits => bits.contains(o),
         }
     }
 
     /// The smallest member at or after `from`.
     pub(crate) fn next(&self, from: u32) -> Option<u32> {
+        // Pass 4 walks the set in order: mostly within the last run found.
+        let (start, end) = self.hit.get();
+        if start <= from && from < end {
+            return Some(from);
+        }
         let mut c = (from / CHUNK_BITS) as usize;
         let mut o = (from % CHUNK_BITS) as u16;
         while c < self.index.len() {
             if self.index[c] != 0 {
-                if let Some(m) = self.chunks[self.index[c] as usize - 1].next(o) {
-                    let k = c as u64 * u64::from(CHUNK_BITS) + u64::from(m);
-                    return u32::try_from(k).ok();
+                let chunk = &self.chunks[self.index[c] as usize - 1];
+                if let Some(m) = chunk.next(o) {
+                    let base = c as u64 * u64::from(CHUNK_BITS);
+                    if let Chunk::Runs(runs) = chunk {
+                        let r = runs[Chunk::run_at(runs, m)];
+                        if let (Ok(a), Ok(e)) = (
+                            u32::try_from(base + u64::from(r.0)),
+                            u32::try_from(base + u64::from(r.1) + 1),
+                        ) {
+                            self.hit.set((a, e));
+                        }
+                    }
+                    return u32::try_from(base + u64::from(m)).ok();
                 }
             }
             c += 1;
@@ -208,7 +280,7 @@ pub(crate) struct InodeRec {
 }
 
 /// The in-use inodes pass 1 lists for passes 2–5.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Inodes {
     used: SparseBits,
     dir: SparseBits,
@@ -227,6 +299,23 @@ pub(crate) struct Inodes {
     /// Inodes outside `links` named more than once: how often (a
     /// damaged tree's exception).
     named_more: BTreeMap<u32, u32>,
+}
+
+impl Default for Inodes {
+    fn default() -> Self {
+        Inodes {
+            used: SparseBits::default(),
+            dir: SparseBits::default(),
+            regular: SparseBits::default(),
+            other: Vec::new(),
+            ea: Vec::new(),
+            link1: SparseBits::default(),
+            links: Vec::new(),
+            // Filled in pass 2's order, not the inodes'.
+            named: SparseBits::dense(),
+            named_more: BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -423,6 +512,28 @@ mod tests {
             from = k.checked_add(1);
         }
         assert!(seen.iter().eq(set.iter()));
+    }
+
+    #[test]
+    fn dense_sparse_bits_and_the_hit_cache() {
+        let mut d = SparseBits::dense();
+        let mut b = SparseBits::default();
+        for k in [5u32, 9, 6, 7, 8, 100_000, u32::MAX] {
+            assert!(d.insert_new(k) && b.insert_new(k));
+        }
+        assert!(d.chunks.iter().all(|c| matches!(c, Chunk::Bits(_))));
+        for k in (0..200u32).chain([99_999, 100_000, 100_001, u32::MAX - 1, u32::MAX]) {
+            let want = [5, 6, 7, 8, 9, 100_000, u32::MAX].contains(&k);
+            assert_eq!(d.contains(k), want, "{k}");
+            assert_eq!(b.contains(k), want, "{k}");
+            // Again, now that the last hit or miss is cached.
+            assert_eq!(b.contains(k), want, "{k}");
+        }
+        // A cached miss does not outlive an insert into its gap.
+        assert!(!b.contains(50));
+        b.insert(50);
+        assert!(b.contains(50) && !b.contains(51));
+        assert_eq!(d.next(10), Some(100_000));
     }
 
     #[test]
