@@ -15,9 +15,9 @@ use crate::ctx::{Ctx, DirBlock};
 use crate::htree;
 use crate::Progress;
 
-/// Bytes read at once when directory blocks are contiguous: as pass 1's
-/// chunks, small enough that the three buffers in flight (one checked,
-/// one queued, one being read) are not a large part of the peak memory.
+/// Bytes read at once when directory blocks are contiguous: small enough
+/// that the four buffers in flight (one checked, two queued, one being
+/// read) are not a large part of the peak memory, which is in this pass.
 const RUN_BYTES: u64 = 64 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
@@ -62,7 +62,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let v0 = htree::version_for(c, c.sb.s_def_hash_version);
     let hseed = c.sb.hash_seed();
     let dev = c.fs.device_shared();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<Pre>)>)>(1);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<Pre>)>)>(2);
     // Buffers go back to the reader once checked (see pass 1).
     let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|s| {
