@@ -45,8 +45,10 @@ pub(crate) struct DirRec {
     pub map_bad: bool,
 }
 
-/// A directory block to read in pass 2.
+/// A directory block to read in pass 2: one per directory block, so
+/// packed to 20 bytes (24 with the `u64`s aligned).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(C, packed(4))]
 pub(crate) struct DirBlock {
     pub phys: u64,
     pub ino: u32,
@@ -305,5 +307,6 @@ mod tests {
     #[test]
     fn dir_record_size() {
         assert_eq!(std::mem::size_of::<super::DirRec>(), 48);
+        assert_eq!(std::mem::size_of::<super::DirBlock>(), 20);
     }
 }
