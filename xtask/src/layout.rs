@@ -15,10 +15,11 @@
 //! files 4900 -> 2864 (2728), `fsck -fn` of 2,000,000 files 9600 -> 7684
 //! (5608).
 //!
-//! The names are rustc's mangled ones, which hold a hash; a name whose hash
-//! changed (another toolchain, a changed signature) is found again by the
-//! name without it. Functions no longer found are left where they fall:
-//! nothing but memory depends on this order.
+//! The names are rustc's mangled ones, which hold a hash, and ThinLTO adds
+//! a `.llvm.<digits>` suffix that changes whenever the crate does; a name
+//! whose hash or suffix changed is found again by the name without them.
+//! Functions no longer found are left where they fall: nothing but memory
+//! depends on this order.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -110,19 +111,32 @@ fn symbols(bin: &Path) -> Result<Option<Vec<String>>> {
     ))
 }
 
-/// A legacy-mangled name without its trailing hash (`…17h<16 hex>E`).
+/// A name without what changes from one build to the next: the
+/// `.llvm.<digits>` suffix of a function ThinLTO made global, and the
+/// trailing hash of a legacy-mangled name (`…17h<16 hex>E`). `None` when
+/// it has neither.
 fn unhashed(name: &str) -> Option<&str> {
-    let n = name.len();
-    let tail = name.get(n.checked_sub(20)?..)?;
-    (tail.starts_with("17h")
-        && tail.ends_with('E')
-        && tail[3..19].bytes().all(|b| b.is_ascii_hexdigit()))
-    .then(|| &name[..n - 20])
+    let base = match name.find(".llvm.") {
+        Some(i) if name[i + 6..].bytes().all(|b| b.is_ascii_digit()) => &name[..i],
+        _ => name,
+    };
+    let n = base.len();
+    let legacy = n
+        .checked_sub(20)
+        .and_then(|s| base.get(s..))
+        .is_some_and(|t| {
+            t.starts_with("17h")
+                && t.ends_with('E')
+                && t[3..19].bytes().all(|b| b.is_ascii_hexdigit())
+        });
+    let stem = if legacy { &base[..n - 20] } else { base };
+    (stem.len() < name.len()).then_some(stem)
 }
 
 /// The ordering file's text: each listed function found in `symbols`, by
 /// its name or else by its name without the hash (every function that
-/// name has now, as long as they are few: a generic's instances).
+/// name has now, as long as they are few: a generic's instances, whose
+/// hashes change when the crates instantiating them do).
 fn order(symbols: &[String]) -> String {
     let present: std::collections::HashSet<&str> = symbols.iter().map(String::as_str).collect();
     let mut by_stem: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -138,7 +152,7 @@ fn order(symbols: &[String]) -> String {
             vec![name]
         } else {
             match unhashed(name).and_then(|s| by_stem.get(s)) {
-                Some(v) if v.len() <= 4 => v.clone(),
+                Some(v) if v.len() <= 32 => v.clone(),
                 _ => Vec::new(),
             }
         };
@@ -172,6 +186,14 @@ mod tests {
         assert_eq!(unhashed("_ZN5ext4r4mkfs3run17hXYZ3456789abcdefE"), None);
         assert_eq!(unhashed("__memcpy_avx_unaligned_erms"), None);
         assert_eq!(unhashed("main"), None);
+        assert_eq!(
+            unhashed("_ZN5ext4r4mkfs3run17h0123456789abcdefE.llvm.12345"),
+            Some("_ZN5ext4r4mkfs3run")
+        );
+        assert_eq!(
+            unhashed("_RNvNtCs1_3std3env4__var.llvm.987"),
+            Some("_RNvNtCs1_3std3env4__var")
+        );
     }
 
     #[test]
