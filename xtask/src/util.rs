@@ -120,6 +120,13 @@ pub fn dist_ext4r() -> Result<PathBuf> {
     }
     let dir = target_dir().join("dist");
     let bin = dir.join("release").join("ext4r");
+    // The static start code applies DT_RELR from glibc 2.36 on; an older
+    // one would start with its pointers unrelocated.
+    let relr: &[&str] = if glibc_at_least(2, 36) {
+        &["-C", "link-arg=-Wl,-z,pack-relative-relocs"]
+    } else {
+        &[]
+    };
     let build = |what: &str, order: &[String]| {
         run_step(
             what,
@@ -128,7 +135,7 @@ pub fn dist_ext4r() -> Result<PathBuf> {
                 .arg("--target-dir")
                 .arg(&dir)
                 .args(["--", "-C", "target-feature=+crt-static"])
-                .args(["-C", "link-arg=-Wl,-z,pack-relative-relocs"])
+                .args(relr)
                 .args(order),
         )
     };
@@ -152,7 +159,37 @@ pub fn dist_ext4r() -> Result<PathBuf> {
             build("build ext4r (release, static, compiler's order)", &[])?;
         }
     }
+    let runs = |b: &Path| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !runs(&bin) {
+        println!("note: the ordered static binary does not run; linked it in the compiler's order");
+        crate::layout::forget(&dir);
+        build("build ext4r (release, static, compiler's order)", &[])?;
+        if !runs(&bin) {
+            bail!("{} does not run", bin.display());
+        }
+    }
     Ok(bin)
+}
+
+/// Whether the C library is glibc `major.minor` or later (`getconf
+/// GNU_LIBC_VERSION`: "glibc 2.36").
+fn glibc_at_least(major: u32, minor: u32) -> bool {
+    let Ok(out) = Command::new("getconf").arg("GNU_LIBC_VERSION").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut v = text
+        .trim()
+        .trim_start_matches("glibc ")
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    (a, b) >= (major, minor)
 }
 
 /// A command line given as one whitespace-separated string (`--fsck "e2fsck -C0"`);
