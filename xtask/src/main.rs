@@ -21,6 +21,7 @@ mod fragment;
 mod fuzz;
 mod install;
 mod layers;
+mod layout;
 mod measure;
 mod util;
 mod zoo;

