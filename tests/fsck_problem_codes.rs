@@ -159,6 +159,19 @@ fn indexed_dir_image(img: &Path, dir: &Path, args: &[&str]) {
     assert!(o.status.code().is_some_and(|c| c <= 1));
 }
 
+/// Shortens the '..' record of a new directory `d` (1 KiB blocks, no
+/// tail) so that `left` bytes follow it in its block: those bytes, not the
+/// record, are the damage (e2fsck salvages at their offset and '..' takes
+/// them back).
+fn short_dotdot(img: &Path, left: u16) {
+    debugfs(img, &["mkdir d".to_string()]);
+    let blk: u64 = debugfs_out(img, "bmap d 0").trim().parse().unwrap();
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
+    f.write_all_at(&(1012 - left).to_le_bytes(), blk * 1024 + 16)
+        .unwrap();
+}
+
 const CASES: &[Case] = &[
     Case {
         name: "orphan with an illegal block",
@@ -440,6 +453,22 @@ const CASES: &[Case] = &[
         },
         repair_only: true,
         says: &["Hiding user quota inode 12 (/aquota.user).\nPass 1"],
+    },
+    Case {
+        name: "dotdot leaves 4 bytes",
+        mkfs: &["-t", "ext3", "-b", "1024"],
+        size: "8M",
+        damage: |i, _| short_dotdot(i, 4),
+        repair_only: true,
+        says: &["Directory inode 12, block #0, offset 1020: directory corrupted\nSalvage? yes"],
+    },
+    Case {
+        name: "dotdot leaves 8 bytes",
+        mkfs: &["-t", "ext3", "-b", "1024"],
+        size: "8M",
+        damage: |i, _| short_dotdot(i, 8),
+        repair_only: true,
+        says: &["Directory inode 12, block #0, offset 1016: directory corrupted\nSalvage? yes"],
     },
     // An indexed block-mapped directory with an illegal pointer past its
     // last block: the repair clears it, and e2fsck then gives the

@@ -169,10 +169,11 @@ pub enum DirEntryProblem {
     RecLenUnaligned,
     /// `rec_len` too small for `name_len`.
     NameTooLong,
-    /// The record runs past the end of the block.
+    /// The record runs past the end of the block, or fewer bytes than a
+    /// record header are left where it starts (a record before it left
+    /// them: that record is sound, as e2fsck and the kernel read it, and
+    /// the bytes after it are what is damaged).
     Overrun,
-    /// The record leaves fewer than 12 bytes before the end of the block.
-    TooCloseToEnd,
 }
 
 /// A directory entry that failed validation, with its byte offset.
@@ -250,8 +251,6 @@ impl<'a> DirBlockIter<'a> {
             Some(DirEntryProblem::NameTooLong)
         } else if off + rlen > size {
             Some(DirEntryProblem::Overrun)
-        } else if off + rlen > size - MIN_REC_LEN && off + rlen != size {
-            Some(DirEntryProblem::TooCloseToEnd)
         } else {
             None
         };
@@ -649,12 +648,22 @@ mod tests {
         block[108] = 0x9c;
         let e = DirBlockIter::new(&block).find_map(|e| e.err()).unwrap();
         assert_eq!((e.offset, e.problem), (104, DirEntryProblem::Overrun));
-        // Or leaves 8 bytes, too few for another entry.
+        // Or leaves 8 bytes, too few for another entry: the record is
+        // read, the 8 bytes after it are the bad entry, as e2fsck's
+        // check_dir_block and the kernel find them.
         block[108] = 0x90;
-        let e = DirBlockIter::new(&block).find_map(|e| e.err()).unwrap();
-        assert_eq!(e.problem, DirEntryProblem::TooCloseToEnd);
+        let mut it = DirBlockIter::new(&block);
+        assert!(it
+            .by_ref()
+            .any(|e| e.is_ok_and(|e| e.offset == 104 && e.rec_len == 912)));
+        let e = it.next().unwrap().unwrap_err();
+        assert_eq!(e.offset, 1016);
         let fe: FormatError = e.into();
-        assert!(fe.to_string().contains("offset 104"));
+        assert!(fe.to_string().contains("offset 1016"));
+        // Or 4, too few for a header.
+        block[108] = 0x94;
+        let e = DirBlockIter::new(&block).find_map(|e| e.err()).unwrap();
+        assert_eq!((e.offset, e.problem), (1020, DirEntryProblem::Overrun));
         // Truncated input.
         assert!(DirBlockIter::new(&[1, 2, 3]).next().unwrap().is_err());
     }

@@ -541,8 +541,8 @@ mod tests {
         // 2M inodes in 128 runs (a kernel-filled filesystem's groups).
         let mut b = SparseBits::default();
         for g in 0..128u32 {
-            for k in 0..15_000 {
-                b.insert(g * 19_536 + 12 + k);
+            for i in 0..15_000 {
+                b.insert(g * 19_536 + 12 + i);
             }
         }
         assert!(b.heap_bytes() < 8 << 10, "{}", b.heap_bytes());
