@@ -384,7 +384,8 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
     }
 }
 
-/// The bits of [`uninit_bitmap`] as sorted, merged cluster runs.
+/// The clusters a BLOCK_UNINIT group's computed bitmap sets (see
+/// [`uninit_bitmap`]), as sorted, merged runs.
 fn uninit_runs(c: &Ctx, g: u32, d: &GroupDesc, out: &mut Vec<(u64, u64)>) {
     let wide = c.wide();
     let cbits = c.geo.cluster_bits;
@@ -419,41 +420,15 @@ fn uninit_runs(c: &Ctx, g: u32, d: &GroupDesc, out: &mut Vec<(u64, u64)>) {
 
 /// The bitmap the kernel computes for a BLOCK_UNINIT group: its own
 /// superblock copy and descriptors, and its own bitmaps and inode table
-/// when they lie inside the group.
+/// when they lie inside the group ([`uninit_runs`] as bits).
 fn uninit_bitmap(c: &Ctx, g: u32, d: &GroupDesc, cpg: u64) -> Vec<u64> {
-    let wide = c.wide();
-    let cbits = c.geo.cluster_bits;
-    let gs = c.geo.group_first_block(g);
-    let ge = gs + c.geo.group_blocks(g);
-    let nclusters = c.geo.group_blocks(g).div_ceil(1 << cbits);
+    let nclusters = c.geo.group_blocks(g).div_ceil(1 << c.geo.cluster_bits);
+    let mut runs = Vec::new();
+    uninit_runs(c, g, d, &mut runs);
     let mut w = vec![0u64; cpg.div_ceil(64) as usize];
-    let mut mark = |a: u64, n: u64| {
-        let a2 = a.max(gs);
-        let b2 = (a + n).min(ge);
-        if a2 < b2 {
-            set_bits(
-                &mut w,
-                (a2 - gs) >> cbits,
-                (b2 - gs + (1 << cbits) - 1) >> cbits,
-            );
-        }
-    };
-    let m = c.geo.group_meta(g);
-    if let Some(s) = m.super_block {
-        mark(s, 1);
+    for (s, e) in runs {
+        set_bits(&mut w, s, e);
     }
-    if let Some((f, n)) = m.old_desc {
-        mark(f, n);
-    }
-    if let Some(b) = m.meta_desc {
-        mark(b, 1);
-    }
-    mark(d.block_bitmap(wide), 1);
-    mark(d.inode_bitmap(wide), 1);
-    mark(
-        d.inode_table(wide),
-        u64::from(c.geo.inode_blocks_per_group()),
-    );
     w.truncate(nclusters.div_ceil(64) as usize);
     if nclusters % 64 != 0 {
         if let Some(l) = w.last_mut() {
