@@ -454,6 +454,28 @@ const CASES: &[Case] = &[
         repair_only: true,
         says: &["Hiding user quota inode 12 (/aquota.user).\nPass 1"],
     },
+    // An unknown incompat bit in a primary superblock whose checksum then
+    // fails: libext2fs checks the checksum first, so e2fsck goes to a
+    // backup (whose features are sound) instead of refusing.
+    Case {
+        name: "unknown feature in a primary with a bad checksum",
+        mkfs: &["-t", "ext4"],
+        size: "16M",
+        damage: |i, _| {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(i)
+                .unwrap();
+            let mut w = [0u8; 4];
+            f.read_exact_at(&mut w, 1024 + 0x60).unwrap();
+            let v = u32::from_le_bytes(w) | 0x4_0000;
+            f.write_all_at(&v.to_le_bytes(), 1024 + 0x60).unwrap();
+        },
+        repair_only: false,
+        says: &["trying backup blocks"],
+    },
     Case {
         name: "dotdot leaves 4 bytes",
         mkfs: &["-t", "ext3", "-b", "1024"],
