@@ -179,6 +179,16 @@ impl Claims {
         !self.settled().irregular
     }
 
+    /// Adds `other`'s claims after these, as if each had been made here.
+    /// Replaying them finds every overlap with these claims; an empty
+    /// claim `other` merged away is still known by its flag.
+    pub(crate) fn absorb(&mut self, other: Claims) {
+        self.irregular |= other.irregular;
+        for cl in other.into_vec() {
+            self.push(cl.start, cl.len, cl.owner);
+        }
+    }
+
     /// Every claim, in the order made (adjacent ones of one owner merged).
     pub(crate) fn into_vec(self) -> Vec<Claim> {
         let mut out = Vec::with_capacity(self.len);

@@ -75,8 +75,26 @@ pub(crate) struct Claim {
     pub owner: u32,
 }
 
+/// What pass 1 found on a worker thread for a stretch of inodes (see
+/// [`Ctx::worker`]).
+pub(crate) struct Found {
+    p: Problems,
+    inodes: Inodes,
+    dirs: Vec<DirRec>,
+    dir_blocks: Vec<DirBlock>,
+    claims: crate::claims::Claims,
+    extra_used: Vec<u32>,
+    large_files: u64,
+    large_dirs: u64,
+    htree_tails: Vec<(u32, u64, u64)>,
+    ea_refs: Vec<u32>,
+    ea_flag_missing: Vec<u32>,
+    stats: Summary,
+    quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
+}
+
 pub(crate) struct Ctx {
-    pub fs: Filesystem,
+    pub fs: std::sync::Arc<Filesystem>,
     pub sb: Superblock,
     pub geo: Geometry,
     pub p: Problems,
@@ -170,6 +188,8 @@ pub(crate) struct Ctx {
     /// Usage counted per quota type and id, for each quota file the
     /// superblock names (see [`crate::quota`]).
     pub quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
+    /// Threads the passes may use (at least 1; see [`crate::Options`]).
+    pub threads: usize,
 }
 
 impl Ctx {
@@ -180,7 +200,7 @@ impl Ctx {
         let groups = geo.group_count as usize;
         let quota = crate::quota::counters(&sb);
         Ctx {
-            fs,
+            fs: std::sync::Arc::new(fs),
             sb,
             geo,
             p: Problems::default(),
@@ -221,6 +241,7 @@ impl Ctx {
             free_blocks_total: 0,
             stats: Summary::default(),
             quota,
+            threads: 1,
         }
     }
 
@@ -276,6 +297,155 @@ impl Ctx {
 
     pub fn claim(&mut self, start: u64, len: u64, owner: u32) {
         self.claims.push(start, len, owner);
+    }
+
+    /// A context for a pass-1 worker thread: this check's filesystem and
+    /// settings, nothing found yet. Its findings for a stretch of inodes
+    /// are taken with [`Ctx::take_found`] and added here with
+    /// [`Ctx::absorb`]; the state that one inode's check leaves for the
+    /// next (shared xattr blocks, encryption policies, the bad block list)
+    /// stays here, as pass 1 checks the inodes that touch it itself.
+    pub(crate) fn worker(&self) -> Ctx {
+        Ctx {
+            fs: self.fs.clone(),
+            sb: self.sb.clone(),
+            geo: self.geo.clone(),
+            p: Problems::uncapped(),
+            notes: Vec::new(),
+            abort: false,
+            fatal: None,
+            bb_corrupt: self.bb_corrupt,
+            bad_group: self.bad_group.clone(),
+            bad_bitmaps: self.bad_bitmaps.clone(),
+            bad_itable: self.bad_itable,
+            groups: self.groups.clone(),
+            enc_policy: std::collections::HashMap::new(),
+            enc_policy_ids: std::collections::HashMap::new(),
+            now: self.now,
+            forced: self.forced,
+            journal_ino: self.journal_ino,
+            journal_backup: self.journal_backup,
+            restart: false,
+            inodes: Inodes::default(),
+            dirs: Vec::new(),
+            dir_blocks: Vec::new(),
+            xattr_blocks: BTreeMap::new(),
+            claims: crate::claims::Claims::default(),
+            extra_used: Vec::new(),
+            reserved: self.reserved.clone(),
+            large_files: 0,
+            large_dirs: 0,
+            htree_tails: Vec::new(),
+            ea_refs: Vec::new(),
+            ea_flag_missing: Vec::new(),
+            reconnects: Vec::new(),
+            relocate: Vec::new(),
+            skip_to_pass5: false,
+            resize_recreate: false,
+            external_journal: None,
+            repairing: self.repairing,
+            bad_blocks: self.bad_blocks.clone(),
+            free_blocks_total: 0,
+            stats: Summary::default(),
+            quota: crate::quota::counters(&self.sb),
+            threads: 1,
+        }
+    }
+
+    /// What a worker context found since the last call (see
+    /// [`Ctx::worker`]).
+    pub(crate) fn take_found(&mut self) -> Found {
+        // Whatever else a check of an inode may touch is the merging
+        // thread's (the inodes that touch it are checked there).
+        debug_assert!(
+            self.xattr_blocks.is_empty()
+                && self.enc_policy.is_empty()
+                && self.relocate.is_empty()
+                && self.notes.is_empty()
+                && !self.abort
+                && !self.restart
+                && !self.resize_recreate
+                && self.fatal.is_none(),
+            "a pass-1 worker touched state shared between inodes"
+        );
+        Found {
+            p: std::mem::replace(&mut self.p, Problems::uncapped()),
+            inodes: std::mem::take(&mut self.inodes),
+            dirs: std::mem::take(&mut self.dirs),
+            dir_blocks: std::mem::take(&mut self.dir_blocks),
+            claims: std::mem::take(&mut self.claims),
+            extra_used: std::mem::take(&mut self.extra_used),
+            large_files: std::mem::take(&mut self.large_files),
+            large_dirs: std::mem::take(&mut self.large_dirs),
+            htree_tails: std::mem::take(&mut self.htree_tails),
+            ea_refs: std::mem::take(&mut self.ea_refs),
+            ea_flag_missing: std::mem::take(&mut self.ea_flag_missing),
+            stats: std::mem::take(&mut self.stats),
+            quota: std::mem::replace(&mut self.quota, crate::quota::counters(&self.sb)),
+        }
+    }
+
+    /// Adds what a worker found for a stretch of inodes, as if this
+    /// context had checked them (in inode order, after everything it has
+    /// checked so far).
+    pub(crate) fn absorb(&mut self, f: Found) {
+        self.p.absorb(f.p);
+        self.inodes.append(f.inodes);
+        self.dirs.extend(f.dirs);
+        self.dir_blocks.extend(f.dir_blocks);
+        self.claims.absorb(f.claims);
+        self.extra_used.extend(f.extra_used);
+        self.large_files += f.large_files;
+        self.large_dirs += f.large_dirs;
+        self.htree_tails.extend(f.htree_tails);
+        self.ea_refs.extend(f.ea_refs);
+        self.ea_flag_missing.extend(f.ea_flag_missing);
+        // Every count adds up (named one by one, so that a new count
+        // cannot be left out).
+        let Summary {
+            inodes_used,
+            inodes_count,
+            blocks_used,
+            blocks_count,
+            regular,
+            directories,
+            symlinks,
+            fast_symlinks,
+            devices,
+            fifos,
+            sockets,
+            multiply_linked,
+            fragmented,
+            deep_extents,
+        } = f.stats;
+        let s = &mut self.stats;
+        for (mine, theirs) in [
+            (&mut s.inodes_used, inodes_used),
+            (&mut s.inodes_count, inodes_count),
+            (&mut s.blocks_used, blocks_used),
+            (&mut s.blocks_count, blocks_count),
+            (&mut s.regular, regular),
+            (&mut s.directories, directories),
+            (&mut s.symlinks, symlinks),
+            (&mut s.fast_symlinks, fast_symlinks),
+            (&mut s.devices, devices),
+            (&mut s.fifos, fifos),
+            (&mut s.sockets, sockets),
+            (&mut s.multiply_linked, multiply_linked),
+            (&mut s.fragmented, fragmented),
+            (&mut s.deep_extents, deep_extents),
+        ] {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self.quota.iter_mut().zip(f.quota) {
+            if let (Some(m), Some(t)) = (mine, theirs) {
+                for (id, u) in t {
+                    let e = m.entry(id).or_default();
+                    e.space = e.space.wrapping_add(u.space);
+                    e.inodes = e.inodes.wrapping_add(u.inodes);
+                }
+            }
+        }
     }
 
     pub fn summary(&self) -> Summary {

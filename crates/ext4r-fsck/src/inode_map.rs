@@ -257,6 +257,41 @@ impl SparseBits {
         None
     }
 
+    /// Adds every member of `other`. A chunk this set does not have is
+    /// moved over whole; where both have one (where two stretches of pass
+    /// 1 meet) `other`'s runs are added one by one, which keeps the
+    /// chunk's form rules.
+    pub(crate) fn append(&mut self, other: SparseBits) {
+        self.miss.set((0, 0));
+        let SparseBits { index, chunks, .. } = other;
+        let mut chunks: Vec<Option<Chunk>> = chunks.into_iter().map(Some).collect();
+        for (c, &slot) in index.iter().enumerate() {
+            if slot == 0 {
+                continue;
+            }
+            let Some(chunk) = chunks[slot as usize - 1].take() else {
+                continue;
+            };
+            if c >= self.index.len() {
+                self.index.resize(c + 1, 0);
+            }
+            if self.index[c] == 0 && !self.dense {
+                self.chunks.push(chunk);
+                self.index[c] = self.chunks.len() as u32;
+                continue;
+            }
+            let base = c as u32 * CHUNK_BITS;
+            let mut o = chunk.next(0);
+            while let Some(m) = o {
+                self.insert(base + u32::from(m));
+                o = m
+                    .checked_add(1)
+                    .filter(|&n| u32::from(n) < CHUNK_BITS)
+                    .and_then(|n| chunk.next(n));
+            }
+        }
+    }
+
     /// Bytes held (for the memory figures in tests and notes).
     #[cfg(test)]
     fn heap_bytes(&self) -> usize {
@@ -367,6 +402,36 @@ impl Inodes {
 
     pub(crate) fn contains(&self, ino: u32) -> bool {
         self.used.contains(ino)
+    }
+
+    /// Adds the inodes `other` recorded (none of them recorded here: pass
+    /// 1 checks each inode once), as if each had been inserted here.
+    pub(crate) fn append(&mut self, other: Inodes) {
+        let Inodes {
+            used,
+            dir,
+            regular,
+            other: kinds,
+            ea,
+            link1,
+            links,
+            named,
+            named_more,
+        } = other;
+        debug_assert!(named.next(0).is_none() && named_more.is_empty());
+        self.used.append(used);
+        self.dir.append(dir);
+        self.regular.append(regular);
+        self.link1.append(link1);
+        for k in kinds {
+            insert_sorted(&mut self.other, k, |e| e.0);
+        }
+        for e in ea {
+            insert_sorted(&mut self.ea, e, |&e| e);
+        }
+        for m in links {
+            insert_sorted(&mut self.links, m, |e| e.ino);
+        }
     }
 
     /// The smallest in-use inode at or after `from`.

@@ -135,6 +135,20 @@ pub struct Options {
     pub rehash: bool,
     /// The journal device of a filesystem with an external journal (`-j`).
     pub external_journal: Option<ExternalJournal>,
+    /// Threads the passes may use (`-m`): 0 for the available cores, 1 for
+    /// a check on the calling thread alone. The findings, their order and
+    /// the repairs do not depend on it.
+    pub threads: usize,
+}
+
+impl Options {
+    /// [`Options::threads`] resolved: at least 1, the available cores for 0.
+    pub fn thread_count(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        }
+    }
 }
 
 /// Counts for the summary line, as e2fsck prints them.
@@ -321,6 +335,7 @@ pub(crate) fn check_with(
     c.now = opts.now;
     c.forced = opts.force;
     c.external_journal = opts.external_journal.clone();
+    c.threads = opts.thread_count();
     c.notes = notes;
     let mut emit = Emitter {
         notes: 0,

@@ -59,79 +59,33 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             first += count;
         }
     }
-    // A reader thread reads ahead, checksums and looks for blocks of
-    // garbage while this thread checks the previous chunk.
-    let dev = c.fs.device_shared();
-    let (first_data_block, blocks_count) = (c.geo.first_data_block, c.geo.blocks_count);
-    let seed = c.csum().then(|| c.sb.csum_seed());
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<u8>)>)>(1);
-    // Buffers come back to the reader once checked: a fresh 256 KiB each
-    // time was zeroed (or faulted in) anew, 2,000 times for 2M inodes.
-    let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::scope(|s| {
-        let jobs_ref = &jobs;
-        s.spawn(move || {
-            for (i, &(g, first, count, off)) in jobs_ref.iter().enumerate() {
-                let len = count as usize * isize;
-                let mut buf = back_rx.try_recv().unwrap_or_default();
-                buf.resize(len, 0);
-                let item = dev.read_at(&mut buf, off).ok().map(|()| {
-                    let mut pre = prescan(&buf, isize, g * ipg + first + 1, seed);
-                    let junk = crate::garbage::garbage_blocks(
-                        &buf,
-                        isize,
-                        bs as usize,
-                        |k| pre[k] & PRE_BAD_CSUM != 0,
-                        first_data_block,
-                        blocks_count,
-                    );
-                    for (p, j) in pre.iter_mut().zip(junk) {
-                        if j {
-                            *p |= PRE_GARBAGE;
-                        }
-                    }
-                    (buf, pre)
-                });
-                if tx.send((i, item)).is_err() {
-                    break;
-                }
-            }
-        });
-        for (i, item) in rx.iter() {
-            // After a fatal error the reader is drained, not checked (the
-            // channel is bounded: leaving it would block the reader).
+    let scan = Scan {
+        dev: c.fs.device_shared(),
+        isize,
+        ipg,
+        bs: bs as usize,
+        first_data_block: c.geo.first_data_block,
+        blocks_count: c.geo.blocks_count,
+        seed: c.csum().then(|| c.sb.csum_seed()),
+    };
+    if c.threads > 1 && jobs.len() > 1 {
+        parallel(c, &jobs, &specials, &scan, progress);
+    } else {
+        let mut buf = Vec::new();
+        for &job in &jobs {
             if c.abort {
-                continue;
+                break;
             }
-            let (g, first, count, _) = jobs[i];
-            progress(1, u64::from(g), u64::from(groups));
-            let Some((buf, pre)) = item else {
-                c.p.error(
-                    1,
-                    "PR_1_ISCAN_ERROR",
-                    format!("Error while reading inode table of group {g}."),
-                );
-                if !c.repairing {
-                    // e2fsck -n answers "Ignore error? no" to the failed
-                    // read, and an inode scan that cannot go on is fatal
-                    // (PR_1_ISCAN_ERROR is PR_FATAL): exit 8. A repair
-                    // ignores it and goes on, as e2fsck -y does.
-                    c.fatal = Some(format!(
-                        "Error while scanning inodes: cannot read the inode table of group {g}"
-                    ));
-                    c.abort = true;
+            let pre = scan.read(job, &mut buf);
+            if take_chunk(c, job, groups, progress, pre.is_some()) {
+                let pre = pre.unwrap_or_default();
+                let base = job.0 * ipg + job.1 + 1;
+                for (k, rec) in buf.chunks(isize).enumerate() {
+                    check_inode(c, base + k as u32, rec, &specials, pre[k]);
                 }
-                continue;
-            };
-            let base = g * ipg + first + 1;
-            for k in 0..count {
-                let rec = &buf[k as usize * isize..(k as usize + 1) * isize];
-                check_inode(c, base + k, rec, &specials, pre[k as usize]);
             }
-            // Dropped instead when the reader has finished.
-            let _ = back_tx.send(buf);
         }
-    });
+    }
     crate::pass1_xattr::finish_xattr_blocks(c);
     crate::resize_inode::finish(c);
     // Kept with repeats: pass 4 counts the references to each EA inode.
@@ -160,6 +114,212 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             );
         }
     }
+}
+
+/// One read of pass 1: (group, first inode index in it, inodes, byte
+/// offset of the first).
+type Job = (u32, u32, u32, u64);
+
+/// What reading the inode tables needs, shared by the threads that read.
+struct Scan {
+    dev: std::sync::Arc<dyn ext4r::device::BlockDevice>,
+    isize: usize,
+    ipg: u32,
+    bs: usize,
+    first_data_block: u64,
+    blocks_count: u64,
+    seed: Option<u32>,
+}
+
+impl Scan {
+    /// Reads `job`'s records into `buf` and works out what needs no
+    /// shared state per record ([`prescan`], the garbage test); `None`
+    /// when the read fails.
+    fn read(&self, job: Job, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+        let (g, first, count, off) = job;
+        buf.resize(count as usize * self.isize, 0);
+        self.dev.read_at(buf, off).ok()?;
+        let mut pre = prescan(buf, self.isize, g * self.ipg + first + 1, self.seed);
+        let junk = crate::garbage::garbage_blocks(
+            buf,
+            self.isize,
+            self.bs,
+            |k| pre[k] & PRE_BAD_CSUM != 0,
+            self.first_data_block,
+            self.blocks_count,
+        );
+        for (p, j) in pre.iter_mut().zip(junk) {
+            if j {
+                *p |= PRE_GARBAGE;
+            }
+        }
+        Some(pre)
+    }
+}
+
+/// The start of a chunk's checks, in order: progress, and the failed read
+/// (e2fsck -n's "Ignore error? no", fatal; a repair ignores it and goes
+/// on, as e2fsck -y does). Whether its records are to be checked.
+fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: bool) -> bool {
+    let g = job.0;
+    progress(1, u64::from(g), u64::from(groups));
+    if read {
+        return true;
+    }
+    c.p.error(
+        1,
+        "PR_1_ISCAN_ERROR",
+        format!("Error while reading inode table of group {g}."),
+    );
+    if !c.repairing {
+        // An inode scan that cannot go on is fatal (PR_1_ISCAN_ERROR is
+        // PR_FATAL): exit 8.
+        c.fatal = Some(format!(
+            "Error while scanning inodes: cannot read the inode table of group {g}"
+        ));
+        c.abort = true;
+    }
+    false
+}
+
+/// A chunk as a worker thread checked it: what it found, in stretches cut
+/// at the inodes left to the merging thread (with their records), or
+/// `None` when the read failed.
+struct Checked {
+    found: Vec<crate::ctx::Found>,
+    /// (index in the chunk, prescan bits, record).
+    left: Vec<(u32, u8, Vec<u8>)>,
+}
+
+/// Whether checking inode `ino` reads or changes what the checks of other
+/// inodes share, so that it must be checked in inode order on the merging
+/// thread: the reserved and special inodes, the journal's, an inode with
+/// an xattr block (blocks are shared and counted), an encrypted one
+/// (policies are numbered as met), any inode while a bad block list is in
+/// force (its checks look the list up and may move metadata).
+fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
+    if ino < c.sb.first_ino() || ino == c.journal_ino || specials.contains(&ino) {
+        return true;
+    }
+    // An all-zero record is done with before the rest is looked at.
+    if pre & PRE_ZERO != 0 {
+        return false;
+    }
+    if !c.bad_blocks.is_empty() {
+        return true;
+    }
+    let word = |at: usize, n: usize| {
+        rec.get(at..at + n).map_or(0, |b| {
+            b.iter().rev().fold(0u32, |v, &x| v << 8 | u32::from(x))
+        })
+    };
+    // i_file_acl_lo, l_i_file_acl_high, i_flags.
+    word(0x68, 4) != 0 || word(0x76, 2) != 0 || word(0x20, 4) & InodeFlags::ENCRYPT.bits() != 0
+}
+
+/// Pass 1 on `c.threads` worker threads, each reading and checking chunks
+/// of the inode tables on its own context ([`Ctx::worker`]); this thread
+/// adds their findings chunk by chunk in inode order and checks the
+/// inodes [`in_order`] names itself, in their place. The result is the
+/// one a single thread gets: every finding in the same order.
+fn parallel(c: &mut Ctx, jobs: &[Job], specials: &[u32], scan: &Scan, progress: Progress<'_>) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
+    let workers = c.threads.min(jobs.len());
+    // Chunks a worker may be ahead of the merge: bounds what is held
+    // (each chunk's buffer is the worker's; its findings wait here).
+    let ahead = 2 * workers + 2;
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let merged = (Mutex::new(0usize), Condvar::new());
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<Checked>)>();
+    let ipg = scan.ipg;
+    let groups = c.geo.group_count;
+    let contexts: Vec<Ctx> = (0..workers).map(|_| c.worker()).collect();
+    std::thread::scope(|s| {
+        for mut w in contexts {
+            let tx = tx.clone();
+            let (next, stop, merged) = (&next, &stop, &merged);
+            s.spawn(move || {
+                let mut buf = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&job) = jobs.get(i) else { break };
+                    {
+                        let (lock, cv) = merged;
+                        let mut done = lock.lock().unwrap_or_else(|e| e.into_inner());
+                        while i >= *done + ahead && !stop.load(Ordering::Relaxed) {
+                            done = cv.wait(done).unwrap_or_else(|e| e.into_inner());
+                        }
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        // Drained unchecked after a fatal error.
+                        let _ = tx.send((i, None));
+                        continue;
+                    }
+                    let checked = scan.read(job, &mut buf).map(|pre| {
+                        let base = job.0 * ipg + job.1 + 1;
+                        let mut out = Checked {
+                            found: Vec::new(),
+                            left: Vec::new(),
+                        };
+                        for (k, rec) in buf.chunks(scan.isize).enumerate() {
+                            let ino = base + k as u32;
+                            if in_order(&w, ino, rec, pre[k], specials) {
+                                out.found.push(w.take_found());
+                                out.left.push((k as u32, pre[k], rec.to_vec()));
+                            } else {
+                                check_inode(&mut w, ino, rec, specials, pre[k]);
+                            }
+                        }
+                        out.found.push(w.take_found());
+                        out
+                    });
+                    if tx.send((i, checked)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut waiting: std::collections::BTreeMap<usize, Option<Checked>> = Default::default();
+        for (i, &job) in jobs.iter().enumerate() {
+            let item = loop {
+                if let Some(item) = waiting.remove(&i) {
+                    break item;
+                }
+                match rx.recv() {
+                    Ok((j, item)) => {
+                        waiting.insert(j, item);
+                    }
+                    // Every worker gone without chunk `i`: cannot
+                    // happen (each index taken is sent).
+                    Err(_) => break None,
+                }
+            };
+            if !c.abort && take_chunk(c, job, groups, progress, item.is_some()) {
+                if let Some(Checked { found, left }) = item {
+                    let base = job.0 * ipg + job.1 + 1;
+                    let mut found = found.into_iter();
+                    for (k, pre, rec) in left {
+                        if let Some(f) = found.next() {
+                            c.absorb(f);
+                        }
+                        check_inode(c, base + k, &rec, specials, pre);
+                    }
+                    for f in found {
+                        c.absorb(f);
+                    }
+                }
+            }
+            if c.abort {
+                stop.store(true, Ordering::Relaxed);
+            }
+            let (lock, cv) = &merged;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = i + 1;
+            cv.notify_all();
+        }
+    });
 }
 
 /// `s_creator_os` of the GNU Hurd.

@@ -35,6 +35,9 @@ pub struct Problems {
     overflow_fixes: Vec<crate::fix::Fix>,
     errors: u64,
     dropped: u64,
+    /// Keeps every message: a pass-1 worker's findings for a stretch of
+    /// inodes, which go through [`Problems::absorb`] (and its cap) later.
+    uncapped: bool,
 }
 
 /// Messages kept in full; beyond this only the counts grow.
@@ -84,7 +87,7 @@ impl Problems {
         if severity == Severity::Error {
             self.errors += 1;
         }
-        if self.list.len() < KEEP {
+        if self.list.len() < KEEP || self.uncapped {
             self.list.push(Problem {
                 pass,
                 code,
@@ -98,6 +101,27 @@ impl Problems {
             if let Some(f) = fix {
                 self.overflow_fixes.push(f);
             }
+        }
+    }
+
+    /// A list without the cap, for findings that [`Problems::absorb`] adds
+    /// to a capped one.
+    pub(crate) fn uncapped() -> Self {
+        Problems {
+            uncapped: true,
+            ..Problems::default()
+        }
+    }
+
+    /// Adds `other`'s findings after these, as if each had been found here
+    /// (the cap applies as it would have).
+    pub(crate) fn absorb(&mut self, other: Problems) {
+        debug_assert_eq!(other.dropped, 0, "absorbed from a capped list");
+        for p in other.list {
+            self.push(p.pass, p.code, p.severity, p.message, p.fix);
+        }
+        for f in other.overflow_fixes {
+            self.overflow_fixes.push(f);
         }
     }
 

@@ -66,6 +66,16 @@ pub(crate) struct Args {
     /// Print timing per pass.
     #[arg(short = 't')]
     timing: bool,
+    /// Threads for the passes (0: the available cores; 1: one thread). The
+    /// findings and repairs are the same whatever the number. (`-j` is
+    /// e2fsck's external journal; `-m` is the parallel e2fsck patches'.)
+    #[arg(
+        short = 'm',
+        long = "threads",
+        value_name = "threads",
+        default_value_t = 0
+    )]
+    threads: usize,
     /// Print the result as JSON (problems, counts, time per pass).
     #[arg(long)]
     json: bool,
@@ -307,6 +317,7 @@ fn run(a: &Args) -> u8 {
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;
     opts.now = now();
+    opts.threads = a.threads;
     opts.external_journal = match external_journal(a, false) {
         Ok(j) => j,
         Err(code) => return code,
@@ -439,6 +450,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     opts.block_size = a.block_size;
     opts.now = now();
     opts.rehash = a.optimize_dirs;
+    opts.threads = a.threads;
     opts.external_journal = match external_journal(a, true) {
         Ok(j) => j,
         Err(code) => return code,
