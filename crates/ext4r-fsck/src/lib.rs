@@ -53,6 +53,7 @@ mod journal_move;
 mod lost_found;
 mod mmp;
 mod observe;
+mod ordered;
 mod orphan;
 mod orphan_blocks;
 mod orphan_file;

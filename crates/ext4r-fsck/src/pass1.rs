@@ -183,8 +183,7 @@ fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: 
 }
 
 /// A chunk as a worker thread checked it: what it found, in stretches cut
-/// at the inodes left to the merging thread (with their records), or
-/// `None` when the read failed.
+/// at the inodes left to the merging thread (with their records).
 struct Checked {
     found: Vec<crate::ctx::Found>,
     /// (index in the chunk, prescan bits, record).
@@ -223,102 +222,51 @@ fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
 /// inodes [`in_order`] names itself, in their place. The result is the
 /// one a single thread gets: every finding in the same order.
 fn parallel(c: &mut Ctx, jobs: &[Job], specials: &[u32], scan: &Scan, progress: Progress<'_>) {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::{Condvar, Mutex};
     let workers = c.threads.min(jobs.len());
-    // Chunks a worker may be ahead of the merge: bounds what is held
-    // (each chunk's buffer is the worker's; its findings wait here).
-    let ahead = 2 * workers + 2;
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    let merged = (Mutex::new(0usize), Condvar::new());
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<Checked>)>();
     let ipg = scan.ipg;
     let groups = c.geo.group_count;
-    let contexts: Vec<Ctx> = (0..workers).map(|_| c.worker()).collect();
-    std::thread::scope(|s| {
-        for mut w in contexts {
-            let tx = tx.clone();
-            let (next, stop, merged) = (&next, &stop, &merged);
-            s.spawn(move || {
-                let mut buf = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&job) = jobs.get(i) else { break };
-                    {
-                        let (lock, cv) = merged;
-                        let mut done = lock.lock().unwrap_or_else(|e| e.into_inner());
-                        while i >= *done + ahead && !stop.load(Ordering::Relaxed) {
-                            done = cv.wait(done).unwrap_or_else(|e| e.into_inner());
-                        }
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        // Drained unchecked after a fatal error.
-                        let _ = tx.send((i, None));
-                        continue;
-                    }
-                    let checked = scan.read(job, &mut buf).map(|pre| {
-                        let base = job.0 * ipg + job.1 + 1;
-                        let mut out = Checked {
-                            found: Vec::new(),
-                            left: Vec::new(),
-                        };
-                        for (k, rec) in buf.chunks(scan.isize).enumerate() {
-                            let ino = base + k as u32;
-                            if in_order(&w, ino, rec, pre[k], specials) {
-                                out.found.push(w.take_found());
-                                out.left.push((k as u32, pre[k], rec.to_vec()));
-                            } else {
-                                check_inode(&mut w, ino, rec, specials, pre[k]);
-                            }
-                        }
-                        out.found.push(w.take_found());
-                        out
-                    });
-                    if tx.send((i, checked)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        let mut waiting: std::collections::BTreeMap<usize, Option<Checked>> = Default::default();
-        for (i, &job) in jobs.iter().enumerate() {
-            let item = loop {
-                if let Some(item) = waiting.remove(&i) {
-                    break item;
-                }
-                match rx.recv() {
-                    Ok((j, item)) => {
-                        waiting.insert(j, item);
-                    }
-                    // Every worker gone without chunk `i`: cannot
-                    // happen (each index taken is sent).
-                    Err(_) => break None,
-                }
+    let states: Vec<(Ctx, Vec<u8>)> = (0..workers).map(|_| (c.worker(), Vec::new())).collect();
+    // A few chunks ahead per worker: each holds its own buffer, and the
+    // findings of a chunk wait until it is taken.
+    let work = |(w, buf): &mut (Ctx, Vec<u8>), i: usize| {
+        let job = jobs[i];
+        scan.read(job, buf).map(|pre| {
+            let base = job.0 * ipg + job.1 + 1;
+            let mut out = Checked {
+                found: Vec::new(),
+                left: Vec::new(),
             };
-            if !c.abort && take_chunk(c, job, groups, progress, item.is_some()) {
-                if let Some(Checked { found, left }) = item {
-                    let base = job.0 * ipg + job.1 + 1;
-                    let mut found = found.into_iter();
-                    for (k, pre, rec) in left {
-                        if let Some(f) = found.next() {
-                            c.absorb(f);
-                        }
-                        check_inode(c, base + k, &rec, specials, pre);
-                    }
-                    for f in found {
+            for (k, rec) in buf.chunks(scan.isize).enumerate() {
+                let ino = base + k as u32;
+                if in_order(w, ino, rec, pre[k], specials) {
+                    out.found.push(w.take_found());
+                    out.left.push((k as u32, pre[k], rec.to_vec()));
+                } else {
+                    check_inode(w, ino, rec, specials, pre[k]);
+                }
+            }
+            out.found.push(w.take_found());
+            out
+        })
+    };
+    crate::ordered::ordered(jobs.len(), states, 2 * workers + 2, work, |i, item| {
+        let job = jobs[i];
+        if take_chunk(c, job, groups, progress, item.is_some()) {
+            if let Some(Checked { found, left }) = item {
+                let base = job.0 * ipg + job.1 + 1;
+                let mut found = found.into_iter();
+                for (k, pre, rec) in left {
+                    if let Some(f) = found.next() {
                         c.absorb(f);
                     }
+                    check_inode(c, base + k, &rec, specials, pre);
+                }
+                for f in found {
+                    c.absorb(f);
                 }
             }
-            if c.abort {
-                stop.store(true, Ordering::Relaxed);
-            }
-            let (lock, cv) = &merged;
-            *lock.lock().unwrap_or_else(|e| e.into_inner()) = i + 1;
-            cv.notify_all();
         }
+        !c.abort
     });
 }
 

@@ -62,58 +62,70 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let v0 = htree::version_for(c, c.sb.s_def_hash_version);
     let hseed = c.sb.hash_seed();
     let dev = c.fs.device_shared();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<(Vec<u8>, Vec<Pre>)>)>(2);
-    // Buffers go back to the reader once checked (see pass 1).
-    let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::scope(|s| {
-        let (runs_ref, blocks_ref, meta_of) = (&runs, &blocks, &meta_of);
-        s.spawn(move || {
-            for (r, &(i, j)) in runs_ref.iter().enumerate() {
-                let mut buf = back_rx.try_recv().unwrap_or_default();
-                buf.resize((j - i) * bs as usize, 0);
-                let item = dev
-                    .read_at(&mut buf, blocks_ref[i].phys * bs)
-                    .ok()
-                    .map(|()| {
-                        let meta: Vec<(u32, bool)> = blocks_ref[i..j].iter().map(meta_of).collect();
-                        let pre = prescan(&meta, &buf, bs as usize, csum, v0, &hseed);
-                        (buf, pre)
-                    });
-                if tx.send((r, item)).is_err() {
-                    break;
+    // Reads a run of blocks and works out ahead of the checks what needs
+    // no shared state (`None`: the read failed).
+    let read = |buf: &mut Vec<u8>, r: usize| {
+        let (i, j) = runs[r];
+        buf.resize((j - i) * bs as usize, 0);
+        dev.read_at(buf, blocks[i].phys * bs).ok().map(|()| {
+            let meta: Vec<(u32, bool)> = blocks[i..j].iter().map(meta_of).collect();
+            prescan(&meta, buf, bs as usize, csum, v0, &hseed)
+        })
+    };
+    let mut check = |c: &mut Ctx, r: usize, buf: &[u8], pre: Option<Vec<Pre>>| {
+        let (i, j) = runs[r];
+        progress(2, i as u64, total);
+        let Some(pre) = pre else {
+            for b in &blocks[i..j] {
+                c.p.error(
+                    2,
+                    "PR_2_READ_DIRBLOCK",
+                    format!(
+                        "Error reading directory block {} (inode {}).",
+                        { b.phys },
+                        { b.ino }
+                    ),
+                );
+            }
+            return;
+        };
+        for (k, b) in blocks[i..j].iter().enumerate() {
+            let block = &buf[k * bs as usize..(k + 1) * bs as usize];
+            if b.lblk == 0 {
+                if let Some(d) = c.dir_idx(b.ino) {
+                    saw_block0[d] = true;
                 }
             }
-        });
-        for (r, item) in rx.iter() {
-            let (i, j) = runs[r];
-            progress(2, i as u64, total);
-            let Some((buf, pre)) = item else {
-                for b in &blocks[i..j] {
-                    c.p.error(
-                        2,
-                        "PR_2_READ_DIRBLOCK",
-                        format!(
-                            "Error reading directory block {} (inode {}).",
-                            { b.phys },
-                            { b.ino }
-                        ),
-                    );
-                }
-                continue;
-            };
-            for (k, b) in blocks[i..j].iter().enumerate() {
-                let block = &buf[k * bs as usize..(k + 1) * bs as usize];
-                if b.lblk == 0 {
-                    if let Some(d) = c.dir_idx(b.ino) {
-                        saw_block0[d] = true;
-                    }
-                }
-                dir_block(c, &mut dx, b, block, pre.get(k).copied());
-            }
-            // Dropped instead when the reader has finished.
-            let _ = back_tx.send(buf);
+            dir_block(c, &mut dx, b, block, pre.get(k).copied());
         }
-    });
+    };
+    if c.threads > 1 && runs.len() > 1 {
+        // Readers on all threads but this one, which checks: the checks
+        // are in order (they count links and find parents as they go).
+        let readers = (c.threads - 1).min(runs.len());
+        let states: Vec<Vec<u8>> = vec![Vec::new(); readers];
+        crate::ordered::ordered(
+            runs.len(),
+            states,
+            readers + 1,
+            |buf: &mut Vec<u8>, r| {
+                let pre = read(buf, r);
+                // The buffer goes with its findings; the reader starts a
+                // new one (the checked one is dropped).
+                (std::mem::take(buf), pre)
+            },
+            |r, (buf, pre)| {
+                check(c, r, &buf, pre);
+                true
+            },
+        );
+    } else {
+        let mut buf = Vec::new();
+        for r in 0..runs.len() {
+            let pre = read(&mut buf, r);
+            check(c, r, &buf, pre);
+        }
+    }
     inline_dirs(c);
     htree::check(c, dx);
     for (d, saw) in saw_block0.iter().enumerate() {
