@@ -105,12 +105,12 @@ pub(crate) fn note_node(dx: &mut DxDirs, ino: u32, lblk: u64, block: &[u8]) -> b
 }
 
 /// Records the hash range of a leaf's names.
-pub(crate) fn note_leaf(
+pub(crate) fn note_leaf<'a>(
     c: &Ctx,
     dx: &mut DxDirs,
     ino: u32,
     lblk: u64,
-    names: &[&[u8]],
+    names: impl FnOnce() -> Vec<&'a [u8]>,
     pre: Option<(u32, u32, u8)>,
 ) {
     let d = dx.entry(ino);
@@ -132,7 +132,7 @@ pub(crate) fn note_leaf(
     let seed = c.sb.hash_seed();
     let mut lo = u32::MAX;
     let mut hi = 0u32;
-    for n in names {
+    for n in names() {
         if let Ok(h) = dx_hash(v, n, &seed) {
             lo = lo.min(h.major);
             hi = hi.max(h.major);

@@ -134,7 +134,7 @@ impl Chunk {
 /// inodes, which lie in long runs, take a few bytes per run: a bitmap of
 /// the 2.5M inode numbers of a 2M-file filesystem took 305 KiB, and pass 1
 /// keeps five.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct SparseBits {
     /// One more than each chunk's slot in `chunks` (0: no member in it).
     index: Vec<u32>,
@@ -146,10 +146,40 @@ pub(crate) struct SparseBits {
     /// The `[start, end)` run the last successful lookup found (members
     /// are never removed, so it stays true): passes 2 and 4 look up
     /// inodes of one directory, or in order, mostly in the same run.
-    hit: std::cell::Cell<(u32, u32)>,
+    hit: Span,
     /// The `[start, end)` gap between runs the last failed lookup fell in
     /// (cleared by an insert): most inodes are not directories.
-    miss: std::cell::Cell<(u32, u32)>,
+    miss: Span,
+}
+
+/// A cached `[start, end)` range of inode numbers. Atomic, so that the
+/// sets can be read from several threads (pass 2's readers); each reader
+/// just finds what another cached, which is as true for it.
+#[derive(Debug, Default)]
+struct Span(std::sync::atomic::AtomicU64);
+
+impl Span {
+    fn get(&self) -> (u32, u32) {
+        let v = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        ((v >> 32) as u32, v as u32)
+    }
+
+    fn set(&self, (start, end): (u32, u32)) {
+        let v = u64::from(start) << 32 | u64::from(end);
+        self.0.store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Clone for SparseBits {
+    fn clone(&self) -> Self {
+        SparseBits {
+            index: self.index.clone(),
+            chunks: self.chunks.clone(),
+            dense: self.dense,
+            hit: Span::default(),
+            miss: Span::default(),
+        }
+    }
 }
 
 impl SparseBits {
@@ -314,9 +344,10 @@ pub(crate) struct InodeRec {
     pub ea_inode: bool,
 }
 
-/// The in-use inodes pass 1 lists for passes 2–5.
-#[derive(Debug)]
-pub(crate) struct Inodes {
+/// What pass 1 found of the in-use inodes: their kinds and link counts.
+/// Fixed once pass 1 is done, and shared then with pass 2's readers.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Kinds {
     used: SparseBits,
     dir: SparseBits,
     regular: SparseBits,
@@ -326,119 +357,11 @@ pub(crate) struct Inodes {
     ea: Vec<u32>,
     /// `i_links_count` is 1.
     link1: SparseBits,
-    /// Any other `i_links_count` (directories, hard links, 0), sorted, with
-    /// the names counted for it.
-    links: Vec<Multi>,
-    /// Inodes outside `links` named at least once.
-    named: SparseBits,
-    /// Inodes outside `links` named more than once: how often (a
-    /// damaged tree's exception).
-    named_more: BTreeMap<u32, u32>,
+    /// Any other `i_links_count` (directories, hard links, 0), sorted.
+    links: Vec<(u32, u16)>,
 }
 
-impl Default for Inodes {
-    fn default() -> Self {
-        Inodes {
-            used: SparseBits::default(),
-            dir: SparseBits::default(),
-            regular: SparseBits::default(),
-            other: Vec::new(),
-            ea: Vec::new(),
-            link1: SparseBits::default(),
-            links: Vec::new(),
-            // Filled in pass 2's order, not the inodes'.
-            named: SparseBits::dense(),
-            named_more: BTreeMap::new(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Multi {
-    ino: u32,
-    links: u16,
-    counted: u32,
-}
-
-/// Inserts into a list kept sorted by `key`; pass 1 adds in inode order,
-/// so this is nearly always a push.
-fn insert_sorted<T>(v: &mut Vec<T>, item: T, key: impl Fn(&T) -> u32) {
-    let k = key(&item);
-    match v.last() {
-        Some(last) if key(last) >= k => {
-            let at = v.partition_point(|x| key(x) < k);
-            v.insert(at, item);
-        }
-        _ => v.push(item),
-    }
-}
-
-impl Inodes {
-    /// Records an in-use inode (counted 0). An inode already recorded is
-    /// left as it is.
-    pub(crate) fn insert(&mut self, ino: u32, links: u16, kind: FileKind, ea_inode: bool) {
-        if !self.used.insert_new(ino) {
-            return;
-        }
-        match kind {
-            FileKind::Directory => self.dir.insert(ino),
-            FileKind::Regular => self.regular.insert(ino),
-            k => insert_sorted(&mut self.other, (ino, k), |e| e.0),
-        }
-        if ea_inode {
-            insert_sorted(&mut self.ea, ino, |&e| e);
-        }
-        if links == 1 {
-            self.link1.insert(ino);
-        } else {
-            let m = Multi {
-                ino,
-                links,
-                counted: 0,
-            };
-            insert_sorted(&mut self.links, m, |e| e.ino);
-        }
-    }
-
-    pub(crate) fn contains(&self, ino: u32) -> bool {
-        self.used.contains(ino)
-    }
-
-    /// Adds the inodes `other` recorded (none of them recorded here: pass
-    /// 1 checks each inode once), as if each had been inserted here.
-    pub(crate) fn append(&mut self, other: Inodes) {
-        let Inodes {
-            used,
-            dir,
-            regular,
-            other: kinds,
-            ea,
-            link1,
-            links,
-            named,
-            named_more,
-        } = other;
-        debug_assert!(named.next(0).is_none() && named_more.is_empty());
-        self.used.append(used);
-        self.dir.append(dir);
-        self.regular.append(regular);
-        self.link1.append(link1);
-        for k in kinds {
-            insert_sorted(&mut self.other, k, |e| e.0);
-        }
-        for e in ea {
-            insert_sorted(&mut self.ea, e, |&e| e);
-        }
-        for m in links {
-            insert_sorted(&mut self.links, m, |e| e.ino);
-        }
-    }
-
-    /// The smallest in-use inode at or after `from`.
-    pub(crate) fn next(&self, from: u32) -> Option<u32> {
-        self.used.next(from)
-    }
-
+impl Kinds {
     pub(crate) fn kind(&self, ino: u32) -> Option<FileKind> {
         if self.regular.contains(ino) {
             Some(FileKind::Regular)
@@ -452,24 +375,150 @@ impl Inodes {
         }
     }
 
-    pub(crate) fn is_dir(&self, ino: u32) -> bool {
-        self.dir.contains(ino)
+    fn multi(&self, ino: u32) -> Option<usize> {
+        self.links.binary_search_by_key(&ino, |m| m.0).ok()
+    }
+}
+
+/// The in-use inodes pass 1 lists for passes 2–5, and the names passes
+/// 2–4 count for them.
+#[derive(Debug)]
+pub(crate) struct Inodes {
+    kinds: std::sync::Arc<Kinds>,
+    /// Names counted for each of `kinds.links`, in its order.
+    counted: Vec<u32>,
+    /// Inodes outside `links` named at least once.
+    named: SparseBits,
+    /// Inodes outside `links` named more than once: how often (a
+    /// damaged tree's exception).
+    named_more: BTreeMap<u32, u32>,
+}
+
+impl Default for Inodes {
+    fn default() -> Self {
+        Inodes {
+            kinds: Default::default(),
+            counted: Vec::new(),
+            // Filled in pass 2's order, not the inodes'.
+            named: SparseBits::dense(),
+            named_more: BTreeMap::new(),
+        }
+    }
+}
+
+/// Inserts into a list kept sorted by `key`; pass 1 adds in inode order,
+/// so this is nearly always a push. Returns where it went.
+fn insert_sorted<T>(v: &mut Vec<T>, item: T, key: impl Fn(&T) -> u32) -> usize {
+    let k = key(&item);
+    match v.last() {
+        Some(last) if key(last) >= k => {
+            let at = v.partition_point(|x| key(x) < k);
+            v.insert(at, item);
+            at
+        }
+        _ => {
+            v.push(item);
+            v.len() - 1
+        }
+    }
+}
+
+impl Inodes {
+    /// Records an in-use inode (counted 0). An inode already recorded is
+    /// left as it is.
+    pub(crate) fn insert(&mut self, ino: u32, links: u16, kind: FileKind, ea_inode: bool) {
+        let k = std::sync::Arc::make_mut(&mut self.kinds);
+        if !k.used.insert_new(ino) {
+            return;
+        }
+        match kind {
+            FileKind::Directory => k.dir.insert(ino),
+            FileKind::Regular => k.regular.insert(ino),
+            other => {
+                insert_sorted(&mut k.other, (ino, other), |e| e.0);
+            }
+        }
+        if ea_inode {
+            insert_sorted(&mut k.ea, ino, |&e| e);
+        }
+        if links == 1 {
+            k.link1.insert(ino);
+        } else {
+            let at = insert_sorted(&mut k.links, (ino, links), |e| e.0);
+            self.counted.insert(at, 0);
+        }
     }
 
-    fn multi(&self, ino: u32) -> Option<usize> {
-        self.links.binary_search_by_key(&ino, |m| m.ino).ok()
+    pub(crate) fn contains(&self, ino: u32) -> bool {
+        self.kinds.used.contains(ino)
+    }
+
+    /// Adds the inodes `other` recorded (none of them recorded here: pass
+    /// 1 checks each inode once), as if each had been inserted here.
+    pub(crate) fn append(&mut self, other: Inodes) {
+        let Inodes {
+            kinds,
+            counted,
+            named,
+            named_more,
+        } = other;
+        debug_assert!(named.next(0).is_none() && named_more.is_empty());
+        debug_assert!(counted.iter().all(|&n| n == 0));
+        let Kinds {
+            used,
+            dir,
+            regular,
+            other: others,
+            ea,
+            link1,
+            links,
+        } = std::sync::Arc::unwrap_or_clone(kinds);
+        let k = std::sync::Arc::make_mut(&mut self.kinds);
+        k.used.append(used);
+        k.dir.append(dir);
+        k.regular.append(regular);
+        k.link1.append(link1);
+        for o in others {
+            insert_sorted(&mut k.other, o, |e| e.0);
+        }
+        for e in ea {
+            insert_sorted(&mut k.ea, e, |&e| e);
+        }
+        for m in links {
+            let at = insert_sorted(&mut k.links, m, |e| e.0);
+            self.counted.insert(at, 0);
+        }
+    }
+
+    /// The kinds and link counts, to be read on other threads (pass 1 is
+    /// over: a later insert would copy them).
+    pub(crate) fn kinds(&self) -> std::sync::Arc<Kinds> {
+        self.kinds.clone()
+    }
+
+    /// The smallest in-use inode at or after `from`.
+    pub(crate) fn next(&self, from: u32) -> Option<u32> {
+        self.kinds.used.next(from)
+    }
+
+    pub(crate) fn kind(&self, ino: u32) -> Option<FileKind> {
+        self.kinds.kind(ino)
+    }
+
+    pub(crate) fn is_dir(&self, ino: u32) -> bool {
+        self.kinds.dir.contains(ino)
     }
 
     /// Counts one more name for `ino` (an in-use inode; others are not
     /// counted).
     pub(crate) fn add_name(&mut self, ino: u32) {
-        if !self.used.contains(ino) {
+        if !self.kinds.used.contains(ino) {
             return;
         }
-        if !self.link1.contains(ino) {
-            if let Some(i) = self.multi(ino) {
-                let m = &mut self.links[i];
-                m.counted = m.counted.saturating_add(1);
+        if !self.kinds.link1.contains(ino) {
+            if let Some(i) = self.kinds.multi(ino) {
+                let m = &mut self.counted[i];
+                *m = m.saturating_add(1);
                 return;
             }
         }
@@ -482,11 +531,11 @@ impl Inodes {
     /// The record of an in-use inode.
     pub(crate) fn get(&self, ino: u32) -> Option<InodeRec> {
         let kind = self.kind(ino)?;
-        let (links, counted) = if self.link1.contains(ino) {
+        let (links, counted) = if self.kinds.link1.contains(ino) {
             (1, self.named_count(ino))
         } else {
-            match self.multi(ino) {
-                Some(i) => (self.links[i].links, self.links[i].counted),
+            match self.kinds.multi(ino) {
+                Some(i) => (self.kinds.links[i].1, self.counted[i]),
                 None => (1, self.named_count(ino)),
             }
         };
@@ -495,7 +544,7 @@ impl Inodes {
             links,
             kind,
             counted,
-            ea_inode: self.ea.binary_search(&ino).is_ok(),
+            ea_inode: self.kinds.ea.binary_search(&ino).is_ok(),
         })
     }
 

@@ -49,16 +49,29 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // whether its names are hashed (htree) so leaf ranges are worth
     // computing ahead. Per directory, sorted as `c.dirs`, where a copy per
     // block took 112 KiB of the peak for 2M files.
-    let dir_meta: Vec<(u32, u32, bool)> = c
+    let dir_meta: Vec<(u32, Meta)> = c
         .dirs
         .iter()
-        .map(|r| (r.ino, r.seed, r.htree && !r.encrypted && !r.casefold))
+        .map(|r| {
+            let meta = Meta {
+                seed: r.seed,
+                hashed: r.htree && !r.encrypted && !r.casefold,
+                htree: r.htree,
+                // Its blocks may be judged clean ahead (see `Rules`).
+                plain: !r.encrypted && !r.casefold && !r.inline,
+            };
+            (r.ino, meta)
+        })
         .collect();
     let meta_of = |b: &DirBlock| match dir_meta.binary_search_by_key(&b.ino, |m| m.0) {
-        Ok(d) => (dir_meta[d].1, dir_meta[d].2 && b.lblk > 0),
-        Err(_) => (0, false),
+        Ok(d) => Meta {
+            hashed: dir_meta[d].1.hashed && b.lblk > 0,
+            ..dir_meta[d].1
+        },
+        Err(_) => Meta::default(),
     };
-    let csum = c.csum();
+    let kinds = c.inodes.kinds();
+    let rules = Rules::new(c, &kinds);
     let v0 = htree::version_for(c, c.sb.s_def_hash_version);
     let hseed = c.sb.hash_seed();
     let dev = c.fs.device_shared();
@@ -68,8 +81,8 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         let (i, j) = runs[r];
         buf.resize((j - i) * bs as usize, 0);
         dev.read_at(buf, blocks[i].phys * bs).ok().map(|()| {
-            let meta: Vec<(u32, bool)> = blocks[i..j].iter().map(meta_of).collect();
-            prescan(&meta, buf, bs as usize, csum, v0, &hseed)
+            let meta: Vec<Meta> = blocks[i..j].iter().map(meta_of).collect();
+            prescan(&meta, &blocks[i..j], buf, &rules, v0, &hseed)
         })
     };
     let mut check = |c: &mut Ctx, r: usize, buf: &[u8], pre: Option<Vec<Pre>>| {
@@ -96,7 +109,13 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                     saw_block0[d] = true;
                 }
             }
-            dir_block(c, &mut dx, b, block, pre.get(k).copied());
+            let pre = pre.get(k);
+            if let Some(clean) = pre.and_then(|p| p.clean.as_ref()) {
+                if apply_clean(c, &mut dx, b, block, clean, pre.and_then(|p| p.range)) {
+                    continue;
+                }
+            }
+            dir_block(c, &mut dx, b, block, pre);
         }
     };
     if c.threads > 1 && runs.len() > 1 {
@@ -155,7 +174,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 }
 
 /// What the reader thread works out per block ahead of the checks.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Pre {
     /// (checksum tail present, checksum matches), with metadata_csum.
     csum: Option<(bool, bool)>,
@@ -164,27 +183,210 @@ struct Pre {
     /// No two names of the block as it reads (the in-use records up to
     /// the first that does not parse) can be the same.
     unique: bool,
+    /// The block has nothing to report (see [`Rules::clean`]): what its
+    /// entries change, for this thread to apply in order.
+    clean: Option<Clean>,
+}
+
+/// What a block's directory tells the reader threads.
+#[derive(Clone, Copy, Debug, Default)]
+struct Meta {
+    /// The directory's checksum seed.
+    seed: u32,
+    /// An htree leaf whose names are hashed.
+    hashed: bool,
+    htree: bool,
+    /// Neither encrypted, nor case-folded, nor inline: its entries follow
+    /// the rules [`Rules::clean`] knows.
+    plain: bool,
+}
+
+/// A block with nothing to report: what checking it changes.
+#[derive(Clone, Debug, Default)]
+struct Clean {
+    /// `..`: (target, offset).
+    dotdot: Option<(u32, u32)>,
+    /// Directories named (past `.` and `..`), in entry order: each gets
+    /// this directory as its parent, unless one already has one (then the
+    /// block is checked in full, which reports it).
+    subdirs: Vec<u32>,
+    /// Every inode named (`.` and `..` too), in entry order: each counts
+    /// one more name.
+    targets: Vec<u32>,
+}
+
+/// What judging a block clean ahead of the checks needs: what
+/// [`dir_block`] and [`entry`] look at for a block of a plain directory,
+/// without the state they change (parents, link counts).
+struct Rules<'a> {
+    csum: bool,
+    filetype: bool,
+    repairing: bool,
+    inodes_count: u32,
+    first_ino: u32,
+    hidden: [u32; 4],
+    kinds: &'a crate::inode_map::Kinds,
+}
+
+impl<'a> Rules<'a> {
+    fn new(c: &Ctx, kinds: &'a crate::inode_map::Kinds) -> Self {
+        Rules {
+            csum: c.csum(),
+            filetype: c.sb.has_incompat(Incompat::FILETYPE),
+            repairing: c.repairing,
+            inodes_count: c.sb.s_inodes_count.get(),
+            first_ino: c.sb.first_ino(),
+            hidden: [
+                c.sb.s_usr_quota_inum.get(),
+                c.sb.s_grp_quota_inum.get(),
+                c.sb.s_prj_quota_inum.get(),
+                c.sb.s_orphan_file_inum.get(),
+            ],
+            kinds,
+        }
+    }
+
+    /// What checking `block` changes, when [`dir_block`] would find
+    /// nothing to report in it; `None` when it might (then it does the
+    /// check). Each test is one of the checks there, in their order.
+    fn clean(&self, m: &Meta, b: &DirBlock, block: &[u8], pre: &Pre) -> Option<Clean> {
+        let dir = b.ino;
+        // Roots and interior nodes of an index have their own checks.
+        if !m.plain || m.htree && (b.lblk == 0 || is_dx_node(block, self.csum)) {
+            return None;
+        }
+        if self.csum && pre.csum != Some((true, true)) {
+            return None;
+        }
+        // A block 0 of a repair may have its '.' split.
+        if !pre.unique || self.repairing && b.lblk == 0 {
+            return None;
+        }
+        let mut out = Clean::default();
+        for (pos, e) in DirBlockIter::new(block).enumerate() {
+            let e = e.ok()?;
+            let slot = if b.lblk == 0 { pos } else { 2 + pos };
+            let (name, target) = (e.name, e.inode.0);
+            let dots = name == b"." || name == b"..";
+            // '.' and '..' end in a NUL.
+            let unterminated = || {
+                block
+                    .get(e.offset + 8 + name.len())
+                    .is_some_and(|&x| x != 0)
+            };
+            if slot < 2 && target != 0 && b.phys != 0 && dots && unterminated() {
+                return None;
+            }
+            match slot {
+                0 if name != b"." || target != dir || e.rec_len > 24 => return None,
+                1 if name != b".." || target == 0 => return None,
+                1 => out.dotdot = Some((target, u32::try_from(e.offset).ok()?)),
+                _ if target != 0 && dots => return None,
+                _ => {}
+            }
+            if target == 0 {
+                continue;
+            }
+            if slot > 1 && (name.is_empty() || name.contains(&b'/') || name.contains(&0)) {
+                return None;
+            }
+            if target > self.inodes_count
+                || (target < self.first_ino && target != special::ROOT)
+                || self.hidden.contains(&target)
+                || slot > 1 && (target == dir || target == special::ROOT)
+            {
+                return None;
+            }
+            let kind = self.kinds.kind(target)?;
+            let ft_ok = if self.filetype {
+                e.file_type != ft::UNKNOWN && e.file_type == kind.dirent_type()
+            } else {
+                e.file_type == 0
+            };
+            if !ft_ok {
+                return None;
+            }
+            if slot > 1 && kind == FileKind::Directory {
+                out.subdirs.push(target);
+            }
+            out.targets.push(target);
+        }
+        Some(out)
+    }
+}
+
+/// Applies what a clean block changes (see [`Rules::clean`]), in the
+/// order [`dir_block`] would; `false`, with nothing changed, when a
+/// directory it names already has a parent (then it is checked in full).
+fn apply_clean(
+    c: &mut Ctx,
+    dx: &mut htree::DxDirs,
+    b: &DirBlock,
+    block: &[u8],
+    clean: &Clean,
+    range: Option<(u32, u32, u8)>,
+) -> bool {
+    let Some(d) = c.dir_idx(b.ino) else {
+        return false;
+    };
+    let subdirs: Vec<Option<usize>> = clean.subdirs.iter().map(|&t| c.dir_idx(t)).collect();
+    for (i, td) in subdirs.iter().enumerate() {
+        if let Some(td) = *td {
+            if c.dirs[td].parent != 0 || subdirs[..i].contains(&Some(td)) {
+                return false;
+            }
+        }
+    }
+    if let Some((target, off)) = clean.dotdot {
+        c.dirs[d].dotdot = target;
+        if b.phys != 0 {
+            c.dirs[d].dotdot_at = std::num::NonZeroU64::new(b.phys).zip(Some(off));
+        }
+    }
+    for td in subdirs.into_iter().flatten() {
+        c.dirs[td].parent = b.ino;
+    }
+    for &t in &clean.targets {
+        c.inodes.add_name(t);
+    }
+    let hashed = c.dirs[d].htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
+    if hashed && b.lblk > 0 {
+        let names = || {
+            DirBlockIter::new(block)
+                .map_while(Result::ok)
+                .filter(|e| e.inode.0 != 0)
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+        };
+        htree::note_leaf(c, dx, b.ino, b.lblk, names, range);
+    }
+    true
 }
 
 /// The per-block work that needs no shared state, done by the reader
-/// thread while this one checks the blocks before (see pass 1's).
+/// threads while this one checks the blocks before (see pass 1's).
 fn prescan(
-    meta: &[(u32, bool)],
+    meta: &[Meta],
+    blocks: &[DirBlock],
     buf: &[u8],
-    bs: usize,
-    csum: bool,
+    rules: &Rules<'_>,
     v0: u8,
     hseed: &[u32; 4],
 ) -> Vec<Pre> {
-    buf.chunks(bs)
+    let bs = buf.len() / meta.len().max(1);
+    buf.chunks(bs.max(1))
         .zip(meta)
-        .map(|(block, &(seed, hashed))| {
-            let tails = csum;
-            let csum = csum.then(|| {
+        .zip(blocks)
+        .map(|((block, m), b)| {
+            let tails = rules.csum;
+            let csum = rules.csum.then(|| {
                 let tail = crate::salvage::has_tail(block, bs as u32);
-                (tail, tail && verify_dir_block_checksum(seed, block).is_ok())
+                (
+                    tail,
+                    tail && verify_dir_block_checksum(m.seed, block).is_ok(),
+                )
             });
-            let range = (hashed && !is_dx_node(block, tails)).then(|| {
+            let range = (m.hashed && !is_dx_node(block, tails)).then(|| {
                 let (lo, hi) = htree::leaf_range(block, v0, hseed);
                 (lo, hi, v0)
             });
@@ -193,16 +395,19 @@ fn prescan(
                 .filter(|e| e.inode.0 != 0)
                 .map(|e| e.name);
             let unique = !may_repeat(names);
-            Pre {
+            let mut pre = Pre {
                 csum,
                 range,
                 unique,
-            }
+                clean: None,
+            };
+            pre.clean = rules.clean(m, b, block, &pre);
+            pre
         })
         .collect()
 }
 
-fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pre: Option<Pre>) {
+fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pre: Option<&Pre>) {
     let leaf_csum = pre.and_then(|p| p.csum);
     let ino = b.ino;
     let Some(d) = c.dir_idx(ino) else { return };
@@ -368,7 +573,14 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
     }
     if hashed && b.lblk > 0 {
-        htree::note_leaf(c, dx, ino, b.lblk, &leaf_names, pre.and_then(|p| p.range));
+        htree::note_leaf(
+            c,
+            dx,
+            ino,
+            b.lblk,
+            || leaf_names.clone(),
+            pre.and_then(|p| p.range),
+        );
     }
     // Names repeated within the block, found by sorting them.
     names.sort_unstable();
