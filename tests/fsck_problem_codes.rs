@@ -782,6 +782,177 @@ fn damaged_root_index_start_keeps_the_file() {
     assert_eq!(tool(ext4r().args(["fsck", "-fn"]).arg(&img)).0, 0);
 }
 
+/// Gives the in-inode xattr `name` (its stored suffix) of `path` a hash
+/// that matches neither variant, the inode's checksum restamped (debugfs
+/// cannot reach an entry's hash).
+fn damage_ibody_hash(img: &Path, path: &str, name: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let bs: u64 = debugfs_out(img, "stats")
+        .split("Block size:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("block size");
+    // "located at block B, offset 0xOFF"
+    let at = debugfs_out(img, &format!("imap {path}"));
+    let mut w = at
+        .split("located at block ")
+        .nth(1)
+        .expect("imap")
+        .split(", offset ");
+    let blk: u64 = w.next().unwrap().trim().parse().unwrap();
+    let off = u64::from_str_radix(w.next().unwrap().trim().trim_start_matches("0x"), 16).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let mut rec = [0u8; 256];
+    f.read_exact_at(&mut rec, blk * bs + off).unwrap();
+    let start = 128 + usize::from(u16::from_le_bytes([rec[0x80], rec[0x81]]));
+    assert_eq!(rec[start..start + 4], 0xEA02_0000u32.to_le_bytes());
+    let mut e = start + 4;
+    while rec[e..e + 4] != [0; 4] {
+        let len = usize::from(rec[e]);
+        if &rec[e + 16..e + 16 + len] == name {
+            let h = u32::from_le_bytes(rec[e + 12..e + 16].try_into().unwrap());
+            let bad = if h == 0 { 0x1234_5678 } else { h ^ 0x0101_0101 };
+            f.write_all_at(&bad.to_le_bytes(), blk * bs + off + e as u64 + 12)
+                .unwrap();
+            debugfs(img, &[format!("sif {path} checksum calc")]);
+            return;
+        }
+        e += (16 + len + 3) & !3;
+    }
+    panic!("no in-inode xattr {name:?} on {path}");
+}
+
+/// A file's contents as debugfs reads them.
+fn cat(img: &Path, path: &str) -> Vec<u8> {
+    run(Command::new("debugfs")
+        .args(["-R", &format!("cat {path}")])
+        .arg(img))
+    .stdout
+}
+
+/// An inline-data file whose in-inode xattrs (its `system.data`, or another
+/// one beside it) have a wrong hash and nothing else wrong (damage seed 13
+/// case 34). e2fsck aborts on it (libext2fs's reader takes the hash for an
+/// old Lustre reference and reads inode 0), leaving the file as it is; we
+/// clear the area as e2fsck's PR_1_ATTR_HASH does elsewhere, and then
+/// truncated the file for its lost `system.data`. Now the hash is
+/// rewritten: the contents and every xattr stay, and e2fsck finds nothing.
+#[test]
+fn inline_data_bad_attr_hash_keeps_the_file() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs debugfs, e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("inline-hash");
+    // 80 bytes: 60 in i_block, 20 in system.data's value.
+    let data = dir.path("data");
+    let bytes: Vec<u8> = (0..80u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+    std::fs::write(&data, &bytes).unwrap();
+    for (which, name) in [("system.data", &b"data"[..]), ("user.foo", &b"foo"[..])] {
+        let img = dir.path(&format!("{name:?}.img"));
+        make_image(
+            Command::new("mke2fs"),
+            &["-t", "ext4", "-O", "inline_data", "-I", "256"],
+            &img,
+            "32M",
+        )
+        .unwrap();
+        debugfs(
+            &img,
+            &[
+                format!("write {} f", data.display()),
+                "ea_set /f user.foo bar".to_string(),
+            ],
+        );
+        assert!(debugfs_out(&img, "stat /f").contains("Size of inline data: 80"));
+        damage_ibody_hash(&img, "/f", name);
+        // What the rule stands on: e2fsck 1.47 has no repair here.
+        let theirs = tool(Command::new("e2fsck").arg("-fn").arg(&img));
+        assert_eq!(theirs.0, 8, "{which}: e2fsck -fn\n{}", theirs.1);
+        let words = format!("Extended attribute {which} in inline data inode 12 has a hash");
+        let (rc, out) = tool(ext4r().args(["fsck", "-fn"]).arg(&img));
+        assert!(
+            rc == 4 && out.contains(&words),
+            "{which}: -fn exit {rc}\n{out}"
+        );
+        let (rc, out) = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
+        assert!(
+            rc == 1 && out.contains(&words),
+            "{which}: -fy exit {rc}\n{out}"
+        );
+        assert!(!out.contains("INLINE_DATA_FL"), "{which}: truncated\n{out}");
+        assert_eq!(cat(&img, "/f"), bytes, "{which}: contents\n{out}");
+        let xattrs = debugfs_out(&img, "ea_list /f");
+        assert!(
+            xattrs.contains("system.data (20)") && xattrs.contains("user.foo (3) = \"bar\""),
+            "{which}: {xattrs}"
+        );
+        let after = tool(Command::new("e2fsck").arg("-fn").arg(&img));
+        assert_eq!(after.0, 0, "{which}: e2fsck -fn after our -fy\n{}", after.1);
+        let again = tool(ext4r().args(["fsck", "-fn"]).arg(&img));
+        assert_eq!(again.0, 0, "{which}: our second -fn\n{}", again.1);
+    }
+}
+
+/// The same wrong hash on an ordinary file's in-inode xattr: e2fsck's
+/// check_ea_in_inode meets it (PR_1_ATTR_HASH) and clears the whole area;
+/// so do we (the restamp is only where e2fsck has no repair).
+#[test]
+fn bad_attr_hash_outside_inline_data_is_cleared_as_e2fsck() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs debugfs, e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("ibody-hash");
+    let img = dir.path("fs.img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-I", "256"],
+        &img,
+        "32M",
+    )
+    .unwrap();
+    let data = dir.path("data");
+    std::fs::write(&data, vec![0x42u8; 3000]).unwrap();
+    debugfs(
+        &img,
+        &[
+            format!("write {} f", data.display()),
+            "ea_set /f user.foo bar".to_string(),
+            "ea_set /f user.bar baz".to_string(),
+        ],
+    );
+    damage_ibody_hash(&img, "/f", b"foo");
+    let theirs_img = dir.path("theirs.img");
+    std::fs::copy(&img, &theirs_img).unwrap();
+    let theirs = tool(Command::new("e2fsck").arg("-fn").arg(&img));
+    let ours = tool(ext4r().args(["fsck", "-fn"]).arg(&img));
+    assert!(
+        theirs
+            .1
+            .contains("Extended attribute in inode 12 has a hash"),
+        "{}",
+        theirs.1
+    );
+    assert_eq!((theirs.0, ours.0), (4, 4), "{}", ours.1);
+    assert!(!ours.1.contains("inline data inode"), "{}", ours.1);
+    let theirs = tool(Command::new("e2fsck").arg("-fy").arg(&theirs_img));
+    let ours = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
+    assert_eq!((theirs.0, ours.0), (1, 1), "{}", ours.1);
+    // Both in-inode xattrs gone, the file itself kept.
+    let xattrs = |i: &Path| debugfs_out(i, "ea_list /f");
+    assert_eq!(xattrs(&img), xattrs(&theirs_img));
+    assert!(!xattrs(&img).contains("user."), "{}", xattrs(&img));
+    assert_eq!(cat(&img, "/f"), vec![0x42u8; 3000]);
+    assert_eq!(tool(Command::new("e2fsck").arg("-fn").arg(&img)).0, 0);
+    assert_eq!(tool(ext4r().args(["fsck", "-fn"]).arg(&img)).0, 0);
+}
+
 /// A loop device attached here, detached when dropped (also when a
 /// test fails).
 struct LoopDev(String);

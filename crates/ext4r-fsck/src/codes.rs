@@ -30,7 +30,10 @@ pub(crate) fn preen_ok(code: &str) -> bool {
         // ext4r's own: what e2fsck does instead is preen-safe too.
         None => matches!(
             code,
-            "EXT4R_1_EXTENT_NODE_DEPTH" | "EXT4R_0_JOURNAL_INODE_BACKUP" | "EXT4R_5_SUMMARY_COUNTS"
+            "EXT4R_1_EXTENT_NODE_DEPTH"
+                | "EXT4R_0_JOURNAL_INODE_BACKUP"
+                | "EXT4R_5_SUMMARY_COUNTS"
+                | "EXT4R_1_INLINE_ATTR_HASH"
         ),
     }
 }

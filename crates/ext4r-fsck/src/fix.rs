@@ -172,6 +172,9 @@ pub enum Fix {
     InodeExtraIsize(u32, u16),
     /// Drop the in-inode xattr area.
     ClearIbodyXattrs(u32),
+    /// Rewrite the `e_hash` of in-inode xattr entries: (the entry's byte
+    /// offset in the inode record, the hash) for each.
+    IbodyXattrHashes(u32, Vec<(usize, u32)>),
     /// Salvage a directory block from a bad record at `offset`: the
     /// previous record (if any, at the given offset) or an empty one takes
     /// the rest of the block.
@@ -754,6 +757,15 @@ impl<'a> Writer<'a> {
                     let extra = usize::from(u16::from_le_bytes([x[0], x[1]]));
                     let start = (128 + extra).min(rec.len());
                     rec[start..].fill(0);
+                }
+            }
+            Fix::IbodyXattrHashes(ino, hashes) => {
+                let rec = self.inode(*ino)?;
+                for &(off, hash) in hashes {
+                    // e_hash is the entry's last word (offset 12).
+                    if let Some(x) = rec.get_mut(off + 12..off + 16) {
+                        x.copy_from_slice(&hash.to_le_bytes());
+                    }
                 }
             }
             Fix::DirSalvage(b, off, prev, owner) => {

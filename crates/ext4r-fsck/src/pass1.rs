@@ -619,7 +619,10 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let (ea_blocks, ea_inode_values) = if inline_symlink {
         (0, false)
     } else {
-        crate::pass1_xattr::xattrs(c, ino, inode, rec)
+        let inline = flags.contains(InodeFlags::INLINE_DATA)
+            && c.sb.has_incompat(Incompat::INLINE_DATA)
+            && ino >= first_ino;
+        crate::pass1_xattr::xattrs(c, ino, inode, rec, inline)
     };
     let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
     let bs = u64::from(c.geo.block_size);

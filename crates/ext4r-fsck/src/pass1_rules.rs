@@ -100,7 +100,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
             return;
         }
     }
-    let (ea_blocks, _) = crate::pass1_xattr::xattrs(c, ino, inode, rec);
+    let (ea_blocks, _) = crate::pass1_xattr::xattrs(c, ino, inode, rec, false);
     let flags = inode.flags();
     if flags.contains(InodeFlags::INDEX) {
         c.p.error_fix(

@@ -21,8 +21,17 @@ use crate::fix::Fix;
 
 /// Checks in-inode and block xattrs; returns the blocks the xattr block
 /// adds to `i_blocks` (0 or 1) and whether any value lives in an EA inode.
-pub(crate) fn xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
-    let (n, ea) = xattrs_inner(c, ino, inode, rec);
+/// `inline`: the inode keeps inline data that e2fsck reads through its
+/// xattrs (the flag, the feature, not a reserved inode); see
+/// [`restampable`].
+pub(crate) fn xattrs(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    rec: &[u8],
+    inline: bool,
+) -> (u64, bool) {
+    let (n, ea) = xattrs_inner(c, ino, inode, rec, inline);
     // Always looked at: the EA inodes named are noted for pass 4.
     let refs = has_ea_inode_refs(c, inode, rec);
     (n, ea || refs)
@@ -76,13 +85,29 @@ fn value_inums(area: &[u8], out: &mut Vec<u32>) {
     }
 }
 
-fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> (u64, bool) {
+fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) -> (u64, bool) {
     match parse_xattr_ibody(rec) {
         Ok(Some(entries)) => {
             let extra = usize::from(inode.i_extra_isize.get());
             let area = rec.get(128 + extra..).unwrap_or(&[]);
+            let restamp = || {
+                (inline && !crate::ea_region::collides(area))
+                    .then(|| restampable(&entries))
+                    .flatten()
+            };
             if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
                 report_ea_inode_reference(c, found, Fix::ClearIbodyXattrs(ino));
+            } else if let Some(hashes) = restamp() {
+                let Restamp { name, stored, .. } = &hashes[0];
+                c.p.error_fix(
+                    1,
+                    "EXT4R_1_INLINE_ATTR_HASH",
+                    format!(
+                        "Extended attribute {name} in inline data inode {ino} has a hash \
+                         ({stored}) which is invalid."
+                    ),
+                    Fix::IbodyXattrHashes(ino, hashes.iter().map(|h| (h.offset, h.hash)).collect()),
+                );
             } else if let Some((code, why)) = bad_entries(&entries, true) {
                 c.p.error_fix(
                     1,
@@ -384,6 +409,56 @@ fn zero_hash_in_block(entries: &XattrEntries<'_>) -> Option<u32> {
             .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == 0));
         (stored == 0 && !hashes_to_zero).then_some(stored)
     })
+}
+
+/// An in-inode entry whose hash is to be rewritten.
+struct Restamp {
+    /// The entry's offset in the inode record.
+    offset: usize,
+    /// Its hash as e2fsprogs and the kernel compute it.
+    hash: u32,
+    /// Its name with the prefix, for the report.
+    name: String,
+    /// The hash it has.
+    stored: u32,
+}
+
+/// The in-inode entries of an inline-data inode to restamp, when all an
+/// area has wrong is hashes: every entry parses, and the only ones found
+/// bad keep their value in the inode with a stored hash (not 0) that
+/// matches neither variant. None when there is nothing to restamp or
+/// something else is wrong.
+///
+/// e2fsck would clear the whole area (PR_1_ATTR_HASH) in check_ea_in_inode
+/// but never gets there: its test for an inline-data inode without
+/// `system.data` reads the xattrs through libext2fs first, whose reader
+/// takes a hash it cannot match for an old Lustre reference and reads the
+/// value's EA inode, number 0 here: EXT2_ET_BAD_INODE_NUM, not one of the
+/// xattr errors that test truncates on, so e2fsck aborts and writes
+/// nothing. Clearing the area would take `system.data` with it and the
+/// next round truncate the file (damage seed 13 case 34); the hash of an
+/// in-inode entry guards nothing the kernel reads, so a new one keeps all
+/// e2fsck keeps and leaves nothing for it to find.
+fn restampable(entries: &XattrEntries<'_>) -> Option<Vec<Restamp>> {
+    let mut out = Vec::new();
+    for e in entries.iter() {
+        let e = e.ok()?;
+        let stored = e.entry.e_hash.get();
+        let (Some(hash), Some(signed)) = (e.compute_hash(false), e.compute_hash(true)) else {
+            // The value is in an EA inode: ea_inode_reference judged it.
+            continue;
+        };
+        if stored != 0 && stored != hash && stored != signed {
+            let prefix = ext4r_format::xattr::xattr_prefix(e.entry.e_name_index).unwrap_or("");
+            out.push(Restamp {
+                offset: e.offset,
+                hash,
+                name: format!("{prefix}{}", String::from_utf8_lossy(e.name)),
+                stored,
+            });
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// Entries that fail to parse or whose stored hash matches neither hash
