@@ -13,6 +13,9 @@
 //! than a 4 KiB bitmap has room for, then becomes that bitmap.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::{Arc, Mutex};
 
 use ext4r::fs::FileKind;
 
@@ -139,10 +142,6 @@ pub(crate) struct SparseBits {
     /// One more than each chunk's slot in `chunks` (0: no member in it).
     index: Vec<u32>,
     chunks: Vec<Chunk>,
-    /// Chunks are bitmaps from the start: for a set filled in random
-    /// order (the names pass 2 counts, in hash order within each
-    /// directory), whose runs would be split and joined at every insert.
-    dense: bool,
     /// The `[start, end)` run the last successful lookup found (members
     /// are never removed, so it stays true): passes 2 and 4 look up
     /// inodes of one directory, or in order, mostly in the same run.
@@ -175,7 +174,6 @@ impl Clone for SparseBits {
         SparseBits {
             index: self.index.clone(),
             chunks: self.chunks.clone(),
-            dense: self.dense,
             hit: Span::default(),
             miss: Span::default(),
         }
@@ -183,14 +181,6 @@ impl Clone for SparseBits {
 }
 
 impl SparseBits {
-    /// A set kept as bitmaps where it has members (see `dense`).
-    pub(crate) fn dense() -> Self {
-        SparseBits {
-            dense: true,
-            ..SparseBits::default()
-        }
-    }
-
     pub(crate) fn insert(&mut self, k: u32) {
         self.insert_new(k);
     }
@@ -204,11 +194,7 @@ impl SparseBits {
             self.index.resize(c + 1, 0);
         }
         if self.index[c] == 0 {
-            self.chunks.push(if self.dense {
-                Chunk::Bits(Box::new([0; CHUNK_WORDS]))
-            } else {
-                Chunk::Runs(Vec::new())
-            });
+            self.chunks.push(Chunk::Runs(Vec::new()));
             self.index[c] = self.chunks.len() as u32;
         }
         let slot = self.index[c] as usize - 1;
@@ -305,7 +291,7 @@ impl SparseBits {
             if c >= self.index.len() {
                 self.index.resize(c + 1, 0);
             }
-            if self.index[c] == 0 && !self.dense {
+            if self.index[c] == 0 {
                 self.chunks.push(chunk);
                 self.index[c] = self.chunks.len() as u32;
                 continue;
@@ -382,26 +368,117 @@ impl Kinds {
 
 /// The in-use inodes pass 1 lists for passes 2–5, and the names passes
 /// 2–4 count for them.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Inodes {
-    kinds: std::sync::Arc<Kinds>,
-    /// Names counted for each of `kinds.links`, in its order.
-    counted: Vec<u32>,
-    /// Inodes outside `links` named at least once.
-    named: SparseBits,
-    /// Inodes outside `links` named more than once: how often (a
-    /// damaged tree's exception).
-    named_more: BTreeMap<u32, u32>,
+    kinds: Arc<Kinds>,
+    /// Made for `kinds` once pass 1 is over (see [`Inodes::names`]).
+    names: Option<Arc<Names>>,
 }
 
-impl Default for Inodes {
-    fn default() -> Self {
-        Inodes {
-            kinds: Default::default(),
-            counted: Vec::new(),
-            // Filled in pass 2's order, not the inodes'.
-            named: SparseBits::dense(),
-            named_more: BTreeMap::new(),
+/// Names counted per in-use inode, shared by the threads of pass 2 (the
+/// counts are atomic; counting is the same in any order).
+#[derive(Debug)]
+pub(crate) struct Names {
+    /// Names counted for each of `Kinds::links`, in its order.
+    counted: Vec<AtomicU32>,
+    /// Per chunk of [`CHUNK_BITS`] inode numbers, one more than its slot
+    /// in `named` (0: no inode in use there, none to count).
+    index: Vec<u32>,
+    /// Inodes outside `links` named at least once: a 4 KiB bitmap per
+    /// chunk with inodes in use (as pass 2's dense set was).
+    named: Vec<AtomicU64>,
+    /// Inodes outside `links` named more than once: how often (a
+    /// damaged tree's exception).
+    named_more: Mutex<BTreeMap<u32, u32>>,
+}
+
+impl Names {
+    /// No names yet, for the inodes `kinds` has.
+    fn for_kinds(kinds: &Kinds) -> Self {
+        let mut index = vec![0u32; kinds.used.index.len()];
+        let mut slots = 0u32;
+        for (c, &s) in kinds.used.index.iter().enumerate() {
+            if s != 0 {
+                slots += 1;
+                index[c] = slots;
+            }
+        }
+        Names {
+            counted: kinds.links.iter().map(|_| AtomicU32::new(0)).collect(),
+            index,
+            named: (0..slots as usize * CHUNK_WORDS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            named_more: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The word and bit of `ino` in `named`.
+    fn bit(&self, ino: u32) -> Option<(&AtomicU64, u64)> {
+        let slot = *self.index.get((ino / CHUNK_BITS) as usize)?;
+        let o = (ino % CHUNK_BITS) as usize;
+        let w = (slot as usize).checked_sub(1)? * CHUNK_WORDS + o / 64;
+        Some((self.named.get(w)?, 1u64 << (o % 64)))
+    }
+
+    fn more(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, u32>> {
+        self.named_more.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one more name for `ino` (an in-use inode of `kinds`; others
+    /// are not counted).
+    pub(crate) fn add(&self, kinds: &Kinds, ino: u32) {
+        if !kinds.used.contains(ino) {
+            return;
+        }
+        if !kinds.link1.contains(ino) {
+            if let Some(i) = kinds.multi(ino) {
+                let _ = self.counted[i].fetch_update(Relaxed, Relaxed, |n| n.checked_add(1));
+                return;
+            }
+        }
+        let Some((word, mask)) = self.bit(ino) else {
+            return;
+        };
+        if word.fetch_or(mask, Relaxed) & mask != 0 {
+            let mut more = self.more();
+            let n = more.entry(ino).or_insert(1);
+            *n = n.saturating_add(1);
+        }
+    }
+
+    /// Takes back one name counted for `ino` with [`Names::add`].
+    pub(crate) fn remove(&self, kinds: &Kinds, ino: u32) {
+        if !kinds.used.contains(ino) {
+            return;
+        }
+        if !kinds.link1.contains(ino) {
+            if let Some(i) = kinds.multi(ino) {
+                let _ = self.counted[i].fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+                return;
+            }
+        }
+        let mut more = self.more();
+        match more.get(&ino).copied() {
+            Some(n) if n > 2 => {
+                more.insert(ino, n - 1);
+            }
+            Some(_) => {
+                more.remove(&ino);
+            }
+            None => {
+                if let Some((word, mask)) = self.bit(ino) {
+                    word.fetch_and(!mask, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Names counted for `ino` outside `links`.
+    fn count(&self, ino: u32) -> u32 {
+        match self.more().get(&ino) {
+            Some(&n) => n,
+            None => u32::from(self.bit(ino).is_some_and(|(w, m)| w.load(Relaxed) & m != 0)),
         }
     }
 }
@@ -427,7 +504,7 @@ impl Inodes {
     /// Records an in-use inode (counted 0). An inode already recorded is
     /// left as it is.
     pub(crate) fn insert(&mut self, ino: u32, links: u16, kind: FileKind, ea_inode: bool) {
-        let k = std::sync::Arc::make_mut(&mut self.kinds);
+        let k = Arc::make_mut(&mut self.kinds);
         if !k.used.insert_new(ino) {
             return;
         }
@@ -444,9 +521,10 @@ impl Inodes {
         if links == 1 {
             k.link1.insert(ino);
         } else {
-            let at = insert_sorted(&mut k.links, (ino, links), |e| e.0);
-            self.counted.insert(at, 0);
+            insert_sorted(&mut k.links, (ino, links), |e| e.0);
         }
+        // Counted for the kinds as they will be.
+        self.names = None;
     }
 
     pub(crate) fn contains(&self, ino: u32) -> bool {
@@ -456,14 +534,8 @@ impl Inodes {
     /// Adds the inodes `other` recorded (none of them recorded here: pass
     /// 1 checks each inode once), as if each had been inserted here.
     pub(crate) fn append(&mut self, other: Inodes) {
-        let Inodes {
-            kinds,
-            counted,
-            named,
-            named_more,
-        } = other;
-        debug_assert!(named.next(0).is_none() && named_more.is_empty());
-        debug_assert!(counted.iter().all(|&n| n == 0));
+        let Inodes { kinds, names } = other;
+        debug_assert!(names.is_none(), "names counted in pass 1");
         let Kinds {
             used,
             dir,
@@ -472,8 +544,8 @@ impl Inodes {
             ea,
             link1,
             links,
-        } = std::sync::Arc::unwrap_or_clone(kinds);
-        let k = std::sync::Arc::make_mut(&mut self.kinds);
+        } = Arc::unwrap_or_clone(kinds);
+        let k = Arc::make_mut(&mut self.kinds);
         k.used.append(used);
         k.dir.append(dir);
         k.regular.append(regular);
@@ -485,14 +557,14 @@ impl Inodes {
             insert_sorted(&mut k.ea, e, |&e| e);
         }
         for m in links {
-            let at = insert_sorted(&mut k.links, m, |e| e.0);
-            self.counted.insert(at, 0);
+            insert_sorted(&mut k.links, m, |e| e.0);
         }
+        self.names = None;
     }
 
     /// The kinds and link counts, to be read on other threads (pass 1 is
     /// over: a later insert would copy them).
-    pub(crate) fn kinds(&self) -> std::sync::Arc<Kinds> {
+    pub(crate) fn kinds(&self) -> Arc<Kinds> {
         self.kinds.clone()
     }
 
@@ -509,34 +581,42 @@ impl Inodes {
         self.kinds.dir.contains(ino)
     }
 
+    /// The names counted, to count more on other threads (made when
+    /// first asked for; pass 1, which changes the kinds, is over then).
+    pub(crate) fn names(&mut self) -> Arc<Names> {
+        self.names
+            .get_or_insert_with(|| Arc::new(Names::for_kinds(&self.kinds)))
+            .clone()
+    }
+
     /// Counts one more name for `ino` (an in-use inode; others are not
     /// counted).
     pub(crate) fn add_name(&mut self, ino: u32) {
-        if !self.kinds.used.contains(ino) {
-            return;
-        }
-        if !self.kinds.link1.contains(ino) {
-            if let Some(i) = self.kinds.multi(ino) {
-                let m = &mut self.counted[i];
-                *m = m.saturating_add(1);
-                return;
-            }
-        }
-        if !self.named.insert_new(ino) {
-            let n = self.named_more.entry(ino).or_insert(1);
-            *n = n.saturating_add(1);
-        }
+        let names = self.names();
+        names.add(&self.kinds, ino);
+    }
+
+    /// Takes back a name counted for `ino`.
+    pub(crate) fn remove_name(&mut self, ino: u32) {
+        let names = self.names();
+        names.remove(&self.kinds, ino);
     }
 
     /// The record of an in-use inode.
     pub(crate) fn get(&self, ino: u32) -> Option<InodeRec> {
         let kind = self.kind(ino)?;
+        let named = |ino| self.names.as_ref().map_or(0, |n| n.count(ino));
         let (links, counted) = if self.kinds.link1.contains(ino) {
-            (1, self.named_count(ino))
+            (1, named(ino))
         } else {
             match self.kinds.multi(ino) {
-                Some(i) => (self.kinds.links[i].1, self.counted[i]),
-                None => (1, self.named_count(ino)),
+                Some(i) => (
+                    self.kinds.links[i].1,
+                    self.names
+                        .as_ref()
+                        .map_or(0, |n| n.counted[i].load(Relaxed)),
+                ),
+                None => (1, named(ino)),
             }
         };
         Some(InodeRec {
@@ -546,13 +626,6 @@ impl Inodes {
             counted,
             ea_inode: self.kinds.ea.binary_search(&ino).is_ok(),
         })
-    }
-
-    fn named_count(&self, ino: u32) -> u32 {
-        match self.named_more.get(&ino) {
-            Some(&n) => n,
-            None => u32::from(self.named.contains(ino)),
-        }
     }
 }
 
@@ -629,16 +702,13 @@ mod tests {
     }
 
     #[test]
-    fn dense_sparse_bits_and_the_hit_cache() {
-        let mut d = SparseBits::dense();
+    fn sparse_bits_and_the_hit_cache() {
         let mut b = SparseBits::default();
         for k in [5u32, 9, 6, 7, 8, 100_000, u32::MAX] {
-            assert!(d.insert_new(k) && b.insert_new(k));
+            assert!(b.insert_new(k));
         }
-        assert!(d.chunks.iter().all(|c| matches!(c, Chunk::Bits(_))));
         for k in (0..200u32).chain([99_999, 100_000, 100_001, u32::MAX - 1, u32::MAX]) {
             let want = [5, 6, 7, 8, 9, 100_000, u32::MAX].contains(&k);
-            assert_eq!(d.contains(k), want, "{k}");
             assert_eq!(b.contains(k), want, "{k}");
             // Again, now that the last hit or miss is cached.
             assert_eq!(b.contains(k), want, "{k}");
@@ -647,7 +717,7 @@ mod tests {
         assert!(!b.contains(50));
         b.insert(50);
         assert!(b.contains(50) && !b.contains(51));
-        assert_eq!(d.next(10), Some(100_000));
+        assert_eq!(b.next(10), Some(50));
     }
 
     #[test]
@@ -692,5 +762,41 @@ mod tests {
         assert_eq!(r(99), None);
         assert!(t.is_dir(2) && !t.is_dir(12));
         assert_eq!(t.next(3), Some(11));
+        // A name taken back: from a list count, a repeat and a single.
+        for ino in [2, 13, 12] {
+            t.remove_name(ino);
+        }
+        let r = |ino| t.get(ino).map(|r| (r.links, r.kind, r.counted, r.ea_inode));
+        assert_eq!(r(2).map(|r| r.2), Some(1));
+        assert_eq!(r(13).map(|r| r.2), Some(2));
+        assert_eq!(r(12).map(|r| r.2), Some(0));
+    }
+
+    #[test]
+    fn names_counted_on_threads_as_on_one() {
+        let mut t = Inodes::default();
+        let mut one = Inodes::default();
+        for ino in 11..100_000u32 {
+            let links = if ino % 10 == 0 { 2 } else { 1 };
+            t.insert(ino, links, FileKind::Regular, false);
+            one.insert(ino, links, FileKind::Regular, false);
+        }
+        // Every inode named (ino % 3) + 1 times, in four threads' order.
+        let names: Vec<u32> = (11..100_000u32)
+            .flat_map(|i| std::iter::repeat_n(i, (i % 3) as usize + 1))
+            .collect();
+        let (kinds, shared) = (t.kinds(), t.names());
+        std::thread::scope(|s| {
+            for part in names.chunks(names.len() / 4 + 1) {
+                let (kinds, shared) = (&kinds, &shared);
+                s.spawn(move || part.iter().rev().for_each(|&i| shared.add(kinds, i)));
+            }
+        });
+        for &i in &names {
+            one.add_name(i);
+        }
+        for ino in (0..100_010u32).step_by(7) {
+            assert_eq!(t.get(ino), one.get(ino), "{ino}");
+        }
     }
 }

@@ -12,14 +12,15 @@ use std::sync::{Condvar, Mutex};
 /// order. Workers stay at most `ahead` items past the last one taken (so
 /// at most that many results wait). Once `take` returns `false` the
 /// remaining items are not worked on (`work` is not called; `take` is not
-/// called again).
+/// called again). Returns the states as the workers left them.
 pub(crate) fn ordered<S, R>(
     n: usize,
     states: Vec<S>,
     ahead: usize,
     work: impl Fn(&mut S, usize) -> R + Sync,
     mut take: impl FnMut(usize, R) -> bool,
-) where
+) -> Vec<S>
+where
     S: Send,
     R: Send,
 {
@@ -29,13 +30,14 @@ pub(crate) fn ordered<S, R>(
     let taken = (Mutex::new(0usize), Condvar::new());
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<R>)>();
     std::thread::scope(|s| {
+        let mut handles = Vec::new();
         for mut state in states {
             let tx = tx.clone();
             let (next, stop, taken, work) = (&next, &stop, &taken, &work);
-            s.spawn(move || loop {
+            handles.push(s.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= n {
-                    break;
+                    break state;
                 }
                 {
                     let (lock, cv) = taken;
@@ -46,9 +48,9 @@ pub(crate) fn ordered<S, R>(
                 }
                 let r = (!stop.load(Ordering::Relaxed)).then(|| work(&mut state, i));
                 if tx.send((i, r)).is_err() {
-                    break;
+                    break state;
                 }
-            });
+            }));
         }
         drop(tx);
         let mut waiting = std::collections::BTreeMap::new();
@@ -80,7 +82,11 @@ pub(crate) fn ordered<S, R>(
             *lock.lock().unwrap_or_else(|e| e.into_inner()) = i + 1;
             cv.notify_all();
         }
-    });
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 #[cfg(test)]

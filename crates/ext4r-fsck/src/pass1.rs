@@ -249,7 +249,7 @@ fn parallel(c: &mut Ctx, jobs: &[Job], specials: &[u32], scan: &Scan, progress: 
             out
         })
     };
-    crate::ordered::ordered(jobs.len(), states, 2 * workers + 2, work, |i, item| {
+    crate::ordered::ordered(jobs.len(), states, workers + 1, work, |i, item| {
         let job = jobs[i];
         if take_chunk(c, job, groups, progress, item.is_some()) {
             if let Some(Checked { found, left }) = item {

@@ -76,15 +76,26 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let hseed = c.sb.hash_seed();
     let dev = c.fs.device_shared();
     // Reads a run of blocks and works out ahead of the checks what needs
-    // no shared state (`None`: the read failed).
+    // no shared state (`None`: the read failed); the names in blocks
+    // found clean are counted there too.
+    let names = c.inodes.names();
     let read = |buf: &mut Vec<u8>, r: usize| {
         let (i, j) = runs[r];
         buf.resize((j - i) * bs as usize, 0);
         dev.read_at(buf, blocks[i].phys * bs).ok().map(|()| {
             let meta: Vec<Meta> = blocks[i..j].iter().map(meta_of).collect();
-            prescan(&meta, &blocks[i..j], buf, &rules, v0, &hseed)
+            let pre = prescan(&meta, &blocks[i..j], buf, &rules, v0, &hseed);
+            for clean in pre.iter().filter_map(|p| p.clean.as_ref()) {
+                for &t in &clean.targets {
+                    names.add(&kinds, t);
+                }
+            }
+            pre
         })
     };
+    // Names a reader counted in blocks then checked in full (which
+    // counts them again): taken back once all are counted.
+    let mut recounted: Vec<u32> = Vec::new();
     let mut check = |c: &mut Ctx, r: usize, buf: &[u8], pre: Option<Vec<Pre>>| {
         let (i, j) = runs[r];
         progress(2, i as u64, total);
@@ -114,18 +125,18 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 if apply_clean(c, &mut dx, b, block, clean, pre.and_then(|p| p.range)) {
                     continue;
                 }
+                recounted.extend(&clean.targets);
             }
             dir_block(c, &mut dx, b, block, pre);
         }
     };
     if c.threads > 1 && runs.len() > 1 {
         // Readers on all threads but this one, which checks: the checks
-        // are in order (they count links and find parents as they go).
+        // are in order (they find parents as they go).
         let readers = (c.threads - 1).min(runs.len());
-        let states: Vec<Vec<u8>> = vec![Vec::new(); readers];
         crate::ordered::ordered(
             runs.len(),
-            states,
+            vec![Vec::new(); readers],
             readers + 1,
             |buf: &mut Vec<u8>, r| {
                 let pre = read(buf, r);
@@ -144,6 +155,10 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             let pre = read(&mut buf, r);
             check(c, r, &buf, pre);
         }
+    }
+    drop(names);
+    for t in recounted {
+        c.inodes.remove_name(t);
     }
     inline_dirs(c);
     htree::check(c, dx);
@@ -211,7 +226,7 @@ struct Clean {
     /// block is checked in full, which reports it).
     subdirs: Vec<u32>,
     /// Every inode named (`.` and `..` too), in entry order: each counts
-    /// one more name.
+    /// one more name (counted by the reader that found the block clean).
     targets: Vec<u32>,
 }
 
@@ -346,9 +361,7 @@ fn apply_clean(
     for td in subdirs.into_iter().flatten() {
         c.dirs[td].parent = b.ino;
     }
-    for &t in &clean.targets {
-        c.inodes.add_name(t);
-    }
+    // The names are counted by the reader.
     let hashed = c.dirs[d].htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
     if hashed && b.lblk > 0 {
         let names = || {
