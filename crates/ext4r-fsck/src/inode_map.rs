@@ -93,6 +93,47 @@ impl Chunk {
         true
     }
 
+    /// Adds `other`'s members where that can be done run by run or word
+    /// by word: runs that all come after these (pass 1's stretches, in
+    /// inode order), or into a bitmap. `false`, with nothing added,
+    /// otherwise.
+    fn append(&mut self, other: &Chunk) -> bool {
+        match (&mut *self, other) {
+            (Chunk::Bits(m), Chunk::Bits(o)) => {
+                for (a, b) in m.iter_mut().zip(o.iter()) {
+                    *a |= *b;
+                }
+                true
+            }
+            (Chunk::Bits(m), Chunk::Runs(o)) => {
+                for &(a, b) in o {
+                    for k in a..=b {
+                        m[usize::from(k / 64)] |= 1 << (k % 64);
+                    }
+                }
+                true
+            }
+            (Chunk::Runs(m), Chunk::Runs(o)) => {
+                let Some(&(first, _)) = o.first() else {
+                    return true;
+                };
+                if m.last().is_some_and(|l| l.1 >= first) || m.len() + o.len() > MAX_RUNS {
+                    return false;
+                }
+                let mut rest = &o[..];
+                if let Some(last) = m.last_mut() {
+                    if last.1 + 1 == first {
+                        last.1 = o[0].1;
+                        rest = &o[1..];
+                    }
+                }
+                m.extend_from_slice(rest);
+                true
+            }
+            (Chunk::Runs(_), Chunk::Bits(_)) => false,
+        }
+    }
+
     fn contains(&self, o: u16) -> bool {
         match self {
             Chunk::Bits(w) => w[usize::from(o / 64)] & (1 << (o % 64)) != 0,
@@ -296,14 +337,16 @@ impl SparseBits {
                 self.index[c] = self.chunks.len() as u32;
                 continue;
             }
-            let base = c as u32 * CHUNK_BITS;
-            let mut o = chunk.next(0);
-            while let Some(m) = o {
-                self.insert(base + u32::from(m));
-                o = m
-                    .checked_add(1)
-                    .filter(|&n| u32::from(n) < CHUNK_BITS)
-                    .and_then(|n| chunk.next(n));
+            let mine = &mut self.chunks[self.index[c] as usize - 1];
+            if !mine.append(&chunk) {
+                let mut o = chunk.next(0);
+                while let Some(m) = o {
+                    mine.insert_new(m);
+                    o = m
+                        .checked_add(1)
+                        .filter(|&n| u32::from(n) < CHUNK_BITS)
+                        .and_then(|n| chunk.next(n));
+                }
             }
         }
     }
@@ -770,6 +813,46 @@ mod tests {
         assert_eq!(r(2).map(|r| r.2), Some(1));
         assert_eq!(r(13).map(|r| r.2), Some(2));
         assert_eq!(r(12).map(|r| r.2), Some(0));
+    }
+
+    #[test]
+    fn appended_stretches_equal_one_set() {
+        // Stretches of members in order (pass 1's), some dense, some
+        // sparse enough to make bitmaps, and one out of order.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut whole = SparseBits::default();
+        let mut parts = SparseBits::default();
+        let mut all = std::collections::BTreeSet::new();
+        let mut at = 0u32;
+        for stretch in 0..200u32 {
+            let mut part = SparseBits::default();
+            let start = if stretch == 150 { 1000 } else { at };
+            for k in start..start + 1024 {
+                if rnd() % (1 + u64::from(stretch % 5)) == 0 {
+                    part.insert(k);
+                    whole.insert(k);
+                    all.insert(k);
+                }
+            }
+            at = at.max(start + 1024);
+            parts.append(part);
+        }
+        let mut from = Some(0u32);
+        let mut seen = Vec::new();
+        while let Some(k) = from.and_then(|f| parts.next(f)) {
+            seen.push(k);
+            from = k.checked_add(1);
+        }
+        assert!(seen.iter().eq(all.iter()));
+        for k in 0..at + 10 {
+            assert_eq!(parts.contains(k), whole.contains(k), "{k}");
+        }
     }
 
     #[test]
