@@ -24,6 +24,7 @@ mod fsck;
 mod large;
 mod populate;
 mod read;
+mod scaling;
 mod tune;
 
 #[derive(clap::Args)]

@@ -57,6 +57,11 @@ pub struct FsckArgs {
     /// a smaller trial image in its place (to time the build first).
     #[arg(long, value_name = "N", default_value_t = 10_000, hide = true)]
     files10m_dirs: usize,
+    /// Instead of the comparison: per-pass times with `-m 1` and `-m 2`, the
+    /// serial fraction of each pass, and what that gives on 16 and 64 threads
+    /// (Amdahl), against e2fsck (see `scaling.rs`).
+    #[arg(long)]
+    scaling: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -107,6 +112,10 @@ pub fn run(args: &FsckArgs) -> Result<()> {
                 None,
             ),
         };
+        if args.scaling {
+            super::scaling::run(label, &img, &ours, &theirs, c.runs)?;
+            continue;
+        }
         let tool = |name: &str, base: &[OsString]| Tool {
             name: name.to_string(),
             argv: base
@@ -132,6 +141,9 @@ pub fn run(args: &FsckArgs) -> Result<()> {
             &mut super::NoHooks,
             &mut failures,
         )?);
+    }
+    if args.scaling {
+        return Ok(());
     }
     println!();
     measure::print_table("image", &rows);
