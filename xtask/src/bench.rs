@@ -237,17 +237,20 @@ fn resolve_ours(c: &Common, subcommand: &str) -> Result<Vec<OsString>> {
 }
 
 /// One case of a comparison on a read-only input: one untimed warm-up run of
-/// each tool (the reference first; bails if it fails, as then the input is
-/// bad), then `runs` alternating timed runs. Returns the two table rows; runs
-/// that failed or failed their check are described in `failures`.
+/// each tool (the reference, the last tool, first; bails if it fails, as
+/// then the input is bad), then `runs` alternating timed runs. Returns the
+/// table rows, one per tool, each but the reference's with its ratio to
+/// the reference; runs that failed or failed their check are described in
+/// `failures`.
 fn compare(
     label: &str,
-    tools: &[Tool; 2],
+    tools: &[Tool],
     runs: usize,
     logdir: &Path,
     hooks: &mut dyn Hooks,
     failures: &mut Vec<String>,
-) -> Result<[Row; 2]> {
+) -> Result<Vec<Row>> {
+    let reference = tools.len().saturating_sub(1);
     for (i, t) in tools.iter().enumerate().rev() {
         util::check_interrupted()?;
         hooks.before(i, 0)?;
@@ -258,12 +261,13 @@ fn compare(
         println!("  warm-up {:<7} {}", t.name, s.describe());
         if !s.ok() {
             print!("{}", util::tail(&log, 10));
-            if i == 1 {
+            if i == reference {
                 bail!("the reference failed its warm-up run on {label}: the input is bad");
             }
         }
     }
-    let samples = measure::alternate([&tools[0], &tools[1]], runs, logdir, hooks)?;
+    let tools: Vec<&Tool> = tools.iter().collect();
+    let samples = measure::alternate_all(&tools, runs, logdir, hooks)?;
     for (t, ss) in tools.iter().zip(&samples) {
         let bad: Vec<String> = ss
             .iter()
@@ -283,7 +287,7 @@ fn compare(
             ));
         }
     }
-    Ok(measure::rows_for(label, [&tools[0], &tools[1]], &samples))
+    Ok(measure::rows_vs_last(label, &tools, &samples))
 }
 
 /// For read-only inputs: nothing to prepare or check per run.

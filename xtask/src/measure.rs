@@ -316,7 +316,22 @@ pub fn alternate(
     logdir: &Path,
     hooks: &mut dyn Hooks,
 ) -> Result<[Vec<Sample>; 2]> {
-    let mut samples = [Vec::new(), Vec::new()];
+    let mut all = alternate_all(&tools, runs, logdir, hooks)?.into_iter();
+    Ok([
+        all.next().unwrap_or_default(),
+        all.next().unwrap_or_default(),
+    ])
+}
+
+/// [`alternate`] over any number of tools, in turn: run 1 of each in the
+/// given order, then run 2 of each, …; one `Vec` of samples per tool.
+pub fn alternate_all(
+    tools: &[&Tool],
+    runs: usize,
+    logdir: &Path,
+    hooks: &mut dyn Hooks,
+) -> Result<Vec<Vec<Sample>>> {
+    let mut samples = vec![Vec::new(); tools.len()];
     for run in 0..runs {
         for (i, tool) in tools.iter().enumerate() {
             util::check_interrupted()?;
@@ -420,6 +435,33 @@ pub fn rows_for(case: &str, tools: [&Tool; 2], samples: &[Vec<Sample>; 2]) -> [R
             ratio: None,
         },
     ]
+}
+
+/// The rows for a case of several tools, the last one the reference: every
+/// other row carries the ratio of its median to the reference's.
+pub fn rows_vs_last(case: &str, tools: &[&Tool], samples: &[Vec<Sample>]) -> Vec<Row> {
+    let sums: Vec<Summary> = samples.iter().map(|s| Summary::of(s)).collect();
+    let reference = sums.last().and_then(|s| s.median);
+    let last = tools.len().saturating_sub(1);
+    tools
+        .iter()
+        .zip(sums)
+        .enumerate()
+        .map(|(i, (t, summary))| {
+            let ratio = match (summary.median, reference) {
+                (Some(o), Some(r)) if i < last && !r.is_zero() => {
+                    Some(o.as_secs_f64() / r.as_secs_f64())
+                }
+                _ => None,
+            };
+            Row {
+                case: case.to_string(),
+                tool: t.name.clone(),
+                summary,
+                ratio,
+            }
+        })
+        .collect()
 }
 
 /// Prints the rows as a table; `case` heads the first column (e.g. "size").

@@ -9,6 +9,9 @@
 //!   empty files (see [`super::large`]). Not in the default set: building them
 //!   takes minutes and gigabytes of tmpfs (RAM); the build refuses when
 //!   `MemAvailable` is too low.
+//!
+//! `--threads 1,0` runs ours with `-m 1` and with the default thread count in
+//! the same alternation, each row with its ratio to e2fsck's.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -50,6 +53,12 @@ pub struct FsckArgs {
     /// Where the built images (files, vol16t, files10m) are cached between runs.
     #[arg(long, value_name = "DIR", default_value = "/dev/shm/ext4r-bench")]
     cache: PathBuf,
+    /// Thread counts for ours, comma-separated: each is a row of its own
+    /// against e2fsck, all run in turn in one alternation (`ours -m1`,
+    /// `ours`, `e2fsck`, `ours -m1`, …). `0` is the default (no `-m`: the
+    /// available cores); `--threads 1,0` reports one thread and the default.
+    #[arg(long, value_delimiter = ',', value_name = "LIST", default_value = "0")]
+    threads: Vec<usize>,
     /// Build the cached images named in --images again even if their stamps match.
     #[arg(long)]
     rebuild: bool,
@@ -72,6 +81,7 @@ pub fn run(args: &FsckArgs) -> Result<()> {
     let c = &args.common;
     ensure!(c.runs >= 1, "--runs must be at least 1");
     ensure!(!args.images.is_empty(), "--images is empty");
+    ensure!(!args.threads.is_empty(), "--threads is empty");
     ensure!(
         c.dir.is_dir(),
         "--dir {} is not a directory",
@@ -116,17 +126,30 @@ pub fn run(args: &FsckArgs) -> Result<()> {
             super::scaling::run(label, &img, &ours, &theirs, c.runs)?;
             continue;
         }
-        let tool = |name: &str, base: &[OsString]| Tool {
-            name: name.to_string(),
+        let tool = |name: String, base: &[OsString], extra: Vec<OsString>| Tool {
+            name,
             argv: base
                 .iter()
                 .cloned()
+                .chain(extra)
                 .chain([OsString::from("-fn"), img.clone().into_os_string()])
                 .collect(),
             env: Vec::new(),
             discard_stdout: false,
         };
-        let tools = [tool("ours", &ours), tool("e2fsck", &theirs)];
+        let mut tools: Vec<Tool> = args
+            .threads
+            .iter()
+            .map(|&n| match n {
+                0 => tool("ours".into(), &ours, Vec::new()),
+                n => tool(
+                    format!("ours -m{n}"),
+                    &ours,
+                    vec!["-m".into(), n.to_string().into()],
+                ),
+            })
+            .collect();
+        tools.push(tool("e2fsck".into(), &theirs, Vec::new()));
         println!("== {label}: {}, {} runs each", img.display(), c.runs);
         for t in &tools {
             println!("  {:<7} {}", t.name, util::display_cmd(&t.command()?));

@@ -600,7 +600,16 @@ fn summary_line(dev: &str, s: &Summary) -> String {
     )
 }
 
+/// The check's clock: `E2FSCK_TIME` (seconds since the epoch) when set to
+/// a number, as e2fsck reads it, so that runs can be compared byte for
+/// byte (deletion times, the superblock's write and check times); else now.
 fn now() -> i64 {
+    if let Some(t) = std::env::var("E2FSCK_TIME")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        return t;
+    }
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
