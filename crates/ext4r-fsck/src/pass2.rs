@@ -31,14 +31,20 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let total = blocks.len() as u64;
     let mut saw_block0 = vec![false; c.dirs.len()];
     let mut dx = htree::DxDirs::default();
-    // Runs of physically contiguous blocks, each read at once.
+    // Runs of physically contiguous blocks, each read at once; half as
+    // long with several readers, each with runs in flight.
+    let run_bytes = if c.threads > 1 {
+        RUN_BYTES / 2
+    } else {
+        RUN_BYTES
+    };
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < blocks.len() {
         let mut j = i + 1;
         while j < blocks.len()
             && blocks[j].phys == blocks[j - 1].phys + 1
-            && (j - i) as u64 * bs < RUN_BYTES
+            && (j - i) as u64 * bs < run_bytes
         {
             j += 1;
         }
@@ -131,13 +137,14 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         }
     };
     if c.threads > 1 && runs.len() > 1 {
-        // Readers on all threads but this one, which checks: the checks
-        // are in order (they find parents as they go).
-        let readers = (c.threads - 1).min(runs.len());
+        // A reader per thread; this one checks in order what they did
+        // not find clean and applies what they did (parents, '..'): a
+        // small share of the pass once most blocks are clean.
+        let readers = c.threads.min(runs.len());
         crate::ordered::ordered(
             runs.len(),
             vec![Vec::new(); readers],
-            readers + 1,
+            readers,
             |buf: &mut Vec<u8>, r| {
                 let pre = read(buf, r);
                 // The buffer goes with its findings; the reader starts a
