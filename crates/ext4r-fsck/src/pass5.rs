@@ -268,7 +268,8 @@ impl Groups<'_> {
     /// The groups of item `i`.
     fn item(&self, i: usize) -> std::ops::Range<u32> {
         let first = i as u32 * self.per_item;
-        first..(first + self.per_item).min(self.geo.group_count)
+        let end = first.saturating_add(self.per_item);
+        first..end.min(self.geo.group_count)
     }
 
     /// Whether a worker writes the text of a difference, when `before`
