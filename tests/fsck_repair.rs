@@ -670,3 +670,155 @@ fn ea_inode_references_are_checked() {
         assert_eq!(rc, 0, "{damage}: e2fsck after our repair: {out}");
     }
 }
+
+/// Our fsck on `img` with `args` and `-m threads`: exit code and output.
+fn fsck_threads(img: &Path, args: &[&str], threads: &str) -> (Option<i32>, String) {
+    let o = run(ext4r()
+        .arg("fsck")
+        .args(args)
+        .args(["-m", threads])
+        .arg(img));
+    (
+        o.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// Pass 5 compares the bitmaps on worker threads and raises what they
+/// found on one, in group order. With bitmaps damaged in hundreds of
+/// groups (more than the 64 whose differences are spelled out), bad
+/// bitmap checksums, unset padding and uninit flags that are wrong, four
+/// threads must report what one does, word for word and in the same
+/// order, and repair the image to the same bytes.
+#[test]
+fn pass5_on_four_threads_finds_and_repairs_what_one_does() {
+    if !have("mke2fs") || !have("debugfs") || !have("dumpe2fs") || !have("e2fsck") {
+        eprintln!("SKIP: needs mke2fs, debugfs, dumpe2fs and e2fsck");
+        return;
+    }
+    let t = TempDir::new("pass5-threads");
+    // 2,000 files and 30 directories fill the inodes of groups 0-84 (24
+    // per group); without flex_bg each of the 300 groups has its own
+    // bitmaps and inode table.
+    let src = t.path("src");
+    fs::create_dir(&src).unwrap();
+    for i in 0..2000 {
+        fs::write(src.join(format!("f{i}")), b"").unwrap();
+    }
+    for i in 0..30 {
+        fs::create_dir(src.join(format!("d{i}"))).unwrap();
+    }
+    let img = t.path("img");
+    let src_arg = src.display().to_string();
+    make_image(
+        Command::new("mke2fs"),
+        &[
+            "-t", "ext4", "-b", "1024", "-g", "1024", "-N", "7200", "-O", "^flex_bg", "-d",
+            &src_arg,
+        ],
+        &img,
+        "300M",
+    )
+    .unwrap();
+    let groups = 300;
+    // Every group's bitmaps read from disk (never written where they were
+    // uninitialised, so all zeros), but one group's flag says its block
+    // bitmap is uninitialised where the journal is, and one group's that
+    // its inodes are unused; a wrong block bitmap checksum in group 0.
+    let mut cmds = String::new();
+    for g in 2..groups {
+        cmds += &format!("set_bg {g} flags 4\n");
+    }
+    cmds += "set_bg 148 flags 6\nset_bg 40 flags 5\nset_bg 0 block_bitmap_csum 0x1234\n";
+    for g in 0..groups {
+        cmds += &format!("set_bg {g} checksum calc\n");
+    }
+    let cmd_file = t.path("cmds");
+    fs::write(&cmd_file, cmds).unwrap();
+    let o = run(Command::new("debugfs")
+        .args(["-w", "-f"])
+        .arg(&cmd_file)
+        .arg(&img));
+    assert!(o.status.success(), "debugfs: {o:?}");
+    // The inode bitmaps of groups 1-90 zeroed (differences and bad
+    // checksums in 84 groups), and the last group's block bitmap (its
+    // padding).
+    let d = run(Command::new("dumpe2fs").arg(&img));
+    let text = String::from_utf8_lossy(&d.stdout).into_owned();
+    let at = |what: &str| -> Vec<u64> {
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix(what))
+            .map(|r| r.split_whitespace().next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let (ib, bb) = (at("Inode bitmap at "), at("Block bitmap at "));
+    assert_eq!((ib.len(), bb.len()), (groups, groups));
+    for &b in ib[1..=90].iter().chain(&bb[groups - 1..]) {
+        poke(&img, b * 1024, &[0; 1024]);
+    }
+    let (rc1, out1) = fsck_threads(&img, &["-fn"], "1");
+    let (rc4, out4) = fsck_threads(&img, &["-fn"], "4");
+    assert_eq!(rc1, Some(4), "{out1}");
+    assert!(
+        rc1 == rc4 && out1 == out4,
+        "-m 1 and -m 4 differ:\n{}",
+        first_diffs(&out1, &out4, 5)
+    );
+    let count = |s: &str| out1.matches(s).count();
+    for (what, least) in [
+        ("Block bitmap differences:  ", 64),
+        ("Block bitmap differences in group ", 100),
+        ("Inode bitmap differences:  ", 64),
+        ("Inode bitmap differences in group ", 10),
+        ("Block bitmap for group 0 has an invalid checksum", 1),
+        ("Inode bitmap for group 1 has an invalid checksum", 1),
+        ("Padding at end of block bitmap is not set. Fix", 1),
+        ("Padding at end of inode bitmap is not set.  (group ", 80),
+        (
+            "Group 148 block(s) in use but group is marked BLOCK_UNINIT",
+            1,
+        ),
+        (
+            "references inode 961 in group 40 where _INODE_UNINIT is set",
+            1,
+        ),
+    ] {
+        assert!(count(what) >= least, "{what}: {}\n{out1}", count(what));
+    }
+    // Repairs, one thread and four, to the same bytes: the repair stamps
+    // the time, so both run within one second (tried again if not).
+    let (a, b) = (t.path("a"), t.path("b"));
+    for attempt in 0.. {
+        let start = std::time::SystemTime::now();
+        let mut outs = Vec::new();
+        for (copy, threads) in [(&a, "1"), (&b, "4")] {
+            fs::copy(&img, copy).unwrap();
+            outs.push(fsck_threads(copy, &["-fy"], threads));
+        }
+        let secs =
+            |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        if secs(start) != secs(std::time::SystemTime::now()) && attempt < 5 {
+            continue;
+        }
+        // The outputs name their image: one name for both.
+        let (y1, y4) = (&outs[0], &outs[1]);
+        assert_eq!(y1.0, Some(1), "{}", y1.1);
+        let same = |s: &str, p: &Path| s.replace(&p.display().to_string(), "IMG");
+        assert!(
+            y1.0 == y4.0 && same(&y1.1, &a) == same(&y4.1, &b),
+            "-fy -m 1 and -m 4 differ:\n{}",
+            first_diffs(&y1.1, &y4.1, 5)
+        );
+        break;
+    }
+    assert!(
+        fs::read(&a).unwrap() == fs::read(&b).unwrap(),
+        "-fy -m 1 and -m 4 leave different bytes"
+    );
+    let (rc, out) = e2fsck_fn(&a);
+    assert_eq!(rc, 0, "e2fsck after our repair: {out}");
+}

@@ -351,12 +351,94 @@ impl SparseBits {
         }
     }
 
+    /// The members without the lookup caches: a view threads can share.
+    pub(crate) fn view(&self) -> BitsView<'_> {
+        BitsView {
+            index: &self.index,
+            chunks: &self.chunks,
+        }
+    }
+
     /// Bytes held (for the memory figures in tests and notes).
     #[cfg(test)]
     fn heap_bytes(&self) -> usize {
         self.index.capacity() * 4
             + self.chunks.capacity() * std::mem::size_of::<Chunk>()
             + self.chunks.iter().map(Chunk::heap_bytes).sum::<usize>()
+    }
+}
+
+/// A [`SparseBits`] read without its caches (which make the set itself
+/// not `Sync`): pass 5's workers read the in-use inodes of their groups
+/// through it.
+#[derive(Clone, Copy)]
+pub(crate) struct BitsView<'a> {
+    index: &'a [u32],
+    chunks: &'a [Chunk],
+}
+
+impl BitsView<'_> {
+    /// Calls `f(start, end)` for the members in `[from, to)` as runs of
+    /// consecutive numbers `[start, end)`, in order (a run crossing a
+    /// chunk boundary comes in two parts).
+    pub(crate) fn runs(&self, from: u64, to: u64, mut f: impl FnMut(u64, u64)) {
+        let cb = u64::from(CHUNK_BITS);
+        if from >= to {
+            return;
+        }
+        let last = ((to - 1) / cb).min(self.index.len() as u64);
+        for c in from / cb..=last {
+            let slot = match self.index.get(c as usize) {
+                Some(&s) if s != 0 => s as usize - 1,
+                _ => continue,
+            };
+            let base = c * cb;
+            // Offsets `[lo, hi)` in the chunk.
+            let lo = from.max(base) - base;
+            let hi = to.min(base + cb) - base;
+            match &self.chunks[slot] {
+                Chunk::Runs(runs) => {
+                    for &(a, b) in &runs[Chunk::run_at(runs, lo as u16)..] {
+                        let (a, b) = (u64::from(a), u64::from(b) + 1);
+                        if a >= hi {
+                            break;
+                        }
+                        f(base + a.max(lo), base + b.min(hi));
+                    }
+                }
+                Chunk::Bits(words) => {
+                    let mut o = lo;
+                    while o < hi {
+                        // The next member, then the next non-member.
+                        let Some(s) = next_bit(&words[..], o, hi, false) else {
+                            break;
+                        };
+                        let e = next_bit(&words[..], s, hi, true).unwrap_or(hi);
+                        f(base + s, base + e);
+                        o = e;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first bit at or after `o` and before `hi` that is set (`clear`:
+/// that is clear).
+fn next_bit(words: &[u64], o: u64, hi: u64, clear: bool) -> Option<u64> {
+    let flip = if clear { !0u64 } else { 0 };
+    let mut wi = (o / 64) as usize;
+    let mut w = (words[wi] ^ flip) & (!0u64 << (o % 64));
+    loop {
+        if w != 0 {
+            let at = wi as u64 * 64 + u64::from(w.trailing_zeros());
+            return (at < hi).then_some(at);
+        }
+        wi += 1;
+        if wi as u64 * 64 >= hi {
+            return None;
+        }
+        w = words[wi] ^ flip;
     }
 }
 
@@ -605,6 +687,12 @@ impl Inodes {
         self.names = None;
     }
 
+    /// The in-use inodes and the directories among them, for threads to
+    /// share without the lookup caches (see [`BitsView`]).
+    pub(crate) fn views(&self) -> (BitsView<'_>, BitsView<'_>) {
+        (self.kinds.used.view(), self.kinds.dir.view())
+    }
+
     /// The kinds and link counts, to be read on other threads (pass 1 is
     /// over: a later insert would copy them).
     pub(crate) fn kinds(&self) -> Arc<Kinds> {
@@ -742,6 +830,53 @@ mod tests {
             from = k.checked_add(1);
         }
         assert!(seen.iter().eq(set.iter()));
+    }
+
+    #[test]
+    fn views_give_the_runs_of_a_range() {
+        // Runs and bitmap chunks alike: the members in any range, as runs.
+        for dense in [false, true] {
+            let mut b = SparseBits::default();
+            let mut set = std::collections::BTreeSet::new();
+            if dense {
+                // More runs than a chunk keeps: its bitmap form.
+                for k in (1000..4000u32).step_by(2) {
+                    b.insert(k);
+                    set.insert(u64::from(k));
+                }
+            }
+            let mut x = 99u64;
+            for k in (10..200u32).chain(CHUNK_BITS - 5..CHUNK_BITS + 70) {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if (x >> 40) % 3 != 0 {
+                    b.insert(k);
+                    set.insert(u64::from(k));
+                }
+            }
+            b.insert(u32::MAX);
+            set.insert(u64::from(u32::MAX));
+            let v = b.view();
+            for (from, to) in [
+                (0, 300),
+                (11, 12),
+                (64, 129),
+                (130, 3 * u64::from(CHUNK_BITS)),
+                (u64::from(CHUNK_BITS) - 7, u64::from(CHUNK_BITS) + 1),
+                (0, 1 << 33),
+                (u64::from(u32::MAX), 1 << 32),
+                (5, 5),
+            ] {
+                let mut got = Vec::new();
+                v.runs(from, to, |s, e| {
+                    assert!(s < e && got.last().is_none_or(|&l| l < s));
+                    got.extend(s..e);
+                });
+                let want: Vec<u64> = set.range(from..to).copied().collect();
+                assert_eq!(got, want, "dense {dense}: [{from}, {to})");
+            }
+        }
     }
 
     #[test]

@@ -89,6 +89,33 @@ where
     })
 }
 
+/// [`ordered`] on one thread per state when there are two or more states
+/// and items; otherwise every item on this thread, each worked on and
+/// taken in turn (no thread is spawned: `-m 1`). Returns the states.
+pub(crate) fn ordered_or_here<S, R>(
+    n: usize,
+    mut states: Vec<S>,
+    ahead: usize,
+    work: impl Fn(&mut S, usize) -> R + Sync,
+    mut take: impl FnMut(usize, R) -> bool,
+) -> Vec<S>
+where
+    S: Send,
+    R: Send,
+{
+    if states.len() > 1 && n > 1 {
+        return ordered(n, states, ahead, work, take);
+    }
+    if let Some(state) = states.first_mut() {
+        for i in 0..n {
+            if !take(i, work(state, i)) {
+                break;
+            }
+        }
+    }
+    states
+}
+
 #[cfg(test)]
 mod tests {
     use super::ordered;
