@@ -182,12 +182,18 @@ fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: 
     false
 }
 
-/// A chunk as a worker thread checked it: what it found, in stretches cut
-/// at the inodes left to the merging thread (with their records).
-struct Checked {
-    found: Vec<crate::ctx::Found>,
-    /// (index in the chunk, prescan bits, record).
-    left: Vec<(u32, u8, Vec<u8>)>,
+/// What a worker hands over for a batch of reads, in order: what it
+/// found, cut where the merging thread has to act in between.
+enum Piece {
+    /// Findings to add.
+    Found(Box<crate::ctx::Found>),
+    /// An inode to check on the merging thread ([`in_order`]): number,
+    /// prescan bits, record.
+    Left(u32, u8, Vec<u8>),
+    /// The read of `jobs[n]` failed.
+    Failed(usize),
+    /// The end of a read that had inodes left to the merging thread.
+    End,
 }
 
 /// Whether checking inode `ino` reads or changes what the checks of other
@@ -222,51 +228,78 @@ fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
 /// inodes [`in_order`] names itself, in their place. The result is the
 /// one a single thread gets: every finding in the same order.
 fn parallel(c: &mut Ctx, jobs: &[Job], specials: &[u32], scan: &Scan, progress: Progress<'_>) {
-    let workers = c.threads.min(jobs.len());
     let ipg = scan.ipg;
     let groups = c.geo.group_count;
+    // Reads of a few inodes each (a large volume's groups hold a handful)
+    // go to the workers in batches of about a chunk's inodes: one handoff
+    // per read cost more than the checks on a 16 TiB volume of big files.
+    let per_batch = (CHUNK / scan.isize).max(1) as u64;
+    let mut batches: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    let mut inodes = 0u64;
+    for (i, job) in jobs.iter().enumerate() {
+        inodes += u64::from(job.2);
+        if inodes >= per_batch || i + 1 == jobs.len() {
+            batches.push((start, i + 1));
+            start = i + 1;
+            inodes = 0;
+        }
+    }
+    let workers = c.threads.min(batches.len());
     let states: Vec<(Ctx, Vec<u8>)> = (0..workers).map(|_| (c.worker(), Vec::new())).collect();
-    // A few chunks ahead per worker: each holds its own buffer, and the
-    // findings of a chunk wait until it is taken.
-    let work = |(w, buf): &mut (Ctx, Vec<u8>), i: usize| {
-        let job = jobs[i];
-        scan.read(job, buf).map(|pre| {
-            let base = job.0 * ipg + job.1 + 1;
-            let mut out = Checked {
-                found: Vec::new(),
-                left: Vec::new(),
+    // A batch as a worker checked it: what it found, cut where this
+    // thread has something to do in between (see `Piece`).
+    let work = |(w, buf): &mut (Ctx, Vec<u8>), b: usize| {
+        let (from, to) = batches[b];
+        let mut out = Vec::new();
+        for (n, &job) in jobs.iter().enumerate().take(to).skip(from) {
+            let Some(pre) = scan.read(job, buf) else {
+                out.push(Piece::Found(Box::new(w.take_found())));
+                out.push(Piece::Failed(n));
+                continue;
             };
+            let base = job.0 * ipg + job.1 + 1;
+            let mut left = false;
             for (k, rec) in buf.chunks(scan.isize).enumerate() {
                 let ino = base + k as u32;
                 if in_order(w, ino, rec, pre[k], specials) {
-                    out.found.push(w.take_found());
-                    out.left.push((k as u32, pre[k], rec.to_vec()));
+                    out.push(Piece::Found(Box::new(w.take_found())));
+                    out.push(Piece::Left(ino, pre[k], rec.to_vec()));
+                    left = true;
                 } else {
                     check_inode(w, ino, rec, specials, pre[k]);
                 }
             }
-            out.found.push(w.take_found());
-            out
-        })
+            if left {
+                out.push(Piece::Found(Box::new(w.take_found())));
+                out.push(Piece::End);
+            }
+        }
+        out.push(Piece::Found(Box::new(w.take_found())));
+        out
     };
-    crate::ordered::ordered(jobs.len(), states, workers + 1, work, |i, item| {
-        let job = jobs[i];
-        if take_chunk(c, job, groups, progress, item.is_some()) {
-            if let Some(Checked { found, left }) = item {
-                let base = job.0 * ipg + job.1 + 1;
-                let mut found = found.into_iter();
-                for (k, pre, rec) in left {
-                    if let Some(f) = found.next() {
-                        c.absorb(f);
+    crate::ordered::ordered(batches.len(), states, workers + 1, work, |b, pieces| {
+        for piece in pieces {
+            match piece {
+                Piece::Found(f) => c.absorb(*f),
+                Piece::Left(ino, pre, rec) => check_inode(c, ino, &rec, specials, pre),
+                // A failed read may stop the pass (-n); so may a check
+                // here, after the rest of its job (as on one thread).
+                Piece::Failed(n) => {
+                    take_chunk(c, jobs[n], groups, progress, false);
+                    if c.abort {
+                        return false;
                     }
-                    check_inode(c, base + k, &rec, specials, pre);
                 }
-                for f in found {
-                    c.absorb(f);
+                Piece::End => {
+                    if c.abort {
+                        return false;
+                    }
                 }
             }
         }
-        !c.abort
+        take_chunk(c, jobs[batches[b].1 - 1], groups, progress, true);
+        true
     });
 }
 
