@@ -293,7 +293,7 @@ fn file_written_during_run_ends_as_written() {
         let mut touched = 0;
         for _ in 0..40 {
             let (rc, out, err) = text(ours().arg("-v").arg(&target));
-            assert!(rc == 0, "{out}{err}");
+            assert!(rc == 0, "exit {rc}\n{out}{err}");
             let moved = out.lines().any(|l| {
                 l.starts_with("[1/1]")
                     && (l.ends_with(" extents") || l.contains("written while being moved"))
