@@ -141,6 +141,26 @@ impl Chunk {
         }
     }
 
+    /// Members `64 * w` to `64 * w + 63` as the bits of a word.
+    fn word(&self, w: usize) -> u64 {
+        match self {
+            Chunk::Bits(words) => words[w],
+            Chunk::Runs(runs) => {
+                let lo = (w * 64) as u16;
+                let hi = lo + 63;
+                let mut bits = 0u64;
+                for &(a, b) in &runs[Self::run_at(runs, lo)..] {
+                    if a > hi {
+                        break;
+                    }
+                    let (a, b) = (a.max(lo) - lo, b.min(hi) - lo);
+                    bits |= (!0u64 >> (63 - (b - a))) << a;
+                }
+                bits
+            }
+        }
+    }
+
     /// The smallest member at or after `o`.
     fn next(&self, o: u16) -> Option<u16> {
         match self {
@@ -279,6 +299,17 @@ impl SparseBits {
                 }
             }
             bits => bits.contains(o),
+        }
+    }
+
+    /// Members `64 * w` to `64 * w + 63` as the bits of a word.
+    fn word(&self, w: u32) -> u64 {
+        let c = (w / (CHUNK_BITS / 64)) as usize;
+        match self.index.get(c) {
+            Some(&s) if s != 0 => {
+                self.chunks[s as usize - 1].word((w % (CHUNK_BITS / 64)) as usize)
+            }
+            _ => 0,
         }
     }
 
@@ -599,6 +630,24 @@ impl Names {
         }
     }
 
+    /// Of inodes `64 * w` to `64 * w + 63`, those outside `links` named
+    /// exactly once, as the bits of a word.
+    fn once(&self, w: u32) -> u64 {
+        let Some(&slot) = self.index.get((w / (CHUNK_BITS / 64)) as usize) else {
+            return 0;
+        };
+        let Some(at) = (slot as usize).checked_sub(1) else {
+            return 0;
+        };
+        let mut bits =
+            self.named[at * CHUNK_WORDS + (w % (CHUNK_BITS / 64)) as usize].load(Relaxed);
+        let first = w * 64;
+        for (&ino, _) in self.more().range(first..=first + 63) {
+            bits &= !(1 << (ino - first));
+        }
+        bits
+    }
+
     /// Names counted for `ino` outside `links`.
     fn count(&self, ino: u32) -> u32 {
         match self.more().get(&ino) {
@@ -733,6 +782,27 @@ impl Inodes {
         names.remove(&self.kinds, ino);
     }
 
+    /// Of inodes `64 * w` to `64 * w + 63`, those in use whose record
+    /// [`Inodes::get`] may show something to act on, as the bits of a
+    /// word: all but the ordinary ones with one link and one name (nearly
+    /// every file), which a walk over all inodes (pass 4) can skip 64 at a
+    /// time. EA inodes are never skipped.
+    pub(crate) fn unsettled(&self, w: u32) -> u64 {
+        let k = &self.kinds;
+        let used = k.used.word(w);
+        if used == 0 {
+            return 0;
+        }
+        let once = self.names.as_ref().map_or(0, |n| n.once(w));
+        let mut settled = k.link1.word(w) & once;
+        let first = w * 64;
+        let from = k.ea.partition_point(|&e| e < first);
+        for &e in k.ea[from..].iter().take_while(|&&e| e - first < 64) {
+            settled &= !(1 << (e - first));
+        }
+        used & !settled
+    }
+
     /// The record of an in-use inode.
     pub(crate) fn get(&self, ino: u32) -> Option<InodeRec> {
         let kind = self.kind(ino)?;
@@ -830,6 +900,10 @@ mod tests {
             from = k.checked_add(1);
         }
         assert!(seen.iter().eq(set.iter()));
+        for w in 0..8 * CHUNK_BITS / 64 {
+            let want = (0..64).fold(0u64, |v, i| v | u64::from(set.contains(&(w * 64 + i))) << i);
+            assert_eq!(b.word(w), want, "word {w}");
+        }
     }
 
     #[test]
@@ -1015,6 +1089,40 @@ mod tests {
         }
         for ino in (0..100_010u32).step_by(7) {
             assert_eq!(t.get(ino), one.get(ino), "{ino}");
+        }
+    }
+
+    #[test]
+    fn unsettled_are_all_but_one_link_one_name() {
+        let mut t = Inodes::default();
+        for ino in 11..40_000u32 {
+            if ino % 97 == 0 {
+                continue; // not in use
+            }
+            let links = if ino % 10 == 0 { 2 } else { 1 };
+            let kind = if ino % 13 == 0 {
+                FileKind::Directory
+            } else {
+                FileKind::Regular
+            };
+            t.insert(ino, links, kind, ino % 1000 == 7);
+        }
+        // Named (ino % 4) times: 0, 1, 2 or 3.
+        for ino in 11..40_000u32 {
+            for _ in 0..ino % 4 {
+                t.add_name(ino);
+            }
+        }
+        for w in 0..40_064 / 64 {
+            let mut want = 0u64;
+            for i in 0..64 {
+                let ino = w * 64 + i;
+                let Some(r) = t.get(ino) else { continue };
+                if r.ea_inode || r.links != 1 || r.counted != 1 {
+                    want |= 1 << i;
+                }
+            }
+            assert_eq!(t.unsettled(w), want, "word {w}");
         }
     }
 }
