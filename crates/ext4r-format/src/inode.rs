@@ -662,17 +662,10 @@ pub fn inode_checksum(fs_seed: u32, ino: InodeNr, record: &[u8]) -> Result<u32> 
     if record.len() <= SHORT_RECORD {
         // One CRC run over a copy with the checksum fields zeroed, where
         // the pieces between them took eight (a fsck checks every inode).
-        let mut seeds = [0u8; 8];
-        seeds[..4].copy_from_slice(&ino.0.to_le_bytes());
-        seeds[4..].copy_from_slice(&generation.to_le_bytes());
-        let mut copy = Aligned([0u8; SHORT_RECORD]);
-        let copy = &mut copy.0[..record.len()];
-        copy.copy_from_slice(record);
-        copy[CHECKSUM_LO_OFFSET..CHECKSUM_LO_OFFSET + 2].fill(0);
-        if record_has_hi(record) {
-            copy[CHECKSUM_HI_OFFSET..CHECKSUM_HI_OFFSET + 2].fill(0);
+        let mut input = InodeCsumInput::default();
+        if let Some(bytes) = input.fill(ino, record) {
+            return Ok(crc32c(fs_seed, bytes));
         }
-        return Ok(crc32c(crc32c(fs_seed, &seeds), copy));
     }
     let seed = inode_csum_seed(fs_seed, ino, generation);
     let zero = [0u8; 2];
@@ -694,9 +687,58 @@ pub fn inode_checksum(fs_seed: u32, ino: InodeNr, record: &[u8]) -> Result<u32> 
 /// Records up to this size are checksummed through a copy on the stack.
 const SHORT_RECORD: usize = 256;
 
-/// 8-byte alignment, which the CRC's word loop starts from.
+/// What the checksum of an inode record of up to 256 bytes runs over, in
+/// one piece: the inode number and generation, then the record with its
+/// checksum fields read as zero. `crc32c(fs_seed, bytes)` is
+/// [`inode_checksum`]; a checker holding many records can run several of
+/// these through the CRC side by side (see [`inode_checksum_matches`]).
+#[derive(Clone)]
 #[repr(align(8))]
-struct Aligned([u8; SHORT_RECORD]);
+pub struct InodeCsumInput([u8; 8 + SHORT_RECORD]);
+
+impl Default for InodeCsumInput {
+    fn default() -> Self {
+        InodeCsumInput([0; 8 + SHORT_RECORD])
+    }
+}
+
+impl InodeCsumInput {
+    /// Fills in the input for `record` of inode `ino` and returns it (8
+    /// bytes more than the record; 8-aligned, as the CRC's word loop
+    /// starts). `None` for a record shorter than 128 bytes or longer than
+    /// 256.
+    pub fn fill(&mut self, ino: InodeNr, record: &[u8]) -> Option<&[u8]> {
+        if record.len() < GOOD_OLD_INODE_SIZE || record.len() > SHORT_RECORD {
+            return None;
+        }
+        let generation = read_u32(record, GENERATION_OFFSET);
+        let out = &mut self.0[..8 + record.len()];
+        out[..4].copy_from_slice(&ino.0.to_le_bytes());
+        out[4..8].copy_from_slice(&generation.to_le_bytes());
+        let copy = &mut out[8..];
+        copy.copy_from_slice(record);
+        copy[CHECKSUM_LO_OFFSET..CHECKSUM_LO_OFFSET + 2].fill(0);
+        if record_has_hi(record) {
+            copy[CHECKSUM_HI_OFFSET..CHECKSUM_HI_OFFSET + 2].fill(0);
+        }
+        Some(out)
+    }
+}
+
+/// Whether `computed` (the full [`inode_checksum`]) is what `record`
+/// stores: all 32 bits, or the low 16 when the record has no
+/// `i_checksum_hi`.
+pub fn inode_checksum_matches(record: &[u8], computed: u32) -> bool {
+    if record.len() < GOOD_OLD_INODE_SIZE {
+        return false;
+    }
+    let computed = if record_has_hi(record) {
+        computed
+    } else {
+        computed & 0xFFFF
+    };
+    stored_checksum(record) == computed
+}
 
 /// The checksum as stored in the record: the low 16 bits always, the high
 /// 16 bits when `i_checksum_hi` is present.
@@ -1021,6 +1063,40 @@ pub(crate) mod tests {
         ino.set_mtime(t);
         assert_eq!(ino.i_mtime.get(), u32::MAX);
         assert_eq!(ino.mtime(), t);
+    }
+
+    proptest! {
+        #[test]
+        fn checksum_input_and_match_agree_with_verify(
+            bytes in proptest::collection::vec(any::<u8>(), 512),
+            size in prop_oneof![Just(128usize), Just(160), Just(256), Just(512)],
+            extra in 0u16..200,
+            seed: u32,
+            ino in 1u32..1_000_000,
+            stamp: bool,
+        ) {
+            let mut rec = bytes[..size].to_vec();
+            if size > 128 {
+                rec[EXTRA_ISIZE_OFFSET..EXTRA_ISIZE_OFFSET + 2].copy_from_slice(&extra.to_le_bytes());
+            }
+            if stamp {
+                set_inode_checksum(seed, InodeNr(ino), &mut rec).unwrap();
+            }
+            let full = inode_checksum(seed, InodeNr(ino), &rec).unwrap();
+            let mut input = InodeCsumInput::default();
+            if let Some(bytes) = input.fill(InodeNr(ino), &rec) {
+                prop_assert_eq!(crate::checksum::crc32c(seed, bytes), full);
+            } else {
+                prop_assert!(size > 256);
+            }
+            prop_assert_eq!(
+                inode_checksum_matches(&rec, full),
+                verify_inode_checksum(seed, InodeNr(ino), &rec).is_ok()
+            );
+            if stamp {
+                prop_assert!(inode_checksum_matches(&rec, full));
+            }
+        }
     }
 
     proptest! {

@@ -28,6 +28,7 @@ mod bb_tree;
 mod bigalloc_map;
 mod claims;
 mod codes;
+mod crc_lanes;
 mod ctx;
 mod device_size;
 mod dot;
