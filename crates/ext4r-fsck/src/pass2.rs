@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use ext4r::fs::FileKind;
-use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntryTail};
+use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntry, DirEntryTail};
 use ext4r_format::features::Incompat;
 use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
 use ext4r_format::inode::ino as special;
@@ -271,7 +271,17 @@ impl<'a> Rules<'a> {
     /// What checking `block` changes, when [`dir_block`] would find
     /// nothing to report in it; `None` when it might (then it does the
     /// check). Each test is one of the checks there, in their order.
-    fn clean(&self, m: &Meta, b: &DirBlock, block: &[u8], pre: &Pre) -> Option<Clean> {
+    /// `records` are the block's records up to the first that does not
+    /// parse, `broken` whether one does not.
+    fn clean(
+        &self,
+        m: &Meta,
+        b: &DirBlock,
+        block: &[u8],
+        records: &[DirEntry<'_>],
+        broken: bool,
+        pre: &Pre,
+    ) -> Option<Clean> {
         let dir = b.ino;
         // Roots and interior nodes of an index have their own checks.
         if !m.plain || m.htree && (b.lblk == 0 || is_dx_node(block, self.csum)) {
@@ -284,9 +294,12 @@ impl<'a> Rules<'a> {
         if !pre.unique || self.repairing && b.lblk == 0 {
             return None;
         }
+        // A record that does not parse is reported.
+        if broken {
+            return None;
+        }
         let mut out = Clean::default();
-        for (pos, e) in DirBlockIter::new(block).enumerate() {
-            let e = e.ok()?;
+        for (pos, e) in records.iter().enumerate() {
             let slot = if b.lblk == 0 { pos } else { 2 + pos };
             let (name, target) = (e.name, e.inode.0);
             let dots = name == b"." || name == b"..";
@@ -309,7 +322,9 @@ impl<'a> Rules<'a> {
             if target == 0 {
                 continue;
             }
-            if slot > 1 && (name.is_empty() || name.contains(&b'/') || name.contains(&0)) {
+            // One look at each byte for both (two `contains` were 15% of
+            // this function).
+            if slot > 1 && (name.is_empty() || name.iter().any(|&x| x == b'/' || x == 0)) {
                 return None;
             }
             if target > self.inodes_count
@@ -394,26 +409,44 @@ fn prescan(
     hseed: &[u32; 4],
 ) -> Vec<Pre> {
     let bs = buf.len() / meta.len().max(1);
+    // Each block's records, parsed once for all the tests below (each
+    // walked the block itself: four walks, a tenth of the run's CPU on
+    // the 2M-file image); one list reused from block to block.
+    let mut records: Vec<DirEntry<'_>> = Vec::new();
     buf.chunks(bs.max(1))
         .zip(meta)
         .zip(blocks)
         .map(|((block, m), b)| {
+            records.clear();
+            let mut broken = false;
+            for e in DirBlockIter::new(block) {
+                match e {
+                    Ok(e) => records.push(e),
+                    Err(_) => {
+                        broken = true;
+                        break;
+                    }
+                }
+            }
             let tails = rules.csum;
             let csum = rules.csum.then(|| {
-                let tail = crate::salvage::has_tail(block, bs as u32);
+                // A chain that parses to its end needs no second walk.
+                let tail = if broken {
+                    crate::salvage::has_tail(block, bs as u32)
+                } else {
+                    let end = records.last().map_or(0, |e| e.offset + e.rec_len as usize);
+                    crate::salvage::has_tail_parsed(block, end)
+                };
                 (
                     tail,
                     tail && verify_dir_block_checksum(m.seed, block).is_ok(),
                 )
             });
             let range = (m.hashed && !is_dx_node(block, tails)).then(|| {
-                let (lo, hi) = htree::leaf_range(block, v0, hseed);
+                let (lo, hi) = htree::leaf_range(&records, v0, hseed);
                 (lo, hi, v0)
             });
-            let names = DirBlockIter::new(block)
-                .map_while(Result::ok)
-                .filter(|e| e.inode.0 != 0)
-                .map(|e| e.name);
+            let names = records.iter().filter(|e| e.inode.0 != 0).map(|e| e.name);
             let unique = !may_repeat(names);
             let mut pre = Pre {
                 csum,
@@ -421,7 +454,7 @@ fn prescan(
                 unique,
                 clean: None,
             };
-            pre.clean = rules.clean(m, b, block, &pre);
+            pre.clean = rules.clean(m, b, block, &records, broken, &pre);
             pre
         })
         .collect()
