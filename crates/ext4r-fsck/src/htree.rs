@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use ext4r_format::dir::DirEntry;
 use ext4r_format::htree::{dx_hash, effective_hash_version, parse_dx_node, DxRootBlock};
 use ext4r_format::superblock::FLAGS_UNSIGNED_HASH;
 
@@ -142,11 +143,13 @@ pub(crate) fn note_leaf<'a>(
 }
 
 /// The lowest and highest major hash of a leaf block's names (not `.`,
-/// `..` or unused records), for `note_leaf`; computed off the main thread.
-pub(crate) fn leaf_range(block: &[u8], version: u8, seed: &[u32; 4]) -> (u32, u32) {
+/// `..` or unused records), for `note_leaf`; computed off the main thread
+/// from the block's records up to the first that does not parse (walked
+/// once by the caller for all its tests).
+pub(crate) fn leaf_range(records: &[DirEntry<'_>], version: u8, seed: &[u32; 4]) -> (u32, u32) {
     let mut lo = u32::MAX;
     let mut hi = 0u32;
-    for e in ext4r_format::dir::DirBlockIter::new(block).map_while(Result::ok) {
+    for e in records {
         if e.inode.0 == 0 || e.name == b"." || e.name == b".." {
             continue;
         }

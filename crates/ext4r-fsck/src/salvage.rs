@@ -123,6 +123,14 @@ pub(crate) fn has_tail(blk: &[u8], bs: u32) -> bool {
     off == top && ext4r_format::dir::DirEntryTail::find(blk).is_some()
 }
 
+/// [`has_tail`] for a block whose records all parse (as `DirBlockIter`
+/// reads them, stopping at a tail), the last ending at `end`: the chain
+/// reaches the tail's start exactly when the records end there, so this
+/// needs no second walk.
+pub(crate) fn has_tail_parsed(blk: &[u8], end: usize) -> bool {
+    blk.len().checked_sub(12) == Some(end) && ext4r_format::dir::DirEntryTail::find(blk).is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
