@@ -12,6 +12,7 @@ use crate::ctx::{Claim, Ctx};
 use crate::fix::Fix;
 use crate::gdesc::GroupState;
 use crate::inode_map::BitsView;
+use crate::problem::Problems;
 use crate::Progress;
 
 /// Most groups whose bitmap differences are spelled out.
@@ -468,64 +469,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
                     Fix::GroupFreeBlocks(g, f.free as u32),
                 );
             }
-            if f.read_error {
-                p.error(
-                    5,
-                    "EXT4R_5_READ_BITMAP",
-                    format!("Cannot read block bitmap of group {g}."),
-                );
-                continue;
-            }
-            let mut uses = f.repairs();
-            if f.csum_bad {
-                p.error_fix(
-                    5,
-                    "PR_5_BLOCK_BITMAP_CSUM_INVALID",
-                    format!("Block bitmap for group {g} has an invalid checksum."),
-                    Fix::BlockBitmap(g, f.bits(&mut uses)),
-                );
-            }
-            if f.pad_bad {
-                p.error_fix(
-                    5,
-                    "PR_5_BLOCK_BMAP_PADDING",
-                    "Padding at end of block bitmap is not set.".into(),
-                    Fix::BlockBitmap(g, f.bits(&mut uses)),
-                );
-            }
-            if f.tail_bad {
-                p.error_fix(
-                    5,
-                    "PR_5_BLOCK_BMAP_PADDING",
-                    format!("Padding at end of block bitmap is not set.  (group {g})"),
-                    Fix::BlockBitmap(g, f.bits(&mut uses)),
-                );
-            }
-            if f.uninit_used {
-                // Blocks in use where the descriptor says none are: its
-                // flag goes (the bitmap is then written in full).
-                p.error_fix(
-                    5,
-                    "PR_5_BLOCK_UNINIT",
-                    format!("Group {g} block(s) in use but group is marked BLOCK_UNINIT"),
-                    Fix::GroupDescFlags(g, ext4r_format::group_desc::BG_BLOCK_UNINIT, None),
-                );
-            }
-            if f.differs {
-                let message = if reports < MAX_DIFF_REPORTS {
-                    reports += 1;
-                    let text = f.text.take().unwrap_or_default();
-                    format!("Block bitmap differences:  {}", text.trim())
-                } else {
-                    format!("Block bitmap differences in group {g}")
-                };
-                p.error_fix(
-                    5,
-                    "PR_5_BLOCK_BITMAP_HEADER",
-                    message,
-                    Fix::BlockBitmap(g, f.bits(&mut uses)),
-                );
-            }
+            raise(p, Bitmap::Block, g, &mut f, &mut reports);
         }
         x.reports.store(reports, Ordering::Relaxed);
         true
@@ -544,6 +488,105 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) {
                 total_free << cbits
             ),
         );
+    }
+}
+
+/// Which bitmap a group's findings are about: the problems of the two
+/// differ only in their codes, words and repairs.
+#[derive(Clone, Copy)]
+enum Bitmap {
+    Block,
+    Inode,
+}
+
+impl Bitmap {
+    fn fix(self, g: u32, bits: Vec<u64>) -> Fix {
+        match self {
+            Bitmap::Block => Fix::BlockBitmap(g, bits),
+            Bitmap::Inode => Fix::InodeBitmap(g, bits),
+        }
+    }
+}
+
+/// Raises what a worker found of group `g`'s bitmap, after its counts,
+/// in e2fsck's order; `reports` counts the differences written out in
+/// full (the rest are named by group).
+fn raise(p: &mut Problems, which: Bitmap, g: u32, f: &mut Found, reports: &mut usize) {
+    let (word, title, csum, pad, uninit, unit, flag, header) = match which {
+        Bitmap::Block => (
+            "block",
+            "Block",
+            "PR_5_BLOCK_BITMAP_CSUM_INVALID",
+            "PR_5_BLOCK_BMAP_PADDING",
+            "PR_5_BLOCK_UNINIT",
+            "BLOCK_UNINIT",
+            ext4r_format::group_desc::BG_BLOCK_UNINIT,
+            "PR_5_BLOCK_BITMAP_HEADER",
+        ),
+        Bitmap::Inode => (
+            "inode",
+            "Inode",
+            "PR_5_INODE_BITMAP_CSUM_INVALID",
+            "PR_5_INODE_BMAP_PADDING",
+            "PR_5_INODE_UNINIT",
+            "INODE_UNINIT",
+            ext4r_format::group_desc::BG_INODE_UNINIT,
+            "PR_5_INODE_BITMAP_HEADER",
+        ),
+    };
+    if f.read_error {
+        p.error(
+            5,
+            "EXT4R_5_READ_BITMAP",
+            format!("Cannot read {word} bitmap of group {g}."),
+        );
+        return;
+    }
+    let mut uses = f.repairs();
+    if f.csum_bad {
+        p.error_fix(
+            5,
+            csum,
+            format!("{title} bitmap for group {g} has an invalid checksum."),
+            which.fix(g, f.bits(&mut uses)),
+        );
+    }
+    // The padding past the end of the whole bitmap (block bitmaps only).
+    if f.pad_bad {
+        p.error_fix(
+            5,
+            pad,
+            format!("Padding at end of {word} bitmap is not set."),
+            which.fix(g, f.bits(&mut uses)),
+        );
+    }
+    if f.tail_bad {
+        p.error_fix(
+            5,
+            pad,
+            format!("Padding at end of {word} bitmap is not set.  (group {g})"),
+            which.fix(g, f.bits(&mut uses)),
+        );
+    }
+    if f.uninit_used {
+        // In use where the descriptor says none are: its flag goes (the
+        // bitmap is then written in full).
+        p.error_fix(
+            5,
+            uninit,
+            format!("Group {g} {word}(s) in use but group is marked {unit}"),
+            Fix::GroupDescFlags(g, flag, None),
+        );
+    }
+    if f.differs {
+        let message = if *reports < MAX_DIFF_REPORTS {
+            *reports += 1;
+            let text = f.text.take().unwrap_or_default();
+            format!("{title} bitmap differences:  {}", text.trim())
+        } else {
+            format!("{title} bitmap differences in group {g}")
+        };
+        p.error_fix(5, header, message, which.fix(g, f.bits(&mut uses)));
     }
 }
 
@@ -793,54 +836,7 @@ fn inodes(c: &mut Ctx) {
                     Fix::GroupUsedDirs(g, f.dirs as u32),
                 );
             }
-            if f.read_error {
-                p.error(
-                    5,
-                    "EXT4R_5_READ_BITMAP",
-                    format!("Cannot read inode bitmap of group {g}."),
-                );
-                continue;
-            }
-            let mut uses = f.repairs();
-            if f.csum_bad {
-                p.error_fix(
-                    5,
-                    "PR_5_INODE_BITMAP_CSUM_INVALID",
-                    format!("Inode bitmap for group {g} has an invalid checksum."),
-                    Fix::InodeBitmap(g, f.bits(&mut uses)),
-                );
-            }
-            if f.tail_bad {
-                p.error_fix(
-                    5,
-                    "PR_5_INODE_BMAP_PADDING",
-                    format!("Padding at end of inode bitmap is not set.  (group {g})"),
-                    Fix::InodeBitmap(g, f.bits(&mut uses)),
-                );
-            }
-            if f.uninit_used {
-                p.error_fix(
-                    5,
-                    "PR_5_INODE_UNINIT",
-                    format!("Group {g} inode(s) in use but group is marked INODE_UNINIT"),
-                    Fix::GroupDescFlags(g, ext4r_format::group_desc::BG_INODE_UNINIT, None),
-                );
-            }
-            if f.differs {
-                let message = if reports < MAX_DIFF_REPORTS {
-                    reports += 1;
-                    let text = f.text.take().unwrap_or_default();
-                    format!("Inode bitmap differences:  {}", text.trim())
-                } else {
-                    format!("Inode bitmap differences in group {g}")
-                };
-                p.error_fix(
-                    5,
-                    "PR_5_INODE_BITMAP_HEADER",
-                    message,
-                    Fix::InodeBitmap(g, f.bits(&mut uses)),
-                );
-            }
+            raise(p, Bitmap::Inode, g, &mut f, &mut reports);
         }
         x.reports.store(reports, Ordering::Relaxed);
         true
