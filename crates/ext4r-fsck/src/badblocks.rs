@@ -137,11 +137,16 @@ pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
     out
 }
 
-/// Whether inode `ino` is stored in a listed block.
+/// Whether inode `ino` is stored in a listed block. Without a list (most
+/// filesystems) answered inline: pass 1 asks for every inode.
+#[inline]
 pub(crate) fn inode_in_bad_block(c: &Ctx, ino: u32) -> bool {
-    if c.bad_blocks.is_empty() {
-        return false;
-    }
+    !c.bad_blocks.is_empty() && in_listed_block(c, ino)
+}
+
+/// [`inode_in_bad_block`] with a list to look in.
+#[inline(never)]
+fn in_listed_block(c: &Ctx, ino: u32) -> bool {
     let ipg = c.geo.inodes_per_group;
     let (g, idx) = ((ino - 1) / ipg, u64::from((ino - 1) % ipg));
     let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) else {

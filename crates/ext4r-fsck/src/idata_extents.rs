@@ -15,7 +15,29 @@ use crate::fix::Fix;
 /// The problem and repair for inode `ino` with both flags (None when
 /// neither feature is on: the usual checks judge it), and the flags the
 /// repair leaves.
+///
+/// An inode without both flags (all but a damaged few) is answered
+/// inline: pass 1 asks for every inode.
+#[inline]
 pub(crate) fn resolve(
+    c: &Ctx,
+    ino: u32,
+    inode: &Inode,
+    kind: FileKind,
+    record_len: usize,
+) -> Option<(&'static str, String, Fix, InodeFlags)> {
+    if !inode
+        .flags()
+        .contains(InodeFlags::INLINE_DATA | InodeFlags::EXTENTS)
+    {
+        return None;
+    }
+    resolve_both(c, ino, inode, kind, record_len)
+}
+
+/// [`resolve`] for an inode with both flags.
+#[inline(never)]
+fn resolve_both(
     c: &Ctx,
     ino: u32,
     inode: &Inode,

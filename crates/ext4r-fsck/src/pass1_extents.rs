@@ -41,12 +41,12 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         owner: crate::fix::Owner::of(ino, inode),
         res: MapResult::default(),
         want_runs,
-        seen: HashSet::new(),
+        seen: None,
         last_phys_end: None,
         start: 0,
         rebuild: None,
         last_mapped: None,
-        eof: inode.size().div_ceil(u64::from(c.geo.block_size)),
+        eof: blocks_to(inode.size(), c.geo.block_size),
         verity: inode
             .flags()
             .contains(ext4r_format::inode::InodeFlags::VERITY),
@@ -69,8 +69,10 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         root[6..8].copy_from_slice(&d.to_le_bytes());
     }
     let depth = stored(&root);
-    let useful = max_useful_depth(c.geo.block_size);
-    if depth > useful && depth <= MAX_WALK_DEPTH {
+    // Every block size allows at least 2 levels: the division in
+    // `max_useful_depth` (a tenth of this function's time when done for
+    // every inode) is skipped for the roots nearly all files have.
+    if depth > 1 && depth <= MAX_WALK_DEPTH && depth > max_useful_depth(c.geo.block_size) {
         w.rebuild = Some(crate::extent_rebuild::Collected::default());
     }
     let mut copy = root;
@@ -81,15 +83,15 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             // libext2fs ends the root's last index entry at the block
             // i_size reaches: what lies under it past that is out of
             // bounds (a leaf root has no such end).
-            let end = if depth == 0 {
-                u64::MAX
-            } else {
-                inode.size().div_ceil(u64::from(c.geo.block_size))
-            };
+            let end = if depth == 0 { u64::MAX } else { w.eof };
             // The root's entries are walked as `copy` holds them (its
             // depth field set to the kind they are read as).
             let mut v = Check { c, w: &mut w };
-            let Ok(_) = walk::extent_tree(&mut copy, depth, end, &mut v);
+            // A root with no entries (an empty file's) has nothing to
+            // walk: the call is left out for the many that are.
+            if copy[2..4] != [0, 0] {
+                let Ok(_) = walk::extent_tree(&mut copy, depth, end, &mut v);
+            }
         }
         None => {
             let e = ExtentNode::parse(&root)
@@ -105,6 +107,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         }
     }
     if let Some(found) = w.rebuild.take() {
+        let useful = max_useful_depth(c.geo.block_size);
         let msg = format!(
             "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
         );
@@ -124,7 +127,10 @@ struct ExtWalk {
     owner: crate::fix::Owner,
     res: MapResult,
     want_runs: bool,
-    seen: HashSet<u64>,
+    /// Tree blocks met so far; made at the first index entry (most roots
+    /// are leaves, and a set made per inode was a per-inode thread-local
+    /// lookup for its hasher's keys).
+    seen: Option<HashSet<u64>>,
     last_phys_end: Option<u64>,
     /// e2fsck's start_block in the leaf being walked: the node's start,
     /// then the last block of the extent before (out of order below it;
@@ -143,6 +149,13 @@ struct ExtWalk {
     /// One past the highest logical block mapped so far (e2fsck's
     /// next_lblock).
     next_lblk: u64,
+}
+
+/// Blocks of `block_size` (a power of two) that `bytes` take, rounded
+/// up: `div_ceil` by a shift, for it runs for every extent-mapped inode.
+fn blocks_to(bytes: u64, block_size: u32) -> u64 {
+    let bits = block_size.trailing_zeros();
+    (bytes >> bits) + u64::from(bytes & (u64::from(block_size) - 1) != 0)
 }
 
 /// The end (exclusive) of the logical range libext2fs gives an index
@@ -358,7 +371,10 @@ impl ExtWalk {
                      invalid index (logical block {l}, block {child})."
                 ),
             ))
-        } else if child == 0 || !c.valid_range(child, 1) || !self.seen.insert(child) {
+        } else if child == 0
+            || !c.valid_range(child, 1)
+            || !self.seen.get_or_insert_with(HashSet::new).insert(child)
+        {
             Some((
                 "PR_1_EXTENT_BAD_START_BLK",
                 format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
@@ -501,6 +517,25 @@ mod tests {
         assert_eq!(entry_bound(10, 4), (1 << 32) + 4);
         // i_size ending where the entry starts: nothing under it fits.
         assert_eq!(entry_bound(10, 10), 10);
+    }
+
+    #[test]
+    fn blocks_round_up_as_div_ceil() {
+        for bs in [1024u32, 4096, 65536] {
+            for bytes in [
+                0u64,
+                1,
+                1023,
+                1024,
+                1025,
+                4096,
+                65537,
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
+                assert_eq!(blocks_to(bytes, bs), bytes.div_ceil(u64::from(bs)));
+            }
+        }
     }
 
     #[test]

@@ -204,7 +204,29 @@ pub(crate) enum Verdict {
 /// tests on EXTENTS_FL and INLINE_DATA_FL, in its order): a flag whose
 /// data looks right turns the feature on, else the inode goes; an extent
 /// header without the flag gets it; an index flag on a file goes.
+#[inline]
 pub(crate) fn format_flags(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    flags: InodeFlags,
+    has_inline_attr: bool,
+) -> Verdict {
+    // An extent-mapped file of an extents filesystem with neither the
+    // inline-data nor the index flag (nearly every file) passes every
+    // test below: decided inline, without the call.
+    if flags.contains(InodeFlags::EXTENTS)
+        && !flags.intersects(InodeFlags::INLINE_DATA | InodeFlags::INDEX)
+        && c.sb.has_incompat(Incompat::EXTENTS)
+    {
+        return Verdict::Go(flags);
+    }
+    judged_flags(c, ino, inode, flags, has_inline_attr)
+}
+
+/// [`format_flags`] in every case.
+#[inline(never)]
+fn judged_flags(
     c: &mut Ctx,
     ino: u32,
     inode: &Inode,

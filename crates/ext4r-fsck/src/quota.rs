@@ -42,10 +42,19 @@ fn inum(sb: &Superblock, qtype: usize) -> u32 {
 /// pass 1 keeps it: `space` bytes and `inodes` inodes (itself and the EA
 /// inodes whose values it holds). The root and ordinary inodes count; the
 /// project quota file, the orphan file and EA inodes do not.
+///
+/// Without quotas (most filesystems) done inline, without the call.
+#[inline]
 pub(crate) fn charge(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, inodes: u64) {
     if c.quota.iter().all(Option::is_none) {
         return;
     }
+    charge_counted(c, ino, inode, rec, space, inodes);
+}
+
+/// [`charge`] with a quota type counted.
+#[inline(never)]
+fn charge_counted(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, inodes: u64) {
     let sb = &c.sb;
     if !(ino == ext4r_format::inode::ino::ROOT || ino >= sb.first_ino())
         || ino == sb.s_prj_quota_inum.get()
