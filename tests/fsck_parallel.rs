@@ -26,7 +26,7 @@ mod common;
 use common::*;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -224,19 +224,9 @@ fn pinned_now() -> String {
         .to_string()
 }
 
-fn corpus() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/e2fsprogs");
-    let p = if p.is_dir() {
-        p
-    } else {
-        PathBuf::from("/work/shared/corpus/e2fsprogs")
-    };
-    p.is_dir().then_some(p)
-}
-
 #[test]
 fn corpus_images_alike_on_any_thread_count() {
-    let Some(root) = corpus() else {
+    let Some(root) = corpus::corpus_dir() else {
         println!("skipped: e2fsprogs corpus not found");
         return;
     };

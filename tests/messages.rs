@@ -436,19 +436,13 @@ fn questions_sit_where_e2fsck_puts_them() {
 /// has 15 hash ranges wrong, from `../shared/corpus` when it is there.
 #[test]
 fn htree_problems_in_e2fscks_order() {
-    let rel = "shared/corpus/e2fsprogs/f_h_reindex/image.gz";
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../..")
-        .join(rel);
-    let corpus = if corpus.exists() {
-        corpus
-    } else {
-        std::path::Path::new("/work").join(rel)
-    };
-    if !corpus.exists() || !need(&["e2fsck", "gzip"]) {
+    let corpus = corpus::corpus_dir()
+        .map(|d| d.join("f_h_reindex/image.gz"))
+        .filter(|p| p.exists());
+    let Some(corpus) = corpus.filter(|_| need(&["e2fsck", "gzip"])) else {
         eprintln!("SKIP: needs ../shared/corpus and e2fsprogs");
         return;
-    }
+    };
     let dir = TempDir::new("msg-htree");
     let img = dir.path("base.img");
     let o = run(Command::new("sh").arg("-c").arg(format!(

@@ -2,6 +2,7 @@
 //! (e2fsck, dumpe2fs, mke2fs), and loop mounts that always clean up.
 #![allow(dead_code)]
 
+pub mod corpus;
 pub mod tree;
 
 use std::path::{Path, PathBuf};

@@ -673,6 +673,10 @@ mod tests {
     const SEED: [u32; 4] = [0x15ee_ffc0, 0x7856_3412, 0xf0de_bc9a, 0x7856_3412];
     const LONG: &str = "hello_world_this_is_a_long_file_name_over_32_bytes_long.txt";
     const ACCENTED: &str = "héllo-wörld";
+    /// Names ending one short of, on, and one past a 32-byte block.
+    const W31: &str = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    const W32: &str = "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy";
+    const W33: &str = "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz";
 
     /// Reference values from e2fsprogs 1.47:
     /// `debugfs -R 'dx_hash -h V -s c0ffee15-1234-5678-9abc-def012345678 NAME'`.
@@ -701,36 +705,16 @@ mod tests {
             (1, "abcd", 0xb623b9a6, 0x8a4feb54),
             (1, "abcde", 0xec8e62b6, 0x0691b10f),
             (1, "12345678", 0x477462b6, 0x1ad5c512),
-            (1, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0x5418dfc4, 0x289da478),
-            (
-                1,
-                "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy",
-                0xae71467a,
-                0xb84a75b1,
-            ),
-            (
-                1,
-                "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz",
-                0x5b197252,
-                0xa0a1ab28,
-            ),
+            (1, W31, 0x5418dfc4, 0x289da478),
+            (1, W32, 0xae71467a, 0xb84a75b1),
+            (1, W33, 0x5b197252, 0xa0a1ab28),
             (2, "abc", 0xac672b04, 0x33ff95a3),
             (2, "abcd", 0x6d7a1344, 0x8b8ef8d9),
             (2, "abcde", 0x5d430c2a, 0x22e26a49),
             (2, "12345678", 0x2d619822, 0x076c4431),
-            (2, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 0xa3c8b8ae, 0xfddb86ef),
-            (
-                2,
-                "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy",
-                0x53fab22a,
-                0xfc5c23f0,
-            ),
-            (
-                2,
-                "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz",
-                0x74b33cb6,
-                0x5bedff3c,
-            ),
+            (2, W31, 0xa3c8b8ae, 0xfddb86ef),
+            (2, W32, 0x53fab22a, 0xfc5c23f0),
+            (2, W33, 0x74b33cb6, 0x5bedff3c),
             (3, ACCENTED, 0xdc831620, 0),
             (3, "lost+found", 0x5e2aba24, 0),
             (4, ACCENTED, 0x6701a2c8, 0x063b2b7e),

@@ -9,6 +9,8 @@
 mod common {
     include!("common/fs_walk.rs");
 }
+#[path = "../../../tests/common/corpus.rs"]
+mod corpus;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -121,11 +123,10 @@ fn seeds_walk_cleanly() {
 /// with and without checksum verification.
 #[test]
 fn e2fsprogs_corpus_walks_without_panic() {
-    let corpus = manifest_dir().join("../../../shared/corpus/e2fsprogs");
-    if !corpus.is_dir() {
-        println!("skipped: no e2fsprogs corpus at {}", corpus.display());
+    let Some(corpus) = corpus::corpus_dir() else {
+        println!("skipped: no e2fsprogs corpus beside the repository");
         return;
-    }
+    };
     let mut n = 0;
     for d in files_in_dirs(&corpus) {
         let gz = d.join("image.gz");

@@ -17,17 +17,7 @@ mod common;
 use common::*;
 use ext4r::device::{FileDevice, OpenMode};
 use ext4r::journal::{recover_filesystem, Journal, JournalLocation};
-use std::path::{Path, PathBuf};
-
-fn corpus() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/e2fsprogs");
-    let p = if p.is_dir() {
-        p
-    } else {
-        PathBuf::from("/work/shared/corpus/e2fsprogs")
-    };
-    p.is_dir().then_some(p)
-}
+use std::path::Path;
 
 enum Outcome {
     Identical,
@@ -37,7 +27,7 @@ enum Outcome {
 
 #[test]
 fn corpus_journals_replay_like_e2fsck() {
-    let Some(root) = corpus() else {
+    let Some(root) = corpus::corpus_dir() else {
         eprintln!("skipped: e2fsprogs corpus not found");
         return;
     };

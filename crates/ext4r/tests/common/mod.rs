@@ -2,6 +2,9 @@
 //! superblock edits, image comparison.
 #![allow(dead_code)]
 
+#[path = "../../../../tests/common/corpus.rs"]
+pub mod corpus;
+
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r_format::superblock::Superblock;
 use ext4r_format::BlockNr;
