@@ -402,18 +402,22 @@ pub fn parse_xattr_block(block: &[u8]) -> Result<(XattrHeader, XattrEntries<'_>)
 /// # Errors
 /// [`FormatError::Invalid`] when the entries run out of bounds.
 pub fn parse_xattr_ibody(record: &[u8]) -> Result<Option<XattrEntries<'_>>> {
-    let Some(extra) = record.get(0x80..0x82) else {
-        return Ok(None);
-    };
-    let start = 128 + usize::from(u16::from_le_bytes([extra[0], extra[1]]));
-    let Some(magic) = record.get(start..start + XATTR_IBODY_HEADER_SIZE) else {
-        return Ok(None);
-    };
-    if u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]]) != XATTR_MAGIC {
-        return Ok(None);
+    match ibody_entries_at(record) {
+        Some(first) => XattrEntries::new(record, first, first).map(Some),
+        None => Ok(None),
     }
-    let first = start + XATTR_IBODY_HEADER_SIZE;
-    XattrEntries::new(record, first, first).map(Some)
+}
+
+/// Where the first in-inode xattr entry of an on-disk inode record would
+/// start: after the fixed part, `i_extra_isize` bytes and the magic. `None`
+/// when the record has no area (no magic there, or too short): a check
+/// that only needs to know whether there is one asks this, not the parse.
+pub fn ibody_entries_at(record: &[u8]) -> Option<usize> {
+    let extra = record.get(0x80..0x82)?;
+    let start = 128 + usize::from(u16::from_le_bytes([extra[0], extra[1]]));
+    let magic = record.get(start..start + XATTR_IBODY_HEADER_SIZE)?;
+    (u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]]) == XATTR_MAGIC)
+        .then_some(start + XATTR_IBODY_HEADER_SIZE)
 }
 
 /// The checksum of an xattr block, as the kernel's `ext4_xattr_block_csum`:

@@ -220,13 +220,21 @@ fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
     if !c.bad_blocks.is_empty() {
         return true;
     }
-    let word = |at: usize, n: usize| {
-        rec.get(at..at + n).map_or(0, |b| {
-            b.iter().rev().fold(0u32, |v, &x| v << 8 | u32::from(x))
-        })
+    let Some(inode) = inode_of(rec) else {
+        return true;
     };
-    // i_file_acl_lo, l_i_file_acl_high, i_flags.
-    word(0x68, 4) != 0 || word(0x76, 2) != 0 || word(0x20, 4) & InodeFlags::ENCRYPT.bits() != 0
+    // An xattr block by either half of its number, wide or not.
+    inode.file_acl(true).0 != 0 || inode.flags().contains(InodeFlags::ENCRYPT)
+}
+
+/// The inode of a record: read in place where the record holds the whole
+/// structure (a copy per inode was a tenth of pass 1's time), else a
+/// padded copy (128-byte records).
+fn inode_of(rec: &[u8]) -> Option<std::borrow::Cow<'_, Inode>> {
+    match Inode::in_record(rec) {
+        Some(i) => Some(std::borrow::Cow::Borrowed(i)),
+        None => Inode::parse(rec).ok().map(std::borrow::Cow::Owned),
+    }
 }
 
 /// Pass 1 on `c.threads` worker threads, each reading and checking chunks
@@ -394,17 +402,8 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 }
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
-    // Read in place where the record holds the whole structure (a copy
-    // per inode was a tenth of this thread's time).
-    let parsed;
-    let inode: &Inode = match Inode::in_record(rec) {
-        Some(i) => i,
-        None => {
-            let Ok(i) = Inode::parse(rec) else { return };
-            parsed = i;
-            &parsed
-        }
-    };
+    let Some(inode) = inode_of(rec) else { return };
+    let inode: &Inode = &inode;
     if c.journal_backup && ino == c.journal_ino {
         // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
         if ino >= c.sb.first_ino() {

@@ -35,7 +35,7 @@ pub(crate) fn xattrs(
     // Most inodes have neither an in-inode area nor a block: nothing to
     // check, count or note, decided without the calls below (whose frames
     // were most of this function's time).
-    if inode.file_acl(c.wide()).0 == 0 && !has_ibody(rec) {
+    if inode.file_acl(c.wide()).0 == 0 && ext4r_format::xattr::ibody_entries_at(rec).is_none() {
         return (0, false);
     }
     some_xattrs(c, ino, inode, rec, inline)
@@ -48,16 +48,6 @@ fn some_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) -
     // Always looked at: the EA inodes named are noted for pass 4.
     let refs = has_ea_inode_refs(c, inode, rec);
     (n, ea || refs)
-}
-
-/// Whether the record has an in-inode xattr area: its magic after the
-/// fixed part and `i_extra_isize` bytes (where `parse_xattr_ibody` and
-/// [`has_ea_inode_refs`] look).
-fn has_ibody(rec: &[u8]) -> bool {
-    rec.get(0x80..0x82).is_some_and(|x| {
-        let start = 128 + usize::from(u16::from_le_bytes([x[0], x[1]]));
-        rec.get(start..start + 4) == Some(&0xEA02_0000u32.to_le_bytes()[..])
-    })
 }
 
 /// Whether the inode's xattrs keep values in EA inodes; those inodes are

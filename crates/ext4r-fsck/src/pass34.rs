@@ -380,17 +380,7 @@ fn zero_length(c: &Ctx, ino: u32) -> bool {
     if info.inode.i_blocks_lo.get() != 0 {
         return false;
     }
-    let rec = &info.record;
-    let extra = if rec.len() > 128 {
-        usize::from(info.inode.i_extra_isize.get())
-    } else {
-        0
-    };
-    let at = 128 + extra;
-    let magic = rec
-        .get(at..at + 4)
-        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
-    magic != Some(ext4r_format::xattr::XATTR_MAGIC)
+    ext4r_format::xattr::ibody_entries_at(&info.record).is_none()
 }
 
 /// e2fsck's PR_3_BAD_DOT_DOT words: the directory by its path in the
