@@ -25,6 +25,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 mod commit;
 mod descriptor;
+pub mod fast_commit;
 mod revoke;
 #[cfg(test)]
 mod samples;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
-use ext4r::journal::{recover_filesystem, Journal, JournalLocation, EXTERNAL_SB_OFFSET};
+use ext4r::journal::{Journal, JournalLocation, EXTERNAL_SB_OFFSET};
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::jbd2::JournalSuperblock;
 use ext4r_format::superblock::Superblock;
@@ -174,6 +174,6 @@ pub(crate) fn replay(
     let Ok(journal) = open(sb, ext) else {
         return Ok(None);
     };
-    let r = recover_filesystem(dev.as_ref(), &journal)?;
+    let r = ext4r::write::recover_journal(dev, &journal, None)?;
     Ok(Some((r.start_transaction, r.end_transaction)))
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
 use ext4r::fs::{Filesystem, OpenOptions};
-use ext4r::journal::{recover_filesystem, Journal};
+use ext4r::journal::Journal;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
@@ -667,7 +667,7 @@ fn replay_journal(
     if !sb.has_incompat(Incompat::RECOVER) && !journal.needs_recovery() {
         return Ok(None);
     }
-    let r = recover_filesystem(dev.as_ref(), &journal)?;
+    let r = ext4r::write::recover_journal(dev, &journal, None)?;
     Ok(Some((r.start_transaction, r.end_transaction)))
 }
 

@@ -6,7 +6,9 @@ use crate::csum::Checksums;
 use crate::device::BlockDevice;
 use crate::error::{Error, Location, Result};
 use crate::groups::{read_descs, GroupTable};
-use crate::journal::{recover_filesystem, Journal, JournalLocation, JournalWriter};
+use crate::journal::{
+    recover_filesystem, recover_filesystem_with, Journal, JournalLocation, JournalWriter,
+};
 use crate::map::{self, BlockSource};
 use crate::txn::Transaction;
 use ext4r_format::features::{Compat, Incompat};
@@ -60,6 +62,9 @@ pub struct VolumeOptions {
     /// Replay a journal that needs recovery before opening (as a mount
     /// does). Without it such a filesystem is refused.
     pub recover: bool,
+    /// Replays the fast commits such a recovery finds (the engine's); a
+    /// recovery that finds fast commits without it is refused.
+    pub fast_commit: Option<Arc<dyn crate::journal::FastCommitReplay>>,
 }
 
 /// A filesystem opened for changing.
@@ -213,7 +218,10 @@ impl Volume {
                             .into(),
                     ));
                 }
-                recover_filesystem(dev.as_ref(), &j)?;
+                match opts.fast_commit.as_deref() {
+                    Some(fc) => recover_filesystem_with(&dev, &j, fc)?,
+                    None => recover_filesystem(dev.as_ref(), &j)?,
+                };
                 sb = read_primary(dev.as_ref())?;
                 recovered = true;
             }

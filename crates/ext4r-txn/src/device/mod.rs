@@ -10,12 +10,14 @@ mod fault;
 mod file;
 mod mem;
 mod record;
+mod staged;
 mod unflushed;
 
 pub use fault::{FaultDevice, WriteKind, WriteRecord};
 pub use file::{FileDevice, OpenMode};
 pub use mem::MemDevice;
 pub use record::{apply_cut, covers_superblock, Cut, CutStats, Op, Recorder};
+pub use staged::Staged;
 pub use unflushed::Unflushed;
 
 use crate::error::{Error, Result};

@@ -1,5 +1,7 @@
 //! The replay plan and writing it home.
 
+use super::fast_commit::FastCommitReplay;
+use super::overlay::JournalOverlay;
 use super::recover::Recovery;
 use super::superblock::{byte_offset, finish_fs_superblock, Journal};
 use crate::device::BlockDevice;
@@ -7,6 +9,11 @@ use crate::error::{Error, Result};
 use ext4r_format::superblock::{Superblock, STATE_ERROR, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ext4r_format::BlockNr;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// `s_state` bit the kernel and e2fsck set while a fast-commit replay is
+/// under way (`EXT4_FC_REPLAY`).
+const STATE_FC_REPLAY: u16 = 0x0020;
 
 /// Largest single write when coalescing adjacent blocks.
 const MAX_WRITE: usize = 1 << 20;
@@ -43,6 +50,28 @@ impl ReplayPlan {
     pub(crate) fn insert(&mut self, block: BlockNr, data: Vec<u8>) {
         debug_assert_eq!(data.len(), self.block_size as usize);
         self.blocks.insert(block, data.into_boxed_slice());
+    }
+
+    /// A plan of `blocks` (block number and contents, one block each; a
+    /// later entry for a block replaces an earlier one).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for contents that are not one block.
+    pub fn from_blocks(
+        block_size: u32,
+        blocks: impl IntoIterator<Item = (u64, Vec<u8>)>,
+    ) -> Result<Self> {
+        let mut plan = ReplayPlan::new(block_size);
+        for (b, d) in blocks {
+            if d.len() != block_size as usize {
+                return Err(Error::InvalidArgument(format!(
+                    "block {b} has {} bytes, not {block_size}",
+                    d.len()
+                )));
+            }
+            plan.insert(BlockNr(b), d);
+        }
+        Ok(plan)
     }
 
     /// The block size.
@@ -116,38 +145,156 @@ impl ReplayPlan {
 }
 
 /// Recovers a filesystem in place, in e2fsck's order: computes the plan,
-/// writes it, marks the journal empty, then updates the primary
-/// superblock of `fs_dev` with [`finish_fs_superblock`] (backups are not
-/// touched, as e2fsck leaves them). `fs_dev` and the journal's device are
-/// the same device for an internal journal.
+/// replays the fast commits (when the journal has any, through `fc`),
+/// writes everything home, marks the journal empty, then updates the
+/// primary superblock of `fs_dev` with [`finish_fs_superblock`] (backups
+/// are not touched, as e2fsck leaves them). `fs_dev` and the journal's
+/// device are the same device for an internal journal.
 ///
 /// A crash at any point leaves a filesystem on which running this again
-/// gives the same result: the journal stays full until its blocks are home.
+/// gives the same result: the journal stays full until its blocks are
+/// home. Fast commits are not block copies: replaying them again over a
+/// half-written result would not give the same result, so the blocks
+/// their replay changes are first committed to the log as one more
+/// transaction (the fast commits' own id, which retires them), and only
+/// then written home. When the log has no room for that transaction the
+/// blocks are written in place with the superblock marked as having
+/// errors until the end, as e2fsck does (a crash then leaves a
+/// filesystem that asks for a full check).
 ///
 /// # Errors
-/// I/O errors, or [`Error::Corrupt`] when the primary superblock cannot be
-/// parsed. Problems of the journal itself are not errors: see
-/// [`Recovery::problem`].
+/// I/O errors, [`Error::Corrupt`] when the primary superblock cannot be
+/// parsed, [`Error::Unsupported`] when the journal holds fast commits
+/// (nothing is written then: use [`recover_filesystem_with`]). Problems of
+/// the journal itself are not errors: see [`Recovery::problem`].
 pub fn recover_filesystem<D, J>(fs_dev: &D, journal: &Journal<J>) -> Result<Recovery>
+where
+    D: BlockDevice + ?Sized,
+    J: BlockDevice,
+{
+    recover_in_place(fs_dev, journal, |r| {
+        let none: Option<&dyn FastCommitReplay> = None;
+        replay_on(None, r, none)
+    })
+}
+
+/// [`recover_filesystem`] with the fast commits the journal holds
+/// replayed through `fc`.
+///
+/// # Errors
+/// As [`recover_filesystem`], and the errors of
+/// [`FastCommitReplay::replay`].
+pub fn recover_filesystem_with<J: BlockDevice>(
+    fs_dev: &Arc<dyn BlockDevice>,
+    journal: &Journal<J>,
+    fc: &dyn FastCommitReplay,
+) -> Result<Recovery> {
+    recover_in_place(fs_dev.as_ref(), journal, |r| {
+        replay_on(Some(fs_dev), r, Some(fc))
+    })
+}
+
+fn recover_in_place<D, J>(
+    fs_dev: &D,
+    journal: &Journal<J>,
+    replay: impl FnOnce(&mut Recovery) -> Result<Option<ReplayPlan>>,
+) -> Result<Recovery>
 where
     D: BlockDevice + ?Sized,
     J: BlockDevice,
 {
     let before = read_superblock(fs_dev)?;
     let fs_blocks = fs_dev.size() / u64::from(journal.block_size);
-    let recovery = journal.recover(fs_blocks);
+    let mut recovery = journal.recover(fs_blocks, usize::from(before.inode_size()));
+    let error_before = before.s_state.get() & STATE_ERROR != 0;
+    let extra = replay(&mut recovery)?;
+    let mut marked = false;
+    if let Some(extra) = extra.as_ref().filter(|e| !e.is_empty()) {
+        let time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or((0, 0), |d| (d.as_secs(), d.subsec_nanos()));
+        if journal.append_replay(&recovery, extra, time)? {
+            // The fast commits' transaction is now in the log: a rerun
+            // replays it as a block transaction and finds them stale.
+            recovery.next_sequence = recovery.end_transaction.wrapping_add(2);
+        } else {
+            let mut sb = before.clone();
+            sb.s_state
+                .set(sb.s_state.get() | STATE_ERROR | STATE_FC_REPLAY);
+            crate::flush::write_primary(fs_dev, &mut sb)?;
+            marked = true;
+        }
+    }
     recovery.plan.apply(fs_dev)?;
+    if let Some(extra) = &extra {
+        extra.apply(fs_dev)?;
+    }
     // A journal already empty keeps its sequence: e2fsck would move it on
     // again, but then a crash between marking the journal and writing the
     // superblock would make the rerun differ from an uninterrupted run.
     if journal.needs_recovery() || journal.superblock().s_errno.get() != 0 {
         journal.mark_empty(&recovery)?;
     }
+    journal.void_fast_commits()?;
     let mut sb = read_superblock(fs_dev)?;
-    let error_before = before.s_state.get() & STATE_ERROR != 0;
+    if marked {
+        // Our own marks come off: finishing puts back what the recovery
+        // and the state before it call for.
+        sb.s_state
+            .set(sb.s_state.get() & !(STATE_ERROR | STATE_FC_REPLAY));
+    }
     finish_fs_superblock(&mut sb, &recovery, error_before);
     crate::flush::write_primary(fs_dev, &mut sb)?;
     Ok(recovery)
+}
+
+/// Replays the fast commits `recovery` found, through `fc`, on the
+/// filesystem on `fs_dev` as the plan leaves it; returns the blocks that
+/// replay changes (`None` when there were no fast commits). The recovery's
+/// [`Recovery::fast_commit_applied`] and [`Recovery::problem`] say how it
+/// went. Nothing is written.
+///
+/// # Errors
+/// The errors of [`FastCommitReplay::replay`].
+pub fn replay_fast_commits(
+    fs_dev: &Arc<dyn BlockDevice>,
+    recovery: &mut Recovery,
+    fc: &dyn FastCommitReplay,
+) -> Result<Option<ReplayPlan>> {
+    replay_on(Some(fs_dev), recovery, Some(fc))
+}
+
+fn replay_on(
+    fs_dev: Option<&Arc<dyn BlockDevice>>,
+    recovery: &mut Recovery,
+    fc: Option<&dyn FastCommitReplay>,
+) -> Result<Option<ReplayPlan>> {
+    let Some(log) = recovery.fast_commit.as_ref() else {
+        return Ok(None);
+    };
+    let (Some(fs_dev), Some(fc)) = (fs_dev, fc) else {
+        return Err(Error::Unsupported(format!(
+            "the journal holds {} fast commits of transaction {}, which this caller cannot replay (recover through the ext4r engine)",
+            log.commits(),
+            log.tid
+        )));
+    };
+    let bs = recovery.plan.block_size();
+    let plan = Arc::new(std::mem::replace(&mut recovery.plan, ReplayPlan::new(bs)));
+    let marks = JournalOverlay::marks(fs_dev, recovery)?;
+    let view: Arc<dyn BlockDevice> = Arc::new(JournalOverlay::finished(
+        Arc::clone(fs_dev),
+        Arc::clone(&plan),
+        marks,
+    )?);
+    let replayed = fc.replay(view, log);
+    recovery.plan = Arc::try_unwrap(plan).unwrap_or_else(|p| (*p).clone());
+    let replayed = replayed?;
+    recovery.fast_commit_applied = replayed.applied;
+    if let Some(p) = replayed.problem {
+        recovery.problem.get_or_insert(p);
+    }
+    Ok(Some(replayed.blocks))
 }
 
 fn read_superblock<D: BlockDevice + ?Sized>(dev: &D) -> Result<Superblock> {

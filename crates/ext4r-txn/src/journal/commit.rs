@@ -175,6 +175,7 @@ impl JournalWriter {
             inc |= JournalIncompat::BIT64.bits();
         }
         self.sb.s_feature_incompat.set(inc);
+        self.void_fast_commits(dev)?;
         self.head = self.first;
         self.tail = self.first;
         self.used = 0;
@@ -182,6 +183,25 @@ impl JournalWriter {
         self.sb.s_sequence.set(self.next_seq);
         self.write_superblock(dev)?;
         self.empty = false;
+        Ok(())
+    }
+
+    /// Zeroes the fast-commit area's first block when it holds a head, so
+    /// that fast commits left from before this log can never be replayed
+    /// on top of it (their transaction id could come round again); made
+    /// durable by the superblock write that follows.
+    fn void_fast_commits(&self, dev: &dyn BlockDevice) -> Result<()> {
+        if !self.sb.incompat().contains(JournalIncompat::FAST_COMMIT) {
+            return Ok(());
+        }
+        let Ok(at) = self.device_offset(self.last + 1) else {
+            return Ok(());
+        };
+        let mut head = [0u8; 2];
+        dev.read_at(&mut head, at)?;
+        if u16::from_le_bytes(head) == ext4r_format::jbd2::fast_commit::tag::HEAD {
+            dev.write_at(&vec![0u8; self.block_size as usize], at)?;
+        }
         Ok(())
     }
 
@@ -313,5 +333,54 @@ impl JournalWriter {
         self.tail = self.first;
         self.used = 0;
         Ok(())
+    }
+}
+
+impl<J: BlockDevice> Journal<J> {
+    /// Appends `blocks` to the log `recovery` scanned, as one more
+    /// transaction with the id the log would give next
+    /// (`recovery.end_transaction`), written after its last complete
+    /// transaction and committed (flushed). The log's own transactions are
+    /// left as they are: a recovery run after this replays them and then
+    /// this one. Returns `false`, having written nothing, when the log has
+    /// no room for it (or the journal's tags cannot name its blocks).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub(crate) fn append_replay(
+        &self,
+        recovery: &super::Recovery,
+        blocks: &super::ReplayPlan,
+        time: (u64, u32),
+    ) -> Result<bool> {
+        if !self.needs_recovery()
+            || recovery.log_head < self.first
+            || recovery.log_head >= self.last
+        {
+            return Ok(false);
+        }
+        let wide = self.sb.layout().is_64bit();
+        if !wide && blocks.iter().any(|(b, _)| b.0 > u64::from(u32::MAX)) {
+            return Ok(false);
+        }
+        let mut w = JournalWriter {
+            location: self.location.clone(),
+            block_size: self.block_size,
+            sb: self.sb.clone(),
+            first: self.first,
+            last: self.last,
+            head: recovery.log_head,
+            tail: u64::from(self.sb.s_start.get()),
+            used: recovery.log_used,
+            next_seq: recovery.end_transaction,
+            empty: false,
+            fs_64bit: wide,
+        };
+        let list: Vec<(u64, &[u8])> = blocks.iter().map(|(b, d)| (b.0, d)).collect();
+        match w.commit(&self.dev, &list, &[], time) {
+            Ok(_) => Ok(true),
+            Err(Error::JournalFull | Error::TransactionTooLarge { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }

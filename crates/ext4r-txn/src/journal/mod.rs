@@ -37,6 +37,7 @@
 
 mod apply;
 mod commit;
+mod fast_commit;
 mod location;
 mod overlay;
 mod recover;
@@ -48,8 +49,11 @@ mod testlog;
 #[cfg(test)]
 mod tests;
 
-pub use apply::{recover_filesystem, ApplyStats, ReplayPlan};
+pub use apply::{
+    recover_filesystem, recover_filesystem_with, replay_fast_commits, ApplyStats, ReplayPlan,
+};
 pub use commit::JournalWriter;
+pub use fast_commit::{FastCommitLog, FastCommitReplay, FcRecordBuf, FcReplayed};
 pub use location::{write_external_superblock, BlockRuns, JournalLocation, EXTERNAL_SB_OFFSET};
 pub use overlay::JournalOverlay;
 pub use recover::Recovery;

@@ -9,22 +9,32 @@ use crate::device::{check_range, BlockDevice, Counters, IoStats};
 use crate::error::{Error, Result};
 use ext4r_format::superblock::{Superblock, STATE_ERROR, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ext4r_format::BlockNr;
+use std::sync::Arc;
 
-/// A device that reads as `inner` with a replay plan applied. Writes are
-/// refused; flushing does nothing.
+/// A device that reads as `inner` with a replay plan applied, and over it
+/// a second plan (the superblock as recovery finishes it, the blocks a
+/// fast-commit replay changes). Writes are refused; flushing does nothing.
 #[derive(Debug)]
 pub struct JournalOverlay<D> {
     inner: D,
-    plan: ReplayPlan,
+    plan: Arc<ReplayPlan>,
+    over: ReplayPlan,
     counters: Counters,
 }
 
 impl<D: BlockDevice> JournalOverlay<D> {
     /// `inner` as `plan` would leave it.
     pub fn new(inner: D, plan: ReplayPlan) -> Self {
+        Self::shared(inner, Arc::new(plan))
+    }
+
+    /// `inner` as `plan` would leave it, the plan shared with the caller.
+    pub fn shared(inner: D, plan: Arc<ReplayPlan>) -> Self {
+        let over = ReplayPlan::new(plan.block_size());
         JournalOverlay {
             inner,
             plan,
+            over,
             counters: Counters::default(),
         }
     }
@@ -39,13 +49,28 @@ impl<D: BlockDevice> JournalOverlay<D> {
     /// Read errors of `inner`, or [`Error::Corrupt`] when the superblock
     /// (as replayed) cannot be parsed.
     pub fn recovered(inner: D, recovery: Recovery) -> Result<Self> {
-        let bs = recovery.plan.block_size();
+        let marks = Self::marks(&inner, &recovery)?;
+        Self::finished(inner, Arc::new(recovery.plan), marks)
+    }
+
+    /// The superblock marks of `recovery` on `inner`.
+    pub(crate) fn marks(inner: &D, recovery: &Recovery) -> Result<SuperblockMarks> {
         let mut before = [0u8; SUPERBLOCK_SIZE];
         inner.read_at(&mut before, SUPERBLOCK_OFFSET)?;
         let error_before =
             Superblock::parse(&before).is_ok_and(|sb| sb.s_state.get() & STATE_ERROR != 0);
-        let marks = SuperblockMarks::of(&recovery, error_before);
-        let mut this = JournalOverlay::new(inner, recovery.plan);
+        Ok(SuperblockMarks::of(recovery, error_before))
+    }
+
+    /// `inner` with `plan` applied and the primary superblock finished
+    /// with `marks`.
+    pub(crate) fn finished(
+        inner: D,
+        plan: Arc<ReplayPlan>,
+        marks: SuperblockMarks,
+    ) -> Result<Self> {
+        let bs = plan.block_size();
+        let mut this = JournalOverlay::shared(inner, plan);
         // The block holding the superblock: block 1 with 1 KiB blocks.
         let sb_block = BlockNr(SUPERBLOCK_OFFSET / u64::from(bs));
         let within = (SUPERBLOCK_OFFSET % u64::from(bs)) as usize;
@@ -56,11 +81,20 @@ impl<D: BlockDevice> JournalOverlay<D> {
             Superblock::parse(bytes).map_err(|e| Error::corrupt("primary superblock", e))?;
         marks.apply(&mut sb);
         bytes.copy_from_slice(&sb.to_bytes());
-        this.plan.insert(sb_block, block);
+        this.over.insert(sb_block, block);
         Ok(this)
     }
 
-    /// The replay plan the overlay shows.
+    /// Shows `blocks` over what the overlay showed (a fast-commit replay's
+    /// result).
+    pub fn add(&mut self, blocks: &ReplayPlan) {
+        for (b, d) in blocks.iter() {
+            self.over.insert(b, d.to_vec());
+        }
+    }
+
+    /// The replay plan the overlay shows (without the superblock and the
+    /// blocks added over it).
     pub fn plan(&self) -> &ReplayPlan {
         &self.plan
     }
@@ -84,7 +118,9 @@ impl<D: BlockDevice> BlockDevice for JournalOverlay<D> {
         let end = offset + buf.len() as u64;
         if !buf.is_empty() {
             let (first, last) = (offset / bs, (end - 1) / bs);
-            for (block, data) in self.plan.iter_range(BlockNr(first), BlockNr(last)) {
+            let base = self.plan.iter_range(BlockNr(first), BlockNr(last));
+            let over = self.over.iter_range(BlockNr(first), BlockNr(last));
+            for (block, data) in base.chain(over) {
                 let b_start = block.0 * bs;
                 let from = offset.max(b_start);
                 let to = end.min(b_start + bs);

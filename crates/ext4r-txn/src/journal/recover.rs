@@ -2,6 +2,7 @@
 //! a [`ReplayPlan`] instead of writing.
 
 use super::apply::ReplayPlan;
+use super::fast_commit::FastCommitLog;
 use super::revoke::RevokeTable;
 use super::superblock::Journal;
 use super::tid_geq;
@@ -51,8 +52,19 @@ pub struct Recovery {
     pub revoke_hits: u64,
     /// Tagged blocks past the end of the filesystem, not replayed.
     pub out_of_range: u64,
-    /// The journal has a fast-commit area; fast commits are not replayed.
-    pub fast_commit_ignored: bool,
+    /// The fast commits of transaction `end_transaction` that the scan
+    /// found valid, to be replayed after the plan (by a
+    /// [`super::FastCommitReplay`]); `None` when there are none.
+    pub fast_commit: Option<FastCommitLog>,
+    /// Fast-commit records the replay applied (set by
+    /// [`super::replay_fast_commits`]).
+    pub fast_commit_applied: usize,
+    /// The log block after the last transaction the scan found complete:
+    /// where a transaction appended to this log goes.
+    pub log_head: u64,
+    /// Log blocks from `s_start` to `log_head` (wrapping): the log's
+    /// length.
+    pub log_used: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +93,8 @@ struct Walker<'j, J> {
     revoke_records: u64,
     revoke_hits: u64,
     out_of_range: u64,
+    /// Log block after the last complete transaction of the scan.
+    head: u64,
 }
 
 fn corrupt_at(index: u64, e: FormatError) -> Error {
@@ -90,14 +104,22 @@ fn corrupt_at(index: u64, e: FormatError) -> Error {
 impl<J: BlockDevice> Journal<J> {
     /// Runs the scan, revoke and replay passes over the log and returns
     /// the plan; writes nothing. `fs_blocks` bounds the filesystem blocks a
-    /// tag may name (the device or `s_blocks_count`).
+    /// tag may name (the device or `s_blocks_count`); `inode_size` is the
+    /// filesystem's (fast-commit inode records are checked against it).
+    ///
+    /// After the scan of the log proper, a journal with a fast-commit area
+    /// has it scanned for fast commits of the first transaction the log
+    /// did not commit (the kernel's `fc_do_one_pass`): the valid records
+    /// are returned in [`Recovery::fast_commit`], for the caller to replay
+    /// after the plan. An area refused as a whole fails the recovery, as
+    /// in the kernel (nothing is replayed).
     ///
     /// A journal that needs no recovery gives an empty plan. Corruption
     /// found on the way does not abort: as in e2fsck, the scan stops at the
     /// first block that does not continue the log, and errors are reported
     /// in [`Recovery::problem`] with whatever could be replayed. Memory is
     /// bounded by the log: every pass reads at most its length in blocks.
-    pub fn recover(&self, fs_blocks: u64) -> Recovery {
+    pub fn recover(&self, fs_blocks: u64, inode_size: usize) -> Recovery {
         let sb = &self.sb;
         let seq = sb.s_sequence.get();
         let inc = sb.incompat();
@@ -118,8 +140,10 @@ impl<J: BlockDevice> Journal<J> {
             revoke_records: 0,
             revoke_hits: 0,
             out_of_range: 0,
+            head: u64::from(sb.s_start.get()),
         };
         let start = u64::from(sb.s_start.get());
+        let mut fast_commit = None;
         let result = if start == 0 {
             // Clean: jbd2 still moves to the next sequence number.
             w.end = Some(seq);
@@ -131,11 +155,28 @@ impl<J: BlockDevice> Journal<J> {
             ))
         } else {
             w.pass(Pass::Scan)
+                .and_then(|()| {
+                    let end = w.end.unwrap_or(seq);
+                    fast_commit = self.scan_fast_commits(end, inode_size)?;
+                    Ok(())
+                })
                 .and_then(|()| w.pass(Pass::Revoke))
                 .and_then(|()| w.pass(Pass::Replay))
         };
-        let problem = result.err().or(w.problem);
+        // Fast commits are replayed after a replay with soft problems (a
+        // skipped block), as the kernel's last pass does, not after a
+        // failed one.
+        let hard = result.err();
+        let fast_commit = if hard.is_none() { fast_commit } else { None };
+        let problem = hard.or(w.problem);
         let end = w.end.unwrap_or(seq);
+        let log_used = if start == 0 {
+            0
+        } else if w.head >= start {
+            w.head - start
+        } else {
+            (self.last - start) + (w.head - self.first)
+        };
         Recovery {
             next_sequence: if problem.is_none() {
                 end.wrapping_add(1)
@@ -152,7 +193,10 @@ impl<J: BlockDevice> Journal<J> {
             revoke_records: w.revoke_records,
             revoke_hits: w.revoke_hits,
             out_of_range: w.out_of_range,
-            fast_commit_ignored: start != 0 && inc.contains(JournalIncompat::FAST_COMMIT),
+            fast_commit,
+            fast_commit_applied: 0,
+            log_head: w.head,
+            log_used,
         }
     }
 }
@@ -319,6 +363,7 @@ impl<J: BlockDevice> Walker<'_, J> {
                     }
                     if pass == Pass::Scan {
                         last_commit_time = commit_time;
+                        self.head = blk;
                     }
                     next_id = next_id.wrapping_add(1);
                 }

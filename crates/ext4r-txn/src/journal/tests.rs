@@ -47,7 +47,7 @@ fn replays_every_layout_with_revokes_and_escapes() {
             t.transaction(&[(102, escaped_block(bs))], &[101]);
             t.transaction(&[(100, t.block(3))], &[]);
             t.end();
-            let r = t.journal().recover(4096);
+            let r = t.journal().recover(4096, 256);
             let what = format!("bs {bs} compat {compat:#x} incompat {incompat:#x}");
             assert!(r.problem.is_none(), "{what}: {:?}", r.problem);
             assert_eq!((r.start_transaction, r.end_transaction), (1, 4), "{what}");
@@ -69,7 +69,7 @@ fn revoke_cancels_only_earlier_or_same_transactions() {
     t.transaction(&[], &[51]); // cancels both copies of 51
     t.transaction(&[(50, t.block(5))], &[]); // after the revoke: kept
     t.end();
-    let r = t.journal().recover(4096);
+    let r = t.journal().recover(4096, 256);
     assert!(r.problem.is_none());
     assert_eq!(planned(&r), BTreeMap::from([(50, t.block(5))]));
 }
@@ -84,7 +84,7 @@ fn the_log_wraps_at_its_end() {
         t.transaction(&[(300, t.block(9))], &[]);
         assert!(t.next < 1020, "the log wrapped");
         t.end();
-        let r = t.journal().recover(4096);
+        let r = t.journal().recover(4096, 256);
         assert!(r.problem.is_none(), "{:?}", r.problem);
         assert_eq!(r.end_transaction, 79);
         assert_eq!(r.plan.len(), 7);
@@ -101,9 +101,10 @@ fn fast_commit_area_is_not_log() {
     t.transaction(&[(10, t.block(1)), (11, t.block(2))], &[]);
     t.transaction(&[(12, t.block(3))], &[]);
     t.end();
-    let r = t.journal().recover(8192);
+    let r = t.journal().recover(8192, 256);
     assert!(r.problem.is_none(), "{:?}", r.problem);
-    assert!(r.fast_commit_ignored);
+    // The area after the log holds no head: no fast commits.
+    assert!(r.fast_commit.is_none());
     assert_eq!(r.plan.len(), 3);
 }
 
@@ -117,7 +118,7 @@ fn bad_data_checksum_skips_the_block_and_fails_recovery() {
         // Corrupt the data block of 60 in transaction 2 (log block 5).
         let at = t.map[5].0 * 1024 + 100;
         t.dev.write_at(&[0xff], at).unwrap();
-        let r = t.journal().recover(4096);
+        let r = t.journal().recover(4096, 256);
         assert!(r.problem.is_some());
         assert_eq!(r.next_sequence, 1, "a failed recovery keeps s_sequence");
         assert_eq!(
@@ -138,7 +139,7 @@ fn bad_commit_checksum_ends_the_log_unless_async() {
         t.dev
             .write_at(&[0xee], t.map[c as usize].0 * 1024 + 18)
             .unwrap();
-        let r = t.journal().recover(4096);
+        let r = t.journal().recover(4096, 256);
         assert!(r.problem.is_none(), "{:?}", r.problem);
         // With async commit the scan goes on past the bad commit; only v1
         // then names it failed, at the next commit.
@@ -157,7 +158,7 @@ fn bad_descriptor_checksum_fails_unless_stale() {
     t.end();
     // Descriptor of transaction 2 at log block 4.
     t.dev.write_at(&[0xee], t.map[4].0 * 1024 + 40).unwrap();
-    let r = t.journal().recover(4096);
+    let r = t.journal().recover(4096, 256);
     assert!(r.problem.is_some());
     assert!(r.plan.is_empty(), "a failed scan replays nothing");
 
@@ -169,7 +170,7 @@ fn bad_descriptor_checksum_fails_unless_stale() {
     t.transaction(&[(81, t.block(2))], &[]);
     t.end();
     t.dev.write_at(&[0xee], t.map[4].0 * 1024 + 40).unwrap();
-    let r = t.journal().recover(4096);
+    let r = t.journal().recover(4096, 256);
     assert!(r.problem.is_none(), "{:?}", r.problem);
     assert_eq!(r.end_transaction, 2);
     assert_eq!(planned(&r), BTreeMap::from([(80, t.block(1))]));
@@ -179,7 +180,7 @@ fn bad_descriptor_checksum_fails_unless_stale() {
 fn clean_journal_and_bad_superblocks() {
     let mut t = TestLog::new(1024, 4096, 1024, 0, V3);
     t.start_at(0, 9);
-    let r = t.journal().recover(4096);
+    let r = t.journal().recover(4096, 256);
     assert!(r.problem.is_none() && r.plan.is_empty());
     assert_eq!(r.next_sequence, 10);
     let loc = || JournalLocation::internal(t.map.clone());
@@ -201,7 +202,7 @@ fn overlay_reads_the_recovered_filesystem() {
     let mut t = TestLog::new(1024, 4096, 1024, 0, V3);
     t.transaction(&[(100, t.block(1)), (101, t.block(2))], &[]);
     t.end();
-    let r = t.journal().recover(4096);
+    let r = t.journal().recover(4096, 256);
     let o = JournalOverlay::recovered(&t.dev, r).unwrap();
     let mut buf = vec![0u8; 3000];
     o.read_at(&mut buf, 100 * 1024 - 500).unwrap();
@@ -297,7 +298,7 @@ proptest! {
             let idx = (start + blk - 1) % 1023 + 1;
             t.dev.write_at(&[val], t.map[idx as usize].0 * 1024 + off as u64).unwrap();
         }
-        let r = t.journal().recover(2048);
+        let r = t.journal().recover(2048, 256);
         prop_assert!(r.plan.len() <= 1023);
         let _ = r.plan.apply(&t.dev);
     }
@@ -316,7 +317,7 @@ proptest! {
             b[..12].copy_from_slice(&ext4r_format::jbd2::JournalHeader::new(1, seq).to_bytes());
             t.dev.write_at(&b, t.map[i as usize].0 * 1024).unwrap();
         }
-        let r = t.journal().recover(2048);
+        let r = t.journal().recover(2048, 256);
         prop_assert!(r.plan.len() <= 1023);
     }
 }

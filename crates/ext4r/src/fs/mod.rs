@@ -175,8 +175,15 @@ impl Filesystem {
             return Err(Error::InvalidArgument("no internal journal".into()));
         };
         let journal = Journal::open(self.dev.clone(), location, self.geo.block_size)?;
-        let recovery = journal.recover(self.geo.blocks_count);
-        JournalOverlay::recovered(self.dev.clone(), recovery)
+        let mut recovery = journal.recover(self.geo.blocks_count, self.geo.inode_size as usize);
+        // Fast commits replayed in memory too, as a read-only mount does.
+        let fc = crate::write::FastCommitReplayer::default();
+        let extra = crate::journal::replay_fast_commits(&self.dev, &mut recovery, &fc)?;
+        let mut overlay = JournalOverlay::recovered(self.dev.clone(), recovery)?;
+        if let Some(extra) = extra {
+            overlay.add(&extra);
+        }
+        Ok(overlay)
     }
 
     fn open_shared(dev: std::sync::Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Self> {

@@ -54,7 +54,7 @@ mod quota;
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::fs::{Filesystem, OpenOptions};
-use crate::journal::{recover_filesystem, Journal, JournalLocation};
+use crate::journal::{Journal, JournalLocation};
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::GroupDesc;
@@ -452,7 +452,7 @@ fn recover_journal(dev: &Arc<dyn BlockDevice>, sb: &Superblock) -> Result<()> {
         JournalLocation::internal(blocks),
         fs.block_size(),
     )?;
-    recover_filesystem(dev.as_ref(), &journal)?;
+    crate::write::recover_journal(dev, &journal, None)?;
     Ok(())
 }
 

@@ -36,6 +36,7 @@
 
 mod dir;
 mod entries;
+mod fast_commit;
 mod file;
 mod htree;
 mod inline;
@@ -45,6 +46,7 @@ mod ops;
 mod orphan;
 mod xattr;
 
+pub use fast_commit::{recover_journal, FastCommitReplayer};
 pub use node::{NewNode, SetAttr};
 
 use crate::device::{BlockDevice, FileDevice, OpenMode};
@@ -102,6 +104,30 @@ pub(crate) struct Shape {
     pub ratio: u64,
 }
 
+/// The shape of the filesystem `vol` holds.
+fn shape_of(vol: &Volume) -> Shape {
+    let sb = vol.superblock();
+    Shape {
+        bs: vol.geometry().block_size as usize,
+        isz: vol.geometry().inode_size as usize,
+        extents: sb.has_incompat(Incompat::EXTENTS),
+        filetype: sb.has_incompat(Incompat::FILETYPE),
+        dir_index: sb.has_compat(Compat::DIR_INDEX),
+        csum: sb.has_ro_compat(RoCompat::METADATA_CSUM),
+        huge_file: sb.has_ro_compat(RoCompat::HUGE_FILE),
+        dir_nlink: sb.has_ro_compat(RoCompat::DIR_NLINK),
+        largedir: sb.has_incompat(Incompat::LARGEDIR),
+        hash_seed: sb.hash_seed(),
+        hash_version: sb.s_def_hash_version,
+        hash_unsigned: sb.s_flags.get() & 0x2 != 0,
+        encrypt: sb.has_incompat(Incompat::ENCRYPT),
+        casefold: sb.has_incompat(Incompat::CASEFOLD),
+        inline: sb.has_incompat(Incompat::INLINE_DATA),
+        ea_inode: sb.has_incompat(Incompat::EA_INODE),
+        ratio: vol.geometry().cluster_ratio(),
+    }
+}
+
 /// Metadata blocks a running transaction may gather before it is
 /// committed on its own: a quarter of the journal.
 fn journal_share(vol: &Volume) -> u64 {
@@ -147,39 +173,27 @@ impl WriteFs {
         } else {
             Checkpoint::EachCommit
         };
+        vo.fast_commit = Some(Arc::new(FastCommitReplayer { now: opts.now }));
         let vol = Volume::open(dev, vo)?;
-        let sb = vol.superblock();
-        check_features(sb)?;
-        let shape = Shape {
-            bs: vol.geometry().block_size as usize,
-            isz: vol.geometry().inode_size as usize,
-            extents: sb.has_incompat(Incompat::EXTENTS),
-            filetype: sb.has_incompat(Incompat::FILETYPE),
-            dir_index: sb.has_compat(Compat::DIR_INDEX),
-            csum: sb.has_ro_compat(RoCompat::METADATA_CSUM),
-            huge_file: sb.has_ro_compat(RoCompat::HUGE_FILE),
-            dir_nlink: sb.has_ro_compat(RoCompat::DIR_NLINK),
-            largedir: sb.has_incompat(Incompat::LARGEDIR),
-            hash_seed: sb.hash_seed(),
-            hash_version: sb.s_def_hash_version,
-            hash_unsigned: sb.s_flags.get() & 0x2 != 0,
-            encrypt: sb.has_incompat(Incompat::ENCRYPT),
-            casefold: sb.has_incompat(Incompat::CASEFOLD),
-            inline: sb.has_incompat(Incompat::INLINE_DATA),
-            ea_inode: sb.has_incompat(Incompat::EA_INODE),
-            ratio: vol.geometry().cluster_ratio(),
-        };
-        let limit = journal_share(&vol);
-        let mut fs = WriteFs {
-            txn: Transaction::owned(vol),
+        check_features(vol.superblock())?;
+        let mut fs = WriteFs::over(Transaction::owned(vol), opts);
+        fs.recover_orphans()?;
+        Ok(fs)
+    }
+
+    /// A writer over the running transaction `txn` (the volume opened by
+    /// the caller).
+    pub(crate) fn over(txn: Transaction<Volume>, opts: WriteOptions) -> Self {
+        let shape = shape_of(txn.volume());
+        let limit = journal_share(txn.volume());
+        WriteFs {
+            txn,
             shape,
             opts,
             poisoned: false,
             deferred: Vec::new(),
             limit,
-        };
-        fs.recover_orphans()?;
-        Ok(fs)
+        }
     }
 
     /// Opens the image or block device at `path` for changing, refusing

@@ -199,3 +199,57 @@ pub fn compare_images(a: &Path, b: &Path, bs: u32) -> Result<(), String> {
         sb_diff
     ))
 }
+
+/// The tree of the image at `img` as the library reads it (a journal that
+/// needs recovery replayed in memory, fast commits included): path ->
+/// kind, mode, size, link count of non-directories, and a hash of the
+/// contents or link target. `lost+found` is left out.
+pub fn library_tree(img: &Path) -> Result<std::collections::BTreeMap<String, String>, String> {
+    use ext4r::fs::{FileKind, Filesystem};
+    use std::io::Read;
+    let dev = FileDevice::open(img, OpenMode::default()).map_err(|e| e.to_string())?;
+    let fs = Filesystem::open(dev).map_err(|e| e.to_string())?;
+    let mut out = std::collections::BTreeMap::new();
+    let root = fs.resolve("/").map_err(|e| e.to_string())?;
+    let mut stack = vec![(String::new(), root)];
+    while let Some((path, dir)) = stack.pop() {
+        for e in fs.read_dir(&dir).map_err(|e| e.to_string())? {
+            if e.is_dot() || (path.is_empty() && e.name == b"lost+found") {
+                continue;
+            }
+            let p = format!("{path}/{}", e.name_lossy());
+            let info = fs.inode(e.ino).map_err(|e| format!("{p}: {e}"))?;
+            let i = &info.inode;
+            let kind = FileKind::from_mode(i.mode());
+            let mut d = format!("{} mode={:o}", kind.letter(), i.mode() & 0o7777);
+            match kind {
+                FileKind::Directory => stack.push((p.clone(), info.clone())),
+                FileKind::Regular => {
+                    let mut data = Vec::new();
+                    let mut f = fs.open_file(&info).map_err(|e| format!("{p}: {e}"))?;
+                    f.read_to_end(&mut data).map_err(|e| format!("{p}: {e}"))?;
+                    d += &format!(
+                        " nlink={} size={} hash={:x}",
+                        i.links_count(),
+                        data.len(),
+                        fnv(&data)
+                    );
+                }
+                FileKind::Symlink => {
+                    let t = fs.read_link(&info).map_err(|e| format!("{p}: {e}"))?;
+                    d += &format!(" nlink={} -> {:x}", i.links_count(), fnv(&t));
+                }
+                _ => d += &format!(" nlink={}", i.links_count()),
+            }
+            out.insert(p, d);
+        }
+    }
+    Ok(out)
+}
+
+/// FNV-1a.
+pub fn fnv(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
