@@ -67,6 +67,12 @@ pub fn run(args: &Args) -> Result<()> {
     // e2fsck finds them clean (a fixed sample of 48; needs root and loop).
     if rustix::process::geteuid().is_root() && std::path::Path::new("/dev/loop-control").exists() {
         steps.push(("fsck zoo sample", cargo(&["xtask", "zoo", "--sample"])));
+        // Fast-commit journals cut by the kernel, recovered by us, the
+        // library, e2fsck and the kernel: trees compared (31 cases).
+        steps.push((
+            "fast-commit matrix",
+            cargo(&["xtask", "zoo", "--fast-commit", "--sample"]),
+        ));
         // Power cuts in tune, fsck and the write layer's transactions.
         steps.push(("crash sample", cargo(&["xtask", "crash", "--sample"])));
         // Random metadata damage, our repair against e2fsck's (26 cases):

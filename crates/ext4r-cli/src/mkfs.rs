@@ -58,7 +58,7 @@ struct Args {
     /// Extended options, comma-separated (as mke2fs, the last -E wins).
     #[arg(short = 'E', overrides_with = "extended")]
     extended: Option<String>,
-    /// Journal options (size=MiB).
+    /// Journal options (size=MiB, fast_commit_size=KiB).
     #[arg(short = 'J')]
     journal: Option<String>,
     /// Create a journal (ext3).
@@ -193,12 +193,16 @@ fn run(a: Args) -> Result<()> {
     // two at or below -b.
     let unit = block_size.map_or(1024, |b| 1024u64 << (63 - (b >> 10).max(1).leading_zeros()));
     let size_arg = a.size.as_deref().map(|s| parse_size(s, unit)).transpose()?;
+    let mut journal_fc_size_kib = None;
     let journal_size_mib = if let Some(j) = &a.journal {
         let mut size = Some(0);
         for opt in j.split(',') {
             match opt.split_once('=') {
                 Some(("size", v)) => size = Some(v.parse::<u32>().context("bad journal size")?),
-                _ => bail!("Bad journal option: {opt} (only size= is supported)"),
+                Some(("fast_commit_size", v)) => {
+                    journal_fc_size_kib = Some(v.parse::<u32>().context("bad fast commit size")?);
+                }
+                _ => bail!("Bad journal option: {opt} (size= and fast_commit_size= are supported)"),
             }
         }
         size
@@ -274,6 +278,7 @@ fn run(a: Args) -> Result<()> {
         flex_bg_size: a.flex_bg_size,
         features: a.features.clone(),
         journal_size_mib,
+        journal_fc_size_kib,
         errors: a.errors.clone(),
         creator_os: a.creator_os.clone(),
         label: a.label.clone(),

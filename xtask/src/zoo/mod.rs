@@ -19,6 +19,7 @@
 //! (verity files are made with debugfs in tests/fsck_false_alarms.rs).
 
 mod crash;
+mod fastcommit;
 mod matrix;
 mod workload;
 
@@ -52,6 +53,10 @@ pub struct Args {
     /// The checker under test (default: the release build of ext4r).
     #[arg(long)]
     ext4r: Option<PathBuf>,
+    /// Fast-commit crash cases instead (see fastcommit.rs): with --sample
+    /// the fixed CI matrix, else --count random cases (default 100).
+    #[arg(long)]
+    fast_commit: bool,
 }
 
 /// One image's outcome.
@@ -78,6 +83,9 @@ pub fn run(args: &Args) -> Result<()> {
         Some(p) => p.clone().into(),
         None => util::release_ext4r("fsck")?.remove(0),
     };
+    if args.fast_commit {
+        return run_fast_commit(args, &bin);
+    }
     let count = if args.sample { 48 } else { args.count };
     let configs = matrix::configs();
     let cache = Path::new("/dev/shm/ext4r-zoo");
@@ -132,6 +140,86 @@ pub fn run(args: &Args) -> Result<()> {
             "{alarms} false alarm(s); failing images kept under {}",
             cache.display()
         );
+    }
+    Ok(())
+}
+
+/// The fast-commit cases: built, cut, recovered four ways, compared.
+fn run_fast_commit(args: &Args, bin: &OsString) -> Result<()> {
+    let cases: Vec<fastcommit::Case> = if args.sample {
+        fastcommit::sample()
+    } else {
+        let count = if args.count == 500 { 100 } else { args.count };
+        (args.start..args.start + count)
+            .map(|i| fastcommit::random(i, args.seed + i as u64))
+            .collect()
+    };
+    let cache = Path::new("/dev/shm/ext4r-zoo");
+    std::fs::create_dir_all(cache).context("cannot create /dev/shm/ext4r-zoo")?;
+    let work = TempDir::new_in(cache, "fc-")?;
+    let start = Instant::now();
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..args.jobs.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= cases.len() || util::interrupted() {
+                    break;
+                }
+                let case = &cases[i];
+                let r = fastcommit::run_case(bin, work.path(), case);
+                let line = match &r {
+                    Ok(r) if r.failures.is_empty() => format!(
+                        "ok ({} ops, {} fast-commit records{}{})",
+                        r.ops,
+                        r.fc_records,
+                        if r.kernel_refused {
+                            ", kernel refused"
+                        } else {
+                            ""
+                        },
+                        if r.e2fsck_differs.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", e2fsck differs on {}", r.e2fsck_differs.len())
+                        }
+                    ),
+                    Ok(_) => "FAILED".into(),
+                    Err(e) => format!("ERROR {e:#}"),
+                };
+                println!("fc {i:3} seed {} [{}] {line}", case.seed, case.name());
+                if let Ok(r) = &r {
+                    for f in &r.failures {
+                        println!("    {f}");
+                    }
+                    for d in r.e2fsck_differs.iter().take(3) {
+                        println!("    e2fsck vs kernel: {d}");
+                    }
+                }
+                if let Ok(mut v) = results.lock() {
+                    v.push(r.map_err(|e| format!("{e:#}")));
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_default();
+    let failed = results
+        .iter()
+        .filter(|r| r.as_ref().map_or(true, |r| !r.failures.is_empty()))
+        .count();
+    let ok: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let lost: usize = ok.iter().map(|r| r.lost).sum();
+    let with_fc = ok.iter().filter(|r| r.fc_records > 0).count();
+    let refused = ok.iter().filter(|r| r.kernel_refused).count();
+    let e2_differs = ok.iter().filter(|r| !r.e2fsck_differs.is_empty()).count();
+    println!(
+        "\nzoo fast-commit: {} cases, {with_fc} with fast commits to replay, {failed} failed, {lost} files lost, kernel refused {refused}, e2fsck differs from the kernel on {e2_differs}, {}",
+        results.len(),
+        util::fmt_duration(start.elapsed())
+    );
+    if failed > 0 {
+        bail!("{failed} fast-commit case(s) failed");
     }
     Ok(())
 }

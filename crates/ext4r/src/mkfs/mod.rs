@@ -173,23 +173,43 @@ fn build_with(mut p: params::Params) -> Result<(Layout, params::Params)> {
     // requested size within bounds.
     let blocks = layout.geo.blocks_count;
     let mut journal = p.journal_blocks;
+    // The fast-commit area follows the journal proper (ext2fs's
+    // EXT2_JOURNAL_TO_FC_BLKS_RATIO of it, or -J fast_commit_size=).
+    let fast_commit = layout.sb.has_compat(Compat::FAST_COMMIT);
+    let mut fc = 0;
     if let Some(req) = journal {
         let default = journal::default_journal_blocks(blocks);
-        if req == 0 {
+        let fc_req = p.journal_fc_request.filter(|&k| fast_commit && k > 0);
+        if req == 0 && fc_req.is_none() {
             journal = default.filter(|d| *d > 0);
+            fc = if fast_commit {
+                journal.map_or(0, |j| j / journal::FC_RATIO)
+            } else {
+                0
+            };
+        } else if default.is_none() {
+            journal = None;
         } else {
-            if default.is_none() {
-                journal = None;
-            } else if !(1024..=10_240_000).contains(&req) {
+            let proper = if req == 0 { default.unwrap_or(0) } else { req };
+            // A requested journal size keeps the default's area
+            // (ext2fs_get_journal_params sized it before the request).
+            fc = match fc_req {
+                Some(k) => k,
+                None if fast_commit => default.unwrap_or(0) / journal::FC_RATIO,
+                None => 0,
+            };
+            let total = proper + fc;
+            if !(1024..=10_240_000).contains(&total) {
                 return Err(Error::InvalidArgument(format!(
-                    "The total requested journal size is {req} blocks; it must be\n\
+                    "The total requested journal size is {total} blocks; it must be\n\
                      between 1024 and 10240000 blocks.  Aborting."
                 )));
-            } else if req > layout.sb.free_blocks_count() / 2 {
+            } else if total > layout.sb.free_blocks_count() / 2 {
                 return Err(Error::InvalidArgument(
                     "Total journal size too big for filesystem.".into(),
                 ));
             }
+            journal = Some(proper);
         }
         if default.is_none() {
             p.warnings.push("Filesystem too small for a journal".into());
@@ -199,8 +219,11 @@ fn build_with(mut p: params::Params) -> Result<(Layout, params::Params)> {
             f.compat.remove(Compat::HAS_JOURNAL | Compat::ORPHAN_FILE);
             layout.sb.set_features(f);
             p.features = f;
+            fc = 0;
         }
     }
+    let journal = journal.map(|j| j + fc);
+    p.journal_fc_blocks = fc;
     p.journal_blocks = journal;
     if p.packed_meta_blocks && layout.sb.has_incompat(Incompat::FLEX_BG) {
         layout.allocate_tables_packed()?;

@@ -32,6 +32,10 @@ pub struct MkfsOptions {
     pub features: Vec<String>,
     /// `-j` / `-J size=`: journal size in MiB (`Some(0)` = default size).
     pub journal_size_mib: Option<u32>,
+    /// `-J fast_commit_size=`: the fast-commit area in KiB, added to the
+    /// journal when the filesystem has fast_commit (default: a 64th of
+    /// the journal, as mke2fs).
+    pub journal_fc_size_kib: Option<u32>,
     /// `-e`: continue, remount-ro or panic.
     pub errors: Option<String>,
     /// `-o`: creator OS.
@@ -129,8 +133,13 @@ pub(crate) struct Params {
     pub hash_seed: [u8; 16],
     pub label: Vec<u8>,
     pub last_mounted: Vec<u8>,
-    /// Journal blocks wanted: `None` = no journal, `Some(0)` = default.
+    /// Journal blocks wanted: `None` = no journal, `Some(0)` = default;
+    /// after layout, the whole journal (fast-commit area included).
     pub journal_blocks: Option<u64>,
+    /// `-J fast_commit_size=` in blocks (rounded down), when given.
+    pub journal_fc_request: Option<u64>,
+    /// Blocks of the journal's fast-commit area (0 without fast_commit).
+    pub journal_fc_blocks: u64,
     pub root_owner: (u32, u32),
     pub lazy_itable_init: bool,
     pub lazy_journal_init: bool,
@@ -721,6 +730,10 @@ impl MkfsOptions {
             label,
             last_mounted,
             journal_blocks,
+            journal_fc_request: self
+                .journal_fc_size_kib
+                .map(|k| u64::from(k) * 1024 / u64::from(blocksize)),
+            journal_fc_blocks: 0,
             root_owner: ext.root_owner.unwrap_or((0, 0)),
             lazy_itable_init: ext.lazy_itable_init.unwrap_or(true),
             lazy_journal_init: ext.lazy_journal_init.unwrap_or(false),

@@ -250,7 +250,7 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
                 cluster_ratio: ratio,
                 now,
                 uuid: &p.uuid,
-                fc_blocks: 0,
+                fc_blocks: p.journal_fc_blocks,
                 v1: false,
             },
         );

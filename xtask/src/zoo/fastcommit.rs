@@ -1,0 +1,795 @@
+//! `cargo xtask zoo --fast-commit`: fast_commit filesystems cut by the
+//! kernel in the middle of fsync-heavy workloads, then recovered four
+//! ways on copies of the cut image, and the trees compared:
+//!
+//! - the kernel: a loop mount replays the journal and its fast commits;
+//! - ours: `ext4r fsck -fy`, after which `e2fsck -fn` and our `-fn` must
+//!   be clean;
+//! - the library: `ext4r extract` of the cut image, which replays in
+//!   memory and must leave the image as it was;
+//! - e2fsck: `e2fsck -fy`.
+//!
+//! Ours must equal the kernel's tree (names, kinds, modes, owners, link
+//! counts of non-directories, sizes, contents, file times, user xattrs),
+//! and the library's view must equal the kernel's in names, kinds, sizes
+//! and contents. Where e2fsck's tree differs from the kernel's, the
+//! difference is listed, not failed (e2fsck 1.47.0's replay loses new
+//! directories, for one). Every file whose last change was followed by
+//! its fsync must be there with the content it had then.
+//!
+//! `--sample` runs the fixed CI matrix: every workload kind with and
+//! without fsync over 1 KiB and 4 KiB blocks, 32- and 64-bit, with and
+//! without metadata_csum (the cut right after the last operation, so each
+//! case is reproducible), plus the example (50 fsync'd files).
+//! Without it, `--count` random cases: mixed workloads cut while a second
+//! thread keeps writing.
+
+use super::workload::Rng;
+use super::{status, with_mount};
+use crate::util::TempDir;
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `_IOR('X', 125, __u32)` (fs/ext4/ext4.h).
+const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587D;
+/// Shut down without flushing the journal: a power cut.
+const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
+
+/// One mke2fs configuration with fast_commit.
+#[derive(Clone, Debug)]
+pub struct FcConfig {
+    pub name: String,
+    pub opts: String,
+    pub block_size: u64,
+}
+
+/// The configurations: 1 KiB and 4 KiB blocks, 32- and 64-bit, with and
+/// without metadata_csum.
+pub fn configs() -> Vec<FcConfig> {
+    let mut out = Vec::new();
+    for bs in [4096u64, 1024] {
+        for wide in [true, false] {
+            for csum in [true, false] {
+                let mut o = vec!["fast_commit"];
+                if !wide {
+                    o.push("^64bit");
+                }
+                if !csum {
+                    o.push("^metadata_csum,uninit_bg");
+                }
+                out.push(FcConfig {
+                    name: format!(
+                        "{}k{}{}",
+                        bs / 1024,
+                        if wide { "-64bit" } else { "-32bit" },
+                        if csum { "-csum" } else { "-nocsum" }
+                    ),
+                    opts: o.join(","),
+                    block_size: bs,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What a workload mostly does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Load {
+    Create,
+    Append,
+    Overwrite,
+    Truncate,
+    Unlink,
+    Rename,
+    Link,
+    Xattr,
+    Mkdir,
+    Fallocate,
+    Mixed,
+    /// The example: a directory synced, then 50 files written and
+    /// each fsync'd.
+    Fifty,
+}
+
+const LOADS: [Load; 10] = [
+    Load::Create,
+    Load::Append,
+    Load::Overwrite,
+    Load::Truncate,
+    Load::Unlink,
+    Load::Rename,
+    Load::Link,
+    Load::Xattr,
+    Load::Mkdir,
+    Load::Fallocate,
+];
+
+/// One case of the matrix.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub cfg: FcConfig,
+    pub load: Load,
+    /// fsync after each operation.
+    pub fsync: bool,
+    /// Keep writing on a second thread while the cut is made.
+    pub racing: bool,
+    pub seed: u64,
+}
+
+impl Case {
+    pub fn name(&self) -> String {
+        format!(
+            "{}-{:?}{}{}",
+            self.cfg.name,
+            self.load,
+            if self.fsync { "-fsync" } else { "" },
+            if self.racing { "-racing" } else { "" }
+        )
+        .to_lowercase()
+    }
+}
+
+/// The CI matrix: every load with and without fsync (the configurations
+/// cycled so that each load meets both block sizes and both checksum
+/// settings), mixed loads on every configuration (with and without
+/// fsync), two mixed loads cut while another thread writes, and the
+/// issue's example.
+pub fn sample() -> Vec<Case> {
+    let cfgs = configs();
+    let mut out = Vec::new();
+    let mut k = 0usize;
+    for load in LOADS {
+        for fsync in [true, false] {
+            out.push(Case {
+                cfg: cfgs[(k + k / 2) % cfgs.len()].clone(),
+                load,
+                fsync,
+                racing: false,
+                seed: 1000 + k as u64,
+            });
+            k += 1;
+        }
+    }
+    for (i, cfg) in cfgs.iter().enumerate() {
+        out.push(Case {
+            cfg: cfg.clone(),
+            load: Load::Mixed,
+            fsync: i % 4 != 3,
+            racing: false,
+            seed: 2000 + i as u64,
+        });
+    }
+    for (i, cfg) in [&cfgs[0], &cfgs[5]].into_iter().enumerate() {
+        out.push(Case {
+            cfg: cfg.clone(),
+            load: Load::Mixed,
+            fsync: true,
+            racing: true,
+            seed: 2500 + i as u64,
+        });
+    }
+    out.push(Case {
+        cfg: cfgs[0].clone(),
+        load: Load::Fifty,
+        fsync: true,
+        racing: false,
+        seed: 3000,
+    });
+    out
+}
+
+/// A random case for the long run.
+pub fn random(i: usize, seed: u64) -> Case {
+    let cfgs = configs();
+    let mut r = Rng::new(seed);
+    let load = if r.below(3) == 0 {
+        LOADS[r.below(LOADS.len() as u64) as usize]
+    } else {
+        Load::Mixed
+    };
+    Case {
+        cfg: cfgs[i % cfgs.len()].clone(),
+        load,
+        fsync: r.below(4) != 0,
+        racing: r.below(2) == 0,
+        seed,
+    }
+}
+
+/// What one case found.
+#[derive(Debug, Default)]
+pub struct CaseResult {
+    /// Operations done before the cut.
+    pub ops: u64,
+    /// Fast-commit records in the cut image's area (from our scan), when
+    /// the area was valid.
+    pub fc_records: usize,
+    /// Failures: ours differs from the kernel, a file lost, an unclean
+    /// result, a changed image.
+    pub failures: Vec<String>,
+    /// Files the kernel's replay has and ours has not (or with other
+    /// contents).
+    pub lost: usize,
+    /// Where e2fsck's recovery differs from the kernel's (listed only).
+    pub e2fsck_differs: Vec<String>,
+    /// The kernel refused to replay the cut image.
+    pub kernel_refused: bool,
+}
+
+/// The model of what the workload wrote: contents of every file it made,
+/// and the files whose last change was followed by their own fsync.
+#[derive(Default)]
+struct Model {
+    files: BTreeMap<String, Vec<u8>>,
+    synced: BTreeMap<String, u64>,
+    dirs: Vec<String>,
+    next: u64,
+}
+
+impl Model {
+    fn changed(&mut self, p: &str) {
+        self.synced.remove(p);
+    }
+    fn fsynced(&mut self, p: &str) {
+        if let Some(d) = self.files.get(p) {
+            self.synced.insert(p.to_string(), fnv(d));
+        }
+    }
+    fn pick(&self, r: &mut Rng) -> Option<String> {
+        if self.files.is_empty() {
+            return None;
+        }
+        let k = r.below(self.files.len() as u64) as usize;
+        self.files.keys().nth(k).cloned()
+    }
+    fn fresh(&mut self, r: &mut Rng) -> String {
+        self.next += 1;
+        let d = &self.dirs[r.below(self.dirs.len() as u64) as usize];
+        format!("{d}/f{}", self.next)
+    }
+}
+
+fn fnv(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn bytes(r: &mut Rng, n: usize) -> Vec<u8> {
+    let b = r.next() as u8;
+    (0..n).map(|i| b.wrapping_add((i / 97) as u8)).collect()
+}
+
+fn fsync_path(p: &Path) -> Result<()> {
+    fs::File::open(p)?.sync_all()?;
+    Ok(())
+}
+
+/// Builds the files the workload starts from, then syncs (a full commit).
+fn prefill(mnt: &Path, m: &mut Model, r: &mut Rng, bs: u64) -> Result<()> {
+    for d in ["d", "d/s", "e"] {
+        fs::create_dir(mnt.join(d))?;
+        m.dirs.push(d.to_string());
+    }
+    for (k, blocks) in [1u64, 3, 40, 300, 0, 7].iter().enumerate() {
+        let p = format!("d/p{k}");
+        let data = bytes(r, (blocks * bs) as usize + (k * 37));
+        fs::write(mnt.join(&p), &data)?;
+        m.files.insert(p, data);
+    }
+    for k in 0..5 {
+        let p = format!("d/s/q{k}");
+        let data = bytes(r, 500 * (k + 1));
+        fs::write(mnt.join(&p), &data)?;
+        m.files.insert(p, data);
+    }
+    rustix::fs::sync();
+    Ok(())
+}
+
+/// One operation of `load`; fsyncs what it touched when `fsync`.
+fn step(mnt: &Path, m: &mut Model, r: &mut Rng, load: Load, fsync: bool, bs: u64) -> Result<()> {
+    let load = if load == Load::Mixed {
+        LOADS[r.below(LOADS.len() as u64) as usize]
+    } else {
+        load
+    };
+    match load {
+        Load::Create | Load::Fifty | Load::Mixed => {
+            let p = m.fresh(r);
+            let n = r.below(3 * bs) as usize;
+            let data = bytes(r, n);
+            let mut f = fs::File::create(mnt.join(&p))?;
+            f.write_all(&data)?;
+            m.files.insert(p.clone(), data);
+            if fsync {
+                f.sync_all()?;
+                m.fsynced(&p);
+            }
+        }
+        Load::Append | Load::Overwrite | Load::Truncate | Load::Fallocate => {
+            let Some(p) = m.pick(r) else { return Ok(()) };
+            let mut f = fs::OpenOptions::new().write(true).open(mnt.join(&p))?;
+            let data = m.files.get_mut(&p).context("model")?;
+            match load {
+                Load::Append => {
+                    let more = {
+                        let n = 1 + r.below(2 * bs) as usize;
+                        bytes(r, n)
+                    };
+                    f.seek(SeekFrom::End(0))?;
+                    f.write_all(&more)?;
+                    data.extend_from_slice(&more);
+                }
+                Load::Overwrite => {
+                    let at = r.below(data.len() as u64 + 1) as usize;
+                    let more = {
+                        let n = 1 + r.below(bs) as usize;
+                        bytes(r, n)
+                    };
+                    f.seek(SeekFrom::Start(at as u64))?;
+                    f.write_all(&more)?;
+                    let end = at + more.len();
+                    if data.len() < end {
+                        data.resize(end, 0);
+                    }
+                    data[at..end].copy_from_slice(&more);
+                }
+                Load::Truncate => {
+                    let to = if r.below(3) == 0 {
+                        data.len() as u64 + r.below(4 * bs)
+                    } else {
+                        r.below(data.len() as u64 + 1)
+                    };
+                    f.set_len(to)?;
+                    data.resize(to as usize, 0);
+                }
+                _ => {
+                    // Unwritten extents past the end, then a write into
+                    // the middle of them.
+                    let len = 8 * bs + r.below(8 * bs);
+                    let start = data.len() as u64;
+                    rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), start, len)?;
+                    data.resize((start + len) as usize, 0);
+                    let at = start + r.below(len);
+                    let more = bytes(r, 100);
+                    f.seek(SeekFrom::Start(at))?;
+                    f.write_all(&more)?;
+                    let end = (at as usize + more.len()).max(data.len());
+                    data.resize(end, 0);
+                    data[at as usize..at as usize + more.len()].copy_from_slice(&more);
+                }
+            }
+            m.changed(&p);
+            if fsync {
+                f.sync_all()?;
+                m.fsynced(&p);
+            }
+        }
+        Load::Unlink => {
+            let Some(p) = m.pick(r) else { return Ok(()) };
+            fs::remove_file(mnt.join(&p))?;
+            m.files.remove(&p);
+            m.synced.remove(&p);
+            // The unlink reaches the log with the next fast commit.
+            let q = m.fresh(r);
+            let data = bytes(r, 10);
+            fs::write(mnt.join(&q), &data)?;
+            m.files.insert(q.clone(), data);
+            if fsync {
+                fsync_path(&mnt.join(&q))?;
+                m.fsynced(&q);
+            }
+        }
+        Load::Rename => {
+            let Some(p) = m.pick(r) else { return Ok(()) };
+            // Over an existing file now and then.
+            let q = if r.below(3) == 0 {
+                m.pick(r).filter(|q| *q != p).unwrap_or_else(|| m.fresh(r))
+            } else {
+                m.fresh(r)
+            };
+            fs::rename(mnt.join(&p), mnt.join(&q))?;
+            let data = m.files.remove(&p).context("model")?;
+            m.synced.remove(&p);
+            m.synced.remove(&q);
+            m.files.insert(q.clone(), data);
+            if fsync {
+                fsync_path(&mnt.join(&q))?;
+                m.fsynced(&q);
+            }
+        }
+        Load::Link => {
+            let Some(p) = m.pick(r) else { return Ok(()) };
+            let q = m.fresh(r);
+            fs::hard_link(mnt.join(&p), mnt.join(&q))?;
+            // A later write through one name changes both: the model keeps
+            // the second name out of the content checks.
+            if fsync {
+                fsync_path(&mnt.join(&q))?;
+            }
+        }
+        Load::Xattr => {
+            let Some(p) = m.pick(r) else { return Ok(()) };
+            let v = {
+                let n = 1 + r.below(200) as usize;
+                bytes(r, n)
+            };
+            rustix::fs::setxattr(
+                mnt.join(&p).as_path(),
+                format!("user.k{}", r.below(4)).as_str(),
+                &v,
+                rustix::fs::XattrFlags::empty(),
+            )?;
+            if fsync {
+                fsync_path(&mnt.join(&p))?;
+            }
+        }
+        Load::Mkdir => {
+            m.next += 1;
+            let parent = m.dirs[r.below(m.dirs.len() as u64) as usize].clone();
+            let d = format!("{parent}/m{}", m.next);
+            fs::create_dir(mnt.join(&d))?;
+            m.dirs.push(d.clone());
+            let p = format!("{d}/inner");
+            let data = {
+                let n = 1 + r.below(bs) as usize;
+                bytes(r, n)
+            };
+            let mut f = fs::File::create(mnt.join(&p))?;
+            f.write_all(&data)?;
+            m.files.insert(p.clone(), data);
+            if fsync {
+                f.sync_all()?;
+                m.fsynced(&p);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn shutdown(mnt: &Path) -> Result<()> {
+    let f = fs::File::open(mnt).with_context(|| format!("open {}", mnt.display()))?;
+    let flags: u32 = EXT4_GOING_FLAGS_NOLOGFLUSH;
+    // SAFETY: the ioctl reads one u32 from a pointer to a live local, on
+    // an fd we own for the duration of the call.
+    let rc = unsafe { libc::ioctl(f.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flags as *const u32) };
+    if rc != 0 {
+        bail!("EXT4_IOC_SHUTDOWN: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes the cut image of `case` at `img`; returns the model and the
+/// operations done.
+fn make(img: &Path, mnt: &Path, case: &Case) -> Result<(Model, u64)> {
+    // A 16 MiB journal: a fast-commit area of 64 blocks, room for the
+    // issue's 50 fsyncs (a smaller one fills, and the kernel falls back
+    // to full commits).
+    fs::File::create(img)?.set_len(128 << 20)?;
+    let mut mk = Command::new("mke2fs");
+    mk.args([
+        "-q",
+        "-F",
+        "-t",
+        "ext4",
+        "-J",
+        "size=16",
+        "-E",
+        "root_owner=0:0",
+        "-b",
+    ])
+    .arg(case.cfg.block_size.to_string())
+    .args(["-O", &case.cfg.opts])
+    .arg(img);
+    if status(&mut mk)? != 0 {
+        bail!("mke2fs -O {} refused", case.cfg.opts);
+    }
+    let bs = case.cfg.block_size;
+    let mut r = Rng::new(case.seed);
+    with_mount(img, mnt, "", || {
+        let mut m = Model::default();
+        let mut ops = 0u64;
+        if case.load == Load::Fifty {
+            fs::create_dir(mnt.join("d"))?;
+            m.dirs.push("d".into());
+            rustix::fs::sync();
+            for i in 0..50 {
+                let p = format!("d/f{i}");
+                let data = format!("x{i}").repeat(1000).into_bytes();
+                let mut f = fs::File::create(mnt.join(&p))?;
+                f.write_all(&data)?;
+                f.sync_all()?;
+                m.files.insert(p.clone(), data);
+                m.fsynced(&p);
+                ops += 1;
+            }
+            shutdown(mnt)?;
+            return Ok((m, ops));
+        }
+        prefill(mnt, &mut m, &mut r, bs)?;
+        let n = 15 + r.below(40);
+        if case.racing {
+            // Half the operations, then a writer thread that keeps going
+            // while the cut is made at a random moment.
+            for _ in 0..n / 2 {
+                step(mnt, &mut m, &mut r, case.load, case.fsync, bs)?;
+                ops += 1;
+            }
+            let seed = r.next();
+            let dir = mnt.join("e");
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|s| -> Result<()> {
+                s.spawn(|| {
+                    let mut w = Rng::new(seed);
+                    for i in 0..10_000u64 {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        let p = dir.join(format!("w{i}"));
+                        let Ok(mut f) = fs::File::create(&p) else {
+                            break;
+                        };
+                        if f.write_all(&vec![(i & 0xff) as u8; 1 + w.below(9000) as usize])
+                            .is_err()
+                        {
+                            break;
+                        }
+                        if i % 3 == 0 && f.sync_all().is_err() {
+                            break;
+                        }
+                    }
+                });
+                std::thread::sleep(std::time::Duration::from_millis(r.below(40)));
+                let cut = shutdown(mnt);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                cut
+            })?;
+            // What the racing writer made is not in the model: its
+            // directory is compared between the recoveries only.
+            return Ok((m, ops));
+        }
+        for _ in 0..n {
+            step(mnt, &mut m, &mut r, case.load, case.fsync, bs)?;
+            ops += 1;
+        }
+        shutdown(mnt)?;
+        Ok((m, ops))
+    })
+    .map_err(|e| e.context(format!("building {}", case.name())))
+}
+
+/// path -> what can be seen of it through a mount: kind, mode, owner,
+/// link count (not of directories: the kernel's replay leaves those
+/// short), size, contents, mtime of non-directories, user xattrs.
+fn mounted_tree(root: &Path) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir)? {
+            let p = e?.path();
+            let rel = p.strip_prefix(root)?.display().to_string();
+            if rel == "lost+found" {
+                continue;
+            }
+            let md = fs::symlink_metadata(&p)?;
+            let ft = md.file_type();
+            let mut d = format!("mode={:o} uid={} gid={}", md.mode(), md.uid(), md.gid());
+            if ft.is_dir() {
+                stack.push(p.clone());
+            } else {
+                d += &format!(
+                    " nlink={} mtime={}.{:09}",
+                    md.nlink(),
+                    md.mtime(),
+                    md.mtime_nsec()
+                );
+                if ft.is_symlink() {
+                    d += &format!(" -> {}", fs::read_link(&p)?.display());
+                } else if ft.is_file() {
+                    let data = fs::read(&p)?;
+                    d += &format!(" size={} hash={:x}", data.len(), fnv(&data));
+                }
+                let mut names = vec![0u8; 4096];
+                let n = rustix::fs::llistxattr(&p, &mut names[..]).unwrap_or(0);
+                for name in names[..n]
+                    .split(|b| *b == 0)
+                    .filter(|s| s.starts_with(b"user."))
+                {
+                    let name = String::from_utf8_lossy(name).into_owned();
+                    let mut v = vec![0u8; 65536];
+                    let vn = rustix::fs::lgetxattr(&p, name.as_str(), &mut v[..]).unwrap_or(0);
+                    d += &format!(" {name}={:x}", fnv(&v[..vn]));
+                }
+            }
+            out.insert(rel, d);
+        }
+    }
+    Ok(out)
+}
+
+/// The part of a tree an extracted copy keeps: kind, size, contents.
+fn lite(tree: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    tree.iter()
+        .map(|(p, d)| {
+            let kind = if d.contains(" -> ") {
+                d.split(" -> ").nth(1).map(|t| format!("-> {t}"))
+            } else {
+                d.split(' ')
+                    .filter(|w| w.starts_with("size=") || w.starts_with("hash="))
+                    .map(String::from)
+                    .reduce(|a, b| format!("{a} {b}"))
+            };
+            (p.clone(), kind.unwrap_or_else(|| "dir".into()))
+        })
+        .collect()
+}
+
+/// Each path that differs between `a` and `b`, with both sides.
+fn diffs(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (p, d) in a {
+        match b.get(p) {
+            None => out.push(format!("{p}: only in the first ({d})")),
+            Some(e) if e != d => out.push(format!("{p}: {d} / {e}")),
+            _ => {}
+        }
+    }
+    for (p, d) in b {
+        if !a.contains_key(p) {
+            out.push(format!("{p}: only in the second ({d})"));
+        }
+    }
+    out
+}
+
+/// The tree after mounting `img` (a replay when it needs one); `None`
+/// when the kernel refuses it.
+fn tree_after_mount(img: &Path, mnt: &Path) -> Result<Option<BTreeMap<String, String>>> {
+    match with_mount(img, mnt, "", || mounted_tree(mnt)) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if format!("{e:#}").contains("refused to mount") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Builds, cuts and recovers one case.
+pub fn run_case(bin: &OsString, work: &Path, case: &Case) -> Result<CaseResult> {
+    let dir = TempDir::new_in(work, &format!("fc{}-", case.seed))?;
+    let img = dir.path().join("cut.img");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt)?;
+    let (model, ops) = make(&img, &mnt, case)?;
+    let mut res = CaseResult {
+        ops,
+        ..CaseResult::default()
+    };
+    res.fc_records = fc_records(&img).unwrap_or(0);
+    let copy = |tag: &str| -> Result<PathBuf> {
+        let p = dir.path().join(format!("{tag}.img"));
+        fs::copy(&img, &p)?;
+        Ok(p)
+    };
+    // The kernel.
+    let k_img = copy("kernel")?;
+    let kernel = tree_after_mount(&k_img, &mnt)?;
+    res.kernel_refused = kernel.is_none();
+    // Ours.
+    let o_img = copy("ours")?;
+    let fy = status(Command::new(bin).args(["fsck", "-fy"]).arg(&o_img))?;
+    if fy != 0 && fy != 1 {
+        res.failures.push(format!("ext4r fsck -fy exit {fy}"));
+    }
+    let e2 = status(Command::new("e2fsck").arg("-fn").arg(&o_img))?;
+    if e2 != 0 {
+        res.failures
+            .push(format!("after ext4r fsck -fy: e2fsck -fn exit {e2}"));
+    }
+    let again = status(Command::new(bin).args(["fsck", "-fn"]).arg(&o_img))?;
+    if again != 0 {
+        res.failures
+            .push(format!("after ext4r fsck -fy: ext4r fsck -fn exit {again}"));
+    }
+    let ours = tree_after_mount(&o_img, &mnt)?.context("the kernel refused our recovered image")?;
+    // e2fsck.
+    let e_img = copy("e2fsck")?;
+    status(Command::new("e2fsck").arg("-fy").arg(&e_img))?;
+    let e2fsck = tree_after_mount(&e_img, &mnt)?;
+    // The library, reading the cut image itself.
+    let before = fs::read(&img)?;
+    let out = dir.path().join("extract");
+    let ex = Command::new(bin)
+        .arg("extract")
+        .arg(&img)
+        .arg(&out)
+        .output()
+        .context("ext4r extract")?;
+    if !ex.status.success() {
+        res.failures.push(format!(
+            "ext4r extract exit {:?}: {}",
+            ex.status.code(),
+            String::from_utf8_lossy(&ex.stderr).trim()
+        ));
+    } else if fs::read(&img)? != before {
+        res.failures
+            .push("ext4r extract changed the image it read".into());
+    }
+    let library = if ex.status.success() {
+        Some(mounted_tree(&out)?)
+    } else {
+        None
+    };
+    // The reference: the kernel's tree, or e2fsck's where the kernel
+    // refused the image.
+    let reference = match (&kernel, &e2fsck) {
+        (Some(k), _) => k.clone(),
+        (None, Some(e)) => e.clone(),
+        (None, None) => bail!("neither the kernel nor e2fsck's result mounts"),
+    };
+    let d = diffs(&reference, &ours);
+    for x in &d {
+        if x.contains("only in the first") || x.contains(" / ") {
+            res.lost += 1;
+        }
+    }
+    for x in d.iter().take(8) {
+        res.failures.push(format!("ours vs kernel: {x}"));
+    }
+    if d.len() > 8 {
+        res.failures
+            .push(format!("ours vs kernel: {} more differences", d.len() - 8));
+    }
+    if let Some(lib) = &library {
+        let mut lib = lite(lib);
+        lib.remove("lost+found");
+        let d = diffs(&lite(&reference), &lib);
+        for x in d.iter().take(8) {
+            res.failures.push(format!("library vs kernel: {x}"));
+        }
+    }
+    if let (Some(k), Some(e)) = (&kernel, &e2fsck) {
+        res.e2fsck_differs = diffs(k, e);
+    }
+    for (p, h) in &model.synced {
+        let found = ours.get(p).and_then(|d| {
+            d.split(' ')
+                .find_map(|w| w.strip_prefix("hash="))
+                .map(String::from)
+        });
+        if found.as_deref() != Some(&format!("{h:x}")) {
+            res.failures.push(format!(
+                "{p}: fsync'd, but {}",
+                found.map_or("missing".into(), |f| format!("hash {f}"))
+            ));
+            res.lost += 1;
+        }
+    }
+    Ok(res)
+}
+
+/// Records in the cut image's fast-commit area, by our own scan.
+fn fc_records(img: &Path) -> Result<usize> {
+    use ext4r::device::{FileDevice, OpenMode};
+    use ext4r::journal::Journal;
+    let dev = FileDevice::open(img, OpenMode::default())?;
+    let mut o = ext4r::fs::OpenOptions::default();
+    o.skip_journal_replay = true;
+    let fs = ext4r::fs::Filesystem::open_with(dev, o)?;
+    let Some(loc) = fs.journal_location()? else {
+        return Ok(0);
+    };
+    let j = Journal::open(fs.device_shared(), loc, fs.block_size())?;
+    let r = j.recover(
+        fs.geometry().blocks_count,
+        fs.geometry().inode_size as usize,
+    );
+    Ok(r.fast_commit.map_or(0, |l| l.records.len()))
+}
