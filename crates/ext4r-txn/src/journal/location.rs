@@ -125,7 +125,7 @@ impl JournalLocation {
 
     /// The device block of journal block `index`, or `None` when it is out
     /// of range or a hole.
-    pub(crate) fn device_block(&self, index: u64) -> Option<BlockNr> {
+    pub fn device_block(&self, index: u64) -> Option<BlockNr> {
         match self {
             JournalLocation::Internal(r) => r.get(index).filter(|b| b.0 != 0),
             JournalLocation::External { blocks, .. } => (index < *blocks).then_some(BlockNr(index)),
