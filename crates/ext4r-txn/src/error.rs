@@ -44,6 +44,15 @@ pub enum Error {
     /// The device is in use by the system (busy, swap, held open).
     #[error("{0} is apparently in use by the system")]
     InUse(PathBuf),
+    /// Another writer holds the image or device: the writers' lock every
+    /// open for writing takes (see [`crate::device::lock`]).
+    #[error("{} is in use by {holder}", path.display())]
+    Locked {
+        /// The device or image.
+        path: PathBuf,
+        /// Who has it.
+        holder: crate::device::LockHolder,
+    },
     /// An access beyond the end of the device.
     #[error("access of {len} bytes at {offset} is beyond the device size {size}")]
     OutOfRange {

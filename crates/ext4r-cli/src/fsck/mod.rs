@@ -302,6 +302,10 @@ fn run(a: &Args) -> u8 {
     if !a.json && busy(&a.device) {
         // As e2fsck -n: a read-only check goes on, with a warning.
         println!("Warning!  {dev_name} is in use.");
+    } else if let Some(w) = ext4r::device::writer_of(&a.device).filter(|_| !a.json) {
+        // One of our writers has it (readers take no lock, see
+        // ext4r::device::lock): what it has half written may be reported.
+        println!("Warning!  {dev_name} is in use by {w}.");
     }
     let mismatch = ext4r_fsck::size_mismatch(&dev, a.superblock, a.block_size);
     if let Some(m) = mismatch {
@@ -413,6 +417,13 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             // mount in another namespace, a device mapper): e2fsck's
             // check_mount words.
             println!("{dev_name} is in use.");
+            eprintln!("fsck.ext4r: Cannot continue, aborting.\n");
+            return EXIT_ERROR;
+        }
+        Err(ext4r::Error::Locked { holder, .. }) => {
+            // Another of our writers (ext4r cp, tune.ext4r, another
+            // fsck): the same words, and who it is.
+            println!("{dev_name} is in use by {holder}.");
             eprintln!("fsck.ext4r: Cannot continue, aborting.\n");
             return EXIT_ERROR;
         }

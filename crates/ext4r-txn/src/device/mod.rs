@@ -8,12 +8,14 @@
 
 mod fault;
 mod file;
+pub mod lock;
 mod mem;
 mod record;
 mod unflushed;
 
 pub use fault::{FaultDevice, WriteKind, WriteRecord};
 pub use file::{FileDevice, OpenMode};
+pub use lock::{writer_of, LockHolder};
 pub use mem::MemDevice;
 pub use record::{apply_cut, covers_superblock, Cut, CutStats, Op, Recorder};
 pub use unflushed::Unflushed;
