@@ -53,6 +53,20 @@ pub enum Error {
         /// Who has it.
         holder: crate::device::LockHolder,
     },
+    /// Multiple-mount protection says another host, a mount or e2fsck has
+    /// the filesystem (see [`crate::mmp`]).
+    #[error(
+        "MMP: {why} (node {}, device {}, updated at {} s since the epoch)",
+        info.node,
+        info.device,
+        info.time
+    )]
+    MmpInUse {
+        /// What the MMP block said.
+        why: crate::mmp::MmpBusy,
+        /// Who it names, and when it was last written.
+        info: crate::mmp::MmpInfo,
+    },
     /// An access beyond the end of the device.
     #[error("access of {len} bytes at {offset} is beyond the device size {size}")]
     OutOfRange {

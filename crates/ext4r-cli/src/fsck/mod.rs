@@ -462,6 +462,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     opts.now = now();
     opts.rehash = a.optimize_dirs;
     opts.threads = a.threads;
+    opts.device_name = dev_name.to_string();
     opts.external_journal = match external_journal(a, true) {
         Ok(j) => j,
         Err(code) => return code,
@@ -490,6 +491,23 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     let r = match result {
         Ok(r) => r,
         Err(ext4r_fsck::Error::Unsupported(u)) => return unsupported(dev_name, &u, true, false),
+        Err(ext4r_fsck::Error::Open(ext4r::Error::MmpInUse { why, info })) => {
+            // e2fsck_check_mmp's words; nothing was written.
+            eprintln!("fsck.ext4r: MMP: {why} while checking MMP block");
+            if why != ext4r::mmp::MmpBusy::Active {
+                println!(
+                    "MMP check failed: If you are sure the filesystem is not in use on any \
+                     node, run:\n'tune.ext4r -f -E clear_mmp {dev_name}'\n"
+                );
+            }
+            println!(
+                "MMP error info: node: {}, device: {}, updated: {}",
+                info.node,
+                info.device,
+                ext4r::localtime::ctime(info.time as i64)
+            );
+            return EXIT_ERROR;
+        }
         Err(e) => {
             eprintln!("fsck.ext4r: {} while checking {dev_name}", message(&e));
             return EXIT_ERROR;
