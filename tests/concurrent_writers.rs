@@ -299,7 +299,7 @@ fn pairs_of_writers_take_turns_or_one_is_refused() {
             ACTS[rng.below(ACTS.len() as u64) as usize],
             ACTS[rng.below(ACTS.len() as u64) as usize],
         ];
-        let delay = Duration::from_millis(rng.below(25));
+        let delay = Duration::from_millis(rng.below(12));
         let what = format!("pair {i} {acts:?}, second after {delay:?} (seed {seed})");
         let first = start(acts[0], &img, &big, 0, Duration::ZERO);
         let second = start(acts[1], &img, &big, 1, delay);

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 /// How to open a device.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenMode {
-    /// Open for writing.
+    /// Open for writing, taking the writers' lock for as long as the
+    /// device lives (see [`super::lock`]); without it the open takes no
+    /// lock at all.
     pub write: bool,
     /// For block devices opened for writing: `O_EXCL`, so the open fails
     /// while the kernel (a mount, md, dm, swap) holds the device. No effect
