@@ -23,6 +23,13 @@ pub(crate) fn run(a: &OnlineArgs, dev: &Path) -> bool {
     let started = Instant::now();
     let mut fs = match OfflineFs::open_path(dev, OfflineOptions::default()) {
         Ok(fs) => fs,
+        Err(ext4r_defrag::Error::Engine {
+            source: e @ ext4r::Error::Locked { .. },
+            ..
+        }) => {
+            eprintln!("e4defrag-r: {e}");
+            return false;
+        }
         Err(e) => {
             eprintln!("e4defrag-r: {}", crate::errors::message(&e));
             return false;

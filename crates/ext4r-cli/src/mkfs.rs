@@ -328,12 +328,17 @@ fn run(a: Args) -> Result<()> {
             write: true,
             exclusive: true,
             create_size: size_arg,
+            lock_wait: None,
         },
     )
     .map_err(|e| match e {
         ext4r::Error::InUse(p) => anyhow::anyhow!(
             "{} is apparently in use by the system; will not make a filesystem here!",
             p.display()
+        ),
+        ext4r::Error::Locked { path, holder } => anyhow::anyhow!(
+            "{} is in use by {holder}; will not make a filesystem here!",
+            path.display()
         ),
         e => e.into(),
     })?;

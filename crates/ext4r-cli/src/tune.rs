@@ -81,6 +81,12 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     let dev: Arc<dyn BlockDevice> = match FileDevice::open(&device, mode) {
         Ok(d) => Arc::new(d),
+        Err(ext4r::Error::Locked { holder, .. }) => {
+            // As tune2fs says "Device or resource busy while trying to
+            // open"; the superblock is not in question.
+            eprintln!("{prog}: in use by {holder} while trying to open {name}");
+            return ExitCode::from(1);
+        }
         Err(e) => {
             eprintln!("{prog}: {} while trying to open {name}", message(&e));
             eprintln!("Couldn't find valid filesystem superblock.");

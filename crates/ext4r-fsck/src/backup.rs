@@ -173,7 +173,7 @@ pub(crate) fn refuse_unsupported_primary(dev: &Arc<dyn BlockDevice>) -> Result<(
 }
 
 /// The primary superblock, when it has the magic number.
-fn primary(dev: &Arc<dyn BlockDevice>) -> Option<Superblock> {
+pub(crate) fn primary(dev: &Arc<dyn BlockDevice>) -> Option<Superblock> {
     let mut buf = vec![0u8; SUPERBLOCK_SIZE];
     dev.read_at(&mut buf, SUPERBLOCK_OFFSET).ok()?;
     Superblock::parse(&buf).ok()

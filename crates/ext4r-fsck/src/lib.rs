@@ -141,6 +141,12 @@ pub struct Options {
     /// a check on the calling thread alone. The findings, their order and
     /// the repairs do not depend on it.
     pub threads: usize,
+    /// The device as the tool names it: written into the MMP block while a
+    /// repair holds an `mmp` filesystem (see [`repair`]).
+    pub device_name: String,
+    /// The waits of multiple-mount protection in a repair (twice the check
+    /// interval and a second); `std::thread::sleep` when `None`.
+    pub mmp_sleep: Option<fn(std::time::Duration)>,
 }
 
 impl Options {

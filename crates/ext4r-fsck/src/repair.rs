@@ -129,11 +129,18 @@ fn preen_ok(code: &str) -> bool {
     crate::codes::preen_ok(code)
 }
 
-/// Repairs the filesystem on `dev`.
+/// Repairs the filesystem on `dev`. An `mmp` filesystem is taken under
+/// multiple-mount protection first, as e2fsck takes it (see
+/// `ext4r_txn::mmp`): the run waits twice the check interval and a
+/// second, holds e2fsck's sequence in the MMP block while it works, and
+/// writes the clean one at the end. A damaged MMP block is not taken but
+/// repaired by the check (e2fsck then takes it in a second open; this
+/// run goes on unprotected).
 ///
 /// # Errors
-/// [`Error::Open`] when the filesystem cannot be opened at all, or an I/O
-/// error while writing.
+/// [`Error::Open`] when the filesystem cannot be opened at all — with
+/// `ext4r::Error::MmpInUse` when another host, a mount or e2fsck holds it
+/// — or an I/O error while writing.
 pub fn repair(
     dev: Arc<dyn BlockDevice>,
     opts: &Options,
@@ -177,6 +184,8 @@ fn run(
         // Before anything is replayed or written.
         crate::backup::refuse_unsupported_primary(&dev)?;
     }
+    // Held to the end of the run; dropping it writes the clean sequence.
+    let _mmp = claim_mmp(&dev, opts)?;
     if matches!(policy, Policy::Preen) && opts.superblock.is_none() {
         // e2fsck -p never goes looking for a backup superblock: a primary
         // it cannot open stops the run (exit 8).
@@ -633,6 +642,30 @@ fn recreate_wanted(policy: &mut Policy<'_>) -> bool {
 /// Opens the filesystem to write fixes; when the primary superblock is
 /// unusable, through the backup the check used (whose fix then rewrites
 /// the primary from it).
+/// Multiple-mount protection for the run, when the primary superblock
+/// (checksum good) asks for it; `None` without it, or with an MMP block
+/// the check will repair.
+fn claim_mmp(
+    dev: &Arc<dyn BlockDevice>,
+    opts: &Options,
+) -> Result<Option<ext4r_txn::mmp::MmpClaim>, Error> {
+    let Some(sb) = crate::backup::primary(dev).filter(|sb| sb.verify_checksum().is_ok()) else {
+        return Ok(None);
+    };
+    let mut sleep = opts.mmp_sleep.unwrap_or(std::thread::sleep);
+    let o = ext4r_txn::mmp::MmpOptions {
+        device_name: &opts.device_name,
+        now: u64::try_from(opts.now).unwrap_or(0),
+        sleep: &mut sleep,
+    };
+    match ext4r_txn::mmp::MmpClaim::start(dev, &sb, o) {
+        Ok(c) => Ok(c),
+        // Bad magic, checksum or place: pass 0 finds and resets it.
+        Err(ext4r::Error::Corrupt { .. }) => Ok(None),
+        Err(e) => Err(Error::Open(e)),
+    }
+}
+
 fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     let mut oo = OpenOptions::default();
     oo.allow_encrypted = true;

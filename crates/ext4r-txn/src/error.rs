@@ -44,6 +44,29 @@ pub enum Error {
     /// The device is in use by the system (busy, swap, held open).
     #[error("{0} is apparently in use by the system")]
     InUse(PathBuf),
+    /// Another writer holds the image or device: the writers' lock every
+    /// open for writing takes (see [`crate::device::lock`]).
+    #[error("{} is in use by {holder}", path.display())]
+    Locked {
+        /// The device or image.
+        path: PathBuf,
+        /// Who has it.
+        holder: crate::device::LockHolder,
+    },
+    /// Multiple-mount protection says another host, a mount or e2fsck has
+    /// the filesystem (see [`crate::mmp`]).
+    #[error(
+        "MMP: {why} (node {}, device {}, updated at {} s since the epoch)",
+        info.node,
+        info.device,
+        info.time
+    )]
+    MmpInUse {
+        /// What the MMP block said.
+        why: crate::mmp::MmpBusy,
+        /// Who it names, and when it was last written.
+        info: crate::mmp::MmpInfo,
+    },
     /// An access beyond the end of the device.
     #[error("access of {len} bytes at {offset} is beyond the device size {size}")]
     OutOfRange {

@@ -33,6 +33,7 @@ pub mod flush;
 pub mod groups;
 pub mod journal;
 pub mod map;
+pub mod mmp;
 pub mod txn;
 pub mod volume;
 

@@ -24,6 +24,7 @@ pub mod fs;
 pub use ext4r_txn::journal;
 pub mod localtime;
 pub mod mkfs;
+pub use ext4r_txn::mmp;
 pub mod populate;
 pub mod quota;
 pub mod safety;

@@ -618,7 +618,7 @@ mod tests {
         let excl = OpenMode {
             write: true,
             exclusive: true,
-            create_size: None,
+            ..OpenMode::default()
         };
         assert!(matches!(
             FileDevice::open(&lo.0, excl),

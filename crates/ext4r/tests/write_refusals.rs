@@ -436,3 +436,173 @@ fn a_damaged_extent_block_is_a_typed_corruption_error() {
     fs.close().unwrap();
     assert_eq!(std::fs::read(&img).unwrap(), bytes, "nothing written");
 }
+
+/// The htree depth debugfs reports for `dir` ("Indirect levels").
+fn htree_levels(img: &Path, dir: &str) -> Option<u32> {
+    let out = run(
+        "debugfs",
+        &["-R", &format!("htree {dir}"), img.to_str().unwrap()],
+        &[],
+    )
+    .ok()?;
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Indirect levels: "))
+        .map(|n| n.trim().parse().unwrap())
+}
+
+/// `..` is read where the kernel reads it, whatever the directory's form
+/// (block 0 of a linear or indexed directory, `i_block` of an inline one),
+/// here with directories the write API made itself: a move into its own
+/// subtree through indexed (one and two levels) and inline directories is
+/// refused, and `.` and `..` are looked up as the kernel does (issue 35:
+/// the htree hashed `..` to a leaf, found nothing, and allowed the move).
+#[test]
+fn moves_into_itself_through_indexed_and_inline_directories() {
+    if let Some(m) = missing_tools(&["mke2fs", "e2fsck", "debugfs"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    let dir = TempDir::new("wrefuse-subtree");
+    for inline in [false, true] {
+        let mut args = vec!["-b", "1024", "-N", "4096"];
+        if inline {
+            args.extend(["-O", "inline_data"]);
+        }
+        let img = mkfs(
+            &dir,
+            if inline { "in.img" } else { "plain.img" },
+            &args,
+            32768,
+        );
+        {
+            let mut fs = open(&img);
+            let d = NewNode::dir(0o755);
+            let a = fs.mkdir(ROOT_INO, b"a", &d).unwrap();
+            let h1 = fs.mkdir(a, b"h1", &d).unwrap();
+            for i in 0..300 {
+                fs.create(h1, format!("f{i}").as_bytes(), &NewNode::file(0o644))
+                    .unwrap();
+            }
+            let h2 = fs.mkdir(h1, b"h2", &d).unwrap();
+            for i in 0..600 {
+                let name = format!("{i:04}-{}", "n".repeat(240));
+                fs.create(h2, name.as_bytes(), &NewNode::file(0o644))
+                    .unwrap();
+            }
+            let s = fs.mkdir(h2, b"s", &d).unwrap();
+            fs.mkdir(s, b"i", &d).unwrap();
+            fs.close().unwrap();
+        }
+        e2fsck_clean(&img);
+        assert_eq!(htree_levels(&img, "/a/h1"), Some(0));
+        assert_eq!(htree_levels(&img, "/a/h1/h2"), Some(1));
+        {
+            let fs = open(&img);
+            let ino = |p: &str| fs.lookup_path(p).unwrap();
+            let i = ino("/a/h1/h2/s/i");
+            let is_inline = fs
+                .stat(i)
+                .unwrap()
+                .flags()
+                .contains(ext4r_format::inode::InodeFlags::INLINE_DATA);
+            assert_eq!(is_inline, inline);
+            for (d, parent) in [
+                ("/a/h1", "/a"),
+                ("/a/h1/h2", "/a/h1"),
+                ("/a/h1/h2/s", "/a/h1/h2"),
+                ("/a/h1/h2/s/i", "/a/h1/h2/s"),
+            ] {
+                assert_eq!(
+                    fs.lookup(ino(d), b"..").unwrap(),
+                    Some(ino(parent)),
+                    "{d}/.."
+                );
+                assert_eq!(fs.lookup(ino(d), b".").unwrap(), Some(ino(d)), "{d}/.");
+                assert!(fs.contains(ino("/a"), ino(d)).unwrap());
+                assert!(!fs.contains(ino(d), ino("/a")).unwrap());
+            }
+        }
+        for target in ["/a", "/a/h1", "/a/h1/h2", "/a/h1/h2/s", "/a/h1/h2/s/i"] {
+            refuses(
+                &img,
+                |_| {},
+                |fs| {
+                    let t = fs.lookup_path(target)?;
+                    fs.rename(ROOT_INO, b"a", t, b"moved")
+                },
+                |e| matches!(e, Error::MoveIntoItself(_)),
+            );
+        }
+        for (src, target) in [("/a/h1", "/a/h1/h2/s/i"), ("/a/h1/h2", "/a/h1/h2/s")] {
+            refuses(
+                &img,
+                |_| {},
+                |fs| {
+                    let (p, name) = src.rsplit_once('/').unwrap();
+                    let p = fs.lookup_path(p)?;
+                    let t = fs.lookup_path(target)?;
+                    fs.rename(p, name.as_bytes(), t, b"f1")
+                },
+                |e| matches!(e, Error::MoveIntoItself(_)),
+            );
+        }
+    }
+}
+
+/// A `..` chain that never reaches the root (a loop two directories make
+/// of each other) is corruption: the rename is refused with a typed
+/// error, never allowed on a "not an ancestor" it could not establish.
+#[test]
+fn a_dotdot_loop_is_corruption_not_permission() {
+    if let Some(m) = missing_tools(&["mke2fs", "e2fsck", "debugfs"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    let dir = TempDir::new("wrefuse-loop");
+    // No metadata_csum: the edited `..` is read, not refused for its
+    // checksum.
+    let img = mkfs(
+        &dir,
+        "loop.img",
+        &["-b", "1024", "-O", "^metadata_csum"],
+        8192,
+    );
+    {
+        let mut fs = open(&img);
+        let d = NewNode::dir(0o755);
+        let a = fs.mkdir(ROOT_INO, b"a", &d).unwrap();
+        let b = fs.mkdir(a, b"b", &d).unwrap();
+        fs.mkdir(b, b"c", &d).unwrap();
+        fs.mkdir(ROOT_INO, b"x", &d).unwrap();
+        fs.close().unwrap();
+    }
+    // b's `..` (at byte 12 of its block 0) pointed at c: c -> b -> c.
+    let bmap = |p: &str| -> u64 {
+        run(
+            "debugfs",
+            &["-R", &format!("bmap {p} 0"), img.to_str().unwrap()],
+            &[],
+        )
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+    };
+    let c_ino = {
+        let fs = open(&img);
+        fs.lookup_path("/a/b/c").unwrap()
+    };
+    let dev = common::open_rw(&img).unwrap();
+    ext4r::device::BlockDevice::write_at(&dev, &c_ino.to_le_bytes(), bmap("/a/b") * 1024 + 12)
+        .unwrap();
+    drop(dev);
+    refuses(
+        &img,
+        |_| {},
+        |fs| {
+            let c = fs.lookup_path("/a/b/c")?;
+            fs.rename(ROOT_INO, b"x", c, b"moved")
+        },
+        |e| matches!(e, Error::Corrupt { .. }) && ext4r::error::chain(e).contains("loops"),
+    );
+}

@@ -302,6 +302,10 @@ fn run(a: &Args) -> u8 {
     if !a.json && busy(&a.device) {
         // As e2fsck -n: a read-only check goes on, with a warning.
         println!("Warning!  {dev_name} is in use.");
+    } else if let Some(w) = ext4r::device::writer_of(&a.device).filter(|_| !a.json) {
+        // One of our writers has it (readers take no lock, see
+        // ext4r::device::lock): what it has half written may be reported.
+        println!("Warning!  {dev_name} is in use by {w}.");
     }
     let mismatch = ext4r_fsck::size_mismatch(&dev, a.superblock, a.block_size);
     if let Some(m) = mismatch {
@@ -416,6 +420,13 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             eprintln!("fsck.ext4r: Cannot continue, aborting.\n");
             return EXIT_ERROR;
         }
+        Err(ext4r::Error::Locked { holder, .. }) => {
+            // Another of our writers (ext4r cp, tune.ext4r, another
+            // fsck): the same words, and who it is.
+            println!("{dev_name} is in use by {holder}.");
+            eprintln!("fsck.ext4r: Cannot continue, aborting.\n");
+            return EXIT_ERROR;
+        }
         Err(e) => {
             open_failed(dev_name, &e);
             return EXIT_ERROR;
@@ -451,6 +462,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     opts.now = now();
     opts.rehash = a.optimize_dirs;
     opts.threads = a.threads;
+    opts.device_name = dev_name.to_string();
     opts.external_journal = match external_journal(a, true) {
         Ok(j) => j,
         Err(code) => return code,
@@ -479,6 +491,23 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     let r = match result {
         Ok(r) => r,
         Err(ext4r_fsck::Error::Unsupported(u)) => return unsupported(dev_name, &u, true, false),
+        Err(ext4r_fsck::Error::Open(ext4r::Error::MmpInUse { why, info })) => {
+            // e2fsck_check_mmp's words; nothing was written.
+            eprintln!("fsck.ext4r: MMP: {why} while checking MMP block");
+            if why != ext4r::mmp::MmpBusy::Active {
+                println!(
+                    "MMP check failed: If you are sure the filesystem is not in use on any \
+                     node, run:\n'tune.ext4r -f -E clear_mmp {dev_name}'\n"
+                );
+            }
+            println!(
+                "MMP error info: node: {}, device: {}, updated: {}",
+                info.node,
+                info.device,
+                ext4r::localtime::ctime(info.time as i64)
+            );
+            return EXIT_ERROR;
+        }
         Err(e) => {
             eprintln!("fsck.ext4r: {} while checking {dev_name}", message(&e));
             return EXIT_ERROR;

@@ -83,6 +83,11 @@ pub(crate) fn open_failure(image: &Path, e: &anyhow::Error) -> String {
             "cannot change '{}': Read-only file system: {why}",
             image.display()
         ),
+        // Another writer (ext4r cp, fsck.ext4r -y, ...) has the image:
+        // two at once would lose each other's changes.
+        Some(Error::Locked { holder, .. }) => {
+            format!("cannot change '{}': in use by {holder}", image.display())
+        }
         Some(Error::Mounted { mountpoint, .. }) => format!(
             "{} is mounted on {mountpoint}; change it through the mount, or unmount it first",
             image.display()

@@ -205,10 +205,12 @@ impl OfflineFs {
 
     /// Opens the image or block device at `path`: refused when it is
     /// mounted (or active swap); a block device is opened exclusively, so
-    /// that the kernel cannot mount it meanwhile.
+    /// that the kernel cannot mount it meanwhile, and the writers' lock
+    /// keeps our other writers out (`ext4r::device::lock`).
     ///
     /// # Errors
-    /// [`Error::Mounted`], and as [`OfflineFs::open`].
+    /// [`Error::Mounted`], [`Error::Engine`] with `ext4r::Error::Locked`
+    /// when another writer has it, and as [`OfflineFs::open`].
     pub fn open_path(path: &Path, opts: OfflineOptions) -> Result<Self> {
         let engine = |source| Error::Engine {
             path: path.to_path_buf(),

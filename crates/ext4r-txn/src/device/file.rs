@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 /// How to open a device.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OpenMode {
-    /// Open for writing.
+    /// Open for writing, taking the writers' lock for as long as the
+    /// device lives (see [`super::lock`]); without it the open takes no
+    /// lock at all.
     pub write: bool,
     /// For block devices opened for writing: `O_EXCL`, so the open fails
     /// while the kernel (a mount, md, dm, swap) holds the device. No effect
@@ -21,9 +23,14 @@ pub struct OpenMode {
     /// bytes if it is smaller (never shrink). Needs `write`; ignored for
     /// block devices.
     pub create_size: Option<u64>,
+    /// With `write`: how long to wait for another writer to finish (the
+    /// writers' lock, see [`super::lock`]); `None` refuses at once with
+    /// [`Error::Locked`].
+    pub lock_wait: Option<std::time::Duration>,
 }
 
-/// A block device or an image file.
+/// A block device or an image file. Opened for writing, it holds the
+/// writers' lock on it for as long as it lives (see [`super::lock`]).
 #[derive(Debug)]
 pub struct FileDevice {
     file: File,
@@ -53,8 +60,10 @@ impl FileDevice {
     /// # Errors
     /// [`Error::Open`] when the file cannot be opened, created or sized,
     /// [`Error::InUse`] when an exclusive open of a block device is refused
-    /// as busy, [`Error::InvalidArgument`] for a path that is neither a
-    /// block device nor a regular file, or `create_size` without `write`.
+    /// as busy, [`Error::Locked`] when another writer (another process, or
+    /// another write open in this one) holds the image or device,
+    /// [`Error::InvalidArgument`] for a path that is neither a block
+    /// device nor a regular file, or `create_size` without `write`.
     pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
         let path = path.as_ref();
         if mode.create_size.is_some() && !mode.write {
@@ -99,6 +108,11 @@ impl FileDevice {
         let opened = FileType::from_raw_mode(meta.mode());
         if opened != FileType::RegularFile && (opened != FileType::BlockDevice || !is_blk) {
             return Err(not_a_device(path));
+        }
+        if mode.write {
+            // Before anything is read or sized: what another writer is
+            // doing is not to be looked at, let alone changed.
+            super::lock::lock_exclusive(&file, path, mode.lock_wait)?;
         }
         if is_blk && mode.write && blk::read_only(&file).unwrap_or(false) {
             // Refused at open, as e2fsprogs' tools are, not at the first
@@ -248,6 +262,45 @@ impl BlockDevice for FileDevice {
         zeroout_by_writing(self, offset, len)
     }
 
+    /// Block devices: through a descriptor of its own opened `O_DIRECT`,
+    /// as e2fsprogs reads the MMP block, so that another node's write is
+    /// seen rather than this host's cached copy. Image files: `read_at`
+    /// (every writer of a file goes through this host's page cache).
+    fn read_fresh(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        if !self.block_device {
+            return self.read_at(buf, offset);
+        }
+        check_range(offset, buf.len() as u64, self.size)?;
+        let fail = |e: Errno| Error::io("direct read", offset)(e.into());
+        let fd = rustix::fs::open(
+            &self.path,
+            OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(fail)?;
+        // Whole sectors into a sector-aligned buffer: what O_DIRECT takes.
+        let s = u64::from(self.sector);
+        let start = offset / s * s;
+        let end = (offset + buf.len() as u64).div_ceil(s) * s;
+        let len = (end - start) as usize;
+        let mut raw = vec![0u8; len + self.sector as usize];
+        let shift = raw.as_ptr().align_offset(self.sector as usize);
+        let aligned = &mut raw[shift..shift + len];
+        let mut done = 0;
+        while done < len {
+            let n =
+                rustix::io::pread(&fd, &mut aligned[done..], start + done as u64).map_err(fail)?;
+            if n == 0 {
+                return Err(fail(Errno::IO));
+            }
+            done += n;
+        }
+        let at = (offset - start) as usize;
+        buf.copy_from_slice(&aligned[at..at + buf.len()]);
+        self.counters.read(buf.len() as u64);
+        Ok(())
+    }
+
     fn stats(&self) -> IoStats {
         self.counters.get()
     }
@@ -338,6 +391,7 @@ mod tests {
             write: true,
             exclusive: true,
             create_size,
+            lock_wait: None,
         }
     }
 
@@ -360,6 +414,99 @@ mod tests {
         let ro = FileDevice::open(&p, OpenMode::default()).unwrap();
         assert_eq!(ro.size(), 2 << 20);
         assert!(ro.write_at(&[1], 0).is_err());
+    }
+
+    #[test]
+    fn one_writer_at_a_time_readers_untouched() {
+        let dir = TempDir::new("file-lock");
+        let p = dir.join("img");
+        let w = FileDevice::open(&p, rw(Some(1 << 20))).unwrap();
+        // A second write open, even in this process, is refused and says
+        // who holds the image.
+        match FileDevice::open(&p, rw(None)) {
+            Err(Error::Locked { path, holder }) => {
+                assert_eq!(path, p);
+                assert_eq!(holder.pid, Some(std::process::id()));
+                assert!(holder.this_process);
+                assert_eq!(crate::device::writer_of(&p), Some(holder));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Readers take no lock and are not kept out.
+        let r = FileDevice::open(&p, OpenMode::default()).unwrap();
+        drop(w);
+        assert_eq!(crate::device::writer_of(&p), None);
+        let w = FileDevice::open(&p, rw(None)).unwrap();
+        drop((w, r));
+        // Waiting: a holder that lets go within the limit is waited for.
+        let w = FileDevice::open(&p, rw(None)).unwrap();
+        let waiting = OpenMode {
+            lock_wait: Some(std::time::Duration::from_secs(20)),
+            ..rw(None)
+        };
+        let started = std::time::Instant::now();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(w);
+        });
+        FileDevice::open(&p, waiting).unwrap();
+        assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+        t.join().unwrap();
+        let w = FileDevice::open(&p, rw(None)).unwrap();
+        let short = OpenMode {
+            lock_wait: Some(std::time::Duration::from_millis(100)),
+            ..rw(None)
+        };
+        assert!(matches!(
+            FileDevice::open(&p, short),
+            Err(Error::Locked { .. })
+        ));
+        drop(w);
+    }
+
+    /// Another process holding the lock is named by pid and command: here
+    /// util-linux flock(1), which takes the same flock lock.
+    #[test]
+    fn another_process_is_named() {
+        let Some(flock) = crate::testutil::tool("flock") else {
+            println!("skipped: flock(1) not found");
+            return;
+        };
+        let dir = TempDir::new("file-lock-other");
+        let p = dir.join("img");
+        std::fs::File::create(&p).unwrap().set_len(1 << 20).unwrap();
+        // -o: the lock stays with flock itself, not with the command it
+        // runs, so that killing flock releases it.
+        let mut child = std::process::Command::new(flock)
+            .arg("-o")
+            .arg(&p)
+            .args(["sleep", "10"])
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while crate::device::writer_of(&p).is_none() && t0.elapsed().as_secs() < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let r = FileDevice::open(&p, rw(None));
+        let _ = child.kill();
+        let _ = child.wait();
+        match r {
+            Err(e @ Error::Locked { .. }) => {
+                let Error::Locked { holder, .. } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(holder.pid, Some(child.id()));
+                assert_eq!(holder.command.as_deref(), Some("flock"));
+                assert!(!holder.this_process);
+                assert_eq!(
+                    e.to_string(),
+                    format!("{} is in use by flock (pid {})", p.display(), child.id())
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Its death released it.
+        drop(FileDevice::open(&p, rw(None)).unwrap());
     }
 
     #[test]
@@ -454,6 +601,10 @@ mod tests {
         assert!(b[..100].iter().all(|&x| x == 7));
         assert!(b[100..2100].iter().all(|&x| x == 0));
         assert!(b[2100..].iter().all(|&x| x == 7));
+        // A fresh read sees what the device holds, unaligned too.
+        let mut f = [0u8; 100];
+        d.read_fresh(&mut f, 4096 + 2100 + 7).unwrap();
+        assert!(f.iter().all(|&x| x == 7));
         // Loop devices over a file system that punches holes discard.
         assert!(d.discard(4096 + 100, 8000).unwrap());
         assert!(d.read_at(&mut b, (4 << 20) - 100).is_err());

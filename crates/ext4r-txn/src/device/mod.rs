@@ -8,6 +8,7 @@
 
 mod fault;
 mod file;
+pub mod lock;
 mod mem;
 mod record;
 mod staged;
@@ -15,6 +16,7 @@ mod unflushed;
 
 pub use fault::{FaultDevice, WriteKind, WriteRecord};
 pub use file::{FileDevice, OpenMode};
+pub use lock::{writer_of, LockHolder};
 pub use mem::MemDevice;
 pub use record::{apply_cut, covers_superblock, Cut, CutStats, Op, Recorder};
 pub use staged::Staged;
@@ -86,6 +88,18 @@ pub trait BlockDevice: Send + Sync {
     /// [`Error::OutOfRange`], or [`Error::Io`] when the device fails.
     fn zeroout(&self, offset: u64, len: u64) -> Result<()> {
         zeroout_by_writing(self, offset, len)
+    }
+
+    /// Reads as [`read_at`](BlockDevice::read_at) does, but from the
+    /// medium, past any cache of this host: what another node sharing the
+    /// device wrote a moment ago (the multiple-mount protection block).
+    /// The default is `read_at`: right for memory and image files, where
+    /// every writer goes through this host's page cache.
+    ///
+    /// # Errors
+    /// As [`BlockDevice::read_at`].
+    fn read_fresh(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.read_at(buf, offset)
     }
 
     /// Counters of the I/O done so far.
@@ -189,6 +203,9 @@ macro_rules! forward_block_device {
             }
             fn zeroout(&self, offset: u64, len: u64) -> Result<()> {
                 (**self).zeroout(offset, len)
+            }
+            fn read_fresh(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+                (**self).read_fresh(buf, offset)
             }
             fn stats(&self) -> IoStats {
                 (**self).stats()

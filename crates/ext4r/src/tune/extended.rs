@@ -23,12 +23,9 @@ impl Run<'_, '_> {
                 None => (token, None),
             };
             match key {
-                "clear-mmp" | "clear_mmp" => {
-                    self.err.push_str(
-                        "tune.ext4r: clear_mmp is not supported yet (multiple mount protection).\n",
-                    );
-                    return Err(Refused);
-                }
+                // Done after the other -E options, in place of what
+                // follows them (tune2fs's "goto closefs").
+                "clear-mmp" | "clear_mmp" => late.clear_mmp = true,
                 "mmp_update_interval" => {
                     let Some(a) = arg else {
                         bad += 1;
@@ -196,6 +193,8 @@ pub(super) struct Late {
     pub(super) stride: Option<u64>,
     pub(super) stripe_width: Option<u64>,
     pub(super) mount_opts: Option<String>,
+    /// `clear_mmp`: write a fresh, clean MMP block (needs `-f`).
+    pub(super) clear_mmp: bool,
 }
 
 const EXTENDED_USAGE: &str = "\nBad options specified.\n\n\

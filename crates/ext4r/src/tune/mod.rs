@@ -62,6 +62,7 @@ use ext4r_format::superblock::{
     Superblock, STATE_ERROR, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
 };
 use ext4r_format::{BlockNr, InodeNr};
+use ext4r_txn::mmp::{MmpBusy, MmpClaim, MmpOptions};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -195,6 +196,10 @@ pub struct TuneEnv<'a> {
     /// Progress of the long rewrites (every group's metadata, the inode
     /// tables): (what, done, total), `done == total` at the end.
     pub progress: Box<dyn FnMut(&'static str, u64, u64) + 'a>,
+    /// The waits of multiple-mount protection (`std::thread::sleep`; see
+    /// `ext4r_txn::mmp`): a change to an `mmp` filesystem waits twice its
+    /// check interval and a second, as tune2fs does.
+    pub mmp_sleep: Box<dyn FnMut(std::time::Duration) + 'a>,
 }
 
 impl TuneEnv<'_> {
@@ -210,6 +215,7 @@ impl TuneEnv<'_> {
             group_name: Box::new(|_| None),
             program: "tune.ext4r".to_string(),
             progress: Box::new(|_, _, _| {}),
+            mmp_sleep: Box::new(std::thread::sleep),
         }
     }
 }
@@ -328,6 +334,7 @@ pub fn tune(
         }
     }
     let writes = opts.writes();
+    let mut mmp = None;
     if writes {
         // Every write would reach past a device shorter than the
         // filesystem (libext2fs's flush would grow an image file or fail
@@ -366,6 +373,24 @@ pub fn tune(
                     run.env.device_name
                 );
                 return Ok(run.finish(1, false));
+            }
+        }
+        // Multiple-mount protection, as tune2fs's open for writing: taken
+        // before anything is read for a change (the journal replayed
+        // below included), given back after the last write; -f skips it
+        // (and is what clear_mmp needs).
+        if opts.force == 0 {
+            let o = MmpOptions {
+                device_name: &run.env.device_name,
+                now: u64::try_from(run.env.now).unwrap_or(0),
+                sleep: &mut *run.env.mmp_sleep,
+            };
+            match MmpClaim::start(&dev, &run.sb, o) {
+                Ok(c) => mmp = c,
+                Err(e) => {
+                    run.mmp_refused(e)?;
+                    return Ok(run.finish(1, false));
+                }
             }
         }
         // A mounted filesystem's journal belongs to the kernel.
@@ -420,6 +445,18 @@ pub fn tune(
         run.sb = sb;
     }
     let wrote = run.dirty;
+    if let Some(c) = mmp {
+        if let Err(e) = c.stop() {
+            // ext2fs_close's error: what was written stays written.
+            let _ = writeln!(
+                run.err,
+                "{}: {} while writing out and closing file system",
+                run.env.program,
+                crate::error::chain(&e)
+            );
+            return Ok(run.finish(1, wrote));
+        }
+    }
     Ok(run.finish(0, wrote))
 }
 
@@ -457,6 +494,43 @@ fn recover_journal(dev: &Arc<dyn BlockDevice>, sb: &Superblock) -> Result<()> {
 }
 
 impl Run<'_, '_> {
+    /// Says why multiple-mount protection kept the change out, in
+    /// tune2fs's words; errors other than "in use" and a damaged block go
+    /// to the caller.
+    fn mmp_refused(&mut self, e: Error) -> Result<()> {
+        let (prog, dev) = (&self.env.program, &self.env.device_name);
+        match &e {
+            Error::MmpInUse { why, info } => {
+                let _ = writeln!(self.err, "{prog}: MMP: {why} while trying to open {dev}");
+                if *why != MmpBusy::Active {
+                    let _ = writeln!(
+                        self.out,
+                        "MMP check failed: If you are sure the filesystem is not in use on \
+                         any node, run:\n'tune.ext4r -f -E clear_mmp {dev}'\n"
+                    );
+                }
+                let _ = writeln!(
+                    self.out,
+                    "MMP error info: node: {}, device: {}, updated: {}",
+                    info.node,
+                    info.device,
+                    crate::localtime::ctime(info.time as i64)
+                );
+                Ok(())
+            }
+            Error::Corrupt { .. } => {
+                let _ = writeln!(
+                    self.err,
+                    "{prog}: {} while trying to open {dev}\nMMP block magic is bad. Try to \
+                     fix it by running:\n'e2fsck -f {dev}'",
+                    crate::error::chain(&e)
+                );
+                Ok(())
+            }
+            _ => Err(e),
+        }
+    }
+
     fn finish(self, status: u8, wrote: bool) -> Outcome {
         Outcome {
             out: self.out,
@@ -663,6 +737,18 @@ impl Run<'_, '_> {
             if self.extended(e, &mut late).is_err() {
                 return Ok(Err(Refused));
             }
+        }
+        if late.clear_mmp {
+            if o.force == 0 {
+                self.err
+                    .push_str("Error in using clear_mmp. It must be used with -f\n");
+                return Ok(Err(Refused));
+            }
+            // tune2fs goes straight to closing: nothing after -E is done.
+            if self.sb.has_incompat(Incompat::MMP) {
+                ext4r_txn::mmp::reset(dev, &self.sb, &self.env.device_name)?;
+            }
+            return Ok(Ok(()));
         }
         if (self.journal.size != 0 || self.journal.device.is_some())
             && self.add_journal(dev_arc)?.is_err()

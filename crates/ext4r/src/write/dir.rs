@@ -73,6 +73,9 @@ pub(crate) fn lookup(
 ) -> Result<Option<(u32, u8)>> {
     let inode = dir_inode(t, dir)?;
     names_readable(dir, &inode)?;
+    if name == b"." || name == b".." {
+        return dot_entry(t, sh, dir, &inode, name).map(Some);
+    }
     if inode.flags().contains(InodeFlags::INLINE_DATA) {
         let (_, recs) = super::inline::inline_dir(t, dir, &inode)?;
         return Ok(recs
@@ -93,6 +96,73 @@ pub(crate) fn lookup(
         }
     }
     Ok(None)
+}
+
+/// `.` or `..` of directory `dir`, read where the kernel reads them and
+/// nowhere else: the first two records of block 0 (its
+/// `__ext4_find_entry` searches only block 0 for these two names, linear
+/// or indexed: in an htree they sit in the root, and hashing `..` would
+/// lead to a leaf that does not hold it), or for an inline directory the
+/// inode itself and the parent stored in the first 4 bytes of `i_block`.
+fn dot_entry(
+    t: &Transaction<Volume>,
+    sh: &Shape,
+    dir: u32,
+    inode: &Inode,
+    name: &[u8],
+) -> Result<(u32, u8)> {
+    if inode.flags().contains(InodeFlags::INLINE_DATA) {
+        let ft = super::node::ftype(ext4r_format::inode::mode::S_IFDIR, sh);
+        let ino = if name == b"." {
+            dir
+        } else {
+            inline_parent(inode)
+        };
+        return Ok((ino, ft));
+    }
+    let (nr, b) = block0(t, dir, inode)?;
+    let [dot, dotdot] = entries::dots(&b).ok_or_else(|| no_dots(dir, nr))?;
+    let r = if name == b"." { dot } else { dotdot };
+    Ok((r.ino, r.ftype))
+}
+
+/// The parent of directory `dir` as its `..` records it, for every form of
+/// directory (see [`dot_entry`]): what the rename rules walk up.
+///
+/// # Errors
+/// [`Error::Corrupt`] when block 0 does not open with `.` and `..`,
+/// [`Error::NotADirectory`], read errors.
+pub(crate) fn parent(t: &Transaction<Volume>, sh: &Shape, dir: u32) -> Result<u32> {
+    let inode = dir_inode(t, dir)?;
+    dot_entry(t, sh, dir, &inode, b"..").map(|(ino, _)| ino)
+}
+
+/// An inline directory's parent: the first 4 bytes of `i_block`
+/// (`EXT4_INLINE_DOTDOT_SIZE`), where its `..` would be.
+fn inline_parent(inode: &Inode) -> u32 {
+    let b = &inode.i_block;
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// Block 0 of a block-mapped directory: its number and contents.
+fn block0(t: &Transaction<Volume>, dir: u32, inode: &Inode) -> Result<(u64, Vec<u8>)> {
+    let runs = map::runs(t, dir, inode, false)?;
+    let Some(r) = runs.iter().find(|r| r.logical == 0 && r.len > 0) else {
+        return Err(Error::corrupt(
+            format!("inode {dir}"),
+            ext4r_format::FormatError::invalid("directory", "no block 0"),
+        ));
+    };
+    Ok((r.physical, t.read_block(r.physical)?))
+}
+
+fn no_dots(dir: u32, nr: u64) -> Error {
+    Error::corrupt(
+        ext4r_txn::error::Location::inode(dir)
+            .of("directory block")
+            .at_block(nr),
+        ext4r_format::FormatError::invalid("directory", "block 0 does not open with '.' and '..'"),
+    )
 }
 
 /// Refuses a directory whose names this layer cannot match or write: an
@@ -350,29 +420,18 @@ impl WriteFs {
         Ok(true)
     }
 
-    /// Points directory `dir`'s `..` at `parent`.
+    /// Points directory `dir`'s `..` at `parent` (the record
+    /// [`parent`] reads).
     pub(crate) fn dir_set_dotdot(&mut self, dir: u32, parent: u32) -> Result<()> {
         let inode = dir_inode(&self.txn, dir)?;
         if inode.flags().contains(InodeFlags::INLINE_DATA) {
             return self.inline_set_parent(dir, parent);
         }
         let kind = self.dir_kind(dir, &inode);
-        let Some(&(_, nr)) = blocks(&self.txn, dir, &inode)?.first() else {
-            return Err(Error::corrupt(
-                format!("inode {dir}"),
-                ext4r_format::FormatError::invalid("directory", "no block 0"),
-            ));
-        };
-        let b = self.txn.block_mut(nr, kind)?;
-        // '.' is 12 bytes; '..' follows it in a linear block 0 and in an
-        // htree root alike.
-        if b.len() < 24 || &b[20..22] != b".." {
-            return Err(Error::corrupt(
-                format!("inode {dir}, block {nr}"),
-                ext4r_format::FormatError::invalid("directory", "no '..' entry"),
-            ));
-        }
-        b[12..16].copy_from_slice(&parent.to_le_bytes());
+        let (nr, b) = block0(&self.txn, dir, &inode)?;
+        let [_, dotdot] = entries::dots(&b).ok_or_else(|| no_dots(dir, nr))?;
+        let off = dotdot.off;
+        self.txn.block_mut(nr, kind)?[off..off + 4].copy_from_slice(&parent.to_le_bytes());
         Ok(())
     }
 }

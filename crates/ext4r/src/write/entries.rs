@@ -110,6 +110,26 @@ pub(crate) fn records(b: &[u8]) -> Option<Vec<Rec>> {
     Some(out)
 }
 
+/// The `.` and `..` records that open block 0 of a directory, found as the
+/// kernel finds them (`ext4_get_first_dir_block`): `.` first, `..` where
+/// `.`'s `rec_len` leads, in a linear block and an htree root alike (the
+/// root's `..` record spans the index after it). Only these two records
+/// are read, so damage further on does not hide the parent. `None` when
+/// the block does not open with them.
+pub(crate) fn dots(b: &[u8]) -> Option<[RecRef<'_>; 2]> {
+    let mut first = None;
+    let found = walk(b, |r| match first {
+        None => {
+            first = Some(r);
+            None
+        }
+        Some(dot) => Some([dot, r]),
+    })??;
+    let [dot, dotdot] = found;
+    (dot.off == 0 && dot.ino != 0 && dot.name == b"." && dotdot.ino != 0 && dotdot.name == b"..")
+        .then_some(found)
+}
+
 /// `name`'s inode and file type in a leaf block: `Some(None)` when it is
 /// not there, `None` for a block whose records do not tile it.
 pub(crate) fn find(b: &[u8], name: &[u8]) -> Option<Option<(u32, u8)>> {
@@ -261,5 +281,61 @@ mod tests {
                 1024
             );
         }
+    }
+
+    #[test]
+    fn dots_open_block_0_linear_or_htree_root() {
+        let mut b = build(
+            1024,
+            &[(b".".to_vec(), 12, 2), (b"..".to_vec(), 34, 2)],
+            true,
+        )
+        .unwrap();
+        assert!(insert(&mut b, b"x", 99, 1));
+        let [d, dd] = dots(&b).unwrap();
+        assert_eq!((d.ino, dd.ino, dd.off, dd.ftype), (12, 34, 12, 2));
+        // Damage after `..` does not hide it.
+        let x = records(&b).unwrap()[2].off;
+        b[x + 4..x + 6].copy_from_slice(&3u16.to_le_bytes());
+        assert!(records(&b).is_none());
+        assert_eq!(dots(&b).unwrap()[1].ino, 34);
+        // An htree root: `..` spans the rest, dx_root_info and entries in it.
+        let mut root = vec![0u8; 1024];
+        root[..4].copy_from_slice(&12u32.to_le_bytes());
+        root[4..6].copy_from_slice(&12u16.to_le_bytes());
+        root[6] = 1;
+        root[8] = b'.';
+        root[12..16].copy_from_slice(&56u32.to_le_bytes());
+        root[16..18].copy_from_slice(&1012u16.to_le_bytes());
+        root[18] = 2;
+        root[20..22].copy_from_slice(b"..");
+        root[24..32].copy_from_slice(&[0, 0, 0, 0, 1, 8, 0, 0]);
+        assert_eq!(dots(&root).unwrap()[1].ino, 56);
+        // `.` with a longer rec_len: `..` is where it leads.
+        let mut wide = build(
+            1024,
+            &[(b".".to_vec(), 12, 2), (b"..".to_vec(), 7, 2)],
+            false,
+        )
+        .unwrap();
+        wide[4..6].copy_from_slice(&16u16.to_le_bytes());
+        wide.copy_within(12..24, 16);
+        wide[20..22].copy_from_slice(&1008u16.to_le_bytes());
+        assert_eq!(dots(&wide).unwrap()[1].off, 16);
+        // Not a block 0.
+        let other = build(
+            1024,
+            &[(b"a".to_vec(), 5, 1), (b"..".to_vec(), 7, 2)],
+            false,
+        )
+        .unwrap();
+        assert!(dots(&other).is_none());
+        let swapped = build(
+            1024,
+            &[(b"..".to_vec(), 5, 2), (b".".to_vec(), 7, 2)],
+            false,
+        )
+        .unwrap();
+        assert!(dots(&swapped).is_none());
     }
 }

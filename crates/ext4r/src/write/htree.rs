@@ -413,17 +413,8 @@ impl WriteFs {
         let [(0, b0)] = list[..] else {
             return Ok(());
         };
+        let parent = super::dir::parent(&self.txn, &sh, dir)?;
         let recs = block_records(&self.txn.read_block(b0)?, dir, b0)?;
-        let parent = recs
-            .iter()
-            .find(|r| r.name == b"..")
-            .map(|r| r.ino)
-            .ok_or_else(|| {
-                Error::corrupt(
-                    format!("inode {dir}"),
-                    ext4r_format::FormatError::invalid("directory", "no '..'"),
-                )
-            })?;
         let others: Vec<Rec> = recs
             .into_iter()
             .filter(|r| r.ino != 0 && r.name != b"." && r.name != b"..")

@@ -197,11 +197,15 @@ impl WriteFs {
     }
 
     /// Opens the image or block device at `path` for changing, refusing
-    /// one that is mounted (as the tools do).
+    /// one that is mounted (as the tools do). The handle holds the
+    /// writers' lock on it until dropped (see [`crate::device::lock`]):
+    /// no other writer — another `WriteFs`, fsck, tune, defrag, mkfs —
+    /// gets in meanwhile.
     ///
     /// # Errors
     /// [`Error::Mounted`], [`Error::ReadOnly`] for an image on a read-only
-    /// mount, [`Error::Open`], and as [`WriteFs::open`].
+    /// mount, [`Error::Locked`] naming the writer that has it,
+    /// [`Error::Open`], and as [`WriteFs::open`].
     pub fn open_path(path: &Path, opts: WriteOptions) -> Result<Self> {
         if let Some(m) = crate::safety::mounted(path)? {
             return Err(Error::Mounted {

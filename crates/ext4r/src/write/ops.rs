@@ -415,6 +415,13 @@ impl WriteFs {
             };
             dir_inode(&w.txn, to_dir)?;
             let si = w.inode(src)?;
+            // Before the target is looked at, in the kernel's order
+            // (do_renameat2 answers EINVAL before vfs_rename's type
+            // checks): nothing else about a move into its own subtree
+            // matters.
+            if si.is_dir() && w.is_ancestor(src, to_dir)? {
+                return Err(Error::MoveIntoItself(shown(from)));
+            }
             let dst = dir::lookup(&w.txn, &sh, to_dir, to)?;
             if let Some((d, _)) = dst {
                 if d == src {
@@ -429,9 +436,6 @@ impl WriteFs {
                     }
                     _ => {}
                 }
-            }
-            if si.is_dir() && w.is_ancestor(src, to_dir)? {
-                return Err(Error::MoveIntoItself(shown(from)));
             }
             if dst.is_none()
                 && w.txn.groups().free_blocks() < 4 * sh.ratio
@@ -470,25 +474,32 @@ impl WriteFs {
         })
     }
 
-    /// Whether directory `a` is `b` or holds it (following `..` up from
-    /// `b`).
+    /// Whether directory `a` is `b` or holds it, following `..` up from
+    /// `b` as [`dir::parent`] reads it (the same record in every form of
+    /// directory: block 0 of a linear or indexed one, `i_block` of an
+    /// inline one). A chain that cannot be followed — a `..` missing, or
+    /// leading round in a loop — is corruption, never a "no": answering no
+    /// would let a rename cut a tree off.
     pub(crate) fn is_ancestor(&self, a: u32, b: u32) -> Result<bool> {
+        let mut seen = std::collections::HashSet::new();
         let mut cur = b;
-        for _ in 0..4096 {
+        loop {
             if cur == a {
                 return Ok(true);
             }
             if cur == ROOT_INO {
                 return Ok(false);
             }
-            match dir::lookup(&self.txn, &self.shape, cur, b"..")? {
-                Some((p, _)) if p != cur => cur = p,
-                _ => return Ok(false),
+            if !seen.insert(cur) {
+                return Err(Error::corrupt(
+                    format!("inode {b}"),
+                    ext4r_format::FormatError::invalid(
+                        "directory",
+                        format!("the '..' chain loops at inode {cur} and never reaches the root"),
+                    ),
+                ));
             }
+            cur = dir::parent(&self.txn, &self.shape, cur)?;
         }
-        Err(Error::corrupt(
-            format!("inode {b}"),
-            ext4r_format::FormatError::invalid("directory", "'..' chain does not reach the root"),
-        ))
     }
 }
