@@ -152,6 +152,11 @@ pub struct Options {
     /// (e2fsck's `E2F_FLAG_TIME_INSANE`, never set when `E2FSCK_TIME`
     /// gives the time): a repair then leaves `s_lastcheck` alone.
     pub clock_insane: bool,
+    /// Check fully even when the filesystem looks clean, without counting
+    /// as `-f` (a repair's rounds, once it knows a check is due): the
+    /// checks e2fsck makes only under `-f` (superblock times in the
+    /// future) follow [`Options::force`] alone.
+    pub(crate) full: bool,
 }
 
 impl Options {
@@ -345,7 +350,7 @@ pub(crate) fn check_with(
         cancelled: false,
         errors_flagged: sb.s_state.get() & STATE_ERROR != 0,
     };
-    let verdict = if !opts.force && !backup_used {
+    let verdict = if !opts.force && !opts.full && !backup_used {
         clean_verdict(&fs, opts.now, opts.repairing)
     } else {
         Err(None)

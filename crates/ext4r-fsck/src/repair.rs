@@ -254,7 +254,7 @@ fn run(
     let mut answers: HashMap<(&'static str, String), bool> = HashMap::new();
     let mut preen_stopped = None;
     let mut forced = opts.clone();
-    forced.force = true;
+    forced.full = true;
     forced.repairing = true;
     // Without -f a filesystem marked clean is neither checked nor repaired,
     // as e2fsck decides at boot.
