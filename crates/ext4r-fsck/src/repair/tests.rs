@@ -1,11 +1,12 @@
 //! Interactive repair with scripted answers: what is declined stays and is
-//! not written, "all" stops the questions.
+//! not written, "all" stops the questions; what a run records in the
+//! superblock when it ends, declines, is cancelled or finds nothing.
 
 use super::*;
-use ext4r_format::superblock::STATE_VALID;
 use crate::check_shared;
 use ext4r::device::MemDevice;
 use ext4r::mkfs::{format, MkfsOptions};
+use ext4r_format::superblock::STATE_VALID;
 
 /// A fresh 32 MiB ext2 (1 KiB blocks, four groups, 32-byte descriptors
 /// at block 2) with three group counts made wrong.
