@@ -435,6 +435,25 @@ impl Superblock {
         self.s_lastcheck_hi = hi;
     }
 
+    /// Forgets the errors the kernel recorded: `s_error_count` and the
+    /// first and last error's time, inode, block, function and line, as
+    /// e2fsck clears them after a check (its memset of `EXT4_S_ERR_START`
+    /// up to `s_mount_opts`). The errors' `_hi` time bytes and error codes
+    /// lie past that range and stay, as e2fsck leaves them.
+    pub fn clear_error_record(&mut self) {
+        self.s_error_count.set(0);
+        self.s_first_error_time.set(0);
+        self.s_first_error_ino.set(0);
+        self.s_first_error_block.set(0);
+        self.s_first_error_func = [0; 32];
+        self.s_first_error_line.set(0);
+        self.s_last_error_time.set(0);
+        self.s_last_error_ino.set(0);
+        self.s_last_error_line.set(0);
+        self.s_last_error_block.set(0);
+        self.s_last_error_func = [0; 32];
+    }
+
     /// The metadata checksum seed: `s_checksum_seed` with metadata_csum_seed,
     /// else derived from the UUID.
     pub fn csum_seed(&self) -> u32 {
@@ -614,6 +633,22 @@ mod tests {
         assert_eq!(at(sb.s_checksum_seed.as_bytes().as_ptr()), 0x270);
         assert_eq!(at(sb.s_orphan_file_inum.as_bytes().as_ptr()), 0x280);
         assert_eq!(at(sb.s_checksum.as_bytes().as_ptr()), 0x3fc);
+    }
+
+    /// e2fsck zeroes bytes 0x194 (`s_error_count`) up to 0x200
+    /// (`s_mount_opts`): exactly those, nothing around them.
+    #[test]
+    fn error_record_is_e2fscks_range() {
+        let mut bytes = [0xa5u8; SUPERBLOCK_SIZE];
+        bytes[0x38] = 0x53;
+        bytes[0x39] = 0xef;
+        let mut sb = Superblock::parse(&bytes).unwrap();
+        sb.clear_error_record();
+        let out = sb.to_bytes();
+        for (i, (&b, &a)) in out.iter().zip(bytes.iter()).enumerate() {
+            let want = if (0x194..0x200).contains(&i) { 0 } else { a };
+            assert_eq!(b, want, "byte {i:#x}");
+        }
     }
 
     #[test]

@@ -101,6 +101,11 @@ pub(crate) struct Ctx {
     pub notes: Vec<String>,
     /// Stop after this pass (nothing more can be checked sensibly).
     pub abort: bool,
+    /// The caller's stop request ([`crate::Options::cancel`]); workers
+    /// have none (the merging thread looks).
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The stop request was seen: the check ends early.
+    pub cancelled: bool,
     /// Why the check cannot be completed at all (e2fsck's exit 8).
     pub fatal: Option<String>,
     /// The bad block inode's tree looked corrupted (see `bb_tree`).
@@ -206,6 +211,8 @@ impl Ctx {
             p: Problems::default(),
             notes: Vec::new(),
             abort: false,
+            cancel: None,
+            cancelled: false,
             fatal: None,
             bb_corrupt: false,
             bad_group: vec![false; groups],
@@ -299,6 +306,22 @@ impl Ctx {
         self.claims.push(start, len, owner);
     }
 
+    /// Whether the check is to stop because the caller asked (e2fsck's
+    /// `E2F_FLAG_CANCEL`, looked at where its passes look): once seen, the
+    /// pass in progress stops as on an abort and no later pass runs.
+    pub(crate) fn poll_cancel(&mut self) -> bool {
+        if !self.cancelled
+            && self
+                .cancel
+                .as_ref()
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            self.cancelled = true;
+            self.abort = true;
+        }
+        self.cancelled
+    }
+
     /// A context for a pass-1 worker thread: this check's filesystem and
     /// settings, nothing found yet. Its findings for a stretch of inodes
     /// are taken with [`Ctx::take_found`] and added here with
@@ -313,6 +336,8 @@ impl Ctx {
             p: Problems::uncapped(),
             notes: Vec::new(),
             abort: false,
+            cancel: None,
+            cancelled: false,
             fatal: None,
             bb_corrupt: self.bb_corrupt,
             bad_group: self.bad_group.clone(),

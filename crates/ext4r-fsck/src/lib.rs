@@ -98,7 +98,7 @@ pub use observe::{Action, Forced, Observer, Quiet};
 pub use problem::{Problem, Problems, Severity};
 pub use prompt::{preen_word, prompt};
 pub use rehash::Rebuilt;
-pub use repair::{repair, repair_interactive, Answer, Ask, Mode, RepairReport};
+pub use repair::{preen_halt, repair, repair_interactive, Answer, Ask, Mode, RepairReport};
 pub use super_rules::SuperEdit;
 
 /// What went wrong so that the check could not be done at all (e2fsck's
@@ -147,6 +147,22 @@ pub struct Options {
     /// The waits of multiple-mount protection in a repair (twice the check
     /// interval and a second); `std::thread::sleep` when `None`.
     pub mmp_sleep: Option<fn(std::time::Duration)>,
+    /// Set (by a signal handler, another thread) to stop the run, as
+    /// e2fsck's SIGINT and SIGTERM do: the check stops within the pass in
+    /// progress (pass 1 after its current chunk, the others when they
+    /// end) with [`Report::cancelled`]; a repair applies nothing more and
+    /// leaves the superblock's state, check time and mount count as they
+    /// are ([`RepairReport::cancelled`], exit 32).
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// [`Options::now`] is the system's clock and reads before 2010
+    /// (e2fsck's `E2F_FLAG_TIME_INSANE`, never set when `E2FSCK_TIME`
+    /// gives the time): a repair then leaves `s_lastcheck` alone.
+    pub clock_insane: bool,
+    /// Check fully even when the filesystem looks clean, without counting
+    /// as `-f` (a repair's rounds, once it knows a check is due): the
+    /// checks e2fsck makes only under `-f` (superblock times in the
+    /// future) follow [`Options::force`] alone.
+    pub(crate) full: bool,
 }
 
 impl Options {
@@ -214,6 +230,12 @@ pub struct Report {
     /// forced"); `None` with `-f`, on a clean filesystem, and when a
     /// problem in the superblock or descriptors forced it.
     pub check_forced: Option<Forced>,
+    /// The check stopped early because [`Options::cancel`] was set: the
+    /// problems are those found until then.
+    pub cancelled: bool,
+    /// The superblock's state says errors (`EXT2_ERROR_FS`, set by the
+    /// kernel or by a preen run that stopped), as the check found it.
+    pub errors_flagged: bool,
 }
 
 impl Report {
@@ -331,8 +353,10 @@ pub(crate) fn check_with(
         pass_times: Vec::new(),
         fatal: None,
         check_forced: None,
+        cancelled: false,
+        errors_flagged: sb.s_state.get() & STATE_ERROR != 0,
     };
-    let verdict = if !opts.force && !backup_used {
+    let verdict = if !opts.force && !opts.full && !backup_used {
         clean_verdict(&fs, opts.now, opts.repairing)
     } else {
         Err(None)
@@ -344,6 +368,7 @@ pub(crate) fn check_with(
     c.forced = opts.force;
     c.external_journal = opts.external_journal.clone();
     c.threads = opts.thread_count();
+    c.cancel = opts.cancel.clone();
     c.notes = notes;
     let mut emit = Emitter {
         notes: 0,
@@ -456,6 +481,7 @@ pub(crate) fn check_with(
         }
         emit.flush(&c, pass, obs);
         obs.pass_finished(pass, took);
+        c.poll_cancel();
         if c.abort {
             break;
         }
@@ -467,6 +493,7 @@ pub(crate) fn check_with(
     report.summary = c.summary();
     report.notes = std::mem::take(&mut c.notes);
     report.fatal = c.fatal.take();
+    report.cancelled = c.cancelled;
     report.problems = c.p;
     Ok(report)
 }

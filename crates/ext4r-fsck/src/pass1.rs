@@ -74,7 +74,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     } else {
         let mut buf = Vec::new();
         for &job in &jobs {
-            if c.abort {
+            if c.poll_cancel() || c.abort {
                 break;
             }
             let pre = scan.read(job, &mut buf);
@@ -314,7 +314,7 @@ fn parallel(c: &mut Ctx, jobs: &[Job], specials: &[u32], scan: &Scan, progress: 
             }
         }
         take_chunk(c, jobs[batches[b].1 - 1], groups, progress, true);
-        true
+        !c.poll_cancel()
     });
 }
 

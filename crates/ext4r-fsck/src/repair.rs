@@ -10,7 +10,6 @@ use ext4r::device::BlockDevice;
 use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r::journal::Journal;
 use ext4r_format::features::{Compat, Incompat};
-use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
 use crate::fix::{self, Fix};
 use crate::observe::{Action, Forced, Observer, Quiet};
@@ -68,8 +67,18 @@ pub struct RepairReport {
     pub last: Report,
     /// A preen run stopped at a problem it may not fix alone.
     pub preen_stopped: Option<Problem>,
-    /// The superblock said "not clean" or "errors" and now says clean.
+    /// The superblock said "not clean" and now says clean (e2fsck counts
+    /// that as a change: exit 1).
     pub marked_valid: bool,
+    /// The run stopped because [`Options::cancel`] was set (e2fsck's
+    /// SIGINT/SIGTERM): what earlier rounds fixed stays, nothing of the
+    /// round cut short is applied, and the superblock's state, check time
+    /// and mount count are left as they were.
+    pub cancelled: bool,
+    /// The superblock's state says errors (`EXT2_ERROR_FS`) as the run
+    /// leaves it: set by the kernel and not cleared (a run that did not
+    /// finish), or set by a preen run that stopped.
+    pub errors_flagged: bool,
     /// A journal found invalid was deleted and a new one made: its size
     /// in blocks, or why it could not be made.
     pub journal_recreated: Option<std::result::Result<u64, ext4r::tune::JournalError>>,
@@ -80,10 +89,15 @@ pub struct RepairReport {
 
 impl RepairReport {
     /// fsck(8)'s exit code: 0 nothing to do, 1 fixed, 4 errors left (also
-    /// when some were fixed: e2fsck drops the "modified" bit then).
+    /// when some were fixed: e2fsck drops the "modified" bit then), 32
+    /// cancelled (with 4 when the superblock says errors or a fix was
+    /// declined, as e2fsck's "still has errors" after a cancel).
     pub fn exit_code(&self) -> u8 {
         let changed = self.modified();
-        if self.last.fatal.is_some() {
+        if self.cancelled {
+            let left = self.errors_flagged || !self.declined.is_empty();
+            32 | if left { 4 } else { 0 }
+        } else if self.last.fatal.is_some() {
             8
         } else if self.last.has_errors() || self.preen_stopped.is_some() {
             4
@@ -153,6 +167,18 @@ pub fn repair(
         Mode::Preen => Policy::Preen,
     };
     run(dev, opts, policy, journal_only, obs)
+}
+
+/// Marks the filesystem on `dev` as having errors (`EXT2_ERROR_FS` in the
+/// superblock's state, nothing else changed), as e2fsck's `preenhalt`
+/// does when a preen run stops before its passes (a filesystem larger
+/// than its device): the next boot's check then is a full one. A preen
+/// run that stops in its passes does this itself.
+///
+/// # Errors
+/// The filesystem cannot be opened, or an I/O error writing it.
+pub fn preen_halt(dev: Arc<dyn BlockDevice>, now: i64) -> Result<(), Error> {
+    state::flag_errors(&dev, now)
 }
 
 /// Repairs the filesystem on `dev`, asking `ask` before each fix (e2fsck
@@ -237,7 +263,7 @@ fn run(
     let mut answers: HashMap<(&'static str, String), bool> = HashMap::new();
     let mut preen_stopped = None;
     let mut forced = opts.clone();
-    forced.force = true;
+    forced.full = true;
     forced.repairing = true;
     // Without -f a filesystem marked clean is neither checked nor repaired,
     // as e2fsck decides at boot.
@@ -284,6 +310,8 @@ fn run(
                 orphans_released,
                 fixed,
                 declined,
+                cancelled: last.cancelled,
+                errors_flagged: last.errors_flagged,
                 last,
                 preen_stopped,
                 marked_valid: false,
@@ -302,7 +330,7 @@ fn run(
     // found only then (e2fsck renames them during its rehash): the rounds
     // run once more after a rehash that left errors.
     let mut rehash_done = false;
-    loop {
+    'run: loop {
         for _ in 0..MAX_ROUNDS {
             let report = {
                 let mut live = Live {
@@ -315,6 +343,11 @@ fn run(
                 };
                 check_with(dev.clone(), &forced, &mut live, false)?
             };
+            if report.cancelled {
+                // Nothing of a check cut short is applied.
+                last = report;
+                break 'run;
+            }
             // A round that hid quota inodes stopped before pass 1, as
             // e2fsck hides them before it reads anything: the passes'
             // headings come with the next.
@@ -334,15 +367,18 @@ fn run(
             let all = report.problems.list();
             let pass0_first = matches!(policy, Policy::Preen)
                 && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
-            let considered: Vec<&Problem> =
+            let mut considered: Vec<&Problem> =
                 all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
             if matches!(policy, Policy::Preen) {
-                let stop = considered.iter().find(|p| {
+                let stop = considered.iter().position(|p| {
                     p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
                 });
-                if let Some(p) = stop {
-                    preen_stopped = Some((*p).clone());
-                    break;
+                if let Some(at) = stop {
+                    // e2fsck -p fixes what it finds until it meets what
+                    // it may not fix alone (preenhalt): the fixes found
+                    // before that one are made, those after it are not.
+                    preen_stopped = Some(considered[at].clone());
+                    considered.truncate(at);
                 }
             }
             let mut fixes: Vec<Fix> = Vec::new();
@@ -380,18 +416,20 @@ fn run(
             }
             // Past the report's cap the problems have no words to ask
             // about: their fixes go only where every fix is wanted.
-            if !matches!(policy, Policy::Ask(_)) && !pass0_first {
+            if !matches!(policy, Policy::Ask(_)) && !pass0_first && preen_stopped.is_none() {
                 for f in report.problems.overflow_fixes() {
                     if !fixes.contains(f) {
                         fixes.push(f.clone());
                     }
                 }
             }
-            if fixes.is_empty() {
+            if !fixes.is_empty() {
+                let fs = open(&dev)?;
+                fix::apply_at(&fs, &fixes, opts.now)?;
+            }
+            if fixes.is_empty() || preen_stopped.is_some() {
                 break;
             }
-            let fs = open(&dev)?;
-            fix::apply_at(&fs, &fixes, opts.now)?;
             // A journal the round found holding data ("Run journal
             // anyway", its flag set by the fix) is replayed before the
             // next check, as e2fsck does.
@@ -408,7 +446,12 @@ fn run(
             &mut declined,
             &mut shown,
         )?;
-        if rehash_done || last.has_errors() || last.fatal.is_some() || preen_stopped.is_some() {
+        if last.cancelled
+            || rehash_done
+            || last.has_errors()
+            || last.fatal.is_some()
+            || preen_stopped.is_some()
+        {
             break;
         }
         rehash_done = true;
@@ -425,12 +468,13 @@ fn run(
             &mut declined,
             &mut shown,
         )?;
-        if !last.has_errors() || last.fatal.is_some() {
+        if last.cancelled || !last.has_errors() || last.fatal.is_some() {
             break;
         }
     }
     let mut journal_recreated = None;
     if journal_deleted(&fixed)
+        && !last.cancelled
         && !last.has_errors()
         && last.fatal.is_none()
         && preen_stopped.is_none()
@@ -447,24 +491,33 @@ fn run(
             &mut shown,
         )?;
     }
-    let changed = journal_replayed.is_some()
-        || !fixed.is_empty()
-        || !orphans_released.is_empty()
-        || !rehashed.is_empty();
-    let mut marked_valid = false;
-    if !last.has_errors() && last.fatal.is_none() && preen_stopped.is_none() {
-        marked_valid = mark_checked(&dev, opts.now, changed)?;
-    }
+    // A stop asked for after the last check still leaves the state alone
+    // (e2fsck looks at its cancel flag again before its bookkeeping).
+    let cancelled = last.cancelled || state::cancel_requested(opts);
+    let end = if cancelled {
+        state::End::Cancelled
+    } else if last.fatal.is_some() {
+        state::End::Aborted
+    } else if preen_stopped.is_some() {
+        state::End::Halted
+    } else {
+        state::End::Checked {
+            valid: !last.has_errors(),
+        }
+    };
+    let marked_valid = state::record(&dev, end, opts)?;
     Ok(RepairReport {
         journal_replayed,
         orphans_released,
         fixed,
         declined,
+        errors_flagged: state::errors_flagged(&dev),
         last,
         preen_stopped,
         marked_valid,
         journal_recreated,
         rehashed,
+        cancelled,
     })
 }
 
@@ -780,25 +833,7 @@ fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
     out
 }
 
-/// After a clean result: state valid, no error flag, check time now, mount
-/// count reset — what e2fsck leaves so that the next boot skips the check.
-/// Returns whether the filesystem was marked not valid before (e2fsck counts
-/// making it valid as a modification, exit 1; clearing the error flag alone
-/// it does not).
-fn mark_checked(dev: &Arc<dyn BlockDevice>, now: i64, changed: bool) -> Result<bool, Error> {
-    let fs = open(dev)?;
-    let mut sb = fs.superblock().clone();
-    let state = sb.s_state.get();
-    let was_clean = state & STATE_VALID != 0 && state & STATE_ERROR == 0;
-    if !changed && was_clean {
-        return Ok(false);
-    }
-    sb.s_state.set((state | STATE_VALID) & !STATE_ERROR);
-    sb.s_mnt_count.set(0);
-    sb.set_lastcheck(now);
-    fix::write_superblock(&fs, sb, now)?;
-    Ok(state & STATE_VALID == 0)
-}
+mod state;
 
 #[cfg(test)]
 mod tests;

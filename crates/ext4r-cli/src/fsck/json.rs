@@ -123,6 +123,8 @@ mod tests {
             pass_times: vec![("pass 1: inodes, blocks and sizes", Default::default())],
             fatal: None,
             check_forced: None,
+            cancelled: false,
+            errors_flagged: false,
         };
         let v: serde_json::Value = serde_json::from_str(&render("/dev/x", &r, 4, 0.5)).unwrap();
         assert_eq!(v["device"], "/dev/x");

@@ -3,6 +3,7 @@
 //! 16 usage error).
 
 mod ask;
+mod cancel;
 mod json;
 mod live;
 
@@ -24,6 +25,7 @@ const EXIT_OK: u8 = 0;
 const EXIT_UNCORRECTED: u8 = 4;
 const EXIT_ERROR: u8 = 8;
 const EXIT_USAGE: u8 = 16;
+const EXIT_CANCELLED: u8 = 32;
 
 /// Check an ext2/ext3/ext4 filesystem.
 #[derive(Parser, Debug)]
@@ -321,7 +323,9 @@ fn run(a: &Args) -> u8 {
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;
     opts.now = now();
+    opts.clock_insane = clock_insane(opts.now);
     opts.threads = a.threads;
+    opts.cancel = Some(cancel::install());
     opts.external_journal = match external_journal(a, false) {
         Ok(j) => j,
         Err(code) => return code,
@@ -352,13 +356,21 @@ fn run(a: &Args) -> u8 {
             return EXIT_ERROR;
         }
     };
-    let code = if report.fatal.is_some() {
+    // Cancelled: every problem found so far was answered no, so they
+    // count as e2fsck's "still has errors", as a flag the kernel set does.
+    let code = if report.cancelled {
+        let left = report.has_errors() || report.errors_flagged;
+        EXIT_CANCELLED | if left { EXIT_UNCORRECTED } else { EXIT_OK }
+    } else if report.fatal.is_some() {
         EXIT_ERROR
     } else if report.has_errors() {
         EXIT_UNCORRECTED
     } else {
         EXIT_OK
     };
+    if report.cancelled && !a.json {
+        return cancel::report(&dev_name, code);
+    }
     if a.json {
         // The report lists it with the rest (the text run printed it).
         if let Some(m) = mismatch {
@@ -444,6 +456,14 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
                  (i.e., without -a or -p options)",
                 m.message()
             );
+            // As e2fsck's preenhalt: the superblock says errors, so that
+            // the next boot does not take the filesystem for clean.
+            if let Err(e) = ext4r_fsck::preen_halt(std::sync::Arc::new(dev), now()) {
+                eprintln!(
+                    "fsck.ext4r: {} while marking {dev_name} as having errors",
+                    message(&e)
+                );
+            }
             return EXIT_UNCORRECTED;
         }
         println!("{}", m.message());
@@ -460,9 +480,11 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;
     opts.now = now();
+    opts.clock_insane = clock_insane(opts.now);
     opts.rehash = a.optimize_dirs;
     opts.threads = a.threads;
     opts.device_name = dev_name.to_string();
+    opts.cancel = Some(cancel::install());
     opts.external_journal = match external_journal(a, true) {
         Ok(j) => j,
         Err(code) => return code,
@@ -515,6 +537,9 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     };
     if r.journal_replayed.is_some() {
         println!("{dev_name}: recovering journal");
+    }
+    if r.cancelled {
+        return cancel::report(dev_name, r.exit_code());
     }
     // What was only said (released orphans), before anything else, as
     // e2fsck says it while it checks the superblock (the other runs were
@@ -642,6 +667,14 @@ fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// e2fsck's `E2F_FLAG_TIME_INSANE`: the system clock (not `E2FSCK_TIME`)
+/// says a time before 2010, so a repair does not record it as the check
+/// time.
+fn clock_insane(now: i64) -> bool {
+    const JAN_1_2010: i64 = 1_262_322_000;
+    std::env::var_os("E2FSCK_TIME").is_none() && now < JAN_1_2010
 }
 
 /// The end of a read-only check's output: problems and headings were

@@ -1,10 +1,12 @@
 //! Interactive repair with scripted answers: what is declined stays and is
-//! not written, "all" stops the questions.
+//! not written, "all" stops the questions; what a run records in the
+//! superblock when it ends, declines, is cancelled or finds nothing.
 
 use super::*;
 use crate::check_shared;
 use ext4r::device::MemDevice;
 use ext4r::mkfs::{format, MkfsOptions};
+use ext4r_format::superblock::STATE_VALID;
 
 /// A fresh 32 MiB ext2 (1 KiB blocks, four groups, 32-byte descriptors
 /// at block 2) with three group counts made wrong.
@@ -82,14 +84,38 @@ fn declined_problems_stay_and_the_rest_is_fixed() {
     assert_eq!(group_problems(&dev), vec![before[1].clone()]);
 }
 
+fn image(d: &Arc<dyn BlockDevice>) -> Vec<u8> {
+    let mut b = vec![0u8; 32 << 20];
+    d.read_at(&mut b, 0).expect("read");
+    b
+}
+
+/// The superblock's (state, mount count, last check, error count).
+fn bookkeeping(d: &Arc<dyn BlockDevice>) -> (u16, u16, i64, u32) {
+    let fs = super::open(d).expect("open");
+    let sb = fs.superblock();
+    (
+        sb.s_state.get(),
+        sb.s_mnt_count.get(),
+        sb.lastcheck(),
+        sb.s_error_count.get(),
+    )
+}
+
+/// Marks the superblock as the kernel leaves it after errors: mounted
+/// a few times, an error counted.
+fn with_history(dev: &Arc<dyn BlockDevice>) {
+    let fs = super::open(dev).expect("open");
+    let mut sb = fs.superblock().clone();
+    sb.s_mnt_count.set(5);
+    sb.s_error_count.set(2);
+    fix::write_superblock(&fs, sb, 1_700_000_050).expect("write");
+}
+
 #[test]
-fn no_to_everything_writes_nothing() {
+fn no_to_everything_writes_only_the_bookkeeping() {
     let dev = damaged();
-    let image = |d: &Arc<dyn BlockDevice>| {
-        let mut b = vec![0u8; 32 << 20];
-        d.read_at(&mut b, 0).expect("read");
-        b
-    };
+    with_history(&dev);
     let was = image(&dev);
     let mut ask = |_: &Problem| Answer::No;
     let r = repair_interactive(dev.clone(), &opts(), false, &mut no_progress, &mut ask)
@@ -97,7 +123,47 @@ fn no_to_everything_writes_nothing() {
     assert!(r.fixed.is_empty());
     assert!(!r.declined.is_empty());
     assert_eq!(r.exit_code(), 4);
-    assert!(was == image(&dev), "a run that fixed nothing wrote");
+    // As e2fsck after a run answered "no": not valid, checked now, the
+    // mount count and the error record reset; nothing else written (the
+    // superblock is block 1).
+    assert_eq!(
+        bookkeeping(&dev),
+        (0, 0, opts().now, 0),
+        "state, mounts, last check, errors"
+    );
+    let now = image(&dev);
+    assert!(
+        was[..1024] == now[..1024] && was[2048..] == now[2048..],
+        "a run that fixed nothing wrote more than its superblock"
+    );
+}
+
+#[test]
+fn a_cancelled_run_applies_and_records_nothing() {
+    let dev = damaged();
+    with_history(&dev);
+    let was = image(&dev);
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let o = Options {
+        cancel: Some(flag),
+        ..opts()
+    };
+    let r = repair(dev.clone(), &o, Mode::Yes, false, &mut no_progress).expect("repair");
+    assert!(r.cancelled);
+    assert!(r.fixed.is_empty(), "{:?}", r.fixed);
+    assert_eq!(r.exit_code(), 32);
+    assert!(was == image(&dev), "a cancelled run wrote");
+}
+
+#[test]
+fn a_clean_forced_run_records_the_check() {
+    let dev = damaged();
+    let r = repair(dev.clone(), &opts(), Mode::Yes, false, &mut no_progress).expect("repair");
+    assert_eq!(r.exit_code(), 1);
+    with_history(&dev);
+    let r = repair(dev.clone(), &opts(), Mode::Yes, false, &mut no_progress).expect("repair");
+    assert_eq!(r.exit_code(), 0, "{:?}", r.fixed);
+    assert_eq!(bookkeeping(&dev), (STATE_VALID, 0, opts().now, 0));
 }
 
 #[test]
