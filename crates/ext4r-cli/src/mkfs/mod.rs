@@ -3,13 +3,36 @@
 mod talk;
 
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValue, TypedValueParser};
 use clap::Parser;
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r::mkfs::{self, Extended, MkfsOptions, Summary};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Any text, with the values a shell completes offered (mke2fs takes
+/// other `-t` types too: an undefined one stops it unless forced).
+#[derive(Clone)]
+struct Offered(&'static [&'static str]);
+
+impl TypedValueParser for Offered {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> std::result::Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(self.0.iter().map(|v| PossibleValue::new(*v))))
+    }
+}
 
 /// Make an ext2/ext3/ext4 filesystem (options as mke2fs(8)).
 ///
@@ -23,10 +46,15 @@ use std::process::ExitCode;
 #[command(name = "mkfs.ext4r", version, disable_version_flag = true)]
 struct Args {
     /// Filesystem type: ext2, ext3 or ext4 (default ext4).
-    #[arg(short = 't')]
+    #[arg(short = 't', value_parser = Offered(&["ext2", "ext3", "ext4"]))]
     fs_type: Option<String>,
-    /// Usage types (small, floppy, big, huge, news, largefile, largefile4, hurd).
-    #[arg(short = 'T')]
+    /// Usage types, comma-separated.
+    #[arg(
+        short = 'T',
+        value_parser = Offered(&[
+            "small", "floppy", "big", "huge", "news", "largefile", "largefile4", "hurd",
+        ])
+    )]
     usage_types: Option<String>,
     /// Block size in bytes (1024, 2048, 4096, ...).
     #[arg(short = 'b')]
@@ -94,8 +122,8 @@ struct Args {
     /// Verbose.
     #[arg(short = 'v')]
     verbose: bool,
-    /// Print the version and exit.
-    #[arg(short = 'V')]
+    /// Print the version and exit (on standard error, as mke2fs -V).
+    #[arg(short = 'V', long = "version")]
     version: bool,
     /// Copy the files of a directory, a tar archive or (with `-`) a tar
     /// archive on standard input into the new filesystem.
@@ -173,7 +201,9 @@ fn declined(what: &str) -> anyhow::Error {
 
 fn run(a: Args) -> Result<()> {
     if a.version {
-        eprintln!("mkfs.ext4r {}", env!("CARGO_PKG_VERSION"));
+        // mke2fs -V's two lines; the tools and the library share a version.
+        let v = env!("CARGO_PKG_VERSION");
+        eprintln!("mkfs.ext4r {v}\n\tUsing ext4r library version {v}");
         return Ok(());
     }
     if a.badblocks > 0 {
