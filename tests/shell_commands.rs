@@ -510,11 +510,32 @@ fn refusals_and_the_image_left_as_it_was() {
         .arg(format!("{}:/x", other.display())));
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("are different images"), "{}", err(&o));
+    // Usage errors: 2 for every shell-style command, as their --help says.
     let o = run(ext4r().args(["cp", "/etc/hostname", "/tmp/x"]));
-    assert_eq!(o.status.code(), Some(16), "{}", err(&o));
-    for tool in ["cp", "mkdir", "rm", "mv", "ln"] {
-        let o = run(ext4r().arg(tool));
-        assert_eq!(o.status.code(), Some(16), "{tool}: {}", err(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    for args in [
+        &["cp"][..],
+        &["mkdir"],
+        &["rm"],
+        &["mv"],
+        &["ln"],
+        &["ls"],
+        &["cat", "x.img"],
+        &["extract"],
+        &["ls", "--no-such-option", "x.img"],
+    ] {
+        let o = run(ext4r().args(args));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+        let o = run(ext4r().arg(args[0]).arg("--help"));
+        assert_eq!(o.status.code(), Some(0));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(
+                "Exit status: 0 if everything was done, 1 if anything failed, 2 for a usage \
+                 error."
+            ),
+            "{} --help",
+            args[0]
+        );
     }
     unchanged("refusals");
     // A mounted image is refused, naming the mount.

@@ -2,7 +2,7 @@
 //! `ext4r cp [-r] [-p] [-a] IMAGE:/SRC... DEST` (out of one).
 
 use super::split_image;
-use crate::read::parse;
+use crate::read::{parse, EXIT_STATUS};
 use clap::Parser;
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -14,7 +14,7 @@ use std::process::ExitCode;
 /// the files copied stay hard links (otherwise each name is a copy, as
 /// cp -r makes them).
 #[derive(Parser, Debug)]
-#[command(name = "ext4r cp", version)]
+#[command(name = "ext4r cp", version, after_help = EXIT_STATUS)]
 pub(crate) struct Args {
     /// Copy directories and everything in them (symlinks as symlinks).
     #[arg(short = 'r', short_alias = 'R', long = "recursive")]
@@ -52,7 +52,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         a.preserve = true;
     }
     let Some(dest) = a.paths.pop() else {
-        return ExitCode::from(16);
+        return ExitCode::from(crate::read::EXIT_USAGE);
     };
     if let Some((image, path)) = split_image(&dest) {
         return super::cp_in::run(&a, &image, &path);
@@ -64,5 +64,5 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         "{TOOL}: no image named: the destination, or every source, must be \
          IMAGE:/PATH (an existing image file or device, a colon, a path in it)"
     );
-    ExitCode::from(16)
+    ExitCode::from(crate::read::EXIT_USAGE)
 }

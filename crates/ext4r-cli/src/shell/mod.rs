@@ -2,9 +2,10 @@
 //! or device that is not mounted, through the write API. Paths inside an
 //! image are written `IMAGE:/PATH`; messages are coreutils' ("cannot
 //! create directory '/a/b': No such file or directory"), exit status 0 when
-//! everything was done, 1 otherwise, 16 for a usage error (as the other
-//! `ext4r` tools). A command that changed nothing leaves the image
-//! byte-identical: it is only closed (superblock written) after a change.
+//! everything was done, 1 otherwise, 2 for a usage error (as `ext4r ls`,
+//! `cat` and `extract`; see `read::EXIT_USAGE`). A command that changed
+//! nothing leaves the image byte-identical: it is only closed (superblock
+//! written) after a change.
 
 pub(crate) mod cp;
 mod cp_in;
