@@ -282,6 +282,12 @@ fn the_commands_do_what_coreutils_do_on_the_kernel() {
     w.ok("cp", &["-r", "%/tree", "@/a/"]);
     w.ok("cp", &["-r", "%/tree", "@/a/"]);
     w.ok("cp", &["-r", "%/tree", "@/copy"]);
+    // cp(1)'s rules for "DIR/." (what DIR holds) and "DIR/" (DIR itself),
+    // into an existing directory and to a new name.
+    w.ok("mkdir", &["@/dot"]);
+    w.ok("cp", &["-r", "%/tree/.", "@/dot"]);
+    w.ok("cp", &["-r", "%/tree/./", "@/dot-new"]);
+    w.ok("cp", &["-r", "%/tree/", "@/dot"]);
     w.ok("cp", &["%/old", "@/plain-old"]);
     w.ok("cp", &["-p", "%/old", "@/p"]);
     w.ok("cp", &["-a", "%/tree", "@/arch"]);
@@ -407,7 +413,13 @@ fn the_commands_do_what_coreutils_do_on_the_kernel() {
     for d in [&out_ours, &out_theirs] {
         fs::create_dir_all(d).unwrap();
     }
-    for (flags, what) in [(&["-r"][..], "m"), (&["-a"][..], "arch"), (&[][..], "p")] {
+    // "m/." puts what /m holds into the directory, "m" puts /m there.
+    for (flags, what) in [
+        (&["-r"][..], "m"),
+        (&["-r"][..], "m/."),
+        (&["-a"][..], "arch"),
+        (&[][..], "p"),
+    ] {
         let o = run(ext4r()
             .arg("cp")
             .args(flags)

@@ -148,6 +148,16 @@ pub(crate) fn basename(path: &str) -> Option<&str> {
     components(path).last().copied()
 }
 
+/// The name a source gets in a destination directory, as cp(1) takes it:
+/// the last component, trailing slashes aside; none for `.` and `..`
+/// (`cp -r src/. dst` copies what is in src into dst) nor for the root.
+pub(crate) fn copy_name(path: &[u8]) -> Option<&[u8]> {
+    let end = path.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1);
+    let trimmed = &path[..end];
+    let last = trimmed.rsplit(|&c| c == b'/').next()?;
+    (!matches!(last, b"" | b"." | b"..")).then_some(last)
+}
+
 /// `dir/name`.
 pub(crate) fn join(dir: &str, name: &str) -> String {
     format!("{}/{name}", dir.trim_end_matches('/'))
@@ -301,6 +311,17 @@ mod tests {
         assert_eq!(basename("/"), None);
         assert_eq!(join("/", "x"), "/x");
         assert_eq!(join("/a/", "x"), "/a/x");
+    }
+
+    #[test]
+    fn copy_names_as_cp_takes_them() {
+        let n = |p: &str| copy_name(p.as_bytes()).map(|b| String::from_utf8_lossy(b).into_owned());
+        assert_eq!(n("src").as_deref(), Some("src"));
+        assert_eq!(n("a/src/").as_deref(), Some("src"));
+        assert_eq!(n("/a/src//").as_deref(), Some("src"));
+        for none in ["src/.", "src/./", ".", "..", "a/..", "/", "//", ""] {
+            assert_eq!(n(none), None, "{none}");
+        }
     }
 
     #[test]
