@@ -522,6 +522,24 @@ fn refusals_and_the_image_left_as_it_was() {
         .arg(format!("{}:/x", other.display())));
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("are different images"), "{}", err(&o));
+    // Copies between images (or inside one) are not cp's work here.
+    let o = run(ext4r()
+        .arg("cp")
+        .arg(at("/lost+found"))
+        .arg(format!("{}:/x", other.display())));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("copies between images are not supported"),
+        "{}",
+        err(&o)
+    );
+    let o = run(ext4r().arg("cp").arg(at("/lost+found")).arg(at("/x")));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("copies inside an image are not supported"),
+        "{}",
+        err(&o)
+    );
     // Usage errors: 2 for every shell-style command, as their --help says.
     let o = run(ext4r().args(["cp", "/etc/hostname", "/tmp/x"]));
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
