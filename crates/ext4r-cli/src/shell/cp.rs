@@ -10,7 +10,8 @@ use std::process::ExitCode;
 /// Copy files into or out of an ext2/3/4 image (as cp(1)).
 ///
 /// Into an image when the last argument is IMAGE:/DEST, out of one when
-/// the sources are IMAGE:/SRC. As cp(1), a directory copied into an
+/// the sources are IMAGE:/SRC; `-` as the source copies standard input to
+/// IMAGE:/FILE. As cp(1), a directory copied into an
 /// existing directory goes in under its name, and `SRC/.` puts what SRC
 /// holds there instead. Holes stay holes; with -a hard links among the
 /// files copied stay hard links (otherwise each name is a copy, as cp -r
@@ -32,7 +33,8 @@ pub(crate) struct Args {
     /// Print each path copied.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
-    /// Sources, then the destination; IMAGE:/PATH on one side.
+    /// Sources, then the destination; IMAGE:/PATH on one side (a source of
+    /// `-` is standard input).
     #[arg(required = true, num_args = 2.., value_name = "PATH")]
     pub paths: Vec<OsString>,
 }

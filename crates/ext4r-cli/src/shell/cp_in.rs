@@ -96,6 +96,9 @@ fn copy_arg(
     into_dir: bool,
 ) -> Result<(), String> {
     let shown = src.display();
+    if src.as_os_str() == "-" {
+        return copy_stdin(c, dest, into_dir);
+    }
     // Without -r a symlink argument is followed; with it, copied as one.
     let md = if a.recursive {
         std::fs::symlink_metadata(src)
@@ -137,5 +140,26 @@ fn copy_arg(
     };
     // Failures inside are reported and counted by the copier.
     let _ = c.copy_path(src, parent, &name, &target, !a.recursive);
+    Ok(())
+}
+
+/// `cp - IMAGE:/FILE`: standard input becomes the file (a directory gives
+/// it no name: refused).
+fn copy_stdin(c: &mut Copier<'_>, dest: &str, into_dir: bool) -> Result<(), String> {
+    if into_dir {
+        return Err(format!(
+            "cannot copy standard input into directory '{dest}': name the file to write"
+        ));
+    }
+    let (parent, name) = parent_of(c.fs(), dest)
+        .map_err(|e| format!("cannot create regular file '{dest}': {}", strerror(&e)))?;
+    // Failures are reported and counted by the copier.
+    let _ = c.copy_reader(
+        &mut std::io::stdin().lock(),
+        Path::new("-"),
+        parent,
+        &name,
+        dest,
+    );
     Ok(())
 }
