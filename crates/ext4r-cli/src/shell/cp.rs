@@ -11,12 +11,11 @@ use std::process::ExitCode;
 ///
 /// Into an image when the last argument is IMAGE:/DEST, out of one when
 /// the sources are IMAGE:/SRC; `-` as the source copies standard input to
-/// IMAGE:/FILE. As cp(1), a directory copied into an
-/// existing directory goes in under its name, and `SRC/.` puts what SRC
-/// holds there instead. Holes stay holes; with -a hard links among the
-/// files copied stay hard links (otherwise each name is a copy, as cp -r
-/// makes them). Copies from one image to another (or inside one) are not
-/// supported.
+/// IMAGE:/FILE. As cp(1), a directory copied into an existing directory
+/// goes in under its name, and `SRC/.` puts what SRC holds there instead.
+/// Holes stay holes; with -a hard links among the files copied stay hard
+/// links (otherwise each name is a copy, as cp -r makes them). Copies
+/// from one image to another (or inside one) are not supported.
 #[derive(Parser, Debug)]
 #[command(name = "ext4r cp", version, after_help = EXIT_STATUS)]
 pub(crate) struct Args {
