@@ -250,6 +250,48 @@ fn warnings_and_questions_match_mke2fs() {
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
+/// `-q -n` prints the layout, as `mke2fs -q -n` does (its quiet run
+/// still shows what it would make), the same lines: no UUID or backups
+/// for one group, the backups wrapped as mke2fs wraps them for many;
+/// nothing on standard error; nothing written.
+#[test]
+fn quiet_dry_run_prints_the_layout_as_mke2fs() {
+    if !have("mke2fs") || !have("e2fsck") {
+        println!("skipped: mke2fs or e2fsck not installed");
+        return;
+    }
+    let dir = TempDir::new("questions-qn");
+    let img = dir.path("qn.img");
+    for (args, size) in [
+        (&["-t", "ext4"][..], "64M"),
+        (&["-t", "ext2", "-b", "4096"], "64M"),
+        (&["-t", "ext4", "-b", "1024"], "1G"),
+        (&["-t", "ext4", "-b", "1024", "-g", "1024"], "1G"),
+    ] {
+        let _ = std::fs::remove_file(&img);
+        run(Command::new("truncate").args(["-s", size]).arg(&img));
+        let mut outs = Vec::new();
+        for mut cmd in [Command::new("mke2fs"), ours_cmd()] {
+            let o = run(cmd
+                .args(["-q", "-n", "-U", UUID])
+                .args(args)
+                .arg(&img)
+                .stdin(Stdio::null()));
+            assert_eq!(o.status.code(), Some(0), "{o:?}");
+            assert!(o.stderr.is_empty(), "{o:?}");
+            outs.push(String::from_utf8_lossy(&o.stdout).into_owned());
+        }
+        assert_eq!(outs[0], outs[1], "{args:?}");
+        assert!(
+            outs[1].starts_with("Creating filesystem with"),
+            "{}",
+            outs[1]
+        );
+        let (rc, _) = e2fsck_fn(&img);
+        assert_eq!(rc, 8, "-n wrote a filesystem");
+    }
+}
+
 /// A mounted image: refused in mke2fs's words with no -F or one; two go
 /// on (here with -n, which writes nothing).
 #[test]

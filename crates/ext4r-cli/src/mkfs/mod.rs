@@ -446,8 +446,6 @@ fn print_summary(s: &Summary, verbose: bool) {
         "Creating filesystem with {} {}k blocks and {} inodes",
         s.blocks_count, kib, s.inodes_count
     );
-    let u = uuid::Uuid::from_bytes(s.uuid);
-    println!("Filesystem UUID: {u}");
     if verbose {
         println!(
             "fs_types for mke2fs.conf resolution: '{}'",
@@ -478,12 +476,29 @@ fn print_summary(s: &Summary, verbose: bool) {
         );
         println!("Features: {}", s.features.join(" "));
     }
-    if !s.backups.is_empty() {
-        println!("Superblock backups stored on blocks: ");
-        let list: Vec<String> = s.backups.iter().map(u64::to_string).collect();
-        for chunk in list.chunks(8) {
-            println!("\t{}", chunk.join(", "));
-        }
+    // As mke2fs's show_stats: a single group ends here; otherwise the
+    // UUID (unless null) and the backups, wrapped at 72 columns as mke2fs
+    // wraps them (the separator before the break).
+    if s.group_count == 1 {
+        println!();
+        return;
     }
-    println!();
+    if s.uuid != [0; 16] {
+        println!("Filesystem UUID: {}", uuid::Uuid::from_bytes(s.uuid));
+    }
+    print!("Superblock backups stored on blocks: ");
+    let mut col_left = 0;
+    for (i, b) in s.backups.iter().enumerate() {
+        if i != 0 {
+            print!(", ");
+        }
+        let need = b.to_string().len() + 2;
+        if need > col_left {
+            print!("\n\t");
+            col_left = 72;
+        }
+        col_left -= need;
+        print!("{b}");
+    }
+    println!("\n");
 }
