@@ -329,6 +329,37 @@ fn a_mounted_image_needs_force_twice() {
     );
 }
 
+/// A size past the end of a block device (a loop device this test
+/// attaches) is refused before anything is written: a device cannot grow.
+/// (mke2fs 1.47 means to ask here, but learns that the target is a device
+/// only later, goes on, and fails writing past the end.)
+#[test]
+fn a_size_past_a_devices_end_is_refused() {
+    if !is_root() || !have("losetup") {
+        println!("skipped: needs root and losetup");
+        return;
+    }
+    let dir = TempDir::new("questions-dev");
+    let img = dir.path("dev.img");
+    run(Command::new("truncate").args(["-s", "16M"]).arg(&img));
+    mark(&img);
+    let before = std::fs::read(&img).unwrap();
+    let o = run(Command::new("losetup").args(["-f", "--show"]).arg(&img));
+    if !o.status.success() {
+        println!("skipped: losetup: {}", String::from_utf8_lossy(&o.stderr));
+        return;
+    }
+    let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let o = run(ours_cmd().args(["-F", &dev, "32M"]).stdin(Stdio::null()));
+    let _ = Command::new("losetup").args(["-d", &dev]).output();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Filesystem larger than apparent device size."),
+        "{o:?}"
+    );
+    assert!(std::fs::read(&img).unwrap() == before, "the device changed");
+}
+
 /// A mkfs that fails because the host filesystem cannot hold the image
 /// (a 16 TiB file on ext4; here 20 GiB on a 1 KiB-block ext2, mounted
 /// for the test) leaves no file behind, and says why.
