@@ -389,6 +389,59 @@ fn help_exits_zero_and_says_what_each_tool_does() {
     }
 }
 
+/// Every tool answers -V and --version with exit 0, its name and version
+/// on the first line: mkfs.ext4r on standard error, as mke2fs -V (and as
+/// its banner on every run), the others on standard output. And every
+/// tool answers -h and --help with exit 0 — tune.ext4r too, where
+/// tune2fs refuses both as invalid options.
+#[test]
+fn every_tool_answers_version_and_help() {
+    let v = env!("CARGO_PKG_VERSION");
+    for (tool, name) in [
+        ("mkfs", "mkfs.ext4r"),
+        ("fsck", "fsck.ext4r"),
+        ("tune", "tune.ext4r"),
+        ("e4defrag", "e4defrag-r"),
+        ("ls", "ext4r ls"),
+        ("cat", "ext4r cat"),
+        ("extract", "ext4r extract"),
+        ("cp", "ext4r cp"),
+        ("mkdir", "ext4r mkdir"),
+        ("rm", "ext4r rm"),
+        ("mv", "ext4r mv"),
+        ("ln", "ext4r ln"),
+    ] {
+        for flag in ["-V", "--version"] {
+            let o = run(ours(tool).arg(flag));
+            assert_eq!(o.status.code(), Some(0), "{tool} {flag}: {o:?}");
+            let text = if tool == "mkfs" { &o.stderr } else { &o.stdout };
+            let text = String::from_utf8_lossy(text);
+            assert_eq!(
+                text.lines().next(),
+                Some(format!("{name} {v}").as_str()),
+                "{tool} {flag}"
+            );
+        }
+        for flag in ["-h", "--help"] {
+            let o = run(ours(tool).arg(flag));
+            assert_eq!(o.status.code(), Some(0), "{tool} {flag}: {o:?}");
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert!(text.contains("Usage: "), "{tool} {flag}: {text}");
+        }
+    }
+    // mke2fs -V's second line, with our library.
+    let o = run(ours("mkfs").arg("-V"));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("mkfs.ext4r {v}\n\tUsing ext4r library version {v}\n")
+    );
+    // A value is not an option: -L -h sets the label "-h" (and the missing
+    // image is then the error).
+    let o = run(ours("tune").args(["-L", "-h", "/nonexistent.img"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("Usage: "));
+}
+
 /// The question on the message's line where e2fsck's message does not end
 /// the line ("...should be 3.  Fix? no"), on the next line where it does.
 #[test]

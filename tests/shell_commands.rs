@@ -282,6 +282,12 @@ fn the_commands_do_what_coreutils_do_on_the_kernel() {
     w.ok("cp", &["-r", "%/tree", "@/a/"]);
     w.ok("cp", &["-r", "%/tree", "@/a/"]);
     w.ok("cp", &["-r", "%/tree", "@/copy"]);
+    // cp(1)'s rules for "DIR/." (what DIR holds) and "DIR/" (DIR itself),
+    // into an existing directory and to a new name.
+    w.ok("mkdir", &["@/dot"]);
+    w.ok("cp", &["-r", "%/tree/.", "@/dot"]);
+    w.ok("cp", &["-r", "%/tree/./", "@/dot-new"]);
+    w.ok("cp", &["-r", "%/tree/", "@/dot"]);
     w.ok("cp", &["%/old", "@/plain-old"]);
     w.ok("cp", &["-p", "%/old", "@/p"]);
     w.ok("cp", &["-a", "%/tree", "@/arch"]);
@@ -407,7 +413,13 @@ fn the_commands_do_what_coreutils_do_on_the_kernel() {
     for d in [&out_ours, &out_theirs] {
         fs::create_dir_all(d).unwrap();
     }
-    for (flags, what) in [(&["-r"][..], "m"), (&["-a"][..], "arch"), (&[][..], "p")] {
+    // "m/." puts what /m holds into the directory, "m" puts /m there.
+    for (flags, what) in [
+        (&["-r"][..], "m"),
+        (&["-r"][..], "m/."),
+        (&["-a"][..], "arch"),
+        (&[][..], "p"),
+    ] {
         let o = run(ext4r()
             .arg("cp")
             .args(flags)
@@ -510,11 +522,50 @@ fn refusals_and_the_image_left_as_it_was() {
         .arg(format!("{}:/x", other.display())));
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("are different images"), "{}", err(&o));
+    // Copies between images (or inside one) are not cp's work here.
+    let o = run(ext4r()
+        .arg("cp")
+        .arg(at("/lost+found"))
+        .arg(format!("{}:/x", other.display())));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("copies between images are not supported"),
+        "{}",
+        err(&o)
+    );
+    let o = run(ext4r().arg("cp").arg(at("/lost+found")).arg(at("/x")));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("copies inside an image are not supported"),
+        "{}",
+        err(&o)
+    );
+    // Usage errors: 2 for every shell-style command, as their --help says.
     let o = run(ext4r().args(["cp", "/etc/hostname", "/tmp/x"]));
-    assert_eq!(o.status.code(), Some(16), "{}", err(&o));
-    for tool in ["cp", "mkdir", "rm", "mv", "ln"] {
-        let o = run(ext4r().arg(tool));
-        assert_eq!(o.status.code(), Some(16), "{tool}: {}", err(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    for args in [
+        &["cp"][..],
+        &["mkdir"],
+        &["rm"],
+        &["mv"],
+        &["ln"],
+        &["ls"],
+        &["cat", "x.img"],
+        &["extract"],
+        &["ls", "--no-such-option", "x.img"],
+    ] {
+        let o = run(ext4r().args(args));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+        let o = run(ext4r().arg(args[0]).arg("--help"));
+        assert_eq!(o.status.code(), Some(0));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(
+                "Exit status: 0 if everything was done, 1 if anything failed, 2 for a usage \
+                 error."
+            ),
+            "{} --help",
+            args[0]
+        );
     }
     unchanged("refusals");
     // A mounted image is refused, naming the mount.
@@ -586,4 +637,75 @@ fn refusals_and_the_image_left_as_it_was() {
             "the read-only image changed"
         );
     }
+}
+
+/// `ext4r cp - IMAGE:/FILE` writes standard input to the file, made as a
+/// shell's `> FILE` makes one (0666 less the umask), over a file that is
+/// there too; into a directory it has no name and is refused.
+#[test]
+fn cp_reads_standard_input() {
+    if !have("e2fsck") || !have("debugfs") {
+        eprintln!("skipped: needs e2fsck and debugfs");
+        return;
+    }
+    let t = TempDir::new("shell-stdin");
+    let img = t.path("s.img");
+    let o = run(ext4r().args(["mkfs", "-q"]).arg(&img).arg("32M"));
+    assert!(o.status.success());
+    let at = |p: &str| format!("{}:{p}", img.display());
+    let cp_stdin = |data: &[u8], dest: &str| {
+        use std::io::Write;
+        let mut child = ext4r()
+            .args(["cp", "-"])
+            .arg(at(dest))
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // A refusal exits without reading: the pipe may close under us.
+        let _ = stdin.write_all(data);
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
+    for (data, dest) in [
+        (&b"from a pipe\n"[..], "/small"),
+        (&big[..], "/big"),
+        (b"", "/empty"),
+    ] {
+        let o = cp_stdin(data, dest);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = run(ext4r().arg("cat").arg(&img).arg(dest));
+        assert!(o.stdout == data, "{dest}: read back differs");
+    }
+    // Over a file that is there, shorter than it was.
+    let o = cp_stdin(b"shorter", "/big");
+    assert!(o.status.success());
+    assert_eq!(
+        run(ext4r().arg("cat").arg(&img).arg("/big")).stdout,
+        b"shorter"
+    );
+    // The mode a new file gets from a shell's redirection.
+    let umask = {
+        let m = rustix::process::umask(rustix::fs::Mode::empty());
+        rustix::process::umask(m);
+        m.bits()
+    };
+    let o = run(Command::new("debugfs")
+        .args(["-R", "stat /small"])
+        .arg(&img));
+    let stat = String::from_utf8_lossy(&o.stdout);
+    let want = format!("Mode:  {:04o}", 0o666 & !umask);
+    assert!(stat.contains(&want), "want {want}: {stat}");
+    // A directory gives standard input no name.
+    let o = cp_stdin(b"x", "/lost+found");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot copy standard input into directory"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (rc, out) = e2fsck_fn(&img);
+    assert_eq!(rc, 0, "e2fsck -fn: {out}");
 }

@@ -29,11 +29,11 @@ use ext4r_format::inode::Timestamp;
 use ext4r_format::InodeNr;
 use rustix::fs::{AtFlags, Mode, Timespec, Timestamps, CWD};
 
-use crate::read::{finish, open_fs, parse};
+use crate::read::{finish, open_fs, parse, EXIT_STATUS};
 
 /// Copy a tree out of an ext2/3/4 image.
 #[derive(Parser, Debug)]
-#[command(name = "ext4r extract", version)]
+#[command(name = "ext4r extract", version, after_help = EXIT_STATUS)]
 struct Args {
     /// Image file or block device.
     image: PathBuf,

@@ -155,4 +155,42 @@ mod tests {
         }
         multicall().debug_assert();
     }
+
+    /// Bash completes -t with the filesystem types and -T with the usage
+    /// types, as mkfs.ext4r and as `ext4r mkfs` (not with file names).
+    #[test]
+    fn mkfs_types_complete() {
+        for (name, mut cmd, section) in [
+            (
+                "mkfs.ext4r",
+                crate::mkfs::command().name("mkfs.ext4r"),
+                "mkfs.ext4r)",
+            ),
+            ("ext4r", multicall(), "ext4r__subcmd__mkfs)"),
+        ] {
+            let mut buf = Vec::new();
+            clap_complete::generate(Shell::Bash, &mut cmd, name, &mut buf);
+            let all = String::from_utf8_lossy(&buf);
+            // The options of mkfs: from its case on.
+            let text = all
+                .split_once(&format!("\n        {section}"))
+                .map_or("", |(_, t)| t);
+            for (flag, words) in [
+                ("-t)", "\"ext2 ext3 ext4\""),
+                (
+                    "-T)",
+                    "\"small floppy big huge news largefile largefile4 hurd\"",
+                ),
+            ] {
+                let at = text
+                    .find(flag)
+                    .unwrap_or_else(|| panic!("{name}: no {flag}"));
+                let case = text[at..].split(";;").next().unwrap_or("");
+                assert!(
+                    case.contains(&format!("compgen -W {words}")),
+                    "{name} {flag}: {case}"
+                );
+            }
+        }
+    }
 }

@@ -30,16 +30,29 @@ pub(crate) fn finish(tool: &str, r: Result<bool>) -> ExitCode {
     }
 }
 
+/// The shell-style commands' (ls, cat, extract, cp, mkdir, rm, mv, ln)
+/// exit status for a usage error: 2, as ls(1), grep(1), diff(1) and
+/// clap's own convention, distinct from 1 (something failed). fsck's 16
+/// belongs to fsck(8)'s bit mask, which these commands' callers do not
+/// read; coreutils' cp, mkdir, rm, mv, ln and cat use 1 for both.
+pub(crate) const EXIT_USAGE: u8 = 2;
+
+/// The exit status rule, at the end of each shell-style command's --help.
+pub(crate) const EXIT_STATUS: &str =
+    "Exit status: 0 if everything was done, 1 if anything failed, 2 for a usage error.";
+
+/// Parses a shell-style command's arguments; a mistake is clap's message
+/// and [`EXIT_USAGE`], --help and --version exit 0.
 pub(crate) fn parse<A: Parser>(args: Vec<OsString>) -> std::result::Result<A, ExitCode> {
     A::try_parse_from(args).map_err(|e| {
         let _ = e.print();
-        ExitCode::from(if e.use_stderr() { 16 } else { 0 })
+        ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { 0 })
     })
 }
 
 /// List a directory of an ext2/3/4 image.
 #[derive(Parser, Debug)]
-#[command(name = "ext4r ls", version)]
+#[command(name = "ext4r ls", version, after_help = EXIT_STATUS)]
 struct LsArgs {
     /// Long listing: mode, links, owner, group, size, time, name.
     #[arg(short = 'l')]
@@ -209,7 +222,7 @@ pub(crate) fn time_string(t: Timestamp) -> String {
 
 /// Print a file of an ext2/3/4 image to standard output.
 #[derive(Parser, Debug)]
-#[command(name = "ext4r cat", version)]
+#[command(name = "ext4r cat", version, after_help = EXIT_STATUS)]
 struct CatArgs {
     /// Image file or block device.
     image: std::path::PathBuf,

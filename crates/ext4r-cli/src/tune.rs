@@ -1,6 +1,9 @@
 //! `tune.ext4r`: change the tunable parameters of an ext2/3/4 filesystem,
 //! with tune2fs's options, messages and exit codes (0 done, 1 refused or
-//! failed or a usage error).
+//! failed or a usage error). Beyond tune2fs, as the other ext4r tools:
+//! `-h`/`--help` prints the options and `-V`/`--version` the version,
+//! both with exit 0 (tune2fs has neither and refuses both as invalid
+//! options; no script can rely on that).
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -27,12 +30,26 @@ const USAGE: &str = "Usage: %s [-c max_mounts_count] [-e errors_behavior] [-f] [
 /// Options that take an argument, as tune2fs's getopt string.
 const WITH_ARG: &[u8] = b"cegimorsuCEIJLMOTUzQ";
 const FLAGS: &[u8] = b"fjl";
+/// Options tune2fs does not have: -h (help, as our other tools) and -V
+/// (the version, as mke2fs and e2fsck), both also spelled long.
+const ANSWERED: &[u8] = b"hV";
 
 struct Usage;
 
 /// Runs tune.ext4r with `args` (args[0] is the program name).
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let prog = "tune.ext4r";
+    match answer(&args) {
+        Some(b'h') => {
+            print!("{}", command().render_long_help());
+            return ExitCode::SUCCESS;
+        }
+        Some(_) => {
+            println!("tune.ext4r {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        None => {}
+    }
     let json = args.iter().skip(1).any(|a| a == "--json");
     if !json {
         println!("tune.ext4r {}", env!("CARGO_PKG_VERSION"));
@@ -309,6 +326,20 @@ pub(crate) fn command() -> clap::Command {
                 .help("With -l alone: the listing as one JSON object"),
         )
         .arg(
+            Arg::new("help")
+                .short('h')
+                .long("help")
+                .action(ArgAction::Help)
+                .help("Print help"),
+        )
+        .arg(
+            Arg::new("version")
+                .short('V')
+                .long("version")
+                .action(ArgAction::Version)
+                .help("Print the version"),
+        )
+        .arg(
             Arg::new("device")
                 .required(true)
                 .value_hint(clap::ValueHint::FilePath)
@@ -347,6 +378,43 @@ fn group_id(name: &str) -> Option<u64> {
 fn bad(prog: &str, what: &str, arg: &str) -> Usage {
     eprintln!("{prog}: {what} - {arg}");
     Usage
+}
+
+/// Whether the command line asks for help (`h`: -h, --help) or the
+/// version (`V`: -V, --version). Read as getopt reads it: an option's
+/// value is never taken for an option (`-L -h` sets the label "-h"), and
+/// the walk ends at the first option tune2fs does not know, which
+/// [`parse`] then reports.
+fn answer(args: &[OsString]) -> Option<u8> {
+    let mut k = 1;
+    while k < args.len() {
+        let a = args[k].as_bytes();
+        k += 1;
+        match a {
+            b"--help" => return Some(b'h'),
+            b"--version" => return Some(b'V'),
+            b"--" => return None,
+            b"--json" => continue,
+            _ if a.len() < 2 || a[0] != b'-' => continue,
+            _ => {}
+        }
+        for (j, &c) in a.iter().enumerate().skip(1) {
+            if ANSWERED.contains(&c) {
+                return Some(c);
+            }
+            if WITH_ARG.contains(&c) {
+                // The value is the rest of this word, or the next word.
+                if j + 1 == a.len() {
+                    k += 1;
+                }
+                break;
+            }
+            if !FLAGS.contains(&c) {
+                return None;
+            }
+        }
+    }
+    None
 }
 
 /// getopt-style parsing of tune2fs's options.
@@ -638,7 +706,12 @@ mod tests {
             .map(|c| c as u8)
             .collect();
         documented.sort_unstable();
-        let mut parsed: Vec<u8> = WITH_ARG.iter().chain(FLAGS).copied().collect();
+        let mut parsed: Vec<u8> = WITH_ARG
+            .iter()
+            .chain(FLAGS)
+            .chain(ANSWERED)
+            .copied()
+            .collect();
         parsed.sort_unstable();
         assert_eq!(
             String::from_utf8_lossy(&documented),
@@ -653,6 +726,29 @@ mod tests {
                 c as char
             );
         }
+    }
+
+    #[test]
+    fn help_and_version_are_found_as_getopt_reads() {
+        let a = |v: &[&str]| {
+            let args: Vec<OsString> = std::iter::once("tune.ext4r")
+                .chain(v.iter().copied())
+                .map(OsString::from)
+                .collect();
+            answer(&args).map(char::from)
+        };
+        assert_eq!(a(&["-h"]), Some('h'));
+        assert_eq!(a(&["--help"]), Some('h'));
+        assert_eq!(a(&["-V"]), Some('V'));
+        assert_eq!(a(&["-l", "img", "--version"]), Some('V'));
+        assert_eq!(a(&["-fV"]), Some('V'));
+        // Values are not options.
+        assert_eq!(a(&["-L", "-h", "img"]), None);
+        assert_eq!(a(&["-L-h", "img"]), None);
+        assert_eq!(a(&["-c", "5", "img"]), None);
+        // Stops at what tune2fs does not know, and after "--".
+        assert_eq!(a(&["-x", "-h"]), None);
+        assert_eq!(a(&["--", "-h"]), None);
     }
 
     #[test]

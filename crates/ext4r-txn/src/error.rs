@@ -130,6 +130,10 @@ pub enum Error {
     /// A path component that is not a directory.
     #[error("{0}: not a directory")]
     NotADirectory(String),
+    /// The caller declined to go on where a tool asks first (mke2fs's
+    /// "Proceed anyway?"); names what was declined.
+    #[error("cancelled: {0}")]
+    Cancelled(String),
 }
 
 impl Error {

@@ -2,10 +2,9 @@
 //! `ext4r::populate`.
 
 use super::cp::{Args, TOOL};
-use super::{join, parent_of, strerror};
+use super::{copy_name, join, parent_of, strerror};
 use ext4r::populate::{Copier, CopyOptions, Op, PopulateError};
 use std::cell::Cell;
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::ExitCode;
@@ -97,6 +96,9 @@ fn copy_arg(
     into_dir: bool,
 ) -> Result<(), String> {
     let shown = src.display();
+    if src.as_os_str() == "-" {
+        return copy_stdin(c, dest, into_dir);
+    }
     // Without -r a symlink argument is followed; with it, copied as one.
     let md = if a.recursive {
         std::fs::symlink_metadata(src)
@@ -107,9 +109,11 @@ fn copy_arg(
     if md.is_dir() && !a.recursive {
         return Err(format!("-r not specified; omitting directory '{shown}'"));
     }
-    // A source without a last name ("." or "..") lands on DEST itself.
-    let target = match (into_dir, src.file_name()) {
-        (true, Some(n)) => join(dest, &String::from_utf8_lossy(n.as_bytes())),
+    // A source without a last name ("src/.", "..") lands on DEST itself:
+    // its contents go into a directory there is.
+    let last = copy_name(src.as_os_str().as_bytes());
+    let target = match (into_dir, last) {
+        (true, Some(n)) => join(dest, &String::from_utf8_lossy(n)),
         _ => dest.to_string(),
     };
     if super::basename(&target).is_none() {
@@ -130,11 +134,32 @@ fn copy_arg(
     let (parent, name) =
         parent_of(c.fs(), &target).map_err(|e| format!("{what} '{target}': {}", strerror(&e)))?;
     // The host name's bytes, not a lossy copy.
-    let name = match (into_dir, src.file_name()) {
-        (true, Some(n)) => OsStr::as_bytes(n).to_vec(),
+    let name = match (into_dir, last) {
+        (true, Some(n)) => n.to_vec(),
         _ => name,
     };
     // Failures inside are reported and counted by the copier.
     let _ = c.copy_path(src, parent, &name, &target, !a.recursive);
+    Ok(())
+}
+
+/// `cp - IMAGE:/FILE`: standard input becomes the file (a directory gives
+/// it no name: refused).
+fn copy_stdin(c: &mut Copier<'_>, dest: &str, into_dir: bool) -> Result<(), String> {
+    if into_dir {
+        return Err(format!(
+            "cannot copy standard input into directory '{dest}': name the file to write"
+        ));
+    }
+    let (parent, name) = parent_of(c.fs(), dest)
+        .map_err(|e| format!("cannot create regular file '{dest}': {}", strerror(&e)))?;
+    // Failures are reported and counted by the copier.
+    let _ = c.copy_reader(
+        &mut std::io::stdin().lock(),
+        Path::new("-"),
+        parent,
+        &name,
+        dest,
+    );
     Ok(())
 }

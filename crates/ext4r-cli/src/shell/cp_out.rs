@@ -2,10 +2,11 @@
 //! path and the tree writer `ext4r extract` uses.
 
 use super::cp::{Args, TOOL};
-use super::{basename, dirname, join, same_image, split_image, strerror};
+use super::{copy_name, dirname, join, same_image, split_image, strerror};
 use crate::extract::{copy_out, Item, OutOptions};
 use ext4r::fs::{Filesystem, InodeInfo};
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -53,13 +54,14 @@ pub(crate) fn run(a: &Args, dest: &OsStr) -> ExitCode {
             ok = false;
             continue;
         }
-        let item = match (into_dir, basename(src)) {
+        let item = match (into_dir, copy_name(src.as_bytes())) {
             (true, Some(b)) => Item {
                 info,
-                target: dest.join(b),
+                target: dest.join(OsStr::from_bytes(b)),
                 contents_only: false,
             },
-            // The root into a directory: its contents go there.
+            // The root, "dir/." or ".." into a directory: what it holds
+            // goes there.
             (true, None) => Item {
                 info,
                 target: dest.to_path_buf(),

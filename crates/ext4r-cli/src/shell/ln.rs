@@ -1,7 +1,7 @@
 //! `ext4r ln [-s] [-f] IMAGE:TARGET IMAGE:/NAME`
 
 use super::{basename, image_arg, join, parent_of, resolve_follow, split_image, strerror, Run};
-use crate::read::parse;
+use crate::read::{parse, EXIT_STATUS};
 use clap::Parser;
 use ext4r::Error;
 use std::ffi::OsString;
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 /// Make links inside an ext2/3/4 image (as ln(1)).
 #[derive(Parser, Debug)]
-#[command(name = "ext4r ln", version)]
+#[command(name = "ext4r ln", version, after_help = EXIT_STATUS)]
 struct Args {
     /// Make a symbolic link (TARGET is its text, IMAGE: prefix optional).
     #[arg(short = 's', long = "symbolic")]

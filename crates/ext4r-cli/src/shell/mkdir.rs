@@ -1,7 +1,7 @@
 //! `ext4r mkdir [-p] [-m MODE] IMAGE:/PATH...`
 
 use super::{components, image_arg, parent_of, resolve_follow, same_image, strerror, Run};
-use crate::read::parse;
+use crate::read::{parse, EXIT_STATUS};
 use clap::Parser;
 use ext4r::write::NewNode;
 use ext4r::Error;
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 /// Make directories in an ext2/3/4 image (as mkdir(1)).
 #[derive(Parser, Debug)]
-#[command(name = "ext4r mkdir", version)]
+#[command(name = "ext4r mkdir", version, after_help = EXIT_STATUS)]
 struct Args {
     /// Make parent directories as needed; no error if a directory exists.
     #[arg(short = 'p', long = "parents")]

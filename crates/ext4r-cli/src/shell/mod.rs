@@ -2,9 +2,10 @@
 //! or device that is not mounted, through the write API. Paths inside an
 //! image are written `IMAGE:/PATH`; messages are coreutils' ("cannot
 //! create directory '/a/b': No such file or directory"), exit status 0 when
-//! everything was done, 1 otherwise, 16 for a usage error (as the other
-//! `ext4r` tools). A command that changed nothing leaves the image
-//! byte-identical: it is only closed (superblock written) after a change.
+//! everything was done, 1 otherwise, 2 for a usage error (as `ext4r ls`,
+//! `cat` and `extract`; see `read::EXIT_USAGE`). A command that changed
+//! nothing leaves the image byte-identical: it is only closed (superblock
+//! written) after a change.
 
 pub(crate) mod cp;
 mod cp_in;
@@ -150,6 +151,16 @@ pub(crate) fn dirname(path: &str) -> String {
 /// The last component of `path` (`None` for the root).
 pub(crate) fn basename(path: &str) -> Option<&str> {
     components(path).last().copied()
+}
+
+/// The name a source gets in a destination directory, as cp(1) takes it:
+/// the last component, trailing slashes aside; none for `.` and `..`
+/// (`cp -r src/. dst` copies what is in src into dst) nor for the root.
+pub(crate) fn copy_name(path: &[u8]) -> Option<&[u8]> {
+    let end = path.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1);
+    let trimmed = &path[..end];
+    let last = trimmed.rsplit(|&c| c == b'/').next()?;
+    (!matches!(last, b"" | b"." | b"..")).then_some(last)
 }
 
 /// `dir/name`.
@@ -305,6 +316,17 @@ mod tests {
         assert_eq!(basename("/"), None);
         assert_eq!(join("/", "x"), "/x");
         assert_eq!(join("/a/", "x"), "/a/x");
+    }
+
+    #[test]
+    fn copy_names_as_cp_takes_them() {
+        let n = |p: &str| copy_name(p.as_bytes()).map(|b| String::from_utf8_lossy(b).into_owned());
+        assert_eq!(n("src").as_deref(), Some("src"));
+        assert_eq!(n("a/src/").as_deref(), Some("src"));
+        assert_eq!(n("/a/src//").as_deref(), Some("src"));
+        for none in ["src/.", "src/./", ".", "..", "a/..", "/", "//", ""] {
+            assert_eq!(n(none), None, "{none}");
+        }
     }
 
     #[test]

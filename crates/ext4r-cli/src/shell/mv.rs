@@ -1,7 +1,7 @@
 //! `ext4r mv IMAGE:/SRC... IMAGE:/DEST`
 
 use super::{basename, image_arg, join, parent_of, same_image, strerror, Run};
-use crate::read::parse;
+use crate::read::{parse, EXIT_STATUS};
 use clap::Parser;
 use ext4r::Error;
 use std::ffi::OsString;
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 /// Rename or move files inside an ext2/3/4 image (as mv(1)).
 #[derive(Parser, Debug)]
-#[command(name = "ext4r mv", version)]
+#[command(name = "ext4r mv", version, after_help = EXIT_STATUS)]
 struct Args {
     /// Print a message for each thing moved.
     #[arg(short = 'v', long = "verbose")]
@@ -49,7 +49,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         }
     };
     let Some((_, dest)) = args.pop() else {
-        return ExitCode::from(16);
+        return ExitCode::from(crate::read::EXIT_USAGE);
     };
     super::with_image(TOOL, &image, |run| {
         let into_dir = super::target_dir(&run.fs, &dest);

@@ -1,7 +1,7 @@
 //! `ext4r rm [-r] [-f] [-d] IMAGE:/PATH...`
 
 use super::{basename, image_arg, join, parent_of, same_image, strerror, Run};
-use crate::read::parse;
+use crate::read::{parse, EXIT_STATUS};
 use clap::Parser;
 use ext4r::Error;
 use std::ffi::OsString;
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 /// Remove files or directories from an ext2/3/4 image (as rm(1)).
 #[derive(Parser, Debug)]
-#[command(name = "ext4r rm", version)]
+#[command(name = "ext4r rm", version, after_help = EXIT_STATUS)]
 struct Args {
     /// Remove directories and their contents.
     #[arg(short = 'r', short_alias = 'R', long = "recursive")]

@@ -98,6 +98,10 @@ pub(crate) struct QuotaPlace {
     pub blocks: super::quota::QuotaBlocks,
 }
 
+/// libext2fs's EXT2_ET_TOOSMALL, with mke2fs's context: no group, or a
+/// single group too small for its own metadata.
+const TOO_SMALL: &str = "Not enough space to build proposed filesystem while setting up superblock";
+
 fn bad(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
 }
@@ -194,7 +198,7 @@ impl Layout {
         let (group_count, ipg, inode_blocks_per_group, rsv_gdt, desc_blocks) = loop {
             let group_count = (blocks_count - first_data_block).div_ceil(bpg);
             if group_count == 0 || group_count > u64::from(u32::MAX) {
-                return Err(bad("filesystem too small (no complete group)"));
+                return Err(bad(TOO_SMALL));
             }
             let descs_per_block = block_size / desc_size;
             let desc_blocks = group_count.div_ceil(descs_per_block);
@@ -291,7 +295,7 @@ impl Layout {
             }
             let rem = (blocks_count - first_data_block) % bpg;
             if group_count == 1 && rem != 0 && rem < overhead {
-                return Err(bad("filesystem too small for its metadata"));
+                return Err(bad(TOO_SMALL));
             }
             if rem != 0 && rem < overhead + 50 {
                 blocks_count -= rem;

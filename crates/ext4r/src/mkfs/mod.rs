@@ -12,6 +12,7 @@ mod blockmap;
 mod groups;
 pub(crate) mod journal;
 mod layout;
+mod notice;
 pub(crate) mod objects;
 mod params;
 pub(crate) mod quota;
@@ -19,6 +20,7 @@ pub mod resize_inode;
 mod write;
 
 pub use args::parse_size;
+pub use notice::Notice;
 pub use params::reproducible_ids;
 pub use params::{parse_uuid, Extended, MkfsOptions};
 
@@ -69,9 +71,10 @@ pub struct Summary {
     pub stripe_width: u32,
     /// Bytes handed to the device.
     pub bytes_written: u64,
-    /// What mke2fs would warn about while going on (an unknown usage
-    /// type, no room for a journal).
-    pub warnings: Vec<String>,
+    /// What mke2fs would say on the way, in its order: warnings (an
+    /// unknown usage type, no room for a journal) and what it asks before
+    /// going on (see [`Notice`]).
+    pub notices: Vec<Notice>,
     /// Whether the device was discarded first.
     pub discarded: bool,
 }
@@ -142,14 +145,30 @@ impl Plan {
 }
 
 /// Decides the whole filesystem for `opts` without touching any device
-/// (mke2fs -n, and the first half of [`format()`]).
+/// (mke2fs -n, and the first half of [`format()`]). Where mke2fs asks
+/// before going on, the plan goes on, as `mke2fs -F` does: the caller
+/// chose the options; [`Summary::notices`] says what mke2fs would have
+/// said.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for options or sizes mke2fs would refuse,
 /// with its message.
 pub fn plan(opts: &MkfsOptions) -> Result<Plan> {
-    let params = opts.resolve()?;
-    let (layout, params) = build_with(params)?;
+    plan_with(opts, &mut |_| true)
+}
+
+/// [`plan`], telling `on_notice` each [`Notice`] as mke2fs would say it
+/// and in its order. For a notice where mke2fs stops unless forced
+/// ([`Notice::needs_consent`]) the answer decides: `false` ends the plan.
+/// The answer to any other notice is ignored.
+///
+/// # Errors
+/// As [`plan`]; [`Error::Cancelled`] when `on_notice` declined.
+pub fn plan_with(opts: &MkfsOptions, on_notice: &mut dyn FnMut(&Notice) -> bool) -> Result<Plan> {
+    let mut notices = notice::Notices::new(on_notice);
+    let params = opts.resolve(&mut notices)?;
+    let (layout, mut params) = build_with(params, &mut notices)?;
+    params.notices = notices.said;
     Ok(Plan { layout, params })
 }
 
@@ -167,7 +186,10 @@ pub fn format(
     plan(opts)?.write(dev, zeroes_on_discard)
 }
 
-fn build_with(mut p: params::Params) -> Result<(Layout, params::Params)> {
+fn build_with(
+    mut p: params::Params,
+    notices: &mut notice::Notices<'_>,
+) -> Result<(Layout, params::Params)> {
     let mut layout = Layout::initialize(&p)?;
     // Journal size (figure_journal_size): the default by size, or the
     // requested size within bounds.
@@ -212,7 +234,7 @@ fn build_with(mut p: params::Params) -> Result<(Layout, params::Params)> {
             journal = Some(proper);
         }
         if default.is_none() {
-            p.warnings.push("Filesystem too small for a journal".into());
+            notices.say(Notice::NoJournal)?;
         }
         if journal.is_none() {
             let mut f = layout.sb.features();
@@ -434,7 +456,7 @@ fn summary(l: &Layout, p: &params::Params, written: u64, discarded: bool) -> Sum
         stride: p.raid_stride,
         stripe_width: p.raid_stripe_width,
         bytes_written: written,
-        warnings: p.warnings.clone(),
+        notices: p.notices.clone(),
         discarded,
     }
 }

@@ -2,6 +2,7 @@
 //! way mke2fs 1.47 resolves its options against its stock mke2fs.conf,
 //! which is built in here so that no configuration file is needed.
 
+use super::notice::{Notice, Notices};
 use crate::error::{Error, Result};
 use ext4r_format::features::{Compat, Features, Incompat, RoCompat};
 
@@ -148,8 +149,8 @@ pub(crate) struct Params {
     pub orphan_file_size: Option<u64>,
     pub fs_type: String,
     pub usage_types: Vec<String>,
-    /// What mke2fs warns about and goes on.
-    pub warnings: Vec<String>,
+    /// What mke2fs said on the way (warnings, and what it asked).
+    pub notices: Vec<Notice>,
     pub assume_prezeroed: bool,
     /// `s_encoding` and `s_encoding_flags` (casefold).
     pub encoding: (u16, u16),
@@ -250,6 +251,8 @@ const DEFAULT_BLOCKSIZE: i32 = 4096;
 const DEFAULT_INODE_SIZE: u16 = 256;
 const DEFAULT_INODE_RATIO: u32 = 16384;
 const PAGE_SIZE: u32 = 4096;
+/// `EXT2_LABEL_LEN`: the superblock's volume name field.
+const LABEL_LEN: usize = 16;
 
 fn bad(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
@@ -264,8 +267,17 @@ fn log2(v: u64) -> u32 {
 }
 
 impl MkfsOptions {
-    /// Resolves the options as mke2fs's `PRS` does.
-    pub(crate) fn resolve(&self) -> Result<Params> {
+    /// Resolves the options as mke2fs's `PRS` does, telling `notices`
+    /// what mke2fs would say on the way, in its order.
+    pub(crate) fn resolve(&self, notices: &mut Notices<'_>) -> Result<Params> {
+        // mke2fs warns about these while it reads its arguments.
+        if let Some(b) = self.block_size.filter(|&b| b > 4096) {
+            notices.say(Notice::BlockSizeUnusual(b))?;
+        }
+        if let Some(l) = self.label.as_deref().filter(|l| l.len() > LABEL_LEN) {
+            let cut = String::from_utf8_lossy(&l.as_bytes()[..LABEL_LEN]).into_owned();
+            notices.say(Notice::LabelTruncated(cut))?;
+        }
         let hurd = self
             .creator_os
             .as_deref()
@@ -280,8 +292,11 @@ impl MkfsOptions {
                     }
                 },
             );
-        if profile(&fs_type).is_none() || !fs_type.starts_with("ext") {
-            return Err(bad(format!("unknown filesystem type '{fs_type}'")));
+        // mke2fs takes any type its profile defines (and ext2, which the
+        // stock one does not); another stops it unless forced, and then
+        // only the defaults apply.
+        if profile(&fs_type).is_none() {
+            notices.say(Notice::UndefinedFsType(fs_type.clone()))?;
         }
         // Sizes are in 1 KiB units until the block size is known.
         // mke2fs takes any -b within 1 KiB..64 KiB and uses the power of
@@ -309,15 +324,12 @@ impl MkfsOptions {
         };
         let usage = self.usage_types.clone().unwrap_or_else(|| size_type.into());
         let mut types = vec![fs_type.clone()];
-        let mut warnings = Vec::new();
         for t in usage.split(',').filter(|t| !t.is_empty()) {
             if profile(t).is_some() && !matches!(t, "ext2" | "ext3" | "ext4") {
                 types.push(t.to_string());
             } else if t != "default" {
                 // mke2fs warns and goes on without it.
-                warnings.push(format!(
-                    "Warning: the fs_type {t} is not defined in mke2fs.conf"
-                ));
+                notices.say(Notice::UnknownUsageType(t.to_string()))?;
             }
         }
         if hurd {
@@ -472,6 +484,15 @@ impl MkfsOptions {
             ));
         }
         let cluster_bytes = 1024u32 << log_cluster_size;
+        // The kernel maps a block into one page: past the page size it
+        // cannot mount the filesystem on this system. mke2fs asks.
+        let page_size = rustix::param::page_size() as u32;
+        if blocksize > page_size {
+            notices.say(Notice::BlockSizeAbovePage {
+                block_size: blocksize,
+                page_size,
+            })?;
+        }
 
         let mut inode_ratio = match self.inode_ratio {
             Some(r) => {
@@ -503,8 +524,11 @@ impl MkfsOptions {
         }
         let stride = ext.stride.unwrap_or(0);
         let stripe_width = ext.stripe_width.unwrap_or(0);
-        if stride != 0 && stripe_width != 0 && stripe_width % stride != 0 {
-            // mke2fs only warns here.
+        if stride != 0 && stripe_width % stride != 0 {
+            notices.say(Notice::StripeNotMultiple {
+                stride,
+                stripe_width,
+            })?;
         }
         // -g is judged as mke2fs parses it, before anything divides by it.
         if let Some(g) = self.blocks_per_group {
@@ -554,6 +578,9 @@ impl MkfsOptions {
                 "The resize_inode and meta_bg features are not compatible.\n\
                  They can not be both enabled simultaneously.",
             ));
+        }
+        if bigalloc && cluster_bytes > 16 * blocksize {
+            notices.say(Notice::LargeCluster)?;
         }
         if features.compat.contains(Compat::RESIZE_INODE)
             && !features.ro_compat.contains(RoCompat::SPARSE_SUPER)
@@ -610,6 +637,10 @@ impl MkfsOptions {
                 "128 byte inodes are too small for inline data; specify larger size",
             ));
         }
+        // The stock profile's warn_y2038_dates is off only for the Hurd.
+        if inode_size == 128 && !types.iter().any(|t| t == "hurd") {
+            notices.say(Notice::SmallInodes)?;
+        }
         let blocks_param = fs_blocks;
         let num_inodes = match self.num_inodes {
             Some(n) if n > MAX_32 => {
@@ -632,9 +663,9 @@ impl MkfsOptions {
         let isz = if rev >= 1 { u64::from(inode_size) } else { 128 };
         if num_inodes * isz >= blocks_param * u64::from(blocksize) {
             return Err(bad(format!(
-                "inode_size ({isz}) * inodes_count ({num_inodes}) too big for a filesystem \
-                 with {blocks_param} blocks, specify higher inode_ratio (-i) or lower inode \
-                 count (-N)."
+                "inode_size ({isz}) * inodes_count ({num_inodes}) too big for a\n\t\
+                 filesystem with {blocks_param} blocks, specify higher inode_ratio (-i)\n\t\
+                 or lower inode count (-N).\n"
             )));
         }
         let r_blocks_count = (reserved_ratio * blocks_param as f64 / 100.0) as u64;
@@ -696,7 +727,7 @@ impl MkfsOptions {
             None
         };
         let mut label = self.label.clone().unwrap_or_default().into_bytes();
-        label.truncate(16);
+        label.truncate(LABEL_LEN);
         let mut last_mounted = self.last_mounted.clone().unwrap_or_default().into_bytes();
         last_mounted.truncate(64);
         Ok(Params {
@@ -742,7 +773,7 @@ impl MkfsOptions {
             orphan_file_size: ext.orphan_file_size,
             fs_type,
             usage_types: types,
-            warnings,
+            notices: Vec::new(),
             assume_prezeroed: ext.assume_storage_prezeroed,
             encoding,
             quota_types,
@@ -817,6 +848,76 @@ pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
 mod tests {
     use super::*;
 
+    /// Resolves as `mke2fs -F` would: every question answered yes.
+    fn resolve(o: &MkfsOptions) -> Result<Params> {
+        o.resolve(&mut Notices::new(&mut |_| true))
+    }
+
+    /// What resolving `o` says, with every question answered no.
+    fn said(o: &MkfsOptions) -> (Vec<Notice>, bool) {
+        let mut no = |_: &Notice| false;
+        let mut n = Notices::new(&mut no);
+        let ok = o.resolve(&mut n).is_ok();
+        (n.said, ok)
+    }
+
+    #[test]
+    fn notices_in_mke2fs_order() {
+        let mut o = opts(64 << 20);
+        o.label = Some("abcdefghijklmnopqrstuvwxyz".into());
+        o.inode_size = Some(128);
+        o.extended.stride = Some(3);
+        o.extended.stripe_width = Some(8);
+        let (n, ok) = said(&o);
+        assert!(ok);
+        assert_eq!(
+            n,
+            vec![
+                Notice::LabelTruncated("abcdefghijklmnop".into()),
+                Notice::StripeNotMultiple {
+                    stride: 3,
+                    stripe_width: 8
+                },
+                Notice::SmallInodes,
+            ]
+        );
+        assert_eq!(resolve(&o).unwrap().label, b"abcdefghijklmnop");
+        // The Hurd's profile does not warn about 128-byte inodes.
+        let mut o = opts(64 << 20);
+        o.creator_os = Some("hurd".into());
+        assert_eq!(said(&o), (vec![], true));
+        // 64 KiB blocks: a warning at -b, then the question, and a no ends it.
+        let mut o = opts(256 << 20);
+        o.block_size = Some(65536);
+        let (n, ok) = said(&o);
+        assert!(!ok);
+        assert_eq!(n[0], Notice::BlockSizeUnusual(65536));
+        assert!(matches!(
+            n[1],
+            Notice::BlockSizeAbovePage {
+                block_size: 65536,
+                ..
+            }
+        ));
+        assert!(resolve(&o).is_ok());
+        // An undefined -t stops unless forced; forced, only the defaults apply.
+        let mut o = opts(64 << 20);
+        o.fs_type = Some("foo".into());
+        assert_eq!(
+            said(&o),
+            (vec![Notice::UndefinedFsType("foo".into())], false)
+        );
+        let p = resolve(&o).unwrap();
+        assert!(!p.features.compat.contains(Compat::HAS_JOURNAL));
+        // Clusters of more than 16 blocks are experimental.
+        let mut o = opts(256 << 20);
+        o.features.push("bigalloc".into());
+        o.cluster_size = Some(16 << 10);
+        assert_eq!(said(&o), (vec![], true));
+        o.cluster_size = Some(64 << 10);
+        assert_eq!(said(&o), (vec![Notice::LargeCluster], true));
+    }
+
     fn opts(size: u64) -> MkfsOptions {
         MkfsOptions {
             size_bytes: size,
@@ -838,7 +939,7 @@ mod tests {
 
     #[test]
     fn small_images_get_1k_blocks_and_ratio_4096() {
-        let p = opts(64 << 20).resolve().unwrap();
+        let p = resolve(&opts(64 << 20)).unwrap();
         assert_eq!(p.log_block_size, 0);
         assert_eq!(p.blocks_count, 65536);
         assert_eq!(p.inodes_count, 16384);
@@ -846,7 +947,7 @@ mod tests {
 
     #[test]
     fn default_ext4_features() {
-        let p = opts(1 << 30).resolve().unwrap();
+        let p = resolve(&opts(1 << 30)).unwrap();
         let names = p.features.names().join(" ");
         for f in [
             "has_journal",
@@ -886,24 +987,24 @@ mod tests {
     fn bigalloc_cluster_sizes_as_mke2fs_takes_them() {
         let mut o = opts(1 << 30);
         o.features.push("bigalloc".into());
-        assert_eq!(o.resolve().unwrap().log_cluster_size, 6); // 16 blocks
+        assert_eq!(resolve(&o).unwrap().log_cluster_size, 6); // 16 blocks
         o.cluster_size = Some(100_000);
-        assert_eq!(o.resolve().unwrap().log_cluster_size, 6); // down to 64K
+        assert_eq!(resolve(&o).unwrap().log_cluster_size, 6); // down to 64K
         o.cluster_size = Some(2048);
-        assert!(o.resolve().is_err()); // below the block size
+        assert!(resolve(&o).is_err()); // below the block size
         o.cluster_size = Some(1024);
-        assert!(o.resolve().is_err());
+        assert!(resolve(&o).is_err());
         o.features.push("^bigalloc".into());
         o.cluster_size = Some(65536);
-        assert!(o.resolve().is_err()); // -C needs bigalloc
+        assert!(resolve(&o).is_err()); // -C needs bigalloc
     }
 
     #[test]
     fn conflicting_features_are_refused() {
         let mut o = opts(1 << 30);
         o.features.push("meta_bg".into());
-        assert!(o.resolve().is_err());
+        assert!(resolve(&o).is_err());
         o.features.push("^resize_inode".into());
-        assert!(o.resolve().is_ok());
+        assert!(resolve(&o).is_ok());
     }
 }

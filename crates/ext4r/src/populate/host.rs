@@ -5,7 +5,7 @@ use super::{join, Attrs, Copier, Kind, PopulateError, Result};
 use ext4r_format::inode::{mode, Timestamp};
 use std::ffi::OsStr;
 use std::fs::{File, Metadata};
-use std::io::{Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
@@ -67,6 +67,49 @@ impl Copier<'_> {
             self.copy_path(&child, dir, &n, &p, false)?;
         }
         Ok(())
+    }
+
+    /// Copies what `r` yields (standard input for `cp -`) as regular file
+    /// `name` in directory `parent` (`path` is its path in the
+    /// filesystem), made as a shell's `> FILE` makes one: mode 0666 less
+    /// the umask (0666 when modes are kept), the default owner, the time
+    /// of the copy. A regular file already there is emptied and rewritten.
+    /// `what` names the source in messages.
+    ///
+    /// # Errors
+    /// As [`Copier::copy_path`].
+    pub fn copy_reader(
+        &mut self,
+        r: &mut dyn Read,
+        what: &Path,
+        parent: u32,
+        name: &[u8],
+        path: &str,
+    ) -> Result<()> {
+        if self.verbose.is_some() {
+            self.src_now = Some(what.to_path_buf());
+        }
+        let (uid, gid) = self.opts.default_owner;
+        let a = Attrs {
+            kind: Kind::File,
+            perm: 0o666,
+            uid,
+            gid,
+            atime: self.now,
+            mtime: self.now,
+            xattrs: Vec::new(),
+        };
+        let r = self
+            .place(parent, name, &a, path, true)
+            .and_then(|(ino, existed)| {
+                let end = self.write_stream(ino, r, 0, u64::MAX, what, path)?;
+                self.set_size(ino, end, path)?;
+                self.finish(ino, &a, path, existed)
+            });
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
     }
 
     /// Sets directory `dir`'s extended attributes from host directory

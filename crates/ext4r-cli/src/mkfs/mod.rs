@@ -1,23 +1,60 @@
 //! mkfs.ext4r: mke2fs's command line over `ext4r::mkfs`.
 
+mod talk;
+
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValue, TypedValueParser};
 use clap::Parser;
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r::mkfs::{self, Extended, MkfsOptions, Summary};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Any text, with the values a shell completes offered (mke2fs takes
+/// other `-t` types too: an undefined one stops it unless forced).
+#[derive(Clone)]
+struct Offered(&'static [&'static str]);
+
+impl TypedValueParser for Offered {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> std::result::Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(self.0.iter().map(|v| PossibleValue::new(*v))))
+    }
+}
+
 /// Make an ext2/ext3/ext4 filesystem (options as mke2fs(8)).
+///
+/// Where mke2fs warns, mkfs.ext4r warns in its words; where it asks
+/// "Proceed anyway? (y,N)" (a block size above the page size, an existing
+/// filesystem on a terminal) it asks on standard output and reads the
+/// answer from standard input: without one (no terminal, end of input) it
+/// stops with exit 1. -F goes on without asking; a mounted device needs
+/// -F twice. A refused or failed run leaves no file it created.
 #[derive(Parser, Debug)]
 #[command(name = "mkfs.ext4r", version, disable_version_flag = true)]
 struct Args {
     /// Filesystem type: ext2, ext3 or ext4 (default ext4).
-    #[arg(short = 't')]
+    #[arg(short = 't', value_parser = Offered(&["ext2", "ext3", "ext4"]))]
     fs_type: Option<String>,
-    /// Usage types (small, floppy, big, huge, news, largefile, largefile4, hurd).
-    #[arg(short = 'T')]
+    /// Usage types, comma-separated.
+    #[arg(
+        short = 'T',
+        value_parser = Offered(&[
+            "small", "floppy", "big", "huge", "news", "largefile", "largefile4", "hurd",
+        ])
+    )]
     usage_types: Option<String>,
     /// Block size in bytes (1024, 2048, 4096, ...).
     #[arg(short = 'b')]
@@ -73,7 +110,7 @@ struct Args {
     /// Revision (0 or 1).
     #[arg(short = 'r')]
     revision: Option<u32>,
-    /// Force: do not ask; twice to skip the mount check too.
+    /// Force: go on without asking; twice also on a mounted device.
     #[arg(short = 'F', action = clap::ArgAction::Count)]
     force: u8,
     /// Quiet.
@@ -85,8 +122,8 @@ struct Args {
     /// Verbose.
     #[arg(short = 'v')]
     verbose: bool,
-    /// Print the version and exit.
-    #[arg(short = 'V')]
+    /// Print the version and exit (on standard error, as mke2fs -V).
+    #[arg(short = 'V', long = "version")]
     version: bool,
     /// Copy the files of a directory, a tar archive or (with `-`) a tar
     /// archive on standard input into the new filesystem.
@@ -117,6 +154,14 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     match run(a) {
         Ok(()) => ExitCode::SUCCESS,
+        // A no to a question, or an abort mke2fs makes unless forced: what
+        // was said before it is all mke2fs says.
+        Err(e)
+            if e.is::<talk::Said>()
+                || matches!(e.downcast_ref(), Some(ext4r::Error::Cancelled(_))) =>
+        {
+            ExitCode::from(1)
+        }
         Err(e) => {
             eprintln!("mkfs.ext4r: {}", crate::errors::message(e.as_ref()));
             ExitCode::from(1)
@@ -149,21 +194,16 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-fn ask(question: &str) -> Result<()> {
-    print!("{question} (y,N) ");
-    std::io::stdout().flush()?;
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line)?;
-    if line.trim_start().starts_with(['y', 'Y']) {
-        Ok(())
-    } else {
-        bail!("cancelled")
-    }
+/// A "Proceed anyway?" answered no.
+fn declined(what: &str) -> anyhow::Error {
+    ext4r::Error::Cancelled(what.to_string()).into()
 }
 
 fn run(a: Args) -> Result<()> {
     if a.version {
-        eprintln!("mkfs.ext4r {}", env!("CARGO_PKG_VERSION"));
+        // mke2fs -V's two lines; the tools and the library share a version.
+        let v = env!("CARGO_PKG_VERSION");
+        eprintln!("mkfs.ext4r {v}\n\tUsing ext4r library version {v}");
         return Ok(());
     }
     if a.badblocks > 0 {
@@ -192,7 +232,14 @@ fn run(a: Args) -> Result<()> {
     // A block count is in blocks of the size mke2fs will use: the power of
     // two at or below -b.
     let unit = block_size.map_or(1024, |b| 1024u64 << (63 - (b >> 10).max(1).leading_zeros()));
-    let size_arg = a.size.as_deref().map(|s| parse_size(s, unit)).transpose()?;
+    let size_arg = match a.size.as_deref() {
+        // mke2fs: a size that reads as no blocks, or not as a size at all.
+        Some(s) => match mkfs::parse_size(s, unit) {
+            Ok(n) if n > 0 => Some(n),
+            _ => bail!("invalid blocks '{s}' on device '{}'", device.display()),
+        },
+        None => None,
+    };
     let mut journal_fc_size_kib = None;
     let journal_size_mib = if let Some(j) = &a.journal {
         let mut size = Some(0);
@@ -212,24 +259,23 @@ fn run(a: Args) -> Result<()> {
         None
     };
 
-    if a.force < 2 {
-        if let Some(m) = ext4r::safety::mounted(&device)? {
-            bail!(
-                "{} is mounted on {}{}; will not make a filesystem here!",
-                device.display(),
-                m.mountpoint,
-                m.via_loop
-                    .map(|l| format!(" (through {l})"))
-                    .unwrap_or_default()
-            );
+    // As mke2fs's check_mount, in its words: only -F twice goes on over a
+    // mounted device.
+    if ext4r::safety::mounted(&device)?.is_some() {
+        let d = device.display();
+        if a.force < 2 {
+            return Err(talk::refuse(format!(
+                "{d} is mounted; will not make a filesystem here!"
+            )));
         }
+        eprintln!("{d} is mounted; mkfs.ext4r forced anyway.  Hope /etc/mtab is incorrect.");
     }
     let exists = device.exists();
     if !exists && size_arg.is_none() {
-        bail!(
+        return Err(talk::refuse(format!(
             "The file {} does not exist and no size was specified.",
             device.display()
-        );
+        )));
     }
     // Look first, write later: the device is opened read-only to learn its
     // size, and nothing is created, grown or written until the whole plan
@@ -240,16 +286,25 @@ fn run(a: Args) -> Result<()> {
     let dev_size = dev.as_ref().map_or(0, |d| d.size());
     let size_bytes = match size_arg {
         Some(s) => {
-            if let Some(d) = &dev {
-                if d.is_block_device() && s > dev_size && a.force == 0 {
-                    ask("Filesystem larger than apparent device size.\nProceed anyway?")?;
-                }
+            // mke2fs 1.47 would ask here but never does (it learns that
+            // the target is a device only later); a device cannot grow, so
+            // the write would fail: refused before anything is written.
+            if dev
+                .as_ref()
+                .is_some_and(|d| d.is_block_device() && s > dev_size)
+            {
+                bail!("Filesystem larger than apparent device size.");
             }
             s
         }
         None => {
             if dev_size == 0 {
-                bail!("Device size reported to be zero.");
+                bail!(
+                    "Device size reported to be zero.  Invalid partition specified, or\n\t\
+                     partition table wasn't reread after running fdisk, due to\n\t\
+                     a modified partition being busy and in use.  You may need to reboot\n\t\
+                     to re-read your partition table.\n"
+                );
             }
             // Whole pages, as mke2fs rounds the device size.
             dev_size & !4095
@@ -301,19 +356,25 @@ fn run(a: Args) -> Result<()> {
             mkfs::reproducible_ids,
         )),
     };
-    let plan = mkfs::plan(&opts)?;
-    for w in &plan.summary().warnings {
-        eprintln!("\n{w}");
-    }
+    let plan = mkfs::plan_with(&opts, &mut |n| talk::notice(n, a.force, a.quiet))?;
     if a.dry_run {
         print_summary(&plan.summary(), a.verbose);
         return Ok(());
     }
+    // As mke2fs: only at a terminal (a script's mkfs is not stopped), and
+    // not with -F.
     if let Some(d) = &dev {
         if a.force == 0 && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
             if let Some(existing) = ext4r::safety::probe(d)? {
-                println!("{} {}", device.display(), existing.describe());
-                ask("Proceed anyway?")?;
+                match existing {
+                    ext4r::safety::Existing::PartitionTable(kind) => {
+                        eprintln!("Found a {kind} partition table in {}", device.display());
+                    }
+                    e => println!("{} {}", device.display(), e.describe()),
+                }
+                if !talk::proceed() {
+                    return Err(declined("existing filesystem"));
+                }
             }
         }
     }
@@ -322,6 +383,13 @@ fn run(a: Args) -> Result<()> {
     if !exists && !a.quiet {
         println!("Creating regular file {}", device.display());
     }
+    // Made only now that every check passed, and removed again if the
+    // rest fails.
+    let created = if exists {
+        None
+    } else {
+        Some(talk::Created::new(&device).with_context(|| format!("{}", device.display()))?)
+    };
     let dev = FileDevice::open(
         &device,
         OpenMode {
@@ -332,14 +400,23 @@ fn run(a: Args) -> Result<()> {
         },
     )
     .map_err(|e| match e {
-        ext4r::Error::InUse(p) => anyhow::anyhow!(
+        ext4r::Error::InUse(p) => talk::refuse(format!(
             "{} is apparently in use by the system; will not make a filesystem here!",
             p.display()
-        ),
-        ext4r::Error::Locked { path, holder } => anyhow::anyhow!(
+        )),
+        ext4r::Error::Open { path, source } if size_arg.is_some() => {
+            // Most often the host filesystem cannot hold a file this large
+            // (EFBIG) or has no room (ENOSPC).
+            anyhow::Error::new(source).context(format!(
+                "cannot make {} {} bytes long",
+                path.display(),
+                size_arg.unwrap_or(0)
+            ))
+        }
+        ext4r::Error::Locked { path, holder } => talk::refuse(format!(
             "{} is in use by {holder}; will not make a filesystem here!",
             path.display()
-        ),
+        )),
         e => e.into(),
     })?;
     let s = plan.write(&dev, is_file)?;
@@ -367,6 +444,9 @@ fn run(a: Args) -> Result<()> {
     if !a.quiet {
         println!("Writing superblocks and filesystem accounting information: done\n");
     }
+    if let Some(c) = created {
+        c.keep();
+    }
     Ok(())
 }
 
@@ -376,8 +456,6 @@ fn print_summary(s: &Summary, verbose: bool) {
         "Creating filesystem with {} {}k blocks and {} inodes",
         s.blocks_count, kib, s.inodes_count
     );
-    let u = uuid::Uuid::from_bytes(s.uuid);
-    println!("Filesystem UUID: {u}");
     if verbose {
         println!(
             "fs_types for mke2fs.conf resolution: '{}'",
@@ -408,12 +486,29 @@ fn print_summary(s: &Summary, verbose: bool) {
         );
         println!("Features: {}", s.features.join(" "));
     }
-    if !s.backups.is_empty() {
-        println!("Superblock backups stored on blocks: ");
-        let list: Vec<String> = s.backups.iter().map(u64::to_string).collect();
-        for chunk in list.chunks(8) {
-            println!("\t{}", chunk.join(", "));
-        }
+    // As mke2fs's show_stats: a single group ends here; otherwise the
+    // UUID (unless null) and the backups, wrapped at 72 columns as mke2fs
+    // wraps them (the separator before the break).
+    if s.group_count == 1 {
+        println!();
+        return;
     }
-    println!();
+    if s.uuid != [0; 16] {
+        println!("Filesystem UUID: {}", uuid::Uuid::from_bytes(s.uuid));
+    }
+    print!("Superblock backups stored on blocks: ");
+    let mut col_left = 0;
+    for (i, b) in s.backups.iter().enumerate() {
+        if i != 0 {
+            print!(", ");
+        }
+        let need = b.to_string().len() + 2;
+        if need > col_left {
+            print!("\n\t");
+            col_left = 72;
+        }
+        col_left -= need;
+        print!("{b}");
+    }
+    println!("\n");
 }
