@@ -17,7 +17,14 @@
 //!   of a committed prefix of the transactions that includes every one
 //!   acknowledged before the cut;
 //! - an offline e4defrag-r run (defragmentation, `-r`, `-f`; see
-//!   [`defragload`]): every file's contents as before.
+//!   [`defragload`]): every file's contents as before;
+//! - the recovery of a kernel-made fast_commit image by the library's
+//!   writable open (the log and its fast commits replayed, the replay's
+//!   blocks journaled before they go home), then a directory and a file
+//!   written through the write API: the tree is the recovered one or the
+//!   recovered one with the new files, never anything else (a cut before
+//!   our replay reached the log leaves the fast commits to the recoverer:
+//!   e2fsck's own replay of them is accepted from it).
 
 mod apiload;
 mod defragload;
@@ -65,6 +72,7 @@ enum Work {
     Txn { deferred: bool },
     Api { deferred: bool },
     Defrag,
+    FastCommit,
 }
 
 struct Workload {
@@ -143,6 +151,18 @@ const WORKLOADS: &[Workload] = &[
         mkfs: "-t ext4 -b 1024 -O ^metadata_csum",
         damage: &[],
         work: Work::Txn { deferred: true },
+    },
+    Workload {
+        name: "fc-recovery-4k",
+        mkfs: "4k-64bit-csum",
+        damage: &[],
+        work: Work::FastCommit,
+    },
+    Workload {
+        name: "fc-recovery-1k",
+        mkfs: "1k-32bit-nocsum",
+        damage: &[],
+        work: Work::FastCommit,
     },
     Workload {
         name: "defrag-offline",
@@ -237,7 +257,10 @@ fn one(
         keep,
         jobs,
     } = *setting;
-    let base = image::kernel_filled(dir, w.name, w.mkfs, "80M", seed)?;
+    let base = match w.work {
+        Work::FastCommit => fc_base(dir, w, seed)?,
+        _ => image::kernel_filled(dir, w.name, w.mkfs, "80M", seed)?,
+    };
     let base = if w.damage.is_empty() {
         base
     } else {
@@ -257,6 +280,10 @@ fn one(
     let manifest = match w.work {
         Work::Tune(_) | Work::Defrag => image::manifest(base.snapshot())?,
         _ => image::Manifest::new(),
+    };
+    let fc_trees = match w.work {
+        Work::FastCommit => Some(fc_trees(dir, w.name, &base)?),
+        _ => None,
     };
     // The workload, recorded.
     let rec = Arc::new(Recorder::new(base.snapshot()));
@@ -287,12 +314,13 @@ fn one(
             api_model = Some(apiload::run(dev, 200, seed, *deferred, &writes, start)?);
         }
         Work::Defrag => defragload::run(dev)?,
+        Work::FastCommit => fc_work(dev)?,
     }
     let log = rec.log();
     let total = rec.writes();
     let points = cut_points(total, max_cuts, tail);
     let recoverers: &[&str] = match w.work {
-        Work::Txn { .. } | Work::Defrag => &["ours", "e2fsck", "kernel"],
+        Work::Txn { .. } | Work::Defrag | Work::FastCommit => &["ours", "e2fsck", "kernel"],
         Work::Api { .. } => &["ours", "open", "e2fsck", "kernel"],
         _ => &["ours", "e2fsck"],
     };
@@ -307,6 +335,7 @@ fn one(
     let models = Models {
         txn: txn_model.as_ref(),
         api: api_model.as_ref(),
+        fc: fc_trees.as_ref(),
     };
     let next = AtomicUsize::new(0);
     let outcomes: Mutex<Vec<(usize, Option<String>)>> = Mutex::new(Vec::new());
@@ -341,8 +370,31 @@ fn one(
                             .torn_at
                             .is_some_and(|(o, l)| ext4r::device::covers_superblock(o, l));
                         disk.save(&img)?;
-                        let verdict = recover(who, &img, fsck, &wdir, torn_sb)
-                            .and_then(|()| judge(w, &img, manifest, models, n));
+                        // Fast commits still to replay are the
+                        // recoverer's own replay to do: the kernel's
+                        // leaves counts e2fsck corrects (i_blocks), which
+                        // are not ours to judge.
+                        let fc = matches!(w.work, Work::FastCommit);
+                        let theirs = fc
+                            && who == "kernel"
+                            && crate::zoo::fastcommit::fc_records(&img).unwrap_or(0) > 0;
+                        // e2fsck 1.47 gives up recovering a journal whose
+                        // fast-commit head is stale (one write's window
+                        // here, after our replay's transaction commits and
+                        // before the head is voided; the kernel leaves
+                        // such heads after any full commit): its tree is
+                        // its own.
+                        let stale = fc
+                            && who == "e2fsck"
+                            && crate::zoo::fastcommit::stale_fc_head(&img).unwrap_or(false);
+                        let verdict = recover(who, &img, fsck, &wdir, torn_sb).and_then(|()| {
+                            let by = By {
+                                who,
+                                kernel_replayed: theirs,
+                                stale_head: stale,
+                            };
+                            judge(w, &img, manifest, models, n, &by)
+                        });
                         let failure = match verdict {
                             Ok(()) => None,
                             Err(e) => {
@@ -516,10 +568,92 @@ fn recover(who: &str, img: &Path, fsck: &[OsString], dir: &Path, torn_sb: bool) 
     Ok(())
 }
 
+/// Who recovered a cut image, and what of it was theirs to do.
+struct By<'a> {
+    who: &'a str,
+    /// The kernel replayed fast commits itself (its replay leaves counts
+    /// e2fsck corrects).
+    kernel_replayed: bool,
+    /// The image's fast-commit head was stale, which e2fsck 1.47 refuses.
+    stale_head: bool,
+}
+
 /// What the transaction workloads expect, per state.
 struct Models<'a> {
     txn: Option<&'a (txnload::Model, Vec<usize>)>,
     api: Option<&'a (Vec<apiload::Tree>, Vec<usize>)>,
+    fc: Option<&'a FcTrees>,
+}
+
+/// The trees a fast-commit recovery may leave: recovered (by us, whole),
+/// recovered and then written, and e2fsck's own recovery of the image.
+struct FcTrees {
+    recovered: image::Manifest,
+    written: image::Manifest,
+    e2fsck: image::Manifest,
+}
+
+/// A kernel-made fast_commit image cut in an fsync-heavy workload (the
+/// zoo's fast-commit builder, mixed operations).
+fn fc_base(dir: &Path, w: &Workload, seed: u64) -> Result<MemDevice> {
+    use crate::zoo::fastcommit as fc;
+    let cfg = fc::configs()
+        .into_iter()
+        .find(|c| c.name == w.mkfs)
+        .context("fast-commit configuration")?;
+    let case = fc::Case {
+        cfg,
+        load: fc::Load::Mixed,
+        fsync: true,
+        racing: false,
+        seed: seed.wrapping_add(7),
+    };
+    let img = dir.join(format!("{}.img", w.name));
+    let mnt = dir.join(format!("{}.mnt", w.name));
+    std::fs::create_dir_all(&mnt)?;
+    fc::make(&img, &mnt, &case)?;
+    let bytes = std::fs::read(&img)?;
+    let _ = std::fs::remove_file(&img);
+    Ok(MemDevice::from_bytes(&bytes))
+}
+
+/// The library's writable open recovers the journal (fast commits
+/// included), then a directory and a file are made and synced.
+fn fc_work(dev: Arc<dyn BlockDevice>) -> Result<()> {
+    use ext4r::write::{NewNode, WriteFs, WriteOptions, ROOT_INO};
+    let mut o = WriteOptions::default();
+    o.now = Some((1_700_000_100, 0));
+    let mut fs = WriteFs::open(dev, o)?;
+    let d = fs.mkdir(ROOT_INO, b"after", &NewNode::dir(0o755))?;
+    let f = fs.create(d, b"file", &NewNode::file(0o644))?;
+    fs.write(f, 0, &[0x5a; 9000])?;
+    fs.close()?;
+    Ok(())
+}
+
+fn fc_trees(dir: &Path, name: &str, base: &MemDevice) -> Result<FcTrees> {
+    let recovered = {
+        let d = Arc::new(base.snapshot());
+        let mut o = ext4r::write::WriteOptions::default();
+        o.now = Some((1_700_000_100, 0));
+        ext4r::write::WriteFs::open(d.clone(), o)?.close()?;
+        image::manifest(d.snapshot())?
+    };
+    let written = {
+        let d = Arc::new(base.snapshot());
+        fc_work(d.clone())?;
+        image::manifest(d.snapshot())?
+    };
+    let img = dir.join(format!("{name}-e2fsck.img"));
+    base.save(&img)?;
+    exit_code(Command::new("e2fsck").arg("-fy").arg(&img))?;
+    let e2fsck = image::manifest(ext4r::device::FileDevice::open(&img, Default::default())?)?;
+    let _ = std::fs::remove_file(&img);
+    Ok(FcTrees {
+        recovered,
+        written,
+        e2fsck,
+    })
 }
 
 /// The checks after a recovery: e2fsck-clean, and the workload's own.
@@ -529,9 +663,15 @@ fn judge(
     manifest: &image::Manifest,
     models: &Models<'_>,
     cut: usize,
+    by: &By<'_>,
 ) -> Result<()> {
+    let By {
+        who,
+        kernel_replayed,
+        stale_head,
+    } = *by;
     let out = Command::new("e2fsck").arg("-fn").arg(img).output()?;
-    if out.status.code() != Some(0) {
+    if out.status.code() != Some(0) && !kernel_replayed {
         let text = String::from_utf8_lossy(&out.stdout);
         let lines: Vec<&str> = text
             .lines()
@@ -559,6 +699,25 @@ fn judge(
             }
         }
         Work::Fsck => {}
+        Work::FastCommit => {
+            let Some(t) = models.fc else {
+                bail!("no model");
+            };
+            let seen = image::manifest(dev)?;
+            let ok = seen == t.recovered
+                || seen == t.written
+                || (who == "e2fsck" && (seen == t.e2fsck || stale_head));
+            if !ok {
+                let diff: Vec<&String> = t
+                    .recovered
+                    .keys()
+                    .chain(seen.keys())
+                    .filter(|p| t.recovered.get(*p) != seen.get(*p))
+                    .take(5)
+                    .collect();
+                bail!("the tree is neither the recovered one nor it written to (first differences from the recovered one: {diff:?})");
+            }
+        }
         Work::Api { .. } => {
             let Some((states, acked)) = models.api else {
                 bail!("no model");

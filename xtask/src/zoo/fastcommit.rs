@@ -227,7 +227,7 @@ pub struct CaseResult {
 /// The model of what the workload wrote: contents of every file it made,
 /// and the files whose last change was followed by their own fsync.
 #[derive(Default)]
-struct Model {
+pub(crate) struct Model {
     files: BTreeMap<String, Vec<u8>>,
     synced: BTreeMap<String, u64>,
     dirs: Vec<String>,
@@ -470,11 +470,13 @@ fn shutdown(mnt: &Path) -> Result<()> {
 
 /// Makes the cut image of `case` at `img`; returns the model and the
 /// operations done.
-fn make(img: &Path, mnt: &Path, case: &Case) -> Result<(Model, u64)> {
+pub(crate) fn make(img: &Path, mnt: &Path, case: &Case) -> Result<(Model, u64)> {
     // A 16 MiB journal: a fast-commit area of 64 blocks, room for the
     // issue's 50 fsyncs (a smaller one fills, and the kernel falls back
     // to full commits).
-    fs::File::create(img)?.set_len(128 << 20)?;
+    // 160 MiB: two groups with 4 KiB blocks, so that a backup superblock
+    // exists (a torn primary has something to be repaired from).
+    fs::File::create(img)?.set_len(160 << 20)?;
     let mut mk = Command::new("mke2fs");
     mk.args([
         "-q",
@@ -776,7 +778,7 @@ pub fn run_case(bin: &OsString, work: &Path, case: &Case) -> Result<CaseResult> 
 }
 
 /// Records in the cut image's fast-commit area, by our own scan.
-fn fc_records(img: &Path) -> Result<usize> {
+pub(crate) fn fc_records(img: &Path) -> Result<usize> {
     use ext4r::device::{FileDevice, OpenMode};
     use ext4r::journal::Journal;
     let dev = FileDevice::open(img, OpenMode::default())?;
@@ -792,4 +794,37 @@ fn fc_records(img: &Path) -> Result<usize> {
         fs.geometry().inode_size as usize,
     );
     Ok(r.fast_commit.map_or(0, |l| l.records.len()))
+}
+
+/// Whether the cut image's fast-commit area starts with a head that the
+/// scan finds stale (its transaction committed since): e2fsck 1.47 fails
+/// its whole recovery on such an area ("Invalid argument while recovering
+/// journal"), which the kernel leaves after any full commit that follows
+/// fast commits.
+pub(crate) fn stale_fc_head(img: &Path) -> Result<bool> {
+    use ext4r::device::{FileDevice, OpenMode};
+    use ext4r::journal::Journal;
+    if fc_records(img)? > 0 {
+        return Ok(false);
+    }
+    let dev = FileDevice::open(img, OpenMode::default())?;
+    let mut o = ext4r::fs::OpenOptions::default();
+    o.skip_journal_replay = true;
+    let fs = ext4r::fs::Filesystem::open_with(dev, o)?;
+    let Some(loc) = fs.journal_location()? else {
+        return Ok(false);
+    };
+    let j = Journal::open(fs.device_shared(), loc.clone(), fs.block_size())?;
+    let sb = j.superblock();
+    let fc = u64::from(sb.num_fc_blocks());
+    if fc == 0 || fs.superblock().s_feature_incompat.get() & 0x4 == 0 {
+        return Ok(false);
+    }
+    let Some(b) = loc.device_block(u64::from(sb.s_maxlen.get()) - fc + 1) else {
+        return Ok(false);
+    };
+    let mut head = [0u8; 2];
+    fs.device()
+        .read_at(&mut head, b.0 * u64::from(fs.block_size()))?;
+    Ok(u16::from_le_bytes(head) == ext4r_format::jbd2::fast_commit::tag::HEAD)
 }

@@ -19,7 +19,7 @@
 //! (verity files are made with debugfs in tests/fsck_false_alarms.rs).
 
 mod crash;
-mod fastcommit;
+pub(crate) mod fastcommit;
 mod matrix;
 mod workload;
 

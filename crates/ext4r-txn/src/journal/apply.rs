@@ -217,6 +217,10 @@ where
             // The fast commits' transaction is now in the log: a rerun
             // replays it as a block transaction and finds them stale.
             recovery.next_sequence = recovery.end_transaction.wrapping_add(2);
+            // Their head goes at once: e2fsck (1.47) fails a whole
+            // recovery on a head whose transaction id is not the next
+            // one, where the kernel only stops.
+            journal.void_fast_commits()?;
         } else {
             let mut sb = before.clone();
             sb.s_state
@@ -294,11 +298,36 @@ fn replay_on(
     if let Some(p) = replayed.problem {
         recovery.problem.get_or_insert(p);
     }
-    Ok(Some(replayed.blocks))
+    let mut blocks = replayed.blocks;
+    keep_needs_recovery(&mut blocks);
+    Ok(Some(blocks))
 }
 
 fn read_superblock<D: BlockDevice + ?Sized>(dev: &D) -> Result<Superblock> {
     let mut buf = [0u8; SUPERBLOCK_SIZE];
     dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
     Superblock::parse(&buf).map_err(|e| Error::corrupt("primary superblock", e))
+}
+
+/// Sets `needs_recovery` again in the primary superblock the fast-commit
+/// replay wrote, if it wrote it: the replay ran on a view whose superblock
+/// recovery had already finished, but on disk the flag must stay until the
+/// journal is marked empty (a kernel or e2fsck that finds it clear with a
+/// full journal discards the journal rather than replaying it).
+fn keep_needs_recovery(blocks: &mut ReplayPlan) {
+    let bs = u64::from(blocks.block_size());
+    let nr = BlockNr(SUPERBLOCK_OFFSET / bs);
+    let within = (SUPERBLOCK_OFFSET % bs) as usize;
+    let Some(block) = blocks.get(nr) else {
+        return;
+    };
+    let mut block = block.to_vec();
+    let Ok(mut sb) = Superblock::parse(&block[within..within + SUPERBLOCK_SIZE]) else {
+        return;
+    };
+    sb.s_feature_incompat
+        .set(sb.s_feature_incompat.get() | ext4r_format::features::Incompat::RECOVER.bits());
+    crate::csum::Checksums::stamp_superblock(&mut sb);
+    block[within..within + SUPERBLOCK_SIZE].copy_from_slice(&sb.to_bytes());
+    blocks.insert(nr, block);
 }
