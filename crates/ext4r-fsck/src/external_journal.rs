@@ -167,7 +167,7 @@ pub(crate) fn replay(
     dev: &Arc<dyn BlockDevice>,
     sb: &Superblock,
     ext: &ExternalJournal,
-) -> ext4r::Result<Option<(u32, u32)>> {
+) -> ext4r::Result<Option<crate::observe::JournalRecovered>> {
     if !wanted(sb) || !sb.has_incompat(Incompat::RECOVER) {
         return Ok(None);
     }
@@ -175,5 +175,5 @@ pub(crate) fn replay(
         return Ok(None);
     };
     let r = ext4r::write::recover_journal(dev, &journal, None)?;
-    Ok(Some((r.start_transaction, r.end_transaction)))
+    Ok(Some(crate::observe::JournalRecovered::of(&r)))
 }

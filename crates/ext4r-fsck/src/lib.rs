@@ -94,7 +94,7 @@ pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
 pub use features::Unsupported;
 pub use fix::{apply as apply_fixes, Fix, Owner};
-pub use observe::{Action, Forced, Observer, Quiet};
+pub use observe::{Action, Forced, JournalRecovered, Observer, Quiet};
 pub use problem::{Problem, Problems, Severity};
 pub use prompt::{preen_word, prompt};
 pub use rehash::Rebuilt;

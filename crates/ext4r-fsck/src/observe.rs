@@ -40,6 +40,40 @@ impl std::fmt::Display for Forced {
     }
 }
 
+/// A journal replayed before the check (e2fsck's "recovering journal").
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct JournalRecovered {
+    /// The first transaction of the log.
+    pub first: u32,
+    /// The first transaction not replayed (`first..end` were).
+    pub end: u32,
+    /// Fast commits replayed after the log (their tails).
+    pub fast_commits: usize,
+    /// Fast-commit records applied.
+    pub fast_commit_records: usize,
+    /// Why the recovery is incomplete, if it is.
+    pub problem: Option<String>,
+}
+
+impl JournalRecovered {
+    pub(crate) fn of(r: &ext4r::journal::Recovery) -> Self {
+        JournalRecovered {
+            first: r.start_transaction,
+            end: r.end_transaction,
+            fast_commits: r.fast_commit.as_ref().map_or(0, |l| {
+                l.records
+                    .iter()
+                    .take(r.fast_commit_applied)
+                    .filter(|rec| rec.tag == ext4r_format::jbd2::fast_commit::tag::TAIL)
+                    .count()
+            }),
+            fast_commit_records: r.fast_commit_applied,
+            problem: r.problem.as_ref().map(|e| ext4r::error::chain(e)),
+        }
+    }
+}
+
 /// What is done about a problem, as the caller should show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -88,6 +122,11 @@ pub trait Observer {
     /// The full check runs without `-f`, for this reason; before pass 1.
     fn check_forced(&mut self, why: &Forced) {
         let _ = why;
+    }
+    /// The journal was replayed (before pass 1, or between rounds when a
+    /// round found one to run).
+    fn journal_recovered(&mut self, what: &JournalRecovered) {
+        let _ = what;
     }
 }
 

@@ -55,6 +55,9 @@ enum Policy<'a> {
 pub struct RepairReport {
     /// The journal was replayed (its transaction range).
     pub journal_replayed: Option<(u32, u32)>,
+    /// What the replay did, fast commits included (the first replay of
+    /// the run).
+    pub journal: Option<crate::observe::JournalRecovered>,
     /// Orphan inodes released before the check (deleted or taken off
     /// the orphan list), as e2fsck's "Clearing orphaned inode".
     pub orphans_released: Vec<u32>,
@@ -237,10 +240,14 @@ fn run(
     // needs_recovery flag (a writer cut between its checkpoint and its
     // flag) is run anyway under -y; -p stops on it, as e2fsck does.
     let run_anyway = matches!(policy, Policy::Yes);
-    let mut journal_replayed = match journal_replayed {
+    let journal = match journal_replayed {
         Some(r) => Some(r),
-        None => replay_journal(&dev, run_anyway)?,
+        None => replay_journal(&dev, run_anyway, opts.now)?,
     };
+    if let Some(j) = &journal {
+        obs.journal_recovered(j);
+    }
+    let mut journal_replayed = journal.as_ref().map(|j| (j.first, j.end));
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
     let counts_bad = !opts.force && counts_beyond_totals(&dev);
@@ -307,6 +314,7 @@ fn run(
         if journal_only || last.skipped_clean.is_some() {
             return Ok(RepairReport {
                 journal_replayed,
+                journal: journal.clone(),
                 orphans_released,
                 fixed,
                 declined,
@@ -433,8 +441,9 @@ fn run(
             // A journal the round found holding data ("Run journal
             // anyway", its flag set by the fix) is replayed before the
             // next check, as e2fsck does.
-            if let Some(r) = replay_journal(&dev, false)? {
-                journal_replayed.get_or_insert(r);
+            if let Some(r) = replay_journal(&dev, false, opts.now)? {
+                obs.journal_recovered(&r);
+                journal_replayed.get_or_insert((r.first, r.end));
             }
         }
         last = check_later(
@@ -508,6 +517,7 @@ fn run(
     let marked_valid = state::record(&dev, end, opts)?;
     Ok(RepairReport {
         journal_replayed,
+        journal,
         orphans_released,
         fixed,
         declined,
@@ -733,7 +743,8 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
 fn replay_journal(
     dev: &Arc<dyn BlockDevice>,
     run_anyway: bool,
-) -> Result<Option<(u32, u32)>, Error> {
+    now: i64,
+) -> Result<Option<crate::observe::JournalRecovered>, Error> {
     let fs = open(dev)?;
     let sb = fs.superblock();
     if !(sb.has_incompat(Incompat::RECOVER) || run_anyway)
@@ -753,8 +764,8 @@ fn replay_journal(
     if !sb.has_incompat(Incompat::RECOVER) && !journal.needs_recovery() {
         return Ok(None);
     }
-    let r = ext4r::write::recover_journal(dev, &journal, None)?;
-    Ok(Some((r.start_transaction, r.end_transaction)))
+    let r = ext4r::write::recover_journal(dev, &journal, Some((now, 0)))?;
+    Ok(Some(crate::observe::JournalRecovered::of(&r)))
 }
 
 /// Releases the orphan inodes (see [`crate::orphan`]); returns them, and

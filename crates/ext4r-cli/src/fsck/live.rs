@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::time::Duration;
 
-use ext4r_fsck::{Action, Forced, Observer, Problem};
+use ext4r_fsck::{Action, Forced, JournalRecovered, Observer, Problem};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// e2fsck's pass headings.
@@ -116,6 +116,8 @@ pub(crate) struct Printer {
     pub meter: Meter,
     /// Problems printed, by (code, message).
     pub printed: HashSet<(&'static str, String)>,
+    /// `-v`: also what a journal recovery replayed.
+    pub verbose: bool,
 }
 
 impl Printer {
@@ -208,5 +210,31 @@ impl Observer for Printer {
 
     fn check_forced(&mut self, why: &Forced) {
         self.say(&format!("{} {why}, check forced.\n", self.dev));
+    }
+
+    fn journal_recovered(&mut self, j: &JournalRecovered) {
+        // Where e2fsck says it: before the passes.
+        self.say(&format!("{}: recovering journal\n", self.dev));
+        if self.verbose {
+            let mut text = format!(
+                "{}: replayed transactions {} to {}",
+                self.dev,
+                j.first,
+                j.end.wrapping_sub(1)
+            );
+            if j.fast_commit_records > 0 {
+                text += &format!(
+                    " and {} fast commit{} of transaction {} ({} records)",
+                    j.fast_commits,
+                    if j.fast_commits == 1 { "" } else { "s" },
+                    j.end,
+                    j.fast_commit_records
+                );
+            }
+            if let Some(p) = &j.problem {
+                text += &format!("; incomplete: {p}");
+            }
+            self.say(&format!("{text}\n"));
+        }
     }
 }

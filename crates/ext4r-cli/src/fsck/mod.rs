@@ -341,6 +341,7 @@ fn run(a: &Args) -> u8 {
             std::io::stdout().is_terminal(),
         ),
         printed: HashSet::new(),
+        verbose: a.verbose,
     };
     let result = check(dev, &opts, &mut printer);
     printer.finish();
@@ -500,6 +501,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         timing: a.timing,
         meter: Meter::new(a.progress_fd, dev_name, tty),
         printed: HashSet::new(),
+        verbose: a.verbose,
     };
     asker.bar = printer.meter.bar().cloned();
     let dev = std::sync::Arc::new(dev);
@@ -535,9 +537,6 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             return EXIT_ERROR;
         }
     };
-    if r.journal_replayed.is_some() {
-        println!("{dev_name}: recovering journal");
-    }
     if r.cancelled {
         return cancel::report(dev_name, r.exit_code());
     }
