@@ -182,6 +182,48 @@ impl GroupTable {
         Ok(t)
     }
 
+    /// The table of the same filesystem with another geometry (a resize):
+    /// the superblock `sb` and its descriptors `descs`, one per group. The
+    /// bitmaps read so far are carried over for every group that keeps its
+    /// length; the others are read, computed or set again when needed. The
+    /// free counts are the sums of the descriptors'. `self` is left as it
+    /// was (what an abandoned resize goes back to).
+    ///
+    /// # Errors
+    /// As [`GroupTable::new`].
+    pub fn reshaped(&self, sb: &Superblock, descs: Vec<GroupDesc>) -> Result<GroupTable> {
+        let mut t = GroupTable::new(Arc::clone(&self.dev), sb, descs)?;
+        let keep = |g: u32| {
+            g < self.geo.group_count.min(t.geo.group_count)
+                && self.geo.group_blocks(g) == t.geo.group_blocks(g)
+                && self.geo.group_first_block(g) == t.geo.group_first_block(g)
+        };
+        for (&g, m) in self.block_maps.borrow().iter() {
+            if keep(g) {
+                t.block_maps.borrow_mut().insert(g, m.clone());
+            }
+        }
+        if self.geo.inodes_per_group == t.geo.inodes_per_group {
+            for (&g, m) in self.inode_maps.borrow().iter() {
+                if g < t.geo.group_count {
+                    t.inode_maps.borrow_mut().insert(g, m.clone());
+                }
+            }
+        }
+        let ratio = t.ratio();
+        t.free_blocks = t
+            .descs
+            .iter()
+            .map(|d| u64::from(d.free_blocks_count(t.wide)) * ratio)
+            .sum();
+        t.free_inodes = t
+            .descs
+            .iter()
+            .map(|d| u64::from(d.free_inodes_count(t.wide)))
+            .sum();
+        Ok(t)
+    }
+
     /// Notes the group tables that lie in `BLOCK_UNINIT` groups other than
     /// their own, which those groups' computed bitmaps must show used.
     fn index_uninit_tables(&mut self) {

@@ -49,6 +49,8 @@ use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 use std::borrow::BorrowMut;
 use std::collections::{BTreeMap, BTreeSet};
 
+mod reshape;
+
 /// The root directory's inode.
 const ROOT_INO: u32 = 2;
 
@@ -93,6 +95,21 @@ pub struct Transaction<V: BorrowMut<Volume>> {
     /// Blocks that cannot carry their checksum are written as they are
     /// (see [`Transaction::tolerate_unstampable`]).
     lenient: bool,
+    /// The geometry before [`Transaction::reshape`], while the resize is
+    /// not committed.
+    reshaped: Option<Box<Reshaped>>,
+}
+
+/// What an uncommitted resize replaced, for [`Transaction::abandon`].
+struct Reshaped {
+    geo: Geometry,
+    groups: GroupTable,
+    csum: Checksums,
+    snapshots: BTreeMap<u32, GroupSnapshot>,
+    counts_before: (u64, u64),
+    /// The old end of the filesystem: nothing on disk refers to blocks at
+    /// or past it, so whatever goes there is written ahead as data.
+    outside: u64,
 }
 
 /// The state of a transaction at a savepoint, kept as the prior values of
@@ -178,6 +195,15 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// were, nothing written.
     pub fn abandon(&mut self) {
         self.undo = None;
+        if let Some(r) = self.reshaped.take() {
+            let r = *r;
+            let v = self.vm();
+            v.geo = r.geo;
+            v.groups = r.groups;
+            v.csum = r.csum;
+            self.snapshots = r.snapshots;
+            self.counts_before = r.counts_before;
+        }
         for (_, s) in std::mem::take(&mut self.snapshots) {
             self.vm().groups.restore(s);
         }
@@ -219,6 +245,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             flushed_groups: BTreeSet::new(),
             undo: None,
             lenient: false,
+            reshaped: None,
         }
     }
 
@@ -620,7 +647,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// # Errors
     /// Bitmap read errors.
     pub fn alloc_run(&mut self, goal: u64, len: u64) -> Result<Option<(u64, u64)>> {
-        let Some((s, n)) = alloc::best_run(&self.v().groups, goal, len, Search::default())? else {
+        let space = self.v().limited_space();
+        let Some((s, n)) = alloc::best_run(&space, goal, len, Search::default())? else {
             return Ok(None);
         };
         self.take_blocks(s, n)?;
@@ -633,7 +661,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// # Errors
     /// [`Error::NoSpace`], bitmap read errors.
     pub fn alloc_block(&mut self, goal: u64) -> Result<u64> {
-        let b = alloc::new_block(&self.v().groups, goal)?.ok_or(Error::NoSpace)?;
+        let b = alloc::new_block(&self.v().limited_space(), goal)?.ok_or(Error::NoSpace)?;
         self.take_blocks(b, 1)?;
         Ok(b)
     }
@@ -647,11 +675,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     pub fn alloc_inode(&mut self, parent: u32, dir: bool) -> Result<u32> {
         let top = parent == ROOT_INO;
         let g = self.v().groups.inode_group(parent, dir, top);
-        let ino = self
-            .v()
-            .groups
-            .find_free_inode(g)?
-            .ok_or(Error::NoFreeInodes)?;
+        let ino =
+            alloc::find_free_inode(&self.v().limited_inodes(), g)?.ok_or(Error::NoFreeInodes)?;
         self.take_inode(ino, dir, InodeInit::Kernel)?;
         Ok(ino)
     }
@@ -731,6 +756,14 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.assemble_bitmaps(&groups, &mut plan)?;
         self.assemble_descs(&groups, &mut plan)?;
         self.assemble_super(!groups.is_empty(), journaled, &mut plan)?;
+        if let Some(r) = &self.reshaped {
+            // Past the old end nothing refers to a block before this
+            // commit: such blocks go ahead of it, as data (the journal
+            // holds only what the old filesystem can see change).
+            for (_, (_, order)) in plan.range_mut(r.outside..) {
+                *order = Order::Data;
+            }
+        }
         if plan.is_empty() && self.freed.is_empty() && self.zeroes.is_empty() {
             // Nothing changed: nothing is written (not even a commit block).
             self.snapshots.clear();
@@ -759,6 +792,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             self.vm().write_home()?;
         }
         // What is committed stays: the transaction starts afresh.
+        self.reshaped = None;
         self.snapshots.clear();
         self.undo = None;
         self.flushed_groups.clear();

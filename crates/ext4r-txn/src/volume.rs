@@ -87,6 +87,9 @@ pub struct Volume {
     /// rather than clearing it (a checker's volume, see
     /// [`Volume::open_checked`]).
     pub(crate) recover_as_given: bool,
+    /// The first block and the number of inode groups allocations may not
+    /// reach (see [`Volume::set_alloc_limits`]).
+    pub(crate) limits: (u64, u32),
 }
 
 impl std::fmt::Debug for Volume {
@@ -248,6 +251,7 @@ impl Volume {
             opts,
             changed: recovered,
             recover_as_given: false,
+            limits: (u64::MAX, u32::MAX),
         })
     }
 
@@ -280,6 +284,7 @@ impl Volume {
             // The caller's superblock may differ from the one on disk.
             changed: true,
             recover_as_given: false,
+            limits: (u64::MAX, u32::MAX),
         })
     }
 
@@ -315,6 +320,7 @@ impl Volume {
             opts,
             changed: true,
             recover_as_given: true,
+            limits: (u64::MAX, u32::MAX),
         })
     }
 
@@ -351,6 +357,24 @@ impl Volume {
     /// Whether transactions go through a journal.
     pub fn journaled(&self) -> bool {
         self.journal.is_some()
+    }
+
+    /// Keeps every allocation below block `blocks` and in the first
+    /// `inode_groups` groups' inodes (`None`: no limit): a filesystem
+    /// being emptied at its end for a shrink. Blocks and inodes past the
+    /// limits can still be freed, and taken by name.
+    pub fn set_alloc_limits(&mut self, blocks: Option<u64>, inode_groups: Option<u32>) {
+        self.limits = (blocks.unwrap_or(u64::MAX), inode_groups.unwrap_or(u32::MAX));
+    }
+
+    /// The free space as allocations may take it.
+    pub(crate) fn limited_space(&self) -> crate::alloc::Limited<'_, GroupTable> {
+        crate::alloc::Limited::new(&self.groups, self.limits.0, self.limits.1)
+    }
+
+    /// The inodes as allocations may take them.
+    pub(crate) fn limited_inodes(&self) -> crate::alloc::Limited<'_, GroupTable> {
+        self.limited_space()
     }
 
     /// Begins a transaction.

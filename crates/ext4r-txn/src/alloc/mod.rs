@@ -23,9 +23,11 @@
 
 mod inodes;
 mod intervals;
+mod limit;
 mod used;
 
 pub use inodes::{find_free_inode, InodeSpace};
+pub use limit::Limited;
 pub use used::UsedBlocks;
 
 use crate::error::Result;
