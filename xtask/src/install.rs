@@ -4,7 +4,7 @@
 //! Layout under the prefix (default /usr/local):
 //!
 //! - `sbin/ext4r` and the links `mkfs.ext4r`, `fsck.ext4r`, `tune.ext4r`,
-//!   `e4defrag-r` to it (util-linux's `mkfs -t ext4r` runs `mkfs.ext4r`
+//!   `e4defrag-r`, `resize.ext4r` to it (util-linux's `mkfs -t ext4r` runs `mkfs.ext4r`
 //!   from /sbin, /sbin/fs.d, /sbin/fs or `$PATH`; see the README for what
 //!   `fsck` does);
 //! - `share/man/man8/*.8`, `share/man/man1/*.1`;
@@ -21,7 +21,13 @@ use crate::util;
 /// The names the tools are installed under. A name the binary does not
 /// (yet) answer to is skipped with a note: `e4defrag-r` gets its link in
 /// the build that has the defragmenter.
-pub const LINKS: &[&str] = &["mkfs.ext4r", "fsck.ext4r", "tune.ext4r", "e4defrag-r"];
+pub const LINKS: &[&str] = &[
+    "mkfs.ext4r",
+    "fsck.ext4r",
+    "tune.ext4r",
+    "e4defrag-r",
+    "resize.ext4r",
+];
 
 #[derive(clap::Args)]
 pub struct Args {

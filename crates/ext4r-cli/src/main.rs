@@ -14,6 +14,7 @@ mod generate;
 mod mkfs;
 mod populate;
 mod read;
+mod resize;
 mod shell;
 mod tune;
 
@@ -56,6 +57,14 @@ pub(crate) const TOOLS: &[Tool] = &[
                tune.ext4r)",
         command: tune::command,
         main: tune::main,
+    },
+    Tool {
+        sub: "resize",
+        link: Some("resize.ext4r"),
+        what: "grow or shrink an ext2/ext3/ext4 filesystem, as resize2fs (also installed as \
+               resize.ext4r)",
+        command: resize::command,
+        main: resize::main,
     },
     Tool {
         sub: "e4defrag",

@@ -27,6 +27,7 @@ pub mod mkfs;
 pub use ext4r_txn::mmp;
 pub mod populate;
 pub mod quota;
+pub mod resize;
 pub mod safety;
 pub mod tune;
 pub mod write;
