@@ -40,7 +40,7 @@ const CRC32C_RAW: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::Algorithm {
     residue: 0,
 });
 
-/// [`crc32c`] by table, without `std` (the crc32c crate, which uses the
+/// [`crc32c()`] by table, without `std` (the crc32c crate, which uses the
 /// CPU's instruction, needs it).
 pub fn crc32c_portable(seed: u32, data: &[u8]) -> u32 {
     // As for crc16 below: the crate takes a reflected algorithm's initial
