@@ -97,8 +97,9 @@ pub struct Volume {
     /// [`Volume::open_checked`]).
     pub(crate) recover_as_given: bool,
     /// The first block and the number of inode groups allocations may not
-    /// reach (see [`Volume::set_alloc_limits`]).
-    pub(crate) limits: (u64, u32),
+    /// reach, and block ranges they may not take (see
+    /// [`Volume::set_alloc_limits`]).
+    pub(crate) limits: (u64, u32, Vec<(u64, u64)>),
 }
 
 impl std::fmt::Debug for Volume {
@@ -260,7 +261,7 @@ impl Volume {
             opts,
             changed: recovered,
             recover_as_given: false,
-            limits: (u64::MAX, u32::MAX),
+            limits: (u64::MAX, u32::MAX, Vec::new()),
         })
     }
 
@@ -293,7 +294,7 @@ impl Volume {
             // The caller's superblock may differ from the one on disk.
             changed: true,
             recover_as_given: false,
-            limits: (u64::MAX, u32::MAX),
+            limits: (u64::MAX, u32::MAX, Vec::new()),
         })
     }
 
@@ -331,7 +332,7 @@ impl Volume {
             opts,
             changed: true,
             recover_as_given: true,
-            limits: (u64::MAX, u32::MAX),
+            limits: (u64::MAX, u32::MAX, Vec::new()),
         })
     }
 
@@ -377,17 +378,36 @@ impl Volume {
         self.journal.is_some()
     }
 
-    /// Keeps every allocation below block `blocks` and in the first
+    /// Keeps every allocation below block `blocks`, out of the block
+    /// ranges `avoid` (`(start, end)`, end exclusive) and in the first
     /// `inode_groups` groups' inodes (`None`: no limit): a filesystem
-    /// being emptied at its end for a shrink. Blocks and inodes past the
-    /// limits can still be freed, and taken by name.
-    pub fn set_alloc_limits(&mut self, blocks: Option<u64>, inode_groups: Option<u32>) {
-        self.limits = (blocks.unwrap_or(u64::MAX), inode_groups.unwrap_or(u32::MAX));
+    /// being emptied for a shrink. Blocks and inodes past the limits can
+    /// still be freed, and taken by name.
+    pub fn set_alloc_limits(
+        &mut self,
+        blocks: Option<u64>,
+        inode_groups: Option<u32>,
+        avoid: &[(u64, u64)],
+    ) {
+        let mut avoid = avoid.to_vec();
+        avoid.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in avoid {
+            match merged.last_mut() {
+                Some(l) if s <= l.1 => l.1 = l.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        self.limits = (
+            blocks.unwrap_or(u64::MAX),
+            inode_groups.unwrap_or(u32::MAX),
+            merged,
+        );
     }
 
     /// The free space as allocations may take it.
     pub(crate) fn limited_space(&self) -> crate::alloc::Limited<'_, GroupTable> {
-        crate::alloc::Limited::new(&self.groups, self.limits.0, self.limits.1)
+        crate::alloc::Limited::new(&self.groups, self.limits.0, self.limits.1, &self.limits.2)
     }
 
     /// The inodes as allocations may take them.

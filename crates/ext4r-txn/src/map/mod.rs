@@ -13,7 +13,7 @@ mod read;
 pub mod walk;
 
 pub use edit::store;
-pub use read::{all_blocks, runs, runs_whole};
+pub use read::{all_blocks, runs, runs_and_nodes, runs_whole};
 
 use crate::csum::Checksums;
 use crate::error::{Error, Result};

@@ -96,6 +96,43 @@ pub(crate) fn extent_tree(
     Ok((out, meta))
 }
 
+/// Every data run of inode `ino` (past `i_size` too, as [`runs_whole`])
+/// and the blocks of its mapping (extent tree nodes below the root, or
+/// indirect blocks), sorted, each once: what moving the inode's blocks
+/// elsewhere has to move. Inline-data inodes and fast symlinks
+/// (`fast_symlink`) have neither.
+///
+/// # Errors
+/// As [`runs`].
+pub fn runs_and_nodes(
+    src: &(impl BlockSource + ?Sized),
+    ino: u32,
+    inode: &Inode,
+    fast_symlink: bool,
+) -> Result<(Vec<Run>, Vec<u64>)> {
+    let info = Info { ino, inode };
+    let flags = inode.flags();
+    let mut out = Vec::new();
+    let mut meta = Vec::new();
+    if flags.contains(InodeFlags::INLINE_DATA) || fast_symlink {
+        return Ok((out, meta));
+    }
+    let extents = flags.contains(InodeFlags::EXTENTS);
+    let kind = if extents {
+        BlockKind::Extent {
+            ino,
+            generation: inode.generation(),
+        }
+    } else {
+        BlockKind::Plain
+    };
+    Collect::new(src, &info, u64::MAX, &mut out, kind, Some(&mut meta)).walk(extents)?;
+    check_sorted(&out, &info)?;
+    meta.sort_unstable();
+    meta.dedup();
+    Ok((out, meta))
+}
+
 /// Every block inode `ino` holds, data and mapping blocks (extent tree
 /// nodes, indirect blocks) alike, as `ext2fs_block_iterate3` visits them:
 /// what is freed when the inode goes. A block map is walked whole, past

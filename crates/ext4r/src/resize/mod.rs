@@ -84,7 +84,9 @@
 mod error;
 mod geometry;
 mod grow;
+mod minimum;
 mod online;
+mod shrink;
 mod switch;
 
 pub use online::online_grow;
@@ -256,6 +258,13 @@ pub struct Plan {
     now: Option<i64>,
 }
 
+/// The volume options of a resize.
+fn volume_options(now: Option<i64>) -> VolumeOptions {
+    let mut v = VolumeOptions::default();
+    v.now = now;
+    v
+}
+
 impl Plan {
     /// The size the filesystem will have, in blocks.
     pub fn new_blocks(&self) -> u64 {
@@ -295,21 +304,35 @@ impl Plan {
                 Error::InvalidArgument("the filesystem changed since the plan".into()).into(),
             );
         }
-        let mut vopts = VolumeOptions::default();
-        vopts.now = self.now;
-        let mut vol = Volume::open(dev, vopts)?;
-        if !self.shape.grows() {
-            return Err(Refusal::Unsupported("shrinking is not available yet".into()).into());
-        }
-        grow::grow(&mut vol, &self.shape, self.zero_itables)?;
-        vol.close()?;
-        Ok(Resized {
+        let vopts = volume_options(self.now);
+        let mut vol = Volume::open(dev, vopts.clone())?;
+        let mut out = Resized {
             block_size: self.block_size(),
             old_blocks: self.old_blocks(),
             new_blocks: self.new_blocks(),
             meta_bg: self.shape.to_meta_bg,
             ..Resized::default()
-        })
+        };
+        if self.shape.grows() {
+            grow::grow(&mut vol, &self.shape, self.zero_itables)?;
+            vol.close()?;
+            return Ok(out);
+        }
+        let (vol, moved) = shrink::shrink(vol, &self.shape, false, &vopts)?;
+        vol.close()?;
+        match moved {
+            Ok(m) => {
+                out.moved_blocks = m.blocks;
+                out.renumbered = m.inodes;
+                Ok(out)
+            }
+            Err(short) => Err(Error::InvalidArgument(format!(
+                "the shrink ran short of {} blocks although its dry run did not \
+                 (the filesystem is consistent at its old size)",
+                short.blocks
+            ))
+            .into()),
+        }
     }
 }
 
@@ -334,11 +357,46 @@ pub fn plan(dev: &Arc<dyn BlockDevice>, size: NewSize, opts: &ResizeOptions) -> 
         return Err(Refusal::Unsupported(why).into());
     }
     let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
+    let vopts = volume_options(opts.now);
+    let plan_of = |shape| Plan {
+        shape,
+        zero_itables: opts.zero_itables,
+        now: opts.now,
+    };
     let Some(want) = requested(&geo, size, dev.size()) else {
-        return Err(Refusal::Unsupported("shrinking is not available yet".into()).into());
+        if sb.has_compat(Compat::STABLE_INODES) {
+            return Err(Refusal::StableInodes.into());
+        }
+        let (min, shape) = minimum::find(dev, &sb, &geo, &vopts)?;
+        if min >= geo.blocks_count {
+            return Err(Refusal::NothingToDo {
+                blocks: geo.blocks_count,
+            }
+            .into());
+        }
+        return Ok(plan_of(shape));
     };
     if want < geo.blocks_count {
-        return Err(Refusal::Unsupported("shrinking is not available yet".into()).into());
+        let Some(blocks) = geometry::adjust_new_size(&sb, &geo, want) else {
+            return Err(Refusal::BelowMinimum {
+                minimum: minimum::find(dev, &sb, &geo, &vopts)?.0,
+            }
+            .into());
+        };
+        if blocks == geo.blocks_count {
+            return Err(Refusal::NothingToDo { blocks }.into());
+        }
+        if sb.has_compat(Compat::STABLE_INODES) {
+            return Err(Refusal::StableInodes.into());
+        }
+        let shape = geometry::shape(&sb, &geo, blocks)?;
+        if !minimum::fits(dev, &shape, &vopts)? {
+            return Err(Refusal::BelowMinimum {
+                minimum: minimum::find(dev, &sb, &geo, &vopts)?.0,
+            }
+            .into());
+        }
+        return Ok(plan_of(shape));
     }
     let device_blocks = dev.size() / u64::from(geo.block_size);
     if want > device_blocks && !opts.extendable {
@@ -355,11 +413,7 @@ pub fn plan(dev: &Arc<dyn BlockDevice>, size: NewSize, opts: &ResizeOptions) -> 
         return Err(Refusal::NothingToDo { blocks }.into());
     }
     let shape = geometry::shape(&sb, &geo, blocks)?;
-    Ok(Plan {
-        shape,
-        zero_itables: opts.zero_itables,
-        now: opts.now,
-    })
+    Ok(plan_of(shape))
 }
 
 /// Resizes the unmounted filesystem on `dev` to `size`: [`plan`], then
@@ -377,9 +431,19 @@ pub fn resize(dev: Arc<dyn BlockDevice>, size: NewSize, opts: &ResizeOptions) ->
 /// # Errors
 /// As [`plan`].
 pub fn minimum_size(dev: Arc<dyn BlockDevice>, opts: &ResizeOptions) -> Result<u64> {
-    let _ = opts;
     let sb = superblock(dev.as_ref())?;
-    Ok(sb.blocks_count())
+    if !opts.force {
+        if let Some(why) = needs_check(&sb, true) {
+            return Err(Refusal::NeedsCheck(why).into());
+        }
+    } else if sb.has_incompat(Incompat::RECOVER) {
+        return Err(Refusal::NeedsCheck("the journal needs recovery".into()).into());
+    }
+    if let Some(why) = unsupported(&sb) {
+        return Err(Refusal::Unsupported(why).into());
+    }
+    let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
+    Ok(minimum::find(&dev, &sb, &geo, &volume_options(opts.now))?.0)
 }
 
 /// Resizes the filesystem in the image file `path` to `size`: the file
@@ -412,5 +476,21 @@ pub fn resize_image(
     let bytes = p.new_blocks() * u64::from(p.block_size());
     drop(dev);
     let dev = open((bytes > 0).then_some(bytes))?;
-    p.apply(dev)
+    let r = p.apply(dev)?;
+    // As resize2fs: an image ends where its filesystem does.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if len > bytes {
+        file.set_len(bytes).map_err(|source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(r)
 }

@@ -56,6 +56,16 @@ impl Reconcile {
     pub(crate) fn prepare<V: BorrowMut<Volume>>(t: &Transaction<V>, shape: &Shape) -> Result<Self> {
         let last = shape.old.group_count.min(shape.geo.group_count) - 1;
         let changes = shape.old.group_blocks(last) != shape.geo.group_blocks(last);
+        // The bitmaps of the shared groups whose superblock copy or
+        // descriptor blocks change, read now so that they carry over: a
+        // BLOCK_UNINIT group's bitmap computed after the reshape would
+        // already show the new layout, and its free count not follow.
+        let shared = shape.old.group_count.min(shape.geo.group_count);
+        for g in 0..shared {
+            if super_ranges(&shape.old, g) != super_ranges(&shape.geo, g) {
+                t.groups().block_map(g)?;
+            }
+        }
         let last_map = if changes {
             Some(t.groups().block_map(last)?)
         } else {

@@ -1,0 +1,142 @@
+//! The smallest size a shrink reaches, found by doing the shrink: a dry
+//! run on a staged copy of the device (writes kept in memory, file data
+//! not copied) either completes or says how many blocks it was short.
+//! The search starts at a lower bound counted from the bitmaps' totals
+//! and the new geometry's metadata, and moves up by each shortfall; the
+//! first size whose dry run completes is the minimum. `-P` prints it and
+//! `-M` shrinks to it, by the same code: the number printed is the size
+//! reached, not an estimate.
+
+use super::error::Result;
+use super::geometry::{self, adjust_new_size, Shape, LAST_GROUP_SLACK};
+use super::shrink;
+use crate::device::BlockDevice;
+use ext4r_format::geometry::Geometry;
+use ext4r_format::superblock::Superblock;
+use ext4r_txn::device::Staged;
+use ext4r_txn::volume::{Volume, VolumeOptions};
+use std::sync::Arc;
+
+/// Dry runs tried at most before settling for the current size.
+const MAX_TRIES: usize = 40;
+
+/// Whether a shrink to `shape` completes (a dry run; nothing written).
+///
+/// # Errors
+/// Engine errors of the dry run.
+pub(crate) fn fits(
+    dev: &Arc<dyn BlockDevice>,
+    shape: &Shape,
+    vopts: &VolumeOptions,
+) -> Result<bool> {
+    Ok(dry_run(dev, shape, vopts)?.is_ok())
+}
+
+/// The dry run: `Ok(())` when it completes, else how many blocks it was
+/// short.
+fn dry_run(
+    dev: &Arc<dyn BlockDevice>,
+    shape: &Shape,
+    vopts: &VolumeOptions,
+) -> Result<std::result::Result<(), u64>> {
+    let staged: Arc<dyn BlockDevice> = Arc::new(Staged::new(Arc::clone(dev), shape.geo.block_size));
+    let vol = Volume::open(staged, vopts.clone())?;
+    let (vol, r) = shrink::shrink(vol, shape, true, vopts)?;
+    drop(vol);
+    Ok(r.map(|_| ()).map_err(|s| s.blocks))
+}
+
+/// Metadata blocks of groups `0..count` of `geo` (superblock copies,
+/// descriptor tables and reserve, bitmaps, inode tables).
+fn metadata(geo: &Geometry, count: u32) -> u64 {
+    let itb = u64::from(geo.inode_blocks_per_group());
+    (0..count)
+        .map(|g| geo.super_and_desc_blocks(g) + 2 + itb)
+        .sum()
+}
+
+/// The smallest valid size at or above `n` (the last group keeps its
+/// metadata and 50 blocks, or is not there), or `None` past `limit`.
+fn valid_at_least(sb: &Superblock, geo: &Geometry, n: u64, limit: u64) -> Option<u64> {
+    let mut n = n.max(geo.first_data_block + 1);
+    let ratio = geo.cluster_ratio();
+    n = n.div_ceil(ratio) * ratio;
+    for _ in 0..4 {
+        if n >= limit {
+            return None;
+        }
+        if adjust_new_size(sb, geo, n) == Some(n) {
+            return Some(n);
+        }
+        // Too little of the last group: give it its metadata and slack.
+        let rem = (n - geo.first_data_block) % geo.blocks_per_group;
+        let base = n - rem;
+        let count = ((n - geo.first_data_block).div_ceil(geo.blocks_per_group)) as u32;
+        let probe = geometry::shape(sb, geo, n).ok()?;
+        let last = count - 1;
+        let overhead =
+            2 + u64::from(geo.inode_blocks_per_group()) + probe.geo.super_and_desc_blocks(last);
+        let want = base + overhead + LAST_GROUP_SLACK;
+        n = if want > n {
+            want
+        } else {
+            base + geo.blocks_per_group
+        };
+        n = n.div_ceil(ratio) * ratio;
+    }
+    None
+}
+
+/// A lower bound on the size a shrink can reach: room for every block in
+/// use that is not group metadata, and for the new geometry's metadata;
+/// groups for every inode in use.
+fn lower_bound(sb: &Superblock, geo: &Geometry) -> u64 {
+    let used_inodes = u64::from(sb.s_inodes_count.get() - sb.s_free_inodes_count.get());
+    let ipg = u64::from(geo.inodes_per_group);
+    let min_groups = used_inodes.div_ceil(ipg).max(1) as u32;
+    let used = geo.blocks_count - sb.free_blocks_count();
+    let data = used.saturating_sub(metadata(geo, geo.group_count));
+    let bpg = geo.blocks_per_group;
+    let mut g = min_groups;
+    while g < geo.group_count {
+        let probe_blocks = geo.first_data_block + u64::from(g) * bpg;
+        let meta = match geometry::shape(sb, geo, probe_blocks) {
+            Ok(s) => metadata(&s.geo, g),
+            Err(_) => metadata(geo, g),
+        };
+        let need = data + meta;
+        if need <= u64::from(g) * bpg {
+            let partial = u64::from(g - 1) * bpg;
+            return geo.first_data_block + need.max(partial + 1);
+        }
+        g += 1;
+    }
+    geo.blocks_count
+}
+
+/// The minimum size (blocks) of the filesystem on `dev` (superblock `sb`,
+/// geometry `geo`) and the shape of the filesystem at that size.
+///
+/// # Errors
+/// Engine errors of the dry runs.
+pub(crate) fn find(
+    dev: &Arc<dyn BlockDevice>,
+    sb: &Superblock,
+    geo: &Geometry,
+    vopts: &VolumeOptions,
+) -> Result<(u64, Shape)> {
+    let current = geo.blocks_count;
+    let whole = || -> Result<(u64, Shape)> { Ok((current, geometry::shape(sb, geo, current)?)) };
+    let mut n = lower_bound(sb, geo);
+    for _ in 0..MAX_TRIES {
+        let Some(v) = valid_at_least(sb, geo, n, current) else {
+            return whole();
+        };
+        let shape = geometry::shape(sb, geo, v)?;
+        match dry_run(dev, &shape, vopts)? {
+            Ok(()) => return Ok((v, shape)),
+            Err(short) => n = v + short.max(1),
+        }
+    }
+    whole()
+}
