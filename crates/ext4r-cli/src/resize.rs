@@ -378,7 +378,15 @@ fn run(a: &Args) -> Result<ExitCode, ExitCode> {
     let plan = match ext4r::resize::plan(&probe, size, &opts) {
         Ok(p) => p,
         Err(e) => {
-            report(&e, &name, bs);
+            if let ResizeError::Engine(err) = &e {
+                // Planning writes nothing: no repair to ask for.
+                eprintln!(
+                    "{PROG}: {} while trying to resize {name} (nothing was written)",
+                    message(err)
+                );
+            } else {
+                report(&e, &name, bs);
+            }
             return Err(code_of(&e));
         }
     };

@@ -228,6 +228,15 @@ fn unsupported(sb: &Superblock) -> Option<String> {
     None
 }
 
+/// Features this version grows but does not shrink, with why: refused
+/// before anything is written.
+fn shrink_unsupported(sb: &Superblock) -> Option<String> {
+    if sb.has_ro_compat(RoCompat::BIGALLOC) {
+        return Some("shrinking a bigalloc filesystem is not supported yet (growing it is)".into());
+    }
+    None
+}
+
 /// The size `size` asks for on a device of `device_bytes`, in blocks,
 /// before the last group is rounded (`None`: the minimum).
 fn requested(geo: &Geometry, size: NewSize, device_bytes: u64) -> Option<u64> {
@@ -367,6 +376,9 @@ pub fn plan(dev: &Arc<dyn BlockDevice>, size: NewSize, opts: &ResizeOptions) -> 
         if sb.has_compat(Compat::STABLE_INODES) {
             return Err(Refusal::StableInodes.into());
         }
+        if let Some(why) = shrink_unsupported(&sb) {
+            return Err(Refusal::Unsupported(why).into());
+        }
         let (min, shape) = minimum::find(dev, &sb, &geo, &vopts)?;
         if min >= geo.blocks_count {
             return Err(Refusal::NothingToDo {
@@ -377,6 +389,9 @@ pub fn plan(dev: &Arc<dyn BlockDevice>, size: NewSize, opts: &ResizeOptions) -> 
         return Ok(plan_of(shape));
     };
     if want < geo.blocks_count {
+        if let Some(why) = shrink_unsupported(&sb) {
+            return Err(Refusal::Unsupported(why).into());
+        }
         let Some(blocks) = geometry::adjust_new_size(&sb, &geo, want) else {
             return Err(Refusal::BelowMinimum {
                 minimum: minimum::find(dev, &sb, &geo, &vopts)?.0,
@@ -440,6 +455,9 @@ pub fn minimum_size(dev: Arc<dyn BlockDevice>, opts: &ResizeOptions) -> Result<u
         return Err(Refusal::NeedsCheck("the journal needs recovery".into()).into());
     }
     if let Some(why) = unsupported(&sb) {
+        return Err(Refusal::Unsupported(why).into());
+    }
+    if let Some(why) = shrink_unsupported(&sb) {
         return Err(Refusal::Unsupported(why).into());
     }
     let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
