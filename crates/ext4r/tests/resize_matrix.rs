@@ -13,6 +13,8 @@
 //! names picks some. Needs root (loop mounts) and e2fsprogs; skipped with
 //! a printed reason otherwise.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{missing_tools, run, run_status};
