@@ -80,6 +80,32 @@
 //! Without a journal (ext2, or an external journal this library does not
 //! open) each transaction is written in place in the write layer's safe
 //! order; a cut then leaves what `fsck -y` repairs, the files intact.
+//!
+//! Why each intermediate state of a shrink is safe: steps 1–4 only move
+//! things inside the old filesystem. A moved block's data is written to
+//! blocks that are free on disk before the transaction that points at
+//! them commits, and the blocks it leaves are freed by that transaction,
+//! never reused by data before it commits; so a replay (or its absence)
+//! gives either the old place or the new, each complete. An inode's new
+//! number, its record, every entry naming it and the checksums seeded by
+//! it change in one transaction, so no state has an entry naming a free
+//! inode. Nothing refers to the emptied part afterwards, but it is still
+//! inside the filesystem: a cut there leaves the old size, every file
+//! intact, and a later resize starts over (finding less to move). Only
+//! step 5 changes the size, and it is one transaction. Before step 1 a
+//! dry run of all five steps on a staged copy of the device (writes kept
+//! in memory, regular files' data not copied) must complete: a shrink
+//! that would run out of room is refused with nothing written, and the
+//! same dry run is what finds the minimum (`-P`), so `-M` reaches exactly
+//! the size printed.
+//!
+//! # What is refused (nothing written)
+//!
+//! Shrinking a bigalloc filesystem (growing one works); stable_inodes
+//! filesystems (inode numbers cannot change); mmp, shared_blocks,
+//! snapshots and unknown incompatible features; a size below the
+//! minimum; a device smaller than the new size; a filesystem that needs
+//! `e2fsck -f` first (as resize2fs); shrinking a mounted filesystem.
 
 mod error;
 mod geometry;
