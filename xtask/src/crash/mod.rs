@@ -24,7 +24,10 @@
 //!   written through the write API: the tree is the recovered one or the
 //!   recovered one with the new files, never anything else (a cut before
 //!   our replay reached the log leaves the fast commits to the recoverer:
-//!   e2fsck's own replay of them is accepted from it).
+//!   e2fsck's own replay of them is accepted from it);
+//! - an offline shrink by resize.ext4r (to 3/4 of the size on 1 KiB blocks,
+//!   to the minimum on 4 KiB): the recovered image is the old size or the
+//!   new one, with every file's contents as before.
 
 mod apiload;
 mod defragload;
@@ -69,10 +72,17 @@ pub struct Args {
 enum Work {
     Tune(&'static [&'static str]),
     Fsck,
-    Txn { deferred: bool },
-    Api { deferred: bool },
+    Txn {
+        deferred: bool,
+    },
+    Api {
+        deferred: bool,
+    },
     Defrag,
     FastCommit,
+    /// An offline shrink by resize.ext4r: to three quarters of the size,
+    /// or (`true`) to the minimum.
+    Shrink(bool),
 }
 
 struct Workload {
@@ -169,6 +179,18 @@ const WORKLOADS: &[Workload] = &[
         mkfs: "-t ext4 -b 1024",
         damage: &[],
         work: Work::Defrag,
+    },
+    Workload {
+        name: "resize-shrink-3q",
+        mkfs: "-t ext4 -b 1024",
+        damage: &[],
+        work: Work::Shrink(false),
+    },
+    Workload {
+        name: "resize-shrink-min-4k",
+        mkfs: "-t ext4 -b 4096",
+        damage: &[],
+        work: Work::Shrink(true),
     },
 ];
 
@@ -278,7 +300,7 @@ fn one(
     // What must survive: every file, for the tune and defrag workloads (a
     // damaged image's files are what the repair makes of them).
     let manifest = match w.work {
-        Work::Tune(_) | Work::Defrag => image::manifest(base.snapshot())?,
+        Work::Tune(_) | Work::Defrag | Work::Shrink(_) => image::manifest(base.snapshot())?,
         _ => image::Manifest::new(),
     };
     let fc_trees = match w.work {
@@ -290,6 +312,7 @@ fn one(
     let dev: Arc<dyn BlockDevice> = rec.clone();
     let mut txn_model = None;
     let mut api_model = None;
+    let mut sizes = None;
     match &w.work {
         Work::Tune(opts) => {
             let argv: Vec<OsString> = opts.iter().map(OsString::from).collect();
@@ -315,12 +338,26 @@ fn one(
         }
         Work::Defrag => defragload::run(dev)?,
         Work::FastCommit => fc_work(dev)?,
+        Work::Shrink(minimum) => {
+            let mut o = ext4r::resize::ResizeOptions::default();
+            o.now = Some(1_700_000_000);
+            let old = ext4r::resize::superblock(dev.as_ref())?.blocks_count();
+            let size = if *minimum {
+                ext4r::resize::NewSize::Minimum
+            } else {
+                ext4r::resize::NewSize::Blocks(old / 4 * 3)
+            };
+            let r = ext4r::resize::resize(dev, size, &o)?;
+            sizes = Some((old, r.new_blocks));
+        }
     }
     let log = rec.log();
     let total = rec.writes();
     let points = cut_points(total, max_cuts, tail);
     let recoverers: &[&str] = match w.work {
-        Work::Txn { .. } | Work::Defrag | Work::FastCommit => &["ours", "e2fsck", "kernel"],
+        Work::Txn { .. } | Work::Defrag | Work::FastCommit | Work::Shrink(_) => {
+            &["ours", "e2fsck", "kernel"]
+        }
         Work::Api { .. } => &["ours", "open", "e2fsck", "kernel"],
         _ => &["ours", "e2fsck"],
     };
@@ -336,6 +373,7 @@ fn one(
         txn: txn_model.as_ref(),
         api: api_model.as_ref(),
         fc: fc_trees.as_ref(),
+        sizes,
     };
     let next = AtomicUsize::new(0);
     let outcomes: Mutex<Vec<(usize, Option<String>)>> = Mutex::new(Vec::new());
@@ -583,6 +621,8 @@ struct Models<'a> {
     txn: Option<&'a (txnload::Model, Vec<usize>)>,
     api: Option<&'a (Vec<apiload::Tree>, Vec<usize>)>,
     fc: Option<&'a FcTrees>,
+    /// A resize's old and new block counts: a recovery leaves one of them.
+    sizes: Option<(u64, u64)>,
 }
 
 /// The trees a fast-commit recovery may leave: recovered (by us, whole),
@@ -686,7 +726,13 @@ fn judge(
     }
     let dev = ext4r::device::FileDevice::open(img, Default::default())?;
     match &w.work {
-        Work::Tune(_) | Work::Defrag => {
+        Work::Tune(_) | Work::Defrag | Work::Shrink(_) => {
+            if let Some((old, new)) = models.sizes {
+                let n = ext4r::resize::superblock(&dev)?.blocks_count();
+                if n != old && n != new {
+                    bail!("{n} blocks: neither the old size {old} nor the new {new}");
+                }
+            }
             let now = image::manifest(dev)?;
             if &now != manifest {
                 let lost: Vec<&String> = manifest

@@ -128,15 +128,51 @@ pub(crate) fn find(
     let current = geo.blocks_count;
     let whole = || -> Result<(u64, Shape)> { Ok((current, geometry::shape(sb, geo, current)?)) };
     let mut n = lower_bound(sb, geo);
+    // The last size whose dry run fell short.
+    let mut failed: Option<u64> = None;
+    let mut found = None;
     for _ in 0..MAX_TRIES {
         let Some(v) = valid_at_least(sb, geo, n, current) else {
             return whole();
         };
         let shape = geometry::shape(sb, geo, v)?;
         match dry_run(dev, &shape, vopts)? {
-            Ok(()) => return Ok((v, shape)),
-            Err(short) => n = v + short.max(1),
+            Ok(()) => {
+                found = Some((v, shape));
+                break;
+            }
+            Err(short) => {
+                failed = Some(v);
+                n = v + short.max(1);
+            }
         }
     }
-    whole()
+    let Some((mut hi, mut best)) = found else {
+        return whole();
+    };
+    // A shortfall is counted generously (whole runs, whole groups of
+    // inodes): the size it leads to may be above the smallest that works.
+    // Bisect between the last size that fell short and the first that
+    // worked, over the valid sizes.
+    if let Some(mut lo) = failed {
+        let mut top = hi;
+        let mut tries = 0;
+        while lo + 1 < top && tries < MAX_TRIES {
+            tries += 1;
+            let mid = lo + (top - lo) / 2;
+            match valid_at_least(sb, geo, mid, current) {
+                Some(m) if m < top => {
+                    let shape = geometry::shape(sb, geo, m)?;
+                    if dry_run(dev, &shape, vopts)?.is_ok() {
+                        (hi, best, top) = (m, shape, m);
+                    } else {
+                        lo = m;
+                    }
+                }
+                // No valid size in [mid, top): look below mid.
+                _ => top = mid,
+            }
+        }
+    }
+    Ok((hi, best))
 }

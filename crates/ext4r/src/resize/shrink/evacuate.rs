@@ -126,7 +126,16 @@ pub(crate) fn move_inode(m: &mut Mover<'_>, ino: u32) -> Result<bool> {
     } else {
         Copy::All
     };
-    relocate(m, ino, false, copy)
+    if relocate(m, ino, false, copy)? {
+        return Ok(true);
+    }
+    // Short: blocks freed by the running transaction (or, without a
+    // journal, frees waiting for its commit) may be what is missing.
+    if m.has_pending_frees() {
+        m.commit()?;
+        return relocate(m, ino, false, copy);
+    }
+    Ok(false)
 }
 
 /// Moves inode `ino`'s data and mapping blocks: those in the region, or
@@ -275,6 +284,16 @@ pub(crate) fn move_xattr(m: &mut Mover<'_>, block: u64, owners: &[u32]) -> Resul
     });
     let new = match m.t.alloc_block(goal) {
         Ok(b) => b,
+        // Frees waiting for the running transaction's commit may be what
+        // is missing.
+        Err(ext4r_txn::Error::NoSpace) if m.has_pending_frees() => {
+            m.commit()?;
+            match m.t.alloc_block(goal) {
+                Ok(b) => b,
+                Err(ext4r_txn::Error::NoSpace) => return Ok(false),
+                Err(e) => return Err(e.into()),
+            }
+        }
         Err(ext4r_txn::Error::NoSpace) => return Ok(false),
         Err(e) => return Err(e.into()),
     };

@@ -152,6 +152,12 @@ impl<'v> Mover<'v> {
         Ok(())
     }
 
+    /// Whether frees wait for the running transaction's commit to be
+    /// usable (blocks it freed, or frees deferred past it).
+    pub(crate) fn has_pending_frees(&self) -> bool {
+        !self.deferred.is_empty() || !self.freed.is_empty()
+    }
+
     /// Whether `[s, s + n)` meets blocks freed by the running transaction.
     fn meets_freed(&self, s: u64, n: u64) -> bool {
         self.freed.iter().any(|&(a, m)| s < a + m && a < s + n)
@@ -181,11 +187,14 @@ impl<'v> Mover<'v> {
                 got += whole;
             }
             let clash = pieces.iter().any(|&(s, n)| self.meets_freed(s, n));
+            // Short, but frees wait for the commit (without a journal, or
+            // blocks this transaction freed): commit, then try again.
+            let pending = self.has_pending_frees();
             if got < need || (clash && attempt == 0) {
                 for &(s, n) in &pieces {
                     self.t.free_blocks(s, n)?;
                 }
-                if got < need {
+                if got < need && (attempt > 0 || !pending) {
                     return Ok(None);
                 }
                 self.commit()?;
