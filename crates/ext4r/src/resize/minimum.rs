@@ -98,14 +98,16 @@ fn lower_bound(sb: &Superblock, geo: &Geometry) -> u64 {
     let data = used.saturating_sub(metadata(geo, geo.group_count));
     let bpg = geo.blocks_per_group;
     let mut g = min_groups;
-    while g < geo.group_count {
-        let probe_blocks = geo.first_data_block + u64::from(g) * bpg;
+    // Up to the current group count: a filesystem can shrink inside its
+    // last group (one group of one, too).
+    while g <= geo.group_count {
+        let probe_blocks = (geo.first_data_block + u64::from(g) * bpg).min(geo.blocks_count);
         let meta = match geometry::shape(sb, geo, probe_blocks) {
             Ok(s) => metadata(&s.geo, g),
             Err(_) => metadata(geo, g),
         };
         let need = data + meta;
-        if need <= u64::from(g) * bpg {
+        if need <= probe_blocks - geo.first_data_block {
             let partial = u64::from(g - 1) * bpg;
             return geo.first_data_block + need.max(partial + 1);
         }
