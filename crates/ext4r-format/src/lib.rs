@@ -34,6 +34,7 @@ pub mod inode;
 pub mod jbd2;
 pub mod mmp;
 pub mod orphan;
+pub mod partition;
 pub mod superblock;
 pub mod types;
 pub mod xattr;

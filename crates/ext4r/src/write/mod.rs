@@ -38,6 +38,7 @@ mod dir;
 mod entries;
 mod fast_commit;
 mod file;
+mod handle;
 mod htree;
 mod inline;
 mod look;
@@ -47,6 +48,7 @@ mod orphan;
 mod xattr;
 
 pub use fast_commit::{recover_journal, FastCommitReplayer};
+pub use handle::File;
 pub use node::{NewNode, SetAttr};
 
 use crate::device::{BlockDevice, FileDevice, OpenMode};
