@@ -105,6 +105,14 @@ pub trait BlockDevice: Send + Sync {
         self.read_at(buf, offset)
     }
 
+    /// Whether writes are refused: a device opened for reading only. A
+    /// writer asks at open ([`Error::ReadOnly`] there), rather than
+    /// failing at its first commit half way through a change. The default
+    /// says writable.
+    fn read_only(&self) -> bool {
+        false
+    }
+
     /// Counters of the I/O done so far.
     fn stats(&self) -> IoStats;
 }
@@ -209,6 +217,9 @@ macro_rules! forward_block_device {
             }
             fn read_fresh(&self, buf: &mut [u8], offset: u64) -> Result<()> {
                 (**self).read_fresh(buf, offset)
+            }
+            fn read_only(&self) -> bool {
+                (**self).read_only()
             }
             fn stats(&self) -> IoStats {
                 (**self).stats()

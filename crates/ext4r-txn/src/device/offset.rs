@@ -150,6 +150,9 @@ impl<D: BlockDevice> BlockDevice for OffsetDevice<D> {
         check_range(offset, buf.len() as u64, self.len)?;
         self.inner.read_fresh(buf, self.start + offset)
     }
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
     fn stats(&self) -> IoStats {
         self.inner.stats()
     }
