@@ -17,3 +17,18 @@ pub mod tune;
 pub mod write;
 
 pub use error::{Error, Result};
+/// The on-disk format crate, for the structures the API hands out.
+pub use ext4r_format as format;
+pub use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
+pub use ext4r_format::types::InodeNr;
+
+/// What may cross threads, checked when the crate compiles: the read-only
+/// filesystem is shared by reference (`Send + Sync`, e.g. in an `Arc`);
+/// the writable one moves between threads (`Send`) and is shared behind a
+/// `Mutex` (its operations take `&mut self`).
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    const fn send<T: Send>() {}
+    send_sync::<fs::Filesystem>();
+    send::<write::WriteFs>();
+};
