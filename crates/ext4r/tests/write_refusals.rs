@@ -412,7 +412,7 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
             &img,
             |_| {},
             |fs| {
-                let di = fs.lookup_path(&format!("/{d}")).unwrap();
+                let di = fs.lookup_path(format!("/{d}")).unwrap();
                 fs.create(di, b"new", &NewNode::file(0o644)).map(|_| ())
             },
             named(feature),
@@ -420,7 +420,7 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
         refuses(
             &img,
             |_| {},
-            |fs| fs.lookup_path(&format!("/{d}/x")).map(|_| ()),
+            |fs| fs.lookup_path(format!("/{d}/x")).map(|_| ()),
             named(feature),
         );
     }
@@ -429,7 +429,7 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
             &img,
             |_| {},
             |fs| {
-                let fi = fs.lookup_path(&format!("/{f}")).unwrap();
+                let fi = fs.lookup_path(format!("/{f}")).unwrap();
                 fs.write(fi, 0, b"data").map(|_| ())
             },
             named(feature),
@@ -438,7 +438,7 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
             &img,
             |_| {},
             |fs| {
-                let fi = fs.lookup_path(&format!("/{f}")).unwrap();
+                let fi = fs.lookup_path(format!("/{f}")).unwrap();
                 fs.truncate(fi, 100)
             },
             named(feature),

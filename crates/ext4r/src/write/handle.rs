@@ -9,6 +9,8 @@
 //! [`WriteFs::sync`] does.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_txn::map::{self, Run};
@@ -16,16 +18,23 @@ use ext4r_txn::map::{self, Run};
 use super::{inline, NewNode, WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
 
+/// A path's bytes.
+fn bytes(path: &Path) -> &[u8] {
+    path.as_os_str().as_bytes()
+}
+
 /// Splits an absolute path into its parent's path and its last name.
-fn split(path: &str) -> Result<(&str, &str)> {
-    let trimmed = path.trim_end_matches('/');
-    if !path.starts_with('/') || trimmed.is_empty() {
+fn split(path: &[u8]) -> Result<(&[u8], &[u8])> {
+    let end = path.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    let trimmed = &path[..end];
+    if path.first() != Some(&b'/') || trimmed.is_empty() {
         return Err(Error::InvalidArgument(format!(
-            "'{path}' is not an absolute path to a file"
+            "'{}' is not an absolute path to a file",
+            String::from_utf8_lossy(path)
         )));
     }
-    let at = trimmed.rfind('/').unwrap_or(0);
-    let parent = if at == 0 { "/" } else { &trimmed[..at] };
+    let at = trimmed.iter().rposition(|&b| b == b'/').unwrap_or(0);
+    let parent: &[u8] = if at == 0 { b"/" } else { &trimmed[..at] };
     Ok((parent, &trimmed[at + 1..]))
 }
 
@@ -136,7 +145,7 @@ impl WriteFs {
     /// # Errors
     /// [`Error::NotFound`], [`Error::NotADirectory`] on the way,
     /// [`Error::IsADirectory`], read errors.
-    pub fn open_file(&mut self, path: &str) -> Result<File<'_>> {
+    pub fn open_file(&mut self, path: impl AsRef<Path>) -> Result<File<'_>> {
         let ino = self.lookup_path(path)?;
         self.file(ino)
     }
@@ -148,16 +157,16 @@ impl WriteFs {
     /// # Errors
     /// [`Error::NotFound`] for a missing parent, [`Error::IsADirectory`]
     /// when `path` is a directory, the errors of [`WriteFs::create`].
-    pub fn create_file(&mut self, path: &str, perm: u16) -> Result<File<'_>> {
-        let (parent, name) = split(path)?;
-        let dir = self.lookup_path(parent)?;
-        let ino = match self.lookup(dir, name.as_bytes())? {
+    pub fn create_file(&mut self, path: impl AsRef<Path>, perm: u16) -> Result<File<'_>> {
+        let (parent, name) = split(bytes(path.as_ref()))?;
+        let dir = self.lookup_path(std::ffi::OsStr::from_bytes(parent))?;
+        let ino = match self.lookup(dir, name)? {
             Some(ino) => {
                 self.readable_inode(ino)?;
                 self.truncate(ino, 0)?;
                 ino
             }
-            None => self.create(dir, name.as_bytes(), &NewNode::file(perm))?,
+            None => self.create(dir, name, &NewNode::file(perm))?,
         };
         self.file(ino)
     }
@@ -169,23 +178,43 @@ impl WriteFs {
     /// # Errors
     /// [`Error::NotADirectory`] when a component exists and is not a
     /// directory, the errors of [`WriteFs::mkdir`].
-    pub fn create_dir_all(&mut self, path: &str, perm: u16) -> Result<u32> {
-        if !path.starts_with('/') {
+    pub fn create_dir_all(&mut self, path: impl AsRef<Path>, perm: u16) -> Result<u32> {
+        let path = bytes(path.as_ref());
+        let shown = || String::from_utf8_lossy(path).into_owned();
+        if path.first() != Some(&b'/') {
             return Err(Error::InvalidArgument(format!(
-                "'{path}' is not an absolute path"
+                "'{}' is not an absolute path",
+                shown()
             )));
         }
         let mut dir = ROOT_INO;
-        for name in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
-            dir = match self.lookup(dir, name.as_bytes())? {
+        for name in path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+        {
+            dir = match self.lookup(dir, name)? {
                 Some(ino) if self.stat(ino)?.is_dir() => ino,
                 Some(_) => {
-                    return Err(Error::NotADirectory(format!("'{name}' in '{path}'")));
+                    return Err(Error::NotADirectory(format!(
+                        "'{}' in '{}'",
+                        String::from_utf8_lossy(name),
+                        shown()
+                    )));
                 }
-                None => self.mkdir(dir, name.as_bytes(), &NewNode::dir(perm))?,
+                None => self.mkdir(dir, name, &NewNode::dir(perm))?,
             };
         }
         Ok(dir)
+    }
+
+    /// The entries of the directory at `path`, in on-disk order (`.` and
+    /// `..` included), as [`WriteFs::read_dir`].
+    ///
+    /// # Errors
+    /// As [`WriteFs::lookup_path`] and [`WriteFs::read_dir`].
+    pub fn read_dir_path(&self, path: impl AsRef<Path>) -> Result<Vec<crate::fs::DirEntryInfo>> {
+        let dir = self.lookup_path(path)?;
+        self.read_dir(dir)
     }
 }
 
@@ -213,6 +242,25 @@ impl File<'_> {
     /// Read errors.
     pub fn len(&self) -> Result<u64> {
         Ok(self.fs.stat(self.ino)?.size())
+    }
+
+    /// Its inode as it stands: size, mode, owner, times, link count, as
+    /// [`std::fs::File::metadata`].
+    ///
+    /// # Errors
+    /// Read errors.
+    pub fn metadata(&self) -> Result<Inode> {
+        self.fs.stat(self.ino)
+    }
+
+    /// Commits everything written so far and writes it home, as
+    /// [`std::fs::File::sync_all`] ([`WriteFs::sync`]: the whole
+    /// filesystem's pending operations, not only this file's).
+    ///
+    /// # Errors
+    /// As [`WriteFs::sync`].
+    pub fn sync_all(&mut self) -> Result<()> {
+        self.fs.sync()
     }
 
     /// Whether it is empty.
@@ -308,10 +356,10 @@ mod tests {
 
     #[test]
     fn split_paths() {
-        assert_eq!(split("/a").unwrap(), ("/", "a"));
-        assert_eq!(split("/a/b/").unwrap(), ("/a", "b"));
-        assert!(split("a/b").is_err());
-        assert!(split("/").is_err());
+        assert_eq!(split(b"/a").unwrap(), (&b"/"[..], &b"a"[..]));
+        assert_eq!(split(b"/a/b/").unwrap(), (&b"/a"[..], &b"b"[..]));
+        assert!(split(b"a/b").is_err());
+        assert!(split(b"/").is_err());
     }
 
     #[test]
@@ -351,6 +399,24 @@ mod tests {
             fs.create_dir_all("/var/log/app/x.log/y", 0o755),
             Err(Error::NotADirectory(_))
         ));
+        // Names need not be UTF-8.
+        use std::os::unix::ffi::OsStrExt;
+        let odd = std::ffi::OsStr::from_bytes(b"/var/caf\xe9");
+        fs.create_dir_all(odd, 0o755).unwrap();
+        let mut f = fs
+            .create_file(Path::new(odd).join("n\u{e9}e"), 0o600)
+            .unwrap();
+        f.write_all(b"x").unwrap();
+        f.sync_all().unwrap();
+        assert_eq!(f.metadata().unwrap().size(), 1);
+        drop(f);
+        let names: Vec<Vec<u8>> = fs
+            .read_dir_path(odd)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert!(names.contains(&"n\u{e9}e".as_bytes().to_vec()), "{names:?}");
     }
 
     #[test]

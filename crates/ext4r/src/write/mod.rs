@@ -344,12 +344,14 @@ impl WriteFs {
     }
 
     /// The inode a path names (absolute; symlinks on the way followed, the
-    /// last component's not).
+    /// last component's not). Any bytes but `/` and NUL make a name: a
+    /// non-UTF-8 name is passed as an `OsStr` or `Path`.
     ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::NotADirectory`], read errors.
-    pub fn lookup_path(&self, path: &str) -> Result<u32> {
-        dir::resolve(&self.txn, &self.shape, path)
+    pub fn lookup_path(&self, path: impl AsRef<Path>) -> Result<u32> {
+        use std::os::unix::ffi::OsStrExt;
+        dir::resolve(&self.txn, &self.shape, path.as_ref().as_os_str().as_bytes())
     }
 }
 
