@@ -1,14 +1,4 @@
-//! On-disk structures of ext2/3/4 and jbd2, and the arithmetic that places them.
-//!
-//! This crate knows bytes and nothing else: it parses and serialises, computes
-//! checksums and geometry, and never performs I/O or decides policy. Every
-//! structure is a `#[repr(C)]` zerocopy type whose field names follow the Linux
-//! kernel's (`s_blocks_count_lo`), so a reader can hold this code next to
-//! `Documentation/filesystems/ext4/` and the kernel headers.
-//!
-//! Multi-byte ext4 fields are little-endian (`zerocopy::little_endian`); jbd2's
-//! are big-endian. Values split into `_lo`/`_hi` halves are joined by accessor
-//! methods, which take the feature flags into account where the format does.
+#![doc = include_str!("../README.md")]
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -44,6 +34,7 @@ pub mod inode;
 pub mod jbd2;
 pub mod mmp;
 pub mod orphan;
+pub mod partition;
 pub mod superblock;
 pub mod types;
 pub mod xattr;

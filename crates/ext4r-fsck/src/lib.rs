@@ -562,3 +562,10 @@ mod error_tests {
         assert_eq!(text, "/tmp/img: the io cause");
     }
 }
+
+/// The workspace README's Rust examples, compiled (and run where they can
+/// be) as doc tests so that they stay true (here, in a crate that is not
+/// published: the README lies outside every crate).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,19 +1,4 @@
-//! The ext4r engine: devices, layout decisions and (growing over the coming
-//! releases) the block cache, allocator, journal, inodes, extents,
-//! directories and xattrs that programs embed to make, read and change
-//! ext2/3/4 filesystems.
-//!
-//! Formatting is a library call:
-//!
-//! ```
-//! use ext4r::device::MemDevice;
-//! use ext4r::mkfs::{format, MkfsOptions};
-//!
-//! let dev = MemDevice::new(64 << 20);
-//! let opts = MkfsOptions { size_bytes: 64 << 20, now: 1_700_000_000, ..Default::default() };
-//! let summary = format(&dev, &opts, true).unwrap();
-//! assert_eq!(summary.block_size, 1024); // small filesystems get 1 KiB blocks
-//! ```
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
@@ -33,9 +18,18 @@ pub mod tune;
 pub mod write;
 
 pub use error::{Error, Result};
+/// The on-disk format crate, for the structures the API hands out.
+pub use ext4r_format as format;
+pub use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
+pub use ext4r_format::types::InodeNr;
 
-/// The README's Rust examples, compiled (and run where they can be) as
-/// doc tests so that they stay true.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
+/// What may cross threads, checked when the crate compiles: the read-only
+/// filesystem is shared by reference (`Send + Sync`, e.g. in an `Arc`);
+/// the writable one moves between threads (`Send`) and is shared behind a
+/// `Mutex` (its operations take `&mut self`).
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    const fn send<T: Send>() {}
+    send_sync::<fs::Filesystem>();
+    send::<write::WriteFs>();
+};

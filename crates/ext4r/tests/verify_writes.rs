@@ -273,14 +273,14 @@ fn damaged_metadata_never_looks_clean_after_the_api() {
                 let names = ["d", "big", "x", "small"];
                 let pick = names[r.below(4) as usize];
                 let res = match r.below(7) {
-                    0 => w.lookup_path(&format!("/{pick}")).and_then(|p| {
+                    0 => w.lookup_path(format!("/{pick}")).and_then(|p| {
                         w.create(p, format!("n{step}").as_bytes(), &NewNode::file(0o644))
                             .map(|_| ())
                     }),
                     1 => w
-                        .lookup_path(&format!("/{pick}"))
+                        .lookup_path(format!("/{pick}"))
                         .and_then(|i| w.write(i, r.below(9000), &[1u8; 700]).map(|_| ())),
-                    2 => w.lookup_path(&format!("/{pick}")).and_then(|i| {
+                    2 => w.lookup_path(format!("/{pick}")).and_then(|i| {
                         let mut a = SetAttr::default();
                         a.perm = Some(0o640);
                         w.setattr(i, &a)
@@ -291,10 +291,10 @@ fn damaged_metadata_never_looks_clean_after_the_api() {
                     ),
                     4 => w.rename(ROOT_INO, pick.as_bytes(), ROOT_INO, b"moved"),
                     5 => w
-                        .lookup_path(&format!("/{pick}"))
+                        .lookup_path(format!("/{pick}"))
                         .and_then(|i| w.set_xattr(i, b"user.z", &[3u8; 100])),
                     _ => w
-                        .lookup_path(&format!("/{pick}"))
+                        .lookup_path(format!("/{pick}"))
                         .and_then(|i| w.truncate(i, r.below(5000))),
                 };
                 if matches!(res, Err(ext4r::Error::Corrupt { .. })) {

@@ -142,7 +142,7 @@ fn inline_files_and_directories_grow_shrink_and_move_out() {
                         let fill = rng.next() as u8;
                         let data: Vec<u8> =
                             (0..len).map(|k| fill.wrapping_add(k as u8) | 1).collect();
-                        let ino = fs.lookup_path(&format!("/f/{n}")).unwrap();
+                        let ino = fs.lookup_path(format!("/f/{n}")).unwrap();
                         fs.write(ino, off, &data).unwrap();
                         let f = m.files.get_mut(&n).unwrap();
                         let end = (off + len) as usize;
@@ -159,7 +159,7 @@ fn inline_files_and_directories_grow_shrink_and_move_out() {
                             1 => rng.below(300),
                             _ => rng.below(20_000),
                         };
-                        let ino = fs.lookup_path(&format!("/f/{n}")).unwrap();
+                        let ino = fs.lookup_path(format!("/f/{n}")).unwrap();
                         fs.truncate(ino, size).unwrap();
                         m.files.get_mut(&n).unwrap().resize(size as usize, 0);
                     }
@@ -167,7 +167,7 @@ fn inline_files_and_directories_grow_shrink_and_move_out() {
                         let k = rng.below(m.files.len() as u64) as usize;
                         let n = m.files.keys().nth(k).unwrap().clone();
                         let (off, len) = (rng.below(9000), rng.below(9000) + 1);
-                        let ino = fs.lookup_path(&format!("/f/{n}")).unwrap();
+                        let ino = fs.lookup_path(format!("/f/{n}")).unwrap();
                         fs.fallocate(ino, off, len, false).unwrap();
                         let f = m.files.get_mut(&n).unwrap();
                         if (f.len() as u64) < off + len {
@@ -192,7 +192,7 @@ fn inline_files_and_directories_grow_shrink_and_move_out() {
                             );
                             let names = m.dirs.get_mut(&d).unwrap();
                             if !names.contains(&e) {
-                                let di = fs.lookup_path(&format!("/{d}")).unwrap();
+                                let di = fs.lookup_path(format!("/{d}")).unwrap();
                                 fs.create(di, e.as_bytes(), &NewNode::file(0o600)).unwrap();
                                 names.push(e);
                             }
@@ -208,7 +208,7 @@ fn inline_files_and_directories_grow_shrink_and_move_out() {
                         }
                         let j = rng.below(names.len() as u64) as usize;
                         let e = names[j].clone();
-                        let di = fs.lookup_path(&format!("/{d}")).unwrap();
+                        let di = fs.lookup_path(format!("/{d}")).unwrap();
                         if rng.below(2) == 0 {
                             fs.unlink(di, e.as_bytes()).unwrap();
                             names.remove(j);
@@ -234,7 +234,7 @@ fn inline_files_and_directories_grow_shrink_and_move_out() {
             if m.dirs.len() >= 2 {
                 let a = m.dirs.keys().next().unwrap().clone();
                 let b = m.dirs.keys().nth(1).unwrap().clone();
-                let bi = fs.lookup_path(&format!("/{b}")).unwrap();
+                let bi = fs.lookup_path(format!("/{b}")).unwrap();
                 fs.rename(ROOT_INO, a.as_bytes(), bi, b"moved").unwrap();
                 fs.close().unwrap();
                 let (code, out, _) =

@@ -301,6 +301,59 @@ fn read_only_filesystems_are_refused() {
     assert_eq!(std::fs::read(&img).unwrap(), before);
 }
 
+/// A device opened for reading only is refused at open, not at the first
+/// commit; after a commit fails, every call names that failure.
+#[test]
+fn read_only_devices_and_failed_commits() {
+    if let Some(m) = missing_tools(&["mke2fs", "e2fsck"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    let dir = TempDir::new("wrefuse-lifecycle");
+    let img = mkfs(&dir, "life.img", &[], 8192);
+    let before = std::fs::read(&img).unwrap();
+    let reader = FileDevice::open(&img, OpenMode::default()).unwrap();
+    let e = WriteFs::open(Arc::new(reader), WriteOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::ReadOnly(_)), "{e:?}");
+    assert!(e.to_string().contains("reading only"), "{e}");
+    assert_eq!(std::fs::read(&img).unwrap(), before);
+
+    // Every write after the open fails: the first commit fails, and so
+    // does every call after it, saying why.
+    let dev = FileDevice::open(
+        &img,
+        OpenMode {
+            write: true,
+            ..OpenMode::default()
+        },
+    )
+    .unwrap();
+    let fault = Arc::new(ext4r::device::FaultDevice::new(dev));
+    let mut o = WriteOptions::default();
+    o.sync_every_op = true;
+    let mut fs = WriteFs::open(fault.clone(), o).unwrap();
+    fault.fail_after(0);
+    let first = fs.mkdir(ROOT_INO, b"a", &NewNode::dir(0o755)).unwrap_err();
+    for later in [
+        fs.mkdir(ROOT_INO, b"b", &NewNode::dir(0o755)).unwrap_err(),
+        fs.sync().unwrap_err(),
+        fs.close().unwrap_err(),
+    ] {
+        assert!(matches!(later, Error::ReadOnly(_)), "{later:?}");
+        assert!(
+            later.to_string().contains(&first.to_string()),
+            "'{later}' does not name the failed commit '{first}'"
+        );
+    }
+    fault.heal();
+    let (code, out, _) =
+        common::run_status("e2fsck", &["-fy", img.to_str().unwrap()], &[]).unwrap();
+    assert!(
+        code <= 1,
+        "e2fsck -fy after the failed commit: {code}\n{out}"
+    );
+}
+
 #[test]
 fn mounted_images_and_devices_are_refused() {
     if let Some(m) = missing_tools(&["mke2fs", "e2fsck"]) {
@@ -359,7 +412,7 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
             &img,
             |_| {},
             |fs| {
-                let di = fs.lookup_path(&format!("/{d}")).unwrap();
+                let di = fs.lookup_path(format!("/{d}")).unwrap();
                 fs.create(di, b"new", &NewNode::file(0o644)).map(|_| ())
             },
             named(feature),
@@ -367,7 +420,7 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
         refuses(
             &img,
             |_| {},
-            |fs| fs.lookup_path(&format!("/{d}/x")).map(|_| ()),
+            |fs| fs.lookup_path(format!("/{d}/x")).map(|_| ()),
             named(feature),
         );
     }
@@ -376,7 +429,7 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
             &img,
             |_| {},
             |fs| {
-                let fi = fs.lookup_path(&format!("/{f}")).unwrap();
+                let fi = fs.lookup_path(format!("/{f}")).unwrap();
                 fs.write(fi, 0, b"data").map(|_| ())
             },
             named(feature),
@@ -385,7 +438,7 @@ fn encrypted_and_casefolded_directories_are_refused_by_name() {
             &img,
             |_| {},
             |fs| {
-                let fi = fs.lookup_path(&format!("/{f}")).unwrap();
+                let fi = fs.lookup_path(format!("/{f}")).unwrap();
                 fs.truncate(fi, 100)
             },
             named(feature),

@@ -171,7 +171,7 @@ pub(crate) fn join(dir: &str, name: &str) -> String {
 /// The directory holding `path`'s last component, and that component.
 pub(crate) fn parent_of(fs: &WriteFs, path: &str) -> ext4r::Result<(u32, Vec<u8>)> {
     let name = basename(path).ok_or_else(|| Error::InvalidArgument("the root".into()))?;
-    let parent = fs.lookup_path(&dirname(path))?;
+    let parent = fs.lookup_path(dirname(path))?;
     if !fs.stat(parent)?.is_dir() {
         return Err(Error::NotADirectory(dirname(path)));
     }

@@ -179,6 +179,10 @@ impl<D: BlockDevice> BlockDevice for FaultDevice<D> {
         self.guarded(WriteKind::Zeroout, offset, len, |d| d.zeroout(offset, len))
     }
 
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+
     fn stats(&self) -> IoStats {
         self.inner.stats()
     }

@@ -38,6 +38,8 @@ pub struct FileDevice {
     size: u64,
     block_device: bool,
     sector: u32,
+    /// Opened without `write`.
+    read_only: bool,
     counters: Counters,
 }
 
@@ -138,6 +140,7 @@ impl FileDevice {
             size,
             block_device: is_blk,
             sector: sector.max(1),
+            read_only: !mode.write,
             counters: Counters::default(),
         })
     }
@@ -299,6 +302,10 @@ impl BlockDevice for FileDevice {
         buf.copy_from_slice(&aligned[at..at + buf.len()]);
         self.counters.read(buf.len() as u64);
         Ok(())
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
     }
 
     fn stats(&self) -> IoStats {
@@ -505,8 +512,17 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // Its death released it.
-        drop(FileDevice::open(&p, rw(None)).unwrap());
+        // Its death released it: at once, or (when flock was killed
+        // between its fork and its child's closing of the file) as soon as
+        // the child has closed it.
+        let t0 = std::time::Instant::now();
+        while let Err(e) = FileDevice::open(&p, rw(None)) {
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "still locked after flock's death: {e}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     #[test]

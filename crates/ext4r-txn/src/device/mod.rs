@@ -1,6 +1,7 @@
 //! Block devices: the small trait every engine component reads and writes
-//! through, with a file/block-device implementation, an in-memory one, and a
-//! fault-injecting wrapper for crash tests.
+//! through, with a file/block-device implementation, an in-memory one, a
+//! window of another device ([`OffsetDevice`]: a partition of a disk
+//! image), and a fault-injecting wrapper for crash tests.
 //!
 //! All I/O is positioned and takes `&self`, so one device can be shared by
 //! threads (scans of flex groups in parallel) without a lock around a file
@@ -10,6 +11,7 @@ mod fault;
 mod file;
 pub mod lock;
 mod mem;
+mod offset;
 mod record;
 mod staged;
 mod unflushed;
@@ -18,6 +20,7 @@ pub use fault::{FaultDevice, WriteKind, WriteRecord};
 pub use file::{FileDevice, OpenMode};
 pub use lock::{writer_of, LockHolder};
 pub use mem::MemDevice;
+pub use offset::{partitions, OffsetDevice};
 pub use record::{apply_cut, covers_superblock, Cut, CutStats, Op, Recorder};
 pub use staged::Staged;
 pub use unflushed::Unflushed;
@@ -100,6 +103,14 @@ pub trait BlockDevice: Send + Sync {
     /// As [`BlockDevice::read_at`].
     fn read_fresh(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.read_at(buf, offset)
+    }
+
+    /// Whether writes are refused: a device opened for reading only. A
+    /// writer asks at open ([`Error::ReadOnly`] there), rather than
+    /// failing at its first commit half way through a change. The default
+    /// says writable.
+    fn read_only(&self) -> bool {
+        false
     }
 
     /// Counters of the I/O done so far.
@@ -206,6 +217,9 @@ macro_rules! forward_block_device {
             }
             fn read_fresh(&self, buf: &mut [u8], offset: u64) -> Result<()> {
                 (**self).read_fresh(buf, offset)
+            }
+            fn read_only(&self) -> bool {
+                (**self).read_only()
             }
             fn stats(&self) -> IoStats {
                 (**self).stats()

@@ -228,6 +228,10 @@ impl<D: BlockDevice> BlockDevice for Recorder<D> {
         Ok(())
     }
 
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+
     fn stats(&self) -> IoStats {
         self.inner.stats()
     }

@@ -37,6 +37,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Unflushed<D> {
     fn zeroout(&self, offset: u64, len: u64) -> Result<()> {
         self.0.zeroout(offset, len)
     }
+    fn read_only(&self) -> bool {
+        self.0.read_only()
+    }
     fn stats(&self) -> IoStats {
         self.0.stats()
     }

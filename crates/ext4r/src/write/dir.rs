@@ -202,12 +202,12 @@ pub(crate) fn names_readable(dir: u32, inode: &Inode) -> Result<()> {
 }
 
 /// Follows an absolute path from the root.
-pub(crate) fn resolve(t: &Transaction<Volume>, sh: &Shape, path: &str) -> Result<u32> {
+pub(crate) fn resolve(t: &Transaction<Volume>, sh: &Shape, path: &[u8]) -> Result<u32> {
     let mut todo: Vec<Vec<u8>> = path
-        .split('/')
+        .split(|&b| b == b'/')
         .filter(|c| !c.is_empty())
         .rev()
-        .map(|c| c.as_bytes().to_vec())
+        .map(<[u8]>::to_vec)
         .collect();
     let mut cur = ROOT_INO;
     let mut stack = vec![ROOT_INO];
@@ -233,7 +233,10 @@ pub(crate) fn resolve(t: &Transaction<Volume>, sh: &Shape, path: &str) -> Result
         if i.is_symlink() && !todo.is_empty() {
             links += 1;
             if links > MAX_SYMLINKS {
-                return Err(Error::InvalidArgument(format!("{path}: too many symlinks")));
+                return Err(Error::InvalidArgument(format!(
+                    "{}: too many symlinks",
+                    String::from_utf8_lossy(path)
+                )));
             }
             let target = super::file::read_all(t, sh, ino, &i)?;
             if target.first() == Some(&b'/') {

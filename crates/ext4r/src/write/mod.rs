@@ -38,6 +38,7 @@ mod dir;
 mod entries;
 mod fast_commit;
 mod file;
+mod handle;
 mod htree;
 mod inline;
 mod look;
@@ -47,6 +48,7 @@ mod orphan;
 mod xattr;
 
 pub use fast_commit::{recover_journal, FastCommitReplayer};
+pub use handle::File;
 pub use node::{NewNode, SetAttr};
 
 use crate::device::{BlockDevice, FileDevice, OpenMode};
@@ -138,12 +140,22 @@ fn journal_share(vol: &Volume) -> u64 {
 const DATA_LIMIT: u64 = 32 << 20;
 
 /// A filesystem opened for changing.
+///
+/// Operations gather in a running transaction that is committed through
+/// the journal when it grows large, on [`WriteFs::sync`] and on
+/// [`WriteFs::close`]. Dropping a `WriteFs` without closing it discards
+/// the operations not yet committed, as a power cut would: the
+/// filesystem stays at its last commit, consistent. After a commit
+/// fails, every later call returns [`Error::ReadOnly`] naming that
+/// failure; reopening recovers what was committed.
+#[must_use = "operations not committed are discarded when a WriteFs is dropped: call close()"]
 pub struct WriteFs {
     txn: Transaction<Volume>,
     shape: Shape,
     opts: WriteOptions,
-    /// A commit failed: what it was writing may be half on disk.
-    poisoned: bool,
+    /// A commit failed (what it said): what it was writing may be half
+    /// on disk.
+    poisoned: Option<String>,
     /// Orphans the running operation left to finish after it.
     deferred: Vec<orphan::Pending>,
     limit: u64,
@@ -160,11 +172,16 @@ impl WriteFs {
     /// recovery is replayed first, as a mount does.
     ///
     /// # Errors
-    /// [`Error::ReadOnly`] for a filesystem marked read-only,
-    /// [`Error::Unsupported`] for features this version cannot write,
+    /// [`Error::ReadOnly`] for a device opened for reading only or a
+    /// filesystem marked read-only, [`Error::Unsupported`] for features this version cannot write,
     /// [`Error::Corrupt`] for an unusable superblock or descriptors, I/O
     /// errors.
     pub fn open(dev: Arc<dyn BlockDevice>, opts: WriteOptions) -> Result<Self> {
+        if dev.read_only() {
+            return Err(Error::ReadOnly(
+                "the device was opened for reading only (OpenMode::write is false)".into(),
+            ));
+        }
         let mut vo = VolumeOptions::default();
         vo.recover = true;
         vo.now = opts.now.map(|t| t.0);
@@ -190,7 +207,7 @@ impl WriteFs {
             txn,
             shape,
             opts,
-            poisoned: false,
+            poisoned: None,
             deferred: Vec::new(),
             limit,
         }
@@ -246,11 +263,7 @@ impl WriteFs {
     /// docs); afterwards the transaction is committed when it is large or
     /// when every operation is.
     pub(crate) fn op<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        if self.poisoned {
-            return Err(Error::InvalidArgument(
-                "an earlier commit failed; reopen the filesystem (recovery replays what was committed)".into(),
-            ));
-        }
+        self.check_poisoned()?;
         self.txn.savepoint();
         let out = match f(self) {
             Ok(v) => v,
@@ -276,10 +289,21 @@ impl WriteFs {
 
     fn commit(&mut self) -> Result<()> {
         if let Err(e) = self.txn.commit(Commit::Auto) {
-            self.poisoned = true;
+            self.poisoned = Some(e.to_string());
             return Err(e);
         }
         Ok(())
+    }
+
+    /// [`Error::ReadOnly`] naming the failed commit, once one failed.
+    fn check_poisoned(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(why) => Err(Error::ReadOnly(format!(
+                "an earlier commit failed ({why}); nothing more is written: reopen the filesystem \
+                 (recovery keeps what was committed)"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Commits every operation so far and writes it home: durable.
@@ -287,11 +311,7 @@ impl WriteFs {
     /// # Errors
     /// I/O errors.
     pub fn sync(&mut self) -> Result<()> {
-        if self.poisoned {
-            return Err(Error::InvalidArgument(
-                "an earlier commit failed; nothing more is written".into(),
-            ));
-        }
+        self.check_poisoned()?;
         self.commit()?;
         if !self.opts.defer_checkpoint {
             self.txn.volume_mut().write_home()?;
@@ -324,12 +344,14 @@ impl WriteFs {
     }
 
     /// The inode a path names (absolute; symlinks on the way followed, the
-    /// last component's not).
+    /// last component's not). Any bytes but `/` and NUL make a name: a
+    /// non-UTF-8 name is passed as an `OsStr` or `Path`.
     ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::NotADirectory`], read errors.
-    pub fn lookup_path(&self, path: &str) -> Result<u32> {
-        dir::resolve(&self.txn, &self.shape, path)
+    pub fn lookup_path(&self, path: impl AsRef<Path>) -> Result<u32> {
+        use std::os::unix::ffi::OsStrExt;
+        dir::resolve(&self.txn, &self.shape, path.as_ref().as_os_str().as_bytes())
     }
 }
 
