@@ -43,6 +43,21 @@ pub fn run(args: &Args) -> Result<()> {
             ]),
         ));
     }
+    // The format crate is no_std + alloc: built for a target without std
+    // when one is installed (`rustup target add x86_64-unknown-none`;
+    // .ci/run adds it), else for the host without its std feature.
+    let bare = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .ok()
+        .is_some_and(|o| String::from_utf8_lossy(&o.stdout).contains("x86_64-unknown-none"));
+    let mut no_std = cargo(&["build", "-p", "ext4r-format", "--no-default-features"]);
+    if bare {
+        no_std.args(["--target", "x86_64-unknown-none"]);
+    } else {
+        println!("ci: no x86_64-unknown-none target installed: the no_std build runs for the host");
+    }
+    steps.push(("no_std format", no_std));
     // Every public item documented and every intra-doc link resolving:
     // the library is for embedding, its docs are part of the API.
     let mut doc = cargo(&["doc", "--workspace", "--no-deps"]);

@@ -8,6 +8,9 @@
 //! and an image converts it; written unconverted, the kernel would refuse
 //! to read it back.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::error::{FormatError, Result};
 
 /// The version word of the system-call format.

@@ -6,6 +6,9 @@
 //!
 //! See `Documentation/filesystems/ext4/blockmap.rst`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::error::{FormatError, Result};
 use crate::types::BlockNr;
 use zerocopy::little_endian::U32;

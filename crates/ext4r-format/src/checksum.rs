@@ -6,14 +6,48 @@
 //! protects group descriptors with CRC16 (polynomial 0x8005, reflected,
 //! initial value 0xffff), see the kernel's `ext4_group_desc_csum`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 /// Raw CRC32C register update as the kernel's `crc32c_le(seed, data)`:
 /// no pre- or post-inversion beyond what the seed carries.
 ///
 /// ext4 starts chains from `!0` (see [`fs_csum_seed`]).
 pub fn crc32c(seed: u32, data: &[u8]) -> u32 {
-    // crc32c::crc32c_append inverts on entry and exit; undo both so the
-    // register value flows through unchanged, as the kernel's does.
-    !crc32c::crc32c_append(!seed, data)
+    #[cfg(feature = "std")]
+    {
+        // crc32c::crc32c_append inverts on entry and exit; undo both so
+        // the register value flows through unchanged, as the kernel's does.
+        // It uses the CPU's CRC32 instruction where there is one.
+        !crc32c::crc32c_append(!seed, data)
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        crc32c_portable(seed, data)
+    }
+}
+
+/// CRC32C (Castagnoli, reflected 0x1EDC6F41) with no initial or final
+/// inversion: the raw register, as [`crc32c`] computes it.
+const CRC32C_RAW: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::Algorithm {
+    width: 32,
+    poly: 0x1EDC_6F41,
+    init: 0,
+    refin: true,
+    refout: true,
+    xorout: 0,
+    check: 0,
+    residue: 0,
+});
+
+/// [`crc32c()`] by table, without `std` (the crc32c crate, which uses the
+/// CPU's instruction, needs it).
+pub fn crc32c_portable(seed: u32, data: &[u8]) -> u32 {
+    // As for crc16 below: the crate takes a reflected algorithm's initial
+    // value written out, so the register is reflected first.
+    let mut d = CRC32C_RAW.digest_with_initial(seed.reverse_bits());
+    d.update(data);
+    d.finalize()
 }
 
 /// The per-filesystem checksum seed: `crc32c(~0, uuid)`, or
@@ -58,6 +92,20 @@ pub fn crc32_be(seed: u32, data: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_portable_crc32c_is_the_kernels() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for seed in [0u32, !0, 0x1234_5678, 0xdead_beef] {
+            for n in [0, 1, 3, 4, 5, 15, 16, 17, 255, 1000] {
+                assert_eq!(
+                    crc32c_portable(seed, &data[..n]),
+                    !crc32c::crc32c_append(!seed, &data[..n]),
+                    "seed {seed:#x}, {n} bytes"
+                );
+            }
+        }
+    }
 
     #[test]
     fn crc32c_matches_standard_check_value() {

@@ -7,6 +7,9 @@
 //! See the kernel's `fs/ext4/ext4.h`, `fs/ext4/namei.c` and
 //! `Documentation/filesystems/ext4/directory.rst`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use crate::inode::mode;

@@ -1,5 +1,8 @@
 //! The error type of the format crate.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 /// What went wrong while parsing or validating on-disk bytes.
 ///
 /// Every variant names the structure it concerns (`what`), so that callers
@@ -52,7 +55,7 @@ pub enum FormatError {
 }
 
 /// Shorthand for results of this crate.
-pub type Result<T, E = FormatError> = std::result::Result<T, E>;
+pub type Result<T, E = FormatError> = core::result::Result<T, E>;
 
 impl FormatError {
     /// Builds an [`FormatError::Invalid`] error.

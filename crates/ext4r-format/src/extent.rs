@@ -8,6 +8,9 @@
 //! See the kernel's `fs/ext4/ext4_extents.h` and
 //! `Documentation/filesystems/ext4/ifork.rst`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use crate::types::BlockNr;

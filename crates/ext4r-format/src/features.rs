@@ -4,6 +4,9 @@
 //! ignored, an unknown `ro_compat` one allows only read-only access, an
 //! unknown `incompat` one forbids access altogether.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::error::{FormatError, Result};
 use bitflags::bitflags;
 

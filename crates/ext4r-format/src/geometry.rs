@@ -9,6 +9,9 @@
 //! descriptor block describes) keeps its descriptor block in its first,
 //! second and last group.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::error::{FormatError, Result};
 use crate::features::{Compat, Incompat, RoCompat};
 use crate::superblock::Superblock;

@@ -2,6 +2,9 @@
 //! (`s_desc_size`) when the 64bit feature is on, packed into the group
 //! descriptor table (GDT) that follows each superblock copy.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::{crc16, crc32c};
 use crate::error::{need, FormatError, Result};
 use zerocopy::little_endian::{U16, U32};

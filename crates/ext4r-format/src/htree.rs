@@ -13,6 +13,9 @@
 //! See the kernel's `fs/ext4/namei.c` and `fs/ext4/hash.c`, e2fsprogs'
 //! `lib/ext2fs/dirhash.c` and `Documentation/filesystems/ext4/directory.rst`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::dir::{rec_len_from_disk, rec_len_to_disk, DirEntry2, DIR_ENTRY_HEADER_SIZE};
 use crate::error::{need, FormatError, Result};

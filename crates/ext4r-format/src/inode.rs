@@ -7,6 +7,9 @@
 //! Layout: kernel `fs/ext4/ext4.h`, e2fsprogs `lib/ext2fs/ext2_fs.h`
 //! (`struct ext2_inode_large`), `Documentation/filesystems/ext4/inodes.rst`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use crate::types::{BlockNr, InodeNr};

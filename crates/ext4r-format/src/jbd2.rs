@@ -17,6 +17,9 @@
 //! computed here) chain CRC32C from the journal seed `crc32c(~0, s_uuid)`,
 //! see [`journal_csum_seed`].
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use bitflags::bitflags;

@@ -9,9 +9,26 @@
 //! Multi-byte ext4 fields are little-endian (`zerocopy::little_endian`); jbd2's
 //! are big-endian. Values split into `_lo`/`_hi` halves are joined by accessor
 //! methods, which take the feature flags into account where the format does.
+#![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
+
+extern crate alloc;
+
+/// What `std`'s prelude would bring, from `alloc`: the crate builds
+/// without `std` (`--no-default-features`) for kernels and bootloaders.
+mod prelude {
+    #[allow(unused_imports)]
+    pub(crate) use alloc::{
+        borrow::ToOwned,
+        boxed::Box,
+        format,
+        string::{String, ToString},
+        vec,
+        vec::Vec,
+    };
+}
 
 pub mod acl;
 pub mod blockmap;

@@ -5,6 +5,9 @@
 //! Only `mmp_seq` decides whether the filesystem is in use; time, node and
 //! device names are for the administrator (see e2fsprogs' `ext2_fs.h`).
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use zerocopy::little_endian::{U16, U32, U64};

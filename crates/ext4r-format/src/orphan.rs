@@ -5,6 +5,9 @@
 //! checksum. See the kernel's `fs/ext4/orphan.c` and e2fsprogs'
 //! `lib/ext2fs/orphan.c`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use crate::types::{BlockNr, InodeNr};

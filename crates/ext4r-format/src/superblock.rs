@@ -1,6 +1,9 @@
 //! The ext2/3/4 superblock (`struct ext4_super_block`), 1024 bytes at byte
 //! offset 1024 of the device, with backups at the start of some groups.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::{crc32c, fs_csum_seed};
 use crate::error::{need, FormatError, Result};
 use crate::features::{Compat, Features, Incompat, RoCompat};

@@ -1,6 +1,9 @@
 //! Newtypes for block, inode and group numbers, so they cannot be mixed up.
 
-use std::fmt;
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use core::fmt;
 
 macro_rules! number {
     ($(#[$doc:meta])* $name:ident, $int:ty, $prefix:literal) => {

@@ -10,6 +10,9 @@
 //! See the kernel's `fs/ext4/xattr.h` and `xattr.c`, e2fsprogs'
 //! `lib/ext2fs/ext_attr.c`, and `Documentation/filesystems/ext4/attributes.rst`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use crate::types::{BlockNr, InodeNr};

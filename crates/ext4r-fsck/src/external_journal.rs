@@ -167,6 +167,7 @@ pub(crate) fn replay(
     dev: &Arc<dyn BlockDevice>,
     sb: &Superblock,
     ext: &ExternalJournal,
+    now: i64,
 ) -> ext4r::Result<Option<crate::observe::JournalRecovered>> {
     if !wanted(sb) || !sb.has_incompat(Incompat::RECOVER) {
         return Ok(None);
@@ -174,6 +175,6 @@ pub(crate) fn replay(
     let Ok(journal) = open(sb, ext) else {
         return Ok(None);
     };
-    let r = ext4r::write::recover_journal(dev, &journal, None)?;
+    let r = ext4r::write::recover_journal(dev, &journal, Some((now, 0)))?;
     Ok(Some(crate::observe::JournalRecovered::of(&r)))
 }

@@ -219,6 +219,8 @@ fn run(
         // e2fsck -p never goes looking for a backup superblock: a primary
         // it cannot open stops the run (exit 8).
         let mut oo = OpenOptions::default();
+        // A checker reads what fails its checksum, to report it.
+        oo.verify_checksums = false;
         oo.allow_encrypted = true;
         oo.skip_journal_replay = true;
         if let Err(e) = Filesystem::open_with(dev.clone(), oo) {
@@ -230,7 +232,7 @@ fn run(
         Some(ext) => match open(&dev) {
             Ok(fs) => {
                 ext_said.extend(crate::external_journal::fix_checksum(fs.superblock(), ext)?);
-                crate::external_journal::replay(&dev, fs.superblock(), ext)?
+                crate::external_journal::replay(&dev, fs.superblock(), ext, opts.now)?
             }
             Err(_) => None,
         },
@@ -731,6 +733,8 @@ fn claim_mmp(
 
 fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
     let mut oo = OpenOptions::default();
+    // A checker reads what fails its checksum, to report it.
+    oo.verify_checksums = false;
     oo.allow_encrypted = true;
     oo.skip_journal_replay = true;
     // The same choice as the check's.

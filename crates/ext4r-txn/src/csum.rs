@@ -76,6 +76,21 @@ pub enum BlockKind {
     Mmp,
 }
 
+impl BlockKind {
+    /// What a block of this kind is, for messages.
+    pub fn what(self) -> &'static str {
+        match self {
+            BlockKind::Plain => "block",
+            BlockKind::Extent { .. } => "extent block",
+            BlockKind::Dir { .. } | BlockKind::DirLeaf { .. } => "directory block",
+            BlockKind::DirIndex { .. } => "directory index block",
+            BlockKind::Xattr => "xattr block",
+            BlockKind::Orphan { .. } => "orphan file block",
+            BlockKind::Mmp => "MMP block",
+        }
+    }
+}
+
 /// Which checksums this filesystem carries, and their seeds.
 #[derive(Debug, Clone)]
 pub struct Checksums {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// An I/O error, with what was being done and where.
-    #[error("{op} at byte {offset}")]
+    #[error("{op} at byte {offset}: {source}")]
     Io {
         /// The operation (read, write, discard, ...).
         op: &'static str,
@@ -17,7 +17,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Opening or inspecting a device failed.
-    #[error("{path}")]
+    #[error("{}: {source}", path.display())]
     Open {
         /// The device or image path.
         path: PathBuf,
@@ -25,7 +25,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// On-disk data that does not follow the format.
-    #[error("{location}")]
+    #[error("{location}: {source}")]
     Corrupt {
         /// Where: group, inode, block and byte offset as numbers where
         /// known, and the structure in words (boxed: errors stay small).
@@ -281,11 +281,47 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
+        // Errors that say their cause already (ours do) are not repeated.
+        let c_text = c.to_string();
+        if !text.ends_with(&c_text) {
+            text.push_str(": ");
+            text.push_str(&c_text);
+        }
         cause = c.source();
     }
     text
+}
+
+impl From<Error> for std::io::Error {
+    /// The error as `std::io::Error` (its `ErrorKind` the nearest one), so
+    /// that code written against `std::io` passes ours on.
+    fn from(e: Error) -> Self {
+        use std::io::ErrorKind as K;
+        let kind = match &e {
+            Error::Io { source, .. } | Error::Open { source, .. } => source.kind(),
+            Error::Corrupt { .. } => K::InvalidData,
+            Error::Mounted { .. }
+            | Error::InUse(_)
+            | Error::Locked { .. }
+            | Error::MmpInUse { .. } => K::ResourceBusy,
+            Error::OutOfRange { .. } => K::UnexpectedEof,
+            Error::InvalidArgument(_) | Error::InvalidName(_) | Error::MoveIntoItself(_) => {
+                K::InvalidInput
+            }
+            Error::Unsupported(_) => K::Unsupported,
+            Error::NoSpace | Error::NoFreeInodes => K::StorageFull,
+            Error::ReadOnly(_) => K::ReadOnlyFilesystem,
+            Error::NotFound(_) => K::NotFound,
+            Error::AlreadyExists(_) => K::AlreadyExists,
+            Error::IsADirectory(_) => K::IsADirectory,
+            Error::DirectoryNotEmpty(_) => K::DirectoryNotEmpty,
+            Error::TooManyLinks(_) => K::TooManyLinks,
+            Error::NotADirectory(_) => K::NotADirectory,
+            Error::Cancelled(_) => K::Interrupted,
+            Error::JournalFull | Error::TransactionTooLarge { .. } => K::Other,
+        };
+        std::io::Error::new(kind, e)
+    }
 }
 
 #[cfg(test)]

@@ -401,11 +401,16 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// # Errors
     /// As [`Transaction::read_block`].
     pub fn block_mut(&mut self, nr: u64, kind: BlockKind) -> Result<&mut Vec<u8>> {
-        self.note_block(nr);
         if !self.blocks.contains_key(&nr) {
             let b = self.read_block(nr)?;
+            if !self.data.contains_key(&nr) {
+                self.verified_block(nr, kind, &b)?;
+            }
+            self.note_block(nr);
             self.data.remove(&nr);
             self.blocks.insert(nr, (b, kind));
+        } else {
+            self.note_block(nr);
         }
         let entry = self
             .blocks
@@ -490,15 +495,66 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         Ok(b[off..off + self.v().geo.inode_size as usize].to_vec())
     }
 
+    /// Inode `ino`'s record as this transaction leaves it so far, its
+    /// checksum verified when it comes from the disk and the volume
+    /// verifies ([`Volume::verifies`]).
+    ///
+    /// # Errors
+    /// As [`Transaction::read_inode`]; [`Error::Corrupt`] naming the inode
+    /// when its checksum does not match.
+    pub fn read_inode_checked(&self, ino: u32) -> Result<Vec<u8>> {
+        if let Some(r) = self.inodes.get(&ino) {
+            return Ok(r.clone());
+        }
+        let r = self.read_inode(ino)?;
+        if self.v().verifies() && !self.v().csum.inode_ok(ino, &r) {
+            return Err(Error::corrupt(
+                crate::error::Location::inode(ino),
+                ext4r_format::FormatError::invalid("inode", "checksum does not match"),
+            ));
+        }
+        Ok(r)
+    }
+
+    /// Block `nr` as this transaction leaves it so far, its checksum (of
+    /// kind `kind`) verified when it comes from the disk and the volume
+    /// verifies.
+    ///
+    /// # Errors
+    /// As [`Transaction::read_block`]; [`Error::Corrupt`] naming the block
+    /// when its checksum does not match.
+    pub fn read_block_checked(&self, nr: u64, kind: BlockKind) -> Result<Vec<u8>> {
+        if let Some((b, _)) = self.blocks.get(&nr) {
+            return Ok(b.clone());
+        }
+        let b = self.read_block(nr)?;
+        if !self.data.contains_key(&nr) {
+            self.verified_block(nr, kind, &b)?;
+        }
+        Ok(b)
+    }
+
+    fn verified_block(&self, nr: u64, kind: BlockKind, b: &[u8]) -> Result<()> {
+        if self.v().verifies() && !self.v().csum.block_ok(kind, nr, b) {
+            return Err(Error::corrupt(
+                crate::error::Location::block(nr).of(kind.what()),
+                ext4r_format::FormatError::invalid(kind.what(), "checksum does not match"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Inode `ino`'s record to change; its checksum is set at commit.
     ///
     /// # Errors
     /// As [`Transaction::read_inode`].
     pub fn inode_mut(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
-        self.note_inode(ino);
         if !self.inodes.contains_key(&ino) {
-            let r = self.read_inode(ino)?;
+            let r = self.read_inode_checked(ino)?;
+            self.note_inode(ino);
             self.inodes.insert(ino, r);
+        } else {
+            self.note_inode(ino);
         }
         self.inodes
             .get_mut(&ino)
@@ -1114,6 +1170,12 @@ impl<V: BorrowMut<Volume>> BlockSource for Transaction<V> {
     fn read_block(&self, nr: u64, what: &str) -> Result<Vec<u8>> {
         self.check_blocks(nr, 1, what)?;
         Transaction::read_block(self, nr)
+    }
+    fn verify(&self) -> Option<&Checksums> {
+        self.v().verifies().then_some(&self.v().csum)
+    }
+    fn trusted(&self, nr: u64) -> bool {
+        self.blocks.contains_key(&nr) || self.data.contains_key(&nr)
     }
 }
 

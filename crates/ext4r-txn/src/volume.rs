@@ -65,6 +65,15 @@ pub struct VolumeOptions {
     /// Replays the fast commits such a recovery finds (the engine's); a
     /// recovery that finds fast commits without it is refused.
     pub fast_commit: Option<Arc<dyn crate::journal::FastCommitReplay>>,
+    /// Change metadata without checking its checksums first: for a
+    /// checker's repairs and for rewrites that stamp every checksum anew
+    /// (tune's). By default (and as the kernel) a transaction refuses to
+    /// build on a block or inode whose checksum does not match:
+    /// [`crate::txn::Transaction::block_mut`] and
+    /// [`crate::txn::Transaction::inode_mut`] give [`Error::Corrupt`]
+    /// instead, and nothing is written, so the damage stays for fsck to
+    /// see.
+    pub unverified: bool,
 }
 
 /// A filesystem opened for changing.
@@ -301,6 +310,8 @@ impl Volume {
         mut opts: VolumeOptions,
     ) -> Result<Self> {
         opts.journal = JournalUse::Off;
+        // A checker repairs what fails its checksum.
+        opts.unverified = true;
         let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
         let groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
         Ok(Volume {
@@ -331,6 +342,13 @@ impl Volume {
     /// The group table as committed so far.
     pub fn groups(&self) -> &GroupTable {
         &self.groups
+    }
+
+    /// Whether metadata read to be changed has its checksum verified
+    /// first (the filesystem has checksums and the volume was not opened
+    /// [`VolumeOptions::unverified`]).
+    pub fn verifies(&self) -> bool {
+        !self.opts.unverified && self.csum.metadata_csum()
     }
 
     /// The checksums of this filesystem.

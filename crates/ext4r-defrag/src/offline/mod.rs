@@ -159,6 +159,8 @@ impl OfflineFs {
         vo.recover = true;
         vo.checkpoint = Checkpoint::EachCommit;
         vo.now = opts.now.map(|t| t.0);
+        // A journal left by the kernel is recovered with its fast commits.
+        vo.fast_commit = Some(Arc::new(ext4r::write::FastCommitReplayer { now: opts.now }));
         let vol = Volume::open(Arc::clone(&dev), vo).map_err(engine)?;
         let sb = vol.superblock();
         if let Some(why) = refused_features(sb) {

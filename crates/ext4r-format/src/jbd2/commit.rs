@@ -3,6 +3,9 @@
 //! block (computed with that word zero) and the type and size bytes are 0;
 //! checksum v1 (a CRC32 of the transaction, type 1) is not computed here.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use super::{block_type, crc_with_hole, JournalHeader};
 use crate::error::{need, FormatError, Result};
 use zerocopy::big_endian::{U32, U64};

@@ -4,6 +4,9 @@
 //! followed by a 16-byte UUID. The last tag carries `LAST_TAG`; under
 //! checksum v2/v3 the block ends with a [`super::JournalBlockTail`].
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use super::{
     block_type, data_block_checksum, set_block_tail_checksum, verify_block_tail_checksum,
     JournalHeader, JournalIncompat, JournalLayout, HEADER_SIZE,

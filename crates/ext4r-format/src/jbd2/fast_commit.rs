@@ -19,6 +19,9 @@
 //! and CRCs block by block and counts the records up to the last good tail;
 //! the replay then applies exactly those.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use crate::checksum::crc32c;
 use crate::error::{FormatError, Result};
 use crate::extent::Extent;

@@ -3,6 +3,9 @@
 //! with 64bit. Replay skips journal copies of a revoked block made by this
 //! or earlier transactions.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use super::{
     block_type, set_block_tail_checksum, verify_block_tail_checksum, JournalHeader, JournalLayout,
     HEADER_SIZE,

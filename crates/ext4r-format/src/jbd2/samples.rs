@@ -17,6 +17,9 @@
 //! written. It also stores the commit time with `cpu_to_be32` into the
 //! 64-bit `h_commit_sec`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use super::{JournalIncompat, JournalLayout};
 
 /// UUID of image E (also the fresh-journal samples).

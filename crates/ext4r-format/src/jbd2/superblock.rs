@@ -1,6 +1,9 @@
 //! The journal superblock (`journal_superblock_t`): 1024 bytes at the start
 //! of the journal's first block, big-endian like the rest of jbd2.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 use super::{
     block_type, checksum_type, journal_csum_seed, JournalCompat, JournalHeader, JournalIncompat,
     JournalLayout, DEFAULT_FAST_COMMIT_BLOCKS, JBD2_MAGIC, KNOWN_RO_COMPAT, MIN_JOURNAL_BLOCKS,

@@ -172,7 +172,7 @@ where
     D: BlockDevice + ?Sized,
     J: BlockDevice,
 {
-    recover_in_place(fs_dev, journal, |r| {
+    recover_in_place(fs_dev, journal, None, |r| {
         let none: Option<&dyn FastCommitReplay> = None;
         replay_on(None, r, none)
     })
@@ -189,7 +189,7 @@ pub fn recover_filesystem_with<J: BlockDevice>(
     journal: &Journal<J>,
     fc: &dyn FastCommitReplay,
 ) -> Result<Recovery> {
-    recover_in_place(fs_dev.as_ref(), journal, |r| {
+    recover_in_place(fs_dev.as_ref(), journal, fc.now(), |r| {
         replay_on(Some(fs_dev), r, Some(fc))
     })
 }
@@ -197,6 +197,7 @@ pub fn recover_filesystem_with<J: BlockDevice>(
 fn recover_in_place<D, J>(
     fs_dev: &D,
     journal: &Journal<J>,
+    now: Option<(i64, u32)>,
     replay: impl FnOnce(&mut Recovery) -> Result<Option<ReplayPlan>>,
 ) -> Result<Recovery>
 where
@@ -210,9 +211,14 @@ where
     let extra = replay(&mut recovery)?;
     let mut marked = false;
     if let Some(extra) = extra.as_ref().filter(|e| !e.is_empty()) {
-        let time = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or((0, 0), |d| (d.as_secs(), d.subsec_nanos()));
+        // The commit time of the replay's transaction: the caller's clock
+        // (a checker's E2FSCK_TIME) or the system's.
+        let time = match now {
+            Some((s, ns)) => (u64::try_from(s).unwrap_or(0), ns),
+            None => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or((0, 0), |d| (d.as_secs(), d.subsec_nanos())),
+        };
         if journal.append_replay(&recovery, extra, time)? {
             // The fast commits' transaction is now in the log: a rerun
             // replays it as a block transaction and finds them stale.

@@ -109,6 +109,12 @@ pub trait FastCommitReplay: Send + Sync + std::fmt::Debug {
     /// Errors that prevent any replay (I/O, an unusable superblock);
     /// problems with single records go in [`FcReplayed::problem`].
     fn replay(&self, view: Arc<dyn BlockDevice>, log: &FastCommitLog) -> Result<FcReplayed>;
+
+    /// The time to record for what the replay writes (seconds and
+    /// nanoseconds since the epoch); the system clock when `None`.
+    fn now(&self) -> Option<(i64, u32)> {
+        None
+    }
 }
 
 impl<J: BlockDevice> Journal<J> {

@@ -161,6 +161,10 @@ impl Filesystem {
         // a directory block belongs to one place in one directory.
         let mut seen = std::collections::HashSet::new();
         let mut buf = Vec::new();
+        let kind = ext4r_txn::csum::BlockKind::Dir {
+            ino: dir.ino.0,
+            generation: dir.inode.generation(),
+        };
         for r in runs.iter().filter(|r| !r.unwritten) {
             // Blocks of a run in one read (up to 1 MiB at a time).
             let n = r.len.min(size_blocks.saturating_sub(r.logical));
@@ -179,6 +183,12 @@ impl Filesystem {
                         return Err(Error::corrupt(
                             place,
                             FormatError::invalid("directory", "block mapped twice"),
+                        ));
+                    }
+                    if self.verify() && !self.checksums.block_ok(kind, nr, block) {
+                        return Err(Error::corrupt(
+                            place,
+                            FormatError::invalid("directory block", "checksum does not match"),
                         ));
                     }
                     self.parse_entries(block, bs, &place, &mut out)?;

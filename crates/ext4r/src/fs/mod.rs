@@ -65,7 +65,7 @@ const READ_INCOMPAT: Incompat = Incompat::FILETYPE
     .union(Incompat::CASEFOLD);
 
 /// How to open a filesystem.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct OpenOptions {
     /// Use the superblock copy at this block number (as `e2fsck -b`);
@@ -74,8 +74,11 @@ pub struct OpenOptions {
     /// Block size to assume with `superblock` (as `e2fsck -B`); `None`
     /// tries each size.
     pub block_size: Option<u32>,
-    /// Refuse metadata whose checksum does not match (the kernel's
-    /// behaviour). Off by default: a reader gets what can be read.
+    /// Refuse metadata whose checksum does not match: inodes, extent
+    /// tree nodes, directory blocks (leaves and htree nodes) and xattr
+    /// blocks, each read giving [`Error::Corrupt`] naming it. On by
+    /// default, as in the kernel; turn it off to salvage what a damaged
+    /// image still holds (a checker turns it off to see the damage).
     pub verify_checksums: bool,
     /// Also open filesystems whose files are encrypted: metadata stays
     /// readable (a checker needs it), contents and names are ciphertext.
@@ -85,6 +88,18 @@ pub struct OpenOptions {
     /// is replayed in memory, never written, so that readers see what the
     /// kernel would after mounting.
     pub skip_journal_replay: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            superblock: None,
+            block_size: None,
+            verify_checksums: true,
+            allow_encrypted: false,
+            skip_journal_replay: false,
+        }
+    }
 }
 
 /// An ext2/3/4 filesystem opened for reading.

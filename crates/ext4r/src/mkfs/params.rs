@@ -7,7 +7,12 @@ use crate::error::{Error, Result};
 use ext4r_format::features::{Compat, Features, Incompat, RoCompat};
 
 /// What the caller asks for; `None`/zero means "mke2fs's default".
-#[derive(Debug, Clone, Default)]
+///
+/// [`MkfsOptions::default`] is what mke2fs does when nothing is asked: a
+/// random UUID and hash seed, and the current time as the creation time.
+/// [`MkfsOptions::reproducible`] gives the same bytes for the same epoch
+/// on any machine (the CLI uses it under `SOURCE_DATE_EPOCH`).
+#[derive(Debug, Clone)]
 pub struct MkfsOptions {
     /// `-t`: ext2, ext3 or ext4 (default ext4, as for `mkfs.ext4`).
     pub fs_type: Option<String>,
@@ -57,8 +62,59 @@ pub struct MkfsOptions {
     pub sector_size: u32,
     /// Creation time (seconds since the epoch).
     pub now: i64,
-    /// A random source for UUIDs and the hash seed when not given.
+    /// The UUID and hash seed used when `uuid` and `-E hash_seed=` do not
+    /// give them (`None`: all zeros, which no filesystem should carry).
     pub random_uuids: Option<([u8; 16], [u8; 16])>,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        MkfsOptions {
+            fs_type: None,
+            usage_types: None,
+            block_size: None,
+            cluster_size: None,
+            inode_ratio: None,
+            inode_size: None,
+            num_inodes: None,
+            reserved_ratio: None,
+            blocks_per_group: None,
+            flex_bg_size: None,
+            features: Vec::new(),
+            journal_size_mib: None,
+            journal_fc_size_kib: None,
+            errors: None,
+            creator_os: None,
+            label: None,
+            last_mounted: None,
+            uuid: None,
+            revision: None,
+            extended: Extended::default(),
+            size_bytes: 0,
+            sector_size: 512,
+            now,
+            random_uuids: Some((
+                *uuid::Uuid::new_v4().as_bytes(),
+                *uuid::Uuid::new_v4().as_bytes(),
+            )),
+        }
+    }
+}
+
+impl MkfsOptions {
+    /// Options that make the same filesystem, byte for byte, on every run
+    /// with the same `epoch`: the creation time is `epoch`, and the UUID
+    /// and hash seed follow from it ([`reproducible_ids`]).
+    pub fn reproducible(epoch: i64) -> Self {
+        MkfsOptions {
+            now: epoch,
+            random_uuids: Some(reproducible_ids(epoch)),
+            ..MkfsOptions::default()
+        }
+    }
 }
 
 /// `-E` extended options.

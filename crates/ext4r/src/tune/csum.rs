@@ -119,7 +119,7 @@ pub(super) fn execute(
     };
     let metadata_csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
     // The filesystem as it will be: its checksums are the new ones.
-    let vol = Volume::open_with_superblock(Arc::clone(dev), sb.clone(), VolumeOptions::default())?;
+    let vol = Volume::open_with_superblock(Arc::clone(dev), sb.clone(), rewrite_options())?;
     let cs = vol.checksums().clone();
     let mut r = Rewriter {
         txn: Transaction::owned(vol),
@@ -596,4 +596,12 @@ impl Visitor for Restamp<'_, '_> {
         }
         Ok(Some(buf))
     }
+}
+
+/// A rewrite's volume: it stamps every checksum anew, so it does not
+/// verify the old ones first.
+fn rewrite_options() -> VolumeOptions {
+    let mut o = VolumeOptions::default();
+    o.unverified = true;
+    o
 }

@@ -55,8 +55,7 @@ pub(crate) struct Meta {
 impl Meta {
     /// Opens the filesystem on `dev` as `sb` describes it.
     pub(crate) fn load(dev: &Arc<dyn BlockDevice>, sb: &Superblock) -> Result<Self> {
-        let vol =
-            Volume::open_with_superblock(Arc::clone(dev), sb.clone(), VolumeOptions::default())?;
+        let vol = Volume::open_with_superblock(Arc::clone(dev), sb.clone(), rewrite_options())?;
         let geo = vol.geometry().clone();
         let metadata_csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
         Ok(Meta {
@@ -302,4 +301,12 @@ impl FreeSpace for Meta {
     fn used_end(&self, from: u64, to: u64) -> Result<Option<u64>> {
         self.txn.used_end(from, to)
     }
+}
+
+/// A rewrite's volume: it stamps every checksum anew, so it does not
+/// verify the old ones first.
+fn rewrite_options() -> VolumeOptions {
+    let mut o = VolumeOptions::default();
+    o.unverified = true;
+    o
 }

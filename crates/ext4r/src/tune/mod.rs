@@ -471,6 +471,7 @@ fn recover_journal(dev: &Arc<dyn BlockDevice>, sb: &Superblock) -> Result<()> {
     let o = OpenOptions {
         skip_journal_replay: true,
         allow_encrypted: true,
+        verify_checksums: false,
         ..OpenOptions::default()
     };
     let fs = Filesystem::open_with(dev.clone(), o)?;

@@ -30,7 +30,7 @@ pub(crate) fn blocks(t: &Transaction<Volume>, ino: u32, inode: &Inode) -> Result
 }
 
 pub(crate) fn dir_inode(t: &Transaction<Volume>, ino: u32) -> Result<Inode> {
-    let rec = t.read_inode(ino)?;
+    let rec = t.read_inode_checked(ino)?;
     let i = Inode::parse(&rec).map_err(|e| Error::corrupt(format!("inode {ino}"), e))?;
     if !i.is_dir() {
         return Err(Error::NotADirectory(format!("inode {ino}")));
@@ -39,6 +39,23 @@ pub(crate) fn dir_inode(t: &Transaction<Volume>, ino: u32) -> Result<Inode> {
         return Err(Error::NotFound(format!("inode {ino} (deleted)")));
     }
     Ok(i)
+}
+
+/// Block `nr` of directory `dir` (record `inode`), its checksum verified
+/// where the transaction verifies (a leaf's tail or an htree node's).
+pub(crate) fn dir_block(
+    t: &Transaction<Volume>,
+    dir: u32,
+    inode: &Inode,
+    nr: u64,
+) -> Result<Vec<u8>> {
+    t.read_block_checked(
+        nr,
+        BlockKind::Dir {
+            ino: dir,
+            generation: inode.generation(),
+        },
+    )
 }
 
 /// The records of a directory block, or a corruption error naming it.
@@ -87,7 +104,7 @@ pub(crate) fn lookup(
         return Ok(found);
     }
     for (_, nr) in blocks(t, dir, &inode)? {
-        let b = t.read_block(nr)?;
+        let b = dir_block(t, dir, &inode, nr)?;
         if htree::is_index_block(&b, sh) {
             continue;
         }
@@ -153,7 +170,7 @@ fn block0(t: &Transaction<Volume>, dir: u32, inode: &Inode) -> Result<(u64, Vec<
             ext4r_format::FormatError::invalid("directory", "no block 0"),
         ));
     };
-    Ok((r.physical, t.read_block(r.physical)?))
+    Ok((r.physical, dir_block(t, dir, inode, r.physical)?))
 }
 
 fn no_dots(dir: u32, nr: u64) -> Error {
@@ -211,7 +228,7 @@ pub(crate) fn resolve(t: &Transaction<Volume>, sh: &Shape, path: &str) -> Result
         let Some((ino, _)) = lookup(t, sh, cur, &c)? else {
             return Err(Error::NotFound(shown));
         };
-        let rec = t.read_inode(ino)?;
+        let rec = t.read_inode_checked(ino)?;
         let i = Inode::parse(&rec).map_err(|e| Error::corrupt(format!("inode {ino}"), e))?;
         if i.is_symlink() && !todo.is_empty() {
             links += 1;
@@ -287,7 +304,7 @@ impl WriteFs {
         let kind = self.dir_kind(dir, &inode);
         let list = blocks(&self.txn, dir, &inode)?;
         for &(_, nr) in &list {
-            let b = self.txn.read_block(nr)?;
+            let b = dir_block(&self.txn, dir, &inode, nr)?;
             let mut c = b.clone();
             if entries::insert(&mut c, name, ino, ftype) {
                 *self.txn.block_mut(nr, kind)? = c;
@@ -354,7 +371,7 @@ impl WriteFs {
         let kind = self.dir_kind(dir, &inode);
         let sh = self.shape;
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
-            let b = self.txn.read_block(nr)?;
+            let b = dir_block(&self.txn, dir, &inode, nr)?;
             if htree::is_index_block(&b, &sh) {
                 continue;
             }
@@ -386,7 +403,7 @@ impl WriteFs {
         let kind = self.dir_kind(dir, &inode);
         let sh = self.shape;
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
-            let b = self.txn.read_block(nr)?;
+            let b = dir_block(&self.txn, dir, &inode, nr)?;
             if htree::is_index_block(&b, &sh) {
                 continue;
             }
@@ -407,7 +424,7 @@ impl WriteFs {
             return Ok(recs.is_empty());
         }
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
-            let b = self.txn.read_block(nr)?;
+            let b = dir_block(&self.txn, dir, &inode, nr)?;
             if htree::is_index_block(&b, &self.shape) {
                 continue;
             }

@@ -76,6 +76,10 @@ impl FastCommitReplay for FastCommitReplayer {
         let blocks = ReplayPlan::from_blocks(bs, staged.take())?;
         Ok(FcReplayed::new(blocks, applied, problem))
     }
+
+    fn now(&self) -> Option<(i64, u32)> {
+        self.now
+    }
 }
 
 /// What the replay keeps between records.

@@ -19,6 +19,7 @@ use ext4r_format::htree::{
 };
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::InodeNr;
+use ext4r_txn::csum::BlockKind;
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
 use std::collections::BTreeMap;
@@ -47,6 +48,8 @@ struct Index {
     hash_version: u8,
     /// Logical to physical block of the directory.
     map: BTreeMap<u64, u64>,
+    /// Its blocks' checksum kind.
+    kind: BlockKind,
 }
 
 fn read_index(
@@ -62,7 +65,7 @@ fn read_index(
     let Some(&b0) = map.get(&0) else {
         return Ok(None);
     };
-    let b = t.read_block(b0)?;
+    let b = super::dir::dir_block(t, dir, inode, b0)?;
     let Ok(root) = parse_dx_root(&b) else {
         return Ok(None);
     };
@@ -78,6 +81,10 @@ fn read_index(
         levels,
         hash_version,
         map,
+        kind: BlockKind::Dir {
+            ino: dir,
+            generation: inode.generation(),
+        },
     }))
 }
 
@@ -123,7 +130,7 @@ fn descend(t: &Transaction<Volume>, ix: &Index, h: u32) -> Result<Option<Vec<Fra
         let Some(&pb) = ix.map.get(&lb) else {
             return Ok(None);
         };
-        let b = t.read_block(pb)?;
+        let b = t.read_block_checked(pb, ix.kind)?;
         let Ok(node) = parse_dx_node(&b) else {
             return Ok(None);
         };
@@ -164,7 +171,7 @@ pub(crate) fn lookup(
         let Some(&pb) = ix.map.get(&lb) else {
             return Ok(None);
         };
-        let b = t.read_block(pb)?;
+        let b = t.read_block_checked(pb, ix.kind)?;
         if let Some(found) = super::dir::find_in(&b, name, dir, pb)? {
             return Ok(Some(Some(found)));
         }
@@ -236,7 +243,7 @@ impl WriteFs {
             return Ok(false);
         };
         let kind = self.dir_kind(dir, &inode);
-        let b = self.txn.read_block(leaf_p)?;
+        let b = self.txn.read_block_checked(leaf_p, kind)?;
         let mut c = b.clone();
         if entries::insert(&mut c, name, ino, ftype) {
             *self.txn.block_mut(leaf_p, kind)? = c;
@@ -414,7 +421,7 @@ impl WriteFs {
             return Ok(());
         };
         let parent = super::dir::parent(&self.txn, &sh, dir)?;
-        let recs = block_records(&self.txn.read_block(b0)?, dir, b0)?;
+        let recs = block_records(&super::dir::dir_block(&self.txn, dir, &inode, b0)?, dir, b0)?;
         let others: Vec<Rec> = recs
             .into_iter()
             .filter(|r| r.ino != 0 && r.name != b"." && r.name != b"..")
@@ -467,7 +474,7 @@ impl WriteFs {
                 for lb in &level {
                     if let Some(&pb) = ix.map.get(lb) {
                         nodes.push(pb);
-                        if let Ok(n) = parse_dx_node(&self.txn.read_block(pb)?) {
+                        if let Ok(n) = parse_dx_node(&self.txn.read_block_checked(pb, kind)?) {
                             next.extend(n.iter().map(|(_, b)| u64::from(b)));
                         }
                     }

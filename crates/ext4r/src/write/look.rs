@@ -59,7 +59,7 @@ impl WriteFs {
             return Ok(out);
         }
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
-            let b = self.txn.read_block(nr)?;
+            let b = super::dir::dir_block(&self.txn, dir, &inode, nr)?;
             if htree::is_index_block(&b, &self.shape) {
                 continue;
             }

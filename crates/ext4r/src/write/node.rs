@@ -214,7 +214,7 @@ impl WriteFs {
 
     /// Inode `ino` as the running transaction has it.
     pub(crate) fn inode(&self, ino: u32) -> Result<Inode> {
-        let rec = self.txn.read_inode(ino)?;
+        let rec = self.txn.read_inode_checked(ino)?;
         Inode::parse(&rec).map_err(|e| Error::corrupt(ext4r_txn::error::Location::inode(ino), e))
     }
 

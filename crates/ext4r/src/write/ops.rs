@@ -57,7 +57,7 @@ impl WriteFs {
                 || (!rest.is_empty() && entries::insert(rest, name, 1, 0)));
         }
         for (_, nr) in dir::blocks(&self.txn, dir, &i)? {
-            let mut b = self.txn.read_block(nr)?;
+            let mut b = dir::dir_block(&self.txn, dir, &i, nr)?;
             if entries::insert(&mut b, name, 1, 0) {
                 return Ok(true);
             }
@@ -374,7 +374,7 @@ impl WriteFs {
     /// The reference count of xattr block `b` (0 for a block without the
     /// magic).
     fn xattr_block_refs(&self, b: u64) -> Result<u32> {
-        let buf = self.txn.read_block(b)?;
+        let buf = self.txn.read_block_checked(b, BlockKind::Xattr)?;
         if buf.len() < 8 || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0xEA02_0000 {
             return Ok(0);
         }
@@ -383,7 +383,7 @@ impl WriteFs {
 
     /// One reference to xattr block `b` gone; the block freed at zero.
     fn drop_xattr_block(&mut self, b: u64) -> Result<()> {
-        let buf = self.txn.read_block(b)?;
+        let buf = self.txn.read_block_checked(b, BlockKind::Xattr)?;
         if buf.len() < 8 || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0xEA02_0000 {
             return Ok(());
         }

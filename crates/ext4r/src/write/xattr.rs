@@ -108,7 +108,7 @@ impl WriteFs {
         let mut block = Vec::new();
         let mut refs = 0;
         if acl != 0 {
-            let b = self.txn.read_block(acl)?;
+            let b = self.txn.read_block_checked(acl, BlockKind::Xattr)?;
             let (h, es) = parse_xattr_block(&b).map_err(|e| corrupt(ino, e))?;
             refs = h.h_refcount.get();
             block = collect(self, ino, &es)?;
@@ -388,7 +388,7 @@ impl WriteFs {
         let mut attrs = ibody_attrs(self, ino, &rec)?;
         let acl = i.file_acl(self.txn.groups().wide()).0;
         if acl != 0 {
-            let b = self.txn.read_block(acl)?;
+            let b = self.txn.read_block_checked(acl, BlockKind::Xattr)?;
             if let Ok((_, es)) = parse_xattr_block(&b) {
                 attrs.extend(collect(self, ino, &es)?);
             }
@@ -429,7 +429,7 @@ impl WriteFs {
             })
             .collect();
         if let Some(b) = block {
-            let buf = self.txn.read_block(b)?;
+            let buf = self.txn.read_block_checked(b, BlockKind::Xattr)?;
             if let Ok((_, es)) = parse_xattr_block(&buf) {
                 refs.extend(collect(self, ino, &es)?.iter().filter_map(|a| match a.2 {
                     Val::Ea(r) => Some(r.ino),
