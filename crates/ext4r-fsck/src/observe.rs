@@ -119,6 +119,15 @@ pub trait Observer {
     fn note(&mut self, note: &str) {
         let _ = note;
     }
+    /// The filesystem was opened and its superblock says this volume
+    /// label (empty without one): first thing, before the journal is
+    /// replayed and before anything else is said. e2fsck names the
+    /// filesystem by its label from here on. A repair opens it again after
+    /// a replay and for every round: the first call is the one e2fsck
+    /// keeps.
+    fn opened(&mut self, label: &str) {
+        let _ = label;
+    }
     /// The full check runs without `-f`, for this reason; before pass 1.
     fn check_forced(&mut self, why: &Forced) {
         let _ = why;

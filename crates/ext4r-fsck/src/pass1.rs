@@ -580,19 +580,25 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         );
     }
     if inode.dtime() != 0 {
-        // The root's own code (old mke2fs left a dtime there).
-        let (code, msg) = if ino == special::ROOT {
-            (
+        // The root's own code first (old mke2fs left a dtime there); e2fsck
+        // then asks about any inode in use with a dtime, the root again
+        // when -n has left it.
+        if ino == special::ROOT {
+            c.p.error_fix(
+                1,
                 "PR_1_ROOT_DTIME",
-                "Root inode has dtime set.  (probably due to old mke2fs)".to_string(),
-            )
-        } else {
-            (
+                "Root inode has dtime set (probably due to old mke2fs).".into(),
+                Fix::InodeClearDtime(ino),
+            );
+        }
+        if ino != special::ROOT || !c.repairing {
+            c.p.error_fix(
+                1,
                 "PR_1_SET_DTIME",
                 format!("Inode {ino} is in use, but has dtime set."),
-            )
-        };
-        c.p.error_fix(1, code, msg, Fix::InodeClearDtime(ino));
+                Fix::InodeClearDtime(ino),
+            );
+        }
     }
     crate::pass1_rules::negative_epoch(c, ino, inode, rec);
     let mut kind = if quota_file {
@@ -971,7 +977,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             }
         }
     }
-    stats(c, kind, fast_symlink, links, &map);
+    stats(c, kind, fast_symlink, links, &map, map.blocks + ea_blocks);
     if is_special && ino >= first_ino {
         c.extra_used.push(ino);
     }
@@ -988,7 +994,9 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
 }
 
-fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
+/// `counted`: the blocks the inode's map and xattr block hold (e2fsck's
+/// `num_blocks`).
+fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult, counted: u64) {
     let s = &mut c.stats;
     s.inodes_used += 1;
     match kind {
@@ -1008,7 +1016,9 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
     if links > 1 && kind != FileKind::Directory {
         s.multiply_linked += 1;
     }
-    if map.fragmented {
+    // e2fsck's "simplistic fragmentation check": a file larger than a
+    // group can never be contiguous, and is not counted.
+    if map.fragmented && counted < c.geo.blocks_per_group {
         s.fragmented += 1;
     }
     if map.depth > 0 {
@@ -1118,6 +1128,10 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
             "PR_1_LOW_DTIME",
             format!("Inode {ino} was part of the orphaned inode list."),
             fix,
+        );
+        c.p.latch_last(
+            "PR_1_ORPHAN_LIST_REFUGEES",
+            "Inodes that were part of a corrupted orphan linked list found.".into(),
         );
     }
     if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb.first_ino() {

@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use ext4r_format::extent::{verify_extent_block_checksum, Extent, ExtentNode, EXTENT_MAGIC};
+use ext4r_format::extent::{verify_extent_block_checksum, Extent, EXTENT_MAGIC};
 use ext4r_format::inode::Inode;
 use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 
@@ -51,6 +51,8 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             .flags()
             .contains(ext4r_format::inode::InodeFlags::VERITY),
         next_lblk: 0,
+        csum_pending: Vec::new(),
+        last_entry: (0, 0, 0),
     };
     let mut root = inode.i_block;
     // A root whose stored depth contradicts its entries is read at the
@@ -94,13 +96,10 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             }
         }
         None => {
-            let e = ExtentNode::parse(&root)
-                .err()
-                .map_or_else(|| format!("depth {depth} is no tree"), |e| e.to_string());
             c.p.error_fix(
                 1,
                 "PR_1_MISSING_EXTENT_HEADER",
-                format!("Inode {ino} has EXTENTS_FL set but an invalid extent header: {e}."),
+                format!("Inode {ino} has corrupt extent header."),
                 crate::fix::Fix::ClearInode(ino),
             );
             w.res.bad = true;
@@ -149,6 +148,12 @@ struct ExtWalk {
     /// One past the highest logical block mapped so far (e2fsck's
     /// next_lblock).
     next_lblk: u64,
+    /// Per node entered, its block when its checksum is bad and only said
+    /// once its entries have been walked, as e2fsck says it.
+    csum_pending: Vec<Option<u64>>,
+    /// The last entry walked, (logical, physical, length): what e2fsck's
+    /// problem context holds when it says a node's checksum is bad.
+    last_entry: (u64, u64, u64),
 }
 
 /// Blocks of `block_size` (a power of two) that `bytes` take, rounded
@@ -213,6 +218,11 @@ impl Visitor for Check<'_> {
         Ok(self.w.enter(self.c, p))
     }
 
+    fn leave(&mut self, _: &Ptr, _: Vec<u8>, _: bool) -> Result<Step, Self::Error> {
+        self.w.leave(self.c);
+        Ok(Step::Next)
+    }
+
     fn node_end(&self, p: &Ptr) -> u64 {
         entry_bound(p.logical, p.next)
     }
@@ -231,6 +241,26 @@ impl Visitor for Check<'_> {
 }
 
 impl ExtWalk {
+    /// After a node's entries: its bad checksum, said with the last entry
+    /// walked below it (e2fsck's problem context then: the last extent of
+    /// the node's subtree).
+    fn leave(&mut self, c: &mut Ctx) {
+        if let Some(Some(child)) = self.csum_pending.pop() {
+            let (l, p, n) = self.last_entry;
+            c.p.error_fix(
+                1,
+                "PR_1_EXTENT_ONLY_CSUM_INVALID",
+                format!(
+                    "Inode {} extent block passes checks, but checksum does not match \
+                     extent\n\t(logical block {l}, physical block {p}, len {n})",
+                    self.ino
+                ),
+                crate::fix::Fix::ExtentBlockChecksum(child, self.owner),
+            );
+            self.res.bad = true;
+        }
+    }
+
     fn remove(&self, p: &Ptr) -> Fix {
         Fix::ExtentRemove(self.ino, p.slot.block, p.slot.index, self.owner)
     }
@@ -244,6 +274,7 @@ impl ExtWalk {
         let n = u64::from(e.len());
         let p = e.start().0;
         let total = c.geo.blocks_count;
+        self.last_entry = (l, p, n);
         // Only built for a problem: this runs for every extent.
         let place = || format!("(logical block {l}, physical block {p}, len {n})");
         let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
@@ -257,7 +288,10 @@ impl ExtWalk {
         } else if l < start {
             Some((
                 "PR_1_OUT_OF_ORDER_EXTENTS",
-                format!("Inode {ino} has out of order extents\n\t{}", place()),
+                format!(
+                    "Inode {ino} has out of order extents\n\t(invalid logical block {l}, \
+                     physical block {p}, len {n})"
+                ),
             ))
         } else if (l + n > hi && !((e.is_unwritten() || self.verity) && l + n > self.eof))
             || l > u64::from(u32::MAX)
@@ -272,12 +306,18 @@ impl ExtWalk {
         } else if n == 0 {
             Some((
                 "PR_1_EXTENT_LENGTH_ZERO",
-                format!("Inode {ino} has zero length extent\n\t{}", place()),
+                format!(
+                    "Inode {ino} has zero length extent\n\t(invalid logical block {l}, \
+                     physical block {p})"
+                ),
             ))
         } else if p + n > total {
             Some((
                 "PR_1_EXTENT_ENDS_BEYOND",
-                format!("Inode {ino} has an invalid extent\n\t{}", place()),
+                format!(
+                    "Inode {ino} has an invalid extent\n\t(logical block {l}, physical \
+                     block {p}, invalid len {n})"
+                ),
             ))
         } else if self.dir_limit.is_some_and(|m| l + n > m) {
             Some((
@@ -287,7 +327,10 @@ impl ExtWalk {
         } else if l < self.next_lblk {
             Some((
                 "PR_1_EXTENT_COLLISION",
-                format!("Inode {ino} has a duplicate extent mapping\n\t{}", place()),
+                format!(
+                    "Inode {ino} has a duplicate extent mapping\n\t(logical block {l}, \
+                     invalid physical block {p}, len {n})"
+                ),
             ))
         } else {
             None
@@ -298,6 +341,9 @@ impl ExtWalk {
                 c.p.error(1, code, msg);
             } else {
                 c.p.error_fix(1, code, msg, self.remove(at));
+            }
+            if code == "PR_1_TOOBIG_DIR" {
+                c.p.latch_last("PR_1_INODE_TOOBIG", format!("Inode {ino} is too big."));
             }
             self.res.bad = true;
             return;
@@ -450,18 +496,10 @@ impl ExtWalk {
             && buf.get(2..4) == Some(&[0, 0][..]);
         match parse_at(&mut buf, want.min(1)).ok().filter(|_| !empty) {
             Some(n) => {
-                if csum_bad && fixing {
-                    c.p.error_fix(
-                        1,
-                        "PR_1_EXTENT_ONLY_CSUM_INVALID",
-                        format!(
-                            "Inode {ino} extent block passes checks, but checksum does not \
-                             match extent\n\t(logical block {l}, physical block {child})"
-                        ),
-                        crate::fix::Fix::ExtentBlockChecksum(child, self.owner),
-                    );
-                    self.res.bad = true;
-                }
+                // Said when the node's entries have been walked (see
+                // `ExtWalk::leave`).
+                self.csum_pending
+                    .push((csum_bad && fixing).then_some(child));
                 let first = n
                     .extents()
                     .and_then(|e| e.first().map(|x| x.ee_block.get()))

@@ -90,14 +90,20 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             let (code, msg) = if looped {
                 (
                     "PR_3_LOOPED_DIR",
-                    format!("Recursively looped directory inode {}", r.ino),
+                    format!(
+                        "Recursively looped directory inode {} ({})",
+                        r.ino,
+                        crate::pathname::dir_path(&c.fs, r.ino)
+                    ),
                 )
             } else {
+                // "%q": the directory its '..' names, by its path.
                 (
                     "PR_3_UNCONNECTED_DIR",
                     format!(
                         "Unconnected directory inode {} (was in {})",
-                        r.ino, r.dotdot
+                        r.ino,
+                        crate::pathname::dir_path(&c.fs, r.dotdot)
                     ),
                 )
             };
