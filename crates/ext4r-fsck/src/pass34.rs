@@ -316,6 +316,23 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                     format!("Unattached inode {}", r.ino),
                     crate::fix::Fix::Reconnect(r.ino, r.kind.dirent_type()),
                 );
+                // e2fsck's reconnection adds one to the stored count too
+                // (e2fsck_adjust_inode_count), then finds it one entry
+                // high: "ref count is 2, should be 1" for a file that
+                // had one link. (Declined under -n, the count is not
+                // looked at.)
+                if c.repairing && r.links != 0 {
+                    c.p.error_fix(
+                        4,
+                        "PR_4_BAD_REF_COUNT",
+                        format!(
+                            "Inode {} ref count is {}, should be 1.",
+                            r.ino,
+                            u32::from(r.links) + 1
+                        ),
+                        crate::fix::Fix::InodeLinks(r.ino, 1),
+                    );
+                }
             }
             // A directory without entries was reported in pass 3.
             continue;
