@@ -53,6 +53,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         next_lblk: 0,
         csum_pending: Vec::new(),
         last_entry: (0, 0, 0),
+        levels: Vec::new(),
     };
     let mut root = inode.i_block;
     // A root whose stored depth contradicts its entries is read at the
@@ -88,6 +89,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             let end = if depth == 0 { u64::MAX } else { w.eof };
             // The root's entries are walked as `copy` holds them (its
             // depth field set to the kind they are read as).
+            w.count_node(0, &copy);
             let mut v = Check { c, w: &mut w };
             // A root with no entries (an empty file's) has nothing to
             // walk: the call is left out for the many that are.
@@ -105,15 +107,22 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             w.res.bad = true;
         }
     }
+    // A tree rebuilt for its depth is not judged again (e2fsck's
+    // force_rebuild, set only when that rebuild is accepted).
+    let judge = (w.rebuild.is_none() || !c.repairing) && !w.levels.is_empty();
     if let Some(found) = w.rebuild.take() {
         let useful = max_useful_depth(c.geo.block_size);
         let msg = format!(
             "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
         );
         match crate::extent_rebuild::plan(c, ino, w.owner, found) {
-            Some(fix) => c.p.error_fix(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg, fix),
-            None => c.p.error(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg),
+            // PR_NO_OK: left as it is, the tree is still sound.
+            Some(fix) => c.p.harmless_fix(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg, fix),
+            None => c.p.harmless(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg),
         }
+    }
+    if judge {
+        could_be_smaller(c, ino, &w.levels, depth);
     }
     w.res
 }
@@ -154,6 +163,74 @@ struct ExtWalk {
     /// The last entry walked, (logical, physical, length): what e2fsck's
     /// problem context holds when it says a node's checksum is bad.
     last_entry: (u64, u64, u64),
+    /// Per level of the tree (0: the root), the entries its nodes hold
+    /// and could hold (e2fsck's `extent_tree_level`).
+    levels: Vec<(u64, u64)>,
+}
+
+impl ExtWalk {
+    /// Counts a node walked at `level` into [`ExtWalk::levels`], as
+    /// e2fsck's `scan_extent_node`: below the root a node not full holds
+    /// one entry fewer than it could ("splitting extent blocks when
+    /// appending will leave the old block with one free entry", so such
+    /// a tree is not rebuilt again and again).
+    fn count_node(&mut self, level: u16, node: &[u8]) {
+        let level = usize::from(level);
+        if level >= MAX_LEVELS {
+            return;
+        }
+        let entries = crate::extent_depth::u16_at(node, 2);
+        let mut max = crate::extent_depth::u16_at(node, 4);
+        if level > 0 && entries < max {
+            max -= 1;
+        }
+        if self.levels.len() <= level {
+            self.levels.resize(level + 1, (0, 0));
+        }
+        self.levels[level].0 += entries;
+        self.levels[level].1 += max;
+    }
+}
+
+/// Levels e2fsck keeps statistics for (`MAX_EXTENT_DEPTH_COUNT`).
+const MAX_LEVELS: usize = 8;
+
+/// e2fsck's `e2fsck_should_rebuild_extents`: a tree whose levels hold
+/// fewer entries than one level less (or fewer nodes) could is worth
+/// rebuilding. Said, never an error, and not a repair this version makes
+/// (e2fsck's pass 1E).
+fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
+    let per_block = u64::from((c.geo.block_size - 12) / 12);
+    let mut said = None;
+    if usize::from(depth) > MAX_LEVELS - 1 {
+        said = Some((
+            "PR_1E_CAN_COLLAPSE_EXTENT_TREE",
+            "shorter",
+            usize::from(depth),
+        ));
+    }
+    'levels: for (i, &(num, max)) in levels.iter().enumerate().take(usize::from(depth) + 1) {
+        if said.is_some() {
+            break;
+        }
+        if max.saturating_sub(num) > per_block {
+            said = Some(("PR_1E_CAN_NARROW_EXTENT_TREE", "narrower", i));
+            break;
+        }
+        for &(_, above_max) in &levels[..i] {
+            if num < above_max {
+                said = Some(("PR_1E_CAN_COLLAPSE_EXTENT_TREE", "shorter", i));
+                break 'levels;
+            }
+        }
+    }
+    if let Some((code, how, level)) = said {
+        c.p.harmless(
+            1,
+            code,
+            format!("Inode {ino} extent tree (at level {level}) could be {how}."),
+        );
+    }
 }
 
 /// Blocks of `block_size` (a power of two) that `bytes` take, rounded
@@ -524,6 +601,7 @@ impl ExtWalk {
                 // down, then passes that on), not where a damaged index
                 // says.
                 self.start = first.map_or(l, u64::from);
+                self.count_node(level + 1, &buf);
                 Some(buf)
             }
             None => {
