@@ -198,6 +198,10 @@ pub(crate) struct Ctx {
     pub quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
     /// Threads the passes may use (at least 1; see [`crate::Options`]).
     pub threads: usize,
+    /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
+    /// in `process_bad_inode`, see [`crate::pathname::q`]): the
+    /// directory pass 2 first meets it in, 0 until then.
+    pub q_dirs: std::collections::HashMap<u32, u32>,
 }
 
 impl Ctx {
@@ -253,6 +257,7 @@ impl Ctx {
             stats: Summary::default(),
             quota,
             threads: 1,
+            q_dirs: std::collections::HashMap::new(),
         }
     }
 
@@ -379,6 +384,7 @@ impl Ctx {
             stats: Summary::default(),
             quota: crate::quota::counters(&self.sb),
             threads: 1,
+            q_dirs: std::collections::HashMap::new(),
         }
     }
 

@@ -303,6 +303,14 @@ impl Emitter {
         self.held.extend(self.next..list.len());
         self.next = list.len();
         self.held.retain(|&i| match list.get(i) {
+            Some(p) if p.pass <= upto && pathname::q_wanted(&p.message).next().is_some() => {
+                // Pass 2 did not run to name the inode: as e2fsck's %Q
+                // without a directory.
+                let mut p = p.clone();
+                p.message = pathname::fill_q(&c.fs, &p.message, |_| 0);
+                obs.problem(&p, Action::Report);
+                false
+            }
             Some(p) if p.pass <= upto => {
                 obs.problem(p, Action::Report);
                 false

@@ -505,7 +505,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             2,
             "PR_2_I_FILE_ACL_HI_ZERO",
             format!(
-                "i_file_acl_hi for inode {ino} is {}, should be zero.",
+                "i_file_acl_hi for inode {ino} ({}) is {}, should be zero.",
+                crate::pathname::q(ino),
                 inode.l_i_file_acl_high.get()
             ),
             Fix::InodeClearFileAclHigh(ino),
@@ -521,7 +522,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             2,
             "PR_2_BLOCKS_HI_ZERO",
             format!(
-                "i_blocks_hi for inode {ino} is {}, should be zero.",
+                "i_blocks_hi for inode {ino} ({}) is {}, should be zero.",
+                crate::pathname::q(ino),
                 inode.l_i_blocks_high.get()
             ),
             Fix::InodeClearBlocksHigh(ino),
@@ -548,7 +550,10 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 c.p.error_fix(
                     2,
                     code,
-                    format!("{what} for inode {ino} is {v}, should be zero."),
+                    format!(
+                        "{what} for inode {ino} ({}) is {v}, should be zero.",
+                        crate::pathname::q(ino)
+                    ),
                     Fix::InodeZeroByte(ino, at),
                 );
             }
@@ -559,7 +564,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             2,
             "PR_2_FADDR_ZERO",
             format!(
-                "i_faddr for inode {ino} is {}, should be zero.",
+                "i_faddr for inode {ino} ({}) is {}, should be zero.",
+                crate::pathname::q(ino),
                 inode.i_obso_faddr.get()
             ),
             Fix::InodeClearFaddr(ino),
@@ -620,7 +626,10 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         c.p.error_fix(
             1,
             "PR_1_TREAT_AS_DIRECTORY",
-            format!("Inode {ino} is a {kind:?} but it looks like it is really a directory."),
+            format!(
+                "Inode {ino} is a {} but it looks like it is really a directory.",
+                type_words(inode.mode())
+            ),
             Fix::InodeMode(ino, (inode.mode() & 0o7777) | 0o040000),
         );
         // A repair goes on as e2fsck does, with the inode a directory.
@@ -747,7 +756,16 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                         FileKind::Fifo => "PR_2_BAD_FIFO",
                         _ => "PR_2_BAD_SOCKET",
                     },
-                    format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
+                    format!(
+                        "Inode {ino} ({}) is an illegal {}.",
+                        crate::pathname::q(ino),
+                        match kind {
+                            FileKind::CharDevice => "character device",
+                            FileKind::BlockDevice => "block device",
+                            FileKind::Fifo => "FIFO",
+                            _ => "socket",
+                        }
+                    ),
                     crate::fix::Fix::ClearInode(ino),
                 );
             } else if flags.contains(InodeFlags::INLINE_DATA) {
@@ -766,7 +784,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             c.p.error_fix(
                 2,
                 "PR_2_BAD_MODE",
-                format!("Inode {ino} has bad mode ({:#o}).", inode.mode()),
+                format!(
+                    "Inode {ino} ({}) has invalid mode (0{:o}).",
+                    crate::pathname::q(ino),
+                    inode.mode()
+                ),
                 crate::fix::Fix::ClearInode(ino),
             );
         }
@@ -781,7 +803,10 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         c.p.error_fix(
             2,
             "PR_2_INVALID_SYMLINK",
-            format!("Symlink (inode #{ino}) is invalid."),
+            format!(
+                "Symlink {} (inode #{ino}) is invalid.",
+                crate::pathname::q(ino)
+            ),
             crate::fix::Fix::ClearInode(ino),
         );
     }
@@ -1253,5 +1278,19 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
             ),
             Fix::InodeSize(ino, map.end_lblk * bs),
         );
+    }
+}
+
+/// e2fsck's `%It`: an inode's type in words, from its mode.
+pub(crate) fn type_words(mode: u16) -> String {
+    match mode & 0o170000 {
+        0o100000 => "regular file".into(),
+        0o040000 => "directory".into(),
+        0o020000 => "character device".into(),
+        0o060000 => "block device".into(),
+        0o010000 => "named pipe".into(),
+        0o120000 => "symbolic link".into(),
+        0o140000 => "socket".into(),
+        _ => format!("unknown file type with mode 0{mode:o}"),
     }
 }

@@ -243,12 +243,18 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
         let (code, msg) = if c.valid_range(blk, 1) {
             (
                 "PR_2_FILE_ACL_ZERO",
-                format!("i_file_acl for inode {ino} is {blk}, should be zero."),
+                format!(
+                    "i_file_acl for inode {ino} ({}) is {blk}, should be zero.",
+                    crate::pathname::q(ino)
+                ),
             )
         } else {
             (
                 "PR_2_FILE_ACL_BAD",
-                format!("Extended attribute block for inode {ino} is invalid ({blk})."),
+                format!(
+                    "Extended attribute block for inode {ino} ({}) is invalid ({blk}).",
+                    crate::pathname::q(ino)
+                ),
             )
         };
         c.p.error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));

@@ -21,6 +21,31 @@ use crate::Progress;
 const RUN_BYTES: u64 = 64 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
+    // The inodes pass 1's findings name by path, to note where this pass
+    // meets each first.
+    let wanted: Vec<u32> =
+        c.p.list()
+            .iter()
+            .filter(|p| p.pass == 2)
+            .flat_map(|p| crate::pathname::q_wanted(&p.message).collect::<Vec<_>>())
+            .collect();
+    c.q_dirs = wanted.into_iter().map(|i| (i, 0)).collect();
+    walk(c, progress);
+    if c.q_dirs.is_empty() {
+        return;
+    }
+    let fs = c.fs.clone();
+    let q_dirs = std::mem::take(&mut c.q_dirs);
+    for p in c.p.each_mut() {
+        if p.pass == 2 && crate::pathname::q_wanted(&p.message).next().is_some() {
+            p.message =
+                crate::pathname::fill_q(&fs, &p.message, |i| q_dirs.get(&i).copied().unwrap_or(0));
+        }
+    }
+}
+
+/// The walk over every directory block, then the checks of what it found.
+fn walk(c: &mut Ctx, progress: Progress<'_>) {
     htree_tails(c);
     let mut blocks = std::mem::take(&mut c.dir_blocks);
     blocks.sort_unstable();
@@ -549,6 +574,9 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         }
         return;
     }
+    // e2fsck's failed_csum: a leaf whose checksum fails is said to once
+    // its entries have been checked (see `only_csum`).
+    let mut failed_csum = false;
     if c.csum() {
         let (tail, ok) = leaf_csum.unwrap_or_else(|| {
             let t = crate::salvage::has_tail(block, c.geo.block_size);
@@ -564,21 +592,43 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 ),
                 crate::fix::Fix::DirAddTail(b.phys, owner),
             );
+            // Declined, the block still fails its checksum.
+            failed_csum = !c.repairing;
         } else if !ok {
-            c.p.error_fix(
-                2,
-                "PR_2_LEAF_NODE_ONLY_CSUM_INVALID",
-                format!(
-                    "Directory inode {ino}, block #{}, offset 0: directory passes checks but \
-                     fails checksum.",
-                    { b.lblk }
-                ),
-                crate::fix::Fix::DirBlockChecksum(b.phys, owner),
-            );
+            failed_csum = true;
         }
     }
+    if entries(c, dx, d, b, block, pre, hashed) && failed_csum {
+        // PR_2_LEAF_NODE_ONLY_CSUM_INVALID, after the entries (in e2fsck
+        // only for a block they left as it was; a repair here rewrites
+        // the checksum either way).
+        c.p.error_fix(
+            2,
+            "PR_2_LEAF_NODE_ONLY_CSUM_INVALID",
+            format!(
+                "Directory inode {ino}, block #{}: directory passes checks but fails checksum.",
+                { b.lblk }
+            ),
+            crate::fix::Fix::DirBlockChecksum(b.phys, owner),
+        );
+    }
+}
+
+/// The entries of directory block `b` (of directory `c.dirs[d]`); false
+/// when the block could not be read as one (and the rest is skipped).
+fn entries(
+    c: &mut Ctx,
+    dx: &mut htree::DxDirs,
+    d: usize,
+    b: &DirBlock,
+    block: &[u8],
+    pre: Option<&Pre>,
+    hashed: bool,
+) -> bool {
+    let ino = b.ino;
+    let owner = c.dirs[d].owner;
     let Some(salvaged) = salvage_block(c, d, b, block) else {
-        return;
+        return false;
     };
     // Names repeated in the block are looked for unless the reader found
     // they cannot be (in the block as read: not a salvaged copy).
@@ -703,6 +753,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
         }
     }
+    true
 }
 
 /// Whether a name has a `/` or a NUL, looked for eight bytes at a time
@@ -1026,6 +1077,11 @@ fn entry(
     off: usize,
 ) {
     let dir = c.dirs[d].ino;
+    if !c.q_dirs.is_empty() {
+        if let Some(first) = c.q_dirs.get_mut(&target).filter(|f| **f == 0) {
+            *first = dir;
+        }
+    }
     // Built only when something is reported: this runs for every entry.
     let place = |c: &Ctx| {
         format!(

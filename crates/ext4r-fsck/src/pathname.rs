@@ -29,6 +29,40 @@ const SPECIAL: [&str; 11] = [
     "<Reserved inode 10>",
 ];
 
+/// Stands for e2fsck's `%Q` of inode `ino` in a finding pass 1 makes and
+/// e2fsck reports in pass 2 (its `process_bad_inode`, called for the
+/// first entry that names the inode, with that entry's directory): the
+/// path is only known once pass 2 has met the inode, and is filled in
+/// then by [`fill_q`].
+pub(crate) fn q(ino: u32) -> String {
+    format!("{Q}{ino}{Q}")
+}
+
+const Q: char = '\u{1}';
+
+/// The inodes whose `%Q` a message waits for.
+pub(crate) fn q_wanted(message: &str) -> impl Iterator<Item = u32> + '_ {
+    message
+        .split(Q)
+        .skip(1)
+        .step_by(2)
+        .filter_map(|n| n.parse().ok())
+}
+
+/// `message` with each [`q`] replaced by the path of its inode as named
+/// in the directory `dir_of` gives (0 when pass 2 never met it, which
+/// e2fsck prints as "...").
+pub(crate) fn fill_q(fs: &Filesystem, message: &str, dir_of: impl Fn(u32) -> u32) -> String {
+    let mut out = String::with_capacity(message.len());
+    for (i, part) in message.split(Q).enumerate() {
+        match part.parse::<u32>() {
+            Ok(ino) if i % 2 == 1 => out.push_str(&path_in(fs, dir_of(ino), ino)),
+            _ => out.push_str(part),
+        }
+    }
+    out
+}
+
 /// The path of directory `dir` (e2fsck's `%p` and `%q`): "/" for the
 /// root, "<The NULL inode>" for 0, "???" when a directory on the way
 /// cannot be read, "<N>" for an inode that is not a directory.

@@ -171,6 +171,11 @@ impl Problems {
 
     /// The number of problems kept so far: a place for
     /// [`Problems::move_last_to`].
+    /// Each kept problem, to be changed in place (a path filled in).
+    pub(crate) fn each_mut(&mut self) -> std::slice::IterMut<'_, Problem> {
+        self.list.iter_mut()
+    }
+
     pub(crate) fn mark(&self) -> usize {
         self.list.len()
     }
