@@ -497,7 +497,7 @@ fn quota_and_orphan(c: &mut Ctx) {
                 // As e2fsck after releasing the orphans (pass 1 gives the
                 // deleted ones their deletion time): the block is emptied.
                 c.p.error_fix(
-                    0,
+                    6,
                     "PR_6_ORPHAN_BLOCK_DIRTY",
                     format!(
                         "Orphan file (inode {inum}) block {} is not clean.",
@@ -513,14 +513,16 @@ fn quota_and_orphan(c: &mut Ctx) {
         // The block left as it is, e2fsck cannot use the file and asks to
         // make it anew.
         c.p.error(
-            0,
+            6,
             "PR_6_ORPHAN_FILE_CORRUPTED",
             "Failed to initialize orphan file.".into(),
         );
     }
+    // These e2fsck says after pass 5 (its check_init_orphan_file, in
+    // main once the passes have run): pass 6 here.
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
         c.p.error_fix(
-            0,
+            6,
             "PR_6_ORPHAN_PRESENT_CLEAN_FILE",
             "Feature orphan_present is set but orphan file is clean.".into(),
             crate::fix::Fix::ClearOrphanPresent,

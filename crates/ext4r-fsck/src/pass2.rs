@@ -1426,17 +1426,26 @@ fn inline_dirs(c: &mut Ctx) {
                 let Some((off, prev)) = records(&bytes).1 else {
                     break;
                 };
+                // As e2fsck reads inline data: the i_block part is block
+                // #0, its records after the 4-byte parent; the part in the
+                // xattr is block #1.
+                let (blk, at) = if area == AREA_IBLOCK {
+                    (0, off + 4)
+                } else {
+                    (1, off)
+                };
                 c.p.error_fix(
                     2,
                     "PR_2_DIR_CORRUPTED",
                     format!(
-                        "Directory inode {ino}, inline data, offset {off}: directory corrupted"
+                        "Directory inode {ino}, block #{blk}, offset {at}: directory corrupted"
                     ),
                     crate::fix::Fix::InlineSalvage(ino, area, off, prev),
                 );
                 if !c.repairing {
+                    // Declined, e2fsck stops there.
                     unsalvaged(c);
-                    break;
+                    return;
                 }
                 let end = bytes.len();
                 crate::salvage::salvage(&mut bytes, off, prev, end, 4096, max_ino);
