@@ -16,7 +16,7 @@ use crate::pass5_said::{Bitmap, Counts, Run, Said};
 use crate::Progress;
 
 /// Most groups whose bitmap differences are spelled out.
-const MAX_DIFF_REPORTS: usize = 64;
+pub(crate) const MAX_DIFF_REPORTS: usize = 64;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // Before the claims are consumed: a new orphan file takes free blocks.

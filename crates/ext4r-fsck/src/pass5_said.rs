@@ -83,6 +83,8 @@ pub(crate) struct Said {
     /// Groups whose differences are not spelled out (past the cap), and
     /// the repairs of all that differ.
     unspelled: u64,
+    /// Groups whose differences are spelled out.
+    spelled: usize,
     rewrites: Vec<Fix>,
     counts: Vec<Counts>,
     csums: Vec<(u32, Fix)>,
@@ -103,6 +105,7 @@ impl Said {
             shift,
             runs: Vec::new(),
             unspelled: 0,
+            spelled: 0,
             rewrites: Vec::new(),
             counts: Vec::new(),
             csums: Vec::new(),
@@ -115,8 +118,11 @@ impl Said {
     /// A group's differences: its runs (`None`: past the cap, not spelled
     /// out) and its repair.
     pub(crate) fn differs(&mut self, runs: Option<Vec<Run>>, fix: Fix) {
-        match runs {
+        // The first groups in order, however many threads wrote texts
+        // for (a worker may spell out one past the cap).
+        match runs.filter(|_| self.spelled < crate::pass5::MAX_DIFF_REPORTS) {
             Some(runs) => {
+                self.spelled += 1;
                 for r in runs {
                     match self.runs.last_mut() {
                         Some(last) if last.0 == r.0 && last.2 + 1 == r.1 => last.2 = r.2,
