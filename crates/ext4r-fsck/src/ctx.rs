@@ -202,6 +202,9 @@ pub(crate) struct Ctx {
     /// in `process_bad_inode`, see [`crate::pathname::q`]): the
     /// directory pass 2 first meets it in, 0 until then.
     pub q_dirs: std::collections::HashMap<u32, u32>,
+    /// Pass 1: the inode being checked fails its checksum, said once its
+    /// other checks are done.
+    pub csum_due: bool,
 }
 
 impl Ctx {
@@ -258,6 +261,7 @@ impl Ctx {
             quota,
             threads: 1,
             q_dirs: std::collections::HashMap::new(),
+            csum_due: false,
         }
     }
 
@@ -385,6 +389,7 @@ impl Ctx {
             quota: crate::quota::counters(&self.sb),
             threads: 1,
             q_dirs: std::collections::HashMap::new(),
+            csum_due: false,
         }
     }
 

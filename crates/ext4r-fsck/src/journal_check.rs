@@ -95,7 +95,9 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     superblock(c, &sb, &info, has, recover);
     // Said once the journal is found good (after e2fsck's journal check).
-    if recover && !c.fatal_journal {
+    // (A repair replays a journal it can use before the check, and one it
+    // cannot it resets: there is no read-only check to speak of.)
+    if recover && !c.fatal_journal && !c.repairing {
         c.notes.push(
             "Warning: skipping journal recovery because doing a read-only filesystem check."
                 .to_string(),

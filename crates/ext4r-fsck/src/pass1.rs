@@ -402,6 +402,18 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 }
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
+    check_inode_fields(c, ino, rec, specials, pre);
+    if std::mem::take(&mut c.csum_due) {
+        c.p.error_fix(
+            1,
+            "PR_1_INODE_ONLY_CSUM_INVALID",
+            format!("Inode {ino} passes checks, but checksum does not match inode."),
+            Fix::InodeChecksum(ino),
+        );
+    }
+}
+
+fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let Some(inode) = inode_of(rec) else { return };
     let inode: &Inode = &inode;
     if c.journal_backup && ino == c.journal_ino {
@@ -482,7 +494,12 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         return;
     }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
-    if pre & PRE_BAD_CSUM != 0 {
+    // It says so once the inode's other checks are done (its
+    // FINISH_INODE_LOOP; in a repair only when no other fix rewrote the
+    // inode, which this one says at once, its fix being made either way).
+    if pre & PRE_BAD_CSUM != 0 && !c.repairing {
+        c.csum_due = true;
+    } else if pre & PRE_BAD_CSUM != 0 {
         c.p.error_fix(
             1,
             "PR_1_INODE_ONLY_CSUM_INVALID",

@@ -144,7 +144,9 @@ impl RepairReport {
 
 /// Fixes that e2fsck's `check_super_block` makes to a group descriptor
 /// (flags, unused inode count, then its checksum) without marking the
-/// filesystem changed.
+/// filesystem changed; and the superblock's touch-ups, but for the
+/// journal's backup in it, which e2fsck makes once the superblock is
+/// checked (`e2fsck_move_ext3_journal`) and marks as a change.
 fn quiet_fix(code: &str) -> bool {
     matches!(
         code,
@@ -154,7 +156,7 @@ fn quiet_fix(code: &str) -> bool {
             | "PR_0_GDT_ITABLE_UNUSED"
             | "PR_0_FREE_INODE_COUNT"
             | "PR_0_FREE_BLOCK_COUNT"
-    ) || crate::super_rules::cosmetic(code)
+    ) || (crate::super_rules::cosmetic(code) && code != "PR_0_BACKUP_JNL")
 }
 
 /// Problems e2fsck fixes under `-p` without stopping (see

@@ -260,6 +260,13 @@ impl Observer for Printer {
             // A harmless one (PR_NO_OK) declined reads the same; only the
             // exit code differs, as in e2fsck.
             Action::Report => format!("{q}? no\n\n"),
+            // e2fsck_journal_fix_bad_inode says what it did to a journal
+            // the superblock named (journal inode 0: nothing to delete).
+            Action::Fix
+                if p.code == "PR_0_JOURNAL_BAD_INODE" && !p.message.contains("(inode 0)") =>
+            {
+                format!("{q}? yes\n\n*** journal has been deleted ***\n\n")
+            }
             Action::Fix => format!("{q}? yes\n\n"),
             Action::Unfixable => format!("{q}? no (not repairable by this version)\n\n"),
             // e2fsck says yes to creating lost+found on a full filesystem,
