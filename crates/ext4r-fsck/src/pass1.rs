@@ -588,20 +588,6 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             Fix::InodeClearFaddr(ino),
         );
     }
-    if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
-        c.p.error_fix(
-            1,
-            "PR_1_EXTRA_ISIZE",
-            format!(
-                "Inode {ino} has a extra size ({}) which is invalid",
-                inode.i_extra_isize.get()
-            ),
-            crate::fix::Fix::InodeExtraIsize(
-                ino,
-                (rec.len().saturating_sub(128).min(32) & !3) as u16,
-            ),
-        );
-    }
     if inode.dtime() != 0 {
         // The root's own code first (old mke2fs left a dtime there); e2fsck
         // then asks about any inode in use with a dtime, the root again
@@ -698,6 +684,21 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             "PR_1_INLINE_DATA_NO_ATTR",
             format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
             Fix::InlineTruncate(ino),
+        );
+    }
+    // After the format flags, as e2fsck's check_inode_extra_space.
+    if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
+        c.p.error_fix(
+            1,
+            "PR_1_EXTRA_ISIZE",
+            format!(
+                "Inode {ino} has a extra size ({}) which is invalid",
+                inode.i_extra_isize.get()
+            ),
+            crate::fix::Fix::InodeExtraIsize(
+                ino,
+                (rec.len().saturating_sub(128).min(32) & !3) as u16,
+            ),
         );
     }
     if kind == FileKind::Directory
