@@ -656,9 +656,12 @@ fn entries(
                     crate::pathname::safe(e.name),
                     crate::pathname::dir_path(&c.fs, ino)
                 );
-                // As e2fsck: the entry is cleared, and not looked at more.
+                // As e2fsck: the entry is cleared, and not looked at more;
+                // declined (-n), it is checked on like any other.
                 bad_entry(c, d, b, e.offset, "PR_2_BAD_ENCRYPTED_NAME", msg);
-                continue;
+                if c.repairing {
+                    continue;
+                }
             }
         }
         if slot < 2 && e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
