@@ -778,7 +778,10 @@ fn pass5_on_four_threads_finds_and_repairs_what_one_does() {
         ("Block bitmap differences:  ", 1),
         ("Inode bitmap differences:  ", 1),
         ("(and the differences of ", 2),
-        ("Inode bitmap differences: Group 1 inode bitmap does not match checksum.", 1),
+        (
+            "Inode bitmap differences: Group 1 inode bitmap does not match checksum.",
+            1,
+        ),
         ("Group 84 inode bitmap does not match checksum.", 1),
         ("Padding at end of block bitmap is not set. Fix", 1),
         ("Padding at end of inode bitmap is not set. Fix", 1),
