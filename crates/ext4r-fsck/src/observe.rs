@@ -54,6 +54,10 @@ pub struct JournalRecovered {
     pub fast_commit_records: usize,
     /// Why the recovery is incomplete, if it is.
     pub problem: Option<String>,
+    /// The transaction whose commit block failed its checksum, where the
+    /// replay stopped (e2fsck's `j_failed_commit`, said when the recovery
+    /// itself succeeded).
+    pub failed_commit: Option<u32>,
 }
 
 impl JournalRecovered {
@@ -70,6 +74,7 @@ impl JournalRecovered {
             }),
             fast_commit_records: r.fast_commit_applied,
             problem: r.problem.as_ref().map(|e| ext4r::error::chain(e)),
+            failed_commit: r.failed_commit.filter(|_| r.problem.is_none()),
         }
     }
 }

@@ -301,6 +301,12 @@ impl Observer for Printer {
     fn journal_recovered(&mut self, j: &JournalRecovered) {
         // Where e2fsck says it: before the passes.
         self.say(&format!("{}: recovering journal\n", self.dev));
+        // e2fsck's PR_0_JNL_TXN_CORRUPT.
+        if let Some(t) = j.failed_commit {
+            self.say(&format!(
+                "Journal transaction {t} was corrupt, replay was aborted.\n"
+            ));
+        }
         if self.verbose {
             let mut text = format!(
                 "{}: replayed transactions {} to {}",
