@@ -4,7 +4,7 @@
 //! - `cargo xtask fuzz [--secs N] [TARGET...]`: every cargo-fuzz target for N seconds.
 //! - `cargo xtask bench mkfs [--sizes 1T,15T] [--runs N] [--dir /dev/shm]`: ours vs mke2fs.
 //! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
-//!   e2fsprogs test images against e2fsck's.
+//!   e2fsprogs test images against e2fsck's; `corpus diff [--mode fn|fy]`: its output.
 //! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.
 //! - `cargo xtask dist`: the binary as shipped (static on glibc Linux) with its links; benches use it.
 //! - `cargo xtask install [--prefix DIR]`: that binary stripped, its links, man pages, completions.

@@ -32,7 +32,6 @@ pub(crate) fn preen_ok(code: &str) -> bool {
             code,
             "EXT4R_1_EXTENT_NODE_DEPTH"
                 | "EXT4R_0_JOURNAL_INODE_BACKUP"
-                | "EXT4R_5_SUMMARY_COUNTS"
                 | "EXT4R_1_INLINE_ATTR_HASH"
         ),
     }
@@ -54,14 +53,33 @@ pub fn question_spacing(code: &str) -> Option<usize> {
         .and_then(|n| n.parse().ok())
 }
 
+/// How many newlines end e2fsck's message for `code` when nothing is
+/// asked after it (`PROMPT_NONE`): 2 where a blank line follows ("...
+/// generating one.\n\n"), else 1. (The messages e2fsck ends without one
+/// are pieces of a line, which this checker says whole.)
+pub fn trailing_newlines(code: &str) -> usize {
+    flags(code)
+        .and_then(|mut f| f.find_map(|x| x.strip_prefix("nl:")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
+/// Whether e2fsck -n keeps quiet about the problem (`PR_NO_NOMSG`: a
+/// missing file type, which -n leaves).
+pub fn no_nomsg(code: &str) -> bool {
+    flags(code).is_some_and(|mut f| f.any(|x| x == "no_nomsg"))
+}
+
+/// e2fsck's `PROMPT_*` for `code`, lower case without the prefix
+/// ("clear_htree"); `None` for `PROMPT_NONE` and for codes not e2fsck's.
+pub(crate) fn prompt_name(code: &str) -> Option<&'static str> {
+    flags(code)?.find_map(|x| x.strip_prefix("prompt:"))
+}
+
 /// Whether e2fsck -p fixes the problem without a word (`PR_PREEN_NOMSG`:
-/// bitmap differences, free counts; and ext4r's superblock summary
-/// counts, which e2fsck sets silently).
+/// bitmap differences, free counts).
 pub fn preen_silent(code: &str) -> bool {
-    match flags(code) {
-        Some(mut f) => f.any(|x| x == "preen_nomsg"),
-        None => code == "EXT4R_5_SUMMARY_COUNTS",
-    }
+    flags(code).is_some_and(|mut f| f.any(|x| x == "preen_nomsg"))
 }
 
 #[cfg(test)]

@@ -108,6 +108,9 @@ pub(crate) struct Ctx {
     pub cancelled: bool,
     /// Why the check cannot be completed at all (e2fsck's exit 8).
     pub fatal: Option<String>,
+    /// It stopped while the journal was checked, before the superblock
+    /// (see [`crate::Report::fatal_journal`]).
+    pub fatal_journal: bool,
     /// The bad block inode's tree looked corrupted (see `bb_tree`).
     pub bb_corrupt: bool,
     /// Groups whose inode table is unusable (outside where it may be):
@@ -195,6 +198,13 @@ pub(crate) struct Ctx {
     pub quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
     /// Threads the passes may use (at least 1; see [`crate::Options`]).
     pub threads: usize,
+    /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
+    /// in `process_bad_inode`, see [`crate::pathname::q`]): the
+    /// directory pass 2 first meets it in, 0 until then.
+    pub q_dirs: std::collections::HashMap<u32, u32>,
+    /// Pass 1: the inode being checked fails its checksum, said once its
+    /// other checks are done.
+    pub csum_due: bool,
 }
 
 impl Ctx {
@@ -214,6 +224,7 @@ impl Ctx {
             cancel: None,
             cancelled: false,
             fatal: None,
+            fatal_journal: false,
             bb_corrupt: false,
             bad_group: vec![false; groups],
             bad_bitmaps: vec![(false, false); groups],
@@ -249,6 +260,8 @@ impl Ctx {
             stats: Summary::default(),
             quota,
             threads: 1,
+            q_dirs: std::collections::HashMap::new(),
+            csum_due: false,
         }
     }
 
@@ -339,6 +352,7 @@ impl Ctx {
             cancel: None,
             cancelled: false,
             fatal: None,
+            fatal_journal: false,
             bb_corrupt: self.bb_corrupt,
             bad_group: self.bad_group.clone(),
             bad_bitmaps: self.bad_bitmaps.clone(),
@@ -374,6 +388,8 @@ impl Ctx {
             stats: Summary::default(),
             quota: crate::quota::counters(&self.sb),
             threads: 1,
+            q_dirs: std::collections::HashMap::new(),
+            csum_due: false,
         }
     }
 
@@ -473,10 +489,17 @@ impl Ctx {
         }
     }
 
+    /// The summary as e2fsck's show_stats gives it: files and blocks in
+    /// use as the superblock says (what a repair has set, the counts as
+    /// found under `-n`, which pass 5 reports when they are wrong), the
+    /// rest as counted.
     pub fn summary(&self) -> Summary {
         let mut s = self.stats.clone();
-        s.inodes_count = u64::from(self.sb.s_inodes_count.get());
-        s.blocks_count = self.geo.blocks_count;
+        let sb = sb_used(&self.sb);
+        s.inodes_count = sb.inodes_count;
+        s.inodes_used = sb.inodes_used;
+        s.blocks_count = sb.blocks_count;
+        s.blocks_used = sb.blocks_used;
         s
     }
 }
@@ -484,12 +507,18 @@ impl Ctx {
 /// The summary line's counts from the superblock alone (for a filesystem
 /// found clean without a check).
 pub(crate) fn summary_from_superblock(fs: &Filesystem) -> Summary {
-    let sb = fs.superblock();
-    let inodes = u64::from(sb.s_inodes_count.get());
+    sb_used(fs.superblock())
+}
+
+/// Files and blocks in use as the superblock's counts say, subtracted as
+/// e2fsck subtracts them (in 32 and 64 bits, wrapping: a free count past
+/// the total shows as a huge number in use, as e2fsck shows it).
+fn sb_used(sb: &ext4r_format::superblock::Superblock) -> Summary {
+    let inodes = sb.s_inodes_count.get();
     Summary {
-        inodes_used: inodes.saturating_sub(u64::from(sb.s_free_inodes_count.get())),
-        inodes_count: inodes,
-        blocks_used: sb.blocks_count().saturating_sub(sb.free_blocks_count()),
+        inodes_used: u64::from(inodes.wrapping_sub(sb.s_free_inodes_count.get())),
+        inodes_count: u64::from(inodes),
+        blocks_used: sb.blocks_count().wrapping_sub(sb.free_blocks_count()),
         blocks_count: sb.blocks_count(),
         ..Summary::default()
     }

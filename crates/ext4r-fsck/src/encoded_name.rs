@@ -32,7 +32,7 @@ pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize
     let (ino, owner) = (dir.ino, dir.owner);
     let msg = format!(
         "Entry '{}' in {} ({ino}) has illegal UTF-8 characters in its name.",
-        String::from_utf8_lossy(name),
+        crate::pathname::safe(name),
         crate::pathname::dir_path(&c.fs, ino)
     );
     let mut fixed = name.to_vec();

@@ -22,7 +22,7 @@ fn entry(node: &[u8], i: usize) -> Option<&[u8]> {
     node.get(12 + 12 * i..24 + 12 * i)
 }
 
-fn u16_at(b: &[u8], at: usize) -> u64 {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u64 {
     b.get(at..at + 2)
         .map_or(0, |x| u64::from(u16::from_le_bytes([x[0], x[1]])))
 }

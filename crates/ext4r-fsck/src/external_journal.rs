@@ -131,6 +131,7 @@ pub(crate) fn fix_checksum(
         severity: crate::Severity::Harmless,
         message: format!("{CSUM_MSG}  Fix? yes\n"),
         fix: None,
+        latch: None,
     }))
 }
 

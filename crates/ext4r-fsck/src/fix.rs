@@ -198,6 +198,13 @@ pub enum Fix {
     ClearIncompat(u32),
     /// Set the superblock's free block and inode counts.
     SuperblockCounts(u64, u64),
+    /// Set the superblock's free block count.
+    SuperFreeBlocks(u64),
+    /// Set the superblock's free inode count.
+    SuperFreeInodes(u64),
+    /// Several changes that one answer makes (e2fsck's "Block bitmap
+    /// differences", one question for every group's bitmap).
+    Each(Vec<Fix>),
     /// Clear the orphan_present feature.
     ClearOrphanPresent,
     /// Give an inode copies of blocks it shares (inode, its owner
@@ -819,6 +826,19 @@ impl<'a> Writer<'a> {
                 self.sb.set_free_blocks_count(*blocks);
                 self.sb.s_free_inodes_count.set(*inodes as u32);
                 self.sb_dirty = true;
+            }
+            Fix::SuperFreeBlocks(blocks) => {
+                self.sb.set_free_blocks_count(*blocks);
+                self.sb_dirty = true;
+            }
+            Fix::SuperFreeInodes(inodes) => {
+                self.sb.s_free_inodes_count.set(*inodes as u32);
+                self.sb_dirty = true;
+            }
+            Fix::Each(fixes) => {
+                for f in fixes {
+                    self.add(f)?;
+                }
             }
             Fix::CloneBlocks(ino, owner, copies) => {
                 for cp in copies {

@@ -97,14 +97,23 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         );
         clear |= BG_BLOCK_UNINIT;
     }
-    let left = if unused.is_some() { 0 } else { s.itable_unused };
+    // A repair's checksum fix has zeroed the count already; e2fsck -n
+    // left it, and goes on to say what it holds (harmless then: the
+    // checksum fix a repair makes takes care of it).
+    let zeroed = unused.is_some();
+    let left = if zeroed && c.repairing {
+        0
+    } else {
+        s.itable_unused
+    };
     if group_csum && (left > d.free_inodes_count(wide) || left > ipg) {
-        c.p.error_fix(
-            0,
-            "PR_0_GDT_ITABLE_UNUSED",
-            format!("Group descriptor {g} has invalid unused inodes count {left}."),
-            Fix::GroupDescFlags(g, 0, Some(0)),
-        );
+        let msg = format!("Group descriptor {g} has invalid unused inodes count {left}.");
+        let fix = Fix::GroupDescFlags(g, 0, Some(0));
+        if zeroed {
+            c.p.harmless_fix(0, "PR_0_GDT_ITABLE_UNUSED", msg, fix);
+        } else {
+            c.p.error_fix(0, "PR_0_GDT_ITABLE_UNUSED", msg, fix);
+        }
         unused = Some(0);
     }
     if c.repairing {
@@ -151,7 +160,7 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
     };
     let (g, idx) = (i / ipg, i % ipg);
     let s = c.group_state(g);
-    let name = String::from_utf8_lossy(name);
+    let name = crate::pathname::safe(name);
     let path = crate::pathname::dir_path(&c.fs, dir);
     let (code, msg, fix) = if s.inode_uninit {
         (

@@ -40,12 +40,6 @@ pub(crate) fn check(c: &mut Ctx) {
         external(c, has, recover, inum);
         return;
     }
-    if recover {
-        c.notes.push(
-            "Warning: skipping journal recovery because doing a read-only filesystem check."
-                .to_string(),
-        );
-    }
     let (info, from_backup) = match journal_inode(c, &sb, inum) {
         Ok(found) => found,
         Err(why) => {
@@ -100,7 +94,41 @@ pub(crate) fn check(c: &mut Ctx) {
         crate::journal_move::check(c, inum, info.inode.links_count());
     }
     superblock(c, &sb, &info, has, recover);
+    // Said once the journal is found good (after e2fsck's journal check).
+    // (A repair replays a journal it can use before the check, and one it
+    // cannot it resets: there is no read-only check to speak of.)
+    if recover && !c.fatal_journal && !c.repairing {
+        c.notes.push(
+            "Warning: skipping journal recovery because doing a read-only filesystem check."
+                .to_string(),
+        );
+    }
 }
+
+/// Under `-n` a journal e2fsck may not repair stops its check: its
+/// e2fsck_check_ext3_journal fails with `why` ("while checking journal
+/// for DEV"), before anything else is checked.
+fn stop(c: &mut Ctx, why: &str) {
+    if !c.repairing {
+        c.fatal = Some(why.to_string());
+        c.fatal_journal = true;
+        c.abort = true;
+    }
+}
+
+/// e2fsck's PR_0_JOURNAL_BAD_SUPER, then (under `-n`) the stop.
+fn bad_super(c: &mut Ctx, at: u64, total: u32) {
+    c.p.error_fix(
+        0,
+        "PR_0_JOURNAL_BAD_SUPER",
+        "Journal superblock is corrupt.".into(),
+        Fix::ResetJournalSuper(at, total),
+    );
+    stop(c, CORRUPT);
+}
+
+/// libext2fs's words for EXT2_ET_CORRUPT_JOURNAL_SB.
+const CORRUPT: &str = "The journal superblock is corrupt";
 
 /// e2fsck's `e2fsck_move_ext3_journal`: the superblock keeps a copy of
 /// the journal inode's block map (`s_jnl_blocks`), written when missing
@@ -129,15 +157,18 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
     }
 }
 
-/// e2fsck's `e2fsck_journal_fix_bad_inode`.
+/// e2fsck's `e2fsck_journal_fix_bad_inode` (`why` the inode is no
+/// journal, which e2fsck does not say); under `-n` the check stops.
 fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
+    let _ = why;
     if has || inum != 0 {
         c.p.error_fix(
             0,
             "PR_0_JOURNAL_BAD_INODE",
-            format!("Superblock has an invalid journal (inode {inum}): {why}."),
+            format!("Superblock has an invalid journal (inode {inum})."),
             Fix::DeleteJournal,
         );
+        stop(c, CORRUPT);
     } else if recover {
         c.p.error_fix(
             0,
@@ -145,6 +176,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
             "Superblock needs_recovery flag is set, but no journal is present.".into(),
             Fix::DeleteJournal,
         );
+        stop(c, "Filesystem has unsupported feature(s)");
     }
 }
 
@@ -351,22 +383,24 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
     // The inode's length in blocks: what a reset journal spans.
     let total = (info.inode.size() / u64::from(bs)).min(u64::from(u32::MAX)) as u32;
     let be = |at: usize| u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
-    if be(0) != JBD2_MAGIC {
-        // No magic: not a journal at all (e2fsck deletes it).
-        return bad_inode(c, has, recover, inum, "no journal magic");
-    }
+    // e2fsck's e2fsck_journal_fix_corrupt_super.
     let corrupt = |c: &mut Ctx, why: &str| {
         if has {
-            c.p.error_fix(
-                0,
-                "PR_0_JOURNAL_BAD_SUPER",
-                format!("The journal superblock is corrupt: {why}."),
-                Fix::ResetJournalSuper(first.physical, total),
-            );
+            bad_super(c, first.physical, total);
         } else {
             bad_inode(c, has, recover, inum, why);
         }
     };
+    if be(0) != JBD2_MAGIC {
+        // No magic: not a journal at all (e2fsck deletes it). Under -n,
+        // e2fsck then finds the superblock corrupt too before it stops.
+        bad_inode(c, has, recover, inum, "no journal magic");
+        if !c.repairing && (has || inum != 0) {
+            c.fatal_journal = false;
+            corrupt(c, "no journal magic");
+        }
+        return;
+    }
     let bt = be(4);
     if bt != block_type::SUPERBLOCK_V1 && bt != block_type::SUPERBLOCK_V2 {
         // Log blocks where the superblock should be are corruption to
@@ -390,9 +424,20 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         c.p.error_fix(
             0,
             "PR_0_CLEAR_V2_JOURNAL",
-            "Found invalid V2 journal superblock fields (from V1 journal).".into(),
+            "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields \
+             beyond the V1 journal superblock..."
+                .into(),
             Fix::ClearV2JournalFields(first.physical),
         );
+        if !c.repairing && bt == block_type::SUPERBLOCK_V2 {
+            // -n leaves the fields, and e2fsck's PR_FATAL follows.
+            c.p.error(
+                0,
+                "PR_0_JOURNAL_UNSUPP_MULTIFS",
+                "External journal has multiple filesystem users (unsupported).".into(),
+            );
+            return stop(c, "");
+        }
         // What e2fsck goes on with: the fields from 0x24 on zeroed.
         return flags(c, has, recover, 0);
     }
@@ -400,11 +445,13 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         c.p.error(
             0,
             "PR_0_JOURNAL_UNSUPP_INCOMPAT",
-            format!(
-                "Journal superblock has an unknown incompatible feature flag set ({:#x}).",
-                jsb.unknown_incompat()
-            ),
+            "Journal superblock has an unknown incompatible feature flag set.".into(),
         );
+        // -n answers no to its "Abort", and the superblock is then
+        // corrupt to e2fsck.
+        if !c.repairing {
+            corrupt(c, "unknown incompatible feature");
+        }
         return;
     }
     if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_ro_compat() != 0 {
@@ -412,11 +459,11 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         c.p.error(
             0,
             "PR_0_JOURNAL_UNSUPP_ROCOMPAT",
-            format!(
-                "Journal superblock has an unknown read-only feature flag set ({:#x}).",
-                jsb.unknown_ro_compat()
-            ),
+            "Journal superblock has an unknown read-only feature flag set.".into(),
         );
+        if !c.repairing {
+            corrupt(c, "unknown read-only feature");
+        }
         return;
     }
     let inc = jsb.incompat();
@@ -428,13 +475,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         return corrupt(c, "checksum features");
     }
     if v2or3 && jsb.compute_checksum() != jsb.s_checksum.get() {
-        c.p.error_fix(
-            0,
-            "PR_0_JOURNAL_BAD_SUPER",
-            "Journal superblock is corrupt (checksum does not match).".into(),
-            Fix::ResetJournalSuper(first.physical, total),
-        );
-        return;
+        return bad_super(c, first.physical, total);
     }
     if jsb.s_blocksize.get() != bs {
         return corrupt(c, "block size");

@@ -67,6 +67,7 @@ mod pass1_xattr;
 mod pass2;
 mod pass34;
 mod pass5;
+mod pass5_said;
 mod pathname;
 mod problem;
 mod prompt;
@@ -88,14 +89,14 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r_format::features::Incompat;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
-pub use codes::{no_prompt, preen_silent, question_spacing};
+pub use codes::{no_nomsg, no_prompt, preen_silent, question_spacing, trailing_newlines};
 pub use device_size::{size_mismatch, SizeMismatch};
 pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
 pub use features::Unsupported;
 pub use fix::{apply as apply_fixes, Fix, Owner};
 pub use observe::{Action, Forced, JournalRecovered, Observer, Quiet};
-pub use problem::{Problem, Problems, Severity};
+pub use problem::{Latch, Problem, Problems, Severity};
 pub use prompt::{preen_word, prompt};
 pub use rehash::Rebuilt;
 pub use repair::{preen_halt, repair, repair_interactive, Answer, Ask, Mode, RepairReport};
@@ -226,6 +227,12 @@ pub struct Report {
     pub pass_times: Vec<(&'static str, Duration)>,
     /// Set when the check could not be completed (exit 8), with the reason.
     pub fatal: Option<String>,
+    /// The check stopped while it checked the journal, before anything
+    /// else (e2fsck's "`fatal` while checking journal for DEV" and
+    /// "Cannot proceed with file system check"; an empty `fatal` when
+    /// e2fsck says nothing more than the problem). e2fsck has not marked
+    /// the filesystem valid yet then: its exit is 12.
+    pub fatal_journal: bool,
     /// Why a check without `-f` went on to the passes (e2fsck's "check
     /// forced"); `None` with `-f`, on a clean filesystem, and when a
     /// problem in the superblock or descriptors forced it.
@@ -296,6 +303,14 @@ impl Emitter {
         self.held.extend(self.next..list.len());
         self.next = list.len();
         self.held.retain(|&i| match list.get(i) {
+            Some(p) if p.pass <= upto && pathname::q_wanted(&p.message).next().is_some() => {
+                // Pass 2 did not run to name the inode: as e2fsck's %Q
+                // without a directory.
+                let mut p = p.clone();
+                p.message = pathname::fill_q(&c.fs, &p.message, |_| 0);
+                obs.problem(&p, Action::Report);
+                false
+            }
             Some(p) if p.pass <= upto => {
                 obs.problem(p, Action::Report);
                 false
@@ -346,6 +361,7 @@ pub(crate) fn check_with(
     };
     let sb = fs.superblock();
     let label = String::from_utf8_lossy(sb.volume_name()).into_owned();
+    obs.opened(&label);
     let mut report = Report {
         label,
         problems: Problems::default(),
@@ -354,6 +370,7 @@ pub(crate) fn check_with(
         notes: Vec::new(),
         pass_times: Vec::new(),
         fatal: None,
+        fatal_journal: false,
         check_forced: None,
         cancelled: false,
         errors_flagged: sb.s_state.get() & STATE_ERROR != 0,
@@ -383,6 +400,7 @@ pub(crate) fn check_with(
             // As e2fsck: the superblock and descriptors are always checked;
             // a problem there (fixed, under a repair) forces the full check.
             let t = Instant::now();
+            let from = c.p.mark();
             pass0::run(&mut c, &mut |p, d, n| obs.progress(p, d, n));
             report
                 .pass_times
@@ -407,6 +425,7 @@ pub(crate) fn check_with(
             if probe {
                 return Ok(report);
             }
+            forgive_pass0(&mut c, from);
             emit.flush(&c, 0, obs);
             first_pass = 1;
         }
@@ -456,7 +475,11 @@ pub(crate) fn check_with(
             obs.pass_started(pass);
         }
         let t = Instant::now();
+        let from = c.p.mark();
         f(&mut c, &mut |p, d, n| obs.progress(p, d, n));
+        if pass == 0 {
+            forgive_pass0(&mut c, from);
+        }
         let took = t.elapsed();
         report.pass_times.push((name, took));
         if c.restart {
@@ -495,9 +518,20 @@ pub(crate) fn check_with(
     report.summary = c.summary();
     report.notes = std::mem::take(&mut c.notes);
     report.fatal = c.fatal.take();
+    report.fatal_journal = c.fatal_journal;
     report.cancelled = c.cancelled;
     report.problems = c.p;
     Ok(report)
+}
+
+/// e2fsck marks the filesystem valid after its superblock, descriptor and
+/// journal checks ("'til proven otherwise"): under `-n` what it found
+/// there and left (e2fsck's own PR_0_ codes) does not count for the exit
+/// code. A repair fixes them anyway.
+fn forgive_pass0(c: &mut ctx::Ctx, from: usize) {
+    if !c.repairing {
+        c.p.forgive_from(from, |p| p.pass == 0 && p.code.starts_with("PR_0_"));
+    }
 }
 
 /// Whether a filesystem needs no full check, as e2fsck decides without

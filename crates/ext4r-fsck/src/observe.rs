@@ -54,6 +54,10 @@ pub struct JournalRecovered {
     pub fast_commit_records: usize,
     /// Why the recovery is incomplete, if it is.
     pub problem: Option<String>,
+    /// The transaction whose commit block failed its checksum, where the
+    /// replay stopped (e2fsck's `j_failed_commit`, said when the recovery
+    /// itself succeeded).
+    pub failed_commit: Option<u32>,
 }
 
 impl JournalRecovered {
@@ -70,6 +74,7 @@ impl JournalRecovered {
             }),
             fast_commit_records: r.fast_commit_applied,
             problem: r.problem.as_ref().map(|e| ext4r::error::chain(e)),
+            failed_commit: r.failed_commit.filter(|_| r.problem.is_none()),
         }
     }
 }
@@ -118,6 +123,15 @@ pub trait Observer {
     /// superblock used), before pass 1.
     fn note(&mut self, note: &str) {
         let _ = note;
+    }
+    /// The filesystem was opened and its superblock says this volume
+    /// label (empty without one): first thing, before the journal is
+    /// replayed and before anything else is said. e2fsck names the
+    /// filesystem by its label from here on. A repair opens it again after
+    /// a replay and for every round: the first call is the one e2fsck
+    /// keeps.
+    fn opened(&mut self, label: &str) {
+        let _ = label;
     }
     /// The full check runs without `-f`, for this reason; before pass 1.
     fn check_forced(&mut self, why: &Forced) {

@@ -54,6 +54,7 @@ impl Released {
             severity: Severity::Harmless,
             message,
             fix: None,
+            latch: None,
         });
     }
 }

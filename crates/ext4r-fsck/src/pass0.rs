@@ -11,6 +11,7 @@ use crate::fix::Fix;
 use crate::Progress;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
+    let start = c.p.mark();
     superblock(c);
     crate::super_rules::check(c);
     descriptors(c);
@@ -26,7 +27,25 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     }
     quota_and_orphan(c);
     crate::mmp::check(c);
+    // e2fsck judges the journal before the superblock and descriptors:
+    // its findings are said first, and a journal that stops the check
+    // stops it before the rest is looked at.
+    // (Its inode's backup and move are check_super_block's, said in
+    // their place.)
+    let before = c.p.mark();
     crate::journal_check::check(c);
+    let (later, journal): (Vec<_>, Vec<_>) =
+        c.p.take_range(before..c.p.mark())
+            .into_iter()
+            .partition(|p| matches!(p.code, "PR_0_BACKUP_JNL" | "PR_0_MOVE_JOURNAL"));
+    if c.fatal_journal {
+        c.p.take_range(start..c.p.mark());
+        c.p.insert_at(start, journal);
+        return;
+    }
+    let end = c.p.mark();
+    c.p.insert_at(end, later);
+    c.p.insert_at(start, journal);
     crate::journal_hint::check(c);
     crate::quota_hide::check(c);
 }
@@ -44,6 +63,11 @@ fn superblock(c: &mut Ctx) {
             "The Hurd does not support the filetype feature.".into(),
             crate::fix::Fix::ClearIncompat(Incompat::FILETYPE.bits()),
         );
+        // As e2fsck, which clears it in memory before pass 2: the entries
+        // are judged as the repair leaves the superblock (their file
+        // types are not set, only to be cleared in the next round).
+        let f = c.sb.s_feature_incompat.get() & !Incompat::FILETYPE.bits();
+        c.sb.s_feature_incompat.set(f);
     }
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
         c.p.harmless(
@@ -173,18 +197,26 @@ fn descriptors(c: &mut Ctx) {
                 sums = (d.bg_checksum.get(), want);
             }
         }
+        let at = c.p.mark();
         let fix = crate::gdesc::judge(c, g, &d, csum_ok);
         if !csum_ok {
+            // Said before what the descriptor's other fields show (as
+            // e2fsck's check_super_block, group by group), under the
+            // latch asked once for all the descriptors.
             c.p.harmless_fix(
                 0,
                 "PR_0_GDT_CSUM",
                 format!(
-                    "One or more block group descriptor checksums are invalid.  \
-                     (group {g}: {:#06x}, should be {:#06x})",
+                    "Group descriptor {g} checksum is {:#06x}, should be {:#06x}.",
                     sums.0, sums.1
                 ),
                 fix,
             );
+            c.p.latch_last(
+                "PR_0_GDT_CSUM_LATCH",
+                "One or more block group descriptor checksums are invalid.".into(),
+            );
+            c.p.move_last_to(at);
         }
         // The superblock copy and descriptor blocks of this group.
         let m = c.geo.group_meta(g);
@@ -465,7 +497,7 @@ fn quota_and_orphan(c: &mut Ctx) {
                 // As e2fsck after releasing the orphans (pass 1 gives the
                 // deleted ones their deletion time): the block is emptied.
                 c.p.error_fix(
-                    0,
+                    6,
                     "PR_6_ORPHAN_BLOCK_DIRTY",
                     format!(
                         "Orphan file (inode {inum}) block {} is not clean.",
@@ -481,14 +513,16 @@ fn quota_and_orphan(c: &mut Ctx) {
         // The block left as it is, e2fsck cannot use the file and asks to
         // make it anew.
         c.p.error(
-            0,
+            6,
             "PR_6_ORPHAN_FILE_CORRUPTED",
             "Failed to initialize orphan file.".into(),
         );
     }
+    // These e2fsck says after pass 5 (its check_init_orphan_file, in
+    // main once the passes have run): pass 6 here.
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
         c.p.error_fix(
-            0,
+            6,
             "PR_6_ORPHAN_PRESENT_CLEAN_FILE",
             "Feature orphan_present is set but orphan file is clean.".into(),
             crate::fix::Fix::ClearOrphanPresent,

@@ -402,6 +402,18 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 }
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
+    check_inode_fields(c, ino, rec, specials, pre);
+    if std::mem::take(&mut c.csum_due) {
+        c.p.error_fix(
+            1,
+            "PR_1_INODE_ONLY_CSUM_INVALID",
+            format!("Inode {ino} passes checks, but checksum does not match inode."),
+            Fix::InodeChecksum(ino),
+        );
+    }
+}
+
+fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let Some(inode) = inode_of(rec) else { return };
     let inode: &Inode = &inode;
     if c.journal_backup && ino == c.journal_ino {
@@ -482,7 +494,12 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         return;
     }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
-    if pre & PRE_BAD_CSUM != 0 {
+    // It says so once the inode's other checks are done (its
+    // FINISH_INODE_LOOP; in a repair only when no other fix rewrote the
+    // inode, which this one says at once, its fix being made either way).
+    if pre & PRE_BAD_CSUM != 0 && !c.repairing {
+        c.csum_due = true;
+    } else if pre & PRE_BAD_CSUM != 0 {
         c.p.error_fix(
             1,
             "PR_1_INODE_ONLY_CSUM_INVALID",
@@ -505,7 +522,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             2,
             "PR_2_I_FILE_ACL_HI_ZERO",
             format!(
-                "i_file_acl_hi for inode {ino} is {}, should be zero.",
+                "i_file_acl_hi for inode {ino} ({}) is {}, should be zero.",
+                crate::pathname::q(ino),
                 inode.l_i_file_acl_high.get()
             ),
             Fix::InodeClearFileAclHigh(ino),
@@ -521,7 +539,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             2,
             "PR_2_BLOCKS_HI_ZERO",
             format!(
-                "i_blocks_hi for inode {ino} is {}, should be zero.",
+                "i_blocks_hi for inode {ino} ({}) is {}, should be zero.",
+                crate::pathname::q(ino),
                 inode.l_i_blocks_high.get()
             ),
             Fix::InodeClearBlocksHigh(ino),
@@ -548,7 +567,10 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                 c.p.error_fix(
                     2,
                     code,
-                    format!("{what} for inode {ino} is {v}, should be zero."),
+                    format!(
+                        "{what} for inode {ino} ({}) is {v}, should be zero.",
+                        crate::pathname::q(ino)
+                    ),
                     Fix::InodeZeroByte(ino, at),
                 );
             }
@@ -559,40 +581,33 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             2,
             "PR_2_FADDR_ZERO",
             format!(
-                "i_faddr for inode {ino} is {}, should be zero.",
+                "i_faddr for inode {ino} ({}) is {}, should be zero.",
+                crate::pathname::q(ino),
                 inode.i_obso_faddr.get()
             ),
             Fix::InodeClearFaddr(ino),
         );
     }
-    if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
-        c.p.error_fix(
-            1,
-            "PR_1_EXTRA_ISIZE",
-            format!(
-                "Inode {ino} has a extra size ({}) which is invalid",
-                inode.i_extra_isize.get()
-            ),
-            crate::fix::Fix::InodeExtraIsize(
-                ino,
-                (rec.len().saturating_sub(128).min(32) & !3) as u16,
-            ),
-        );
-    }
     if inode.dtime() != 0 {
-        // The root's own code (old mke2fs left a dtime there).
-        let (code, msg) = if ino == special::ROOT {
-            (
+        // The root's own code first (old mke2fs left a dtime there); e2fsck
+        // then asks about any inode in use with a dtime, the root again
+        // when -n has left it.
+        if ino == special::ROOT {
+            c.p.error_fix(
+                1,
                 "PR_1_ROOT_DTIME",
-                "Root inode has dtime set.  (probably due to old mke2fs)".to_string(),
-            )
-        } else {
-            (
+                "Root inode has dtime set (probably due to old mke2fs).".into(),
+                Fix::InodeClearDtime(ino),
+            );
+        }
+        if ino != special::ROOT || !c.repairing {
+            c.p.error_fix(
+                1,
                 "PR_1_SET_DTIME",
                 format!("Inode {ino} is in use, but has dtime set."),
-            )
-        };
-        c.p.error_fix(1, code, msg, Fix::InodeClearDtime(ino));
+                Fix::InodeClearDtime(ino),
+            );
+        }
     }
     crate::pass1_rules::negative_epoch(c, ino, inode, rec);
     let mut kind = if quota_file {
@@ -614,7 +629,10 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         c.p.error_fix(
             1,
             "PR_1_TREAT_AS_DIRECTORY",
-            format!("Inode {ino} is a {kind:?} but it looks like it is really a directory."),
+            format!(
+                "Inode {ino} is a {} but it looks like it is really a directory.",
+                type_words(inode.mode())
+            ),
             Fix::InodeMode(ino, (inode.mode() & 0o7777) | 0o040000),
         );
         // A repair goes on as e2fsck does, with the inode a directory.
@@ -666,6 +684,21 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             "PR_1_INLINE_DATA_NO_ATTR",
             format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
             Fix::InlineTruncate(ino),
+        );
+    }
+    // After the format flags, as e2fsck's check_inode_extra_space.
+    if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
+        c.p.error_fix(
+            1,
+            "PR_1_EXTRA_ISIZE",
+            format!(
+                "Inode {ino} has a extra size ({}) which is invalid",
+                inode.i_extra_isize.get()
+            ),
+            crate::fix::Fix::InodeExtraIsize(
+                ino,
+                (rec.len().saturating_sub(128).min(32) & !3) as u16,
+            ),
         );
     }
     if kind == FileKind::Directory
@@ -741,7 +774,16 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
                         FileKind::Fifo => "PR_2_BAD_FIFO",
                         _ => "PR_2_BAD_SOCKET",
                     },
-                    format!("Inode {ino} ({kind:?}) has invalid mode or i_block contents."),
+                    format!(
+                        "Inode {ino} ({}) is an illegal {}.",
+                        crate::pathname::q(ino),
+                        match kind {
+                            FileKind::CharDevice => "character device",
+                            FileKind::BlockDevice => "block device",
+                            FileKind::Fifo => "FIFO",
+                            _ => "socket",
+                        }
+                    ),
                     crate::fix::Fix::ClearInode(ino),
                 );
             } else if flags.contains(InodeFlags::INLINE_DATA) {
@@ -760,7 +802,11 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             c.p.error_fix(
                 2,
                 "PR_2_BAD_MODE",
-                format!("Inode {ino} has bad mode ({:#o}).", inode.mode()),
+                format!(
+                    "Inode {ino} ({}) has invalid mode (0{:o}).",
+                    crate::pathname::q(ino),
+                    inode.mode()
+                ),
                 crate::fix::Fix::ClearInode(ino),
             );
         }
@@ -775,7 +821,10 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
         c.p.error_fix(
             2,
             "PR_2_INVALID_SYMLINK",
-            format!("Symlink (inode #{ino}) is invalid."),
+            format!(
+                "Symlink {} (inode #{ino}) is invalid.",
+                crate::pathname::q(ino)
+            ),
             crate::fix::Fix::ClearInode(ino),
         );
     }
@@ -971,7 +1020,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             }
         }
     }
-    stats(c, kind, fast_symlink, links, &map);
+    stats(c, kind, fast_symlink, links, &map, map.blocks + ea_blocks);
     if is_special && ino >= first_ino {
         c.extra_used.push(ino);
     }
@@ -988,7 +1037,9 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
 }
 
-fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
+/// `counted`: the blocks the inode's map and xattr block hold (e2fsck's
+/// `num_blocks`).
+fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult, counted: u64) {
     let s = &mut c.stats;
     s.inodes_used += 1;
     match kind {
@@ -1008,7 +1059,9 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult) {
     if links > 1 && kind != FileKind::Directory {
         s.multiply_linked += 1;
     }
-    if map.fragmented {
+    // e2fsck's "simplistic fragmentation check": a file larger than a
+    // group can never be contiguous, and is not counted.
+    if map.fragmented && counted < c.geo.blocks_per_group {
         s.fragmented += 1;
     }
     if map.depth > 0 {
@@ -1118,6 +1171,10 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
             "PR_1_LOW_DTIME",
             format!("Inode {ino} was part of the orphaned inode list."),
             fix,
+        );
+        c.p.latch_last(
+            "PR_1_ORPHAN_LIST_REFUGEES",
+            "Inodes that were part of a corrupted orphan linked list found.".into(),
         );
     }
     if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb.first_ino() {
@@ -1239,5 +1296,19 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
             ),
             Fix::InodeSize(ino, map.end_lblk * bs),
         );
+    }
+}
+
+/// e2fsck's `%It`: an inode's type in words, from its mode.
+pub(crate) fn type_words(mode: u16) -> String {
+    match mode & 0o170000 {
+        0o100000 => "regular file".into(),
+        0o040000 => "directory".into(),
+        0o020000 => "character device".into(),
+        0o060000 => "block device".into(),
+        0o010000 => "named pipe".into(),
+        0o120000 => "symbolic link".into(),
+        0o140000 => "socket".into(),
+        _ => format!("unknown file type with mode 0{mode:o}"),
     }
 }

@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use ext4r_format::extent::{verify_extent_block_checksum, Extent, ExtentNode, EXTENT_MAGIC};
+use ext4r_format::extent::{verify_extent_block_checksum, Extent, EXTENT_MAGIC};
 use ext4r_format::inode::Inode;
 use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 
@@ -51,6 +51,9 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             .flags()
             .contains(ext4r_format::inode::InodeFlags::VERITY),
         next_lblk: 0,
+        csum_pending: Vec::new(),
+        last_entry: (0, 0, 0),
+        levels: Vec::new(),
     };
     let mut root = inode.i_block;
     // A root whose stored depth contradicts its entries is read at the
@@ -86,6 +89,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             let end = if depth == 0 { u64::MAX } else { w.eof };
             // The root's entries are walked as `copy` holds them (its
             // depth field set to the kind they are read as).
+            w.count_node(0, &copy);
             let mut v = Check { c, w: &mut w };
             // A root with no entries (an empty file's) has nothing to
             // walk: the call is left out for the many that are.
@@ -94,27 +98,31 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             }
         }
         None => {
-            let e = ExtentNode::parse(&root)
-                .err()
-                .map_or_else(|| format!("depth {depth} is no tree"), |e| e.to_string());
             c.p.error_fix(
                 1,
                 "PR_1_MISSING_EXTENT_HEADER",
-                format!("Inode {ino} has EXTENTS_FL set but an invalid extent header: {e}."),
+                format!("Inode {ino} has corrupt extent header."),
                 crate::fix::Fix::ClearInode(ino),
             );
             w.res.bad = true;
         }
     }
+    // A tree rebuilt for its depth is not judged again (e2fsck's
+    // force_rebuild, set only when that rebuild is accepted).
+    let judge = (w.rebuild.is_none() || !c.repairing) && !w.levels.is_empty();
     if let Some(found) = w.rebuild.take() {
         let useful = max_useful_depth(c.geo.block_size);
         let msg = format!(
             "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
         );
         match crate::extent_rebuild::plan(c, ino, w.owner, found) {
-            Some(fix) => c.p.error_fix(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg, fix),
-            None => c.p.error(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg),
+            // PR_NO_OK: left as it is, the tree is still sound.
+            Some(fix) => c.p.harmless_fix(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg, fix),
+            None => c.p.harmless(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg),
         }
+    }
+    if judge {
+        could_be_smaller(c, ino, &w.levels, depth);
     }
     w.res
 }
@@ -149,6 +157,80 @@ struct ExtWalk {
     /// One past the highest logical block mapped so far (e2fsck's
     /// next_lblock).
     next_lblk: u64,
+    /// Per node entered, its block when its checksum is bad and only said
+    /// once its entries have been walked, as e2fsck says it.
+    csum_pending: Vec<Option<u64>>,
+    /// The last entry walked, (logical, physical, length): what e2fsck's
+    /// problem context holds when it says a node's checksum is bad.
+    last_entry: (u64, u64, u64),
+    /// Per level of the tree (0: the root), the entries its nodes hold
+    /// and could hold (e2fsck's `extent_tree_level`).
+    levels: Vec<(u64, u64)>,
+}
+
+impl ExtWalk {
+    /// Counts a node walked at `level` into [`ExtWalk::levels`], as
+    /// e2fsck's `scan_extent_node`: below the root a node not full holds
+    /// one entry fewer than it could ("splitting extent blocks when
+    /// appending will leave the old block with one free entry", so such
+    /// a tree is not rebuilt again and again).
+    fn count_node(&mut self, level: u16, node: &[u8]) {
+        let level = usize::from(level);
+        if level >= MAX_LEVELS {
+            return;
+        }
+        let entries = crate::extent_depth::u16_at(node, 2);
+        let mut max = crate::extent_depth::u16_at(node, 4);
+        if level > 0 && entries < max {
+            max -= 1;
+        }
+        if self.levels.len() <= level {
+            self.levels.resize(level + 1, (0, 0));
+        }
+        self.levels[level].0 += entries;
+        self.levels[level].1 += max;
+    }
+}
+
+/// Levels e2fsck keeps statistics for (`MAX_EXTENT_DEPTH_COUNT`).
+const MAX_LEVELS: usize = 8;
+
+/// e2fsck's `e2fsck_should_rebuild_extents`: a tree whose levels hold
+/// fewer entries than one level less (or fewer nodes) could is worth
+/// rebuilding. Said, never an error, and not a repair this version makes
+/// (e2fsck's pass 1E).
+fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
+    let per_block = u64::from((c.geo.block_size - 12) / 12);
+    let mut said = None;
+    if usize::from(depth) > MAX_LEVELS - 1 {
+        said = Some((
+            "PR_1E_CAN_COLLAPSE_EXTENT_TREE",
+            "shorter",
+            usize::from(depth),
+        ));
+    }
+    'levels: for (i, &(num, max)) in levels.iter().enumerate().take(usize::from(depth) + 1) {
+        if said.is_some() {
+            break;
+        }
+        if max.saturating_sub(num) > per_block {
+            said = Some(("PR_1E_CAN_NARROW_EXTENT_TREE", "narrower", i));
+            break;
+        }
+        for &(_, above_max) in &levels[..i] {
+            if num < above_max {
+                said = Some(("PR_1E_CAN_COLLAPSE_EXTENT_TREE", "shorter", i));
+                break 'levels;
+            }
+        }
+    }
+    if let Some((code, how, level)) = said {
+        c.p.harmless(
+            1,
+            code,
+            format!("Inode {ino} extent tree (at level {level}) could be {how}."),
+        );
+    }
 }
 
 /// Blocks of `block_size` (a power of two) that `bytes` take, rounded
@@ -213,6 +295,11 @@ impl Visitor for Check<'_> {
         Ok(self.w.enter(self.c, p))
     }
 
+    fn leave(&mut self, _: &Ptr, _: Vec<u8>, _: bool) -> Result<Step, Self::Error> {
+        self.w.leave(self.c);
+        Ok(Step::Next)
+    }
+
     fn node_end(&self, p: &Ptr) -> u64 {
         entry_bound(p.logical, p.next)
     }
@@ -231,6 +318,26 @@ impl Visitor for Check<'_> {
 }
 
 impl ExtWalk {
+    /// After a node's entries: its bad checksum, said with the last entry
+    /// walked below it (e2fsck's problem context then: the last extent of
+    /// the node's subtree).
+    fn leave(&mut self, c: &mut Ctx) {
+        if let Some(Some(child)) = self.csum_pending.pop() {
+            let (l, p, n) = self.last_entry;
+            c.p.error_fix(
+                1,
+                "PR_1_EXTENT_ONLY_CSUM_INVALID",
+                format!(
+                    "Inode {} extent block passes checks, but checksum does not match \
+                     extent\n\t(logical block {l}, physical block {p}, len {n})",
+                    self.ino
+                ),
+                crate::fix::Fix::ExtentBlockChecksum(child, self.owner),
+            );
+            self.res.bad = true;
+        }
+    }
+
     fn remove(&self, p: &Ptr) -> Fix {
         Fix::ExtentRemove(self.ino, p.slot.block, p.slot.index, self.owner)
     }
@@ -244,6 +351,7 @@ impl ExtWalk {
         let n = u64::from(e.len());
         let p = e.start().0;
         let total = c.geo.blocks_count;
+        self.last_entry = (l, p, n);
         // Only built for a problem: this runs for every extent.
         let place = || format!("(logical block {l}, physical block {p}, len {n})");
         let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
@@ -257,7 +365,10 @@ impl ExtWalk {
         } else if l < start {
             Some((
                 "PR_1_OUT_OF_ORDER_EXTENTS",
-                format!("Inode {ino} has out of order extents\n\t{}", place()),
+                format!(
+                    "Inode {ino} has out of order extents\n\t(invalid logical block {l}, \
+                     physical block {p}, len {n})"
+                ),
             ))
         } else if (l + n > hi && !((e.is_unwritten() || self.verity) && l + n > self.eof))
             || l > u64::from(u32::MAX)
@@ -272,12 +383,18 @@ impl ExtWalk {
         } else if n == 0 {
             Some((
                 "PR_1_EXTENT_LENGTH_ZERO",
-                format!("Inode {ino} has zero length extent\n\t{}", place()),
+                format!(
+                    "Inode {ino} has zero length extent\n\t(invalid logical block {l}, \
+                     physical block {p})"
+                ),
             ))
         } else if p + n > total {
             Some((
                 "PR_1_EXTENT_ENDS_BEYOND",
-                format!("Inode {ino} has an invalid extent\n\t{}", place()),
+                format!(
+                    "Inode {ino} has an invalid extent\n\t(logical block {l}, physical \
+                     block {p}, invalid len {n})"
+                ),
             ))
         } else if self.dir_limit.is_some_and(|m| l + n > m) {
             Some((
@@ -287,7 +404,10 @@ impl ExtWalk {
         } else if l < self.next_lblk {
             Some((
                 "PR_1_EXTENT_COLLISION",
-                format!("Inode {ino} has a duplicate extent mapping\n\t{}", place()),
+                format!(
+                    "Inode {ino} has a duplicate extent mapping\n\t(logical block {l}, \
+                     invalid physical block {p}, len {n})"
+                ),
             ))
         } else {
             None
@@ -298,6 +418,9 @@ impl ExtWalk {
                 c.p.error(1, code, msg);
             } else {
                 c.p.error_fix(1, code, msg, self.remove(at));
+            }
+            if code == "PR_1_TOOBIG_DIR" {
+                c.p.latch_last("PR_1_INODE_TOOBIG", format!("Inode {ino} is too big."));
             }
             self.res.bad = true;
             return;
@@ -450,18 +573,10 @@ impl ExtWalk {
             && buf.get(2..4) == Some(&[0, 0][..]);
         match parse_at(&mut buf, want.min(1)).ok().filter(|_| !empty) {
             Some(n) => {
-                if csum_bad && fixing {
-                    c.p.error_fix(
-                        1,
-                        "PR_1_EXTENT_ONLY_CSUM_INVALID",
-                        format!(
-                            "Inode {ino} extent block passes checks, but checksum does not \
-                             match extent\n\t(logical block {l}, physical block {child})"
-                        ),
-                        crate::fix::Fix::ExtentBlockChecksum(child, self.owner),
-                    );
-                    self.res.bad = true;
-                }
+                // Said when the node's entries have been walked (see
+                // `ExtWalk::leave`).
+                self.csum_pending
+                    .push((csum_bad && fixing).then_some(child));
                 let first = n
                     .extents()
                     .and_then(|e| e.first().map(|x| x.ee_block.get()))
@@ -486,6 +601,7 @@ impl ExtWalk {
                 // down, then passes that on), not where a damaged index
                 // says.
                 self.start = first.map_or(l, u64::from);
+                self.count_node(level + 1, &buf);
                 Some(buf)
             }
             None => {

@@ -11,6 +11,7 @@ use crate::ctx::Ctx;
 
 /// The bad block list's inode (its blocks are no file's).
 const BAD_INO: u32 = ext4r_format::inode::ino::BAD;
+const RESIZE_INO: u32 = ext4r_format::inode::ino::RESIZE;
 use crate::fix::Fix;
 
 /// What the walk learned about one inode.
@@ -114,13 +115,22 @@ impl Visitor for MapCheck<'_> {
             }
             let fix = self.clear(p);
             let c = &mut *self.c;
+            let what = block_desc(p);
             if ino == BAD_INO {
                 // e2fsck's process_bad_block.
-                let msg = format!("Illegal block #{l} ({b}) in bad block inode.");
+                let msg = format!("Illegal {what} ({b}) in bad block inode.");
                 c.p.error_fix(1, "PR_1_BB_ILLEGAL_BLOCK_NUM", msg, fix);
+                c.p.latch_last(
+                    "PR_1_INODE_BBLOCK_LATCH",
+                    "Bad block inode has illegal block(s).".into(),
+                );
             } else {
-                let msg = format!("Illegal block #{l} ({b}) in inode {ino}.");
+                let msg = format!("Illegal {what} ({b}) in inode {ino}.");
                 c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
+                c.p.latch_last(
+                    "PR_1_INODE_BLOCK_LATCH",
+                    format!("Inode {ino} has illegal block(s)."),
+                );
                 if p.levels == 0 {
                     self.res.illegal_end = self.res.illegal_end.max(l + 1);
                 }
@@ -164,8 +174,11 @@ impl Visitor for MapCheck<'_> {
             }
             let fix = self.clear(p);
             let what = if is_reg { "file" } else { "symlink" };
-            let msg = format!("Block #{l} ({b}) causes {what} to be too big.");
+            let msg = format!("{} ({b}) causes {what} to be too big.", cap(&block_desc(p)));
             self.c.p.error_fix(1, code, msg, fix);
+            self.c
+                .p
+                .latch_last("PR_1_INODE_TOOBIG", format!("Inode {ino} is too big."));
             self.res.bad = true;
             return Ok(Step::Next);
         }
@@ -175,8 +188,14 @@ impl Visitor for MapCheck<'_> {
                 return Ok(Step::Stop);
             }
             let fix = self.clear(p);
-            let msg = format!("Block #{l} ({b}) causes directory to be too big.");
+            let msg = format!(
+                "{} ({b}) causes directory to be too big.",
+                cap(&block_desc(p))
+            );
             self.c.p.error_fix(1, "PR_1_TOOBIG_DIR", msg, fix);
+            self.c
+                .p
+                .latch_last("PR_1_INODE_TOOBIG", format!("Inode {ino} is too big."));
             self.res.bad = true;
             return Ok(Step::Next);
         }
@@ -184,6 +203,15 @@ impl Visitor for MapCheck<'_> {
         if !follow_only {
             c.claim(b64, 1, ino);
             res.blocks += 1;
+        }
+        // e2fsck's chain of blocks for its fragmentation check: every
+        // block in the order the map is walked, an indirect block before
+        // those it maps (the resize inode's map is not a file's).
+        if ino != RESIZE_INO {
+            if self.last_phys_end.is_some_and(|x| x != b64) {
+                res.fragmented = true;
+            }
+            self.last_phys_end = Some(b64 + 1);
         }
         if p.levels > 0 {
             return Ok(Step::Descend);
@@ -196,10 +224,6 @@ impl Visitor for MapCheck<'_> {
                 _ => res.runs.push((l, b64, 1)),
             }
         }
-        if self.last_phys_end.is_some_and(|x| x != b64) {
-            res.fragmented = true;
-        }
-        self.last_phys_end = Some(b64 + 1);
         Ok(Step::Next)
     }
 
@@ -224,6 +248,25 @@ impl Visitor for MapCheck<'_> {
 /// illegal blocks in inode.  Clear inode?"; a repair clears it there and
 /// the walk stops (returns true). A read-only check says it once and
 /// goes on.
+/// e2fsck's `%B`: which block of the inode a pointer holds ("block #7",
+/// or the indirect block it is).
+fn block_desc(p: &Ptr) -> String {
+    match p.levels {
+        0 => format!("block #{}", p.logical),
+        1 => "indirect block".into(),
+        2 => "double indirect block".into(),
+        _ => "triple indirect block".into(),
+    }
+}
+
+/// `%B` at the start of a message: capitalised.
+fn cap(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+        .unwrap_or_default()
+}
+
 fn too_many(c: &mut Ctx, ino: u32, illegal: u32, res: &mut MapResult) -> bool {
     if illegal != 12 && !(c.repairing && illegal % 12 == 0) {
         return false;

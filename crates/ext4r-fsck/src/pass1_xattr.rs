@@ -12,7 +12,7 @@ use ext4r_format::features::Compat;
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::xattr::{
     parse_xattr_block, parse_xattr_ibody, verify_xattr_block_checksum, xattr_ea_inode_entry_hash,
-    XattrEntries,
+    xattr_entry_hash, XattrEntries,
 };
 use ext4r_format::{BlockNr, InodeNr};
 
@@ -83,6 +83,87 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
     block_refs || c.ea_refs.len() > before
 }
 
+/// e2fsck's check_ea_in_inode on the in-inode area (`area`: from its
+/// magic to the end of the inode), step by step: each entry's header must
+/// not overlap what came before, its name and value must fit in what is
+/// left, its value must not overlap, and its hash must be right (or 0);
+/// then the terminator must not overlap. The first that fails, in
+/// e2fsck's words. (Values kept in EA inodes are judged elsewhere.)
+fn ibody_scan(ino: u32, area: &[u8]) -> Option<(&'static str, String)> {
+    let size = area.len();
+    let collision = || {
+        Some((
+            "PR_1_INODE_EA_ALLOC_COLLISION",
+            format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
+        ))
+    };
+    let said = |code, what: &str, n: u64| {
+        Some((
+            code,
+            format!("Extended attribute in inode {ino} has a {what} ({n}) which is invalid"),
+        ))
+    };
+    if size < 4 {
+        return None;
+    }
+    // e2fsck's region: allocated ranges, none may overlap another or lie
+    // past the area.
+    let mut taken: Vec<(usize, usize)> = vec![(0, 4)];
+    let mut take = |at: usize, n: usize| -> bool {
+        let end = at.saturating_add(n);
+        if end > size || taken.iter().any(|&(a, b)| at < b && a < end) {
+            return false;
+        }
+        taken.push((at, end));
+        true
+    };
+    let pad = |n: usize| (n + 3) & !3;
+    let mut remain = size - 4;
+    let mut at = 4usize;
+    while remain >= 16 && area.get(at..at + 4).is_some_and(|w| w != [0; 4]) {
+        let e = &area[at..at + 16];
+        let name_len = usize::from(e[0]);
+        let value_offs = usize::from(u16::from_le_bytes([e[2], e[3]]));
+        let value_inum = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+        let value_size = u32::from_le_bytes([e[8], e[9], e[10], e[11]]);
+        let stored = u32::from_le_bytes([e[12], e[13], e[14], e[15]]);
+        if !take(at, 16 + pad(name_len)) {
+            return collision();
+        }
+        remain -= 16;
+        if pad(name_len) > remain {
+            return said("PR_1_ATTR_NAME_LEN", "namelen", name_len as u64);
+        }
+        remain -= pad(name_len);
+        if value_inum == 0 {
+            if value_size as usize > remain {
+                return said("PR_1_ATTR_VALUE_SIZE", "value size", u64::from(value_size));
+            }
+            let vsize = value_size as usize;
+            if vsize > 0 && !take(4 + value_offs, pad(vsize)) {
+                return collision();
+            }
+            let name = area.get(at + 16..at + 16 + name_len).unwrap_or(&[]);
+            let value = area
+                .get(4 + value_offs..4 + value_offs + pad(vsize))
+                .unwrap_or(&[]);
+            let ok = stored == 0
+                || [false, true]
+                    .iter()
+                    .any(|&signed| xattr_entry_hash(name, value, signed) == stored);
+            if !ok {
+                return said("PR_1_ATTR_HASH", "hash", u64::from(stored));
+            }
+            remain -= vsize;
+        }
+        at += 16 + pad(name_len);
+    }
+    if !take(at, 4) {
+        return collision();
+    }
+    None
+}
+
 /// The EA inode numbers named by the entry headers at the start of
 /// `area`, read raw: an entry the parser rejects (a zero size, say) still
 /// holds its EA inode, as e2fsck counts it.
@@ -121,6 +202,8 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                     ),
                     Fix::IbodyXattrHashes(ino, hashes.iter().map(|h| (h.offset, h.hash)).collect()),
                 );
+            } else if let Some((code, msg)) = ibody_scan(ino, area) {
+                c.p.error_fix(1, code, msg, crate::fix::Fix::ClearIbodyXattrs(ino));
             } else if let Some((code, why)) = bad_entries(&entries, true) {
                 c.p.error_fix(
                     1,
@@ -138,12 +221,17 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
             }
         }
         Ok(None) => {}
-        Err(e) => c.p.error_fix(
-            1,
-            "PR_1_ATTR_NAME_LEN",
-            format!("Inode {ino} has a bad extended attribute area: {e}."),
-            crate::fix::Fix::ClearIbodyXattrs(ino),
-        ),
+        Err(e) => {
+            let extra = usize::from(inode.i_extra_isize.get());
+            let area = rec.get(128 + extra..).unwrap_or(&[]);
+            let (code, msg) = ibody_scan(ino, area).unwrap_or_else(|| {
+                (
+                    "PR_1_ATTR_NAME_LEN",
+                    format!("Inode {ino} has a bad extended attribute area: {e}."),
+                )
+            });
+            c.p.error_fix(1, code, msg, crate::fix::Fix::ClearIbodyXattrs(ino));
+        }
     }
     let blk = inode.file_acl(c.wide()).0;
     if blk == 0 {
@@ -155,12 +243,18 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
         let (code, msg) = if c.valid_range(blk, 1) {
             (
                 "PR_2_FILE_ACL_ZERO",
-                format!("i_file_acl for inode {ino} is {blk}, should be zero."),
+                format!(
+                    "i_file_acl for inode {ino} ({}) is {blk}, should be zero.",
+                    crate::pathname::q(ino)
+                ),
             )
         } else {
             (
                 "PR_2_FILE_ACL_BAD",
-                format!("Extended attribute block for inode {ino} is invalid ({blk})."),
+                format!(
+                    "Extended attribute block for inode {ino} ({}) is invalid ({blk}).",
+                    crate::pathname::q(ino)
+                ),
             )
         };
         c.p.error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));

@@ -21,10 +21,39 @@ use crate::Progress;
 const RUN_BYTES: u64 = 64 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
+    // The inodes pass 1's findings name by path, to note where this pass
+    // meets each first.
+    let wanted: Vec<u32> =
+        c.p.list()
+            .iter()
+            .filter(|p| p.pass == 2)
+            .flat_map(|p| crate::pathname::q_wanted(&p.message).collect::<Vec<_>>())
+            .collect();
+    c.q_dirs = wanted.into_iter().map(|i| (i, 0)).collect();
+    walk(c, progress);
+    if c.q_dirs.is_empty() {
+        return;
+    }
+    let fs = c.fs.clone();
+    let q_dirs = std::mem::take(&mut c.q_dirs);
+    for p in c.p.each_mut() {
+        if p.pass == 2 && crate::pathname::q_wanted(&p.message).next().is_some() {
+            p.message =
+                crate::pathname::fill_q(&fs, &p.message, |i| q_dirs.get(&i).copied().unwrap_or(0));
+        }
+    }
+}
+
+/// The walk over every directory block, then the checks of what it found.
+fn walk(c: &mut Ctx, progress: Progress<'_>) {
     htree_tails(c);
     let mut blocks = std::mem::take(&mut c.dir_blocks);
     blocks.sort_unstable();
     blocks.dedup_by_key(|b| b.phys);
+    // e2fsck's order (special_dir_block_cmp): every directory's first
+    // block, then the others, each by block number; what is found (and
+    // which of two names of a directory is its first) follows it.
+    blocks.sort_unstable_by_key(|b| (b.lblk != 0, b.phys, b.ino, b.lblk));
     // Pass 1 grew it by doubling: up to half of it was slack.
     blocks.shrink_to_fit();
     let bs = u64::from(c.geo.block_size);
@@ -103,6 +132,9 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // counts them again): taken back once all are counted.
     let mut recounted: Vec<u32> = Vec::new();
     let mut check = |c: &mut Ctx, r: usize, buf: &[u8], pre: Option<Vec<Pre>>| {
+        if c.abort {
+            return;
+        }
         let (i, j) = runs[r];
         progress(2, i as u64, total);
         let Some(pre) = pre else {
@@ -120,6 +152,9 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             return;
         };
         for (k, b) in blocks[i..j].iter().enumerate() {
+            if c.abort {
+                return;
+            }
             let block = &buf[k * bs as usize..(k + 1) * bs as usize];
             if b.lblk == 0 {
                 if let Some(d) = c.dir_idx(b.ino) {
@@ -167,7 +202,13 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     for t in recounted {
         c.inodes.remove_name(t);
     }
+    if c.abort {
+        return;
+    }
     inline_dirs(c);
+    if c.abort {
+        return;
+    }
     htree::check(c, dx);
     for (d, saw) in saw_block0.iter().enumerate() {
         let r = c.dirs[d];
@@ -527,15 +568,15 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             c.p.error_fix(
                 2,
                 "PR_2_HTREE_NODE_CSUM_INVALID",
-                format!(
-                    "Problem in HTREE directory inode {ino}: block #{} fails checksum.",
-                    { b.lblk }
-                ),
+                format!("Problem in HTREE directory inode {ino}: internal node fails checksum."),
                 crate::fix::Fix::ClearIndexFlag(ino),
             );
         }
         return;
     }
+    // e2fsck's failed_csum: a leaf whose checksum fails is said to once
+    // its entries have been checked (see `only_csum`).
+    let mut failed_csum = false;
     if c.csum() {
         let (tail, ok) = leaf_csum.unwrap_or_else(|| {
             let t = crate::salvage::has_tail(block, c.geo.block_size);
@@ -551,21 +592,43 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 ),
                 crate::fix::Fix::DirAddTail(b.phys, owner),
             );
+            // Declined, the block still fails its checksum.
+            failed_csum = !c.repairing;
         } else if !ok {
-            c.p.error_fix(
-                2,
-                "PR_2_LEAF_NODE_ONLY_CSUM_INVALID",
-                format!(
-                    "Directory inode {ino}, block #{}, offset 0: directory passes checks but \
-                     fails checksum.",
-                    { b.lblk }
-                ),
-                crate::fix::Fix::DirBlockChecksum(b.phys, owner),
-            );
+            failed_csum = true;
         }
     }
+    if entries(c, dx, d, b, block, pre, hashed) && failed_csum {
+        // PR_2_LEAF_NODE_ONLY_CSUM_INVALID, after the entries (in e2fsck
+        // only for a block they left as it was; a repair here rewrites
+        // the checksum either way).
+        c.p.error_fix(
+            2,
+            "PR_2_LEAF_NODE_ONLY_CSUM_INVALID",
+            format!(
+                "Directory inode {ino}, block #{}: directory passes checks but fails checksum.",
+                { b.lblk }
+            ),
+            crate::fix::Fix::DirBlockChecksum(b.phys, owner),
+        );
+    }
+}
+
+/// The entries of directory block `b` (of directory `c.dirs[d]`); false
+/// when the block could not be read as one (and the rest is skipped).
+fn entries(
+    c: &mut Ctx,
+    dx: &mut htree::DxDirs,
+    d: usize,
+    b: &DirBlock,
+    block: &[u8],
+    pre: Option<&Pre>,
+    hashed: bool,
+) -> bool {
+    let ino = b.ino;
+    let owner = c.dirs[d].owner;
     let Some(salvaged) = salvage_block(c, d, b, block) else {
-        return;
+        return false;
     };
     // Names repeated in the block are looked for unless the reader found
     // they cannot be (in the block as read: not a salvaged copy).
@@ -587,13 +650,18 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 leaf_names.push(e.name);
             }
             if encrypted && e.name.len() < 16 {
+                // PR_2_BAD_ENCRYPTED_NAME: "Encrypted @E is too short."
                 let msg = format!(
-                    "Encrypted entry in directory inode {ino} has a too-short name ({} bytes).",
-                    e.name.len()
+                    "Encrypted entry '{}' in {} ({ino}) is too short.",
+                    crate::pathname::safe(e.name),
+                    crate::pathname::dir_path(&c.fs, ino)
                 );
-                // As e2fsck: the entry is cleared, and not looked at more.
+                // As e2fsck: the entry is cleared, and not looked at more;
+                // declined (-n), it is checked on like any other.
                 bad_entry(c, d, b, e.offset, "PR_2_BAD_ENCRYPTED_NAME", msg);
-                continue;
+                if c.repairing {
+                    continue;
+                }
             }
         }
         if slot < 2 && e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
@@ -646,7 +714,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         if w[0].0 != w[1].0 {
             continue;
         }
-        let shown = String::from_utf8_lossy(w[0].0);
+        let shown = crate::pathname::safe(w[0].0);
         let dots = w[0].0 == b"." || w[0].0 == b"..";
         if w[0].2 == w[1].2 || dots {
             c.p.error_fix(
@@ -688,6 +756,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
         }
     }
+    true
 }
 
 /// Whether a name has a `/` or a NUL, looked for eight bytes at a time
@@ -954,6 +1023,7 @@ fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Op
             crate::fix::Fix::DirSalvage(b.phys, at, prev, owner),
         );
         if !c.repairing {
+            unsalvaged(c);
             return None;
         }
         let mut next = cur.to_vec();
@@ -971,6 +1041,14 @@ fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Op
         copy = Some(next);
     }
     None
+}
+
+/// A corrupted directory block `-n` may not salvage: e2fsck's check stops
+/// there ("e2fsck: aborted", exit 12), as its check_dir_block does when
+/// the salvage is declined.
+fn unsalvaged(c: &mut Ctx) {
+    c.abort = true;
+    c.fatal = Some("aborted".into());
 }
 
 /// An interior node: one empty record over the block and, as e2fsck
@@ -1002,11 +1080,16 @@ fn entry(
     off: usize,
 ) {
     let dir = c.dirs[d].ino;
+    if !c.q_dirs.is_empty() {
+        if let Some(first) = c.q_dirs.get_mut(&target).filter(|f| **f == 0) {
+            *first = dir;
+        }
+    }
     // Built only when something is reported: this runs for every entry.
     let place = |c: &Ctx| {
         format!(
             "Entry '{}' in {} ({dir})",
-            String::from_utf8_lossy(name),
+            crate::pathname::safe(name),
             crate::pathname::dir_path(&c.fs, dir)
         )
     };
@@ -1071,32 +1154,20 @@ fn entry(
                 }
             }
         }
-        _ => {
-            if target != 0 && (name == b"." || name == b"..") {
-                let msg = format!(
-                    "{} is duplicate '{}' entry.",
-                    place(c),
-                    String::from_utf8_lossy(name)
-                );
-                let code = if name == b"." {
-                    "PR_2_DUP_DOT"
-                } else {
-                    "PR_2_DUP_DOT_DOT"
-                };
-                return bad_entry(c, d, b, off, code, msg);
-            }
-        }
+        _ => {}
     }
     if target == 0 {
         return;
     }
-    if slot > 1 && name.is_empty() {
-        // As e2fsck: a name of no bytes is no name; the entry goes.
-        let msg = format!(
-            "Entry '' in {} ({dir}) has a zero-length name.",
-            crate::pathname::dir_path(&c.fs, dir)
-        );
-        return bad_entry(c, d, b, off, "PR_2_NULL_NAME", msg);
+    // e2fsck's order: a link to the directory itself first; then at most
+    // one of an invalid inode number, a duplicate '.' or '..', a link to
+    // the root and an empty name.
+    if slot > 1 && target == dir {
+        let msg = format!("{} is a link to '.'", place(c));
+        bad_entry(c, d, b, off, "PR_2_LINK_DOT", msg);
+        if c.repairing {
+            return;
+        }
     }
     let max = c.sb.s_inodes_count.get();
     // e2fsck's rule: also the quota and orphan file inodes, which no name
@@ -1107,20 +1178,44 @@ fn entry(
         c.sb.s_prj_quota_inum.get(),
         c.sb.s_orphan_file_inum.get(),
     ];
-    if target > max
+    let (code, msg) = if target > max
         || (target < c.sb.first_ino() && target != special::ROOT)
         || hidden.contains(&target)
     {
         let msg = format!("{} has invalid inode #: {target}.", place(c));
         return bad_entry(c, d, b, off, "PR_2_BAD_INO", msg);
-    }
-    if slot > 1 && target == dir {
-        let msg = format!("{} is a link to '.'", place(c));
-        return bad_entry(c, d, b, off, "PR_2_LINK_DOT", msg);
-    }
-    if slot > 1 && target == special::ROOT {
-        let msg = format!("{} is a link to the root inode.", place(c));
-        return bad_entry(c, d, b, off, "PR_2_LINK_ROOT", msg);
+    } else if slot > 1 && (name == b"." || name == b"..") {
+        let msg = format!(
+            "{} is duplicate '{}' entry.",
+            place(c),
+            crate::pathname::safe(name)
+        );
+        let code = if name == b"." {
+            "PR_2_DUP_DOT"
+        } else {
+            "PR_2_DUP_DOT_DOT"
+        };
+        (code, msg)
+    } else if slot > 1 && target == special::ROOT {
+        (
+            "PR_2_LINK_ROOT",
+            format!("{} is a link to the root inode.", place(c)),
+        )
+    } else if slot > 1 && name.is_empty() {
+        // As e2fsck: a name of no bytes is no name; the entry goes.
+        let msg = format!(
+            "Entry '' in {} ({dir}) has a zero-length name.",
+            crate::pathname::dir_path(&c.fs, dir)
+        );
+        ("PR_2_NULL_NAME", msg)
+    } else {
+        ("", String::new())
+    };
+    if !code.is_empty() {
+        bad_entry(c, d, b, off, code, msg);
+        if c.repairing {
+            return;
+        }
     }
     crate::encoded_name::check(c, d, slot, b, off, name);
     // An encrypted directory's names are ciphertext, any byte may occur
@@ -1191,7 +1286,10 @@ fn entry(
                 "Encrypted {} references unencrypted inode {target}.",
                 place(c).replacen("Entry", "entry", 1)
             );
-            return bad_entry(c, d, b, off, "PR_2_UNENCRYPTED_FILE", msg);
+            bad_entry(c, d, b, off, "PR_2_UNENCRYPTED_FILE", msg);
+            if c.repairing {
+                return;
+            }
         }
         if c.dirs[d].encrypted {
             let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
@@ -1202,21 +1300,30 @@ fn entry(
                          encryption policy.",
                         place(c).replacen("Entry", "entry", 1)
                     );
-                    return bad_entry(c, d, b, off, "PR_2_INCONSISTENT_ENCRYPTION_POLICY", msg);
+                    bad_entry(c, d, b, off, "PR_2_INCONSISTENT_ENCRYPTION_POLICY", msg);
+                    if c.repairing {
+                        return;
+                    }
                 }
             }
         }
         if kind == FileKind::Directory {
             if let Some(td) = c.dir_idx(target) {
-                if c.dirs[td].parent != 0 {
+                let parent = c.dirs[td].parent;
+                if parent != 0 {
+                    // Named as its first parent names it (e2fsck's %P).
                     let msg = format!(
                         "{} is a link to directory {} ({target}).",
                         place(c),
-                        crate::pathname::path_in(&c.fs, dir, target)
+                        crate::pathname::path_in(&c.fs, parent, target)
                     );
-                    return bad_entry(c, d, b, off, "PR_2_LINK_DIR", msg);
+                    bad_entry(c, d, b, off, "PR_2_LINK_DIR", msg);
+                    if c.repairing {
+                        return;
+                    }
+                } else {
+                    c.dirs[td].parent = dir;
                 }
-                c.dirs[td].parent = dir;
             }
         }
     }
@@ -1225,6 +1332,9 @@ fn entry(
 
 /// Reports an entry that must go; its repair clears it (in an inline
 /// directory, in the inode: a bad parent becomes 0 for pass 3 to set).
+/// Under `-n` the entry stays, and e2fsck goes on checking it and counts
+/// it as a link to its inode (the callers go on unless repairing; an
+/// invalid inode number ends the entry's checks in both).
 fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: &'static str, msg: String) {
     let fix = if b.phys != 0 {
         crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner)
@@ -1255,7 +1365,12 @@ fn check_filetype(
         return;
     }
     if ftype == ft::UNKNOWN {
-        let msg = format!("Setting filetype for {} to {should}.", place(c));
+        // e2fsck's "@E" mid-sentence: "entry", not "Entry".
+        let entry = place(c);
+        let entry = entry
+            .strip_prefix('E')
+            .map_or(entry.clone(), |e| format!("e{e}"));
+        let msg = format!("Setting filetype for {entry} to {should}.");
         match fix(should) {
             Some(f) => c.p.harmless_fix(2, "PR_2_SET_FILETYPE", msg, f),
             None => c.p.harmless(2, "PR_2_SET_FILETYPE", msg),
@@ -1314,16 +1429,26 @@ fn inline_dirs(c: &mut Ctx) {
                 let Some((off, prev)) = records(&bytes).1 else {
                     break;
                 };
+                // As e2fsck reads inline data: the i_block part is block
+                // #0, its records after the 4-byte parent; the part in the
+                // xattr is block #1.
+                let (blk, at) = if area == AREA_IBLOCK {
+                    (0, off + 4)
+                } else {
+                    (1, off)
+                };
                 c.p.error_fix(
                     2,
                     "PR_2_DIR_CORRUPTED",
                     format!(
-                        "Directory inode {ino}, inline data, offset {off}: directory corrupted"
+                        "Directory inode {ino}, block #{blk}, offset {at}: directory corrupted"
                     ),
                     crate::fix::Fix::InlineSalvage(ino, area, off, prev),
                 );
                 if !c.repairing {
-                    break;
+                    // Declined, e2fsck stops there.
+                    unsalvaged(c);
+                    return;
                 }
                 let end = bytes.len();
                 crate::salvage::salvage(&mut bytes, off, prev, end, 4096, max_ino);

@@ -90,14 +90,20 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             let (code, msg) = if looped {
                 (
                     "PR_3_LOOPED_DIR",
-                    format!("Recursively looped directory inode {}", r.ino),
+                    format!(
+                        "Recursively looped directory inode {} ({})",
+                        r.ino,
+                        crate::pathname::dir_path(&c.fs, r.ino)
+                    ),
                 )
             } else {
+                // "%q": the directory its '..' names, by its path.
                 (
                     "PR_3_UNCONNECTED_DIR",
                     format!(
                         "Unconnected directory inode {} (was in {})",
-                        r.ino, r.dotdot
+                        r.ino,
+                        crate::pathname::dir_path(&c.fs, r.dotdot)
                     ),
                 )
             };
@@ -310,6 +316,23 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                     format!("Unattached inode {}", r.ino),
                     crate::fix::Fix::Reconnect(r.ino, r.kind.dirent_type()),
                 );
+                // e2fsck's reconnection adds one to the stored count too
+                // (e2fsck_adjust_inode_count), then finds it one entry
+                // high: "ref count is 2, should be 1" for a file that
+                // had one link. (Declined under -n, the count is not
+                // looked at.)
+                if c.repairing && r.links != 0 {
+                    c.p.error_fix(
+                        4,
+                        "PR_4_BAD_REF_COUNT",
+                        format!(
+                            "Inode {} ref count is {}, should be 1.",
+                            r.ino,
+                            u32::from(r.links) + 1
+                        ),
+                        crate::fix::Fix::InodeLinks(r.ino, 1),
+                    );
+                }
             }
             // A directory without entries was reported in pass 3.
             continue;

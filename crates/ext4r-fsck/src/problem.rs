@@ -25,6 +25,25 @@ pub struct Problem {
     pub message: String,
     /// The repair, when this version knows one.
     pub fix: Option<crate::fix::Fix>,
+    /// The latch question e2fsck asks before this problem, once for a run
+    /// of related problems (see [`Latch`]).
+    pub latch: Option<Latch>,
+}
+
+/// e2fsck's latches (`PR_LATCH_*`): a run of related problems (an inode's
+/// illegal blocks, the descriptors' checksums) is asked about once, by
+/// the latch's own question ("Inode 13 has illegal block(s).  Clear?"),
+/// and each problem of the run is then said with the answer ("Illegal
+/// block #0 (7303014) in inode 13.  IGNORED."). The run is the problems
+/// with the same latch in a row; a latch whose question is said without
+/// one (`PROMPT_NONE`: "Block bitmap differences: ") only puts its words
+/// first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Latch {
+    /// e2fsck's code of the latch question (`PR_1_INODE_BLOCK_LATCH`).
+    pub code: &'static str,
+    /// Its message, in e2fsck's words.
+    pub message: String,
 }
 
 /// Collected problems with a cap on how many messages are kept, so a badly
@@ -38,6 +57,8 @@ pub struct Problems {
     /// Keeps every message: a pass-1 worker's findings for a stretch of
     /// inodes, which go through [`Problems::absorb`] (and its cap) later.
     uncapped: bool,
+    /// The last problem recorded was kept (not dropped past the cap).
+    last_kept: bool,
 }
 
 /// Messages kept in full; beyond this only the counts grow.
@@ -87,19 +108,85 @@ impl Problems {
         if severity == Severity::Error {
             self.errors += 1;
         }
-        if self.list.len() < KEEP || self.uncapped {
+        self.last_kept = self.list.len() < KEEP || self.uncapped;
+        if self.last_kept {
             self.list.push(Problem {
                 pass,
                 code,
                 severity,
                 message,
                 fix,
+                latch: None,
             });
         } else {
             // Past the cap a repair still needs the fix; the words go.
             self.dropped += 1;
             if let Some(f) = fix {
                 self.overflow_fixes.push(f);
+            }
+        }
+    }
+
+    /// Puts the last problem recorded under latch `code`, asked as
+    /// `message` (see [`Latch`]); nothing when its words were dropped.
+    pub(crate) fn latch_last(&mut self, code: &'static str, message: String) {
+        if let Some(p) = self.list.last_mut().filter(|_| self.last_kept) {
+            p.latch = Some(Latch { code, message });
+        }
+    }
+
+    /// Makes the errors recorded from position `from` on that `which`
+    /// accepts harmless: what e2fsck -n answers no to before it marks the
+    /// filesystem valid "'til proven otherwise" (its superblock and
+    /// descriptor checks) does not make its exit code 4.
+    pub(crate) fn forgive_from(&mut self, from: usize, which: impl Fn(&Problem) -> bool) {
+        for p in self.list.iter_mut().skip(from) {
+            if p.severity == Severity::Error && which(p) {
+                p.severity = Severity::Harmless;
+                self.errors = self.errors.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Takes out the problems recorded at positions `range` (from
+    /// [`Problems::mark`]s), in order, their errors uncounted.
+    pub(crate) fn take_range(&mut self, range: std::ops::Range<usize>) -> Vec<Problem> {
+        let end = range.end.min(self.list.len());
+        let start = range.start.min(end);
+        let out: Vec<Problem> = self.list.drain(start..end).collect();
+        let errors = out.iter().filter(|p| p.severity == Severity::Error).count() as u64;
+        self.errors = self.errors.saturating_sub(errors);
+        out
+    }
+
+    /// Puts `problems` back at position `at`, their errors counted.
+    pub(crate) fn insert_at(&mut self, at: usize, problems: Vec<Problem>) {
+        let at = at.min(self.list.len());
+        self.errors += problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
+            .count() as u64;
+        self.list.splice(at..at, problems);
+    }
+
+    /// The number of problems kept so far: a place for
+    /// [`Problems::move_last_to`].
+    /// Each kept problem, to be changed in place (a path filled in).
+    pub(crate) fn each_mut(&mut self) -> std::slice::IterMut<'_, Problem> {
+        self.list.iter_mut()
+    }
+
+    pub(crate) fn mark(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Moves the last problem to position `at` (from [`Problems::mark`]),
+    /// before those recorded since: a problem e2fsck says first whose
+    /// repair depends on what the later ones found.
+    pub(crate) fn move_last_to(&mut self, at: usize) {
+        if at < self.list.len() {
+            if let Some(p) = self.list.pop() {
+                self.list.insert(at, p);
             }
         }
     }
@@ -118,7 +205,11 @@ impl Problems {
     pub(crate) fn absorb(&mut self, other: Problems) {
         debug_assert_eq!(other.dropped, 0, "absorbed from a capped list");
         for p in other.list {
+            let latch = p.latch;
             self.push(p.pass, p.code, p.severity, p.message, p.fix);
+            if let Some(l) = latch {
+                self.latch_last(l.code, l.message);
+            }
         }
         for f in other.overflow_fixes {
             self.overflow_fixes.push(f);

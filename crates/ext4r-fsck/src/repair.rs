@@ -109,6 +109,23 @@ impl RepairReport {
         }
     }
 
+    /// Whether e2fsck would say "***** FILE SYSTEM WAS MODIFIED *****":
+    /// its filesystem handle was marked changed after the last (re)open,
+    /// by a fix that writes (not the descriptor fixes made while the
+    /// superblock is checked, see [`RepairReport::modified`]), a released
+    /// orphan, a rebuilt directory or a new journal. A journal replay
+    /// alone does not count (e2fsck reopens the filesystem after it), nor
+    /// does marking the filesystem valid (exit 1 without the message).
+    pub fn changed(&self) -> bool {
+        !self.rehashed.is_empty()
+            || !self.orphans_released.is_empty()
+            || self.journal_recreated.is_some()
+            || self
+                .fixed
+                .iter()
+                .any(|p| p.fix.is_some() && !quiet_fix(p.code))
+    }
+
     /// Whether the run counts as having modified the filesystem (exit 1),
     /// as e2fsck counts it. A journal replay alone does not (e2fsck
     /// restarts on the recovered filesystem), nor do descriptor fixes made
@@ -127,7 +144,9 @@ impl RepairReport {
 
 /// Fixes that e2fsck's `check_super_block` makes to a group descriptor
 /// (flags, unused inode count, then its checksum) without marking the
-/// filesystem changed.
+/// filesystem changed; and the superblock's touch-ups, but for the
+/// journal's backup in it, which e2fsck makes once the superblock is
+/// checked (`e2fsck_move_ext3_journal`) and marks as a change.
 fn quiet_fix(code: &str) -> bool {
     matches!(
         code,
@@ -137,7 +156,7 @@ fn quiet_fix(code: &str) -> bool {
             | "PR_0_GDT_ITABLE_UNUSED"
             | "PR_0_FREE_INODE_COUNT"
             | "PR_0_FREE_BLOCK_COUNT"
-    ) || crate::super_rules::cosmetic(code)
+    ) || (crate::super_rules::cosmetic(code) && code != "PR_0_BACKUP_JNL")
 }
 
 /// Problems e2fsck fixes under `-p` without stopping (see
@@ -215,6 +234,11 @@ fn run(
     }
     // Held to the end of the run; dropping it writes the clean sequence.
     let _mmp = claim_mmp(&dev, opts)?;
+    // The label as found before the replay: e2fsck names the filesystem
+    // by it from its first open on.
+    if let Ok(fs) = open(&dev) {
+        obs.opened(&String::from_utf8_lossy(fs.superblock().volume_name()));
+    }
     if matches!(policy, Policy::Preen) && opts.superblock.is_none() {
         // e2fsck -p never goes looking for a backup superblock: a primary
         // it cannot open stops the run (exit 8).
@@ -589,6 +613,10 @@ impl Observer for Live<'_, '_> {
         }
     }
 
+    fn opened(&mut self, label: &str) {
+        self.inner.opened(label);
+    }
+
     fn note(&mut self, note: &str) {
         // The quota comparison waits for the round without other fixes;
         // its warnings go with its question, whichever round that is.
@@ -698,6 +726,7 @@ fn recreate_wanted(policy: &mut Policy<'_>) -> bool {
                 severity: crate::Severity::Harmless,
                 message: "Recreate journal".into(),
                 fix: None,
+                latch: None,
             };
             ask(&question) != Answer::No
         }
@@ -825,6 +854,7 @@ fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
             severity: crate::Severity::Harmless,
             message,
             fix: Some(fix.clone()),
+            latch: None,
         });
     };
     if u64::from(sb.s_free_inodes_count.get()) != inodes {

@@ -149,6 +149,10 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     let dind_illegal = matches!(illegal.first(), Some((_, Fix::InodeBlockSlot(..))));
     for (what, fix) in illegal {
         c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", what, fix);
+        c.p.latch_last(
+            "PR_1_INODE_BLOCK_LATCH",
+            format!("Inode {RESIZE} has illegal block(s)."),
+        );
     }
     if dind_illegal {
         // Without a double-indirect block the inode is recreated.

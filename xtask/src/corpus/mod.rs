@@ -5,6 +5,8 @@
 //!   in [`verdicts`]).
 //! - `repair`: `CMD -fy`, then `e2fsck -fn` and `CMD -fn` on the result; with
 //!   `--preen`, `CMD -p` vs a live `e2fsck -p` (cached).
+//! - `diff [--mode fn|fy]`: the checker's output vs e2fsck's, line for line
+//!   (normalised as [`diff`] says).
 //!
 //! Every image is gunzipped into a private temp dir and deleted after use; the
 //! corpus itself is only read. Each run of a checker has a time limit, after
@@ -13,6 +15,7 @@
 
 mod check;
 pub(crate) mod class;
+mod diff;
 mod repair;
 mod verdicts;
 
@@ -45,6 +48,8 @@ enum Mode {
     Check(check::Args),
     /// `CMD -fy`, then `e2fsck -fn` and `CMD -fn` on the result (or `--preen`).
     Repair(repair::Args),
+    /// `e2fsck -fn|-fy` and `CMD -fn|-fy`: is the output the same?
+    Diff(diff::Args),
 }
 
 /// Options of both modes.
@@ -82,6 +87,7 @@ pub fn run(args: &Args) -> Result<()> {
     match &args.mode {
         Mode::Check(a) => check::run(a),
         Mode::Repair(a) => repair::run(a),
+        Mode::Diff(a) => diff::run(a),
     }
 }
 

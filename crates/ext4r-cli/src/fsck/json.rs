@@ -122,6 +122,7 @@ mod tests {
             notes: Vec::new(),
             pass_times: vec![("pass 1: inodes, blocks and sizes", Default::default())],
             fatal: None,
+            fatal_journal: false,
             check_forced: None,
             cancelled: false,
             errors_flagged: false,

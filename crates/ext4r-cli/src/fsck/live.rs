@@ -4,7 +4,7 @@
 //! indicatif, drawn below what has been printed, or e2fsck's
 //! "pass done total device" lines on another descriptor).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::Duration;
 
@@ -110,7 +110,12 @@ pub(crate) fn question(p: &Problem) -> String {
 
 /// The observer that prints.
 pub(crate) struct Printer {
+    /// The filesystem's name in what is printed: the path given until the
+    /// filesystem is opened, then e2fsck's `device_name` (see
+    /// [`device_name`]).
     pub dev: String,
+    /// The name was taken from the opened filesystem.
+    pub named: bool,
     pub style: Style,
     pub timing: bool,
     pub meter: Meter,
@@ -118,6 +123,9 @@ pub(crate) struct Printer {
     pub printed: HashSet<(&'static str, String)>,
     /// `-v`: also what a journal recovery replayed.
     pub verbose: bool,
+    /// The latch questions asked, by latch code: the message of the run
+    /// in progress.
+    pub latches: HashMap<&'static str, String>,
 }
 
 impl Printer {
@@ -135,7 +143,64 @@ impl Printer {
     }
 }
 
+/// e2fsck's `device_name`: the volume label when there is one, else the
+/// path given, with blanks and colons made underscores (so that the
+/// "NAME: message" lines of preen mode parse).
+pub(crate) fn device_name(label: &str, path: &str) -> String {
+    let name = if label.is_empty() { path } else { label };
+    name.chars()
+        .map(|c| {
+            if c.is_whitespace() || c == ':' {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+impl Printer {
+    /// A latched problem as e2fsck's fix_problem says it: the latch's
+    /// question first when a run starts (answered for the run), then the
+    /// problem with the run's answer ("IGNORED.", or what was done).
+    fn latched(&mut self, p: &Problem, l: &ext4r_fsck::Latch, yes: bool) -> String {
+        let mut text = String::new();
+        if self.latches.get(l.code) != Some(&l.message) {
+            self.latches.insert(l.code, l.message.clone());
+            let silent = l.code.ends_with("_BITMAP_HEADER") || ext4r_fsck::no_prompt(l.code);
+            if silent {
+                text += &l.message;
+            } else {
+                let q = Problem {
+                    message: l.message.clone(),
+                    code: l.code,
+                    latch: None,
+                    ..p.clone()
+                };
+                text += &format!("{}? {}\n\n", question(&q), if yes { "yes" } else { "no" });
+            }
+        }
+        let done = if yes {
+            ext4r_fsck::preen_word(ext4r_fsck::prompt(p.code))
+        } else {
+            "IGNORED"
+        };
+        match ext4r_fsck::question_spacing(p.code) {
+            Some(n) => text += &format!("{}{}{done}.\n", p.message.trim_end(), " ".repeat(n)),
+            None => text += &format!("{}\n{done}.\n", p.message.trim_end_matches('\n')),
+        }
+        text
+    }
+}
+
 impl Observer for Printer {
+    fn opened(&mut self, label: &str) {
+        if !self.named {
+            self.named = true;
+            self.dev = device_name(label, &self.dev);
+        }
+    }
+
     fn pass_started(&mut self, pass: u8) {
         // The heading first, then the bar below it, as e2fsck draws.
         if matches!(self.style, Style::Check | Style::Repair) {
@@ -171,16 +236,37 @@ impl Observer for Printer {
 
     fn problem(&mut self, p: &Problem, action: Action) {
         self.printed.insert((p.code, p.message.clone()));
+        if self.style == Style::Check && ext4r_fsck::no_nomsg(p.code) {
+            return;
+        }
+        if let Some(l) = &p.latch {
+            if matches!(action, Action::Report | Action::Fix | Action::Unfixable)
+                && matches!(self.style, Style::Check | Style::Repair)
+            {
+                let text = self.latched(p, l, action == Action::Fix);
+                self.say(&text);
+                return;
+            }
+        }
         let q = question(p);
         let text = match action {
             // PROMPT_NONE: e2fsck says what it does (or would do), and
             // asks nothing.
-            Action::Report | Action::Fix if ext4r_fsck::no_prompt(p.code) => {
-                format!("{}\n", p.message.trim_end_matches('\n'))
-            }
+            Action::Report | Action::Fix if ext4r_fsck::no_prompt(p.code) => format!(
+                "{}{}",
+                p.message.trim_end_matches('\n'),
+                "\n".repeat(ext4r_fsck::trailing_newlines(p.code))
+            ),
             // A harmless one (PR_NO_OK) declined reads the same; only the
             // exit code differs, as in e2fsck.
             Action::Report => format!("{q}? no\n\n"),
+            // e2fsck_journal_fix_bad_inode says what it did to a journal
+            // the superblock named (journal inode 0: nothing to delete).
+            Action::Fix
+                if p.code == "PR_0_JOURNAL_BAD_INODE" && !p.message.contains("(inode 0)") =>
+            {
+                format!("{q}? yes\n\n*** journal has been deleted ***\n\n")
+            }
             Action::Fix => format!("{q}? yes\n\n"),
             Action::Unfixable => format!("{q}? no (not repairable by this version)\n\n"),
             // e2fsck says yes to creating lost+found on a full filesystem,
@@ -215,6 +301,12 @@ impl Observer for Printer {
     fn journal_recovered(&mut self, j: &JournalRecovered) {
         // Where e2fsck says it: before the passes.
         self.say(&format!("{}: recovering journal\n", self.dev));
+        // e2fsck's PR_0_JNL_TXN_CORRUPT.
+        if let Some(t) = j.failed_commit {
+            self.say(&format!(
+                "Journal transaction {t} was corrupt, replay was aborted.\n"
+            ));
+        }
         if self.verbose {
             let mut text = format!(
                 "{}: replayed transactions {} to {}",

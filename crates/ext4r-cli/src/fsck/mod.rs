@@ -7,7 +7,7 @@ mod cancel;
 mod json;
 mod live;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -333,6 +333,7 @@ fn run(a: &Args) -> u8 {
     let started = Instant::now();
     let mut printer = Printer {
         dev: dev_name.clone(),
+        named: false,
         style: if a.json { Style::Silent } else { Style::Check },
         timing: a.timing,
         meter: Meter::new(
@@ -342,6 +343,7 @@ fn run(a: &Args) -> u8 {
         ),
         printed: HashSet::new(),
         verbose: a.verbose,
+        latches: HashMap::new(),
     };
     let result = check(dev, &opts, &mut printer);
     printer.finish();
@@ -363,14 +365,20 @@ fn run(a: &Args) -> u8 {
         let left = report.has_errors() || report.errors_flagged;
         EXIT_CANCELLED | if left { EXIT_UNCORRECTED } else { EXIT_OK }
     } else if report.fatal.is_some() {
-        EXIT_ERROR
+        // e2fsck's fatal_error: 8, and 4 when the filesystem is not
+        // valid (errors left, or stopped in the journal check before
+        // e2fsck marked it valid).
+        let invalid = report.fatal_journal || report.has_errors();
+        EXIT_ERROR | if invalid { EXIT_UNCORRECTED } else { EXIT_OK }
     } else if report.has_errors() {
         EXIT_UNCORRECTED
     } else {
         EXIT_OK
     };
+    // From the open on, e2fsck names the filesystem by its label.
+    let name = &printer.dev;
     if report.cancelled && !a.json {
-        return cancel::report(&dev_name, code);
+        return cancel::report(name, code);
     }
     if a.json {
         // The report lists it with the rest (the text run printed it).
@@ -382,7 +390,7 @@ fn run(a: &Args) -> u8 {
             json::render(&dev_name, &report, code, started.elapsed().as_secs_f64())
         );
     } else {
-        print_text(&dev_name, a, &report);
+        print_text(name, a, &report);
     }
     code
 }
@@ -497,11 +505,13 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     };
     let mut printer = Printer {
         dev: dev_name.to_string(),
+        named: false,
         style: if a.preen { Style::Preen } else { Style::Repair },
         timing: a.timing,
         meter: Meter::new(a.progress_fd, dev_name, tty),
         printed: HashSet::new(),
         verbose: a.verbose,
+        latches: HashMap::new(),
     };
     asker.bar = printer.meter.bar().cloned();
     let dev = std::sync::Arc::new(dev);
@@ -537,6 +547,8 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             return EXIT_ERROR;
         }
     };
+    // From the open on, e2fsck names the filesystem by its label.
+    let dev_name = printer.dev.as_str();
     if r.cancelled {
         return cancel::report(dev_name, r.exit_code());
     }
@@ -621,12 +633,9 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
             live::question(p)
         );
     }
-    // e2fsck -p never says so; otherwise a replay counts here (not in the
-    // exit code).
-    // Released orphans changed the filesystem (e2fsck says so) without
-    // being a fix that changes the exit code.
-    let changed = r.journal_replayed.is_some() || r.modified() || !r.orphans_released.is_empty();
-    if changed && !a.preen {
+    // e2fsck -p never says so; see RepairReport::changed for when the
+    // others do.
+    if r.changed() && !a.preen {
         println!("\n{dev_name}: ***** FILE SYSTEM WAS MODIFIED *****");
     }
     if r.last.has_errors() {
@@ -688,9 +697,19 @@ fn print_text(dev: &str, a: &Args, r: &Report) {
         return;
     }
     if let Some(f) = &r.fatal {
-        println!(
-            "fsck.ext4r: {f}\n\n{dev}: ********** WARNING: Filesystem still has errors **********"
-        );
+        // As e2fsck's fatal_error: why on stderr, the warning when the
+        // filesystem is not valid, and no summary.
+        if r.fatal_journal {
+            if !f.is_empty() {
+                eprintln!("fsck.ext4r: {f} while checking journal for {dev}");
+                eprintln!("fsck.ext4r: Cannot proceed with file system check");
+            }
+        } else {
+            eprintln!("fsck.ext4r: {f}");
+        }
+        if r.fatal_journal || r.has_errors() {
+            println!("\n{dev}: ********** WARNING: Filesystem still has errors **********\n");
+        }
         return;
     }
     if r.problems.dropped() > 0 {
