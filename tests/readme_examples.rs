@@ -2,7 +2,8 @@
 //!
 //! Every ```` ```sh ```` block under the README's "## Use" heading is run by
 //! `bash -e -o pipefail` in a fresh directory, with the tools' names
-//! (`mkfs.ext4r`, `fsck.ext4r`, `tune.ext4r`, `e4defrag-r`, `ext4r`) on
+//! (`mkfs.ext4r`, `fsck.ext4r`, `tune.ext4r`, `e4defrag-r`, `resize.ext4r`,
+//! `ext4r`) on
 //! `PATH` pointing at the binary under test. A block passes when every
 //! command in it succeeds and every image it leaves behind is clean for
 //! `e2fsck -fn` (where e2fsck is installed). The Rust examples are compiled
@@ -15,12 +16,13 @@ use std::process::Command;
 
 use common::{have, run, TempDir};
 
-const NAMES: [&str; 5] = [
+const NAMES: [&str; 6] = [
     "ext4r",
     "mkfs.ext4r",
     "fsck.ext4r",
     "tune.ext4r",
     "e4defrag-r",
+    "resize.ext4r",
 ];
 
 /// The `sh` blocks of the section headed `## Use`, with the line each
@@ -64,9 +66,10 @@ fn readme_use_examples_run() {
     let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
     let readme = std::fs::read_to_string(&readme_path).expect("read README.md");
     let blocks = use_examples(&readme);
-    // One per tool at least: mkfs, fsck, tune, e4defrag, reading, writing.
+    // One per tool at least: mkfs, fsck, tune, e4defrag, resize, reading,
+    // writing.
     assert!(
-        blocks.len() >= 6,
+        blocks.len() >= 7,
         "expected the README's Use section to hold an example per tool, found {}",
         blocks.len()
     );
