@@ -123,19 +123,8 @@ fn refused_features(sb: &ext4r_format::superblock::Superblock) -> Option<String>
         let names = ext4r_format::features::Features::from_raw(0, 0, ro_unknown.bits()).names();
         return Some(names.join(", "));
     }
-    let known = Incompat::FILETYPE
-        | Incompat::RECOVER
-        | Incompat::META_BG
-        | Incompat::EXTENTS
-        | Incompat::BIT64
-        | Incompat::FLEX_BG
-        | Incompat::CSUM_SEED
-        | Incompat::LARGEDIR
-        | Incompat::INLINE_DATA
-        | Incompat::EA_INODE
-        | Incompat::ENCRYPT
-        | Incompat::CASEFOLD;
-    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - known;
+    let unknown =
+        Incompat::from_bits_retain(sb.s_feature_incompat.get()) - ext4r::write::WRITABLE_INCOMPAT;
     if !unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, unknown.bits(), 0).names();
         return Some(names.join(", "));

@@ -233,20 +233,9 @@ fn unsupported(sb: &Superblock) -> Option<String> {
     if sb.has_incompat(Incompat::JOURNAL_DEV) {
         return Some("this is an external journal, not a filesystem".into());
     }
-    let known = Incompat::FILETYPE
-        | Incompat::RECOVER
-        | Incompat::META_BG
-        | Incompat::EXTENTS
-        | Incompat::BIT64
-        | Incompat::FLEX_BG
-        | Incompat::EA_INODE
-        | Incompat::CSUM_SEED
-        | Incompat::LARGEDIR
-        | Incompat::INLINE_DATA
-        | Incompat::ENCRYPT
-        | Incompat::CASEFOLD
-        | Incompat::MMP;
-    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - known;
+    // MMP was refused above with its reason.
+    let unknown =
+        Incompat::from_bits_retain(sb.s_feature_incompat.get()) - crate::write::WRITABLE_INCOMPAT;
     if !unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, unknown.bits(), 0).names();
         return Some(format!("unsupported features: {}", names.join(", ")));

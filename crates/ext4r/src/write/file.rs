@@ -228,21 +228,10 @@ impl WriteFs {
         .map_err(|e| Error::corrupt("inode", e))
     }
 
+    /// The inode of a regular file whose data may be written: readable
+    /// (see `readable_inode`), and not fs-verity, immutable or append-only.
     fn file_inode(&self, ino: u32) -> Result<Inode> {
-        let i = self.inode(ino)?;
-        if i.is_dir() {
-            return Err(Error::IsADirectory(format!("inode {ino}")));
-        }
-        if !i.is_reg() {
-            return Err(Error::InvalidArgument(format!(
-                "inode {ino} is not a regular file"
-            )));
-        }
-        if i.flags().contains(InodeFlags::ENCRYPT) {
-            return Err(Error::Unsupported(format!(
-                "inode {ino} is encrypted (feature encrypt): its data cannot be written without its key"
-            )));
-        }
+        let i = self.readable_inode(ino)?;
         if i.flags().contains(InodeFlags::VERITY) {
             return Err(Error::Unsupported(format!(
                 "inode {ino} has fs-verity (feature verity): its data is read-only"

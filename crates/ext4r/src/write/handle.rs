@@ -53,8 +53,10 @@ impl WriteFs {
         self.read_with(ino, &i, &runs, offset, buf)
     }
 
-    /// The inode of a regular file whose data can be read.
-    fn readable_inode(&self, ino: u32) -> Result<Inode> {
+    /// The inode of a regular file whose data can be read (and, by
+    /// `file_inode`, written): not a directory or another kind, not
+    /// encrypted.
+    pub(super) fn readable_inode(&self, ino: u32) -> Result<Inode> {
         let i = self.stat(ino)?;
         if i.is_dir() {
             return Err(Error::IsADirectory(format!("inode {ino}")));
@@ -66,7 +68,7 @@ impl WriteFs {
         }
         if i.flags().contains(InodeFlags::ENCRYPT) {
             return Err(Error::Unsupported(format!(
-                "inode {ino} is encrypted (feature encrypt): its data cannot be read without its key"
+                "inode {ino} is encrypted (feature encrypt): its data cannot be read or written without its key"
             )));
         }
         Ok(i)

@@ -355,21 +355,25 @@ impl WriteFs {
     }
 }
 
+/// The incompatible features every writer through the write layer keeps
+/// right (the write API, offline defragmentation, resize): the one table
+/// they check a filesystem against before changing it.
+pub const WRITABLE_INCOMPAT: Incompat = Incompat::FILETYPE
+    .union(Incompat::RECOVER)
+    .union(Incompat::META_BG)
+    .union(Incompat::EXTENTS)
+    .union(Incompat::BIT64)
+    .union(Incompat::FLEX_BG)
+    .union(Incompat::CSUM_SEED)
+    .union(Incompat::LARGEDIR)
+    .union(Incompat::INLINE_DATA)
+    .union(Incompat::EA_INODE)
+    .union(Incompat::ENCRYPT)
+    .union(Incompat::CASEFOLD);
+
 /// Refuses what this version cannot change safely.
 fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
-    let known = Incompat::FILETYPE
-        | Incompat::RECOVER
-        | Incompat::META_BG
-        | Incompat::EXTENTS
-        | Incompat::BIT64
-        | Incompat::FLEX_BG
-        | Incompat::CSUM_SEED
-        | Incompat::LARGEDIR
-        | Incompat::INLINE_DATA
-        | Incompat::EA_INODE
-        | Incompat::ENCRYPT
-        | Incompat::CASEFOLD;
-    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - known;
+    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - WRITABLE_INCOMPAT;
     if !unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, unknown.bits(), 0).names();
         return Err(Error::Unsupported(format!(
