@@ -29,6 +29,31 @@ pub(crate) fn blocks(t: &Transaction<Volume>, ino: u32, inode: &Inode) -> Result
         .collect())
 }
 
+/// A directory's logical-to-physical map, kept as the runs its extent
+/// tree or block map holds: one lookup is a binary search, and reading it
+/// costs one walk of the map, not a record per block.
+pub(crate) struct DirMap(Vec<ext4r_txn::map::Run>);
+
+impl DirMap {
+    pub(crate) fn read(t: &Transaction<Volume>, ino: u32, inode: &Inode) -> Result<Self> {
+        if inode.flags().contains(InodeFlags::INLINE_DATA) {
+            return Err(Error::Unsupported(format!(
+                "inode {ino}: changing inline-data directories"
+            )));
+        }
+        let mut runs = map::runs(t, ino, inode, false)?;
+        runs.sort_by_key(|r| r.logical);
+        Ok(Self(runs))
+    }
+
+    /// The physical block of logical block `logical`.
+    pub(crate) fn get(&self, logical: u64) -> Option<u64> {
+        let i = self.0.partition_point(|r| r.logical <= logical);
+        let r = self.0.get(i.checked_sub(1)?)?;
+        (logical < r.logical + r.len).then(|| r.physical + (logical - r.logical))
+    }
+}
+
 pub(crate) fn dir_inode(t: &Transaction<Volume>, ino: u32) -> Result<Inode> {
     let rec = t.read_inode_checked(ino)?;
     let i = Inode::parse(&rec).map_err(|e| Error::corrupt(format!("inode {ino}"), e))?;
@@ -372,13 +397,11 @@ impl WriteFs {
                 .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()));
         }
         let kind = self.dir_kind(dir, &inode);
-        let sh = self.shape;
-        for (_, nr) in blocks(&self.txn, dir, &inode)? {
-            let b = dir_block(&self.txn, dir, &inode, nr)?;
-            if htree::is_index_block(&b, &sh) {
+        for nr in self.leaves_for(dir, &inode, name)? {
+            let mut c = dir_block(&self.txn, dir, &inode, nr)?;
+            if htree::is_index_block(&c, &self.shape) {
                 continue;
             }
-            let mut c = b.clone();
             if let Some(ino) = entries::remove(&mut c, name) {
                 *self.txn.block_mut(nr, kind)? = c;
                 return Ok(ino);
@@ -404,19 +427,35 @@ impl WriteFs {
                 .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()));
         }
         let kind = self.dir_kind(dir, &inode);
-        let sh = self.shape;
-        for (_, nr) in blocks(&self.txn, dir, &inode)? {
-            let b = dir_block(&self.txn, dir, &inode, nr)?;
-            if htree::is_index_block(&b, &sh) {
+        for nr in self.leaves_for(dir, &inode, name)? {
+            let mut c = dir_block(&self.txn, dir, &inode, nr)?;
+            if htree::is_index_block(&c, &self.shape) {
                 continue;
             }
-            let mut c = b.clone();
             if entries::retarget(&mut c, name, ino, ftype) {
                 *self.txn.block_mut(nr, kind)? = c;
                 return Ok(());
             }
         }
         Err(Error::NotFound(String::from_utf8_lossy(name).into_owned()))
+    }
+
+    /// The blocks (physical) of directory `dir` to search for `name`: in
+    /// an htree directory the one leaf its index leads to (none when the
+    /// index says the name is absent), otherwise every block in logical
+    /// order (the caller skips index blocks). Removing or retargeting one name among tens of
+    /// thousands then reads a few blocks, as the kernel's does, not the
+    /// whole directory.
+    fn leaves_for(&self, dir: u32, inode: &Inode, name: &[u8]) -> Result<Vec<u64>> {
+        match htree::leaf_of(&self.txn, &self.shape, dir, inode, name)? {
+            Some(Some((nr, _))) => return Ok(vec![nr]),
+            Some(None) => return Ok(Vec::new()),
+            None => {}
+        }
+        Ok(blocks(&self.txn, dir, inode)?
+            .into_iter()
+            .map(|(_, nr)| nr)
+            .collect())
     }
 
     /// Whether directory `dir` holds nothing but `.` and `..`.

@@ -22,7 +22,6 @@ use ext4r_format::InodeNr;
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
-use std::collections::BTreeMap;
 
 /// Whether a block is an htree interior node (an unused record over the
 /// whole block, then count/limit): skipped when scanning for names.
@@ -47,7 +46,7 @@ struct Index {
     levels: u8,
     hash_version: u8,
     /// Logical to physical block of the directory.
-    map: BTreeMap<u64, u64>,
+    map: super::dir::DirMap,
     /// Its blocks' checksum kind.
     kind: BlockKind,
 }
@@ -61,8 +60,8 @@ fn read_index(
     if !inode.flags().contains(InodeFlags::INDEX) || !sh.dir_index {
         return Ok(None);
     }
-    let map: BTreeMap<u64, u64> = blocks(t, dir, inode)?.into_iter().collect();
-    let Some(&b0) = map.get(&0) else {
+    let map = super::dir::DirMap::read(t, dir, inode)?;
+    let Some(b0) = map.get(0) else {
         return Ok(None);
     };
     let b = super::dir::dir_block(t, dir, inode, b0)?;
@@ -127,7 +126,7 @@ fn descend(t: &Transaction<Volume>, ix: &Index, h: u32) -> Result<Option<Vec<Fra
             return Ok(None);
         };
         let lb = u64::from(last.entries[last.pos].1);
-        let Some(&pb) = ix.map.get(&lb) else {
+        let Some(pb) = ix.map.get(lb) else {
             return Ok(None);
         };
         let b = t.read_block_checked(pb, ix.kind)?;
@@ -154,6 +153,22 @@ pub(crate) fn lookup(
     inode: &Inode,
     name: &[u8],
 ) -> Result<Option<Option<(u32, u8)>>> {
+    Ok(leaf_of(t, sh, dir, inode, name)?.map(|hit| hit.map(|(_, found)| found)))
+}
+
+/// The leaf block (physical) of htree directory `dir` that holds `name`,
+/// with the record's inode and file type, found through the index as the
+/// kernel's `dx_find_entry` finds it: `Ok(None)` when `dir` is not indexed
+/// or its index cannot be followed (the caller scans the blocks linearly,
+/// as the kernel falls back on a bad index), `Ok(Some(None))` when the
+/// index leads to leaves without the name.
+pub(crate) fn leaf_of(
+    t: &Transaction<Volume>,
+    sh: &Shape,
+    dir: u32,
+    inode: &Inode,
+    name: &[u8],
+) -> Result<Option<Option<(u64, (u32, u8))>>> {
     let Some(ix) = read_index(t, sh, dir, inode)? else {
         return Ok(None);
     };
@@ -168,12 +183,12 @@ pub(crate) fn lookup(
     let mut pos = last.pos;
     loop {
         let lb = u64::from(last.entries[pos].1);
-        let Some(&pb) = ix.map.get(&lb) else {
+        let Some(pb) = ix.map.get(lb) else {
             return Ok(None);
         };
         let b = t.read_block_checked(pb, ix.kind)?;
         if let Some(found) = super::dir::find_in(&b, name, dir, pb)? {
-            return Ok(Some(Some(found)));
+            return Ok(Some(Some((pb, found))));
         }
         pos += 1;
         match last.entries.get(pos) {
@@ -239,7 +254,7 @@ impl WriteFs {
             return Ok(false);
         };
         let leaf_l = u64::from(leaf_frame.entries[leaf_frame.pos].1);
-        let Some(&leaf_p) = ix.map.get(&leaf_l) else {
+        let Some(leaf_p) = ix.map.get(leaf_l) else {
             return Ok(false);
         };
         let kind = self.dir_kind(dir, &inode);
@@ -358,10 +373,8 @@ impl WriteFs {
 
     fn phys(&self, dir: u32, logical: u64) -> Result<u64> {
         let inode = dir_inode(&self.txn, dir)?;
-        blocks(&self.txn, dir, &inode)?
-            .into_iter()
-            .find(|&(l, _)| l == logical)
-            .map(|(_, p)| p)
+        super::dir::DirMap::read(&self.txn, dir, &inode)?
+            .get(logical)
             .ok_or_else(|| {
                 Error::corrupt(
                     format!("inode {dir}"),
@@ -472,7 +485,7 @@ impl WriteFs {
             for _ in 0..ix.levels {
                 let mut next = Vec::new();
                 for lb in &level {
-                    if let Some(&pb) = ix.map.get(lb) {
+                    if let Some(pb) = ix.map.get(*lb) {
                         nodes.push(pb);
                         if let Ok(n) = parse_dx_node(&self.txn.read_block_checked(pb, kind)?) {
                             next.extend(n.iter().map(|(_, b)| u64::from(b)));
@@ -486,7 +499,7 @@ impl WriteFs {
                     .ok_or_else(|| Error::InvalidArgument("empty block".into()))?;
                 *self.txn.block_mut(pb, kind)? = b;
             }
-            if let Some(&b0) = ix.map.get(&0) {
+            if let Some(b0) = ix.map.get(0) {
                 let parent = ix.root.dotdot.inode.get();
                 let ents = [
                     (b".".to_vec(), dir, ftype_dir(&sh)),
