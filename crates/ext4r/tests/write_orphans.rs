@@ -109,6 +109,8 @@ fn cuts_while_freeing_a_fragmented_file_recover_to_before_or_after() {
         return;
     }
     let kernel = loop_unavailable().is_none();
+    let all_ways = std::env::var("EXT4R_ORPHAN_CUTS").is_ok_and(|v| v == "all");
+    let ways = if kernel { 3 } else { 2 };
     let dir = TempDir::new("write-orphans");
     for (name, mkfs) in [("ext4", "-t ext4"), ("ext3", "-t ext3 -b 1024")] {
         let (base, free_empty) = fragmented(&dir, mkfs);
@@ -136,9 +138,15 @@ fn cuts_while_freeing_a_fragmented_file_recover_to_before_or_after() {
             assert!(commits > 6, "{name} {op}: only {commits} flushes");
             let step = (total / 40).max(1);
             let mut checked = 0;
-            for cut in (0..=total).step_by(step) {
+            for (k, cut) in (0..=total).step_by(step).enumerate() {
                 for (variant, who) in ["ours", "e2fsck", "kernel"].iter().enumerate() {
                     if *who == "kernel" && !kernel {
+                        continue;
+                    }
+                    // CI recovers each cut one way, the three in turn (every
+                    // recoverer still sees a cut in each stretch of the run);
+                    // EXT4R_ORPHAN_CUTS=all recovers every cut all three ways.
+                    if !all_ways && k % ways != variant {
                         continue;
                     }
                     let disk = base.snapshot();
