@@ -229,13 +229,13 @@ fn inputs(dir: &TempDir) -> Vec<(&'static str, PathBuf, bool)> {
         })
         .collect();
     let half = dir.path("half.img");
-    std::fs::copy(&good, &half).unwrap();
+    copy_sparse(&good, &half).unwrap();
     run(Command::new("truncate").args(["-s", "16M"]).arg(&half));
     // Feature bits no e2fsprogs or ext4r release knows, one per word:
     // e2fsck refuses to check each (exit 12 or 8), and so must we.
     let featured = |name: &str, feature: &str| {
         let p = dir.path(name);
-        std::fs::copy(&good, &p).unwrap();
+        copy_sparse(&good, &p).unwrap();
         let o = run(Command::new("debugfs")
             .arg("-w")
             .arg("-R")
@@ -294,7 +294,7 @@ fn bad_input_matrix() {
         rows.push(("read-only loop device", PathBuf::from(&ro.0), false));
     }
     let mounted_img = dir.path("mounted.img");
-    std::fs::copy(dir.path("good.img"), &mounted_img).unwrap();
+    copy_sparse(dir.path("good.img"), &mounted_img).unwrap();
     let _mount = is_root()
         .then(|| LoopMount::new(&mounted_img, &dir.path("mnt")).ok())
         .flatten();
@@ -309,8 +309,8 @@ fn bad_input_matrix() {
             let (ours_in, theirs_in) = if *copy {
                 let a = dir.path("ours.img");
                 let b = dir.path("theirs.img");
-                std::fs::copy(path, &a).unwrap();
-                std::fs::copy(path, &b).unwrap();
+                copy_sparse(path, &a).unwrap();
+                copy_sparse(path, &b).unwrap();
                 (a, b)
             } else {
                 (path.clone(), path.clone())
@@ -399,8 +399,8 @@ fn bad_input_matrix() {
     for (ours_args, theirs_args, fsck) in options {
         let a = dir.path("ours.img");
         let b = dir.path("theirs.img");
-        std::fs::copy(&good, &a).unwrap();
-        std::fs::copy(&good, &b).unwrap();
+        copy_sparse(&good, &a).unwrap();
+        copy_sparse(&good, &b).unwrap();
         let before = hash(&a);
         let o = run(ext4r()
             .args(*ours_args)
@@ -525,7 +525,7 @@ mod regressions {
         // -p stops, and records the error state as e2fsck -p does
         // (preenhalt): the same bytes on a twin.
         let twin = dir.path("twin.img");
-        std::fs::copy(&img, &twin).unwrap();
+        copy_sparse(&img, &twin).unwrap();
         let o = run(ext4r().args(["fsck", "-p"]).arg(&img));
         assert_eq!(o.status.code(), Some(4), "{o:?}");
         assert!(String::from_utf8_lossy(&o.stdout).contains("UNEXPECTED INCONSISTENCY"));
@@ -624,7 +624,7 @@ mod regressions {
         ];
         for &(blk, word, value) in cases {
             let img = dir.path("d.img");
-            std::fs::copy(&base, &img).unwrap();
+            copy_sparse(&base, &img).unwrap();
             let mut bytes = std::fs::read(&img).unwrap();
             let at = (blk * 1024 + word * 4) as usize;
             match value {

@@ -294,7 +294,7 @@ fn pairs_of_writers_take_turns_or_one_is_refused() {
     let mut turns = 0;
     let mut by_pair: BTreeMap<(Act, Act), (u32, u32)> = BTreeMap::new();
     for i in 0..iterations {
-        fs::copy(&tmpl, &img).unwrap();
+        copy_sparse(&tmpl, &img).unwrap();
         let acts = [
             ACTS[rng.below(ACTS.len() as u64) as usize],
             ACTS[rng.below(ACTS.len() as u64) as usize],

@@ -21,7 +21,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::tree::manifest;
-use common::{have, is_root, run, LoopMount, TempDir};
+use common::{copy_sparse, have, is_root, run, LoopMount, TempDir};
 
 fn ours() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ext4r"));
@@ -216,7 +216,7 @@ fn online_leaves_no_more_extents_than_e4defrag_and_data_intact() {
     // A twin for e4defrag.
     lm.umount().unwrap();
     let twin = tmp.path("twin.img");
-    std::fs::copy(&img, &twin).unwrap();
+    copy_sparse(&img, &twin).unwrap();
     lm.mount().unwrap();
     // A time limit already reached: nothing is started, nothing changes.
     let (rc, out, err) = text(ours().args(["-t", "0"]).arg(&lm.dir));

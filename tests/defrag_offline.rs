@@ -22,7 +22,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use common::tree::{fnv, manifest};
-use common::{have, is_root, run, LoopMount, TempDir};
+use common::{copy_sparse, have, is_root, run, LoopMount, TempDir};
 
 fn ours() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ext4r"));
@@ -163,7 +163,7 @@ fn offline_leaves_no_more_extents_than_online_and_data_intact() {
     let img = fragmented(&tmp, "o", &["-t", "ext4", "-b", "1024"], "64M");
     let before = kernel_manifest(&tmp, &img);
     let twin = tmp.path("twin.img");
-    std::fs::copy(&img, &twin).unwrap();
+    copy_sparse(&img, &twin).unwrap();
     let (_, c0, _) = text(ours().arg("-c").arg(&img));
     // Online on the twin.
     let mut lm = LoopMount::new(&twin, &tmp.path("twin-mnt")).unwrap();
@@ -213,7 +213,7 @@ fn ext3_files_stay_block_mapped_unless_converted() {
     let img = fragmented(&tmp, "e", &["-t", "ext3", "-b", "1024"], "64M");
     let before = kernel_manifest(&tmp, &img);
     let twin = tmp.path("twin.img");
-    std::fs::copy(&img, &twin).unwrap();
+    copy_sparse(&img, &twin).unwrap();
     let out = offline(&[], &img);
     assert!(out.contains("/log0: "), "{out}");
     e2fsck_clean(&img);
@@ -259,7 +259,7 @@ fn bigalloc_clusters_stay_whole() {
     let before = kernel_manifest(&tmp, &img);
     for (k, args) in [vec![], vec!["-r"], vec!["-f"]].iter().enumerate() {
         let copy = tmp.path(&format!("copy{k}.img"));
-        std::fs::copy(&img, &copy).unwrap();
+        copy_sparse(&img, &copy).unwrap();
         let out = offline(args, &copy);
         println!("{out}");
         e2fsck_clean(&copy);

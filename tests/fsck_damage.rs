@@ -7,8 +7,10 @@
 //! debugfs) must be intact after ours.
 //!
 //! Each test covers one class of damage across block sizes and feature
-//! sets, varying the field, value and place. `EXT4R_FSCK_BIN` names
-//! another `ext4r` binary to judge (an older build, say).
+//! sets, varying the field, value and place (CI tries each damage on half
+//! of the configurations; `EXT4R_DAMAGE_CASES=all` on all of them).
+//! `EXT4R_FSCK_BIN` names another `ext4r` binary to judge (an older
+//! build, say).
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -214,9 +216,9 @@ type Damage<'a> = (String, Box<dyn Fn(&Path) + 'a>);
 /// Runs one case; the failure, if any.
 fn judge(dir: &TempDir, b: &Base, name: &str, damage: &dyn Fn(&Path)) -> Option<String> {
     let (ours, theirs) = (dir.path("ours.img"), dir.path("theirs.img"));
-    fs::copy(&b.img, &ours).unwrap();
+    copy_sparse(&b.img, &ours).unwrap();
     damage(&ours);
-    fs::copy(&ours, &theirs).unwrap();
+    copy_sparse(&ours, &theirs).unwrap();
     let o = run(ext4r().args(["fsck", "-fy"]).arg(&ours));
     run(Command::new("e2fsck").arg("-fy").arg(&theirs));
     let (ours_after, out) = e2fsck_fn(&ours);
@@ -256,12 +258,19 @@ fn judge(dir: &TempDir, b: &Base, name: &str, damage: &dyn Fn(&Path)) -> Option<
     Some(format!("{verdict}: {}", why.join("; ")))
 }
 
-/// Runs every damage on every base; panics with the failures.
+/// Runs the damages on the bases; panics with the failures. CI runs each
+/// damage on every other base (the bases alternating, so every base and
+/// every damage is still tried); `EXT4R_DAMAGE_CASES=all` runs every
+/// damage on every base.
 fn judge_all(dir: &TempDir, bases: &[Base], damages: impl Fn(&Base) -> Vec<Damage<'static>>) {
+    let all = std::env::var("EXT4R_DAMAGE_CASES").is_ok_and(|v| v == "all");
     let mut failed = Vec::new();
     let mut n = 0;
-    for b in bases {
-        for (name, d) in damages(b) {
+    for (bi, b) in bases.iter().enumerate() {
+        for (di, (name, d)) in damages(b).into_iter().enumerate() {
+            if !all && (bi + di) % 2 == 1 {
+                continue;
+            }
             n += 1;
             failed.extend(judge(dir, b, &name, &*d));
         }

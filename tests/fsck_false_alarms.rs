@@ -25,12 +25,12 @@ fn judged_alike(dir: &TempDir, img: &Path, what: &str) {
     let (rc, out) = e2fsck_fn(img);
     assert_eq!(rc, 0, "{what}: the case must be clean for e2fsck: {out}");
     let copy = dir.path("copy.img");
-    std::fs::copy(img, &copy).unwrap();
+    copy_sparse(img, &copy).unwrap();
     let theirs = run(Command::new("e2fsck").arg("-p").arg(&copy))
         .status
         .code();
     for (mode, want) in [("-fn", Some(0)), ("-p", theirs)] {
-        std::fs::copy(img, &copy).unwrap();
+        copy_sparse(img, &copy).unwrap();
         let o = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
             .args(["fsck", mode])
             .arg(&copy));

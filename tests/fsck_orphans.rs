@@ -302,7 +302,7 @@ fn truncating_orphans_free_what_e2fsck_frees() {
         let img = dir.path("ours.img");
         let ino = build(c, &img, &dir);
         let twin = dir.path("twin.img");
-        std::fs::copy(&img, &twin).unwrap();
+        copy_sparse(&img, &twin).unwrap();
         let before = data_blocks(&img);
         let free_before = free_blocks(&img);
 

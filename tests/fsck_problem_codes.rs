@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{have, is_root, make_image, run, TempDir};
+use common::{copy_sparse, have, is_root, make_image, run, TempDir};
 
 fn ext4r() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ext4r"))
@@ -55,7 +55,7 @@ fn check(dir: &TempDir, case: &Case) -> Result<(), String> {
     (case.damage)(&base, &dir.0);
     let copy = |tag: &str| {
         let p = dir.path(&format!("{tag}.img"));
-        std::fs::copy(&base, &p).unwrap();
+        copy_sparse(&base, &p).unwrap();
         p
     };
     let flag = if case.repair_only { "-fy" } else { "-fn" };
@@ -590,7 +590,7 @@ fn lost_found_on_a_full_filesystem() {
     ];
     let theirs = tool(Command::new("e2fsck").arg("-fy").arg(&{
         let p = dir.path("theirs.img");
-        std::fs::copy(&img, &p).unwrap();
+        copy_sparse(&img, &p).unwrap();
         p
     }));
     let ours = tool(ext4r().args(["fsck", "-fy"]).arg(&img));
@@ -710,8 +710,8 @@ fn external_journal_superblock_checksum() {
     std::fs::write(&jdev, raw).unwrap();
     let words = "External journal superblock checksum does not match superblock.  Fix? ";
     let (j2, i2) = (dir.path("j2.img"), dir.path("i2.img"));
-    std::fs::copy(&jdev, &j2).unwrap();
-    std::fs::copy(&img, &i2).unwrap();
+    copy_sparse(&jdev, &j2).unwrap();
+    copy_sparse(&img, &i2).unwrap();
     for flag in ["-fn", "-fy"] {
         let theirs = tool(Command::new("e2fsck").args([flag, "-j"]).arg(&j2).arg(&i2));
         let ours = tool(ext4r().args(["fsck", flag, "-j"]).arg(&jdev).arg(&img));
@@ -929,7 +929,7 @@ fn bad_attr_hash_outside_inline_data_is_cleared_as_e2fsck() {
     );
     damage_ibody_hash(&img, "/f", b"foo");
     let theirs_img = dir.path("theirs.img");
-    std::fs::copy(&img, &theirs_img).unwrap();
+    copy_sparse(&img, &theirs_img).unwrap();
     let theirs = tool(Command::new("e2fsck").arg("-fn").arg(&img));
     let ours = tool(ext4r().args(["fsck", "-fn"]).arg(&img));
     assert!(
@@ -992,7 +992,7 @@ fn external_journal_device_hint() {
     };
     let words = format!("Superblock hint for external superblock should be {rdev:#x}.  Fix? ");
     let theirs_img = dir.path("theirs.img");
-    std::fs::copy(&img, &theirs_img).unwrap();
+    copy_sparse(&img, &theirs_img).unwrap();
     for (flag, rc) in [("-fn", 0), ("-fy", 1)] {
         let theirs = tool(
             Command::new("e2fsck")

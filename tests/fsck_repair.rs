@@ -357,7 +357,7 @@ fn repairs_leave_e2fsck_clean_images_and_untouched_files_intact() {
     let mut failures = Vec::new();
     for (name, damage, may_lose) in DAMAGES {
         let img = dir.path("img");
-        fs::copy(&base, &img).unwrap();
+        copy_sparse(&base, &img).unwrap();
         damage(&img);
         let (pre, _) = e2fsck_fn(&img);
         let o = run(ext4r().args(["fsck", "-fy"]).arg(&img));
@@ -570,8 +570,8 @@ fn external_journal_is_replayed_as_e2fsck_does() {
             dir.path(&format!("{tag}.img")),
             dir.path(&format!("{tag}.j")),
         );
-        fs::copy(&img, &f).unwrap();
-        fs::copy(&jdev, &j).unwrap();
+        copy_sparse(&img, &f).unwrap();
+        copy_sparse(&jdev, &j).unwrap();
         (f, j)
     };
     let (ours, ours_j) = copy("ours");
@@ -658,7 +658,7 @@ fn ea_inode_references_are_checked() {
         format!("sif <{ea}> version 5"),
     ] {
         let img = dir.path("d.img");
-        std::fs::copy(&base, &img).unwrap();
+        copy_sparse(&base, &img).unwrap();
         debugfs(&img, &damage);
         let (pre, _) = e2fsck_fn(&img);
         assert_ne!(pre, 0, "{damage}: e2fsck must see the damage");
@@ -800,7 +800,7 @@ fn pass5_on_four_threads_finds_and_repairs_what_one_does() {
     let (a, b) = (t.path("a"), t.path("b"));
     let mut outs = Vec::new();
     for (copy, threads) in [(&a, "1"), (&b, "4")] {
-        fs::copy(&img, copy).unwrap();
+        copy_sparse(&img, copy).unwrap();
         outs.push(fsck_threads(copy, &["-fy"], threads));
     }
     // The outputs name their image: one name for both.

@@ -384,7 +384,7 @@ fn bookkeeping_equals_e2fscks() {
     let mut failures = Vec::new();
     for case in CASES {
         let (ours, theirs) = (dir.path("ours.img"), dir.path("theirs.img"));
-        std::fs::copy(&base, &ours).unwrap();
+        copy_sparse(&base, &ours).unwrap();
         let mut cmds = vec![DEBUGFS_TIME.to_string()];
         cmds.extend(case.damage.iter().map(|c| c.replace("{B12}", &b12)));
         debugfs_w(&ours, &cmds);
@@ -392,7 +392,7 @@ fn bookkeeping_equals_e2fscks() {
             let o = run(Command::new("truncate").args(["-s", size]).arg(&ours));
             assert!(o.status.success());
         }
-        std::fs::copy(&ours, &theirs).unwrap();
+        copy_sparse(&ours, &theirs).unwrap();
         let before = bookkeeping(&ours);
         let (ro, out_o) = check(ours_fsck(), case.args, &ours);
         let (rt, out_t) = check(Command::new("e2fsck"), case.args, &theirs);
@@ -615,11 +615,11 @@ fn interrupted_runs_leave_the_state_as_e2fsck() {
     } in cases
     {
         let (ours, theirs) = (long.join("ours.img"), long.join("theirs.img"));
-        std::fs::copy(&base, &ours).unwrap();
+        copy_sparse(&base, &ours).unwrap();
         let mut cmds = vec![DEBUGFS_TIME.to_string()];
         cmds.extend(damage.iter().map(|c| c.to_string()));
         debugfs_w(&ours, &cmds);
-        std::fs::copy(&ours, &theirs).unwrap();
+        copy_sparse(&ours, &theirs).unwrap();
         let before = bookkeeping(&ours);
         let (ro, out_o, at_o) = interrupted(&dir, &format!("{ext4r} fsck"), args, &ours, signal);
         let (rt, out_t, at_t) = interrupted(&dir, "e2fsck", args, &theirs, signal);
@@ -692,7 +692,7 @@ fn tune_takes_our_check_as_fresh() {
     );
     for args in [&["-fy"][..], &["-fp"], &["-fn"]] {
         let img = dir.path("ours.img");
-        std::fs::copy(&base, &img).unwrap();
+        copy_sparse(&base, &img).unwrap();
         let (rc, out) = check(ours_fsck(), args, &img);
         assert_eq!(rc, 0, "fsck {args:?}: {out}");
         let (r, tout) = tune_at(ours_tune().args(["-O", "metadata_csum"]), &img);
@@ -714,7 +714,7 @@ fn tune_takes_our_check_as_fresh() {
         assert_eq!(rc, 0, "e2fsck -fn after tune: {eout}");
         // The oracle: the same on e2fsck's twin.
         let twin = dir.path("theirs.img");
-        std::fs::copy(&base, &twin).unwrap();
+        copy_sparse(&base, &twin).unwrap();
         let (rc, out) = check(Command::new("e2fsck"), args, &twin);
         assert_eq!(rc, 0, "e2fsck {args:?}: {out}");
         let (r, tout) = tune_at(Command::new("tune2fs").args(["-O", "metadata_csum"]), &twin);

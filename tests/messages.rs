@@ -39,7 +39,7 @@ fn twins(dir: &TempDir, args: &[&str], size: &str) -> (std::path::PathBuf, std::
     let a = dir.path("theirs.img");
     make_image(Command::new("mke2fs"), args, &a, size).unwrap();
     let b = dir.path("ours.img");
-    std::fs::copy(&a, &b).unwrap();
+    copy_sparse(&a, &b).unwrap();
     (a, b)
 }
 
@@ -195,7 +195,7 @@ fn paths_and_summaries() {
         assert!(o.status.success(), "{cmd}: {o:?}");
     }
     let b = dir.path("ours.img");
-    std::fs::copy(&a, &b).unwrap();
+    copy_sparse(&a, &b).unwrap();
     let n = names(
         a.to_str().unwrap(),
         b.to_str().unwrap(),
@@ -228,8 +228,8 @@ fn paths_and_summaries() {
     assert_eq!(lines_with(&os, "(0.0% non-contiguous)").len(), 1, "{os}");
     for mode in ["-fy", "-p"] {
         let (a2, b2) = (dir.path("t2.img"), dir.path("o2.img"));
-        std::fs::copy(&a, &a2).unwrap();
-        std::fs::copy(&b, &b2).unwrap();
+        copy_sparse(&a, &a2).unwrap();
+        copy_sparse(&b, &b2).unwrap();
         if mode == "-p" {
             // Not cleanly unmounted: -p checks, and says why.
             for img in [&a2, &b2] {
@@ -505,13 +505,13 @@ fn htree_problems_in_e2fscks_order() {
     )));
     assert!(o.status.success());
     let (a, b) = (dir.path("theirs.img"), dir.path("ours.img"));
-    std::fs::copy(&img, &a).unwrap();
+    copy_sparse(&img, &a).unwrap();
     let theirs = run(Command::new("e2fsck").arg("-fy").arg(&a));
     let want = said(&theirs, &[(a.to_str().unwrap(), "IMG")]);
     let want = lines_with(&want, "HTREE directory inode 16001");
     assert!(want.len() > 10, "{want:?}");
     for _ in 0..3 {
-        std::fs::copy(&img, &b).unwrap();
+        copy_sparse(&img, &b).unwrap();
         let o = run(ours("fsck").arg("-fy").arg(&b));
         let got = said(&o, &[(b.to_str().unwrap(), "IMG")]);
         assert_eq!(lines_with(&got, "HTREE directory inode 16001"), want);

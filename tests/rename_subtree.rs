@@ -197,7 +197,7 @@ fn moves_into_own_subtree_are_refused_in_every_directory_form() {
 
         // The kernel: EINVAL for each (nothing moves).
         let kimg = t.path("kernel.img");
-        fs::copy(&img, &kimg).unwrap();
+        copy_sparse(&img, &kimg).unwrap();
         {
             let m = LoopMount::new(&kimg, &t.path("k")).unwrap();
             for &(src, dir, name) in INTO_ITSELF {
@@ -263,8 +263,8 @@ fn moves_into_own_subtree_are_refused_in_every_directory_form() {
         // the kernel, each on its own copy; all e2fsck-clean, one tree.
         let api = t.path("api.img");
         let cli = t.path("cli.img");
-        fs::copy(&img, &api).unwrap();
-        fs::copy(&img, &cli).unwrap();
+        copy_sparse(&img, &api).unwrap();
+        copy_sparse(&img, &cli).unwrap();
         let mut w = WriteFs::open_path(&api, WriteOptions::default()).unwrap();
         for &(src, dir, name) in LEGAL {
             api_rename(&mut w, src, dir, name)

@@ -123,7 +123,7 @@ impl Twin {
             "mkfs: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        fs::copy(&img, &twin).unwrap();
+        copy_sparse(&img, &twin).unwrap();
         let mnt = LoopMount::new(&twin, &t.path("mnt")).unwrap();
         let host = t.path("host");
         write_host_tree(&host);
@@ -515,7 +515,7 @@ fn refusals_and_the_image_left_as_it_was() {
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("not IMAGE:PATH"), "{}", err(&o));
     let other = t.path("other.img");
-    fs::copy(&img, &other).unwrap();
+    copy_sparse(&img, &other).unwrap();
     let o = run(ext4r()
         .arg("mv")
         .arg(at("/lost+found"))
@@ -618,7 +618,7 @@ fn refusals_and_the_image_left_as_it_was() {
     // A filesystem marked read-only: refused before anything is touched.
     if have("tune2fs") {
         let ro = t.path("ro.img");
-        fs::copy(&img, &ro).unwrap();
+        copy_sparse(&img, &ro).unwrap();
         let o = run(Command::new("tune2fs").args(["-O", "read-only"]).arg(&ro));
         assert!(o.status.success(), "{}", err(&o));
         let before = fs::read(&ro).unwrap();

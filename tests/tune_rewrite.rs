@@ -138,8 +138,8 @@ fn checksum_rewrites_match_tune2fs_on_kernel_filled_images() {
         for opt in OPTIONS {
             total += 1;
             let (ti, oi) = (dir.path("t.img"), dir.path("o.img"));
-            fs::copy(&base, &ti).unwrap();
-            fs::copy(&base, &oi).unwrap();
+            copy_sparse(&base, &ti).unwrap();
+            copy_sparse(&base, &oi).unwrap();
             let rt = tune_at(Command::new("tune2fs").args(*opt), &ti).0;
             let ro = tune_at(ours_tune().args(*opt), &oi).0;
             if rt != 0 || ro != 0 {
@@ -179,7 +179,7 @@ fn checksum_rewrites_match_tune2fs_on_kernel_filled_images() {
     }
     // Round trip on the metadata_csum base: off, then on again.
     let rt = dir.path("roundtrip.img");
-    fs::copy(dir.path("ext4-1k.img"), &rt).unwrap();
+    copy_sparse(dir.path("ext4-1k.img"), &rt).unwrap();
     let before = view(&rt, &mnt).unwrap();
     run(Command::new("e2fsck").args(["-fy"]).arg(&rt));
     for opt in [["-O", "^metadata_csum"], ["-O", "metadata_csum"]] {
@@ -231,7 +231,7 @@ fn a_power_cut_during_a_checksum_rewrite_is_repaired() {
     drop(lm);
     run(Command::new("e2fsck").args(["-fy"]).arg(&on));
     let off = dir.path("off.img");
-    fs::copy(&on, &off).unwrap();
+    copy_sparse(&on, &off).unwrap();
     assert_eq!(
         tune_at(ours_tune().args(["-O", "^metadata_csum"]), &off).0,
         0
@@ -254,7 +254,7 @@ fn a_power_cut_during_a_checksum_rewrite_is_repaired() {
     let mut failures = Vec::new();
     for (base, feature) in [(&on, "^metadata_csum"), (&off, "metadata_csum")] {
         let img = dir.path("cut.img");
-        fs::copy(base, &img).unwrap();
+        copy_sparse(base, &img).unwrap();
         let dev = open(&img);
         let out = change(dev.clone(), feature).unwrap();
         assert_eq!(out.status, 0, "{feature}: {out:?}");
@@ -266,14 +266,14 @@ fn a_power_cut_during_a_checksum_rewrite_is_repaired() {
         for k in 1..=8u64 {
             let n = total * k / 9;
             cuts += 1;
-            fs::copy(base, &img).unwrap();
+            copy_sparse(base, &img).unwrap();
             let dev = open(&img);
             dev.fail_after(n);
             let _ = change(dev.clone(), feature);
             drop(dev);
             // Our own fsck on a copy of the cut image, e2fsck on the image.
             let ours_img = dir.path("cut-ours.img");
-            fs::copy(&img, &ours_img).unwrap();
+            copy_sparse(&img, &ours_img).unwrap();
             let fy = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
                 .args(["fsck", "-fy"])
                 .arg(&ours_img));

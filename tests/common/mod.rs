@@ -5,6 +5,9 @@
 pub mod corpus;
 pub mod tree;
 
+#[allow(unused_imports)] // not every test binary copies images
+pub use ext4r_txn::testutil::copy_sparse;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -121,3 +121,40 @@ impl Drop for Mount {
         }
     }
 }
+
+/// Copies file `src` to `dst` keeping its holes, as `cp --sparse` does.
+/// `std::fs::copy` on tmpfs writes every hole of an image out as zero
+/// pages: 0.3 s and 512 MiB of memory for an empty 512 MiB image, where
+/// this copies the few blocks mke2fs wrote.
+pub fn copy_sparse(src: impl AsRef<Path>, dst: impl AsRef<Path>) -> std::io::Result<u64> {
+    use rustix::fs::{seek, SeekFrom};
+    use std::os::unix::fs::FileExt;
+    let (src, dst) = (src.as_ref(), dst.as_ref());
+    let from = std::fs::File::open(src)?;
+    let len = from.metadata()?.len();
+    let to = std::fs::File::create(dst)?;
+    to.set_len(len)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at < len {
+        let data = match seek(&from, SeekFrom::Data(at)) {
+            Ok(d) => d,
+            // ENXIO: nothing but a hole past `at`.
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        if data >= len {
+            break;
+        }
+        let hole = seek(&from, SeekFrom::Hole(data))?.min(len);
+        let mut off = data;
+        while off < hole {
+            let n = usize::try_from(hole - off).map_or(buf.len(), |n| n.min(buf.len()));
+            from.read_exact_at(&mut buf[..n], off)?;
+            to.write_all_at(&buf[..n], off)?;
+            off += n as u64;
+        }
+        at = hole;
+    }
+    Ok(len)
+}

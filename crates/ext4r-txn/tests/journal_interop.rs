@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use ext4r_txn::device::{FileDevice, OpenMode};
-use ext4r_txn::testutil::{loop_unavailable, run, tool, LoopDev, Mount, TempDir};
+use ext4r_txn::testutil::{copy_sparse, loop_unavailable, run, tool, LoopDev, Mount, TempDir};
 use ext4r_txn::txn::Commit;
 use ext4r_txn::volume::{Checkpoint, Volume, VolumeOptions};
 use std::path::Path;
@@ -112,7 +112,7 @@ fn committed_transactions_replay_the_same_everywhere() {
             .iter()
             .map(|t| {
                 let p = dir.join(&format!("{t}.img"));
-                std::fs::copy(&img, &p).unwrap();
+                copy_sparse(&img, &p).unwrap();
                 p
             })
             .collect();

@@ -97,8 +97,8 @@ fn run_image(dir: &TempDir, name: &str, gz: &Path) -> Result<Outcome, String> {
     let a = dir.join(&format!("{name}.e2fsck"));
     let b = dir.join(&format!("{name}.ours"));
     zero_kbytes_written(&img)?;
-    std::fs::copy(&img, &a).map_err(|e| e.to_string())?;
-    std::fs::copy(&img, &b).map_err(|e| e.to_string())?;
+    copy_sparse(&img, &a).map_err(|e| e.to_string())?;
+    copy_sparse(&img, &b).map_err(|e| e.to_string())?;
     let journal = journal_blocks_of(&img, ino)?;
     let (code, out) = match e2fsck_replay(&a) {
         Ok(r) => r,

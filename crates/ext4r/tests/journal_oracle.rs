@@ -220,8 +220,8 @@ fn run_case(dir: &TempDir, case: &Case) -> Result<(), String> {
 
     let a = dir.join(&format!("{tag}.e2fsck"));
     let b = dir.join(&format!("{tag}.ours"));
-    std::fs::copy(&img, &a).map_err(|e| e.to_string())?;
-    std::fs::copy(&img, &b).map_err(|e| e.to_string())?;
+    copy_sparse(&img, &a).map_err(|e| e.to_string())?;
+    copy_sparse(&img, &b).map_err(|e| e.to_string())?;
     let (code, out) = e2fsck_replay(&a)?;
     let rec = our_replay(&b, &journal, bs)?;
     if rec.plan.is_empty() {
@@ -412,7 +412,7 @@ fn kernel_case(dir: &TempDir, name: &str, mkfs: &[&str], opts: &str) -> Result<(
         // Let jbd2 commit (commit=1), but copy before writeback and the
         // checkpoint bring the final locations up to date.
         std::thread::sleep(std::time::Duration::from_millis(2500));
-        std::fs::copy(&img, &snap).map_err(|e| e.to_string())?;
+        copy_sparse(&img, &snap).map_err(|e| e.to_string())?;
     }
     let sb = read_sb(&snap)?;
     if !sb.has_incompat(ext4r_format::features::Incompat::RECOVER) {
@@ -423,8 +423,8 @@ fn kernel_case(dir: &TempDir, name: &str, mkfs: &[&str], opts: &str) -> Result<(
     zero_kbytes_written(&snap)?;
     let a = dir.join(&format!("{tag}.e2fsck"));
     let b = dir.join(&format!("{tag}.ours"));
-    std::fs::copy(&snap, &a).map_err(|e| e.to_string())?;
-    std::fs::copy(&snap, &b).map_err(|e| e.to_string())?;
+    copy_sparse(&snap, &a).map_err(|e| e.to_string())?;
+    copy_sparse(&snap, &b).map_err(|e| e.to_string())?;
     let (code, out) = e2fsck_replay(&a)?;
     let rec = our_replay(&b, &journal, bs)?;
     eprintln!(

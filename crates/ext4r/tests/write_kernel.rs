@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{missing_tools, run, TempDir};
+use common::{copy_sparse, missing_tools, run, TempDir};
 use ext4r::device::{FileDevice, OpenMode};
 use ext4r::write::{NewNode, SetAttr, WriteFs, WriteOptions};
 use std::collections::BTreeMap;
@@ -580,7 +580,7 @@ fn operation_sequences_match_the_kernel() {
         args.extend(mkfs.split_whitespace());
         args.extend([a.to_str().unwrap(), "128M"]);
         run("mke2fs", &args, &[("E2FSPROGS_FAKE_TIME", "1700000000")]).unwrap();
-        std::fs::copy(&a, &b).unwrap();
+        copy_sparse(&a, &b).unwrap();
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9).wrapping_add(k as u64) | 1);
         let mut model = Model {
             dirs: vec![String::new()],
@@ -724,7 +724,7 @@ fn a_directory_of_50000_entries_matches_the_kernel() {
         args.extend(mkfs.split_whitespace());
         args.extend([a.to_str().unwrap(), "160M"]);
         run("mke2fs", &args, &[("E2FSPROGS_FAKE_TIME", "1700000000")]).unwrap();
-        std::fs::copy(&a, &b).unwrap();
+        copy_sparse(&a, &b).unwrap();
         let names = big_names(n, 7);
         let gone: Vec<&String> = names.iter().step_by(3).collect();
         let more = big_names(n / 10, 11)

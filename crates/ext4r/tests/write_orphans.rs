@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{missing_tools, run, TempDir};
+use common::{copy_sparse, missing_tools, run, TempDir};
 use ext4r::device::{apply_cut, covers_superblock, Cut, MemDevice, Recorder};
 use ext4r::write::{NewNode, WriteFs, WriteOptions, ROOT_INO};
 use ext4r_txn::testutil::{loop_unavailable, LoopDev, Mount};
@@ -95,7 +95,7 @@ fn recover(who: &str, img: &Path, dir: &TempDir, what: &str, torn_sb: bool) {
             }
             if let Err(e) = m {
                 let keep = std::env::temp_dir().join("ext4r-orphan-failed.img");
-                let _ = std::fs::copy(img, &keep);
+                let _ = copy_sparse(img, &keep);
                 panic!("{what}: {e} (image kept as {})", keep.display());
             }
         }

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{missing_tools, run, TempDir};
+use common::{copy_sparse, missing_tools, run, TempDir};
 use ext4r::device::{FileDevice, OpenMode};
 use ext4r::fs::Filesystem;
 use ext4r::write::{NewNode, WriteFs, WriteOptions, ROOT_INO};
@@ -89,7 +89,7 @@ fn two_library_writers_one_at_a_time() {
     let started = Instant::now();
     let (mut refused, mut both) = (0, 0);
     for i in 0..iterations {
-        std::fs::copy(&template, &img).unwrap();
+        copy_sparse(&template, &img).unwrap();
         let delays = [
             Duration::from_millis(rng.below(40)),
             Duration::from_millis(rng.below(40)),

@@ -315,21 +315,8 @@ fn data_runs(f: &File, len: u64) -> Vec<(u64, u64)> {
 
 /// Copies an image keeping its holes (tmpfs would otherwise fill them).
 pub fn sparse_copy(src: &Path, dst: &Path) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    let from = File::open(src).with_context(|| format!("cannot open {}", src.display()))?;
-    let len = from.metadata()?.len();
-    let to = File::create(dst).with_context(|| format!("cannot create {}", dst.display()))?;
-    to.set_len(len)?;
-    let mut buf = vec![0u8; 1 << 20];
-    for (s, e) in data_runs(&from, len) {
-        let mut off = s;
-        while off < e {
-            let n = ((e - off) as usize).min(buf.len());
-            from.read_exact_at(&mut buf[..n], off)?;
-            to.write_all_at(&buf[..n], off)?;
-            off += n as u64;
-        }
-    }
+    ext4r_txn::testutil::copy_sparse(src, dst)
+        .with_context(|| format!("cannot copy {} to {}", src.display(), dst.display()))?;
     Ok(())
 }
 

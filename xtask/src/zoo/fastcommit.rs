@@ -28,6 +28,7 @@ use super::workload::Rng;
 use super::{status, with_mount};
 use crate::util::TempDir;
 use anyhow::{bail, Context, Result};
+use ext4r_txn::testutil::copy_sparse;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
@@ -677,7 +678,7 @@ pub fn run_case(bin: &OsString, work: &Path, case: &Case) -> Result<CaseResult> 
     res.fc_records = fc_records(&img).unwrap_or(0);
     let copy = |tag: &str| -> Result<PathBuf> {
         let p = dir.path().join(format!("{tag}.img"));
-        fs::copy(&img, &p)?;
+        copy_sparse(&img, &p)?;
         Ok(p)
     };
     // The kernel.

@@ -25,6 +25,7 @@ mod workload;
 
 use crate::util::{self, TempDir};
 use anyhow::{bail, Context, Result};
+use ext4r_txn::testutil::copy_sparse;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -300,7 +301,7 @@ fn judge(bin: &OsString, img: &Path, what: &str, alarms: &mut Vec<String>) -> Re
         alarms.push(format!("{what}: ext4r fsck -fn exit {fnc} (e2fsck -fn 0)"));
     }
     let copy = img.with_extension("p.img");
-    std::fs::copy(img, &copy)?;
+    copy_sparse(img, &copy)?;
     let p = status(Command::new(bin).args(["fsck", "-p"]).arg(&copy))?;
     let _ = std::fs::remove_file(&copy);
     if p != 0 {
@@ -391,7 +392,7 @@ fn one(
             for i in 0..20 {
                 std::fs::write(mnt.join(format!("late{i}")), vec![1u8; 3000 * (i + 1)])?;
             }
-            std::fs::copy(&img, &snap)?;
+            copy_sparse(&img, &snap)?;
             drop(f);
         }
         Ok(made)
@@ -439,14 +440,14 @@ fn one(
             let from = img.with_extension("cut.img");
             if from.is_file() {
                 let to = cache.join(format!("cut-failed-seed{seed}-{}.img", cfg.name));
-                std::fs::copy(&from, &to)?;
+                copy_sparse(&from, &to)?;
                 println!("    kept {}", to.display());
             }
         }
     }
     if !out.false_alarms.is_empty() {
         let keep = cache.join(format!("fail-seed{seed}-{}.img", cfg.name));
-        std::fs::copy(&img, &keep)?;
+        copy_sparse(&img, &keep)?;
         println!("    kept {}", keep.display());
         // The cut image (replayed) and, if ours failed before the replay,
         // its unreplayed copy.
@@ -454,7 +455,7 @@ fn one(
             let from = img.with_extension(ext);
             if from.is_file() {
                 let to = cache.join(format!("fail-seed{seed}-{}.{ext}", cfg.name));
-                std::fs::copy(&from, &to)?;
+                copy_sparse(&from, &to)?;
                 println!("    kept {}", to.display());
             }
         }
@@ -515,7 +516,7 @@ fn cut_and_replay(
     out: &mut Outcome,
 ) -> Result<()> {
     let cut = img.with_extension("cut.img");
-    std::fs::copy(img, &cut)?;
+    copy_sparse(img, &cut)?;
     let ops = with_mount(&cut, mnt, &cfg.mount_opts, || crash::cut(mnt, rng))?;
     out.made.push(("images: cut mid-write", 1));
     out.made.push(("ops before the cut", ops));
@@ -534,7 +535,7 @@ fn cut_and_replay(
             out.false_alarms.push(format!(
                 "cut, unreplayed: ext4r fsck -fn exit {ours} (e2fsck -fn 0)"
             ));
-            std::fs::copy(&cut, img.with_extension("cut-unreplayed.img"))?;
+            copy_sparse(&cut, img.with_extension("cut-unreplayed.img"))?;
         }
         (false, true) => {
             println!("    cut, unreplayed: e2fsck -fn exit {e2}, ours clean");

@@ -5,6 +5,9 @@
 #[path = "../../../../tests/common/corpus.rs"]
 pub mod corpus;
 
+#[allow(unused_imports)] // not every test binary copies images
+pub use ext4r_txn::testutil::copy_sparse;
+
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r_format::superblock::Superblock;
 use ext4r_format::BlockNr;
