@@ -332,6 +332,43 @@ pub enum Fix {
     DropResizeFeature,
 }
 
+impl Fix {
+    /// Whether the fix writes inode `ino`'s record (and so stamps its
+    /// checksum anew), as a fix e2fsck makes with `e2fsck_write_inode`.
+    pub(crate) fn rewrites_inode(&self, ino: u32) -> bool {
+        match self {
+            Fix::InodeLinks(i, _)
+            | Fix::InodeBlocks(i, _)
+            | Fix::InodeSize(i, _)
+            | Fix::InodeClearDtime(i)
+            | Fix::InodeClearFileAcl(i)
+            | Fix::InodeClearFileAclHigh(i)
+            | Fix::InodeBlockSlot(i, _)
+            | Fix::ClearInode(i)
+            | Fix::InodeExtraIsize(i, _)
+            | Fix::ClearIbodyXattrs(i)
+            | Fix::IbodyXattrHashes(i, _)
+            | Fix::ClearIndexFlag(i)
+            | Fix::InodeClearEpoch(i)
+            | Fix::InodeZeroByte(i, _)
+            | Fix::InodeClearFaddr(i)
+            | Fix::InodeClearBlocksHigh(i)
+            | Fix::InodeClearFlags(i, _)
+            | Fix::InodeSetFlags(i, _)
+            | Fix::InodeMode(i, _)
+            | Fix::InlineTruncate(i)
+            | Fix::ZeroInode(i)
+            | Fix::ExtentRemove(i, None, ..)
+            | Fix::ExtentIndexStart(i, None, ..)
+            | Fix::ExtentWritten(i, None, ..)
+            | Fix::ExtentDepth(i, None, ..) => *i == ino,
+            Fix::RebuildExtents(t) | Fix::ExtentsFromMap(t) => t.ino == ino,
+            Fix::Each(all) => all.iter().any(|f| f.rewrites_inode(ino)),
+            _ => false,
+        }
+    }
+}
+
 /// Writes `fixes` to the filesystem's device.
 ///
 /// # Errors
