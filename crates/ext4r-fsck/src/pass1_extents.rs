@@ -105,6 +105,9 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
                 crate::fix::Fix::ClearInode(ino),
             );
             w.res.bad = true;
+            // Cleared in a repair: pass 2 finds the inode unused, as
+            // e2fsck's does.
+            w.res.cleared = c.repairing;
         }
     }
     // A tree rebuilt for its depth is not judged again (e2fsck's
