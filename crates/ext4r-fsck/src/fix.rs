@@ -332,6 +332,43 @@ pub enum Fix {
     DropResizeFeature,
 }
 
+impl Fix {
+    /// Whether the fix writes inode `ino`'s record (and so stamps its
+    /// checksum anew), as a fix e2fsck makes with `e2fsck_write_inode`.
+    pub(crate) fn rewrites_inode(&self, ino: u32) -> bool {
+        match self {
+            Fix::InodeLinks(i, _)
+            | Fix::InodeBlocks(i, _)
+            | Fix::InodeSize(i, _)
+            | Fix::InodeClearDtime(i)
+            | Fix::InodeClearFileAcl(i)
+            | Fix::InodeClearFileAclHigh(i)
+            | Fix::InodeBlockSlot(i, _)
+            | Fix::ClearInode(i)
+            | Fix::InodeExtraIsize(i, _)
+            | Fix::ClearIbodyXattrs(i)
+            | Fix::IbodyXattrHashes(i, _)
+            | Fix::ClearIndexFlag(i)
+            | Fix::InodeClearEpoch(i)
+            | Fix::InodeZeroByte(i, _)
+            | Fix::InodeClearFaddr(i)
+            | Fix::InodeClearBlocksHigh(i)
+            | Fix::InodeClearFlags(i, _)
+            | Fix::InodeSetFlags(i, _)
+            | Fix::InodeMode(i, _)
+            | Fix::InlineTruncate(i)
+            | Fix::ZeroInode(i)
+            | Fix::ExtentRemove(i, None, ..)
+            | Fix::ExtentIndexStart(i, None, ..)
+            | Fix::ExtentWritten(i, None, ..)
+            | Fix::ExtentDepth(i, None, ..) => *i == ino,
+            Fix::RebuildExtents(t) | Fix::ExtentsFromMap(t) => t.ino == ino,
+            Fix::Each(all) => all.iter().any(|f| f.rewrites_inode(ino)),
+            _ => false,
+        }
+    }
+}
+
 /// Writes `fixes` to the filesystem's device.
 ///
 /// # Errors
@@ -533,7 +570,19 @@ impl<'a> Writer<'a> {
             Fix::InodeBlocks(ino, blocks) => self.edit_inode(*ino, |i| {
                 let _ = i.set_blocks_count(blocks * u64::from(bs / 512), huge, bs);
             })?,
-            Fix::InodeSize(ino, size) => self.edit_inode(*ino, |i| i.set_size(*size))?,
+            Fix::InodeSize(ino, size) => {
+                self.edit_inode(*ino, |i| i.set_size(*size))?;
+                // As libext2fs's ext2fs_inode_size_set: a regular file
+                // made 2 GiB or more sets large_file (and a dynamic
+                // revision) itself, so no later check finds it missing.
+                let rec = self.inode(*ino)?;
+                let regular = rec.get(..2).is_some_and(|m| m[1] & 0xF0 == 0x80);
+                let wanted =
+                    !self.sb.has_ro_compat(RoCompat::LARGE_FILE) || self.sb.s_rev_level.get() == 0;
+                if regular && *size >= 0x8000_0000 && wanted {
+                    self.add(&Fix::SetLargeFile)?;
+                }
+            }
             Fix::InodeClearDtime(ino) => self.edit_inode(*ino, |i| i.i_dtime.set(0))?,
             Fix::InodeClearFileAcl(ino) => self.edit_inode(*ino, |i| {
                 i.i_file_acl_lo.set(0);

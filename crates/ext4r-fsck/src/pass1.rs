@@ -402,8 +402,18 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 }
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
+    let from = c.p.mark();
     check_inode_fields(c, ino, rec, specials, pre);
-    if std::mem::take(&mut c.csum_due) {
+    // In a repair, a fix that rewrote the inode stamped its checksum:
+    // e2fsck reads the inode again (`recheck_bad_inode_checksum`) and
+    // finds nothing more to say. (Problems found here but said and fixed
+    // in a later pass, as e2fsck's pass 2 `process_bad_inode`, come after.)
+    let rewritten = c.repairing
+        && c.p.list().get(from..).is_some_and(|made| {
+            made.iter()
+                .any(|p| p.pass == 1 && p.fix.as_ref().is_some_and(|f| f.rewrites_inode(ino)))
+        });
+    if std::mem::take(&mut c.csum_due) && !rewritten {
         c.p.error_fix(
             1,
             "PR_1_INODE_ONLY_CSUM_INVALID",
@@ -496,16 +506,9 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
     // It says so once the inode's other checks are done (its
     // FINISH_INODE_LOOP; in a repair only when no other fix rewrote the
-    // inode, which this one says at once, its fix being made either way).
-    if pre & PRE_BAD_CSUM != 0 && !c.repairing {
+    // inode, see `check_inode`).
+    if pre & PRE_BAD_CSUM != 0 {
         c.csum_due = true;
-    } else if pre & PRE_BAD_CSUM != 0 {
-        c.p.error_fix(
-            1,
-            "PR_1_INODE_ONLY_CSUM_INVALID",
-            format!("Inode {ino} passes checks, but checksum does not match inode."),
-            Fix::InodeChecksum(ino),
-        );
     }
     orphan_dtime(c, ino, inode);
     // The reserved quota inodes the superblock names are files whatever
@@ -733,6 +736,9 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     let bs = u64::from(c.geo.block_size);
     let mut map = MapResult::default();
     let mut fast_symlink = false;
+    // A device, FIFO or socket inode e2fsck finds bogus: pass 2 clears
+    // it, and pass 1 checks nothing more of it.
+    let mut bogus_dev = false;
     match kind {
         FileKind::Regular | FileKind::Directory | FileKind::Symlink => {
             if flags.contains(InodeFlags::INLINE_DATA) {
@@ -751,21 +757,13 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         }
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
             let w = inode.block_words();
-            if inode.size() != 0 {
-                c.p.error_fix(
-                    1,
-                    "PR_1_SET_NONZSIZE",
-                    format!("Special (device/socket/fifo) inode {ino} has non-zero size."),
-                    Fix::InodeSize(ino, 0),
-                );
-            }
             // e2fsck's check_device_inode: an index or extents flag, or
             // stray i_block words on an immutable one, make it bogus; an
             // inline-data flag only goes.
             let locked = flags.intersects(InodeFlags::IMMUTABLE | InodeFlags::APPEND);
-            if flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
-                || (locked && w[4..].iter().any(|&x| x != 0))
-            {
+            bogus_dev = flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
+                || (locked && w[4..].iter().any(|&x| x != 0));
+            if bogus_dev {
                 c.p.error_fix(
                     2,
                     match kind {
@@ -837,7 +835,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             | FileKind::Socket
     );
     let bad_flags = InodeFlags::IMMUTABLE | InodeFlags::APPEND;
-    if special_file && !bad_symlink && flags.intersects(bad_flags) {
+    if special_file && !bad_symlink && !bogus_dev && flags.intersects(bad_flags) {
         // e2fsck's PR_NO_OK: not an error, but repaired.
         c.p.harmless_fix(
             1,
@@ -847,6 +845,20 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
                  append-only flag set."
             ),
             Fix::InodeClearFlags(ino, bad_flags.bits()),
+        );
+    }
+    // e2fsck's check_size, after check_extents_inlinedata and
+    // check_immutable.
+    let device = matches!(
+        kind,
+        FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
+    );
+    if device && !bogus_dev && inode.size() != 0 {
+        c.p.error_fix(
+            1,
+            "PR_1_SET_NONZSIZE",
+            format!("Special (device/socket/fifo) inode {ino} has non-zero size."),
+            Fix::InodeSize(ino, 0),
         );
     }
     if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {

@@ -105,6 +105,9 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
                 crate::fix::Fix::ClearInode(ino),
             );
             w.res.bad = true;
+            // Cleared in a repair: pass 2 finds the inode unused, as
+            // e2fsck's does.
+            w.res.cleared = c.repairing;
         }
     }
     // A tree rebuilt for its depth is not judged again (e2fsck's
@@ -338,6 +341,16 @@ impl ExtWalk {
         }
     }
 
+    /// A fix to an entry of the node being walked rewrites the node, and
+    /// so its checksum: its bad checksum is not said on its own (e2fsck
+    /// clears `failed_csum` after such a fix; not when only checking, the
+    /// fix declined).
+    fn node_rewritten(&mut self, repairing: bool) {
+        if let Some(top) = self.csum_pending.last_mut().filter(|_| repairing) {
+            *top = None;
+        }
+    }
+
     fn remove(&self, p: &Ptr) -> Fix {
         Fix::ExtentRemove(self.ino, p.slot.block, p.slot.index, self.owner)
     }
@@ -418,6 +431,7 @@ impl ExtWalk {
                 c.p.error(1, code, msg);
             } else {
                 c.p.error_fix(1, code, msg, self.remove(at));
+                self.node_rewritten(c.repairing);
             }
             if code == "PR_1_TOOBIG_DIR" {
                 c.p.latch_last("PR_1_INODE_TOOBIG", format!("Inode {ino} is too big."));
@@ -437,6 +451,7 @@ impl ExtWalk {
                 format!("Directory inode {ino} has an unwritten extent at block {l}."),
                 Fix::ExtentWritten(self.ino, at.slot.block, at.slot.index, self.owner),
             );
+            self.node_rewritten(c.repairing);
             if c.repairing {
                 let _ = e.set_len(n as u16, false);
             }

@@ -627,8 +627,35 @@ fn entries(
 ) -> bool {
     let ino = b.ino;
     let owner = c.dirs[d].owner;
-    let Some(salvaged) = salvage_block(c, d, b, block) else {
+    let start = c.p.mark();
+    let mut salvages = Vec::new();
+    let Some(salvaged) = salvage_block(c, d, b, block, &mut salvages) else {
         return false;
+    };
+    // e2fsck salvages a record when its walk of the block meets it, and
+    // checks the entries before it first: each salvage (with what was
+    // said before it) waits for the first entry at or past its offset.
+    // The fixes keep a valid order so: a salvage changes the block only
+    // from its offset on (or the length of the record before it).
+    let mut waiting: std::collections::VecDeque<(usize, Vec<crate::Problem>)> = Default::default();
+    if !salvages.is_empty() {
+        let mut said = c.p.take_range(start..c.p.mark()).into_iter();
+        let mut taken = start;
+        for &(at, end) in &salvages {
+            let chunk: Vec<crate::Problem> = said.by_ref().take(end - taken).collect();
+            taken = end;
+            waiting.push_back((at, chunk));
+        }
+        if let Some(last) = waiting.back_mut() {
+            last.1.extend(said);
+        }
+    }
+    let mut flush = |c: &mut Ctx, upto: usize| {
+        while waiting.front().is_some_and(|w| w.0 <= upto) {
+            if let Some((_, chunk)) = waiting.pop_front() {
+                c.p.insert_at(c.p.mark(), chunk);
+            }
+        }
     };
     // Names repeated in the block are looked for unless the reader found
     // they cannot be (in the block as read: not a salvaged copy).
@@ -640,6 +667,7 @@ fn entries(
     for (pos, e) in DirBlockIter::new(block).enumerate() {
         // A block that still does not parse was reported above.
         let Ok(e) = e else { break };
+        flush(c, e.offset);
         let slot = if b.lblk == 0 { pos } else { 2 + pos };
         let name = e.name;
         if e.inode.0 != 0 && dups_possible {
@@ -696,6 +724,7 @@ fn entries(
         }
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
     }
+    flush(c, usize::MAX);
     if hashed && b.lblk > 0 {
         htree::note_leaf(
             c,
@@ -921,7 +950,13 @@ pub(crate) fn mutate_name(s: &mut Vec<u8>) {
 /// e2fsck goes on after its salvage (pass 4 would otherwise move what they
 /// name to lost+found). Returns the salvaged copy (None: the block reads
 /// as it is), or None at all when checking the block stops here.
-fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Option<Vec<u8>>> {
+fn salvage_block(
+    c: &mut Ctx,
+    d: usize,
+    b: &DirBlock,
+    block: &[u8],
+    salvages: &mut Vec<(usize, usize)>,
+) -> Option<Option<Vec<u8>>> {
     let ino = b.ino;
     let bs = c.geo.block_size;
     let owner = c.dirs[d].owner;
@@ -1016,12 +1051,16 @@ fn salvage_block(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8]) -> Option<Op
             "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
             { b.lblk }
         );
+        let before = c.p.mark();
         c.p.error_fix(
             2,
             "PR_2_DIR_CORRUPTED",
             msg,
             crate::fix::Fix::DirSalvage(b.phys, at, prev, owner),
         );
+        if c.p.mark() > before {
+            salvages.push((at, c.p.mark()));
+        }
         if !c.repairing {
             unsalvaged(c);
             return None;

@@ -105,20 +105,7 @@ fn walk(fs: &Filesystem, dir: u32, ino: u32, depth: i32) -> Option<Vec<u8>> {
             format!("<{dir}>").into_bytes()
         });
     }
-    let entries = fs.read_dir(&info).ok()?;
-    // As get_pathname_proc: entries in order, `..` noted as met, until
-    // the first that names `ino`.
-    let mut parent = 0;
-    let mut name = None;
-    for e in &entries {
-        if e.name == b".." {
-            parent = e.ino.0;
-        }
-        if ino != 0 && e.ino.0 == ino {
-            name = Some(e.name.clone());
-            break;
-        }
-    }
+    let (parent, name) = scan(fs, &info, ino)?;
     let parent_path = walk(fs, parent, dir, depth - 1)?;
     if ino == 0 {
         return Some(parent_path);
@@ -131,6 +118,62 @@ fn walk(fs: &Filesystem, dir: u32, ino: u32, depth: i32) -> Option<Vec<u8>> {
     out.push(b'/');
     out.extend_from_slice(name.as_deref().unwrap_or(b"???"));
     Some(out)
+}
+
+/// `get_pathname_proc` over `ext2fs_dir_iterate`: the entries in order,
+/// `..` noted as met, until the first that names `ino` (never 0: empty
+/// records are skipped). `None` when a block cannot be read or holds a
+/// record libext2fs calls corrupted — its rules, looser than pass 2's
+/// (an 8-byte record passes), and only as far as the search goes: a
+/// damaged block after the name found does not matter. The blocks are
+/// those mapped, whatever the size says, as `ext2fs_block_iterate3`
+/// gives them.
+fn scan(fs: &Filesystem, info: &ext4r::fs::InodeInfo, ino: u32) -> Option<(u32, Option<Vec<u8>>)> {
+    let mut parent = 0;
+    if info
+        .inode
+        .flags()
+        .contains(ext4r_format::inode::InodeFlags::INLINE_DATA)
+    {
+        for e in fs.read_dir(info).ok()? {
+            if e.name == b".." {
+                parent = e.ino.0;
+            }
+            if ino != 0 && e.ino.0 == ino {
+                return Some((parent, Some(e.name)));
+            }
+        }
+        return Some((parent, None));
+    }
+    let bs = fs.block_size();
+    let size = bs as usize;
+    let mut buf = vec![0u8; size];
+    for r in fs.runs(info).ok()?.iter().filter(|r| !r.unwritten) {
+        for nr in r.physical..r.physical + r.len {
+            fs.device().read_at(&mut buf, nr * u64::from(bs)).ok()?;
+            let mut off = 0usize;
+            while off < size - 8 {
+                let raw = u16::from_le_bytes([buf[off + 4], buf[off + 5]]);
+                let rec = ext4r_format::dir::rec_len_from_disk(raw, bs) as usize;
+                let name_len = usize::from(buf[off + 6]);
+                if off + rec > size || rec < 8 || rec % 4 != 0 || name_len + 8 > rec {
+                    return None;
+                }
+                let at = u32::from_le_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]);
+                if at != 0 {
+                    let name = &buf[off + 8..off + 8 + name_len];
+                    if name == b".." {
+                        parent = at;
+                    }
+                    if at == ino {
+                        return Some((parent, Some(name.to_vec())));
+                    }
+                }
+                off += rec;
+            }
+        }
+    }
+    Some((parent, None))
 }
 
 /// e2fsck's `safe_print`: bytes above 128 as `M-` and the byte less 128,

@@ -120,10 +120,7 @@ impl RepairReport {
         !self.rehashed.is_empty()
             || !self.orphans_released.is_empty()
             || self.journal_recreated.is_some()
-            || self
-                .fixed
-                .iter()
-                .any(|p| p.fix.is_some() && !quiet_fix(p.code))
+            || self.fixed.iter().any(|p| p.fix.is_some() && !quiet_fix(p))
     }
 
     /// Whether the run counts as having modified the filesystem (exit 1),
@@ -135,10 +132,7 @@ impl RepairReport {
     pub fn modified(&self) -> bool {
         self.marked_valid
             || !self.rehashed.is_empty()
-            || self
-                .fixed
-                .iter()
-                .any(|p| p.fix.is_some() && !quiet_fix(p.code))
+            || self.fixed.iter().any(|p| p.fix.is_some() && !quiet_fix(p))
     }
 }
 
@@ -147,7 +141,20 @@ impl RepairReport {
 /// filesystem changed; and the superblock's touch-ups, but for the
 /// journal's backup in it, which e2fsck makes once the superblock is
 /// checked (`e2fsck_move_ext3_journal`) and marks as a change.
-fn quiet_fix(code: &str) -> bool {
+///
+/// And the fixes pass 1 makes inside a block of a file's map alone (an
+/// extent block's checksum or an entry other than its first removed, an
+/// indirect block's pointer cleared): libext2fs writes those through the
+/// I/O channel, which does not mark the filesystem changed, where an
+/// inode write or a bitmap or superblock made dirty does. Removing a
+/// node's first entry moves its parent's start, up to the inode.
+fn quiet_fix(p: &Problem) -> bool {
+    let code = p.code;
+    match p.fix {
+        Some(Fix::ExtentBlockChecksum(..) | Fix::IndirectEntry(..)) => return true,
+        Some(Fix::ExtentRemove(_, Some(_), i, _)) if i > 0 => return true,
+        _ => {}
+    }
     matches!(
         code,
         "PR_0_GDT_CSUM"
