@@ -156,6 +156,10 @@ pub(crate) fn lookup(
     Ok(leaf_of(t, sh, dir, inode, name)?.map(|hit| hit.map(|(_, found)| found)))
 }
 
+/// A name found in a leaf: the leaf's physical block, the record's inode
+/// and file type.
+pub(crate) type LeafHit = (u64, (u32, u8));
+
 /// The leaf block (physical) of htree directory `dir` that holds `name`,
 /// with the record's inode and file type, found through the index as the
 /// kernel's `dx_find_entry` finds it: `Ok(None)` when `dir` is not indexed
@@ -168,7 +172,7 @@ pub(crate) fn leaf_of(
     dir: u32,
     inode: &Inode,
     name: &[u8],
-) -> Result<Option<Option<(u64, (u32, u8))>>> {
+) -> Result<Option<Option<LeafHit>>> {
     let Some(ix) = read_index(t, sh, dir, inode)? else {
         return Ok(None);
     };
