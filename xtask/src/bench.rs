@@ -24,6 +24,7 @@ mod fsck;
 mod large;
 mod populate;
 mod read;
+mod resize;
 mod scaling;
 mod tune;
 
@@ -54,6 +55,9 @@ enum Which {
     /// `e4defrag-r` vs `e4defrag` on the fragmented images of `cargo xtask
     /// fragment`: -c output, online time/extents/hashes/e2fsck, -r cold reads.
     Defrag(defrag::DefragArgs),
+    /// `ext4r resize` vs `resize2fs` on copies: an empty 1 TiB ext4 grown to
+    /// 16 TiB, and an 8 GiB ext4 half filled by the kernel shrunk to `-M`.
+    Resize(resize::ResizeArgs),
 }
 
 /// Options every benchmark takes.
@@ -102,6 +106,7 @@ pub fn run(args: &Args) -> Result<()> {
         Which::Tune(a) => tune::run(a),
         Which::Defrag(a) => defrag::run(a),
         Which::Populate(a) => populate::run(a),
+        Which::Resize(a) => resize::run(a),
     }
 }
 

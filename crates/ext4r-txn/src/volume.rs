@@ -492,8 +492,23 @@ impl Volume {
             return Ok(());
         }
         let bs = u64::from(self.geo.block_size);
+        // The block holding the primary superblock goes home last, after
+        // a flush: the kernel checks the descriptors the superblock on
+        // disk describes before it replays the journal (ext4_fill_super),
+        // so a superblock of a new size must not land before the
+        // descriptor blocks of that size (a resize's switch).
+        let sb_block = 1024 / bs;
+        let mut sb_data = None;
         for (&b, data) in &self.pending {
+            if b == sb_block {
+                sb_data = Some(data);
+                continue;
+            }
             self.dev.write_at(data, b * bs)?;
+        }
+        if let Some(data) = sb_data {
+            self.dev.flush()?;
+            self.dev.write_at(data, sb_block * bs)?;
         }
         self.dev.flush()?;
         self.pending.clear();

@@ -1,16 +1,20 @@
-//! The resize matrix: mke2fs layouts × (grow ×2, shrink by half, shrink to
-//! the minimum), each on an image the kernel filled (files with hashes,
-//! hard links, extended attributes in the inode and in a shared block, a
-//! large directory, a sparse file, a deep tree, a symlink), resized by the
+//! The resize matrix: mke2fs layouts × (grow ×2, grow ×1000, shrink by
+//! half, shrink to the minimum), each on an image the kernel filled
+//! (files with hashes, hard links, extended attributes in the inode and
+//! in a shared block, a large directory, a sparse file, a deep tree, a
+//! symlink), resized by the
 //! library, and the same operation by resize2fs on a twin. After each of
 //! ours: `e2fsck -fn` exits 0, `dumpe2fs` shows the new size, the kernel
 //! mounts it and every path has the type, mode, size, link count, contents
 //! and attributes it had; `-P` equals what `-M` reaches, and is at most
 //! resize2fs's `-M`. A table row per layout is printed (`--nocapture`).
 //!
-//! By default a sample of layouts runs (a couple of minutes);
-//! `EXT4R_RESIZE_MATRIX=all` runs every one, or a comma-separated list of
-//! names picks some. Needs root (loop mounts) and e2fsprogs; skipped with
+//! The ×1000 grow goes to the largest size the format allows when ×1000
+//! is past it (the cell says what capped it); its images are sparse, on
+//! /dev/shm. By default a sample of layouts runs (a couple of minutes),
+//! two of them with the ×1000 grow; `EXT4R_RESIZE_MATRIX=all` runs every
+//! one, or a comma-separated list of names picks some (all of them with
+//! the ×1000 grow). Needs root (loop mounts) and e2fsprogs; skipped with
 //! a printed reason otherwise.
 
 #![allow(clippy::unwrap_used)]
@@ -84,6 +88,12 @@ const SAMPLE: &[&str] = &[
     "ext2",
     "ext4-bigalloc",
 ];
+
+/// The layouts that also grow ×1000 without `EXT4R_RESIZE_MATRIX` (every
+/// chosen layout does with it): 1 KiB blocks, where the descriptor table
+/// outgrows the resize inode's reserve and the filesystem turns to
+/// meta_bg, and 4 KiB blocks, where the reserve holds it.
+const SAMPLE_GROW1000: &[&str] = &["ext4-4k", "ext4-1k"];
 
 /// Image size (mke2fs picks 1 KiB blocks below 512 MiB unless told).
 const SIZE: &str = "256M";
@@ -306,9 +316,84 @@ fn copy(from: &Path, to: &Path) {
     .unwrap();
 }
 
+/// A dumpe2fs -h field of `img` as a number.
+fn field(img: &Path, name: &str) -> u64 {
+    let out = run("dumpe2fs", &["-h", img.to_str().unwrap()], &[]).unwrap();
+    out.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The ×1000 grow target of `img` (`blocks` blocks), or the largest size
+/// its format allows below it, with why it was capped: 32-bit block
+/// numbers without 64bit, fewer than 2^32 inodes.
+fn grow1000_target(img: &Path, blocks: u64) -> (u64, Option<&'static str>) {
+    let want = blocks * 1000;
+    let wide = run("dumpe2fs", &["-h", img.to_str().unwrap()], &[])
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Filesystem features:") && l.contains("64bit"));
+    let bpg = field(img, "Blocks per group:");
+    let ipg = field(img, "Inodes per group:");
+    let first = field(img, "First block:");
+    let mut cap = (want, None);
+    if !wide && want > u64::from(u32::MAX) {
+        cap = (
+            u64::from(u32::MAX) / bpg * bpg,
+            Some("32-bit block numbers"),
+        );
+    }
+    let max_groups = u64::from(u32::MAX) / ipg.max(1);
+    if cap.0.saturating_sub(first).div_ceil(bpg) > max_groups {
+        cap = (max_groups * bpg + first, Some("2^32 inodes"));
+    }
+    cap
+}
+
+/// Why resize2fs's grow of `img` to `blocks` is not run beside ours: it
+/// would write more than the scratch space takes. resize2fs keeps the
+/// descriptor table whole after every superblock copy (it does not turn
+/// to meta_bg), so without sparse_super every group gets a copy of a
+/// table that grows with the group count: ×1000 of a 1 KiB-block image is
+/// tens of GiB (ours turns to meta_bg: three blocks a group).
+fn twin_too_big(img: &Path, blocks: u64) -> Option<String> {
+    let out = run("dumpe2fs", &["-h", img.to_str().unwrap()], &[]).unwrap();
+    let sparse = out
+        .lines()
+        .any(|l| l.starts_with("Filesystem features:") && l.contains("sparse_super"));
+    let meta_bg = out
+        .lines()
+        .any(|l| l.starts_with("Filesystem features:") && l.contains("meta_bg"));
+    if sparse || meta_bg {
+        return None;
+    }
+    let bs = field(img, "Block size:");
+    let bpg = field(img, "Blocks per group:");
+    let first = field(img, "First block:");
+    let desc = match field(img, "Group descriptor size:") {
+        0 => 32,
+        d => d,
+    };
+    let groups = (blocks - first).div_ceil(bpg);
+    let table = groups.div_ceil(bs / desc);
+    let bytes = groups * (1 + table) * bs;
+    let room = rustix::fs::statvfs(img)
+        .map(|v| v.f_bavail * v.f_frsize)
+        .unwrap_or(0);
+    (bytes > room / 4).then(|| {
+        format!(
+            "without sparse_super it would write a {table}-block descriptor table into \
+             each of {groups} groups, {} GiB, past a quarter of the {} GiB free here",
+            bytes >> 30,
+            room >> 30
+        )
+    })
+}
+
 /// One row: per operation, ours and resize2fs's result. Panics on a
-/// failure of ours.
-fn layout(name: &str, args: &str, shrinks: bool) -> String {
+/// failure of ours. `grow1000`: also grow ×1000 (sparse images).
+fn layout(name: &str, args: &str, shrinks: bool, grow1000: bool) -> String {
     let dir = Scratch::new(name);
     let mnt = dir.join("mnt");
     let base = dir.join("base.img");
@@ -332,13 +417,24 @@ fn layout(name: &str, args: &str, shrinks: bool) -> String {
     let opts = ResizeOptions::default();
     let mut row = format!("{name:18}");
     let mut mins = (None, None);
-    for op in ["grow", "shrink", "min"] {
+    let ops: &[&str] = if grow1000 {
+        &["grow", "grow1000", "shrink", "min"]
+    } else {
+        &["grow", "shrink", "min"]
+    };
+    for &op in ops {
         let ours = dir.join(&format!("{op}.ours.img"));
         let twin = dir.join(&format!("{op}.r2fs.img"));
         copy(&base, &ours);
         copy(&base, &twin);
+        let mut capped = None;
         let target = match op {
             "grow" => Some(blocks * 2),
+            "grow1000" => {
+                let (t, why) = grow1000_target(&base, blocks);
+                capped = why;
+                Some(t)
+            }
             "shrink" => Some(blocks / 2),
             _ => None,
         };
@@ -354,7 +450,7 @@ fn layout(name: &str, args: &str, shrinks: bool) -> String {
         let cell = match (op, shrinks, result) {
             (_, _, Ok(r)) => {
                 assert!(
-                    shrinks || op == "grow",
+                    shrinks || op.starts_with("grow"),
                     "{name} {op}: ours shrank a layout it should refuse"
                 );
                 let n = check(&ours, &mnt, target.or(Some(r.new_blocks)), &tree)
@@ -364,9 +460,13 @@ fn layout(name: &str, args: &str, shrinks: bool) -> String {
                     assert_eq!(p, n, "{name}: -P printed {p}, -M reached {n}");
                     mins.0 = Some(n);
                 }
-                format!("ok {n}")
+                let to_meta = if r.meta_bg { " to meta_bg" } else { "" };
+                match capped {
+                    Some(why) => format!("ok {n}{to_meta} (capped by {why})"),
+                    None => format!("ok {n}{to_meta}"),
+                }
             }
-            (_, false, Err(e)) if op != "grow" => {
+            (_, false, Err(e)) if !op.starts_with("grow") => {
                 // Refused: nothing written.
                 assert!(
                     std::fs::read(&ours).unwrap() == std::fs::read(&base).unwrap(),
@@ -376,8 +476,17 @@ fn layout(name: &str, args: &str, shrinks: bool) -> String {
             }
             (_, _, Err(e)) => panic!("{name} {op}: ours failed: {e}"),
         };
-        // resize2fs on the twin.
+        // resize2fs on the twin, unless it would fill /dev/shm.
         let t = twin.to_str().unwrap();
+        if let Some(why) = target
+            .filter(|_| op == "grow1000")
+            .and_then(|n| twin_too_big(&base, n))
+        {
+            row += &format!(" | {op}: ours {cell}, resize2fs not run ({why})");
+            let _ = std::fs::remove_file(&ours);
+            let _ = std::fs::remove_file(&twin);
+            continue;
+        }
         let r2 = match target {
             Some(n) => {
                 if n > blocks {
@@ -407,7 +516,18 @@ fn layout(name: &str, args: &str, shrinks: bool) -> String {
                     if op == "min" {
                         mins.1 = Some(n);
                     }
-                    format!("ok {n}")
+                    let meta = |p: &Path| {
+                        run("dumpe2fs", &["-h", p.to_str().unwrap()], &[])
+                            .unwrap_or_default()
+                            .lines()
+                            .any(|l| l.starts_with("Filesystem features:") && l.contains("meta_bg"))
+                    };
+                    let to_meta = if !meta(&base) && meta(&twin) {
+                        " to meta_bg"
+                    } else {
+                        ""
+                    };
+                    format!("ok {n}{to_meta}")
                 }
                 Err(e) => format!("BROKEN: {}", e.lines().next().unwrap_or("")),
             }
@@ -450,7 +570,8 @@ fn resize_matrix() {
         })
         .collect();
     for (name, args, shrinks) in chosen {
-        let row = layout(name, args, *shrinks);
+        let grow1000 = !pick.is_empty() || SAMPLE_GROW1000.contains(name);
+        let row = layout(name, args, *shrinks, grow1000);
         println!("{row}");
     }
 }

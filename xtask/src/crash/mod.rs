@@ -27,7 +27,12 @@
 //!   e2fsck's own replay of them is accepted from it);
 //! - an offline shrink by resize.ext4r (to 3/4 of the size on 1 KiB blocks,
 //!   to the minimum on 4 KiB): the recovered image is the old size or the
-//!   new one, with every file's contents as before.
+//!   new one, with every file's contents as before;
+//! - an offline grow by resize.ext4r to twice the size of a filled image,
+//!   on a device already that large (1 KiB blocks: the descriptor table
+//!   grows into the resize inode's reserve; without resize_inode the
+//!   filesystem turns to meta_bg): the old size or the new, every file
+//!   as before.
 
 mod apiload;
 mod defragload;
@@ -83,6 +88,9 @@ enum Work {
     /// An offline shrink by resize.ext4r: to three quarters of the size,
     /// or (`true`) to the minimum.
     Shrink(bool),
+    /// An offline grow by resize.ext4r by this factor, the device grown
+    /// first.
+    Grow(u64),
 }
 
 struct Workload {
@@ -192,7 +200,23 @@ const WORKLOADS: &[Workload] = &[
         damage: &[],
         work: Work::Shrink(true),
     },
+    Workload {
+        name: "resize-grow-2x",
+        mkfs: "-t ext4 -b 1024",
+        damage: &[],
+        work: Work::Grow(2),
+    },
+    Workload {
+        name: "resize-grow-2x-metabg",
+        mkfs: "-t ext4 -b 1024 -O ^resize_inode",
+        damage: &[],
+        work: Work::Grow(2),
+    },
 ];
+
+/// Workloads the CI sample leaves out (each adds over half a minute to
+/// it); `--only` picks them.
+const NOT_IN_SAMPLE: &[&str] = &["resize-grow-2x", "resize-grow-2x-metabg"];
 
 pub fn run(args: &Args) -> Result<()> {
     if !rustix::process::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
@@ -224,6 +248,9 @@ pub fn run(args: &Args) -> Result<()> {
     let mut failures = Vec::new();
     for (k, w) in WORKLOADS.iter().enumerate() {
         if !args.only.is_empty() && !args.only.iter().any(|o| w.name.contains(o.as_str())) {
+            continue;
+        }
+        if args.sample && args.only.is_empty() && NOT_IN_SAMPLE.contains(&w.name) {
             continue;
         }
         util::check_interrupted()?;
@@ -290,6 +317,13 @@ fn one(
     };
     let base = match w.work {
         Work::Defrag => defragload::fragment(base, seed)?,
+        // The device grows first (a partition or image file made
+        // larger), the filesystem after.
+        Work::Grow(factor) => {
+            let mut bytes = base.to_vec()?;
+            bytes.resize(bytes.len() * factor as usize, 0);
+            MemDevice::from_bytes(&bytes)
+        }
         _ => base,
     };
     let base = Arc::new(base);
@@ -300,7 +334,9 @@ fn one(
     // What must survive: every file, for the tune and defrag workloads (a
     // damaged image's files are what the repair makes of them).
     let manifest = match w.work {
-        Work::Tune(_) | Work::Defrag | Work::Shrink(_) => image::manifest(base.snapshot())?,
+        Work::Tune(_) | Work::Defrag | Work::Shrink(_) | Work::Grow(_) => {
+            image::manifest(base.snapshot())?
+        }
         _ => image::Manifest::new(),
     };
     let fc_trees = match w.work {
@@ -350,12 +386,23 @@ fn one(
             let r = ext4r::resize::resize(dev, size, &o)?;
             sizes = Some((old, r.new_blocks));
         }
+        Work::Grow(factor) => {
+            let mut o = ext4r::resize::ResizeOptions::default();
+            o.now = Some(1_700_000_000);
+            let old = ext4r::resize::superblock(dev.as_ref())?.blocks_count();
+            let size = ext4r::resize::NewSize::Blocks(old * factor);
+            let r = ext4r::resize::resize(dev, size, &o)?;
+            if r.new_blocks <= old {
+                bail!("the grow to {factor}x left {} blocks", r.new_blocks);
+            }
+            sizes = Some((old, r.new_blocks));
+        }
     }
     let log = rec.log();
     let total = rec.writes();
     let points = cut_points(total, max_cuts, tail);
     let recoverers: &[&str] = match w.work {
-        Work::Txn { .. } | Work::Defrag | Work::FastCommit | Work::Shrink(_) => {
+        Work::Txn { .. } | Work::Defrag | Work::FastCommit | Work::Shrink(_) | Work::Grow(_) => {
             &["ours", "e2fsck", "kernel"]
         }
         Work::Api { .. } => &["ours", "open", "e2fsck", "kernel"],
@@ -726,7 +773,7 @@ fn judge(
     }
     let dev = ext4r::device::FileDevice::open(img, Default::default())?;
     match &w.work {
-        Work::Tune(_) | Work::Defrag | Work::Shrink(_) => {
+        Work::Tune(_) | Work::Defrag | Work::Shrink(_) | Work::Grow(_) => {
             if let Some((old, new)) = models.sizes {
                 let n = ext4r::resize::superblock(&dev)?.blocks_count();
                 if n != old && n != new {
