@@ -307,3 +307,35 @@ impl Hooks for NoHooks {
         Ok(())
     }
 }
+
+/// A fresh sparse copy of a bench image (tmpfs would fill the holes of a
+/// plain copy).
+pub(crate) fn copy_image(from: &Path, to: &Path) -> Result<()> {
+    ext4r_txn::testutil::copy_sparse(from, to)
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+    Ok(())
+}
+
+/// The table of a bench whose runs are each checked by `e2fsck -fn`, its
+/// legend, and an error when a run failed or left an unclean image.
+pub(crate) fn report_checked(
+    column: &str,
+    rows: &[measure::Row],
+    floor: u64,
+    failures: &[String],
+) -> Result<()> {
+    println!();
+    measure::print_table(column, rows);
+    println!(
+        "ours/theirs = median wall time ratio (<1: ours faster; only over runs that exited 0 \
+         and left an e2fsck-clean image); peak RSS includes the {} floor",
+        util::fmt_bytes(floor)
+    );
+    if !failures.is_empty() {
+        for f in failures {
+            println!("FAILED: {f}");
+        }
+        bail!("{} tool(s) failed or left an unclean image", failures.len());
+    }
+    Ok(())
+}

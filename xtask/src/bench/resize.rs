@@ -98,20 +98,7 @@ pub fn run(args: &ResizeArgs) -> Result<()> {
         let _ = std::fs::remove_file(&base);
     }
     let _ = std::fs::remove_file(&work);
-    println!();
-    measure::print_table("case", &rows);
-    println!(
-        "ours/theirs = median wall time ratio (<1: ours faster; only over runs that exited 0 \
-         and left an e2fsck-clean image); peak RSS includes the {} floor",
-        fmt_bytes(floor)
-    );
-    if !failures.is_empty() {
-        for f in &failures {
-            println!("FAILED: {f}");
-        }
-        bail!("{} tool(s) failed or left an unclean image", failures.len());
-    }
-    Ok(())
+    super::report_checked("case", &rows, floor, &failures)
 }
 
 /// One case: both tools with `extra` before the image, alternating.
@@ -151,19 +138,6 @@ fn case(
     Ok(rows)
 }
 
-/// `cp --sparse=always`: tmpfs would fill the holes otherwise.
-fn copy(from: &Path, to: &Path) -> Result<()> {
-    let _ = std::fs::remove_file(to);
-    let st = Command::new("cp")
-        .arg("--sparse=always")
-        .arg(from)
-        .arg(to)
-        .status()
-        .context("cannot run cp")?;
-    ensure!(st.success(), "cp {} {}: {st}", from.display(), to.display());
-    Ok(())
-}
-
 /// A fresh copy of the base before each run (made `grow_to` long);
 /// `e2fsck -fn` after it, and the block count it left.
 struct Prepare<'a> {
@@ -178,7 +152,7 @@ struct Prepare<'a> {
 
 impl Hooks for Prepare<'_> {
     fn before(&mut self, _tool: usize, _run: usize) -> Result<()> {
-        copy(self.base, self.work)?;
+        super::copy_image(self.base, self.work)?;
         if let Some(n) = self.grow_to {
             std::fs::OpenOptions::new()
                 .write(true)

@@ -11,11 +11,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 
 use super::{filled, resolve_ours, Common};
 use crate::measure::{self, Hooks, Row, Sample, Tool};
-use crate::util::{self, fmt_bytes, TempDir};
+use crate::util::{self, TempDir};
 
 #[derive(clap::Args)]
 pub struct TuneArgs {
@@ -47,7 +47,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
 
     // The metadata_csum-off base, made once by the reference tool.
     let off = tmp.path().join("nocsum.img");
-    copy(&cached, &off)?;
+    super::copy_image(&cached, &off)?;
     util::run_step(
         "tune2fs -O ^metadata_csum (base of the 'on' case)",
         Command::new("tune2fs")
@@ -98,33 +98,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         )?);
     }
     let _ = std::fs::remove_file(&work);
-    println!();
-    measure::print_table("change", &rows);
-    println!(
-        "ours/theirs = median wall time ratio (<1: ours faster; only over runs that exited 0 \
-         and left an e2fsck-clean image); peak RSS includes the {} floor",
-        fmt_bytes(floor)
-    );
-    if !failures.is_empty() {
-        for f in &failures {
-            println!("FAILED: {f}");
-        }
-        bail!("{} tool(s) failed or left an unclean image", failures.len());
-    }
-    Ok(())
-}
-
-/// `cp --sparse=always`: tmpfs would fill the holes otherwise.
-fn copy(from: &Path, to: &Path) -> Result<()> {
-    let _ = std::fs::remove_file(to);
-    let st = Command::new("cp")
-        .arg("--sparse=always")
-        .arg(from)
-        .arg(to)
-        .status()
-        .context("cannot run cp")?;
-    ensure!(st.success(), "cp {} {}: {st}", from.display(), to.display());
-    Ok(())
+    super::report_checked("change", &rows, floor, &failures)
 }
 
 /// A fresh copy of the base before each run; `e2fsck -fn` after it.
@@ -137,7 +111,7 @@ struct CopyHooks<'a> {
 
 impl Hooks for CopyHooks<'_> {
     fn before(&mut self, _tool: usize, _run: usize) -> Result<()> {
-        copy(self.base, self.work)
+        super::copy_image(self.base, self.work)
     }
 
     fn after(&mut self, tool: usize, run: usize, sample: &mut Sample) -> Result<()> {

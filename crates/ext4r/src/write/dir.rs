@@ -50,7 +50,9 @@ impl DirMap {
     pub(crate) fn get(&self, logical: u64) -> Option<u64> {
         let i = self.0.partition_point(|r| r.logical <= logical);
         let r = self.0.get(i.checked_sub(1)?)?;
-        (logical < r.logical + r.len).then(|| r.physical + (logical - r.logical))
+        // Runs come from disk: compare offsets, never `logical + len`.
+        let off = logical - r.logical;
+        (off < r.len).then(|| r.physical.checked_add(off)).flatten()
     }
 }
 
