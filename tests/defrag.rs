@@ -97,8 +97,12 @@ fn fragmented(tmp: &TempDir, name: &str) -> (PathBuf, LoopMount) {
 
 fn text(c: &mut Command) -> (i32, String, String) {
     let o = run(c);
+    // A signal reads as the shell shows it: 128 + its number.
+    let rc = o.status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&o.status).unwrap_or(0)
+    });
     (
-        o.status.code().unwrap_or(-1),
+        rc,
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )

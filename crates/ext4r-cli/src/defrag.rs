@@ -105,6 +105,11 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     if !a.json {
         println!("e4defrag-r {} (ext4r)", env!("CARGO_PKG_VERSION"));
     }
+    // The check for writers takes a lease that a writer's open breaks with
+    // SIGIO; ignored, that signal cannot end the run.
+    if let Err(e) = ext4r_defrag::online::ignore_sigio() {
+        eprintln!("e4defrag-r: cannot ignore SIGIO ({e}): files open elsewhere may not be noticed");
+    }
     let ok = if a.check {
         check(&a)
     } else {

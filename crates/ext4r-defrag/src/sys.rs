@@ -285,7 +285,15 @@ pub(crate) fn locked_by_other(fd: impl AsFd) -> io::Result<bool> {
 /// open read-only; the lease, when granted, is dropped at once. `Ok(None)`
 /// when leases are not available (disabled, or not the owner without
 /// CAP_LEASE), so the answer is unknown.
+///
+/// A process that opens the file for writing while the lease is held makes
+/// the kernel send the holder SIGIO, whose default action ends the program.
+/// So the lease is taken only when the program ignores or handles SIGIO
+/// (`e4defrag-r` ignores it); otherwise the answer is unknown too.
 pub(crate) fn open_for_writing_elsewhere(fd: impl AsFd) -> io::Result<Option<bool>> {
+    if !sigio_harmless()? {
+        return Ok(None);
+    }
     let raw = fd.as_fd().as_raw_fd();
     // SAFETY: F_SETLEASE takes an integer argument.
     let r = unsafe { libc::fcntl(raw, libc::F_SETLEASE, libc::F_RDLCK) };
@@ -312,14 +320,92 @@ pub(crate) fn page_size() -> u64 {
     u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
+/// Whether SIGIO arriving now would leave the process running: its
+/// disposition is "ignore" or a handler, not the default (terminate).
+fn sigio_harmless() -> io::Result<bool> {
+    // SAFETY: an all-zero sigaction is a valid value for the kernel to fill.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the current one into `old`.
+    let r = unsafe { libc::sigaction(libc::SIGIO, std::ptr::null(), &mut old) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old.sa_sigaction != libc::SIG_DFL)
+}
+
+/// Ignores SIGIO for the whole process, so that the lease
+/// [`open_for_writing_elsewhere`] takes can be broken by a writer's open
+/// without ending the program. For a program's `main`, before threads start.
+///
+/// # Errors
+/// The `signal` call's error.
+pub fn ignore_sigio() -> io::Result<()> {
+    // SAFETY: SIG_IGN installs no handler code; nothing else in the
+    // process relies on SIGIO.
+    let r = unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
+    if r == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
 
     #[test]
     fn ioctl_numbers_are_the_kernels() {
         assert_eq!(FS_IOC_FIEMAP, 0xC020_660B);
         assert_eq!(EXT4_IOC_MOVE_EXT, 0xC028_660F);
         assert_eq!(FS_IOC_GETFSMAP, 0xC0C0_583B);
+    }
+
+    /// A writer opening the file while the lease is held breaks it with
+    /// SIGIO: with SIGIO at its default the check must not take the lease
+    /// (the signal would end the process), and once ignored the check runs
+    /// through opens racing it. (One test: the disposition is process-wide.)
+    #[test]
+    fn racing_writers_do_not_end_the_process() {
+        let dir = std::env::temp_dir().join(format!("ext4r-sigio-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let probe = std::fs::File::open(&path).unwrap();
+        if !sigio_harmless().unwrap() {
+            assert_eq!(open_for_writing_elsewhere(&probe).unwrap(), None);
+        }
+        ignore_sigio().unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let answers = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // A non-blocking open fails with EWOULDBLOCK while a
+                    // lease is being broken; either way the lease breaks.
+                    let _ = std::fs::OpenOptions::new()
+                        .write(true)
+                        .custom_flags(libc::O_NONBLOCK)
+                        .open(&path);
+                }
+            });
+            let mut answers = [0u32; 3];
+            for _ in 0..20_000 {
+                let a = open_for_writing_elsewhere(&probe).unwrap();
+                answers[match a {
+                    Some(true) => 0,
+                    Some(false) => 1,
+                    None => 2,
+                }] += 1;
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            answers
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Leases may be unavailable here (unknown every time); otherwise
+        // every check answered, and the process is still here.
+        assert!(
+            answers[2] == 20_000 || answers[0] + answers[1] == 20_000,
+            "{answers:?}"
+        );
     }
 }

@@ -16,6 +16,7 @@ mod outcome;
 mod pagecache;
 pub mod relevant;
 
+pub use crate::sys::ignore_sigio;
 pub use outcome::{Outcome, Skip};
 
 use std::collections::VecDeque;
