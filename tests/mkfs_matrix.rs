@@ -208,8 +208,15 @@ fn mkfs_matches_mke2fs_and_passes_e2fsck() {
                     };
                     let (f1, fo1) = fsck(&ours);
                     let (f2, fo2) = fsck(&theirs);
-                    let (a, b) = (normalized_dumpe2fs(&ours), normalized_dumpe2fs(&theirs));
                     let (nbytes, at) = image_diffs(&ours, &theirs, 6)?;
+                    // dumpe2fs reads only the bytes: identical images (but
+                    // for the fields it masks) print the same. It takes 16 s
+                    // on a 15 TiB image, so it runs only where bytes differ.
+                    let (a, b) = if nbytes == 0 {
+                        (String::new(), String::new())
+                    } else {
+                        (normalized_dumpe2fs(&ours), normalized_dumpe2fs(&theirs))
+                    };
                     let mut detail = String::new();
                     if rc != 0 {
                         detail += &format!("  e2fsck -fn exit {rc}:\n{}\n", tail(&out, 12));

@@ -149,7 +149,8 @@ fn refusals_match_mke2fs() {
     let count: usize = std::env::var("EXT4R_REFUSALS_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(500);
+        // CI samples 250; the whole campaign is 500 or more by hand.
+        .unwrap_or(250);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
     let cases: Vec<_> = (0..count).map(|_| case(&mut rng)).collect();
     let dir = TempDir::new("refusals");
