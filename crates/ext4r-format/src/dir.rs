@@ -10,6 +10,8 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
+pub mod leaf;
+
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use crate::inode::mode;
@@ -477,6 +479,14 @@ impl DirBlockBuilder {
         }
         Ok(self.buf)
     }
+}
+
+/// An inline directory's parent: the first four bytes of its inline data
+/// (`EXT4_INLINE_DOTDOT_SIZE`), stored where a block's `..` entry would be;
+/// `None` when the data is shorter.
+pub fn inline_dir_parent(data: &[u8]) -> Option<InodeNr> {
+    let (n, _) = U32::read_from_prefix(data).ok()?;
+    Some(InodeNr(n.get()))
 }
 
 #[cfg(test)]

@@ -61,6 +61,16 @@ pub fn orphan_block_checksum(
     ))
 }
 
+/// Empties slot `slot` of an orphan file block (the inode it named is no
+/// longer an orphan); false when the block has no such slot.
+pub fn clear_orphan_slot(block: &mut [u8], slot: usize) -> bool {
+    if slot >= inodes_per_orphan_block(block.len()) {
+        return false;
+    }
+    block[slot * 4..slot * 4 + 4].fill(0);
+    true
+}
+
 /// A parsed orphan file block (`block` is the whole filesystem block).
 #[derive(Clone, Copy, Debug)]
 pub struct OrphanBlock<'a> {

@@ -103,6 +103,25 @@ pub struct XattrHeader {
     pub h_reserved: [U32; 3],
 }
 
+impl XattrHeader {
+    /// The header at the start of `block`, when the block carries the xattr
+    /// magic; `None` for a block too short or without it.
+    pub fn of_block(block: &[u8]) -> Option<&Self> {
+        Self::ref_from_prefix(block)
+            .ok()
+            .map(|(h, _)| h)
+            .filter(|h| h.h_magic.get() == XATTR_MAGIC)
+    }
+
+    /// [`XattrHeader::of_block`], to change the header in place.
+    pub fn of_block_mut(block: &mut [u8]) -> Option<&mut Self> {
+        Self::mut_from_prefix(block)
+            .ok()
+            .map(|(h, _)| h)
+            .filter(|h| h.h_magic.get() == XATTR_MAGIC)
+    }
+}
+
 /// `struct ext4_xattr_ibody_header`, at `128 + i_extra_isize` in an inode.
 #[derive(Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, PartialEq, Eq, Debug)]
 #[repr(C)]

@@ -138,15 +138,14 @@ impl Filesystem {
         if dir.inode.flags().contains(InodeFlags::INLINE_DATA) {
             let data = self.inline_data(dir)?;
             let place = format!("inode {}, inline directory", dir.ino.0);
-            let parent = data.get(..4).ok_or_else(|| {
+            let parent = ext4r_format::dir::inline_dir_parent(&data).ok_or_else(|| {
                 Error::corrupt(
                     &place,
                     FormatError::invalid("inline directory", "too short"),
                 )
             })?;
-            let parent = u32::from_le_bytes([parent[0], parent[1], parent[2], parent[3]]);
             out.push(dot(dir.ino, b"."));
-            out.push(dot(InodeNr(parent), b".."));
+            out.push(dot(parent, b".."));
             // The entries in i_block after the parent, then the xattr part.
             let split = data.len().min(I_BLOCK_SIZE);
             for part in [&data[4..split], &data[split..]] {

@@ -3,9 +3,9 @@
 //! block by block; indexed ones (htree) through their index (see
 //! [`super::htree`]).
 
-use super::entries::{self, Rec};
 use super::{htree, Shape, WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
+use ext4r_format::dir::leaf::{self, Rec};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map;
@@ -87,7 +87,7 @@ pub(crate) fn dir_block(
 
 /// The records of a directory block, or a corruption error naming it.
 pub(crate) fn block_records(b: &[u8], dir: u32, nr: u64) -> Result<Vec<Rec>> {
-    entries::records(b).ok_or_else(|| {
+    leaf::records(b).ok_or_else(|| {
         Error::corrupt(
             ext4r_txn::error::Location::inode(dir)
                 .of("directory block")
@@ -100,7 +100,7 @@ pub(crate) fn block_records(b: &[u8], dir: u32, nr: u64) -> Result<Vec<Rec>> {
 /// `name` in one leaf block of directory `dir` (block `nr`), or a
 /// corruption error naming it.
 pub(crate) fn find_in(b: &[u8], name: &[u8], dir: u32, nr: u64) -> Result<Option<(u32, u8)>> {
-    entries::find(b, name).ok_or_else(|| {
+    leaf::find(b, name).ok_or_else(|| {
         Error::corrupt(
             format!("inode {dir}, directory block {nr}"),
             ext4r_format::FormatError::invalid("directory block", "entries do not tile the block"),
@@ -165,7 +165,7 @@ fn dot_entry(
         return Ok((ino, ft));
     }
     let (nr, b) = block0(t, dir, inode)?;
-    let [dot, dotdot] = entries::dots(&b).ok_or_else(|| no_dots(dir, nr))?;
+    let [dot, dotdot] = leaf::dots(&b).ok_or_else(|| no_dots(dir, nr))?;
     let r = if name == b"." { dot } else { dotdot };
     Ok((r.ino, r.ftype))
 }
@@ -184,8 +184,7 @@ pub(crate) fn parent(t: &Transaction<Volume>, sh: &Shape, dir: u32) -> Result<u3
 /// An inline directory's parent: the first 4 bytes of `i_block`
 /// (`EXT4_INLINE_DOTDOT_SIZE`), where its `..` would be.
 fn inline_parent(inode: &Inode) -> u32 {
-    let b = &inode.i_block;
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    ext4r_format::dir::inline_dir_parent(&inode.i_block).map_or(0, |p| p.0)
 }
 
 /// Block 0 of a block-mapped directory: its number and contents.
@@ -315,7 +314,7 @@ impl WriteFs {
         let inode = dir_inode(&self.txn, dir)?;
         if inode.flags().contains(InodeFlags::INLINE_DATA) {
             let fitted =
-                self.inline_dir_edit(dir, |r| entries::insert(r, name, ino, ftype).then_some(()))?;
+                self.inline_dir_edit(dir, |r| leaf::insert(r, name, ino, ftype).then_some(()))?;
             if fitted.is_some() {
                 return Ok(());
             }
@@ -336,7 +335,7 @@ impl WriteFs {
         for &(_, nr) in &list {
             let b = dir_block(&self.txn, dir, &inode, nr)?;
             let mut c = b.clone();
-            if entries::insert(&mut c, name, ino, ftype) {
+            if leaf::insert(&mut c, name, ino, ftype) {
                 *self.txn.block_mut(nr, kind)? = c;
                 return Ok(());
             }
@@ -352,7 +351,7 @@ impl WriteFs {
         }
         let (_, nr) = self.dir_grow(dir)?;
         let mut b = self.txn.read_block(nr)?;
-        if !entries::insert(&mut b, name, ino, ftype) {
+        if !leaf::insert(&mut b, name, ino, ftype) {
             return Err(Error::InvalidArgument(
                 "a new directory block refused an entry".into(),
             ));
@@ -383,7 +382,7 @@ impl WriteFs {
         inode.set_size((logical + 1) * sh.bs as u64);
         self.set_blocks(dir, &mut inode, &runs, tree)?;
         self.put_inode(dir, &inode)?;
-        let b = entries::build(sh.bs, &[], sh.csum)
+        let b = leaf::build(sh.bs, &[], sh.csum)
             .ok_or_else(|| Error::InvalidArgument("empty directory block".into()))?;
         let kind = self.dir_kind(dir, &inode);
         self.txn.write_block(nr, kind, b)?;
@@ -395,7 +394,7 @@ impl WriteFs {
         let inode = dir_inode(&self.txn, dir)?;
         if inode.flags().contains(InodeFlags::INLINE_DATA) {
             return self
-                .inline_dir_edit(dir, |r| entries::remove(r, name))?
+                .inline_dir_edit(dir, |r| leaf::remove(r, name))?
                 .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()));
         }
         let kind = self.dir_kind(dir, &inode);
@@ -404,7 +403,7 @@ impl WriteFs {
             if htree::is_index_block(&c, &self.shape) {
                 continue;
             }
-            if let Some(ino) = entries::remove(&mut c, name) {
+            if let Some(ino) = leaf::remove(&mut c, name) {
                 *self.txn.block_mut(nr, kind)? = c;
                 return Ok(ino);
             }
@@ -423,9 +422,7 @@ impl WriteFs {
         let inode = dir_inode(&self.txn, dir)?;
         if inode.flags().contains(InodeFlags::INLINE_DATA) {
             return self
-                .inline_dir_edit(dir, |r| {
-                    entries::retarget(r, name, ino, ftype).then_some(())
-                })?
+                .inline_dir_edit(dir, |r| leaf::retarget(r, name, ino, ftype).then_some(()))?
                 .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()));
         }
         let kind = self.dir_kind(dir, &inode);
@@ -434,7 +431,7 @@ impl WriteFs {
             if htree::is_index_block(&c, &self.shape) {
                 continue;
             }
-            if entries::retarget(&mut c, name, ino, ftype) {
+            if leaf::retarget(&mut c, name, ino, ftype) {
                 *self.txn.block_mut(nr, kind)? = c;
                 return Ok(());
             }
@@ -490,7 +487,7 @@ impl WriteFs {
         }
         let kind = self.dir_kind(dir, &inode);
         let (nr, b) = block0(&self.txn, dir, &inode)?;
-        let [_, dotdot] = entries::dots(&b).ok_or_else(|| no_dots(dir, nr))?;
+        let [_, dotdot] = leaf::dots(&b).ok_or_else(|| no_dots(dir, nr))?;
         let off = dotdot.off;
         self.txn.block_mut(nr, kind)?[off..off + 4].copy_from_slice(&parent.to_le_bytes());
         Ok(())

@@ -508,7 +508,7 @@ impl WriteFs {
         self.set_blocks(dir, &mut i, &keep, tree)?;
         self.put_inode(dir, &i)?;
         let ft = node::ftype(mode::S_IFDIR, &sh);
-        let b = super::entries::build(
+        let b = ext4r_format::dir::leaf::build(
             sh.bs,
             &[(b".".to_vec(), dir, ft), (b"..".to_vec(), parent, ft)],
             sh.csum,

@@ -10,33 +10,29 @@
 //! hash shared across a split is marked by bit 0 of the next entry.
 
 use super::dir::{block_records, blocks, dir_inode};
-use super::entries::{self, Rec};
 use super::{Shape, WriteFs};
 use crate::error::{Error, Result};
+use ext4r_format::dir::leaf::{self, Rec};
 use ext4r_format::htree::{
     dx_hash, dx_limit, effective_hash_version, parse_dx_node, parse_dx_root, write_dx_node,
-    write_dx_root, DxEntry, DxRoot, DX_NODE_COUNT_OFFSET, DX_ROOT_COUNT_OFFSET,
+    write_dx_root, DxEntry, DxNode, DxRoot, DX_NODE_COUNT_OFFSET, DX_ROOT_COUNT_OFFSET,
 };
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::InodeNr;
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
+use zerocopy::FromBytes;
 
 /// Whether a block is an htree interior node (an unused record over the
 /// whole block, then count/limit): skipped when scanning for names.
 pub(crate) fn is_index_block(b: &[u8], sh: &Shape) -> bool {
-    if b.len() < 16 || b[0..4] != [0; 4] || b[6] != 0 {
-        return false;
-    }
-    let bs = b.len() as u32;
-    let rec = ext4r_format::dir::rec_len_from_disk(u16::from_le_bytes([b[4], b[5]]), bs);
-    if rec != bs {
-        return false;
-    }
-    let limit = u16::from_le_bytes([b[8], b[9]]);
-    let count = u16::from_le_bytes([b[10], b[11]]);
-    limit == dx_limit(b.len(), DX_NODE_COUNT_OFFSET, sh.csum) && count >= 1 && count <= limit
+    // The fake record is unused (inode 0) over the whole block, and the
+    // limit is exactly what the block holds.
+    let unused = DxNode::read_from_prefix(b).is_ok_and(|(n, _)| n.fake.inode.get() == 0);
+    unused
+        && parse_dx_node(b)
+            .is_ok_and(|e| e.limit == dx_limit(b.len(), DX_NODE_COUNT_OFFSET, sh.csum))
 }
 
 /// The index of an htree directory.
@@ -264,7 +260,7 @@ impl WriteFs {
         let kind = self.dir_kind(dir, &inode);
         let b = self.txn.read_block_checked(leaf_p, kind)?;
         let mut c = b.clone();
-        if entries::insert(&mut c, name, ino, ftype) {
+        if leaf::insert(&mut c, name, ino, ftype) {
             *self.txn.block_mut(leaf_p, kind)? = c;
             return Ok(true);
         }
@@ -280,7 +276,7 @@ impl WriteFs {
         let Some((left, right, split_hash)) = split(&sh, ix.hash_version, recs)? else {
             return Ok(false);
         };
-        if !entries::fits(sh.bs, &left, sh.csum) || !entries::fits(sh.bs, &right, sh.csum) {
+        if !leaf::fits(sh.bs, &left, sh.csum) || !leaf::fits(sh.bs, &right, sh.csum) {
             return Ok(false);
         }
         // Room in the index first: a new leaf needs a slot in its parent.
@@ -288,8 +284,8 @@ impl WriteFs {
             return Ok(false);
         }
         let (new_l, new_p) = self.dir_grow(dir)?;
-        let lb = entries::build(sh.bs, &left, sh.csum);
-        let rb = entries::build(sh.bs, &right, sh.csum);
+        let lb = leaf::build(sh.bs, &left, sh.csum);
+        let rb = leaf::build(sh.bs, &right, sh.csum);
         let (Some(lb), Some(rb)) = (lb, rb) else {
             return Ok(false);
         };
@@ -450,8 +446,8 @@ impl WriteFs {
         let (l1, p1) = self.dir_grow(dir)?;
         let (l2, p2) = self.dir_grow(dir)?;
         let (Some(lb), Some(rb)) = (
-            entries::build(sh.bs, &left, sh.csum),
-            entries::build(sh.bs, &right, sh.csum),
+            leaf::build(sh.bs, &left, sh.csum),
+            leaf::build(sh.bs, &right, sh.csum),
         ) else {
             return Ok(());
         };
@@ -499,7 +495,7 @@ impl WriteFs {
                 level = next;
             }
             for pb in nodes {
-                let b = entries::build(sh.bs, &[], sh.csum)
+                let b = leaf::build(sh.bs, &[], sh.csum)
                     .ok_or_else(|| Error::InvalidArgument("empty block".into()))?;
                 *self.txn.block_mut(pb, kind)? = b;
             }
@@ -509,7 +505,7 @@ impl WriteFs {
                     (b".".to_vec(), dir, ftype_dir(&sh)),
                     (b"..".to_vec(), parent, ftype_dir(&sh)),
                 ];
-                let b = entries::build(sh.bs, &ents, sh.csum)
+                let b = leaf::build(sh.bs, &ents, sh.csum)
                     .ok_or_else(|| Error::InvalidArgument("block 0".into()))?;
                 *self.txn.block_mut(b0, kind)? = b;
             }

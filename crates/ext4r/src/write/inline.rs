@@ -7,10 +7,10 @@
 //! grows past what the inode holds. A moved-out inode is an ordinary
 //! extent-mapped (or block-mapped, without extents) one.
 
-use super::entries::{self, Rec};
 use super::xattr::{ibody_attrs, news, Val};
 use super::WriteFs;
 use crate::error::{Error, Result};
+use ext4r_format::dir::leaf::{self, Rec};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::xattr::{index, parse_xattr_ibody, write_xattr_ibody, XattrValue};
 use ext4r_txn::error::Location;
@@ -74,13 +74,15 @@ pub(crate) fn inline_file(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Resul
 /// (`.` and `..` are not stored), deleted records left out.
 pub(crate) fn inline_dir(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Result<(u32, Vec<Rec>)> {
     let data = inline_bytes(t, ino, i)?;
-    let parent = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+    let parent = ext4r_format::dir::inline_dir_parent(&data)
+        .ok_or_else(|| corrupt(ino, "inline directory too short"))?
+        .0;
     let mut out = Vec::new();
     for part in [&data[4..I_BLOCK], &data[I_BLOCK..]] {
         if part.is_empty() {
             continue;
         }
-        let recs = entries::records(part)
+        let recs = leaf::records(part)
             .ok_or_else(|| corrupt(ino, "entries do not tile the inline directory"))?;
         out.extend(recs.into_iter().filter(|r| r.ino != 0));
     }
@@ -102,7 +104,7 @@ impl WriteFs {
             let dt = super::node::ftype(ext4r_format::inode::mode::S_IFDIR, &sh);
             let mut list = vec![(b".".to_vec(), ino, dt), (b"..".to_vec(), parent, dt)];
             list.extend(recs.into_iter().map(|r| (r.name, r.ino, r.ftype)));
-            Some(entries::build(sh.bs, &list, sh.csum).ok_or_else(|| {
+            Some(leaf::build(sh.bs, &list, sh.csum).ok_or_else(|| {
                 Error::Unsupported(format!(
                     "inode {ino}: an inline directory larger than a block"
                 ))

@@ -35,7 +35,6 @@
 //! ```
 
 mod dir;
-mod entries;
 mod fast_commit;
 mod file;
 mod handle;

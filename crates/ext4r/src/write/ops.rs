@@ -5,9 +5,11 @@
 use super::dir::{self, check_name, dir_inode};
 use super::node::{self, NewNode};
 use super::orphan::Pending;
-use super::{entries, WriteFs, ROOT_INO};
+use super::{WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
+use ext4r_format::dir::leaf;
 use ext4r_format::inode::{mode, Inode, InodeFlags};
+use ext4r_format::xattr::XattrHeader;
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map::{self, Run};
 
@@ -53,12 +55,12 @@ impl WriteFs {
         if i.flags().contains(InodeFlags::INLINE_DATA) {
             let mut data = super::inline::inline_bytes(&self.txn, dir, &i)?;
             let (head, rest) = data.split_at_mut(60);
-            return Ok(entries::insert(&mut head[4..], name, 1, 0)
-                || (!rest.is_empty() && entries::insert(rest, name, 1, 0)));
+            return Ok(leaf::insert(&mut head[4..], name, 1, 0)
+                || (!rest.is_empty() && leaf::insert(rest, name, 1, 0)));
         }
         for (_, nr) in dir::blocks(&self.txn, dir, &i)? {
             let mut b = dir::dir_block(&self.txn, dir, &i, nr)?;
-            if entries::insert(&mut b, name, 1, 0) {
+            if leaf::insert(&mut b, name, 1, 0) {
                 return Ok(true);
             }
         }
@@ -153,7 +155,7 @@ impl WriteFs {
             }
             let (_, nr) = w.dir_grow(ino)?;
             let ft = node::ftype(mode::S_IFDIR, &w.shape);
-            let b = entries::build(
+            let b = leaf::build(
                 w.shape.bs,
                 &[(b".".to_vec(), ino, ft), (b"..".to_vec(), parent, ft)],
                 w.shape.csum,
@@ -375,25 +377,23 @@ impl WriteFs {
     /// magic).
     fn xattr_block_refs(&self, b: u64) -> Result<u32> {
         let buf = self.txn.read_block_checked(b, BlockKind::Xattr)?;
-        if buf.len() < 8 || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0xEA02_0000 {
-            return Ok(0);
-        }
-        Ok(u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]))
+        Ok(XattrHeader::of_block(&buf).map_or(0, |h| h.h_refcount.get()))
     }
 
     /// One reference to xattr block `b` gone; the block freed at zero.
     fn drop_xattr_block(&mut self, b: u64) -> Result<()> {
         let buf = self.txn.read_block_checked(b, BlockKind::Xattr)?;
-        if buf.len() < 8 || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != 0xEA02_0000 {
+        let Some(refs) = XattrHeader::of_block(&buf).map(|h| h.h_refcount.get()) else {
             return Ok(());
-        }
-        let refs = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        };
         if refs <= 1 {
             let r = self.shape.ratio;
             self.txn.free_blocks(b & !(r - 1), r)?;
         } else {
             let blk = self.txn.block_mut(b, BlockKind::Xattr)?;
-            blk[4..8].copy_from_slice(&(refs - 1).to_le_bytes());
+            if let Some(h) = XattrHeader::of_block_mut(blk) {
+                h.h_refcount.set(refs - 1);
+            }
         }
         Ok(())
     }

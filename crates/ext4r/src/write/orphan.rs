@@ -18,7 +18,7 @@ use super::WriteFs;
 use crate::error::{Error, Result};
 use ext4r_format::features::{Compat, RoCompat};
 use ext4r_format::inode::{Inode, InodeFlags};
-use ext4r_format::orphan::ORPHAN_BLOCK_MAGIC;
+use ext4r_format::orphan::{clear_orphan_slot, OrphanBlock};
 use ext4r_format::superblock::STATE_ERROR;
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map::{self, Run};
@@ -238,22 +238,14 @@ impl WriteFs {
         let (first, count) = (sb.first_ino(), sb.s_inodes_count.get());
         let oi = self.inode(inum)?;
         let generation = oi.generation();
-        let bs = self.shape.bs;
         for run in map::runs(&self.txn, inum, &oi, false)? {
             for b in run.physical..run.physical + run.len {
                 let buf = self.txn.read_block(b)?;
-                let t = bs - 8;
-                if u32::from_le_bytes([buf[t], buf[t + 1], buf[t + 2], buf[t + 3]])
-                    != ORPHAN_BLOCK_MAGIC
-                {
+                let Ok(block) = OrphanBlock::parse(&buf) else {
                     continue;
-                }
-                for slot in 0..t / 4 {
-                    let at = slot * 4;
-                    let ino = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
-                    if ino == 0 {
-                        continue;
-                    }
+                };
+                let listed: Vec<(usize, u32)> = block.entries().map(|(s, i)| (s, i.0)).collect();
+                for (slot, ino) in listed {
                     if ino >= first && ino <= count && seen.insert(ino) {
                         let i = self.inode(ino)?;
                         let what = if i.links_count() == 0 {
@@ -271,7 +263,7 @@ impl WriteFs {
                                 generation,
                             },
                         )?;
-                        blk[at..at + 4].fill(0);
+                        clear_orphan_slot(blk, slot);
                         Ok(())
                     })?;
                 }

@@ -269,11 +269,10 @@ impl WriteFs {
     ) -> Result<()> {
         let sh = self.shape;
         let rec_now = self.txn.read_inode(ino)?;
-        let extra = if sh.isz > 128 {
-            usize::from(u16::from_le_bytes([rec_now[0x80], rec_now[0x81]]))
-        } else {
-            0
-        };
+        // A 128-byte record has no extra fields (and no room for them).
+        let extra = Inode::in_record(&rec_now)
+            .filter(|_| sh.isz > 128)
+            .map_or(0, |i| usize::from(i.i_extra_isize.get()));
         let ibody_room = if sh.isz > 128 {
             sh.isz
                 .saturating_sub(128 + extra + XATTR_IBODY_HEADER_SIZE + 4)

@@ -1,13 +1,22 @@
-//! Directory entries inside one block: reading them, adding one where a
-//! record has slack, taking one out, building a block from a list. The
-//! checksum tail (metadata_csum) is kept in place and never counted as an
-//! entry; its checksum is stamped when the block is written.
+//! A directory leaf block (or an inline directory's region) as a mutable
+//! view: reading its records, adding one where a record has slack, taking
+//! one out or pointing it elsewhere, building a block from a list. Every
+//! change is made only to a block whose records tile it; the checksum tail
+//! (metadata_csum) is kept in place and never counted as an entry, and its
+//! checksum is left for the writer to stamp.
 
-use ext4r_format::dir::{rec_len_from_disk, rec_len_to_disk, DIR_TAIL_SIZE};
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use super::{
+    rec_len_from_disk, rec_len_to_disk, DirEntry2, DirEntryTail, DIR_ENTRY_HEADER_SIZE,
+    DIR_TAIL_SIZE,
+};
+use zerocopy::{FromBytes, IntoBytes};
 
 /// One record of a block.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Rec {
+pub struct Rec {
     /// Byte offset in the block.
     pub off: usize,
     /// `rec_len`.
@@ -20,23 +29,31 @@ pub(crate) struct Rec {
     pub name: Vec<u8>,
 }
 
-/// Bytes a record with a name of `len` bytes takes.
-pub(crate) fn needed(len: usize) -> usize {
-    (8 + len + 3) & !3
+/// The record header at `off`, to change in place.
+fn header_mut(b: &mut [u8], off: usize) -> Option<&mut DirEntry2> {
+    DirEntry2::mut_from_prefix(b.get_mut(off..)?)
+        .ok()
+        .map(|(h, _)| h)
 }
 
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
+/// Bytes a record with a name of `len` bytes takes.
+pub fn needed(len: usize) -> usize {
+    (8 + len + 3) & !3
 }
 
 /// One record of a block, borrowed: walking a block allocates nothing
 /// (lookups and inserts run once per name created).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RecRef<'a> {
+pub struct RecRef<'a> {
+    /// Byte offset in the block.
     pub off: usize,
+    /// `rec_len`, decoded.
     pub rec_len: usize,
+    /// `inode` (0: unused).
     pub ino: u32,
+    /// `file_type`.
     pub ftype: u8,
+    /// The name (empty for an unused record).
     pub name: &'a [u8],
 }
 
@@ -57,31 +74,27 @@ fn walk<'a, T>(b: &'a [u8], mut f: impl FnMut(RecRef<'a>) -> Option<T>) -> Optio
     let bs = u32::try_from(b.len()).ok()?;
     let mut off = 0;
     while off < b.len() {
-        if off + 8 > b.len() {
+        let (h, rest) = DirEntry2::ref_from_prefix(&b[off..]).ok()?;
+        let rec = rec_len_from_disk(h.rec_len.get(), bs) as usize;
+        if rec < DIR_ENTRY_HEADER_SIZE || rec % 4 != 0 || off + rec > b.len() {
             return None;
         }
-        let rec = rec_len_from_disk(le16(b, off + 4), bs) as usize;
-        if rec < 8 || rec % 4 != 0 || off + rec > b.len() {
-            return None;
-        }
-        let ino = u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
-        let nlen = usize::from(b[off + 6]);
-        let is_tail =
-            ino == 0 && rec == DIR_TAIL_SIZE && b[off + 7] == 0xDE && off + rec == b.len();
+        let ino = h.inode.get();
+        let nlen = usize::from(h.name_len);
+        let is_tail = ino == 0
+            && rec == DIR_TAIL_SIZE
+            && h.file_type == super::ft::DIR_CSUM
+            && off + rec == b.len();
         if !is_tail {
-            if ino != 0 && 8 + nlen > rec {
+            if ino != 0 && DIR_ENTRY_HEADER_SIZE + nlen > rec {
                 return None;
             }
-            let name = if ino != 0 {
-                &b[off + 8..off + 8 + nlen]
-            } else {
-                &b[0..0]
-            };
+            let name = if ino != 0 { &rest[..nlen] } else { &[][..] };
             let r = RecRef {
                 off,
                 rec_len: rec,
                 ino,
-                ftype: b[off + 7],
+                ftype: h.file_type,
                 name,
             };
             if let Some(v) = f(r) {
@@ -95,7 +108,7 @@ fn walk<'a, T>(b: &'a [u8], mut f: impl FnMut(RecRef<'a>) -> Option<T>) -> Optio
 
 /// The records of a leaf block, the tail left out; `None` when they do not
 /// tile the block (a damaged block: the caller refuses to change it).
-pub(crate) fn records(b: &[u8]) -> Option<Vec<Rec>> {
+pub fn records(b: &[u8]) -> Option<Vec<Rec>> {
     let mut out = Vec::new();
     walk(b, |r| {
         out.push(Rec {
@@ -116,7 +129,7 @@ pub(crate) fn records(b: &[u8]) -> Option<Vec<Rec>> {
 /// root's `..` record spans the index after it). Only these two records
 /// are read, so damage further on does not hide the parent. `None` when
 /// the block does not open with them.
-pub(crate) fn dots(b: &[u8]) -> Option<[RecRef<'_>; 2]> {
+pub fn dots(b: &[u8]) -> Option<[RecRef<'_>; 2]> {
     let mut first = None;
     let found = walk(b, |r| match first {
         None => {
@@ -132,7 +145,7 @@ pub(crate) fn dots(b: &[u8]) -> Option<[RecRef<'_>; 2]> {
 
 /// `name`'s inode and file type in a leaf block: `Some(None)` when it is
 /// not there, `None` for a block whose records do not tile it.
-pub(crate) fn find(b: &[u8], name: &[u8]) -> Option<Option<(u32, u8)>> {
+pub fn find(b: &[u8], name: &[u8]) -> Option<Option<(u32, u8)>> {
     walk(b, |r| {
         (r.ino != 0 && r.name == name).then_some((r.ino, r.ftype))
     })
@@ -142,16 +155,19 @@ fn put(b: &mut [u8], off: usize, rec_len: usize, ino: u32, ftype: u8, name: &[u8
     let Ok(raw) = rec_len_to_disk(rec_len as u32, b.len() as u32) else {
         return false;
     };
-    b[off..off + 4].copy_from_slice(&ino.to_le_bytes());
-    b[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
-    b[off + 6] = name.len() as u8;
-    b[off + 7] = ftype;
-    b[off + 8..off + 8 + name.len()].copy_from_slice(name);
+    let Some(Ok((h, rest))) = b.get_mut(off..).map(DirEntry2::mut_from_prefix) else {
+        return false;
+    };
+    h.inode.set(ino);
+    h.rec_len.set(raw);
+    h.name_len = name.len() as u8;
+    h.file_type = ftype;
+    rest[..name.len()].copy_from_slice(name);
     true
 }
 
 /// Adds an entry to the block where a record has room; false when none has.
-pub(crate) fn insert(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
+pub fn insert(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
     let need = needed(name.len());
     // The first record with room, found without changing the block (a
     // damaged block is left alone).
@@ -171,38 +187,44 @@ pub(crate) fn insert(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
     let Ok(raw) = rec_len_to_disk(keep as u32, b.len() as u32) else {
         return false;
     };
-    b[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
+    let Some(h) = header_mut(b, off) else {
+        return false;
+    };
+    h.rec_len.set(raw);
     put(b, off + keep, rest, ino, ftype, name)
 }
 
 /// Takes the entry named `name` out of the block (its space joins the
 /// record before it, or it is marked unused when it is the first); returns
 /// its inode.
-pub(crate) fn remove(b: &mut [u8], name: &[u8]) -> Option<u32> {
+pub fn remove(b: &mut [u8], name: &[u8]) -> Option<u32> {
     let recs = records(b)?;
     let k = recs.iter().position(|r| r.ino != 0 && r.name == name)?;
     let r = &recs[k];
     if k == 0 {
-        b[r.off..r.off + 4].fill(0);
+        header_mut(b, r.off)?.inode.set(0);
     } else {
         let p = &recs[k - 1];
         let raw = rec_len_to_disk((p.rec_len + r.rec_len) as u32, b.len() as u32).ok()?;
-        b[p.off + 4..p.off + 6].copy_from_slice(&raw.to_le_bytes());
+        header_mut(b, p.off)?.rec_len.set(raw);
     }
     Some(r.ino)
 }
 
 /// Points the entry named `name` at another inode (and file type).
-pub(crate) fn retarget(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
+pub fn retarget(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
     let Some(recs) = records(b) else {
         return false;
     };
     match recs.iter().find(|r| r.ino != 0 && r.name == name) {
-        Some(r) => {
-            b[r.off..r.off + 4].copy_from_slice(&ino.to_le_bytes());
-            b[r.off + 7] = ftype;
-            true
-        }
+        Some(r) => match header_mut(b, r.off) {
+            Some(h) => {
+                h.inode.set(ino);
+                h.file_type = ftype;
+                true
+            }
+            None => false,
+        },
         None => false,
     }
 }
@@ -210,7 +232,7 @@ pub(crate) fn retarget(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
 /// A block holding `entries` (name, inode, type) packed from the start,
 /// the last taking the rest; with `tail` room for the checksum tail. An
 /// empty list gives one unused record over the block.
-pub(crate) fn build(bs: usize, entries: &[(Vec<u8>, u32, u8)], tail: bool) -> Option<Vec<u8>> {
+pub fn build(bs: usize, entries: &[(Vec<u8>, u32, u8)], tail: bool) -> Option<Vec<u8>> {
     let mut b = vec![0u8; bs];
     let end = if tail { bs - DIR_TAIL_SIZE } else { bs };
     if entries.is_empty() {
@@ -230,14 +252,13 @@ pub(crate) fn build(bs: usize, entries: &[(Vec<u8>, u32, u8)], tail: bool) -> Op
         off += rec;
     }
     if tail {
-        b[end + 4..end + 6].copy_from_slice(&(DIR_TAIL_SIZE as u16).to_le_bytes());
-        b[end + 7] = 0xDE;
+        DirEntryTail::new().write_to(&mut b[end..]).ok()?;
     }
     Some(b)
 }
 
 /// Whether `entries` fit in one block.
-pub(crate) fn fits(bs: usize, entries: &[(Vec<u8>, u32, u8)], tail: bool) -> bool {
+pub fn fits(bs: usize, entries: &[(Vec<u8>, u32, u8)], tail: bool) -> bool {
     let end = if tail { bs - DIR_TAIL_SIZE } else { bs };
     entries
         .iter()
