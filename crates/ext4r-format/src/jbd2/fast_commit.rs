@@ -147,6 +147,12 @@ fn le16(b: &[u8], at: usize) -> u16 {
         .map_or(0, u16::from_le_bytes)
 }
 
+/// Whether `block` (or its first bytes) starts with a HEAD record: the
+/// first fast-commit block of an area that holds fast commits.
+pub fn starts_with_head(block: &[u8]) -> bool {
+    block.len() >= 2 && le16(block, 0) == tag::HEAD
+}
+
 /// Whether `len` is a valid value length for `tag` in a filesystem with
 /// inodes of `inode_size` bytes (the kernel's `ext4_fc_value_len_isvalid`).
 /// Unknown tags have no valid length.

@@ -199,7 +199,7 @@ impl JournalWriter {
         };
         let mut head = [0u8; 2];
         dev.read_at(&mut head, at)?;
-        if u16::from_le_bytes(head) == ext4r_format::jbd2::fast_commit::tag::HEAD {
+        if ext4r_format::jbd2::fast_commit::starts_with_head(&head) {
             dev.write_at(&vec![0u8; self.block_size as usize], at)?;
         }
         Ok(())

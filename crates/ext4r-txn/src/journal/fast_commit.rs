@@ -204,7 +204,7 @@ impl<J: BlockDevice> Journal<J> {
         };
         let mut head = [0u8; 2];
         self.dev.read_at(&mut head, at)?;
-        if u16::from_le_bytes(head) != ext4r_format::jbd2::fast_commit::tag::HEAD {
+        if !ext4r_format::jbd2::fast_commit::starts_with_head(&head) {
             return Ok(());
         }
         self.dev

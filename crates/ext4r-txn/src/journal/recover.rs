@@ -11,8 +11,8 @@ use crate::error::{Error, Location, Result};
 use ext4r_format::checksum::crc32_be;
 use ext4r_format::jbd2::{
     block_type, checksum_type, verify_block_tail_checksum, verify_commit_block_checksum,
-    DescriptorBlock, JournalCompat, JournalHeader, JournalIncompat, JournalLayout, RevokeBlock,
-    TagFlags, JBD2_MAGIC,
+    CommitHeader, DescriptorBlock, JournalCompat, JournalHeader, JournalIncompat, JournalLayout,
+    RevokeBlock, TagFlags, JBD2_MAGIC,
 };
 use ext4r_format::FormatError;
 
@@ -313,7 +313,10 @@ impl<J: BlockDevice> Walker<'_, J> {
                     }
                 }
                 block_type::COMMIT => {
-                    let commit_time = be64(&block, 0x30);
+                    // The magic and type were read: a whole journal block
+                    // always holds the header.
+                    let head = CommitHeader::parse(&block).ok();
+                    let commit_time = head.map_or(0, |h| h.h_commit_sec.get());
                     if check_commit_time {
                         if commit_time >= last_commit_time {
                             return Err(corrupt_at(
@@ -334,8 +337,9 @@ impl<J: BlockDevice> Walker<'_, J> {
                             self.failed_commit = Some(end);
                             break;
                         }
-                        let found = be32(&block, 16);
-                        let (ty, size) = (block[12], block[13]);
+                        let (found, ty, size) = head.map_or((0, 0, 0), |h| {
+                            (h.h_chksum[0].get(), h.h_chksum_type, h.h_chksum_size)
+                        });
                         let matches = crc == found && ty == checksum_type::CRC32 && size == 4;
                         let unused = ty == 0 && size == 0 && found == 0;
                         if matches || unused {
@@ -440,20 +444,4 @@ impl<J: BlockDevice> Walker<'_, J> {
         }
         blk
     }
-}
-
-/// The big-endian u32 at `at` of a journal block (at least 1 KiB long).
-fn be32(block: &[u8], at: usize) -> u32 {
-    block
-        .get(at..at + 4)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u32::from_be_bytes)
-}
-
-/// The big-endian u64 at `at` of a journal block.
-fn be64(block: &[u8], at: usize) -> u64 {
-    block
-        .get(at..at + 8)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u64::from_be_bytes)
 }

@@ -22,7 +22,7 @@
 //! pointers the walk rewrote) and may move it.
 
 use ext4r_format::blockmap::NDIR_BLOCKS;
-use ext4r_format::extent::{Extent, ExtentIdx, EXTENT_ENTRY_SIZE};
+use ext4r_format::extent::{Extent, ExtentHeader, ExtentIdx, EXTENT_ENTRY_SIZE};
 use ext4r_format::BlockNr;
 use zerocopy::FromBytes;
 
@@ -317,9 +317,8 @@ fn node<V: Visitor + ?Sized>(
     changed: &mut bool,
     v: &mut V,
 ) -> Result<bool, V::Error> {
-    let stored = buf
-        .get(2..4)
-        .map_or(0, |x| usize::from(u16::from_le_bytes([x[0], x[1]])));
+    let stored =
+        ExtentHeader::read_from_prefix(buf).map_or(0, |(h, _)| usize::from(h.eh_entries.get()));
     let fit = buf.len().saturating_sub(EXTENT_ENTRY_SIZE) / EXTENT_ENTRY_SIZE;
     let n = stored.min(fit);
     let at = |i: usize| EXTENT_ENTRY_SIZE * (i + 1);
@@ -349,10 +348,9 @@ fn node<V: Visitor + ?Sized>(
             let Ok(ix) = ExtentIdx::read_from_bytes(raw) else {
                 continue;
             };
-            let next = match buf.get(at(i + 1)..at(i + 1) + 4) {
-                Some(x) if i + 1 < n => {
-                    u64::from(u32::from_le_bytes([x[0], x[1], x[2], x[3]])).min(hi)
-                }
+            // The next index's first logical block ends this subtree.
+            let next = match buf.get(at(i + 1)..).map(ExtentIdx::read_from_prefix) {
+                Some(Ok((x, _))) if i + 1 < n => u64::from(x.ei_block.get()).min(hi),
                 _ => hi,
             };
             Ptr {
