@@ -35,6 +35,7 @@ pub mod jbd2;
 pub mod mmp;
 pub mod orphan;
 pub mod partition;
+pub mod quota;
 pub mod superblock;
 pub mod types;
 pub mod xattr;

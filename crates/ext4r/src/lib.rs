@@ -11,7 +11,7 @@ pub mod localtime;
 pub mod mkfs;
 pub use ext4r_txn::mmp;
 pub mod populate;
-pub mod quota;
+pub use ext4r_format::quota;
 pub mod resize;
 pub mod safety;
 pub mod tune;

@@ -39,7 +39,7 @@ use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::superblock::Superblock;
-use ext4r_format::xattr::XATTR_MAGIC;
+use ext4r_format::xattr::XattrHeader;
 use ext4r_format::InodeNr;
 use ext4r_txn::csum::{BlockKind, Checksums};
 use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
@@ -552,7 +552,7 @@ impl Rewriter<'_> {
         }
         let mut buf = vec![0u8; self.bs()];
         self.read(b, &mut buf)?;
-        if u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != XATTR_MAGIC {
+        if XattrHeader::of_block(&buf).is_none() {
             return Ok(());
         }
         let before = buf.clone();

@@ -7,9 +7,10 @@
 use super::meta::Meta;
 use super::{Refused, Run, Step};
 use crate::device::BlockDevice;
-use crate::error::Result;
+use crate::error::{Error, Location, Result};
 use crate::mkfs::journal::{self, JournalSpec, FC_RATIO, JOURNAL_INO};
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::superblock::Superblock;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -164,8 +165,8 @@ pub(crate) fn create(
         return Ok(Err(JournalError::Exists));
     }
     let old = m.read_inode(JOURNAL_INO)?;
-    let i_blocks = u32::from_le_bytes([old[0x1C], old[0x1D], old[0x1E], old[0x1F]]);
-    if i_blocks > 0 {
+    let old = Inode::parse(&old).map_err(|e| Error::corrupt(Location::inode(JOURNAL_INO), e))?;
+    if old.i_blocks_lo.get() > 0 {
         return Ok(Err(JournalError::InodeInUse));
     }
     let total = spec.blocks + spec.fc_blocks;
@@ -376,6 +377,7 @@ impl Run<'_, '_> {
         if ino != 0 {
             let m = self.meta(dev)?;
             let mut rec = m.read_inode(ino)?;
+            let inode = Inode::parse(&rec).map_err(|e| Error::corrupt(Location::inode(ino), e))?;
             if ino == JOURNAL_INO {
                 let blocks = match m.inode_blocks(ino, &rec) {
                     Ok(b) => b,
@@ -394,10 +396,7 @@ impl Run<'_, '_> {
                 // (e2fsck then corrects them). Each cluster is freed once
                 // here, so the counts stay right.
                 m.free_blocks_of(&blocks)?;
-                let size = u64::from(u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]))
-                    | u64::from(u32::from_le_bytes([
-                        rec[0x6C], rec[0x6D], rec[0x6E], rec[0x6F],
-                    ])) << 32;
+                let size = inode.size();
                 let bs = m.geo.block_size as u64;
                 let ratio = m.geo.cluster_ratio();
                 m.clear_inode_base(ino)?;
@@ -407,8 +406,11 @@ impl Run<'_, '_> {
                     .set(over.wrapping_sub((size / bs).div_ceil(ratio) as u32));
             } else {
                 // A journal in a regular file: it becomes an ordinary file.
-                let flags = u32::from_le_bytes([rec[0x20], rec[0x21], rec[0x22], rec[0x23]]);
-                rec[0x20..0x24].copy_from_slice(&(flags & !0x10).to_le_bytes());
+                let mut inode = inode;
+                inode.set_flags(inode.flags() - InodeFlags::IMMUTABLE);
+                inode
+                    .write(&mut rec)
+                    .map_err(|e| Error::corrupt(Location::inode(ino), e))?;
                 m.write_inode(ino, rec)?;
             }
             self.sb.s_journal_inum.set(0);

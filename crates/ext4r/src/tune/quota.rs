@@ -13,6 +13,7 @@ use crate::mkfs::quota::{self, QuotaFile, Usage};
 use crate::quota::Dquot;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
+use ext4r_format::inode::Inode;
 use ext4r_format::superblock::Superblock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,18 +54,9 @@ pub fn parse_quota_opts(opts: &str, req: &mut QuotaRequest) -> std::result::Resu
 
 /// `ext2fs_get_stat_i_blocks` in bytes, and the owner ids of a record.
 fn usage_of(record: &[u8], huge_file: bool, block_size: u64) -> (u64, [u32; 3]) {
-    let g16 = |o: usize| u32::from(u16::from_le_bytes([record[o], record[o + 1]]));
-    let g32 =
-        |o: usize| u32::from_le_bytes([record[o], record[o + 1], record[o + 2], record[o + 3]]);
-    let mut blocks = u64::from(g32(0x1C));
-    if huge_file {
-        blocks += u64::from(g16(0x74)) << 32;
-        // EXT4_HUGE_FILE_FL: i_blocks counts filesystem blocks.
-        if g32(0x20) & 0x0004_0000 != 0 {
-            blocks *= block_size / 512;
-        }
-    }
-    (blocks << 9, crate::quota::owners(record))
+    let bs = u32::try_from(block_size).unwrap_or(u32::MAX);
+    let sectors = Inode::parse(record).map_or(0, |i| i.blocks_count(huge_file, bs));
+    (sectors << 9, crate::quota::owners(record))
 }
 
 impl Run<'_, '_> {
@@ -268,9 +260,7 @@ fn write_file(
     // EXT2_I_SIZE: an old file of that inode is truncated.
     let size = {
         let r = m.read_inode(ino)?;
-        let lo = u32::from_le_bytes([r[4], r[5], r[6], r[7]]);
-        let hi = u32::from_le_bytes([r[0x6C], r[0x6D], r[0x6E], r[0x6F]]);
-        u64::from(lo) | u64::from(hi) << 32
+        Inode::parse(&r).map_or(0, |i| i.size())
     };
     if size != 0 {
         truncate_quota_inode(m, ino)?;

@@ -14,7 +14,10 @@
 //! (a header whose magic is merely wrong still opens), so that fsck
 //! judges a quota file as e2fsck does.
 
-use std::collections::{BTreeMap, BTreeSet};
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+use alloc::collections::{BTreeMap, BTreeSet};
 
 /// Quota block size (`QT_BLKSIZE`).
 pub const QBLK: usize = 1024;
@@ -117,7 +120,7 @@ impl Dquot {
 /// A quota file's contents and the order its quota blocks were first
 /// written in.
 #[derive(Debug, Clone)]
-pub(crate) struct QuotaFile {
+pub struct QuotaFile {
     /// Quota blocks, block `i` at byte `i * QBLK`.
     pub blocks: Vec<Vec<u8>>,
     /// Quota block numbers in the order they were written, repeats kept.
@@ -128,7 +131,7 @@ impl QuotaFile {
     /// Builds the file for quota type `qtype` (0 user, 1 group, 2 project)
     /// holding `dquots` (ids ascending, as the library's dictionary yields
     /// them); empty ones get no entry.
-    pub(crate) fn build(qtype: usize, dquots: &[Dquot]) -> Self {
+    pub fn build(qtype: usize, dquots: &[Dquot]) -> Self {
         let mut t = Tree {
             f: QuotaFile {
                 blocks: Vec::new(),
@@ -155,13 +158,13 @@ impl QuotaFile {
     }
 
     /// File size in bytes: up to the end of the last quota block written.
-    pub(crate) fn size(&self) -> u64 {
+    pub fn size(&self) -> u64 {
         (self.blocks.len() * QBLK) as u64
     }
 
     /// The file's logical blocks of `block_size` bytes in the order they
     /// were first written (which is the order they get allocated in).
-    pub(crate) fn alloc_order(&self, block_size: usize) -> Vec<u64> {
+    pub fn alloc_order(&self, block_size: usize) -> Vec<u64> {
         let per = (block_size / QBLK) as u32;
         let mut out: Vec<u64> = Vec::new();
         for &q in &self.write_order {
@@ -174,7 +177,7 @@ impl QuotaFile {
     }
 
     /// Contents of logical block `lblk` of `block_size` bytes.
-    pub(crate) fn fs_block(&self, lblk: u64, block_size: usize) -> Vec<u8> {
+    pub fn fs_block(&self, lblk: u64, block_size: usize) -> Vec<u8> {
         let per = block_size / QBLK;
         let mut out = vec![0u8; block_size];
         for i in 0..per {
