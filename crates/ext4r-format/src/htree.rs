@@ -277,6 +277,44 @@ pub fn parse_dx_node(block: &[u8]) -> Result<DxEntries<'_>> {
     entries_at(block, DX_NODE_COUNT_OFFSET)
 }
 
+/// Where the count/limit pair of an htree root or interior node is, if
+/// `block` looks like one, as libext2fs's `__get_dx_countlimit` decides
+/// (tune2fs's rewrite of directory blocks uses it): an interior node's
+/// unused record over the whole block, or a root's 12-byte `.` and a `..`
+/// reaching the end with `dx_root_info` of length 8; count and limit
+/// within the block.
+pub fn dx_countlimit_offset(block: &[u8]) -> Option<usize> {
+    let bs = u32::try_from(block.len()).ok()?;
+    let (first, _) = DirEntry2::read_from_prefix(block).ok()?;
+    let first_len = rec_len_from_disk(first.rec_len.get(), bs);
+    let off = if first_len == bs && first.name_len == 0 && first.file_type == 0 {
+        DX_NODE_COUNT_OFFSET
+    } else if first_len == 12 {
+        let (root, _) = DxRoot::read_from_prefix(block).ok()?;
+        let second = rec_len_from_disk(root.dotdot.rec_len.get(), bs);
+        if u64::from(second) != u64::from(bs) - 12
+            || root.info.reserved_zero.get() != 0
+            || usize::from(root.info.info_length) != DX_ROOT_INFO_SIZE
+        {
+            return None;
+        }
+        DX_ROOT_COUNT_OFFSET
+    } else {
+        return None;
+    };
+    let (cl, _) = DxCountLimit::read_from_prefix(block.get(off..)?).ok()?;
+    let sane = (block.len() - off) / DX_ENTRY_SIZE;
+    (usize::from(cl.limit.get()) <= sane && usize::from(cl.count.get()) <= sane).then_some(off)
+}
+
+/// The count/limit pair at `off` (from [`dx_countlimit_offset`]), to read
+/// or change in place.
+pub fn dx_countlimit_mut(block: &mut [u8], off: usize) -> Option<&mut DxCountLimit> {
+    DxCountLimit::mut_from_prefix(block.get_mut(off..)?)
+        .ok()
+        .map(|(cl, _)| cl)
+}
+
 /// Locates count/limit the way the checksum code of e2fsprogs
 /// (`__get_dx_countlimit`) and the kernel (`get_dx_countlimit`) do, and
 /// the tail after `limit` slots: (count offset, count, tail offset).

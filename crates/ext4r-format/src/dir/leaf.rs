@@ -267,6 +267,108 @@ pub fn fits(bs: usize, entries: &[(Vec<u8>, u32, u8)], tail: bool) -> bool {
         <= end
 }
 
+/// The offsets of the last two records, when the records tile the block
+/// (lengths at least 8, multiples of 4, inside the block); names are not
+/// looked at.
+fn last_two(b: &[u8]) -> Option<(Option<usize>, usize)> {
+    let bs = u32::try_from(b.len()).ok()?;
+    let (mut pos, mut prev, mut last) = (0usize, None, None);
+    while pos < b.len() {
+        let (h, _) = DirEntry2::ref_from_prefix(&b[pos..]).ok()?;
+        let len = rec_len_from_disk(h.rec_len.get(), bs) as usize;
+        if len < DIR_ENTRY_HEADER_SIZE || len % 4 != 0 || pos + len > b.len() {
+            return None;
+        }
+        prev = last;
+        last = Some(pos);
+        pos += len;
+    }
+    Some((prev, last?))
+}
+
+/// Sets the `rec_len` of the record at `off`; false when it cannot be
+/// stored.
+fn set_rec_len(b: &mut [u8], off: usize, len: usize) -> bool {
+    let Ok(raw) = rec_len_to_disk(len as u32, b.len() as u32) else {
+        return false;
+    };
+    match header_mut(b, off) {
+        Some(h) => {
+            h.rec_len.set(raw);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Why a leaf block cannot take or give up its checksum tail; such a
+/// block is left for `e2fsck -fD` (as tune2fs leaves it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailError {
+    /// The records do not tile the block.
+    Damaged,
+    /// The last record has no slack for the 12-byte tail.
+    NoRoom,
+}
+
+/// Makes room for the checksum tail in a leaf block and writes it (checksum
+/// zero), as tune2fs's `rewrite_dir_block` does when metadata_csum is
+/// turned on: an empty 12-byte last record becomes the tail; otherwise the
+/// tail comes out of the last record's slack.
+///
+/// # Errors
+/// [`TailError`]: the block is unchanged.
+pub fn add_tail(b: &mut [u8]) -> Result<(), TailError> {
+    let (_, last) = last_two(b).ok_or(TailError::Damaged)?;
+    let bs = b.len() as u32;
+    let h = header_mut(b, last).ok_or(TailError::Damaged)?;
+    let rec_len = rec_len_from_disk(h.rec_len.get(), bs) as usize;
+    if h.inode.get() == 0 && rec_len == DIR_TAIL_SIZE {
+        h.name_len = 0;
+        h.file_type = super::ft::DIR_CSUM;
+        return Ok(());
+    }
+    let name = usize::from(h.name_len).next_multiple_of(4);
+    if rec_len <= DIR_ENTRY_HEADER_SIZE + name + DIR_TAIL_SIZE
+        || !set_rec_len(b, last, rec_len - DIR_TAIL_SIZE)
+    {
+        return Err(TailError::NoRoom);
+    }
+    let end = b.len();
+    DirEntryTail::new()
+        .write_to(&mut b[end - DIR_TAIL_SIZE..])
+        .map_err(|_| TailError::Damaged)
+}
+
+/// Gives a trailing checksum tail's 12 bytes back to the record before it,
+/// as tune2fs does when metadata_csum is turned off. `Ok(false)` when the
+/// block has no tail (an empty last record of 12 bytes) to remove.
+///
+/// # Errors
+/// [`TailError::Damaged`] when the records do not tile the block or the
+/// merged length cannot be stored: the block is unchanged.
+pub fn remove_tail(b: &mut [u8]) -> Result<bool, TailError> {
+    let (prev, last) = last_two(b).ok_or(TailError::Damaged)?;
+    let Some(prev) = prev else {
+        return Ok(false);
+    };
+    let bs = b.len() as u32;
+    let (h, _) = DirEntry2::ref_from_prefix(&b[last..]).map_err(|_| TailError::Damaged)?;
+    let is_tail = h.inode.get() == 0
+        && h.name_len == 0
+        && rec_len_from_disk(h.rec_len.get(), bs) as usize == DIR_TAIL_SIZE;
+    if !is_tail {
+        return Ok(false);
+    }
+    let (p, _) = DirEntry2::ref_from_prefix(&b[prev..]).map_err(|_| TailError::Damaged)?;
+    let prev_len = rec_len_from_disk(p.rec_len.get(), bs) as usize;
+    if set_rec_len(b, prev, prev_len + DIR_TAIL_SIZE) {
+        Ok(true)
+    } else {
+        Err(TailError::Damaged)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

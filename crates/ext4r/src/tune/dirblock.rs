@@ -13,13 +13,9 @@
 //! which aborts mid-rewrite, a block whose entries do not tile it exactly
 //! is treated the same way: left alone for fsck.
 
-use ext4r_format::dir::{rec_len_from_disk, rec_len_to_disk};
+use ext4r_format::dir::leaf;
+use ext4r_format::htree::{dx_countlimit_mut, dx_countlimit_offset, DX_ENTRY_SIZE, DX_TAIL_SIZE};
 use ext4r_txn::csum::{BlockKind, Checksums};
-
-/// Size of the leaf checksum tail and of one dx entry / the dx tail.
-const TAIL: usize = 12;
-const DX_ENTRY: usize = 8;
-const DX_TAIL: usize = 8;
 
 /// What happened to a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,42 +39,13 @@ pub(super) struct Mode<'a> {
     pub csum: Option<(&'a Checksums, u32, u32, u64)>,
 }
 
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// libext2fs's `__get_dx_countlimit`: where the count/limit pair of an
-/// htree root or node is, if the block looks like one.
-fn dx_count_offset(block: &[u8]) -> Option<usize> {
-    let bs = u32::try_from(block.len()).ok()?;
-    let first = rec_len_from_disk(le16(block, 4), bs) as usize;
-    let off = if first == block.len() && le16(block, 6) == 0 {
-        8
-    } else if first == 12 {
-        let second = rec_len_from_disk(le16(block, 16), bs) as usize;
-        if second != block.len() - 12 || le32(block, 24) != 0 || block[29] != 8 {
-            return None;
-        }
-        32
-    } else {
-        return None;
-    };
-    let sane = (block.len() - off) / DX_ENTRY;
-    let (limit, count) = (le16(block, off), le16(block, off + 2));
-    (usize::from(limit) <= sane && usize::from(count) <= sane).then_some(off)
-}
-
 /// Rewrites `block` (one directory block, 1 KiB to 64 KiB) for `mode`.
 pub(super) fn rewrite(block: &mut [u8], mode: Mode<'_>) -> Edit {
     if block.len() < 1024 {
         return Edit::NeedsFsck;
     }
     if mode.htree {
-        if let Some(off) = dx_count_offset(block) {
+        if let Some(off) = dx_countlimit_offset(block) {
             return rewrite_dx(block, off, mode.csum);
         }
     }
@@ -103,98 +70,44 @@ fn stamp(block: &mut [u8], csum: (&Checksums, u32, u32, u64), index: bool) -> Ed
 }
 
 fn rewrite_dx(block: &mut [u8], off: usize, csum: Csum<'_>) -> Edit {
-    let (limit, count) = (le16(block, off), le16(block, off + 2));
+    let room = block.len() - off;
+    let Some(cl) = dx_countlimit_mut(block, off) else {
+        return Edit::NeedsFsck;
+    };
+    let (limit, count) = (cl.limit.get(), cl.count.get());
     let Some(csum) = csum else {
-        let max = ((block.len() - off) / DX_ENTRY) as u16;
+        let max = (room / DX_ENTRY_SIZE) as u16;
         if limit == max {
             return Edit::Unchanged;
         }
-        block[off..off + 2].copy_from_slice(&max.to_le_bytes());
+        cl.limit.set(max);
         return Edit::Changed;
     };
     if count == limit {
         return Edit::NeedsFsck;
     }
-    let max = ((block.len() - off - DX_TAIL) / DX_ENTRY) as u16;
-    block[off..off + 2].copy_from_slice(&max.to_le_bytes());
+    cl.limit.set(((room - DX_TAIL_SIZE) / DX_ENTRY_SIZE) as u16);
     stamp(block, csum, true)
 }
 
-/// The offsets of the last two entries, when the entries tile the block.
-fn last_two(block: &[u8]) -> Option<(Option<usize>, usize)> {
-    let bs = u32::try_from(block.len()).ok()?;
-    let (mut pos, mut prev, mut last) = (0usize, None, None);
-    while pos < block.len() {
-        if pos + 8 > block.len() {
-            return None;
-        }
-        let len = rec_len_from_disk(le16(block, pos + 4), bs) as usize;
-        if len < 8 || len % 4 != 0 || pos + len > block.len() {
-            return None;
-        }
-        prev = last;
-        last = Some(pos);
-        pos += len;
-    }
-    Some((prev, last?))
-}
-
-fn set_rec_len(block: &mut [u8], at: usize, len: usize) -> bool {
-    let bs = block.len() as u32;
-    match rec_len_to_disk(len as u32, bs) {
-        Ok(raw) => {
-            block[at + 4..at + 6].copy_from_slice(&raw.to_le_bytes());
-            true
-        }
-        Err(_) => false,
-    }
-}
-
 fn rewrite_leaf(block: &mut [u8], csum: Csum<'_>) -> Edit {
-    let Some((prev, last)) = last_two(block) else {
-        return Edit::NeedsFsck;
-    };
-    let bs = block.len() as u32;
-    let rec_len = rec_len_from_disk(le16(block, last + 4), bs) as usize;
-    let inode = le32(block, last);
-    let name_len = usize::from(block[last + 6]);
     let Some(csum) = csum else {
-        // An empty 12-byte last entry is a tail: give its room back.
-        let Some(prev) = prev else {
-            return Edit::Unchanged;
-        };
-        if inode != 0 || name_len != 0 || rec_len != TAIL {
-            return Edit::Unchanged;
-        }
-        let prev_len = rec_len_from_disk(le16(block, prev + 4), bs) as usize;
-        return if set_rec_len(block, prev, prev_len + TAIL) {
-            Edit::Changed
-        } else {
-            Edit::NeedsFsck
+        return match leaf::remove_tail(block) {
+            Ok(true) => Edit::Changed,
+            Ok(false) => Edit::Unchanged,
+            Err(_) => Edit::NeedsFsck,
         };
     };
-    let end = block.len();
-    if inode == 0 && rec_len == TAIL {
-        // Already shaped like a tail: mark it as one.
-        block[last + 6] = 0;
-        block[last + 7] = 0xDE;
-    } else {
-        let name = name_len.next_multiple_of(4);
-        if rec_len <= 8 + name + TAIL || !set_rec_len(block, last, rec_len - TAIL) {
-            return Edit::NeedsFsck;
-        }
-        let t = &mut block[end - TAIL..];
-        t.fill(0);
-        t[4..6].copy_from_slice(&(TAIL as u16).to_le_bytes());
-        t[7] = 0xDE;
+    match leaf::add_tail(block) {
+        Ok(()) => stamp(block, csum, false),
+        Err(_) => Edit::NeedsFsck,
     }
-    stamp(block, csum, false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ext4r_format::dir::{DirBlockBuilder, DirEntryTail};
+    use ext4r_format::dir::{DirBlockBuilder, DirEntryTail, DIR_TAIL_SIZE as TAIL};
     use ext4r_format::features::RoCompat;
     use ext4r_format::superblock::Superblock;
     use ext4r_format::InodeNr;
