@@ -247,4 +247,12 @@ fn slack_and_refusals() {
     assert_eq!(o.status.code(), Some(1), "{}", output(&o));
     assert!(output(&o).contains("standard input"), "{}", output(&o));
     assert!(!none.exists());
+    // bigalloc cannot be shrunk yet: refused before anything is made.
+    let o = run(ext4r()
+        .args(["mkfs", "-q", "-O", "bigalloc", "-C", "16384", "-d"])
+        .arg(&src)
+        .arg(&none));
+    assert_eq!(o.status.code(), Some(1), "{}", output(&o));
+    assert!(output(&o).contains("bigalloc"), "{}", output(&o));
+    assert!(!none.exists());
 }

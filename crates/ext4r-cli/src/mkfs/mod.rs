@@ -402,6 +402,11 @@ fn run(a: Args) -> Result<()> {
         fit::size_options(&mut opts, t, inodes_chosen)?;
     }
     let plan = mkfs::plan_with(&opts, &mut |n| talk::notice(n, a.force, a.quiet))?;
+    // The library's resize does not shrink bigalloc yet: refused before
+    // anything is written rather than after the copy.
+    if min.is_some() && plan.summary().cluster_size > u64::from(plan.summary().block_size) {
+        bail!("the size `min` cannot be reached with bigalloc (its shrink is not supported yet): give a size");
+    }
     if a.dry_run {
         print_summary(&plan.summary(), a.verbose);
         if min.is_some() {
