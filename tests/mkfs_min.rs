@@ -3,8 +3,9 @@
 //! larger than `mke2fs -d` followed by `resize2fs -M` makes from the same
 //! tree, show the source tree through a kernel mount, and be the same
 //! bytes twice under SOURCE_DATE_EPOCH. `min+N%` adds free room; `min`
-//! without -d, or with a tree on standard input, is refused with no file
-//! left behind.
+//! without -d, with a tree on standard input or with bigalloc, is
+//! refused with no file left behind; a tar archive is measured from its
+//! headers.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -233,6 +234,25 @@ fn slack_and_refusals() {
         fs::metadata(&existing).unwrap().len(),
         fs::metadata(&min).unwrap().len()
     );
+
+    // A tar archive is measured from its headers.
+    if have("tar") {
+        let tar = t.path("tree.tar");
+        let o = run(Command::new("tar")
+            .arg("-C")
+            .arg(&src)
+            .arg("-cf")
+            .arg(&tar)
+            .arg("."));
+        assert!(o.status.success(), "{}", output(&o));
+        let from_tar = t.path("tar.img");
+        let o = mkfs_min(&from_tar, &tar, None);
+        assert!(o.status.success(), "{}", output(&o));
+        let (rc, out) = e2fsck_fn(&from_tar);
+        assert_eq!(rc, 0, "e2fsck -fn: {out}");
+        let (c, bs) = blocks(&from_tar);
+        assert_eq!(fs::metadata(&from_tar).unwrap().len(), c * bs);
+    }
 
     // `min` needs a tree; standard input cannot be measured.
     let none = t.path("none.img");
