@@ -65,7 +65,7 @@ impl Source {
 /// write API's clock is pinned to it.
 pub(crate) fn populate(
     dev: FileDevice,
-    src: Source,
+    src: &Source,
     ext: &Extended,
     epoch: Option<i64>,
 ) -> Result<()> {
@@ -80,7 +80,7 @@ pub(crate) fn populate(
     opts.clamp = epoch;
     opts.xattrs = !ext.no_copy_xattrs;
     let mut c = Copier::new(&mut fs, opts);
-    fill(&mut c, &src)?;
+    fill(&mut c, src)?;
     drop(c);
     fs.close()?;
     real.flush()?;

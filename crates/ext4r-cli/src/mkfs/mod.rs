@@ -1,5 +1,6 @@
 //! mkfs.ext4r: mke2fs's command line over `ext4r::mkfs`.
 
+mod fit;
 mod talk;
 
 use anyhow::{bail, Context, Result};
@@ -134,7 +135,12 @@ struct Args {
     badblocks: u8,
     /// Device or image file.
     device: Option<PathBuf>,
-    /// Filesystem size (blocks, or with a K/M/G/T/P suffix).
+    /// Filesystem size: blocks, or with a K/M/G/T/P suffix. With -d also
+    /// `min`: the smallest image file that holds SOURCE (what
+    /// `resize.ext4r -M` reaches after filling it), or `min+N%` /
+    /// `min+SIZE` with that much free room added; a new image file filled
+    /// with -d and no size gets `min`. An existing file is cut to it; a
+    /// block device is refused.
     size: Option<String>,
 }
 
@@ -232,7 +238,16 @@ fn run(a: Args) -> Result<()> {
     // A block count is in blocks of the size mke2fs will use: the power of
     // two at or below -b.
     let unit = block_size.map_or(1024, |b| 1024u64 << (63 - (b >> 10).max(1).leading_zeros()));
+    // `min` (or a missing size for a new image filled with -d): the
+    // smallest image that holds the tree, see fit.rs.
+    let mut min = a
+        .size
+        .as_deref()
+        .map(|s| fit::parse_min(s, unit))
+        .transpose()?
+        .flatten();
     let size_arg = match a.size.as_deref() {
+        Some(_) if min.is_some() => None,
         // mke2fs: a size that reads as no blocks, or not as a size at all.
         Some(s) => match mkfs::parse_size(s, unit) {
             Ok(n) if n > 0 => Some(n),
@@ -271,7 +286,18 @@ fn run(a: Args) -> Result<()> {
         eprintln!("{d} is mounted; mkfs.ext4r forced anyway.  Hope /etc/mtab is incorrect.");
     }
     let exists = device.exists();
-    if !exists && size_arg.is_none() {
+    // mke2fs refuses a missing file without a size; with -d the tree
+    // gives one.
+    if !exists && a.size.is_none() && source.is_some() {
+        min = Some(fit::Slack::None);
+    }
+    if min.is_some() && source.is_none() {
+        bail!(
+            "the size `min` needs -d SOURCE: it is the smallest size that holds the tree \
+             copied in"
+        );
+    }
+    if !exists && size_arg.is_none() && min.is_none() {
         return Err(talk::refuse(format!(
             "The file {} does not exist and no size was specified.",
             device.display()
@@ -284,7 +310,22 @@ fn run(a: Args) -> Result<()> {
         .then(|| FileDevice::open(&device, OpenMode::default()))
         .transpose()?;
     let dev_size = dev.as_ref().map_or(0, |d| d.size());
+    if min.is_some() && dev.as_ref().is_some_and(FileDevice::is_block_device) {
+        bail!(
+            "{}: a block device cannot be cut to the smallest size; give no size to fill \
+             the whole device, or make an image file with `min` and copy it",
+            device.display()
+        );
+    }
+    // Measured before anything is written: a source that cannot be read
+    // (or standard input) is refused with the device untouched.
+    let tree = match (&min, &source) {
+        (Some(_), Some(src)) => Some(fit::measure(src)?),
+        _ => None,
+    };
     let size_bytes = match size_arg {
+        // Set from the tree below.
+        None if min.is_some() => 0,
         Some(s) => {
             // mke2fs 1.47 would ask here but never does (it learns that
             // the target is a device only later); a device cannot grow, so
@@ -310,7 +351,7 @@ fn run(a: Args) -> Result<()> {
             dev_size & !4095
         }
     };
-    let opts = MkfsOptions {
+    let mut opts = MkfsOptions {
         fs_type: a.fs_type.clone(),
         usage_types: a.usage_types.clone(),
         block_size: block_size.map(|b| b as u32),
@@ -356,11 +397,28 @@ fn run(a: Args) -> Result<()> {
             mkfs::reproducible_ids,
         )),
     };
+    let inodes_chosen = a.num_inodes.is_some() || a.inode_ratio.is_some();
+    if let Some(t) = &tree {
+        fit::size_options(&mut opts, t, inodes_chosen)?;
+    }
     let plan = mkfs::plan_with(&opts, &mut |n| talk::notice(n, a.force, a.quiet))?;
+    // The library's resize does not shrink bigalloc yet: refused before
+    // anything is written rather than after the copy.
+    if min.is_some() && plan.summary().cluster_size > u64::from(plan.summary().block_size) {
+        bail!("the size `min` cannot be reached with bigalloc (its shrink is not supported yet): give a size");
+    }
     if a.dry_run {
         print_summary(&plan.summary(), a.verbose);
+        if min.is_some() {
+            println!("(filled, then cut to the smallest size that holds the tree)");
+        }
         return Ok(());
     }
+    let size_arg = if min.is_some() {
+        Some(opts.size_bytes)
+    } else {
+        size_arg
+    };
     // As mke2fs: only at a terminal (a script's mkfs is not stopped), and
     // not with -F.
     if let Some(d) = &dev {
@@ -431,14 +489,56 @@ fn run(a: Args) -> Result<()> {
             println!("Creating journal ({} blocks): done", s.journal_blocks);
         }
     }
-    if let Some(src) = source {
+    if let Some(src) = &source {
         if !a.quiet {
             print!("Copying files into the device: ");
             std::io::stdout().flush()?;
         }
-        crate::populate::populate(dev, src, &ext, epoch).context("while populating file system")?;
+        let mut dev = dev;
+        let mut tries = 0;
+        loop {
+            match crate::populate::populate(dev, src, &ext, epoch) {
+                Ok(()) => break,
+                // The tree was measured short: made again twice as large
+                // (the final size is the shrink's, not this one).
+                Err(e) if min.is_some() && tries < 4 && fit::out_of_room(&e) => {
+                    tries += 1;
+                    let inodes = u64::from(plan_inodes(&opts)?);
+                    opts.size_bytes *= 2;
+                    if !inodes_chosen || opts.num_inodes.is_some() {
+                        opts.num_inodes = Some(inodes * 2);
+                    }
+                    let plan = mkfs::plan(&opts)?;
+                    dev = FileDevice::open(
+                        &device,
+                        OpenMode {
+                            write: true,
+                            exclusive: true,
+                            create_size: Some(opts.size_bytes),
+                            lock_wait: None,
+                        },
+                    )?;
+                    plan.write(&dev, is_file)?;
+                }
+                Err(e) => return Err(e.context("while populating file system")),
+            }
+        }
         if !a.quiet {
             println!("done");
+        }
+    }
+    if let Some(slack) = min {
+        let (blocks, bs) = fit::shrink(&device, slack, now())?;
+        if !a.quiet {
+            println!(
+                "Cutting to the smallest size that holds the files{}: {blocks} ({}k) blocks",
+                match slack {
+                    fit::Slack::None => String::new(),
+                    fit::Slack::Percent(p) => format!(" and {p}%"),
+                    fit::Slack::Bytes(b) => format!(" and {b} bytes"),
+                },
+                bs / 1024
+            );
         }
     }
     if !a.quiet {
@@ -448,6 +548,11 @@ fn run(a: Args) -> Result<()> {
         c.keep();
     }
     Ok(())
+}
+
+/// Inodes the filesystem `opts` describes has.
+fn plan_inodes(opts: &MkfsOptions) -> Result<u32> {
+    Ok(mkfs::plan(opts)?.summary().inodes_count)
 }
 
 fn print_summary(s: &Summary, verbose: bool) {

@@ -36,6 +36,28 @@ fn last_group_overhead(sb: &Superblock, geo: &Geometry, count: u32) -> u64 {
     overhead
 }
 
+/// Blocks an ext4 filesystem can address: extents hold 48-bit block
+/// numbers (and the kernel's 64bit filesystems stop there too).
+pub(crate) const MAX_BLOCKS: u64 = 1 << 48;
+
+/// Why `size` blocks is past what the format of `sb` can express, in
+/// resize2fs's words where it has them; `None` when it is not.
+pub(crate) fn beyond_format(sb: &Superblock, geo: &Geometry, size: u64) -> Option<String> {
+    if !sb.has_incompat(Incompat::BIT64) && size > u64::from(u32::MAX) {
+        return Some("New size too large to be expressed in 32 bits".into());
+    }
+    if size > MAX_BLOCKS {
+        return Some(format!(
+            "New size too large: ext4 addresses at most 2^48 ({MAX_BLOCKS}) blocks"
+        ));
+    }
+    let groups = (size.saturating_sub(geo.first_data_block)).div_ceil(geo.blocks_per_group);
+    if u32::try_from(groups).is_err() {
+        return Some("New size results in too many block groups".into());
+    }
+    None
+}
+
 /// resize2fs's `adjust_new_size`: a last group too small for its metadata
 /// and 50 blocks is dropped, and the group count kept below 2^32 inodes.
 /// `None` when no size works (a single group too small).
@@ -263,6 +285,25 @@ mod tests {
             .set((blocks.div_ceil(32768) * 8192) as u32);
         sb.set_r_blocks_count(blocks / 20);
         sb
+    }
+
+    #[test]
+    fn sizes_past_the_format_are_named() {
+        let sb = sb4k(1 << 20);
+        let geo = Geometry::from_superblock(&sb).unwrap();
+        assert_eq!(beyond_format(&sb, &geo, 1 << 40), None);
+        assert!(beyond_format(&sb, &geo, (1 << 48) + 1)
+            .unwrap()
+            .contains("2^48"));
+        let mut narrow = sb.clone();
+        narrow.s_feature_incompat.set(Incompat::FLEX_BG.bits());
+        narrow.s_desc_size.set(0);
+        let geo = Geometry::from_superblock(&narrow).unwrap();
+        assert_eq!(beyond_format(&narrow, &geo, u64::from(u32::MAX)), None);
+        assert_eq!(
+            beyond_format(&narrow, &geo, 1 << 32).as_deref(),
+            Some("New size too large to be expressed in 32 bits")
+        );
     }
 
     #[test]

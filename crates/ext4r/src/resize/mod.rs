@@ -428,6 +428,18 @@ pub fn plan(dev: &Arc<dyn BlockDevice>, size: NewSize, opts: &ResizeOptions) -> 
         }
         return Ok(plan_of(shape));
     }
+    // As resize2fs: 16 TiB of 4 KiB blocks is taken as 2^32 - 1 blocks
+    // without 64bit.
+    let want = if !sb.has_incompat(Incompat::BIT64) && want == 1 << 32 {
+        want - geo.cluster_ratio()
+    } else {
+        want
+    };
+    // What the format cannot express is said as such, before the device's
+    // size (which cannot help).
+    if let Some(why) = geometry::beyond_format(&sb, &geo, want) {
+        return Err(Refusal::TooLarge(why).into());
+    }
     let device_blocks = dev.size() / u64::from(geo.block_size);
     if want > device_blocks && !opts.extendable {
         return Err(Refusal::DeviceTooSmall {
