@@ -208,7 +208,8 @@ fn fy_output(mut cmd: Command, img: &Path) -> (Option<i32>, String) {
 /// e2fsck's order around pass 3A, on images debugfs damages (no root
 /// needed): a name twice in a directory is said in pass 2 and settled
 /// after "Pass 3A: Optimizing directories", between pass 3 and pass 4;
-/// a linear directory of four blocks is rebuilt there too. Our `-fy`
+/// a linear directory of four blocks is rebuilt there too (with extents
+/// or a block map). Our `-fy`
 /// prints what e2fsck -fy prints, e2fsck -fn finds our result clean, and
 /// a second run of ours finds nothing.
 #[test]
@@ -235,16 +236,19 @@ fn pass_3a_comes_between_pass_3_and_pass_4() {
             None,
         ),
     ];
-    for (what, script, said) in cases {
+    // Extents, and block maps (whose direct blocks a rebuild releases too).
+    let kinds = [
+        &["-t", "ext4", "-b", "1024"][..],
+        &["-t", "ext3", "-b", "1024"][..],
+    ];
+    for (mkfs, (what, script, said)) in kinds
+        .iter()
+        .flat_map(|k| cases.iter().map(move |c| (*k, *c)))
+    {
+        let what = format!("{what} ({mkfs:?})");
         let dir = TempDir::new("rehash-order");
         let img = dir.path("img");
-        make_image(
-            Command::new("mke2fs"),
-            &["-t", "ext4", "-b", "1024"],
-            &img,
-            "8M",
-        )
-        .unwrap();
+        make_image(Command::new("mke2fs"), mkfs, &img, "8M").unwrap();
         let hi = dir.path("hi");
         fs::write(&hi, "hi\n").unwrap();
         let cmds = dir.path("cmds");
