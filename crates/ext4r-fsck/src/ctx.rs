@@ -87,6 +87,7 @@ pub(crate) struct Found {
     large_files: u64,
     large_dirs: u64,
     htree_tails: Vec<(u32, u64, u64)>,
+    rehash_dirs: std::collections::BTreeSet<u32>,
     ea_refs: Vec<u32>,
     ea_flag_missing: Vec<u32>,
     stats: Summary,
@@ -167,6 +168,15 @@ pub(crate) struct Ctx {
     /// last block a repair clears: (inode, blocks mapped, the highest
     /// illegal logical block plus one). See `pass2::htree_tails`.
     pub htree_tails: Vec<(u32, u64, u64)>,
+    /// Directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`): those
+    /// whose index is cleared, those with a name twice in a block, leaves
+    /// without room for a checksum, and (repairing) linear directories of
+    /// three blocks or more. See [`crate::pass3a`].
+    pub rehash_dirs: std::collections::BTreeSet<u32>,
+    /// Links pass 3A takes from inodes' counts with the entries it clears
+    /// (e2fsck's `e2fsck_adjust_inode_count`): pass 4 compares the count
+    /// less these.
+    pub link_drops: std::collections::HashMap<u32, u16>,
     /// EA inodes some xattr keeps a value in (sorted after pass 1).
     pub ea_refs: Vec<u32>,
     /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
@@ -247,6 +257,8 @@ impl Ctx {
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
+            rehash_dirs: std::collections::BTreeSet::new(),
+            link_drops: std::collections::HashMap::new(),
             ea_refs: Vec::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
@@ -375,6 +387,8 @@ impl Ctx {
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
+            rehash_dirs: std::collections::BTreeSet::new(),
+            link_drops: std::collections::HashMap::new(),
             ea_refs: Vec::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
@@ -419,6 +433,7 @@ impl Ctx {
             large_files: std::mem::take(&mut self.large_files),
             large_dirs: std::mem::take(&mut self.large_dirs),
             htree_tails: std::mem::take(&mut self.htree_tails),
+            rehash_dirs: std::mem::take(&mut self.rehash_dirs),
             ea_refs: std::mem::take(&mut self.ea_refs),
             ea_flag_missing: std::mem::take(&mut self.ea_flag_missing),
             stats: std::mem::take(&mut self.stats),
@@ -439,6 +454,7 @@ impl Ctx {
         self.large_files += f.large_files;
         self.large_dirs += f.large_dirs;
         self.htree_tails.extend(f.htree_tails);
+        self.rehash_dirs.extend(f.rehash_dirs);
         self.ea_refs.extend(f.ea_refs);
         self.ea_flag_missing.extend(f.ea_flag_missing);
         // Every count adds up (named one by one, so that a new count

@@ -66,6 +66,7 @@ mod pass1_rules;
 mod pass1_xattr;
 mod pass2;
 mod pass34;
+mod pass3a;
 mod pass5;
 mod pass5_said;
 mod pathname;
@@ -243,6 +244,9 @@ pub struct Report {
     /// The superblock's state says errors (`EXT2_ERROR_FS`, set by the
     /// kernel or by a preen run that stopped), as the check found it.
     pub errors_flagged: bool,
+    /// The directories e2fsck would rebuild in its pass 3A after this
+    /// check (see the "Pass 3A" heading among the problems).
+    pub rehash: Vec<u32>,
 }
 
 impl Report {
@@ -374,6 +378,7 @@ pub(crate) fn check_with(
         check_forced: None,
         cancelled: false,
         errors_flagged: sb.s_state.get() & STATE_ERROR != 0,
+        rehash: Vec::new(),
     };
     let verdict = if !opts.force && !opts.full && !backup_used {
         clean_verdict(&fs, opts.now, opts.repairing)
@@ -476,7 +481,13 @@ pub(crate) fn check_with(
         }
         let t = Instant::now();
         let from = c.p.mark();
+        if pass == 2 {
+            pass3a::settle(&mut c);
+        }
         f(&mut c, &mut |p, d, n| obs.progress(p, d, n));
+        if pass == 3 && !c.restart && !c.abort {
+            pass3a::run(&mut c);
+        }
         if pass == 0 {
             forgive_pass0(&mut c, from);
         }
@@ -516,6 +527,7 @@ pub(crate) fn check_with(
     }
     emit.flush(&c, u8::MAX, obs);
     report.summary = c.summary();
+    report.rehash = c.rehash_dirs.iter().copied().collect();
     report.notes = std::mem::take(&mut c.notes);
     report.fatal = c.fatal.take();
     report.fatal_journal = c.fatal_journal;

@@ -1009,6 +1009,19 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         {
             c.htree_tails.push((ino, map.end_lblk, map.illegal_end));
         }
+        // e2fsck's pass 1 puts on its rebuild list (when it may write and
+        // the filesystem indexes directories) a directory whose index it
+        // cleared, and a linear one of three blocks or more by its size
+        // (pass 3A indexes or compacts it); see `crate::pass3a`.
+        let index_cleared = flags.contains(InodeFlags::INDEX) && !htree;
+        let bs = u64::from(c.geo.block_size);
+        if c.repairing
+            && c.sb.has_compat(Compat::DIR_INDEX)
+            && !inline
+            && (index_cleared || (!htree && inode.size() / bs >= 3))
+        {
+            c.rehash_dirs.insert(ino);
+        }
         c.dirs.push(DirRec {
             ino,
             dotdot: 0,

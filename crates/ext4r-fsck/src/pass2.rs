@@ -2,8 +2,6 @@
 //! `..`, what each entry points at, file types, checksums — counting the
 //! links each inode gets.
 
-use std::collections::HashSet;
-
 use ext4r::fs::FileKind;
 use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntry, DirEntryTail};
 use ext4r_format::features::Incompat;
@@ -199,6 +197,9 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         }
     }
     drop(names);
+    // Pass 3A reads the directories it rebuilds again.
+    blocks.retain(|b| c.rehash_dirs.contains(&b.ino));
+    c.dir_blocks = blocks;
     for t in recounted {
         c.inodes.remove_name(t);
     }
@@ -592,6 +593,10 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 ),
                 crate::fix::Fix::DirAddTail(b.phys, owner),
             );
+            // e2fsck rebuilds such a directory in pass 3A.
+            if c.repairing {
+                c.rehash_dirs.insert(ino);
+            }
             // Declined, the block still fails its checksum.
             failed_csum = !c.repairing;
         } else if !ok {
@@ -735,55 +740,46 @@ fn entries(
             pre.and_then(|p| p.range),
         );
     }
-    // Names repeated within the block, found by sorting them.
+    // Names repeated within the block, found by sorting them. '.' and
+    // '..' twice are mended here; any other name twice is said once per
+    // directory and left to pass 3A, which looks for repeats over the
+    // whole directory (e2fsck's PR_2_REPORT_DUP_DIRENT, then its
+    // rehash's duplicate search). A directory already to be rebuilt is
+    // not looked at (e2fsck's `dups_found`).
     names.sort_unstable();
     let owner = c.dirs[d].owner;
-    let mut taken: Option<HashSet<Vec<u8>>> = None;
+    let scheduled = c.rehash_dirs.contains(&ino);
+    // The repeat e2fsck meets first walking the block: the lowest offset
+    // of a name seen before it.
+    let mut first_repeat: Option<(usize, &[u8])> = None;
     for w in names.windows(2) {
         if w[0].0 != w[1].0 {
             continue;
         }
-        let shown = crate::pathname::safe(w[0].0);
         let dots = w[0].0 == b"." || w[0].0 == b"..";
-        if w[0].2 == w[1].2 || dots {
+        if dots {
+            let shown = crate::pathname::safe(w[0].0);
             c.p.error_fix(
                 2,
                 "PR_2_DUPLICATE_DIRENT",
                 format!("Duplicate entry '{shown}' found in directory inode {ino}."),
                 crate::fix::Fix::DirEntryClear(b.phys, w[1].1, owner),
             );
-        } else if encrypted {
-            // A name that cannot be changed without the key is dropped
-            // (e2fsck's rehash).
-            c.p.error_fix(
-                2,
-                "PR_2_NON_UNIQUE_FILE_NO_RENAME",
-                format!("Duplicate filename entry '{shown}' found in directory inode {ino}."),
-                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, owner),
-            );
-        } else {
-            // Two files of one name: the second is renamed, as e2fsck's
-            // rehash does (`mutate_name`), to a name not in the block.
-            let taken = taken.get_or_insert_with(|| names.iter().map(|n| n.0.to_vec()).collect());
-            let mut new = w[1].0.to_vec();
-            mutate_name(&mut new);
-            let mut tries = 0;
-            while taken.contains(&new) && tries < 100_000 {
-                mutate_name(&mut new);
-                tries += 1;
-            }
-            taken.insert(new.clone());
-            c.p.error_fix(
-                2,
-                "PR_2_NON_UNIQUE_FILE",
-                format!(
-                    "Entry '{shown}' in {} ({ino}) has a non-unique filename.\nRename to {}",
-                    crate::pathname::dir_path(&c.fs, ino),
-                    String::from_utf8_lossy(&new)
-                ),
-                crate::fix::Fix::DirEntryRename(b.phys, w[1].1, new, owner),
-            );
+        } else if !scheduled && first_repeat.is_none_or(|(at, _)| w[1].1 < at) {
+            first_repeat = Some((w[1].1, w[1].0));
         }
+    }
+    if let Some((_, name)) = first_repeat {
+        c.p.harmless(
+            2,
+            "PR_2_REPORT_DUP_DIRENT",
+            format!(
+                "Duplicate entry '{}' found.\n\tMarking {} ({ino}) to be rebuilt.",
+                crate::pathname::safe(name),
+                crate::pathname::dir_path(&c.fs, ino)
+            ),
+        );
+        c.rehash_dirs.insert(ino);
     }
     true
 }

@@ -269,7 +269,9 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     // Files with one link and one name, nearly all, have nothing here:
     // they are passed over 64 at a time (a lookup per inode was most of
     // this pass). EA inodes the flag is missing on are looked at one by one.
-    let skip = c.ea_flag_missing.is_empty();
+    // So are those pass 3A took a link from (their count is no longer
+    // the one recorded).
+    let skip = c.ea_flag_missing.is_empty() && c.link_drops.is_empty();
     let mut next = c.inodes.next(0);
     while let Some(ino) = next {
         let w = ino / 64;
@@ -284,7 +286,12 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         }
         let ino = w * 64 + left.trailing_zeros();
         next = ino.checked_add(1).and_then(|i| c.inodes.next(i));
-        let Some(r) = c.inodes.get(ino) else { continue };
+        let Some(mut r) = c.inodes.get(ino) else {
+            continue;
+        };
+        if let Some(&k) = c.link_drops.get(&ino) {
+            r.links = r.links.saturating_sub(k);
+        }
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
         let ea_inode = r.ea_inode || c.ea_flag_missing.contains(&r.ino);
@@ -310,11 +317,20 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             }
             if r.kind != FileKind::Directory {
                 c.reconnects.push(format!("#{}", r.ino).len());
+                let reconnect = crate::fix::Fix::Reconnect(r.ino, r.kind.dirent_type());
+                // A count pass 3A took to 0 with the inode's last entry
+                // is 1 again with the new one (e2fsck adjusts it by one
+                // each way), and nothing more is said.
+                let fix = if c.repairing && r.links == 0 && c.link_drops.contains_key(&r.ino) {
+                    crate::fix::Fix::Each(vec![reconnect, crate::fix::Fix::InodeLinks(r.ino, 1)])
+                } else {
+                    reconnect
+                };
                 c.p.error_fix(
                     4,
                     "PR_4_UNATTACHED_INODE",
                     format!("Unattached inode {}", r.ino),
-                    crate::fix::Fix::Reconnect(r.ino, r.kind.dirent_type()),
+                    fix,
                 );
                 // e2fsck's reconnection adds one to the stored count too
                 // (e2fsck_adjust_inode_count), then finds it one entry

@@ -6,8 +6,9 @@
 //! The entries are sorted by name hash and laid over the directory's own
 //! blocks in logical order: block 0 the root, then the interior nodes of
 //! a two-level tree, then the leaves, each filled to e2fsck's four fifths.
-//! Blocks past those are released when the extents sit in the inode
-//! (else every block is kept and the entries spread over them all); a
+//! Blocks past those are released when the extents sit in the inode, or
+//! the inode's direct pointers name every block (else every block is kept
+//! and the entries spread over them all); a
 //! directory whose entries fit one block becomes a linear one. Nothing is
 //! allocated, and /lost+found keeps all its blocks, as with e2fsck.
 
@@ -306,8 +307,15 @@ fn shrink(
     bs: u32,
 ) -> Rebuilt {
     let keep = blocks.len();
+    let extents = u16::from_le_bytes([i_block[0], i_block[1]]) == EXTENT_MAGIC;
     let shrunk = (keep < phys.len())
-        .then(|| trim_extents(i_block, keep as u32))
+        .then(|| {
+            if extents {
+                trim_extents(i_block, keep as u32)
+            } else {
+                Some(trim_direct(i_block, keep))
+            }
+        })
         .flatten();
     let release = if shrunk.is_some() {
         phys[keep..].to_vec()
@@ -324,14 +332,25 @@ fn shrink(
     }
 }
 
-/// Whether a directory's blocks can be released: its extents all in the
-/// inode (a tree of depth 0) and one block per cluster.
+/// Whether a directory's blocks can be released: one block per cluster,
+/// and its extents all in the inode (a tree of depth 0) or, block-mapped,
+/// its blocks all named by the inode's twelve direct pointers.
 fn can_shrink(fs: &Filesystem, i_block: &[u8; 60], flags: InodeFlags) -> bool {
     let word = |i: usize| u16::from_le_bytes([i_block[i], i_block[i + 1]]);
-    flags.contains(InodeFlags::EXTENTS)
-        && fs.geometry().cluster_bits == 0
-        && word(0) == EXTENT_MAGIC
-        && word(6) == 0
+    let in_inode = if flags.contains(InodeFlags::EXTENTS) {
+        word(0) == EXTENT_MAGIC && word(6) == 0
+    } else {
+        // No indirect, double or triple indirect block.
+        i_block[48..].iter().all(|&b| b == 0)
+    };
+    fs.geometry().cluster_bits == 0 && in_inode
+}
+
+/// A block map cut to its first `keep` direct pointers.
+fn trim_direct(i_block: &[u8; 60], keep: usize) -> [u8; 60] {
+    let mut out = *i_block;
+    out[(4 * keep).min(48)..48].fill(0);
+    out
 }
 
 /// The extent root cut to the first `keep` logical blocks; None when an

@@ -128,11 +128,12 @@ impl RepairReport {
     /// restarts on the recovered filesystem), nor do descriptor fixes made
     /// while the superblock is checked: e2fsck changes those in memory
     /// without marking the filesystem changed, and they reach the disk
-    /// with the final superblock write.
+    /// with the final superblock write. Nor does a directory rebuilt in
+    /// pass 3A alone: e2fsck's exit 1 needs a problem fixed
+    /// (`E2F_FLAG_PROBLEMS_FIXED`), and its pass 3A asks nothing; it says
+    /// "FILE SYSTEM WAS MODIFIED" and exits 0 (see [`RepairReport::changed`]).
     pub fn modified(&self) -> bool {
-        self.marked_valid
-            || !self.rehashed.is_empty()
-            || self.fixed.iter().any(|p| p.fix.is_some() && !quiet_fix(p))
+        self.marked_valid || self.fixed.iter().any(|p| p.fix.is_some() && !quiet_fix(p))
     }
 }
 
@@ -371,6 +372,8 @@ fn run(
     // found only then (e2fsck renames them during its rehash): the rounds
     // run once more after a rehash that left errors.
     let mut rehash_done = false;
+    // The directories the checks found for pass 3A (see `crate::pass3a`).
+    let mut scheduled: Vec<u32> = Vec::new();
     'run: loop {
         for _ in 0..MAX_ROUNDS {
             let report = {
@@ -389,6 +392,7 @@ fn run(
                 last = report;
                 break 'run;
             }
+            scheduled.extend(&report.rehash);
             // A round that hid quota inodes stopped before pass 1, as
             // e2fsck hides them before it reads anything: the passes'
             // headings come with the next.
@@ -497,10 +501,14 @@ fn run(
             break;
         }
         rehash_done = true;
-        rehashed = rehash(&dev, opts.rehash, &fixed, opts.now)?;
+        scheduled.extend(&last.rehash);
+        rehashed = rehash(&dev, opts.rehash, &fixed, &scheduled, opts.now)?;
         if rehashed.is_empty() {
             break;
         }
+        // e2fsck counts fragmented files in pass 1, before its pass 3A
+        // rebuilds directories: the summary keeps that count.
+        let fragmented = last.summary.fragmented;
         last = check_later(
             &dev,
             &forced,
@@ -510,6 +518,7 @@ fn run(
             &mut declined,
             &mut shown,
         )?;
+        last.summary.fragmented = fragmented;
         if last.cancelled || !last.has_errors() || last.fatal.is_some() {
             break;
         }
@@ -682,6 +691,7 @@ fn rehash(
     dev: &Arc<dyn BlockDevice>,
     all: bool,
     fixed: &[Problem],
+    scheduled: &[u32],
     now: i64,
 ) -> Result<Vec<u32>, Error> {
     let fs = open(dev)?;
@@ -694,6 +704,7 @@ fn rehash(
                 Some(Fix::ClearIndexFlag(ino)) => Some(ino),
                 _ => None,
             })
+            .chain(scheduled.iter().copied())
             .collect()
     };
     dirs.sort_unstable();

@@ -126,6 +126,7 @@ mod tests {
             check_forced: None,
             cancelled: false,
             errors_flagged: false,
+            rehash: Vec::new(),
         };
         let v: serde_json::Value = serde_json::from_str(&render("/dev/x", &r, 4, 0.5)).unwrap();
         assert_eq!(v["device"], "/dev/x");

@@ -277,6 +277,13 @@ impl Observer for Printer {
             {
                 format!("{}\n", p.message.trim_end_matches('\n'))
             }
+            // Said under -y as under -n: the directory goes on the list
+            // pass 3A rebuilds.
+            Action::Left if p.code == "PR_2_REPORT_DUP_DIRENT" => format!(
+                "{}{}",
+                p.message.trim_end_matches('\n'),
+                "\n".repeat(ext4r_fsck::trailing_newlines(p.code))
+            ),
             Action::Left if matches!(p.code, "PR_3_NO_LF_DIR" | "PR_3_LPF_NO_SPACE") => {
                 format!("{q}? yes\n\n")
             }

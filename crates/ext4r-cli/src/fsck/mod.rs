@@ -588,7 +588,13 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         };
         println!("{dev_name}: {}{gap}{done}.", p.message.trim_end());
     }
-    if !r.rehashed.is_empty() && !a.preen {
+    // The heading was said after pass 3 when the check found directories
+    // to rebuild, as e2fsck says it; here only for those it did not (-D).
+    let heading_said = printer
+        .printed
+        .iter()
+        .any(|(code, _)| *code == "PR_3A_PASS_HEADER");
+    if !r.rehashed.is_empty() && !a.preen && !heading_said {
         println!("Pass 3A: Optimizing directories\n");
     }
     if let Some(made) = &r.journal_recreated {
