@@ -9,11 +9,13 @@
 //! no caller computes a checksum itself.
 
 use crate::error::{Error, Result};
-use ext4r_format::dir::{set_dir_block_checksum, verify_dir_block_checksum, DirEntryTail};
+use ext4r_format::dir::{
+    set_dir_block_checksum, verify_dir_block_checksum, DirEntry2, DirEntryTail,
+};
 use ext4r_format::extent::{set_extent_block_checksum, verify_extent_block_checksum};
 use ext4r_format::features::RoCompat;
 use ext4r_format::group_desc::{bitmap_checksum, GroupDesc, GroupDescCsum};
-use ext4r_format::htree::{set_dx_checksum, verify_dx_checksum};
+use ext4r_format::htree::{set_dx_checksum, verify_dx_checksum, DxRoot};
 use ext4r_format::inode::{inode_csum_seed, set_inode_checksum, verify_inode_checksum};
 use ext4r_format::jbd2::{set_block_tail_checksum, set_commit_block_checksum, JournalSuperblock};
 use ext4r_format::mmp::{MmpStruct, MMP_SIZE};
@@ -21,6 +23,7 @@ use ext4r_format::orphan::set_orphan_block_checksum;
 use ext4r_format::superblock::Superblock;
 use ext4r_format::xattr::{set_xattr_block_checksum, verify_xattr_block_checksum};
 use ext4r_format::{BlockNr, FormatError, InodeNr};
+use zerocopy::FromBytes;
 
 /// What a block holds, for its checksum. The owner's inode number and
 /// generation seed the checksums of blocks that belong to one inode.
@@ -353,21 +356,25 @@ impl Checksums {
 /// checksum tail).
 fn dx_shaped(buf: &[u8]) -> bool {
     let bs = buf.len();
-    let rec_len = |at: usize| -> usize {
-        let v = usize::from(u16::from_le_bytes([buf[at + 4], buf[at + 5]]));
-        // Lengths of 64 KiB are stored as 0 or 65535.
+    // Lengths of 64 KiB are stored as 0 or 65535.
+    let rec_len = |e: &DirEntry2| -> usize {
+        let v = usize::from(e.rec_len.get());
         if bs >= 65536 && (v == 0 || v == 65535) {
             65536
         } else {
             v
         }
     };
-    if bs < 32 {
+    // Shorter than a root's fixed part (32 bytes): neither.
+    let Ok((root, _)) = DxRoot::read_from_prefix(buf) else {
         return false;
-    }
-    let ino0 = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
-    if ino0 == 0 && rec_len(0) == bs {
+    };
+    if root.dot.inode.get() == 0 && rec_len(&root.dot) == bs {
         return true;
     }
-    rec_len(0) == 12 && buf[6] == 1 && buf[8] == b'.' && buf[12 + 6] == 2 && rec_len(12) == bs - 12
+    rec_len(&root.dot) == 12
+        && root.dot.name_len == 1
+        && root.dot_name[0] == b'.'
+        && root.dotdot.name_len == 2
+        && rec_len(&root.dotdot) == bs - 12
 }
