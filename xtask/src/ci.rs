@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use crate::util::{self, fmt_duration};
+use ext4r_lab::util::{self, fmt_duration};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -70,7 +70,7 @@ pub fn run(args: &Args) -> Result<()> {
     steps.push(("test", cargo(&["test", "--workspace"])));
     // The checker against e2fsck's verdicts on the damaged-image corpus
     // (skipped with a message when ../shared/corpus is absent).
-    if crate::corpus::default_corpus_dir().is_some() {
+    if ext4r_lab::corpus::default_corpus_dir().is_some() {
         steps.push((
             "fsck corpus",
             cargo(&["xtask", "corpus", "check", "--min-agree", "98"]),

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use crate::util::{self, fmt_duration};
+use ext4r_lab::util::{self, fmt_duration};
 
 const TOOLCHAIN: &str = "nightly";
 
@@ -112,7 +112,7 @@ pub fn run(args: &Args) -> Result<()> {
 /// Installs cargo-fuzz if `cargo +nightly fuzz` does not work yet.
 fn ensure_cargo_fuzz() -> Result<()> {
     let works = |args: &[&str]| {
-        util::cargo_proxy(TOOLCHAIN)
+        cargo_proxy(TOOLCHAIN)
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -162,7 +162,7 @@ fn list_targets(fuzz_dir: &Path) -> Result<Vec<String>> {
 
 /// `cargo +nightly fuzz <sub> --fuzz-dir <dir>`, run from the project above it.
 fn cargo_fuzz(fuzz_dir: &Path, sub: &str) -> Command {
-    let mut cmd = util::cargo_proxy(TOOLCHAIN);
+    let mut cmd = cargo_proxy(TOOLCHAIN);
     cmd.args(["fuzz", sub, "--fuzz-dir"])
         .arg(fuzz_dir)
         .current_dir(fuzz_dir.parent().unwrap_or(fuzz_dir));
@@ -272,4 +272,15 @@ fn fuzz_one(fuzz_dir: &Path, logdir: &Path, target: &str, secs: u64) -> Result<O
         }
     }
     Ok(outcome)
+}
+
+/// `cargo` through the rustup proxy on `$PATH`, which understands `+nightly`
+/// (`$CARGO` points at one toolchain's cargo binary, which does not).
+fn cargo_proxy(toolchain: &str) -> Command {
+    let mut cmd = Command::new("cargo");
+    cmd.arg(format!("+{toolchain}"))
+        .current_dir(util::repo_root())
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO");
+    cmd
 }

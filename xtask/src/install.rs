@@ -16,7 +16,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::util;
+use ext4r_lab::util;
 
 /// The names the tools are installed under. A name the binary does not
 /// (yet) answer to is skipped with a note: `e4defrag-r` gets its link in
@@ -87,7 +87,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<usize> {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let built = util::dist_ext4r()?;
+    let built = crate::dist::dist_ext4r()?;
     let prefix = &args.prefix;
     let sbin = prefix.join("sbin");
     std::fs::create_dir_all(&sbin).with_context(|| format!("creating {}", sbin.display()))?;

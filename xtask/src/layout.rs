@@ -27,7 +27,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::util;
+use ext4r_lab::util;
 
 /// The committed list of functions run, in order.
 const HOT: &str = include_str!("../hot-symbols.txt");

@@ -11,22 +11,22 @@
 //! - `cargo xtask fragment [--cases ...] [--seed S]`: fragmented images for the defragmenter.
 //! - `cargo xtask damage [--seed N] [--cases K] [--kinds ..] [--jobs J] [--keep DIR]`:
 //!   random metadata damage, our repair against e2fsck's, file by file.
+//! - `cargo xtask crash [--sample] [--only ..]`: power cuts and the recoveries after them.
+//!
+//! The build tool is here (ci, dist, install, fuzz, layers, layout); the
+//! verification lab (bench, corpus, zoo, fragment, damage, crash) is the
+//! `ext4r-lab` crate under `lab/`, and this binary only parses its arguments
+//! and runs it.
 
-mod bench;
 mod ci;
-mod corpus;
-mod crash;
-mod damage;
-mod fragment;
+mod dist;
 mod fuzz;
 mod install;
 mod layers;
 mod layout;
-mod measure;
-mod util;
-mod zoo;
 
 use clap::{Parser, Subcommand};
+use ext4r_lab::{bench, corpus, crash, damage, fragment, util, zoo};
 
 #[derive(Parser)]
 #[command(
@@ -78,7 +78,7 @@ fn main() -> std::process::ExitCode {
         Command::Fragment(args) => fragment::run(&args),
         Command::Crash(args) => crash::run(&args),
         Command::Damage(args) => damage::run(&args),
-        Command::Dist => util::dist_ext4r().and_then(|bin| {
+        Command::Dist => dist::dist_ext4r().and_then(|bin| {
             let dir = bin.parent().unwrap_or(std::path::Path::new("."));
             install::make_links(&bin, dir)?;
             println!("{}", bin.display());

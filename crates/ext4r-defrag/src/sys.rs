@@ -334,7 +334,7 @@ fn sigio_harmless() -> io::Result<bool> {
 }
 
 /// Ignores SIGIO for the whole process, so that the lease
-/// [`open_for_writing_elsewhere`] takes can be broken by a writer's open
+/// `open_for_writing_elsewhere` takes can be broken by a writer's open
 /// without ending the program. For a program's `main`, before threads start.
 ///
 /// # Errors

@@ -63,7 +63,7 @@ pub fn run(args: &ReadArgs) -> Result<()> {
     let ours = match &c.ours_cmd {
         Some(cmd) => util::resolve_cmd(cmd)?,
         // Only the binary: each case adds its own subcommand.
-        None => vec![util::dist_ext4r()?.into()],
+        None => vec![util::shipped_ext4r()?.into()],
     };
     let theirs = util::resolve_cmd(c.theirs_cmd.as_deref().unwrap_or("debugfs"))?;
     let img = filled::cached(

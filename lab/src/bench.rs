@@ -218,7 +218,7 @@ impl Hooks for MkfsHooks<'_> {
 }
 
 /// Our command line: `--ours-cmd` as given, else the freshly built binary as it
-/// is shipped ([`util::dist_ext4r`]) with the tool's subcommand.
+/// is shipped ([`util::shipped_ext4r`]) with the tool's subcommand.
 /// `img` made an empty sparse file of `size` bytes before a run:
 /// truncating first frees the pages of the last run (tmpfs), `set_len`
 /// makes it sparse.
@@ -237,7 +237,7 @@ pub(crate) fn fresh_sparse(img: &Path, size: u64) -> Result<()> {
 fn resolve_ours(c: &Common, subcommand: &str) -> Result<Vec<OsString>> {
     match &c.ours_cmd {
         Some(cmd) => util::resolve_cmd(cmd),
-        None => Ok(vec![util::dist_ext4r()?.into(), subcommand.into()]),
+        None => Ok(vec![util::shipped_ext4r()?.into(), subcommand.into()]),
     }
 }
 

@@ -164,7 +164,7 @@ pub fn image(case: Case, seed: u64, cache: &Path, rebuild: bool) -> Result<PathB
 }
 
 /// splitmix64.
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {

@@ -109,7 +109,7 @@ pub fn run(a: &DefragArgs) -> Result<()> {
     }
     let ours: Vec<OsString> = match &a.ours_cmd {
         Some(c) => util::resolve_cmd(c)?,
-        None => vec![util::dist_ext4r()?.into()],
+        None => vec![util::shipped_ext4r()?.into()],
     };
     let tmp = TempDir::new_in(&a.dir, "ext4r-defrag-bench-")?;
     let mut failures = Vec::new();

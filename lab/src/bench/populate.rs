@@ -73,7 +73,7 @@ pub fn run(args: &PopulateArgs) -> Result<()> {
     let ours = match &c.ours_cmd {
         Some(cmd) => util::resolve_cmd(cmd)?,
         // Only the binary: each case adds its own subcommand.
-        None => vec![util::dist_ext4r()?.into()],
+        None => vec![util::shipped_ext4r()?.into()],
     };
     let tmp = TempDir::new_in(&c.dir, "ext4r-bench-")?;
     let floor = measure::spawn_floor(tmp.path())?;
