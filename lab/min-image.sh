@@ -23,7 +23,7 @@
 #
 # Needs root (loop mounts), e2fsprogs, a release build:
 #   cargo build --release -p ext4r-cli
-#   sudo xtask/min-image.sh [WORKDIR] [TREE...]
+#   sudo lab/min-image.sh [WORKDIR] [TREE...]
 # WORKDIR (default /var/tmp/ext4r-min-image) needs about 6 GiB; it is
 # removed at the end unless KEEP=1. Keep it off tmpfs.
 
