@@ -937,3 +937,59 @@ fn a_truncated_inline_directory_is_cleared_as_zero_length() {
         ],
     );
 }
+
+/// Xattr blocks judged bad in e2fsck's words: one without its magic, one
+/// whose entry hash no longer matches its value, one that passes every
+/// check but its checksum. Our -fy says what e2fsck -fy says.
+#[test]
+fn bad_xattr_blocks_are_named_as_e2fsck_names_them() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("xattr-block-words");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024"],
+        &img,
+        "8M",
+    )
+    .unwrap();
+    let (hi, val) = (dir.path("hi"), dir.path("val"));
+    fs::write(&hi, "hi\n").unwrap();
+    // Too big for the inode: the value goes to a block.
+    fs::write(&val, "v".repeat(300)).unwrap();
+    let mut acl = Vec::new();
+    for f in ["a", "b", "c"] {
+        debugfs(&img, &format!("write {} {f}", hi.display()));
+        debugfs(&img, &format!("ea_set -f {} {f} user.big", val.display()));
+        let stat = debugfs_out(&img, &format!("stat {f}"));
+        let blk: u64 = stat
+            .split("File ACL: ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no xattr block for {f}:\n{stat}"));
+        acl.push(blk);
+    }
+    poke(&img, acl[0] * 1024, &[0; 4]); // the magic
+    poke(&img, acl[1] * 1024 + 1023, b"w"); // the value's last byte
+    poke(&img, acl[2] * 1024 + 20, b"x"); // h_reserved: only the checksum
+    same_fy_as_e2fsck(
+        &dir,
+        &img,
+        &[
+            &format!(
+                "Inode 12 has a bad extended attribute block {}.  Clear? yes",
+                acl[0]
+            ),
+            "Extended attribute in inode 13 has a hash (",
+            &format!(
+                "Inode 14 extended attribute block {} passes checks, but checksum does not \
+                 match block.  Fix? yes",
+                acl[2]
+            ),
+        ],
+    );
+}
