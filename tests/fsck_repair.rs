@@ -993,3 +993,65 @@ fn bad_xattr_blocks_are_named_as_e2fsck_names_them() {
         ],
     );
 }
+
+/// A revoke block whose r_count runs past the block stops e2fsck's journal
+/// recovery with EINVAL, said on stderr ("Invalid argument while
+/// recovering journal of IMG"), and the check goes on. Ours says the same
+/// (under its own name) and prints what e2fsck prints.
+#[test]
+fn a_revoke_block_overflowing_its_count_is_an_invalid_argument() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("revoke-rcount");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024"],
+        &img,
+        "8M",
+    )
+    .unwrap();
+    // One transaction: a revoke block (journal block 1) and its commit.
+    let cmds = dir.path("cmds");
+    fs::write(&cmds, "jo\njw -r 300\njc\n").unwrap();
+    run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(&cmds)
+        .arg(&img));
+    let revoke = debugfs_out(&img, "bmap <8> 1")
+        .trim()
+        .parse::<u64>()
+        .unwrap();
+    // r_count (big-endian, after the 12-byte header): 65535.
+    poke(&img, revoke * 1024 + 12, &[0, 0, 0xff, 0xff]);
+    let theirs = dir.path("theirs");
+    fs::copy(&img, &theirs).unwrap();
+    let e = run(Command::new("e2fsck").arg("-fy").arg(&theirs));
+    let their_err = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        their_err.contains(&format!(
+            "e2fsck: Invalid argument while recovering journal of {}",
+            theirs.display()
+        )),
+        "e2fsck said:\n{their_err}"
+    );
+    let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "fsck.ext4r: Invalid argument while recovering journal of {}",
+            img.display()
+        )),
+        "we said:\n{err}"
+    );
+    let name = |o: &std::process::Output, p: &Path| {
+        String::from_utf8_lossy(&o.stdout).replace(&*p.to_string_lossy(), "IMG")
+    };
+    assert_eq!(name(&o, &img), name(&e, &theirs), "stdout");
+    assert_eq!(o.status.code(), e.status.code(), "exit");
+    let (fn_rc, out) = e2fsck_fn(&img);
+    assert_eq!(fn_rc, 0, "e2fsck -fn after our repair:\n{out}");
+}
