@@ -819,3 +819,239 @@ fn pass5_on_four_threads_finds_and_repairs_what_one_does() {
     let (rc, out) = e2fsck_fn(&a);
     assert_eq!(rc, 0, "e2fsck after our repair: {out}");
 }
+
+/// Entries naming inodes the descriptors call unused (the tail past
+/// `bg_itable_unused`, a group flagged `INODE_UNINIT`): e2fsck -fy fixes
+/// each descriptor the first time an entry shows it wrong (so a second
+/// entry into a fixed group is not reported, unless the flag was cleared
+/// and the unused count is still wrong), says "Restarting e2fsck from the
+/// beginning..." after pass 2 and heads every pass again. Our -fy prints
+/// the same, and the result is clean for e2fsck -fn and for a second run.
+#[test]
+fn entries_into_unused_inodes_restart_as_e2fsck_does() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("restart-unused");
+    let img = dir.path("img");
+    // 168 inodes per group, three groups.
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024", "-N", "512"],
+        &img,
+        "20M",
+    )
+    .unwrap();
+    let (hi, empty) = (dir.path("hi"), dir.path("empty"));
+    fs::write(&hi, "hi\n").unwrap();
+    fs::write(&empty, "").unwrap();
+    let (hi, empty) = (hi.to_string_lossy(), empty.to_string_lossy());
+    let script = format!(
+        "write {hi} a\nwrite {hi} b\nwrite {empty} c\n\
+         copy_inode <14> <180>\ncopy_inode <14> <181>\nln <180> d\nln <181> e\n\
+         unlink c\nsif <14> links_count 0\n\
+         set_bg 0 free_inodes_count 160\nset_bg 0 itable_unused 157\n\
+         set_bg 0 checksum calc\nset_bg 1 flags 1\nset_bg 1 checksum calc\n"
+    );
+    let cmds = dir.path("cmds");
+    fs::write(&cmds, script).unwrap();
+    run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(&cmds)
+        .arg(&img));
+    same_fy_as_e2fsck(
+        &dir,
+        &img,
+        &[
+            "Entry 'a' in / (2) references inode 12 found in group 0's unused inodes area.",
+            "Entry 'd' in / (2) references inode 180 in group 1 where _INODE_UNINIT is set.",
+            "Entry 'e' in / (2) references inode 181 found in group 1's unused inodes area.",
+            "Restarting e2fsck from the beginning...\nPass 1: Checking inodes, blocks, and sizes",
+        ],
+    );
+}
+
+/// e2fsck -fy on a copy of `img` says each of `said`; our -fy on `img`
+/// prints the same and exits the same, e2fsck -fn finds our result clean
+/// and a second run of ours finds nothing.
+fn same_fy_as_e2fsck(dir: &TempDir, img: &Path, said: &[&str]) {
+    let theirs = dir.path("theirs");
+    fs::copy(img, &theirs).unwrap();
+    let fy = |mut cmd: Command, img: &Path| {
+        let o = run(cmd.arg("-fy").arg(img));
+        let text = String::from_utf8_lossy(&o.stdout).replace(&*img.to_string_lossy(), "IMG");
+        (o.status.code(), text)
+    };
+    let (their_rc, their_text) = fy(Command::new("e2fsck"), &theirs);
+    let mut ours = ext4r();
+    ours.arg("fsck");
+    let (rc, text) = fy(ours, img);
+    for line in said {
+        assert!(their_text.contains(line), "e2fsck said:\n{their_text}");
+    }
+    assert_eq!(
+        text,
+        their_text,
+        "our -fy differs from e2fsck -fy:\n{}",
+        first_diffs(&their_text, &text, 8)
+    );
+    assert_eq!(rc, their_rc, "exit");
+    let (fn_rc, out) = e2fsck_fn(img);
+    assert_eq!(fn_rc, 0, "e2fsck -fn after our repair:\n{out}");
+    let mut again = ext4r();
+    again.arg("fsck");
+    let (rc, out) = fy(again, img);
+    assert_eq!(rc, Some(0), "our second -fy:\n{out}");
+}
+
+/// An inline-data directory without its system.data attribute: e2fsck -fy
+/// truncates it, and the directory, left with nothing, is then a
+/// zero-length directory it clears in the same pass (its name goes in
+/// pass 2). Our -fy says the same.
+#[test]
+fn a_truncated_inline_directory_is_cleared_as_zero_length() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("inline-no-attr");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-O", "inline_data", "-b", "1024"],
+        &img,
+        "8M",
+    )
+    .unwrap();
+    debugfs(&img, "mkdir d");
+    debugfs(&img, "ea_rm d system.data");
+    same_fy_as_e2fsck(
+        &dir,
+        &img,
+        &[
+            "Inode 12 has INLINE_DATA_FL flag but extended attribute not found.  Truncate? yes\n\n\
+             Inode 12 is a zero-length directory.  Clear? yes",
+            "Entry 'd' in / (2) has deleted/unused inode 12.  Clear? yes",
+        ],
+    );
+}
+
+/// Xattr blocks judged bad in e2fsck's words: one without its magic, one
+/// whose entry hash no longer matches its value, one that passes every
+/// check but its checksum. Our -fy says what e2fsck -fy says.
+#[test]
+fn bad_xattr_blocks_are_named_as_e2fsck_names_them() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("xattr-block-words");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024"],
+        &img,
+        "8M",
+    )
+    .unwrap();
+    let (hi, val) = (dir.path("hi"), dir.path("val"));
+    fs::write(&hi, "hi\n").unwrap();
+    // Too big for the inode: the value goes to a block.
+    fs::write(&val, "v".repeat(300)).unwrap();
+    let mut acl = Vec::new();
+    for f in ["a", "b", "c"] {
+        debugfs(&img, &format!("write {} {f}", hi.display()));
+        debugfs(&img, &format!("ea_set -f {} {f} user.big", val.display()));
+        let stat = debugfs_out(&img, &format!("stat {f}"));
+        let blk: u64 = stat
+            .split("File ACL: ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no xattr block for {f}:\n{stat}"));
+        acl.push(blk);
+    }
+    poke(&img, acl[0] * 1024, &[0; 4]); // the magic
+    poke(&img, acl[1] * 1024 + 1023, b"w"); // the value's last byte
+    poke(&img, acl[2] * 1024 + 20, b"x"); // h_reserved: only the checksum
+    same_fy_as_e2fsck(
+        &dir,
+        &img,
+        &[
+            &format!(
+                "Inode 12 has a bad extended attribute block {}.  Clear? yes",
+                acl[0]
+            ),
+            "Extended attribute in inode 13 has a hash (",
+            &format!(
+                "Inode 14 extended attribute block {} passes checks, but checksum does not \
+                 match block.  Fix? yes",
+                acl[2]
+            ),
+        ],
+    );
+}
+
+/// A revoke block whose r_count runs past the block stops e2fsck's journal
+/// recovery with EINVAL, said on stderr ("Invalid argument while
+/// recovering journal of IMG"), and the check goes on. Ours says the same
+/// (under its own name) and prints what e2fsck prints.
+#[test]
+fn a_revoke_block_overflowing_its_count_is_an_invalid_argument() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("revoke-rcount");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024"],
+        &img,
+        "8M",
+    )
+    .unwrap();
+    // One transaction: a revoke block (journal block 1) and its commit.
+    let cmds = dir.path("cmds");
+    fs::write(&cmds, "jo\njw -r 300\njc\n").unwrap();
+    run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(&cmds)
+        .arg(&img));
+    let revoke = debugfs_out(&img, "bmap <8> 1")
+        .trim()
+        .parse::<u64>()
+        .unwrap();
+    // r_count (big-endian, after the 12-byte header): 65535.
+    poke(&img, revoke * 1024 + 12, &[0, 0, 0xff, 0xff]);
+    let theirs = dir.path("theirs");
+    fs::copy(&img, &theirs).unwrap();
+    let e = run(Command::new("e2fsck").arg("-fy").arg(&theirs));
+    let their_err = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        their_err.contains(&format!(
+            "e2fsck: Invalid argument while recovering journal of {}",
+            theirs.display()
+        )),
+        "e2fsck said:\n{their_err}"
+    );
+    let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "fsck.ext4r: Invalid argument while recovering journal of {}",
+            img.display()
+        )),
+        "we said:\n{err}"
+    );
+    let name = |o: &std::process::Output, p: &Path| {
+        String::from_utf8_lossy(&o.stdout).replace(&*p.to_string_lossy(), "IMG")
+    };
+    assert_eq!(name(&o, &img), name(&e, &theirs), "stdout");
+    assert_eq!(o.status.code(), e.status.code(), "exit");
+    let (fn_rc, out) = e2fsck_fn(&img);
+    assert_eq!(fn_rc, 0, "e2fsck -fn after our repair:\n{out}");
+}

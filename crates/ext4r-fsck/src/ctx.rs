@@ -64,6 +64,8 @@ pub(crate) struct XattrBlock {
     /// Found bad (the problem's code): every inode naming it has it
     /// cleared, as e2fsck re-judges it for each.
     pub bad: Option<&'static str>,
+    /// The hash of the entry found bad (e2fsck's `%N` in PR_1_ATTR_HASH).
+    pub bad_hash: u32,
 }
 
 /// Who claims a run of blocks.

@@ -150,19 +150,26 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
 /// the flag or the count and checks again from the start (the entry is
 /// left alone meanwhile); a read-only check reports it. Returns whether a
 /// restart was asked for.
+///
+/// As e2fsck, a repair takes the descriptor as fixed at once: a later entry
+/// into the same group is not reported again (one whose group had
+/// `INODE_UNINIT` may still find itself in the unused tail, the count
+/// being a second fix), and no entry naming an unused inode is cleared
+/// once a restart is due: pass 1 has not read those inodes yet.
 pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -> bool {
     if !c.group_csum() {
-        return false;
+        return c.restart;
     }
     let ipg = c.geo.inodes_per_group;
     let Some(i) = target.checked_sub(1) else {
-        return false;
+        return c.restart;
     };
     let (g, idx) = (i / ipg, i % ipg);
-    let s = c.group_state(g);
+    let mut s = c.group_state(g);
     let name = crate::pathname::safe(name);
     let path = crate::pathname::dir_path(&c.fs, dir);
     let (code, msg, fix) = if s.inode_uninit {
+        s.inode_uninit = false;
         (
             "PR_2_INOREF_BG_INO_UNINIT",
             format!(
@@ -172,6 +179,7 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
             Fix::GroupDescFlags(g, BG_INODE_UNINIT, None),
         )
     } else if idx >= ipg.saturating_sub(s.itable_unused) {
+        s.itable_unused = 0;
         (
             "PR_2_INOREF_IN_UNUSED",
             format!(
@@ -181,10 +189,13 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
             Fix::GroupDescFlags(g, 0, Some(0)),
         )
     } else {
-        return false;
+        return c.restart;
     };
     if c.repairing {
         c.p.error_fix(2, code, msg, fix);
+        if let Some(slot) = c.groups.get_mut(g as usize) {
+            *slot = s;
+        }
         c.restart = true;
         true
     } else {

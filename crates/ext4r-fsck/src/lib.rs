@@ -247,6 +247,10 @@ pub struct Report {
     /// The directories e2fsck would rebuild in its pass 3A after this
     /// check (see the "Pass 3A" heading among the problems).
     pub rehash: Vec<u32>,
+    /// The check stopped to start again from pass 1 (e2fsck's "Restarting
+    /// e2fsck from the beginning..."): the descriptor fixes it found make
+    /// the next check read inodes this one did not.
+    pub restarted: bool,
 }
 
 impl Report {
@@ -379,6 +383,7 @@ pub(crate) fn check_with(
         cancelled: false,
         errors_flagged: sb.s_state.get() & STATE_ERROR != 0,
         rehash: Vec::new(),
+        restarted: false,
     };
     let verdict = if !opts.force && !opts.full && !backup_used {
         clean_verdict(&fs, opts.now, opts.repairing)
@@ -509,10 +514,14 @@ pub(crate) fn check_with(
             });
             emit.next = shown;
             emit.held.clear();
+            emit.flush(&c, pass, obs);
+            // e2fsck says so once the pass that asked for it is over, and
+            // then runs (and heads) every pass again.
             c.notes
-                .push("Restarting the check from the beginning...".into());
+                .push("Restarting e2fsck from the beginning...".into());
             emit.flush(&c, pass, obs);
             obs.pass_finished(pass, took);
+            report.restarted = true;
             break;
         }
         emit.flush(&c, pass, obs);

@@ -58,6 +58,10 @@ pub struct JournalRecovered {
     /// replay stopped (e2fsck's `j_failed_commit`, said when the recovery
     /// itself succeeded).
     pub failed_commit: Option<u32>,
+    /// The revoke pass met a revoke block whose `r_count` runs past the
+    /// block: recovery stopped there, where e2fsck's stops with EINVAL
+    /// (its only one), said as "Invalid argument while recovering journal".
+    pub invalid_argument: bool,
 }
 
 impl JournalRecovered {
@@ -75,6 +79,16 @@ impl JournalRecovered {
             fast_commit_records: r.fast_commit_applied,
             problem: r.problem.as_ref().map(|e| ext4r::error::chain(e)),
             failed_commit: r.failed_commit.filter(|_| r.problem.is_none()),
+            invalid_argument: matches!(
+                &r.problem,
+                Some(ext4r::error::Error::Corrupt {
+                    source: ext4r_format::FormatError::Invalid {
+                        what: "r_count",
+                        ..
+                    },
+                    ..
+                })
+            ),
         }
     }
 }

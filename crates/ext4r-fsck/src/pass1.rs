@@ -675,6 +675,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     if flags.contains(InodeFlags::ENCRYPT) && !crate::pass1_rules::encryption_context(c, ino) {
         return;
     }
+    let mut truncated_dir = false;
     if flags.contains(InodeFlags::INLINE_DATA)
         && c.sb.has_incompat(Incompat::INLINE_DATA)
         && ino >= first_ino
@@ -688,6 +689,13 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
             Fix::InlineTruncate(ino),
         );
+        // A repair goes on with what the truncation leaves: no data, no
+        // flag and no block pointers. A directory so emptied is e2fsck's
+        // zero-length directory (said after the extra-size check, in its
+        // check_blocks).
+        if c.repairing && kind == FileKind::Directory {
+            truncated_dir = true;
+        }
     }
     // After the format flags, as e2fsck's check_inode_extra_space.
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
@@ -865,7 +873,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         c.large_files += 1;
     }
     if kind == FileKind::Directory
-        && !flags.contains(InodeFlags::INLINE_DATA)
+        && (truncated_dir || !flags.contains(InodeFlags::INLINE_DATA))
         && map.blocks + ea_blocks == 0
     {
         // As e2fsck: nothing to keep, so the inode goes (and the names of

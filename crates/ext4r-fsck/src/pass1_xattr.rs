@@ -204,7 +204,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                 );
             } else if let Some((code, msg)) = ibody_scan(ino, area) {
                 c.p.error_fix(1, code, msg, crate::fix::Fix::ClearIbodyXattrs(ino));
-            } else if let Some((code, why)) = bad_entries(&entries, true) {
+            } else if let Some((code, why, _)) = bad_entries(&entries, true) {
                 c.p.error_fix(
                     1,
                     code,
@@ -263,13 +263,10 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
     if let Some(x) = c.xattr_blocks.get_mut(&blk) {
         x.counted += 1;
         if let Some(code) = x.bad {
-            // Judged bad for an earlier inode: cleared here too.
-            c.p.error_fix(
-                1,
-                code,
-                format!("Inode {ino} has a bad extended attribute block {blk}."),
-                Fix::InodeClearFileAcl(ino),
-            );
+            // Judged bad for an earlier inode: judged again (e2fsck marks
+            // only good blocks seen), and cleared here too.
+            let msg = bad_block_message(code, ino, blk, x.bad_hash);
+            c.p.error_fix(1, code, msg, Fix::InodeClearFileAcl(ino));
             return (0, false);
         }
         return (u64::from(x.valid), false);
@@ -287,22 +284,19 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
         // block, more than one block, or entries that overlap.
         let magic = buf[..4] == ext4r_format::xattr::XATTR_MAGIC.to_le_bytes();
         let h_blocks = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
-        let (code, what) = if read.is_err() {
-            ("PR_1_READ_EA_BLOCK", "cannot be read")
+        let code = if read.is_err() {
+            "PR_1_READ_EA_BLOCK"
         } else if !magic {
-            ("PR_1_BAD_EA_BLOCK", "is not an extended attribute block")
+            "PR_1_BAD_EA_BLOCK"
         } else if h_blocks != 1 {
-            ("PR_1_EA_MULTI_BLOCK", "has h_blocks > 1")
+            "PR_1_EA_MULTI_BLOCK"
         } else {
-            (
-                "PR_1_EA_ALLOC_COLLISION",
-                "is corrupt (allocation collision)",
-            )
+            "PR_1_EA_ALLOC_COLLISION"
         };
         c.p.error_fix(
             1,
             code,
-            format!("Inode {ino}: extended attribute block {blk} {what}."),
+            bad_block_message(code, ino, blk, 0),
             crate::fix::Fix::InodeClearFileAcl(ino),
         );
         c.xattr_blocks.insert(
@@ -312,11 +306,13 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                 counted: 1,
                 valid: false,
                 bad: Some(code),
+                bad_hash: 0,
             },
         );
         return (0, false);
     };
     let mut bad = None;
+    let mut bad_hash = 0;
     if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
         if found.2.is_none() {
             bad = Some(found.0);
@@ -332,14 +328,15 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
             crate::fix::Fix::InodeClearFileAcl(ino),
         );
         bad = Some("PR_1_ATTR_HASH");
-    } else if let Some((code, why)) = bad_entries(&entries, false) {
+    } else if let Some((code, _, stored)) = bad_entries(&entries, false) {
         c.p.error_fix(
             1,
             code,
-            format!("Extended attribute in inode {ino} (block {blk}) is invalid: {why}."),
+            bad_block_message(code, ino, blk, stored),
             crate::fix::Fix::InodeClearFileAcl(ino),
         );
         bad = Some(code);
+        bad_hash = stored;
     }
     if bad.is_none()
         && c.csum()
@@ -351,7 +348,8 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
             1,
             "PR_1_EA_BLOCK_ONLY_CSUM_INVALID",
             format!(
-                "Extended attribute block {blk} passes checks, but checksum does not match block."
+                "Inode {ino} extended attribute block {blk} passes checks, but checksum does \
+                 not match block."
             ),
             Fix::XattrBlockChecksum(blk),
         );
@@ -363,6 +361,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
             counted: 1,
             valid: bad.is_none(),
             bad,
+            bad_hash,
         },
     );
     if bad.is_some() {
@@ -568,9 +567,32 @@ fn restampable(entries: &XattrEntries<'_>) -> Option<Vec<Restamp>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// e2fsck's words for an xattr block judged bad (`hash`: the bad entry's
+/// stored hash, for PR_1_ATTR_HASH).
+fn bad_block_message(code: &str, ino: u32, blk: u64, hash: u32) -> String {
+    match code {
+        "PR_1_READ_EA_BLOCK" => {
+            format!("Error reading extended attribute block {blk} for inode {ino}.")
+        }
+        "PR_1_EA_MULTI_BLOCK" => format!("Extended attribute block {blk} has h_blocks > 1."),
+        "PR_1_EA_ALLOC_COLLISION" => {
+            format!("Extended attribute block {blk} is corrupt (allocation collision).")
+        }
+        "PR_1_EA_BAD_NAME" => format!("Extended attribute block {blk} is corrupt (invalid name)."),
+        "PR_1_EA_BAD_VALUE" => {
+            format!("Extended attribute block {blk} is corrupt (invalid value).")
+        }
+        "PR_1_ATTR_HASH" => {
+            format!("Extended attribute in inode {ino} has a hash ({hash}) which is invalid")
+        }
+        _ => format!("Inode {ino} has a bad extended attribute block {blk}."),
+    }
+}
+
 /// Entries that fail to parse or whose stored hash matches neither hash
-/// variant (`zero_ok`: in the inode, where 0 means "not computed").
-fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static str, String)> {
+/// variant (`in_inode`: in the inode, where 0 means "not computed"): the
+/// first one's code, our words for it, and its stored hash.
+fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static str, String, u32)> {
     for e in entries.iter() {
         let e = match e {
             Ok(e) => e,
@@ -583,7 +605,7 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static s
                     (false, true) => "PR_1_EA_BAD_NAME",
                     (false, false) => "PR_1_EA_BAD_VALUE",
                 };
-                return Some((code, why));
+                return Some((code, why, 0));
             }
         };
         // A block entry with no name index (e2fsck's ext_attr_ver 2, the
@@ -592,6 +614,7 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static s
             return Some((
                 "PR_1_EA_BAD_NAME",
                 format!("entry at offset {} has no name index", e.offset),
+                0,
             ));
         }
         let stored = e.entry.e_hash.get();
@@ -604,6 +627,7 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static s
                 return Some((
                     "PR_1_ATTR_HASH",
                     format!("hash of entry at offset {} does not match", e.offset),
+                    stored,
                 ));
             }
         }

@@ -395,12 +395,14 @@ fn run(
             scheduled.extend(&report.rehash);
             // A round that hid quota inodes stopped before pass 1, as
             // e2fsck hides them before it reads anything: the passes'
-            // headings come with the next.
-            first_round = report
-                .problems
-                .list()
-                .iter()
-                .any(|p| p.code == "PR_0_HIDE_QUOTA");
+            // headings come with the next. After a restart e2fsck heads
+            // every pass again.
+            first_round = report.restarted
+                || report
+                    .problems
+                    .list()
+                    .iter()
+                    .any(|p| p.code == "PR_0_HIDE_QUOTA");
             if report.fatal.is_some() {
                 break;
             }
@@ -636,7 +638,10 @@ impl Observer for Live<'_, '_> {
     fn note(&mut self, note: &str) {
         // The quota comparison waits for the round without other fixes;
         // its warnings go with its question, whichever round that is.
-        if self.headings || note.starts_with("[QUOTA WARNING]") {
+        if self.headings
+            || note.starts_with("[QUOTA WARNING]")
+            || note.starts_with("Restarting e2fsck")
+        {
             self.inner.note(note);
         }
     }

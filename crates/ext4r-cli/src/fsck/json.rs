@@ -127,6 +127,7 @@ mod tests {
             cancelled: false,
             errors_flagged: false,
             rehash: Vec::new(),
+            restarted: false,
         };
         let v: serde_json::Value = serde_json::from_str(&render("/dev/x", &r, 4, 0.5)).unwrap();
         assert_eq!(v["device"], "/dev/x");

@@ -308,6 +308,13 @@ impl Observer for Printer {
     fn journal_recovered(&mut self, j: &JournalRecovered) {
         // Where e2fsck says it: before the passes.
         self.say(&format!("{}: recovering journal\n", self.dev));
+        if j.invalid_argument {
+            // e2fsck's com_err for the EINVAL its recovery returned.
+            eprintln!(
+                "fsck.ext4r: Invalid argument while recovering journal of {}",
+                self.dev
+            );
+        }
         // e2fsck's PR_0_JNL_TXN_CORRUPT.
         if let Some(t) = j.failed_commit {
             self.say(&format!(
