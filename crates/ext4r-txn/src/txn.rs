@@ -803,11 +803,17 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             self.vm().checkpoint()?;
         }
         let mut plan = self.assemble_blocks()?;
+        // A grow's new groups are all written (their descriptors at least).
+        let grown = match self.reshaped.as_deref() {
+            Some(r) => r.geo.group_count..self.v().geo.group_count,
+            None => 0..0,
+        };
         let groups: BTreeSet<u32> = self
             .snapshots
             .keys()
             .chain(self.flushed_groups.iter())
             .copied()
+            .chain(grown)
             .collect();
         self.assemble_bitmaps(&groups, &mut plan)?;
         self.assemble_descs(&groups, &mut plan)?;

@@ -22,6 +22,7 @@ use crate::volume::Volume;
 use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::superblock::Superblock;
 use std::borrow::BorrowMut;
+use std::collections::BTreeSet;
 
 impl<V: BorrowMut<Volume>> Transaction<V> {
     /// Gives the filesystem the geometry of `sb` (its block count, and
@@ -60,7 +61,11 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
                 && old_geo.group_first_block(g) == geo.group_first_block(g)
                 && old_geo.group_blocks(g) == geo.group_blocks(g)
         };
-        for g in 0..geo.group_count {
+        // The old groups touched, and the last one when its length
+        // changed; new groups are written at the commit as a range (a
+        // snapshot each would cost memory for nothing: abandoning a
+        // reshape puts the whole old table back).
+        for g in 0..geo.group_count.min(old_geo.group_count) {
             if old_snapshots.contains_key(&g) || !same(g) {
                 self.touch(g)?;
             }
@@ -75,6 +80,58 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         }));
         self.sb = sb;
         self.sb_dirty = true;
+        Ok(())
+    }
+
+    /// During a grow, before the transaction changes anything the old
+    /// filesystem holds: writes the bitmaps set so far for groups past the
+    /// old end, and the ranges zeroed there, in place, and drops them from
+    /// memory, so that a grow by a hundred thousand groups holds a batch
+    /// at a time. Nothing the old filesystem refers to is written: the
+    /// descriptors and the superblock that make the new groups part of the
+    /// filesystem wait for the commit, and a power cut before it leaves the
+    /// old filesystem as it was.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] without an uncommitted grow, under a
+    /// savepoint, or when anything gathered lies before the old end;
+    /// I/O errors.
+    pub fn flush_grown(&mut self) -> Result<()> {
+        let (outside, first_new) = match self.reshaped.as_deref() {
+            Some(r) if r.geo.group_count < self.v().geo.group_count => {
+                (r.outside, r.geo.group_count)
+            }
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "writing new groups ahead needs an uncommitted grow".into(),
+                ))
+            }
+        };
+        let inside = self
+            .blocks
+            .keys()
+            .chain(self.data.keys())
+            .any(|&b| b < outside)
+            || self.zeroes.iter().any(|&(s, _)| s < outside)
+            || !self.inodes.is_empty()
+            || !self.freed.is_empty();
+        if self.undo.is_some() || inside {
+            return Err(Error::InvalidArgument(
+                "only what lies past the old end is written ahead of a grow".into(),
+            ));
+        }
+        let groups: BTreeSet<u32> = self.snapshots.range(first_new..).map(|(&g, _)| g).collect();
+        let mut plan = self.assemble_blocks()?;
+        self.assemble_bitmaps(&groups, &mut plan)?;
+        if plan.is_empty() && self.zeroes.is_empty() {
+            return Ok(());
+        }
+        self.vm().changed = true;
+        self.write_in_place(&plan)?;
+        for g in groups {
+            self.vm().groups.forget_maps(g);
+            self.snapshots.remove(&g);
+        }
         Ok(())
     }
 

@@ -12,6 +12,7 @@ use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_I
 use ext4r_txn::bitmap::Bitmap;
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
+use std::collections::BTreeMap;
 
 /// Where a new group's bitmaps and inode table go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,18 +116,37 @@ pub(crate) fn mark(geo: &Geometry, g: u32, m: &mut Bitmap, start: u64, end: u64,
     m.set_range(c0, c1 - c0 + 1, used);
 }
 
-/// The new groups' descriptors and the bitmaps that must be written
-/// (groups that hold tables, the last group, and every group of a
-/// filesystem without uninit_bg).
+/// The new groups' descriptors, and which of them need a block bitmap
+/// written (groups that hold tables, the last group, and every group of a
+/// filesystem without uninit_bg): those bitmaps are made again, a batch at
+/// a time, by [`NewGroups::block_map`] when they are written, so that a
+/// grow by a hundred thousand groups never holds them all.
 pub(crate) struct NewGroups {
     pub descs: Vec<GroupDesc>,
-    pub block_maps: Vec<(u32, Bitmap)>,
+    pub explicit: Vec<u32>,
     pub tables: Vec<Tables>,
+    /// The table blocks each group holds, as ranges.
+    holds: BTreeMap<u32, Vec<(u64, u64)>>,
 }
 
-/// Descriptors and bitmaps of groups `shape.old.group_count..` with their
-/// tables at `tables`. `csum`: uninit_bg or metadata_csum (groups may be
-/// left uninitialised); `zeroed`: their inode tables are zeroed.
+impl NewGroups {
+    /// Group `g`'s block bitmap: its superblock copy and descriptor
+    /// table, and the new tables it holds.
+    pub(crate) fn block_map(&self, geo: &Geometry, g: u32) -> Bitmap {
+        let mut m = Bitmap::new(clusters_in(geo, g), geo.block_size);
+        for (s, e) in super_ranges(geo, g) {
+            mark(geo, g, &mut m, s, e, true);
+        }
+        for &(s, e) in self.holds.get(&g).into_iter().flatten() {
+            mark(geo, g, &mut m, s, e, true);
+        }
+        m
+    }
+}
+
+/// Descriptors of groups `shape.old.group_count..` with their tables at
+/// `tables`. `csum`: uninit_bg or metadata_csum (groups may be left
+/// uninitialised); `zeroed`: their inode tables are zeroed.
 pub(crate) fn new_groups(
     shape: &Shape,
     tables: Vec<Tables>,
@@ -136,10 +156,8 @@ pub(crate) fn new_groups(
     let geo = &shape.geo;
     let from = shape.old.group_count;
     let itb = u64::from(geo.inode_blocks_per_group());
-    let wide = geo.desc_size >= 64;
-    let _ = wide;
     // Groups whose blocks hold some table.
-    let mut holds: std::collections::BTreeMap<u32, Vec<(u64, u64)>> = Default::default();
+    let mut holds: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
     for t in &tables {
         for (s, n) in [
             (t.block_bitmap, 1),
@@ -150,24 +168,26 @@ pub(crate) fn new_groups(
             while b < s + n {
                 let g = geo.group_of_block(b);
                 let e = (geo.group_last_block(g) + 1).min(s + n);
-                holds.entry(g).or_default().push((b, e));
+                // Tables are placed back to back: one range each run.
+                let ranges = holds.entry(g).or_default();
+                match ranges.last_mut() {
+                    Some(last) if last.1 == b => last.1 = e,
+                    _ => ranges.push((b, e)),
+                }
                 b = e;
             }
         }
     }
-    let mut descs = Vec::with_capacity(tables.len());
-    let mut block_maps = Vec::new();
+    let mut out = NewGroups {
+        descs: Vec::with_capacity(tables.len()),
+        explicit: Vec::new(),
+        tables: Vec::new(),
+        holds,
+    };
     let last = geo.group_count - 1;
     for (k, t) in tables.iter().enumerate() {
         let g = from + k as u32;
-        let mut m = Bitmap::new(clusters_in(geo, g), geo.block_size);
-        for (s, e) in super_ranges(geo, g) {
-            mark(geo, g, &mut m, s, e, true);
-        }
-        let held = holds.get(&g);
-        for &(s, e) in held.into_iter().flatten() {
-            mark(geo, g, &mut m, s, e, true);
-        }
+        let m = out.block_map(geo, g);
         let used = m.count_set(0, m.len());
         let mut d = GroupDesc::zeroed();
         d.set_locations(t.block_bitmap, t.inode_bitmap, t.inode_table);
@@ -182,51 +202,58 @@ pub(crate) fn new_groups(
             }
             d.set_itable_unused(geo.inodes_per_group);
         }
-        let explicit = !csum || held.is_some() || g == last;
+        let explicit = !csum || out.holds.contains_key(&g) || g == last;
         if explicit {
-            block_maps.push((g, m));
+            out.explicit.push(g);
         } else {
             flags |= BG_BLOCK_UNINIT;
         }
         d.set_flags(flags);
-        descs.push(d);
+        out.descs.push(d);
     }
-    NewGroups {
-        descs,
-        block_maps,
-        tables,
-    }
+    out.tables = tables;
+    out
 }
+
+/// New groups whose bitmaps and zeroed tables are gathered before they
+/// are written ahead of the commit: about 32 MiB of 4 KiB bitmaps.
+const GROUPS_PER_BATCH: usize = 4096;
 
 /// Grows the filesystem on `vol` to `shape` in one transaction (see the
 /// protocol in the [module docs](super)).
 pub(crate) fn grow(vol: &mut Volume, shape: &Shape, zero_itables: bool) -> Result<()> {
     let csum = vol.groups().gdt_csum();
     let zeroed = zero_itables || !csum;
-    let tables = place_tables(&shape.geo, shape.old.group_count)?;
-    let fresh = new_groups(shape, tables, csum, zeroed);
+    let geo = &shape.geo;
+    let from = shape.old.group_count;
+    let tables = place_tables(geo, from)?;
+    let mut fresh = new_groups(shape, tables, csum, zeroed);
     let mut t = vol.begin();
     let rec = Reconcile::prepare(&t, shape)?;
     let mut descs = t.groups().descs().to_vec();
-    descs.extend_from_slice(&fresh.descs);
+    descs.append(&mut fresh.descs);
     t.reshape(shape.sb.clone(), descs)?;
-    rec.apply(&mut t, shape)?;
-    for (g, m) in fresh.block_maps {
-        t.set_block_map(g, m)?;
-    }
-    let itb = u64::from(shape.geo.inode_blocks_per_group());
-    for (k, tb) in fresh.tables.iter().enumerate() {
-        let g = shape.old.group_count + k as u32;
+    // First the new groups, which nothing on disk refers to yet: their
+    // bitmaps and inode tables go ahead of the commit, a batch at a time,
+    // before anything the old filesystem holds changes.
+    let itb = u64::from(geo.inode_blocks_per_group());
+    for (n, (k, tb)) in fresh.tables.iter().enumerate().enumerate() {
+        let g = from + k as u32;
+        if fresh.explicit.binary_search(&g).is_ok() {
+            t.set_block_map(g, fresh.block_map(geo, g))?;
+        }
         if !csum {
-            t.set_inode_map(
-                g,
-                Bitmap::new(shape.geo.inodes_per_group, shape.geo.block_size),
-            )?;
+            t.set_inode_map(g, Bitmap::new(geo.inodes_per_group, geo.block_size))?;
         }
         if zeroed {
             t.zero_blocks(tb.inode_table, itb)?;
         }
+        if (n + 1) % GROUPS_PER_BATCH == 0 {
+            t.flush_grown()?;
+        }
     }
+    t.flush_grown()?;
+    rec.apply(&mut t, shape)?;
     switch::resize_inode(&mut t, shape)?;
     switch::recount(&mut t)?;
     commit(&mut t)?;
