@@ -9,6 +9,7 @@ pub mod fs;
 pub use ext4r_txn::journal;
 pub mod localtime;
 pub mod mkfs;
+mod object;
 pub use ext4r_txn::mmp;
 pub mod populate;
 pub use ext4r_format::quota;

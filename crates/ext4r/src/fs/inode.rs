@@ -10,26 +10,7 @@ use super::dir::FileKind;
 use super::Filesystem;
 use crate::error::{Error, Result};
 
-/// An inode as loaded: its number, the decoded fixed part and the whole
-/// on-disk record (the in-inode xattrs live past the fixed part).
-#[derive(Clone)]
-pub struct InodeInfo {
-    /// The inode number.
-    pub ino: InodeNr,
-    /// The decoded inode.
-    pub inode: Inode,
-    /// The on-disk record, `s_inode_size` bytes.
-    pub record: Vec<u8>,
-}
-
-impl core::fmt::Debug for InodeInfo {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("InodeInfo")
-            .field("ino", &self.ino.0)
-            .field("inode", &self.inode)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::object::InodeInfo;
 
 /// What `stat` would say about an inode.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -330,6 +330,20 @@ impl Filesystem {
     }
 }
 
+impl crate::object::Source for Filesystem {
+    fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    fn inode(&self, ino: ext4r_format::InodeNr) -> Result<InodeInfo> {
+        Filesystem::inode(self, ino)
+    }
+
+    fn read_run(&self, first: u64, buf: &mut [u8], what: &str) -> Result<()> {
+        self.read_blocks(first, buf, what)
+    }
+}
+
 impl BlockSource for Filesystem {
     fn block_size(&self) -> u32 {
         self.geo.block_size

@@ -93,7 +93,6 @@ pub(crate) struct Shape {
     pub huge_file: bool,
     pub dir_nlink: bool,
     pub largedir: bool,
-    pub hash_seed: [u32; 4],
     pub hash_version: u8,
     pub hash_unsigned: bool,
     pub encrypt: bool,
@@ -118,7 +117,6 @@ fn shape_of(vol: &Volume) -> Shape {
         huge_file: sb.has_ro_compat(RoCompat::HUGE_FILE),
         dir_nlink: sb.has_ro_compat(RoCompat::DIR_NLINK),
         largedir: sb.has_incompat(Incompat::LARGEDIR),
-        hash_seed: sb.hash_seed(),
         hash_version: sb.s_def_hash_version,
         hash_unsigned: sb.s_flags.get() & 0x2 != 0,
         encrypt: sb.has_incompat(Incompat::ENCRYPT),
@@ -350,7 +348,7 @@ impl WriteFs {
     /// [`Error::NotFound`], [`Error::NotADirectory`], read errors.
     pub fn lookup_path(&self, path: impl AsRef<Path>) -> Result<u32> {
         use std::os::unix::ffi::OsStrExt;
-        dir::resolve(&self.txn, &self.shape, path.as_ref().as_os_str().as_bytes())
+        dir::resolve(&self.txn, path.as_ref().as_os_str().as_bytes())
     }
 }
 
