@@ -15,6 +15,7 @@ pub mod populate;
 pub use ext4r_format::quota;
 pub mod resize;
 pub mod safety;
+pub mod support;
 pub mod tune;
 pub mod write;
 

@@ -48,22 +48,6 @@ pub use file::FileReader;
 pub use inode::{InodeInfo, Metadata};
 pub use xattr::Xattr;
 
-/// Incompatible features the reader understands. `RECOVER` is handled by
-/// replaying the journal in memory; the rest change how bytes are laid out
-/// and are all decoded here.
-const READ_INCOMPAT: Incompat = Incompat::FILETYPE
-    .union(Incompat::RECOVER)
-    .union(Incompat::META_BG)
-    .union(Incompat::EXTENTS)
-    .union(Incompat::BIT64)
-    .union(Incompat::MMP)
-    .union(Incompat::FLEX_BG)
-    .union(Incompat::EA_INODE)
-    .union(Incompat::CSUM_SEED)
-    .union(Incompat::LARGEDIR)
-    .union(Incompat::INLINE_DATA)
-    .union(Incompat::CASEFOLD);
-
 /// How to open a filesystem.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -406,7 +390,7 @@ fn parse_sb(buf: &[u8], location: &str) -> Result<Superblock> {
 }
 
 fn check_features(sb: &Superblock, allow_encrypted: bool) -> Result<()> {
-    let mut known = READ_INCOMPAT;
+    let mut known = crate::support::incompat(crate::support::Access::Read);
     if allow_encrypted {
         known |= Incompat::ENCRYPT;
     }

@@ -352,21 +352,9 @@ impl WriteFs {
     }
 }
 
-/// The incompatible features every writer through the write layer keeps
-/// right (the write API, offline defragmentation, resize): the one table
-/// they check a filesystem against before changing it.
-pub const WRITABLE_INCOMPAT: Incompat = Incompat::FILETYPE
-    .union(Incompat::RECOVER)
-    .union(Incompat::META_BG)
-    .union(Incompat::EXTENTS)
-    .union(Incompat::BIT64)
-    .union(Incompat::FLEX_BG)
-    .union(Incompat::CSUM_SEED)
-    .union(Incompat::LARGEDIR)
-    .union(Incompat::INLINE_DATA)
-    .union(Incompat::EA_INODE)
-    .union(Incompat::ENCRYPT)
-    .union(Incompat::CASEFOLD);
+/// The incompatible features the write API keeps right: its row of the
+/// one feature table ([`crate::support`]).
+pub const WRITABLE_INCOMPAT: Incompat = crate::support::incompat(crate::support::Access::Write);
 
 /// Refuses what this version cannot change safely.
 fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
@@ -384,18 +372,7 @@ fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
                 .into(),
         ));
     }
-    let ro_known = RoCompat::SPARSE_SUPER
-        | RoCompat::LARGE_FILE
-        | RoCompat::HUGE_FILE
-        | RoCompat::GDT_CSUM
-        | RoCompat::DIR_NLINK
-        | RoCompat::EXTRA_ISIZE
-        | RoCompat::METADATA_CSUM
-        | RoCompat::BIGALLOC
-        | RoCompat::ORPHAN_PRESENT
-        // Verity files are refused for data changes (file.rs); deleting
-        // one frees its Merkle tree with its blocks.
-        | RoCompat::VERITY;
+    let ro_known = crate::support::ro_compat(crate::support::Access::Write);
     let ro_unknown = RoCompat::from_bits_retain(sb.s_feature_ro_compat.get()) - ro_known;
     if !ro_unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, 0, ro_unknown.bits()).names();
