@@ -13,8 +13,8 @@ use ext4r_format::superblock::Superblock;
 use ext4r_txn::csum::BlockKind;
 use zerocopy::FromBytes;
 
-use super::dir::{kind_of, untiled, DirMap};
-use super::{meta_block, InodeInfo, Source};
+use super::dirblock::{kind_of, untiled, DirMap};
+use super::source::{meta_block, InodeInfo, Source};
 use crate::error::{Error, Result};
 
 /// What hashing a name into an index needs from the superblock.

@@ -7,9 +7,9 @@ use ext4r_format::inode::I_BLOCK_SIZE;
 use ext4r_format::FormatError;
 use ext4r_txn::error::Location;
 
-use super::dir::Entry;
-use super::xattr::{in_inode, RawVal};
-use super::InodeInfo;
+use super::dirblock::{parse_records, Entry};
+use super::source::InodeInfo;
+use super::xattr_raw::{in_inode, RawVal};
 use crate::error::{Error, Result};
 
 fn corrupt(ino: u32, what: String) -> Error {
@@ -77,7 +77,7 @@ pub(crate) fn dir(info: &InodeInfo, bs: u32, max_ino: u32) -> Result<(u32, Vec<E
     let mut out = Vec::new();
     let split = data.len().min(I_BLOCK_SIZE);
     for part in [&data[4..split], &data[split..]] {
-        super::dir::parse_records(part, bs, &place, max_ino, &mut out)?;
+        parse_records(part, bs, &place, max_ino, &mut out)?;
     }
     Ok((parent, out))
 }

@@ -5,7 +5,9 @@ use ext4r_format::inode::ino;
 use ext4r_format::{FormatError, InodeNr};
 use ext4r_txn::error::Location;
 
-use super::{dir, read_small, InodeInfo, Source};
+use super::data::read_small;
+use super::dir;
+use super::source::{InodeInfo, Source};
 use crate::error::{Error, Result};
 
 /// Symlinks followed in one lookup before giving up (the kernel's

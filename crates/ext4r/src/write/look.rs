@@ -6,7 +6,7 @@
 use super::dir;
 use super::WriteFs;
 use crate::error::Result;
-use crate::fs::DirEntryInfo;
+use crate::object::dir::DirEntryInfo;
 use crate::object::{self, Source};
 use ext4r_format::inode::Inode;
 use ext4r_format::InodeNr;
