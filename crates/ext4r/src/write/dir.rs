@@ -34,7 +34,7 @@ pub(crate) fn blocks(t: &Transaction<Volume>, ino: u32, inode: &Inode) -> Result
 pub(crate) fn info_of(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Result<InodeInfo> {
     Ok(InodeInfo {
         ino: InodeNr(ino),
-        inode: i.clone(),
+        inode: *i,
         record: t.read_inode(ino)?,
     })
 }
