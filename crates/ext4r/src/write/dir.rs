@@ -3,7 +3,7 @@
 //! block by block; indexed ones (htree) through their index (see
 //! [`super::htree`]).
 
-use super::{htree, Shape, WriteFs, ROOT_INO};
+use super::{htree, WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
 use ext4r_format::dir::leaf::{self, Rec};
 use ext4r_format::inode::{Inode, InodeFlags};
@@ -73,12 +73,7 @@ pub(crate) fn block_records(b: &[u8], dir: u32, nr: u64) -> Result<Vec<Rec>> {
 
 /// `name`'s inode and file type in directory `dir` (one whose names this
 /// layer can match: see [`names_readable`]).
-pub(crate) fn lookup(
-    t: &Transaction<Volume>,
-    _sh: &Shape,
-    dir: u32,
-    name: &[u8],
-) -> Result<Option<(u32, u8)>> {
+pub(crate) fn lookup(t: &Transaction<Volume>, dir: u32, name: &[u8]) -> Result<Option<(u32, u8)>> {
     let info = dir_info(t, dir)?;
     names_readable(&info)?;
     object::dir::lookup(t, &info, name)
@@ -91,7 +86,7 @@ pub(crate) fn lookup(
 /// # Errors
 /// [`Error::Corrupt`] when block 0 does not open with `.` and `..`,
 /// [`Error::NotADirectory`], read errors.
-pub(crate) fn parent(t: &Transaction<Volume>, _sh: &Shape, dir: u32) -> Result<u32> {
+pub(crate) fn parent(t: &Transaction<Volume>, dir: u32) -> Result<u32> {
     let info = dir_info(t, dir)?;
     object::dir::dot_entry(t, &info, b"..").map(|(ino, _)| ino)
 }

@@ -257,7 +257,7 @@ impl WriteFs {
         let [(0, b0)] = list[..] else {
             return Ok(());
         };
-        let parent = super::dir::parent(&self.txn, &sh, dir)?;
+        let parent = super::dir::parent(&self.txn, dir)?;
         let recs = block_records(&super::dir::dir_block(&self.txn, dir, &inode, b0)?, dir, b0)?;
         let others: Vec<Rec> = recs
             .into_iter()

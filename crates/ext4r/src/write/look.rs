@@ -26,7 +26,7 @@ impl WriteFs {
     /// # Errors
     /// [`crate::Error::NotADirectory`] when `dir` is not one, read errors.
     pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
-        Ok(dir::lookup(&self.txn, &self.shape, dir, name)?.map(|(ino, _)| ino))
+        Ok(dir::lookup(&self.txn, dir, name)?.map(|(ino, _)| ino))
     }
 
     /// The entries of directory `dir` in on-disk order, `.` and `..`
