@@ -63,9 +63,11 @@ pub(crate) fn entries(src: &(impl Source + ?Sized), dir: &InodeInfo) -> Result<V
     }
     let mut out = Vec::new();
     for_each_block(src, dir, |nr, b| {
-        let place = Location::inode(dir.ino.0)
-            .of("directory block")
-            .at_block(nr);
+        let place = || {
+            Location::inode(dir.ino.0)
+                .of("directory block")
+                .at_block(nr)
+        };
         parse_records(b, bs, &place, max_ino, &mut out)?;
         Ok(None::<()>)
     })?;

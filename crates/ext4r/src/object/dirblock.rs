@@ -176,18 +176,18 @@ pub(crate) fn untiled(dir: u32, nr: u64) -> Error {
 pub(crate) fn parse_records(
     buf: &[u8],
     bs: u32,
-    place: &Location,
+    place: &dyn Fn() -> Location,
     max_ino: u32,
     out: &mut Vec<Entry>,
 ) -> Result<()> {
     for e in DirBlockIter::with_block_size(buf, bs) {
-        let e = e.map_err(|e| Error::corrupt(place.clone(), e.into()))?;
+        let e = e.map_err(|e| Error::corrupt(place(), e.into()))?;
         if e.inode.0 == 0 {
             continue;
         }
         if e.inode.0 > max_ino {
             return Err(Error::corrupt(
-                place.clone().at_offset(e.offset as u64),
+                place().at_offset(e.offset as u64),
                 FormatError::invalid("directory entry", format!("inode {}", e.inode.0)),
             ));
         }

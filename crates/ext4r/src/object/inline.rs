@@ -73,7 +73,7 @@ pub(crate) fn dir(info: &InodeInfo, bs: u32, max_ino: u32) -> Result<(u32, Vec<E
     let parent = ext4r_format::dir::inline_dir_parent(&data)
         .ok_or_else(|| corrupt(info.ino.0, "inline directory too short".into()))?
         .0;
-    let place = Location::inode(info.ino.0).of("inline directory");
+    let place = || Location::inode(info.ino.0).of("inline directory");
     let mut out = Vec::new();
     let split = data.len().min(I_BLOCK_SIZE);
     for part in [&data[4..split], &data[split..]] {

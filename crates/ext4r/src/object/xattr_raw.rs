@@ -58,11 +58,11 @@ pub(crate) struct Block {
     pub attrs: Vec<RawAttr>,
 }
 
-fn corrupt(place: &Location, e: FormatError) -> Error {
-    Error::corrupt(place.clone(), e)
+fn corrupt(place: &dyn Fn() -> Location, e: FormatError) -> Error {
+    Error::corrupt(place(), e)
 }
 
-fn collect(es: &XattrEntries<'_>, place: &Location) -> Result<Vec<RawAttr>> {
+fn collect(es: &XattrEntries<'_>, place: &dyn Fn() -> Location) -> Result<Vec<RawAttr>> {
     let mut out = Vec::new();
     for e in es.iter() {
         let e = e.map_err(|e| corrupt(place, e))?;
@@ -92,7 +92,7 @@ pub(crate) fn in_inode(info: &InodeInfo) -> Result<Vec<RawAttr>> {
 /// # Errors
 /// As [`in_inode`].
 pub(crate) fn in_record(ino: u32, record: &[u8]) -> Result<Vec<RawAttr>> {
-    let place = Location::inode(ino).of("in-inode xattrs");
+    let place = || Location::inode(ino).of("in-inode xattrs");
     match parse_xattr_ibody(record).map_err(|e| corrupt(&place, e))? {
         Some(es) => collect(&es, &place),
         None => Ok(Vec::new()),
@@ -117,7 +117,7 @@ pub(crate) fn in_block(src: &(impl Source + ?Sized), info: &InodeInfo) -> Result
 /// # Errors
 /// As [`in_block`].
 pub(crate) fn block_at(src: &(impl Source + ?Sized), owner: u32, nr: u64) -> Result<Block> {
-    let place = Location::inode(owner).of("xattr block").at_block(nr);
+    let place = || Location::inode(owner).of("xattr block").at_block(nr);
     let b = meta_block(src, nr, BlockKind::Xattr)?;
     let (h, es) = parse_xattr_block(&b).map_err(|e| corrupt(&place, e))?;
     Ok(Block {
