@@ -4,10 +4,10 @@
 use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;
 
-use super::inode::InodeInfo;
-use super::Filesystem;
+use super::volume::Filesystem;
 use crate::error::Result;
 use crate::object;
+use crate::object::InodeInfo;
 
 pub use crate::object::dir::{DirEntryInfo, FileKind};
 

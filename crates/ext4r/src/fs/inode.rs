@@ -6,9 +6,9 @@ use ext4r_format::inode::{
 };
 use ext4r_format::{FormatError, InodeNr};
 
-use super::dir::FileKind;
-use super::Filesystem;
+use super::volume::Filesystem;
 use crate::error::{Error, Result};
+use crate::object::dir::FileKind;
 
 pub use crate::object::InodeInfo;
 
@@ -170,9 +170,6 @@ impl Filesystem {
 /// Inode table bytes read at once: neighbouring inodes (a directory's
 /// files, mostly) then come from memory.
 const ITABLE_CHUNK: u64 = 64 << 10;
-
-/// The last chunk of inode table read: (byte offset on the device, bytes).
-pub(crate) type ItableCache = std::sync::Mutex<Option<(u64, Vec<u8>)>>;
 
 impl Filesystem {
     /// Copies the record at `byte` into the inode table of `group`

@@ -1,10 +1,10 @@
 //! Extended attributes and the `system.data` attribute that continues
 //! inline data: the read face of [`crate::object::xattr`].
 
-use super::inode::InodeInfo;
-use super::Filesystem;
+use super::volume::Filesystem;
 use crate::error::Result;
 use crate::object;
+use crate::object::InodeInfo;
 
 pub use crate::object::xattr::Xattr;
 
