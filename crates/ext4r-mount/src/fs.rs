@@ -802,7 +802,13 @@ impl fuser::Filesystem for Ext4rFuse {
         }
         let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
         match self.change("fallocate", |_, fs| {
-            fs.fallocate(to_ext4(ino), offset, length, keep)
+            let e4 = to_ext4(ino);
+            fs.fallocate(e4, offset, length, keep)?;
+            // As the kernel's ext4_fallocate (file_modified): every mode
+            // stamps the modification and change times.
+            let mut a = SetAttr::default();
+            a.mtime = Some(timestamp(SystemTime::now()));
+            fs.setattr(e4, &a)
         }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
