@@ -779,3 +779,88 @@ fn workload_matches_the_kernel() {
         start.elapsed().as_secs_f64()
     );
 }
+
+/// `-o ro` never writes to the image: after a read-only mount, a walk of
+/// every file and attempted changes (refused with EROFS), the image is
+/// byte-identical; and a read-write mount refuses an image the kernel has
+/// mounted.
+#[test]
+fn read_only_mount_writes_nothing() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipping mount_diff: {why}");
+        return;
+    }
+    let td = TempDir::new("mount-ro");
+    let img = td.path("ro.img");
+    make_image(Command::new("mke2fs"), &["-t", "ext4"], &img, "64M").unwrap();
+    let dir = td.path("m");
+    let expected = {
+        let k = Kernel::mount(&img, &dir);
+        let mut r = Rng(7);
+        fs::create_dir(k.dir.join("d")).unwrap();
+        for i in 0..20 {
+            let n = r.below(200_000) as usize;
+            let data = r.bytes(n);
+            fs::write(k.dir.join(format!("d/f{i}")), data).unwrap();
+        }
+        std::os::unix::fs::symlink("d/f0", k.dir.join("s")).unwrap();
+        rustix::fs::lsetxattr(
+            k.dir.join("d/f1"),
+            "user.k",
+            b"v",
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+        // A second writer while the kernel has it: refused.
+        let o = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
+            .args(["mount", "-f"])
+            .arg(&img)
+            .arg(td.path("other")));
+        assert_eq!(o.status.code(), Some(32), "{o:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("mounted"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mut k = k;
+        let seen = describe(&k.dir);
+        k.umount();
+        seen
+    };
+    let before = fs::read(&img).unwrap();
+    let o = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
+        .args(["mount", "-o", "ro"])
+        .arg(&img)
+        .arg(&dir));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut m = Fuse {
+        dir: dir.clone(),
+        mounted: true,
+    };
+    assert_same("the read-only mount", &describe(&m.dir), &expected);
+    for (what, r) in [
+        ("create", fs::write(m.dir.join("new"), b"x").map_err(errno)),
+        ("mkdir", fs::create_dir(m.dir.join("nd")).map_err(errno)),
+        ("unlink", fs::remove_file(m.dir.join("s")).map_err(errno)),
+        (
+            "truncate",
+            fs::OpenOptions::new()
+                .write(true)
+                .open(m.dir.join("d/f2"))
+                .map(|_| ())
+                .map_err(errno),
+        ),
+    ] {
+        assert_eq!(r, Err(libc_erofs()), "{what} on a read-only mount");
+    }
+    m.umount();
+    assert!(
+        fs::read(&img).unwrap() == before,
+        "the read-only mount changed the image"
+    );
+}
+
+/// `EROFS`.
+fn libc_erofs() -> i32 {
+    rustix::io::Errno::ROFS.raw_os_error()
+}
