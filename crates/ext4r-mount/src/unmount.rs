@@ -11,7 +11,15 @@ const WAIT: Duration = Duration::from_secs(600);
 /// The mount source of the FUSE mount at `mountpoint` (the image, as
 /// `ext4r mount` names it), if `mountpoint` is one of ours.
 fn source_of(mountpoint: &Path) -> Option<String> {
-    let want = std::fs::canonicalize(mountpoint).ok()?;
+    // The parent resolved, not the mount point: a stat of that asks the
+    // driver, which answers EUCLEAN for a damaged root directory.
+    let parent = match mountpoint.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let want = std::fs::canonicalize(parent)
+        .ok()?
+        .join(mountpoint.file_name()?);
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines().rev().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
