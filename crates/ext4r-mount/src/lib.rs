@@ -26,6 +26,9 @@
 //! as `errors=continue`), RENAME_EXCHANGE and WHITEOUT, hole punching and
 //! other fallocate modes, POSIX ACL translation, `uid=`/`gid=` mapping.
 
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
 mod attr;
 mod errno;
 mod fs;
