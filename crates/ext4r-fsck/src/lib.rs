@@ -420,7 +420,7 @@ pub(crate) fn check_with(
             // Pass 1's findings made early (metadata blocks in conflict)
             // are not looked for by e2fsck on a clean filesystem: they
             // force nothing, and are dropped when the check stops here.
-            let early = |p: &Problem| p.code.section() == "1";
+            let early = |p: &Problem| p.code.is_e2fsck() && p.code.section() == "1";
             let forced = c.p.list().iter().any(|p| {
                 !early(p)
                     && !super_rules::cosmetic(p.code)
@@ -553,7 +553,9 @@ pub(crate) fn check_with(
 /// code. A repair fixes them anyway.
 fn forgive_pass0(c: &mut ctx::Ctx, from: usize) {
     if !c.repairing {
-        c.p.forgive_from(from, |p| p.pass == 0 && p.code.section() == "0");
+        c.p.forgive_from(from, |p| {
+            p.pass == 0 && p.code.is_e2fsck() && p.code.section() == "0"
+        });
     }
 }
 
