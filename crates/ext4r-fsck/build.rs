@@ -62,7 +62,8 @@ fn main() {
         } else {
             format!(" ({})", e.flags.join(" "))
         };
-        writeln!(out, "    /// {whose} `{}`{flags}.\n    {},", e.code, e.code).expect("a String takes any write");
+        writeln!(out, "    /// {whose} `{}`{flags}.\n    {},", e.code, e.code)
+            .expect("a String takes any write");
     }
     out += "}\n\nimpl ProblemCode {\n    /// Every code, in the lists' order.\n    \
             pub const ALL: &'static [ProblemCode] = &[\n";
@@ -72,7 +73,8 @@ fn main() {
     out += "    ];\n\n    /// The code's name (`PR_1_BAD_I_SIZE`).\n    \
             pub const fn name(self) -> &'static str {\n        match self {\n";
     for e in e2fsck.iter().chain(&own) {
-        writeln!(out, "            ProblemCode::{0} => \"{0}\",", e.code).expect("a String takes any write");
+        writeln!(out, "            ProblemCode::{0} => \"{0}\",", e.code)
+            .expect("a String takes any write");
     }
     out += "        }\n    }\n\n    /// The part of the checker that raises it, as the code's second word\n    \
             /// says: \"0\" (superblock, descriptors, journal), \"1\", \"1B\", \"2\",\n    \
@@ -80,7 +82,8 @@ fn main() {
             pub const fn section(self) -> &'static str {\n        match self {\n";
     for e in e2fsck.iter().chain(&own) {
         let section = e.code.split('_').nth(1).expect("a code has a section");
-        writeln!(out, "            ProblemCode::{} => \"{section}\",", e.code).expect("a String takes any write");
+        writeln!(out, "            ProblemCode::{} => \"{section}\",", e.code)
+            .expect("a String takes any write");
     }
     out += "        }\n    }\n\n    /// What the lists say of the code.\n    \
             pub(crate) const fn info(self) -> Info {\n        match self {\n";
