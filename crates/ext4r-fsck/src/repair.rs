@@ -85,7 +85,7 @@ pub struct RepairReport {
     pub errors_flagged: bool,
     /// A journal found invalid was deleted and a new one made: its size
     /// in blocks, or why it could not be made.
-    pub journal_recreated: Option<std::result::Result<u64, ext4r::tune::JournalError>>,
+    pub journal_recreated: Option<std::result::Result<u64, ext4r::journal_create::JournalError>>,
     /// Directories whose hash index was rebuilt (pass 3A: those whose
     /// index was cleared, or all of them under `-D`).
     pub rehashed: Vec<u32>,
@@ -534,7 +534,7 @@ fn run(
         && preen_stopped.is_none()
         && recreate_wanted(&mut policy)
     {
-        journal_recreated = Some(ext4r::tune::add_journal(dev.clone(), opts.now)?);
+        journal_recreated = Some(ext4r::journal_create::add_journal(dev.clone(), opts.now)?);
         last = check_later(
             &dev,
             &forced,

@@ -29,8 +29,8 @@
 //! bitmaps call free, which e2fsck repairs.
 
 use super::isize_place::NoSpace;
-use super::meta::{corrupt, get16, get32, Meta};
 use crate::error::Result;
+use crate::meta::{corrupt, get16, get32, Meta};
 use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
