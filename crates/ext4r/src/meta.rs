@@ -27,16 +27,6 @@ use ext4r_txn::txn::{Commit, Transaction};
 use ext4r_txn::volume::{Volume, VolumeOptions};
 use std::sync::Arc;
 
-/// `i_links_count` in an inode record.
-const I_LINKS: usize = 0x1A;
-
-pub(crate) fn get16(b: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes([b[off], b[off + 1]])
-}
-pub(crate) fn get32(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
 pub(crate) fn corrupt(what: &str, msg: impl Into<String>) -> Error {
     Error::corrupt(
         "tune",
@@ -230,7 +220,7 @@ impl Meta {
 
     /// Whether an inode record is in use (`i_links_count` > 0).
     pub(crate) fn links(record: &[u8]) -> u16 {
-        get16(record, I_LINKS)
+        Inode::parse(record).map_or(0, |i| i.links_count())
     }
 
     /// Writes what is queued (data, metadata blocks, inode records,
