@@ -2,6 +2,10 @@
 //! `ext4r mkfs`) it makes a filesystem; the name it is called by picks the
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
+// Unsafe code is allowed only where a signal disposition is set (here and
+// in `fsck::cancel`), each block with its SAFETY comment.
+#![deny(unsafe_code)]
+
 mod defrag;
 mod defrag_bar;
 mod defrag_json;
@@ -162,6 +166,7 @@ fn usage() -> String {
 /// program quietly, as it ends e2fsck: Rust starts programs with SIGPIPE
 /// ignored, so the next print would fail and, with `panic = "abort"`,
 /// abort with a panic message.
+#[allow(unsafe_code)]
 fn default_sigpipe() {
     use nix::sys::signal::{signal, SigHandler, Signal};
     // SAFETY: the first thing main does, before any thread exists, and
