@@ -2,6 +2,10 @@
 //! `ext4r mkfs`) it makes a filesystem; the name it is called by picks the
 //! tool, as e2fsprogs' mke2fs is also mkfs.ext4.
 
+// Unsafe code is allowed only where a signal disposition is set (here and
+// in `fsck::cancel`), each block with its SAFETY comment.
+#![deny(unsafe_code)]
+
 mod defrag;
 mod defrag_bar;
 mod defrag_json;
@@ -12,6 +16,7 @@ mod extract;
 mod fsck;
 mod generate;
 mod mkfs;
+mod mount;
 mod populate;
 mod read;
 mod resize;
@@ -73,6 +78,21 @@ pub(crate) const TOOLS: &[Tool] = &[
                trees in read order, gather free space (also installed as e4defrag-r)",
         command: defrag::command,
         main: defrag::main,
+    },
+    Tool {
+        sub: "mount",
+        link: Some("mount.ext4r"),
+        what: "mount an image or device with a userspace driver (FUSE), for images you do not \
+               trust (also installed as mount.ext4r, for mount -t ext4r)",
+        command: mount::command,
+        main: mount::main,
+    },
+    Tool {
+        sub: "umount",
+        link: None,
+        what: "unmount what ext4r mount mounted, once its driver has written everything out",
+        command: mount::umount_command,
+        main: mount::umount_main,
     },
     Tool {
         sub: "ls",
@@ -146,6 +166,7 @@ fn usage() -> String {
 /// program quietly, as it ends e2fsck: Rust starts programs with SIGPIPE
 /// ignored, so the next print would fail and, with `panic = "abort"`,
 /// abort with a panic message.
+#[allow(unsafe_code)]
 fn default_sigpipe() {
     use nix::sys::signal::{signal, SigHandler, Signal};
     // SAFETY: the first thing main does, before any thread exists, and

@@ -19,6 +19,7 @@
 //!   ([`offline::compact`]).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 #![warn(clippy::missing_errors_doc)]
 
 pub mod error;

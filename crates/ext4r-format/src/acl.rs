@@ -20,12 +20,12 @@ const DISK_VERSION: u32 = 1;
 
 /// Entry tags (`ACL_USER_OBJ` ... `ACL_OTHER`).
 mod tag {
-    pub const USER_OBJ: u16 = 0x01;
-    pub const USER: u16 = 0x02;
-    pub const GROUP_OBJ: u16 = 0x04;
-    pub const GROUP: u16 = 0x08;
-    pub const MASK: u16 = 0x10;
-    pub const OTHER: u16 = 0x20;
+    pub(super) const USER_OBJ: u16 = 0x01;
+    pub(super) const USER: u16 = 0x02;
+    pub(super) const GROUP_OBJ: u16 = 0x04;
+    pub(super) const GROUP: u16 = 0x08;
+    pub(super) const MASK: u16 = 0x10;
+    pub(super) const OTHER: u16 = 0x20;
 }
 
 fn bad(detail: &str) -> FormatError {

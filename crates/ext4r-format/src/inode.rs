@@ -254,14 +254,14 @@ fn encode_time(t: Timestamp) -> (u32, u32) {
 /// Byte offset just past each extra field, to test it against
 /// `128 + i_extra_isize` (`EXT4_FITS_IN_INODE`).
 mod end {
-    pub const CHECKSUM_HI: usize = 0x84;
-    pub const CTIME_EXTRA: usize = 0x88;
-    pub const MTIME_EXTRA: usize = 0x8C;
-    pub const ATIME_EXTRA: usize = 0x90;
-    pub const CRTIME: usize = 0x94;
-    pub const CRTIME_EXTRA: usize = 0x98;
-    pub const VERSION_HI: usize = 0x9C;
-    pub const PROJID: usize = 0xA0;
+    pub(super) const CHECKSUM_HI: usize = 0x84;
+    pub(super) const CTIME_EXTRA: usize = 0x88;
+    pub(super) const MTIME_EXTRA: usize = 0x8C;
+    pub(super) const ATIME_EXTRA: usize = 0x90;
+    pub(super) const CRTIME: usize = 0x94;
+    pub(super) const CRTIME_EXTRA: usize = 0x98;
+    pub(super) const VERSION_HI: usize = 0x9C;
+    pub(super) const PROJID: usize = 0xA0;
 }
 
 impl Inode {

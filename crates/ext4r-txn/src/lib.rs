@@ -21,6 +21,7 @@
 //! - [`error`]: the error type shared with the engine.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 #![warn(clippy::missing_errors_doc)]
 
 pub mod alloc;

@@ -24,6 +24,7 @@ extern "C" fn raise_flag(_: nix::libc::c_int) {
 /// Installs the handlers for SIGINT and SIGTERM; returns the flag they
 /// raise. Interrupted system calls restart (`SA_RESTART`): the flag is
 /// what stops the run.
+#[allow(unsafe_code)]
 pub(crate) fn install() -> Arc<AtomicBool> {
     let flag = FLAG
         .get_or_init(|| Arc::new(AtomicBool::new(false)))

@@ -11,14 +11,14 @@
 /// The intervals: `low` ascending, then `high` descending (its last element
 /// is the first interval after the gap).
 #[derive(Debug, Clone, Default)]
-pub struct Intervals {
+pub(super) struct Intervals {
     low: Vec<(u64, u64)>,
     high: Vec<(u64, u64)>,
 }
 
 impl Intervals {
     /// The interval with the greatest start at or before `b`.
-    pub fn last_starting_by(&self, b: u64) -> Option<(u64, u64)> {
+    pub(super) fn last_starting_by(&self, b: u64) -> Option<(u64, u64)> {
         match self.high.last() {
             Some(&(s, _)) if s <= b => {
                 // Past the gap: the elements starting at or before `b`
@@ -37,7 +37,7 @@ impl Intervals {
     }
 
     /// The intervals ending after `b`, ascending.
-    pub fn ending_after(&self, b: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub(super) fn ending_after(&self, b: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
         let i = self.low.partition_point(|r| r.1 <= b);
         let j = if i < self.low.len() {
             self.high.len()
@@ -52,7 +52,7 @@ impl Intervals {
     }
 
     /// Adds `[s, e)`, merging the intervals it overlaps or touches.
-    pub fn insert(&mut self, mut s: u64, mut e: u64) {
+    pub(super) fn insert(&mut self, mut s: u64, mut e: u64) {
         self.move_gap(e);
         // Every interval starting at or before `e` is in `low` now; those
         // reaching `s` are merged (they are at its end, the intervals
@@ -70,7 +70,7 @@ impl Intervals {
 
     /// Removes `[s, e)`, splitting the intervals it cuts (tune frees a
     /// journal or quota file this way).
-    pub fn remove(&mut self, s: u64, e: u64) {
+    pub(super) fn remove(&mut self, s: u64, e: u64) {
         if s >= e {
             return;
         }
@@ -113,7 +113,7 @@ impl Intervals {
     }
 
     /// Takes every interval out, ascending.
-    pub fn take_all(&mut self) -> Vec<(u64, u64)> {
+    pub(super) fn take_all(&mut self) -> Vec<(u64, u64)> {
         let mut all = std::mem::take(&mut self.low);
         all.extend(self.high.drain(..).rev());
         all

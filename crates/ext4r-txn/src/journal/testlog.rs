@@ -29,7 +29,7 @@ impl TestLog {
     /// A filesystem of `fs_blocks` blocks whose last `jlen` blocks hold the
     /// journal (in reverse order), with a minimal ext4 superblock that has
     /// `needs_recovery` set.
-    pub fn new(bs: u32, fs_blocks: u64, jlen: u32, compat: u32, incompat: u32) -> Self {
+    pub(super) fn new(bs: u32, fs_blocks: u64, jlen: u32, compat: u32, incompat: u32) -> Self {
         let dev = MemDevice::new(fs_blocks * u64::from(bs));
         let base = fs_blocks - u64::from(jlen);
         let map = (0..u64::from(jlen))
@@ -67,7 +67,7 @@ impl TestLog {
     }
 
     /// Starts the log at journal block `at` with transaction `seq`.
-    pub fn start_at(&mut self, at: u64, seq: u32) {
+    pub(super) fn start_at(&mut self, at: u64, seq: u32) {
         self.next = at;
         self.seq = seq;
         self.sb.s_start.set(at as u32);
@@ -75,7 +75,7 @@ impl TestLog {
         self.write_sb();
     }
 
-    pub fn write_sb(&mut self) {
+    pub(super) fn write_sb(&mut self) {
         self.sb.update_checksum();
         let mut block = vec![0u8; self.bs as usize];
         block[..1024].copy_from_slice(&self.sb.to_bytes());
@@ -84,7 +84,7 @@ impl TestLog {
             .unwrap();
     }
 
-    pub fn seed(&self) -> u32 {
+    pub(super) fn seed(&self) -> u32 {
         self.sb.csum_seed()
     }
 
@@ -93,7 +93,7 @@ impl TestLog {
     }
 
     /// Writes one log block at the head and advances (wrapping).
-    pub fn put(&mut self, data: &[u8]) -> u64 {
+    pub(super) fn put(&mut self, data: &[u8]) -> u64 {
         let at = self.next;
         self.dev
             .write_at(data, self.map[at as usize].0 * u64::from(self.bs))
@@ -106,12 +106,12 @@ impl TestLog {
     }
 
     /// A block of `fill` bytes.
-    pub fn block(&self, fill: u8) -> Vec<u8> {
+    pub(super) fn block(&self, fill: u8) -> Vec<u8> {
         vec![fill; self.bs as usize]
     }
 
     /// Writes a revoke block for the current transaction.
-    pub fn revoke(&mut self, blocks: &[u64]) {
+    pub(super) fn revoke(&mut self, blocks: &[u64]) {
         let layout = self.sb.layout();
         let mut b = self.block(0);
         let mut w = RevokeWriter::new(&mut b, layout, self.seq).unwrap();
@@ -124,7 +124,7 @@ impl TestLog {
 
     /// Writes a descriptor and its data blocks; returns the v1 CRC32 of
     /// them, continued from `crc`.
-    pub fn descriptor(&mut self, writes: &[(u64, Vec<u8>)], crc: u32) -> u32 {
+    pub(super) fn descriptor(&mut self, writes: &[(u64, Vec<u8>)], crc: u32) -> u32 {
         let layout = self.sb.layout();
         let seed = self.seed();
         let mut d = self.block(0);
@@ -154,7 +154,7 @@ impl TestLog {
     }
 
     /// Writes the commit block of the current transaction and moves on.
-    pub fn commit(&mut self, crc: u32) -> u64 {
+    pub(super) fn commit(&mut self, crc: u32) -> u64 {
         let mut b = self.block(0);
         b[..60].copy_from_slice(&CommitHeader::new(self.seq, self.time, 0).to_bytes());
         if self.sb.compat().contains(JournalCompat::CHECKSUM) {
@@ -171,7 +171,7 @@ impl TestLog {
     }
 
     /// A whole transaction: revokes (if any), one descriptor, commit.
-    pub fn transaction(&mut self, writes: &[(u64, Vec<u8>)], revokes: &[u64]) -> u64 {
+    pub(super) fn transaction(&mut self, writes: &[(u64, Vec<u8>)], revokes: &[u64]) -> u64 {
         if !revokes.is_empty() {
             self.revoke(revokes);
         }
@@ -185,7 +185,7 @@ impl TestLog {
 
     /// Ends the log: the block at the head gets a header that does not
     /// continue it.
-    pub fn end(&mut self) {
+    pub(super) fn end(&mut self) {
         let mut b = self.block(0);
         b[..12].copy_from_slice(&JournalHeader::new(block_type::DESCRIPTOR, 0xdead).to_bytes());
         let at = self.next;
@@ -194,7 +194,7 @@ impl TestLog {
             .unwrap();
     }
 
-    pub fn journal(&self) -> Journal<&MemDevice> {
+    pub(super) fn journal(&self) -> Journal<&MemDevice> {
         Journal::open(
             &self.dev,
             JournalLocation::internal(self.map.clone()),

@@ -7,14 +7,12 @@
 //! file (whose block numbers the superblock and the kernel keep
 //! elsewhere). A new table's place never holds one of them.
 
-use super::meta::Meta;
 use crate::error::Result;
+use crate::meta::Meta;
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::inode::Inode;
 use ext4r_format::superblock::Superblock;
 use ext4r_txn::alloc::UsedBlocks;
-
-/// `i_file_acl` (low 32 bits).
-const I_FILE_ACL: usize = 0x68;
 
 /// The blocks that cannot move.
 pub(super) fn fixed_blocks(meta: &Meta, sb: &Superblock) -> Result<UsedBlocks> {
@@ -55,7 +53,7 @@ pub(super) fn fixed_blocks(meta: &Meta, sb: &Superblock) -> Result<UsedBlocks> {
             continue;
         }
         let rec = meta.read_inode(ino)?;
-        let acl = u64::from(super::meta::get32(&rec, I_FILE_ACL));
+        let acl = Inode::parse(&rec).map_or(0, |i| u64::from(i.i_file_acl_lo.get()));
         if acl != 0 && acl < geo.blocks_count {
             fixed.mark(acl, 1);
         }

@@ -29,28 +29,17 @@
 //! bitmaps call free, which e2fsck repairs.
 
 use super::isize_place::NoSpace;
-use super::meta::{corrupt, get16, get32, Meta};
 use crate::error::Result;
+use crate::meta::{corrupt, Meta};
+use ext4r_format::extent::{ExtentHeader, EXTENT_MAGIC};
+use ext4r_format::inode::{mode, Inode, InodeFlags, I_BLOCK_SIZE};
+use ext4r_format::types::BlockNr;
 use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 use std::collections::{BTreeMap, HashMap};
+use zerocopy::FromBytes;
 
-const I_MODE: usize = 0x00;
-const I_SIZE: usize = 0x04;
-const I_BLOCKS: usize = 0x1C;
-const I_BLOCKS_HI: usize = 0x74;
-const I_GENERATION: usize = 0x64;
-const I_FILE_ACL: usize = 0x68;
-const I_FILE_ACL_HI: usize = 0x76;
-const I_FLAGS: usize = 0x20;
-const I_BLOCK: usize = 0x28;
-const EXTENTS_FL: u32 = 0x0008_0000;
-const INLINE_DATA_FL: u32 = 0x1000_0000;
-const S_IFMT: u16 = 0xF000;
-const S_IFREG: u16 = 0x8000;
-const S_IFDIR: u16 = 0x4000;
-const S_IFLNK: u16 = 0xA000;
 /// Deepest extent tree walked (the format allows 5 levels).
 const MAX_DEPTH: u16 = 5;
 /// Bytes copied at a time.
@@ -158,13 +147,9 @@ impl<'a> Mover<'a> {
     /// Plans the moves of inode `ino` (its record `rec` from the old table).
     pub(super) fn plan(&mut self, ino: u32, rec: &[u8]) -> Plan<()> {
         let mut rec = rec.to_vec();
+        let mut inode = Inode::parse(&rec).map_err(|e| corrupt("inode", e.to_string()))?;
         let mut changed = false;
-        let acl = u64::from(get32(&rec, I_FILE_ACL))
-            | if self.wide {
-                u64::from(get16(&rec, I_FILE_ACL_HI)) << 32
-            } else {
-                0
-            };
+        let acl = inode.file_acl(self.wide).0;
         if acl != 0 && self.to_move.is_used(acl) {
             let new = match self.xattr.get(&acl) {
                 Some(&n) => n,
@@ -178,34 +163,38 @@ impl<'a> Mover<'a> {
                     n
                 }
             };
-            rec[I_FILE_ACL..I_FILE_ACL + 4].copy_from_slice(&(new as u32).to_le_bytes());
             if self.wide {
-                rec[I_FILE_ACL_HI..I_FILE_ACL_HI + 2]
-                    .copy_from_slice(&((new >> 32) as u16).to_le_bytes());
+                inode.set_file_acl(BlockNr(new));
+            } else {
+                // The high half is not ours to touch without 64bit.
+                inode.i_file_acl_lo.set(new as u32);
             }
             changed = true;
         }
-        if has_blocks(&rec, self.wide) {
-            let flags = get32(&rec, I_FLAGS);
+        if has_blocks(&inode, self.wide) {
             self.owner = BlockKind::Extent {
                 ino,
-                generation: get32(&rec, I_GENERATION),
+                generation: inode.generation(),
             };
-            let mut root = rec[I_BLOCK..I_BLOCK + 60].to_vec();
+            let mut root = inode.i_block.to_vec();
             let bs = self.meta.geo.block_size;
-            let root_changed = if flags & EXTENTS_FL != 0 {
-                header_ok(&root, MAX_DEPTH + 1)?;
-                let depth = get16(&root, 6);
+            let root_changed = if inode.flags().contains(InodeFlags::EXTENTS) {
+                let depth = header_ok(&root, MAX_DEPTH + 1)?;
                 walk::extent_tree(&mut root, depth, u64::MAX, self)?.root_changed
             } else {
                 walk::block_map(&mut root, bs, self)?.root_changed
             };
             if root_changed {
-                rec[I_BLOCK..I_BLOCK + 60].copy_from_slice(&root);
+                let mut i_block = [0u8; I_BLOCK_SIZE];
+                i_block.copy_from_slice(&root);
+                inode.i_block = i_block;
                 changed = true;
             }
         }
         if changed {
+            inode
+                .write(&mut rec)
+                .map_err(|e| corrupt("inode", e.to_string()))?;
             self.inodes.insert(ino, rec);
         }
         Ok(())
@@ -305,12 +294,11 @@ impl Visitor for Mover<'_> {
         let buf = self.read(p.physical)?;
         if let Entry::Index(_) = p.entry {
             // One level below its parent, as the parent's depth says.
-            if u32::from(get16(&buf, 6)) != u32::from(p.levels) {
+            if header_ok(&buf, p.levels + 1)? != p.levels {
                 return Err(
                     corrupt("extent tree", format!("block {}: wrong depth", p.physical)).into(),
                 );
             }
-            header_ok(&buf, p.levels + 1)?;
         }
         Ok(Some(buf))
     }
@@ -334,40 +322,41 @@ impl Visitor for Mover<'_> {
 }
 
 /// Whether an extent node's header can be walked: its magic, its
-/// entries inside the buffer, its depth below `budget`.
-fn header_ok(node: &[u8], budget: u16) -> Plan<()> {
-    if get16(node, 0) != 0xF30A || budget == 0 {
-        return Err(corrupt("extent tree", "bad header").into());
+/// entries inside the buffer, its depth below `budget`. Gives the depth.
+fn header_ok(node: &[u8], budget: u16) -> Plan<u16> {
+    let bad = || corrupt("extent tree", "bad header").into();
+    let (h, _) = ExtentHeader::ref_from_prefix(node).map_err(|_| bad())?;
+    if h.eh_magic.get() != EXTENT_MAGIC || budget == 0 {
+        return Err(bad());
     }
-    let entries = get16(node, 2) as usize;
-    let depth = get16(node, 6);
+    let entries = usize::from(h.eh_entries.get());
+    let depth = h.eh_depth.get();
     if 12 + 12 * entries > node.len() || depth >= budget {
         return Err(corrupt("extent tree", "too many entries or levels").into());
     }
-    Ok(())
+    Ok(depth)
 }
 
 /// `ext2fs_inode_has_valid_blocks2`: whether `i_block` holds block
 /// numbers (not a fast symlink's text, a device number or inline data).
-fn has_blocks(rec: &[u8], wide: bool) -> bool {
-    let fmt = get16(rec, I_MODE) & S_IFMT;
-    if fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFLNK {
+fn has_blocks(inode: &Inode, wide: bool) -> bool {
+    let fmt = inode.file_type();
+    if fmt != mode::S_IFREG && fmt != mode::S_IFDIR && fmt != mode::S_IFLNK {
         return false;
     }
-    if fmt == S_IFLNK {
-        let acl = get32(rec, I_FILE_ACL) != 0 || (wide && get16(rec, I_FILE_ACL_HI) != 0);
-        if !acl {
+    if fmt == mode::S_IFLNK {
+        if inode.file_acl(wide).0 == 0 {
             // Without an xattr block, i_blocks tells.
-            if get32(rec, I_BLOCKS) == 0 && get16(rec, I_BLOCKS_HI) == 0 {
+            if inode.i_blocks_lo.get() == 0 && inode.l_i_blocks_high.get() == 0 {
                 return false;
             }
         } else {
-            let size = get32(rec, I_SIZE);
-            let slow = size >= 60 || (size > 4 && get32(rec, I_BLOCK + 4) == 0);
+            let size = inode.i_size_lo.get();
+            let slow = size >= 60 || (size > 4 && inode.block_words()[1] == 0);
             if !slow {
                 return false;
             }
         }
     }
-    get32(rec, I_FLAGS) & INLINE_DATA_FL == 0
+    !inode.flags().contains(InodeFlags::INLINE_DATA)
 }

@@ -99,9 +99,9 @@ fn inode_size_grows_on_flex_bg_and_the_tree_reads_back() {
 #[test]
 fn mover_moves_whole_extents_and_tree_blocks() {
     use super::isize_move::Mover;
-    use super::meta::Meta;
-    use ext4r_format::extent::verify_extent_block_checksum;
-    use ext4r_format::inode::inode_csum_seed;
+    use crate::meta::Meta;
+    use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode};
+    use ext4r_format::inode::{inode_csum_seed, Inode};
     use ext4r_txn::alloc::{BlockAlloc, FreeSpace, UsedBlocks};
     let dev = small_fs("ext4");
     let sb = superblock(dev.as_ref());
@@ -162,13 +162,16 @@ fn mover_moves_whole_extents_and_tree_blocks() {
     dev.read_at(&mut tb, blk * bs as u64).unwrap();
     let isz = meta.geo.inode_size as usize;
     let out = tb[off..off + isz].to_vec();
-    let new_leaf = u64::from(meta::get32(&out, 0x28 + 16));
+    let root = Inode::parse(&out).unwrap().i_block;
+    let new_leaf = ExtentNode::parse(&root).unwrap().indexes().unwrap()[0]
+        .leaf()
+        .0;
     assert_ne!(new_leaf, leaf);
     let mut nl = vec![0u8; bs];
     dev.read_at(&mut nl, new_leaf * bs as u64).unwrap();
     verify_extent_block_checksum(iseed, &nl).unwrap();
-    let e1 = u64::from(meta::get32(&nl, 12 + 8));
-    let e2 = u64::from(meta::get32(&nl, 24 + 8));
+    let leaf_extents = ExtentNode::parse(&nl).unwrap().extents().unwrap();
+    let (e1, e2) = (leaf_extents[0].start().0, leaf_extents[1].start().0);
     assert_ne!(e1, d1);
     assert_eq!(e2, d2, "an extent outside the window stays");
     for k in 0..4 {

@@ -40,15 +40,18 @@ mod file;
 mod handle;
 mod htree;
 mod inline;
+mod keep;
 mod look;
 mod node;
 mod ops;
 mod orphan;
+mod stats;
 mod xattr;
 
 pub use fast_commit::{recover_journal, FastCommitReplayer};
 pub use handle::File;
 pub use node::{NewNode, SetAttr};
+pub use stats::FsStats;
 
 use crate::device::{BlockDevice, FileDevice, OpenMode};
 use crate::error::{Error, Result};

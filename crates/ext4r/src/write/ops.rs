@@ -80,7 +80,7 @@ impl WriteFs {
     }
 
     /// The directory's times and link count after a change in it.
-    fn touch_dir(&mut self, dir: u32, links: i32) -> Result<()> {
+    pub(crate) fn touch_dir(&mut self, dir: u32, links: i32) -> Result<()> {
         let mut i = dir_inode(&self.txn, dir)?;
         let now = self.now();
         i.set_mtime(now);

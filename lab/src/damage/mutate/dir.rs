@@ -1,26 +1,36 @@
 //! Directory blocks (entries, checksum tails, inline directories) and
 //! htree index blocks (the dx root and interior nodes).
 
+use std::mem::offset_of;
+
 use anyhow::Result;
+use ext4r_format::dir::{DirEntry2 as De, DirEntryTail as Tail};
+use ext4r_format::htree::{DxCountLimit as Cl, DxEntry, DxNode, DxRoot, DxRootInfo};
+use ext4r_format::inode::Inode;
+use zerocopy::FromBytes;
 
 use super::{Ctx, Stamp};
 use crate::damage::layout::Ino;
 use crate::damage::mutate::inode::describe;
 
+/// Bytes of an entry before its name.
+const ENTRY: usize = size_of::<De>();
+/// Offset of `i_block` in an inode record.
+const I_BLOCK: u64 = offset_of!(Inode, i_block) as u64;
+
 /// The records of a directory block: (offset, inode, rec_len, name_len).
 fn records(block: &[u8]) -> Vec<(usize, u32, usize, usize)> {
     let mut out = Vec::new();
     let mut off = 0;
-    while off + 8 <= block.len() {
-        let ino = u32::from_le_bytes([block[off], block[off + 1], block[off + 2], block[off + 3]]);
-        let raw = u16::from_le_bytes([block[off + 4], block[off + 5]]) as usize;
+    while let Some(Ok((d, _))) = block.get(off..).map(De::ref_from_prefix) {
+        let raw = usize::from(d.rec_len.get());
         // rec_len 0 or 65535 stands for a whole 64 KiB block.
         let rec = if raw == 0 || raw == 65535 {
             block.len()
         } else {
             raw
         };
-        out.push((off, ino, rec, block[off + 6] as usize));
+        out.push((off, d.inode.get(), rec, usize::from(d.name_len)));
         if rec < 8 {
             break;
         }
@@ -103,14 +113,16 @@ pub fn dir(c: &mut Ctx<'_>) -> Result<Option<String>> {
         return Ok(Some(format!("{head}: {what}")));
     }
     let restamp = c.restamp_chosen();
-    let tail = l.csum && blk.len() >= 12 && recs.last().is_some_and(|r| r.0 == blk.len() - 12);
+    let tail_len = size_of::<Tail>();
+    let tail =
+        l.csum && blk.len() >= tail_len && recs.last().is_some_and(|r| r.0 == blk.len() - tail_len);
     let what = if tail && c.rng.chance(1, 6) {
-        let t = base + blk.len() as u64 - 12;
-        let (name, off, width, extra) = match c.rng.below(4) {
-            0 => ("det_reserved_zero1", 0, 4, vec![2]),
-            1 => ("det_rec_len", 4, 2, vec![8, 16]),
-            2 => ("det_reserved_ft", 7, 1, vec![0, 2]),
-            _ => ("det_checksum", 8, 4, vec![]),
+        let t = base + (blk.len() - tail_len) as u64;
+        let ((name, off, width), extra) = match c.rng.below(4) {
+            0 => (field!(Tail, det_reserved_zero1), vec![2]),
+            1 => (field!(Tail, det_rec_len), vec![8, 16]),
+            2 => (field!(Tail, det_reserved_ft), vec![0, 2]),
+            _ => (field!(Tail, det_checksum), vec![]),
         };
         format!("checksum tail {name}: {}", c.field(t + off, width, &extra)?)
     } else {
@@ -119,12 +131,16 @@ pub fn dir(c: &mut Ctx<'_>) -> Result<Option<String>> {
             return Ok(None);
         };
         let e = base + off as u64;
-        let name =
-            String::from_utf8_lossy(&blk[off + 8..(off + 8 + nlen).min(blk.len())]).into_owned();
+        let name = String::from_utf8_lossy(&blk[off + ENTRY..(off + ENTRY + nlen).min(blk.len())])
+            .into_owned();
+        let at =
+            |c: &mut Ctx<'_>, (name, off, width): (&'static str, u64, usize), extra: &[u64]| {
+                c.field(e + off, width, extra).map(|what| (name, what))
+            };
         let (field, what) = match c.rng.below(5) {
             0 | 1 => {
                 let extra = ino_candidates(c, ino);
-                ("inode", c.field(e, 4, &extra)?)
+                at(c, field!(De, inode), &extra)?
             }
             2 => {
                 let r = rec as u64;
@@ -139,7 +155,7 @@ pub fn dir(c: &mut Ctx<'_>) -> Result<Option<String>> {
                     l.bs,
                     l.bs + 4,
                 ];
-                ("rec_len", c.field(e + 4, 2, &extra)?)
+                at(c, field!(De, rec_len), &extra)?
             }
             3 => {
                 let n = nlen as u64;
@@ -150,15 +166,15 @@ pub fn dir(c: &mut Ctx<'_>) -> Result<Option<String>> {
                     n.saturating_sub(1),
                     (rec as u64).saturating_sub(7),
                 ];
-                ("name_len", c.field(e + 6, 1, &extra)?)
+                at(c, field!(De, name_len), &extra)?
             }
             _ => {
                 if c.rng.chance(1, 2) || nlen == 0 {
-                    ("file_type", c.field(e + 7, 1, &[0, 1, 2, 3, 7, 8])?)
+                    at(c, field!(De, file_type), &[0, 1, 2, 3, 7, 8])?
                 } else {
                     let k = c.rng.below(nlen as u64);
                     let b = *c.rng.pick(b"/\0.\xff").unwrap_or(&b'/');
-                    c.img.write(e + 8 + k, &[b])?;
+                    c.img.write(e + ENTRY as u64 + k, &[b])?;
                     ("name", format!("byte {k} -> {b:#04x}"))
                 }
             }
@@ -171,19 +187,35 @@ pub fn dir(c: &mut Ctx<'_>) -> Result<Option<String>> {
 
 /// An inline directory: the parent number and first entry in i_block.
 fn inline_dir(c: &mut Ctx<'_>, i: &Ino) -> Result<String> {
-    let at = i.offset + 40;
+    let at = i.offset + I_BLOCK;
     let head = format!("inline {}", describe(i));
     if c.rng.chance(1, 4) {
-        return Ok(format!("{head}: i_block {}", c.scribble(at, 60)?));
+        let len = ext4r_format::inode::I_BLOCK_SIZE;
+        return Ok(format!("{head}: i_block {}", c.scribble(at, len)?));
     }
     let restamp = c.restamp_chosen();
     let extra = ino_candidates(c, i.ino);
-    let (name, off, width, extra) = match c.rng.below(5) {
-        0 => ("parent inode", 0, 4, extra),
-        1 => ("first entry inode", 4, 4, extra),
-        2 => ("first entry rec_len", 8, 2, vec![0, 4, 8, 60, 64]),
-        3 => ("first entry name_len", 10, 1, vec![0, 60, 255]),
-        _ => ("first entry file_type", 11, 1, vec![0, 2, 7]),
+    // i_block: the parent's number, then entries as in a block.
+    let parent = size_of::<u32>() as u64;
+    let first = |(_, off, width): (&str, u64, usize)| (parent + off, width);
+    let (name, (off, width), extra) = match c.rng.below(5) {
+        0 => ("parent inode", (0, size_of::<u32>()), extra),
+        1 => ("first entry inode", first(field!(De, inode)), extra),
+        2 => (
+            "first entry rec_len",
+            first(field!(De, rec_len)),
+            vec![0, 4, 8, 60, 64],
+        ),
+        3 => (
+            "first entry name_len",
+            first(field!(De, name_len)),
+            vec![0, 60, 255],
+        ),
+        _ => (
+            "first entry file_type",
+            first(field!(De, file_type)),
+            vec![0, 2, 7],
+        ),
     };
     let what = c.field(at + off, width, &extra)?;
     let note = c.finish(Stamp::Inode(i.ino), restamp)?;
@@ -202,33 +234,50 @@ pub fn htree(c: &mut Ctx<'_>) -> Result<Option<String>> {
         return Ok(None);
     };
     let rblk = c.img.block(root)?;
-    let levels = rblk[30];
-    let rcount = u16::from_le_bytes([rblk[34], rblk[35]]) as usize;
+    let Ok((dx_root, after)) = DxRoot::ref_from_prefix(&rblk) else {
+        return Ok(None);
+    };
+    let levels = dx_root.info.indirect_levels;
+    // The entries follow the header; the first's hash is count and limit.
+    let (rentries, _) = <[DxEntry]>::ref_from_prefix(after).unwrap_or_default();
+    let rcount = Cl::ref_from_prefix(after).map_or(0, |(cl, _)| usize::from(cl.count.get()));
     // Interior nodes: what the root points at, when it has two levels.
     let mut nodes = Vec::new();
     if levels > 0 {
-        for k in 0..rcount.min(((rblk.len() - 32) / 8).max(1)) {
-            let at = 36 + 8 * k;
-            let lb = u32::from_le_bytes([rblk[at], rblk[at + 1], rblk[at + 2], rblk[at + 3]]);
+        for e in rentries.iter().take(rcount) {
+            let lb = e.block.get();
             if let Some(p) = i.physical(u64::from(lb)) {
                 nodes.push((lb, p));
             }
         }
     }
+    let (root_hdr, node_hdr) = (size_of::<DxRoot>(), size_of::<DxNode>());
     let (pblk, what_blk, cl) = match c.rng.pick(&nodes) {
         Some(&(lb, p)) if c.rng.chance(1, 2) => {
-            (p, format!("dx node (logical {lb}, block {p})"), 8usize)
+            (p, format!("dx node (logical {lb}, block {p})"), node_hdr)
         }
-        _ => (root, format!("dx root (block {root})"), 32usize),
+        _ => (root, format!("dx root (block {root})"), root_hdr),
     };
+    let is_root = cl == root_hdr;
     let blk = c.img.block(pblk)?;
     let base = pblk * l.bs;
     let head = format!("{} {what_blk}", describe(i));
-    let count = u16::from_le_bytes([blk[cl + 2], blk[cl + 3]]) as u64;
-    let limit = u16::from_le_bytes([blk[cl], blk[cl + 1]]) as u64;
+    let (count, limit) = blk
+        .get(cl..)
+        .and_then(|b| Cl::ref_from_prefix(b).ok())
+        .map_or((0, 0), |(x, _)| {
+            (u64::from(x.count.get()), u64::from(x.limit.get()))
+        });
+    let dx = size_of::<DxEntry>();
     if c.rng.chance(1, 4) {
-        let start = if cl == 32 { 24 } else { 8 };
-        let len = (cl + 8 * count as usize - start).min(blk.len() - start);
+        // From the root's info (or the node's fake entry's end) to the
+        // last entry.
+        let start = if is_root {
+            offset_of!(DxRoot, info)
+        } else {
+            node_hdr
+        };
+        let len = (cl + dx * count as usize - start).min(blk.len() - start);
         return Ok(Some(format!(
             "{head}: {}",
             c.scribble(base + start as u64, len)?
@@ -236,57 +285,74 @@ pub fn htree(c: &mut Ctx<'_>) -> Result<Option<String>> {
     }
     let restamp = c.restamp_chosen();
     let k = c.rng.range(1, count.max(2) - 1);
-    let e = (cl + 8 * k as usize) as u64;
+    let e = (cl + dx * k as usize) as u64;
+    let prev = e - dx as u64;
     let size_blocks = i.inode.size() / l.bs;
-    let prev_hash = c.get_le(base + (cl as u64) + 8 * (k - 1), 4)?;
+    let (_, hash_at, hash_w) = field!(DxEntry, hash);
+    let (_, block_at, block_w) = field!(DxEntry, block);
+    let prev_hash = c.get_le(base + prev + hash_at, hash_w)?;
+    let info =
+        |(n, off, w): (&'static str, u64, usize)| (n, offset_of!(DxRoot, info) as u64 + off, w);
+    let (_, dotdot_ino, w) = field!(De, inode);
     let root_only: &[(&str, u64, usize)] = &[
-        ("dx_root_info.hash_version", 28, 1),
-        ("dx_root_info.info_length", 29, 1),
-        ("dx_root_info.indirect_levels", 30, 1),
-        ("dx_root_info.unused_flags", 31, 1),
-        ("dx_root_info.reserved_zero", 24, 4),
-        ("'..' inode", 12, 4),
+        info(field!(DxRootInfo, hash_version)),
+        info(field!(DxRootInfo, info_length)),
+        info(field!(DxRootInfo, indirect_levels)),
+        info(field!(DxRootInfo, unused_flags)),
+        info(field!(DxRootInfo, reserved_zero)),
+        (
+            "'..' inode",
+            offset_of!(DxRoot, dotdot) as u64 + dotdot_ino,
+            w,
+        ),
     ];
-    let pick = c.rng.below(if cl == 32 { 7 } else { 5 });
+    let pick = c.rng.below(if is_root { 7 } else { 5 });
+    let (_, limit_at, limit_w) = field!(Cl, limit);
+    let (_, count_at, count_w) = field!(Cl, count);
     let (name, off, width, extra): (String, u64, usize, Vec<u64>) = match pick {
         0 => (
             "limit".into(),
-            cl as u64,
-            2,
+            cl as u64 + limit_at,
+            limit_w,
             vec![limit + 1, limit.saturating_sub(1), 0, 508],
         ),
         1 => (
             "count".into(),
-            cl as u64 + 2,
-            2,
+            cl as u64 + count_at,
+            count_w,
             vec![0, limit + 1, count + 1, count.saturating_sub(1)],
         ),
         2 | 3 => (
             format!("entry {k} hash"),
-            e,
-            4,
+            e + hash_at,
+            hash_w,
             vec![0, 0xffff_ffff, prev_hash.saturating_sub(1), prev_hash | 1],
         ),
         4 => (
             format!("entry {k} block"),
-            e + 4,
-            4,
+            e + block_at,
+            block_w,
             vec![
                 size_blocks + 10,
                 0,
                 count + 1,
-                c.get_le(base + e + 4 - 8, 4)?,
+                c.get_le(base + prev + block_at, block_w)?,
             ],
         ),
         _ => {
             let &(n, off, w) = c.rng.pick(root_only).unwrap_or(&root_only[0]);
             let extra = match n {
-                "dx_root_info.hash_version" => vec![0, 1, 2, 3, 4, 5, 6, 0xff],
-                "dx_root_info.info_length" => vec![0, 16, 255],
-                "dx_root_info.indirect_levels" => vec![1, 2, 3, 8],
+                "hash_version" => vec![0, 1, 2, 3, 4, 5, 6, 0xff],
+                "info_length" => vec![0, 16, 255],
+                "indirect_levels" => vec![1, 2, 3, 8],
                 _ => vec![1, 2, 0xff],
             };
-            (n.to_string(), off, w, extra)
+            let n = if n.starts_with('\'') {
+                n.to_string()
+            } else {
+                format!("dx_root_info.{n}")
+            };
+            (n, off, w, extra)
         }
     };
     let what = c.field(base + off, width, &extra)?;

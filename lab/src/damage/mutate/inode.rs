@@ -4,7 +4,8 @@
 use std::mem::offset_of;
 
 use anyhow::Result;
-use ext4r_format::inode::Inode as I;
+use ext4r_format::extent::{Extent, ExtentHeader as Eh, ExtentIdx, EXTENT_MAGIC, EXT_INIT_MAX_LEN};
+use ext4r_format::inode::{mode, Inode as I, InodeFlags as F};
 
 use super::{Ctx, Stamp};
 use crate::damage::layout::Ino;
@@ -33,12 +34,15 @@ const I_FIELDS: &[(&str, usize, usize)] = &[
 
 /// Offset of i_block in the record.
 const I_BLOCK: u64 = offset_of!(I, i_block) as u64;
+/// An extent node's header, and each entry after it.
+const NODE: usize = size_of::<Eh>();
+const ENTRY: usize = size_of::<Extent>();
 
 pub fn describe(i: &Ino) -> String {
     let kind = match i.inode.file_type() {
-        0x8000 => "file",
-        0x4000 => "directory",
-        0xA000 => "symlink",
+        mode::S_IFREG => "file",
+        mode::S_IFDIR => "directory",
+        mode::S_IFLNK => "symlink",
         _ => "inode",
     };
     format!("{kind} {} (inode {})", i.path, i.ino)
@@ -95,30 +99,38 @@ pub fn fields(c: &mut Ctx<'_>) -> Result<Option<String>> {
     let old = c.get_le(i.offset + off as u64, width)?;
     let bs = l.bs;
     let extra: Vec<u64> = match name {
-        "i_mode" => [0x8000, 0x4000, 0xA000, 0x2000, 0x1000, 0xC000, 0x6000]
-            .iter()
-            .map(|t| (old & 0xfff) | t)
-            .collect(),
+        "i_mode" => [
+            mode::S_IFREG,
+            mode::S_IFDIR,
+            mode::S_IFLNK,
+            mode::S_IFCHR,
+            mode::S_IFIFO,
+            mode::S_IFSOCK,
+            mode::S_IFBLK,
+        ]
+        .iter()
+        .map(|&t| (old & !u64::from(mode::S_IFMT)) | u64::from(t))
+        .collect(),
         "i_size_lo" => vec![old + bs, old.saturating_sub(1), bs * 1000, old + 1],
         "i_links_count" => vec![0, 1, old + 1, 65000],
         "i_blocks_lo" => vec![old + bs / 512, old.saturating_sub(bs / 512), old * 8],
         "i_flags" => [
-            0x80000u64,
-            0x1000_0000,
-            0x1000,
-            0x40000,
-            0x20_0000,
-            0x10,
-            0x20,
-            0x4,
-            0x800,
-            0x4000_0000,
-            0x10_0000,
-            0x2_0000,
-            0x40_0000,
+            F::EXTENTS,
+            F::INLINE_DATA,
+            F::INDEX,
+            F::HUGE_FILE,
+            F::EA_INODE,
+            F::IMMUTABLE,
+            F::APPEND,
+            F::COMPR,
+            F::ENCRYPT,
+            F::CASEFOLD,
+            F::VERITY,
+            F::TOPDIR,
+            F::EOFBLOCKS,
         ]
         .iter()
-        .map(|f| old ^ f)
+        .map(|f| old ^ u64::from(f.bits()))
         .collect(),
         "i_dtime" => vec![u64::from(i.inode.i_mtime.get()), 1],
         "i_file_acl_lo" => {
@@ -180,38 +192,41 @@ pub fn extent(c: &mut Ctx<'_>) -> Result<Option<String>> {
             "extent root in the inode".to_string(),
         ),
     };
-    let entries = c.get_le(off + 2, 2)?;
-    let depth = c.get_le(off + 6, 2)?;
+    let (_, at, w) = field!(Eh, eh_entries);
+    let entries = c.get_le(off + at, w)?;
+    let (_, at, w) = field!(Eh, eh_depth);
+    let depth = c.get_le(off + at, w)?;
     if c.rng.chance(1, 4) {
-        let what = c.scribble(off, (12 + 12 * entries as usize).min(len))?;
+        let what = c.scribble(off, (NODE + ENTRY * entries as usize).min(len))?;
         return Ok(Some(format!("{}, {where_}: {what}", describe(i))));
     }
     let restamp = c.restamp_chosen();
     let (name, what) = if entries == 0 || c.rng.chance(3, 10) {
-        let max = c.get_le(off + 4, 2)?;
-        let (name, foff, width, extra) = match c.rng.below(5) {
-            0 => ("eh_magic", 0, 2, vec![0xF30B, 0]),
-            1 => ("eh_entries", 2, 2, vec![max + 1, 0, entries + 1]),
-            2 => ("eh_max", 4, 2, vec![max + 1, max.saturating_sub(1), 0]),
+        let (_, at, w) = field!(Eh, eh_max);
+        let max = c.get_le(off + at, w)?;
+        let ((name, foff, width), extra) = match c.rng.below(5) {
+            0 => (field!(Eh, eh_magic), vec![u64::from(EXTENT_MAGIC) + 1, 0]),
+            1 => (field!(Eh, eh_entries), vec![max + 1, 0, entries + 1]),
+            2 => (field!(Eh, eh_max), vec![max + 1, max.saturating_sub(1), 0]),
             3 => (
-                "eh_depth",
-                6,
-                2,
+                field!(Eh, eh_depth),
                 vec![depth + 1, depth.wrapping_sub(1) & 0xffff, 0, 5, 6],
             ),
-            _ => ("eh_generation", 8, 4, vec![1]),
+            _ => (field!(Eh, eh_generation), vec![1]),
         };
         (name.to_string(), c.field(off + foff, width, &extra)?)
     } else {
-        let k = c.rng.below(entries.min(((len - 12) / 12) as u64));
-        let e = off + 12 + 12 * k;
+        let k = c.rng.below(entries.min(((len - NODE) / ENTRY) as u64));
+        let e = off + (NODE + ENTRY * k as usize) as u64;
         let mut blocks = c.meta_blocks();
         blocks.push(c.any_block());
         blocks.push(l.geo.blocks_count + 5);
         if let Some(b) = c.other_files_block(i.ino) {
             blocks.push(b);
         }
-        let old_block = c.get_le(e, 4)?;
+        // ee_block and ei_block: the same first word.
+        let (_, at, w) = field!(Extent, ee_block);
+        let old_block = c.get_le(e + at, w)?;
         let logicals = vec![
             old_block + 1,
             old_block.saturating_sub(1),
@@ -219,27 +234,27 @@ pub fn extent(c: &mut Ctx<'_>) -> Result<Option<String>> {
             0xffff_ffff,
             old_block + (1 << 20),
         ];
-        let (name, foff, width, extra) = if depth == 0 {
-            let len = c.get_le(e + 4, 2)?;
+        let ((name, foff, width), extra) = if depth == 0 {
+            let (_, at, w) = field!(Extent, ee_len);
+            let len = c.get_le(e + at, w)?;
+            let unwritten = u64::from(EXT_INIT_MAX_LEN);
             match c.rng.below(4) {
-                0 => ("ee_block", 0, 4, logicals),
+                0 => (field!(Extent, ee_block), logicals),
                 1 => (
-                    "ee_len",
-                    4,
-                    2,
-                    vec![0, len + 1, len | 0x8000, 0x8000, 0xffff],
+                    field!(Extent, ee_len),
+                    vec![0, len + 1, len | unwritten, unwritten, 0xffff],
                 ),
-                2 => ("ee_start_hi", 6, 2, vec![1, 0xffff]),
-                _ => ("ee_start_lo", 8, 4, blocks),
+                2 => (field!(Extent, ee_start_hi), vec![1, 0xffff]),
+                _ => (field!(Extent, ee_start_lo), blocks),
             }
         } else {
             if let Some(&(b, _)) = c.rng.pick(&i.ext_blocks) {
                 blocks.push(b);
             }
             match c.rng.below(3) {
-                0 => ("ei_block", 0, 4, logicals),
-                1 => ("ei_leaf_lo", 4, 4, blocks),
-                _ => ("ei_leaf_hi", 8, 2, vec![1, 0xffff]),
+                0 => (field!(ExtentIdx, ei_block), logicals),
+                1 => (field!(ExtentIdx, ei_leaf_lo), blocks),
+                _ => (field!(ExtentIdx, ei_leaf_hi), vec![1, 0xffff]),
             }
         };
         (
@@ -391,22 +406,29 @@ pub fn overlap(c: &mut Ctx<'_>) -> Result<Option<String>> {
             Some(&b) => (b * l.bs, Stamp::ExtBlock(b, i.ino)),
             None => (i.offset + I_BLOCK, Stamp::Inode(i.ino)),
         };
-        let entries = c.get_le(off + 2, 2)?;
-        if entries == 0 || c.get_le(off + 6, 2)? != 0 {
+        let (_, at, w) = field!(Eh, eh_entries);
+        let entries = c.get_le(off + at, w)?;
+        let (_, at, w) = field!(Eh, eh_depth);
+        if entries == 0 || c.get_le(off + at, w)? != 0 {
             return Ok(None);
         }
-        let e = off + 12 + 12 * c.rng.below(entries);
-        let lblk = c.get_le(e, 4)?;
-        let raw = c.get_le(e + 4, 2)?;
-        let (len, unwritten) = if raw > 0x8000 {
-            (raw - 0x8000, 0x8000)
+        let e = off + (NODE + ENTRY * c.rng.below(entries) as usize) as u64;
+        let (_, at, w) = field!(Extent, ee_block);
+        let lblk = c.get_le(e + at, w)?;
+        let (_, len_at, len_w) = field!(Extent, ee_len);
+        let raw = c.get_le(e + len_at, len_w)?;
+        let init_max = u64::from(EXT_INIT_MAX_LEN);
+        let (len, unwritten) = if raw > init_max {
+            (raw - init_max, init_max)
         } else {
             (raw, 0)
         };
         let n = len.min(count).max(1);
-        c.put_le(e + 4, 2, n | unwritten)?;
-        c.put_le(e + 6, 2, target >> 32)?;
-        c.put_le(e + 8, 4, target & 0xffff_ffff)?;
+        c.put_le(e + len_at, len_w, n | unwritten)?;
+        let (_, at, w) = field!(Extent, ee_start_hi);
+        c.put_le(e + at, w, target >> 32)?;
+        let (_, at, w) = field!(Extent, ee_start_lo);
+        c.put_le(e + at, w, target & 0xffff_ffff)?;
         c.restamp(stamp)?;
         format!("logical {lblk}..{} (of an extent of {len})", lblk + n)
     } else {
@@ -414,7 +436,7 @@ pub fn overlap(c: &mut Ctx<'_>) -> Result<Option<String>> {
         let direct = (0..12).take_while(|&k| words[k] != 0).count() as u64;
         let n = direct.min(count).max(1);
         for k in 0..n {
-            c.put_le(i.offset + I_BLOCK + 4 * k, 4, target + k)?;
+            c.put_le(i.offset + I_BLOCK + 4 * k, size_of::<u32>(), target + k)?;
         }
         c.restamp(Stamp::Inode(i.ino))?;
         format!("logical 0..{n} (direct pointers)")

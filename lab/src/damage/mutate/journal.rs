@@ -4,13 +4,28 @@
 
 use anyhow::Result;
 
+use ext4r_format::jbd2::{
+    block_type, CommitHeader, JournalBlockTag3, JournalHeader, JournalSuperblock as Jsb,
+    RevokeHeader, JBD2_MAGIC,
+};
+use zerocopy::FromBytes;
+
 use super::{Ctx, Stamp};
 use crate::damage::mutate::inode::describe;
 
-const JBD2_MAGIC: u32 = 0xC03B_3998;
+/// A field (see `field!`) with the values to try in it.
+fn with(
+    (name, off, width): (&'static str, u64, usize),
+    values: Vec<u64>,
+) -> (&'static str, u64, usize, Vec<u64>) {
+    (name, off, width, values)
+}
 
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+/// The journal superblock at the front of `b` (a block or its first KiB).
+fn jsb_of(b: &[u8]) -> Result<&Jsb> {
+    Jsb::ref_from_prefix(b)
+        .map(|(s, _)| s)
+        .map_err(|_| anyhow::anyhow!("short journal superblock"))
 }
 
 impl Ctx<'_> {
@@ -42,17 +57,21 @@ pub fn journal(c: &mut Ctx<'_>, snap: bool) -> Result<Option<String>> {
             "journal superblock (block {jsb_block}): {what}"
         )));
     }
-    let jsb = c.img.read(base, 1024)?;
-    let maxlen = u64::from(be32(&jsb, 0x10));
+    let raw = c.img.read(base, 1024)?;
+    let jsb = jsb_of(&raw)?;
+    let maxlen = u64::from(jsb.s_maxlen.get());
     let journal_len = l.journal.len() as u64;
-    let fields: &[(&str, u64, usize, Vec<u64>)] = &[
-        ("h_magic", 0, 4, vec![0]),
-        ("h_blocktype", 4, 4, vec![1, 3, 5]),
-        ("s_blocksize", 0xC, 4, vec![l.bs * 2, 512, 0]),
-        (
-            "s_maxlen",
-            0x10,
-            4,
+    // The header's fields, at the superblock's s_header.
+    let (_, at, _) = field!(Jsb, s_header);
+    let header = |(name, off, width): (&'static str, u64, usize)| (name, at + off, width);
+    // Bits of the feature words are flipped rather than set.
+    let flip = |old: u32, bits: &[u64]| bits.iter().map(|b| u64::from(old) ^ b).collect();
+    let fields: Vec<(&str, u64, usize, Vec<u64>)> = vec![
+        with(header(field!(JournalHeader, h_magic)), vec![0]),
+        with(header(field!(JournalHeader, h_blocktype)), vec![1, 3, 5]),
+        with(field!(Jsb, s_blocksize), vec![l.bs * 2, 512, 0]),
+        with(
+            field!(Jsb, s_maxlen),
             vec![
                 maxlen + 1,
                 maxlen.saturating_sub(1),
@@ -61,39 +80,37 @@ pub fn journal(c: &mut Ctx<'_>, snap: bool) -> Result<Option<String>> {
                 0,
             ],
         ),
-        ("s_first", 0x14, 4, vec![0, 2, maxlen]),
-        ("s_sequence", 0x18, 4, vec![0]),
-        (
-            "s_start",
-            0x1C,
-            4,
+        with(field!(Jsb, s_first), vec![0, 2, maxlen]),
+        with(field!(Jsb, s_sequence), vec![0]),
+        with(
+            field!(Jsb, s_start),
             vec![0, 1, maxlen.saturating_sub(1), maxlen + 5],
         ),
-        ("s_errno", 0x20, 4, vec![0xffff_fffb]),
-        ("s_feature_compat", 0x24, 4, vec![1]),
-        (
-            "s_feature_incompat",
-            0x28,
-            4,
-            vec![1, 2, 4, 8, 0x10, 0x20, 0x80],
+        with(field!(Jsb, s_errno), vec![0xffff_fffb]),
+        with(
+            field!(Jsb, s_feature_compat),
+            flip(jsb.s_feature_compat.get(), &[1]),
         ),
-        ("s_feature_ro_compat", 0x2C, 4, vec![1]),
-        ("s_nr_users", 0x40, 4, vec![0, 2, 49]),
-        ("s_checksum_type", 0x50, 1, vec![0, 1, 4]),
-        ("s_num_fc_blks", 0x54, 4, vec![maxlen]),
-        ("s_checksum", 0xFC, 4, vec![]),
+        with(
+            field!(Jsb, s_feature_incompat),
+            flip(
+                jsb.s_feature_incompat.get(),
+                &[1, 2, 4, 8, 0x10, 0x20, 0x80],
+            ),
+        ),
+        with(
+            field!(Jsb, s_feature_ro_compat),
+            flip(jsb.s_feature_ro_compat.get(), &[1]),
+        ),
+        with(field!(Jsb, s_nr_users), vec![0, 2, 49]),
+        with(field!(Jsb, s_checksum_type), vec![0, 1, 4]),
+        with(field!(Jsb, s_num_fc_blks), vec![maxlen]),
+        with(field!(Jsb, s_checksum), vec![]),
     ];
     let k = c.rng.index(fields.len());
     let (name, off, width, extra) = &fields[k];
-    // Bits of the feature words are flipped rather than set.
-    let extra: Vec<u64> = if name.starts_with("s_feature") {
-        let old = u64::from(be32(&jsb, *off as usize));
-        extra.iter().map(|b| old ^ b).collect()
-    } else {
-        extra.clone()
-    };
     let restamp = *name != "s_checksum" && c.rng.chance(1, 2);
-    let what = c.field_be(base + off, *width, &extra)?;
+    let what = c.field_be(base + off, *width, extra)?;
     let note = c.finish(Stamp::JournalSb(jsb_block), restamp)?;
     Ok(Some(format!(
         "journal superblock (block {jsb_block}) {name}: {what}{note}"
@@ -104,12 +121,13 @@ pub fn journal(c: &mut Ctx<'_>, snap: bool) -> Result<Option<String>> {
 /// or revoke block, a journalled copy of a metadata block.
 fn log_block(c: &mut Ctx<'_>) -> Result<Option<String>> {
     let l = c.l;
-    let jsb = c.img.block(l.journal[0])?;
+    let raw = c.img.block(l.journal[0])?;
+    let jsb = jsb_of(&raw)?;
     let (maxlen, first, seq0, start) = (
-        u64::from(be32(&jsb, 0x10)),
-        u64::from(be32(&jsb, 0x14)),
-        be32(&jsb, 0x18),
-        u64::from(be32(&jsb, 0x1C)),
+        u64::from(jsb.s_maxlen.get()),
+        u64::from(jsb.s_first.get()),
+        jsb.s_sequence.get(),
+        u64::from(jsb.s_start.get()),
     );
     if start == 0 || maxlen > l.journal.len() as u64 || first == 0 || first >= maxlen {
         return Ok(None);
@@ -123,16 +141,18 @@ fn log_block(c: &mut Ctx<'_>) -> Result<Option<String>> {
     for _ in 0..maxlen.min(100_000) {
         let fsb = l.journal[idx as usize];
         let b = c.img.read(fsb * l.bs, 12)?;
-        let is_header = be32(&b, 0) == JBD2_MAGIC;
-        let seq = be32(&b, 8);
+        let h = JournalHeader::ref_from_bytes(&b)
+            .map_err(|_| anyhow::anyhow!("short journal block header"))?;
+        let is_header = h.h_magic.get() == JBD2_MAGIC;
+        let seq = h.h_sequence.get();
         if is_header {
             if seq.wrapping_sub(seq0) > 1_000_000 {
                 break;
             }
-            let kind = match be32(&b, 4) {
-                1 => "descriptor",
-                2 => "commit",
-                5 => "revoke",
+            let kind = match h.h_blocktype.get() {
+                block_type::DESCRIPTOR => "descriptor",
+                block_type::COMMIT => "commit",
+                block_type::REVOKE => "revoke",
                 _ => "header",
             };
             in_desc = kind == "descriptor";
@@ -162,22 +182,34 @@ fn log_block(c: &mut Ctx<'_>) -> Result<Option<String>> {
             let mut to = c.meta_blocks();
             to.push(c.any_block());
             to.push(l.geo.blocks_count + 3);
+            // Tags follow the block's header; read as v3 tags.
+            let tag = size_of::<JournalHeader>() as u64;
             if c.rng.chance(3, 4) {
-                format!("first tag t_blocknr: {}", c.field_be(base + 12, 4, &to)?)
+                let (name, off, width) = field!(JournalBlockTag3, t_blocknr);
+                let what = c.field_be(base + tag + off, width, &to)?;
+                format!("first tag {name}: {what}")
             } else {
-                format!(
-                    "first tag t_flags: {}",
-                    c.field_be(base + 16, 4, &[8, 2, 1, 0])?
-                )
+                let (name, off, width) = field!(JournalBlockTag3, t_flags);
+                let what = c.field_be(base + tag + off, width, &[8, 2, 1, 0])?;
+                format!("first tag {name}: {what}")
             }
         }
-        "commit" if c.rng.chance(1, 2) => match c.rng.below(3) {
-            0 => format!("h_sequence: {}", c.field_be(base + 8, 4, &[])?),
-            1 => format!("h_chksum_type: {}", c.field_be(base + 12, 1, &[0, 4])?),
-            _ => format!("h_chksum[0]: {}", c.field_be(base + 16, 4, &[0])?),
-        },
+        "commit" if c.rng.chance(1, 2) => {
+            let (name, off, width, extra) = match c.rng.below(3) {
+                0 => with(field!(JournalHeader, h_sequence), vec![]),
+                1 => with(field!(CommitHeader, h_chksum_type), vec![0, 4]),
+                _ => {
+                    // The first of the eight checksum words.
+                    let (_, off, _) = field!(CommitHeader, h_chksum);
+                    ("h_chksum[0]", off, 4, vec![0])
+                }
+            };
+            format!("{name}: {}", c.field_be(base + off, width, &extra)?)
+        }
         "revoke" if c.rng.chance(1, 2) => {
-            format!("r_count: {}", c.field_be(base + 12, 4, &[0, 16, l.bs + 4])?)
+            let (name, off, width) = field!(RevokeHeader, r_count);
+            let what = c.field_be(base + off, width, &[0, 16, l.bs + 4])?;
+            format!("{name}: {what}")
         }
         "data" if c.rng.chance(1, 2) => {
             let junk: Vec<u8> = (0..l.bs).map(|_| c.rng.next() as u8).collect();

@@ -6,6 +6,19 @@
 //! flips bits (media damage: the checksum is left stale). The returned
 //! sentence names the structure, the field, the old and new values.
 
+/// A field of one of the format crate's on-disk structures as the
+/// mutators name it: `(name, byte offset in the structure, width)`, so that
+/// no offset or width is spelled by hand.
+macro_rules! field {
+    ($t:ty, $f:ident) => {
+        (
+            stringify!($f),
+            ::core::mem::offset_of!($t, $f) as u64,
+            $crate::damage::mutate::width_of(|s: &$t| &s.$f),
+        )
+    };
+}
+
 mod dir;
 mod inode;
 mod journal;
@@ -23,6 +36,11 @@ use ext4r_format::{BlockNr, InodeNr};
 
 use super::layout::Layout;
 use super::rng::Rng;
+
+/// The size of the field that `get` borrows (see `field!`).
+pub(crate) fn width_of<T, F>(_get: impl Fn(&T) -> &F) -> usize {
+    std::mem::size_of::<F>()
+}
 
 /// The kinds of damage, by the metadata they hit.
 pub const KINDS: &[&str] = &[
@@ -171,11 +189,17 @@ impl Ctx<'_> {
         let bs = l.bs;
         match s {
             Stamp::Super => {
+                use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+                use zerocopy::{FromBytes, IntoBytes};
                 if l.csum {
-                    let mut b = self.img.read(1024, 1024)?;
-                    let c = ext4r_format::checksum::crc32c(!0, &b[..1020]);
-                    b[1020..].copy_from_slice(&c.to_le_bytes());
-                    self.img.write(1024, &b)?;
+                    // Whatever the feature words now say: the base image
+                    // had metadata_csum.
+                    let mut b = self.img.read(SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE)?;
+                    if let Ok((sb, _)) = Superblock::mut_from_prefix(&mut b) {
+                        let c = sb.compute_checksum();
+                        sb.s_checksum.set(c);
+                        self.img.write(SUPERBLOCK_OFFSET, sb.as_bytes())?;
+                    }
                 }
             }
             Stamp::Desc(g) => self.restamp_desc(g, |_| Ok(()))?,
@@ -247,13 +271,17 @@ impl Ctx<'_> {
                 }
             }
             Stamp::JournalSb(b) => {
+                use ext4r_format::jbd2::{JournalIncompat, JournalSuperblock};
+                use zerocopy::{FromBytes, IntoBytes};
                 let mut jsb = self.img.read(b * bs, 1024)?;
-                let incompat = u32::from_be_bytes([jsb[0x28], jsb[0x29], jsb[0x2a], jsb[0x2b]]);
-                if incompat & 0x18 != 0 {
-                    jsb[0xFC..0x100].fill(0);
-                    let c = ext4r_format::checksum::crc32c(!0, &jsb);
-                    jsb[0xFC..0x100].copy_from_slice(&c.to_be_bytes());
-                    self.img.write(b * bs, &jsb)?;
+                // Whatever the block type says (damage may have made it v1).
+                let csum = (JournalIncompat::CSUM_V2 | JournalIncompat::CSUM_V3).bits();
+                if let Ok((sb, _)) = JournalSuperblock::mut_from_prefix(&mut jsb) {
+                    if sb.s_feature_incompat.get() & csum != 0 {
+                        let c = sb.compute_checksum();
+                        sb.s_checksum.set(c);
+                        self.img.write(b * bs, sb.as_bytes())?;
+                    }
                 }
             }
             Stamp::OrphanBlock(b, ino) => {
@@ -278,7 +306,8 @@ impl Ctx<'_> {
     }
 
     fn generation(&self, ino: u32) -> Result<u32> {
-        Ok(self.get_le(self.l.inode_offset(ino) + 0x64, 4)? as u32)
+        let (_, at, width) = field!(ext4r_format::inode::Inode, i_generation);
+        Ok(self.get_le(self.l.inode_offset(ino) + at, width)? as u32)
     }
 
     fn restamp_desc(&self, g: u32, f: impl FnOnce(&mut GroupDesc) -> Result<()>) -> Result<()> {

@@ -2,23 +2,36 @@
 //! xattrs stored in the inode past `i_extra_isize`.
 
 use anyhow::Result;
+use ext4r_format::xattr::{XattrEntry, XattrHeader, XattrIbodyHeader, XATTR_MAGIC};
+use zerocopy::FromBytes;
 
 use super::{Ctx, Stamp};
 use crate::damage::mutate::inode::describe;
 
+/// Bytes of an entry before its name.
+const ENTRY: usize = size_of::<XattrEntry>();
+
 /// Entries starting at `start` of `area`: (offset, name_len, value_offs,
-/// value_size).
+/// value_size). The walk stops at the four zero bytes that end the list,
+/// as the kernel's `IS_LAST_ENTRY`, or where an entry would not fit.
 fn entries(area: &[u8], start: usize) -> Vec<(usize, usize, usize, usize)> {
     let mut out = Vec::new();
     let mut off = start;
-    while off + 16 <= area.len() && area[off..off + 4] != [0, 0, 0, 0] && out.len() < 200 {
-        let nlen = area[off] as usize;
-        let voff = u16::from_le_bytes([area[off + 2], area[off + 3]]) as usize;
-        let vsize =
-            u32::from_le_bytes([area[off + 8], area[off + 9], area[off + 10], area[off + 11]])
-                as usize;
-        out.push((off, nlen, voff, vsize));
-        off += (16 + nlen + 3) & !3;
+    while out.len() < 200 {
+        let Some(Ok((e, _))) = area.get(off..).map(XattrEntry::ref_from_prefix) else {
+            break;
+        };
+        if e.e_name_len == 0 && e.e_name_index == 0 && e.e_value_offs.get() == 0 {
+            break;
+        }
+        let nlen = usize::from(e.e_name_len);
+        out.push((
+            off,
+            nlen,
+            usize::from(e.e_value_offs.get()),
+            e.e_value_size.get() as usize,
+        ));
+        off += (ENTRY + nlen + 3) & !3;
     }
     out
 }
@@ -37,7 +50,7 @@ pub fn xattr(c: &mut Ctx<'_>) -> Result<Option<String>> {
             i,
             b * l.bs,
             l.bs as usize,
-            32,
+            size_of::<XattrHeader>(),
             0,
             Stamp::XattrBlock(b),
             format!(
@@ -56,8 +69,8 @@ pub fn xattr(c: &mut Ctx<'_>) -> Result<Option<String>> {
             i,
             i.offset + start,
             (u64::from(l.geo.inode_size) - start) as usize,
-            4,
-            4,
+            size_of::<XattrIbodyHeader>(),
+            size_of::<XattrIbodyHeader>(),
             Stamp::Inode(i.ino),
             format!("in-inode xattrs of {}", describe(i)),
         )
@@ -74,25 +87,30 @@ pub fn xattr(c: &mut Ctx<'_>) -> Result<Option<String>> {
             .iter()
             .filter(|x| x.xattr_block == i.xattr_block)
             .count() as u64;
-        let (name, off, extra) = match c.rng.below(5) {
-            0 => ("h_magic", 0, vec![0xEA02_0001, 0]),
+        let ((name, off, width), extra) = match c.rng.below(5) {
+            0 => (
+                field!(XattrHeader, h_magic),
+                vec![u64::from(XATTR_MAGIC) + 1, 0],
+            ),
             1 | 2 => (
-                "h_refcount",
-                4,
+                field!(XattrHeader, h_refcount),
                 vec![0, owners + 1, owners.saturating_sub(1), 1, 65535],
             ),
-            3 => ("h_blocks", 8, vec![0, 2]),
-            _ => ("h_hash", 12, vec![0]),
+            3 => (field!(XattrHeader, h_blocks), vec![0, 2]),
+            _ => (field!(XattrHeader, h_hash), vec![0]),
         };
-        format!("{name}: {}", c.field(base + off, 4, &extra)?)
+        format!("{name}: {}", c.field(base + off, width, &extra)?)
     } else if header {
-        format!("h_magic: {}", c.field(base, 4, &[0, 0xEA02_0001])?)
+        let (name, off, width) = field!(XattrIbodyHeader, h_magic);
+        let wrong = [0, u64::from(XATTR_MAGIC) + 1];
+        format!("{name}: {}", c.field(base + off, width, &wrong)?)
     } else {
         let k = c.rng.index(ents.len());
         let (off, nlen, voff, vsize) = ents[k];
         let e = base + off as u64;
-        let name = String::from_utf8_lossy(&area[off + 16..(off + 16 + nlen).min(area.len())])
-            .into_owned();
+        let name =
+            String::from_utf8_lossy(&area[off + ENTRY..(off + ENTRY + nlen).min(area.len())])
+                .into_owned();
         let live = l
             .inodes
             .iter()
@@ -100,26 +118,28 @@ pub fn xattr(c: &mut Ctx<'_>) -> Result<Option<String>> {
             .nth(c.rng.index(50))
             .map_or(12, |x| u64::from(x.ino));
         let count = u64::from(l.sb.s_inodes_count.get());
-        let (field, what) = match c.rng.below(7) {
-            0 => ("e_name_len", c.field(e, 1, &[0, nlen as u64 + 1, 255])?),
-            1 => ("e_name_index", c.field(e + 1, 1, &[0, 7, 99])?),
-            2 => {
-                let v = voff as u64;
-                (
-                    "e_value_offs",
-                    c.field(e + 2, 2, &[v + 4, 0, l.bs, v + 1, v.saturating_sub(4)])?,
-                )
-            }
-            3 => {
-                let s = vsize as u64;
-                (
-                    "e_value_size",
-                    c.field(e + 8, 4, &[0, s + 1, l.bs, 0xffff_ffff])?,
-                )
-            }
-            4 => ("e_value_inum", c.field(e + 4, 4, &[live, count + 1, 11])?),
-            5 => ("e_hash", c.field(e + 12, 4, &[0])?),
-            _ => {
+        let (v, s) = (voff as u64, vsize as u64);
+        let target = match c.rng.below(7) {
+            0 => Some((
+                field!(XattrEntry, e_name_len),
+                vec![0, nlen as u64 + 1, 255],
+            )),
+            1 => Some((field!(XattrEntry, e_name_index), vec![0, 7, 99])),
+            2 => Some((
+                field!(XattrEntry, e_value_offs),
+                vec![v + 4, 0, l.bs, v + 1, v.saturating_sub(4)],
+            )),
+            3 => Some((
+                field!(XattrEntry, e_value_size),
+                vec![0, s + 1, l.bs, 0xffff_ffff],
+            )),
+            4 => Some((field!(XattrEntry, e_value_inum), vec![live, count + 1, 11])),
+            5 => Some((field!(XattrEntry, e_hash), vec![0])),
+            _ => None,
+        };
+        let (field, what) = match target {
+            Some(((name, off, width), extra)) => (name, c.field(e + off, width, &extra)?),
+            None => {
                 // A value byte: the entry hash no longer matches.
                 let within = (value_base + voff) as u64 + c.rng.below(vsize.max(1) as u64);
                 let at = base + within.min(len as u64 - 1);

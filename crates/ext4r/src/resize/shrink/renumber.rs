@@ -12,22 +12,21 @@ use super::{Mover, Short};
 use crate::error::Error;
 use crate::resize::error::Result;
 use crate::resize::geometry::Shape;
-use ext4r_format::dir::DirBlockIter;
+use ext4r_format::dir::{inline_dir_parent, DirBlockIter};
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::xattr::{
-    ibody_entries_at, index, parse_xattr_block, parse_xattr_ibody, XattrValue,
+    ibody_entries_at, index, parse_xattr_block, parse_xattr_ibody, XattrEntry, XattrValue,
 };
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map;
 use std::collections::{BTreeMap, HashMap};
+use zerocopy::FromBytes;
 
 /// Where `i_block` starts in an inode record.
-const I_BLOCK: usize = 40;
+const I_BLOCK: usize = core::mem::offset_of!(Inode, i_block);
 /// Offset of `e_value_inum` in an xattr entry.
-const VALUE_INUM: usize = 4;
-/// Offset of `e_hash` in an xattr entry.
-const ENTRY_HASH: usize = 12;
+const VALUE_INUM: usize = core::mem::offset_of!(XattrEntry, e_value_inum);
 
 /// A reference to an inode that is renumbered.
 #[derive(Debug, Clone, Copy)]
@@ -306,13 +305,10 @@ fn inline_refs(n: u32, rec: &[u8], bs: u32, targets: &mut BTreeMap<u32, Target>)
             t.refs.push(Ref::InRecord { dir: n, off, entry });
         }
     };
-    let parent = u32::from_le_bytes([
-        rec[I_BLOCK],
-        rec[I_BLOCK + 1],
-        rec[I_BLOCK + 2],
-        rec[I_BLOCK + 3],
-    ]);
-    push(parent, I_BLOCK, None);
+    let Some(parent) = rec.get(I_BLOCK..).and_then(inline_dir_parent) else {
+        return;
+    };
+    push(parent.0, I_BLOCK, None);
     let area = &rec[I_BLOCK + 4..I_BLOCK + 60];
     for e in DirBlockIter::with_block_size(area, bs).flatten() {
         push(e.inode.0, I_BLOCK + 4 + e.offset, None);
@@ -343,12 +339,10 @@ fn inline_refs(n: u32, rec: &[u8], bs: u32, targets: &mut BTreeMap<u32, Target>)
 /// after its value changed, when it carries one (e2fsck checks a non-zero
 /// in-inode hash).
 fn rehash_ibody_entry(rec: &mut [u8], at: usize) {
-    let stored = u32::from_le_bytes([
-        rec[at + ENTRY_HASH],
-        rec[at + ENTRY_HASH + 1],
-        rec[at + ENTRY_HASH + 2],
-        rec[at + ENTRY_HASH + 3],
-    ]);
+    let stored = rec
+        .get(at..)
+        .and_then(|r| XattrEntry::ref_from_prefix(r).ok())
+        .map_or(0, |(e, _)| e.e_hash.get());
     if stored == 0 {
         return;
     }
@@ -361,6 +355,8 @@ fn rehash_ibody_entry(rec: &mut [u8], at: usize) {
         _ => None,
     };
     if let Some(h) = hash {
-        rec[at + ENTRY_HASH..at + ENTRY_HASH + 4].copy_from_slice(&h.to_le_bytes());
+        if let Ok((e, _)) = XattrEntry::mut_from_prefix(&mut rec[at..]) {
+            e.e_hash.set(h);
+        }
     }
 }

@@ -1,9 +1,11 @@
-//! The metadata tune changes when it adds or removes a journal or quota
-//! files, or moves inode tables: one in-place [`Transaction`] of the write
-//! layer over the filesystem as tune sees it (its superblock, features
-//! already changed in memory), committed by [`Meta::flush`] before the
-//! superblock and backups are written (a refused later step then leaves
-//! the device alone).
+//! The metadata changed when a journal or quota files are added or
+//! removed, or inode tables move (tune; fsck's journal re-creation and
+//! quota rewrite through [`crate::journal_create`] and
+//! [`crate::quota_write`]): one in-place [`Transaction`] of the write
+//! layer over the filesystem as the caller sees it (its superblock,
+//! features already changed in memory), committed by [`Meta::flush`]
+//! before the superblock and backups are written (a refused later step
+//! then leaves the device alone).
 //!
 //! What is libext2fs-specific stays here: `ext2fs_new_inode`'s search from
 //! the first non-reserved inode with `check_inode_uninit`, and the order in
@@ -25,17 +27,7 @@ use ext4r_txn::txn::{Commit, Transaction};
 use ext4r_txn::volume::{Volume, VolumeOptions};
 use std::sync::Arc;
 
-/// `i_links_count` in an inode record.
-const I_LINKS: usize = 0x1A;
-
-pub(super) fn get16(b: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes([b[off], b[off + 1]])
-}
-pub(super) fn get32(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-pub(super) fn corrupt(what: &str, msg: impl Into<String>) -> Error {
+pub(crate) fn corrupt(what: &str, msg: impl Into<String>) -> Error {
     Error::corrupt(
         "tune",
         ext4r_format::FormatError::invalid("metadata", format!("{what}: {}", msg.into())),
@@ -228,7 +220,7 @@ impl Meta {
 
     /// Whether an inode record is in use (`i_links_count` > 0).
     pub(crate) fn links(record: &[u8]) -> u16 {
-        get16(record, I_LINKS)
+        Inode::parse(record).map_or(0, |i| i.links_count())
     }
 
     /// Writes what is queued (data, metadata blocks, inode records,
