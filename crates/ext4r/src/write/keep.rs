@@ -26,7 +26,7 @@ impl WriteFs {
     pub fn unlink_keep(&mut self, parent: u32, name: &[u8]) -> Result<Option<u32>> {
         self.op(|w| {
             check_name(name)?;
-            let Some((ino, _)) = dir::lookup(&w.txn, &w.shape, parent, name)? else {
+            let Some((ino, _)) = dir::lookup(&w.txn, parent, name)? else {
                 return Err(Error::NotFound(String::from_utf8_lossy(name).into_owned()));
             };
             let mut i = w.inode(ino)?;
