@@ -410,6 +410,8 @@ fn every_tool_answers_version_and_help() {
         ("rm", "ext4r rm"),
         ("mv", "ext4r mv"),
         ("ln", "ext4r ln"),
+        ("mount", "ext4r mount"),
+        ("umount", "ext4r umount"),
     ] {
         for flag in ["-V", "--version"] {
             let o = run(ours(tool).arg(flag));

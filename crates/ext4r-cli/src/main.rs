@@ -16,6 +16,7 @@ mod extract;
 mod fsck;
 mod generate;
 mod mkfs;
+mod mount;
 mod populate;
 mod read;
 mod resize;
@@ -77,6 +78,21 @@ pub(crate) const TOOLS: &[Tool] = &[
                trees in read order, gather free space (also installed as e4defrag-r)",
         command: defrag::command,
         main: defrag::main,
+    },
+    Tool {
+        sub: "mount",
+        link: Some("mount.ext4r"),
+        what: "mount an image or device with a userspace driver (FUSE), for images you do not \
+               trust (also installed as mount.ext4r, for mount -t ext4r)",
+        command: mount::command,
+        main: mount::main,
+    },
+    Tool {
+        sub: "umount",
+        link: None,
+        what: "unmount what ext4r mount mounted, once its driver has written everything out",
+        command: mount::umount_command,
+        main: mount::umount_main,
     },
     Tool {
         sub: "ls",

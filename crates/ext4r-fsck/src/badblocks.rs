@@ -5,6 +5,7 @@
 //! may be on it (the inodes there are unusable and pass 1 skips them).
 //! Listed blocks that are metadata are not counted twice.
 
+use crate::ProblemCode;
 use ext4r_format::inode::Inode;
 use ext4r_format::InodeNr;
 use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
@@ -51,7 +52,7 @@ pub(crate) fn lists_itself(c: &mut Ctx) -> bool {
     }
     c.p.error_fix(
         1,
-        "PR_1_BADBLOCKS_IN_BADBLOCKS",
+        ProblemCode::PR_1_BADBLOCKS_IN_BADBLOCKS,
         "Bad block list says the bad block list inode is bad.".into(),
         Fix::ZeroInode(bad),
     );
@@ -63,7 +64,7 @@ pub(crate) fn lists_itself(c: &mut Ctx) -> bool {
 pub(crate) fn distrusted(c: &Ctx) -> bool {
     c.p.list()
         .iter()
-        .any(|p| p.code == "PR_1_BADBLOCKS_IN_BADBLOCKS")
+        .any(|p| p.code == ProblemCode::PR_1_BADBLOCKS_IN_BADBLOCKS)
 }
 
 /// The walk of the bad block inode's map: its valid data pointers, from
@@ -166,7 +167,7 @@ fn backup_copy(c: &mut Ctx, b: u64) {
         if m.super_block == Some(b) {
             c.p.harmless(
                 1,
-                "PR_1_BAD_SUPERBLOCK",
+                ProblemCode::PR_1_BAD_SUPERBLOCK,
                 format!("Warning: Group {g}'s superblock ({b}) is bad."),
             );
             return;
@@ -176,7 +177,7 @@ fn backup_copy(c: &mut Ctx, b: u64) {
         if in_desc {
             c.p.harmless(
                 1,
-                "PR_1_BAD_GROUP_DESCRIPTORS",
+                ProblemCode::PR_1_BAD_GROUP_DESCRIPTORS,
                 format!(
                     "Warning: Group {g}'s copy of the group descriptors has a bad block ({b})."
                 ),
@@ -235,9 +236,9 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
             None => {}
             Some((_, _, Some((g, what)), _)) => {
                 let (name, code) = if what == Meta::BlockBitmap {
-                    ("block", "PR_1_BB_BAD_BLOCK")
+                    ("block", ProblemCode::PR_1_BB_BAD_BLOCK)
                 } else {
-                    ("inode", "PR_1_IB_BAD_BLOCK")
+                    ("inode", ProblemCode::PR_1_IB_BAD_BLOCK)
                 };
                 c.p.error(1, code, format!("Group {g}'s {name} bitmap ({b}) is bad."));
                 if !c.relocate.iter().any(|r| (r.0, r.1) == (g, what)) {
@@ -273,12 +274,12 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
     for &b in &unlist {
         let (code, msg) = if b == c.geo.group_meta(0).super_block.unwrap_or(u64::MAX) {
             (
-                "PR_1_BAD_PRIMARY_SUPERBLOCK",
+                ProblemCode::PR_1_BAD_PRIMARY_SUPERBLOCK,
                 format!("The primary superblock ({b}) is on the bad block list."),
             )
         } else {
             (
-                "PR_1_BAD_PRIMARY_GROUP_DESCRIPTOR",
+                ProblemCode::PR_1_BAD_PRIMARY_GROUP_DESCRIPTOR,
                 format!("Block {b} in the primary group descriptors is on the bad block list"),
             )
         };
@@ -301,7 +302,7 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         let n = pointers.iter().filter(|p| !unlist.contains(&p.1)).count() as u64;
         c.p.error_fix(
             1,
-            "PR_1_BAD_I_BLOCKS",
+            ProblemCode::PR_1_BAD_I_BLOCKS,
             format!("Inode 1, i_blocks follows its list ({n} blocks)."),
             Fix::InodeBlocks(ext4r_format::inode::ino::BAD, n),
         );

@@ -8,6 +8,7 @@
 
 use crate::ctx::Ctx;
 use crate::fix::Fix;
+use crate::ProblemCode;
 
 /// What the walk of the bad block inode does with a pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
         if crate::fix::guard::covers(ranges, b) {
             c.p.error_fix(
                 1,
-                "PR_1_BB_FS_BLOCK",
+                ProblemCode::PR_1_BB_FS_BLOCK,
                 format!(
                     "Bad block inode has an indirect block ({b}) that conflicts with\n\
                      filesystem metadata."
@@ -62,7 +63,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
     if !w.seen.insert(b) {
         c.p.error_fix(
             1,
-            "PR_1_BBINODE_BAD_METABLOCK",
+            ProblemCode::PR_1_BBINODE_BAD_METABLOCK,
             format!("Bad block {b} used as bad block inode indirect block."),
             fix,
         );

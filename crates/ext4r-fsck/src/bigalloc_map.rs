@@ -7,6 +7,7 @@
 //! [`crate::extent_rebuild`]). Symlinks are left alone: they are never
 //! rewritten.
 
+use crate::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::extent::Extent;
 use ext4r_format::features::RoCompat;
@@ -77,13 +78,15 @@ pub(crate) fn check(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, bad: b
         Some(Fix::RebuildExtents(t)) => {
             c.p.error_fix(
                 1,
-                "PR_1_NO_BIGALLOC_BLOCKMAP_FILES",
+                ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES,
                 msg,
                 Fix::ExtentsFromMap(t),
             );
         }
         Some(_) => {}
-        None => c.p.error(1, "PR_1_NO_BIGALLOC_BLOCKMAP_FILES", msg),
+        None => {
+            c.p.error(1, ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES, msg)
+        }
     }
 }
 

@@ -63,7 +63,7 @@ pub(crate) struct XattrBlock {
     pub valid: bool,
     /// Found bad (the problem's code): every inode naming it has it
     /// cleared, as e2fsck re-judges it for each.
-    pub bad: Option<&'static str>,
+    pub bad: Option<crate::ProblemCode>,
     /// The hash of the entry found bad (e2fsck's `%N` in PR_1_ATTR_HASH).
     pub bad_hash: u32,
 }

@@ -14,6 +14,7 @@
 //! blocks pass 5 computes: the new blocks are chosen there, so the repair
 //! itself is a plain list of copies and pointer updates.
 
+use crate::ProblemCode;
 use std::collections::{BTreeMap, HashSet};
 
 use ext4r_format::blockmap::IndirectBlock;
@@ -184,7 +185,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             }
             c.p.error_fix(
                 1,
-                "PR_1D_CLONE_ERROR",
+                ProblemCode::PR_1D_CLONE_ERROR,
                 format!(
                     "Couldn't clone file (inode {ino}): Could not allocate block in ext2 \
                      filesystem.  Delete file."
@@ -199,7 +200,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
         let n: u64 = copies.iter().map(|x| x.len).sum();
         c.p.error_fix(
             1,
-            "PR_1D_CLONE_QUESTION",
+            ProblemCode::PR_1D_CLONE_QUESTION,
             format!("Inode {ino} has {n} multiply-claimed block(s) to clone."),
             Fix::CloneBlocks(ino, owner, copies),
         );

@@ -7,6 +7,7 @@
 
 use crate::ctx::{Ctx, DirBlock};
 use crate::fix::Fix;
+use crate::ProblemCode;
 
 /// `s_encoding_flags`: reject names that are not valid in the encoding.
 const STRICT: u16 = 0x0001;
@@ -42,12 +43,12 @@ pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize
     if b.phys != 0 {
         c.p.error_fix(
             2,
-            "PR_2_BAD_ENCODED_NAME",
+            ProblemCode::PR_2_BAD_ENCODED_NAME,
             msg,
             Fix::DirEntryRename(b.phys, off, fixed, owner),
         );
     } else {
-        c.p.error(2, "PR_2_BAD_ENCODED_NAME", msg);
+        c.p.error(2, ProblemCode::PR_2_BAD_ENCODED_NAME, msg);
     }
 }
 

@@ -4,6 +4,7 @@
 //! it. Checked as e2fsck's `e2fsck_get_journal` does before trusting it,
 //! then replayed before the check as e2fsck replays it.
 
+use crate::ProblemCode;
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
@@ -27,19 +28,19 @@ impl std::fmt::Debug for ExternalJournal {
 /// Why the external journal cannot serve this filesystem: e2fsck's
 /// message for it.
 #[derive(Debug)]
-pub(crate) struct Unusable(pub &'static str, pub &'static str);
+pub(crate) struct Unusable(pub &'static str, pub ProblemCode);
 
 const BAD_SUPER: Unusable = Unusable(
     "External journal has bad superblock",
-    "PR_0_EXT_JOURNAL_BAD_SUPER",
+    ProblemCode::PR_0_EXT_JOURNAL_BAD_SUPER,
 );
 const BAD_UUID: Unusable = Unusable(
     "External journal does not support this filesystem",
-    "PR_0_JOURNAL_BAD_UUID",
+    ProblemCode::PR_0_JOURNAL_BAD_UUID,
 );
 const MULTIFS: Unusable = Unusable(
     "External journal has multiple filesystem users (unsupported)",
-    "PR_0_JOURNAL_UNSUPP_MULTIFS",
+    ProblemCode::PR_0_JOURNAL_UNSUPP_MULTIFS,
 );
 
 /// Whether the filesystem keeps its journal on a device of its own.
@@ -127,7 +128,7 @@ pub(crate) fn fix_checksum(
     ext4r_txn::journal::write_external_superblock(ext.0.as_ref(), &mut fixed)?;
     Ok(Some(crate::Problem {
         pass: 0,
-        code: "PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID",
+        code: ProblemCode::PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID,
         severity: crate::Severity::Harmless,
         message: format!("{CSUM_MSG}  Fix? yes\n"),
         fix: None,
@@ -141,7 +142,11 @@ pub(crate) fn check(c: &mut Ctx, ext: &ExternalJournal) {
     // e2fsck -n says so and goes on (exit 0); a repair has set it right
     // before the check (see `fix_checksum`).
     if bad_checksum(&c.sb, ext).is_some() {
-        c.p.harmless(0, "PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID", CSUM_MSG.into());
+        c.p.harmless(
+            0,
+            ProblemCode::PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID,
+            CSUM_MSG.into(),
+        );
     }
     match open(&c.sb, ext) {
         Err(Unusable(why, code)) => {

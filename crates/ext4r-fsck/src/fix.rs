@@ -398,7 +398,7 @@ pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<usize
     }
     w.flush()?;
     for (qtype, dquots) in quota {
-        ext4r::tune::rewrite_quota_file(fs.device_shared(), qtype, dquots, now)?;
+        ext4r::quota_write::rewrite_quota_file(fs.device_shared(), qtype, dquots, now)?;
     }
     Ok(fixes.len())
 }

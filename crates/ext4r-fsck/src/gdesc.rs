@@ -17,6 +17,7 @@
 //! is evidence that the descriptor is wrong, not the entry; see
 //! [`inode_reference`].
 
+use crate::ProblemCode;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 
 use crate::ctx::Ctx;
@@ -82,7 +83,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     {
         c.p.error_fix(
             0,
-            "PR_0_GDT_UNINIT",
+            ProblemCode::PR_0_GDT_UNINIT,
             format!("Group descriptor {g} marked uninitialized without feature set."),
             Fix::GroupDescFlags(g, BG_BLOCK_UNINIT | BG_INODE_UNINIT, Some(0)),
         );
@@ -91,7 +92,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     if last && flags & BG_BLOCK_UNINIT != 0 && clear & BG_BLOCK_UNINIT == 0 {
         c.p.error_fix(
             0,
-            "PR_0_BB_UNINIT_LAST",
+            ProblemCode::PR_0_BB_UNINIT_LAST,
             format!("Last group block bitmap uninitialized.  (group {g})"),
             Fix::GroupDescFlags(g, BG_BLOCK_UNINIT, None),
         );
@@ -110,9 +111,9 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         let msg = format!("Group descriptor {g} has invalid unused inodes count {left}.");
         let fix = Fix::GroupDescFlags(g, 0, Some(0));
         if zeroed {
-            c.p.harmless_fix(0, "PR_0_GDT_ITABLE_UNUSED", msg, fix);
+            c.p.harmless_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
         } else {
-            c.p.error_fix(0, "PR_0_GDT_ITABLE_UNUSED", msg, fix);
+            c.p.error_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
         }
         unused = Some(0);
     }
@@ -171,7 +172,7 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
     let (code, msg, fix) = if s.inode_uninit {
         s.inode_uninit = false;
         (
-            "PR_2_INOREF_BG_INO_UNINIT",
+            ProblemCode::PR_2_INOREF_BG_INO_UNINIT,
             format!(
                 "Entry '{name}' in {path} ({dir}) references inode {target} in group {g} where \
                  _INODE_UNINIT is set."
@@ -181,7 +182,7 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
     } else if idx >= ipg.saturating_sub(s.itable_unused) {
         s.itable_unused = 0;
         (
-            "PR_2_INOREF_IN_UNUSED",
+            ProblemCode::PR_2_INOREF_IN_UNUSED,
             format!(
                 "Entry '{name}' in {path} ({dir}) references inode {target} found in group {g}'s \
                  unused inodes area."

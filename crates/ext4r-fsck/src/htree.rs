@@ -4,6 +4,7 @@
 //! the root and every leaf's hashes are checked against the range its
 //! parent entry gives it, as e2fsck's pass 2 does.
 
+use crate::ProblemCode;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ext4r_format::dir::DirEntry;
@@ -172,7 +173,7 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             continue;
         };
         // (logical block, code, what)
-        let mut problems: Vec<(u32, &'static str, String)> = Vec::new();
+        let mut problems: Vec<(u32, ProblemCode, String)> = Vec::new();
         let mut referenced: HashMap<u32, u32> = HashMap::new();
         // (node's block, entries, min, max, depth of the entries' children)
         let mut stack: Vec<(u32, Entries, u32, u32, u8)> = vec![(0, root.clone(), 0, u32::MAX, 1)];
@@ -198,7 +199,11 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
                 let hi = entries.get(i + 1).map_or(max, |n| n.0 & !1);
                 *referenced.entry(lblk).or_default() += 1;
                 if referenced[&lblk] > 1 {
-                    problems.push((lblk, "PR_2_HTREE_DUPREF", "referenced twice".into()));
+                    problems.push((
+                        lblk,
+                        ProblemCode::PR_2_HTREE_DUPREF,
+                        "referenced twice".into(),
+                    ));
                     continue;
                 }
                 if depth <= *levels {
@@ -206,7 +211,7 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
                         Some(n) => stack.push((lblk, n.clone(), lo, hi, depth + 1)),
                         None => problems.push((
                             lblk,
-                            "PR_2_HTREE_BAD_DEPTH",
+                            ProblemCode::PR_2_HTREE_BAD_DEPTH,
                             format!("has invalid depth ({depth})"),
                         )),
                     }
@@ -218,25 +223,33 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
                             continue;
                         }
                         if lblk != 0 && lmin < lo {
-                            problems.push((lblk, "PR_2_HTREE_MIN_HASH", "has bad min hash".into()));
+                            problems.push((
+                                lblk,
+                                ProblemCode::PR_2_HTREE_MIN_HASH,
+                                "has bad min hash".into(),
+                            ));
                         }
                         if lmax > hi {
-                            problems.push((lblk, "PR_2_HTREE_MAX_HASH", "has bad max hash".into()));
+                            problems.push((
+                                lblk,
+                                ProblemCode::PR_2_HTREE_MAX_HASH,
+                                "has bad max hash".into(),
+                            ));
                         }
                     }
                     None if d.nodes.contains_key(&lblk) => problems.push((
                         lblk,
-                        "PR_2_HTREE_BAD_DEPTH",
+                        ProblemCode::PR_2_HTREE_BAD_DEPTH,
                         format!("has invalid depth ({depth})"),
                     )),
-                    None => problems.push((lblk, "PR_2_HTREE_BADBLK", String::new())),
+                    None => problems.push((lblk, ProblemCode::PR_2_HTREE_BADBLK, String::new())),
                 }
             }
         }
         if let Some(at) = unordered_node {
             c.p.error_fix(
                 2,
-                "PR_2_HTREE_HASH_ORDER",
+                ProblemCode::PR_2_HTREE_HASH_ORDER,
                 format!("Problem in HTREE directory inode {ino}: block #{at} has an unordered hash table"),
                 crate::fix::Fix::ClearIndexFlag(ino),
             );
@@ -255,16 +268,20 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
                 // hash but 0 exceeds.
                 if let Some(&(lmin, lmax, lv)) = d.leaf(l) {
                     if lv == *v && lmin <= lmax && lmax > 0 {
-                        problems.push((l, "PR_2_HTREE_MAX_HASH", "has bad max hash".into()));
+                        problems.push((
+                            l,
+                            ProblemCode::PR_2_HTREE_MAX_HASH,
+                            "has bad max hash".into(),
+                        ));
                     }
                 }
-                problems.push((l, "PR_2_HTREE_NOTREF", "not referenced".into()));
+                problems.push((l, ProblemCode::PR_2_HTREE_NOTREF, "not referenced".into()));
             }
         }
         // Per block in logical order; a block's own problems as found.
         problems.sort_by_key(|p| p.0);
         for (l, code, what) in &problems {
-            let message = if *code == "PR_2_HTREE_BADBLK" {
+            let message = if *code == ProblemCode::PR_2_HTREE_BADBLK {
                 format!(
                     "Problem in HTREE directory inode {ino} ({}): bad block number {l}.",
                     crate::pathname::dir_path(&c.fs, ino)
@@ -272,12 +289,12 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             } else {
                 format!("Problem in HTREE directory inode {ino}: block #{l} {what}")
             };
-            c.p.error_fix(2, code, message, crate::fix::Fix::ClearIndexFlag(ino));
+            c.p.error_fix(2, *code, message, crate::fix::Fix::ClearIndexFlag(ino));
         }
         if !problems.is_empty() {
             c.p.error_fix(
                 2,
-                "PR_2_HTREE_CLEAR",
+                ProblemCode::PR_2_HTREE_CLEAR,
                 format!(
                     "Invalid HTREE directory inode {ino} ({}).",
                     crate::pathname::dir_path(&c.fs, ino)

@@ -5,6 +5,7 @@
 //! HTree index") and the directory is read as a linear one.
 
 use crate::ctx::Ctx;
+use crate::ProblemCode;
 
 /// Why the root of indexed directory `ino` (first block at `blk`, inode
 /// flags `inode_flags`) is unusable: (e2fsck's problem code, message); None when it is sound.
@@ -14,10 +15,10 @@ pub(crate) fn bad_root(
     inode_flags: Option<ext4r_format::inode::InodeFlags>,
     blk: Option<u64>,
     nblocks: u64,
-) -> Option<(&'static str, String)> {
+) -> Option<(ProblemCode, String)> {
     let bad = || {
         Some((
-            "PR_1_HTREE_BADROOT",
+            ProblemCode::PR_1_HTREE_BADROOT,
             format!("HTREE directory inode {ino} has an invalid root node."),
         ))
     };
@@ -38,7 +39,7 @@ pub(crate) fn bad_root(
     // Legacy, half MD4, TEA, SipHash.
     if !matches!(hash, 0 | 1 | 2 | 6) {
         return Some((
-            "PR_1_HTREE_HASHV",
+            ProblemCode::PR_1_HTREE_HASHV,
             format!("HTREE directory inode {ino} has an unsupported hash version ({hash})"),
         ));
     }
@@ -51,20 +52,20 @@ pub(crate) fn bad_root(
         let needs = f.contains(InodeFlags::ENCRYPT) && f.contains(InodeFlags::CASEFOLD);
         if needs && hash != 6 {
             return Some((
-                "PR_1_HTREE_NEEDS_SIPHASH",
+                ProblemCode::PR_1_HTREE_NEEDS_SIPHASH,
                 format!("HTREE directory inode {ino} uses hash version ({hash}), but should use SipHash (6)"),
             ));
         }
         if !needs && hash == 6 {
             return Some((
-                "PR_1_HTREE_CANNOT_SIPHASH",
+                ProblemCode::PR_1_HTREE_CANNOT_SIPHASH,
                 format!("HTREE directory inode {ino} uses SipHash, but should not."),
             ));
         }
     }
     if flags & 1 != 0 {
         return Some((
-            "PR_1_HTREE_INCOMPAT",
+            ProblemCode::PR_1_HTREE_INCOMPAT,
             format!("HTREE directory inode {ino} uses an incompatible htree root node flag."),
         ));
     }
@@ -80,13 +81,13 @@ pub(crate) fn bad_root(
     };
     if levels > max {
         return Some((
-            "PR_1_HTREE_DEPTH",
+            ProblemCode::PR_1_HTREE_DEPTH,
             format!("HTREE directory inode {ino} has a tree depth ({levels}) which is too big"),
         ));
     }
     if levels == max {
         return Some((
-            "PR_2_HTREE_BAD_ROOT",
+            ProblemCode::PR_2_HTREE_BAD_ROOT,
             format!("Problem in HTREE directory inode {ino}: root node is invalid"),
         ));
     }
@@ -99,17 +100,23 @@ pub(crate) fn bad_root(
     };
     let tail = usize::from(c.csum());
     let expect = (bs.saturating_sub(at) / 8).saturating_sub(tail);
-    let node = |code: &'static str, what: String| {
+    let node = |code: ProblemCode, what: String| {
         Some((
             code,
             format!("Problem in HTREE directory inode {ino}: block #0 has {what}"),
         ))
     };
     if usize::from(limit) != expect {
-        return node("PR_2_HTREE_BAD_LIMIT", format!("invalid limit ({limit})"));
+        return node(
+            ProblemCode::PR_2_HTREE_BAD_LIMIT,
+            format!("invalid limit ({limit})"),
+        );
     }
     if usize::from(count) > expect {
-        return node("PR_2_HTREE_BAD_COUNT", format!("invalid count ({count})"));
+        return node(
+            ProblemCode::PR_2_HTREE_BAD_COUNT,
+            format!("invalid count ({count})"),
+        );
     }
     for i in 0..usize::from(count) {
         let p = at + i * 8 + 4;
@@ -117,7 +124,7 @@ pub(crate) fn bad_root(
         let b = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & 0x0fff_ffff;
         if u64::from(b) >= nblocks {
             return Some((
-                "PR_2_HTREE_BADBLK",
+                ProblemCode::PR_2_HTREE_BADBLK,
                 format!("Problem in HTREE directory inode {ino}: bad block number {b}."),
             ));
         }

@@ -4,6 +4,7 @@
 //! inline keeps inline data; an `i_block` of valid block numbers becomes
 //! a block map; anything else is cleared.
 
+use crate::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::extent::ExtentNode;
 use ext4r_format::features::Incompat;
@@ -25,7 +26,7 @@ pub(crate) fn resolve(
     inode: &Inode,
     kind: FileKind,
     record_len: usize,
-) -> Option<(&'static str, String, Fix, InodeFlags)> {
+) -> Option<(ProblemCode, String, Fix, InodeFlags)> {
     if !inode
         .flags()
         .contains(InodeFlags::INLINE_DATA | InodeFlags::EXTENTS)
@@ -43,7 +44,7 @@ fn resolve_both(
     inode: &Inode,
     kind: FileKind,
     record_len: usize,
-) -> Option<(&'static str, String, Fix, InodeFlags)> {
+) -> Option<(ProblemCode, String, Fix, InodeFlags)> {
     let both = InodeFlags::INLINE_DATA | InodeFlags::EXTENTS;
     let flags = inode.flags();
     if !flags.contains(both)
@@ -57,7 +58,7 @@ fn resolve_both(
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
     ) {
         return Some((
-            "PR_1_SPECIAL_EXTENTS_IDATA",
+            ProblemCode::PR_1_SPECIAL_EXTENTS_IDATA,
             format!(
                 "Special (device/socket/fifo) file (inode {ino}) has extents\nor inline-data flag set."
             ),
@@ -68,7 +69,7 @@ fn resolve_both(
     let root = inode.i_block;
     if ExtentNode::parse(&root).is_ok() {
         return Some((
-            "PR_1_CLEAR_INLINE_DATA_FOR_EXTENT",
+            ProblemCode::PR_1_CLEAR_INLINE_DATA_FOR_EXTENT,
             format!("Inode {ino} has extent header but inline data flag is set."),
             clear(InodeFlags::INLINE_DATA),
             flags - InodeFlags::INLINE_DATA,
@@ -81,7 +82,7 @@ fn resolve_both(
     };
     if inode.size() < (60 + max_ea) as u64 {
         return Some((
-            "PR_1_CLEAR_EXTENT_FOR_INLINE_DATA",
+            ProblemCode::PR_1_CLEAR_EXTENT_FOR_INLINE_DATA,
             format!("Inode {ino} seems to have inline data but extent flag is set."),
             clear(InodeFlags::EXTENTS),
             flags - InodeFlags::EXTENTS,
@@ -93,14 +94,14 @@ fn resolve_both(
         .all(|&b| b == 0 || c.valid_range(u64::from(b), 1));
     if map_ok {
         return Some((
-            "PR_1_CLEAR_EXTENT_INLINE_DATA_FLAGS",
+            ProblemCode::PR_1_CLEAR_EXTENT_INLINE_DATA_FLAGS,
             format!("Inode {ino} seems to have block map but inline data and extent flags set."),
             clear(both),
             flags - both,
         ));
     }
     Some((
-        "PR_1_CLEAR_EXTENT_INLINE_DATA_INODE",
+        ProblemCode::PR_1_CLEAR_EXTENT_INLINE_DATA_INODE,
         format!("Inode {ino} has inline data and extent flags set but i_block contains junk."),
         Fix::ClearInode(ino),
         flags,

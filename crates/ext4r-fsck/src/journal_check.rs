@@ -12,6 +12,7 @@
 //! read before deciding to replay are left alone, unless the kernel's jbd2
 //! would refuse the log (`s_first` too close to `s_maxlen`).
 
+use crate::ProblemCode;
 use ext4r::fs::InodeInfo;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::{ino, Inode, InodeFlags};
@@ -51,7 +52,7 @@ pub(crate) fn check(c: &mut Ctx) {
                 Some(info) => {
                     c.p.error_fix(
                         0,
-                        "EXT4R_0_JOURNAL_INUM",
+                        ProblemCode::EXT4R_0_JOURNAL_INUM,
                         format!(
                             "Superblock names inode {inum} as the journal ({why}); the journal \
                              is inode {}.",
@@ -80,9 +81,9 @@ pub(crate) fn check(c: &mut Ctx) {
         let msg = format!("Journal inode {inum} is invalid; its copy in the superblock is used.");
         let fix = Fix::RestoreJournalInode(inum);
         if c.repairing {
-            c.p.harmless_fix(0, "EXT4R_0_JOURNAL_INODE_BACKUP", msg, fix);
+            c.p.harmless_fix(0, ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP, msg, fix);
         } else {
-            c.p.error_fix(0, "EXT4R_0_JOURNAL_INODE_BACKUP", msg, fix);
+            c.p.error_fix(0, ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP, msg, fix);
         }
     }
     if inum != ino::JOURNAL && inum >= sb.first_ino() {
@@ -120,7 +121,7 @@ fn stop(c: &mut Ctx, why: &str) {
 fn bad_super(c: &mut Ctx, at: u64, total: u32) {
     c.p.error_fix(
         0,
-        "PR_0_JOURNAL_BAD_SUPER",
+        ProblemCode::PR_0_JOURNAL_BAD_SUPER,
         "Journal superblock is corrupt.".into(),
         Fix::ResetJournalSuper(at, total),
     );
@@ -150,7 +151,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
     if stale {
         c.p.harmless_fix(
             0,
-            "PR_0_BACKUP_JNL",
+            ProblemCode::PR_0_BACKUP_JNL,
             "Backing up journal inode block information.".into(),
             Fix::Superblock(crate::super_rules::SuperEdit::JournalBackup(words)),
         );
@@ -164,7 +165,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
     if has || inum != 0 {
         c.p.error_fix(
             0,
-            "PR_0_JOURNAL_BAD_INODE",
+            ProblemCode::PR_0_JOURNAL_BAD_INODE,
             format!("Superblock has an invalid journal (inode {inum})."),
             Fix::DeleteJournal,
         );
@@ -172,7 +173,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
     } else if recover {
         c.p.error_fix(
             0,
-            "PR_0_JOURNAL_RECOVER_SET",
+            ProblemCode::PR_0_JOURNAL_RECOVER_SET,
             "Superblock needs_recovery flag is set, but no journal is present.".into(),
             Fix::DeleteJournal,
         );
@@ -186,7 +187,7 @@ fn external(c: &mut Ctx, has: bool, recover: bool, inum: u32) {
         if recover {
             c.p.error_fix(
                 0,
-                "PR_0_JOURNAL_RECOVER_SET",
+                ProblemCode::PR_0_JOURNAL_RECOVER_SET,
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
                 Fix::DeleteJournal,
             );
@@ -202,7 +203,7 @@ fn external(c: &mut Ctx, has: bool, recover: bool, inum: u32) {
         // As e2fsck without -j: the journal cannot be found.
         c.p.error(
             0,
-            "PR_0_CANT_FIND_JOURNAL",
+            ProblemCode::PR_0_CANT_FIND_JOURNAL,
             "Can't find external journal; the filesystem cannot be fully checked.".into(),
         );
     }
@@ -423,7 +424,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
     if v2_fields {
         c.p.error_fix(
             0,
-            "PR_0_CLEAR_V2_JOURNAL",
+            ProblemCode::PR_0_CLEAR_V2_JOURNAL,
             "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields \
              beyond the V1 journal superblock..."
                 .into(),
@@ -433,7 +434,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
             // -n leaves the fields, and e2fsck's PR_FATAL follows.
             c.p.error(
                 0,
-                "PR_0_JOURNAL_UNSUPP_MULTIFS",
+                ProblemCode::PR_0_JOURNAL_UNSUPP_MULTIFS,
                 "External journal has multiple filesystem users (unsupported).".into(),
             );
             return stop(c, "");
@@ -444,7 +445,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
     if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_incompat() != 0 {
         c.p.error(
             0,
-            "PR_0_JOURNAL_UNSUPP_INCOMPAT",
+            ProblemCode::PR_0_JOURNAL_UNSUPP_INCOMPAT,
             "Journal superblock has an unknown incompatible feature flag set.".into(),
         );
         // -n answers no to its "Abort", and the superblock is then
@@ -458,7 +459,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         // e2fsck stops here (abort): a journal it cannot read safely.
         c.p.error(
             0,
-            "PR_0_JOURNAL_UNSUPP_ROCOMPAT",
+            ProblemCode::PR_0_JOURNAL_UNSUPP_ROCOMPAT,
             "Journal superblock has an unknown read-only feature flag set.".into(),
         );
         if !c.repairing {
@@ -511,7 +512,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         if recover {
             c.p.error_fix(
                 0,
-                "PR_0_JOURNAL_RECOVER_SET",
+                ProblemCode::PR_0_JOURNAL_RECOVER_SET,
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
                 Fix::DeleteJournal,
             );
@@ -521,7 +522,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         // then treat the inode as the journal it is.
         c.p.harmless_fix(
             0,
-            "PR_0_JOURNAL_HAS_JOURNAL",
+            ProblemCode::PR_0_JOURNAL_HAS_JOURNAL,
             "Superblock has_journal flag is clear, but a journal is present.".into(),
             Fix::DeleteJournal,
         );
@@ -533,7 +534,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         // flipped bit: no transaction has the sequence it then looks for).
         c.p.error_fix(
             0,
-            "PR_0_JOURNAL_RUN",
+            ProblemCode::PR_0_JOURNAL_RUN,
             "Superblock needs_recovery flag is clear, but journal has data.".into(),
             Fix::SetIncompat(Incompat::RECOVER.bits()),
         );

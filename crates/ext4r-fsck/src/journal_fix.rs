@@ -7,7 +7,7 @@
 //! A journal found bad is never replayed, by e2fsck either, so nothing
 //! that e2fsck would keep is dropped. A deleted journal is made anew at
 //! the end of the repair, as e2fsck's "Recreate journal", by the engine's
-//! [`ext4r::tune::add_journal`] (see `repair.rs`).
+//! [`ext4r::journal_create::add_journal`] (see `repair.rs`).
 
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::jbd2::{block_type, JBD2_MAGIC};

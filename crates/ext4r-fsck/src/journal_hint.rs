@@ -10,6 +10,7 @@
 //! for one hint is more than the hint is worth. A device is believed only
 //! when the ext2 superblock on it carries the UUID.
 
+use crate::ProblemCode;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -36,7 +37,7 @@ pub(crate) fn check(c: &mut Ctx) {
     // marks it valid again after its superblock checks).
     c.p.harmless_fix(
         0,
-        "PR_0_EXTERNAL_JOURNAL_HINT",
+        ProblemCode::PR_0_EXTERNAL_JOURNAL_HINT,
         format!("Superblock hint for external superblock should be {rdev:#x}."),
         // dev_t cut to the field's 32 bits, as e2fsck stores it.
         Fix::Superblock(SuperEdit::JournalDev(rdev as u32)),

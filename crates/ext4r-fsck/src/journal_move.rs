@@ -6,6 +6,7 @@
 //! Only a journal inode with one link, named under one of e2fsck's names
 //! in the root, is moved; a read-only check leaves it be, as e2fsck.
 
+use crate::ProblemCode;
 use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;
 
@@ -25,7 +26,7 @@ pub(crate) fn check(c: &mut Ctx, inum: u32, links: u16) {
     };
     c.p.error_fix(
         0,
-        "PR_0_MOVE_JOURNAL",
+        ProblemCode::PR_0_MOVE_JOURNAL,
         format!(
             "Moving journal from /{} to hidden inode.\n",
             String::from_utf8_lossy(name)

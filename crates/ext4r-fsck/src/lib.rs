@@ -90,7 +90,9 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r_format::features::Incompat;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
-pub use codes::{no_nomsg, no_prompt, preen_silent, question_spacing, trailing_newlines};
+pub use codes::{
+    no_nomsg, no_prompt, preen_silent, question_spacing, trailing_newlines, ProblemCode,
+};
 pub use device_size::{size_mismatch, SizeMismatch};
 pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
@@ -418,7 +420,7 @@ pub(crate) fn check_with(
             // Pass 1's findings made early (metadata blocks in conflict)
             // are not looked for by e2fsck on a clean filesystem: they
             // force nothing, and are dropped when the check stops here.
-            let early = |p: &Problem| p.code.starts_with("PR_1_");
+            let early = |p: &Problem| p.code.is_e2fsck() && p.code.section() == "1";
             let forced = c.p.list().iter().any(|p| {
                 !early(p)
                     && !super_rules::cosmetic(p.code)
@@ -456,7 +458,7 @@ pub(crate) fn check_with(
         // judged field by field below, gets its checksum again.
         c.p.error_fix(
             0,
-            "EXT4R_0_SB_CSUM_INVALID",
+            ProblemCode::EXT4R_0_SB_CSUM_INVALID,
             "Superblock checksum does not match superblock.".into(),
             Fix::RestorePrimary,
         );
@@ -464,7 +466,7 @@ pub(crate) fn check_with(
     if backup_used {
         c.p.error_fix(
             0,
-            "PR_0_SB_CORRUPT",
+            ProblemCode::PR_0_SB_CORRUPT,
             "The primary superblock or group descriptors are unusable; the check used a \
              backup."
                 .into(),
@@ -509,7 +511,7 @@ pub(crate) fn check_with(
                 p.pass < 2
                     || matches!(
                         p.code,
-                        "PR_2_INOREF_BG_INO_UNINIT" | "PR_2_INOREF_IN_UNUSED"
+                        ProblemCode::PR_2_INOREF_BG_INO_UNINIT | ProblemCode::PR_2_INOREF_IN_UNUSED
                     )
             });
             emit.next = shown;
@@ -551,7 +553,9 @@ pub(crate) fn check_with(
 /// code. A repair fixes them anyway.
 fn forgive_pass0(c: &mut ctx::Ctx, from: usize) {
     if !c.repairing {
-        c.p.forgive_from(from, |p| p.pass == 0 && p.code.starts_with("PR_0_"));
+        c.p.forgive_from(from, |p| {
+            p.pass == 0 && p.code.is_e2fsck() && p.code.section() == "0"
+        });
     }
 }
 

@@ -4,6 +4,7 @@
 //! must hold, and a bad one is rewritten as `ext2fs_mmp_reset` makes it:
 //! clean sequence, time 0, this host's name, the superblock's interval.
 
+use crate::ProblemCode;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::mmp::{MmpStruct, MMP_MAGIC, MMP_MIN_CHECK_INTERVAL, MMP_SEQ_CLEAN, MMP_SIZE};
 
@@ -32,7 +33,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if magic != MMP_MAGIC {
         c.p.error_fix(
             0,
-            "PR_0_MMP_INVALID_MAGIC",
+            ProblemCode::PR_0_MMP_INVALID_MAGIC,
             "Superblock has invalid MMP magic.".into(),
             Fix::ResetMmp(b),
         );
@@ -44,7 +45,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if c.sb.has_ro_compat(RoCompat::METADATA_CSUM) && m.verify_checksum(c.sb.csum_seed()).is_err() {
         c.p.error_fix(
             0,
-            "PR_0_MMP_CSUM_INVALID",
+            ProblemCode::PR_0_MMP_CSUM_INVALID,
             "Superblock MMP block checksum does not match.".into(),
             Fix::ResetMmp(b),
         );

@@ -11,6 +11,7 @@
 //! trusted; the full check deals with the inodes), except forgetting the
 //! list head, as e2fsck.
 
+use crate::ProblemCode;
 use std::collections::HashSet;
 
 use ext4r::fs::Filesystem;
@@ -47,7 +48,7 @@ pub(crate) struct Released {
 }
 
 impl Released {
-    fn say(&mut self, code: &'static str, message: String) {
+    fn say(&mut self, code: ProblemCode, message: String) {
         self.said.push(Problem {
             pass: 0,
             code,
@@ -79,7 +80,7 @@ pub(crate) fn plan(fs: &Filesystem) -> Released {
     let legal = |i: u32| i >= first && i <= count;
     if head != 0 && !legal(head) {
         r.say(
-            "PR_0_ORPHAN_ILLEGAL_HEAD_INODE",
+            ProblemCode::PR_0_ORPHAN_ILLEGAL_HEAD_INODE,
             format!("Illegal orphaned inode {head} in superblock."),
         );
         return r;
@@ -92,7 +93,7 @@ pub(crate) fn plan(fs: &Filesystem) -> Released {
         let next = inode.dtime();
         if next != 0 && !legal(next) {
             r.say(
-                "PR_0_ORPHAN_ILLEGAL_INODE",
+                ProblemCode::PR_0_ORPHAN_ILLEGAL_INODE,
                 format!("Illegal inode {next} in orphaned inode list."),
             );
             break;
@@ -135,7 +136,7 @@ fn orphan_file(
     let bs = fs.block_size() as usize;
     if info.inode.size() % bs as u64 != 0 {
         out.say(
-            "PR_0_ORPHAN_FILE_WRONG_SIZE",
+            ProblemCode::PR_0_ORPHAN_FILE_WRONG_SIZE,
             format!(
                 "Orphan file (inode {inum}) size is not multiple of block size. Terminating \
                  orphan file recovery."
@@ -151,7 +152,7 @@ fn orphan_file(
     for r in &runs {
         if r.logical != next_lblk {
             out.say(
-                "PR_0_ORPHAN_FILE_HOLE",
+                ProblemCode::PR_0_ORPHAN_FILE_HOLE,
                 format!(
                     "Orphan file (inode {inum}) contains hole at block {next_lblk}. Terminating \
                      orphan file recovery."
@@ -170,7 +171,7 @@ fn orphan_file(
                 != ORPHAN_BLOCK_MAGIC
             {
                 out.say(
-                    "PR_0_ORPHAN_FILE_BAD_MAGIC",
+                    ProblemCode::PR_0_ORPHAN_FILE_BAD_MAGIC,
                     format!(
                         "Orphan file (inode {inum}) block {} contains wrong magic. Terminating \
                          orphan file recovery.",
@@ -186,7 +187,7 @@ fn orphan_file(
                 });
             if !sound {
                 out.say(
-                    "PR_0_ORPHAN_FILE_BAD_CHECKSUM",
+                    ProblemCode::PR_0_ORPHAN_FILE_BAD_CHECKSUM,
                     format!(
                         "Orphan file (inode {inum}) block {} contains wrong checksum. \
                          Terminating orphan file recovery.",
@@ -240,7 +241,10 @@ fn release_checked(
         return true;
     };
     // e2fsck says it is releasing the inode before it meets the block.
-    out.say("PR_0_ORPHAN_CLEAR_INODE", clear_message(ino, inode));
+    out.say(
+        ProblemCode::PR_0_ORPHAN_CLEAR_INODE,
+        clear_message(ino, inode),
+    );
     if let Some((code, message)) = stop {
         out.say(code, message);
     }
@@ -270,7 +274,10 @@ fn clear_message(ino: u32, inode: &Inode) -> String {
 fn release(fs: &Filesystem, ino: u32, inode: &Inode, out: &mut Released) {
     out.inodes.push(ino);
     let linked = inode.links_count() != 0;
-    out.say("PR_0_ORPHAN_CLEAR_INODE", clear_message(ino, inode));
+    out.say(
+        ProblemCode::PR_0_ORPHAN_CLEAR_INODE,
+        clear_message(ino, inode),
+    );
     let fixes = &mut out.fixes;
     if linked {
         fixes.push(Fix::InodeClearDtime(ino));

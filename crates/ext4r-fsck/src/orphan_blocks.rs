@@ -12,6 +12,7 @@
 //! seen is skipped. A tree block that cannot be followed stops the walk
 //! without a problem code (e2fsck prints the library's error).
 
+use crate::ProblemCode;
 use std::collections::{HashMap, HashSet};
 
 use ext4r::fs::Filesystem;
@@ -24,7 +25,7 @@ use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 
 /// Why the release of an orphan stops: e2fsck's code and message, or
 /// None for a tree it cannot walk.
-pub(crate) type Stop = Option<(&'static str, String)>;
+pub(crate) type Stop = Option<(ProblemCode, String)>;
 
 /// The block bitmap as the release sees it: the bitmaps on disk (an
 /// uninitialised group's shows no data block in use) less what earlier
@@ -157,13 +158,13 @@ impl Walk<'_, '_> {
         let ino = self.ino;
         if blk < g.first_data_block || blk >= g.blocks_count {
             return Err(Some((
-                "PR_0_ORPHAN_ILLEGAL_BLOCK_NUM",
+                ProblemCode::PR_0_ORPHAN_ILLEGAL_BLOCK_NUM,
                 format!("Illegal {what} ({blk}) found in orphaned inode {ino}."),
             )));
         }
         if !self.used.marked(blk) {
             return Err(Some((
-                "PR_0_ORPHAN_ALREADY_CLEARED_BLOCK",
+                ProblemCode::PR_0_ORPHAN_ALREADY_CLEARED_BLOCK,
                 format!("Already cleared {what} ({blk}) found in orphaned inode {ino}."),
             )));
         }

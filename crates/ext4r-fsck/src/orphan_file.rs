@@ -9,6 +9,7 @@
 //! waits for the next round (PR_6_ORPHAN_FILE_BITMAP_INVALID), as
 //! e2fsck, whose bitmaps cannot be trusted then, leaves it.
 
+use crate::ProblemCode;
 use ext4r_format::extent::Extent;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::orphan::default_orphan_file_blocks;
@@ -55,7 +56,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if size % bs != 0 {
         c.p.harmless(
             5,
-            "PR_6_ORPHAN_FILE_WRONG_SIZE",
+            ProblemCode::PR_6_ORPHAN_FILE_WRONG_SIZE,
             format!("Orphan file (inode {inum}) size is not multiple of block size."),
         );
     } else {
@@ -83,7 +84,7 @@ pub(crate) fn check(c: &mut Ctx) {
         match hole {
             Some(h) if h < size / bs => c.p.harmless(
                 5,
-                "PR_6_ORPHAN_FILE_HOLE",
+                ProblemCode::PR_6_ORPHAN_FILE_HOLE,
                 format!("Orphan file (inode {inum}) contains hole at block {h}."),
             ),
             _ => return,
@@ -91,17 +92,19 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     let msg = "Failed to initialize orphan file.".to_string();
     if !c.relocate.is_empty() {
-        c.p.error(5, "PR_6_ORPHAN_FILE_CORRUPTED", msg);
+        c.p.error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg);
         c.p.harmless(
             5,
-            "PR_6_ORPHAN_FILE_BITMAP_INVALID",
+            ProblemCode::PR_6_ORPHAN_FILE_BITMAP_INVALID,
             "Cannot fix corrupted orphan file with invalid bitmaps.".into(),
         );
         return;
     }
     match plan(c, inum, &info.inode) {
-        Some(f) => c.p.error_fix(5, "PR_6_ORPHAN_FILE_CORRUPTED", msg, f),
-        None => c.p.error(5, "PR_6_ORPHAN_FILE_CORRUPTED", msg),
+        Some(f) => {
+            c.p.error_fix(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg, f)
+        }
+        None => c.p.error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Pass 0: the superblock, the group descriptors and the journal
 //! superblock — everything the other passes trust to find their way.
 
+use crate::ProblemCode;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::group_desc::GroupDescCsum;
 use ext4r_format::inode::ino;
@@ -37,7 +38,12 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     let (later, journal): (Vec<_>, Vec<_>) =
         c.p.take_range(before..c.p.mark())
             .into_iter()
-            .partition(|p| matches!(p.code, "PR_0_BACKUP_JNL" | "PR_0_MOVE_JOURNAL"));
+            .partition(|p| {
+                matches!(
+                    p.code,
+                    ProblemCode::PR_0_BACKUP_JNL | ProblemCode::PR_0_MOVE_JOURNAL
+                )
+            });
     if c.fatal_journal {
         c.p.take_range(start..c.p.mark());
         c.p.insert_at(start, journal);
@@ -59,7 +65,7 @@ fn superblock(c: &mut Ctx) {
     if c.repairing && sb.s_creator_os.get() == OS_HURD && sb.has_incompat(Incompat::FILETYPE) {
         c.p.error_fix(
             0,
-            "PR_0_HURD_CLEAR_FILETYPE",
+            ProblemCode::PR_0_HURD_CLEAR_FILETYPE,
             "The Hurd does not support the filetype feature.".into(),
             crate::fix::Fix::ClearIncompat(Incompat::FILETYPE.bits()),
         );
@@ -72,7 +78,7 @@ fn superblock(c: &mut Ctx) {
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
         c.p.harmless(
             0,
-            "PR_0_META_AND_GDT_CSUM_SET",
+            ProblemCode::PR_0_META_AND_GDT_CSUM_SET,
             "Superblock has metadata_csum and uninit_bg both set.".into(),
         );
     }
@@ -80,7 +86,7 @@ fn superblock(c: &mut Ctx) {
     if u64::from(sb.s_inodes_count.get()) != want {
         c.p.error(
             0,
-            "PR_0_INODE_COUNT_WRONG",
+            ProblemCode::PR_0_INODE_COUNT_WRONG,
             format!(
                 "Inode count in superblock is {}, should be {want}.",
                 sb.s_inodes_count.get()
@@ -90,7 +96,7 @@ fn superblock(c: &mut Ctx) {
     if sb.r_blocks_count() > sb.blocks_count() {
         c.p.error(
             0,
-            "PR_0_SB_CORRUPT",
+            ProblemCode::PR_0_SB_CORRUPT,
             format!(
                 "Reserved blocks count {} is larger than the block count {}.",
                 sb.r_blocks_count(),
@@ -108,7 +114,7 @@ fn superblock(c: &mut Ctx) {
         if bad(min) {
             c.p.error_fix(
                 0,
-                "PR_0_BAD_MIN_EXTRA_ISIZE",
+                ProblemCode::PR_0_BAD_MIN_EXTRA_ISIZE,
                 format!("Bad required extra isize in superblock ({min})."),
                 Fix::SuperExtraIsize(false, 32),
             );
@@ -117,7 +123,7 @@ fn superblock(c: &mut Ctx) {
         if bad(wanted) {
             c.p.error_fix(
                 0,
-                "PR_0_BAD_WANT_EXTRA_ISIZE",
+                ProblemCode::PR_0_BAD_WANT_EXTRA_ISIZE,
                 format!("Bad desired extra isize in superblock ({wanted})."),
                 Fix::SuperExtraIsize(true, 32),
             );
@@ -152,11 +158,21 @@ fn descriptors(c: &mut Ctx) {
         let inside = |b: u64, n: u64| b >= lo && b.checked_add(n).is_some_and(|e| e <= hi);
         let mut bad = false;
         for (what, code, b, n) in [
-            ("Block bitmap", "PR_0_BB_NOT_GROUP", d.block_bitmap(wide), 1),
-            ("Inode bitmap", "PR_0_IB_NOT_GROUP", d.inode_bitmap(wide), 1),
+            (
+                "Block bitmap",
+                ProblemCode::PR_0_BB_NOT_GROUP,
+                d.block_bitmap(wide),
+                1,
+            ),
+            (
+                "Inode bitmap",
+                ProblemCode::PR_0_IB_NOT_GROUP,
+                d.inode_bitmap(wide),
+                1,
+            ),
             (
                 "Inode table",
-                "PR_0_ITABLE_NOT_GROUP",
+                ProblemCode::PR_0_ITABLE_NOT_GROUP,
                 d.inode_table(wide),
                 itb,
             ),
@@ -168,8 +184,8 @@ fn descriptors(c: &mut Ctx) {
                     format!("{what} for group {g} is not in group.  (block {b})"),
                 );
                 let meta = match code {
-                    "PR_0_BB_NOT_GROUP" => crate::relocate::Meta::BlockBitmap,
-                    "PR_0_IB_NOT_GROUP" => crate::relocate::Meta::InodeBitmap,
+                    ProblemCode::PR_0_BB_NOT_GROUP => crate::relocate::Meta::BlockBitmap,
+                    ProblemCode::PR_0_IB_NOT_GROUP => crate::relocate::Meta::InodeBitmap,
                     _ => crate::relocate::Meta::InodeTable,
                 };
                 c.relocate.push((g, meta, false));
@@ -205,7 +221,7 @@ fn descriptors(c: &mut Ctx) {
             // latch asked once for all the descriptors.
             c.p.harmless_fix(
                 0,
-                "PR_0_GDT_CSUM",
+                ProblemCode::PR_0_GDT_CSUM,
                 format!(
                     "Group descriptor {g} checksum is {:#06x}, should be {:#06x}.",
                     sums.0, sums.1
@@ -213,7 +229,7 @@ fn descriptors(c: &mut Ctx) {
                 fix,
             );
             c.p.latch_last(
-                "PR_0_GDT_CSUM_LATCH",
+                ProblemCode::PR_0_GDT_CSUM_LATCH,
                 "One or more block group descriptor checksums are invalid.".into(),
             );
             c.p.move_last_to(at);
@@ -272,7 +288,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
         if let Some(b) = ranges.first_in(it, it + itb) {
             c.p.error(
                 1,
-                "PR_1_ITABLE_CONFLICT",
+                ProblemCode::PR_1_ITABLE_CONFLICT,
                 format!("Group {g}'s inode table at {b} conflicts with some other fs block."),
             );
             c.relocate.push((g, Meta::InodeTable, true));
@@ -285,8 +301,16 @@ fn bitmap_conflicts(c: &mut Ctx) {
                 continue;
             }
             let (b, what, code) = match pick {
-                Meta::BlockBitmap => (d.block_bitmap(wide), "block bitmap", "PR_1_BB_CONFLICT"),
-                _ => (d.inode_bitmap(wide), "inode bitmap", "PR_1_IB_CONFLICT"),
+                Meta::BlockBitmap => (
+                    d.block_bitmap(wide),
+                    "block bitmap",
+                    ProblemCode::PR_1_BB_CONFLICT,
+                ),
+                _ => (
+                    d.inode_bitmap(wide),
+                    "inode bitmap",
+                    ProblemCode::PR_1_IB_CONFLICT,
+                ),
             };
             if ranges.contains(b) {
                 c.p.error(
@@ -417,7 +441,7 @@ fn quota_and_orphan(c: &mut Ctx) {
         if inum != 0 && (inum > max || (inum < sb.first_ino() && inum != std)) {
             c.p.error_fix(
                 0,
-                "PR_0_INVALID_QUOTA_INO",
+                ProblemCode::PR_0_INVALID_QUOTA_INO,
                 format!("Invalid {what} quota inode {inum}."),
                 Fix::ClearQuotaInode(qtype as u8),
             );
@@ -428,7 +452,7 @@ fn quota_and_orphan(c: &mut Ctx) {
         if sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
             c.p.error_fix(
                 0,
-                "PR_6_ORPHAN_PRESENT_NO_FILE",
+                ProblemCode::PR_6_ORPHAN_PRESENT_NO_FILE,
                 "Feature orphan_present is set but feature orphan_file is not.".into(),
                 Fix::ClearOrphanPresent,
             );
@@ -440,7 +464,7 @@ fn quota_and_orphan(c: &mut Ctx) {
         // feature goes, and the inode is then emptied by pass 1.
         c.p.error_fix(
             0,
-            "PR_6_ORPHAN_FILE_WITHOUT_JOURNAL",
+            ProblemCode::PR_6_ORPHAN_FILE_WITHOUT_JOURNAL,
             "Superblock has orphan file without journal.".into(),
             Fix::Superblock(crate::super_rules::SuperEdit::NoOrphanFile),
         );
@@ -498,7 +522,7 @@ fn quota_and_orphan(c: &mut Ctx) {
                 // deleted ones their deletion time): the block is emptied.
                 c.p.error_fix(
                     6,
-                    "PR_6_ORPHAN_BLOCK_DIRTY",
+                    ProblemCode::PR_6_ORPHAN_BLOCK_DIRTY,
                     format!(
                         "Orphan file (inode {inum}) block {} is not clean.",
                         r.logical + k
@@ -514,7 +538,7 @@ fn quota_and_orphan(c: &mut Ctx) {
         // make it anew.
         c.p.error(
             6,
-            "PR_6_ORPHAN_FILE_CORRUPTED",
+            ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED,
             "Failed to initialize orphan file.".into(),
         );
     }
@@ -523,7 +547,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
         c.p.error_fix(
             6,
-            "PR_6_ORPHAN_PRESENT_CLEAN_FILE",
+            ProblemCode::PR_6_ORPHAN_PRESENT_CLEAN_FILE,
             "Feature orphan_present is set but orphan file is clean.".into(),
             crate::fix::Fix::ClearOrphanPresent,
         );

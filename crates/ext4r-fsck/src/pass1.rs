@@ -2,6 +2,7 @@
 //! `i_blocks`, xattrs — reading inode tables in one large read per group
 //! and skipping what the group descriptors say is unused.
 
+use crate::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::inode::{
@@ -94,7 +95,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     if c.large_dirs > 0 && !c.sb.has_incompat(Incompat::LARGEDIR) {
         c.p.error_fix(
             1,
-            "PR_2_FEATURE_LARGE_DIRS",
+            ProblemCode::PR_2_FEATURE_LARGE_DIRS,
             "Filesystem has large directories, but lacks LARGE_DIR flag in superblock.".into(),
             Fix::SetLargeDir,
         );
@@ -102,14 +103,14 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
         c.p.error_fix(
             2,
-            "PR_2_FEATURE_LARGE_FILES",
+            ProblemCode::PR_2_FEATURE_LARGE_FILES,
             "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
             Fix::SetLargeFile,
         );
         if c.sb.s_rev_level.get() == 0 {
             c.p.error_fix(
                 2,
-                "PR_1_FS_REV_LEVEL",
+                ProblemCode::PR_1_FS_REV_LEVEL,
                 "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
                 Fix::Superblock(crate::super_rules::SuperEdit::DynamicRev),
             );
@@ -175,7 +176,7 @@ fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: 
     }
     c.p.error(
         1,
-        "PR_1_ISCAN_ERROR",
+        ProblemCode::PR_1_ISCAN_ERROR,
         format!("Error while reading inode table of group {g}."),
     );
     if !c.repairing {
@@ -416,7 +417,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     if std::mem::take(&mut c.csum_due) && !rewritten {
         c.p.error_fix(
             1,
-            "PR_1_INODE_ONLY_CSUM_INVALID",
+            ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
             format!("Inode {ino} passes checks, but checksum does not match inode."),
             Fix::InodeChecksum(ino),
         );
@@ -448,7 +449,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         {
             c.p.error_fix(
                 1,
-                "PR_1_INODE_IS_GARBAGE",
+                ProblemCode::PR_1_INODE_IS_GARBAGE,
                 format!("Inode {ino} seems to contain garbage."),
                 Fix::ZeroInode(ino),
             );
@@ -466,7 +467,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         if bad_csum && c.p.errors() == before {
             c.p.error_fix(
                 1,
-                "PR_1_INODE_ONLY_CSUM_INVALID",
+                ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
                 format!("Inode {ino} passes checks, but checksum does not match inode."),
                 Fix::InodeChecksum(ino),
             );
@@ -497,7 +498,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     {
         c.p.error_fix(
             1,
-            "PR_1_INODE_IS_GARBAGE",
+            ProblemCode::PR_1_INODE_IS_GARBAGE,
             format!("Inode {ino} seems to contain garbage."),
             Fix::ClearInode(ino),
         );
@@ -523,7 +524,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
         c.p.error_fix(
             2,
-            "PR_2_I_FILE_ACL_HI_ZERO",
+            ProblemCode::PR_2_I_FILE_ACL_HI_ZERO,
             format!(
                 "i_file_acl_hi for inode {ino} ({}) is {}, should be zero.",
                 crate::pathname::q(ino),
@@ -540,7 +541,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     {
         c.p.error_fix(
             2,
-            "PR_2_BLOCKS_HI_ZERO",
+            ProblemCode::PR_2_BLOCKS_HI_ZERO,
             format!(
                 "i_blocks_hi for inode {ino} ({}) is {}, should be zero.",
                 crate::pathname::q(ino),
@@ -554,7 +555,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     if inode.flags().contains(InodeFlags::IMAGIC) && !c.sb.has_compat(Compat::IMAGIC_INODES) {
         c.p.error_fix(
             1,
-            "PR_1_SET_IMAGIC",
+            ProblemCode::PR_1_SET_IMAGIC,
             format!("Inode {ino} has imagic flag set."),
             Fix::InodeClearFlags(ino, InodeFlags::IMAGIC.bits()),
         );
@@ -563,8 +564,8 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     // judges them only there).
     if c.sb.s_creator_os.get() == OS_HURD {
         for (at, code, what) in [
-            (0x74, "PR_2_FRAG_ZERO", "i_frag"),
-            (0x75, "PR_2_FSIZE_ZERO", "i_fsize"),
+            (0x74, ProblemCode::PR_2_FRAG_ZERO, "i_frag"),
+            (0x75, ProblemCode::PR_2_FSIZE_ZERO, "i_fsize"),
         ] {
             if let Some(&v) = rec.get(at).filter(|&&v| v != 0) {
                 c.p.error_fix(
@@ -582,7 +583,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     if inode.i_obso_faddr.get() != 0 {
         c.p.error_fix(
             2,
-            "PR_2_FADDR_ZERO",
+            ProblemCode::PR_2_FADDR_ZERO,
             format!(
                 "i_faddr for inode {ino} ({}) is {}, should be zero.",
                 crate::pathname::q(ino),
@@ -598,7 +599,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         if ino == special::ROOT {
             c.p.error_fix(
                 1,
-                "PR_1_ROOT_DTIME",
+                ProblemCode::PR_1_ROOT_DTIME,
                 "Root inode has dtime set (probably due to old mke2fs).".into(),
                 Fix::InodeClearDtime(ino),
             );
@@ -606,7 +607,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         if ino != special::ROOT || !c.repairing {
             c.p.error_fix(
                 1,
-                "PR_1_SET_DTIME",
+                ProblemCode::PR_1_SET_DTIME,
                 format!("Inode {ino} is in use, but has dtime set."),
                 Fix::InodeClearDtime(ino),
             );
@@ -631,7 +632,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     if special_kind && crate::really_dir::looks_like_dir(c, ino, inode) {
         c.p.error_fix(
             1,
-            "PR_1_TREAT_AS_DIRECTORY",
+            ProblemCode::PR_1_TREAT_AS_DIRECTORY,
             format!(
                 "Inode {ino} is a {} but it looks like it is really a directory.",
                 type_words(inode.mode())
@@ -647,7 +648,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         // As e2fsck: cleared, and made anew by pass 3.
         c.p.error_fix(
             1,
-            "PR_1_ROOT_NO_DIR",
+            ProblemCode::PR_1_ROOT_NO_DIR,
             "Root inode is not a directory.".into(),
             Fix::ClearInode(ino),
         );
@@ -685,7 +686,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         // that cannot be read) the inline data cannot be trusted.
         c.p.error_fix(
             1,
-            "PR_1_INLINE_DATA_NO_ATTR",
+            ProblemCode::PR_1_INLINE_DATA_NO_ATTR,
             format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
             Fix::InlineTruncate(ino),
         );
@@ -701,7 +702,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
         c.p.error_fix(
             1,
-            "PR_1_EXTRA_ISIZE",
+            ProblemCode::PR_1_EXTRA_ISIZE,
             format!(
                 "Inode {ino} has a extra size ({}) which is invalid",
                 inode.i_extra_isize.get()
@@ -718,7 +719,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     {
         c.p.error_fix(
             1,
-            "PR_1_HTREE_SET",
+            ProblemCode::PR_1_HTREE_SET,
             format!("Inode {ino} has INDEX_FL flag set on filesystem without htree support."),
             Fix::ClearIndexFlag(ino),
         );
@@ -775,10 +776,10 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
                 c.p.error_fix(
                     2,
                     match kind {
-                        FileKind::CharDevice => "PR_2_BAD_CHAR_DEV",
-                        FileKind::BlockDevice => "PR_2_BAD_BLOCK_DEV",
-                        FileKind::Fifo => "PR_2_BAD_FIFO",
-                        _ => "PR_2_BAD_SOCKET",
+                        FileKind::CharDevice => ProblemCode::PR_2_BAD_CHAR_DEV,
+                        FileKind::BlockDevice => ProblemCode::PR_2_BAD_BLOCK_DEV,
+                        FileKind::Fifo => ProblemCode::PR_2_BAD_FIFO,
+                        _ => ProblemCode::PR_2_BAD_SOCKET,
                     },
                     format!(
                         "Inode {ino} ({}) is an illegal {}.",
@@ -795,7 +796,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             } else if flags.contains(InodeFlags::INLINE_DATA) {
                 c.p.error_fix(
                     1,
-                    "PR_1_SPECIAL_EXTENTS_IDATA",
+                    ProblemCode::PR_1_SPECIAL_EXTENTS_IDATA,
                     format!(
                         "Special (device/socket/fifo) file (inode {ino}) has extents\nor \
                          inline-data flag set."
@@ -807,7 +808,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         _ => {
             c.p.error_fix(
                 2,
-                "PR_2_BAD_MODE",
+                ProblemCode::PR_2_BAD_MODE,
                 format!(
                     "Inode {ino} ({}) has invalid mode (0{:o}).",
                     crate::pathname::q(ino),
@@ -826,7 +827,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     if bad_symlink {
         c.p.error_fix(
             2,
-            "PR_2_INVALID_SYMLINK",
+            ProblemCode::PR_2_INVALID_SYMLINK,
             format!(
                 "Symlink {} (inode #{ino}) is invalid.",
                 crate::pathname::q(ino)
@@ -847,7 +848,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         // e2fsck's PR_NO_OK: not an error, but repaired.
         c.p.harmless_fix(
             1,
-            "PR_1_SET_IMMUTABLE",
+            ProblemCode::PR_1_SET_IMMUTABLE,
             format!(
                 "Special (device/socket/fifo/symlink) file (inode {ino}) has immutable\nor \
                  append-only flag set."
@@ -864,7 +865,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     if device && !bogus_dev && inode.size() != 0 {
         c.p.error_fix(
             1,
-            "PR_1_SET_NONZSIZE",
+            ProblemCode::PR_1_SET_NONZSIZE,
             format!("Special (device/socket/fifo) inode {ino} has non-zero size."),
             Fix::InodeSize(ino, 0),
         );
@@ -880,7 +881,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         // it with it), rather than a block 0 being made for it.
         c.p.error_fix(
             1,
-            "PR_1_ZERO_LENGTH_DIR",
+            ProblemCode::PR_1_ZERO_LENGTH_DIR,
             format!("Inode {ino} is a zero-length directory."),
             Fix::ClearInode(ino),
         );
@@ -926,7 +927,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         if want != have {
             c.p.error_fix(
                 1,
-                "PR_1_BAD_I_BLOCKS",
+                ProblemCode::PR_1_BAD_I_BLOCKS,
                 format!("Inode {ino}, i_blocks is {have}, should be {want}."),
                 Fix::InodeBlocks(ino, blocks),
             );
@@ -947,10 +948,15 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
                     map.end_lblk <= 12
                 };
                 if simple {
-                    c.p.error_fix(1, "PR_1_COLLAPSE_DBLOCK", msg, Fix::CollapseDir(ino));
+                    c.p.error_fix(
+                        1,
+                        ProblemCode::PR_1_COLLAPSE_DBLOCK,
+                        msg,
+                        Fix::CollapseDir(ino),
+                    );
                     collapse = c.repairing;
                 } else {
-                    c.p.error(1, "PR_1_COLLAPSE_DBLOCK", msg);
+                    c.p.error(1, ProblemCode::PR_1_COLLAPSE_DBLOCK, msg);
                 }
                 break;
             }
@@ -979,7 +985,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             if want != inode.size() {
                 c.p.error_fix(
                     1,
-                    "PR_1_BAD_I_SIZE",
+                    ProblemCode::PR_1_BAD_I_SIZE,
                     format!("Inode {ino}, i_size is {}, should be {want}.", inode.size()),
                     Fix::InodeSize(ino, want),
                 );
@@ -1113,7 +1119,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
         special::BAD if bad_csum || crate::badblocks::bad_inode_invalid(inode) => {
             c.p.error_fix(
                 1,
-                "PR_1_INVALID_BAD_INODE",
+                ProblemCode::PR_1_INVALID_BAD_INODE,
                 "The bad block inode looks invalid.".into(),
                 Fix::ZeroInode(ino),
             );
@@ -1143,7 +1149,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
         {
             c.p.error_fix(
                 1,
-                "PR_1_JOURNAL_INODE_NOT_CLEAR",
+                ProblemCode::PR_1_JOURNAL_INODE_NOT_CLEAR,
                 "Journal inode is not in use, but contains data.".into(),
                 Fix::ZeroInode(ino),
             );
@@ -1163,14 +1169,14 @@ fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
     if !inode.is_dir() {
         c.p.error_fix(
             1,
-            "PR_1_CASEFOLD_NONDIR",
+            ProblemCode::PR_1_CASEFOLD_NONDIR,
             format!("Inode {ino} has the casefold flag set but is not a directory."),
             fix,
         );
     } else if !c.sb.has_incompat(Incompat::CASEFOLD) {
         c.p.error_fix(
             1,
-            "PR_1_CASEFOLD_FEATURE",
+            ProblemCode::PR_1_CASEFOLD_FEATURE,
             format!(
                 "Directory {ino} has the casefold flag, but the\ncasefold feature is not enabled."
             ),
@@ -1201,19 +1207,19 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
         };
         c.p.error_fix(
             1,
-            "PR_1_LOW_DTIME",
+            ProblemCode::PR_1_LOW_DTIME,
             format!("Inode {ino} was part of the orphaned inode list."),
             fix,
         );
         c.p.latch_last(
-            "PR_1_ORPHAN_LIST_REFUGEES",
+            ProblemCode::PR_1_ORPHAN_LIST_REFUGEES,
             "Inodes that were part of a corrupted orphan linked list found.".into(),
         );
     }
     if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb.first_ino() {
         c.p.error_fix(
             1,
-            "PR_1_ZERO_DTIME",
+            ProblemCode::PR_1_ZERO_DTIME,
             format!("Deleted inode {ino} has zero dtime."),
             Fix::ClearInode(ino),
         );
@@ -1313,7 +1319,7 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
     if holey_dir {
         c.p.error(
             1,
-            "PR_1_BAD_I_SIZE",
+            ProblemCode::PR_1_BAD_I_SIZE,
             format!(
                 "Inode {ino}, i_size is {size}, should be {}.",
                 map.end_lblk * bs
@@ -1322,7 +1328,7 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
     } else {
         c.p.error_fix(
             1,
-            "PR_1_BAD_I_SIZE",
+            ProblemCode::PR_1_BAD_I_SIZE,
             format!(
                 "Inode {ino}, i_size is {size}, should be {}.",
                 map.end_lblk * bs

@@ -9,6 +9,7 @@
 //! tree rebuilt from the extents found (see [`crate::extent_rebuild`]):
 //! the data stays.
 
+use crate::ProblemCode;
 use std::collections::HashSet;
 
 use ext4r_format::extent::{verify_extent_block_checksum, Extent, EXTENT_MAGIC};
@@ -62,7 +63,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     if let Some(d) = crate::extent_depth::root_depth(c, &root) {
         c.p.error_fix(
             1,
-            "EXT4R_1_EXTENT_ROOT_DEPTH",
+            ProblemCode::EXT4R_1_EXTENT_ROOT_DEPTH,
             format!(
                 "Inode {ino} extent tree root says depth {}, its entries show depth {d}.",
                 stored(&root)
@@ -100,7 +101,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         None => {
             c.p.error_fix(
                 1,
-                "PR_1_MISSING_EXTENT_HEADER",
+                ProblemCode::PR_1_MISSING_EXTENT_HEADER,
                 format!("Inode {ino} has corrupt extent header."),
                 crate::fix::Fix::ClearInode(ino),
             );
@@ -120,8 +121,10 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         );
         match crate::extent_rebuild::plan(c, ino, w.owner, found) {
             // PR_NO_OK: left as it is, the tree is still sound.
-            Some(fix) => c.p.harmless_fix(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg, fix),
-            None => c.p.harmless(1, "PR_1_EXTENT_BAD_MAX_DEPTH", msg),
+            Some(fix) => {
+                c.p.harmless_fix(1, ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH, msg, fix)
+            }
+            None => c.p.harmless(1, ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH, msg),
         }
     }
     if judge {
@@ -207,7 +210,7 @@ fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
     let mut said = None;
     if usize::from(depth) > MAX_LEVELS - 1 {
         said = Some((
-            "PR_1E_CAN_COLLAPSE_EXTENT_TREE",
+            ProblemCode::PR_1E_CAN_COLLAPSE_EXTENT_TREE,
             "shorter",
             usize::from(depth),
         ));
@@ -217,12 +220,12 @@ fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
             break;
         }
         if max.saturating_sub(num) > per_block {
-            said = Some(("PR_1E_CAN_NARROW_EXTENT_TREE", "narrower", i));
+            said = Some((ProblemCode::PR_1E_CAN_NARROW_EXTENT_TREE, "narrower", i));
             break;
         }
         for &(_, above_max) in &levels[..i] {
             if num < above_max {
-                said = Some(("PR_1E_CAN_COLLAPSE_EXTENT_TREE", "shorter", i));
+                said = Some((ProblemCode::PR_1E_CAN_COLLAPSE_EXTENT_TREE, "shorter", i));
                 break 'levels;
             }
         }
@@ -329,7 +332,7 @@ impl ExtWalk {
             let (l, p, n) = self.last_entry;
             c.p.error_fix(
                 1,
-                "PR_1_EXTENT_ONLY_CSUM_INVALID",
+                ProblemCode::PR_1_EXTENT_ONLY_CSUM_INVALID,
                 format!(
                     "Inode {} extent block passes checks, but checksum does not match \
                      extent\n\t(logical block {l}, physical block {p}, len {n})",
@@ -369,7 +372,7 @@ impl ExtWalk {
         let place = || format!("(logical block {l}, physical block {p}, len {n})");
         let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
             Some((
-                "PR_1_EXTENT_BAD_START_BLK",
+                ProblemCode::PR_1_EXTENT_BAD_START_BLK,
                 format!(
                     "Inode {ino} has an invalid extent\n\t(logical block {l}, invalid \
                          physical block {p}, len {n})"
@@ -377,7 +380,7 @@ impl ExtWalk {
             ))
         } else if l < start {
             Some((
-                "PR_1_OUT_OF_ORDER_EXTENTS",
+                ProblemCode::PR_1_OUT_OF_ORDER_EXTENTS,
                 format!(
                     "Inode {ino} has out of order extents\n\t(invalid logical block {l}, \
                      physical block {p}, len {n})"
@@ -387,7 +390,7 @@ impl ExtWalk {
             || l > u64::from(u32::MAX)
         {
             Some((
-                "PR_1_EXTENT_END_OUT_OF_BOUNDS",
+                ProblemCode::PR_1_EXTENT_END_OUT_OF_BOUNDS,
                 format!(
                     "Inode {ino}, end of extent exceeds allowed value\n\t{}",
                     place()
@@ -395,7 +398,7 @@ impl ExtWalk {
             ))
         } else if n == 0 {
             Some((
-                "PR_1_EXTENT_LENGTH_ZERO",
+                ProblemCode::PR_1_EXTENT_LENGTH_ZERO,
                 format!(
                     "Inode {ino} has zero length extent\n\t(invalid logical block {l}, \
                      physical block {p})"
@@ -403,7 +406,7 @@ impl ExtWalk {
             ))
         } else if p + n > total {
             Some((
-                "PR_1_EXTENT_ENDS_BEYOND",
+                ProblemCode::PR_1_EXTENT_ENDS_BEYOND,
                 format!(
                     "Inode {ino} has an invalid extent\n\t(logical block {l}, physical \
                      block {p}, invalid len {n})"
@@ -411,12 +414,12 @@ impl ExtWalk {
             ))
         } else if self.dir_limit.is_some_and(|m| l + n > m) {
             Some((
-                "PR_1_TOOBIG_DIR",
+                ProblemCode::PR_1_TOOBIG_DIR,
                 format!("Block #{l} ({p}) causes directory to be too big."),
             ))
         } else if l < self.next_lblk {
             Some((
-                "PR_1_EXTENT_COLLISION",
+                ProblemCode::PR_1_EXTENT_COLLISION,
                 format!(
                     "Inode {ino} has a duplicate extent mapping\n\t(logical block {l}, \
                      invalid physical block {p}, len {n})"
@@ -433,8 +436,11 @@ impl ExtWalk {
                 c.p.error_fix(1, code, msg, self.remove(at));
                 self.node_rewritten(c.repairing);
             }
-            if code == "PR_1_TOOBIG_DIR" {
-                c.p.latch_last("PR_1_INODE_TOOBIG", format!("Inode {ino} is too big."));
+            if code == ProblemCode::PR_1_TOOBIG_DIR {
+                c.p.latch_last(
+                    ProblemCode::PR_1_INODE_TOOBIG,
+                    format!("Inode {ino} is too big."),
+                );
             }
             self.res.bad = true;
             return;
@@ -447,7 +453,7 @@ impl ExtWalk {
         if self.want_runs && e.is_unwritten() && self.rebuild.is_none() {
             c.p.error_fix(
                 1,
-                "PR_1_UNINIT_DBLOCK",
+                ProblemCode::PR_1_UNINIT_DBLOCK,
                 format!("Directory inode {ino} has an unwritten extent at block {l}."),
                 Fix::ExtentWritten(self.ino, at.slot.block, at.slot.index, self.owner),
             );
@@ -466,7 +472,7 @@ impl ExtWalk {
             // extent a copy where its blocks sit as the format wants.
             c.p.error(
                 1,
-                "PR_1_MISALIGNED_CLUSTER",
+                ProblemCode::PR_1_MISALIGNED_CLUSTER,
                 format!(
                     "Inode {ino} logical block {l} (physical block {p}) violates cluster \
                          allocation rules.\nWill fix in pass 1B."
@@ -503,7 +509,7 @@ impl ExtWalk {
         // invalid; its start is set from the node under it).
         let bad = if l < lo || (level > 0 && l >= next) {
             Some((
-                "PR_1_EXTENT_INDEX_START_INVALID",
+                ProblemCode::PR_1_EXTENT_INDEX_START_INVALID,
                 format!(
                     "Inode {ino} extent tree (at level {level}) has an out of order or \
                      invalid index (logical block {l}, block {child})."
@@ -514,7 +520,7 @@ impl ExtWalk {
             || !self.seen.get_or_insert_with(HashSet::new).insert(child)
         {
             Some((
-                "PR_1_EXTENT_BAD_START_BLK",
+                ProblemCode::PR_1_EXTENT_BAD_START_BLK,
                 format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})"),
             ))
         } else {
@@ -551,7 +557,7 @@ impl ExtWalk {
         {
             c.p.error(
                 1,
-                "PR_1_READ_EXTENT",
+                ProblemCode::PR_1_READ_EXTENT,
                 format!("Error while reading over extent tree in inode {ino} (block {child})"),
             );
             self.res.bad = true;
@@ -565,7 +571,7 @@ impl ExtWalk {
         if fixing && own != want && buf.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..]) {
             c.p.harmless_fix(
                 1,
-                "EXT4R_1_EXTENT_NODE_DEPTH",
+                ProblemCode::EXT4R_1_EXTENT_NODE_DEPTH,
                 format!(
                     "Inode {ino} extent block {child} (level {}) says depth {own}, should \
                      be {want}.",
@@ -603,7 +609,7 @@ impl ExtWalk {
                     // As e2fsck: the index takes its node's first block.
                     c.p.error_fix(
                         1,
-                        "PR_1_EXTENT_INDEX_START_INVALID",
+                        ProblemCode::PR_1_EXTENT_INDEX_START_INVALID,
                         format!(
                             "Interior extent node level {level} of inode {ino}:\nLogical \
                              start {l} does not match logical start {f} at next level."
@@ -622,9 +628,14 @@ impl ExtWalk {
             None => {
                 let msg = format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})");
                 if fixing {
-                    c.p.error_fix(1, "PR_1_EXTENT_HEADER_INVALID", msg, self.remove(p));
+                    c.p.error_fix(
+                        1,
+                        ProblemCode::PR_1_EXTENT_HEADER_INVALID,
+                        msg,
+                        self.remove(p),
+                    );
                 } else {
-                    c.p.error(1, "PR_1_EXTENT_HEADER_INVALID", msg);
+                    c.p.error(1, ProblemCode::PR_1_EXTENT_HEADER_INVALID, msg);
                 }
                 self.res.bad = true;
                 None

@@ -3,6 +3,7 @@
 //! problem reported with e2fsck's wording, the walk going on past a bad
 //! pointer where it can.
 
+use crate::ProblemCode;
 use ext4r_format::blockmap::IndirectBlock;
 use ext4r_format::inode::Inode;
 use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
@@ -119,16 +120,16 @@ impl Visitor for MapCheck<'_> {
             if ino == BAD_INO {
                 // e2fsck's process_bad_block.
                 let msg = format!("Illegal {what} ({b}) in bad block inode.");
-                c.p.error_fix(1, "PR_1_BB_ILLEGAL_BLOCK_NUM", msg, fix);
+                c.p.error_fix(1, ProblemCode::PR_1_BB_ILLEGAL_BLOCK_NUM, msg, fix);
                 c.p.latch_last(
-                    "PR_1_INODE_BBLOCK_LATCH",
+                    ProblemCode::PR_1_INODE_BBLOCK_LATCH,
                     "Bad block inode has illegal block(s).".into(),
                 );
             } else {
                 let msg = format!("Illegal {what} ({b}) in inode {ino}.");
-                c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", msg, fix);
+                c.p.error_fix(1, ProblemCode::PR_1_ILLEGAL_BLOCK_NUM, msg, fix);
                 c.p.latch_last(
-                    "PR_1_INODE_BLOCK_LATCH",
+                    ProblemCode::PR_1_INODE_BLOCK_LATCH,
                     format!("Inode {ino} has illegal block(s)."),
                 );
                 if p.levels == 0 {
@@ -161,9 +162,9 @@ impl Visitor for MapCheck<'_> {
         // per 1 KiB of block size.
         let (is_dir, is_reg) = (self.is_dir, self.is_reg);
         let too_big = if p.levels == 0 && !is_dir && !is_reg && l > 0 && ino != BAD_INO {
-            Some("PR_1_TOOBIG_SYMLINK")
+            Some(ProblemCode::PR_1_TOOBIG_SYMLINK)
         } else if is_reg && self.res.blocks + 1 >= self.max_blocks {
-            Some("PR_1_TOOBIG_REG")
+            Some(ProblemCode::PR_1_TOOBIG_REG)
         } else {
             None
         };
@@ -176,9 +177,10 @@ impl Visitor for MapCheck<'_> {
             let what = if is_reg { "file" } else { "symlink" };
             let msg = format!("{} ({b}) causes {what} to be too big.", cap(&block_desc(p)));
             self.c.p.error_fix(1, code, msg, fix);
-            self.c
-                .p
-                .latch_last("PR_1_INODE_TOOBIG", format!("Inode {ino} is too big."));
+            self.c.p.latch_last(
+                ProblemCode::PR_1_INODE_TOOBIG,
+                format!("Inode {ino} is too big."),
+            );
             self.res.bad = true;
             return Ok(Step::Next);
         }
@@ -192,10 +194,13 @@ impl Visitor for MapCheck<'_> {
                 "{} ({b}) causes directory to be too big.",
                 cap(&block_desc(p))
             );
-            self.c.p.error_fix(1, "PR_1_TOOBIG_DIR", msg, fix);
             self.c
                 .p
-                .latch_last("PR_1_INODE_TOOBIG", format!("Inode {ino} is too big."));
+                .error_fix(1, ProblemCode::PR_1_TOOBIG_DIR, msg, fix);
+            self.c.p.latch_last(
+                ProblemCode::PR_1_INODE_TOOBIG,
+                format!("Inode {ino} is too big."),
+            );
             self.res.bad = true;
             return Ok(Step::Next);
         }
@@ -276,7 +281,7 @@ fn too_many(c: &mut Ctx, ino: u32, illegal: u32, res: &mut MapResult) -> bool {
     }
     c.p.error_fix(
         1,
-        "PR_1_TOO_MANY_BAD_BLOCKS",
+        ProblemCode::PR_1_TOO_MANY_BAD_BLOCKS,
         format!("Too many illegal blocks in inode {ino}."),
         Fix::ClearInode(ino),
     );

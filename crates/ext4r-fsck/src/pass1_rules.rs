@@ -3,6 +3,7 @@
 //! disagree with the features or with what the inode holds, timestamps
 //! from before 1970 stored the old way, and the encryption context.
 
+use crate::ProblemCode;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::inode::{ino as special, Inode, InodeFlags};
 use ext4r_format::InodeNr;
@@ -36,7 +37,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         if holds_data(inode) {
             c.p.error_fix(
                 1,
-                "PR_1_QUOTA_INODE_NOT_CLEAR",
+                ProblemCode::PR_1_QUOTA_INODE_NOT_CLEAR,
                 format!("Quota inode {ino} is not in use, but contains data."),
                 Fix::ZeroInode(ino),
             );
@@ -52,7 +53,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     if bad {
         c.p.error_fix(
             1,
-            "PR_1_RESERVED_BAD_MODE",
+            ProblemCode::PR_1_RESERVED_BAD_MODE,
             format!("Reserved inode {ino} has invalid mode ({mode:#o})."),
             Fix::InodeMode(ino, 0),
         );
@@ -105,7 +106,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     if flags.contains(InodeFlags::INDEX) {
         c.p.error_fix(
             1,
-            "PR_1_HTREE_NODIR",
+            ProblemCode::PR_1_HTREE_NODIR,
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
             Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
         );
@@ -121,7 +122,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     if too_big {
         c.p.error_fix(
             1,
-            "PR_1_BAD_I_SIZE",
+            ProblemCode::PR_1_BAD_I_SIZE,
             format!("Inode {ino}, i_size is {size}, should be 0."),
             Fix::InodeSize(ino, 0),
         );
@@ -133,7 +134,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     if have != want && c.sb.s_creator_os.get() != 1 {
         c.p.error_fix(
             1,
-            "PR_1_BAD_I_BLOCKS",
+            ProblemCode::PR_1_BAD_I_BLOCKS,
             format!("Inode {ino}, i_blocks is {have}, should be {want}."),
             Fix::InodeBlocks(ino, blocks),
         );
@@ -157,12 +158,12 @@ pub(crate) fn special_mode(c: &mut Ctx, ino: u32, inode: &Inode) {
     }
     let (code, what) = if quota {
         (
-            "PR_1_QUOTA_BAD_MODE",
+            ProblemCode::PR_1_QUOTA_BAD_MODE,
             "Quota inode is not a regular file.".to_string(),
         )
     } else {
         (
-            "PR_1_ORPHAN_FILE_BAD_MODE",
+            ProblemCode::PR_1_ORPHAN_FILE_BAD_MODE,
             format!("Orphan file inode {ino} is not regular file."),
         )
     };
@@ -184,7 +185,7 @@ pub(crate) fn stray_orphan_file(c: &mut Ctx, ino: u32, inode: &Inode) -> bool {
     if holds_data(inode) {
         c.p.error_fix(
             1,
-            "PR_1_ORPHAN_FILE_NOT_CLEAR",
+            ProblemCode::PR_1_ORPHAN_FILE_NOT_CLEAR,
             format!("Orphan file inode {ino} is not in use, but contains data."),
             Fix::ZeroInode(ino),
         );
@@ -240,7 +241,7 @@ fn judged_flags(
         if header_ok() {
             c.p.error_fix(
                 1,
-                "PR_1_EXTENT_FEATURE",
+                ProblemCode::PR_1_EXTENT_FEATURE,
                 format!(
                     "Inode {ino} is in extent format, but superblock is missing EXTENTS feature"
                 ),
@@ -249,7 +250,7 @@ fn judged_flags(
         } else {
             c.p.error_fix(
                 1,
-                "PR_1_EXTENTS_SET",
+                ProblemCode::PR_1_EXTENTS_SET,
                 format!(
                     "Inode {ino} has EXTENTS_FL flag set on filesystem without extents support."
                 ),
@@ -266,7 +267,7 @@ fn judged_flags(
     {
         c.p.error_fix(
             1,
-            "PR_1_UNSET_EXTENT_FL",
+            ProblemCode::PR_1_UNSET_EXTENT_FL,
             format!("Inode {ino} missing EXTENT_FL, but is in extents format"),
             Fix::InodeSetFlags(ino, InodeFlags::EXTENTS.bits()),
         );
@@ -281,7 +282,7 @@ fn judged_flags(
         if has_inline_attr {
             c.p.error_fix(
                 1,
-                "PR_1_INLINE_DATA_FEATURE",
+                ProblemCode::PR_1_INLINE_DATA_FEATURE,
                 format!(
                     "Inode {ino} has inline data, but superblock is missing INLINE_DATA feature"
                 ),
@@ -290,7 +291,7 @@ fn judged_flags(
         } else {
             c.p.error_fix(
                 1,
-                "PR_1_INLINE_DATA_SET",
+                ProblemCode::PR_1_INLINE_DATA_SET,
                 format!(
                     "Inode {ino} has INLINE_DATA_FL flag on filesystem without inline data \
                      support."
@@ -303,7 +304,7 @@ fn judged_flags(
     if flags.contains(InodeFlags::INDEX) && mode != S_IFDIR {
         c.p.error_fix(
             1,
-            "PR_1_HTREE_NODIR",
+            ProblemCode::PR_1_HTREE_NODIR,
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
             Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
         );
@@ -319,7 +320,7 @@ pub(crate) fn fast_symlink_flag(c: &mut Ctx, ino: u32, flags: InodeFlags) {
     if c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
         c.p.error_fix(
             1,
-            "PR_1_FAST_SYMLINK_EXTENT_FL",
+            ProblemCode::PR_1_FAST_SYMLINK_EXTENT_FL,
             format!("Fast symlink {ino} has EXTENT_FL set."),
             Fix::InodeClearFlags(ino, InodeFlags::EXTENTS.bits()),
         );
@@ -340,7 +341,7 @@ pub(crate) fn negative_epoch(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     if epoch_fields(inode, rec).next().is_some() {
         c.p.harmless_fix(
             1,
-            "PR_1_EA_TIME_OUT_OF_RANGE",
+            ProblemCode::PR_1_EA_TIME_OUT_OF_RANGE,
             format!("Timestamp(s) on inode {ino} beyond 2310-04-04 are likely pre-1970."),
             Fix::InodeClearEpoch(ino),
         );
@@ -379,7 +380,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
     let Some(v) = ctx else {
         c.p.error_fix(
             1,
-            "PR_1_MISSING_ENCRYPTION_XATTR",
+            ProblemCode::PR_1_MISSING_ENCRYPTION_XATTR,
             format!("Inode {ino} has encrypt flag but no encryption extended attribute."),
             Fix::InodeClearFlags(ino, InodeFlags::ENCRYPT.bits()),
         );
@@ -395,7 +396,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
     if corrupt {
         c.p.error_fix(
             1,
-            "PR_1_CORRUPT_ENCRYPTION_XATTR",
+            ProblemCode::PR_1_CORRUPT_ENCRYPTION_XATTR,
             format!("Encrypted inode {ino} has corrupt encryption extended attribute."),
             Fix::ClearInode(ino),
         );

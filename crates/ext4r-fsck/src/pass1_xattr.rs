@@ -8,6 +8,7 @@
 //! inode's repair left the other sharers pointing at it, one more round
 //! each.)
 
+use crate::ProblemCode;
 use ext4r_format::features::Compat;
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::xattr::{
@@ -89,11 +90,11 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
 /// left, its value must not overlap, and its hash must be right (or 0);
 /// then the terminator must not overlap. The first that fails, in
 /// e2fsck's words. (Values kept in EA inodes are judged elsewhere.)
-fn ibody_scan(ino: u32, area: &[u8]) -> Option<(&'static str, String)> {
+fn ibody_scan(ino: u32, area: &[u8]) -> Option<(ProblemCode, String)> {
     let size = area.len();
     let collision = || {
         Some((
-            "PR_1_INODE_EA_ALLOC_COLLISION",
+            ProblemCode::PR_1_INODE_EA_ALLOC_COLLISION,
             format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
         ))
     };
@@ -132,12 +133,16 @@ fn ibody_scan(ino: u32, area: &[u8]) -> Option<(&'static str, String)> {
         }
         remain -= 16;
         if pad(name_len) > remain {
-            return said("PR_1_ATTR_NAME_LEN", "namelen", name_len as u64);
+            return said(ProblemCode::PR_1_ATTR_NAME_LEN, "namelen", name_len as u64);
         }
         remain -= pad(name_len);
         if value_inum == 0 {
             if value_size as usize > remain {
-                return said("PR_1_ATTR_VALUE_SIZE", "value size", u64::from(value_size));
+                return said(
+                    ProblemCode::PR_1_ATTR_VALUE_SIZE,
+                    "value size",
+                    u64::from(value_size),
+                );
             }
             let vsize = value_size as usize;
             if vsize > 0 && !take(4 + value_offs, pad(vsize)) {
@@ -152,7 +157,7 @@ fn ibody_scan(ino: u32, area: &[u8]) -> Option<(&'static str, String)> {
                     .iter()
                     .any(|&signed| xattr_entry_hash(name, value, signed) == stored);
             if !ok {
-                return said("PR_1_ATTR_HASH", "hash", u64::from(stored));
+                return said(ProblemCode::PR_1_ATTR_HASH, "hash", u64::from(stored));
             }
             remain -= vsize;
         }
@@ -195,7 +200,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                 let Restamp { name, stored, .. } = &hashes[0];
                 c.p.error_fix(
                     1,
-                    "EXT4R_1_INLINE_ATTR_HASH",
+                    ProblemCode::EXT4R_1_INLINE_ATTR_HASH,
                     format!(
                         "Extended attribute {name} in inline data inode {ino} has a hash \
                          ({stored}) which is invalid."
@@ -214,7 +219,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
             } else if crate::ea_region::collides(area) {
                 c.p.error_fix(
                     1,
-                    "PR_1_INODE_EA_ALLOC_COLLISION",
+                    ProblemCode::PR_1_INODE_EA_ALLOC_COLLISION,
                     format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
@@ -226,7 +231,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
             let area = rec.get(128 + extra..).unwrap_or(&[]);
             let (code, msg) = ibody_scan(ino, area).unwrap_or_else(|| {
                 (
-                    "PR_1_ATTR_NAME_LEN",
+                    ProblemCode::PR_1_ATTR_NAME_LEN,
                     format!("Inode {ino} has a bad extended attribute area: {e}."),
                 )
             });
@@ -242,7 +247,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
         // address; without the feature, one that should be zero.
         let (code, msg) = if c.valid_range(blk, 1) {
             (
-                "PR_2_FILE_ACL_ZERO",
+                ProblemCode::PR_2_FILE_ACL_ZERO,
                 format!(
                     "i_file_acl for inode {ino} ({}) is {blk}, should be zero.",
                     crate::pathname::q(ino)
@@ -250,7 +255,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
             )
         } else {
             (
-                "PR_2_FILE_ACL_BAD",
+                ProblemCode::PR_2_FILE_ACL_BAD,
                 format!(
                     "Extended attribute block for inode {ino} ({}) is invalid ({blk}).",
                     crate::pathname::q(ino)
@@ -285,13 +290,13 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
         let magic = buf[..4] == ext4r_format::xattr::XATTR_MAGIC.to_le_bytes();
         let h_blocks = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
         let code = if read.is_err() {
-            "PR_1_READ_EA_BLOCK"
+            ProblemCode::PR_1_READ_EA_BLOCK
         } else if !magic {
-            "PR_1_BAD_EA_BLOCK"
+            ProblemCode::PR_1_BAD_EA_BLOCK
         } else if h_blocks != 1 {
-            "PR_1_EA_MULTI_BLOCK"
+            ProblemCode::PR_1_EA_MULTI_BLOCK
         } else {
-            "PR_1_EA_ALLOC_COLLISION"
+            ProblemCode::PR_1_EA_ALLOC_COLLISION
         };
         c.p.error_fix(
             1,
@@ -323,11 +328,11 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
         // only an in-inode entry may leave it 0 (older kernels did).
         c.p.error_fix(
             1,
-            "PR_1_ATTR_HASH",
+            ProblemCode::PR_1_ATTR_HASH,
             format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
             crate::fix::Fix::InodeClearFileAcl(ino),
         );
-        bad = Some("PR_1_ATTR_HASH");
+        bad = Some(ProblemCode::PR_1_ATTR_HASH);
     } else if let Some((code, _, stored)) = bad_entries(&entries, false) {
         c.p.error_fix(
             1,
@@ -346,7 +351,7 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
         // checksum rewritten.
         c.p.error_fix(
             1,
-            "PR_1_EA_BLOCK_ONLY_CSUM_INVALID",
+            ProblemCode::PR_1_EA_BLOCK_ONLY_CSUM_INVALID,
             format!(
                 "Inode {ino} extended attribute block {blk} passes checks, but checksum does \
                  not match block."
@@ -383,7 +388,7 @@ fn ea_inode_reference(
     ino: u32,
     parent: &Inode,
     entries: &XattrEntries<'_>,
-) -> Option<(&'static str, String, Option<u32>)> {
+) -> Option<(ProblemCode, String, Option<u32>)> {
     let first = c.sb.first_ino();
     let last = c.sb.s_inodes_count.get();
     for e in entries.iter().filter_map(Result::ok) {
@@ -393,7 +398,7 @@ fn ea_inode_reference(
         }
         let illegal = || {
             (
-                "PR_1_ATTR_VALUE_EA_INODE",
+                ProblemCode::PR_1_ATTR_VALUE_EA_INODE,
                 format!("Inode {ino} has illegal extended attribute value inode {n}."),
                 None,
             )
@@ -414,7 +419,7 @@ fn ea_inode_reference(
         if !hash_ok && !lustre {
             return Some(if is_ea {
                 (
-                    "PR_1_ATTR_HASH",
+                    ProblemCode::PR_1_ATTR_HASH,
                     format!(
                         "Extended attribute in inode {ino} has a hash ({stored}) which is invalid"
                     ),
@@ -426,7 +431,7 @@ fn ea_inode_reference(
         }
         if !is_ea {
             return Some((
-                "PR_1_ATTR_SET_EA_INODE_FL",
+                ProblemCode::PR_1_ATTR_SET_EA_INODE_FL,
                 format!("EA inode {n} for parent inode {ino} missing EA_INODE flag."),
                 Some(n),
             ));
@@ -494,7 +499,7 @@ pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) 
 
 /// Reports [`ea_inode_reference`]'s finding with its fix: the flag set on
 /// the target, or `clear` (the inode's xattr block or in-inode area).
-fn report_ea_inode_reference(c: &mut Ctx, found: (&'static str, String, Option<u32>), clear: Fix) {
+fn report_ea_inode_reference(c: &mut Ctx, found: (ProblemCode, String, Option<u32>), clear: Fix) {
     let (code, msg, set_flag) = found;
     let fix = match set_flag {
         Some(n) => {
@@ -569,20 +574,24 @@ fn restampable(entries: &XattrEntries<'_>) -> Option<Vec<Restamp>> {
 
 /// e2fsck's words for an xattr block judged bad (`hash`: the bad entry's
 /// stored hash, for PR_1_ATTR_HASH).
-fn bad_block_message(code: &str, ino: u32, blk: u64, hash: u32) -> String {
+fn bad_block_message(code: ProblemCode, ino: u32, blk: u64, hash: u32) -> String {
     match code {
-        "PR_1_READ_EA_BLOCK" => {
+        ProblemCode::PR_1_READ_EA_BLOCK => {
             format!("Error reading extended attribute block {blk} for inode {ino}.")
         }
-        "PR_1_EA_MULTI_BLOCK" => format!("Extended attribute block {blk} has h_blocks > 1."),
-        "PR_1_EA_ALLOC_COLLISION" => {
+        ProblemCode::PR_1_EA_MULTI_BLOCK => {
+            format!("Extended attribute block {blk} has h_blocks > 1.")
+        }
+        ProblemCode::PR_1_EA_ALLOC_COLLISION => {
             format!("Extended attribute block {blk} is corrupt (allocation collision).")
         }
-        "PR_1_EA_BAD_NAME" => format!("Extended attribute block {blk} is corrupt (invalid name)."),
-        "PR_1_EA_BAD_VALUE" => {
+        ProblemCode::PR_1_EA_BAD_NAME => {
+            format!("Extended attribute block {blk} is corrupt (invalid name).")
+        }
+        ProblemCode::PR_1_EA_BAD_VALUE => {
             format!("Extended attribute block {blk} is corrupt (invalid value).")
         }
-        "PR_1_ATTR_HASH" => {
+        ProblemCode::PR_1_ATTR_HASH => {
             format!("Extended attribute in inode {ino} has a hash ({hash}) which is invalid")
         }
         _ => format!("Inode {ino} has a bad extended attribute block {blk}."),
@@ -592,7 +601,7 @@ fn bad_block_message(code: &str, ino: u32, blk: u64, hash: u32) -> String {
 /// Entries that fail to parse or whose stored hash matches neither hash
 /// variant (`in_inode`: in the inode, where 0 means "not computed"): the
 /// first one's code, our words for it, and its stored hash.
-fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static str, String, u32)> {
+fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(ProblemCode, String, u32)> {
     for e in entries.iter() {
         let e = match e {
             Ok(e) => e,
@@ -600,10 +609,10 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static s
             Err(err) => {
                 let why = err.to_string();
                 let code = match (in_inode, why.contains("name")) {
-                    (true, true) => "PR_1_ATTR_NAME_LEN",
-                    (true, false) => "PR_1_ATTR_VALUE_SIZE",
-                    (false, true) => "PR_1_EA_BAD_NAME",
-                    (false, false) => "PR_1_EA_BAD_VALUE",
+                    (true, true) => ProblemCode::PR_1_ATTR_NAME_LEN,
+                    (true, false) => ProblemCode::PR_1_ATTR_VALUE_SIZE,
+                    (false, true) => ProblemCode::PR_1_EA_BAD_NAME,
+                    (false, false) => ProblemCode::PR_1_EA_BAD_VALUE,
                 };
                 return Some((code, why, 0));
             }
@@ -612,7 +621,7 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static s
         // only one ext4 writes) has no prefix to name it by: invalid.
         if !in_inode && e.entry.e_name_index == 0 {
             return Some((
-                "PR_1_EA_BAD_NAME",
+                ProblemCode::PR_1_EA_BAD_NAME,
                 format!("entry at offset {} has no name index", e.offset),
                 0,
             ));
@@ -625,7 +634,7 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(&'static s
                 .any(|&signed| e.compute_hash(signed).is_none_or(|h| h == stored));
             if !ok {
                 return Some((
-                    "PR_1_ATTR_HASH",
+                    ProblemCode::PR_1_ATTR_HASH,
                     format!("hash of entry at offset {} does not match", e.offset),
                     stored,
                 ));
@@ -645,7 +654,7 @@ pub(crate) fn finish_xattr_blocks(c: &mut Ctx) {
     for (b, r, n) in bad {
         c.p.error_fix(
             1,
-            "PR_1_EXTATTR_REFCOUNT",
+            ProblemCode::PR_1_EXTATTR_REFCOUNT,
             format!("Extended attribute block {b} has reference count {r}, should be {n}."),
             Fix::XattrRefcount(b, n),
         );

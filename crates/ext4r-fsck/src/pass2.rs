@@ -2,6 +2,7 @@
 //! `..`, what each entry points at, file types, checksums — counting the
 //! links each inode gets.
 
+use crate::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntry, DirEntryTail};
 use ext4r_format::features::Incompat;
@@ -139,7 +140,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
             for b in &blocks[i..j] {
                 c.p.error(
                     2,
-                    "PR_2_READ_DIRBLOCK",
+                    ProblemCode::PR_2_READ_DIRBLOCK,
                     format!(
                         "Error reading directory block {} (inode {}).",
                         { b.phys },
@@ -227,11 +228,11 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
             match block {
                 Some(b) => c.p.error_fix(
                     2,
-                    "PR_2_DIRECTORY_HOLE",
+                    ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
                     crate::fix::Fix::DirBlock0(r.ino, b, r.owner),
                 ),
-                None => c.p.error(2, "PR_2_DIRECTORY_HOLE", msg),
+                None => c.p.error(2, ProblemCode::PR_2_DIRECTORY_HOLE, msg),
             }
         }
     }
@@ -522,7 +523,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             if c.csum() && verify_dx_checksum(seed, block).is_err() {
                 c.p.error_fix(
                     2,
-                    "PR_2_HTREE_ROOT_CSUM_INVALID",
+                    ProblemCode::PR_2_HTREE_ROOT_CSUM_INVALID,
                     format!("Problem in HTREE directory inode {ino}: root node fails checksum."),
                     crate::fix::Fix::ClearIndexFlag(ino),
                 );
@@ -557,7 +558,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         if hashed && !htree::note_node(dx, ino, b.lblk, block) {
             c.p.error_fix(
                 2,
-                "PR_2_HTREE_BADBLK",
+                ProblemCode::PR_2_HTREE_BADBLK,
                 format!(
                     "Problem in HTREE directory inode {ino}: block #{} is corrupt",
                     { b.lblk }
@@ -568,7 +569,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         if c.csum() && verify_dx_checksum(seed, block).is_err() {
             c.p.error_fix(
                 2,
-                "PR_2_HTREE_NODE_CSUM_INVALID",
+                ProblemCode::PR_2_HTREE_NODE_CSUM_INVALID,
                 format!("Problem in HTREE directory inode {ino}: internal node fails checksum."),
                 crate::fix::Fix::ClearIndexFlag(ino),
             );
@@ -586,7 +587,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         if !tail {
             c.p.error_fix(
                 2,
-                "PR_2_LEAF_NODE_MISSING_CSUM",
+                ProblemCode::PR_2_LEAF_NODE_MISSING_CSUM,
                 format!(
                     "Directory inode {ino}, block #{}, offset 0: directory has no checksum.",
                     { b.lblk }
@@ -609,7 +610,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         // the checksum either way).
         c.p.error_fix(
             2,
-            "PR_2_LEAF_NODE_ONLY_CSUM_INVALID",
+            ProblemCode::PR_2_LEAF_NODE_ONLY_CSUM_INVALID,
             format!(
                 "Directory inode {ino}, block #{}: directory passes checks but fails checksum.",
                 { b.lblk }
@@ -691,7 +692,7 @@ fn entries(
                 );
                 // As e2fsck: the entry is cleared, and not looked at more;
                 // declined (-n), it is checked on like any other.
-                bad_entry(c, d, b, e.offset, "PR_2_BAD_ENCRYPTED_NAME", msg);
+                bad_entry(c, d, b, e.offset, ProblemCode::PR_2_BAD_ENCRYPTED_NAME, msg);
                 if c.repairing {
                     continue;
                 }
@@ -705,9 +706,9 @@ fn entries(
                 c.p.error_fix(
                     2,
                     if name == b"." {
-                        "PR_2_DOT_NULL_TERM"
+                        ProblemCode::PR_2_DOT_NULL_TERM
                     } else {
-                        "PR_2_DOT_DOT_NULL_TERM"
+                        ProblemCode::PR_2_DOT_DOT_NULL_TERM
                     },
                     format!(
                         "'{}' directory entry in directory inode {ino} is not NULL terminated",
@@ -722,7 +723,7 @@ fn entries(
             // does (its PR_NO_OK: not an error).
             c.p.harmless_fix(
                 2,
-                "PR_2_SPLIT_DOT",
+                ProblemCode::PR_2_SPLIT_DOT,
                 format!("Directory entry for '.' in ... ({ino}) is big."),
                 crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
             );
@@ -761,7 +762,7 @@ fn entries(
             let shown = crate::pathname::safe(w[0].0);
             c.p.error_fix(
                 2,
-                "PR_2_DUPLICATE_DIRENT",
+                ProblemCode::PR_2_DUPLICATE_DIRENT,
                 format!("Duplicate entry '{shown}' found in directory inode {ino}."),
                 crate::fix::Fix::DirEntryClear(b.phys, w[1].1, owner),
             );
@@ -772,7 +773,7 @@ fn entries(
     if let Some((_, name)) = first_repeat {
         c.p.harmless(
             2,
-            "PR_2_REPORT_DUP_DIRENT",
+            ProblemCode::PR_2_REPORT_DUP_DIRENT,
             format!(
                 "Duplicate entry '{}' found.\n\tMarking {} ({ino}) to be rebuilt.",
                 crate::pathname::safe(name),
@@ -992,7 +993,7 @@ fn salvage_block(
                 if let Some(v) = crate::dot::split_view(cur, bs) {
                     c.p.harmless_fix(
                         2,
-                        "PR_2_SPLIT_DOT",
+                        ProblemCode::PR_2_SPLIT_DOT,
                         format!("Directory entry for '.' in ... ({ino}) is big."),
                         crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
                     );
@@ -1014,12 +1015,12 @@ fn salvage_block(
             crate::dot::make_dot(&mut next, ino, ft, bs);
             let (code, msg) = if first_ino == 0 {
                 (
-                    "PR_2_MISSING_DOT",
+                    ProblemCode::PR_2_MISSING_DOT,
                     format!("Missing '.' in directory inode {ino}."),
                 )
             } else {
                 (
-                    "PR_2_1ST_NOT_DOT",
+                    ProblemCode::PR_2_1ST_NOT_DOT,
                     format!("First entry in directory inode {ino} should be '.'"),
                 )
             };
@@ -1050,7 +1051,7 @@ fn salvage_block(
         let before = c.p.mark();
         c.p.error_fix(
             2,
-            "PR_2_DIR_CORRUPTED",
+            ProblemCode::PR_2_DIR_CORRUPTED,
             msg,
             crate::fix::Fix::DirSalvage(b.phys, at, prev, owner),
         );
@@ -1133,12 +1134,12 @@ fn entry(
             if name != b"." || target == 0 {
                 let (code, msg) = if target == 0 {
                     (
-                        "PR_2_MISSING_DOT",
+                        ProblemCode::PR_2_MISSING_DOT,
                         format!("Missing '.' in directory inode {dir}."),
                     )
                 } else {
                     (
-                        "PR_2_1ST_NOT_DOT",
+                        ProblemCode::PR_2_1ST_NOT_DOT,
                         format!("First entry in directory inode {dir} should be '.'"),
                     )
                 };
@@ -1154,9 +1155,9 @@ fn entry(
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
                     let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner);
-                    c.p.error_fix(2, "PR_2_BAD_INODE_DOT", msg, f);
+                    c.p.error_fix(2, ProblemCode::PR_2_BAD_INODE_DOT, msg, f);
                 } else {
-                    c.p.error(2, "PR_2_BAD_INODE_DOT", msg);
+                    c.p.error(2, ProblemCode::PR_2_BAD_INODE_DOT, msg);
                 }
                 return;
             }
@@ -1165,12 +1166,12 @@ fn entry(
             if name != b".." || target == 0 {
                 let (code, msg) = if target == 0 {
                     (
-                        "PR_2_MISSING_DOT_DOT",
+                        ProblemCode::PR_2_MISSING_DOT_DOT,
                         format!("Missing '..' in directory inode {dir}."),
                     )
                 } else {
                     (
-                        "PR_2_2ND_NOT_DOT_DOT",
+                        ProblemCode::PR_2_2ND_NOT_DOT_DOT,
                         format!("Second entry in directory inode {dir} should be '..'"),
                     )
                 };
@@ -1199,7 +1200,7 @@ fn entry(
     // the root and an empty name.
     if slot > 1 && target == dir {
         let msg = format!("{} is a link to '.'", place(c));
-        bad_entry(c, d, b, off, "PR_2_LINK_DOT", msg);
+        bad_entry(c, d, b, off, ProblemCode::PR_2_LINK_DOT, msg);
         if c.repairing {
             return;
         }
@@ -1218,7 +1219,7 @@ fn entry(
         || hidden.contains(&target)
     {
         let msg = format!("{} has invalid inode #: {target}.", place(c));
-        return bad_entry(c, d, b, off, "PR_2_BAD_INO", msg);
+        return bad_entry(c, d, b, off, ProblemCode::PR_2_BAD_INO, msg);
     } else if slot > 1 && (name == b"." || name == b"..") {
         let msg = format!(
             "{} is duplicate '{}' entry.",
@@ -1226,14 +1227,14 @@ fn entry(
             crate::pathname::safe(name)
         );
         let code = if name == b"." {
-            "PR_2_DUP_DOT"
+            ProblemCode::PR_2_DUP_DOT
         } else {
-            "PR_2_DUP_DOT_DOT"
+            ProblemCode::PR_2_DUP_DOT_DOT
         };
-        (code, msg)
+        (Some(code), msg)
     } else if slot > 1 && target == special::ROOT {
         (
-            "PR_2_LINK_ROOT",
+            Some(ProblemCode::PR_2_LINK_ROOT),
             format!("{} is a link to the root inode.", place(c)),
         )
     } else if slot > 1 && name.is_empty() {
@@ -1242,11 +1243,11 @@ fn entry(
             "Entry '' in {} ({dir}) has a zero-length name.",
             crate::pathname::dir_path(&c.fs, dir)
         );
-        ("PR_2_NULL_NAME", msg)
+        (Some(ProblemCode::PR_2_NULL_NAME), msg)
     } else {
-        ("", String::new())
+        (None, String::new())
     };
-    if !code.is_empty() {
+    if let Some(code) = code {
         bad_entry(c, d, b, off, code, msg);
         if c.repairing {
             return;
@@ -1264,13 +1265,13 @@ fn entry(
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
             let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].owner);
-            c.p.error_fix(2, "PR_2_BAD_NAME", msg, f);
+            c.p.error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
             // A record of an inline directory, mended in its area.
             let f = crate::fix::Fix::InlineNameFix(b.ino, b.lblk, off);
-            c.p.error_fix(2, "PR_2_BAD_NAME", msg, f);
+            c.p.error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else {
-            c.p.error(2, "PR_2_BAD_NAME", msg);
+            c.p.error(2, ProblemCode::PR_2_BAD_NAME, msg);
         }
     }
     let Some(kind) = c.inodes.kind(target) else {
@@ -1284,10 +1285,10 @@ fn entry(
                 "{} points to inode ({target}) located in a bad block.",
                 place(c)
             );
-            return bad_entry(c, d, b, off, "PR_2_BB_INODE", msg);
+            return bad_entry(c, d, b, off, ProblemCode::PR_2_BB_INODE, msg);
         }
         let msg = format!("{} has deleted/unused inode {target}.", place(c));
-        return bad_entry(c, d, b, off, "PR_2_UNUSED_INODE", msg);
+        return bad_entry(c, d, b, off, ProblemCode::PR_2_UNUSED_INODE, msg);
     };
     // As e2fsck: '.' and '..' have their file type checked too.
     let (phys, dino, area, owner) = (b.phys, b.ino, b.lblk, c.dirs[d].owner);
@@ -1321,7 +1322,7 @@ fn entry(
                 "Encrypted {} references unencrypted inode {target}.",
                 place(c).replacen("Entry", "entry", 1)
             );
-            bad_entry(c, d, b, off, "PR_2_UNENCRYPTED_FILE", msg);
+            bad_entry(c, d, b, off, ProblemCode::PR_2_UNENCRYPTED_FILE, msg);
             if c.repairing {
                 return;
             }
@@ -1335,7 +1336,14 @@ fn entry(
                          encryption policy.",
                         place(c).replacen("Entry", "entry", 1)
                     );
-                    bad_entry(c, d, b, off, "PR_2_INCONSISTENT_ENCRYPTION_POLICY", msg);
+                    bad_entry(
+                        c,
+                        d,
+                        b,
+                        off,
+                        ProblemCode::PR_2_INCONSISTENT_ENCRYPTION_POLICY,
+                        msg,
+                    );
                     if c.repairing {
                         return;
                     }
@@ -1352,7 +1360,7 @@ fn entry(
                         place(c),
                         crate::pathname::path_in(&c.fs, parent, target)
                     );
-                    bad_entry(c, d, b, off, "PR_2_LINK_DIR", msg);
+                    bad_entry(c, d, b, off, ProblemCode::PR_2_LINK_DIR, msg);
                     if c.repairing {
                         return;
                     }
@@ -1370,7 +1378,7 @@ fn entry(
 /// Under `-n` the entry stays, and e2fsck goes on checking it and counts
 /// it as a link to its inode (the callers go on unless repairing; an
 /// invalid inode number ends the entry's checks in both).
-fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: &'static str, msg: String) {
+fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: ProblemCode, msg: String) {
     let fix = if b.phys != 0 {
         crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner)
     } else if b.lblk == crate::inline_dir::AREA_PARENT {
@@ -1393,8 +1401,8 @@ fn check_filetype(
         if ftype != 0 {
             let msg = format!("{} has filetype set.", place(c));
             match fix(0) {
-                Some(f) => c.p.error_fix(2, "PR_2_CLEAR_FILETYPE", msg, f),
-                None => c.p.error(2, "PR_2_CLEAR_FILETYPE", msg),
+                Some(f) => c.p.error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f),
+                None => c.p.error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg),
             }
         }
         return;
@@ -1407,8 +1415,8 @@ fn check_filetype(
             .map_or(entry.clone(), |e| format!("e{e}"));
         let msg = format!("Setting filetype for {entry} to {should}.");
         match fix(should) {
-            Some(f) => c.p.harmless_fix(2, "PR_2_SET_FILETYPE", msg, f),
-            None => c.p.harmless(2, "PR_2_SET_FILETYPE", msg),
+            Some(f) => c.p.harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f),
+            None => c.p.harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg),
         }
     } else if ftype != should {
         let msg = format!(
@@ -1416,8 +1424,8 @@ fn check_filetype(
             place(c)
         );
         match fix(should) {
-            Some(f) => c.p.error_fix(2, "PR_2_BAD_FILETYPE", msg, f),
-            None => c.p.error(2, "PR_2_BAD_FILETYPE", msg),
+            Some(f) => c.p.error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f),
+            None => c.p.error(2, ProblemCode::PR_2_BAD_FILETYPE, msg),
         }
     }
 }
@@ -1474,7 +1482,7 @@ fn inline_dirs(c: &mut Ctx) {
                 };
                 c.p.error_fix(
                     2,
-                    "PR_2_DIR_CORRUPTED",
+                    ProblemCode::PR_2_DIR_CORRUPTED,
                     format!(
                         "Directory inode {ino}, block #{blk}, offset {at}: directory corrupted"
                     ),
@@ -1532,16 +1540,16 @@ fn htree_tails(c: &mut Ctx) {
             match block {
                 Some(b) => c.p.error_fix(
                     2,
-                    "PR_2_DIRECTORY_HOLE",
+                    ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
                     crate::fix::Fix::DirBlockAt(ino, l, b, owner),
                 ),
-                None => c.p.error(2, "PR_2_DIRECTORY_HOLE", msg),
+                None => c.p.error(2, ProblemCode::PR_2_DIRECTORY_HOLE, msg),
             }
             if l == end {
                 c.p.error_fix(
                     2,
-                    "PR_2_UNEXPECTED_HTREE_BLOCK",
+                    ProblemCode::PR_2_UNEXPECTED_HTREE_BLOCK,
                     format!(
                         "Unexpected block in HTREE directory inode {ino} ({}).",
                         crate::pathname::dir_path(&c.fs, ino)
@@ -1573,7 +1581,7 @@ fn inline_size(c: &mut Ctx, ino: u32, rec: &[u8]) -> bool {
     for _ in 0..times {
         c.p.error_fix(
             2,
-            "PR_2_BAD_INLINE_DIR_SIZE",
+            ProblemCode::PR_2_BAD_INLINE_DIR_SIZE,
             msg.clone(),
             crate::fix::Fix::InlineDirSize(ino, new),
         );

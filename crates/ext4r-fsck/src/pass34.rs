@@ -1,6 +1,7 @@
 //! Pass 3 (every directory reachable from the root, `..` agreeing with the
 //! parent, lost+found present) and pass 4 (link counts, unattached inodes).
 
+use crate::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::features::RoCompat;
 use ext4r_format::inode::ino as special;
@@ -23,9 +24,14 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             .flatten()
         {
             Some(b) => {
-                c.p.error_fix(3, "PR_3_NO_ROOT_INODE", msg, crate::fix::Fix::MakeRoot(b));
+                c.p.error_fix(
+                    3,
+                    ProblemCode::PR_3_NO_ROOT_INODE,
+                    msg,
+                    crate::fix::Fix::MakeRoot(b),
+                );
             }
-            None => c.p.error(3, "PR_3_NO_ROOT_INODE", msg),
+            None => c.p.error(3, ProblemCode::PR_3_NO_ROOT_INODE, msg),
         }
         c.skip_to_pass5 = true;
         return;
@@ -89,7 +95,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             c.reconnects.push(format!("#{}", r.ino).len());
             let (code, msg) = if looped {
                 (
-                    "PR_3_LOOPED_DIR",
+                    ProblemCode::PR_3_LOOPED_DIR,
                     format!(
                         "Recursively looped directory inode {} ({})",
                         r.ino,
@@ -99,7 +105,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             } else {
                 // "%q": the directory its '..' names, by its path.
                 (
-                    "PR_3_UNCONNECTED_DIR",
+                    ProblemCode::PR_3_UNCONNECTED_DIR,
                     format!(
                         "Unconnected directory inode {} (was in {})",
                         r.ino,
@@ -121,7 +127,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             match r.dotdot_at {
                 Some((blk, off)) => c.p.error_fix(
                     3,
-                    "PR_3_BAD_DOT_DOT",
+                    ProblemCode::PR_3_BAD_DOT_DOT,
                     bad_dotdot(&c.fs, &r),
                     crate::fix::Fix::DirEntryInode(blk.get(), off as usize, r.parent, r.owner),
                 ),
@@ -129,9 +135,9 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     let msg = bad_dotdot(&c.fs, &r);
                     if r.inline {
                         let f = crate::fix::Fix::InlineParent(r.ino, r.parent);
-                        c.p.error_fix(3, "PR_3_BAD_DOT_DOT", msg, f);
+                        c.p.error_fix(3, ProblemCode::PR_3_BAD_DOT_DOT, msg, f);
                     } else {
-                        c.p.error(3, "PR_3_BAD_DOT_DOT", msg);
+                        c.p.error(3, ProblemCode::PR_3_BAD_DOT_DOT, msg);
                     }
                 }
             }
@@ -188,11 +194,17 @@ fn lost_and_found(c: &mut Ctx) {
                         .contains(ext4r_format::inode::InodeFlags::INLINE_DATA)
                 });
             let (code, msg) = if !is_dir {
-                ("PR_3_LPF_NOTDIR", "/lost+found is not a directory")
+                (
+                    ProblemCode::PR_3_LPF_NOTDIR,
+                    "/lost+found is not a directory",
+                )
             } else if inline {
-                ("PR_3_LPF_INLINE_DATA", "/lost+found has inline data")
+                (
+                    ProblemCode::PR_3_LPF_INLINE_DATA,
+                    "/lost+found has inline data",
+                )
             } else if encrypted {
-                ("PR_3_LPF_ENCRYPTED", "/lost+found is encrypted")
+                (ProblemCode::PR_3_LPF_ENCRYPTED, "/lost+found is encrypted")
             } else {
                 return;
             };
@@ -207,26 +219,29 @@ fn lost_and_found(c: &mut Ctx) {
         Ok(None) => {
             let msg = "/lost+found not found.".to_string();
             match crate::lost_found::plan(c) {
-                Some(n) => {
-                    c.p.error_fix(3, "PR_3_NO_LF_DIR", msg, crate::fix::Fix::MakeLostFound(n))
-                }
+                Some(n) => c.p.error_fix(
+                    3,
+                    ProblemCode::PR_3_NO_LF_DIR,
+                    msg,
+                    crate::fix::Fix::MakeLostFound(n),
+                ),
                 // As e2fsck: with no free block or inode for it, the
                 // creation is given up (its "yes" changes nothing), the
                 // lost files are to go to the root instead, and the
                 // user is told to make room. A full filesystem is not an
                 // inconsistency: nothing is left to fix.
                 None => {
-                    c.p.harmless(3, "PR_3_NO_LF_DIR", msg);
+                    c.p.harmless(3, ProblemCode::PR_3_NO_LF_DIR, msg);
                     c.p.harmless(
                         3,
-                        "PR_3_LPF_NO_SPACE",
+                        ProblemCode::PR_3_LPF_NO_SPACE,
                         "Cannot allocate space for /lost+found.\n\
                          Place lost files in root directory instead"
                             .into(),
                     );
                     c.p.harmless(
                         3,
-                        "PR_3_NO_SPACE_TO_RECOVER",
+                        ProblemCode::PR_3_NO_SPACE_TO_RECOVER,
                         "Insufficient space to recover lost files!\n\
                          Move data off the filesystem and re-run e2fsck.\n"
                             .into(),
@@ -254,7 +269,7 @@ fn ea_inode_refs(c: &mut Ctx, ino: u32) {
     if stored != actual && i.i_ctime.get() != i.i_atime.get() {
         c.p.error_fix(
             4,
-            "PR_4_EA_INODE_REF_COUNT",
+            ProblemCode::PR_4_EA_INODE_REF_COUNT,
             format!("Extended attribute inode {ino} ref count is {stored}, should be {actual}."),
             crate::fix::Fix::EaInodeRefCount(ino, actual),
         );
@@ -305,7 +320,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // Nothing to save: e2fsck offers to delete it instead.
                 c.p.error_fix(
                     4,
-                    "PR_4_ZERO_LEN_INODE",
+                    ProblemCode::PR_4_ZERO_LEN_INODE,
                     format!("Unattached zero-length inode {}.", r.ino),
                     crate::fix::Fix::ClearInode(r.ino),
                 );
@@ -328,7 +343,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 };
                 c.p.error_fix(
                     4,
-                    "PR_4_UNATTACHED_INODE",
+                    ProblemCode::PR_4_UNATTACHED_INODE,
                     format!("Unattached inode {}", r.ino),
                     fix,
                 );
@@ -340,7 +355,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 if c.repairing && r.links != 0 {
                     c.p.error_fix(
                         4,
-                        "PR_4_BAD_REF_COUNT",
+                        ProblemCode::PR_4_BAD_REF_COUNT,
                         format!(
                             "Inode {} ref count is {}, should be 1.",
                             r.ino,
@@ -360,7 +375,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 dir_nlink = true;
                 c.p.error_fix(
                     4,
-                    "PR_4_DIR_NLINK_FEATURE",
+                    ProblemCode::PR_4_DIR_NLINK_FEATURE,
                     "Directory exceeds max links, but no DIR_NLINK feature in superblock.".into(),
                     crate::fix::Fix::SetRoCompat(RoCompat::DIR_NLINK.bits()),
                 );
@@ -375,7 +390,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             if c.repairing {
                 c.p.harmless_fix(
                     4,
-                    "PR_4_DIR_OVERFLOW_REF_COUNT",
+                    ProblemCode::PR_4_DIR_OVERFLOW_REF_COUNT,
                     format!(
                         "Directory inode {} ref count set to overflow but could be exact \
                          value {counted}.",
@@ -389,7 +404,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         if u32::from(r.links) != counted {
             c.p.error_fix(
                 4,
-                "PR_4_BAD_REF_COUNT",
+                ProblemCode::PR_4_BAD_REF_COUNT,
                 format!(
                     "Inode {} ref count is {}, should be {counted}.",
                     r.ino, r.links
@@ -402,7 +417,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     if let Some((lpf, blocks)) = crate::lost_found::plan_expand(c, &names) {
         c.p.error_fix(
             3,
-            "PR_3_EXPAND_LF_DIR",
+            ProblemCode::PR_3_EXPAND_LF_DIR,
             "No room in lost+found directory.  Expand.".into(),
             crate::fix::Fix::ExpandDir(lpf, blocks),
         );

@@ -12,6 +12,7 @@
 //! ("Duplicate entry ... found. Marking ... to be rebuilt", also under
 //! `-n`).
 
+use crate::ProblemCode;
 use ext4r_format::dir::{rec_len_for_name, DirBlockIter};
 use ext4r_format::features::Compat;
 use ext4r_format::htree::{dx_hash, effective_hash_version};
@@ -75,7 +76,7 @@ pub(crate) fn run(c: &mut Ctx) {
     }
     c.p.harmless(
         3,
-        "PR_3A_PASS_HEADER",
+        ProblemCode::PR_3A_PASS_HEADER,
         "Pass 3A: Optimizing directories".into(),
     );
     let mut blocks = std::mem::take(&mut c.dir_blocks);
@@ -225,7 +226,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 let fix = clear(c, &ents[i]);
                 c.p.error_fix(
                     3,
-                    "PR_2_DUPLICATE_DIRENT",
+                    ProblemCode::PR_2_DUPLICATE_DIRENT,
                     format!("Duplicate entry '{shown}' in {path} ({ino}) found."),
                     fix,
                 );
@@ -239,7 +240,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 let fix = clear(c, &ents[i]);
                 c.p.error_fix(
                     3,
-                    "PR_2_NON_UNIQUE_FILE_NO_RENAME",
+                    ProblemCode::PR_2_NON_UNIQUE_FILE_NO_RENAME,
                     format!("Duplicate filename entry '{shown}' in {path} ({ino}) found."),
                     fix,
                 );
@@ -263,7 +264,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             }
             c.p.error_fix(
                 3,
-                "PR_2_NON_UNIQUE_FILE",
+                ProblemCode::PR_2_NON_UNIQUE_FILE,
                 format!(
                     "Entry '{shown}' in {path} ({ino}) has a non-unique filename.\nRename to {}",
                     String::from_utf8_lossy(&new)

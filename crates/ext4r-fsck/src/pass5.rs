@@ -3,6 +3,7 @@
 //! uninitialised are compared with the bitmap the kernel would compute,
 //! without reading anything; bitmaps are compared a word at a time.
 
+use crate::ProblemCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ext4r_format::group_desc::GroupDesc;
@@ -82,7 +83,7 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
         };
         c.p.error(
             1,
-            "PR_1B_DUP_BLOCK",
+            ProblemCode::PR_1B_DUP_BLOCK,
             format!(
                 "Multiply-claimed block(s): block {blk} claimed by {} and {}.",
                 who(*a),
@@ -409,13 +410,13 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
     let (word, uninit, unit, flag) = match which {
         Bitmap::Block => (
             "block",
-            "PR_5_BLOCK_UNINIT",
+            ProblemCode::PR_5_BLOCK_UNINIT,
             "BLOCK_UNINIT",
             ext4r_format::group_desc::BG_BLOCK_UNINIT,
         ),
         Bitmap::Inode => (
             "inode",
-            "PR_5_INODE_UNINIT",
+            ProblemCode::PR_5_INODE_UNINIT,
             "INODE_UNINIT",
             ext4r_format::group_desc::BG_INODE_UNINIT,
         ),
@@ -424,7 +425,7 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
     if f.read_error {
         c.p.error(
             5,
-            "EXT4R_5_READ_BITMAP",
+            ProblemCode::EXT4R_5_READ_BITMAP,
             format!("Cannot read {word} bitmap of group {g}."),
         );
     }

@@ -26,6 +26,7 @@
 
 use crate::ctx::Ctx;
 use crate::fix::Fix;
+use crate::ProblemCode;
 
 /// A run of bits that differ: (should be set, first, last), in cluster
 /// or inode numbers.
@@ -53,10 +54,10 @@ impl Bitmap {
         }
     }
 
-    fn header(self) -> &'static str {
+    fn header(self) -> ProblemCode {
         match self {
-            Bitmap::Block => "PR_5_BLOCK_BITMAP_HEADER",
-            Bitmap::Inode => "PR_5_INODE_BITMAP_HEADER",
+            Bitmap::Block => ProblemCode::PR_5_BLOCK_BITMAP_HEADER,
+            Bitmap::Inode => ProblemCode::PR_5_INODE_BITMAP_HEADER,
         }
     }
 }
@@ -192,7 +193,7 @@ impl Said {
             if k.stored_free != k.shown_free {
                 let (code, msg, fix) = match which {
                     Bitmap::Block => (
-                        "PR_5_FREE_BLOCK_COUNT_GROUP",
+                        ProblemCode::PR_5_FREE_BLOCK_COUNT_GROUP,
                         format!(
                             "Free blocks count wrong for group #{g} ({}, counted={}).",
                             k.stored_free, k.shown_free
@@ -200,7 +201,7 @@ impl Said {
                         Fix::GroupFreeBlocks(g, k.free as u32),
                     ),
                     Bitmap::Inode => (
-                        "PR_5_FREE_INODE_COUNT_GROUP",
+                        ProblemCode::PR_5_FREE_INODE_COUNT_GROUP,
                         format!(
                             "Free inodes count wrong for group #{g} ({}, counted={}).",
                             k.stored_free, k.shown_free
@@ -213,7 +214,7 @@ impl Said {
             if which == Bitmap::Inode && k.stored_dirs != k.shown_dirs {
                 c.p.error_fix(
                     5,
-                    "PR_5_FREE_DIR_COUNT_GROUP",
+                    ProblemCode::PR_5_FREE_DIR_COUNT_GROUP,
                     format!(
                         "Directories count wrong for group #{g} ({}, counted={}).",
                         k.stored_dirs, k.shown_dirs
@@ -226,12 +227,12 @@ impl Said {
         if sb_free != free {
             let (code, msg, fix) = match which {
                 Bitmap::Block => (
-                    "PR_5_FREE_BLOCK_COUNT",
+                    ProblemCode::PR_5_FREE_BLOCK_COUNT,
                     format!("Free blocks count wrong ({sb_free}, counted={free})."),
                     Fix::SuperFreeBlocks(set),
                 ),
                 Bitmap::Inode => (
-                    "PR_5_FREE_INODE_COUNT",
+                    ProblemCode::PR_5_FREE_INODE_COUNT,
                     format!("Free inodes count wrong ({sb_free}, counted={free})."),
                     Fix::SuperFreeInodes(set),
                 ),
@@ -253,8 +254,8 @@ impl Said {
             return;
         }
         let code = match self.which {
-            Bitmap::Block => "PR_5_BLOCK_BMAP_PADDING",
-            Bitmap::Inode => "PR_5_INODE_BMAP_PADDING",
+            Bitmap::Block => ProblemCode::PR_5_BLOCK_BMAP_PADDING,
+            Bitmap::Inode => ProblemCode::PR_5_INODE_BMAP_PADDING,
         };
         let fix = Fix::Each(std::mem::take(&mut self.tails));
         c.p.error_fix(
@@ -273,8 +274,8 @@ impl Said {
         }
         let which = self.which;
         let (code, title) = match which {
-            Bitmap::Block => ("PR_5_BLOCK_BITMAP_CSUM_INVALID", "Block"),
-            Bitmap::Inode => ("PR_5_INODE_BITMAP_CSUM_INVALID", "Inode"),
+            Bitmap::Block => (ProblemCode::PR_5_BLOCK_BITMAP_CSUM_INVALID, "Block"),
+            Bitmap::Inode => (ProblemCode::PR_5_INODE_BITMAP_CSUM_INVALID, "Inode"),
         };
         let csums = std::mem::take(&mut self.csums);
         let latch = format!("{title} bitmap differences: ");

@@ -1,5 +1,6 @@
 //! Problems the checker finds, in words an e2fsck user recognises.
 
+use crate::ProblemCode;
 /// How a problem counts towards the verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
@@ -18,7 +19,7 @@ pub struct Problem {
     pub pass: u8,
     /// e2fsck's name for the problem (`PR_1_BAD_I_BLOCKS`), so that the
     /// report can be compared with e2fsck's.
-    pub code: &'static str,
+    pub code: ProblemCode,
     /// Whether it is an error.
     pub severity: Severity,
     /// What and where, in e2fsck's words.
@@ -41,7 +42,7 @@ pub struct Problem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Latch {
     /// e2fsck's code of the latch question (`PR_1_INODE_BLOCK_LATCH`).
-    pub code: &'static str,
+    pub code: ProblemCode,
     /// Its message, in e2fsck's words.
     pub message: String,
 }
@@ -66,7 +67,7 @@ const KEEP: usize = 10_000;
 
 impl Problems {
     /// Records an error.
-    pub fn error(&mut self, pass: u8, code: &'static str, message: String) {
+    pub fn error(&mut self, pass: u8, code: ProblemCode, message: String) {
         self.push(pass, code, Severity::Error, message, None);
     }
 
@@ -74,7 +75,7 @@ impl Problems {
     pub fn error_fix(
         &mut self,
         pass: u8,
-        code: &'static str,
+        code: ProblemCode,
         message: String,
         fix: crate::fix::Fix,
     ) {
@@ -82,7 +83,7 @@ impl Problems {
     }
 
     /// Records a harmless finding.
-    pub fn harmless(&mut self, pass: u8, code: &'static str, message: String) {
+    pub fn harmless(&mut self, pass: u8, code: ProblemCode, message: String) {
         self.push(pass, code, Severity::Harmless, message, None);
     }
 
@@ -90,7 +91,7 @@ impl Problems {
     pub fn harmless_fix(
         &mut self,
         pass: u8,
-        code: &'static str,
+        code: ProblemCode,
         message: String,
         fix: crate::fix::Fix,
     ) {
@@ -100,7 +101,7 @@ impl Problems {
     fn push(
         &mut self,
         pass: u8,
-        code: &'static str,
+        code: ProblemCode,
         severity: Severity,
         message: String,
         fix: Option<crate::fix::Fix>,
@@ -129,7 +130,7 @@ impl Problems {
 
     /// Puts the last problem recorded under latch `code`, asked as
     /// `message` (see [`Latch`]); nothing when its words were dropped.
-    pub(crate) fn latch_last(&mut self, code: &'static str, message: String) {
+    pub(crate) fn latch_last(&mut self, code: ProblemCode, message: String) {
         if let Some(p) = self.list.last_mut().filter(|_| self.last_kept) {
             p.latch = Some(Latch { code, message });
         }
@@ -272,10 +273,10 @@ mod tests {
     #[test]
     fn harmless_findings_do_not_count_as_errors_and_the_list_is_capped() {
         let mut p = Problems::default();
-        p.harmless(5, "PR_5_FREE_BLOCK_COUNT", "x".into());
+        p.harmless(5, ProblemCode::PR_5_FREE_BLOCK_COUNT, "x".into());
         assert_eq!(p.errors(), 0);
         for i in 0..(KEEP + 5) {
-            p.error(1, "PR_1_X", i.to_string());
+            p.error(1, ProblemCode::PR_1_BAD_I_SIZE, i.to_string());
         }
         assert_eq!(p.errors(), (KEEP + 5) as u64);
         assert_eq!(p.list().len(), KEEP);

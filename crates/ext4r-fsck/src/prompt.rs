@@ -1,12 +1,14 @@
 //! The question e2fsck asks for each problem ("Fix", "Clear", "Connect to
 //! /lost+found"...), so that an interactive run reads like e2fsck's.
 
+use crate::ProblemCode;
+
 /// The prompt e2fsck puts after a problem's message: its `prompt[]` word
 /// for the problem's `PROMPT_*` in problem.c (kept as `prompt:WORD` in
 /// `e2fsck-problems.txt`), "" for `PROMPT_NULL` (the message is the
 /// question), and "Fix" for the problems it does not ask about and for
 /// ext4r's own codes.
-pub fn prompt(code: &str) -> &'static str {
+pub fn prompt(code: ProblemCode) -> &'static str {
     match crate::codes::prompt_name(code) {
         Some("clear") => "Clear",
         Some("relocate") => "Relocate",
@@ -68,17 +70,26 @@ mod tests {
 
     #[test]
     fn prompts_are_e2fscks_words() {
-        assert_eq!(prompt("PR_4_UNATTACHED_INODE"), "Connect to /lost+found");
-        assert_eq!(prompt("PR_2_BAD_INO"), "Clear");
-        assert_eq!(prompt("PR_5_FREE_BLOCK_COUNT_GROUP"), "Fix");
-        assert_eq!(preen_word(prompt("PR_2_UNUSED_INODE")), "CLEARED");
-        assert_eq!(preen_word(prompt("PR_4_UNATTACHED_INODE")), "RECONNECTED");
-        assert_eq!(preen_word(prompt("PR_1_BAD_I_SIZE")), "FIXED");
-        assert_eq!(prompt("PR_1_ZERO_LENGTH_DIR"), "Clear");
-        assert_eq!(prompt("PR_1_CASEFOLD_FEATURE"), "Clear flag");
-        assert_eq!(prompt("PR_3_NO_LF_DIR"), "Create");
-        assert_eq!(prompt("PR_3_NO_ROOT_INODE"), "Allocate");
-        assert_eq!(prompt("PR_6_RECREATE_JOURNAL"), "");
-        assert_eq!(prompt("EXT4R_1_EXTENT_ROOT_DEPTH"), "Fix");
+        assert_eq!(
+            prompt(ProblemCode::PR_4_UNATTACHED_INODE),
+            "Connect to /lost+found"
+        );
+        assert_eq!(prompt(ProblemCode::PR_2_BAD_INO), "Clear");
+        assert_eq!(prompt(ProblemCode::PR_5_FREE_BLOCK_COUNT_GROUP), "Fix");
+        assert_eq!(
+            preen_word(prompt(ProblemCode::PR_2_UNUSED_INODE)),
+            "CLEARED"
+        );
+        assert_eq!(
+            preen_word(prompt(ProblemCode::PR_4_UNATTACHED_INODE)),
+            "RECONNECTED"
+        );
+        assert_eq!(preen_word(prompt(ProblemCode::PR_1_BAD_I_SIZE)), "FIXED");
+        assert_eq!(prompt(ProblemCode::PR_1_ZERO_LENGTH_DIR), "Clear");
+        assert_eq!(prompt(ProblemCode::PR_1_CASEFOLD_FEATURE), "Clear flag");
+        assert_eq!(prompt(ProblemCode::PR_3_NO_LF_DIR), "Create");
+        assert_eq!(prompt(ProblemCode::PR_3_NO_ROOT_INODE), "Allocate");
+        assert_eq!(prompt(ProblemCode::PR_6_RECREATE_JOURNAL), "");
+        assert_eq!(prompt(ProblemCode::EXT4R_1_EXTENT_ROOT_DEPTH), "Fix");
     }
 }

@@ -5,6 +5,7 @@
 //! not read, is `PR_6_UPDATE_QUOTAS`: written anew with the usage counted
 //! and the limits the old file held.
 
+use crate::ProblemCode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 
@@ -159,7 +160,7 @@ fn compare(c: &mut Ctx, qtype: usize) {
             .collect();
         c.p.error_fix(
             6,
-            "PR_6_UPDATE_QUOTAS",
+            ProblemCode::PR_6_UPDATE_QUOTAS,
             format!("Update quota info for quota type {qtype}"),
             Fix::UpdateQuota(qtype as u8, dquots),
         );

@@ -6,6 +6,7 @@
 //! there, the name goes from the root and the old inode is freed. The
 //! project quota inode has no reserved number and is never moved.
 
+use crate::ProblemCode;
 use ext4r_format::features::RoCompat;
 use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;
@@ -60,7 +61,7 @@ pub(crate) fn check(c: &mut Ctx) {
         let path = crate::pathname::path_in(&c.fs, ino::ROOT, from);
         c.p.error_fix(
             0,
-            "PR_0_HIDE_QUOTA",
+            ProblemCode::PR_0_HIDE_QUOTA,
             format!("Hiding {what} quota inode {from} ({path})."),
             Fix::HideQuota(Box::new(HideQuota {
                 qtype: qtype as u8,

@@ -9,6 +9,7 @@
 //!
 //! Planned in pass 5, when every claim is known.
 
+use crate::ProblemCode;
 use ext4r_format::features::Incompat;
 
 use crate::ctx::Ctx;
@@ -56,7 +57,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
         else {
             c.p.error(
                 1,
-                "PR_1_RELOC_BLOCK_ALLOCATE",
+                ProblemCode::PR_1_RELOC_BLOCK_ALLOCATE,
                 format!(
                     "Could not allocate {n} block(s) for group {g}'s {}.",
                     what.name()
@@ -81,7 +82,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
         match from {
             Some(from) => c.p.error_fix(
                 1,
-                "PR_1_RELOC_FROM_TO",
+                ProblemCode::PR_1_RELOC_FROM_TO,
                 format!(
                     "Relocating group {g}'s {} from {from} to {at}...",
                     what.name()
@@ -90,7 +91,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
             ),
             None => c.p.error_fix(
                 1,
-                "PR_1_RELOC_TO",
+                ProblemCode::PR_1_RELOC_TO,
                 format!("Relocating group {g}'s {} to {at}...", what.name()),
                 Fix::Relocate(g, what, at),
             ),

@@ -3,6 +3,7 @@
 //! check finds nothing more this version can fix; then mark the
 //! filesystem checked.
 
+use crate::ProblemCode;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -84,7 +85,7 @@ pub struct RepairReport {
     pub errors_flagged: bool,
     /// A journal found invalid was deleted and a new one made: its size
     /// in blocks, or why it could not be made.
-    pub journal_recreated: Option<std::result::Result<u64, ext4r::tune::JournalError>>,
+    pub journal_recreated: Option<std::result::Result<u64, ext4r::journal_create::JournalError>>,
     /// Directories whose hash index was rebuilt (pass 3A: those whose
     /// index was cleared, or all of them under `-D`).
     pub rehashed: Vec<u32>,
@@ -158,18 +159,18 @@ fn quiet_fix(p: &Problem) -> bool {
     }
     matches!(
         code,
-        "PR_0_GDT_CSUM"
-            | "PR_0_GDT_UNINIT"
-            | "PR_0_BB_UNINIT_LAST"
-            | "PR_0_GDT_ITABLE_UNUSED"
-            | "PR_0_FREE_INODE_COUNT"
-            | "PR_0_FREE_BLOCK_COUNT"
-    ) || (crate::super_rules::cosmetic(code) && code != "PR_0_BACKUP_JNL")
+        ProblemCode::PR_0_GDT_CSUM
+            | ProblemCode::PR_0_GDT_UNINIT
+            | ProblemCode::PR_0_BB_UNINIT_LAST
+            | ProblemCode::PR_0_GDT_ITABLE_UNUSED
+            | ProblemCode::PR_0_FREE_INODE_COUNT
+            | ProblemCode::PR_0_FREE_BLOCK_COUNT
+    ) || (crate::super_rules::cosmetic(code) && code != ProblemCode::PR_0_BACKUP_JNL)
 }
 
 /// Problems e2fsck fixes under `-p` without stopping (see
 /// [`crate::codes::preen_ok`]).
-fn preen_ok(code: &str) -> bool {
+fn preen_ok(code: ProblemCode) -> bool {
     crate::codes::preen_ok(code)
 }
 
@@ -301,7 +302,7 @@ fn run(
     let mut declined: Vec<Problem> = Vec::new();
     // Answers given, by problem: a problem seen again in a later round is
     // not asked about twice.
-    let mut answers: HashMap<(&'static str, String), bool> = HashMap::new();
+    let mut answers: HashMap<(ProblemCode, String), bool> = HashMap::new();
     let mut preen_stopped = None;
     let mut forced = opts.clone();
     forced.full = true;
@@ -310,7 +311,7 @@ fn run(
     // as e2fsck decides at boot.
     // Problems already shown (and asked about), by problem: each is
     // shown once, in the round that first finds it.
-    let mut shown: HashSet<(&'static str, String)> = HashSet::new();
+    let mut shown: HashSet<(ProblemCode, String)> = HashSet::new();
     let mut forced_why = (counts_bad && !opts.force).then_some(Forced::Errors);
     // Without -f a filesystem marked clean is neither checked nor repaired,
     // as e2fsck decides at boot. This first look stops as soon as it knows
@@ -402,7 +403,7 @@ fn run(
                     .problems
                     .list()
                     .iter()
-                    .any(|p| p.code == "PR_0_HIDE_QUOTA");
+                    .any(|p| p.code == ProblemCode::PR_0_HIDE_QUOTA);
             if report.fatal.is_some() {
                 break;
             }
@@ -533,7 +534,7 @@ fn run(
         && preen_stopped.is_none()
         && recreate_wanted(&mut policy)
     {
-        journal_recreated = Some(ext4r::tune::add_journal(dev.clone(), opts.now)?);
+        journal_recreated = Some(ext4r::journal_create::add_journal(dev.clone(), opts.now)?);
         last = check_later(
             &dev,
             &forced,
@@ -582,9 +583,9 @@ fn check_later(
     opts: &Options,
     obs: &mut dyn Observer,
     policy: &mut Policy<'_>,
-    answers: &mut HashMap<(&'static str, String), bool>,
+    answers: &mut HashMap<(ProblemCode, String), bool>,
     declined: &mut Vec<Problem>,
-    shown: &mut HashSet<(&'static str, String)>,
+    shown: &mut HashSet<(ProblemCode, String)>,
 ) -> Result<Report, Error> {
     let mut live = Live {
         inner: obs,
@@ -606,9 +607,9 @@ fn check_later(
 struct Live<'r, 'a> {
     inner: &'r mut dyn Observer,
     policy: &'r mut Policy<'a>,
-    answers: &'r mut HashMap<(&'static str, String), bool>,
+    answers: &'r mut HashMap<(ProblemCode, String), bool>,
     declined: &'r mut Vec<Problem>,
-    shown: &'r mut HashSet<(&'static str, String)>,
+    shown: &'r mut HashSet<(ProblemCode, String)>,
     headings: bool,
 }
 
@@ -734,7 +735,7 @@ fn rehash(
 fn journal_deleted(fixed: &[Problem]) -> bool {
     fixed
         .iter()
-        .any(|p| p.code == "PR_0_JOURNAL_BAD_INODE" && p.fix == Some(Fix::DeleteJournal))
+        .any(|p| p.code == ProblemCode::PR_0_JOURNAL_BAD_INODE && p.fix == Some(Fix::DeleteJournal))
 }
 
 /// e2fsck's `PR_6_RECREATE_JOURNAL`: made without asking under -y and -p
@@ -745,7 +746,7 @@ fn recreate_wanted(policy: &mut Policy<'_>) -> bool {
         Policy::Ask(ask) => {
             let question = Problem {
                 pass: 6,
-                code: "PR_6_RECREATE_JOURNAL",
+                code: ProblemCode::PR_6_RECREATE_JOURNAL,
                 severity: crate::Severity::Harmless,
                 message: "Recreate journal".into(),
                 fix: None,
@@ -870,7 +871,7 @@ fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
     let sb = fs.superblock();
     let fix = Fix::SuperblockCounts(blocks, inodes);
     let mut out = Vec::new();
-    let mut note = |code: &'static str, message: String| {
+    let mut note = |code: ProblemCode, message: String| {
         out.push(Problem {
             pass: 0,
             code,
@@ -882,7 +883,7 @@ fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
     };
     if u64::from(sb.s_free_inodes_count.get()) != inodes {
         note(
-            "PR_0_FREE_INODE_COUNT",
+            ProblemCode::PR_0_FREE_INODE_COUNT,
             format!(
                 "Setting free inodes count to {inodes} (was {})",
                 sb.s_free_inodes_count.get()
@@ -891,7 +892,7 @@ fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
     }
     if sb.free_blocks_count() != blocks {
         note(
-            "PR_0_FREE_BLOCK_COUNT",
+            ProblemCode::PR_0_FREE_BLOCK_COUNT,
             format!(
                 "Setting free blocks count to {blocks} (was {})",
                 sb.free_blocks_count()

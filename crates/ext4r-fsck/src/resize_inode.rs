@@ -6,6 +6,7 @@
 //! ("Resize inode not valid.  Recreate"), once pass 1 knows every block
 //! in use, as e2fsck does at the end of its pass 1.
 
+use crate::ProblemCode;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::{ino::RESIZE, Inode};
 
@@ -27,7 +28,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
         // meta_bg places descriptors where resizing needs no reserve.
         c.p.harmless_fix(
             0,
-            "PR_0_DISABLE_RESIZE_INODE",
+            ProblemCode::PR_0_DISABLE_RESIZE_INODE,
             "Resize_inode and meta_bg features are enabled. Those features are\n\
              not compatible. Resize inode should be disabled."
                 .into(),
@@ -39,7 +40,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     if !has && reserved != 0 {
         c.p.harmless_fix(
             0,
-            "PR_0_NONZERO_RESERVED_GDT_BLOCKS",
+            ProblemCode::PR_0_NONZERO_RESERVED_GDT_BLOCKS,
             format!(
                 "Filesystem does not have resize_inode enabled, but s_reserved_gdt_blocks\n\
                  is {reserved}; should be zero."
@@ -51,7 +52,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
         if words.iter().any(|&w| w != 0) {
             c.p.harmless_fix(
                 0,
-                "PR_0_CLEAR_RESIZE_INODE",
+                ProblemCode::PR_0_CLEAR_RESIZE_INODE,
                 "Resize_inode not enabled, but the resize inode is non-zero.".into(),
                 Fix::ZeroInode(RESIZE),
             );
@@ -140,7 +141,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
         // Cleared whole; the next look finds it invalid and recreates it.
         c.p.error_fix(
             1,
-            "PR_1_TOO_MANY_BAD_BLOCKS",
+            ProblemCode::PR_1_TOO_MANY_BAD_BLOCKS,
             format!("Too many illegal blocks in inode {RESIZE}."),
             Fix::ZeroInode(RESIZE),
         );
@@ -148,9 +149,9 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     }
     let dind_illegal = matches!(illegal.first(), Some((_, Fix::InodeBlockSlot(..))));
     for (what, fix) in illegal {
-        c.p.error_fix(1, "PR_1_ILLEGAL_BLOCK_NUM", what, fix);
+        c.p.error_fix(1, ProblemCode::PR_1_ILLEGAL_BLOCK_NUM, what, fix);
         c.p.latch_last(
-            "PR_1_INODE_BLOCK_LATCH",
+            ProblemCode::PR_1_INODE_BLOCK_LATCH,
             format!("Inode {RESIZE} has illegal block(s)."),
         );
     }
@@ -166,7 +167,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     if have != blocks * sectors {
         c.p.error_fix(
             1,
-            "PR_1_BAD_I_BLOCKS",
+            ProblemCode::PR_1_BAD_I_BLOCKS,
             format!(
                 "Inode {RESIZE}, i_blocks is {have}, should be {}.",
                 blocks * sectors
@@ -260,12 +261,12 @@ pub(crate) fn finish(c: &mut Ctx) {
             }
             c.p.error_fix(
                 0,
-                "PR_0_RESIZE_INODE_INVALID",
+                ProblemCode::PR_0_RESIZE_INODE_INVALID,
                 msg,
                 Fix::RecreateResizeInode(b),
             );
         }
-        None => c.p.error(0, "PR_0_RESIZE_INODE_INVALID", msg),
+        None => c.p.error(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg),
     }
 }
 

@@ -4,6 +4,7 @@
 //! flag, a revision 0 superblock with features, an MMP block out of range.
 //! Each repair is a [`SuperEdit`] of the superblock the fix writer holds.
 
+use crate::ProblemCode;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::superblock::{Superblock, FLAGS_SIGNED_HASH, FLAGS_TEST_FS, FLAGS_UNSIGNED_HASH};
 
@@ -93,19 +94,19 @@ impl SuperEdit {
 
 /// Touch-ups e2fsck makes to the superblock without counting the
 /// filesystem as changed or forcing a check of one marked clean.
-pub(crate) fn cosmetic(code: &str) -> bool {
+pub(crate) fn cosmetic(code: ProblemCode) -> bool {
     matches!(
         code,
-        "PR_0_ADD_UUID"
-            | "PR_0_DIRHASH_HINT"
-            | "PR_0_CLEAR_TESTFS_FLAG"
-            | "PR_0_FUTURE_SB_LAST_MOUNT"
-            | "PR_0_FUTURE_SB_LAST_WRITE"
-            | "PR_0_FUTURE_SB_LAST_MOUNT_FUDGED"
-            | "PR_0_FUTURE_SB_LAST_WRITE_FUDGED"
-            | "PR_0_BACKUP_JNL"
-            | "PR_0_MOVE_JOURNAL"
-            | "PR_0_HIDE_QUOTA"
+        ProblemCode::PR_0_ADD_UUID
+            | ProblemCode::PR_0_DIRHASH_HINT
+            | ProblemCode::PR_0_CLEAR_TESTFS_FLAG
+            | ProblemCode::PR_0_FUTURE_SB_LAST_MOUNT
+            | ProblemCode::PR_0_FUTURE_SB_LAST_WRITE
+            | ProblemCode::PR_0_FUTURE_SB_LAST_MOUNT_FUDGED
+            | ProblemCode::PR_0_FUTURE_SB_LAST_WRITE_FUDGED
+            | ProblemCode::PR_0_BACKUP_JNL
+            | ProblemCode::PR_0_MOVE_JOURNAL
+            | ProblemCode::PR_0_HIDE_QUOTA
     )
 }
 
@@ -119,7 +120,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if sb.has_incompat(Incompat::BIT64) && !sb.has_incompat(Incompat::EXTENTS) {
         c.p.harmless_fix(
             0,
-            "PR_0_64BIT_WITHOUT_EXTENTS",
+            ProblemCode::PR_0_64BIT_WITHOUT_EXTENTS,
             "Superblock 64bit filesystem needs extents to access the whole disk.".into(),
             Fix::SetIncompat(Incompat::EXTENTS.bits()),
         );
@@ -127,7 +128,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if !csum && sb.has_incompat(Incompat::CSUM_SEED) {
         c.p.harmless_fix(
             0,
-            "PR_0_CSUM_SEED_WITHOUT_META_CSUM",
+            ProblemCode::PR_0_CSUM_SEED_WITHOUT_META_CSUM,
             "Superblock metadata_csum_seed is not necessary without metadata_csum.".into(),
             Fix::Superblock(SuperEdit::NoCsumSeed),
         );
@@ -136,7 +137,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if sb.has_incompat(Incompat::META_BG) && sb.s_first_meta_bg.get() > desc_blocks {
         c.p.error_fix(
             0,
-            "PR_0_FIRST_META_BG_TOO_BIG",
+            ProblemCode::PR_0_FIRST_META_BG_TOO_BIG,
             format!(
                 "First_meta_bg is too big.  ({}, max value {desc_blocks}).",
                 sb.s_first_meta_bg.get()
@@ -151,7 +152,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if sb.s_uuid == [0; 16] && !csum {
         c.p.harmless_fix(
             0,
-            "PR_0_ADD_UUID",
+            ProblemCode::PR_0_ADD_UUID,
             "Filesystem did not have a UUID; generating one.".into(),
             Fix::Superblock(SuperEdit::Uuid(new_uuid(c.now))),
         );
@@ -162,7 +163,7 @@ pub(crate) fn check(c: &mut Ctx) {
         // without the hint (x86's signed char; e2fsck picks its host's).
         c.p.harmless_fix(
             0,
-            "PR_0_DIRHASH_HINT",
+            ProblemCode::PR_0_DIRHASH_HINT,
             "Adding dirhash hint to filesystem.".into(),
             Fix::Superblock(SuperEdit::Flags(FLAGS_SIGNED_HASH, 0)),
         );
@@ -170,7 +171,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if sb.s_flags.get() & FLAGS_TEST_FS != 0 && ext4_available() {
         c.p.harmless_fix(
             0,
-            "PR_0_CLEAR_TESTFS_FLAG",
+            ProblemCode::PR_0_CLEAR_TESTFS_FLAG,
             "The test_fs flag is set (and ext4 is available).".into(),
             Fix::Superblock(SuperEdit::Flags(0, FLAGS_TEST_FS)),
         );
@@ -181,7 +182,7 @@ pub(crate) fn check(c: &mut Ctx) {
     {
         c.p.error_fix(
             0,
-            "PR_0_FS_REV_LEVEL",
+            ProblemCode::PR_0_FS_REV_LEVEL,
             "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
             Fix::Superblock(SuperEdit::DynamicRev),
         );
@@ -191,15 +192,15 @@ pub(crate) fn check(c: &mut Ctx) {
         for (mount, code, fudged, what, t) in [
             (
                 true,
-                "PR_0_FUTURE_SB_LAST_MOUNT",
-                "PR_0_FUTURE_SB_LAST_MOUNT_FUDGED",
+                ProblemCode::PR_0_FUTURE_SB_LAST_MOUNT,
+                ProblemCode::PR_0_FUTURE_SB_LAST_MOUNT_FUDGED,
                 "mount",
                 sb.mtime(),
             ),
             (
                 false,
-                "PR_0_FUTURE_SB_LAST_WRITE",
-                "PR_0_FUTURE_SB_LAST_WRITE_FUDGED",
+                ProblemCode::PR_0_FUTURE_SB_LAST_WRITE,
+                ProblemCode::PR_0_FUTURE_SB_LAST_WRITE_FUDGED,
                 "write",
                 sb.wtime(),
             ),
@@ -228,7 +229,7 @@ pub(crate) fn check(c: &mut Ctx) {
         if let Some(b) = crate::lost_found::reserve_block(c) {
             c.p.error_fix(
                 0,
-                "PR_0_MMP_INVALID_BLK",
+                ProblemCode::PR_0_MMP_INVALID_BLK,
                 "Superblock has invalid MMP block.".into(),
                 Fix::Superblock(SuperEdit::MmpBlock(b)),
             );

@@ -48,7 +48,7 @@ fn table() -> (Vec<(String, String, String)>, BTreeSet<String>, String) {
     (rows, own, text)
 }
 
-/// Problem codes in string literals of the crate's sources (their test
+/// Problem codes the crate's sources name (`ProblemCode::PR_…`) (their test
 /// modules, at the end of a file, left out), with the files.
 fn raised() -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -68,16 +68,13 @@ fn raised() -> BTreeMap<String, BTreeSet<String>> {
             }
             let text = read(&p);
             let text = text.split("#[cfg(test)]").next().unwrap_or("");
-            for piece in text.split('"').skip(1).step_by(2) {
-                let code = (piece.starts_with("PR_") || piece.starts_with("EXT4R_"))
-                    && piece
-                        .chars()
-                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-                    && !piece.ends_with('_');
-                if code {
-                    out.entry(piece.to_string())
-                        .or_default()
-                        .insert(p.display().to_string());
+            for piece in text.split("ProblemCode::").skip(1) {
+                let code: String = piece
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if code.starts_with("PR_") || code.starts_with("EXT4R_") {
+                    out.entry(code).or_default().insert(p.display().to_string());
                 }
             }
         }
@@ -150,6 +147,20 @@ fn what_the_source_raises_is_handled_and_the_reverse() {
             "{code} is listed but nothing raises it"
         );
     }
+}
+
+#[test]
+fn ext4rs_own_list_is_the_tables() {
+    let (_, own, _) = table();
+    let listed: BTreeSet<String> = read(&crate_dir().join("ext4r-problems.txt"))
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert_eq!(
+        listed, own,
+        "ext4r-problems.txt and PROBLEMS.md's own codes"
+    );
 }
 
 #[test]

@@ -7,13 +7,18 @@ pub use ext4r_txn::device;
 pub use ext4r_txn::error;
 pub mod fs;
 pub use ext4r_txn::journal;
+pub mod journal_create;
 pub mod localtime;
+pub(crate) mod meta;
 pub mod mkfs;
+mod object;
 pub use ext4r_txn::mmp;
 pub mod populate;
 pub use ext4r_format::quota;
+pub mod quota_write;
 pub mod resize;
 pub mod safety;
+pub mod support;
 pub mod tune;
 pub mod write;
 

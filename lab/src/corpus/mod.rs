@@ -7,6 +7,8 @@
 //!   `--preen`, `CMD -p` vs a live `e2fsck -p` (cached).
 //! - `diff [--mode fn|fy]`: the checker's output vs e2fsck's, line for line
 //!   (normalised as [`diff`] says).
+//! - `same --base BIN`: the checker against an earlier build of ours, byte
+//!   for byte (output, exit, repaired image; see [`same`]).
 //!
 //! Every image is gunzipped into a private temp dir and deleted after use; the
 //! corpus itself is only read. Each run of a checker has a time limit, after
@@ -17,6 +19,8 @@ mod check;
 pub(crate) mod class;
 mod diff;
 mod repair;
+mod same;
+pub(crate) use same::now;
 mod verdicts;
 
 use std::ffi::OsString;
@@ -50,6 +54,8 @@ enum Mode {
     Repair(repair::Args),
     /// `e2fsck -fn|-fy` and `CMD -fn|-fy`: is the output the same?
     Diff(diff::Args),
+    /// `CMD` against an earlier build: -fn, -fy, output, exit, image bytes.
+    Same(same::Args),
 }
 
 /// Options of both modes.
@@ -88,6 +94,7 @@ pub fn run(args: &Args) -> Result<()> {
         Mode::Check(a) => check::run(a),
         Mode::Repair(a) => repair::run(a),
         Mode::Diff(a) => diff::run(a),
+        Mode::Same(a) => same::run(a),
     }
 }
 

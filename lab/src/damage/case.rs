@@ -274,6 +274,29 @@ pub fn run(env: &Env<'_>, index: u64) -> Result<CaseResult> {
     })
 }
 
+/// Case `index` for `--same-as`: damages an image as [`run`] does, then
+/// runs the base build (`old`) and ours on it ([`crate::same`]); returns
+/// the configuration, kind, description and the comparison.
+pub fn run_same(
+    env: &Env<'_>,
+    index: u64,
+    old: &[OsString],
+    time: i64,
+) -> Result<(&'static str, &'static str, String, crate::same::Outcome)> {
+    let dir = env.work.join(format!("case-{index}"));
+    std::fs::create_dir_all(&dir)?;
+    let damaged = dir.join("damaged.img");
+    let (bi, kind, _, desc) = damage(env, index, &damaged)?;
+    let new: Vec<OsString> = vec![env.ext4r.clone().into(), "fsck".into()];
+    let subject = crate::same::Subject {
+        image: &damaged,
+        journal: None,
+        time,
+    };
+    let out = crate::same::compare(old, &new, &subject, &dir, env.limit)?;
+    Ok((env.bases[bi].0.cfg.name, kind, desc, out))
+}
+
 /// Runs `prog pre.. args.. img` under the time limit, output to `log`.
 fn run_one(
     prog: &Path,

@@ -12,6 +12,12 @@
 //! write by our `-n`, or a file e2fsck's repair kept intact and ours did
 //! not; the table also counts verdict agreement, clean repairs and clean
 //! second runs against e2fsck's.
+//!
+//! With `--same-as BIN` the campaign is a before/after check instead
+//! (issue 30): each case's damaged image goes to an earlier build of ours
+//! (`BIN fsck`) and to the checker under test, with no e2fsck and no
+//! reading back, and a case fails when their output, exit or repaired
+//! bytes differ ([`crate::same`]).
 
 mod case;
 mod images;
@@ -76,6 +82,13 @@ pub struct Args {
     /// one run, or a run cut short) and stop.
     #[arg(long, value_name = "FILE", num_args = 1..)]
     table: Vec<PathBuf>,
+    /// Compare the checker with an earlier build (`BIN fsck`) instead of
+    /// with e2fsck: output, exit and image bytes after -fn and -fy.
+    #[arg(long, value_name = "BIN")]
+    same_as: Option<PathBuf>,
+    /// With --same-as: `E2FSCK_TIME` of both sides [default: now].
+    #[arg(long, value_name = "SECS")]
+    time: Option<i64>,
     /// Internal: read IMAGE back against --manifest, print lost files.
     #[arg(long, hide = true, value_name = "IMAGE")]
     readback: Option<PathBuf>,
@@ -151,6 +164,9 @@ pub fn run(args: &Args) -> Result<()> {
         limit: Duration::from_secs(args.timeout.max(1)),
         work: work.path(),
     };
+    if let Some(old) = &args.same_as {
+        return run_same(args, &env, old, &work);
+    }
     let mut selection = String::new();
     if !args.kinds.is_empty() {
         selection += &format!(" --kinds {}", kinds.join(","));
@@ -224,6 +240,90 @@ pub fn run(args: &Args) -> Result<()> {
         &results_path,
         start.elapsed(),
     )
+}
+
+/// The `--same-as` campaign: every case's damaged image through both builds.
+fn run_same(args: &Args, env: &case::Env<'_>, old: &Path, work: &TempDir) -> Result<()> {
+    if !old.is_file() {
+        bail!("--same-as {}: no such file", old.display());
+    }
+    let old: Vec<std::ffi::OsString> = vec![old.into(), "fsck".into()];
+    let time = args.time.unwrap_or_else(crate::corpus::now);
+    let (first, cases) = (args.first, args.cases);
+    println!(
+        "damage --same-as {}: seed {}, cases {first}..{}, {} jobs, E2FSCK_TIME {time}",
+        old[0].to_string_lossy(),
+        args.seed,
+        first + cases,
+        args.jobs,
+    );
+    let start = Instant::now();
+    let next = AtomicU64::new(first);
+    let tally = Mutex::new((0u64, Vec::<String>::new(), Vec::<String>::new()));
+    std::thread::scope(|s| {
+        for _ in 0..args.jobs.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= first + cases || util::interrupted() {
+                    break;
+                }
+                let r = case::run_same(env, i, &old, time);
+                let _ = std::fs::remove_dir_all(work.path().join(format!("case-{i}")));
+                let Ok(mut t) = tally.lock() else { break };
+                match r {
+                    Ok((cfg, kind, desc, out)) if out.identical() => {
+                        t.0 += 1;
+                        println!(
+                            "case {i:>4} [{cfg}] {kind:<10} identical ({}): {desc}",
+                            out.summary
+                        );
+                        for n in &out.notes {
+                            println!("       note: {n}");
+                        }
+                    }
+                    Ok((cfg, kind, desc, out)) => {
+                        let mut line = format!(
+                            "case {i:>4} [{cfg}] {kind:<10} DIFFERS ({}): {desc}",
+                            out.summary
+                        );
+                        for d in &out.differences {
+                            line += &format!("\n       {d}");
+                        }
+                        println!("{line}");
+                        t.1.push(line);
+                    }
+                    Err(e) => {
+                        println!("case {i}: ERROR {e:#}");
+                        t.2.push(format!("case {i}: {e:#}"));
+                    }
+                }
+            });
+        }
+    });
+    let (identical, differ, errors) = tally.into_inner().unwrap_or_default();
+    if !differ.is_empty() {
+        println!("\ndiffering cases:");
+        for d in &differ {
+            println!("{d}");
+        }
+    }
+    for e in &errors {
+        println!("not run: {e}");
+    }
+    println!(
+        "damage --same-as: seed {}, {} cases compared in {}: {identical} identical, {} different, \
+         {} not run",
+        args.seed,
+        identical + differ.len() as u64,
+        util::fmt_duration(start.elapsed()),
+        differ.len(),
+        errors.len()
+    );
+    util::check_interrupted()?;
+    if !differ.is_empty() || !errors.is_empty() {
+        bail!("{} case(s) differ, {} not run", differ.len(), errors.len());
+    }
+    Ok(())
 }
 
 fn select(wanted: &[String], all: &[&'static str], what: &str) -> Result<Vec<&'static str>> {

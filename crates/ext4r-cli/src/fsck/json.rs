@@ -20,7 +20,7 @@ struct Json<'a> {
 #[derive(Serialize)]
 struct JsonProblem<'a> {
     pass: u8,
-    code: &'a str,
+    code: &'static str,
     error: bool,
     message: &'a str,
 }
@@ -60,7 +60,7 @@ pub(crate) fn render(dev: &str, r: &Report, code: u8, secs: f64) -> String {
             .iter()
             .map(|p| JsonProblem {
                 pass: p.pass,
-                code: p.code,
+                code: p.code.name(),
                 error: p.severity == Severity::Error,
                 message: &p.message,
             })
@@ -102,12 +102,12 @@ mod tests {
         let mut problems = Problems::default();
         problems.error(
             2,
-            "PR_2_BAD_NAME",
+            ext4r_fsck::ProblemCode::PR_2_BAD_NAME,
             "Entry 'a\"b\\c\n' in / (2) has bad name.".into(),
         );
         problems.harmless(
             5,
-            "PR_5_FREE_BLOCK_COUNT",
+            ext4r_fsck::ProblemCode::PR_5_FREE_BLOCK_COUNT,
             "Free blocks count wrong.".into(),
         );
         let r = Report {

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::Duration;
 
-use ext4r_fsck::{Action, Forced, JournalRecovered, Observer, Problem};
+use ext4r_fsck::{Action, Forced, JournalRecovered, Observer, Problem, ProblemCode};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// e2fsck's pass headings.
@@ -120,12 +120,12 @@ pub(crate) struct Printer {
     pub timing: bool,
     pub meter: Meter,
     /// Problems printed, by (code, message).
-    pub printed: HashSet<(&'static str, String)>,
+    pub printed: HashSet<(ProblemCode, String)>,
     /// `-v`: also what a journal recovery replayed.
     pub verbose: bool,
     /// The latch questions asked, by latch code: the message of the run
     /// in progress.
-    pub latches: HashMap<&'static str, String>,
+    pub latches: HashMap<ProblemCode, String>,
 }
 
 impl Printer {
@@ -165,9 +165,12 @@ impl Printer {
     /// problem with the run's answer ("IGNORED.", or what was done).
     fn latched(&mut self, p: &Problem, l: &ext4r_fsck::Latch, yes: bool) -> String {
         let mut text = String::new();
-        if self.latches.get(l.code) != Some(&l.message) {
+        if self.latches.get(&l.code) != Some(&l.message) {
             self.latches.insert(l.code, l.message.clone());
-            let silent = l.code.ends_with("_BITMAP_HEADER") || ext4r_fsck::no_prompt(l.code);
+            let silent = matches!(
+                l.code,
+                ProblemCode::PR_5_BLOCK_BITMAP_HEADER | ProblemCode::PR_5_INODE_BITMAP_HEADER
+            ) || ext4r_fsck::no_prompt(l.code);
             if silent {
                 text += &l.message;
             } else {
@@ -263,7 +266,8 @@ impl Observer for Printer {
             // e2fsck_journal_fix_bad_inode says what it did to a journal
             // the superblock named (journal inode 0: nothing to delete).
             Action::Fix
-                if p.code == "PR_0_JOURNAL_BAD_INODE" && !p.message.contains("(inode 0)") =>
+                if p.code == ProblemCode::PR_0_JOURNAL_BAD_INODE
+                    && !p.message.contains("(inode 0)") =>
             {
                 format!("{q}? yes\n\n*** journal has been deleted ***\n\n")
             }
@@ -272,19 +276,23 @@ impl Observer for Printer {
             // e2fsck says yes to creating lost+found on a full filesystem,
             // and then tells why nothing was made.
             Action::Left
-                if ext4r_fsck::no_prompt(p.code)
-                    && (p.pass == 3 || p.code.starts_with("PR_6_ORPHAN_FILE")) =>
+                if ext4r_fsck::no_prompt(p.code) && (p.pass == 3 || orphan_file(p.code)) =>
             {
                 format!("{}\n", p.message.trim_end_matches('\n'))
             }
             // Said under -y as under -n: the directory goes on the list
             // pass 3A rebuilds.
-            Action::Left if p.code == "PR_2_REPORT_DUP_DIRENT" => format!(
+            Action::Left if p.code == ProblemCode::PR_2_REPORT_DUP_DIRENT => format!(
                 "{}{}",
                 p.message.trim_end_matches('\n'),
                 "\n".repeat(ext4r_fsck::trailing_newlines(p.code))
             ),
-            Action::Left if matches!(p.code, "PR_3_NO_LF_DIR" | "PR_3_LPF_NO_SPACE") => {
+            Action::Left
+                if matches!(
+                    p.code,
+                    ProblemCode::PR_3_NO_LF_DIR | ProblemCode::PR_3_LPF_NO_SPACE
+                ) =>
+            {
                 format!("{q}? yes\n\n")
             }
             // Asked: the question and its answer are on the screen.
@@ -343,4 +351,18 @@ impl Observer for Printer {
             self.say(&format!("{text}\n"));
         }
     }
+}
+
+/// e2fsck's problems of the orphan file said after the passes.
+fn orphan_file(code: ProblemCode) -> bool {
+    matches!(
+        code,
+        ProblemCode::PR_6_ORPHAN_FILE_WITHOUT_JOURNAL
+            | ProblemCode::PR_6_ORPHAN_FILE_TRUNC_FAILED
+            | ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED
+            | ProblemCode::PR_6_ORPHAN_FILE_BITMAP_INVALID
+            | ProblemCode::PR_6_ORPHAN_FILE_CREATE_FAILED
+            | ProblemCode::PR_6_ORPHAN_FILE_WRONG_SIZE
+            | ProblemCode::PR_6_ORPHAN_FILE_HOLE
+    )
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use ext4r::device::{FileDevice, OpenMode};
-use ext4r_fsck::{check, Options, Report, Severity, Summary};
+use ext4r_fsck::{check, Options, ProblemCode, Report, Severity, Summary};
 
 use crate::errors::{message, os_error};
 use live::{Meter, Printer, Style};
@@ -593,7 +593,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     let heading_said = printer
         .printed
         .iter()
-        .any(|(code, _)| *code == "PR_3A_PASS_HEADER");
+        .any(|(code, _)| *code == ProblemCode::PR_3A_PASS_HEADER);
     if !r.rehashed.is_empty() && !a.preen && !heading_said {
         println!("Pass 3A: Optimizing directories\n");
     }

@@ -43,6 +43,7 @@ use std::sync::Arc;
 
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r::fs::Run;
+use ext4r::support::{self, Access};
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::inode::Timestamp;
 use ext4r_txn::txn::{Commit, Transaction};
@@ -107,24 +108,14 @@ fn refused_features(sb: &ext4r_format::superblock::Superblock) -> Option<String>
     if sb.has_ro_compat(RoCompat::SHARED_BLOCKS) {
         return Some("shared_blocks: a block moved for one file would leave the others".into());
     }
-    let ro_known = RoCompat::SPARSE_SUPER
-        | RoCompat::LARGE_FILE
-        | RoCompat::HUGE_FILE
-        | RoCompat::GDT_CSUM
-        | RoCompat::DIR_NLINK
-        | RoCompat::EXTRA_ISIZE
-        | RoCompat::METADATA_CSUM
-        | RoCompat::BIGALLOC
-        | RoCompat::PROJECT
-        | RoCompat::VERITY
-        | RoCompat::ORPHAN_PRESENT;
+    let ro_known = support::ro_compat(Access::Relocate);
     let ro_unknown = RoCompat::from_bits_retain(sb.s_feature_ro_compat.get()) - ro_known;
     if !ro_unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, 0, ro_unknown.bits()).names();
         return Some(names.join(", "));
     }
-    let unknown =
-        Incompat::from_bits_retain(sb.s_feature_incompat.get()) - ext4r::write::WRITABLE_INCOMPAT;
+    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get())
+        - support::incompat(Access::Relocate);
     if !unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, unknown.bits(), 0).names();
         return Some(names.join(", "));

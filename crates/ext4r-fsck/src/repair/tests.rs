@@ -43,12 +43,12 @@ fn opts() -> Options {
 fn no_progress(_: u8, _: u64, _: u64) {}
 
 /// The group problems of a check, as (code, message).
-fn group_problems(dev: &Arc<dyn BlockDevice>) -> Vec<(&'static str, String)> {
+fn group_problems(dev: &Arc<dyn BlockDevice>) -> Vec<(ProblemCode, String)> {
     let r = check_shared(dev.clone(), &opts(), &mut no_progress).expect("check");
     r.problems
         .list()
         .iter()
-        .filter(|p| p.code.ends_with("_GROUP"))
+        .filter(|p| p.code.name().ends_with("_GROUP"))
         .map(|p| (p.code, p.message.clone()))
         .collect()
 }

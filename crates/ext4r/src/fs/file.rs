@@ -4,10 +4,10 @@ use std::io::{self, Read, Seek, SeekFrom};
 
 use ext4r_format::inode::InodeFlags;
 
-use super::inode::InodeInfo;
-use super::Filesystem;
-use super::Run;
+use super::volume::Filesystem;
 use crate::error::Result;
+use crate::object::InodeInfo;
+use ext4r_txn::map::Run;
 
 /// Reads a file's contents: mapped blocks from the device in runs as long
 /// as the caller's buffer, holes and unwritten extents as zeros, inline

@@ -6,30 +6,11 @@ use ext4r_format::inode::{
 };
 use ext4r_format::{FormatError, InodeNr};
 
-use super::dir::FileKind;
-use super::Filesystem;
+use super::volume::Filesystem;
 use crate::error::{Error, Result};
+use crate::object::dir::FileKind;
 
-/// An inode as loaded: its number, the decoded fixed part and the whole
-/// on-disk record (the in-inode xattrs live past the fixed part).
-#[derive(Clone)]
-pub struct InodeInfo {
-    /// The inode number.
-    pub ino: InodeNr,
-    /// The decoded inode.
-    pub inode: Inode,
-    /// The on-disk record, `s_inode_size` bytes.
-    pub record: Vec<u8>,
-}
-
-impl core::fmt::Debug for InodeInfo {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("InodeInfo")
-            .field("ino", &self.ino.0)
-            .field("inode", &self.inode)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::object::InodeInfo;
 
 /// What `stat` would say about an inode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,9 +170,6 @@ impl Filesystem {
 /// Inode table bytes read at once: neighbouring inodes (a directory's
 /// files, mostly) then come from memory.
 const ITABLE_CHUNK: u64 = 64 << 10;
-
-/// The last chunk of inode table read: (byte offset on the device, bytes).
-pub(crate) type ItableCache = std::sync::Mutex<Option<(u64, Vec<u8>)>>;
 
 impl Filesystem {
     /// Copies the record at `byte` into the inode table of `group`

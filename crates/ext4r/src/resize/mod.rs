@@ -234,8 +234,8 @@ fn unsupported(sb: &Superblock) -> Option<String> {
         return Some("this is an external journal, not a filesystem".into());
     }
     // MMP was refused above with its reason.
-    let unknown =
-        Incompat::from_bits_retain(sb.s_feature_incompat.get()) - crate::write::WRITABLE_INCOMPAT;
+    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get())
+        - crate::support::incompat(crate::support::Access::Relocate);
     if !unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, unknown.bits(), 0).names();
         return Some(format!("unsupported features: {}", names.join(", ")));

@@ -67,10 +67,10 @@ use super::isize_fixed::fixed_blocks;
 use super::isize_move::{Mover, PlanError};
 use super::isize_place::{place_tables, NoSpace};
 use super::isize_table::{write_tables, Sizes};
-use super::meta::Meta;
 use super::{Refused, Run, Step};
 use crate::device::BlockDevice;
 use crate::error::Result;
+use crate::meta::Meta;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
 use std::fmt::Write as _;
@@ -228,7 +228,7 @@ impl Run<'_, '_> {
             let nblocks = (n * isz).div_ceil(bs as usize) as u64;
             for (b, k) in [(table, nblocks), (ibm, 1)] {
                 if b < geo.first_data_block || b.saturating_add(k) > geo.blocks_count {
-                    return Err(super::meta::corrupt("group tables", format!("group {g}")).into());
+                    return Err(crate::meta::corrupt("group tables", format!("group {g}")).into());
                 }
             }
             dev.read_at(&mut ibitmap, ibm * bs)?;

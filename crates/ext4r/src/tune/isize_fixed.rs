@@ -7,8 +7,8 @@
 //! file (whose block numbers the superblock and the kernel keep
 //! elsewhere). A new table's place never holds one of them.
 
-use super::meta::Meta;
 use crate::error::Result;
+use crate::meta::Meta;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::Inode;
 use ext4r_format::superblock::Superblock;

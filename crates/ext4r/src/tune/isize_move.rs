@@ -29,8 +29,8 @@
 //! bitmaps call free, which e2fsck repairs.
 
 use super::isize_place::NoSpace;
-use super::meta::{corrupt, Meta};
 use crate::error::Result;
+use crate::meta::{corrupt, Meta};
 use ext4r_format::extent::{ExtentHeader, EXTENT_MAGIC};
 use ext4r_format::inode::{mode, Inode, InodeFlags, I_BLOCK_SIZE};
 use ext4r_format::types::BlockNr;

@@ -21,7 +21,7 @@
 //! bitmaps (their free parts; their file blocks stay in use and change
 //! owner when moved), so a refusal leaves the device alone.
 
-use super::meta::Meta;
+use crate::meta::Meta;
 use ext4r_txn::alloc::UsedBlocks;
 
 /// The chosen places.

@@ -15,8 +15,8 @@
 //! never over a table in use: until the descriptors and the superblock
 //! change, the filesystem reads its old tables, which stay intact.
 
-use super::meta::{corrupt, Meta};
 use crate::error::Result;
+use crate::meta::{corrupt, Meta};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
 
 /// Bytes of new tables queued before they are written out.

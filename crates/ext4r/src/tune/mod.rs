@@ -46,7 +46,6 @@ mod isize_place;
 mod isize_table;
 mod journal;
 pub mod list;
-mod meta;
 mod new_uuid;
 mod parse;
 mod quota;
@@ -67,12 +66,12 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use extended::Late;
-pub use journal::{add_journal, parse_journal_opts, JournalError, JournalRequest, JOURNAL_USAGE};
+pub use journal::{parse_journal_opts, JournalRequest, JOURNAL_USAGE};
 pub use list::list_super;
 use new_uuid::uuid_seed;
 pub use parse::parse_c_ulong;
 use parse::{edit_mntopts, fmt_g, until_nul};
-pub use quota::{parse_quota_opts, rewrite_quota_file, QuotaRequest, QUOTA_USAGE};
+pub use quota::{parse_quota_opts, QuotaRequest, QUOTA_USAGE};
 
 /// `-c`: a maximal mount count, or `random` (20 to 39, as tune2fs picks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,7 +258,7 @@ struct Run<'e, 'a> {
     /// Its checksum seed before this run.
     orig_seed: u32,
     /// Bitmaps, descriptors and inodes being changed (journal, quota).
-    meta: Option<Box<meta::Meta>>,
+    meta: Option<Box<crate::meta::Meta>>,
     /// The journal to add (`-O has_journal` asks for the default size).
     journal: JournalRequest,
     /// tune2fs's `Q_flag` and `quota_enable`.

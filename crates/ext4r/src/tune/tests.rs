@@ -99,7 +99,7 @@ fn inode_size_grows_on_flex_bg_and_the_tree_reads_back() {
 #[test]
 fn mover_moves_whole_extents_and_tree_blocks() {
     use super::isize_move::Mover;
-    use super::meta::Meta;
+    use crate::meta::Meta;
     use ext4r_format::extent::{verify_extent_block_checksum, ExtentNode};
     use ext4r_format::inode::{inode_csum_seed, Inode};
     use ext4r_txn::alloc::{BlockAlloc, FreeSpace, UsedBlocks};

@@ -3,7 +3,7 @@
 //! block by block; indexed ones (htree) through their index (see
 //! [`super::htree`]).
 
-use super::{htree, Shape, WriteFs, ROOT_INO};
+use super::{htree, WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
 use ext4r_format::dir::leaf::{self, Rec};
 use ext4r_format::inode::{Inode, InodeFlags};
@@ -12,8 +12,8 @@ use ext4r_txn::map;
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
 
-/// Symlinks followed in one path at most (the kernel's MAXSYMLINKS).
-const MAX_SYMLINKS: usize = 40;
+use crate::object::{self, InodeInfo, Source};
+use ext4r_format::InodeNr;
 
 /// The directory's blocks in logical order, as (logical, physical).
 pub(crate) fn blocks(t: &Transaction<Volume>, ino: u32, inode: &Inode) -> Result<Vec<(u64, u64)>> {
@@ -29,43 +29,30 @@ pub(crate) fn blocks(t: &Transaction<Volume>, ino: u32, inode: &Inode) -> Result
         .collect())
 }
 
-/// A directory's logical-to-physical map, kept as the runs its extent
-/// tree or block map holds: one lookup is a binary search, and reading it
-/// costs one walk of the map, not a record per block.
-pub(crate) struct DirMap(Vec<ext4r_txn::map::Run>);
+/// Inode `ino` (record `i`) as the object model reads it: the record as
+/// the transaction has it.
+pub(crate) fn info_of(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Result<InodeInfo> {
+    Ok(InodeInfo {
+        ino: InodeNr(ino),
+        inode: *i,
+        record: t.read_inode(ino)?,
+    })
+}
 
-impl DirMap {
-    pub(crate) fn read(t: &Transaction<Volume>, ino: u32, inode: &Inode) -> Result<Self> {
-        if inode.flags().contains(InodeFlags::INLINE_DATA) {
-            return Err(Error::Unsupported(format!(
-                "inode {ino}: changing inline-data directories"
-            )));
-        }
-        let mut runs = map::runs(t, ino, inode, false)?;
-        runs.sort_by_key(|r| r.logical);
-        Ok(Self(runs))
+/// Directory `ino`, loaded and verified: a live directory.
+pub(crate) fn dir_info(t: &Transaction<Volume>, ino: u32) -> Result<InodeInfo> {
+    let info = Source::inode(t, InodeNr(ino))?;
+    if !info.inode.is_dir() {
+        return Err(Error::NotADirectory(format!("inode {ino}")));
     }
-
-    /// The physical block of logical block `logical`.
-    pub(crate) fn get(&self, logical: u64) -> Option<u64> {
-        let i = self.0.partition_point(|r| r.logical <= logical);
-        let r = self.0.get(i.checked_sub(1)?)?;
-        // Runs come from disk: compare offsets, never `logical + len`.
-        let off = logical - r.logical;
-        (off < r.len).then(|| r.physical.checked_add(off)).flatten()
+    if info.inode.links_count() == 0 {
+        return Err(Error::NotFound(format!("inode {ino} (deleted)")));
     }
+    Ok(info)
 }
 
 pub(crate) fn dir_inode(t: &Transaction<Volume>, ino: u32) -> Result<Inode> {
-    let rec = t.read_inode_checked(ino)?;
-    let i = Inode::parse(&rec).map_err(|e| Error::corrupt(format!("inode {ino}"), e))?;
-    if !i.is_dir() {
-        return Err(Error::NotADirectory(format!("inode {ino}")));
-    }
-    if i.links_count() == 0 {
-        return Err(Error::NotFound(format!("inode {ino} (deleted)")));
-    }
-    Ok(i)
+    dir_info(t, ino).map(|i| i.inode)
 }
 
 /// Block `nr` of directory `dir` (record `inode`), its checksum verified
@@ -76,211 +63,60 @@ pub(crate) fn dir_block(
     inode: &Inode,
     nr: u64,
 ) -> Result<Vec<u8>> {
-    t.read_block_checked(
-        nr,
-        BlockKind::Dir {
-            ino: dir,
-            generation: inode.generation(),
-        },
-    )
+    object::dir::block(t, dir, inode, nr)
 }
 
 /// The records of a directory block, or a corruption error naming it.
 pub(crate) fn block_records(b: &[u8], dir: u32, nr: u64) -> Result<Vec<Rec>> {
-    leaf::records(b).ok_or_else(|| {
-        Error::corrupt(
-            ext4r_txn::error::Location::inode(dir)
-                .of("directory block")
-                .at_block(nr),
-            ext4r_format::FormatError::invalid("directory block", "entries do not tile the block"),
-        )
-    })
+    leaf::records(b).ok_or_else(|| object::dir::untiled(dir, nr))
 }
 
-/// `name` in one leaf block of directory `dir` (block `nr`), or a
-/// corruption error naming it.
-pub(crate) fn find_in(b: &[u8], name: &[u8], dir: u32, nr: u64) -> Result<Option<(u32, u8)>> {
-    leaf::find(b, name).ok_or_else(|| {
-        Error::corrupt(
-            format!("inode {dir}, directory block {nr}"),
-            ext4r_format::FormatError::invalid("directory block", "entries do not tile the block"),
-        )
-    })
-}
-
-/// `name`'s inode and file type in directory `dir`.
-pub(crate) fn lookup(
-    t: &Transaction<Volume>,
-    sh: &Shape,
-    dir: u32,
-    name: &[u8],
-) -> Result<Option<(u32, u8)>> {
-    let inode = dir_inode(t, dir)?;
-    names_readable(dir, &inode)?;
-    if name == b"." || name == b".." {
-        return dot_entry(t, sh, dir, &inode, name).map(Some);
-    }
-    if inode.flags().contains(InodeFlags::INLINE_DATA) {
-        let (_, recs) = super::inline::inline_dir(t, dir, &inode)?;
-        return Ok(recs
-            .into_iter()
-            .find(|r| r.name == name)
-            .map(|r| (r.ino, r.ftype)));
-    }
-    if let Some(found) = htree::lookup(t, sh, dir, &inode, name)? {
-        return Ok(found);
-    }
-    for (_, nr) in blocks(t, dir, &inode)? {
-        let b = dir_block(t, dir, &inode, nr)?;
-        if htree::is_index_block(&b, sh) {
-            continue;
-        }
-        if let Some(found) = find_in(&b, name, dir, nr)? {
-            return Ok(Some(found));
-        }
-    }
-    Ok(None)
-}
-
-/// `.` or `..` of directory `dir`, read where the kernel reads them and
-/// nowhere else: the first two records of block 0 (its
-/// `__ext4_find_entry` searches only block 0 for these two names, linear
-/// or indexed: in an htree they sit in the root, and hashing `..` would
-/// lead to a leaf that does not hold it), or for an inline directory the
-/// inode itself and the parent stored in the first 4 bytes of `i_block`.
-fn dot_entry(
-    t: &Transaction<Volume>,
-    sh: &Shape,
-    dir: u32,
-    inode: &Inode,
-    name: &[u8],
-) -> Result<(u32, u8)> {
-    if inode.flags().contains(InodeFlags::INLINE_DATA) {
-        let ft = super::node::ftype(ext4r_format::inode::mode::S_IFDIR, sh);
-        let ino = if name == b"." {
-            dir
-        } else {
-            inline_parent(inode)
-        };
-        return Ok((ino, ft));
-    }
-    let (nr, b) = block0(t, dir, inode)?;
-    let [dot, dotdot] = leaf::dots(&b).ok_or_else(|| no_dots(dir, nr))?;
-    let r = if name == b"." { dot } else { dotdot };
-    Ok((r.ino, r.ftype))
+/// `name`'s inode and file type in directory `dir` (one whose names this
+/// layer can match: see [`names_readable`]).
+pub(crate) fn lookup(t: &Transaction<Volume>, dir: u32, name: &[u8]) -> Result<Option<(u32, u8)>> {
+    let info = dir_info(t, dir)?;
+    names_readable(&info)?;
+    object::dir::lookup(t, &info, name)
 }
 
 /// The parent of directory `dir` as its `..` records it, for every form of
-/// directory (see [`dot_entry`]): what the rename rules walk up.
+/// directory (see [`object::dir::dot_entry`]): what the rename rules walk
+/// up.
 ///
 /// # Errors
 /// [`Error::Corrupt`] when block 0 does not open with `.` and `..`,
 /// [`Error::NotADirectory`], read errors.
-pub(crate) fn parent(t: &Transaction<Volume>, sh: &Shape, dir: u32) -> Result<u32> {
-    let inode = dir_inode(t, dir)?;
-    dot_entry(t, sh, dir, &inode, b"..").map(|(ino, _)| ino)
-}
-
-/// An inline directory's parent: the first 4 bytes of `i_block`
-/// (`EXT4_INLINE_DOTDOT_SIZE`), where its `..` would be.
-fn inline_parent(inode: &Inode) -> u32 {
-    ext4r_format::dir::inline_dir_parent(&inode.i_block).map_or(0, |p| p.0)
-}
-
-/// Block 0 of a block-mapped directory: its number and contents.
-fn block0(t: &Transaction<Volume>, dir: u32, inode: &Inode) -> Result<(u64, Vec<u8>)> {
-    let runs = map::runs(t, dir, inode, false)?;
-    let Some(r) = runs.iter().find(|r| r.logical == 0 && r.len > 0) else {
-        return Err(Error::corrupt(
-            format!("inode {dir}"),
-            ext4r_format::FormatError::invalid("directory", "no block 0"),
-        ));
-    };
-    Ok((r.physical, dir_block(t, dir, inode, r.physical)?))
-}
-
-fn no_dots(dir: u32, nr: u64) -> Error {
-    Error::corrupt(
-        ext4r_txn::error::Location::inode(dir)
-            .of("directory block")
-            .at_block(nr),
-        ext4r_format::FormatError::invalid("directory", "block 0 does not open with '.' and '..'"),
-    )
+pub(crate) fn parent(t: &Transaction<Volume>, dir: u32) -> Result<u32> {
+    let info = dir_info(t, dir)?;
+    object::dir::dot_entry(t, &info, b"..").map(|(ino, _)| ino)
 }
 
 /// Refuses a directory whose names this layer cannot match or write: an
 /// encrypted one (its names are ciphertext, the key is the kernel's) and a
 /// casefolded one (names match without case under Unicode folding, its
 /// htree hashes the folded name). Every name operation goes through
-/// [`lookup`], so each of them is refused there.
-pub(crate) fn names_readable(dir: u32, inode: &Inode) -> Result<()> {
-    if inode.flags().contains(InodeFlags::ENCRYPT) {
+/// [`lookup`] or [`resolve`], so each of them is refused there.
+pub(crate) fn names_readable(dir: &InodeInfo) -> Result<()> {
+    let flags = dir.inode.flags();
+    let ino = dir.ino.0;
+    if flags.contains(InodeFlags::ENCRYPT) {
         return Err(Error::Unsupported(format!(
-            "directory inode {dir} is encrypted (feature encrypt): its names cannot be read or written without its key"
+            "directory inode {ino} is encrypted (feature encrypt): its names cannot be read or written without its key"
         )));
     }
-    if inode.flags().contains(InodeFlags::CASEFOLD) {
+    if flags.contains(InodeFlags::CASEFOLD) {
         return Err(Error::Unsupported(format!(
-            "directory inode {dir} is casefolded (feature casefold): names in it are not changed here"
+            "directory inode {ino} is casefolded (feature casefold): names in it are not changed here"
         )));
     }
     Ok(())
 }
 
-/// Follows an absolute path from the root.
-pub(crate) fn resolve(t: &Transaction<Volume>, sh: &Shape, path: &[u8]) -> Result<u32> {
-    let mut todo: Vec<Vec<u8>> = path
-        .split(|&b| b == b'/')
-        .filter(|c| !c.is_empty())
-        .rev()
-        .map(<[u8]>::to_vec)
-        .collect();
-    let mut cur = ROOT_INO;
-    let mut stack = vec![ROOT_INO];
-    let mut links = 0;
-    while let Some(c) = todo.pop() {
-        if c == b"." {
-            continue;
-        }
-        if c == b".." {
-            stack.pop();
-            cur = *stack.last().unwrap_or(&ROOT_INO);
-            if stack.is_empty() {
-                stack.push(ROOT_INO);
-            }
-            continue;
-        }
-        let shown = String::from_utf8_lossy(&c).into_owned();
-        let Some((ino, _)) = lookup(t, sh, cur, &c)? else {
-            return Err(Error::NotFound(shown));
-        };
-        let rec = t.read_inode_checked(ino)?;
-        let i = Inode::parse(&rec).map_err(|e| Error::corrupt(format!("inode {ino}"), e))?;
-        if i.is_symlink() && !todo.is_empty() {
-            links += 1;
-            if links > MAX_SYMLINKS {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: too many symlinks",
-                    String::from_utf8_lossy(path)
-                )));
-            }
-            let target = super::file::read_all(t, sh, ino, &i)?;
-            if target.first() == Some(&b'/') {
-                cur = ROOT_INO;
-                stack = vec![ROOT_INO];
-            }
-            for comp in target.split(|&b| b == b'/').filter(|c| !c.is_empty()).rev() {
-                todo.push(comp.to_vec());
-            }
-            continue;
-        }
-        if !todo.is_empty() && !i.is_dir() {
-            return Err(Error::NotADirectory(shown));
-        }
-        cur = ino;
-        stack.push(ino);
-    }
-    Ok(cur)
+/// Follows an absolute path from the root (see
+/// [`object::path::resolve`]), refusing directories whose names cannot
+/// be matched.
+pub(crate) fn resolve(t: &Transaction<Volume>, path: &[u8]) -> Result<u32> {
+    object::path::resolve(t, InodeNr(ROOT_INO), path, &names_readable).map(|i| i.ino.0)
 }
 
 /// A name a directory may hold.
@@ -400,7 +236,7 @@ impl WriteFs {
         let kind = self.dir_kind(dir, &inode);
         for nr in self.leaves_for(dir, &inode, name)? {
             let mut c = dir_block(&self.txn, dir, &inode, nr)?;
-            if htree::is_index_block(&c, &self.shape) {
+            if object::htree::is_index_block(&c, self.shape.csum) {
                 continue;
             }
             if let Some(ino) = leaf::remove(&mut c, name) {
@@ -428,7 +264,7 @@ impl WriteFs {
         let kind = self.dir_kind(dir, &inode);
         for nr in self.leaves_for(dir, &inode, name)? {
             let mut c = dir_block(&self.txn, dir, &inode, nr)?;
-            if htree::is_index_block(&c, &self.shape) {
+            if object::htree::is_index_block(&c, self.shape.csum) {
                 continue;
             }
             if leaf::retarget(&mut c, name, ino, ftype) {
@@ -446,7 +282,8 @@ impl WriteFs {
     /// thousands then reads a few blocks, as the kernel's does, not the
     /// whole directory.
     fn leaves_for(&self, dir: u32, inode: &Inode, name: &[u8]) -> Result<Vec<u64>> {
-        match htree::leaf_of(&self.txn, &self.shape, dir, inode, name)? {
+        let info = info_of(&self.txn, dir, inode)?;
+        match object::htree::leaf_of(&self.txn, &info, name)? {
             Some(Some((nr, _))) => return Ok(vec![nr]),
             Some(None) => return Ok(Vec::new()),
             None => {}
@@ -466,7 +303,7 @@ impl WriteFs {
         }
         for (_, nr) in blocks(&self.txn, dir, &inode)? {
             let b = dir_block(&self.txn, dir, &inode, nr)?;
-            if htree::is_index_block(&b, &self.shape) {
+            if object::htree::is_index_block(&b, self.shape.csum) {
                 continue;
             }
             for r in block_records(&b, dir, nr)? {
@@ -486,8 +323,9 @@ impl WriteFs {
             return self.inline_set_parent(dir, parent);
         }
         let kind = self.dir_kind(dir, &inode);
-        let (nr, b) = block0(&self.txn, dir, &inode)?;
-        let [_, dotdot] = leaf::dots(&b).ok_or_else(|| no_dots(dir, nr))?;
+        let info = info_of(&self.txn, dir, &inode)?;
+        let (nr, b) = object::dir::block0(&self.txn, &info)?;
+        let [_, dotdot] = leaf::dots(&b).ok_or_else(|| object::dir::no_dots(dir, nr))?;
         let off = dotdot.off;
         self.txn.block_mut(nr, kind)?[off..off + 4].copy_from_slice(&parent.to_le_bytes());
         Ok(())

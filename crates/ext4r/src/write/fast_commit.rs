@@ -523,7 +523,7 @@ impl WriteFs {
     /// a replay: the entry may have reached the disk before the crash).
     fn fc_add_entry(&mut self, d: &FcDentry<'_>, i: &Inode, _parent: &Inode) -> Result<bool> {
         super::dir::check_name(d.name)?;
-        if super::dir::lookup(&self.txn, &self.shape, d.parent, d.name)?.is_some() {
+        if super::dir::lookup(&self.txn, d.parent, d.name)?.is_some() {
             return Ok(false);
         }
         let ft = node::ftype(i.mode(), &self.shape);
@@ -581,7 +581,7 @@ impl WriteFs {
         if self.live(d.parent, r).filter(Inode::is_dir).is_none() {
             return Ok(Step::Skipped);
         }
-        match super::dir::lookup(&self.txn, &self.shape, d.parent, d.name)? {
+        match super::dir::lookup(&self.txn, d.parent, d.name)? {
             Some((found, _)) if found == d.ino => {}
             _ => return Ok(Step::Skipped),
         }

@@ -13,8 +13,6 @@ use super::{Shape, WriteFs};
 use crate::error::{Error, Result};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_txn::map::{self, Run};
-use ext4r_txn::txn::Transaction;
-use ext4r_txn::volume::Volume;
 use std::collections::BTreeMap;
 
 /// Bytes written per operation at most: a larger write is several
@@ -26,23 +24,6 @@ const WRITE_CHUNK: usize = 8 << 20;
 struct Slot {
     physical: u64,
     unwritten: bool,
-}
-
-/// A file's mapping as one entry per mapped logical block, kept only for
-/// the range an operation touches plus the runs around it.
-fn slots_of(runs: &[Run]) -> BTreeMap<u64, (u64, u64, bool)> {
-    runs.iter()
-        .map(|r| (r.logical, (r.physical, r.len, r.unwritten)))
-        .collect()
-}
-
-/// Where logical block `l` is, if mapped.
-fn find(map: &BTreeMap<u64, (u64, u64, bool)>, l: u64) -> Option<Slot> {
-    let (&start, &(p, n, unwritten)) = map.range(..=l).next_back()?;
-    (l < start + n).then_some(Slot {
-        physical: p + (l - start),
-        unwritten,
-    })
 }
 
 /// Runs from per-block places (sorted), merged where they continue.
@@ -139,41 +120,6 @@ fn join(w: &Window) -> Vec<Run> {
         out.push(*r);
     }
     out
-}
-
-/// The contents of a file or symlink (a fast symlink's target is in
-/// `i_block`).
-pub(crate) fn read_all(
-    t: &Transaction<Volume>,
-    sh: &Shape,
-    ino: u32,
-    i: &Inode,
-) -> Result<Vec<u8>> {
-    let size = i.size();
-    if i.is_symlink() && !i.flags().contains(InodeFlags::EXTENTS) && size < 60 {
-        let sectors = i.blocks_count(sh.huge_file, sh.bs as u32);
-        let acl = u64::from(i.i_file_acl_lo.get() != 0) * (sh.bs as u64 / 512);
-        if sectors <= acl {
-            return Ok(i.i_block[..size as usize].to_vec());
-        }
-    }
-    if i.flags().contains(InodeFlags::INLINE_DATA) {
-        return super::inline::inline_file(t, ino, i);
-    }
-    let runs = map::runs(t, ino, i, false)?;
-    let map = slots_of(&runs);
-    let mut out =
-        vec![0u8; usize::try_from(size).map_err(|_| Error::InvalidArgument("huge".into()))?];
-    let bs = sh.bs as u64;
-    for l in 0..size.div_ceil(bs) {
-        if let Some(s) = find(&map, l).filter(|s| !s.unwritten) {
-            let b = t.read_block(s.physical)?;
-            let at = (l * bs) as usize;
-            let n = (out.len() - at).min(sh.bs);
-            out[at..at + n].copy_from_slice(&b[..n]);
-        }
-    }
-    Ok(out)
 }
 
 impl WriteFs {

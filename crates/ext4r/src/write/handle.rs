@@ -214,7 +214,10 @@ impl WriteFs {
     ///
     /// # Errors
     /// As [`WriteFs::lookup_path`] and [`WriteFs::read_dir`].
-    pub fn read_dir_path(&self, path: impl AsRef<Path>) -> Result<Vec<crate::fs::DirEntryInfo>> {
+    pub fn read_dir_path(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> Result<Vec<crate::object::dir::DirEntryInfo>> {
         let dir = self.lookup_path(path)?;
         self.read_dir(dir)
     }

@@ -9,206 +9,29 @@
 //! entries carry the lowest hash of their child and its logical block, a
 //! hash shared across a split is marked by bit 0 of the next entry.
 
-use super::dir::{block_records, blocks, dir_inode};
+use super::dir::{block_records, blocks, dir_inode, info_of};
 use super::{Shape, WriteFs};
 use crate::error::{Error, Result};
+use crate::object::htree::{descend, read_index, Frame, Hashing, Index};
 use ext4r_format::dir::leaf::{self, Rec};
 use ext4r_format::htree::{
-    dx_hash, dx_limit, effective_hash_version, parse_dx_node, parse_dx_root, write_dx_node,
-    write_dx_root, DxEntry, DxNode, DxRoot, DX_NODE_COUNT_OFFSET, DX_ROOT_COUNT_OFFSET,
+    dx_limit, effective_hash_version, parse_dx_node, write_dx_node, write_dx_root, DxEntry, DxRoot,
+    DX_NODE_COUNT_OFFSET, DX_ROOT_COUNT_OFFSET,
 };
-use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::inode::InodeFlags;
 use ext4r_format::InodeNr;
-use ext4r_txn::csum::BlockKind;
-use ext4r_txn::txn::Transaction;
-use ext4r_txn::volume::Volume;
-use zerocopy::FromBytes;
-
-/// Whether a block is an htree interior node (an unused record over the
-/// whole block, then count/limit): skipped when scanning for names.
-pub(crate) fn is_index_block(b: &[u8], sh: &Shape) -> bool {
-    // The fake record is unused (inode 0) over the whole block, and the
-    // limit is exactly what the block holds.
-    let unused = DxNode::read_from_prefix(b).is_ok_and(|(n, _)| n.fake.inode.get() == 0);
-    unused
-        && parse_dx_node(b)
-            .is_ok_and(|e| e.limit == dx_limit(b.len(), DX_NODE_COUNT_OFFSET, sh.csum))
-}
-
-/// The index of an htree directory.
-struct Index {
-    root: DxRoot,
-    root_entries: Vec<(u32, u32)>,
-    levels: u8,
-    hash_version: u8,
-    /// Logical to physical block of the directory.
-    map: super::dir::DirMap,
-    /// Its blocks' checksum kind.
-    kind: BlockKind,
-}
-
-fn read_index(
-    t: &Transaction<Volume>,
-    sh: &Shape,
-    dir: u32,
-    inode: &Inode,
-) -> Result<Option<Index>> {
-    if !inode.flags().contains(InodeFlags::INDEX) || !sh.dir_index {
-        return Ok(None);
-    }
-    let map = super::dir::DirMap::read(t, dir, inode)?;
-    let Some(b0) = map.get(0) else {
-        return Ok(None);
-    };
-    let b = super::dir::dir_block(t, dir, inode, b0)?;
-    let Ok(root) = parse_dx_root(&b) else {
-        return Ok(None);
-    };
-    let levels = root.root.info.indirect_levels;
-    let max_levels = if sh.largedir { 2 } else { 1 };
-    if levels > max_levels {
-        return Ok(None);
-    }
-    let hash_version = effective_hash_version(root.root.info.hash_version, sh.hash_unsigned);
-    Ok(Some(Index {
-        root: root.root,
-        root_entries: root.entries.iter().collect(),
-        levels,
-        hash_version,
-        map,
-        kind: BlockKind::Dir {
-            ino: dir,
-            generation: inode.generation(),
-        },
-    }))
-}
-
-fn hash(sh: &Shape, version: u8, name: &[u8]) -> Result<u32> {
-    dx_hash(version, name, &sh.hash_seed)
-        .map(|h| h.major)
-        .map_err(|e| Error::corrupt("directory hash", e))
-}
-
-/// The entry of `entries` whose range holds `h`.
-fn pick(entries: &[(u32, u32)], h: u32) -> usize {
-    let mut k = 0;
-    for (i, &(eh, _)) in entries.iter().enumerate().skip(1) {
-        if eh & !1 <= h {
-            k = i;
-        } else {
-            break;
-        }
-    }
-    k
-}
-
-/// One index block on the way down: its logical block and entries, the
-/// one taken.
-struct Frame {
-    logical: u64,
-    entries: Vec<(u32, u32)>,
-    pos: usize,
-}
-
-/// The frames from the root to the leaf `h` belongs in.
-fn descend(t: &Transaction<Volume>, ix: &Index, h: u32) -> Result<Option<Vec<Frame>>> {
-    let mut frames = vec![Frame {
-        logical: 0,
-        entries: ix.root_entries.clone(),
-        pos: pick(&ix.root_entries, h),
-    }];
-    for _ in 0..ix.levels {
-        let Some(last) = frames.last() else {
-            return Ok(None);
-        };
-        let lb = u64::from(last.entries[last.pos].1);
-        let Some(pb) = ix.map.get(lb) else {
-            return Ok(None);
-        };
-        let b = t.read_block_checked(pb, ix.kind)?;
-        let Ok(node) = parse_dx_node(&b) else {
-            return Ok(None);
-        };
-        let entries: Vec<(u32, u32)> = node.iter().collect();
-        let pos = pick(&entries, h);
-        frames.push(Frame {
-            logical: lb,
-            entries,
-            pos,
-        });
-    }
-    Ok(Some(frames))
-}
-
-/// `name` in an htree directory: `Ok(None)` when `dir` is not one (the
-/// caller scans it linearly), else what the index finds.
-pub(crate) fn lookup(
-    t: &Transaction<Volume>,
-    sh: &Shape,
-    dir: u32,
-    inode: &Inode,
-    name: &[u8],
-) -> Result<Option<Option<(u32, u8)>>> {
-    Ok(leaf_of(t, sh, dir, inode, name)?.map(|hit| hit.map(|(_, found)| found)))
-}
-
-/// Where a name was found: the leaf's physical block, and the record's
-/// inode and file type.
-type LeafHit = (u64, (u32, u8));
-
-/// The leaf block (physical) of htree directory `dir` that holds `name`,
-/// with the record's inode and file type, found through the index as the
-/// kernel's `dx_find_entry` finds it: `Ok(None)` when `dir` is not indexed
-/// or its index cannot be followed (the caller scans the blocks linearly,
-/// as the kernel falls back on a bad index), `Ok(Some(None))` when the
-/// index leads to leaves without the name.
-pub(crate) fn leaf_of(
-    t: &Transaction<Volume>,
-    sh: &Shape,
-    dir: u32,
-    inode: &Inode,
-    name: &[u8],
-) -> Result<Option<Option<LeafHit>>> {
-    let Some(ix) = read_index(t, sh, dir, inode)? else {
-        return Ok(None);
-    };
-    let h = hash(sh, ix.hash_version, name)?;
-    let Some(frames) = descend(t, &ix, h)? else {
-        return Ok(None);
-    };
-    let Some(last) = frames.last() else {
-        return Ok(None);
-    };
-    // The leaf, then the next ones while they continue this hash.
-    let mut pos = last.pos;
-    loop {
-        let lb = u64::from(last.entries[pos].1);
-        let Some(pb) = ix.map.get(lb) else {
-            return Ok(None);
-        };
-        let b = t.read_block_checked(pb, ix.kind)?;
-        if let Some(found) = super::dir::find_in(&b, name, dir, pb)? {
-            return Ok(Some(Some((pb, found))));
-        }
-        pos += 1;
-        match last.entries.get(pos) {
-            Some(&(eh, _)) if eh & 1 == 1 && eh & !1 == h => continue,
-            _ => return Ok(Some(None)),
-        }
-    }
-}
 
 /// Splits a leaf's records (with the new one) by hash: the two halves and
 /// the first hash of the second, or `None` when every name hashes alike.
 #[allow(clippy::type_complexity)]
 fn split(
-    sh: &Shape,
+    hashing: &Hashing,
     version: u8,
     recs: Vec<Rec>,
 ) -> Result<Option<(Vec<(Vec<u8>, u32, u8)>, Vec<(Vec<u8>, u32, u8)>, u32)>> {
     let mut keyed = Vec::with_capacity(recs.len());
     for r in recs.into_iter().filter(|r| r.ino != 0) {
-        keyed.push((hash(sh, version, &r.name)?, (r.name, r.ino, r.ftype)));
+        keyed.push((hashing.hash(version, &r.name)?, (r.name, r.ino, r.ftype)));
     }
     keyed.sort_by_key(|(h, _)| *h);
     let n = keyed.len();
@@ -243,10 +66,11 @@ impl WriteFs {
     ) -> Result<bool> {
         let sh = self.shape;
         let inode = dir_inode(&self.txn, dir)?;
-        let Some(ix) = read_index(&self.txn, &sh, dir, &inode)? else {
+        let hashing = Hashing::of(self.txn.superblock());
+        let Some(ix) = read_index(&self.txn, &info_of(&self.txn, dir, &inode)?)? else {
             return Ok(false);
         };
-        let h = hash(&sh, ix.hash_version, name)?;
+        let h = hashing.hash(ix.hash_version, name)?;
         let Some(mut frames) = descend(&self.txn, &ix, h)? else {
             return Ok(false);
         };
@@ -273,7 +97,7 @@ impl WriteFs {
             ftype,
             name: name.to_vec(),
         });
-        let Some((left, right, split_hash)) = split(&sh, ix.hash_version, recs)? else {
+        let Some((left, right, split_hash)) = split(&hashing, ix.hash_version, recs)? else {
             return Ok(false);
         };
         if !leaf::fits(sh.bs, &left, sh.csum) || !leaf::fits(sh.bs, &right, sh.csum) {
@@ -373,7 +197,7 @@ impl WriteFs {
 
     fn phys(&self, dir: u32, logical: u64) -> Result<u64> {
         let inode = dir_inode(&self.txn, dir)?;
-        super::dir::DirMap::read(&self.txn, dir, &inode)?
+        crate::object::dir::DirMap::read(&self.txn, &info_of(&self.txn, dir, &inode)?)?
             .get(logical)
             .ok_or_else(|| {
                 Error::corrupt(
@@ -433,14 +257,15 @@ impl WriteFs {
         let [(0, b0)] = list[..] else {
             return Ok(());
         };
-        let parent = super::dir::parent(&self.txn, &sh, dir)?;
+        let parent = super::dir::parent(&self.txn, dir)?;
         let recs = block_records(&super::dir::dir_block(&self.txn, dir, &inode, b0)?, dir, b0)?;
         let others: Vec<Rec> = recs
             .into_iter()
             .filter(|r| r.ino != 0 && r.name != b"." && r.name != b"..")
             .collect();
         let version = effective_hash_version(sh.hash_version, sh.hash_unsigned);
-        let Some((left, right, h)) = split(&sh, version, others)? else {
+        let hashing = Hashing::of(self.txn.superblock());
+        let Some((left, right, h)) = split(&hashing, version, others)? else {
             return Ok(());
         };
         let (l1, p1) = self.dir_grow(dir)?;
@@ -477,7 +302,7 @@ impl WriteFs {
         let sh = self.shape;
         let mut inode = dir_inode(&self.txn, dir)?;
         let kind = self.dir_kind(dir, &inode);
-        let ix = read_index(&self.txn, &sh, dir, &inode)?;
+        let ix = read_index(&self.txn, &info_of(&self.txn, dir, &inode)?)?;
         if let Some(ix) = &ix {
             // Interior blocks (levels 1 and 2).
             let mut nodes: Vec<u64> = Vec::new();
@@ -525,7 +350,7 @@ fn ftype_dir(sh: &Shape) -> u8 {
 
 fn reread(w: &WriteFs, dir: u32) -> Result<Index> {
     let inode = dir_inode(&w.txn, dir)?;
-    read_index(&w.txn, &w.shape, dir, &inode)?.ok_or_else(|| {
+    read_index(&w.txn, &info_of(&w.txn, dir, &inode)?)?.ok_or_else(|| {
         Error::corrupt(
             format!("inode {dir}"),
             ext4r_format::FormatError::invalid("htree", "index vanished"),

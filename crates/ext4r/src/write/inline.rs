@@ -7,14 +7,16 @@
 //! grows past what the inode holds. A moved-out inode is an ordinary
 //! extent-mapped (or block-mapped, without extents) one.
 
+use super::dir::info_of;
 use super::xattr::{ibody_attrs, news, Val};
 use super::WriteFs;
 use crate::error::{Error, Result};
-use ext4r_format::dir::leaf::{self, Rec};
+use crate::object::{self, dir::Entry};
+use ext4r_format::dir::leaf;
 use ext4r_format::inode::{Inode, InodeFlags};
-use ext4r_format::xattr::{index, parse_xattr_ibody, write_xattr_ibody, XattrValue};
+use ext4r_format::xattr::{index, write_xattr_ibody};
 use ext4r_txn::error::Location;
-use ext4r_txn::map::{self, Run};
+use ext4r_txn::map::{self, BlockSource, Run};
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
 
@@ -34,59 +36,27 @@ fn corrupt(ino: u32, what: &str) -> Error {
 }
 
 /// The inline bytes of inode `ino` (record `i`): `i_block`, then the
-/// value of `system.data`, not cut at the size.
+/// value of `system.data`, not cut at the size (see
+/// [`object::inline::bytes`]).
 pub(crate) fn inline_bytes(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Result<Vec<u8>> {
-    let rec = t.read_inode(ino)?;
-    let mut data = i.i_block[..I_BLOCK].to_vec();
-    let entries = parse_xattr_ibody(&rec)
-        .map_err(|e| Error::corrupt(Location::inode(ino).of("inline data"), e))?;
-    if let Some(es) = entries {
-        for e in es.iter() {
-            let e = e.map_err(|e| Error::corrupt(Location::inode(ino).of("inline data"), e))?;
-            if is_system_data(e.entry.e_name_index, e.name) {
-                match e.value {
-                    XattrValue::Inline(v) => data.extend_from_slice(v),
-                    XattrValue::EaInode { .. } => {
-                        return Err(corrupt(ino, "system.data kept in an EA inode"))
-                    }
-                }
-            }
-        }
-    }
-    Ok(data)
+    object::inline::bytes(&info_of(t, ino, i)?)
 }
 
 /// The contents of an inline file, cut at its size.
 pub(crate) fn inline_file(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Result<Vec<u8>> {
-    let mut data = inline_bytes(t, ino, i)?;
-    let size = i.size();
-    if size > data.len() as u64 {
-        return Err(corrupt(
-            ino,
-            &format!("size {size} exceeds the {} bytes held inline", data.len()),
-        ));
-    }
-    data.truncate(size as usize);
-    Ok(data)
+    object::inline::file(&info_of(t, ino, i)?)
 }
 
 /// An inline directory: its parent (the stored `..`) and its entries
 /// (`.` and `..` are not stored), deleted records left out.
-pub(crate) fn inline_dir(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Result<(u32, Vec<Rec>)> {
-    let data = inline_bytes(t, ino, i)?;
-    let parent = ext4r_format::dir::inline_dir_parent(&data)
-        .ok_or_else(|| corrupt(ino, "inline directory too short"))?
-        .0;
-    let mut out = Vec::new();
-    for part in [&data[4..I_BLOCK], &data[I_BLOCK..]] {
-        if part.is_empty() {
-            continue;
-        }
-        let recs = leaf::records(part)
-            .ok_or_else(|| corrupt(ino, "entries do not tile the inline directory"))?;
-        out.extend(recs.into_iter().filter(|r| r.ino != 0));
-    }
-    Ok((parent, out))
+pub(crate) fn inline_dir(
+    t: &Transaction<Volume>,
+    ino: u32,
+    i: &Inode,
+) -> Result<(u32, Vec<Entry>)> {
+    let bs = BlockSource::block_size(t);
+    let max_ino = t.superblock().s_inodes_count.get();
+    object::inline::dir(&info_of(t, ino, i)?, bs, max_ino)
 }
 
 impl WriteFs {

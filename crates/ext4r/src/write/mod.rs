@@ -40,15 +40,18 @@ mod file;
 mod handle;
 mod htree;
 mod inline;
+mod keep;
 mod look;
 mod node;
 mod ops;
 mod orphan;
+mod stats;
 mod xattr;
 
 pub use fast_commit::{recover_journal, FastCommitReplayer};
 pub use handle::File;
 pub use node::{NewNode, SetAttr};
+pub use stats::FsStats;
 
 use crate::device::{BlockDevice, FileDevice, OpenMode};
 use crate::error::{Error, Result};
@@ -93,7 +96,6 @@ pub(crate) struct Shape {
     pub huge_file: bool,
     pub dir_nlink: bool,
     pub largedir: bool,
-    pub hash_seed: [u32; 4],
     pub hash_version: u8,
     pub hash_unsigned: bool,
     pub encrypt: bool,
@@ -118,7 +120,6 @@ fn shape_of(vol: &Volume) -> Shape {
         huge_file: sb.has_ro_compat(RoCompat::HUGE_FILE),
         dir_nlink: sb.has_ro_compat(RoCompat::DIR_NLINK),
         largedir: sb.has_incompat(Incompat::LARGEDIR),
-        hash_seed: sb.hash_seed(),
         hash_version: sb.s_def_hash_version,
         hash_unsigned: sb.s_flags.get() & 0x2 != 0,
         encrypt: sb.has_incompat(Incompat::ENCRYPT),
@@ -350,25 +351,13 @@ impl WriteFs {
     /// [`Error::NotFound`], [`Error::NotADirectory`], read errors.
     pub fn lookup_path(&self, path: impl AsRef<Path>) -> Result<u32> {
         use std::os::unix::ffi::OsStrExt;
-        dir::resolve(&self.txn, &self.shape, path.as_ref().as_os_str().as_bytes())
+        dir::resolve(&self.txn, path.as_ref().as_os_str().as_bytes())
     }
 }
 
-/// The incompatible features every writer through the write layer keeps
-/// right (the write API, offline defragmentation, resize): the one table
-/// they check a filesystem against before changing it.
-pub const WRITABLE_INCOMPAT: Incompat = Incompat::FILETYPE
-    .union(Incompat::RECOVER)
-    .union(Incompat::META_BG)
-    .union(Incompat::EXTENTS)
-    .union(Incompat::BIT64)
-    .union(Incompat::FLEX_BG)
-    .union(Incompat::CSUM_SEED)
-    .union(Incompat::LARGEDIR)
-    .union(Incompat::INLINE_DATA)
-    .union(Incompat::EA_INODE)
-    .union(Incompat::ENCRYPT)
-    .union(Incompat::CASEFOLD);
+/// The incompatible features the write API keeps right: its row of the
+/// one feature table ([`crate::support`]).
+pub const WRITABLE_INCOMPAT: Incompat = crate::support::incompat(crate::support::Access::Write);
 
 /// Refuses what this version cannot change safely.
 fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
@@ -386,18 +375,7 @@ fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
                 .into(),
         ));
     }
-    let ro_known = RoCompat::SPARSE_SUPER
-        | RoCompat::LARGE_FILE
-        | RoCompat::HUGE_FILE
-        | RoCompat::GDT_CSUM
-        | RoCompat::DIR_NLINK
-        | RoCompat::EXTRA_ISIZE
-        | RoCompat::METADATA_CSUM
-        | RoCompat::BIGALLOC
-        | RoCompat::ORPHAN_PRESENT
-        // Verity files are refused for data changes (file.rs); deleting
-        // one frees its Merkle tree with its blocks.
-        | RoCompat::VERITY;
+    let ro_known = crate::support::ro_compat(crate::support::Access::Write);
     let ro_unknown = RoCompat::from_bits_retain(sb.s_feature_ro_compat.get()) - ro_known;
     if !ro_unknown.is_empty() {
         let names = ext4r_format::features::Features::from_raw(0, 0, ro_unknown.bits()).names();

@@ -33,7 +33,7 @@ impl WriteFs {
     fn check_new(&self, parent: u32, name: &[u8]) -> Result<()> {
         check_name(name)?;
         dir_inode(&self.txn, parent)?;
-        if dir::lookup(&self.txn, &self.shape, parent, name)?.is_some() {
+        if dir::lookup(&self.txn, parent, name)?.is_some() {
             return Err(Error::AlreadyExists(shown(name)));
         }
         if self.txn.groups().free_inodes() == 0 {
@@ -80,7 +80,7 @@ impl WriteFs {
     }
 
     /// The directory's times and link count after a change in it.
-    fn touch_dir(&mut self, dir: u32, links: i32) -> Result<()> {
+    pub(crate) fn touch_dir(&mut self, dir: u32, links: i32) -> Result<()> {
         let mut i = dir_inode(&self.txn, dir)?;
         let now = self.now();
         i.set_mtime(now);
@@ -276,7 +276,7 @@ impl WriteFs {
     pub fn unlink(&mut self, parent: u32, name: &[u8]) -> Result<()> {
         self.op(|w| {
             check_name(name)?;
-            let Some((ino, _)) = dir::lookup(&w.txn, &w.shape, parent, name)? else {
+            let Some((ino, _)) = dir::lookup(&w.txn, parent, name)? else {
                 return Err(Error::NotFound(shown(name)));
             };
             let i = w.inode(ino)?;
@@ -297,7 +297,7 @@ impl WriteFs {
     pub fn rmdir(&mut self, parent: u32, name: &[u8]) -> Result<()> {
         self.op(|w| {
             check_name(name)?;
-            let Some((ino, _)) = dir::lookup(&w.txn, &w.shape, parent, name)? else {
+            let Some((ino, _)) = dir::lookup(&w.txn, parent, name)? else {
                 return Err(Error::NotFound(shown(name)));
             };
             let i = w.inode(ino)?;
@@ -410,7 +410,7 @@ impl WriteFs {
             check_name(from)?;
             check_name(to)?;
             let sh = w.shape;
-            let Some((src, _)) = dir::lookup(&w.txn, &sh, from_dir, from)? else {
+            let Some((src, _)) = dir::lookup(&w.txn, from_dir, from)? else {
                 return Err(Error::NotFound(shown(from)));
             };
             dir_inode(&w.txn, to_dir)?;
@@ -422,7 +422,7 @@ impl WriteFs {
             if si.is_dir() && w.is_ancestor(src, to_dir)? {
                 return Err(Error::MoveIntoItself(shown(from)));
             }
-            let dst = dir::lookup(&w.txn, &sh, to_dir, to)?;
+            let dst = dir::lookup(&w.txn, to_dir, to)?;
             if let Some((d, _)) = dst {
                 if d == src {
                     return Ok(());
@@ -499,7 +499,7 @@ impl WriteFs {
                     ),
                 ));
             }
-            cur = dir::parent(&self.txn, &self.shape, cur)?;
+            cur = dir::parent(&self.txn, cur)?;
         }
     }
 }

@@ -10,12 +10,14 @@
 
 use super::WriteFs;
 use crate::error::{Error, Result};
+use crate::object::xattr::{RawAttr, RawVal};
+use crate::object::{self, Source};
 use ext4r_format::inode::{mode, Inode, InodeFlags};
 use ext4r_format::xattr::{
-    parse_xattr_block, parse_xattr_ibody, split_xattr_name, write_xattr_block, write_xattr_ibody,
-    xattr_prefix, EaInodeRef, NewXattr, XattrEntries, XattrValue, XATTR_HEADER_SIZE,
-    XATTR_IBODY_HEADER_SIZE,
+    split_xattr_name, write_xattr_block, write_xattr_ibody, EaInodeRef, NewXattr,
+    XATTR_HEADER_SIZE, XATTR_IBODY_HEADER_SIZE,
 };
+use ext4r_format::InodeNr;
 use ext4r_txn::csum::BlockKind;
 
 /// Where an attribute's value is kept.
@@ -59,34 +61,30 @@ pub(crate) fn news(attrs: &[Attr]) -> Vec<NewXattr<'_>> {
         .collect()
 }
 
-/// The attributes of a parsed list, EA inode references included (their
-/// hash from the EA inode's `i_atime`).
-fn collect(w: &WriteFs, ino: u32, es: &XattrEntries<'_>) -> Result<Vec<Attr>> {
-    let mut out = Vec::new();
-    for e in es.iter() {
-        let e = e.map_err(|e| corrupt(ino, e))?;
-        let v = match e.value {
-            XattrValue::Inline(v) => Val::Here(v.to_vec()),
-            XattrValue::EaInode { inode, size } => {
-                let ea = w.inode(inode.0)?;
+/// The attributes as stored, EA inode references completed with their
+/// hash (the EA inode's `i_atime`).
+fn complete(w: &WriteFs, raws: Vec<RawAttr>) -> Result<Vec<Attr>> {
+    let mut out = Vec::with_capacity(raws.len());
+    for a in raws {
+        let v = match a.value {
+            RawVal::Here(v) => Val::Here(v),
+            RawVal::Ea { ino, size } => {
+                let ea = w.inode(ino)?;
                 Val::Ea(EaInodeRef {
-                    ino: inode.0,
+                    ino,
                     size,
                     hash: ea.i_atime.get(),
                 })
             }
         };
-        out.push((e.entry.e_name_index, e.name.to_vec(), v));
+        out.push((a.index, a.name, v));
     }
     Ok(out)
 }
 
 /// The in-inode attributes of inode `ino` (record `rec`).
 pub(crate) fn ibody_attrs(w: &WriteFs, ino: u32, rec: &[u8]) -> Result<Vec<Attr>> {
-    match parse_xattr_ibody(rec).map_err(|e| corrupt(ino, e))? {
-        Some(es) => collect(w, ino, &es),
-        None => Ok(Vec::new()),
-    }
+    complete(w, object::xattr::in_record(ino, rec)?)
 }
 
 fn corrupt(ino: u32, e: ext4r_format::FormatError) -> Error {
@@ -105,14 +103,12 @@ impl WriteFs {
         let ibody = ibody_attrs(self, ino, &rec)?;
         let i = self.inode(ino)?;
         let acl = i.file_acl(self.txn.groups().wide()).0;
-        let mut block = Vec::new();
-        let mut refs = 0;
-        if acl != 0 {
-            let b = self.txn.read_block_checked(acl, BlockKind::Xattr)?;
-            let (h, es) = parse_xattr_block(&b).map_err(|e| corrupt(ino, e))?;
-            refs = h.h_refcount.get();
-            block = collect(self, ino, &es)?;
-        }
+        let (block, refs) = if acl != 0 {
+            let b = object::xattr::block_at(&self.txn, ino, acl)?;
+            (complete(self, b.attrs)?, b.refcount)
+        } else {
+            (Vec::new(), 0)
+        };
         Ok((ibody, block, acl, refs))
     }
 
@@ -121,27 +117,13 @@ impl WriteFs {
     /// # Errors
     /// [`Error::Corrupt`] for damaged attributes, read errors.
     pub fn xattrs(&self, ino: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let (a, b, _, _) = self.read_xattrs(ino)?;
+        let info = Source::inode(&self.txn, InodeNr(ino))?;
         // system.data continues inline data: not an attribute to list.
-        let mut out = Vec::new();
-        for (i, n, v) in a.into_iter().chain(b) {
-            if i == ext4r_format::xattr::index::SYSTEM && n == b"data" {
-                continue;
-            }
-            let mut full = xattr_prefix(i).unwrap_or("").as_bytes().to_vec();
-            full.extend_from_slice(&n);
-            let value = match v {
-                Val::Here(v) => v,
-                Val::Ea(r) => {
-                    let ea = self.inode(r.ino)?;
-                    let mut v = super::file::read_all(&self.txn, &self.shape, r.ino, &ea)?;
-                    v.truncate(r.size as usize);
-                    v
-                }
-            };
-            out.push((full, value));
-        }
-        Ok(out)
+        Ok(object::xattr::list(&self.txn, &info)?
+            .into_iter()
+            .filter(|x| x.name != b"system.data")
+            .map(|x| (x.name, x.value))
+            .collect())
     }
 
     /// Sets attribute `name` (with its namespace prefix: `user.`,
@@ -387,10 +369,8 @@ impl WriteFs {
         let mut attrs = ibody_attrs(self, ino, &rec)?;
         let acl = i.file_acl(self.txn.groups().wide()).0;
         if acl != 0 {
-            let b = self.txn.read_block_checked(acl, BlockKind::Xattr)?;
-            if let Ok((_, es)) = parse_xattr_block(&b) {
-                attrs.extend(collect(self, ino, &es)?);
-            }
+            let b = object::xattr::block_at(&self.txn, ino, acl)?;
+            attrs.extend(complete(self, b.attrs)?);
         }
         Ok(attrs
             .iter()
@@ -428,13 +408,11 @@ impl WriteFs {
             })
             .collect();
         if let Some(b) = block {
-            let buf = self.txn.read_block_checked(b, BlockKind::Xattr)?;
-            if let Ok((_, es)) = parse_xattr_block(&buf) {
-                refs.extend(collect(self, ino, &es)?.iter().filter_map(|a| match a.2 {
-                    Val::Ea(r) => Some(r.ino),
-                    Val::Here(_) => None,
-                }));
-            }
+            let blk = object::xattr::block_at(&self.txn, ino, b)?;
+            refs.extend(blk.attrs.iter().filter_map(|a| match a.value {
+                RawVal::Ea { ino, .. } => Some(ino),
+                RawVal::Here(_) => None,
+            }));
         }
         for r in refs {
             self.ea_deref(r)?;

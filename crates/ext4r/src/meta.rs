@@ -1,9 +1,11 @@
-//! The metadata tune changes when it adds or removes a journal or quota
-//! files, or moves inode tables: one in-place [`Transaction`] of the write
-//! layer over the filesystem as tune sees it (its superblock, features
-//! already changed in memory), committed by [`Meta::flush`] before the
-//! superblock and backups are written (a refused later step then leaves
-//! the device alone).
+//! The metadata changed when a journal or quota files are added or
+//! removed, or inode tables move (tune; fsck's journal re-creation and
+//! quota rewrite through [`crate::journal_create`] and
+//! [`crate::quota_write`]): one in-place [`Transaction`] of the write
+//! layer over the filesystem as the caller sees it (its superblock,
+//! features already changed in memory), committed by [`Meta::flush`]
+//! before the superblock and backups are written (a refused later step
+//! then leaves the device alone).
 //!
 //! What is libext2fs-specific stays here: `ext2fs_new_inode`'s search from
 //! the first non-reserved inode with `check_inode_uninit`, and the order in
@@ -25,7 +27,7 @@ use ext4r_txn::txn::{Commit, Transaction};
 use ext4r_txn::volume::{Volume, VolumeOptions};
 use std::sync::Arc;
 
-pub(super) fn corrupt(what: &str, msg: impl Into<String>) -> Error {
+pub(crate) fn corrupt(what: &str, msg: impl Into<String>) -> Error {
     Error::corrupt(
         "tune",
         ext4r_format::FormatError::invalid("metadata", format!("{what}: {}", msg.into())),

@@ -1,0 +1,897 @@
+//! The FUSE operations, each a call of the write API under one lock.
+
+use crate::attr::{decode_dev, file_attr, file_type, timestamp, to_ext4, to_fuse};
+use crate::errno::{errno, is_fault};
+use ext4r::format::inode::mode;
+use ext4r::fs::FileKind;
+use ext4r::write::{NewNode, SetAttr, WriteFs};
+use ext4r::{Error, Timestamp};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+/// How long the kernel may keep names and attributes without asking
+/// again. Nothing but this driver changes the image while it is mounted,
+/// and every change goes through it, so the kernel's copies stay right.
+const TTL: Duration = Duration::from_secs(1);
+
+/// Longest name in a directory entry.
+const NAME_MAX: usize = 255;
+
+/// `setxattr(2)` flags.
+const XATTR_CREATE: i32 = 1;
+const XATTR_REPLACE: i32 = 2;
+
+/// `fallocate(2)`'s keep-size mode, the only one besides 0 served.
+const FALLOC_FL_KEEP_SIZE: i32 = 1;
+
+/// A directory listing taken at `opendir`: `readdir` serves it by index,
+/// so offsets stay valid while the directory changes (POSIX leaves it
+/// open whether names added or removed after opendir show up).
+type Listing = Vec<(INodeNo, FileType, Vec<u8>)>;
+
+/// What the lock guards.
+pub(crate) struct State {
+    /// The filesystem; `None` once unmounted.
+    pub(crate) fs: Option<WriteFs>,
+    /// Open directory listings by handle.
+    dirs: HashMap<u64, Listing>,
+    next_fh: u64,
+    /// Open files: how many opens each inode has.
+    open: HashMap<u32, u32>,
+    /// Inodes unlinked while open, freed at their last release.
+    kept: HashSet<u32>,
+    /// Something changed since the last commit.
+    pub(crate) dirty: bool,
+}
+
+/// What an unmount leaves to tell: how closing the filesystem went.
+pub type Outcome = Arc<Mutex<Option<ext4r::Result<()>>>>;
+
+/// The FUSE filesystem over a [`WriteFs`].
+pub struct Ext4rFuse {
+    pub(crate) state: Arc<Mutex<State>>,
+    read_only: bool,
+    outcome: Outcome,
+}
+
+impl std::fmt::Debug for Ext4rFuse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ext4rFuse")
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Logs a fault (damage, I/O error) once per failed request: an answer
+/// like ENOENT is not worth a line.
+fn note(what: &str, e: &Error) {
+    if is_fault(e) {
+        eprintln!("ext4r mount: {what}: {}", ext4r::error::chain(e));
+    }
+}
+
+/// A name from the kernel, checked for length.
+fn name_bytes(name: &OsStr) -> Result<&[u8], Errno> {
+    let b = name.as_bytes();
+    if b.len() > NAME_MAX {
+        return Err(Errno::from_i32(libc::ENAMETOOLONG));
+    }
+    Ok(b)
+}
+
+impl Ext4rFuse {
+    /// A FUSE filesystem serving `fs`; with `read_only`, every request
+    /// that would change it is refused (EROFS) before it reaches `fs`.
+    /// The result of closing `fs` at unmount lands in `outcome`.
+    pub fn new(fs: WriteFs, read_only: bool, outcome: Outcome) -> Self {
+        Ext4rFuse {
+            state: Arc::new(Mutex::new(State {
+                fs: Some(fs),
+                dirs: HashMap::new(),
+                next_fh: 1,
+                open: HashMap::new(),
+                kept: HashSet::new(),
+                dirty: false,
+            })),
+            read_only,
+            outcome,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the filesystem under the lock; EIO once unmounted.
+    fn with<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut State, &mut WriteFs) -> ext4r::Result<T>,
+    ) -> Result<T, Errno> {
+        let mut st = self.lock();
+        let Some(mut fs) = st.fs.take() else {
+            return Err(Errno::EIO);
+        };
+        let r = f(&mut st, &mut fs);
+        st.fs = Some(fs);
+        r.map_err(|e| {
+            note(what, &e);
+            errno(&e)
+        })
+    }
+
+    /// As [`Ext4rFuse::with`] for a change: EROFS on a read-only mount.
+    fn change<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut State, &mut WriteFs) -> ext4r::Result<T>,
+    ) -> Result<T, Errno> {
+        if self.read_only {
+            return Err(Errno::from_i32(libc::EROFS));
+        }
+        self.with(what, |st, fs| {
+            st.dirty = true;
+            f(st, fs)
+        })
+    }
+
+    /// The attributes and generation of ext4 inode `ino`.
+    fn entry_of(fs: &WriteFs, ino: u32) -> ext4r::Result<(FileAttr, Generation)> {
+        if to_fuse(ino).is_none() {
+            return Err(bad_inode(ino));
+        }
+        let i = fs.stat(ino)?;
+        Ok((
+            file_attr(fs, ino, &i),
+            Generation(u64::from(i.generation())),
+        ))
+    }
+
+    /// The owner of a new inode in `parent`, and its mode: as the kernel's
+    /// `inode_init_owner`, a set-group-ID directory hands its group down,
+    /// and its set-group-ID bit to subdirectories.
+    fn owner(fs: &WriteFs, req: &Request, parent: u32, m: u16) -> ext4r::Result<(u32, u32, u16)> {
+        let p = fs.stat(parent)?;
+        if p.mode() & mode::S_ISGID != 0 {
+            let m = if m & mode::S_IFMT == mode::S_IFDIR {
+                m | mode::S_ISGID
+            } else {
+                m
+            };
+            return Ok((req.uid(), p.gid(), m));
+        }
+        Ok((req.uid(), req.gid(), m))
+    }
+}
+
+/// The error for a directory entry naming an inode no entry may name.
+fn bad_inode(ino: u32) -> Error {
+    Error::corrupt(
+        ext4r::error::Location::inode(ino).of("directory entry"),
+        ext4r::format::FormatError::invalid("directory entry", "names a reserved inode"),
+    )
+}
+
+/// A time to set.
+fn when(t: TimeOrNow) -> Timestamp {
+    match t {
+        TimeOrNow::SpecificTime(t) => timestamp(t),
+        TimeOrNow::Now => timestamp(SystemTime::now()),
+    }
+}
+
+impl fuser::Filesystem for Ext4rFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Larger writes, fewer operations; the kernel caps it at what it
+        // allows and says so, which is fine either way.
+        let _ = config.set_max_write(1 << 20);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let mut st = self.lock();
+        let kept: Vec<u32> = st.kept.drain().collect();
+        let result = match st.fs.take() {
+            Some(mut fs) => {
+                let mut r = Ok(());
+                if !self.read_only {
+                    for ino in kept {
+                        if let Err(e) = fs.release_kept(ino) {
+                            note("release", &e);
+                            r = Err(e);
+                        }
+                    }
+                }
+                // A read-only mount's changes (journal replay, orphans)
+                // were staged in memory: nothing reaches the image.
+                let closed = if self.read_only { Ok(()) } else { fs.close() };
+                r.and(closed)
+            }
+            None => Ok(()),
+        };
+        if let Err(e) = &result {
+            eprintln!("ext4r mount: unmount: {}", ext4r::error::chain(e));
+        }
+        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let r = name_bytes(name).and_then(|name| {
+            self.with("lookup", |_, fs| {
+                match fs.lookup(to_ext4(parent), name)? {
+                    Some(ino) => Ok(Some(Self::entry_of(fs, ino)?)),
+                    None => Ok(None),
+                }
+            })
+        });
+        match r {
+            Ok(Some((attr, g))) => reply.entry(&TTL, &attr, g),
+            Ok(None) => reply.error(Errno::ENOENT),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.with("getattr", |_, fs| Self::entry_of(fs, to_ext4(ino))) {
+            Ok((attr, _)) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let e4 = to_ext4(ino);
+        let r = self.change("setattr", |_, fs| {
+            if let Some(size) = size {
+                fs.truncate(e4, size)?;
+            }
+            let mut a = SetAttr::default();
+            a.perm = mode.map(|m| (m & 0o7777) as u16);
+            a.uid = uid;
+            a.gid = gid;
+            a.atime = atime.map(when);
+            a.mtime = mtime.map(when);
+            if a != SetAttr::default() {
+                fs.setattr(e4, &a)?;
+            }
+            Self::entry_of(fs, e4)
+        });
+        match r {
+            Ok((attr, _)) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.with("readlink", |_, fs| fs.read_link(to_ext4(ino))) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let p = to_ext4(parent);
+        let r = name_bytes(name).and_then(|name| {
+            self.change("mknod", |_, fs| {
+                let (uid, gid, m) = Self::owner(fs, req, p, mode as u16)?;
+                let perm = m & 0o7777;
+                let (major, minor) = decode_dev(rdev);
+                let node = match m & mode::S_IFMT {
+                    mode::S_IFREG => NewNode::file(perm),
+                    mode::S_IFIFO => NewNode::fifo(perm),
+                    mode::S_IFSOCK => NewNode::socket(perm),
+                    mode::S_IFCHR => NewNode::char_device(perm, major, minor),
+                    mode::S_IFBLK => NewNode::block_device(perm, major, minor),
+                    _ => return Err(Error::InvalidArgument(format!("mknod of mode {mode:#o}"))),
+                };
+                let ino = fs.create(p, name, &node.owned_by(uid, gid))?;
+                Self::entry_of(fs, ino)
+            })
+        });
+        match r {
+            Ok((attr, g)) => reply.entry(&TTL, &attr, g),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let p = to_ext4(parent);
+        let r = name_bytes(name).and_then(|name| {
+            self.change("mkdir", |_, fs| {
+                let m = mode::S_IFDIR | (mode as u16 & 0o7777);
+                let (uid, gid, m) = Self::owner(fs, req, p, m)?;
+                let ino = fs.mkdir(p, name, &NewNode::dir(m & 0o7777).owned_by(uid, gid))?;
+                Self::entry_of(fs, ino)
+            })
+        });
+        match r {
+            Ok((attr, g)) => reply.entry(&TTL, &attr, g),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let p = to_ext4(parent);
+        let r = name_bytes(name)
+            .and_then(|name| self.change("unlink", |st, fs| unlink_keeping_open(st, fs, p, name)));
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = name_bytes(name)
+            .and_then(|name| self.change("rmdir", |_, fs| fs.rmdir(to_ext4(parent), name)));
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let p = to_ext4(parent);
+        let r = name_bytes(link_name).and_then(|name| {
+            let target = target.as_os_str().as_bytes();
+            self.change("symlink", |_, fs| {
+                // As ext4_symlink: the target and its NUL fit in a block.
+                if target.len() >= fs.block_size() as usize {
+                    return Ok(Err(Errno::from_i32(libc::ENAMETOOLONG)));
+                }
+                let (uid, gid, _) = Self::owner(fs, req, p, mode::S_IFLNK)?;
+                let ino = fs.symlink(p, name, target, uid, gid)?;
+                Ok(Ok(Self::entry_of(fs, ino)?))
+            })
+            .and_then(|r| r)
+        });
+        match r {
+            Ok((attr, g)) => reply.entry(&TTL, &attr, g),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (from_dir, to_dir) = (to_ext4(parent), to_ext4(newparent));
+        let r = name_bytes(name).and_then(|from| {
+            name_bytes(newname).and_then(|to| {
+                if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
+                    // Not in the write API yet.
+                    return Err(Errno::EINVAL);
+                }
+                self.change("rename", |st, fs| {
+                    let target = fs.lookup(to_dir, to)?;
+                    if target.is_some() && flags.contains(RenameFlags::RENAME_NOREPLACE) {
+                        return Err(Error::AlreadyExists(String::from_utf8_lossy(to).into()));
+                    }
+                    if let Some(t) = target {
+                        // A file still open keeps its data when a rename
+                        // replaces its last name, as on the kernel's ext4.
+                        // Only where the rename will replace it: a
+                        // non-directory by another.
+                        let src = fs.lookup(from_dir, from)?;
+                        let replaces = match src {
+                            Some(s) if s != t => !fs.stat(s)?.is_dir() && !fs.stat(t)?.is_dir(),
+                            _ => false,
+                        };
+                        if replaces && st.open.contains_key(&t) {
+                            if let Some(k) = fs.unlink_keep(to_dir, to)? {
+                                st.kept.insert(k);
+                            }
+                        }
+                    }
+                    fs.rename(from_dir, from, to_dir, to)
+                })
+            })
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let e4 = to_ext4(ino);
+        let r = name_bytes(newname).and_then(|name| {
+            self.change("link", |_, fs| {
+                fs.link(e4, to_ext4(newparent), name)?;
+                Self::entry_of(fs, e4)
+            })
+        });
+        match r {
+            Ok((attr, g)) => reply.entry(&TTL, &attr, g),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let e4 = to_ext4(ino);
+        let r = self.with("open", |st, fs| {
+            fs.stat(e4)?;
+            *st.open.entry(e4).or_insert(0) += 1;
+            Ok(())
+        });
+        match r {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let r = self.with("read", |_, fs| {
+            let mut buf = vec![0u8; size as usize];
+            let n = fs.read(to_ext4(ino), offset, &mut buf)?;
+            buf.truncate(n);
+            Ok(buf)
+        });
+        match r {
+            Ok(b) => reply.data(&b),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.change("write", |_, fs| fs.write(to_ext4(ino), offset, data)) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2) does not make data durable on ext4 either; fsync does.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let e4 = to_ext4(ino);
+        let r = self.with("release", |st, fs| {
+            let last = match st.open.get_mut(&e4) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                Some(_) => {
+                    st.open.remove(&e4);
+                    true
+                }
+                None => false,
+            };
+            if last && st.kept.remove(&e4) {
+                st.dirty = true;
+                fs.release_kept(e4)?;
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
+        match self.sync_now() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let r = self.with("opendir", |st, fs| {
+            let mut list = Listing::new();
+            for d in fs.read_dir(to_ext4(ino))? {
+                let Some(n) = to_fuse(d.ino.0) else {
+                    // A damaged entry: left out of the listing, as the
+                    // lookup of it would fail.
+                    continue;
+                };
+                let kind = match d.kind {
+                    FileKind::Unknown => match fs.stat(d.ino.0) {
+                        Ok(i) => file_type(i.mode()),
+                        Err(_) => FileType::RegularFile,
+                    },
+                    k => kind_of(k),
+                };
+                list.push((n, kind, d.name));
+            }
+            let fh = st.next_fh;
+            st.next_fh += 1;
+            st.dirs.insert(fh, list);
+            Ok(fh)
+        });
+        match r {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let st = self.lock();
+        let Some(list) = st.dirs.get(&fh.0) else {
+            reply.error(Errno::EBADF);
+            return;
+        };
+        for (k, (n, kind, name)) in list.iter().enumerate().skip(offset as usize) {
+            if reply.add(*n, k as u64 + 1, *kind, OsStr::from_bytes(name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.lock().dirs.remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _ds: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.sync_now() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.with("statfs", |_, fs| Ok(fs.fs_stats())) {
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.free_blocks,
+                s.avail_blocks,
+                s.inodes,
+                s.free_inodes,
+                s.block_size as u32,
+                NAME_MAX as u32,
+                s.block_size as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let e4 = to_ext4(ino);
+        let name = name.as_bytes();
+        let r = self
+            .change("setxattr", |_, fs| {
+                if flags & (XATTR_CREATE | XATTR_REPLACE) != 0 {
+                    let there = fs.xattrs(e4)?.iter().any(|(n, _)| n == name);
+                    if flags & XATTR_CREATE != 0 && there {
+                        return Ok(Err(Errno::EEXIST));
+                    }
+                    if flags & XATTR_REPLACE != 0 && !there {
+                        return Ok(Err(Errno::NO_XATTR));
+                    }
+                }
+                match fs.set_xattr(e4, name, value) {
+                    // An unknown namespace: the kernel's answer.
+                    Err(Error::InvalidName(_)) => Ok(Err(Errno::from_i32(libc::EOPNOTSUPP))),
+                    // No room in the inode or a block: the kernel's ext4 says
+                    // ENOSPC too.
+                    r => r.map(Ok),
+                }
+            })
+            .and_then(|r| r);
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let name = name.as_bytes();
+        let r = self.with("getxattr", |_, fs| {
+            Ok(fs
+                .xattrs(to_ext4(ino))?
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v))
+        });
+        match r {
+            Ok(Some(v)) => sized(reply, size, &v),
+            Ok(None) => reply.error(Errno::NO_XATTR),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = self.with("listxattr", |_, fs| {
+            let mut out = Vec::new();
+            for (n, _) in fs.xattrs(to_ext4(ino))? {
+                out.extend_from_slice(&n);
+                out.push(0);
+            }
+            Ok(out)
+        });
+        match r {
+            Ok(list) => sized(reply, size, &list),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name.as_bytes();
+        let r = self
+            .change("removexattr", |_, fs| {
+                match fs.remove_xattr(to_ext4(ino), name) {
+                    Err(Error::NotFound(_)) => Ok(Err(Errno::NO_XATTR)),
+                    Err(Error::InvalidName(_)) => Ok(Err(Errno::from_i32(libc::EOPNOTSUPP))),
+                    r => r.map(Ok),
+                }
+            })
+            .and_then(|r| r);
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let p = to_ext4(parent);
+        let r = name_bytes(name).and_then(|name| {
+            self.change("create", |st, fs| {
+                let (uid, gid, m) = Self::owner(fs, req, p, mode as u16)?;
+                if m & mode::S_IFMT != mode::S_IFREG && m & mode::S_IFMT != 0 {
+                    return Err(Error::InvalidArgument(format!("create of mode {m:#o}")));
+                }
+                let ino = fs.create(p, name, &NewNode::file(m & 0o7777).owned_by(uid, gid))?;
+                let e = Self::entry_of(fs, ino)?;
+                *st.open.entry(ino).or_insert(0) += 1;
+                Ok(e)
+            })
+        });
+        match r {
+            Ok((attr, g)) => reply.created(&TTL, &attr, g, FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        if mode & !FALLOC_FL_KEEP_SIZE != 0 {
+            // Punching holes, zeroing and collapsing ranges are not in the
+            // write API yet.
+            reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+            return;
+        }
+        let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
+        match self.change("fallocate", |_, fs| {
+            let e4 = to_ext4(ino);
+            fs.fallocate(e4, offset, length, keep)?;
+            // As the kernel's ext4_fallocate (file_modified): every mode
+            // stamps the modification and change times.
+            let mut a = SetAttr::default();
+            a.mtime = Some(timestamp(SystemTime::now()));
+            fs.setattr(e4, &a)
+        }) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+impl Ext4rFuse {
+    /// Commits what changed (fsync, fsyncdir).
+    fn sync_now(&self) -> Result<(), Errno> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.with("sync", |st, fs| {
+            st.dirty = false;
+            fs.sync()
+        })
+    }
+}
+
+/// Removes `name` from `parent`: an inode that is still open and loses
+/// its last name is kept until its last release.
+fn unlink_keeping_open(
+    st: &mut State,
+    fs: &mut WriteFs,
+    parent: u32,
+    name: &[u8],
+) -> ext4r::Result<()> {
+    let target = fs.lookup(parent, name)?;
+    match target {
+        Some(t) if st.open.contains_key(&t) => {
+            if let Some(k) = fs.unlink_keep(parent, name)? {
+                st.kept.insert(k);
+            }
+            Ok(())
+        }
+        _ => fs.unlink(parent, name),
+    }
+}
+
+/// Answers a getxattr/listxattr: the size asked for with 0, the bytes
+/// when they fit, ERANGE when not.
+fn sized(reply: ReplyXattr, size: u32, bytes: &[u8]) {
+    if size == 0 {
+        reply.size(bytes.len() as u32);
+    } else if bytes.len() <= size as usize {
+        reply.data(bytes);
+    } else {
+        reply.error(Errno::from_i32(libc::ERANGE));
+    }
+}
+
+/// A directory entry's kind as FUSE's.
+fn kind_of(k: FileKind) -> FileType {
+    match k {
+        FileKind::Directory => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
+        _ => FileType::RegularFile,
+    }
+}
+
+/// Commits what changed every `interval` until the filesystem is
+/// unmounted (the kernel's jbd2 commit interval, so that a crash loses at
+/// most that much of what nobody fsynced).
+pub(crate) fn commit_every(state: &Mutex<State>, interval: Duration) {
+    loop {
+        std::thread::sleep(interval);
+        let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.fs.is_none() {
+            return;
+        }
+        if !st.dirty {
+            continue;
+        }
+        st.dirty = false;
+        if let Some(fs) = st.fs.as_mut() {
+            if let Err(e) = fs.sync() {
+                note("commit", &e);
+            }
+        }
+    }
+}
