@@ -1,9 +1,9 @@
 //! Reading a filesystem: open an image or device, look up paths, list
 //! directories, read files, symlinks and xattrs.
 //!
-//! Everything here reads through a [`BlockDevice`] and writes nothing. Every
+//! Everything here reads through a [`BlockDevice`](crate::device::BlockDevice) and writes nothing. Every
 //! number taken from disk is checked before it is used to address anything,
-//! so a damaged image gives an [`Error::Corrupt`] that says where, never a
+//! so a damaged image gives an [`Error::Corrupt`](crate::Error::Corrupt) that says where, never a
 //! panic.
 //!
 //! ```
