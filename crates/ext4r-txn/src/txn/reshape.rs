@@ -93,15 +93,14 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// old filesystem as it was.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] without an uncommitted grow, under a
+    /// [`Error::InvalidArgument`] without an uncommitted resize, under a
     /// savepoint, or when anything gathered lies before the old end;
     /// I/O errors.
     pub fn flush_grown(&mut self) -> Result<()> {
+        // A grow within the last group has no new groups: nothing to do.
         let (outside, first_new) = match self.reshaped.as_deref() {
-            Some(r) if r.geo.group_count < self.v().geo.group_count => {
-                (r.outside, r.geo.group_count)
-            }
-            _ => {
+            Some(r) => (r.outside, r.geo.group_count),
+            None => {
                 return Err(Error::InvalidArgument(
                     "writing new groups ahead needs an uncommitted grow".into(),
                 ))
