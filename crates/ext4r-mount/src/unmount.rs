@@ -1,6 +1,7 @@
 //! Unmounting: the kernel's side goes at once, but the driver then writes
 //! the filesystem out; `unmount` returns when it has.
 
+use ext4r::safety::unescape_mount_field;
 use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -27,28 +28,9 @@ fn source_of(mountpoint: &Path) -> Option<String> {
         let mut r = right.split(' ');
         let fstype = r.next()?;
         let source = r.next()?;
-        (unescape(mp) == want.to_string_lossy() && fstype.starts_with("fuse"))
-            .then(|| unescape(source))
+        (unescape_mount_field(mp) == want.to_string_lossy() && fstype.starts_with("fuse"))
+            .then(|| unescape_mount_field(source))
     })
-}
-
-/// mountinfo's octal escapes (`\040` for a space) undone.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Unmounts the `ext4r mount` at `mountpoint` and waits until its driver

@@ -105,7 +105,7 @@ pub fn mounted(path: &Path) -> Result<Option<MountPoint>> {
 fn mount_of(line: &str, t: &Targets) -> Option<MountPoint> {
     let f: Vec<&str> = line.split(' ').collect();
     let sep = f.iter().skip(6).position(|&x| x == "-")? + 6;
-    let (fstype, source) = (*f.get(sep + 1)?, unescape(f.get(sep + 2)?));
+    let (fstype, source) = (*f.get(sep + 1)?, unescape_mount_field(f.get(sep + 2)?));
     let (ma, mi) = f.get(2)?.split_once(':')?;
     let dev = rustix::fs::makedev(ma.parse().ok()?, mi.parse().ok()?);
     // btrfs and friends report an anonymous device number: fall back on
@@ -116,7 +116,7 @@ fn mount_of(line: &str, t: &Targets) -> Option<MountPoint> {
         None => return None,
     };
     Some(MountPoint {
-        mountpoint: unescape(f.get(4)?),
+        mountpoint: unescape_mount_field(f.get(4)?),
         via_loop: via,
         source,
         fstype: fstype.to_string(),
@@ -128,7 +128,7 @@ fn mount_of(line: &str, t: &Targets) -> Option<MountPoint> {
 fn swap_of(t: &Targets) -> Option<MountPoint> {
     let swaps = std::fs::read_to_string("/proc/swaps").ok()?;
     swaps.lines().skip(1).find_map(|l| {
-        let name = unescape(l.split_whitespace().next()?);
+        let name = unescape_mount_field(l.split_whitespace().next()?);
         let via = t.names(&name)?;
         Some(MountPoint {
             mountpoint: "<swap>".into(),
@@ -182,8 +182,10 @@ fn sysfs_dev(path: &Path) -> Option<u64> {
     Some(rustix::fs::makedev(ma.parse().ok()?, mi.parse().ok()?))
 }
 
-/// mountinfo and /proc/swaps escape spaces and friends as `\040`.
-fn unescape(s: &str) -> String {
+/// A field of `/proc/self/mountinfo` or `/proc/swaps` with its octal
+/// escapes undone (the kernel writes a space as `\040`); a backslash not
+/// followed by three octal digits naming a byte stays as it is.
+pub fn unescape_mount_field(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -395,10 +397,10 @@ mod tests {
 
     #[test]
     fn mount_fields_are_unescaped() {
-        assert_eq!(unescape(r"/mnt/a\040b\011c"), "/mnt/a b\tc");
-        assert_eq!(unescape(r"\04"), r"\04");
-        assert_eq!(unescape(r"x\777"), r"x\777");
-        assert_eq!(unescape(r"\+12"), r"\+12");
+        assert_eq!(unescape_mount_field(r"/mnt/a\040b\011c"), "/mnt/a b\tc");
+        assert_eq!(unescape_mount_field(r"\04"), r"\04");
+        assert_eq!(unescape_mount_field(r"x\777"), r"x\777");
+        assert_eq!(unescape_mount_field(r"\+12"), r"\+12");
     }
 
     #[test]
