@@ -88,8 +88,8 @@ mod tests {
     use crate::write::{NewNode, WriteFs, WriteOptions, ROOT_INO};
     use std::sync::Arc;
 
-    #[test]
-    fn a_kept_file_reads_until_released() -> crate::Result<()> {
+    /// A fresh 32 MiB filesystem in memory.
+    fn small_fs() -> crate::Result<Arc<MemDevice>> {
         let dev = Arc::new(MemDevice::new(32 << 20));
         let opts = MkfsOptions {
             size_bytes: 32 << 20,
@@ -97,6 +97,12 @@ mod tests {
             ..Default::default()
         };
         format(&*dev, &opts, true)?;
+        Ok(dev)
+    }
+
+    #[test]
+    fn a_kept_file_reads_until_released() -> crate::Result<()> {
+        let dev = small_fs()?;
         let mut fs = WriteFs::open(dev.clone(), WriteOptions::default())?;
         let (blocks, inodes) = (fs.free_blocks(), fs.free_inodes());
         let f = fs.create(ROOT_INO, b"open", &NewNode::file(0o644))?;
@@ -125,13 +131,7 @@ mod tests {
 
     #[test]
     fn open_finishes_what_a_crash_left_kept() -> crate::Result<()> {
-        let dev = Arc::new(MemDevice::new(32 << 20));
-        let opts = MkfsOptions {
-            size_bytes: 32 << 20,
-            now: 1_700_000_000,
-            ..Default::default()
-        };
-        format(&*dev, &opts, true)?;
+        let dev = small_fs()?;
         let mut fs = WriteFs::open(dev.clone(), WriteOptions::default())?;
         let inodes = fs.free_inodes();
         let f = fs.create(ROOT_INO, b"f", &NewNode::file(0o644))?;

@@ -355,7 +355,7 @@ fn rehash_ibody_entry(rec: &mut [u8], at: usize) {
         _ => None,
     };
     if let Some(h) = hash {
-        if let Ok((e, _)) = XattrEntry::mut_from_prefix(&mut rec[at..]) {
+        if let Some(Ok((e, _))) = rec.get_mut(at..).map(XattrEntry::mut_from_prefix) {
             e.e_hash.set(h);
         }
     }
