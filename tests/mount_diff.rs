@@ -340,11 +340,21 @@ fn draw(r: &mut Rng, tree: &[(String, bool)]) -> Op {
         },
         41..=44 => Op::Rmdir(path(r, tree)),
         45..=50 => Op::Unlink(path(r, tree)),
-        51..=58 => Op::Rename {
-            from: path(r, tree),
-            to: path(r, tree),
-            noreplace: r.below(4) == 0,
-        },
+        51..=58 => {
+            let from = path(r, tree);
+            // Now and then a directory moved into its own subtree, which
+            // both drivers must refuse (EINVAL) rather than detach it.
+            let to = if r.below(6) == 0 {
+                format!("{from}/{}", path(r, tree).replace('/', "_"))
+            } else {
+                path(r, tree)
+            };
+            Op::Rename {
+                from,
+                to,
+                noreplace: r.below(4) == 0,
+            }
+        }
         59..=62 => Op::Link {
             from: path(r, tree),
             to: path(r, tree),
