@@ -21,7 +21,6 @@ use common::tree::fnv;
 use common::*;
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -123,14 +122,18 @@ fn workload(root: &Path) {
     let sparse = fs::File::create(root.join("sparse")).unwrap();
     sparse.write_all_at(b"tail", 5 << 20).unwrap();
     sparse.write_all_at(b"mid", 1 << 20).unwrap();
-    let (mut a, mut b) = (
+    let (a, b) = (
         fs::File::create(root.join("frag")).unwrap(),
         fs::File::create(root.join("frag2")).unwrap(),
     );
+    // Written in turns and synced, and with a hole after each piece: the
+    // holes alone give each file 40 extents, so both have an extent tree
+    // with a leaf block however the allocator places the pieces.
     for k in 0..40u8 {
-        a.write_all(&vec![k; 8192]).unwrap();
+        let at = u64::from(k);
+        a.write_all_at(&vec![k; 8192], at * 16384).unwrap();
         a.sync_all().unwrap();
-        b.write_all(&vec![!k; 4096]).unwrap();
+        b.write_all_at(&vec![!k; 4096], at * 8192).unwrap();
         b.sync_all().unwrap();
     }
     let big: Vec<u8> = (0..3u32 << 20)

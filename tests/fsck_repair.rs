@@ -13,6 +13,7 @@ use common::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -58,16 +59,18 @@ fn workload(root: &Path) {
     }
     fs::write(root.join("victim"), b"this file gets damaged").unwrap();
     fs::write(root.join("big"), vec![3u8; 2 << 20]).unwrap();
-    // Two files written in turns and synced: each gets many extents, so
-    // "frag" has an extent tree with a leaf block of its own.
-    let (mut a, mut b) = (
+    // Two files written in turns and synced, with a hole after each piece:
+    // the holes alone give each 24 extents, so "frag" has an extent tree
+    // with a leaf block of its own however the allocator places them.
+    let (a, b) = (
         fs::File::create(root.join("frag")).unwrap(),
         fs::File::create(root.join("frag2")).unwrap(),
     );
     for k in 0..24u8 {
-        a.write_all(&vec![k; 8192]).unwrap();
+        let at = u64::from(k);
+        a.write_all_at(&vec![k; 8192], at * 16384).unwrap();
         a.sync_all().unwrap();
-        b.write_all(&vec![!k; 4096]).unwrap();
+        b.write_all_at(&vec![!k; 4096], at * 8192).unwrap();
         b.sync_all().unwrap();
     }
 }
