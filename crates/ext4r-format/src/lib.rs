@@ -34,6 +34,7 @@ pub mod htree;
 pub mod inode;
 pub mod jbd2;
 pub mod mmp;
+pub mod num;
 pub mod orphan;
 pub mod partition;
 pub mod quota;
