@@ -13,6 +13,11 @@
 //!
 //! A deliberate exception is listed in [`EXCEPTIONS`] with its reason.
 //!
+//! It also keeps `unsafe` where it is listed: only the modules in
+//! [`UNSAFE_MODULES`] may use it (each block or function with a `SAFETY:`
+//! comment just above it), their crates `deny(unsafe_code)` and allow it in
+//! those modules alone, and every other product crate `forbid`s it.
+//!
 //! The verification lab (`lab/`, crate `ext4r-lab`) is not product code and
 //! is not read: it writes damage into images and stamps checksums on purpose.
 
@@ -51,6 +56,36 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
         "crc32c(",
         "verifies the inode checksums pass 1 reads, three records at a time; \
          nothing computed there is written",
+    ),
+];
+
+/// `(path, why)`: the product modules that may use `unsafe`, and for what.
+/// The README's "Where `unsafe` is" lists the same.
+const UNSAFE_MODULES: &[(&str, &str)] = &[
+    (
+        "crates/ext4r-cli/src/main.rs",
+        "restores SIGPIPE's default action before any thread exists",
+    ),
+    (
+        "crates/ext4r-cli/src/fsck/cancel.rs",
+        "installs the SIGINT/SIGTERM handler that sets fsck's cancel flag",
+    ),
+    (
+        "crates/ext4r-defrag/src/sys.rs",
+        "the kernel's defrag interface: EXT4_IOC_MOVE_EXT, FS_IOC_FIEMAP, \
+         FS_IOC_GETFSMAP, leases and locks, sync_file_range, SIGIO",
+    ),
+    (
+        "crates/ext4r-fsck/src/crc_lanes.rs",
+        "enters the SSE 4.2 three-lane CRC32C after asking the CPU for it",
+    ),
+    (
+        "crates/ext4r-txn/src/device/file.rs",
+        "block-device ioctls: BLKROGET, BLKGETSIZE64, BLKDISCARD, BLKZEROOUT",
+    ),
+    (
+        "crates/ext4r/src/resize/online.rs",
+        "EXT4_IOC_RESIZE_FS, the kernel's online grow",
     ),
 ];
 
@@ -102,18 +137,101 @@ pub fn run() -> Result<()> {
     for (path, pat, why) in EXCEPTIONS {
         println!("  exception: {path} {pat}: {why}");
     }
+    found.extend(unsafe_outside_its_modules(&root, &files)?);
+    println!("layers: unsafe allowed in {} modules", UNSAFE_MODULES.len());
     if found.is_empty() {
-        println!("layers: no device write or checksum outside the write layer");
+        println!("layers: no device write or checksum outside the write layer, no unlisted unsafe");
         return Ok(());
     }
     for f in &found {
         println!("  bypass: {f}");
     }
     bail!(
-        "{} writes or checksums outside crates/ext4r-txn: go through a Transaction and the \
-         checksum dispatcher, or list a deliberate exception in xtask/src/layers.rs",
+        "{} layer breaches: writes and checksums go through a Transaction and the checksum \
+         dispatcher (crates/ext4r-txn), `unsafe` stays in the modules listed in \
+         xtask/src/layers.rs with a SAFETY comment; or list a deliberate exception there",
         found.len()
     )
+}
+
+/// `unsafe` in a module not listed in [`UNSAFE_MODULES`], a listed use
+/// without its `SAFETY:` comment, and crate roots whose `unsafe_code` lint
+/// does not match the list (`forbid` without listed modules, else `deny`).
+fn unsafe_outside_its_modules(root: &Path, files: &[PathBuf]) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(root)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(f)?;
+        let listed = UNSAFE_MODULES.iter().any(|(p, _)| *p == rel);
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !uses_unsafe(line) {
+                continue;
+            }
+            if !listed {
+                found.push(format!(
+                    "{rel}:{}: unsafe outside the listed modules",
+                    i + 1
+                ));
+            } else if !has_safety_comment(&lines, i) {
+                found.push(format!("{rel}:{}: unsafe without a SAFETY comment", i + 1));
+            }
+        }
+    }
+    let crates = std::fs::read_dir(root.join("crates"))?;
+    for krate in crates {
+        let dir = krate?.path();
+        let name = dir
+            .strip_prefix(root)
+            .unwrap_or(&dir)
+            .to_string_lossy()
+            .into_owned();
+        let has_listed = UNSAFE_MODULES
+            .iter()
+            .any(|(p, _)| p.starts_with(&format!("{name}/")));
+        let want = if has_listed {
+            "#![deny(unsafe_code)]"
+        } else {
+            "#![forbid(unsafe_code)]"
+        };
+        for crate_root in ["src/lib.rs", "src/main.rs"] {
+            let Ok(text) = std::fs::read_to_string(dir.join(crate_root)) else {
+                continue;
+            };
+            if !text.lines().any(|l| l.trim() == want) {
+                found.push(format!(
+                    "{name}/{crate_root}: the crate root lacks `{want}`"
+                ));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// A line of code (not a comment, not the lint's own name) using `unsafe`.
+fn uses_unsafe(line: &str) -> bool {
+    let code = line.split("//").next().unwrap_or("");
+    let code = code.replace("unsafe_code", "");
+    code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|w| w == "unsafe")
+}
+
+/// Whether the comment block right above line `i` (or the line itself)
+/// holds a `SAFETY:` note, or a doc `# Safety` section for an `unsafe fn`.
+fn has_safety_comment(lines: &[&str], i: usize) -> bool {
+    if lines[i].contains("SAFETY:") {
+        return true;
+    }
+    lines[..i]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .take_while(|l| l.starts_with("//") || l.starts_with("#["))
+        .any(|l| l.contains("SAFETY:") || l.contains("# Safety"))
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
@@ -158,6 +276,20 @@ fn product_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsafe_needs_its_comment() {
+        assert!(uses_unsafe("    let r = unsafe { f() };"));
+        assert!(!uses_unsafe("#![deny(unsafe_code)]"));
+        assert!(!uses_unsafe("    // no unsafe here"));
+        let ok = [
+            "    // SAFETY: f has no preconditions.",
+            "    let r = unsafe { f() };",
+        ];
+        assert!(has_safety_comment(&ok, 1));
+        let bare = ["    let x = 1;", "    let r = unsafe { f() };"];
+        assert!(!has_safety_comment(&bare, 1));
+    }
 
     #[test]
     fn test_modules_are_left_out() {

@@ -533,8 +533,13 @@ impl Walk<'_, '_> {
         self.flush();
         for e in entries.iter().filter(|e| !e.is_dot()) {
             if e.name.contains(&b'/') || e.name.is_empty() {
-                self.sh
-                    .warn(dest, format!("skipping unsafe name {:?}", e.name_lossy()));
+                self.sh.warn(
+                    dest,
+                    format!(
+                        "skipping a name that is not one path component: {:?}",
+                        e.name_lossy()
+                    ),
+                );
                 continue;
             }
             let target = dest.join(std::ffi::OsStr::from_bytes(&e.name));

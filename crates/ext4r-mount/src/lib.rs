@@ -26,7 +26,7 @@
 //! as `errors=continue`), RENAME_EXCHANGE and WHITEOUT, hole punching and
 //! other fallocate modes, POSIX ACL translation, `uid=`/`gid=` mapping.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod attr;

@@ -65,7 +65,7 @@ impl Meter {
                 Meter::Bar(bar)
             }
             // A descriptor inherited from the caller, opened through
-            // /proc so that no unsafe ownership claim is needed.
+            // /proc so that no ownership claim on a raw descriptor is needed.
             Some(n) if n > 0 => std::fs::OpenOptions::new()
                 .write(true)
                 .open(format!("/proc/self/fd/{n}"))

@@ -176,7 +176,7 @@ pub enum PopulateError {
         from: Option<PathBuf>,
     },
     /// A tar archive that cannot be read, or a member that cannot be
-    /// placed (an unsafe name, a link to nothing before it).
+    /// placed (a name that would leave the tree, a link to nothing before it).
     #[error("{0}")]
     Archive(String),
 }
