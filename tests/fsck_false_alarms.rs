@@ -130,38 +130,51 @@ fn mmp_filesystems() {
         println!("skipped: e2fsprogs not installed");
         return;
     }
-    let dir = TempDir::new("fa-mmp");
-    for opts in [
+    // e2fsck, and our fsck with it, waits out MMP's check interval (11 s)
+    // before each repair: the configurations and their damages run side
+    // by side, each in a directory of its own.
+    let configs = [
         &["-t", "ext4", "-O", "mmp"][..],
         &["-t", "ext4", "-O", "mmp,^metadata_csum"],
-    ] {
-        let img = dir.path("m.img");
-        make_image(Command::new("mke2fs"), opts, &img, "32M").unwrap();
-        judged_alike(&dir, &img, &format!("{opts:?}"));
-        let dump = run(Command::new("dumpe2fs").arg("-h").arg(&img));
-        let dump = String::from_utf8_lossy(&dump.stdout).into_owned();
-        let mmp: u64 = dump
-            .lines()
-            .find_map(|l| l.strip_prefix("MMP block number:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap();
-        // Bad magic, then (with metadata_csum) a bad checksum.
-        for (at, byte) in [(0u64, 0x00u8), (100, 0x5a)] {
-            let mut bytes = std::fs::read(&img).unwrap();
-            bytes[(mmp * 1024 + at) as usize] ^= byte | 1;
-            let damaged = dir.path("d.img");
-            std::fs::write(&damaged, &bytes).unwrap();
-            let (pre, _) = e2fsck_fn(&damaged);
-            let fy = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
-                .args(["fsck", "-fy"])
-                .arg(&damaged));
-            let (rc, out) = e2fsck_fn(&damaged);
-            assert_eq!(
-                rc, 0,
-                "{opts:?} byte {at}: e2fsck before {pre}, ours {fy:?}: {out}"
-            );
+    ];
+    std::thread::scope(|s| {
+        for (k, opts) in configs.into_iter().enumerate() {
+            s.spawn(move || {
+                let dir = TempDir::new(&format!("fa-mmp-{k}"));
+                let img = dir.path("m.img");
+                make_image(Command::new("mke2fs"), opts, &img, "32M").unwrap();
+                judged_alike(&dir, &img, &format!("{opts:?}"));
+                let dump = run(Command::new("dumpe2fs").arg("-h").arg(&img));
+                let dump = String::from_utf8_lossy(&dump.stdout).into_owned();
+                let mmp: u64 = dump
+                    .lines()
+                    .find_map(|l| l.strip_prefix("MMP block number:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap();
+                // Bad magic, then (with metadata_csum) a bad checksum.
+                std::thread::scope(|s| {
+                    for (at, byte) in [(0u64, 0x00u8), (100, 0x5a)] {
+                        let (dir, img) = (&dir, &img);
+                        s.spawn(move || {
+                            let mut bytes = std::fs::read(img).unwrap();
+                            bytes[(mmp * 1024 + at) as usize] ^= byte | 1;
+                            let damaged = dir.path(&format!("d{at}.img"));
+                            std::fs::write(&damaged, &bytes).unwrap();
+                            let (pre, _) = e2fsck_fn(&damaged);
+                            let fy = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
+                                .args(["fsck", "-fy"])
+                                .arg(&damaged));
+                            let (rc, out) = e2fsck_fn(&damaged);
+                            assert_eq!(
+                                rc, 0,
+                                "{opts:?} byte {at}: e2fsck before {pre}, ours {fy:?}: {out}"
+                            );
+                        });
+                    }
+                });
+            });
         }
-    }
+    });
 }
 
 /// Unmounts on drop, also when the test panics.
