@@ -17,8 +17,9 @@
 
 use crate::alloc::{BlockAlloc, FreeSpace};
 use crate::bitmap::Bitmap;
+use crate::csum::Checksums;
 use crate::device::BlockDevice;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 use ext4r_format::features::RoCompat;
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
@@ -127,6 +128,9 @@ pub struct GroupTable {
     uninit_extra: HashMap<u32, Vec<(u64, u64)>>,
     free_blocks: u64,
     free_inodes: u64,
+    /// Checksums to verify bitmaps against as they are read (metadata_csum,
+    /// unless the volume was opened unverified).
+    verify: Option<Checksums>,
 }
 
 impl std::fmt::Debug for GroupTable {
@@ -144,6 +148,33 @@ fn bad(what: &str, detail: String) -> Error {
         what.to_string(),
         FormatError::invalid("group table", detail),
     )
+}
+
+/// A bitmap that fails the checksum its descriptor holds.
+fn bad_bitmap(g: u32, at: u64, what: &'static str) -> Error {
+    let mut loc = Location::block(at).of(what);
+    loc.group = Some(g);
+    Error::corrupt(loc, FormatError::invalid(what, "checksum does not match"))
+}
+
+/// Whether every bit of the bitmap block `raw` past its first `n` is set,
+/// as the format wants and e2fsck checks ("padding at end of bitmap is not
+/// set"). The checksum covers only the first `n` bits, and a bitmap read
+/// back into memory keeps only those: writing it out again would set the
+/// padding anew and hide damage there.
+fn padding_set(raw: &[u8], n: u32) -> bool {
+    let n = n as usize;
+    let (full, part) = (n / 8, n % 8);
+    let tail = if part == 0 { full } else { full + 1 };
+    let partial_ok = part == 0 || raw.get(full).is_some_and(|b| b >> part == 0xff >> part);
+    partial_ok && raw.get(tail..).is_none_or(|r| r.iter().all(|&b| b == 0xff))
+}
+
+/// Whether `e` is a bitmap that failed its checksum: its group is passed
+/// over by the allocators, as the kernel passes over a group it marked
+/// corrupt.
+fn is_bad_bitmap(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { location, .. } if location.what.ends_with("bitmap"))
 }
 
 impl GroupTable {
@@ -177,9 +208,20 @@ impl GroupTable {
             free_blocks: sb.free_blocks_count(),
             free_inodes: u64::from(sb.s_free_inodes_count.get()),
             geo,
+            verify: None,
         };
         t.index_uninit_tables();
         Ok(t)
+    }
+
+    /// Verifies each bitmap read from now on against the checksum its
+    /// descriptor holds (`Some`, with metadata_csum), as the kernel does: a
+    /// group whose bitmap fails is never allocated from (the kernel's
+    /// `BBITMAP_CORRUPT`/`IBITMAP_CORRUPT`), and a change that must edit
+    /// that bitmap (a free) gets [`Error::Corrupt`], so the bitmap is never
+    /// rewritten with a fresh checksum over the damage.
+    pub fn verify_bitmaps(&mut self, csum: Option<Checksums>) {
+        self.verify = csum.filter(Checksums::metadata_csum);
     }
 
     /// The table of the same filesystem with another geometry (a resize):
@@ -193,6 +235,7 @@ impl GroupTable {
     /// As [`GroupTable::new`].
     pub fn reshaped(&self, sb: &Superblock, descs: Vec<GroupDesc>) -> Result<GroupTable> {
         let mut t = GroupTable::new(Arc::clone(&self.dev), sb, descs)?;
+        t.verify = self.verify.clone();
         let keep = |g: u32| {
             g < self.geo.group_count.min(t.geo.group_count)
                 && self.geo.group_blocks(g) == t.geo.group_blocks(g)
@@ -388,8 +431,18 @@ impl GroupTable {
         let m = if self.is_block_uninit(g) {
             self.computed_block_map(g)
         } else {
-            let at = self.desc(g)?.block_bitmap(self.wide);
+            let desc = self.desc(g)?;
+            let at = desc.block_bitmap(self.wide);
             let raw = self.read_meta_block(at, g, "block bitmap")?;
+            if self.verify.is_some()
+                && !(self
+                    .verify
+                    .as_ref()
+                    .is_some_and(|c| c.block_bitmap_ok(desc, &raw))
+                    && padding_set(&raw, self.clusters_in(g)))
+            {
+                return Err(bad_bitmap(g, at, "block bitmap"));
+            }
             Bitmap::from_bytes(&raw, self.clusters_in(g))
         };
         self.block_maps.borrow_mut().insert(g, m);
@@ -404,8 +457,18 @@ impl GroupTable {
         let m = if self.is_inode_uninit(g) {
             Bitmap::new(ipg, self.geo.block_size)
         } else {
-            let at = self.desc(g)?.inode_bitmap(self.wide);
+            let desc = self.desc(g)?;
+            let at = desc.inode_bitmap(self.wide);
             let raw = self.read_meta_block(at, g, "inode bitmap")?;
+            if self.verify.is_some()
+                && !(self
+                    .verify
+                    .as_ref()
+                    .is_some_and(|c| c.inode_bitmap_ok(desc, &raw))
+                    && padding_set(&raw, ipg))
+            {
+                return Err(bad_bitmap(g, at, "inode bitmap"));
+            }
             Bitmap::from_bytes(&raw, ipg)
         };
         self.inode_maps.borrow_mut().insert(g, m);
@@ -746,7 +809,13 @@ impl FreeSpace for GroupTable {
             let (g, bit) = self.bit_of(b);
             let gend = self.geo.group_last_block(g).min(to);
             if self.descs[g as usize].free_blocks_count(self.wide) != 0 {
-                self.load_block_map(g)?;
+                match self.load_block_map(g) {
+                    Err(e) if is_bad_bitmap(&e) => {
+                        b = gend + 1;
+                        continue;
+                    }
+                    r => r?,
+                }
                 let maps = self.block_maps.borrow();
                 if let Some(c) = maps[&g].next_clear(bit) {
                     let at = self.block_of(g, c).max(b);
@@ -878,7 +947,24 @@ impl crate::alloc::InodeSpace for GroupTable {
             .is_some_and(|d| d.free_inodes_count(self.wide) != 0)
     }
     fn first_free_in(&self, g: u32, from: u32) -> Result<Option<u32>> {
-        self.load_inode_map(g)?;
+        match self.load_inode_map(g) {
+            Err(e) if is_bad_bitmap(&e) => return Ok(None),
+            r => r?,
+        }
         Ok(self.inode_maps.borrow()[&g].next_clear(from))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::padding_set;
+
+    #[test]
+    fn bitmap_padding_must_be_set() {
+        assert!(padding_set(&[0x00, 0xff], 8));
+        assert!(padding_set(&[0xf0, 0xff], 4));
+        assert!(!padding_set(&[0x70, 0xff], 4));
+        assert!(!padding_set(&[0x00, 0xfe], 8));
+        assert!(padding_set(&[0x12, 0x34], 16));
     }
 }

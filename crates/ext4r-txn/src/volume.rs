@@ -201,6 +201,69 @@ fn read_inode_record(
     Ok(b[off..off + geo.inode_size as usize].to_vec())
 }
 
+/// The kernel's `ext4_check_descriptors`, which refuses a read-write
+/// mount: each group's bitmaps and inode table inside its group (anywhere
+/// in the filesystem with flex_bg), none of them on the superblock or
+/// group 0's descriptor blocks, and (with uninit_bg or metadata_csum) each
+/// descriptor's own checksum right. A writer that went on would place
+/// blocks by a table it cannot trust, and stamp a fresh checksum over it.
+fn check_descriptors(
+    sb: &Superblock,
+    geo: &Geometry,
+    groups: &GroupTable,
+    csum: &Checksums,
+) -> Result<()> {
+    let flex = sb.has_incompat(Incompat::FLEX_BG);
+    let wide = groups.wide();
+    let sb_block = geo.first_data_block;
+    let gdt_blocks = match geo.meta_bg {
+        Some(first_meta) => u64::from(first_meta.min(geo.desc_blocks()).max(1)),
+        None => u64::from(geo.desc_blocks()),
+    };
+    let itb = u64::from(geo.inode_blocks_per_group());
+    let fail = |g: u32, what: &'static str, detail: String| {
+        Err(Error::corrupt(
+            Location::group(g).of(what),
+            FormatError::invalid(what, detail),
+        ))
+    };
+    for (g, d) in (0u32..).zip(groups.descs()) {
+        let (first, last) = if flex {
+            (geo.first_data_block, geo.blocks_count.saturating_sub(1))
+        } else {
+            (geo.group_first_block(g), geo.group_last_block(g))
+        };
+        for (what, at, len) in [
+            ("block bitmap", d.block_bitmap(wide), 1),
+            ("inode bitmap", d.inode_bitmap(wide), 1),
+            ("inode table", d.inode_table(wide), itb.max(1)),
+        ] {
+            let end = at.saturating_add(len - 1);
+            if at == sb_block {
+                return fail(g, what, format!("block {at} overlaps the superblock"));
+            }
+            if at > sb_block && at <= sb_block + gdt_blocks {
+                return fail(
+                    g,
+                    what,
+                    format!("block {at} overlaps the group descriptors"),
+                );
+            }
+            if at < first || end > last {
+                return fail(
+                    g,
+                    what,
+                    format!("blocks {at}-{end} are not within blocks {first}-{last}"),
+                );
+            }
+        }
+        if !csum.desc_ok(g, d) {
+            return fail(g, "group descriptor", "checksum does not match".into());
+        }
+    }
+    Ok(())
+}
+
 impl Volume {
     /// Opens the filesystem on `dev` for changing.
     ///
@@ -248,9 +311,14 @@ impl Volume {
             ));
         }
         let descs = read_descs(dev.as_ref(), &geo, geo.first_data_block)?;
-        let groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
+        let mut groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
+        let csum = Checksums::new(&sb);
+        if !opts.unverified {
+            check_descriptors(&sb, &geo, &groups, &csum)?;
+            groups.verify_bitmaps(Some(csum.clone()));
+        }
         Ok(Volume {
-            csum: Checksums::new(&sb),
+            csum,
             recover_on_disk: sb.has_incompat(Incompat::RECOVER),
             dev,
             sb,
@@ -280,9 +348,14 @@ impl Volume {
         opts.journal = JournalUse::Off;
         let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
         let descs = read_descs(dev.as_ref(), &geo, geo.first_data_block)?;
-        let groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
+        let mut groups = GroupTable::new(Arc::clone(&dev), &sb, descs)?;
+        let csum = Checksums::new(&sb);
+        if !opts.unverified {
+            check_descriptors(&sb, &geo, &groups, &csum)?;
+            groups.verify_bitmaps(Some(csum.clone()));
+        }
         Ok(Volume {
-            csum: Checksums::new(&sb),
+            csum,
             recover_on_disk: false,
             dev,
             sb,

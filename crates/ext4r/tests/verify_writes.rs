@@ -7,7 +7,8 @@
 //!   image stays byte-identical; the read API refuses both too unless
 //!   asked not to verify.
 //! - A property run: bytes flipped in one metadata block (inode table,
-//!   directory leaf or htree node, extent node, xattr block) of a filled
+//!   directory leaf or htree node, extent node, xattr block, block and
+//!   inode bitmap, group descriptors) of a filled
 //!   image, then a random workload through the API; wherever e2fsck found
 //!   the damaged image not clean, it must still find it not clean
 //!   afterwards (the API never makes a damaged image look clean), and the
@@ -152,6 +153,98 @@ fn an_altered_name_refuses_a_new_entry_and_writes_nothing() {
     }
 }
 
+/// A block bitmap that fails its checksum (e2fsck's f_bad_bmap_csum
+/// class): like the kernel, the writer never allocates from that group and
+/// never rewrites the bitmap; freeing blocks into it is refused as
+/// corruption. The damaged bitmap stays byte for byte, e2fsck still sees it.
+#[test]
+fn a_bitmap_failing_its_checksum_is_never_rewritten() {
+    let dev = filled();
+    let dir = TempDir::new("verify-bitmap");
+    let fs = Filesystem::open(dev.snapshot()).unwrap();
+    let bb = fs
+        .group_desc(ext4r_format::GroupNr(0))
+        .unwrap()
+        .block_bitmap(true);
+    drop(fs);
+    // A used block of group 0 marked free in its bitmap.
+    let at = bb * 1024 + 40;
+    let mut byte = [0u8; 1];
+    dev.read_at(&mut byte, at).unwrap();
+    byte[0] ^= 0x10;
+    dev.write_at(&byte, at).unwrap();
+    if let Some(clean) = e2fsck_clean(&dev, &dir) {
+        assert!(!clean, "e2fsck must see the damage");
+    }
+    let bitmap_before = dev.to_vec().unwrap()[bb as usize * 1024..][..1024].to_vec();
+    let mut w = WriteFs::open(dev.clone(), opts()).unwrap();
+    // New data goes to the other group.
+    let f = w.create(ROOT_INO, b"new", &NewNode::file(0o644)).unwrap();
+    w.write(f, 0, &[5u8; 4096]).unwrap();
+    // Freeing /big's blocks (in group 0) would edit the bitmap: refused.
+    let big = w.lookup_path("/big").unwrap();
+    match w.truncate(big, 0) {
+        Err(ext4r::Error::Corrupt { location, .. }) => {
+            assert!(location.what.contains("block bitmap"), "{location}");
+        }
+        other => panic!("freeing into the damaged group: {other:?}"),
+    }
+    drop(w);
+    let mut w = WriteFs::open(dev.clone(), opts()).unwrap();
+    let f = w.create(ROOT_INO, b"new2", &NewNode::file(0o644)).unwrap();
+    w.write(f, 0, &[6u8; 2048]).unwrap();
+    w.close().unwrap();
+    assert_eq!(
+        dev.to_vec().unwrap()[bb as usize * 1024..][..1024],
+        bitmap_before[..],
+        "the damaged bitmap was rewritten"
+    );
+    if let Some(clean) = e2fsck_clean(&dev, &dir) {
+        assert!(!clean, "the damage must stay visible");
+    }
+}
+
+/// A descriptor placing its inode table outside the filesystem or over
+/// the superblock (e2fsck's f_illitable and f_badroot class), or failing
+/// its own checksum: refused at open, as the kernel refuses a read-write
+/// mount, and nothing is written.
+#[test]
+fn descriptors_the_kernel_would_not_mount_are_refused_at_open() {
+    let base = filled();
+    let pristine = base.to_vec().unwrap();
+    // Group 0's descriptor sits at the start of block 2 (1 KiB blocks):
+    // bg_inode_table_lo at 8, bg_checksum at 0x1e.
+    for (what, off, bytes) in [
+        (
+            "inode table past the end",
+            8usize,
+            0x00ff_ffffu32.to_le_bytes().to_vec(),
+        ),
+        (
+            "inode table on the superblock",
+            8,
+            1u32.to_le_bytes().to_vec(),
+        ),
+        (
+            "block bitmap on the descriptors",
+            0,
+            2u32.to_le_bytes().to_vec(),
+        ),
+        ("descriptor checksum", 0x1e, vec![0x5a, 0xa5]),
+    ] {
+        let dev = Arc::new(MemDevice::from_bytes(&pristine));
+        dev.write_at(&bytes, 2 * 1024 + off as u64).unwrap();
+        let before = dev.to_vec().unwrap();
+        // (A bad inode table is found by the journal inode's read already.)
+        match WriteFs::open(dev.clone(), opts()) {
+            Err(ext4r::Error::Corrupt { .. }) => {}
+            Err(e) => panic!("{what}: {e}"),
+            Ok(_) => panic!("{what}: opened for writing"),
+        }
+        assert!(dev.to_vec().unwrap() == before, "{what}: the refusal wrote");
+    }
+}
+
 #[test]
 fn an_altered_size_refuses_setattr_and_writes_nothing() {
     let dev = filled();
@@ -214,6 +307,10 @@ fn metadata_blocks(dev: &MemDevice) -> Vec<u64> {
     let g0 = fs.group_desc(ext4r_format::GroupNr(0)).unwrap();
     let it = g0.inode_table(true);
     out.extend(it..it + 16);
+    // The bitmaps and the descriptor block (after the superblock's).
+    out.push(g0.block_bitmap(true));
+    out.push(g0.inode_bitmap(true));
+    out.push(2);
     for p in ["/", "/d"] {
         let info = fs.resolve(p).unwrap();
         for r in fs.runs(&info).unwrap() {
