@@ -416,6 +416,21 @@ mod tests {
     }
 
     #[test]
+    fn a_name_too_long_for_name_len_is_refused_unchanged() {
+        let mut b = build(
+            4096,
+            &[(b".".to_vec(), 2, 2), (b"..".to_vec(), 2, 2)],
+            false,
+        )
+        .unwrap();
+        let before = b.clone();
+        assert!(!insert(&mut b, &[b'a'; 256], 12, 1));
+        assert_eq!(b, before);
+        assert!(insert(&mut b, &[b'a'; 255], 12, 1));
+        assert_eq!(find(&b, &[b'a'; 255]), Some(Some((12, 1))));
+    }
+
+    #[test]
     fn dots_open_block_0_linear_or_htree_root() {
         let mut b = build(
             1024,

@@ -520,6 +520,18 @@ mod tests {
     }
 
     #[test]
+    fn a_block_map_word_is_not_given_a_block_past_32_bits() {
+        let mut root = words(&[(0, 100), (1, 101)], 60);
+        let before = root.clone();
+        let mut v = Log::default();
+        v.moves.insert(100, 1 << 32);
+        let w = block_map(&mut root, 1024, &mut v).unwrap();
+        assert!(w.stopped && !w.root_changed);
+        assert_eq!(root, before);
+        assert_eq!(v.seen.len(), 1);
+    }
+
+    #[test]
     fn extent_tree_gives_ranges_and_rewrites_entries() {
         let ext = |l: u32, p: u64, n: u16| Extent::new(l, BlockNr(p), n, false).unwrap();
         let mut leaf = vec![0u8; 1024];
