@@ -93,7 +93,7 @@ pub(crate) struct OnlineArgs {
 }
 
 /// Runs `e4defrag-r`.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let a = match Args::try_parse_from(args) {
         Ok(a) => a,
         Err(e) => {

@@ -10,6 +10,7 @@
 //! exist, and directories get their attributes last, deepest first, since
 //! writing inside a directory changes its times.
 
+use ext4r_format::num;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::File;
@@ -54,7 +55,7 @@ pub(crate) fn command() -> clap::Command {
 }
 
 /// Runs `ext4r extract`.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     match parse::<Args>(args) {
         Ok(a) => finish("ext4r extract", run(&a)),
         Err(c) => c,
@@ -290,7 +291,7 @@ impl Shared<'_> {
                 end = small[j].0 + small[j].1;
                 j += 1;
             }
-            let span = ((end - start) * bs) as usize;
+            let span = num::index((end - start) * bs);
             if span > buf.len()
                 || self
                     .fs
@@ -304,8 +305,8 @@ impl Shared<'_> {
             }
             for &(p, _, size, i) in &small[k..j] {
                 let (info, target) = &jobs[i];
-                let at = ((p - start) * bs) as usize;
-                let data = &buf[at..at + size as usize];
+                let at = num::index((p - start) * bs);
+                let data = &buf[at..at + num::index(size)];
                 if let Err(e) = self.write_small(info, target, data) {
                     self.warn(target, crate::errors::message(e.as_ref()));
                 }

@@ -5,6 +5,8 @@
 // Unsafe code is allowed only where a signal disposition is set (here and
 // in `fsck::cancel`), each block with its SAFETY comment.
 #![deny(unsafe_code)]
+#![warn(unreachable_pub)]
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 mod defrag;
 mod defrag_bar;

@@ -71,7 +71,7 @@ fn parse<A: Parser>(args: Vec<OsString>) -> Result<A, ExitCode> {
 }
 
 /// Runs `ext4r mount`.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let tool = args
         .first()
         .map(|a| a.to_string_lossy().into_owned())
@@ -150,7 +150,11 @@ fn start_background(tool: &str, args: &[OsString]) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     match child.wait() {
-        Ok(s) => ExitCode::from(s.code().map_or(EXIT_FAIL, |c| c as u8)),
+        Ok(s) => ExitCode::from(
+            s.code()
+                .and_then(|c| u8::try_from(c).ok())
+                .unwrap_or(EXIT_FAIL),
+        ),
         Err(_) => ExitCode::from(EXIT_FAIL),
     }
 }
@@ -209,7 +213,7 @@ pub(crate) fn umount_command() -> clap::Command {
 }
 
 /// Runs `ext4r umount`.
-pub fn umount_main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn umount_main(args: Vec<OsString>) -> ExitCode {
     let a = match parse::<UmountArgs>(args) {
         Ok(a) => a,
         Err(c) => return c,

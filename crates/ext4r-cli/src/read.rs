@@ -81,7 +81,7 @@ pub(crate) fn cat_command() -> clap::Command {
 }
 
 /// Runs `ext4r ls`.
-pub fn ls_main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn ls_main(args: Vec<OsString>) -> ExitCode {
     match parse::<LsArgs>(args) {
         Ok(a) => finish("ext4r ls", ls(&a)),
         Err(c) => c,
@@ -231,7 +231,7 @@ struct CatArgs {
 }
 
 /// Runs `ext4r cat`.
-pub fn cat_main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn cat_main(args: Vec<OsString>) -> ExitCode {
     match parse::<CatArgs>(args) {
         Ok(a) => finish("ext4r cat", cat(&a)),
         Err(c) => c,

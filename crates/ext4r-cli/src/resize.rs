@@ -263,7 +263,7 @@ fn split_number(s: &str) -> (Option<u64>, &str) {
 }
 
 /// Runs resize.ext4r with `argv` (argv[0] is the program name).
-pub fn main(argv: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(argv: Vec<OsString>) -> ExitCode {
     let a = match parse(&argv) {
         Parsed::Help => {
             print!("{}", command().render_long_help());

@@ -37,7 +37,7 @@ const ANSWERED: &[u8] = b"hV";
 struct Usage;
 
 /// Runs tune.ext4r with `args` (args[0] is the program name).
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let prog = "tune.ext4r";
     match answer(&args) {
         Some(b'h') => {
@@ -472,18 +472,20 @@ fn parse(prog: &str, args: &[OsString]) -> Result<(TuneOptions, OsString), Usage
                         continue;
                     }
                     let n = parse_c_long(&s).ok_or_else(|| bad(prog, "bad mounts count", &s))?;
-                    if !(-16000..=16000).contains(&n) {
-                        return Err(bad(prog, "bad mounts count", &s));
-                    }
-                    o.max_mount_count = Some(MaxMounts::Count(if n == 0 { -1 } else { n as i32 }));
+                    let n = i32::try_from(n)
+                        .ok()
+                        .filter(|n| (-16000..=16000).contains(n))
+                        .ok_or_else(|| bad(prog, "bad mounts count", &s))?;
+                    o.max_mount_count = Some(MaxMounts::Count(if n == 0 { -1 } else { n }));
                 }
                 b'C' => {
                     any = true;
                     let n = parse_c_ulong(&s).ok_or_else(|| bad(prog, "bad mounts count", &s))?;
-                    if n > 16000 {
-                        return Err(bad(prog, "bad mounts count", &s));
-                    }
-                    o.mount_count = Some(n as u32);
+                    let n = u32::try_from(n)
+                        .ok()
+                        .filter(|&n| n <= 16000)
+                        .ok_or_else(|| bad(prog, "bad mounts count", &s))?;
+                    o.mount_count = Some(n);
                 }
                 b'e' => {
                     any = true;

@@ -20,6 +20,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 #![warn(clippy::missing_errors_doc)]
 
 pub mod error;

@@ -5,12 +5,17 @@
 //! fs/ext4/ext4.h) and sized as the call says.
 #![allow(unsafe_code)]
 
+use ext4r_format::num;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
 /// `_IOWR(type, nr, size)` as asm-generic/ioctl.h encodes it.
 const fn iowr(ty: u8, nr: u8, size: usize) -> libc::c_ulong {
-    ((3 << 30) | ((size as u32) << 16) | ((ty as u32) << 8) | nr as u32) as libc::c_ulong
+    // The size field has 14 bits (checked when the constant is built).
+    assert!(size < 1 << 14);
+    #[allow(clippy::cast_possible_truncation)] // size < 2^14, asserted above
+    let size = size as u32;
+    ((3 << 30) | (size << 16) | ((ty as u32) << 8) | nr as u32) as libc::c_ulong
 }
 
 #[repr(C)]
@@ -78,7 +83,7 @@ pub(crate) fn fiemap(fd: impl AsFd) -> io::Result<Vec<MapRecord>> {
             fm_start: pos,
             fm_length: u64::MAX - pos,
             fm_flags: FIEMAP_FLAG_SYNC,
-            fm_extent_count: FIEMAP_BATCH as u32,
+            fm_extent_count: num::sat_u32(FIEMAP_BATCH),
             ..FiemapHeader::default()
         };
         // SAFETY: `buf` is a fiemap header followed by room for
@@ -208,7 +213,7 @@ pub(crate) fn getfsmap_free(fd: impl AsFd) -> io::Result<Vec<(u64, u64)>> {
         head: FsmapHead::default(),
         recs: [Fsmap::default(); FSMAP_BATCH],
     });
-    buf.head.fmh_count = FSMAP_BATCH as u32;
+    buf.head.fmh_count = num::sat_u32(FSMAP_BATCH);
     buf.head.fmh_keys[1] = Fsmap {
         fmr_device: u32::MAX,
         fmr_flags: u32::MAX,
@@ -270,14 +275,19 @@ pub(crate) fn write_back(fd: impl AsFd, offset: u64, len: u64) -> io::Result<()>
 pub(crate) fn locked_by_other(fd: impl AsFd) -> io::Result<bool> {
     // SAFETY: an all-zero flock is a valid value to fill in.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    #[allow(clippy::cast_possible_truncation)] // F_WRLCK and SEEK_SET are 1 and 0
+    let (l_type, l_whence) = (
+        libc::F_WRLCK as libc::c_short,
+        libc::SEEK_SET as libc::c_short,
+    );
+    fl.l_type = l_type;
+    fl.l_whence = l_whence;
     // SAFETY: F_GETLK reads and writes the flock passed.
     let r = unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_GETLK, &mut fl) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+    Ok(libc::c_int::from(fl.l_type) != libc::F_UNLCK)
 }
 
 /// Whether some process has the file open for writing: a read lease

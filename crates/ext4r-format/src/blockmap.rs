@@ -101,17 +101,21 @@ pub fn block_path(logical: u32, block_size: u32) -> Result<BlockPath> {
     }
     n -= NDIR_BLOCKS as u64;
     let mut span = p;
-    for (level, slot) in [IND_BLOCK, DIND_BLOCK, TIND_BLOCK].into_iter().enumerate() {
+    // (slot in i_block, levels of indirection below it)
+    for (slot, depth) in [(IND_BLOCK, 1u8), (DIND_BLOCK, 2), (TIND_BLOCK, 3)] {
         if n < span {
-            offsets[0] = slot as u32;
+            #[allow(clippy::cast_possible_truncation)] // the slots are 12..=14
+            let slot = slot as u32;
+            offsets[0] = slot;
             // Write the base-p digits of n, least significant last.
-            let depth = level + 1;
-            for i in (1..=depth).rev() {
-                offsets[i] = (n % p) as u32;
+            for i in (1..=usize::from(depth)).rev() {
+                #[allow(clippy::cast_possible_truncation)] // n % p < p, a u32
+                let digit = (n % p) as u32;
+                offsets[i] = digit;
                 n /= p;
             }
             return Ok(BlockPath {
-                len: depth as u8 + 1,
+                len: depth + 1,
                 offsets,
             });
         }

@@ -15,6 +15,7 @@ pub mod leaf;
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
 use crate::inode::mode;
+use crate::num;
 use crate::types::InodeNr;
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -129,8 +130,8 @@ pub fn rec_len_to_disk(len: u32, block_size: u32) -> Result<u16> {
             format!("{len} in a block of {block_size}"),
         ));
     }
-    Ok(if len < 65536 {
-        len as u16
+    Ok(if let Ok(short) = u16::try_from(len) {
+        short
     } else if len == block_size {
         if block_size == 65536 {
             MAX_REC_LEN
@@ -138,7 +139,9 @@ pub fn rec_len_to_disk(len: u32, block_size: u32) -> Result<u16> {
             0
         }
     } else {
-        ((len & 65532) | ((len >> 16) & 3)) as u16
+        // 65536 < len <= 2^18: bits 16-17 move into the (always zero)
+        // low two bits of the 16-bit field.
+        num::lo16((len & 65532) | ((len >> 16) & 3))
     })
 }
 
@@ -302,6 +305,7 @@ impl DirEntryTail {
     pub fn new() -> Self {
         DirEntryTail {
             det_reserved_zero1: 0.into(),
+            #[allow(clippy::cast_possible_truncation)] // DIR_TAIL_SIZE is 12
             det_rec_len: (DIR_TAIL_SIZE as u16).into(),
             det_reserved_zero2: 0,
             det_reserved_ft: ft::DIR_CSUM,
@@ -316,7 +320,7 @@ impl DirEntryTail {
         let start = block.len().checked_sub(DIR_TAIL_SIZE)?;
         let t = DirEntryTail::read_from_bytes(&block[start..]).ok()?;
         let ok = t.det_reserved_zero1.get() == 0
-            && t.det_rec_len.get() == DIR_TAIL_SIZE as u16
+            && usize::from(t.det_rec_len.get()) == DIR_TAIL_SIZE
             && t.det_reserved_zero2 == 0
             && t.det_reserved_ft == ft::DIR_CSUM;
         ok.then_some(t)
@@ -431,7 +435,7 @@ impl DirBlockBuilder {
             return Err(FormatError::invalid("directory block", "full"));
         }
         let rec = rec_len_for_name(name.len());
-        self.write_entry(self.pos, inode.0, rec as u32, name, file_type)?;
+        self.write_entry(self.pos, inode.0, num::sat_u32(rec), name, file_type)?;
         self.last = Some(self.pos);
         self.pos += rec;
         Ok(())
@@ -445,10 +449,13 @@ impl DirBlockBuilder {
         name: &[u8],
         ftype: u8,
     ) -> Result<()> {
+        let name_len = u8::try_from(name.len()).map_err(|_| {
+            FormatError::invalid("directory entry", format!("name of {} bytes", name.len()))
+        })?;
         let h = DirEntry2 {
             inode: inode.into(),
             rec_len: rec_len_to_disk(rec, self.block_size)?.into(),
-            name_len: name.len() as u8,
+            name_len,
             file_type: ftype,
         };
         self.buf[at..at + DIR_ENTRY_HEADER_SIZE].copy_from_slice(h.as_bytes());
@@ -467,11 +474,11 @@ impl DirBlockBuilder {
     pub fn finish(mut self) -> Result<Vec<u8>> {
         match self.last {
             Some(at) => {
-                let rec = (self.end - at) as u32;
+                let rec = num::sat_u32(self.end - at);
                 self.buf[at + 4..at + 6]
                     .copy_from_slice(&rec_len_to_disk(rec, self.block_size)?.to_le_bytes());
             }
-            None => self.write_entry(0, 0, self.end as u32, &[], 0)?,
+            None => self.write_entry(0, 0, num::sat_u32(self.end), &[], 0)?,
         }
         if self.end < self.buf.len() {
             let end = self.end;

@@ -13,6 +13,7 @@ use crate::prelude::*;
 
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
+use crate::num;
 use crate::types::BlockNr;
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -121,8 +122,8 @@ impl ExtentIdx {
 
     /// Sets the child node's block (the low 48 bits are stored).
     pub fn set_leaf(&mut self, b: BlockNr) {
-        self.ei_leaf_lo.set(b.0 as u32);
-        self.ei_leaf_hi.set((b.0 >> 32) as u16);
+        self.ei_leaf_lo.set(num::lo32(b.0));
+        self.ei_leaf_hi.set(num::hi16_of_48(b.0));
     }
 }
 
@@ -150,8 +151,8 @@ impl Extent {
 
     /// Sets the first physical block (the low 48 bits are stored).
     pub fn set_start(&mut self, b: BlockNr) {
-        self.ee_start_lo.set(b.0 as u32);
-        self.ee_start_hi.set((b.0 >> 32) as u16);
+        self.ee_start_lo.set(num::lo32(b.0));
+        self.ee_start_hi.set(num::hi16_of_48(b.0));
     }
 
     /// Whether the extent is unwritten (allocated, reads as zeros):
@@ -364,7 +365,8 @@ fn write_node(out: &mut [u8], max: u16, depth: u16, generation: u32, entries: &[
         ));
     }
     let mut h = ExtentHeader::new(max, depth);
-    h.eh_entries.set(count as u16);
+    // count <= max, a u16, was checked above.
+    h.eh_entries.set(num::sat_u16(count));
     h.eh_generation.set(generation);
     out[..EXTENT_ENTRY_SIZE].copy_from_slice(h.as_bytes());
     out[EXTENT_ENTRY_SIZE..EXTENT_ENTRY_SIZE + entries.len()].copy_from_slice(entries);
@@ -380,7 +382,7 @@ fn write_node(out: &mut [u8], max: u16, depth: u16, generation: u32, entries: &[
 pub fn write_leaf(out: &mut [u8], extents: &[Extent]) -> Result<()> {
     let max = max_entries(out.len());
     write_node(out, max, 0, 0, extents.as_bytes())?;
-    out[tail_offset(extents.len() as u16)..tail_offset(max)].fill(0);
+    out[tail_offset(num::sat_u16(extents.len()))..tail_offset(max)].fill(0);
     Ok(())
 }
 
@@ -395,7 +397,7 @@ pub fn write_index(out: &mut [u8], depth: u16, indexes: &[ExtentIdx]) -> Result<
     }
     let max = max_entries(out.len());
     write_node(out, max, depth, 0, indexes.as_bytes())?;
-    out[tail_offset(indexes.len() as u16)..tail_offset(max)].fill(0);
+    out[tail_offset(num::sat_u16(indexes.len()))..tail_offset(max)].fill(0);
     Ok(())
 }
 

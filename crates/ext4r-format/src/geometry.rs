@@ -14,6 +14,7 @@ use crate::prelude::*;
 
 use crate::error::{FormatError, Result};
 use crate::features::{Compat, Incompat, RoCompat};
+use crate::num;
 use crate::superblock::Superblock;
 
 /// The numbers that fix a filesystem's layout, taken from a superblock.
@@ -122,8 +123,10 @@ impl Geometry {
 
     /// Blocks one inode table takes.
     pub fn inode_blocks_per_group(&self) -> u32 {
-        ((u64::from(self.inodes_per_group) * u64::from(self.inode_size))
-            .div_ceil(u64::from(self.block_size))) as u32
+        num::sat_u32(
+            (u64::from(self.inodes_per_group) * u64::from(self.inode_size))
+                .div_ceil(u64::from(self.block_size)),
+        )
     }
 
     /// Blocks per cluster.
@@ -153,7 +156,7 @@ impl Geometry {
     /// The group holding block `b` (blocks before the first data block
     /// count as group 0).
     pub fn group_of_block(&self, b: u64) -> u32 {
-        (b.saturating_sub(self.first_data_block) / self.blocks_per_group) as u32
+        num::sat_u32(b.saturating_sub(self.first_data_block) / self.blocks_per_group)
     }
 
     /// Whether group `g` holds a superblock copy.
@@ -348,7 +351,7 @@ pub fn reserved_gdt_blocks(
     let rsv_gdb = rsv_groups
         .div_ceil(u64::from(descs_per_block))
         .saturating_sub(u64::from(desc_blocks));
-    rsv_gdb.min(u64::from(block_size / 4)) as u32
+    num::sat_u32(rsv_gdb).min(block_size / 4)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use crate::prelude::*;
 
 use crate::checksum::{crc16, crc32c};
 use crate::error::{need, FormatError, Result};
+use crate::num;
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -167,32 +168,32 @@ impl GroupDesc {
 
     /// Sets the three metadata locations.
     pub fn set_locations(&mut self, block_bitmap: u64, inode_bitmap: u64, inode_table: u64) {
-        self.bg_block_bitmap_lo.set(block_bitmap as u32);
-        self.bg_block_bitmap_hi.set((block_bitmap >> 32) as u32);
-        self.bg_inode_bitmap_lo.set(inode_bitmap as u32);
-        self.bg_inode_bitmap_hi.set((inode_bitmap >> 32) as u32);
-        self.bg_inode_table_lo.set(inode_table as u32);
-        self.bg_inode_table_hi.set((inode_table >> 32) as u32);
+        self.bg_block_bitmap_lo.set(num::lo32(block_bitmap));
+        self.bg_block_bitmap_hi.set(num::hi32(block_bitmap));
+        self.bg_inode_bitmap_lo.set(num::lo32(inode_bitmap));
+        self.bg_inode_bitmap_hi.set(num::hi32(inode_bitmap));
+        self.bg_inode_table_lo.set(num::lo32(inode_table));
+        self.bg_inode_table_hi.set(num::hi32(inode_table));
     }
     /// Sets the free block count.
     pub fn set_free_blocks_count(&mut self, v: u32) {
-        self.bg_free_blocks_count_lo.set(v as u16);
-        self.bg_free_blocks_count_hi.set((v >> 16) as u16);
+        self.bg_free_blocks_count_lo.set(num::lo16(v));
+        self.bg_free_blocks_count_hi.set(num::hi16(v));
     }
     /// Sets the free inode count.
     pub fn set_free_inodes_count(&mut self, v: u32) {
-        self.bg_free_inodes_count_lo.set(v as u16);
-        self.bg_free_inodes_count_hi.set((v >> 16) as u16);
+        self.bg_free_inodes_count_lo.set(num::lo16(v));
+        self.bg_free_inodes_count_hi.set(num::hi16(v));
     }
     /// Sets the directory count.
     pub fn set_used_dirs_count(&mut self, v: u32) {
-        self.bg_used_dirs_count_lo.set(v as u16);
-        self.bg_used_dirs_count_hi.set((v >> 16) as u16);
+        self.bg_used_dirs_count_lo.set(num::lo16(v));
+        self.bg_used_dirs_count_hi.set(num::hi16(v));
     }
     /// Sets the unused inode count.
     pub fn set_itable_unused(&mut self, v: u32) {
-        self.bg_itable_unused_lo.set(v as u16);
-        self.bg_itable_unused_hi.set((v >> 16) as u16);
+        self.bg_itable_unused_lo.set(num::lo16(v));
+        self.bg_itable_unused_hi.set(num::hi16(v));
     }
     /// Sets `bg_flags`.
     pub fn set_flags(&mut self, v: u16) {
@@ -202,16 +203,16 @@ impl GroupDesc {
     /// Stores a block bitmap checksum (full crc32c; the high half only when
     /// the descriptor is large enough to hold it).
     pub fn set_block_bitmap_csum(&mut self, crc: u32, desc_size: usize) {
-        self.bg_block_bitmap_csum_lo.set(crc as u16);
+        self.bg_block_bitmap_csum_lo.set(num::lo16(crc));
         if desc_size >= BITMAP_CSUM_HI_END - 2 {
-            self.bg_block_bitmap_csum_hi.set((crc >> 16) as u16);
+            self.bg_block_bitmap_csum_hi.set(num::hi16(crc));
         }
     }
     /// Stores an inode bitmap checksum.
     pub fn set_inode_bitmap_csum(&mut self, crc: u32, desc_size: usize) {
-        self.bg_inode_bitmap_csum_lo.set(crc as u16);
+        self.bg_inode_bitmap_csum_lo.set(num::lo16(crc));
         if desc_size >= BITMAP_CSUM_HI_END {
-            self.bg_inode_bitmap_csum_hi.set((crc >> 16) as u16);
+            self.bg_inode_bitmap_csum_hi.set(num::hi16(crc));
         }
     }
 

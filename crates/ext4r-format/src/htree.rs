@@ -19,6 +19,7 @@ use crate::prelude::*;
 use crate::checksum::crc32c;
 use crate::dir::{rec_len_from_disk, rec_len_to_disk, DirEntry2, DIR_ENTRY_HEADER_SIZE};
 use crate::error::{need, FormatError, Result};
+use crate::num;
 use crate::types::InodeNr;
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -167,7 +168,8 @@ pub struct DxEntries<'a> {
 impl<'a> DxEntries<'a> {
     /// `count`.
     pub fn count(&self) -> u16 {
-        self.entries.len() as u16
+        // The slice was cut to a `count` read as u16.
+        num::sat_u16(self.entries.len())
     }
 
     /// Entry `i` as (hash, block); the first entry's hash is 0 (its slot
@@ -436,6 +438,7 @@ impl DxRoot {
             info: DxRootInfo {
                 reserved_zero: 0.into(),
                 hash_version,
+                #[allow(clippy::cast_possible_truncation)] // DX_ROOT_INFO_SIZE is 8
                 info_length: DX_ROOT_INFO_SIZE as u8,
                 indirect_levels,
                 unused_flags: 0,
@@ -461,7 +464,8 @@ fn write_entries(
     block[count_offset..count_offset + bytes.len()].copy_from_slice(bytes);
     let cl = DxCountLimit {
         limit: limit.into(),
-        count: (entries.len() as u16).into(),
+        // At most `limit`, a u16, as checked above.
+        count: num::sat_u16(entries.len()).into(),
     };
     block[count_offset..count_offset + 4].copy_from_slice(cl.as_bytes());
     Ok(())
@@ -562,7 +566,8 @@ fn legacy_hash(name: &[u8], signed: bool) -> u32 {
 /// Packs up to `out.len() * 4` bytes of `msg` big-end-first into words,
 /// padding with a pattern of the remaining length (`str2hashbuf`).
 fn str2hashbuf(msg: &[u8], out: &mut [u32], signed: bool) {
-    let len = msg.len() as u32;
+    // The kernel's `(__u32)len`.
+    let len = num::lo32(msg.len() as u64);
     let mut pad = len | (len << 8);
     pad |= pad << 16;
     let take = msg.len().min(out.len() * 4);

@@ -12,6 +12,7 @@ use crate::prelude::*;
 
 use crate::checksum::crc32c;
 use crate::error::{need, FormatError, Result};
+use crate::num;
 use crate::types::{BlockNr, InodeNr};
 use bitflags::bitflags;
 use zerocopy::little_endian::{U16, U32};
@@ -246,7 +247,8 @@ fn encode_time(t: Timestamp) -> (u32, u32) {
     let min = -(1i64 << 31);
     let max = (1i64 << 31) - 1 + (3i64 << 32);
     let secs = t.secs.clamp(min, max);
-    let base = secs as u32;
+    // The low 32 bits of the two's complement, as the kernel stores them.
+    let base = num::lo32(secs as u64);
     let epoch = ((secs - i64::from(base as i32)) >> 32) as u32 & EPOCH_MASK;
     (base, epoch | (t.nsecs.min((1 << 30) - 1) << 2))
 }
@@ -379,8 +381,8 @@ impl Inode {
 
     /// Sets the file size.
     pub fn set_size(&mut self, v: u64) {
-        self.i_size_lo.set(v as u32);
-        self.i_size_high.set((v >> 32) as u32);
+        self.i_size_lo.set(num::lo32(v));
+        self.i_size_high.set(num::hi32(v));
     }
 
     /// The raw 48-bit `i_blocks` (low word plus `l_i_blocks_high` when the
@@ -421,12 +423,12 @@ impl Inode {
     ) -> Result<()> {
         let mut flags = self.flags();
         if sectors <= u64::from(u32::MAX) {
-            self.i_blocks_lo.set(sectors as u32);
+            self.i_blocks_lo.set(num::lo32(sectors));
             self.l_i_blocks_high.set(0);
             flags.remove(InodeFlags::HUGE_FILE);
         } else if huge_file && sectors < 1 << 48 {
-            self.i_blocks_lo.set(sectors as u32);
-            self.l_i_blocks_high.set((sectors >> 32) as u16);
+            self.i_blocks_lo.set(num::lo32(sectors));
+            self.l_i_blocks_high.set(num::hi16_of_48(sectors));
             flags.remove(InodeFlags::HUGE_FILE);
         } else {
             let per_block = u64::from(block_size / 512);
@@ -437,8 +439,8 @@ impl Inode {
                     format!("{sectors} sectors cannot be stored"),
                 ));
             }
-            self.i_blocks_lo.set(fs_blocks as u32);
-            self.l_i_blocks_high.set((fs_blocks >> 32) as u16);
+            self.i_blocks_lo.set(num::lo32(fs_blocks));
+            self.l_i_blocks_high.set(num::hi16_of_48(fs_blocks));
             flags.insert(InodeFlags::HUGE_FILE);
         }
         self.set_flags(flags);
@@ -452,8 +454,8 @@ impl Inode {
 
     /// Sets the owner.
     pub fn set_uid(&mut self, v: u32) {
-        self.i_uid.set(v as u16);
-        self.l_i_uid_high.set((v >> 16) as u16);
+        self.i_uid.set(num::lo16(v));
+        self.l_i_uid_high.set(num::hi16(v));
     }
 
     /// Group, with the high 16 bits from `l_i_gid_high`.
@@ -463,8 +465,8 @@ impl Inode {
 
     /// Sets the group.
     pub fn set_gid(&mut self, v: u32) {
-        self.i_gid.set(v as u16);
-        self.l_i_gid_high.set((v >> 16) as u16);
+        self.i_gid.set(num::lo16(v));
+        self.l_i_gid_high.set(num::hi16(v));
     }
 
     /// The extended attribute block; the high half only counts with the
@@ -481,8 +483,8 @@ impl Inode {
 
     /// Sets the extended attribute block (48 bits).
     pub fn set_file_acl(&mut self, b: BlockNr) {
-        self.i_file_acl_lo.set(b.0 as u32);
-        self.l_i_file_acl_high.set((b.0 >> 32) as u16);
+        self.i_file_acl_lo.set(num::lo32(b.0));
+        self.l_i_file_acl_high.set(num::hi16_of_48(b.0));
     }
 
     /// `i_generation`.
@@ -784,10 +786,11 @@ pub fn verify_inode_checksum(fs_seed: u32, ino: InodeNr, record: &[u8]) -> Resul
 /// [`FormatError::Truncated`] when the record is shorter than 128 bytes.
 pub fn set_inode_checksum(fs_seed: u32, ino: InodeNr, record: &mut [u8]) -> Result<()> {
     let crc = inode_checksum(fs_seed, ino, record)?;
-    record[CHECKSUM_LO_OFFSET..CHECKSUM_LO_OFFSET + 2].copy_from_slice(&(crc as u16).to_le_bytes());
+    record[CHECKSUM_LO_OFFSET..CHECKSUM_LO_OFFSET + 2]
+        .copy_from_slice(&num::lo16(crc).to_le_bytes());
     if record_has_hi(record) {
         record[CHECKSUM_HI_OFFSET..CHECKSUM_HI_OFFSET + 2]
-            .copy_from_slice(&((crc >> 16) as u16).to_le_bytes());
+            .copy_from_slice(&num::hi16(crc).to_le_bytes());
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 #![warn(clippy::missing_errors_doc)]
 
 extern crate alloc;

@@ -12,6 +12,7 @@
 use crate::prelude::*;
 
 use crate::error::{need, FormatError, Result};
+use crate::num;
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -123,7 +124,7 @@ pub enum Mbr {
 /// [`FormatError::Truncated`] when shorter than 512 bytes;
 /// [`FormatError::Invalid`] for an entry whose end overflows.
 pub fn mbr(sector0: &[u8]) -> Result<Mbr> {
-    need("MBR", sector0, SECTOR as usize)?;
+    need("MBR", sector0, num::index(SECTOR))?;
     if u16::from_le_bytes([sector0[510], sector0[511]]) != MBR_SIGNATURE {
         return Ok(Mbr::None);
     }
@@ -231,7 +232,7 @@ pub fn gpt_array_bytes(h: &GptHeader) -> u64 {
 /// [`FormatError::Invalid`] for an entry that ends before it starts or
 /// whose byte range overflows.
 pub fn gpt_entries(h: &GptHeader, bytes: &[u8]) -> Result<Vec<Partition>> {
-    let total = gpt_array_bytes(h) as usize;
+    let total = num::index(gpt_array_bytes(h));
     need("GPT entries", bytes, total)?;
     let computed = crc32_ieee(&bytes[..total]);
     if computed != h.entries_crc32.get() {
@@ -268,7 +269,8 @@ pub fn gpt_entries(h: &GptHeader, bytes: &[u8]) -> Result<Vec<Partition>> {
             .take_while(|&u| u != 0)
             .collect();
         out.push(Partition {
-            number: i as u32 + 1,
+            // i counts entries of a u32 `entry_count`.
+            number: num::sat_u32(i + 1),
             start,
             len,
             kind: PartitionType::Gpt(e.type_guid),

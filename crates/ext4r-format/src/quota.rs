@@ -17,6 +17,7 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 
+use crate::num;
 use alloc::collections::{BTreeMap, BTreeSet};
 
 /// Quota block size (`QT_BLKSIZE`).
@@ -32,6 +33,7 @@ const ENTRY: usize = 72;
 /// `struct v2r0_disk_dqblk`.
 const ENTRY_R0: usize = 48;
 /// Entries per data block.
+#[allow(clippy::cast_possible_truncation)] // (1024 - 16) / 72 = 14
 const ENTRIES_PER_BLOCK: u16 = ((QBLK - DQDB_HEADER) / ENTRY) as u16;
 /// Grace periods a new file gets (`MAX_DQ_TIME`, `MAX_IQ_TIME`): a week.
 pub const GRACE: u32 = 7 * 24 * 60 * 60;
@@ -165,7 +167,7 @@ impl QuotaFile {
     /// The file's logical blocks of `block_size` bytes in the order they
     /// were first written (which is the order they get allocated in).
     pub fn alloc_order(&self, block_size: usize) -> Vec<u64> {
-        let per = (block_size / QBLK) as u32;
+        let per = num::sat_u32(block_size / QBLK);
         let mut out: Vec<u64> = Vec::new();
         for &q in &self.write_order {
             let l = u64::from(q / per);
@@ -181,7 +183,10 @@ impl QuotaFile {
         let per = block_size / QBLK;
         let mut out = vec![0u8; block_size];
         for i in 0..per {
-            if let Some(b) = self.blocks.get(lblk as usize * per + i) {
+            let k = num::index(lblk)
+                .checked_mul(per)
+                .and_then(|k| k.checked_add(i));
+            if let Some(b) = k.and_then(|k| self.blocks.get(k)) {
                 out[i * QBLK..(i + 1) * QBLK].copy_from_slice(b);
             }
         }
@@ -259,7 +264,8 @@ impl Tree {
         }
         let start = off % QBLK;
         self.f.blocks[blk][start..start + data.len()].copy_from_slice(data);
-        self.f.write_order.push(blk as u32);
+        // Quota blocks are numbered in u32 (the tree's pointers).
+        self.f.write_order.push(num::sat_u32(blk));
     }
 
     fn write_blk(&mut self, blk: u32, buf: &[u8]) {

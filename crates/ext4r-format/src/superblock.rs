@@ -7,6 +7,7 @@ use crate::prelude::*;
 use crate::checksum::{crc32c, fs_csum_seed};
 use crate::error::{need, FormatError, Result};
 use crate::features::{Compat, Features, Incompat, RoCompat};
+use crate::num;
 use zerocopy::little_endian::{I16, U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -205,8 +206,8 @@ fn join_time(lo: u32, hi: u8) -> i64 {
 
 fn split_time(t: i64) -> (u32, u8) {
     // Times before 1970 or after 2446 are clamped to the representable range.
-    let t = t.clamp(0, (1i64 << 40) - 1);
-    (t as u32, (t >> 32) as u8)
+    let t = t.clamp(0, (1i64 << 40) - 1).unsigned_abs();
+    (num::lo32(t), num::lo8(num::hi32(t)))
 }
 
 impl Superblock {
@@ -300,9 +301,9 @@ impl Superblock {
 
     /// Sets total blocks (high half only with 64bit).
     pub fn set_blocks_count(&mut self, v: u64) {
-        self.s_blocks_count_lo.set(v as u32);
+        self.s_blocks_count_lo.set(num::lo32(v));
         self.s_blocks_count_hi
-            .set(if self.is_64bit() { (v >> 32) as u32 } else { 0 });
+            .set(if self.is_64bit() { num::hi32(v) } else { 0 });
     }
 
     /// Reserved blocks.
@@ -316,9 +317,9 @@ impl Superblock {
 
     /// Sets reserved blocks.
     pub fn set_r_blocks_count(&mut self, v: u64) {
-        self.s_r_blocks_count_lo.set(v as u32);
+        self.s_r_blocks_count_lo.set(num::lo32(v));
         self.s_r_blocks_count_hi
-            .set(if self.is_64bit() { (v >> 32) as u32 } else { 0 });
+            .set(if self.is_64bit() { num::hi32(v) } else { 0 });
     }
 
     /// Free blocks.
@@ -332,9 +333,9 @@ impl Superblock {
 
     /// Sets free blocks.
     pub fn set_free_blocks_count(&mut self, v: u64) {
-        self.s_free_blocks_count_lo.set(v as u32);
+        self.s_free_blocks_count_lo.set(num::lo32(v));
         self.s_free_blocks_count_hi
-            .set(if self.is_64bit() { (v >> 32) as u32 } else { 0 });
+            .set(if self.is_64bit() { num::hi32(v) } else { 0 });
     }
 
     /// Group descriptor size: 32 without 64bit, else `s_desc_size`.

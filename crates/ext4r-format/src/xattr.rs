@@ -565,7 +565,7 @@ fn write_entries(
             e_name_index: a.name_index,
             e_value_offs: offs.into(),
             e_value_inum: 0.into(),
-            e_value_size: (a.value.len() as u32).into(),
+            e_value_size: u32::try_from(a.value.len()).map_err(|_| full())?.into(),
             e_hash: if hash {
                 xattr_entry_hash(a.name, a.value, false)
             } else {

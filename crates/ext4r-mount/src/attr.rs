@@ -1,29 +1,30 @@
 //! Inodes as FUSE attributes, and the inode numbers FUSE and ext4 use.
 
 use ext4r::format::inode::mode;
+use ext4r::format::num;
 use ext4r::write::WriteFs;
 use ext4r::{Inode, Timestamp};
 use fuser::{FileAttr, FileType, INodeNo};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// ext4's root directory inode.
-const EXT4_ROOT: u64 = 2;
+const EXT4_ROOT: u32 = 2;
 
 /// The FUSE node id of ext4 inode `ino`: the same number, but the root is
 /// FUSE's 1. Inode 1 (the bad blocks inode) is never in a directory of a
 /// sound filesystem; `None` for it, and callers answer as for damage.
-pub fn to_fuse(ino: u32) -> Option<INodeNo> {
-    match u64::from(ino) {
+pub(crate) fn to_fuse(ino: u32) -> Option<INodeNo> {
+    match ino {
         0 | 1 => None,
         EXT4_ROOT => Some(INodeNo::ROOT),
-        n => Some(INodeNo(n)),
+        n => Some(INodeNo(u64::from(n))),
     }
 }
 
 /// The ext4 inode of FUSE node id `n`.
-pub fn to_ext4(n: INodeNo) -> u32 {
+pub(crate) fn to_ext4(n: INodeNo) -> u32 {
     if n == INodeNo::ROOT {
-        EXT4_ROOT as u32
+        EXT4_ROOT
     } else {
         // Node ids are only those `to_fuse` handed out: ext4 numbers.
         u32::try_from(n.0).unwrap_or(0)
@@ -31,7 +32,7 @@ pub fn to_ext4(n: INodeNo) -> u32 {
 }
 
 /// An on-disk time as a `SystemTime` (before the epoch too).
-pub fn system_time(t: Timestamp) -> SystemTime {
+pub(crate) fn system_time(t: Timestamp) -> SystemTime {
     let nsecs = t.nsecs.min(999_999_999);
     if t.secs >= 0 {
         UNIX_EPOCH + Duration::new(t.secs as u64, nsecs)
@@ -42,7 +43,7 @@ pub fn system_time(t: Timestamp) -> SystemTime {
 }
 
 /// A `SystemTime` as an on-disk time.
-pub fn timestamp(t: SystemTime) -> Timestamp {
+pub(crate) fn timestamp(t: SystemTime) -> Timestamp {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => Timestamp {
             secs: d.as_secs() as i64,
@@ -63,7 +64,7 @@ pub fn timestamp(t: SystemTime) -> Timestamp {
 }
 
 /// The FUSE file type of an `i_mode`.
-pub fn file_type(m: u16) -> FileType {
+pub(crate) fn file_type(m: u16) -> FileType {
     match m & mode::S_IFMT {
         mode::S_IFDIR => FileType::Directory,
         mode::S_IFLNK => FileType::Symlink,
@@ -78,7 +79,7 @@ pub fn file_type(m: u16) -> FileType {
 /// The device number of a device inode in the kernel's `new_encode_dev`
 /// form, which FUSE carries: the old 16-bit encoding in `i_block[0]` when
 /// set, else the new one in `i_block[1]` (as the kernel's ext4 reads it).
-pub fn rdev(i: &Inode) -> u32 {
+pub(crate) fn rdev(i: &Inode) -> u32 {
     let kind = i.mode() & mode::S_IFMT;
     if kind != mode::S_IFCHR && kind != mode::S_IFBLK {
         return 0;
@@ -93,17 +94,17 @@ pub fn rdev(i: &Inode) -> u32 {
 }
 
 /// `new_encode_dev`: minor's low byte, major, minor's upper bits.
-pub fn encode_dev(major: u32, minor: u32) -> u32 {
+pub(crate) fn encode_dev(major: u32, minor: u32) -> u32 {
     (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
 }
 
 /// `new_decode_dev`: (major, minor).
-pub fn decode_dev(dev: u32) -> (u32, u32) {
+pub(crate) fn decode_dev(dev: u32) -> (u32, u32) {
     ((dev & 0xfff00) >> 8, (dev & 0xff) | ((dev >> 12) & 0xfff00))
 }
 
 /// The attributes of ext4 inode `ino` (record `i`).
-pub fn file_attr(fs: &WriteFs, ino: u32, i: &Inode) -> FileAttr {
+pub(crate) fn file_attr(fs: &WriteFs, ino: u32, i: &Inode) -> FileAttr {
     let crtime = i.crtime().map_or(UNIX_EPOCH, system_time);
     FileAttr {
         ino: to_fuse(ino).unwrap_or(INodeNo(u64::from(ino))),
@@ -119,7 +120,7 @@ pub fn file_attr(fs: &WriteFs, ino: u32, i: &Inode) -> FileAttr {
         uid: i.uid(),
         gid: i.gid(),
         rdev: rdev(i),
-        blksize: fs.block_size() as u32,
+        blksize: num::sat_u32(fs.block_size()),
         flags: 0,
     }
 }

@@ -40,13 +40,13 @@ pub fn errno_of(e: &Error) -> i32 {
 }
 
 /// `e` as fuser's errno.
-pub fn errno(e: &Error) -> Errno {
+pub(crate) fn errno(e: &Error) -> Errno {
     Errno::from_i32(errno_of(e))
 }
 
 /// Whether `e` says the image is damaged or the device failed: worth a
 /// line in the log, unlike ENOENT and friends, which are answers.
-pub fn is_fault(e: &Error) -> bool {
+pub(crate) fn is_fault(e: &Error) -> bool {
     matches!(
         e,
         Error::Corrupt { .. } | Error::OutOfRange { .. } | Error::Io { .. } | Error::ReadOnly(_)

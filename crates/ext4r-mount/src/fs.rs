@@ -3,6 +3,7 @@
 use crate::attr::{decode_dev, file_attr, file_type, timestamp, to_ext4, to_fuse};
 use crate::errno::{errno, is_fault};
 use ext4r::format::inode::mode;
+use ext4r::format::num;
 use ext4r::fs::FileKind;
 use ext4r::write::{NewNode, SetAttr, WriteFs};
 use ext4r::{Error, Timestamp};
@@ -308,7 +309,7 @@ impl fuser::Filesystem for Ext4rFuse {
         let p = to_ext4(parent);
         let r = name_bytes(name).and_then(|name| {
             self.change("mknod", |_, fs| {
-                let (uid, gid, m) = Self::owner(fs, req, p, mode as u16)?;
+                let (uid, gid, m) = Self::owner(fs, req, p, mode16(mode)?)?;
                 let perm = m & 0o7777;
                 let (major, minor) = decode_dev(rdev);
                 let node = match m & mode::S_IFMT {
@@ -341,7 +342,7 @@ impl fuser::Filesystem for Ext4rFuse {
         let p = to_ext4(parent);
         let r = name_bytes(name).and_then(|name| {
             self.change("mkdir", |_, fs| {
-                let m = mode::S_IFDIR | (mode as u16 & 0o7777);
+                let m = mode::S_IFDIR | num::lo16(mode & 0o7777);
                 let (uid, gid, m) = Self::owner(fs, req, p, m)?;
                 let ino = fs.mkdir(p, name, &NewNode::dir(m & 0o7777).owned_by(uid, gid))?;
                 Self::entry_of(fs, ino)
@@ -385,7 +386,7 @@ impl fuser::Filesystem for Ext4rFuse {
             let target = target.as_os_str().as_bytes();
             self.change("symlink", |_, fs| {
                 // As ext4_symlink: the target and its NUL fit in a block.
-                if target.len() >= fs.block_size() as usize {
+                if target.len() >= num::index(fs.block_size()) {
                     return Ok(Err(Errno::from_i32(libc::ENAMETOOLONG)));
                 }
                 let (uid, gid, _) = Self::owner(fs, req, p, mode::S_IFLNK)?;
@@ -518,7 +519,8 @@ impl fuser::Filesystem for Ext4rFuse {
         reply: ReplyWrite,
     ) {
         match self.change("write", |_, fs| fs.write(to_ext4(ino), offset, data)) {
-            Ok(n) => reply.written(n as u32),
+            // No more than the request's data, whose size FUSE gives in a u32.
+            Ok(n) => reply.written(num::sat_u32(n)),
             Err(e) => reply.error(e),
         }
     }
@@ -619,7 +621,7 @@ impl fuser::Filesystem for Ext4rFuse {
             reply.error(Errno::EBADF);
             return;
         };
-        for (k, (n, kind, name)) in list.iter().enumerate().skip(offset as usize) {
+        for (k, (n, kind, name)) in list.iter().enumerate().skip(num::index(offset)) {
             if reply.add(*n, k as u64 + 1, *kind, OsStr::from_bytes(name)) {
                 break;
             }
@@ -661,9 +663,9 @@ impl fuser::Filesystem for Ext4rFuse {
                 s.avail_blocks,
                 s.inodes,
                 s.free_inodes,
-                s.block_size as u32,
-                NAME_MAX as u32,
-                s.block_size as u32,
+                num::sat_u32(s.block_size),
+                num::sat_u32(NAME_MAX),
+                num::sat_u32(s.block_size),
             ),
             Err(e) => reply.error(e),
         }
@@ -768,7 +770,7 @@ impl fuser::Filesystem for Ext4rFuse {
         let p = to_ext4(parent);
         let r = name_bytes(name).and_then(|name| {
             self.change("create", |st, fs| {
-                let (uid, gid, m) = Self::owner(fs, req, p, mode as u16)?;
+                let (uid, gid, m) = Self::owner(fs, req, p, mode16(mode)?)?;
                 if m & mode::S_IFMT != mode::S_IFREG && m & mode::S_IFMT != 0 {
                     return Err(Error::InvalidArgument(format!("create of mode {m:#o}")));
                 }
@@ -849,11 +851,20 @@ fn unlink_keeping_open(
     }
 }
 
+/// The 16-bit `i_mode` of a mode FUSE passes as `u32`; bits above 16
+/// (no mode_t has them) are refused, not dropped.
+fn mode16(mode: u32) -> ext4r::Result<u16> {
+    u16::try_from(mode).map_err(|_| Error::InvalidArgument(format!("mode {mode:#o}")))
+}
+
 /// Answers a getxattr/listxattr: the size asked for with 0, the bytes
 /// when they fit, ERANGE when not.
 fn sized(reply: ReplyXattr, size: u32, bytes: &[u8]) {
     if size == 0 {
-        reply.size(bytes.len() as u32);
+        match u32::try_from(bytes.len()) {
+            Ok(n) => reply.size(n),
+            Err(_) => reply.error(Errno::from_i32(libc::E2BIG)),
+        }
     } else if bytes.len() <= size as usize {
         reply.data(bytes);
     } else {

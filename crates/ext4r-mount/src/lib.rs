@@ -28,6 +28,8 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 mod attr;
 mod errno;

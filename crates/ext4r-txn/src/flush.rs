@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use ext4r_format::features::Incompat;
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::GroupDesc;
+use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, STATE_VALID, SUPERBLOCK_OFFSET};
 
 /// Writes `sb` (primary and backups) as `ext2fs_flush` does; with `descs`
@@ -46,14 +47,14 @@ pub fn flush_super(
     let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
     let bs = u64::from(geo.block_size);
     // ext2fs_flush stores the 32-bit time only.
-    sb.s_wtime.set(now as u32);
+    sb.s_wtime.set(num::lo32(now as u64));
     sb.s_block_group_nr.set(0);
     let per = geo.descs_per_block();
     let old_blocks = u64::from(match geo.meta_bg {
         Some(first) => first.min(geo.desc_blocks()),
         None => geo.desc_blocks(),
     });
-    let old_len = |table: &[u8]| ((old_blocks * bs) as usize).min(table.len());
+    let old_len = |table: &[u8]| num::index(old_blocks * bs).min(table.len());
     Checksums::stamp_superblock(sb);
     let sb_bytes = sb.to_bytes();
     let sb_end = SUPERBLOCK_OFFSET + sb_bytes.len() as u64;
@@ -68,7 +69,7 @@ pub fn flush_super(
     if let Some((at, table)) = primary {
         // The commit: both in one write, then the backups.
         let sb_len = sb_bytes.len();
-        let gap = (at - sb_end) as usize;
+        let gap = num::index(at - sb_end);
         let mut buf = vec![0u8; sb_len + gap + table.len()];
         dev.read_at(&mut buf[sb_len..sb_len + gap], sb_end)?;
         buf[..sb_len].copy_from_slice(&sb_bytes);
@@ -93,8 +94,8 @@ pub fn flush_super(
             dev.write_at(&table[..old_len(table)], first * bs)?;
         }
         if let Some(blk) = meta.meta_desc {
-            let off = (u64::from(g / per) * bs) as usize;
-            if let Some(block) = table.get(off..off + bs as usize) {
+            let off = num::index(u64::from(g / per) * bs);
+            if let Some(block) = table.get(off..off + num::index(bs)) {
                 dev.write_at(block, blk * bs)?;
             }
         }
@@ -158,7 +159,10 @@ pub fn descriptor_table(geo: &Geometry, descs: &[GroupDesc]) -> Result<Vec<u8>> 
             break;
         };
         d.write(slot, dsize).map_err(|e| {
-            Error::corrupt(crate::error::Location::group(g as u32).of("descriptor"), e)
+            Error::corrupt(
+                crate::error::Location::group(num::sat_u32(g)).of("descriptor"),
+                e,
+            )
         })?;
     }
     Ok(table)

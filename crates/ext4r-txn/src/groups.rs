@@ -23,6 +23,7 @@ use crate::error::{Error, Location, Result};
 use ext4r_format::features::RoCompat;
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use ext4r_format::FormatError;
 use std::cell::RefCell;
@@ -77,7 +78,7 @@ pub fn read_descs(dev: &dyn BlockDevice, geo: &Geometry, sb_block: u64) -> Resul
         }
         dev.read_at(&mut buf, loc * bs)?;
         for j in 0..per_block {
-            if descs.len() as u32 == geo.group_count {
+            if descs.len() == geo.group_count as usize {
                 break;
             }
             let off = j as usize * dsize;
@@ -372,7 +373,7 @@ impl GroupTable {
     /// Clusters in group `g`'s bitmap.
     fn clusters_in(&self, g: u32) -> u32 {
         let n = self.geo.group_blocks(g).div_ceil(self.geo.cluster_ratio());
-        n.min(u64::from(self.geo.block_size) * 8) as u32
+        num::sat_u32(n).min(self.geo.block_size * 8)
     }
 
     fn ratio(&self) -> u64 {
@@ -385,7 +386,8 @@ impl GroupTable {
         let first = self.geo.group_first_block(g);
         (
             g,
-            ((b.saturating_sub(first)) >> self.geo.cluster_bits) as u32,
+            // A block past the group (damage) saturates to a bit no bitmap has.
+            num::sat_u32(b.saturating_sub(first) >> self.geo.cluster_bits),
         )
     }
 

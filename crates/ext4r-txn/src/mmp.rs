@@ -33,6 +33,7 @@ use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::mmp::{
     MmpState, MmpStruct, MMP_MIN_CHECK_INTERVAL, MMP_SEQ_CLEAN, MMP_SEQ_FSCK, MMP_SEQ_MAX, MMP_SIZE,
 };
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use std::sync::Arc;
 use std::time::Duration;
@@ -154,7 +155,7 @@ fn new_seq(now: u64) -> u32 {
     let mut seq = if random {
         u32::from_le_bytes(b)
     } else {
-        (now as u32) ^ std::process::id().rotate_left(16)
+        num::lo32(now) ^ std::process::id().rotate_left(16)
     };
     // Above the largest only the two special values mean anything.
     while seq > MMP_SEQ_MAX {

@@ -45,6 +45,7 @@ use crate::map::BlockSource;
 use crate::volume::{Checkpoint, Volume};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::GroupDesc;
+use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 use std::borrow::BorrowMut;
 use std::collections::{BTreeMap, BTreeSet};
@@ -406,7 +407,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.v().check_blocks(start, n, "blocks")?;
         self.v()
             .dev
-            .read_at(&mut buf[..n as usize * bs], start * bs as u64)?;
+            .read_at(&mut buf[..num::index(n) * bs], start * bs as u64)?;
         let over = |b: u64| -> Option<&Vec<u8>> {
             self.blocks
                 .get(&b)
@@ -416,7 +417,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         };
         for k in 0..n {
             if let Some(d) = over(start + k) {
-                buf[k as usize * bs..(k as usize + 1) * bs].copy_from_slice(d);
+                buf[num::index(k) * bs..(num::index(k) + 1) * bs].copy_from_slice(d);
             }
         }
         Ok(())
@@ -1000,7 +1001,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             return Ok(());
         }
         self.sb.set_free_blocks_count(counts.0);
-        self.sb.s_free_inodes_count.set(counts.1 as u32);
+        // Never above s_inodes_count, a u32.
+        self.sb.s_free_inodes_count.set(num::sat_u32(counts.1));
         let now = self.v().now();
         self.sb.set_wtime(now);
         let recover = ext4r_format::features::Incompat::RECOVER.bits();
@@ -1017,7 +1019,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         let (blk, off) = if bs == 1024 {
             (1u64, 0usize)
         } else {
-            (0, SUPERBLOCK_OFFSET as usize)
+            (0, num::index(SUPERBLOCK_OFFSET))
         };
         if let std::collections::btree_map::Entry::Vacant(e) = out.entry(blk) {
             e.insert((self.v().read_block(blk)?, Order::Super));

@@ -14,6 +14,7 @@ use crate::txn::Transaction;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::inode::Inode;
+use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ext4r_format::{BlockNr, FormatError};
 use std::collections::BTreeMap;
@@ -135,7 +136,7 @@ fn internal_journal(
     let mut blocks = vec![BlockNr(0); len.min(1 << 26) as usize];
     for r in runs {
         for k in 0..r.len {
-            if let Some(slot) = blocks.get_mut((r.logical + k) as usize) {
+            if let Some(slot) = blocks.get_mut(num::index(r.logical + k)) {
                 *slot = BlockNr(r.physical + k);
             }
         }
@@ -186,7 +187,7 @@ pub(crate) fn inode_place(
     if table == 0 || block >= geo.blocks_count {
         return Err(bad(format!("group {g}'s inode table is at block {table}")));
     }
-    Ok((block, (byte % bs) as usize))
+    Ok((block, num::index(byte % bs)))
 }
 
 fn read_inode_record(

@@ -94,7 +94,7 @@ pub(crate) fn command() -> clap::Command {
 }
 
 /// Runs fsck.ext4r with `args` (args[0] is the program name).
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let a = match Args::try_parse_from(args) {
         Ok(a) => a,
         Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {

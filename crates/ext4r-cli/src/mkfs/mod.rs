@@ -8,6 +8,7 @@ use clap::builder::{PossibleValue, TypedValueParser};
 use clap::Parser;
 use ext4r::device::{BlockDevice, FileDevice, OpenMode};
 use ext4r::mkfs::{self, Extended, MkfsOptions, Summary};
+use ext4r_format::num;
 use std::ffi::{OsStr, OsString};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -150,7 +151,7 @@ pub(crate) fn command() -> clap::Command {
 }
 
 /// Runs mkfs.ext4r with `args` (args[0] is the program name).
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let a = match Args::try_parse_from(args) {
         Ok(a) => a,
         Err(e) => {
@@ -351,22 +352,24 @@ fn run(a: Args) -> Result<()> {
             dev_size & !4095
         }
     };
+    // mke2fs keeps -b, -C and -i in an int: the low 32 bits are what it
+    // goes on to check (a value out of range is refused there).
     let mut opts = MkfsOptions {
         fs_type: a.fs_type.clone(),
         usage_types: a.usage_types.clone(),
-        block_size: block_size.map(|b| b as u32),
+        block_size: block_size.map(num::lo32),
         cluster_size: a
             .cluster_size
             .as_deref()
             .map(|s| parse_size(s, 1))
             .transpose()?
-            .map(|c| c as u32),
+            .map(num::lo32),
         inode_ratio: a
             .inode_ratio
             .as_deref()
             .map(|s| parse_size(s, 1))
             .transpose()?
-            .map(|c| c as u32),
+            .map(num::lo32),
         inode_size: a.inode_size,
         num_inodes: a.num_inodes,
         reserved_ratio: a.reserved_ratio,

@@ -46,7 +46,7 @@ pub(crate) fn command() -> clap::Command {
 pub(crate) const TOOL: &str = "ext4r cp";
 
 /// Runs `ext4r cp`.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let mut a = match parse::<Args>(args) {
         Ok(a) => a,
         Err(c) => return c,

@@ -37,7 +37,7 @@ pub(crate) fn command() -> clap::Command {
 const TOOL: &str = "ext4r ln";
 
 /// Runs `ext4r ln`.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let a = match parse::<Args>(args) {
         Ok(a) => a,
         Err(c) => return c,

@@ -35,7 +35,7 @@ pub(crate) fn command() -> clap::Command {
 const TOOL: &str = "ext4r mkdir";
 
 /// Runs `ext4r mkdir`.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let a = match parse::<Args>(args) {
         Ok(a) => a,
         Err(c) => return c,

@@ -11,10 +11,10 @@ pub(crate) fn parse_mode(spec: &str, umask: u16) -> Result<u16> {
     let bad = || anyhow::anyhow!("invalid mode '{spec}'");
     if !spec.is_empty() && spec.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
         let v = u32::from_str_radix(spec, 8).map_err(|_| bad())?;
-        if v > 0o7777 {
-            bail!(bad());
-        }
-        return Ok(v as u16);
+        return u16::try_from(v)
+            .ok()
+            .filter(|&v| v <= 0o7777)
+            .ok_or_else(bad);
     }
     let mut m: u16 = 0o777;
     for clause in spec.split(',') {

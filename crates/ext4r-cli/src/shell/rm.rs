@@ -36,7 +36,7 @@ pub(crate) fn command() -> clap::Command {
 const TOOL: &str = "ext4r rm";
 
 /// Runs `ext4r rm`.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     let a = match parse::<Args>(args) {
         Ok(a) => a,
         Err(c) => return c,

@@ -38,6 +38,7 @@ mod tree;
 
 pub use relocate::FileMap;
 
+use ext4r_format::num;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -223,7 +224,7 @@ impl OfflineFs {
 
     /// The block size.
     pub fn block_size(&self) -> u32 {
-        self.bs as u32
+        num::sat_u32(self.bs)
     }
 
     /// Whether switches go through a journal.
@@ -250,7 +251,7 @@ impl OfflineFs {
     /// # Errors
     /// A bitmap cannot be read.
     pub fn free_space(&self) -> Result<FreeSpace> {
-        let mut out = FreeSpace::new(self.bs as u32, self.txn.geometry().blocks_count);
+        let mut out = FreeSpace::new(num::sat_u32(self.bs), self.txn.geometry().blocks_count);
         let (first, count) = (
             self.txn.geometry().first_data_block,
             self.txn.geometry().blocks_count,

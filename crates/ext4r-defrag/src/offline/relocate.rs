@@ -2,6 +2,7 @@
 //! allocated, data copied, the mapping switched (see the protocol in the
 //! [module docs](super)).
 
+use ext4r_format::num;
 use std::time::Instant;
 
 use ext4r::fs::Run;
@@ -63,7 +64,7 @@ pub(crate) fn tree_estimate(runs: &[Run], extents: bool, bs: u64) -> u64 {
         if records <= 4 {
             return 0;
         }
-        let per = u64::from(max_entries(bs as usize)).max(1);
+        let per = u64::from(max_entries(num::index(bs))).max(1);
         let (mut level, mut total) = (records.div_ceil(per), 0);
         total += level;
         while level > 4 {
@@ -72,7 +73,7 @@ pub(crate) fn tree_estimate(runs: &[Run], extents: bool, bs: u64) -> u64 {
         }
         total
     } else {
-        let apb = u64::from(addr_per_block(bs as u32)).max(1);
+        let apb = u64::from(addr_per_block(num::sat_u32(bs))).max(1);
         let blocks: u64 = runs.iter().map(|r| r.len).sum();
         if blocks <= 12 {
             return 0;
@@ -134,7 +135,7 @@ impl OfflineFs {
             tree: m.blocks,
         };
         let want = self.sectors(&fm.runs, fm.tree.len() as u64, &fm.inode);
-        let have = fm.inode.blocks_count(self.huge_file, self.bs as u32);
+        let have = fm.inode.blocks_count(self.huge_file, num::sat_u32(self.bs));
         if want != Some(have) {
             return Err(Outcome::Skipped(Skip::Inconsistent(format!(
                 "i_blocks says {have} sectors, its mapping {}",
@@ -270,12 +271,12 @@ impl OfflineFs {
                     break 'moves;
                 }
                 let n = chunk.min(m.len - done);
-                buf.resize((n * bs) as usize, 0);
+                buf.resize(num::index(n * bs), 0);
                 if let Err(e) = dev.read_at(&mut buf, (m.from + done) * bs) {
                     result = Err(self.engine(e));
                     break 'moves;
                 }
-                for (k, b) in buf.chunks_exact(bs as usize).enumerate() {
+                for (k, b) in buf.chunks_exact(num::index(bs)).enumerate() {
                     if let Err(e) = self.txn.write_data(m.to + done + k as u64, b.to_vec()) {
                         result = Err(self.engine(e));
                         break 'moves;
@@ -420,7 +421,7 @@ impl OfflineFs {
             ext4r::Error::InvalidArgument(format!("inode {ino}: block count overflows"))
         })?;
         inode
-            .set_blocks_count(sectors, self.huge_file, self.bs as u32)
+            .set_blocks_count(sectors, self.huge_file, num::sat_u32(self.bs))
             .map_err(|e| ext4r::Error::corrupt(format!("inode {ino}"), e))?;
         inode.set_ctime(self.now);
         let rec = self.txn.inode_mut(ino)?;

@@ -21,6 +21,7 @@
 //! the 48 MiB file). After the move the range is written back and dropped
 //! again, so memory use stays at one range.
 
+use ext4r_format::num;
 use std::os::fd::AsFd;
 
 use rustix::fs::Advice;
@@ -54,7 +55,7 @@ pub(crate) fn prepare(
     let end = offset.saturating_add(len);
     let mut at = offset;
     while at < end {
-        let n = ((end - at) as usize).min(READ_CHUNK);
+        let n = num::index(end - at).min(READ_CHUNK);
         match rustix::io::pread(fd, &mut buf[..n], at) {
             Ok(0) => break,
             Ok(k) => at += k as u64,

@@ -14,6 +14,7 @@
 //! count is reported, and the gaps before and after are measured from
 //! FIEMAP.
 
+use ext4r_format::num;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -220,7 +221,7 @@ fn place_one(
         Ok(fd) => fd,
         Err(o) => return o,
     };
-    let before = match fiemap_extents(&fd, path, bs as u32) {
+    let before = match fiemap_extents(&fd, path, num::sat_u32(bs)) {
         Ok(x) => x,
         Err(e) => return Outcome::Skipped(Skip::Unmappable(ext4r::error::chain(&e))),
     };
@@ -236,7 +237,7 @@ fn place_one(
         }
         *cursor += n;
     }
-    let after = match fiemap_extents(&fd, path, bs as u32) {
+    let after = match fiemap_extents(&fd, path, num::sat_u32(bs)) {
         Ok(x) => x.count(),
         Err(e) => return Outcome::Failed(ext4r::error::chain(&e)),
     };

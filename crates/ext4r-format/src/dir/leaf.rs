@@ -12,6 +12,7 @@ use super::{
     rec_len_from_disk, rec_len_to_disk, DirEntry2, DirEntryTail, DIR_ENTRY_HEADER_SIZE,
     DIR_TAIL_SIZE,
 };
+use crate::num;
 use zerocopy::{FromBytes, IntoBytes};
 
 /// One record of a block.
@@ -152,7 +153,10 @@ pub fn find(b: &[u8], name: &[u8]) -> Option<Option<(u32, u8)>> {
 }
 
 fn put(b: &mut [u8], off: usize, rec_len: usize, ino: u32, ftype: u8, name: &[u8]) -> bool {
-    let Ok(raw) = rec_len_to_disk(rec_len as u32, b.len() as u32) else {
+    let Ok(name_len) = u8::try_from(name.len()) else {
+        return false;
+    };
+    let Ok(raw) = rec_len_to_disk(num::sat_u32(rec_len), num::sat_u32(b.len())) else {
         return false;
     };
     let Some(Ok((h, rest))) = b.get_mut(off..).map(DirEntry2::mut_from_prefix) else {
@@ -160,7 +164,7 @@ fn put(b: &mut [u8], off: usize, rec_len: usize, ino: u32, ftype: u8, name: &[u8
     };
     h.inode.set(ino);
     h.rec_len.set(raw);
-    h.name_len = name.len() as u8;
+    h.name_len = name_len;
     h.file_type = ftype;
     rest[..name.len()].copy_from_slice(name);
     true
@@ -168,6 +172,10 @@ fn put(b: &mut [u8], off: usize, rec_len: usize, ino: u32, ftype: u8, name: &[u8
 
 /// Adds an entry to the block where a record has room; false when none has.
 pub fn insert(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
+    // A name `name_len` cannot hold is refused before the block changes.
+    if u8::try_from(name.len()).is_err() {
+        return false;
+    }
     let need = needed(name.len());
     // The first record with room, found without changing the block (a
     // damaged block is left alone).
@@ -184,7 +192,7 @@ pub fn insert(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
         return put(b, off, rec_len, ino, ftype, name);
     }
     let rest = rec_len - keep;
-    let Ok(raw) = rec_len_to_disk(keep as u32, b.len() as u32) else {
+    let Ok(raw) = rec_len_to_disk(num::sat_u32(keep), num::sat_u32(b.len())) else {
         return false;
     };
     let Some(h) = header_mut(b, off) else {
@@ -205,7 +213,8 @@ pub fn remove(b: &mut [u8], name: &[u8]) -> Option<u32> {
         header_mut(b, r.off)?.inode.set(0);
     } else {
         let p = &recs[k - 1];
-        let raw = rec_len_to_disk((p.rec_len + r.rec_len) as u32, b.len() as u32).ok()?;
+        let raw =
+            rec_len_to_disk(num::sat_u32(p.rec_len + r.rec_len), num::sat_u32(b.len())).ok()?;
         header_mut(b, p.off)?.rec_len.set(raw);
     }
     Some(r.ino)
@@ -289,7 +298,7 @@ fn last_two(b: &[u8]) -> Option<(Option<usize>, usize)> {
 /// Sets the `rec_len` of the record at `off`; false when it cannot be
 /// stored.
 fn set_rec_len(b: &mut [u8], off: usize, len: usize) -> bool {
-    let Ok(raw) = rec_len_to_disk(len as u32, b.len() as u32) else {
+    let Ok(raw) = rec_len_to_disk(num::sat_u32(len), num::sat_u32(b.len())) else {
         return false;
     };
     match header_mut(b, off) {
@@ -320,7 +329,7 @@ pub enum TailError {
 /// [`TailError`]: the block is unchanged.
 pub fn add_tail(b: &mut [u8]) -> Result<(), TailError> {
     let (_, last) = last_two(b).ok_or(TailError::Damaged)?;
-    let bs = b.len() as u32;
+    let bs = num::sat_u32(b.len());
     let h = header_mut(b, last).ok_or(TailError::Damaged)?;
     let rec_len = rec_len_from_disk(h.rec_len.get(), bs) as usize;
     if h.inode.get() == 0 && rec_len == DIR_TAIL_SIZE {
@@ -352,7 +361,7 @@ pub fn remove_tail(b: &mut [u8]) -> Result<bool, TailError> {
     let Some(prev) = prev else {
         return Ok(false);
     };
-    let bs = b.len() as u32;
+    let bs = num::sat_u32(b.len());
     let (h, _) = DirEntry2::ref_from_prefix(&b[last..]).map_err(|_| TailError::Damaged)?;
     let is_tail = h.inode.get() == 0
         && h.name_len == 0
@@ -404,6 +413,21 @@ mod tests {
                 1024
             );
         }
+    }
+
+    #[test]
+    fn a_name_too_long_for_name_len_is_refused_unchanged() {
+        let mut b = build(
+            4096,
+            &[(b".".to_vec(), 2, 2), (b"..".to_vec(), 2, 2)],
+            false,
+        )
+        .unwrap();
+        let before = b.clone();
+        assert!(!insert(&mut b, &[b'a'; 256], 12, 1));
+        assert_eq!(b, before);
+        assert!(insert(&mut b, &[b'a'; 255], 12, 1));
+        assert_eq!(find(&b, &[b'a'; 255]), Some(Some((12, 1))));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::{
     JournalHeader, JournalIncompat, JournalLayout, HEADER_SIZE,
 };
 use crate::error::{need, FormatError, Result};
+use crate::num;
 use crate::types::BlockNr;
 use bitflags::bitflags;
 use zerocopy::big_endian::{U16, U32};
@@ -98,12 +99,12 @@ impl DescriptorTag {
         let mut flags = flags;
         flags.set(TagFlags::SAME_UUID, uuid.is_none());
         let high = if layout.is_64bit() {
-            (block.0 >> 32) as u32
+            num::hi32(block.0)
         } else {
             0
         };
         DescriptorTag {
-            t_blocknr: block.0 as u32,
+            t_blocknr: num::lo32(block.0),
             t_blocknr_high: high,
             t_flags: u32::from(flags.bits()),
             t_checksum: 0,
@@ -124,7 +125,7 @@ impl DescriptorTag {
 
     /// The flags jbd2 acts on (the low 16 bits of `t_flags`).
     pub fn flags(&self) -> TagFlags {
-        TagFlags::from_bits_retain(self.t_flags as u16)
+        TagFlags::from_bits_retain(num::lo16(self.t_flags))
     }
 
     /// Stores a data block checksum ([`data_block_checksum`]): all 32 bits
@@ -196,8 +197,8 @@ impl DescriptorTag {
         } else {
             let t = JournalBlockTag {
                 t_blocknr: U32::new(self.t_blocknr),
-                t_checksum: U16::new(self.t_checksum as u16),
-                t_flags: U16::new(self.t_flags as u16),
+                t_checksum: U16::new(num::lo16(self.t_checksum)),
+                t_flags: U16::new(num::lo16(self.t_flags)),
                 t_blocknr_high: U32::new(self.t_blocknr_high),
             };
             // 8 or 10 bytes keep none or half of t_blocknr_high; 14 add
@@ -419,7 +420,7 @@ impl<'a> DescriptorWriter<'a> {
     /// None in practice; checksum errors are passed on.
     pub fn finish(self, seed: u32) -> Result<usize> {
         if let Some(at) = self.last {
-            self.block[at + FLAGS_LOW_BYTE] |= TagFlags::LAST_TAG.bits() as u8;
+            self.block[at + FLAGS_LOW_BYTE] |= num::lo8(u32::from(TagFlags::LAST_TAG.bits()));
         }
         if self.layout.has_csum_v2or3() {
             set_block_tail_checksum(seed, self.block)?;

@@ -25,6 +25,7 @@ use crate::prelude::*;
 use crate::checksum::crc32c;
 use crate::error::{FormatError, Result};
 use crate::extent::Extent;
+use crate::num;
 use zerocopy::FromBytes;
 
 /// Tag numbers (`EXT4_FC_TAG_*`).
@@ -483,10 +484,11 @@ pub struct FcWriter {
 
 impl FcWriter {
     /// A writer for `block_size`-byte blocks, starting with a head for
-    /// transaction `tid`.
+    /// transaction `tid`. A size above 64 KiB, the largest ext4 block, is
+    /// taken as 64 KiB, so that every record length fits its 16-bit field.
     pub fn new(block_size: usize, tid: u32) -> Self {
         let mut w = FcWriter {
-            block_size,
+            block_size: block_size.min(1 << 16),
             blocks: Vec::new(),
             crc: 0,
         };
@@ -503,6 +505,8 @@ impl FcWriter {
     /// Appends a record, padding to a new block when it does not fit.
     /// Values longer than a block less the header are cut.
     pub fn record(&mut self, tag: u16, value: &[u8]) {
+        // Record lengths below are under the block size, at most 64 KiB:
+        // they fit their u16 fields without saturating.
         let value = &value[..value.len().min(self.block_size - FC_TAG_BASE_LEN)];
         let need = FC_TAG_BASE_LEN + value.len();
         if self.room() < need {
@@ -510,7 +514,7 @@ impl FcWriter {
         }
         let mut bytes = Vec::with_capacity(need);
         bytes.extend_from_slice(&tag.to_le_bytes());
-        bytes.extend_from_slice(&(value.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(&num::sat_u16(value.len()).to_le_bytes());
         bytes.extend_from_slice(value);
         self.crc = crc32c(self.crc, &bytes);
         self.push(&bytes);
@@ -533,7 +537,7 @@ impl FcWriter {
             let len = room - FC_TAG_BASE_LEN;
             let mut bytes = vec![0u8; room];
             bytes[..2].copy_from_slice(&tag::PAD.to_le_bytes());
-            bytes[2..4].copy_from_slice(&(len as u16).to_le_bytes());
+            bytes[2..4].copy_from_slice(&num::sat_u16(len).to_le_bytes());
             self.crc = crc32c(self.crc, &bytes);
             self.push(&bytes);
         } else if room > 0 {
@@ -553,7 +557,7 @@ impl FcWriter {
         };
         let mut bytes = vec![0u8; room];
         bytes[..2].copy_from_slice(&tag::TAIL.to_le_bytes());
-        bytes[2..4].copy_from_slice(&((room - FC_TAG_BASE_LEN) as u16).to_le_bytes());
+        bytes[2..4].copy_from_slice(&num::sat_u16(room - FC_TAG_BASE_LEN).to_le_bytes());
         bytes[4..8].copy_from_slice(&tid.to_le_bytes());
         let crc = crc32c(self.crc, &bytes[..8]);
         bytes[8..12].copy_from_slice(&crc.to_le_bytes());

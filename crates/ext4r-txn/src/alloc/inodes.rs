@@ -7,6 +7,7 @@
 //! in use (the on-disk bitmaps cannot be trusted there).
 
 use crate::error::Result;
+use ext4r_format::num;
 
 /// Which inodes are in use, as the search needs it.
 pub trait InodeSpace {
@@ -53,7 +54,8 @@ pub fn find_free_inode(
         if from >= u64::from(ipg) {
             continue;
         }
-        if let Some(i) = space.first_free_in(g, from as u32)? {
+        // from < ipg, a u32.
+        if let Some(i) = space.first_free_in(g, num::sat_u32(from))? {
             if i < ipg {
                 return Ok(u32::try_from(base + u64::from(i) + 1).ok());
             }

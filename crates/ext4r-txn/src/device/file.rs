@@ -2,6 +2,7 @@
 
 use super::{check_range, zeroout_by_writing, BlockDevice, Counters, IoStats};
 use crate::error::{Error, Result};
+use ext4r_format::num;
 use rustix::fs::{FallocateFlags, FileType, OFlags};
 use rustix::io::Errno;
 use std::fs::{File, OpenOptions};
@@ -285,7 +286,7 @@ impl BlockDevice for FileDevice {
         let s = u64::from(self.sector);
         let start = offset / s * s;
         let end = (offset + buf.len() as u64).div_ceil(s) * s;
-        let len = (end - start) as usize;
+        let len = num::index(end - start);
         let mut raw = vec![0u8; len + self.sector as usize];
         let shift = raw.as_ptr().align_offset(self.sector as usize);
         let aligned = &mut raw[shift..shift + len];
@@ -298,7 +299,7 @@ impl BlockDevice for FileDevice {
             }
             done += n;
         }
-        let at = (offset - start) as usize;
+        let at = num::index(offset - start);
         buf.copy_from_slice(&aligned[at..at + buf.len()]);
         self.counters.read(buf.len() as u64);
         Ok(())

@@ -3,6 +3,7 @@
 
 use super::{check_range, BlockDevice, Counters, IoStats};
 use crate::error::{Error, Result};
+use ext4r_format::num;
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -37,9 +38,9 @@ impl MemDevice {
     /// All-zero chunks are not stored.
     pub fn from_bytes(bytes: &[u8]) -> Self {
         let mut chunks = HashMap::new();
-        for (i, c) in bytes.chunks(CHUNK as usize).enumerate() {
+        for (i, c) in bytes.chunks(num::index(CHUNK)).enumerate() {
             if c.iter().any(|&b| b != 0) {
-                let mut b = vec![0u8; CHUNK as usize].into_boxed_slice();
+                let mut b = vec![0u8; num::index(CHUNK)].into_boxed_slice();
                 b[..c.len()].copy_from_slice(c);
                 chunks.insert(i as u64, b);
             }
@@ -78,7 +79,7 @@ impl MemDevice {
             .map_err(|_| Error::InvalidArgument(format!("{} bytes: too large", self.size)))?;
         let mut out = vec![0u8; len];
         for (&idx, c) in self.lock().iter() {
-            let start = (idx * CHUNK) as usize;
+            let start = num::index(idx * CHUNK);
             let n = c.len().min(len - start);
             out[start..start + n].copy_from_slice(&c[..n]);
         }
@@ -99,7 +100,7 @@ impl MemDevice {
         f.set_len(self.size).map_err(open_err)?;
         for (&idx, c) in self.lock().iter() {
             let off = idx * CHUNK;
-            let n = c.len().min((self.size - off) as usize);
+            let n = c.len().min(num::index(self.size - off));
             f.write_all_at(&c[..n], off)
                 .map_err(Error::io("write", off))?;
         }
@@ -128,7 +129,12 @@ fn pieces(offset: u64, len: u64) -> impl Iterator<Item = (u64, usize, usize, usi
         let pos = offset + done;
         let within = pos % CHUNK;
         let n = (CHUNK - within).min(len - done);
-        let piece = (pos / CHUNK, within as usize, done as usize, n as usize);
+        let piece = (
+            pos / CHUNK,
+            within as usize,
+            num::index(done),
+            num::index(n),
+        );
         done += n;
         Some(piece)
     })
@@ -154,7 +160,7 @@ impl BlockDevice for MemDevice {
         for (idx, within, at, n) in pieces(offset, buf.len() as u64) {
             let c = chunks
                 .entry(idx)
-                .or_insert_with(|| vec![0u8; CHUNK as usize].into_boxed_slice());
+                .or_insert_with(|| vec![0u8; num::index(CHUNK)].into_boxed_slice());
             c[within..within + n].copy_from_slice(&buf[at..at + n]);
         }
         self.counters.wrote(buf.len() as u64);
@@ -186,7 +192,7 @@ impl BlockDevice for MemDevice {
         check_range(offset, len, self.size)?;
         let mut chunks = self.lock();
         for (idx, within, _, n) in pieces(offset, len) {
-            if n == CHUNK as usize {
+            if n == num::index(CHUNK) {
                 chunks.remove(&idx);
             } else if let Some(c) = chunks.get_mut(&idx) {
                 c[within..within + n].fill(0);

@@ -26,6 +26,7 @@ pub use staged::Staged;
 pub use unflushed::Unflushed;
 
 use crate::error::{Error, Result};
+use ext4r_format::num;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -131,7 +132,7 @@ pub fn zeroout_by_writing<D: BlockDevice + ?Sized>(dev: &D, offset: u64, len: u6
     let mut done = 0;
     while done < len {
         let n = (len - done).min(chunk.len() as u64);
-        dev.write_at(&chunk[..n as usize], offset + done)?;
+        dev.write_at(&chunk[..num::index(n)], offset + done)?;
         done += n;
     }
     Ok(())

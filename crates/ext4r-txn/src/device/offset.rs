@@ -3,6 +3,7 @@
 
 use super::{check_range, BlockDevice, IoStats};
 use crate::error::{Error, Result};
+use ext4r_format::num;
 use ext4r_format::partition::{self, Mbr, Partition, SECTOR};
 
 /// Bytes `start..start + len` of device `D`, seen as a device of its own:
@@ -87,7 +88,7 @@ impl<D: BlockDevice> OffsetDevice<D> {
 /// checks; I/O errors.
 pub fn partitions<D: BlockDevice + ?Sized>(dev: &D) -> Result<Vec<Partition>> {
     let corrupt = |e| Error::corrupt("partition table", e);
-    let mut sector = vec![0u8; SECTOR as usize];
+    let mut sector = vec![0u8; num::index(SECTOR)];
     if dev.size() < 2 * SECTOR {
         return Ok(Vec::new());
     }
@@ -110,7 +111,7 @@ pub fn partitions<D: BlockDevice + ?Sized>(dev: &D) -> Result<Vec<Partition>> {
                         format!("entries at LBA {} past the device", h.entries_lba.get()),
                     ))
                 })?;
-            let mut array = vec![0u8; bytes as usize];
+            let mut array = vec![0u8; num::index(bytes)];
             dev.read_at(&mut array, at)?;
             partition::gpt_entries(&h, &array).map_err(corrupt)
         }

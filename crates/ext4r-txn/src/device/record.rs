@@ -10,6 +10,7 @@
 
 use super::{BlockDevice, IoStats, MemDevice};
 use crate::error::Result;
+use ext4r_format::num;
 use std::sync::{Mutex, MutexGuard};
 
 /// One recorded operation.
@@ -141,7 +142,7 @@ pub fn apply_cut(base: &MemDevice, log: &[Op], cut: Cut) -> Result<CutStats> {
         .filter(|&i| matches!(log[i], Op::Write { .. }))
         .collect();
     let torn = if cut.tear && !unflushed.is_empty() {
-        Some(unflushed[(xorshift(&mut rng) % unflushed.len() as u64) as usize])
+        Some(unflushed[num::index(xorshift(&mut rng) % unflushed.len() as u64)])
     } else {
         None
     };
@@ -208,7 +209,7 @@ impl<D: BlockDevice> BlockDevice for Recorder<D> {
         if done && self.inner.discard_zeroes_data() {
             log.push(Op::Write {
                 offset,
-                data: vec![0; len as usize],
+                data: vec![0; num::index(len)],
             });
         }
         Ok(done)
@@ -223,7 +224,7 @@ impl<D: BlockDevice> BlockDevice for Recorder<D> {
         self.inner.zeroout(offset, len)?;
         log.push(Op::Write {
             offset,
-            data: vec![0; len as usize],
+            data: vec![0; num::index(len)],
         });
         Ok(())
     }

@@ -5,6 +5,7 @@
 
 use super::{check_range, BlockDevice, Counters, IoStats};
 use crate::error::Result;
+use ext4r_format::num;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -72,8 +73,8 @@ impl BlockDevice for Staged {
                 let start = b * bs;
                 let from = offset.max(start);
                 let to = end.min(start + bs);
-                buf[(from - offset) as usize..(to - offset) as usize]
-                    .copy_from_slice(&data[(from - start) as usize..(to - start) as usize]);
+                buf[num::index(from - offset)..num::index(to - offset)]
+                    .copy_from_slice(&data[num::index(from - start)..num::index(to - start)]);
             }
         }
         self.counters.read(buf.len() as u64);
@@ -92,15 +93,15 @@ impl BlockDevice for Staged {
             let mut block = match self.blocks().get(&b) {
                 Some(d) => d.clone(),
                 None => {
-                    let mut d = vec![0u8; bs as usize].into_boxed_slice();
+                    let mut d = vec![0u8; num::index(bs)].into_boxed_slice();
                     // A block past the device's end stays zeros.
-                    let n = bs.min(self.size() - start) as usize;
+                    let n = num::index(bs.min(self.size() - start));
                     self.inner.read_at(&mut d[..n], start)?;
                     d
                 }
             };
-            block[(at - start) as usize..(to - start) as usize]
-                .copy_from_slice(&buf[(at - offset) as usize..(to - offset) as usize]);
+            block[num::index(at - start)..num::index(to - start)]
+                .copy_from_slice(&buf[num::index(at - offset)..num::index(to - offset)]);
             self.blocks().insert(b, block);
             at = to;
         }

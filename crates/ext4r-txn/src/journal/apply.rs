@@ -6,6 +6,7 @@ use super::recover::Recovery;
 use super::superblock::{byte_offset, finish_fs_superblock, Journal};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
+use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, STATE_ERROR, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ext4r_format::BlockNr;
 use std::collections::BTreeMap;
@@ -323,7 +324,7 @@ fn read_superblock<D: BlockDevice + ?Sized>(dev: &D) -> Result<Superblock> {
 fn keep_needs_recovery(blocks: &mut ReplayPlan) {
     let bs = u64::from(blocks.block_size());
     let nr = BlockNr(SUPERBLOCK_OFFSET / bs);
-    let within = (SUPERBLOCK_OFFSET % bs) as usize;
+    let within = num::index(SUPERBLOCK_OFFSET % bs);
     let Some(block) = blocks.get(nr) else {
         return;
     };

@@ -30,6 +30,7 @@ use ext4r_format::jbd2::{
     JournalCompat, JournalIncompat, JournalSuperblock, RevokeWriter, TagFlags, HEADER_SIZE,
     JBD2_MAGIC,
 };
+use ext4r_format::num;
 use ext4r_format::{BlockNr, FormatError};
 
 /// Room taken by the UUID after the first tag of a descriptor block.
@@ -179,7 +180,8 @@ impl JournalWriter {
         self.head = self.first;
         self.tail = self.first;
         self.used = 0;
-        self.sb.s_start.set(self.first as u32);
+        // s_first, read from the u32 field of the same superblock.
+        self.sb.s_start.set(num::sat_u32(self.first));
         self.sb.s_sequence.set(self.next_seq);
         self.write_superblock(dev)?;
         self.empty = false;
@@ -239,7 +241,7 @@ impl JournalWriter {
         let seed = self.sb.csum_seed();
         let bs = self.block_size as usize;
         let mut buf = vec![0u8; bs];
-        for chunk in revokes.chunks(self.revokes_per_block() as usize) {
+        for chunk in revokes.chunks(num::index(self.revokes_per_block())) {
             let mut w = RevokeWriter::new(&mut buf, layout, seq).map_err(format)?;
             for &b in chunk {
                 w.push(BlockNr(b)).map_err(format)?;
@@ -250,7 +252,7 @@ impl JournalWriter {
         let v1 = self.sb.compat().contains(JournalCompat::CHECKSUM);
         let mut crc = !0u32;
         let mut data = vec![0u8; bs];
-        for chunk in blocks.chunks(self.tags_per_descriptor() as usize) {
+        for chunk in blocks.chunks(num::index(self.tags_per_descriptor())) {
             let mut desc = vec![0u8; bs];
             let mut escaped = Vec::with_capacity(chunk.len());
             {

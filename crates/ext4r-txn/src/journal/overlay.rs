@@ -7,6 +7,7 @@ use super::recover::Recovery;
 use super::superblock::SuperblockMarks;
 use crate::device::{check_range, BlockDevice, Counters, IoStats};
 use crate::error::{Error, Result};
+use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, STATE_ERROR, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ext4r_format::BlockNr;
 use std::sync::Arc;
@@ -73,7 +74,7 @@ impl<D: BlockDevice> JournalOverlay<D> {
         let mut this = JournalOverlay::shared(inner, plan);
         // The block holding the superblock: block 1 with 1 KiB blocks.
         let sb_block = BlockNr(SUPERBLOCK_OFFSET / u64::from(bs));
-        let within = (SUPERBLOCK_OFFSET % u64::from(bs)) as usize;
+        let within = num::index(SUPERBLOCK_OFFSET % u64::from(bs));
         let mut block = vec![0u8; bs as usize];
         this.read_at(&mut block, sb_block.0 * u64::from(bs))?;
         let bytes = &mut block[within..within + SUPERBLOCK_SIZE];
@@ -124,8 +125,8 @@ impl<D: BlockDevice> BlockDevice for JournalOverlay<D> {
                 let b_start = block.0 * bs;
                 let from = offset.max(b_start);
                 let to = end.min(b_start + bs);
-                buf[(from - offset) as usize..(to - offset) as usize]
-                    .copy_from_slice(&data[(from - b_start) as usize..(to - b_start) as usize]);
+                buf[num::index(from - offset)..num::index(to - offset)]
+                    .copy_from_slice(&data[num::index(from - b_start)..num::index(to - b_start)]);
             }
         }
         self.counters.read(buf.len() as u64);

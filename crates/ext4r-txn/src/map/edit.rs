@@ -22,6 +22,7 @@ use ext4r_format::extent::{
     EXT_UNWRITTEN_MAX_LEN, MAX_EXTENT_DEPTH,
 };
 use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::num;
 use ext4r_format::{BlockNr, FormatError};
 use std::borrow::BorrowMut;
 
@@ -187,6 +188,7 @@ fn extents_of(runs: &[Run]) -> Result<Vec<Extent>> {
         });
         let mut done = 0;
         while done < r.len {
+            // At most 32768: fits ee_len.
             let n = (r.len - done).min(max);
             let l = u32::try_from(r.logical + done)
                 .map_err(|_| bad("runs", format!("logical block {} past 2^32", r.logical)))?;
@@ -194,7 +196,8 @@ fn extents_of(runs: &[Run]) -> Result<Vec<Extent>> {
                 return Err(bad("runs", format!("logical block {l}+{n} past 2^32")));
             }
             out.push(
-                Extent::new(l, BlockNr(r.physical + done), n as u16, r.unwritten).map_err(tree)?,
+                Extent::new(l, BlockNr(r.physical + done), num::sat_u16(n), r.unwritten)
+                    .map_err(tree)?,
             );
             done += n;
         }
@@ -285,7 +288,7 @@ fn store_block_map<V: BorrowMut<Volume>>(
     let mut used = 0u64;
     let mut i = 0usize;
     while i < map.len() && map[i].0 < NDIR_BLOCKS as u64 {
-        words[map[i].0 as usize] = map[i].1;
+        words[num::index(map[i].0)] = map[i].1;
         i += 1;
     }
     let mut base = NDIR_BLOCKS as u64;
@@ -323,7 +326,7 @@ fn indirect<V: BorrowMut<Volume>>(
     let child_span = apb.pow(level - 1);
     let mut i = 0;
     while i < map.len() {
-        let slot = ((map[i].0 - base) / child_span) as usize;
+        let slot = num::index((map[i].0 - base) / child_span);
         let ptr = if level == 1 {
             let p = map[i].1;
             i += 1;

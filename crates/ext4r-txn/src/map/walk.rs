@@ -100,7 +100,10 @@ pub enum Step {
     Next,
     /// Enter the block this pointer names ([`Visitor::enter`] reads it).
     Descend,
-    /// Store this block number in the pointer instead, and go on.
+    /// Store this block number in the pointer instead, and go on. A
+    /// block-map word holds 32 bits: a block at or past 2^32 is not
+    /// stored and ends the walk ([`Walked::stopped`]), as ext4 keeps
+    /// block-mapped files below 2^32.
     Replace(u64),
     /// End the whole walk.
     Stop,
@@ -187,9 +190,9 @@ pub fn block_map<V: Visitor + ?Sized>(
     for (i, t) in tops.iter_mut().enumerate().take(NDIR_BLOCKS) {
         *t = (i as u64, 0);
     }
-    for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
-        tops[slot] = (base, level as u16);
-        base = base.saturating_add(apb.saturating_pow(level));
+    for (slot, level) in [(12usize, 1u16), (13, 2), (14, 3)] {
+        tops[slot] = (base, level);
+        base = base.saturating_add(apb.saturating_pow(u32::from(level)));
     }
     let n = i_block.len().min(4 * tops.len());
     let stopped = w.words(&mut i_block[..n], None, 0, &|i| tops[i], v)?;
@@ -249,7 +252,12 @@ impl MapWalk {
             match step {
                 Step::Stop => return Ok(true),
                 Step::Replace(new) => {
-                    buf[at..at + 4].copy_from_slice(&(new as u32).to_le_bytes());
+                    // A word holds 32 bits: a block past them is not stored
+                    // (wrapping would name another block); the walk stops.
+                    let Ok(new) = u32::try_from(new) else {
+                        return Ok(true);
+                    };
+                    buf[at..at + 4].copy_from_slice(&new.to_le_bytes());
                     self.changed = true;
                 }
                 Step::Next | Step::Descend => {}
@@ -509,6 +517,18 @@ mod tests {
         assert!(w.stopped);
         assert_eq!(v.seen.len(), 3);
         assert!(v.left.is_empty());
+    }
+
+    #[test]
+    fn a_block_map_word_is_not_given_a_block_past_32_bits() {
+        let mut root = words(&[(0, 100), (1, 101)], 60);
+        let before = root.clone();
+        let mut v = Log::default();
+        v.moves.insert(100, 1 << 32);
+        let w = block_map(&mut root, 1024, &mut v).unwrap();
+        assert!(w.stopped && !w.root_changed);
+        assert_eq!(root, before);
+        assert_eq!(v.seen.len(), 1);
     }
 
     #[test]
