@@ -26,16 +26,16 @@ const SPARSE_MAX: usize = 1 << 20;
 
 /// Member types (`typeflag`).
 pub(crate) mod ty {
-    pub const REGULAR: u8 = b'0';
-    pub const REGULAR_OLD: u8 = 0;
-    pub const LINK: u8 = b'1';
-    pub const SYMLINK: u8 = b'2';
-    pub const CHAR: u8 = b'3';
-    pub const BLOCK: u8 = b'4';
-    pub const DIR: u8 = b'5';
-    pub const FIFO: u8 = b'6';
-    pub const CONTIGUOUS: u8 = b'7';
-    pub const GNU_SPARSE: u8 = b'S';
+    pub(crate) const REGULAR: u8 = b'0';
+    pub(crate) const REGULAR_OLD: u8 = 0;
+    pub(crate) const LINK: u8 = b'1';
+    pub(crate) const SYMLINK: u8 = b'2';
+    pub(crate) const CHAR: u8 = b'3';
+    pub(crate) const BLOCK: u8 = b'4';
+    pub(crate) const DIR: u8 = b'5';
+    pub(crate) const FIFO: u8 = b'6';
+    pub(crate) const CONTIGUOUS: u8 = b'7';
+    pub(crate) const GNU_SPARSE: u8 = b'S';
 }
 
 fn bad(what: &str) -> PopulateError {

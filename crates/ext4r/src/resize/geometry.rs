@@ -111,7 +111,7 @@ pub(crate) struct Shape {
 
 impl Shape {
     /// Whether the filesystem grows.
-    pub fn grows(&self) -> bool {
+    pub(crate) fn grows(&self) -> bool {
         self.geo.blocks_count > self.old.blocks_count
     }
 }

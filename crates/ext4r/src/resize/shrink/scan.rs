@@ -30,7 +30,7 @@ pub(crate) struct Found {
 
 impl Found {
     /// Blocks still to move after mover `ino` (included).
-    pub fn remaining_after(&self, ino: u32) -> u64 {
+    pub(crate) fn remaining_after(&self, ino: u32) -> u64 {
         let i = self.movers.partition_point(|&m| m < ino);
         self.mover_blocks[i.min(self.mover_blocks.len())..]
             .iter()
