@@ -11,6 +11,7 @@ use crate::meta::Meta;
 use crate::mkfs::journal::{self, JournalSpec, FC_RATIO, JOURNAL_INO};
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::Inode;
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use std::sync::Arc;
 
@@ -76,7 +77,7 @@ pub(crate) fn create(
     let img = journal::encode(
         &place,
         &JournalSpec {
-            block_size: bs as usize,
+            block_size: num::index(bs),
             inode_size: usize::from(sb.inode_size()),
             cluster_ratio: ratio,
             now: spec.now,

@@ -12,6 +12,7 @@ use crate::mkfs::quota::{self, QuotaFile};
 use crate::quota::Dquot;
 use ext4r_format::features::Incompat;
 use ext4r_format::inode::Inode;
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use std::sync::Arc;
 
@@ -50,7 +51,7 @@ pub(crate) fn write_file(
     let file = QuotaFile::build(qtype, dquots);
     let blocks = quota::allocate(m, &file)?;
     for &(l, p) in &blocks.map {
-        m.write_block(p, file.fs_block(l, bs as usize))?;
+        m.write_block(p, file.fs_block(l, num::index(bs)))?;
     }
     match quota::encode_inode(&file, &blocks, isz, bs, ratio, extents, now) {
         Ok(inode) => m.write_inode(ino, inode.bytes),

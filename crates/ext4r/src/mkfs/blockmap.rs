@@ -1,6 +1,7 @@
 //! Block-mapped (ext2/ext3) files as mkfs creates them: blocks handed out
 //! one after another, with the indirect blocks allocated at the moment the
 //! map first needs them, the order `ext2fs_bmap2(BMAP_ALLOC)` follows.
+use ext4r_format::num;
 
 /// Direct pointers in `i_block`.
 const NDIR: u64 = 12;
@@ -69,7 +70,7 @@ impl MappedFile {
     /// The 15 `i_block` pointers.
     pub(crate) fn i_block(&self) -> [u32; 15] {
         let mut ib = [0u32; 15];
-        for (i, b) in self.data.iter().take(NDIR as usize).enumerate() {
+        for (i, b) in self.data.iter().take(num::index(NDIR)).enumerate() {
             ib[i] = *b as u32;
         }
         if let Some((b, _)) = self.ind.first() {
@@ -86,7 +87,9 @@ impl MappedFile {
         let mut out = Vec::new();
         let ptrs = |from: u64| -> Vec<u32> {
             let end = (from + apb).min(self.data.len() as u64);
-            (from..end).map(|l| self.data[l as usize] as u32).collect()
+            (from..end)
+                .map(|l| self.data[num::index(l)] as u32)
+                .collect()
         };
         if let Some((b, first)) = self.ind.first() {
             out.push((*b, ptrs(*first)));

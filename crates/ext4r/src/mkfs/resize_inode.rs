@@ -6,6 +6,7 @@
 
 use super::objects::InodeBuf;
 use ext4r_format::geometry::Geometry;
+use ext4r_format::num;
 
 /// Inode 7's record and the blocks it owns, ready to write.
 pub struct ResizeInode {
@@ -79,7 +80,7 @@ pub fn emit_blocks<E>(
     let mut total = 1u64;
     for r in 0..u64::from(geo.reserved_gdt_blocks) {
         let gdt_blk = sb_blk + 1 + desc_blocks + r;
-        let off = ((desc_blocks + r) % apb) as usize;
+        let off = num::index((desc_blocks + r) % apb);
         dind_buf[off * 4..off * 4 + 4].copy_from_slice(&(gdt_blk as u32).to_le_bytes());
         total += 1;
         let mut ind = vec![0u8; bs];

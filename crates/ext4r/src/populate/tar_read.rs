@@ -13,6 +13,7 @@
 use super::tar_sparse::PaxSparse;
 use super::PopulateError;
 use ext4r_format::inode::Timestamp;
+use ext4r_format::num;
 use std::io::{self, Read};
 
 /// Block size of the format.
@@ -144,7 +145,7 @@ impl<R: Read> TarReader<R> {
         if size > limit {
             return Err(bad(&format!("a {what} of {size} bytes")));
         }
-        let mut v = vec![0u8; size as usize];
+        let mut v = vec![0u8; num::index(size)];
         self.r.read_exact(&mut v).map_err(io_err)?;
         self.left = 0;
         self.pad = padding(size);
@@ -264,7 +265,7 @@ pub(crate) struct Data<'a, R> {
 
 impl<R: Read> Read for Data<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = (buf.len() as u64).min(self.t.left) as usize;
+        let want = num::index((buf.len() as u64).min(self.t.left));
         if want == 0 {
             return Ok(0);
         }

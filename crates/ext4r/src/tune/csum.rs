@@ -26,6 +26,7 @@
 //! reports and repairs (missing tails, checksum mismatches). Either way
 //! `fsck -fy` brings it back, and re-running the same tune finishes it.
 
+use ext4r_format::num;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -291,7 +292,7 @@ impl Rewriter<'_> {
         let bs = self.bs();
         let geo = self.geo;
         let cbits = geo.cluster_bits;
-        let cpg = (geo.blocks_per_group >> cbits) as usize;
+        let cpg = num::index(geo.blocks_per_group >> cbits);
         let mut map = vec![0u8; bs];
         let mut disk = None;
         if old_flags & BG_BLOCK_UNINIT == 0 {
@@ -302,7 +303,7 @@ impl Rewriter<'_> {
             let end = first + geo.group_blocks(g);
             let mut mark = |a: u64, n: u64| {
                 for b in a.max(first)..(a + n).min(end) {
-                    let c = ((b - first) >> cbits) as usize;
+                    let c = num::index((b - first) >> cbits);
                     if c < bs * 8 {
                         map[c / 8] |= 1 << (c % 8);
                     }
@@ -328,7 +329,7 @@ impl Rewriter<'_> {
         let mut bits = cpg / 8 * 8;
         if g + 1 == geo.group_count {
             let rem = (geo.blocks_count - geo.first_data_block) % geo.blocks_per_group;
-            let n = rem.div_ceil(1 << cbits) as usize;
+            let n = num::index(rem.div_ceil(1 << cbits));
             if n != 0 {
                 bits = n;
             }

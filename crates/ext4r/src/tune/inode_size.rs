@@ -73,6 +73,7 @@ use crate::error::Result;
 use crate::meta::Meta;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
+use ext4r_format::num;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -219,20 +220,20 @@ impl Run<'_, '_> {
             })
             .collect();
         let mut mover = Mover::new(meta, to_move);
-        let mut ibitmap = vec![0u8; bs as usize];
+        let mut ibitmap = vec![0u8; num::index(bs)];
         let mut buf = Vec::new();
         for (g, &(table, ibm, n)) in tables.iter().enumerate() {
             if n == 0 {
                 continue;
             }
-            let nblocks = (n * isz).div_ceil(bs as usize) as u64;
+            let nblocks = (n * isz).div_ceil(num::index(bs)) as u64;
             for (b, k) in [(table, nblocks), (ibm, 1)] {
                 if b < geo.first_data_block || b.saturating_add(k) > geo.blocks_count {
                     return Err(crate::meta::corrupt("group tables", format!("group {g}")).into());
                 }
             }
             dev.read_at(&mut ibitmap, ibm * bs)?;
-            buf.resize((nblocks * bs) as usize, 0);
+            buf.resize(num::index(nblocks * bs), 0);
             dev.read_at(&mut buf, table * bs)?;
             for i in 0..n {
                 if ibitmap[i / 8] & (1 << (i % 8)) == 0 {

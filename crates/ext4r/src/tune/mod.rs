@@ -57,6 +57,7 @@ use crate::journal::{Journal, JournalLocation};
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::GroupDesc;
+use ext4r_format::num;
 use ext4r_format::superblock::{
     Superblock, STATE_ERROR, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
 };
@@ -481,7 +482,7 @@ fn recover_journal(dev: &Arc<dyn BlockDevice>, sb: &Superblock) -> Result<()> {
     let mut blocks = vec![BlockNr(0); len];
     for r in &runs {
         for k in 0..r.len {
-            blocks[(r.logical + k) as usize] = BlockNr(r.physical + k);
+            blocks[num::index(r.logical + k)] = BlockNr(r.physical + k);
         }
     }
     let journal = Journal::open(
