@@ -100,7 +100,7 @@ impl WriteFs {
         let out = &mut buf[..n];
         if i.flags().contains(InodeFlags::INLINE_DATA) {
             let data = inline::inline_file(&self.txn, ino, i)?;
-            let from = (offset as usize).min(data.len());
+            let from = num::index(offset).min(data.len());
             let have = data.len().saturating_sub(from).min(n);
             out[..have].copy_from_slice(&data[from..from + have]);
             out[have..].fill(0);
