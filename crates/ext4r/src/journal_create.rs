@@ -105,7 +105,7 @@ pub(crate) fn create(
         .set(sb.s_feature_compat.get() | Compat::HAS_JOURNAL.bits());
     let over = sb.s_overhead_clusters.get();
     sb.s_overhead_clusters
-        .set(over.wrapping_add(total.div_ceil(ratio) as u32));
+        .set(over.wrapping_add(num::sat_u32(total.div_ceil(ratio))));
     Ok(Ok(()))
 }
 

@@ -390,9 +390,9 @@ fn forget_uninit(sb: &Superblock, descs: &mut [GroupDesc]) {
         return;
     }
     let cs = Checksums::new(sb);
-    for (g, d) in descs.iter_mut().enumerate() {
+    for (g, d) in (0u32..).zip(descs.iter_mut()) {
         d.set_flags(d.flags() & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT));
         d.set_itable_unused(0);
-        cs.stamp_desc(g as u32, d);
+        cs.stamp_desc(g, d);
     }
 }

@@ -139,7 +139,7 @@ pub(crate) fn encode_inode(
                 ));
             }
             let k = num::index(lb) * 4;
-            ib[k..k + 4].copy_from_slice(&(pb as u32).to_le_bytes());
+            ib[k..k + 4].copy_from_slice(&super::blockmap::ptr(pb).to_le_bytes());
         }
         qi.set_flags(IMMUTABLE_FL);
         qi.set_i_block(&ib);

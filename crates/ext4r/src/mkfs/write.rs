@@ -365,7 +365,7 @@ fn set_data_map(i: &mut InodeBuf, blocks: &[u64], extents: bool) {
     } else {
         let mut ib = [0u8; 60];
         for (k, b) in blocks.iter().take(12).enumerate() {
-            ib[k * 4..k * 4 + 4].copy_from_slice(&(*b as u32).to_le_bytes());
+            ib[k * 4..k * 4 + 4].copy_from_slice(&super::blockmap::ptr(*b).to_le_bytes());
         }
         i.set_i_block(&ib);
     }
