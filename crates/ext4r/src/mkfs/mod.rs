@@ -8,7 +8,7 @@
 //! holds, and `write` emits them in sorted, merged runs.
 
 mod args;
-mod blockmap;
+pub(crate) mod blockmap;
 mod groups;
 pub(crate) mod journal;
 mod layout;

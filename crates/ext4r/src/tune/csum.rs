@@ -140,9 +140,8 @@ pub(super) fn execute(
     };
     let dsize = geo.desc_size as usize;
     let groups = u64::from(geo.group_count);
-    for (g, mut d) in descs.into_iter().enumerate() {
-        progress(g as u64, groups);
-        let g = g as u32;
+    for (g, mut d) in (0u32..).zip(descs) {
+        progress(u64::from(g), groups);
         r.group(g, &mut d)?;
         // A group's blocks go out before the next group is read.
         r.txn.flush_partial()?;
@@ -394,7 +393,8 @@ impl Rewriter<'_> {
             let ino = u64::from(g) * u64::from(self.geo.inodes_per_group) + i as u64 + 1;
             let off = skip + k * isz;
             let rec = &mut buf[off..off + isz];
-            if self.inode(InodeNr(ino as u32), used, rec, &mut before)? {
+            // A slot of group g's table: at most s_inodes_count, a u32.
+            if self.inode(InodeNr(num::sat_u32(ino)), used, rec, &mut before)? {
                 dirty[off / bs] = true;
                 dirty[(off + isz - 1) / bs] = true;
             }

@@ -97,6 +97,11 @@ impl Run<'_, '_> {
             let _ = writeln!(self.err, "Invalid inode size {new} (max {bs})");
             return Err(Refused);
         }
+        if u16::try_from(new).is_err() {
+            // 64 KiB blocks allow 65536, which s_inode_size cannot hold.
+            let _ = writeln!(self.err, "Invalid inode size {new} (max {})", u16::MAX);
+            return Err(Refused);
+        }
         self.check_fsck_needed()
     }
 
@@ -171,7 +176,8 @@ impl Run<'_, '_> {
             meta.desc_mut(g)?
                 .set_locations(bb, ib, place.dest[g as usize]);
         }
-        self.sb.s_inode_size.set(new as u16);
+        // check_inode_size refused anything wider.
+        self.sb.s_inode_size.set(num::sat_u16(new));
         self.sb.s_checksum_type = u8::from(meta.metadata_csum);
         self.meta = Some(Box::new(meta));
         self.dirty = true;
@@ -239,7 +245,8 @@ impl Run<'_, '_> {
                 if ibitmap[i / 8] & (1 << (i % 8)) == 0 {
                     continue;
                 }
-                let ino = (g * ipg + i + 1) as u32;
+                // At most s_inodes_count, a u32.
+                let ino = num::sat_u32(g * ipg + i + 1);
                 let reserved = ino < first_ino && ino != 2;
                 if reserved || ino == journal || ino == orphan {
                     continue;

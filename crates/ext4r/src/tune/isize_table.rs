@@ -89,7 +89,8 @@ pub(super) fn write_tables(
                 }
                 slot.fill(0);
             }
-            let ino = (g * ipg + i + 1) as u32;
+            // At most s_inodes_count, a u32.
+            let ino = num::sat_u32(g * ipg + i + 1);
             meta.checksums().stamp_inode(ino, slot)?;
         }
         for (k, chunk) in new.chunks(num::index(bs)).enumerate() {

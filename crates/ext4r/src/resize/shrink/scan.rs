@@ -74,7 +74,7 @@ pub(crate) fn each_inode(m: &Mover<'_>, mut f: impl FnMut(u32, &[u8]) -> Result<
     let ipg = geo.inodes_per_group;
     let isz = geo.inode_size as usize;
     let bs = u64::from(geo.block_size);
-    let per_block = (num::index(bs) / isz).max(1) as u32;
+    let per_block = num::sat_u32((num::index(bs) / isz).max(1)); // <= 65536 / 128
     let mut buf = Vec::new();
     for g in 0..geo.group_count {
         let d = *t.groups().desc(g)?;
@@ -100,9 +100,10 @@ pub(crate) fn each_inode(m: &Mover<'_>, mut f: impl FnMut(u32, &[u8]) -> Result<
             let n = CHUNK_BLOCKS.min(blocks - k);
             buf.resize(num::index(n * bs), 0);
             t.read_blocks(table + k, &mut buf)?;
-            let first = (k * u64::from(per_block)) as u32;
-            for (j, rec) in buf.chunks_exact(isz).enumerate() {
-                let i = first + j as u32;
+            // k < blocks, the table's size, so k * per_block < ipg.
+            let first = num::sat_u32(k * u64::from(per_block));
+            for (j, rec) in (0u32..).zip(buf.chunks_exact(isz)) {
+                let i = first + j;
                 if i >= used {
                     break;
                 }
