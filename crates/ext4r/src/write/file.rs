@@ -170,7 +170,7 @@ impl WriteFs {
         i.set_blocks_count(
             (blocks + acl) * (self.shape.bs as u64 / 512) + ea,
             self.shape.huge_file,
-            self.shape.bs as u32,
+            self.shape.bs32,
         )
         .map_err(|e| Error::corrupt("inode", e))
     }
@@ -354,7 +354,7 @@ impl WriteFs {
         if self.shape.extents {
             (1u64 << 32) * bs
         } else {
-            ext4r_format::blockmap::max_mapped_blocks(bs as u32) * bs
+            ext4r_format::blockmap::max_mapped_blocks(self.shape.bs32) * bs
         }
     }
 
@@ -567,7 +567,7 @@ pub(crate) fn fast_symlink(i: &Inode, sh: &Shape) -> bool {
             .flags()
             .intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
         && i.size() < 60
-        && i.blocks_count(sh.huge_file, sh.bs as u32)
+        && i.blocks_count(sh.huge_file, sh.bs32)
             <= u64::from(i.i_file_acl_lo.get() != 0) * (sh.bs as u64 / 512)
 }
 
