@@ -930,4 +930,28 @@ mod tests {
         }
         assert_eq!(e, [(0, 100, 1), (1, 105, 1), (2, 101, 2)]);
     }
+
+    /// A RAID stride past s_raid_stride's 16 bits is refused before
+    /// anything is written, not stored as its low bits.
+    #[test]
+    fn a_stride_wider_than_its_field_is_refused() {
+        use crate::device::{BlockDevice, MemDevice};
+        use crate::mkfs::{format, Extended, MkfsOptions};
+        let opts = |stride| MkfsOptions {
+            size_bytes: 8 << 20,
+            now: 1_700_000_000,
+            extended: Extended {
+                stride: Some(stride),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let dev = MemDevice::new(8 << 20);
+        let e = format(&dev, &opts(65_536), true).expect_err("a 17-bit stride");
+        assert!(e.to_string().contains("RAID stride 65536"), "{e}");
+        let mut head = vec![0u8; 4096];
+        dev.read_at(&mut head, 0).unwrap();
+        assert!(head.iter().all(|&b| b == 0), "something was written");
+        format(&dev, &opts(65_535), true).expect("the widest stride that fits");
+    }
 }
