@@ -131,7 +131,7 @@ pub(crate) fn extent_root(extents: &[(u64, u64, u64)], leaf: Option<u64>) -> [u8
 fn put_extent(b: &mut [u8], (l, p, n): (u64, u64, u64)) {
     #[allow(clippy::cast_possible_truncation)] // mkfs's files end far below 2^32 blocks
     put32(b, 0, l as u32);
-    #[allow(clippy::cast_possible_truncation)] // callers cut extents at 32768 blocks
+    #[allow(clippy::cast_possible_truncation)] // journal runs cut at 32768, others tiny
     put16(b, 4, n as u16);
     put16(b, 6, num::hi16_of_48(p));
     put32(b, 8, num::lo32(p));
