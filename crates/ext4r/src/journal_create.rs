@@ -11,6 +11,7 @@ use crate::meta::Meta;
 use crate::mkfs::journal::{self, JournalSpec, FC_RATIO, JOURNAL_INO};
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::Inode;
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use std::sync::Arc;
 
@@ -76,7 +77,7 @@ pub(crate) fn create(
     let img = journal::encode(
         &place,
         &JournalSpec {
-            block_size: bs as usize,
+            block_size: num::index(bs),
             inode_size: usize::from(sb.inode_size()),
             cluster_ratio: ratio,
             now: spec.now,
@@ -104,7 +105,7 @@ pub(crate) fn create(
         .set(sb.s_feature_compat.get() | Compat::HAS_JOURNAL.bits());
     let over = sb.s_overhead_clusters.get();
     sb.s_overhead_clusters
-        .set(over.wrapping_add(total.div_ceil(ratio) as u32));
+        .set(over.wrapping_add(num::sat_u32(total.div_ceil(ratio))));
     Ok(Ok(()))
 }
 

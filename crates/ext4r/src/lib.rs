@@ -2,6 +2,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
+#![warn(unreachable_pub)]
 
 pub use ext4r_txn::device;
 pub use ext4r_txn::error;

@@ -12,6 +12,7 @@ use crate::mkfs::quota::{self, QuotaFile};
 use crate::quota::Dquot;
 use ext4r_format::features::Incompat;
 use ext4r_format::inode::Inode;
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use std::sync::Arc;
 
@@ -50,7 +51,7 @@ pub(crate) fn write_file(
     let file = QuotaFile::build(qtype, dquots);
     let blocks = quota::allocate(m, &file)?;
     for &(l, p) in &blocks.map {
-        m.write_block(p, file.fs_block(l, bs as usize))?;
+        m.write_block(p, file.fs_block(l, num::index(bs)))?;
     }
     match quota::encode_inode(&file, &blocks, isz, bs, ratio, extents, now) {
         Ok(inode) => m.write_inode(ino, inode.bytes),
@@ -73,8 +74,8 @@ pub(crate) fn write_file(
             let goal = runs.last().map_or(0, |r| r.physical + r.len);
             let used = m.store_mapping(ino, &mut rec, &runs, goal)?;
             let sectors = (blocks.clusters + used) * ratio * (bs / 512);
-            rec[0x1C..0x20].copy_from_slice(&(sectors as u32).to_le_bytes());
-            rec[0x74..0x76].copy_from_slice(&((sectors >> 32) as u16).to_le_bytes());
+            rec[0x1C..0x20].copy_from_slice(&num::lo32(sectors).to_le_bytes());
+            rec[0x74..0x76].copy_from_slice(&num::hi16_of_48(sectors).to_le_bytes());
             m.write_inode(ino, rec)
         }
         Err(e) => Err(e),

@@ -10,6 +10,7 @@ use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::localtime::ctime;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use rustix::fs::FileType;
 use std::os::unix::fs::MetadataExt;
@@ -311,7 +312,7 @@ fn probe_bytes(b: &[u8], sector: u32) -> Option<Existing> {
     let label = |off: usize, len: usize| at(off, len).map(text).unwrap_or_default();
     let other = |kind, label| Some(Existing::Other { kind, label });
 
-    if let Some(e) = at(SUPERBLOCK_OFFSET as usize, SUPERBLOCK_SIZE).and_then(ext_info) {
+    if let Some(e) = at(num::index(SUPERBLOCK_OFFSET), SUPERBLOCK_SIZE).and_then(ext_info) {
         return Some(Existing::Ext(e));
     }
     if has(0, b"XFSB") {

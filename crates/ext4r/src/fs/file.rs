@@ -1,5 +1,6 @@
 //! File contents as `std::io::Read + Seek`.
 
+use ext4r_format::num;
 use std::io::{self, Read, Seek, SeekFrom};
 
 use ext4r_format::inode::InodeFlags;
@@ -41,7 +42,7 @@ impl Filesystem {
             Some(self.inline_data(info)?)
         } else if self.is_fast_symlink(info) {
             // The target, in i_block (shorter than it, by definition).
-            Some(info.inode.i_block[..info.inode.size() as usize].to_vec())
+            Some(info.inode.i_block[..num::index(info.inode.size())].to_vec())
         } else {
             None
         };
@@ -82,7 +83,7 @@ impl FileReader<'_> {
         let n = match self.runs.get(i) {
             Some(r) if r.logical <= lblk => {
                 let avail = (r.end() - lblk) * bs - in_block;
-                let n = left.min(avail) as usize;
+                let n = num::index(left.min(avail));
                 if r.unwritten {
                     buf[..n].fill(0);
                 } else {
@@ -97,7 +98,7 @@ impl FileReader<'_> {
             next => {
                 // A hole up to the next run or the end.
                 let hole_end = next.map_or(u64::MAX, |r| r.logical.saturating_mul(bs));
-                let n = left.min(hole_end - self.pos) as usize;
+                let n = num::index(left.min(hole_end - self.pos));
                 buf[..n].fill(0);
                 n
             }
@@ -112,7 +113,7 @@ impl Read for FileReader<'_> {
             return Ok(0);
         }
         let n = if let Some(data) = &self.inline {
-            let start = self.pos as usize;
+            let start = num::index(self.pos);
             let n = (data.len() - start).min(buf.len());
             buf[..n].copy_from_slice(&data[start..start + n]);
             n

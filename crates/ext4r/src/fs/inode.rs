@@ -4,6 +4,7 @@ use ext4r_format::features::RoCompat;
 use ext4r_format::inode::{
     mode, verify_inode_checksum, Inode, InodeFlags, Timestamp, GOOD_OLD_INODE_SIZE,
 };
+use ext4r_format::num;
 use ext4r_format::{FormatError, InodeNr};
 
 use super::volume::Filesystem;
@@ -87,12 +88,12 @@ impl Filesystem {
             )
         })?;
         self.check_blocks(block, 1, &what)?;
-        let mut record = vec![0u8; isize as usize];
+        let mut record = vec![0u8; num::index(isize)];
         self.read_inode_record(group, table, byte, &mut record)?;
         let inode = Inode::parse(&record).map_err(|e| Error::corrupt(where_(), e))?;
-        if isize as usize > GOOD_OLD_INODE_SIZE {
+        if num::index(isize) > GOOD_OLD_INODE_SIZE {
             inode
-                .check_extra_isize(isize as usize)
+                .check_extra_isize(num::index(isize))
                 .map_err(|e| Error::corrupt(where_(), e))?;
         }
         if self.verify() {
@@ -133,7 +134,7 @@ impl Filesystem {
             )
         })?;
         self.check_blocks(block, 1, &what)?;
-        let mut record = vec![0u8; isize as usize];
+        let mut record = vec![0u8; num::index(isize)];
         self.dev
             .read_at(&mut record, block * bs + index * isize % bs)?;
         Ok(record)
@@ -198,12 +199,12 @@ impl Filesystem {
         };
         let hit = matches!(&*cache, Some((o, b)) if *o == at && b.len() as u64 == len);
         if !hit {
-            let mut buf = vec![0u8; len as usize];
+            let mut buf = vec![0u8; num::index(len)];
             self.dev.read_at(&mut buf, at)?;
             *cache = Some((at, buf));
         }
         if let Some((_, b)) = &*cache {
-            let i = (byte - chunk_off) as usize;
+            let i = num::index(byte - chunk_off);
             out.copy_from_slice(&b[i..i + out.len()]);
         }
         Ok(())

@@ -5,6 +5,7 @@
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::GroupDesc;
+use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ext4r_format::{FormatError, GroupNr};
 
@@ -130,10 +131,10 @@ impl Filesystem {
         let info = self.inode(ext4r_format::InodeNr(inum))?;
         let runs = self.runs(&info)?;
         let len = runs.last().map_or(0, |r| r.end());
-        let mut blocks = vec![ext4r_format::BlockNr(0); len as usize];
+        let mut blocks = vec![ext4r_format::BlockNr(0); num::index(len)];
         for r in &runs {
             for k in 0..r.len {
-                blocks[(r.logical + k) as usize] = ext4r_format::BlockNr(r.physical + k);
+                blocks[num::index(r.logical + k)] = ext4r_format::BlockNr(r.physical + k);
             }
         }
         Ok(Some(JournalLocation::internal(blocks)))
@@ -389,9 +390,9 @@ fn forget_uninit(sb: &Superblock, descs: &mut [GroupDesc]) {
         return;
     }
     let cs = Checksums::new(sb);
-    for (g, d) in descs.iter_mut().enumerate() {
+    for (g, d) in (0u32..).zip(descs.iter_mut()) {
         d.set_flags(d.flags() & !(BG_BLOCK_UNINIT | BG_INODE_UNINIT));
         d.set_itable_unused(0);
-        cs.stamp_desc(g as u32, d);
+        cs.stamp_desc(g, d);
     }
 }

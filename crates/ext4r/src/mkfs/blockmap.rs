@@ -1,9 +1,21 @@
 //! Block-mapped (ext2/ext3) files as mkfs creates them: blocks handed out
 //! one after another, with the indirect blocks allocated at the moment the
 //! map first needs them, the order `ext2fs_bmap2(BMAP_ALLOC)` follows.
+use ext4r_format::num;
 
 /// Direct pointers in `i_block`.
 const NDIR: u64 = 12;
+
+/// A block number as a 32-bit block-map pointer.
+///
+/// mkfs writes block pointers only where every block number is below 2^32:
+/// block-mapped files exist only without `64bit` (mkfs demands extents
+/// with it), a filesystem without `64bit` has fewer than 2^32 blocks (mkfs
+/// refuses a bigger one), and the resize inode is dropped past 2^32 blocks.
+#[allow(clippy::cast_possible_truncation)] // block numbers < 2^32 where pointers are written
+pub(crate) fn ptr(b: u64) -> u32 {
+    b as u32
+}
 
 /// A block-mapped file's blocks.
 #[derive(Debug, Clone, Default)]
@@ -69,14 +81,14 @@ impl MappedFile {
     /// The 15 `i_block` pointers.
     pub(crate) fn i_block(&self) -> [u32; 15] {
         let mut ib = [0u32; 15];
-        for (i, b) in self.data.iter().take(NDIR as usize).enumerate() {
-            ib[i] = *b as u32;
+        for (i, b) in self.data.iter().take(num::index(NDIR)).enumerate() {
+            ib[i] = ptr(*b);
         }
         if let Some((b, _)) = self.ind.first() {
-            ib[12] = *b as u32;
+            ib[12] = ptr(*b);
         }
         if let Some((b, _)) = &self.dind {
-            ib[13] = *b as u32;
+            ib[13] = ptr(*b);
         }
         ib
     }
@@ -86,13 +98,13 @@ impl MappedFile {
         let mut out = Vec::new();
         let ptrs = |from: u64| -> Vec<u32> {
             let end = (from + apb).min(self.data.len() as u64);
-            (from..end).map(|l| self.data[l as usize] as u32).collect()
+            (from..end).map(|l| ptr(self.data[num::index(l)])).collect()
         };
         if let Some((b, first)) = self.ind.first() {
             out.push((*b, ptrs(*first)));
         }
         if let Some((d, kids)) = &self.dind {
-            out.push((*d, kids.iter().map(|k| *k as u32).collect()));
+            out.push((*d, kids.iter().map(|&k| ptr(k)).collect()));
             for (i, k) in kids.iter().enumerate() {
                 out.push((*k, ptrs(NDIR + apb + i as u64 * apb)));
             }

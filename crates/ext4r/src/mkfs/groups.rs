@@ -12,6 +12,7 @@ use super::layout::Layout;
 use crate::error::Result;
 use ext4r_format::features::Incompat;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use ext4r_format::num;
 use ext4r_txn::bulk::RunWriter;
 use ext4r_txn::csum::Checksums;
 
@@ -59,7 +60,7 @@ pub(crate) fn write_bitmaps_and_gdt(
         let buf = &mut chunk[..(end - first) * bs];
         buf.fill(0);
         for g in first * per..(end * per).min(ngroups) {
-            let d = groups.group(w, g as u32)?;
+            let d = groups.group(w, num::sat_u32(g))?; // g < ngroups, a u32
             let at = (g - first * per) * ds;
             // The size was checked when the geometry was built.
             let _ = d.write(&mut buf[at..at + ds], ds);
@@ -75,7 +76,7 @@ pub(crate) fn write_bitmaps_and_gdt(
                     if g >= ngroups {
                         continue;
                     }
-                    if let Some(b) = l.geo.group_meta(g as u32).meta_desc {
+                    if let Some(b) = l.geo.group_meta(num::sat_u32(g)).meta_desc {
                         w.write(b * bs as u64, block.to_vec())?;
                     }
                 }
@@ -163,7 +164,7 @@ impl<'l> GroupWriter<'l> {
         let group_clusters = (last - first + 1).div_ceil(1 << cluster_bits);
         let free = group_clusters - used;
         self.total_free += free;
-        d.set_free_blocks_count(free as u32);
+        d.set_free_blocks_count(num::sat_u32(free)); // at most clusters_per_group
         if write_bb {
             if g + 1 == geo.group_count {
                 // Padding past the short last group.

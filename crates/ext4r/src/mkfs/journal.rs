@@ -7,6 +7,7 @@
 use super::blockmap::MappedFile;
 use super::objects::{self, InodeBuf, EXTENTS_FL};
 use crate::error::{Error, Result};
+use ext4r_format::num;
 use ext4r_txn::alloc::{self, BlockAlloc, FreeSpace};
 use ext4r_txn::csum::BlockKind;
 
@@ -236,7 +237,15 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
     blocks.push((
         first,
         BlockKind::Plain,
-        objects::journal_superblock(bs as u32, j.blocks as u32, s.uuid, s.fc_blocks as u32, s.v1),
+        // The block size is at most 64 KiB, the journal's size was capped
+        // far below 2^32 blocks when it was chosen.
+        objects::journal_superblock(
+            num::sat_u32(bs),
+            num::sat_u32(j.blocks),
+            s.uuid,
+            num::sat_u32(s.fc_blocks),
+            s.v1,
+        ),
     ));
     let mut jnl_blocks = [0u32; 17];
     let ib = ji.i_block();
@@ -244,8 +253,8 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
         *w = u32::from_le_bytes([ib[4 * i], ib[4 * i + 1], ib[4 * i + 2], ib[4 * i + 3]]);
     }
     let size = j.blocks * bs as u64;
-    jnl_blocks[15] = (size >> 32) as u32;
-    jnl_blocks[16] = size as u32;
+    jnl_blocks[15] = num::hi32(size);
+    jnl_blocks[16] = num::lo32(size);
     JournalImage {
         inode: ji,
         blocks,

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::{reserved_gdt_blocks, Geometry};
 use ext4r_format::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
 
@@ -123,13 +124,21 @@ impl Layout {
         };
         sb.s_log_cluster_size.set(log_cluster);
         let cluster_bits = log_cluster - p.log_block_size;
-        let block_size: u64 = 1024 << p.log_block_size;
-        let first_data_block: u64 = if log_cluster == 0 { 1 } else { 0 };
-        sb.s_first_data_block.set(first_data_block as u32);
+        let block_size32: u32 = 1024 << p.log_block_size;
+        let block_size = u64::from(block_size32);
+        let first_data_block32: u32 = if log_cluster == 0 { 1 } else { 0 };
+        let first_data_block = u64::from(first_data_block32);
+        sb.s_first_data_block.set(first_data_block32);
         sb.s_max_mnt_count.set(-1);
         sb.s_errors.set(p.errors);
         sb.s_default_mount_opts.set(p.default_mount_opts);
-        sb.s_raid_stride.set(p.raid_stride as u16);
+        sb.s_raid_stride
+            .set(u16::try_from(p.raid_stride).map_err(|_| {
+                bad(format!(
+                    "RAID stride {} does not fit the superblock's 16 bits",
+                    p.raid_stride
+                ))
+            })?);
         sb.s_raid_stripe_width.set(p.raid_stripe_width);
         sb.s_log_groups_per_flex = p.log_groups_per_flex;
         sb.s_rev_level.set(p.rev_level);
@@ -197,11 +206,17 @@ impl Layout {
         // The retry loop of ext2fs_initialize.
         let (group_count, ipg, inode_blocks_per_group, rsv_gdt, desc_blocks) = loop {
             let group_count = (blocks_count - first_data_block).div_ceil(bpg);
-            if group_count == 0 || group_count > u64::from(u32::MAX) {
-                return Err(bad(TOO_SMALL));
-            }
-            let descs_per_block = block_size / desc_size;
-            let desc_blocks = group_count.div_ceil(descs_per_block);
+            let group_count32 = u32::try_from(group_count)
+                .ok()
+                .filter(|&g| g != 0)
+                .ok_or_else(|| bad(TOO_SMALL))?;
+            let descs_per_block32 = if desc_size == 64 {
+                block_size32 / 64
+            } else {
+                block_size32 / 32
+            };
+            let desc_blocks32 = group_count32.div_ceil(descs_per_block32);
+            let desc_blocks = u64::from(desc_blocks32);
             let i = if block_size >= 4096 {
                 1
             } else {
@@ -249,10 +264,11 @@ impl Layout {
                     blocks_count,
                     first_data_block,
                     bpg,
-                    descs_per_block as u32,
-                    desc_blocks as u32,
-                    block_size as u32,
-                ) as u64
+                    descs_per_block32,
+                    desc_blocks32,
+                    block_size32,
+                )
+                .into()
             } else {
                 0
             };
@@ -277,7 +293,7 @@ impl Layout {
             }
             // Is the last group big enough for its metadata?
             let mut overhead = 2 + ibpg;
-            let last = group_count - 1;
+            let last = group_count32 - 1;
             let has_bg = if features.compat.contains(Compat::SPARSE_SUPER2) {
                 if group_count == 2 {
                     p.backup_bgs[0] != 0
@@ -288,7 +304,7 @@ impl Layout {
                 last == 0
                     || last == 1
                     || !features.ro_compat.contains(RoCompat::SPARSE_SUPER)
-                    || (last & 1 == 1 && is_backup_power(last as u32))
+                    || (last & 1 == 1 && is_backup_power(last))
             };
             if has_bg {
                 overhead += 1 + desc_blocks + rsv;
@@ -300,27 +316,32 @@ impl Layout {
             if rem != 0 && rem < overhead + 50 {
                 blocks_count -= rem;
                 let ratio = 100.0 * p.r_blocks_count as f64 / p.blocks_count as f64;
-                r_blocks = (ratio * blocks_count as f64 / 100.0) as u64;
+                #[allow(clippy::cast_possible_truncation)] // a share of blocks_count
+                let r = (ratio * blocks_count as f64 / 100.0) as u64;
+                r_blocks = r;
                 continue;
             }
-            break (
-                group_count as u32,
-                ipg as u32,
-                ibpg as u32,
-                rsv as u32,
-                desc_blocks,
-            );
+            // real * group_count fits 32 bits (checked above), the inode
+            // tables fit a group and rsv is at most a quarter block.
+            let fit = |v: u64| {
+                u32::try_from(v).map_err(|_| bad("group geometry does not fit 32-bit fields"))
+            };
+            break (group_count32, fit(ipg)?, fit(ibpg)?, fit(rsv)?, desc_blocks);
         };
         let _ = desc_blocks;
         sb.set_features(features);
         sb.set_blocks_count(blocks_count);
         sb.set_r_blocks_count(r_blocks);
-        sb.s_blocks_per_group.set(bpg as u32);
-        sb.s_clusters_per_group.set(cpg as u32);
+        let fit =
+            |v: u64| u32::try_from(v).map_err(|_| bad("blocks per group too large for 32 bits"));
+        sb.s_blocks_per_group.set(fit(bpg)?);
+        sb.s_clusters_per_group.set(fit(cpg)?);
         sb.s_inodes_per_group.set(ipg);
         sb.s_inodes_count.set(ipg * group_count);
         sb.s_free_inodes_count.set(ipg * group_count);
-        sb.s_reserved_gdt_blocks.set(rsv_gdt as u16);
+        sb.s_reserved_gdt_blocks.set(
+            u16::try_from(rsv_gdt).map_err(|_| bad("too many reserved group descriptor blocks"))?,
+        );
         sb.s_desc_size.set(if desc_size == 64 { 64 } else { 0 });
         if features.compat.contains(Compat::SPARSE_SUPER2) {
             let mut b = p.backup_bgs;
@@ -670,7 +691,8 @@ impl Layout {
             )));
         }
         let ipg = self.geo.inodes_per_group;
-        let group = ((ino - 1) / ipg) as usize;
+        let group32 = (ino - 1) / ipg;
+        let group = group32 as usize;
         let csum = self.csum();
         let untouched = self.untouched_inode_counts();
         if self.inode_counts.len() <= group {
@@ -683,9 +705,9 @@ impl Layout {
         }
         self.flags[group] &= !BG_INODE_UNINIT;
         if csum {
-            let first_unused = ipg - g.itable_unused + group as u32 * ipg + 1;
+            let first_unused = ipg - g.itable_unused + group32 * ipg + 1;
             if ino >= first_unused {
-                g.itable_unused = group as u32 * ipg + ipg - ino;
+                g.itable_unused = group32 * ipg + ipg - ino;
             }
         }
         self.inodes_used.push(ino);
@@ -707,9 +729,9 @@ impl Layout {
             // Stored in the descriptor's 16 or 32 bits, so it wraps.
             let v = self.stats_free[g as usize];
             return if self.geo.desc_size >= 64 {
-                i64::from(v as u32)
+                i64::from(num::lo32(v as u64))
             } else {
-                i64::from(v as u16)
+                i64::from(num::lo16(num::lo32(v as u64)))
             };
         }
         let first = self.geo.group_first_block(g);
@@ -737,7 +759,11 @@ impl Layout {
 
     /// Free inodes in the whole filesystem.
     pub(crate) fn free_inodes(&self) -> u32 {
-        let untouched = self.geo.group_count - self.inode_counts.len() as u32;
+        // inode_counts holds at most one entry per group.
+        let untouched = self
+            .geo
+            .group_count
+            .saturating_sub(num::sat_u32(self.inode_counts.len()));
         let rest: u32 = self.inode_counts.iter().map(|c| c.free_inodes).sum();
         untouched * self.untouched_inode_counts().free_inodes + rest
     }
@@ -903,5 +929,29 @@ mod tests {
             map_block(&mut e, l, p);
         }
         assert_eq!(e, [(0, 100, 1), (1, 105, 1), (2, 101, 2)]);
+    }
+
+    /// A RAID stride past s_raid_stride's 16 bits is refused before
+    /// anything is written, not stored as its low bits.
+    #[test]
+    fn a_stride_wider_than_its_field_is_refused() {
+        use crate::device::{BlockDevice, MemDevice};
+        use crate::mkfs::{format, Extended, MkfsOptions};
+        let opts = |stride| MkfsOptions {
+            size_bytes: 8 << 20,
+            now: 1_700_000_000,
+            extended: Extended {
+                stride: Some(stride),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let dev = MemDevice::new(8 << 20);
+        let e = format(&dev, &opts(65_536), true).expect_err("a 17-bit stride");
+        assert!(e.to_string().contains("RAID stride 65536"), "{e}");
+        let mut head = vec![0u8; 4096];
+        dev.read_at(&mut head, 0).unwrap();
+        assert!(head.iter().all(|&b| b == 0), "something was written");
+        format(&dev, &opts(65_535), true).expect("the widest stride that fits");
     }
 }

@@ -8,7 +8,7 @@
 //! holds, and `write` emits them in sorted, merged runs.
 
 mod args;
-mod blockmap;
+pub(crate) mod blockmap;
 mod groups;
 pub(crate) mod journal;
 mod layout;
@@ -27,6 +27,7 @@ pub use params::{parse_uuid, Extended, MkfsOptions};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::num;
 use ext4r_txn::alloc::BlockAlloc;
 use layout::{DirPlace, Layout};
 
@@ -262,7 +263,7 @@ fn build_with(
     let overhead = overhead
         + journal.unwrap_or(0).div_ceil(layout.geo.cluster_ratio())
         + layout.geo.first_data_block;
-    layout.sb.s_overhead_clusters.set(overhead as u32);
+    layout.sb.s_overhead_clusters.set(num::sat_u32(overhead));
     Ok((layout, p))
 }
 

@@ -3,6 +3,8 @@
 //! way mke2fs writes them (Documentation/filesystems/ext4/inodes.rst,
 //! directory.rst, ifork.rst), checksums included.
 
+use ext4r_format::num;
+
 /// `i_flags`: the inode uses an extent tree.
 pub(crate) const EXTENTS_FL: u32 = 0x0008_0000;
 /// `i_flags`: immutable (quota files are).
@@ -39,7 +41,7 @@ impl InodeBuf {
         i.set_times(now);
         if inode_size > 128 {
             put16(&mut i.bytes, 0x80, 32);
-            put32(&mut i.bytes, 0x90, now as u32);
+            put32(&mut i.bytes, 0x90, num::lo32(now as u64));
             // Epoch bits of crtime live in i_crtime_extra's low two bits.
             put32(&mut i.bytes, 0x94, ((now >> 32) as u32) & 3);
         }
@@ -50,20 +52,20 @@ impl InodeBuf {
         put16(&mut self.bytes, 0x00, m);
     }
     pub(crate) fn set_owner(&mut self, uid: u32, gid: u32) {
-        put16(&mut self.bytes, 0x02, uid as u16);
-        put16(&mut self.bytes, 0x18, gid as u16);
-        put16(&mut self.bytes, 0x78, (uid >> 16) as u16);
-        put16(&mut self.bytes, 0x7A, (gid >> 16) as u16);
+        put16(&mut self.bytes, 0x02, num::lo16(uid));
+        put16(&mut self.bytes, 0x18, num::lo16(gid));
+        put16(&mut self.bytes, 0x78, num::hi16(uid));
+        put16(&mut self.bytes, 0x7A, num::hi16(gid));
     }
     pub(crate) fn set_size(&mut self, s: u64) {
-        put32(&mut self.bytes, 0x04, s as u32);
-        put32(&mut self.bytes, 0x6C, (s >> 32) as u32);
+        put32(&mut self.bytes, 0x04, num::lo32(s));
+        put32(&mut self.bytes, 0x6C, num::hi32(s));
     }
     /// atime, ctime and mtime (the 32-bit parts; the epoch bits go to the
     /// `_extra` fields of large inodes).
     pub(crate) fn set_times(&mut self, now: i64) {
         for off in [0x08, 0x0C, 0x10] {
-            put32(&mut self.bytes, off, now as u32);
+            put32(&mut self.bytes, off, num::lo32(now as u64));
         }
         if self.bytes.len() > 128 && (now >> 32) != 0 {
             for off in [0x84, 0x88, 0x8C] {
@@ -76,8 +78,8 @@ impl InodeBuf {
     }
     /// `i_blocks` in 512-byte units.
     pub(crate) fn set_sectors(&mut self, n: u64) {
-        put32(&mut self.bytes, 0x1C, n as u32);
-        put16(&mut self.bytes, 0x74, (n >> 32) as u16);
+        put32(&mut self.bytes, 0x1C, num::lo32(n));
+        put16(&mut self.bytes, 0x74, num::hi16_of_48(n));
     }
     pub(crate) fn set_flags(&mut self, f: u32) {
         put32(&mut self.bytes, 0x20, f);
@@ -101,7 +103,8 @@ pub(crate) fn extent_root(extents: &[(u64, u64, u64)], leaf: Option<u64>) -> [u8
     put16(&mut b, 4, 4);
     match leaf {
         None => {
-            put16(&mut b, 2, extents.len() as u16);
+            // At most four, by this function's contract.
+            put16(&mut b, 2, num::sat_u16(extents.len()));
             for (i, e) in extents.iter().enumerate() {
                 put_extent(&mut b[12 + 12 * i..], *e);
             }
@@ -118,18 +121,20 @@ pub(crate) fn extent_root(extents: &[(u64, u64, u64)], leaf: Option<u64>) -> [u8
             put16(&mut b, 6, 1);
             // ei_block 0, ei_leaf_lo, ei_leaf_hi.
             put32(&mut b, 12, 0);
-            put32(&mut b, 16, l as u32);
-            put16(&mut b, 20, (l >> 32) as u16);
+            put32(&mut b, 16, num::lo32(l));
+            put16(&mut b, 20, num::hi16_of_48(l));
         }
     }
     b
 }
 
 fn put_extent(b: &mut [u8], (l, p, n): (u64, u64, u64)) {
+    #[allow(clippy::cast_possible_truncation)] // mkfs's files end far below 2^32 blocks
     put32(b, 0, l as u32);
+    #[allow(clippy::cast_possible_truncation)] // journal runs cut at 32768, others tiny
     put16(b, 4, n as u16);
-    put16(b, 6, (p >> 32) as u16);
-    put32(b, 8, p as u32);
+    put16(b, 6, num::hi16_of_48(p));
+    put32(b, 8, num::lo32(p));
 }
 
 /// A depth-0 extent leaf block (its checksum tail, where the filesystem
@@ -138,8 +143,9 @@ pub(crate) fn extent_leaf(block_size: usize, extents: &[(u64, u64, u64)]) -> Vec
     let mut b = vec![0u8; block_size];
     let max = (block_size - 12) / 12;
     put16(&mut b, 0, EXTENT_MAGIC);
-    put16(&mut b, 2, extents.len() as u16);
-    put16(&mut b, 4, max as u16);
+    // Both at most (65536 - 12) / 12.
+    put16(&mut b, 2, num::sat_u16(extents.len()));
+    put16(&mut b, 4, num::sat_u16(max));
     for (i, e) in extents.iter().enumerate() {
         put_extent(&mut b[12 + 12 * i..], *e);
     }
@@ -178,7 +184,9 @@ pub(crate) fn dir_block(
         };
         put32(&mut b, off, e.ino);
         put16(&mut b, off + 4, rec_len_disk(rec));
-        b[off + 6] = e.name.len() as u8;
+        #[allow(clippy::cast_possible_truncation)] // mkfs's own names: ".", "..", "lost+found"
+        let name_len = e.name.len() as u8;
+        b[off + 6] = name_len;
         b[off + 7] = if filetype && e.ino != 0 { FT_DIR } else { 0 };
         b[off + 8..off + 8 + e.name.len()].copy_from_slice(e.name);
         off += rec;
@@ -194,11 +202,7 @@ pub(crate) fn dir_block(
 /// rec_len on disk: 65536 is stored as 65535 (EXT4_MAX_REC_LEN) for 64 KiB
 /// blocks, everything else as is.
 fn rec_len_disk(len: usize) -> u16 {
-    if len >= 65536 {
-        0xFFFF
-    } else {
-        len as u16
-    }
+    num::sat_u16(len)
 }
 
 /// The first block of the journal: a version-2 jbd2 superblock (big-endian)

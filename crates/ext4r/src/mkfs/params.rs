@@ -5,6 +5,7 @@
 use super::notice::{Notice, Notices};
 use crate::error::{Error, Result};
 use ext4r_format::features::{Compat, Features, Incompat, RoCompat};
+use ext4r_format::num;
 
 /// What the caller asks for; `None`/zero means "mke2fs's default".
 ///
@@ -391,9 +392,8 @@ impl MkfsOptions {
         if hurd {
             types.push("hurd".into());
         }
-        let last = |f: &dyn Fn(&Profile) -> Option<i64>| -> Option<i64> {
-            types.iter().filter_map(|t| profile(t)).filter_map(f).last()
-        };
+        // The matching profiles; the last one that sets a value wins.
+        let profiles: Vec<&Profile> = types.iter().filter_map(|t| profile(t)).collect();
 
         let mut features = Features::default();
         let rev = self.revision.unwrap_or(1);
@@ -454,8 +454,11 @@ impl MkfsOptions {
                 return Err(bad("while setting blocksize; too small for device"));
             }
         } else {
-            let mut use_bsize = last(&|p| p.blocksize.map(i64::from))
-                .unwrap_or(i64::from(DEFAULT_BLOCKSIZE)) as i32;
+            let mut use_bsize = profiles
+                .iter()
+                .rev()
+                .find_map(|p| p.blocksize)
+                .unwrap_or(DEFAULT_BLOCKSIZE);
             if use_bsize == -1 {
                 use_bsize = PAGE_SIZE as i32;
             }
@@ -542,7 +545,8 @@ impl MkfsOptions {
         let cluster_bytes = 1024u32 << log_cluster_size;
         // The kernel maps a block into one page: past the page size it
         // cannot mount the filesystem on this system. mke2fs asks.
-        let page_size = rustix::param::page_size() as u32;
+        // A page larger than 4 GiB would exceed every block size anyway.
+        let page_size = num::sat_u32(rustix::param::page_size());
         if blocksize > page_size {
             notices.say(Notice::BlockSizeAbovePage {
                 block_size: blocksize,
@@ -560,8 +564,11 @@ impl MkfsOptions {
                 r
             }
             None => {
-                let r = last(&|p| p.inode_ratio.map(i64::from))
-                    .unwrap_or(i64::from(DEFAULT_INODE_RATIO)) as u32;
+                let r = profiles
+                    .iter()
+                    .rev()
+                    .find_map(|p| p.inode_ratio)
+                    .unwrap_or(DEFAULT_INODE_RATIO);
                 r.max(blocksize).max(cluster_bytes)
             }
         };
@@ -616,7 +623,7 @@ impl MkfsOptions {
             let rsv = rsv.min(u64::from(blocksize / 4));
             if rsv > 0 {
                 features.compat.insert(Compat::RESIZE_INODE);
-                reserved_gdt_blocks = Some(rsv as u32);
+                reserved_gdt_blocks = Some(num::sat_u32(rsv)); // at most blocksize / 4
             }
         }
         if features.ro_compat.contains(RoCompat::METADATA_CSUM) {
@@ -653,7 +660,11 @@ impl MkfsOptions {
 
         let mut inode_size = match self.inode_size {
             Some(s) => s,
-            None => last(&|p| p.inode_size.map(i64::from)).map_or(DEFAULT_INODE_SIZE, |v| v as u16),
+            None => profiles
+                .iter()
+                .rev()
+                .find_map(|p| p.inode_size)
+                .unwrap_or(DEFAULT_INODE_SIZE),
         };
         if features.ro_compat.contains(RoCompat::PROJECT) && inode_size < 256 {
             if self.inode_size == Some(128) {
@@ -677,7 +688,8 @@ impl MkfsOptions {
             None => features.incompat.contains(Incompat::FLEX_BG).then_some(16),
         };
         if let Some(f) = flex {
-            log_groups_per_flex = log2(u64::from(f)) as u8;
+            // A log2 of a u64 is below 64.
+            log_groups_per_flex = num::lo8(log2(u64::from(f)));
         }
         if rev >= 1
             && (inode_size < 128
@@ -724,6 +736,7 @@ impl MkfsOptions {
                  or lower inode count (-N).\n"
             )));
         }
+        #[allow(clippy::cast_possible_truncation)] // a percentage (checked <= 50) of a u64 count
         let r_blocks_count = (reserved_ratio * blocks_param as f64 / 100.0) as u64;
         if features.compat.contains(Compat::SPARSE_SUPER2) {
             if num_backups >= 1 {

@@ -7,6 +7,7 @@
 use super::objects::{self, InodeBuf, EXTENTS_FL, IMMUTABLE_FL};
 use crate::error::{Error, Result};
 pub(crate) use crate::quota::{QuotaFile, Usage};
+use ext4r_format::num;
 use ext4r_txn::alloc::BlockAlloc;
 use std::collections::BTreeMap;
 
@@ -137,8 +138,8 @@ pub(crate) fn encode_inode(
                     "quota file too large for direct block pointers".into(),
                 ));
             }
-            let k = lb as usize * 4;
-            ib[k..k + 4].copy_from_slice(&(pb as u32).to_le_bytes());
+            let k = num::index(lb) * 4;
+            ib[k..k + 4].copy_from_slice(&super::blockmap::ptr(pb).to_le_bytes());
         }
         qi.set_flags(IMMUTABLE_FL);
         qi.set_i_block(&ib);

@@ -4,8 +4,10 @@
 //! the backup groups. Shared by mkfs and by fsck's "Resize inode not
 //! valid.  Recreate".
 
+use super::blockmap::ptr;
 use super::objects::InodeBuf;
 use ext4r_format::geometry::Geometry;
+use ext4r_format::num;
 
 /// Inode 7's record and the blocks it owns, ready to write.
 pub struct ResizeInode {
@@ -79,14 +81,14 @@ pub fn emit_blocks<E>(
     let mut total = 1u64;
     for r in 0..u64::from(geo.reserved_gdt_blocks) {
         let gdt_blk = sb_blk + 1 + desc_blocks + r;
-        let off = ((desc_blocks + r) % apb) as usize;
-        dind_buf[off * 4..off * 4 + 4].copy_from_slice(&(gdt_blk as u32).to_le_bytes());
+        let off = num::index((desc_blocks + r) % apb);
+        dind_buf[off * 4..off * 4 + 4].copy_from_slice(&ptr(gdt_blk).to_le_bytes());
         total += 1;
         let mut ind = vec![0u8; bs];
         // An indirect block holds at most `apb` backups (more groups than
         // that need meta_bg, which excludes the resize inode).
         for (i, g) in backups.iter().enumerate().take(apb as usize) {
-            let copy = gdt_blk as u32 + g * geo.blocks_per_group as u32;
+            let copy = ptr(gdt_blk + u64::from(*g) * geo.blocks_per_group);
             ind[i * 4..i * 4 + 4].copy_from_slice(&copy.to_le_bytes());
             total += 1;
         }
@@ -107,7 +109,7 @@ pub fn inode_record(geo: &Geometry, inode_size: usize, dind: u64, now: i64, tota
     // i_blocks counts a cluster per allocation, as libext2fs does.
     ri.set_sectors(total * geo.cluster_ratio() * (bs as u64 / 512));
     let mut ib = [0u8; 60];
-    ib[13 * 4..14 * 4].copy_from_slice(&(dind as u32).to_le_bytes());
+    ib[13 * 4..14 * 4].copy_from_slice(&ptr(dind).to_le_bytes());
     ri.set_i_block(&ib);
     ri.bytes
 }

@@ -12,6 +12,7 @@ use crate::device::BlockDevice;
 use crate::error::Result;
 use ext4r_format::checksum::fs_csum_seed;
 use ext4r_format::features::{Incompat, RoCompat};
+use ext4r_format::num;
 use ext4r_txn::bulk::RunWriter;
 use ext4r_txn::csum::{BlockKind, Checksums};
 
@@ -36,7 +37,7 @@ pub(crate) fn write(
     if bs == 1024 {
         w.write(2048, vec![0; 2048])?;
     } else if bs > 2048 {
-        w.write(2048, vec![0; bs as usize - 2048])?;
+        w.write(2048, vec![0; num::index(bs) - 2048])?;
     } else {
         w.write(2048, vec![0; 2048])?;
     }
@@ -364,7 +365,7 @@ fn set_data_map(i: &mut InodeBuf, blocks: &[u64], extents: bool) {
     } else {
         let mut ib = [0u8; 60];
         for (k, b) in blocks.iter().take(12).enumerate() {
-            ib[k * 4..k * 4 + 4].copy_from_slice(&(*b as u32).to_le_bytes());
+            ib[k * 4..k * 4 + 4].copy_from_slice(&super::blockmap::ptr(*b).to_le_bytes());
         }
         i.set_i_block(&ib);
     }

@@ -2,6 +2,7 @@
 //! an EA inode.
 
 use ext4r_format::inode::InodeFlags;
+use ext4r_format::num;
 use ext4r_format::FormatError;
 use ext4r_txn::error::Location;
 
@@ -20,7 +21,7 @@ use crate::error::{Error, Result};
 pub(crate) fn read_small(src: &(impl Source + ?Sized), info: &InodeInfo) -> Result<Vec<u8>> {
     let size = info.inode.size();
     if is_fast_symlink(src.superblock(), &info.inode) {
-        return Ok(info.inode.i_block[..size as usize].to_vec());
+        return Ok(info.inode.i_block[..num::index(size)].to_vec());
     }
     if info.inode.flags().contains(InodeFlags::INLINE_DATA) {
         return inline::file(info);
@@ -41,9 +42,9 @@ pub(crate) fn read_small(src: &(impl Source + ?Sized), info: &InodeInfo) -> Resu
         }
         let end = r.end().saturating_mul(bs).min(size);
         let n = (end - start).div_ceil(bs) * bs;
-        let mut buf = vec![0u8; n as usize];
+        let mut buf = vec![0u8; num::index(n)];
         src.read_run(r.physical, &mut buf, &what)?;
-        out[start as usize..end as usize].copy_from_slice(&buf[..(end - start) as usize]);
+        out[num::index(start)..num::index(end)].copy_from_slice(&buf[..num::index(end - start)]);
     }
     Ok(out)
 }

@@ -1,6 +1,7 @@
 //! Directory blocks as stored: records, entry types, the block map, and
 //! verified reads of a directory's blocks in order.
 
+use ext4r_format::num;
 use std::collections::HashSet;
 
 use ext4r_format::dir::{ft, DirBlockIter};
@@ -253,7 +254,7 @@ pub(crate) fn for_each_block<T>(
         while k < n {
             let m = per_read.min(n - k);
             let first = r.physical + k;
-            buf.resize((m * u64::from(bs)) as usize, 0);
+            buf.resize(num::index(m * u64::from(bs)), 0);
             let what = Location::inode(dir.ino.0)
                 .of("directory block")
                 .at_block(first)

@@ -4,6 +4,7 @@
 //! bytes (`EXT4_INLINE_DOTDOT_SIZE`) and its entries after them.
 
 use ext4r_format::inode::I_BLOCK_SIZE;
+use ext4r_format::num;
 use ext4r_format::FormatError;
 use ext4r_txn::error::Location;
 
@@ -58,7 +59,7 @@ pub(crate) fn file(info: &InodeInfo) -> Result<Vec<u8>> {
             format!("size {size} exceeds the {} bytes held inline", data.len()),
         ));
     }
-    data.truncate(size as usize);
+    data.truncate(num::index(size));
     Ok(data)
 }
 

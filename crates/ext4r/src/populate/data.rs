@@ -3,6 +3,7 @@
 //! zeros left unmapped too (as mke2fs -d's copy_file_chunk does).
 
 use super::{Copier, Op, PopulateError, Result};
+use ext4r_format::num;
 use std::io::Read;
 use std::path::Path;
 
@@ -25,7 +26,7 @@ impl Copier<'_> {
         let end = at.saturating_add(len);
         let out = (|| {
             while off < end {
-                let want = (end - off).min(buf.len() as u64) as usize;
+                let want = num::index((end - off).min(buf.len() as u64));
                 let got = fill(r, &mut buf[..want]).map_err(|e| PopulateError::Source {
                     path: src.to_path_buf(),
                     source: e,
@@ -61,7 +62,7 @@ impl Copier<'_> {
         let mut run: Option<usize> = None;
         while i < data.len() {
             let next = ((off + i as u64) / bs + 1) * bs;
-            let j = ((next - off) as usize).min(data.len());
+            let j = num::index(next - off).min(data.len());
             let zero = data[i..j].iter().all(|&b| b == 0);
             match (zero, run) {
                 (false, None) => run = Some(i),

@@ -3,6 +3,7 @@
 
 use super::{join, Attrs, Copier, Kind, PopulateError, Result};
 use ext4r_format::inode::{mode, Timestamp};
+use ext4r_format::num;
 use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::io::{Read, Seek, SeekFrom};
@@ -235,7 +236,7 @@ fn attrs(md: &Metadata, kind: Kind, xattrs: Vec<(Vec<u8>, Vec<u8>)>) -> Attrs {
     };
     Attrs {
         kind,
-        perm: (md.mode() as u16) & mode::PERM_MASK,
+        perm: num::lo16(md.mode()) & mode::PERM_MASK,
         uid: md.uid(),
         gid: md.gid(),
         atime: ts(md.atime(), md.atime_nsec()),

@@ -14,6 +14,7 @@ use super::tar_read::{ty, Member, Sparse, TarReader};
 use super::{Attrs, Copier, Kind, PopulateError, Result};
 use crate::write::ROOT_INO;
 use ext4r_format::inode::mode;
+use ext4r_format::num;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
@@ -195,7 +196,7 @@ impl Copier<'_> {
         xattrs.sort();
         Ok(Attrs {
             kind,
-            perm: (m.mode as u16) & mode::PERM_MASK,
+            perm: num::lo16(m.mode) & mode::PERM_MASK,
             uid: u32::try_from(m.uid).map_err(|_| bad("uid"))?,
             gid: u32::try_from(m.gid).map_err(|_| bad("gid"))?,
             // A member without an access time gets its modification time.

@@ -13,6 +13,7 @@
 use super::tar_sparse::PaxSparse;
 use super::PopulateError;
 use ext4r_format::inode::Timestamp;
+use ext4r_format::num;
 use std::io::{self, Read};
 
 /// Block size of the format.
@@ -26,16 +27,16 @@ const SPARSE_MAX: usize = 1 << 20;
 
 /// Member types (`typeflag`).
 pub(crate) mod ty {
-    pub const REGULAR: u8 = b'0';
-    pub const REGULAR_OLD: u8 = 0;
-    pub const LINK: u8 = b'1';
-    pub const SYMLINK: u8 = b'2';
-    pub const CHAR: u8 = b'3';
-    pub const BLOCK: u8 = b'4';
-    pub const DIR: u8 = b'5';
-    pub const FIFO: u8 = b'6';
-    pub const CONTIGUOUS: u8 = b'7';
-    pub const GNU_SPARSE: u8 = b'S';
+    pub(crate) const REGULAR: u8 = b'0';
+    pub(crate) const REGULAR_OLD: u8 = 0;
+    pub(crate) const LINK: u8 = b'1';
+    pub(crate) const SYMLINK: u8 = b'2';
+    pub(crate) const CHAR: u8 = b'3';
+    pub(crate) const BLOCK: u8 = b'4';
+    pub(crate) const DIR: u8 = b'5';
+    pub(crate) const FIFO: u8 = b'6';
+    pub(crate) const CONTIGUOUS: u8 = b'7';
+    pub(crate) const GNU_SPARSE: u8 = b'S';
 }
 
 fn bad(what: &str) -> PopulateError {
@@ -144,7 +145,7 @@ impl<R: Read> TarReader<R> {
         if size > limit {
             return Err(bad(&format!("a {what} of {size} bytes")));
         }
-        let mut v = vec![0u8; size as usize];
+        let mut v = vec![0u8; num::index(size)];
         self.r.read_exact(&mut v).map_err(io_err)?;
         self.left = 0;
         self.pad = padding(size);
@@ -264,7 +265,7 @@ pub(crate) struct Data<'a, R> {
 
 impl<R: Read> Read for Data<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = (buf.len() as u64).min(self.t.left) as usize;
+        let want = num::index((buf.len() as u64).min(self.t.left));
         if want == 0 {
             return Ok(0);
         }

@@ -8,6 +8,7 @@
 use super::error::Refusal;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::geometry::Geometry;
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 
 /// The last group must hold its own metadata and this many blocks more,
@@ -111,7 +112,7 @@ pub(crate) struct Shape {
 
 impl Shape {
     /// Whether the filesystem grows.
-    pub fn grows(&self) -> bool {
+    pub(crate) fn grows(&self) -> bool {
         self.geo.blocks_count > self.old.blocks_count
     }
 }
@@ -145,7 +146,9 @@ pub(crate) fn shape(sb: &Superblock, geo: &Geometry, blocks: u64) -> Result<Shap
     // The reserve scales with the size, in double precision as resize2fs
     // computes it.
     let percent = (sb.r_blocks_count() as f64 * 100.0) / geo.blocks_count as f64;
-    n.set_r_blocks_count((percent * blocks as f64 / 100.0) as u64);
+    #[allow(clippy::cast_possible_truncation)] // a percentage (<= 100) of a u64 count
+    let r_blocks = (percent * blocks as f64 / 100.0) as u64;
+    n.set_r_blocks_count(r_blocks);
     let resize_inode = sb.has_compat(Compat::RESIZE_INODE);
     let meta_bg = sb.has_incompat(Incompat::META_BG);
     let reserved = u32::from(sb.s_reserved_gdt_blocks.get());
@@ -175,7 +178,7 @@ pub(crate) fn shape(sb: &Superblock, geo: &Geometry, blocks: u64) -> Result<Shap
         // reserve keep their size.
         let r = (i64::from(reserved) + i64::from(old_desc) - i64::from(new_desc))
             .clamp(0, i64::from(geo.block_size / 4));
-        n.s_reserved_gdt_blocks.set(r as u16);
+        n.s_reserved_gdt_blocks.set(num::sat_u16(r)); // clamped to a quarter block
     }
     if meta_bg && n.s_first_meta_bg.get() > new_desc {
         // Every descriptor block left follows the superblock.

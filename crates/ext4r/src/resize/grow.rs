@@ -9,6 +9,7 @@ use super::switch::{self, Reconcile};
 use crate::error::Error;
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
+use ext4r_format::num;
 use ext4r_txn::bitmap::Bitmap;
 use ext4r_txn::txn::Transaction;
 use ext4r_txn::volume::Volume;
@@ -97,9 +98,11 @@ pub(crate) fn place_tables(geo: &Geometry, from: u32) -> Result<Vec<Tables>> {
 
 /// Clusters of group `g` in its bitmap.
 pub(crate) fn clusters_in(geo: &Geometry, g: u32) -> u32 {
-    geo.group_blocks(g)
-        .div_ceil(geo.cluster_ratio())
-        .min(u64::from(geo.block_size) * 8) as u32
+    num::sat_u32(
+        geo.group_blocks(g)
+            .div_ceil(geo.cluster_ratio())
+            .min(u64::from(geo.block_size) * 8),
+    )
 }
 
 /// Marks `[start, end)` in group `g`'s bitmap `m` (clusters), clipped to
@@ -111,8 +114,9 @@ pub(crate) fn mark(geo: &Geometry, g: u32, m: &mut Bitmap, start: u64, end: u64,
     if s >= e {
         return;
     }
-    let c0 = ((s - first) >> geo.cluster_bits) as u32;
-    let c1 = ((e - 1 - first) >> geo.cluster_bits) as u32;
+    // Both inside group g: below clusters_per_group, a u32.
+    let c0 = num::sat_u32((s - first) >> geo.cluster_bits);
+    let c1 = num::sat_u32((e - 1 - first) >> geo.cluster_bits);
     m.set_range(c0, c1 - c0 + 1, used);
 }
 
@@ -185,8 +189,8 @@ pub(crate) fn new_groups(
         holds,
     };
     let last = geo.group_count - 1;
-    for (k, t) in tables.iter().enumerate() {
-        let g = from + k as u32;
+    for (k, t) in (0u32..).zip(tables.iter()) {
+        let g = from + k;
         let m = out.block_map(geo, g);
         let used = m.count_set(0, m.len());
         let mut d = GroupDesc::zeroed();
@@ -237,8 +241,8 @@ pub(crate) fn grow(vol: &mut Volume, shape: &Shape, zero_itables: bool) -> Resul
     // bitmaps and inode tables go ahead of the commit, a batch at a time,
     // before anything the old filesystem holds changes.
     let itb = u64::from(geo.inode_blocks_per_group());
-    for (n, (k, tb)) in fresh.tables.iter().enumerate().enumerate() {
-        let g = from + k as u32;
+    for (n, (k, tb)) in (0u32..).zip(fresh.tables.iter()).enumerate() {
+        let g = from + k;
         if fresh.explicit.binary_search(&g).is_ok() {
             t.set_block_map(g, fresh.block_map(geo, g))?;
         }

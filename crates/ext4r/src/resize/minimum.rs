@@ -12,6 +12,7 @@ use super::geometry::{self, adjust_new_size, Shape, LAST_GROUP_SLACK};
 use super::shrink;
 use crate::device::BlockDevice;
 use ext4r_format::geometry::Geometry;
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use ext4r_txn::device::Staged;
 use ext4r_txn::volume::{Volume, VolumeOptions};
@@ -71,7 +72,8 @@ fn valid_at_least(sb: &Superblock, geo: &Geometry, n: u64, limit: u64) -> Option
         // Too little of the last group: give it its metadata and slack.
         let rem = (n - geo.first_data_block) % geo.blocks_per_group;
         let base = n - rem;
-        let count = ((n - geo.first_data_block).div_ceil(geo.blocks_per_group)) as u32;
+        let count =
+            u32::try_from((n - geo.first_data_block).div_ceil(geo.blocks_per_group)).ok()?;
         let probe = geometry::shape(sb, geo, n).ok()?;
         let last = count - 1;
         let overhead =
@@ -93,7 +95,8 @@ fn valid_at_least(sb: &Superblock, geo: &Geometry, n: u64, limit: u64) -> Option
 fn lower_bound(sb: &Superblock, geo: &Geometry) -> u64 {
     let used_inodes = u64::from(sb.s_inodes_count.get() - sb.s_free_inodes_count.get());
     let ipg = u64::from(geo.inodes_per_group);
-    let min_groups = used_inodes.div_ceil(ipg).max(1) as u32;
+    // At most the group count, since used inodes <= inodes_count.
+    let min_groups = num::sat_u32(used_inodes.div_ceil(ipg).max(1));
     let used = geo.blocks_count - sb.free_blocks_count();
     let data = used.saturating_sub(metadata(geo, geo.group_count));
     let bpg = geo.blocks_per_group;

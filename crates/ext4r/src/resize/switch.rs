@@ -245,7 +245,7 @@ pub(crate) fn resize_inode<V: BorrowMut<Volume>>(
     }
     let bs = geo.block_size;
     let mut w = [0u32; 15];
-    w[DIND_SLOT] = dind as u32;
+    w[DIND_SLOT] = crate::mkfs::blockmap::ptr(dind);
     inode.set_block_words(&w);
     let apb = u64::from(bs / 4);
     inode.set_size((apb * apb + apb + 12) * u64::from(bs));

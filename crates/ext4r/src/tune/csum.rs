@@ -26,6 +26,7 @@
 //! reports and repairs (missing tails, checksum mismatches). Either way
 //! `fsck -fy` brings it back, and re-running the same tune finishes it.
 
+use ext4r_format::num;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -139,9 +140,8 @@ pub(super) fn execute(
     };
     let dsize = geo.desc_size as usize;
     let groups = u64::from(geo.group_count);
-    for (g, mut d) in descs.into_iter().enumerate() {
-        progress(g as u64, groups);
-        let g = g as u32;
+    for (g, mut d) in (0u32..).zip(descs) {
+        progress(u64::from(g), groups);
         r.group(g, &mut d)?;
         // A group's blocks go out before the next group is read.
         r.txn.flush_partial()?;
@@ -291,7 +291,7 @@ impl Rewriter<'_> {
         let bs = self.bs();
         let geo = self.geo;
         let cbits = geo.cluster_bits;
-        let cpg = (geo.blocks_per_group >> cbits) as usize;
+        let cpg = num::index(geo.blocks_per_group >> cbits);
         let mut map = vec![0u8; bs];
         let mut disk = None;
         if old_flags & BG_BLOCK_UNINIT == 0 {
@@ -302,7 +302,7 @@ impl Rewriter<'_> {
             let end = first + geo.group_blocks(g);
             let mut mark = |a: u64, n: u64| {
                 for b in a.max(first)..(a + n).min(end) {
-                    let c = ((b - first) >> cbits) as usize;
+                    let c = num::index((b - first) >> cbits);
                     if c < bs * 8 {
                         map[c / 8] |= 1 << (c % 8);
                     }
@@ -328,7 +328,7 @@ impl Rewriter<'_> {
         let mut bits = cpg / 8 * 8;
         if g + 1 == geo.group_count {
             let rem = (geo.blocks_count - geo.first_data_block) % geo.blocks_per_group;
-            let n = rem.div_ceil(1 << cbits) as usize;
+            let n = num::index(rem.div_ceil(1 << cbits));
             if n != 0 {
                 bits = n;
             }
@@ -393,7 +393,8 @@ impl Rewriter<'_> {
             let ino = u64::from(g) * u64::from(self.geo.inodes_per_group) + i as u64 + 1;
             let off = skip + k * isz;
             let rec = &mut buf[off..off + isz];
-            if self.inode(InodeNr(ino as u32), used, rec, &mut before)? {
+            // A slot of group g's table: at most s_inodes_count, a u32.
+            if self.inode(InodeNr(num::sat_u32(ino)), used, rec, &mut before)? {
                 dirty[off / bs] = true;
                 dirty[(off + isz - 1) / bs] = true;
             }

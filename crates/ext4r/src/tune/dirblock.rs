@@ -15,6 +15,7 @@
 
 use ext4r_format::dir::leaf;
 use ext4r_format::htree::{dx_countlimit_mut, dx_countlimit_offset, DX_ENTRY_SIZE, DX_TAIL_SIZE};
+use ext4r_format::num;
 use ext4r_txn::csum::{BlockKind, Checksums};
 
 /// What happened to a block.
@@ -76,7 +77,7 @@ fn rewrite_dx(block: &mut [u8], off: usize, csum: Csum<'_>) -> Edit {
     };
     let (limit, count) = (cl.limit.get(), cl.count.get());
     let Some(csum) = csum else {
-        let max = (room / DX_ENTRY_SIZE) as u16;
+        let max = num::sat_u16(room / DX_ENTRY_SIZE); // a block / 8 <= 8192
         if limit == max {
             return Edit::Unchanged;
         }
@@ -86,7 +87,8 @@ fn rewrite_dx(block: &mut [u8], off: usize, csum: Csum<'_>) -> Edit {
     if count == limit {
         return Edit::NeedsFsck;
     }
-    cl.limit.set(((room - DX_TAIL_SIZE) / DX_ENTRY_SIZE) as u16);
+    cl.limit
+        .set(num::sat_u16((room - DX_TAIL_SIZE) / DX_ENTRY_SIZE));
     stamp(block, csum, true)
 }
 

@@ -3,6 +3,7 @@
 use super::parse::parse_c_ulong;
 use super::{Refused, Run, Step};
 use ext4r_format::features::Incompat;
+use ext4r_format::num;
 use ext4r_format::superblock::{FLAGS_TEST_FS, STATE_ERROR};
 use std::fmt::Write as _;
 
@@ -48,7 +49,7 @@ impl Run<'_, '_> {
                         "Setting multiple mount protection update interval to {v} second{}",
                         if v == 1 { "" } else { "s" }
                     );
-                    self.sb.s_mmp_update_interval.set(v as u16);
+                    self.sb.s_mmp_update_interval.set(num::sat_u16(v)); // <= 300, checked above
                     self.dirty = true;
                 }
                 "force_fsck" => {
@@ -73,7 +74,13 @@ impl Run<'_, '_> {
                         continue;
                     };
                     match parse_c_ulong(a) {
-                        Some(v) => late.stride = Some(v),
+                        // s_raid_stride is 16 bits: a wider value is refused,
+                        // not cut.
+                        Some(v) if u16::try_from(v).is_ok() => late.stride = Some(v),
+                        Some(_) => {
+                            let _ = writeln!(self.err, "Invalid RAID stride: {a}");
+                            bad += 1;
+                        }
                         None => {
                             let _ = writeln!(self.err, "Invalid RAID stride: {a}");
                             bad += 1;
@@ -86,7 +93,11 @@ impl Run<'_, '_> {
                         continue;
                     };
                     match parse_c_ulong(a) {
-                        Some(v) => late.stripe_width = Some(v),
+                        Some(v) if u32::try_from(v).is_ok() => late.stripe_width = Some(v),
+                        Some(_) => {
+                            let _ = writeln!(self.err, "Invalid RAID stripe-width: {a}");
+                            bad += 1;
+                        }
                         None => {
                             let _ = writeln!(self.err, "Invalid RAID stripe-width: {a}");
                             bad += 1;
@@ -215,14 +226,14 @@ Valid extended options are:\n\
 
 /// `e2p_string2hash`.
 fn string_to_hash(s: &str) -> Option<u8> {
-    for (i, n) in ["legacy", "half_md4", "tea"].iter().enumerate() {
+    for (i, n) in (0u8..).zip(["legacy", "half_md4", "tea"]) {
         if s.eq_ignore_ascii_case(n) {
-            return Some(i as u8);
+            return Some(i);
         }
     }
     let rest = s.get(..8).filter(|p| p.eq_ignore_ascii_case("HASHALG_"))?;
     let num: i64 = s[rest.len()..].parse().ok()?;
-    (0..=255).contains(&num).then_some(num as u8)
+    u8::try_from(num).ok()
 }
 
 /// `e2p_str2encoding_flags` for utf8: `strict` / `nostrict`, `-`-separated.

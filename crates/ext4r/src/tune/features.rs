@@ -382,8 +382,7 @@ fn descs_inside_groups(dev: &dyn BlockDevice, sb: &Superblock) -> Result<bool> {
     let geo = Geometry::from_superblock(sb).map_err(|e| Error::corrupt("superblock", e))?;
     let wide = sb.desc_size() >= 64;
     let itb = u64::from(geo.inode_blocks_per_group());
-    for (g, d) in descs.iter().enumerate() {
-        let g = g as u32;
+    for (g, d) in (0u32..).zip(descs.iter()) {
         let (lo, hi) = (geo.group_first_block(g), geo.group_last_block(g));
         let inside = |b: u64| (lo..=hi).contains(&b);
         let it = d.inode_table(wide);

@@ -73,6 +73,7 @@ use crate::error::Result;
 use crate::meta::Meta;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
+use ext4r_format::num;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -94,6 +95,11 @@ impl Run<'_, '_> {
         }
         if new > bs {
             let _ = writeln!(self.err, "Invalid inode size {new} (max {bs})");
+            return Err(Refused);
+        }
+        if u16::try_from(new).is_err() {
+            // 64 KiB blocks allow 65536, which s_inode_size cannot hold.
+            let _ = writeln!(self.err, "Invalid inode size {new} (max {})", u16::MAX);
             return Err(Refused);
         }
         self.check_fsck_needed()
@@ -170,7 +176,8 @@ impl Run<'_, '_> {
             meta.desc_mut(g)?
                 .set_locations(bb, ib, place.dest[g as usize]);
         }
-        self.sb.s_inode_size.set(new as u16);
+        // check_inode_size refused anything wider.
+        self.sb.s_inode_size.set(num::sat_u16(new));
         self.sb.s_checksum_type = u8::from(meta.metadata_csum);
         self.meta = Some(Box::new(meta));
         self.dirty = true;
@@ -219,26 +226,27 @@ impl Run<'_, '_> {
             })
             .collect();
         let mut mover = Mover::new(meta, to_move);
-        let mut ibitmap = vec![0u8; bs as usize];
+        let mut ibitmap = vec![0u8; num::index(bs)];
         let mut buf = Vec::new();
         for (g, &(table, ibm, n)) in tables.iter().enumerate() {
             if n == 0 {
                 continue;
             }
-            let nblocks = (n * isz).div_ceil(bs as usize) as u64;
+            let nblocks = (n * isz).div_ceil(num::index(bs)) as u64;
             for (b, k) in [(table, nblocks), (ibm, 1)] {
                 if b < geo.first_data_block || b.saturating_add(k) > geo.blocks_count {
                     return Err(crate::meta::corrupt("group tables", format!("group {g}")).into());
                 }
             }
             dev.read_at(&mut ibitmap, ibm * bs)?;
-            buf.resize((nblocks * bs) as usize, 0);
+            buf.resize(num::index(nblocks * bs), 0);
             dev.read_at(&mut buf, table * bs)?;
             for i in 0..n {
                 if ibitmap[i / 8] & (1 << (i % 8)) == 0 {
                     continue;
                 }
-                let ino = (g * ipg + i + 1) as u32;
+                // At most s_inodes_count, a u32.
+                let ino = num::sat_u32(g * ipg + i + 1);
                 let reserved = ino < first_ino && ino != 2;
                 if reserved || ino == journal || ino == orphan {
                     continue;

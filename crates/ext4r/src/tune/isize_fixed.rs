@@ -19,8 +19,8 @@ pub(super) fn fixed_blocks(meta: &Meta, sb: &Superblock) -> Result<UsedBlocks> {
     let geo = &meta.geo;
     let mut fixed = UsedBlocks::new(geo.first_data_block, geo.blocks_count, 1);
     let ibpg = u64::from(geo.inode_blocks_per_group());
-    for (g, d) in meta.descs().iter().enumerate() {
-        let m = geo.group_meta(g as u32);
+    for (g, d) in (0u32..).zip(meta.descs().iter()) {
+        let m = geo.group_meta(g);
         if let Some(b) = m.super_block {
             fixed.mark(b, 1);
         }

@@ -33,6 +33,7 @@ use crate::error::Result;
 use crate::meta::{corrupt, Meta};
 use ext4r_format::extent::{ExtentHeader, EXTENT_MAGIC};
 use ext4r_format::inode::{mode, Inode, InodeFlags, I_BLOCK_SIZE};
+use ext4r_format::num;
 use ext4r_format::types::BlockNr;
 use ext4r_txn::alloc::{BlockAlloc, UsedBlocks};
 use ext4r_txn::csum::BlockKind;
@@ -167,7 +168,7 @@ impl<'a> Mover<'a> {
                 inode.set_file_acl(BlockNr(new));
             } else {
                 // The high half is not ours to touch without 64bit.
-                inode.i_file_acl_lo.set(new as u32);
+                inode.i_file_acl_lo.set(num::lo32(new));
             }
             changed = true;
         }

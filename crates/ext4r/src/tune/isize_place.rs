@@ -22,6 +22,7 @@
 //! owner when moved), so a refusal leaves the device alone.
 
 use crate::meta::Meta;
+use ext4r_format::num;
 use ext4r_txn::alloc::UsedBlocks;
 
 /// The chosen places.
@@ -145,21 +146,21 @@ fn cheapest_window(
     if last + 1 < first + len {
         return None;
     }
-    let n = (last + 1 - first) as usize;
+    let n = num::index(last + 1 - first);
     // Per block: fixed (a barrier) or the used count so far.
     let mut barrier = vec![false; n];
     for (s, e) in fixed.runs_in(first, last) {
-        barrier[(s - first) as usize..(e - first) as usize].fill(true);
+        barrier[num::index(s - first)..num::index(e - first)].fill(true);
     }
     let mut prefix = vec![0u64; n + 1];
     let mut is_used = vec![false; n];
     for &(s, e) in used {
-        is_used[(s - first) as usize..(e - first) as usize].fill(true);
+        is_used[num::index(s - first)..num::index(e - first)].fill(true);
     }
     for i in 0..n {
         prefix[i + 1] = prefix[i] + u64::from(is_used[i]);
     }
-    let len = len as usize;
+    let len = num::index(len);
     let mut best: Option<(u64, u64)> = None;
     // Slide a window; restart after every barrier.
     let mut run_start = 0usize;

@@ -18,6 +18,7 @@
 use crate::error::Result;
 use crate::meta::{corrupt, Meta};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
+use ext4r_format::num;
 
 /// Bytes of new tables queued before they are written out.
 const QUEUE_BYTES: u64 = 64 << 20;
@@ -41,8 +42,8 @@ pub(super) fn write_tables(
     let geo = meta.geo.clone();
     let bs = u64::from(geo.block_size);
     let ipg = geo.inodes_per_group as usize;
-    let mut old = vec![0u8; (s.old_ibpg * bs) as usize];
-    let mut new = vec![0u8; (s.new_ibpg * bs) as usize];
+    let mut old = vec![0u8; num::index(s.old_ibpg * bs)];
+    let mut new = vec![0u8; num::index(s.new_ibpg * bs)];
     let mut ibitmap;
     let mut queued = 0u64;
     let groups = u64::from(geo.group_count);
@@ -65,7 +66,7 @@ pub(super) fn write_tables(
         }
         for k in 0..s.old_ibpg {
             let b = meta.read_block(table + k)?;
-            old[(k * bs) as usize..((k + 1) * bs) as usize].copy_from_slice(&b);
+            old[num::index(k * bs)..num::index((k + 1) * bs)].copy_from_slice(&b);
         }
         ibitmap = meta.read_block(ib)?;
         let scanned = if meta.gdt_csum {
@@ -88,10 +89,11 @@ pub(super) fn write_tables(
                 }
                 slot.fill(0);
             }
-            let ino = (g * ipg + i + 1) as u32;
+            // At most s_inodes_count, a u32.
+            let ino = num::sat_u32(g * ipg + i + 1);
             meta.checksums().stamp_inode(ino, slot)?;
         }
-        for (k, chunk) in new.chunks(bs as usize).enumerate() {
+        for (k, chunk) in new.chunks(num::index(bs)).enumerate() {
             meta.write_block(at + k as u64, chunk.to_vec())?;
         }
         queued += s.new_ibpg * bs;

@@ -13,6 +13,7 @@ use crate::meta::Meta;
 use crate::mkfs::journal::{self, FC_RATIO, JOURNAL_INO};
 use ext4r_format::features::Compat;
 use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::num;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -213,8 +214,9 @@ impl Run<'_, '_> {
             } else if !fast_commit {
                 fc = 0;
             }
-            // tune2fs holds the total in an int.
-            let total = (jblocks + fc) as i32;
+            // tune2fs holds the total in an int, which a huge request can
+            // wrap into range; the full-width sum is checked here instead.
+            let total = jblocks.saturating_add(fc);
             if !(1024..=10_240_000).contains(&total) {
                 let _ = write!(
                     self.err,
@@ -223,7 +225,7 @@ impl Run<'_, '_> {
                 );
                 return Ok(None);
             }
-            if total as u64 > self.sb.free_blocks_count() / 2 {
+            if total > self.sb.free_blocks_count() / 2 {
                 self.err
                     .push_str("\nTotal journal size too big for filesystem.\n");
                 return Ok(None);
@@ -269,7 +271,7 @@ impl Run<'_, '_> {
                 let over = self.sb.s_overhead_clusters.get();
                 self.sb
                     .s_overhead_clusters
-                    .set(over.wrapping_sub((size / bs).div_ceil(ratio) as u32));
+                    .set(over.wrapping_sub(num::sat_u32((size / bs).div_ceil(ratio))));
             } else {
                 // A journal in a regular file: it becomes an ordinary file.
                 let mut inode = inode;

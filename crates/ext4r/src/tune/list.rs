@@ -140,9 +140,9 @@ fn write_super(
     let cs = 1024u64 << sb.s_log_cluster_size.get().min(31);
     let bigalloc = sb.has_ro_compat(RoCompat::BIGALLOC);
     if bigalloc {
-        writeln!(o, "Cluster size:             {}", cs as u32)?;
+        writeln!(o, "Cluster size:             {cs}")?;
     } else {
-        writeln!(o, "Fragment size:            {}", cs as u32)?;
+        writeln!(o, "Fragment size:            {cs}")?;
     }
     if sb.has_incompat(Incompat::BIT64) {
         writeln!(o, "Group descriptor size:    {}", sb.s_desc_size.get())?;
@@ -173,7 +173,7 @@ fn write_super(
         )?;
     }
     writeln!(o, "Inodes per group:         {ipg}")?;
-    writeln!(o, "Inode blocks per group:   {}", inode_blocks as u32)?;
+    writeln!(o, "Inode blocks per group:   {inode_blocks}")?;
     if sb.s_raid_stride.get() != 0 {
         writeln!(o, "RAID stride:              {}", sb.s_raid_stride.get())?;
     }

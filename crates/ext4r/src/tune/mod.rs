@@ -57,6 +57,7 @@ use crate::journal::{Journal, JournalLocation};
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::GroupDesc;
+use ext4r_format::num;
 use ext4r_format::superblock::{
     Superblock, STATE_ERROR, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE,
 };
@@ -481,7 +482,7 @@ fn recover_journal(dev: &Arc<dyn BlockDevice>, sb: &Superblock) -> Result<()> {
     let mut blocks = vec![BlockNr(0); len];
     for r in &runs {
         for k in 0..r.len {
-            blocks[(r.logical + k) as usize] = BlockNr(r.physical + k);
+            blocks[num::index(r.logical + k)] = BlockNr(r.physical + k);
         }
     }
     let journal = Journal::open(
@@ -629,12 +630,20 @@ impl Run<'_, '_> {
                 MaxMounts::Count(n) => n,
                 MaxMounts::Random => 20 + i32::from((self.env.random)()[0] % 20),
             };
-            self.sb.s_max_mnt_count.set(n as i16);
+            let Ok(n16) = i16::try_from(n) else {
+                let _ = writeln!(self.err, "{}: bad mounts count - {n}", self.env.program);
+                return Ok(Err(Refused));
+            };
+            self.sb.s_max_mnt_count.set(n16);
             self.dirty = true;
             let _ = writeln!(self.out, "Setting maximal mount count to {n}");
         }
         if let Some(n) = o.mount_count {
-            self.sb.s_mnt_count.set(n as u16);
+            let Ok(n16) = u16::try_from(n) else {
+                let _ = writeln!(self.err, "{}: bad mounts count - {n}", self.env.program);
+                return Ok(Err(Refused));
+            };
+            self.sb.s_mnt_count.set(n16);
             self.dirty = true;
             let _ = writeln!(self.out, "Setting current mount count to {n}");
         }
@@ -644,25 +653,27 @@ impl Run<'_, '_> {
             let _ = writeln!(self.out, "Setting error behavior to {e}");
         }
         if let Some(g) = o.resgid {
-            self.sb.s_def_resgid.set(g as u16);
+            // tune2fs keeps the low 16 bits.
+            self.sb.s_def_resgid.set(num::lo16(num::lo32(g)));
             self.dirty = true;
             let _ = writeln!(self.out, "Setting reserved blocks gid to {g}");
         }
         if let Some(i) = o.interval {
-            if i >= 1 << 32 {
+            let Ok(secs) = u32::try_from(i) else {
                 let _ = writeln!(
                     self.err,
                     "{}: interval between checks is too big ({i})",
                     self.env.program
                 );
                 return Ok(Err(Refused));
-            }
-            self.sb.s_checkinterval.set(i as u32);
+            };
+            self.sb.s_checkinterval.set(secs);
             self.dirty = true;
             let _ = writeln!(self.out, "Setting interval between checks to {i} seconds");
         }
         if let Some(r) = o.reserved_ratio {
             // tune2fs computes in double and truncates.
+            #[allow(clippy::cast_possible_truncation)] // a percentage of a u64 count
             let v = (r * self.sb.blocks_count() as f64 / 100.0) as u64;
             self.sb.set_r_blocks_count(v);
             self.dirty = true;
@@ -688,7 +699,7 @@ impl Run<'_, '_> {
         }
         if let Some(t) = o.last_check {
             // tune2fs stores the 32-bit field only.
-            self.sb.s_lastcheck.set(t as u32);
+            self.sb.s_lastcheck.set(num::lo32(t as u64));
             self.dirty = true;
             let _ = writeln!(
                 self.out,
@@ -697,7 +708,8 @@ impl Run<'_, '_> {
             );
         }
         if let Some(u) = o.resuid {
-            self.sb.s_def_resuid.set(u as u16);
+            // tune2fs keeps the low 16 bits.
+            self.sb.s_def_resuid.set(num::lo16(num::lo32(u)));
             self.dirty = true;
             let _ = writeln!(self.out, "Setting reserved blocks uid to {u}");
         }
@@ -764,7 +776,8 @@ impl Run<'_, '_> {
             }
         }
         if let Some(n) = o.inode_size {
-            if self.change_inode_size(dev_arc, n as u32)?.is_err() {
+            // check_inode_size kept n within the block size.
+            if self.change_inode_size(dev_arc, num::sat_u32(n))?.is_err() {
                 return Ok(Err(Refused));
             }
         }
@@ -776,14 +789,16 @@ impl Run<'_, '_> {
             self.out.push_str(&text);
         }
         if let Some(s) = late.stride {
-            self.sb.s_raid_stride.set(s as u16);
+            // The -E parser refused a stride past 16 bits.
+            self.sb.s_raid_stride.set(num::sat_u16(s));
             self.dirty = true;
-            let _ = writeln!(self.out, "Setting stride size to {}", s as i32);
+            let _ = writeln!(self.out, "Setting stride size to {s}");
         }
         if let Some(s) = late.stripe_width {
-            self.sb.s_raid_stripe_width.set(s as u32);
+            // The -E parser refused a stripe width past 32 bits.
+            self.sb.s_raid_stripe_width.set(num::sat_u32(s));
             self.dirty = true;
-            let _ = writeln!(self.out, "Setting stripe width to {}", s as i32);
+            let _ = writeln!(self.out, "Setting stripe width to {s}");
         }
         if let Some(m) = late.mount_opts {
             self.sb.s_mount_opts = [0; 64];

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use ext4r_format::checksum::fs_csum_seed;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::geometry::Geometry;
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use ext4r_txn::csum::Checksums;
 use std::fmt::Write as _;
@@ -59,15 +60,12 @@ impl Run<'_, '_> {
                 Geometry::from_superblock(&self.sb).map_err(|e| Error::corrupt("superblock", e))?;
             let dsize = geo.desc_size as usize;
             let old = Checksums::new(&self.sb);
-            let all_ok = descs
-                .iter()
-                .enumerate()
-                .all(|(g, d)| old.desc_ok(g as u32, d));
+            let all_ok = (0u32..).zip(descs.iter()).all(|(g, d)| old.desc_ok(g, d));
             self.sb.s_uuid = new;
             if all_ok {
                 let cs = Checksums::new(&self.sb);
                 for (g, mut d) in descs.into_iter().enumerate() {
-                    cs.stamp_desc(g as u32, &mut d);
+                    cs.stamp_desc(num::sat_u32(g), &mut d); // g < s_groups_count
                     d.write(&mut table[g * dsize..(g + 1) * dsize], dsize)
                         .map_err(|e| Error::corrupt("group descriptor", e))?;
                 }
@@ -89,8 +87,8 @@ pub(super) fn time_uuid(now: i64, rand: [u8; 16]) -> [u8; 16] {
         + 0x01B2_1DD2_1381_4000
         + u64::from(u16::from_le_bytes([rand[0], rand[1]]) % 10_000);
     let mut u = [0u8; 16];
-    u[0..4].copy_from_slice(&(ticks as u32).to_be_bytes());
-    u[4..6].copy_from_slice(&((ticks >> 32) as u16).to_be_bytes());
+    u[0..4].copy_from_slice(&num::lo32(ticks).to_be_bytes());
+    u[4..6].copy_from_slice(&num::hi16_of_48(ticks).to_be_bytes());
     u[6..8].copy_from_slice(&((((ticks >> 48) as u16) & 0x0fff) | 0x1000).to_be_bytes());
     u[8] = (rand[2] & 0x3f) | 0x80;
     u[9] = rand[3];

@@ -80,6 +80,7 @@ pub(super) fn fmt_g(v: f64) -> String {
     if v == 0.0 {
         return "0".into();
     }
+    #[allow(clippy::cast_possible_truncation)] // a decimal exponent of an f64 is within ±324
     let exp = v.abs().log10().floor() as i32;
     if !(-4..6).contains(&exp) {
         let s = format!("{:.5e}", v);

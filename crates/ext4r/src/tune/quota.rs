@@ -15,6 +15,7 @@ use crate::quota_write;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::BG_INODE_UNINIT;
 use ext4r_format::inode::Inode;
+use ext4r_format::num;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -95,7 +96,7 @@ impl Run<'_, '_> {
                 ));
             }
             // A megabyte of the table at a time.
-            let per_chunk = ((1u64 << 20) / isz as u64).max(1) as u32;
+            let per_chunk = num::sat_u32(((1u64 << 20) / isz as u64).max(1)); // <= 2^20 / 128
             let mut i = 0;
             while i < n {
                 let k = per_chunk.min(n - i);

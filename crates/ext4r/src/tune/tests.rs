@@ -186,3 +186,78 @@ fn mover_moves_whole_extents_and_tree_blocks() {
     assert!(!used(d1) && !used(d1 + 3));
     assert!(used(d1 + 1) && used(leaf));
 }
+
+/// Values wider than the superblock field they go to are refused, with
+/// nothing written, instead of being cut to their low bits.
+#[test]
+fn values_wider_than_their_fields_are_refused() {
+    use crate::device::MemDevice;
+    use crate::mkfs::{format, MkfsOptions};
+    // 64 KiB blocks allow an inode size of 65536, which s_inode_size
+    // (16 bits) cannot hold.
+    let dev = MemDevice::new(64 << 20);
+    let opts = MkfsOptions {
+        size_bytes: 64 << 20,
+        now: 1_700_000_000,
+        fs_type: Some("ext4".into()),
+        block_size: Some(65536),
+        ..Default::default()
+    };
+    format(&dev, &opts, true).unwrap();
+    let dev: std::sync::Arc<dyn BlockDevice> = std::sync::Arc::new(dev);
+    let before = superblock(dev.as_ref());
+    let wide = [
+        TuneOptions {
+            inode_size: Some(65536),
+            ..Default::default()
+        },
+        TuneOptions {
+            extended: Some("stride=65536".into()),
+            ..Default::default()
+        },
+        TuneOptions {
+            extended: Some("stripe_width=4294967296".into()),
+            ..Default::default()
+        },
+        TuneOptions {
+            mount_count: Some(65536),
+            ..Default::default()
+        },
+        TuneOptions {
+            max_mount_count: Some(MaxMounts::Count(40_000)),
+            ..Default::default()
+        },
+    ];
+    for t in &wide {
+        let out = tune(dev.clone(), t, &mut TuneEnv::new("img", 1_700_000_100)).unwrap();
+        assert_ne!(out.status, 0, "{t:?} was accepted: {}", out.out);
+        assert!(!out.err.is_empty(), "{t:?}: no message");
+        let sb = superblock(dev.as_ref());
+        assert_eq!(
+            (
+                sb.inode_size(),
+                sb.s_raid_stride.get(),
+                sb.s_raid_stripe_width.get()
+            ),
+            (before.inode_size(), 0, 0),
+            "{t:?}"
+        );
+        assert_eq!(
+            (sb.s_mnt_count.get(), sb.s_max_mnt_count.get()),
+            (before.s_mnt_count.get(), before.s_max_mnt_count.get()),
+            "{t:?}"
+        );
+    }
+    // The widest values that fit are taken as they are.
+    let t = TuneOptions {
+        extended: Some("stride=65535,stripe_width=4294967295".into()),
+        ..Default::default()
+    };
+    let out = tune(dev.clone(), &t, &mut TuneEnv::new("img", 1_700_000_200)).unwrap();
+    assert_eq!(out.status, 0, "{}", out.err);
+    let sb = superblock(dev.as_ref());
+    assert_eq!(
+        (sb.s_raid_stride.get(), sb.s_raid_stripe_width.get()),
+        (65535, u32::MAX)
+    );
+}

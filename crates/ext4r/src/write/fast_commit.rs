@@ -34,6 +34,7 @@ use crate::journal::{FastCommitLog, FastCommitReplay, FcReplayed, ReplayPlan};
 use ext4r_format::extent::Extent;
 use ext4r_format::inode::{mode, Inode, InodeFlags};
 use ext4r_format::jbd2::fast_commit::{merge_inode_record, FcDentry, FcTag};
+use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ext4r_txn::groups::InodeInit;
 use ext4r_txn::map::{self, Run};
@@ -547,7 +548,7 @@ impl WriteFs {
         }
         let n = (n + by).clamp(2, i32::from(u16::MAX) - 1);
         let n = if n >= 65000 { 1 } else { n };
-        p.i_links_count.set(n as u16);
+        p.i_links_count.set(num::sat_u16(n)); // clamped to 1..65534 above
         self.put_inode(dir, &p)
     }
 

@@ -12,6 +12,7 @@ use super::orphan::Pending;
 use super::{Shape, WriteFs};
 use crate::error::{Error, Result};
 use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::num;
 use ext4r_txn::map::{self, Run};
 use std::collections::BTreeMap;
 
@@ -169,7 +170,7 @@ impl WriteFs {
         i.set_blocks_count(
             (blocks + acl) * (self.shape.bs as u64 / 512) + ea,
             self.shape.huge_file,
-            self.shape.bs as u32,
+            self.shape.bs32,
         )
         .map_err(|e| Error::corrupt("inode", e))
     }
@@ -241,11 +242,11 @@ impl WriteFs {
         } else {
             return Ok(false);
         };
-        let end = end as usize;
+        let end = num::index(end);
         if cur.len() < end {
             cur.resize(end, 0);
         }
-        cur[offset as usize..end].copy_from_slice(data);
+        cur[num::index(offset)..end].copy_from_slice(data);
         if !self.inline_store(ino, &cur)? {
             return Ok(false);
         }
@@ -298,7 +299,7 @@ impl WriteFs {
         while l < last {
             if let Some(s) = blocks.get(&l).copied() {
                 let mut b = if s.unwritten {
-                    vec![0u8; bs as usize]
+                    vec![0u8; num::index(bs)]
                 } else {
                     self.txn.read_block(s.physical)?
                 };
@@ -322,7 +323,7 @@ impl WriteFs {
             }
             let placed = self.place(blocks, l, stop, goal)?;
             for (ll, p) in placed {
-                let mut b = vec![0u8; bs as usize];
+                let mut b = vec![0u8; num::index(bs)];
                 copy_into(&mut b, ll * bs, offset, data);
                 self.txn.write_data(p, b)?;
                 goal = p + 1;
@@ -353,7 +354,7 @@ impl WriteFs {
         if self.shape.extents {
             (1u64 << 32) * bs
         } else {
-            ext4r_format::blockmap::max_mapped_blocks(bs as u32) * bs
+            ext4r_format::blockmap::max_mapped_blocks(self.shape.bs32) * bs
         }
     }
 
@@ -448,7 +449,7 @@ impl WriteFs {
             // Kept inline while it fits, else moved out first.
             if size <= bs {
                 let mut cur = super::inline::inline_file(&self.txn, ino, &i)?;
-                cur.resize(size as usize, 0);
+                cur.resize(num::index(size), 0);
                 if self.inline_store(ino, &cur)? {
                     let mut i = self.inode(ino)?;
                     i.set_size(size);
@@ -473,7 +474,7 @@ impl WriteFs {
                 .map(|x| x.physical + (l - x.logical));
             if let Some(p) = slot {
                 let mut b = self.txn.read_block(p)?;
-                b[(size % bs) as usize..].fill(0);
+                b[num::index(size % bs)..].fill(0);
                 self.txn.write_data(p, b)?;
             }
         }
@@ -566,7 +567,7 @@ pub(crate) fn fast_symlink(i: &Inode, sh: &Shape) -> bool {
             .flags()
             .intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
         && i.size() < 60
-        && i.blocks_count(sh.huge_file, sh.bs as u32)
+        && i.blocks_count(sh.huge_file, sh.bs32)
             <= u64::from(i.i_file_acl_lo.get() != 0) * (sh.bs as u64 / 512)
 }
 
@@ -579,7 +580,7 @@ fn copy_into(b: &mut [u8], block_at: u64, offset: u64, data: &[u8]) {
     if lo >= hi {
         return;
     }
-    let src = (lo - offset) as usize..(hi - offset) as usize;
-    let dst = (lo - block_at) as usize..(hi - block_at) as usize;
+    let src = num::index(lo - offset)..num::index(hi - offset);
+    let dst = num::index(lo - block_at)..num::index(hi - block_at);
     b[dst].copy_from_slice(&data[src]);
 }

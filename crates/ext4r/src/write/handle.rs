@@ -8,6 +8,7 @@
 //! [`WriteFs::write`]); [`Write::flush`] commits and writes home as
 //! [`WriteFs::sync`] does.
 
+use ext4r_format::num;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -95,11 +96,11 @@ impl WriteFs {
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
-        let n = (size - offset).min(buf.len() as u64) as usize;
+        let n = num::index((size - offset).min(buf.len() as u64));
         let out = &mut buf[..n];
         if i.flags().contains(InodeFlags::INLINE_DATA) {
             let data = inline::inline_file(&self.txn, ino, i)?;
-            let from = (offset as usize).min(data.len());
+            let from = num::index(offset).min(data.len());
             let have = data.len().saturating_sub(from).min(n);
             out[..have].copy_from_slice(&data[from..from + have]);
             out[have..].fill(0);
@@ -115,14 +116,14 @@ impl WriteFs {
             }
             let lo = r.logical.max(first);
             let hi = (r.logical + r.len - 1).min(last);
-            let mut blocks = vec![0u8; ((hi - lo + 1) * bs) as usize];
+            let mut blocks = vec![0u8; num::index((hi - lo + 1) * bs)];
             self.txn
                 .read_blocks(r.physical + (lo - r.logical), &mut blocks)?;
             // The bytes of these blocks that fall in offset..end.
             let from = (lo * bs).max(offset);
             let to = ((hi + 1) * bs).min(end);
-            let src = &blocks[(from - lo * bs) as usize..(to - lo * bs) as usize];
-            out[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+            let src = &blocks[num::index(from - lo * bs)..num::index(to - lo * bs)];
+            out[num::index(from - offset)..num::index(to - offset)].copy_from_slice(src);
         }
         Ok(n)
     }

@@ -120,7 +120,7 @@ impl WriteFs {
         let last = frames.len() - 1;
         let f = &mut frames[last];
         let at = f.pos + 1;
-        f.entries.insert(at, (split_hash, new_l as u32));
+        f.entries.insert(at, (split_hash, dx_block(new_l)?));
         self.write_frame(dir, &ix, &frames[last])?;
         Ok(true)
     }
@@ -151,7 +151,7 @@ impl WriteFs {
             let (node_l, node_p) = self.dir_grow(dir)?;
             let moved = std::mem::take(&mut frames[0].entries);
             let pos = frames[0].pos;
-            frames[0].entries = vec![(0, node_l as u32)];
+            frames[0].entries = vec![(0, dx_block(node_l)?)];
             frames[0].pos = 0;
             frames.insert(
                 1,
@@ -179,7 +179,7 @@ impl WriteFs {
         let parent = &mut frames[k - 1];
         parent
             .entries
-            .insert(parent.pos + 1, (right_hash, new_l as u32));
+            .insert(parent.pos + 1, (right_hash, dx_block(new_l)?));
         if went_right {
             parent.pos += 1;
         }
@@ -280,15 +280,12 @@ impl WriteFs {
         let kind = self.dir_kind(dir, &inode);
         *self.txn.block_mut(p1, kind)? = lb;
         *self.txn.block_mut(p2, kind)? = rb;
-        let root = DxRoot::new(
-            InodeNr(dir),
-            InodeNr(parent),
-            sh.bs as u32,
-            sh.hash_version,
-            0,
-        )
-        .map_err(|e| Error::corrupt("htree root", e))?;
-        let dx = [DxEntry::new(0, l1 as u32), DxEntry::new(h, l2 as u32)];
+        let root = DxRoot::new(InodeNr(dir), InodeNr(parent), sh.bs32, sh.hash_version, 0)
+            .map_err(|e| Error::corrupt("htree root", e))?;
+        let dx = [
+            DxEntry::new(0, dx_block(l1)?),
+            DxEntry::new(h, dx_block(l2)?),
+        ];
         let blk = self.txn.block_mut(b0, kind)?;
         blk.fill(0);
         write_dx_root(blk, &root, &dx, sh.csum).map_err(|e| Error::corrupt("htree root", e))?;
@@ -371,4 +368,11 @@ pub(crate) fn make_indexed(w: &mut WriteFs, dir: u32) -> Result<()> {
 /// [`WriteFs::unindex`] for the directory module.
 pub(crate) fn unindex(w: &mut WriteFs, dir: u32) -> Result<()> {
     w.unindex(dir)
+}
+
+/// A directory's logical block as the 32 bits an htree entry holds; a
+/// directory grown past that cannot be indexed, so it reports no space
+/// (as the kernel does) instead of pointing at the wrong block.
+fn dx_block(l: u64) -> Result<u32> {
+    u32::try_from(l).map_err(|_| Error::NoSpace)
 }

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::object::{self, dir::Entry};
 use ext4r_format::dir::leaf;
 use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::num;
 use ext4r_format::xattr::{index, write_xattr_ibody};
 use ext4r_txn::error::Location;
 use ext4r_txn::map::{self, BlockSource, Run};
@@ -200,7 +201,7 @@ impl WriteFs {
         let mut data = [0u8; I_BLOCK];
         data[..4].copy_from_slice(&parent.to_le_bytes());
         // One unused record over the rest of i_block.
-        data[8..10].copy_from_slice(&((I_BLOCK - 4) as u16).to_le_bytes());
+        data[8..10].copy_from_slice(&num::sat_u16(I_BLOCK - 4).to_le_bytes()); // 56
         self.inline_store(dir, &data)
     }
 

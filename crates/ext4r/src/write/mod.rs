@@ -88,6 +88,8 @@ pub struct WriteOptions {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shape {
     pub bs: usize,
+    /// The block size again, as the on-disk u32 the format API takes.
+    pub bs32: u32,
     pub isz: usize,
     pub extents: bool,
     pub filetype: bool,
@@ -112,6 +114,7 @@ fn shape_of(vol: &Volume) -> Shape {
     let sb = vol.superblock();
     Shape {
         bs: vol.geometry().block_size as usize,
+        bs32: vol.geometry().block_size,
         isz: vol.geometry().inode_size as usize,
         extents: sb.has_incompat(Incompat::EXTENTS),
         filetype: sb.has_incompat(Incompat::FILETYPE),

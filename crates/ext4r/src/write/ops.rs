@@ -9,6 +9,7 @@ use super::{WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
 use ext4r_format::dir::leaf;
 use ext4r_format::inode::{mode, Inode, InodeFlags};
+use ext4r_format::num;
 use ext4r_format::xattr::XattrHeader;
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map::{self, Run};
@@ -23,9 +24,10 @@ fn shown(name: &[u8]) -> String {
 impl WriteFs {
     pub(crate) fn generation(&mut self) -> u32 {
         let t = self.now();
-        (t.secs as u32).wrapping_mul(2_654_435_761)
+        // A mix of the clock and the free count: their low bits are enough.
+        num::lo32(t.secs as u64).wrapping_mul(2_654_435_761)
             ^ t.nsecs
-            ^ self.txn.groups().free_inodes() as u32
+            ^ num::lo32(self.txn.groups().free_inodes())
     }
 
     /// Checks that `name` can be added to `parent`: a directory, the name
@@ -93,7 +95,7 @@ impl WriteFs {
             } else {
                 n.max(1)
             };
-            i.i_links_count.set(n as u16);
+            i.i_links_count.set(num::sat_u16(n)); // 1..LINK_MAX
         }
         self.put_inode(dir, &i)
     }
@@ -362,9 +364,10 @@ impl WriteFs {
         self.txn.free_inode(ino, i.is_dir())?;
         let mut dead = i;
         dead.i_links_count.set(0);
-        dead.i_dtime.set(self.now().secs as u32);
+        // i_dtime is 32 bits; the kernel keeps the low ones too.
+        dead.i_dtime.set(num::lo32(self.now().secs as u64));
         dead.set_size(0);
-        dead.set_blocks_count(0, self.shape.huge_file, self.shape.bs as u32)
+        dead.set_blocks_count(0, self.shape.huge_file, self.shape.bs32)
             .map_err(|e| Error::corrupt("inode", e))?;
         dead.i_block = [0; 60];
         dead.i_file_acl_lo.set(0);

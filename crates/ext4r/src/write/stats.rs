@@ -43,6 +43,6 @@ impl WriteFs {
     /// The space inode `i` holds, in 512-byte units (`st_blocks`), read
     /// with this filesystem's `huge_file` rule.
     pub fn sectors(&self, i: &Inode) -> u64 {
-        i.blocks_count(self.shape.huge_file, self.shape.bs as u32)
+        i.blocks_count(self.shape.huge_file, self.shape.bs32)
     }
 }

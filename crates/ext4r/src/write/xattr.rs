@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::object::xattr::{RawAttr, RawVal};
 use crate::object::{self, Source};
 use ext4r_format::inode::{mode, Inode, InodeFlags};
+use ext4r_format::num;
 use ext4r_format::xattr::{
     split_xattr_name, write_xattr_block, write_xattr_ibody, EaInodeRef, NewXattr,
     XATTR_HEADER_SIZE, XATTR_IBODY_HEADER_SIZE,
@@ -222,9 +223,9 @@ impl WriteFs {
             if new_charge != removed {
                 let sh = w.shape;
                 let mut i = w.inode(ino)?;
-                let b = (i.blocks_count(sh.huge_file, sh.bs as u32) + new_charge)
-                    .saturating_sub(removed);
-                i.set_blocks_count(b, sh.huge_file, sh.bs as u32)
+                let b =
+                    (i.blocks_count(sh.huge_file, sh.bs32) + new_charge).saturating_sub(removed);
+                i.set_blocks_count(b, sh.huge_file, sh.bs32)
                     .map_err(|e| corrupt(ino, e))?;
                 w.put_inode(ino, &i)?;
             }
@@ -285,7 +286,7 @@ impl WriteFs {
         let r = sh.ratio;
         let sectors = r * (sh.bs as u64 / 512);
         let mut i = self.inode(ino)?;
-        let mut blocks = i.blocks_count(sh.huge_file, sh.bs as u32);
+        let mut blocks = i.blocks_count(sh.huge_file, sh.bs32);
         // The old block: ours to rewrite when not shared, else one
         // reference less.
         let mut target = None;
@@ -316,7 +317,7 @@ impl WriteFs {
         }
         i = self.inode(ino)?;
         i.set_file_acl(ext4r_format::BlockNr(target.unwrap_or(0)));
-        i.set_blocks_count(blocks, sh.huge_file, sh.bs as u32)
+        i.set_blocks_count(blocks, sh.huge_file, sh.bs32)
             .map_err(|e| corrupt(ino, e))?;
         self.put_inode(ino, &i)
     }
@@ -330,6 +331,8 @@ impl WriteFs {
     /// flagged `EA_INODE`, in no directory, owned as its owner, one
     /// reference.
     fn ea_create(&mut self, owner: u32, value: &[u8]) -> Result<EaInodeRef> {
+        let size = u32::try_from(value.len())
+            .map_err(|_| Error::InvalidArgument("extended attribute value too large".into()))?;
         let o = self.inode(owner)?;
         let mut n = super::NewNode::file(0o600).owned_by(o.uid(), o.gid());
         n.mode = mode::S_IFREG | 0o600;
@@ -348,11 +351,7 @@ impl WriteFs {
         let mut i = self.inode(ino)?;
         set_ea_fields(&mut i, hash, 1);
         self.put_inode(ino, &i)?;
-        Ok(EaInodeRef {
-            ino,
-            size: value.len() as u32,
-            hash,
-        })
+        Ok(EaInodeRef { ino, size, hash })
     }
 
     /// The 512-byte sectors an owner is charged for a value of `size`
@@ -426,8 +425,8 @@ impl WriteFs {
 /// e2fsprogs keep them.
 fn set_ea_fields(i: &mut Inode, hash: u32, refs: u64) {
     i.i_atime.set(hash);
-    i.l_i_version.set(refs as u32);
-    i.i_ctime.set((refs >> 32) as u32);
+    i.l_i_version.set(num::lo32(refs));
+    i.i_ctime.set(num::hi32(refs));
     i.i_atime_extra.set(0);
     i.i_ctime_extra.set(0);
 }

@@ -11,6 +11,7 @@ use crate::resize::error::Result;
 use ext4r_format::extent::write_leaf;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::inode::{Inode, InodeFlags};
+use ext4r_format::num;
 use ext4r_format::BlockNr;
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map::{self, Run};
@@ -105,9 +106,9 @@ pub(crate) fn copy_blocks(m: &mut Mover<'_>, from: u64, to: u64, len: u64) -> Re
     let mut done = 0;
     while done < len {
         let n = chunk.min(len - done);
-        buf.resize((n * bs) as usize, 0);
+        buf.resize(num::index(n * bs), 0);
         m.t.read_blocks(from + done, &mut buf)?;
-        for (k, b) in buf.chunks_exact(bs as usize).enumerate() {
+        for (k, b) in buf.chunks_exact(num::index(bs)).enumerate() {
             m.t.write_data(to + done + k as u64, b.to_vec())?;
         }
         m.t.write_data_early()?;

@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::resize::error::Result;
 use ext4r_format::features::Compat;
 use ext4r_format::inode::Inode;
+use ext4r_format::num;
 use ext4r_txn::map;
 use ext4r_txn::volume::{Volume, VolumeOptions};
 
@@ -79,8 +80,8 @@ fn moved_journal(m: &mut Mover<'_>, jino: u32) -> Result<()> {
             for (k, w) in words.iter().enumerate() {
                 sbm.s_jnl_blocks[k].set(*w);
             }
-            sbm.s_jnl_blocks[15].set((inode.size() >> 32) as u32);
-            sbm.s_jnl_blocks[16].set(inode.size() as u32);
+            sbm.s_jnl_blocks[15].set(num::hi32(inode.size()));
+            sbm.s_jnl_blocks[16].set(num::lo32(inode.size()));
         }
     }
     m.commit()

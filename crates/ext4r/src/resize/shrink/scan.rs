@@ -9,6 +9,7 @@ use crate::resize::geometry::Shape;
 use ext4r_format::features::Incompat;
 use ext4r_format::group_desc::BG_INODE_UNINIT;
 use ext4r_format::inode::{ino, mode, Inode, InodeFlags};
+use ext4r_format::num;
 use ext4r_txn::map;
 use std::collections::BTreeMap;
 
@@ -30,7 +31,7 @@ pub(crate) struct Found {
 
 impl Found {
     /// Blocks still to move after mover `ino` (included).
-    pub fn remaining_after(&self, ino: u32) -> u64 {
+    pub(crate) fn remaining_after(&self, ino: u32) -> u64 {
         let i = self.movers.partition_point(|&m| m < ino);
         self.mover_blocks[i.min(self.mover_blocks.len())..]
             .iter()
@@ -73,7 +74,7 @@ pub(crate) fn each_inode(m: &Mover<'_>, mut f: impl FnMut(u32, &[u8]) -> Result<
     let ipg = geo.inodes_per_group;
     let isz = geo.inode_size as usize;
     let bs = u64::from(geo.block_size);
-    let per_block = (bs as usize / isz).max(1) as u32;
+    let per_block = num::sat_u32((num::index(bs) / isz).max(1)); // <= 65536 / 128
     let mut buf = Vec::new();
     for g in 0..geo.group_count {
         let d = *t.groups().desc(g)?;
@@ -97,11 +98,12 @@ pub(crate) fn each_inode(m: &Mover<'_>, mut f: impl FnMut(u32, &[u8]) -> Result<
         let mut k = 0u64;
         while k < blocks {
             let n = CHUNK_BLOCKS.min(blocks - k);
-            buf.resize((n * bs) as usize, 0);
+            buf.resize(num::index(n * bs), 0);
             t.read_blocks(table + k, &mut buf)?;
-            let first = (k * u64::from(per_block)) as u32;
-            for (j, rec) in buf.chunks_exact(isz).enumerate() {
-                let i = first + j as u32;
+            // k < blocks, the table's size, so k * per_block < ipg.
+            let first = num::sat_u32(k * u64::from(per_block));
+            for (j, rec) in (0u32..).zip(buf.chunks_exact(isz)) {
+                let i = first + j;
                 if i >= used {
                     break;
                 }
