@@ -19,6 +19,8 @@
 //! disk is checked before use: a damaged image yields problems, never a
 //! panic or an unbounded allocation.
 #![deny(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
+#![warn(unreachable_pub)]
 #![warn(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
 
