@@ -483,8 +483,7 @@ pub(crate) fn check_with(
         ("pass 4: reference counts", pass34::run_pass4),
         ("pass 5: group summary information", pass5::run),
     ];
-    for (pass, (name, f)) in passes.into_iter().enumerate().skip(first_pass) {
-        let pass = pass as u8;
+    for ((name, f), pass) in passes.into_iter().zip(0u8..).skip(first_pass) {
         if pass > 0 {
             obs.pass_started(pass);
         }
