@@ -229,25 +229,29 @@ pub(crate) fn map_more(i: &mut Inode, blocks: &[u64], bs: u32, huge: bool) -> Ve
         r[2..4].copy_from_slice(&num::sat_u16(n + 1).to_le_bytes());
         done.extend(blocks.iter().map(|&b| (b, true)));
     } else {
+        // A block map cannot point past 2^32: then nothing is mapped.
+        let Some(words) = blocks
+            .iter()
+            .map(|&b| u32::try_from(b).ok())
+            .collect::<Option<Vec<u32>>>()
+        else {
+            return done;
+        };
         let mut w = i.block_words();
-        let mut rest = blocks.iter().copied();
+        let mut rest = blocks.iter().copied().zip(words);
         let mut slot = num::index(i.size() / u64::from(bs));
         while slot < 12 {
-            let Some(b) = rest.next() else { break };
-            // A block map cannot point past 2^32: such a block is not mapped.
-            let Ok(b32) = u32::try_from(b) else { break };
+            let Some((b, b32)) = rest.next() else { break };
             w[slot] = b32;
             done.push((b, true));
             slot += 1;
         }
-        let left: Vec<u64> = rest.collect();
-        // The indirect block and all it maps must lie below 2^32 too.
-        let words: Option<Vec<u32>> = left.iter().map(|&b| u32::try_from(b).ok()).collect();
-        if let (Some(&[ind, _, ..]), 0) = (words.as_deref(), w[12]) {
+        let left: Vec<(u64, u32)> = rest.collect();
+        if left.len() >= 2 && w[12] == 0 {
             // First the indirect block, then what it maps.
-            w[12] = ind;
-            done.push((left[0], false));
-            done.extend(left[1..].iter().map(|&b| (b, true)));
+            w[12] = left[0].1;
+            done.push((left[0].0, false));
+            done.extend(left[1..].iter().map(|&(b, _)| (b, true)));
         }
         i.set_block_words(&w);
     }
