@@ -401,4 +401,30 @@ mod tests {
         assert_eq!(names, vec![b".".to_vec(), b"..".to_vec()]);
         assert!(ext4r_format::dir::DirEntryTail::find(&b).is_some());
     }
+
+    #[test]
+    fn a_block_map_takes_no_block_past_2_32() {
+        let sb = ext4r_format::superblock::Superblock::zeroed();
+        let low = u64::from(u32::MAX);
+        let high = low + 1;
+        // No extents feature: a block map, whose words are 32 bits.
+        let made = inode(&sb, low, 1024, 1, 256).map(|i| i.block_words()[0]);
+        assert_eq!(made, Some(u32::MAX));
+        assert!(inode(&sb, high, 1024, 1, 256).is_none());
+
+        let mut dir = Inode::zeroed();
+        dir.i_mode.set(0o040700);
+        dir.set_size(1024);
+        assert!(map_more(&mut dir, &[5, high, 7], 1024, false).is_empty());
+        assert_eq!(dir.block_words(), [0; 15]);
+        assert_eq!(dir.size(), 1024);
+        let done = map_more(&mut dir, &[5, 6], 1024, false);
+        assert_eq!(done, vec![(5, true), (6, true)]);
+        assert_eq!(dir.block_words()[1..3], [5, 6]);
+
+        let mut first = Inode::zeroed();
+        assert!(!map_block0(&mut first, high));
+        assert!(map_block0(&mut first, low));
+        assert_eq!(first.block_words()[0], u32::MAX);
+    }
 }
