@@ -130,7 +130,8 @@ pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
             if b >= t && b < t + itb {
                 let first = (b - t) * per;
                 for k in first..(first + per).min(ipg) {
-                    out.push((u64::from(g) * ipg + k + 1) as u32);
+                    // Inode numbers past u32 (a damaged geometry) name no inode.
+                    out.extend(u32::try_from(u64::from(g) * ipg + k + 1).ok());
                 }
             }
         }

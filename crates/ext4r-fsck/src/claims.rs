@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::ctx::Claim;
+use ext4r_format::num;
 
 /// Runs held back before they are merged into the union (16 bytes each).
 const PENDING: usize = 4096;
@@ -64,10 +65,10 @@ impl Claims {
         let (bs, bo) = self.base;
         let ds = cl.start.wrapping_sub(bs);
         let dow = cl.owner.wrapping_sub(bo);
-        if cl.len == 1 && (1..=8).contains(&ds) && dow < 16 {
+        if let (1, Ok(d @ 1..=8), Ok(o @ 0..16)) = (cl.len, u8::try_from(ds), u8::try_from(dow)) {
             // The common claim of many small files: one block just after
             // the last claim's start, for an inode a little further on.
-            self.log.push(0x80 | ((ds - 1) as u8) << 4 | dow as u8);
+            self.log.push(0x80 | (d - 1) << 4 | o);
         } else {
             self.log.push(0);
             put(&mut self.log, zigzag(ds as i64));
@@ -201,7 +202,8 @@ impl Claims {
             } else {
                 let ds = unzigzag(get(&self.log, &mut at)) as u64;
                 let len = get(&self.log, &mut at);
-                (ds, len, unzigzag(get(&self.log, &mut at)) as i32 as u32)
+                // The owner's delta wraps in u32 (logged as an i32).
+                (ds, len, num::lo32(unzigzag(get(&self.log, &mut at)) as u64))
             };
             start = start.wrapping_add(ds);
             owner = owner.wrapping_add(dow);
@@ -222,10 +224,10 @@ fn unzigzag(v: u64) -> i64 {
 
 fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out.push((v & 0x7f) as u8 | 0x80);
         v >>= 7;
     }
-    out.push(v as u8);
+    out.push((v & 0x7f) as u8);
 }
 
 /// Reads a varint [`put`] wrote (the log is ours: never cut short).

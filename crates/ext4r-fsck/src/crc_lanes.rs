@@ -30,6 +30,7 @@ pub(crate) fn crc32c_x3(seed: u32, bufs: [&[u8]; 3]) -> [u32; 3] {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use ext4r_format::num;
     use std::arch::x86_64::_mm_crc32_u64;
 
     /// Three CRC chains, a word of each per step.
@@ -49,7 +50,8 @@ mod x86 {
             y = _mm_crc32_u64(y, word(q));
             z = _mm_crc32_u64(z, word(r));
         }
-        [x as u32, y as u32, z as u32]
+        // A CRC32 fills the low 32 bits only.
+        [num::lo32(x), num::lo32(y), num::lo32(z)]
     }
 }
 

@@ -220,7 +220,7 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(fs: Filesystem) -> Self {
+    pub(crate) fn new(fs: Filesystem) -> Self {
         let sb = fs.superblock().clone();
         let journal_ino = sb.s_journal_inum.get();
         let geo = fs.geometry().clone();
@@ -279,26 +279,26 @@ impl Ctx {
         }
     }
 
-    pub fn wide(&self) -> bool {
+    pub(crate) fn wide(&self) -> bool {
         self.sb.has_incompat(Incompat::BIT64)
     }
 
-    pub fn csum(&self) -> bool {
+    pub(crate) fn csum(&self) -> bool {
         self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
     }
 
     /// gdt_csum or metadata_csum: the uninit flags and itable_unused count.
-    pub fn group_csum(&self) -> bool {
+    pub(crate) fn group_csum(&self) -> bool {
         self.csum() || self.sb.has_ro_compat(RoCompat::GDT_CSUM)
     }
 
-    pub fn dir_idx(&self, ino: u32) -> Option<usize> {
+    pub(crate) fn dir_idx(&self, ino: u32) -> Option<usize> {
         self.dirs.binary_search_by_key(&ino, |r| r.ino).ok()
     }
 
     /// Whether `count` blocks from `b` lie inside the filesystem's data
     /// area.
-    pub fn valid_range(&self, b: u64, count: u64) -> bool {
+    pub(crate) fn valid_range(&self, b: u64, count: u64) -> bool {
         count > 0
             && b >= self.geo.first_data_block
             && b.checked_add(count)
@@ -329,7 +329,7 @@ impl Ctx {
         self.usage_map(self.claims.runs())
     }
 
-    pub fn claim(&mut self, start: u64, len: u64, owner: u32) {
+    pub(crate) fn claim(&mut self, start: u64, len: u64, owner: u32) {
         self.claims.push(start, len, owner);
     }
 
@@ -511,7 +511,7 @@ impl Ctx {
     /// use as the superblock says (what a repair has set, the counts as
     /// found under `-n`, which pass 5 reports when they are wrong), the
     /// rest as counted.
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         let mut s = self.stats.clone();
         let sb = sb_used(&self.sb);
         s.inodes_count = sb.inodes_count;

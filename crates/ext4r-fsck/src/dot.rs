@@ -17,14 +17,16 @@ fn rec_len(blk: &[u8], off: usize, bs: u32) -> Option<usize> {
 }
 
 fn set_rec_len(blk: &mut [u8], off: usize, len: usize, bs: u32) {
-    if let Ok(raw) = rec_len_to_disk(len as u32, bs) {
+    if let Ok(raw) = rec_len_to_disk(ext4r_format::num::sat_u32(len), bs) {
         blk[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
     }
 }
 
 fn write_name(blk: &mut [u8], off: usize, ino: u32, name: &[u8], ft: u8) {
     blk[off..off + 4].copy_from_slice(&ino.to_le_bytes());
-    blk[off + 6] = name.len() as u8;
+    #[allow(clippy::cast_possible_truncation)] // only "." and ".."
+    let name_len = name.len() as u8;
+    blk[off + 6] = name_len;
     blk[off + 7] = ft;
     blk[off + 8..off + 12].fill(0);
     blk[off + 8..off + 8 + name.len()].copy_from_slice(name);

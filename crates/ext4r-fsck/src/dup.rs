@@ -248,7 +248,7 @@ fn dup_blocks(claims: &[Claim]) -> Option<BTreeMap<u64, Dup>> {
             return None;
         }
         let meta = active.iter().any(|&(_, o)| o == 0);
-        let files = active.iter().filter(|&&(_, o)| o != 0).count() as u32;
+        let files = ext4r_format::num::sat_u32(active.iter().filter(|&&(_, o)| o != 0).count());
         for blk in a..b {
             out.insert(blk, Dup { files, meta });
         }

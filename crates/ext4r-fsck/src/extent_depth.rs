@@ -23,8 +23,13 @@ fn entry(node: &[u8], i: usize) -> Option<&[u8]> {
 }
 
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u64 {
+    u64::from(le16(b, at))
+}
+
+/// The little-endian `u16` at `at`, 0 past the end of `b`.
+fn le16(b: &[u8], at: usize) -> u16 {
     b.get(at..at + 2)
-        .map_or(0, |x| u64::from(u16::from_le_bytes([x[0], x[1]])))
+        .map_or(0, |x| u16::from_le_bytes([x[0], x[1]]))
 }
 
 fn u32_at(b: &[u8], at: usize) -> u64 {
@@ -39,7 +44,7 @@ fn entry_count(node: &[u8]) -> Option<usize> {
     if u16_at(node, 0) != u64::from(EXTENT_MAGIC) {
         return None;
     }
-    let (n, max) = (u16_at(node, 2) as usize, u16_at(node, 4) as usize);
+    let (n, max) = (usize::from(le16(node, 2)), usize::from(le16(node, 4)));
     (n <= max && 12 + 12 * max <= node.len()).then_some(n)
 }
 
@@ -133,7 +138,7 @@ pub(crate) fn root_depth(c: &Ctx, root: &[u8]) -> Option<u16> {
 /// [`root_depth`] of a root that reads as a node.
 #[inline(never)]
 fn judged_depth(c: &Ctx, root: &[u8]) -> Option<u16> {
-    let stored = u16_at(root, 6) as u16;
+    let stored = le16(root, 6);
     if stored <= MAX_EXTENT_DEPTH && stored_fits(c, root, stored) {
         return None;
     }
@@ -180,5 +185,5 @@ pub(crate) fn parse_at(
 
 /// The stored `eh_depth` of a node's bytes.
 pub(crate) fn stored(buf: &[u8]) -> u16 {
-    u16_at(buf, 6) as u16
+    le16(buf, 6)
 }

@@ -36,7 +36,7 @@ impl Unsupported {
 }
 
 /// The features of `sb` outside what the checker supports, if any.
-pub fn unsupported(sb: &Superblock) -> Option<Unsupported> {
+pub(crate) fn unsupported(sb: &Superblock) -> Option<Unsupported> {
     let beyond = sb.features().outside(&E2FSPROGS_SUPPORTED);
     (!beyond.is_empty()).then(|| Unsupported {
         names: beyond.names(),

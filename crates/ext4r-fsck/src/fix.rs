@@ -23,6 +23,7 @@ use ext4r::Result;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ext4r_format::inode::{inode_csum_seed, Inode};
+use ext4r_format::num;
 use ext4r_format::superblock::Superblock;
 use ext4r_format::{GroupNr, InodeNr};
 use ext4r_txn::bitmap::Bitmap;
@@ -439,7 +440,7 @@ impl<'a> Writer<'a> {
             extent_removals: BTreeMap::new(),
             sb: fs.superblock().clone(),
             sb_dirty: false,
-            now: now.clamp(1, i64::from(u32::MAX)) as u32,
+            now: num::sat_u32(now.clamp(1, i64::from(u32::MAX))),
             clock: now,
             inodes: BTreeMap::new(),
             blocks: BTreeMap::new(),
@@ -616,10 +617,12 @@ impl<'a> Writer<'a> {
                     .get(*off + 4..*off + 6)
                     .map_or(0, |x| usize::from(u16::from_le_bytes([x[0], x[1]])));
                 let n = name.len();
-                if n > 0 && n <= 255 && 8 + n <= rec {
+                // 0 (nothing written) for a name too long for a record.
+                let n8 = u8::try_from(n).unwrap_or(0);
+                if n8 > 0 && 8 + n <= rec {
                     if let Some(x) = blk.get_mut(*off + 8..*off + 8 + n) {
                         x.copy_from_slice(name);
-                        blk[*off + 6] = n as u8;
+                        blk[*off + 6] = n8;
                     }
                 }
             }
@@ -863,8 +866,8 @@ impl<'a> Writer<'a> {
                 self.sb_dirty = true;
             }
             Fix::EaInodeRefCount(ino, refs) => self.edit_inode(*ino, |i| {
-                i.i_ctime.set((*refs >> 32) as u32);
-                i.l_i_version.set(*refs as u32);
+                i.i_ctime.set(num::hi32(*refs));
+                i.l_i_version.set(num::lo32(*refs));
             })?,
             Fix::ClearIncompat(bits) => {
                 let v = self.sb.s_feature_incompat.get() & !bits;
@@ -873,7 +876,8 @@ impl<'a> Writer<'a> {
             }
             Fix::SuperblockCounts(blocks, inodes) => {
                 self.sb.set_free_blocks_count(*blocks);
-                self.sb.s_free_inodes_count.set(*inodes as u32);
+                // At most s_inodes_count, a u32.
+                self.sb.s_free_inodes_count.set(num::sat_u32(*inodes));
                 self.sb_dirty = true;
             }
             Fix::SuperFreeBlocks(blocks) => {
@@ -881,7 +885,7 @@ impl<'a> Writer<'a> {
                 self.sb_dirty = true;
             }
             Fix::SuperFreeInodes(inodes) => {
-                self.sb.s_free_inodes_count.set(*inodes as u32);
+                self.sb.s_free_inodes_count.set(num::sat_u32(*inodes));
                 self.sb_dirty = true;
             }
             Fix::Each(fixes) => {
@@ -900,7 +904,7 @@ impl<'a> Writer<'a> {
             }
             Fix::ResetJournalSuper(b, maxlen) => {
                 // A sequence number unlike any the old log could hold.
-                let seq = self.now ^ (*b as u32).rotate_left(16) ^ 0x5a5a_0001;
+                let seq = self.now ^ num::lo32(*b).rotate_left(16) ^ 0x5a5a_0001;
                 let blk = self.block(*b, BlockKind::Plain)?;
                 crate::journal_fix::reset_super(blk, bs, *maxlen, seq);
                 let f = self.sb.s_feature_incompat.get() & !Incompat::RECOVER.bits();
@@ -1209,7 +1213,8 @@ impl<'a> Writer<'a> {
                 let bits = geo
                     .group_blocks(g)
                     .div_ceil(geo.cluster_ratio())
-                    .min(u64::from(geo.block_size) * 8) as u32;
+                    .min(u64::from(geo.block_size) * 8);
+                let bits = num::sat_u32(bits);
                 txn.set_block_map(g, Bitmap::from_bytes(raw, bits))?;
             } else {
                 txn.set_inode_map(g, Bitmap::from_bytes(raw, geo.inodes_per_group))?;

@@ -60,7 +60,8 @@ pub(crate) struct DxDirs {
 
 impl DxDirs {
     fn entry(&mut self, ino: u32) -> &mut DxDir {
-        let n = self.dirs.len() as u32;
+        // At most one per inode: below 2^32.
+        let n = ext4r_format::num::sat_u32(self.dirs.len());
         let i = *self.slot.entry(ino).or_insert(n) as usize;
         if i == self.dirs.len() {
             self.dirs.push((ino, DxDir::default()));

@@ -83,7 +83,7 @@ pub(crate) fn set_data_len(rec: &mut [u8], len: usize) -> bool {
         let end = (start + room).min(rec.len());
         rec[start + len..end].fill(0);
     }
-    rec[entry + 8..entry + 12].copy_from_slice(&(len as u32).to_le_bytes());
+    rec[entry + 8..entry + 12].copy_from_slice(&ext4r_format::num::sat_u32(len).to_le_bytes());
     // Over the name as stored (e2fsck hashes e_name_len bytes, NULs too).
     let name_len = usize::from(rec[entry]);
     let name = rec[entry + 16..entry + 16 + name_len].to_vec();

@@ -18,10 +18,28 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use ext4r::fs::FileKind;
+use ext4r_format::num;
 
 /// Members per chunk of a [`SparseBits`]: 4 KiB as a bitmap.
 const CHUNK_BITS: u32 = 1 << 15;
 const CHUNK_WORDS: usize = (CHUNK_BITS / 64) as usize;
+
+/// An offset inside a chunk (below [`CHUNK_BITS`], so it fits a `u16`).
+fn in_chunk(v: u64) -> u16 {
+    debug_assert!(v < u64::from(CHUNK_BITS));
+    #[allow(clippy::cast_possible_truncation)] // below CHUNK_BITS = 2^15
+    let o = v as u16;
+    o
+}
+
+/// The 1-based slot a new chunk gets: the number of chunks, at most
+/// 2^32 / [`CHUNK_BITS`] = 2^17.
+fn slot_of(len: usize) -> u32 {
+    debug_assert!(len <= (1 << 17));
+    #[allow(clippy::cast_possible_truncation)] // at most 2^17 chunks
+    let s = len as u32;
+    s
+}
 /// Runs a chunk keeps before it becomes a bitmap: as many bytes (4 per
 /// run) as the bitmap's.
 const MAX_RUNS: usize = CHUNK_WORDS * 8 / 4;
@@ -171,7 +189,7 @@ impl Chunk {
         match self {
             Chunk::Bits(words) => words[w],
             Chunk::Runs(runs) => {
-                let lo = (w * 64) as u16;
+                let lo = in_chunk(w as u64 * 64);
                 let hi = lo + 63;
                 let mut bits = 0u64;
                 for &(a, b) in &runs[Self::run_at(runs, lo)..] {
@@ -196,7 +214,7 @@ impl Chunk {
                 let mut w = words[wi] & (!0u64 << (o % 64));
                 loop {
                     if w != 0 {
-                        return Some((wi * 64) as u16 + w.trailing_zeros() as u16);
+                        return Some(in_chunk(wi as u64 * 64 + u64::from(w.trailing_zeros())));
                     }
                     wi += 1;
                     if wi == CHUNK_WORDS {
@@ -246,7 +264,7 @@ struct Span(std::sync::atomic::AtomicU64);
 impl Span {
     fn get(&self) -> (u32, u32) {
         let v = self.0.load(std::sync::atomic::Ordering::Relaxed);
-        ((v >> 32) as u32, v as u32)
+        (num::hi32(v), num::lo32(v))
     }
 
     fn set(&self, (start, end): (u32, u32)) {
@@ -296,7 +314,7 @@ impl SparseBits {
         }
         if self.index[c] == 0 {
             self.chunks.push(Chunk::Runs(Vec::new()));
-            self.index[c] = self.chunks.len() as u32;
+            self.index[c] = slot_of(self.chunks.len());
         }
         let slot = self.index[c] as usize - 1;
         self.chunks[slot].insert_new((k % CHUNK_BITS) as u16)
@@ -311,13 +329,13 @@ impl SparseBits {
         if start <= k && k < end {
             return false;
         }
-        let c = (k / CHUNK_BITS) as usize;
-        let slot = match self.index.get(c) {
+        let chunk = k / CHUNK_BITS;
+        let slot = match self.index.get(chunk as usize) {
             Some(&s) if s != 0 => s as usize - 1,
             _ => return false,
         };
         let o = (k % CHUNK_BITS) as u16;
-        let base = c as u32 * CHUNK_BITS;
+        let base = chunk * CHUNK_BITS;
         match &self.chunks[slot] {
             Chunk::Runs(runs) => {
                 let i = Chunk::run_at(runs, o);
@@ -405,7 +423,7 @@ impl SparseBits {
             }
             if self.index[c] == 0 {
                 self.chunks.push(chunk);
-                self.index[c] = self.chunks.len() as u32;
+                self.index[c] = slot_of(self.chunks.len());
                 continue;
             }
             let mine = &mut self.chunks[self.index[c] as usize - 1];
@@ -459,7 +477,7 @@ impl BitsView<'_> {
         }
         let last = ((to - 1) / cb).min(self.index.len() as u64);
         for c in from / cb..=last {
-            let slot = match self.index.get(c as usize) {
+            let slot = match self.index.get(num::index(c)) {
                 Some(&s) if s != 0 => s as usize - 1,
                 _ => continue,
             };
@@ -469,7 +487,7 @@ impl BitsView<'_> {
             let hi = to.min(base + cb) - base;
             match &self.chunks[slot] {
                 Chunk::Runs(runs) => {
-                    for &(a, b) in &runs[Chunk::run_at(runs, lo as u16)..] {
+                    for &(a, b) in &runs[Chunk::run_at(runs, in_chunk(lo))..] {
                         let (a, b) = (u64::from(a), u64::from(b) + 1);
                         if a >= hi {
                             break;

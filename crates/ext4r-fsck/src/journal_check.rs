@@ -138,8 +138,8 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
     let mut words = [0u32; 17];
     words[..15].copy_from_slice(&info.inode.block_words());
     let size = info.inode.size();
-    words[15] = (size >> 32) as u32;
-    words[16] = size as u32;
+    words[15] = ext4r_format::num::hi32(size);
+    words[16] = ext4r_format::num::lo32(size);
     let stale = sb.s_jnl_backup_type == 0
         || (sb.s_jnl_backup_type == JNL_BACKUP_BLOCKS
             && sb
@@ -382,7 +382,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         return bad_inode(c, has, recover, inum, "superblock unreadable");
     }
     // The inode's length in blocks: what a reset journal spans.
-    let total = (info.inode.size() / u64::from(bs)).min(u64::from(u32::MAX)) as u32;
+    let total = ext4r_format::num::sat_u32(info.inode.size() / u64::from(bs));
     let be = |at: usize| u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
     // e2fsck's e2fsck_journal_fix_corrupt_super.
     let corrupt = |c: &mut Ctx, why: &str| {

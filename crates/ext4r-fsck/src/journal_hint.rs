@@ -40,7 +40,7 @@ pub(crate) fn check(c: &mut Ctx) {
         ProblemCode::PR_0_EXTERNAL_JOURNAL_HINT,
         format!("Superblock hint for external superblock should be {rdev:#x}."),
         // dev_t cut to the field's 32 bits, as e2fsck stores it.
-        Fix::Superblock(SuperEdit::JournalDev(rdev as u32)),
+        Fix::Superblock(SuperEdit::JournalDev(ext4r_format::num::lo32(rdev))),
     );
 }
 

@@ -41,7 +41,7 @@ fn entry(c: &Ctx, inum: u32) -> Option<(&'static [u8], u64, usize, Owner)> {
     let root = c.fs.inode(InodeNr(ino::ROOT)).ok()?;
     let owner = Owner::of(ino::ROOT, &root.inode);
     let bs = u64::from(c.geo.block_size);
-    let mut buf = vec![0u8; bs as usize];
+    let mut buf = vec![0u8; ext4r_format::num::index(bs)];
     let runs = c.fs.runs(&root).ok()?;
     'names: for name in NAMES {
         for r in &runs {

@@ -19,6 +19,8 @@
 //! disk is checked before use: a damaged image yields problems, never a
 //! panic or an unbounded allocation.
 #![deny(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
+#![warn(unreachable_pub)]
 #![warn(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
 
@@ -481,8 +483,7 @@ pub(crate) fn check_with(
         ("pass 4: reference counts", pass34::run_pass4),
         ("pass 5: group summary information", pass5::run),
     ];
-    for (pass, (name, f)) in passes.into_iter().enumerate().skip(first_pass) {
-        let pass = pass as u8;
+    for ((name, f), pass) in passes.into_iter().zip(0u8..).skip(first_pass) {
         if pass > 0 {
             obs.pass_started(pass);
         }

@@ -10,6 +10,7 @@
 use ext4r_format::dir::{ft, rec_len_to_disk};
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
+use ext4r_format::num;
 
 use crate::ctx::Ctx;
 
@@ -159,7 +160,7 @@ pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>
     let extents = info.inode.flags().contains(InodeFlags::EXTENTS);
     let mapped: u64 = runs.iter().map(|r| r.len).sum();
     if !extents {
-        let direct_free = 12u64.saturating_sub(mapped) as usize;
+        let direct_free = num::index(12u64.saturating_sub(mapped));
         let apb = bs / 4;
         let words = info.inode.block_words();
         if n > direct_free {
@@ -213,31 +214,44 @@ pub(crate) fn map_more(i: &mut Inode, blocks: &[u64], bs: u32, huge: bool) -> Ve
         if depth != 0 || n >= max || blocks.is_empty() || !contiguous || blocks.len() > 32768 {
             return done;
         }
-        let lblk = (i.size() / u64::from(bs)) as u32;
+        // A size past 2^32 blocks (damaged) has no logical block to add at.
+        let Ok(lblk) = u32::try_from(i.size() / u64::from(bs)) else {
+            return done;
+        };
         let at = 12 + n * 12;
         let r = &mut i.i_block;
         r[at..at + 4].copy_from_slice(&lblk.to_le_bytes());
-        r[at + 4..at + 6].copy_from_slice(&(blocks.len() as u16).to_le_bytes());
-        r[at + 6..at + 8].copy_from_slice(&((blocks[0] >> 32) as u16).to_le_bytes());
-        r[at + 8..at + 12].copy_from_slice(&(blocks[0] as u32).to_le_bytes());
-        r[2..4].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+        // At most 32768 blocks (checked above), so the length fits.
+        r[at + 4..at + 6].copy_from_slice(&num::sat_u16(blocks.len()).to_le_bytes());
+        r[at + 6..at + 8].copy_from_slice(&num::hi16_of_48(blocks[0]).to_le_bytes());
+        r[at + 8..at + 12].copy_from_slice(&num::lo32(blocks[0]).to_le_bytes());
+        // n < max <= 4.
+        r[2..4].copy_from_slice(&num::sat_u16(n + 1).to_le_bytes());
         done.extend(blocks.iter().map(|&b| (b, true)));
     } else {
+        // A block map cannot point past 2^32: then nothing is mapped.
+        let Some(words) = blocks
+            .iter()
+            .map(|&b| u32::try_from(b).ok())
+            .collect::<Option<Vec<u32>>>()
+        else {
+            return done;
+        };
         let mut w = i.block_words();
-        let mut rest = blocks.iter().copied();
-        let mut slot = (i.size() / u64::from(bs)) as usize;
+        let mut rest = blocks.iter().copied().zip(words);
+        let mut slot = num::index(i.size() / u64::from(bs));
         while slot < 12 {
-            let Some(b) = rest.next() else { break };
-            w[slot] = b as u32;
+            let Some((b, b32)) = rest.next() else { break };
+            w[slot] = b32;
             done.push((b, true));
             slot += 1;
         }
-        let left: Vec<u64> = rest.collect();
+        let left: Vec<(u64, u32)> = rest.collect();
         if left.len() >= 2 && w[12] == 0 {
             // First the indirect block, then what it maps.
-            w[12] = left[0] as u32;
-            done.push((left[0], false));
-            done.extend(left[1..].iter().map(|&b| (b, true)));
+            w[12] = left[0].1;
+            done.push((left[0].0, false));
+            done.extend(left[1..].iter().map(|&(b, _)| (b, true)));
         }
         i.set_block_words(&w);
     }
@@ -255,7 +269,7 @@ pub(crate) fn map_more(i: &mut Inode, blocks: &[u64], bs: u32, huge: bool) -> Ve
 pub(crate) fn empty_dir_block(blk: &mut [u8], tail: bool, bs: u32) {
     blk.fill(0);
     let end = blk.len() - if tail { 12 } else { 0 };
-    if let Ok(r) = rec_len_to_disk(end as u32, bs) {
+    if let Ok(r) = rec_len_to_disk(num::sat_u32(end), bs) {
         blk[4..6].copy_from_slice(&r.to_le_bytes());
     }
     if tail {
@@ -277,7 +291,7 @@ pub(crate) fn inode(
     block_size: u32,
     now: u32,
     record_len: usize,
-) -> Inode {
+) -> Option<Inode> {
     let mut i = Inode::zeroed();
     i.i_mode.set(0o040700);
     i.i_links_count.set(2);
@@ -302,14 +316,15 @@ pub(crate) fn inode(
         b[4..6].copy_from_slice(&4u16.to_le_bytes());
         // One extent: logical 0, one block.
         b[16..18].copy_from_slice(&1u16.to_le_bytes());
-        b[18..20].copy_from_slice(&((block >> 32) as u16).to_le_bytes());
-        b[20..24].copy_from_slice(&(block as u32).to_le_bytes());
+        b[18..20].copy_from_slice(&num::hi16_of_48(block).to_le_bytes());
+        b[20..24].copy_from_slice(&num::lo32(block).to_le_bytes());
     } else {
+        // A block map cannot point past 2^32.
         let mut w = [0u32; 15];
-        w[0] = block as u32;
+        w[0] = u32::try_from(block).ok()?;
         i.set_block_words(&w);
     }
-    i
+    Some(i)
 }
 
 /// Maps block `b` at logical block 0: a free direct pointer, or a new
@@ -327,16 +342,20 @@ pub(crate) fn map_block0(i: &mut Inode, b: u64) -> bool {
         r.copy_within(12..12 + n * 12, 24);
         r[12..24].fill(0);
         r[16..18].copy_from_slice(&1u16.to_le_bytes());
-        r[18..20].copy_from_slice(&((b >> 32) as u16).to_le_bytes());
-        r[20..24].copy_from_slice(&(b as u32).to_le_bytes());
-        r[2..4].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+        r[18..20].copy_from_slice(&num::hi16_of_48(b).to_le_bytes());
+        r[20..24].copy_from_slice(&num::lo32(b).to_le_bytes());
+        // n < max <= 4.
+        r[2..4].copy_from_slice(&num::sat_u16(n + 1).to_le_bytes());
         true
     } else {
         let mut w = i.block_words();
-        if w[0] != 0 || b > u64::from(u32::MAX) {
+        let Ok(b32) = u32::try_from(b) else {
+            return false;
+        };
+        if w[0] != 0 {
             return false;
         }
-        w[0] = b as u32;
+        w[0] = b32;
         i.set_block_words(&w);
         true
     }
@@ -350,10 +369,12 @@ pub(crate) fn dir_block(blk: &mut [u8], ino: u32, filetype: bool, tail: bool, bs
     let end = blk.len() - if tail { 12 } else { 0 };
     let put = |blk: &mut [u8], off: usize, ino: u32, len: usize, name: &[u8]| {
         blk[off..off + 4].copy_from_slice(&ino.to_le_bytes());
-        if let Ok(r) = rec_len_to_disk(len as u32, bs) {
+        if let Ok(r) = rec_len_to_disk(num::sat_u32(len), bs) {
             blk[off + 4..off + 6].copy_from_slice(&r.to_le_bytes());
         }
-        blk[off + 6] = name.len() as u8;
+        #[allow(clippy::cast_possible_truncation)] // only "." and ".."
+        let name_len = name.len() as u8;
+        blk[off + 6] = name_len;
         blk[off + 7] = t;
         blk[off + 8..off + 8 + name.len()].copy_from_slice(name);
     };
@@ -379,5 +400,31 @@ mod tests {
             .collect();
         assert_eq!(names, vec![b".".to_vec(), b"..".to_vec()]);
         assert!(ext4r_format::dir::DirEntryTail::find(&b).is_some());
+    }
+
+    #[test]
+    fn a_block_map_takes_no_block_past_2_32() {
+        let sb = ext4r_format::superblock::Superblock::zeroed();
+        let low = u64::from(u32::MAX);
+        let high = low + 1;
+        // No extents feature: a block map, whose words are 32 bits.
+        let made = inode(&sb, low, 1024, 1, 256).map(|i| i.block_words()[0]);
+        assert_eq!(made, Some(u32::MAX));
+        assert!(inode(&sb, high, 1024, 1, 256).is_none());
+
+        let mut dir = Inode::zeroed();
+        dir.i_mode.set(0o040700);
+        dir.set_size(1024);
+        assert!(map_more(&mut dir, &[5, high, 7], 1024, false).is_empty());
+        assert_eq!(dir.block_words(), [0; 15]);
+        assert_eq!(dir.size(), 1024);
+        let done = map_more(&mut dir, &[5, 6], 1024, false);
+        assert_eq!(done, vec![(5, true), (6, true)]);
+        assert_eq!(dir.block_words()[1..3], [5, 6]);
+
+        let mut first = Inode::zeroed();
+        assert!(!map_block0(&mut first, high));
+        assert!(map_block0(&mut first, low));
+        assert_eq!(first.block_words()[0], u32::MAX);
     }
 }

@@ -61,7 +61,9 @@ impl<'a> InUse<'a> {
             return false;
         }
         let rel = blk - g.first_data_block;
-        let group = (rel / g.blocks_per_group) as u32;
+        let Ok(group) = u32::try_from(rel / g.blocks_per_group) else {
+            return false;
+        };
         let bit = (rel % g.blocks_per_group) >> g.cluster_bits;
         let fs = self.fs;
         let map = self.bitmaps.entry(group).or_insert_with(|| {
@@ -74,7 +76,7 @@ impl<'a> InUse<'a> {
             }
             let wide = sb.has_incompat(ext4r_format::features::Incompat::BIT64);
             let bs = u64::from(fs.block_size());
-            let mut buf = vec![0u8; bs as usize];
+            let mut buf = vec![0u8; ext4r_format::num::index(bs)];
             fs.device()
                 .read_at(&mut buf, d.block_bitmap(wide).checked_mul(bs)?)
                 .ok()?;
@@ -176,7 +178,7 @@ impl Walk<'_, '_> {
         if blk < g.first_data_block || blk >= g.blocks_count {
             return Err(None);
         }
-        let mut buf = vec![0u8; self.bs as usize];
+        let mut buf = vec![0u8; ext4r_format::num::index(self.bs)];
         self.fs
             .device()
             .read_at(&mut buf, blk * self.bs)

@@ -113,7 +113,7 @@ fn plan(c: &mut Ctx, inum: u32, inode: &ext4r_format::inode::Inode) -> Option<Fi
     if c.geo.cluster_bits != 0 {
         return None;
     }
-    let n = default_orphan_file_blocks(c.geo.blocks_count, 1) as usize;
+    let n = ext4r_format::num::index(default_orphan_file_blocks(c.geo.blocks_count, 1));
     let owner = Owner::of(inum, inode);
     let generation = inode.generation();
     if !c.sb.has_incompat(Incompat::EXTENTS) {

@@ -430,20 +430,20 @@ impl Taken {
 fn quota_and_orphan(c: &mut Ctx) {
     let sb = c.sb.clone();
     let max = sb.s_inodes_count.get();
-    for (qtype, (what, inum, std)) in [
+    for ((what, inum, std), qtype) in [
         ("user", sb.s_usr_quota_inum.get(), ino::USR_QUOTA),
         ("group", sb.s_grp_quota_inum.get(), ino::GRP_QUOTA),
         ("project", sb.s_prj_quota_inum.get(), 0),
     ]
     .into_iter()
-    .enumerate()
+    .zip(0u8..)
     {
         if inum != 0 && (inum > max || (inum < sb.first_ino() && inum != std)) {
             c.p.error_fix(
                 0,
                 ProblemCode::PR_0_INVALID_QUOTA_INO,
                 format!("Invalid {what} quota inode {inum}."),
-                Fix::ClearQuotaInode(qtype as u8),
+                Fix::ClearQuotaInode(qtype),
             );
         }
     }

@@ -9,7 +9,7 @@ use ext4r_format::inode::{
     ino as special, inode_checksum_matches, is_zeroed_inode, verify_inode_checksum, Inode,
     InodeCsumInput, InodeFlags, I_BLOCK_SIZE,
 };
-use ext4r_format::{GroupNr, InodeNr};
+use ext4r_format::{num, GroupNr, InodeNr};
 
 use crate::ctx::{Ctx, DirBlock, DirRec};
 use crate::fix::Fix;
@@ -39,7 +39,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         .extend(in_bad.into_iter().filter(|&i| i >= c.sb.first_ino()));
     // The reads to do, from the descriptors: used parts of inode tables.
     let mut jobs: Vec<(u32, u32, u32, u64)> = Vec::new(); // group, first, count, offset
-    let per_chunk = (CHUNK / isize).max(1) as u32;
+    let per_chunk = num::sat_u32((CHUNK / isize).max(1));
     for g in 0..groups {
         if c.bad_group[g as usize] {
             continue;
@@ -65,7 +65,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         dev: c.fs.device_shared(),
         isize,
         ipg,
-        bs: bs as usize,
+        bs: num::index(bs),
         first_data_block: c.geo.first_data_block,
         blocks_count: c.geo.blocks_count,
         seed: c.csum().then(|| c.sb.csum_seed()),
@@ -83,7 +83,8 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 let pre = pre.unwrap_or_default();
                 let base = job.0 * ipg + job.1 + 1;
                 for (k, rec) in buf.chunks(isize).enumerate() {
-                    check_inode(c, base + k as u32, rec, &specials, pre[k]);
+                    // k < the chunk's inode count, a u32.
+                    check_inode(c, base + num::sat_u32(k), rec, &specials, pre[k]);
                 }
             }
         }
@@ -277,7 +278,7 @@ fn parallel(c: &mut Ctx, jobs: &[Job], specials: &[u32], scan: &Scan, progress: 
             let base = job.0 * ipg + job.1 + 1;
             let mut left = false;
             for (k, rec) in buf.chunks(scan.isize).enumerate() {
-                let ino = base + k as u32;
+                let ino = base + num::sat_u32(k);
                 if in_order(w, ino, rec, pre[k], specials) {
                     out.push(Piece::Found(Box::new(w.take_found())));
                     out.push(Piece::Left(ino, pre[k], rec.to_vec()));
@@ -342,7 +343,7 @@ fn prescan(buf: &[u8], isize: usize, base: u32, seed: Option<u32>) -> Vec<u8> {
         .collect();
     let Some(seed) = seed else { return pre };
     let rec = |k: usize| &buf[k * isize..(k + 1) * isize];
-    let ino = |k: usize| InodeNr(base + k as u32);
+    let ino = |k: usize| InodeNr(base + num::sat_u32(k));
     let bad = |ok: bool| if ok { 0 } else { PRE_BAD_CSUM };
     // Records of up to 256 bytes go through the CRC three at a time (see
     // `crc_lanes`); the rest, and what is left over, one by one.
@@ -709,7 +710,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             ),
             crate::fix::Fix::InodeExtraIsize(
                 ino,
-                (rec.len().saturating_sub(128).min(32) & !3) as u16,
+                num::sat_u16(rec.len().saturating_sub(128).min(32) & !3),
             ),
         );
     }
@@ -753,7 +754,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             if flags.contains(InodeFlags::INLINE_DATA) {
                 // Data in the inode: nothing to claim.
             } else if kind == FileKind::Symlink
-                && is_fast_symlink(inode, ea_blocks, huge, bs, c.geo.cluster_bits)
+                && is_fast_symlink(inode, ea_blocks, huge, c.geo.block_size, c.geo.cluster_bits)
             {
                 fast_symlink = true;
                 crate::pass1_rules::fast_symlink_flag(c, ino, flags);
@@ -1269,9 +1270,9 @@ pub(crate) fn blockmap_max_bytes(bs: u64) -> u64 {
 /// libext2fs's `ext2fs_is_fast_symlink`: no data blocks once the xattr
 /// block is taken off `i_blocks` — a whole cluster of it on bigalloc
 /// (`ext2fs_inode_data_blocks2` subtracts the cluster size).
-fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u64, cluster_bits: u32) -> bool {
-    let sectors = inode.blocks_count(huge, bs as u32);
-    sectors.saturating_sub(ea_blocks * ((bs << cluster_bits) / 512)) == 0
+fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u32, cluster_bits: u32) -> bool {
+    let sectors = inode.blocks_count(huge, bs);
+    sectors.saturating_sub(ea_blocks * ((u64::from(bs) << cluster_bits) / 512)) == 0
         && inode.size() < I_BLOCK_SIZE as u64
 }
 

@@ -31,7 +31,8 @@ const MAX_WALK_DEPTH: u16 = 32;
 fn max_useful_depth(block_size: u32) -> u16 {
     let per_block = u64::from(block_size.saturating_sub(12) / 12).max(2);
     let log2 = |x: u64| 63 - x.leading_zeros() as u64;
-    (1 + (31 - log2(4)) / log2(per_block)) as u16
+    // At most 30: a depth.
+    ext4r_format::num::sat_u16(1 + (31 - log2(4)) / log2(per_block))
 }
 
 /// Walks an extent tree, claiming its blocks.
@@ -254,7 +255,7 @@ fn entry_bound(l: u64, next: u64) -> u64 {
     if next == u64::MAX {
         return u64::MAX;
     }
-    let len = u64::from(next.wrapping_sub(l) as u32);
+    let len = u64::from(ext4r_format::num::lo32(next.wrapping_sub(l)));
     let last = l.wrapping_add(len).wrapping_sub(1);
     if last == 0 || last == u64::MAX {
         u64::MAX
@@ -459,7 +460,8 @@ impl ExtWalk {
             );
             self.node_rewritten(c.repairing);
             if c.repairing {
-                let _ = e.set_len(n as u16, false);
+                let len = e.len();
+                let _ = e.set_len(len, false);
             }
         }
         let e = &e;

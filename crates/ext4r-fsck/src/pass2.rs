@@ -8,7 +8,7 @@ use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntry, D
 use ext4r_format::features::Incompat;
 use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
 use ext4r_format::inode::ino as special;
-use ext4r_format::InodeNr;
+use ext4r_format::{num, InodeNr};
 
 use crate::ctx::{Ctx, DirBlock};
 use crate::htree;
@@ -56,6 +56,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // Pass 1 grew it by doubling: up to half of it was slack.
     blocks.shrink_to_fit();
     let bs = u64::from(c.geo.block_size);
+    let bsz = num::index(bs);
     let total = blocks.len() as u64;
     let mut saw_block0 = vec![false; c.dirs.len()];
     let mut dx = htree::DxDirs::default();
@@ -115,7 +116,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     let names = c.inodes.names();
     let read = |buf: &mut Vec<u8>, r: usize| {
         let (i, j) = runs[r];
-        buf.resize((j - i) * bs as usize, 0);
+        buf.resize((j - i) * bsz, 0);
         dev.read_at(buf, blocks[i].phys * bs).ok().map(|()| {
             let meta: Vec<Meta> = blocks[i..j].iter().map(meta_of).collect();
             let pre = prescan(&meta, &blocks[i..j], buf, &rules, v0, &hseed);
@@ -154,7 +155,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
             if c.abort {
                 return;
             }
-            let block = &buf[k * bs as usize..(k + 1) * bs as usize];
+            let block = &buf[k * bsz..(k + 1) * bsz];
             if b.lblk == 0 {
                 if let Some(d) = c.dir_idx(b.ino) {
                     saw_block0[d] = true;
@@ -478,7 +479,7 @@ fn prescan(
             let csum = rules.csum.then(|| {
                 // A chain that parses to its end needs no second walk.
                 let tail = if broken {
-                    crate::salvage::has_tail(block, bs as u32)
+                    crate::salvage::has_tail(block, num::sat_u32(bs))
                 } else {
                     let end = records.last().map_or(0, |e| e.offset + e.rec_len as usize);
                     crate::salvage::has_tail_parsed(block, end)
@@ -836,7 +837,7 @@ fn may_repeat<'a>(names: impl Iterator<Item = &'a [u8]>) -> bool {
             more.push(h);
             continue;
         }
-        let mut i = (h >> shift) as usize;
+        let mut i = num::index(h >> shift);
         loop {
             if table[i] == 0 {
                 table[i] = h;
@@ -1096,7 +1097,7 @@ fn is_dx_node(block: &[u8], csum: bool) -> bool {
         && block[..4] == [0; 4]
         && ext4r_format::dir::rec_len_from_disk(
             u16::from_le_bytes([block[4], block[5]]),
-            block.len() as u32,
+            num::sat_u32(block.len()),
         ) as usize
             == block.len()
         && block[6] == 0

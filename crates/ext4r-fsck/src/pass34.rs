@@ -396,7 +396,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                          value {counted}.",
                         r.ino
                     ),
-                    crate::fix::Fix::InodeLinks(r.ino, counted.min(u32::from(u16::MAX)) as u16),
+                    crate::fix::Fix::InodeLinks(r.ino, ext4r_format::num::sat_u16(counted)),
                 );
             }
             continue;
@@ -409,7 +409,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                     "Inode {} ref count is {}, should be {counted}.",
                     r.ino, r.links
                 ),
-                crate::fix::Fix::InodeLinks(r.ino, counted.min(u32::from(u16::MAX)) as u16),
+                crate::fix::Fix::InodeLinks(r.ino, ext4r_format::num::sat_u16(counted)),
             );
         }
     }

@@ -7,6 +7,7 @@ use crate::ProblemCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ext4r_format::group_desc::GroupDesc;
+use ext4r_format::num;
 use ext4r_format::GroupNr;
 
 use crate::ctx::{Claim, Ctx};
@@ -172,7 +173,7 @@ fn count_bits(words: &[u64]) -> u64 {
 /// The bitmap's first `nbits` bits as words, into `w` (resized to them).
 fn to_words(bytes: &[u8], nbits: u64, w: &mut Vec<u64>) {
     w.clear();
-    w.resize(nbits.div_ceil(64) as usize, 0);
+    w.resize(num::index(nbits.div_ceil(64)), 0);
     // Whole words as loads (a copy call per word was 8% of an empty
     // 15 TiB check), then a last partial word, zero-padded.
     let mut whole = bytes.chunks_exact(8);
@@ -255,7 +256,7 @@ impl Groups<'_> {
 
     /// The groups of item `i`.
     fn item(&self, i: usize) -> std::ops::Range<u32> {
-        let first = i as u32 * self.per_item;
+        let first = num::sat_u32(i).saturating_mul(self.per_item);
         let end = first.saturating_add(self.per_item);
         first..end.min(self.geo.group_count)
     }
@@ -608,14 +609,14 @@ fn block_group(
         }
     }
     s.want.clear();
-    s.want.resize(cpg.div_ceil(64) as usize, 0);
+    s.want.resize(num::index(cpg.div_ceil(64)), 0);
     for &(a, b) in &s.want_runs {
         set_bits(&mut s.want, a, b);
     }
     if computed {
         uninit_bitmap(geo, x.wide, g, &d, cpg, &mut s.have_runs, &mut s.have);
     } else {
-        s.raw.resize(bs as usize, 0);
+        s.raw.resize(num::index(bs), 0);
         let loc = d.block_bitmap(x.wide);
         if x.fs.device().read_at(&mut s.raw, loc * bs).is_err() {
             f.read_error = true;
@@ -704,11 +705,11 @@ fn uninit_bitmap(
     let nclusters = geo.group_blocks(g).div_ceil(1 << geo.cluster_bits);
     uninit_runs(geo, wide, g, d, runs);
     w.clear();
-    w.resize(cpg.div_ceil(64) as usize, 0);
+    w.resize(num::index(cpg.div_ceil(64)), 0);
     for &(s, e) in runs.iter() {
         set_bits(w, s, e);
     }
-    w.truncate(nclusters.div_ceil(64) as usize);
+    w.truncate(num::index(nclusters.div_ceil(64)));
     if nclusters % 64 != 0 {
         if let Some(l) = w.last_mut() {
             *l &= (1u64 << (nclusters % 64)) - 1;
@@ -814,7 +815,7 @@ fn inode_group(
     let base = u64::from(g) * ipg; // inode number of bit 0, minus 1
     let want = &mut s.want;
     want.clear();
-    want.resize(ipg.div_ceil(64) as usize, 0);
+    want.resize(num::index(ipg.div_ceil(64)), 0);
     let res_end = u.first_ino.saturating_sub(1).saturating_sub(base).min(ipg);
     if base < u.first_ino.saturating_sub(1) {
         set_bits(want, 0, res_end);
@@ -854,7 +855,7 @@ fn inode_group(
         s.have.clear();
         s.have.resize(want.len(), 0);
     } else {
-        s.raw.resize(bs as usize, 0);
+        s.raw.resize(num::index(bs), 0);
         if x.fs
             .device()
             .read_at(&mut s.raw, d.inode_bitmap(x.wide) * bs)

@@ -198,7 +198,7 @@ impl Said {
                             "Free blocks count wrong for group #{g} ({}, counted={}).",
                             k.stored_free, k.shown_free
                         ),
-                        Fix::GroupFreeBlocks(g, k.free as u32),
+                        Fix::GroupFreeBlocks(g, ext4r_format::num::sat_u32(k.free)),
                     ),
                     Bitmap::Inode => (
                         ProblemCode::PR_5_FREE_INODE_COUNT_GROUP,
@@ -206,7 +206,7 @@ impl Said {
                             "Free inodes count wrong for group #{g} ({}, counted={}).",
                             k.stored_free, k.shown_free
                         ),
-                        Fix::GroupFreeInodes(g, k.free as u32),
+                        Fix::GroupFreeInodes(g, ext4r_format::num::sat_u32(k.free)),
                     ),
                 };
                 c.p.error_fix(5, code, msg, fix);
@@ -219,7 +219,7 @@ impl Said {
                         "Directories count wrong for group #{g} ({}, counted={}).",
                         k.stored_dirs, k.shown_dirs
                     ),
-                    Fix::GroupUsedDirs(g, k.dirs as u32),
+                    Fix::GroupUsedDirs(g, ext4r_format::num::sat_u32(k.dirs)),
                 );
             }
         }

@@ -95,23 +95,24 @@ pub(crate) fn check(c: &mut Ctx, emit: &mut dyn FnMut(&Ctx)) {
     if c.repairing && !c.p.fixes().is_empty() {
         return;
     }
-    for qtype in 0..3 {
+    for qtype in 0..3u8 {
         compare(c, qtype);
         emit(c);
     }
 }
 
-fn compare(c: &mut Ctx, qtype: usize) {
-    let Some(counted) = c.quota[qtype].take() else {
+fn compare(c: &mut Ctx, qtype: u8) {
+    let q = usize::from(qtype);
+    let Some(counted) = c.quota[q].take() else {
         return;
     };
-    let ino = inum(&c.sb, qtype);
+    let ino = inum(&c.sb, q);
     let mut dict: BTreeMap<u32, Dquot> = counted
         .into_iter()
         .map(|(id, u)| (id, Dquot::new(id, u)))
         .collect();
     let mut warnings = Vec::new();
-    let inconsistent = match read(c, ino, qtype) {
+    let inconsistent = match read(c, ino, q) {
         Err(_) => true,
         Ok(scan) => {
             let mut seen = BTreeSet::new();
@@ -162,7 +163,7 @@ fn compare(c: &mut Ctx, qtype: usize) {
             6,
             ProblemCode::PR_6_UPDATE_QUOTAS,
             format!("Update quota info for quota type {qtype}"),
-            Fix::UpdateQuota(qtype as u8, dquots),
+            Fix::UpdateQuota(qtype, dquots),
         );
     }
 }

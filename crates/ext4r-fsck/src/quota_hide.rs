@@ -50,7 +50,7 @@ pub(crate) fn check(c: &mut Ctx) {
             ino::GRP_QUOTA,
         ),
     ];
-    for (qtype, (what, name, from, to)) in names.into_iter().enumerate() {
+    for ((what, name, from, to), qtype) in names.into_iter().zip(0u8..) {
         // A number pass 0 calls invalid is cleared instead (e2fsck
         // validates before it hides).
         let invalid = from > max || (from < sb.first_ino() && from != to);
@@ -64,7 +64,7 @@ pub(crate) fn check(c: &mut Ctx) {
             ProblemCode::PR_0_HIDE_QUOTA,
             format!("Hiding {what} quota inode {from} ({path})."),
             Fix::HideQuota(Box::new(HideQuota {
-                qtype: qtype as u8,
+                qtype,
                 from,
                 to,
                 entry: entry(c, name, from),
@@ -79,7 +79,7 @@ fn entry(c: &Ctx, name: &[u8], inum: u32) -> Option<(u64, usize, Owner)> {
     let root = c.fs.inode(InodeNr(ino::ROOT)).ok()?;
     let owner = Owner::of(ino::ROOT, &root.inode);
     let bs = u64::from(c.geo.block_size);
-    let mut buf = vec![0u8; bs as usize];
+    let mut buf = vec![0u8; ext4r_format::num::index(bs)];
     for r in &c.fs.runs(&root).ok()? {
         for k in 0..r.len.min(1 << 16) {
             let b = r.physical + k;

@@ -24,7 +24,7 @@ use ext4r_format::htree::{
 };
 use ext4r_format::inode::InodeFlags;
 use ext4r_format::superblock::FLAGS_UNSIGNED_HASH;
-use ext4r_format::InodeNr;
+use ext4r_format::{num, InodeNr};
 
 /// A directory laid out anew: its blocks' new contents (checksums stamped
 /// when written),
@@ -232,7 +232,7 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
     let mut prev_last: Option<u32> = None;
     let mut prev_hash = 0u32;
     for (i, g) in groups.iter().enumerate() {
-        let lblk = (1 + nodes + i) as u32;
+        let lblk = u32::try_from(1 + nodes + i).ok()?;
         let hash = match (g.first(), prev_last) {
             (Some(e), Some(last)) if e.hash.0 == last => e.hash.0 | 1,
             (Some(e), _) => e.hash.0,
@@ -259,7 +259,10 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
         for (k, chunk) in index.chunks(per).enumerate() {
             let mut blk = vec![0u8; bsz];
             write_dx_node(&mut blk, chunk, csum).ok()?;
-            r.push(DxEntry::new(chunk[0].hash.get(), (1 + k) as u32));
+            r.push(DxEntry::new(
+                chunk[0].hash.get(),
+                u32::try_from(1 + k).ok()?,
+            ));
             head.push((phys[1 + k], blk));
         }
         // Fewer chunks than planned nodes would leave a block unindexed.
@@ -273,7 +276,7 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
         InodeNr(parent),
         bs,
         stored,
-        nodes.min(1) as u8,
+        u8::from(nodes > 0),
     )
     .ok()?;
     let mut blk = vec![0u8; bsz];
@@ -311,7 +314,7 @@ fn shrink(
     let shrunk = (keep < phys.len())
         .then(|| {
             if extents {
-                trim_extents(i_block, keep as u32)
+                trim_extents(i_block, u32::try_from(keep).ok()?)
             } else {
                 Some(trim_direct(i_block, keep))
             }
@@ -366,15 +369,16 @@ fn trim_extents(i_block: &[u8; 60], keep: u32) -> Option<[u8; 60]> {
         if raw > 32768 || start >= keep {
             continue;
         }
-        let len = u32::from(raw).min(keep - start);
+        let len = raw.min(num::sat_u16(keep - start));
         let mut rec = [0u8; 12];
         rec.copy_from_slice(e);
-        rec[4..6].copy_from_slice(&(len as u16).to_le_bytes());
+        rec[4..6].copy_from_slice(&len.to_le_bytes());
         out[12 + kept * 12..24 + kept * 12].copy_from_slice(&rec);
         kept += 1;
     }
     out[12 + kept * 12..].fill(0);
-    out[2..4].copy_from_slice(&(kept as u16).to_le_bytes());
+    // At most the root's four entries.
+    out[2..4].copy_from_slice(&num::sat_u16(kept).to_le_bytes());
     Some(out)
 }
 

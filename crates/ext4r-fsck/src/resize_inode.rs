@@ -210,7 +210,7 @@ fn valid(c: &Ctx, inode: &Inode, words: &[u32; 15]) -> bool {
     let backups: Vec<u32> = (1..geo.group_count).filter(|&g| geo.has_super(g)).collect();
     for i in 0..u64::from(c.sb.s_reserved_gdt_blocks.get() / 4) {
         let pblk = sb_blk + 1 + desc_blocks + i;
-        let off = ((desc_blocks + i) % apb) as usize;
+        let off = ext4r_format::num::index((desc_blocks + i) % apb);
         if u64::from(dind_buf[off]) != pblk {
             return false;
         }
@@ -218,8 +218,9 @@ fn valid(c: &Ctx, inode: &Inode, words: &[u32; 15]) -> bool {
             return false;
         };
         for (k, &g) in backups.iter().enumerate() {
-            let expect = (pblk + u64::from(g) * geo.blocks_per_group) as u32;
-            if ind.get(k) != Some(&expect) {
+            // A backup past 2^32 cannot be listed in a 32-bit word.
+            let expect = u32::try_from(pblk + u64::from(g) * geo.blocks_per_group).ok();
+            if expect.is_none() || ind.get(k) != expect.as_ref() {
                 return false;
             }
         }

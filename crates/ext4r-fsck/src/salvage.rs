@@ -18,7 +18,7 @@ fn get_len(blk: &[u8], off: usize, bs: u32) -> usize {
 
 fn set_len(blk: &mut [u8], off: usize, len: usize, bs: u32) {
     if let (Ok(raw), Some(x)) = (
-        rec_len_to_disk(len as u32, bs),
+        rec_len_to_disk(ext4r_format::num::sat_u32(len), bs),
         blk.get_mut(off + 4..off + 6),
     ) {
         x.copy_from_slice(&raw.to_le_bytes());
@@ -46,8 +46,10 @@ pub(crate) fn salvage(
         (usize::from(blk[off + 6]), get_len(blk, off, bs))
     };
     let left = room as i64 - rec_len as i64;
-    if rec_len == HEADER && left >= rec_len_for_name(1) as i64 {
-        let left = left as usize;
+    let shift = room
+        .checked_sub(rec_len)
+        .filter(|&l| l >= rec_len_for_name(1));
+    if let (HEADER, Some(left)) = (rec_len, shift) {
         blk.copy_within(off + HEADER..off + HEADER + left, off);
         blk[off + left..off + left + HEADER].fill(0);
         return;

@@ -14,8 +14,11 @@ impl Writer<'_> {
         let sb = self.sb.clone();
         self.initialised(ROOT)?;
         let rec = self.inode(ROOT)?;
+        // A block map cannot hold a block past 2^32: no root then.
+        let Some(mut new) = crate::lost_found::inode(&sb, b, bs, now, rec.len()) else {
+            return Ok(());
+        };
         rec.fill(0);
-        let mut new = crate::lost_found::inode(&sb, b, bs, now, rec.len());
         new.i_mode.set(0o040755);
         let _ = new.write(rec);
         let owner = Owner::new(ROOT, 0);
@@ -58,16 +61,22 @@ impl Writer<'_> {
         if !matches!(fs.lookup(&root, b"lost+found"), Ok(None)) {
             return Ok(());
         }
+        // A block map cannot hold a block past 2^32: no lost+found then
+        // (checked before its name goes in the root).
+        let record_len = num::index(u64::from(fs.geometry().inode_size));
+        let Some(new) =
+            crate::lost_found::inode(&self.sb, n.block, fs.block_size(), self.now, record_len)
+        else {
+            return Ok(());
+        };
         let ft = self.dir_ft();
         if !self.link(&root, b"lost+found", n.ino, ft)? {
             return Ok(());
         }
         let bs = fs.block_size();
-        let now = self.now;
         let sb = self.sb.clone();
         let rec = self.inode(n.ino)?;
         rec.fill(0);
-        let new = crate::lost_found::inode(&sb, n.block, bs, now, rec.len());
         let _ = new.write(rec);
         let owner = Owner::new(n.ino, 0);
         let tail = self.csum();
@@ -166,8 +175,9 @@ impl Writer<'_> {
                 let blk = self.block(b, BlockKind::Plain)?;
                 blk.fill(0);
                 for (j, &(d, _)) in done[k + 1..].iter().enumerate() {
-                    if let Some(x) = blk.get_mut(j * 4..j * 4 + 4) {
-                        x.copy_from_slice(&(d as u32).to_le_bytes());
+                    // map_more maps only blocks below 2^32 in a block map.
+                    if let (Some(x), Ok(d)) = (blk.get_mut(j * 4..j * 4 + 4), u32::try_from(d)) {
+                        x.copy_from_slice(&d.to_le_bytes());
                     }
                 }
             }
@@ -225,6 +235,10 @@ impl Writer<'_> {
         let fs = self.fs;
         let info = dir;
         let owner = Owner::new(info.ino.0, info.inode.generation());
+        // A name longer than a record can say is not linked.
+        let Ok(name_len) = u8::try_from(name.len()) else {
+            return Ok(false);
+        };
         let need = ext4r_format::dir::rec_len_for_name(name.len());
         let bs = fs.block_size();
         let csum = self.csum();
@@ -239,10 +253,10 @@ impl Writer<'_> {
                         continue;
                     }
                     blk[off..off + 4].copy_from_slice(&ino.to_le_bytes());
-                    if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(rec_len as u32, bs) {
+                    if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(num::sat_u32(rec_len), bs) {
                         blk[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
                     }
-                    blk[off + 6] = name.len() as u8;
+                    blk[off + 6] = name_len;
                     blk[off + 7] = ft;
                     blk[off + 8..off + 8 + name.len()].copy_from_slice(name);
                     return Ok(true);
@@ -281,7 +295,7 @@ pub(super) fn free_slot(
         }
         let used = ext4r_format::dir::rec_len_for_name(usize::from(blk[off + 6]));
         if ino != 0 && rec >= used + need {
-            if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(used as u32, bs) {
+            if let Ok(raw) = ext4r_format::dir::rec_len_to_disk(num::sat_u32(used), bs) {
                 blk[off + 4..off + 6].copy_from_slice(&raw.to_le_bytes());
                 return Some((off + used, rec - used));
             }
@@ -360,7 +374,7 @@ pub(super) fn add_tail(blk: &mut [u8], bs: u32) {
                 ext4r_format::dir::rec_len_for_name(usize::from(blk[off + 6]))
             };
             if rec >= used + 12 {
-                if let Ok(r) = ext4r_format::dir::rec_len_to_disk((rec - 12) as u32, bs) {
+                if let Ok(r) = ext4r_format::dir::rec_len_to_disk(num::sat_u32(rec - 12), bs) {
                     blk[off + 4..off + 6].copy_from_slice(&r.to_le_bytes());
                     let t = &mut blk[len - 12..];
                     t.fill(0);

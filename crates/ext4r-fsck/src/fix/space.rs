@@ -44,9 +44,13 @@ impl Writer<'_> {
         if now != cp.old || lo + 4 > buf.len() {
             return Ok(());
         }
-        buf[lo..lo + 4].copy_from_slice(&(cp.new as u32).to_le_bytes());
+        // A block map cannot point past 2^32: such a clone is not linked.
+        if hi.is_none() && u32::try_from(cp.new).is_err() {
+            return Ok(());
+        }
+        buf[lo..lo + 4].copy_from_slice(&num::lo32(cp.new).to_le_bytes());
         if let Some(h) = hi {
-            buf[h..h + 2].copy_from_slice(&((cp.new >> 32) as u16).to_le_bytes());
+            buf[h..h + 2].copy_from_slice(&num::hi16_of_48(cp.new).to_le_bytes());
         }
         let kind = if cp.is_extent_node() {
             owner.extent()
@@ -103,7 +107,9 @@ impl Writer<'_> {
         if b < geo.first_data_block || b >= geo.blocks_count {
             return Ok(());
         }
-        let g = ((b - geo.first_data_block) / geo.blocks_per_group) as u32;
+        let Ok(g) = u32::try_from((b - geo.first_data_block) / geo.blocks_per_group) else {
+            return Ok(());
+        };
         let wide = self.sb.has_incompat(Incompat::BIT64);
         if self.desc(g)?.flags() & BG_BLOCK_UNINIT != 0 {
             return Ok(());
@@ -191,7 +197,8 @@ pub(super) fn remove_entry(node: &mut [u8], i: usize) {
     if node.len() < 12 {
         return;
     }
-    let n = usize::from(u16::from_le_bytes([node[2], node[3]]));
+    let count = u16::from_le_bytes([node[2], node[3]]);
+    let n = usize::from(count);
     if i >= n {
         return;
     }
@@ -202,7 +209,7 @@ pub(super) fn remove_entry(node: &mut [u8], i: usize) {
     }
     node.copy_within(start + 12..end, start);
     node[end - 12..end].fill(0);
-    node[2..4].copy_from_slice(&((n - 1) as u16).to_le_bytes());
+    node[2..4].copy_from_slice(&(count - 1).to_le_bytes());
 }
 
 pub(super) fn bits_to_bytes(bits: &[u64], len: usize) -> Vec<u8> {
