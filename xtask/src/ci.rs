@@ -70,7 +70,9 @@ pub fn run(args: &Args) -> Result<()> {
         "build (release)",
         cargo(&["build", "--release", "-p", "ext4r-cli"]),
     ));
-    steps.push(("test", cargo(&["test", "--workspace"])));
+    // Three test binaries at a time (`cargo xtask test`): most wait on
+    // e2fsck, the kernel or sleeps, and one after another left a core idle.
+    steps.push(("test", cargo(&["xtask", "test", "--jobs", "3"])));
     // The checker against e2fsck's verdicts on the damaged-image corpus
     // (skipped with a message when ../shared/corpus is absent).
     if ext4r_lab::corpus::default_corpus_dir().is_some() {

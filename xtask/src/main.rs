@@ -24,6 +24,7 @@ mod fuzz;
 mod install;
 mod layers;
 mod layout;
+mod testrun;
 
 use clap::{Parser, Subcommand};
 use ext4r_lab::{bench, corpus, crash, damage, fragment, util, zoo};
@@ -58,8 +59,11 @@ enum Command {
     Install(install::Args),
     /// Power cuts at every write of tune, fsck and the write layer, and the recoveries after them.
     Crash(crash::Args),
-    /// Fail when product code writes to a device or stamps a checksum outside the write layer.
+    /// Fail when product code writes to a device or stamps a checksum outside the write
+    /// layer, or uses `unsafe` outside the listed modules.
     Layers,
+    /// The workspace's tests, several test binaries at a time, then the doc tests.
+    Test(testrun::Args),
     /// Clean images across the mke2fs feature matrix: our fsck must agree they are clean.
     Zoo(zoo::Args),
     /// Random metadata damage: our repair against e2fsck's, file by file.
@@ -75,6 +79,7 @@ fn main() -> std::process::ExitCode {
         Command::Corpus(args) => corpus::run(&args),
         Command::Zoo(args) => zoo::run(&args),
         Command::Layers => layers::run(),
+        Command::Test(args) => testrun::run(&args),
         Command::Fragment(args) => fragment::run(&args),
         Command::Crash(args) => crash::run(&args),
         Command::Damage(args) => damage::run(&args),
