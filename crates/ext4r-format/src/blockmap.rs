@@ -128,6 +128,38 @@ pub fn block_path(logical: u32, block_size: u32) -> Result<BlockPath> {
     ))
 }
 
+/// The block numbers of a block-map array of any length: an indirect block,
+/// or `i_block`'s fifteen words. A trailing partial word is left out.
+pub fn words(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    bytes
+        .chunks_exact(4)
+        .filter_map(|c| U32::read_from_bytes(c).ok())
+        .map(|w| w.get())
+}
+
+/// Slot `i` of a block-map array (`i_block` or an indirect block), or
+/// `None` past its end.
+pub fn word(bytes: &[u8], i: usize) -> Option<u32> {
+    let at = i.checked_mul(4)?;
+    U32::read_from_bytes(bytes.get(at..at.checked_add(4)?)?)
+        .ok()
+        .map(|w| w.get())
+}
+
+/// Stores `v` in slot `i` of a block-map array; `false` past its end.
+pub fn set_word(bytes: &mut [u8], i: usize, v: u32) -> bool {
+    let Some(at) = i.checked_mul(4) else {
+        return false;
+    };
+    match at.checked_add(4).and_then(|end| bytes.get_mut(at..end)) {
+        Some(slot) => {
+            slot.copy_from_slice(U32::new(v).as_bytes());
+            true
+        }
+        None => false,
+    }
+}
+
 /// An indirect block viewed as its block numbers.
 #[derive(Debug, Clone, Copy)]
 pub struct IndirectBlock<'a> {

@@ -496,6 +496,22 @@ pub fn inline_dir_parent(data: &[u8]) -> Option<InodeNr> {
     Some(InodeNr(n.get()))
 }
 
+/// The `i_block` of a new, empty inline directory: the parent's number,
+/// then one unused record over the other 56 bytes (as the kernel's mkdir
+/// makes it on inline_data).
+pub fn new_inline_dir(parent: InodeNr) -> [u8; 60] {
+    let mut data = [0u8; 60];
+    data[..4].copy_from_slice(U32::new(parent.0).as_bytes());
+    let empty = DirEntry2 {
+        inode: U32::new(0),
+        rec_len: U16::new(56),
+        name_len: 0,
+        file_type: 0,
+    };
+    data[4..4 + core::mem::size_of::<DirEntry2>()].copy_from_slice(empty.as_bytes());
+    data
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -381,6 +381,16 @@ impl Superblock {
         self.s_hash_seed.map(|w| w.get())
     }
 
+    /// Sets the hash seed from 16 bytes (a UUID, as mke2fs and tune2fs
+    /// draw it): each word little-endian, as the kernel reads the field.
+    pub fn set_hash_seed_bytes(&mut self, bytes: &[u8; 16]) {
+        for (w, c) in self.s_hash_seed.iter_mut().zip(bytes.chunks_exact(4)) {
+            if let Ok(v) = U32::read_from_bytes(c) {
+                *w = v;
+            }
+        }
+    }
+
     /// Volume label up to the first NUL.
     pub fn volume_name(&self) -> &[u8] {
         until_nul(&self.s_volume_name)

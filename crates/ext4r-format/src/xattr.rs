@@ -619,11 +619,7 @@ pub fn write_xattr_block(block: &mut [u8], attrs: &[NewXattr<'_>]) -> Result<()>
 /// [`FormatError::Invalid`] when there is no room or the attributes do not
 /// fit.
 pub fn write_xattr_ibody(record: &mut [u8], attrs: &[NewXattr<'_>]) -> Result<()> {
-    let extra = record
-        .get(0x80..0x82)
-        .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
-        .ok_or_else(|| FormatError::invalid("xattr", "inode has no extra space"))?;
-    let start = 128 + extra;
+    let start = ibody_start(record)?;
     let first = start + XATTR_IBODY_HEADER_SIZE;
     if first + 4 > record.len() {
         return Err(FormatError::invalid(
@@ -637,6 +633,30 @@ pub fn write_xattr_ibody(record: &mut [u8], attrs: &[NewXattr<'_>]) -> Result<()
     }
     write_entries(record, first, first, attrs, false)?;
     record[start..first].copy_from_slice(&XATTR_MAGIC.to_le_bytes());
+    Ok(())
+}
+
+/// Where the in-inode area of `record` begins: `128 + i_extra_isize`.
+fn ibody_start(record: &[u8]) -> Result<usize> {
+    record
+        .get(0x80..0x82)
+        .map(|b| 128 + usize::from(u16::from_le_bytes([b[0], b[1]])))
+        .ok_or_else(|| FormatError::invalid("xattr", "inode has no extra space"))
+}
+
+/// Leaves the in-inode area of `record` empty but headed by its magic: what
+/// the kernel leaves once the last attribute (inline data moved out to a
+/// block) is gone, and what mke2fs writes into lost+found on inline_data.
+///
+/// # Errors
+/// As [`write_xattr_ibody`].
+pub fn empty_xattr_ibody_with_magic(record: &mut [u8]) -> Result<()> {
+    write_xattr_ibody(record, &[])?;
+    let start = ibody_start(record)?;
+    let header = XattrIbodyHeader {
+        h_magic: U32::new(XATTR_MAGIC),
+    };
+    record[start..start + XATTR_IBODY_HEADER_SIZE].copy_from_slice(header.as_bytes());
     Ok(())
 }
 

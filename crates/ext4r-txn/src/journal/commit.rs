@@ -302,13 +302,13 @@ impl JournalWriter {
         // Everything before the commit block is on disk before it is.
         dev.flush()?;
         let mut commit = vec![0u8; bs];
-        commit[..ext4r_format::jbd2::COMMIT_HEADER_SIZE]
-            .copy_from_slice(&CommitHeader::new(seq, time.0, time.1).to_bytes());
+        let mut header = CommitHeader::new(seq, time.0, time.1);
         if v1 {
-            commit[12] = checksum_type::CRC32;
-            commit[13] = 4;
-            commit[16..20].copy_from_slice(&crc.to_be_bytes());
+            header.h_chksum_type = checksum_type::CRC32;
+            header.h_chksum_size = 4;
+            header.h_chksum[0].set(crc);
         }
+        commit[..ext4r_format::jbd2::COMMIT_HEADER_SIZE].copy_from_slice(&header.to_bytes());
         if layout.has_csum_v2or3() {
             Checksums::stamp_journal_commit(seed, &mut commit)?;
         }

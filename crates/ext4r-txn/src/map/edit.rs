@@ -100,13 +100,8 @@ fn collect_indirect<S: BlockSource + ?Sized>(
             return Ok(());
         }
         let buf = src.read_block(u64::from(b), "indirect block")?;
-        for c in buf.chunks_exact(4) {
-            walk(
-                src,
-                u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-                level - 1,
-                out,
-            )?;
+        for w in ext4r_format::blockmap::words(&buf) {
+            walk(src, w, level - 1, out)?;
         }
         Ok(())
     }

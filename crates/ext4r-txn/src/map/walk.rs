@@ -21,7 +21,7 @@
 //! After a block's entries, [`Visitor::leave`] gets its bytes (with the
 //! pointers the walk rewrote) and may move it.
 
-use ext4r_format::blockmap::NDIR_BLOCKS;
+use ext4r_format::blockmap::{self, NDIR_BLOCKS};
 use ext4r_format::extent::{Extent, ExtentHeader, ExtentIdx, EXTENT_ENTRY_SIZE};
 use ext4r_format::BlockNr;
 use zerocopy::FromBytes;
@@ -222,8 +222,7 @@ impl MapWalk {
     ) -> Result<bool, V::Error> {
         let n = buf.len() / 4;
         for i in 0..n {
-            let at = 4 * i;
-            let b = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+            let b = blockmap::word(buf, i).unwrap_or(0);
             if b == 0 {
                 continue;
             }
@@ -257,7 +256,7 @@ impl MapWalk {
                     let Ok(new) = u32::try_from(new) else {
                         return Ok(true);
                     };
-                    buf[at..at + 4].copy_from_slice(&new.to_le_bytes());
+                    blockmap::set_word(buf, i, new);
                     self.changed = true;
                 }
                 Step::Next | Step::Descend => {}

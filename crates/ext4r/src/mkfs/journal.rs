@@ -249,8 +249,11 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
     ));
     let mut jnl_blocks = [0u32; 17];
     let ib = ji.i_block();
-    for (i, w) in jnl_blocks.iter_mut().take(15).enumerate() {
-        *w = u32::from_le_bytes([ib[4 * i], ib[4 * i + 1], ib[4 * i + 2], ib[4 * i + 3]]);
+    for (w, b) in jnl_blocks
+        .iter_mut()
+        .zip(ext4r_format::blockmap::words(&ib).take(15))
+    {
+        *w = b;
     }
     let size = j.blocks * bs as u64;
     jnl_blocks[15] = num::hi32(size);

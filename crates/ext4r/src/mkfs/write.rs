@@ -79,14 +79,7 @@ fn finish_superblock(l: &mut Layout, p: &Params) {
         sb.s_errors.set(1);
     }
     sb.s_uuid = p.uuid;
-    for (i, w) in sb.s_hash_seed.iter_mut().enumerate() {
-        w.set(u32::from_le_bytes([
-            p.hash_seed[4 * i],
-            p.hash_seed[4 * i + 1],
-            p.hash_seed[4 * i + 2],
-            p.hash_seed[4 * i + 3],
-        ]));
-    }
+    sb.set_hash_seed_bytes(&p.hash_seed);
     sb.s_def_hash_version = 1; // half_md4
     sb.s_volume_name = [0; 16];
     sb.s_volume_name[..p.label.len()].copy_from_slice(&p.label);
@@ -194,7 +187,8 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
     let mut li = InodeBuf::new_file(isz, 0o040700, 2, now);
     if inline && isz >= 164 {
         // The emptied in-inode xattr area left by moving inline entries out.
-        li.bytes[160..164].copy_from_slice(&0xEA02_0000u32.to_le_bytes());
+        ext4r_format::xattr::empty_xattr_ibody_with_magic(&mut li.bytes)
+            .map_err(|e| crate::error::Error::corrupt("lost+found", e))?;
     }
     li.set_size(lpf.len() as u64 * bs as u64);
     li.set_sectors(cluster_sectors(l.lost_found_clusters));

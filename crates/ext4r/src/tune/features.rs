@@ -146,14 +146,7 @@ impl Run<'_, '_> {
                 let mut u = (self.env.random)();
                 u[6] = (u[6] & 0x0f) | 0x40;
                 u[8] = (u[8] & 0x3f) | 0x80;
-                for (k, w) in self.sb.s_hash_seed.iter_mut().enumerate() {
-                    w.set(u32::from_le_bytes([
-                        u[4 * k],
-                        u[4 * k + 1],
-                        u[4 * k + 2],
-                        u[4 * k + 3],
-                    ]));
-                }
+                self.sb.set_hash_seed_bytes(&u);
             }
         }
         if is_off(c(Compat::DIR_INDEX)) && new.ro_compat.contains(RoCompat::METADATA_CSUM) {

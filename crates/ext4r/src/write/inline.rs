@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::object::{self, dir::Entry};
 use ext4r_format::dir::leaf;
 use ext4r_format::inode::{Inode, InodeFlags};
-use ext4r_format::num;
 use ext4r_format::xattr::{index, write_xattr_ibody};
+use ext4r_format::InodeNr;
 use ext4r_txn::error::Location;
 use ext4r_txn::map::{self, BlockSource, Run};
 use ext4r_txn::txn::Transaction;
@@ -198,10 +198,7 @@ impl WriteFs {
     /// as the kernel's mkdir does on inline_data; `false` when the inode
     /// has no room (it then gets a block).
     pub(crate) fn make_inline_dir(&mut self, dir: u32, parent: u32) -> Result<bool> {
-        let mut data = [0u8; I_BLOCK];
-        data[..4].copy_from_slice(&parent.to_le_bytes());
-        // One unused record over the rest of i_block.
-        data[8..10].copy_from_slice(&num::sat_u16(I_BLOCK - 4).to_le_bytes()); // 56
+        let data = ext4r_format::dir::new_inline_dir(InodeNr(parent));
         self.inline_store(dir, &data)
     }
 

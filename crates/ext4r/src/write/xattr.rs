@@ -15,7 +15,7 @@ use crate::object::{self, Source};
 use ext4r_format::inode::{mode, Inode, InodeFlags};
 use ext4r_format::num;
 use ext4r_format::xattr::{
-    split_xattr_name, write_xattr_block, write_xattr_ibody, EaInodeRef, NewXattr,
+    split_xattr_name, write_xattr_block, write_xattr_ibody, EaInodeRef, NewXattr, XattrHeader,
     XATTR_HEADER_SIZE, XATTR_IBODY_HEADER_SIZE,
 };
 use ext4r_format::InodeNr;
@@ -300,7 +300,10 @@ impl WriteFs {
                 }
             } else {
                 let b = self.txn.block_mut(acl, BlockKind::Xattr)?;
-                b[4..8].copy_from_slice(&(refs - 1).to_le_bytes());
+                // The block was read and verified as an xattr block above.
+                if let Some(h) = XattrHeader::of_block_mut(b) {
+                    h.h_refcount.set(refs - 1);
+                }
                 blocks = blocks.saturating_sub(sectors);
             }
         }
