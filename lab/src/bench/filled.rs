@@ -139,7 +139,7 @@ pub(crate) fn build(
     unmounted?;
     let used = std::fs::metadata(img).map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)?;
     println!(
-        "built in {}, {} allocated in tmpfs",
+        "built in {}, {} allocated",
         fmt_duration(start.elapsed()),
         fmt_bytes(used)
     );
@@ -254,7 +254,16 @@ impl LoopMount {
 
     fn cleanup(&mut self) -> Result<()> {
         if self.mounted {
-            util::run_step("umount", Command::new("umount").arg(&self.mnt))?;
+            // Busy for a moment when something walks the tree (a `du`, an
+            // indexer): a few more tries before giving up.
+            let mut tries = 0;
+            while let Err(e) = util::run_step("umount", Command::new("umount").arg(&self.mnt)) {
+                tries += 1;
+                if tries == 5 {
+                    return Err(e);
+                }
+                std::thread::sleep(std::time::Duration::from_secs(2));
+            }
             self.mounted = false;
         }
         if self.attached {
