@@ -196,9 +196,46 @@ pub fn sequential_speed(files: &[PathBuf], limit: u64, depth: usize) -> Result<(
     Ok((total as f64 / took, total))
 }
 
-/// Runs [`sequential_speed`] over up to 1 GiB of `files`, with 1 and with 4
-/// reads in flight, prints both and returns the faster: the floor is what
-/// the disk can do at its best.
+/// Size of the file [`speed_file`] keeps for the speed measurement.
+const SPEED_FILE: u64 = 256 << 20;
+
+/// `<dir>/seqread.dat`, 256 MiB written in one sequential pass (made when
+/// missing or of another size): what [`measure_speed`] reads. The images
+/// themselves are no good for it: a sparse image's data can be a few MiB
+/// in scattered runs (`vol64g` allocates 8.5 MiB).
+pub fn speed_file(dir: &Path) -> Result<PathBuf> {
+    use std::io::Write as _;
+    let path = dir.join("seqread.dat");
+    if std::fs::metadata(&path)
+        .is_ok_and(|m| m.len() == SPEED_FILE && m.blocks() * 512 >= SPEED_FILE)
+    {
+        return Ok(path);
+    }
+    let tmp = dir.join("seqread.dat.partial");
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    // Not zeros, so that no layer below can skip them.
+    let mut block = vec![0u8; CHUNK as usize];
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    for b in block.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b.copy_from_slice(&x.to_le_bytes());
+    }
+    for _ in 0..SPEED_FILE / CHUNK {
+        f.write_all(&block)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+    }
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+/// Runs [`sequential_speed`] over `files`, with 1 and with 4 reads in
+/// flight, prints both and returns the faster: the floor is what the disk
+/// can do at its best.
 pub fn measure_speed(files: &[PathBuf]) -> Result<f64> {
     let mut best = 0f64;
     for depth in [1, 4] {

@@ -296,7 +296,7 @@ pub fn run(args: &FsckArgs) -> Result<()> {
             }
         );
         println!("load average at the end: {}", cold::load());
-        print_floors(&checked, &rows)?;
+        print_floors(&checked, &rows, &cache)?;
     }
     if images.iter().any(|i| *i != Image::Empty15t) {
         println!(
@@ -313,14 +313,17 @@ pub fn run(args: &FsckArgs) -> Result<()> {
     Ok(())
 }
 
-/// The disk's sequential speed, measured now on the images' allocated
-/// parts, and each image's floor: what a check must read (the smaller
-/// median `rchar` of the tools) at that speed, beside each tool's median.
-fn print_floors(checked: &[(&'static str, PathBuf)], rows: &[Row]) -> Result<()> {
+/// The disk's sequential speed, measured now on a file beside the images,
+/// and each image's floor: what a check must read (the smaller median
+/// `rchar` of the tools) at that speed, beside each tool's median.
+fn print_floors(checked: &[(&'static str, PathBuf)], rows: &[Row], dir: &Path) -> Result<()> {
     println!();
-    println!("the disk's sequential read speed (O_DIRECT, the image files), measured now:");
-    let files: Vec<PathBuf> = checked.iter().map(|c| c.1.clone()).collect();
-    let speed = cold::measure_speed(&files)?;
+    let file = cold::speed_file(dir)?;
+    println!(
+        "the disk's sequential read speed (O_DIRECT reads of {}), measured now:",
+        file.display()
+    );
+    let speed = cold::measure_speed(&[file])?;
     println!(
         "floor = the bytes a check must read (the smaller median rchar) / {}/s; \
          ×floor = median / floor; idle = 1 - disk busy / median",
