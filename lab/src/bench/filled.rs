@@ -26,6 +26,9 @@ const DIRS: usize = 2000;
 const FILES_PER_DIR: usize = 1000;
 const DATA_EVERY: usize = 10;
 const DATA_BYTES: usize = 4096;
+/// What the image takes: 200,000 data blocks, 2,000,000 inodes' tables,
+/// the directories and the journal.
+const ESTIMATE: u64 = 2 << 30;
 
 /// Bump when anything that shapes the image changes.
 const RECIPE: &str = "files v1: 16GiB sparse file, mke2fs -F -q -t ext4 -N 2500000, \
@@ -35,6 +38,7 @@ const RECIPE: &str = "files v1: 16GiB sparse file, mke2fs -F -q -t ext4 -N 25000
 /// `rebuild` is set.
 pub fn image(cache: &Path, rebuild: bool) -> Result<PathBuf> {
     cached(cache, "files-16g", RECIPE, rebuild, |img, cache| {
+        super::large::check_room("files", ESTIMATE, cache)?;
         build(img, cache, SIZE, &["-N", INODES], populate)
     })
 }
