@@ -43,6 +43,8 @@ enum Which {
     /// `ext4r fsck -fn` vs `e2fsck -fn` on an empty 15 TiB image and on a cached
     /// 16 GiB image with 2,000,000 files; `--images vol16t,files10m` adds a
     /// 16 TiB image with 4 TB fallocated and a 40 GiB one with 10,000,000 files.
+    /// `--cold`: images on the disk, page cache dropped before every run,
+    /// bytes read, the disk's speed and each image's floor (issue 33).
     Fsck(fsck::FsckArgs),
     /// `ext4r cat` vs `debugfs dump` on a 1 GiB file and `ext4r extract` vs
     /// `debugfs rdump` on 100,000 small files, in a cached 4 GiB image.
