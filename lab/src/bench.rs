@@ -18,10 +18,12 @@ use clap::Subcommand;
 use crate::measure::{self, Check, Hooks, Row, Sample, Tool};
 use crate::util::{self, fmt_bytes, Size, TempDir};
 
+mod cold;
 mod defrag;
 pub(crate) mod filled;
 mod fsck;
 mod large;
+mod links;
 mod populate;
 mod read;
 mod resize;
@@ -41,6 +43,8 @@ enum Which {
     /// `ext4r fsck -fn` vs `e2fsck -fn` on an empty 15 TiB image and on a cached
     /// 16 GiB image with 2,000,000 files; `--images vol16t,files10m` adds a
     /// 16 TiB image with 4 TB fallocated and a 40 GiB one with 10,000,000 files.
+    /// `--cold`: images on the disk, page cache dropped before every run,
+    /// bytes read, the disk's speed and each image's floor (issue 33).
     Fsck(fsck::FsckArgs),
     /// `ext4r cat` vs `debugfs dump` on a 1 GiB file and `ext4r extract` vs
     /// `debugfs rdump` on 100,000 small files, in a cached 4 GiB image.
@@ -60,6 +64,9 @@ enum Which {
     Resize(resize::ResizeArgs),
 }
 
+/// Where the benchmarks make their images unless told (`--dir`).
+const DEFAULT_DIR: &str = "/dev/shm";
+
 /// Options every benchmark takes.
 #[derive(clap::Args)]
 struct Common {
@@ -67,8 +74,10 @@ struct Common {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Where to create the temporary directory for images (tmpfs takes sparse
-    /// files beyond the 16 TiB a host ext4 allows).
-    #[arg(long, default_value = "/dev/shm")]
+    /// files beyond the 16 TiB a host ext4 allows); `bench fsck --cold`
+    /// builds and keeps its images here too, on a disk [default there:
+    /// `<target>/ext4r-bench-cold`].
+    #[arg(long, default_value = DEFAULT_DIR)]
     dir: PathBuf,
     /// Our command line, whitespace-separated, instead of building and running
     /// `target/release/ext4r <tool>`. `--ours mke2fs` (or `--ours e2fsck` for

@@ -13,11 +13,15 @@
 //!   high-water mark into it, which would make xtask's own RSS a floor; the
 //!   child resets that mark just before exec (see [`reset_peak_rss`]), and
 //!   [`spawn_floor`] measures what floor remains so it can be printed.
-//! - **write volume**: `wchar` and `write_bytes` from `/proc/<pid>/io`, read
-//!   while the exited child is still a zombie (the `WNOWAIT` wait leaves it
-//!   unreaped; the kernel keeps its I/O accounting until `wait4` reaps it).
-//!   `wchar` counts bytes passed to write-like syscalls; `write_bytes` counts
-//!   bytes sent to the block layer, which is 0 on tmpfs.
+//! - **I/O volume**: `wchar`, `write_bytes`, `rchar` and `read_bytes` from
+//!   `/proc/<pid>/io`, read while the exited child is still a zombie (the
+//!   `WNOWAIT` wait leaves it unreaped; the kernel keeps its I/O accounting
+//!   until `wait4` reaps it). `wchar`/`rchar` count bytes passed to
+//!   write-/read-like syscalls (the same hot or cold: what the tool asked
+//!   for); `write_bytes`/`read_bytes` count bytes the block layer moved for
+//!   the child, 0 on tmpfs or from a hot page cache. A cold run's
+//!   `read_bytes` also holds the pages of the tool's own binary and the
+//!   kernel's read-ahead around what it asked for.
 //! - **timeout** (optional, [`RunOpts::timeout`]): the child gets its own
 //!   process group and a watchdog thread SIGKILLs that group when the limit
 //!   passes (or on Ctrl-C, which no longer reaches the child from the
@@ -91,6 +95,13 @@ pub struct Sample {
     pub peak_rss: u64,
     pub wchar: Option<u64>,
     pub write_bytes: Option<u64>,
+    /// Bytes the child asked of read-like syscalls (`rchar`).
+    pub rchar: Option<u64>,
+    /// Bytes the block layer read for the child (`read_bytes`).
+    pub read_bytes: Option<u64>,
+    /// How long the disk had I/O in flight while the child ran, filled in
+    /// by a [`Hooks`] impl that watches the disk.
+    pub busy: Option<Duration>,
     /// Where the child's stdout and stderr went.
     pub log: PathBuf,
     /// Filled in by [`Hooks::after`], e.g. an image's allocated bytes.
@@ -122,6 +133,15 @@ impl Sample {
         }
         if let Some(w) = self.write_bytes.filter(|&w| w > 0) {
             s += &format!(", write_bytes {}", fmt_bytes(w));
+        }
+        if let Some(r) = self.read_bytes.filter(|&r| r > 0) {
+            s += &format!(", read_bytes {}", fmt_bytes(r));
+            if let Some(c) = self.rchar {
+                s += &format!(" (rchar {})", fmt_bytes(c));
+            }
+        }
+        if let Some(b) = self.busy {
+            s += &format!(", disk busy {}", fmt_duration(b));
         }
         if self.timed_out {
             s += ", TIMED OUT";
@@ -214,6 +234,9 @@ pub fn run_measured_with(cmd: &mut Command, log: &Path, opts: RunOpts<'_>) -> Re
             .saturating_mul(1024),
         wchar: proc_io_field(&io, "wchar"),
         write_bytes: proc_io_field(&io, "write_bytes"),
+        rchar: proc_io_field(&io, "rchar"),
+        read_bytes: proc_io_field(&io, "read_bytes"),
+        busy: None,
         log: log.to_path_buf(),
         allocated: None,
         check: Check::NotRun,
@@ -367,6 +390,12 @@ pub struct Summary {
     pub peak_rss: u64,
     pub allocated: Option<u64>,
     pub wchar: Option<u64>,
+    /// Median `rchar`.
+    pub rchar: Option<u64>,
+    /// Median `read_bytes`.
+    pub read_bytes: Option<u64>,
+    /// Median time the disk was busy during a run.
+    pub busy: Option<Duration>,
 }
 
 impl Summary {
@@ -386,6 +415,15 @@ impl Summary {
             peak_rss: samples.iter().map(|s| s.peak_rss).max().unwrap_or(0),
             allocated: median_u64(samples.iter().filter_map(|s| s.allocated)),
             wchar: median_u64(samples.iter().filter_map(|s| s.wchar)),
+            rchar: median_u64(samples.iter().filter_map(|s| s.rchar)),
+            read_bytes: median_u64(samples.iter().filter_map(|s| s.read_bytes)),
+            busy: median(
+                samples
+                    .iter()
+                    .filter_map(|s| s.busy.map(|b| b.as_nanos()))
+                    .collect(),
+            )
+            .map(nanos),
         }
     }
 }
@@ -465,8 +503,14 @@ pub fn rows_vs_last(case: &str, tools: &[&Tool], samples: &[Vec<Sample>]) -> Vec
 }
 
 /// Prints the rows as a table; `case` heads the first column (e.g. "size").
+/// The read columns (`rchar`, `read_bytes`, disk busy time) appear only when
+/// some run read from the block layer or was watched on the disk (cold-cache
+/// runs): hot runs read nothing there, and their tables stay as they were.
 pub fn print_table(case: &str, rows: &[Row]) {
-    let header = [
+    let reads = rows
+        .iter()
+        .any(|r| r.summary.read_bytes.is_some_and(|b| b > 0) || r.summary.busy.is_some());
+    let mut header = vec![
         case,
         "tool",
         "runs",
@@ -476,13 +520,16 @@ pub fn print_table(case: &str, rows: &[Row]) {
         "peak RSS",
         "allocated",
         "wchar",
-        "failed",
     ];
+    if reads {
+        header.extend(["rchar", "read_bytes", "disk busy"]);
+    }
+    header.push("failed");
     let opt = |v: Option<u64>| v.map_or("-".to_string(), fmt_bytes);
     let mut lines: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for r in rows {
         let s = &r.summary;
-        lines.push(vec![
+        let mut line = vec![
             r.case.clone(),
             r.tool.clone(),
             s.runs.to_string(),
@@ -495,12 +542,20 @@ pub fn print_table(case: &str, rows: &[Row]) {
             fmt_bytes(s.peak_rss),
             opt(s.allocated),
             opt(s.wchar),
-            if s.failed == 0 {
-                "0".to_string()
-            } else {
-                format!("{} FAILED", s.failed)
-            },
-        ]);
+        ];
+        if reads {
+            line.extend([
+                opt(s.rchar),
+                opt(s.read_bytes),
+                s.busy.map_or("-".to_string(), fmt_duration),
+            ]);
+        }
+        line.push(if s.failed == 0 {
+            "0".to_string()
+        } else {
+            format!("{} FAILED", s.failed)
+        });
+        lines.push(line);
     }
     let mut widths = vec![0; header.len()];
     for line in &lines {
@@ -557,6 +612,7 @@ mod tests {
     fn proc_io() {
         let io = "rchar: 10\nwchar: 4096\nsyscr: 1\nwrite_bytes: 0\n";
         assert_eq!(proc_io_field(io, "wchar"), Some(4096));
+        assert_eq!(proc_io_field(io, "rchar"), Some(10));
         assert_eq!(proc_io_field(io, "write_bytes"), Some(0));
         assert_eq!(proc_io_field(io, "nope"), None);
     }

@@ -134,6 +134,29 @@ pub fn resolve_cmd(cmd: &str) -> Result<Vec<OsString>> {
     Ok(argv)
 }
 
+/// The data extents of `fd` (SEEK_DATA/SEEK_HOLE) up to `len`.
+pub fn data_runs(f: &std::fs::File, len: u64) -> Vec<(u64, u64)> {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(f);
+    let mut runs = Vec::new();
+    let mut pos = 0u64;
+    while pos < len {
+        // SAFETY: lseek on a descriptor we own.
+        let start = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_DATA) };
+        if start < 0 {
+            break;
+        }
+        // SAFETY: as above.
+        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
+        let (s, e) = (start as u64, if end < 0 { len } else { end as u64 });
+        if e <= s {
+            break;
+        }
+        runs.push((s, e.min(len)));
+        pos = e;
+    }
+    runs
+}
+
 /// Cargo's target directory (`$CARGO_TARGET_DIR` or `<repo>/target`); xtask keeps
 /// its logs and caches in subdirectories of it.
 pub fn target_dir() -> PathBuf {

@@ -26,6 +26,9 @@ const DIRS: usize = 2000;
 const FILES_PER_DIR: usize = 1000;
 const DATA_EVERY: usize = 10;
 const DATA_BYTES: usize = 4096;
+/// What the image takes: 200,000 data blocks, 2,000,000 inodes' tables,
+/// the directories and the journal.
+const ESTIMATE: u64 = 2 << 30;
 
 /// Bump when anything that shapes the image changes.
 const RECIPE: &str = "files v1: 16GiB sparse file, mke2fs -F -q -t ext4 -N 2500000, \
@@ -35,6 +38,7 @@ const RECIPE: &str = "files v1: 16GiB sparse file, mke2fs -F -q -t ext4 -N 25000
 /// `rebuild` is set.
 pub fn image(cache: &Path, rebuild: bool) -> Result<PathBuf> {
     cached(cache, "files-16g", RECIPE, rebuild, |img, cache| {
+        super::large::check_room("files", ESTIMATE, cache)?;
         build(img, cache, SIZE, &["-N", INODES], populate)
     })
 }
@@ -139,7 +143,7 @@ pub(crate) fn build(
     unmounted?;
     let used = std::fs::metadata(img).map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)?;
     println!(
-        "built in {}, {} allocated in tmpfs",
+        "built in {}, {} allocated",
         fmt_duration(start.elapsed()),
         fmt_bytes(used)
     );
@@ -254,7 +258,16 @@ impl LoopMount {
 
     fn cleanup(&mut self) -> Result<()> {
         if self.mounted {
-            util::run_step("umount", Command::new("umount").arg(&self.mnt))?;
+            // Busy for a moment when something walks the tree (a `du`, an
+            // indexer): a few more tries before giving up.
+            let mut tries = 0;
+            while let Err(e) = util::run_step("umount", Command::new("umount").arg(&self.mnt)) {
+                tries += 1;
+                if tries == 5 {
+                    return Err(e);
+                }
+                std::thread::sleep(std::time::Duration::from_secs(2));
+            }
             self.mounted = false;
         }
         if self.attached {

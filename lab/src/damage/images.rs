@@ -290,29 +290,6 @@ fn with_mount<T>(img: &Path, mnt: &Path, f: impl FnOnce() -> Result<T>) -> Resul
     bail!("umount {} stayed busy (detached lazily)", mnt.display())
 }
 
-/// The data extents of `fd` (SEEK_DATA/SEEK_HOLE) up to `len`.
-fn data_runs(f: &File, len: u64) -> Vec<(u64, u64)> {
-    let fd = f.as_raw_fd();
-    let mut runs = Vec::new();
-    let mut pos = 0u64;
-    while pos < len {
-        // SAFETY: lseek on a descriptor we own.
-        let start = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_DATA) };
-        if start < 0 {
-            break;
-        }
-        // SAFETY: as above.
-        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
-        let (s, e) = (start as u64, if end < 0 { len } else { end as u64 });
-        if e <= s {
-            break;
-        }
-        runs.push((s, e.min(len)));
-        pos = e;
-    }
-    runs
-}
-
 /// Copies an image keeping its holes (tmpfs would otherwise fill them).
 pub fn sparse_copy(src: &Path, dst: &Path) -> Result<()> {
     ext4r_txn::testutil::copy_sparse(src, dst)
@@ -337,7 +314,7 @@ pub fn hash_image(path: &Path) -> Result<u64> {
             n -= k as u64;
         }
     };
-    for (s, e) in data_runs(&f, len) {
+    for (s, e) in util::data_runs(&f, len) {
         feed_zeros(&mut h, s - pos);
         let mut off = s;
         while off < e {
