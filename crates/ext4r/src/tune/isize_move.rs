@@ -179,13 +179,23 @@ impl<'a> Mover<'a> {
             };
             let mut root = inode.i_block.to_vec();
             let bs = self.meta.geo.block_size;
-            let root_changed = if inode.flags().contains(InodeFlags::EXTENTS) {
+            let walked = if inode.flags().contains(InodeFlags::EXTENTS) {
                 let depth = header_ok(&root, MAX_DEPTH + 1)?;
-                walk::extent_tree(&mut root, depth, u64::MAX, self)?.root_changed
+                walk::extent_tree(&mut root, depth, u64::MAX, self)?
             } else {
-                walk::block_map(&mut root, bs, self)?.root_changed
+                walk::block_map(&mut root, bs, self)?
             };
-            if root_changed {
+            // The visitor never stops a walk: the walker does, when a block
+            // it was to store does not fit a block map's 32-bit word. The
+            // inode's other blocks would then stay where they must leave.
+            if walked.stopped {
+                return Err(crate::error::Error::InvalidArgument(format!(
+                    "inode {ino} is block-mapped and a block of it would move past 2^32, \
+                     which its block map cannot hold"
+                ))
+                .into());
+            }
+            if walked.root_changed {
                 let mut i_block = [0u8; I_BLOCK_SIZE];
                 i_block.copy_from_slice(&root);
                 inode.i_block = i_block;
