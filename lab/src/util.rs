@@ -312,6 +312,41 @@ pub fn check_interrupted() -> Result<()> {
     Ok(())
 }
 
+/// Runs `job(i)` for every `i` in `0..n` on `threads` scoped threads, each
+/// taking the next index as it finishes one; stops at the first error, an
+/// interrupt or a panicking job (the image builders' pools).
+pub fn par_for(
+    threads: usize,
+    n: usize,
+    job: impl Fn(usize) -> anyhow::Result<()> + Sync,
+) -> anyhow::Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.max(1))
+            .map(|_| {
+                s.spawn(|| -> anyhow::Result<()> {
+                    loop {
+                        check_interrupted()?;
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        if i >= n {
+                            return Ok(());
+                        }
+                        job(i)?;
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
+            })
+            .collect::<anyhow::Result<Vec<()>>>()
+            .map(|_| ())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

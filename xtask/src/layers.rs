@@ -191,11 +191,7 @@ pub fn run() -> Result<()> {
 fn unsafe_outside_its_modules(root: &Path, files: &[PathBuf]) -> Result<Vec<String>> {
     let mut found = Vec::new();
     for f in files {
-        let rel = f
-            .strip_prefix(root)
-            .unwrap_or(f)
-            .to_string_lossy()
-            .into_owned();
+        let rel = relative(root, f);
         let text = std::fs::read_to_string(f)?;
         let listed = UNSAFE_MODULES.iter().any(|(p, _)| *p == rel);
         let lines: Vec<&str> = text.lines().collect();
@@ -248,11 +244,7 @@ fn unsafe_outside_its_modules(root: &Path, files: &[PathBuf]) -> Result<Vec<Stri
 fn byte_offsets_outside_the_format(root: &Path, files: &[PathBuf]) -> Result<Vec<String>> {
     let mut found = Vec::new();
     for f in files {
-        let rel = f
-            .strip_prefix(root)
-            .unwrap_or(f)
-            .to_string_lossy()
-            .into_owned();
+        let rel = relative(root, f);
         if rel.starts_with("crates/ext4r-format/")
             || rel.starts_with("crates/ext4r-fsck/")
             || BYTE_OFFSET_FILES.iter().any(|(p, _)| *p == rel)
@@ -289,6 +281,14 @@ fn has_literal_range(code: &str) -> bool {
             && a.chars().all(|c| c.is_ascii_digit())
             && b.chars().all(|c| c.is_ascii_digit())
     })
+}
+
+/// `f`'s path from the repository root, as the lists above spell it.
+fn relative(root: &Path, f: &Path) -> String {
+    f.strip_prefix(root)
+        .unwrap_or(f)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A line of code (not a comment, not the lint's own name) using `unsafe`.

@@ -436,13 +436,9 @@ impl GroupTable {
             let desc = self.desc(g)?;
             let at = desc.block_bitmap(self.wide);
             let raw = self.read_meta_block(at, g, "block bitmap")?;
-            if self.verify.is_some()
-                && !(self
-                    .verify
-                    .as_ref()
-                    .is_some_and(|c| c.block_bitmap_ok(desc, &raw))
-                    && padding_set(&raw, self.clusters_in(g)))
-            {
+            if self.verify.as_ref().is_some_and(|c| {
+                !(c.block_bitmap_ok(desc, &raw) && padding_set(&raw, self.clusters_in(g)))
+            }) {
                 return Err(bad_bitmap(g, at, "block bitmap"));
             }
             Bitmap::from_bytes(&raw, self.clusters_in(g))
@@ -462,12 +458,10 @@ impl GroupTable {
             let desc = self.desc(g)?;
             let at = desc.inode_bitmap(self.wide);
             let raw = self.read_meta_block(at, g, "inode bitmap")?;
-            if self.verify.is_some()
-                && !(self
-                    .verify
-                    .as_ref()
-                    .is_some_and(|c| c.inode_bitmap_ok(desc, &raw))
-                    && padding_set(&raw, ipg))
+            if self
+                .verify
+                .as_ref()
+                .is_some_and(|c| !(c.inode_bitmap_ok(desc, &raw) && padding_set(&raw, ipg)))
             {
                 return Err(bad_bitmap(g, at, "inode bitmap"));
             }

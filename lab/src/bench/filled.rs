@@ -162,7 +162,6 @@ pub(crate) fn build(
 /// Writes the directories and files, on as many threads as there are CPUs
 /// (at most 4): the kernel does the work, we only issue the calls.
 fn populate(root: &Path) -> Result<()> {
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let data = vec![0x5a_u8; DATA_BYTES];
     let threads = std::thread::available_parallelism()
@@ -170,47 +169,27 @@ fn populate(root: &Path) -> Result<()> {
         .unwrap_or(1)
         .clamp(1, 4);
     let start = Instant::now();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    loop {
-                        util::check_interrupted()?;
-                        let d = next.fetch_add(1, Ordering::SeqCst);
-                        if d >= DIRS {
-                            return Ok(());
-                        }
-                        let dir = root.join(format!("d{d:04}"));
-                        std::fs::create_dir(&dir)
-                            .with_context(|| format!("mkdir {}", dir.display()))?;
-                        for i in 0..FILES_PER_DIR {
-                            let path = dir.join(format!("f{i:04}"));
-                            let mut f = std::fs::File::create(&path)
-                                .with_context(|| format!("create {}", path.display()))?;
-                            if i % DATA_EVERY == 0 {
-                                f.write_all(&data)
-                                    .with_context(|| format!("write {}", path.display()))?;
-                            }
-                        }
-                        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                        if n % 200 == 0 {
-                            println!(
-                                "  {n}/{DIRS} directories ({} files) after {}",
-                                n * FILES_PER_DIR,
-                                fmt_duration(start.elapsed())
-                            );
-                        }
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("writer panicked")))
-            })
-            .collect::<Result<Vec<()>>>()
+    util::par_for(threads, DIRS, |d| {
+        let dir = root.join(format!("d{d:04}"));
+        std::fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+        for i in 0..FILES_PER_DIR {
+            let path = dir.join(format!("f{i:04}"));
+            let mut f = std::fs::File::create(&path)
+                .with_context(|| format!("create {}", path.display()))?;
+            if i % DATA_EVERY == 0 {
+                f.write_all(&data)
+                    .with_context(|| format!("write {}", path.display()))?;
+            }
+        }
+        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+        if n % 200 == 0 {
+            println!(
+                "  {n}/{DIRS} directories ({} files) after {}",
+                n * FILES_PER_DIR,
+                fmt_duration(start.elapsed())
+            );
+        }
+        Ok(())
     })?;
     Ok(())
 }

@@ -253,7 +253,6 @@ fn mem_available() -> Result<u64> {
 /// Makes the directories and files on as many threads as there are CPUs (at
 /// most 4): the kernel does the work, we only issue the calls.
 fn populate(r: &Recipe, root: &Path) -> Result<()> {
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -262,62 +261,36 @@ fn populate(r: &Recipe, root: &Path) -> Result<()> {
     let report = (r.dirs / 20).max(1);
     let data = vec![0x5a_u8; r.data];
     let start = Instant::now();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    loop {
-                        util::check_interrupted()?;
-                        let d = next.fetch_add(1, Ordering::SeqCst);
-                        if d >= r.dirs {
-                            return Ok(());
-                        }
-                        let dir = root.join(format!("d{d:05}"));
-                        std::fs::create_dir(&dir)
-                            .with_context(|| format!("mkdir {}", dir.display()))?;
-                        for i in 0..r.files_per_dir {
-                            let path = dir.join(format!("f{i:04}"));
-                            if r.subdirs {
-                                std::fs::create_dir(&path)
-                                    .with_context(|| format!("mkdir {}", path.display()))?;
-                                continue;
-                            }
-                            let mut f = std::fs::File::create(&path)
-                                .with_context(|| format!("create {}", path.display()))?;
-                            if !data.is_empty() {
-                                f.write_all(&data)
-                                    .with_context(|| format!("write {}", path.display()))?;
-                            }
-                            if r.falloc > 0 {
-                                rustix::fs::fallocate(
-                                    &f,
-                                    rustix::fs::FallocateFlags::empty(),
-                                    0,
-                                    r.falloc,
-                                )
-                                .with_context(|| format!("fallocate {}", path.display()))?;
-                            }
-                        }
-                        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                        if n % report == 0 {
-                            println!(
-                                "  {n}/{} directories ({} entries) after {}",
-                                r.dirs,
-                                n * r.files_per_dir,
-                                fmt_duration(start.elapsed())
-                            );
-                        }
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("writer panicked")))
-            })
-            .collect::<Result<Vec<()>>>()
+    util::par_for(threads, r.dirs, |d| {
+        let dir = root.join(format!("d{d:05}"));
+        std::fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+        for i in 0..r.files_per_dir {
+            let path = dir.join(format!("f{i:04}"));
+            if r.subdirs {
+                std::fs::create_dir(&path).with_context(|| format!("mkdir {}", path.display()))?;
+                continue;
+            }
+            let mut f = std::fs::File::create(&path)
+                .with_context(|| format!("create {}", path.display()))?;
+            if !data.is_empty() {
+                f.write_all(&data)
+                    .with_context(|| format!("write {}", path.display()))?;
+            }
+            if r.falloc > 0 {
+                rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, r.falloc)
+                    .with_context(|| format!("fallocate {}", path.display()))?;
+            }
+        }
+        let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+        if n % report == 0 {
+            println!(
+                "  {n}/{} directories ({} entries) after {}",
+                r.dirs,
+                n * r.files_per_dir,
+                fmt_duration(start.elapsed())
+            );
+        }
+        Ok(())
     })?;
     println!(
         "  {} entries in {} ({} of the filesystem in use)",

@@ -66,51 +66,27 @@ fn populate(root: &Path) -> Result<()> {
         let snap = root.join(format!("snap{s:02}"));
         std::fs::create_dir(&snap).with_context(|| format!("mkdir {}", snap.display()))?;
         let prev = root.join(format!("snap{:02}", s.saturating_sub(1)));
-        let next = AtomicUsize::new(0);
-        let (state, inodes, snap, prev, data, next) = (&state, &inodes, &snap, &prev, &data, &next);
-        std::thread::scope(|sc| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    sc.spawn(move || -> Result<()> {
-                        loop {
-                            util::check_interrupted()?;
-                            let d = next.fetch_add(1, Ordering::SeqCst);
-                            if d >= DIRS {
-                                return Ok(());
-                            }
-                            let dir = snap.join(format!("d{d:03}"));
-                            std::fs::create_dir(&dir)
-                                .with_context(|| format!("mkdir {}", dir.display()))?;
-                            let mut files = state[d].lock().unwrap_or_else(|e| e.into_inner());
-                            for (f, (born, v, l)) in files.iter_mut().enumerate() {
-                                let path = dir.join(format!("f{f:03}"));
-                                if s > 0 && s - *born < *l {
-                                    let old =
-                                        prev.join(format!("d{d:03}")).join(format!("f{f:03}"));
-                                    std::fs::hard_link(&old, &path)
-                                        .with_context(|| format!("link {}", path.display()))?;
-                                    continue;
-                                }
-                                if s > 0 {
-                                    *v += 1;
-                                    *born = s;
-                                    *l = life(d * FILES + f, *v);
-                                }
-                                std::fs::write(&path, data)
-                                    .with_context(|| format!("write {}", path.display()))?;
-                                inodes.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join()
-                        .unwrap_or_else(|_| Err(anyhow::anyhow!("writer panicked")))
-                })
-                .collect::<Result<Vec<()>>>()
+        util::par_for(threads, DIRS, |d| {
+            let dir = snap.join(format!("d{d:03}"));
+            std::fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+            let mut files = state[d].lock().unwrap_or_else(|e| e.into_inner());
+            for (f, (born, v, l)) in files.iter_mut().enumerate() {
+                let path = dir.join(format!("f{f:03}"));
+                if s > 0 && s - *born < *l {
+                    let old = prev.join(format!("d{d:03}")).join(format!("f{f:03}"));
+                    std::fs::hard_link(&old, &path)
+                        .with_context(|| format!("link {}", path.display()))?;
+                    continue;
+                }
+                if s > 0 {
+                    *v += 1;
+                    *born = s;
+                    *l = life(d * FILES + f, *v);
+                }
+                std::fs::write(&path, data).with_context(|| format!("write {}", path.display()))?;
+                inodes.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
         })?;
         if (s + 1) % 5 == 0 {
             println!(
