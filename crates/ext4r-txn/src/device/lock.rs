@@ -84,8 +84,9 @@ impl std::fmt::Display for LockHolder {
 /// call fails otherwise.
 pub(crate) fn lock_exclusive(file: &File, path: &Path, wait: Option<Duration>) -> Result<()> {
     let deadline = wait.map(|w| Instant::now() + w);
-    // Times the holder was not found: it let go between the refused try
-    // and the look at /proc/locks, and the lock is worth trying again.
+    // Times the holder was not found, or was gone before its name could
+    // be read: it let go between the refused try and the look at /proc,
+    // and the lock is worth trying again.
     let mut vanished = 0;
     loop {
         match rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive) {
@@ -97,7 +98,7 @@ pub(crate) fn lock_exclusive(file: &File, path: &Path, wait: Option<Duration>) -
                     Some(left) if !left.is_zero() => std::thread::sleep(RETRY.min(left)),
                     _ => {
                         let holder = holder(file.metadata().ok().as_ref());
-                        if holder.pid.is_none() && vanished < 3 {
+                        if (holder.pid.is_none() || holder.command.is_none()) && vanished < 3 {
                             vanished += 1;
                             continue;
                         }
