@@ -9,6 +9,7 @@
 
 mod args;
 pub(crate) mod blockmap;
+mod extents;
 mod groups;
 pub(crate) mod journal;
 mod layout;

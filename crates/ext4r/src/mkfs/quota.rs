@@ -80,7 +80,7 @@ pub(crate) fn allocate(a: &mut impl BlockAlloc, file: &QuotaFile) -> Result<Quot
             }
         };
         map.insert(lblk, pblk);
-        super::layout::map_block(&mut extents, lblk, pblk);
+        super::extents::map_block(&mut extents, lblk, pblk);
     }
     Ok(QuotaBlocks {
         map: map.into_iter().collect(),

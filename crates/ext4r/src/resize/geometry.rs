@@ -260,6 +260,15 @@ pub(crate) fn super_ranges(geo: &Geometry, g: u32) -> Vec<(u64, u64)> {
     merged
 }
 
+/// Clusters of group `g` in its bitmap.
+pub(crate) fn clusters_in(geo: &Geometry, g: u32) -> u32 {
+    num::sat_u32(
+        geo.group_blocks(g)
+            .div_ceil(geo.cluster_ratio())
+            .min(u64::from(geo.block_size) * 8),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

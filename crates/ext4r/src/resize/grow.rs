@@ -4,7 +4,7 @@
 //! transaction that switches the filesystem to its new size.
 
 use super::error::Result;
-use super::geometry::{super_ranges, Shape};
+use super::geometry::{clusters_in, super_ranges, Shape};
 use super::switch::{self, Reconcile};
 use crate::error::Error;
 use ext4r_format::geometry::Geometry;
@@ -94,15 +94,6 @@ pub(crate) fn place_tables(geo: &Geometry, from: u32) -> Result<Vec<Tables>> {
         g = set_end;
     }
     Ok(out)
-}
-
-/// Clusters of group `g` in its bitmap.
-pub(crate) fn clusters_in(geo: &Geometry, g: u32) -> u32 {
-    num::sat_u32(
-        geo.group_blocks(g)
-            .div_ceil(geo.cluster_ratio())
-            .min(u64::from(geo.block_size) * 8),
-    )
 }
 
 /// Marks `[start, end)` in group `g`'s bitmap `m` (clusters), clipped to

@@ -5,8 +5,8 @@
 //! new table and backups, and the free counts.
 
 use super::error::Result;
+use super::geometry::clusters_in;
 use super::geometry::{super_ranges, Shape};
-use super::grow::clusters_in;
 use crate::error::Error;
 use ext4r_format::features::Compat;
 use ext4r_format::geometry::Geometry;

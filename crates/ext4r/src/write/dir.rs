@@ -3,6 +3,7 @@
 //! block by block; indexed ones (htree) through their index (see
 //! [`super::htree`]).
 
+use super::node::info_of;
 use super::{htree, WriteFs, ROOT_INO};
 use crate::error::{Error, Result};
 use ext4r_format::dir::leaf::{self, Rec};
@@ -27,16 +28,6 @@ pub(crate) fn blocks(t: &Transaction<Volume>, ino: u32, inode: &Inode) -> Result
         .iter()
         .flat_map(|r| (0..r.len).map(move |k| (r.logical + k, r.physical + k)))
         .collect())
-}
-
-/// Inode `ino` (record `i`) as the object model reads it: the record as
-/// the transaction has it.
-pub(crate) fn info_of(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Result<InodeInfo> {
-    Ok(InodeInfo {
-        ino: InodeNr(ino),
-        inode: *i,
-        record: t.read_inode(ino)?,
-    })
 }
 
 /// Directory `ino`, loaded and verified: a live directory.

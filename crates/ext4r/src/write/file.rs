@@ -8,8 +8,9 @@
 //! logical cluster always lies in one physical cluster, at the same offset,
 //! and clusters are taken and given back whole.
 
+use super::node::fast_symlink;
 use super::orphan::Pending;
-use super::{Shape, WriteFs};
+use super::WriteFs;
 use crate::error::{Error, Result};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::num;
@@ -558,17 +559,6 @@ impl WriteFs {
             w.put_inode(ino, &i)
         })
     }
-}
-
-/// Whether symlink `i` keeps its target in `i_block`.
-pub(crate) fn fast_symlink(i: &Inode, sh: &Shape) -> bool {
-    i.is_symlink()
-        && !i
-            .flags()
-            .intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
-        && i.size() < 60
-        && i.blocks_count(sh.huge_file, sh.bs32)
-            <= u64::from(i.i_file_acl_lo.get() != 0) * (sh.bs as u64 / 512)
 }
 
 /// Copies the part of `data` (at byte `offset` of the file) that falls in

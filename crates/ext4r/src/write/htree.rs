@@ -9,7 +9,8 @@
 //! entries carry the lowest hash of their child and its logical block, a
 //! hash shared across a split is marked by bit 0 of the next entry.
 
-use super::dir::{block_records, blocks, dir_inode, info_of};
+use super::dir::{block_records, blocks, dir_inode};
+use super::node::info_of;
 use super::{Shape, WriteFs};
 use crate::error::{Error, Result};
 use crate::object::htree::{descend, read_index, Frame, Hashing, Index};

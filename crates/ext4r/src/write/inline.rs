@@ -7,7 +7,7 @@
 //! grows past what the inode holds. A moved-out inode is an ordinary
 //! extent-mapped (or block-mapped, without extents) one.
 
-use super::dir::info_of;
+use super::node::info_of;
 use super::xattr::{ibody_attrs, news, Val};
 use super::WriteFs;
 use crate::error::{Error, Result};

@@ -5,6 +5,11 @@ use super::{Shape, WriteFs};
 use crate::error::{Error, Result};
 use ext4r_format::dir::ft;
 use ext4r_format::inode::{mode, Inode, InodeFlags, Timestamp};
+use ext4r_format::InodeNr;
+use ext4r_txn::txn::Transaction;
+use ext4r_txn::volume::Volume;
+
+use crate::object::InodeInfo;
 
 /// What to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,4 +230,25 @@ impl WriteFs {
         i.write(rec)
             .map_err(|e| Error::corrupt(format!("inode {ino}"), e))
     }
+}
+
+/// Inode `ino` (record `i`) as the object model reads it: the record as
+/// the transaction has it.
+pub(crate) fn info_of(t: &Transaction<Volume>, ino: u32, i: &Inode) -> Result<InodeInfo> {
+    Ok(InodeInfo {
+        ino: InodeNr(ino),
+        inode: *i,
+        record: t.read_inode(ino)?,
+    })
+}
+
+/// Whether symlink `i` keeps its target in `i_block`.
+pub(crate) fn fast_symlink(i: &Inode, sh: &Shape) -> bool {
+    i.is_symlink()
+        && !i
+            .flags()
+            .intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
+        && i.size() < 60
+        && i.blocks_count(sh.huge_file, sh.bs32)
+            <= u64::from(i.i_file_acl_lo.get() != 0) * (sh.bs as u64 / 512)
 }

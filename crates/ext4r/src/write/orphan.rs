@@ -276,6 +276,6 @@ impl WriteFs {
 /// Whether inode `i` has blocks mapped (a regular file, a directory, a
 /// slow symlink; not inline data).
 fn holds_blocks(w: &WriteFs, i: &Inode) -> bool {
-    (i.is_reg() || i.is_dir() || (i.is_symlink() && !super::file::fast_symlink(i, &w.shape)))
+    (i.is_reg() || i.is_dir() || (i.is_symlink() && !super::node::fast_symlink(i, &w.shape)))
         && !i.flags().contains(InodeFlags::INLINE_DATA)
 }
