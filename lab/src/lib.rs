@@ -7,6 +7,7 @@
 //! - [`corpus`]: a checker's verdicts and output on the e2fsprogs test images.
 //! - [`zoo`]: clean images across the mke2fs feature matrix, and fast-commit cuts.
 //! - [`fragment`]: fragmented images written by the kernel, for the defragmenter.
+//! - [`mountwalk`]: `ext4r mount` on a possibly damaged image, walked under a watchdog.
 //! - [`same`]: an fsck build against an earlier one, byte for byte (used by corpus and damage).
 //! - [`bench`](mod@bench): an ext4r tool against its e2fsprogs counterpart, alternating runs.
 //!
@@ -27,6 +28,7 @@ pub mod crash;
 pub mod damage;
 pub mod fragment;
 mod measure;
+pub mod mountwalk;
 pub mod same;
 pub mod util;
 pub mod zoo;

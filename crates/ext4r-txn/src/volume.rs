@@ -274,6 +274,13 @@ impl Volume {
     /// `opts.recover` is off, I/O errors.
     pub fn open(dev: Arc<dyn BlockDevice>, opts: VolumeOptions) -> Result<Self> {
         let mut sb = read_primary(dev.as_ref())?;
+        // As the kernel's mount, before anything else is read: a
+        // superblock failing its checksum is not built on (and rewriting
+        // it would restamp a good checksum over the damage).
+        if !opts.unverified {
+            sb.verify_checksum()
+                .map_err(|e| Error::corrupt("superblock", e))?;
+        }
         let geo = Geometry::from_superblock(&sb).map_err(|e| Error::corrupt("superblock", e))?;
         if geo.blocks_count.saturating_mul(u64::from(geo.block_size)) > dev.size() {
             return Err(Error::InvalidArgument(format!(

@@ -245,6 +245,93 @@ fn descriptors_the_kernel_would_not_mount_are_refused_at_open() {
     }
 }
 
+/// A primary superblock whose bytes changed without its checksum (found
+/// by `cargo xtask damage --mount`): the kernel refuses to mount it, and
+/// so do both faces of the library, and nothing is written. Rewriting it
+/// on close would have restamped a good checksum over the damage.
+#[test]
+fn a_superblock_failing_its_checksum_is_refused_at_open() {
+    let dev = filled();
+    // s_state (offset 0x3a of the superblock at byte 1024): 1 -> 4185.
+    dev.write_at(&4185u16.to_le_bytes(), 1024 + 0x3a).unwrap();
+    let before = dev.to_vec().unwrap();
+    match WriteFs::open(dev.clone(), opts()) {
+        Err(ext4r::Error::Corrupt { .. }) => {}
+        Err(e) => panic!("unexpected {e}"),
+        Ok(_) => panic!("opened for writing"),
+    }
+    let err = Filesystem::open(dev.snapshot()).unwrap_err();
+    assert!(format!("{err}").contains("superblock"), "{err}");
+    // Unverified (salvage, fsck), it still opens.
+    let mut o = OpenOptions::default();
+    o.verify_checksums = false;
+    assert!(Filesystem::open_with(dev.snapshot(), o).is_ok());
+    assert!(dev.to_vec().unwrap() == before, "the refusal wrote");
+}
+
+/// An htree root that cannot be followed (found by `cargo xtask damage
+/// --mount`): a new name in that directory is refused as corruption, the
+/// directory keeps its index and e2fsck still sees the damage. The kernel
+/// refuses it with metadata_csum; without, it drops the index, which
+/// would hide the damage, so we refuse there too.
+#[test]
+fn a_damaged_htree_root_refuses_a_new_entry() {
+    for csum in [true, false] {
+        let dev = Arc::new(MemDevice::new(16 << 20));
+        let mut m = MkfsOptions {
+            size_bytes: 16 << 20,
+            block_size: Some(1024),
+            ..MkfsOptions::reproducible(NOW)
+        };
+        if !csum {
+            m.features = vec!["^metadata_csum".into()];
+        }
+        format(&*dev, &m, true).unwrap();
+        let mut w = WriteFs::open(dev.clone(), opts()).unwrap();
+        let d = w.mkdir(ROOT_INO, b"d", &NewNode::dir(0o755)).unwrap();
+        for i in 0..200 {
+            w.create(d, format!("file-{i:04}").as_bytes(), &NewNode::file(0o644))
+                .unwrap();
+        }
+        w.close().unwrap();
+        let fs = Filesystem::open(dev.snapshot()).unwrap();
+        let info = fs.resolve("/d").unwrap();
+        assert!(info.inode.flags().contains(ext4r::InodeFlags::INDEX));
+        let root = fs.runs(&info).unwrap()[0].physical;
+        drop(fs);
+        // dx_root_info.indirect_levels (byte 0x1e of block 0): 0 -> 3.
+        // With metadata_csum the dx tail's checksum no longer matches
+        // either; without, only the index rule catches it.
+        let mut b = vec![0u8; 1024];
+        dev.read_at(&mut b, root * 1024).unwrap();
+        b[0x1e] = 3;
+        dev.write_at(&b, root * 1024).unwrap();
+        let before = dev.to_vec().unwrap();
+        let mut w = WriteFs::open(dev.clone(), opts()).unwrap();
+        match w.create(d, b"new-name", &NewNode::file(0o644)) {
+            Err(ext4r::Error::Corrupt { .. }) => {}
+            Err(e) => panic!("csum {csum}: unexpected {e}"),
+            Ok(_) => panic!("csum {csum}: created through a damaged index"),
+        }
+        w.close().unwrap();
+        assert!(
+            dev.to_vec().unwrap() == before,
+            "csum {csum}: the refusal wrote"
+        );
+        let fs = Filesystem::open_with(dev.snapshot(), {
+            let mut o = OpenOptions::default();
+            o.verify_checksums = false;
+            o
+        })
+        .unwrap();
+        let info = fs.resolve("/d").unwrap();
+        assert!(
+            info.inode.flags().contains(ext4r::InodeFlags::INDEX),
+            "csum {csum}: index dropped"
+        );
+    }
+}
+
 #[test]
 fn an_altered_size_refuses_setattr_and_writes_nothing() {
     let dev = filled();

@@ -297,6 +297,67 @@ pub fn run_same(
     Ok((env.bases[bi].0.cfg.name, kind, desc, out))
 }
 
+/// What `ext4r mount` did with one case's damaged image
+/// (`cargo xtask damage --mount`).
+pub struct MountCase {
+    pub cfg: &'static str,
+    pub kind: &'static str,
+    pub desc: String,
+    /// `e2fsck -fn`'s exit before the mount (0: the damage is invisible).
+    pub before: i32,
+    /// Its exit after the unmount, for an image that was damaged and had
+    /// no recovery to do (a replay or orphans may leave any image clean).
+    pub after: Option<i32>,
+    /// The mount: refused or served, or what crashed or hung.
+    pub verdict: std::result::Result<crate::mountwalk::Verdict, String>,
+    /// After a refused read-write mount, the same read-only (a filesystem
+    /// the write API does not write, e.g. with quota, is still read).
+    pub read_only: Option<std::result::Result<crate::mountwalk::Verdict, String>>,
+}
+
+/// Damages case `index`'s image and serves it with `ext4r mount`: walk,
+/// read, a write in every directory, unmount (see [`crate::mountwalk`]).
+pub fn run_mount(env: &Env<'_>, index: u64, max_entries: usize) -> Result<MountCase> {
+    use crate::mountwalk;
+    let dir = env.work.join(format!("case-{index}"));
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt)?;
+    let damaged = dir.join("damaged.img");
+    let (bi, kind, _, desc) = damage(env, index, &damaged)?;
+    let secs = u32::try_from(env.limit.as_secs()).unwrap_or(u32::MAX);
+    let before = mountwalk::e2fsck_limited(&damaged, secs);
+    let recovers = mountwalk::needs_recovery(&damaged);
+    let verdict = mountwalk::serve(
+        &env.ext4r,
+        &damaged,
+        &mnt,
+        &dir.join("mount.log"),
+        max_entries,
+        env.limit,
+    );
+    let read_only = matches!(verdict, Ok(mountwalk::Verdict::Refused)).then(|| {
+        mountwalk::serve_with(
+            &env.ext4r,
+            &damaged,
+            &mnt,
+            &dir.join("mount-ro.log"),
+            max_entries,
+            env.limit,
+            true,
+        )
+    });
+    let after = (before != 0 && !recovers).then(|| mountwalk::e2fsck_limited(&damaged, secs));
+    Ok(MountCase {
+        cfg: env.bases[bi].0.cfg.name,
+        kind,
+        desc,
+        before,
+        after,
+        verdict,
+        read_only,
+    })
+}
+
 /// Runs `prog pre.. args.. img` under the time limit, output to `log`.
 fn run_one(
     prog: &Path,

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::mountwalk;
 use crate::util::{self, TempDir};
 
 #[derive(clap::Args)]
@@ -86,6 +87,13 @@ pub struct Args {
     /// with e2fsck: output, exit and image bytes after -fn and -fy.
     #[arg(long, value_name = "BIN")]
     same_as: Option<PathBuf>,
+    /// Mount each damaged image with `ext4r mount` instead of checking it:
+    /// walk and read the whole tree and write a file in every directory,
+    /// under the timeout; a case fails on a crash or hang of the driver,
+    /// or when e2fsck found the image damaged before and clean after.
+    /// Needs /dev/fuse.
+    #[arg(long, conflicts_with = "same_as")]
+    mount: bool,
     /// With --same-as: `E2FSCK_TIME` of both sides [default: now].
     #[arg(long, value_name = "SECS")]
     time: Option<i64>,
@@ -166,6 +174,9 @@ pub fn run(args: &Args) -> Result<()> {
     };
     if let Some(old) = &args.same_as {
         return run_same(args, &env, old, &work);
+    }
+    if args.mount {
+        return run_mount(args, &env, &work);
     }
     let mut selection = String::new();
     if !args.kinds.is_empty() {
@@ -322,6 +333,175 @@ fn run_same(args: &Args, env: &case::Env<'_>, old: &Path, work: &TempDir) -> Res
     util::check_interrupted()?;
     if !differ.is_empty() || !errors.is_empty() {
         bail!("{} case(s) differ, {} not run", differ.len(), errors.len());
+    }
+    Ok(())
+}
+
+/// Entries a `--mount` case walks at most (the images hold a few
+/// thousand; a damaged directory may loop).
+const MOUNT_ENTRIES: usize = 20_000;
+
+/// The `--mount` campaign: every case's damaged image served by
+/// `ext4r mount`.
+fn run_mount(args: &Args, env: &case::Env<'_>, work: &TempDir) -> Result<()> {
+    if !Path::new("/dev/fuse").exists() {
+        println!("damage --mount: skipped: no /dev/fuse");
+        return Ok(());
+    }
+    let (first, cases) = if args.sample {
+        (0, 26)
+    } else {
+        (args.first, args.cases)
+    };
+    println!(
+        "damage --mount: seed {}, cases {first}..{}, {} jobs, watchdog {}s",
+        args.seed,
+        first + cases,
+        args.jobs,
+        env.limit.as_secs()
+    );
+    let start = Instant::now();
+    let next = AtomicU64::new(first);
+    #[derive(Default)]
+    struct Tally {
+        cases: u64,
+        served: u64,
+        served_ro: u64,
+        refused: u64,
+        entries: usize,
+        errors: usize,
+        writes: usize,
+        damaged: u64,
+        still: u64,
+        failures: Vec<String>,
+        not_run: Vec<String>,
+    }
+    let tally = Mutex::new(Tally::default());
+    std::thread::scope(|s| {
+        for _ in 0..args.jobs.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= first + cases || util::interrupted() {
+                    break;
+                }
+                let r = case::run_mount(env, i, MOUNT_ENTRIES);
+                let Ok(mut t) = tally.lock() else { break };
+                let c = match r {
+                    Ok(c) => c,
+                    Err(e) => {
+                        println!("case {i}: ERROR {e:#}");
+                        t.not_run.push(format!("case {i}: {e:#}"));
+                        continue;
+                    }
+                };
+                t.cases += 1;
+                let head = format!("case {i:>4} [{}] {:<10}", c.cfg, c.kind);
+                let mut bad = Vec::new();
+                let mut said = match &c.verdict {
+                    Ok(mountwalk::Verdict::Refused) => {
+                        t.refused += 1;
+                        "refused".to_string()
+                    }
+                    Ok(mountwalk::Verdict::Served(w)) => {
+                        t.served += 1;
+                        t.entries += w.entries;
+                        t.errors += w.errors;
+                        t.writes += w.writes_ok;
+                        format!(
+                            "served: {} entries, {} errors, {} writes",
+                            w.entries, w.errors, w.writes_ok
+                        )
+                    }
+                    Err(why) => {
+                        bad.push(why.clone());
+                        "FAILED".to_string()
+                    }
+                };
+                match &c.read_only {
+                    None => {}
+                    Some(Ok(mountwalk::Verdict::Refused)) => said += ", refused read-only too",
+                    Some(Ok(mountwalk::Verdict::Served(w))) => {
+                        t.served_ro += 1;
+                        t.entries += w.entries;
+                        said += &format!(
+                            ", served read-only: {} entries, {} errors",
+                            w.entries, w.errors
+                        );
+                    }
+                    Some(Err(why)) => {
+                        bad.push(format!("read-only: {why}"));
+                        said += ", read-only FAILED";
+                    }
+                }
+                if let Some(after) = c.after {
+                    t.damaged += 1;
+                    if after != 0 {
+                        t.still += 1;
+                    } else {
+                        bad.push(format!(
+                            "e2fsck -fn exit {} before the mount, clean after it",
+                            c.before
+                        ));
+                    }
+                }
+                let e2 = match c.after {
+                    Some(a) => format!("e2fsck {} -> {a}", c.before),
+                    None => format!("e2fsck {}", c.before),
+                };
+                if bad.is_empty() {
+                    println!("{head} {said}; {e2}: {}", c.desc);
+                } else {
+                    let line = format!(
+                        "{head} {said}; {e2}: {}\n       {}",
+                        c.desc,
+                        bad.join("\n       ")
+                    );
+                    println!("{line}");
+                    t.failures.push(line);
+                }
+                let _ = std::fs::remove_dir_all(work.path().join(format!("case-{i}")));
+            });
+        }
+    });
+    let t = tally.into_inner().unwrap_or_default();
+    if !t.failures.is_empty() {
+        println!(
+            "\nfailing cases (each reruns alone with --mount --seed {} --first N --cases 1):",
+            args.seed
+        );
+        for f in &t.failures {
+            println!("{f}");
+        }
+    }
+    for e in &t.not_run {
+        println!("not run: {e}");
+    }
+    println!(
+        "damage --mount: seed {}, {} cases in {}: {} served ({} entries walked, {} errors \
+         answered, {} probe files written), {} refused read-write ({} of them served \
+         read-only); {} of {} damaged images still damaged after the unmount; {} failures, \
+         {} not run",
+        args.seed,
+        t.cases,
+        util::fmt_duration(start.elapsed()),
+        t.served,
+        t.entries,
+        t.errors,
+        t.writes,
+        t.refused,
+        t.served_ro,
+        t.still,
+        t.damaged,
+        t.failures.len(),
+        t.not_run.len()
+    );
+    util::check_interrupted()?;
+    if !t.failures.is_empty() || !t.not_run.is_empty() {
+        bail!(
+            "{} case(s) failed, {} not run",
+            t.failures.len(),
+            t.not_run.len()
+        );
     }
     Ok(())
 }

@@ -324,7 +324,7 @@ fn read_superblock(dev: &dyn BlockDevice, opts: &OpenOptions) -> Result<(Superbl
     let mut buf = [0u8; SUPERBLOCK_SIZE];
     let Some(block) = opts.superblock else {
         dev.read_at(&mut buf, SUPERBLOCK_OFFSET)?;
-        let sb = parse_sb(&buf, "superblock")?;
+        let sb = parse_sb(&buf, "superblock", opts.verify_checksums)?;
         let b = u64::from(sb.s_first_data_block.get());
         return Ok((sb, b));
     };
@@ -341,7 +341,11 @@ fn read_superblock(dev: &dyn BlockDevice, opts: &OpenOptions) -> Result<(Superbl
             continue;
         }
         dev.read_at(&mut buf, off)?;
-        match parse_sb(&buf, &format!("superblock at block {block}")) {
+        match parse_sb(
+            &buf,
+            &format!("superblock at block {block}"),
+            opts.verify_checksums,
+        ) {
             Ok(sb) if sb.block_size() == Some(bs) => return Ok((sb, block)),
             Ok(_) => {}
             Err(e) => last = Some(e),
@@ -355,9 +359,15 @@ fn read_superblock(dev: &dyn BlockDevice, opts: &OpenOptions) -> Result<(Superbl
     }))
 }
 
-fn parse_sb(buf: &[u8], location: &str) -> Result<Superblock> {
+/// The superblock in `buf`, validated; with `verify`, its checksum
+/// checked too (metadata_csum), as the kernel's mount checks it.
+fn parse_sb(buf: &[u8], location: &str, verify: bool) -> Result<Superblock> {
     let sb = Superblock::parse(buf).map_err(|e| Error::corrupt(location, e))?;
     sb.validate().map_err(|e| Error::corrupt(location, e))?;
+    if verify {
+        sb.verify_checksum()
+            .map_err(|e| Error::corrupt(location, e))?;
+    }
     Ok(sb)
 }
 

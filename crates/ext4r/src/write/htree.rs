@@ -68,19 +68,23 @@ impl WriteFs {
         let sh = self.shape;
         let inode = dir_inode(&self.txn, dir)?;
         let hashing = Hashing::of(self.txn.superblock());
+        // An index that cannot be followed is damage: the kernel refuses
+        // the entry (EFSCORRUPTED) with metadata_csum and otherwise drops
+        // the index; dropping it would hide the damage from e2fsck, so it
+        // is refused here either way.
         let Some(ix) = read_index(&self.txn, &info_of(&self.txn, dir, &inode)?)? else {
-            return Ok(false);
+            return Err(bad_index(dir, "its root cannot be read"));
         };
         let h = hashing.hash(ix.hash_version, name)?;
         let Some(mut frames) = descend(&self.txn, &ix, h)? else {
-            return Ok(false);
+            return Err(bad_index(dir, "an index block cannot be followed"));
         };
         let Some(leaf_frame) = frames.last() else {
-            return Ok(false);
+            return Err(bad_index(dir, "no path to a leaf"));
         };
         let leaf_l = u64::from(leaf_frame.entries[leaf_frame.pos].1);
         let Some(leaf_p) = ix.map.get(leaf_l) else {
-            return Ok(false);
+            return Err(bad_index(dir, "a leaf past the directory's end"));
         };
         let kind = self.dir_kind(dir, &inode);
         let b = self.txn.read_block_checked(leaf_p, kind)?;
@@ -369,6 +373,14 @@ pub(crate) fn make_indexed(w: &mut WriteFs, dir: u32) -> Result<()> {
 /// [`WriteFs::unindex`] for the directory module.
 pub(crate) fn unindex(w: &mut WriteFs, dir: u32) -> Result<()> {
     w.unindex(dir)
+}
+
+/// Directory `dir`'s htree index is damaged (`what`).
+fn bad_index(dir: u32, what: &'static str) -> Error {
+    Error::corrupt(
+        ext4r_txn::error::Location::inode(dir).of("htree index"),
+        ext4r_format::FormatError::invalid("htree index", what),
+    )
 }
 
 /// A directory's logical block as the 32 bits an htree entry holds; a
