@@ -18,13 +18,14 @@
 
 mod common;
 
+use common::mount::{Fuse, Kernel};
 use common::tree::fnv;
 use common::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -55,103 +56,6 @@ impl Rng {
         (0..n)
             .map(|i| (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8))
             .collect()
-    }
-}
-
-/// An image mounted by `ext4r mount`; unmounted (waiting for the driver)
-/// on drop.
-struct Fuse {
-    dir: PathBuf,
-    mounted: bool,
-}
-
-impl Fuse {
-    fn mount(img: &Path, dir: &Path) -> Fuse {
-        fs::create_dir_all(dir).unwrap();
-        let o = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
-            .arg("mount")
-            .arg(img)
-            .arg(dir));
-        assert!(
-            o.status.success(),
-            "ext4r mount {}: {}",
-            img.display(),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        Fuse {
-            dir: dir.to_path_buf(),
-            mounted: true,
-        }
-    }
-    fn umount(&mut self) {
-        if self.mounted {
-            let o = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
-                .arg("umount")
-                .arg(&self.dir));
-            assert!(
-                o.status.success(),
-                "ext4r umount: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            self.mounted = false;
-        }
-    }
-}
-
-impl Drop for Fuse {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new(env!("CARGO_BIN_EXE_ext4r"))
-                .arg("umount")
-                .arg(&self.dir)
-                .output();
-        }
-    }
-}
-
-/// An image loop-mounted by the kernel, noatime (a FUSE mount never
-/// updates access times on reads either); unmounted on drop.
-struct Kernel {
-    dir: PathBuf,
-    mounted: bool,
-}
-
-impl Kernel {
-    fn mount(img: &Path, dir: &Path) -> Kernel {
-        fs::create_dir_all(dir).unwrap();
-        let o = run(Command::new("mount")
-            .args(["-t", "ext4", "-o", "loop,noatime"])
-            .arg(img)
-            .arg(dir));
-        assert!(
-            o.status.success(),
-            "mount {}: {}",
-            img.display(),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        Kernel {
-            dir: dir.to_path_buf(),
-            mounted: true,
-        }
-    }
-    fn umount(&mut self) {
-        if self.mounted {
-            let o = run(Command::new("umount").arg(&self.dir));
-            assert!(
-                o.status.success(),
-                "umount: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            self.mounted = false;
-        }
-    }
-}
-
-impl Drop for Kernel {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.dir).output();
-        }
     }
 }
 
@@ -838,15 +742,7 @@ fn read_only_mount_writes_nothing() {
         seen
     };
     let before = fs::read(&img).unwrap();
-    let o = run(Command::new(env!("CARGO_BIN_EXE_ext4r"))
-        .args(["mount", "-o", "ro"])
-        .arg(&img)
-        .arg(&dir));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut m = Fuse {
-        dir: dir.clone(),
-        mounted: true,
-    };
+    let mut m = Fuse::mount_with(&img, &dir, &["-o", "ro"]);
     assert_same("the read-only mount", &describe(&m.dir), &expected);
     for (what, r) in [
         ("create", fs::write(m.dir.join("new"), b"x").map_err(errno)),

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod corpus;
+pub mod mount;
 pub mod tree;
 
 #[allow(unused_imports)] // not every test binary copies images

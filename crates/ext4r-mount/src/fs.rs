@@ -49,10 +49,39 @@ pub(crate) struct State {
     next_fh: u64,
     /// Open files: how many opens each inode has.
     open: HashMap<u32, u32>,
-    /// Inodes unlinked while open, freed at their last release.
+    /// The kernel's lookup count of each inode it was handed in an entry
+    /// reply (lookup, create, mkdir, mknod, symlink, link), until it
+    /// forgets them. While it is not zero the kernel may still send
+    /// requests for the inode (an open after a lookup that raced an
+    /// unlink, a write through a descriptor), so its number must not be
+    /// freed and given to another file.
+    looked: HashMap<u32, u64>,
+    /// Inodes unlinked while open or looked up, freed once neither.
     kept: HashSet<u32>,
     /// Something changed since the last commit.
     pub(crate) dirty: bool,
+}
+
+impl State {
+    /// The kernel was handed inode `ino` in an entry reply.
+    fn remember(&mut self, ino: u32) {
+        *self.looked.entry(ino).or_insert(0) += 1;
+    }
+
+    /// Whether the kernel may still send requests for `ino`: it is open,
+    /// or the kernel has not forgotten it.
+    fn in_use(&self, ino: u32) -> bool {
+        self.open.contains_key(&ino) || self.looked.contains_key(&ino)
+    }
+
+    /// Frees `ino` if it was kept for the kernel and is no longer in use.
+    fn release_if_unused(&mut self, fs: &mut WriteFs, ino: u32) -> ext4r::Result<()> {
+        if !self.in_use(ino) && self.kept.remove(&ino) {
+            self.dirty = true;
+            fs.release_kept(ino)?;
+        }
+        Ok(())
+    }
 }
 
 /// What an unmount leaves to tell: how closing the filesystem went.
@@ -101,6 +130,7 @@ impl Ext4rFuse {
                 dirs: HashMap::new(),
                 next_fh: 1,
                 open: HashMap::new(),
+                looked: HashMap::new(),
                 kept: HashSet::new(),
                 dirty: false,
             })),
@@ -228,9 +258,13 @@ impl fuser::Filesystem for Ext4rFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let r = name_bytes(name).and_then(|name| {
-            self.with("lookup", |_, fs| {
+            self.with("lookup", |st, fs| {
                 match fs.lookup(to_ext4(parent), name)? {
-                    Some(ino) => Ok(Some(Self::entry_of(fs, ino)?)),
+                    Some(ino) => {
+                        let e = Self::entry_of(fs, ino)?;
+                        st.remember(ino);
+                        Ok(Some(e))
+                    }
                     None => Ok(None),
                 }
             })
@@ -240,6 +274,23 @@ impl fuser::Filesystem for Ext4rFuse {
             Ok(None) => reply.error(Errno::ENOENT),
             Err(e) => reply.error(e),
         }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let e4 = to_ext4(ino);
+        // No reply to give: a failure to free is logged by `with`, and the
+        // inode stays on the orphan list for the next mount or fsck.
+        let _ = self.with("forget", |st, fs| {
+            match st.looked.get_mut(&e4) {
+                Some(n) if *n > nlookup => *n -= nlookup,
+                Some(_) => {
+                    st.looked.remove(&e4);
+                }
+                None => {}
+            }
+            // (A read-only mount keeps nothing: its unlinks are refused.)
+            st.release_if_unused(fs, e4)
+        });
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -308,7 +359,7 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let p = to_ext4(parent);
         let r = name_bytes(name).and_then(|name| {
-            self.change("mknod", |_, fs| {
+            self.change("mknod", |st, fs| {
                 let (uid, gid, m) = Self::owner(fs, req, p, mode16(mode)?)?;
                 let perm = m & 0o7777;
                 let (major, minor) = decode_dev(rdev);
@@ -321,7 +372,9 @@ impl fuser::Filesystem for Ext4rFuse {
                     _ => return Err(Error::InvalidArgument(format!("mknod of mode {mode:#o}"))),
                 };
                 let ino = fs.create(p, name, &node.owned_by(uid, gid))?;
-                Self::entry_of(fs, ino)
+                let e = Self::entry_of(fs, ino)?;
+                st.remember(ino);
+                Ok(e)
             })
         });
         match r {
@@ -341,11 +394,13 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let p = to_ext4(parent);
         let r = name_bytes(name).and_then(|name| {
-            self.change("mkdir", |_, fs| {
+            self.change("mkdir", |st, fs| {
                 let m = mode::S_IFDIR | num::lo16(mode & 0o7777);
                 let (uid, gid, m) = Self::owner(fs, req, p, m)?;
                 let ino = fs.mkdir(p, name, &NewNode::dir(m & 0o7777).owned_by(uid, gid))?;
-                Self::entry_of(fs, ino)
+                let e = Self::entry_of(fs, ino)?;
+                st.remember(ino);
+                Ok(e)
             })
         });
         match r {
@@ -384,14 +439,16 @@ impl fuser::Filesystem for Ext4rFuse {
         let p = to_ext4(parent);
         let r = name_bytes(link_name).and_then(|name| {
             let target = target.as_os_str().as_bytes();
-            self.change("symlink", |_, fs| {
+            self.change("symlink", |st, fs| {
                 // As ext4_symlink: the target and its NUL fit in a block.
                 if target.len() >= num::index(fs.block_size()) {
                     return Ok(Err(Errno::from_i32(libc::ENAMETOOLONG)));
                 }
                 let (uid, gid, _) = Self::owner(fs, req, p, mode::S_IFLNK)?;
                 let ino = fs.symlink(p, name, target, uid, gid)?;
-                Ok(Ok(Self::entry_of(fs, ino)?))
+                let e = Self::entry_of(fs, ino)?;
+                st.remember(ino);
+                Ok(Ok(e))
             })
             .and_then(|r| r)
         });
@@ -433,7 +490,7 @@ impl fuser::Filesystem for Ext4rFuse {
                             Some(s) if s != t => !fs.stat(s)?.is_dir() && !fs.stat(t)?.is_dir(),
                             _ => false,
                         };
-                        if replaces && st.open.contains_key(&t) {
+                        if replaces && st.in_use(t) {
                             if let Some(k) = fs.unlink_keep(to_dir, to)? {
                                 st.kept.insert(k);
                             }
@@ -459,9 +516,11 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let e4 = to_ext4(ino);
         let r = name_bytes(newname).and_then(|name| {
-            self.change("link", |_, fs| {
+            self.change("link", |st, fs| {
                 fs.link(e4, to_ext4(newparent), name)?;
-                Self::entry_of(fs, e4)
+                let e = Self::entry_of(fs, e4)?;
+                st.remember(e4);
+                Ok(e)
             })
         });
         match r {
@@ -549,22 +608,14 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let e4 = to_ext4(ino);
         let r = self.with("release", |st, fs| {
-            let last = match st.open.get_mut(&e4) {
-                Some(n) if *n > 1 => {
-                    *n -= 1;
-                    false
-                }
+            match st.open.get_mut(&e4) {
+                Some(n) if *n > 1 => *n -= 1,
                 Some(_) => {
                     st.open.remove(&e4);
-                    true
                 }
-                None => false,
-            };
-            if last && st.kept.remove(&e4) {
-                st.dirty = true;
-                fs.release_kept(e4)?;
+                None => {}
             }
-            Ok(())
+            st.release_if_unused(fs, e4)
         });
         match r {
             Ok(()) => reply.ok(),
@@ -777,6 +828,7 @@ impl fuser::Filesystem for Ext4rFuse {
                 let ino = fs.create(p, name, &NewNode::file(m & 0o7777).owned_by(uid, gid))?;
                 let e = Self::entry_of(fs, ino)?;
                 *st.open.entry(ino).or_insert(0) += 1;
+                st.remember(ino);
                 Ok(e)
             })
         });
@@ -831,8 +883,9 @@ impl Ext4rFuse {
     }
 }
 
-/// Removes `name` from `parent`: an inode that is still open and loses
-/// its last name is kept until its last release.
+/// Removes `name` from `parent`: an inode that is still open, or that
+/// the kernel has not forgotten, and loses its last name is kept until
+/// neither holds.
 fn unlink_keeping_open(
     st: &mut State,
     fs: &mut WriteFs,
@@ -841,7 +894,7 @@ fn unlink_keeping_open(
 ) -> ext4r::Result<()> {
     let target = fs.lookup(parent, name)?;
     match target {
-        Some(t) if st.open.contains_key(&t) => {
+        Some(t) if st.in_use(t) => {
             if let Some(k) = fs.unlink_keep(parent, name)? {
                 st.kept.insert(k);
             }
