@@ -488,12 +488,44 @@ impl DirBlockBuilder {
     }
 }
 
+impl DirBlockBuilder {
+    /// The finished block with every entry at its minimal length and one
+    /// unused record (inode 0, no name) over the rest: a block as the
+    /// kernel leaves it when it moves an inline directory's entries out
+    /// (mke2fs's lost+found on inline_data). Without entries, or when
+    /// fewer than [`MIN_REC_LEN`] bytes are left, as [`Self::finish`].
+    ///
+    /// # Errors
+    /// As [`Self::finish`].
+    pub fn finish_with_unused_rest(mut self) -> Result<Vec<u8>> {
+        if self.last.is_some() && self.end - self.pos >= MIN_REC_LEN {
+            let at = self.pos;
+            self.write_entry(at, 0, num::sat_u32(self.end - at), &[], 0)?;
+            self.last = Some(at);
+            self.pos = self.end;
+        }
+        self.finish()
+    }
+}
+
 /// An inline directory's parent: the first four bytes of its inline data
 /// (`EXT4_INLINE_DOTDOT_SIZE`), stored where a block's `..` entry would be;
 /// `None` when the data is shorter.
 pub fn inline_dir_parent(data: &[u8]) -> Option<InodeNr> {
     let (n, _) = U32::read_from_prefix(data).ok()?;
     Some(InodeNr(n.get()))
+}
+
+/// Stores an inline directory's parent ([`inline_dir_parent`]); `false`
+/// when the data is shorter than its four bytes.
+pub fn set_inline_dir_parent(data: &mut [u8], parent: InodeNr) -> bool {
+    match U32::mut_from_prefix(data) {
+        Ok((n, _)) => {
+            n.set(parent.0);
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// The `i_block` of a new, empty inline directory: the parent's number,
@@ -636,6 +668,36 @@ mod tests {
         assert!(b.push(InodeNr(5), &name, ft::REG_FILE).is_err());
         assert!(b.push(InodeNr(5), b"", ft::REG_FILE).is_err());
         assert!(b.push(InodeNr(5), &[b'y'; 256], ft::REG_FILE).is_err());
+    }
+
+    #[test]
+    fn inline_parent_is_set_in_place() {
+        let mut data = new_inline_dir(InodeNr(2));
+        assert!(set_inline_dir_parent(&mut data, InodeNr(0x0102_0304)));
+        assert_eq!(inline_dir_parent(&data), Some(InodeNr(0x0102_0304)));
+        assert_eq!(&data[4..], &new_inline_dir(InodeNr(2))[4..]);
+        assert!(!set_inline_dir_parent(&mut [0u8; 3], InodeNr(1)));
+    }
+
+    #[test]
+    fn unused_rest_follows_minimal_entries() {
+        let mut b = DirBlockBuilder::new(1024, true).unwrap();
+        b.push(InodeNr(11), b".", ft::DIR).unwrap();
+        b.push(InodeNr(2), b"..", ft::DIR).unwrap();
+        let block = b.finish_with_unused_rest().unwrap();
+        let e: Vec<_> = DirBlockIter::new(&block).map(|e| e.unwrap()).collect();
+        assert_eq!(e.len(), 3);
+        assert_eq!((e[1].inode, e[1].rec_len), (InodeNr(2), 12));
+        assert_eq!(
+            (e[2].inode, e[2].offset, e[2].rec_len),
+            (InodeNr(0), 24, 1024 - 24 - 12)
+        );
+        assert_eq!(e[2].name, b"");
+        assert!(DirEntryTail::find(&block).is_some());
+        // No entries: the same block finish gives.
+        let empty = DirBlockBuilder::new(1024, false).unwrap();
+        let plain = DirBlockBuilder::new(1024, false).unwrap().finish().unwrap();
+        assert_eq!(empty.finish_with_unused_rest().unwrap(), plain);
     }
 
     #[test]

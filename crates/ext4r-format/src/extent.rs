@@ -401,6 +401,35 @@ pub fn write_index(out: &mut [u8], depth: u16, indexes: &[ExtentIdx]) -> Result<
     Ok(())
 }
 
+/// Makes a node an index node over one child without touching its other
+/// slots: the header gets `depth` and one entry, slot 0 becomes `idx`,
+/// `eh_max` and the bytes of slots 1.. stay as they were. libext2fs splits a
+/// full root this way (it copies the root to the new child, then rewrites
+/// only the header and the first slot), so mke2fs's journal inode keeps
+/// its second to fourth extents in the root's unused slots.
+///
+/// # Errors
+/// [`FormatError::Truncated`] when `out` holds less than the header and one
+/// slot, [`FormatError::Invalid`] when `depth` is 0 or above 5.
+pub fn point_at_child(out: &mut [u8], depth: u16, idx: ExtentIdx) -> Result<()> {
+    if depth == 0 || depth > MAX_EXTENT_DEPTH {
+        return Err(FormatError::invalid(
+            "eh_depth",
+            format!("{depth} for an index node"),
+        ));
+    }
+    need("extent node", out, 2 * EXTENT_ENTRY_SIZE)?;
+    let (head, rest) = out.split_at_mut(EXTENT_ENTRY_SIZE);
+    let mut h = ExtentHeader::read_from_bytes(head)
+        .map_err(|_| FormatError::invalid("extent node", "header"))?;
+    h.eh_magic.set(EXTENT_MAGIC);
+    h.eh_entries.set(1);
+    h.eh_depth.set(depth);
+    head.copy_from_slice(h.as_bytes());
+    rest[..EXTENT_ENTRY_SIZE].copy_from_slice(idx.as_bytes());
+    Ok(())
+}
+
 /// Where the tail of a non-root node sits, from its header.
 fn tail_range(block: &[u8]) -> Result<core::ops::Range<usize>> {
     let node = ExtentNode::parse(block)?;
@@ -552,6 +581,25 @@ mod tests {
         ));
         set_extent_block_checksum(seed, &mut bad).unwrap();
         verify_extent_block_checksum(seed, &bad).unwrap();
+    }
+
+    #[test]
+    fn pointing_a_root_at_a_child_keeps_its_other_slots() {
+        let mut root = [0u8; 60];
+        let runs: Vec<Extent> = (0..4u32)
+            .map(|i| Extent::new(i * 10, BlockNr(100 + u64::from(i) * 10), 10, false).unwrap())
+            .collect();
+        write_leaf(&mut root, &runs).unwrap();
+        point_at_child(&mut root, 1, ExtentIdx::new(0, BlockNr(0x1_0000_0005))).unwrap();
+        let node = ExtentNode::parse(&root).unwrap();
+        assert_eq!((node.depth(), node.header.eh_max.get()), (1, 4));
+        let idx = node.indexes().unwrap();
+        assert_eq!(idx.len(), 1);
+        assert_eq!(idx[0].leaf(), BlockNr(0x1_0000_0005));
+        assert_eq!(&root[24..], runs[1..].as_bytes());
+        let first = idx[0];
+        assert!(point_at_child(&mut root, 0, first).is_err());
+        assert!(point_at_child(&mut [0u8; 20], 1, ExtentIdx::new(0, BlockNr(1))).is_err());
     }
 
     #[test]

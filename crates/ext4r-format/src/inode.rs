@@ -371,6 +371,16 @@ impl Inode {
         self.i_links_count.get()
     }
 
+    /// Stores `i_links_count`.
+    pub fn set_links_count(&mut self, n: u16) {
+        self.i_links_count.set(n);
+    }
+
+    /// Stores `i_mode`: the file type bits and the permissions.
+    pub fn set_mode(&mut self, m: u16) {
+        self.i_mode.set(m);
+    }
+
     /// File size in bytes, `i_size_lo | i_size_high << 32`.
     ///
     /// This is e2fsprogs' `EXT2_I_SIZE`; the kernel ignores `i_size_high`
@@ -886,6 +896,20 @@ pub(crate) mod tests {
         assert_eq!(offset_of!(Inode, i_checksum_hi), CHECKSUM_HI_OFFSET);
         assert_eq!(offset_of!(Inode, i_crtime), 0x90);
         assert_eq!(offset_of!(Inode, i_projid), 0x9C);
+    }
+
+    #[test]
+    fn mode_and_links_land_in_their_fields() {
+        let mut ino = Inode::zeroed();
+        ino.set_mode(0o040755);
+        ino.set_links_count(3);
+        let mut rec = [0u8; 128];
+        ino.write(&mut rec).unwrap();
+        assert_eq!(&rec[..2], &[0xED, 0x41]);
+        assert_eq!(&rec[0x1A..0x1C], &[3, 0]);
+        let back = Inode::parse(&rec).unwrap();
+        assert!(back.is_dir());
+        assert_eq!(back.links_count(), 3);
     }
 
     #[test]

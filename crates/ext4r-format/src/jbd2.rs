@@ -262,6 +262,28 @@ impl JournalLayout {
     }
 }
 
+/// Whether a block being logged must be escaped (`JBD2_FLAG_ESCAPE`): it
+/// begins with the jbd2 magic, which a replay would take for a journal
+/// block of its own. Its journal copy then starts with four zero bytes
+/// ([`escape`]), which replay puts back ([`unescape`]).
+pub fn needs_escape(block: &[u8]) -> bool {
+    U32::read_from_prefix(block).is_ok_and(|(m, _)| m.get() == JBD2_MAGIC)
+}
+
+/// Zeroes the magic at the start of a block logged with the escape flag.
+pub fn escape(block: &mut [u8]) {
+    let n = block.len().min(4);
+    block[..n].fill(0);
+}
+
+/// Restores the magic at the start of a replayed block that was logged
+/// with the escape flag.
+pub fn unescape(block: &mut [u8]) {
+    if let Ok((m, _)) = U32::mut_from_prefix(block) {
+        m.set(JBD2_MAGIC);
+    }
+}
+
 /// The journal checksum seed: `crc32c(~0, s_uuid)` of the journal superblock.
 pub fn journal_csum_seed(uuid: &[u8; 16]) -> u32 {
     crc32c(!0, uuid)
@@ -369,6 +391,21 @@ fn be32_at(bytes: &[u8], at: usize) -> u32 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn escaped_blocks_round_trip() {
+        let mut b = vec![0u8; 1024];
+        b[..4].copy_from_slice(&[0xC0, 0x3B, 0x39, 0x98]);
+        b[4] = 7;
+        assert!(needs_escape(&b));
+        let orig = b.clone();
+        escape(&mut b);
+        assert!(!needs_escape(&b));
+        assert_eq!(&b[..5], &[0, 0, 0, 0, 7]);
+        unescape(&mut b);
+        assert_eq!(b, orig);
+        assert!(!needs_escape(&[0xC0, 0x3B]));
+    }
 
     #[test]
     fn tag_bytes_follow_journal_tag_bytes() {

@@ -660,11 +660,35 @@ pub fn empty_xattr_ibody_with_magic(record: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// Points the entry at `entry_off` of an xattr block or in-inode area (an
+/// offset the parsers report) at EA inode `ino` (`e_value_inum`); `false`
+/// when no entry fits there.
+pub fn set_value_inum(area: &mut [u8], entry_off: usize, ino: u32) -> bool {
+    match area.get_mut(entry_off..).map(XattrEntry::mut_from_prefix) {
+        Some(Ok((e, _))) => {
+            e.e_value_inum.set(ino);
+            true
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::inode::tests::sparse;
     use proptest::prelude::*;
+
+    #[test]
+    fn value_inum_is_set_by_entry_offset() {
+        let mut area = [0u8; 64];
+        assert!(set_value_inum(&mut area, 16, 0x0102_0304));
+        let (e, _) = XattrEntry::read_from_prefix(&area[16..]).unwrap();
+        assert_eq!(e.e_value_inum.get(), 0x0102_0304);
+        assert_eq!(area.iter().filter(|&&b| b != 0).count(), 4);
+        assert!(!set_value_inum(&mut area, 56, 1));
+        assert!(!set_value_inum(&mut area, 100, 1));
+    }
 
     #[test]
     fn names_compare_as_c_strings() {

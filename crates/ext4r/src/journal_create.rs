@@ -85,7 +85,7 @@ pub(crate) fn create(
             fc_blocks: spec.fc_blocks,
             v1: spec.v1,
         },
-    );
+    )?;
     // EXT2_FALLOCATE_ZERO_BLOCKS: the journal is never left lazy here.
     for &(s, n) in &img.data {
         m.zero_blocks(s, n)?;

@@ -70,13 +70,11 @@ pub(crate) fn write_file(
                     }),
                 }
             }
-            let mut rec = quota::unmapped_inode(&file, isz, extents, now).bytes;
+            let mut inode = quota::unmapped_inode(&file, isz, extents, now)?;
             let goal = runs.last().map_or(0, |r| r.physical + r.len);
-            let used = m.store_mapping(ino, &mut rec, &runs, goal)?;
-            let sectors = (blocks.clusters + used) * ratio * (bs / 512);
-            rec[0x1C..0x20].copy_from_slice(&num::lo32(sectors).to_le_bytes());
-            rec[0x74..0x76].copy_from_slice(&num::hi16_of_48(sectors).to_le_bytes());
-            m.write_inode(ino, rec)
+            let used = m.store_mapping(ino, &mut inode.bytes, &runs, goal)?;
+            inode.set_sectors((blocks.clusters + used) * ratio * (bs / 512));
+            m.write_inode(ino, inode.bytes)
         }
         Err(e) => Err(e),
     }

@@ -238,6 +238,19 @@ pub fn retarget(b: &mut [u8], name: &[u8], ino: u32, ftype: u8) -> bool {
     }
 }
 
+/// Points the record at `off` (an offset [`records`] or [`dots`] gave) at
+/// inode `ino`, keeping its name and type; `false` when no record header
+/// fits there.
+pub fn set_inode_at(b: &mut [u8], off: usize, ino: u32) -> bool {
+    match header_mut(b, off) {
+        Some(h) => {
+            h.inode.set(ino);
+            true
+        }
+        None => false,
+    }
+}
+
 /// A block holding `entries` (name, inode, type) packed from the start,
 /// the last taking the rest; with `tail` room for the checksum tail. An
 /// empty list gives one unused record over the block.
@@ -381,6 +394,19 @@ pub fn remove_tail(b: &mut [u8]) -> Result<bool, TailError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_is_repointed_by_offset() {
+        let mut b = build(1024, &[(b".".to_vec(), 5, 2), (b"..".to_vec(), 2, 2)], true).unwrap();
+        let dotdot = dots(&b).unwrap()[1].off;
+        assert!(set_inode_at(&mut b, dotdot, 9));
+        let d = dots(&b).unwrap();
+        assert_eq!(
+            (d[0].ino, d[1].ino, d[1].name, d[1].ftype),
+            (5, 9, &b".."[..], 2)
+        );
+        assert!(!set_inode_at(&mut b, 1020, 9));
+    }
 
     #[test]
     fn insert_remove_round_trip() {

@@ -26,9 +26,8 @@ use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use ext4r_format::checksum::crc32_be;
 use ext4r_format::jbd2::{
-    checksum_type, data_block_checksum, CommitHeader, DescriptorTag, DescriptorWriter,
+    self, checksum_type, data_block_checksum, CommitHeader, DescriptorTag, DescriptorWriter,
     JournalCompat, JournalIncompat, JournalSuperblock, RevokeWriter, TagFlags, HEADER_SIZE,
-    JBD2_MAGIC,
 };
 use ext4r_format::num;
 use ext4r_format::{BlockNr, FormatError};
@@ -264,7 +263,7 @@ impl JournalWriter {
                             contents.len()
                         )));
                     }
-                    let escape = contents[..4] == JBD2_MAGIC.to_be_bytes();
+                    let escape = jbd2::needs_escape(contents);
                     let mut flags = TagFlags::empty();
                     if escape {
                         flags |= TagFlags::ESCAPE;
@@ -274,7 +273,7 @@ impl JournalWriter {
                     // The tag's checksum covers the block as logged.
                     data.copy_from_slice(contents);
                     if escape {
-                        data[..4].fill(0);
+                        jbd2::escape(&mut data);
                     }
                     tag.set_checksum(layout, data_block_checksum(seed, seq, &data));
                     if !w.push(&tag).map_err(format)? {
@@ -291,7 +290,7 @@ impl JournalWriter {
             for (&(_, contents), escape) in chunk.iter().zip(escaped) {
                 data.copy_from_slice(contents);
                 if escape {
-                    data[..4].fill(0);
+                    jbd2::escape(&mut data);
                 }
                 if v1 {
                     crc = crc32_be(crc, &data);

@@ -10,9 +10,9 @@ use crate::device::BlockDevice;
 use crate::error::{Error, Location, Result};
 use ext4r_format::checksum::crc32_be;
 use ext4r_format::jbd2::{
-    block_type, checksum_type, verify_block_tail_checksum, verify_commit_block_checksum,
+    self, block_type, checksum_type, verify_block_tail_checksum, verify_commit_block_checksum,
     CommitHeader, DescriptorBlock, JournalCompat, JournalHeader, JournalIncompat, JournalLayout,
-    RevokeBlock, TagFlags, JBD2_MAGIC,
+    RevokeBlock, TagFlags,
 };
 use ext4r_format::FormatError;
 
@@ -433,7 +433,7 @@ impl<J: BlockDevice> Walker<'_, J> {
                 continue;
             }
             if tag.flags().contains(TagFlags::ESCAPE) {
-                data[..4].copy_from_slice(&JBD2_MAGIC.to_be_bytes());
+                jbd2::unescape(&mut data);
             }
             if target.0 >= self.fs_blocks {
                 self.out_of_range += 1;

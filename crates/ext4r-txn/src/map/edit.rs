@@ -16,7 +16,9 @@ use crate::csum::BlockKind;
 use crate::error::{Error, Result};
 use crate::txn::Transaction;
 use crate::volume::Volume;
-use ext4r_format::blockmap::{addr_per_block, DIND_BLOCK, IND_BLOCK, NDIR_BLOCKS, TIND_BLOCK};
+use ext4r_format::blockmap::{
+    self, addr_per_block, DIND_BLOCK, IND_BLOCK, NDIR_BLOCKS, TIND_BLOCK,
+};
 use ext4r_format::extent::{
     max_entries, write_index, write_leaf, Extent, ExtentIdx, EXT_INIT_MAX_LEN,
     EXT_UNWRITTEN_MAX_LEN, MAX_EXTENT_DEPTH,
@@ -334,7 +336,7 @@ fn indirect<V: BorrowMut<Volume>>(
             }
             indirect(t, &map[start..i], child_base, level - 1, apb, blocks, used)?
         };
-        buf[slot * 4..slot * 4 + 4].copy_from_slice(&ptr.to_le_bytes());
+        blockmap::set_word(&mut buf, slot, ptr);
     }
     t.write_block(b, BlockKind::Plain, buf)?;
     u32::try_from(b).map_err(|_| bad("block map", format!("indirect block {b} past 2^32")))

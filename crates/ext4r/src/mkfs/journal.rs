@@ -7,7 +7,7 @@
 use super::blockmap::MappedFile;
 use super::objects::{self, InodeBuf, EXTENTS_FL};
 use crate::error::{Error, Result};
-use ext4r_format::num;
+use ext4r_format::{blockmap, num};
 use ext4r_txn::alloc::{self, BlockAlloc, FreeSpace};
 use ext4r_txn::csum::BlockKind;
 
@@ -191,7 +191,10 @@ pub(crate) struct JournalSpec<'a> {
 
 /// Encodes the journal inode, its mapping blocks and jbd2 superblock as
 /// `write_journal_inode` leaves them.
-pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
+///
+/// # Errors
+/// A run that no extent can hold.
+pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> Result<JournalImage> {
     let bs = s.block_size;
     let sectors = |blocks: u64| blocks * (bs as u64 / 512);
     let mut ji = InodeBuf::new_file(s.inode_size, 0o100600, 1, s.now);
@@ -200,15 +203,11 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
     let data;
     if let Some(map) = &j.blockmap {
         ji.set_sectors(sectors(map.total_blocks()));
-        let mut ib = [0u8; 60];
-        for (i, v) in map.i_block().iter().enumerate() {
-            ib[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
-        }
-        ji.set_i_block(&ib);
+        ji.set_block_words(&map.i_block());
         for (b, ptrs) in map.mapping_blocks((bs / 4) as u64) {
             let mut buf = vec![0u8; bs];
             for (i, v) in ptrs.iter().enumerate() {
-                buf[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+                blockmap::set_word(&mut buf, i, *v);
             }
             blocks.push((b, BlockKind::Plain, buf));
         }
@@ -223,13 +222,13 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
         ji.set_sectors(sectors(
             (clusters + u64::from(j.leaf.is_some())) * s.cluster_ratio,
         ));
-        ji.set_i_block(&objects::extent_root(&j.extents, j.leaf));
+        ji.set_i_block(&objects::extent_root(&j.extents, j.leaf)?);
         if let Some(leaf) = j.leaf {
             let kind = BlockKind::Extent {
                 ino: JOURNAL_INO,
                 generation: 0,
             };
-            blocks.push((leaf, kind, objects::extent_leaf(bs, &j.extents)));
+            blocks.push((leaf, kind, objects::extent_leaf(bs, &j.extents)?));
         }
         data = j.extents.iter().map(|&(_, p, n)| (p, n)).collect();
     }
@@ -249,21 +248,18 @@ pub(crate) fn encode(j: &JournalPlace, s: &JournalSpec<'_>) -> JournalImage {
     ));
     let mut jnl_blocks = [0u32; 17];
     let ib = ji.i_block();
-    for (w, b) in jnl_blocks
-        .iter_mut()
-        .zip(ext4r_format::blockmap::words(&ib).take(15))
-    {
+    for (w, b) in jnl_blocks.iter_mut().zip(blockmap::words(&ib).take(15)) {
         *w = b;
     }
     let size = j.blocks * bs as u64;
     jnl_blocks[15] = num::hi32(size);
     jnl_blocks[16] = num::lo32(size);
-    JournalImage {
+    Ok(JournalImage {
         inode: ji,
         blocks,
         data,
         jnl_blocks,
-    }
+    })
 }
 
 /// Consecutive blocks merged into `(first, count)` runs, in order.

@@ -96,16 +96,16 @@ pub(crate) fn unmapped_inode(
     inode_size: usize,
     extents: bool,
     now: i64,
-) -> InodeBuf {
+) -> Result<InodeBuf> {
     let mut qi = InodeBuf::new_file(inode_size, 0o100600, 1, now);
     qi.set_size(file.size());
     if extents {
         qi.set_flags(EXTENTS_FL | IMMUTABLE_FL);
-        qi.set_i_block(&objects::extent_root(&[], None));
+        qi.set_i_block(&objects::extent_root(&[], None)?);
     } else {
         qi.set_flags(IMMUTABLE_FL);
     }
-    qi
+    Ok(qi)
 }
 
 /// The quota file's inode as `quota_inode_init_new` and the writes leave
@@ -129,20 +129,19 @@ pub(crate) fn encode_inode(
             ));
         }
         qi.set_flags(EXTENTS_FL | IMMUTABLE_FL);
-        qi.set_i_block(&objects::extent_root(&q.extents, None));
+        qi.set_i_block(&objects::extent_root(&q.extents, None)?);
     } else {
-        let mut ib = [0u8; 60];
+        let mut words = [0u32; 15];
         for &(lb, pb) in &q.map {
             if lb >= 12 {
                 return Err(Error::InvalidArgument(
                     "quota file too large for direct block pointers".into(),
                 ));
             }
-            let k = num::index(lb) * 4;
-            ib[k..k + 4].copy_from_slice(&super::blockmap::ptr(pb).to_le_bytes());
+            words[num::index(lb)] = super::blockmap::ptr(pb);
         }
         qi.set_flags(IMMUTABLE_FL);
-        qi.set_i_block(&ib);
+        qi.set_block_words(&words);
     }
     Ok(qi)
 }

@@ -7,7 +7,7 @@
 use super::blockmap::ptr;
 use super::objects::InodeBuf;
 use ext4r_format::geometry::Geometry;
-use ext4r_format::num;
+use ext4r_format::{blockmap, num};
 
 /// Inode 7's record and the blocks it owns, ready to write.
 pub struct ResizeInode {
@@ -82,14 +82,17 @@ pub fn emit_blocks<E>(
     for r in 0..u64::from(geo.reserved_gdt_blocks) {
         let gdt_blk = sb_blk + 1 + desc_blocks + r;
         let off = num::index((desc_blocks + r) % apb);
-        dind_buf[off * 4..off * 4 + 4].copy_from_slice(&ptr(gdt_blk).to_le_bytes());
+        blockmap::set_word(&mut dind_buf, off, ptr(gdt_blk));
         total += 1;
         let mut ind = vec![0u8; bs];
         // An indirect block holds at most `apb` backups (more groups than
         // that need meta_bg, which excludes the resize inode).
         for (i, g) in backups.iter().enumerate().take(apb as usize) {
-            let copy = ptr(gdt_blk + u64::from(*g) * geo.blocks_per_group);
-            ind[i * 4..i * 4 + 4].copy_from_slice(&copy.to_le_bytes());
+            blockmap::set_word(
+                &mut ind,
+                i,
+                ptr(gdt_blk + u64::from(*g) * geo.blocks_per_group),
+            );
             total += 1;
         }
         emit(gdt_blk, ind)?;
@@ -108,8 +111,8 @@ pub fn inode_record(geo: &Geometry, inode_size: usize, dind: u64, now: i64, tota
     ri.set_size((apb * apb + apb + 12) * bs as u64);
     // i_blocks counts a cluster per allocation, as libext2fs does.
     ri.set_sectors(total * geo.cluster_ratio() * (bs as u64 / 512));
-    let mut ib = [0u8; 60];
-    ib[13 * 4..14 * 4].copy_from_slice(&ptr(dind).to_le_bytes());
-    ri.set_i_block(&ib);
+    let mut words = [0u32; 15];
+    words[blockmap::DIND_BLOCK] = ptr(dind);
+    ri.set_block_words(&words);
     ri.bytes
 }

@@ -12,7 +12,7 @@ use crate::device::BlockDevice;
 use crate::error::Result;
 use ext4r_format::checksum::fs_csum_seed;
 use ext4r_format::features::{Incompat, RoCompat};
-use ext4r_format::num;
+use ext4r_format::{num, orphan};
 use ext4r_txn::bulk::RunWriter;
 use ext4r_txn::csum::{BlockKind, Checksums};
 
@@ -156,7 +156,7 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
     root.set_owner(p.root_owner.0, p.root_owner.1);
     root.set_size(bs as u64);
     root.set_sectors(cluster_sectors(1));
-    set_data_map(&mut root, &[root_blk], extents);
+    set_data_map(&mut root, &[root_blk], extents)?;
     inodes.push((2, root));
     w.write(
         root_blk * bs as u64,
@@ -178,7 +178,8 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
                 ],
                 filetype,
                 metadata_csum,
-            ),
+                false,
+            )?,
         )?,
     )?;
     // lost+found.
@@ -192,7 +193,7 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
     }
     li.set_size(lpf.len() as u64 * bs as u64);
     li.set_sectors(cluster_sectors(l.lost_found_clusters));
-    set_data_map(&mut li, &lpf, extents);
+    set_data_map(&mut li, &lpf, extents)?;
     inodes.push((11, li));
     for (i, b) in lpf.iter().enumerate() {
         let dots = [
@@ -204,21 +205,17 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
                 ino: 2,
                 name: b"..",
             },
-            // Moving inline entries out of the inode leaves ".." at its
-            // minimal length and an unused entry over the rest.
-            Entry { ino: 0, name: b"" },
         ];
-        let entries: &[Entry<'_>] = match i {
-            0 if inline => &dots,
-            0 => &dots[..2],
-            _ => &[],
-        };
+        let entries: &[Entry<'_>] = if i == 0 { &dots } else { &[] };
+        // Moving inline entries out of the inode leaves ".." at its
+        // minimal length and an unused entry over the rest.
+        let unused_rest = i == 0 && inline;
         w.write(
             b * bs as u64,
             dir(
                 11,
                 *b,
-                objects::dir_block(bs, entries, filetype, metadata_csum),
+                objects::dir_block(bs, entries, filetype, metadata_csum, unused_rest)?,
             )?,
         )?;
     }
@@ -248,7 +245,7 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
                 fc_blocks: p.journal_fc_blocks,
                 v1: false,
             },
-        );
+        )?;
         // The journal is zeroed first; its mapping blocks and superblock
         // are written over that.
         if !p.lazy_journal_init {
@@ -283,7 +280,8 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
                 }
                 prev = Some(b);
                 let mut buf = vec![0u8; bs];
-                buf[bs - 8..bs - 4].copy_from_slice(&0x0B10_CA04u32.to_le_bytes());
+                orphan::init_orphan_block(&mut buf)
+                    .map_err(|e| crate::error::Error::corrupt("new orphan file block", e))?;
                 cs.stamp_block(BlockKind::Orphan { ino, generation: 0 }, b, &mut buf)?;
                 w.write(b * bs as u64, buf)?;
                 count += 1;
@@ -294,7 +292,7 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
         oi.set_sectors(cluster_sectors(clusters));
         if extents {
             oi.set_flags(EXTENTS_FL);
-            oi.set_i_block(&objects::extent_root(&runs, None));
+            oi.set_i_block(&objects::extent_root(&runs, None)?);
         }
         inodes.push((ino, oi));
         l.sb.s_orphan_file_inum.set(ino);
@@ -352,17 +350,18 @@ fn write_objects(w: &mut RunWriter<'_>, l: &mut Layout, p: &Params, cs: &Checksu
 /// Points an inode at its data blocks: extents over the runs of
 /// consecutive blocks (the layout keeps them within the inode's four), or
 /// direct block pointers (at most twelve blocks).
-fn set_data_map(i: &mut InodeBuf, blocks: &[u64], extents: bool) {
+fn set_data_map(i: &mut InodeBuf, blocks: &[u64], extents: bool) -> Result<()> {
     if extents {
         i.set_flags(EXTENTS_FL);
-        i.set_i_block(&objects::extent_root(&block_runs(blocks), None));
+        i.set_i_block(&objects::extent_root(&block_runs(blocks), None)?);
     } else {
-        let mut ib = [0u8; 60];
-        for (k, b) in blocks.iter().take(12).enumerate() {
-            ib[k * 4..k * 4 + 4].copy_from_slice(&super::blockmap::ptr(*b).to_le_bytes());
+        let mut words = [0u32; 15];
+        for (w, b) in words.iter_mut().zip(blocks.iter().take(12)) {
+            *w = super::blockmap::ptr(*b);
         }
-        i.set_i_block(&ib);
+        i.set_block_words(&words);
     }
+    Ok(())
 }
 
 /// `(logical, physical, length)` runs of consecutive blocks, mapped from

@@ -8,6 +8,7 @@
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::superblock::{Superblock, STATE_ERROR, STATE_VALID};
 use std::fmt::Write;
+use zerocopy::IntoBytes;
 
 /// Looks up a user or group name by number (`getpwuid` / `getgrgid`).
 pub type NameLookup<'a> = &'a dyn Fn(u32) -> Option<String>;
@@ -303,11 +304,10 @@ fn write_super(
     if sb.has_compat(ext4r_format::features::Compat::DIR_INDEX) || hv != 0 {
         writeln!(o, "Default directory hash:   {}", hash_name(hv))?;
     }
-    let seed = sb.s_hash_seed.map(|w| w.get());
+    // The four little-endian words as the 16 bytes of a UUID, as
+    // dumpe2fs prints them.
     let mut seed_bytes = [0u8; 16];
-    for (i, w) in seed.iter().enumerate() {
-        seed_bytes[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
-    }
+    seed_bytes.copy_from_slice(sb.s_hash_seed.as_bytes());
     if seed_bytes.iter().any(|&b| b != 0) {
         writeln!(o, "Directory Hash Seed:      {}", uuid_str(&seed_bytes))?;
     }

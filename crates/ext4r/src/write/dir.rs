@@ -318,7 +318,8 @@ impl WriteFs {
         let (nr, b) = object::dir::block0(&self.txn, &info)?;
         let [_, dotdot] = leaf::dots(&b).ok_or_else(|| object::dir::no_dots(dir, nr))?;
         let off = dotdot.off;
-        self.txn.block_mut(nr, kind)?[off..off + 4].copy_from_slice(&parent.to_le_bytes());
+        // dots() found a record header at `off`, so this cannot miss.
+        leaf::set_inode_at(self.txn.block_mut(nr, kind)?, off, parent);
         Ok(())
     }
 }

@@ -205,7 +205,7 @@ impl WriteFs {
     /// Points inline directory `dir`'s stored parent at `parent`.
     pub(crate) fn inline_set_parent(&mut self, dir: u32, parent: u32) -> Result<()> {
         let mut i = self.inode(dir)?;
-        i.i_block[..4].copy_from_slice(&parent.to_le_bytes());
+        ext4r_format::dir::set_inline_dir_parent(&mut i.i_block, InodeNr(parent));
         self.put_inode(dir, &i)
     }
 }

@@ -121,9 +121,16 @@ pub(crate) fn ftype(m: u16, sh: &Shape) -> u8 {
 }
 
 /// A fresh inode record for `n`.
-pub(crate) fn record(sh: &Shape, n: &NewNode, now: Timestamp, generation: u32) -> Result<Vec<u8>> {
+pub(crate) fn record(
+    sh: &Shape,
+    n: &NewNode,
+    links: u16,
+    now: Timestamp,
+    generation: u32,
+) -> Result<Vec<u8>> {
     let mut i = Inode::zeroed();
-    i.i_mode.set(n.mode);
+    i.set_mode(n.mode);
+    i.set_links_count(links);
     i.set_uid(n.uid);
     i.set_gid(n.gid);
     // The extra fields first: the time setters write nanoseconds and

@@ -75,8 +75,7 @@ impl WriteFs {
         let ino = self.txn.alloc_inode(parent, dirflag)?;
         let now = self.now();
         let generation = self.generation();
-        let mut rec = node::record(&self.shape, n, now, generation)?;
-        rec[0x1A..0x1C].copy_from_slice(&links.to_le_bytes());
+        let rec = node::record(&self.shape, n, links, now, generation)?;
         self.txn.write_inode(ino, rec)?;
         Ok(ino)
     }

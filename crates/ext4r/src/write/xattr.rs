@@ -341,10 +341,9 @@ impl WriteFs {
         n.mode = mode::S_IFREG | 0o600;
         let ino = self.txn.alloc_inode(owner, false)?;
         let (now, generation) = (self.now(), self.generation());
-        let rec = super::node::record(&self.shape, &n, now, generation)?;
+        let rec = super::node::record(&self.shape, &n, 1, now, generation)?;
         self.txn.write_inode(ino, rec)?;
         let mut i = self.inode(ino)?;
-        i.i_links_count.set(1);
         i.set_flags(i.flags() | InodeFlags::EA_INODE);
         self.put_inode(ino, &i)?;
         if !value.is_empty() {

@@ -12,12 +12,14 @@ use super::{Mover, Short};
 use crate::error::Error;
 use crate::resize::error::Result;
 use crate::resize::geometry::Shape;
-use ext4r_format::dir::{inline_dir_parent, DirBlockIter};
+use ext4r_format::dir::{inline_dir_parent, leaf, set_inline_dir_parent, DirBlockIter};
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::xattr::{
-    ibody_entries_at, index, parse_xattr_block, parse_xattr_ibody, XattrEntry, XattrValue,
+    ibody_entries_at, index, parse_xattr_block, parse_xattr_ibody, set_value_inum, XattrEntry,
+    XattrValue,
 };
+use ext4r_format::InodeNr;
 use ext4r_txn::csum::BlockKind;
 use ext4r_txn::map;
 use std::collections::{BTreeMap, HashMap};
@@ -25,8 +27,6 @@ use zerocopy::FromBytes;
 
 /// Where `i_block` starts in an inode record.
 const I_BLOCK: usize = core::mem::offset_of!(Inode, i_block);
-/// Offset of `e_value_inum` in an xattr entry.
-const VALUE_INUM: usize = core::mem::offset_of!(XattrEntry, e_value_inum);
 
 /// A reference to an inode that is renumbered.
 #[derive(Debug, Clone, Copy)]
@@ -234,7 +234,8 @@ pub(crate) fn renumber(m: &mut Mover<'_>, shape: &Shape) -> Result<std::result::
                 }
             }
         }
-        let yb = y.to_le_bytes();
+        // Every place below is one the scan found a reference at, so none
+        // of the setters can miss.
         for r in &t.refs {
             match *r {
                 Ref::Entry {
@@ -247,23 +248,25 @@ pub(crate) fn renumber(m: &mut Mover<'_>, shape: &Shape) -> Result<std::result::
                         ino: now(&cur, dir),
                         generation: gen,
                     };
-                    m.t.block_mut(block, kind)?[off..off + 4].copy_from_slice(&yb);
+                    leaf::set_inode_at(m.t.block_mut(block, kind)?, off, y);
                 }
                 Ref::InRecord { dir, off, entry } => {
                     let rec = m.t.inode_mut(now(&cur, dir))?;
-                    rec[off..off + 4].copy_from_slice(&yb);
+                    if off == I_BLOCK {
+                        set_inline_dir_parent(&mut rec[I_BLOCK..], InodeNr(y));
+                    } else {
+                        leaf::set_inode_at(rec, off, y);
+                    }
                     if let Some(at) = entry {
                         rehash_ibody_entry(rec, at);
                     }
                 }
                 Ref::IbodyEa { owner, entry } => {
                     let rec = m.t.inode_mut(now(&cur, owner))?;
-                    rec[entry + VALUE_INUM..entry + VALUE_INUM + 4].copy_from_slice(&yb);
+                    set_value_inum(rec, entry, y);
                 }
                 Ref::BlockEa { block, entry } => {
-                    m.t.block_mut(block, BlockKind::Xattr)?
-                        [entry + VALUE_INUM..entry + VALUE_INUM + 4]
-                        .copy_from_slice(&yb);
+                    set_value_inum(m.t.block_mut(block, BlockKind::Xattr)?, entry, y);
                 }
             }
         }
