@@ -15,7 +15,7 @@ mod corpus;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use common::{sparse_from_image, walk_input};
+use common::{sparse_from_image, walk_input, walk_input_unverified};
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -74,6 +74,11 @@ fn crash_inputs_walk_without_panic() {
         let Some(&(_, want)) = CRASHES.iter().find(|(n, _)| *n == name) else {
             continue; // a fuzzer input without a recorded expectation
         };
+        // The damage each input was saved for lies past its superblock,
+        // whose checksum a fuzzer's input may also have broken (then the
+        // verifying open refuses it, rightly): the expectation is checked
+        // on the salvage reader's walk.
+        let stats = walk_input_unverified(&data);
         match (want, stats) {
             (Some(w), Some(s)) => assert!(
                 s.errors.iter().any(|e| e.contains(w)),

@@ -138,6 +138,16 @@ pub fn walk_input(data: &[u8]) -> Option<WalkStats> {
     Some(walk(&fs))
 }
 
+/// [`walk_input`] with checksums not verified, whatever the input asks:
+/// the salvage reader goes as deep as the damage lets it.
+#[allow(dead_code)]
+pub fn walk_input_unverified(data: &[u8]) -> Option<WalkStats> {
+    let (dev, mut opts) = sparse_device(data)?;
+    opts.verify_checksums = false;
+    let fs = Filesystem::open_with(dev, opts).ok()?;
+    Some(walk(&fs))
+}
+
 /// Walks the tree from the root breadth-first, and the reserved inodes
 /// (journal, resize inode, ...): for each inode `metadata`, `runs`,
 /// `xattrs`, the contents through `open_file`, `read_dir` for directories,
