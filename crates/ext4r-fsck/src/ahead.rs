@@ -143,14 +143,15 @@ pub(crate) fn blocks(dev: &dyn BlockDevice, blocks: &mut [u64], bs: u64) {
 /// The blocks pass 1 will read for `inode` beyond its record, as far as
 /// the record tells: the extent tree's nodes below the root, a block map's
 /// indirect blocks, the xattr block, a slow symlink's target. Numbers
-/// outside `first..end` are left out (the checks report them; a hint
+/// 0 (none) and outside `first..end` are left out (the checks report them; a hint
 /// for them would be a read of nothing).
 pub(crate) fn inode_blocks(inode: &Inode, wide: bool, first: u64, end: u64, out: &mut Vec<u64>) {
     if inode.mode() == 0 || inode.links_count() == 0 {
         return;
     }
     let mut add = |b: u64| {
-        if (first..end).contains(&b) {
+        // 0 is "none" in every slot (and block 0 is read already).
+        if b != 0 && (first..end).contains(&b) {
             out.push(b);
         }
     };
@@ -258,6 +259,39 @@ mod tests {
         assert_eq!(all.len(), 32 + 10);
         assert_eq!(all[32].0, 90 * (2 << 20));
         drop(c);
+    }
+
+    #[test]
+    fn an_inode_names_its_index_and_xattr_blocks_not_block_0() {
+        let mut inode = Inode::zeroed();
+        inode.i_mode.set(0o100_644);
+        inode.i_links_count.set(1);
+        inode.i_flags.set(InodeFlags::EXTENTS.bits());
+        // A root of depth 1 with three index entries (magic, entries, max,
+        // depth; then block, leaf low, leaf high).
+        let mut root = Vec::new();
+        for h in [0xF30Au16, 3, 4, 1, 0, 0] {
+            root.extend(h.to_le_bytes());
+        }
+        for leaf in [500u32, 0, 9_000_000] {
+            root.extend(0u32.to_le_bytes());
+            root.extend(leaf.to_le_bytes());
+            root.extend([0u8; 4]);
+        }
+        inode.i_block[..root.len()].copy_from_slice(&root);
+        let mut out = Vec::new();
+        // No xattr block (0), the leaf at 0 and the one past the end left out.
+        inode_blocks(&inode, true, 0, 1_000_000, &mut out);
+        assert_eq!(out, [500]);
+        inode.i_file_acl_lo.set(77);
+        out.clear();
+        inode_blocks(&inode, true, 0, 1_000_000, &mut out);
+        assert_eq!(out, [77, 500]);
+        // A free inode names nothing.
+        inode.i_links_count.set(0);
+        out.clear();
+        inode_blocks(&inode, true, 0, 1_000_000, &mut out);
+        assert!(out.is_empty());
     }
 
     #[test]
