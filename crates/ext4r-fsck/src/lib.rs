@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
 
+mod ahead;
 mod backup;
 mod badblocks;
 mod bb_tree;

@@ -69,15 +69,23 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         first_data_block: c.geo.first_data_block,
         blocks_count: c.geo.blocks_count,
         seed: c.csum().then(|| c.sb.csum_seed()),
+        wide,
     };
+    // The used parts of the inode tables, told to the device a window
+    // ahead of the readers (see `crate::ahead`).
+    let dev = c.fs.device_shared();
+    let ahead = crate::ahead::Ahead::new(&*dev, jobs.len(), |j| {
+        (jobs[j].3, u64::from(jobs[j].2) * isize as u64)
+    });
     if c.threads > 1 && jobs.len() > 1 {
-        parallel(c, &jobs, &specials, &scan, progress);
+        parallel(c, &jobs, &specials, &scan, &ahead, progress);
     } else {
         let mut buf = Vec::new();
-        for &job in &jobs {
+        for (n, &job) in jobs.iter().enumerate() {
             if c.poll_cancel() || c.abort {
                 break;
             }
+            ahead.reading(n);
             let pre = scan.read(job, &mut buf);
             if take_chunk(c, job, groups, progress, pre.is_some()) {
                 let pre = pre.unwrap_or_default();
@@ -132,6 +140,8 @@ struct Scan {
     first_data_block: u64,
     blocks_count: u64,
     seed: Option<u32>,
+    /// 64-bit block numbers (for the xattr block's high half).
+    wide: bool,
 }
 
 impl Scan {
@@ -143,6 +153,7 @@ impl Scan {
         buf.resize(count as usize * self.isize, 0);
         self.dev.read_at(buf, off).ok()?;
         let mut pre = prescan(buf, self.isize, g * self.ipg + first + 1, self.seed);
+        self.announce(buf, &pre);
         // With checksums only a record whose checksum fails is cleared as
         // garbage (see `check_inode`): a chunk of good ones (nearly every
         // chunk) needs no judging of its blocks.
@@ -163,6 +174,31 @@ impl Scan {
             }
         }
         Some(pre)
+    }
+}
+
+impl Scan {
+    /// Tells the device the blocks the checks of a chunk's inodes will
+    /// read (see [`crate::ahead::inode_blocks`]), all at once, so that the
+    /// disk fetches them together while the checks run rather than one at
+    /// a time as each inode's check comes to it.
+    fn announce(&self, buf: &[u8], pre: &[u8]) {
+        let mut blocks = Vec::new();
+        for (rec, &p) in buf.chunks(self.isize).zip(pre) {
+            if p & PRE_ZERO != 0 {
+                continue;
+            }
+            if let Some(inode) = inode_of(rec) {
+                crate::ahead::inode_blocks(
+                    &inode,
+                    self.wide,
+                    self.first_data_block,
+                    self.blocks_count,
+                    &mut blocks,
+                );
+            }
+        }
+        crate::ahead::blocks(&*self.dev, &mut blocks, self.bs as u64);
     }
 }
 
@@ -244,7 +280,14 @@ fn inode_of(rec: &[u8]) -> Option<std::borrow::Cow<'_, Inode>> {
 /// adds their findings chunk by chunk in inode order and checks the
 /// inodes [`in_order`] names itself, in their place. The result is the
 /// one a single thread gets: every finding in the same order.
-fn parallel(c: &mut Ctx, jobs: &[Job], specials: &[u32], scan: &Scan, progress: Progress<'_>) {
+fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
+    c: &mut Ctx,
+    jobs: &[Job],
+    specials: &[u32],
+    scan: &Scan,
+    ahead: &crate::ahead::Ahead<'_, F>,
+    progress: Progress<'_>,
+) {
     let ipg = scan.ipg;
     let groups = c.geo.group_count;
     // Reads of a few inodes each (a large volume's groups hold a handful)
@@ -270,6 +313,7 @@ fn parallel(c: &mut Ctx, jobs: &[Job], specials: &[u32], scan: &Scan, progress: 
         let (from, to) = batches[b];
         let mut out = Vec::new();
         for (n, &job) in jobs.iter().enumerate().take(to).skip(from) {
+            ahead.reading(n);
             let Some(pre) = scan.read(job, buf) else {
                 out.push(Piece::Found(Box::new(w.take_found())));
                 out.push(Piece::Failed(n));

@@ -110,12 +110,19 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     let v0 = htree::version_for(c, c.sb.s_def_hash_version);
     let hseed = c.sb.hash_seed();
     let dev = c.fs.device_shared();
+    // The runs, told to the device a window ahead of the readers (see
+    // `crate::ahead`): known since pass 1, in the order they are read.
+    let ahead = crate::ahead::Ahead::new(&*dev, runs.len(), |r| {
+        let (i, j) = runs[r];
+        (blocks[i].phys.saturating_mul(bs), (j - i) as u64 * bs)
+    });
     // Reads a run of blocks and works out ahead of the checks what needs
     // no shared state (`None`: the read failed); the names in blocks
     // found clean are counted there too.
     let names = c.inodes.names();
     let read = |buf: &mut Vec<u8>, r: usize| {
         let (i, j) = runs[r];
+        ahead.reading(r);
         buf.resize((j - i) * bsz, 0);
         dev.read_at(buf, blocks[i].phys * bs).ok().map(|()| {
             let meta: Vec<Meta> = blocks[i..j].iter().map(meta_of).collect();

@@ -250,6 +250,35 @@ impl Groups<'_> {
         self.states.get(g as usize).copied().unwrap_or_default()
     }
 
+    /// Where this pass reads group `i`'s block bitmap (`i` past the
+    /// groups: group `i - groups`'s inode bitmap), for [`crate::ahead`]:
+    /// (0, 0) where the bitmap is computed or not compared. A hint only:
+    /// a group whose checks stop early makes it a read not made.
+    fn bitmap_span(&self, i: usize) -> (u64, u64) {
+        let groups = self.geo.group_count as usize;
+        let (g, inode) = if i < groups {
+            (i, false)
+        } else {
+            (i - groups, true)
+        };
+        let Ok(d) = self.fs.group_desc(GroupNr(num::sat_u32(g))) else {
+            return (0, 0);
+        };
+        let state = self.state(num::sat_u32(g));
+        let bad = self.bad_bitmaps.get(g).copied().unwrap_or_default();
+        let (uninit, bad, at) = if inode {
+            (state.inode_uninit, bad.1, d.inode_bitmap(self.wide))
+        } else {
+            (state.block_uninit, bad.0, d.block_bitmap(self.wide))
+        };
+        let computed = uninit && !state.csum_bad;
+        let bs = u64::from(self.geo.block_size);
+        match at.checked_mul(bs) {
+            Some(off) if !bad && !computed => (off, bs),
+            _ => (0, 0),
+        }
+    }
+
     fn items(&self) -> usize {
         self.geo.group_count.div_ceil(self.per_item) as usize
     }
@@ -496,11 +525,17 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
             per_item: per_item(groups, c.threads),
         };
         let mut reports = 0usize;
+        // The bitmaps to read, told to the device a window ahead: the
+        // inode bitmaps after the block bitmaps, as they are read
+        // (`inodes` goes on with them).
+        let ahead =
+            crate::ahead::Ahead::new(x.fs.device(), 2 * groups as usize, |i| x.bitmap_span(i));
         let work = |s: &mut Scratch, range: std::ops::Range<u32>| {
             let mut item = Item::default();
             let mut ui = None;
             let mut diffs = 0usize;
             for g in range {
+                ahead.reading(g as usize);
                 let f = block_group(&x, used, g, s, &mut ui, diffs);
                 diffs += usize::from(f.as_ref().is_some_and(|f| f.differs));
                 if !item.add(g, f) {
@@ -756,10 +791,14 @@ fn inodes(c: &mut Ctx) -> Said {
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);
     let mut reports = 0usize;
+    let ahead = crate::ahead::Ahead::new(x.fs.device(), groups as usize, |g| {
+        x.bitmap_span(groups as usize + g)
+    });
     let work = |s: &mut Scratch, range: std::ops::Range<u32>| {
         let mut item = Item::default();
         let mut diffs = 0usize;
         for g in range {
+            ahead.reading(g as usize);
             let f = inode_group(&x, &u, g, s, diffs);
             diffs += usize::from(f.as_ref().is_some_and(|f| f.differs));
             if !item.add(g, f) {

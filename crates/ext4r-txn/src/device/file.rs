@@ -42,6 +42,12 @@ pub struct FileDevice {
     /// Opened without `write`.
     read_only: bool,
     counters: Counters,
+    /// The disk under this device (its own number for a block device,
+    /// its filesystem's for an image file), for [`hint_unit`].
+    disk: u64,
+    /// The largest read-ahead one `posix_fadvise` call starts, found at
+    /// the first hint (see [`hint_unit`]).
+    hint_unit: std::sync::OnceLock<u64>,
 }
 
 fn open_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -143,6 +149,8 @@ impl FileDevice {
             sector: sector.max(1),
             read_only: !mode.write,
             counters: Counters::default(),
+            disk: if is_blk { meta.rdev() } else { meta.dev() },
+            hint_unit: std::sync::OnceLock::new(),
         })
     }
 
@@ -309,8 +317,54 @@ impl BlockDevice for FileDevice {
         self.read_only
     }
 
+    /// `posix_fadvise(WILLNEED)`: the kernel starts reading the range into
+    /// the page cache and returns; the reads that follow find it there or
+    /// wait for it. The file's pages are the cache, so a hint costs this
+    /// process no memory. Linux starts at most one read-ahead window per
+    /// call (the larger of the disk's `read_ahead_kb` and `max_sectors_kb`)
+    /// and drops the rest, so a long range is told in pieces of that size.
+    /// Failures (a range past the end) are ignored, as a hint's are.
+    fn will_need(&self, offset: u64, len: u64) {
+        let unit = *self.hint_unit.get_or_init(|| hint_unit(self.disk));
+        let end = offset.saturating_add(len).min(self.size);
+        let mut at = offset;
+        while at < end {
+            let piece = unit.min(end - at);
+            if let Some(n) = std::num::NonZeroU64::new(piece) {
+                let _ = rustix::fs::fadvise(&self.file, at, Some(n), rustix::fs::Advice::WillNeed);
+            }
+            at += piece;
+        }
+    }
+
     fn stats(&self) -> IoStats {
         self.counters.get()
+    }
+}
+
+/// Bytes one `posix_fadvise(WILLNEED)` call reads ahead at most on the disk
+/// numbered `disk`: Linux caps it at the larger of the read-ahead window
+/// (`queue/read_ahead_kb`) and the largest request (`queue/max_sectors_kb`),
+/// found in sysfs under the disk or, for a partition, its parent. 128 KiB,
+/// the kernel's default window, where they cannot be read (a filesystem
+/// with no disk under it, such as tmpfs, which needs no hints anyway).
+fn hint_unit(disk: u64) -> u64 {
+    const DEFAULT: u64 = 128 << 10;
+    let (major, minor) = (rustix::fs::major(disk), rustix::fs::minor(disk));
+    let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    let kib = |name: &str| -> Option<u64> {
+        [base.join("queue"), base.join("../queue")]
+            .iter()
+            .find_map(|q| std::fs::read_to_string(q.join(name)).ok())
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    };
+    let window = kib("read_ahead_kb")
+        .unwrap_or(0)
+        .max(kib("max_sectors_kb").unwrap_or(0));
+    if window == 0 {
+        DEFAULT
+    } else {
+        window.saturating_mul(1024)
     }
 }
 
@@ -393,6 +447,28 @@ mod blk {
 mod tests {
     use super::*;
     use crate::testutil::{loop_unavailable, LoopDev, TempDir};
+
+    #[test]
+    fn hints_change_no_read() {
+        let dir = TempDir::new("file-hint");
+        let path = dir.join("img");
+        let d = FileDevice::open(&path, rw(Some(1 << 20))).unwrap();
+        let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+        d.write_at(&data, 4096).unwrap();
+        // Inside, across the end, past it, empty: all quietly taken.
+        d.will_need(0, 1 << 20);
+        d.will_need(1 << 19, 1 << 20);
+        d.will_need(2 << 20, 4096);
+        d.will_need(4096, 0);
+        let mut back = vec![0u8; 8192];
+        d.read_at(&mut back, 4096).unwrap();
+        assert_eq!(back, data);
+        // Somewhere between a page and anything sane.
+        let unit = *d.hint_unit.get().unwrap();
+        assert!((4096..=1 << 32).contains(&unit), "{unit}");
+        // No disk under dev_t 0: the kernel's default window.
+        assert_eq!(hint_unit(0), 128 << 10);
+    }
 
     fn rw(create_size: Option<u64>) -> OpenMode {
         OpenMode {

@@ -114,6 +114,16 @@ pub trait BlockDevice: Send + Sync {
         false
     }
 
+    /// Says that `len` bytes at `offset` will be read soon, so that the
+    /// device can start fetching them (into the host's page cache) while
+    /// the caller works on what it has: the read-ahead of a reader that
+    /// knows where it will read. A hint, never an error: a read returns
+    /// the same bytes with or without it. The default does nothing
+    /// (memory needs no fetching).
+    fn will_need(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
+
     /// Counters of the I/O done so far.
     fn stats(&self) -> IoStats;
 }
@@ -222,6 +232,9 @@ macro_rules! forward_block_device {
             fn read_only(&self) -> bool {
                 (**self).read_only()
             }
+            fn will_need(&self, offset: u64, len: u64) {
+                (**self).will_need(offset, len)
+            }
             fn stats(&self) -> IoStats {
                 (**self).stats()
             }
@@ -280,6 +293,61 @@ mod tests {
         assert!(check_range(u64::MAX, 2, u64::MAX).is_err());
         assert!(check_range(10, 0, 10).is_ok());
         assert!(check_range(11, 0, 10).is_err());
+    }
+
+    /// A device that records the hints it is given.
+    struct Told(MemDevice, std::sync::Mutex<Vec<(u64, u64)>>);
+
+    impl BlockDevice for Told {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+            self.0.write_at(buf, offset)
+        }
+        fn flush(&self) -> Result<()> {
+            Ok(())
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn will_need(&self, offset: u64, len: u64) {
+            self.1.lock().unwrap().push((offset, len));
+        }
+        fn stats(&self) -> IoStats {
+            self.0.stats()
+        }
+    }
+
+    #[test]
+    fn hints_reach_the_device_through_every_wrapper() {
+        let told = Arc::new(Told(MemDevice::new(1 << 20), Default::default()));
+        let shared: Arc<dyn BlockDevice> = told.clone();
+        // The default does nothing, and says nothing.
+        Plain(MemDevice::new(4096)).will_need(0, 4096);
+        let boxed: Box<dyn BlockDevice> = Box::new(shared.clone());
+        boxed.will_need(4096, 8192);
+        Unflushed(shared.clone()).will_need(1, 2);
+        Staged::new(shared.clone(), 4096).will_need(3, 4);
+        Recorder::new(shared.clone()).will_need(5, 6);
+        FaultDevice::new(shared.clone()).will_need(7, 8);
+        // A window moves the range and cuts it at its end.
+        let w = OffsetDevice::new(shared.clone(), 1 << 19, 1 << 18).unwrap();
+        w.will_need(4096, 4096);
+        w.will_need((1 << 18) - 512, 4096);
+        w.will_need(1 << 18, 4096);
+        assert_eq!(
+            *told.1.lock().unwrap(),
+            [
+                (4096, 8192),
+                (1, 2),
+                (3, 4),
+                (5, 6),
+                (7, 8),
+                ((1 << 19) + 4096, 4096),
+                ((1 << 19) + (1 << 18) - 512, 512),
+            ]
+        );
     }
 
     #[test]

@@ -154,6 +154,13 @@ impl<D: BlockDevice> BlockDevice for OffsetDevice<D> {
     fn read_only(&self) -> bool {
         self.inner.read_only()
     }
+    fn will_need(&self, offset: u64, len: u64) {
+        // A hint: the part inside the window, moved as reads are.
+        let len = len.min(self.len.saturating_sub(offset));
+        if len > 0 {
+            self.inner.will_need(self.start + offset, len)
+        }
+    }
     fn stats(&self) -> IoStats {
         self.inner.stats()
     }

@@ -233,6 +233,10 @@ impl<D: BlockDevice> BlockDevice for Recorder<D> {
         self.inner.read_only()
     }
 
+    fn will_need(&self, offset: u64, len: u64) {
+        self.inner.will_need(offset, len)
+    }
+
     fn stats(&self) -> IoStats {
         self.inner.stats()
     }

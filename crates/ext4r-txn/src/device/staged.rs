@@ -121,6 +121,11 @@ impl BlockDevice for Staged {
         self.inner.logical_sector_size()
     }
 
+    // What is not staged is read from `inner`: the hints are its.
+    fn will_need(&self, offset: u64, len: u64) {
+        self.inner.will_need(offset, len)
+    }
+
     fn stats(&self) -> IoStats {
         self.counters.get()
     }

@@ -40,6 +40,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Unflushed<D> {
     fn read_only(&self) -> bool {
         self.0.read_only()
     }
+    fn will_need(&self, offset: u64, len: u64) {
+        self.0.will_need(offset, len)
+    }
     fn stats(&self) -> IoStats {
         self.0.stats()
     }

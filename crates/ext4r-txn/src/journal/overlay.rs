@@ -164,6 +164,11 @@ impl<D: BlockDevice> BlockDevice for JournalOverlay<D> {
         self.write_at(&[], offset)
     }
 
+    // Replayed blocks come from memory, the rest from `inner`.
+    fn will_need(&self, offset: u64, len: u64) {
+        self.inner.will_need(offset, len)
+    }
+
     fn stats(&self) -> IoStats {
         self.counters.get()
     }

@@ -1,0 +1,312 @@
+//! Reading ahead of the passes, as the disk wants it (DESIGN.md §4, "read
+//! in big sorted runs"). A pass knows every read it will make before it
+//! makes the first (pass 1 the used parts of the inode tables, from the
+//! descriptors; pass 2 the directory blocks, from pass 1): [`Ahead`]
+//! announces them to the device ([`BlockDevice::will_need`]) a window
+//! ahead of the reader, neighbours merged into large requests, so that
+//! several are in flight while the checks run on what has arrived. The
+//! reads themselves stay the passes' own, into their small buffers: the
+//! window lives in the host's page cache, not in this process.
+//!
+//! On a cold cache this is the difference between a disk kept busy and a
+//! disk that waits for each read of the checks in turn (1,500 directory
+//! blocks read one after another took 0.23 s of a 0.5 s check of 300,000
+//! files; announced, they take a few milliseconds).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use ext4r::device::BlockDevice;
+use ext4r_format::extent::ExtentNode;
+use ext4r_format::inode::{Inode, InodeFlags};
+
+/// Bytes announced and not yet read: enough for several large requests
+/// in flight on any disk, and little page cache.
+pub(crate) const WINDOW: u64 = 32 << 20;
+/// The largest request: what a disk takes in one command (Linux's
+/// `max_sectors_kb` is 1–4 MiB on most).
+pub(crate) const MAX_REQUEST: u64 = 4 << 20;
+/// Reads this close are announced as one request, the blocks between
+/// them with it: a few blocks more cost less than another request.
+pub(crate) const MAX_GAP: u64 = 32 << 10;
+
+/// The reads of a pass, `n` of them in the order the pass makes them,
+/// `span(i)` = (byte offset, length) of read `i` (length 0: none).
+pub(crate) struct Ahead<'a, F: Fn(usize) -> (u64, u64)> {
+    dev: &'a dyn BlockDevice,
+    n: usize,
+    span: F,
+    window: u64,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The first read not yet announced.
+    next: usize,
+    /// The highest read a reader started.
+    at: usize,
+    /// Announced requests not yet read past: (last read in it, bytes).
+    pending: VecDeque<(usize, u64)>,
+    /// Their bytes.
+    ahead: u64,
+}
+
+impl<'a, F: Fn(usize) -> (u64, u64)> Ahead<'a, F> {
+    /// Plans the reads and announces the first window of them.
+    pub(crate) fn new(dev: &'a dyn BlockDevice, n: usize, span: F) -> Self {
+        let a = Ahead {
+            dev,
+            n,
+            span,
+            window: WINDOW,
+            state: Mutex::new(State::default()),
+        };
+        a.reading(0);
+        a
+    }
+
+    /// A reader is about to make read `i`: what the window holds past it
+    /// is announced. Cheap when nothing is to be announced; a reader that
+    /// finds another announcing goes on (that one fills the window).
+    pub(crate) fn reading(&self, i: usize) {
+        let Ok(mut s) = self.state.try_lock() else {
+            return;
+        };
+        s.at = s.at.max(i);
+        while s.pending.front().is_some_and(|&(last, _)| last < s.at) {
+            if let Some((_, bytes)) = s.pending.pop_front() {
+                s.ahead -= bytes;
+            }
+        }
+        // Reads already made (or being made) need no announcing.
+        s.next = s.next.max(s.at);
+        while s.ahead < self.window && s.next < self.n {
+            let (start, len) = (self.span)(s.next);
+            if len == 0 {
+                // A read the pass will not make after all.
+                s.next += 1;
+                continue;
+            }
+            let mut end = start.saturating_add(len);
+            let mut k = s.next + 1;
+            while k < self.n {
+                let (o, l) = (self.span)(k);
+                if l == 0 {
+                    k += 1;
+                    continue;
+                }
+                let e = o.saturating_add(l);
+                if o < end || o - end > MAX_GAP || e - start > MAX_REQUEST {
+                    break;
+                }
+                end = e;
+                k += 1;
+            }
+            self.dev.will_need(start, end - start);
+            s.pending.push_back((k - 1, end - start));
+            s.ahead += end - start;
+            s.next = k;
+        }
+    }
+}
+
+/// Announces scattered blocks (extent tree nodes, xattr blocks of a chunk
+/// of inodes): sorted, and neighbours merged as [`Ahead`] merges them.
+/// `blocks` is left sorted.
+pub(crate) fn blocks(dev: &dyn BlockDevice, blocks: &mut [u64], bs: u64) {
+    blocks.sort_unstable();
+    let mut i = 0;
+    while i < blocks.len() {
+        let start = blocks[i];
+        let mut end = start.saturating_add(1);
+        let mut k = i + 1;
+        while let Some(&b) = blocks.get(k) {
+            // Sorted: `b` is in the request (a repeat) or after it.
+            if b >= end {
+                let gap = (b - end).saturating_mul(bs);
+                let len = (b - start).saturating_add(1).saturating_mul(bs);
+                if gap > MAX_GAP || len > MAX_REQUEST {
+                    break;
+                }
+                end = b + 1;
+            }
+            k += 1;
+        }
+        if let (Some(off), Some(len)) = (start.checked_mul(bs), (end - start).checked_mul(bs)) {
+            dev.will_need(off, len);
+        }
+        i = k;
+    }
+}
+
+/// The blocks pass 1 will read for `inode` beyond its record, as far as
+/// the record tells: the extent tree's nodes below the root, a block map's
+/// indirect blocks, the xattr block, a slow symlink's target. Numbers
+/// 0 (none) and outside `first..end` are left out (the checks report them; a hint
+/// for them would be a read of nothing).
+pub(crate) fn inode_blocks(inode: &Inode, wide: bool, first: u64, end: u64, out: &mut Vec<u64>) {
+    if inode.mode() == 0 || inode.links_count() == 0 {
+        return;
+    }
+    let mut add = |b: u64| {
+        // 0 is "none" in every slot (and block 0 is read already).
+        if b != 0 && (first..end).contains(&b) {
+            out.push(b);
+        }
+    };
+    add(inode.file_acl(wide).0);
+    let flags = inode.flags();
+    if flags.contains(InodeFlags::INLINE_DATA) {
+        return;
+    }
+    if flags.contains(InodeFlags::EXTENTS) {
+        let Ok(node) = ExtentNode::parse(&inode.i_block) else {
+            return;
+        };
+        if let Some(idx) = node.indexes() {
+            idx.iter().for_each(|i| add(i.leaf().0));
+        } else if inode.is_symlink() && inode.size() >= 60 {
+            if let Some(e) = node.extents().and_then(|e| e.first()) {
+                add(e.start().0);
+            }
+        }
+        return;
+    }
+    let word = |k: usize| {
+        u64::from(u32::from_le_bytes([
+            inode.i_block[4 * k],
+            inode.i_block[4 * k + 1],
+            inode.i_block[4 * k + 2],
+            inode.i_block[4 * k + 3],
+        ]))
+    };
+    if inode.is_symlink() {
+        if inode.size() >= 60 {
+            add(word(0));
+        }
+        return;
+    }
+    // Indirect, double and triple indirect blocks (the first level).
+    (12..15).for_each(|k| add(word(k)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ext4r::device::{IoStats, MemDevice};
+
+    /// A device that records what it is told will be read.
+    struct Told(MemDevice, Mutex<Vec<(u64, u64)>>);
+
+    impl BlockDevice for Told {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> ext4r::Result<()> {
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> ext4r::Result<()> {
+            self.0.write_at(buf, offset)
+        }
+        fn flush(&self) -> ext4r::Result<()> {
+            Ok(())
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn will_need(&self, offset: u64, len: u64) {
+            self.1.lock().unwrap().push((offset, len));
+        }
+        fn stats(&self) -> IoStats {
+            self.0.stats()
+        }
+    }
+
+    fn told() -> Told {
+        Told(MemDevice::new(1 << 20), Mutex::new(Vec::new()))
+    }
+
+    #[test]
+    fn neighbours_merge_and_the_window_follows_the_reader() {
+        let d = told();
+        // 100 reads of 1 MiB, each 1 MiB after the last: 4 MiB requests.
+        let a = Ahead::new(&d, 100, |i| (i as u64 * (2 << 20), 1 << 20));
+        let first = d.1.lock().unwrap().clone();
+        assert_eq!(first[0], (0, 1 << 20));
+        assert!(first.iter().all(|&(_, l)| l == 1 << 20));
+        assert_eq!(first.len() as u64, WINDOW >> 20);
+        // Gaps of a block merge; requests stop at MAX_REQUEST.
+        let d2 = told();
+        let b = Ahead::new(&d2, 10_000, |i| (i as u64 * 8192, 4096));
+        let t = d2.1.lock().unwrap().clone();
+        assert_eq!(t[0].0, 0);
+        assert!(t[0].1 <= MAX_REQUEST && t[0].1 > MAX_REQUEST - 8192);
+        drop(b);
+        // Reading on moves the window: every read is announced once, in
+        // order, and never more than the window ahead of the reader.
+        for i in 0..100 {
+            a.reading(i);
+            let told = d.1.lock().unwrap().len();
+            assert!(told <= i + (WINDOW >> 20) as usize + 1, "{i}: {told}");
+        }
+        let all = d.1.lock().unwrap().clone();
+        let offs: Vec<u64> = all.iter().map(|t| t.0).collect();
+        assert_eq!(offs, (0..100).map(|i| i * (2 << 20)).collect::<Vec<u64>>());
+        // A reader that jumps ahead (another thread took the reads
+        // between) has those reads announced no more: they are made.
+        let d3 = told();
+        let c = Ahead::new(&d3, 100, |i| (i as u64 * (2 << 20), 1 << 20));
+        c.reading(90);
+        let all = d3.1.lock().unwrap().clone();
+        assert_eq!(all.len(), 32 + 10);
+        assert_eq!(all[32].0, 90 * (2 << 20));
+        drop(c);
+    }
+
+    #[test]
+    fn an_inode_names_its_index_and_xattr_blocks_not_block_0() {
+        let mut inode = Inode::zeroed();
+        inode.i_mode.set(0o100_644);
+        inode.i_links_count.set(1);
+        inode.i_flags.set(InodeFlags::EXTENTS.bits());
+        // A root of depth 1 with three index entries (magic, entries, max,
+        // depth; then block, leaf low, leaf high).
+        let mut root = Vec::new();
+        for h in [0xF30Au16, 3, 4, 1, 0, 0] {
+            root.extend(h.to_le_bytes());
+        }
+        for leaf in [500u32, 0, 9_000_000] {
+            root.extend(0u32.to_le_bytes());
+            root.extend(leaf.to_le_bytes());
+            root.extend([0u8; 4]);
+        }
+        inode.i_block[..root.len()].copy_from_slice(&root);
+        let mut out = Vec::new();
+        // No xattr block (0), the leaf at 0 and the one past the end left out.
+        inode_blocks(&inode, true, 0, 1_000_000, &mut out);
+        assert_eq!(out, [500]);
+        inode.i_file_acl_lo.set(77);
+        out.clear();
+        inode_blocks(&inode, true, 0, 1_000_000, &mut out);
+        assert_eq!(out, [77, 500]);
+        // A free inode names nothing.
+        inode.i_links_count.set(0);
+        out.clear();
+        inode_blocks(&inode, true, 0, 1_000_000, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn scattered_blocks_are_sorted_and_merged() {
+        let d = told();
+        let mut b = vec![900, 5, 3, 4, 12, 1_000_000, 4];
+        blocks(&d, &mut b, 4096);
+        let t = d.1.lock().unwrap().clone();
+        assert_eq!(
+            t,
+            vec![
+                (3 * 4096, 10 * 4096),
+                (900 * 4096, 4096),
+                (1_000_000 * 4096, 4096)
+            ]
+        );
+    }
+}
