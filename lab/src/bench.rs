@@ -24,6 +24,7 @@ pub(crate) mod filled;
 mod fsck;
 mod large;
 mod links;
+mod mount;
 mod populate;
 mod read;
 mod resize;
@@ -62,6 +63,13 @@ enum Which {
     /// `ext4r resize` vs `resize2fs` on copies: an empty 1 TiB ext4 grown to
     /// 16 TiB, and an 8 GiB ext4 half filled by the kernel shrunk to `-M`.
     Resize(resize::ResizeArgs),
+    /// `ext4r mount` vs fuse2fs vs the kernel's loop mount: sequential and
+    /// random I/O, untar, find + stat and rm -rf of a tree, cold cache,
+    /// images on the disk (issue 32); `--quick` for a smoke test.
+    Mount(mount::MountArgs),
+    /// The random 4 KiB I/O that `bench mount` runs inside a mount.
+    #[command(hide = true)]
+    MountIo(mount::IoArgs),
 }
 
 /// Where the benchmarks make their images unless told (`--dir`).
@@ -116,6 +124,8 @@ pub fn run(args: &Args) -> Result<()> {
         Which::Defrag(a) => defrag::run(a),
         Which::Populate(a) => populate::run(a),
         Which::Resize(a) => resize::run(a),
+        Which::Mount(a) => mount::run(a),
+        Which::MountIo(a) => mount::io_run(a),
     }
 }
 

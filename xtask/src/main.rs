@@ -3,6 +3,8 @@
 //! - `cargo xtask ci [--quick]`: fmt, clippy, release build, tests.
 //! - `cargo xtask fuzz [--secs N] [TARGET...]`: every cargo-fuzz target for N seconds.
 //! - `cargo xtask bench mkfs [--sizes 1T,15T] [--runs N] [--dir /dev/shm]`: ours vs mke2fs.
+//! - `cargo xtask bench mount [--quick] [--cases ..] [--runs N]`: `ext4r mount` vs fuse2fs vs
+//!   the kernel's loop mount (root, /dev/fuse, fuse2fs).
 //! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
 //!   e2fsprogs test images against e2fsck's; `corpus diff [--mode fn|fy]`: its output.
 //! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.

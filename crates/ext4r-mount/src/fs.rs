@@ -8,10 +8,10 @@ use ext4r::fs::FileKind;
 use ext4r::write::{NewNode, SetAttr, WriteFs};
 use ext4r::{Error, Timestamp};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -226,6 +226,21 @@ impl fuser::Filesystem for Ext4rFuse {
         // Larger writes, fewer operations; the kernel caps it at what it
         // allows and says so, which is fine either way.
         let _ = config.set_max_write(1 << 20);
+        // Read ahead as far as the kernel offers (it says how far when
+        // asked for more), with enough requests in flight to keep it going.
+        if let Err(max) = config.set_max_readahead(u32::MAX) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ = config.set_max_background(64);
+        // The kernel keeps written pages and hands them over in large
+        // writes at writeback, as it does for its own ext4: a 4 KiB
+        // write(2) is no longer a request here. fsync still reaches us
+        // after the kernel has written the file's pages (and so commits
+        // them), and an unmount writes every page back before the session
+        // ends, so nothing is less durable than before.
+        if !self.read_only {
+            let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
+        }
         Ok(())
     }
 

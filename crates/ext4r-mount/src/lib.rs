@@ -7,7 +7,9 @@
 //! What this first version is:
 //! - Every request runs under **one lock** around the `WriteFs`, whose
 //!   writes take `&mut self`; requests are served one at a time. The
-//!   library's block cache is the only cache.
+//!   library's block cache is the driver's only cache; the kernel keeps
+//!   file pages in its own (FUSE's writeback cache) and hands writes over
+//!   at writeback or fsync.
 //! - FUSE node ids are ext4 inode numbers (FUSE's root, 1, is ext4's 2),
 //!   and the inode generation is `i_generation`, so nothing needs a table
 //!   of what the kernel has looked up.

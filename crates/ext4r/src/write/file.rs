@@ -299,7 +299,10 @@ impl WriteFs {
         let mut l = first;
         while l < last {
             if let Some(s) = blocks.get(&l).copied() {
-                let mut b = if s.unwritten {
+                // A block the write covers whole is not read first: a
+                // random 4 KiB overwrite would otherwise cost a read too.
+                let whole = offset <= l * bs && (l + 1) * bs <= end;
+                let mut b = if s.unwritten || whole {
                     vec![0u8; num::index(bs)]
                 } else {
                     self.txn.read_block(s.physical)?
