@@ -127,7 +127,11 @@ pub fn open_image(image: &Path, opts: &Options) -> ext4r::Result<WriteFs> {
     } else {
         dev
     };
-    WriteFs::open(dev, WriteOptions::default())
+    let mut wo = WriteOptions::default();
+    // Read-only: whatever the read API reads mounts (with quota, say),
+    // and nothing can be changed through the handle either.
+    wo.staged_read_only = opts.read_only;
+    WriteFs::open(dev, wo)
 }
 
 /// The fuser configuration for `opts`, naming `image` as the source.

@@ -301,6 +301,37 @@ fn read_only_filesystems_are_refused() {
     assert_eq!(std::fs::read(&img).unwrap(), before);
 }
 
+/// A read-only view over a staging device (what `ext4r mount -o ro`
+/// opens) accepts what the read API reads, a filesystem with quota too,
+/// which the write API does not write; it reads the tree and refuses every
+/// change, and the image stays byte for byte.
+#[test]
+fn a_staged_read_only_view_reads_what_writing_refuses() {
+    if let Some(m) = missing_tools(&["mke2fs"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    let dir = TempDir::new("wrefuse-view");
+    let img = mkfs(&dir, "quota.img", &["-O", "quota"], 16384);
+    let before = std::fs::read(&img).unwrap();
+    let mut o = WriteOptions::default();
+    o.now = Some((1_700_000_000, 0));
+    let e = WriteFs::open_path(&img, o.clone()).unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+    let dev = FileDevice::open(&img, OpenMode::default()).unwrap();
+    let staged = Arc::new(ext4r::device::Staged::new(Arc::new(dev), 1024));
+    o.staged_read_only = true;
+    let mut w = WriteFs::open(staged, o).unwrap();
+    assert!(w.lookup(ROOT_INO, b"lost+found").unwrap().is_some());
+    let e = w
+        .create(ROOT_INO, b"new", &NewNode::file(0o644))
+        .unwrap_err();
+    assert!(matches!(e, Error::ReadOnly(_)), "{e:?}");
+    assert!(matches!(w.sync(), Err(Error::ReadOnly(_))));
+    drop(w);
+    assert_eq!(std::fs::read(&img).unwrap(), before);
+}
+
 /// A device opened for reading only is refused at open, not at the first
 /// commit; after a commit fails, every call names that failure.
 #[test]

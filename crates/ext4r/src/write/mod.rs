@@ -82,6 +82,14 @@ pub struct WriteOptions {
     /// Leave committed transactions in the journal at [`WriteFs::sync`]
     /// (the kernel's way): a crash then leaves work for recovery.
     pub defer_checkpoint: bool,
+    /// A read-only view over a device whose writes never reach the image
+    /// ([`crate::device::Staged`], as `ext4r mount -o ro` uses): the
+    /// filesystem is accepted with the features the read API accepts; a
+    /// journal is replayed and orphans are finished in the staging layer
+    /// (orphans only where this version could write the filesystem); then
+    /// every change through the handle is refused with
+    /// [`Error::ReadOnly`].
+    pub staged_read_only: bool,
 }
 
 /// Features of the filesystem that decide how things are written.
@@ -162,6 +170,8 @@ pub struct WriteFs {
     /// Orphans the running operation left to finish after it.
     deferred: Vec<orphan::Pending>,
     limit: u64,
+    /// Opened as a read-only view ([`WriteOptions::staged_read_only`]).
+    read_only_view: bool,
 }
 
 impl std::fmt::Debug for WriteFs {
@@ -195,6 +205,16 @@ impl WriteFs {
         };
         vo.fast_commit = Some(Arc::new(FastCommitReplayer { now: opts.now }));
         let vol = Volume::open(dev, vo)?;
+        if opts.staged_read_only {
+            check_read_features(vol.superblock())?;
+            let writable = check_features(vol.superblock()).is_ok();
+            let mut fs = WriteFs::over(Transaction::owned(vol), opts);
+            if writable {
+                fs.recover_orphans()?;
+            }
+            fs.read_only_view = true;
+            return Ok(fs);
+        }
         check_features(vol.superblock())?;
         let mut fs = WriteFs::over(Transaction::owned(vol), opts);
         fs.recover_orphans()?;
@@ -213,6 +233,7 @@ impl WriteFs {
             poisoned: None,
             deferred: Vec::new(),
             limit,
+            read_only_view: false,
         }
     }
 
@@ -300,6 +321,11 @@ impl WriteFs {
 
     /// [`Error::ReadOnly`] naming the failed commit, once one failed.
     fn check_poisoned(&self) -> Result<()> {
+        if self.read_only_view {
+            return Err(Error::ReadOnly(
+                "opened as a read-only view (WriteOptions::staged_read_only)".into(),
+            ));
+        }
         match &self.poisoned {
             Some(why) => Err(Error::ReadOnly(format!(
                 "an earlier commit failed ({why}); nothing more is written: reopen the filesystem \
@@ -361,6 +387,17 @@ impl WriteFs {
 /// The incompatible features the write API keeps right: its row of the
 /// one feature table ([`crate::support`]).
 pub const WRITABLE_INCOMPAT: Incompat = crate::support::incompat(crate::support::Access::Write);
+
+/// Refuses what this version cannot read (a read-only view).
+fn check_read_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
+    let known = crate::support::incompat(crate::support::Access::Read);
+    let unknown = Incompat::from_bits_retain(sb.s_feature_incompat.get()) - known;
+    if !unknown.is_empty() {
+        let names = ext4r_format::features::Features::from_raw(0, unknown.bits(), 0).names();
+        return Err(Error::Unsupported(names.join(", ")));
+    }
+    Ok(())
+}
 
 /// Refuses what this version cannot change safely.
 fn check_features(sb: &ext4r_format::superblock::Superblock) -> Result<()> {
