@@ -1219,6 +1219,12 @@ impl<V: BorrowMut<Volume>> BlockSource for Transaction<V> {
     fn trusted(&self, nr: u64) -> bool {
         self.blocks.contains_key(&nr) || self.data.contains_key(&nr)
     }
+    fn was_verified(&self, nr: u64, kind: crate::csum::BlockKind) -> bool {
+        self.v().was_verified(nr, kind)
+    }
+    fn note_verified(&self, nr: u64, kind: crate::csum::BlockKind) {
+        self.v().note_verified(nr, kind);
+    }
 }
 
 impl<V: BorrowMut<Volume>> FreeSpace for Transaction<V> {

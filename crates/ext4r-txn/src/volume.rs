@@ -2,7 +2,7 @@
 //! and journal, and the blocks committed to the journal but not yet
 //! written home. Every change is made in a [`Transaction`] begun here.
 
-use crate::csum::Checksums;
+use crate::csum::{BlockKind, Checksums};
 use crate::device::BlockDevice;
 use crate::error::{Error, Location, Result};
 use crate::groups::{read_descs, GroupTable};
@@ -101,6 +101,12 @@ pub struct Volume {
     /// reach, and block ranges they may not take (see
     /// [`Volume::set_alloc_limits`]).
     pub(crate) limits: (u64, u32, Vec<(u64, u64)>),
+    /// Metadata blocks read from the device and found to match their
+    /// checksum, with the kind they were checked as: read again, they
+    /// need no second check, as the kernel's buffer cache remembers a
+    /// verified buffer. Nothing but this volume writes the device while
+    /// it is open (the writers' lock), and what it writes it stamps.
+    pub(crate) verified: std::sync::Mutex<std::collections::HashSet<(u64, BlockKind)>>,
 }
 
 impl std::fmt::Debug for Volume {
@@ -338,6 +344,7 @@ impl Volume {
             changed: recovered,
             recover_as_given: false,
             limits: (u64::MAX, u32::MAX, Vec::new()),
+            verified: Default::default(),
         })
     }
 
@@ -376,6 +383,7 @@ impl Volume {
             changed: true,
             recover_as_given: false,
             limits: (u64::MAX, u32::MAX, Vec::new()),
+            verified: Default::default(),
         })
     }
 
@@ -414,6 +422,7 @@ impl Volume {
             changed: true,
             recover_as_given: true,
             limits: (u64::MAX, u32::MAX, Vec::new()),
+            verified: Default::default(),
         })
     }
 
@@ -437,6 +446,23 @@ impl Volume {
     /// [`VolumeOptions::unverified`]).
     pub fn verifies(&self) -> bool {
         !self.opts.unverified && self.csum.metadata_csum()
+    }
+
+    /// Whether block `nr` was read and found to match its checksum as a
+    /// block of kind `kind` (see [`Volume::note_verified`]).
+    pub fn was_verified(&self, nr: u64, kind: BlockKind) -> bool {
+        self.verified.lock().is_ok_and(|v| v.contains(&(nr, kind)))
+    }
+
+    /// Remembers that block `nr` matched its checksum as kind `kind`. The
+    /// set is bounded: past a million blocks it starts again.
+    pub fn note_verified(&self, nr: u64, kind: BlockKind) {
+        if let Ok(mut v) = self.verified.lock() {
+            if v.len() >= 1 << 20 {
+                v.clear();
+            }
+            v.insert((nr, kind));
+        }
     }
 
     /// The checksums of this filesystem.

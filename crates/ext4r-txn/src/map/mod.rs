@@ -62,6 +62,17 @@ pub trait BlockSource {
         let _ = nr;
         false
     }
+    /// Whether block `nr` already matched its checksum as kind `kind` in
+    /// this source (see [`BlockSource::note_verified`]).
+    fn was_verified(&self, nr: u64, kind: crate::csum::BlockKind) -> bool {
+        let _ = (nr, kind);
+        false
+    }
+    /// Block `nr` matched its checksum as kind `kind`: a source that can
+    /// remember it need not check it again.
+    fn note_verified(&self, nr: u64, kind: crate::csum::BlockKind) {
+        let _ = (nr, kind);
+    }
     /// Checks that `count` blocks from `block` lie inside the filesystem.
     ///
     /// # Errors
