@@ -295,8 +295,8 @@ impl crate::object::Source for Filesystem {
         Filesystem::inode(self, ino)
     }
 
-    fn read_run(&self, first: u64, buf: &mut [u8], what: &str) -> Result<()> {
-        self.read_blocks(first, buf, what)
+    fn read_run(&self, first: u64, buf: &mut [u8], what: &dyn Fn() -> String) -> Result<()> {
+        self.read_blocks(first, buf, &what())
     }
 }
 

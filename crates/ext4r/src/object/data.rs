@@ -34,7 +34,7 @@ pub(crate) fn read_small(src: &(impl Source + ?Sized), info: &InodeInfo) -> Resu
     })?;
     let mut out = vec![0u8; len];
     let bs = u64::from(src.block_size());
-    let what = format!("inode {}, data", info.ino.0);
+    let what = || format!("inode {}, data", info.ino.0);
     for r in runs(src, info)?.iter().filter(|r| !r.unwritten) {
         let start = r.logical.saturating_mul(bs);
         if start >= size {

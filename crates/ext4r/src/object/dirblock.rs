@@ -245,24 +245,30 @@ pub(crate) fn for_each_block<T>(
     // A block mapped at many logical offsets (extents overlapping on
     // disk) would be visited without bound: a directory block belongs to
     // one place in one directory.
+    // Blocks of one run are distinct: only a directory of several runs
+    // needs the set.
     let mut seen = HashSet::new();
     let mut buf = Vec::new();
     let per_read = ((1u64 << 20) / u64::from(bs)).max(1);
-    for r in runs(src, dir)?.iter().filter(|r| !r.unwritten) {
+    let runs = runs(src, dir)?;
+    let several = runs.iter().filter(|r| !r.unwritten).nth(1).is_some();
+    for r in runs.iter().filter(|r| !r.unwritten) {
         let n = r.len.min(size_blocks.saturating_sub(r.logical));
         let mut k = 0;
         while k < n {
             let m = per_read.min(n - k);
             let first = r.physical + k;
             buf.resize(num::index(m * u64::from(bs)), 0);
-            let what = Location::inode(dir.ino.0)
-                .of("directory block")
-                .at_block(first)
-                .to_string();
+            let what = || {
+                Location::inode(dir.ino.0)
+                    .of("directory block")
+                    .at_block(first)
+                    .to_string()
+            };
             src.read_run(first, &mut buf, &what)?;
             for (j, b) in buf.chunks(bs as usize).enumerate() {
                 let nr = first + j as u64;
-                if !seen.insert(nr) {
+                if several && !seen.insert(nr) {
                     return Err(Error::corrupt(
                         Location::inode(dir.ino.0)
                             .of("directory block")

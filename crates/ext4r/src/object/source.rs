@@ -52,8 +52,9 @@ pub(crate) trait Source: BlockSource {
     ///
     /// # Errors
     /// [`Error::Corrupt`] for blocks outside the filesystem (named by
-    /// `what`), I/O errors.
-    fn read_run(&self, first: u64, buf: &mut [u8], what: &str) -> Result<()>;
+    /// `what`, called only then: a lookup reads a directory per name),
+    /// I/O errors.
+    fn read_run(&self, first: u64, buf: &mut [u8], what: &dyn Fn() -> String) -> Result<()>;
 }
 
 impl Source for Transaction<Volume> {
@@ -67,9 +68,12 @@ impl Source for Transaction<Volume> {
         Ok(InodeInfo { ino, inode, record })
     }
 
-    fn read_run(&self, first: u64, buf: &mut [u8], what: &str) -> Result<()> {
+    fn read_run(&self, first: u64, buf: &mut [u8], what: &dyn Fn() -> String) -> Result<()> {
         let bs = u64::from(BlockSource::block_size(self));
-        self.check_blocks(first, (buf.len() as u64).div_ceil(bs).max(1), what)?;
+        let count = (buf.len() as u64).div_ceil(bs).max(1);
+        if self.check_blocks(first, count, "").is_err() {
+            self.check_blocks(first, count, &what())?;
+        }
         self.read_blocks(first, buf)
     }
 }
