@@ -173,14 +173,7 @@ pub(crate) fn inode_blocks(inode: &Inode, wide: bool, first: u64, end: u64, out:
         }
         return;
     }
-    let word = |k: usize| {
-        u64::from(u32::from_le_bytes([
-            inode.i_block[4 * k],
-            inode.i_block[4 * k + 1],
-            inode.i_block[4 * k + 2],
-            inode.i_block[4 * k + 3],
-        ]))
-    };
+    let word = |k: usize| u64::from(ext4r_format::blockmap::word(&inode.i_block, k).unwrap_or(0));
     if inode.is_symlink() {
         if inode.size() >= 60 {
             add(word(0));
@@ -194,34 +187,12 @@ pub(crate) fn inode_blocks(inode: &Inode, wide: bool, first: u64, end: u64, out:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ext4r::device::{IoStats, MemDevice};
+
+    use ext4r_txn::testutil::HintRecorder;
 
     /// A device that records what it is told will be read.
-    struct Told(MemDevice, Mutex<Vec<(u64, u64)>>);
-
-    impl BlockDevice for Told {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> ext4r::Result<()> {
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> ext4r::Result<()> {
-            self.0.write_at(buf, offset)
-        }
-        fn flush(&self) -> ext4r::Result<()> {
-            Ok(())
-        }
-        fn size(&self) -> u64 {
-            self.0.size()
-        }
-        fn will_need(&self, offset: u64, len: u64) {
-            self.1.lock().unwrap().push((offset, len));
-        }
-        fn stats(&self) -> IoStats {
-            self.0.stats()
-        }
-    }
-
-    fn told() -> Told {
-        Told(MemDevice::new(1 << 20), Mutex::new(Vec::new()))
+    fn told() -> HintRecorder {
+        HintRecorder::new(1 << 20)
     }
 
     #[test]
@@ -229,14 +200,14 @@ mod tests {
         let d = told();
         // 100 reads of 1 MiB, each 1 MiB after the last: 4 MiB requests.
         let a = Ahead::new(&d, 100, |i| (i as u64 * (2 << 20), 1 << 20));
-        let first = d.1.lock().unwrap().clone();
+        let first = d.hints();
         assert_eq!(first[0], (0, 1 << 20));
         assert!(first.iter().all(|&(_, l)| l == 1 << 20));
         assert_eq!(first.len() as u64, WINDOW >> 20);
         // Gaps of a block merge; requests stop at MAX_REQUEST.
         let d2 = told();
         let b = Ahead::new(&d2, 10_000, |i| (i as u64 * 8192, 4096));
-        let t = d2.1.lock().unwrap().clone();
+        let t = d2.hints();
         assert_eq!(t[0].0, 0);
         assert!(t[0].1 <= MAX_REQUEST && t[0].1 > MAX_REQUEST - 8192);
         drop(b);
@@ -244,10 +215,10 @@ mod tests {
         // order, and never more than the window ahead of the reader.
         for i in 0..100 {
             a.reading(i);
-            let told = d.1.lock().unwrap().len();
+            let told = d.hints().len();
             assert!(told <= i + (WINDOW >> 20) as usize + 1, "{i}: {told}");
         }
-        let all = d.1.lock().unwrap().clone();
+        let all = d.hints();
         let offs: Vec<u64> = all.iter().map(|t| t.0).collect();
         assert_eq!(offs, (0..100).map(|i| i * (2 << 20)).collect::<Vec<u64>>());
         // A reader that jumps ahead (another thread took the reads
@@ -255,7 +226,7 @@ mod tests {
         let d3 = told();
         let c = Ahead::new(&d3, 100, |i| (i as u64 * (2 << 20), 1 << 20));
         c.reading(90);
-        let all = d3.1.lock().unwrap().clone();
+        let all = d3.hints();
         assert_eq!(all.len(), 32 + 10);
         assert_eq!(all[32].0, 90 * (2 << 20));
         drop(c);
@@ -299,7 +270,7 @@ mod tests {
         let d = told();
         let mut b = vec![900, 5, 3, 4, 12, 1_000_000, 4];
         blocks(&d, &mut b, 4096);
-        let t = d.1.lock().unwrap().clone();
+        let t = d.hints();
         assert_eq!(
             t,
             vec![

@@ -158,3 +158,51 @@ pub fn copy_sparse(src: impl AsRef<Path>, dst: impl AsRef<Path>) -> std::io::Res
     }
     Ok(len)
 }
+
+/// A memory device that records the read-ahead hints it is given
+/// ([`crate::device::BlockDevice::will_need`]), for tests of who announces
+/// what.
+pub struct HintRecorder {
+    /// The device behind it.
+    pub dev: crate::device::MemDevice,
+    /// `(offset, len)` of every hint, in order.
+    pub hints: std::sync::Mutex<Vec<(u64, u64)>>,
+}
+
+impl HintRecorder {
+    /// A recorder over a zeroed memory device of `size` bytes.
+    pub fn new(size: u64) -> Self {
+        HintRecorder {
+            dev: crate::device::MemDevice::new(size),
+            hints: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The hints so far.
+    pub fn hints(&self) -> Vec<(u64, u64)> {
+        self.hints.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+}
+
+impl crate::device::BlockDevice for HintRecorder {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> crate::error::Result<()> {
+        self.dev.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> crate::error::Result<()> {
+        self.dev.write_at(buf, offset)
+    }
+    fn flush(&self) -> crate::error::Result<()> {
+        Ok(())
+    }
+    fn size(&self) -> u64 {
+        self.dev.size()
+    }
+    fn will_need(&self, offset: u64, len: u64) {
+        if let Ok(mut h) = self.hints.lock() {
+            h.push((offset, len));
+        }
+    }
+    fn stats(&self) -> crate::device::IoStats {
+        self.dev.stats()
+    }
+}

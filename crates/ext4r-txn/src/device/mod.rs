@@ -295,33 +295,9 @@ mod tests {
         assert!(check_range(11, 0, 10).is_err());
     }
 
-    /// A device that records the hints it is given.
-    struct Told(MemDevice, std::sync::Mutex<Vec<(u64, u64)>>);
-
-    impl BlockDevice for Told {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-            self.0.write_at(buf, offset)
-        }
-        fn flush(&self) -> Result<()> {
-            Ok(())
-        }
-        fn size(&self) -> u64 {
-            self.0.size()
-        }
-        fn will_need(&self, offset: u64, len: u64) {
-            self.1.lock().unwrap().push((offset, len));
-        }
-        fn stats(&self) -> IoStats {
-            self.0.stats()
-        }
-    }
-
     #[test]
     fn hints_reach_the_device_through_every_wrapper() {
-        let told = Arc::new(Told(MemDevice::new(1 << 20), Default::default()));
+        let told = Arc::new(crate::testutil::HintRecorder::new(1 << 20));
         let shared: Arc<dyn BlockDevice> = told.clone();
         // The default does nothing, and says nothing.
         Plain(MemDevice::new(4096)).will_need(0, 4096);
@@ -337,7 +313,7 @@ mod tests {
         w.will_need((1 << 18) - 512, 4096);
         w.will_need(1 << 18, 4096);
         assert_eq!(
-            *told.1.lock().unwrap(),
+            told.hints(),
             [
                 (4096, 8192),
                 (1, 2),
