@@ -98,6 +98,8 @@ enum Op {
         from: String,
         to: String,
         noreplace: bool,
+        /// RENAME_EXCHANGE (with noreplace too: EINVAL from both).
+        exchange: bool,
     },
     Link {
         from: String,
@@ -257,6 +259,7 @@ fn draw(r: &mut Rng, tree: &[(String, bool)]) -> Op {
                 from,
                 to,
                 noreplace: r.below(4) == 0,
+                exchange: r.below(3) == 0,
             }
         }
         59..=62 => Op::Link {
@@ -372,12 +375,15 @@ fn apply(root: &Path, op: &Op) -> Outcome {
             from,
             to,
             noreplace,
+            exchange,
         } => {
-            let flags = if *noreplace {
-                rustix::fs::RenameFlags::NOREPLACE
-            } else {
-                rustix::fs::RenameFlags::empty()
-            };
+            let mut flags = rustix::fs::RenameFlags::empty();
+            if *noreplace {
+                flags |= rustix::fs::RenameFlags::NOREPLACE;
+            }
+            if *exchange {
+                flags |= rustix::fs::RenameFlags::EXCHANGE;
+            }
             rustix::fs::renameat_with(CWD, at(from), CWD, at(to), flags)
                 .map(|_| String::new())
                 .map_err(rx)

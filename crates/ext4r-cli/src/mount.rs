@@ -32,9 +32,10 @@ const NOTIFY_ENV: &str = "EXT4R_MOUNT_NOTIFY_READY";
 #[command(name = "ext4r mount", version, after_help = EXIT_STATUS)]
 struct Args {
     /// Mount options, comma-separated: ro, rw, allow_other, allow_root,
-    /// offset=BYTES (a partition inside a disk image), errors=continue,
-    /// nosuid, nodev, noexec, noatime, sync, dirsync, and fstab's
-    /// defaults, noauto, nofail, x-*.
+    /// offset=BYTES (a partition inside a disk image),
+    /// errors=continue|remount-ro|panic (default: the superblock's, see
+    /// tune2fs -e), acl (the default) or noacl, nosuid, nodev, noexec,
+    /// noatime, sync, dirsync, and fstab's defaults, noauto, nofail, x-*.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
     /// Stay in the foreground until unmounted, instead of going to the

@@ -29,6 +29,12 @@ pub const ERRORS_CONTINUE: u16 = 1;
 pub const ERRORS_RO: u16 = 2;
 /// `s_errors`: panic.
 pub const ERRORS_PANIC: u16 = 3;
+/// `s_{first,last}_error_errcode`: an I/O error.
+pub const ERR_EIO: u8 = 2;
+/// `s_{first,last}_error_errcode`: a checksum failed.
+pub const ERR_EFSBADCRC: u8 = 4;
+/// `s_{first,last}_error_errcode`: a structure is corrupt.
+pub const ERR_EFSCORRUPTED: u8 = 5;
 /// `s_rev_level` of dynamic-inode-size filesystems.
 pub const DYNAMIC_REV: u32 = 1;
 /// `s_checksum_type` for CRC32C.
@@ -466,6 +472,38 @@ impl Superblock {
         self.s_last_error_line.set(0);
         self.s_last_error_block.set(0);
         self.s_last_error_func = [0; 32];
+    }
+
+    /// Records damage found while the filesystem is in use, as the
+    /// kernel's `ext4_error` does: the state says errors were detected
+    /// (so that the next boot's `e2fsck -p` checks it), the error count
+    /// goes up, and the last error's time, inode, block, function name
+    /// (cut to 32 bytes) and error code (`ERR_*`) are set, the first
+    /// error's too when none was recorded.
+    pub fn record_error(&mut self, time: i64, ino: u32, block: u64, func: &str, errcode: u8) {
+        self.s_state.set(self.s_state.get() | STATE_ERROR);
+        let (lo, hi) = split_time(time);
+        let mut name = [0u8; 32];
+        let n = func.len().min(name.len());
+        name[..n].copy_from_slice(&func.as_bytes()[..n]);
+        self.s_last_error_time.set(lo);
+        self.s_last_error_time_hi = hi;
+        self.s_last_error_ino.set(ino);
+        self.s_last_error_block.set(block);
+        self.s_last_error_func = name;
+        self.s_last_error_line.set(0);
+        self.s_last_error_errcode = errcode;
+        if self.s_first_error_time.get() == 0 && self.s_first_error_time_hi == 0 {
+            self.s_first_error_time.set(lo);
+            self.s_first_error_time_hi = hi;
+            self.s_first_error_ino.set(ino);
+            self.s_first_error_block.set(block);
+            self.s_first_error_func = name;
+            self.s_first_error_line.set(0);
+            self.s_first_error_errcode = errcode;
+        }
+        self.s_error_count
+            .set(self.s_error_count.get().saturating_add(1));
     }
 
     /// The metadata checksum seed: `s_checksum_seed` with metadata_csum_seed,

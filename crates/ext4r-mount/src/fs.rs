@@ -2,10 +2,13 @@
 
 use crate::attr::{decode_dev, file_attr, file_type, timestamp, to_ext4, to_fuse};
 use crate::errno::{errno, is_fault};
+use crate::options::Options;
+use ext4r::error::Location;
+use ext4r::format::acl::PosixAcl;
 use ext4r::format::inode::mode;
 use ext4r::format::num;
 use ext4r::fs::FileKind;
-use ext4r::write::{NewNode, SetAttr, WriteFs};
+use ext4r::write::{NewNode, OnError, SetAttr, WriteFs};
 use ext4r::{Error, Timestamp};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
@@ -17,6 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -34,6 +38,10 @@ const XATTR_REPLACE: i32 = 2;
 
 /// `fallocate(2)`'s keep-size mode, the only one besides 0 served.
 const FALLOC_FL_KEEP_SIZE: i32 = 1;
+
+/// The two POSIX ACLs' attribute names.
+const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
+const ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
 
 /// A directory listing taken at `opendir`: `readdir` serves it by index,
 /// so offsets stay valid while the directory changes (POSIX leaves it
@@ -60,6 +68,9 @@ pub(crate) struct State {
     kept: HashSet<u32>,
     /// Something changed since the last commit.
     pub(crate) dirty: bool,
+    /// Damage stopped the writing (`errors=remount-ro`): inodes kept for
+    /// the kernel stay on the orphan list, for fsck or the next mount.
+    frozen: bool,
 }
 
 impl State {
@@ -76,7 +87,7 @@ impl State {
 
     /// Frees `ino` if it was kept for the kernel and is no longer in use.
     fn release_if_unused(&mut self, fs: &mut WriteFs, ino: u32) -> ext4r::Result<()> {
-        if !self.in_use(ino) && self.kept.remove(&ino) {
+        if !self.frozen && !self.in_use(ino) && self.kept.remove(&ino) {
             self.dirty = true;
             fs.release_kept(ino)?;
         }
@@ -91,6 +102,12 @@ pub type Outcome = Arc<Mutex<Option<ext4r::Result<()>>>>;
 pub struct Ext4rFuse {
     pub(crate) state: Arc<Mutex<State>>,
     read_only: bool,
+    /// What to do on damage; `None`: what the superblock says.
+    errors: Option<OnError>,
+    /// POSIX ACLs served (`acl`, the default) or not (`noacl`).
+    acl: bool,
+    /// Set once damage made an `errors=remount-ro` mount stop writing.
+    stopped: AtomicBool,
     outcome: Outcome,
 }
 
@@ -124,6 +141,16 @@ impl Ext4rFuse {
     /// that would change it is refused (EROFS) before it reaches `fs`.
     /// The result of closing `fs` at unmount lands in `outcome`.
     pub fn new(fs: WriteFs, read_only: bool, outcome: Outcome) -> Self {
+        let o = Options {
+            read_only,
+            ..Options::default()
+        };
+        Self::with_options(fs, &o, outcome)
+    }
+
+    /// As [`Ext4rFuse::new`], with what `opts` say: read-only, what to
+    /// do on damage (`errors=`), POSIX ACLs (`acl`/`noacl`).
+    pub fn with_options(fs: WriteFs, opts: &Options, outcome: Outcome) -> Self {
         Ext4rFuse {
             state: Arc::new(Mutex::new(State {
                 fs: Some(fs),
@@ -133,8 +160,12 @@ impl Ext4rFuse {
                 looked: HashMap::new(),
                 kept: HashSet::new(),
                 dirty: false,
+                frozen: false,
             })),
-            read_only,
+            read_only: opts.read_only,
+            errors: opts.errors,
+            acl: opts.acl,
+            stopped: AtomicBool::new(false),
             outcome,
         }
     }
@@ -154,11 +185,58 @@ impl Ext4rFuse {
             return Err(Errno::EIO);
         };
         let r = f(&mut st, &mut fs);
+        if let Err(e) = &r {
+            self.damage(&mut st, &mut fs, what, e);
+        }
         st.fs = Some(fs);
         r.map_err(|e| {
             note(what, &e);
             errno(&e)
         })
+    }
+
+    /// What an operation that failed with `e` leaves to do, when `e` is
+    /// damage or an I/O error (as the kernel's `ext4_error`): the error
+    /// recorded in the superblock, so that the next `e2fsck -p` checks
+    /// the filesystem, then what `errors=` (or the superblock's
+    /// `s_errors`) asks: go on; stop writing (what was done before is
+    /// committed, every change after is refused with EROFS); or stop the
+    /// driver at once with nothing more written (the mount is left
+    /// broken, "transport endpoint is not connected", until unmounted).
+    fn damage(&self, st: &mut State, fs: &mut WriteFs, what: &str, e: &Error) {
+        if !matches!(
+            e,
+            Error::Corrupt { .. } | Error::OutOfRange { .. } | Error::Io { .. }
+        ) {
+            return;
+        }
+        let policy = self.errors.unwrap_or_else(|| fs.on_error());
+        if policy == OnError::Panic {
+            eprintln!(
+                "ext4r mount: {what}: {}; errors=panic: stopping the driver, nothing more written",
+                ext4r::error::chain(e)
+            );
+            std::process::abort();
+        }
+        if self.read_only || self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        match fs.record_error(e, what) {
+            Ok(recorded) => st.dirty |= recorded,
+            Err(x) => note("recording the error in the superblock", &x),
+        }
+        if policy == OnError::RemountReadOnly {
+            if let Err(x) = fs.sync() {
+                note("commit", &x);
+            }
+            st.dirty = false;
+            st.frozen = true;
+            self.stopped.store(true, Ordering::Release);
+            eprintln!(
+                "ext4r mount: {what}: {}; errors=remount-ro: no more changes are written",
+                ext4r::error::chain(e)
+            );
+        }
     }
 
     /// As [`Ext4rFuse::with`] for a change: EROFS on a read-only mount.
@@ -167,7 +245,7 @@ impl Ext4rFuse {
         what: &str,
         f: impl FnOnce(&mut State, &mut WriteFs) -> ext4r::Result<T>,
     ) -> Result<T, Errno> {
-        if self.read_only {
+        if self.read_only || self.stopped.load(Ordering::Acquire) {
             return Err(Errno::from_i32(libc::EROFS));
         }
         self.with(what, |st, fs| {
@@ -203,6 +281,91 @@ impl Ext4rFuse {
         }
         Ok((req.uid(), req.gid(), m))
     }
+}
+
+/// What a new inode takes from its directory, as the kernel's ext4 gives
+/// it (`posix_acl_create`): its mode and the ACLs to store with it.
+struct Inherited {
+    /// The mode, masked by the directory's default ACL or by the umask.
+    mode: u16,
+    /// The access ACL, when the default ACL says more than the mode.
+    access: Option<PosixAcl>,
+    /// The default ACL (a new directory keeps its parent's).
+    default: Option<PosixAcl>,
+}
+
+/// ACL `name` of `ino` as stored, read.
+fn stored_acl(fs: &WriteFs, ino: u32, name: &[u8]) -> ext4r::Result<Option<PosixAcl>> {
+    match fs.xattrs(ino)?.into_iter().find(|(n, _)| n == name) {
+        Some((_, v)) => PosixAcl::from_disk(&v)
+            .map(Some)
+            .map_err(|e| Error::corrupt(Location::inode(ino).of("POSIX ACL"), e)),
+        None => Ok(None),
+    }
+}
+
+impl Ext4rFuse {
+    /// The mode and ACLs of a new inode of mode `m` (type and permission
+    /// bits, the umask not yet applied) in directory `parent`: with ACLs
+    /// on and a default ACL on the directory, the mode is masked by it
+    /// (and the umask ignored), else by `umask`. Without ACLs the kernel
+    /// has applied the umask already.
+    fn inherit(&self, fs: &WriteFs, parent: u32, m: u16, umask: u32) -> ext4r::Result<Inherited> {
+        if !self.acl || m & mode::S_IFMT == mode::S_IFLNK {
+            return Ok(Inherited {
+                mode: m,
+                access: None,
+                default: None,
+            });
+        }
+        let Some(default) = stored_acl(fs, parent, ACL_DEFAULT)? else {
+            return Ok(Inherited {
+                mode: m & !(num::lo16(umask) & 0o777),
+                access: None,
+                default: None,
+            });
+        };
+        let mut mode = m;
+        let mut access = default.clone();
+        let says_more = access
+            .create_masq(&mut mode)
+            .map_err(|e| Error::corrupt(Location::inode(parent).of("default POSIX ACL"), e))?;
+        Ok(Inherited {
+            mode,
+            access: says_more.then_some(access),
+            default: (m & mode::S_IFMT == mode::S_IFDIR).then_some(default),
+        })
+    }
+}
+
+/// Stores the ACLs a new inode `ino` (named `name` in `parent`) took from
+/// its directory; if that fails, the inode goes again, as the kernel's
+/// create fails whole.
+fn store_inherited(
+    fs: &mut WriteFs,
+    parent: u32,
+    name: &[u8],
+    ino: u32,
+    inh: &Inherited,
+) -> ext4r::Result<()> {
+    let mut r = Ok(());
+    if let Some(a) = &inh.access {
+        r = fs.set_xattr(ino, ACL_ACCESS, &a.to_disk());
+    }
+    if let (Ok(()), Some(d)) = (&r, &inh.default) {
+        r = fs.set_xattr(ino, ACL_DEFAULT, &d.to_disk());
+    }
+    if r.is_err() {
+        let undo = if inh.mode & mode::S_IFMT == mode::S_IFDIR {
+            fs.rmdir(parent, name)
+        } else {
+            fs.unlink(parent, name)
+        };
+        if let Err(e) = undo {
+            note("undoing a create whose ACLs could not be stored", &e);
+        }
+    }
+    r
 }
 
 /// The error for a directory entry naming an inode no entry may name.
@@ -241,6 +404,13 @@ impl fuser::Filesystem for Ext4rFuse {
         if !self.read_only {
             let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
         }
+        // POSIX ACLs as on the kernel's ext4: the kernel checks them (with
+        // default_permissions) and hands their attributes here; the umask
+        // comes with each create, to be applied here only when the
+        // directory has no default ACL.
+        if self.acl {
+            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK);
+        }
         Ok(())
     }
 
@@ -250,7 +420,7 @@ impl fuser::Filesystem for Ext4rFuse {
         let result = match st.fs.take() {
             Some(mut fs) => {
                 let mut r = Ok(());
-                if !self.read_only {
+                if !self.read_only && !st.frozen {
                     for ino in kept {
                         if let Err(e) = fs.release_kept(ino) {
                             note("release", &e);
@@ -347,6 +517,14 @@ impl fuser::Filesystem for Ext4rFuse {
             if a != SetAttr::default() {
                 fs.setattr(e4, &a)?;
             }
+            // As ext4_setattr's posix_acl_chmod: the access ACL follows
+            // the new mode.
+            if let (Some(perm), true) = (a.perm, self.acl) {
+                if let Some(mut acl) = stored_acl(fs, e4, ACL_ACCESS)? {
+                    acl.chmod(perm);
+                    fs.set_xattr(e4, ACL_ACCESS, &acl.to_disk())?;
+                }
+            }
             Self::entry_of(fs, e4)
         });
         match r {
@@ -368,7 +546,7 @@ impl fuser::Filesystem for Ext4rFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
@@ -376,6 +554,8 @@ impl fuser::Filesystem for Ext4rFuse {
         let r = name_bytes(name).and_then(|name| {
             self.change("mknod", |st, fs| {
                 let (uid, gid, m) = Self::owner(fs, req, p, mode16(mode)?)?;
+                let inh = self.inherit(fs, p, m, umask)?;
+                let m = inh.mode;
                 let perm = m & 0o7777;
                 let (major, minor) = decode_dev(rdev);
                 let node = match m & mode::S_IFMT {
@@ -387,6 +567,7 @@ impl fuser::Filesystem for Ext4rFuse {
                     _ => return Err(Error::InvalidArgument(format!("mknod of mode {mode:#o}"))),
                 };
                 let ino = fs.create(p, name, &node.owned_by(uid, gid))?;
+                store_inherited(fs, p, name, ino, &inh)?;
                 let e = Self::entry_of(fs, ino)?;
                 st.remember(ino);
                 Ok(e)
@@ -404,7 +585,7 @@ impl fuser::Filesystem for Ext4rFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let p = to_ext4(parent);
@@ -412,7 +593,10 @@ impl fuser::Filesystem for Ext4rFuse {
             self.change("mkdir", |st, fs| {
                 let m = mode::S_IFDIR | num::lo16(mode & 0o7777);
                 let (uid, gid, m) = Self::owner(fs, req, p, m)?;
+                let inh = self.inherit(fs, p, m, umask)?;
+                let m = inh.mode;
                 let ino = fs.mkdir(p, name, &NewNode::dir(m & 0o7777).owned_by(uid, gid))?;
+                store_inherited(fs, p, name, ino, &inh)?;
                 let e = Self::entry_of(fs, ino)?;
                 st.remember(ino);
                 Ok(e)
@@ -486,9 +670,13 @@ impl fuser::Filesystem for Ext4rFuse {
         let (from_dir, to_dir) = (to_ext4(parent), to_ext4(newparent));
         let r = name_bytes(name).and_then(|from| {
             name_bytes(newname).and_then(|to| {
-                if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
-                    // Not in the write API yet.
+                if flags.contains(RenameFlags::RENAME_WHITEOUT) {
+                    // Whiteouts are for overlay filesystems' upper layers;
+                    // the kernel's ext4 makes them, this driver does not.
                     return Err(Errno::EINVAL);
+                }
+                if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+                    return self.change("rename", |_, fs| fs.exchange(from_dir, from, to_dir, to));
                 }
                 self.change("rename", |st, fs| {
                     let target = fs.lookup(to_dir, to)?;
@@ -749,6 +937,19 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let e4 = to_ext4(ino);
         let name = name.as_bytes();
+        if ext4r::format::acl::is_acl_name(name) {
+            let r = if self.acl {
+                self.change("setxattr", |_, fs| set_acl(fs, e4, name, value))
+                    .and_then(|r| r)
+            } else {
+                Err(Errno::from_i32(libc::EOPNOTSUPP))
+            };
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
         let r = self
             .change("setxattr", |_, fs| {
                 if flags & (XATTR_CREATE | XATTR_REPLACE) != 0 {
@@ -777,9 +978,19 @@ impl fuser::Filesystem for Ext4rFuse {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.as_bytes();
+        let is_acl = ext4r::format::acl::is_acl_name(name);
+        if is_acl && !self.acl {
+            reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+            return;
+        }
         let r = self.with("getxattr", |_, fs| {
+            let e4 = to_ext4(ino);
+            if is_acl {
+                // Stored in ext4's short form, given in the system calls'.
+                return Ok(stored_acl(fs, e4, name)?.map(|a| a.to_vfs()));
+            }
             Ok(fs
-                .xattrs(to_ext4(ino))?
+                .xattrs(e4)?
                 .into_iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, v)| v))
@@ -808,6 +1019,10 @@ impl fuser::Filesystem for Ext4rFuse {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.as_bytes();
+        if ext4r::format::acl::is_acl_name(name) && !self.acl {
+            reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+            return;
+        }
         let r = self
             .change("removexattr", |_, fs| {
                 match fs.remove_xattr(to_ext4(ino), name) {
@@ -829,7 +1044,7 @@ impl fuser::Filesystem for Ext4rFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
@@ -840,7 +1055,10 @@ impl fuser::Filesystem for Ext4rFuse {
                 if m & mode::S_IFMT != mode::S_IFREG && m & mode::S_IFMT != 0 {
                     return Err(Error::InvalidArgument(format!("create of mode {m:#o}")));
                 }
+                let inh = self.inherit(fs, p, mode::S_IFREG | (m & 0o7777), umask)?;
+                let m = inh.mode;
                 let ino = fs.create(p, name, &NewNode::file(m & 0o7777).owned_by(uid, gid))?;
+                store_inherited(fs, p, name, ino, &inh)?;
                 let e = Self::entry_of(fs, ino)?;
                 *st.open.entry(ino).or_insert(0) += 1;
                 st.remember(ino);
@@ -888,7 +1106,7 @@ impl fuser::Filesystem for Ext4rFuse {
 impl Ext4rFuse {
     /// Commits what changed (fsync, fsyncdir).
     fn sync_now(&self) -> Result<(), Errno> {
-        if self.read_only {
+        if self.read_only || self.stopped.load(Ordering::Acquire) {
             return Ok(());
         }
         self.with("sync", |st, fs| {
@@ -917,6 +1135,33 @@ fn unlink_keeping_open(
         }
         _ => fs.unlink(parent, name),
     }
+}
+
+/// Sets ACL `name` of `ino` from the system calls' form `value`, as the
+/// kernel's ext4_set_acl: an access ACL also sets the mode's permission
+/// bits, and is not stored when it says no more than they do.
+fn set_acl(
+    fs: &mut WriteFs,
+    ino: u32,
+    name: &[u8],
+    value: &[u8],
+) -> ext4r::Result<Result<(), Errno>> {
+    let Ok(acl) = PosixAcl::from_vfs(value) else {
+        return Ok(Err(Errno::EINVAL));
+    };
+    if name == ACL_ACCESS {
+        let (perm, equiv) = acl.equiv_mode();
+        let mut a = SetAttr::default();
+        a.perm = Some((fs.stat(ino)?.mode() & 0o7000) | perm);
+        fs.setattr(ino, &a)?;
+        if equiv {
+            return match fs.remove_xattr(ino, name) {
+                Ok(()) | Err(Error::NotFound(_)) => Ok(Ok(())),
+                Err(e) => Err(e),
+            };
+        }
+    }
+    fs.set_xattr(ino, name, &acl.to_disk()).map(Ok)
 }
 
 /// The 16-bit `i_mode` of a mode FUSE passes as `u32`; bits above 16

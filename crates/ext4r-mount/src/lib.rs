@@ -22,11 +22,22 @@
 //! - Read-only mounts (`-o ro`) open the image for reading only: a journal
 //!   to replay and orphans to finish are handled in memory
 //!   ([`ext4r::device::Staged`]), so the image is never written.
-//! - Permissions are checked by the kernel (`default_permissions`).
+//! - Permissions are checked by the kernel (`default_permissions`), POSIX
+//!   ACLs included (`acl`, the default): their attributes are converted
+//!   between ext4's stored form and the system calls', a new inode takes
+//!   its directory's default ACL (or the umask, when there is none),
+//!   `chmod` updates an access ACL and setting one updates the mode, as
+//!   the kernel's ext4 does. (Not done: dropping the set-group-ID bit
+//!   when an ACL is set by someone outside the file's group.)
+//! - Damage met by an operation (EUCLEAN for it) is recorded in the
+//!   superblock, as the kernel's `ext4_error` does, so that the next
+//!   `e2fsck -p` checks the filesystem; then `errors=` (or the
+//!   superblock's `s_errors`) says what follows: continue; remount-ro
+//!   (what was done is committed, every change after is refused with
+//!   EROFS); panic (the driver stops at once and writes nothing more).
 //!
-//! Not yet: `errors=remount-ro|panic` (damage is reported per operation,
-//! as `errors=continue`), RENAME_EXCHANGE and WHITEOUT, hole punching and
-//! other fallocate modes, POSIX ACL translation, `uid=`/`gid=` mapping.
+//! Not yet: RENAME_WHITEOUT, hole punching and the other fallocate
+//! modes, `uid=`/`gid=` mapping.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -176,7 +187,7 @@ pub fn mount(
 ) -> Result<(), MountError> {
     let wfs = open_image(image, opts).map_err(MountError::Open)?;
     let outcome: Outcome = Arc::new(Mutex::new(None));
-    let fuse = Ext4rFuse::new(wfs, opts.read_only, outcome.clone());
+    let fuse = Ext4rFuse::with_options(wfs, opts, outcome.clone());
     let state = fuse.state.clone();
     let session =
         fuser::Session::new(fuse, mountpoint, &config(image, opts)).map_err(MountError::Fuse)?;

@@ -1,9 +1,10 @@
 //! Mount options as `-o` and fstab give them.
 
+use ext4r::write::OnError;
 use fuser::MountOption;
 
 /// What `-o` asked for.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Options {
     /// `ro`: never write to the image.
@@ -15,8 +16,29 @@ pub struct Options {
     /// `offset=BYTES`: the filesystem starts this far into the image (a
     /// partition of a disk image).
     pub offset: u64,
+    /// `errors=continue|remount-ro|panic`: what to do when an operation
+    /// meets damage; `None` does what the superblock says (`s_errors`),
+    /// as the kernel does.
+    pub errors: Option<OnError>,
+    /// `acl` (the default, as on the kernel's ext4) or `noacl`: POSIX
+    /// ACLs are read, enforced, inherited and set.
+    pub acl: bool,
     /// Flags for the kernel's side of the mount (nosuid, noexec, ...).
     pub kernel: Vec<MountOption>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            read_only: false,
+            allow_other: false,
+            allow_root: false,
+            offset: 0,
+            errors: None,
+            acl: true,
+            kernel: Vec::new(),
+        }
+    }
 }
 
 impl Options {
@@ -48,17 +70,22 @@ impl Options {
                 ("allow_other", None) => self.allow_other = true,
                 ("allow_root", None) => self.allow_root = true,
                 ("offset", Some(v)) => {
-                    self.offset = parse_size(v).ok_or_else(|| format!("offset={v}: not a size in bytes"))?;
+                    self.offset =
+                        parse_size(v).ok_or_else(|| format!("offset={v}: not a size in bytes"))?;
                     if self.offset % 512 != 0 {
                         return Err(format!("offset={v}: not a multiple of 512 bytes"));
                     }
                 }
-                ("errors", Some("continue")) => {}
+                ("errors", Some("continue")) => self.errors = Some(OnError::Continue),
+                ("errors", Some("remount-ro")) => self.errors = Some(OnError::RemountReadOnly),
+                ("errors", Some("panic")) => self.errors = Some(OnError::Panic),
                 ("errors", Some(v)) => {
                     return Err(format!(
-                        "errors={v}: not supported yet (damage is reported per operation, as errors=continue)"
+                        "errors={v}: not one of continue, remount-ro, panic"
                     ))
                 }
+                ("acl", None) => self.acl = true,
+                ("noacl", None) => self.acl = false,
                 ("suid", None) => self.kernel.push(M::Suid),
                 ("nosuid", None) => self.kernel.push(M::NoSuid),
                 ("dev", None) => self.kernel.push(M::Dev),
@@ -74,9 +101,22 @@ impl Options {
                 // not the filesystem; and what is the default here anyway
                 // (permissions are always the kernel's to check; access
                 // times are never updated on reads).
-                ("defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "user" | "users"
-                | "nouser" | "default_permissions" | "relatime" | "strictatime" | "nodiratime"
-                | "loop", None) => {}
+                (
+                    "defaults"
+                    | "auto"
+                    | "noauto"
+                    | "nofail"
+                    | "_netdev"
+                    | "user"
+                    | "users"
+                    | "nouser"
+                    | "default_permissions"
+                    | "relatime"
+                    | "strictatime"
+                    | "nodiratime"
+                    | "loop",
+                    None,
+                ) => {}
                 (k, _) if k.starts_with("x-") || k.starts_with("comment=") => {}
                 _ => return Err(format!("unknown mount option '{opt}'")),
             }
@@ -118,7 +158,15 @@ mod tests {
         );
         assert!(Options::parse("offset=100").is_err());
         assert!(Options::parse("bogus").is_err());
-        assert!(Options::parse("errors=panic").is_err());
-        assert!(Options::parse("errors=continue").is_ok());
+        assert_eq!(
+            Options::parse("errors=panic").map(|o| o.errors),
+            Ok(Some(OnError::Panic))
+        );
+        assert_eq!(
+            Options::parse("errors=remount-ro,errors=continue").map(|o| o.errors),
+            Ok(Some(OnError::Continue))
+        );
+        assert!(Options::parse("errors=stop").is_err());
+        assert!(o.acl && !Options::parse("noacl").unwrap_or_default().acl);
     }
 }

@@ -36,6 +36,7 @@
 
 mod dir;
 mod fast_commit;
+mod fault;
 mod file;
 mod handle;
 mod htree;
@@ -49,6 +50,7 @@ mod stats;
 mod xattr;
 
 pub use fast_commit::{recover_journal, FastCommitReplayer};
+pub use fault::OnError;
 pub use handle::File;
 pub use node::{NewNode, SetAttr};
 pub use stats::FsStats;

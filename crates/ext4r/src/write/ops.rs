@@ -476,6 +476,64 @@ impl WriteFs {
         })
     }
 
+    /// Swaps what two names name, both or neither (renameat2's
+    /// `RENAME_EXCHANGE`): `a` in `a_dir` comes to name what `b` in
+    /// `b_dir` named, and the other way round. Directories that change
+    /// parent get their `..` and the parents' link counts follow; both
+    /// inodes' change times and both parents' times are stamped, as the
+    /// kernel's `ext4_cross_rename` does.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when either name is missing,
+    /// [`Error::MoveIntoItself`] when a directory would land in its own
+    /// subtree, [`Error::Corrupt`] for damaged directories.
+    pub fn exchange(&mut self, a_dir: u32, a: &[u8], b_dir: u32, b: &[u8]) -> Result<()> {
+        self.op(|w| {
+            check_name(a)?;
+            check_name(b)?;
+            let Some((ia, _)) = dir::lookup(&w.txn, a_dir, a)? else {
+                return Err(Error::NotFound(shown(a)));
+            };
+            let Some((ib, _)) = dir::lookup(&w.txn, b_dir, b)? else {
+                return Err(Error::NotFound(shown(b)));
+            };
+            if ia == ib {
+                return Ok(());
+            }
+            let sh = w.shape;
+            let (na, nb) = (w.inode(ia)?, w.inode(ib)?);
+            if na.is_dir() && w.is_ancestor(ia, b_dir)? {
+                return Err(Error::MoveIntoItself(shown(a)));
+            }
+            if nb.is_dir() && w.is_ancestor(ib, a_dir)? {
+                return Err(Error::MoveIntoItself(shown(b)));
+            }
+            w.dir_retarget(a_dir, a, ib, node::ftype(nb.mode(), &sh))?;
+            w.dir_retarget(b_dir, b, ia, node::ftype(na.mode(), &sh))?;
+            if a_dir == b_dir {
+                w.touch_dir(a_dir, 0)?;
+            } else {
+                if na.is_dir() {
+                    w.dir_set_dotdot(ia, b_dir)?;
+                }
+                if nb.is_dir() {
+                    w.dir_set_dotdot(ib, a_dir)?;
+                }
+                // a_dir gains b's directory and loses a's.
+                let gain = i32::from(nb.is_dir()) - i32::from(na.is_dir());
+                w.touch_dir(a_dir, gain)?;
+                w.touch_dir(b_dir, -gain)?;
+            }
+            let now = w.now();
+            for ino in [ia, ib] {
+                let mut i = w.inode(ino)?;
+                i.set_ctime(now);
+                w.put_inode(ino, &i)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Whether directory `a` is `b` or holds it, following `..` up from
     /// `b` as [`dir::parent`] reads it (the same record in every form of
     /// directory: block 0 of a linear or indexed one, `i_block` of an

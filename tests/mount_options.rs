@@ -1,0 +1,331 @@
+//! `ext4r mount`'s options against the kernel's ext4:
+//!
+//! - POSIX ACLs (`acl`, the default): the same `setfacl`, `chmod`,
+//!   `touch`, `mkdir` and `mknod` under several umasks on twin images, one
+//!   through `ext4r mount`, one through a kernel loop mount; every file's
+//!   ACLs (`getfacl`) and mode are the same, both images are e2fsck-clean,
+//!   and the kernel reads the same ACLs from ours.
+//! - `errors=continue|remount-ro|panic`, and the superblock's `s_errors`
+//!   when no option is given: a directory block with a damaged entry is
+//!   listed (refused: EUCLEAN), then a file is created elsewhere. With
+//!   continue the create works; with remount-ro it is refused (EROFS);
+//!   with panic the driver is gone. Afterwards, but for panic, the
+//!   superblock records the error ("clean with errors", an error count
+//!   of 1, the inode) and e2fsck still finds the image not clean.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::mount::{Fuse, Kernel};
+use common::*;
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+
+fn skip_reason(tools: &[&str]) -> Option<String> {
+    if !is_root() {
+        return Some("not root (FUSE and loop mounts need it)".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse (modprobe fuse)".into());
+    }
+    for tool in ["mke2fs", "e2fsck", "dumpe2fs", "debugfs", "mount", "umount"]
+        .iter()
+        .chain(tools)
+    {
+        if !have(tool) {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    None
+}
+
+/// Runs `sh -c script` in `dir`.
+fn sh(dir: &Path, script: &str) {
+    let o = run(Command::new("sh").arg("-c").arg(script).current_dir(dir));
+    assert!(
+        o.status.success(),
+        "{script} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The ACL work: named entries, default ACLs inherited by files,
+/// directories and special files, chmod of a file with an ACL, removal,
+/// an ACL equal to the mode (stored as the mode only), under umasks 022
+/// and 077.
+const ACL_SCRIPT: &str = "umask 022 && touch f && mkdir d && setfacl -m u:1234:rw f \
+    && setfacl -d -m g:55:rx,u:77:rwx d && touch d/new && mkdir d/sub && mknod d/fifo p \
+    && mkdir d/sub/deeper && touch d/sub/deeper/leaf \
+    && setfacl -m u:99:r d/sub && chmod 751 f && setfacl -b d/sub \
+    && setfacl -m o::r,g::rw d/new && setfacl -m u::rwx,g::r-x,o::--- d/fifo \
+    && umask 077 && touch plain && mkdir pd && touch d/masked && mkdir d/masked_dir \
+    && setfacl -k d/masked_dir && touch d/masked_dir/none";
+
+/// Every path under `root` with its mode and `getfacl` output.
+fn acls(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p.clone());
+            }
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if rel == "lost+found" {
+                continue;
+            }
+            let o = run(Command::new("getfacl")
+                .args(["-n", "--omit-header"])
+                .arg(&p));
+            assert!(o.status.success(), "getfacl {rel}");
+            out.insert(
+                rel,
+                format!(
+                    "mode {:o}\n{}",
+                    m.mode(),
+                    String::from_utf8_lossy(&o.stdout)
+                ),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn posix_acls_are_the_kernels() {
+    if let Some(why) = skip_reason(&["setfacl", "getfacl"]) {
+        eprintln!("skipping mount_options: {why}");
+        return;
+    }
+    let t = TempDir::new("mount-acl");
+    let (ours, theirs) = (t.path("ours.img"), t.path("kernel.img"));
+    make_image(
+        Command::new("mke2fs"),
+        &["-q", "-F", "-t", "ext4", "-E", "root_owner=0:0"],
+        &ours,
+        "64M",
+    )
+    .unwrap();
+    fs::copy(&ours, &theirs).unwrap();
+    let mut f = Fuse::mount(&ours, &t.path("mo"));
+    sh(&f.dir, ACL_SCRIPT);
+    let seen_ours = acls(&f.dir);
+    f.umount();
+    let mut k = Kernel::mount(&theirs, &t.path("mk"));
+    sh(&k.dir, ACL_SCRIPT);
+    let seen_kernel = acls(&k.dir);
+    k.umount();
+    assert_eq!(
+        seen_ours, seen_kernel,
+        "ACLs and modes, ours then the kernel's"
+    );
+    assert!(
+        seen_ours.values().any(|v| v.contains("user:77:rwx")),
+        "the default ACL reached the new files: {seen_ours:#?}"
+    );
+    for img in [&ours, &theirs] {
+        let (rc, out) = e2fsck_fn(img);
+        assert_eq!(rc, 0, "e2fsck -fn {}: {out}", img.display());
+    }
+    let mut k = Kernel::mount(&ours, &t.path("mk"));
+    let kernel_reads_ours = acls(&k.dir);
+    k.umount();
+    assert_eq!(
+        kernel_reads_ours, seen_kernel,
+        "the kernel reading our image"
+    );
+}
+
+/// A filled image whose directory `/d` has a damaged entry (its first
+/// file's name length), at `img`.
+fn damaged_image(img: &Path) {
+    make_image(
+        Command::new("mke2fs"),
+        &["-q", "-F", "-t", "ext4", "-b", "1024"],
+        img,
+        "32M",
+    )
+    .unwrap();
+    let dir = img.with_extension("mnt");
+    let mut k = Kernel::mount(img, &dir);
+    sh(
+        &k.dir,
+        "mkdir d && echo 1 > d/f1 && echo 2 > d/f2 && mkdir e",
+    );
+    k.umount();
+    let o = run(Command::new("debugfs").args(["-R", "bmap /d 0"]).arg(img));
+    let block: u64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    // "." and ".." take 12 bytes each: byte 30 is f1's name length.
+    let f = fs::OpenOptions::new().write(true).open(img).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, b"X", block * 1024 + 30).unwrap();
+}
+
+fn superblock_says(img: &Path) -> String {
+    let o = run(Command::new("dumpe2fs").arg("-h").arg(img));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn errors_option_and_the_superblocks_behaviour() {
+    if let Some(why) = skip_reason(&["tune2fs"]) {
+        eprintln!("skipping mount_options: {why}");
+        return;
+    }
+    let t = TempDir::new("mount-errors");
+    let base = t.path("base.img");
+    damaged_image(&base);
+    // (options, tune2fs -e first, the create after the damage works,
+    // the driver is still there)
+    let cases: [(&[&str], Option<&str>, bool, bool); 5] = [
+        (&["-o", "errors=continue"], None, true, true),
+        (&["-o", "errors=remount-ro"], None, false, true),
+        (&["-o", "errors=panic"], None, false, false),
+        (&[], Some("remount-ro"), false, true),
+        // The option wins over the superblock.
+        (&["-o", "errors=continue"], Some("panic"), true, true),
+    ];
+    for (k, (opts, tune, creates, alive)) in cases.into_iter().enumerate() {
+        let img = t.path(&format!("case{k}.img"));
+        fs::copy(&base, &img).unwrap();
+        if let Some(e) = tune {
+            let o = run(Command::new("tune2fs").args(["-e", e]).arg(&img));
+            assert!(o.status.success(), "tune2fs -e {e}");
+        }
+        let what = format!("{opts:?} with s_errors {tune:?}");
+        let mut f = Fuse::mount_with(&img, &t.path(&format!("m{k}")), opts);
+        let listed = fs::read_dir(f.dir.join("d")).and_then(|d| d.collect::<Result<Vec<_>, _>>());
+        assert!(listed.is_err(), "{what}: the damaged directory was listed");
+        let created = fs::write(f.dir.join("e/new"), b"after");
+        assert_eq!(
+            created.is_ok(),
+            creates,
+            "{what}: create after damage: {created:?}"
+        );
+        if !creates && alive {
+            assert_eq!(
+                created.unwrap_err().raw_os_error(),
+                Some(rustix::io::Errno::ROFS.raw_os_error()),
+                "{what}: refused as on a read-only mount"
+            );
+        }
+        let root = fs::read_dir(&f.dir).map(|d| d.count());
+        assert_eq!(
+            root.is_ok(),
+            alive,
+            "{what}: the mount after damage: {root:?}"
+        );
+        if alive {
+            f.umount();
+        } else {
+            // The driver stopped: nothing to wait for but the kernel's
+            // side of the mount.
+            drop(f);
+            let _ = run(Command::new("umount")
+                .arg("-l")
+                .arg(t.path(&format!("m{k}"))));
+        }
+        let sb = superblock_says(&img);
+        let recorded =
+            sb.contains("clean with errors") && sb.contains("FS Error count:           1");
+        assert_eq!(
+            recorded, alive,
+            "{what}: error record in the superblock:\n{sb}"
+        );
+        if alive {
+            assert!(sb.contains("First error inode #:      12"), "{what}:\n{sb}");
+        }
+        let (rc, _) = e2fsck_fn(&img);
+        assert_ne!(rc, 0, "{what}: the damage is still there for e2fsck");
+    }
+}
+
+/// Exchanges (renameat2 RENAME_EXCHANGE) of a file and a directory across
+/// parents, of two directories, and within one directory; then each
+/// path's type, link count and size.
+fn exchanges(root: &Path) -> BTreeMap<String, (u32, u64, u64)> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    sh(
+        root,
+        "mkdir -p a b/dir/sub c && echo file > a/file && echo x > b/dir/x && mkdir c/one c/two \
+         && echo same > c/f",
+    );
+    let swap = |x: &str, y: &str| {
+        renameat_with(CWD, root.join(x), CWD, root.join(y), RenameFlags::EXCHANGE)
+            .unwrap_or_else(|e| panic!("exchange {x} {y}: {e}"));
+    };
+    swap("a/file", "b/dir");
+    swap("a", "c/one");
+    swap("c/two", "c/f");
+    let refused = renameat_with(
+        CWD,
+        root.join("c/a"),
+        CWD,
+        root.join("c/a/dir/sub"),
+        RenameFlags::EXCHANGE,
+    );
+    assert!(
+        refused.is_err(),
+        "a directory exchanged into its own subtree"
+    );
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p.clone());
+            }
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let size = if m.is_dir() { 0 } else { m.len() };
+            out.insert(rel, (m.mode() & 0o170_000, m.nlink(), size));
+        }
+    }
+    out
+}
+
+#[test]
+fn rename_exchange_is_the_kernels() {
+    if let Some(why) = skip_reason(&[]) {
+        eprintln!("skipping mount_options: {why}");
+        return;
+    }
+    let t = TempDir::new("mount-exchange");
+    let (ours, theirs) = (t.path("ours.img"), t.path("kernel.img"));
+    make_image(
+        Command::new("mke2fs"),
+        &["-q", "-F", "-t", "ext4"],
+        &ours,
+        "32M",
+    )
+    .unwrap();
+    fs::copy(&ours, &theirs).unwrap();
+    let mut f = Fuse::mount(&ours, &t.path("mo"));
+    let seen_ours = exchanges(&f.dir);
+    f.umount();
+    let mut k = Kernel::mount(&theirs, &t.path("mk"));
+    let seen_kernel = exchanges(&k.dir);
+    k.umount();
+    assert_eq!(
+        seen_ours, seen_kernel,
+        "types, links and sizes, ours then the kernel's"
+    );
+    // a/file's contents now under b/dir's name; the directory under c.
+    assert_eq!(
+        seen_ours.get("b/dir"),
+        Some(&(0o100_000, 1, 5)),
+        "{seen_ours:#?}"
+    );
+    assert!(seen_ours.contains_key("c/one/file/sub"), "{seen_ours:#?}");
+    for img in [&ours, &theirs] {
+        let (rc, out) = e2fsck_fn(img);
+        assert_eq!(rc, 0, "e2fsck -fn {}: {out}", img.display());
+    }
+}
