@@ -175,7 +175,14 @@ pub fn serve_with(
     let stderr = fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
     let mut child = Command::new(ext4r)
         .args(["mount", "-f"])
-        .args(if read_only { &["-o", "ro"][..] } else { &[] })
+        // Whatever the image's s_errors says, the walk goes on past the
+        // damage it meets (with panic the driver would stop on purpose,
+        // and the walk would count that as a crash).
+        .args(if read_only {
+            &["-o", "ro,errors=continue"][..]
+        } else {
+            &["-o", "errors=continue"]
+        })
         .arg(img)
         .arg(dir)
         .stdin(Stdio::null())
