@@ -142,7 +142,8 @@ enum Op {
         path: String,
         offset: u64,
         len: u64,
-        keep_size: bool,
+        /// fallocate's mode: KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE or none.
+        mode: rustix::fs::FallocateFlags,
     },
     Mkfifo(String),
 }
@@ -310,7 +311,16 @@ fn draw(r: &mut Rng, tree: &[(String, bool)]) -> Op {
             path: file_path(r, tree),
             offset: r.below(200 << 10),
             len: r.below(100 << 10) + 1,
-            keep_size: r.below(2) == 0,
+            mode: {
+                use rustix::fs::FallocateFlags as F;
+                *r.pick(&[
+                    F::empty(),
+                    F::KEEP_SIZE,
+                    F::PUNCH_HOLE | F::KEEP_SIZE,
+                    F::ZERO_RANGE,
+                    F::ZERO_RANGE | F::KEEP_SIZE,
+                ])
+            },
         },
         _ => Op::Mkfifo(path(r, tree)),
     }
@@ -466,19 +476,14 @@ fn apply(root: &Path, op: &Op) -> Outcome {
             path,
             offset,
             len,
-            keep_size,
+            mode,
         } => {
             let f = fs::OpenOptions::new()
                 .write(true)
                 .custom_flags(NONBLOCK)
                 .open(at(path))
                 .map_err(errno)?;
-            let mode = if *keep_size {
-                rustix::fs::FallocateFlags::KEEP_SIZE
-            } else {
-                rustix::fs::FallocateFlags::empty()
-            };
-            rustix::fs::fallocate(&f, mode, *offset, *len)
+            rustix::fs::fallocate(&f, *mode, *offset, *len)
                 .map(|_| String::new())
                 .map_err(rx)
         }

@@ -329,3 +329,101 @@ fn rename_exchange_is_the_kernels() {
         assert_eq!(rc, 0, "e2fsck -fn {}: {out}", img.display());
     }
 }
+
+/// Holes punched and ranges zeroed (fallocate's PUNCH_HOLE and
+/// ZERO_RANGE) in a written file, at block-aligned and unaligned offsets,
+/// across its end and inside one block; then the contents and the blocks
+/// held.
+fn punches(root: &Path) -> Vec<(String, u64, u64, Vec<u8>)> {
+    use rustix::fs::{fallocate, FallocateFlags as F};
+    let data: Vec<u8> = (0..300_000u32).map(|k| (k % 251) as u8 + 1).collect();
+    let cases: [(&str, F, u64, u64); 6] = [
+        ("aligned", F::PUNCH_HOLE | F::KEEP_SIZE, 8192, 65536),
+        ("unaligned", F::PUNCH_HOLE | F::KEEP_SIZE, 1000, 70_000),
+        ("past_end", F::PUNCH_HOLE | F::KEEP_SIZE, 290_000, 100_000),
+        ("in_one_block", F::PUNCH_HOLE | F::KEEP_SIZE, 4100, 100),
+        ("zeroed", F::ZERO_RANGE, 5000, 50_000),
+        ("zeroed_grow", F::ZERO_RANGE, 299_000, 20_000),
+    ];
+    let mut out = Vec::new();
+    for (name, mode, offset, len) in cases {
+        let p = root.join(name);
+        fs::write(&p, &data).unwrap();
+        let f = fs::OpenOptions::new().write(true).open(&p).unwrap();
+        fallocate(&f, mode, offset, len).unwrap_or_else(|e| panic!("{name}: {e}"));
+        f.sync_all().unwrap();
+        drop(f);
+        let m = fs::metadata(&p).unwrap();
+        out.push((name.to_string(), m.len(), m.blocks(), fs::read(&p).unwrap()));
+    }
+    out
+}
+
+/// The logical blocks of `/name` in `img` that are mapped, each with
+/// whether it is unwritten (debugfs's extent listing, leaves only).
+fn mapped(img: &Path, name: &str) -> Vec<(u64, bool)> {
+    let o = run(Command::new("debugfs")
+        .args(["-R", &format!("ex /{name}")])
+        .arg(img));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut out = Vec::new();
+    for line in text.lines().skip(1) {
+        // " 0/ 0   1/  3     0 -     4  2328 -  2332      5 Uninit"
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let level = w.first().and_then(|l| l.strip_suffix('/'));
+        let depth = w.get(1);
+        if w.len() < 11 || level != depth.map(|d| d.trim()) {
+            continue;
+        }
+        let (Ok(a), Ok(b)) = (w[4].parse::<u64>(), w[6].parse::<u64>()) else {
+            continue;
+        };
+        let uninit = w.last() == Some(&"Uninit");
+        out.extend((a..=b).map(|l| (l, uninit)));
+    }
+    out.sort_unstable();
+    assert!(!out.is_empty(), "no extents for /{name}: {text}");
+    out
+}
+
+#[test]
+fn punched_holes_and_zeroed_ranges_are_the_kernels() {
+    if let Some(why) = skip_reason(&[]) {
+        eprintln!("skipping mount_options: {why}");
+        return;
+    }
+    let t = TempDir::new("mount-punch");
+    let (ours, theirs) = (t.path("ours.img"), t.path("kernel.img"));
+    make_image(
+        Command::new("mke2fs"),
+        &["-q", "-F", "-t", "ext4"],
+        &ours,
+        "32M",
+    )
+    .unwrap();
+    fs::copy(&ours, &theirs).unwrap();
+    let mut f = Fuse::mount(&ours, &t.path("mo"));
+    let seen_ours = punches(&f.dir);
+    f.umount();
+    let mut k = Kernel::mount(&theirs, &t.path("mk"));
+    let seen_kernel = punches(&k.dir);
+    k.umount();
+    for (o, k) in seen_ours.iter().zip(&seen_kernel) {
+        assert_eq!((&o.0, o.1), (&k.0, k.1), "size");
+        assert!(o.3 == k.3, "{}: contents differ from the kernel's", o.0);
+        // Where the blocks lie, and so how many extent tree blocks the
+        // file needs, is each allocator's own; which logical blocks are
+        // mapped, and which of them unwritten, is not.
+        assert_eq!(
+            mapped(&ours, &o.0),
+            mapped(&theirs, &k.0),
+            "{}: logical blocks mapped (unwritten or not), ours then the kernel's",
+            o.0
+        );
+    }
+    assert!(seen_ours[0].3[8192..8192 + 65536].iter().all(|&b| b == 0));
+    for img in [&ours, &theirs] {
+        let (rc, out) = e2fsck_fn(img);
+        assert_eq!(rc, 0, "e2fsck -fn {}: {out}", img.display());
+    }
+}

@@ -36,8 +36,12 @@ const NAME_MAX: usize = 255;
 const XATTR_CREATE: i32 = 1;
 const XATTR_REPLACE: i32 = 2;
 
-/// `fallocate(2)`'s keep-size mode, the only one besides 0 served.
-const FALLOC_FL_KEEP_SIZE: i32 = 1;
+/// `fallocate(2)`'s modes served: keep the size, punch a hole (always
+/// with keep-size), zero a range. (Collapsing and inserting ranges and
+/// unsharing are not.)
+const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
+const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
 
 /// The two POSIX ACLs' attribute names.
 const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
@@ -1081,16 +1085,20 @@ impl fuser::Filesystem for Ext4rFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        if mode & !FALLOC_FL_KEEP_SIZE != 0 {
-            // Punching holes, zeroing and collapsing ranges are not in the
-            // write API yet.
+        let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
+        let how = mode & !FALLOC_FL_KEEP_SIZE;
+        let known = [0, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE].contains(&how);
+        if !known || (how == FALLOC_FL_PUNCH_HOLE && !keep) {
             reply.error(Errno::from_i32(libc::EOPNOTSUPP));
             return;
         }
-        let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
         match self.change("fallocate", |_, fs| {
             let e4 = to_ext4(ino);
-            fs.fallocate(e4, offset, length, keep)?;
+            match how {
+                FALLOC_FL_PUNCH_HOLE => fs.punch_hole(e4, offset, length)?,
+                FALLOC_FL_ZERO_RANGE => fs.zero_range(e4, offset, length, keep)?,
+                _ => fs.fallocate(e4, offset, length, keep)?,
+            }
             // As the kernel's ext4_fallocate (file_modified): every mode
             // stamps the modification and change times.
             let mut a = SetAttr::default();

@@ -509,57 +509,176 @@ impl WriteFs {
     /// [`Error::Unsupported`] on a file without extents, as the kernel;
     /// otherwise as [`WriteFs::write`].
     pub fn fallocate(&mut self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
-        self.op(|w| {
-            let bs = w.shape.bs as u64;
-            w.file_inode(ino)?;
-            let mut i = w.uninline(ino)?;
+        self.op(|w| w.fallocate_now(ino, offset, len, keep_size))
+    }
+
+    fn fallocate_now(&mut self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
+        let w = self;
+        let bs = w.shape.bs as u64;
+        w.file_inode(ino)?;
+        let mut i = w.uninline(ino)?;
+        if !i.flags().contains(InodeFlags::EXTENTS) {
+            return Err(Error::Unsupported(format!(
+                "inode {ino}: preallocation needs extents"
+            )));
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= w.max_file_size())
+            .ok_or_else(|| Error::InvalidArgument("range too large".into()))?;
+        let runs = map::runs(&w.txn, ino, &i, false)?;
+        let (first, last) = (offset / bs, end.div_ceil(bs));
+        let r = w.shape.ratio;
+        let mut win = window(&runs, first & !(r - 1), last.div_ceil(r) * r);
+        let blocks = &mut win.mid;
+        let missing = (first..last).filter(|l| !blocks.contains_key(l)).count() as u64;
+        if w.txn.groups().free_blocks() < missing.div_ceil(w.shape.ratio) * w.shape.ratio + 2 {
+            return Err(Error::NoSpace);
+        }
+        let mut goal = runs
+            .last()
+            .map_or_else(|| w.goal_for(ino), |r| r.physical + r.len);
+        let mut l = first;
+        while l < last {
+            if blocks.contains_key(&l) {
+                l += 1;
+                continue;
+            }
+            let mut stop = l;
+            while stop < last && !blocks.contains_key(&stop) {
+                stop += 1;
+            }
+            for (ll, p) in w.place(blocks, l, stop, goal)? {
+                if let Some(s) = blocks.get_mut(&ll) {
+                    s.unwritten = true;
+                }
+                goal = p + 1;
+            }
+            l = stop;
+        }
+        let new_runs = join(&win);
+        let tree = map::store(&mut w.txn, ino, &mut i, &new_runs, goal)?;
+        if !keep_size && end > i.size() {
+            i.set_size(end);
+        }
+        w.set_blocks(ino, &mut i, &new_runs, tree)?;
+        i.set_ctime(w.now());
+        w.put_inode(ino, &i)
+    }
+}
+
+impl WriteFs {
+    /// Deallocates `[offset, offset + len)` of regular file `ino`, the
+    /// size kept (fallocate's `PUNCH_HOLE | KEEP_SIZE`), as the kernel's
+    /// `ext4_punch_hole`: the range is cut to the file's size (rounded up
+    /// to 4 KiB, so that blocks preallocated past the end stay); blocks it
+    /// covers whole are unmapped and freed (with bigalloc, a cluster only
+    /// when no block of it stays mapped); the written parts of the blocks
+    /// at its ends are zeroed. Afterwards the range reads as zeros.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] on a file without extents; otherwise as
+    /// [`WriteFs::write`].
+    pub fn punch_hole(&mut self, ino: u32, offset: u64, len: u64) -> Result<()> {
+        self.op(|w| w.punch_now(ino, offset, len))
+    }
+
+    fn punch_now(&mut self, ino: u32, offset: u64, len: u64) -> Result<()> {
+        let w = self;
+        let bs = w.shape.bs as u64;
+        let mut i = w.file_inode(ino)?;
+        let size = i.size();
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| Error::InvalidArgument("range too large".into()))?
+            .min(size.next_multiple_of(4096));
+        if len == 0 || offset >= end {
+            return Ok(());
+        }
+        if i.flags().contains(InodeFlags::INLINE_DATA) {
+            let mut cur = super::inline::inline_file(&w.txn, ino, &i)?;
+            let (lo, hi) = (num::index(offset), num::index(end).min(cur.len()));
+            if lo < hi {
+                cur[lo..hi].fill(0);
+                w.inline_store(ino, &cur)?;
+                i = w.inode(ino)?;
+            }
+        } else {
             if !i.flags().contains(InodeFlags::EXTENTS) {
                 return Err(Error::Unsupported(format!(
-                    "inode {ino}: preallocation needs extents"
+                    "inode {ino}: punching holes needs extents"
                 )));
             }
-            let end = offset
-                .checked_add(len)
-                .filter(|&e| e <= w.max_file_size())
-                .ok_or_else(|| Error::InvalidArgument("range too large".into()))?;
             let runs = map::runs(&w.txn, ino, &i, false)?;
-            let (first, last) = (offset / bs, end.div_ceil(bs));
-            let r = w.shape.ratio;
-            let mut win = window(&runs, first & !(r - 1), last.div_ceil(r) * r);
-            let blocks = &mut win.mid;
-            let missing = (first..last).filter(|l| !blocks.contains_key(l)).count() as u64;
-            if w.txn.groups().free_blocks() < missing.div_ceil(w.shape.ratio) * w.shape.ratio + 2 {
-                return Err(Error::NoSpace);
-            }
-            let mut goal = runs
-                .last()
-                .map_or_else(|| w.goal_for(ino), |r| r.physical + r.len);
-            let mut l = first;
-            while l < last {
-                if blocks.contains_key(&l) {
-                    l += 1;
+            // The blocks at the ends the range covers in part.
+            for l in [offset / bs, (end - 1) / bs] {
+                let (lo, hi) = ((l * bs).max(offset), ((l + 1) * bs).min(end));
+                if hi - lo == bs {
                     continue;
                 }
-                let mut stop = l;
-                while stop < last && !blocks.contains_key(&stop) {
-                    stop += 1;
+                let at = runs
+                    .iter()
+                    .find(|x| x.logical <= l && l < x.end() && !x.unwritten)
+                    .map(|x| x.physical + (l - x.logical));
+                if let Some(p) = at {
+                    let mut b = w.txn.read_block(p)?;
+                    b[num::index(lo - l * bs)..num::index(hi - l * bs)].fill(0);
+                    w.txn.write_data(p, b)?;
                 }
-                for (ll, p) in w.place(blocks, l, stop, goal)? {
-                    if let Some(s) = blocks.get_mut(&ll) {
-                        s.unwritten = true;
+                if offset / bs == (end - 1) / bs {
+                    break;
+                }
+            }
+            let (first, last) = (offset.div_ceil(bs), end / bs);
+            if first < last {
+                let mut win = window(&runs, first, last);
+                let gone = runs_from(&win.mid);
+                win.mid.clear();
+                let r = w.shape.ratio;
+                // Clusters the blocks on either side still use.
+                let kept = [
+                    win.before
+                        .last()
+                        .map(|x| (x.physical + x.len - 1) & !(r - 1)),
+                    win.after.first().map(|x| x.physical & !(r - 1)),
+                ];
+                let mut freed = std::collections::BTreeSet::new();
+                for g in &gone {
+                    let mut c = g.physical & !(r - 1);
+                    while c < g.physical + g.len {
+                        if !kept.contains(&Some(c)) && freed.insert(c) {
+                            w.txn.free_blocks(c, r)?;
+                        }
+                        c += r;
                     }
-                    goal = p + 1;
                 }
-                l = stop;
+                if !gone.is_empty() {
+                    let new_runs = join(&win);
+                    let goal = new_runs.last().map_or(0, |x| x.physical + x.len);
+                    let tree = map::store(&mut w.txn, ino, &mut i, &new_runs, goal)?;
+                    w.set_blocks(ino, &mut i, &new_runs, tree)?;
+                }
             }
-            let new_runs = join(&win);
-            let tree = map::store(&mut w.txn, ino, &mut i, &new_runs, goal)?;
-            if !keep_size && end > i.size() {
-                i.set_size(end);
-            }
-            w.set_blocks(ino, &mut i, &new_runs, tree)?;
-            i.set_ctime(w.now());
-            w.put_inode(ino, &i)
+        }
+        let now = w.now();
+        i.set_mtime(now);
+        i.set_ctime(now);
+        w.put_inode(ino, &i)
+    }
+
+    /// Makes `[offset, offset + len)` of regular file `ino` read as
+    /// zeros and stay allocated (fallocate's `ZERO_RANGE`): the range is
+    /// punched and preallocated again as unwritten extents, the size grown
+    /// to cover it unless `keep_size`. Both steps are one operation.
+    ///
+    /// # Errors
+    /// As [`WriteFs::punch_hole`] and [`WriteFs::fallocate`].
+    pub fn zero_range(&mut self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
+        self.op(|w| {
+            // Past the size the range reads as zeros already; punching
+            // stops there and preallocation covers it.
+            w.punch_now(ino, offset, len)?;
+            w.fallocate_now(ino, offset, len, keep_size)
         })
     }
 }
