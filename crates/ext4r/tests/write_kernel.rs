@@ -39,6 +39,8 @@ enum Op {
     Write(String, u64, Vec<u8>),
     Truncate(String, u64),
     Fallocate(String, u64, u64),
+    /// fallocate's PUNCH_HOLE | KEEP_SIZE.
+    Punch(String, u64, u64),
     Symlink(String, String),
     Link(String, String),
     Unlink(String),
@@ -197,11 +199,11 @@ impl Model {
                 }
                 9 if !self.files.is_empty() && extents && !self.no_resize => {
                     let p = pick(&self.files, rng);
-                    return Op::Fallocate(
-                        p,
-                        rng.below(100_000) as u64,
-                        rng.below(80_000) as u64 + 1,
-                    );
+                    let (off, len) = (rng.below(100_000) as u64, rng.below(80_000) as u64 + 1);
+                    if rng.below(3) == 0 {
+                        return Op::Punch(p, off, len);
+                    }
+                    return Op::Fallocate(p, off, len);
                 }
                 10 => {
                     let p = self.fresh(rng, 50);
@@ -292,6 +294,10 @@ fn ours(fs: &mut WriteFs, op: &Op) {
             let i = fs.lookup_path(p).unwrap();
             fs.fallocate(i, *off, *len, false).unwrap();
         }
+        Op::Punch(p, off, len) => {
+            let i = fs.lookup_path(p).unwrap();
+            fs.punch_hole(i, *off, *len).unwrap();
+        }
         Op::Symlink(p, t) => {
             let d = dir(fs, p);
             fs.symlink(d, &name(p), t.as_bytes(), 0, 0).unwrap();
@@ -366,6 +372,12 @@ fn kernel(root: &Path, op: &Op) {
         Op::Fallocate(p, off, len) => {
             let f = std::fs::OpenOptions::new().write(true).open(at(p)).unwrap();
             rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), *off, *len).unwrap();
+        }
+        Op::Punch(p, off, len) => {
+            let f = std::fs::OpenOptions::new().write(true).open(at(p)).unwrap();
+            let mode =
+                rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
+            rustix::fs::fallocate(&f, mode, *off, *len).unwrap();
         }
         Op::Symlink(p, t) => std::os::unix::fs::symlink(t, at(p)).unwrap(),
         Op::Link(src, p) => std::fs::hard_link(at(src), at(p)).unwrap(),
