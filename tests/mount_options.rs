@@ -427,3 +427,78 @@ fn punched_holes_and_zeroed_ranges_are_the_kernels() {
         assert_eq!(rc, 0, "e2fsck -fn {}: {out}", img.display());
     }
 }
+
+#[test]
+fn uid_and_gid_show_every_inode_as_theirs() {
+    if let Some(why) = skip_reason(&["setpriv"]) {
+        eprintln!("skipping mount_options: {why}");
+        return;
+    }
+    let t = TempDir::new("mount-ids");
+    let img = t.path("ids.img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-q", "-F", "-t", "ext4"],
+        &img,
+        "32M",
+    )
+    .unwrap();
+    let mut k = Kernel::mount(&img, &t.path("mk"));
+    sh(
+        &k.dir,
+        "mkdir d && echo root > d/rootfile && chmod 600 d/rootfile && chmod 700 d \
+         && echo theirs > other && chown 1234:1234 other",
+    );
+    k.umount();
+    // As user 4242, not in any group: root's 0600 file in root's 0700
+    // directory is out of reach, unless the mount shows it as theirs.
+    let as_user = |dir: &Path, script: &str| {
+        run(Command::new("setpriv")
+            .args([
+                "--reuid",
+                "4242",
+                "--regid",
+                "4343",
+                "--clear-groups",
+                "sh",
+                "-c",
+                script,
+            ])
+            .current_dir(dir))
+        .status
+        .success()
+    };
+    let mut f = Fuse::mount_with(&img, &t.path("plain"), &["-o", "allow_other"]);
+    assert!(
+        !as_user(&f.dir, "cat d/rootfile"),
+        "read root's 0600 file without uid="
+    );
+    f.umount();
+    let mut f = Fuse::mount_with(
+        &img,
+        &t.path("ids"),
+        &["-o", "allow_other,uid=4242,gid=4343"],
+    );
+    for p in ["d", "d/rootfile", "other", "."] {
+        let m = fs::metadata(f.dir.join(p)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (4242, 4343), "{p} shown as");
+    }
+    assert!(as_user(
+        &f.dir,
+        "cat d/rootfile >/dev/null && echo more >> d/rootfile && touch d/new"
+    ));
+    f.umount();
+    // Nothing changed hands on the image: the new file is its creator's.
+    let mut k = Kernel::mount(&img, &t.path("mk"));
+    let owner = |p: &str| {
+        let m = fs::metadata(k.dir.join(p)).unwrap();
+        (m.uid(), m.gid())
+    };
+    assert_eq!(owner("d/rootfile"), (0, 0));
+    assert_eq!(owner("other"), (1234, 1234));
+    assert_eq!(owner("d/new"), (4242, 4343));
+    assert_eq!(fs::read(k.dir.join("d/rootfile")).unwrap(), b"root\nmore\n");
+    k.umount();
+    let (rc, out) = e2fsck_fn(&img);
+    assert_eq!(rc, 0, "e2fsck -fn: {out}");
+}

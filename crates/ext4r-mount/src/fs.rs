@@ -110,6 +110,9 @@ pub struct Ext4rFuse {
     errors: Option<OnError>,
     /// POSIX ACLs served (`acl`, the default) or not (`noacl`).
     acl: bool,
+    /// `uid=`, `gid=`: the owner and group every inode is shown with.
+    uid: Option<u32>,
+    gid: Option<u32>,
     /// Set once damage made an `errors=remount-ro` mount stop writing.
     stopped: AtomicBool,
     outcome: Outcome,
@@ -169,6 +172,8 @@ impl Ext4rFuse {
             read_only: opts.read_only,
             errors: opts.errors,
             acl: opts.acl,
+            uid: opts.uid,
+            gid: opts.gid,
             stopped: AtomicBool::new(false),
             outcome,
         }
@@ -259,15 +264,16 @@ impl Ext4rFuse {
     }
 
     /// The attributes and generation of ext4 inode `ino`.
-    fn entry_of(fs: &WriteFs, ino: u32) -> ext4r::Result<(FileAttr, Generation)> {
+    /// With `uid=`/`gid=`, every inode is shown as owned by them.
+    fn entry_of(&self, fs: &WriteFs, ino: u32) -> ext4r::Result<(FileAttr, Generation)> {
         if to_fuse(ino).is_none() {
             return Err(bad_inode(ino));
         }
         let i = fs.stat(ino)?;
-        Ok((
-            file_attr(fs, ino, &i),
-            Generation(u64::from(i.generation())),
-        ))
+        let mut attr = file_attr(fs, ino, &i);
+        attr.uid = self.uid.unwrap_or(attr.uid);
+        attr.gid = self.gid.unwrap_or(attr.gid);
+        Ok((attr, Generation(u64::from(i.generation()))))
     }
 
     /// The owner of a new inode in `parent`, and its mode: as the kernel's
@@ -450,7 +456,7 @@ impl fuser::Filesystem for Ext4rFuse {
             self.with("lookup", |st, fs| {
                 match fs.lookup(to_ext4(parent), name)? {
                     Some(ino) => {
-                        let e = Self::entry_of(fs, ino)?;
+                        let e = self.entry_of(fs, ino)?;
                         st.remember(ino);
                         Ok(Some(e))
                     }
@@ -483,7 +489,7 @@ impl fuser::Filesystem for Ext4rFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.with("getattr", |_, fs| Self::entry_of(fs, to_ext4(ino))) {
+        match self.with("getattr", |_, fs| self.entry_of(fs, to_ext4(ino))) {
             Ok((attr, _)) => reply.attr(&TTL, &attr),
             Err(e) => reply.error(e),
         }
@@ -529,7 +535,7 @@ impl fuser::Filesystem for Ext4rFuse {
                     fs.set_xattr(e4, ACL_ACCESS, &acl.to_disk())?;
                 }
             }
-            Self::entry_of(fs, e4)
+            self.entry_of(fs, e4)
         });
         match r {
             Ok((attr, _)) => reply.attr(&TTL, &attr),
@@ -572,7 +578,7 @@ impl fuser::Filesystem for Ext4rFuse {
                 };
                 let ino = fs.create(p, name, &node.owned_by(uid, gid))?;
                 store_inherited(fs, p, name, ino, &inh)?;
-                let e = Self::entry_of(fs, ino)?;
+                let e = self.entry_of(fs, ino)?;
                 st.remember(ino);
                 Ok(e)
             })
@@ -601,7 +607,7 @@ impl fuser::Filesystem for Ext4rFuse {
                 let m = inh.mode;
                 let ino = fs.mkdir(p, name, &NewNode::dir(m & 0o7777).owned_by(uid, gid))?;
                 store_inherited(fs, p, name, ino, &inh)?;
-                let e = Self::entry_of(fs, ino)?;
+                let e = self.entry_of(fs, ino)?;
                 st.remember(ino);
                 Ok(e)
             })
@@ -649,7 +655,7 @@ impl fuser::Filesystem for Ext4rFuse {
                 }
                 let (uid, gid, _) = Self::owner(fs, req, p, mode::S_IFLNK)?;
                 let ino = fs.symlink(p, name, target, uid, gid)?;
-                let e = Self::entry_of(fs, ino)?;
+                let e = self.entry_of(fs, ino)?;
                 st.remember(ino);
                 Ok(Ok(e))
             })
@@ -725,7 +731,7 @@ impl fuser::Filesystem for Ext4rFuse {
         let r = name_bytes(newname).and_then(|name| {
             self.change("link", |st, fs| {
                 fs.link(e4, to_ext4(newparent), name)?;
-                let e = Self::entry_of(fs, e4)?;
+                let e = self.entry_of(fs, e4)?;
                 st.remember(e4);
                 Ok(e)
             })
@@ -1063,7 +1069,7 @@ impl fuser::Filesystem for Ext4rFuse {
                 let m = inh.mode;
                 let ino = fs.create(p, name, &NewNode::file(m & 0o7777).owned_by(uid, gid))?;
                 store_inherited(fs, p, name, ino, &inh)?;
-                let e = Self::entry_of(fs, ino)?;
+                let e = self.entry_of(fs, ino)?;
                 *st.open.entry(ino).or_insert(0) += 1;
                 st.remember(ino);
                 Ok(e)

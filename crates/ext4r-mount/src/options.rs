@@ -23,6 +23,14 @@ pub struct Options {
     /// `acl` (the default, as on the kernel's ext4) or `noacl`: POSIX
     /// ACLs are read, enforced, inherited and set.
     pub acl: bool,
+    /// `uid=N`: every file and directory is shown as owned by user N
+    /// (as vfat's and iso9660's `uid=`), so that the kernel's permission
+    /// checks treat N as the owner. Nothing on the image changes: new
+    /// files are stored as owned by their creator and `chown` stores what
+    /// it is given.
+    pub uid: Option<u32>,
+    /// `gid=N`: as `uid=`, for the group.
+    pub gid: Option<u32>,
     /// Flags for the kernel's side of the mount (nosuid, noexec, ...).
     pub kernel: Vec<MountOption>,
 }
@@ -36,6 +44,8 @@ impl Default for Options {
             offset: 0,
             errors: None,
             acl: true,
+            uid: None,
+            gid: None,
             kernel: Vec::new(),
         }
     }
@@ -83,6 +93,12 @@ impl Options {
                     return Err(format!(
                         "errors={v}: not one of continue, remount-ro, panic"
                     ))
+                }
+                ("uid", Some(v)) => {
+                    self.uid = Some(v.parse().map_err(|_| format!("uid={v}: not a user id"))?);
+                }
+                ("gid", Some(v)) => {
+                    self.gid = Some(v.parse().map_err(|_| format!("gid={v}: not a group id"))?);
                 }
                 ("acl", None) => self.acl = true,
                 ("noacl", None) => self.acl = false,
@@ -167,6 +183,9 @@ mod tests {
             Ok(Some(OnError::Continue))
         );
         assert!(Options::parse("errors=stop").is_err());
+        let ids = Options::parse("uid=1000,gid=100").unwrap_or_default();
+        assert_eq!((ids.uid, ids.gid), (Some(1000), Some(100)));
+        assert!(Options::parse("uid=alice").is_err());
         assert!(o.acl && !Options::parse("noacl").unwrap_or_default().acl);
     }
 }
