@@ -34,7 +34,8 @@ struct Args {
     /// Mount options, comma-separated: ro, rw, allow_other, allow_root,
     /// offset=BYTES (a partition inside a disk image),
     /// errors=continue|remount-ro|panic (default: the superblock's, see
-    /// tune2fs -e), acl (the default) or noacl, nosuid, nodev, noexec,
+    /// tune2fs -e), acl (the default) or noacl, uid=N and gid=N (every
+    /// file shown as theirs; the image unchanged), nosuid, nodev, noexec,
     /// noatime, sync, dirsync, and fstab's defaults, noauto, nofail, x-*.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,

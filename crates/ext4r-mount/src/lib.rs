@@ -36,8 +36,13 @@
 //!   (what was done is committed, every change after is refused with
 //!   EROFS); panic (the driver stops at once and writes nothing more).
 //!
-//! Not yet: RENAME_WHITEOUT, hole punching and the other fallocate
-//! modes, `uid=`/`gid=` mapping.
+//! - `rename` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`; `fallocate`
+//!   preallocating, punching holes and zeroing ranges.
+//! - `uid=`/`gid=` show every inode as owned by them (nothing on the image
+//!   changes hands).
+//!
+//! Not yet: RENAME_WHITEOUT, fallocate's collapse, insert and unshare
+//! modes.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
