@@ -272,6 +272,24 @@ fn check_descriptors(
 }
 
 impl Volume {
+    /// The primary superblock as it is on `dev`, before a journal is
+    /// replayed: what a caller checks (features it can handle) before
+    /// [`Volume::open`] changes anything, as the kernel's mount checks the
+    /// features before it loads the journal. Its checksum is verified
+    /// unless `unverified`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for a superblock that does not parse or fails
+    /// its checksum, I/O errors.
+    pub fn peek_superblock(dev: &dyn BlockDevice, unverified: bool) -> Result<Superblock> {
+        let sb = read_primary(dev)?;
+        if !unverified {
+            sb.verify_checksum()
+                .map_err(|e| Error::corrupt("superblock", e))?;
+        }
+        Ok(sb)
+    }
+
     /// Opens the filesystem on `dev` for changing.
     ///
     /// # Errors

@@ -690,3 +690,46 @@ fn a_dotdot_loop_is_corruption_not_permission() {
         |e| matches!(e, Error::Corrupt { .. }) && ext4r::error::chain(e).contains("loops"),
     );
 }
+
+/// A filesystem the write API will refuse (here multiple-mount
+/// protection, which the writers do not take offline) whose journal needs
+/// recovery: refused before the replay, so the image is not written at
+/// all (the replay used to run first, then the refusal came).
+#[test]
+fn a_refused_filesystem_is_not_replayed_first() {
+    if let Some(m) = missing_tools(&["mke2fs", "debugfs"]) {
+        eprintln!("skipping: {m}");
+        return;
+    }
+    let dir = TempDir::new("refuse-before-replay");
+    let img = mkfs(&dir, "mmp.img", &["-O", "mmp"], 32 * 1024);
+    let blk = dir.join("blk.bin");
+    std::fs::write(&blk, vec![0x5a; 1024]).unwrap();
+    let cmds = dir.join("cmds");
+    std::fs::write(
+        &cmds,
+        format!("jo -c\njw -b 3000,3001 {}\njc\n", blk.display()),
+    )
+    .unwrap();
+    run(
+        "debugfs",
+        &["-w", "-f", cmds.to_str().unwrap(), img.to_str().unwrap()],
+        &[],
+    )
+    .unwrap();
+    let before = std::fs::read(&img).unwrap();
+    let dev = FileDevice::open(
+        &img,
+        OpenMode {
+            write: true,
+            ..OpenMode::default()
+        },
+    )
+    .unwrap();
+    let e = WriteFs::open(Arc::new(dev), WriteOptions::default())
+        .expect_err("a filesystem with mmp is not opened for writing");
+    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+    let after = std::fs::read(&img).unwrap();
+    let diff = before.iter().zip(&after).position(|(a, b)| a != b);
+    assert!(diff.is_none(), "the image changed at byte {diff:?}: {e}");
+}

@@ -142,12 +142,21 @@ impl OfflineFs {
         vo.now = opts.now.map(|t| t.0);
         // A journal left by the kernel is recovered with its fast commits.
         vo.fast_commit = Some(Arc::new(ext4r::write::FastCommitReplayer { now: opts.now }));
+        let refuse = |why: String| {
+            engine(ext4r::Error::Unsupported(format!(
+                "moving blocks offline on filesystems with {why}"
+            )))
+        };
+        // Refused before the journal is replayed (nothing written to a
+        // filesystem we will not work on), and again after it.
+        let before = Volume::peek_superblock(dev.as_ref(), false).map_err(engine)?;
+        if let Some(why) = refused_features(&before) {
+            return Err(refuse(why));
+        }
         let vol = Volume::open(Arc::clone(&dev), vo).map_err(engine)?;
         let sb = vol.superblock();
         if let Some(why) = refused_features(sb) {
-            return Err(engine(ext4r::Error::Unsupported(format!(
-                "moving blocks offline on filesystems with {why}"
-            ))));
+            return Err(refuse(why));
         }
         // A filesystem the kernel or fsck marked as damaged has bitmaps
         // that cannot be trusted to say which blocks are free.

@@ -206,6 +206,15 @@ impl WriteFs {
             Checkpoint::EachCommit
         };
         vo.fast_commit = Some(Arc::new(FastCommitReplayer { now: opts.now }));
+        // The features are checked before the journal is replayed (and
+        // again after: the replay may bring another superblock), so that
+        // a filesystem this handle will refuse is not written to first.
+        let before = Volume::peek_superblock(dev.as_ref(), false)?;
+        if opts.staged_read_only {
+            check_read_features(&before)?;
+        } else {
+            check_features(&before)?;
+        }
         let vol = Volume::open(dev, vo)?;
         if opts.staged_read_only {
             check_read_features(vol.superblock())?;
