@@ -191,11 +191,32 @@ pub fn mount(
     ready: impl FnOnce(),
 ) -> Result<(), MountError> {
     let wfs = open_image(image, opts).map_err(MountError::Open)?;
+    serve(wfs, image, mountpoint, opts, ready)
+}
+
+/// Serves `wfs`, a filesystem already opened (over any device: an image
+/// in memory, a recording device for crash tests), on `mountpoint` until
+/// it is unmounted, as [`mount`] does; `source` is the name the mount
+/// table shows for it. `opts.read_only` must match how `wfs` was opened
+/// (see [`open_image`]); `opts.offset` is the opener's business and not
+/// looked at here. Returns when the filesystem is unmounted (see
+/// [`unmount`]) and `wfs` is closed.
+///
+/// # Errors
+/// [`MountError::Fuse`] when the mount fails, [`MountError::Close`] when
+/// the filesystem could not be written at the end.
+pub fn serve(
+    wfs: WriteFs,
+    source: &Path,
+    mountpoint: &Path,
+    opts: &Options,
+    ready: impl FnOnce(),
+) -> Result<(), MountError> {
     let outcome: Outcome = Arc::new(Mutex::new(None));
     let fuse = Ext4rFuse::with_options(wfs, opts, outcome.clone());
     let state = fuse.state.clone();
     let session =
-        fuser::Session::new(fuse, mountpoint, &config(image, opts)).map_err(MountError::Fuse)?;
+        fuser::Session::new(fuse, mountpoint, &config(source, opts)).map_err(MountError::Fuse)?;
     ready();
     if !opts.read_only {
         std::thread::Builder::new()
