@@ -36,6 +36,7 @@ pub mod groups;
 pub mod journal;
 pub mod map;
 pub mod mmp;
+mod ranges;
 pub mod txn;
 pub mod volume;
 

@@ -36,12 +36,13 @@
 //! [`JournalUse::Off`]: crate::volume::JournalUse::Off
 //! [`JournalWriter::commit`]: crate::journal::JournalWriter::commit
 
-use crate::alloc::{self, BlockAlloc, FreeSpace, Search};
+use crate::alloc::{self, BlockAlloc, FreeSpace, Limited, Search};
 use crate::bitmap::Bitmap;
 use crate::csum::{BlockKind, Checksums};
 use crate::error::{Error, Result};
 use crate::groups::{GroupSnapshot, GroupTable, InodeInit};
 use crate::map::BlockSource;
+use crate::ranges::RangeSet;
 use crate::volume::{Checkpoint, Volume};
 use ext4r_format::geometry::Geometry;
 use ext4r_format::group_desc::GroupDesc;
@@ -86,6 +87,18 @@ pub struct Transaction<V: BorrowMut<Volume>> {
     data: BTreeMap<u64, Vec<u8>>,
     inodes: BTreeMap<u32, Vec<u8>>,
     freed: BTreeSet<u64>,
+    /// Blocks this transaction took: freed again before the commit, they
+    /// may be taken again at once (the committed filesystem never had
+    /// them).
+    taken: RangeSet,
+    /// Blocks this transaction freed that the committed filesystem still
+    /// has in use: no allocation gets them before the commit. A file's
+    /// data goes to its blocks ahead of the commit block (ordered mode),
+    /// so a block handed on at once would carry the new owner's data
+    /// while a power cut before the commit leaves it to the old owner,
+    /// as the kernel's mballoc keeps freed blocks until their
+    /// transaction commits.
+    held: RangeSet,
     zeroes: Vec<(u64, u64)>,
     /// Groups whose bitmaps a partial flush wrote: their descriptors are
     /// written by the final commit.
@@ -215,6 +228,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.inodes.clear();
         self.zeroes.clear();
         self.freed.clear();
+        self.taken.clear();
+        self.held.clear();
         self.sb = self.v().sb.clone();
         self.sb_dirty = false;
     }
@@ -242,6 +257,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             data: BTreeMap::new(),
             inodes: BTreeMap::new(),
             freed: BTreeSet::new(),
+            taken: RangeSet::default(),
+            held: RangeSet::default(),
             zeroes: Vec::new(),
             flushed_groups: BTreeSet::new(),
             undo: None,
@@ -671,16 +688,27 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         for g in self.v().groups.groups_of(start, len) {
             self.touch(g)?;
         }
-        self.vm().groups.mark_blocks(start, len, true)
+        let n = self.vm().groups.mark_blocks(start, len, true)?;
+        self.taken.insert(start, start.saturating_add(len));
+        Ok(n)
     }
 
     /// Marks `[start, start + len)` free, with every count. Blocks that
     /// were logged as metadata by a transaction not yet checkpointed are
     /// revoked (recovery must not write them over their next owner).
+    /// Blocks the committed filesystem has in use (not taken by this
+    /// transaction) are not allocated again before the commit.
     ///
     /// # Errors
     /// As [`Transaction::take_blocks`].
     pub fn free_blocks(&mut self, start: u64, len: u64) -> Result<u64> {
+        let end = start.saturating_add(len);
+        let mine = self.taken.remove(start, end);
+        let mut from = start;
+        for (s, e) in mine.into_iter().chain(std::iter::once((end, end))) {
+            self.held.insert(from, s);
+            from = e;
+        }
         for g in self.v().groups.groups_of(start, len) {
             self.touch(g)?;
         }
@@ -704,7 +732,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// # Errors
     /// Bitmap read errors.
     pub fn alloc_run(&mut self, goal: u64, len: u64) -> Result<Option<(u64, u64)>> {
-        let space = self.v().limited_space();
+        let limited = self.v().limited_space();
+        let space = Limited::new(&limited, u64::MAX, u32::MAX, self.held.ranges());
         let Some((s, n)) = alloc::best_run(&space, goal, len, Search::default())? else {
             return Ok(None);
         };
@@ -718,7 +747,9 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// # Errors
     /// [`Error::NoSpace`], bitmap read errors.
     pub fn alloc_block(&mut self, goal: u64) -> Result<u64> {
-        let b = alloc::new_block(&self.v().limited_space(), goal)?.ok_or(Error::NoSpace)?;
+        let limited = self.v().limited_space();
+        let space = Limited::new(&limited, u64::MAX, u32::MAX, self.held.ranges());
+        let b = alloc::new_block(&space, goal)?.ok_or(Error::NoSpace)?;
         self.take_blocks(b, 1)?;
         Ok(b)
     }
@@ -829,6 +860,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         }
         if plan.is_empty() && self.freed.is_empty() && self.zeroes.is_empty() {
             // Nothing changed: nothing is written (not even a commit block).
+            self.taken.clear();
+            self.held.clear();
             self.snapshots.clear();
             self.undo = None;
             self.flushed_groups.clear();
@@ -856,6 +889,8 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         }
         // What is committed stays: the transaction starts afresh.
         self.reshaped = None;
+        self.taken.clear();
+        self.held.clear();
         self.snapshots.clear();
         self.undo = None;
         self.flushed_groups.clear();
@@ -1237,14 +1272,23 @@ impl<V: BorrowMut<Volume>> FreeSpace for Transaction<V> {
     fn cluster_mask(&self) -> u64 {
         self.v().groups.cluster_mask()
     }
+    // The blocks held until the commit (see `Transaction::held`) count
+    // as used for every search of free space.
     fn first_free(&self, from: u64, to: u64) -> Result<Option<u64>> {
-        self.v().groups.first_free(from, to)
+        self.unheld().first_free(from, to)
     }
     fn first_used(&self, from: u64, to: u64) -> Result<Option<u64>> {
-        self.v().groups.first_used(from, to)
+        self.unheld().first_used(from, to)
     }
     fn used_end(&self, from: u64, to: u64) -> Result<Option<u64>> {
-        self.v().groups.used_end(from, to)
+        self.unheld().used_end(from, to)
+    }
+}
+
+impl<V: BorrowMut<Volume>> Transaction<V> {
+    /// The group table's free space less the blocks held until the commit.
+    fn unheld(&self) -> Limited<'_, GroupTable> {
+        Limited::new(&self.v().groups, u64::MAX, u32::MAX, self.held.ranges())
     }
 }
 

@@ -47,12 +47,14 @@ fn give(vol: &mut Volume, ino: u32, count: u64, stride: u64) -> Vec<Run> {
         t.free_blocks(r.physical, r.len).unwrap();
     }
     let mut runs = Vec::new();
+    let mut gaps = Vec::new();
     let mut goal = 0;
     for k in 0..count {
         // One block, then a gap of one taken block: never contiguous.
         let (b, _) = t.alloc_run(goal, 1).unwrap().unwrap();
         let (gap, _) = t.alloc_run(b + 1, 1).unwrap().unwrap();
         goal = gap + 1;
+        gaps.push(gap);
         let l = k * stride;
         t.write_data(b, block_data(l, bs)).unwrap();
         runs.push(Run {
@@ -70,8 +72,9 @@ fn give(vol: &mut Volume, ino: u32, count: u64, stride: u64) -> Vec<Run> {
     let mut rec = rec;
     inode.write(&mut rec).unwrap();
     t.write_inode(ino, rec).unwrap();
-    // The gap blocks were taken only to fragment the file.
-    let gaps: Vec<u64> = runs.iter().map(|r| r.physical + 1).collect();
+    // The gap blocks were taken only to fragment the file (not always
+    // right after its block: the old data blocks freed above are not
+    // taken again before the commit).
     for g in gaps {
         t.free_blocks(g, 1).unwrap();
     }

@@ -111,3 +111,37 @@ fn rollback_undoes_exactly_what_followed_the_savepoint() {
     t.rollback_to_savepoint();
     assert!(t.groups().is_block_used(x).unwrap());
 }
+
+/// Blocks the committed filesystem has in use, freed by a transaction, are
+/// not allocated again before it commits (a file's data goes to its
+/// blocks ahead of the commit block: handed on at once, a power cut
+/// before the commit would leave the old owner the new owner's bytes).
+/// Blocks the transaction took itself may be taken again at once; after
+/// the commit, the freed ones may be too.
+#[test]
+fn freed_blocks_wait_for_the_commit() {
+    let dir = TempDir::new("txn-held");
+    let Some(bytes) = image(&dir) else {
+        eprintln!("skipped: mke2fs not found");
+        return;
+    };
+    let (_dev, mut vol) = volume(&bytes);
+    let mut t = vol.begin();
+    let (a, n) = t.alloc_run(5000, 8).unwrap().unwrap();
+    assert_eq!(n, 8);
+    t.commit(Commit::Auto).unwrap();
+    // Committed in use: freed, then asked for at the same place.
+    t.free_blocks(a, 8).unwrap();
+    let (b, _) = t.alloc_run(a, 8).unwrap().unwrap();
+    assert!(
+        b >= a + 8 || b + 8 <= a,
+        "freed blocks {a}.. given again at {b} before the commit"
+    );
+    assert_ne!(t.alloc_block(a).unwrap(), a);
+    // Taken by this transaction: given back and taken again at once.
+    t.free_blocks(b, 8).unwrap();
+    assert_eq!(t.alloc_run(b, 8).unwrap(), Some((b, 8)));
+    t.commit(Commit::Auto).unwrap();
+    // Committed free now.
+    assert_eq!(t.alloc_run(a, 8).unwrap(), Some((a, 8)));
+}
