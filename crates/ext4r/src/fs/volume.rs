@@ -296,7 +296,13 @@ impl crate::object::Source for Filesystem {
     }
 
     fn read_run(&self, first: u64, buf: &mut [u8], what: &dyn Fn() -> String) -> Result<()> {
-        self.read_blocks(first, buf, &what())
+        // The name is built only for the error (see `Source::read_run`).
+        let bs = u64::from(self.geo.block_size);
+        let count = (buf.len() as u64).div_ceil(bs).max(1);
+        if self.check_blocks(first, count, "").is_err() {
+            self.check_blocks(first, count, &what())?;
+        }
+        self.read_blocks(first, buf, "")
     }
 }
 

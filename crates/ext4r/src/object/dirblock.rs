@@ -229,7 +229,11 @@ impl DirMap {
 
 /// Calls `f` with each block of directory `dir` in logical order (up to
 /// its size; unwritten extents skipped), each verified, until it answers.
-/// Blocks of a run are read together, up to 1 MiB at a time.
+/// Blocks of a run are read together, up to 1 MiB at a time; a run of one
+/// block, or one the source holds itself (a transaction's own changes:
+/// every directory a populate writes into), is taken block by block from
+/// the source, without a device read or a zeroed buffer: a lookup while
+/// populating reads a directory per name.
 ///
 /// # Errors
 /// [`Error::Corrupt`] for a block mapped twice or failing its checksum,
@@ -242,46 +246,59 @@ pub(crate) fn for_each_block<T>(
     let bs = src.block_size();
     let size_blocks = dir.inode.size().div_ceil(u64::from(bs));
     let kind = kind_of(dir.ino.0, &dir.inode);
+    let place = |nr: u64| {
+        Location::inode(dir.ino.0)
+            .of("directory block")
+            .at_block(nr)
+    };
     // A block mapped at many logical offsets (extents overlapping on
     // disk) would be visited without bound: a directory block belongs to
     // one place in one directory.
     // Blocks of one run are distinct: only a directory of several runs
     // needs the set.
     let mut seen = HashSet::new();
-    let mut buf = Vec::new();
     let per_read = ((1u64 << 20) / u64::from(bs)).max(1);
     let runs = runs(src, dir)?;
     let several = runs.iter().filter(|r| !r.unwritten).nth(1).is_some();
+    let mut visit = |nr: u64, b: &[u8]| -> Result<Option<T>> {
+        if several && !seen.insert(nr) {
+            return Err(Error::corrupt(
+                place(nr),
+                FormatError::invalid("directory", "block mapped twice"),
+            ));
+        }
+        verified(src, kind, nr, b)?;
+        f(nr, b)
+    };
+    let mut buf = Vec::new();
     for r in runs.iter().filter(|r| !r.unwritten) {
         let n = r.len.min(size_blocks.saturating_sub(r.logical));
         let mut k = 0;
         while k < n {
             let m = per_read.min(n - k);
             let first = r.physical + k;
-            buf.resize(num::index(m * u64::from(bs)), 0);
-            let what = || {
-                Location::inode(dir.ino.0)
-                    .of("directory block")
-                    .at_block(first)
-                    .to_string()
-            };
-            src.read_run(first, &mut buf, &what)?;
-            for (j, b) in buf.chunks(bs as usize).enumerate() {
-                let nr = first + j as u64;
-                if several && !seen.insert(nr) {
-                    return Err(Error::corrupt(
-                        Location::inode(dir.ino.0)
-                            .of("directory block")
-                            .at_block(nr),
-                        FormatError::invalid("directory", "block mapped twice"),
-                    ));
+            k += m;
+            // The bounds error names the directory and block; the name is
+            // built only then.
+            if src.check_blocks(first, m, "").is_err() {
+                src.check_blocks(first, m, &place(first).to_string())?;
+            }
+            if m == 1 || (first..first + m).all(|nr| src.trusted(nr)) {
+                for nr in first..first + m {
+                    let b = src.read_block(nr, "directory block")?;
+                    if let Some(v) = visit(nr, &b)? {
+                        return Ok(Some(v));
+                    }
                 }
-                verified(src, kind, nr, b)?;
-                if let Some(v) = f(nr, b)? {
+                continue;
+            }
+            buf.resize(num::index(m * u64::from(bs)), 0);
+            src.read_run(first, &mut buf, &|| place(first).to_string())?;
+            for (j, b) in buf.chunks(bs as usize).enumerate() {
+                if let Some(v) = visit(first + j as u64, b)? {
                     return Ok(Some(v));
                 }
             }
-            k += m;
         }
     }
     Ok(None)
