@@ -1111,7 +1111,8 @@ fn is_dx_node(block: &[u8], csum: bool) -> bool {
 }
 
 /// Checks one entry. `slot` is its position among the directory's
-/// entries (0 and 1 must be `.` and `..`).
+/// entries (0 and 1 must be `.` and `..`). The checks run in e2fsck's
+/// order; under `-n` most go on past a problem (see [`bad_entry`]).
 #[allow(clippy::too_many_arguments)]
 fn entry(
     c: &mut Ctx,
@@ -1123,23 +1124,77 @@ fn entry(
     ftype: u8,
     off: usize,
 ) {
-    let dir = c.dirs[d].ino;
+    let e = EntryAt {
+        d,
+        slot,
+        b,
+        name,
+        target,
+        off,
+        dir: c.dirs[d].ino,
+    };
     if !c.q_dirs.is_empty() {
         if let Some(first) = c.q_dirs.get_mut(&target).filter(|f| **f == 0) {
-            *first = dir;
+            *first = e.dir;
         }
     }
-    // Built only when something is reported: this runs for every entry.
-    let place = |c: &Ctx| {
-        format!(
-            "Entry '{}' in {} ({dir})",
-            crate::pathname::safe(name),
-            crate::pathname::dir_path(&c.fs, dir)
-        )
+    if !dot_entries(c, &e) || target == 0 || !target_number(c, &e) {
+        return;
+    }
+    crate::encoded_name::check(c, d, slot, b, off, name);
+    name_chars(c, &e);
+    let Some(kind) = c.inodes.kind(target) else {
+        unused_target(c, &e);
+        return;
     };
-    match slot {
+    entry_filetype(c, &e, ftype, kind);
+    if slot > 1 && !(encryption_policy(c, &e, kind) && dir_link(c, &e, kind)) {
+        return;
+    }
+    c.inodes.add_name(target);
+}
+
+/// One directory entry under check, and where it is.
+struct EntryAt<'a> {
+    /// The directory's index in `c.dirs`.
+    d: usize,
+    /// Its position among the directory's entries.
+    slot: usize,
+    b: &'a DirBlock,
+    name: &'a [u8],
+    target: u32,
+    /// Its offset in the block (or inline area).
+    off: usize,
+    /// The directory's inode.
+    dir: u32,
+}
+
+impl EntryAt<'_> {
+    /// The entry as e2fsck names it in a message. Built only when
+    /// something is reported: the checks run for every entry.
+    fn place(&self, c: &Ctx) -> String {
+        format!(
+            "Entry '{}' in {} ({})",
+            crate::pathname::safe(self.name),
+            crate::pathname::dir_path(&c.fs, self.dir),
+            self.dir
+        )
+    }
+
+    /// Reports the entry as one that must go (see [`bad_entry`]).
+    fn bad(&self, c: &mut Ctx, code: ProblemCode, msg: String) {
+        bad_entry(c, self.d, self.b, self.off, code, msg);
+    }
+}
+
+/// The first two entries must be `.` (naming the directory) and `..`
+/// (whose target is recorded for pass 3). False when the entry's checks
+/// end here.
+fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
+    let (d, b, off, dir, target) = (e.d, e.b, e.off, e.dir, e.target);
+    match e.slot {
         0 => {
-            if name != b"." || target == 0 {
+            if e.name != b"." || target == 0 {
                 let (code, msg) = if target == 0 {
                     (
                         ProblemCode::PR_2_MISSING_DOT,
@@ -1158,7 +1213,7 @@ fn entry(
                     None => c.p.error(2, code, msg),
                 }
                 // The record is '.' once repaired: its old target is gone.
-                return;
+                return false;
             } else if target != dir {
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
@@ -1167,11 +1222,11 @@ fn entry(
                 } else {
                     c.p.error(2, ProblemCode::PR_2_BAD_INODE_DOT, msg);
                 }
-                return;
+                return false;
             }
         }
         1 => {
-            if name != b".." || target == 0 {
+            if e.name != b".." || target == 0 {
                 let (code, msg) = if target == 0 {
                     (
                         ProblemCode::PR_2_MISSING_DOT_DOT,
@@ -1189,28 +1244,30 @@ fn entry(
                     Some(f) => c.p.error_fix(2, code, msg, f),
                     None => c.p.error(2, code, msg),
                 }
-                return;
-            } else {
-                c.dirs[d].dotdot = target;
-                if b.phys != 0 {
-                    c.dirs[d].dotdot_at =
-                        std::num::NonZeroU64::new(b.phys).zip(u32::try_from(off).ok());
-                }
+                return false;
+            }
+            c.dirs[d].dotdot = target;
+            if b.phys != 0 {
+                c.dirs[d].dotdot_at =
+                    std::num::NonZeroU64::new(b.phys).zip(u32::try_from(off).ok());
             }
         }
         _ => {}
     }
-    if target == 0 {
-        return;
-    }
-    // e2fsck's order: a link to the directory itself first; then at most
-    // one of an invalid inode number, a duplicate '.' or '..', a link to
-    // the root and an empty name.
+    true
+}
+
+/// What the entry's inode number may be: e2fsck's order, a link to the
+/// directory itself first; then at most one of an invalid inode number, a
+/// duplicate '.' or '..', a link to the root and an empty name. False when
+/// the entry's checks end here.
+fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
+    let (slot, name, target, dir) = (e.slot, e.name, e.target, e.dir);
     if slot > 1 && target == dir {
-        let msg = format!("{} is a link to '.'", place(c));
-        bad_entry(c, d, b, off, ProblemCode::PR_2_LINK_DOT, msg);
+        let msg = format!("{} is a link to '.'", e.place(c));
+        e.bad(c, ProblemCode::PR_2_LINK_DOT, msg);
         if c.repairing {
-            return;
+            return false;
         }
     }
     let max = c.sb.s_inodes_count.get();
@@ -1226,12 +1283,13 @@ fn entry(
         || (target < c.sb.first_ino() && target != special::ROOT)
         || hidden.contains(&target)
     {
-        let msg = format!("{} has invalid inode #: {target}.", place(c));
-        return bad_entry(c, d, b, off, ProblemCode::PR_2_BAD_INO, msg);
+        let msg = format!("{} has invalid inode #: {target}.", e.place(c));
+        e.bad(c, ProblemCode::PR_2_BAD_INO, msg);
+        return false;
     } else if slot > 1 && (name == b"." || name == b"..") {
         let msg = format!(
             "{} is duplicate '{}' entry.",
-            place(c),
+            e.place(c),
             crate::pathname::safe(name)
         );
         let code = if name == b"." {
@@ -1243,7 +1301,7 @@ fn entry(
     } else if slot > 1 && target == special::ROOT {
         (
             Some(ProblemCode::PR_2_LINK_ROOT),
-            format!("{} is a link to the root inode.", place(c)),
+            format!("{} is a link to the root inode.", e.place(c)),
         )
     } else if slot > 1 && name.is_empty() {
         // As e2fsck: a name of no bytes is no name; the entry goes.
@@ -1256,23 +1314,28 @@ fn entry(
         (None, String::new())
     };
     if let Some(code) = code {
-        bad_entry(c, d, b, off, code, msg);
+        e.bad(c, code, msg);
         if c.repairing {
-            return;
+            return false;
         }
     }
-    crate::encoded_name::check(c, d, slot, b, off, name);
-    // An encrypted directory's names are ciphertext, any byte may occur
-    // (e2fsck checks names only where the directory is not encrypted; its
-    // encrypted names are judged by length, PR_2_BAD_ENCRYPTED_NAME).
-    if slot > 1
-        && !c.dirs[d].encrypted
+    true
+}
+
+/// A name holds no '/' or NUL, and is not empty. An encrypted directory's
+/// names are ciphertext, any byte may occur (e2fsck checks names only
+/// where the directory is not encrypted; its encrypted names are judged
+/// by length, PR_2_BAD_ENCRYPTED_NAME).
+fn name_chars(c: &mut Ctx, e: &EntryAt<'_>) {
+    let (b, name, off) = (e.b, e.name, e.off);
+    if e.slot > 1
+        && !c.dirs[e.d].encrypted
         && (name.contains(&b'/') || name.contains(&0) || name.is_empty())
     {
-        let msg = format!("{} has illegal characters in its name.", place(c));
+        let msg = format!("{} has illegal characters in its name.", e.place(c));
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
-            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].owner);
+            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[e.d].owner);
             c.p.error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
             // A record of an inline directory, mended in its area.
@@ -1282,24 +1345,33 @@ fn entry(
             c.p.error(2, ProblemCode::PR_2_BAD_NAME, msg);
         }
     }
-    let Some(kind) = c.inodes.kind(target) else {
-        // A descriptor that says the inode cannot be in use is what is
-        // wrong: a repair clears it and checks again, the entry kept.
-        if crate::gdesc::inode_reference(c, dir, name, target) {
-            return;
-        }
-        if crate::badblocks::inode_in_bad_block(c, target) {
-            let msg = format!(
-                "{} points to inode ({target}) located in a bad block.",
-                place(c)
-            );
-            return bad_entry(c, d, b, off, ProblemCode::PR_2_BB_INODE, msg);
-        }
-        let msg = format!("{} has deleted/unused inode {target}.", place(c));
-        return bad_entry(c, d, b, off, ProblemCode::PR_2_UNUSED_INODE, msg);
-    };
-    // As e2fsck: '.' and '..' have their file type checked too.
-    let (phys, dino, area, owner) = (b.phys, b.ino, b.lblk, c.dirs[d].owner);
+}
+
+/// An entry whose inode pass 1 did not find in use: the entry goes,
+/// unless a descriptor that says the inode cannot be in use is what is
+/// wrong (a repair clears it and checks again, the entry kept).
+fn unused_target(c: &mut Ctx, e: &EntryAt<'_>) {
+    let target = e.target;
+    if crate::gdesc::inode_reference(c, e.dir, e.name, target) {
+        return;
+    }
+    if crate::badblocks::inode_in_bad_block(c, target) {
+        let msg = format!(
+            "{} points to inode ({target}) located in a bad block.",
+            e.place(c)
+        );
+        e.bad(c, ProblemCode::PR_2_BB_INODE, msg);
+        return;
+    }
+    let msg = format!("{} has deleted/unused inode {target}.", e.place(c));
+    e.bad(c, ProblemCode::PR_2_UNUSED_INODE, msg);
+}
+
+/// The entry's file type against its inode's kind; as e2fsck, '.' and
+/// '..' have theirs checked too.
+fn entry_filetype(c: &mut Ctx, e: &EntryAt<'_>, ftype: u8, kind: FileKind) {
+    let off = e.off;
+    let (phys, dino, area, owner) = (e.b.phys, e.b.ino, e.b.lblk, c.dirs[e.d].owner);
     let fix = move |t: u8| {
         use crate::inline_dir::AREA_PARENT;
         if phys != 0 {
@@ -1310,75 +1382,79 @@ fn entry(
             None
         }
     };
-    check_filetype(c, &place, ftype, kind, &fix);
-    if slot > 1 {
-        // In an encrypted directory every file, directory and symlink is
-        // encrypted too (e2fsck's check_encryption_policy,
-        // PR_2_UNENCRYPTED_FILE); other kinds carry no policy.
-        if c.dirs[d].encrypted
-            && matches!(
-                kind,
-                FileKind::Regular | FileKind::Directory | FileKind::Symlink
-            )
-            && c.fs.inode(InodeNr(target)).is_ok_and(|i| {
-                !i.inode
-                    .flags()
-                    .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
-            })
-        {
-            let msg = format!(
-                "Encrypted {} references unencrypted inode {target}.",
-                place(c).replacen("Entry", "entry", 1)
-            );
-            bad_entry(c, d, b, off, ProblemCode::PR_2_UNENCRYPTED_FILE, msg);
-            if c.repairing {
-                return;
-            }
+    check_filetype(c, &|c: &Ctx| e.place(c), ftype, kind, &fix);
+}
+
+/// In an encrypted directory every file, directory and symlink is
+/// encrypted too (e2fsck's check_encryption_policy,
+/// PR_2_UNENCRYPTED_FILE), with the directory's policy; other kinds carry
+/// no policy. False when the entry's checks end here.
+fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
+    let (dir, target) = (e.dir, e.target);
+    if c.dirs[e.d].encrypted
+        && matches!(
+            kind,
+            FileKind::Regular | FileKind::Directory | FileKind::Symlink
+        )
+        && c.fs.inode(InodeNr(target)).is_ok_and(|i| {
+            !i.inode
+                .flags()
+                .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
+        })
+    {
+        let msg = format!(
+            "Encrypted {} references unencrypted inode {target}.",
+            e.place(c).replacen("Entry", "entry", 1)
+        );
+        e.bad(c, ProblemCode::PR_2_UNENCRYPTED_FILE, msg);
+        if c.repairing {
+            return false;
         }
-        if c.dirs[d].encrypted {
-            let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
-            if let (Some(mine), Some(its)) = (mine, its) {
-                if mine != its {
-                    let msg = format!(
-                        "Encrypted {} references inode {target}, which has a different \
-                         encryption policy.",
-                        place(c).replacen("Entry", "entry", 1)
-                    );
-                    bad_entry(
-                        c,
-                        d,
-                        b,
-                        off,
-                        ProblemCode::PR_2_INCONSISTENT_ENCRYPTION_POLICY,
-                        msg,
-                    );
-                    if c.repairing {
-                        return;
-                    }
-                }
-            }
-        }
-        if kind == FileKind::Directory {
-            if let Some(td) = c.dir_idx(target) {
-                let parent = c.dirs[td].parent;
-                if parent != 0 {
-                    // Named as its first parent names it (e2fsck's %P).
-                    let msg = format!(
-                        "{} is a link to directory {} ({target}).",
-                        place(c),
-                        crate::pathname::path_in(&c.fs, parent, target)
-                    );
-                    bad_entry(c, d, b, off, ProblemCode::PR_2_LINK_DIR, msg);
-                    if c.repairing {
-                        return;
-                    }
-                } else {
-                    c.dirs[td].parent = dir;
+    }
+    if c.dirs[e.d].encrypted {
+        let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
+        if let (Some(mine), Some(its)) = (mine, its) {
+            if mine != its {
+                let msg = format!(
+                    "Encrypted {} references inode {target}, which has a different \
+                     encryption policy.",
+                    e.place(c).replacen("Entry", "entry", 1)
+                );
+                e.bad(c, ProblemCode::PR_2_INCONSISTENT_ENCRYPTION_POLICY, msg);
+                if c.repairing {
+                    return false;
                 }
             }
         }
     }
-    c.inodes.add_name(target);
+    true
+}
+
+/// A directory has one name besides its own '.' and its children's '..':
+/// the first entry naming it makes its parent, a second is a hard link to
+/// a directory. False when the entry's checks end here.
+fn dir_link(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
+    let target = e.target;
+    if kind == FileKind::Directory {
+        if let Some(td) = c.dir_idx(target) {
+            let parent = c.dirs[td].parent;
+            if parent != 0 {
+                // Named as its first parent names it (e2fsck's %P).
+                let msg = format!(
+                    "{} is a link to directory {} ({target}).",
+                    e.place(c),
+                    crate::pathname::path_in(&c.fs, parent, target)
+                );
+                e.bad(c, ProblemCode::PR_2_LINK_DIR, msg);
+                if c.repairing {
+                    return false;
+                }
+            } else {
+                c.dirs[td].parent = e.dir;
+            }
+        }
+    }
+    true
 }
 
 /// Reports an entry that must go; its repair clears it (in an inline
