@@ -46,15 +46,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// The walk over every directory block, then the checks of what it found.
 fn walk(c: &mut Ctx, progress: Progress<'_>) {
     htree_tails(c);
-    let mut blocks = std::mem::take(&mut c.dir_blocks);
-    blocks.sort_unstable();
-    blocks.dedup_by_key(|b| b.phys);
-    // e2fsck's order (special_dir_block_cmp): every directory's first
-    // block, then the others, each by block number; what is found (and
-    // which of two names of a directory is its first) follows it.
-    blocks.sort_unstable_by_key(|b| (b.lblk != 0, b.phys, b.ino, b.lblk));
-    // Pass 1 grew it by doubling: up to half of it was slack.
-    blocks.shrink_to_fit();
+    let mut blocks = blocks_in_order(c);
     let bs = u64::from(c.geo.block_size);
     let bsz = num::index(bs);
     let total = blocks.len() as u64;
@@ -67,37 +59,8 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     } else {
         RUN_BYTES
     };
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < blocks.len() {
-        let mut j = i + 1;
-        while j < blocks.len()
-            && blocks[j].phys == blocks[j - 1].phys + 1
-            && (j - i) as u64 * bs < run_bytes
-        {
-            j += 1;
-        }
-        runs.push((i, j));
-        i = j;
-    }
-    // What the reader thread needs per directory: checksum seed, and
-    // whether its names are hashed (htree) so leaf ranges are worth
-    // computing ahead. Per directory, sorted as `c.dirs`, where a copy per
-    // block took 112 KiB of the peak for 2M files.
-    let dir_meta: Vec<(u32, Meta)> = c
-        .dirs
-        .iter()
-        .map(|r| {
-            let meta = Meta {
-                seed: r.seed,
-                hashed: r.htree && !r.encrypted && !r.casefold,
-                htree: r.htree,
-                // Its blocks may be judged clean ahead (see `Rules`).
-                plain: !r.encrypted && !r.casefold && !r.inline,
-            };
-            (r.ino, meta)
-        })
-        .collect();
+    let runs = contiguous_runs(&blocks, bs, run_bytes);
+    let dir_meta = dir_meta(c);
     let meta_of = |b: &DirBlock| match dir_meta.binary_search_by_key(&b.ino, |m| m.0) {
         Ok(d) => Meta {
             hashed: dir_meta[d].1.hashed && b.lblk > 0,
@@ -220,6 +183,65 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         return;
     }
     htree::check(c, dx);
+    unallocated_block0(c, &saw_block0);
+}
+
+/// The directory blocks pass 1 found, each once, in e2fsck's order
+/// (special_dir_block_cmp): every directory's first block, then the
+/// others, each by block number; what is found (and which of two names of
+/// a directory is its first) follows it.
+fn blocks_in_order(c: &mut Ctx) -> Vec<DirBlock> {
+    let mut blocks = std::mem::take(&mut c.dir_blocks);
+    blocks.sort_unstable();
+    blocks.dedup_by_key(|b| b.phys);
+    blocks.sort_unstable_by_key(|b| (b.lblk != 0, b.phys, b.ino, b.lblk));
+    // Pass 1 grew it by doubling: up to half of it was slack.
+    blocks.shrink_to_fit();
+    blocks
+}
+
+/// Runs `(first, end)` of `blocks` physically contiguous, each at most
+/// `run_bytes` long: each is read at once.
+fn contiguous_runs(blocks: &[DirBlock], bs: u64, run_bytes: u64) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < blocks.len() {
+        let mut j = i + 1;
+        while j < blocks.len()
+            && blocks[j].phys == blocks[j - 1].phys + 1
+            && (j - i) as u64 * bs < run_bytes
+        {
+            j += 1;
+        }
+        runs.push((i, j));
+        i = j;
+    }
+    runs
+}
+
+/// What the reader thread needs per directory: checksum seed, and
+/// whether its names are hashed (htree) so leaf ranges are worth
+/// computing ahead. Per directory, sorted as `c.dirs`, where a copy per
+/// block took 112 KiB of the peak for 2M files.
+fn dir_meta(c: &Ctx) -> Vec<(u32, Meta)> {
+    c.dirs
+        .iter()
+        .map(|r| {
+            let meta = Meta {
+                seed: r.seed,
+                hashed: r.htree && !r.encrypted && !r.casefold,
+                htree: r.htree,
+                // Its blocks may be judged clean ahead (see `Rules`).
+                plain: !r.encrypted && !r.casefold && !r.inline,
+            };
+            (r.ino, meta)
+        })
+        .collect()
+}
+
+/// A directory (not inline) whose block 0 the walk never met has a hole
+/// there: e2fsck gives it a new block.
+fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
     for (d, saw) in saw_block0.iter().enumerate() {
         let r = c.dirs[d];
         if !saw && !r.inline {
