@@ -276,7 +276,7 @@ fn run(
                     declined: s.declined,
                     cancelled: last.cancelled,
                     errors_flagged: last.errors_flagged,
-                    last,
+                    last: *last,
                     preen_stopped: s.preen_stopped,
                     marked_valid: false,
                     journal_recreated: None,
@@ -413,7 +413,7 @@ fn start(
 enum FirstLook {
     /// The run ends with this check: a clean filesystem, or a
     /// journal-only run.
-    Ends(Report),
+    Ends(Box<Report>),
     /// A full check is due, for this reason.
     Forced(Option<Forced>),
 }
@@ -474,7 +474,7 @@ impl Session<'_, '_> {
             }
         }
         if journal_only || last.skipped_clean.is_some() {
-            return Ok(FirstLook::Ends(last));
+            return Ok(FirstLook::Ends(Box::new(last)));
         }
         Ok(FirstLook::Forced(why))
     }
