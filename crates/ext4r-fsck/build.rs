@@ -33,6 +33,47 @@ fn value<'a>(flags: &'a [String], key: &str) -> Option<&'a str> {
     flags.iter().find_map(|f| f.strip_prefix(key))
 }
 
+/// One `Info { .. }` line of the `INFOS` table: what the code's flags say.
+fn info_entry(e: &Entry, from_e2fsck: bool) -> String {
+    let has = |f: &str| e.flags.iter().any(|x| x == f);
+    let known = [
+        "preen_ok",
+        "no_prompt",
+        "no_ok",
+        "fatal",
+        "preen_nomsg",
+        "no_nomsg",
+    ];
+    for f in &e.flags {
+        assert!(
+            known.contains(&f.as_str())
+                || f.starts_with("same_line:")
+                || f.starts_with("nl:")
+                || f.starts_with("prompt:"),
+            "{}: unknown flag {f}",
+            e.code
+        );
+    }
+    let same_line = match value(&e.flags, "same_line:") {
+        Some(n) => format!("Some({})", n.parse::<u8>().expect("same_line:N")),
+        None => "None".into(),
+    };
+    let nl = value(&e.flags, "nl:").map_or(1, |n| n.parse::<u8>().expect("nl:N"));
+    let prompt = match value(&e.flags, "prompt:") {
+        Some(w) => format!("Some(\"{w}\")"),
+        None => "None".into(),
+    };
+    format!(
+        "    Info {{ e2fsck: {from_e2fsck}, preen_ok: {}, no_prompt: {}, preen_nomsg: {}, \
+         no_nomsg: {}, same_line: {same_line}, nl: {nl}, prompt: {prompt} }}, // {}\n",
+        has("preen_ok"),
+        has("no_prompt"),
+        has("preen_nomsg"),
+        has("no_nomsg"),
+        e.code,
+    )
+}
+
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     let e2fsck = read("e2fsck-problems.txt");
@@ -71,69 +112,40 @@ fn main() {
         writeln!(out, "        ProblemCode::{},", e.code).expect("a String takes any write");
     }
     out += "    ];\n\n    /// The code's name (`PR_1_BAD_I_SIZE`).\n    \
-            pub const fn name(self) -> &'static str {\n        match self {\n";
-    for e in e2fsck.iter().chain(&own) {
-        writeln!(out, "            ProblemCode::{0} => \"{0}\",", e.code)
-            .expect("a String takes any write");
-    }
-    out += "        }\n    }\n\n    /// The part of the checker that raises it, as the code's second word\n    \
+            pub const fn name(self) -> &'static str {\n        \
+            NAMES[self as usize]\n    }\n\n    \
+            /// The part of the checker that raises it, as the code's second word\n    \
             /// says: \"0\" (superblock, descriptors, journal), \"1\", \"1B\", \"2\",\n    \
             /// \"3A\", \"4\", \"5\", \"6\" (after the passes)...\n    \
-            pub const fn section(self) -> &'static str {\n        match self {\n";
+            pub const fn section(self) -> &'static str {\n        \
+            SECTIONS[self as usize]\n    }\n\n    \
+            /// What the lists say of the code.\n    \
+            pub(crate) const fn info(self) -> Info {\n        \
+            INFOS[self as usize]\n    }\n}\n\n";
+    // Tables indexed by the variant's discriminant: the enum is declared in
+    // the lists' order with no explicit discriminants, so variant `i` is
+    // entry `i` of each table.
+    out += "/// Each code's name, in declaration order.\n\
+            const NAMES: [&str; ProblemCode::ALL.len()] = [\n";
+    for e in e2fsck.iter().chain(&own) {
+        writeln!(out, "    \"{}\",", e.code).expect("a String takes any write");
+    }
+    out += "];\n\n/// Each code's section, in declaration order.\n\
+            const SECTIONS: [&str; ProblemCode::ALL.len()] = [\n";
     for e in e2fsck.iter().chain(&own) {
         let section = e.code.split('_').nth(1).expect("a code has a section");
-        writeln!(out, "            ProblemCode::{} => \"{section}\",", e.code)
-            .expect("a String takes any write");
+        writeln!(out, "    \"{section}\",").expect("a String takes any write");
     }
-    out += "        }\n    }\n\n    /// What the lists say of the code.\n    \
-            pub(crate) const fn info(self) -> Info {\n        match self {\n";
+    out += "];\n\n/// What the lists say of each code, in declaration order.\n\
+            const INFOS: [Info; ProblemCode::ALL.len()] = [\n";
     for (e, from_e2fsck) in e2fsck
         .iter()
         .map(|e| (e, true))
         .chain(own.iter().map(|e| (e, false)))
     {
-        let has = |f: &str| e.flags.iter().any(|x| x == f);
-        let known = [
-            "preen_ok",
-            "no_prompt",
-            "no_ok",
-            "fatal",
-            "preen_nomsg",
-            "no_nomsg",
-        ];
-        for f in &e.flags {
-            assert!(
-                known.contains(&f.as_str())
-                    || f.starts_with("same_line:")
-                    || f.starts_with("nl:")
-                    || f.starts_with("prompt:"),
-                "{}: unknown flag {f}",
-                e.code
-            );
-        }
-        let same_line = match value(&e.flags, "same_line:") {
-            Some(n) => format!("Some({})", n.parse::<u8>().expect("same_line:N")),
-            None => "None".into(),
-        };
-        let nl = value(&e.flags, "nl:").map_or(1, |n| n.parse::<u8>().expect("nl:N"));
-        let prompt = match value(&e.flags, "prompt:") {
-            Some(w) => format!("Some(\"{w}\")"),
-            None => "None".into(),
-        };
-        writeln!(
-            out,
-            "            ProblemCode::{} => Info {{ e2fsck: {from_e2fsck}, preen_ok: {}, \
-             no_prompt: {}, preen_nomsg: {}, no_nomsg: {}, same_line: {same_line}, \
-             nl: {nl}, prompt: {prompt} }},",
-            e.code,
-            has("preen_ok"),
-            has("no_prompt"),
-            has("preen_nomsg"),
-            has("no_nomsg"),
-        )
-        .expect("a String takes any write");
+        out += &info_entry(e, from_e2fsck);
     }
-    out += "        }\n    }\n}\n";
+    out += "];\n";
     let dest = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("problem_code.rs");
     std::fs::write(&dest, out).unwrap_or_else(|e| panic!("{}: {e}", dest.display()));
 }

@@ -151,4 +151,26 @@ mod tests {
         assert_eq!(ProblemCode::PR_1B_DUP_BLOCK.section(), "1B");
         assert_eq!(ProblemCode::EXT4R_5_READ_BITMAP.section(), "5");
     }
+
+    /// The generated tables are indexed by the discriminant: variant `i`
+    /// must be `ALL[i]`, and its name must be the one listed `i`th.
+    #[test]
+    fn tables_follow_the_declaration_order() {
+        for (i, &c) in ProblemCode::ALL.iter().enumerate() {
+            assert_eq!(c as usize, i, "{c}");
+        }
+        assert_eq!(
+            ProblemCode::ALL.first().map(|c| c.name()),
+            Some("PR_0_BB_NOT_GROUP")
+        );
+        assert_eq!(
+            ProblemCode::ALL.last().map(|c| c.name()),
+            Some("EXT4R_5_READ_BITMAP")
+        );
+        assert!(ProblemCode::PR_0_JOURNAL_BAD_INODE.info().preen_ok);
+        assert_eq!(
+            ProblemCode::PR_0_JOURNAL_BAD_INODE.info().prompt,
+            Some("clear")
+        );
+    }
 }

@@ -12,6 +12,17 @@ pub(crate) mod guard;
 mod resize;
 mod space;
 mod truncate;
+mod apply {
+    //! Applying one fix to the batch, by what it changes.
+    mod dir;
+    mod group;
+    mod inline;
+    mod inode;
+    mod journal;
+    mod map;
+    mod space;
+    mod superblock;
+}
 
 use dirs::{add_tail, collapse_dir};
 use space::bits_to_bytes;
@@ -559,631 +570,111 @@ impl<'a> Writer<'a> {
         Ok(self.descs.entry(g).or_insert_with(GroupDesc::zeroed))
     }
 
+    /// Takes one fix into the batch; each kind of fix is applied by the
+    /// part of the writer for what it changes (`apply/`).
     fn add(&mut self, f: &Fix) -> Result<()> {
-        let bs = self.fs.block_size();
-        let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
-        let wide = self.sb.has_incompat(Incompat::BIT64);
         match f {
-            Fix::InodeChecksum(ino) => {
-                self.inode(*ino)?;
-            }
-            Fix::InodeLinks(ino, n) => self.edit_inode(*ino, |i| i.i_links_count.set(*n))?,
-            Fix::InodeBlocks(ino, blocks) => self.edit_inode(*ino, |i| {
-                let _ = i.set_blocks_count(blocks * u64::from(bs / 512), huge, bs);
-            })?,
-            Fix::InodeSize(ino, size) => {
-                self.edit_inode(*ino, |i| i.set_size(*size))?;
-                // As libext2fs's ext2fs_inode_size_set: a regular file
-                // made 2 GiB or more sets large_file (and a dynamic
-                // revision) itself, so no later check finds it missing.
-                let rec = self.inode(*ino)?;
-                let regular = rec.get(..2).is_some_and(|m| m[1] & 0xF0 == 0x80);
-                let wanted =
-                    !self.sb.has_ro_compat(RoCompat::LARGE_FILE) || self.sb.s_rev_level.get() == 0;
-                if regular && *size >= 0x8000_0000 && wanted {
-                    self.add(&Fix::SetLargeFile)?;
-                }
-            }
-            Fix::InodeClearDtime(ino) => self.edit_inode(*ino, |i| i.i_dtime.set(0))?,
-            Fix::InodeClearFileAcl(ino) => self.edit_inode(*ino, |i| {
-                i.i_file_acl_lo.set(0);
-                i.l_i_file_acl_high.set(0);
-            })?,
-            Fix::InodeClearFileAclHigh(ino) => {
-                self.edit_inode(*ino, |i| i.l_i_file_acl_high.set(0))?
-            }
-            Fix::DirBlockChecksum(b, owner) => {
-                self.block(*b, owner.dir())?;
-            }
-            Fix::ExtentBlockChecksum(b, owner) => {
-                self.block(*b, owner.extent())?;
-            }
-            Fix::XattrBlockChecksum(b) => {
-                self.block(*b, BlockKind::Xattr)?;
-            }
-            Fix::XattrRefcount(b, n) => {
-                let blk = self.block(*b, BlockKind::Xattr)?;
-                blk[4..8].copy_from_slice(&n.to_le_bytes());
-            }
-            Fix::DirEntryClear(b, off, owner) => {
-                let blk = self.block(*b, owner.dir())?;
-                if let Some(x) = blk.get_mut(*off..*off + 4) {
-                    x.copy_from_slice(&[0; 4]);
-                }
-            }
-            Fix::DirEntryRename(b, off, name, owner) => {
-                let blk = self.block(*b, owner.dir())?;
-                let rec = blk
-                    .get(*off + 4..*off + 6)
-                    .map_or(0, |x| usize::from(u16::from_le_bytes([x[0], x[1]])));
-                let n = name.len();
-                // 0 (nothing written) for a name too long for a record.
-                let n8 = u8::try_from(n).unwrap_or(0);
-                if n8 > 0 && 8 + n <= rec {
-                    if let Some(x) = blk.get_mut(*off + 8..*off + 8 + n) {
-                        x.copy_from_slice(name);
-                        blk[*off + 6] = n8;
-                    }
-                }
-            }
-            Fix::DirEntryFiletype(b, off, t, owner) => {
-                let blk = self.block(*b, owner.dir())?;
-                if let Some(x) = blk.get_mut(*off + 7) {
-                    *x = *t;
-                }
-            }
-            Fix::GroupFreeBlocks(g, n) => self.desc(*g)?.set_free_blocks_count(*n),
-            Fix::GroupFreeInodes(g, n) => self.desc(*g)?.set_free_inodes_count(*n),
-            Fix::GroupUsedDirs(g, n) => self.desc(*g)?.set_used_dirs_count(*n),
-            Fix::GroupDescChecksum(g) => {
-                self.desc(*g)?;
-            }
-            Fix::GroupDescFlags(g, clear, unused) => {
-                let d = self.desc(*g)?;
-                d.set_flags(d.flags() & !clear);
-                if let Some(u) = unused {
-                    d.set_itable_unused(*u);
-                }
-            }
-            // Whole bitmaps from the recount; the write layer sets the
-            // padding past the group's end, as mke2fs and the kernel leave
-            // it, and stamps their checksums in the descriptor.
-            Fix::BlockBitmap(g, bits) => {
-                let raw = bits_to_bytes(bits, bs as usize);
-                let d = self.desc(*g)?;
-                d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
-                self.bitmaps.insert((*g, true), raw);
-            }
-            Fix::InodeBitmap(g, bits) => {
-                let raw = bits_to_bytes(bits, bs as usize);
-                let d = self.desc(*g)?;
-                d.set_flags(d.flags() & !BG_INODE_UNINIT);
-                self.bitmaps.insert((*g, false), raw);
-            }
-            Fix::InodeBlockSlot(ino, slot) => {
-                let slot = *slot;
-                self.edit_inode(*ino, |i| {
-                    let mut w = i.block_words();
-                    if let Some(x) = w.get_mut(slot) {
-                        *x = 0;
-                    }
-                    i.set_block_words(&w);
-                })?
-            }
-            Fix::IndirectEntry(b, idx) | Fix::ReservedGdtEntry(b, idx) => {
-                if matches!(f, Fix::ReservedGdtEntry(..)) {
-                    self.meta_writes.insert(*b);
-                }
-                // Indirect blocks carry no checksum.
-                let blk = self.block(*b, BlockKind::Plain)?;
-                if let Some(x) = blk.get_mut(idx * 4..idx * 4 + 4) {
-                    x.copy_from_slice(&[0; 4]);
-                }
-            }
-            Fix::ExtentRemove(ino, node, i, owner) => {
-                self.extent_removals
-                    .entry((*ino, *node))
-                    .or_default()
-                    .push((*i, *owner));
-            }
-            Fix::ExtentIndexStart(ino, node, i, lblk, owner) => {
-                let buf: &mut [u8] = match node {
-                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
-                    Some(b) => self.block(*b, owner.extent())?,
-                };
-                let at = 12 + i * 12;
-                if let Some(x) = buf.get_mut(at..at + 4) {
-                    x.copy_from_slice(&lblk.to_le_bytes());
-                }
-            }
-            Fix::RebuildExtents(t) | Fix::ExtentsFromMap(t) => {
-                for (b, buf) in &t.blocks {
-                    self.blocks.insert(*b, (buf.clone(), t.owner.extent()));
-                }
-                let rec = self.inode(t.ino)?;
-                if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
-                    x.copy_from_slice(&t.root);
-                }
-                if matches!(f, Fix::ExtentsFromMap(_)) {
-                    self.edit_inode(t.ino, |i| {
-                        let v = i.i_flags.get() | ext4r_format::inode::InodeFlags::EXTENTS.bits();
-                        i.i_flags.set(v);
-                    })?;
-                }
-            }
-            Fix::MoveJournal(from, b, off, owner) => {
-                let rec = self.inode(*from)?.clone();
-                let to = self.inode(ext4r_format::inode::ino::JOURNAL)?;
-                let n = to.len().min(rec.len());
-                to[..n].copy_from_slice(&rec[..n]);
-                self.add(&Fix::DirEntryClear(*b, *off, *owner))?;
-                self.add(&Fix::JournalInum(ext4r_format::inode::ino::JOURNAL))?;
-                self.add(&Fix::ClearInode(*from))?;
-                self.add(&Fix::FreeInode(*from, false))?;
-            }
-            Fix::HideQuota(h) => self.hide_quota(h)?,
-            Fix::NewOrphanFile(n) => {
-                let node_kind = if n.extents {
-                    n.owner.extent()
-                } else {
-                    BlockKind::Plain
-                };
-                for (b, buf) in &n.nodes {
-                    self.blocks.insert(*b, (buf.clone(), node_kind));
-                }
-                for &b in &n.blocks {
-                    let mut buf = vec![0u8; bs as usize];
-                    if ext4r_format::orphan::init_orphan_block(&mut buf).is_ok() {
-                        let kind = BlockKind::Orphan {
-                            ino: n.ino,
-                            generation: n.generation,
-                        };
-                        self.blocks.insert(b, (buf, kind));
-                    }
-                }
-                let rec = self.inode(n.ino)?;
-                if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
-                    x.copy_from_slice(&n.root);
-                }
-                let held = (n.blocks.len() + n.nodes.len()) as u64 * u64::from(bs / 512);
-                let flags = if n.extents {
-                    ext4r_format::inode::InodeFlags::EXTENTS.bits()
-                } else {
-                    0
-                };
-                let size = n.blocks.len() as u64 * u64::from(bs);
-                self.edit_inode(n.ino, |i| {
-                    // As libext2fs's ext2fs_create_orphan_file: a regular
-                    // file, mode 0600, one link, extent-mapped.
-                    i.i_mode.set(0o100_600);
-                    i.i_links_count.set(1);
-                    i.i_dtime.set(0);
-                    i.set_size(size);
-                    let _ = i.set_blocks_count(held, huge, bs);
-                    i.i_flags.set(flags);
-                })?;
-            }
-            Fix::ExtentWritten(ino, node, i, owner) => {
-                let buf: &mut [u8] = match node {
-                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
-                    Some(b) => self.block(*b, owner.extent())?,
-                };
-                // ee_len above 32768 marks an unwritten extent.
-                let at = 12 + i * 12 + 4;
-                if let Some(x) = buf.get_mut(at..at + 2) {
-                    let len = u16::from_le_bytes([x[0], x[1]]);
-                    if len > 32768 {
-                        x.copy_from_slice(&(len - 32768).to_le_bytes());
-                    }
-                }
-            }
-            Fix::ExtentDepth(ino, node, depth, owner) => {
-                let buf: &mut [u8] = match node {
-                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
-                    Some(b) => self.block(*b, owner.extent())?,
-                };
-                if let Some(x) = buf.get_mut(6..8) {
-                    x.copy_from_slice(&depth.to_le_bytes());
-                }
-            }
-            Fix::DirMakeDot(b, dir, owner) => {
-                let ft = self.dir_ft();
-                crate::dot::make_dot(self.block(*b, owner.dir())?, *dir, ft, bs);
-            }
-            Fix::DirMakeDotDot(b, off, owner) => {
-                let ft = self.dir_ft();
-                crate::dot::make_dotdot(self.block(*b, owner.dir())?, *off, ft, bs);
-            }
-            Fix::DirZeroByte(b, at, owner) => {
-                if let Some(x) = self.block(*b, owner.dir())?.get_mut(*at) {
-                    *x = 0;
-                }
-            }
-            Fix::ClearInode(ino) => {
-                let now = self.now;
-                // As e2fsck_clear_inode: no flags left either.
-                self.edit_inode(*ino, |i| {
-                    i.i_links_count.set(0);
-                    i.i_dtime.set(now);
-                    i.i_flags.set(0);
-                })?
-            }
-            Fix::InodeExtraIsize(ino, v) => self.edit_inode(*ino, |i| i.i_extra_isize.set(*v))?,
-            Fix::ClearIbodyXattrs(ino) => {
-                let rec = self.inode(*ino)?;
-                // Only records with room past the fixed part have the area.
-                if let Some(x) = rec.get(0x80..0x82) {
-                    let extra = usize::from(u16::from_le_bytes([x[0], x[1]]));
-                    let start = (128 + extra).min(rec.len());
-                    rec[start..].fill(0);
-                }
-            }
-            Fix::IbodyXattrHashes(ino, hashes) => {
-                let rec = self.inode(*ino)?;
-                for &(off, hash) in hashes {
-                    // e_hash is the entry's last word (offset 12).
-                    if let Some(x) = rec.get_mut(off + 12..off + 16) {
-                        x.copy_from_slice(&hash.to_le_bytes());
-                    }
-                }
-            }
-            Fix::DirSalvage(b, off, prev, owner) => {
-                let max_ino = self.sb.s_inodes_count.get();
-                let csum = self.csum();
-                let blk = self.block(*b, owner.dir())?;
-                // Only metadata_csum blocks end in a tail.
-                let end = if csum && crate::salvage::has_tail(blk, bs) {
-                    blk.len() - 12
-                } else {
-                    blk.len()
-                };
-                crate::salvage::salvage(blk, *off, *prev, end, bs, max_ino);
-            }
-            Fix::CollapseDir(ino) => self.edit_inode(*ino, collapse_dir)?,
-            Fix::ClearIndexFlag(ino) => self.edit_inode(*ino, |i| {
-                let f = i.flags() - ext4r_format::inode::InodeFlags::INDEX;
-                i.set_flags(f);
-            })?,
-            Fix::DirAddTail(b, owner) => {
-                let blk = self.block(*b, owner.dir())?;
-                add_tail(blk, bs);
-            }
-            Fix::DirEntryInode(b, off, target, owner) => {
-                let blk = self.block(*b, owner.dir())?;
-                if let Some(x) = blk.get_mut(*off..*off + 4) {
-                    x.copy_from_slice(&target.to_le_bytes());
-                }
-            }
-            Fix::Reconnect(ino, ft) => self.reconnect(*ino, *ft)?,
-            Fix::SetIncompat(bits) => {
-                let v = self.sb.s_feature_incompat.get() | bits;
-                self.sb.s_feature_incompat.set(v);
-                self.sb_dirty = true;
-            }
-            Fix::SetRoCompat(bits) => {
-                let v = self.sb.s_feature_ro_compat.get() | bits;
-                self.sb.s_feature_ro_compat.set(v);
-                self.sb_dirty = true;
-            }
-            Fix::EaInodeRefCount(ino, refs) => self.edit_inode(*ino, |i| {
-                i.i_ctime.set(num::hi32(*refs));
-                i.l_i_version.set(num::lo32(*refs));
-            })?,
-            Fix::ClearIncompat(bits) => {
-                let v = self.sb.s_feature_incompat.get() & !bits;
-                self.sb.s_feature_incompat.set(v);
-                self.sb_dirty = true;
-            }
-            Fix::SuperblockCounts(blocks, inodes) => {
-                self.sb.set_free_blocks_count(*blocks);
-                // At most s_inodes_count, a u32.
-                self.sb.s_free_inodes_count.set(num::sat_u32(*inodes));
-                self.sb_dirty = true;
-            }
-            Fix::SuperFreeBlocks(blocks) => {
-                self.sb.set_free_blocks_count(*blocks);
-                self.sb_dirty = true;
-            }
-            Fix::SuperFreeInodes(inodes) => {
-                self.sb.s_free_inodes_count.set(num::sat_u32(*inodes));
-                self.sb_dirty = true;
-            }
-            Fix::Each(fixes) => {
-                for f in fixes {
-                    self.add(f)?;
-                }
-            }
-            Fix::CloneBlocks(ino, owner, copies) => {
-                for cp in copies {
-                    self.clone_blocks(*ino, *owner, cp)?;
-                }
-            }
-            Fix::DeleteJournal => {
-                crate::journal_fix::delete_journal(&mut self.sb);
-                self.sb_dirty = true;
-            }
-            Fix::ResetJournalSuper(b, maxlen) => {
-                // A sequence number unlike any the old log could hold.
-                let seq = self.now ^ num::lo32(*b).rotate_left(16) ^ 0x5a5a_0001;
-                let blk = self.block(*b, BlockKind::Plain)?;
-                crate::journal_fix::reset_super(blk, bs, *maxlen, seq);
-                let f = self.sb.s_feature_incompat.get() & !Incompat::RECOVER.bits();
-                self.sb.s_feature_incompat.set(f);
-                self.sb_dirty = true;
-            }
-            Fix::Superblock(e) => {
-                if e.apply(&mut self.sb) {
-                    for g in 0..self.fs.geometry().group_count {
-                        self.desc(g)?;
-                    }
-                }
-                self.sb_dirty = true;
-            }
-            Fix::JournalInum(ino) => {
-                self.sb.s_journal_inum.set(*ino);
-                self.sb_dirty = true;
-            }
-            Fix::RestoreJournalInode(ino) => {
-                let sb = self.sb.clone();
-                let rec = self.inode(*ino)?;
-                let _ = crate::journal_check::backup_record(&sb, rec);
-            }
-            Fix::ClearV2JournalFields(b) => {
-                crate::journal_fix::clear_v2_fields(self.block(*b, BlockKind::Plain)?);
-            }
-            Fix::InodeClearEpoch(ino) => {
-                let rec = self.inode(*ino)?;
-                if let Ok(inode) = Inode::parse(rec) {
-                    let at: Vec<usize> = crate::pass1_rules::epoch_fields(&inode, rec).collect();
-                    for a in at {
-                        rec[a] &= !3;
-                    }
-                }
-            }
-            Fix::InodeZeroByte(ino, at) => {
-                if let Some(x) = self.inode(*ino)?.get_mut(*at) {
-                    *x = 0;
-                }
-            }
-            Fix::InodeClearFaddr(ino) => self.edit_inode(*ino, |i| i.i_obso_faddr.set(0))?,
-            Fix::InodeClearBlocksHigh(ino) => {
-                self.edit_inode(*ino, |i| i.l_i_blocks_high.set(0))?
-            }
-            Fix::SuperExtraIsize(want, v) => {
-                if *want {
-                    self.sb.s_want_extra_isize.set(*v);
-                } else {
-                    self.sb.s_min_extra_isize.set(*v);
-                }
-                self.sb_dirty = true;
-            }
-            // Written by apply_at after the batch.
-            Fix::UpdateQuota(..) => {}
-            Fix::ClearQuotaInode(q) => {
-                match q {
-                    0 => self.sb.s_usr_quota_inum.set(0),
-                    1 => self.sb.s_grp_quota_inum.set(0),
-                    _ => self.sb.s_prj_quota_inum.set(0),
-                }
-                self.sb_dirty = true;
-            }
-            Fix::RestorePrimary => {
-                self.sb.s_block_group_nr.set(0);
-                self.sb_dirty = true;
-                for g in 0..self.fs.geometry().group_count {
-                    self.desc(g)?;
-                }
-            }
-            Fix::OrphanBlockClear(b, ino, gen) => {
-                let blk = self.block(*b, BlockKind::Plain)?;
-                // Only a block that takes the orphan format gets its tail
-                // stamped.
-                if ext4r_format::orphan::init_orphan_block(blk).is_ok() {
-                    if let Some(e) = self.blocks.get_mut(b) {
-                        e.1 = BlockKind::Orphan {
-                            ino: *ino,
-                            generation: *gen,
-                        };
-                    }
-                }
-            }
-            Fix::FreeBlocks(runs) => {
-                for &(start, len) in runs {
-                    for b in start..start.saturating_add(len) {
-                        self.free_block(b)?;
-                    }
-                }
-            }
-            Fix::FreeInode(ino, dir) => self.free_inode(*ino, *dir)?,
-            Fix::TruncateOrphan(ino) => {
-                if !self.truncates.contains(ino) {
-                    self.truncates.push(*ino);
-                }
-            }
-            Fix::ClearLastOrphan => {
-                self.sb.s_last_orphan.set(0);
-                self.sb_dirty = true;
-            }
-            Fix::MakeLostFound(n) => self.make_lost_found(*n)?,
-            Fix::InodeClearFlags(ino, bits) => self.edit_inode(*ino, |i| {
-                i.i_flags.set(i.i_flags.get() & !bits);
-            })?,
-            Fix::InodeSetFlags(ino, bits) => self.edit_inode(*ino, |i| {
-                i.i_flags.set(i.i_flags.get() | bits);
-            })?,
-            Fix::SetLargeDir => {
-                let v = self.sb.s_feature_incompat.get() | Incompat::LARGEDIR.bits();
-                self.sb.s_feature_incompat.set(v);
-                self.sb_dirty = true;
-            }
-            Fix::SetLargeFile => {
-                let v = self.sb.s_feature_ro_compat.get() | RoCompat::LARGE_FILE.bits();
-                self.sb.s_feature_ro_compat.set(v);
-                if self.sb.s_rev_level.get() == 0 {
-                    self.sb.s_rev_level.set(1);
-                    self.sb.s_first_ino.set(11);
-                    self.sb.s_inode_size.set(128);
-                }
-                self.sb_dirty = true;
-            }
-            Fix::DirBlock0(ino, b, owner) => self.dir_block0(*ino, *b, *owner)?,
-            Fix::DirBlockAt(ino, l, b, owner) => self.dir_block_at(*ino, *l, *b, *owner)?,
-            Fix::DirNameFix(b, off, owner) => {
-                let blk = self.block(*b, owner.dir())?;
-                if let Some(&n) = blk.get(off + 6) {
-                    let at = off + 8;
-                    if let Some(name) = blk.get_mut(at..at + usize::from(n)) {
-                        for x in name.iter_mut().filter(|x| **x == b'/' || **x == 0) {
-                            *x = b'.';
-                        }
-                    }
-                }
-            }
-            Fix::ExpandDir(ino, blocks) => self.expand_dir(*ino, blocks)?,
-            Fix::RehashDir(r) => {
-                let owner = Owner::new(r.ino, r.generation);
-                for (b, buf) in &r.blocks {
-                    self.blocks.insert(*b, (buf.clone(), owner.dir()));
-                }
-                let freed = r.release.len() as u64 * u64::from(bs / 512);
-                self.edit_inode(r.ino, |i| {
-                    let mut f = i.flags();
-                    f.set(ext4r_format::inode::InodeFlags::INDEX, r.index);
-                    i.set_flags(f);
-                    if let Some((ib, size)) = &r.shrunk {
-                        i.i_block = *ib;
-                        i.set_size(*size);
-                        let sectors = i.blocks_count(huge, bs).saturating_sub(freed);
-                        let _ = i.set_blocks_count(sectors, huge, bs);
-                    }
-                })?;
-                for b in &r.release {
-                    self.free_block(*b)?;
-                }
-            }
-            Fix::Relocate(g, what, at) | Fix::RelocateFrom(g, what, _, at) => {
-                use crate::relocate::Meta;
-                let n = match what {
-                    Meta::InodeTable => u64::from(self.fs.geometry().inode_blocks_per_group()),
-                    _ => 1,
-                };
-                for k in 0..n {
-                    let data = match f {
-                        Fix::RelocateFrom(_, _, from, _) => self
-                            .block(from + k, BlockKind::Plain)
-                            .map(|b| b.clone())
-                            .unwrap_or_default(),
-                        _ => Vec::new(),
-                    };
-                    let blk = self.block(at + k, BlockKind::Plain)?;
-                    if data.len() == blk.len() {
-                        blk.copy_from_slice(&data);
-                    } else {
-                        blk.fill(0);
-                    }
-                }
-                let d = self.desc(*g)?;
-                let (mut bb, mut ib, mut it) = (
-                    d.block_bitmap(wide),
-                    d.inode_bitmap(wide),
-                    d.inode_table(wide),
-                );
-                match what {
-                    Meta::BlockBitmap => bb = *at,
-                    Meta::InodeBitmap => ib = *at,
-                    Meta::InodeTable => it = *at,
-                }
-                d.set_locations(bb, ib, it);
-                if *what == Meta::BlockBitmap {
-                    d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
-                }
-                if *what == Meta::InodeBitmap {
-                    d.set_flags(d.flags() & !BG_INODE_UNINIT);
-                }
-            }
-            Fix::MakeRoot(b) => self.make_root(*b)?,
-            Fix::InlineTruncate(ino) => self.edit_inode(*ino, |i| {
-                i.set_size(0);
-                let f = i.flags() - ext4r_format::inode::InodeFlags::INLINE_DATA;
-                i.set_flags(f);
-                i.i_block = [0; 60];
-            })?,
-            Fix::InodeMode(ino, m) => self.edit_inode(*ino, |i| i.i_mode.set(*m))?,
-            Fix::InlineParent(ino, p) => {
-                let rec = self.inode(*ino)?;
-                if let Some(x) = rec.get_mut(0x28..0x2c) {
-                    x.copy_from_slice(&p.to_le_bytes());
-                }
-            }
-            Fix::InlineEntryClear(ino, area, off) => {
-                let rec = self.inode(*ino)?;
-                if let Some(a) = crate::inline_dir::area_mut(rec, *area) {
-                    if let Some(x) = a.get_mut(*off..*off + 4) {
-                        x.copy_from_slice(&[0; 4]);
-                    }
-                }
-                if *area == crate::inline_dir::AREA_DATA {
-                    crate::inline_dir::rehash_data(rec);
-                }
-            }
-            Fix::InlineEntryFiletype(ino, area, off, t) => {
-                let rec = self.inode(*ino)?;
-                if let Some(x) =
-                    crate::inline_dir::area_mut(rec, *area).and_then(|a| a.get_mut(*off + 7))
-                {
-                    *x = *t;
-                }
-            }
-            Fix::InlineNameFix(ino, area, off) => {
-                let rec = self.inode(*ino)?;
-                if let Some(a) = crate::inline_dir::area_mut(rec, *area) {
-                    if let Some(&n) = a.get(off + 6) {
-                        let at = off + 8;
-                        if let Some(name) = a.get_mut(at..at + usize::from(n)) {
-                            for x in name.iter_mut().filter(|x| **x == b'/' || **x == 0) {
-                                *x = b'.';
-                            }
-                        }
-                    }
-                }
-            }
-            Fix::InlineSalvage(ino, area, off, prev) => {
-                let max_ino = self.sb.s_inodes_count.get();
-                let rec = self.inode(*ino)?;
-                if let Some(a) = crate::inline_dir::area_mut(rec, *area) {
-                    let end = a.len();
-                    // Record lengths are raw below 64 KiB.
-                    crate::salvage::salvage(a, *off, *prev, end, 4096, max_ino);
-                }
-                // The value changed: its entry's hash follows.
-                if *area == crate::inline_dir::AREA_DATA {
-                    crate::inline_dir::rehash_data(rec);
-                }
-            }
-            Fix::InlineDirSize(ino, size) => {
-                let rec = self.inode(*ino)?;
-                let value = size.saturating_sub(60);
-                if crate::inline_dir::set_data_len(rec, value) {
-                    self.edit_inode(*ino, |i| i.set_size(*size as u64))?;
-                }
-            }
-            Fix::ZeroInode(ino) => self.inode(*ino)?.fill(0),
-            Fix::ResetMmp(b) => {
-                let interval = self.sb.s_mmp_update_interval.get();
-                let bs = self.fs.block_size() as usize;
-                let data = crate::mmp::reset_block(interval, bs);
-                self.blocks.insert(*b, (data, BlockKind::Mmp));
-            }
-            Fix::RecreateResizeInode(dind) => self.recreate_resize_inode(*dind)?,
-            Fix::DropResizeFeature => self.drop_resize_feature(),
-            Fix::ClearOrphanPresent => {
-                let mut f = self.sb.features();
-                f.ro_compat.remove(RoCompat::ORPHAN_PRESENT);
-                self.sb.set_features(f);
-                self.sb_dirty = true;
-            }
+            Fix::InodeChecksum(..)
+            | Fix::InodeLinks(..)
+            | Fix::InodeBlocks(..)
+            | Fix::InodeSize(..)
+            | Fix::InodeClearDtime(..)
+            | Fix::InodeClearFileAcl(..)
+            | Fix::InodeClearFileAclHigh(..)
+            | Fix::InodeBlockSlot(..)
+            | Fix::ClearInode(..)
+            | Fix::InodeExtraIsize(..)
+            | Fix::ClearIbodyXattrs(..)
+            | Fix::IbodyXattrHashes(..)
+            | Fix::CollapseDir(..)
+            | Fix::ClearIndexFlag(..)
+            | Fix::EaInodeRefCount(..)
+            | Fix::InodeClearEpoch(..)
+            | Fix::InodeZeroByte(..)
+            | Fix::InodeClearFaddr(..)
+            | Fix::InodeClearBlocksHigh(..)
+            | Fix::InodeClearFlags(..)
+            | Fix::InodeSetFlags(..)
+            | Fix::InodeMode(..)
+            | Fix::ZeroInode(..)
+            | Fix::InlineTruncate(..) => self.add_inode_field(f),
+            Fix::DirBlockChecksum(..)
+            | Fix::DirEntryClear(..)
+            | Fix::DirEntryRename(..)
+            | Fix::DirEntryFiletype(..)
+            | Fix::DirMakeDot(..)
+            | Fix::DirMakeDotDot(..)
+            | Fix::DirZeroByte(..)
+            | Fix::DirSalvage(..)
+            | Fix::DirAddTail(..)
+            | Fix::DirEntryInode(..)
+            | Fix::DirNameFix(..) => self.add_dir_block(f),
+            Fix::InlineParent(..)
+            | Fix::InlineEntryClear(..)
+            | Fix::InlineEntryFiletype(..)
+            | Fix::InlineNameFix(..)
+            | Fix::InlineSalvage(..)
+            | Fix::InlineDirSize(..) => self.add_inline_dir(f),
+            Fix::ExtentBlockChecksum(..)
+            | Fix::ExtentRemove(..)
+            | Fix::ExtentIndexStart(..)
+            | Fix::RebuildExtents(..)
+            | Fix::ExtentsFromMap(..)
+            | Fix::ExtentWritten(..)
+            | Fix::ExtentDepth(..)
+            | Fix::IndirectEntry(..)
+            | Fix::ReservedGdtEntry(..) => self.add_block_map(f),
+            Fix::GroupFreeBlocks(..)
+            | Fix::GroupFreeInodes(..)
+            | Fix::GroupUsedDirs(..)
+            | Fix::GroupDescChecksum(..)
+            | Fix::GroupDescFlags(..)
+            | Fix::BlockBitmap(..)
+            | Fix::InodeBitmap(..)
+            | Fix::Relocate(..)
+            | Fix::RelocateFrom(..) => self.add_group(f),
+            Fix::SetIncompat(..)
+            | Fix::SetRoCompat(..)
+            | Fix::ClearIncompat(..)
+            | Fix::SuperblockCounts(..)
+            | Fix::SuperFreeBlocks(..)
+            | Fix::SuperFreeInodes(..)
+            | Fix::Superblock(..)
+            | Fix::SuperExtraIsize(..)
+            | Fix::ClearQuotaInode(..)
+            | Fix::RestorePrimary
+            | Fix::ClearLastOrphan
+            | Fix::SetLargeDir
+            | Fix::SetLargeFile
+            | Fix::ClearOrphanPresent
+            | Fix::DropResizeFeature => self.add_superblock(f),
+            Fix::DeleteJournal
+            | Fix::ResetJournalSuper(..)
+            | Fix::JournalInum(..)
+            | Fix::RestoreJournalInode(..)
+            | Fix::ClearV2JournalFields(..)
+            | Fix::MoveJournal(..) => self.add_journal(f),
+            Fix::XattrBlockChecksum(..)
+            | Fix::XattrRefcount(..)
+            | Fix::Each(..)
+            | Fix::CloneBlocks(..)
+            | Fix::FreeBlocks(..)
+            | Fix::FreeInode(..)
+            | Fix::Reconnect(..)
+            | Fix::MakeLostFound(..)
+            | Fix::DirBlock0(..)
+            | Fix::DirBlockAt(..)
+            | Fix::ExpandDir(..)
+            | Fix::RehashDir(..)
+            | Fix::MakeRoot(..)
+            | Fix::HideQuota(..)
+            | Fix::RecreateResizeInode(..)
+            | Fix::ResetMmp(..)
+            | Fix::UpdateQuota(..)
+            | Fix::NewOrphanFile(..)
+            | Fix::OrphanBlockClear(..)
+            | Fix::TruncateOrphan(..) => self.add_space(f),
         }
-        Ok(())
     }
 
     /// Hands the batch to the write layer: one in-place transaction over

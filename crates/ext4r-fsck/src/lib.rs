@@ -343,35 +343,12 @@ pub(crate) fn check_with(
     obs: &mut dyn Observer,
     probe: bool,
 ) -> Result<Report, Error> {
-    let mut oo = OpenOptions::default();
-    // A checker reads what fails its checksum, to report it.
-    oo.verify_checksums = false;
-    oo.superblock = opts.superblock;
-    oo.block_size = opts.block_size;
-    oo.allow_encrypted = true;
-    // As e2fsck -n: the journal is not replayed, the disk is checked as is.
-    oo.skip_journal_replay = true;
-    let mut notes = Vec::new();
-    let mut backup_used = false;
-    let mut bad_checksum = false;
-    let fs = if opts.superblock.is_none() {
-        let (fs, why) = backup::open_as_e2fsck(&dev, &oo)?;
-        match why {
-            backup::Fallback::None => {}
-            backup::Fallback::Backup(note) => {
-                notes.push(note);
-                backup_used = true;
-            }
-            backup::Fallback::BadChecksum => bad_checksum = true,
-        }
-        fs
-    } else {
-        let fs = Filesystem::open_with(dev.clone(), oo.clone())?;
-        if let Some(u) = features::unsupported(fs.superblock()) {
-            return Err(Error::Unsupported(u));
-        }
-        fs
-    };
+    let Opened {
+        fs,
+        notes,
+        backup_used,
+        bad_checksum,
+    } = open_for_check(&dev, opts)?;
     let sb = fs.superblock();
     let label = String::from_utf8_lossy(sb.volume_name()).into_owned();
     obs.opened(&label);
@@ -456,6 +433,77 @@ pub(crate) fn check_with(
         // A clean verdict always comes with its summary.
         (Ok(()), None) => {}
     }
+    primary_fixes(&mut c, bad_checksum, backup_used);
+    run_passes(&mut c, first_pass, &mut emit, obs, &mut report);
+    if !c.abort && !c.restart && c.fatal.is_none() {
+        quota::check(&mut c, &mut |c| emit.flush(c, 6, obs));
+    }
+    emit.flush(&c, u8::MAX, obs);
+    report.summary = c.summary();
+    report.rehash = c.rehash_dirs.iter().copied().collect();
+    report.notes = std::mem::take(&mut c.notes);
+    report.fatal = c.fatal.take();
+    report.fatal_journal = c.fatal_journal;
+    report.cancelled = c.cancelled;
+    report.problems = c.p;
+    Ok(report)
+}
+
+/// What opening the filesystem for a check found.
+struct Opened {
+    fs: Filesystem,
+    /// What the opening says (the backup superblock it used).
+    notes: Vec<String>,
+    /// A backup superblock stood in for the primary.
+    backup_used: bool,
+    /// The primary opened but its checksum is bad.
+    bad_checksum: bool,
+}
+
+/// Opens the filesystem as e2fsck does: the primary superblock, or a
+/// backup when it is unusable (unless a superblock is given), reading what
+/// fails its checksum and with no journal replayed.
+fn open_for_check(dev: &std::sync::Arc<dyn BlockDevice>, opts: &Options) -> Result<Opened, Error> {
+    let mut oo = OpenOptions::default();
+    // A checker reads what fails its checksum, to report it.
+    oo.verify_checksums = false;
+    oo.superblock = opts.superblock;
+    oo.block_size = opts.block_size;
+    oo.allow_encrypted = true;
+    // As e2fsck -n: the journal is not replayed, the disk is checked as is.
+    oo.skip_journal_replay = true;
+    let mut notes = Vec::new();
+    let mut backup_used = false;
+    let mut bad_checksum = false;
+    let fs = if opts.superblock.is_none() {
+        let (fs, why) = backup::open_as_e2fsck(dev, &oo)?;
+        match why {
+            backup::Fallback::None => {}
+            backup::Fallback::Backup(note) => {
+                notes.push(note);
+                backup_used = true;
+            }
+            backup::Fallback::BadChecksum => bad_checksum = true,
+        }
+        fs
+    } else {
+        let fs = Filesystem::open_with(dev.clone(), oo.clone())?;
+        if let Some(u) = features::unsupported(fs.superblock()) {
+            return Err(Error::Unsupported(u));
+        }
+        fs
+    };
+    Ok(Opened {
+        fs,
+        notes,
+        backup_used,
+        bad_checksum,
+    })
+}
+
+/// What the superblock check asks for before the passes: a primary whose
+/// checksum alone is bad, or one a backup stood in for, is written again.
+fn primary_fixes(c: &mut ctx::Ctx, bad_checksum: bool, backup_used: bool) {
     if bad_checksum {
         // No backup to take over: the superblock, which opened and is
         // judged field by field below, gets its checksum again.
@@ -476,6 +524,19 @@ pub(crate) fn check_with(
             Fix::RestorePrimary,
         );
     }
+}
+
+/// Passes `first_pass` to 5 in order, each headed, timed and its problems
+/// shown as it ends, with pass 3A's settling before pass 2 and its run
+/// after pass 3. A pass that asks for a restart ends the run of them
+/// (`report.restarted`); so does a cancel.
+fn run_passes(
+    c: &mut ctx::Ctx,
+    first_pass: usize,
+    emit: &mut Emitter,
+    obs: &mut dyn Observer,
+    report: &mut Report,
+) {
     let passes: [(&'static str, PassFn); 6] = [
         ("pass 0: superblock and group descriptors", pass0::run),
         ("pass 1: inodes, blocks and sizes", pass1::run),
@@ -491,62 +552,55 @@ pub(crate) fn check_with(
         let t = Instant::now();
         let from = c.p.mark();
         if pass == 2 {
-            pass3a::settle(&mut c);
+            pass3a::settle(c);
         }
-        f(&mut c, &mut |p, d, n| obs.progress(p, d, n));
+        f(c, &mut |p, d, n| obs.progress(p, d, n));
         if pass == 3 && !c.restart && !c.abort {
-            pass3a::run(&mut c);
+            pass3a::run(c);
         }
         if pass == 0 {
-            forgive_pass0(&mut c, from);
+            forgive_pass0(c, from);
         }
         let took = t.elapsed();
         report.pass_times.push((name, took));
         if c.restart {
-            // As e2fsck's restart: what was found from pass 2 on rests on
-            // inodes pass 1 did not read; only the descriptor fixes that
-            // make it read them are kept, the rest is found again. What
-            // was shown so far is all kept (passes 0 and 1), so the
-            // emitter goes on after it.
-            let shown = emit.next - emit.held.len();
-            c.p.retain(|p| {
-                p.pass < 2
-                    || matches!(
-                        p.code,
-                        ProblemCode::PR_2_INOREF_BG_INO_UNINIT | ProblemCode::PR_2_INOREF_IN_UNUSED
-                    )
-            });
-            emit.next = shown;
-            emit.held.clear();
-            emit.flush(&c, pass, obs);
-            // e2fsck says so once the pass that asked for it is over, and
-            // then runs (and heads) every pass again.
-            c.notes
-                .push("Restarting e2fsck from the beginning...".into());
-            emit.flush(&c, pass, obs);
+            restart(c, emit, pass, obs);
             obs.pass_finished(pass, took);
             report.restarted = true;
             break;
         }
-        emit.flush(&c, pass, obs);
+        emit.flush(c, pass, obs);
         obs.pass_finished(pass, took);
         c.poll_cancel();
         if c.abort {
             break;
         }
     }
-    if !c.abort && !c.restart && c.fatal.is_none() {
-        quota::check(&mut c, &mut |c| emit.flush(c, 6, obs));
-    }
-    emit.flush(&c, u8::MAX, obs);
-    report.summary = c.summary();
-    report.rehash = c.rehash_dirs.iter().copied().collect();
-    report.notes = std::mem::take(&mut c.notes);
-    report.fatal = c.fatal.take();
-    report.fatal_journal = c.fatal_journal;
-    report.cancelled = c.cancelled;
-    report.problems = c.p;
-    Ok(report)
+}
+
+/// After a pass that asks for a restart: e2fsck's restart, said.
+fn restart(c: &mut ctx::Ctx, emit: &mut Emitter, pass: u8, obs: &mut dyn Observer) {
+    // As e2fsck's restart: what was found from pass 2 on rests on
+    // inodes pass 1 did not read; only the descriptor fixes that
+    // make it read them are kept, the rest is found again. What
+    // was shown so far is all kept (passes 0 and 1), so the
+    // emitter goes on after it.
+    let shown = emit.next - emit.held.len();
+    c.p.retain(|p| {
+        p.pass < 2
+            || matches!(
+                p.code,
+                ProblemCode::PR_2_INOREF_BG_INO_UNINIT | ProblemCode::PR_2_INOREF_IN_UNUSED
+            )
+    });
+    emit.next = shown;
+    emit.held.clear();
+    emit.flush(c, pass, obs);
+    // e2fsck says so once the pass that asked for it is over, and
+    // then runs (and heads) every pass again.
+    c.notes
+        .push("Restarting e2fsck from the beginning...".into());
+    emit.flush(c, pass, obs);
 }
 
 /// e2fsck marks the filesystem valid after its superblock, descriptor and

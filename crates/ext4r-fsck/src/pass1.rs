@@ -469,69 +469,145 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     }
 }
 
+/// The checks of one inode record, in e2fsck's order: which inodes are
+/// looked into at all ([`screen`]), the fields that must be zero, the file
+/// type, the format flags, the xattrs, the block map, the rules of each
+/// kind of file, `i_blocks`, the directory layout and size, and what pass 2
+/// needs of a directory.
 fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     let Some(inode) = inode_of(rec) else { return };
     let inode: &Inode = &inode;
+    let Some(used) = screen(c, ino, inode, rec, specials, pre) else {
+        return;
+    };
+    casefold_flag(c, ino, inode);
+    zero_fields(c, ino, inode, rec);
+    let Some(kind) = file_kind(c, ino, inode, used.quota_file) else {
+        return;
+    };
+    let Some(FormatFlags {
+        flags,
+        truncated_dir,
+    }) = format_flags(c, ino, inode, rec, kind)
+    else {
+        return;
+    };
+    // e2fsck's pass 1 is done with a valid inline-data symlink before
+    // check_blocks: its xattr block is neither counted nor charged.
+    let inline_symlink = kind == FileKind::Symlink
+        && flags.contains(InodeFlags::INLINE_DATA)
+        && crate::symlink::valid(c, ino, inode);
+    let (ea_blocks, ea_inode_values) = if inline_symlink {
+        (0, false)
+    } else {
+        let inline = flags.contains(InodeFlags::INLINE_DATA)
+            && c.sb.has_incompat(Incompat::INLINE_DATA)
+            && ino >= c.sb.first_ino();
+        crate::pass1_xattr::xattrs(c, ino, inode, rec, inline)
+    };
+    let Mapped {
+        mut map,
+        fast_symlink,
+        bogus_dev,
+    } = map_blocks(c, ino, inode, kind, flags, ea_blocks);
+    if map.cleared {
+        // Too many illegal blocks: cleared as e2fsck does (its restart
+        // drops what the walk claimed; the next round frees it here).
+        return;
+    }
+    kind_rules(c, ino, inode, kind, flags, bogus_dev);
+    if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
+        c.large_files += 1;
+    }
+    if kind == FileKind::Directory
+        && (truncated_dir || !flags.contains(InodeFlags::INLINE_DATA))
+        && map.blocks + ea_blocks == 0
+    {
+        // As e2fsck: nothing to keep, so the inode goes (and the names of
+        // it with it), rather than a block 0 being made for it.
+        c.p.error_fix(
+            1,
+            ProblemCode::PR_1_ZERO_LENGTH_DIR,
+            format!("Inode {ino} is a zero-length directory."),
+            Fix::ClearInode(ino),
+        );
+        return;
+    }
+    let charge = Charge {
+        flags,
+        ea_blocks,
+        ea_inode_values,
+        inline_symlink,
+        fast_symlink,
+    };
+    blocks_count(c, ino, inode, rec, &map, &charge);
+    if kind == FileKind::Directory && !map.bad && dir_holes(c, ino, flags, &map) {
+        collapse_runs(&mut map);
+    }
+    if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
+        check_size(c, ino, inode, kind, &map);
+    }
+    if kind == FileKind::Directory {
+        record_dir(c, ino, inode, rec, flags, &map);
+    }
+    stats(
+        c,
+        kind,
+        fast_symlink,
+        used.links,
+        &map,
+        map.blocks + ea_blocks,
+    );
+    register(c, ino, used.is_special, kind, flags, used.links);
+}
+
+/// What [`screen`] learnt of an inode in use that is to be checked.
+struct InUse {
+    /// The superblock names it (journal, quota, orphan file...).
+    is_special: bool,
+    /// A reserved user or group quota inode: a file whatever its mode.
+    quota_file: bool,
+    links: u16,
+}
+
+/// Which inodes are checked further: the journal rebuilt from its backup,
+/// reserved inodes (checked here, see [`reserved`]), inodes unused, in bad
+/// blocks or in a block of garbage are not; `None` for those.
+fn screen(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    rec: &[u8],
+    specials: &[u32],
+    pre: u8,
+) -> Option<InUse> {
     if c.journal_backup && ino == c.journal_ino {
         // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
         if ino >= c.sb.first_ino() {
             c.extra_used.push(ino);
         }
-        return;
+        return None;
     }
     let first_ino = c.sb.first_ino();
     let links = inode.links_count();
     let is_special = specials.contains(&ino);
     if ino < first_ino && ino != special::ROOT && !is_special {
-        // A reserved inode in a block of garbage holds nothing worth
-        // keeping: e2fsck clears it and zeroes its map; the record is
-        // zeroed here (the bad block, resize and journal inodes have
-        // their own checks).
-        if pre & PRE_GARBAGE != 0
-            && links > 0
-            && !matches!(ino, special::BAD | special::RESIZE | special::JOURNAL)
-            && (pre & PRE_BAD_CSUM != 0 || !c.csum())
-        {
-            c.p.error_fix(
-                1,
-                ProblemCode::PR_1_INODE_IS_GARBAGE,
-                format!("Inode {ino} seems to contain garbage."),
-                Fix::ZeroInode(ino),
-            );
-            return;
-        }
-        if pre & PRE_ZERO == 0 && ino != special::JOURNAL {
-            orphan_dtime(c, ino, inode);
-        }
-        let bad_csum = pre & PRE_BAD_CSUM != 0;
-        let before = c.p.errors();
-        reserved_inode(c, ino, inode, rec, bad_csum);
-        // As e2fsck's FINISH_INODE_LOOP: a reserved inode found with
-        // nothing else wrong has its checksum rewritten (one that was
-        // cleared or zeroed needs none).
-        if bad_csum && c.p.errors() == before {
-            c.p.error_fix(
-                1,
-                ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
-                format!("Inode {ino} passes checks, but checksum does not match inode."),
-                Fix::InodeChecksum(ino),
-            );
-        }
-        return;
+        reserved(c, ino, inode, rec, pre);
+        return None;
     }
     if crate::pass1_rules::stray_orphan_file(c, ino, inode) {
-        return;
+        return None;
     }
     if is_special {
         crate::pass1_rules::special_mode(c, ino, inode);
     }
     if pre & PRE_ZERO != 0 {
-        return;
+        return None;
     }
     // Inodes stored in a block on the bad block list do not exist for the
     // check (e2fsck skips them too); names of them are cleared.
     if crate::badblocks::inode_in_bad_block(c, ino) {
-        return;
+        return None;
     }
     // An in-use inode in a block of garbage is cleared unchecked (e2fsck's
     // PR_1_INODE_IS_GARBAGE); with checksums, one that verifies is kept.
@@ -547,7 +623,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             format!("Inode {ino} seems to contain garbage."),
             Fix::ClearInode(ino),
         );
-        return;
+        return None;
     }
     // Deleted inodes keep a valid checksum too: e2fsck checks them all.
     // It says so once the inode's other checks are done (its
@@ -563,9 +639,62 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         && c.sb.has_ro_compat(RoCompat::QUOTA)
         && (ino == special::USR_QUOTA || ino == special::GRP_QUOTA);
     if links == 0 && !quota_file {
+        return None;
+    }
+    Some(InUse {
+        is_special,
+        quota_file,
+        links,
+    })
+}
+
+/// A reserved inode below `s_first_ino` (not the root, not one the
+/// superblock names): garbage is zeroed, the rest judged by
+/// [`reserved_inode`], and a bad checksum on one found otherwise sound
+/// rewritten.
+fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
+    let links = inode.links_count();
+    // A reserved inode in a block of garbage holds nothing worth
+    // keeping: e2fsck clears it and zeroes its map; the record is
+    // zeroed here (the bad block, resize and journal inodes have
+    // their own checks).
+    if pre & PRE_GARBAGE != 0
+        && links > 0
+        && !matches!(ino, special::BAD | special::RESIZE | special::JOURNAL)
+        && (pre & PRE_BAD_CSUM != 0 || !c.csum())
+    {
+        c.p.error_fix(
+            1,
+            ProblemCode::PR_1_INODE_IS_GARBAGE,
+            format!("Inode {ino} seems to contain garbage."),
+            Fix::ZeroInode(ino),
+        );
         return;
     }
-    casefold_flag(c, ino, inode);
+    if pre & PRE_ZERO == 0 && ino != special::JOURNAL {
+        orphan_dtime(c, ino, inode);
+    }
+    let bad_csum = pre & PRE_BAD_CSUM != 0;
+    let before = c.p.errors();
+    reserved_inode(c, ino, inode, rec, bad_csum);
+    // As e2fsck's FINISH_INODE_LOOP: a reserved inode found with
+    // nothing else wrong has its checksum rewritten (one that was
+    // cleared or zeroed needs none).
+    if bad_csum && c.p.errors() == before {
+        c.p.error_fix(
+            1,
+            ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
+            format!("Inode {ino} passes checks, but checksum does not match inode."),
+            Fix::InodeChecksum(ino),
+        );
+    }
+}
+
+/// Fields an inode in use must leave zero or unset (e2fsck's
+/// process_bad_inode: the high words without the features that use them,
+/// the Hurd's fragment fields, `i_faddr`), the imagic flag, `i_dtime`, and
+/// timestamps before the epoch.
+fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
         c.p.error_fix(
             2,
@@ -659,6 +788,13 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         }
     }
     crate::pass1_rules::negative_epoch(c, ino, inode, rec);
+}
+
+/// The kind of file the rest of the checks judge the inode as: its mode's,
+/// or a directory when a device-like mode holds what looks like one
+/// (e2fsck's check_is_really_dir); `None` when the root is no directory
+/// and is cleared.
+fn file_kind(c: &mut Ctx, ino: u32, inode: &Inode, quota_file: bool) -> Option<FileKind> {
     let mut kind = if quota_file {
         FileKind::Regular
     } else {
@@ -697,8 +833,29 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             "Root inode is not a directory.".into(),
             Fix::ClearInode(ino),
         );
-        return;
+        return None;
     }
+    Some(kind)
+}
+
+/// The inode's flags as the later checks read them, after [`format_flags`].
+struct FormatFlags {
+    flags: InodeFlags,
+    /// A directory whose inline data a repair truncates (no attribute).
+    truncated_dir: bool,
+}
+
+/// The flags that say how the inode holds its data (inline data, extents,
+/// index, encryption) against the features and each other, and the extra
+/// size (e2fsck's check_inode_extra_space); in a repair, the flags as the
+/// fixes leave them. `None` when the inode is cleared.
+fn format_flags(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    rec: &[u8],
+    kind: FileKind,
+) -> Option<FormatFlags> {
     let mut flags = inode.flags();
     if let Some((code, msg, fix, left)) =
         crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
@@ -706,7 +863,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         let cleared = matches!(fix, Fix::ClearInode(_));
         c.p.error_fix(1, code, msg, fix);
         if cleared {
-            return;
+            return None;
         }
         // A repair goes on with the flags it leaves (as e2fsck).
         if c.repairing {
@@ -716,15 +873,15 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     let inline_attr = flags.contains(InodeFlags::INLINE_DATA) && has_inline_attr(c, ino);
     match crate::pass1_rules::format_flags(c, ino, inode, flags, inline_attr) {
         crate::pass1_rules::Verdict::Go(f) => flags = f,
-        crate::pass1_rules::Verdict::Cleared => return,
+        crate::pass1_rules::Verdict::Cleared => return None,
     }
     if flags.contains(InodeFlags::ENCRYPT) && !crate::pass1_rules::encryption_context(c, ino) {
-        return;
+        return None;
     }
     let mut truncated_dir = false;
     if flags.contains(InodeFlags::INLINE_DATA)
         && c.sb.has_incompat(Incompat::INLINE_DATA)
-        && ino >= first_ino
+        && ino >= c.sb.first_ino()
         && !inline_attr
     {
         // As e2fsck: without its system.data attribute (or with xattrs
@@ -773,25 +930,36 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             flags.remove(InodeFlags::INDEX);
         }
     }
-    // e2fsck's pass 1 is done with a valid inline-data symlink before
-    // check_blocks: its xattr block is neither counted nor charged.
-    let inline_symlink = kind == FileKind::Symlink
-        && flags.contains(InodeFlags::INLINE_DATA)
-        && crate::symlink::valid(c, ino, inode);
-    let (ea_blocks, ea_inode_values) = if inline_symlink {
-        (0, false)
-    } else {
-        let inline = flags.contains(InodeFlags::INLINE_DATA)
-            && c.sb.has_incompat(Incompat::INLINE_DATA)
-            && ino >= first_ino;
-        crate::pass1_xattr::xattrs(c, ino, inode, rec, inline)
-    };
+    Some(FormatFlags {
+        flags,
+        truncated_dir,
+    })
+}
+
+/// What [`map_blocks`] found of the inode's data.
+struct Mapped {
+    map: MapResult,
+    fast_symlink: bool,
+    /// A device, FIFO or socket inode e2fsck finds bogus: pass 2 clears
+    /// it, and pass 1 checks nothing more of it.
+    bogus_dev: bool,
+}
+
+/// The inode's blocks by the kind of file: a file, directory or slow
+/// symlink's extent tree or block map is walked and claimed; a device's
+/// `i_block` is judged (e2fsck's check_device_inode); an unknown mode is
+/// cleared.
+fn map_blocks(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    kind: FileKind,
+    flags: InodeFlags,
+    ea_blocks: u64,
+) -> Mapped {
     let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
-    let bs = u64::from(c.geo.block_size);
     let mut map = MapResult::default();
     let mut fast_symlink = false;
-    // A device, FIFO or socket inode e2fsck finds bogus: pass 2 clears
-    // it, and pass 1 checks nothing more of it.
     let mut bogus_dev = false;
     match kind {
         FileKind::Regular | FileKind::Directory | FileKind::Symlink => {
@@ -810,45 +978,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             }
         }
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
-            let w = inode.block_words();
-            // e2fsck's check_device_inode: an index or extents flag, or
-            // stray i_block words on an immutable one, make it bogus; an
-            // inline-data flag only goes.
-            let locked = flags.intersects(InodeFlags::IMMUTABLE | InodeFlags::APPEND);
-            bogus_dev = flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
-                || (locked && w[4..].iter().any(|&x| x != 0));
-            if bogus_dev {
-                c.p.error_fix(
-                    2,
-                    match kind {
-                        FileKind::CharDevice => ProblemCode::PR_2_BAD_CHAR_DEV,
-                        FileKind::BlockDevice => ProblemCode::PR_2_BAD_BLOCK_DEV,
-                        FileKind::Fifo => ProblemCode::PR_2_BAD_FIFO,
-                        _ => ProblemCode::PR_2_BAD_SOCKET,
-                    },
-                    format!(
-                        "Inode {ino} ({}) is an illegal {}.",
-                        crate::pathname::q(ino),
-                        match kind {
-                            FileKind::CharDevice => "character device",
-                            FileKind::BlockDevice => "block device",
-                            FileKind::Fifo => "FIFO",
-                            _ => "socket",
-                        }
-                    ),
-                    crate::fix::Fix::ClearInode(ino),
-                );
-            } else if flags.contains(InodeFlags::INLINE_DATA) {
-                c.p.error_fix(
-                    1,
-                    ProblemCode::PR_1_SPECIAL_EXTENTS_IDATA,
-                    format!(
-                        "Special (device/socket/fifo) file (inode {ino}) has extents\nor \
-                         inline-data flag set."
-                    ),
-                    Fix::InodeClearFlags(ino, InodeFlags::INLINE_DATA.bits()),
-                );
-            }
+            bogus_dev = device_inode(c, ino, inode, kind, flags);
         }
         _ => {
             c.p.error_fix(
@@ -863,11 +993,67 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             );
         }
     }
-    if map.cleared {
-        // Too many illegal blocks: cleared as e2fsck does (its restart
-        // drops what the walk claimed; the next round frees it here).
-        return;
+    Mapped {
+        map,
+        fast_symlink,
+        bogus_dev,
     }
+}
+
+/// e2fsck's check_device_inode: an index or extents flag, or stray
+/// `i_block` words on an immutable one, make a device, FIFO or socket
+/// inode bogus (true; pass 2 clears it); an inline-data flag only goes.
+fn device_inode(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, flags: InodeFlags) -> bool {
+    let w = inode.block_words();
+    let locked = flags.intersects(InodeFlags::IMMUTABLE | InodeFlags::APPEND);
+    let bogus_dev = flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
+        || (locked && w[4..].iter().any(|&x| x != 0));
+    if bogus_dev {
+        c.p.error_fix(
+            2,
+            match kind {
+                FileKind::CharDevice => ProblemCode::PR_2_BAD_CHAR_DEV,
+                FileKind::BlockDevice => ProblemCode::PR_2_BAD_BLOCK_DEV,
+                FileKind::Fifo => ProblemCode::PR_2_BAD_FIFO,
+                _ => ProblemCode::PR_2_BAD_SOCKET,
+            },
+            format!(
+                "Inode {ino} ({}) is an illegal {}.",
+                crate::pathname::q(ino),
+                match kind {
+                    FileKind::CharDevice => "character device",
+                    FileKind::BlockDevice => "block device",
+                    FileKind::Fifo => "FIFO",
+                    _ => "socket",
+                }
+            ),
+            crate::fix::Fix::ClearInode(ino),
+        );
+    } else if flags.contains(InodeFlags::INLINE_DATA) {
+        c.p.error_fix(
+            1,
+            ProblemCode::PR_1_SPECIAL_EXTENTS_IDATA,
+            format!(
+                "Special (device/socket/fifo) file (inode {ino}) has extents\nor \
+                 inline-data flag set."
+            ),
+            Fix::InodeClearFlags(ino, InodeFlags::INLINE_DATA.bits()),
+        );
+    }
+    bogus_dev
+}
+
+/// Rules of symlinks and special files: a symlink must be valid, none may
+/// be immutable or append-only (e2fsck's check_immutable), a device has no
+/// size (its check_size).
+fn kind_rules(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    kind: FileKind,
+    flags: InodeFlags,
+    bogus_dev: bool,
+) {
     let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, inode);
     if bad_symlink {
         c.p.error_fix(
@@ -915,23 +1101,30 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             Fix::InodeSize(ino, 0),
         );
     }
-    if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
-        c.large_files += 1;
-    }
-    if kind == FileKind::Directory
-        && (truncated_dir || !flags.contains(InodeFlags::INLINE_DATA))
-        && map.blocks + ea_blocks == 0
-    {
-        // As e2fsck: nothing to keep, so the inode goes (and the names of
-        // it with it), rather than a block 0 being made for it.
-        c.p.error_fix(
-            1,
-            ProblemCode::PR_1_ZERO_LENGTH_DIR,
-            format!("Inode {ino} is a zero-length directory."),
-            Fix::ClearInode(ino),
-        );
-        return;
-    }
+}
+
+/// What [`blocks_count`] needs beyond the map.
+struct Charge {
+    flags: InodeFlags,
+    /// Blocks of the inode's xattr block counted (0 or 1).
+    ea_blocks: u64,
+    /// Some xattr value is kept in an EA inode.
+    ea_inode_values: bool,
+    inline_symlink: bool,
+    fast_symlink: bool,
+}
+
+/// `i_blocks` against what the inode holds, and the quota charge of it.
+fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResult, ch: &Charge) {
+    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
+    let bs = u64::from(c.geo.block_size);
+    let Charge {
+        flags,
+        ea_blocks,
+        ea_inode_values,
+        inline_symlink,
+        fast_symlink,
+    } = *ch;
     // i_blocks counts data, tree blocks and the xattr block, and the
     // values kept in EA inodes, charged to their owner in whole clusters
     // (the kernel's quota charge; e2fsck's size_to_quota_blocks).
@@ -978,52 +1171,63 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             );
         }
     }
-    let mut collapse = false;
-    if kind == FileKind::Directory && !map.bad {
-        // Directory blocks run from 0 without holes (e2fsck collapses them).
-        let mut next = 0u64;
-        for &(l, _, n) in &map.runs {
-            if l != next {
-                let msg = format!("Directory inode {ino} block {l} should be at block {next}.");
-                // Collapsing is done for trees held whole in the inode and
-                // for direct block maps; deeper trees are left reported.
-                let simple = if flags.contains(InodeFlags::EXTENTS) {
-                    map.depth == 0
-                } else {
-                    map.end_lblk <= 12
-                };
-                if simple {
-                    c.p.error_fix(
-                        1,
-                        ProblemCode::PR_1_COLLAPSE_DBLOCK,
-                        msg,
-                        Fix::CollapseDir(ino),
-                    );
-                    collapse = c.repairing;
-                } else {
-                    c.p.error(1, ProblemCode::PR_1_COLLAPSE_DBLOCK, msg);
-                }
-                break;
+}
+
+/// Directory blocks run from 0 without holes (e2fsck collapses them).
+/// True when a repair collapses this directory's.
+fn dir_holes(c: &mut Ctx, ino: u32, flags: InodeFlags, map: &MapResult) -> bool {
+    let mut next = 0u64;
+    for &(l, _, n) in &map.runs {
+        if l != next {
+            let msg = format!("Directory inode {ino} block {l} should be at block {next}.");
+            // Collapsing is done for trees held whole in the inode and
+            // for direct block maps; deeper trees are left reported.
+            let simple = if flags.contains(InodeFlags::EXTENTS) {
+                map.depth == 0
+            } else {
+                map.end_lblk <= 12
+            };
+            if simple {
+                c.p.error_fix(
+                    1,
+                    ProblemCode::PR_1_COLLAPSE_DBLOCK,
+                    msg,
+                    Fix::CollapseDir(ino),
+                );
+                return c.repairing;
             }
-            next = l + n;
+            c.p.error(1, ProblemCode::PR_1_COLLAPSE_DBLOCK, msg);
+            return false;
         }
+        next = l + n;
     }
-    if collapse {
-        // The rest of pass 1 (size, htree root) judges the directory as
-        // the collapse leaves it, as e2fsck checks after its fix: blocks
-        // renumbered from 0 in order.
-        let mut next = 0u64;
-        for r in &mut map.runs {
-            r.0 = next;
-            next += r.2;
-        }
-        map.end_lblk = next;
-        map.end_init_lblk = next;
+    false
+}
+
+/// The map as a collapse leaves it: the rest of pass 1 (size, htree root)
+/// judges the directory as e2fsck checks after its fix, blocks renumbered
+/// from 0 in order.
+fn collapse_runs(map: &mut MapResult) {
+    let mut next = 0u64;
+    for r in &mut map.runs {
+        r.0 = next;
+        next += r.2;
     }
-    if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
-        check_size(c, ino, inode, kind, &map);
-    }
-    if kind == FileKind::Directory && flags.contains(InodeFlags::INLINE_DATA) {
+    map.end_lblk = next;
+    map.end_init_lblk = next;
+}
+
+/// A directory's inline size and htree root, whether pass 3A rebuilds it,
+/// and what pass 2 reads of it: its record and its blocks.
+fn record_dir(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    rec: &[u8],
+    flags: InodeFlags,
+    map: &MapResult,
+) {
+    if flags.contains(InodeFlags::INLINE_DATA) {
         // An inline directory's size is i_block's 60 bytes plus the
         // system.data value, as e2fsck counts it.
         if let Some(want) = inline_size(c, ino) {
@@ -1037,74 +1241,101 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
             }
         }
     }
-    if kind == FileKind::Directory {
-        let inline = flags.contains(InodeFlags::INLINE_DATA);
-        let mut htree = flags.contains(InodeFlags::INDEX);
-        if htree && !inline && !map.bad && c.sb.has_compat(Compat::DIR_INDEX) {
-            let blk0 = map.runs.iter().find(|r| r.0 == 0).map(|r| r.1);
-            // The flags as the filesystem layer would load the inode: not
-            // at all with an invalid extra size.
-            let loads = rec.len() <= 128 || inode.check_extra_isize(rec.len()).is_ok();
-            let read_flags = loads.then(|| inode.flags());
-            if let Some((code, msg)) =
-                crate::htree_root::bad_root(c, ino, read_flags, blk0, map.end_lblk)
-            {
-                c.p.error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
-                // Read as the linear directory it becomes.
-                htree = false;
-            } else if inode.size() >= 0x8000_0000 {
-                // e2fsck's handle_htree counts a sound index of 2 GiB or
-                // more (by i_size, before any size repair) as a large
-                // directory.
-                c.large_dirs += 1;
-            }
-        }
-        if htree
-            && !inline
-            && c.repairing
-            && !map.cleared
-            && !flags.contains(InodeFlags::EXTENTS)
-            && map.illegal_end > map.end_lblk
-        {
-            c.htree_tails.push((ino, map.end_lblk, map.illegal_end));
-        }
-        // e2fsck's pass 1 puts on its rebuild list (when it may write and
-        // the filesystem indexes directories) a directory whose index it
-        // cleared, and a linear one of three blocks or more by its size
-        // (pass 3A indexes or compacts it); see `crate::pass3a`.
-        let index_cleared = flags.contains(InodeFlags::INDEX) && !htree;
-        let bs = u64::from(c.geo.block_size);
-        if c.repairing
-            && c.sb.has_compat(Compat::DIR_INDEX)
-            && !inline
-            && (index_cleared || (!htree && inode.size() / bs >= 3))
-        {
-            c.rehash_dirs.insert(ino);
-        }
-        c.dirs.push(DirRec {
-            ino,
-            dotdot: 0,
-            parent: 0,
-            inline,
-            htree,
-            encrypted: flags.contains(InodeFlags::ENCRYPT),
-            casefold: flags.contains(InodeFlags::CASEFOLD),
-            dotdot_at: None,
-            map_bad: map.bad,
-            seed: crate::fix::Owner::of(ino, inode).seed(c.sb.csum_seed()),
-            owner: crate::fix::Owner::of(ino, inode),
-        });
-        for &(l, p, n) in &map.runs {
-            for k in 0..n {
-                c.dir_blocks.push(DirBlock {
-                    phys: p + k,
-                    ino,
-                    lblk: l + k,
-                });
-            }
+    let inline = flags.contains(InodeFlags::INLINE_DATA);
+    let htree = htree_root(c, ino, inode, rec, flags, map);
+    if htree
+        && !inline
+        && c.repairing
+        && !map.cleared
+        && !flags.contains(InodeFlags::EXTENTS)
+        && map.illegal_end > map.end_lblk
+    {
+        c.htree_tails.push((ino, map.end_lblk, map.illegal_end));
+    }
+    // e2fsck's pass 1 puts on its rebuild list (when it may write and
+    // the filesystem indexes directories) a directory whose index it
+    // cleared, and a linear one of three blocks or more by its size
+    // (pass 3A indexes or compacts it); see `crate::pass3a`.
+    let index_cleared = flags.contains(InodeFlags::INDEX) && !htree;
+    let bs = u64::from(c.geo.block_size);
+    if c.repairing
+        && c.sb.has_compat(Compat::DIR_INDEX)
+        && !inline
+        && (index_cleared || (!htree && inode.size() / bs >= 3))
+    {
+        c.rehash_dirs.insert(ino);
+    }
+    c.dirs.push(DirRec {
+        ino,
+        dotdot: 0,
+        parent: 0,
+        inline,
+        htree,
+        encrypted: flags.contains(InodeFlags::ENCRYPT),
+        casefold: flags.contains(InodeFlags::CASEFOLD),
+        dotdot_at: None,
+        map_bad: map.bad,
+        seed: crate::fix::Owner::of(ino, inode).seed(c.sb.csum_seed()),
+        owner: crate::fix::Owner::of(ino, inode),
+    });
+    for &(l, p, n) in &map.runs {
+        for k in 0..n {
+            c.dir_blocks.push(DirBlock {
+                phys: p + k,
+                ino,
+                lblk: l + k,
+            });
         }
     }
-    stats(c, kind, fast_symlink, links, &map, map.blocks + ea_blocks);
+}
+
+/// Whether the directory is read as an htree: its index flag, unless the
+/// root block is bad and the flag is cleared. A sound index of 2 GiB or
+/// more counts as a large directory.
+fn htree_root(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    rec: &[u8],
+    flags: InodeFlags,
+    map: &MapResult,
+) -> bool {
+    let inline = flags.contains(InodeFlags::INLINE_DATA);
+    let mut htree = flags.contains(InodeFlags::INDEX);
+    if htree && !inline && !map.bad && c.sb.has_compat(Compat::DIR_INDEX) {
+        let blk0 = map.runs.iter().find(|r| r.0 == 0).map(|r| r.1);
+        // The flags as the filesystem layer would load the inode: not
+        // at all with an invalid extra size.
+        let loads = rec.len() <= 128 || inode.check_extra_isize(rec.len()).is_ok();
+        let read_flags = loads.then(|| inode.flags());
+        if let Some((code, msg)) =
+            crate::htree_root::bad_root(c, ino, read_flags, blk0, map.end_lblk)
+        {
+            c.p.error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
+            // Read as the linear directory it becomes.
+            htree = false;
+        } else if inode.size() >= 0x8000_0000 {
+            // e2fsck's handle_htree counts a sound index of 2 GiB or
+            // more (by i_size, before any size repair) as a large
+            // directory.
+            c.large_dirs += 1;
+        }
+    }
+    htree
+}
+
+/// What pass 4 and the bitmaps need of an inode checked in use: one the
+/// superblock names past `s_first_ino` is in use though no entry names it,
+/// and the link counts pass 4 compares.
+fn register(
+    c: &mut Ctx,
+    ino: u32,
+    is_special: bool,
+    kind: FileKind,
+    flags: InodeFlags,
+    links: u16,
+) {
+    let first_ino = c.sb.first_ino();
     if is_special && ino >= first_ino {
         c.extra_used.push(ino);
     }

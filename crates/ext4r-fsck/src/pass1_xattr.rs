@@ -185,6 +185,14 @@ fn value_inums(area: &[u8], out: &mut Vec<u32>) {
 }
 
 fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) -> (u64, bool) {
+    ibody_xattrs(c, ino, inode, rec, inline);
+    xattr_block(c, ino, inode)
+}
+
+/// The xattrs in the inode's own extra space: references to EA inodes,
+/// hashes of an inline-data inode's entries, the area's layout and
+/// entries; a bad area is cleared.
+fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) {
     match parse_xattr_ibody(rec) {
         Ok(Some(entries)) => {
             let extra = usize::from(inode.i_extra_isize.get());
@@ -238,6 +246,13 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
             c.p.error_fix(1, code, msg, crate::fix::Fix::ClearIbodyXattrs(ino));
         }
     }
+}
+
+/// The inode's xattr block (`i_file_acl`): its address, then (once per
+/// block, later inodes sharing the verdict) what it holds and its
+/// checksum; a good one is claimed. Returns the blocks it adds to the
+/// inode's count.
+fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
     let blk = inode.file_acl(c.wide()).0;
     if blk == 0 {
         return (0, false);
@@ -285,64 +300,10 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
         .ok()
         .and_then(|()| parse_xattr_block(&buf).ok());
     let Some((hdr, entries)) = parsed else {
-        // e2fsck's words for what is wrong: unreadable, not an xattr
-        // block, more than one block, or entries that overlap.
-        let magic = buf[..4] == ext4r_format::xattr::XATTR_MAGIC.to_le_bytes();
-        let h_blocks = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
-        let code = if read.is_err() {
-            ProblemCode::PR_1_READ_EA_BLOCK
-        } else if !magic {
-            ProblemCode::PR_1_BAD_EA_BLOCK
-        } else if h_blocks != 1 {
-            ProblemCode::PR_1_EA_MULTI_BLOCK
-        } else {
-            ProblemCode::PR_1_EA_ALLOC_COLLISION
-        };
-        c.p.error_fix(
-            1,
-            code,
-            bad_block_message(code, ino, blk, 0),
-            crate::fix::Fix::InodeClearFileAcl(ino),
-        );
-        c.xattr_blocks.insert(
-            blk,
-            XattrBlock {
-                refcount: 0,
-                counted: 1,
-                valid: false,
-                bad: Some(code),
-                bad_hash: 0,
-            },
-        );
+        unparsed_block(c, ino, blk, &buf, read.is_err());
         return (0, false);
     };
-    let mut bad = None;
-    let mut bad_hash = 0;
-    if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
-        if found.2.is_none() {
-            bad = Some(found.0);
-        }
-        report_ea_inode_reference(c, found, Fix::InodeClearFileAcl(ino));
-    } else if let Some(stored) = zero_hash_in_block(&entries) {
-        // e2fsck's check_ext_attr compares a block entry's hash as it is:
-        // only an in-inode entry may leave it 0 (older kernels did).
-        c.p.error_fix(
-            1,
-            ProblemCode::PR_1_ATTR_HASH,
-            format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
-            crate::fix::Fix::InodeClearFileAcl(ino),
-        );
-        bad = Some(ProblemCode::PR_1_ATTR_HASH);
-    } else if let Some((code, _, stored)) = bad_entries(&entries, false) {
-        c.p.error_fix(
-            1,
-            code,
-            bad_block_message(code, ino, blk, stored),
-            crate::fix::Fix::InodeClearFileAcl(ino),
-        );
-        bad = Some(code);
-        bad_hash = stored;
-    }
+    let (bad, bad_hash) = block_entries(c, ino, inode, blk, &entries);
     if bad.is_none()
         && c.csum()
         && verify_xattr_block_checksum(c.sb.csum_seed(), BlockNr(blk), &buf).is_err()
@@ -375,6 +336,79 @@ fn xattrs_inner(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
     }
     c.claim(blk, 1, ino);
     (1, false)
+}
+
+/// An xattr block that could not be read or parsed, in e2fsck's words for
+/// what is wrong: unreadable, not an xattr block, more than one block, or
+/// entries that overlap. Cleared from the inode, and remembered bad.
+fn unparsed_block(c: &mut Ctx, ino: u32, blk: u64, buf: &[u8], read_failed: bool) {
+    let magic = buf[..4] == ext4r_format::xattr::XATTR_MAGIC.to_le_bytes();
+    let h_blocks = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
+    let code = if read_failed {
+        ProblemCode::PR_1_READ_EA_BLOCK
+    } else if !magic {
+        ProblemCode::PR_1_BAD_EA_BLOCK
+    } else if h_blocks != 1 {
+        ProblemCode::PR_1_EA_MULTI_BLOCK
+    } else {
+        ProblemCode::PR_1_EA_ALLOC_COLLISION
+    };
+    c.p.error_fix(
+        1,
+        code,
+        bad_block_message(code, ino, blk, 0),
+        crate::fix::Fix::InodeClearFileAcl(ino),
+    );
+    c.xattr_blocks.insert(
+        blk,
+        XattrBlock {
+            refcount: 0,
+            counted: 1,
+            valid: false,
+            bad: Some(code),
+            bad_hash: 0,
+        },
+    );
+}
+
+/// The entries of a parsed xattr block: references to EA inodes, hashes,
+/// names and values. Returns the problem that makes the block bad (it is
+/// cleared from the inode) and the hash it reported.
+fn block_entries(
+    c: &mut Ctx,
+    ino: u32,
+    inode: &Inode,
+    blk: u64,
+    entries: &XattrEntries<'_>,
+) -> (Option<ProblemCode>, u32) {
+    let mut bad = None;
+    let mut bad_hash = 0;
+    if let Some(found) = ea_inode_reference(c, ino, inode, entries) {
+        if found.2.is_none() {
+            bad = Some(found.0);
+        }
+        report_ea_inode_reference(c, found, Fix::InodeClearFileAcl(ino));
+    } else if let Some(stored) = zero_hash_in_block(entries) {
+        // e2fsck's check_ext_attr compares a block entry's hash as it is:
+        // only an in-inode entry may leave it 0 (older kernels did).
+        c.p.error_fix(
+            1,
+            ProblemCode::PR_1_ATTR_HASH,
+            format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
+            crate::fix::Fix::InodeClearFileAcl(ino),
+        );
+        bad = Some(ProblemCode::PR_1_ATTR_HASH);
+    } else if let Some((code, _, stored)) = bad_entries(entries, false) {
+        c.p.error_fix(
+            1,
+            code,
+            bad_block_message(code, ino, blk, stored),
+            crate::fix::Fix::InodeClearFileAcl(ino),
+        );
+        bad = Some(code);
+        bad_hash = stored;
+    }
+    (bad, bad_hash)
 }
 
 /// What e2fsck's check_large_ea_inode finds wrong with an entry whose

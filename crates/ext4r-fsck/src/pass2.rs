@@ -14,6 +14,10 @@ use crate::ctx::{Ctx, DirBlock};
 use crate::htree;
 use crate::Progress;
 
+mod entry;
+
+use entry::{bad_entry, entry};
+
 /// Bytes read at once when directory blocks are contiguous: small enough
 /// that the four buffers in flight (one checked, two queued, one being
 /// read) are not a large part of the peak memory, which is in this pass.
@@ -46,15 +50,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// The walk over every directory block, then the checks of what it found.
 fn walk(c: &mut Ctx, progress: Progress<'_>) {
     htree_tails(c);
-    let mut blocks = std::mem::take(&mut c.dir_blocks);
-    blocks.sort_unstable();
-    blocks.dedup_by_key(|b| b.phys);
-    // e2fsck's order (special_dir_block_cmp): every directory's first
-    // block, then the others, each by block number; what is found (and
-    // which of two names of a directory is its first) follows it.
-    blocks.sort_unstable_by_key(|b| (b.lblk != 0, b.phys, b.ino, b.lblk));
-    // Pass 1 grew it by doubling: up to half of it was slack.
-    blocks.shrink_to_fit();
+    let mut blocks = blocks_in_order(c);
     let bs = u64::from(c.geo.block_size);
     let bsz = num::index(bs);
     let total = blocks.len() as u64;
@@ -67,37 +63,8 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     } else {
         RUN_BYTES
     };
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < blocks.len() {
-        let mut j = i + 1;
-        while j < blocks.len()
-            && blocks[j].phys == blocks[j - 1].phys + 1
-            && (j - i) as u64 * bs < run_bytes
-        {
-            j += 1;
-        }
-        runs.push((i, j));
-        i = j;
-    }
-    // What the reader thread needs per directory: checksum seed, and
-    // whether its names are hashed (htree) so leaf ranges are worth
-    // computing ahead. Per directory, sorted as `c.dirs`, where a copy per
-    // block took 112 KiB of the peak for 2M files.
-    let dir_meta: Vec<(u32, Meta)> = c
-        .dirs
-        .iter()
-        .map(|r| {
-            let meta = Meta {
-                seed: r.seed,
-                hashed: r.htree && !r.encrypted && !r.casefold,
-                htree: r.htree,
-                // Its blocks may be judged clean ahead (see `Rules`).
-                plain: !r.encrypted && !r.casefold && !r.inline,
-            };
-            (r.ino, meta)
-        })
-        .collect();
+    let runs = contiguous_runs(&blocks, bs, run_bytes);
+    let dir_meta = dir_meta(c);
     let meta_of = |b: &DirBlock| match dir_meta.binary_search_by_key(&b.ino, |m| m.0) {
         Ok(d) => Meta {
             hashed: dir_meta[d].1.hashed && b.lblk > 0,
@@ -220,6 +187,65 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         return;
     }
     htree::check(c, dx);
+    unallocated_block0(c, &saw_block0);
+}
+
+/// The directory blocks pass 1 found, each once, in e2fsck's order
+/// (special_dir_block_cmp): every directory's first block, then the
+/// others, each by block number; what is found (and which of two names of
+/// a directory is its first) follows it.
+fn blocks_in_order(c: &mut Ctx) -> Vec<DirBlock> {
+    let mut blocks = std::mem::take(&mut c.dir_blocks);
+    blocks.sort_unstable();
+    blocks.dedup_by_key(|b| b.phys);
+    blocks.sort_unstable_by_key(|b| (b.lblk != 0, b.phys, b.ino, b.lblk));
+    // Pass 1 grew it by doubling: up to half of it was slack.
+    blocks.shrink_to_fit();
+    blocks
+}
+
+/// Runs `(first, end)` of `blocks` physically contiguous, each at most
+/// `run_bytes` long: each is read at once.
+fn contiguous_runs(blocks: &[DirBlock], bs: u64, run_bytes: u64) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < blocks.len() {
+        let mut j = i + 1;
+        while j < blocks.len()
+            && blocks[j].phys == blocks[j - 1].phys + 1
+            && (j - i) as u64 * bs < run_bytes
+        {
+            j += 1;
+        }
+        runs.push((i, j));
+        i = j;
+    }
+    runs
+}
+
+/// What the reader thread needs per directory: checksum seed, and
+/// whether its names are hashed (htree) so leaf ranges are worth
+/// computing ahead. Per directory, sorted as `c.dirs`, where a copy per
+/// block took 112 KiB of the peak for 2M files.
+fn dir_meta(c: &Ctx) -> Vec<(u32, Meta)> {
+    c.dirs
+        .iter()
+        .map(|r| {
+            let meta = Meta {
+                seed: r.seed,
+                hashed: r.htree && !r.encrypted && !r.casefold,
+                htree: r.htree,
+                // Its blocks may be judged clean ahead (see `Rules`).
+                plain: !r.encrypted && !r.casefold && !r.inline,
+            };
+            (r.ino, meta)
+        })
+        .collect()
+}
+
+/// A directory (not inline) whose block 0 the walk never met has a hole
+/// there: e2fsck gives it a new block.
+fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
     for (d, saw) in saw_block0.iter().enumerate() {
         let r = c.dirs[d];
         if !saw && !r.inline {
@@ -1108,334 +1134,6 @@ fn is_dx_node(block: &[u8], csum: bool) -> bool {
         ) as usize
             == block.len()
         && block[6] == 0
-}
-
-/// Checks one entry. `slot` is its position among the directory's
-/// entries (0 and 1 must be `.` and `..`).
-#[allow(clippy::too_many_arguments)]
-fn entry(
-    c: &mut Ctx,
-    d: usize,
-    slot: usize,
-    b: &DirBlock,
-    name: &[u8],
-    target: u32,
-    ftype: u8,
-    off: usize,
-) {
-    let dir = c.dirs[d].ino;
-    if !c.q_dirs.is_empty() {
-        if let Some(first) = c.q_dirs.get_mut(&target).filter(|f| **f == 0) {
-            *first = dir;
-        }
-    }
-    // Built only when something is reported: this runs for every entry.
-    let place = |c: &Ctx| {
-        format!(
-            "Entry '{}' in {} ({dir})",
-            crate::pathname::safe(name),
-            crate::pathname::dir_path(&c.fs, dir)
-        )
-    };
-    match slot {
-        0 => {
-            if name != b"." || target == 0 {
-                let (code, msg) = if target == 0 {
-                    (
-                        ProblemCode::PR_2_MISSING_DOT,
-                        format!("Missing '.' in directory inode {dir}."),
-                    )
-                } else {
-                    (
-                        ProblemCode::PR_2_1ST_NOT_DOT,
-                        format!("First entry in directory inode {dir} should be '.'"),
-                    )
-                };
-                let fix = (b.phys != 0 && off == 0)
-                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner));
-                match fix {
-                    Some(f) => c.p.error_fix(2, code, msg, f),
-                    None => c.p.error(2, code, msg),
-                }
-                // The record is '.' once repaired: its old target is gone.
-                return;
-            } else if target != dir {
-                let msg = format!("Bad inode number for '.' in directory inode {dir}.");
-                if b.phys != 0 {
-                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner);
-                    c.p.error_fix(2, ProblemCode::PR_2_BAD_INODE_DOT, msg, f);
-                } else {
-                    c.p.error(2, ProblemCode::PR_2_BAD_INODE_DOT, msg);
-                }
-                return;
-            }
-        }
-        1 => {
-            if name != b".." || target == 0 {
-                let (code, msg) = if target == 0 {
-                    (
-                        ProblemCode::PR_2_MISSING_DOT_DOT,
-                        format!("Missing '..' in directory inode {dir}."),
-                    )
-                } else {
-                    (
-                        ProblemCode::PR_2_2ND_NOT_DOT_DOT,
-                        format!("Second entry in directory inode {dir} should be '..'"),
-                    )
-                };
-                let fix = (b.phys != 0)
-                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner));
-                match fix {
-                    Some(f) => c.p.error_fix(2, code, msg, f),
-                    None => c.p.error(2, code, msg),
-                }
-                return;
-            } else {
-                c.dirs[d].dotdot = target;
-                if b.phys != 0 {
-                    c.dirs[d].dotdot_at =
-                        std::num::NonZeroU64::new(b.phys).zip(u32::try_from(off).ok());
-                }
-            }
-        }
-        _ => {}
-    }
-    if target == 0 {
-        return;
-    }
-    // e2fsck's order: a link to the directory itself first; then at most
-    // one of an invalid inode number, a duplicate '.' or '..', a link to
-    // the root and an empty name.
-    if slot > 1 && target == dir {
-        let msg = format!("{} is a link to '.'", place(c));
-        bad_entry(c, d, b, off, ProblemCode::PR_2_LINK_DOT, msg);
-        if c.repairing {
-            return;
-        }
-    }
-    let max = c.sb.s_inodes_count.get();
-    // e2fsck's rule: also the quota and orphan file inodes, which no name
-    // may reach (a visible quota file a repair hides first).
-    let hidden = [
-        c.sb.s_usr_quota_inum.get(),
-        c.sb.s_grp_quota_inum.get(),
-        c.sb.s_prj_quota_inum.get(),
-        c.sb.s_orphan_file_inum.get(),
-    ];
-    let (code, msg) = if target > max
-        || (target < c.sb.first_ino() && target != special::ROOT)
-        || hidden.contains(&target)
-    {
-        let msg = format!("{} has invalid inode #: {target}.", place(c));
-        return bad_entry(c, d, b, off, ProblemCode::PR_2_BAD_INO, msg);
-    } else if slot > 1 && (name == b"." || name == b"..") {
-        let msg = format!(
-            "{} is duplicate '{}' entry.",
-            place(c),
-            crate::pathname::safe(name)
-        );
-        let code = if name == b"." {
-            ProblemCode::PR_2_DUP_DOT
-        } else {
-            ProblemCode::PR_2_DUP_DOT_DOT
-        };
-        (Some(code), msg)
-    } else if slot > 1 && target == special::ROOT {
-        (
-            Some(ProblemCode::PR_2_LINK_ROOT),
-            format!("{} is a link to the root inode.", place(c)),
-        )
-    } else if slot > 1 && name.is_empty() {
-        // As e2fsck: a name of no bytes is no name; the entry goes.
-        let msg = format!(
-            "Entry '' in {} ({dir}) has a zero-length name.",
-            crate::pathname::dir_path(&c.fs, dir)
-        );
-        (Some(ProblemCode::PR_2_NULL_NAME), msg)
-    } else {
-        (None, String::new())
-    };
-    if let Some(code) = code {
-        bad_entry(c, d, b, off, code, msg);
-        if c.repairing {
-            return;
-        }
-    }
-    crate::encoded_name::check(c, d, slot, b, off, name);
-    // An encrypted directory's names are ciphertext, any byte may occur
-    // (e2fsck checks names only where the directory is not encrypted; its
-    // encrypted names are judged by length, PR_2_BAD_ENCRYPTED_NAME).
-    if slot > 1
-        && !c.dirs[d].encrypted
-        && (name.contains(&b'/') || name.contains(&0) || name.is_empty())
-    {
-        let msg = format!("{} has illegal characters in its name.", place(c));
-        // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
-        if b.phys != 0 && !name.is_empty() {
-            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[d].owner);
-            c.p.error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
-        } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
-            // A record of an inline directory, mended in its area.
-            let f = crate::fix::Fix::InlineNameFix(b.ino, b.lblk, off);
-            c.p.error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
-        } else {
-            c.p.error(2, ProblemCode::PR_2_BAD_NAME, msg);
-        }
-    }
-    let Some(kind) = c.inodes.kind(target) else {
-        // A descriptor that says the inode cannot be in use is what is
-        // wrong: a repair clears it and checks again, the entry kept.
-        if crate::gdesc::inode_reference(c, dir, name, target) {
-            return;
-        }
-        if crate::badblocks::inode_in_bad_block(c, target) {
-            let msg = format!(
-                "{} points to inode ({target}) located in a bad block.",
-                place(c)
-            );
-            return bad_entry(c, d, b, off, ProblemCode::PR_2_BB_INODE, msg);
-        }
-        let msg = format!("{} has deleted/unused inode {target}.", place(c));
-        return bad_entry(c, d, b, off, ProblemCode::PR_2_UNUSED_INODE, msg);
-    };
-    // As e2fsck: '.' and '..' have their file type checked too.
-    let (phys, dino, area, owner) = (b.phys, b.ino, b.lblk, c.dirs[d].owner);
-    let fix = move |t: u8| {
-        use crate::inline_dir::AREA_PARENT;
-        if phys != 0 {
-            Some(crate::fix::Fix::DirEntryFiletype(phys, off, t, owner))
-        } else if area != AREA_PARENT {
-            Some(crate::fix::Fix::InlineEntryFiletype(dino, area, off, t))
-        } else {
-            None
-        }
-    };
-    check_filetype(c, &place, ftype, kind, &fix);
-    if slot > 1 {
-        // In an encrypted directory every file, directory and symlink is
-        // encrypted too (e2fsck's check_encryption_policy,
-        // PR_2_UNENCRYPTED_FILE); other kinds carry no policy.
-        if c.dirs[d].encrypted
-            && matches!(
-                kind,
-                FileKind::Regular | FileKind::Directory | FileKind::Symlink
-            )
-            && c.fs.inode(InodeNr(target)).is_ok_and(|i| {
-                !i.inode
-                    .flags()
-                    .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
-            })
-        {
-            let msg = format!(
-                "Encrypted {} references unencrypted inode {target}.",
-                place(c).replacen("Entry", "entry", 1)
-            );
-            bad_entry(c, d, b, off, ProblemCode::PR_2_UNENCRYPTED_FILE, msg);
-            if c.repairing {
-                return;
-            }
-        }
-        if c.dirs[d].encrypted {
-            let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
-            if let (Some(mine), Some(its)) = (mine, its) {
-                if mine != its {
-                    let msg = format!(
-                        "Encrypted {} references inode {target}, which has a different \
-                         encryption policy.",
-                        place(c).replacen("Entry", "entry", 1)
-                    );
-                    bad_entry(
-                        c,
-                        d,
-                        b,
-                        off,
-                        ProblemCode::PR_2_INCONSISTENT_ENCRYPTION_POLICY,
-                        msg,
-                    );
-                    if c.repairing {
-                        return;
-                    }
-                }
-            }
-        }
-        if kind == FileKind::Directory {
-            if let Some(td) = c.dir_idx(target) {
-                let parent = c.dirs[td].parent;
-                if parent != 0 {
-                    // Named as its first parent names it (e2fsck's %P).
-                    let msg = format!(
-                        "{} is a link to directory {} ({target}).",
-                        place(c),
-                        crate::pathname::path_in(&c.fs, parent, target)
-                    );
-                    bad_entry(c, d, b, off, ProblemCode::PR_2_LINK_DIR, msg);
-                    if c.repairing {
-                        return;
-                    }
-                } else {
-                    c.dirs[td].parent = dir;
-                }
-            }
-        }
-    }
-    c.inodes.add_name(target);
-}
-
-/// Reports an entry that must go; its repair clears it (in an inline
-/// directory, in the inode: a bad parent becomes 0 for pass 3 to set).
-/// Under `-n` the entry stays, and e2fsck goes on checking it and counts
-/// it as a link to its inode (the callers go on unless repairing; an
-/// invalid inode number ends the entry's checks in both).
-fn bad_entry(c: &mut Ctx, d: usize, b: &DirBlock, off: usize, code: ProblemCode, msg: String) {
-    let fix = if b.phys != 0 {
-        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner)
-    } else if b.lblk == crate::inline_dir::AREA_PARENT {
-        crate::fix::Fix::InlineParent(b.ino, 0)
-    } else {
-        crate::fix::Fix::InlineEntryClear(b.ino, b.lblk, off)
-    };
-    c.p.error_fix(2, code, msg, fix);
-}
-
-fn check_filetype(
-    c: &mut Ctx,
-    place: &dyn Fn(&Ctx) -> String,
-    ftype: u8,
-    kind: FileKind,
-    fix: &dyn Fn(u8) -> Option<crate::fix::Fix>,
-) {
-    let should = kind.dirent_type();
-    if !c.sb.has_incompat(Incompat::FILETYPE) {
-        if ftype != 0 {
-            let msg = format!("{} has filetype set.", place(c));
-            match fix(0) {
-                Some(f) => c.p.error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f),
-                None => c.p.error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg),
-            }
-        }
-        return;
-    }
-    if ftype == ft::UNKNOWN {
-        // e2fsck's "@E" mid-sentence: "entry", not "Entry".
-        let entry = place(c);
-        let entry = entry
-            .strip_prefix('E')
-            .map_or(entry.clone(), |e| format!("e{e}"));
-        let msg = format!("Setting filetype for {entry} to {should}.");
-        match fix(should) {
-            Some(f) => c.p.harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f),
-            None => c.p.harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg),
-        }
-    } else if ftype != should {
-        let msg = format!(
-            "{} has an incorrect filetype (was {ftype}, should be {should}).",
-            place(c)
-        );
-        match fix(should) {
-            Some(f) => c.p.error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f),
-            None => c.p.error(2, ProblemCode::PR_2_BAD_FILETYPE, msg),
-        }
-    }
 }
 
 /// Inline directories, read record by record (see [`crate::inline_dir`]).

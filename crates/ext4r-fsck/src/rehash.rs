@@ -120,23 +120,108 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
     }
     let bs = fs.block_size();
     let bsz = bs as usize;
-    // The blocks in logical order, without holes or unwritten runs.
+    let phys = logical_blocks(fs, &info)?;
+    if phys.len() < 2 || info.inode.size() != phys.len() as u64 * u64::from(bs) {
+        return None;
+    }
+    let (parent, mut entries) = live_entries(fs, &phys)?;
+    let shrinkable = lost_found != Some(ino) && can_shrink(fs, &info.inode.i_block, flags);
+    entries.sort_by(|a, b| (a.hash, &a.name).cmp(&(b.hash, &b.name)));
+    let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
+    let filetype = sb.has_incompat(Incompat::FILETYPE);
+    let dir = Layout {
+        ino,
+        generation: info.inode.generation(),
+        parent,
+        phys: &phys,
+        i_block: &info.inode.i_block,
+        bs,
+        csum,
+    };
+    let room = bsz - if csum { DIR_TAIL_SIZE } else { 0 };
+    let total: usize = entries.iter().map(|e| rec_len_for_name(e.name.len())).sum();
+    // Too few for an index (e2fsck's test): one linear block with them
+    // all, the others empty (e2fsck would also release those; they stay).
+    if total + 24 <= room {
+        let dir_ft = if filetype {
+            ext4r_format::dir::ft::DIR
+        } else {
+            0
+        };
+        return linear(&dir, &entries, dir_ft, shrinkable);
+    }
+    let (nodes, leaves) = index_shape(&entries, room, bsz, csum, shrinkable, phys.len())?;
+    let groups = spread(&entries, leaves, bsz, csum)?;
+    let (index, out) = leaf_blocks(&dir, &groups, nodes)?;
+    let (root_entries, head) = interior_nodes(&dir, index, nodes, leaves)?;
+    let root = DxRoot::new(
+        InodeNr(ino),
+        InodeNr(parent),
+        bs,
+        sb.s_def_hash_version,
+        u8::from(nodes > 0),
+    )
+    .ok()?;
+    let mut blk = vec![0u8; bsz];
+    write_dx_root(&mut blk, &root, &root_entries, csum).ok()?;
+    if !filetype {
+        blk[7] = 0;
+        blk[12 + 7] = 0;
+    }
+    let mut blocks = vec![(phys[0], blk)];
+    blocks.extend(head);
+    blocks.extend(out);
+    Some(shrink(
+        ino,
+        dir.generation,
+        blocks,
+        true,
+        &phys,
+        dir.i_block,
+        bs,
+    ))
+}
+
+/// The directory a plan lays out.
+struct Layout<'a> {
+    ino: u32,
+    generation: u32,
+    /// Its `..`.
+    parent: u32,
+    /// Its blocks, in logical order.
+    phys: &'a [u64],
+    i_block: &'a [u8; 60],
+    bs: u32,
+    csum: bool,
+}
+
+/// A directory's blocks in logical order; None with holes or unwritten
+/// runs.
+fn logical_blocks(fs: &Filesystem, info: &ext4r::fs::InodeInfo) -> Option<Vec<u64>> {
     let mut phys = Vec::new();
-    for r in fs.runs(&info).ok()? {
+    for r in fs.runs(info).ok()? {
         if r.unwritten || r.logical != phys.len() as u64 {
             return None;
         }
         phys.extend(r.physical..r.physical + r.len);
     }
-    if phys.len() < 2 || info.inode.size() != phys.len() as u64 * u64::from(bs) {
-        return None;
-    }
-    let stored = sb.s_def_hash_version;
-    let version = effective_hash_version(stored, sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0);
+    Some(phys)
+}
+
+/// The directory's `..` (from block 0) and its other live entries with
+/// their hashes; None when an entry does not parse or hash, or there is
+/// no `..`.
+fn live_entries(fs: &Filesystem, phys: &[u64]) -> Option<(u32, Vec<Entry>)> {
+    let sb = fs.superblock();
+    let bs = fs.block_size();
+    let version = effective_hash_version(
+        sb.s_def_hash_version,
+        sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0,
+    );
     let seed = sb.hash_seed();
     let mut parent = None;
     let mut entries = Vec::new();
-    let mut buf = vec![0u8; bsz];
+    let mut buf = vec![0u8; bs as usize];
     for (l, &b) in phys.iter().enumerate() {
         fs.device().read_at(&mut buf, b * u64::from(bs)).ok()?;
         for e in DirBlockIter::with_block_size(&buf, bs) {
@@ -160,61 +245,62 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
             });
         }
     }
-    let parent = parent?;
-    let shrinkable = lost_found != Some(ino) && can_shrink(fs, &info.inode.i_block, flags);
-    entries.sort_by(|a, b| (a.hash, &a.name).cmp(&(b.hash, &b.name)));
-    let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
-    let filetype = sb.has_incompat(Incompat::FILETYPE);
-    let dir_ft = if filetype {
-        ext4r_format::dir::ft::DIR
-    } else {
-        0
-    };
-    let room = bsz - if csum { DIR_TAIL_SIZE } else { 0 };
-    let total: usize = entries.iter().map(|e| rec_len_for_name(e.name.len())).sum();
-    // Too few for an index (e2fsck's test): one linear block with them
-    // all, the others empty (e2fsck would also release those; they stay).
-    if total + 24 <= room {
-        let keep = if shrinkable { 1 } else { phys.len() };
-        let mut blocks = Vec::with_capacity(keep);
-        for (l, &b) in phys.iter().enumerate().take(keep) {
-            let mut d = DirBlockBuilder::new(bs, csum).ok()?;
-            if l == 0 {
-                d.push(InodeNr(ino), b".", dir_ft).ok()?;
-                d.push(InodeNr(parent), b"..", dir_ft).ok()?;
-                for e in &entries {
-                    d.push(InodeNr(e.ino), &e.name, e.ft).ok()?;
-                }
+    Some((parent?, entries))
+}
+
+/// A directory too small for an index: block 0 holds `.`, `..` and every
+/// entry; the others (kept unless `shrinkable`) are empty.
+fn linear(dir: &Layout<'_>, entries: &[Entry], dir_ft: u8, shrinkable: bool) -> Option<Rebuilt> {
+    let keep = if shrinkable { 1 } else { dir.phys.len() };
+    let mut blocks = Vec::with_capacity(keep);
+    for (l, &b) in dir.phys.iter().enumerate().take(keep) {
+        let mut d = DirBlockBuilder::new(dir.bs, dir.csum).ok()?;
+        if l == 0 {
+            d.push(InodeNr(dir.ino), b".", dir_ft).ok()?;
+            d.push(InodeNr(dir.parent), b"..", dir_ft).ok()?;
+            for e in entries {
+                d.push(InodeNr(e.ino), &e.name, e.ft).ok()?;
             }
-            let blk = d.finish().ok()?;
-            blocks.push((b, blk));
         }
-        return Some(shrink(
-            ino,
-            info.inode.generation(),
-            blocks,
-            false,
-            &phys,
-            &info.inode.i_block,
-            bs,
-        ));
+        let blk = d.finish().ok()?;
+        blocks.push((b, blk));
     }
-    // Levels: the root's slots for leaves, or for interior nodes each
-    // taking as many leaves as it holds.
+    Some(shrink(
+        dir.ino,
+        dir.generation,
+        blocks,
+        false,
+        dir.phys,
+        dir.i_block,
+        dir.bs,
+    ))
+}
+
+/// How many interior nodes and leaves the index has: as few leaves as
+/// e2fsck fills (each to within its slack of full) when the blocks past
+/// them can be released, else all the blocks. Levels: the root's slots
+/// for leaves, or for interior nodes each taking as many leaves as it
+/// holds. None when it would take more than two levels.
+fn index_shape(
+    entries: &[Entry],
+    room: usize,
+    bsz: usize,
+    csum: bool,
+    shrinkable: bool,
+    blocks: usize,
+) -> Option<(usize, usize)> {
     let root_limit = usize::from(dx_limit(bsz, DX_ROOT_COUNT_OFFSET, csum));
     let node_limit = usize::from(dx_limit(bsz, DX_NODE_COUNT_OFFSET, csum));
-    // As few leaves as e2fsck fills (each to within its slack of full),
-    // when the blocks past them can be released; else all the blocks.
-    let needed = leaves_needed(&entries, room);
+    let needed = leaves_needed(entries, room);
     let needed_nodes = if needed <= root_limit {
         0
     } else {
         needed.div_ceil(node_limit)
     };
-    let (nodes, leaves) = if shrinkable && 1 + needed_nodes + needed < phys.len() {
+    let (nodes, leaves) = if shrinkable && 1 + needed_nodes + needed < blocks {
         (needed_nodes, needed)
     } else {
-        let avail = phys.len() - 1;
+        let avail = blocks - 1;
         let k = if avail <= root_limit {
             0
         } else {
@@ -225,10 +311,21 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
     if nodes > root_limit {
         return None;
     }
-    let groups = spread(&entries, leaves, bsz, csum)?;
-    let mut out = Vec::with_capacity(phys.len());
-    // Index entries (hash, logical block) for the leaves.
-    let mut index = Vec::with_capacity(leaves);
+    Some((nodes, leaves))
+}
+
+/// The leaf blocks, after the root and `nodes` interior nodes, each
+/// holding one group of entries; and the index entries (hash, logical
+/// block) for them, a hash shared with the previous leaf marked by its
+/// low bit.
+#[allow(clippy::type_complexity)]
+fn leaf_blocks(
+    dir: &Layout<'_>,
+    groups: &[&[Entry]],
+    nodes: usize,
+) -> Option<(Vec<DxEntry>, Vec<(u64, Vec<u8>)>)> {
+    let mut out = Vec::with_capacity(dir.phys.len());
+    let mut index = Vec::with_capacity(groups.len());
     let mut prev_last: Option<u32> = None;
     let mut prev_hash = 0u32;
     for (i, g) in groups.iter().enumerate() {
@@ -243,60 +340,46 @@ pub(crate) fn plan(fs: &Filesystem, ino: u32, lost_found: Option<u32>) -> Option
             prev_last = Some(e.hash.0);
         }
         index.push(DxEntry::new(hash, lblk));
-        let mut b = DirBlockBuilder::new(bs, csum).ok()?;
+        let mut b = DirBlockBuilder::new(dir.bs, dir.csum).ok()?;
         for e in g.iter() {
             b.push(InodeNr(e.ino), &e.name, e.ft).ok()?;
         }
         let blk = b.finish().ok()?;
-        out.push((phys[1 + nodes + i], blk));
+        out.push((dir.phys[1 + nodes + i], blk));
     }
+    Some((index, out))
+}
+
+/// The root's entries: the leaves' own with no interior nodes, else one
+/// per interior node, each node (blocks 1..=nodes) taking an equal share
+/// of the leaves' entries. None when the share leaves a node unused.
+#[allow(clippy::type_complexity)]
+fn interior_nodes(
+    dir: &Layout<'_>,
+    index: Vec<DxEntry>,
+    nodes: usize,
+    leaves: usize,
+) -> Option<(Vec<DxEntry>, Vec<(u64, Vec<u8>)>)> {
     let mut head = Vec::with_capacity(1 + nodes);
-    let root_entries: Vec<DxEntry> = if nodes == 0 {
-        index
-    } else {
-        let per = leaves.div_ceil(nodes);
-        let mut r = Vec::with_capacity(nodes);
-        for (k, chunk) in index.chunks(per).enumerate() {
-            let mut blk = vec![0u8; bsz];
-            write_dx_node(&mut blk, chunk, csum).ok()?;
-            r.push(DxEntry::new(
-                chunk[0].hash.get(),
-                u32::try_from(1 + k).ok()?,
-            ));
-            head.push((phys[1 + k], blk));
-        }
-        // Fewer chunks than planned nodes would leave a block unindexed.
-        if r.len() != nodes {
-            return None;
-        }
-        r
-    };
-    let root = DxRoot::new(
-        InodeNr(ino),
-        InodeNr(parent),
-        bs,
-        stored,
-        u8::from(nodes > 0),
-    )
-    .ok()?;
-    let mut blk = vec![0u8; bsz];
-    write_dx_root(&mut blk, &root, &root_entries, csum).ok()?;
-    if !filetype {
-        blk[7] = 0;
-        blk[12 + 7] = 0;
+    if nodes == 0 {
+        return Some((index, head));
     }
-    let mut blocks = vec![(phys[0], blk)];
-    blocks.extend(head);
-    blocks.extend(out);
-    Some(shrink(
-        ino,
-        info.inode.generation(),
-        blocks,
-        true,
-        &phys,
-        &info.inode.i_block,
-        bs,
-    ))
+    let per = leaves.div_ceil(nodes);
+    let mut r = Vec::with_capacity(nodes);
+    for (k, chunk) in index.chunks(per).enumerate() {
+        let mut blk = vec![0u8; dir.bs as usize];
+        write_dx_node(&mut blk, chunk, dir.csum).ok()?;
+        r.push(DxEntry::new(
+            chunk[0].hash.get(),
+            u32::try_from(1 + k).ok()?,
+        ));
+        head.push((dir.phys[1 + k], blk));
+    }
+    // Fewer chunks than planned nodes would leave a block unindexed.
+    if r.len() != nodes {
+        return None;
+    }
+    Some((r, head))
 }
 
 /// The rebuilt directory, releasing the blocks past those written.

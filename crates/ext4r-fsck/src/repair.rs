@@ -233,7 +233,7 @@ pub fn repair_interactive(
 fn run(
     dev: Arc<dyn BlockDevice>,
     opts: &Options,
-    mut policy: Policy<'_>,
+    policy: Policy<'_>,
     journal_only: bool,
     obs: &mut dyn Observer,
 ) -> Result<RepairReport, Error> {
@@ -243,9 +243,110 @@ fn run(
     }
     // Held to the end of the run; dropping it writes the clean sequence.
     let _mmp = claim_mmp(&dev, opts)?;
+    let start = start(&dev, opts, &policy, journal_only, obs)?;
+    let mut forced = opts.clone();
+    forced.full = true;
+    forced.repairing = true;
+    let mut s = Session {
+        dev,
+        opts,
+        forced,
+        obs,
+        policy,
+        answers: HashMap::new(),
+        declined: Vec::new(),
+        shown: HashSet::new(),
+        fixed: start.fixed,
+        preen_stopped: None,
+        journal_replayed: start.journal_replayed,
+    };
+    let mut forced_why = (start.counts_bad && !opts.force).then_some(Forced::Errors);
+    // Without -f a filesystem marked clean is neither checked nor repaired,
+    // as e2fsck decides at boot. This first look stops as soon as it knows
+    // a full check is due (except for a journal-only run, whose report is
+    // the result).
+    if journal_only || !opts.force && !start.counts_bad {
+        match s.first_look(journal_only)? {
+            FirstLook::Ends(last) => {
+                return Ok(RepairReport {
+                    journal_replayed: s.journal_replayed,
+                    journal: start.journal,
+                    orphans_released: start.orphans_released,
+                    fixed: s.fixed,
+                    declined: s.declined,
+                    cancelled: last.cancelled,
+                    errors_flagged: last.errors_flagged,
+                    last: *last,
+                    preen_stopped: s.preen_stopped,
+                    marked_valid: false,
+                    journal_recreated: None,
+                    rehashed: Vec::new(),
+                });
+            }
+            FirstLook::Forced(why) => forced_why = why,
+        }
+    }
+    if let Some(why) = &forced_why {
+        s.obs.check_forced(why);
+    }
+    let (mut last, rehashed) = s.check_and_fix()?;
+    let journal_recreated = s.recreate_journal(&mut last)?;
+    // A stop asked for after the last check still leaves the state alone
+    // (e2fsck looks at its cancel flag again before its bookkeeping).
+    let cancelled = last.cancelled || state::cancel_requested(opts);
+    let end = if cancelled {
+        state::End::Cancelled
+    } else if last.fatal.is_some() {
+        state::End::Aborted
+    } else if s.preen_stopped.is_some() {
+        state::End::Halted
+    } else {
+        state::End::Checked {
+            valid: !last.has_errors(),
+        }
+    };
+    let marked_valid = state::record(&s.dev, end, opts)?;
+    Ok(RepairReport {
+        journal_replayed: s.journal_replayed,
+        journal: start.journal,
+        orphans_released: start.orphans_released,
+        fixed: s.fixed,
+        declined: s.declined,
+        errors_flagged: state::errors_flagged(&s.dev),
+        last,
+        preen_stopped: s.preen_stopped,
+        marked_valid,
+        journal_recreated,
+        rehashed,
+        cancelled,
+    })
+}
+
+/// What a run does before its first check.
+struct Start {
+    /// What the replay did (the first replay of the run).
+    journal: Option<crate::observe::JournalRecovered>,
+    journal_replayed: Option<(u32, u32)>,
+    /// The summary counts are beyond the totals: the check is forced.
+    counts_bad: bool,
+    /// Problems fixed so far: an external journal's checksum, orphans.
+    fixed: Vec<Problem>,
+    orphans_released: Vec<u32>,
+}
+
+/// Before the check: the label said, preen's refusal of a primary it
+/// cannot open, the journal replayed (an external one first), and the
+/// orphans released (said as they go, except by preen).
+fn start(
+    dev: &Arc<dyn BlockDevice>,
+    opts: &Options,
+    policy: &Policy<'_>,
+    journal_only: bool,
+    obs: &mut dyn Observer,
+) -> Result<Start, Error> {
     // The label as found before the replay: e2fsck names the filesystem
     // by it from its first open on.
-    if let Ok(fs) = open(&dev) {
+    if let Ok(fs) = open(dev) {
         obs.opened(&String::from_utf8_lossy(fs.superblock().volume_name()));
     }
     if matches!(policy, Policy::Preen) && opts.superblock.is_none() {
@@ -262,10 +363,10 @@ fn run(
     }
     let mut ext_said = Vec::new();
     let journal_replayed = match &opts.external_journal {
-        Some(ext) => match open(&dev) {
+        Some(ext) => match open(dev) {
             Ok(fs) => {
                 ext_said.extend(crate::external_journal::fix_checksum(fs.superblock(), ext)?);
-                crate::external_journal::replay(&dev, fs.superblock(), ext, opts.now)?
+                crate::external_journal::replay(dev, fs.superblock(), ext, opts.now)?
             }
             Err(_) => None,
         },
@@ -277,20 +378,20 @@ fn run(
     let run_anyway = matches!(policy, Policy::Yes);
     let journal = match journal_replayed {
         Some(r) => Some(r),
-        None => replay_journal(&dev, run_anyway, opts.now)?,
+        None => replay_journal(dev, run_anyway, opts.now)?,
     };
     if let Some(j) = &journal {
         obs.journal_recovered(j);
     }
-    let mut journal_replayed = journal.as_ref().map(|j| (j.first, j.end));
+    let journal_replayed = journal.as_ref().map(|j| (j.first, j.end));
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
-    let counts_bad = !opts.force && counts_beyond_totals(&dev);
+    let counts_bad = !opts.force && counts_beyond_totals(dev);
     let mut fixed = ext_said;
     let orphans_released = if journal_only {
         Vec::new()
     } else {
-        release_orphans(&dev, &mut fixed, opts.now)?
+        release_orphans(dev, &mut fixed, opts.now)?
     };
     // Said as they are released, before the check (e2fsck releases them
     // while it checks the superblock); preen prints them from the report.
@@ -299,38 +400,64 @@ fn run(
             obs.note(&p.message);
         }
     }
-    let mut declined: Vec<Problem> = Vec::new();
-    // Answers given, by problem: a problem seen again in a later round is
-    // not asked about twice.
-    let mut answers: HashMap<(ProblemCode, String), bool> = HashMap::new();
-    let mut preen_stopped = None;
-    let mut forced = opts.clone();
-    forced.full = true;
-    forced.repairing = true;
-    // Without -f a filesystem marked clean is neither checked nor repaired,
-    // as e2fsck decides at boot.
-    // Problems already shown (and asked about), by problem: each is
-    // shown once, in the round that first finds it.
-    let mut shown: HashSet<(ProblemCode, String)> = HashSet::new();
-    let mut forced_why = (counts_bad && !opts.force).then_some(Forced::Errors);
-    // Without -f a filesystem marked clean is neither checked nor repaired,
-    // as e2fsck decides at boot. This first look stops as soon as it knows
-    // a full check is due (except for a journal-only run, whose report is
-    // the result).
-    if journal_only || !opts.force && !counts_bad {
+    Ok(Start {
+        journal,
+        journal_replayed,
+        counts_bad,
+        fixed,
+        orphans_released,
+    })
+}
+
+/// How the first look of a run not forced ends.
+enum FirstLook {
+    /// The run ends with this check: a clean filesystem, or a
+    /// journal-only run.
+    Ends(Box<Report>),
+    /// A full check is due, for this reason.
+    Forced(Option<Forced>),
+}
+
+/// One repair run's conversation with its user and its device: the
+/// policy and the answers given, the problems shown, fixed and declined,
+/// and where preen stopped.
+struct Session<'a, 'o> {
+    dev: Arc<dyn BlockDevice>,
+    opts: &'o Options,
+    /// The options of the rounds' checks: full, repairing.
+    forced: Options,
+    obs: &'o mut dyn Observer,
+    policy: Policy<'a>,
+    /// Answers given, by problem: a problem seen again in a later round is
+    /// not asked about twice.
+    answers: HashMap<(ProblemCode, String), bool>,
+    declined: Vec<Problem>,
+    /// Problems already shown (and asked about), by problem: each is
+    /// shown once, in the round that first finds it.
+    shown: HashSet<(ProblemCode, String)>,
+    fixed: Vec<Problem>,
+    preen_stopped: Option<Problem>,
+    journal_replayed: Option<(u32, u32)>,
+}
+
+impl Session<'_, '_> {
+    /// The first look of a run not forced: a check that stops as soon as
+    /// it knows a full one is due. On a clean filesystem it makes the
+    /// superblock's own touch-ups and ends the run.
+    fn first_look(&mut self, journal_only: bool) -> Result<FirstLook, Error> {
         let unforced = Options {
             force: false,
             repairing: true,
-            ..opts.clone()
+            ..self.opts.clone()
         };
-        let mut last = check_with(dev.clone(), &unforced, &mut Quiet, !journal_only)?;
-        forced_why = last.check_forced.clone();
+        let mut last = check_with(self.dev.clone(), &unforced, &mut Quiet, !journal_only)?;
+        let why = last.check_forced.clone();
         if !journal_only && last.skipped_clean.is_some() {
             // As e2fsck's check_super_block and check_if_skip on a clean
             // filesystem: the superblock's own touch-ups, and its counts
             // taken from the descriptors (the kernel leaves them stale),
             // made without forcing a check.
-            let fs = open(&dev)?;
+            let fs = open(&self.dev)?;
             let mut made: Vec<Problem> = last
                 .problems
                 .list()
@@ -341,64 +468,100 @@ fn run(
             made.extend(descriptor_counts(&fs));
             let fixes: Vec<Fix> = made.iter().filter_map(|p| p.fix.clone()).collect();
             if !fixes.is_empty() {
-                fix::apply_at(&fs, &fixes, opts.now)?;
-                fixed.extend(made);
-                last = check_with(dev.clone(), &unforced, &mut Quiet, false)?;
+                fix::apply_at(&fs, &fixes, self.opts.now)?;
+                self.fixed.extend(made);
+                last = check_with(self.dev.clone(), &unforced, &mut Quiet, false)?;
             }
         }
         if journal_only || last.skipped_clean.is_some() {
-            return Ok(RepairReport {
-                journal_replayed,
-                journal: journal.clone(),
-                orphans_released,
-                fixed,
-                declined,
-                cancelled: last.cancelled,
-                errors_flagged: last.errors_flagged,
-                last,
-                preen_stopped,
-                marked_valid: false,
-                journal_recreated: None,
-                rehashed: Vec::new(),
-            });
+            return Ok(FirstLook::Ends(Box::new(last)));
         }
+        Ok(FirstLook::Forced(why))
     }
-    if let Some(why) = &forced_why {
-        obs.check_forced(why);
+
+    /// Rounds of check and fix until a check finds nothing more to fix,
+    /// then pass 3A's rebuilt indexes and a check after them (run once
+    /// more if the rebuild left errors). Returns the last check and the
+    /// directories rebuilt.
+    fn check_and_fix(&mut self) -> Result<(Report, Vec<u32>), Error> {
+        let mut first_round = true;
+        let mut rehashed = Vec::new();
+        let mut last;
+        // A rebuilt index may bring two entries of one name into one block,
+        // found only then (e2fsck renames them during its rehash): the rounds
+        // run once more after a rehash that left errors.
+        let mut rehash_done = false;
+        // The directories the checks found for pass 3A (see `crate::pass3a`).
+        let mut scheduled: Vec<u32> = Vec::new();
+        loop {
+            if let Some(cut) = self.rounds(&mut first_round, &mut scheduled)? {
+                last = cut;
+                break;
+            }
+            last = self.check_later()?;
+            if last.cancelled
+                || rehash_done
+                || last.has_errors()
+                || last.fatal.is_some()
+                || self.preen_stopped.is_some()
+            {
+                break;
+            }
+            rehash_done = true;
+            scheduled.extend(&last.rehash);
+            rehashed = rehash(
+                &self.dev,
+                self.opts.rehash,
+                &self.fixed,
+                &scheduled,
+                self.opts.now,
+            )?;
+            if rehashed.is_empty() {
+                break;
+            }
+            // e2fsck counts fragmented files in pass 1, before its pass 3A
+            // rebuilds directories: the summary keeps that count.
+            let fragmented = last.summary.fragmented;
+            last = self.check_later()?;
+            last.summary.fragmented = fragmented;
+            if last.cancelled || !last.has_errors() || last.fatal.is_some() {
+                break;
+            }
+        }
+        Ok((last, rehashed))
     }
-    let mut first_round = true;
-    let mut rehashed = Vec::new();
-    let mut last;
-    // A rebuilt index may bring two entries of one name into one block,
-    // found only then (e2fsck renames them during its rehash): the rounds
-    // run once more after a rehash that left errors.
-    let mut rehash_done = false;
-    // The directories the checks found for pass 3A (see `crate::pass3a`).
-    let mut scheduled: Vec<u32> = Vec::new();
-    'run: loop {
+
+    /// Up to [`MAX_ROUNDS`] rounds of check, choose and fix, until a round
+    /// has nothing to fix, finds a fatal problem or preen stops; a journal
+    /// a round made replayable is replayed before the next. Returns the
+    /// check of a round that was cancelled (nothing of it is applied).
+    fn rounds(
+        &mut self,
+        first_round: &mut bool,
+        scheduled: &mut Vec<u32>,
+    ) -> Result<Option<Report>, Error> {
         for _ in 0..MAX_ROUNDS {
             let report = {
                 let mut live = Live {
-                    inner: &mut *obs,
-                    policy: &mut policy,
-                    answers: &mut answers,
-                    declined: &mut declined,
-                    shown: &mut shown,
-                    headings: first_round,
+                    inner: &mut *self.obs,
+                    policy: &mut self.policy,
+                    answers: &mut self.answers,
+                    declined: &mut self.declined,
+                    shown: &mut self.shown,
+                    headings: *first_round,
                 };
-                check_with(dev.clone(), &forced, &mut live, false)?
+                check_with(self.dev.clone(), &self.forced, &mut live, false)?
             };
             if report.cancelled {
                 // Nothing of a check cut short is applied.
-                last = report;
-                break 'run;
+                return Ok(Some(report));
             }
             scheduled.extend(&report.rehash);
             // A round that hid quota inodes stopped before pass 1, as
             // e2fsck hides them before it reads anything: the passes'
             // headings come with the next. After a restart e2fsck heads
             // every pass again.
-            first_round = report.restarted
+            *first_round = report.restarted
                 || report
                     .problems
                     .list()
@@ -407,195 +570,136 @@ fn run(
             if report.fatal.is_some() {
                 break;
             }
-            // e2fsck -p repairs the superblock and journal before pass 1
-            // looks at anything, and then sees their effect (a deleted
-            // journal's inode is "not in use, but contains data", not full
-            // of illegal blocks): a preen round with pass-0 repairs makes
-            // only those.
-            let all = report.problems.list();
-            let pass0_first = matches!(policy, Policy::Preen)
-                && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
-            let mut considered: Vec<&Problem> =
-                all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
-            if matches!(policy, Policy::Preen) {
-                let stop = considered.iter().position(|p| {
-                    p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
-                });
-                if let Some(at) = stop {
-                    // e2fsck -p fixes what it finds until it meets what
-                    // it may not fix alone (preenhalt): the fixes found
-                    // before that one are made, those after it are not.
-                    preen_stopped = Some(considered[at].clone());
-                    considered.truncate(at);
-                }
-            }
-            let mut fixes: Vec<Fix> = Vec::new();
-            for p in considered {
-                let Some(f) = &p.fix else { continue };
-                let key = (p.code, p.message.clone());
-                let yes = match (answers.get(&key), &mut policy) {
-                    // A "no" stands, also after a later "yes to all".
-                    (Some(&yes), _) => yes,
-                    (None, Policy::Yes | Policy::Preen) => true,
-                    // What e2fsck does without a question is not asked.
-                    (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => true,
-                    (None, Policy::Ask(ask)) => {
-                        let yes = match ask(p) {
-                            Answer::Yes => true,
-                            Answer::No => false,
-                            Answer::All => {
-                                policy = Policy::Yes;
-                                true
-                            }
-                        };
-                        if !yes {
-                            declined.push(p.clone());
-                        }
-                        answers.insert(key, yes);
-                        yes
-                    }
-                };
-                if yes {
-                    if !fixes.contains(f) {
-                        fixes.push(f.clone());
-                    }
-                    fixed.push(p.clone());
-                }
-            }
-            // Past the report's cap the problems have no words to ask
-            // about: their fixes go only where every fix is wanted.
-            if !matches!(policy, Policy::Ask(_)) && !pass0_first && preen_stopped.is_none() {
-                for f in report.problems.overflow_fixes() {
-                    if !fixes.contains(f) {
-                        fixes.push(f.clone());
-                    }
-                }
-            }
+            let fixes = self.choose(&report);
             if !fixes.is_empty() {
-                let fs = open(&dev)?;
-                fix::apply_at(&fs, &fixes, opts.now)?;
+                let fs = open(&self.dev)?;
+                fix::apply_at(&fs, &fixes, self.opts.now)?;
             }
-            if fixes.is_empty() || preen_stopped.is_some() {
+            if fixes.is_empty() || self.preen_stopped.is_some() {
                 break;
             }
             // A journal the round found holding data ("Run journal
             // anyway", its flag set by the fix) is replayed before the
             // next check, as e2fsck does.
-            if let Some(r) = replay_journal(&dev, false, opts.now)? {
-                obs.journal_recovered(&r);
-                journal_replayed.get_or_insert((r.first, r.end));
+            if let Some(r) = replay_journal(&self.dev, false, self.opts.now)? {
+                self.obs.journal_recovered(&r);
+                self.journal_replayed.get_or_insert((r.first, r.end));
             }
         }
-        last = check_later(
-            &dev,
-            &forced,
-            obs,
-            &mut policy,
-            &mut answers,
-            &mut declined,
-            &mut shown,
-        )?;
-        if last.cancelled
-            || rehash_done
-            || last.has_errors()
-            || last.fatal.is_some()
-            || preen_stopped.is_some()
-        {
-            break;
-        }
-        rehash_done = true;
-        scheduled.extend(&last.rehash);
-        rehashed = rehash(&dev, opts.rehash, &fixed, &scheduled, opts.now)?;
-        if rehashed.is_empty() {
-            break;
-        }
-        // e2fsck counts fragmented files in pass 1, before its pass 3A
-        // rebuilds directories: the summary keeps that count.
-        let fragmented = last.summary.fragmented;
-        last = check_later(
-            &dev,
-            &forced,
-            obs,
-            &mut policy,
-            &mut answers,
-            &mut declined,
-            &mut shown,
-        )?;
-        last.summary.fragmented = fragmented;
-        if last.cancelled || !last.has_errors() || last.fatal.is_some() {
-            break;
-        }
+        Ok(None)
     }
-    let mut journal_recreated = None;
-    if journal_deleted(&fixed)
-        && !last.cancelled
-        && !last.has_errors()
-        && last.fatal.is_none()
-        && preen_stopped.is_none()
-        && recreate_wanted(&mut policy)
-    {
-        journal_recreated = Some(ext4r::journal_create::add_journal(dev.clone(), opts.now)?);
-        last = check_later(
-            &dev,
-            &forced,
-            obs,
-            &mut policy,
-            &mut answers,
-            &mut declined,
-            &mut shown,
-        )?;
-    }
-    // A stop asked for after the last check still leaves the state alone
-    // (e2fsck looks at its cancel flag again before its bookkeeping).
-    let cancelled = last.cancelled || state::cancel_requested(opts);
-    let end = if cancelled {
-        state::End::Cancelled
-    } else if last.fatal.is_some() {
-        state::End::Aborted
-    } else if preen_stopped.is_some() {
-        state::End::Halted
-    } else {
-        state::End::Checked {
-            valid: !last.has_errors(),
-        }
-    };
-    let marked_valid = state::record(&dev, end, opts)?;
-    Ok(RepairReport {
-        journal_replayed,
-        journal,
-        orphans_released,
-        fixed,
-        declined,
-        errors_flagged: state::errors_flagged(&dev),
-        last,
-        preen_stopped,
-        marked_valid,
-        journal_recreated,
-        rehashed,
-        cancelled,
-    })
-}
 
-/// A check after the first round: no headings, only problems not shown
-/// before.
-fn check_later(
-    dev: &Arc<dyn BlockDevice>,
-    opts: &Options,
-    obs: &mut dyn Observer,
-    policy: &mut Policy<'_>,
-    answers: &mut HashMap<(ProblemCode, String), bool>,
-    declined: &mut Vec<Problem>,
-    shown: &mut HashSet<(ProblemCode, String)>,
-) -> Result<Report, Error> {
-    let mut live = Live {
-        inner: obs,
-        policy,
-        answers,
-        declined,
-        shown,
-        headings: false,
-    };
-    check_with(dev.clone(), opts, &mut live, false)
+    /// The fixes a round makes of what its check found: preen's first
+    /// the superblock and journal's, and up to a problem it may not fix
+    /// alone; the answers given or asked for; past the report's cap, the
+    /// rest where every fix is wanted. Records what is fixed.
+    fn choose(&mut self, report: &Report) -> Vec<Fix> {
+        // e2fsck -p repairs the superblock and journal before pass 1
+        // looks at anything, and then sees their effect (a deleted
+        // journal's inode is "not in use, but contains data", not full
+        // of illegal blocks): a preen round with pass-0 repairs makes
+        // only those.
+        let all = report.problems.list();
+        let preen = matches!(self.policy, Policy::Preen);
+        let pass0_first = preen && all.iter().any(|p| p.pass == 0 && p.fix.is_some());
+        let mut considered: Vec<&Problem> =
+            all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
+        if preen {
+            let stop = considered.iter().position(|p| {
+                p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
+            });
+            if let Some(at) = stop {
+                // e2fsck -p fixes what it finds until it meets what
+                // it may not fix alone (preenhalt): the fixes found
+                // before that one are made, those after it are not.
+                self.preen_stopped = Some(considered[at].clone());
+                considered.truncate(at);
+            }
+        }
+        let mut fixes: Vec<Fix> = Vec::new();
+        for p in considered {
+            let Some(f) = &p.fix else { continue };
+            if self.wanted(p) {
+                if !fixes.contains(f) {
+                    fixes.push(f.clone());
+                }
+                self.fixed.push(p.clone());
+            }
+        }
+        // Past the report's cap the problems have no words to ask
+        // about: their fixes go only where every fix is wanted.
+        if !matches!(self.policy, Policy::Ask(_)) && !pass0_first && self.preen_stopped.is_none() {
+            for f in report.problems.overflow_fixes() {
+                if !fixes.contains(f) {
+                    fixes.push(f.clone());
+                }
+            }
+        }
+        fixes
+    }
+
+    /// Whether problem `p`'s fix is made: as answered before, by the
+    /// policy, or by asking now (a "yes to all" makes the policy yes).
+    fn wanted(&mut self, p: &Problem) -> bool {
+        let key = (p.code, p.message.clone());
+        match (self.answers.get(&key), &mut self.policy) {
+            // A "no" stands, also after a later "yes to all".
+            (Some(&yes), _) => yes,
+            (None, Policy::Yes | Policy::Preen) => true,
+            // What e2fsck does without a question is not asked.
+            (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => true,
+            (None, Policy::Ask(ask)) => {
+                let yes = match ask(p) {
+                    Answer::Yes => true,
+                    Answer::No => false,
+                    Answer::All => {
+                        self.policy = Policy::Yes;
+                        true
+                    }
+                };
+                if !yes {
+                    self.declined.push(p.clone());
+                }
+                self.answers.insert(key, yes);
+                yes
+            }
+        }
+    }
+
+    /// A journal the repair deleted is made anew once the filesystem is
+    /// otherwise clean (asked first, as e2fsck does), and the result
+    /// checked again into `last`.
+    fn recreate_journal(
+        &mut self,
+        last: &mut Report,
+    ) -> Result<Option<std::result::Result<u64, ext4r::journal_create::JournalError>>, Error> {
+        if journal_deleted(&self.fixed)
+            && !last.cancelled
+            && !last.has_errors()
+            && last.fatal.is_none()
+            && self.preen_stopped.is_none()
+            && recreate_wanted(&mut self.policy)
+        {
+            let made = ext4r::journal_create::add_journal(self.dev.clone(), self.opts.now)?;
+            *last = self.check_later()?;
+            return Ok(Some(made));
+        }
+        Ok(None)
+    }
+
+    /// A check after the first round: no headings, only problems not shown
+    /// before.
+    fn check_later(&mut self) -> Result<Report, Error> {
+        let mut live = Live {
+            inner: &mut *self.obs,
+            policy: &mut self.policy,
+            answers: &mut self.answers,
+            declined: &mut self.declined,
+            shown: &mut self.shown,
+            headings: false,
+        };
+        check_with(self.dev.clone(), &self.forced, &mut live, false)
+    }
 }
 
 /// What a repair run's checks report through: the caller's observer sees

@@ -1,0 +1,80 @@
+//! Fixes of a file's block map: extent nodes and entries, indirect blocks, and the extent trees rebuilt whole.
+
+use super::super::*;
+
+impl Writer<'_> {
+    /// Fixes of a file's block map: extent nodes and entries, indirect blocks, and the extent trees rebuilt whole.
+    pub(in crate::fix) fn add_block_map(&mut self, f: &Fix) -> Result<()> {
+        match f {
+            Fix::ExtentBlockChecksum(b, owner) => {
+                self.block(*b, owner.extent())?;
+            }
+            Fix::IndirectEntry(b, idx) | Fix::ReservedGdtEntry(b, idx) => {
+                if matches!(f, Fix::ReservedGdtEntry(..)) {
+                    self.meta_writes.insert(*b);
+                }
+                // Indirect blocks carry no checksum.
+                let blk = self.block(*b, BlockKind::Plain)?;
+                if let Some(x) = blk.get_mut(idx * 4..idx * 4 + 4) {
+                    x.copy_from_slice(&[0; 4]);
+                }
+            }
+            Fix::ExtentRemove(ino, node, i, owner) => {
+                self.extent_removals
+                    .entry((*ino, *node))
+                    .or_default()
+                    .push((*i, *owner));
+            }
+            Fix::ExtentIndexStart(ino, node, i, lblk, owner) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, owner.extent())?,
+                };
+                let at = 12 + i * 12;
+                if let Some(x) = buf.get_mut(at..at + 4) {
+                    x.copy_from_slice(&lblk.to_le_bytes());
+                }
+            }
+            Fix::RebuildExtents(t) | Fix::ExtentsFromMap(t) => {
+                for (b, buf) in &t.blocks {
+                    self.blocks.insert(*b, (buf.clone(), t.owner.extent()));
+                }
+                let rec = self.inode(t.ino)?;
+                if let Some(x) = rec.get_mut(0x28..0x28 + 60) {
+                    x.copy_from_slice(&t.root);
+                }
+                if matches!(f, Fix::ExtentsFromMap(_)) {
+                    self.edit_inode(t.ino, |i| {
+                        let v = i.i_flags.get() | ext4r_format::inode::InodeFlags::EXTENTS.bits();
+                        i.i_flags.set(v);
+                    })?;
+                }
+            }
+            Fix::ExtentWritten(ino, node, i, owner) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, owner.extent())?,
+                };
+                // ee_len above 32768 marks an unwritten extent.
+                let at = 12 + i * 12 + 4;
+                if let Some(x) = buf.get_mut(at..at + 2) {
+                    let len = u16::from_le_bytes([x[0], x[1]]);
+                    if len > 32768 {
+                        x.copy_from_slice(&(len - 32768).to_le_bytes());
+                    }
+                }
+            }
+            Fix::ExtentDepth(ino, node, depth, owner) => {
+                let buf: &mut [u8] = match node {
+                    None => &mut self.inode(*ino)?[0x28..0x28 + 60],
+                    Some(b) => self.block(*b, owner.extent())?,
+                };
+                if let Some(x) = buf.get_mut(6..8) {
+                    x.copy_from_slice(&depth.to_le_bytes());
+                }
+            }
+            _ => unreachable!("Writer::add routes {f:?} elsewhere"),
+        }
+        Ok(())
+    }
+}
