@@ -658,7 +658,12 @@ impl GroupTable {
             } else {
                 free.saturating_add(n_changed)
             });
-            d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
+            // Only where group checksums give the flags a meaning, as the
+            // kernel's mballoc: elsewhere flags are damage, left for fsck
+            // to see (clearing them would hide it).
+            if self.gdt_csum {
+                d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
+            }
             let blocks = u64::from(n_changed) * self.ratio();
             self.free_blocks = if used {
                 self.free_blocks.saturating_sub(blocks)
@@ -734,7 +739,9 @@ impl GroupTable {
             }
             self.free_inodes = self.free_inodes.saturating_add(1);
         }
-        d.set_flags(d.flags() & !BG_INODE_UNINIT);
+        if gdt_csum {
+            d.set_flags(d.flags() & !BG_INODE_UNINIT);
+        }
         if gdt_csum && used {
             let first_unused = ipg.saturating_sub(d.itable_unused(wide));
             if i >= first_unused {

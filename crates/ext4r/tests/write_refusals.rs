@@ -733,3 +733,40 @@ fn a_refused_filesystem_is_not_replayed_first() {
     let diff = before.iter().zip(&after).position(|(a, b)| a != b);
     assert!(diff.is_none(), "the image changed at byte {diff:?}: {e}");
 }
+
+/// Uninit flags on a filesystem without group checksums are damage (the
+/// kernel ignores them and e2fsck reports them): a write there leaves
+/// them as they are, where it used to clear them and so hide the damage.
+#[test]
+fn uninit_flags_without_group_checksums_stay_for_fsck() {
+    if let Some(m) = missing_tools(&["mke2fs", "debugfs", "e2fsck"]) {
+        eprintln!("skipping: {m}");
+        return;
+    }
+    let dir = TempDir::new("flags-no-csum");
+    let img = dir.join("ext2.img");
+    run(
+        "mke2fs",
+        &["-q", "-F", "-t", "ext2", img.to_str().unwrap(), "16M"],
+        &[],
+    )
+    .unwrap();
+    run(
+        "debugfs",
+        &["-w", "-R", "set_bg 0 flags 3", img.to_str().unwrap()],
+        &[],
+    )
+    .unwrap();
+    let verdict = || {
+        common::run_status("e2fsck", &["-fn", img.to_str().unwrap()], &[])
+            .unwrap()
+            .0
+    };
+    assert_ne!(verdict(), 0, "debugfs made the damage");
+    let mut fs = open(&img);
+    let f = fs.create(ROOT_INO, b"new", &NewNode::file(0o644)).unwrap();
+    fs.write(f, 0, &[7; 5000]).unwrap();
+    fs.mkdir(ROOT_INO, b"dir", &NewNode::dir(0o755)).unwrap();
+    fs.close().unwrap();
+    assert_ne!(verdict(), 0, "the write made the damaged flags look clean");
+}
