@@ -98,6 +98,27 @@ fn acls(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// Makes an image with `mke2fs_args` and a twin of it in `t`, runs `work`
+/// on each (ours through `ext4r mount`, the twin through the kernel), and
+/// returns both images and what `work` saw on each.
+fn on_twins<T>(
+    t: &TempDir,
+    mke2fs_args: &[&str],
+    size: &str,
+    work: impl Fn(&Path) -> T,
+) -> (std::path::PathBuf, std::path::PathBuf, T, T) {
+    let (ours, theirs) = (t.path("ours.img"), t.path("kernel.img"));
+    make_image(Command::new("mke2fs"), mke2fs_args, &ours, size).unwrap();
+    fs::copy(&ours, &theirs).unwrap();
+    let mut f = Fuse::mount(&ours, &t.path("mo"));
+    let seen_ours = work(&f.dir);
+    f.umount();
+    let mut k = Kernel::mount(&theirs, &t.path("mk"));
+    let seen_kernel = work(&k.dir);
+    k.umount();
+    (ours, theirs, seen_ours, seen_kernel)
+}
+
 #[test]
 fn posix_acls_are_the_kernels() {
     if let Some(why) = skip_reason(&["setfacl", "getfacl"]) {
@@ -105,23 +126,15 @@ fn posix_acls_are_the_kernels() {
         return;
     }
     let t = TempDir::new("mount-acl");
-    let (ours, theirs) = (t.path("ours.img"), t.path("kernel.img"));
-    make_image(
-        Command::new("mke2fs"),
+    let (ours, theirs, seen_ours, seen_kernel) = on_twins(
+        &t,
         &["-q", "-F", "-t", "ext4", "-E", "root_owner=0:0"],
-        &ours,
         "64M",
-    )
-    .unwrap();
-    fs::copy(&ours, &theirs).unwrap();
-    let mut f = Fuse::mount(&ours, &t.path("mo"));
-    sh(&f.dir, ACL_SCRIPT);
-    let seen_ours = acls(&f.dir);
-    f.umount();
-    let mut k = Kernel::mount(&theirs, &t.path("mk"));
-    sh(&k.dir, ACL_SCRIPT);
-    let seen_kernel = acls(&k.dir);
-    k.umount();
+        |dir| {
+            sh(dir, ACL_SCRIPT);
+            acls(dir)
+        },
+    );
     assert_eq!(
         seen_ours, seen_kernel,
         "ACLs and modes, ours then the kernel's"
@@ -298,21 +311,8 @@ fn rename_exchange_is_the_kernels() {
         return;
     }
     let t = TempDir::new("mount-exchange");
-    let (ours, theirs) = (t.path("ours.img"), t.path("kernel.img"));
-    make_image(
-        Command::new("mke2fs"),
-        &["-q", "-F", "-t", "ext4"],
-        &ours,
-        "32M",
-    )
-    .unwrap();
-    fs::copy(&ours, &theirs).unwrap();
-    let mut f = Fuse::mount(&ours, &t.path("mo"));
-    let seen_ours = exchanges(&f.dir);
-    f.umount();
-    let mut k = Kernel::mount(&theirs, &t.path("mk"));
-    let seen_kernel = exchanges(&k.dir);
-    k.umount();
+    let (ours, theirs, seen_ours, seen_kernel) =
+        on_twins(&t, &["-q", "-F", "-t", "ext4"], "32M", exchanges);
     assert_eq!(
         seen_ours, seen_kernel,
         "types, links and sizes, ours then the kernel's"
@@ -393,21 +393,8 @@ fn punched_holes_and_zeroed_ranges_are_the_kernels() {
         return;
     }
     let t = TempDir::new("mount-punch");
-    let (ours, theirs) = (t.path("ours.img"), t.path("kernel.img"));
-    make_image(
-        Command::new("mke2fs"),
-        &["-q", "-F", "-t", "ext4"],
-        &ours,
-        "32M",
-    )
-    .unwrap();
-    fs::copy(&ours, &theirs).unwrap();
-    let mut f = Fuse::mount(&ours, &t.path("mo"));
-    let seen_ours = punches(&f.dir);
-    f.umount();
-    let mut k = Kernel::mount(&theirs, &t.path("mk"));
-    let seen_kernel = punches(&k.dir);
-    k.umount();
+    let (ours, theirs, seen_ours, seen_kernel) =
+        on_twins(&t, &["-q", "-F", "-t", "ext4"], "32M", punches);
     for (o, k) in seen_ours.iter().zip(&seen_kernel) {
         assert_eq!((&o.0, o.1), (&k.0, k.1), "size");
         assert!(o.3 == k.3, "{}: contents differ from the kernel's", o.0);

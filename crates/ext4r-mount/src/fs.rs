@@ -213,10 +213,7 @@ impl Ext4rFuse {
     /// driver at once with nothing more written (the mount is left
     /// broken, "transport endpoint is not connected", until unmounted).
     fn damage(&self, st: &mut State, fs: &mut WriteFs, what: &str, e: &Error) {
-        if !matches!(
-            e,
-            Error::Corrupt { .. } | Error::OutOfRange { .. } | Error::Io { .. }
-        ) {
+        if !ext4r::write::is_damage(e) {
             return;
         }
         let policy = self.errors.unwrap_or_else(|| fs.on_error());

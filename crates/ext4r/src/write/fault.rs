@@ -49,14 +49,8 @@ impl WriteFs {
     /// # Errors
     /// As any operation: refused after a failed commit.
     pub fn record_error(&mut self, e: &Error, func: &str) -> Result<bool> {
-        let code = match e {
-            Error::Corrupt {
-                source: FormatError::BadChecksum { .. },
-                ..
-            } => ERR_EFSBADCRC,
-            Error::Corrupt { .. } | Error::OutOfRange { .. } => ERR_EFSCORRUPTED,
-            Error::Io { .. } => ERR_EIO,
-            _ => return Ok(false),
+        let Some(code) = error_code(e) else {
+            return Ok(false);
         };
         if self.read_only_view || self.poisoned.is_some() {
             return Ok(false);
@@ -73,4 +67,23 @@ impl WriteFs {
         })?;
         Ok(true)
     }
+}
+
+/// Whether `e` is what a driver's `errors=` is about: damage found, or an
+/// I/O error (not an answer such as "not found" or "read-only").
+pub fn is_damage(e: &Error) -> bool {
+    error_code(e).is_some()
+}
+
+/// The superblock's error code for `e`, when it is damage or an I/O error.
+fn error_code(e: &Error) -> Option<u8> {
+    Some(match e {
+        Error::Corrupt {
+            source: FormatError::BadChecksum { .. },
+            ..
+        } => ERR_EFSBADCRC,
+        Error::Corrupt { .. } | Error::OutOfRange { .. } => ERR_EFSCORRUPTED,
+        Error::Io { .. } => ERR_EIO,
+        _ => return None,
+    })
 }

@@ -50,7 +50,7 @@ mod stats;
 mod xattr;
 
 pub use fast_commit::{recover_journal, FastCommitReplayer};
-pub use fault::OnError;
+pub use fault::{is_damage, OnError};
 pub use handle::File;
 pub use node::{NewNode, SetAttr};
 pub use stats::FsStats;
