@@ -258,6 +258,17 @@ fn inputs(dir: &TempDir) -> Vec<(&'static str, PathBuf, bool)> {
             featured("incompat.img", "FEATURE_I18"),
         ),
     ];
+    // metadata_csum naming an algorithm other than CRC32C (its own
+    // checksum sound): libext2fs and the kernel refuse to open it, and
+    // e2fsck tries no backup.
+    let csum_type = dir.path("csum_type.img");
+    copy_sparse(&good, &csum_type).unwrap();
+    let o = run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-R")
+        .arg("ssv checksum_type 2")
+        .arg(&csum_type));
+    assert!(o.status.success(), "{o:?}");
     let sub = dir.path("a-directory");
     std::fs::create_dir_all(&sub).unwrap();
     vec![
@@ -269,6 +280,7 @@ fn inputs(dir: &TempDir) -> Vec<(&'static str, PathBuf, bool)> {
         ("1 MiB of random bytes", write("random.img", &random), true),
         ("truncated to half", half, true),
         ("a valid image", good, true),
+        ("unknown checksum algorithm", csum_type, true),
     ]
     .into_iter()
     .chain(unknown.map(|(name, p)| (name, p, true)))

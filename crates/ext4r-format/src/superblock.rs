@@ -551,14 +551,29 @@ impl Superblock {
         Ok(())
     }
 
-    /// Checks the geometry fields that every other computation relies on, so
-    /// that code reading the rest of the filesystem can trust them:
-    /// block and cluster sizes, group sizes, counts and inode size.
+    /// Whether the checksum algorithm is one we know: with metadata_csum,
+    /// `s_checksum_type` must name CRC32C. The kernel refuses to mount
+    /// anything else ("unknown checksum algorithm") and libext2fs to open
+    /// it: no checksum could be verified, and any written would be wrong.
+    pub fn checksum_type_known(&self) -> bool {
+        !self.has_ro_compat(RoCompat::METADATA_CSUM) || self.s_checksum_type == CHECKSUM_CRC32C
+    }
+
+    /// Checks the fields that every other computation relies on, so that
+    /// code reading the rest of the filesystem can trust them: the
+    /// checksum algorithm ([`Self::checksum_type_known`]), block and
+    /// cluster sizes, group sizes, counts and inode size.
     ///
     /// # Errors
     /// [`FormatError::Invalid`] naming the first bad field.
     pub fn validate(&self) -> Result<()> {
         let bad = |what, detail: String| Err(FormatError::invalid(what, detail));
+        if !self.checksum_type_known() {
+            return bad(
+                "s_checksum_type",
+                format!("{} (unknown checksum algorithm)", self.s_checksum_type),
+            );
+        }
         let Some(bs) = self.block_size() else {
             return bad(
                 "s_log_block_size",
@@ -709,6 +724,27 @@ mod tests {
         sb.validate().unwrap();
         assert_eq!(sb.blocks_count(), 0x1_0000_0000);
         assert_eq!(sb.group_count(), Some(131072));
+    }
+
+    #[test]
+    fn only_crc32c_is_a_known_checksum_algorithm_with_metadata_csum() {
+        for (csum, ty, ok) in [
+            (true, CHECKSUM_CRC32C, true),
+            (true, 0, false),
+            (true, 2, false),
+            (true, 255, false),
+            // Without metadata_csum the field means nothing.
+            (false, 0, true),
+            (false, 2, true),
+        ] {
+            let mut sb = sample();
+            if csum {
+                sb.s_feature_ro_compat.set(RoCompat::METADATA_CSUM.bits());
+            }
+            sb.s_checksum_type = ty;
+            assert_eq!(sb.checksum_type_known(), ok, "type {ty}, csum {csum}");
+            assert_eq!(sb.validate().is_ok(), ok, "type {ty}, csum {csum}");
+        }
     }
 
     #[test]

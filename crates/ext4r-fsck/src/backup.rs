@@ -158,14 +158,18 @@ pub(crate) fn open_as_e2fsck(
     Ok((fs, why))
 }
 
-/// Refuses a filesystem whose primary superblock (its checksum sound) has
-/// features that keep libext2fs from opening it (incompat, ro_compat):
-/// e2fsck tries no backup then.
+/// Refuses a filesystem whose primary superblock (its checksum sound)
+/// names an unknown checksum algorithm or has features that keep
+/// libext2fs from opening it (incompat, ro_compat): e2fsck tries no
+/// backup then.
 pub(crate) fn refuse_unsupported_primary(dev: &Arc<dyn BlockDevice>) -> Result<(), crate::Error> {
     // libext2fs verifies the checksum first: a primary that fails it is
-    // not read for its features (e2fsck goes to a backup, whose features
-    // count).
+    // not read for its algorithm or features (e2fsck goes to a backup,
+    // whose own count).
     let usable = primary(dev).filter(|sb| sb.verify_checksum().is_ok());
+    if usable.as_ref().is_some_and(|sb| !sb.checksum_type_known()) {
+        return Err(crate::Error::UnknownChecksum);
+    }
     match usable.and_then(|sb| features::unsupported(&sb)) {
         Some(u) if u.incompat || u.ro_compat => Err(crate::Error::Unsupported(u)),
         _ => Ok(()),

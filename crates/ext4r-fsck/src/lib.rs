@@ -121,6 +121,12 @@ pub enum Error {
     /// "has unsupported feature(s)"); nothing was checked or written.
     #[error("has unsupported feature(s): {}", .0.names.join(" "))]
     Unsupported(features::Unsupported),
+    /// The superblock (its own checksum sound) has metadata_csum with a
+    /// checksum algorithm other than CRC32C: libext2fs refuses to open it
+    /// (`EXT2_ET_UNKNOWN_CSUM`) and e2fsck tries no backup; nothing was
+    /// checked or written.
+    #[error("Unknown checksum algorithm")]
+    UnknownChecksum,
 }
 
 /// How to check.

@@ -258,15 +258,30 @@ fsck.ext4r: Get a newer version of fsck.ext4r!",
     EXIT_ERROR | EXIT_UNCORRECTED
 }
 
-/// e2fsck's advice when no superblock could be used.
-fn superblock_advice() {
-    eprintln!(
-        "\nThe superblock could not be read or does not describe a valid ext2/ext3/ext4\n\
+/// e2fsck's words when no superblock could be used: the error "while
+/// trying to open", then its advice (PR_0_SB_CORRUPT, on stdout as
+/// e2fsck's problem reports, after the device's name when preening; on
+/// stderr with `--json`, whose stdout carries only the report).
+fn cannot_open(dev_name: &str, e: &ext4r_fsck::Error, preen: bool, json: bool) -> u8 {
+    eprintln!("fsck.ext4r: {} while trying to open {dev_name}", message(e));
+    let advice = format!(
+        "{}\nThe superblock could not be read or does not describe a valid ext2/ext3/ext4\n\
          filesystem.  If the device is valid and it really contains an ext2/ext3/ext4\n\
          filesystem (and not swap or ufs or something else), then the superblock\n\
          is corrupt, and you might try running fsck.ext4r with an alternate superblock:\n    \
-         fsck.ext4r -b 8193 <device>\n or\n    fsck.ext4r -b 32768 <device>\n"
+         fsck.ext4r -b 8193 <device>\n or\n    fsck.ext4r -b 32768 <device>\n",
+        if preen {
+            format!("{dev_name}: ")
+        } else {
+            String::new()
+        }
     );
+    if json {
+        eprintln!("{advice}");
+    } else {
+        println!("{advice}");
+    }
+    EXIT_ERROR
 }
 
 fn run(a: &Args) -> u8 {
@@ -350,14 +365,7 @@ fn run(a: &Args) -> u8 {
     let mut report = match result {
         Ok(r) => r,
         Err(ext4r_fsck::Error::Unsupported(u)) => return unsupported(&dev_name, &u, false, a.json),
-        Err(e) => {
-            eprintln!(
-                "fsck.ext4r: {} while trying to open {dev_name}",
-                message(&e)
-            );
-            superblock_advice();
-            return EXIT_ERROR;
-        }
+        Err(e) => return cannot_open(&dev_name, &e, false, a.json),
     };
     // Cancelled: every problem found so far was answered no, so they
     // count as e2fsck's "still has errors", as a flag the kernel set does.
@@ -525,6 +533,9 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     let r = match result {
         Ok(r) => r,
         Err(ext4r_fsck::Error::Unsupported(u)) => return unsupported(dev_name, &u, true, false),
+        Err(e @ ext4r_fsck::Error::UnknownChecksum) => {
+            return cannot_open(dev_name, &e, a.preen, false)
+        }
         Err(ext4r_fsck::Error::Open(ext4r::Error::MmpInUse { why, info })) => {
             // e2fsck_check_mmp's words; nothing was written.
             eprintln!("fsck.ext4r: MMP: {why} while checking MMP block");
