@@ -15,14 +15,17 @@ use crate::Summary;
 
 pub(crate) use crate::inode_map::Inodes;
 
-/// A directory as passes 2 and 3 need it.
+/// A directory as pass 1 found it, fixed from then on (pass 2's htree
+/// checks aside, before its walk): shared by pass 2's reader threads
+/// ([`Ctx::dirs`] is an `Arc`), so they need no copy of their own. 16
+/// bytes; what passes 2 and 3 learn of it is its [`DirLinks`].
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct DirRec {
+pub(crate) struct DirInfo {
     pub ino: u32,
-    /// What its `..` entry says (0: not seen).
-    pub dotdot: u32,
-    /// The directory whose entry names it (0: none found yet).
-    pub parent: u32,
+    /// Its `i_generation` (with `ino`, its checksum seed and [`Owner`]).
+    ///
+    /// [`Owner`]: crate::fix::Owner
+    pub generation: u32,
     /// Data is inline in the inode.
     pub inline: bool,
     /// Has the htree flag.
@@ -32,17 +35,55 @@ pub(crate) struct DirRec {
     pub encrypted: bool,
     /// Names are compared case-folded (hashes not checked here).
     pub casefold: bool,
-    /// The directory's checksum seed (metadata_csum), to verify its blocks.
-    pub seed: u32,
-    /// The directory, as the write layer stamps its blocks.
-    pub owner: crate::fix::Owner,
-    /// Where its `..` entry is: (block, offset). Block 0 is never a
-    /// directory's and the offset is inside a block (under 64 KiB), which
-    /// keeps this at 16 bytes and the record at 48, not 56.
-    pub dotdot_at: Option<(std::num::NonZeroU64, u32)>,
     /// Pass 1 repairs its block map or extent tree this round (what it
     /// maps is settled in the next).
     pub map_bad: bool,
+}
+
+impl DirInfo {
+    /// The directory, as the write layer stamps its blocks.
+    pub(crate) fn owner(&self) -> crate::fix::Owner {
+        crate::fix::Owner::new(self.ino, self.generation)
+    }
+
+    /// Its blocks' checksum seed (metadata_csum), from the filesystem's.
+    pub(crate) fn seed(&self, fs_seed: u32) -> u32 {
+        self.owner().seed(fs_seed)
+    }
+}
+
+/// What passes 2 and 3 learn of a directory: who names it and what its
+/// `..` says, and where. Index-aligned with [`Ctx::dirs`]; 16 bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct DirLinks {
+    /// What its `..` entry says (0: not seen).
+    pub dotdot: u32,
+    /// The directory whose entry names it (0: none found yet).
+    pub parent: u32,
+    /// Where its `..` entry is (see [`Self::dotdot_at`]): the block's
+    /// low 32 and high 16 bits (block numbers are 48-bit; 0 is never a
+    /// directory's), and the offset in it (under 64 KiB).
+    at_lo: u32,
+    at_hi: u16,
+    at_off: u16,
+}
+
+impl DirLinks {
+    /// Where its `..` entry is: (block, offset), once pass 2 has read it.
+    pub(crate) fn dotdot_at(&self) -> Option<(u64, usize)> {
+        let block = u64::from(self.at_hi) << 32 | u64::from(self.at_lo);
+        (block != 0).then_some((block, usize::from(self.at_off)))
+    }
+
+    /// Records where its `..` entry is; one that cannot be (a block past
+    /// 48 bits, an offset past 64 KiB) is recorded as not known.
+    pub(crate) fn set_dotdot_at(&mut self, block: u64, offset: usize) {
+        let (lo, hi, off) = match (u16::try_from(block >> 32), u16::try_from(offset)) {
+            (Ok(hi), Ok(off)) => (block as u32, hi, off),
+            _ => (0, 0, 0),
+        };
+        (self.at_lo, self.at_hi, self.at_off) = (lo, hi, off);
+    }
 }
 
 /// A directory block to read in pass 2: one per directory block, so
@@ -82,7 +123,8 @@ pub(crate) struct Claim {
 pub(crate) struct Found {
     p: Problems,
     inodes: Inodes,
-    dirs: Vec<DirRec>,
+    dirs: Vec<DirInfo>,
+    dir_links: Vec<DirLinks>,
     dir_blocks: Vec<DirBlock>,
     claims: crate::claims::Claims,
     extra_used: Vec<u32>,
@@ -150,7 +192,10 @@ pub(crate) struct Ctx {
     pub restart: bool,
     /// The in-use inodes pass 1 found (see [`crate::inode_map`]).
     pub inodes: Inodes,
-    pub dirs: Vec<DirRec>,
+    /// The directories pass 1 found, by inode number (see [`DirInfo`]).
+    pub dirs: std::sync::Arc<Vec<DirInfo>>,
+    /// What passes 2 and 3 learn of each of [`Self::dirs`].
+    pub dir_links: Vec<DirLinks>,
     pub dir_blocks: Vec<DirBlock>,
     pub xattr_blocks: BTreeMap<u64, XattrBlock>,
     /// Who claims which blocks, and their union (see [`crate::claims`]).
@@ -250,7 +295,8 @@ impl Ctx {
             enc_policy: std::collections::HashMap::new(),
             enc_policy_ids: std::collections::HashMap::new(),
             inodes: Inodes::default(),
-            dirs: Vec::new(),
+            dirs: Default::default(),
+            dir_links: Vec::new(),
             dir_blocks: Vec::new(),
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
@@ -290,6 +336,19 @@ impl Ctx {
     /// gdt_csum or metadata_csum: the uninit flags and itable_unused count.
     pub(crate) fn group_csum(&self) -> bool {
         self.csum() || self.sb.has_ro_compat(RoCompat::GDT_CSUM)
+    }
+
+    /// Adds a directory pass 1 found (in inode order).
+    pub(crate) fn add_dir(&mut self, info: DirInfo) {
+        std::sync::Arc::make_mut(&mut self.dirs).push(info);
+        self.dir_links.push(DirLinks::default());
+    }
+
+    /// Directory `d` to change: only before pass 2's readers share
+    /// [`Self::dirs`] (else this would copy them all).
+    pub(crate) fn dir_mut(&mut self, d: usize) -> &mut DirInfo {
+        debug_assert_eq!(std::sync::Arc::strong_count(&self.dirs), 1);
+        &mut std::sync::Arc::make_mut(&mut self.dirs)[d]
     }
 
     pub(crate) fn dir_idx(&self, ino: u32) -> Option<usize> {
@@ -380,7 +439,8 @@ impl Ctx {
             journal_backup: self.journal_backup,
             restart: false,
             inodes: Inodes::default(),
-            dirs: Vec::new(),
+            dirs: Default::default(),
+            dir_links: Vec::new(),
             dir_blocks: Vec::new(),
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
@@ -428,7 +488,8 @@ impl Ctx {
         Found {
             p: std::mem::replace(&mut self.p, Problems::uncapped()),
             inodes: std::mem::take(&mut self.inodes),
-            dirs: std::mem::take(&mut self.dirs),
+            dirs: std::mem::take(std::sync::Arc::make_mut(&mut self.dirs)),
+            dir_links: std::mem::take(&mut self.dir_links),
             dir_blocks: std::mem::take(&mut self.dir_blocks),
             claims: std::mem::take(&mut self.claims),
             extra_used: std::mem::take(&mut self.extra_used),
@@ -449,7 +510,8 @@ impl Ctx {
     pub(crate) fn absorb(&mut self, f: Found) {
         self.p.absorb(f.p);
         self.inodes.append(f.inodes);
-        self.dirs.extend(f.dirs);
+        std::sync::Arc::make_mut(&mut self.dirs).extend(f.dirs);
+        self.dir_links.extend(f.dir_links);
         self.dir_blocks.extend(f.dir_blocks);
         self.claims.absorb(f.claims);
         self.extra_used.extend(f.extra_used);
@@ -544,11 +606,29 @@ fn sb_used(sb: &ext4r_format::superblock::Superblock) -> Summary {
 
 #[cfg(test)]
 mod tests {
-    /// Passes 2 and 3 keep one per directory (e2fsck's dir_info is 12
-    /// bytes; ours carries what pass 2 needs to read the blocks too).
+    use super::DirLinks;
+
+    /// Passes 2 and 3 keep one of each per directory (e2fsck's dir_info
+    /// is 12 bytes; ours carries what pass 2 needs to read the blocks
+    /// too), and pass 2 one block record per directory block.
     #[test]
-    fn dir_record_size() {
-        assert_eq!(std::mem::size_of::<super::DirRec>(), 48);
+    fn dir_record_sizes() {
+        assert_eq!(std::mem::size_of::<super::DirInfo>(), 16);
+        assert_eq!(std::mem::size_of::<DirLinks>(), 16);
         assert_eq!(std::mem::size_of::<super::DirBlock>(), 20);
+    }
+
+    #[test]
+    fn dotdot_places_round_trip_and_the_impossible_are_unknown() {
+        let mut l = DirLinks::default();
+        assert_eq!(l.dotdot_at(), None);
+        for (block, off) in [(1, 0), (0xffff_ffff, 12), (0xffff_ffff_ffff, 65_532)] {
+            l.set_dotdot_at(block, off);
+            assert_eq!(l.dotdot_at(), Some((block, off)));
+        }
+        for (block, off) in [(0, 12), (1 << 48, 12), (7, 65_536)] {
+            l.set_dotdot_at(block, off);
+            assert_eq!(l.dotdot_at(), None, "{block} {off}");
+        }
     }
 }

@@ -30,7 +30,7 @@ pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize
     let Some(pos) = first_invalid(name) else {
         return;
     };
-    let (ino, owner) = (dir.ino, dir.owner);
+    let (ino, owner) = (dir.ino, dir.owner());
     let msg = format!(
         "Entry '{}' in {} ({ino}) has illegal UTF-8 characters in its name.",
         crate::pathname::safe(name),

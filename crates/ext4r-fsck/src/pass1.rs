@@ -11,7 +11,7 @@ use ext4r_format::inode::{
 };
 use ext4r_format::{num, GroupNr, InodeNr};
 
-use crate::ctx::{Ctx, DirBlock, DirRec};
+use crate::ctx::{Ctx, DirBlock, DirInfo};
 use crate::fix::Fix;
 use crate::pass1_map::{self, MapResult};
 use crate::Progress;
@@ -1265,18 +1265,14 @@ fn record_dir(
     {
         c.rehash_dirs.insert(ino);
     }
-    c.dirs.push(DirRec {
+    c.add_dir(DirInfo {
         ino,
-        dotdot: 0,
-        parent: 0,
+        generation: inode.generation(),
         inline,
         htree,
         encrypted: flags.contains(InodeFlags::ENCRYPT),
         casefold: flags.contains(InodeFlags::CASEFOLD),
-        dotdot_at: None,
         map_bad: map.bad,
-        seed: crate::fix::Owner::of(ino, inode).seed(c.sb.csum_seed()),
-        owner: crate::fix::Owner::of(ino, inode),
     });
     for &(l, p, n) in &map.runs {
         for k in 0..n {

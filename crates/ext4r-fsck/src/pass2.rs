@@ -64,12 +64,12 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         RUN_BYTES
     };
     let runs = contiguous_runs(&blocks, bs, run_bytes);
-    let dir_meta = dir_meta(c);
-    let meta_of = |b: &DirBlock| match dir_meta.binary_search_by_key(&b.ino, |m| m.0) {
-        Ok(d) => Meta {
-            hashed: dir_meta[d].1.hashed && b.lblk > 0,
-            ..dir_meta[d].1
-        },
+    // The readers share the directories pass 1 found (not changed from
+    // here on; their links are).
+    let dirs = c.dirs.clone();
+    let fs_seed = c.sb.csum_seed();
+    let meta_of = |b: &DirBlock| match dirs.binary_search_by_key(&b.ino, |r| r.ino) {
+        Ok(d) => Meta::of(&dirs[d], fs_seed, b.lblk),
         Err(_) => Meta::default(),
     };
     let kinds = c.inodes.kinds();
@@ -223,26 +223,6 @@ fn contiguous_runs(blocks: &[DirBlock], bs: u64, run_bytes: u64) -> Vec<(usize, 
     runs
 }
 
-/// What the reader thread needs per directory: checksum seed, and
-/// whether its names are hashed (htree) so leaf ranges are worth
-/// computing ahead. Per directory, sorted as `c.dirs`, where a copy per
-/// block took 112 KiB of the peak for 2M files.
-fn dir_meta(c: &Ctx) -> Vec<(u32, Meta)> {
-    c.dirs
-        .iter()
-        .map(|r| {
-            let meta = Meta {
-                seed: r.seed,
-                hashed: r.htree && !r.encrypted && !r.casefold,
-                htree: r.htree,
-                // Its blocks may be judged clean ahead (see `Rules`).
-                plain: !r.encrypted && !r.casefold && !r.inline,
-            };
-            (r.ino, meta)
-        })
-        .collect()
-}
-
 /// A directory (not inline) whose block 0 the walk never met has a hole
 /// there: e2fsck gives it a new block.
 fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
@@ -264,7 +244,7 @@ fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
-                    crate::fix::Fix::DirBlock0(r.ino, b, r.owner),
+                    crate::fix::Fix::DirBlock0(r.ino, b, r.owner()),
                 ),
                 None => c.p.error(2, ProblemCode::PR_2_DIRECTORY_HOLE, msg),
             }
@@ -298,6 +278,20 @@ struct Meta {
     /// Neither encrypted, nor case-folded, nor inline: its entries follow
     /// the rules [`Rules::clean`] knows.
     plain: bool,
+}
+
+impl Meta {
+    /// Block `lblk` of directory `r`, on a filesystem seeded `fs_seed`.
+    fn of(r: &crate::ctx::DirInfo, fs_seed: u32, lblk: u64) -> Meta {
+        Meta {
+            seed: r.seed(fs_seed),
+            // Block 0 of an htree is its root, not a leaf of hashed names.
+            hashed: r.htree && !r.encrypted && !r.casefold && lblk > 0,
+            htree: r.htree,
+            // Its blocks may be judged clean ahead (see `Rules`).
+            plain: !r.encrypted && !r.casefold && !r.inline,
+        }
+    }
 }
 
 /// A block with nothing to report: what checking it changes.
@@ -449,19 +443,17 @@ fn apply_clean(
     let subdirs: Vec<Option<usize>> = clean.subdirs.iter().map(|&t| c.dir_idx(t)).collect();
     for (i, td) in subdirs.iter().enumerate() {
         if let Some(td) = *td {
-            if c.dirs[td].parent != 0 || subdirs[..i].contains(&Some(td)) {
+            if c.dir_links[td].parent != 0 || subdirs[..i].contains(&Some(td)) {
                 return false;
             }
         }
     }
     if let Some((target, off)) = clean.dotdot {
-        c.dirs[d].dotdot = target;
-        if b.phys != 0 {
-            c.dirs[d].dotdot_at = std::num::NonZeroU64::new(b.phys).zip(Some(off));
-        }
+        c.dir_links[d].dotdot = target;
+        c.dir_links[d].set_dotdot_at(b.phys, num::index(u64::from(off)));
     }
     for td in subdirs.into_iter().flatten() {
-        c.dirs[td].parent = b.ino;
+        c.dir_links[td].parent = b.ino;
     }
     // The names are counted by the reader.
     let hashed = c.dirs[d].htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
@@ -546,8 +538,8 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let Some(d) = c.dir_idx(ino) else { return };
     let htree = c.dirs[d].htree;
     let hashed = htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
-    let seed = c.dirs[d].seed;
-    let owner = c.dirs[d].owner;
+    let seed = c.dirs[d].seed(c.sb.csum_seed());
+    let owner = c.dirs[d].owner();
     // An htree root: "." and ".." then index data.
     // The root's '.' and '..' are records like any (the index lives in
     // the slack of '..'): damaged ones are salvaged as in a linear block.
@@ -666,7 +658,7 @@ fn entries(
     hashed: bool,
 ) -> bool {
     let ino = b.ino;
-    let owner = c.dirs[d].owner;
+    let owner = c.dirs[d].owner();
     let start = c.p.mark();
     let mut salvages = Vec::new();
     let Some(salvaged) = salvage_block(c, d, b, block, &mut salvages) else {
@@ -782,7 +774,7 @@ fn entries(
     // rehash's duplicate search). A directory already to be rebuilt is
     // not looked at (e2fsck's `dups_found`).
     names.sort_unstable();
-    let owner = c.dirs[d].owner;
+    let owner = c.dirs[d].owner();
     let scheduled = c.rehash_dirs.contains(&ino);
     // The repeat e2fsck meets first walking the block: the lowest offset
     // of a name seen before it.
@@ -990,7 +982,7 @@ fn salvage_block(
 ) -> Option<Option<Vec<u8>>> {
     let ino = b.ino;
     let bs = c.geo.block_size;
-    let owner = c.dirs[d].owner;
+    let owner = c.dirs[d].owner();
     let max_ino = c.sb.s_inodes_count.get();
     let mut copy: Option<Vec<u8>> = None;
     let mut made_dot = false;
@@ -1235,7 +1227,7 @@ fn htree_tails(c: &mut Ctx) {
         if !c.dirs[d].htree {
             continue;
         }
-        let owner = c.dirs[d].owner;
+        let owner = c.dirs[d].owner();
         for l in end..illegal_end {
             let msg = format!("Directory inode {ino} has an unallocated block #{l}.");
             let block = if l < 12 {
@@ -1263,7 +1255,7 @@ fn htree_tails(c: &mut Ctx) {
                     crate::fix::Fix::ClearIndexFlag(ino),
                 );
                 // Read as the linear directory it becomes.
-                c.dirs[d].htree = false;
+                c.dir_mut(d).htree = false;
             }
         }
     }

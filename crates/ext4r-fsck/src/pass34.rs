@@ -37,7 +37,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         return;
     };
     // The root's parent is itself.
-    c.dirs[root].parent = special::ROOT;
+    c.dir_links[root].parent = special::ROOT;
     // Reachability: follow parents upward; a chain that does not reach the
     // root (or loops) is unconnected. State: 0 unknown, 1 on the current
     // path, 2 reaches root, 3 does not.
@@ -55,8 +55,8 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             }
             state[cur] = 1;
             path.push(cur);
-            match c.dir_idx(c.dirs[cur].parent) {
-                Some(p) if c.dirs[cur].parent != 0 => cur = p,
+            match c.dir_idx(c.dir_links[cur].parent) {
+                Some(p) if c.dir_links[cur].parent != 0 => cur = p,
                 _ => break 3,
             }
         };
@@ -82,8 +82,8 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                 break Some((cur, true));
             }
             seen.push(cur);
-            match c.dir_idx(c.dirs[cur].parent) {
-                Some(p) if c.dirs[cur].parent != 0 => cur = p,
+            match c.dir_idx(c.dir_links[cur].parent) {
+                Some(p) if c.dir_links[cur].parent != 0 => cur = p,
                 _ => break Some((cur, false)),
             }
         };
@@ -109,7 +109,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     format!(
                         "Unconnected directory inode {} (was in {})",
                         r.ino,
-                        crate::pathname::dir_path(&c.fs, r.dotdot)
+                        crate::pathname::dir_path(&c.fs, c.dir_links[t].dotdot)
                     ),
                 )
             };
@@ -122,19 +122,19 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
     }
     for d in 0..n {
-        let r = c.dirs[d];
-        if r.ino != special::ROOT && r.parent != 0 && r.dotdot != r.parent {
-            match r.dotdot_at {
+        let (r, l) = (c.dirs[d], c.dir_links[d]);
+        if r.ino != special::ROOT && l.parent != 0 && l.dotdot != l.parent {
+            match l.dotdot_at() {
                 Some((blk, off)) => c.p.error_fix(
                     3,
                     ProblemCode::PR_3_BAD_DOT_DOT,
-                    bad_dotdot(&c.fs, &r),
-                    crate::fix::Fix::DirEntryInode(blk.get(), off as usize, r.parent, r.owner),
+                    bad_dotdot(&c.fs, r.ino, &l),
+                    crate::fix::Fix::DirEntryInode(blk, off, l.parent, r.owner()),
                 ),
                 None => {
-                    let msg = bad_dotdot(&c.fs, &r);
+                    let msg = bad_dotdot(&c.fs, r.ino, &l);
                     if r.inline {
-                        let f = crate::fix::Fix::InlineParent(r.ino, r.parent);
+                        let f = crate::fix::Fix::InlineParent(r.ino, l.parent);
                         c.p.error_fix(3, ProblemCode::PR_3_BAD_DOT_DOT, msg, f);
                     } else {
                         c.p.error(3, ProblemCode::PR_3_BAD_DOT_DOT, msg);
@@ -152,7 +152,7 @@ fn root_entry(
     root: &ext4r::fs::InodeInfo,
     name: &[u8],
 ) -> Option<(u64, usize, crate::fix::Owner)> {
-    let owner = c.dirs[c.dir_idx(special::ROOT)?].owner;
+    let owner = c.dirs[c.dir_idx(special::ROOT)?].owner();
     let bs = c.geo.block_size as usize;
     let mut buf = vec![0u8; bs];
     for r in c.fs.runs(root).ok()? {
@@ -440,15 +440,15 @@ fn zero_length(c: &Ctx, ino: u32) -> bool {
 /// e2fsck's PR_3_BAD_DOT_DOT words: the directory by its path in the
 /// parent that names it, the `..` it has and the one it should have by
 /// their paths.
-fn bad_dotdot(fs: &ext4r::fs::Filesystem, r: &crate::ctx::DirRec) -> String {
+fn bad_dotdot(fs: &ext4r::fs::Filesystem, ino: u32, l: &crate::ctx::DirLinks) -> String {
     use crate::pathname::{dir_path, path_in};
     format!(
         "'..' in {} ({}) is {} ({}), should be {} ({}).",
-        path_in(fs, r.parent, r.ino),
-        r.ino,
-        dir_path(fs, r.dotdot),
-        r.dotdot,
-        dir_path(fs, r.parent),
-        r.parent
+        path_in(fs, l.parent, ino),
+        ino,
+        dir_path(fs, l.dotdot),
+        l.dotdot,
+        dir_path(fs, l.parent),
+        l.parent
     )
 }

@@ -208,7 +208,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             // what pass 4 counts and a link from the inode's count, as
             // e2fsck's `e2fsck_adjust_inode_count` does.
             let clear = |c: &mut Ctx, e: &Ent| {
-                let mut fixes = vec![Fix::DirEntryClear(e.phys, e.offset, dir.owner)];
+                let mut fixes = vec![Fix::DirEntryClear(e.phys, e.offset, dir.owner())];
                 let links = c.inodes.get(target).map_or(0, |r| r.links);
                 let k = c.link_drops.get(&target).copied().unwrap_or(0);
                 if links > k {
@@ -269,7 +269,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                     "Entry '{shown}' in {path} ({ino}) has a non-unique filename.\nRename to {}",
                     String::from_utf8_lossy(&new)
                 ),
-                Fix::DirEntryRename(ents[i].phys, ents[i].offset, new.clone(), dir.owner),
+                Fix::DirEntryRename(ents[i].phys, ents[i].offset, new.clone(), dir.owner()),
             );
             if c.repairing {
                 ents[i].hash = hash(&new);

@@ -109,7 +109,7 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                     )
                 };
                 let fix = (b.phys != 0 && off == 0)
-                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner));
+                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner()));
                 match fix {
                     Some(f) => c.p.error_fix(2, code, msg, f),
                     None => c.p.error(2, code, msg),
@@ -119,7 +119,7 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
             } else if target != dir {
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
-                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner);
+                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner());
                     c.p.error_fix(2, ProblemCode::PR_2_BAD_INODE_DOT, msg, f);
                 } else {
                     c.p.error(2, ProblemCode::PR_2_BAD_INODE_DOT, msg);
@@ -141,18 +141,15 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                     )
                 };
                 let fix = (b.phys != 0)
-                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner));
+                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner()));
                 match fix {
                     Some(f) => c.p.error_fix(2, code, msg, f),
                     None => c.p.error(2, code, msg),
                 }
                 return false;
             }
-            c.dirs[d].dotdot = target;
-            if b.phys != 0 {
-                c.dirs[d].dotdot_at =
-                    std::num::NonZeroU64::new(b.phys).zip(u32::try_from(off).ok());
-            }
+            c.dir_links[d].dotdot = target;
+            c.dir_links[d].set_dotdot_at(b.phys, off);
         }
         _ => {}
     }
@@ -237,7 +234,7 @@ fn name_chars(c: &mut Ctx, e: &EntryAt<'_>) {
         let msg = format!("{} has illegal characters in its name.", e.place(c));
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
-            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[e.d].owner);
+            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[e.d].owner());
             c.p.error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
             // A record of an inline directory, mended in its area.
@@ -273,7 +270,7 @@ fn unused_target(c: &mut Ctx, e: &EntryAt<'_>) {
 /// '..' have theirs checked too.
 fn entry_filetype(c: &mut Ctx, e: &EntryAt<'_>, ftype: u8, kind: FileKind) {
     let off = e.off;
-    let (phys, dino, area, owner) = (e.b.phys, e.b.ino, e.b.lblk, c.dirs[e.d].owner);
+    let (phys, dino, area, owner) = (e.b.phys, e.b.ino, e.b.lblk, c.dirs[e.d].owner());
     let fix = move |t: u8| {
         use crate::inline_dir::AREA_PARENT;
         if phys != 0 {
@@ -339,7 +336,7 @@ fn dir_link(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
     let target = e.target;
     if kind == FileKind::Directory {
         if let Some(td) = c.dir_idx(target) {
-            let parent = c.dirs[td].parent;
+            let parent = c.dir_links[td].parent;
             if parent != 0 {
                 // Named as its first parent names it (e2fsck's %P).
                 let msg = format!(
@@ -352,7 +349,7 @@ fn dir_link(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
                     return false;
                 }
             } else {
-                c.dirs[td].parent = e.dir;
+                c.dir_links[td].parent = e.dir;
             }
         }
     }
@@ -373,7 +370,7 @@ pub(super) fn bad_entry(
     msg: String,
 ) {
     let fix = if b.phys != 0 {
-        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner)
+        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner())
     } else if b.lblk == crate::inline_dir::AREA_PARENT {
         crate::fix::Fix::InlineParent(b.ino, 0)
     } else {
