@@ -17,7 +17,7 @@ pub(crate) use crate::inode_map::Inodes;
 
 /// A directory as pass 1 found it, fixed from then on (pass 2's htree
 /// checks aside, before its walk): shared by pass 2's reader threads
-/// ([`Ctx::dirs`] is an `Arc`), so they need no copy of their own. 16
+/// ([`Ctx::dirs`] is an `Arc`), so they need no copy of their own. 12
 /// bytes; what passes 2 and 3 learn of it is its [`DirLinks`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DirInfo {
@@ -26,21 +26,64 @@ pub(crate) struct DirInfo {
     ///
     /// [`Owner`]: crate::fix::Owner
     pub generation: u32,
-    /// Data is inline in the inode.
-    pub inline: bool,
-    /// Has the htree flag.
-    pub htree: bool,
-    /// Names are encrypted (their hashes cannot be checked, and they are
-    /// at least 16 bytes).
-    pub encrypted: bool,
-    /// Names are compared case-folded (hashes not checked here).
-    pub casefold: bool,
-    /// Pass 1 repairs its block map or extent tree this round (what it
-    /// maps is settled in the next).
-    pub map_bad: bool,
+    /// [`DirInfo::INLINE`] and the other flags.
+    flags: u8,
 }
 
 impl DirInfo {
+    /// Data is inline in the inode.
+    pub(crate) const INLINE: u8 = 1;
+    /// Has the htree flag.
+    pub(crate) const HTREE: u8 = 2;
+    /// Names are encrypted (their hashes cannot be checked, and they are
+    /// at least 16 bytes).
+    pub(crate) const ENCRYPTED: u8 = 4;
+    /// Names are compared case-folded (hashes not checked here).
+    pub(crate) const CASEFOLD: u8 = 8;
+    /// Pass 1 repairs its block map or extent tree this round (what it
+    /// maps is settled in the next).
+    pub(crate) const MAP_BAD: u8 = 16;
+
+    /// Directory `ino` of generation `generation` with `flags` (the
+    /// constants above, or'ed).
+    pub(crate) fn new(ino: u32, generation: u32, flags: u8) -> Self {
+        DirInfo {
+            ino,
+            generation,
+            flags,
+        }
+    }
+
+    /// See [`Self::INLINE`].
+    pub(crate) fn inline(&self) -> bool {
+        self.flags & Self::INLINE != 0
+    }
+
+    /// See [`Self::HTREE`].
+    pub(crate) fn htree(&self) -> bool {
+        self.flags & Self::HTREE != 0
+    }
+
+    /// Read as the linear directory it becomes (its index cleared).
+    pub(crate) fn clear_htree(&mut self) {
+        self.flags &= !Self::HTREE;
+    }
+
+    /// See [`Self::ENCRYPTED`].
+    pub(crate) fn encrypted(&self) -> bool {
+        self.flags & Self::ENCRYPTED != 0
+    }
+
+    /// See [`Self::CASEFOLD`].
+    pub(crate) fn casefold(&self) -> bool {
+        self.flags & Self::CASEFOLD != 0
+    }
+
+    /// See [`Self::MAP_BAD`].
+    pub(crate) fn map_bad(&self) -> bool {
+        self.flags & Self::MAP_BAD != 0
+    }
+
     /// The directory, as the write layer stamps its blocks.
     pub(crate) fn owner(&self) -> crate::fix::Owner {
         crate::fix::Owner::new(self.ino, self.generation)
@@ -613,7 +656,7 @@ mod tests {
     /// too), and pass 2 one block record per directory block.
     #[test]
     fn dir_record_sizes() {
-        assert_eq!(std::mem::size_of::<super::DirInfo>(), 16);
+        assert_eq!(std::mem::size_of::<super::DirInfo>(), 12);
         assert_eq!(std::mem::size_of::<DirLinks>(), 16);
         assert_eq!(std::mem::size_of::<super::DirBlock>(), 20);
     }

@@ -24,7 +24,7 @@ fn first_invalid(name: &[u8]) -> Option<usize> {
 /// and 1 are `.` and `..`).
 pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize, name: &[u8]) {
     let dir = &c.dirs[d];
-    if slot < 2 || dir.encrypted || !dir.casefold || c.sb.s_encoding_flags.get() & STRICT == 0 {
+    if slot < 2 || dir.encrypted() || !dir.casefold() || c.sb.s_encoding_flags.get() & STRICT == 0 {
         return;
     }
     let Some(pos) = first_invalid(name) else {

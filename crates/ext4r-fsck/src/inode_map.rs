@@ -557,8 +557,32 @@ pub(crate) struct Kinds {
     ea: Vec<u32>,
     /// `i_links_count` is 1.
     link1: SparseBits,
-    /// Any other `i_links_count` (directories, hard links, 0), sorted.
-    links: Vec<(u32, u16)>,
+    /// Any other `i_links_count` (directories, hard links, 0).
+    links: LinkCounts,
+}
+
+/// Inodes with a link count other than 1, sorted, and their counts: two
+/// columns, 6 bytes an inode where pairs took 8 (every directory is here:
+/// 200,000 of them are 0.4 MB less).
+#[derive(Debug, Clone, Default)]
+struct LinkCounts {
+    inos: Vec<u32>,
+    counts: Vec<u16>,
+}
+
+impl LinkCounts {
+    fn insert(&mut self, ino: u32, count: u16) {
+        let at = insert_sorted(&mut self.inos, ino, |&i| i);
+        self.counts.insert(at, count);
+    }
+
+    fn position(&self, ino: u32) -> Option<usize> {
+        self.inos.binary_search(&ino).ok()
+    }
+
+    fn len(&self) -> usize {
+        self.inos.len()
+    }
 }
 
 impl Kinds {
@@ -576,7 +600,7 @@ impl Kinds {
     }
 
     fn multi(&self, ino: u32) -> Option<usize> {
-        self.links.binary_search_by_key(&ino, |m| m.0).ok()
+        self.links.position(ino)
     }
 }
 
@@ -618,7 +642,7 @@ impl Names {
             }
         }
         Names {
-            counted: kinds.links.iter().map(|_| AtomicU32::new(0)).collect(),
+            counted: (0..kinds.links.len()).map(|_| AtomicU32::new(0)).collect(),
             index,
             named: (0..slots as usize * CHUNK_WORDS)
                 .map(|_| AtomicU64::new(0))
@@ -753,7 +777,7 @@ impl Inodes {
         if links == 1 {
             k.link1.insert(ino);
         } else {
-            insert_sorted(&mut k.links, (ino, links), |e| e.0);
+            k.links.insert(ino, links);
         }
         // Counted for the kinds as they will be.
         self.names = None;
@@ -788,8 +812,8 @@ impl Inodes {
         for e in ea {
             insert_sorted(&mut k.ea, e, |&e| e);
         }
-        for m in links {
-            insert_sorted(&mut k.links, m, |e| e.0);
+        for (ino, count) in links.inos.into_iter().zip(links.counts) {
+            k.links.insert(ino, count);
         }
         self.names = None;
     }
@@ -870,7 +894,7 @@ impl Inodes {
         } else {
             match self.kinds.multi(ino) {
                 Some(i) => (
-                    self.kinds.links[i].1,
+                    self.kinds.links.counts[i],
                     self.names
                         .as_ref()
                         .map_or(0, |n| n.counted[i].load(Relaxed)),

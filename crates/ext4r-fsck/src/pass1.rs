@@ -1265,15 +1265,15 @@ fn record_dir(
     {
         c.rehash_dirs.insert(ino);
     }
-    c.add_dir(DirInfo {
-        ino,
-        generation: inode.generation(),
-        inline,
-        htree,
-        encrypted: flags.contains(InodeFlags::ENCRYPT),
-        casefold: flags.contains(InodeFlags::CASEFOLD),
-        map_bad: map.bad,
-    });
+    let dir_flags = [
+        (inline, DirInfo::INLINE),
+        (htree, DirInfo::HTREE),
+        (flags.contains(InodeFlags::ENCRYPT), DirInfo::ENCRYPTED),
+        (flags.contains(InodeFlags::CASEFOLD), DirInfo::CASEFOLD),
+        (map.bad, DirInfo::MAP_BAD),
+    ];
+    let dir_flags = dir_flags.iter().filter(|f| f.0).fold(0, |a, f| a | f.1);
+    c.add_dir(DirInfo::new(ino, inode.generation(), dir_flags));
     for &(l, p, n) in &map.runs {
         for k in 0..n {
             c.dir_blocks.push(DirBlock {

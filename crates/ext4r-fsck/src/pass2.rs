@@ -228,13 +228,13 @@ fn contiguous_runs(blocks: &[DirBlock], bs: u64, run_bytes: u64) -> Vec<(usize, 
 fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
     for (d, saw) in saw_block0.iter().enumerate() {
         let r = c.dirs[d];
-        if !saw && !r.inline {
+        if !saw && !r.inline() {
             let msg = format!("Directory inode {} has an unallocated block #0.", r.ino);
             // As e2fsck: a new block with '.' and '..' (pass 3 sets the
             // parent).
             // A tree repaired this round (an invalid extent removed) is
             // given its block 0 in the next, once it is what it will be.
-            let block = if r.map_bad {
+            let block = if r.map_bad() {
                 None
             } else {
                 crate::lost_found::reserve_block(c)
@@ -286,10 +286,10 @@ impl Meta {
         Meta {
             seed: r.seed(fs_seed),
             // Block 0 of an htree is its root, not a leaf of hashed names.
-            hashed: r.htree && !r.encrypted && !r.casefold && lblk > 0,
-            htree: r.htree,
+            hashed: r.htree() && !r.encrypted() && !r.casefold() && lblk > 0,
+            htree: r.htree(),
             // Its blocks may be judged clean ahead (see `Rules`).
-            plain: !r.encrypted && !r.casefold && !r.inline,
+            plain: !r.encrypted() && !r.casefold() && !r.inline(),
         }
     }
 }
@@ -456,7 +456,7 @@ fn apply_clean(
         c.dir_links[td].parent = b.ino;
     }
     // The names are counted by the reader.
-    let hashed = c.dirs[d].htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
+    let hashed = c.dirs[d].htree() && !c.dirs[d].encrypted() && !c.dirs[d].casefold();
     if hashed && b.lblk > 0 {
         let names = || {
             DirBlockIter::new(block)
@@ -536,8 +536,8 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let leaf_csum = pre.and_then(|p| p.csum);
     let ino = b.ino;
     let Some(d) = c.dir_idx(ino) else { return };
-    let htree = c.dirs[d].htree;
-    let hashed = htree && !c.dirs[d].encrypted && !c.dirs[d].casefold;
+    let htree = c.dirs[d].htree();
+    let hashed = htree && !c.dirs[d].encrypted() && !c.dirs[d].casefold();
     let seed = c.dirs[d].seed(c.sb.csum_seed());
     let owner = c.dirs[d].owner();
     // An htree root: "." and ".." then index data.
@@ -695,7 +695,7 @@ fn entries(
     let block: &[u8] = salvaged.as_deref().unwrap_or(block);
     let mut names: Vec<(&[u8], usize, u32)> = Vec::new();
     let mut leaf_names: Vec<&[u8]> = Vec::new();
-    let encrypted = c.dirs[d].encrypted;
+    let encrypted = c.dirs[d].encrypted();
     for (pos, e) in DirBlockIter::new(block).enumerate() {
         // A block that still does not parse was reported above.
         let Ok(e) = e else { break };
@@ -1131,7 +1131,7 @@ fn is_dx_node(block: &[u8], csum: bool) -> bool {
 /// Inline directories, read record by record (see [`crate::inline_dir`]).
 fn inline_dirs(c: &mut Ctx) {
     use crate::inline_dir::{records, AREA_DATA, AREA_IBLOCK, AREA_PARENT};
-    let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline).collect();
+    let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline()).collect();
     for d in inl {
         let ino = c.dirs[d].ino;
         let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
@@ -1224,7 +1224,7 @@ fn inline_dirs(c: &mut Ctx) {
 fn htree_tails(c: &mut Ctx) {
     for (ino, end, illegal_end) in std::mem::take(&mut c.htree_tails) {
         let Some(d) = c.dir_idx(ino) else { continue };
-        if !c.dirs[d].htree {
+        if !c.dirs[d].htree() {
             continue;
         }
         let owner = c.dirs[d].owner();
@@ -1255,7 +1255,7 @@ fn htree_tails(c: &mut Ctx) {
                     crate::fix::Fix::ClearIndexFlag(ino),
                 );
                 // Read as the linear directory it becomes.
-                c.dir_mut(d).htree = false;
+                c.dir_mut(d).clear_htree();
             }
         }
     }

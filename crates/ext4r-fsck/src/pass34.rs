@@ -133,7 +133,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                 ),
                 None => {
                     let msg = bad_dotdot(&c.fs, r.ino, &l);
-                    if r.inline {
+                    if r.inline() {
                         let f = crate::fix::Fix::InlineParent(r.ino, l.parent);
                         c.p.error_fix(3, ProblemCode::PR_3_BAD_DOT_DOT, msg, f);
                     } else {
@@ -383,7 +383,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             counted = 1;
         }
         let htree =
-            r.kind == FileKind::Directory && c.dir_idx(r.ino).is_some_and(|d| c.dirs[d].htree);
+            r.kind == FileKind::Directory && c.dir_idx(r.ino).is_some_and(|d| c.dirs[d].htree());
         if htree && counted > 1 && r.links == 1 {
             // A count that once overflowed and no longer does: set again,
             // and not an error (e2fsck only mends it when it may write).

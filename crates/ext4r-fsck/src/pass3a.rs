@@ -142,7 +142,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
         return;
     };
     // Case-folded names compare folded: not looked at here.
-    if dir.inline || dir.casefold {
+    if dir.inline() || dir.casefold() {
         return;
     }
     let Some(mut ents) = read_entries(c, ino, phys) else {
@@ -236,7 +236,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                     continue;
                 }
             }
-            if dir.encrypted {
+            if dir.encrypted() {
                 let fix = clear(c, &ents[i]);
                 c.p.error_fix(
                     3,

@@ -228,7 +228,7 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
 fn name_chars(c: &mut Ctx, e: &EntryAt<'_>) {
     let (b, name, off) = (e.b, e.name, e.off);
     if e.slot > 1
-        && !c.dirs[e.d].encrypted
+        && !c.dirs[e.d].encrypted()
         && (name.contains(&b'/') || name.contains(&0) || name.is_empty())
     {
         let msg = format!("{} has illegal characters in its name.", e.place(c));
@@ -290,7 +290,7 @@ fn entry_filetype(c: &mut Ctx, e: &EntryAt<'_>, ftype: u8, kind: FileKind) {
 /// no policy. False when the entry's checks end here.
 fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
     let (dir, target) = (e.dir, e.target);
-    if c.dirs[e.d].encrypted
+    if c.dirs[e.d].encrypted()
         && matches!(
             kind,
             FileKind::Regular | FileKind::Directory | FileKind::Symlink
@@ -310,7 +310,7 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
             return false;
         }
     }
-    if c.dirs[e.d].encrypted {
+    if c.dirs[e.d].encrypted() {
         let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
         if let (Some(mine), Some(its)) = (mine, its) {
             if mine != its {
