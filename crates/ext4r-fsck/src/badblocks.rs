@@ -10,10 +10,11 @@ use ext4r_format::inode::Inode;
 use ext4r_format::InodeNr;
 use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
 
-use crate::ctx::{Claim, Ctx};
-use crate::dup::PtrAt;
+use crate::claims::Claim;
+use crate::ctx::Ctx;
 use crate::fix::Fix;
-use crate::relocate::Meta;
+use crate::fix::Meta;
+use crate::fix::PtrAt;
 
 /// The data blocks of the bad block inode, sorted (pass 1 skips inodes
 /// stored in them).

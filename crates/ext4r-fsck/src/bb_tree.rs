@@ -36,11 +36,11 @@ pub(crate) struct Walk {
 pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> Verdict {
     if level > 0 {
         let ranges = w.meta.get_or_insert_with(|| {
-            let mut r = crate::fix::guard::metadata_ranges(&c.fs);
+            let mut r = crate::guard::metadata_ranges(&c.fs);
             r.sort_unstable();
             r
         });
-        if crate::fix::guard::covers(ranges, b) {
+        if crate::guard::covers(ranges, b) {
             c.p.error_fix(
                 1,
                 ProblemCode::PR_1_BB_FS_BLOCK,

@@ -68,13 +68,18 @@ pub(crate) struct XattrBlock {
     pub bad_hash: u32,
 }
 
-/// Who claims a run of blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Claim {
-    pub start: u64,
-    pub len: u64,
-    /// The inode, or 0 for filesystem metadata.
-    pub owner: u32,
+/// What the passes take a group's descriptor to say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct GroupState {
+    /// The block bitmap is not initialised (computed, not read).
+    pub block_uninit: bool,
+    /// No inode of the group is in use (its table is not read).
+    pub inode_uninit: bool,
+    /// Inodes at the end of the table never used (not read).
+    pub itable_unused: u32,
+    /// The descriptor's checksum does not match: libext2fs then reads its
+    /// bitmaps from disk whatever its flags say.
+    pub csum_bad: bool,
 }
 
 /// What pass 1 found on a worker thread for a stretch of inodes (see
@@ -93,7 +98,7 @@ pub(crate) struct Found {
     ea_refs: Vec<u32>,
     ea_flag_missing: Vec<u32>,
     stats: Summary,
-    quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
+    quota: crate::quota_usage::Counters,
 }
 
 pub(crate) struct Ctx {
@@ -130,7 +135,7 @@ pub(crate) struct Ctx {
     pub bad_itable: bool,
     /// Each group's uninit flags and unused inodes as the passes take
     /// them (see [`crate::gdesc`]).
-    pub groups: Vec<crate::gdesc::GroupState>,
+    pub groups: Vec<GroupState>,
     /// Encrypted inodes' encryption policies (as numbers, one per distinct
     /// policy; see [`crate::pass1_rules::encryption_context`]).
     pub enc_policy: std::collections::HashMap<u32, u32>,
@@ -190,7 +195,7 @@ pub(crate) struct Ctx {
     /// Group metadata pass 0 found out of place, to move in pass 5; with
     /// `true` where the old place is to be copied (a conflict or a bad
     /// block: e2fsck's "Relocating ... from X to Y").
-    pub relocate: Vec<(u32, crate::relocate::Meta, bool)>,
+    pub relocate: Vec<(u32, crate::fix::Meta, bool)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
     pub skip_to_pass5: bool,
     /// Inode 7 is invalid: recreated at the end of pass 1.
@@ -207,7 +212,7 @@ pub(crate) struct Ctx {
     pub stats: Summary,
     /// Usage counted per quota type and id, for each quota file the
     /// superblock names (see [`crate::quota`]).
-    pub quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
+    pub quota: crate::quota_usage::Counters,
     /// Threads the passes may use (at least 1; see [`crate::Options`]).
     pub threads: usize,
     /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
@@ -225,7 +230,7 @@ impl Ctx {
         let journal_ino = sb.s_journal_inum.get();
         let geo = fs.geometry().clone();
         let groups = geo.group_count as usize;
-        let quota = crate::quota::counters(&sb);
+        let quota = crate::quota_usage::counters(&sb);
         Ctx {
             fs: std::sync::Arc::new(fs),
             sb,
@@ -241,7 +246,7 @@ impl Ctx {
             bad_group: vec![false; groups],
             bad_bitmaps: vec![(false, false); groups],
             bad_itable: false,
-            groups: vec![crate::gdesc::GroupState::default(); groups],
+            groups: vec![GroupState::default(); groups],
             restart: false,
             journal_backup: false,
             journal_ino,
@@ -402,7 +407,7 @@ impl Ctx {
             bad_blocks: self.bad_blocks.clone(),
             free_blocks_total: 0,
             stats: Summary::default(),
-            quota: crate::quota::counters(&self.sb),
+            quota: crate::quota_usage::counters(&self.sb),
             threads: 1,
             q_dirs: std::collections::HashMap::new(),
             csum_due: false,
@@ -439,7 +444,7 @@ impl Ctx {
             ea_refs: std::mem::take(&mut self.ea_refs),
             ea_flag_missing: std::mem::take(&mut self.ea_flag_missing),
             stats: std::mem::take(&mut self.stats),
-            quota: std::mem::replace(&mut self.quota, crate::quota::counters(&self.sb)),
+            quota: std::mem::replace(&mut self.quota, crate::quota_usage::counters(&self.sb)),
         }
     }
 
@@ -539,6 +544,23 @@ fn sb_used(sb: &ext4r_format::superblock::Superblock) -> Summary {
         blocks_used: sb.blocks_count().wrapping_sub(sb.free_blocks_count()),
         blocks_count: sb.blocks_count(),
         ..Summary::default()
+    }
+}
+
+impl Ctx {
+    /// The state of group `g` (all initialised when out of range).
+    pub(crate) fn group_state(&self, g: u32) -> GroupState {
+        self.groups.get(g as usize).copied().unwrap_or_default()
+    }
+
+    /// How many inodes of group `g`'s table are read (from its start).
+    pub(crate) fn inodes_to_read(&self, g: u32) -> u32 {
+        let s = self.group_state(g);
+        if s.inode_uninit {
+            0
+        } else {
+            self.geo.inodes_per_group.saturating_sub(s.itable_unused)
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use ext4r_format::superblock::Superblock;
 
 use crate::ctx::Ctx;
 use crate::fix::Fix;
-use crate::super_rules::SuperEdit;
+use crate::fix::SuperEdit;
 
 pub(crate) fn check(c: &mut Ctx) {
     let sb = &c.sb;

@@ -45,6 +45,7 @@ mod features;
 mod fix;
 mod garbage;
 mod gdesc;
+mod guard;
 mod htree;
 mod htree_root;
 mod idata_extents;
@@ -77,6 +78,7 @@ mod problem;
 mod prompt;
 mod quota;
 mod quota_hide;
+mod quota_usage;
 mod really_dir;
 mod rehash;
 mod relocate;
@@ -85,6 +87,7 @@ mod resize_inode;
 mod salvage;
 mod super_rules;
 mod symlink;
+mod writer;
 
 use std::time::{Duration, Instant};
 
@@ -97,16 +100,15 @@ pub use codes::{
     no_nomsg, no_prompt, preen_silent, question_spacing, trailing_newlines, ProblemCode,
 };
 pub use device_size::{size_mismatch, SizeMismatch};
-pub use extent_rebuild::ExtentTree;
 pub use external_journal::ExternalJournal;
 pub use features::Unsupported;
-pub use fix::{apply as apply_fixes, Fix, Owner};
+pub use fix::{ExtentTree, Fix, Owner, SuperEdit};
 pub use observe::{Action, Forced, JournalRecovered, Observer, Quiet};
 pub use problem::{Latch, Problem, Problems, Severity};
 pub use prompt::{preen_word, prompt};
 pub use rehash::Rebuilt;
 pub use repair::{preen_halt, repair, repair_interactive, Answer, Ask, Mode, RepairReport};
-pub use super_rules::SuperEdit;
+pub use writer::apply as apply_fixes;
 
 /// What went wrong so that the check could not be done at all (e2fsck's
 /// exit 8).

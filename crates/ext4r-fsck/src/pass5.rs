@@ -10,9 +10,10 @@ use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::num;
 use ext4r_format::GroupNr;
 
-use crate::ctx::{Claim, Ctx};
+use crate::claims::Claim;
+use crate::ctx::Ctx;
+use crate::ctx::GroupState;
 use crate::fix::Fix;
-use crate::gdesc::GroupState;
 use crate::inode_map::BitsView;
 use crate::pass5_said::{Bitmap, Counts, Run, Said};
 use crate::Progress;

@@ -13,28 +13,7 @@ use crate::ProblemCode;
 use ext4r_format::features::Incompat;
 
 use crate::ctx::Ctx;
-use crate::fix::Fix;
-
-/// Which of a group's metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Meta {
-    /// The block bitmap.
-    BlockBitmap,
-    /// The inode bitmap.
-    InodeBitmap,
-    /// The inode table.
-    InodeTable,
-}
-
-impl Meta {
-    fn name(self) -> &'static str {
-        match self {
-            Meta::BlockBitmap => "block bitmap",
-            Meta::InodeBitmap => "inode bitmap",
-            Meta::InodeTable => "inode table",
-        }
-    }
-}
+use crate::fix::{Fix, Meta};
 
 /// Plans the moves pass 0 asked for (`c.relocate`), over the used blocks
 /// `used` (sorted disjoint ranges); returns the ranges taken.

@@ -12,8 +12,9 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r::journal::Journal;
 use ext4r_format::features::{Compat, Incompat};
 
-use crate::fix::{self, Fix};
+use crate::fix::Fix;
 use crate::observe::{Action, Forced, Observer, Quiet};
+use crate::writer;
 use crate::{check_with, Error, Options, Problem, Report};
 
 /// Rounds of check-and-fix before giving up on convergence.
@@ -468,7 +469,7 @@ impl Session<'_, '_> {
             made.extend(descriptor_counts(&fs));
             let fixes: Vec<Fix> = made.iter().filter_map(|p| p.fix.clone()).collect();
             if !fixes.is_empty() {
-                fix::apply_at(&fs, &fixes, self.opts.now)?;
+                writer::apply_at(&fs, &fixes, self.opts.now)?;
                 self.fixed.extend(made);
                 last = check_with(self.dev.clone(), &unforced, &mut Quiet, false)?;
             }
@@ -573,7 +574,7 @@ impl Session<'_, '_> {
             let fixes = self.choose(&report);
             if !fixes.is_empty() {
                 let fs = open(&self.dev)?;
-                fix::apply_at(&fs, &fixes, self.opts.now)?;
+                writer::apply_at(&fs, &fixes, self.opts.now)?;
             }
             if fixes.is_empty() || self.preen_stopped.is_some() {
                 break;
@@ -829,7 +830,7 @@ fn rehash(
         }
     }
     if !fixes.is_empty() {
-        fix::apply_at(&fs, &fixes, now)?;
+        writer::apply_at(&fs, &fixes, now)?;
     }
     Ok(done)
 }
@@ -942,7 +943,7 @@ fn release_orphans(
     };
     let r = crate::orphan::plan(&fs);
     if !r.fixes.is_empty() {
-        fix::apply_at(&fs, &r.fixes, now)?;
+        writer::apply_at(&fs, &r.fixes, now)?;
     }
     said.extend(r.said);
     Ok(r.inodes)

@@ -109,7 +109,7 @@ fn with_history(dev: &Arc<dyn BlockDevice>) {
     let mut sb = fs.superblock().clone();
     sb.s_mnt_count.set(5);
     sb.s_error_count.set(2);
-    fix::write_superblock(&fs, sb, 1_700_000_050).expect("write");
+    writer::write_superblock(&fs, sb, 1_700_000_050).expect("write");
 }
 
 #[test]
