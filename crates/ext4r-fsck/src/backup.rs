@@ -149,11 +149,11 @@ pub(crate) enum Fallback {
 pub(crate) fn open_as_e2fsck(
     dev: &Arc<dyn BlockDevice>,
     oo: &OpenOptions,
-) -> Result<(Filesystem, Fallback), crate::Error> {
+) -> Result<(Filesystem, Fallback), crate::error::Error> {
     refuse_unsupported_primary(dev)?;
     let (fs, why) = open_fallback(dev, oo)?;
     if let Some(u) = features::unsupported(fs.superblock()) {
-        return Err(crate::Error::Unsupported(u));
+        return Err(crate::error::Error::Unsupported(u));
     }
     Ok((fs, why))
 }
@@ -161,13 +161,15 @@ pub(crate) fn open_as_e2fsck(
 /// Refuses a filesystem whose primary superblock (its checksum sound) has
 /// features that keep libext2fs from opening it (incompat, ro_compat):
 /// e2fsck tries no backup then.
-pub(crate) fn refuse_unsupported_primary(dev: &Arc<dyn BlockDevice>) -> Result<(), crate::Error> {
+pub(crate) fn refuse_unsupported_primary(
+    dev: &Arc<dyn BlockDevice>,
+) -> Result<(), crate::error::Error> {
     // libext2fs verifies the checksum first: a primary that fails it is
     // not read for its features (e2fsck goes to a backup, whose features
     // count).
     let usable = primary(dev).filter(|sb| sb.verify_checksum().is_ok());
     match usable.and_then(|sb| features::unsupported(&sb)) {
-        Some(u) if u.incompat || u.ro_compat => Err(crate::Error::Unsupported(u)),
+        Some(u) if u.incompat || u.ro_compat => Err(crate::error::Error::Unsupported(u)),
         _ => Ok(()),
     }
 }

@@ -5,7 +5,7 @@
 //! may be on it (the inodes there are unusable and pass 1 skips them).
 //! Listed blocks that are metadata are not counted twice.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::inode::Inode;
 use ext4r_format::InodeNr;
 use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};

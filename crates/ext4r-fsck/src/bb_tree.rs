@@ -6,9 +6,9 @@
 //! Either means the list has probably been corrupted: e2fsck asks whether
 //! to go on, which a read-only check declines, stopping there.
 
+use crate::codes::ProblemCode;
 use crate::ctx::Ctx;
 use crate::fix::Fix;
-use crate::ProblemCode;
 
 /// What the walk of the bad block inode does with a pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,9 +11,12 @@ use ext4r_format::geometry::Geometry;
 use ext4r_format::superblock::Superblock;
 
 use crate::problem::Problems;
-use crate::Summary;
+use crate::report::Summary;
 
 pub(crate) use crate::inode_map::Inodes;
+
+/// Progress callback the passes call: (pass number 1–5, done, total).
+pub(crate) type Progress<'a> = &'a mut dyn FnMut(u8, u64, u64);
 
 /// A directory as passes 2 and 3 need it.
 #[derive(Debug, Clone, Copy)]
@@ -63,7 +66,7 @@ pub(crate) struct XattrBlock {
     pub valid: bool,
     /// Found bad (the problem's code): every inode naming it has it
     /// cleared, as e2fsck re-judges it for each.
-    pub bad: Option<crate::ProblemCode>,
+    pub bad: Option<crate::codes::ProblemCode>,
     /// The hash of the entry found bad (e2fsck's `%N` in PR_1_ATTR_HASH).
     pub bad_hash: u32,
 }
@@ -109,7 +112,7 @@ pub(crate) struct Ctx {
     pub notes: Vec<String>,
     /// Stop after this pass (nothing more can be checked sensibly).
     pub abort: bool,
-    /// The caller's stop request ([`crate::Options::cancel`]); workers
+    /// The caller's stop request ([`crate::options::Options::cancel`]); workers
     /// have none (the merging thread looks).
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// The stop request was seen: the check ends early.
@@ -117,7 +120,7 @@ pub(crate) struct Ctx {
     /// Why the check cannot be completed at all (e2fsck's exit 8).
     pub fatal: Option<String>,
     /// It stopped while the journal was checked, before the superblock
-    /// (see [`crate::Report::fatal_journal`]).
+    /// (see [`crate::report::Report::fatal_journal`]).
     pub fatal_journal: bool,
     /// The bad block inode's tree looked corrupted (see `bb_tree`).
     pub bb_corrupt: bool,
@@ -201,7 +204,7 @@ pub(crate) struct Ctx {
     /// Inode 7 is invalid: recreated at the end of pass 1.
     pub resize_recreate: bool,
     /// The journal device given with `-j`.
-    pub external_journal: Option<crate::ExternalJournal>,
+    pub external_journal: Option<crate::options::ExternalJournal>,
     /// The check serves a repair run (answers "yes"): some dead ends of a
     /// read-only check are repairable then.
     pub repairing: bool,
@@ -213,7 +216,7 @@ pub(crate) struct Ctx {
     /// Usage counted per quota type and id, for each quota file the
     /// superblock names (see [`crate::quota`]).
     pub quota: crate::quota_usage::Counters,
-    /// Threads the passes may use (at least 1; see [`crate::Options`]).
+    /// Threads the passes may use (at least 1; see [`crate::options::Options`]).
     pub threads: usize,
     /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
     /// in `process_bad_inode`, see [`crate::pathname::q`]): the

@@ -14,7 +14,7 @@
 //! blocks pass 5 computes: the new blocks are chosen there, so the repair
 //! itself is a plain list of copies and pointer updates.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::{BTreeMap, HashSet};
 
 use ext4r_format::blockmap::IndirectBlock;

@@ -17,7 +17,7 @@
 //! is evidence that the descriptor is wrong, not the entry; see
 //! [`inode_reference`].
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 
 use crate::ctx::{Ctx, GroupState};

@@ -12,7 +12,7 @@
 //! read before deciding to replay are left alone, unless the kernel's jbd2
 //! would refuse the log (`s_first` too close to `s_maxlen`).
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::fs::InodeInfo;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::{ino, Inode, InodeFlags};

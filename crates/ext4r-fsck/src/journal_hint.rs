@@ -10,7 +10,7 @@
 //! for one hint is more than the hint is worth. A device is believed only
 //! when the ext2 superblock on it carries the UUID.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 

@@ -11,7 +11,7 @@
 //! trusted; the full check deals with the inodes), except forgetting the
 //! list head, as e2fsck.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::HashSet;
 
 use ext4r::fs::Filesystem;

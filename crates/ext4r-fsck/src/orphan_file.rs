@@ -9,7 +9,7 @@
 //! waits for the next round (PR_6_ORPHAN_FILE_BITMAP_INVALID), as
 //! e2fsck, whose bitmaps cannot be trusted then, leaves it.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::extent::Extent;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::orphan::default_orphan_file_blocks;

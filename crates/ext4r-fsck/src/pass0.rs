@@ -1,15 +1,15 @@
 //! Pass 0: the superblock, the group descriptors and the journal
 //! superblock — everything the other passes trust to find their way.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::group_desc::GroupDescCsum;
 use ext4r_format::inode::ino;
 use ext4r_format::{GroupNr, InodeNr};
 
 use crate::ctx::Ctx;
+use crate::ctx::Progress;
 use crate::fix::Fix;
-use crate::Progress;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     let start = c.p.mark();

@@ -5,7 +5,7 @@
 //! not read, is `PR_6_UPDATE_QUOTAS`: written anew with the usage counted
 //! and the limits the old file held.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 

@@ -6,7 +6,7 @@
 //! there, the name goes from the root and the old inode is freed. The
 //! project quota inode has no reserved number and is never moved.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::RoCompat;
 use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;

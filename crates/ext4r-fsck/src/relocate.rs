@@ -9,7 +9,7 @@
 //!
 //! Planned in pass 5, when every claim is known.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::Incompat;
 
 use crate::ctx::Ctx;

@@ -4,7 +4,7 @@
 //! flag, a revision 0 superblock with features, an MMP block out of range.
 //! Each repair is a [`SuperEdit`] of the superblock the fix writer holds.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::superblock::{FLAGS_SIGNED_HASH, FLAGS_TEST_FS, FLAGS_UNSIGNED_HASH};
 

@@ -29,7 +29,9 @@ use std::sync::Arc;
 use ext4r::device::BlockDevice;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
-use crate::{writer, Error, Options};
+use crate::error::Error;
+use crate::options::Options;
+use crate::writer;
 
 /// How a repair run ended, for its bookkeeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

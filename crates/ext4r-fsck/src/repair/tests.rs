@@ -3,7 +3,7 @@
 //! superblock when it ends, declines, is cancelled or finds nothing.
 
 use super::*;
-use crate::check_shared;
+use crate::check::check_shared;
 use ext4r::device::MemDevice;
 use ext4r::mkfs::{format, MkfsOptions};
 use ext4r_format::superblock::STATE_VALID;
