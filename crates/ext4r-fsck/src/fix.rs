@@ -241,7 +241,7 @@ pub enum Fix {
     /// Clear the head of the orphan inode list.
     ClearLastOrphan,
     /// Finish the truncation of an orphan still linked: the blocks past
-    /// its size freed (see `fix/truncate.rs`).
+    /// its size freed (see `writer/truncate.rs`).
     TruncateOrphan(u32),
     /// Create /lost+found with this inode and block.
     MakeLostFound(NewLostFound),

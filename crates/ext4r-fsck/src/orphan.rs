@@ -5,7 +5,7 @@
 //! (no links) has its blocks and its inode freed in the bitmaps and its
 //! deletion time set; one still linked (a truncate in progress) leaves
 //! the list with its truncation finished: the blocks past `i_size` freed
-//! (see `fix/truncate.rs`).
+//! (see `writer/truncate.rs`).
 //!
 //! Nothing is done on a filesystem marked with errors (the list cannot be
 //! trusted; the full check deals with the inodes), except forgetting the
