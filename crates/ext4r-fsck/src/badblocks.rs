@@ -12,9 +12,8 @@ use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
 
 use crate::claims::Claim;
 use crate::ctx::Ctx;
+use crate::fix::plan::{Meta, PtrAt};
 use crate::fix::Fix;
-use crate::fix::Meta;
-use crate::fix::PtrAt;
 
 /// The data blocks of the bad block inode, sorted (pass 1 skips inodes
 /// stored in them).

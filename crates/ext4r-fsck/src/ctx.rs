@@ -198,7 +198,7 @@ pub(crate) struct Ctx {
     /// Group metadata pass 0 found out of place, to move in pass 5; with
     /// `true` where the old place is to be copied (a conflict or a bad
     /// block: e2fsck's "Relocating ... from X to Y").
-    pub relocate: Vec<(u32, crate::fix::Meta, bool)>,
+    pub relocate: Vec<(u32, crate::fix::plan::Meta, bool)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
     pub skip_to_pass5: bool,
     /// Inode 7 is invalid: recreated at the end of pass 1.

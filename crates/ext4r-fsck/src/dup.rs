@@ -27,7 +27,8 @@ use ext4r::fs::Filesystem;
 
 use crate::claims::Claim;
 use crate::ctx::Ctx;
-use crate::fix::{BlockCopy, Fix, PtrAt};
+use crate::fix::plan::{BlockCopy, PtrAt};
+use crate::fix::Fix;
 
 /// A block pointer: where it is, the first block, the run's length, and
 /// the first logical block it maps ([`NODE`] for an index or indirect

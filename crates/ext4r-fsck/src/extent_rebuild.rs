@@ -12,7 +12,8 @@ use ext4r_format::extent::{max_entries, write_index, write_leaf, Extent, ExtentI
 use ext4r_format::BlockNr;
 
 use crate::ctx::Ctx;
-use crate::fix::{ExtentTree, Fix, Owner};
+use crate::fix::plan::ExtentTree;
+use crate::fix::{Fix, Owner};
 
 /// What the walk of the old tree found: its valid extents in logical
 /// order, and its node blocks.

@@ -3,12 +3,11 @@
 //! so a fix is a plain value that the writer (`crate::writer`) applies;
 //! nothing here reads the filesystem or knows the checks.
 
-mod plan;
-mod super_edit;
+pub(crate) mod plan;
+pub(crate) mod super_edit;
 
-pub use plan::ExtentTree;
-pub(crate) use plan::{BlockCopy, HideQuota, Meta, NewLostFound, NewOrphanFile, PtrAt};
-pub use super_edit::SuperEdit;
+use plan::{BlockCopy, ExtentTree, HideQuota, Meta, NewLostFound, NewOrphanFile};
+use super_edit::SuperEdit;
 
 use ext4r_format::inode::{inode_csum_seed, Inode};
 use ext4r_format::InodeNr;

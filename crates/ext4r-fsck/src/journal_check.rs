@@ -153,7 +153,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
             0,
             ProblemCode::PR_0_BACKUP_JNL,
             "Backing up journal inode block information.".into(),
-            Fix::Superblock(crate::fix::SuperEdit::JournalBackup(words)),
+            Fix::Superblock(crate::fix::super_edit::SuperEdit::JournalBackup(words)),
         );
     }
 }

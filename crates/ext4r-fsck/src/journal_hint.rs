@@ -18,8 +18,8 @@ use ext4r_format::features::Compat;
 use ext4r_format::superblock::Superblock;
 
 use crate::ctx::Ctx;
+use crate::fix::super_edit::SuperEdit;
 use crate::fix::Fix;
-use crate::fix::SuperEdit;
 
 pub(crate) fn check(c: &mut Ctx) {
     let sb = &c.sb;

@@ -100,7 +100,9 @@ pub use codes::{
 pub use device_size::{size_mismatch, SizeMismatch};
 pub use error::Error;
 pub use features::Unsupported;
-pub use fix::{ExtentTree, Fix, Owner, SuperEdit};
+pub use fix::plan::ExtentTree;
+pub use fix::super_edit::SuperEdit;
+pub use fix::{Fix, Owner};
 pub use observe::{Action, Forced, JournalRecovered, Observer, Quiet};
 pub use options::{ExternalJournal, Options};
 pub use problem::{Latch, Problem, Problems, Severity};

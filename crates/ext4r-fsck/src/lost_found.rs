@@ -13,7 +13,7 @@ use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
 use ext4r_format::num;
 
 use crate::ctx::Ctx;
-use crate::fix::NewLostFound;
+use crate::fix::plan::NewLostFound;
 
 /// Chooses a free inode and a free block for lost+found; None when there
 /// is none (the problem is then left reported).

@@ -249,7 +249,7 @@ fn release_checked(
         out.say(code, message);
     }
     out.fixes
-        .push(Fix::Superblock(crate::fix::SuperEdit::NotValid));
+        .push(Fix::Superblock(crate::fix::super_edit::SuperEdit::NotValid));
     false
 }
 

@@ -17,7 +17,8 @@ use ext4r_format::{BlockNr, InodeNr};
 
 use crate::ctx::Ctx;
 use crate::extent_rebuild::Collected;
-use crate::fix::{ExtentTree, Fix, NewOrphanFile, Owner};
+use crate::fix::plan::{ExtentTree, NewOrphanFile};
+use crate::fix::{Fix, Owner};
 
 pub(crate) fn check(c: &mut Ctx) {
     let sb = c.sb.clone();

@@ -184,16 +184,16 @@ fn descriptors(c: &mut Ctx) {
                     format!("{what} for group {g} is not in group.  (block {b})"),
                 );
                 let meta = match code {
-                    ProblemCode::PR_0_BB_NOT_GROUP => crate::fix::Meta::BlockBitmap,
-                    ProblemCode::PR_0_IB_NOT_GROUP => crate::fix::Meta::InodeBitmap,
-                    _ => crate::fix::Meta::InodeTable,
+                    ProblemCode::PR_0_BB_NOT_GROUP => crate::fix::plan::Meta::BlockBitmap,
+                    ProblemCode::PR_0_IB_NOT_GROUP => crate::fix::plan::Meta::InodeBitmap,
+                    _ => crate::fix::plan::Meta::InodeTable,
                 };
                 c.relocate.push((g, meta, false));
                 let slot = &mut c.bad_bitmaps[g as usize];
                 match meta {
-                    crate::fix::Meta::BlockBitmap => slot.0 = true,
-                    crate::fix::Meta::InodeBitmap => slot.1 = true,
-                    crate::fix::Meta::InodeTable => {
+                    crate::fix::plan::Meta::BlockBitmap => slot.0 = true,
+                    crate::fix::plan::Meta::InodeBitmap => slot.1 = true,
+                    crate::fix::plan::Meta::InodeTable => {
                         bad = true;
                         c.bad_itable = true;
                     }
@@ -257,7 +257,7 @@ fn descriptors(c: &mut Ctx) {
 /// inode bitmap, each against what came before ("conflicts with some
 /// other fs block.  Relocate?").
 fn bitmap_conflicts(c: &mut Ctx) {
-    use crate::fix::Meta;
+    use crate::fix::plan::Meta;
     if !any_overlap(c) {
         // Every range the walk below takes is apart from every other:
         // nothing it checks can conflict (the usual case, found in one
@@ -466,7 +466,7 @@ fn quota_and_orphan(c: &mut Ctx) {
             0,
             ProblemCode::PR_6_ORPHAN_FILE_WITHOUT_JOURNAL,
             "Superblock has orphan file without journal.".into(),
-            Fix::Superblock(crate::fix::SuperEdit::NoOrphanFile),
+            Fix::Superblock(crate::fix::super_edit::SuperEdit::NoOrphanFile),
         );
         return;
     }

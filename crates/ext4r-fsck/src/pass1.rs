@@ -121,7 +121,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 2,
                 ProblemCode::PR_1_FS_REV_LEVEL,
                 "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
-                Fix::Superblock(crate::fix::SuperEdit::DynamicRev),
+                Fix::Superblock(crate::fix::super_edit::SuperEdit::DynamicRev),
             );
         }
     }

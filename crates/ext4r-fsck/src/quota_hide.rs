@@ -12,7 +12,8 @@ use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;
 
 use crate::ctx::Ctx;
-use crate::fix::{Fix, HideQuota, Owner};
+use crate::fix::plan::HideQuota;
+use crate::fix::{Fix, Owner};
 
 /// The hiding of visible quota inodes, as e2fsck decides it at the end
 /// of its superblock checks. A round that hides one stops after pass 0:

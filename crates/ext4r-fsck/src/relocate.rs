@@ -13,7 +13,8 @@ use crate::codes::ProblemCode;
 use ext4r_format::features::Incompat;
 
 use crate::ctx::Ctx;
-use crate::fix::{Fix, Meta};
+use crate::fix::plan::Meta;
+use crate::fix::Fix;
 
 /// Plans the moves pass 0 asked for (`c.relocate`), over the used blocks
 /// `used` (sorted disjoint ranges); returns the ranges taken.

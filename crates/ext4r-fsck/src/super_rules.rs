@@ -9,7 +9,8 @@ use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::superblock::{FLAGS_SIGNED_HASH, FLAGS_TEST_FS, FLAGS_UNSIGNED_HASH};
 
 use crate::ctx::Ctx;
-use crate::fix::{Fix, SuperEdit};
+use crate::fix::super_edit::SuperEdit;
+use crate::fix::Fix;
 
 /// Touch-ups e2fsck makes to the superblock without counting the
 /// filesystem as changed or forcing a check of one marked clean.

@@ -152,7 +152,7 @@ impl<'a> Writer<'a> {
     /// number freed. Without a name to unlink, e2fsck stops short of
     /// pointing the superblock at the new inode and hides it again at
     /// every run; the move is completed here all the same.
-    fn hide_quota(&mut self, h: &crate::fix::HideQuota) -> Result<()> {
+    fn hide_quota(&mut self, h: &crate::fix::plan::HideQuota) -> Result<()> {
         use ext4r_format::inode::InodeFlags;
         let old = self.inode(h.from)?.clone();
         let extents = self.sb.has_incompat(Incompat::EXTENTS);

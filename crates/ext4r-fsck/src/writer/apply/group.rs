@@ -37,7 +37,7 @@ impl Writer<'_> {
                 self.bitmaps.insert((*g, false), raw);
             }
             Fix::Relocate(g, what, at) | Fix::RelocateFrom(g, what, _, at) => {
-                use crate::fix::Meta;
+                use crate::fix::plan::Meta;
                 let n = match what {
                     Meta::InodeTable => u64::from(self.fs.geometry().inode_blocks_per_group()),
                     _ => 1,
