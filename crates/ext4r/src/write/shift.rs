@@ -12,7 +12,6 @@ use super::WriteFs;
 use crate::error::{Error, Result};
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_txn::map::{self, Run};
-use std::collections::BTreeSet;
 
 /// `runs` cut at logical blocks `lo` and `hi`: the runs before `lo`,
 /// those inside `[lo, hi)`, those from `hi` on (a run crossing a cut is
@@ -67,6 +66,27 @@ fn merged(runs: impl IntoIterator<Item = Run>) -> Vec<Run> {
             }
         }
         out.push(r);
+    }
+    out
+}
+
+/// The physical clusters (of `r` blocks) that `runs` use, as sorted,
+/// merged `[start, end)` block spans: each cluster once.
+fn cluster_spans(runs: &[Run], r: u64) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = runs
+        .iter()
+        .map(|g| {
+            let start = g.physical & !(r - 1);
+            (start, (g.physical + g.len).div_ceil(r) * r)
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (s, e) in spans {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
     }
     out
 }
@@ -129,17 +149,11 @@ impl WriteFs {
         let runs = map::runs(&self.txn, ino, &i, false)?;
         let (before, gone, after) = cut(&runs, first, first + n);
         // Whole logical clusters go, and a logical cluster lies in one
-        // physical cluster: every cluster these blocks use goes with them.
+        // physical cluster: every cluster these blocks use goes with them,
+        // freed as spans (two runs may share a cluster at their ends).
         let r = self.shape.ratio;
-        let mut freed = BTreeSet::new();
-        for g in &gone {
-            let mut c = g.physical & !(r - 1);
-            while c < g.physical + g.len {
-                if freed.insert(c) {
-                    self.txn.free_blocks(c, r)?;
-                }
-                c += r;
-            }
+        for (start, end) in cluster_spans(&gone, r) {
+            self.txn.free_blocks(start, end - start)?;
         }
         let moved = after.into_iter().map(|x| Run {
             logical: x.logical - n,
@@ -239,6 +253,24 @@ mod tests {
         assert_eq!(b, vec![run(0, 100, 5, false)]);
         assert!(m.is_empty());
         assert_eq!(a, vec![run(5, 105, 5, false), run(20, 300, 5, true)]);
+    }
+
+    #[test]
+    fn cluster_spans_count_each_cluster_once() {
+        // Without bigalloc: the runs themselves, adjacent ones merged.
+        let runs = [
+            run(0, 100, 4, false),
+            run(9, 104, 2, false),
+            run(20, 50, 1, true),
+        ];
+        assert_eq!(cluster_spans(&runs, 1), vec![(50, 51), (100, 106)]);
+        // Clusters of 4: two runs in one cluster free it once.
+        let runs = [
+            run(0, 101, 2, false),
+            run(2, 103, 3, false),
+            run(8, 40, 4, false),
+        ];
+        assert_eq!(cluster_spans(&runs, 4), vec![(40, 44), (100, 108)]);
     }
 
     #[test]
