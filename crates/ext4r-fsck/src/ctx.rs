@@ -124,8 +124,9 @@ impl DirLinks {
     /// Records where its `..` entry is; one that cannot be (a block past
     /// 48 bits, an offset past 64 KiB) is recorded as not known.
     pub(crate) fn set_dotdot_at(&mut self, block: u64, offset: usize) {
+        let lo = u32::try_from(block & 0xffff_ffff).unwrap_or(0);
         let (lo, hi, off) = match (u16::try_from(block >> 32), u16::try_from(offset)) {
-            (Ok(hi), Ok(off)) => (block as u32, hi, off),
+            (Ok(hi), Ok(off)) => (lo, hi, off),
             _ => (0, 0, 0),
         };
         (self.at_lo, self.at_hi, self.at_off) = (lo, hi, off);
