@@ -12,6 +12,16 @@
 //!   with panic the driver is gone. Afterwards, but for panic, the
 //!   superblock records the error ("clean with errors", an error count
 //!   of 1, the inode) and e2fsck still finds the image not clean.
+//! - RENAME_WHITEOUT: files and directories renamed with a whiteout left
+//!   behind (in a set-group-ID directory, under a default ACL), and the
+//!   refusals; the same errnos, metadata and ACLs as the kernel's.
+//! - An access ACL set on a set-group-ID file by its owner from outside
+//!   its group drops the bit, from inside (primary or supplementary group)
+//!   or by root it stays: as the kernel's posix_acl_update_mode.
+//! - fallocate's COLLAPSE_RANGE and INSERT_RANGE: the kernel's FUSE client
+//!   refuses them (EOPNOTSUPP) before any FUSE server, so the write API
+//!   does them on our image and the kernel on the twin: the same errnos,
+//!   sizes, contents and logical blocks mapped (unwritten or not).
 
 #![allow(clippy::unwrap_used)]
 
@@ -21,7 +31,7 @@ use common::mount::{Fuse, Kernel};
 use common::*;
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::process::Command;
 
@@ -107,10 +117,21 @@ fn on_twins<T>(
     size: &str,
     work: impl Fn(&Path) -> T,
 ) -> (std::path::PathBuf, std::path::PathBuf, T, T) {
+    on_twins_with(t, mke2fs_args, size, &[], work)
+}
+
+/// As [`on_twins`], `ext4r mount` given `mount_args` too.
+fn on_twins_with<T>(
+    t: &TempDir,
+    mke2fs_args: &[&str],
+    size: &str,
+    mount_args: &[&str],
+    work: impl Fn(&Path) -> T,
+) -> (std::path::PathBuf, std::path::PathBuf, T, T) {
     let (ours, theirs) = (t.path("ours.img"), t.path("kernel.img"));
     make_image(Command::new("mke2fs"), mke2fs_args, &ours, size).unwrap();
     fs::copy(&ours, &theirs).unwrap();
-    let mut f = Fuse::mount(&ours, &t.path("mo"));
+    let mut f = Fuse::mount_with(&ours, &t.path("mo"), mount_args);
     let seen_ours = work(&f.dir);
     f.umount();
     let mut k = Kernel::mount(&theirs, &t.path("mk"));
@@ -488,4 +509,360 @@ fn uid_and_gid_show_every_inode_as_theirs() {
     k.umount();
     let (rc, out) = e2fsck_fn(&img);
     assert_eq!(rc, 0, "e2fsck -fn: {out}");
+}
+
+/// Every path under `root` (lost+found left out) with its type and mode,
+/// owner, link count, device number and size (0 for directories).
+fn metas(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p.clone());
+            }
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if rel == "lost+found" {
+                continue;
+            }
+            let size = if m.is_dir() { 0 } else { m.len() };
+            out.insert(
+                rel,
+                format!(
+                    "mode {:o} owner {}:{} links {} rdev {:x} size {size}",
+                    m.mode(),
+                    m.uid(),
+                    m.gid(),
+                    m.nlink(),
+                    m.rdev()
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// Renames with RENAME_WHITEOUT: a file over another across directories,
+/// a directory to another parent, one in a set-group-ID directory (the
+/// whiteout takes its group) and one in a directory with a default ACL;
+/// and the refusals (a missing source, with EXCHANGE, with NOREPLACE over
+/// a name, a directory over a file). Returns each one's errno (0 for
+/// done) and every path's metadata and ACLs.
+fn whiteouts(root: &Path) -> (Vec<i32>, BTreeMap<String, String>, BTreeMap<String, String>) {
+    use rustix::fs::{renameat_with, RenameFlags as R, CWD};
+    sh(
+        root,
+        "mkdir -p a/sub b sg acl && echo x > a/f && touch a/sub/in && echo y > b/old \
+         && chown 0:77 sg && chmod 2775 sg && echo z > sg/f \
+         && setfacl -d -m u:55:rwx acl && touch acl/f && echo w > a/g",
+    );
+    let cases: [(&str, &str, R); 8] = [
+        ("a/f", "b/old", R::WHITEOUT),
+        ("a/sub", "b/sub", R::WHITEOUT),
+        ("sg/f", "sg/g", R::WHITEOUT),
+        ("acl/f", "acl/g", R::WHITEOUT),
+        ("a/missing", "b/x", R::WHITEOUT),
+        ("a/g", "b/old", R::WHITEOUT | R::EXCHANGE),
+        ("a/g", "b/old", R::WHITEOUT | R::NOREPLACE),
+        ("b/sub", "b/old", R::WHITEOUT),
+    ];
+    let errs = cases
+        .iter()
+        .map(
+            |(x, y, fl)| match renameat_with(CWD, root.join(x), CWD, root.join(y), *fl) {
+                Ok(()) => 0,
+                Err(e) => e.raw_os_error(),
+            },
+        )
+        .collect();
+    (errs, metas(root), acls(root))
+}
+
+#[test]
+fn rename_whiteout_is_the_kernels() {
+    if let Some(why) = skip_reason(&["setfacl", "getfacl"]) {
+        eprintln!("skipping mount_options: {why}");
+        return;
+    }
+    let t = TempDir::new("mount-whiteout");
+    let (ours, theirs, seen_ours, seen_kernel) =
+        on_twins(&t, &["-q", "-F", "-t", "ext4"], "32M", whiteouts);
+    assert_eq!(seen_ours.0, seen_kernel.0, "errnos, ours then the kernel's");
+    assert_eq!(
+        &seen_ours.0[..4],
+        &[0, 0, 0, 0],
+        "the four whiteout renames were done"
+    );
+    assert_eq!(
+        seen_ours.1, seen_kernel.1,
+        "metadata, ours then the kernel's"
+    );
+    assert_eq!(seen_ours.2, seen_kernel.2, "ACLs, ours then the kernel's");
+    assert!(
+        seen_ours.1["a/f"].starts_with("mode 20000 owner 0:0 links 1 rdev 0"),
+        "{:#?}",
+        seen_ours.1
+    );
+    assert!(
+        seen_ours.1["sg/f"].contains("owner 0:77"),
+        "{:#?}",
+        seen_ours.1
+    );
+    for img in [&ours, &theirs] {
+        let (rc, out) = e2fsck_fn(img);
+        assert_eq!(rc, 0, "e2fsck -fn {}: {out}", img.display());
+    }
+    let mut k = Kernel::mount(&ours, &t.path("mk"));
+    let kernel_reads_ours = (metas(&k.dir), acls(&k.dir));
+    k.umount();
+    assert_eq!(
+        kernel_reads_ours,
+        (seen_kernel.1, seen_kernel.2),
+        "the kernel reading our image"
+    );
+}
+
+/// Access ACLs set on set-group-ID files (mode 2770) by their owner, user
+/// 1234: outside the file's group and without CAP_FSETID (the bit goes,
+/// as posix_acl_update_mode takes it), in it as the primary group or a
+/// supplementary one (it stays), an ACL no more than the mode (the bit
+/// goes all the same), and root (CAP_FSETID: it stays).
+fn sgid_acls(root: &Path) -> BTreeMap<String, String> {
+    sh(
+        root,
+        "mkdir -m 0777 w && cd w && touch other member supp equiv byroot \
+         && chown 1234:0 other equiv byroot && chown 1234:1234 member && chown 1234:77 supp \
+         && chmod 2770 other member supp equiv byroot",
+    );
+    let as_user = |groups: &str, script: &str| {
+        let o = run(Command::new("setpriv")
+            .args(["--reuid", "1234", "--regid", "1234"])
+            .args(if groups.is_empty() {
+                vec!["--clear-groups".to_string()]
+            } else {
+                vec!["--groups".to_string(), groups.to_string()]
+            })
+            .args(["sh", "-c", script])
+            .current_dir(root.join("w")));
+        assert!(
+            o.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    as_user(
+        "",
+        "setfacl -m u:55:rw other && setfacl -m u:55:r member \
+         && setfacl -m u::rw,g::r,o::- equiv",
+    );
+    as_user("77", "setfacl -m u:56:rw supp");
+    sh(&root.join("w"), "setfacl -m u:57:r byroot");
+    acls(&root.join("w"))
+}
+
+#[test]
+fn setting_an_acl_drops_set_group_id_as_the_kernel() {
+    if let Some(why) = skip_reason(&["setfacl", "getfacl", "setpriv"]) {
+        eprintln!("skipping mount_options: {why}");
+        return;
+    }
+    let t = TempDir::new("mount-acl-sgid");
+    let (ours, theirs, seen_ours, seen_kernel) = on_twins_with(
+        &t,
+        &["-q", "-F", "-t", "ext4"],
+        "32M",
+        &["-o", "allow_other"],
+        sgid_acls,
+    );
+    assert_eq!(
+        seen_ours, seen_kernel,
+        "modes and ACLs, ours then the kernel's"
+    );
+    let mode = |p: &str| seen_ours[p].lines().next().unwrap_or("").to_string();
+    assert_eq!(mode("other"), "mode 100770", "{seen_ours:#?}");
+    assert_eq!(mode("equiv"), "mode 100640", "{seen_ours:#?}");
+    for kept in ["member", "supp", "byroot"] {
+        assert!(mode(kept).starts_with("mode 102"), "{kept}: {seen_ours:#?}");
+    }
+    for img in [&ours, &theirs] {
+        let (rc, out) = e2fsck_fn(img);
+        assert_eq!(rc, 0, "e2fsck -fn {}: {out}", img.display());
+    }
+}
+
+/// The files the range shifts work on, each 600 KiB written in pieces
+/// with holes, and what is done to each (fallocate mode, offset, length):
+/// collapses and inserts in the middle, at 0, across an unwritten range,
+/// and the kernel's refusals (unaligned, reaching or past the end).
+fn shift_cases() -> Vec<(&'static str, rustix::fs::FallocateFlags, u64, u64)> {
+    use rustix::fs::FallocateFlags as F;
+    let (c, i) = (F::COLLAPSE_RANGE, F::INSERT_RANGE);
+    vec![
+        ("collapse_mid", c, 65536, 131_072),
+        ("collapse_head", c, 0, 4096),
+        ("collapse_prealloc", c, 8192, 40960),
+        ("insert_mid", i, 65536, 131_072),
+        ("insert_head", i, 0, 4096),
+        ("insert_prealloc", i, 16384, 8192),
+        ("collapse_unaligned", c, 1000, 4096),
+        ("collapse_to_end", c, 4096, 610_304),
+        ("insert_at_end", i, 614_400, 4096),
+        ("insert_unaligned", i, 4096, 100),
+    ]
+}
+
+/// Writes each case's file under `root` (holes, and unwritten blocks from
+/// 16 KiB to 64 KiB and past the end).
+fn shift_files(root: &Path) {
+    use rustix::fs::{fallocate, FallocateFlags as F};
+    for (name, ..) in shift_cases() {
+        let f = fs::File::create(root.join(name)).unwrap();
+        for k in 0..40u64 {
+            if k % 4 == 3 {
+                continue;
+            }
+            let data: Vec<u8> = (0..15_000u64)
+                .map(|b| ((k * 7 + b) % 253) as u8 + 1)
+                .collect();
+            f.write_all_at(&data, k * 15_360).unwrap();
+        }
+        fallocate(&f, F::KEEP_SIZE, 16384, 49152).unwrap();
+        fallocate(&f, F::KEEP_SIZE, 614_400, 32768).unwrap();
+        f.sync_all().unwrap();
+    }
+}
+
+/// Each case's errno (0 for done), size, blocks held and contents.
+fn shift_results(root: &Path, errs: &[i32]) -> Vec<(String, i32, u64, u64, Vec<u8>)> {
+    shift_cases()
+        .iter()
+        .zip(errs)
+        .map(|((name, ..), e)| {
+            let p = root.join(name);
+            let m = fs::metadata(&p).unwrap();
+            (
+                name.to_string(),
+                *e,
+                m.len(),
+                m.blocks(),
+                fs::read(&p).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The kernel's errno for a library error, as the mount gives it.
+fn errno_of(r: ext4r::Result<()>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => ext4r_mount::errno_of(&e),
+    }
+}
+
+#[test]
+fn collapsed_and_inserted_ranges_are_the_kernels() {
+    if let Some(why) = skip_reason(&[]) {
+        eprintln!("skipping mount_options: {why}");
+        return;
+    }
+    let t = TempDir::new("mount-shift");
+    // 4 KiB blocks, a page each: the kernel's FUSE client writes back
+    // whole pages, so with smaller blocks the zeros around a write in a
+    // page would be written (mapped) through the mount and not by ext4.
+    let done = shifts_on_twins(&t, "blocks", &["-b", "4096"]);
+    assert_eq!(done, 6, "shifts done on 4 KiB blocks");
+    // With 16 KiB clusters only the shifts of whole clusters are done.
+    let done = shifts_on_twins(
+        &t,
+        "clusters",
+        &["-b", "4096", "-O", "bigalloc", "-C", "16384"],
+    );
+    assert_eq!(done, 2, "shifts done on 16 KiB clusters");
+}
+
+/// The shift cases on twin images made with `mke2fs_args` more: the
+/// kernel's through its loop mount, ours through the write API; compared
+/// (errnos, sizes, contents, logical blocks mapped), both e2fsck-clean.
+/// Returns how many shifts were done.
+fn shifts_on_twins(t: &TempDir, tag: &str, mke2fs_args: &[&str]) -> usize {
+    use rustix::fs::{fallocate, FallocateFlags as F};
+    let (ours, theirs) = (
+        t.path(&format!("{tag}-ours.img")),
+        t.path(&format!("{tag}-kernel.img")),
+    );
+    let mut args = vec!["-q", "-F", "-t", "ext4"];
+    args.extend_from_slice(mke2fs_args);
+    make_image(Command::new("mke2fs"), &args, &ours, "32M").unwrap();
+    fs::copy(&ours, &theirs).unwrap();
+    // The kernel's, through its loop mount.
+    let mut k = Kernel::mount(&theirs, &t.path("mk"));
+    shift_files(&k.dir);
+    let errs: Vec<i32> = shift_cases()
+        .iter()
+        .map(|(name, mode, off, len)| {
+            let f = fs::OpenOptions::new()
+                .write(true)
+                .open(k.dir.join(name))
+                .unwrap();
+            fallocate(&f, *mode, *off, *len).map_or_else(|e| e.raw_os_error(), |()| 0)
+        })
+        .collect();
+    let seen_kernel = shift_results(&k.dir, &errs);
+    k.umount();
+    // Ours: the files through the mount. The kernel's FUSE client passes
+    // no collapse or insert to a FUSE server (EOPNOTSUPP before the
+    // request leaves it); if a kernel does, the mount serves them.
+    let mut f = Fuse::mount(&ours, &t.path("mo"));
+    shift_files(&f.dir);
+    let probe = fs::OpenOptions::new()
+        .write(true)
+        .open(f.dir.join("collapse_mid"))
+        .unwrap();
+    let (_, mode, off, len) = shift_cases()[0];
+    let through_fuse = fallocate(&probe, mode, off, len);
+    drop(probe);
+    f.umount();
+    let errs: Vec<i32> = match through_fuse {
+        Err(e) => {
+            assert_eq!(e, rustix::io::Errno::OPNOTSUPP, "the FUSE client's answer");
+            // So the write API does them, on the image, as an embedder would.
+            let mut w = ext4r::write::WriteFs::open_path(&ours, Default::default()).unwrap();
+            let errs = shift_cases()
+                .iter()
+                .map(|(name, mode, off, len)| {
+                    let ino = w.lookup_path(format!("/{name}")).unwrap();
+                    errno_of(if *mode == F::COLLAPSE_RANGE {
+                        w.collapse_range(ino, *off, *len)
+                    } else {
+                        w.insert_range(ino, *off, *len)
+                    })
+                })
+                .collect();
+            w.close().unwrap();
+            errs
+        }
+        Ok(()) => panic!(
+            "the kernel's FUSE client passed a collapse on: serve the rest through the mount"
+        ),
+    };
+    let mut f = Fuse::mount(&ours, &t.path("mo"));
+    let seen_ours = shift_results(&f.dir, &errs);
+    f.umount();
+    for (o, k) in seen_ours.iter().zip(&seen_kernel) {
+        assert_eq!((&o.0, o.1, o.2), (&k.0, k.1, k.2), "errno and size");
+        assert!(o.4 == k.4, "{}: contents differ from the kernel's", o.0);
+        assert_eq!(
+            mapped(&ours, &o.0),
+            mapped(&theirs, &k.0),
+            "{}: logical blocks mapped (unwritten or not), ours then the kernel's",
+            o.0
+        );
+    }
+    for img in [&ours, &theirs] {
+        let (rc, out) = e2fsck_fn(img);
+        assert_eq!(rc, 0, "e2fsck -fn {}: {out}", img.display());
+    }
+    seen_kernel.iter().filter(|c| c.1 == 0).count()
 }

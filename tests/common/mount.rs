@@ -65,7 +65,9 @@ impl Drop for Fuse {
 }
 
 /// An image loop-mounted by the kernel, noatime (a FUSE mount never
-/// updates access times on reads either); unmounted on drop.
+/// updates access times on reads either), nodev and nosuid (as every FUSE
+/// mount is: opening a device node, a whiteout among them, is EACCES on
+/// both); unmounted on drop.
 pub struct Kernel {
     pub dir: PathBuf,
     mounted: bool,
@@ -75,7 +77,7 @@ impl Kernel {
     pub fn mount(img: &Path, dir: &Path) -> Kernel {
         fs::create_dir_all(dir).expect("create the mount point");
         let o = run(Command::new("mount")
-            .args(["-t", "ext4", "-o", "loop,noatime"])
+            .args(["-t", "ext4", "-o", "loop,noatime,nodev,nosuid"])
             .arg(img)
             .arg(dir));
         assert!(

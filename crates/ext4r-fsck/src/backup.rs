@@ -149,11 +149,11 @@ pub(crate) enum Fallback {
 pub(crate) fn open_as_e2fsck(
     dev: &Arc<dyn BlockDevice>,
     oo: &OpenOptions,
-) -> Result<(Filesystem, Fallback), crate::Error> {
+) -> Result<(Filesystem, Fallback), crate::error::Error> {
     refuse_unsupported_primary(dev)?;
     let (fs, why) = open_fallback(dev, oo)?;
     if let Some(u) = features::unsupported(fs.superblock()) {
-        return Err(crate::Error::Unsupported(u));
+        return Err(crate::error::Error::Unsupported(u));
     }
     Ok((fs, why))
 }
@@ -162,16 +162,18 @@ pub(crate) fn open_as_e2fsck(
 /// names an unknown checksum algorithm or has features that keep
 /// libext2fs from opening it (incompat, ro_compat): e2fsck tries no
 /// backup then.
-pub(crate) fn refuse_unsupported_primary(dev: &Arc<dyn BlockDevice>) -> Result<(), crate::Error> {
+pub(crate) fn refuse_unsupported_primary(
+    dev: &Arc<dyn BlockDevice>,
+) -> Result<(), crate::error::Error> {
     // libext2fs verifies the checksum first: a primary that fails it is
     // not read for its algorithm or features (e2fsck goes to a backup,
     // whose own count).
     let usable = primary(dev).filter(|sb| sb.verify_checksum().is_ok());
     if usable.as_ref().is_some_and(|sb| !sb.checksum_type_known()) {
-        return Err(crate::Error::UnknownChecksum);
+        return Err(crate::error::Error::UnknownChecksum);
     }
     match usable.and_then(|sb| features::unsupported(&sb)) {
-        Some(u) if u.incompat || u.ro_compat => Err(crate::Error::Unsupported(u)),
+        Some(u) if u.incompat || u.ro_compat => Err(crate::error::Error::Unsupported(u)),
         _ => Ok(()),
     }
 }

@@ -5,15 +5,15 @@
 //! may be on it (the inodes there are unusable and pass 1 skips them).
 //! Listed blocks that are metadata are not counted twice.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::inode::Inode;
 use ext4r_format::InodeNr;
 use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
 
-use crate::ctx::{Claim, Ctx};
-use crate::dup::PtrAt;
+use crate::claims::Claim;
+use crate::ctx::Ctx;
+use crate::fix::plan::{Meta, PtrAt};
 use crate::fix::Fix;
-use crate::relocate::Meta;
 
 /// The data blocks of the bad block inode, sorted (pass 1 skips inodes
 /// stored in them).

@@ -6,9 +6,9 @@
 //! Either means the list has probably been corrupted: e2fsck asks whether
 //! to go on, which a read-only check declines, stopping there.
 
+use crate::codes::ProblemCode;
 use crate::ctx::Ctx;
 use crate::fix::Fix;
-use crate::ProblemCode;
 
 /// What the walk of the bad block inode does with a pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,11 +36,11 @@ pub(crate) struct Walk {
 pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> Verdict {
     if level > 0 {
         let ranges = w.meta.get_or_insert_with(|| {
-            let mut r = crate::fix::guard::metadata_ranges(&c.fs);
+            let mut r = crate::guard::metadata_ranges(&c.fs);
             r.sort_unstable();
             r
         });
-        if crate::fix::guard::covers(ranges, b) {
+        if crate::guard::covers(ranges, b) {
             c.p.error_fix(
                 1,
                 ProblemCode::PR_1_BB_FS_BLOCK,

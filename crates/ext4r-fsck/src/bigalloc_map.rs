@@ -7,7 +7,7 @@
 //! [`crate::extent_rebuild`]). Symlinks are left alone: they are never
 //! rewritten.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::extent::Extent;
 use ext4r_format::features::RoCompat;

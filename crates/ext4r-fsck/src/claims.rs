@@ -13,8 +13,16 @@
 
 use std::collections::BTreeMap;
 
-use crate::ctx::Claim;
 use ext4r_format::num;
+
+/// Who claims a run of blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Claim {
+    pub start: u64,
+    pub len: u64,
+    /// The inode, or 0 for filesystem metadata.
+    pub owner: u32,
+}
 
 /// Runs held back before they are merged into the union (16 bytes each).
 const PENDING: usize = 4096;

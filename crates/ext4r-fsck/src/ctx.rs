@@ -11,9 +11,12 @@ use ext4r_format::geometry::Geometry;
 use ext4r_format::superblock::Superblock;
 
 use crate::problem::Problems;
-use crate::Summary;
+use crate::report::Summary;
 
 pub(crate) use crate::inode_map::Inodes;
+
+/// Progress callback the passes call: (pass number 1–5, done, total).
+pub(crate) type Progress<'a> = &'a mut dyn FnMut(u8, u64, u64);
 
 /// A directory as pass 1 found it, fixed from then on (pass 2's htree
 /// checks aside, before its walk): shared by pass 2's reader threads
@@ -121,8 +124,9 @@ impl DirLinks {
     /// Records where its `..` entry is; one that cannot be (a block past
     /// 48 bits, an offset past 64 KiB) is recorded as not known.
     pub(crate) fn set_dotdot_at(&mut self, block: u64, offset: usize) {
+        let lo = u32::try_from(block & 0xffff_ffff).unwrap_or(0);
         let (lo, hi, off) = match (u16::try_from(block >> 32), u16::try_from(offset)) {
-            (Ok(hi), Ok(off)) => (block as u32, hi, off),
+            (Ok(hi), Ok(off)) => (lo, hi, off),
             _ => (0, 0, 0),
         };
         (self.at_lo, self.at_hi, self.at_off) = (lo, hi, off);
@@ -147,18 +151,23 @@ pub(crate) struct XattrBlock {
     pub valid: bool,
     /// Found bad (the problem's code): every inode naming it has it
     /// cleared, as e2fsck re-judges it for each.
-    pub bad: Option<crate::ProblemCode>,
+    pub bad: Option<crate::codes::ProblemCode>,
     /// The hash of the entry found bad (e2fsck's `%N` in PR_1_ATTR_HASH).
     pub bad_hash: u32,
 }
 
-/// Who claims a run of blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Claim {
-    pub start: u64,
-    pub len: u64,
-    /// The inode, or 0 for filesystem metadata.
-    pub owner: u32,
+/// What the passes take a group's descriptor to say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct GroupState {
+    /// The block bitmap is not initialised (computed, not read).
+    pub block_uninit: bool,
+    /// No inode of the group is in use (its table is not read).
+    pub inode_uninit: bool,
+    /// Inodes at the end of the table never used (not read).
+    pub itable_unused: u32,
+    /// The descriptor's checksum does not match: libext2fs then reads its
+    /// bitmaps from disk whatever its flags say.
+    pub csum_bad: bool,
 }
 
 /// What pass 1 found on a worker thread for a stretch of inodes (see
@@ -178,7 +187,7 @@ pub(crate) struct Found {
     ea_refs: Vec<u32>,
     ea_flag_missing: Vec<u32>,
     stats: Summary,
-    quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
+    quota: crate::quota_usage::Counters,
 }
 
 pub(crate) struct Ctx {
@@ -189,7 +198,7 @@ pub(crate) struct Ctx {
     pub notes: Vec<String>,
     /// Stop after this pass (nothing more can be checked sensibly).
     pub abort: bool,
-    /// The caller's stop request ([`crate::Options::cancel`]); workers
+    /// The caller's stop request ([`crate::options::Options::cancel`]); workers
     /// have none (the merging thread looks).
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// The stop request was seen: the check ends early.
@@ -197,7 +206,7 @@ pub(crate) struct Ctx {
     /// Why the check cannot be completed at all (e2fsck's exit 8).
     pub fatal: Option<String>,
     /// It stopped while the journal was checked, before the superblock
-    /// (see [`crate::Report::fatal_journal`]).
+    /// (see [`crate::report::Report::fatal_journal`]).
     pub fatal_journal: bool,
     /// The bad block inode's tree looked corrupted (see `bb_tree`).
     pub bb_corrupt: bool,
@@ -215,7 +224,7 @@ pub(crate) struct Ctx {
     pub bad_itable: bool,
     /// Each group's uninit flags and unused inodes as the passes take
     /// them (see [`crate::gdesc`]).
-    pub groups: Vec<crate::gdesc::GroupState>,
+    pub groups: Vec<GroupState>,
     /// Encrypted inodes' encryption policies (as numbers, one per distinct
     /// policy; see [`crate::pass1_rules::encryption_context`]).
     pub enc_policy: std::collections::HashMap<u32, u32>,
@@ -278,13 +287,13 @@ pub(crate) struct Ctx {
     /// Group metadata pass 0 found out of place, to move in pass 5; with
     /// `true` where the old place is to be copied (a conflict or a bad
     /// block: e2fsck's "Relocating ... from X to Y").
-    pub relocate: Vec<(u32, crate::relocate::Meta, bool)>,
+    pub relocate: Vec<(u32, crate::fix::plan::Meta, bool)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
     pub skip_to_pass5: bool,
     /// Inode 7 is invalid: recreated at the end of pass 1.
     pub resize_recreate: bool,
     /// The journal device given with `-j`.
-    pub external_journal: Option<crate::ExternalJournal>,
+    pub external_journal: Option<crate::options::ExternalJournal>,
     /// The check serves a repair run (answers "yes"): some dead ends of a
     /// read-only check are repairable then.
     pub repairing: bool,
@@ -295,8 +304,8 @@ pub(crate) struct Ctx {
     pub stats: Summary,
     /// Usage counted per quota type and id, for each quota file the
     /// superblock names (see [`crate::quota`]).
-    pub quota: [Option<BTreeMap<u32, ext4r::quota::Usage>>; 3],
-    /// Threads the passes may use (at least 1; see [`crate::Options`]).
+    pub quota: crate::quota_usage::Counters,
+    /// Threads the passes may use (at least 1; see [`crate::options::Options`]).
     pub threads: usize,
     /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
     /// in `process_bad_inode`, see [`crate::pathname::q`]): the
@@ -313,7 +322,7 @@ impl Ctx {
         let journal_ino = sb.s_journal_inum.get();
         let geo = fs.geometry().clone();
         let groups = geo.group_count as usize;
-        let quota = crate::quota::counters(&sb);
+        let quota = crate::quota_usage::counters(&sb);
         Ctx {
             fs: std::sync::Arc::new(fs),
             sb,
@@ -329,7 +338,7 @@ impl Ctx {
             bad_group: vec![false; groups],
             bad_bitmaps: vec![(false, false); groups],
             bad_itable: false,
-            groups: vec![crate::gdesc::GroupState::default(); groups],
+            groups: vec![GroupState::default(); groups],
             restart: false,
             journal_backup: false,
             journal_ino,
@@ -505,7 +514,7 @@ impl Ctx {
             bad_blocks: self.bad_blocks.clone(),
             free_blocks_total: 0,
             stats: Summary::default(),
-            quota: crate::quota::counters(&self.sb),
+            quota: crate::quota_usage::counters(&self.sb),
             threads: 1,
             q_dirs: std::collections::HashMap::new(),
             csum_due: false,
@@ -543,7 +552,7 @@ impl Ctx {
             ea_refs: std::mem::take(&mut self.ea_refs),
             ea_flag_missing: std::mem::take(&mut self.ea_flag_missing),
             stats: std::mem::take(&mut self.stats),
-            quota: std::mem::replace(&mut self.quota, crate::quota::counters(&self.sb)),
+            quota: std::mem::replace(&mut self.quota, crate::quota_usage::counters(&self.sb)),
         }
     }
 
@@ -644,6 +653,23 @@ fn sb_used(sb: &ext4r_format::superblock::Superblock) -> Summary {
         blocks_used: sb.blocks_count().wrapping_sub(sb.free_blocks_count()),
         blocks_count: sb.blocks_count(),
         ..Summary::default()
+    }
+}
+
+impl Ctx {
+    /// The state of group `g` (all initialised when out of range).
+    pub(crate) fn group_state(&self, g: u32) -> GroupState {
+        self.groups.get(g as usize).copied().unwrap_or_default()
+    }
+
+    /// How many inodes of group `g`'s table are read (from its start).
+    pub(crate) fn inodes_to_read(&self, g: u32) -> u32 {
+        let s = self.group_state(g);
+        if s.inode_uninit {
+            0
+        } else {
+            self.geo.inodes_per_group.saturating_sub(s.itable_unused)
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! decided which: e2fsck asks "Abort?" (yes under -y, a stop under -p, no
 //! under -n), before it touches anything.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::device::BlockDevice;
 use ext4r_format::superblock::Superblock;
 
@@ -22,7 +22,7 @@ impl SizeMismatch {
     /// for reports that list problems rather than print them: harmless
     /// here, since the caller has already stopped a repair or, reading
     /// only, gone on as e2fsck -n does (its exit code is unchanged).
-    pub fn record(&self, problems: &mut crate::Problems) {
+    pub fn record(&self, problems: &mut crate::problem::Problems) {
         problems.harmless(0, ProblemCode::PR_0_FS_SIZE_WRONG, self.message());
     }
 

@@ -14,7 +14,7 @@
 //! blocks pass 5 computes: the new blocks are chosen there, so the repair
 //! itself is a plain list of copies and pointer updates.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::{BTreeMap, HashSet};
 
 use ext4r_format::blockmap::IndirectBlock;
@@ -25,43 +25,10 @@ use ext4r_txn::map::walk::{self, Entry, Ptr, Step, Visitor};
 
 use ext4r::fs::Filesystem;
 
-use crate::ctx::{Claim, Ctx};
+use crate::claims::Claim;
+use crate::ctx::Ctx;
+use crate::fix::plan::{BlockCopy, PtrAt};
 use crate::fix::Fix;
-
-/// Where a block pointer is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PtrAt {
-    /// `i_block[slot]` of a block-mapped inode.
-    InodeSlot(usize),
-    /// Entry `i` of an indirect block.
-    Indirect(u64, usize),
-    /// Leaf entry `i` of an extent node (None: the root in the inode).
-    Extent(Option<u64>, usize),
-    /// Index entry `i` of an extent node (None: the root in the inode).
-    ExtentIndex(Option<u64>, usize),
-}
-
-/// One copy: `len` blocks from `old` to `new`, and the pointer at `at`
-/// (which holds `old`) set to `new`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockCopy {
-    /// The pointer to move.
-    pub at: PtrAt,
-    /// Where the blocks are now.
-    pub old: u64,
-    /// Where the copies go.
-    pub new: u64,
-    /// How many blocks.
-    pub len: u64,
-}
-
-impl BlockCopy {
-    /// The copied block is an extent tree node (its checksum tail is
-    /// recomputed; the seed is the inode's, unchanged).
-    pub fn is_extent_node(&self) -> bool {
-        matches!(self.at, PtrAt::ExtentIndex(..))
-    }
-}
 
 /// A block pointer: where it is, the first block, the run's length, and
 /// the first logical block it maps ([`NODE`] for an index or indirect

@@ -5,9 +5,9 @@
 //! not decode is invalid, and from there on the name's bytes (up to a
 //! NUL) become '.', as e2fsck rewrites them.
 
+use crate::codes::ProblemCode;
 use crate::ctx::{Ctx, DirBlock};
 use crate::fix::Fix;
-use crate::ProblemCode;
 
 /// `s_encoding_flags`: reject names that are not valid in the encoding.
 const STRICT: u16 = 0x0001;

@@ -12,6 +12,7 @@ use ext4r_format::extent::{max_entries, write_index, write_leaf, Extent, ExtentI
 use ext4r_format::BlockNr;
 
 use crate::ctx::Ctx;
+use crate::fix::plan::ExtentTree;
 use crate::fix::{Fix, Owner};
 
 /// What the walk of the old tree found: its valid extents in logical
@@ -20,19 +21,6 @@ use crate::fix::{Fix, Owner};
 pub(crate) struct Collected {
     pub extents: Vec<Extent>,
     pub blocks: Vec<u64>,
-}
-
-/// A rebuilt tree: the inode's new `i_block` and the node blocks to write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExtentTree {
-    /// The inode.
-    pub ino: u32,
-    /// The inode again, with its generation, for the node blocks' tails.
-    pub owner: crate::fix::Owner,
-    /// The new root.
-    pub root: [u8; 60],
-    /// Node blocks and their contents (tails are stamped when written).
-    pub blocks: Vec<(u64, Vec<u8>)>,
 }
 
 /// The repair that rewrites inode `ino`'s tree from `found`; None when no

@@ -4,7 +4,7 @@
 //! it. Checked as e2fsck's `e2fsck_get_journal` does before trusting it,
 //! then replayed before the check as e2fsck replays it.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
@@ -14,16 +14,7 @@ use ext4r_format::jbd2::JournalSuperblock;
 use ext4r_format::superblock::Superblock;
 
 use crate::ctx::Ctx;
-
-/// The device given with `-j`.
-#[derive(Clone)]
-pub struct ExternalJournal(pub Arc<dyn BlockDevice>);
-
-impl std::fmt::Debug for ExternalJournal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ExternalJournal({} bytes)", self.0.size())
-    }
-}
+use crate::options::ExternalJournal;
 
 /// Why the external journal cannot serve this filesystem: e2fsck's
 /// message for it.
@@ -121,15 +112,15 @@ const CSUM_MSG: &str = "External journal superblock checksum does not match supe
 pub(crate) fn fix_checksum(
     sb: &Superblock,
     ext: &ExternalJournal,
-) -> ext4r::Result<Option<crate::Problem>> {
+) -> ext4r::Result<Option<crate::problem::Problem>> {
     let Some(mut fixed) = bad_checksum(sb, ext) else {
         return Ok(None);
     };
     ext4r_txn::journal::write_external_superblock(ext.0.as_ref(), &mut fixed)?;
-    Ok(Some(crate::Problem {
+    Ok(Some(crate::problem::Problem {
         pass: 0,
         code: ProblemCode::PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID,
-        severity: crate::Severity::Harmless,
+        severity: crate::problem::Severity::Harmless,
         message: format!("{CSUM_MSG}  Fix? yes\n"),
         fix: None,
         latch: None,

@@ -1,46 +1,17 @@
-//! Repairs: what a problem needs changed on disk, and applying a batch of
-//! them with every affected checksum recomputed.
-//!
-//! A round of repair is: check, collect the fixes the problems carry,
-//! apply them all (read-modify-write per inode, block and descriptor, so
-//! two fixes to one inode make one write), then check again. Fixes are
-//! idempotent and computed from what the check saw, so a round that is cut
-//! short leaves an image the next run repairs the same way.
+//! Repairs as data: what a problem needs changed on disk. A check plans
+//! the change when it finds the problem (choosing blocks and inodes then),
+//! so a fix is a plain value that the writer (`crate::writer`) applies;
+//! nothing here reads the filesystem or knows the checks.
 
-mod dirs;
-pub(crate) mod guard;
-mod resize;
-mod space;
-mod truncate;
-mod apply {
-    //! Applying one fix to the batch, by what it changes.
-    mod dir;
-    mod group;
-    mod inline;
-    mod inode;
-    mod journal;
-    mod map;
-    mod space;
-    mod superblock;
-}
+pub(crate) mod plan;
+pub(crate) mod super_edit;
 
-use dirs::{add_tail, collapse_dir};
-use space::bits_to_bytes;
+use plan::{BlockCopy, ExtentTree, HideQuota, Meta, NewLostFound, NewOrphanFile};
+use super_edit::SuperEdit;
 
-use std::collections::BTreeMap;
-
-use ext4r::fs::Filesystem;
-use ext4r::Result;
-use ext4r_format::features::{Incompat, RoCompat};
-use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ext4r_format::inode::{inode_csum_seed, Inode};
-use ext4r_format::num;
-use ext4r_format::superblock::Superblock;
-use ext4r_format::{GroupNr, InodeNr};
-use ext4r_txn::bitmap::Bitmap;
+use ext4r_format::InodeNr;
 use ext4r_txn::csum::BlockKind;
-use ext4r_txn::txn::{Commit, Transaction};
-use ext4r_txn::volume::{Volume, VolumeOptions};
 
 /// The inode a directory or extent block belongs to: the write layer's
 /// checksum dispatcher seeds the block's checksum from its number and
@@ -150,20 +121,20 @@ pub enum Fix {
     /// (None: the root in the inode); the inode, for the checksum.
     ExtentIndexStart(u32, Option<u64>, usize, u32, Owner),
     /// Replace an inode's extent tree with a rebuilt one (its root and
-    /// node blocks; see [`crate::ExtentTree`]).
-    RebuildExtents(Box<crate::extent_rebuild::ExtentTree>),
+    /// node blocks; see [`ExtentTree`]).
+    RebuildExtents(Box<ExtentTree>),
     /// Turn a block-mapped inode into an extent-mapped one over the same
     /// blocks: the tree written as [`Fix::RebuildExtents`], the extents
     /// flag set.
-    ExtentsFromMap(Box<crate::extent_rebuild::ExtentTree>),
+    ExtentsFromMap(Box<ExtentTree>),
     /// Move the journal from this inode, named at (block, offset) in the
     /// root directory (its owner), to the reserved journal inode.
     MoveJournal(u32, u64, usize, Owner),
     /// Move a visible quota inode to its reserved inode (see the
     /// `quota_hide` module).
-    HideQuota(Box<crate::quota_hide::HideQuota>),
+    HideQuota(Box<HideQuota>),
     /// Make the orphan file anew (see the `orphan_file` module).
-    NewOrphanFile(Box<crate::orphan_file::NewOrphanFile>),
+    NewOrphanFile(Box<NewOrphanFile>),
     /// Mark leaf entry `i` of an extent node (None: the root) written
     /// (inode, the owner for the checksum).
     ExtentWritten(u32, Option<u64>, usize, Owner),
@@ -221,7 +192,7 @@ pub enum Fix {
     ClearOrphanPresent,
     /// Give an inode copies of blocks it shares (inode, its owner
     /// identity, the copies): pass 1D's clone.
-    CloneBlocks(u32, Owner, Vec<crate::dup::BlockCopy>),
+    CloneBlocks(u32, Owner, Vec<BlockCopy>),
     /// Forget the journal (superblock fields; the inode is cleared by a
     /// later round's [`Fix::ZeroInode`]).
     DeleteJournal,
@@ -235,8 +206,8 @@ pub enum Fix {
     RestoreJournalInode(u32),
     /// Set `s_journal_inum`.
     JournalInum(u32),
-    /// Change the superblock (see [`crate::SuperEdit`]).
-    Superblock(crate::super_rules::SuperEdit),
+    /// Change the superblock (see [`SuperEdit`]).
+    Superblock(SuperEdit),
     /// Clear both epoch bits of the extra timestamps that hold a pre-1970
     /// time the old way (see `pass1_rules.rs`).
     InodeClearEpoch(u32),
@@ -269,10 +240,10 @@ pub enum Fix {
     /// Clear the head of the orphan inode list.
     ClearLastOrphan,
     /// Finish the truncation of an orphan still linked: the blocks past
-    /// its size freed (see `fix/truncate.rs`).
+    /// its size freed (see `writer/truncate.rs`).
     TruncateOrphan(u32),
     /// Create /lost+found with this inode and block.
-    MakeLostFound(crate::lost_found::NewLostFound),
+    MakeLostFound(NewLostFound),
     /// Clear these inode flags.
     InodeClearFlags(u32, u32),
     /// Set `i_flags` bits (an EA inode missing its EA_INODE flag).
@@ -303,10 +274,10 @@ pub enum Fix {
     /// `crate::lost_found::plan_expand`).
     ExpandDir(u32, Vec<u64>),
     /// Move a group's bitmap or inode table to zeroed blocks from here.
-    Relocate(u32, crate::relocate::Meta, u64),
+    Relocate(u32, Meta, u64),
     /// Move a group's bitmap or inode table from the first block to the
     /// second, copying it (e2fsck's "Relocating ... from X to Y").
-    RelocateFrom(u32, crate::relocate::Meta, u64, u64),
+    RelocateFrom(u32, Meta, u64, u64),
     /// Create the root directory (inode 2) with its block here.
     MakeRoot(u64),
     /// Drop an inode's inline data: size 0, no inline flag, `i_block`
@@ -379,382 +350,4 @@ impl Fix {
             _ => false,
         }
     }
-}
-
-/// Writes `fixes` to the filesystem's device.
-///
-/// # Errors
-/// I/O errors, or corrupt structures that stand in the way (reported with
-/// their location).
-pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_secs() as i64);
-    apply_at(fs, fixes, now)
-}
-
-/// [`apply`] with the check's clock: deletion times and the superblock's
-/// write time are `now`, as e2fsck stamps them with the time it started
-/// (a later clock would put the write time in the future of the next
-/// round's check).
-pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<usize> {
-    let mut w = Writer::new(fs, now);
-    let mut quota = Vec::new();
-    for f in fixes {
-        match f {
-            // The engine writes a quota file whole (allocating its
-            // blocks), once what the batch changes is on disk.
-            Fix::UpdateQuota(qtype, dquots) => quota.push((usize::from(*qtype), dquots)),
-            _ => w.add(f)?,
-        }
-    }
-    w.flush()?;
-    for (qtype, dquots) in quota {
-        ext4r::quota_write::rewrite_quota_file(fs.device_shared(), qtype, dquots, now)?;
-    }
-    Ok(fixes.len())
-}
-
-/// Extent entries to remove, per (inode, node block), with the owner.
-type ExtentRemovals = BTreeMap<(u32, Option<u64>), Vec<(usize, Owner)>>;
-
-struct Writer<'a> {
-    fs: &'a Filesystem,
-    /// Extent entries to remove per (inode, node): applied at the end,
-    /// highest index first, so indexes stay valid.
-    extent_removals: ExtentRemovals,
-    sb: Superblock,
-    sb_dirty: bool,
-    /// Deletion time for cleared inodes.
-    now: u32,
-    /// The check's clock, for the write layer (the superblock's write
-    /// time).
-    clock: i64,
-    inodes: BTreeMap<u32, Vec<u8>>,
-    blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
-    descs: BTreeMap<u32, GroupDesc>,
-    /// Bitmaps changed, by (group, block bitmap?): written, and their
-    /// checksums stamped, by the write layer.
-    bitmaps: BTreeMap<(u32, bool), Vec<u8>>,
-    /// Orphans to truncate to their size, once the rest of the batch is
-    /// in the transaction.
-    truncates: Vec<u32>,
-    /// Metadata blocks a fix rewrites as metadata (the resize inode's
-    /// reserved GDT blocks), exempt from the guard.
-    meta_writes: std::collections::BTreeSet<u64>,
-}
-
-impl<'a> Writer<'a> {
-    fn new(fs: &'a Filesystem, now: i64) -> Self {
-        Writer {
-            fs,
-            extent_removals: BTreeMap::new(),
-            sb: fs.superblock().clone(),
-            sb_dirty: false,
-            now: num::sat_u32(now.clamp(1, i64::from(u32::MAX))),
-            clock: now,
-            inodes: BTreeMap::new(),
-            blocks: BTreeMap::new(),
-            descs: BTreeMap::new(),
-            bitmaps: BTreeMap::new(),
-            meta_writes: std::collections::BTreeSet::new(),
-            truncates: Vec::new(),
-        }
-    }
-
-    fn csum(&self) -> bool {
-        self.sb.has_ro_compat(RoCompat::METADATA_CSUM)
-    }
-
-    /// The file type byte of a directory entry naming a directory.
-    fn dir_ft(&self) -> u8 {
-        if self.sb.has_incompat(Incompat::FILETYPE) {
-            ext4r_format::dir::ft::DIR
-        } else {
-            0
-        }
-    }
-
-    fn inode(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
-        if !self.inodes.contains_key(&ino) {
-            let rec = self.fs.inode_record(InodeNr(ino))?;
-            self.inodes.insert(ino, rec);
-        }
-        Ok(self.inodes.entry(ino).or_default())
-    }
-
-    /// e2fsck's `move_quota_inode`: the inode written anew at the reserved
-    /// number as `ext2fs_write_new_inode` writes one (the first 128 bytes
-    /// kept, the rest zeroed but for `i_extra_isize` and a creation time),
-    /// the name unlinked, the old inode's first 128 bytes zeroed and its
-    /// number freed. Without a name to unlink, e2fsck stops short of
-    /// pointing the superblock at the new inode and hides it again at
-    /// every run; the move is completed here all the same.
-    fn hide_quota(&mut self, h: &crate::quota_hide::HideQuota) -> Result<()> {
-        use ext4r_format::inode::InodeFlags;
-        let old = self.inode(h.from)?.clone();
-        let extents = self.sb.has_incompat(Incompat::EXTENTS);
-        let now = self.now;
-        let to = self.inode(h.to)?;
-        to.fill(0);
-        let n = to.len().min(old.len()).min(128);
-        to[..n].copy_from_slice(&old[..n]);
-        if to.len() > 128 {
-            // sizeof(struct ext2_inode_large) - 128.
-            to[0x80..0x82].copy_from_slice(&32u16.to_le_bytes());
-            // i_crtime (the copy has none: its extra fields are gone).
-            if let Some(x) = to.get_mut(0x90..0x94) {
-                x.copy_from_slice(&now.to_le_bytes());
-            }
-        }
-        let mut flags = InodeFlags::IMMUTABLE.bits();
-        if extents {
-            flags |= InodeFlags::EXTENTS.bits();
-        }
-        self.edit_inode(h.to, |i| {
-            i.i_links_count.set(1);
-            i.i_mode.set(0o100_600);
-            i.i_flags.set(flags);
-        })?;
-        if let Some((b, off, owner)) = h.entry {
-            self.add(&Fix::DirEntryClear(b, off, owner))?;
-        }
-        match h.qtype {
-            0 => self.sb.s_usr_quota_inum.set(h.to),
-            _ => self.sb.s_grp_quota_inum.set(h.to),
-        }
-        self.sb_dirty = true;
-        let from = self.inode(h.from)?;
-        let n = from.len().min(128);
-        from[..n].fill(0);
-        self.free_inode(h.from, false)
-    }
-
-    fn edit_inode(&mut self, ino: u32, f: impl FnOnce(&mut Inode)) -> Result<()> {
-        let rec = self.inode(ino)?;
-        if let Ok(mut i) = Inode::parse(rec) {
-            f(&mut i);
-            let _ = i.write(rec);
-        }
-        Ok(())
-    }
-
-    fn block(&mut self, b: u64, kind: BlockKind) -> Result<&mut Vec<u8>> {
-        if !self.blocks.contains_key(&b) {
-            let mut buf = vec![0u8; self.fs.block_size() as usize];
-            self.fs
-                .device()
-                .read_at(&mut buf, b * u64::from(self.fs.block_size()))?;
-            self.blocks.insert(b, (buf, kind));
-        }
-        Ok(&mut self.blocks.entry(b).or_insert_with(|| (Vec::new(), kind)).0)
-    }
-
-    /// A block as this batch leaves it, without taking it into the batch.
-    fn peek(&self, b: u64) -> Result<Vec<u8>> {
-        if let Some((buf, _)) = self.blocks.get(&b) {
-            return Ok(buf.clone());
-        }
-        let mut buf = vec![0u8; self.fs.block_size() as usize];
-        self.fs
-            .device()
-            .read_at(&mut buf, b * u64::from(self.fs.block_size()))?;
-        Ok(buf)
-    }
-
-    fn desc(&mut self, g: u32) -> Result<&mut GroupDesc> {
-        if !self.descs.contains_key(&g) {
-            let d = *self.fs.group_desc(GroupNr(g))?;
-            self.descs.insert(g, d);
-        }
-        Ok(self.descs.entry(g).or_insert_with(GroupDesc::zeroed))
-    }
-
-    /// Takes one fix into the batch; each kind of fix is applied by the
-    /// part of the writer for what it changes (`apply/`).
-    fn add(&mut self, f: &Fix) -> Result<()> {
-        match f {
-            Fix::InodeChecksum(..)
-            | Fix::InodeLinks(..)
-            | Fix::InodeBlocks(..)
-            | Fix::InodeSize(..)
-            | Fix::InodeClearDtime(..)
-            | Fix::InodeClearFileAcl(..)
-            | Fix::InodeClearFileAclHigh(..)
-            | Fix::InodeBlockSlot(..)
-            | Fix::ClearInode(..)
-            | Fix::InodeExtraIsize(..)
-            | Fix::ClearIbodyXattrs(..)
-            | Fix::IbodyXattrHashes(..)
-            | Fix::CollapseDir(..)
-            | Fix::ClearIndexFlag(..)
-            | Fix::EaInodeRefCount(..)
-            | Fix::InodeClearEpoch(..)
-            | Fix::InodeZeroByte(..)
-            | Fix::InodeClearFaddr(..)
-            | Fix::InodeClearBlocksHigh(..)
-            | Fix::InodeClearFlags(..)
-            | Fix::InodeSetFlags(..)
-            | Fix::InodeMode(..)
-            | Fix::ZeroInode(..)
-            | Fix::InlineTruncate(..) => self.add_inode_field(f),
-            Fix::DirBlockChecksum(..)
-            | Fix::DirEntryClear(..)
-            | Fix::DirEntryRename(..)
-            | Fix::DirEntryFiletype(..)
-            | Fix::DirMakeDot(..)
-            | Fix::DirMakeDotDot(..)
-            | Fix::DirZeroByte(..)
-            | Fix::DirSalvage(..)
-            | Fix::DirAddTail(..)
-            | Fix::DirEntryInode(..)
-            | Fix::DirNameFix(..) => self.add_dir_block(f),
-            Fix::InlineParent(..)
-            | Fix::InlineEntryClear(..)
-            | Fix::InlineEntryFiletype(..)
-            | Fix::InlineNameFix(..)
-            | Fix::InlineSalvage(..)
-            | Fix::InlineDirSize(..) => self.add_inline_dir(f),
-            Fix::ExtentBlockChecksum(..)
-            | Fix::ExtentRemove(..)
-            | Fix::ExtentIndexStart(..)
-            | Fix::RebuildExtents(..)
-            | Fix::ExtentsFromMap(..)
-            | Fix::ExtentWritten(..)
-            | Fix::ExtentDepth(..)
-            | Fix::IndirectEntry(..)
-            | Fix::ReservedGdtEntry(..) => self.add_block_map(f),
-            Fix::GroupFreeBlocks(..)
-            | Fix::GroupFreeInodes(..)
-            | Fix::GroupUsedDirs(..)
-            | Fix::GroupDescChecksum(..)
-            | Fix::GroupDescFlags(..)
-            | Fix::BlockBitmap(..)
-            | Fix::InodeBitmap(..)
-            | Fix::Relocate(..)
-            | Fix::RelocateFrom(..) => self.add_group(f),
-            Fix::SetIncompat(..)
-            | Fix::SetRoCompat(..)
-            | Fix::ClearIncompat(..)
-            | Fix::SuperblockCounts(..)
-            | Fix::SuperFreeBlocks(..)
-            | Fix::SuperFreeInodes(..)
-            | Fix::Superblock(..)
-            | Fix::SuperExtraIsize(..)
-            | Fix::ClearQuotaInode(..)
-            | Fix::RestorePrimary
-            | Fix::ClearLastOrphan
-            | Fix::SetLargeDir
-            | Fix::SetLargeFile
-            | Fix::ClearOrphanPresent
-            | Fix::DropResizeFeature => self.add_superblock(f),
-            Fix::DeleteJournal
-            | Fix::ResetJournalSuper(..)
-            | Fix::JournalInum(..)
-            | Fix::RestoreJournalInode(..)
-            | Fix::ClearV2JournalFields(..)
-            | Fix::MoveJournal(..) => self.add_journal(f),
-            Fix::XattrBlockChecksum(..)
-            | Fix::XattrRefcount(..)
-            | Fix::Each(..)
-            | Fix::CloneBlocks(..)
-            | Fix::FreeBlocks(..)
-            | Fix::FreeInode(..)
-            | Fix::Reconnect(..)
-            | Fix::MakeLostFound(..)
-            | Fix::DirBlock0(..)
-            | Fix::DirBlockAt(..)
-            | Fix::ExpandDir(..)
-            | Fix::RehashDir(..)
-            | Fix::MakeRoot(..)
-            | Fix::HideQuota(..)
-            | Fix::RecreateResizeInode(..)
-            | Fix::ResetMmp(..)
-            | Fix::UpdateQuota(..)
-            | Fix::NewOrphanFile(..)
-            | Fix::OrphanBlockClear(..)
-            | Fix::TruncateOrphan(..) => self.add_space(f),
-        }
-    }
-
-    /// Hands the batch to the write layer: one in-place transaction over
-    /// the filesystem as the check saw it (its descriptors, the superblock
-    /// as the fixes left it), in which the dispatcher stamps the checksum
-    /// of every inode record, block, bitmap, descriptor and the
-    /// superblock, and which writes them in its safe order.
-    fn flush(&mut self) -> Result<()> {
-        self.remove_extents()?;
-        let geo = self.fs.geometry().clone();
-        let descs = (0..geo.group_count)
-            .map(|g| self.fs.group_desc(GroupNr(g)).copied())
-            .collect::<Result<Vec<GroupDesc>>>()?;
-        let mut opts = VolumeOptions::default();
-        opts.now = Some(self.clock);
-        let vol = Volume::open_checked(self.fs.device_shared(), self.sb.clone(), descs, opts)?;
-        let mut txn = Transaction::owned(vol);
-        // A block fixed in one field may still be broken in another (a
-        // later round repairs it): it is written without its checksum
-        // rather than not at all.
-        txn.tolerate_unstampable();
-        for (&g, d) in &self.descs {
-            *txn.desc_mut(g)? = *d;
-        }
-        for (&(g, block), raw) in &self.bitmaps {
-            if block {
-                let bits = geo
-                    .group_blocks(g)
-                    .div_ceil(geo.cluster_ratio())
-                    .min(u64::from(geo.block_size) * 8);
-                let bits = num::sat_u32(bits);
-                txn.set_block_map(g, Bitmap::from_bytes(raw, bits))?;
-            } else {
-                txn.set_inode_map(g, Bitmap::from_bytes(raw, geo.inodes_per_group))?;
-            }
-        }
-        for (ino, rec) in std::mem::take(&mut self.inodes) {
-            txn.write_inode(ino, rec)?;
-        }
-        let meta = if self.blocks.is_empty() {
-            Vec::new()
-        } else {
-            guard::metadata_ranges(self.fs)
-        };
-        for (b, (buf, kind)) in std::mem::take(&mut self.blocks) {
-            if guard::covers(&meta, b) && !self.meta_writes.contains(&b) {
-                continue;
-            }
-            txn.write_block(b, kind, buf)?;
-        }
-        if !self.truncates.is_empty() {
-            let meta = guard::metadata_ranges(self.fs);
-            for ino in std::mem::take(&mut self.truncates) {
-                // A mapping found damaged on the way is left whole (the
-                // check judges it): its changes are undone.
-                txn.savepoint();
-                match truncate::truncate(&mut txn, ino, &meta) {
-                    Err(ext4r::Error::Corrupt { .. } | ext4r::Error::NoSpace) => {
-                        txn.rollback_to_savepoint()
-                    }
-                    r => {
-                        r?;
-                        txn.release_savepoint();
-                    }
-                }
-            }
-        }
-        if self.sb_dirty {
-            txn.set_superblock(self.sb.clone());
-        }
-        txn.commit(Commit::InPlace)?;
-        Ok(())
-    }
-}
-
-/// Writes `sb` as the superblock of `fs` (the check's last word: state,
-/// mount count, check time), through the write layer.
-pub(crate) fn write_superblock(fs: &Filesystem, sb: Superblock, now: i64) -> Result<()> {
-    let mut w = Writer::new(fs, now);
-    w.sb = sb;
-    w.sb_dirty = true;
-    w.flush()
 }

@@ -17,42 +17,11 @@
 //! is evidence that the descriptor is wrong, not the entry; see
 //! [`inode_reference`].
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, GroupState};
 use crate::fix::Fix;
-
-/// What the passes take a group's descriptor to say.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct GroupState {
-    /// The block bitmap is not initialised (computed, not read).
-    pub block_uninit: bool,
-    /// No inode of the group is in use (its table is not read).
-    pub inode_uninit: bool,
-    /// Inodes at the end of the table never used (not read).
-    pub itable_unused: u32,
-    /// The descriptor's checksum does not match: libext2fs then reads its
-    /// bitmaps from disk whatever its flags say.
-    pub csum_bad: bool,
-}
-
-impl Ctx {
-    /// The state of group `g` (all initialised when out of range).
-    pub(crate) fn group_state(&self, g: u32) -> GroupState {
-        self.groups.get(g as usize).copied().unwrap_or_default()
-    }
-
-    /// How many inodes of group `g`'s table are read (from its start).
-    pub(crate) fn inodes_to_read(&self, g: u32) -> u32 {
-        let s = self.group_state(g);
-        if s.inode_uninit {
-            0
-        } else {
-            self.geo.inodes_per_group.saturating_sub(s.itable_unused)
-        }
-    }
-}
 
 /// Judges group `g`'s flags and unused count; records the problems and the
 /// state the later passes use. `csum_ok` is whether its checksum matched

@@ -4,7 +4,7 @@
 //! the root and every leaf's hashes are checked against the range its
 //! parent entry gives it, as e2fsck's pass 2 does.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ext4r_format::dir::DirEntry;

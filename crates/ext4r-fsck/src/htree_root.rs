@@ -4,8 +4,8 @@
 //! incompatible flag, a sane depth), else the index is dropped ("Clear
 //! HTree index") and the directory is read as a linear one.
 
+use crate::codes::ProblemCode;
 use crate::ctx::Ctx;
-use crate::ProblemCode;
 
 /// Why the root of indexed directory `ino` (first block at `blk`, inode
 /// flags `inode_flags`) is unusable: (e2fsck's problem code, message); None when it is sound.

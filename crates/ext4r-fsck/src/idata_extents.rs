@@ -4,7 +4,7 @@
 //! inline keeps inline data; an `i_block` of valid block numbers becomes
 //! a block map; anything else is cleared.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::extent::ExtentNode;
 use ext4r_format::features::Incompat;

@@ -12,7 +12,7 @@
 //! read before deciding to replay are left alone, unless the kernel's jbd2
 //! would refuse the log (`s_first` too close to `s_maxlen`).
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::fs::InodeInfo;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::{ino, Inode, InodeFlags};
@@ -153,7 +153,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
             0,
             ProblemCode::PR_0_BACKUP_JNL,
             "Backing up journal inode block information.".into(),
-            Fix::Superblock(crate::super_rules::SuperEdit::JournalBackup(words)),
+            Fix::Superblock(crate::fix::super_edit::SuperEdit::JournalBackup(words)),
         );
     }
 }

@@ -10,7 +10,7 @@
 //! for one hint is more than the hint is worth. A device is believed only
 //! when the ext2 superblock on it carries the UUID.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -18,8 +18,8 @@ use ext4r_format::features::Compat;
 use ext4r_format::superblock::Superblock;
 
 use crate::ctx::Ctx;
+use crate::fix::super_edit::SuperEdit;
 use crate::fix::Fix;
-use crate::super_rules::SuperEdit;
 
 pub(crate) fn check(c: &mut Ctx) {
     let sb = &c.sb;

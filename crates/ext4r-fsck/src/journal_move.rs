@@ -6,7 +6,7 @@
 //! Only a journal inode with one link, named under one of e2fsck's names
 //! in the root, is moved; a read-only check leaves it be, as e2fsck.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;
 

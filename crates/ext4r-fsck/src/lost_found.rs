@@ -13,15 +13,7 @@ use ext4r_format::inode::{Inode, InodeFlags, Timestamp};
 use ext4r_format::num;
 
 use crate::ctx::Ctx;
-
-/// What the new lost+found gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NewLostFound {
-    /// Its inode.
-    pub ino: u32,
-    /// Its one directory block.
-    pub block: u64,
-}
+use crate::fix::plan::NewLostFound;
 
 /// Chooses a free inode and a free block for lost+found; None when there
 /// is none (the problem is then left reported).

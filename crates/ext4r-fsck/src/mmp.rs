@@ -4,7 +4,7 @@
 //! must hold, and a bad one is rewritten as `ext2fs_mmp_reset` makes it:
 //! clean sequence, time 0, this host's name, the superblock's interval.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::mmp::{MmpStruct, MMP_MAGIC, MMP_MIN_CHECK_INTERVAL, MMP_SEQ_CLEAN, MMP_SIZE};
 

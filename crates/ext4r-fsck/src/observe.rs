@@ -101,7 +101,7 @@ pub enum Action {
     Report,
     /// It will be fixed without asking (`-y`, `-p`, or after "yes to all").
     Fix,
-    /// The question was asked through the caller's [`crate::Ask`] (which
+    /// The question was asked through the caller's [`crate::repair::Ask`] (which
     /// showed it and the answer); nothing more to show.
     Asked,
     /// An error this version cannot fix.

@@ -5,13 +5,13 @@
 //! (no links) has its blocks and its inode freed in the bitmaps and its
 //! deletion time set; one still linked (a truncate in progress) leaves
 //! the list with its truncation finished: the blocks past `i_size` freed
-//! (see `fix/truncate.rs`).
+//! (see `writer/truncate.rs`).
 //!
 //! Nothing is done on a filesystem marked with errors (the list cannot be
 //! trusted; the full check deals with the inodes), except forgetting the
 //! list head, as e2fsck.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::HashSet;
 
 use ext4r::fs::Filesystem;
@@ -249,7 +249,7 @@ fn release_checked(
         out.say(code, message);
     }
     out.fixes
-        .push(Fix::Superblock(crate::super_rules::SuperEdit::NotValid));
+        .push(Fix::Superblock(crate::fix::super_edit::SuperEdit::NotValid));
     false
 }
 

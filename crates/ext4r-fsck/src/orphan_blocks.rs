@@ -12,7 +12,7 @@
 //! seen is skipped. A tree block that cannot be followed stops the walk
 //! without a problem code (e2fsck prints the library's error).
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::{HashMap, HashSet};
 
 use ext4r::fs::Filesystem;

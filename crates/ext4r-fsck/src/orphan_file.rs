@@ -9,34 +9,16 @@
 //! waits for the next round (PR_6_ORPHAN_FILE_BITMAP_INVALID), as
 //! e2fsck, whose bitmaps cannot be trusted then, leaves it.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::extent::Extent;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::orphan::default_orphan_file_blocks;
 use ext4r_format::{BlockNr, InodeNr};
 
 use crate::ctx::Ctx;
-use crate::extent_rebuild::{Collected, ExtentTree};
+use crate::extent_rebuild::Collected;
+use crate::fix::plan::{ExtentTree, NewOrphanFile};
 use crate::fix::{Fix, Owner};
-
-/// A new orphan file: how its blocks are mapped, and the blocks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewOrphanFile {
-    /// The inode.
-    pub ino: u32,
-    /// Its owner, for the checksums of extent tree blocks.
-    pub owner: Owner,
-    /// The new `i_block`.
-    pub root: [u8; 60],
-    /// Extent-mapped (else a block map).
-    pub extents: bool,
-    /// Extent tree or indirect blocks and their contents.
-    pub nodes: Vec<(u64, Vec<u8>)>,
-    /// The data blocks, each to become an empty orphan block.
-    pub blocks: Vec<u64>,
-    /// The inode's generation (the blocks' checksums take it).
-    pub generation: u32,
-}
 
 pub(crate) fn check(c: &mut Ctx) {
     let sb = c.sb.clone();

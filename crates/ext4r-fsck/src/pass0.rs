@@ -1,15 +1,15 @@
 //! Pass 0: the superblock, the group descriptors and the journal
 //! superblock — everything the other passes trust to find their way.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::group_desc::GroupDescCsum;
 use ext4r_format::inode::ino;
 use ext4r_format::{GroupNr, InodeNr};
 
 use crate::ctx::Ctx;
+use crate::ctx::Progress;
 use crate::fix::Fix;
-use crate::Progress;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     let start = c.p.mark();
@@ -184,16 +184,16 @@ fn descriptors(c: &mut Ctx) {
                     format!("{what} for group {g} is not in group.  (block {b})"),
                 );
                 let meta = match code {
-                    ProblemCode::PR_0_BB_NOT_GROUP => crate::relocate::Meta::BlockBitmap,
-                    ProblemCode::PR_0_IB_NOT_GROUP => crate::relocate::Meta::InodeBitmap,
-                    _ => crate::relocate::Meta::InodeTable,
+                    ProblemCode::PR_0_BB_NOT_GROUP => crate::fix::plan::Meta::BlockBitmap,
+                    ProblemCode::PR_0_IB_NOT_GROUP => crate::fix::plan::Meta::InodeBitmap,
+                    _ => crate::fix::plan::Meta::InodeTable,
                 };
                 c.relocate.push((g, meta, false));
                 let slot = &mut c.bad_bitmaps[g as usize];
                 match meta {
-                    crate::relocate::Meta::BlockBitmap => slot.0 = true,
-                    crate::relocate::Meta::InodeBitmap => slot.1 = true,
-                    crate::relocate::Meta::InodeTable => {
+                    crate::fix::plan::Meta::BlockBitmap => slot.0 = true,
+                    crate::fix::plan::Meta::InodeBitmap => slot.1 = true,
+                    crate::fix::plan::Meta::InodeTable => {
                         bad = true;
                         c.bad_itable = true;
                     }
@@ -257,7 +257,7 @@ fn descriptors(c: &mut Ctx) {
 /// inode bitmap, each against what came before ("conflicts with some
 /// other fs block.  Relocate?").
 fn bitmap_conflicts(c: &mut Ctx) {
-    use crate::relocate::Meta;
+    use crate::fix::plan::Meta;
     if !any_overlap(c) {
         // Every range the walk below takes is apart from every other:
         // nothing it checks can conflict (the usual case, found in one
@@ -466,7 +466,7 @@ fn quota_and_orphan(c: &mut Ctx) {
             0,
             ProblemCode::PR_6_ORPHAN_FILE_WITHOUT_JOURNAL,
             "Superblock has orphan file without journal.".into(),
-            Fix::Superblock(crate::super_rules::SuperEdit::NoOrphanFile),
+            Fix::Superblock(crate::fix::super_edit::SuperEdit::NoOrphanFile),
         );
         return;
     }

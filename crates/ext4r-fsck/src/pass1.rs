@@ -2,7 +2,7 @@
 //! `i_blocks`, xattrs — reading inode tables in one large read per group
 //! and skipping what the group descriptors say is unused.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::inode::{
@@ -11,10 +11,10 @@ use ext4r_format::inode::{
 };
 use ext4r_format::{num, GroupNr, InodeNr};
 
+use crate::ctx::Progress;
 use crate::ctx::{Ctx, DirBlock, DirInfo};
 use crate::fix::Fix;
 use crate::pass1_map::{self, MapResult};
-use crate::Progress;
 
 /// Inode table bytes read at once. With one chunk queued, at most three
 /// buffers are alive (one checked, one queued, one being read): 768 KiB,
@@ -121,7 +121,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
                 2,
                 ProblemCode::PR_1_FS_REV_LEVEL,
                 "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
-                Fix::Superblock(crate::super_rules::SuperEdit::DynamicRev),
+                Fix::Superblock(crate::fix::super_edit::SuperEdit::DynamicRev),
             );
         }
     }
@@ -1532,12 +1532,6 @@ fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
     })
 }
 
-/// The largest file a block map addresses with `bs`-byte blocks.
-pub(crate) fn blockmap_max_bytes(bs: u64) -> u64 {
-    let p = bs / 4;
-    (12 + p + p * p + p * p * p).saturating_mul(bs)
-}
-
 /// libext2fs's `ext2fs_is_fast_symlink`: no data blocks once the xattr
 /// block is taken off `i_blocks` — a whole cluster of it on bigalloc
 /// (`ext2fs_inode_data_blocks2` subtracts the cluster size).
@@ -1567,7 +1561,7 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
                 // Past what a block map can address (e2fsck's
                 // ext2_max_sizes: 12 + p + p^2 + p^3 blocks).
                 || (!inode.flags().contains(InodeFlags::EXTENTS)
-                    && size > blockmap_max_bytes(bs))
+                    && size > crate::pass1_rules::blockmap_max_bytes(bs))
                 || (inode.flags().contains(InodeFlags::EXTENTS)
                     && size > (1u64 << (32 + bs.trailing_zeros())) - 1)
         }

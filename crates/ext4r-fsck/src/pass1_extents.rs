@@ -9,7 +9,7 @@
 //! tree rebuilt from the extents found (see [`crate::extent_rebuild`]):
 //! the data stays.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::HashSet;
 
 use ext4r_format::extent::{verify_extent_block_checksum, Extent, EXTENT_MAGIC};

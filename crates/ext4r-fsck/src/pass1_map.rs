@@ -3,7 +3,7 @@
 //! problem reported with e2fsck's wording, the walk going on past a bad
 //! pointer where it can.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::blockmap::IndirectBlock;
 use ext4r_format::inode::Inode;
 use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};

@@ -3,7 +3,7 @@
 //! disagree with the features or with what the inode holds, timestamps
 //! from before 1970 stored the old way, and the encryption context.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::inode::{ino as special, Inode, InodeFlags};
 use ext4r_format::InodeNr;
@@ -117,7 +117,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     let too_big = if extents {
         size > (1u64 << (32 + bs.trailing_zeros())) - 1
     } else {
-        size > crate::pass1::blockmap_max_bytes(bs)
+        size > blockmap_max_bytes(bs)
     };
     if too_big {
         c.p.error_fix(
@@ -414,4 +414,10 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
     let id = *c.enc_policy_ids.entry(key).or_insert(next);
     c.enc_policy.insert(ino, id);
     true
+}
+
+/// The largest file a block map addresses with `bs`-byte blocks.
+pub(crate) fn blockmap_max_bytes(bs: u64) -> u64 {
+    let p = bs / 4;
+    (12 + p + p * p + p * p * p).saturating_mul(bs)
 }

@@ -8,7 +8,7 @@
 //! inode's repair left the other sharers pointing at it, one more round
 //! each.)
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::Compat;
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::xattr::{

@@ -2,7 +2,7 @@
 //! `..`, what each entry points at, file types, checksums — counting the
 //! links each inode gets.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntry, DirEntryTail};
 use ext4r_format::features::Incompat;
@@ -10,9 +10,9 @@ use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
 use ext4r_format::inode::ino as special;
 use ext4r_format::{num, InodeNr};
 
+use crate::ctx::Progress;
 use crate::ctx::{Ctx, DirBlock};
 use crate::htree;
-use crate::Progress;
 
 mod entry;
 
@@ -669,12 +669,13 @@ fn entries(
     // said before it) waits for the first entry at or past its offset.
     // The fixes keep a valid order so: a salvage changes the block only
     // from its offset on (or the length of the record before it).
-    let mut waiting: std::collections::VecDeque<(usize, Vec<crate::Problem>)> = Default::default();
+    let mut waiting: std::collections::VecDeque<(usize, Vec<crate::problem::Problem>)> =
+        Default::default();
     if !salvages.is_empty() {
         let mut said = c.p.take_range(start..c.p.mark()).into_iter();
         let mut taken = start;
         for &(at, end) in &salvages {
-            let chunk: Vec<crate::Problem> = said.by_ref().take(end - taken).collect();
+            let chunk: Vec<crate::problem::Problem> = said.by_ref().take(end - taken).collect();
             taken = end;
             waiting.push_back((at, chunk));
         }

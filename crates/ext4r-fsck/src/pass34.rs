@@ -1,13 +1,13 @@
 //! Pass 3 (every directory reachable from the root, `..` agreeing with the
 //! parent, lost+found present) and pass 4 (link counts, unattached inodes).
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::features::RoCompat;
 use ext4r_format::inode::ino as special;
 
 use crate::ctx::Ctx;
-use crate::Progress;
+use crate::ctx::Progress;
 
 /// Most links a directory's count can show before dir_nlink's "1".
 const LINK_MAX: u32 = 65_000;

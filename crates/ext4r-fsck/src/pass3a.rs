@@ -12,7 +12,7 @@
 //! ("Duplicate entry ... found. Marking ... to be rebuilt", also under
 //! `-n`).
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::dir::{rec_len_for_name, DirBlockIter};
 use ext4r_format::features::Compat;
 use ext4r_format::htree::{dx_hash, effective_hash_version};

@@ -3,22 +3,20 @@
 //! uninitialised are compared with the bitmap the kernel would compute,
 //! without reading anything; bitmaps are compared a word at a time.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::num;
 use ext4r_format::GroupNr;
 
-use crate::ctx::{Claim, Ctx};
+use crate::claims::Claim;
+use crate::ctx::Ctx;
+use crate::ctx::GroupState;
+use crate::ctx::Progress;
 use crate::fix::Fix;
-use crate::gdesc::GroupState;
 use crate::inode_map::BitsView;
-use crate::pass5_said::{Bitmap, Counts, Run, Said};
-use crate::Progress;
-
-/// Most groups whose bitmap differences are spelled out.
-pub(crate) const MAX_DIFF_REPORTS: usize = 64;
+use crate::pass5_said::{Bitmap, Counts, Run, Said, MAX_DIFF_REPORTS};
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // Before the claims are consumed: a new orphan file takes free blocks.

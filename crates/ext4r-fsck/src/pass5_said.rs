@@ -24,9 +24,12 @@
 //! ("Free blocks count wrong for group #0 (494, counted=472)" where the
 //! bitmap marks 22 blocks that nothing uses).
 
+use crate::codes::ProblemCode;
 use crate::ctx::Ctx;
 use crate::fix::Fix;
-use crate::ProblemCode;
+
+/// Most groups whose bitmap differences are spelled out.
+pub(crate) const MAX_DIFF_REPORTS: usize = 64;
 
 /// A run of bits that differ: (should be set, first, last), in cluster
 /// or inode numbers.
@@ -121,7 +124,7 @@ impl Said {
     pub(crate) fn differs(&mut self, runs: Option<Vec<Run>>, fix: Fix) {
         // The first groups in order, however many threads wrote texts
         // for (a worker may spell out one past the cap).
-        match runs.filter(|_| self.spelled < crate::pass5::MAX_DIFF_REPORTS) {
+        match runs.filter(|_| self.spelled < MAX_DIFF_REPORTS) {
             Some(runs) => {
                 self.spelled += 1;
                 for r in runs {

@@ -1,6 +1,6 @@
 //! Problems the checker finds, in words an e2fsck user recognises.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 /// How a problem counts towards the verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {

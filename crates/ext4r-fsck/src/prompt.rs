@@ -1,7 +1,7 @@
 //! The question e2fsck asks for each problem ("Fix", "Clear", "Connect to
 //! /lost+found"...), so that an interactive run reads like e2fsck's.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 
 /// The prompt e2fsck puts after a problem's message: its `prompt[]` word
 /// for the problem's `PROMPT_*` in problem.c (kept as `prompt:WORD` in

@@ -5,39 +5,16 @@
 //! not read, is `PR_6_UPDATE_QUOTAS`: written anew with the usage counted
 //! and the limits the old file held.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 
 use ext4r::quota::{Dquot, Scan, Unreadable, Usage, QBLK};
-use ext4r_format::features::RoCompat;
 use ext4r_format::inode::{Inode, InodeFlags};
-use ext4r_format::superblock::Superblock;
 use ext4r_format::InodeNr;
 
 use crate::ctx::Ctx;
 use crate::fix::Fix;
-
-/// The usage to count per quota type: one map for each type whose file
-/// the superblock names (e2fsck's `quota_init_context(.., 0)`).
-pub(crate) fn counters(sb: &Superblock) -> [Option<BTreeMap<u32, Usage>>; 3] {
-    let on = sb.has_ro_compat(RoCompat::QUOTA);
-    let mut out: [Option<BTreeMap<u32, Usage>>; 3] = Default::default();
-    for (t, slot) in out.iter_mut().enumerate() {
-        if on && inum(sb, t) != 0 {
-            *slot = Some(BTreeMap::new());
-        }
-    }
-    out
-}
-
-fn inum(sb: &Superblock, qtype: usize) -> u32 {
-    match qtype {
-        0 => sb.s_usr_quota_inum.get(),
-        1 => sb.s_grp_quota_inum.get(),
-        _ => sb.s_prj_quota_inum.get(),
-    }
-}
 
 /// e2fsck's `quota_data_add` and `quota_data_inodes` for inode `ino` as
 /// pass 1 keeps it: `space` bytes and `inodes` inodes (itself and the EA
@@ -106,7 +83,7 @@ fn compare(c: &mut Ctx, qtype: u8) {
     let Some(counted) = c.quota[q].take() else {
         return;
     };
-    let ino = inum(&c.sb, q);
+    let ino = crate::quota_usage::inum(&c.sb, q);
     let mut dict: BTreeMap<u32, Dquot> = counted
         .into_iter()
         .map(|(id, u)| (id, Dquot::new(id, u)))

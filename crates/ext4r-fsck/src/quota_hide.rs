@@ -6,26 +6,14 @@
 //! there, the name goes from the root and the old inode is freed. The
 //! project quota inode has no reserved number and is never moved.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::RoCompat;
 use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;
 
 use crate::ctx::Ctx;
+use crate::fix::plan::HideQuota;
 use crate::fix::{Fix, Owner};
-
-/// One quota inode to hide.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HideQuota {
-    /// 0 user, 1 group.
-    pub qtype: u8,
-    /// The visible inode.
-    pub from: u32,
-    /// The reserved inode it moves to.
-    pub to: u32,
-    /// Its name in the root directory: (block, offset, the root).
-    pub entry: Option<(u64, usize, Owner)>,
-}
 
 /// The hiding of visible quota inodes, as e2fsck decides it at the end
 /// of its superblock checks. A round that hides one stops after pass 0:

@@ -9,32 +9,12 @@
 //!
 //! Planned in pass 5, when every claim is known.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::Incompat;
 
 use crate::ctx::Ctx;
+use crate::fix::plan::Meta;
 use crate::fix::Fix;
-
-/// Which of a group's metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Meta {
-    /// The block bitmap.
-    BlockBitmap,
-    /// The inode bitmap.
-    InodeBitmap,
-    /// The inode table.
-    InodeTable,
-}
-
-impl Meta {
-    fn name(self) -> &'static str {
-        match self {
-            Meta::BlockBitmap => "block bitmap",
-            Meta::InodeBitmap => "inode bitmap",
-            Meta::InodeTable => "inode table",
-        }
-    }
-}
 
 /// Plans the moves pass 0 asked for (`c.relocate`), over the used blocks
 /// `used` (sorted disjoint ranges); returns the ranges taken.

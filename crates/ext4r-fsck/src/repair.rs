@@ -3,7 +3,7 @@
 //! check finds nothing more this version can fix; then mark the
 //! filesystem checked.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -12,9 +12,14 @@ use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r::journal::Journal;
 use ext4r_format::features::{Compat, Incompat};
 
-use crate::fix::{self, Fix};
+use crate::check::check_with;
+use crate::error::Error;
+use crate::fix::Fix;
 use crate::observe::{Action, Forced, Observer, Quiet};
-use crate::{check_with, Error, Options, Problem, Report};
+use crate::options::Options;
+use crate::problem::Problem;
+use crate::report::Report;
+use crate::writer;
 
 /// Rounds of check-and-fix before giving up on convergence.
 const MAX_ROUNDS: usize = 7;
@@ -468,7 +473,7 @@ impl Session<'_, '_> {
             made.extend(descriptor_counts(&fs));
             let fixes: Vec<Fix> = made.iter().filter_map(|p| p.fix.clone()).collect();
             if !fixes.is_empty() {
-                fix::apply_at(&fs, &fixes, self.opts.now)?;
+                writer::apply_at(&fs, &fixes, self.opts.now)?;
                 self.fixed.extend(made);
                 last = check_with(self.dev.clone(), &unforced, &mut Quiet, false)?;
             }
@@ -573,7 +578,7 @@ impl Session<'_, '_> {
             let fixes = self.choose(&report);
             if !fixes.is_empty() {
                 let fs = open(&self.dev)?;
-                fix::apply_at(&fs, &fixes, self.opts.now)?;
+                writer::apply_at(&fs, &fixes, self.opts.now)?;
             }
             if fixes.is_empty() || self.preen_stopped.is_some() {
                 break;
@@ -606,7 +611,8 @@ impl Session<'_, '_> {
             all.iter().filter(|p| !pass0_first || p.pass == 0).collect();
         if preen {
             let stop = considered.iter().position(|p| {
-                p.severity == crate::Severity::Error && (p.fix.is_none() || !preen_ok(p.code))
+                p.severity == crate::problem::Severity::Error
+                    && (p.fix.is_none() || !preen_ok(p.code))
             });
             if let Some(at) = stop {
                 // e2fsck -p fixes what it finds until it meets what
@@ -760,7 +766,7 @@ impl Observer for Live<'_, '_> {
             return;
         }
         if p.fix.is_none() {
-            let action = if p.severity == crate::Severity::Error {
+            let action = if p.severity == crate::problem::Severity::Error {
                 Action::Unfixable
             } else {
                 Action::Left
@@ -829,7 +835,7 @@ fn rehash(
         }
     }
     if !fixes.is_empty() {
-        fix::apply_at(&fs, &fixes, now)?;
+        writer::apply_at(&fs, &fixes, now)?;
     }
     Ok(done)
 }
@@ -851,7 +857,7 @@ fn recreate_wanted(policy: &mut Policy<'_>) -> bool {
             let question = Problem {
                 pass: 6,
                 code: ProblemCode::PR_6_RECREATE_JOURNAL,
-                severity: crate::Severity::Harmless,
+                severity: crate::problem::Severity::Harmless,
                 message: "Recreate journal".into(),
                 fix: None,
                 latch: None,
@@ -942,7 +948,7 @@ fn release_orphans(
     };
     let r = crate::orphan::plan(&fs);
     if !r.fixes.is_empty() {
-        fix::apply_at(&fs, &r.fixes, now)?;
+        writer::apply_at(&fs, &r.fixes, now)?;
     }
     said.extend(r.said);
     Ok(r.inodes)
@@ -979,7 +985,7 @@ fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
         out.push(Problem {
             pass: 0,
             code,
-            severity: crate::Severity::Harmless,
+            severity: crate::problem::Severity::Harmless,
             message,
             fix: Some(fix.clone()),
             latch: None,

@@ -6,7 +6,7 @@
 //! ("Resize inode not valid.  Recreate"), once pass 1 knows every block
 //! in use, as e2fsck does at the end of its pass 1.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::{ino::RESIZE, Inode};
 

@@ -20,6 +20,7 @@ pub fn errno_of(e: &Error) -> i32 {
             libc::EINVAL
         }
         Error::TooManyLinks(_) => libc::EMLINK,
+        Error::FileTooLarge(_) => libc::EFBIG,
         Error::NoSpace | Error::NoFreeInodes => libc::ENOSPC,
         // A transaction that cannot be made to fit: the kernel's jbd2 says
         // ENOSPC when it cannot reserve journal credits.
@@ -69,6 +70,8 @@ mod tests {
         assert_eq!(errno_of(&Error::NoFreeInodes), libc::ENOSPC);
         assert_eq!(errno_of(&Error::ReadOnly("x".into())), libc::EROFS);
         assert_eq!(errno_of(&Error::MoveIntoItself("x".into())), libc::EINVAL);
+        assert_eq!(errno_of(&Error::FileTooLarge("x".into())), libc::EFBIG);
+        assert_eq!(errno_of(&Error::Unsupported("x".into())), libc::EOPNOTSUPP);
         let bad = Error::corrupt(
             "extent tree",
             ext4r::format::FormatError::invalid("extent header", "bad magic"),

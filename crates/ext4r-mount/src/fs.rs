@@ -21,7 +21,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
 /// How long the kernel may keep names and attributes without asking
@@ -36,12 +36,15 @@ const NAME_MAX: usize = 255;
 const XATTR_CREATE: i32 = 1;
 const XATTR_REPLACE: i32 = 2;
 
-/// `fallocate(2)`'s modes served: keep the size, punch a hole (always
-/// with keep-size), zero a range. (Collapsing and inserting ranges and
-/// unsharing are not.)
+/// `fallocate(2)`'s modes served, those of the kernel's ext4: keep the
+/// size, punch a hole (always with keep-size), zero a range, collapse a
+/// range, insert a range. Unsharing is not among ext4's (it has no shared
+/// extents), so it is refused with EOPNOTSUPP as the kernel refuses it.
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+const FALLOC_FL_COLLAPSE_RANGE: i32 = 0x08;
 const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+const FALLOC_FL_INSERT_RANGE: i32 = 0x20;
 
 /// The two POSIX ACLs' attribute names.
 const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
@@ -116,6 +119,10 @@ pub struct Ext4rFuse {
     /// Set once damage made an `errors=remount-ro` mount stop writing.
     stopped: AtomicBool,
     outcome: Outcome,
+    /// Tells the kernel that what it keeps of an inode went stale, where
+    /// a request changed more than the kernel's FUSE client knows of (set
+    /// once the session exists; without it the attributes time out).
+    pub(crate) notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
 impl std::fmt::Debug for Ext4rFuse {
@@ -176,6 +183,7 @@ impl Ext4rFuse {
             gid: opts.gid,
             stopped: AtomicBool::new(false),
             outcome,
+            notifier: Arc::new(OnceLock::new()),
         }
     }
 
@@ -666,7 +674,7 @@ impl fuser::Filesystem for Ext4rFuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -677,12 +685,12 @@ impl fuser::Filesystem for Ext4rFuse {
         let (from_dir, to_dir) = (to_ext4(parent), to_ext4(newparent));
         let r = name_bytes(name).and_then(|from| {
             name_bytes(newname).and_then(|to| {
-                if flags.contains(RenameFlags::RENAME_WHITEOUT) {
-                    // Whiteouts are for overlay filesystems' upper layers;
-                    // the kernel's ext4 makes them, this driver does not.
-                    return Err(Errno::EINVAL);
-                }
+                let whiteout = flags.contains(RenameFlags::RENAME_WHITEOUT);
                 if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+                    if whiteout {
+                        // As do_renameat2: the two cannot go together.
+                        return Err(Errno::EINVAL);
+                    }
                     return self.change("rename", |_, fs| fs.exchange(from_dir, from, to_dir, to));
                 }
                 self.change("rename", |st, fs| {
@@ -706,7 +714,32 @@ impl fuser::Filesystem for Ext4rFuse {
                             }
                         }
                     }
-                    fs.rename(from_dir, from, to_dir, to)
+                    if !whiteout {
+                        return fs.rename(from_dir, from, to_dir, to);
+                    }
+                    // A whiteout (for overlay filesystems' upper layers):
+                    // a character device 0:0 of mode 0 at the old name,
+                    // owned as any new inode there (ext4_whiteout_for_rename
+                    // makes it through ext4_new_inode, ACLs included).
+                    let (uid, gid, m) = Self::owner(fs, req, from_dir, mode::S_IFCHR)?;
+                    let inh = self.inherit(fs, from_dir, m, 0)?;
+                    let made = fs.rename_whiteout(from_dir, from, to_dir, to, uid, gid);
+                    if let Err(Error::DirectoryNotEmpty(_) | Error::TooManyLinks(_)) = &made {
+                        // The kernel's ext4_rename checks these two after
+                        // the whiteout has taken the old name; putting the
+                        // old entry back (ext4_resetent) stamps the
+                        // directory's times, though the rename failed. The
+                        // kernel's FUSE client does not expect that: told.
+                        let mut a = SetAttr::default();
+                        a.mtime = Some(timestamp(SystemTime::now()));
+                        fs.setattr(from_dir, &a)?;
+                        self.stale(parent);
+                    }
+                    let made = made?;
+                    if let (Some(wh), Some(a)) = (made, &inh.access) {
+                        fs.set_xattr(wh, ACL_ACCESS, &a.to_disk())?;
+                    }
+                    Ok(())
                 })
             })
         });
@@ -934,7 +967,7 @@ impl fuser::Filesystem for Ext4rFuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -946,8 +979,14 @@ impl fuser::Filesystem for Ext4rFuse {
         let name = name.as_bytes();
         if ext4r::format::acl::is_acl_name(name) {
             let r = if self.acl {
-                self.change("setxattr", |_, fs| set_acl(fs, e4, name, value))
-                    .and_then(|r| r)
+                self.change("setxattr", |_, fs| {
+                    // As posix_acl_update_mode: the group the kernel
+                    // shows decides, `gid=` included.
+                    let gid = self.gid.unwrap_or(fs.stat(e4)?.gid());
+                    let keep_sgid = in_group_or_capable(req, gid);
+                    set_acl(fs, e4, name, value, keep_sgid)
+                })
+                .and_then(|r| r)
             } else {
                 Err(Errno::from_i32(libc::EOPNOTSUPP))
             };
@@ -1088,18 +1127,22 @@ impl fuser::Filesystem for Ext4rFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        match fallocate_mode(mode) {
+            Ok(()) => {}
+            Err(e) => {
+                reply.error(e);
+                return;
+            }
+        }
         let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
         let how = mode & !FALLOC_FL_KEEP_SIZE;
-        let known = [0, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE].contains(&how);
-        if !known || (how == FALLOC_FL_PUNCH_HOLE && !keep) {
-            reply.error(Errno::from_i32(libc::EOPNOTSUPP));
-            return;
-        }
         match self.change("fallocate", |_, fs| {
             let e4 = to_ext4(ino);
             match how {
                 FALLOC_FL_PUNCH_HOLE => fs.punch_hole(e4, offset, length)?,
                 FALLOC_FL_ZERO_RANGE => fs.zero_range(e4, offset, length, keep)?,
+                FALLOC_FL_COLLAPSE_RANGE => fs.collapse_range(e4, offset, length)?,
+                FALLOC_FL_INSERT_RANGE => fs.insert_range(e4, offset, length)?,
                 _ => fs.fallocate(e4, offset, length, keep)?,
             }
             // As the kernel's ext4_fallocate (file_modified): every mode
@@ -1115,6 +1158,15 @@ impl fuser::Filesystem for Ext4rFuse {
 }
 
 impl Ext4rFuse {
+    /// Tells the kernel its copy of `ino`'s attributes is stale (when the
+    /// session can be reached; else they time out after [`TTL`]).
+    fn stale(&self, ino: INodeNo) {
+        if let Some(n) = self.notifier.get() {
+            // ENOENT: the kernel keeps nothing of it, nothing to drop.
+            let _ = n.inval_inode(ino, -1, 0);
+        }
+    }
+
     /// Commits what changed (fsync, fsyncdir).
     fn sync_now(&self) -> Result<(), Errno> {
         if self.read_only || self.stopped.load(Ordering::Acquire) {
@@ -1148,14 +1200,57 @@ fn unlink_keeping_open(
     }
 }
 
+/// `CAP_FSETID`'s bit in a capability set.
+const CAP_FSETID: u32 = 4;
+
+/// Whether the process behind `req` is in group `gid` (its filesystem
+/// group or one of its supplementary groups) or holds `CAP_FSETID`: the
+/// kernel's `in_group_or_capable`, which decides whether setting an
+/// access ACL keeps a file's set-group-ID bit. The kernel's FUSE client
+/// hands its own answer over only with `FUSE_SETXATTR_EXT`, which the
+/// FUSE crate cannot parse, so it is asked of `/proc` here. A process
+/// already gone: root is taken as capable, anyone else as not in the
+/// group (the bit dropped, the safe side).
+fn in_group_or_capable(req: &Request, gid: u32) -> bool {
+    if req.gid() == gid {
+        return true;
+    }
+    match std::fs::read_to_string(format!("/proc/{}/status", req.pid())) {
+        Ok(status) => status_in_group_or_capable(&status, gid),
+        Err(_) => req.uid() == 0,
+    }
+}
+
+/// Whether a process whose `/proc/PID/status` reads `status` has group
+/// `gid` among its supplementary groups or `CAP_FSETID` in its effective
+/// capabilities.
+fn status_in_group_or_capable(status: &str, gid: u32) -> bool {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    let in_group =
+        field("Groups:").is_some_and(|g| g.split_whitespace().any(|x| x.parse::<u32>() == Ok(gid)));
+    let capable = field("CapEff:")
+        .and_then(|c| u64::from_str_radix(c, 16).ok())
+        .is_some_and(|c| c & (1 << CAP_FSETID) != 0);
+    in_group || capable
+}
+
 /// Sets ACL `name` of `ino` from the system calls' form `value`, as the
 /// kernel's ext4_set_acl: an access ACL also sets the mode's permission
-/// bits, and is not stored when it says no more than they do.
+/// bits, and is not stored when it says no more than they do; and, unless
+/// `keep_sgid` (the caller is in the file's group or may keep the bit, see
+/// [`in_group_or_capable`]), it drops the set-group-ID bit, as
+/// `posix_acl_update_mode` does.
 fn set_acl(
     fs: &mut WriteFs,
     ino: u32,
     name: &[u8],
     value: &[u8],
+    keep_sgid: bool,
 ) -> ext4r::Result<Result<(), Errno>> {
     let Ok(acl) = PosixAcl::from_vfs(value) else {
         return Ok(Err(Errno::EINVAL));
@@ -1163,7 +1258,11 @@ fn set_acl(
     if name == ACL_ACCESS {
         let (perm, equiv) = acl.equiv_mode();
         let mut a = SetAttr::default();
-        a.perm = Some((fs.stat(ino)?.mode() & 0o7000) | perm);
+        let mut special = fs.stat(ino)?.mode() & 0o7000;
+        if !keep_sgid {
+            special &= !mode::S_ISGID;
+        }
+        a.perm = Some(special | perm);
         fs.setattr(ino, &a)?;
         if equiv {
             return match fs.remove_xattr(ino, name) {
@@ -1173,6 +1272,26 @@ fn set_acl(
         }
     }
     fs.set_xattr(ino, name, &acl.to_disk()).map(Ok)
+}
+
+/// Whether `fallocate(2)` mode `mode` is one this driver serves, with
+/// the kernel's answers for those it does not: collapse and insert go
+/// alone (EINVAL with any other flag, as vfs_fallocate), punching keeps
+/// the size, and any other mode (unshare among them: not in ext4's
+/// supported set) is EOPNOTSUPP.
+fn fallocate_mode(mode: i32) -> Result<(), Errno> {
+    let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
+    for alone in [FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE] {
+        if mode & alone != 0 && mode != alone {
+            return Err(Errno::EINVAL);
+        }
+    }
+    match mode & !FALLOC_FL_KEEP_SIZE {
+        0 | FALLOC_FL_ZERO_RANGE => Ok(()),
+        FALLOC_FL_PUNCH_HOLE if keep => Ok(()),
+        FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE => Ok(()),
+        _ => Err(Errno::from_i32(libc::EOPNOTSUPP)),
+    }
 }
 
 /// The 16-bit `i_mode` of a mode FUSE passes as `u32`; bits above 16
@@ -1228,5 +1347,54 @@ pub(crate) fn commit_every(state: &Mutex<State>, interval: Duration) {
                 note("commit", &e);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fallocate_modes_are_ext4s() {
+        let unsupported = Err(Errno::from_i32(libc::EOPNOTSUPP));
+        for ok in [
+            0,
+            FALLOC_FL_KEEP_SIZE,
+            FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+            FALLOC_FL_ZERO_RANGE,
+            FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+            FALLOC_FL_COLLAPSE_RANGE,
+            FALLOC_FL_INSERT_RANGE,
+        ] {
+            assert_eq!(fallocate_mode(ok), Ok(()), "{ok:#x}");
+        }
+        // Punching must keep the size; unsharing (0x40) is not ext4's.
+        assert_eq!(fallocate_mode(FALLOC_FL_PUNCH_HOLE), unsupported);
+        assert_eq!(fallocate_mode(0x40), unsupported);
+        assert_eq!(fallocate_mode(0x40 | FALLOC_FL_KEEP_SIZE), unsupported);
+        // Collapse and insert go alone.
+        for bad in [
+            FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_KEEP_SIZE,
+            FALLOC_FL_INSERT_RANGE | FALLOC_FL_KEEP_SIZE,
+            FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE,
+        ] {
+            assert_eq!(fallocate_mode(bad), Err(Errno::EINVAL), "{bad:#x}");
+        }
+    }
+
+    #[test]
+    fn group_or_capability_from_proc_status() {
+        let status = "Name:\tsh\nGroups:\t10 77 100 \nCapEff:\t0000000000000000\n";
+        assert!(status_in_group_or_capable(status, 77));
+        assert!(!status_in_group_or_capable(status, 7));
+        let root = "Groups:\t\nCapEff:\t000001ffffffffff\n";
+        assert!(status_in_group_or_capable(root, 7));
+        // CAP_FSETID alone (bit 4).
+        assert!(status_in_group_or_capable("CapEff:\t0000000000000010\n", 7));
+        assert!(!status_in_group_or_capable(
+            "CapEff:\t00000000000000ef\n",
+            7
+        ));
+        assert!(!status_in_group_or_capable("", 7));
     }
 }

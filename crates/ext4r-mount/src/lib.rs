@@ -27,8 +27,10 @@
 //!   between ext4's stored form and the system calls', a new inode takes
 //!   its directory's default ACL (or the umask, when there is none),
 //!   `chmod` updates an access ACL and setting one updates the mode, as
-//!   the kernel's ext4 does. (Not done: dropping the set-group-ID bit
-//!   when an ACL is set by someone outside the file's group.)
+//!   the kernel's ext4 does, dropping the set-group-ID bit when the caller
+//!   is outside the file's group and lacks CAP_FSETID (read from
+//!   `/proc/PID/status`: the FUSE crate cannot take the kernel's own
+//!   answer, `FUSE_SETXATTR_EXT`).
 //! - Damage met by an operation (EUCLEAN for it) is recorded in the
 //!   superblock, as the kernel's `ext4_error` does, so that the next
 //!   `e2fsck -p` checks the filesystem; then `errors=` (or the
@@ -36,13 +38,17 @@
 //!   (what was done is committed, every change after is refused with
 //!   EROFS); panic (the driver stops at once and writes nothing more).
 //!
-//! - `rename` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`; `fallocate`
-//!   preallocating, punching holes and zeroing ranges.
+//! - `rename` with `RENAME_NOREPLACE`, `RENAME_EXCHANGE` and
+//!   `RENAME_WHITEOUT` (a character device 0:0 left at the old name, as
+//!   ext4 leaves it for overlay filesystems); `fallocate` preallocating,
+//!   punching holes, zeroing, collapsing and inserting ranges, unsharing
+//!   refused (EOPNOTSUPP) as ext4 refuses it. The kernel's FUSE client
+//!   passes no collapse or insert to any FUSE server (it answers
+//!   EOPNOTSUPP itself), so those two are served for clients that do;
+//!   embedders call [`ext4r::write::WriteFs::collapse_range`] and
+//!   [`ext4r::write::WriteFs::insert_range`].
 //! - `uid=`/`gid=` show every inode as owned by them (nothing on the image
 //!   changes hands).
-//!
-//! Not yet: RENAME_WHITEOUT, fallocate's collapse, insert and unshare
-//! modes.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -215,8 +221,10 @@ pub fn serve(
     let outcome: Outcome = Arc::new(Mutex::new(None));
     let fuse = Ext4rFuse::with_options(wfs, opts, outcome.clone());
     let state = fuse.state.clone();
+    let notifier = fuse.notifier.clone();
     let session =
         fuser::Session::new(fuse, mountpoint, &config(source, opts)).map_err(MountError::Fuse)?;
+    let _ = notifier.set(session.notifier());
     ready();
     if !opts.read_only {
         std::thread::Builder::new()

@@ -130,6 +130,10 @@ pub enum Error {
     /// A path component that is not a directory.
     #[error("{0}: not a directory")]
     NotADirectory(String),
+    /// A file that would grow past the largest size the filesystem gives
+    /// a file (`EFBIG`).
+    #[error("{0}: file too large")]
+    FileTooLarge(String),
     /// The caller declined to go on where a tool asks first (mke2fs's
     /// "Proceed anyway?"); names what was declined.
     #[error("cancelled: {0}")]
@@ -317,6 +321,7 @@ impl From<Error> for std::io::Error {
             Error::DirectoryNotEmpty(_) => K::DirectoryNotEmpty,
             Error::TooManyLinks(_) => K::TooManyLinks,
             Error::NotADirectory(_) => K::NotADirectory,
+            Error::FileTooLarge(_) => K::FileTooLarge,
             Error::Cancelled(_) => K::Interrupted,
             Error::JournalFull | Error::TransactionTooLarge { .. } => K::Other,
         };

@@ -2,7 +2,8 @@
 //! operations applied through `ext4r::write` to one image and through a
 //! loop mount to its twin gives equal trees (type, mode, owner, size, link
 //! count, contents, link targets, times set explicitly), both e2fsck-clean;
-//! then each side goes on writing the other's image.
+//! then each side goes on writing the other's image. The operations
+//! include fallocate's collapse and insert and whiteout renames.
 //!
 //! `EXT4R_WRITE_OPS` sets the operations per image (default 400),
 //! `EXT4R_WRITE_SEED` the first seed.
@@ -41,6 +42,12 @@ enum Op {
     Fallocate(String, u64, u64),
     /// fallocate's PUNCH_HOLE | KEEP_SIZE.
     Punch(String, u64, u64),
+    /// fallocate's COLLAPSE_RANGE (true) or INSERT_RANGE, the range drawn
+    /// from the two numbers and the file's size when applied (see
+    /// [`shift_range`]).
+    Shift(String, bool, u64, u64),
+    /// renameat2's RENAME_WHITEOUT.
+    Whiteout(String, String),
     Symlink(String, String),
     Link(String, String),
     Unlink(String),
@@ -71,6 +78,9 @@ struct Model {
     no_resize: bool,
     /// Values too big for a block (ea_inode).
     big_values: bool,
+    /// The cluster size (the block size without bigalloc): what collapse
+    /// and insert move by.
+    unit: u64,
 }
 
 impl Model {
@@ -89,7 +99,21 @@ impl Model {
     fn gen(&mut self, rng: &mut Rng, extents: bool) -> Op {
         let pick = |v: &Vec<String>, rng: &mut Rng| v[rng.below(v.len())].clone();
         loop {
-            match rng.below(19) {
+            match rng.below(21) {
+                19 if !self.files.is_empty() && extents && !self.no_resize && self.unit > 0 => {
+                    let p = pick(&self.files, rng);
+                    return Op::Shift(p, rng.below(2) == 0, rng.next(), rng.next());
+                }
+                20 if self.files.len() > 2 => {
+                    self.xattrs.clear();
+                    let i = rng.below(self.files.len());
+                    let from = self.files[i].clone();
+                    let to = self.fresh(rng, 30);
+                    self.files[i] = to.clone();
+                    // The whiteout: a character device, no file to write.
+                    self.links.push(from.clone());
+                    return Op::Whiteout(from, to);
+                }
                 17 if !self.files.is_empty() => {
                     let p = pick(&self.files, rng);
                     let n = format!(
@@ -270,7 +294,28 @@ fn split(path: &str) -> (&str, &str) {
     (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..])
 }
 
-fn ours(fs: &mut WriteFs, op: &Op) {
+/// The range a shift covers in a file of `size` bytes, moving by `unit`:
+/// a collapse ends below the size, an insert starts below it; `None`
+/// when the file is too small for one (nothing done on either side).
+fn shift_range(size: u64, unit: u64, collapse: bool, a: u64, b: u64) -> Option<(u64, u64)> {
+    if size == 0 {
+        return None;
+    }
+    // Whole units starting below the size.
+    let below = (size - 1) / unit;
+    if collapse {
+        if below == 0 {
+            return None;
+        }
+        let len = 1 + b % below.min(4);
+        let off = a % (below - len + 1);
+        Some((off * unit, len * unit))
+    } else {
+        Some((a % (below + 1) * unit, (1 + b % 4) * unit))
+    }
+}
+
+fn ours(fs: &mut WriteFs, op: &Op, unit: u64) {
     let dir = |fs: &WriteFs, p: &str| fs.lookup_path(split(p).0).unwrap();
     let name = |p: &str| split(p).1.as_bytes().to_vec();
     match op {
@@ -297,6 +342,22 @@ fn ours(fs: &mut WriteFs, op: &Op) {
         Op::Punch(p, off, len) => {
             let i = fs.lookup_path(p).unwrap();
             fs.punch_hole(i, *off, *len).unwrap();
+        }
+        Op::Shift(p, collapse, a, b) => {
+            let i = fs.lookup_path(p).unwrap();
+            let size = fs.stat(i).unwrap().size();
+            if let Some((off, len)) = shift_range(size, unit, *collapse, *a, *b) {
+                if *collapse {
+                    fs.collapse_range(i, off, len).unwrap();
+                } else {
+                    fs.insert_range(i, off, len).unwrap();
+                }
+            }
+        }
+        Op::Whiteout(a, b) => {
+            let (da, db) = (dir(fs, a), dir(fs, b));
+            fs.rename_whiteout(da, &name(a), db, &name(b), 0, 0)
+                .unwrap();
         }
         Op::Symlink(p, t) => {
             let d = dir(fs, p);
@@ -349,7 +410,7 @@ fn ours(fs: &mut WriteFs, op: &Op) {
     }
 }
 
-fn kernel(root: &Path, op: &Op) {
+fn kernel(root: &Path, op: &Op, unit: u64) {
     let at = |p: &str| root.join(p.trim_start_matches('/'));
     match op {
         Op::Mkdir(p) => {
@@ -379,6 +440,26 @@ fn kernel(root: &Path, op: &Op) {
                 rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
             rustix::fs::fallocate(&f, mode, *off, *len).unwrap();
         }
+        Op::Shift(p, collapse, a, b) => {
+            let f = std::fs::OpenOptions::new().write(true).open(at(p)).unwrap();
+            let size = f.metadata().unwrap().len();
+            if let Some((off, len)) = shift_range(size, unit, *collapse, *a, *b) {
+                let mode = if *collapse {
+                    rustix::fs::FallocateFlags::COLLAPSE_RANGE
+                } else {
+                    rustix::fs::FallocateFlags::INSERT_RANGE
+                };
+                rustix::fs::fallocate(&f, mode, off, len).unwrap();
+            }
+        }
+        Op::Whiteout(a, b) => rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            at(a),
+            rustix::fs::CWD,
+            at(b),
+            rustix::fs::RenameFlags::WHITEOUT,
+        )
+        .unwrap(),
         Op::Symlink(p, t) => std::os::unix::fs::symlink(t, at(p)).unwrap(),
         Op::Link(src, p) => std::fs::hard_link(at(src), at(p)).unwrap(),
         Op::Unlink(p) => std::fs::remove_file(at(p)).unwrap(),
@@ -508,6 +589,20 @@ fn walk(root: &Path) -> Tree {
     out
 }
 
+/// The cluster size of image `img` (its block size without bigalloc), as
+/// dumpe2fs tells it.
+fn cluster_size(img: &Path) -> u64 {
+    let out = run("dumpe2fs", &["-h", img.to_str().unwrap()], &[]).unwrap();
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    field("Cluster size:")
+        .or_else(|| field("Block size:"))
+        .unwrap()
+}
+
 fn mounted<T>(img: &Path, dir: &TempDir, f: impl FnOnce(&Path) -> T) -> T {
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
@@ -557,7 +652,7 @@ fn operation_sequences_match_the_kernel() {
         println!("skipped: needs root for loop mounts");
         return;
     }
-    if let Some(why) = missing_tools(&["mke2fs", "e2fsck", "mount", "umount"]) {
+    if let Some(why) = missing_tools(&["mke2fs", "e2fsck", "dumpe2fs", "mount", "umount"]) {
         println!("skipped: {why}");
         return;
     }
@@ -594,10 +689,12 @@ fn operation_sequences_match_the_kernel() {
         run("mke2fs", &args, &[("E2FSPROGS_FAKE_TIME", "1700000000")]).unwrap();
         copy_sparse(&a, &b).unwrap();
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9).wrapping_add(k as u64) | 1);
+        let unit = cluster_size(&a);
         let mut model = Model {
             dirs: vec![String::new()],
             no_resize: mkfs.contains("inline_data"),
             big_values: mkfs.contains("ea_inode"),
+            unit,
             ..Model::default()
         };
         let seq: Vec<Op> = (0..ops).map(|_| model.gen(&mut rng, *extents)).collect();
@@ -612,13 +709,13 @@ fn operation_sequences_match_the_kernel() {
                 };
                 println!("{name}: {short}");
             }
-            ours(&mut fs, op);
+            ours(&mut fs, op, unit);
         }
         fs.close().unwrap();
         // The kernel's.
         mounted(&b, &dir, |root| {
             for op in &seq {
-                kernel(root, op);
+                kernel(root, op, unit);
             }
         });
         if let Err(e) = e2fsck_clean(&a) {
@@ -660,12 +757,12 @@ fn operation_sequences_match_the_kernel() {
             .collect();
         let mut fs = open(&b);
         for op in &more {
-            ours(&mut fs, op);
+            ours(&mut fs, op, unit);
         }
         fs.close().unwrap();
         mounted(&a, &dir, |root| {
             for op in &more {
-                kernel(root, op);
+                kernel(root, op, unit);
             }
         });
         for img in [&a, &b] {

@@ -3,7 +3,7 @@
 //! the target's use and file type, the encryption policy, and a second
 //! name of a directory.
 
-use crate::ProblemCode;
+use crate::codes::ProblemCode;
 use ext4r::fs::FileKind;
 use ext4r_format::dir::ft;
 use ext4r_format::features::Incompat;

@@ -29,7 +29,9 @@ use std::sync::Arc;
 use ext4r::device::BlockDevice;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
-use crate::{fix, Error, Options};
+use crate::error::Error;
+use crate::options::Options;
+use crate::writer;
 
 /// How a repair run ended, for its bookkeeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +71,7 @@ pub(super) fn record(dev: &Arc<dyn BlockDevice>, end: End, opts: &Options) -> Re
     }
     sb.s_mnt_count.set(0);
     sb.clear_error_record();
-    fix::write_superblock(&fs, sb, opts.now)?;
+    writer::write_superblock(&fs, sb, opts.now)?;
     Ok(valid && state & STATE_VALID == 0)
 }
 
@@ -83,7 +85,7 @@ pub(crate) fn flag_errors(dev: &Arc<dyn BlockDevice>, now: i64) -> Result<(), Er
     let fs = super::open(dev)?;
     let mut sb = fs.superblock().clone();
     sb.s_state.set(sb.s_state.get() | STATE_ERROR);
-    fix::write_superblock(&fs, sb, now)?;
+    writer::write_superblock(&fs, sb, now)?;
     Ok(())
 }
 

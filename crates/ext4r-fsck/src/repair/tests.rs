@@ -3,7 +3,7 @@
 //! superblock when it ends, declines, is cancelled or finds nothing.
 
 use super::*;
-use crate::check_shared;
+use crate::check::check_shared;
 use ext4r::device::MemDevice;
 use ext4r::mkfs::{format, MkfsOptions};
 use ext4r_format::superblock::STATE_VALID;
@@ -109,7 +109,7 @@ fn with_history(dev: &Arc<dyn BlockDevice>) {
     let mut sb = fs.superblock().clone();
     sb.s_mnt_count.set(5);
     sb.s_error_count.set(2);
-    fix::write_superblock(&fs, sb, 1_700_000_050).expect("write");
+    writer::write_superblock(&fs, sb, 1_700_000_050).expect("write");
 }
 
 #[test]

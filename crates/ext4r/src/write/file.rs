@@ -178,7 +178,7 @@ impl WriteFs {
 
     /// The inode of a regular file whose data may be written: readable
     /// (see `readable_inode`), and not fs-verity, immutable or append-only.
-    fn file_inode(&self, ino: u32) -> Result<Inode> {
+    pub(crate) fn file_inode(&self, ino: u32) -> Result<Inode> {
         let i = self.readable_inode(ino)?;
         if i.flags().contains(InodeFlags::VERITY) {
             return Err(Error::Unsupported(format!(
@@ -353,7 +353,7 @@ impl WriteFs {
     }
 
     /// The largest size a file may have here.
-    fn max_file_size(&self) -> u64 {
+    pub(crate) fn max_file_size(&self) -> u64 {
         let bs = self.shape.bs as u64;
         if self.shape.extents {
             (1u64 << 32) * bs

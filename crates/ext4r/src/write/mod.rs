@@ -46,6 +46,7 @@ mod look;
 mod node;
 mod ops;
 mod orphan;
+mod shift;
 mod stats;
 mod xattr;
 

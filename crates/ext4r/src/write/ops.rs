@@ -408,7 +408,46 @@ impl WriteFs {
     /// [`Error::NotADirectory`], [`Error::DirectoryNotEmpty`],
     /// [`Error::MoveIntoItself`] for a directory moved into its subtree.
     pub fn rename(&mut self, from_dir: u32, from: &[u8], to_dir: u32, to: &[u8]) -> Result<()> {
-        self.op(|w| {
+        self.op(|w| w.rename_now(from_dir, from, to_dir, to, None))
+            .map(|_| ())
+    }
+
+    /// As [`WriteFs::rename`], leaving a whiteout at the old name
+    /// (renameat2's `RENAME_WHITEOUT`, what overlay filesystems ask of
+    /// their upper layer): a character device 0:0 of mode 0, owned by
+    /// `uid`/`gid`, takes the place of `from` in `from_dir`, in the same
+    /// operation as the rename, as the kernel's `ext4_rename` makes it.
+    /// Returns the whiteout's inode number; `None` when `from` and `to`
+    /// already name the same inode (nothing changes, as on the kernel).
+    ///
+    /// # Errors
+    /// As [`WriteFs::rename`]; [`Error::NoFreeInodes`] when no inode is
+    /// left for the whiteout (nothing changes).
+    pub fn rename_whiteout(
+        &mut self,
+        from_dir: u32,
+        from: &[u8],
+        to_dir: u32,
+        to: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Option<u32>> {
+        let wh = NewNode::char_device(0, 0, 0).owned_by(uid, gid);
+        self.op(|w| w.rename_now(from_dir, from, to_dir, to, Some(&wh)))
+    }
+
+    /// The rename in the running operation; with `whiteout`, that node
+    /// takes the old name. Returns the whiteout's inode.
+    fn rename_now(
+        &mut self,
+        from_dir: u32,
+        from: &[u8],
+        to_dir: u32,
+        to: &[u8],
+        whiteout: Option<&NewNode>,
+    ) -> Result<Option<u32>> {
+        let w = self;
+        {
             check_name(from)?;
             check_name(to)?;
             let sh = w.shape;
@@ -427,7 +466,7 @@ impl WriteFs {
             let dst = dir::lookup(&w.txn, to_dir, to)?;
             if let Some((d, _)) = dst {
                 if d == src {
-                    return Ok(());
+                    return Ok(None);
                 }
                 let di = w.inode(d)?;
                 match (si.is_dir(), di.is_dir()) {
@@ -445,6 +484,17 @@ impl WriteFs {
             {
                 return Err(Error::NoSpace);
             }
+            // The whiteout's inode comes first, as the kernel makes it
+            // before changing anything: no inode left changes nothing.
+            let wh = match whiteout {
+                Some(n) => {
+                    if w.txn.groups().free_inodes() == 0 {
+                        return Err(Error::NoFreeInodes);
+                    }
+                    Some((w.new_inode(from_dir, n, 1)?, node::ftype(n.mode, &sh)))
+                }
+                None => None,
+            };
             let ft = node::ftype(si.mode(), &sh);
             match dst {
                 Some((d, _)) => {
@@ -459,7 +509,14 @@ impl WriteFs {
                 }
                 None => w.dir_insert(to_dir, to, src, ft)?,
             }
-            w.dir_remove(from_dir, from)?;
+            match wh {
+                // The old entry names the whiteout from now on, in place
+                // (ext4_setent), as the kernel leaves it.
+                Some((ino, wft)) => w.dir_retarget(from_dir, from, ino, wft)?,
+                None => {
+                    w.dir_remove(from_dir, from)?;
+                }
+            }
             if si.is_dir() && from_dir != to_dir {
                 w.dir_set_dotdot(src, to_dir)?;
                 w.touch_dir(from_dir, -1)?;
@@ -472,8 +529,9 @@ impl WriteFs {
             }
             let mut si = w.inode(src)?;
             si.set_ctime(w.now());
-            w.put_inode(src, &si)
-        })
+            w.put_inode(src, &si)?;
+            Ok(wh.map(|(ino, _)| ino))
+        }
     }
 
     /// Swaps what two names name, both or neither (renameat2's

@@ -10,9 +10,9 @@ impl Writer<'_> {
         &mut self,
         ino: u32,
         owner: Owner,
-        cp: &crate::dup::BlockCopy,
+        cp: &crate::fix::plan::BlockCopy,
     ) -> Result<()> {
-        use crate::dup::PtrAt;
+        use crate::fix::plan::PtrAt;
         let (buf, off): (&mut [u8], usize) = match cp.at {
             PtrAt::InodeSlot(slot) => (&mut self.inode(ino)?[0x28..0x28 + 60], slot * 4),
             PtrAt::Indirect(b, i) => (self.block(b, BlockKind::Plain)?, i * 4),

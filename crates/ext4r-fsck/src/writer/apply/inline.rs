@@ -4,7 +4,7 @@ use super::super::*;
 
 impl Writer<'_> {
     /// Fixes of inline directories: entries kept in the inode's `i_block` and system.data areas.
-    pub(in crate::fix) fn add_inline_dir(&mut self, f: &Fix) -> Result<()> {
+    pub(in crate::writer) fn add_inline_dir(&mut self, f: &Fix) -> Result<()> {
         match f {
             Fix::InlineParent(ino, p) => {
                 let rec = self.inode(*ino)?;

@@ -4,7 +4,7 @@ use super::super::*;
 
 impl Writer<'_> {
     /// Fixes of the superblock: feature bits, free counts, and the fields the superblock checks repair.
-    pub(in crate::fix) fn add_superblock(&mut self, f: &Fix) -> Result<()> {
+    pub(in crate::writer) fn add_superblock(&mut self, f: &Fix) -> Result<()> {
         match f {
             Fix::SetIncompat(bits) => {
                 let v = self.sb.s_feature_incompat.get() | bits;

@@ -4,7 +4,7 @@ use super::super::*;
 
 impl Writer<'_> {
     /// Fixes of directory blocks: their entries, `.` and `..`, salvaged records and the checksum tail.
-    pub(in crate::fix) fn add_dir_block(&mut self, f: &Fix) -> Result<()> {
+    pub(in crate::writer) fn add_dir_block(&mut self, f: &Fix) -> Result<()> {
         let bs = self.fs.block_size();
         match f {
             Fix::DirBlockChecksum(b, owner) => {

@@ -4,7 +4,7 @@ use super::super::*;
 
 impl Writer<'_> {
     /// Fixes of block groups: descriptor counts and flags, whole bitmaps, and group metadata relocated.
-    pub(in crate::fix) fn add_group(&mut self, f: &Fix) -> Result<()> {
+    pub(in crate::writer) fn add_group(&mut self, f: &Fix) -> Result<()> {
         let bs = self.fs.block_size();
         let wide = self.sb.has_incompat(Incompat::BIT64);
         match f {
@@ -37,7 +37,7 @@ impl Writer<'_> {
                 self.bitmaps.insert((*g, false), raw);
             }
             Fix::Relocate(g, what, at) | Fix::RelocateFrom(g, what, _, at) => {
-                use crate::relocate::Meta;
+                use crate::fix::plan::Meta;
                 let n = match what {
                     Meta::InodeTable => u64::from(self.fs.geometry().inode_blocks_per_group()),
                     _ => 1,

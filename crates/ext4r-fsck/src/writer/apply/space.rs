@@ -4,7 +4,7 @@ use super::super::*;
 
 impl Writer<'_> {
     /// Fixes that allocate, free or move whole objects: blocks and inodes freed or cloned, xattr blocks, orphans, lost+found, new directory blocks, rehashed directories, and the special inodes rebuilt.
-    pub(in crate::fix) fn add_space(&mut self, f: &Fix) -> Result<()> {
+    pub(in crate::writer) fn add_space(&mut self, f: &Fix) -> Result<()> {
         let bs = self.fs.block_size();
         let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
         match f {

@@ -4,7 +4,7 @@ use super::super::*;
 
 impl Writer<'_> {
     /// Fixes of a file's block map: extent nodes and entries, indirect blocks, and the extent trees rebuilt whole.
-    pub(in crate::fix) fn add_block_map(&mut self, f: &Fix) -> Result<()> {
+    pub(in crate::writer) fn add_block_map(&mut self, f: &Fix) -> Result<()> {
         match f {
             Fix::ExtentBlockChecksum(b, owner) => {
                 self.block(*b, owner.extent())?;

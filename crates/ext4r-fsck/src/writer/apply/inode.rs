@@ -4,7 +4,7 @@ use super::super::*;
 
 impl Writer<'_> {
     /// Fixes of one inode's record: its fields, flags, in-inode xattr area, or the whole record.
-    pub(in crate::fix) fn add_inode_field(&mut self, f: &Fix) -> Result<()> {
+    pub(in crate::writer) fn add_inode_field(&mut self, f: &Fix) -> Result<()> {
         let bs = self.fs.block_size();
         let huge = self.sb.has_ro_compat(RoCompat::HUGE_FILE);
         match f {

@@ -47,7 +47,7 @@ impl Writer<'_> {
 
     /// Creates /lost+found (see [`crate::lost_found`]): named in the root
     /// first, so that a root without room leaves nothing half made.
-    pub(super) fn make_lost_found(&mut self, n: crate::lost_found::NewLostFound) -> Result<()> {
+    pub(super) fn make_lost_found(&mut self, n: crate::fix::plan::NewLostFound) -> Result<()> {
         use ext4r_format::inode::{ino::ROOT, InodeFlags};
         let fs = self.fs;
         let Ok(root) = fs.inode(InodeNr(ROOT)) else {

@@ -4,7 +4,7 @@ use super::super::*;
 
 impl Writer<'_> {
     /// Fixes of the journal: its inode, its superblock, and the superblock's journal fields.
-    pub(in crate::fix) fn add_journal(&mut self, f: &Fix) -> Result<()> {
+    pub(in crate::writer) fn add_journal(&mut self, f: &Fix) -> Result<()> {
         let bs = self.fs.block_size();
         match f {
             Fix::MoveJournal(from, b, off, owner) => {

@@ -1,0 +1,39 @@
+//! What stops a check before it can be done (e2fsck's exit 8).
+
+use crate::features::Unsupported;
+
+/// What went wrong so that the check could not be done at all (e2fsck's
+/// exit 8).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The filesystem could not be opened: no usable superblock or group
+    /// descriptors, or features this checker does not know.
+    #[error(transparent)]
+    Open(#[from] ext4r::Error),
+    /// The superblock has features this checker does not check (e2fsck's
+    /// "has unsupported feature(s)"); nothing was checked or written.
+    #[error("has unsupported feature(s): {}", .0.names.join(" "))]
+    Unsupported(Unsupported),
+    /// The superblock (its own checksum sound) has metadata_csum with a
+    /// checksum algorithm other than CRC32C: libext2fs refuses to open it
+    /// (`EXT2_ET_UNKNOWN_CSUM`) and e2fsck tries no backup; nothing was
+    /// checked or written.
+    #[error("Unknown checksum algorithm")]
+    UnknownChecksum,
+}
+
+#[cfg(test)]
+mod error_tests {
+    /// The open failure is said once: its message is the engine's, its
+    /// causes the engine's causes.
+    #[test]
+    fn causes_are_not_repeated() {
+        let e = crate::error::Error::from(ext4r::Error::Open {
+            path: "/tmp/img".into(),
+            source: std::io::Error::other("the io cause"),
+        });
+        let text = ext4r::error::chain(&e);
+        assert_eq!(text, "/tmp/img: the io cause");
+    }
+}
