@@ -531,13 +531,30 @@ impl Superblock {
         }
     }
 
-    /// Checks the stored checksum when metadata_csum is on.
+    /// Whether the stored checksum is the CRC32C of the superblock (always,
+    /// without metadata_csum), whatever algorithm `s_checksum_type` names:
+    /// libext2fs's two steps apart (see [`Self::verify_checksum`]).
+    pub fn checksum_matches(&self) -> bool {
+        !self.has_ro_compat(RoCompat::METADATA_CSUM)
+            || self.compute_checksum() == self.s_checksum.get()
+    }
+
+    /// Checks the stored checksum when metadata_csum is on, and that it is
+    /// one we can check ([`Self::checksum_type_known`]): what the kernel's
+    /// mount checks before it reads anything else.
     ///
     /// # Errors
-    /// [`FormatError::BadChecksum`] on mismatch.
+    /// [`FormatError::Invalid`] naming `s_checksum_type` for an unknown
+    /// algorithm; [`FormatError::BadChecksum`] on mismatch.
     pub fn verify_checksum(&self) -> Result<()> {
         if !self.has_ro_compat(RoCompat::METADATA_CSUM) {
             return Ok(());
+        }
+        if !self.checksum_type_known() {
+            return Err(FormatError::invalid(
+                "s_checksum_type",
+                format!("{} (unknown checksum algorithm)", self.s_checksum_type),
+            ));
         }
         let computed = self.compute_checksum();
         let stored = self.s_checksum.get();
@@ -559,21 +576,16 @@ impl Superblock {
         !self.has_ro_compat(RoCompat::METADATA_CSUM) || self.s_checksum_type == CHECKSUM_CRC32C
     }
 
-    /// Checks the fields that every other computation relies on, so that
-    /// code reading the rest of the filesystem can trust them: the
-    /// checksum algorithm ([`Self::checksum_type_known`]), block and
-    /// cluster sizes, group sizes, counts and inode size.
+    /// Checks the geometry fields that every other computation relies on, so
+    /// that code reading the rest of the filesystem can trust them:
+    /// block and cluster sizes, group sizes, counts and inode size. (The
+    /// checksum algorithm is [`Self::verify_checksum`]'s: a reader that
+    /// does not verify checksums can read past an unknown one.)
     ///
     /// # Errors
     /// [`FormatError::Invalid`] naming the first bad field.
     pub fn validate(&self) -> Result<()> {
         let bad = |what, detail: String| Err(FormatError::invalid(what, detail));
-        if !self.checksum_type_known() {
-            return bad(
-                "s_checksum_type",
-                format!("{} (unknown checksum algorithm)", self.s_checksum_type),
-            );
-        }
         let Some(bs) = self.block_size() else {
             return bad(
                 "s_log_block_size",
@@ -742,8 +754,13 @@ mod tests {
                 sb.s_feature_ro_compat.set(RoCompat::METADATA_CSUM.bits());
             }
             sb.s_checksum_type = ty;
+            sb.update_checksum();
             assert_eq!(sb.checksum_type_known(), ok, "type {ty}, csum {csum}");
-            assert_eq!(sb.validate().is_ok(), ok, "type {ty}, csum {csum}");
+            assert!(sb.checksum_matches(), "type {ty}, csum {csum}");
+            assert_eq!(sb.verify_checksum().is_ok(), ok, "type {ty}, csum {csum}");
+            // The geometry is sound either way: an unverifying reader
+            // reads on.
+            sb.validate().unwrap();
         }
     }
 
@@ -780,6 +797,7 @@ mod tests {
     fn checksum_round_trip() {
         let mut sb = sample();
         sb.s_feature_ro_compat.set(RoCompat::METADATA_CSUM.bits());
+        sb.s_checksum_type = CHECKSUM_CRC32C;
         sb.update_checksum();
         sb.verify_checksum().unwrap();
         sb.s_inodes_count.set(1);

@@ -168,7 +168,7 @@ pub(crate) fn refuse_unsupported_primary(
     // libext2fs verifies the checksum first: a primary that fails it is
     // not read for its algorithm or features (e2fsck goes to a backup,
     // whose own count).
-    let usable = primary(dev).filter(|sb| sb.verify_checksum().is_ok());
+    let usable = primary(dev).filter(Superblock::checksum_matches);
     if usable.as_ref().is_some_and(|sb| !sb.checksum_type_known()) {
         return Err(crate::error::Error::UnknownChecksum);
     }

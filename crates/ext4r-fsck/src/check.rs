@@ -240,6 +240,11 @@ fn open_for_check(dev: &std::sync::Arc<dyn BlockDevice>, opts: &Options) -> Resu
         fs
     } else {
         let fs = Filesystem::open_with(dev.clone(), oo.clone())?;
+        // The copy asked for is opened as libext2fs opens it: an unknown
+        // checksum algorithm stops the run (no other copy is tried).
+        if !fs.superblock().checksum_type_known() {
+            return Err(Error::UnknownChecksum);
+        }
         if let Some(u) = features::unsupported(fs.superblock()) {
             return Err(Error::Unsupported(u));
         }
