@@ -246,25 +246,30 @@ impl LoopMount {
     }
     pub fn umount(&mut self) -> Result<(), String> {
         if self.mounted {
-            // "target is busy" can be passing: a child another test thread
-            // forks holds this thread's open files until it execs. Retry.
-            let mut last = String::new();
-            for attempt in 0..20 {
-                let o = run(Command::new("umount").arg(&self.dir));
-                if o.status.success() {
-                    self.mounted = false;
-                    return Ok(());
-                }
-                last = String::from_utf8_lossy(&o.stderr).into_owned();
-                if !last.contains("busy") {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50 * (attempt + 1)));
-            }
-            return Err(format!("umount: {last}"));
+            umount_retrying(&self.dir)?;
+            self.mounted = false;
         }
         Ok(())
     }
+}
+
+/// `umount DIR`, tried again while it says the mount is busy: that can be
+/// passing, as a child another test thread forks holds this thread's open
+/// files until it execs.
+pub fn umount_retrying(dir: &Path) -> Result<(), String> {
+    let mut last = String::new();
+    for attempt in 0..20 {
+        let o = run(Command::new("umount").arg(dir));
+        if o.status.success() {
+            return Ok(());
+        }
+        last = String::from_utf8_lossy(&o.stderr).into_owned();
+        if !last.contains("busy") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50 * (attempt + 1)));
+    }
+    Err(format!("umount: {last}"))
 }
 
 impl Drop for LoopMount {

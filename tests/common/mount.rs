@@ -93,12 +93,9 @@ impl Kernel {
     }
     pub fn umount(&mut self) {
         if self.mounted {
-            let o = run(Command::new("umount").arg(&self.dir));
-            assert!(
-                o.status.success(),
-                "umount: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
+            if let Err(e) = super::umount_retrying(&self.dir) {
+                panic!("{e}");
+            }
             self.mounted = false;
         }
     }
