@@ -172,7 +172,7 @@ fn run_fast_commit(args: &Args, bin: &OsString) -> Result<()> {
                 let r = fastcommit::run_case(bin, work.path(), case);
                 let line = match &r {
                     Ok(r) if r.failures.is_empty() => format!(
-                        "ok ({} ops, {} fast-commit records{}{})",
+                        "ok ({} ops, {} fast-commit records{}{}{})",
                         r.ops,
                         r.fc_records,
                         if r.kernel_refused {
@@ -184,6 +184,11 @@ fn run_fast_commit(args: &Args, bin: &OsString) -> Result<()> {
                             String::new()
                         } else {
                             format!(", e2fsck differs on {}", r.e2fsck_differs.len())
+                        },
+                        if r.beyond_e2fsck.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", keeps {} beyond e2fsck's", r.beyond_e2fsck.len())
                         }
                     ),
                     Ok(_) => "FAILED".into(),
@@ -196,6 +201,9 @@ fn run_fast_commit(args: &Args, bin: &OsString) -> Result<()> {
                     }
                     for d in r.e2fsck_differs.iter().take(3) {
                         println!("    e2fsck vs kernel: {d}");
+                    }
+                    for d in r.beyond_e2fsck.iter().take(3) {
+                        println!("    beyond e2fsck's (the kernel refused): {d}");
                     }
                 }
                 if let Ok(mut v) = results.lock() {
