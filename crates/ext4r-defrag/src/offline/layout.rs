@@ -12,6 +12,7 @@
 //! stay unwritten.
 
 use ext4r::fs::Run;
+use ext4r_txn::map::push_run;
 
 /// One stretch of blocks to copy: `len` blocks from `from` to `to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,21 +45,6 @@ pub(crate) fn clusters(runs: &[Run], ratio: u64) -> u64 {
         last = Some(last.map_or(b, |l| l.max(b)));
     }
     n
-}
-
-/// Appends a run, merging it into the last one when it continues it on
-/// disk and in the file with the same written state.
-pub(crate) fn push_run(out: &mut Vec<Run>, r: Run) {
-    if let Some(last) = out.last_mut() {
-        if last.end() == r.logical
-            && last.physical + last.len == r.physical
-            && last.unwritten == r.unwritten
-        {
-            last.len += r.len;
-            return;
-        }
-    }
-    out.push(r);
 }
 
 fn push_move(out: &mut Vec<Move>, m: Move) {

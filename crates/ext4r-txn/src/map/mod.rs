@@ -37,6 +37,41 @@ impl Run {
     pub fn end(&self) -> u64 {
         self.logical + self.len
     }
+
+    /// The run cut at logical block `at`: the part before it and the part
+    /// from it on (either `None` when empty), each keeping the state.
+    pub fn split_at(self, at: u64) -> (Option<Run>, Option<Run>) {
+        if at <= self.logical {
+            return (None, Some(self));
+        }
+        if at >= self.end() {
+            return (Some(self), None);
+        }
+        let n = at - self.logical;
+        let before = Run { len: n, ..self };
+        let after = Run {
+            logical: at,
+            physical: self.physical + n,
+            len: self.len - n,
+            ..self
+        };
+        (Some(before), Some(after))
+    }
+}
+
+/// Appends `r` to `out`, merged into the last run when it continues it in
+/// the file and on disk with the same written state.
+pub fn push_run(out: &mut Vec<Run>, r: Run) {
+    if let Some(last) = out.last_mut() {
+        if last.end() == r.logical
+            && last.physical + last.len == r.physical
+            && last.unwritten == r.unwritten
+        {
+            last.len += r.len;
+            return;
+        }
+    }
+    out.push(r);
 }
 
 /// Where a walk reads mapping blocks from: a filesystem being read, or one
@@ -90,5 +125,56 @@ pub trait BlockSource {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::{push_run, Run};
+
+    fn run(logical: u64, physical: u64, len: u64) -> Run {
+        Run {
+            logical,
+            physical,
+            len,
+            unwritten: false,
+        }
+    }
+
+    #[test]
+    fn a_split_keeps_every_block_in_place() {
+        let r = run(10, 100, 5);
+        assert_eq!(r.split_at(10), (None, Some(r)));
+        assert_eq!(r.split_at(15), (Some(r), None));
+        assert_eq!(
+            r.split_at(12),
+            (Some(run(10, 100, 2)), Some(run(12, 102, 3)))
+        );
+    }
+
+    #[test]
+    fn only_continuing_runs_of_one_state_merge() {
+        let mut out = Vec::new();
+        push_run(&mut out, run(0, 50, 2));
+        push_run(&mut out, run(2, 52, 3));
+        push_run(&mut out, run(5, 60, 1));
+        push_run(
+            &mut out,
+            Run {
+                unwritten: true,
+                ..run(6, 61, 1)
+            },
+        );
+        assert_eq!(
+            out,
+            vec![
+                run(0, 50, 5),
+                run(5, 60, 1),
+                Run {
+                    unwritten: true,
+                    ..run(6, 61, 1)
+                }
+            ]
+        );
     }
 }

@@ -202,21 +202,6 @@ fn check_sorted(runs: &[Run], info: &Info<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Appends a run, merging it with the previous one when they continue
-/// each other.
-fn push(out: &mut Vec<Run>, r: Run) {
-    if let Some(last) = out.last_mut() {
-        if last.end() == r.logical
-            && last.physical + last.len == r.physical
-            && last.unwritten == r.unwritten
-        {
-            last.len += r.len;
-            return;
-        }
-    }
-    out.push(r);
-}
-
 /// The walk's visitor for [`runs`], [`extent_tree`] and [`all_blocks`]:
 /// every pointer checked against the filesystem, each node reached once
 /// and (when the source verifies them) its checksum, the runs collected.
@@ -311,7 +296,7 @@ impl<S: BlockSource + ?Sized> Visitor for Collect<'_, S> {
                 }
                 let place = self.node_at(p.slot.block).to_string();
                 self.src.check_blocks(b, p.len, &place)?;
-                push(
+                super::push_run(
                     self.out,
                     Run {
                         logical: p.logical,
@@ -344,7 +329,7 @@ impl<S: BlockSource + ?Sized> Visitor for Collect<'_, S> {
                 if p.levels == 0 {
                     let what = format!("inode {ino}, logical block {}", p.logical);
                     self.src.check_blocks(b, 1, &what)?;
-                    push(
+                    super::push_run(
                         self.out,
                         Run {
                             logical: p.logical,

@@ -32,21 +32,13 @@ struct Slot {
 fn runs_from(blocks: &BTreeMap<u64, Slot>) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
     for (&l, s) in blocks {
-        if let Some(last) = out.last_mut() {
-            if last.end() == l
-                && last.physical + last.len == s.physical
-                && last.unwritten == s.unwritten
-            {
-                last.len += 1;
-                continue;
-            }
-        }
-        out.push(Run {
+        let one = Run {
             logical: l,
             physical: s.physical,
             len: 1,
             unwritten: s.unwritten,
-        });
+        };
+        map::push_run(&mut out, one);
     }
     out
 }
@@ -76,9 +68,8 @@ fn window(runs: &[Run], lo: u64, hi: u64) -> Window {
             w.after.push(*r);
             continue;
         }
-        if s < lo {
-            w.before.push(Run { len: lo - s, ..*r });
-        }
+        let (head, rest) = r.split_at(lo);
+        w.before.extend(head);
         for l in s.max(lo)..e.min(hi) {
             w.mid.insert(
                 l,
@@ -88,14 +79,7 @@ fn window(runs: &[Run], lo: u64, hi: u64) -> Window {
                 },
             );
         }
-        if e > hi {
-            w.after.push(Run {
-                logical: hi,
-                physical: r.physical + (hi - s),
-                len: e - hi,
-                unwritten: r.unwritten,
-            });
-        }
+        w.after.extend(rest.and_then(|x| x.split_at(hi).1));
     }
     w
 }
@@ -110,16 +94,7 @@ fn join(w: &Window) -> Vec<Run> {
         .chain(runs_from(&w.mid).iter())
         .chain(w.after.iter())
     {
-        if let Some(last) = out.last_mut() {
-            if last.end() == r.logical
-                && last.physical + last.len == r.physical
-                && last.unwritten == r.unwritten
-            {
-                last.len += r.len;
-                continue;
-            }
-        }
-        out.push(*r);
+        map::push_run(&mut out, *r);
     }
     out
 }

@@ -19,34 +19,11 @@ use ext4r_txn::map::{self, Run};
 fn cut(runs: &[Run], lo: u64, hi: u64) -> (Vec<Run>, Vec<Run>, Vec<Run>) {
     let (mut before, mut mid, mut after) = (Vec::new(), Vec::new(), Vec::new());
     for r in runs {
-        let mut r = *r;
-        if r.logical < lo {
-            let n = r.len.min(lo - r.logical);
-            before.push(Run { len: n, ..r });
-            if n == r.len {
-                continue;
-            }
-            r = Run {
-                logical: lo,
-                physical: r.physical + n,
-                len: r.len - n,
-                ..r
-            };
-        }
-        if r.logical < hi {
-            let n = r.len.min(hi - r.logical);
-            mid.push(Run { len: n, ..r });
-            if n == r.len {
-                continue;
-            }
-            r = Run {
-                logical: hi,
-                physical: r.physical + n,
-                len: r.len - n,
-                ..r
-            };
-        }
-        after.push(r);
+        let (b, rest) = r.split_at(lo);
+        before.extend(b);
+        let (m, a) = rest.map_or((None, None), |x| x.split_at(hi));
+        mid.extend(m);
+        after.extend(a);
     }
     (before, mid, after)
 }
@@ -54,18 +31,9 @@ fn cut(runs: &[Run], lo: u64, hi: u64) -> (Vec<Run>, Vec<Run>, Vec<Run>) {
 /// Runs joined where one continues the other (logically and physically,
 /// in the same state), as the kernel merges extents after a shift.
 fn merged(runs: impl IntoIterator<Item = Run>) -> Vec<Run> {
-    let mut out: Vec<Run> = Vec::new();
+    let mut out = Vec::new();
     for r in runs {
-        if let Some(last) = out.last_mut() {
-            if last.end() == r.logical
-                && last.physical + last.len == r.physical
-                && last.unwritten == r.unwritten
-            {
-                last.len += r.len;
-                continue;
-            }
-        }
-        out.push(r);
+        map::push_run(&mut out, r);
     }
     out
 }
