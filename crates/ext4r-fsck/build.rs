@@ -65,11 +65,12 @@ fn info_entry(e: &Entry, from_e2fsck: bool) -> String {
     };
     format!(
         "    Info {{ e2fsck: {from_e2fsck}, preen_ok: {}, no_prompt: {}, preen_nomsg: {}, \
-         no_nomsg: {}, same_line: {same_line}, nl: {nl}, prompt: {prompt} }}, // {}\n",
+         no_nomsg: {}, fatal: {}, same_line: {same_line}, nl: {nl}, prompt: {prompt} }}, // {}\n",
         has("preen_ok"),
         has("no_prompt"),
         has("preen_nomsg"),
         has("no_nomsg"),
+        has("fatal"),
         e.code,
     )
 }

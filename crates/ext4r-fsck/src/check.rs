@@ -363,11 +363,16 @@ fn restart(c: &mut ctx::Ctx, emit: &mut Emitter, pass: u8, obs: &mut dyn Observe
 /// e2fsck marks the filesystem valid after its superblock, descriptor and
 /// journal checks ("'til proven otherwise"): under `-n` what it found
 /// there and left (e2fsck's own PR_0_ codes) does not count for the exit
-/// code. A repair fixes them anyway.
+/// code. A repair fixes them anyway. What stops e2fsck (`PR_FATAL`: an
+/// external journal it cannot find) is not forgiven: its run ends there,
+/// with errors.
 fn forgive_pass0(c: &mut ctx::Ctx, from: usize) {
     if !c.repairing {
         c.p.forgive_from(from, |p| {
-            p.pass == 0 && p.code.is_e2fsck() && p.code.section() == "0"
+            p.pass == 0
+                && p.code.is_e2fsck()
+                && p.code.section() == "0"
+                && !crate::codes::fatal(p.code)
         });
     }
 }

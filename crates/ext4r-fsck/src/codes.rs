@@ -16,6 +16,7 @@ pub(crate) struct Info {
     no_prompt: bool,
     preen_nomsg: bool,
     no_nomsg: bool,
+    fatal: bool,
     same_line: Option<u8>,
     nl: u8,
     prompt: Option<&'static str>,
@@ -92,6 +93,12 @@ pub fn no_nomsg(code: ProblemCode) -> bool {
 /// ("clear_htree"); `None` for `PROMPT_NONE` and for codes not e2fsck's.
 pub(crate) fn prompt_name(code: ProblemCode) -> Option<&'static str> {
     code.flags().prompt
+}
+
+/// Whether e2fsck stops at the problem (`PR_FATAL`): it can go no further,
+/// and its run ends with the filesystem unchecked.
+pub(crate) fn fatal(code: ProblemCode) -> bool {
+    code.flags().fatal
 }
 
 /// Whether e2fsck -p fixes the problem without a word (`PR_PREEN_NOMSG`:

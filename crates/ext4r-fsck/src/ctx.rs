@@ -168,6 +168,14 @@ pub(crate) struct GroupState {
     /// The descriptor's checksum does not match: libext2fs then reads its
     /// bitmaps from disk whatever its flags say.
     pub csum_bad: bool,
+    /// Without uninit_bg or metadata_csum: the `INODE_UNINIT` flag and the
+    /// unused-inode count as a read-only check leaves them. Nothing obeys
+    /// them (pass 1 reads the whole table), but e2fsck's pass 2 still holds
+    /// an entry naming an inode they cover against them (see
+    /// [`crate::gdesc::inode_reference`]).
+    pub unobeyed_inode_uninit: bool,
+    /// See [`GroupState::unobeyed_inode_uninit`].
+    pub unobeyed_itable_unused: u32,
 }
 
 /// What pass 1 found on a worker thread for a stretch of inodes (see

@@ -39,6 +39,13 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         inode_uninit: group_csum && flags & BG_INODE_UNINIT != 0,
         itable_unused: if group_csum { d.itable_unused(wide) } else { 0 },
         csum_bad: !csum_ok,
+        // A repair clears them (PR_0_GDT_UNINIT below).
+        unobeyed_inode_uninit: !group_csum && !c.repairing && flags & BG_INODE_UNINIT != 0,
+        unobeyed_itable_unused: if group_csum || c.repairing {
+            0
+        } else {
+            d.itable_unused(wide)
+        },
     };
     // What a repair (answering yes) makes of the descriptor.
     let mut clear: u16 = 0;
@@ -126,20 +133,38 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
 /// `INODE_UNINIT` may still find itself in the unused tail, the count
 /// being a second fix), and no entry naming an unused inode is cleared
 /// once a restart is due: pass 1 has not read those inodes yet.
+///
+/// Without uninit_bg or metadata_csum, pass 1 read every inode, so the
+/// rule holds for every entry, whatever its target: e2fsck tests the
+/// descriptor as it stands (a read-only check leaves `INODE_UNINIT` or a
+/// count nothing obeys, and each entry into such a group is an error).
 pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -> bool {
-    if !c.group_csum() {
-        return c.restart;
-    }
     let ipg = c.geo.inodes_per_group;
     let Some(i) = target.checked_sub(1) else {
         return c.restart;
     };
-    let (g, idx) = (i / ipg, i % ipg);
+    let g = i / ipg;
     let mut s = c.group_state(g);
+    let (uninit, unused) = if c.group_csum() {
+        (s.inode_uninit, s.itable_unused)
+    } else {
+        (s.unobeyed_inode_uninit, s.unobeyed_itable_unused)
+    };
+    // e2fsck's first inode of the unused tail, in its arithmetic (a count
+    // beyond the table wraps past every inode: none is in the tail).
+    let first_unused = g
+        .wrapping_mul(ipg)
+        .wrapping_add(1)
+        .wrapping_add(ipg)
+        .wrapping_sub(unused);
+    if !uninit && target < first_unused {
+        return c.restart;
+    }
     let name = crate::pathname::safe(name);
     let path = crate::pathname::dir_path(&c.fs, dir);
-    let (code, msg, fix) = if s.inode_uninit {
+    let (code, msg, fix) = if uninit {
         s.inode_uninit = false;
+        s.unobeyed_inode_uninit = false;
         (
             ProblemCode::PR_2_INOREF_BG_INO_UNINIT,
             format!(
@@ -148,8 +173,9 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
             ),
             Fix::GroupDescFlags(g, BG_INODE_UNINIT, None),
         )
-    } else if idx >= ipg.saturating_sub(s.itable_unused) {
+    } else {
         s.itable_unused = 0;
+        s.unobeyed_itable_unused = 0;
         (
             ProblemCode::PR_2_INOREF_IN_UNUSED,
             format!(
@@ -158,8 +184,6 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
             ),
             Fix::GroupDescFlags(g, 0, Some(0)),
         )
-    } else {
-        return c.restart;
     };
     if c.repairing {
         c.p.error_fix(2, code, msg, fix);

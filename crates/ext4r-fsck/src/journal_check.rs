@@ -38,7 +38,7 @@ pub(crate) fn check(c: &mut Ctx) {
         return;
     }
     if sb.s_journal_uuid != [0; 16] {
-        external(c, has, recover, inum);
+        external(c, has, recover);
         return;
     }
     let (info, from_backup) = match journal_inode(c, &sb, inum) {
@@ -182,7 +182,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
 }
 
 /// A journal kept on another device (`s_journal_uuid` set).
-fn external(c: &mut Ctx, has: bool, recover: bool, inum: u32) {
+fn external(c: &mut Ctx, has: bool, recover: bool) {
     if !has {
         if recover {
             c.p.error_fix(
@@ -194,9 +194,9 @@ fn external(c: &mut Ctx, has: bool, recover: bool, inum: u32) {
         }
         return;
     }
-    if inum != 0 {
-        return;
-    }
+    // As e2fsck: the UUID names the journal's device whatever inode the
+    // superblock also names (the kernel goes by the inode; which of the two
+    // is stray is not for a check to guess).
     if let Some(ext) = c.external_journal.clone() {
         crate::external_journal::check(c, &ext);
     } else {

@@ -98,7 +98,8 @@ pub struct RepairReport {
 
 impl RepairReport {
     /// fsck(8)'s exit code: 0 nothing to do, 1 fixed, 4 errors left (also
-    /// when some were fixed: e2fsck drops the "modified" bit then), 32
+    /// when some were fixed: e2fsck drops the "modified" bit then), 8 the
+    /// check stopped (12 with errors left), 32
     /// cancelled (with 4 when the superblock says errors or a fix was
     /// declined, as e2fsck's "still has errors" after a cancel).
     pub fn exit_code(&self) -> u8 {
@@ -107,7 +108,9 @@ impl RepairReport {
             let left = self.errors_flagged || !self.declined.is_empty();
             32 | if left { 4 } else { 0 }
         } else if self.last.fatal.is_some() {
-            8
+            // As e2fsck's fatal_error: 4 more when what stopped it is
+            // an error left.
+            8 | if self.last.has_errors() { 4 } else { 0 }
         } else if self.last.has_errors() || self.preen_stopped.is_some() {
             4
         } else {

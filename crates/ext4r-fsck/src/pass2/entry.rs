@@ -49,6 +49,12 @@ pub(super) fn entry(
         unused_target(c, &e);
         return;
     };
+    if !c.group_csum() {
+        // Pass 1 read the whole table: the descriptor's word against an
+        // inode in use is tested for every entry (e2fsck's order: before
+        // the file type).
+        crate::gdesc::inode_reference(c, e.dir, e.name, target);
+    }
     entry_filetype(c, &e, ftype, kind);
     if slot > 1 && !(encryption_policy(c, &e, kind) && dir_link(c, &e, kind)) {
         return;
