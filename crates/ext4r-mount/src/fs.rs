@@ -309,6 +309,20 @@ struct Inherited {
     default: Option<PosixAcl>,
 }
 
+impl Inherited {
+    /// `node` with the ACLs to store, stored in the same operation as the
+    /// inode is made (as the kernel's create, which fails whole).
+    fn onto(&self, mut node: NewNode) -> NewNode {
+        if let Some(a) = &self.access {
+            node = node.with_xattr(ACL_ACCESS, &a.to_disk());
+        }
+        if let Some(d) = &self.default {
+            node = node.with_xattr(ACL_DEFAULT, &d.to_disk());
+        }
+        node
+    }
+}
+
 /// ACL `name` of `ino` as stored, read.
 fn stored_acl(fs: &WriteFs, ino: u32, name: &[u8]) -> ext4r::Result<Option<PosixAcl>> {
     match fs.xattrs(ino)?.into_iter().find(|(n, _)| n == name) {
@@ -351,36 +365,6 @@ impl Ext4rFuse {
             default: (m & mode::S_IFMT == mode::S_IFDIR).then_some(default),
         })
     }
-}
-
-/// Stores the ACLs a new inode `ino` (named `name` in `parent`) took from
-/// its directory; if that fails, the inode goes again, as the kernel's
-/// create fails whole.
-fn store_inherited(
-    fs: &mut WriteFs,
-    parent: u32,
-    name: &[u8],
-    ino: u32,
-    inh: &Inherited,
-) -> ext4r::Result<()> {
-    let mut r = Ok(());
-    if let Some(a) = &inh.access {
-        r = fs.set_xattr(ino, ACL_ACCESS, &a.to_disk());
-    }
-    if let (Ok(()), Some(d)) = (&r, &inh.default) {
-        r = fs.set_xattr(ino, ACL_DEFAULT, &d.to_disk());
-    }
-    if r.is_err() {
-        let undo = if inh.mode & mode::S_IFMT == mode::S_IFDIR {
-            fs.rmdir(parent, name)
-        } else {
-            fs.unlink(parent, name)
-        };
-        if let Err(e) = undo {
-            note("undoing a create whose ACLs could not be stored", &e);
-        }
-    }
-    r
 }
 
 /// The error for a directory entry naming an inode no entry may name.
@@ -581,8 +565,7 @@ impl fuser::Filesystem for Ext4rFuse {
                     mode::S_IFBLK => NewNode::block_device(perm, major, minor),
                     _ => return Err(Error::InvalidArgument(format!("mknod of mode {mode:#o}"))),
                 };
-                let ino = fs.create(p, name, &node.owned_by(uid, gid))?;
-                store_inherited(fs, p, name, ino, &inh)?;
+                let ino = fs.create(p, name, &inh.onto(node.owned_by(uid, gid)))?;
                 let e = self.entry_of(fs, ino)?;
                 st.remember(ino);
                 Ok(e)
@@ -610,8 +593,8 @@ impl fuser::Filesystem for Ext4rFuse {
                 let (uid, gid, m) = Self::owner(fs, req, p, m)?;
                 let inh = self.inherit(fs, p, m, umask)?;
                 let m = inh.mode;
-                let ino = fs.mkdir(p, name, &NewNode::dir(m & 0o7777).owned_by(uid, gid))?;
-                store_inherited(fs, p, name, ino, &inh)?;
+                let node = NewNode::dir(m & 0o7777).owned_by(uid, gid);
+                let ino = fs.mkdir(p, name, &inh.onto(node))?;
                 let e = self.entry_of(fs, ino)?;
                 st.remember(ino);
                 Ok(e)
@@ -723,7 +706,8 @@ impl fuser::Filesystem for Ext4rFuse {
                     // makes it through ext4_new_inode, ACLs included).
                     let (uid, gid, m) = Self::owner(fs, req, from_dir, mode::S_IFCHR)?;
                     let inh = self.inherit(fs, from_dir, m, 0)?;
-                    let made = fs.rename_whiteout(from_dir, from, to_dir, to, uid, gid);
+                    let wh = inh.onto(NewNode::char_device(0, 0, 0).owned_by(uid, gid));
+                    let made = fs.rename_whiteout_as(from_dir, from, to_dir, to, &wh);
                     if let Err(Error::DirectoryNotEmpty(_) | Error::TooManyLinks(_)) = &made {
                         // The kernel's ext4_rename checks these two after
                         // the whiteout has taken the old name; putting the
@@ -735,10 +719,7 @@ impl fuser::Filesystem for Ext4rFuse {
                         fs.setattr(from_dir, &a)?;
                         self.stale(parent);
                     }
-                    let made = made?;
-                    if let (Some(wh), Some(a)) = (made, &inh.access) {
-                        fs.set_xattr(wh, ACL_ACCESS, &a.to_disk())?;
-                    }
+                    made?;
                     Ok(())
                 })
             })
@@ -1103,8 +1084,8 @@ impl fuser::Filesystem for Ext4rFuse {
                 }
                 let inh = self.inherit(fs, p, mode::S_IFREG | (m & 0o7777), umask)?;
                 let m = inh.mode;
-                let ino = fs.create(p, name, &NewNode::file(m & 0o7777).owned_by(uid, gid))?;
-                store_inherited(fs, p, name, ino, &inh)?;
+                let node = NewNode::file(m & 0o7777).owned_by(uid, gid);
+                let ino = fs.create(p, name, &inh.onto(node))?;
                 let e = self.entry_of(fs, ino)?;
                 *st.open.entry(ino).or_insert(0) += 1;
                 st.remember(ino);

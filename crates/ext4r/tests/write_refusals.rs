@@ -770,3 +770,56 @@ fn uninit_flags_without_group_checksums_stay_for_fsck() {
     fs.close().unwrap();
     assert_ne!(verdict(), 0, "the write made the damaged flags look clean");
 }
+
+/// A new inode's attributes are stored in the operation that makes it
+/// (the ACLs it takes from its directory): a create whose attribute is
+/// refused makes nothing at all, and one that succeeds has them, on an
+/// inline directory too (the attribute first, as the kernel's create).
+#[test]
+fn a_create_whose_attribute_is_refused_makes_nothing() {
+    if let Some(m) = missing_tools(&["mke2fs", "e2fsck"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    let dir = TempDir::new("wrefuse-xattr");
+    let img = mkfs(&dir, "x.img", &["-O", "inline_data", "-I", "256"], 8192);
+    refuses(
+        &img,
+        |_| {},
+        |fs| {
+            let n = NewNode::file(0o640).with_xattr(b"nonsense.name", b"v");
+            fs.create(ROOT_INO, b"f", &n).map(drop)
+        },
+        |e| matches!(e, Error::InvalidName(_)),
+    );
+    refuses(
+        &img,
+        |_| {},
+        |fs| {
+            // No block takes a value this large, and no ea_inode.
+            let n = NewNode::dir(0o750).with_xattr(b"user.big", &[7; 70_000]);
+            fs.mkdir(ROOT_INO, b"d", &n).map(drop)
+        },
+        |e| matches!(e, Error::NoSpace),
+    );
+    // ext4's ACL format: version 1; user::rw-, group::r--, other::---.
+    let acl = [1u8, 0, 0, 0, 1, 0, 6, 0, 4, 0, 4, 0, 0x20, 0, 0, 0];
+    let mut fs = open(&img);
+    let f = NewNode::file(0o640).with_xattr(b"system.posix_acl_access", &acl);
+    let f = fs.create(ROOT_INO, b"f", &f).unwrap();
+    let d = NewNode::dir(0o750)
+        .with_xattr(b"system.posix_acl_default", &acl)
+        .with_xattr(b"user.k", &[1; 40]);
+    let d = fs.mkdir(ROOT_INO, b"d", &d).unwrap();
+    let names = |fs: &WriteFs, ino| -> Vec<Vec<u8>> {
+        fs.xattrs(ino).unwrap().into_iter().map(|x| x.0).collect()
+    };
+    assert_eq!(names(&fs, f), vec![b"system.posix_acl_access".to_vec()]);
+    assert_eq!(
+        names(&fs, d),
+        vec![b"system.posix_acl_default".to_vec(), b"user.k".to_vec()]
+    );
+    fs.create(d, b"in", &NewNode::file(0o600)).unwrap();
+    fs.close().unwrap();
+    e2fsck_clean(&img);
+}

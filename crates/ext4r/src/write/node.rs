@@ -25,6 +25,11 @@ pub struct NewNode {
     pub rdev: (u32, u32),
     /// Times to set instead of now (access, modification, change).
     pub times: Option<[Timestamp; 3]>,
+    /// Extended attributes stored with the inode, in the same operation
+    /// (full names with their namespace prefix): the ACLs a new inode takes
+    /// from its directory, a security label. As the kernel's create, the
+    /// inode never exists without them, also after a power cut.
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl NewNode {
@@ -35,6 +40,7 @@ impl NewNode {
             gid: 0,
             rdev: (0, 0),
             times: None,
+            xattrs: Vec::new(),
         }
     }
 
@@ -78,6 +84,13 @@ impl NewNode {
     pub fn owned_by(mut self, uid: u32, gid: u32) -> Self {
         self.uid = uid;
         self.gid = gid;
+        self
+    }
+
+    /// With extended attribute `name` (e.g. `system.posix_acl_access`) set
+    /// to `value` when it is made.
+    pub fn with_xattr(mut self, name: &[u8], value: &[u8]) -> Self {
+        self.xattrs.push((name.to_vec(), value.to_vec()));
         self
     }
 }

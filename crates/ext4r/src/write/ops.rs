@@ -69,14 +69,31 @@ impl WriteFs {
         Ok(false)
     }
 
-    /// A new inode with record `rec` (links set by the caller).
+    /// A new inode as `n` describes it, its attributes stored (links set
+    /// by the caller).
     fn new_inode(&mut self, parent: u32, n: &NewNode, links: u16) -> Result<u32> {
+        // Names and sizes judged before anything is allocated.
+        let keys = n
+            .xattrs
+            .iter()
+            .map(|(name, value)| Ok((self.xattr_key(name, Some(value))?, value)))
+            .collect::<Result<Vec<_>>>()?;
         let dirflag = n.mode & mode::S_IFMT == mode::S_IFDIR;
         let ino = self.txn.alloc_inode(parent, dirflag)?;
         let now = self.now();
         let generation = self.generation();
         let rec = node::record(&self.shape, n, links, now, generation)?;
         self.txn.write_inode(ino, rec)?;
+        for (key, value) in &keys {
+            self.put_xattr(ino, key, Some(value))?;
+        }
+        if let (Some([.., ctime]), false) = (n.times, keys.is_empty()) {
+            // Storing an attribute stamps the change time: the one asked
+            // for stands.
+            let mut i = self.inode(ino)?;
+            i.set_ctime(ctime);
+            self.put_inode(ino, &i)?;
+        }
         Ok(ino)
     }
 
@@ -199,6 +216,7 @@ impl WriteFs {
                 gid,
                 rdev: (0, 0),
                 times: None,
+                xattrs: Vec::new(),
             };
             let ino = w.new_inode(parent, &n, 1)?;
             let mut i = w.inode(ino)?;
@@ -432,7 +450,31 @@ impl WriteFs {
         uid: u32,
         gid: u32,
     ) -> Result<Option<u32>> {
-        let wh = NewNode::char_device(0, 0, 0).owned_by(uid, gid);
+        let owner = NewNode::char_device(0, 0, 0).owned_by(uid, gid);
+        self.rename_whiteout_as(from_dir, from, to_dir, to, &owner)
+    }
+
+    /// [`WriteFs::rename_whiteout`] with the whiteout's owner, times and
+    /// extended attributes (the ACL it takes from `from_dir`) from `node`;
+    /// its type, mode and device number are a whiteout's whatever `node`
+    /// says. The attributes are stored in the same operation.
+    ///
+    /// # Errors
+    /// As [`WriteFs::rename_whiteout`]; as [`WriteFs::set_xattr`] for the
+    /// attributes.
+    pub fn rename_whiteout_as(
+        &mut self,
+        from_dir: u32,
+        from: &[u8],
+        to_dir: u32,
+        to: &[u8],
+        node: &NewNode,
+    ) -> Result<Option<u32>> {
+        let wh = NewNode {
+            times: node.times,
+            xattrs: node.xattrs.clone(),
+            ..NewNode::char_device(0, 0, 0).owned_by(node.uid, node.gid)
+        };
         self.op(|w| w.rename_now(from_dir, from, to_dir, to, Some(&wh)))
     }
 

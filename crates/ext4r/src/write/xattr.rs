@@ -96,6 +96,16 @@ fn entry_room(name: usize, value: usize) -> usize {
     ext4r_format::xattr::xattr_entry_len(name) + ext4r_format::xattr::xattr_value_len(value)
 }
 
+/// An attribute's name parsed for a change (see [`WriteFs::xattr_key`]).
+pub(crate) struct XattrKey<'a> {
+    index: u8,
+    suffix: &'a [u8],
+    /// The full name, for messages.
+    shown: String,
+    /// The value needs an EA inode (it fits no block).
+    big: bool,
+}
+
 impl WriteFs {
     /// Every attribute of inode `ino`: in-inode ones, then the block's,
     /// the block's number and reference count.
@@ -147,6 +157,17 @@ impl WriteFs {
     }
 
     fn change_xattr(&mut self, ino: u32, name: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let key = self.xattr_key(name, value)?;
+        self.op(|w| w.put_xattr(ino, &key, value))
+    }
+
+    /// Attribute `name` parsed and judged for `value` before anything
+    /// changes: a name no namespace takes, a value too large for any place.
+    pub(crate) fn xattr_key<'a>(
+        &self,
+        name: &'a [u8],
+        value: Option<&[u8]>,
+    ) -> Result<XattrKey<'a>> {
         let shown = String::from_utf8_lossy(name).into_owned();
         let (index, suffix) =
             split_xattr_name(name).ok_or_else(|| Error::InvalidName(shown.clone()))?;
@@ -164,80 +185,100 @@ impl WriteFs {
                 return Err(Error::NoSpace);
             }
         }
-        self.op(|w| {
-            let (mut ib, mut blk, acl, refs) = w.read_xattrs(ino)?;
-            if refs > 1 && blk.iter().any(|a| matches!(a.2, Val::Ea(_))) {
-                // Copying a shared block would take a reference to each of
-                // its EA inodes: not done here.
-                return Err(Error::Unsupported(format!(
-                    "inode {ino}: changing xattrs in a shared block that names EA inodes"
-                )));
-            }
-            let key = |a: &Attr| a.0 == index && a.1 == suffix;
-            let old: Vec<Val> = ib
-                .iter()
-                .chain(blk.iter())
-                .filter(|a| key(a))
-                .map(|a| a.2.clone())
-                .collect();
-            if value.is_none() && old.is_empty() {
-                return Err(Error::NotFound(shown.clone()));
-            }
-            ib.retain(|a| !key(a));
-            blk.retain(|a| !key(a));
-            if let Some(v) = value {
-                let val = if big {
-                    Val::Ea(w.ea_create(ino, v)?)
-                } else {
-                    Val::Here(v.to_vec())
-                };
-                ib.push((index, suffix.to_vec(), val));
-            }
-            match w.place_xattrs(ino, ib.clone(), blk.clone(), acl, refs) {
-                Err(Error::NoSpace) if w.shape.ea_inode && value.is_some() && !big => {
-                    // No room beside the others: the value gets an inode.
-                    let v = value.unwrap_or_default();
-                    let r = w.ea_create(ino, v)?;
-                    if let Some(last) = ib.last_mut() {
-                        last.2 = Val::Ea(r);
-                    }
-                    w.place_xattrs(ino, ib, blk, acl, refs)?;
-                }
-                other => other?,
-            }
-            // The owner is charged for the blocks of the values it keeps in
-            // EA inodes (the kernel's quota charge, which e2fsck counts in
-            // i_blocks).
-            let sectors = |v: &Val| match v {
-                Val::Ea(r) => w.ea_quota_sectors(r.size),
-                Val::Here(_) => 0,
-            };
-            let removed: u64 = old.iter().map(sectors).sum();
-            let (ib_now, blk_now, _, _) = w.read_xattrs(ino)?;
-            let new_charge: u64 = ib_now
-                .iter()
-                .chain(blk_now.iter())
-                .filter(|a| key(a))
-                .map(|a| sectors(&a.2))
-                .sum();
-            if new_charge != removed {
-                let sh = w.shape;
-                let mut i = w.inode(ino)?;
-                let b =
-                    (i.blocks_count(sh.huge_file, sh.bs32) + new_charge).saturating_sub(removed);
-                i.set_blocks_count(b, sh.huge_file, sh.bs32)
-                    .map_err(|e| corrupt(ino, e))?;
-                w.put_inode(ino, &i)?;
-            }
-            for v in old {
-                if let Val::Ea(r) = v {
-                    w.ea_deref(r.ino)?;
-                }
-            }
-            let mut i = w.inode(ino)?;
-            i.set_ctime(w.now());
-            w.put_inode(ino, &i)
+        Ok(XattrKey {
+            index,
+            suffix,
+            shown,
+            big,
         })
+    }
+
+    /// Sets (`Some`) or removes (`None`) attribute `key` of inode `ino`,
+    /// inside an operation.
+    pub(crate) fn put_xattr(
+        &mut self,
+        ino: u32,
+        key: &XattrKey<'_>,
+        value: Option<&[u8]>,
+    ) -> Result<()> {
+        let XattrKey {
+            index,
+            suffix,
+            ref shown,
+            big,
+        } = *key;
+        let w = self;
+        let (mut ib, mut blk, acl, refs) = w.read_xattrs(ino)?;
+        if refs > 1 && blk.iter().any(|a| matches!(a.2, Val::Ea(_))) {
+            // Copying a shared block would take a reference to each of
+            // its EA inodes: not done here.
+            return Err(Error::Unsupported(format!(
+                "inode {ino}: changing xattrs in a shared block that names EA inodes"
+            )));
+        }
+        let key = |a: &Attr| a.0 == index && a.1 == suffix;
+        let old: Vec<Val> = ib
+            .iter()
+            .chain(blk.iter())
+            .filter(|a| key(a))
+            .map(|a| a.2.clone())
+            .collect();
+        if value.is_none() && old.is_empty() {
+            return Err(Error::NotFound(shown.clone()));
+        }
+        ib.retain(|a| !key(a));
+        blk.retain(|a| !key(a));
+        if let Some(v) = value {
+            let val = if big {
+                Val::Ea(w.ea_create(ino, v)?)
+            } else {
+                Val::Here(v.to_vec())
+            };
+            ib.push((index, suffix.to_vec(), val));
+        }
+        match w.place_xattrs(ino, ib.clone(), blk.clone(), acl, refs) {
+            Err(Error::NoSpace) if w.shape.ea_inode && value.is_some() && !big => {
+                // No room beside the others: the value gets an inode.
+                let v = value.unwrap_or_default();
+                let r = w.ea_create(ino, v)?;
+                if let Some(last) = ib.last_mut() {
+                    last.2 = Val::Ea(r);
+                }
+                w.place_xattrs(ino, ib, blk, acl, refs)?;
+            }
+            other => other?,
+        }
+        // The owner is charged for the blocks of the values it keeps in
+        // EA inodes (the kernel's quota charge, which e2fsck counts in
+        // i_blocks).
+        let sectors = |v: &Val| match v {
+            Val::Ea(r) => w.ea_quota_sectors(r.size),
+            Val::Here(_) => 0,
+        };
+        let removed: u64 = old.iter().map(sectors).sum();
+        let (ib_now, blk_now, _, _) = w.read_xattrs(ino)?;
+        let new_charge: u64 = ib_now
+            .iter()
+            .chain(blk_now.iter())
+            .filter(|a| key(a))
+            .map(|a| sectors(&a.2))
+            .sum();
+        if new_charge != removed {
+            let sh = w.shape;
+            let mut i = w.inode(ino)?;
+            let b = (i.blocks_count(sh.huge_file, sh.bs32) + new_charge).saturating_sub(removed);
+            i.set_blocks_count(b, sh.huge_file, sh.bs32)
+                .map_err(|e| corrupt(ino, e))?;
+            w.put_inode(ino, &i)?;
+        }
+        for v in old {
+            if let Val::Ea(r) = v {
+                w.ea_deref(r.ino)?;
+            }
+        }
+        let mut i = w.inode(ino)?;
+        i.set_ctime(w.now());
+        w.put_inode(ino, &i)
     }
 
     /// Stores the attributes: as many as fit in the inode (those already
