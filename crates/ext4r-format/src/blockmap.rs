@@ -46,6 +46,51 @@ pub fn max_mapped_blocks(block_size: u32) -> u64 {
     NDIR_BLOCKS as u64 + p + p * p + p * p * p
 }
 
+/// The largest size in bytes a file may reach on the kernel's ext4
+/// (`ext4_max_size` and `ext4_max_bitmap_size`, what it refuses past with
+/// EFBIG): with `extents`, 2^32 − 1 blocks (one less than the logical
+/// block numbers, so that an extent's length can cover the last one);
+/// block-mapped, what the map addresses, less the indirect blocks a dense
+/// file of that size needs when `i_blocks` is the limit. Without
+/// `huge_file`, `i_blocks` counts at most 2^32 − 1 sectors of 512 bytes.
+pub fn max_file_bytes(block_size: u32, huge_file: bool, extents: bool) -> u64 {
+    // MAX_LFS_FILESIZE on 64-bit kernels.
+    const MAX_LFS: u64 = i64::MAX as u64;
+    let bits = block_size.max(1024).trailing_zeros();
+    let sectors_max = u32::MAX as u64;
+    if extents {
+        let res = (u64::from(u32::MAX)) << bits;
+        let upper = if huge_file {
+            MAX_LFS
+        } else {
+            (sectors_max >> (bits - 9)) << bits
+        };
+        return res.min(upper);
+    }
+    let ppb = u64::from(addr_per_block(block_size));
+    let mut upper = if huge_file {
+        (1u64 << 48) - 1
+    } else {
+        sectors_max >> (bits - 9)
+    };
+    let mut res = NDIR_BLOCKS as u64 + ppb + ppb * ppb + ppb * ppb * ppb;
+    let meta = 1 + (1 + ppb) + (1 + ppb + ppb * ppb);
+    if res + meta > upper {
+        res = upper;
+        upper -= NDIR_BLOCKS as u64 + ppb;
+        let mut meta = 1;
+        if upper < ppb * ppb {
+            meta += 1 + upper.div_ceil(ppb);
+        } else {
+            meta += 1 + ppb;
+            upper -= ppb * ppb;
+            meta += 1 + upper.div_ceil(ppb) + upper.div_ceil(ppb * ppb);
+        }
+        res -= meta;
+    }
+    (res << bits).min(MAX_LFS)
+}
+
 /// The slots to follow from `i_block` down to a logical block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlockPath {
@@ -225,6 +270,25 @@ pub fn write_indirect(out: &mut [u8], entries: &[BlockNr]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_size_limits_are_the_kernels() {
+        // What the kernel refuses past (ftruncate's EFBIG, found by
+        // bisection on loop mounts of mke2fs images of these shapes).
+        assert_eq!(max_file_bytes(4096, true, true), 17_592_186_040_320);
+        assert_eq!(max_file_bytes(1024, true, true), 4_398_046_510_080);
+        assert_eq!(max_file_bytes(4096, false, true), 2_199_023_251_456);
+        assert_eq!(max_file_bytes(1024, false, true), 2_199_023_254_528);
+        assert_eq!(max_file_bytes(1024, true, false), 17_247_252_480);
+        assert_eq!(max_file_bytes(4096, true, false), 4_402_345_721_856);
+        assert_eq!(max_file_bytes(4096, false, false), 2_196_873_666_560);
+        assert_eq!(max_file_bytes(2048, false, false), 275_415_851_008);
+        assert_eq!(max_file_bytes(2048, false, true), 2_199_023_253_504);
+        assert_eq!(
+            max_file_bytes(65536, true, true),
+            (u64::from(u32::MAX)) << 16
+        );
+    }
     use proptest::prelude::*;
 
     /// A 300 KiB file written by `mke2fs -t ext2 -b 1024 -d`: debugfs

@@ -823,3 +823,69 @@ fn a_create_whose_attribute_is_refused_makes_nothing() {
     fs.close().unwrap();
     e2fsck_clean(&img);
 }
+
+/// The largest file size is the kernel's, per block size, huge_file and
+/// mapping (extents or a block map): found on a loop mount by bisecting
+/// ftruncate's EFBIG, it is where the library's truncate, write and
+/// fallocate stop too. Up to it a truncate is taken; past it each is
+/// refused with `FileTooLarge` (EFBIG); a write across it is short.
+#[test]
+fn the_largest_file_is_the_kernels() {
+    use std::os::unix::fs::FileExt;
+    if let Some(m) = missing_tools(&["mke2fs", "e2fsck"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    if let Some(why) = loop_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = TempDir::new("wrefuse-efbig");
+    let shapes: [&[&str]; 4] = [
+        &["-b", "4096"],
+        &["-b", "1024", "-O", "^huge_file"],
+        &["-b", "2048", "-O", "^extent,^64bit"],
+        &["-b", "4096", "-O", "^extent,^64bit,^huge_file"],
+    ];
+    for (k, args) in shapes.iter().enumerate() {
+        let img = mkfs(&dir, &format!("s{k}.img"), args, 16384);
+        let kernel = {
+            let lo = LoopDev::attach(&img).unwrap();
+            let m = Mount::new(&lo.0, &dir.join("mnt")).unwrap();
+            let f = std::fs::File::create(m.0.join("f")).unwrap();
+            let (mut lo_ok, mut hi_bad) = (0u64, i64::MAX as u64);
+            while hi_bad - lo_ok > 1 {
+                let mid = lo_ok + (hi_bad - lo_ok) / 2;
+                match f.set_len(mid) {
+                    Ok(()) => lo_ok = mid,
+                    Err(e) if e.raw_os_error() == Some(27) => hi_bad = mid,
+                    Err(e) => panic!("{args:?}: ftruncate {mid}: {e}"),
+                }
+            }
+            // The kernel's short write at the limit, for the record.
+            f.set_len(0).unwrap();
+            assert_eq!(f.write_at(b"ab", lo_ok - 1).unwrap(), 1, "{args:?}");
+            drop(f);
+            std::fs::remove_file(m.0.join("f")).unwrap();
+            drop(m);
+            drop(lo);
+            lo_ok
+        };
+        let mut fs = open(&img);
+        let f = fs.create(ROOT_INO, b"f", &NewNode::file(0o644)).unwrap();
+        fs.truncate(f, kernel).unwrap();
+        let e = fs.truncate(f, kernel + 1).unwrap_err();
+        assert!(matches!(e, Error::FileTooLarge(_)), "{args:?}: {e:?}");
+        fs.truncate(f, 0).unwrap();
+        assert_eq!(fs.write(f, kernel - 1, b"ab").unwrap(), 1, "{args:?}");
+        assert_eq!(fs.stat(f).unwrap().size(), kernel);
+        let e = fs.write(f, kernel, b"a").unwrap_err();
+        assert!(matches!(e, Error::FileTooLarge(_)), "{args:?}: {e:?}");
+        if !args.iter().any(|a| a.starts_with("^extent")) {
+            let e = fs.fallocate(f, kernel - 4096, 8192, true).unwrap_err();
+            assert!(matches!(e, Error::FileTooLarge(_)), "{args:?}: {e:?}");
+        }
+        fs.close().unwrap();
+        e2fsck_clean(&img);
+    }
+}

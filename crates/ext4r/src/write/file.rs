@@ -171,18 +171,31 @@ impl WriteFs {
     }
 
     /// Writes `data` at byte `offset` of regular file `ino`; the size
-    /// grows to cover it. Returns the bytes written (all of them).
+    /// grows to cover it. Returns the bytes written: all of them, but for
+    /// a write that would take the file past the largest size it may have
+    /// (as pwrite(2), what fits below it).
     ///
     /// # Errors
     /// [`Error::NoSpace`] (what was written before it stays, in whole
-    /// chunks), [`Error::IsADirectory`] and other wrong targets, I/O errors.
+    /// chunks), [`Error::FileTooLarge`] (EFBIG) for a write that starts at
+    /// the largest size or past it, [`Error::IsADirectory`] and other wrong
+    /// targets, I/O errors.
     pub fn write(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        let i = self.file_inode(ino)?;
         if data.is_empty() {
             // As pwrite(2) of nothing: the target is checked, nothing
             // changes (not even the size).
-            self.file_inode(ino)?;
             return Ok(0);
         }
+        let max = self.max_file_size(&i);
+        if offset >= max {
+            return Err(Error::FileTooLarge(format!(
+                "inode {ino}: a write at {offset}, where the largest size is {max}"
+            )));
+        }
+        let data = &data[..data
+            .len()
+            .min(usize::try_from(max - offset).unwrap_or(usize::MAX))];
         let mut done = 0;
         while done < data.len() {
             let n = (data.len() - done).min(WRITE_CHUNK);
@@ -240,8 +253,8 @@ impl WriteFs {
         let r = self.shape.ratio;
         let i = self.file_inode(ino)?;
         let end = offset + data.len() as u64;
-        if end > self.max_file_size() {
-            return Err(Error::InvalidArgument(format!(
+        if end > self.max_file_size(&i) {
+            return Err(Error::FileTooLarge(format!(
                 "inode {ino}: a file cannot reach {end} bytes here"
             )));
         }
@@ -327,14 +340,15 @@ impl WriteFs {
         0
     }
 
-    /// The largest size a file may have here.
-    pub(crate) fn max_file_size(&self) -> u64 {
-        let bs = self.shape.bs as u64;
-        if self.shape.extents {
-            (1u64 << 32) * bs
-        } else {
-            ext4r_format::blockmap::max_mapped_blocks(self.shape.bs32) * bs
-        }
+    /// The largest size file `i` may have here: the kernel's limit for its
+    /// mapping (extents or a block map, as its flag says) and for what
+    /// `i_blocks` can count, past which it refuses with EFBIG.
+    pub(crate) fn max_file_size(&self, i: &Inode) -> u64 {
+        ext4r_format::blockmap::max_file_bytes(
+            self.shape.bs32,
+            self.shape.huge_file,
+            i.flags().contains(InodeFlags::EXTENTS),
+        )
     }
 
     /// Maps logical blocks `[from, to)` to newly taken blocks (whole
@@ -419,8 +433,8 @@ impl WriteFs {
             // The same refusals as a write (encrypted, verity, immutable).
             self.file_inode(ino)?;
         }
-        if size > self.max_file_size() {
-            return Err(Error::InvalidArgument(format!(
+        if size > self.max_file_size(&i) {
+            return Err(Error::FileTooLarge(format!(
                 "inode {ino}: size {size} too large"
             )));
         }
@@ -499,8 +513,8 @@ impl WriteFs {
         }
         let end = offset
             .checked_add(len)
-            .filter(|&e| e <= w.max_file_size())
-            .ok_or_else(|| Error::InvalidArgument("range too large".into()))?;
+            .filter(|&e| e <= w.max_file_size(&i))
+            .ok_or_else(|| Error::FileTooLarge(format!("inode {ino}: range too large")))?;
         let runs = map::runs(&w.txn, ino, &i, false)?;
         let (first, last) = (offset / bs, end.div_ceil(bs));
         let r = w.shape.ratio;

@@ -163,7 +163,7 @@ impl WriteFs {
                 "inode {ino}: an insert at {offset} is not below the size ({size})"
             )));
         }
-        let max = self.max_file_size();
+        let max = self.max_file_size(&i);
         if len > max.saturating_sub(size) {
             return Err(Error::FileTooLarge(format!(
                 "inode {ino}: {size} bytes and {len} more"
