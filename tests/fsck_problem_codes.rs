@@ -511,6 +511,29 @@ const CASES: &[Case] = &[
             "Unexpected block in HTREE directory inode 12 (/big).\nClear HTree index? yes",
         ],
     },
+    // A reserved GDT block's list of copies naming a wrong block: e2fsck
+    // asks to recreate the resize inode before its pass 1; -n leaves it
+    // (exit 0), and its pass 1 still counts the double-indirect block in
+    // use, so the bitmaps agree.
+    Case {
+        name: "resize inode copy list",
+        mkfs: &["-t", "ext4", "-b", "4096"],
+        size: "512M",
+        damage: |i, _| {
+            use std::os::unix::fs::FileExt;
+            let stat = debugfs_out(i, "stat <7>");
+            let ind: u64 = stat
+                .split("(IND):")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .and_then(|n| n.trim().parse().ok())
+                .expect("a reserved GDT block");
+            let f = std::fs::OpenOptions::new().write(true).open(i).unwrap();
+            f.write_all_at(&25u32.to_le_bytes(), ind * 4096 + 4).unwrap();
+        },
+        repair_only: false,
+        says: &["Resize inode not valid.  Recreate? no"],
+    },
     // Without uninit_bg or metadata_csum nothing obeys a descriptor's
     // INODE_UNINIT flag or unused count (the whole table is read), but an
     // entry naming an inode they cover is still held against them; -n

@@ -67,7 +67,12 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
         // Reported with its new place once every block in use is known.
         c.resize_recreate = true;
         if !c.repairing {
-            // e2fsck -n keeps the invalid inode and walks it in pass 1.
+            // e2fsck -n keeps the invalid inode and walks it in pass 1,
+            // which counts its double-indirect block in use (its
+            // process_block marks that one block of inode 7's).
+            if dind != 0 && c.valid_range(dind, 1) {
+                c.claim(dind, 1, RESIZE);
+            }
             block_numbers(c, inode, &words);
         }
     }
@@ -257,15 +262,16 @@ pub(crate) fn finish(c: &mut Ctx) {
     let goal = ext4r::mkfs::resize_inode::dind_goal(&c.geo);
     match free_block_from(c, goal) {
         Some(b) => {
+            let fix = Fix::RecreateResizeInode(b);
             if c.repairing {
                 c.claim(b, 1, RESIZE);
+                c.p.error_fix(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg, fix);
+            } else {
+                // e2fsck asks before its pass 1, and leaving the inode
+                // does not make the check fail (its walk in pass 1 counts
+                // the double-indirect block, so the bitmaps agree).
+                c.p.harmless_fix(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg, fix);
             }
-            c.p.error_fix(
-                0,
-                ProblemCode::PR_0_RESIZE_INODE_INVALID,
-                msg,
-                Fix::RecreateResizeInode(b),
-            );
         }
         None => c.p.error(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg),
     }
