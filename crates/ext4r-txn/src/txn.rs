@@ -465,6 +465,18 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         Ok(&mut entry.0)
     }
 
+    /// The checksum kind block `nr` is staged with in this transaction,
+    /// if it is staged as metadata: a caller that edits one block in
+    /// several steps keeps the kind it first gave.
+    pub fn staged_kind(&self, nr: u64) -> Option<BlockKind> {
+        self.blocks.get(&nr).map(|(_, k)| *k)
+    }
+
+    /// Whether inode `ino`'s record is staged in this transaction.
+    pub fn has_inode(&self, ino: u32) -> bool {
+        self.inodes.contains_key(&ino)
+    }
+
     /// Replaces metadata block `nr`.
     ///
     /// # Errors
