@@ -53,14 +53,17 @@ pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_secs() as i64);
-    apply_at(fs, fixes, now)
+    apply_at(fs, fixes, now)?;
+    Ok(fixes.len())
 }
 
 /// [`apply`] with the check's clock: deletion times and the superblock's
 /// write time are `now`, as e2fsck stamps them with the time it started
 /// (a later clock would put the write time in the future of the next
-/// round's check).
-pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<usize> {
+/// round's check). Returns the superblock as the batch left it on the
+/// device, or `None` when a quota file was rewritten after the batch
+/// (through the engine's own transaction, which writes it again).
+pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<Option<Superblock>> {
     let mut w = Writer::new(fs, now, volume_superblock(fs.superblock(), fixes))?;
     let mut quota = Vec::new();
     for f in fixes {
@@ -71,11 +74,14 @@ pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<usize
             _ => w.add(f)?,
         }
     }
-    w.flush()?;
+    let sb = w.flush()?;
+    if quota.is_empty() {
+        return Ok(Some(sb));
+    }
     for (qtype, dquots) in quota {
         ext4r::quota_write::rewrite_quota_file(fs.device_shared(), qtype, dquots, now)?;
     }
-    Ok(fixes.len())
+    Ok(None)
 }
 
 /// The superblock the batch's transaction is opened with: the
@@ -99,6 +105,25 @@ fn volume_superblock(base: &Superblock, fixes: &[Fix]) -> Superblock {
     let mut sb = base.clone();
     walk(&mut sb, fixes);
     sb
+}
+
+/// The in-place transaction a checker's repair writes through: over the
+/// filesystem as the check read it (its descriptors) and superblock `sb`,
+/// which may build on what fails its checksum.
+fn open_txn(fs: &Filesystem, now: i64, sb: Superblock) -> Result<Transaction<Volume>> {
+    let geo = fs.geometry();
+    let descs = (0..geo.group_count)
+        .map(|g| fs.group_desc(GroupNr(g)).copied())
+        .collect::<Result<Vec<GroupDesc>>>()?;
+    let mut opts = VolumeOptions::default();
+    opts.now = Some(now);
+    let vol = Volume::open_checked(fs.device_shared(), sb, descs, opts)?;
+    let mut txn = Transaction::owned(vol);
+    // A block fixed in one field may still be broken in another (a later
+    // round repairs it): it is written without its checksum rather than
+    // not at all.
+    txn.tolerate_unstampable();
+    Ok(txn)
 }
 
 /// Extent entries to remove, per (inode, node block), with the owner.
@@ -140,20 +165,9 @@ struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     /// A batch over `fs`, its transaction opened on `sb` (see
-    /// [`volume_superblock`]) and the descriptors the check read.
+    /// [`volume_superblock`]).
     fn new(fs: &'a Filesystem, now: i64, sb: Superblock) -> Result<Self> {
-        let geo = fs.geometry();
-        let descs = (0..geo.group_count)
-            .map(|g| fs.group_desc(GroupNr(g)).copied())
-            .collect::<Result<Vec<GroupDesc>>>()?;
-        let mut opts = VolumeOptions::default();
-        opts.now = Some(now);
-        let vol = Volume::open_checked(fs.device_shared(), sb, descs, opts)?;
-        let mut txn = Transaction::owned(vol);
-        // A block fixed in one field may still be broken in another (a
-        // later round repairs it): it is written without its checksum
-        // rather than not at all.
-        txn.tolerate_unstampable();
+        let txn = open_txn(fs, now, sb)?;
         Ok(Writer {
             fs,
             txn,
@@ -446,7 +460,7 @@ impl<'a> Writer<'a> {
     /// it) and commits it in place: the write layer stamps the checksum
     /// of every inode record, block, bitmap, descriptor and the
     /// superblock, and writes them in its safe order.
-    fn flush(mut self) -> Result<()> {
+    fn flush(mut self) -> Result<Superblock> {
         self.remove_extents()?;
         let geo = self.txn.geometry().clone();
         let mut txn = self.txn;
@@ -493,15 +507,16 @@ impl<'a> Writer<'a> {
             txn.set_superblock(self.sb);
         }
         txn.commit(Commit::InPlace)?;
-        Ok(())
+        Ok(txn.superblock().clone())
     }
 }
 
 /// Writes `sb` as the superblock of `fs` (the check's last word: state,
-/// mount count, check time), through the write layer.
+/// mount count, check time), through the write layer: a transaction of
+/// the superblock alone (opened on `sb`, whose free counts it keeps).
 pub(crate) fn write_superblock(fs: &Filesystem, sb: Superblock, now: i64) -> Result<()> {
-    let mut w = Writer::new(fs, now, sb.clone())?;
-    w.sb = sb;
-    w.sb_dirty = true;
-    w.flush()
+    let mut txn = open_txn(fs, now, sb.clone())?;
+    txn.set_superblock(sb);
+    txn.commit(Commit::InPlace)?;
+    Ok(())
 }
