@@ -144,9 +144,9 @@ struct Writer<'a> {
     sb_dirty: bool,
     /// Deletion time for cleared inodes.
     now: u32,
-    /// Bitmaps changed, by (group, block bitmap?): written, and their
-    /// checksums stamped, by the write layer.
-    bitmaps: BTreeMap<(u32, bool), Vec<u8>>,
+    /// The bitmaps, by (group, block bitmap?), taken into the
+    /// transaction as the device held them (or replaced whole).
+    maps_taken: std::collections::BTreeSet<(u32, bool)>,
     /// Orphans to truncate to their size, once the rest of the batch is
     /// in the transaction.
     truncates: Vec<u32>,
@@ -175,7 +175,7 @@ impl<'a> Writer<'a> {
             sb: fs.superblock().clone(),
             sb_dirty: false,
             now: num::sat_u32(now.clamp(1, i64::from(u32::MAX))),
-            bitmaps: BTreeMap::new(),
+            maps_taken: std::collections::BTreeSet::new(),
             meta_writes: std::collections::BTreeSet::new(),
             truncates: Vec::new(),
             meta: None,
@@ -462,7 +462,6 @@ impl<'a> Writer<'a> {
     /// superblock, and writes them in its safe order.
     fn flush(mut self) -> Result<Superblock> {
         self.remove_extents()?;
-        let geo = self.txn.geometry().clone();
         let mut txn = self.txn;
         if self.sb_dirty {
             // The counts as the batch left them, for the bitmaps and
@@ -473,18 +472,6 @@ impl<'a> Writer<'a> {
                 sb.free_blocks_count(),
                 u64::from(sb.s_free_inodes_count.get()),
             );
-        }
-        for (&(g, block), raw) in &self.bitmaps {
-            if block {
-                let bits = geo
-                    .group_blocks(g)
-                    .div_ceil(geo.cluster_ratio())
-                    .min(u64::from(geo.block_size) * 8);
-                let bits = num::sat_u32(bits);
-                txn.set_block_map(g, Bitmap::from_bytes(raw, bits))?;
-            } else {
-                txn.set_inode_map(g, Bitmap::from_bytes(raw, geo.inodes_per_group))?;
-            }
         }
         if !self.truncates.is_empty() {
             let meta = guard::metadata_ranges(self.fs);

@@ -686,6 +686,23 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.vm().groups.set_inode_map(g, m)
     }
 
+    /// Applies `f` to group `g`'s block bitmap (`block`) or inode bitmap
+    /// as this transaction leaves it: a checker's repair of single bits,
+    /// which keeps the counts itself (nothing but the bitmap changes).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] past the last group or for a bitmap the
+    /// descriptor places outside the filesystem; I/O errors.
+    pub fn edit_map<R>(
+        &mut self,
+        g: u32,
+        block: bool,
+        f: impl FnOnce(&mut Bitmap) -> R,
+    ) -> Result<R> {
+        self.touch(g)?;
+        self.v().groups.edit_map(g, block, f)
+    }
+
     /// Sets the free counts the superblock will carry (a recount).
     pub fn set_free_counts(&mut self, blocks: u64, inodes: u64) {
         self.sb_dirty = true;
