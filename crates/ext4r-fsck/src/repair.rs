@@ -312,7 +312,7 @@ fn run(
             valid: !last.has_errors(),
         }
     };
-    let recorded = state::record(&s.dev, s.current.take(), end, opts)?;
+    let recorded = state::record(s.take_current(), end, opts)?;
     Ok(RepairReport {
         journal_replayed: s.journal_replayed,
         journal: start.journal,

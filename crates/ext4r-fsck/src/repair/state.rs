@@ -57,19 +57,17 @@ pub(super) struct Recorded {
     pub(super) errors_flagged: bool,
 }
 
-/// Writes what `end` records (see the module docs) through `fs` (the
-/// filesystem as the device holds it, or `None` to open it).
+/// Writes what `end` records (see the module docs) through `fs`, the
+/// filesystem as the device holds it (or why it could not be opened).
 pub(super) fn record(
-    dev: &Arc<dyn BlockDevice>,
-    fs: Option<Arc<Filesystem>>,
+    fs: Result<Arc<Filesystem>, Error>,
     end: End,
     opts: &Options,
 ) -> Result<Recorded, Error> {
     let valid = match end {
         End::Checked { valid } => valid,
         End::Halted => {
-            let fs = current(dev, fs)?;
-            flag_errors_on(&fs, opts.now)?;
+            flag_errors_on(&*fs?, opts.now)?;
             return Ok(Recorded {
                 marked_valid: false,
                 errors_flagged: true,
@@ -79,14 +77,14 @@ pub(super) fn record(
             // Nothing written: the state as found (false when the
             // filesystem cannot be read).
             let errors_flagged =
-                current(dev, fs).is_ok_and(|fs| fs.superblock().s_state.get() & STATE_ERROR != 0);
+                fs.is_ok_and(|fs| fs.superblock().s_state.get() & STATE_ERROR != 0);
             return Ok(Recorded {
                 marked_valid: false,
                 errors_flagged,
             });
         }
     };
-    let fs = current(dev, fs)?;
+    let fs = fs?;
     let mut sb = fs.superblock().clone();
     let state = sb.s_state.get();
     // e2fsck assigns the state whole when it is valid: the error and
@@ -107,17 +105,6 @@ pub(super) fn record(
         marked_valid: valid && state & STATE_VALID == 0,
         errors_flagged,
     })
-}
-
-/// `fs`, or the filesystem opened anew.
-fn current(
-    dev: &Arc<dyn BlockDevice>,
-    fs: Option<Arc<Filesystem>>,
-) -> Result<Arc<Filesystem>, Error> {
-    match fs {
-        Some(fs) => Ok(fs),
-        None => super::open(dev).map(Arc::new),
-    }
 }
 
 /// e2fsck's `preenhalt`: the superblock says errors (`EXT2_ERROR_FS`), so
