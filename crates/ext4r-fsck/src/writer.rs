@@ -1,8 +1,11 @@
 //! Applying a batch of fixes with every affected checksum recomputed.
 //!
 //! A round of repair is: check, collect the fixes the problems carry,
-//! apply them all (read-modify-write per inode, block and descriptor, so
-//! two fixes to one inode make one write), then check again. Fixes are
+//! apply them all, then check again. The batch is one in-place
+//! transaction of the write layer, opened when the batch starts: each fix
+//! edits the inode records, blocks, descriptors and bitmaps it changes in
+//! that transaction (two fixes to one inode make one write), and the
+//! commit stamps every checksum and writes in its safe order. Fixes are
 //! idempotent and computed from what the check saw, so a round that is cut
 //! short leaves an image the next run repairs the same way.
 
