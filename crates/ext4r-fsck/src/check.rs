@@ -95,6 +95,18 @@ pub(crate) fn check_with(
     obs: &mut dyn Observer,
     probe: bool,
 ) -> Result<Report, Error> {
+    check_kept(dev, opts, obs, probe).map(|(report, _)| report)
+}
+
+/// [`check_with`], also handing back the filesystem as the check opened
+/// it: a repair round writes its fixes through it (nothing is written
+/// while it checks), so that the round opens the device once.
+pub(crate) fn check_kept(
+    dev: std::sync::Arc<dyn BlockDevice>,
+    opts: &Options,
+    obs: &mut dyn Observer,
+    probe: bool,
+) -> Result<(Report, std::sync::Arc<Filesystem>), Error> {
     let Opened {
         fs,
         notes,
@@ -164,10 +176,10 @@ pub(crate) fn check_with(
                 report.skipped_clean = Some("clean".to_string());
                 report.notes = std::mem::take(&mut c.notes);
                 report.problems = c.p;
-                return Ok(report);
+                return Ok((report, c.fs.clone()));
             }
             if probe {
-                return Ok(report);
+                return Ok((report, c.fs.clone()));
             }
             forgive_pass0(&mut c, from);
             emit.flush(&c, 0, obs);
@@ -176,7 +188,7 @@ pub(crate) fn check_with(
         (Err(why), _) => {
             report.check_forced = why.clone();
             if probe {
-                return Ok(report);
+                return Ok((report, c.fs.clone()));
             }
             if let Some(why) = &why {
                 obs.check_forced(why);
@@ -198,7 +210,7 @@ pub(crate) fn check_with(
     report.fatal_journal = c.fatal_journal;
     report.cancelled = c.cancelled;
     report.problems = c.p;
-    Ok(report)
+    Ok((report, c.fs))
 }
 
 /// What opening the filesystem for a check found.

@@ -27,17 +27,6 @@ use crate::problem::{Problem, Severity};
 /// Bytes of an orphan file block's tail (magic, checksum).
 const TAIL: usize = 8;
 
-/// Clears bit `bit` of a bitmap; whether it was set.
-pub(crate) fn clear_bit(raw: &mut [u8], bit: u64) -> bool {
-    let Some(byte) = raw.get_mut((bit / 8) as usize) else {
-        return false;
-    };
-    let m = 1u8 << (bit % 8);
-    let was = *byte & m != 0;
-    *byte &= !m;
-    was
-}
-
 /// What releasing the orphans does: the fixes, the inodes released, and
 /// what e2fsck says while doing it (its PR_0_ORPHAN_* messages).
 #[derive(Default)]
@@ -310,19 +299,4 @@ fn release(fs: &Filesystem, ino: u32, inode: &Inode, out: &mut Released) {
     fixes.push(Fix::FreeBlocks(runs));
     fixes.push(Fix::FreeInode(ino, inode.is_dir()));
     fixes.push(Fix::ClearInode(ino));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clear_bit_says_whether_it_was_set() {
-        let mut b = vec![0b0000_0100u8, 0xff];
-        assert!(clear_bit(&mut b, 2));
-        assert!(!clear_bit(&mut b, 2));
-        assert!(clear_bit(&mut b, 15));
-        assert_eq!(b, vec![0, 0x7f]);
-        assert!(!clear_bit(&mut b, 99));
-    }
 }

@@ -11,8 +11,9 @@ use ext4r::device::BlockDevice;
 use ext4r::fs::{Filesystem, OpenOptions};
 use ext4r::journal::Journal;
 use ext4r_format::features::{Compat, Incompat};
+use ext4r_format::superblock::Superblock;
 
-use crate::check::check_with;
+use crate::check::check_kept;
 use crate::error::Error;
 use crate::fix::Fix;
 use crate::observe::{Action, Forced, Observer, Quiet};
@@ -267,6 +268,7 @@ fn run(
         fixed: start.fixed,
         preen_stopped: None,
         journal_replayed: start.journal_replayed,
+        current: None,
     };
     let mut forced_why = (start.counts_bad && !opts.force).then_some(Forced::Errors);
     // Without -f a filesystem marked clean is neither checked nor repaired,
@@ -313,17 +315,17 @@ fn run(
             valid: !last.has_errors(),
         }
     };
-    let marked_valid = state::record(&s.dev, end, opts)?;
+    let recorded = state::record(s.take_current(), end, opts)?;
     Ok(RepairReport {
         journal_replayed: s.journal_replayed,
         journal: start.journal,
         orphans_released: start.orphans_released,
         fixed: s.fixed,
         declined: s.declined,
-        errors_flagged: state::errors_flagged(&s.dev),
+        errors_flagged: recorded.errors_flagged,
         last,
         preen_stopped: s.preen_stopped,
-        marked_valid,
+        marked_valid: recorded.marked_valid,
         journal_recreated,
         rehashed,
         cancelled,
@@ -352,9 +354,12 @@ fn start(
     journal_only: bool,
     obs: &mut dyn Observer,
 ) -> Result<Start, Error> {
+    // Opened once before the replay, and once more only when a replay
+    // changed the device.
+    let opened = open(dev);
     // The label as found before the replay: e2fsck names the filesystem
     // by it from its first open on.
-    if let Ok(fs) = open(dev) {
+    if let Ok(fs) = &opened {
         obs.opened(&String::from_utf8_lossy(fs.superblock().volume_name()));
     }
     if matches!(policy, Policy::Preen) && opts.superblock.is_none() {
@@ -370,36 +375,44 @@ fn start(
         }
     }
     let mut ext_said = Vec::new();
-    let journal_replayed = match &opts.external_journal {
-        Some(ext) => match open(dev) {
-            Ok(fs) => {
-                ext_said.extend(crate::external_journal::fix_checksum(fs.superblock(), ext)?);
-                crate::external_journal::replay(dev, fs.superblock(), ext, opts.now)?
-            }
-            Err(_) => None,
-        },
-        None => None,
+    let journal_replayed = match (&opts.external_journal, &opened) {
+        (Some(ext), Ok(fs)) => {
+            ext_said.extend(crate::external_journal::fix_checksum(fs.superblock(), ext)?);
+            crate::external_journal::replay(dev, fs.superblock(), ext, opts.now)?
+        }
+        _ => None,
     };
     // e2fsck's PR_0_JOURNAL_RUN: a journal with data but no
     // needs_recovery flag (a writer cut between its checkpoint and its
     // flag) is run anyway under -y; -p stops on it, as e2fsck does.
     let run_anyway = matches!(policy, Policy::Yes);
-    let journal = match journal_replayed {
-        Some(r) => Some(r),
-        None => replay_journal(dev, run_anyway, opts.now)?,
+    // The filesystem as the device holds it now: the first open's, unless
+    // a replay wrote the device since.
+    let (journal, current) = match journal_replayed {
+        Some(r) => (Some(r), None),
+        None => {
+            let fs = opened?;
+            let replayed = replay_journal(dev, &fs, run_anyway, opts.now)?;
+            let current = replayed.is_none().then_some(fs);
+            (replayed, current)
+        }
     };
     if let Some(j) = &journal {
         obs.journal_recovered(j);
     }
     let journal_replayed = journal.as_ref().map(|j| (j.first, j.end));
+    let current = match current {
+        Some(fs) => Ok(fs),
+        None => open(dev),
+    };
     // e2fsck judges the summary counts before the orphans are released
     // (which count on from them): beyond the totals, the check is forced.
-    let counts_bad = !opts.force && counts_beyond_totals(dev);
+    let counts_bad = !opts.force && current.as_ref().is_ok_and(counts_beyond_totals);
     let mut fixed = ext_said;
-    let orphans_released = if journal_only {
-        Vec::new()
-    } else {
-        release_orphans(dev, &mut fixed, opts.now)?
+    let orphans_released = match &current {
+        // Not openable at all: the check reports why.
+        Ok(fs) if !journal_only => release_orphans(fs, &mut fixed, opts.now)?,
+        _ => Vec::new(),
     };
     // Said as they are released, before the check (e2fsck releases them
     // while it checks the superblock); preen prints them from the report.
@@ -446,9 +459,31 @@ struct Session<'a, 'o> {
     fixed: Vec<Problem>,
     preen_stopped: Option<Problem>,
     journal_replayed: Option<(u32, u32)>,
+    /// The filesystem as the last check opened it, while nothing has been
+    /// written since: what the round's fixes and the run's bookkeeping are
+    /// written through, so that a round opens the device once.
+    current: Option<Arc<Filesystem>>,
 }
 
 impl Session<'_, '_> {
+    /// Keeps the filesystem a check opened as the current one. A check
+    /// opened as the options say (a superblock or block size given) is
+    /// not the filesystem a repair writes through: then there is none.
+    fn checked(&mut self, fs: Arc<Filesystem>) {
+        let as_repair = self.opts.superblock.is_none() && self.opts.block_size.is_none();
+        self.current = as_repair.then_some(fs);
+    }
+
+    /// The filesystem to write through, as the device holds it now: the
+    /// last check's, or opened anew. Whoever writes through it makes it
+    /// stale: it is no longer current.
+    fn take_current(&mut self) -> Result<Arc<Filesystem>, Error> {
+        match self.current.take() {
+            Some(fs) => Ok(fs),
+            None => open(&self.dev).map(Arc::new),
+        }
+    }
+
     /// The first look of a run not forced: a check that stops as soon as
     /// it knows a full one is due. On a clean filesystem it makes the
     /// superblock's own touch-ups and ends the run.
@@ -458,14 +493,15 @@ impl Session<'_, '_> {
             repairing: true,
             ..self.opts.clone()
         };
-        let mut last = check_with(self.dev.clone(), &unforced, &mut Quiet, !journal_only)?;
+        let (mut last, fs) = check_kept(self.dev.clone(), &unforced, &mut Quiet, !journal_only)?;
+        self.checked(fs);
         let why = last.check_forced.clone();
         if !journal_only && last.skipped_clean.is_some() {
             // As e2fsck's check_super_block and check_if_skip on a clean
             // filesystem: the superblock's own touch-ups, and its counts
             // taken from the descriptors (the kernel leaves them stale),
             // made without forcing a check.
-            let fs = open(&self.dev)?;
+            let fs = self.take_current()?;
             let mut made: Vec<Problem> = last
                 .problems
                 .list()
@@ -478,7 +514,11 @@ impl Session<'_, '_> {
             if !fixes.is_empty() {
                 writer::apply_at(&fs, &fixes, self.opts.now)?;
                 self.fixed.extend(made);
-                last = check_with(self.dev.clone(), &unforced, &mut Quiet, false)?;
+                let (again, fs) = check_kept(self.dev.clone(), &unforced, &mut Quiet, false)?;
+                self.checked(fs);
+                last = again;
+            } else {
+                self.current = Some(fs);
             }
         }
         if journal_only || last.skipped_clean.is_some() {
@@ -517,14 +557,16 @@ impl Session<'_, '_> {
             }
             rehash_done = true;
             scheduled.extend(&last.rehash);
+            let fs = self.take_current()?;
             rehashed = rehash(
-                &self.dev,
+                &fs,
                 self.opts.rehash,
                 &self.fixed,
                 &scheduled,
                 self.opts.now,
             )?;
             if rehashed.is_empty() {
+                self.current = Some(fs);
                 break;
             }
             // e2fsck counts fragmented files in pass 1, before its pass 3A
@@ -558,7 +600,9 @@ impl Session<'_, '_> {
                     shown: &mut self.shown,
                     headings: *first_round,
                 };
-                check_with(self.dev.clone(), &self.forced, &mut live, false)?
+                let (report, fs) = check_kept(self.dev.clone(), &self.forced, &mut live, false)?;
+                self.checked(fs);
+                report
             };
             if report.cancelled {
                 // Nothing of a check cut short is applied.
@@ -579,19 +623,25 @@ impl Session<'_, '_> {
                 break;
             }
             let fixes = self.choose(&report);
-            if !fixes.is_empty() {
-                let fs = open(&self.dev)?;
-                writer::apply_at(&fs, &fixes, self.opts.now)?;
+            if fixes.is_empty() {
+                break;
             }
-            if fixes.is_empty() || self.preen_stopped.is_some() {
+            let fs = self.take_current()?;
+            let left = writer::apply_at(&fs, &fixes, self.opts.now)?;
+            if self.preen_stopped.is_some() {
                 break;
             }
             // A journal the round found holding data ("Run journal
             // anyway", its flag set by the fix) is replayed before the
-            // next check, as e2fsck does.
-            if let Some(r) = replay_journal(&self.dev, false, self.opts.now)? {
-                self.obs.journal_recovered(&r);
-                self.journal_replayed.get_or_insert((r.first, r.end));
+            // next check, as e2fsck does; the device is opened for it only
+            // when the superblock the fixes left (unknown after a quota
+            // rewrite) flags one.
+            if left.as_ref().is_none_or(journal_flagged) {
+                let fs = open(&self.dev)?;
+                if let Some(r) = replay_journal(&self.dev, &fs, false, self.opts.now)? {
+                    self.obs.journal_recovered(&r);
+                    self.journal_replayed.get_or_insert((r.first, r.end));
+                }
             }
         }
         Ok(None)
@@ -689,6 +739,7 @@ impl Session<'_, '_> {
             && self.preen_stopped.is_none()
             && recreate_wanted(&mut self.policy)
         {
+            self.current = None;
             let made = ext4r::journal_create::add_journal(self.dev.clone(), self.opts.now)?;
             *last = self.check_later()?;
             return Ok(Some(made));
@@ -707,7 +758,9 @@ impl Session<'_, '_> {
             shown: &mut self.shown,
             headings: false,
         };
-        check_with(self.dev.clone(), &self.forced, &mut live, false)
+        let (report, fs) = check_kept(self.dev.clone(), &self.forced, &mut live, false)?;
+        self.checked(fs);
+        Ok(report)
     }
 }
 
@@ -807,15 +860,14 @@ impl Observer for Live<'_, '_> {
 /// index the repair cleared get a new one, as e2fsck rebuilds them (all
 /// directories with `all`, its `-D`). Returns those rebuilt.
 fn rehash(
-    dev: &Arc<dyn BlockDevice>,
+    fs: &Filesystem,
     all: bool,
     fixed: &[Problem],
     scheduled: &[u32],
     now: i64,
 ) -> Result<Vec<u32>, Error> {
-    let fs = open(dev)?;
     let mut dirs: Vec<u32> = if all {
-        crate::rehash::all_dirs(&fs)
+        crate::rehash::all_dirs(fs)
     } else {
         fixed
             .iter()
@@ -830,15 +882,15 @@ fn rehash(
     dirs.dedup();
     let mut fixes = Vec::new();
     let mut done = Vec::new();
-    let lost_found = crate::rehash::lost_found(&fs);
+    let lost_found = crate::rehash::lost_found(fs);
     for ino in dirs {
-        if let Some(r) = crate::rehash::plan(&fs, ino, lost_found) {
+        if let Some(r) = crate::rehash::plan(fs, ino, lost_found) {
             fixes.push(Fix::RehashDir(Box::new(r)));
             done.push(ino);
         }
     }
     if !fixes.is_empty() {
-        writer::apply_at(&fs, &fixes, now)?;
+        writer::apply_at(fs, &fixes, now)?;
     }
     Ok(done)
 }
@@ -912,15 +964,12 @@ fn open(dev: &Arc<dyn BlockDevice>) -> Result<Filesystem, Error> {
 /// clear); returns the transaction range replayed.
 fn replay_journal(
     dev: &Arc<dyn BlockDevice>,
+    fs: &Filesystem,
     run_anyway: bool,
     now: i64,
 ) -> Result<Option<crate::observe::JournalRecovered>, Error> {
-    let fs = open(dev)?;
     let sb = fs.superblock();
-    if !(sb.has_incompat(Incompat::RECOVER) || run_anyway)
-        || !sb.has_compat(Compat::HAS_JOURNAL)
-        || sb.s_journal_inum.get() == 0
-    {
+    if !(journal_flagged(sb) || run_anyway && journal_present(sb)) {
         return Ok(None);
     }
     // A journal that cannot be found or opened is not replayed, as with
@@ -938,32 +987,33 @@ fn replay_journal(
     Ok(Some(crate::observe::JournalRecovered::of(&r)))
 }
 
+/// Whether superblock `sb` has an internal journal.
+fn journal_present(sb: &Superblock) -> bool {
+    sb.has_compat(Compat::HAS_JOURNAL) && sb.s_journal_inum.get() != 0
+}
+
+/// Whether superblock `sb` has an internal journal flagged as needing
+/// recovery.
+fn journal_flagged(sb: &Superblock) -> bool {
+    sb.has_incompat(Incompat::RECOVER) && journal_present(sb)
+}
+
 /// Releases the orphan inodes (see [`crate::orphan`]); returns them, and
 /// adds what was said about them to `said`.
-fn release_orphans(
-    dev: &Arc<dyn BlockDevice>,
-    said: &mut Vec<Problem>,
-    now: i64,
-) -> Result<Vec<u32>, Error> {
-    let Ok(fs) = open(dev) else {
-        // Not openable at all: the check reports why.
-        return Ok(Vec::new());
-    };
-    let r = crate::orphan::plan(&fs);
+fn release_orphans(fs: &Filesystem, said: &mut Vec<Problem>, now: i64) -> Result<Vec<u32>, Error> {
+    let r = crate::orphan::plan(fs);
     if !r.fixes.is_empty() {
-        writer::apply_at(&fs, &r.fixes, now)?;
+        writer::apply_at(fs, &r.fixes, now)?;
     }
     said.extend(r.said);
     Ok(r.inodes)
 }
 
 /// Whether the superblock's free counts exceed its totals.
-fn counts_beyond_totals(dev: &Arc<dyn BlockDevice>) -> bool {
-    open(dev).is_ok_and(|fs| {
-        let sb = fs.superblock();
-        sb.free_blocks_count() > sb.blocks_count()
-            || sb.s_free_inodes_count.get() > sb.s_inodes_count.get()
-    })
+fn counts_beyond_totals(fs: &Filesystem) -> bool {
+    let sb = fs.superblock();
+    sb.free_blocks_count() > sb.blocks_count()
+        || sb.s_free_inodes_count.get() > sb.s_inodes_count.get()
 }
 
 /// The superblock's free counts as the group descriptors add up, where

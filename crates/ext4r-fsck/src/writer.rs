@@ -1,8 +1,11 @@
 //! Applying a batch of fixes with every affected checksum recomputed.
 //!
 //! A round of repair is: check, collect the fixes the problems carry,
-//! apply them all (read-modify-write per inode, block and descriptor, so
-//! two fixes to one inode make one write), then check again. Fixes are
+//! apply them all, then check again. The batch is one in-place
+//! transaction of the write layer, opened when the batch starts: each fix
+//! edits the inode records, blocks, descriptors and bitmaps it changes in
+//! that transaction (two fixes to one inode make one write), and the
+//! commit stamps every checksum and writes in its safe order. Fixes are
 //! idempotent and computed from what the check saw, so a round that is cut
 //! short leaves an image the next run repairs the same way.
 
@@ -20,6 +23,7 @@ mod apply {
     mod map;
     mod space;
     mod superblock;
+    pub(super) use superblock::{edit_superblock, is_superblock_fix};
 }
 
 use dirs::{add_tail, collapse_dir};
@@ -52,15 +56,18 @@ pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_secs() as i64);
-    apply_at(fs, fixes, now)
+    apply_at(fs, fixes, now)?;
+    Ok(fixes.len())
 }
 
 /// [`apply`] with the check's clock: deletion times and the superblock's
 /// write time are `now`, as e2fsck stamps them with the time it started
 /// (a later clock would put the write time in the future of the next
-/// round's check).
-pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<usize> {
-    let mut w = Writer::new(fs, now);
+/// round's check). Returns the superblock as the batch left it on the
+/// device, or `None` when a quota file was rewritten after the batch
+/// (through the engine's own transaction, which writes it again).
+pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<Option<Superblock>> {
+    let mut w = Writer::new(fs, now, volume_superblock(fs.superblock(), fixes))?;
     let mut quota = Vec::new();
     for f in fixes {
         match f {
@@ -70,58 +77,113 @@ pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<usize
             _ => w.add(f)?,
         }
     }
-    w.flush()?;
+    let sb = w.flush()?;
+    if quota.is_empty() {
+        return Ok(Some(sb));
+    }
     for (qtype, dquots) in quota {
         ext4r::quota_write::rewrite_quota_file(fs.device_shared(), qtype, dquots, now)?;
     }
-    Ok(fixes.len())
+    Ok(None)
+}
+
+/// The superblock the batch's transaction is opened with: the
+/// filesystem's, with the batch's superblock fixes made. Those change
+/// what the volume is (its geometry, its checksums, its descriptors'
+/// size), which every block and inode staged after them is stamped and
+/// placed by; the free counts and the rest the other fixes change are
+/// taken at the flush from the superblock as the batch edited it in order.
+fn volume_superblock(base: &Superblock, fixes: &[Fix]) -> Superblock {
+    fn walk(sb: &mut Superblock, fixes: &[Fix]) {
+        for f in fixes {
+            match f {
+                Fix::Each(inner) => walk(sb, inner),
+                f if apply::is_superblock_fix(f) => {
+                    apply::edit_superblock(sb, f);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut sb = base.clone();
+    walk(&mut sb, fixes);
+    sb
+}
+
+/// The in-place transaction a checker's repair writes through: over the
+/// filesystem as the check read it (its descriptors) and superblock `sb`,
+/// which may build on what fails its checksum.
+fn open_txn(fs: &Filesystem, now: i64, sb: Superblock) -> Result<Transaction<Volume>> {
+    let geo = fs.geometry();
+    let descs = (0..geo.group_count)
+        .map(|g| fs.group_desc(GroupNr(g)).copied())
+        .collect::<Result<Vec<GroupDesc>>>()?;
+    let mut opts = VolumeOptions::default();
+    opts.now = Some(now);
+    let vol = Volume::open_checked(fs.device_shared(), sb, descs, opts)?;
+    let mut txn = Transaction::owned(vol);
+    // A block fixed in one field may still be broken in another (a later
+    // round repairs it): it is written without its checksum rather than
+    // not at all.
+    txn.tolerate_unstampable();
+    Ok(txn)
 }
 
 /// Extent entries to remove, per (inode, node block), with the owner.
 type ExtentRemovals = BTreeMap<(u32, Option<u64>), Vec<(usize, Owner)>>;
 
+/// One batch of fixes, staged in the one transaction that writes them.
 struct Writer<'a> {
     fs: &'a Filesystem,
+    /// Every inode record, block and descriptor the batch changes, and
+    /// at the flush its bitmaps and superblock: stamped and written in
+    /// its safe order by the commit.
+    txn: Transaction<Volume>,
     /// Extent entries to remove per (inode, node): applied at the end,
     /// highest index first, so indexes stay valid.
     extent_removals: ExtentRemovals,
+    /// The superblock as the batch's fixes edit it, in their order.
     sb: Superblock,
     sb_dirty: bool,
     /// Deletion time for cleared inodes.
     now: u32,
-    /// The check's clock, for the write layer (the superblock's write
-    /// time).
-    clock: i64,
-    inodes: BTreeMap<u32, Vec<u8>>,
-    blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
-    descs: BTreeMap<u32, GroupDesc>,
-    /// Bitmaps changed, by (group, block bitmap?): written, and their
-    /// checksums stamped, by the write layer.
-    bitmaps: BTreeMap<(u32, bool), Vec<u8>>,
+    /// The bitmaps, by (group, block bitmap?), taken into the
+    /// transaction as the device held them (or replaced whole).
+    maps_taken: std::collections::BTreeSet<(u32, bool)>,
     /// Orphans to truncate to their size, once the rest of the batch is
     /// in the transaction.
     truncates: Vec<u32>,
     /// Metadata blocks a fix rewrites as metadata (the resize inode's
     /// reserved GDT blocks), exempt from the guard.
     meta_writes: std::collections::BTreeSet<u64>,
+    /// The filesystem's own metadata (see [`guard`]), found on the first
+    /// block a fix changes.
+    meta: Option<Vec<(u64, u64)>>,
+    /// Blocks of the filesystem's own metadata that fixes changed as
+    /// something else (a directory or map block found there): kept out of
+    /// the transaction, never written, but seen by later fixes of the
+    /// batch as they left them.
+    withheld: BTreeMap<u64, (Vec<u8>, BlockKind)>,
 }
 
 impl<'a> Writer<'a> {
-    fn new(fs: &'a Filesystem, now: i64) -> Self {
-        Writer {
+    /// A batch over `fs`, its transaction opened on `sb` (see
+    /// [`volume_superblock`]).
+    fn new(fs: &'a Filesystem, now: i64, sb: Superblock) -> Result<Self> {
+        let txn = open_txn(fs, now, sb)?;
+        Ok(Writer {
             fs,
+            txn,
             extent_removals: BTreeMap::new(),
             sb: fs.superblock().clone(),
             sb_dirty: false,
             now: num::sat_u32(now.clamp(1, i64::from(u32::MAX))),
-            clock: now,
-            inodes: BTreeMap::new(),
-            blocks: BTreeMap::new(),
-            descs: BTreeMap::new(),
-            bitmaps: BTreeMap::new(),
+            maps_taken: std::collections::BTreeSet::new(),
             meta_writes: std::collections::BTreeSet::new(),
             truncates: Vec::new(),
-        }
+            meta: None,
+            withheld: BTreeMap::new(),
+        })
     }
 
     fn csum(&self) -> bool {
@@ -137,12 +199,15 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Inode `ino`'s record as the batch leaves it, staged in the
+    /// transaction: taken on first use from the inode table the check
+    /// read (not where a relocation in the batch moves it).
     fn inode(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
-        if !self.inodes.contains_key(&ino) {
+        if !self.txn.has_inode(ino) {
             let rec = self.fs.inode_record(InodeNr(ino))?;
-            self.inodes.insert(ino, rec);
+            self.txn.write_inode(ino, rec)?;
         }
-        Ok(self.inodes.entry(ino).or_default())
+        self.txn.inode_mut(ino)
     }
 
     /// e2fsck's `move_quota_inode`: the inode written anew at the reserved
@@ -201,20 +266,77 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// Whether block `b` is the filesystem's own metadata that no fix of
+    /// this batch may write (see [`guard`]).
+    fn guarded(&mut self, b: u64) -> bool {
+        let fs = self.fs;
+        let meta = self.meta.get_or_insert_with(|| guard::metadata_ranges(fs));
+        guard::covers(meta, b) && !self.meta_writes.contains(&b)
+    }
+
+    /// Block `b` as the batch leaves it, to change: staged in the
+    /// transaction with the checksum kind it was first taken with, read
+    /// on first use from the device as it is (a fix rewrites what fails
+    /// its checksum).
     fn block(&mut self, b: u64, kind: BlockKind) -> Result<&mut Vec<u8>> {
-        if !self.blocks.contains_key(&b) {
+        if let Some(k) = self.txn.staged_kind(b) {
+            return self.txn.block_mut(b, k);
+        }
+        if !self.withheld.contains_key(&b) {
             let mut buf = vec![0u8; self.fs.block_size() as usize];
             self.fs
                 .device()
                 .read_at(&mut buf, b * u64::from(self.fs.block_size()))?;
-            self.blocks.insert(b, (buf, kind));
+            if !self.guarded(b) {
+                self.txn.write_block(b, kind, buf)?;
+                return self.txn.block_mut(b, kind);
+            }
+            self.withheld.insert(b, (buf, kind));
         }
-        Ok(&mut self.blocks.entry(b).or_insert_with(|| (Vec::new(), kind)).0)
+        Ok(&mut self
+            .withheld
+            .entry(b)
+            .or_insert_with(|| (Vec::new(), kind))
+            .0)
+    }
+
+    /// Replaces block `b` whole, as metadata of kind `kind`.
+    fn put_block(&mut self, b: u64, buf: Vec<u8>, kind: BlockKind) -> Result<()> {
+        if self.guarded(b) {
+            self.withheld.insert(b, (buf, kind));
+            return Ok(());
+        }
+        self.withheld.remove(&b);
+        self.txn.write_block(b, kind, buf)
+    }
+
+    /// Block `b`, already taken into the batch, gets its checksum as kind
+    /// `kind`.
+    fn set_kind(&mut self, b: u64, kind: BlockKind) -> Result<()> {
+        if let Some(e) = self.withheld.get_mut(&b) {
+            e.1 = kind;
+        } else if self.txn.staged_kind(b).is_some() {
+            self.txn.block_mut(b, kind)?;
+        }
+        Ok(())
+    }
+
+    /// Block `b` is rewritten as metadata by this batch: exempt from the
+    /// guard, with what earlier fixes of the batch changed in it.
+    fn allow_meta_write(&mut self, b: u64) -> Result<()> {
+        self.meta_writes.insert(b);
+        if let Some((buf, kind)) = self.withheld.remove(&b) {
+            self.txn.write_block(b, kind, buf)?;
+        }
+        Ok(())
     }
 
     /// A block as this batch leaves it, without taking it into the batch.
     fn peek(&self, b: u64) -> Result<Vec<u8>> {
-        if let Some((buf, _)) = self.blocks.get(&b) {
+        if self.txn.staged_kind(b).is_some() {
+            return self.txn.read_block(b);
+        }
+        if let Some((buf, _)) = self.withheld.get(&b) {
             return Ok(buf.clone());
         }
         let mut buf = vec![0u8; self.fs.block_size() as usize];
@@ -224,12 +346,9 @@ impl<'a> Writer<'a> {
         Ok(buf)
     }
 
+    /// Group `g`'s descriptor, to change in the transaction.
     fn desc(&mut self, g: u32) -> Result<&mut GroupDesc> {
-        if !self.descs.contains_key(&g) {
-            let d = *self.fs.group_desc(GroupNr(g))?;
-            self.descs.insert(g, d);
-        }
-        Ok(self.descs.entry(g).or_insert_with(GroupDesc::zeroed))
+        self.txn.desc_mut(g)
     }
 
     /// Takes one fix into the batch; each kind of fix is applied by the
@@ -339,53 +458,23 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Hands the batch to the write layer: one in-place transaction over
-    /// the filesystem as the check saw it (its descriptors, the superblock
-    /// as the fixes left it), in which the dispatcher stamps the checksum
+    /// Completes the batch's transaction (the extent entries removed, the
+    /// bitmaps, the orphans truncated, the superblock as the fixes left
+    /// it) and commits it in place: the write layer stamps the checksum
     /// of every inode record, block, bitmap, descriptor and the
-    /// superblock, and which writes them in its safe order.
-    fn flush(&mut self) -> Result<()> {
+    /// superblock, and writes them in its safe order.
+    fn flush(mut self) -> Result<Superblock> {
         self.remove_extents()?;
-        let geo = self.fs.geometry().clone();
-        let descs = (0..geo.group_count)
-            .map(|g| self.fs.group_desc(GroupNr(g)).copied())
-            .collect::<Result<Vec<GroupDesc>>>()?;
-        let mut opts = VolumeOptions::default();
-        opts.now = Some(self.clock);
-        let vol = Volume::open_checked(self.fs.device_shared(), self.sb.clone(), descs, opts)?;
-        let mut txn = Transaction::owned(vol);
-        // A block fixed in one field may still be broken in another (a
-        // later round repairs it): it is written without its checksum
-        // rather than not at all.
-        txn.tolerate_unstampable();
-        for (&g, d) in &self.descs {
-            *txn.desc_mut(g)? = *d;
-        }
-        for (&(g, block), raw) in &self.bitmaps {
-            if block {
-                let bits = geo
-                    .group_blocks(g)
-                    .div_ceil(geo.cluster_ratio())
-                    .min(u64::from(geo.block_size) * 8);
-                let bits = num::sat_u32(bits);
-                txn.set_block_map(g, Bitmap::from_bytes(raw, bits))?;
-            } else {
-                txn.set_inode_map(g, Bitmap::from_bytes(raw, geo.inodes_per_group))?;
-            }
-        }
-        for (ino, rec) in std::mem::take(&mut self.inodes) {
-            txn.write_inode(ino, rec)?;
-        }
-        let meta = if self.blocks.is_empty() {
-            Vec::new()
-        } else {
-            guard::metadata_ranges(self.fs)
-        };
-        for (b, (buf, kind)) in std::mem::take(&mut self.blocks) {
-            if guard::covers(&meta, b) && !self.meta_writes.contains(&b) {
-                continue;
-            }
-            txn.write_block(b, kind, buf)?;
+        let mut txn = self.txn;
+        if self.sb_dirty {
+            // The counts as the batch left them, for the bitmaps and
+            // truncations below to count on from (the commit writes the
+            // group table's counts into the superblock).
+            let sb = &self.sb;
+            txn.set_free_counts(
+                sb.free_blocks_count(),
+                u64::from(sb.s_free_inodes_count.get()),
+            );
         }
         if !self.truncates.is_empty() {
             let meta = guard::metadata_ranges(self.fs);
@@ -405,18 +494,19 @@ impl<'a> Writer<'a> {
             }
         }
         if self.sb_dirty {
-            txn.set_superblock(self.sb.clone());
+            txn.set_superblock(self.sb);
         }
         txn.commit(Commit::InPlace)?;
-        Ok(())
+        Ok(txn.superblock().clone())
     }
 }
 
 /// Writes `sb` as the superblock of `fs` (the check's last word: state,
-/// mount count, check time), through the write layer.
+/// mount count, check time), through the write layer: a transaction of
+/// the superblock alone (opened on `sb`, whose free counts it keeps).
 pub(crate) fn write_superblock(fs: &Filesystem, sb: Superblock, now: i64) -> Result<()> {
-    let mut w = Writer::new(fs, now);
-    w.sb = sb;
-    w.sb_dirty = true;
-    w.flush()
+    let mut txn = open_txn(fs, now, sb.clone())?;
+    txn.set_superblock(sb);
+    txn.commit(Commit::InPlace)?;
+    Ok(())
 }

@@ -205,10 +205,20 @@ impl Checksums {
             }
             BlockKind::Mmp => {
                 let mut mmp = MmpStruct::parse(buf).map_err(|e| corrupt(place(), e))?;
-                mmp.update_checksum(self.seed);
+                self.stamp_mmp(&mut mmp);
                 buf[..MMP_SIZE].copy_from_slice(&mmp.to_bytes());
                 Ok(())
             }
+        }
+    }
+
+    /// Stamps the checksum of an MMP block's structure (where the
+    /// filesystem has metadata checksums): what [`Checksums::stamp_block`]
+    /// does for [`BlockKind::Mmp`], for the MMP writer, which holds the
+    /// structure rather than a block.
+    pub fn stamp_mmp(&self, mmp: &mut MmpStruct) {
+        if self.metadata_csum {
+            mmp.update_checksum(self.seed);
         }
     }
 

@@ -484,6 +484,33 @@ impl GroupTable {
         Ok(raw)
     }
 
+    /// Applies `f` to group `g`'s block bitmap (`block`) or inode bitmap
+    /// in place, read or computed on first use; the counts and flags are
+    /// left as they are.
+    ///
+    /// # Errors
+    /// As [`GroupTable::block_map`].
+    pub(crate) fn edit_map<R>(
+        &self,
+        g: u32,
+        block: bool,
+        f: impl FnOnce(&mut Bitmap) -> R,
+    ) -> Result<R> {
+        self.desc(g)?;
+        let maps = if block {
+            self.load_block_map(g)?;
+            &self.block_maps
+        } else {
+            self.load_inode_map(g)?;
+            &self.inode_maps
+        };
+        let mut maps = maps.borrow_mut();
+        let m = maps
+            .get_mut(&g)
+            .ok_or_else(|| bad("bitmap", format!("group {g}'s is not loaded")))?;
+        Ok(f(m))
+    }
+
     /// Group `g`'s block bitmap (a copy), read or computed on first use.
     ///
     /// # Errors

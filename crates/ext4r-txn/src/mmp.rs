@@ -26,7 +26,7 @@
 //!
 //! Readers take no part, as e2fsprogs' read-only opens take none.
 
-use crate::csum::{BlockKind, Checksums};
+use crate::csum::Checksums;
 use crate::device::BlockDevice;
 use crate::error::{Error, Location, Result};
 use ext4r_format::features::{Incompat, RoCompat};
@@ -245,10 +245,10 @@ impl MmpClaim {
     /// Writes `m` as the MMP block (checksum stamped by the write layer's
     /// one place) and flushes it to the medium, where other hosts look.
     fn write(&mut self, m: &MmpStruct) -> Result<()> {
+        let mut m = m.clone();
+        self.csum.stamp_mmp(&mut m);
         let mut buf = vec![0u8; self.block_size];
         buf[..MMP_SIZE].copy_from_slice(&m.to_bytes());
-        self.csum
-            .stamp_block(BlockKind::Mmp, self.at / self.block_size as u64, &mut buf)?;
         self.dev.write_at(&buf, self.at)?;
         self.dev.flush()?;
         self.ours = buf;
@@ -308,9 +308,10 @@ pub fn reset(dev: &dyn BlockDevice, sb: &Superblock, device_name: &str) -> Resul
         device_name.as_bytes(),
         interval,
     );
+    let mut m = m;
+    Checksums::new(sb).stamp_mmp(&mut m);
     let mut buf = vec![0u8; bs];
     buf[..MMP_SIZE].copy_from_slice(&m.to_bytes());
-    Checksums::new(sb).stamp_block(BlockKind::Mmp, at / bs as u64, &mut buf)?;
     dev.write_at(&buf, at)?;
     dev.flush()
 }

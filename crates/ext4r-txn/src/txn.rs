@@ -465,6 +465,18 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         Ok(&mut entry.0)
     }
 
+    /// The checksum kind block `nr` is staged with in this transaction,
+    /// if it is staged as metadata: a caller that edits one block in
+    /// several steps keeps the kind it first gave.
+    pub fn staged_kind(&self, nr: u64) -> Option<BlockKind> {
+        self.blocks.get(&nr).map(|(_, k)| *k)
+    }
+
+    /// Whether inode `ino`'s record is staged in this transaction.
+    pub fn has_inode(&self, ino: u32) -> bool {
+        self.inodes.contains_key(&ino)
+    }
+
     /// Replaces metadata block `nr`.
     ///
     /// # Errors
@@ -672,6 +684,23 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     pub fn set_inode_map(&mut self, g: u32, m: Bitmap) -> Result<()> {
         self.touch(g)?;
         self.vm().groups.set_inode_map(g, m)
+    }
+
+    /// Applies `f` to group `g`'s block bitmap (`block`) or inode bitmap
+    /// as this transaction leaves it: a checker's repair of single bits,
+    /// which keeps the counts itself (nothing but the bitmap changes).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] past the last group or for a bitmap the
+    /// descriptor places outside the filesystem; I/O errors.
+    pub fn edit_map<R>(
+        &mut self,
+        g: u32,
+        block: bool,
+        f: impl FnOnce(&mut Bitmap) -> R,
+    ) -> Result<R> {
+        self.touch(g)?;
+        self.v().groups.edit_map(g, block, f)
     }
 
     /// Sets the free counts the superblock will carry (a recount).

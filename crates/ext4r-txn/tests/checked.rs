@@ -146,3 +146,39 @@ fn bitmap_checksums_verify_as_they_are_stamped() {
     cs.stamp_bitmaps(&mut d2, Some(&bb), Some(&ib));
     assert!(cs.block_bitmap_ok(&d2, &bb) && cs.inode_bitmap_ok(&d2, &ib));
 }
+
+#[test]
+fn a_checker_edits_single_bits_and_keeps_the_counts_itself() {
+    let dir = TempDir::new("txn-checked-edit-map");
+    let Some(bytes) = image(&dir) else {
+        eprintln!("skipped: mke2fs not found");
+        return;
+    };
+    let dev = device(&bytes);
+    let sb = superblock(&dev);
+    let mut t = Transaction::owned(checked(&dev, sb));
+    let b = spare_block(t.volume());
+    let g = t.geometry().group_of_block(b);
+    let bit = u32::try_from(b - t.geometry().group_first_block(g)).unwrap();
+    let free_before = t.groups().desc(g).unwrap().free_blocks_count(false);
+    let changed = t
+        .edit_map(g, true, |m| {
+            let was = m.get(bit);
+            m.set_range(bit, 1, true);
+            !was
+        })
+        .unwrap();
+    assert!(changed, "the spare block was free");
+    // Only the bit: the descriptor's count is the caller's to keep.
+    assert_eq!(
+        t.groups().desc(g).unwrap().free_blocks_count(false),
+        free_before
+    );
+    assert!(t.groups().is_block_used(b).unwrap());
+    t.commit(Commit::InPlace).unwrap();
+    let vol = checked(&dev, superblock(&dev));
+    assert!(
+        vol.groups().is_block_used(b).unwrap(),
+        "the bit reached the disk"
+    );
+}

@@ -27,6 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
+use ext4r::fs::Filesystem;
 use ext4r_format::superblock::{STATE_ERROR, STATE_VALID};
 
 use crate::error::Error;
@@ -47,16 +48,43 @@ pub(super) enum End {
     Aborted,
 }
 
-/// Writes what `end` records (see the module docs). Returns whether the
-/// filesystem went from not valid to valid, which e2fsck counts as a
-/// change (exit 1).
-pub(super) fn record(dev: &Arc<dyn BlockDevice>, end: End, opts: &Options) -> Result<bool, Error> {
+/// What a run's bookkeeping left.
+pub(super) struct Recorded {
+    /// The filesystem went from not valid to valid, which e2fsck counts
+    /// as a change (exit 1).
+    pub(super) marked_valid: bool,
+    /// The superblock says errors as the run leaves it.
+    pub(super) errors_flagged: bool,
+}
+
+/// Writes what `end` records (see the module docs) through `fs`, the
+/// filesystem as the device holds it (or why it could not be opened).
+pub(super) fn record(
+    fs: Result<Arc<Filesystem>, Error>,
+    end: End,
+    opts: &Options,
+) -> Result<Recorded, Error> {
     let valid = match end {
         End::Checked { valid } => valid,
-        End::Halted => return flag_errors(dev, opts.now).map(|()| false),
-        End::Cancelled | End::Aborted => return Ok(false),
+        End::Halted => {
+            flag_errors_on(&*fs?, opts.now)?;
+            return Ok(Recorded {
+                marked_valid: false,
+                errors_flagged: true,
+            });
+        }
+        End::Cancelled | End::Aborted => {
+            // Nothing written: the state as found (false when the
+            // filesystem cannot be read).
+            let errors_flagged =
+                fs.is_ok_and(|fs| fs.superblock().s_state.get() & STATE_ERROR != 0);
+            return Ok(Recorded {
+                marked_valid: false,
+                errors_flagged,
+            });
+        }
     };
-    let fs = super::open(dev)?;
+    let fs = fs?;
     let mut sb = fs.superblock().clone();
     let state = sb.s_state.get();
     // e2fsck assigns the state whole when it is valid: the error and
@@ -71,8 +99,12 @@ pub(super) fn record(dev: &Arc<dyn BlockDevice>, end: End, opts: &Options) -> Re
     }
     sb.s_mnt_count.set(0);
     sb.clear_error_record();
+    let errors_flagged = sb.s_state.get() & STATE_ERROR != 0;
     writer::write_superblock(&fs, sb, opts.now)?;
-    Ok(valid && state & STATE_VALID == 0)
+    Ok(Recorded {
+        marked_valid: valid && state & STATE_VALID == 0,
+        errors_flagged,
+    })
 }
 
 /// e2fsck's `preenhalt`: the superblock says errors (`EXT2_ERROR_FS`), so
@@ -82,16 +114,14 @@ pub(super) fn record(dev: &Arc<dyn BlockDevice>, end: End, opts: &Options) -> Re
 /// # Errors
 /// The filesystem cannot be opened, or an I/O error writing it.
 pub(crate) fn flag_errors(dev: &Arc<dyn BlockDevice>, now: i64) -> Result<(), Error> {
-    let fs = super::open(dev)?;
-    let mut sb = fs.superblock().clone();
-    sb.s_state.set(sb.s_state.get() | STATE_ERROR);
-    writer::write_superblock(&fs, sb, now)?;
-    Ok(())
+    flag_errors_on(&super::open(dev)?, now)
 }
 
-/// Whether the superblock says errors now (false when it cannot be read).
-pub(super) fn errors_flagged(dev: &Arc<dyn BlockDevice>) -> bool {
-    super::open(dev).is_ok_and(|fs| fs.superblock().s_state.get() & STATE_ERROR != 0)
+fn flag_errors_on(fs: &Filesystem, now: i64) -> Result<(), Error> {
+    let mut sb = fs.superblock().clone();
+    sb.s_state.set(sb.s_state.get() | STATE_ERROR);
+    writer::write_superblock(fs, sb, now)?;
+    Ok(())
 }
 
 /// Whether the caller has asked the run to stop.

@@ -66,10 +66,40 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Group `g`'s block bitmap (`block`) or inode bitmap as this batch
-    /// leaves it, read on first use from where its descriptor places it.
-    pub(super) fn bitmap(&mut self, g: u32, block: bool) -> Result<&mut Vec<u8>> {
-        if !self.bitmaps.contains_key(&(g, block)) {
+    /// The bits of group `g`'s block bitmap (`block`, one per cluster) or
+    /// inode bitmap, as the filesystem the check read has them.
+    pub(super) fn map_bits(&self, g: u32, block: bool) -> u32 {
+        let geo = self.fs.geometry();
+        if block {
+            let bits = geo
+                .group_blocks(g)
+                .div_ceil(geo.cluster_ratio())
+                .min(u64::from(geo.block_size) * 8);
+            num::sat_u32(bits)
+        } else {
+            geo.inodes_per_group
+        }
+    }
+
+    /// Puts group `g`'s block bitmap (`block`) or inode bitmap, as `raw`
+    /// bytes, in the transaction.
+    pub(super) fn set_map(&mut self, g: u32, block: bool, raw: &[u8]) -> Result<()> {
+        self.maps_taken.insert((g, block));
+        let m = Bitmap::from_bytes(raw, self.map_bits(g, block));
+        if block {
+            self.txn.set_block_map(g, m)
+        } else {
+            self.txn.set_inode_map(g, m)
+        }
+    }
+
+    /// Sets (`used`) or clears bit `bit` of group `g`'s block (`block`)
+    /// or inode bitmap in the transaction; returns whether it changed.
+    /// The bitmap is taken on first use from where the batch's descriptor
+    /// places it, as the device holds it (its checksum and its group's
+    /// flags are the check's to judge).
+    pub(super) fn set_bit(&mut self, g: u32, block: bool, bit: u64, used: bool) -> Result<bool> {
+        if !self.maps_taken.contains(&(g, block)) {
             let wide = self.sb.has_incompat(Incompat::BIT64);
             let d = *self.desc(g)?;
             let loc = if block {
@@ -81,9 +111,18 @@ impl Writer<'_> {
             self.fs
                 .device()
                 .read_at(&mut buf, loc * u64::from(self.fs.block_size()))?;
-            self.bitmaps.insert((g, block), buf);
+            self.set_map(g, block, &buf)?;
         }
-        Ok(self.bitmaps.entry((g, block)).or_default())
+        let Ok(bit) = u32::try_from(bit) else {
+            return Ok(false);
+        };
+        self.txn.edit_map(g, block, |m| {
+            if bit >= m.len() || m.get(bit) == used {
+                return false;
+            }
+            m.set_range(bit, 1, used);
+            true
+        })
     }
 
     /// Clears a block's bit (its cluster's) and counts it free; groups
@@ -115,15 +154,9 @@ impl Writer<'_> {
             return Ok(());
         }
         let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
-        let map = self.bitmap(g, true)?;
-        let (byte, mask) = ((bit / 8) as usize, 1u8 << (bit % 8));
-        let Some(x) = map.get_mut(byte) else {
-            return Ok(());
-        };
-        if (*x & mask != 0) == used {
+        if !self.set_bit(g, true, bit, used)? {
             return Ok(());
         }
-        *x ^= mask;
         let cluster = 1u64 << geo.cluster_bits;
         let d = self.desc(g)?;
         let n = d.free_blocks_count(wide);
@@ -150,7 +183,7 @@ impl Writer<'_> {
         if d.flags() & BG_INODE_UNINIT != 0 {
             return Ok(());
         }
-        if crate::orphan::clear_bit(self.bitmap(g, false)?, bit) {
+        if self.set_bit(g, false, bit, false)? {
             let d = self.desc(g)?;
             d.set_free_inodes_count(d.free_inodes_count(wide) + 1);
             if dir {

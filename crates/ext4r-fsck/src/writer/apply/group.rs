@@ -28,13 +28,13 @@ impl Writer<'_> {
                 let raw = bits_to_bytes(bits, bs as usize);
                 let d = self.desc(*g)?;
                 d.set_flags(d.flags() & !BG_BLOCK_UNINIT);
-                self.bitmaps.insert((*g, true), raw);
+                self.set_map(*g, true, &raw)?;
             }
             Fix::InodeBitmap(g, bits) => {
                 let raw = bits_to_bytes(bits, bs as usize);
                 let d = self.desc(*g)?;
                 d.set_flags(d.flags() & !BG_INODE_UNINIT);
-                self.bitmaps.insert((*g, false), raw);
+                self.set_map(*g, false, &raw)?;
             }
             Fix::Relocate(g, what, at) | Fix::RelocateFrom(g, what, _, at) => {
                 use crate::fix::plan::Meta;

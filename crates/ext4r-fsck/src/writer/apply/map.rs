@@ -11,7 +11,7 @@ impl Writer<'_> {
             }
             Fix::IndirectEntry(b, idx) | Fix::ReservedGdtEntry(b, idx) => {
                 if matches!(f, Fix::ReservedGdtEntry(..)) {
-                    self.meta_writes.insert(*b);
+                    self.allow_meta_write(*b)?;
                 }
                 // Indirect blocks carry no checksum.
                 let blk = self.block(*b, BlockKind::Plain)?;
@@ -37,7 +37,7 @@ impl Writer<'_> {
             }
             Fix::RebuildExtents(t) | Fix::ExtentsFromMap(t) => {
                 for (b, buf) in &t.blocks {
-                    self.blocks.insert(*b, (buf.clone(), t.owner.extent()));
+                    self.put_block(*b, buf.clone(), t.owner.extent())?;
                 }
                 let rec = self.inode(t.ino)?;
                 if let Some(x) = rec.get_mut(0x28..0x28 + 60) {

@@ -23,7 +23,7 @@ impl Writer<'_> {
                     BlockKind::Plain
                 };
                 for (b, buf) in &n.nodes {
-                    self.blocks.insert(*b, (buf.clone(), node_kind));
+                    self.put_block(*b, buf.clone(), node_kind)?;
                 }
                 for &b in &n.blocks {
                     let mut buf = vec![0u8; bs as usize];
@@ -32,7 +32,7 @@ impl Writer<'_> {
                             ino: n.ino,
                             generation: n.generation,
                         };
-                        self.blocks.insert(b, (buf, kind));
+                        self.put_block(b, buf, kind)?;
                     }
                 }
                 let rec = self.inode(n.ino)?;
@@ -75,12 +75,11 @@ impl Writer<'_> {
                 // Only a block that takes the orphan format gets its tail
                 // stamped.
                 if ext4r_format::orphan::init_orphan_block(blk).is_ok() {
-                    if let Some(e) = self.blocks.get_mut(b) {
-                        e.1 = BlockKind::Orphan {
-                            ino: *ino,
-                            generation: *gen,
-                        };
-                    }
+                    let kind = BlockKind::Orphan {
+                        ino: *ino,
+                        generation: *gen,
+                    };
+                    self.set_kind(*b, kind)?;
                 }
             }
             Fix::FreeBlocks(runs) => {
@@ -103,7 +102,7 @@ impl Writer<'_> {
             Fix::RehashDir(r) => {
                 let owner = Owner::new(r.ino, r.generation);
                 for (b, buf) in &r.blocks {
-                    self.blocks.insert(*b, (buf.clone(), owner.dir()));
+                    self.put_block(*b, buf.clone(), owner.dir())?;
                 }
                 let freed = r.release.len() as u64 * u64::from(bs / 512);
                 self.edit_inode(r.ino, |i| {
@@ -126,7 +125,7 @@ impl Writer<'_> {
                 let interval = self.sb.s_mmp_update_interval.get();
                 let bs = self.fs.block_size() as usize;
                 let data = crate::mmp::reset_block(interval, bs);
-                self.blocks.insert(*b, (data, BlockKind::Mmp));
+                self.put_block(*b, data, BlockKind::Mmp)?;
             }
             Fix::RecreateResizeInode(dind) => self.recreate_resize_inode(*dind)?,
             _ => unreachable!("Writer::add routes {f:?} elsewhere"),
