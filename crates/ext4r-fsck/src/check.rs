@@ -1,6 +1,7 @@
 //! The check: open the filesystem, decide whether it needs a full check,
 //! run the passes in order and hand their findings to the observer.
 
+use crate::problem::Subject;
 use std::time::Instant;
 
 use ext4r::device::BlockDevice;
@@ -264,7 +265,7 @@ fn primary_fixes(c: &mut ctx::Ctx, bad_checksum: bool, backup_used: bool) {
     if bad_checksum {
         // No backup to take over: the superblock, which opened and is
         // judged field by field below, gets its checksum again.
-        c.p.error_fix(
+        c.p.on(Subject::Superblock).error_fix(
             0,
             ProblemCode::EXT4R_0_SB_CSUM_INVALID,
             "Superblock checksum does not match superblock.".into(),
@@ -272,7 +273,7 @@ fn primary_fixes(c: &mut ctx::Ctx, bad_checksum: bool, backup_used: bool) {
         );
     }
     if backup_used {
-        c.p.error_fix(
+        c.p.on(Subject::Superblock).error_fix(
             0,
             ProblemCode::PR_0_SB_CORRUPT,
             "The primary superblock or group descriptors are unusable; the check used a \

@@ -143,6 +143,17 @@ pub(crate) struct DirBlock {
     pub lblk: u64,
 }
 
+impl DirBlock {
+    /// The entry at byte `off` of this block, as what a problem is about.
+    pub(crate) fn entry_at(&self, off: usize) -> crate::problem::Subject {
+        crate::problem::Subject::Entry {
+            dir: self.ino,
+            lblk: self.lblk,
+            offset: u32::try_from(off).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 /// A shared xattr block: what its header says and how many inodes use it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct XattrBlock {

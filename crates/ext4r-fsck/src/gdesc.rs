@@ -18,6 +18,7 @@
 //! [`inode_reference`].
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 
 use crate::ctx::{Ctx, GroupState};
@@ -50,7 +51,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     if !group_csum
         && (flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 || d.itable_unused(wide) != 0)
     {
-        c.p.error_fix(
+        c.p.on(Subject::Group(g)).error_fix(
             0,
             ProblemCode::PR_0_GDT_UNINIT,
             format!("Group descriptor {g} marked uninitialized without feature set."),
@@ -59,7 +60,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     }
     let last = g + 1 == c.geo.group_count;
     if last && flags & BG_BLOCK_UNINIT != 0 && clear & BG_BLOCK_UNINIT == 0 {
-        c.p.error_fix(
+        c.p.on(Subject::Group(g)).error_fix(
             0,
             ProblemCode::PR_0_BB_UNINIT_LAST,
             format!("Last group block bitmap uninitialized.  (group {g})"),
@@ -80,9 +81,15 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         let msg = format!("Group descriptor {g} has invalid unused inodes count {left}.");
         let fix = Fix::GroupDescFlags(g, 0, Some(0));
         if zeroed {
-            c.p.harmless_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
+            c.p.on(Subject::Group(g)).harmless_fix(
+                0,
+                ProblemCode::PR_0_GDT_ITABLE_UNUSED,
+                msg,
+                fix,
+            );
         } else {
-            c.p.error_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
+            c.p.on(Subject::Group(g))
+                .error_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
         }
         unused = Some(0);
     }
@@ -126,7 +133,13 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
 /// `INODE_UNINIT` may still find itself in the unused tail, the count
 /// being a second fix), and no entry naming an unused inode is cleared
 /// once a restart is due: pass 1 has not read those inodes yet.
-pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -> bool {
+pub(crate) fn inode_reference(
+    c: &mut Ctx,
+    dir: u32,
+    name: &[u8],
+    target: u32,
+    subject: Subject,
+) -> bool {
     if !c.group_csum() {
         return c.restart;
     }
@@ -162,14 +175,14 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
         return c.restart;
     };
     if c.repairing {
-        c.p.error_fix(2, code, msg, fix);
+        c.p.on(subject.clone()).error_fix(2, code, msg, fix);
         if let Some(slot) = c.groups.get_mut(g as usize) {
             *slot = s;
         }
         c.restart = true;
         true
     } else {
-        c.p.error(2, code, msg);
+        c.p.on(subject).error(2, code, msg);
         false
     }
 }

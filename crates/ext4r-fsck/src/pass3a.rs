@@ -13,6 +13,7 @@
 //! `-n`).
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::dir::{rec_len_for_name, DirBlockIter};
 use ext4r_format::features::Compat;
 use ext4r_format::htree::{dx_hash, effective_hash_version};
@@ -74,7 +75,7 @@ pub(crate) fn run(c: &mut Ctx) {
     if dirs.is_empty() {
         return;
     }
-    c.p.harmless(
+    c.p.on(Subject::Filesystem).harmless(
         3,
         ProblemCode::PR_3A_PASS_HEADER,
         "Pass 3A: Optimizing directories".into(),
@@ -224,7 +225,11 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             };
             if target == ents[i - 1].ino {
                 let fix = clear(c, &ents[i]);
-                c.p.error_fix(
+                c.p.on(Subject::Record {
+                    block: ents[i].phys,
+                    offset: u32::try_from(ents[i].offset).unwrap_or(u32::MAX),
+                })
+                .error_fix(
                     3,
                     ProblemCode::PR_2_DUPLICATE_DIRENT,
                     format!("Duplicate entry '{shown}' in {path} ({ino}) found."),
@@ -238,7 +243,11 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             }
             if dir.encrypted() {
                 let fix = clear(c, &ents[i]);
-                c.p.error_fix(
+                c.p.on(Subject::Record {
+                    block: ents[i].phys,
+                    offset: u32::try_from(ents[i].offset).unwrap_or(u32::MAX),
+                })
+                .error_fix(
                     3,
                     ProblemCode::PR_2_NON_UNIQUE_FILE_NO_RENAME,
                     format!("Duplicate filename entry '{shown}' in {path} ({ino}) found."),
@@ -262,7 +271,11 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 crate::pass2::mutate_name(&mut new);
                 tries += 1;
             }
-            c.p.error_fix(
+            c.p.on(Subject::Record {
+                block: ents[i].phys,
+                offset: u32::try_from(ents[i].offset).unwrap_or(u32::MAX),
+            })
+            .error_fix(
                 3,
                 ProblemCode::PR_2_NON_UNIQUE_FILE,
                 format!(

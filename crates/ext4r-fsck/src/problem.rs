@@ -24,11 +24,154 @@ pub struct Problem {
     pub severity: Severity,
     /// What and where, in e2fsck's words.
     pub message: String,
+    /// What the problem is about, typed: with the code, what names this
+    /// problem from one round's check to the next (see [`Problem::key`]).
+    pub subject: Subject,
     /// The repair, when this version knows one.
     pub fix: Option<crate::fix::Fix>,
     /// The latch question e2fsck asks before this problem, once for a run
     /// of related problems (see [`Latch`]).
     pub latch: Option<Latch>,
+}
+
+/// What a problem is about: the place a repair's answer and the
+/// "said once" of a repair run are keyed on, with the problem's code. It
+/// is as fine as the problem's words: two problems of one code whose
+/// words differ have different subjects, and the same words the same.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Subject {
+    /// The filesystem as a whole: its superblock's fields, features and
+    /// counts.
+    Filesystem,
+    /// The primary superblock as a block: its checksum, or its being
+    /// unusable (a backup standing in).
+    Superblock,
+    /// The journal (its inode, superblock or device).
+    Journal,
+    /// Block group `g` (its descriptor, bitmaps, counts).
+    Group(u32),
+    /// Inode `ino`.
+    Inode(u32),
+    /// A place `at` within inode `ino`: the logical block, block-map
+    /// slot or extent a problem of its mapping is about.
+    InodeAt(u32, u64),
+    /// A pointer of inode `ino`'s mapping: in `block` (None: the inode's
+    /// `i_block`) at entry `index`.
+    Pointer {
+        /// The inode.
+        ino: u32,
+        /// The block holding the pointer; None: the inode.
+        block: Option<u64>,
+        /// Its index there.
+        index: usize,
+    },
+    /// Inode `ino`'s extended attribute block `block` (shared blocks are
+    /// judged for each inode naming them).
+    XattrBlock {
+        /// The inode.
+        ino: u32,
+        /// The block.
+        block: u64,
+    },
+    /// Block `b` of the filesystem.
+    Block(u64),
+    /// Block `b` claimed by both owners (inodes; 0 the filesystem's
+    /// metadata).
+    Shared(u64, u32, u32),
+    /// The entry at byte `offset` of directory `dir`'s block `lblk`.
+    Entry {
+        /// The directory's inode.
+        dir: u32,
+        /// The block, by its logical number in the directory.
+        lblk: u64,
+        /// The record's offset in the block.
+        offset: u32,
+    },
+    /// The directory record at byte `offset` of block `block` (by its
+    /// place on the device).
+    Record {
+        /// The block.
+        block: u64,
+        /// The record's offset in it.
+        offset: u32,
+    },
+    /// A part of group `group`'s metadata (`part`: its name, "block
+    /// bitmap", "inode table").
+    GroupPart {
+        /// The group.
+        group: u32,
+        /// Which part.
+        part: &'static str,
+    },
+    /// Quota type `q` (0 user, 1 group, 2 project).
+    Quota(u8),
+}
+
+/// What names a problem for a repair run's answers and its "said once":
+/// its code and subject, never its words.
+pub type Key = (ProblemCode, Subject);
+
+impl Subject {
+    /// The pointer of inode `ino` stored at `slot`.
+    pub(crate) fn pointer(ino: u32, slot: ext4r_txn::map::walk::Slot) -> Self {
+        Subject::Pointer {
+            ino,
+            block: slot.block,
+            index: slot.index,
+        }
+    }
+}
+
+impl Problem {
+    /// What names this problem for answers and "said once": its code and
+    /// subject.
+    pub fn key(&self) -> Key {
+        (self.code, self.subject.clone())
+    }
+}
+
+/// [`Problems`] recording about one [`Subject`] (from [`Problems::on`]).
+pub struct On<'a> {
+    problems: &'a mut Problems,
+    subject: Subject,
+}
+
+impl On<'_> {
+    /// Records an error.
+    pub fn error(self, pass: u8, code: ProblemCode, message: String) {
+        self.problems
+            .push(pass, code, Severity::Error, message, None, self.subject);
+    }
+
+    /// Records an error and its repair.
+    pub fn error_fix(self, pass: u8, code: ProblemCode, message: String, fix: crate::fix::Fix) {
+        self.problems.push(
+            pass,
+            code,
+            Severity::Error,
+            message,
+            Some(fix),
+            self.subject,
+        );
+    }
+
+    /// Records a harmless finding.
+    pub fn harmless(self, pass: u8, code: ProblemCode, message: String) {
+        self.problems
+            .push(pass, code, Severity::Harmless, message, None, self.subject);
+    }
+
+    /// Records a harmless finding that a repair run still corrects.
+    pub fn harmless_fix(self, pass: u8, code: ProblemCode, message: String, fix: crate::fix::Fix) {
+        self.problems.push(
+            pass,
+            code,
+            Severity::Harmless,
+            message,
+            Some(fix),
+            self.subject,
+        );
+    }
 }
 
 /// e2fsck's latches (`PR_LATCH_*`): a run of related problems (an inode's
@@ -66,36 +209,12 @@ pub struct Problems {
 const KEEP: usize = 10_000;
 
 impl Problems {
-    /// Records an error.
-    pub fn error(&mut self, pass: u8, code: ProblemCode, message: String) {
-        self.push(pass, code, Severity::Error, message, None);
-    }
-
-    /// Records an error and its repair.
-    pub fn error_fix(
-        &mut self,
-        pass: u8,
-        code: ProblemCode,
-        message: String,
-        fix: crate::fix::Fix,
-    ) {
-        self.push(pass, code, Severity::Error, message, Some(fix));
-    }
-
-    /// Records a harmless finding.
-    pub fn harmless(&mut self, pass: u8, code: ProblemCode, message: String) {
-        self.push(pass, code, Severity::Harmless, message, None);
-    }
-
-    /// Records a harmless finding that a repair run still corrects.
-    pub fn harmless_fix(
-        &mut self,
-        pass: u8,
-        code: ProblemCode,
-        message: String,
-        fix: crate::fix::Fix,
-    ) {
-        self.push(pass, code, Severity::Harmless, message, Some(fix));
+    /// Records what follows as about `subject`.
+    pub fn on(&mut self, subject: Subject) -> On<'_> {
+        On {
+            problems: self,
+            subject,
+        }
     }
 
     fn push(
@@ -105,6 +224,7 @@ impl Problems {
         severity: Severity,
         message: String,
         fix: Option<crate::fix::Fix>,
+        subject: Subject,
     ) {
         if severity == Severity::Error {
             self.errors += 1;
@@ -116,6 +236,7 @@ impl Problems {
                 code,
                 severity,
                 message,
+                subject,
                 fix,
                 latch: None,
             });
@@ -207,7 +328,7 @@ impl Problems {
         debug_assert_eq!(other.dropped, 0, "absorbed from a capped list");
         for p in other.list {
             let latch = p.latch;
-            self.push(p.pass, p.code, p.severity, p.message, p.fix);
+            self.push(p.pass, p.code, p.severity, p.message, p.fix, p.subject);
             if let Some(l) = latch {
                 self.latch_last(l.code, l.message);
             }
@@ -273,10 +394,12 @@ mod tests {
     #[test]
     fn harmless_findings_do_not_count_as_errors_and_the_list_is_capped() {
         let mut p = Problems::default();
-        p.harmless(5, ProblemCode::PR_5_FREE_BLOCK_COUNT, "x".into());
+        p.on(Subject::Filesystem)
+            .harmless(5, ProblemCode::PR_5_FREE_BLOCK_COUNT, "x".into());
         assert_eq!(p.errors(), 0);
         for i in 0..(KEEP + 5) {
-            p.error(1, ProblemCode::PR_1_BAD_I_SIZE, i.to_string());
+            p.on(Subject::Inode(i as u32))
+                .error(1, ProblemCode::PR_1_BAD_I_SIZE, i.to_string());
         }
         assert_eq!(p.errors(), (KEEP + 5) as u64);
         assert_eq!(p.list().len(), KEEP);

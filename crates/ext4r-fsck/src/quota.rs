@@ -6,6 +6,7 @@
 //! and the limits the old file held.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 
@@ -136,7 +137,7 @@ fn compare(c: &mut Ctx, qtype: u8) {
                 d
             })
             .collect();
-        c.p.error_fix(
+        c.p.on(Subject::Quota(qtype)).error_fix(
             6,
             ProblemCode::PR_6_UPDATE_QUOTAS,
             format!("Update quota info for quota type {qtype}"),

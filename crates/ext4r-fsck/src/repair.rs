@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::fix::Fix;
 use crate::observe::{Action, Forced, Observer, Quiet};
 use crate::options::Options;
-use crate::problem::Problem;
+use crate::problem::{Key, Problem};
 use crate::report::Report;
 use crate::writer;
 
@@ -435,11 +435,11 @@ struct Session<'a, 'o> {
     policy: Policy<'a>,
     /// Answers given, by problem: a problem seen again in a later round is
     /// not asked about twice.
-    answers: HashMap<(ProblemCode, String), bool>,
+    answers: HashMap<Key, bool>,
     declined: Vec<Problem>,
     /// Problems already shown (and asked about), by problem: each is
     /// shown once, in the round that first finds it.
-    shown: HashSet<(ProblemCode, String)>,
+    shown: HashSet<Key>,
     fixed: Vec<Problem>,
     preen_stopped: Option<Problem>,
     journal_replayed: Option<(u32, u32)>,
@@ -647,7 +647,7 @@ impl Session<'_, '_> {
     /// Whether problem `p`'s fix is made: as answered before, by the
     /// policy, or by asking now (a "yes to all" makes the policy yes).
     fn wanted(&mut self, p: &Problem) -> bool {
-        let key = (p.code, p.message.clone());
+        let key = p.key();
         match (self.answers.get(&key), &mut self.policy) {
             // A "no" stands, also after a later "yes to all".
             (Some(&yes), _) => yes,
@@ -717,9 +717,9 @@ impl Session<'_, '_> {
 struct Live<'r, 'a> {
     inner: &'r mut dyn Observer,
     policy: &'r mut Policy<'a>,
-    answers: &'r mut HashMap<(ProblemCode, String), bool>,
+    answers: &'r mut HashMap<Key, bool>,
     declined: &'r mut Vec<Problem>,
-    shown: &'r mut HashSet<(ProblemCode, String)>,
+    shown: &'r mut HashSet<Key>,
     headings: bool,
 }
 
@@ -761,7 +761,7 @@ impl Observer for Live<'_, '_> {
         if matches!(self.policy, Policy::Preen) {
             return;
         }
-        let key = (p.code, p.message.clone());
+        let key = p.key();
         if !self.shown.insert(key.clone()) {
             return;
         }
@@ -859,6 +859,7 @@ fn recreate_wanted(policy: &mut Policy<'_>) -> bool {
                 code: ProblemCode::PR_6_RECREATE_JOURNAL,
                 severity: crate::problem::Severity::Harmless,
                 message: "Recreate journal".into(),
+                subject: crate::problem::Subject::Journal,
                 fix: None,
                 latch: None,
             };
@@ -987,6 +988,7 @@ fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
             code,
             severity: crate::problem::Severity::Harmless,
             message,
+            subject: crate::problem::Subject::Filesystem,
             fix: Some(fix.clone()),
             latch: None,
         });

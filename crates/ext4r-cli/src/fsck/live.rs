@@ -119,8 +119,8 @@ pub(crate) struct Printer {
     pub style: Style,
     pub timing: bool,
     pub meter: Meter,
-    /// Problems printed, by (code, message).
-    pub printed: HashSet<(ProblemCode, String)>,
+    /// Problems printed, by what names them (code and subject).
+    pub printed: HashSet<ext4r_fsck::Key>,
     /// `-v`: also what a journal recovery replayed.
     pub verbose: bool,
     /// The latch questions asked, by latch code: the message of the run
@@ -238,7 +238,7 @@ impl Observer for Printer {
     }
 
     fn problem(&mut self, p: &Problem, action: Action) {
-        self.printed.insert((p.code, p.message.clone()));
+        self.printed.insert(p.key());
         if self.style == Style::Check && ext4r_fsck::no_nomsg(p.code) {
             return;
         }

@@ -638,12 +638,8 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         .list()
         .iter()
         .filter(|p| p.severity == Severity::Error)
-        .filter(|p| !printer.printed.contains(&(p.code, p.message.clone())))
-        .filter(|p| {
-            !r.declined
-                .iter()
-                .any(|d| d.code == p.code && d.message == p.message)
-        })
+        .filter(|p| !printer.printed.contains(&p.key()))
+        .filter(|p| !r.declined.iter().any(|d| d.key() == p.key()))
     {
         println!(
             "{}? no (not repairable by this version)\n",
