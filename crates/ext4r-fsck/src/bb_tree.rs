@@ -51,7 +51,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
                 ),
                 fix,
             );
-            c.bb_corrupt = true;
+            c.mark_bb_corrupt();
             return if c.repairing {
                 Verdict::Skip
             } else {
@@ -68,7 +68,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
             format!("Bad block {b} used as bad block inode indirect block."),
             fix,
         );
-        c.bb_corrupt = true;
+        c.mark_bb_corrupt();
         return Verdict::Skip;
     }
     Verdict::Usual
@@ -77,7 +77,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
 /// After the walk: a read-only check stops where e2fsck's "Continue?" is
 /// answered no.
 pub(crate) fn finish(c: &mut Ctx) {
-    if c.bb_corrupt && !c.repairing {
+    if c.bb_corrupt() && !c.repairing {
         c.fatal = Some(
             "The bad block inode has probably been corrupted.  You probably\n\
              should stop now and run e2fsck -c to scan for bad blocks\n\

@@ -130,9 +130,9 @@ pub(crate) fn check_with(
     c.repairing = opts.repairing;
     c.now = opts.now;
     c.forced = opts.force;
-    c.external_journal = opts.external_journal.clone();
+    c.set_external_journal(opts.external_journal.clone());
     c.threads = opts.thread_count();
-    c.cancel = opts.cancel.clone();
+    c.watch_cancel(opts.cancel.clone());
     c.notes = notes;
     let mut emit = Emitter {
         notes: 0,
@@ -197,7 +197,7 @@ pub(crate) fn check_with(
     report.notes = std::mem::take(&mut c.notes);
     report.fatal = c.fatal.take();
     report.fatal_journal = c.fatal_journal;
-    report.cancelled = c.cancelled;
+    report.cancelled = c.cancelled();
     report.problems = c.p;
     Ok(report)
 }

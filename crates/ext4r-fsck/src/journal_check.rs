@@ -61,7 +61,7 @@ pub(crate) fn check(c: &mut Ctx) {
                         ),
                         Fix::JournalInum(ino::JOURNAL),
                     );
-                    c.journal_ino = ino::JOURNAL;
+                    c.journal_is_reserved_inode();
                     (info, false)
                 }
                 None => return bad_inode(c, has, recover, inum, &why),
@@ -71,7 +71,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if from_backup {
         // e2fsck takes the copy without a word and writes it back; pass 1
         // then judges the inode as restored, its blocks claimed here.
-        c.journal_backup = true;
+        c.journal_from_backup();
         // Its indirect or tree blocks too (pass 1 does not walk it).
         for (b, n) in crate::dup::mapped_blocks(&c.fs, &info.inode) {
             c.claim(b, n, inum);
@@ -208,7 +208,7 @@ fn external(c: &mut Ctx, has: bool, recover: bool, inum: u32) {
     if inum != 0 {
         return;
     }
-    if let Some(ext) = c.external_journal.clone() {
+    if let Some(ext) = c.external_journal() {
         crate::external_journal::check(c, &ext);
     } else {
         // As e2fsck without -j: the journal cannot be found.

@@ -102,7 +102,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     crate::resize_inode::finish(c);
     // Kept with repeats: pass 4 counts the references to each EA inode.
     c.ea_refs.sort_unstable();
-    if c.large_dirs > 0 && !c.sb.has_incompat(Incompat::LARGEDIR) {
+    if c.any_large().1 && !c.sb.has_incompat(Incompat::LARGEDIR) {
         c.p.on(Subject::Filesystem).error_fix(
             1,
             ProblemCode::PR_2_FEATURE_LARGE_DIRS,
@@ -110,7 +110,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             Fix::SetLargeDir,
         );
     }
-    if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
+    if c.any_large().0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
         c.p.on(Subject::Filesystem).error_fix(
             2,
             ProblemCode::PR_2_FEATURE_LARGE_FILES,
@@ -249,7 +249,7 @@ enum Piece {
 /// (policies are numbered as met), any inode while a bad block list is in
 /// force (its checks look the list up and may move metadata).
 fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
-    if ino < c.sb.first_ino() || ino == c.journal_ino || specials.contains(&ino) {
+    if ino < c.sb.first_ino() || ino == c.journal_ino() || specials.contains(&ino) {
         return true;
     }
     // An all-zero record is done with before the rest is looked at.
@@ -436,7 +436,7 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
     let sb = &c.sb;
     // A journal in an ordinary inode is an ordinary file to e2fsck's
     // passes (named by a directory, or unattached).
-    let journal = Some(c.journal_ino).filter(|&j| j < sb.first_ino());
+    let journal = Some(c.journal_ino()).filter(|&j| j < sb.first_ino());
     let mut v = vec![
         journal.unwrap_or(0),
         sb.s_usr_quota_inum.get(),
@@ -460,7 +460,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             made.iter()
                 .any(|p| p.pass == 1 && p.fix.as_ref().is_some_and(|f| f.rewrites_inode(ino)))
         });
-    if std::mem::take(&mut c.csum_due) && !rewritten {
+    if c.take_csum_due() && !rewritten {
         c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
@@ -518,7 +518,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     }
     kind_rules(c, ino, inode, kind, flags, bogus_dev);
     if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
-        c.large_files += 1;
+        c.count_large_file();
     }
     if kind == FileKind::Directory
         && (truncated_dir || !flags.contains(InodeFlags::INLINE_DATA))
@@ -582,7 +582,7 @@ fn screen(
     specials: &[u32],
     pre: u8,
 ) -> Option<InUse> {
-    if c.journal_backup && ino == c.journal_ino {
+    if c.journal_backup_serves(ino) {
         // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
         if ino >= c.sb.first_ino() {
             c.extra_used.push(ino);
@@ -631,7 +631,7 @@ fn screen(
     // FINISH_INODE_LOOP; in a repair only when no other fix rewrote the
     // inode, see `check_inode`).
     if pre & PRE_BAD_CSUM != 0 {
-        c.csum_due = true;
+        c.csum_due();
     }
     orphan_dtime(c, ino, inode);
     // The reserved quota inodes the superblock names are files whatever
@@ -1252,7 +1252,7 @@ fn record_dir(
         && !flags.contains(InodeFlags::EXTENTS)
         && map.illegal_end > map.end_lblk
     {
-        c.htree_tails.push((ino, map.end_lblk, map.illegal_end));
+        c.note_htree_tail((ino, map.end_lblk, map.illegal_end));
     }
     // e2fsck's pass 1 puts on its rebuild list (when it may write and
     // the filesystem indexes directories) a directory whose index it
@@ -1317,7 +1317,7 @@ fn htree_root(
             // e2fsck's handle_htree counts a sound index of 2 GiB or
             // more (by i_size, before any size repair) as a large
             // directory.
-            c.large_dirs += 1;
+            c.count_large_dir();
         }
     }
     htree
@@ -1411,7 +1411,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
             // e2fsck's check_blocks counts it like any regular file: its
             // size (past 4 GiB) needs large_file too.
             if inode.is_reg() && inode.size() >= 0x8000_0000 {
-                c.large_files += 1;
+                c.count_large_file();
             }
             crate::pass1_rules::reserved(c, ino, inode, rec);
             crate::resize_inode::check(c, inode)

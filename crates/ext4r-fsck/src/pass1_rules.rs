@@ -411,10 +411,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
         Some(1 | 2) => v[..v.len() - 16].to_vec(),
         _ => Vec::new(),
     };
-    // At most one per inode: below 2^32.
-    let next = ext4r_format::num::sat_u32(c.enc_policy_ids.len());
-    let id = *c.enc_policy_ids.entry(key).or_insert(next);
-    c.enc_policy.insert(ino, id);
+    c.set_policy(ino, key);
     true
 }
 

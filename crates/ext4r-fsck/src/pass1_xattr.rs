@@ -77,7 +77,7 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
             value_inums(&buf[32..], &mut named);
             block_refs = !named.is_empty();
             // A shared block's entries count once, when it is first seen.
-            if c.xattr_blocks.get(&blk).is_none_or(|x| x.counted <= 1) {
+            if c.xattr_block(blk).is_none_or(|x| x.counted <= 1) {
                 c.ea_refs.extend(named);
             }
         }
@@ -297,7 +297,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
             .error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));
         return (0, false);
     }
-    if let Some(x) = c.xattr_blocks.get_mut(&blk) {
+    if let Some(x) = c.xattr_block_mut(blk) {
         x.counted += 1;
         if let Some(code) = x.bad {
             // Judged bad for an earlier inode: judged again (e2fsck marks
@@ -342,7 +342,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
             Fix::XattrBlockChecksum(blk),
         );
     }
-    c.xattr_blocks.insert(
+    c.add_xattr_block(
         blk,
         XattrBlock {
             refcount: hdr.h_refcount.get(),
@@ -381,7 +381,7 @@ fn unparsed_block(c: &mut Ctx, ino: u32, blk: u64, buf: &[u8], read_failed: bool
         bad_block_message(code, ino, blk, 0),
         crate::fix::Fix::InodeClearFileAcl(ino),
     );
-    c.xattr_blocks.insert(
+    c.add_xattr_block(
         blk,
         XattrBlock {
             refcount: 0,
@@ -569,7 +569,7 @@ fn report_ea_inode_reference(
     let (code, msg, set_flag) = found;
     let fix = match set_flag {
         Some(n) => {
-            c.ea_flag_missing.push(n);
+            c.note_ea_flag_missing(n);
             Fix::InodeSetFlags(n, InodeFlags::EA_INODE.bits())
         }
         None => clear,
@@ -712,8 +712,7 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(ProblemCod
 
 pub(crate) fn finish_xattr_blocks(c: &mut Ctx) {
     let bad: Vec<(u64, u32, u32)> = c
-        .xattr_blocks
-        .iter()
+        .xattr_blocks()
         .filter(|(_, x)| x.valid && x.refcount != x.counted)
         .map(|(b, x)| (*b, x.refcount, x.counted))
         .collect();

@@ -33,13 +33,13 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             .filter(|p| p.pass == 2)
             .flat_map(|p| crate::pathname::q_wanted(&p.message).collect::<Vec<_>>())
             .collect();
-    c.q_dirs = wanted.into_iter().map(|i| (i, 0)).collect();
+    c.want_q_dirs(wanted);
     walk(c, progress);
-    if c.q_dirs.is_empty() {
+    let q_dirs = c.take_q_dirs();
+    if q_dirs.is_empty() {
         return;
     }
     let fs = c.fs.clone();
-    let q_dirs = std::mem::take(&mut c.q_dirs);
     for p in c.p.each_mut() {
         if p.pass == 2 && crate::pathname::q_wanted(&p.message).next().is_some() {
             p.message =
@@ -1265,7 +1265,7 @@ fn inline_dirs(c: &mut Ctx) {
 /// found to cover (PR_2_UNEXPECTED_HTREE_BLOCK): the index is cleared and
 /// the directory rebuilt. Only direct blocks are given a new one here.
 fn htree_tails(c: &mut Ctx) {
-    for (ino, end, illegal_end) in std::mem::take(&mut c.htree_tails) {
+    for (ino, end, illegal_end) in c.take_htree_tails() {
         let Some(d) = c.dir_idx(ino) else { continue };
         if !c.dirs[d].htree() {
             continue;

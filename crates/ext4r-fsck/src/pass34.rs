@@ -37,7 +37,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     .error(3, ProblemCode::PR_3_NO_ROOT_INODE, msg)
             }
         }
-        c.skip_to_pass5 = true;
+        c.skip_to_pass5();
         return;
     };
     // The root's parent is itself.
@@ -96,7 +96,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
         if let Some((t, looped)) = top {
             let r = c.dirs[t];
-            c.reconnects.push(format!("#{}", r.ino).len());
+            c.note_reconnect(format!("#{}", r.ino).len());
             let (code, msg) = if looped {
                 (
                     ProblemCode::PR_3_LOOPED_DIR,
@@ -291,7 +291,7 @@ fn ea_inode_refs(c: &mut Ctx, ino: u32) {
 }
 
 pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
-    if c.skip_to_pass5 {
+    if c.skips_pass4() {
         return;
     }
     let mut dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
@@ -300,7 +300,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     // this pass). EA inodes the flag is missing on are looked at one by one.
     // So are those pass 3A took a link from (their count is no longer
     // the one recorded).
-    let skip = c.ea_flag_missing.is_empty() && c.link_drops.is_empty();
+    let skip = c.counts_as_found();
     let mut next = c.inodes.next(0);
     while let Some(ino) = next {
         let w = ino / 64;
@@ -318,12 +318,10 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         let Some(mut r) = c.inodes.get(ino) else {
             continue;
         };
-        if let Some(&k) = c.link_drops.get(&ino) {
-            r.links = r.links.saturating_sub(k);
-        }
+        r.links = r.links.saturating_sub(c.link_drops(ino));
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
-        let ea_inode = r.ea_inode || c.ea_flag_missing.contains(&r.ino);
+        let ea_inode = r.ea_inode || c.ea_flag_missing(r.ino);
         if ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
             ea_inode_refs(c, r.ino);
             continue;
@@ -345,12 +343,12 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 }
             }
             if r.kind != FileKind::Directory {
-                c.reconnects.push(format!("#{}", r.ino).len());
+                c.note_reconnect(format!("#{}", r.ino).len());
                 let reconnect = crate::fix::Fix::Reconnect(r.ino, r.kind.dirent_type());
                 // A count pass 3A took to 0 with the inode's last entry
                 // is 1 again with the new one (e2fsck adjusts it by one
                 // each way), and nothing more is said.
-                let fix = if c.repairing && r.links == 0 && c.link_drops.contains_key(&r.ino) {
+                let fix = if c.repairing && r.links == 0 && c.link_dropped(r.ino) {
                     crate::fix::Fix::Each(vec![reconnect, crate::fix::Fix::InodeLinks(r.ino, 1)])
                 } else {
                     reconnect
@@ -427,7 +425,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             );
         }
     }
-    let names = std::mem::take(&mut c.reconnects);
+    let names = c.take_reconnects();
     if let Some((lpf, blocks)) = crate::lost_found::plan_expand(c, &names) {
         c.p.on(Subject::Inode(lpf)).error_fix(
             3,

@@ -211,14 +211,14 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             let clear = |c: &mut Ctx, e: &Ent| {
                 let mut fixes = vec![Fix::DirEntryClear(e.phys, e.offset, dir.owner())];
                 let links = c.inodes.get(target).map_or(0, |r| r.links);
-                let k = c.link_drops.get(&target).copied().unwrap_or(0);
+                let k = c.link_drops(target);
                 if links > k {
                     fixes.push(Fix::InodeLinks(target, links - k - 1));
                 }
                 if c.repairing {
                     c.inodes.remove_name(target);
                     if links > k {
-                        c.link_drops.insert(target, k + 1);
+                        c.drop_link(target);
                     }
                 }
                 Fix::Each(fixes)

@@ -35,7 +35,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// Sorts the claims, reports blocks claimed twice and returns the union as
 /// sorted disjoint (start, end) ranges.
 fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
-    let claims = std::mem::take(&mut c.claims);
+    let claims = c.take_claims();
     if claims.regular() && c.bad_blocks.is_empty() {
         // Nothing claimed twice and no bad block to sort out: the union
         // is all there is (the claims are not read back).
@@ -568,7 +568,6 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
         gather(c, Bitmap::Block, &mut said, g, f);
     }
     c.stats.blocks_used = c.geo.blocks_count.saturating_sub(total_free << cbits);
-    c.free_blocks_total = total_free << cbits;
     let shown = if c.repairing {
         total_free
     } else {

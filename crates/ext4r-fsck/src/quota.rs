@@ -25,7 +25,7 @@ use crate::fix::Fix;
 /// Without quotas (most filesystems) done inline, without the call.
 #[inline]
 pub(crate) fn charge(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, inodes: u64) {
-    if c.quota.iter().all(Option::is_none) {
+    if !c.counts_quota() {
         return;
     }
     charge_counted(c, ino, inode, rec, space, inodes);
@@ -47,7 +47,7 @@ fn charge_counted(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, 
     // (e2fsck's project_quota_valid).
     let types = if rec.len() > 128 { 3 } else { 2 };
     for (t, id) in ids.iter().enumerate().take(types) {
-        if let Some(m) = &mut c.quota[t] {
+        if let Some(m) = c.quota_usage(t) {
             let u = m.entry(*id).or_default();
             u.space = u.space.wrapping_add(space);
             u.inodes = u.inodes.wrapping_add(inodes);
@@ -64,7 +64,7 @@ fn charge_counted(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, 
 /// repairs. Bitmaps that cannot be trusted leave it undone, as e2fsck's
 /// `invalid_bitmaps` does.
 pub(crate) fn check(c: &mut Ctx, emit: &mut dyn FnMut(&Ctx)) {
-    if c.quota.iter().all(Option::is_none) {
+    if !c.counts_quota() {
         return;
     }
     if c.bad_itable || c.bad_bitmaps.iter().any(|&(b, i)| b || i) {
@@ -81,7 +81,7 @@ pub(crate) fn check(c: &mut Ctx, emit: &mut dyn FnMut(&Ctx)) {
 
 fn compare(c: &mut Ctx, qtype: u8) {
     let q = usize::from(qtype);
-    let Some(counted) = c.quota[q].take() else {
+    let Some(counted) = c.take_quota_usage(q) else {
         return;
     };
     let ino = crate::quota_usage::inum(&c.sb, q);

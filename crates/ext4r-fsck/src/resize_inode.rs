@@ -76,7 +76,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
         block_numbers(c, inode, &words);
     } else {
         // Reported with its new place once every block in use is known.
-        c.resize_recreate = true;
+        c.recreate_resize_inode();
         if !c.repairing {
             // e2fsck -n keeps the invalid inode and walks it in pass 1.
             block_numbers(c, inode, &words);
@@ -265,7 +265,7 @@ fn read_words(c: &Ctx, b: u64) -> Option<Vec<u32>> {
 /// found in use. A repairing check counts the block in use, so that pass
 /// 5's bitmaps agree with the recreated inode.
 pub(crate) fn finish(c: &mut Ctx) {
-    if !c.resize_recreate {
+    if !c.resize_recreate() {
         return;
     }
     let msg = "Resize inode not valid.".to_string();

@@ -36,11 +36,7 @@ pub(super) fn entry(
         off,
         dir: c.dirs[d].ino,
     };
-    if !c.q_dirs.is_empty() {
-        if let Some(first) = c.q_dirs.get_mut(&target).filter(|f| **f == 0) {
-            *first = e.dir;
-        }
-    }
+    c.met_in(target, e.dir);
     if !dot_entries(c, &e) || target == 0 || !target_number(c, &e) {
         return;
     }
@@ -322,7 +318,7 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
         }
     }
     if c.dirs[e.d].encrypted() {
-        let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
+        let (mine, its) = (c.policy_of(dir), c.policy_of(target));
         if let (Some(mine), Some(its)) = (mine, its) {
             if mine != its {
                 let msg = format!(
