@@ -480,7 +480,7 @@ impl ExtWalk {
         if misaligned(c, self.last_mapped, l, p) {
             // As e2fsck: claimed twice, so that pass 1D gives the
             // extent a copy where its blocks sit as the format wants.
-            c.p.on(Subject::pointer(ino, at.slot)).error(
+            c.p.on(Subject::InodeAt(ino, l)).error(
                 1,
                 ProblemCode::PR_1_MISALIGNED_CLUSTER,
                 format!(

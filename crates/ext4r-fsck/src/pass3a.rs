@@ -100,6 +100,16 @@ struct Ent {
     offset: usize,
 }
 
+impl Ent {
+    /// The entry as what a problem is about.
+    fn subject(&self) -> Subject {
+        Subject::Record {
+            block: self.phys,
+            offset: u32::try_from(self.offset).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 /// The directory's entries, in block order; None when a block does not
 /// read or parse (e2fsck gives up rebuilding it then).
 fn read_entries(c: &Ctx, ino: u32, phys: &[u64]) -> Option<Vec<Ent>> {
@@ -225,11 +235,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             };
             if target == ents[i - 1].ino {
                 let fix = clear(c, &ents[i]);
-                c.p.on(Subject::Record {
-                    block: ents[i].phys,
-                    offset: u32::try_from(ents[i].offset).unwrap_or(u32::MAX),
-                })
-                .error_fix(
+                c.p.on(ents[i].subject()).error_fix(
                     3,
                     ProblemCode::PR_2_DUPLICATE_DIRENT,
                     format!("Duplicate entry '{shown}' in {path} ({ino}) found."),
@@ -243,11 +249,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             }
             if dir.encrypted() {
                 let fix = clear(c, &ents[i]);
-                c.p.on(Subject::Record {
-                    block: ents[i].phys,
-                    offset: u32::try_from(ents[i].offset).unwrap_or(u32::MAX),
-                })
-                .error_fix(
+                c.p.on(ents[i].subject()).error_fix(
                     3,
                     ProblemCode::PR_2_NON_UNIQUE_FILE_NO_RENAME,
                     format!("Duplicate filename entry '{shown}' in {path} ({ino}) found."),
@@ -271,11 +273,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 crate::pass2::mutate_name(&mut new);
                 tries += 1;
             }
-            c.p.on(Subject::Record {
-                block: ents[i].phys,
-                offset: u32::try_from(ents[i].offset).unwrap_or(u32::MAX),
-            })
-            .error_fix(
+            c.p.on(ents[i].subject()).error_fix(
                 3,
                 ProblemCode::PR_2_NON_UNIQUE_FILE,
                 format!(

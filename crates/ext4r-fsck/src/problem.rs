@@ -107,9 +107,53 @@ pub enum Subject {
     Quota(u8),
 }
 
-/// What names a problem for a repair run's answers and its "said once":
-/// its code and subject, never its words.
+/// What a problem is about: its code and subject. With the repair it
+/// offers it names the problem for a repair run's answers and its "said
+/// once" (see [`Seen`]), never with its words.
 pub type Key = (ProblemCode, Subject);
+
+/// Problems met, each with a value (an answer): one problem is the same
+/// as another when its code, its subject and the repair it offers are
+/// (a later round that finds other values, a count still wrong after a
+/// fix, offers another repair: another problem).
+#[derive(Debug)]
+pub struct Seen<V> {
+    map: std::collections::HashMap<Key, Vec<(Option<crate::fix::Fix>, V)>>,
+}
+
+impl<V> Default for Seen<V> {
+    fn default() -> Self {
+        Seen {
+            map: std::collections::HashMap::new(),
+        }
+    }
+}
+
+impl<V: Copy> Seen<V> {
+    /// The value recorded for `p`.
+    pub fn get(&self, p: &Problem) -> Option<V> {
+        self.map
+            .get(&p.key())?
+            .iter()
+            .find(|(fix, _)| same_repair(fix, &p.fix))
+            .map(|&(_, v)| v)
+    }
+
+    /// Records `v` for `p` unless `p` was met: whether it was not.
+    pub fn insert(&mut self, p: &Problem, v: V) -> bool {
+        let met = self.map.entry(p.key()).or_default();
+        if met.iter().any(|(fix, _)| same_repair(fix, &p.fix)) {
+            return false;
+        }
+        met.push((p.fix.clone(), v));
+        true
+    }
+
+    /// Whether a problem of code `code` was met.
+    pub fn any_of(&self, code: ProblemCode) -> bool {
+        self.map.keys().any(|(c, _)| *c == code)
+    }
+}
 
 impl Subject {
     /// The pointer of inode `ino` stored at `slot`.
@@ -123,10 +167,17 @@ impl Subject {
 }
 
 impl Problem {
-    /// What names this problem for answers and "said once": its code and
-    /// subject.
+    /// What this problem is about: its code and subject.
     pub fn key(&self) -> Key {
         (self.code, self.subject.clone())
+    }
+
+    /// Whether `other` is the same problem: the same code, subject and
+    /// repair (see [`Seen`]).
+    pub fn is_same(&self, other: &Problem) -> bool {
+        self.code == other.code
+            && self.subject == other.subject
+            && same_repair(&self.fix, &other.fix)
     }
 }
 
@@ -171,6 +222,44 @@ impl On<'_> {
             Some(fix),
             self.subject,
         );
+    }
+}
+
+/// Whether two repairs decide the same: equal, but for the plan a round
+/// makes for them (the blocks a new root, lost+found, directory block or
+/// relocation takes, the copies of a clone, the records of a quota
+/// update, a rebuilt tree): a repair planned again in a later round, as it
+/// waits for another, is the same repair. Values found (a count, a
+/// bitmap's bits) are not a plan: another value is another repair.
+fn same_repair(a: &Option<crate::fix::Fix>, b: &Option<crate::fix::Fix>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => same_decision(a, b),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
+/// [`same_repair`] of two repairs.
+fn same_decision(a: &crate::fix::Fix, b: &crate::fix::Fix) -> bool {
+    use crate::fix::Fix as F;
+    match (a, b) {
+        (F::MakeRoot(_), F::MakeRoot(_))
+        | (F::MakeLostFound(_), F::MakeLostFound(_))
+        | (F::RecreateResizeInode(_), F::RecreateResizeInode(_))
+        | (F::RebuildExtents(_), F::RebuildExtents(_))
+        | (F::ExtentsFromMap(_), F::ExtentsFromMap(_))
+        | (F::NewOrphanFile(_), F::NewOrphanFile(_))
+        | (F::RehashDir(_), F::RehashDir(_)) => true,
+        (F::UpdateQuota(q, _), F::UpdateQuota(r, _)) => q == r,
+        (F::CloneBlocks(i, ..), F::CloneBlocks(j, ..))
+        | (F::ExpandDir(i, _), F::ExpandDir(j, _))
+        | (F::DirBlock0(i, ..), F::DirBlock0(j, ..)) => i == j,
+        (F::DirBlockAt(i, l, ..), F::DirBlockAt(j, m, ..)) => (i, l) == (j, m),
+        (F::Relocate(g, m, _), F::Relocate(h, n, _)) => (g, m) == (h, n),
+        (F::RelocateFrom(g, m, f, _), F::RelocateFrom(h, n, e, _)) => (g, m, f) == (h, n, e),
+        (F::Each(x), F::Each(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_decision(a, b))
+        }
+        _ => a == b,
     }
 }
 
