@@ -6,6 +6,7 @@
 //! Listed blocks that are metadata are not counted twice.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::inode::Inode;
 use ext4r_format::InodeNr;
 use ext4r_txn::map::walk::{self, Ptr, Step, Visitor};
@@ -50,7 +51,7 @@ pub(crate) fn lists_itself(c: &mut Ctx) -> bool {
     if !inode_in_bad_block(c, bad) {
         return false;
     }
-    c.p.error_fix(
+    c.p.on(Subject::Inode(bad)).error_fix(
         1,
         ProblemCode::PR_1_BADBLOCKS_IN_BADBLOCKS,
         "Bad block list says the bad block list inode is bad.".into(),
@@ -166,7 +167,7 @@ fn backup_copy(c: &mut Ctx, b: u64) {
     for g in 1..c.geo.group_count {
         let m = c.geo.group_meta(g);
         if m.super_block == Some(b) {
-            c.p.harmless(
+            c.p.on(Subject::Block(b)).harmless(
                 1,
                 ProblemCode::PR_1_BAD_SUPERBLOCK,
                 format!("Warning: Group {g}'s superblock ({b}) is bad."),
@@ -176,7 +177,7 @@ fn backup_copy(c: &mut Ctx, b: u64) {
         let in_desc =
             m.old_desc.is_some_and(|(f, n)| b >= f && b < f + n) || m.meta_desc == Some(b);
         if in_desc {
-            c.p.harmless(
+            c.p.on(Subject::Block(b)).harmless(
                 1,
                 ProblemCode::PR_1_BAD_GROUP_DESCRIPTORS,
                 format!(
@@ -241,7 +242,11 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
                 } else {
                     ("inode", ProblemCode::PR_1_IB_BAD_BLOCK)
                 };
-                c.p.error(1, code, format!("Group {g}'s {name} bitmap ({b}) is bad."));
+                c.p.on(Subject::Block(b)).error(
+                    1,
+                    code,
+                    format!("Group {g}'s {name} bitmap ({b}) is bad."),
+                );
                 if !c.relocate.iter().any(|r| (r.0, r.1) == (g, what)) {
                     c.relocate.push((g, what, true));
                 }
@@ -293,19 +298,20 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
             _ => None,
         };
         match fix {
-            Some(f) => c.p.error_fix(1, code, msg, f),
-            None => c.p.error(1, code, msg),
+            Some(f) => c.p.on(Subject::Block(b)).error_fix(1, code, msg, f),
+            None => c.p.on(Subject::Block(b)).error(1, code, msg),
         }
     }
     if !unlist.is_empty() {
         // Its block count follows the list (pointers include indirect
         // blocks).
         let n = pointers.iter().filter(|p| !unlist.contains(&p.1)).count() as u64;
-        c.p.error_fix(
-            1,
-            ProblemCode::PR_1_BAD_I_BLOCKS,
-            format!("Inode 1, i_blocks follows its list ({n} blocks)."),
-            Fix::InodeBlocks(ext4r_format::inode::ino::BAD, n),
-        );
+        c.p.on(Subject::Inode(ext4r_format::inode::ino::BAD))
+            .error_fix(
+                1,
+                ProblemCode::PR_1_BAD_I_BLOCKS,
+                format!("Inode 1, i_blocks follows its list ({n} blocks)."),
+                Fix::InodeBlocks(ext4r_format::inode::ino::BAD, n),
+            );
     }
 }

@@ -9,6 +9,7 @@
 use crate::codes::ProblemCode;
 use crate::ctx::Ctx;
 use crate::fix::Fix;
+use crate::problem::Subject;
 
 /// What the walk of the bad block inode does with a pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +42,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
             r
         });
         if crate::guard::covers(ranges, b) {
-            c.p.error_fix(
+            c.p.on(Subject::Block(b)).error_fix(
                 1,
                 ProblemCode::PR_1_BB_FS_BLOCK,
                 format!(
@@ -50,7 +51,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
                 ),
                 fix,
             );
-            c.bb_corrupt = true;
+            c.mark_bb_corrupt();
             return if c.repairing {
                 Verdict::Skip
             } else {
@@ -61,13 +62,13 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
     // A block met before: an indirect block that is also listed as bad
     // (whichever comes second loses its pointer, as in e2fsck's walk).
     if !w.seen.insert(b) {
-        c.p.error_fix(
+        c.p.on(Subject::Block(b)).error_fix(
             1,
             ProblemCode::PR_1_BBINODE_BAD_METABLOCK,
             format!("Bad block {b} used as bad block inode indirect block."),
             fix,
         );
-        c.bb_corrupt = true;
+        c.mark_bb_corrupt();
         return Verdict::Skip;
     }
     Verdict::Usual
@@ -76,7 +77,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
 /// After the walk: a read-only check stops where e2fsck's "Continue?" is
 /// answered no.
 pub(crate) fn finish(c: &mut Ctx) {
-    if c.bb_corrupt && !c.repairing {
+    if c.bb_corrupt() && !c.repairing {
         c.fatal = Some(
             "The bad block inode has probably been corrupted.  You probably\n\
              should stop now and run e2fsck -c to scan for bad blocks\n\

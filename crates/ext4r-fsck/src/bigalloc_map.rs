@@ -8,6 +8,7 @@
 //! rewritten.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r::fs::FileKind;
 use ext4r_format::extent::Extent;
 use ext4r_format::features::RoCompat;
@@ -76,7 +77,7 @@ pub(crate) fn check(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, bad: b
     let msg = format!("Inode {ino} on bigalloc filesystem cannot be block mapped.");
     match crate::extent_rebuild::plan(c, ino, owner, found) {
         Some(Fix::RebuildExtents(t)) => {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES,
                 msg,
@@ -85,7 +86,8 @@ pub(crate) fn check(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, bad: b
         }
         Some(_) => {}
         None => {
-            c.p.error(1, ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES, msg)
+            c.p.on(Subject::Inode(ino))
+                .error(1, ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES, msg)
         }
     }
 }

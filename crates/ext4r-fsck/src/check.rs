@@ -1,6 +1,7 @@
 //! The check: open the filesystem, decide whether it needs a full check,
 //! run the passes in order and hand their findings to the observer.
 
+use crate::problem::Subject;
 use std::time::Instant;
 
 use ext4r::device::BlockDevice;
@@ -141,9 +142,9 @@ pub(crate) fn check_kept(
     c.repairing = opts.repairing;
     c.now = opts.now;
     c.forced = opts.force;
-    c.external_journal = opts.external_journal.clone();
+    c.set_external_journal(opts.external_journal.clone());
     c.threads = opts.thread_count();
-    c.cancel = opts.cancel.clone();
+    c.watch_cancel(opts.cancel.clone());
     c.notes = notes;
     let mut emit = Emitter {
         notes: 0,
@@ -208,7 +209,7 @@ pub(crate) fn check_kept(
     report.notes = std::mem::take(&mut c.notes);
     report.fatal = c.fatal.take();
     report.fatal_journal = c.fatal_journal;
-    report.cancelled = c.cancelled;
+    report.cancelled = c.cancelled();
     report.problems = c.p;
     Ok((report, c.fs))
 }
@@ -276,7 +277,7 @@ fn primary_fixes(c: &mut ctx::Ctx, bad_checksum: bool, backup_used: bool) {
     if bad_checksum {
         // No backup to take over: the superblock, which opened and is
         // judged field by field below, gets its checksum again.
-        c.p.error_fix(
+        c.p.on(Subject::Superblock).error_fix(
             0,
             ProblemCode::EXT4R_0_SB_CSUM_INVALID,
             "Superblock checksum does not match superblock.".into(),
@@ -284,7 +285,7 @@ fn primary_fixes(c: &mut ctx::Ctx, bad_checksum: bool, backup_used: bool) {
         );
     }
     if backup_used {
-        c.p.error_fix(
+        c.p.on(Subject::Superblock).error_fix(
             0,
             ProblemCode::PR_0_SB_CORRUPT,
             "The primary superblock or group descriptors are unusable; the check used a \

@@ -143,6 +143,17 @@ pub(crate) struct DirBlock {
     pub lblk: u64,
 }
 
+impl DirBlock {
+    /// The entry at byte `off` of this block, as what a problem is about.
+    pub(crate) fn entry_at(&self, off: usize) -> crate::problem::Subject {
+        crate::problem::Subject::Entry {
+            dir: self.ino,
+            lblk: self.lblk,
+            offset: u32::try_from(off).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 /// A shared xattr block: what its header says and how many inodes use it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct XattrBlock {
@@ -208,16 +219,16 @@ pub(crate) struct Ctx {
     pub abort: bool,
     /// The caller's stop request ([`crate::options::Options::cancel`]); workers
     /// have none (the merging thread looks).
-    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// The stop request was seen: the check ends early.
-    pub cancelled: bool,
+    cancelled: bool,
     /// Why the check cannot be completed at all (e2fsck's exit 8).
     pub fatal: Option<String>,
     /// It stopped while the journal was checked, before the superblock
     /// (see [`crate::report::Report::fatal_journal`]).
     pub fatal_journal: bool,
     /// The bad block inode's tree looked corrupted (see `bb_tree`).
-    pub bb_corrupt: bool,
+    bb_corrupt: bool,
     /// Groups whose inode table is unusable (outside where it may be):
     /// their inodes are not read, as e2fsck's scan skips a table it found
     /// invalid.
@@ -235,18 +246,18 @@ pub(crate) struct Ctx {
     pub groups: Vec<GroupState>,
     /// Encrypted inodes' encryption policies (as numbers, one per distinct
     /// policy; see [`crate::pass1_rules::encryption_context`]).
-    pub enc_policy: std::collections::HashMap<u32, u32>,
-    pub enc_policy_ids: std::collections::HashMap<Vec<u8>, u32>,
+    enc_policy: std::collections::HashMap<u32, u32>,
+    enc_policy_ids: std::collections::HashMap<Vec<u8>, u32>,
     /// The time of the check (seconds since the epoch; 0: unknown).
     pub now: i64,
     /// The check was forced (`-f`).
     pub forced: bool,
     /// The journal's inode as pass 0 found it (`s_journal_inum`, or the
     /// reserved inode when the superblock names a wrong one).
-    pub journal_ino: u32,
+    journal_ino: u32,
     /// The journal inode is bad and its copy in the superblock serves
     /// (its blocks are claimed by pass 0; pass 1 leaves the inode alone).
-    pub journal_backup: bool,
+    journal_backup: bool,
     /// A repair must check again from the start before fixing more (a
     /// descriptor said unused where inodes are in use).
     pub restart: bool,
@@ -257,9 +268,9 @@ pub(crate) struct Ctx {
     /// What passes 2 and 3 learn of each of [`Self::dirs`].
     pub dir_links: Vec<DirLinks>,
     pub dir_blocks: Vec<DirBlock>,
-    pub xattr_blocks: BTreeMap<u64, XattrBlock>,
+    xattr_blocks: BTreeMap<u64, XattrBlock>,
     /// Who claims which blocks, and their union (see [`crate::claims`]).
-    pub claims: crate::claims::Claims,
+    claims: crate::claims::Claims,
     /// In-use inodes outside the tree (journal, quota, orphan file) at or
     /// past `s_first_ino`, for the inode bitmap.
     pub extra_used: Vec<u32>,
@@ -267,14 +278,14 @@ pub(crate) struct Ctx {
     /// kept from later plans.
     pub reserved: Vec<u64>,
     /// Regular files of 2 GiB or more (they need the large_file feature).
-    pub large_files: u64,
+    large_files: u64,
     /// Indexed directories of 2 GiB or more (they need the large_dir
     /// feature, e2fsck's `ctx->large_dirs`).
-    pub large_dirs: u64,
+    large_dirs: u64,
     /// Indexed block-mapped directories whose illegal pointers past their
     /// last block a repair clears: (inode, blocks mapped, the highest
     /// illegal logical block plus one). See `pass2::htree_tails`.
-    pub htree_tails: Vec<(u32, u64, u64)>,
+    htree_tails: Vec<(u32, u64, u64)>,
     /// Directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`): those
     /// whose index is cleared, those with a name twice in a block, leaves
     /// without room for a checksum, and (repairing) linear directories of
@@ -283,45 +294,43 @@ pub(crate) struct Ctx {
     /// Links pass 3A takes from inodes' counts with the entries it clears
     /// (e2fsck's `e2fsck_adjust_inode_count`): pass 4 compares the count
     /// less these.
-    pub link_drops: std::collections::HashMap<u32, u16>,
+    link_drops: std::collections::HashMap<u32, u16>,
     /// EA inodes some xattr keeps a value in (sorted after pass 1).
     pub ea_refs: Vec<u32>,
     /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
     /// them; pass 4 counts them as EA inodes, as e2fsck does once its pass
     /// 1 has set the flag).
-    pub ea_flag_missing: Vec<u32>,
+    ea_flag_missing: Vec<u32>,
     /// Name lengths of the entries passes 3 and 4 add to lost+found.
-    pub reconnects: Vec<usize>,
+    reconnects: Vec<usize>,
     /// Group metadata pass 0 found out of place, to move in pass 5; with
     /// `true` where the old place is to be copied (a conflict or a bad
     /// block: e2fsck's "Relocating ... from X to Y").
     pub relocate: Vec<(u32, crate::fix::plan::Meta, bool)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
-    pub skip_to_pass5: bool,
+    skip_to_pass5: bool,
     /// Inode 7 is invalid: recreated at the end of pass 1.
-    pub resize_recreate: bool,
+    resize_recreate: bool,
     /// The journal device given with `-j`.
-    pub external_journal: Option<crate::options::ExternalJournal>,
+    external_journal: Option<crate::options::ExternalJournal>,
     /// The check serves a repair run (answers "yes"): some dead ends of a
     /// read-only check are repairable then.
     pub repairing: bool,
     /// The bad block list (inode 1's data blocks), sorted.
     pub bad_blocks: Vec<u64>,
-    /// Free blocks counted by pass 5.
-    pub free_blocks_total: u64,
     pub stats: Summary,
     /// Usage counted per quota type and id, for each quota file the
     /// superblock names (see [`crate::quota`]).
-    pub quota: crate::quota_usage::Counters,
+    quota: crate::quota_usage::Counters,
     /// Threads the passes may use (at least 1; see [`crate::options::Options`]).
     pub threads: usize,
     /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
     /// in `process_bad_inode`, see [`crate::pathname::q`]): the
     /// directory pass 2 first meets it in, 0 until then.
-    pub q_dirs: std::collections::HashMap<u32, u32>,
+    q_dirs: std::collections::HashMap<u32, u32>,
     /// Pass 1: the inode being checked fails its checksum, said once its
     /// other checks are done.
-    pub csum_due: bool,
+    csum_due: bool,
 }
 
 impl Ctx {
@@ -376,7 +385,6 @@ impl Ctx {
             external_journal: None,
             repairing: false,
             bad_blocks: Vec::new(),
-            free_blocks_total: 0,
             stats: Summary::default(),
             quota,
             threads: 1,
@@ -452,6 +460,250 @@ impl Ctx {
         self.claims.push(start, len, owner);
     }
 
+    /// The journal device given with `-j`, for pass 0.
+    pub(crate) fn set_external_journal(&mut self, ext: Option<crate::options::ExternalJournal>) {
+        self.external_journal = ext;
+    }
+
+    /// The journal device given with `-j`.
+    pub(crate) fn external_journal(&self) -> Option<crate::options::ExternalJournal> {
+        self.external_journal.clone()
+    }
+
+    /// Pass 0: the journal is the reserved inode (the superblock named a
+    /// wrong one).
+    pub(crate) fn journal_is_reserved_inode(&mut self) {
+        self.journal_ino = ext4r_format::inode::ino::JOURNAL;
+    }
+
+    /// Pass 0: the journal inode is bad and its copy in the superblock
+    /// serves (pass 1 leaves the inode alone).
+    pub(crate) fn journal_from_backup(&mut self) {
+        self.journal_backup = true;
+    }
+
+    /// The journal's inode as pass 0 found it.
+    pub(crate) fn journal_ino(&self) -> u32 {
+        self.journal_ino
+    }
+
+    /// Whether `ino` is the journal inode whose copy in the superblock
+    /// serves ([`Ctx::journal_from_backup`]).
+    pub(crate) fn journal_backup_serves(&self, ino: u32) -> bool {
+        self.journal_backup && ino == self.journal_ino
+    }
+
+    /// Pass 1: an indexed block-mapped directory whose illegal pointers
+    /// past its last block a repair clears (inode, blocks mapped, highest
+    /// illegal logical block plus one), for pass 2.
+    pub(crate) fn note_htree_tail(&mut self, tail: (u32, u64, u64)) {
+        self.htree_tails.push(tail);
+    }
+
+    /// What [`Ctx::note_htree_tail`] noted, taken (pass 2).
+    pub(crate) fn take_htree_tails(&mut self) -> Vec<(u32, u64, u64)> {
+        std::mem::take(&mut self.htree_tails)
+    }
+
+    /// Links pass 3A took from inode `ino`'s count with the entries it
+    /// cleared.
+    pub(crate) fn link_drops(&self, ino: u32) -> u16 {
+        self.link_drops.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// Whether pass 3A took a link from inode `ino`'s count.
+    pub(crate) fn link_dropped(&self, ino: u32) -> bool {
+        self.link_drops.contains_key(&ino)
+    }
+
+    /// Pass 3A takes one more link from inode `ino`'s count.
+    pub(crate) fn drop_link(&mut self, ino: u32) {
+        *self.link_drops.entry(ino).or_insert(0) += 1;
+    }
+
+    /// Pass 1: inode `ino` is named as an EA inode but lacks the flag.
+    pub(crate) fn note_ea_flag_missing(&mut self, ino: u32) {
+        self.ea_flag_missing.push(ino);
+    }
+
+    /// Whether inode `ino` was named as an EA inode lacking the flag.
+    pub(crate) fn ea_flag_missing(&self, ino: u32) -> bool {
+        self.ea_flag_missing.contains(&ino)
+    }
+
+    /// Whether pass 4 counts every inode as it is: no link taken by pass
+    /// 3A, no EA inode lacking its flag.
+    pub(crate) fn counts_as_found(&self) -> bool {
+        self.ea_flag_missing.is_empty() && self.link_drops.is_empty()
+    }
+
+    /// The encryption policy of inode `ino` (see [`Ctx::set_policy`]).
+    pub(crate) fn policy_of(&self, ino: u32) -> Option<u32> {
+        self.enc_policy.get(&ino).copied()
+    }
+
+    /// Pass 1: inode `ino` is encrypted with policy `key`.
+    pub(crate) fn set_policy(&mut self, ino: u32, key: Vec<u8>) {
+        let id = self.policy_id(key);
+        self.enc_policy.insert(ino, id);
+    }
+
+    /// Pass 2 notes where it first meets each of `inodes` (the inodes
+    /// pass 1's findings name by path).
+    pub(crate) fn want_q_dirs(&mut self, inodes: Vec<u32>) {
+        self.q_dirs = inodes.into_iter().map(|i| (i, 0)).collect();
+    }
+
+    /// Pass 2 meets inode `target` in directory `dir`: noted when it is
+    /// wanted and met for the first time.
+    pub(crate) fn met_in(&mut self, target: u32, dir: u32) {
+        if !self.q_dirs.is_empty() {
+            if let Some(first) = self.q_dirs.get_mut(&target).filter(|f| **f == 0) {
+                *first = dir;
+            }
+        }
+    }
+
+    /// Where pass 2 first met each wanted inode (0: not met), taken.
+    pub(crate) fn take_q_dirs(&mut self) -> std::collections::HashMap<u32, u32> {
+        std::mem::take(&mut self.q_dirs)
+    }
+
+    /// Whether some quota type's usage is counted.
+    pub(crate) fn counts_quota(&self) -> bool {
+        self.quota.iter().any(Option::is_some)
+    }
+
+    /// The usage counted for quota type `t`, when it is counted.
+    pub(crate) fn quota_usage(
+        &mut self,
+        t: usize,
+    ) -> Option<&mut BTreeMap<u32, ext4r::quota::Usage>> {
+        self.quota.get_mut(t).and_then(Option::as_mut)
+    }
+
+    /// The usage counted for quota type `t`, taken.
+    pub(crate) fn take_quota_usage(
+        &mut self,
+        t: usize,
+    ) -> Option<BTreeMap<u32, ext4r::quota::Usage>> {
+        self.quota.get_mut(t).and_then(Option::take)
+    }
+
+    /// The shared xattr block `blk` as met so far.
+    pub(crate) fn xattr_block(&self, blk: u64) -> Option<&XattrBlock> {
+        self.xattr_blocks.get(&blk)
+    }
+
+    /// The shared xattr block `blk`, to count one more user.
+    pub(crate) fn xattr_block_mut(&mut self, blk: u64) -> Option<&mut XattrBlock> {
+        self.xattr_blocks.get_mut(&blk)
+    }
+
+    /// Pass 1 meets xattr block `blk` for the first time.
+    pub(crate) fn add_xattr_block(&mut self, blk: u64, x: XattrBlock) {
+        self.xattr_blocks.insert(blk, x);
+    }
+
+    /// Every xattr block met, by block.
+    pub(crate) fn xattr_blocks(&self) -> impl Iterator<Item = (&u64, &XattrBlock)> {
+        self.xattr_blocks.iter()
+    }
+
+    /// Every claim made, for pass 5 to sort out (none are left).
+    pub(crate) fn take_claims(&mut self) -> crate::claims::Claims {
+        std::mem::take(&mut self.claims)
+    }
+
+    /// Watches `flag`, the caller's stop request (see
+    /// [`Ctx::poll_cancel`]).
+    pub(crate) fn watch_cancel(
+        &mut self,
+        flag: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    ) {
+        self.cancel = flag;
+    }
+
+    /// The stop request was seen: the check ended early.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    /// The bad block inode's tree looked corrupted (see `bb_tree`).
+    pub(crate) fn mark_bb_corrupt(&mut self) {
+        self.bb_corrupt = true;
+    }
+
+    /// Whether [`Ctx::mark_bb_corrupt`] was called.
+    pub(crate) fn bb_corrupt(&self) -> bool {
+        self.bb_corrupt
+    }
+
+    /// The number standing for encryption policy `key` (one per distinct
+    /// policy, in the order met).
+    pub(crate) fn policy_id(&mut self, key: Vec<u8>) -> u32 {
+        // At most one per inode: below 2^32.
+        let next = ext4r_format::num::sat_u32(self.enc_policy_ids.len());
+        *self.enc_policy_ids.entry(key).or_insert(next)
+    }
+
+    /// Pass 1 met a regular file of 2 GiB or more.
+    pub(crate) fn count_large_file(&mut self) {
+        self.large_files += 1;
+    }
+
+    /// Pass 1 met an indexed directory of 2 GiB or more.
+    pub(crate) fn count_large_dir(&mut self) {
+        self.large_dirs += 1;
+    }
+
+    /// Whether pass 1 met (large files, large directories).
+    pub(crate) fn any_large(&self) -> (bool, bool) {
+        (self.large_files > 0, self.large_dirs > 0)
+    }
+
+    /// Pass 1: the inode being checked fails its checksum, said once its
+    /// other checks are done ([`Ctx::take_csum_due`]).
+    pub(crate) fn csum_due(&mut self) {
+        self.csum_due = true;
+    }
+
+    /// Whether [`Ctx::csum_due`] was said for the inode, cleared.
+    pub(crate) fn take_csum_due(&mut self) -> bool {
+        std::mem::take(&mut self.csum_due)
+    }
+
+    /// Inode 7 is invalid: recreated at the end of pass 1.
+    pub(crate) fn recreate_resize_inode(&mut self) {
+        self.resize_recreate = true;
+    }
+
+    /// Whether [`Ctx::recreate_resize_inode`] was asked for.
+    pub(crate) fn resize_recreate(&self) -> bool {
+        self.resize_recreate
+    }
+
+    /// Pass 3 found nothing sound for pass 4 to count (no root).
+    pub(crate) fn skip_to_pass5(&mut self) {
+        self.skip_to_pass5 = true;
+    }
+
+    /// Whether pass 4 is skipped ([`Ctx::skip_to_pass5`]).
+    pub(crate) fn skips_pass4(&self) -> bool {
+        self.skip_to_pass5
+    }
+
+    /// An entry named `len` bytes long goes into lost+found (passes 3
+    /// and 4).
+    pub(crate) fn note_reconnect(&mut self, len: usize) {
+        self.reconnects.push(len);
+    }
+
+    /// The name lengths [`Ctx::note_reconnect`] noted, taken.
+    pub(crate) fn take_reconnects(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.reconnects)
+    }
+
     /// Whether the check is to stop because the caller asked (e2fsck's
     /// `E2F_FLAG_CANCEL`, looked at where its passes look): once seen, the
     /// pass in progress stops as on an abort and no later pass runs.
@@ -520,7 +772,6 @@ impl Ctx {
             external_journal: None,
             repairing: self.repairing,
             bad_blocks: self.bad_blocks.clone(),
-            free_blocks_total: 0,
             stats: Summary::default(),
             quota: crate::quota_usage::counters(&self.sb),
             threads: 1,

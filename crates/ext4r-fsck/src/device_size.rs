@@ -23,7 +23,11 @@ impl SizeMismatch {
     /// here, since the caller has already stopped a repair or, reading
     /// only, gone on as e2fsck -n does (its exit code is unchanged).
     pub fn record(&self, problems: &mut crate::problem::Problems) {
-        problems.harmless(0, ProblemCode::PR_0_FS_SIZE_WRONG, self.message());
+        problems.on(crate::problem::Subject::Filesystem).harmless(
+            0,
+            ProblemCode::PR_0_FS_SIZE_WRONG,
+            self.message(),
+        );
     }
 
     /// e2fsck's words for it.

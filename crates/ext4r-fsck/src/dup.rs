@@ -15,6 +15,7 @@
 //! itself is a plain list of copies and pointer updates.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use std::collections::{BTreeMap, HashSet};
 
 use ext4r_format::blockmap::IndirectBlock;
@@ -150,7 +151,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
                     d.files = d.files.saturating_sub(1);
                 }
             }
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1D_CLONE_ERROR,
                 format!(
@@ -165,7 +166,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             continue;
         }
         let n: u64 = copies.iter().map(|x| x.len).sum();
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1D_CLONE_QUESTION,
             format!("Inode {ino} has {n} multiply-claimed block(s) to clone."),

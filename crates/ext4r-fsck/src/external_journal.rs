@@ -5,6 +5,7 @@
 //! then replayed before the check as e2fsck replays it.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
@@ -122,6 +123,7 @@ pub(crate) fn fix_checksum(
         code: ProblemCode::PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID,
         severity: crate::problem::Severity::Harmless,
         message: format!("{CSUM_MSG}  Fix? yes\n"),
+        subject: crate::problem::Subject::Journal,
         fix: None,
         latch: None,
     }))
@@ -133,7 +135,7 @@ pub(crate) fn check(c: &mut Ctx, ext: &ExternalJournal) {
     // e2fsck -n says so and goes on (exit 0); a repair has set it right
     // before the check (see `fix_checksum`).
     if bad_checksum(&c.sb, ext).is_some() {
-        c.p.harmless(
+        c.p.on(Subject::Journal).harmless(
             0,
             ProblemCode::PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID,
             CSUM_MSG.into(),
@@ -142,7 +144,7 @@ pub(crate) fn check(c: &mut Ctx, ext: &ExternalJournal) {
     match open(&c.sb, ext) {
         Err(Unusable(why, code)) => {
             // e2fsck's PR_FATAL: reported, and the check stops.
-            c.p.error(0, code, format!("{why}."));
+            c.p.on(Subject::Journal).error(0, code, format!("{why}."));
             c.fatal = Some(why.to_string());
             c.abort = true;
         }

@@ -18,6 +18,7 @@
 //! [`inode_reference`].
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 
 use crate::ctx::{Ctx, GroupState};
@@ -57,7 +58,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     if !group_csum
         && (flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 || d.itable_unused(wide) != 0)
     {
-        c.p.error_fix(
+        c.p.on(Subject::Group(g)).error_fix(
             0,
             ProblemCode::PR_0_GDT_UNINIT,
             format!("Group descriptor {g} marked uninitialized without feature set."),
@@ -66,7 +67,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     }
     let last = g + 1 == c.geo.group_count;
     if last && flags & BG_BLOCK_UNINIT != 0 && clear & BG_BLOCK_UNINIT == 0 {
-        c.p.error_fix(
+        c.p.on(Subject::Group(g)).error_fix(
             0,
             ProblemCode::PR_0_BB_UNINIT_LAST,
             format!("Last group block bitmap uninitialized.  (group {g})"),
@@ -87,9 +88,15 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         let msg = format!("Group descriptor {g} has invalid unused inodes count {left}.");
         let fix = Fix::GroupDescFlags(g, 0, Some(0));
         if zeroed {
-            c.p.harmless_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
+            c.p.on(Subject::Group(g)).harmless_fix(
+                0,
+                ProblemCode::PR_0_GDT_ITABLE_UNUSED,
+                msg,
+                fix,
+            );
         } else {
-            c.p.error_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
+            c.p.on(Subject::Group(g))
+                .error_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
         }
         unused = Some(0);
     }
@@ -138,7 +145,13 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
 /// rule holds for every entry, whatever its target: e2fsck tests the
 /// descriptor as it stands (a read-only check leaves `INODE_UNINIT` or a
 /// count nothing obeys, and each entry into such a group is an error).
-pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -> bool {
+pub(crate) fn inode_reference(
+    c: &mut Ctx,
+    dir: u32,
+    name: &[u8],
+    target: u32,
+    subject: Subject,
+) -> bool {
     let ipg = c.geo.inodes_per_group;
     let Some(i) = target.checked_sub(1) else {
         return c.restart;
@@ -186,14 +199,14 @@ pub(crate) fn inode_reference(c: &mut Ctx, dir: u32, name: &[u8], target: u32) -
         )
     };
     if c.repairing {
-        c.p.error_fix(2, code, msg, fix);
+        c.p.on(subject.clone()).error_fix(2, code, msg, fix);
         if let Some(slot) = c.groups.get_mut(g as usize) {
             *slot = s;
         }
         c.restart = true;
         true
     } else {
-        c.p.error(2, code, msg);
+        c.p.on(subject).error(2, code, msg);
         false
     }
 }

@@ -5,6 +5,7 @@
 //! parent entry gives it, as e2fsck's pass 2 does.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ext4r_format::dir::DirEntry;
@@ -248,7 +249,7 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             }
         }
         if let Some(at) = unordered_node {
-            c.p.error_fix(
+            c.p.on(Subject::InodeAt(ino, u64::from(at))).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_HASH_ORDER,
                 format!("Problem in HTREE directory inode {ino}: block #{at} has an unordered hash table"),
@@ -290,10 +291,15 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             } else {
                 format!("Problem in HTREE directory inode {ino}: block #{l} {what}")
             };
-            c.p.error_fix(2, *code, message, crate::fix::Fix::ClearIndexFlag(ino));
+            c.p.on(Subject::InodeAt(ino, u64::from(*l))).error_fix(
+                2,
+                *code,
+                message,
+                crate::fix::Fix::ClearIndexFlag(ino),
+            );
         }
         if !problems.is_empty() {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_CLEAR,
                 format!(

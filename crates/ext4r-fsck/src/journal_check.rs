@@ -13,6 +13,7 @@
 //! would refuse the log (`s_first` too close to `s_maxlen`).
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r::fs::InodeInfo;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::{ino, Inode, InodeFlags};
@@ -50,7 +51,7 @@ pub(crate) fn check(c: &mut Ctx) {
             // overwrite whatever file it is, as e2fsck would).
             match reserved_journal(c, &sb, inum) {
                 Some(info) => {
-                    c.p.error_fix(
+                    c.p.on(Subject::Journal).error_fix(
                         0,
                         ProblemCode::EXT4R_0_JOURNAL_INUM,
                         format!(
@@ -60,7 +61,7 @@ pub(crate) fn check(c: &mut Ctx) {
                         ),
                         Fix::JournalInum(ino::JOURNAL),
                     );
-                    c.journal_ino = ino::JOURNAL;
+                    c.journal_is_reserved_inode();
                     (info, false)
                 }
                 None => return bad_inode(c, has, recover, inum, &why),
@@ -70,7 +71,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if from_backup {
         // e2fsck takes the copy without a word and writes it back; pass 1
         // then judges the inode as restored, its blocks claimed here.
-        c.journal_backup = true;
+        c.journal_from_backup();
         // Its indirect or tree blocks too (pass 1 does not walk it).
         for (b, n) in crate::dup::mapped_blocks(&c.fs, &info.inode) {
             c.claim(b, n, inum);
@@ -81,9 +82,19 @@ pub(crate) fn check(c: &mut Ctx) {
         let msg = format!("Journal inode {inum} is invalid; its copy in the superblock is used.");
         let fix = Fix::RestoreJournalInode(inum);
         if c.repairing {
-            c.p.harmless_fix(0, ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP, msg, fix);
+            c.p.on(Subject::Journal).harmless_fix(
+                0,
+                ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP,
+                msg,
+                fix,
+            );
         } else {
-            c.p.error_fix(0, ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP, msg, fix);
+            c.p.on(Subject::Journal).error_fix(
+                0,
+                ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP,
+                msg,
+                fix,
+            );
         }
     }
     if inum != ino::JOURNAL && inum >= sb.first_ino() {
@@ -119,7 +130,7 @@ fn stop(c: &mut Ctx, why: &str) {
 
 /// e2fsck's PR_0_JOURNAL_BAD_SUPER, then (under `-n`) the stop.
 fn bad_super(c: &mut Ctx, at: u64, total: u32) {
-    c.p.error_fix(
+    c.p.on(Subject::Journal).error_fix(
         0,
         ProblemCode::PR_0_JOURNAL_BAD_SUPER,
         "Journal superblock is corrupt.".into(),
@@ -149,7 +160,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
                 .zip(&words)
                 .any(|(a, &b)| a.get() != b));
     if stale {
-        c.p.harmless_fix(
+        c.p.on(Subject::Journal).harmless_fix(
             0,
             ProblemCode::PR_0_BACKUP_JNL,
             "Backing up journal inode block information.".into(),
@@ -163,7 +174,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
 fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
     let _ = why;
     if has || inum != 0 {
-        c.p.error_fix(
+        c.p.on(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_BAD_INODE,
             format!("Superblock has an invalid journal (inode {inum})."),
@@ -171,7 +182,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
         );
         stop(c, CORRUPT);
     } else if recover {
-        c.p.error_fix(
+        c.p.on(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_RECOVER_SET,
             "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -185,7 +196,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
 fn external(c: &mut Ctx, has: bool, recover: bool) {
     if !has {
         if recover {
-            c.p.error_fix(
+            c.p.on(Subject::Journal).error_fix(
                 0,
                 ProblemCode::PR_0_JOURNAL_RECOVER_SET,
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -197,11 +208,11 @@ fn external(c: &mut Ctx, has: bool, recover: bool) {
     // As e2fsck: the UUID names the journal's device whatever inode the
     // superblock also names (the kernel goes by the inode; which of the two
     // is stray is not for a check to guess).
-    if let Some(ext) = c.external_journal.clone() {
+    if let Some(ext) = c.external_journal() {
         crate::external_journal::check(c, &ext);
     } else {
         // As e2fsck without -j: the journal cannot be found.
-        c.p.error(
+        c.p.on(Subject::Journal).error(
             0,
             ProblemCode::PR_0_CANT_FIND_JOURNAL,
             "Can't find external journal; the filesystem cannot be fully checked.".into(),
@@ -422,7 +433,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         jsb.s_nr_users.get() > 1 && sb.s_journal_uuid == [0; 16]
     };
     if v2_fields {
-        c.p.error_fix(
+        c.p.on(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_CLEAR_V2_JOURNAL,
             "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields \
@@ -432,7 +443,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         );
         if !c.repairing && bt == block_type::SUPERBLOCK_V2 {
             // -n leaves the fields, and e2fsck's PR_FATAL follows.
-            c.p.error(
+            c.p.on(Subject::Journal).error(
                 0,
                 ProblemCode::PR_0_JOURNAL_UNSUPP_MULTIFS,
                 "External journal has multiple filesystem users (unsupported).".into(),
@@ -443,7 +454,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         return flags(c, has, recover, 0);
     }
     if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_incompat() != 0 {
-        c.p.error(
+        c.p.on(Subject::Journal).error(
             0,
             ProblemCode::PR_0_JOURNAL_UNSUPP_INCOMPAT,
             "Journal superblock has an unknown incompatible feature flag set.".into(),
@@ -457,7 +468,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
     }
     if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_ro_compat() != 0 {
         // e2fsck stops here (abort): a journal it cannot read safely.
-        c.p.error(
+        c.p.on(Subject::Journal).error(
             0,
             ProblemCode::PR_0_JOURNAL_UNSUPP_ROCOMPAT,
             "Journal superblock has an unknown read-only feature flag set.".into(),
@@ -510,7 +521,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
 fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
     if !has {
         if recover {
-            c.p.error_fix(
+            c.p.on(Subject::Journal).error_fix(
                 0,
                 ProblemCode::PR_0_JOURNAL_RECOVER_SET,
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -520,7 +531,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         // Declined, it leaves e2fsck -n's exit at 0: the journal checks
         // run before unix.c marks the filesystem valid, and the passes
         // then treat the inode as the journal it is.
-        c.p.harmless_fix(
+        c.p.on(Subject::Journal).harmless_fix(
             0,
             ProblemCode::PR_0_JOURNAL_HAS_JOURNAL,
             "Superblock has_journal flag is clear, but a journal is present.".into(),
@@ -532,7 +543,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         // As e2fsck's "Run journal anyway": the flag is set and the
         // repair replays what the log holds (nothing, when s_start is a
         // flipped bit: no transaction has the sequence it then looks for).
-        c.p.error_fix(
+        c.p.on(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_RUN,
             "Superblock needs_recovery flag is clear, but journal has data.".into(),

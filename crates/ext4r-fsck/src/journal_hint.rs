@@ -11,6 +11,7 @@
 //! when the ext2 superblock on it carries the UUID.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -35,7 +36,7 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     // A no stands without making the filesystem count as damaged (e2fsck
     // marks it valid again after its superblock checks).
-    c.p.harmless_fix(
+    c.p.on(Subject::Journal).harmless_fix(
         0,
         ProblemCode::PR_0_EXTERNAL_JOURNAL_HINT,
         format!("Superblock hint for external superblock should be {rdev:#x}."),

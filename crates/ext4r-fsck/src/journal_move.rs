@@ -7,6 +7,7 @@
 //! in the root, is moved; a read-only check leaves it be, as e2fsck.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;
 
@@ -24,7 +25,7 @@ pub(crate) fn check(c: &mut Ctx, inum: u32, links: u16) {
     let Some((name, blk, off, owner)) = entry(c, inum) else {
         return;
     };
-    c.p.error_fix(
+    c.p.on(Subject::Journal).error_fix(
         0,
         ProblemCode::PR_0_MOVE_JOURNAL,
         format!(

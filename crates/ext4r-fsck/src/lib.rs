@@ -105,7 +105,7 @@ pub use fix::super_edit::SuperEdit;
 pub use fix::{Fix, Owner};
 pub use observe::{Action, Forced, JournalRecovered, Observer, Quiet};
 pub use options::{ExternalJournal, Options};
-pub use problem::{Latch, Problem, Problems, Severity};
+pub use problem::{Key, Latch, On, Problem, Problems, Seen, Severity, Subject};
 pub use prompt::{preen_word, prompt};
 pub use rehash::Rebuilt;
 pub use repair::{preen_halt, repair, repair_interactive, Answer, Ask, Mode, RepairReport};

@@ -5,6 +5,7 @@
 //! clean sequence, time 0, this host's name, the superblock's interval.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::features::{Incompat, RoCompat};
 use ext4r_format::mmp::{MmpStruct, MMP_MAGIC, MMP_MIN_CHECK_INTERVAL, MMP_SEQ_CLEAN, MMP_SIZE};
 
@@ -31,7 +32,7 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     let magic = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
     if magic != MMP_MAGIC {
-        c.p.error_fix(
+        c.p.on(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_MMP_INVALID_MAGIC,
             "Superblock has invalid MMP magic.".into(),
@@ -43,7 +44,7 @@ pub(crate) fn check(c: &mut Ctx) {
         return;
     };
     if c.sb.has_ro_compat(RoCompat::METADATA_CSUM) && m.verify_checksum(c.sb.csum_seed()).is_err() {
-        c.p.error_fix(
+        c.p.on(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_MMP_CSUM_INVALID,
             "Superblock MMP block checksum does not match.".into(),

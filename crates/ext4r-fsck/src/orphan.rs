@@ -22,7 +22,7 @@ use ext4r_format::superblock::STATE_ERROR;
 use ext4r_format::InodeNr;
 
 use crate::fix::Fix;
-use crate::problem::{Problem, Severity};
+use crate::problem::{Problem, Severity, Subject};
 
 /// Bytes of an orphan file block's tail (magic, checksum).
 const TAIL: usize = 8;
@@ -37,12 +37,13 @@ pub(crate) struct Released {
 }
 
 impl Released {
-    fn say(&mut self, code: ProblemCode, message: String) {
+    fn say(&mut self, code: ProblemCode, subject: Subject, message: String) {
         self.said.push(Problem {
             pass: 0,
             code,
             severity: Severity::Harmless,
             message,
+            subject,
             fix: None,
             latch: None,
         });
@@ -70,6 +71,7 @@ pub(crate) fn plan(fs: &Filesystem) -> Released {
     if head != 0 && !legal(head) {
         r.say(
             ProblemCode::PR_0_ORPHAN_ILLEGAL_HEAD_INODE,
+            Subject::Inode(head),
             format!("Illegal orphaned inode {head} in superblock."),
         );
         return r;
@@ -83,6 +85,7 @@ pub(crate) fn plan(fs: &Filesystem) -> Released {
         if next != 0 && !legal(next) {
             r.say(
                 ProblemCode::PR_0_ORPHAN_ILLEGAL_INODE,
+                Subject::Inode(next),
                 format!("Illegal inode {next} in orphaned inode list."),
             );
             break;
@@ -126,6 +129,7 @@ fn orphan_file(
     if info.inode.size() % bs as u64 != 0 {
         out.say(
             ProblemCode::PR_0_ORPHAN_FILE_WRONG_SIZE,
+            Subject::Inode(inum),
             format!(
                 "Orphan file (inode {inum}) size is not multiple of block size. Terminating \
                  orphan file recovery."
@@ -142,6 +146,7 @@ fn orphan_file(
         if r.logical != next_lblk {
             out.say(
                 ProblemCode::PR_0_ORPHAN_FILE_HOLE,
+                Subject::InodeAt(inum, next_lblk),
                 format!(
                     "Orphan file (inode {inum}) contains hole at block {next_lblk}. Terminating \
                      orphan file recovery."
@@ -161,6 +166,7 @@ fn orphan_file(
             {
                 out.say(
                     ProblemCode::PR_0_ORPHAN_FILE_BAD_MAGIC,
+                    Subject::InodeAt(inum, r.logical + k),
                     format!(
                         "Orphan file (inode {inum}) block {} contains wrong magic. Terminating \
                          orphan file recovery.",
@@ -177,6 +183,7 @@ fn orphan_file(
             if !sound {
                 out.say(
                     ProblemCode::PR_0_ORPHAN_FILE_BAD_CHECKSUM,
+                    Subject::InodeAt(inum, r.logical + k),
                     format!(
                         "Orphan file (inode {inum}) block {} contains wrong checksum. \
                          Terminating orphan file recovery.",
@@ -232,10 +239,11 @@ fn release_checked(
     // e2fsck says it is releasing the inode before it meets the block.
     out.say(
         ProblemCode::PR_0_ORPHAN_CLEAR_INODE,
+        Subject::Inode(ino),
         clear_message(ino, inode),
     );
     if let Some((code, message)) = stop {
-        out.say(code, message);
+        out.say(code, Subject::Inode(ino), message);
     }
     out.fixes
         .push(Fix::Superblock(crate::fix::super_edit::SuperEdit::NotValid));
@@ -265,6 +273,7 @@ fn release(fs: &Filesystem, ino: u32, inode: &Inode, out: &mut Released) {
     let linked = inode.links_count() != 0;
     out.say(
         ProblemCode::PR_0_ORPHAN_CLEAR_INODE,
+        Subject::Inode(ino),
         clear_message(ino, inode),
     );
     let fixes = &mut out.fixes;

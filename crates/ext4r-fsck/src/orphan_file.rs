@@ -10,6 +10,7 @@
 //! e2fsck, whose bitmaps cannot be trusted then, leaves it.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::extent::Extent;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::orphan::default_orphan_file_blocks;
@@ -36,7 +37,7 @@ pub(crate) fn check(c: &mut Ctx) {
     let bs = u64::from(c.geo.block_size);
     let size = info.inode.size();
     if size % bs != 0 {
-        c.p.harmless(
+        c.p.on(Subject::Inode(inum)).harmless(
             5,
             ProblemCode::PR_6_ORPHAN_FILE_WRONG_SIZE,
             format!("Orphan file (inode {inum}) size is not multiple of block size."),
@@ -64,7 +65,7 @@ pub(crate) fn check(c: &mut Ctx) {
                 .contains(ext4r_format::inode::InodeFlags::EXTENTS)
         });
         match hole {
-            Some(h) if h < size / bs => c.p.harmless(
+            Some(h) if h < size / bs => c.p.on(Subject::InodeAt(inum, h)).harmless(
                 5,
                 ProblemCode::PR_6_ORPHAN_FILE_HOLE,
                 format!("Orphan file (inode {inum}) contains hole at block {h}."),
@@ -74,8 +75,9 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     let msg = "Failed to initialize orphan file.".to_string();
     if !c.relocate.is_empty() {
-        c.p.error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg);
-        c.p.harmless(
+        c.p.on(Subject::Inode(inum))
+            .error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg);
+        c.p.on(Subject::Inode(inum)).harmless(
             5,
             ProblemCode::PR_6_ORPHAN_FILE_BITMAP_INVALID,
             "Cannot fix corrupted orphan file with invalid bitmaps.".into(),
@@ -83,10 +85,16 @@ pub(crate) fn check(c: &mut Ctx) {
         return;
     }
     match plan(c, inum, &info.inode) {
-        Some(f) => {
-            c.p.error_fix(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg, f)
+        Some(f) => c.p.on(Subject::Inode(inum)).error_fix(
+            5,
+            ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED,
+            msg,
+            f,
+        ),
+        None => {
+            c.p.on(Subject::Inode(inum))
+                .error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg)
         }
-        None => c.p.error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg),
     }
 }
 

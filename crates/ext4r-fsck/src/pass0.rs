@@ -2,6 +2,7 @@
 //! superblock — everything the other passes trust to find their way.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::group_desc::GroupDescCsum;
 use ext4r_format::inode::ino;
@@ -63,7 +64,7 @@ fn superblock(c: &mut Ctx) {
     let sb = c.sb.clone();
     // e2fsck asks only when it may write (never under -n).
     if c.repairing && sb.s_creator_os.get() == OS_HURD && sb.has_incompat(Incompat::FILETYPE) {
-        c.p.error_fix(
+        c.p.on(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_HURD_CLEAR_FILETYPE,
             "The Hurd does not support the filetype feature.".into(),
@@ -76,7 +77,7 @@ fn superblock(c: &mut Ctx) {
         c.sb.s_feature_incompat.set(f);
     }
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        c.p.harmless(
+        c.p.on(Subject::Filesystem).harmless(
             0,
             ProblemCode::PR_0_META_AND_GDT_CSUM_SET,
             "Superblock has metadata_csum and uninit_bg both set.".into(),
@@ -84,7 +85,7 @@ fn superblock(c: &mut Ctx) {
     }
     let want = u64::from(c.geo.inodes_per_group) * u64::from(c.geo.group_count);
     if u64::from(sb.s_inodes_count.get()) != want {
-        c.p.error(
+        c.p.on(Subject::Filesystem).error(
             0,
             ProblemCode::PR_0_INODE_COUNT_WRONG,
             format!(
@@ -94,7 +95,7 @@ fn superblock(c: &mut Ctx) {
         );
     }
     if sb.r_blocks_count() > sb.blocks_count() {
-        c.p.error(
+        c.p.on(Subject::Filesystem).error(
             0,
             ProblemCode::PR_0_SB_CORRUPT,
             format!(
@@ -112,7 +113,7 @@ fn superblock(c: &mut Ctx) {
         let bad = |v: u32| v != 0 && (v < 4 || 128 + v > isize || v % 4 != 0);
         let min = u32::from(sb.s_min_extra_isize.get());
         if bad(min) {
-            c.p.error_fix(
+            c.p.on(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_0_BAD_MIN_EXTRA_ISIZE,
                 format!("Bad required extra isize in superblock ({min})."),
@@ -121,7 +122,7 @@ fn superblock(c: &mut Ctx) {
         }
         let wanted = u32::from(sb.s_want_extra_isize.get());
         if bad(wanted) {
-            c.p.error_fix(
+            c.p.on(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_0_BAD_WANT_EXTRA_ISIZE,
                 format!("Bad desired extra isize in superblock ({wanted})."),
@@ -178,7 +179,7 @@ fn descriptors(c: &mut Ctx) {
             ),
         ] {
             if !inside(b, n) {
-                c.p.error(
+                c.p.on(Subject::Group(g)).error(
                     0,
                     code,
                     format!("{what} for group {g} is not in group.  (block {b})"),
@@ -219,7 +220,7 @@ fn descriptors(c: &mut Ctx) {
             // Said before what the descriptor's other fields show (as
             // e2fsck's check_super_block, group by group), under the
             // latch asked once for all the descriptors.
-            c.p.harmless_fix(
+            c.p.on(Subject::Group(g)).harmless_fix(
                 0,
                 ProblemCode::PR_0_GDT_CSUM,
                 format!(
@@ -286,7 +287,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
         };
         let it = d.inode_table(wide);
         if let Some(b) = ranges.first_in(it, it + itb) {
-            c.p.error(
+            c.p.on(Subject::Group(g)).error(
                 1,
                 ProblemCode::PR_1_ITABLE_CONFLICT,
                 format!("Group {g}'s inode table at {b} conflicts with some other fs block."),
@@ -313,7 +314,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
                 ),
             };
             if ranges.contains(b) {
-                c.p.error(
+                c.p.on(Subject::Group(g)).error(
                     1,
                     code,
                     format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
@@ -439,7 +440,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     .zip(0u8..)
     {
         if inum != 0 && (inum > max || (inum < sb.first_ino() && inum != std)) {
-            c.p.error_fix(
+            c.p.on(Subject::Quota(qtype)).error_fix(
                 0,
                 ProblemCode::PR_0_INVALID_QUOTA_INO,
                 format!("Invalid {what} quota inode {inum}."),
@@ -450,7 +451,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     let inum = sb.s_orphan_file_inum.get();
     if !sb.has_compat(Compat::ORPHAN_FILE) {
         if sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
-            c.p.error_fix(
+            c.p.on(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_6_ORPHAN_PRESENT_NO_FILE,
                 "Feature orphan_present is set but feature orphan_file is not.".into(),
@@ -462,7 +463,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     if !sb.has_compat(Compat::HAS_JOURNAL) {
         // No point in an orphan file without a journal (e2fsck): the
         // feature goes, and the inode is then emptied by pass 1.
-        c.p.error_fix(
+        c.p.on(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_6_ORPHAN_FILE_WITHOUT_JOURNAL,
             "Superblock has orphan file without journal.".into(),
@@ -520,7 +521,7 @@ fn quota_and_orphan(c: &mut Ctx) {
                 dirty = true;
                 // As e2fsck after releasing the orphans (pass 1 gives the
                 // deleted ones their deletion time): the block is emptied.
-                c.p.error_fix(
+                c.p.on(Subject::InodeAt(inum, r.logical + k)).error_fix(
                     6,
                     ProblemCode::PR_6_ORPHAN_BLOCK_DIRTY,
                     format!(
@@ -536,7 +537,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     if dirty && !c.repairing {
         // The block left as it is, e2fsck cannot use the file and asks to
         // make it anew.
-        c.p.error(
+        c.p.on(Subject::Inode(inum)).error(
             6,
             ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED,
             "Failed to initialize orphan file.".into(),
@@ -545,7 +546,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     // These e2fsck says after pass 5 (its check_init_orphan_file, in
     // main once the passes have run): pass 6 here.
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
-        c.p.error_fix(
+        c.p.on(Subject::Filesystem).error_fix(
             6,
             ProblemCode::PR_6_ORPHAN_PRESENT_CLEAN_FILE,
             "Feature orphan_present is set but orphan file is clean.".into(),

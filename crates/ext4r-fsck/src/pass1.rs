@@ -3,6 +3,7 @@
 //! and skipping what the group descriptors say is unused.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r::fs::FileKind;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::inode::{
@@ -101,23 +102,23 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     crate::resize_inode::finish(c);
     // Kept with repeats: pass 4 counts the references to each EA inode.
     c.ea_refs.sort_unstable();
-    if c.large_dirs > 0 && !c.sb.has_incompat(Incompat::LARGEDIR) {
-        c.p.error_fix(
+    if c.any_large().1 && !c.sb.has_incompat(Incompat::LARGEDIR) {
+        c.p.on(Subject::Filesystem).error_fix(
             1,
             ProblemCode::PR_2_FEATURE_LARGE_DIRS,
             "Filesystem has large directories, but lacks LARGE_DIR flag in superblock.".into(),
             Fix::SetLargeDir,
         );
     }
-    if c.large_files > 0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
-        c.p.error_fix(
+    if c.any_large().0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
+        c.p.on(Subject::Filesystem).error_fix(
             2,
             ProblemCode::PR_2_FEATURE_LARGE_FILES,
             "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
             Fix::SetLargeFile,
         );
         if c.sb.s_rev_level.get() == 0 {
-            c.p.error_fix(
+            c.p.on(Subject::Filesystem).error_fix(
                 2,
                 ProblemCode::PR_1_FS_REV_LEVEL,
                 "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
@@ -211,7 +212,7 @@ fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: 
     if read {
         return true;
     }
-    c.p.error(
+    c.p.on(Subject::Group(g)).error(
         1,
         ProblemCode::PR_1_ISCAN_ERROR,
         format!("Error while reading inode table of group {g}."),
@@ -248,7 +249,7 @@ enum Piece {
 /// (policies are numbered as met), any inode while a bad block list is in
 /// force (its checks look the list up and may move metadata).
 fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
-    if ino < c.sb.first_ino() || ino == c.journal_ino || specials.contains(&ino) {
+    if ino < c.sb.first_ino() || ino == c.journal_ino() || specials.contains(&ino) {
         return true;
     }
     // An all-zero record is done with before the rest is looked at.
@@ -435,7 +436,7 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
     let sb = &c.sb;
     // A journal in an ordinary inode is an ordinary file to e2fsck's
     // passes (named by a directory, or unattached).
-    let journal = Some(c.journal_ino).filter(|&j| j < sb.first_ino());
+    let journal = Some(c.journal_ino()).filter(|&j| j < sb.first_ino());
     let mut v = vec![
         journal.unwrap_or(0),
         sb.s_usr_quota_inum.get(),
@@ -459,8 +460,8 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             made.iter()
                 .any(|p| p.pass == 1 && p.fix.as_ref().is_some_and(|f| f.rewrites_inode(ino)))
         });
-    if std::mem::take(&mut c.csum_due) && !rewritten {
-        c.p.error_fix(
+    if c.take_csum_due() && !rewritten {
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
             format!("Inode {ino} passes checks, but checksum does not match inode."),
@@ -517,7 +518,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     }
     kind_rules(c, ino, inode, kind, flags, bogus_dev);
     if kind == FileKind::Regular && inode.size() >= 0x8000_0000 {
-        c.large_files += 1;
+        c.count_large_file();
     }
     if kind == FileKind::Directory
         && (truncated_dir || !flags.contains(InodeFlags::INLINE_DATA))
@@ -525,7 +526,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     {
         // As e2fsck: nothing to keep, so the inode goes (and the names of
         // it with it), rather than a block 0 being made for it.
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ZERO_LENGTH_DIR,
             format!("Inode {ino} is a zero-length directory."),
@@ -581,7 +582,7 @@ fn screen(
     specials: &[u32],
     pre: u8,
 ) -> Option<InUse> {
-    if c.journal_backup && ino == c.journal_ino {
+    if c.journal_backup_serves(ino) {
         // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
         if ino >= c.sb.first_ino() {
             c.extra_used.push(ino);
@@ -617,7 +618,7 @@ fn screen(
         && !is_special
         && (pre & PRE_BAD_CSUM != 0 || !c.csum())
     {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_IS_GARBAGE,
             format!("Inode {ino} seems to contain garbage."),
@@ -630,7 +631,7 @@ fn screen(
     // FINISH_INODE_LOOP; in a repair only when no other fix rewrote the
     // inode, see `check_inode`).
     if pre & PRE_BAD_CSUM != 0 {
-        c.csum_due = true;
+        c.csum_due();
     }
     orphan_dtime(c, ino, inode);
     // The reserved quota inodes the superblock names are files whatever
@@ -663,7 +664,7 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
         && !matches!(ino, special::BAD | special::RESIZE | special::JOURNAL)
         && (pre & PRE_BAD_CSUM != 0 || !c.csum())
     {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_IS_GARBAGE,
             format!("Inode {ino} seems to contain garbage."),
@@ -681,7 +682,7 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
     // nothing else wrong has its checksum rewritten (one that was
     // cleared or zeroed needs none).
     if bad_csum && c.p.errors() == before {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
             format!("Inode {ino} passes checks, but checksum does not match inode."),
@@ -696,7 +697,7 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
 /// timestamps before the epoch.
 fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_I_FILE_ACL_HI_ZERO,
             format!(
@@ -713,7 +714,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         && c.sb.s_creator_os.get() == ext4r_format::superblock::OS_LINUX
         && inode.l_i_blocks_high.get() != 0
     {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_BLOCKS_HI_ZERO,
             format!(
@@ -727,7 +728,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     // e2fsck's PR_1_SET_IMAGIC: the AFS-server flag means nothing without
     // the imagic_inodes feature.
     if inode.flags().contains(InodeFlags::IMAGIC) && !c.sb.has_compat(Compat::IMAGIC_INODES) {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SET_IMAGIC,
             format!("Inode {ino} has imagic flag set."),
@@ -742,7 +743,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
             (0x75, ProblemCode::PR_2_FSIZE_ZERO, "i_fsize"),
         ] {
             if let Some(&v) = rec.get(at).filter(|&&v| v != 0) {
-                c.p.error_fix(
+                c.p.on(Subject::Inode(ino)).error_fix(
                     2,
                     code,
                     format!(
@@ -755,7 +756,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         }
     }
     if inode.i_obso_faddr.get() != 0 {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_FADDR_ZERO,
             format!(
@@ -771,7 +772,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         // then asks about any inode in use with a dtime, the root again
         // when -n has left it.
         if ino == special::ROOT {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_ROOT_DTIME,
                 "Root inode has dtime set (probably due to old mke2fs).".into(),
@@ -779,7 +780,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
             );
         }
         if ino != special::ROOT || !c.repairing {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_SET_DTIME,
                 format!("Inode {ino} is in use, but has dtime set."),
@@ -811,7 +812,7 @@ fn file_kind(c: &mut Ctx, ino: u32, inode: &Inode, quota_file: bool) -> Option<F
             | FileKind::Unknown
     );
     if special_kind && crate::really_dir::looks_like_dir(c, ino, inode) {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_TREAT_AS_DIRECTORY,
             format!(
@@ -827,7 +828,7 @@ fn file_kind(c: &mut Ctx, ino: u32, inode: &Inode, quota_file: bool) -> Option<F
     }
     if ino == special::ROOT && kind != FileKind::Directory {
         // As e2fsck: cleared, and made anew by pass 3.
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ROOT_NO_DIR,
             "Root inode is not a directory.".into(),
@@ -861,7 +862,7 @@ fn format_flags(
         crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
     {
         let cleared = matches!(fix, Fix::ClearInode(_));
-        c.p.error_fix(1, code, msg, fix);
+        c.p.on(Subject::Inode(ino)).error_fix(1, code, msg, fix);
         if cleared {
             return None;
         }
@@ -886,7 +887,7 @@ fn format_flags(
     {
         // As e2fsck: without its system.data attribute (or with xattrs
         // that cannot be read) the inline data cannot be trusted.
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INLINE_DATA_NO_ATTR,
             format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
@@ -902,7 +903,7 @@ fn format_flags(
     }
     // After the format flags, as e2fsck's check_inode_extra_space.
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_EXTRA_ISIZE,
             format!(
@@ -919,7 +920,7 @@ fn format_flags(
         && flags.contains(InodeFlags::INDEX)
         && !c.sb.has_compat(Compat::DIR_INDEX)
     {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_SET,
             format!("Inode {ino} has INDEX_FL flag set on filesystem without htree support."),
@@ -981,7 +982,7 @@ fn map_blocks(
             bogus_dev = device_inode(c, ino, inode, kind, flags);
         }
         _ => {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_BAD_MODE,
                 format!(
@@ -1009,7 +1010,7 @@ fn device_inode(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, flags: Ino
     let bogus_dev = flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
         || (locked && w[4..].iter().any(|&x| x != 0));
     if bogus_dev {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             2,
             match kind {
                 FileKind::CharDevice => ProblemCode::PR_2_BAD_CHAR_DEV,
@@ -1030,7 +1031,7 @@ fn device_inode(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, flags: Ino
             crate::fix::Fix::ClearInode(ino),
         );
     } else if flags.contains(InodeFlags::INLINE_DATA) {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SPECIAL_EXTENTS_IDATA,
             format!(
@@ -1056,7 +1057,7 @@ fn kind_rules(
 ) {
     let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, inode);
     if bad_symlink {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_INVALID_SYMLINK,
             format!(
@@ -1077,7 +1078,7 @@ fn kind_rules(
     let bad_flags = InodeFlags::IMMUTABLE | InodeFlags::APPEND;
     if special_file && !bad_symlink && !bogus_dev && flags.intersects(bad_flags) {
         // e2fsck's PR_NO_OK: not an error, but repaired.
-        c.p.harmless_fix(
+        c.p.on(Subject::Inode(ino)).harmless_fix(
             1,
             ProblemCode::PR_1_SET_IMMUTABLE,
             format!(
@@ -1094,7 +1095,7 @@ fn kind_rules(
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
     );
     if device && !bogus_dev && inode.size() != 0 {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SET_NONZSIZE,
             format!("Special (device/socket/fifo) inode {ino} has non-zero size."),
@@ -1163,7 +1164,7 @@ fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResul
         let have =
             inode.blocks_count(huge, c.geo.block_size) / if in_fs_blocks { bs / 512 } else { 1 };
         if want != have {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_BAD_I_BLOCKS,
                 format!("Inode {ino}, i_blocks is {have}, should be {want}."),
@@ -1188,7 +1189,7 @@ fn dir_holes(c: &mut Ctx, ino: u32, flags: InodeFlags, map: &MapResult) -> bool 
                 map.end_lblk <= 12
             };
             if simple {
-                c.p.error_fix(
+                c.p.on(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_COLLAPSE_DBLOCK,
                     msg,
@@ -1196,7 +1197,8 @@ fn dir_holes(c: &mut Ctx, ino: u32, flags: InodeFlags, map: &MapResult) -> bool 
                 );
                 return c.repairing;
             }
-            c.p.error(1, ProblemCode::PR_1_COLLAPSE_DBLOCK, msg);
+            c.p.on(Subject::Inode(ino))
+                .error(1, ProblemCode::PR_1_COLLAPSE_DBLOCK, msg);
             return false;
         }
         next = l + n;
@@ -1232,7 +1234,7 @@ fn record_dir(
         // system.data value, as e2fsck counts it.
         if let Some(want) = inline_size(c, ino) {
             if want != inode.size() {
-                c.p.error_fix(
+                c.p.on(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_BAD_I_SIZE,
                     format!("Inode {ino}, i_size is {}, should be {want}.", inode.size()),
@@ -1250,7 +1252,7 @@ fn record_dir(
         && !flags.contains(InodeFlags::EXTENTS)
         && map.illegal_end > map.end_lblk
     {
-        c.htree_tails.push((ino, map.end_lblk, map.illegal_end));
+        c.note_htree_tail((ino, map.end_lblk, map.illegal_end));
     }
     // e2fsck's pass 1 puts on its rebuild list (when it may write and
     // the filesystem indexes directories) a directory whose index it
@@ -1307,14 +1309,15 @@ fn htree_root(
         if let Some((code, msg)) =
             crate::htree_root::bad_root(c, ino, read_flags, blk0, map.end_lblk)
         {
-            c.p.error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
+            c.p.on(Subject::Inode(ino))
+                .error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
             // Read as the linear directory it becomes.
             htree = false;
         } else if inode.size() >= 0x8000_0000 {
             // e2fsck's handle_htree counts a sound index of 2 GiB or
             // more (by i_size, before any size repair) as a large
             // directory.
-            c.large_dirs += 1;
+            c.count_large_dir();
         }
     }
     htree
@@ -1389,7 +1392,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
         // trusted either (its list would be read through a record that
         // libext2fs refuses, and e2fsck -n then aborts).
         special::BAD if bad_csum || crate::badblocks::bad_inode_invalid(inode) => {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INVALID_BAD_INODE,
                 "The bad block inode looks invalid.".into(),
@@ -1408,7 +1411,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
             // e2fsck's check_blocks counts it like any regular file: its
             // size (past 4 GiB) needs large_file too.
             if inode.is_reg() && inode.size() >= 0x8000_0000 {
-                c.large_files += 1;
+                c.count_large_file();
             }
             crate::pass1_rules::reserved(c, ino, inode, rec);
             crate::resize_inode::check(c, inode)
@@ -1419,7 +1422,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
                 || inode.i_blocks_lo.get() != 0
                 || inode.block_words()[0] != 0 =>
         {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_JOURNAL_INODE_NOT_CLEAR,
                 "Journal inode is not in use, but contains data.".into(),
@@ -1439,14 +1442,14 @@ fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
     }
     let fix = Fix::InodeClearFlags(ino, InodeFlags::CASEFOLD.bits());
     if !inode.is_dir() {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CASEFOLD_NONDIR,
             format!("Inode {ino} has the casefold flag set but is not a directory."),
             fix,
         );
     } else if !c.sb.has_incompat(Incompat::CASEFOLD) {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CASEFOLD_FEATURE,
             format!(
@@ -1477,7 +1480,7 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
         } else {
             Fix::ClearInode(ino)
         };
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_LOW_DTIME,
             format!("Inode {ino} was part of the orphaned inode list."),
@@ -1489,7 +1492,7 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
         );
     }
     if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb.first_ino() {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ZERO_DTIME,
             format!("Deleted inode {ino} has zero dtime."),
@@ -1583,7 +1586,7 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
     let data_blocks: u64 = map.runs.iter().map(|r| r.2).sum();
     let holey_dir = kind == FileKind::Directory && data_blocks != map.end_lblk;
     if holey_dir {
-        c.p.error(
+        c.p.on(Subject::Inode(ino)).error(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!(
@@ -1592,7 +1595,7 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
             ),
         );
     } else {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!(

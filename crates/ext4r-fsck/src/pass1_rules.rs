@@ -4,6 +4,7 @@
 //! from before 1970 stored the old way, and the encryption context.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::inode::{ino as special, Inode, InodeFlags};
 use ext4r_format::InodeNr;
@@ -35,7 +36,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         // Named by the superblock with the feature on, it is judged as a
         // special inode; otherwise it must hold nothing.
         if holds_data(inode) {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_QUOTA_INODE_NOT_CLEAR,
                 format!("Quota inode {ino} is not in use, but contains data."),
@@ -51,7 +52,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         _ => mode != 0,
     };
     if bad {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_RESERVED_BAD_MODE,
             format!("Reserved inode {ino} has invalid mode ({mode:#o})."),
@@ -96,7 +97,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     if let Some((code, msg, fix, _)) = crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
     {
         let cleared = matches!(fix, Fix::ClearInode(_));
-        c.p.error_fix(1, code, msg, fix);
+        c.p.on(Subject::Inode(ino)).error_fix(1, code, msg, fix);
         if cleared {
             return;
         }
@@ -104,7 +105,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     let (ea_blocks, _) = crate::pass1_xattr::xattrs(c, ino, inode, rec, false);
     let flags = inode.flags();
     if flags.contains(InodeFlags::INDEX) {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_NODIR,
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
@@ -120,7 +121,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
         size > blockmap_max_bytes(bs)
     };
     if too_big {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!("Inode {ino}, i_size is {size}, should be 0."),
@@ -132,7 +133,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     let blocks = ea_blocks << c.geo.cluster_bits;
     let want = blocks * (bs / 512);
     if have != want && c.sb.s_creator_os.get() != 1 {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_BLOCKS,
             format!("Inode {ino}, i_blocks is {have}, should be {want}."),
@@ -167,7 +168,8 @@ pub(crate) fn special_mode(c: &mut Ctx, ino: u32, inode: &Inode) {
             format!("Orphan file inode {ino} is not regular file."),
         )
     };
-    c.p.error_fix(1, code, what, Fix::InodeMode(ino, S_IFREG));
+    c.p.on(Subject::Inode(ino))
+        .error_fix(1, code, what, Fix::InodeMode(ino, S_IFREG));
 }
 
 /// The inode the superblock names as orphan file while the feature is
@@ -183,7 +185,7 @@ pub(crate) fn stray_orphan_file(c: &mut Ctx, ino: u32, inode: &Inode) -> bool {
         return false;
     }
     if holds_data(inode) {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ORPHAN_FILE_NOT_CLEAR,
             format!("Orphan file inode {ino} is not in use, but contains data."),
@@ -239,7 +241,7 @@ fn judged_flags(
     let header_ok = || ext4r_format::extent::ExtentNode::parse(&inode.i_block).is_ok();
     if flags.contains(InodeFlags::EXTENTS) && !extents_fs {
         if header_ok() {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_EXTENT_FEATURE,
                 format!(
@@ -248,7 +250,7 @@ fn judged_flags(
                 Fix::SetIncompat(Incompat::EXTENTS.bits()),
             );
         } else {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_EXTENTS_SET,
                 format!(
@@ -265,7 +267,7 @@ fn judged_flags(
         && (mode == S_IFREG || mode == S_IFDIR)
         && header_ok()
     {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_UNSET_EXTENT_FL,
             format!("Inode {ino} missing EXTENT_FL, but is in extents format"),
@@ -280,7 +282,7 @@ fn judged_flags(
         && ino >= c.sb.first_ino()
     {
         if has_inline_attr {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INLINE_DATA_FEATURE,
                 format!(
@@ -289,7 +291,7 @@ fn judged_flags(
                 Fix::SetIncompat(Incompat::INLINE_DATA.bits()),
             );
         } else {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INLINE_DATA_SET,
                 format!(
@@ -302,7 +304,7 @@ fn judged_flags(
         }
     }
     if flags.contains(InodeFlags::INDEX) && mode != S_IFDIR {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_NODIR,
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
@@ -318,7 +320,7 @@ fn judged_flags(
 /// A fast symlink (no blocks) marked as extent-mapped loses the flag.
 pub(crate) fn fast_symlink_flag(c: &mut Ctx, ino: u32, flags: InodeFlags) {
     if c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_FAST_SYMLINK_EXTENT_FL,
             format!("Fast symlink {ino} has EXTENT_FL set."),
@@ -339,7 +341,7 @@ pub(crate) fn negative_epoch(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         return;
     }
     if epoch_fields(inode, rec).next().is_some() {
-        c.p.harmless_fix(
+        c.p.on(Subject::Inode(ino)).harmless_fix(
             1,
             ProblemCode::PR_1_EA_TIME_OUT_OF_RANGE,
             format!("Timestamp(s) on inode {ino} beyond 2310-04-04 are likely pre-1970."),
@@ -378,7 +380,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
             .and_then(|xs| xs.into_iter().find(|x| x.name == b"index9.c"))
             .map(|x| x.value);
     let Some(v) = ctx else {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_MISSING_ENCRYPTION_XATTR,
             format!("Inode {ino} has encrypt flag but no encryption extended attribute."),
@@ -394,7 +396,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
         Some(_) => false,
     };
     if corrupt {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CORRUPT_ENCRYPTION_XATTR,
             format!("Encrypted inode {ino} has corrupt encryption extended attribute."),
@@ -409,10 +411,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
         Some(1 | 2) => v[..v.len() - 16].to_vec(),
         _ => Vec::new(),
     };
-    // At most one per inode: below 2^32.
-    let next = ext4r_format::num::sat_u32(c.enc_policy_ids.len());
-    let id = *c.enc_policy_ids.entry(key).or_insert(next);
-    c.enc_policy.insert(ino, id);
+    c.set_policy(ino, key);
     true
 }
 

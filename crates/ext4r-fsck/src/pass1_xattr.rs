@@ -9,6 +9,7 @@
 //! each.)
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::features::Compat;
 use ext4r_format::inode::{Inode, InodeFlags};
 use ext4r_format::xattr::{
@@ -76,7 +77,7 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
             value_inums(&buf[32..], &mut named);
             block_refs = !named.is_empty();
             // A shared block's entries count once, when it is first seen.
-            if c.xattr_blocks.get(&blk).is_none_or(|x| x.counted <= 1) {
+            if c.xattr_block(blk).is_none_or(|x| x.counted <= 1) {
                 c.ea_refs.extend(named);
             }
         }
@@ -203,10 +204,15 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                     .flatten()
             };
             if let Some(found) = ea_inode_reference(c, ino, inode, &entries) {
-                report_ea_inode_reference(c, found, Fix::ClearIbodyXattrs(ino));
+                report_ea_inode_reference(
+                    c,
+                    Subject::Inode(ino),
+                    found,
+                    Fix::ClearIbodyXattrs(ino),
+                );
             } else if let Some(hashes) = restamp() {
                 let Restamp { name, stored, .. } = &hashes[0];
-                c.p.error_fix(
+                c.p.on(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::EXT4R_1_INLINE_ATTR_HASH,
                     format!(
@@ -216,16 +222,21 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                     Fix::IbodyXattrHashes(ino, hashes.iter().map(|h| (h.offset, h.hash)).collect()),
                 );
             } else if let Some((code, msg)) = ibody_scan(ino, area) {
-                c.p.error_fix(1, code, msg, crate::fix::Fix::ClearIbodyXattrs(ino));
+                c.p.on(Subject::Inode(ino)).error_fix(
+                    1,
+                    code,
+                    msg,
+                    crate::fix::Fix::ClearIbodyXattrs(ino),
+                );
             } else if let Some((code, why, _)) = bad_entries(&entries, true) {
-                c.p.error_fix(
+                c.p.on(Subject::Inode(ino)).error_fix(
                     1,
                     code,
                     format!("Inode {ino} has a bad extended attribute area: {why}."),
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
             } else if crate::ea_region::collides(area) {
-                c.p.error_fix(
+                c.p.on(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_INODE_EA_ALLOC_COLLISION,
                     format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
@@ -243,7 +254,12 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                     format!("Inode {ino} has a bad extended attribute area: {e}."),
                 )
             });
-            c.p.error_fix(1, code, msg, crate::fix::Fix::ClearIbodyXattrs(ino));
+            c.p.on(Subject::Inode(ino)).error_fix(
+                1,
+                code,
+                msg,
+                crate::fix::Fix::ClearIbodyXattrs(ino),
+            );
         }
     }
 }
@@ -277,16 +293,22 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
                 ),
             )
         };
-        c.p.error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));
+        c.p.on(Subject::Inode(ino))
+            .error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));
         return (0, false);
     }
-    if let Some(x) = c.xattr_blocks.get_mut(&blk) {
+    if let Some(x) = c.xattr_block_mut(blk) {
         x.counted += 1;
         if let Some(code) = x.bad {
             // Judged bad for an earlier inode: judged again (e2fsck marks
             // only good blocks seen), and cleared here too.
             let msg = bad_block_message(code, ino, blk, x.bad_hash);
-            c.p.error_fix(1, code, msg, Fix::InodeClearFileAcl(ino));
+            c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+                1,
+                code,
+                msg,
+                Fix::InodeClearFileAcl(ino),
+            );
             return (0, false);
         }
         return (u64::from(x.valid), false);
@@ -310,7 +332,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
     {
         // As e2fsck: only a block that passes every other check has its
         // checksum rewritten.
-        c.p.error_fix(
+        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             ProblemCode::PR_1_EA_BLOCK_ONLY_CSUM_INVALID,
             format!(
@@ -320,7 +342,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
             Fix::XattrBlockChecksum(blk),
         );
     }
-    c.xattr_blocks.insert(
+    c.add_xattr_block(
         blk,
         XattrBlock {
             refcount: hdr.h_refcount.get(),
@@ -353,13 +375,13 @@ fn unparsed_block(c: &mut Ctx, ino: u32, blk: u64, buf: &[u8], read_failed: bool
     } else {
         ProblemCode::PR_1_EA_ALLOC_COLLISION
     };
-    c.p.error_fix(
+    c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
         1,
         code,
         bad_block_message(code, ino, blk, 0),
         crate::fix::Fix::InodeClearFileAcl(ino),
     );
-    c.xattr_blocks.insert(
+    c.add_xattr_block(
         blk,
         XattrBlock {
             refcount: 0,
@@ -387,11 +409,16 @@ fn block_entries(
         if found.2.is_none() {
             bad = Some(found.0);
         }
-        report_ea_inode_reference(c, found, Fix::InodeClearFileAcl(ino));
+        report_ea_inode_reference(
+            c,
+            Subject::XattrBlock { ino, block: blk },
+            found,
+            Fix::InodeClearFileAcl(ino),
+        );
     } else if let Some(stored) = zero_hash_in_block(entries) {
         // e2fsck's check_ext_attr compares a block entry's hash as it is:
         // only an in-inode entry may leave it 0 (older kernels did).
-        c.p.error_fix(
+        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             ProblemCode::PR_1_ATTR_HASH,
             format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
@@ -399,7 +426,7 @@ fn block_entries(
         );
         bad = Some(ProblemCode::PR_1_ATTR_HASH);
     } else if let Some((code, _, stored)) = bad_entries(entries, false) {
-        c.p.error_fix(
+        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             code,
             bad_block_message(code, ino, blk, stored),
@@ -533,16 +560,21 @@ pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) 
 
 /// Reports [`ea_inode_reference`]'s finding with its fix: the flag set on
 /// the target, or `clear` (the inode's xattr block or in-inode area).
-fn report_ea_inode_reference(c: &mut Ctx, found: (ProblemCode, String, Option<u32>), clear: Fix) {
+fn report_ea_inode_reference(
+    c: &mut Ctx,
+    subject: Subject,
+    found: (ProblemCode, String, Option<u32>),
+    clear: Fix,
+) {
     let (code, msg, set_flag) = found;
     let fix = match set_flag {
         Some(n) => {
-            c.ea_flag_missing.push(n);
+            c.note_ea_flag_missing(n);
             Fix::InodeSetFlags(n, InodeFlags::EA_INODE.bits())
         }
         None => clear,
     };
-    c.p.error_fix(1, code, msg, fix);
+    c.p.on(subject).error_fix(1, code, msg, fix);
 }
 
 /// A block entry whose stored hash is 0 where its value's hash is not.
@@ -680,13 +712,12 @@ fn bad_entries(entries: &XattrEntries<'_>, in_inode: bool) -> Option<(ProblemCod
 
 pub(crate) fn finish_xattr_blocks(c: &mut Ctx) {
     let bad: Vec<(u64, u32, u32)> = c
-        .xattr_blocks
-        .iter()
+        .xattr_blocks()
         .filter(|(_, x)| x.valid && x.refcount != x.counted)
         .map(|(b, x)| (*b, x.refcount, x.counted))
         .collect();
     for (b, r, n) in bad {
-        c.p.error_fix(
+        c.p.on(Subject::Block(b)).error_fix(
             1,
             ProblemCode::PR_1_EXTATTR_REFCOUNT,
             format!("Extended attribute block {b} has reference count {r}, should be {n}."),

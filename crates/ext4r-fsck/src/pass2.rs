@@ -3,6 +3,7 @@
 //! links each inode gets.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r::fs::FileKind;
 use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntry, DirEntryTail};
 use ext4r_format::features::Incompat;
@@ -32,13 +33,13 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             .filter(|p| p.pass == 2)
             .flat_map(|p| crate::pathname::q_wanted(&p.message).collect::<Vec<_>>())
             .collect();
-    c.q_dirs = wanted.into_iter().map(|i| (i, 0)).collect();
+    c.want_q_dirs(wanted);
     walk(c, progress);
-    if c.q_dirs.is_empty() {
+    let q_dirs = c.take_q_dirs();
+    if q_dirs.is_empty() {
         return;
     }
     let fs = c.fs.clone();
-    let q_dirs = std::mem::take(&mut c.q_dirs);
     for p in c.p.each_mut() {
         if p.pass == 2 && crate::pathname::q_wanted(&p.message).next().is_some() {
             p.message =
@@ -113,7 +114,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         progress(2, i as u64, total);
         let Some(pre) = pre else {
             for b in &blocks[i..j] {
-                c.p.error(
+                c.p.on(Subject::InodeAt(b.ino, b.lblk)).error(
                     2,
                     ProblemCode::PR_2_READ_DIRBLOCK,
                     format!(
@@ -240,13 +241,17 @@ fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
                 crate::lost_found::reserve_block(c)
             };
             match block {
-                Some(b) => c.p.error_fix(
+                Some(b) => c.p.on(Subject::InodeAt(r.ino, 0)).error_fix(
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
                     crate::fix::Fix::DirBlock0(r.ino, b, r.owner()),
                 ),
-                None => c.p.error(2, ProblemCode::PR_2_DIRECTORY_HOLE, msg),
+                None => c.p.on(Subject::InodeAt(r.ino, 0)).error(
+                    2,
+                    ProblemCode::PR_2_DIRECTORY_HOLE,
+                    msg,
+                ),
             }
         }
     }
@@ -547,7 +552,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     if htree && b.lblk == 0 && dots_ok() {
         if let Ok(root) = parse_dx_root(block) {
             if c.csum() && verify_dx_checksum(seed, block).is_err() {
-                c.p.error_fix(
+                c.p.on(Subject::Inode(ino)).error_fix(
                     2,
                     ProblemCode::PR_2_HTREE_ROOT_CSUM_INVALID,
                     format!("Problem in HTREE directory inode {ino}: root node fails checksum."),
@@ -582,7 +587,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     // An interior htree node looks like one empty record over the block.
     if htree && b.lblk > 0 && is_dx_node(block, c.csum()) {
         if hashed && !htree::note_node(dx, ino, b.lblk, block) {
-            c.p.error_fix(
+            c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_BADBLK,
                 format!(
@@ -593,7 +598,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
         }
         if c.csum() && verify_dx_checksum(seed, block).is_err() {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_NODE_CSUM_INVALID,
                 format!("Problem in HTREE directory inode {ino}: internal node fails checksum."),
@@ -611,7 +616,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             (t, t && verify_dir_block_checksum(seed, block).is_ok())
         });
         if !tail {
-            c.p.error_fix(
+            c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
                 2,
                 ProblemCode::PR_2_LEAF_NODE_MISSING_CSUM,
                 format!(
@@ -634,7 +639,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         // PR_2_LEAF_NODE_ONLY_CSUM_INVALID, after the entries (in e2fsck
         // only for a block they left as it was; a repair here rewrites
         // the checksum either way).
-        c.p.error_fix(
+        c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
             2,
             ProblemCode::PR_2_LEAF_NODE_ONLY_CSUM_INVALID,
             format!(
@@ -658,7 +663,6 @@ fn entries(
     hashed: bool,
 ) -> bool {
     let ino = b.ino;
-    let owner = c.dirs[d].owner();
     let start = c.p.mark();
     let mut salvages = Vec::new();
     let Some(salvaged) = salvage_block(c, d, b, block, &mut salvages) else {
@@ -669,20 +673,7 @@ fn entries(
     // said before it) waits for the first entry at or past its offset.
     // The fixes keep a valid order so: a salvage changes the block only
     // from its offset on (or the length of the record before it).
-    let mut waiting: std::collections::VecDeque<(usize, Vec<crate::problem::Problem>)> =
-        Default::default();
-    if !salvages.is_empty() {
-        let mut said = c.p.take_range(start..c.p.mark()).into_iter();
-        let mut taken = start;
-        for &(at, end) in &salvages {
-            let chunk: Vec<crate::problem::Problem> = said.by_ref().take(end - taken).collect();
-            taken = end;
-            waiting.push_back((at, chunk));
-        }
-        if let Some(last) = waiting.back_mut() {
-            last.1.extend(said);
-        }
-    }
+    let mut waiting = salvages_waiting(c, start, &salvages);
     let mut flush = |c: &mut Ctx, upto: usize| {
         while waiting.front().is_some_and(|w| w.0 <= upto) {
             if let Some((_, chunk)) = waiting.pop_front() {
@@ -710,50 +701,12 @@ fn entries(
             if hashed {
                 leaf_names.push(e.name);
             }
-            if encrypted && e.name.len() < 16 {
-                // PR_2_BAD_ENCRYPTED_NAME: "Encrypted @E is too short."
-                let msg = format!(
-                    "Encrypted entry '{}' in {} ({ino}) is too short.",
-                    crate::pathname::safe(e.name),
-                    crate::pathname::dir_path(&c.fs, ino)
-                );
-                // As e2fsck: the entry is cleared, and not looked at more;
-                // declined (-n), it is checked on like any other.
-                bad_entry(c, d, b, e.offset, ProblemCode::PR_2_BAD_ENCRYPTED_NAME, msg);
-                if c.repairing {
-                    continue;
-                }
+            if encrypted && e.name.len() < 16 && encrypted_too_short(c, d, b, e.name, e.offset) {
+                continue;
             }
         }
-        if slot < 2 && e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
-            // The byte after the name must be zero (e2fsck's NULL
-            // termination check of '.' and '..').
-            let at = e.offset + 8 + name.len();
-            if block.get(at).is_some_and(|&x| x != 0) {
-                c.p.error_fix(
-                    2,
-                    if name == b"." {
-                        ProblemCode::PR_2_DOT_NULL_TERM
-                    } else {
-                        ProblemCode::PR_2_DOT_DOT_NULL_TERM
-                    },
-                    format!(
-                        "'{}' directory entry in directory inode {ino} is not NULL terminated",
-                        String::from_utf8_lossy(name)
-                    ),
-                    crate::fix::Fix::DirZeroByte(b.phys, at, owner),
-                );
-            }
-        }
-        if slot == 0 && name == b"." && e.rec_len > 24 {
-            // A '.' holding the block's free space: split, as e2fsck
-            // does (its PR_NO_OK: not an error).
-            c.p.harmless_fix(
-                2,
-                ProblemCode::PR_2_SPLIT_DOT,
-                format!("Directory entry for '.' in ... ({ino}) is big."),
-                crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
-            );
+        if slot < 2 {
+            dot_record(c, d, b, block, slot, &e);
         }
         entry(c, d, slot, b, name, e.inode.0, e.file_type, e.offset);
     }
@@ -768,12 +721,18 @@ fn entries(
             pre.and_then(|p| p.range),
         );
     }
-    // Names repeated within the block, found by sorting them. '.' and
-    // '..' twice are mended here; any other name twice is said once per
-    // directory and left to pass 3A, which looks for repeats over the
-    // whole directory (e2fsck's PR_2_REPORT_DUP_DIRENT, then its
-    // rehash's duplicate search). A directory already to be rebuilt is
-    // not looked at (e2fsck's `dups_found`).
+    repeated_names(c, d, b, names);
+    true
+}
+
+/// Names repeated within the block, found by sorting them. '.' and '..'
+/// twice are mended here; any other name twice is said once per
+/// directory and left to pass 3A, which looks for repeats over the whole
+/// directory (e2fsck's PR_2_REPORT_DUP_DIRENT, then its rehash's
+/// duplicate search). A directory already to be rebuilt is not looked at
+/// (e2fsck's `dups_found`). `names` are (name, offset, inode).
+fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], usize, u32)>) {
+    let ino = b.ino;
     names.sort_unstable();
     let owner = c.dirs[d].owner();
     let scheduled = c.rehash_dirs.contains(&ino);
@@ -787,7 +746,7 @@ fn entries(
         let dots = w[0].0 == b"." || w[0].0 == b"..";
         if dots {
             let shown = crate::pathname::safe(w[0].0);
-            c.p.error_fix(
+            c.p.on(b.entry_at(w[1].1)).error_fix(
                 2,
                 ProblemCode::PR_2_DUPLICATE_DIRENT,
                 format!("Duplicate entry '{shown}' found in directory inode {ino}."),
@@ -798,7 +757,7 @@ fn entries(
         }
     }
     if let Some((_, name)) = first_repeat {
-        c.p.harmless(
+        c.p.on(Subject::Inode(ino)).harmless(
             2,
             ProblemCode::PR_2_REPORT_DUP_DIRENT,
             format!(
@@ -809,7 +768,85 @@ fn entries(
         );
         c.rehash_dirs.insert(ino);
     }
-    true
+}
+
+/// The salvages of a block (their offsets, and the mark up to which
+/// what was said belongs to each) with what was said before each: e2fsck
+/// salvages a record when its walk of the block meets it, and checks the
+/// entries before it first, so each salvage's words wait for the first
+/// entry at or past its offset.
+fn salvages_waiting(
+    c: &mut Ctx,
+    start: usize,
+    salvages: &[(usize, usize)],
+) -> std::collections::VecDeque<(usize, Vec<crate::problem::Problem>)> {
+    let mut waiting: std::collections::VecDeque<(usize, Vec<crate::problem::Problem>)> =
+        Default::default();
+    if !salvages.is_empty() {
+        let mut said = c.p.take_range(start..c.p.mark()).into_iter();
+        let mut taken = start;
+        for &(at, end) in salvages {
+            let chunk: Vec<crate::problem::Problem> = said.by_ref().take(end - taken).collect();
+            taken = end;
+            waiting.push_back((at, chunk));
+        }
+        if let Some(last) = waiting.back_mut() {
+            last.1.extend(said);
+        }
+    }
+    waiting
+}
+
+/// An entry of an encrypted directory whose name is too short
+/// (PR_2_BAD_ENCRYPTED_NAME: "Encrypted @E is too short."); true when
+/// the entry is not to be looked at more: as e2fsck, the entry is
+/// cleared, and declined (-n), it is checked on like any other.
+fn encrypted_too_short(c: &mut Ctx, d: usize, b: &DirBlock, name: &[u8], offset: usize) -> bool {
+    let ino = b.ino;
+    let msg = format!(
+        "Encrypted entry '{}' in {} ({ino}) is too short.",
+        crate::pathname::safe(name),
+        crate::pathname::dir_path(&c.fs, ino)
+    );
+    bad_entry(c, d, b, offset, ProblemCode::PR_2_BAD_ENCRYPTED_NAME, msg);
+    c.repairing
+}
+
+/// The record of '.' or '..' (`slot` 0 or 1) as such: the byte after its
+/// name zero (e2fsck's NULL termination check), and a '.' holding the
+/// block's free space split.
+fn dot_record(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8], slot: usize, e: &DirEntry<'_>) {
+    let ino = b.ino;
+    let owner = c.dirs[d].owner();
+    let name = e.name;
+    if e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
+        let at = e.offset + 8 + name.len();
+        if block.get(at).is_some_and(|&x| x != 0) {
+            c.p.on(b.entry_at(e.offset)).error_fix(
+                2,
+                if name == b"." {
+                    ProblemCode::PR_2_DOT_NULL_TERM
+                } else {
+                    ProblemCode::PR_2_DOT_DOT_NULL_TERM
+                },
+                format!(
+                    "'{}' directory entry in directory inode {ino} is not NULL terminated",
+                    String::from_utf8_lossy(name)
+                ),
+                crate::fix::Fix::DirZeroByte(b.phys, at, owner),
+            );
+        }
+    }
+    if slot == 0 && name == b"." && e.rec_len > 24 {
+        // A '.' holding the block's free space: split, as e2fsck does
+        // (its PR_NO_OK: not an error).
+        c.p.on(b.entry_at(e.offset)).harmless_fix(
+            2,
+            ProblemCode::PR_2_SPLIT_DOT,
+            format!("Directory entry for '.' in ... ({ino}) is big."),
+            crate::fix::Fix::DirMakeDot(b.phys, ino, owner),
+        );
+    }
 }
 
 /// Whether a name has a `/` or a NUL, looked for eight bytes at a time
@@ -1018,7 +1055,7 @@ fn salvage_block(
                 // read it and what follows in the same pass: read them
                 // here too, or pass 3 would reconnect what they name.
                 if let Some(v) = crate::dot::split_view(cur, bs) {
-                    c.p.harmless_fix(
+                    c.p.on(b.entry_at(0)).harmless_fix(
                         2,
                         ProblemCode::PR_2_SPLIT_DOT,
                         format!("Directory entry for '.' in ... ({ino}) is big."),
@@ -1051,7 +1088,7 @@ fn salvage_block(
                     format!("First entry in directory inode {ino} should be '.'"),
                 )
             };
-            c.p.error_fix(
+            c.p.on(b.entry_at(0)).error_fix(
                 2,
                 code,
                 msg,
@@ -1076,7 +1113,7 @@ fn salvage_block(
             { b.lblk }
         );
         let before = c.p.mark();
-        c.p.error_fix(
+        c.p.on(b.entry_at(at)).error_fix(
             2,
             ProblemCode::PR_2_DIR_CORRUPTED,
             msg,
@@ -1179,7 +1216,12 @@ fn inline_dirs(c: &mut Ctx) {
                 } else {
                     (1, off)
                 };
-                c.p.error_fix(
+                c.p.on(Subject::Entry {
+                    dir: ino,
+                    lblk: blk,
+                    offset: u32::try_from(at).unwrap_or(u32::MAX),
+                })
+                .error_fix(
                     2,
                     ProblemCode::PR_2_DIR_CORRUPTED,
                     format!(
@@ -1223,7 +1265,7 @@ fn inline_dirs(c: &mut Ctx) {
 /// found to cover (PR_2_UNEXPECTED_HTREE_BLOCK): the index is cleared and
 /// the directory rebuilt. Only direct blocks are given a new one here.
 fn htree_tails(c: &mut Ctx) {
-    for (ino, end, illegal_end) in std::mem::take(&mut c.htree_tails) {
+    for (ino, end, illegal_end) in c.take_htree_tails() {
         let Some(d) = c.dir_idx(ino) else { continue };
         if !c.dirs[d].htree() {
             continue;
@@ -1237,16 +1279,19 @@ fn htree_tails(c: &mut Ctx) {
                 None
             };
             match block {
-                Some(b) => c.p.error_fix(
+                Some(b) => c.p.on(Subject::InodeAt(ino, l)).error_fix(
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
                     crate::fix::Fix::DirBlockAt(ino, l, b, owner),
                 ),
-                None => c.p.error(2, ProblemCode::PR_2_DIRECTORY_HOLE, msg),
+                None => {
+                    c.p.on(Subject::InodeAt(ino, l))
+                        .error(2, ProblemCode::PR_2_DIRECTORY_HOLE, msg)
+                }
             }
             if l == end {
-                c.p.error_fix(
+                c.p.on(Subject::Inode(ino)).error_fix(
                     2,
                     ProblemCode::PR_2_UNEXPECTED_HTREE_BLOCK,
                     format!(
@@ -1278,7 +1323,7 @@ fn inline_size(c: &mut Ctx, ino: u32, rec: &[u8]) -> bool {
     let msg = format!("Inline directory inode {ino} size ({size}) must be a multiple of 4.");
     let times = if c.repairing { 1 } else { 2 };
     for _ in 0..times {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_BAD_INLINE_DIR_SIZE,
             msg.clone(),

@@ -2,6 +2,7 @@
 //! parent, lost+found present) and pass 4 (link counts, unattached inodes).
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r::fs::FileKind;
 use ext4r_format::features::RoCompat;
 use ext4r_format::inode::ino as special;
@@ -24,16 +25,19 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             .flatten()
         {
             Some(b) => {
-                c.p.error_fix(
+                c.p.on(Subject::Inode(special::ROOT)).error_fix(
                     3,
                     ProblemCode::PR_3_NO_ROOT_INODE,
                     msg,
                     crate::fix::Fix::MakeRoot(b),
                 );
             }
-            None => c.p.error(3, ProblemCode::PR_3_NO_ROOT_INODE, msg),
+            None => {
+                c.p.on(Subject::Inode(special::ROOT))
+                    .error(3, ProblemCode::PR_3_NO_ROOT_INODE, msg)
+            }
         }
-        c.skip_to_pass5 = true;
+        c.skip_to_pass5();
         return;
     };
     // The root's parent is itself.
@@ -92,7 +96,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
         if let Some((t, looped)) = top {
             let r = c.dirs[t];
-            c.reconnects.push(format!("#{}", r.ino).len());
+            c.note_reconnect(format!("#{}", r.ino).len());
             let (code, msg) = if looped {
                 (
                     ProblemCode::PR_3_LOOPED_DIR,
@@ -113,7 +117,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     ),
                 )
             };
-            c.p.error_fix(
+            c.p.on(Subject::Inode(r.ino)).error_fix(
                 3,
                 code,
                 msg,
@@ -125,7 +129,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         let (r, l) = (c.dirs[d], c.dir_links[d]);
         if r.ino != special::ROOT && l.parent != 0 && l.dotdot != l.parent {
             match l.dotdot_at() {
-                Some((blk, off)) => c.p.error_fix(
+                Some((blk, off)) => c.p.on(Subject::Inode(r.ino)).error_fix(
                     3,
                     ProblemCode::PR_3_BAD_DOT_DOT,
                     bad_dotdot(&c.fs, r.ino, &l),
@@ -135,9 +139,15 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     let msg = bad_dotdot(&c.fs, r.ino, &l);
                     if r.inline() {
                         let f = crate::fix::Fix::InlineParent(r.ino, l.parent);
-                        c.p.error_fix(3, ProblemCode::PR_3_BAD_DOT_DOT, msg, f);
+                        c.p.on(Subject::Inode(r.ino)).error_fix(
+                            3,
+                            ProblemCode::PR_3_BAD_DOT_DOT,
+                            msg,
+                            f,
+                        );
                     } else {
-                        c.p.error(3, ProblemCode::PR_3_BAD_DOT_DOT, msg);
+                        c.p.on(Subject::Inode(r.ino))
+                            .error(3, ProblemCode::PR_3_BAD_DOT_DOT, msg);
                     }
                 }
             }
@@ -209,8 +219,11 @@ fn lost_and_found(c: &mut Ctx) {
                 return;
             };
             match unlink {
-                Some(f) => c.p.error_fix(3, code, msg.into(), f),
-                None => c.p.error(3, code, msg.into()),
+                Some(f) => {
+                    c.p.on(Subject::Inode(ino.0))
+                        .error_fix(3, code, msg.into(), f)
+                }
+                None => c.p.on(Subject::Inode(ino.0)).error(3, code, msg.into()),
             }
         }
         // As e2fsck: a read-only check does not miss it (only a repair
@@ -219,7 +232,7 @@ fn lost_and_found(c: &mut Ctx) {
         Ok(None) => {
             let msg = "/lost+found not found.".to_string();
             match crate::lost_found::plan(c) {
-                Some(n) => c.p.error_fix(
+                Some(n) => c.p.on(Subject::Filesystem).error_fix(
                     3,
                     ProblemCode::PR_3_NO_LF_DIR,
                     msg,
@@ -231,15 +244,16 @@ fn lost_and_found(c: &mut Ctx) {
                 // user is told to make room. A full filesystem is not an
                 // inconsistency: nothing is left to fix.
                 None => {
-                    c.p.harmless(3, ProblemCode::PR_3_NO_LF_DIR, msg);
-                    c.p.harmless(
+                    c.p.on(Subject::Filesystem)
+                        .harmless(3, ProblemCode::PR_3_NO_LF_DIR, msg);
+                    c.p.on(Subject::Filesystem).harmless(
                         3,
                         ProblemCode::PR_3_LPF_NO_SPACE,
                         "Cannot allocate space for /lost+found.\n\
                          Place lost files in root directory instead"
                             .into(),
                     );
-                    c.p.harmless(
+                    c.p.on(Subject::Filesystem).harmless(
                         3,
                         ProblemCode::PR_3_NO_SPACE_TO_RECOVER,
                         "Insufficient space to recover lost files!\n\
@@ -267,7 +281,7 @@ fn ea_inode_refs(c: &mut Ctx, ino: u32) {
     let i = &info.inode;
     let stored = u64::from(i.i_ctime.get()) << 32 | u64::from(i.l_i_version.get());
     if stored != actual && i.i_ctime.get() != i.i_atime.get() {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(ino)).error_fix(
             4,
             ProblemCode::PR_4_EA_INODE_REF_COUNT,
             format!("Extended attribute inode {ino} ref count is {stored}, should be {actual}."),
@@ -277,7 +291,7 @@ fn ea_inode_refs(c: &mut Ctx, ino: u32) {
 }
 
 pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
-    if c.skip_to_pass5 {
+    if c.skips_pass4() {
         return;
     }
     let mut dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
@@ -286,7 +300,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     // this pass). EA inodes the flag is missing on are looked at one by one.
     // So are those pass 3A took a link from (their count is no longer
     // the one recorded).
-    let skip = c.ea_flag_missing.is_empty() && c.link_drops.is_empty();
+    let skip = c.counts_as_found();
     let mut next = c.inodes.next(0);
     while let Some(ino) = next {
         let w = ino / 64;
@@ -304,12 +318,10 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         let Some(mut r) = c.inodes.get(ino) else {
             continue;
         };
-        if let Some(&k) = c.link_drops.get(&ino) {
-            r.links = r.links.saturating_sub(k);
-        }
+        r.links = r.links.saturating_sub(c.link_drops(ino));
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
-        let ea_inode = r.ea_inode || c.ea_flag_missing.contains(&r.ino);
+        let ea_inode = r.ea_inode || c.ea_flag_missing(r.ino);
         if ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
             ea_inode_refs(c, r.ino);
             continue;
@@ -318,7 +330,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         if counted == 0 {
             if r.kind == FileKind::Regular && zero_length(c, r.ino) {
                 // Nothing to save: e2fsck offers to delete it instead.
-                c.p.error_fix(
+                c.p.on(Subject::Inode(r.ino)).error_fix(
                     4,
                     ProblemCode::PR_4_ZERO_LEN_INODE,
                     format!("Unattached zero-length inode {}.", r.ino),
@@ -331,17 +343,17 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 }
             }
             if r.kind != FileKind::Directory {
-                c.reconnects.push(format!("#{}", r.ino).len());
+                c.note_reconnect(format!("#{}", r.ino).len());
                 let reconnect = crate::fix::Fix::Reconnect(r.ino, r.kind.dirent_type());
                 // A count pass 3A took to 0 with the inode's last entry
                 // is 1 again with the new one (e2fsck adjusts it by one
                 // each way), and nothing more is said.
-                let fix = if c.repairing && r.links == 0 && c.link_drops.contains_key(&r.ino) {
+                let fix = if c.repairing && r.links == 0 && c.link_dropped(r.ino) {
                     crate::fix::Fix::Each(vec![reconnect, crate::fix::Fix::InodeLinks(r.ino, 1)])
                 } else {
                     reconnect
                 };
-                c.p.error_fix(
+                c.p.on(Subject::Inode(r.ino)).error_fix(
                     4,
                     ProblemCode::PR_4_UNATTACHED_INODE,
                     format!("Unattached inode {}", r.ino),
@@ -353,7 +365,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // had one link. (Declined under -n, the count is not
                 // looked at.)
                 if c.repairing && r.links != 0 {
-                    c.p.error_fix(
+                    c.p.on(Subject::Inode(r.ino)).error_fix(
                         4,
                         ProblemCode::PR_4_BAD_REF_COUNT,
                         format!(
@@ -373,7 +385,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // As e2fsck: the feature is turned on at the first such
                 // directory, which settles it for the others.
                 dir_nlink = true;
-                c.p.error_fix(
+                c.p.on(Subject::Filesystem).error_fix(
                     4,
                     ProblemCode::PR_4_DIR_NLINK_FEATURE,
                     "Directory exceeds max links, but no DIR_NLINK feature in superblock.".into(),
@@ -388,7 +400,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             // A count that once overflowed and no longer does: set again,
             // and not an error (e2fsck only mends it when it may write).
             if c.repairing {
-                c.p.harmless_fix(
+                c.p.on(Subject::Inode(r.ino)).harmless_fix(
                     4,
                     ProblemCode::PR_4_DIR_OVERFLOW_REF_COUNT,
                     format!(
@@ -402,7 +414,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             continue;
         }
         if u32::from(r.links) != counted {
-            c.p.error_fix(
+            c.p.on(Subject::Inode(r.ino)).error_fix(
                 4,
                 ProblemCode::PR_4_BAD_REF_COUNT,
                 format!(
@@ -413,9 +425,9 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             );
         }
     }
-    let names = std::mem::take(&mut c.reconnects);
+    let names = c.take_reconnects();
     if let Some((lpf, blocks)) = crate::lost_found::plan_expand(c, &names) {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(lpf)).error_fix(
             3,
             ProblemCode::PR_3_EXPAND_LF_DIR,
             "No room in lost+found directory.  Expand.".into(),

@@ -13,6 +13,7 @@
 //! `-n`).
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::dir::{rec_len_for_name, DirBlockIter};
 use ext4r_format::features::Compat;
 use ext4r_format::htree::{dx_hash, effective_hash_version};
@@ -74,7 +75,7 @@ pub(crate) fn run(c: &mut Ctx) {
     if dirs.is_empty() {
         return;
     }
-    c.p.harmless(
+    c.p.on(Subject::Filesystem).harmless(
         3,
         ProblemCode::PR_3A_PASS_HEADER,
         "Pass 3A: Optimizing directories".into(),
@@ -97,6 +98,16 @@ struct Ent {
     ino: u32,
     phys: u64,
     offset: usize,
+}
+
+impl Ent {
+    /// The entry as what a problem is about.
+    fn subject(&self) -> Subject {
+        Subject::Record {
+            block: self.phys,
+            offset: u32::try_from(self.offset).unwrap_or(u32::MAX),
+        }
+    }
 }
 
 /// The directory's entries, in block order; None when a block does not
@@ -210,21 +221,21 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             let clear = |c: &mut Ctx, e: &Ent| {
                 let mut fixes = vec![Fix::DirEntryClear(e.phys, e.offset, dir.owner())];
                 let links = c.inodes.get(target).map_or(0, |r| r.links);
-                let k = c.link_drops.get(&target).copied().unwrap_or(0);
+                let k = c.link_drops(target);
                 if links > k {
                     fixes.push(Fix::InodeLinks(target, links - k - 1));
                 }
                 if c.repairing {
                     c.inodes.remove_name(target);
                     if links > k {
-                        c.link_drops.insert(target, k + 1);
+                        c.drop_link(target);
                     }
                 }
                 Fix::Each(fixes)
             };
             if target == ents[i - 1].ino {
                 let fix = clear(c, &ents[i]);
-                c.p.error_fix(
+                c.p.on(ents[i].subject()).error_fix(
                     3,
                     ProblemCode::PR_2_DUPLICATE_DIRENT,
                     format!("Duplicate entry '{shown}' in {path} ({ino}) found."),
@@ -238,7 +249,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             }
             if dir.encrypted() {
                 let fix = clear(c, &ents[i]);
-                c.p.error_fix(
+                c.p.on(ents[i].subject()).error_fix(
                     3,
                     ProblemCode::PR_2_NON_UNIQUE_FILE_NO_RENAME,
                     format!("Duplicate filename entry '{shown}' in {path} ({ino}) found."),
@@ -262,7 +273,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 crate::pass2::mutate_name(&mut new);
                 tries += 1;
             }
-            c.p.error_fix(
+            c.p.on(ents[i].subject()).error_fix(
                 3,
                 ProblemCode::PR_2_NON_UNIQUE_FILE,
                 format!(

@@ -4,6 +4,7 @@
 //! without reading anything; bitmaps are compared a word at a time.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ext4r_format::group_desc::GroupDesc;
@@ -34,7 +35,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// Sorts the claims, reports blocks claimed twice and returns the union as
 /// sorted disjoint (start, end) ranges.
 fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
-    let claims = std::mem::take(&mut c.claims);
+    let claims = c.take_claims();
     if claims.regular() && c.bad_blocks.is_empty() {
         // Nothing claimed twice and no bad block to sort out: the union
         // is all there is (the claims are not read back).
@@ -80,7 +81,7 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
                 format!("inode {o}")
             }
         };
-        c.p.error(
+        c.p.on(Subject::Shared(*blk, *a, *b)).error(
             1,
             ProblemCode::PR_1B_DUP_BLOCK,
             format!(
@@ -451,7 +452,7 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
     };
     let repairing = c.repairing;
     if f.read_error {
-        c.p.error(
+        c.p.on(Subject::Group(g)).error(
             5,
             ProblemCode::EXT4R_5_READ_BITMAP,
             format!("Cannot read {word} bitmap of group {g}."),
@@ -464,7 +465,7 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
         f.uninit_hits.min(MAX_UNINIT_REPEATS)
     };
     for _ in 0..times {
-        c.p.error_fix(
+        c.p.on(Subject::Group(g)).error_fix(
             5,
             uninit,
             format!("Group {g} {word}(s) in use but group is marked {unit}"),
@@ -567,7 +568,6 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
         gather(c, Bitmap::Block, &mut said, g, f);
     }
     c.stats.blocks_used = c.geo.blocks_count.saturating_sub(total_free << cbits);
-    c.free_blocks_total = total_free << cbits;
     let shown = if c.repairing {
         total_free
     } else {

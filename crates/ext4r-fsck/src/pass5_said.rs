@@ -27,6 +27,7 @@
 use crate::codes::ProblemCode;
 use crate::ctx::Ctx;
 use crate::fix::Fix;
+use crate::problem::Subject;
 
 /// Most groups whose bitmap differences are spelled out.
 pub(crate) const MAX_DIFF_REPORTS: usize = 64;
@@ -184,7 +185,8 @@ impl Said {
                 msg += &format!(" (and the differences of {} more groups)", self.unspelled);
             }
             let fix = Fix::Each(std::mem::take(&mut self.rewrites));
-            c.p.error_fix(5, which.header(), msg, fix);
+            c.p.on(Subject::Filesystem)
+                .error_fix(5, which.header(), msg, fix);
             self.rewriting = true;
         }
         let sb_free = match which {
@@ -212,10 +214,10 @@ impl Said {
                         Fix::GroupFreeInodes(g, ext4r_format::num::sat_u32(k.free)),
                     ),
                 };
-                c.p.error_fix(5, code, msg, fix);
+                c.p.on(Subject::Group(g)).error_fix(5, code, msg, fix);
             }
             if which == Bitmap::Inode && k.stored_dirs != k.shown_dirs {
-                c.p.error_fix(
+                c.p.on(Subject::Group(g)).error_fix(
                     5,
                     ProblemCode::PR_5_FREE_DIR_COUNT_GROUP,
                     format!(
@@ -240,7 +242,7 @@ impl Said {
                     Fix::SuperFreeInodes(set),
                 ),
             };
-            c.p.harmless_fix(5, code, msg, fix);
+            c.p.on(Subject::Filesystem).harmless_fix(5, code, msg, fix);
         }
     }
 
@@ -261,7 +263,7 @@ impl Said {
             Bitmap::Inode => ProblemCode::PR_5_INODE_BMAP_PADDING,
         };
         let fix = Fix::Each(std::mem::take(&mut self.tails));
-        c.p.error_fix(
+        c.p.on(Subject::Filesystem).error_fix(
             5,
             code,
             format!("Padding at end of {} bitmap is not set.", self.which.word()),
@@ -283,7 +285,7 @@ impl Said {
         let csums = std::mem::take(&mut self.csums);
         let latch = format!("{title} bitmap differences: ");
         let said = |c: &mut Ctx, g: u32, fix: Fix| {
-            c.p.error_fix(
+            c.p.on(Subject::Group(g)).error_fix(
                 5,
                 code,
                 format!("Group {g} {} bitmap does not match checksum.", which.word()),

@@ -24,11 +24,243 @@ pub struct Problem {
     pub severity: Severity,
     /// What and where, in e2fsck's words.
     pub message: String,
+    /// What the problem is about, typed: with the code, what names this
+    /// problem from one round's check to the next (see [`Problem::key`]).
+    pub subject: Subject,
     /// The repair, when this version knows one.
     pub fix: Option<crate::fix::Fix>,
     /// The latch question e2fsck asks before this problem, once for a run
     /// of related problems (see [`Latch`]).
     pub latch: Option<Latch>,
+}
+
+/// What a problem is about: the place a repair's answer and the
+/// "said once" of a repair run are keyed on, with the problem's code. It
+/// is as fine as the problem's words: two problems of one code whose
+/// words differ have different subjects, and the same words the same.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Subject {
+    /// The filesystem as a whole: its superblock's fields, features and
+    /// counts.
+    Filesystem,
+    /// The primary superblock as a block: its checksum, or its being
+    /// unusable (a backup standing in).
+    Superblock,
+    /// The journal (its inode, superblock or device).
+    Journal,
+    /// Block group `g` (its descriptor, bitmaps, counts).
+    Group(u32),
+    /// Inode `ino`.
+    Inode(u32),
+    /// A place `at` within inode `ino`: the logical block, block-map
+    /// slot or extent a problem of its mapping is about.
+    InodeAt(u32, u64),
+    /// A pointer of inode `ino`'s mapping: in `block` (None: the inode's
+    /// `i_block`) at entry `index`.
+    Pointer {
+        /// The inode.
+        ino: u32,
+        /// The block holding the pointer; None: the inode.
+        block: Option<u64>,
+        /// Its index there.
+        index: usize,
+    },
+    /// Inode `ino`'s extended attribute block `block` (shared blocks are
+    /// judged for each inode naming them).
+    XattrBlock {
+        /// The inode.
+        ino: u32,
+        /// The block.
+        block: u64,
+    },
+    /// Block `b` of the filesystem.
+    Block(u64),
+    /// Block `b` claimed by both owners (inodes; 0 the filesystem's
+    /// metadata).
+    Shared(u64, u32, u32),
+    /// The entry at byte `offset` of directory `dir`'s block `lblk`.
+    Entry {
+        /// The directory's inode.
+        dir: u32,
+        /// The block, by its logical number in the directory.
+        lblk: u64,
+        /// The record's offset in the block.
+        offset: u32,
+    },
+    /// The directory record at byte `offset` of block `block` (by its
+    /// place on the device).
+    Record {
+        /// The block.
+        block: u64,
+        /// The record's offset in it.
+        offset: u32,
+    },
+    /// A part of group `group`'s metadata (`part`: its name, "block
+    /// bitmap", "inode table").
+    GroupPart {
+        /// The group.
+        group: u32,
+        /// Which part.
+        part: &'static str,
+    },
+    /// Quota type `q` (0 user, 1 group, 2 project).
+    Quota(u8),
+}
+
+/// What a problem is about: its code and subject. With the repair it
+/// offers it names the problem for a repair run's answers and its "said
+/// once" (see [`Seen`]), never with its words.
+pub type Key = (ProblemCode, Subject);
+
+/// Problems met, each with a value (an answer): one problem is the same
+/// as another when its code, its subject and the repair it offers are
+/// (a later round that finds other values, a count still wrong after a
+/// fix, offers another repair: another problem).
+#[derive(Debug)]
+pub struct Seen<V> {
+    map: std::collections::HashMap<Key, Vec<(Option<crate::fix::Fix>, V)>>,
+}
+
+impl<V> Default for Seen<V> {
+    fn default() -> Self {
+        Seen {
+            map: std::collections::HashMap::new(),
+        }
+    }
+}
+
+impl<V: Copy> Seen<V> {
+    /// The value recorded for `p`.
+    pub fn get(&self, p: &Problem) -> Option<V> {
+        self.map
+            .get(&p.key())?
+            .iter()
+            .find(|(fix, _)| same_repair(fix, &p.fix))
+            .map(|&(_, v)| v)
+    }
+
+    /// Records `v` for `p` unless `p` was met: whether it was not.
+    pub fn insert(&mut self, p: &Problem, v: V) -> bool {
+        let met = self.map.entry(p.key()).or_default();
+        if met.iter().any(|(fix, _)| same_repair(fix, &p.fix)) {
+            return false;
+        }
+        met.push((p.fix.clone(), v));
+        true
+    }
+
+    /// Whether a problem of code `code` was met.
+    pub fn any_of(&self, code: ProblemCode) -> bool {
+        self.map.keys().any(|(c, _)| *c == code)
+    }
+}
+
+impl Subject {
+    /// The pointer of inode `ino` stored at `slot`.
+    pub(crate) fn pointer(ino: u32, slot: ext4r_txn::map::walk::Slot) -> Self {
+        Subject::Pointer {
+            ino,
+            block: slot.block,
+            index: slot.index,
+        }
+    }
+}
+
+impl Problem {
+    /// What this problem is about: its code and subject.
+    pub fn key(&self) -> Key {
+        (self.code, self.subject.clone())
+    }
+
+    /// Whether `other` is the same problem: the same code, subject and
+    /// repair (see [`Seen`]).
+    pub fn is_same(&self, other: &Problem) -> bool {
+        self.code == other.code
+            && self.subject == other.subject
+            && same_repair(&self.fix, &other.fix)
+    }
+}
+
+/// [`Problems`] recording about one [`Subject`] (from [`Problems::on`]).
+pub struct On<'a> {
+    problems: &'a mut Problems,
+    subject: Subject,
+}
+
+impl On<'_> {
+    /// Records an error.
+    pub fn error(self, pass: u8, code: ProblemCode, message: String) {
+        self.problems
+            .push(pass, code, Severity::Error, message, None, self.subject);
+    }
+
+    /// Records an error and its repair.
+    pub fn error_fix(self, pass: u8, code: ProblemCode, message: String, fix: crate::fix::Fix) {
+        self.problems.push(
+            pass,
+            code,
+            Severity::Error,
+            message,
+            Some(fix),
+            self.subject,
+        );
+    }
+
+    /// Records a harmless finding.
+    pub fn harmless(self, pass: u8, code: ProblemCode, message: String) {
+        self.problems
+            .push(pass, code, Severity::Harmless, message, None, self.subject);
+    }
+
+    /// Records a harmless finding that a repair run still corrects.
+    pub fn harmless_fix(self, pass: u8, code: ProblemCode, message: String, fix: crate::fix::Fix) {
+        self.problems.push(
+            pass,
+            code,
+            Severity::Harmless,
+            message,
+            Some(fix),
+            self.subject,
+        );
+    }
+}
+
+/// Whether two repairs decide the same: equal, but for the plan a round
+/// makes for them (the blocks a new root, lost+found, directory block or
+/// relocation takes, the copies of a clone, the records of a quota
+/// update, a rebuilt tree): a repair planned again in a later round, as it
+/// waits for another, is the same repair. Values found (a count, a
+/// bitmap's bits) are not a plan: another value is another repair.
+fn same_repair(a: &Option<crate::fix::Fix>, b: &Option<crate::fix::Fix>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => same_decision(a, b),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
+/// [`same_repair`] of two repairs.
+fn same_decision(a: &crate::fix::Fix, b: &crate::fix::Fix) -> bool {
+    use crate::fix::Fix as F;
+    match (a, b) {
+        (F::MakeRoot(_), F::MakeRoot(_))
+        | (F::MakeLostFound(_), F::MakeLostFound(_))
+        | (F::RecreateResizeInode(_), F::RecreateResizeInode(_))
+        | (F::RebuildExtents(_), F::RebuildExtents(_))
+        | (F::ExtentsFromMap(_), F::ExtentsFromMap(_))
+        | (F::NewOrphanFile(_), F::NewOrphanFile(_))
+        | (F::RehashDir(_), F::RehashDir(_)) => true,
+        (F::UpdateQuota(q, _), F::UpdateQuota(r, _)) => q == r,
+        (F::CloneBlocks(i, ..), F::CloneBlocks(j, ..))
+        | (F::ExpandDir(i, _), F::ExpandDir(j, _))
+        | (F::DirBlock0(i, ..), F::DirBlock0(j, ..)) => i == j,
+        (F::DirBlockAt(i, l, ..), F::DirBlockAt(j, m, ..)) => (i, l) == (j, m),
+        (F::Relocate(g, m, _), F::Relocate(h, n, _)) => (g, m) == (h, n),
+        (F::RelocateFrom(g, m, f, _), F::RelocateFrom(h, n, e, _)) => (g, m, f) == (h, n, e),
+        (F::Each(x), F::Each(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_decision(a, b))
+        }
+        _ => a == b,
+    }
 }
 
 /// e2fsck's latches (`PR_LATCH_*`): a run of related problems (an inode's
@@ -66,36 +298,12 @@ pub struct Problems {
 const KEEP: usize = 10_000;
 
 impl Problems {
-    /// Records an error.
-    pub fn error(&mut self, pass: u8, code: ProblemCode, message: String) {
-        self.push(pass, code, Severity::Error, message, None);
-    }
-
-    /// Records an error and its repair.
-    pub fn error_fix(
-        &mut self,
-        pass: u8,
-        code: ProblemCode,
-        message: String,
-        fix: crate::fix::Fix,
-    ) {
-        self.push(pass, code, Severity::Error, message, Some(fix));
-    }
-
-    /// Records a harmless finding.
-    pub fn harmless(&mut self, pass: u8, code: ProblemCode, message: String) {
-        self.push(pass, code, Severity::Harmless, message, None);
-    }
-
-    /// Records a harmless finding that a repair run still corrects.
-    pub fn harmless_fix(
-        &mut self,
-        pass: u8,
-        code: ProblemCode,
-        message: String,
-        fix: crate::fix::Fix,
-    ) {
-        self.push(pass, code, Severity::Harmless, message, Some(fix));
+    /// Records what follows as about `subject`.
+    pub fn on(&mut self, subject: Subject) -> On<'_> {
+        On {
+            problems: self,
+            subject,
+        }
     }
 
     fn push(
@@ -105,6 +313,7 @@ impl Problems {
         severity: Severity,
         message: String,
         fix: Option<crate::fix::Fix>,
+        subject: Subject,
     ) {
         if severity == Severity::Error {
             self.errors += 1;
@@ -116,6 +325,7 @@ impl Problems {
                 code,
                 severity,
                 message,
+                subject,
                 fix,
                 latch: None,
             });
@@ -207,7 +417,7 @@ impl Problems {
         debug_assert_eq!(other.dropped, 0, "absorbed from a capped list");
         for p in other.list {
             let latch = p.latch;
-            self.push(p.pass, p.code, p.severity, p.message, p.fix);
+            self.push(p.pass, p.code, p.severity, p.message, p.fix, p.subject);
             if let Some(l) = latch {
                 self.latch_last(l.code, l.message);
             }
@@ -273,10 +483,12 @@ mod tests {
     #[test]
     fn harmless_findings_do_not_count_as_errors_and_the_list_is_capped() {
         let mut p = Problems::default();
-        p.harmless(5, ProblemCode::PR_5_FREE_BLOCK_COUNT, "x".into());
+        p.on(Subject::Filesystem)
+            .harmless(5, ProblemCode::PR_5_FREE_BLOCK_COUNT, "x".into());
         assert_eq!(p.errors(), 0);
         for i in 0..(KEEP + 5) {
-            p.error(1, ProblemCode::PR_1_BAD_I_SIZE, i.to_string());
+            p.on(Subject::Inode(i as u32))
+                .error(1, ProblemCode::PR_1_BAD_I_SIZE, i.to_string());
         }
         assert_eq!(p.errors(), (KEEP + 5) as u64);
         assert_eq!(p.list().len(), KEEP);

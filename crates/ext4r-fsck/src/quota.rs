@@ -6,6 +6,7 @@
 //! and the limits the old file held.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 
@@ -24,7 +25,7 @@ use crate::fix::Fix;
 /// Without quotas (most filesystems) done inline, without the call.
 #[inline]
 pub(crate) fn charge(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, inodes: u64) {
-    if c.quota.iter().all(Option::is_none) {
+    if !c.counts_quota() {
         return;
     }
     charge_counted(c, ino, inode, rec, space, inodes);
@@ -46,7 +47,7 @@ fn charge_counted(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, 
     // (e2fsck's project_quota_valid).
     let types = if rec.len() > 128 { 3 } else { 2 };
     for (t, id) in ids.iter().enumerate().take(types) {
-        if let Some(m) = &mut c.quota[t] {
+        if let Some(m) = c.quota_usage(t) {
             let u = m.entry(*id).or_default();
             u.space = u.space.wrapping_add(space);
             u.inodes = u.inodes.wrapping_add(inodes);
@@ -63,7 +64,7 @@ fn charge_counted(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, 
 /// repairs. Bitmaps that cannot be trusted leave it undone, as e2fsck's
 /// `invalid_bitmaps` does.
 pub(crate) fn check(c: &mut Ctx, emit: &mut dyn FnMut(&Ctx)) {
-    if c.quota.iter().all(Option::is_none) {
+    if !c.counts_quota() {
         return;
     }
     if c.bad_itable || c.bad_bitmaps.iter().any(|&(b, i)| b || i) {
@@ -80,7 +81,7 @@ pub(crate) fn check(c: &mut Ctx, emit: &mut dyn FnMut(&Ctx)) {
 
 fn compare(c: &mut Ctx, qtype: u8) {
     let q = usize::from(qtype);
-    let Some(counted) = c.quota[q].take() else {
+    let Some(counted) = c.take_quota_usage(q) else {
         return;
     };
     let ino = crate::quota_usage::inum(&c.sb, q);
@@ -136,7 +137,7 @@ fn compare(c: &mut Ctx, qtype: u8) {
                 d
             })
             .collect();
-        c.p.error_fix(
+        c.p.on(Subject::Quota(qtype)).error_fix(
             6,
             ProblemCode::PR_6_UPDATE_QUOTAS,
             format!("Update quota info for quota type {qtype}"),

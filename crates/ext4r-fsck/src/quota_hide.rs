@@ -7,6 +7,7 @@
 //! project quota inode has no reserved number and is never moved.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::features::RoCompat;
 use ext4r_format::inode::ino;
 use ext4r_format::InodeNr;
@@ -47,16 +48,17 @@ pub(crate) fn check(c: &mut Ctx) {
         }
         // e2fsck's guess for the directory: the root.
         let path = crate::pathname::path_in(&c.fs, ino::ROOT, from);
-        c.p.error_fix(
+        let fix = Fix::HideQuota(Box::new(HideQuota {
+            qtype,
+            from,
+            to,
+            entry: entry(c, name, from),
+        }));
+        c.p.on(Subject::Quota(qtype)).error_fix(
             0,
             ProblemCode::PR_0_HIDE_QUOTA,
             format!("Hiding {what} quota inode {from} ({path})."),
-            Fix::HideQuota(Box::new(HideQuota {
-                qtype,
-                from,
-                to,
-                entry: entry(c, name, from),
-            })),
+            fix,
         );
         c.abort = true;
     }

@@ -10,6 +10,7 @@
 //! Planned in pass 5, when every claim is known.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::features::Incompat;
 
 use crate::ctx::Ctx;
@@ -35,7 +36,11 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
             .into_iter()
             .find_map(|(first, finish)| taken.get_free_blocks(first, finish, n))
         else {
-            c.p.error(
+            c.p.on(Subject::GroupPart {
+                group: g,
+                part: what.name(),
+            })
+            .error(
                 1,
                 ProblemCode::PR_1_RELOC_BLOCK_ALLOCATE,
                 format!(
@@ -60,21 +65,33 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
                     copy && b != 0 && b.checked_add(n).is_some_and(|e| e <= c.geo.blocks_count)
                 });
         match from {
-            Some(from) => c.p.error_fix(
-                1,
-                ProblemCode::PR_1_RELOC_FROM_TO,
-                format!(
-                    "Relocating group {g}'s {} from {from} to {at}...",
-                    what.name()
-                ),
-                Fix::RelocateFrom(g, what, from, at),
-            ),
-            None => c.p.error_fix(
-                1,
-                ProblemCode::PR_1_RELOC_TO,
-                format!("Relocating group {g}'s {} to {at}...", what.name()),
-                Fix::Relocate(g, what, at),
-            ),
+            Some(from) => {
+                c.p.on(Subject::GroupPart {
+                    group: g,
+                    part: what.name(),
+                })
+                .error_fix(
+                    1,
+                    ProblemCode::PR_1_RELOC_FROM_TO,
+                    format!(
+                        "Relocating group {g}'s {} from {from} to {at}...",
+                        what.name()
+                    ),
+                    Fix::RelocateFrom(g, what, from, at),
+                )
+            }
+            None => {
+                c.p.on(Subject::GroupPart {
+                    group: g,
+                    part: what.name(),
+                })
+                .error_fix(
+                    1,
+                    ProblemCode::PR_1_RELOC_TO,
+                    format!("Relocating group {g}'s {} to {at}...", what.name()),
+                    Fix::Relocate(g, what, at),
+                )
+            }
         }
     }
     moved

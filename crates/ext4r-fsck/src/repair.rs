@@ -4,7 +4,6 @@
 //! filesystem checked.
 
 use crate::codes::ProblemCode;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use ext4r::device::BlockDevice;
@@ -18,7 +17,7 @@ use crate::error::Error;
 use crate::fix::Fix;
 use crate::observe::{Action, Forced, Observer, Quiet};
 use crate::options::Options;
-use crate::problem::Problem;
+use crate::problem::{Problem, Seen};
 use crate::report::Report;
 use crate::writer;
 
@@ -262,9 +261,9 @@ fn run(
         forced,
         obs,
         policy,
-        answers: HashMap::new(),
+        answers: Seen::default(),
         declined: Vec::new(),
-        shown: HashSet::new(),
+        shown: Seen::default(),
         fixed: start.fixed,
         preen_stopped: None,
         journal_replayed: start.journal_replayed,
@@ -451,11 +450,11 @@ struct Session<'a, 'o> {
     policy: Policy<'a>,
     /// Answers given, by problem: a problem seen again in a later round is
     /// not asked about twice.
-    answers: HashMap<(ProblemCode, String), bool>,
+    answers: Seen<bool>,
     declined: Vec<Problem>,
     /// Problems already shown (and asked about), by problem: each is
     /// shown once, in the round that first finds it.
-    shown: HashSet<(ProblemCode, String)>,
+    shown: Seen<()>,
     fixed: Vec<Problem>,
     preen_stopped: Option<Problem>,
     journal_replayed: Option<(u32, u32)>,
@@ -700,10 +699,9 @@ impl Session<'_, '_> {
     /// Whether problem `p`'s fix is made: as answered before, by the
     /// policy, or by asking now (a "yes to all" makes the policy yes).
     fn wanted(&mut self, p: &Problem) -> bool {
-        let key = (p.code, p.message.clone());
-        match (self.answers.get(&key), &mut self.policy) {
+        match (self.answers.get(p), &mut self.policy) {
             // A "no" stands, also after a later "yes to all".
-            (Some(&yes), _) => yes,
+            (Some(yes), _) => yes,
             (None, Policy::Yes | Policy::Preen) => true,
             // What e2fsck does without a question is not asked.
             (None, Policy::Ask(_)) if crate::codes::no_prompt(p.code) => true,
@@ -719,7 +717,7 @@ impl Session<'_, '_> {
                 if !yes {
                     self.declined.push(p.clone());
                 }
-                self.answers.insert(key, yes);
+                self.answers.insert(p, yes);
                 yes
             }
         }
@@ -773,9 +771,9 @@ impl Session<'_, '_> {
 struct Live<'r, 'a> {
     inner: &'r mut dyn Observer,
     policy: &'r mut Policy<'a>,
-    answers: &'r mut HashMap<(ProblemCode, String), bool>,
+    answers: &'r mut Seen<bool>,
     declined: &'r mut Vec<Problem>,
-    shown: &'r mut HashSet<(ProblemCode, String)>,
+    shown: &'r mut Seen<()>,
     headings: bool,
 }
 
@@ -817,8 +815,7 @@ impl Observer for Live<'_, '_> {
         if matches!(self.policy, Policy::Preen) {
             return;
         }
-        let key = (p.code, p.message.clone());
-        if !self.shown.insert(key.clone()) {
+        if !self.shown.insert(p, ()) {
             return;
         }
         if p.fix.is_none() {
@@ -830,7 +827,7 @@ impl Observer for Live<'_, '_> {
             self.inner.problem(p, action);
             return;
         }
-        match (self.answers.get(&key), &mut *self.policy) {
+        match (self.answers.get(p), &mut *self.policy) {
             (Some(_), _) | (None, Policy::Preen) => {}
             (None, Policy::Yes) => self.inner.problem(p, Action::Fix),
             // What e2fsck does without a question is not asked.
@@ -849,7 +846,7 @@ impl Observer for Live<'_, '_> {
                 if !yes {
                     self.declined.push(p.clone());
                 }
-                self.answers.insert(key, yes);
+                self.answers.insert(p, yes);
                 self.inner.problem(p, Action::Asked);
             }
         }
@@ -914,6 +911,7 @@ fn recreate_wanted(policy: &mut Policy<'_>) -> bool {
                 code: ProblemCode::PR_6_RECREATE_JOURNAL,
                 severity: crate::problem::Severity::Harmless,
                 message: "Recreate journal".into(),
+                subject: crate::problem::Subject::Journal,
                 fix: None,
                 latch: None,
             };
@@ -1040,6 +1038,7 @@ fn descriptor_counts(fs: &Filesystem) -> Vec<Problem> {
             code,
             severity: crate::problem::Severity::Harmless,
             message,
+            subject: crate::problem::Subject::Filesystem,
             fix: Some(fix.clone()),
             latch: None,
         });

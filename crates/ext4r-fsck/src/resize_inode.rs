@@ -7,6 +7,7 @@
 //! in use, as e2fsck does at the end of its pass 1.
 
 use crate::codes::ProblemCode;
+use crate::problem::Subject;
 use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::inode::{ino::RESIZE, Inode};
 
@@ -15,6 +16,16 @@ use crate::fix::Fix;
 
 /// `i_block` slot of the double-indirect block.
 const DIND_SLOT: usize = 13;
+
+/// The resize inode's pointer in `block` (None: its `i_block`) at
+/// `index`, as what a problem is about.
+fn slot(block: Option<u64>, index: usize) -> Subject {
+    Subject::Pointer {
+        ino: RESIZE,
+        block,
+        index,
+    }
+}
 /// `S_IFREG`, tested as a bit as e2fsck does.
 const S_IFREG: u16 = 0o100_000;
 
@@ -26,7 +37,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     let has = c.sb.has_compat(Compat::RESIZE_INODE);
     if has && c.sb.has_incompat(Incompat::META_BG) {
         // meta_bg places descriptors where resizing needs no reserve.
-        c.p.harmless_fix(
+        c.p.on(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_DISABLE_RESIZE_INODE,
             "Resize_inode and meta_bg features are enabled. Those features are\n\
@@ -38,7 +49,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     }
     let reserved = c.sb.s_reserved_gdt_blocks.get();
     if !has && reserved != 0 {
-        c.p.harmless_fix(
+        c.p.on(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_NONZERO_RESERVED_GDT_BLOCKS,
             format!(
@@ -50,7 +61,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     }
     if !has {
         if words.iter().any(|&w| w != 0) {
-            c.p.harmless_fix(
+            c.p.on(Subject::Inode(RESIZE)).harmless_fix(
                 0,
                 ProblemCode::PR_0_CLEAR_RESIZE_INODE,
                 "Resize_inode not enabled, but the resize inode is non-zero.".into(),
@@ -65,7 +76,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
         block_numbers(c, inode, &words);
     } else {
         // Reported with its new place once every block in use is known.
-        c.resize_recreate = true;
+        c.recreate_resize_inode();
         if !c.repairing {
             // e2fsck -n keeps the invalid inode and walks it in pass 1,
             // which counts its double-indirect block in use (its
@@ -96,7 +107,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     let apb = u64::from(c.geo.block_size / 4);
     // Logical block of entry 0 of the double-indirect block.
     let dind_base = 12 + apb;
-    let mut illegal: Vec<(String, Fix)> = Vec::new();
+    let mut illegal: Vec<(Subject, String, Fix)> = Vec::new();
     let mut blocks = 0u64;
     if c.valid_range(dind, 1) {
         blocks += 1;
@@ -108,6 +119,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
             }
             if !c.valid_range(ind, 1) {
                 illegal.push((
+                    slot(Some(dind), i),
                     format!("Illegal indirect block ({ind}) in inode {RESIZE}."),
                     Fix::IndirectEntry(dind, i),
                 ));
@@ -128,6 +140,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
                 }
                 let lblk = dind_base + i as u64 * apb + j as u64;
                 illegal.push((
+                    slot(Some(ind), j),
                     format!("Illegal block #{lblk} ({b}) in inode {RESIZE}."),
                     Fix::ReservedGdtEntry(ind, j),
                 ));
@@ -138,13 +151,14 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
         }
     } else {
         illegal.push((
+            slot(None, DIND_SLOT),
             format!("Illegal double indirect block ({dind}) in inode {RESIZE}."),
             Fix::InodeBlockSlot(RESIZE, DIND_SLOT),
         ));
     }
     if illegal.len() >= TOO_MANY {
         // Cleared whole; the next look finds it invalid and recreates it.
-        c.p.error_fix(
+        c.p.on(Subject::Inode(RESIZE)).error_fix(
             1,
             ProblemCode::PR_1_TOO_MANY_BAD_BLOCKS,
             format!("Too many illegal blocks in inode {RESIZE}."),
@@ -152,9 +166,10 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
         );
         return;
     }
-    let dind_illegal = matches!(illegal.first(), Some((_, Fix::InodeBlockSlot(..))));
-    for (what, fix) in illegal {
-        c.p.error_fix(1, ProblemCode::PR_1_ILLEGAL_BLOCK_NUM, what, fix);
+    let dind_illegal = matches!(illegal.first(), Some((_, _, Fix::InodeBlockSlot(..))));
+    for (at, what, fix) in illegal {
+        c.p.on(at)
+            .error_fix(1, ProblemCode::PR_1_ILLEGAL_BLOCK_NUM, what, fix);
         c.p.latch_last(
             ProblemCode::PR_1_INODE_BLOCK_LATCH,
             format!("Inode {RESIZE} has illegal block(s)."),
@@ -170,7 +185,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     let sectors = u64::from(c.geo.block_size / 512) << c.geo.cluster_bits;
     let have = inode.blocks_count(false, c.geo.block_size);
     if have != blocks * sectors {
-        c.p.error_fix(
+        c.p.on(Subject::Inode(RESIZE)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_BLOCKS,
             format!(
@@ -255,7 +270,7 @@ fn read_words(c: &Ctx, b: u64) -> Option<Vec<u32>> {
 /// found in use. A repairing check counts the block in use, so that pass
 /// 5's bitmaps agree with the recreated inode.
 pub(crate) fn finish(c: &mut Ctx) {
-    if !c.resize_recreate {
+    if !c.resize_recreate() {
         return;
     }
     let msg = "Resize inode not valid.".to_string();
@@ -263,17 +278,21 @@ pub(crate) fn finish(c: &mut Ctx) {
     match free_block_from(c, goal) {
         Some(b) => {
             let fix = Fix::RecreateResizeInode(b);
+            let p = c.p.on(Subject::Inode(RESIZE));
             if c.repairing {
+                p.error_fix(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg, fix);
                 c.claim(b, 1, RESIZE);
-                c.p.error_fix(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg, fix);
             } else {
                 // e2fsck asks before its pass 1, and leaving the inode
                 // does not make the check fail (its walk in pass 1 counts
                 // the double-indirect block, so the bitmaps agree).
-                c.p.harmless_fix(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg, fix);
+                p.harmless_fix(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg, fix);
             }
         }
-        None => c.p.error(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg),
+        None => {
+            c.p.on(Subject::Inode(RESIZE))
+                .error(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg)
+        }
     }
 }
 

@@ -100,12 +100,18 @@ mod tests {
     #[test]
     fn the_report_reads_back_with_its_words_intact() {
         let mut problems = Problems::default();
-        problems.error(
-            2,
-            ext4r_fsck::ProblemCode::PR_2_BAD_NAME,
-            "Entry 'a\"b\\c\n' in / (2) has bad name.".into(),
-        );
-        problems.harmless(
+        problems
+            .on(ext4r_fsck::Subject::Entry {
+                dir: 2,
+                lblk: 0,
+                offset: 24,
+            })
+            .error(
+                2,
+                ext4r_fsck::ProblemCode::PR_2_BAD_NAME,
+                "Entry 'a\"b\\c\n' in / (2) has bad name.".into(),
+            );
+        problems.on(ext4r_fsck::Subject::Filesystem).harmless(
             5,
             ext4r_fsck::ProblemCode::PR_5_FREE_BLOCK_COUNT,
             "Free blocks count wrong.".into(),

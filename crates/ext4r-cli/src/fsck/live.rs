@@ -4,7 +4,7 @@
 //! indicatif, drawn below what has been printed, or e2fsck's
 //! "pass done total device" lines on another descriptor).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
@@ -119,8 +119,8 @@ pub(crate) struct Printer {
     pub style: Style,
     pub timing: bool,
     pub meter: Meter,
-    /// Problems printed, by (code, message).
-    pub printed: HashSet<(ProblemCode, String)>,
+    /// Problems printed (see [`ext4r_fsck::Seen`]).
+    pub printed: ext4r_fsck::Seen<()>,
     /// `-v`: also what a journal recovery replayed.
     pub verbose: bool,
     /// The latch questions asked, by latch code: the message of the run
@@ -238,7 +238,7 @@ impl Observer for Printer {
     }
 
     fn problem(&mut self, p: &Problem, action: Action) {
-        self.printed.insert((p.code, p.message.clone()));
+        self.printed.insert(p, ());
         if self.style == Style::Check && ext4r_fsck::no_nomsg(p.code) {
             return;
         }

@@ -7,7 +7,7 @@ mod cancel;
 mod json;
 mod live;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -356,7 +356,7 @@ fn run(a: &Args) -> u8 {
             &dev_name,
             std::io::stdout().is_terminal(),
         ),
-        printed: HashSet::new(),
+        printed: Default::default(),
         verbose: a.verbose,
         latches: HashMap::new(),
     };
@@ -517,7 +517,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         style: if a.preen { Style::Preen } else { Style::Repair },
         timing: a.timing,
         meter: Meter::new(a.progress_fd, dev_name, tty),
-        printed: HashSet::new(),
+        printed: Default::default(),
         verbose: a.verbose,
         latches: HashMap::new(),
     };
@@ -601,10 +601,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     }
     // The heading was said after pass 3 when the check found directories
     // to rebuild, as e2fsck says it; here only for those it did not (-D).
-    let heading_said = printer
-        .printed
-        .iter()
-        .any(|(code, _)| *code == ProblemCode::PR_3A_PASS_HEADER);
+    let heading_said = printer.printed.any_of(ProblemCode::PR_3A_PASS_HEADER);
     if !r.rehashed.is_empty() && !a.preen && !heading_said {
         println!("Pass 3A: Optimizing directories\n");
     }
@@ -638,12 +635,8 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         .list()
         .iter()
         .filter(|p| p.severity == Severity::Error)
-        .filter(|p| !printer.printed.contains(&(p.code, p.message.clone())))
-        .filter(|p| {
-            !r.declined
-                .iter()
-                .any(|d| d.code == p.code && d.message == p.message)
-        })
+        .filter(|p| printer.printed.get(p).is_none())
+        .filter(|p| !r.declined.iter().any(|d| d.is_same(p)))
     {
         println!(
             "{}? no (not repairable by this version)\n",

@@ -11,6 +11,7 @@ use ext4r_format::inode::ino as special;
 use ext4r_format::InodeNr;
 
 use crate::ctx::{Ctx, DirBlock};
+use crate::problem::Subject;
 
 /// Checks one entry. `slot` is its position among the directory's
 /// entries (0 and 1 must be `.` and `..`). The checks run in e2fsck's
@@ -35,11 +36,7 @@ pub(super) fn entry(
         off,
         dir: c.dirs[d].ino,
     };
-    if !c.q_dirs.is_empty() {
-        if let Some(first) = c.q_dirs.get_mut(&target).filter(|f| **f == 0) {
-            *first = e.dir;
-        }
-    }
+    c.met_in(target, e.dir);
     if !dot_entries(c, &e) || target == 0 || !target_number(c, &e) {
         return;
     }
@@ -53,7 +50,7 @@ pub(super) fn entry(
         // Pass 1 read the whole table: the descriptor's word against an
         // inode in use is tested for every entry (e2fsck's order: before
         // the file type).
-        crate::gdesc::inode_reference(c, e.dir, e.name, target);
+        crate::gdesc::inode_reference(c, e.dir, e.name, target, e.subject());
     }
     entry_filetype(c, &e, ftype, kind);
     if slot > 1 && !(encryption_policy(c, &e, kind) && dir_link(c, &e, kind)) {
@@ -89,6 +86,11 @@ impl EntryAt<'_> {
         )
     }
 
+    /// The entry as what a problem is about.
+    fn subject(&self) -> Subject {
+        self.b.entry_at(self.off)
+    }
+
     /// Reports the entry as one that must go (see [`bad_entry`]).
     fn bad(&self, c: &mut Ctx, code: ProblemCode, msg: String) {
         bad_entry(c, self.d, self.b, self.off, code, msg);
@@ -117,8 +119,8 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                 let fix = (b.phys != 0 && off == 0)
                     .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner()));
                 match fix {
-                    Some(f) => c.p.error_fix(2, code, msg, f),
-                    None => c.p.error(2, code, msg),
+                    Some(f) => c.p.on(e.subject()).error_fix(2, code, msg, f),
+                    None => c.p.on(e.subject()).error(2, code, msg),
                 }
                 // The record is '.' once repaired: its old target is gone.
                 return false;
@@ -126,9 +128,11 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
                     let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner());
-                    c.p.error_fix(2, ProblemCode::PR_2_BAD_INODE_DOT, msg, f);
+                    c.p.on(e.subject())
+                        .error_fix(2, ProblemCode::PR_2_BAD_INODE_DOT, msg, f);
                 } else {
-                    c.p.error(2, ProblemCode::PR_2_BAD_INODE_DOT, msg);
+                    c.p.on(e.subject())
+                        .error(2, ProblemCode::PR_2_BAD_INODE_DOT, msg);
                 }
                 return false;
             }
@@ -149,8 +153,8 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                 let fix = (b.phys != 0)
                     .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner()));
                 match fix {
-                    Some(f) => c.p.error_fix(2, code, msg, f),
-                    None => c.p.error(2, code, msg),
+                    Some(f) => c.p.on(e.subject()).error_fix(2, code, msg, f),
+                    None => c.p.on(e.subject()).error(2, code, msg),
                 }
                 return false;
             }
@@ -241,13 +245,16 @@ fn name_chars(c: &mut Ctx, e: &EntryAt<'_>) {
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
             let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[e.d].owner());
-            c.p.error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
+            c.p.on(e.subject())
+                .error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
             // A record of an inline directory, mended in its area.
             let f = crate::fix::Fix::InlineNameFix(b.ino, b.lblk, off);
-            c.p.error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
+            c.p.on(e.subject())
+                .error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else {
-            c.p.error(2, ProblemCode::PR_2_BAD_NAME, msg);
+            c.p.on(e.subject())
+                .error(2, ProblemCode::PR_2_BAD_NAME, msg);
         }
     }
 }
@@ -257,7 +264,7 @@ fn name_chars(c: &mut Ctx, e: &EntryAt<'_>) {
 /// wrong (a repair clears it and checks again, the entry kept).
 fn unused_target(c: &mut Ctx, e: &EntryAt<'_>) {
     let target = e.target;
-    if crate::gdesc::inode_reference(c, e.dir, e.name, target) {
+    if crate::gdesc::inode_reference(c, e.dir, e.name, target, e.subject()) {
         return;
     }
     if crate::badblocks::inode_in_bad_block(c, target) {
@@ -287,7 +294,7 @@ fn entry_filetype(c: &mut Ctx, e: &EntryAt<'_>, ftype: u8, kind: FileKind) {
             None
         }
     };
-    check_filetype(c, &|c: &Ctx| e.place(c), ftype, kind, &fix);
+    check_filetype(c, &|c: &Ctx| e.place(c), e.subject(), ftype, kind, &fix);
 }
 
 /// In an encrypted directory every file, directory and symlink is
@@ -317,7 +324,7 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
         }
     }
     if c.dirs[e.d].encrypted() {
-        let (mine, its) = (c.enc_policy.get(&dir), c.enc_policy.get(&target));
+        let (mine, its) = (c.policy_of(dir), c.policy_of(target));
         if let (Some(mine), Some(its)) = (mine, its) {
             if mine != its {
                 let msg = format!(
@@ -382,12 +389,13 @@ pub(super) fn bad_entry(
     } else {
         crate::fix::Fix::InlineEntryClear(b.ino, b.lblk, off)
     };
-    c.p.error_fix(2, code, msg, fix);
+    c.p.on(b.entry_at(off)).error_fix(2, code, msg, fix);
 }
 
 fn check_filetype(
     c: &mut Ctx,
     place: &dyn Fn(&Ctx) -> String,
+    subject: Subject,
     ftype: u8,
     kind: FileKind,
     fix: &dyn Fn(u8) -> Option<crate::fix::Fix>,
@@ -397,8 +405,14 @@ fn check_filetype(
         if ftype != 0 {
             let msg = format!("{} has filetype set.", place(c));
             match fix(0) {
-                Some(f) => c.p.error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f),
-                None => c.p.error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg),
+                Some(f) => {
+                    c.p.on(subject)
+                        .error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f)
+                }
+                None => {
+                    c.p.on(subject)
+                        .error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg)
+                }
             }
         }
         return;
@@ -411,8 +425,14 @@ fn check_filetype(
             .map_or(entry.clone(), |e| format!("e{e}"));
         let msg = format!("Setting filetype for {entry} to {should}.");
         match fix(should) {
-            Some(f) => c.p.harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f),
-            None => c.p.harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg),
+            Some(f) => {
+                c.p.on(subject)
+                    .harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f)
+            }
+            None => {
+                c.p.on(subject)
+                    .harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg)
+            }
         }
     } else if ftype != should {
         let msg = format!(
@@ -420,8 +440,14 @@ fn check_filetype(
             place(c)
         );
         match fix(should) {
-            Some(f) => c.p.error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f),
-            None => c.p.error(2, ProblemCode::PR_2_BAD_FILETYPE, msg),
+            Some(f) => {
+                c.p.on(subject)
+                    .error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f)
+            }
+            None => {
+                c.p.on(subject)
+                    .error(2, ProblemCode::PR_2_BAD_FILETYPE, msg)
+            }
         }
     }
 }

@@ -42,14 +42,14 @@ fn opts() -> Options {
 
 fn no_progress(_: u8, _: u64, _: u64) {}
 
-/// The group problems of a check, as (code, message).
-fn group_problems(dev: &Arc<dyn BlockDevice>) -> Vec<(ProblemCode, String)> {
+/// The group problems of a check, as what names them.
+fn group_problems(dev: &Arc<dyn BlockDevice>) -> Vec<crate::problem::Key> {
     let r = check_shared(dev.clone(), &opts(), &mut no_progress).expect("check");
     r.problems
         .list()
         .iter()
         .filter(|p| p.code.name().ends_with("_GROUP"))
-        .map(|p| (p.code, p.message.clone()))
+        .map(Problem::key)
         .collect()
 }
 
@@ -60,9 +60,9 @@ fn declined_problems_stay_and_the_rest_is_fixed() {
     assert_eq!(before.len(), 3, "{before:?}");
     let mut asked = Vec::new();
     let mut ask = |p: &Problem| {
-        asked.push(p.message.clone());
+        asked.push(p.key());
         // No to the second group problem, yes to everything else.
-        if p.message == before[1].1 {
+        if p.key() == before[1] {
             Answer::No
         } else {
             Answer::Yes
@@ -72,12 +72,10 @@ fn declined_problems_stay_and_the_rest_is_fixed() {
         .expect("repair");
     // Each problem asked about once, although the declined one is found
     // again by the later rounds.
-    let mut unique = asked.clone();
-    unique.sort();
-    unique.dedup();
+    let unique: std::collections::HashSet<_> = asked.iter().collect();
     assert_eq!(unique.len(), asked.len(), "{asked:?}");
     assert_eq!(r.declined.len(), 1);
-    assert_eq!(r.declined[0].message, before[1].1);
+    assert_eq!(r.declined[0].key(), before[1]);
     assert!(r.last.has_errors());
     assert_eq!(r.exit_code(), 4);
     // Only the declined one is left on disk.
