@@ -106,10 +106,7 @@ fn symbols(bin: &Path) -> Result<Option<Vec<String>>> {
 /// trailing hash of a legacy-mangled name (`…17h<16 hex>E`). `None` when
 /// it has neither.
 fn unhashed(name: &str) -> Option<&str> {
-    let base = match name.find(".llvm.") {
-        Some(i) if name[i + 6..].bytes().all(|b| b.is_ascii_digit()) => &name[..i],
-        _ => name,
-    };
+    let base = without_suffix(name);
     let n = base.len();
     let legacy = n
         .checked_sub(20)
@@ -135,16 +132,22 @@ fn order(symbols: &[String]) -> String {
 fn order_of(list: &str, symbols: &[String]) -> String {
     let present: std::collections::HashSet<&str> = symbols.iter().map(String::as_str).collect();
     let mut by_stem: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut by_base: HashMap<&str, Vec<&str>> = HashMap::new();
     for s in symbols {
         if let Some(stem) = unhashed(s) {
             by_stem.entry(stem).or_default().push(s);
         }
+        by_base.entry(without_suffix(s)).or_default().push(s);
     }
     let mut out = String::new();
     let mut seen = std::collections::HashSet::new();
     for name in names(list) {
+        // The name; else the same function with another ThinLTO suffix
+        // (it differs between target directories); else by its stem.
         let found: Vec<&str> = if present.contains(name) {
             vec![name]
+        } else if let Some(v) = by_base.get(without_suffix(name)) {
+            v.clone()
         } else {
             match unhashed(name).and_then(|s| by_stem.get(s)) {
                 Some(v) if v.len() <= 32 => v.clone(),
@@ -159,6 +162,15 @@ fn order_of(list: &str, symbols: &[String]) -> String {
         }
     }
     out
+}
+
+/// A name without the `.llvm.<digits>` suffix ThinLTO gives a function it
+/// made global.
+fn without_suffix(name: &str) -> &str {
+    match name.find(".llvm.") {
+        Some(i) if name[i + 6..].bytes().all(|b| b.is_ascii_digit()) => &name[..i],
+        _ => name,
+    }
 }
 
 /// The names of a list: its lines but comments and blank ones.
@@ -306,6 +318,18 @@ mod tests {
             refresh(list, &symbols),
             "# header\n_ZN5ext4r4mkfs3run17hffffffffffffffffE\n__memcpy_evex\n\
              _RNvCs1_3std4main\n"
+        );
+    }
+
+    #[test]
+    fn another_thinlto_suffix_finds_that_function_only() {
+        let symbols = [
+            "_ZN3foo4next17h0123456789abcdefE.llvm.222".to_string(),
+            "_ZN3foo4next17hffffffffffffffffE.llvm.222".to_string(),
+        ];
+        assert_eq!(
+            order_of("_ZN3foo4next17h0123456789abcdefE.llvm.111\n", &symbols),
+            "_ZN3foo4next17h0123456789abcdefE.llvm.222\n"
         );
     }
 
