@@ -4,24 +4,23 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use ext4r_lab::util;
 
 use crate::layout;
 
-/// Builds `ext4r` as it is shipped and returns its path: on glibc Linux
-/// statically linked (`-C target-feature=+crt-static`, a static PIE), which
-/// spares every run the dynamic loader and the relocation of libc, libm and
-/// libgcc_s: about 1 MiB less resident memory, which is most of a short
-/// tool's peak (mkfs.ext4r on 1 TiB: 3.9 -> 2.6 MiB). Its relative
-/// relocations are packed (`-z pack-relative-relocs`, DT_RELR, which the
-/// static start code of glibc 2.36 applies): a 180 KiB `.rela.dyn` that
-/// every run read in full shrinks to 2 KiB (peak RSS of `ext4r --version`
-/// 2112 -> 1916 KiB, of `mkfs.ext4r` on 1 GiB 3772 -> 3516 KiB), while
-/// the binary stays position-independent (a non-PIE static link saves
-/// only 60 KiB more and loses address randomisation). The flags are given
-/// to the final link only (`cargo rustc`), since proc-macro crates cannot
-/// be built with them, in a target directory of its own so that it does
+/// Builds `ext4r` as it is shipped and returns its path. On glibc Linux the
+/// release build itself links it lean (the build script of ext4r-cli, see
+/// `crates/ext4r-cli/build.rs`): statically (a static PIE), which spares
+/// every run the dynamic loader and the relocation of libc, libm and
+/// libgcc_s (about 1 MiB less resident memory, most of a short tool's
+/// peak: mkfs.ext4r on 1 TiB 3.9 -> 2.6 MiB), with its relative
+/// relocations packed (DT_RELR: a 180 KiB `.rela.dyn` that every run read
+/// in full shrinks to 2 KiB), and with the functions of
+/// `xtask/hot-symbols.txt` first. What this adds to `cargo build
+/// --release`: a second link whose order names each listed function as
+/// this build names it (a changed hash found again by the name without
+/// it, see layout.rs), in a target directory of its own so that it does
 /// not invalidate `target/release`. Elsewhere: the plain release build.
 pub fn dist_ext4r() -> Result<PathBuf> {
     if !cfg!(all(target_os = "linux", target_env = "gnu")) {
@@ -30,74 +29,87 @@ pub fn dist_ext4r() -> Result<PathBuf> {
     }
     let dir = util::target_dir().join("dist");
     let bin = dir.join("release").join("ext4r");
-    // The static start code applies DT_RELR from glibc 2.36 on; an older
-    // one would start with its pointers unrelocated.
-    let relr: &[&str] = if glibc_at_least(2, 36) {
-        &["-C", "link-arg=-Wl,-z,pack-relative-relocs"]
-    } else {
-        &[]
+    // The same command as `cargo build --release` (so the same crate
+    // hashes, and the same names for the list), the order given by file.
+    let build = |what: &str, order: Option<&Path>| {
+        let mut cmd = util::cargo();
+        cmd.args(["build", "--release", "-p", "ext4r-cli"])
+            .arg("--target-dir")
+            .arg(&dir)
+            .env_remove("EXT4R_PLAIN_LINK");
+        match order {
+            Some(f) => cmd.env("EXT4R_SYMBOL_ORDER", f),
+            None => cmd.env_remove("EXT4R_SYMBOL_ORDER"),
+        };
+        util::run_step(what, &mut cmd)
     };
-    let build = |what: &str, order: &[String]| {
-        util::run_step(
-            what,
-            util::cargo()
-                .args(["rustc", "--release", "-p", "ext4r-cli", "--bin", "ext4r"])
-                .arg("--target-dir")
-                .arg(&dir)
-                .args(["--", "-C", "target-feature=+crt-static"])
-                .args(relr)
-                .args(order),
-        )
-    };
-    let order = layout::current_flags(&dir);
-    if let Err(e) = build("build ext4r (release, static)", &order) {
-        if order.is_empty() {
+    let order = layout::current_file(&dir);
+    if let Err(e) = build("build ext4r (release)", order.as_deref()) {
+        if order.is_none() {
             return Err(e);
         }
         layout::forget(&dir);
-        build("build ext4r (release, static, compiler's order)", &[])?;
+        build("build ext4r (release, the list's names)", None)?;
     }
     if !bin.is_file() {
         bail!("{} was not built", bin.display());
     }
-    // The functions the tools run first and together (see layout.rs); a
-    // linker without --symbol-ordering-file (lld's) keeps the plain link.
-    if let Some(order) = layout::new_flags(&dir, &bin)? {
-        if build("link ext4r (hot functions first)", &order).is_err() {
-            println!("note: the linker cannot order functions; kept the compiler's order");
+    if let Some(order) = layout::new_file(&dir, &bin)? {
+        if build(
+            "link ext4r (hot functions first, this build's names)",
+            Some(&order),
+        )
+        .is_err()
+        {
+            println!("note: the link with this build's names failed; kept the list's names");
             layout::forget(&dir);
-            build("build ext4r (release, static, compiler's order)", &[])?;
+            build("build ext4r (release, the list's names)", None)?;
         }
     }
-    let runs = |b: &Path| {
-        Command::new(b)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !runs(&bin) {
-        println!("note: the ordered static binary does not run; linked it in the compiler's order");
-        layout::forget(&dir);
-        build("build ext4r (release, static, compiler's order)", &[])?;
-        if !runs(&bin) {
-            bail!("{} does not run", bin.display());
-        }
+    let runs = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        bail!("{} does not run", bin.display());
+    }
+    if !is_static(&bin)? {
+        println!(
+            "note: {} is dynamically linked (the build script's static link did not work here; \
+             its warning says why)",
+            bin.display()
+        );
     }
     Ok(bin)
 }
 
-/// Whether the C library is glibc `major.minor` or later (`getconf
-/// GNU_LIBC_VERSION`: "glibc 2.36").
-fn glibc_at_least(major: u32, minor: u32) -> bool {
-    let Ok(out) = Command::new("getconf").arg("GNU_LIBC_VERSION").output() else {
-        return false;
+/// Whether the ELF file at `bin` has no program interpreter (no
+/// `PT_INTERP`): statically linked.
+pub fn is_static(bin: &Path) -> Result<bool> {
+    let data = std::fs::read(bin).with_context(|| format!("read {}", bin.display()))?;
+    let u16_at = |o: usize| data.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u64_at = |o: usize| {
+        data.get(o..o + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
     };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut v = text
-        .trim()
-        .trim_start_matches("glibc ")
-        .split('.')
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (a, b) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
-    (a, b) >= (major, minor)
+    if data.get(..6) != Some(b"\x7fELF\x02\x01") {
+        bail!("{} is not a 64-bit little-endian ELF file", bin.display());
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        bail!("{}: truncated ELF header", bin.display());
+    };
+    let phoff = usize::try_from(phoff)?;
+    for i in 0..usize::from(phnum) {
+        let at = phoff + i * usize::from(phentsize);
+        let Some(kind) = data.get(at..at + 4) else {
+            bail!("{}: truncated program headers", bin.display());
+        };
+        // PT_INTERP
+        if kind == [3, 0, 0, 0] {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

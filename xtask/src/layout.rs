@@ -33,27 +33,17 @@ use ext4r_lab::util;
 const HOT: &str = include_str!("../hot-symbols.txt");
 
 /// Where the current ordering file's path is kept, so that a build with
-/// nothing changed passes the same flags and cargo has nothing to do.
+/// nothing changed passes the same file and cargo has nothing to do.
 fn pointer(dir: &Path) -> PathBuf {
     dir.join("symbol-order.current")
 }
 
-/// The linker flags of the ordering file the last build used, when it is
-/// still there.
-pub fn current_flags(dir: &Path) -> Vec<String> {
+/// The ordering file the last build used, when it is still there.
+pub fn current_file(dir: &Path) -> Option<PathBuf> {
     match std::fs::read_to_string(pointer(dir)) {
-        Ok(p) if Path::new(p.trim()).is_file() => flags(Path::new(p.trim())),
-        _ => Vec::new(),
+        Ok(p) if Path::new(p.trim()).is_file() => Some(PathBuf::from(p.trim())),
+        _ => None,
     }
-}
-
-fn flags(file: &Path) -> Vec<String> {
-    vec![
-        "-C".into(),
-        format!("link-arg=-Wl,--symbol-ordering-file={}", file.display()),
-        "-C".into(),
-        "link-arg=-Wl,--no-warn-symbol-ordering".into(),
-    ]
 }
 
 /// Forgets the ordering (after a link that could not use it).
@@ -62,13 +52,13 @@ pub fn forget(dir: &Path) {
 }
 
 /// The ordering file for `bin`'s symbols: when it differs from the one
-/// the last build used, writes it (named by its contents, so that the new
-/// flags make cargo link again) and returns its flags; `None` when the
-/// build already used it, or when the symbols cannot be listed (no `nm`).
-pub fn new_flags(dir: &Path, bin: &Path) -> Result<Option<Vec<String>>> {
+/// the last build used, writes it (named by its contents) and returns its
+/// path; `None` when the build already used it, or when the symbols
+/// cannot be listed (no `nm`).
+pub fn new_file(dir: &Path, bin: &Path) -> Result<Option<PathBuf>> {
     let Some(symbols) = symbols(bin)? else {
         println!(
-            "note: nm not found; the functions of {} keep the compiler's order",
+            "note: nm not found; the functions of {} keep the list's names as they are",
             bin.display()
         );
         return Ok(None);
@@ -82,7 +72,7 @@ pub fn new_flags(dir: &Path, bin: &Path) -> Result<Option<Vec<String>>> {
     std::fs::write(&file, text).with_context(|| format!("write {}", file.display()))?;
     std::fs::write(pointer(dir), file.to_string_lossy().as_bytes())
         .with_context(|| format!("write {}", pointer(dir).display()))?;
-    Ok(Some(flags(&file)))
+    Ok(Some(file))
 }
 
 /// The names of `bin`'s defined functions (`nm`), or `None` without `nm`.
@@ -116,10 +106,7 @@ fn symbols(bin: &Path) -> Result<Option<Vec<String>>> {
 /// trailing hash of a legacy-mangled name (`…17h<16 hex>E`). `None` when
 /// it has neither.
 fn unhashed(name: &str) -> Option<&str> {
-    let base = match name.find(".llvm.") {
-        Some(i) if name[i + 6..].bytes().all(|b| b.is_ascii_digit()) => &name[..i],
-        _ => name,
-    };
+    let base = without_suffix(name);
     let n = base.len();
     let legacy = n
         .checked_sub(20)
@@ -138,18 +125,29 @@ fn unhashed(name: &str) -> Option<&str> {
 /// name has now, as long as they are few: a generic's instances, whose
 /// hashes change when the crates instantiating them do).
 fn order(symbols: &[String]) -> String {
+    order_of(HOT, symbols)
+}
+
+/// `order` for the list `list`.
+fn order_of(list: &str, symbols: &[String]) -> String {
     let present: std::collections::HashSet<&str> = symbols.iter().map(String::as_str).collect();
     let mut by_stem: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut by_base: HashMap<&str, Vec<&str>> = HashMap::new();
     for s in symbols {
         if let Some(stem) = unhashed(s) {
             by_stem.entry(stem).or_default().push(s);
         }
+        by_base.entry(without_suffix(s)).or_default().push(s);
     }
     let mut out = String::new();
     let mut seen = std::collections::HashSet::new();
-    for name in HOT.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for name in names(list) {
+        // The name; else the same function with another ThinLTO suffix
+        // (it differs between target directories); else by its stem.
         let found: Vec<&str> = if present.contains(name) {
             vec![name]
+        } else if let Some(v) = by_base.get(without_suffix(name)) {
+            v.clone()
         } else {
             match unhashed(name).and_then(|s| by_stem.get(s)) {
                 Some(v) if v.len() <= 32 => v.clone(),
@@ -159,6 +157,118 @@ fn order(symbols: &[String]) -> String {
         for f in found {
             if seen.insert(f) {
                 out.push_str(f);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// A name without the `.llvm.<digits>` suffix ThinLTO gives a function it
+/// made global.
+fn without_suffix(name: &str) -> &str {
+    match name.find(".llvm.") {
+        Some(i) if name[i + 6..].bytes().all(|b| b.is_ascii_digit()) => &name[..i],
+        _ => name,
+    }
+}
+
+/// The names of a list: its lines but comments and blank ones.
+fn names(list: &str) -> impl Iterator<Item = &str> {
+    list.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// A name rustc mangled (Rust's v0 or the legacy scheme), whose hash can
+/// change from one build to the next; the C library's names cannot.
+fn is_rust(name: &str) -> bool {
+    name.starts_with("_R") || name.starts_with("_ZN")
+}
+
+#[derive(clap::Args)]
+pub struct HotArgs {
+    /// Only count the listed Rust functions that are in the binary, and fail
+    /// when fewer than --min percent are (CI runs this).
+    #[arg(long)]
+    check: bool,
+    /// The least share of the listed Rust functions, in percent, that
+    /// --check accepts.
+    #[arg(long, default_value_t = 80)]
+    min: usize,
+    /// The binary to read [default: target/release/ext4r, built first].
+    #[arg(long)]
+    bin: Option<PathBuf>,
+}
+
+/// `cargo xtask hot-symbols`: the names of `xtask/hot-symbols.txt` matched
+/// to the release binary's. A listed function whose name changed (its
+/// hash, after an edit of its crate or another toolchain) is written with
+/// its name in this build, found by the name without the hash; one no
+/// longer found is dropped. The C library's names and the header are kept.
+/// What functions the list holds is not remade: that is the recipe in the
+/// list's header (valgrind and perf runs over the tools).
+pub fn hot_symbols(args: &HotArgs) -> Result<()> {
+    let bin = match &args.bin {
+        Some(b) => b.clone(),
+        None => PathBuf::from(&util::release_ext4r("")?[0]),
+    };
+    let Some(symbols) = symbols(&bin)? else {
+        bail!(
+            "nm (binutils) is needed to read the names of {}",
+            bin.display()
+        );
+    };
+    let path = util::repo_root().join("xtask").join("hot-symbols.txt");
+    let list =
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    let present: std::collections::HashSet<&str> = symbols.iter().map(String::as_str).collect();
+    let rust: Vec<&str> = names(&list).filter(|n| is_rust(n)).collect();
+    let found = rust.iter().filter(|n| present.contains(*n)).count();
+    let percent = found * 100 / rust.len().max(1);
+    println!(
+        "hot-symbols: {found} of the {} listed Rust functions are in {} ({percent}%)",
+        rust.len(),
+        bin.display()
+    );
+    if args.check {
+        if percent < args.min {
+            bail!(
+                "fewer than {}% of the functions of {} are in the release binary: their order \
+                 is lost. `cargo xtask hot-symbols` matches the names to this build; when \
+                 functions moved or were renamed, remake the list as its header says",
+                args.min,
+                path.display()
+            );
+        }
+        return Ok(());
+    }
+    let text = refresh(&list, &symbols);
+    let kept = names(&text).count();
+    std::fs::write(&path, &text).with_context(|| format!("write {}", path.display()))?;
+    println!(
+        "hot-symbols: wrote {} ({kept} names, {} before)",
+        path.display(),
+        names(&list).count()
+    );
+    Ok(())
+}
+
+/// The list `list` with its Rust names as `symbols` has them (see
+/// `hot_symbols`); its comments and the C library's names unchanged.
+fn refresh(list: &str, symbols: &[String]) -> String {
+    let mut out = String::new();
+    let mut seen = std::collections::HashSet::new();
+    for line in list.lines() {
+        if line.is_empty() || line.starts_with('#') || !is_rust(line) {
+            if line.is_empty() || line.starts_with('#') || seen.insert(line.to_string()) {
+                out.push_str(line);
+                out.push('\n');
+            }
+            continue;
+        }
+        for name in order_of(line, symbols).lines() {
+            if seen.insert(name.to_string()) {
+                out.push_str(name);
                 out.push('\n');
             }
         }
@@ -193,6 +303,33 @@ mod tests {
         assert_eq!(
             unhashed("_RNvNtCs1_3std3env4__var.llvm.987"),
             Some("_RNvNtCs1_3std3env4__var")
+        );
+    }
+
+    #[test]
+    fn refresh_renames_drops_and_keeps() {
+        let list = "# header\n_ZN5ext4r4mkfs3run17h0123456789abcdefE\n__memcpy_evex\n\
+                    _ZN5ext4r4gone17h0123456789abcdefE\n_RNvCs1_3std4main\n";
+        let symbols = [
+            "_ZN5ext4r4mkfs3run17hffffffffffffffffE".to_string(),
+            "_RNvCs1_3std4main".to_string(),
+        ];
+        assert_eq!(
+            refresh(list, &symbols),
+            "# header\n_ZN5ext4r4mkfs3run17hffffffffffffffffE\n__memcpy_evex\n\
+             _RNvCs1_3std4main\n"
+        );
+    }
+
+    #[test]
+    fn another_thinlto_suffix_finds_that_function_only() {
+        let symbols = [
+            "_ZN3foo4next17h0123456789abcdefE.llvm.222".to_string(),
+            "_ZN3foo4next17hffffffffffffffffE.llvm.222".to_string(),
+        ];
+        assert_eq!(
+            order_of("_ZN3foo4next17h0123456789abcdefE.llvm.111\n", &symbols),
+            "_ZN3foo4next17h0123456789abcdefE.llvm.222\n"
         );
     }
 

@@ -57,6 +57,9 @@ enum Command {
     /// Build `ext4r` as it is shipped (static on glibc Linux), link its tool names
     /// beside it, and print its path.
     Dist,
+    /// Match the names of xtask/hot-symbols.txt (the functions linked first)
+    /// to the release binary's; --check only counts them (CI).
+    HotSymbols(layout::HotArgs),
     /// Install the stripped binary, its tool names, man pages and shell completions.
     Install(install::Args),
     /// Power cuts at every write of tune, fsck and the write layer, and the recoveries after them.
@@ -92,6 +95,7 @@ fn main() -> std::process::ExitCode {
             Ok(())
         }),
         Command::Install(args) => install::run(&args),
+        Command::HotSymbols(args) => layout::hot_symbols(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
