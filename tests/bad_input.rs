@@ -657,3 +657,34 @@ mod regressions {
         }
     }
 }
+
+/// An image no superblock serves (the primary's nor a backup's) is said as
+/// e2fsck says it under -n, -y and -p alike: the error "while trying to
+/// open", then the advice to name a backup (on stdout, after the device's
+/// name when preening), exit 8, nothing written.
+#[test]
+fn no_superblock_is_said_as_e2fsck_says_it_in_every_mode() {
+    let dir = TempDir::new("no-superblock");
+    let img = dir.path("zero.img");
+    std::fs::write(&img, vec![0u8; 8 << 20]).unwrap();
+    for mode in ["-fn", "-fy", "-p"] {
+        let o = run(ext4r().args(["fsck", mode]).arg(&img));
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert_eq!(o.status.code(), Some(8), "{mode}: {err}");
+        assert!(
+            err.contains(&format!("while trying to open {}", img.display())),
+            "{mode}: {err}"
+        );
+        assert!(
+            out.contains("you might try running fsck.ext4r with an alternate superblock"),
+            "{mode}: {out}"
+        );
+        assert!(
+            std::fs::read(&img).unwrap().iter().all(|&b| b == 0),
+            "{mode} wrote"
+        );
+    }
+}

@@ -151,7 +151,7 @@ pub(crate) fn open_as_e2fsck(
     oo: &OpenOptions,
 ) -> Result<(Filesystem, Fallback), crate::error::Error> {
     refuse_unsupported_primary(dev)?;
-    let (fs, why) = open_fallback(dev, oo)?;
+    let (fs, why) = open_fallback(dev, oo).map_err(crate::error::Error::NoFilesystem)?;
     if let Some(u) = features::unsupported(fs.superblock()) {
         return Err(crate::error::Error::Unsupported(u));
     }

@@ -8,9 +8,15 @@ use crate::features::Unsupported;
 #[non_exhaustive]
 pub enum Error {
     /// The filesystem could not be opened: no usable superblock or group
-    /// descriptors, or features this checker does not know.
+    /// descriptors, or features this checker does not know; also an error
+    /// of the device or the engine that stopped the run later.
     #[error(transparent)]
     Open(#[from] ext4r::Error),
+    /// Neither the primary superblock and descriptors nor any backup could
+    /// be used (e2fsck's "while trying to open", with its advice to name a
+    /// backup): nothing was checked or written.
+    #[error(transparent)]
+    NoFilesystem(ext4r::Error),
     /// The superblock has features this checker does not check (e2fsck's
     /// "has unsupported feature(s)"); nothing was checked or written.
     #[error("has unsupported feature(s): {}", .0.names.join(" "))]

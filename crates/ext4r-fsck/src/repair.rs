@@ -370,7 +370,7 @@ fn start(
         oo.allow_encrypted = true;
         oo.skip_journal_replay = true;
         if let Err(e) = Filesystem::open_with(dev.clone(), oo) {
-            return Err(Error::Open(e));
+            return Err(Error::NoFilesystem(e));
         }
     }
     let mut ext_said = Vec::new();

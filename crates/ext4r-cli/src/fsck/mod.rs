@@ -533,7 +533,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     let r = match result {
         Ok(r) => r,
         Err(ext4r_fsck::Error::Unsupported(u)) => return unsupported(dev_name, &u, true, false),
-        Err(e @ ext4r_fsck::Error::UnknownChecksum) => {
+        Err(e @ (ext4r_fsck::Error::UnknownChecksum | ext4r_fsck::Error::NoFilesystem(_))) => {
             return cannot_open(dev_name, &e, a.preen, false)
         }
         Err(ext4r_fsck::Error::Open(ext4r::Error::MmpInUse { why, info })) => {
