@@ -69,7 +69,8 @@ pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
 pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<Option<Superblock>> {
     let mut w = Writer::new(fs, now, volume_superblock(fs.superblock(), fixes))?;
     let mut quota = Vec::new();
-    for f in fixes {
+    let fixes = clones_first(fixes);
+    for f in fixes.iter() {
         match f {
             // The engine writes a quota file whole (allocating its
             // blocks), once what the batch changes is on disk.
@@ -85,6 +86,115 @@ pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<Optio
         ext4r::quota_write::rewrite_quota_file(fs.device_shared(), qtype, dquots, now)?;
     }
     Ok(None)
+}
+
+/// The batch with pass 1D's copies made before the first fix of a
+/// directory block, and each such fix of an inode that gets a copy of
+/// that block moved to the copy.
+///
+/// The check finds blocks claimed twice in pass 5, after pass 2 asked to
+/// salvage or edit a directory block; e2fsck clones them in pass 1D,
+/// before its pass 2 reads the directory. Made in the order found, a
+/// salvage of a directory block that is also a file's data would rewrite
+/// the file's data in place and the file's copy would be taken from the
+/// salvaged block. So the copies are taken first, from the block as the
+/// passes before pass 2 left it, and the directory's fixes go to
+/// whichever block is the directory's once the copies are made: the
+/// original when the file got the copy, the copy when the directory got
+/// it.
+fn clones_first(fixes: &[Fix]) -> std::borrow::Cow<'_, [Fix]> {
+    use std::borrow::Cow;
+    // (inode, old, len, new) of every copy.
+    let moved: Vec<(u32, u64, u64, u64)> = fixes
+        .iter()
+        .filter_map(|f| match f {
+            Fix::CloneBlocks(ino, _, copies) => {
+                Some(copies.iter().map(move |cp| (*ino, cp.old, cp.len, cp.new)))
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let Some(first) = fixes.iter().position(dir_block_fix) else {
+        return Cow::Borrowed(fixes);
+    };
+    if moved.is_empty() {
+        return Cow::Borrowed(fixes);
+    }
+    let clones = fixes.iter().filter(|f| matches!(f, Fix::CloneBlocks(..)));
+    let rest = fixes[first..]
+        .iter()
+        .filter(|f| !matches!(f, Fix::CloneBlocks(..)))
+        .map(|f| retarget(f, &moved));
+    let out: Vec<Fix> = fixes[..first]
+        .iter()
+        .filter(|f| !matches!(f, Fix::CloneBlocks(..)))
+        .cloned()
+        .chain(clones.cloned())
+        .chain(rest)
+        .collect();
+    Cow::Owned(out)
+}
+
+/// Whether `f` (or one of the fixes it groups) edits a directory block
+/// named by its physical number.
+fn dir_block_fix(f: &Fix) -> bool {
+    match f {
+        Fix::Each(inner) => inner.iter().any(dir_block_fix),
+        _ => dir_fix_block(f).is_some(),
+    }
+}
+
+/// The block and owner of a fix of a directory block.
+fn dir_fix_block(f: &Fix) -> Option<(u64, Owner)> {
+    match f {
+        Fix::DirBlockChecksum(b, o)
+        | Fix::DirEntryClear(b, _, o)
+        | Fix::DirEntryRename(b, _, _, o)
+        | Fix::DirEntryFiletype(b, _, _, o)
+        | Fix::DirMakeDot(b, _, o)
+        | Fix::DirMakeDotDot(b, _, o)
+        | Fix::DirZeroByte(b, _, o)
+        | Fix::DirSalvage(b, _, _, o)
+        | Fix::DirAddTail(b, o)
+        | Fix::DirEntryInode(b, _, _, o)
+        | Fix::DirNameFix(b, _, o) => Some((*b, *o)),
+        _ => None,
+    }
+}
+
+/// `f` with its directory block moved to the copy its owner gets, if
+/// any (see [`clones_first`]).
+fn retarget(f: &Fix, moved: &[(u32, u64, u64, u64)]) -> Fix {
+    if let Fix::Each(inner) = f {
+        return Fix::Each(inner.iter().map(|g| retarget(g, moved)).collect());
+    }
+    let Some((b, o)) = dir_fix_block(f) else {
+        return f.clone();
+    };
+    let Some(to) = moved
+        .iter()
+        .find(|&&(ino, old, len, _)| ino == o.ino && b >= old && b - old < len)
+        .map(|&(_, old, _, new)| new + (b - old))
+    else {
+        return f.clone();
+    };
+    let mut g = f.clone();
+    match &mut g {
+        Fix::DirBlockChecksum(b, _)
+        | Fix::DirEntryClear(b, _, _)
+        | Fix::DirEntryRename(b, _, _, _)
+        | Fix::DirEntryFiletype(b, _, _, _)
+        | Fix::DirMakeDot(b, _, _)
+        | Fix::DirMakeDotDot(b, _, _)
+        | Fix::DirZeroByte(b, _, _)
+        | Fix::DirSalvage(b, _, _, _)
+        | Fix::DirAddTail(b, _)
+        | Fix::DirEntryInode(b, _, _, _)
+        | Fix::DirNameFix(b, _, _) => *b = to,
+        _ => {}
+    }
+    g
 }
 
 /// The superblock the batch's transaction is opened with: the
