@@ -101,16 +101,22 @@ pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<Optio
 /// passes before pass 2 left it, and the directory's fixes go to
 /// whichever block is the directory's once the copies are made: the
 /// original when the file got the copy, the copy when the directory got
-/// it.
+/// it. A copy of an indirect or index block takes no directory fix along
+/// (f_dup3: a directory's indirect block that is also its block #12 is
+/// copied as it was, and the salvage of block #12 stays on the original,
+/// as e2fsck leaves it).
 fn clones_first(fixes: &[Fix]) -> std::borrow::Cow<'_, [Fix]> {
     use std::borrow::Cow;
     // (inode, old, len, new) of every copy.
     let moved: Vec<(u32, u64, u64, u64)> = fixes
         .iter()
         .filter_map(|f| match f {
-            Fix::CloneBlocks(ino, _, copies) => {
-                Some(copies.iter().map(move |cp| (*ino, cp.old, cp.len, cp.new)))
-            }
+            Fix::CloneBlocks(ino, _, copies) => Some(
+                copies
+                    .iter()
+                    .filter(|cp| !cp.node)
+                    .map(move |cp| (*ino, cp.old, cp.len, cp.new)),
+            ),
             _ => None,
         })
         .flatten()
@@ -118,7 +124,7 @@ fn clones_first(fixes: &[Fix]) -> std::borrow::Cow<'_, [Fix]> {
     let Some(first) = fixes.iter().position(dir_block_fix) else {
         return Cow::Borrowed(fixes);
     };
-    if moved.is_empty() {
+    if !fixes.iter().any(|f| matches!(f, Fix::CloneBlocks(..))) {
         return Cow::Borrowed(fixes);
     }
     let clones = fixes.iter().filter(|f| matches!(f, Fix::CloneBlocks(..)));
@@ -619,4 +625,83 @@ pub(crate) fn write_superblock(fs: &Filesystem, sb: Superblock, now: i64) -> Res
     txn.set_superblock(sb);
     txn.commit(Commit::InPlace)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fix::plan::{BlockCopy, PtrAt};
+
+    fn clone_of(ino: u32, old: u64, new: u64, node: bool) -> Fix {
+        let copy = BlockCopy {
+            at: PtrAt::InodeSlot(0),
+            old,
+            new,
+            len: 1,
+            node,
+        };
+        Fix::CloneBlocks(ino, Owner::new(ino, 1), vec![copy])
+    }
+
+    #[test]
+    fn copies_go_before_directory_fixes_and_take_the_directory_along() {
+        let dir = Owner::new(24752, 7);
+        let salvage = Fix::DirSalvage(6398, 0, None, dir);
+        let dot = Fix::DirMakeDot(6398, 24752, dir);
+        let links = Fix::InodeLinks(24577, 21);
+        // The file gets the copy: the directory's fixes stay on 6398,
+        // made after the copy was taken.
+        let fixes = vec![
+            links.clone(),
+            salvage.clone(),
+            Fix::Each(vec![dot.clone()]),
+            clone_of(2383, 6398, 944, false),
+        ];
+        assert_eq!(
+            clones_first(&fixes).into_owned(),
+            vec![
+                links.clone(),
+                clone_of(2383, 6398, 944, false),
+                salvage.clone(),
+                Fix::Each(vec![dot.clone()]),
+            ]
+        );
+        // The directory gets the copy: its fixes follow it there; another
+        // directory's fix of a block the copy does not cover stays.
+        let other = Fix::DirEntryClear(6399, 12, dir);
+        let fixes = vec![
+            salvage,
+            other.clone(),
+            Fix::Each(vec![dot]),
+            clone_of(24752, 6398, 944, false),
+        ];
+        assert_eq!(
+            clones_first(&fixes).into_owned(),
+            vec![
+                clone_of(24752, 6398, 944, false),
+                Fix::DirSalvage(944, 0, None, dir),
+                other,
+                Fix::Each(vec![Fix::DirMakeDot(944, 24752, dir)]),
+            ]
+        );
+        // A copy of the directory's indirect block (that is also its
+        // data, f_dup3) is taken first, and the fix stays on the original.
+        let salvage = Fix::DirSalvage(24, 0, None, dir);
+        let fixes = vec![salvage.clone(), clone_of(24752, 24, 42, true)];
+        assert_eq!(
+            clones_first(&fixes).into_owned(),
+            vec![clone_of(24752, 24, 42, true), salvage]
+        );
+        // Without a copy or without a directory fix, the batch is as given.
+        let fixes = vec![links.clone(), Fix::DirEntryClear(6399, 12, dir)];
+        assert!(matches!(
+            clones_first(&fixes),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        let fixes = vec![clone_of(2383, 6398, 944, false), links];
+        assert!(matches!(
+            clones_first(&fixes),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 }
