@@ -707,6 +707,49 @@ fn damaged_directory_records_are_salvaged_and_the_rest_kept() {
     });
 }
 
+/// A directory's first block pointer damaged to name another file's
+/// data block (damage campaign seed 263, case 106): e2fsck finds the
+/// block claimed twice, gives one of the two a copy (pass 1D) and only
+/// then salvages the directory's block in pass 2; the file keeps its
+/// contents whichever inode gets the copy. A salvage made before the
+/// copy rewrote the file's data as directory records.
+#[test]
+fn a_directory_block_shared_with_a_file_is_cloned_before_it_is_salvaged() {
+    if !ready() {
+        return;
+    }
+    let dir = TempDir::new("damage-dir-shared");
+    let bases: Vec<Base> = [EXT2, EXT3, EXT4, EXT4_1K_INLINE]
+        .into_iter()
+        .map(|c| base(&dir, c))
+        .collect();
+    judge_all(&dir, &bases, |b| {
+        let word = if uses_extents(b) { 5 } else { 0 };
+        let mut v: Vec<Damage<'static>> = Vec::new();
+        // Directories and files of both inode orders: the copy goes to
+        // the lower-numbered inode.
+        for (d, f) in [
+            ("/d2", "/d1/f4"),
+            ("/d3", "/large"),
+            ("/big", "/d0/f1"),
+            ("/d0/sub", "/frag"),
+        ] {
+            v.push((
+                format!("{d}'s first block pointer names {f}'s first block"),
+                Box::new(move |img: &Path| {
+                    let target: u64 = debugfs_out(img, &format!("bmap {f} 0"))
+                        .trim()
+                        .parse()
+                        .unwrap();
+                    assert!(target > 0, "{f} has no block 0");
+                    debugfs_w(img, &format!("sif {d} block[{word}] {target}"));
+                }),
+            ));
+        }
+        v
+    });
+}
+
 /// An xattr block shared by several files with a bad entry (a hash of 0
 /// or a wrong one, a value inode that is no EA inode, a value out of
 /// bounds): e2fsck clears the block from every file naming it.

@@ -133,7 +133,13 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             for (_, d) in dups.range_mut(old..old + len) {
                 d.files = d.files.saturating_sub(1);
             }
-            copies.push(BlockCopy { at, old, new, len });
+            copies.push(BlockCopy {
+                at,
+                old,
+                new,
+                len,
+                node: lblk == NODE,
+            });
         }
         if no_room {
             // As e2fsck when a clone cannot be allocated: the file goes,

@@ -69,7 +69,8 @@ pub fn apply(fs: &Filesystem, fixes: &[Fix]) -> Result<usize> {
 pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<Option<Superblock>> {
     let mut w = Writer::new(fs, now, volume_superblock(fs.superblock(), fixes))?;
     let mut quota = Vec::new();
-    for f in fixes {
+    let fixes = clones_first(fixes);
+    for f in fixes.iter() {
         match f {
             // The engine writes a quota file whole (allocating its
             // blocks), once what the batch changes is on disk.
@@ -85,6 +86,121 @@ pub(crate) fn apply_at(fs: &Filesystem, fixes: &[Fix], now: i64) -> Result<Optio
         ext4r::quota_write::rewrite_quota_file(fs.device_shared(), qtype, dquots, now)?;
     }
     Ok(None)
+}
+
+/// The batch with pass 1D's copies made before the first fix of a
+/// directory block, and each such fix of an inode that gets a copy of
+/// that block moved to the copy.
+///
+/// The check finds blocks claimed twice in pass 5, after pass 2 asked to
+/// salvage or edit a directory block; e2fsck clones them in pass 1D,
+/// before its pass 2 reads the directory. Made in the order found, a
+/// salvage of a directory block that is also a file's data would rewrite
+/// the file's data in place and the file's copy would be taken from the
+/// salvaged block. So the copies are taken first, from the block as the
+/// passes before pass 2 left it, and the directory's fixes go to
+/// whichever block is the directory's once the copies are made: the
+/// original when the file got the copy, the copy when the directory got
+/// it. A copy of an indirect or index block takes no directory fix along
+/// (f_dup3: a directory's indirect block that is also its block #12 is
+/// copied as it was, and the salvage of block #12 stays on the original,
+/// as e2fsck leaves it).
+fn clones_first(fixes: &[Fix]) -> std::borrow::Cow<'_, [Fix]> {
+    use std::borrow::Cow;
+    // (inode, old, len, new) of every copy.
+    let moved: Vec<(u32, u64, u64, u64)> = fixes
+        .iter()
+        .filter_map(|f| match f {
+            Fix::CloneBlocks(ino, _, copies) => Some(
+                copies
+                    .iter()
+                    .filter(|cp| !cp.node)
+                    .map(move |cp| (*ino, cp.old, cp.len, cp.new)),
+            ),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let Some(first) = fixes.iter().position(dir_block_fix) else {
+        return Cow::Borrowed(fixes);
+    };
+    if !fixes.iter().any(|f| matches!(f, Fix::CloneBlocks(..))) {
+        return Cow::Borrowed(fixes);
+    }
+    let clones = fixes.iter().filter(|f| matches!(f, Fix::CloneBlocks(..)));
+    let rest = fixes[first..]
+        .iter()
+        .filter(|f| !matches!(f, Fix::CloneBlocks(..)))
+        .map(|f| retarget(f, &moved));
+    let out: Vec<Fix> = fixes[..first]
+        .iter()
+        .filter(|f| !matches!(f, Fix::CloneBlocks(..)))
+        .cloned()
+        .chain(clones.cloned())
+        .chain(rest)
+        .collect();
+    Cow::Owned(out)
+}
+
+/// Whether `f` (or one of the fixes it groups) edits a directory block
+/// named by its physical number.
+fn dir_block_fix(f: &Fix) -> bool {
+    match f {
+        Fix::Each(inner) => inner.iter().any(dir_block_fix),
+        _ => dir_fix_block(f).is_some(),
+    }
+}
+
+/// The block and owner of a fix of a directory block.
+fn dir_fix_block(f: &Fix) -> Option<(u64, Owner)> {
+    match f {
+        Fix::DirBlockChecksum(b, o)
+        | Fix::DirEntryClear(b, _, o)
+        | Fix::DirEntryRename(b, _, _, o)
+        | Fix::DirEntryFiletype(b, _, _, o)
+        | Fix::DirMakeDot(b, _, o)
+        | Fix::DirMakeDotDot(b, _, o)
+        | Fix::DirZeroByte(b, _, o)
+        | Fix::DirSalvage(b, _, _, o)
+        | Fix::DirAddTail(b, o)
+        | Fix::DirEntryInode(b, _, _, o)
+        | Fix::DirNameFix(b, _, o) => Some((*b, *o)),
+        _ => None,
+    }
+}
+
+/// `f` with its directory block moved to the copy its owner gets, if
+/// any (see [`clones_first`]).
+fn retarget(f: &Fix, moved: &[(u32, u64, u64, u64)]) -> Fix {
+    if let Fix::Each(inner) = f {
+        return Fix::Each(inner.iter().map(|g| retarget(g, moved)).collect());
+    }
+    let Some((b, o)) = dir_fix_block(f) else {
+        return f.clone();
+    };
+    let Some(to) = moved
+        .iter()
+        .find(|&&(ino, old, len, _)| ino == o.ino && b >= old && b - old < len)
+        .map(|&(_, old, _, new)| new + (b - old))
+    else {
+        return f.clone();
+    };
+    let mut g = f.clone();
+    match &mut g {
+        Fix::DirBlockChecksum(b, _)
+        | Fix::DirEntryClear(b, _, _)
+        | Fix::DirEntryRename(b, _, _, _)
+        | Fix::DirEntryFiletype(b, _, _, _)
+        | Fix::DirMakeDot(b, _, _)
+        | Fix::DirMakeDotDot(b, _, _)
+        | Fix::DirZeroByte(b, _, _)
+        | Fix::DirSalvage(b, _, _, _)
+        | Fix::DirAddTail(b, _)
+        | Fix::DirEntryInode(b, _, _, _)
+        | Fix::DirNameFix(b, _, _) => *b = to,
+        _ => {}
+    }
+    g
 }
 
 /// The superblock the batch's transaction is opened with: the
@@ -509,4 +625,83 @@ pub(crate) fn write_superblock(fs: &Filesystem, sb: Superblock, now: i64) -> Res
     txn.set_superblock(sb);
     txn.commit(Commit::InPlace)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fix::plan::{BlockCopy, PtrAt};
+
+    fn clone_of(ino: u32, old: u64, new: u64, node: bool) -> Fix {
+        let copy = BlockCopy {
+            at: PtrAt::InodeSlot(0),
+            old,
+            new,
+            len: 1,
+            node,
+        };
+        Fix::CloneBlocks(ino, Owner::new(ino, 1), vec![copy])
+    }
+
+    #[test]
+    fn copies_go_before_directory_fixes_and_take_the_directory_along() {
+        let dir = Owner::new(24752, 7);
+        let salvage = Fix::DirSalvage(6398, 0, None, dir);
+        let dot = Fix::DirMakeDot(6398, 24752, dir);
+        let links = Fix::InodeLinks(24577, 21);
+        // The file gets the copy: the directory's fixes stay on 6398,
+        // made after the copy was taken.
+        let fixes = vec![
+            links.clone(),
+            salvage.clone(),
+            Fix::Each(vec![dot.clone()]),
+            clone_of(2383, 6398, 944, false),
+        ];
+        assert_eq!(
+            clones_first(&fixes).into_owned(),
+            vec![
+                links.clone(),
+                clone_of(2383, 6398, 944, false),
+                salvage.clone(),
+                Fix::Each(vec![dot.clone()]),
+            ]
+        );
+        // The directory gets the copy: its fixes follow it there; another
+        // directory's fix of a block the copy does not cover stays.
+        let other = Fix::DirEntryClear(6399, 12, dir);
+        let fixes = vec![
+            salvage,
+            other.clone(),
+            Fix::Each(vec![dot]),
+            clone_of(24752, 6398, 944, false),
+        ];
+        assert_eq!(
+            clones_first(&fixes).into_owned(),
+            vec![
+                clone_of(24752, 6398, 944, false),
+                Fix::DirSalvage(944, 0, None, dir),
+                other,
+                Fix::Each(vec![Fix::DirMakeDot(944, 24752, dir)]),
+            ]
+        );
+        // A copy of the directory's indirect block (that is also its
+        // data, f_dup3) is taken first, and the fix stays on the original.
+        let salvage = Fix::DirSalvage(24, 0, None, dir);
+        let fixes = vec![salvage.clone(), clone_of(24752, 24, 42, true)];
+        assert_eq!(
+            clones_first(&fixes).into_owned(),
+            vec![clone_of(24752, 24, 42, true), salvage]
+        );
+        // Without a copy or without a directory fix, the batch is as given.
+        let fixes = vec![links.clone(), Fix::DirEntryClear(6399, 12, dir)];
+        assert!(matches!(
+            clones_first(&fixes),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        let fixes = vec![clone_of(2383, 6398, 944, false), links];
+        assert!(matches!(
+            clones_first(&fixes),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 }

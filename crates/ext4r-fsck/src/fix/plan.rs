@@ -73,6 +73,9 @@ pub struct BlockCopy {
     pub new: u64,
     /// How many blocks.
     pub len: u64,
+    /// The blocks are an index or indirect block (no file data): a fix of
+    /// a directory block never follows them to the copy.
+    pub node: bool,
 }
 
 impl BlockCopy {
