@@ -1107,3 +1107,205 @@ fn external_journal_device_hint() {
     let again = tool(ext4r().args(["fsck", "-fn", "-j", &lo.0]).arg(&img));
     assert!(again.0 == 0 && !again.1.contains(&words), "{}", again.1);
 }
+
+/// Runs debugfs requests from a script (one process for all of them).
+fn debugfs_script(img: &Path, dir: &Path, cmds: &[String]) {
+    let script = dir.join("debugfs-script");
+    std::fs::write(&script, cmds.join("\n") + "\n").unwrap();
+    let o = run(Command::new("debugfs")
+        .args(["-w", "-f"])
+        .arg(&script)
+        .arg(img));
+    assert!(o.status.success(), "debugfs -f {cmds:?}");
+}
+
+/// Every name under `path` (recursively) with its inode, as debugfs
+/// reads them.
+fn names_under(img: &Path, path: &str, out: &mut Vec<String>) {
+    for line in debugfs_out(img, &format!("ls -p {path}")).lines() {
+        // "/ino/mode/uid/gid/name/size/"
+        let f: Vec<&str> = line.split('/').collect();
+        if f.len() < 7 || f[5] == "." || f[5] == ".." || f[1] == "0" {
+            continue;
+        }
+        let child = format!("{}/{}", path.trim_end_matches('/'), f[5]);
+        out.push(format!("{child} {}", f[1]));
+        if f[2].starts_with("40") {
+            names_under(img, &child, out);
+        }
+    }
+}
+
+/// /a: a directory of `files` names of 12 bytes: 50 fill its block #0
+/// (1 KiB) to the byte, so that a name added past 50 goes to block #1.
+fn filled_dir(files: u32) -> Vec<String> {
+    let mut cmds = vec!["mkdir a".to_string()];
+    cmds.extend((1..=files).map(|k| format!("write /dev/null a/file-{k:07}")));
+    cmds
+}
+
+/// /i/sub, a directory, named again as /a/x. With `in_value`, /i is an
+/// inline directory whose one record, 'sub', is in its system.data value
+/// (e2fsck's block #1 of it), not in `i_block`.
+fn second_name(img: &Path, dir: &Path, files: u32, in_value: bool) {
+    let mut cmds = filled_dir(files);
+    cmds.extend(["mkdir i", "mkdir i/sub", "link i/sub a/x"].map(String::from));
+    debugfs_script(img, dir, &cmds);
+    if in_value {
+        let sub = inum(img, "/i/sub");
+        let mut rec = sub.to_le_bytes().to_vec();
+        // rec_len 12, name_len 3, a directory; "sub" and a pad byte.
+        rec.extend([12, 0, 3, 2]);
+        rec.extend(b"sub\0");
+        let value = dir.join("value");
+        std::fs::write(&value, rec).unwrap();
+        debugfs_script(
+            img,
+            dir,
+            &[
+                "unlink i/sub".to_string(),
+                format!("ea_set -f {} i system.data", value.display()),
+                "sif i size 72".to_string(),
+            ],
+        );
+    }
+}
+
+/// A directory named twice: e2fsck's pass 2 keeps the first entry it
+/// meets in its order of directory blocks and clears the other
+/// (PR_2_LINK_DIR). With dir_index that order is every directory's block
+/// #0 first, then the others, each by block number; without, by block
+/// number alone. An inline directory's `i_block` records are its block
+/// #0, its system.data value's its block #1, both at block number 0. We
+/// must clear the same entry and keep every name e2fsck keeps.
+#[test]
+fn a_second_name_of_a_directory_is_cleared_where_e2fsck_clears_it() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs debugfs, e2fsck and mke2fs");
+        return;
+    }
+    type Setup = fn(&Path, &Path);
+    const DX: &[&str] = &["-t", "ext4", "-b", "1024"];
+    const NO_DX: &[&str] = &["-t", "ext4", "-b", "1024", "-O", "^dir_index"];
+    const INLINE: &[&str] = &["-t", "ext4", "-b", "1024", "-I", "256", "-O", "inline_data"];
+    const INLINE_NO_DX: &[&str] = &[
+        "-t",
+        "ext4",
+        "-b",
+        "1024",
+        "-I",
+        "256",
+        "-O",
+        "inline_data,^dir_index",
+    ];
+    // /a's block #1 (x) lies below /b's block #0 (sub).
+    let low_block1: Setup = |img, dir| {
+        let mut cmds = filled_dir(60);
+        cmds.extend(["mkdir b", "mkdir b/sub", "link b/sub a/x"].map(String::from));
+        debugfs_script(img, dir, &cmds);
+    };
+    let cases: &[(&str, &[&str], Setup, &str)] = &[
+        (
+            "block #1 below a block #0",
+            DX,
+            low_block1,
+            "Entry 'x' in /a ",
+        ),
+        (
+            "the same without dir_index",
+            NO_DX,
+            low_block1,
+            "Entry 'sub' in /b ",
+        ),
+        (
+            "inline i_block before a block #0",
+            INLINE,
+            |i, d| second_name(i, d, 20, false),
+            "Entry 'x' in /a ",
+        ),
+        (
+            "inline i_block without dir_index",
+            INLINE_NO_DX,
+            |i, d| second_name(i, d, 20, false),
+            "Entry 'x' in /a ",
+        ),
+        (
+            "inline value before a block #1",
+            INLINE,
+            |i, d| second_name(i, d, 60, true),
+            "Entry 'x' in /a ",
+        ),
+        (
+            "inline value after a block #0",
+            INLINE,
+            |i, d| second_name(i, d, 20, true),
+            "Entry 'sub' in /i ",
+        ),
+        (
+            "inline value without dir_index",
+            INLINE_NO_DX,
+            |i, d| second_name(i, d, 20, true),
+            "Entry 'x' in /a ",
+        ),
+    ];
+    let dir = TempDir::new("link-dir");
+    let links = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.contains("is a link to directory"))
+            .map(String::from)
+            .collect()
+    };
+    let mut failed = Vec::new();
+    for &(name, mkfs, setup, cleared) in cases {
+        let base = dir.path("base.img");
+        make_image(Command::new("mke2fs"), mkfs, &base, "8M").unwrap();
+        setup(&base, &dir.0);
+        let copy = |tag: &str| {
+            let p = dir.path(&format!("{tag}.img"));
+            copy_sparse(&base, &p).unwrap();
+            p
+        };
+        let mut why = Vec::new();
+        for flag in ["-fn", "-fy"] {
+            let (theirs_img, ours_img) = (copy("theirs"), copy("ours"));
+            let theirs = tool(Command::new("e2fsck").arg(flag).arg(&theirs_img));
+            let ours = tool(ext4r().args(["fsck", flag]).arg(&ours_img));
+            let (tl, ol) = (links(&theirs.1), links(&ours.1));
+            if tl.len() != 1 || !tl[0].starts_with(cleared) {
+                why.push(format!("{flag}: e2fsck clears {tl:?}, not {cleared:?}"));
+            }
+            if ol != tl {
+                why.push(format!("{flag}: we clear {ol:?}, e2fsck {tl:?}"));
+            }
+            if flag == "-fy" {
+                let (mut tn, mut on) = (Vec::new(), Vec::new());
+                names_under(&theirs_img, "/", &mut tn);
+                names_under(&ours_img, "/", &mut on);
+                if tn != on {
+                    why.push(format!("names after -fy: ours {on:?}\ne2fsck {tn:?}"));
+                }
+                let after = tool(Command::new("e2fsck").arg("-fn").arg(&ours_img));
+                let again = tool(ext4r().args(["fsck", "-fn"]).arg(&ours_img));
+                if after.0 != 0 || again.0 != 0 {
+                    why.push(format!(
+                        "after our -fy: e2fsck -fn {}, ours {}\n{}",
+                        after.0, again.0, after.1
+                    ));
+                }
+                if !why.is_empty() {
+                    why.push(format!(
+                        "--- e2fsck -fy:\n{}\n--- ours:\n{}",
+                        theirs.1, ours.1
+                    ));
+                }
+            }
+        }
+        if why.is_empty() {
+            println!("ok: {name}");
+        } else {
+            println!("FAILED: {name}\n{}", why.join("\n"));
+            failed.push(name);
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
+}

@@ -6,7 +6,7 @@ use crate::codes::ProblemCode;
 use crate::problem::Subject;
 use ext4r::fs::FileKind;
 use ext4r_format::dir::{ft, verify_dir_block_checksum, DirBlockIter, DirEntry, DirEntryTail};
-use ext4r_format::features::Incompat;
+use ext4r_format::features::{Compat, Incompat};
 use ext4r_format::htree::{parse_dx_root, verify_dx_checksum};
 use ext4r_format::inode::ino as special;
 use ext4r_format::{num, InodeNr};
@@ -51,7 +51,23 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// The walk over every directory block, then the checks of what it found.
 fn walk(c: &mut Ctx, progress: Progress<'_>) {
     htree_tails(c);
-    let mut blocks = blocks_in_order(c);
+    // e2fsck's order of blocks (see `blocks_in_order`): an inline
+    // directory's two parts are blocks numbered 0, read before any other
+    // block of their kind; with dir_index, every directory's block #0
+    // comes before every other block.
+    let dx_order = c.sb.has_compat(Compat::DIR_INDEX);
+    let mut blocks = blocks_in_order(c, dx_order);
+    inline_dirs(
+        c,
+        if dx_order {
+            InlinePart::First
+        } else {
+            InlinePart::Both
+        },
+    );
+    // With dir_index, the inline parts in `system.data` (e2fsck's block
+    // #1) come before the first block past a block #0.
+    let mut inline_second = dx_order;
     let bs = u64::from(c.geo.block_size);
     let bsz = num::index(bs);
     let total = blocks.len() as u64;
@@ -114,6 +130,10 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         progress(2, i as u64, total);
         let Some(pre) = pre else {
             for b in &blocks[i..j] {
+                if inline_second && b.lblk != 0 {
+                    inline_second = false;
+                    inline_dirs(c, InlinePart::Second);
+                }
                 c.p.on(Subject::InodeAt(b.ino, b.lblk)).error(
                     2,
                     ProblemCode::PR_2_READ_DIRBLOCK,
@@ -129,6 +149,10 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         for (k, b) in blocks[i..j].iter().enumerate() {
             if c.abort {
                 return;
+            }
+            if inline_second && b.lblk != 0 {
+                inline_second = false;
+                inline_dirs(c, InlinePart::Second);
             }
             let block = &buf[k * bsz..(k + 1) * bsz];
             if b.lblk == 0 {
@@ -183,7 +207,9 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     if c.abort {
         return;
     }
-    inline_dirs(c);
+    if inline_second {
+        inline_dirs(c, InlinePart::Second);
+    }
     if c.abort {
         return;
     }
@@ -191,15 +217,16 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     unallocated_block0(c, &saw_block0);
 }
 
-/// The directory blocks pass 1 found, each once, in e2fsck's order
-/// (special_dir_block_cmp): every directory's first block, then the
-/// others, each by block number; what is found (and which of two names of
-/// a directory is its first) follows it.
-fn blocks_in_order(c: &mut Ctx) -> Vec<DirBlock> {
+/// The directory blocks pass 1 found, each once, in e2fsck's order: by
+/// block number, inode and logical block (its dblist's own order), and
+/// with dir_index (`dx_order`, its special_dir_block_cmp) every
+/// directory's block #0 first. What is found, and which of two names of a
+/// directory is its first (the other is the extra link), follows it.
+fn blocks_in_order(c: &mut Ctx, dx_order: bool) -> Vec<DirBlock> {
     let mut blocks = std::mem::take(&mut c.dir_blocks);
     blocks.sort_unstable();
     blocks.dedup_by_key(|b| b.phys);
-    blocks.sort_unstable_by_key(|b| (b.lblk != 0, b.phys, b.ino, b.lblk));
+    blocks.sort_unstable_by_key(|b| (dx_order && b.lblk != 0, b.phys, b.ino, b.lblk));
     // Pass 1 grew it by doubling: up to half of it was slack.
     blocks.shrink_to_fit();
     blocks
@@ -1166,94 +1193,132 @@ fn is_dx_node(block: &[u8], csum: bool) -> bool {
         && block[6] == 0
 }
 
-/// Inline directories, read record by record (see [`crate::inline_dir`]).
-fn inline_dirs(c: &mut Ctx) {
-    use crate::inline_dir::{records, AREA_DATA, AREA_IBLOCK, AREA_PARENT};
+/// Which part of the inline directories [`inline_dirs`] reads. e2fsck
+/// lists an inline directory's `i_block` records as its block #0 and
+/// those in its `system.data` value as its block #1, both at block number
+/// 0, and reads them in its order of blocks (see [`blocks_in_order`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InlinePart {
+    /// `.`, `..` and the records in `i_block` (e2fsck's block #0).
+    First,
+    /// The records in the `system.data` value (its block #1).
+    Second,
+    /// Both, directory by directory.
+    Both,
+}
+
+/// Inline directories, read record by record (see [`crate::inline_dir`]),
+/// in inode order.
+fn inline_dirs(c: &mut Ctx, part: InlinePart) {
     let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline()).collect();
     for d in inl {
-        let ino = c.dirs[d].ino;
-        let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
-            continue;
-        };
-        let at = |area| DirBlock {
-            phys: 0,
-            ino,
-            lblk: area,
-        };
-        let parent = rec
-            .get(0x28..0x2c)
-            .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]));
-        // '.' is implied, and counts as a link like a stored one.
-        entry(c, d, 0, &at(AREA_PARENT), b".", ino, ft::DIR, 0);
-        entry(c, d, 1, &at(AREA_PARENT), b"..", parent, ft::DIR, 0);
-        let mut slot = 2;
-        let resized = inline_size(c, ino, &rec);
-        for area in [AREA_IBLOCK, AREA_DATA] {
-            // A value being resized is read in the next round, as it
-            // will be (e2fsck reads it after its fix).
-            if area == AREA_DATA && resized {
-                continue;
-            }
-            let Some(bytes) = crate::inline_dir::area_mut(&mut rec, area) else {
-                continue;
-            };
-            let mut bytes = bytes.to_vec();
-            // In a repair each salvage is made on a copy too and the area
-            // read again, as the writer will leave it, so that the records
-            // after a damaged one are seen in this round (e2fsck goes on
-            // after its salvage the same way; otherwise pass 3 reconnects
-            // what they name). Each salvage mends at least one record.
-            let max_ino = c.sb.s_inodes_count.get();
-            for _ in 0..bytes.len() / 8 + 1 {
-                let Some((off, prev)) = records(&bytes).1 else {
-                    break;
-                };
-                // As e2fsck reads inline data: the i_block part is block
-                // #0, its records after the 4-byte parent; the part in the
-                // xattr is block #1.
-                let (blk, at) = if area == AREA_IBLOCK {
-                    (0, off + 4)
-                } else {
-                    (1, off)
-                };
-                c.p.on(Subject::Entry {
-                    dir: ino,
-                    lblk: blk,
-                    offset: u32::try_from(at).unwrap_or(u32::MAX),
-                })
-                .error_fix(
-                    2,
-                    ProblemCode::PR_2_DIR_CORRUPTED,
-                    format!(
-                        "Directory inode {ino}, block #{blk}, offset {at}: directory corrupted"
-                    ),
-                    crate::fix::Fix::InlineSalvage(ino, area, off, prev),
-                );
-                if !c.repairing {
-                    // Declined, e2fsck stops there.
-                    unsalvaged(c);
-                    return;
-                }
-                let end = bytes.len();
-                crate::salvage::salvage(&mut bytes, off, prev, end, 4096, max_ino);
-            }
-            let (recs, _) = records(&bytes);
-            for r in &recs {
-                if r.inode != 0 {
-                    entry(
-                        c,
-                        d,
-                        slot,
-                        &at(area),
-                        r.name,
-                        r.inode,
-                        r.file_type,
-                        r.offset,
-                    );
-                    slot += 1;
-                }
-            }
+        if c.abort {
+            return;
         }
+        if part != InlinePart::Second {
+            inline_first(c, d);
+        }
+        if c.abort {
+            return;
+        }
+        if part != InlinePart::First {
+            inline_second(c, d);
+        }
+    }
+}
+
+/// An inline directory's `.`, `..` and the records in its `i_block`.
+fn inline_first(c: &mut Ctx, d: usize) {
+    use crate::inline_dir::{AREA_IBLOCK, AREA_PARENT};
+    let ino = c.dirs[d].ino;
+    let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
+        return;
+    };
+    let parent = rec
+        .get(0x28..0x2c)
+        .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+    let at = DirBlock {
+        phys: 0,
+        ino,
+        lblk: AREA_PARENT,
+    };
+    // '.' is implied, and counts as a link like a stored one.
+    entry(c, d, 0, &at, b".", ino, ft::DIR, 0);
+    entry(c, d, 1, &at, b"..", parent, ft::DIR, 0);
+    inline_size(c, ino, &rec);
+    inline_area(c, d, &mut rec, AREA_IBLOCK);
+}
+
+/// The records in an inline directory's `system.data` value. Its size is
+/// judged again, as e2fsck does for each of its blocks: a read-only check
+/// says it twice; a value a repair resizes is read in the next round, as
+/// it will be (e2fsck reads it after its fix).
+fn inline_second(c: &mut Ctx, d: usize) {
+    let ino = c.dirs[d].ino;
+    let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
+        return;
+    };
+    if c.repairing && inline_bad_size(&rec).is_some() {
+        return;
+    }
+    inline_size(c, ino, &rec);
+    inline_area(c, d, &mut rec, crate::inline_dir::AREA_DATA);
+}
+
+/// The records of one area of an inline directory (its entries from slot
+/// 2 on: `.` and `..` are not records there).
+fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
+    use crate::inline_dir::{records, AREA_IBLOCK};
+    let ino = c.dirs[d].ino;
+    let Some(bytes) = crate::inline_dir::area_mut(rec, area) else {
+        return;
+    };
+    let mut bytes = bytes.to_vec();
+    // In a repair each salvage is made on a copy too and the area read
+    // again, as the writer will leave it, so that the records after a
+    // damaged one are seen in this round (e2fsck goes on after its salvage
+    // the same way; otherwise pass 3 reconnects what they name). Each
+    // salvage mends at least one record.
+    let max_ino = c.sb.s_inodes_count.get();
+    for _ in 0..bytes.len() / 8 + 1 {
+        let Some((off, prev)) = records(&bytes).1 else {
+            break;
+        };
+        // As e2fsck reads inline data: the i_block part is block #0, its
+        // records after the 4-byte parent; the part in the xattr is block
+        // #1.
+        let (blk, at) = if area == AREA_IBLOCK {
+            (0, off + 4)
+        } else {
+            (1, off)
+        };
+        c.p.on(Subject::Entry {
+            dir: ino,
+            lblk: blk,
+            offset: u32::try_from(at).unwrap_or(u32::MAX),
+        })
+        .error_fix(
+            2,
+            ProblemCode::PR_2_DIR_CORRUPTED,
+            format!("Directory inode {ino}, block #{blk}, offset {at}: directory corrupted"),
+            crate::fix::Fix::InlineSalvage(ino, area, off, prev),
+        );
+        if !c.repairing {
+            // Declined, e2fsck stops there.
+            unsalvaged(c);
+            return;
+        }
+        let end = bytes.len();
+        crate::salvage::salvage(&mut bytes, off, prev, end, 4096, max_ino);
+    }
+    let at = DirBlock {
+        phys: 0,
+        ino,
+        lblk: area,
+    };
+    let (recs, _) = records(&bytes);
+    for (slot, r) in (2..).zip(recs.iter().filter(|r| r.inode != 0)) {
+        entry(c, d, slot, &at, r.name, r.inode, r.file_type, r.offset);
     }
 }
 
@@ -1309,28 +1374,28 @@ fn htree_tails(c: &mut Ctx) {
 
 /// e2fsck's PR_2_BAD_INLINE_DIR_SIZE: the inline size (60 bytes of
 /// `i_block` and the `system.data` value) a multiple of 4 with room for a
-/// record past `i_block`. e2fsck judges it once for each of the two
-/// "blocks" of an inline directory, so a read-only check says it twice;
-/// a repair fixes it at the first. True when it is to be fixed.
-fn inline_size(c: &mut Ctx, ino: u32, rec: &[u8]) -> bool {
-    let Some((_, len)) = crate::inline_dir::data_range(rec) else {
-        return false;
-    };
-    let size = 60 + len;
-    let Some(new) = crate::inline_dir::bad_size(size) else {
-        return false;
+/// record past `i_block`. e2fsck judges it for each of the two "blocks"
+/// of an inline directory: [`inline_first`] and [`inline_second`] each
+/// call this (a repair fixes it at the first).
+fn inline_size(c: &mut Ctx, ino: u32, rec: &[u8]) {
+    let Some((size, new)) = inline_bad_size(rec) else {
+        return;
     };
     let msg = format!("Inline directory inode {ino} size ({size}) must be a multiple of 4.");
-    let times = if c.repairing { 1 } else { 2 };
-    for _ in 0..times {
-        c.p.on(Subject::Inode(ino)).error_fix(
-            2,
-            ProblemCode::PR_2_BAD_INLINE_DIR_SIZE,
-            msg.clone(),
-            crate::fix::Fix::InlineDirSize(ino, new),
-        );
-    }
-    c.repairing
+    c.p.on(Subject::Inode(ino)).error_fix(
+        2,
+        ProblemCode::PR_2_BAD_INLINE_DIR_SIZE,
+        msg,
+        crate::fix::Fix::InlineDirSize(ino, new),
+    );
+}
+
+/// The inline size of inode record `rec` and the size it is to have,
+/// when it is not a valid one (see [`inline_size`]).
+fn inline_bad_size(rec: &[u8]) -> Option<(usize, usize)> {
+    let (_, len) = crate::inline_dir::data_range(rec)?;
+    let size = 60 + len;
+    crate::inline_dir::bad_size(size).map(|new| (size, new))
 }
 
 #[cfg(test)]
