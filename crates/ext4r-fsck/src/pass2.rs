@@ -129,21 +129,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         let (i, j) = runs[r];
         progress(2, i as u64, total);
         let Some(pre) = pre else {
-            for b in &blocks[i..j] {
-                if inline_second && b.lblk != 0 {
-                    inline_second = false;
-                    inline_dirs(c, InlinePart::Second);
-                }
-                c.p.on(Subject::InodeAt(b.ino, b.lblk)).error(
-                    2,
-                    ProblemCode::PR_2_READ_DIRBLOCK,
-                    format!(
-                        "Error reading directory block {} (inode {}).",
-                        { b.phys },
-                        { b.ino }
-                    ),
-                );
-            }
+            unread(c, &blocks[i..j], &mut inline_second);
             return;
         };
         for (k, b) in blocks[i..j].iter().enumerate() {
@@ -204,6 +190,34 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     for t in recounted {
         c.inodes.remove_name(t);
     }
+    after_walk(c, dx, inline_second, &saw_block0);
+}
+
+/// A run of directory blocks that could not be read: each is an error
+/// (e2fsck's PR_2_READ_DIRBLOCK), in its place in the order, the inline
+/// directories' second parts first when their turn came.
+fn unread(c: &mut Ctx, blocks: &[DirBlock], inline_second: &mut bool) {
+    for b in blocks {
+        if *inline_second && b.lblk != 0 {
+            *inline_second = false;
+            inline_dirs(c, InlinePart::Second);
+        }
+        c.p.on(Subject::InodeAt(b.ino, b.lblk)).error(
+            2,
+            ProblemCode::PR_2_READ_DIRBLOCK,
+            format!(
+                "Error reading directory block {} (inode {}).",
+                { b.phys },
+                { b.ino }
+            ),
+        );
+    }
+}
+
+/// What the walk leaves for its end: the inline directories' second parts
+/// not yet met (no block past a block #0), the htree indexes it gathered,
+/// and the directories whose block #0 it never met.
+fn after_walk(c: &mut Ctx, dx: htree::DxDirs, inline_second: bool, saw_block0: &[bool]) {
     if c.abort {
         return;
     }
@@ -214,7 +228,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         return;
     }
     htree::check(c, dx);
-    unallocated_block0(c, &saw_block0);
+    unallocated_block0(c, saw_block0);
 }
 
 /// The directory blocks pass 1 found, each once, in e2fsck's order: by
