@@ -1309,3 +1309,33 @@ fn a_second_name_of_a_directory_is_cleared_where_e2fsck_clears_it() {
     }
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
+
+/// A reserved inode's xattr block address out of range (the journal's,
+/// the resize inode's): e2fsck marks the inode bad and judges it in pass
+/// 2 only when an entry names it, which no entry may; it says nothing and
+/// leaves the field. So do we (exit 0 under -n and -y).
+#[test]
+fn a_reserved_inodes_bad_xattr_block_is_left_as_e2fsck_leaves_it() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs debugfs, e2fsck and mke2fs");
+        return;
+    }
+    let dir = TempDir::new("reserved-file-acl");
+    for ino in [7, 8] {
+        let img = dir.path(&format!("r{ino}.img"));
+        make_image(
+            Command::new("mke2fs"),
+            &["-t", "ext4", "-O", "^metadata_csum"],
+            &img,
+            "64M",
+        )
+        .unwrap();
+        debugfs(&img, &[format!("sif <{ino}> file_acl 99999999")]);
+        for flag in ["-fn", "-fy"] {
+            let theirs = tool(Command::new("e2fsck").arg(flag).arg(&img));
+            let ours = tool(ext4r().args(["fsck", flag]).arg(&img));
+            assert_eq!((theirs.0, ours.0), (0, 0), "inode {ino} {flag}: {}", ours.1);
+        }
+        assert!(debugfs_out(&img, &format!("stat <{ino}>")).contains("File ACL: 99999999"));
+    }
+}

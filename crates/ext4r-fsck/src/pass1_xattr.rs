@@ -274,8 +274,15 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
         return (0, false);
     }
     if !c.sb.has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
-        // e2fsck's process_bad_inode: outside the filesystem it is a bad
-        // address; without the feature, one that should be zero.
+        // e2fsck marks the inode bad and judges it in pass 2, when an
+        // entry names it (process_bad_inode). No entry may name a reserved
+        // inode other than the root (the journal, the resize inode, the
+        // quota files): e2fsck never says a word of theirs, and leaves it.
+        if ino != ext4r_format::inode::ino::ROOT && ino < c.sb.first_ino() {
+            return (0, false);
+        }
+        // Outside the filesystem it is a bad address; without the
+        // feature, one that should be zero.
         let (code, msg) = if c.valid_range(blk, 1) {
             (
                 ProblemCode::PR_2_FILE_ACL_ZERO,
