@@ -153,6 +153,11 @@ fn dir_block_fix(f: &Fix) -> bool {
 
 /// The block and owner of a fix of a directory block.
 fn dir_fix_block(f: &Fix) -> Option<(u64, Owner)> {
+    dir_fix_block_mut(&mut f.clone()).map(|(b, o)| (*b, o))
+}
+
+/// [`dir_fix_block`], with the block number to change.
+fn dir_fix_block_mut(f: &mut Fix) -> Option<(&mut u64, Owner)> {
     match f {
         Fix::DirBlockChecksum(b, o)
         | Fix::DirEntryClear(b, _, o)
@@ -164,7 +169,7 @@ fn dir_fix_block(f: &Fix) -> Option<(u64, Owner)> {
         | Fix::DirSalvage(b, _, _, o)
         | Fix::DirAddTail(b, o)
         | Fix::DirEntryInode(b, _, _, o)
-        | Fix::DirNameFix(b, _, o) => Some((*b, *o)),
+        | Fix::DirNameFix(b, _, o) => Some((b, *o)),
         _ => None,
     }
 }
@@ -186,19 +191,8 @@ fn retarget(f: &Fix, moved: &[(u32, u64, u64, u64)]) -> Fix {
         return f.clone();
     };
     let mut g = f.clone();
-    match &mut g {
-        Fix::DirBlockChecksum(b, _)
-        | Fix::DirEntryClear(b, _, _)
-        | Fix::DirEntryRename(b, _, _, _)
-        | Fix::DirEntryFiletype(b, _, _, _)
-        | Fix::DirMakeDot(b, _, _)
-        | Fix::DirMakeDotDot(b, _, _)
-        | Fix::DirZeroByte(b, _, _)
-        | Fix::DirSalvage(b, _, _, _)
-        | Fix::DirAddTail(b, _)
-        | Fix::DirEntryInode(b, _, _, _)
-        | Fix::DirNameFix(b, _, _) => *b = to,
-        _ => {}
+    if let Some((b, _)) = dir_fix_block_mut(&mut g) {
+        *b = to;
     }
     g
 }
@@ -530,6 +524,8 @@ impl<'a> Writer<'a> {
             | Fix::InodeBitmap(..)
             | Fix::Relocate(..)
             | Fix::RelocateFrom(..) => self.add_group(f),
+            // The same list as `apply::is_superblock_fix`: kept here so
+            // that the match stays exhaustive (a new fix must be routed).
             Fix::SetIncompat(..)
             | Fix::SetRoCompat(..)
             | Fix::ClearIncompat(..)
@@ -544,7 +540,10 @@ impl<'a> Writer<'a> {
             | Fix::SetLargeDir
             | Fix::SetLargeFile
             | Fix::ClearOrphanPresent
-            | Fix::DropResizeFeature => self.add_superblock(f),
+            | Fix::DropResizeFeature => {
+                debug_assert!(apply::is_superblock_fix(f));
+                self.add_superblock(f)
+            }
             Fix::DeleteJournal
             | Fix::ResetJournalSuper(..)
             | Fix::JournalInum(..)

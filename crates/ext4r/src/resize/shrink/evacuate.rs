@@ -36,18 +36,6 @@ type Pieces = Vec<(u64, u64, u64)>;
 /// `runs` with every block of `pieces` at its new place, coalesced.
 fn translate(runs: &[Run], pieces: &Pieces) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
-    let mut push = |r: Run| {
-        if let Some(l) = out.last_mut() {
-            if l.end() == r.logical
-                && l.physical + l.len == r.physical
-                && l.unwritten == r.unwritten
-            {
-                l.len += r.len;
-                return;
-            }
-        }
-        out.push(r);
-    };
     for r in runs {
         let (mut p, mut l) = (r.physical, r.logical);
         let end = r.physical + r.len;
@@ -59,12 +47,15 @@ fn translate(runs: &[Run], pieces: &Pieces) -> Vec<Run> {
                 Some(&(o, _, _)) => (o.min(end) - p, p),
                 None => (end - p, p),
             };
-            push(Run {
-                logical: l,
-                physical: phys,
-                len,
-                unwritten: r.unwritten,
-            });
+            map::push_run(
+                &mut out,
+                Run {
+                    logical: l,
+                    physical: phys,
+                    len,
+                    unwritten: r.unwritten,
+                },
+            );
             p += len;
             l += len;
         }
