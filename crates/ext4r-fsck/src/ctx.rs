@@ -668,12 +668,6 @@ impl Ctx {
         self.csum_due = true;
     }
 
-    /// Whether [`Ctx::csum_due`] was said for the inode (e2fsck's
-    /// `failed_csum`), left as it is.
-    pub(crate) fn csum_is_due(&self) -> bool {
-        self.csum_due
-    }
-
     /// Whether [`Ctx::csum_due`] was said for the inode, cleared.
     pub(crate) fn take_csum_due(&mut self) -> bool {
         std::mem::take(&mut self.csum_due)

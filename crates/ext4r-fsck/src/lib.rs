@@ -51,7 +51,6 @@ mod guard;
 mod htree;
 mod htree_root;
 mod idata_extents;
-mod inline_attr;
 mod inline_dir;
 mod inode_map;
 mod journal_check;

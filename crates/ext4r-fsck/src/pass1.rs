@@ -489,7 +489,6 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     let Some(FormatFlags {
         flags,
         truncated_dir,
-        attr_missing,
     }) = format_flags(c, ino, inode, rec, kind)
     else {
         return;
@@ -502,12 +501,9 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     let (ea_blocks, ea_inode_values) = if inline_symlink {
         (0, false)
     } else {
-        // An inode e2fsck's reader fails on with an xattr error is
-        // truncated there, and its xattrs judged as any inode's.
         let inline = flags.contains(InodeFlags::INLINE_DATA)
             && c.sb.has_incompat(Incompat::INLINE_DATA)
-            && ino >= c.sb.first_ino()
-            && !attr_missing;
+            && ino >= c.sb.first_ino();
         crate::pass1_xattr::xattrs(c, ino, inode, rec, inline)
     };
     let Mapped {
@@ -848,9 +844,6 @@ struct FormatFlags {
     flags: InodeFlags,
     /// A directory whose inline data a repair truncates (no attribute).
     truncated_dir: bool,
-    /// e2fsck's reader of the xattrs fails with an xattr error or finds no
-    /// `system.data` (it does not stop there).
-    attr_missing: bool,
 }
 
 /// The flags that say how the inode holds its data (inline data, extents,
@@ -878,11 +871,7 @@ fn format_flags(
             flags = left;
         }
     }
-    let (inline_attr, attr_missing) = if flags.contains(InodeFlags::INLINE_DATA) {
-        has_inline_attr(c, ino, rec)
-    } else {
-        (false, false)
-    };
+    let inline_attr = flags.contains(InodeFlags::INLINE_DATA) && has_inline_attr(c, ino);
     match crate::pass1_rules::format_flags(c, ino, inode, flags, inline_attr) {
         crate::pass1_rules::Verdict::Go(f) => flags = f,
         crate::pass1_rules::Verdict::Cleared => return None,
@@ -945,7 +934,6 @@ fn format_flags(
     Some(FormatFlags {
         flags,
         truncated_dir,
-        attr_missing,
     })
 }
 
@@ -1536,25 +1524,15 @@ fn inline_size(c: &Ctx, ino: u32) -> Option<u64> {
     Some(60 + n as u64)
 }
 
-/// Whether e2fsck finds the inode's `system.data` attribute (see
-/// [`crate::inline_attr`]), and whether it surely does not; where e2fsck
-/// would stop instead, whether the xattrs read as the kernel reads them
-/// and include it.
-fn has_inline_attr(c: &Ctx, ino: u32, rec: &[u8]) -> (bool, bool) {
-    use crate::inline_attr::Lookup;
-    match crate::inline_attr::system_data(c, ino, rec, c.csum_is_due()) {
-        Lookup::Found => return (true, false),
-        Lookup::Missing => return (false, true),
-        Lookup::Unknown => {}
-    }
+/// Whether the inode's xattrs read and include `system.data`.
+fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
     let Ok(info) = c.fs.inode(InodeNr(ino)) else {
-        return (false, false);
+        return false;
     };
-    let found = c.fs.xattrs(&info).is_ok_and(|xs| {
+    c.fs.xattrs(&info).is_ok_and(|xs| {
         xs.iter()
             .any(|x| ext4r_format::xattr::xattr_name_is(&x.name, b"system.data"))
-    });
-    (found, false)
+    })
 }
 
 /// libext2fs's `ext2fs_is_fast_symlink`: no data blocks once the xattr
