@@ -754,6 +754,16 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.vm().groups.mark_blocks(start, len, false)
     }
 
+    /// Whether blocks this transaction freed are kept from allocation
+    /// until it commits (see the field `held`): an allocation that failed
+    /// may succeed after a commit. After a rolled-back operation this can
+    /// be true of blocks that operation freed and the rollback gave back
+    /// to their owners (cheaper than copying the set at every savepoint);
+    /// a commit clears it either way.
+    pub fn holds_freed_blocks(&self) -> bool {
+        !self.held.ranges().is_empty()
+    }
+
     /// Allocates a run for a file: up to `len` blocks at or near `goal`
     /// (the first run long enough, else the longest), taken with every
     /// count. `None` when the filesystem is full.

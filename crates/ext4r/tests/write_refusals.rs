@@ -889,3 +889,51 @@ fn the_largest_file_is_the_kernels() {
         e2fsck_clean(&img);
     }
 }
+
+/// Space a deletion frees is used again in the same session, as the
+/// kernel's: the freed blocks are held until their transaction commits
+/// (ordered mode), so an allocation that finds no other room commits
+/// first and tries again (the kernel's `ext4_should_retry_alloc`),
+/// instead of failing with no space on a filesystem that has it.
+#[test]
+fn space_freed_before_the_commit_is_used_after_it() {
+    if let Some(m) = missing_tools(&["mke2fs", "e2fsck"]) {
+        eprintln!("skipped: {m}");
+        return;
+    }
+    let dir = TempDir::new("wrefuse-held");
+    let img = mkfs(&dir, "held.img", &[], 8192);
+    let mut fs = open(&img);
+    let mut files = 0;
+    for k in 0.. {
+        let f = fs
+            .create(ROOT_INO, format!("f{k}").as_bytes(), &NewNode::file(0o644))
+            .unwrap();
+        match fs.write(f, 0, &vec![0xa5; 1 << 20]) {
+            Ok(_) => files += 1,
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(files > 2, "only {files} files fitted");
+    fs.sync().unwrap();
+    // In one transaction: two files go, and two new ones take their room
+    // (and a directory, whose block needs some too).
+    fs.unlink(ROOT_INO, b"f0").unwrap();
+    fs.unlink(ROOT_INO, b"f1").unwrap();
+    for name in [&b"g0"[..], b"g1"] {
+        let g = fs.create(ROOT_INO, name, &NewNode::file(0o644)).unwrap();
+        let n = fs.write(g, 0, &vec![0x5a; 1 << 20]).unwrap();
+        assert_eq!(n, 1 << 20);
+    }
+    fs.close().unwrap();
+    e2fsck_clean(&img);
+    let fs = open(&img);
+    for name in ["/g0", "/g1"] {
+        let g = fs.lookup_path(name).unwrap();
+        let mut buf = vec![0; 1 << 20];
+        assert_eq!(fs.read(g, 0, &mut buf).unwrap(), 1 << 20);
+        assert!(buf.iter().all(|&b| b == 0x5a), "{name}'s contents");
+    }
+    assert!(fs.lookup_path("/f0").is_err());
+}

@@ -298,20 +298,22 @@ impl WriteFs {
     /// failed commit; a failure rolls the operation back (see the module
     /// docs); afterwards the transaction is committed when it is large or
     /// when every operation is.
-    pub(crate) fn op<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+    ///
+    /// An operation that finds no space while the transaction holds blocks
+    /// it freed (kept from every allocation until the commit, see
+    /// [`Transaction::holds_freed_blocks`]) is tried once more after the
+    /// operations before it are committed, as the kernel commits its
+    /// journal and retries an allocation (`ext4_should_retry_alloc`): a
+    /// file deleted and another written in its room is not refused.
+    pub(crate) fn op<T>(&mut self, mut f: impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
         self.check_poisoned()?;
-        self.txn.savepoint();
-        let out = match f(self) {
-            Ok(v) => v,
-            Err(e) => {
-                // Whatever the operation changed before it failed goes;
-                // the operations before it stay in the transaction.
-                self.txn.rollback_to_savepoint();
-                self.deferred.clear();
-                return Err(e);
+        let out = match self.attempt(&mut f) {
+            Err(Error::NoSpace) if self.txn.holds_freed_blocks() => {
+                self.commit()?;
+                self.attempt(&mut f)?
             }
+            other => other?,
         };
-        self.txn.release_savepoint();
         let deferred = std::mem::take(&mut self.deferred);
         let (meta, data) = self.txn.pending_sizes();
         if self.opts.sync_every_op || meta >= self.limit || data >= DATA_LIMIT {
@@ -321,6 +323,24 @@ impl WriteFs {
             self.finish_orphan(what, true)?;
         }
         Ok(out)
+    }
+
+    /// One try of an operation under a savepoint: kept when it succeeds,
+    /// rolled back (and its deferred work dropped) when it fails; the
+    /// operations before it stay in the transaction either way.
+    fn attempt<T>(&mut self, f: &mut impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
+        self.txn.savepoint();
+        match f(self) {
+            Ok(v) => {
+                self.txn.release_savepoint();
+                Ok(v)
+            }
+            Err(e) => {
+                self.txn.rollback_to_savepoint();
+                self.deferred.clear();
+                Err(e)
+            }
+        }
     }
 
     fn commit(&mut self) -> Result<()> {
