@@ -21,10 +21,11 @@ use crate::fix::Fix;
 pub(crate) fn list(c: &Ctx) -> Vec<u64> {
     // Read raw: the inode has no mode, so the engine does not map it. A
     // list is short: direct, single and double indirect blocks suffice.
-    let Some(inode) =
-        c.fs.inode_record(InodeNr(ext4r_format::inode::ino::BAD))
-            .ok()
-            .and_then(|r| Inode::parse(&r).ok())
+    let Some(inode) = c
+        .fs()
+        .inode_record(InodeNr(ext4r_format::inode::ino::BAD))
+        .ok()
+        .and_then(|r| Inode::parse(&r).ok())
     else {
         return Vec::new();
     };
@@ -33,7 +34,7 @@ pub(crate) fn list(c: &Ctx) -> Vec<u64> {
     }
     let mut v = BadList { c, out: Vec::new() };
     let mut root = inode.i_block;
-    let Ok(_) = walk::block_map(&mut root, c.geo.block_size, &mut v);
+    let Ok(_) = walk::block_map(&mut root, c.geo().block_size, &mut v);
     let mut v = v.out;
     v.sort_unstable();
     v.dedup();
@@ -93,9 +94,13 @@ impl Visitor for BadList<'_> {
     }
 
     fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Self::Error> {
-        let bs = self.c.geo.block_size as usize;
+        let bs = self.c.geo().block_size as usize;
         let mut buf = vec![0u8; bs];
-        let read = self.c.fs.device().read_at(&mut buf, p.physical * bs as u64);
+        let read = self
+            .c
+            .fs()
+            .device()
+            .read_at(&mut buf, p.physical * bs as u64);
         Ok(read.is_ok().then_some(buf))
     }
 }
@@ -119,11 +124,11 @@ pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
     if c.bad_blocks.is_empty() {
         return out;
     }
-    let per = u64::from(c.geo.block_size / c.geo.inode_size);
-    let itb = u64::from(c.geo.inode_blocks_per_group());
-    let ipg = u64::from(c.geo.inodes_per_group);
-    for g in 0..c.geo.group_count {
-        let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) else {
+    let per = u64::from(c.geo().block_size / c.geo().inode_size);
+    let itb = u64::from(c.geo().inode_blocks_per_group());
+    let ipg = u64::from(c.geo().inodes_per_group);
+    for g in 0..c.geo().group_count {
+        let Ok(d) = c.fs().group_desc(ext4r_format::GroupNr(g)) else {
             break;
         };
         let t = d.inode_table(c.wide());
@@ -150,13 +155,13 @@ pub(crate) fn inode_in_bad_block(c: &Ctx, ino: u32) -> bool {
 /// [`inode_in_bad_block`] with a list to look in.
 #[inline(never)]
 fn in_listed_block(c: &Ctx, ino: u32) -> bool {
-    let ipg = c.geo.inodes_per_group;
+    let ipg = c.geo().inodes_per_group;
     let (g, idx) = ((ino - 1) / ipg, u64::from((ino - 1) % ipg));
-    let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) else {
+    let Ok(d) = c.fs().group_desc(ext4r_format::GroupNr(g)) else {
         return false;
     };
-    let b =
-        d.inode_table(c.wide()) + idx * u64::from(c.geo.inode_size) / u64::from(c.geo.block_size);
+    let b = d.inode_table(c.wide())
+        + idx * u64::from(c.geo().inode_size) / u64::from(c.geo().block_size);
     c.bad_blocks.binary_search(&b).is_ok()
 }
 
@@ -164,8 +169,8 @@ fn in_listed_block(c: &Ctx, ino: u32) -> bool {
 /// warning (e2fsck's PR_1_BAD_SUPERBLOCK, PR_1_BAD_GROUP_DESCRIPTORS); the
 /// primary copies serve.
 fn backup_copy(c: &mut Ctx, b: u64) {
-    for g in 1..c.geo.group_count {
-        let m = c.geo.group_meta(g);
+    for g in 1..c.geo().group_count {
+        let m = c.geo().group_meta(g);
         if m.super_block == Some(b) {
             c.p.on(Subject::Block(b)).harmless(
                 1,
@@ -200,11 +205,11 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         return;
     }
     let wide = c.wide();
-    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let itb = u64::from(c.geo().inode_blocks_per_group());
     // (start, end, which bitmap, a primary copy) of all metadata.
     let mut meta: Vec<MetaSpan> = Vec::new();
-    for g in 0..c.geo.group_count {
-        let m = c.geo.group_meta(g);
+    for g in 0..c.geo().group_count {
+        let m = c.geo().group_meta(g);
         let primary = g == 0;
         if let Some(s) = m.super_block {
             meta.push((s, s + 1, None, primary));
@@ -215,7 +220,7 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         if let Some(b) = m.meta_desc {
             meta.push((b, b + 1, None, false));
         }
-        if let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) {
+        if let Ok(d) = c.fs().group_desc(ext4r_format::GroupNr(g)) {
             let (bb, ib, it) = (
                 d.block_bitmap(wide),
                 d.inode_bitmap(wide),
@@ -274,11 +279,11 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         }
     }
     *claims = out;
-    let pointers = crate::dup::pointers(&c.fs, ext4r_format::inode::ino::BAD)
+    let pointers = crate::dup::pointers(c.fs(), ext4r_format::inode::ino::BAD)
         .map(|p| p.1)
         .unwrap_or_default();
     for &b in &unlist {
-        let (code, msg) = if b == c.geo.group_meta(0).super_block.unwrap_or(u64::MAX) {
+        let (code, msg) = if b == c.geo().group_meta(0).super_block.unwrap_or(u64::MAX) {
             (
                 ProblemCode::PR_1_BAD_PRIMARY_SUPERBLOCK,
                 format!("The primary superblock ({b}) is on the bad block list."),

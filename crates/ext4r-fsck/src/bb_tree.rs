@@ -37,7 +37,7 @@ pub(crate) struct Walk {
 pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> Verdict {
     if level > 0 {
         let ranges = w.meta.get_or_insert_with(|| {
-            let mut r = crate::guard::metadata_ranges(&c.fs);
+            let mut r = crate::guard::metadata_ranges(c.fs());
             r.sort_unstable();
             r
         });
@@ -52,7 +52,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
                 fix,
             );
             c.mark_bb_corrupt();
-            return if c.repairing {
+            return if c.repairing() {
                 Verdict::Skip
             } else {
                 Verdict::Follow
@@ -77,7 +77,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
 /// After the walk: a read-only check stops where e2fsck's "Continue?" is
 /// answered no.
 pub(crate) fn finish(c: &mut Ctx) {
-    if c.bb_corrupt() && !c.repairing {
+    if c.bb_corrupt() && !c.repairing() {
         c.fatal = Some(
             "The bad block inode has probably been corrupted.  You probably\n\
              should stop now and run e2fsck -c to scan for bad blocks\n\

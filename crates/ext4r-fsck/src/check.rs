@@ -73,7 +73,7 @@ impl Emitter {
                 // Pass 2 did not run to name the inode: as e2fsck's %Q
                 // without a directory.
                 let mut p = p.clone();
-                p.message = pathname::fill_q(&c.fs, &p.message, |_| 0);
+                p.message = pathname::fill_q(c.fs(), &p.message, |_| 0);
                 obs.problem(&p, Action::Report);
                 false
             }
@@ -138,12 +138,16 @@ pub(crate) fn check_kept(
         Err(None)
     };
     let summary_if_clean = verdict.is_ok().then(|| ctx::summary_from_superblock(&fs));
-    let mut c = ctx::Ctx::new(fs);
-    c.repairing = opts.repairing;
-    c.now = opts.now;
-    c.forced = opts.force;
+    let mut c = ctx::Ctx::new(
+        fs,
+        ctx::Settings {
+            repairing: opts.repairing,
+            now: opts.now,
+            forced: opts.force,
+            threads: opts.thread_count(),
+        },
+    );
     c.set_external_journal(opts.external_journal.clone());
-    c.threads = opts.thread_count();
     c.watch_cancel(opts.cancel.clone());
     c.notes = notes;
     let mut emit = Emitter {
@@ -176,11 +180,12 @@ pub(crate) fn check_kept(
                 report.summary = summary;
                 report.skipped_clean = Some("clean".to_string());
                 report.notes = std::mem::take(&mut c.notes);
+                let fs = c.shared_fs();
                 report.problems = c.p;
-                return Ok((report, c.fs.clone()));
+                return Ok((report, fs));
             }
             if probe {
-                return Ok((report, c.fs.clone()));
+                return Ok((report, c.shared_fs()));
             }
             forgive_pass0(&mut c, from);
             emit.flush(&c, 0, obs);
@@ -189,7 +194,7 @@ pub(crate) fn check_kept(
         (Err(why), _) => {
             report.check_forced = why.clone();
             if probe {
-                return Ok((report, c.fs.clone()));
+                return Ok((report, c.shared_fs()));
             }
             if let Some(why) = &why {
                 obs.check_forced(why);
@@ -210,8 +215,9 @@ pub(crate) fn check_kept(
     report.fatal = c.fatal.take();
     report.fatal_journal = c.fatal_journal;
     report.cancelled = c.cancelled();
+    let fs = c.shared_fs();
     report.problems = c.p;
-    Ok((report, c.fs))
+    Ok((report, fs))
 }
 
 /// What opening the filesystem for a check found.
@@ -380,7 +386,7 @@ fn restart(c: &mut ctx::Ctx, emit: &mut Emitter, pass: u8, obs: &mut dyn Observe
 /// external journal it cannot find) is not forgiven: its run ends there,
 /// with errors.
 fn forgive_pass0(c: &mut ctx::Ctx, from: usize) {
-    if !c.repairing {
+    if !c.repairing() {
         c.p.forgive_from(from, |p| {
             p.pass == 0
                 && p.code.is_e2fsck()

@@ -210,9 +210,11 @@ pub(crate) struct Found {
 }
 
 pub(crate) struct Ctx {
-    pub fs: std::sync::Arc<Filesystem>,
-    pub sb: Superblock,
-    pub geo: Geometry,
+    /// The filesystem checked (read through [`Ctx::fs`]).
+    fs: std::sync::Arc<Filesystem>,
+    /// Its superblock as the passes take it (see [`Ctx::sb`]).
+    sb: Superblock,
+    geo: Geometry,
     pub p: Problems,
     pub notes: Vec<String>,
     /// Stop after this pass (nothing more can be checked sensibly).
@@ -249,9 +251,9 @@ pub(crate) struct Ctx {
     enc_policy: std::collections::HashMap<u32, u32>,
     enc_policy_ids: std::collections::HashMap<Vec<u8>, u32>,
     /// The time of the check (seconds since the epoch; 0: unknown).
-    pub now: i64,
+    now: i64,
     /// The check was forced (`-f`).
-    pub forced: bool,
+    forced: bool,
     /// The journal's inode as pass 0 found it (`s_journal_inum`, or the
     /// reserved inode when the superblock names a wrong one).
     journal_ino: u32,
@@ -315,7 +317,7 @@ pub(crate) struct Ctx {
     external_journal: Option<crate::options::ExternalJournal>,
     /// The check serves a repair run (answers "yes"): some dead ends of a
     /// read-only check are repairable then.
-    pub repairing: bool,
+    repairing: bool,
     /// The bad block list (inode 1's data blocks), sorted.
     pub bad_blocks: Vec<u64>,
     pub stats: Summary,
@@ -323,7 +325,7 @@ pub(crate) struct Ctx {
     /// superblock names (see [`crate::quota`]).
     quota: crate::quota_usage::Counters,
     /// Threads the passes may use (at least 1; see [`crate::options::Options`]).
-    pub threads: usize,
+    threads: usize,
     /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
     /// in `process_bad_inode`, see [`crate::pathname::q`]): the
     /// directory pass 2 first meets it in, 0 until then.
@@ -333,8 +335,24 @@ pub(crate) struct Ctx {
     csum_due: bool,
 }
 
+/// What a check is asked to do, fixed for its length: the time, whether
+/// it was forced, whether it serves a repair, how many threads it may use.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub repairing: bool,
+    pub now: i64,
+    pub forced: bool,
+    pub threads: usize,
+}
+
 impl Ctx {
-    pub(crate) fn new(fs: Filesystem) -> Self {
+    pub(crate) fn new(fs: Filesystem, settings: Settings) -> Self {
+        let Settings {
+            repairing,
+            now,
+            forced,
+            threads,
+        } = settings;
         let sb = fs.superblock().clone();
         let journal_ino = sb.s_journal_inum.get();
         let geo = fs.geometry().clone();
@@ -359,8 +377,8 @@ impl Ctx {
             restart: false,
             journal_backup: false,
             journal_ino,
-            now: 0,
-            forced: false,
+            now,
+            forced,
             enc_policy: std::collections::HashMap::new(),
             enc_policy_ids: std::collections::HashMap::new(),
             inodes: Inodes::default(),
@@ -383,14 +401,66 @@ impl Ctx {
             skip_to_pass5: false,
             resize_recreate: false,
             external_journal: None,
-            repairing: false,
+            repairing,
             bad_blocks: Vec::new(),
             stats: Summary::default(),
             quota,
-            threads: 1,
+            threads,
             q_dirs: std::collections::HashMap::new(),
             csum_due: false,
         }
+    }
+
+    /// The filesystem checked.
+    pub(crate) fn fs(&self) -> &Filesystem {
+        &self.fs
+    }
+
+    /// The filesystem checked, as a handle for another thread or for the
+    /// caller once the check is done.
+    pub(crate) fn shared_fs(&self) -> std::sync::Arc<Filesystem> {
+        self.fs.clone()
+    }
+
+    /// The superblock as the passes take it: as read, but for what a
+    /// fix judged in memory changes (see [`Ctx::judge_without_filetype`]).
+    pub(crate) fn sb(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// Pass 0 clears the filetype feature (the Hurd does not support
+    /// it) in the superblock the later passes judge by, as e2fsck clears
+    /// it in memory before pass 2: entries are judged as the repair
+    /// leaves the superblock.
+    pub(crate) fn judge_without_filetype(&mut self) {
+        let f = self.sb.s_feature_incompat.get() & !Incompat::FILETYPE.bits();
+        self.sb.s_feature_incompat.set(f);
+    }
+
+    /// The filesystem's geometry.
+    pub(crate) fn geo(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// The time of the check (seconds since the epoch; 0: unknown).
+    pub(crate) fn now(&self) -> i64 {
+        self.now
+    }
+
+    /// Whether the check was forced (`-f`).
+    pub(crate) fn forced(&self) -> bool {
+        self.forced
+    }
+
+    /// Whether the check serves a repair run (answers "yes"): some dead
+    /// ends of a read-only check are repairable then.
+    pub(crate) fn repairing(&self) -> bool {
+        self.repairing
+    }
+
+    /// Threads the passes may use (at least 1).
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
     }
 
     pub(crate) fn wide(&self) -> bool {

@@ -24,7 +24,8 @@ fn first_invalid(name: &[u8]) -> Option<usize> {
 /// and 1 are `.` and `..`).
 pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize, name: &[u8]) {
     let dir = &c.dirs[d];
-    if slot < 2 || dir.encrypted() || !dir.casefold() || c.sb.s_encoding_flags.get() & STRICT == 0 {
+    if slot < 2 || dir.encrypted() || !dir.casefold() || c.sb().s_encoding_flags.get() & STRICT == 0
+    {
         return;
     }
     let Some(pos) = first_invalid(name) else {
@@ -34,7 +35,7 @@ pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize
     let msg = format!(
         "Entry '{}' in {} ({ino}) has illegal UTF-8 characters in its name.",
         crate::pathname::safe(name),
-        crate::pathname::dir_path(&c.fs, ino)
+        crate::pathname::dir_path(c.fs(), ino)
     );
     let mut fixed = name.to_vec();
     for x in fixed[pos..].iter_mut().take_while(|x| **x != 0) {

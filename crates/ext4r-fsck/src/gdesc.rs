@@ -31,7 +31,7 @@ use crate::fix::Fix;
 pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     let wide = c.wide();
     let group_csum = c.group_csum();
-    let ipg = c.geo.inodes_per_group;
+    let ipg = c.geo().inodes_per_group;
     let flags = d.flags();
     // Without uninit_bg/metadata_csum the flags and the count mean nothing
     // to the kernel or to libext2fs: they are never obeyed.
@@ -41,8 +41,8 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         itable_unused: if group_csum { d.itable_unused(wide) } else { 0 },
         csum_bad: !csum_ok,
         // A repair clears them (PR_0_GDT_UNINIT below).
-        unobeyed_inode_uninit: !group_csum && !c.repairing && flags & BG_INODE_UNINIT != 0,
-        unobeyed_itable_unused: if group_csum || c.repairing {
+        unobeyed_inode_uninit: !group_csum && !c.repairing() && flags & BG_INODE_UNINIT != 0,
+        unobeyed_itable_unused: if group_csum || c.repairing() {
             0
         } else {
             d.itable_unused(wide)
@@ -65,7 +65,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
             Fix::GroupDescFlags(g, BG_BLOCK_UNINIT | BG_INODE_UNINIT, Some(0)),
         );
     }
-    let last = g + 1 == c.geo.group_count;
+    let last = g + 1 == c.geo().group_count;
     if last && flags & BG_BLOCK_UNINIT != 0 && clear & BG_BLOCK_UNINIT == 0 {
         c.p.on(Subject::Group(g)).error_fix(
             0,
@@ -79,7 +79,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     // left it, and goes on to say what it holds (harmless then: the
     // checksum fix a repair makes takes care of it).
     let zeroed = unused.is_some();
-    let left = if zeroed && c.repairing {
+    let left = if zeroed && c.repairing() {
         0
     } else {
         s.itable_unused
@@ -100,7 +100,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         }
         unused = Some(0);
     }
-    if c.repairing {
+    if c.repairing() {
         if clear & BG_BLOCK_UNINIT != 0 {
             s.block_uninit = false;
         }
@@ -152,7 +152,7 @@ pub(crate) fn inode_reference(
     target: u32,
     subject: Subject,
 ) -> bool {
-    let ipg = c.geo.inodes_per_group;
+    let ipg = c.geo().inodes_per_group;
     let Some(i) = target.checked_sub(1) else {
         return c.restart;
     };
@@ -174,7 +174,7 @@ pub(crate) fn inode_reference(
         return c.restart;
     }
     let name = crate::pathname::safe(name);
-    let path = crate::pathname::dir_path(&c.fs, dir);
+    let path = crate::pathname::dir_path(c.fs(), dir);
     let (code, msg, fix) = if uninit {
         s.inode_uninit = false;
         s.unobeyed_inode_uninit = false;
@@ -198,7 +198,7 @@ pub(crate) fn inode_reference(
             Fix::GroupDescFlags(g, 0, Some(0)),
         )
     };
-    if c.repairing {
+    if c.repairing() {
         c.p.on(subject.clone()).error_fix(2, code, msg, fix);
         if let Some(slot) = c.groups.get_mut(g as usize) {
             *slot = s;

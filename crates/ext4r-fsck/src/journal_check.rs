@@ -30,7 +30,7 @@ use crate::fix::Fix;
 const JNL_BACKUP_BLOCKS: u8 = 1;
 
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     let has = sb.has_compat(Compat::HAS_JOURNAL);
     let recover = sb.has_incompat(Incompat::RECOVER);
     let inum = sb.s_journal_inum.get();
@@ -73,7 +73,7 @@ pub(crate) fn check(c: &mut Ctx) {
         // then judges the inode as restored, its blocks claimed here.
         c.journal_from_backup();
         // Its indirect or tree blocks too (pass 1 does not walk it).
-        for (b, n) in crate::dup::mapped_blocks(&c.fs, &info.inode) {
+        for (b, n) in crate::dup::mapped_blocks(c.fs(), &info.inode) {
             c.claim(b, n, inum);
         }
         // Silent in a repair, as e2fsck's; a read-only check leaves the
@@ -81,7 +81,7 @@ pub(crate) fn check(c: &mut Ctx) {
         // not regular file", and more): an error, not a remark.
         let msg = format!("Journal inode {inum} is invalid; its copy in the superblock is used.");
         let fix = Fix::RestoreJournalInode(inum);
-        if c.repairing {
+        if c.repairing() {
             c.p.on(Subject::Journal).harmless_fix(
                 0,
                 ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP,
@@ -101,7 +101,7 @@ pub(crate) fn check(c: &mut Ctx) {
         // A journal in an ordinary inode number is legal but unusual.
         c.notes.push(format!("Journal is in inode {inum}."));
     }
-    if c.repairing && has && !from_backup {
+    if c.repairing() && has && !from_backup {
         backup(c, &sb, &info);
         crate::journal_move::check(c, inum, info.inode.links_count());
     }
@@ -109,7 +109,7 @@ pub(crate) fn check(c: &mut Ctx) {
     // Said once the journal is found good (after e2fsck's journal check).
     // (A repair replays a journal it can use before the check, and one it
     // cannot it resets: there is no read-only check to speak of.)
-    if recover && !c.fatal_journal && !c.repairing {
+    if recover && !c.fatal_journal && !c.repairing() {
         c.notes.push(
             "Warning: skipping journal recovery because doing a read-only filesystem check."
                 .to_string(),
@@ -121,7 +121,7 @@ pub(crate) fn check(c: &mut Ctx) {
 /// e2fsck_check_ext3_journal fails with `why` ("while checking journal
 /// for DEV"), before anything else is checked.
 fn stop(c: &mut Ctx, why: &str) {
-    if !c.repairing {
+    if !c.repairing() {
         c.fatal = Some(why.to_string());
         c.fatal_journal = true;
         c.abort = true;
@@ -227,18 +227,20 @@ fn journal_inode(c: &Ctx, sb: &Superblock, inum: u32) -> Result<(InodeInfo, bool
     if inum == 0 || inum > sb.s_inodes_count.get() {
         return Err("inode number out of range".into());
     }
-    let own =
-        c.fs.inode(InodeNr(inum))
-            .map_err(|e| ext4r::error::chain(&e))
-            .and_then(|info| usable(c, &info).map(|()| info));
+    let own = c
+        .fs()
+        .inode(InodeNr(inum))
+        .map_err(|e| ext4r::error::chain(&e))
+        .and_then(|info| usable(c, &info).map(|()| info));
     match own {
         Ok(info) => Ok((info, false)),
         Err(why) => {
             // Only an inode that is the journal's own, or one nothing
             // uses, is rebuilt from the copy.
-            let free =
-                c.fs.inode(InodeNr(inum))
-                    .is_ok_and(|i| i.inode.links_count() == 0);
+            let free = c
+                .fs()
+                .inode(InodeNr(inum))
+                .is_ok_and(|i| i.inode.links_count() == 0);
             let backup = (sb.s_jnl_backup_type == JNL_BACKUP_BLOCKS
                 && (inum == ino::JOURNAL || free))
                 .then(|| from_backup(c, sb, inum))
@@ -256,7 +258,7 @@ fn reserved_journal(c: &Ctx, sb: &Superblock, inum: u32) -> Option<InodeInfo> {
     if inum == ino::JOURNAL || sb.s_jnl_backup_type != JNL_BACKUP_BLOCKS {
         return None;
     }
-    let info = c.fs.inode(InodeNr(ino::JOURNAL)).ok()?;
+    let info = c.fs().inode(InodeNr(ino::JOURNAL)).ok()?;
     usable(c, &info).ok()?;
     let words = info.inode.block_words();
     let same = sb
@@ -276,11 +278,11 @@ fn usable(c: &Ctx, info: &InodeInfo) -> Result<(), String> {
     if i.links_count() == 0 || !i.is_reg() || i.flags().contains(InodeFlags::ENCRYPT) {
         return Err("not a regular file in use".into());
     }
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     if i.size() / bs < u64::from(MIN_JOURNAL_BLOCKS) {
         return Err("too small".into());
     }
-    let runs = c.fs.runs(info).map_err(|e| ext4r::error::chain(&e))?;
+    let runs = c.fs().runs(info).map_err(|e| ext4r::error::chain(&e))?;
     let mut next = 0u64;
     for r in &runs {
         if r.logical != next {
@@ -296,7 +298,7 @@ fn usable(c: &Ctx, info: &InodeInfo) -> Result<(), String> {
 
 /// The journal inode as `s_jnl_blocks` describes it.
 fn from_backup(c: &Ctx, sb: &Superblock, inum: u32) -> Option<InodeInfo> {
-    let mut rec = c.fs.inode_record(InodeNr(inum)).ok()?;
+    let mut rec = c.fs().inode_record(InodeNr(inum)).ok()?;
     backup_record(sb, &mut rec)?;
     let inode = Inode::parse(&rec).ok()?;
     Some(InodeInfo {
@@ -377,15 +379,15 @@ fn map_overhead(n: u64, apb: u64) -> u64 {
 /// e2fsck's `e2fsck_journal_load` and what follows it.
 fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover: bool) {
     let inum = info.ino.0;
-    let bs = c.geo.block_size;
-    let Ok(runs) = c.fs.runs(info) else {
+    let bs = c.geo().block_size;
+    let Ok(runs) = c.fs().runs(info) else {
         return bad_inode(c, has, recover, inum, "unreadable block map");
     };
     let Some(first) = runs.first().copied() else {
         return bad_inode(c, has, recover, inum, "no blocks");
     };
     let mut buf = vec![0u8; bs as usize];
-    if c.fs
+    if c.fs()
         .device()
         .read_at(&mut buf, first.physical * u64::from(bs))
         .is_err()
@@ -407,7 +409,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         // No magic: not a journal at all (e2fsck deletes it). Under -n,
         // e2fsck then finds the superblock corrupt too before it stops.
         bad_inode(c, has, recover, inum, "no journal magic");
-        if !c.repairing && (has || inum != 0) {
+        if !c.repairing() && (has || inum != 0) {
             c.fatal_journal = false;
             corrupt(c, "no journal magic");
         }
@@ -441,7 +443,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
                 .into(),
             Fix::ClearV2JournalFields(first.physical),
         );
-        if !c.repairing && bt == block_type::SUPERBLOCK_V2 {
+        if !c.repairing() && bt == block_type::SUPERBLOCK_V2 {
             // -n leaves the fields, and e2fsck's PR_FATAL follows.
             c.p.on(Subject::Journal).error(
                 0,
@@ -461,7 +463,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         );
         // -n answers no to its "Abort", and the superblock is then
         // corrupt to e2fsck.
-        if !c.repairing {
+        if !c.repairing() {
             corrupt(c, "unknown incompatible feature");
         }
         return;
@@ -473,7 +475,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
             ProblemCode::PR_0_JOURNAL_UNSUPP_ROCOMPAT,
             "Journal superblock has an unknown read-only feature flag set.".into(),
         );
-        if !c.repairing {
+        if !c.repairing() {
             corrupt(c, "unknown read-only feature");
         }
         return;

@@ -23,7 +23,7 @@ use crate::fix::super_edit::SuperEdit;
 use crate::fix::Fix;
 
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = &c.sb;
+    let sb = c.sb();
     let uuid = sb.s_journal_uuid;
     if !sb.has_compat(Compat::HAS_JOURNAL) || uuid == [0; 16] {
         return;

@@ -22,7 +22,7 @@ use crate::fix::plan::{ExtentTree, NewOrphanFile};
 use crate::fix::{Fix, Owner};
 
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     let inum = sb.s_orphan_file_inum.get();
     if !sb.has_compat(Compat::ORPHAN_FILE)
         || !sb.has_compat(Compat::HAS_JOURNAL)
@@ -31,10 +31,10 @@ pub(crate) fn check(c: &mut Ctx) {
     {
         return;
     }
-    let Ok(info) = c.fs.inode(InodeNr(inum)) else {
+    let Ok(info) = c.fs().inode(InodeNr(inum)) else {
         return;
     };
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let size = info.inode.size();
     if size % bs != 0 {
         c.p.on(Subject::Inode(inum)).harmless(
@@ -43,7 +43,7 @@ pub(crate) fn check(c: &mut Ctx) {
             format!("Orphan file (inode {inum}) size is not multiple of block size."),
         );
     } else {
-        let Ok(runs) = c.fs.runs(&info) else { return };
+        let Ok(runs) = c.fs().runs(&info) else { return };
         let mut next = 0u64;
         let mut hole = None;
         let mut sorted: Vec<_> = runs.iter().map(|r| (r.logical, r.len)).collect();
@@ -100,13 +100,13 @@ pub(crate) fn check(c: &mut Ctx) {
 
 /// Blocks and their map for a new orphan file of mke2fs's size.
 fn plan(c: &mut Ctx, inum: u32, inode: &ext4r_format::inode::Inode) -> Option<Fix> {
-    if c.geo.cluster_bits != 0 {
+    if c.geo().cluster_bits != 0 {
         return None;
     }
-    let n = ext4r_format::num::index(default_orphan_file_blocks(c.geo.blocks_count, 1));
+    let n = ext4r_format::num::index(default_orphan_file_blocks(c.geo().blocks_count, 1));
     let owner = Owner::of(inum, inode);
     let generation = inode.generation();
-    if !c.sb.has_incompat(Incompat::EXTENTS) {
+    if !c.sb().has_incompat(Incompat::EXTENTS) {
         return block_map(c, inum, owner, generation, n);
     }
     let blocks = crate::lost_found::reserve_blocks(c, n);
@@ -152,7 +152,7 @@ fn plan(c: &mut Ctx, inum: u32, inode: &ext4r_format::inode::Inode) -> Option<Fi
 /// A block map: the first blocks direct, the rest under one indirect
 /// block (taken first, as libext2fs allocates it before what it maps).
 fn block_map(c: &mut Ctx, inum: u32, owner: Owner, generation: u32, n: usize) -> Option<Fix> {
-    let bs = c.geo.block_size as usize;
+    let bs = c.geo().block_size as usize;
     let direct = 12usize;
     if n > direct + bs / 4 {
         return None;

@@ -18,7 +18,7 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     crate::super_rules::check(c);
     descriptors(c);
     bitmap_conflicts(c);
-    if c.bad_itable && c.geo.group_count == 1 && !c.repairing {
+    if c.bad_itable && c.geo().group_count == 1 && !c.repairing() {
         // No backup descriptors to fall back on, and no relocation under
         // -n: e2fsck cannot go on either.
         c.fatal = Some(
@@ -61,9 +61,9 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
 const OS_HURD: u32 = 1;
 
 fn superblock(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     // e2fsck asks only when it may write (never under -n).
-    if c.repairing && sb.s_creator_os.get() == OS_HURD && sb.has_incompat(Incompat::FILETYPE) {
+    if c.repairing() && sb.s_creator_os.get() == OS_HURD && sb.has_incompat(Incompat::FILETYPE) {
         c.p.on(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_HURD_CLEAR_FILETYPE,
@@ -73,8 +73,7 @@ fn superblock(c: &mut Ctx) {
         // As e2fsck, which clears it in memory before pass 2: the entries
         // are judged as the repair leaves the superblock (their file
         // types are not set, only to be cleared in the next round).
-        let f = c.sb.s_feature_incompat.get() & !Incompat::FILETYPE.bits();
-        c.sb.s_feature_incompat.set(f);
+        c.judge_without_filetype();
     }
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
         c.p.on(Subject::Filesystem).harmless(
@@ -83,7 +82,7 @@ fn superblock(c: &mut Ctx) {
             "Superblock has metadata_csum and uninit_bg both set.".into(),
         );
     }
-    let want = u64::from(c.geo.inodes_per_group) * u64::from(c.geo.group_count);
+    let want = u64::from(c.geo().inodes_per_group) * u64::from(c.geo().group_count);
     if u64::from(sb.s_inodes_count.get()) != want {
         c.p.on(Subject::Filesystem).error(
             0,
@@ -134,27 +133,32 @@ fn superblock(c: &mut Ctx) {
 
 fn descriptors(c: &mut Ctx) {
     let wide = c.wide();
-    let flex = c.sb.has_incompat(Incompat::FLEX_BG);
+    let flex = c.sb().has_incompat(Incompat::FLEX_BG);
     let csum = if c.csum() {
         Some(GroupDescCsum::Crc32c {
-            seed: c.sb.csum_seed(),
+            seed: c.sb().csum_seed(),
         })
-    } else if c.sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        Some(GroupDescCsum::Crc16 { uuid: c.sb.s_uuid })
+    } else if c.sb().has_ro_compat(RoCompat::GDT_CSUM) {
+        Some(GroupDescCsum::Crc16 {
+            uuid: c.sb().s_uuid,
+        })
     } else {
         None
     };
-    let itb = u64::from(c.geo.inode_blocks_per_group());
-    let dsize = c.geo.desc_size as usize;
-    for g in 0..c.geo.group_count {
-        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+    let itb = u64::from(c.geo().inode_blocks_per_group());
+    let dsize = c.geo().desc_size as usize;
+    for g in 0..c.geo().group_count {
+        let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
             break;
         };
         // Metadata outside the group is allowed only with flex_bg.
         let (lo, hi) = if flex {
-            (c.geo.first_data_block, c.geo.blocks_count)
+            (c.geo().first_data_block, c.geo().blocks_count)
         } else {
-            (c.geo.group_first_block(g), c.geo.group_last_block(g) + 1)
+            (
+                c.geo().group_first_block(g),
+                c.geo().group_last_block(g) + 1,
+            )
         };
         let inside = |b: u64, n: u64| b >= lo && b.checked_add(n).is_some_and(|e| e <= hi);
         let mut bad = false;
@@ -236,7 +240,7 @@ fn descriptors(c: &mut Ctx) {
             c.p.move_last_to(at);
         }
         // The superblock copy and descriptor blocks of this group.
-        let m = c.geo.group_meta(g);
+        let m = c.geo().group_meta(g);
         if let Some(s) = m.super_block {
             c.claim(s, 1, 0);
         }
@@ -266,10 +270,10 @@ fn bitmap_conflicts(c: &mut Ctx) {
         return;
     }
     let wide = c.wide();
-    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let itb = u64::from(c.geo().inode_blocks_per_group());
     let mut ranges = Taken::default();
-    for g in 0..c.geo.group_count {
-        let m = c.geo.group_meta(g);
+    for g in 0..c.geo().group_count {
+        let m = c.geo().group_meta(g);
         if let Some(s) = m.super_block {
             ranges.insert(s, s + 1);
         }
@@ -282,7 +286,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
         if c.bad_group[g as usize] {
             continue;
         }
-        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+        let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
             break;
         };
         let it = d.inode_table(wide);
@@ -331,11 +335,11 @@ fn bitmap_conflicts(c: &mut Ctx) {
 /// conflicts) overlap: the same groups, ranges and skips as its walk.
 fn any_overlap(c: &Ctx) -> bool {
     let wide = c.wide();
-    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let itb = u64::from(c.geo().inode_blocks_per_group());
     // One list per kind: each usually ascends with the group number, so
     // the stable sort below only merges four runs.
     let mut kinds: [Vec<(u64, u64)>; 4] = Default::default();
-    let groups = c.geo.group_count as usize;
+    let groups = c.geo().group_count as usize;
     for k in &mut kinds[1..] {
         k.reserve(groups);
     }
@@ -344,8 +348,8 @@ fn any_overlap(c: &Ctx) -> bool {
             kinds[k].push((s, s.saturating_add(n)));
         }
     };
-    for g in 0..c.geo.group_count {
-        let m = c.geo.group_meta(g);
+    for g in 0..c.geo().group_count {
+        let m = c.geo().group_meta(g);
         if let Some(s) = m.super_block {
             push(0, s, 1);
         }
@@ -358,7 +362,7 @@ fn any_overlap(c: &Ctx) -> bool {
         if c.bad_group[g as usize] {
             continue;
         }
-        let Ok(d) = c.fs.group_desc(GroupNr(g)) else {
+        let Ok(d) = c.fs().group_desc(GroupNr(g)) else {
             break;
         };
         push(1, d.inode_table(wide), itb);
@@ -429,7 +433,7 @@ impl Taken {
 }
 
 fn quota_and_orphan(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     let max = sb.s_inodes_count.get();
     for ((what, inum, std), qtype) in [
         ("user", sb.s_usr_quota_inum.get(), ino::USR_QUOTA),
@@ -474,18 +478,18 @@ fn quota_and_orphan(c: &mut Ctx) {
     if inum == 0 {
         return;
     }
-    let Ok(info) = c.fs.inode(InodeNr(inum)) else {
+    let Ok(info) = c.fs().inode(InodeNr(inum)) else {
         return;
     };
-    let Ok(runs) = c.fs.runs(&info) else { return };
-    let bs = c.geo.block_size as usize;
+    let Ok(runs) = c.fs().runs(&info) else { return };
+    let bs = c.geo().block_size as usize;
     let mut entries = 0u64;
     let mut dirty = false;
     let mut buf = vec![0u8; bs];
     let gen = info.inode.generation();
     for r in &runs {
         for k in 0..r.len.min(1 << 16) {
-            if c.fs
+            if c.fs()
                 .device()
                 .read_at(&mut buf, (r.physical + k) * bs as u64)
                 .is_err()
@@ -504,7 +508,7 @@ fn quota_and_orphan(c: &mut Ctx) {
             let _ = ext4r_format::orphan::init_orphan_block(&mut empty);
             if c.csum() {
                 let phys = ext4r_format::BlockNr(r.physical + k);
-                let seed = c.sb.csum_seed();
+                let seed = c.sb().csum_seed();
                 if let Ok(sum) = ext4r_format::orphan::orphan_block_checksum(
                     seed,
                     InodeNr(inum),
@@ -517,7 +521,7 @@ fn quota_and_orphan(c: &mut Ctx) {
             }
             // A check that changes nothing stops at the first such block
             // (e2fsck's declined "Clear?" ends its walk).
-            if buf != empty && (!dirty || c.repairing) {
+            if buf != empty && (!dirty || c.repairing()) {
                 dirty = true;
                 // As e2fsck after releasing the orphans (pass 1 gives the
                 // deleted ones their deletion time): the block is emptied.
@@ -534,7 +538,7 @@ fn quota_and_orphan(c: &mut Ctx) {
             entries += n;
         }
     }
-    if dirty && !c.repairing {
+    if dirty && !c.repairing() {
         // The block left as it is, e2fsck cannot use the file and asks to
         // make it anew.
         c.p.on(Subject::Inode(inum)).error(

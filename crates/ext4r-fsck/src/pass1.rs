@@ -25,19 +25,20 @@ use crate::pass1_map::{self, MapResult};
 const CHUNK: usize = 256 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
-    let ipg = c.geo.inodes_per_group;
-    let isize = c.geo.inode_size as usize;
-    let bs = u64::from(c.geo.block_size);
+    let ipg = c.geo().inodes_per_group;
+    let isize = c.geo().inode_size as usize;
+    let bs = u64::from(c.geo().block_size);
     let wide = c.wide();
-    let groups = c.geo.group_count;
+    let groups = c.geo().group_count;
     let specials = special_inodes(c);
     c.bad_blocks = crate::badblocks::list(c);
     if crate::badblocks::lists_itself(c) {
         c.bad_blocks.clear();
     }
     let in_bad = crate::badblocks::inodes_in_bad_blocks(c);
+    let first_ino = c.sb().first_ino();
     c.extra_used
-        .extend(in_bad.into_iter().filter(|&i| i >= c.sb.first_ino()));
+        .extend(in_bad.into_iter().filter(|&i| i >= first_ino));
     // The reads to do, from the descriptors: used parts of inode tables.
     let mut jobs: Vec<(u32, u32, u32, u64)> = Vec::new(); // group, first, count, offset
     let per_chunk = num::sat_u32((CHUNK / isize).max(1));
@@ -45,7 +46,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         if c.bad_group[g as usize] {
             continue;
         }
-        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+        let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
             break;
         };
         let n = c.inodes_to_read(g);
@@ -63,22 +64,22 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         }
     }
     let scan = Scan {
-        dev: c.fs.device_shared(),
+        dev: c.fs().device_shared(),
         isize,
         ipg,
         bs: num::index(bs),
-        first_data_block: c.geo.first_data_block,
-        blocks_count: c.geo.blocks_count,
-        seed: c.csum().then(|| c.sb.csum_seed()),
+        first_data_block: c.geo().first_data_block,
+        blocks_count: c.geo().blocks_count,
+        seed: c.csum().then(|| c.sb().csum_seed()),
         wide,
     };
     // The used parts of the inode tables, told to the device a window
     // ahead of the readers (see `crate::ahead`).
-    let dev = c.fs.device_shared();
+    let dev = c.fs().device_shared();
     let ahead = crate::ahead::Ahead::new(&*dev, jobs.len(), |j| {
         (jobs[j].3, u64::from(jobs[j].2) * isize as u64)
     });
-    if c.threads > 1 && jobs.len() > 1 {
+    if c.threads() > 1 && jobs.len() > 1 {
         parallel(c, &jobs, &specials, &scan, &ahead, progress);
     } else {
         let mut buf = Vec::new();
@@ -102,7 +103,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     crate::resize_inode::finish(c);
     // Kept with repeats: pass 4 counts the references to each EA inode.
     c.ea_refs.sort_unstable();
-    if c.any_large().1 && !c.sb.has_incompat(Incompat::LARGEDIR) {
+    if c.any_large().1 && !c.sb().has_incompat(Incompat::LARGEDIR) {
         c.p.on(Subject::Filesystem).error_fix(
             1,
             ProblemCode::PR_2_FEATURE_LARGE_DIRS,
@@ -110,14 +111,14 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
             Fix::SetLargeDir,
         );
     }
-    if c.any_large().0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
+    if c.any_large().0 && !c.sb().has_ro_compat(RoCompat::LARGE_FILE) {
         c.p.on(Subject::Filesystem).error_fix(
             2,
             ProblemCode::PR_2_FEATURE_LARGE_FILES,
             "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
             Fix::SetLargeFile,
         );
-        if c.sb.s_rev_level.get() == 0 {
+        if c.sb().s_rev_level.get() == 0 {
             c.p.on(Subject::Filesystem).error_fix(
                 2,
                 ProblemCode::PR_1_FS_REV_LEVEL,
@@ -217,7 +218,7 @@ fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: 
         ProblemCode::PR_1_ISCAN_ERROR,
         format!("Error while reading inode table of group {g}."),
     );
-    if !c.repairing {
+    if !c.repairing() {
         // An inode scan that cannot go on is fatal (PR_1_ISCAN_ERROR is
         // PR_FATAL): exit 8.
         c.fatal = Some(format!(
@@ -249,7 +250,7 @@ enum Piece {
 /// (policies are numbered as met), any inode while a bad block list is in
 /// force (its checks look the list up and may move metadata).
 fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
-    if ino < c.sb.first_ino() || ino == c.journal_ino() || specials.contains(&ino) {
+    if ino < c.sb().first_ino() || ino == c.journal_ino() || specials.contains(&ino) {
         return true;
     }
     // An all-zero record is done with before the rest is looked at.
@@ -276,7 +277,7 @@ fn inode_of(rec: &[u8]) -> Option<std::borrow::Cow<'_, Inode>> {
     }
 }
 
-/// Pass 1 on `c.threads` worker threads, each reading and checking chunks
+/// Pass 1 on `c.threads()` worker threads, each reading and checking chunks
 /// of the inode tables on its own context ([`Ctx::worker`]); this thread
 /// adds their findings chunk by chunk in inode order and checks the
 /// inodes [`in_order`] names itself, in their place. The result is the
@@ -290,7 +291,7 @@ fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
     progress: Progress<'_>,
 ) {
     let ipg = scan.ipg;
-    let groups = c.geo.group_count;
+    let groups = c.geo().group_count;
     // Reads of a few inodes each (a large volume's groups hold a handful)
     // go to the workers in batches of about a chunk's inodes: one handoff
     // per read cost more than the checks on a 16 TiB volume of big files.
@@ -306,7 +307,7 @@ fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
             inodes = 0;
         }
     }
-    let workers = c.threads.min(batches.len());
+    let workers = c.threads().min(batches.len());
     let states: Vec<(Ctx, Vec<u8>)> = (0..workers).map(|_| (c.worker(), Vec::new())).collect();
     // A batch as a worker checked it: what it found, cut where this
     // thread has something to do in between (see `Piece`).
@@ -433,7 +434,7 @@ fn prescan(buf: &[u8], isize: usize, base: u32, seed: Option<u32>) -> Vec<u8> {
 
 /// Inodes the superblock points at that live outside the directory tree.
 fn special_inodes(c: &Ctx) -> Vec<u32> {
-    let sb = &c.sb;
+    let sb = c.sb();
     // A journal in an ordinary inode is an ordinary file to e2fsck's
     // passes (named by a directory, or unattached).
     let journal = Some(c.journal_ino()).filter(|&j| j < sb.first_ino());
@@ -455,7 +456,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     // e2fsck reads the inode again (`recheck_bad_inode_checksum`) and
     // finds nothing more to say. (Problems found here but said and fixed
     // in a later pass, as e2fsck's pass 2 `process_bad_inode`, come after.)
-    let rewritten = c.repairing
+    let rewritten = c.repairing()
         && c.p.list().get(from..).is_some_and(|made| {
             made.iter()
                 .any(|p| p.pass == 1 && p.fix.as_ref().is_some_and(|f| f.rewrites_inode(ino)))
@@ -502,8 +503,8 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         (0, false)
     } else {
         let inline = flags.contains(InodeFlags::INLINE_DATA)
-            && c.sb.has_incompat(Incompat::INLINE_DATA)
-            && ino >= c.sb.first_ino();
+            && c.sb().has_incompat(Incompat::INLINE_DATA)
+            && ino >= c.sb().first_ino();
         crate::pass1_xattr::xattrs(c, ino, inode, rec, inline)
     };
     let Mapped {
@@ -584,12 +585,12 @@ fn screen(
 ) -> Option<InUse> {
     if c.journal_backup_serves(ino) {
         // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
-        if ino >= c.sb.first_ino() {
+        if ino >= c.sb().first_ino() {
             c.extra_used.push(ino);
         }
         return None;
     }
-    let first_ino = c.sb.first_ino();
+    let first_ino = c.sb().first_ino();
     let links = inode.links_count();
     let is_special = specials.contains(&ino);
     if ino < first_ino && ino != special::ROOT && !is_special {
@@ -637,7 +638,7 @@ fn screen(
     // The reserved quota inodes the superblock names are files whatever
     // their link count and mode say: e2fsck checks only their blocks.
     let quota_file = is_special
-        && c.sb.has_ro_compat(RoCompat::QUOTA)
+        && c.sb().has_ro_compat(RoCompat::QUOTA)
         && (ino == special::USR_QUOTA || ino == special::GRP_QUOTA);
     if links == 0 && !quota_file {
         return None;
@@ -710,8 +711,8 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     }
     // e2fsck's process_bad_inode: without huge_file the high word of
     // i_blocks must be zero (Linux only; the Hurd keeps other data there).
-    if !c.sb.has_ro_compat(RoCompat::HUGE_FILE)
-        && c.sb.s_creator_os.get() == ext4r_format::superblock::OS_LINUX
+    if !c.sb().has_ro_compat(RoCompat::HUGE_FILE)
+        && c.sb().s_creator_os.get() == ext4r_format::superblock::OS_LINUX
         && inode.l_i_blocks_high.get() != 0
     {
         c.p.on(Subject::Inode(ino)).error_fix(
@@ -727,7 +728,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     }
     // e2fsck's PR_1_SET_IMAGIC: the AFS-server flag means nothing without
     // the imagic_inodes feature.
-    if inode.flags().contains(InodeFlags::IMAGIC) && !c.sb.has_compat(Compat::IMAGIC_INODES) {
+    if inode.flags().contains(InodeFlags::IMAGIC) && !c.sb().has_compat(Compat::IMAGIC_INODES) {
         c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SET_IMAGIC,
@@ -737,7 +738,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     }
     // The Hurd keeps fragment fields in osd2 (e2fsck's process_bad_inode
     // judges them only there).
-    if c.sb.s_creator_os.get() == OS_HURD {
+    if c.sb().s_creator_os.get() == OS_HURD {
         for (at, code, what) in [
             (0x74, ProblemCode::PR_2_FRAG_ZERO, "i_frag"),
             (0x75, ProblemCode::PR_2_FSIZE_ZERO, "i_fsize"),
@@ -779,7 +780,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
                 Fix::InodeClearDtime(ino),
             );
         }
-        if ino != special::ROOT || !c.repairing {
+        if ino != special::ROOT || !c.repairing() {
             c.p.on(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_SET_DTIME,
@@ -822,7 +823,7 @@ fn file_kind(c: &mut Ctx, ino: u32, inode: &Inode, quota_file: bool) -> Option<F
             Fix::InodeMode(ino, (inode.mode() & 0o7777) | 0o040000),
         );
         // A repair goes on as e2fsck does, with the inode a directory.
-        if c.repairing {
+        if c.repairing() {
             kind = FileKind::Directory;
         }
     }
@@ -867,7 +868,7 @@ fn format_flags(
             return None;
         }
         // A repair goes on with the flags it leaves (as e2fsck).
-        if c.repairing {
+        if c.repairing() {
             flags = left;
         }
     }
@@ -881,8 +882,8 @@ fn format_flags(
     }
     let mut truncated_dir = false;
     if flags.contains(InodeFlags::INLINE_DATA)
-        && c.sb.has_incompat(Incompat::INLINE_DATA)
-        && ino >= c.sb.first_ino()
+        && c.sb().has_incompat(Incompat::INLINE_DATA)
+        && ino >= c.sb().first_ino()
         && !inline_attr
     {
         // As e2fsck: without its system.data attribute (or with xattrs
@@ -897,7 +898,7 @@ fn format_flags(
         // flag and no block pointers. A directory so emptied is e2fsck's
         // zero-length directory (said after the extra-size check, in its
         // check_blocks).
-        if c.repairing && kind == FileKind::Directory {
+        if c.repairing() && kind == FileKind::Directory {
             truncated_dir = true;
         }
     }
@@ -918,7 +919,7 @@ fn format_flags(
     }
     if kind == FileKind::Directory
         && flags.contains(InodeFlags::INDEX)
-        && !c.sb.has_compat(Compat::DIR_INDEX)
+        && !c.sb().has_compat(Compat::DIR_INDEX)
     {
         c.p.on(Subject::Inode(ino)).error_fix(
             1,
@@ -927,7 +928,7 @@ fn format_flags(
             Fix::ClearIndexFlag(ino),
         );
         // A repair reads it as the linear directory it becomes.
-        if c.repairing {
+        if c.repairing() {
             flags.remove(InodeFlags::INDEX);
         }
     }
@@ -958,7 +959,7 @@ fn map_blocks(
     flags: InodeFlags,
     ea_blocks: u64,
 ) -> Mapped {
-    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
+    let huge = c.sb().has_ro_compat(RoCompat::HUGE_FILE);
     let mut map = MapResult::default();
     let mut fast_symlink = false;
     let mut bogus_dev = false;
@@ -967,7 +968,13 @@ fn map_blocks(
             if flags.contains(InodeFlags::INLINE_DATA) {
                 // Data in the inode: nothing to claim.
             } else if kind == FileKind::Symlink
-                && is_fast_symlink(inode, ea_blocks, huge, c.geo.block_size, c.geo.cluster_bits)
+                && is_fast_symlink(
+                    inode,
+                    ea_blocks,
+                    huge,
+                    c.geo().block_size,
+                    c.geo().cluster_bits,
+                )
             {
                 fast_symlink = true;
                 crate::pass1_rules::fast_symlink_flag(c, ino, flags);
@@ -1117,8 +1124,8 @@ struct Charge {
 
 /// `i_blocks` against what the inode holds, and the quota charge of it.
 fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResult, ch: &Charge) {
-    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
-    let bs = u64::from(c.geo.block_size);
+    let huge = c.sb().has_ro_compat(RoCompat::HUGE_FILE);
+    let bs = u64::from(c.geo().block_size);
     let Charge {
         flags,
         ea_blocks,
@@ -1129,7 +1136,7 @@ fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResul
     // i_blocks counts data, tree blocks and the xattr block, and the
     // values kept in EA inodes, charged to their owner in whole clusters
     // (the kernel's quota charge; e2fsck's size_to_quota_blocks).
-    let bigalloc = c.sb.has_ro_compat(RoCompat::BIGALLOC);
+    let bigalloc = c.sb().has_ro_compat(RoCompat::BIGALLOC);
     let mapped = !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink && !map.bad;
     let (charged, ea_inodes) = if ea_inode_values {
         crate::pass1_xattr::ea_inode_charge(c, inode, rec)
@@ -1147,7 +1154,7 @@ fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResul
         // What quota charges is what e2fsck counted, not i_blocks: with
         // nothing mapped, the xattr block's cluster and the EA values.
         let xattr_cluster = if ea_blocks > 0 {
-            c.geo.cluster_ratio()
+            c.geo().cluster_ratio()
         } else {
             0
         };
@@ -1162,7 +1169,7 @@ fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResul
             blocks * (bs / 512)
         };
         let have =
-            inode.blocks_count(huge, c.geo.block_size) / if in_fs_blocks { bs / 512 } else { 1 };
+            inode.blocks_count(huge, c.geo().block_size) / if in_fs_blocks { bs / 512 } else { 1 };
         if want != have {
             c.p.on(Subject::Inode(ino)).error_fix(
                 1,
@@ -1195,7 +1202,7 @@ fn dir_holes(c: &mut Ctx, ino: u32, flags: InodeFlags, map: &MapResult) -> bool 
                     msg,
                     Fix::CollapseDir(ino),
                 );
-                return c.repairing;
+                return c.repairing();
             }
             c.p.on(Subject::Inode(ino))
                 .error(1, ProblemCode::PR_1_COLLAPSE_DBLOCK, msg);
@@ -1247,7 +1254,7 @@ fn record_dir(
     let htree = htree_root(c, ino, inode, rec, flags, map);
     if htree
         && !inline
-        && c.repairing
+        && c.repairing()
         && !map.cleared
         && !flags.contains(InodeFlags::EXTENTS)
         && map.illegal_end > map.end_lblk
@@ -1259,9 +1266,9 @@ fn record_dir(
     // cleared, and a linear one of three blocks or more by its size
     // (pass 3A indexes or compacts it); see `crate::pass3a`.
     let index_cleared = flags.contains(InodeFlags::INDEX) && !htree;
-    let bs = u64::from(c.geo.block_size);
-    if c.repairing
-        && c.sb.has_compat(Compat::DIR_INDEX)
+    let bs = u64::from(c.geo().block_size);
+    if c.repairing()
+        && c.sb().has_compat(Compat::DIR_INDEX)
         && !inline
         && (index_cleared || (!htree && inode.size() / bs >= 3))
     {
@@ -1300,7 +1307,7 @@ fn htree_root(
 ) -> bool {
     let inline = flags.contains(InodeFlags::INLINE_DATA);
     let mut htree = flags.contains(InodeFlags::INDEX);
-    if htree && !inline && !map.bad && c.sb.has_compat(Compat::DIR_INDEX) {
+    if htree && !inline && !map.bad && c.sb().has_compat(Compat::DIR_INDEX) {
         let blk0 = map.runs.iter().find(|r| r.0 == 0).map(|r| r.1);
         // The flags as the filesystem layer would load the inode: not
         // at all with an invalid extra size.
@@ -1334,7 +1341,7 @@ fn register(
     flags: InodeFlags,
     links: u16,
 ) {
-    let first_ino = c.sb.first_ino();
+    let first_ino = c.sb().first_ino();
     if is_special && ino >= first_ino {
         c.extra_used.push(ino);
     }
@@ -1344,7 +1351,7 @@ fn register(
     let pass4_skips = is_special
         && ino != special::ROOT
         && !(ino >= first_ino
-            && (ino == c.sb.s_usr_quota_inum.get() || ino == c.sb.s_grp_quota_inum.get()));
+            && (ino == c.sb().s_usr_quota_inum.get() || ino == c.sb().s_grp_quota_inum.get()));
     if !pass4_skips {
         c.inodes
             .insert(ino, links, kind, flags.contains(InodeFlags::EA_INODE));
@@ -1354,6 +1361,7 @@ fn register(
 /// `counted`: the blocks the inode's map and xattr block hold (e2fsck's
 /// `num_blocks`).
 fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult, counted: u64) {
+    let group_blocks = c.geo().blocks_per_group;
     let s = &mut c.stats;
     s.inodes_used += 1;
     match kind {
@@ -1375,7 +1383,7 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult, c
     }
     // e2fsck's "simplistic fragmentation check": a file larger than a
     // group can never be contiguous, and is not counted.
-    if map.fragmented && counted < c.geo.blocks_per_group {
+    if map.fragmented && counted < group_blocks {
         s.fragmented += 1;
     }
     if map.depth > 0 {
@@ -1448,7 +1456,7 @@ fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
             format!("Inode {ino} has the casefold flag set but is not a directory."),
             fix,
         );
-    } else if !c.sb.has_incompat(Incompat::CASEFOLD) {
+    } else if !c.sb().has_incompat(Incompat::CASEFOLD) {
         c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CASEFOLD_FEATURE,
@@ -1465,7 +1473,7 @@ fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
 /// (cleared, or set to now for a deleted inode); a deleted inode with a
 /// mode and no deletion time gets one.
 fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
-    let sb = &c.sb;
+    let sb = c.sb();
     let count = sb.s_inodes_count.get();
     let low = |t: u32| t != 0 && t < count;
     // Clocks that were never set make small times legitimate (looked at
@@ -1491,7 +1499,7 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
             "Inodes that were part of a corrupted orphan linked list found.".into(),
         );
     }
-    if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb.first_ino() {
+    if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb().first_ino() {
         c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ZERO_DTIME,
@@ -1503,8 +1511,8 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
 
 /// The blocks of the clusters an inode's blocks lie in (bigalloc).
 fn cluster_blocks(c: &Ctx, ino: u32, inode: &Inode, ea_blocks: u64) -> u64 {
-    let bits = c.geo.cluster_bits;
-    let mut clusters: std::collections::BTreeSet<u64> = crate::dup::pointers(&c.fs, ino)
+    let bits = c.geo().cluster_bits;
+    let mut clusters: std::collections::BTreeSet<u64> = crate::dup::pointers(c.fs(), ino)
         .map(|(_, p)| {
             p.iter()
                 .flat_map(|&(_, b, n, _)| (b >> bits)..=((b + n.max(1) - 1) >> bits))
@@ -1519,17 +1527,17 @@ fn cluster_blocks(c: &Ctx, ino: u32, inode: &Inode, ea_blocks: u64) -> u64 {
 
 /// 60 bytes plus the `system.data` value's length, when it reads.
 fn inline_size(c: &Ctx, ino: u32) -> Option<u64> {
-    let rec = c.fs.inode_record(InodeNr(ino)).ok()?;
+    let rec = c.fs().inode_record(InodeNr(ino)).ok()?;
     let (_, n) = crate::inline_dir::data_range(&rec)?;
     Some(60 + n as u64)
 }
 
 /// Whether the inode's xattrs read and include `system.data`.
 fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
-    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(InodeNr(ino)) else {
         return false;
     };
-    c.fs.xattrs(&info).is_ok_and(|xs| {
+    c.fs().xattrs(&info).is_ok_and(|xs| {
         xs.iter()
             .any(|x| ext4r_format::xattr::xattr_name_is(&x.name, b"system.data"))
     })
@@ -1545,7 +1553,7 @@ fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u32, cluster_b
 }
 
 fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapResult) {
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let size = inode.size();
     let bad = match kind {
         FileKind::Directory => {
@@ -1553,7 +1561,7 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
             size % bs != 0
                 || nblock > map.end_lblk
                 || (nblock < map.end_lblk
-                    && map.end_lblk - nblock > u64::from(c.sb.s_prealloc_dir_blocks))
+                    && map.end_lblk - nblock > u64::from(c.sb().s_prealloc_dir_blocks))
         }
         FileKind::Regular => {
             // fs-verity keeps its Merkle tree in blocks past i_size
@@ -1580,7 +1588,7 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
 #[cold]
 #[inline(never)]
 fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     // A directory with holes gets its blocks moved together first (not
     // done yet); sizing it to a far block would make it huge for nothing.
     let data_blocks: u64 = map.runs.iter().map(|r| r.2).sum();

@@ -49,7 +49,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         start: 0,
         rebuild: None,
         last_mapped: None,
-        eof: blocks_to(inode.size(), c.geo.block_size),
+        eof: blocks_to(inode.size(), c.geo().block_size),
         verity: inode
             .flags()
             .contains(ext4r_format::inode::InodeFlags::VERITY),
@@ -78,7 +78,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     // Every block size allows at least 2 levels: the division in
     // `max_useful_depth` (a tenth of this function's time when done for
     // every inode) is skipped for the roots nearly all files have.
-    if depth > 1 && depth <= MAX_WALK_DEPTH && depth > max_useful_depth(c.geo.block_size) {
+    if depth > 1 && depth <= MAX_WALK_DEPTH && depth > max_useful_depth(c.geo().block_size) {
         w.rebuild = Some(crate::extent_rebuild::Collected::default());
     }
     let mut copy = root;
@@ -110,14 +110,14 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             w.res.bad = true;
             // Cleared in a repair: pass 2 finds the inode unused, as
             // e2fsck's does.
-            w.res.cleared = c.repairing;
+            w.res.cleared = c.repairing();
         }
     }
     // A tree rebuilt for its depth is not judged again (e2fsck's
     // force_rebuild, set only when that rebuild is accepted).
-    let judge = (w.rebuild.is_none() || !c.repairing) && !w.levels.is_empty();
+    let judge = (w.rebuild.is_none() || !c.repairing()) && !w.levels.is_empty();
     if let Some(found) = w.rebuild.take() {
-        let useful = max_useful_depth(c.geo.block_size);
+        let useful = max_useful_depth(c.geo().block_size);
         let msg = format!(
             "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
         );
@@ -214,7 +214,7 @@ const MAX_LEVELS: usize = 8;
 /// rebuilding. Said, never an error, and not a repair this version makes
 /// (e2fsck's pass 1E).
 fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
-    let per_block = u64::from((c.geo.block_size - 12) / 12);
+    let per_block = u64::from((c.geo().block_size - 12) / 12);
     let mut said = None;
     if usize::from(depth) > MAX_LEVELS - 1 {
         said = Some((
@@ -275,7 +275,7 @@ fn entry_bound(l: u64, next: u64) -> u64 {
 /// its logical block's offset in its cluster, and blocks of one logical
 /// cluster in one physical cluster.
 fn misaligned(c: &Ctx, last: Option<(u64, u64)>, l: u64, p: u64) -> bool {
-    let bits = c.geo.cluster_bits;
+    let bits = c.geo().cluster_bits;
     if bits == 0 {
         return false;
     }
@@ -374,11 +374,11 @@ impl ExtWalk {
         let l = u64::from(e.ee_block.get());
         let n = u64::from(e.len());
         let p = e.start().0;
-        let total = c.geo.blocks_count;
+        let total = c.geo().blocks_count;
         self.last_entry = (l, p, n);
         // Only built for a problem: this runs for every extent.
         let place = || format!("(logical block {l}, physical block {p}, len {n})");
-        let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
+        let bad = if p == 0 || p < c.geo().first_data_block || p >= total {
             Some((
                 ProblemCode::PR_1_EXTENT_BAD_START_BLK,
                 format!(
@@ -443,7 +443,7 @@ impl ExtWalk {
             } else {
                 c.p.on(Subject::pointer(ino, at.slot))
                     .error_fix(1, code, msg, self.remove(at));
-                self.node_rewritten(c.repairing);
+                self.node_rewritten(c.repairing());
             }
             if code == ProblemCode::PR_1_TOOBIG_DIR {
                 c.p.latch_last(
@@ -466,8 +466,8 @@ impl ExtWalk {
                 format!("Directory inode {ino} has an unwritten extent at block {l}."),
                 Fix::ExtentWritten(self.ino, at.slot.block, at.slot.index, self.owner),
             );
-            self.node_rewritten(c.repairing);
-            if c.repairing {
+            self.node_rewritten(c.repairing());
+            if c.repairing() {
                 let len = e.len();
                 let _ = e.set_len(len, false);
             }
@@ -560,10 +560,10 @@ impl ExtWalk {
         let ino = self.ino;
         let fixing = self.rebuild.is_none();
         let (l, child, level, i) = (p.logical, p.physical, p.level, p.slot.index);
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
+        let mut buf = vec![0u8; c.geo().block_size as usize];
+        if c.fs()
             .device()
-            .read_at(&mut buf, child * u64::from(c.geo.block_size))
+            .read_at(&mut buf, child * u64::from(c.geo().block_size))
             .is_err()
         {
             c.p.on(Subject::pointer(ino, p.slot)).error(
@@ -594,7 +594,7 @@ impl ExtWalk {
         // The inode's seed is worked out here, for the few inodes with
         // tree blocks (two CRCs an inode when done for every one).
         let csum_bad = c.csum()
-            && verify_extent_block_checksum(self.owner.seed(c.sb.csum_seed()), &buf).is_err();
+            && verify_extent_block_checksum(self.owner.seed(c.sb().csum_seed()), &buf).is_err();
         // A node below the root with no entries (left so by a repair
         // that cleared all it held, or written so): libext2fs cannot go
         // down into it, and e2fsck clears the whole inode ("Failed to

@@ -46,16 +46,17 @@ pub(crate) struct MapResult {
 /// too big (2 GiB; e2fsck's PR_1_TOOBIG_DIR), unless largedir or a size
 /// above 4 GiB lifts the limit.
 pub(crate) fn dir_limit(c: &Ctx, inode: &Inode, is_dir: bool) -> Option<u64> {
-    let largedir =
-        c.sb.has_incompat(ext4r_format::features::Incompat::LARGEDIR);
+    let largedir = c
+        .sb()
+        .has_incompat(ext4r_format::features::Incompat::LARGEDIR);
     (is_dir && !largedir && inode.i_size_high.get() == 0)
-        .then(|| 1u64 << (31 - c.geo.block_size.trailing_zeros()))
+        .then(|| 1u64 << (31 - c.geo().block_size.trailing_zeros()))
 }
 
 /// Walks an ext2/3 block map, claiming data and indirect blocks.
 pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> MapResult {
     let limit = dir_limit(c, inode, want_runs);
-    let bs = c.geo.block_size;
+    let bs = c.geo().block_size;
     let max_blocks = 1u64 << (31 - (bs.trailing_zeros() - 10));
     let mut w = MapCheck {
         limit,
@@ -250,11 +251,11 @@ impl Visitor for MapCheck<'_> {
     }
 
     fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Self::Error> {
-        let bs = self.c.geo.block_size;
+        let bs = self.c.geo().block_size;
         let mut buf = vec![0u8; bs as usize];
         if self
             .c
-            .fs
+            .fs()
             .device()
             .read_at(&mut buf, p.physical * u64::from(bs))
             .is_err()
@@ -290,7 +291,7 @@ fn cap(s: &str) -> String {
 }
 
 fn too_many(c: &mut Ctx, ino: u32, illegal: u32, res: &mut MapResult) -> bool {
-    if illegal != 12 && !(c.repairing && illegal % 12 == 0) {
+    if illegal != 12 && !(c.repairing() && illegal % 12 == 0) {
         return false;
     }
     if ino == BAD_INO {
@@ -302,7 +303,7 @@ fn too_many(c: &mut Ctx, ino: u32, illegal: u32, res: &mut MapResult) -> bool {
         format!("Too many illegal blocks in inode {ino}."),
         Fix::ClearInode(ino),
     );
-    if c.repairing {
+    if c.repairing() {
         res.cleared = true;
         res.bad = true;
         return true;

@@ -65,7 +65,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
             ino,
             inode,
             rec,
-            if bad && c.repairing { 0 } else { mode },
+            if bad && c.repairing() { 0 } else { mode },
         );
     }
 }
@@ -82,7 +82,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     if matches!(mode & S_IFMT, S_IFREG | S_IFDIR) {
         let flags = inode.flags();
         if !flags.contains(InodeFlags::INLINE_DATA) {
-            if c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
+            if c.sb().has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
                 let _ = crate::pass1_extents::extents(c, ino, inode, false);
             } else {
                 let _ = crate::pass1_map::blockmap(c, ino, inode, false);
@@ -112,9 +112,9 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
             Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
         );
     }
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let size = inode.size();
-    let extents = c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS);
+    let extents = c.sb().has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS);
     let too_big = if extents {
         size > (1u64 << (32 + bs.trailing_zeros())) - 1
     } else {
@@ -128,11 +128,11 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
             Fix::InodeSize(ino, 0),
         );
     }
-    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
-    let have = inode.blocks_count(huge, c.geo.block_size);
-    let blocks = ea_blocks << c.geo.cluster_bits;
+    let huge = c.sb().has_ro_compat(RoCompat::HUGE_FILE);
+    let have = inode.blocks_count(huge, c.geo().block_size);
+    let blocks = ea_blocks << c.geo().cluster_bits;
     let want = blocks * (bs / 512);
-    if have != want && c.sb.s_creator_os.get() != 1 {
+    if have != want && c.sb().s_creator_os.get() != 1 {
         c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_BLOCKS,
@@ -145,7 +145,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
 /// The quota inodes the superblock names (with the quota feature) and the
 /// orphan file are regular files.
 pub(crate) fn special_mode(c: &mut Ctx, ino: u32, inode: &Inode) {
-    let sb = &c.sb;
+    let sb = c.sb();
     let quota = sb.has_ro_compat(RoCompat::QUOTA)
         && [
             sb.s_usr_quota_inum.get(),
@@ -175,7 +175,8 @@ pub(crate) fn special_mode(c: &mut Ctx, ino: u32, inode: &Inode) {
 /// The inode the superblock names as orphan file while the feature is
 /// off must be empty. Returns whether it was judged so.
 pub(crate) fn stray_orphan_file(c: &mut Ctx, ino: u32, inode: &Inode) -> bool {
-    if c.sb.has_compat(Compat::ORPHAN_FILE) || c.sb.s_orphan_file_inum.get() != ino || ino == 0 {
+    if c.sb().has_compat(Compat::ORPHAN_FILE) || c.sb().s_orphan_file_inum.get() != ino || ino == 0
+    {
         return false;
     }
     // e2fsck reaches its orphan file branch only after the bad-block,
@@ -220,7 +221,7 @@ pub(crate) fn format_flags(
     // test below: decided inline, without the call.
     if flags.contains(InodeFlags::EXTENTS)
         && !flags.intersects(InodeFlags::INLINE_DATA | InodeFlags::INDEX)
-        && c.sb.has_incompat(Incompat::EXTENTS)
+        && c.sb().has_incompat(Incompat::EXTENTS)
     {
         return Verdict::Go(flags);
     }
@@ -236,7 +237,7 @@ fn judged_flags(
     mut flags: InodeFlags,
     has_inline_attr: bool,
 ) -> Verdict {
-    let extents_fs = c.sb.has_incompat(Incompat::EXTENTS);
+    let extents_fs = c.sb().has_incompat(Incompat::EXTENTS);
     // Parsed only where it decides something (not for every extent file).
     let header_ok = || ext4r_format::extent::ExtentNode::parse(&inode.i_block).is_ok();
     if flags.contains(InodeFlags::EXTENTS) && !extents_fs {
@@ -273,13 +274,13 @@ fn judged_flags(
             format!("Inode {ino} missing EXTENT_FL, but is in extents format"),
             Fix::InodeSetFlags(ino, InodeFlags::EXTENTS.bits()),
         );
-        if c.repairing {
+        if c.repairing() {
             flags.insert(InodeFlags::EXTENTS);
         }
     }
     if flags.contains(InodeFlags::INLINE_DATA)
-        && !c.sb.has_incompat(Incompat::INLINE_DATA)
-        && ino >= c.sb.first_ino()
+        && !c.sb().has_incompat(Incompat::INLINE_DATA)
+        && ino >= c.sb().first_ino()
     {
         if has_inline_attr {
             c.p.on(Subject::Inode(ino)).error_fix(
@@ -310,7 +311,7 @@ fn judged_flags(
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
             Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
         );
-        if c.repairing {
+        if c.repairing() {
             flags.remove(InodeFlags::INDEX);
         }
     }
@@ -319,7 +320,7 @@ fn judged_flags(
 
 /// A fast symlink (no blocks) marked as extent-mapped loses the flag.
 pub(crate) fn fast_symlink_flag(c: &mut Ctx, ino: u32, flags: InodeFlags) {
-    if c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
+    if c.sb().has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
         c.p.on(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_FAST_SYMLINK_EXTENT_FL,
@@ -337,7 +338,7 @@ const EXTRA_TIMES: [(usize, usize); 4] = [(0x08, 0x8c), (0x0c, 0x84), (0x90, 0x9
 /// check_inode_extra_negative_epoch): read today as years 2310–2378.
 /// e2fsck mends them while the clock is before 2242.
 pub(crate) fn negative_epoch(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
-    if c.now >= 2 * (1i64 << 32) || rec.len() <= 128 {
+    if c.now() >= 2 * (1i64 << 32) || rec.len() <= 128 {
         return;
     }
     if epoch_fields(inode, rec).next().is_some() {
@@ -371,14 +372,15 @@ pub(crate) fn epoch_fields<'a>(inode: &Inode, rec: &'a [u8]) -> impl Iterator<It
 /// add_encrypted_file): none makes the flag go, one of a known version
 /// but the wrong size makes the inode go. Returns whether it stays.
 pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
-    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(InodeNr(ino)) else {
         return true;
     };
-    let ctx =
-        c.fs.xattrs(&info)
-            .ok()
-            .and_then(|xs| xs.into_iter().find(|x| x.name == b"index9.c"))
-            .map(|x| x.value);
+    let ctx = c
+        .fs()
+        .xattrs(&info)
+        .ok()
+        .and_then(|xs| xs.into_iter().find(|x| x.name == b"index9.c"))
+        .map(|x| x.value);
     let Some(v) = ctx else {
         c.p.on(Subject::Inode(ino)).error_fix(
             1,

@@ -66,10 +66,10 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
     }
     let blk = inode.file_acl(c.wide()).0;
     if blk != 0 && c.valid_range(blk, 1) {
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
+        let mut buf = vec![0u8; c.geo().block_size as usize];
+        if c.fs()
             .device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
+            .read_at(&mut buf, blk * u64::from(c.geo().block_size))
             .is_ok()
             && buf[..4] == 0xEA02_0000u32.to_le_bytes()
         {
@@ -273,12 +273,12 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
     if blk == 0 {
         return (0, false);
     }
-    if !c.sb.has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
+    if !c.sb().has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
         // e2fsck marks the inode bad and judges it in pass 2, when an
         // entry names it (process_bad_inode). No entry may name a reserved
         // inode other than the root (the journal, the resize inode, the
         // quota files): e2fsck never says a word of theirs, and leaves it.
-        if ino != ext4r_format::inode::ino::ROOT && ino < c.sb.first_ino() {
+        if ino != ext4r_format::inode::ino::ROOT && ino < c.sb().first_ino() {
             return (0, false);
         }
         // Outside the filesystem it is a bad address; without the
@@ -320,10 +320,11 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
         }
         return (u64::from(x.valid), false);
     }
-    let mut buf = vec![0u8; c.geo.block_size as usize];
-    let read =
-        c.fs.device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size));
+    let mut buf = vec![0u8; c.geo().block_size as usize];
+    let read = c
+        .fs()
+        .device()
+        .read_at(&mut buf, blk * u64::from(c.geo().block_size));
     let parsed = read
         .as_ref()
         .ok()
@@ -335,7 +336,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
     let (bad, bad_hash) = block_entries(c, ino, inode, blk, &entries);
     if bad.is_none()
         && c.csum()
-        && verify_xattr_block_checksum(c.sb.csum_seed(), BlockNr(blk), &buf).is_err()
+        && verify_xattr_block_checksum(c.sb().csum_seed(), BlockNr(blk), &buf).is_err()
     {
         // As e2fsck: only a block that passes every other check has its
         // checksum rewritten.
@@ -457,8 +458,8 @@ fn ea_inode_reference(
     parent: &Inode,
     entries: &XattrEntries<'_>,
 ) -> Option<(ProblemCode, String, Option<u32>)> {
-    let first = c.sb.first_ino();
-    let last = c.sb.s_inodes_count.get();
+    let first = c.sb().first_ino();
+    let last = c.sb().s_inodes_count.get();
     for e in entries.iter().filter_map(Result::ok) {
         let n = e.entry.e_value_inum.get();
         if n == 0 {
@@ -474,7 +475,7 @@ fn ea_inode_reference(
         if n < first || n > last {
             return Some(illegal());
         }
-        let Ok(target) = c.fs.inode(InodeNr(n)) else {
+        let Ok(target) = c.fs().inode(InodeNr(n)) else {
             continue;
         };
         let t = &target.inode;
@@ -514,10 +515,10 @@ fn ea_inode_reference(
 /// for Lustre's old references); and how many values were charged (the
 /// inodes quota counts for the owner besides itself).
 pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) {
-    let cluster = u64::from(c.geo.block_size) << c.geo.cluster_bits;
-    let ratio = 1u64 << c.geo.cluster_bits;
-    let first = c.sb.first_ino();
-    let last = c.sb.s_inodes_count.get();
+    let cluster = u64::from(c.geo().block_size) << c.geo().cluster_bits;
+    let ratio = 1u64 << c.geo().cluster_bits;
+    let first = c.sb().first_ino();
+    let last = c.sb().s_inodes_count.get();
     let charge = |entries: &XattrEntries<'_>| -> (u64, u64) {
         let mut total = 0;
         let mut inodes = 0;
@@ -526,7 +527,7 @@ pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) 
             if n < first || n > last {
                 continue;
             }
-            let Ok(t) = c.fs.inode(InodeNr(n)) else {
+            let Ok(t) = c.fs().inode(InodeNr(n)) else {
                 continue;
             };
             let stored = e.entry.e_hash.get();
@@ -551,10 +552,10 @@ pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) 
     }
     let blk = inode.file_acl(c.wide()).0;
     if blk != 0 && c.valid_range(blk, 1) {
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
+        let mut buf = vec![0u8; c.geo().block_size as usize];
+        if c.fs()
             .device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
+            .read_at(&mut buf, blk * u64::from(c.geo().block_size))
             .is_ok()
         {
             if let Ok((_, entries)) = parse_xattr_block(&buf) {

@@ -39,7 +39,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     if q_dirs.is_empty() {
         return;
     }
-    let fs = c.fs.clone();
+    let fs = c.shared_fs();
     for p in c.p.each_mut() {
         if p.pass == 2 && crate::pathname::q_wanted(&p.message).next().is_some() {
             p.message =
@@ -55,7 +55,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // directory's two parts are blocks numbered 0, read before any other
     // block of their kind; with dir_index, every directory's block #0
     // comes before every other block.
-    let dx_order = c.sb.has_compat(Compat::DIR_INDEX);
+    let dx_order = c.sb().has_compat(Compat::DIR_INDEX);
     let mut blocks = blocks_in_order(c, dx_order);
     inline_dirs(
         c,
@@ -68,14 +68,14 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // With dir_index, the inline parts in `system.data` (e2fsck's block
     // #1) come before the first block past a block #0.
     let mut inline_second = dx_order;
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let bsz = num::index(bs);
     let total = blocks.len() as u64;
     let mut saw_block0 = vec![false; c.dirs.len()];
     let mut dx = htree::DxDirs::default();
     // Runs of physically contiguous blocks, each read at once; half as
     // long with several readers, each with runs in flight.
-    let run_bytes = if c.threads > 1 {
+    let run_bytes = if c.threads() > 1 {
         RUN_BYTES / 2
     } else {
         RUN_BYTES
@@ -84,16 +84,16 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // The readers share the directories pass 1 found (not changed from
     // here on; their links are).
     let dirs = c.dirs.clone();
-    let fs_seed = c.sb.csum_seed();
+    let fs_seed = c.sb().csum_seed();
     let meta_of = |b: &DirBlock| match dirs.binary_search_by_key(&b.ino, |r| r.ino) {
         Ok(d) => Meta::of(&dirs[d], fs_seed, b.lblk),
         Err(_) => Meta::default(),
     };
     let kinds = c.inodes.kinds();
     let rules = Rules::new(c, &kinds);
-    let v0 = htree::version_for(c, c.sb.s_def_hash_version);
-    let hseed = c.sb.hash_seed();
-    let dev = c.fs.device_shared();
+    let v0 = htree::version_for(c, c.sb().s_def_hash_version);
+    let hseed = c.sb().hash_seed();
+    let dev = c.fs().device_shared();
     // The runs, told to the device a window ahead of the readers (see
     // `crate::ahead`): known since pass 1, in the order they are read.
     let ahead = crate::ahead::Ahead::new(&*dev, runs.len(), |r| {
@@ -156,11 +156,11 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
             dir_block(c, &mut dx, b, block, pre);
         }
     };
-    if c.threads > 1 && runs.len() > 1 {
+    if c.threads() > 1 && runs.len() > 1 {
         // A reader per thread; this one checks in order what they did
         // not find clean and applies what they did (parents, '..'): a
         // small share of the pass once most blocks are clean.
-        let readers = c.threads.min(runs.len());
+        let readers = c.threads().min(runs.len());
         crate::ordered::ordered(
             runs.len(),
             vec![Vec::new(); readers],
@@ -371,15 +371,15 @@ impl<'a> Rules<'a> {
     fn new(c: &Ctx, kinds: &'a crate::inode_map::Kinds) -> Self {
         Rules {
             csum: c.csum(),
-            filetype: c.sb.has_incompat(Incompat::FILETYPE),
-            repairing: c.repairing,
-            inodes_count: c.sb.s_inodes_count.get(),
-            first_ino: c.sb.first_ino(),
+            filetype: c.sb().has_incompat(Incompat::FILETYPE),
+            repairing: c.repairing(),
+            inodes_count: c.sb().s_inodes_count.get(),
+            first_ino: c.sb().first_ino(),
             hidden: [
-                c.sb.s_usr_quota_inum.get(),
-                c.sb.s_grp_quota_inum.get(),
-                c.sb.s_prj_quota_inum.get(),
-                c.sb.s_orphan_file_inum.get(),
+                c.sb().s_usr_quota_inum.get(),
+                c.sb().s_grp_quota_inum.get(),
+                c.sb().s_prj_quota_inum.get(),
+                c.sb().s_orphan_file_inum.get(),
             ],
             kinds,
         }
@@ -584,7 +584,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let Some(d) = c.dir_idx(ino) else { return };
     let htree = c.dirs[d].htree();
     let hashed = htree && !c.dirs[d].encrypted() && !c.dirs[d].casefold();
-    let seed = c.dirs[d].seed(c.sb.csum_seed());
+    let seed = c.dirs[d].seed(c.sb().csum_seed());
     let owner = c.dirs[d].owner();
     // An htree root: "." and ".." then index data.
     // The root's '.' and '..' are records like any (the index lives in
@@ -653,7 +653,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let mut failed_csum = false;
     if c.csum() {
         let (tail, ok) = leaf_csum.unwrap_or_else(|| {
-            let t = crate::salvage::has_tail(block, c.geo.block_size);
+            let t = crate::salvage::has_tail(block, c.geo().block_size);
             (t, t && verify_dir_block_checksum(seed, block).is_ok())
         });
         if !tail {
@@ -667,11 +667,11 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 crate::fix::Fix::DirAddTail(b.phys, owner),
             );
             // e2fsck rebuilds such a directory in pass 3A.
-            if c.repairing {
+            if c.repairing() {
                 c.rehash_dirs.insert(ino);
             }
             // Declined, the block still fails its checksum.
-            failed_csum = !c.repairing;
+            failed_csum = !c.repairing();
         } else if !ok {
             failed_csum = true;
         }
@@ -798,13 +798,13 @@ fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], us
         }
     }
     if let Some((_, name)) = first_repeat {
+        let path = crate::pathname::dir_path(c.fs(), ino);
         c.p.on(Subject::Inode(ino)).harmless(
             2,
             ProblemCode::PR_2_REPORT_DUP_DIRENT,
             format!(
-                "Duplicate entry '{}' found.\n\tMarking {} ({ino}) to be rebuilt.",
+                "Duplicate entry '{}' found.\n\tMarking {path} ({ino}) to be rebuilt.",
                 crate::pathname::safe(name),
-                crate::pathname::dir_path(&c.fs, ino)
             ),
         );
         c.rehash_dirs.insert(ino);
@@ -847,10 +847,10 @@ fn encrypted_too_short(c: &mut Ctx, d: usize, b: &DirBlock, name: &[u8], offset:
     let msg = format!(
         "Encrypted entry '{}' in {} ({ino}) is too short.",
         crate::pathname::safe(name),
-        crate::pathname::dir_path(&c.fs, ino)
+        crate::pathname::dir_path(c.fs(), ino)
     );
     bad_entry(c, d, b, offset, ProblemCode::PR_2_BAD_ENCRYPTED_NAME, msg);
-    c.repairing
+    c.repairing()
 }
 
 /// The record of '.' or '..' (`slot` 0 or 1) as such: the byte after its
@@ -1060,9 +1060,9 @@ fn salvage_block(
     salvages: &mut Vec<(usize, usize)>,
 ) -> Option<Option<Vec<u8>>> {
     let ino = b.ino;
-    let bs = c.geo.block_size;
+    let bs = c.geo().block_size;
     let owner = c.dirs[d].owner();
-    let max_ino = c.sb.s_inodes_count.get();
+    let max_ino = c.sb().s_inodes_count.get();
     let mut copy: Option<Vec<u8>> = None;
     let mut made_dot = false;
     // Each salvage mends at least one record; a block holds at most
@@ -1089,7 +1089,7 @@ fn salvage_block(
                 .next()
                 .and_then(Result::ok)
                 .is_some_and(|e| e.name == b"." && e.inode.0 != 0);
-            if c.repairing && b.lblk == 0 && dot_ok {
+            if c.repairing() && b.lblk == 0 && dot_ok {
                 // A '.' over the records after it is split (e2fsck's
                 // PR_NO_OK, reported without counting); when a '..'
                 // follows, e2fsck's check_dot leaves it and goes on to
@@ -1105,11 +1105,11 @@ fn salvage_block(
                     return Some(Some(v));
                 }
             }
-            if !c.repairing || b.lblk != 0 || dot_ok || made_dot {
+            if !c.repairing() || b.lblk != 0 || dot_ok || made_dot {
                 return Some(copy);
             }
             let mut next = cur.to_vec();
-            let ft = if c.sb.has_incompat(Incompat::FILETYPE) {
+            let ft = if c.sb().has_incompat(Incompat::FILETYPE) {
                 ft::DIR
             } else {
                 0
@@ -1163,7 +1163,7 @@ fn salvage_block(
         if c.p.mark() > before {
             salvages.push((at, c.p.mark()));
         }
-        if !c.repairing {
+        if !c.repairing() {
             unsalvaged(c);
             return None;
         }
@@ -1245,7 +1245,7 @@ fn inline_dirs(c: &mut Ctx, part: InlinePart) {
 fn inline_first(c: &mut Ctx, d: usize) {
     use crate::inline_dir::{AREA_IBLOCK, AREA_PARENT};
     let ino = c.dirs[d].ino;
-    let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
+    let Ok(mut rec) = c.fs().inode_record(InodeNr(ino)) else {
         return;
     };
     let parent = rec
@@ -1269,10 +1269,10 @@ fn inline_first(c: &mut Ctx, d: usize) {
 /// it will be (e2fsck reads it after its fix).
 fn inline_second(c: &mut Ctx, d: usize) {
     let ino = c.dirs[d].ino;
-    let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
+    let Ok(mut rec) = c.fs().inode_record(InodeNr(ino)) else {
         return;
     };
-    if c.repairing && inline_bad_size(&rec).is_some() {
+    if c.repairing() && inline_bad_size(&rec).is_some() {
         return;
     }
     inline_size(c, ino, &rec);
@@ -1293,7 +1293,7 @@ fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
     // damaged one are seen in this round (e2fsck goes on after its salvage
     // the same way; otherwise pass 3 reconnects what they name). Each
     // salvage mends at least one record.
-    let max_ino = c.sb.s_inodes_count.get();
+    let max_ino = c.sb().s_inodes_count.get();
     for _ in 0..bytes.len() / 8 + 1 {
         let Some((off, prev)) = records(&bytes).1 else {
             break;
@@ -1317,7 +1317,7 @@ fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
             format!("Directory inode {ino}, block #{blk}, offset {at}: directory corrupted"),
             crate::fix::Fix::InlineSalvage(ino, area, off, prev),
         );
-        if !c.repairing {
+        if !c.repairing() {
             // Declined, e2fsck stops there.
             unsalvaged(c);
             return;
@@ -1370,13 +1370,11 @@ fn htree_tails(c: &mut Ctx) {
                 }
             }
             if l == end {
+                let path = crate::pathname::dir_path(c.fs(), ino);
                 c.p.on(Subject::Inode(ino)).error_fix(
                     2,
                     ProblemCode::PR_2_UNEXPECTED_HTREE_BLOCK,
-                    format!(
-                        "Unexpected block in HTREE directory inode {ino} ({}).",
-                        crate::pathname::dir_path(&c.fs, ino)
-                    ),
+                    format!("Unexpected block in HTREE directory inode {ino} ({path})."),
                     crate::fix::Fix::ClearIndexFlag(ino),
                 );
                 // Read as the linear directory it becomes.

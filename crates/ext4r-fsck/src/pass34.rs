@@ -103,7 +103,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     format!(
                         "Recursively looped directory inode {} ({})",
                         r.ino,
-                        crate::pathname::dir_path(&c.fs, r.ino)
+                        crate::pathname::dir_path(c.fs(), r.ino)
                     ),
                 )
             } else {
@@ -113,7 +113,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     format!(
                         "Unconnected directory inode {} (was in {})",
                         r.ino,
-                        crate::pathname::dir_path(&c.fs, c.dir_links[t].dotdot)
+                        crate::pathname::dir_path(c.fs(), c.dir_links[t].dotdot)
                     ),
                 )
             };
@@ -129,14 +129,17 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         let (r, l) = (c.dirs[d], c.dir_links[d]);
         if r.ino != special::ROOT && l.parent != 0 && l.dotdot != l.parent {
             match l.dotdot_at() {
-                Some((blk, off)) => c.p.on(Subject::Inode(r.ino)).error_fix(
-                    3,
-                    ProblemCode::PR_3_BAD_DOT_DOT,
-                    bad_dotdot(&c.fs, r.ino, &l),
-                    crate::fix::Fix::DirEntryInode(blk, off, l.parent, r.owner()),
-                ),
+                Some((blk, off)) => {
+                    let msg = bad_dotdot(c.fs(), r.ino, &l);
+                    c.p.on(Subject::Inode(r.ino)).error_fix(
+                        3,
+                        ProblemCode::PR_3_BAD_DOT_DOT,
+                        msg,
+                        crate::fix::Fix::DirEntryInode(blk, off, l.parent, r.owner()),
+                    );
+                }
                 None => {
-                    let msg = bad_dotdot(&c.fs, r.ino, &l);
+                    let msg = bad_dotdot(c.fs(), r.ino, &l);
                     if r.inline() {
                         let f = crate::fix::Fix::InlineParent(r.ino, l.parent);
                         c.p.on(Subject::Inode(r.ino)).error_fix(
@@ -163,12 +166,12 @@ fn root_entry(
     name: &[u8],
 ) -> Option<(u64, usize, crate::fix::Owner)> {
     let owner = c.dirs[c.dir_idx(special::ROOT)?].owner();
-    let bs = c.geo.block_size as usize;
+    let bs = c.geo().block_size as usize;
     let mut buf = vec![0u8; bs];
-    for r in c.fs.runs(root).ok()? {
+    for r in c.fs().runs(root).ok()? {
         for k in 0..r.len {
             let b = r.physical + k;
-            c.fs.device().read_at(&mut buf, b * bs as u64).ok()?;
+            c.fs().device().read_at(&mut buf, b * bs as u64).ok()?;
             for e in ext4r_format::dir::DirBlockIter::new(&buf).flatten() {
                 if e.inode.0 != 0 && e.name == name {
                     return Some((b, e.offset, owner));
@@ -180,15 +183,15 @@ fn root_entry(
 }
 
 fn lost_and_found(c: &mut Ctx) {
-    let root = match c.fs.inode(ext4r_format::InodeNr(special::ROOT)) {
+    let root = match c.fs().inode(ext4r_format::InodeNr(special::ROOT)) {
         Ok(r) => r,
         Err(_) => return,
     };
-    match c.fs.lookup(&root, b"lost+found") {
+    match c.fs().lookup(&root, b"lost+found") {
         Ok(Some(ino)) => {
             let is_dir = c.inodes.is_dir(ino.0);
             let encrypted = is_dir
-                && c.fs.inode(ino).is_ok_and(|i| {
+                && c.fs().inode(ino).is_ok_and(|i| {
                     i.inode
                         .flags()
                         .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
@@ -198,7 +201,7 @@ fn lost_and_found(c: &mut Ctx) {
             let unlink = root_entry(c, &root, b"lost+found")
                 .map(|(blk, off, owner)| crate::fix::Fix::DirEntryClear(blk, off, owner));
             let inline = is_dir
-                && c.fs.inode(ino).is_ok_and(|i| {
+                && c.fs().inode(ino).is_ok_and(|i| {
                     i.inode
                         .flags()
                         .contains(ext4r_format::inode::InodeFlags::INLINE_DATA)
@@ -228,7 +231,7 @@ fn lost_and_found(c: &mut Ctx) {
         }
         // As e2fsck: a read-only check does not miss it (only a repair
         // creates it, or a reconnection needs it).
-        Ok(None) if !c.repairing => {}
+        Ok(None) if !c.repairing() => {}
         Ok(None) => {
             let msg = "/lost+found not found.".to_string();
             match crate::lost_found::plan(c) {
@@ -275,7 +278,7 @@ fn ea_inode_refs(c: &mut Ctx, ino: u32) {
     let lo = c.ea_refs.partition_point(|&x| x < ino);
     let hi = c.ea_refs.partition_point(|&x| x <= ino);
     let actual = (hi - lo) as u64;
-    let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(ext4r_format::InodeNr(ino)) else {
         return;
     };
     let i = &info.inode;
@@ -294,7 +297,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     if c.skips_pass4() {
         return;
     }
-    let mut dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
+    let mut dir_nlink = c.sb().has_ro_compat(RoCompat::DIR_NLINK);
     // Files with one link and one name, nearly all, have nothing here:
     // they are passed over 64 at a time (a lookup per inode was most of
     // this pass). EA inodes the flag is missing on are looked at one by one.
@@ -338,7 +341,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 );
                 // Declined (only -n here), e2fsck goes on to offer the
                 // reconnection.
-                if c.repairing {
+                if c.repairing() {
                     continue;
                 }
             }
@@ -348,7 +351,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // A count pass 3A took to 0 with the inode's last entry
                 // is 1 again with the new one (e2fsck adjusts it by one
                 // each way), and nothing more is said.
-                let fix = if c.repairing && r.links == 0 && c.link_dropped(r.ino) {
+                let fix = if c.repairing() && r.links == 0 && c.link_dropped(r.ino) {
                     crate::fix::Fix::Each(vec![reconnect, crate::fix::Fix::InodeLinks(r.ino, 1)])
                 } else {
                     reconnect
@@ -364,7 +367,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // high: "ref count is 2, should be 1" for a file that
                 // had one link. (Declined under -n, the count is not
                 // looked at.)
-                if c.repairing && r.links != 0 {
+                if c.repairing() && r.links != 0 {
                     c.p.on(Subject::Inode(r.ino)).error_fix(
                         4,
                         ProblemCode::PR_4_BAD_REF_COUNT,
@@ -399,7 +402,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         if htree && counted > 1 && r.links == 1 {
             // A count that once overflowed and no longer does: set again,
             // and not an error (e2fsck only mends it when it may write).
-            if c.repairing {
+            if c.repairing() {
                 c.p.on(Subject::Inode(r.ino)).harmless_fix(
                     4,
                     ProblemCode::PR_4_DIR_OVERFLOW_REF_COUNT,
@@ -440,7 +443,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
 /// sees it: no blocks, and no in-inode xattrs (which might be worth
 /// keeping, so it goes to lost+found instead).
 fn zero_length(c: &Ctx, ino: u32) -> bool {
-    let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(ext4r_format::InodeNr(ino)) else {
         return false;
     };
     if info.inode.i_blocks_lo.get() != 0 {

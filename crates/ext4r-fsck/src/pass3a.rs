@@ -33,8 +33,8 @@ pub(crate) fn settle(c: &mut Ctx) {
     if c.rehash_dirs.is_empty() {
         return;
     }
-    let lost_found = crate::rehash::lost_found(&c.fs);
-    let fs = c.fs.clone();
+    let lost_found = crate::rehash::lost_found(c.fs());
+    let fs = c.shared_fs();
     c.rehash_dirs.retain(|&ino| {
         if Some(ino) == lost_found {
             return false;
@@ -53,7 +53,7 @@ pub(crate) fn settle(c: &mut Ctx) {
 /// After pass 3: the heading and the repeated names, when a directory is
 /// to be rebuilt. Its findings are pass 3's (said after it).
 pub(crate) fn run(c: &mut Ctx) {
-    if c.repairing {
+    if c.repairing() {
         // Indexes pass 2 cleared (e2fsck's `clear_htree`).
         let cleared: Vec<u32> =
             c.p.list()
@@ -122,11 +122,11 @@ fn read_entries(c: &Ctx, ino: u32, phys: &[u64]) -> Option<Vec<Ent>> {
                 _ => None,
             })
             .collect();
-    let bs = c.geo.block_size;
+    let bs = c.geo().block_size;
     let mut buf = vec![0u8; bs as usize];
     let mut out = Vec::new();
     for &b in phys {
-        c.fs.device().read_at(&mut buf, b * u64::from(bs)).ok()?;
+        c.fs().device().read_at(&mut buf, b * u64::from(bs)).ok()?;
         for e in DirBlockIter::with_block_size(&buf, bs) {
             let e = e.ok()?;
             if e.inode.0 == 0 || cleared.contains(&(b, e.offset)) {
@@ -159,11 +159,11 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
     let Some(mut ents) = read_entries(c, ino, phys) else {
         return;
     };
-    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(InodeNr(ino)) else {
         return;
     };
-    let bs = u64::from(c.geo.block_size);
-    let sb = &c.sb;
+    let bs = u64::from(c.geo().block_size);
+    let sb = c.sb();
     // As e2fsck's rehash: a directory under two blocks, or whose entries
     // fill less than one, is compacted (entries by name, '.' and '..'
     // first); otherwise indexed (entries by hash, the dots left out).
@@ -196,7 +196,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
         e.hash = hash(&e.name);
     }
     let skip = if compress { 2.min(ents.len()) } else { 0 };
-    let path = crate::pathname::dir_path(&c.fs, ino);
+    let path = crate::pathname::dir_path(c.fs(), ino);
     // Bounded: each round that changes something renames or clears.
     for _ in 0..64 {
         // By hash, then name, then inode from the highest (e2fsck's
@@ -225,7 +225,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 if links > k {
                     fixes.push(Fix::InodeLinks(target, links - k - 1));
                 }
-                if c.repairing {
+                if c.repairing() {
                     c.inodes.remove_name(target);
                     if links > k {
                         c.drop_link(target);
@@ -241,7 +241,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                     format!("Duplicate entry '{shown}' in {path} ({ino}) found."),
                     fix,
                 );
-                if c.repairing {
+                if c.repairing() {
                     ents[i].ino = 0;
                     fixed += 1;
                     continue;
@@ -255,7 +255,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                     format!("Duplicate filename entry '{shown}' in {path} ({ino}) found."),
                     fix,
                 );
-                if c.repairing {
+                if c.repairing() {
                     ents[i].ino = 0;
                     fixed += 1;
                     continue;
@@ -282,7 +282,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 ),
                 Fix::DirEntryRename(ents[i].phys, ents[i].offset, new.clone(), dir.owner()),
             );
-            if c.repairing {
+            if c.repairing() {
                 ents[i].hash = hash(&new);
                 ents[i].name = new;
                 fixed += 1;

@@ -67,7 +67,7 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     }
     dups.sort_unstable();
     dups.dedup_by_key(|d| (d.0, d.1));
-    if c.sb
+    if c.sb()
         .has_ro_compat(ext4r_format::features::RoCompat::SHARED_BLOCKS)
     {
         // Files may share blocks by design; only metadata must not.
@@ -450,7 +450,7 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
             ext4r_format::group_desc::BG_INODE_UNINIT,
         ),
     };
-    let repairing = c.repairing;
+    let repairing = c.repairing();
     if f.read_error {
         c.p.on(Subject::Group(g)).error(
             5,
@@ -507,21 +507,21 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
 /// The block bitmaps and counts, said up to the total (the padding and
 /// the checksums are said after the inodes').
 fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
-    let cbits = c.geo.cluster_bits;
-    let groups = c.geo.group_count;
+    let cbits = c.geo().cluster_bits;
+    let groups = c.geo().group_count;
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);
     {
         let x = Groups {
-            fs: &c.fs,
-            geo: &c.geo,
+            fs: c.fs(),
+            geo: c.geo(),
             wide: c.wide(),
             csum: c.csum(),
-            csums: ext4r_txn::csum::Checksums::new(&c.sb),
+            csums: ext4r_txn::csum::Checksums::new(c.sb()),
             bad_bitmaps: &c.bad_bitmaps,
             states: &c.groups,
             reports: AtomicUsize::new(0),
-            per_item: per_item(groups, c.threads),
+            per_item: per_item(groups, c.threads()),
         };
         let mut reports = 0usize;
         // The bitmaps to read, told to the device a window ahead: the
@@ -561,14 +561,14 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
             x.reports.store(reports, Ordering::Relaxed);
             true
         };
-        each_item(&x, c.threads, work, take);
+        each_item(&x, c.threads(), work, take);
     }
     let mut said = Said::new(Bitmap::Block, cbits);
     for (g, f) in found {
         gather(c, Bitmap::Block, &mut said, g, f);
     }
-    c.stats.blocks_used = c.geo.blocks_count.saturating_sub(total_free << cbits);
-    let shown = if c.repairing {
+    c.stats.blocks_used = c.geo().blocks_count.saturating_sub(total_free << cbits);
+    let shown = if c.repairing() {
         total_free
     } else {
         total_bitmap_free
@@ -762,7 +762,7 @@ struct InUse<'a> {
 
 /// The inode bitmaps and counts, said up to the total.
 fn inodes(c: &mut Ctx) -> Said {
-    let groups = c.geo.group_count;
+    let groups = c.geo().group_count;
     // In use: reserved inodes, pass 1's inodes, the special ones (a few,
     // merged in order; pass 1's are read from its sets, not copied).
     let mut extra = c.extra_used.clone();
@@ -773,18 +773,18 @@ fn inodes(c: &mut Ctx) -> Said {
         used,
         dirs,
         extra: &extra,
-        first_ino: u64::from(c.sb.first_ino()),
+        first_ino: u64::from(c.sb().first_ino()),
     };
     let x = Groups {
-        fs: &c.fs,
-        geo: &c.geo,
+        fs: c.fs(),
+        geo: c.geo(),
         wide: c.wide(),
         csum: c.csum(),
-        csums: ext4r_txn::csum::Checksums::new(&c.sb),
+        csums: ext4r_txn::csum::Checksums::new(c.sb()),
         bad_bitmaps: &c.bad_bitmaps,
         states: &c.groups,
         reports: AtomicUsize::new(0),
-        per_item: per_item(groups, c.threads),
+        per_item: per_item(groups, c.threads()),
     };
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);
@@ -821,13 +821,13 @@ fn inodes(c: &mut Ctx) -> Said {
         x.reports.store(reports, Ordering::Relaxed);
         true
     };
-    each_item(&x, c.threads, work, take);
+    each_item(&x, c.threads(), work, take);
     let mut said = Said::new(Bitmap::Inode, 0);
     for (g, f) in found {
         gather(c, Bitmap::Inode, &mut said, g, f);
     }
-    c.stats.inodes_used = u64::from(c.sb.s_inodes_count.get()).saturating_sub(total_free);
-    let shown = if c.repairing {
+    c.stats.inodes_used = u64::from(c.sb().s_inodes_count.get()).saturating_sub(total_free);
+    let shown = if c.repairing() {
         total_free
     } else {
         total_bitmap_free

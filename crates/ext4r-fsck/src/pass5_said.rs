@@ -190,8 +190,8 @@ impl Said {
             self.rewriting = true;
         }
         let sb_free = match which {
-            Bitmap::Block => c.sb.free_blocks_count(),
-            Bitmap::Inode => u64::from(c.sb.s_free_inodes_count.get()),
+            Bitmap::Block => c.sb().free_blocks_count(),
+            Bitmap::Inode => u64::from(c.sb().s_free_inodes_count.get()),
         };
         for k in std::mem::take(&mut self.counts) {
             let g = k.group;
@@ -255,7 +255,7 @@ impl Said {
         // bitmap; the bits past a group's in its block are looked at
         // when the bitmap is read, and said anyway.
         let only_end = self.tails.len() == 1 && self.end_padding;
-        if only_end && self.rewritten(c.repairing) {
+        if only_end && self.rewritten(c.repairing()) {
             return;
         }
         let code = match self.which {
@@ -274,7 +274,7 @@ impl Said {
 
     /// Step 5: the checksums.
     pub(crate) fn say_csums(&mut self, c: &mut Ctx) {
-        if self.csums.is_empty() || self.rewritten(c.repairing) {
+        if self.csums.is_empty() || self.rewritten(c.repairing()) {
             return;
         }
         let which = self.which;
@@ -293,7 +293,7 @@ impl Said {
             );
             c.p.latch_last(which.header(), latch.clone());
         };
-        if c.repairing {
+        if c.repairing() {
             // One rewrite stamps every checksum.
             let g = csums[0].0;
             said(c, g, Fix::Each(csums.into_iter().map(|(_, f)| f).collect()));

@@ -29,7 +29,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let wide = c.wide();
     for (g, what, copy) in wanted {
         let n = match what {
-            Meta::InodeTable => u64::from(c.geo.inode_blocks_per_group()),
+            Meta::InodeTable => u64::from(c.geo().inode_blocks_per_group()),
             _ => 1,
         };
         let Some(at) = ranges(c, g)
@@ -53,17 +53,18 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
         taken.mark(at, n);
         c.reserved.extend(at..at + n);
         moved.push((at, at + n));
-        let from =
-            c.fs.group_desc(ext4r_format::GroupNr(g))
-                .ok()
-                .map(|d| match what {
-                    Meta::BlockBitmap => d.block_bitmap(wide),
-                    Meta::InodeBitmap => d.inode_bitmap(wide),
-                    Meta::InodeTable => d.inode_table(wide),
-                })
-                .filter(|&b| {
-                    copy && b != 0 && b.checked_add(n).is_some_and(|e| e <= c.geo.blocks_count)
-                });
+        let from = c
+            .fs()
+            .group_desc(ext4r_format::GroupNr(g))
+            .ok()
+            .map(|d| match what {
+                Meta::BlockBitmap => d.block_bitmap(wide),
+                Meta::InodeBitmap => d.inode_bitmap(wide),
+                Meta::InodeTable => d.inode_table(wide),
+            })
+            .filter(|&b| {
+                copy && b != 0 && b.checked_add(n).is_some_and(|e| e <= c.geo().blocks_count)
+            });
         match from {
             Some(from) => {
                 c.p.on(Subject::GroupPart {
@@ -102,9 +103,9 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// group's with flex_bg) up to its last, then, with flex_bg, from the
 /// first data block to the end.
 fn ranges(c: &Ctx, g: u32) -> Vec<(u64, u64)> {
-    let geo = &c.geo;
-    if c.sb.has_incompat(Incompat::FLEX_BG) {
-        let size = 1u32 << c.sb.s_log_groups_per_flex.min(31);
+    let geo = c.geo();
+    if c.sb().has_incompat(Incompat::FLEX_BG) {
+        let size = 1u32 << c.sb().s_log_groups_per_flex.min(31);
         let first = g / size * size;
         let last = (g | (size - 1)).min(geo.group_count - 1);
         vec![

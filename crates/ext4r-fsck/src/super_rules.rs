@@ -36,7 +36,7 @@ pub(crate) fn cosmetic(code: ProblemCode) -> bool {
 const TIME_FUDGE: i64 = 86_400;
 
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
     if sb.has_incompat(Incompat::BIT64) && !sb.has_incompat(Incompat::EXTENTS) {
         c.p.on(Subject::Filesystem).harmless_fix(
@@ -54,7 +54,7 @@ pub(crate) fn check(c: &mut Ctx) {
             Fix::Superblock(SuperEdit::NoCsumSeed),
         );
     }
-    let desc_blocks = c.geo.desc_blocks();
+    let desc_blocks = c.geo().desc_blocks();
     if sb.has_incompat(Incompat::META_BG) && sb.s_first_meta_bg.get() > desc_blocks {
         c.p.on(Subject::Filesystem).error_fix(
             0,
@@ -67,15 +67,16 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     // What e2fsck changes only when it may write.
-    if !c.repairing {
+    if !c.repairing() {
         return;
     }
     if sb.s_uuid == [0; 16] && !csum {
+        let uuid = new_uuid(c.now());
         c.p.on(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_ADD_UUID,
             "Filesystem did not have a UUID; generating one.".into(),
-            Fix::Superblock(SuperEdit::Uuid(new_uuid(c.now))),
+            Fix::Superblock(SuperEdit::Uuid(uuid)),
         );
     }
     let hash_flags = FLAGS_SIGNED_HASH | FLAGS_UNSIGNED_HASH;
@@ -109,7 +110,7 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     // Times in the future, with -f or a check interval (e2fsck's rule).
-    if c.now > 0 && (c.forced || sb.s_checkinterval.get() != 0) {
+    if c.now() > 0 && (c.forced() || sb.s_checkinterval.get() != 0) {
         for (mount, code, fudged, what, t) in [
             (
                 true,
@@ -126,24 +127,21 @@ pub(crate) fn check(c: &mut Ctx) {
                 sb.wtime(),
             ),
         ] {
-            if t > c.now {
-                let code = if t <= c.now + TIME_FUDGE {
-                    fudged
-                } else {
-                    code
-                };
+            let now = c.now();
+            if t > now {
+                let code = if t <= now + TIME_FUDGE { fudged } else { code };
                 c.p.on(Subject::Filesystem).harmless_fix(
                     0,
                     code,
                     format!("Superblock last {what} time is in the future."),
-                    Fix::Superblock(SuperEdit::Time(mount, c.now)),
+                    Fix::Superblock(SuperEdit::Time(mount, now)),
                 );
             }
         }
     }
     let mmp = sb.s_mmp_block.get();
     if sb.has_incompat(Incompat::MMP)
-        && (mmp <= c.geo.first_data_block || mmp >= c.geo.blocks_count)
+        && (mmp <= c.geo().first_data_block || mmp >= c.geo().blocks_count)
     {
         // e2fsck zeroes the field (and finds it again next time); a new
         // block, reset by the next round, leaves a usable MMP.

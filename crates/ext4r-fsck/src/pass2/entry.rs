@@ -81,7 +81,7 @@ impl EntryAt<'_> {
         format!(
             "Entry '{}' in {} ({})",
             crate::pathname::safe(self.name),
-            crate::pathname::dir_path(&c.fs, self.dir),
+            crate::pathname::dir_path(c.fs(), self.dir),
             self.dir
         )
     }
@@ -175,21 +175,21 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
     if slot > 1 && target == dir {
         let msg = format!("{} is a link to '.'", e.place(c));
         e.bad(c, ProblemCode::PR_2_LINK_DOT, msg);
-        if c.repairing {
+        if c.repairing() {
             return false;
         }
     }
-    let max = c.sb.s_inodes_count.get();
+    let max = c.sb().s_inodes_count.get();
     // e2fsck's rule: also the quota and orphan file inodes, which no name
     // may reach (a visible quota file a repair hides first).
     let hidden = [
-        c.sb.s_usr_quota_inum.get(),
-        c.sb.s_grp_quota_inum.get(),
-        c.sb.s_prj_quota_inum.get(),
-        c.sb.s_orphan_file_inum.get(),
+        c.sb().s_usr_quota_inum.get(),
+        c.sb().s_grp_quota_inum.get(),
+        c.sb().s_prj_quota_inum.get(),
+        c.sb().s_orphan_file_inum.get(),
     ];
     let (code, msg) = if target > max
-        || (target < c.sb.first_ino() && target != special::ROOT)
+        || (target < c.sb().first_ino() && target != special::ROOT)
         || hidden.contains(&target)
     {
         let msg = format!("{} has invalid inode #: {target}.", e.place(c));
@@ -216,7 +216,7 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
         // As e2fsck: a name of no bytes is no name; the entry goes.
         let msg = format!(
             "Entry '' in {} ({dir}) has a zero-length name.",
-            crate::pathname::dir_path(&c.fs, dir)
+            crate::pathname::dir_path(c.fs(), dir)
         );
         (Some(ProblemCode::PR_2_NULL_NAME), msg)
     } else {
@@ -224,7 +224,7 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
     };
     if let Some(code) = code {
         e.bad(c, code, msg);
-        if c.repairing {
+        if c.repairing() {
             return false;
         }
     }
@@ -308,7 +308,7 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
             kind,
             FileKind::Regular | FileKind::Directory | FileKind::Symlink
         )
-        && c.fs.inode(InodeNr(target)).is_ok_and(|i| {
+        && c.fs().inode(InodeNr(target)).is_ok_and(|i| {
             !i.inode
                 .flags()
                 .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
@@ -319,7 +319,7 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
             e.place(c).replacen("Entry", "entry", 1)
         );
         e.bad(c, ProblemCode::PR_2_UNENCRYPTED_FILE, msg);
-        if c.repairing {
+        if c.repairing() {
             return false;
         }
     }
@@ -333,7 +333,7 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
                     e.place(c).replacen("Entry", "entry", 1)
                 );
                 e.bad(c, ProblemCode::PR_2_INCONSISTENT_ENCRYPTION_POLICY, msg);
-                if c.repairing {
+                if c.repairing() {
                     return false;
                 }
             }
@@ -355,10 +355,10 @@ fn dir_link(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
                 let msg = format!(
                     "{} is a link to directory {} ({target}).",
                     e.place(c),
-                    crate::pathname::path_in(&c.fs, parent, target)
+                    crate::pathname::path_in(c.fs(), parent, target)
                 );
                 e.bad(c, ProblemCode::PR_2_LINK_DIR, msg);
-                if c.repairing {
+                if c.repairing() {
                     return false;
                 }
             } else {
@@ -401,7 +401,7 @@ fn check_filetype(
     fix: &dyn Fn(u8) -> Option<crate::fix::Fix>,
 ) {
     let should = kind.dirent_type();
-    if !c.sb.has_incompat(Incompat::FILETYPE) {
+    if !c.sb().has_incompat(Incompat::FILETYPE) {
         if ftype != 0 {
             let msg = format!("{} has filetype set.", place(c));
             match fix(0) {
