@@ -52,7 +52,7 @@ pub(crate) fn lists_itself(c: &mut Ctx) -> bool {
     if !inode_in_bad_block(c, bad) {
         return false;
     }
-    c.p.on(Subject::Inode(bad)).error_fix(
+    c.report(Subject::Inode(bad)).error_fix(
         1,
         ProblemCode::PR_1_BADBLOCKS_IN_BADBLOCKS,
         "Bad block list says the bad block list inode is bad.".into(),
@@ -64,7 +64,8 @@ pub(crate) fn lists_itself(c: &mut Ctx) -> bool {
 /// Whether the list was found naming its own inode's block: its blocks
 /// are then no one's in this round.
 pub(crate) fn distrusted(c: &Ctx) -> bool {
-    c.p.list()
+    c.problems()
+        .list()
         .iter()
         .any(|p| p.code == ProblemCode::PR_1_BADBLOCKS_IN_BADBLOCKS)
 }
@@ -172,7 +173,7 @@ fn backup_copy(c: &mut Ctx, b: u64) {
     for g in 1..c.geo().group_count {
         let m = c.geo().group_meta(g);
         if m.super_block == Some(b) {
-            c.p.on(Subject::Block(b)).harmless(
+            c.report(Subject::Block(b)).harmless(
                 1,
                 ProblemCode::PR_1_BAD_SUPERBLOCK,
                 format!("Warning: Group {g}'s superblock ({b}) is bad."),
@@ -182,7 +183,7 @@ fn backup_copy(c: &mut Ctx, b: u64) {
         let in_desc =
             m.old_desc.is_some_and(|(f, n)| b >= f && b < f + n) || m.meta_desc == Some(b);
         if in_desc {
-            c.p.on(Subject::Block(b)).harmless(
+            c.report(Subject::Block(b)).harmless(
                 1,
                 ProblemCode::PR_1_BAD_GROUP_DESCRIPTORS,
                 format!(
@@ -247,7 +248,7 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
                 } else {
                     ("inode", ProblemCode::PR_1_IB_BAD_BLOCK)
                 };
-                c.p.on(Subject::Block(b)).error(
+                c.report(Subject::Block(b)).error(
                     1,
                     code,
                     format!("Group {g}'s {name} bitmap ({b}) is bad."),
@@ -303,15 +304,15 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
             _ => None,
         };
         match fix {
-            Some(f) => c.p.on(Subject::Block(b)).error_fix(1, code, msg, f),
-            None => c.p.on(Subject::Block(b)).error(1, code, msg),
+            Some(f) => c.report(Subject::Block(b)).error_fix(1, code, msg, f),
+            None => c.report(Subject::Block(b)).error(1, code, msg),
         }
     }
     if !unlist.is_empty() {
         // Its block count follows the list (pointers include indirect
         // blocks).
         let n = pointers.iter().filter(|p| !unlist.contains(&p.1)).count() as u64;
-        c.p.on(Subject::Inode(ext4r_format::inode::ino::BAD))
+        c.report(Subject::Inode(ext4r_format::inode::ino::BAD))
             .error_fix(
                 1,
                 ProblemCode::PR_1_BAD_I_BLOCKS,

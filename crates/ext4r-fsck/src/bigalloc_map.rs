@@ -77,7 +77,7 @@ pub(crate) fn check(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, bad: b
     let msg = format!("Inode {ino} on bigalloc filesystem cannot be block mapped.");
     match crate::extent_rebuild::plan(c, ino, owner, found) {
         Some(Fix::RebuildExtents(t)) => {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES,
                 msg,
@@ -85,10 +85,11 @@ pub(crate) fn check(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, bad: b
             );
         }
         Some(_) => {}
-        None => {
-            c.p.on(Subject::Inode(ino))
-                .error(1, ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES, msg)
-        }
+        None => c.report(Subject::Inode(ino)).error(
+            1,
+            ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES,
+            msg,
+        ),
     }
 }
 

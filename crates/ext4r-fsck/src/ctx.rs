@@ -215,20 +215,22 @@ pub(crate) struct Ctx {
     /// Its superblock as the passes take it (see [`Ctx::sb`]).
     sb: Superblock,
     geo: Geometry,
-    pub p: Problems,
-    pub notes: Vec<String>,
+    /// What the passes found (see [`Ctx::report`]).
+    p: Problems,
+    /// Words said along the way, not problems (see [`Ctx::note`]).
+    notes: Vec<String>,
     /// Stop after this pass (nothing more can be checked sensibly).
-    pub abort: bool,
+    abort: bool,
     /// The caller's stop request ([`crate::options::Options::cancel`]); workers
     /// have none (the merging thread looks).
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// The stop request was seen: the check ends early.
     cancelled: bool,
     /// Why the check cannot be completed at all (e2fsck's exit 8).
-    pub fatal: Option<String>,
+    fatal: Option<String>,
     /// It stopped while the journal was checked, before the superblock
     /// (see [`crate::report::Report::fatal_journal`]).
-    pub fatal_journal: bool,
+    fatal_journal: bool,
     /// The bad block inode's tree looked corrupted (see `bb_tree`).
     bb_corrupt: bool,
     /// Groups whose inode table is unusable (outside where it may be):
@@ -262,7 +264,7 @@ pub(crate) struct Ctx {
     journal_backup: bool,
     /// A repair must check again from the start before fixing more (a
     /// descriptor said unused where inodes are in use).
-    pub restart: bool,
+    restart: bool,
     /// The in-use inodes pass 1 found (see [`crate::inode_map`]).
     pub inodes: Inodes,
     /// The directories pass 1 found, by inode number (see [`DirInfo`]).
@@ -320,7 +322,8 @@ pub(crate) struct Ctx {
     repairing: bool,
     /// The bad block list (inode 1's data blocks), sorted.
     pub bad_blocks: Vec<u64>,
-    pub stats: Summary,
+    /// The summary's counts (see [`Ctx::summary`]).
+    stats: Summary,
     /// Usage counted per quota type and id, for each quota file the
     /// superblock names (see [`crate::quota`]).
     quota: crate::quota_usage::Counters,
@@ -461,6 +464,116 @@ impl Ctx {
     /// Threads the passes may use (at least 1).
     pub(crate) fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Reports a finding about `subject` (the problems found are the
+    /// check's, whichever pass finds them).
+    pub(crate) fn report(&mut self, subject: crate::problem::Subject) -> crate::problem::On<'_> {
+        self.p.on(subject)
+    }
+
+    /// What was found so far, in the order it is said.
+    pub(crate) fn problems(&self) -> &Problems {
+        &self.p
+    }
+
+    /// What was found so far, to put in the order e2fsck says it (passes
+    /// that find things in another order than e2fsck's move them) or to
+    /// drop what a restart finds again.
+    pub(crate) fn reorder_problems(&mut self) -> &mut Problems {
+        &mut self.p
+    }
+
+    /// Puts the last problem reported under latch `code`, asked as
+    /// `message` (see [`crate::problem::Latch`]).
+    pub(crate) fn latch_last(&mut self, code: crate::codes::ProblemCode, message: String) {
+        self.p.latch_last(code, message);
+    }
+
+    /// What was found, taken once the check is over.
+    pub(crate) fn take_problems(&mut self) -> Problems {
+        std::mem::take(&mut self.p)
+    }
+
+    /// Says `words` along the way (not a problem: e2fsck's messages
+    /// outside its problem table).
+    pub(crate) fn note(&mut self, words: impl Into<String>) {
+        self.notes.push(words.into());
+    }
+
+    /// What [`Ctx::note`] said so far.
+    pub(crate) fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// What [`Ctx::note`] said, taken once the check is over.
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Nothing more can be checked sensibly: the check stops once this
+    /// pass is over.
+    pub(crate) fn stop_after_pass(&mut self) {
+        self.abort = true;
+    }
+
+    /// Whether the check stops once this pass is over
+    /// ([`Ctx::stop_after_pass`], [`Ctx::fail`], a stop request).
+    pub(crate) fn stopping(&self) -> bool {
+        self.abort
+    }
+
+    /// The check cannot be completed at all, for reason `why` (e2fsck's
+    /// exit 8): it stops once this pass is over.
+    pub(crate) fn fail(&mut self, why: impl Into<String>) {
+        self.fatal = Some(why.into());
+        self.abort = true;
+    }
+
+    /// As [`Ctx::fail`], while the journal is checked, before the
+    /// superblock (see [`crate::report::Report::fatal_journal`]).
+    pub(crate) fn fail_in_journal(&mut self, why: impl Into<String>) {
+        self.fail(why);
+        self.fatal_journal = true;
+    }
+
+    /// The journal's failure is not the journal's alone: under `-n`,
+    /// e2fsck finds a journal without its magic and then the superblock
+    /// corrupt before it stops (the failure stands, its place is not the
+    /// journal check's).
+    pub(crate) fn failure_not_journals_alone(&mut self) {
+        self.fatal_journal = false;
+    }
+
+    /// Whether [`Ctx::fail`] (or [`Ctx::fail_in_journal`]) was called.
+    pub(crate) fn failed(&self) -> bool {
+        self.fatal.is_some()
+    }
+
+    /// Whether the check failed while the journal was checked.
+    pub(crate) fn failed_in_journal(&self) -> bool {
+        self.fatal_journal
+    }
+
+    /// Why the check failed, taken once it is over.
+    pub(crate) fn take_failure(&mut self) -> Option<String> {
+        self.fatal.take()
+    }
+
+    /// A repair must check again from the start before fixing more (a
+    /// descriptor said unused where inodes are in use).
+    pub(crate) fn must_restart(&mut self) {
+        self.restart = true;
+    }
+
+    /// Whether [`Ctx::must_restart`] was called.
+    pub(crate) fn restarting(&self) -> bool {
+        self.restart
+    }
+
+    /// Adds one inode's (or one stretch's) counts to the summary's.
+    pub(crate) fn add_to_summary(&mut self, counts: &Summary) {
+        add_counts(&mut self.stats, counts);
     }
 
     pub(crate) fn wide(&self) -> bool {
@@ -902,43 +1015,7 @@ impl Ctx {
         self.rehash_dirs.extend(f.rehash_dirs);
         self.ea_refs.extend(f.ea_refs);
         self.ea_flag_missing.extend(f.ea_flag_missing);
-        // Every count adds up (named one by one, so that a new count
-        // cannot be left out).
-        let Summary {
-            inodes_used,
-            inodes_count,
-            blocks_used,
-            blocks_count,
-            regular,
-            directories,
-            symlinks,
-            fast_symlinks,
-            devices,
-            fifos,
-            sockets,
-            multiply_linked,
-            fragmented,
-            deep_extents,
-        } = f.stats;
-        let s = &mut self.stats;
-        for (mine, theirs) in [
-            (&mut s.inodes_used, inodes_used),
-            (&mut s.inodes_count, inodes_count),
-            (&mut s.blocks_used, blocks_used),
-            (&mut s.blocks_count, blocks_count),
-            (&mut s.regular, regular),
-            (&mut s.directories, directories),
-            (&mut s.symlinks, symlinks),
-            (&mut s.fast_symlinks, fast_symlinks),
-            (&mut s.devices, devices),
-            (&mut s.fifos, fifos),
-            (&mut s.sockets, sockets),
-            (&mut s.multiply_linked, multiply_linked),
-            (&mut s.fragmented, fragmented),
-            (&mut s.deep_extents, deep_extents),
-        ] {
-            *mine += theirs;
-        }
+        add_counts(&mut self.stats, &f.stats);
         for (mine, theirs) in self.quota.iter_mut().zip(f.quota) {
             if let (Some(m), Some(t)) = (mine, theirs) {
                 for (id, u) in t {
@@ -962,6 +1039,46 @@ impl Ctx {
         s.blocks_count = sb.blocks_count;
         s.blocks_used = sb.blocks_used;
         s
+    }
+}
+
+/// Adds `theirs` to `mine`, count by count (named one by one, so that a
+/// new count cannot be left out).
+fn add_counts(mine: &mut Summary, theirs: &Summary) {
+    let Summary {
+        inodes_used,
+        inodes_count,
+        blocks_used,
+        blocks_count,
+        regular,
+        directories,
+        symlinks,
+        fast_symlinks,
+        devices,
+        fifos,
+        sockets,
+        multiply_linked,
+        fragmented,
+        deep_extents,
+    } = *theirs;
+    let s = mine;
+    for (mine, theirs) in [
+        (&mut s.inodes_used, inodes_used),
+        (&mut s.inodes_count, inodes_count),
+        (&mut s.blocks_used, blocks_used),
+        (&mut s.blocks_count, blocks_count),
+        (&mut s.regular, regular),
+        (&mut s.directories, directories),
+        (&mut s.symlinks, symlinks),
+        (&mut s.fast_symlinks, fast_symlinks),
+        (&mut s.devices, devices),
+        (&mut s.fifos, fifos),
+        (&mut s.sockets, sockets),
+        (&mut s.multiply_linked, multiply_linked),
+        (&mut s.fragmented, fragmented),
+        (&mut s.deep_extents, deep_extents),
+    ] {
+        *mine += theirs;
     }
 }
 

@@ -157,7 +157,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
                     d.files = d.files.saturating_sub(1);
                 }
             }
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1D_CLONE_ERROR,
                 format!(
@@ -172,7 +172,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             continue;
         }
         let n: u64 = copies.iter().map(|x| x.len).sum();
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1D_CLONE_QUESTION,
             format!("Inode {ino} has {n} multiply-claimed block(s) to clone."),

@@ -42,14 +42,14 @@ pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize
         *x = b'.';
     }
     if b.phys != 0 {
-        c.p.on(b.entry_at(off)).error_fix(
+        c.report(b.entry_at(off)).error_fix(
             2,
             ProblemCode::PR_2_BAD_ENCODED_NAME,
             msg,
             Fix::DirEntryRename(b.phys, off, fixed, owner),
         );
     } else {
-        c.p.on(b.entry_at(off))
+        c.report(b.entry_at(off))
             .error(2, ProblemCode::PR_2_BAD_ENCODED_NAME, msg);
     }
 }

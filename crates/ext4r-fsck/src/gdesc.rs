@@ -58,7 +58,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     if !group_csum
         && (flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 || d.itable_unused(wide) != 0)
     {
-        c.p.on(Subject::Group(g)).error_fix(
+        c.report(Subject::Group(g)).error_fix(
             0,
             ProblemCode::PR_0_GDT_UNINIT,
             format!("Group descriptor {g} marked uninitialized without feature set."),
@@ -67,7 +67,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     }
     let last = g + 1 == c.geo().group_count;
     if last && flags & BG_BLOCK_UNINIT != 0 && clear & BG_BLOCK_UNINIT == 0 {
-        c.p.on(Subject::Group(g)).error_fix(
+        c.report(Subject::Group(g)).error_fix(
             0,
             ProblemCode::PR_0_BB_UNINIT_LAST,
             format!("Last group block bitmap uninitialized.  (group {g})"),
@@ -88,14 +88,14 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         let msg = format!("Group descriptor {g} has invalid unused inodes count {left}.");
         let fix = Fix::GroupDescFlags(g, 0, Some(0));
         if zeroed {
-            c.p.on(Subject::Group(g)).harmless_fix(
+            c.report(Subject::Group(g)).harmless_fix(
                 0,
                 ProblemCode::PR_0_GDT_ITABLE_UNUSED,
                 msg,
                 fix,
             );
         } else {
-            c.p.on(Subject::Group(g))
+            c.report(Subject::Group(g))
                 .error_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
         }
         unused = Some(0);
@@ -154,7 +154,7 @@ pub(crate) fn inode_reference(
 ) -> bool {
     let ipg = c.geo().inodes_per_group;
     let Some(i) = target.checked_sub(1) else {
-        return c.restart;
+        return c.restarting();
     };
     let g = i / ipg;
     let mut s = c.group_state(g);
@@ -171,7 +171,7 @@ pub(crate) fn inode_reference(
         .wrapping_add(ipg)
         .wrapping_sub(unused);
     if !uninit && target < first_unused {
-        return c.restart;
+        return c.restarting();
     }
     let name = crate::pathname::safe(name);
     let path = crate::pathname::dir_path(c.fs(), dir);
@@ -199,14 +199,14 @@ pub(crate) fn inode_reference(
         )
     };
     if c.repairing() {
-        c.p.on(subject.clone()).error_fix(2, code, msg, fix);
+        c.report(subject.clone()).error_fix(2, code, msg, fix);
         if let Some(slot) = c.groups.get_mut(g as usize) {
             *slot = s;
         }
-        c.restart = true;
+        c.must_restart();
         true
     } else {
-        c.p.on(subject).error(2, code, msg);
+        c.report(subject).error(2, code, msg);
         false
     }
 }

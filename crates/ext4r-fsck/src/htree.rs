@@ -249,7 +249,7 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             }
         }
         if let Some(at) = unordered_node {
-            c.p.on(Subject::InodeAt(ino, u64::from(at))).error_fix(
+            c.report(Subject::InodeAt(ino, u64::from(at))).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_HASH_ORDER,
                 format!("Problem in HTREE directory inode {ino}: block #{at} has an unordered hash table"),
@@ -291,7 +291,7 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             } else {
                 format!("Problem in HTREE directory inode {ino}: block #{l} {what}")
             };
-            c.p.on(Subject::InodeAt(ino, u64::from(*l))).error_fix(
+            c.report(Subject::InodeAt(ino, u64::from(*l))).error_fix(
                 2,
                 *code,
                 message,
@@ -300,7 +300,7 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
         }
         if !problems.is_empty() {
             let path = crate::pathname::dir_path(c.fs(), ino);
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_CLEAR,
                 format!("Invalid HTREE directory inode {ino} ({path})."),

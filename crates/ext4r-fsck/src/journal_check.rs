@@ -51,7 +51,7 @@ pub(crate) fn check(c: &mut Ctx) {
             // overwrite whatever file it is, as e2fsck would).
             match reserved_journal(c, &sb, inum) {
                 Some(info) => {
-                    c.p.on(Subject::Journal).error_fix(
+                    c.report(Subject::Journal).error_fix(
                         0,
                         ProblemCode::EXT4R_0_JOURNAL_INUM,
                         format!(
@@ -82,14 +82,14 @@ pub(crate) fn check(c: &mut Ctx) {
         let msg = format!("Journal inode {inum} is invalid; its copy in the superblock is used.");
         let fix = Fix::RestoreJournalInode(inum);
         if c.repairing() {
-            c.p.on(Subject::Journal).harmless_fix(
+            c.report(Subject::Journal).harmless_fix(
                 0,
                 ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP,
                 msg,
                 fix,
             );
         } else {
-            c.p.on(Subject::Journal).error_fix(
+            c.report(Subject::Journal).error_fix(
                 0,
                 ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP,
                 msg,
@@ -99,7 +99,7 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     if inum != ino::JOURNAL && inum >= sb.first_ino() {
         // A journal in an ordinary inode number is legal but unusual.
-        c.notes.push(format!("Journal is in inode {inum}."));
+        c.note(format!("Journal is in inode {inum}."));
     }
     if c.repairing() && has && !from_backup {
         backup(c, &sb, &info);
@@ -109,8 +109,8 @@ pub(crate) fn check(c: &mut Ctx) {
     // Said once the journal is found good (after e2fsck's journal check).
     // (A repair replays a journal it can use before the check, and one it
     // cannot it resets: there is no read-only check to speak of.)
-    if recover && !c.fatal_journal && !c.repairing() {
-        c.notes.push(
+    if recover && !c.failed_in_journal() && !c.repairing() {
+        c.note(
             "Warning: skipping journal recovery because doing a read-only filesystem check."
                 .to_string(),
         );
@@ -122,15 +122,13 @@ pub(crate) fn check(c: &mut Ctx) {
 /// for DEV"), before anything else is checked.
 fn stop(c: &mut Ctx, why: &str) {
     if !c.repairing() {
-        c.fatal = Some(why.to_string());
-        c.fatal_journal = true;
-        c.abort = true;
+        c.fail_in_journal(why.to_string());
     }
 }
 
 /// e2fsck's PR_0_JOURNAL_BAD_SUPER, then (under `-n`) the stop.
 fn bad_super(c: &mut Ctx, at: u64, total: u32) {
-    c.p.on(Subject::Journal).error_fix(
+    c.report(Subject::Journal).error_fix(
         0,
         ProblemCode::PR_0_JOURNAL_BAD_SUPER,
         "Journal superblock is corrupt.".into(),
@@ -160,7 +158,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
                 .zip(&words)
                 .any(|(a, &b)| a.get() != b));
     if stale {
-        c.p.on(Subject::Journal).harmless_fix(
+        c.report(Subject::Journal).harmless_fix(
             0,
             ProblemCode::PR_0_BACKUP_JNL,
             "Backing up journal inode block information.".into(),
@@ -174,7 +172,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
 fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
     let _ = why;
     if has || inum != 0 {
-        c.p.on(Subject::Journal).error_fix(
+        c.report(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_BAD_INODE,
             format!("Superblock has an invalid journal (inode {inum})."),
@@ -182,7 +180,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
         );
         stop(c, CORRUPT);
     } else if recover {
-        c.p.on(Subject::Journal).error_fix(
+        c.report(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_RECOVER_SET,
             "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -196,7 +194,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
 fn external(c: &mut Ctx, has: bool, recover: bool) {
     if !has {
         if recover {
-            c.p.on(Subject::Journal).error_fix(
+            c.report(Subject::Journal).error_fix(
                 0,
                 ProblemCode::PR_0_JOURNAL_RECOVER_SET,
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -212,7 +210,7 @@ fn external(c: &mut Ctx, has: bool, recover: bool) {
         crate::external_journal::check(c, &ext);
     } else {
         // As e2fsck without -j: the journal cannot be found.
-        c.p.on(Subject::Journal).error(
+        c.report(Subject::Journal).error(
             0,
             ProblemCode::PR_0_CANT_FIND_JOURNAL,
             "Can't find external journal; the filesystem cannot be fully checked.".into(),
@@ -410,7 +408,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         // e2fsck then finds the superblock corrupt too before it stops.
         bad_inode(c, has, recover, inum, "no journal magic");
         if !c.repairing() && (has || inum != 0) {
-            c.fatal_journal = false;
+            c.failure_not_journals_alone();
             corrupt(c, "no journal magic");
         }
         return;
@@ -435,7 +433,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         jsb.s_nr_users.get() > 1 && sb.s_journal_uuid == [0; 16]
     };
     if v2_fields {
-        c.p.on(Subject::Journal).error_fix(
+        c.report(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_CLEAR_V2_JOURNAL,
             "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields \
@@ -445,7 +443,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         );
         if !c.repairing() && bt == block_type::SUPERBLOCK_V2 {
             // -n leaves the fields, and e2fsck's PR_FATAL follows.
-            c.p.on(Subject::Journal).error(
+            c.report(Subject::Journal).error(
                 0,
                 ProblemCode::PR_0_JOURNAL_UNSUPP_MULTIFS,
                 "External journal has multiple filesystem users (unsupported).".into(),
@@ -456,7 +454,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         return flags(c, has, recover, 0);
     }
     if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_incompat() != 0 {
-        c.p.on(Subject::Journal).error(
+        c.report(Subject::Journal).error(
             0,
             ProblemCode::PR_0_JOURNAL_UNSUPP_INCOMPAT,
             "Journal superblock has an unknown incompatible feature flag set.".into(),
@@ -470,7 +468,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
     }
     if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_ro_compat() != 0 {
         // e2fsck stops here (abort): a journal it cannot read safely.
-        c.p.on(Subject::Journal).error(
+        c.report(Subject::Journal).error(
             0,
             ProblemCode::PR_0_JOURNAL_UNSUPP_ROCOMPAT,
             "Journal superblock has an unknown read-only feature flag set.".into(),
@@ -523,7 +521,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
 fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
     if !has {
         if recover {
-            c.p.on(Subject::Journal).error_fix(
+            c.report(Subject::Journal).error_fix(
                 0,
                 ProblemCode::PR_0_JOURNAL_RECOVER_SET,
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -533,7 +531,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         // Declined, it leaves e2fsck -n's exit at 0: the journal checks
         // run before unix.c marks the filesystem valid, and the passes
         // then treat the inode as the journal it is.
-        c.p.on(Subject::Journal).harmless_fix(
+        c.report(Subject::Journal).harmless_fix(
             0,
             ProblemCode::PR_0_JOURNAL_HAS_JOURNAL,
             "Superblock has_journal flag is clear, but a journal is present.".into(),
@@ -545,7 +543,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         // As e2fsck's "Run journal anyway": the flag is set and the
         // repair replays what the log holds (nothing, when s_start is a
         // flipped bit: no transaction has the sequence it then looks for).
-        c.p.on(Subject::Journal).error_fix(
+        c.report(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_RUN,
             "Superblock needs_recovery flag is clear, but journal has data.".into(),

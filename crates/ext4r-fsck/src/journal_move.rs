@@ -25,7 +25,7 @@ pub(crate) fn check(c: &mut Ctx, inum: u32, links: u16) {
     let Some((name, blk, off, owner)) = entry(c, inum) else {
         return;
     };
-    c.p.on(Subject::Journal).error_fix(
+    c.report(Subject::Journal).error_fix(
         0,
         ProblemCode::PR_0_MOVE_JOURNAL,
         format!(

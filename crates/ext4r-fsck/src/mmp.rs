@@ -32,7 +32,7 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     let magic = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
     if magic != MMP_MAGIC {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_MMP_INVALID_MAGIC,
             "Superblock has invalid MMP magic.".into(),
@@ -46,7 +46,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if c.sb().has_ro_compat(RoCompat::METADATA_CSUM)
         && m.verify_checksum(c.sb().csum_seed()).is_err()
     {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_MMP_CSUM_INVALID,
             "Superblock MMP block checksum does not match.".into(),

@@ -37,7 +37,7 @@ pub(crate) fn check(c: &mut Ctx) {
     let bs = u64::from(c.geo().block_size);
     let size = info.inode.size();
     if size % bs != 0 {
-        c.p.on(Subject::Inode(inum)).harmless(
+        c.report(Subject::Inode(inum)).harmless(
             5,
             ProblemCode::PR_6_ORPHAN_FILE_WRONG_SIZE,
             format!("Orphan file (inode {inum}) size is not multiple of block size."),
@@ -65,7 +65,7 @@ pub(crate) fn check(c: &mut Ctx) {
                 .contains(ext4r_format::inode::InodeFlags::EXTENTS)
         });
         match hole {
-            Some(h) if h < size / bs => c.p.on(Subject::InodeAt(inum, h)).harmless(
+            Some(h) if h < size / bs => c.report(Subject::InodeAt(inum, h)).harmless(
                 5,
                 ProblemCode::PR_6_ORPHAN_FILE_HOLE,
                 format!("Orphan file (inode {inum}) contains hole at block {h}."),
@@ -75,9 +75,9 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     let msg = "Failed to initialize orphan file.".to_string();
     if !c.relocate.is_empty() {
-        c.p.on(Subject::Inode(inum))
+        c.report(Subject::Inode(inum))
             .error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg);
-        c.p.on(Subject::Inode(inum)).harmless(
+        c.report(Subject::Inode(inum)).harmless(
             5,
             ProblemCode::PR_6_ORPHAN_FILE_BITMAP_INVALID,
             "Cannot fix corrupted orphan file with invalid bitmaps.".into(),
@@ -85,14 +85,14 @@ pub(crate) fn check(c: &mut Ctx) {
         return;
     }
     match plan(c, inum, &info.inode) {
-        Some(f) => c.p.on(Subject::Inode(inum)).error_fix(
+        Some(f) => c.report(Subject::Inode(inum)).error_fix(
             5,
             ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED,
             msg,
             f,
         ),
         None => {
-            c.p.on(Subject::Inode(inum))
+            c.report(Subject::Inode(inum))
                 .error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg)
         }
     }

@@ -13,7 +13,7 @@ use crate::ctx::Progress;
 use crate::fix::Fix;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
-    let start = c.p.mark();
+    let start = c.problems().mark();
     superblock(c);
     crate::super_rules::check(c);
     descriptors(c);
@@ -21,10 +21,7 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     if c.bad_itable && c.geo().group_count == 1 && !c.repairing() {
         // No backup descriptors to fall back on, and no relocation under
         // -n: e2fsck cannot go on either.
-        c.fatal = Some(
-            "Group descriptors look bad and there is no backup to use; cannot proceed.".into(),
-        );
-        c.abort = true;
+        c.fail("Group descriptors look bad and there is no backup to use; cannot proceed.");
         return;
     }
     quota_and_orphan(c);
@@ -34,25 +31,28 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     // stops it before the rest is looked at.
     // (Its inode's backup and move are check_super_block's, said in
     // their place.)
-    let before = c.p.mark();
+    let before = c.problems().mark();
     crate::journal_check::check(c);
-    let (later, journal): (Vec<_>, Vec<_>) =
-        c.p.take_range(before..c.p.mark())
-            .into_iter()
-            .partition(|p| {
-                matches!(
-                    p.code,
-                    ProblemCode::PR_0_BACKUP_JNL | ProblemCode::PR_0_MOVE_JOURNAL
-                )
-            });
-    if c.fatal_journal {
-        c.p.take_range(start..c.p.mark());
-        c.p.insert_at(start, journal);
+    let after = c.problems().mark();
+    let (later, journal): (Vec<_>, Vec<_>) = c
+        .reorder_problems()
+        .take_range(before..after)
+        .into_iter()
+        .partition(|p| {
+            matches!(
+                p.code,
+                ProblemCode::PR_0_BACKUP_JNL | ProblemCode::PR_0_MOVE_JOURNAL
+            )
+        });
+    if c.failed_in_journal() {
+        let end = c.problems().mark();
+        c.reorder_problems().take_range(start..end);
+        c.reorder_problems().insert_at(start, journal);
         return;
     }
-    let end = c.p.mark();
-    c.p.insert_at(end, later);
-    c.p.insert_at(start, journal);
+    let end = c.problems().mark();
+    c.reorder_problems().insert_at(end, later);
+    c.reorder_problems().insert_at(start, journal);
     crate::journal_hint::check(c);
     crate::quota_hide::check(c);
 }
@@ -64,7 +64,7 @@ fn superblock(c: &mut Ctx) {
     let sb = c.sb().clone();
     // e2fsck asks only when it may write (never under -n).
     if c.repairing() && sb.s_creator_os.get() == OS_HURD && sb.has_incompat(Incompat::FILETYPE) {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_HURD_CLEAR_FILETYPE,
             "The Hurd does not support the filetype feature.".into(),
@@ -76,7 +76,7 @@ fn superblock(c: &mut Ctx) {
         c.judge_without_filetype();
     }
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        c.p.on(Subject::Filesystem).harmless(
+        c.report(Subject::Filesystem).harmless(
             0,
             ProblemCode::PR_0_META_AND_GDT_CSUM_SET,
             "Superblock has metadata_csum and uninit_bg both set.".into(),
@@ -84,7 +84,7 @@ fn superblock(c: &mut Ctx) {
     }
     let want = u64::from(c.geo().inodes_per_group) * u64::from(c.geo().group_count);
     if u64::from(sb.s_inodes_count.get()) != want {
-        c.p.on(Subject::Filesystem).error(
+        c.report(Subject::Filesystem).error(
             0,
             ProblemCode::PR_0_INODE_COUNT_WRONG,
             format!(
@@ -94,7 +94,7 @@ fn superblock(c: &mut Ctx) {
         );
     }
     if sb.r_blocks_count() > sb.blocks_count() {
-        c.p.on(Subject::Filesystem).error(
+        c.report(Subject::Filesystem).error(
             0,
             ProblemCode::PR_0_SB_CORRUPT,
             format!(
@@ -112,7 +112,7 @@ fn superblock(c: &mut Ctx) {
         let bad = |v: u32| v != 0 && (v < 4 || 128 + v > isize || v % 4 != 0);
         let min = u32::from(sb.s_min_extra_isize.get());
         if bad(min) {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_0_BAD_MIN_EXTRA_ISIZE,
                 format!("Bad required extra isize in superblock ({min})."),
@@ -121,7 +121,7 @@ fn superblock(c: &mut Ctx) {
         }
         let wanted = u32::from(sb.s_want_extra_isize.get());
         if bad(wanted) {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_0_BAD_WANT_EXTRA_ISIZE,
                 format!("Bad desired extra isize in superblock ({wanted})."),
@@ -183,7 +183,7 @@ fn descriptors(c: &mut Ctx) {
             ),
         ] {
             if !inside(b, n) {
-                c.p.on(Subject::Group(g)).error(
+                c.report(Subject::Group(g)).error(
                     0,
                     code,
                     format!("{what} for group {g} is not in group.  (block {b})"),
@@ -218,13 +218,13 @@ fn descriptors(c: &mut Ctx) {
                 sums = (d.bg_checksum.get(), want);
             }
         }
-        let at = c.p.mark();
+        let at = c.problems().mark();
         let fix = crate::gdesc::judge(c, g, &d, csum_ok);
         if !csum_ok {
             // Said before what the descriptor's other fields show (as
             // e2fsck's check_super_block, group by group), under the
             // latch asked once for all the descriptors.
-            c.p.on(Subject::Group(g)).harmless_fix(
+            c.report(Subject::Group(g)).harmless_fix(
                 0,
                 ProblemCode::PR_0_GDT_CSUM,
                 format!(
@@ -233,11 +233,11 @@ fn descriptors(c: &mut Ctx) {
                 ),
                 fix,
             );
-            c.p.latch_last(
+            c.latch_last(
                 ProblemCode::PR_0_GDT_CSUM_LATCH,
                 "One or more block group descriptor checksums are invalid.".into(),
             );
-            c.p.move_last_to(at);
+            c.reorder_problems().move_last_to(at);
         }
         // The superblock copy and descriptor blocks of this group.
         let m = c.geo().group_meta(g);
@@ -291,7 +291,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
         };
         let it = d.inode_table(wide);
         if let Some(b) = ranges.first_in(it, it + itb) {
-            c.p.on(Subject::Group(g)).error(
+            c.report(Subject::Group(g)).error(
                 1,
                 ProblemCode::PR_1_ITABLE_CONFLICT,
                 format!("Group {g}'s inode table at {b} conflicts with some other fs block."),
@@ -318,7 +318,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
                 ),
             };
             if ranges.contains(b) {
-                c.p.on(Subject::Group(g)).error(
+                c.report(Subject::Group(g)).error(
                     1,
                     code,
                     format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
@@ -444,7 +444,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     .zip(0u8..)
     {
         if inum != 0 && (inum > max || (inum < sb.first_ino() && inum != std)) {
-            c.p.on(Subject::Quota(qtype)).error_fix(
+            c.report(Subject::Quota(qtype)).error_fix(
                 0,
                 ProblemCode::PR_0_INVALID_QUOTA_INO,
                 format!("Invalid {what} quota inode {inum}."),
@@ -455,7 +455,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     let inum = sb.s_orphan_file_inum.get();
     if !sb.has_compat(Compat::ORPHAN_FILE) {
         if sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_6_ORPHAN_PRESENT_NO_FILE,
                 "Feature orphan_present is set but feature orphan_file is not.".into(),
@@ -467,7 +467,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     if !sb.has_compat(Compat::HAS_JOURNAL) {
         // No point in an orphan file without a journal (e2fsck): the
         // feature goes, and the inode is then emptied by pass 1.
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_6_ORPHAN_FILE_WITHOUT_JOURNAL,
             "Superblock has orphan file without journal.".into(),
@@ -525,7 +525,7 @@ fn quota_and_orphan(c: &mut Ctx) {
                 dirty = true;
                 // As e2fsck after releasing the orphans (pass 1 gives the
                 // deleted ones their deletion time): the block is emptied.
-                c.p.on(Subject::InodeAt(inum, r.logical + k)).error_fix(
+                c.report(Subject::InodeAt(inum, r.logical + k)).error_fix(
                     6,
                     ProblemCode::PR_6_ORPHAN_BLOCK_DIRTY,
                     format!(
@@ -541,7 +541,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     if dirty && !c.repairing() {
         // The block left as it is, e2fsck cannot use the file and asks to
         // make it anew.
-        c.p.on(Subject::Inode(inum)).error(
+        c.report(Subject::Inode(inum)).error(
             6,
             ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED,
             "Failed to initialize orphan file.".into(),
@@ -550,7 +550,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     // These e2fsck says after pass 5 (its check_init_orphan_file, in
     // main once the passes have run): pass 6 here.
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             6,
             ProblemCode::PR_6_ORPHAN_PRESENT_CLEAN_FILE,
             "Feature orphan_present is set but orphan file is clean.".into(),

@@ -84,7 +84,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     } else {
         let mut buf = Vec::new();
         for (n, &job) in jobs.iter().enumerate() {
-            if c.poll_cancel() || c.abort {
+            if c.poll_cancel() || c.stopping() {
                 break;
             }
             ahead.reading(n);
@@ -104,7 +104,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // Kept with repeats: pass 4 counts the references to each EA inode.
     c.ea_refs.sort_unstable();
     if c.any_large().1 && !c.sb().has_incompat(Incompat::LARGEDIR) {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             1,
             ProblemCode::PR_2_FEATURE_LARGE_DIRS,
             "Filesystem has large directories, but lacks LARGE_DIR flag in superblock.".into(),
@@ -112,14 +112,14 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         );
     }
     if c.any_large().0 && !c.sb().has_ro_compat(RoCompat::LARGE_FILE) {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             2,
             ProblemCode::PR_2_FEATURE_LARGE_FILES,
             "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
             Fix::SetLargeFile,
         );
         if c.sb().s_rev_level.get() == 0 {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 2,
                 ProblemCode::PR_1_FS_REV_LEVEL,
                 "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
@@ -213,7 +213,7 @@ fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: 
     if read {
         return true;
     }
-    c.p.on(Subject::Group(g)).error(
+    c.report(Subject::Group(g)).error(
         1,
         ProblemCode::PR_1_ISCAN_ERROR,
         format!("Error while reading inode table of group {g}."),
@@ -221,10 +221,9 @@ fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: 
     if !c.repairing() {
         // An inode scan that cannot go on is fatal (PR_1_ISCAN_ERROR is
         // PR_FATAL): exit 8.
-        c.fatal = Some(format!(
+        c.fail(format!(
             "Error while scanning inodes: cannot read the inode table of group {g}"
         ));
-        c.abort = true;
     }
     false
 }
@@ -350,12 +349,12 @@ fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
                 // here, after the rest of its job (as on one thread).
                 Piece::Failed(n) => {
                     take_chunk(c, jobs[n], groups, progress, false);
-                    if c.abort {
+                    if c.stopping() {
                         return false;
                     }
                 }
                 Piece::End => {
-                    if c.abort {
+                    if c.stopping() {
                         return false;
                     }
                 }
@@ -450,19 +449,19 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 }
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
-    let from = c.p.mark();
+    let from = c.problems().mark();
     check_inode_fields(c, ino, rec, specials, pre);
     // In a repair, a fix that rewrote the inode stamped its checksum:
     // e2fsck reads the inode again (`recheck_bad_inode_checksum`) and
     // finds nothing more to say. (Problems found here but said and fixed
     // in a later pass, as e2fsck's pass 2 `process_bad_inode`, come after.)
     let rewritten = c.repairing()
-        && c.p.list().get(from..).is_some_and(|made| {
+        && c.problems().list().get(from..).is_some_and(|made| {
             made.iter()
                 .any(|p| p.pass == 1 && p.fix.as_ref().is_some_and(|f| f.rewrites_inode(ino)))
         });
     if c.take_csum_due() && !rewritten {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
             format!("Inode {ino} passes checks, but checksum does not match inode."),
@@ -527,7 +526,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     {
         // As e2fsck: nothing to keep, so the inode goes (and the names of
         // it with it), rather than a block 0 being made for it.
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ZERO_LENGTH_DIR,
             format!("Inode {ino} is a zero-length directory."),
@@ -619,7 +618,7 @@ fn screen(
         && !is_special
         && (pre & PRE_BAD_CSUM != 0 || !c.csum())
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_IS_GARBAGE,
             format!("Inode {ino} seems to contain garbage."),
@@ -665,7 +664,7 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
         && !matches!(ino, special::BAD | special::RESIZE | special::JOURNAL)
         && (pre & PRE_BAD_CSUM != 0 || !c.csum())
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_IS_GARBAGE,
             format!("Inode {ino} seems to contain garbage."),
@@ -677,13 +676,13 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
         orphan_dtime(c, ino, inode);
     }
     let bad_csum = pre & PRE_BAD_CSUM != 0;
-    let before = c.p.errors();
+    let before = c.problems().errors();
     reserved_inode(c, ino, inode, rec, bad_csum);
     // As e2fsck's FINISH_INODE_LOOP: a reserved inode found with
     // nothing else wrong has its checksum rewritten (one that was
     // cleared or zeroed needs none).
-    if bad_csum && c.p.errors() == before {
-        c.p.on(Subject::Inode(ino)).error_fix(
+    if bad_csum && c.problems().errors() == before {
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
             format!("Inode {ino} passes checks, but checksum does not match inode."),
@@ -698,7 +697,7 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
 /// timestamps before the epoch.
 fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_I_FILE_ACL_HI_ZERO,
             format!(
@@ -715,7 +714,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         && c.sb().s_creator_os.get() == ext4r_format::superblock::OS_LINUX
         && inode.l_i_blocks_high.get() != 0
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_BLOCKS_HI_ZERO,
             format!(
@@ -729,7 +728,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     // e2fsck's PR_1_SET_IMAGIC: the AFS-server flag means nothing without
     // the imagic_inodes feature.
     if inode.flags().contains(InodeFlags::IMAGIC) && !c.sb().has_compat(Compat::IMAGIC_INODES) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SET_IMAGIC,
             format!("Inode {ino} has imagic flag set."),
@@ -744,7 +743,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
             (0x75, ProblemCode::PR_2_FSIZE_ZERO, "i_fsize"),
         ] {
             if let Some(&v) = rec.get(at).filter(|&&v| v != 0) {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     2,
                     code,
                     format!(
@@ -757,7 +756,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         }
     }
     if inode.i_obso_faddr.get() != 0 {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_FADDR_ZERO,
             format!(
@@ -773,7 +772,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         // then asks about any inode in use with a dtime, the root again
         // when -n has left it.
         if ino == special::ROOT {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_ROOT_DTIME,
                 "Root inode has dtime set (probably due to old mke2fs).".into(),
@@ -781,7 +780,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
             );
         }
         if ino != special::ROOT || !c.repairing() {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_SET_DTIME,
                 format!("Inode {ino} is in use, but has dtime set."),
@@ -813,7 +812,7 @@ fn file_kind(c: &mut Ctx, ino: u32, inode: &Inode, quota_file: bool) -> Option<F
             | FileKind::Unknown
     );
     if special_kind && crate::really_dir::looks_like_dir(c, ino, inode) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_TREAT_AS_DIRECTORY,
             format!(
@@ -829,7 +828,7 @@ fn file_kind(c: &mut Ctx, ino: u32, inode: &Inode, quota_file: bool) -> Option<F
     }
     if ino == special::ROOT && kind != FileKind::Directory {
         // As e2fsck: cleared, and made anew by pass 3.
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ROOT_NO_DIR,
             "Root inode is not a directory.".into(),
@@ -863,7 +862,7 @@ fn format_flags(
         crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
     {
         let cleared = matches!(fix, Fix::ClearInode(_));
-        c.p.on(Subject::Inode(ino)).error_fix(1, code, msg, fix);
+        c.report(Subject::Inode(ino)).error_fix(1, code, msg, fix);
         if cleared {
             return None;
         }
@@ -888,7 +887,7 @@ fn format_flags(
     {
         // As e2fsck: without its system.data attribute (or with xattrs
         // that cannot be read) the inline data cannot be trusted.
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INLINE_DATA_NO_ATTR,
             format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
@@ -904,7 +903,7 @@ fn format_flags(
     }
     // After the format flags, as e2fsck's check_inode_extra_space.
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_EXTRA_ISIZE,
             format!(
@@ -921,7 +920,7 @@ fn format_flags(
         && flags.contains(InodeFlags::INDEX)
         && !c.sb().has_compat(Compat::DIR_INDEX)
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_SET,
             format!("Inode {ino} has INDEX_FL flag set on filesystem without htree support."),
@@ -989,7 +988,7 @@ fn map_blocks(
             bogus_dev = device_inode(c, ino, inode, kind, flags);
         }
         _ => {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_BAD_MODE,
                 format!(
@@ -1017,7 +1016,7 @@ fn device_inode(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, flags: Ino
     let bogus_dev = flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
         || (locked && w[4..].iter().any(|&x| x != 0));
     if bogus_dev {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             match kind {
                 FileKind::CharDevice => ProblemCode::PR_2_BAD_CHAR_DEV,
@@ -1038,7 +1037,7 @@ fn device_inode(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, flags: Ino
             crate::fix::Fix::ClearInode(ino),
         );
     } else if flags.contains(InodeFlags::INLINE_DATA) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SPECIAL_EXTENTS_IDATA,
             format!(
@@ -1064,7 +1063,7 @@ fn kind_rules(
 ) {
     let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, inode);
     if bad_symlink {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_INVALID_SYMLINK,
             format!(
@@ -1085,7 +1084,7 @@ fn kind_rules(
     let bad_flags = InodeFlags::IMMUTABLE | InodeFlags::APPEND;
     if special_file && !bad_symlink && !bogus_dev && flags.intersects(bad_flags) {
         // e2fsck's PR_NO_OK: not an error, but repaired.
-        c.p.on(Subject::Inode(ino)).harmless_fix(
+        c.report(Subject::Inode(ino)).harmless_fix(
             1,
             ProblemCode::PR_1_SET_IMMUTABLE,
             format!(
@@ -1102,7 +1101,7 @@ fn kind_rules(
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
     );
     if device && !bogus_dev && inode.size() != 0 {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SET_NONZSIZE,
             format!("Special (device/socket/fifo) inode {ino} has non-zero size."),
@@ -1171,7 +1170,7 @@ fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResul
         let have =
             inode.blocks_count(huge, c.geo().block_size) / if in_fs_blocks { bs / 512 } else { 1 };
         if want != have {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_BAD_I_BLOCKS,
                 format!("Inode {ino}, i_blocks is {have}, should be {want}."),
@@ -1196,7 +1195,7 @@ fn dir_holes(c: &mut Ctx, ino: u32, flags: InodeFlags, map: &MapResult) -> bool 
                 map.end_lblk <= 12
             };
             if simple {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_COLLAPSE_DBLOCK,
                     msg,
@@ -1204,7 +1203,7 @@ fn dir_holes(c: &mut Ctx, ino: u32, flags: InodeFlags, map: &MapResult) -> bool 
                 );
                 return c.repairing();
             }
-            c.p.on(Subject::Inode(ino))
+            c.report(Subject::Inode(ino))
                 .error(1, ProblemCode::PR_1_COLLAPSE_DBLOCK, msg);
             return false;
         }
@@ -1241,7 +1240,7 @@ fn record_dir(
         // system.data value, as e2fsck counts it.
         if let Some(want) = inline_size(c, ino) {
             if want != inode.size() {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_BAD_I_SIZE,
                     format!("Inode {ino}, i_size is {}, should be {want}.", inode.size()),
@@ -1316,7 +1315,7 @@ fn htree_root(
         if let Some((code, msg)) =
             crate::htree_root::bad_root(c, ino, read_flags, blk0, map.end_lblk)
         {
-            c.p.on(Subject::Inode(ino))
+            c.report(Subject::Inode(ino))
                 .error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
             // Read as the linear directory it becomes.
             htree = false;
@@ -1361,9 +1360,10 @@ fn register(
 /// `counted`: the blocks the inode's map and xattr block hold (e2fsck's
 /// `num_blocks`).
 fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult, counted: u64) {
-    let group_blocks = c.geo().blocks_per_group;
-    let s = &mut c.stats;
-    s.inodes_used += 1;
+    let mut s = crate::report::Summary {
+        inodes_used: 1,
+        ..Default::default()
+    };
     match kind {
         FileKind::Regular => s.regular += 1,
         FileKind::Directory => s.directories += 1,
@@ -1383,12 +1383,13 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult, c
     }
     // e2fsck's "simplistic fragmentation check": a file larger than a
     // group can never be contiguous, and is not counted.
-    if map.fragmented && counted < group_blocks {
+    if map.fragmented && counted < c.geo().blocks_per_group {
         s.fragmented += 1;
     }
     if map.depth > 0 {
         s.deep_extents += 1;
     }
+    c.add_to_summary(&s);
 }
 
 /// Reserved inodes below `s_first_ino`: the bad-block list and the resize
@@ -1400,7 +1401,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
         // trusted either (its list would be read through a record that
         // libext2fs refuses, and e2fsck -n then aborts).
         special::BAD if bad_csum || crate::badblocks::bad_inode_invalid(inode) => {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INVALID_BAD_INODE,
                 "The bad block inode looks invalid.".into(),
@@ -1430,7 +1431,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
                 || inode.i_blocks_lo.get() != 0
                 || inode.block_words()[0] != 0 =>
         {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_JOURNAL_INODE_NOT_CLEAR,
                 "Journal inode is not in use, but contains data.".into(),
@@ -1450,14 +1451,14 @@ fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
     }
     let fix = Fix::InodeClearFlags(ino, InodeFlags::CASEFOLD.bits());
     if !inode.is_dir() {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CASEFOLD_NONDIR,
             format!("Inode {ino} has the casefold flag set but is not a directory."),
             fix,
         );
     } else if !c.sb().has_incompat(Incompat::CASEFOLD) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CASEFOLD_FEATURE,
             format!(
@@ -1488,19 +1489,19 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
         } else {
             Fix::ClearInode(ino)
         };
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_LOW_DTIME,
             format!("Inode {ino} was part of the orphaned inode list."),
             fix,
         );
-        c.p.latch_last(
+        c.latch_last(
             ProblemCode::PR_1_ORPHAN_LIST_REFUGEES,
             "Inodes that were part of a corrupted orphan linked list found.".into(),
         );
     }
     if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb().first_ino() {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ZERO_DTIME,
             format!("Deleted inode {ino} has zero dtime."),
@@ -1594,7 +1595,7 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
     let data_blocks: u64 = map.runs.iter().map(|r| r.2).sum();
     let holey_dir = kind == FileKind::Directory && data_blocks != map.end_lblk;
     if holey_dir {
-        c.p.on(Subject::Inode(ino)).error(
+        c.report(Subject::Inode(ino)).error(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!(
@@ -1603,7 +1604,7 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
             ),
         );
     } else {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!(

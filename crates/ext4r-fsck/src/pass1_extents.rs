@@ -63,7 +63,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     // depth they show (and the field repaired), where libext2fs would
     // read every entry as the wrong kind and drop it.
     if let Some(d) = crate::extent_depth::root_depth(c, &root) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::EXT4R_1_EXTENT_ROOT_DEPTH,
             format!(
@@ -101,7 +101,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             }
         }
         None => {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_MISSING_EXTENT_HEADER,
                 format!("Inode {ino} has corrupt extent header."),
@@ -123,16 +123,17 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         );
         match crate::extent_rebuild::plan(c, ino, w.owner, found) {
             // PR_NO_OK: left as it is, the tree is still sound.
-            Some(fix) => c.p.on(Subject::Inode(ino)).harmless_fix(
+            Some(fix) => c.report(Subject::Inode(ino)).harmless_fix(
                 1,
                 ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH,
                 msg,
                 fix,
             ),
-            None => {
-                c.p.on(Subject::Inode(ino))
-                    .harmless(1, ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH, msg)
-            }
+            None => c.report(Subject::Inode(ino)).harmless(
+                1,
+                ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH,
+                msg,
+            ),
         }
     }
     if judge {
@@ -239,7 +240,7 @@ fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
         }
     }
     if let Some((code, how, level)) = said {
-        c.p.on(Subject::Inode(ino)).harmless(
+        c.report(Subject::Inode(ino)).harmless(
             1,
             code,
             format!("Inode {ino} extent tree (at level {level}) could be {how}."),
@@ -338,7 +339,7 @@ impl ExtWalk {
     fn leave(&mut self, c: &mut Ctx) {
         if let Some(Some(child)) = self.csum_pending.pop() {
             let (l, p, n) = self.last_entry;
-            c.p.on(Subject::Block(child)).error_fix(
+            c.report(Subject::Block(child)).error_fix(
                 1,
                 ProblemCode::PR_1_EXTENT_ONLY_CSUM_INVALID,
                 format!(
@@ -439,14 +440,14 @@ impl ExtWalk {
         if let Some((code, msg)) = bad {
             // A tree being rebuilt leaves the entry out instead.
             if self.rebuild.is_some() {
-                c.p.on(Subject::pointer(ino, at.slot)).error(1, code, msg);
+                c.report(Subject::pointer(ino, at.slot)).error(1, code, msg);
             } else {
-                c.p.on(Subject::pointer(ino, at.slot))
+                c.report(Subject::pointer(ino, at.slot))
                     .error_fix(1, code, msg, self.remove(at));
                 self.node_rewritten(c.repairing());
             }
             if code == ProblemCode::PR_1_TOOBIG_DIR {
-                c.p.latch_last(
+                c.latch_last(
                     ProblemCode::PR_1_INODE_TOOBIG,
                     format!("Inode {ino} is too big."),
                 );
@@ -460,7 +461,7 @@ impl ExtWalk {
         // clears the flag and then judges what they hold).
         let mut e = e;
         if self.want_runs && e.is_unwritten() && self.rebuild.is_none() {
-            c.p.on(Subject::pointer(ino, at.slot)).error_fix(
+            c.report(Subject::pointer(ino, at.slot)).error_fix(
                 1,
                 ProblemCode::PR_1_UNINIT_DBLOCK,
                 format!("Directory inode {ino} has an unwritten extent at block {l}."),
@@ -480,7 +481,7 @@ impl ExtWalk {
         if misaligned(c, self.last_mapped, l, p) {
             // As e2fsck: claimed twice, so that pass 1D gives the
             // extent a copy where its blocks sit as the format wants.
-            c.p.on(Subject::InodeAt(ino, l)).error(
+            c.report(Subject::InodeAt(ino, l)).error(
                 1,
                 ProblemCode::PR_1_MISALIGNED_CLUSTER,
                 format!(
@@ -538,10 +539,10 @@ impl ExtWalk {
         };
         if let Some((code, msg)) = bad {
             if fixing {
-                c.p.on(Subject::pointer(ino, p.slot))
+                c.report(Subject::pointer(ino, p.slot))
                     .error_fix(1, code, msg, self.remove(p));
             } else {
-                c.p.on(Subject::pointer(ino, p.slot)).error(1, code, msg);
+                c.report(Subject::pointer(ino, p.slot)).error(1, code, msg);
             }
             self.res.bad = true;
             return Step::Next;
@@ -566,7 +567,7 @@ impl ExtWalk {
             .read_at(&mut buf, child * u64::from(c.geo().block_size))
             .is_err()
         {
-            c.p.on(Subject::pointer(ino, p.slot)).error(
+            c.report(Subject::pointer(ino, p.slot)).error(
                 1,
                 ProblemCode::PR_1_READ_EXTENT,
                 format!("Error while reading over extent tree in inode {ino} (block {child})"),
@@ -580,7 +581,7 @@ impl ExtWalk {
         let own = stored(&buf);
         let want = p.levels;
         if fixing && own != want && buf.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..]) {
-            c.p.on(Subject::pointer(ino, p.slot)).harmless_fix(
+            c.report(Subject::pointer(ino, p.slot)).harmless_fix(
                 1,
                 ProblemCode::EXT4R_1_EXTENT_NODE_DEPTH,
                 format!(
@@ -618,7 +619,7 @@ impl ExtWalk {
                     });
                 if let Some(f) = first.filter(|&f| u64::from(f) != l && fixing) {
                     // As e2fsck: the index takes its node's first block.
-                    c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+                    c.report(Subject::pointer(ino, p.slot)).error_fix(
                         1,
                         ProblemCode::PR_1_EXTENT_INDEX_START_INVALID,
                         format!(
@@ -639,14 +640,14 @@ impl ExtWalk {
             None => {
                 let msg = format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})");
                 if fixing {
-                    c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+                    c.report(Subject::pointer(ino, p.slot)).error_fix(
                         1,
                         ProblemCode::PR_1_EXTENT_HEADER_INVALID,
                         msg,
                         self.remove(p),
                     );
                 } else {
-                    c.p.on(Subject::pointer(ino, p.slot)).error(
+                    c.report(Subject::pointer(ino, p.slot)).error(
                         1,
                         ProblemCode::PR_1_EXTENT_HEADER_INVALID,
                         msg,

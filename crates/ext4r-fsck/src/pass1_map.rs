@@ -122,25 +122,25 @@ impl Visitor for MapCheck<'_> {
             if ino == BAD_INO {
                 // e2fsck's process_bad_block.
                 let msg = format!("Illegal {what} ({b}) in bad block inode.");
-                c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+                c.report(Subject::pointer(ino, p.slot)).error_fix(
                     1,
                     ProblemCode::PR_1_BB_ILLEGAL_BLOCK_NUM,
                     msg,
                     fix,
                 );
-                c.p.latch_last(
+                c.latch_last(
                     ProblemCode::PR_1_INODE_BBLOCK_LATCH,
                     "Bad block inode has illegal block(s).".into(),
                 );
             } else {
                 let msg = format!("Illegal {what} ({b}) in inode {ino}.");
-                c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+                c.report(Subject::pointer(ino, p.slot)).error_fix(
                     1,
                     ProblemCode::PR_1_ILLEGAL_BLOCK_NUM,
                     msg,
                     fix,
                 );
-                c.p.latch_last(
+                c.latch_last(
                     ProblemCode::PR_1_INODE_BLOCK_LATCH,
                     format!("Inode {ino} has illegal block(s)."),
                 );
@@ -189,10 +189,9 @@ impl Visitor for MapCheck<'_> {
             let what = if is_reg { "file" } else { "symlink" };
             let msg = format!("{} ({b}) causes {what} to be too big.", cap(&block_desc(p)));
             self.c
-                .p
-                .on(Subject::pointer(ino, p.slot))
+                .report(Subject::pointer(ino, p.slot))
                 .error_fix(1, code, msg, fix);
-            self.c.p.latch_last(
+            self.c.latch_last(
                 ProblemCode::PR_1_INODE_TOOBIG,
                 format!("Inode {ino} is too big."),
             );
@@ -209,13 +208,13 @@ impl Visitor for MapCheck<'_> {
                 "{} ({b}) causes directory to be too big.",
                 cap(&block_desc(p))
             );
-            self.c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+            self.c.report(Subject::pointer(ino, p.slot)).error_fix(
                 1,
                 ProblemCode::PR_1_TOOBIG_DIR,
                 msg,
                 fix,
             );
-            self.c.p.latch_last(
+            self.c.latch_last(
                 ProblemCode::PR_1_INODE_TOOBIG,
                 format!("Inode {ino} is too big."),
             );
@@ -297,7 +296,7 @@ fn too_many(c: &mut Ctx, ino: u32, illegal: u32, res: &mut MapResult) -> bool {
     if ino == BAD_INO {
         return false;
     }
-    c.p.on(Subject::Inode(ino)).error_fix(
+    c.report(Subject::Inode(ino)).error_fix(
         1,
         ProblemCode::PR_1_TOO_MANY_BAD_BLOCKS,
         format!("Too many illegal blocks in inode {ino}."),

@@ -36,7 +36,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         // Named by the superblock with the feature on, it is judged as a
         // special inode; otherwise it must hold nothing.
         if holds_data(inode) {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_QUOTA_INODE_NOT_CLEAR,
                 format!("Quota inode {ino} is not in use, but contains data."),
@@ -52,7 +52,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         _ => mode != 0,
     };
     if bad {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_RESERVED_BAD_MODE,
             format!("Reserved inode {ino} has invalid mode ({mode:#o})."),
@@ -97,7 +97,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     if let Some((code, msg, fix, _)) = crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
     {
         let cleared = matches!(fix, Fix::ClearInode(_));
-        c.p.on(Subject::Inode(ino)).error_fix(1, code, msg, fix);
+        c.report(Subject::Inode(ino)).error_fix(1, code, msg, fix);
         if cleared {
             return;
         }
@@ -105,7 +105,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     let (ea_blocks, _) = crate::pass1_xattr::xattrs(c, ino, inode, rec, false);
     let flags = inode.flags();
     if flags.contains(InodeFlags::INDEX) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_NODIR,
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
@@ -121,7 +121,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
         size > blockmap_max_bytes(bs)
     };
     if too_big {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!("Inode {ino}, i_size is {size}, should be 0."),
@@ -133,7 +133,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     let blocks = ea_blocks << c.geo().cluster_bits;
     let want = blocks * (bs / 512);
     if have != want && c.sb().s_creator_os.get() != 1 {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_BLOCKS,
             format!("Inode {ino}, i_blocks is {have}, should be {want}."),
@@ -168,7 +168,7 @@ pub(crate) fn special_mode(c: &mut Ctx, ino: u32, inode: &Inode) {
             format!("Orphan file inode {ino} is not regular file."),
         )
     };
-    c.p.on(Subject::Inode(ino))
+    c.report(Subject::Inode(ino))
         .error_fix(1, code, what, Fix::InodeMode(ino, S_IFREG));
 }
 
@@ -186,7 +186,7 @@ pub(crate) fn stray_orphan_file(c: &mut Ctx, ino: u32, inode: &Inode) -> bool {
         return false;
     }
     if holds_data(inode) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ORPHAN_FILE_NOT_CLEAR,
             format!("Orphan file inode {ino} is not in use, but contains data."),
@@ -242,7 +242,7 @@ fn judged_flags(
     let header_ok = || ext4r_format::extent::ExtentNode::parse(&inode.i_block).is_ok();
     if flags.contains(InodeFlags::EXTENTS) && !extents_fs {
         if header_ok() {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_EXTENT_FEATURE,
                 format!(
@@ -251,7 +251,7 @@ fn judged_flags(
                 Fix::SetIncompat(Incompat::EXTENTS.bits()),
             );
         } else {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_EXTENTS_SET,
                 format!(
@@ -268,7 +268,7 @@ fn judged_flags(
         && (mode == S_IFREG || mode == S_IFDIR)
         && header_ok()
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_UNSET_EXTENT_FL,
             format!("Inode {ino} missing EXTENT_FL, but is in extents format"),
@@ -283,7 +283,7 @@ fn judged_flags(
         && ino >= c.sb().first_ino()
     {
         if has_inline_attr {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INLINE_DATA_FEATURE,
                 format!(
@@ -292,7 +292,7 @@ fn judged_flags(
                 Fix::SetIncompat(Incompat::INLINE_DATA.bits()),
             );
         } else {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INLINE_DATA_SET,
                 format!(
@@ -305,7 +305,7 @@ fn judged_flags(
         }
     }
     if flags.contains(InodeFlags::INDEX) && mode != S_IFDIR {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_NODIR,
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
@@ -321,7 +321,7 @@ fn judged_flags(
 /// A fast symlink (no blocks) marked as extent-mapped loses the flag.
 pub(crate) fn fast_symlink_flag(c: &mut Ctx, ino: u32, flags: InodeFlags) {
     if c.sb().has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_FAST_SYMLINK_EXTENT_FL,
             format!("Fast symlink {ino} has EXTENT_FL set."),
@@ -342,7 +342,7 @@ pub(crate) fn negative_epoch(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         return;
     }
     if epoch_fields(inode, rec).next().is_some() {
-        c.p.on(Subject::Inode(ino)).harmless_fix(
+        c.report(Subject::Inode(ino)).harmless_fix(
             1,
             ProblemCode::PR_1_EA_TIME_OUT_OF_RANGE,
             format!("Timestamp(s) on inode {ino} beyond 2310-04-04 are likely pre-1970."),
@@ -382,7 +382,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
         .and_then(|xs| xs.into_iter().find(|x| x.name == b"index9.c"))
         .map(|x| x.value);
     let Some(v) = ctx else {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_MISSING_ENCRYPTION_XATTR,
             format!("Inode {ino} has encrypt flag but no encryption extended attribute."),
@@ -398,7 +398,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
         Some(_) => false,
     };
     if corrupt {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CORRUPT_ENCRYPTION_XATTR,
             format!("Encrypted inode {ino} has corrupt encryption extended attribute."),

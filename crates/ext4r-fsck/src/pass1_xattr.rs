@@ -212,7 +212,7 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                 );
             } else if let Some(hashes) = restamp() {
                 let Restamp { name, stored, .. } = &hashes[0];
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::EXT4R_1_INLINE_ATTR_HASH,
                     format!(
@@ -222,21 +222,21 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                     Fix::IbodyXattrHashes(ino, hashes.iter().map(|h| (h.offset, h.hash)).collect()),
                 );
             } else if let Some((code, msg)) = ibody_scan(ino, area) {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     code,
                     msg,
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
             } else if let Some((code, why, _)) = bad_entries(&entries, true) {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     code,
                     format!("Inode {ino} has a bad extended attribute area: {why}."),
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
             } else if crate::ea_region::collides(area) {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_INODE_EA_ALLOC_COLLISION,
                     format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
@@ -254,7 +254,7 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                     format!("Inode {ino} has a bad extended attribute area: {e}."),
                 )
             });
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 code,
                 msg,
@@ -300,7 +300,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
                 ),
             )
         };
-        c.p.on(Subject::Inode(ino))
+        c.report(Subject::Inode(ino))
             .error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));
         return (0, false);
     }
@@ -310,7 +310,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
             // Judged bad for an earlier inode: judged again (e2fsck marks
             // only good blocks seen), and cleared here too.
             let msg = bad_block_message(code, ino, blk, x.bad_hash);
-            c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+            c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
                 1,
                 code,
                 msg,
@@ -340,7 +340,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
     {
         // As e2fsck: only a block that passes every other check has its
         // checksum rewritten.
-        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+        c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             ProblemCode::PR_1_EA_BLOCK_ONLY_CSUM_INVALID,
             format!(
@@ -383,7 +383,7 @@ fn unparsed_block(c: &mut Ctx, ino: u32, blk: u64, buf: &[u8], read_failed: bool
     } else {
         ProblemCode::PR_1_EA_ALLOC_COLLISION
     };
-    c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+    c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
         1,
         code,
         bad_block_message(code, ino, blk, 0),
@@ -426,7 +426,7 @@ fn block_entries(
     } else if let Some(stored) = zero_hash_in_block(entries) {
         // e2fsck's check_ext_attr compares a block entry's hash as it is:
         // only an in-inode entry may leave it 0 (older kernels did).
-        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+        c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             ProblemCode::PR_1_ATTR_HASH,
             format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
@@ -434,7 +434,7 @@ fn block_entries(
         );
         bad = Some(ProblemCode::PR_1_ATTR_HASH);
     } else if let Some((code, _, stored)) = bad_entries(entries, false) {
-        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+        c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             code,
             bad_block_message(code, ino, blk, stored),
@@ -582,7 +582,7 @@ fn report_ea_inode_reference(
         }
         None => clear,
     };
-    c.p.on(subject).error_fix(1, code, msg, fix);
+    c.report(subject).error_fix(1, code, msg, fix);
 }
 
 /// A block entry whose stored hash is 0 where its value's hash is not.
@@ -725,7 +725,7 @@ pub(crate) fn finish_xattr_blocks(c: &mut Ctx) {
         .map(|(b, x)| (*b, x.refcount, x.counted))
         .collect();
     for (b, r, n) in bad {
-        c.p.on(Subject::Block(b)).error_fix(
+        c.report(Subject::Block(b)).error_fix(
             1,
             ProblemCode::PR_1_EXTATTR_REFCOUNT,
             format!("Extended attribute block {b} has reference count {r}, should be {n}."),

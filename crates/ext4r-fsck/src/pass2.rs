@@ -27,12 +27,13 @@ const RUN_BYTES: u64 = 64 << 10;
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // The inodes pass 1's findings name by path, to note where this pass
     // meets each first.
-    let wanted: Vec<u32> =
-        c.p.list()
-            .iter()
-            .filter(|p| p.pass == 2)
-            .flat_map(|p| crate::pathname::q_wanted(&p.message).collect::<Vec<_>>())
-            .collect();
+    let wanted: Vec<u32> = c
+        .problems()
+        .list()
+        .iter()
+        .filter(|p| p.pass == 2)
+        .flat_map(|p| crate::pathname::q_wanted(&p.message).collect::<Vec<_>>())
+        .collect();
     c.want_q_dirs(wanted);
     walk(c, progress);
     let q_dirs = c.take_q_dirs();
@@ -40,7 +41,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         return;
     }
     let fs = c.shared_fs();
-    for p in c.p.each_mut() {
+    for p in c.reorder_problems().each_mut() {
         if p.pass == 2 && crate::pathname::q_wanted(&p.message).next().is_some() {
             p.message =
                 crate::pathname::fill_q(&fs, &p.message, |i| q_dirs.get(&i).copied().unwrap_or(0));
@@ -123,7 +124,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // counts them again): taken back once all are counted.
     let mut recounted: Vec<u32> = Vec::new();
     let mut check = |c: &mut Ctx, r: usize, buf: &[u8], pre: Option<Vec<Pre>>| {
-        if c.abort {
+        if c.stopping() {
             return;
         }
         let (i, j) = runs[r];
@@ -133,7 +134,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
             return;
         };
         for (k, b) in blocks[i..j].iter().enumerate() {
-            if c.abort {
+            if c.stopping() {
                 return;
             }
             if inline_second && b.lblk != 0 {
@@ -202,7 +203,7 @@ fn unread(c: &mut Ctx, blocks: &[DirBlock], inline_second: &mut bool) {
             *inline_second = false;
             inline_dirs(c, InlinePart::Second);
         }
-        c.p.on(Subject::InodeAt(b.ino, b.lblk)).error(
+        c.report(Subject::InodeAt(b.ino, b.lblk)).error(
             2,
             ProblemCode::PR_2_READ_DIRBLOCK,
             format!(
@@ -218,13 +219,13 @@ fn unread(c: &mut Ctx, blocks: &[DirBlock], inline_second: &mut bool) {
 /// not yet met (no block past a block #0), the htree indexes it gathered,
 /// and the directories whose block #0 it never met.
 fn after_walk(c: &mut Ctx, dx: htree::DxDirs, inline_second: bool, saw_block0: &[bool]) {
-    if c.abort {
+    if c.stopping() {
         return;
     }
     if inline_second {
         inline_dirs(c, InlinePart::Second);
     }
-    if c.abort {
+    if c.stopping() {
         return;
     }
     htree::check(c, dx);
@@ -282,13 +283,13 @@ fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
                 crate::lost_found::reserve_block(c)
             };
             match block {
-                Some(b) => c.p.on(Subject::InodeAt(r.ino, 0)).error_fix(
+                Some(b) => c.report(Subject::InodeAt(r.ino, 0)).error_fix(
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
                     crate::fix::Fix::DirBlock0(r.ino, b, r.owner()),
                 ),
-                None => c.p.on(Subject::InodeAt(r.ino, 0)).error(
+                None => c.report(Subject::InodeAt(r.ino, 0)).error(
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
@@ -593,7 +594,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     if htree && b.lblk == 0 && dots_ok() {
         if let Ok(root) = parse_dx_root(block) {
             if c.csum() && verify_dx_checksum(seed, block).is_err() {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     2,
                     ProblemCode::PR_2_HTREE_ROOT_CSUM_INVALID,
                     format!("Problem in HTREE directory inode {ino}: root node fails checksum."),
@@ -628,7 +629,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     // An interior htree node looks like one empty record over the block.
     if htree && b.lblk > 0 && is_dx_node(block, c.csum()) {
         if hashed && !htree::note_node(dx, ino, b.lblk, block) {
-            c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
+            c.report(Subject::InodeAt(ino, b.lblk)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_BADBLK,
                 format!(
@@ -639,7 +640,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
         }
         if c.csum() && verify_dx_checksum(seed, block).is_err() {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_NODE_CSUM_INVALID,
                 format!("Problem in HTREE directory inode {ino}: internal node fails checksum."),
@@ -657,7 +658,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             (t, t && verify_dir_block_checksum(seed, block).is_ok())
         });
         if !tail {
-            c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
+            c.report(Subject::InodeAt(ino, b.lblk)).error_fix(
                 2,
                 ProblemCode::PR_2_LEAF_NODE_MISSING_CSUM,
                 format!(
@@ -680,7 +681,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         // PR_2_LEAF_NODE_ONLY_CSUM_INVALID, after the entries (in e2fsck
         // only for a block they left as it was; a repair here rewrites
         // the checksum either way).
-        c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
+        c.report(Subject::InodeAt(ino, b.lblk)).error_fix(
             2,
             ProblemCode::PR_2_LEAF_NODE_ONLY_CSUM_INVALID,
             format!(
@@ -704,7 +705,7 @@ fn entries(
     hashed: bool,
 ) -> bool {
     let ino = b.ino;
-    let start = c.p.mark();
+    let start = c.problems().mark();
     let mut salvages = Vec::new();
     let Some(salvaged) = salvage_block(c, d, b, block, &mut salvages) else {
         return false;
@@ -718,7 +719,8 @@ fn entries(
     let mut flush = |c: &mut Ctx, upto: usize| {
         while waiting.front().is_some_and(|w| w.0 <= upto) {
             if let Some((_, chunk)) = waiting.pop_front() {
-                c.p.insert_at(c.p.mark(), chunk);
+                let end = c.problems().mark();
+                c.reorder_problems().insert_at(end, chunk);
             }
         }
     };
@@ -787,7 +789,7 @@ fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], us
         let dots = w[0].0 == b"." || w[0].0 == b"..";
         if dots {
             let shown = crate::pathname::safe(w[0].0);
-            c.p.on(b.entry_at(w[1].1)).error_fix(
+            c.report(b.entry_at(w[1].1)).error_fix(
                 2,
                 ProblemCode::PR_2_DUPLICATE_DIRENT,
                 format!("Duplicate entry '{shown}' found in directory inode {ino}."),
@@ -799,7 +801,7 @@ fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], us
     }
     if let Some((_, name)) = first_repeat {
         let path = crate::pathname::dir_path(c.fs(), ino);
-        c.p.on(Subject::Inode(ino)).harmless(
+        c.report(Subject::Inode(ino)).harmless(
             2,
             ProblemCode::PR_2_REPORT_DUP_DIRENT,
             format!(
@@ -824,7 +826,8 @@ fn salvages_waiting(
     let mut waiting: std::collections::VecDeque<(usize, Vec<crate::problem::Problem>)> =
         Default::default();
     if !salvages.is_empty() {
-        let mut said = c.p.take_range(start..c.p.mark()).into_iter();
+        let end = c.problems().mark();
+        let mut said = c.reorder_problems().take_range(start..end).into_iter();
         let mut taken = start;
         for &(at, end) in salvages {
             let chunk: Vec<crate::problem::Problem> = said.by_ref().take(end - taken).collect();
@@ -863,7 +866,7 @@ fn dot_record(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8], slot: usize, e:
     if e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
         let at = e.offset + 8 + name.len();
         if block.get(at).is_some_and(|&x| x != 0) {
-            c.p.on(b.entry_at(e.offset)).error_fix(
+            c.report(b.entry_at(e.offset)).error_fix(
                 2,
                 if name == b"." {
                     ProblemCode::PR_2_DOT_NULL_TERM
@@ -881,7 +884,7 @@ fn dot_record(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8], slot: usize, e:
     if slot == 0 && name == b"." && e.rec_len > 24 {
         // A '.' holding the block's free space: split, as e2fsck does
         // (its PR_NO_OK: not an error).
-        c.p.on(b.entry_at(e.offset)).harmless_fix(
+        c.report(b.entry_at(e.offset)).harmless_fix(
             2,
             ProblemCode::PR_2_SPLIT_DOT,
             format!("Directory entry for '.' in ... ({ino}) is big."),
@@ -1096,7 +1099,7 @@ fn salvage_block(
                 // read it and what follows in the same pass: read them
                 // here too, or pass 3 would reconnect what they name.
                 if let Some(v) = crate::dot::split_view(cur, bs) {
-                    c.p.on(b.entry_at(0)).harmless_fix(
+                    c.report(b.entry_at(0)).harmless_fix(
                         2,
                         ProblemCode::PR_2_SPLIT_DOT,
                         format!("Directory entry for '.' in ... ({ino}) is big."),
@@ -1129,7 +1132,7 @@ fn salvage_block(
                     format!("First entry in directory inode {ino} should be '.'"),
                 )
             };
-            c.p.on(b.entry_at(0)).error_fix(
+            c.report(b.entry_at(0)).error_fix(
                 2,
                 code,
                 msg,
@@ -1153,15 +1156,15 @@ fn salvage_block(
             "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
             { b.lblk }
         );
-        let before = c.p.mark();
-        c.p.on(b.entry_at(at)).error_fix(
+        let before = c.problems().mark();
+        c.report(b.entry_at(at)).error_fix(
             2,
             ProblemCode::PR_2_DIR_CORRUPTED,
             msg,
             crate::fix::Fix::DirSalvage(b.phys, at, prev, owner),
         );
-        if c.p.mark() > before {
-            salvages.push((at, c.p.mark()));
+        if c.problems().mark() > before {
+            salvages.push((at, c.problems().mark()));
         }
         if !c.repairing() {
             unsalvaged(c);
@@ -1188,8 +1191,7 @@ fn salvage_block(
 /// there ("e2fsck: aborted", exit 12), as its check_dir_block does when
 /// the salvage is declined.
 fn unsalvaged(c: &mut Ctx) {
-    c.abort = true;
-    c.fatal = Some("aborted".into());
+    c.fail("aborted");
 }
 
 /// An interior node: one empty record over the block and, as e2fsck
@@ -1226,13 +1228,13 @@ enum InlinePart {
 fn inline_dirs(c: &mut Ctx, part: InlinePart) {
     let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline()).collect();
     for d in inl {
-        if c.abort {
+        if c.stopping() {
             return;
         }
         if part != InlinePart::Second {
             inline_first(c, d);
         }
-        if c.abort {
+        if c.stopping() {
             return;
         }
         if part != InlinePart::First {
@@ -1306,7 +1308,7 @@ fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
         } else {
             (1, off)
         };
-        c.p.on(Subject::Entry {
+        c.report(Subject::Entry {
             dir: ino,
             lblk: blk,
             offset: u32::try_from(at).unwrap_or(u32::MAX),
@@ -1358,20 +1360,21 @@ fn htree_tails(c: &mut Ctx) {
                 None
             };
             match block {
-                Some(b) => c.p.on(Subject::InodeAt(ino, l)).error_fix(
+                Some(b) => c.report(Subject::InodeAt(ino, l)).error_fix(
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
                     crate::fix::Fix::DirBlockAt(ino, l, b, owner),
                 ),
-                None => {
-                    c.p.on(Subject::InodeAt(ino, l))
-                        .error(2, ProblemCode::PR_2_DIRECTORY_HOLE, msg)
-                }
+                None => c.report(Subject::InodeAt(ino, l)).error(
+                    2,
+                    ProblemCode::PR_2_DIRECTORY_HOLE,
+                    msg,
+                ),
             }
             if l == end {
                 let path = crate::pathname::dir_path(c.fs(), ino);
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     2,
                     ProblemCode::PR_2_UNEXPECTED_HTREE_BLOCK,
                     format!("Unexpected block in HTREE directory inode {ino} ({path})."),
@@ -1394,7 +1397,7 @@ fn inline_size(c: &mut Ctx, ino: u32, rec: &[u8]) {
         return;
     };
     let msg = format!("Inline directory inode {ino} size ({size}) must be a multiple of 4.");
-    c.p.on(Subject::Inode(ino)).error_fix(
+    c.report(Subject::Inode(ino)).error_fix(
         2,
         ProblemCode::PR_2_BAD_INLINE_DIR_SIZE,
         msg,

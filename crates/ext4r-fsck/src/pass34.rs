@@ -25,17 +25,18 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             .flatten()
         {
             Some(b) => {
-                c.p.on(Subject::Inode(special::ROOT)).error_fix(
+                c.report(Subject::Inode(special::ROOT)).error_fix(
                     3,
                     ProblemCode::PR_3_NO_ROOT_INODE,
                     msg,
                     crate::fix::Fix::MakeRoot(b),
                 );
             }
-            None => {
-                c.p.on(Subject::Inode(special::ROOT))
-                    .error(3, ProblemCode::PR_3_NO_ROOT_INODE, msg)
-            }
+            None => c.report(Subject::Inode(special::ROOT)).error(
+                3,
+                ProblemCode::PR_3_NO_ROOT_INODE,
+                msg,
+            ),
         }
         c.skip_to_pass5();
         return;
@@ -117,7 +118,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     ),
                 )
             };
-            c.p.on(Subject::Inode(r.ino)).error_fix(
+            c.report(Subject::Inode(r.ino)).error_fix(
                 3,
                 code,
                 msg,
@@ -131,7 +132,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             match l.dotdot_at() {
                 Some((blk, off)) => {
                     let msg = bad_dotdot(c.fs(), r.ino, &l);
-                    c.p.on(Subject::Inode(r.ino)).error_fix(
+                    c.report(Subject::Inode(r.ino)).error_fix(
                         3,
                         ProblemCode::PR_3_BAD_DOT_DOT,
                         msg,
@@ -142,15 +143,18 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     let msg = bad_dotdot(c.fs(), r.ino, &l);
                     if r.inline() {
                         let f = crate::fix::Fix::InlineParent(r.ino, l.parent);
-                        c.p.on(Subject::Inode(r.ino)).error_fix(
+                        c.report(Subject::Inode(r.ino)).error_fix(
                             3,
                             ProblemCode::PR_3_BAD_DOT_DOT,
                             msg,
                             f,
                         );
                     } else {
-                        c.p.on(Subject::Inode(r.ino))
-                            .error(3, ProblemCode::PR_3_BAD_DOT_DOT, msg);
+                        c.report(Subject::Inode(r.ino)).error(
+                            3,
+                            ProblemCode::PR_3_BAD_DOT_DOT,
+                            msg,
+                        );
                     }
                 }
             }
@@ -222,11 +226,10 @@ fn lost_and_found(c: &mut Ctx) {
                 return;
             };
             match unlink {
-                Some(f) => {
-                    c.p.on(Subject::Inode(ino.0))
-                        .error_fix(3, code, msg.into(), f)
-                }
-                None => c.p.on(Subject::Inode(ino.0)).error(3, code, msg.into()),
+                Some(f) => c
+                    .report(Subject::Inode(ino.0))
+                    .error_fix(3, code, msg.into(), f),
+                None => c.report(Subject::Inode(ino.0)).error(3, code, msg.into()),
             }
         }
         // As e2fsck: a read-only check does not miss it (only a repair
@@ -235,7 +238,7 @@ fn lost_and_found(c: &mut Ctx) {
         Ok(None) => {
             let msg = "/lost+found not found.".to_string();
             match crate::lost_found::plan(c) {
-                Some(n) => c.p.on(Subject::Filesystem).error_fix(
+                Some(n) => c.report(Subject::Filesystem).error_fix(
                     3,
                     ProblemCode::PR_3_NO_LF_DIR,
                     msg,
@@ -247,16 +250,16 @@ fn lost_and_found(c: &mut Ctx) {
                 // user is told to make room. A full filesystem is not an
                 // inconsistency: nothing is left to fix.
                 None => {
-                    c.p.on(Subject::Filesystem)
+                    c.report(Subject::Filesystem)
                         .harmless(3, ProblemCode::PR_3_NO_LF_DIR, msg);
-                    c.p.on(Subject::Filesystem).harmless(
+                    c.report(Subject::Filesystem).harmless(
                         3,
                         ProblemCode::PR_3_LPF_NO_SPACE,
                         "Cannot allocate space for /lost+found.\n\
                          Place lost files in root directory instead"
                             .into(),
                     );
-                    c.p.on(Subject::Filesystem).harmless(
+                    c.report(Subject::Filesystem).harmless(
                         3,
                         ProblemCode::PR_3_NO_SPACE_TO_RECOVER,
                         "Insufficient space to recover lost files!\n\
@@ -284,7 +287,7 @@ fn ea_inode_refs(c: &mut Ctx, ino: u32) {
     let i = &info.inode;
     let stored = u64::from(i.i_ctime.get()) << 32 | u64::from(i.l_i_version.get());
     if stored != actual && i.i_ctime.get() != i.i_atime.get() {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             4,
             ProblemCode::PR_4_EA_INODE_REF_COUNT,
             format!("Extended attribute inode {ino} ref count is {stored}, should be {actual}."),
@@ -333,7 +336,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         if counted == 0 {
             if r.kind == FileKind::Regular && zero_length(c, r.ino) {
                 // Nothing to save: e2fsck offers to delete it instead.
-                c.p.on(Subject::Inode(r.ino)).error_fix(
+                c.report(Subject::Inode(r.ino)).error_fix(
                     4,
                     ProblemCode::PR_4_ZERO_LEN_INODE,
                     format!("Unattached zero-length inode {}.", r.ino),
@@ -356,7 +359,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 } else {
                     reconnect
                 };
-                c.p.on(Subject::Inode(r.ino)).error_fix(
+                c.report(Subject::Inode(r.ino)).error_fix(
                     4,
                     ProblemCode::PR_4_UNATTACHED_INODE,
                     format!("Unattached inode {}", r.ino),
@@ -368,7 +371,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // had one link. (Declined under -n, the count is not
                 // looked at.)
                 if c.repairing() && r.links != 0 {
-                    c.p.on(Subject::Inode(r.ino)).error_fix(
+                    c.report(Subject::Inode(r.ino)).error_fix(
                         4,
                         ProblemCode::PR_4_BAD_REF_COUNT,
                         format!(
@@ -388,7 +391,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // As e2fsck: the feature is turned on at the first such
                 // directory, which settles it for the others.
                 dir_nlink = true;
-                c.p.on(Subject::Filesystem).error_fix(
+                c.report(Subject::Filesystem).error_fix(
                     4,
                     ProblemCode::PR_4_DIR_NLINK_FEATURE,
                     "Directory exceeds max links, but no DIR_NLINK feature in superblock.".into(),
@@ -403,7 +406,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             // A count that once overflowed and no longer does: set again,
             // and not an error (e2fsck only mends it when it may write).
             if c.repairing() {
-                c.p.on(Subject::Inode(r.ino)).harmless_fix(
+                c.report(Subject::Inode(r.ino)).harmless_fix(
                     4,
                     ProblemCode::PR_4_DIR_OVERFLOW_REF_COUNT,
                     format!(
@@ -417,7 +420,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             continue;
         }
         if u32::from(r.links) != counted {
-            c.p.on(Subject::Inode(r.ino)).error_fix(
+            c.report(Subject::Inode(r.ino)).error_fix(
                 4,
                 ProblemCode::PR_4_BAD_REF_COUNT,
                 format!(
@@ -430,7 +433,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     }
     let names = c.take_reconnects();
     if let Some((lpf, blocks)) = crate::lost_found::plan_expand(c, &names) {
-        c.p.on(Subject::Inode(lpf)).error_fix(
+        c.report(Subject::Inode(lpf)).error_fix(
             3,
             ProblemCode::PR_3_EXPAND_LF_DIR,
             "No room in lost+found directory.  Expand.".into(),

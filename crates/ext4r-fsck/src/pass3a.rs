@@ -55,14 +55,15 @@ pub(crate) fn settle(c: &mut Ctx) {
 pub(crate) fn run(c: &mut Ctx) {
     if c.repairing() {
         // Indexes pass 2 cleared (e2fsck's `clear_htree`).
-        let cleared: Vec<u32> =
-            c.p.list()
-                .iter()
-                .filter_map(|p| match p.fix {
-                    Some(Fix::ClearIndexFlag(ino)) => Some(ino),
-                    _ => None,
-                })
-                .collect();
+        let cleared: Vec<u32> = c
+            .problems()
+            .list()
+            .iter()
+            .filter_map(|p| match p.fix {
+                Some(Fix::ClearIndexFlag(ino)) => Some(ino),
+                _ => None,
+            })
+            .collect();
         c.rehash_dirs.extend(cleared);
     }
     let dirs: Vec<u32> = c
@@ -75,7 +76,7 @@ pub(crate) fn run(c: &mut Ctx) {
     if dirs.is_empty() {
         return;
     }
-    c.p.on(Subject::Filesystem).harmless(
+    c.report(Subject::Filesystem).harmless(
         3,
         ProblemCode::PR_3A_PASS_HEADER,
         "Pass 3A: Optimizing directories".into(),
@@ -114,14 +115,15 @@ impl Ent {
 /// read or parse (e2fsck gives up rebuilding it then).
 fn read_entries(c: &Ctx, ino: u32, phys: &[u64]) -> Option<Vec<Ent>> {
     // Entries pass 2 clears this round are gone by pass 3A.
-    let cleared: Vec<(u64, usize)> =
-        c.p.list()
-            .iter()
-            .filter_map(|p| match &p.fix {
-                Some(Fix::DirEntryClear(b, off, o)) if o.ino == ino => Some((*b, *off)),
-                _ => None,
-            })
-            .collect();
+    let cleared: Vec<(u64, usize)> = c
+        .problems()
+        .list()
+        .iter()
+        .filter_map(|p| match &p.fix {
+            Some(Fix::DirEntryClear(b, off, o)) if o.ino == ino => Some((*b, *off)),
+            _ => None,
+        })
+        .collect();
     let bs = c.geo().block_size;
     let mut buf = vec![0u8; bs as usize];
     let mut out = Vec::new();
@@ -235,7 +237,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             };
             if target == ents[i - 1].ino {
                 let fix = clear(c, &ents[i]);
-                c.p.on(ents[i].subject()).error_fix(
+                c.report(ents[i].subject()).error_fix(
                     3,
                     ProblemCode::PR_2_DUPLICATE_DIRENT,
                     format!("Duplicate entry '{shown}' in {path} ({ino}) found."),
@@ -249,7 +251,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             }
             if dir.encrypted() {
                 let fix = clear(c, &ents[i]);
-                c.p.on(ents[i].subject()).error_fix(
+                c.report(ents[i].subject()).error_fix(
                     3,
                     ProblemCode::PR_2_NON_UNIQUE_FILE_NO_RENAME,
                     format!("Duplicate filename entry '{shown}' in {path} ({ino}) found."),
@@ -273,7 +275,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 crate::pass2::mutate_name(&mut new);
                 tries += 1;
             }
-            c.p.on(ents[i].subject()).error_fix(
+            c.report(ents[i].subject()).error_fix(
                 3,
                 ProblemCode::PR_2_NON_UNIQUE_FILE,
                 format!(

@@ -81,7 +81,7 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
                 format!("inode {o}")
             }
         };
-        c.p.on(Subject::Shared(*blk, *a, *b)).error(
+        c.report(Subject::Shared(*blk, *a, *b)).error(
             1,
             ProblemCode::PR_1B_DUP_BLOCK,
             format!(
@@ -452,7 +452,7 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
     };
     let repairing = c.repairing();
     if f.read_error {
-        c.p.on(Subject::Group(g)).error(
+        c.report(Subject::Group(g)).error(
             5,
             ProblemCode::EXT4R_5_READ_BITMAP,
             format!("Cannot read {word} bitmap of group {g}."),
@@ -465,7 +465,7 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
         f.uninit_hits.min(MAX_UNINIT_REPEATS)
     };
     for _ in 0..times {
-        c.p.on(Subject::Group(g)).error_fix(
+        c.report(Subject::Group(g)).error_fix(
             5,
             uninit,
             format!("Group {g} {word}(s) in use but group is marked {unit}"),
@@ -567,7 +567,6 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
     for (g, f) in found {
         gather(c, Bitmap::Block, &mut said, g, f);
     }
-    c.stats.blocks_used = c.geo().blocks_count.saturating_sub(total_free << cbits);
     let shown = if c.repairing() {
         total_free
     } else {
@@ -826,7 +825,6 @@ fn inodes(c: &mut Ctx) -> Said {
     for (g, f) in found {
         gather(c, Bitmap::Inode, &mut said, g, f);
     }
-    c.stats.inodes_used = u64::from(c.sb().s_inodes_count.get()).saturating_sub(total_free);
     let shown = if c.repairing() {
         total_free
     } else {

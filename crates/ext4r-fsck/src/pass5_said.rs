@@ -185,7 +185,7 @@ impl Said {
                 msg += &format!(" (and the differences of {} more groups)", self.unspelled);
             }
             let fix = Fix::Each(std::mem::take(&mut self.rewrites));
-            c.p.on(Subject::Filesystem)
+            c.report(Subject::Filesystem)
                 .error_fix(5, which.header(), msg, fix);
             self.rewriting = true;
         }
@@ -214,10 +214,10 @@ impl Said {
                         Fix::GroupFreeInodes(g, ext4r_format::num::sat_u32(k.free)),
                     ),
                 };
-                c.p.on(Subject::Group(g)).error_fix(5, code, msg, fix);
+                c.report(Subject::Group(g)).error_fix(5, code, msg, fix);
             }
             if which == Bitmap::Inode && k.stored_dirs != k.shown_dirs {
-                c.p.on(Subject::Group(g)).error_fix(
+                c.report(Subject::Group(g)).error_fix(
                     5,
                     ProblemCode::PR_5_FREE_DIR_COUNT_GROUP,
                     format!(
@@ -242,7 +242,8 @@ impl Said {
                     Fix::SuperFreeInodes(set),
                 ),
             };
-            c.p.on(Subject::Filesystem).harmless_fix(5, code, msg, fix);
+            c.report(Subject::Filesystem)
+                .harmless_fix(5, code, msg, fix);
         }
     }
 
@@ -263,7 +264,7 @@ impl Said {
             Bitmap::Inode => ProblemCode::PR_5_INODE_BMAP_PADDING,
         };
         let fix = Fix::Each(std::mem::take(&mut self.tails));
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             5,
             code,
             format!("Padding at end of {} bitmap is not set.", self.which.word()),
@@ -285,13 +286,13 @@ impl Said {
         let csums = std::mem::take(&mut self.csums);
         let latch = format!("{title} bitmap differences: ");
         let said = |c: &mut Ctx, g: u32, fix: Fix| {
-            c.p.on(Subject::Group(g)).error_fix(
+            c.report(Subject::Group(g)).error_fix(
                 5,
                 code,
                 format!("Group {g} {} bitmap does not match checksum.", which.word()),
                 fix,
             );
-            c.p.latch_last(which.header(), latch.clone());
+            c.latch_last(which.header(), latch.clone());
         };
         if c.repairing() {
             // One rewrite stamps every checksum.

@@ -70,7 +70,7 @@ pub(crate) fn check(c: &mut Ctx, emit: &mut dyn FnMut(&Ctx)) {
     if c.bad_itable || c.bad_bitmaps.iter().any(|&(b, i)| b || i) {
         return;
     }
-    if c.repairing() && !c.p.fixes().is_empty() {
+    if c.repairing() && !c.problems().fixes().is_empty() {
         return;
     }
     for qtype in 0..3u8 {
@@ -127,7 +127,9 @@ fn compare(c: &mut Ctx, qtype: u8) {
             differs || !scan.complete
         }
     };
-    c.notes.extend(warnings);
+    for w in warnings {
+        c.note(w);
+    }
     if inconsistent {
         let now = c.now().max(0) as u64;
         let dquots: Vec<Dquot> = dict
@@ -137,7 +139,7 @@ fn compare(c: &mut Ctx, qtype: u8) {
                 d
             })
             .collect();
-        c.p.on(Subject::Quota(qtype)).error_fix(
+        c.report(Subject::Quota(qtype)).error_fix(
             6,
             ProblemCode::PR_6_UPDATE_QUOTAS,
             format!("Update quota info for quota type {qtype}"),

@@ -54,13 +54,13 @@ pub(crate) fn check(c: &mut Ctx) {
             to,
             entry: entry(c, name, from),
         }));
-        c.p.on(Subject::Quota(qtype)).error_fix(
+        c.report(Subject::Quota(qtype)).error_fix(
             0,
             ProblemCode::PR_0_HIDE_QUOTA,
             format!("Hiding {what} quota inode {from} ({path})."),
             fix,
         );
-        c.abort = true;
+        c.stop_after_pass();
     }
 }
 

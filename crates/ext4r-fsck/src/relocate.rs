@@ -36,7 +36,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
             .into_iter()
             .find_map(|(first, finish)| taken.get_free_blocks(first, finish, n))
         else {
-            c.p.on(Subject::GroupPart {
+            c.report(Subject::GroupPart {
                 group: g,
                 part: what.name(),
             })
@@ -66,8 +66,8 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
                 copy && b != 0 && b.checked_add(n).is_some_and(|e| e <= c.geo().blocks_count)
             });
         match from {
-            Some(from) => {
-                c.p.on(Subject::GroupPart {
+            Some(from) => c
+                .report(Subject::GroupPart {
                     group: g,
                     part: what.name(),
                 })
@@ -79,10 +79,9 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
                         what.name()
                     ),
                     Fix::RelocateFrom(g, what, from, at),
-                )
-            }
-            None => {
-                c.p.on(Subject::GroupPart {
+                ),
+            None => c
+                .report(Subject::GroupPart {
                     group: g,
                     part: what.name(),
                 })
@@ -91,8 +90,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
                     ProblemCode::PR_1_RELOC_TO,
                     format!("Relocating group {g}'s {} to {at}...", what.name()),
                     Fix::Relocate(g, what, at),
-                )
-            }
+                ),
         }
     }
     moved

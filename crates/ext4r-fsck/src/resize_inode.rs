@@ -37,7 +37,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     let has = c.sb().has_compat(Compat::RESIZE_INODE);
     if has && c.sb().has_incompat(Incompat::META_BG) {
         // meta_bg places descriptors where resizing needs no reserve.
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_DISABLE_RESIZE_INODE,
             "Resize_inode and meta_bg features are enabled. Those features are\n\
@@ -49,7 +49,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     }
     let reserved = c.sb().s_reserved_gdt_blocks.get();
     if !has && reserved != 0 {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_NONZERO_RESERVED_GDT_BLOCKS,
             format!(
@@ -61,7 +61,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     }
     if !has {
         if words.iter().any(|&w| w != 0) {
-            c.p.on(Subject::Inode(RESIZE)).harmless_fix(
+            c.report(Subject::Inode(RESIZE)).harmless_fix(
                 0,
                 ProblemCode::PR_0_CLEAR_RESIZE_INODE,
                 "Resize_inode not enabled, but the resize inode is non-zero.".into(),
@@ -158,7 +158,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     }
     if illegal.len() >= TOO_MANY {
         // Cleared whole; the next look finds it invalid and recreates it.
-        c.p.on(Subject::Inode(RESIZE)).error_fix(
+        c.report(Subject::Inode(RESIZE)).error_fix(
             1,
             ProblemCode::PR_1_TOO_MANY_BAD_BLOCKS,
             format!("Too many illegal blocks in inode {RESIZE}."),
@@ -168,9 +168,9 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     }
     let dind_illegal = matches!(illegal.first(), Some((_, _, Fix::InodeBlockSlot(..))));
     for (at, what, fix) in illegal {
-        c.p.on(at)
+        c.report(at)
             .error_fix(1, ProblemCode::PR_1_ILLEGAL_BLOCK_NUM, what, fix);
-        c.p.latch_last(
+        c.latch_last(
             ProblemCode::PR_1_INODE_BLOCK_LATCH,
             format!("Inode {RESIZE} has illegal block(s)."),
         );
@@ -186,7 +186,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     let sectors = u64::from(c.geo().block_size / 512) << cluster_bits;
     let have = inode.blocks_count(false, c.geo().block_size);
     if have != blocks * sectors {
-        c.p.on(Subject::Inode(RESIZE)).error_fix(
+        c.report(Subject::Inode(RESIZE)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_BLOCKS,
             format!(
@@ -281,7 +281,7 @@ pub(crate) fn finish(c: &mut Ctx) {
         Some(b) => {
             let fix = Fix::RecreateResizeInode(b);
             let repairing = c.repairing();
-            let p = c.p.on(Subject::Inode(RESIZE));
+            let p = c.report(Subject::Inode(RESIZE));
             if repairing {
                 p.error_fix(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg, fix);
                 c.claim(b, 1, RESIZE);
@@ -293,7 +293,7 @@ pub(crate) fn finish(c: &mut Ctx) {
             }
         }
         None => {
-            c.p.on(Subject::Inode(RESIZE))
+            c.report(Subject::Inode(RESIZE))
                 .error(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg)
         }
     }

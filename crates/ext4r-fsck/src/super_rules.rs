@@ -39,7 +39,7 @@ pub(crate) fn check(c: &mut Ctx) {
     let sb = c.sb().clone();
     let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
     if sb.has_incompat(Incompat::BIT64) && !sb.has_incompat(Incompat::EXTENTS) {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_64BIT_WITHOUT_EXTENTS,
             "Superblock 64bit filesystem needs extents to access the whole disk.".into(),
@@ -47,7 +47,7 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     if !csum && sb.has_incompat(Incompat::CSUM_SEED) {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_CSUM_SEED_WITHOUT_META_CSUM,
             "Superblock metadata_csum_seed is not necessary without metadata_csum.".into(),
@@ -56,7 +56,7 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     let desc_blocks = c.geo().desc_blocks();
     if sb.has_incompat(Incompat::META_BG) && sb.s_first_meta_bg.get() > desc_blocks {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_FIRST_META_BG_TOO_BIG,
             format!(
@@ -72,7 +72,7 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     if sb.s_uuid == [0; 16] && !csum {
         let uuid = new_uuid(c.now());
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_ADD_UUID,
             "Filesystem did not have a UUID; generating one.".into(),
@@ -83,7 +83,7 @@ pub(crate) fn check(c: &mut Ctx) {
     if sb.has_compat(Compat::DIR_INDEX) && sb.s_flags.get() & hash_flags == 0 {
         // The hash the checker has used all along for a filesystem
         // without the hint (x86's signed char; e2fsck picks its host's).
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_DIRHASH_HINT,
             "Adding dirhash hint to filesystem.".into(),
@@ -91,7 +91,7 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     if sb.s_flags.get() & FLAGS_TEST_FS != 0 && ext4_available() {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_CLEAR_TESTFS_FLAG,
             "The test_fs flag is set (and ext4 is available).".into(),
@@ -102,7 +102,7 @@ pub(crate) fn check(c: &mut Ctx) {
         && (sb.s_feature_compat.get() | sb.s_feature_ro_compat.get() | sb.s_feature_incompat.get())
             != 0
     {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_FS_REV_LEVEL,
             "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
@@ -130,7 +130,7 @@ pub(crate) fn check(c: &mut Ctx) {
             let now = c.now();
             if t > now {
                 let code = if t <= now + TIME_FUDGE { fudged } else { code };
-                c.p.on(Subject::Filesystem).harmless_fix(
+                c.report(Subject::Filesystem).harmless_fix(
                     0,
                     code,
                     format!("Superblock last {what} time is in the future."),
@@ -146,7 +146,7 @@ pub(crate) fn check(c: &mut Ctx) {
         // e2fsck zeroes the field (and finds it again next time); a new
         // block, reset by the next round, leaves a usable MMP.
         if let Some(b) = crate::lost_found::reserve_block(c) {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_0_MMP_INVALID_BLK,
                 "Superblock has invalid MMP block.".into(),

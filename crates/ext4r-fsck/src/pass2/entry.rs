@@ -119,8 +119,8 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                 let fix = (b.phys != 0 && off == 0)
                     .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner()));
                 match fix {
-                    Some(f) => c.p.on(e.subject()).error_fix(2, code, msg, f),
-                    None => c.p.on(e.subject()).error(2, code, msg),
+                    Some(f) => c.report(e.subject()).error_fix(2, code, msg, f),
+                    None => c.report(e.subject()).error(2, code, msg),
                 }
                 // The record is '.' once repaired: its old target is gone.
                 return false;
@@ -128,10 +128,10 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
                     let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner());
-                    c.p.on(e.subject())
+                    c.report(e.subject())
                         .error_fix(2, ProblemCode::PR_2_BAD_INODE_DOT, msg, f);
                 } else {
-                    c.p.on(e.subject())
+                    c.report(e.subject())
                         .error(2, ProblemCode::PR_2_BAD_INODE_DOT, msg);
                 }
                 return false;
@@ -153,8 +153,8 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                 let fix = (b.phys != 0)
                     .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner()));
                 match fix {
-                    Some(f) => c.p.on(e.subject()).error_fix(2, code, msg, f),
-                    None => c.p.on(e.subject()).error(2, code, msg),
+                    Some(f) => c.report(e.subject()).error_fix(2, code, msg, f),
+                    None => c.report(e.subject()).error(2, code, msg),
                 }
                 return false;
             }
@@ -245,15 +245,15 @@ fn name_chars(c: &mut Ctx, e: &EntryAt<'_>) {
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
             let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[e.d].owner());
-            c.p.on(e.subject())
+            c.report(e.subject())
                 .error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
             // A record of an inline directory, mended in its area.
             let f = crate::fix::Fix::InlineNameFix(b.ino, b.lblk, off);
-            c.p.on(e.subject())
+            c.report(e.subject())
                 .error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else {
-            c.p.on(e.subject())
+            c.report(e.subject())
                 .error(2, ProblemCode::PR_2_BAD_NAME, msg);
         }
     }
@@ -389,7 +389,7 @@ pub(super) fn bad_entry(
     } else {
         crate::fix::Fix::InlineEntryClear(b.ino, b.lblk, off)
     };
-    c.p.on(b.entry_at(off)).error_fix(2, code, msg, fix);
+    c.report(b.entry_at(off)).error_fix(2, code, msg, fix);
 }
 
 fn check_filetype(
@@ -405,14 +405,12 @@ fn check_filetype(
         if ftype != 0 {
             let msg = format!("{} has filetype set.", place(c));
             match fix(0) {
-                Some(f) => {
-                    c.p.on(subject)
-                        .error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f)
-                }
-                None => {
-                    c.p.on(subject)
-                        .error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg)
-                }
+                Some(f) => c
+                    .report(subject)
+                    .error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f),
+                None => c
+                    .report(subject)
+                    .error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg),
             }
         }
         return;
@@ -425,14 +423,12 @@ fn check_filetype(
             .map_or(entry.clone(), |e| format!("e{e}"));
         let msg = format!("Setting filetype for {entry} to {should}.");
         match fix(should) {
-            Some(f) => {
-                c.p.on(subject)
-                    .harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f)
-            }
-            None => {
-                c.p.on(subject)
-                    .harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg)
-            }
+            Some(f) => c
+                .report(subject)
+                .harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f),
+            None => c
+                .report(subject)
+                .harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg),
         }
     } else if ftype != should {
         let msg = format!(
@@ -440,14 +436,12 @@ fn check_filetype(
             place(c)
         );
         match fix(should) {
-            Some(f) => {
-                c.p.on(subject)
-                    .error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f)
-            }
-            None => {
-                c.p.on(subject)
-                    .error(2, ProblemCode::PR_2_BAD_FILETYPE, msg)
-            }
+            Some(f) => c
+                .report(subject)
+                .error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f),
+            None => c
+                .report(subject)
+                .error(2, ProblemCode::PR_2_BAD_FILETYPE, msg),
         }
     }
 }
