@@ -122,7 +122,7 @@ pub(crate) fn bad_inode_invalid(i: &Inode) -> bool {
 /// e2fsck marks them) and never handed out.
 pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
     let mut out = Vec::new();
-    if c.bad_blocks.is_empty() {
+    if c.bad_blocks().is_empty() {
         return out;
     }
     let per = u64::from(c.geo().block_size / c.geo().inode_size);
@@ -133,7 +133,7 @@ pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
             break;
         };
         let t = d.inode_table(c.wide());
-        for &b in &c.bad_blocks {
+        for &b in c.bad_blocks() {
             if b >= t && b < t + itb {
                 let first = (b - t) * per;
                 for k in first..(first + per).min(ipg) {
@@ -150,7 +150,7 @@ pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
 /// filesystems) answered inline: pass 1 asks for every inode.
 #[inline]
 pub(crate) fn inode_in_bad_block(c: &Ctx, ino: u32) -> bool {
-    !c.bad_blocks.is_empty() && in_listed_block(c, ino)
+    !c.bad_blocks().is_empty() && in_listed_block(c, ino)
 }
 
 /// [`inode_in_bad_block`] with a list to look in.
@@ -163,7 +163,7 @@ fn in_listed_block(c: &Ctx, ino: u32) -> bool {
     };
     let b = d.inode_table(c.wide())
         + idx * u64::from(c.geo().inode_size) / u64::from(c.geo().block_size);
-    c.bad_blocks.binary_search(&b).is_ok()
+    c.bad_blocks().binary_search(&b).is_ok()
 }
 
 /// A backup superblock or descriptor block on the bad block list: only a
@@ -202,7 +202,7 @@ type MetaSpan = (u64, u64, Option<(u32, Meta)>, bool);
 /// Takes the bad block inode's claims on metadata out of `claims`, with
 /// the repairs e2fsck makes for them.
 pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
-    if c.bad_blocks.is_empty() {
+    if c.bad_blocks().is_empty() {
         return;
     }
     let wide = c.wide();
@@ -235,7 +235,7 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
     let find = |b: u64| meta.iter().find(|m| b >= m.0 && b < m.1).copied();
     let mut unlist: Vec<u64> = Vec::new();
     let mut on_meta: Vec<u64> = Vec::new();
-    for &b in &c.bad_blocks.clone() {
+    for b in c.bad_blocks().to_vec() {
         let m = find(b);
         if m.is_some() {
             on_meta.push(b);
@@ -253,8 +253,8 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
                     code,
                     format!("Group {g}'s {name} bitmap ({b}) is bad."),
                 );
-                if !c.relocate.iter().any(|r| (r.0, r.1) == (g, what)) {
-                    c.relocate.push((g, what, true));
+                if !c.relocating(g, what) {
+                    c.relocate_later(g, what, true);
                 }
             }
             Some((_, _, None, true)) => unlist.push(b),

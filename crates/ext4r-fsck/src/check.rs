@@ -212,7 +212,7 @@ pub(crate) fn check_kept(
     }
     emit.flush(&c, u8::MAX, obs);
     report.summary = c.summary();
-    report.rehash = c.rehash_dirs.iter().copied().collect();
+    report.rehash = c.rehash_dirs().iter().copied().collect();
     report.notes = c.take_notes();
     report.fatal = c.take_failure();
     report.fatal_journal = c.failed_in_journal();

@@ -12,6 +12,7 @@ use ext4r_format::superblock::Superblock;
 
 use crate::problem::Problems;
 use crate::report::Summary;
+use ext4r::fs::FileKind;
 
 pub(crate) use crate::inode_map::Inodes;
 
@@ -236,18 +237,18 @@ pub(crate) struct Ctx {
     /// Groups whose inode table is unusable (outside where it may be):
     /// their inodes are not read, as e2fsck's scan skips a table it found
     /// invalid.
-    pub bad_group: Vec<bool>,
+    bad_group: Vec<bool>,
     /// Groups whose (block bitmap, inode bitmap) is unusable: pass 5 does
     /// not compare it (it is relocated and written anew). The group's
     /// inodes are still read: a misplaced bitmap says nothing about them,
     /// and skipping them would leave their blocks looking free to the
     /// relocation itself.
-    pub bad_bitmaps: Vec<(bool, bool)>,
+    bad_bitmaps: Vec<(bool, bool)>,
     /// Some group's inode table is outside where it may be.
-    pub bad_itable: bool,
+    bad_itable: bool,
     /// Each group's uninit flags and unused inodes as the passes take
     /// them (see [`crate::gdesc`]).
-    pub groups: Vec<GroupState>,
+    groups: Vec<GroupState>,
     /// Encrypted inodes' encryption policies (as numbers, one per distinct
     /// policy; see [`crate::pass1_rules::encryption_context`]).
     enc_policy: std::collections::HashMap<u32, u32>,
@@ -266,21 +267,23 @@ pub(crate) struct Ctx {
     /// descriptor said unused where inodes are in use).
     restart: bool,
     /// The in-use inodes pass 1 found (see [`crate::inode_map`]).
-    pub inodes: Inodes,
+    inodes: Inodes,
     /// The directories pass 1 found, by inode number (see [`DirInfo`]).
-    pub dirs: std::sync::Arc<Vec<DirInfo>>,
+    dirs: std::sync::Arc<Vec<DirInfo>>,
     /// What passes 2 and 3 learn of each of [`Self::dirs`].
-    pub dir_links: Vec<DirLinks>,
-    pub dir_blocks: Vec<DirBlock>,
+    dir_links: Vec<DirLinks>,
+    /// Every directory block pass 1 found, for pass 2 to read (and
+    /// those of the directories to rebuild, for pass 3A to read again).
+    dir_blocks: Vec<DirBlock>,
     xattr_blocks: BTreeMap<u64, XattrBlock>,
     /// Who claims which blocks, and their union (see [`crate::claims`]).
     claims: crate::claims::Claims,
     /// In-use inodes outside the tree (journal, quota, orphan file) at or
     /// past `s_first_ino`, for the inode bitmap.
-    pub extra_used: Vec<u32>,
+    extra_used: Vec<u32>,
     /// Free blocks a repair planned in this check takes (lost+found's),
     /// kept from later plans.
-    pub reserved: Vec<u64>,
+    reserved: Vec<u64>,
     /// Regular files of 2 GiB or more (they need the large_file feature).
     large_files: u64,
     /// Indexed directories of 2 GiB or more (they need the large_dir
@@ -294,13 +297,13 @@ pub(crate) struct Ctx {
     /// whose index is cleared, those with a name twice in a block, leaves
     /// without room for a checksum, and (repairing) linear directories of
     /// three blocks or more. See [`crate::pass3a`].
-    pub rehash_dirs: std::collections::BTreeSet<u32>,
+    rehash_dirs: std::collections::BTreeSet<u32>,
     /// Links pass 3A takes from inodes' counts with the entries it clears
     /// (e2fsck's `e2fsck_adjust_inode_count`): pass 4 compares the count
     /// less these.
     link_drops: std::collections::HashMap<u32, u16>,
     /// EA inodes some xattr keeps a value in (sorted after pass 1).
-    pub ea_refs: Vec<u32>,
+    ea_refs: Vec<u32>,
     /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
     /// them; pass 4 counts them as EA inodes, as e2fsck does once its pass
     /// 1 has set the flag).
@@ -310,7 +313,7 @@ pub(crate) struct Ctx {
     /// Group metadata pass 0 found out of place, to move in pass 5; with
     /// `true` where the old place is to be copied (a conflict or a bad
     /// block: e2fsck's "Relocating ... from X to Y").
-    pub relocate: Vec<(u32, crate::fix::plan::Meta, bool)>,
+    relocate: Vec<(u32, crate::fix::plan::Meta, bool)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
     skip_to_pass5: bool,
     /// Inode 7 is invalid: recreated at the end of pass 1.
@@ -321,7 +324,7 @@ pub(crate) struct Ctx {
     /// read-only check are repairable then.
     repairing: bool,
     /// The bad block list (inode 1's data blocks), sorted.
-    pub bad_blocks: Vec<u64>,
+    bad_blocks: Vec<u64>,
     /// The summary's counts (see [`Ctx::summary`]).
     stats: Summary,
     /// Usage counted per quota type and id, for each quota file the
@@ -1099,6 +1102,240 @@ fn sb_used(sb: &ext4r_format::superblock::Superblock) -> Summary {
         blocks_used: sb.blocks_count().wrapping_sub(sb.free_blocks_count()),
         blocks_count: sb.blocks_count(),
         ..Summary::default()
+    }
+}
+
+/// What pass 0 finds of the groups' metadata, for the later passes.
+impl Ctx {
+    /// Pass 0: group `g`'s `meta` lies outside the group: it is relocated
+    /// (without copying the old place); a misplaced bitmap is not compared
+    /// in pass 5, a misplaced inode table is not read.
+    pub(crate) fn misplaced(&mut self, g: u32, meta: crate::fix::plan::Meta) {
+        use crate::fix::plan::Meta;
+        self.relocate.push((g, meta, false));
+        let slot = &mut self.bad_bitmaps[g as usize];
+        match meta {
+            Meta::BlockBitmap => slot.0 = true,
+            Meta::InodeBitmap => slot.1 = true,
+            Meta::InodeTable => self.bad_itable = true,
+        }
+    }
+
+    /// Pass 0: group `g`'s inode table is unusable: its inodes are not
+    /// read, as e2fsck's scan skips a table it found invalid.
+    pub(crate) fn mark_table_unusable(&mut self, g: u32) {
+        self.bad_group[g as usize] = true;
+    }
+
+    /// Whether group `g`'s inode table is unusable (a group out of range
+    /// has none).
+    pub(crate) fn table_unusable(&self, g: u32) -> bool {
+        self.bad_group.get(g as usize).copied().unwrap_or(true)
+    }
+
+    /// Whether some group's inode table is outside where it may be.
+    pub(crate) fn any_table_misplaced(&self) -> bool {
+        self.bad_itable
+    }
+
+    /// Whether some group's inode table or bitmap is outside where it may
+    /// be (to be relocated).
+    pub(crate) fn any_metadata_misplaced(&self) -> bool {
+        self.bad_itable || self.bad_bitmaps.iter().any(|&(b, i)| b || i)
+    }
+
+    /// Whether group `g`'s (block bitmap, inode bitmap) is unusable.
+    pub(crate) fn bitmaps_unusable(&self, g: u32) -> (bool, bool) {
+        self.bad_bitmaps[g as usize]
+    }
+
+    /// Each group's (block bitmap, inode bitmap) unusable, for pass 5.
+    pub(crate) fn unusable_bitmaps(&self) -> &[(bool, bool)] {
+        &self.bad_bitmaps
+    }
+
+    /// Each group's uninit flags and unused inodes as the passes take them
+    /// (see [`crate::gdesc`]).
+    pub(crate) fn group_states(&self) -> &[GroupState] {
+        &self.groups
+    }
+
+    /// Group `g`'s flags and unused inodes are taken as `s` from now on
+    /// (a fix changes them, or they cannot be obeyed).
+    pub(crate) fn set_group_state(&mut self, g: u32, s: GroupState) {
+        if let Some(slot) = self.groups.get_mut(g as usize) {
+            *slot = s;
+        }
+    }
+
+    /// Group `g`'s `meta` is to be moved in pass 5, its old place copied
+    /// when `copy` (a conflict or a bad block: e2fsck's "Relocating ...
+    /// from X to Y").
+    pub(crate) fn relocate_later(&mut self, g: u32, meta: crate::fix::plan::Meta, copy: bool) {
+        self.relocate.push((g, meta, copy));
+    }
+
+    /// Whether group `g`'s `meta` is already to be moved.
+    pub(crate) fn relocating(&self, g: u32, meta: crate::fix::plan::Meta) -> bool {
+        self.relocate.iter().any(|r| (r.0, r.1) == (g, meta))
+    }
+
+    /// Whether anything is to be moved.
+    pub(crate) fn any_relocation(&self) -> bool {
+        !self.relocate.is_empty()
+    }
+
+    /// What is to be moved, taken to plan the moves.
+    pub(crate) fn take_relocations(&mut self) -> Vec<(u32, crate::fix::plan::Meta, bool)> {
+        std::mem::take(&mut self.relocate)
+    }
+
+    /// Free blocks a repair planned in this check takes: kept from later
+    /// plans (see [`Ctx::usage_map`]).
+    pub(crate) fn reserve(&mut self, blocks: impl IntoIterator<Item = u64>) {
+        self.reserved.extend(blocks);
+    }
+}
+
+/// What pass 1 finds for the later passes, and what pass 2 adds to it.
+impl Ctx {
+    /// Pass 1: the bad block list (inode 1's data blocks), sorted.
+    pub(crate) fn set_bad_blocks(&mut self, list: Vec<u64>) {
+        self.bad_blocks = list;
+    }
+
+    /// The bad block list, sorted.
+    pub(crate) fn bad_blocks(&self) -> &[u64] {
+        &self.bad_blocks
+    }
+
+    /// The in-use inodes pass 1 found, with the names found for them so
+    /// far (see [`crate::inode_map`]).
+    pub(crate) fn inodes(&self) -> &Inodes {
+        &self.inodes
+    }
+
+    /// The names counted for the in-use inodes, to count more on other
+    /// threads (pass 2's readers; pass 1 is over).
+    pub(crate) fn name_counts(&mut self) -> std::sync::Arc<crate::inode_map::Names> {
+        self.inodes.names()
+    }
+
+    /// Pass 1: inode `ino` is in use (counted 0 names).
+    pub(crate) fn add_inode(&mut self, ino: u32, links: u16, kind: FileKind, ea_inode: bool) {
+        self.inodes.insert(ino, links, kind, ea_inode);
+    }
+
+    /// An entry naming inode `target` is found (counted for pass 4).
+    pub(crate) fn name_found(&mut self, target: u32) {
+        self.inodes.add_name(target);
+    }
+
+    /// A name counted for inode `target` is taken back (its entry is
+    /// cleared, or counted again).
+    pub(crate) fn name_dropped(&mut self, target: u32) {
+        self.inodes.remove_name(target);
+    }
+
+    /// Pass 1: in-use inode `ino` lies outside the tree (journal, quota,
+    /// orphan file) at or past `s_first_ino`, for the inode bitmap.
+    pub(crate) fn note_extra_used(&mut self, ino: u32) {
+        self.extra_used.push(ino);
+    }
+
+    /// What [`Ctx::note_extra_used`] noted.
+    pub(crate) fn extra_used(&self) -> &[u32] {
+        &self.extra_used
+    }
+
+    /// Pass 1: the EA inodes an inode's xattrs keep values in (repeats
+    /// kept: pass 4 counts the references to each).
+    pub(crate) fn add_ea_refs(&mut self, refs: Vec<u32>) {
+        self.ea_refs.extend(refs);
+    }
+
+    /// Pass 1 is over: the EA inode references are sorted for lookups.
+    pub(crate) fn sort_ea_refs(&mut self) {
+        self.ea_refs.sort_unstable();
+    }
+
+    /// The EA inode references (sorted once pass 1 is over).
+    pub(crate) fn ea_refs(&self) -> &[u32] {
+        &self.ea_refs
+    }
+
+    /// The directories pass 1 found, by inode number.
+    pub(crate) fn dirs(&self) -> &[DirInfo] {
+        &self.dirs
+    }
+
+    /// [`Ctx::dirs`], shared with pass 2's reader threads.
+    pub(crate) fn shared_dirs(&self) -> std::sync::Arc<Vec<DirInfo>> {
+        self.dirs.clone()
+    }
+
+    /// What passes 2 and 3 learnt of directory `d` (an index in
+    /// [`Ctx::dirs`]).
+    pub(crate) fn links(&self, d: usize) -> DirLinks {
+        self.dir_links[d]
+    }
+
+    /// Directory `d`'s `..` entry names `target`; the entry is at
+    /// (`block`, `offset`).
+    pub(crate) fn found_dotdot(&mut self, d: usize, target: u32, block: u64, offset: usize) {
+        let l = &mut self.dir_links[d];
+        l.dotdot = target;
+        l.set_dotdot_at(block, offset);
+    }
+
+    /// Directory `d` is named by an entry of directory `parent`.
+    pub(crate) fn found_parent(&mut self, d: usize, parent: u32) {
+        self.dir_links[d].parent = parent;
+    }
+
+    /// Pass 1: a directory block for pass 2 to read.
+    pub(crate) fn add_dir_block(&mut self, b: DirBlock) {
+        self.dir_blocks.push(b);
+    }
+
+    /// The directory blocks to read, taken (pass 2, then pass 3A).
+    pub(crate) fn take_dir_blocks(&mut self) -> Vec<DirBlock> {
+        std::mem::take(&mut self.dir_blocks)
+    }
+
+    /// Pass 2: the blocks of the directories to rebuild, for pass 3A to
+    /// read again.
+    pub(crate) fn keep_dir_blocks(&mut self, blocks: Vec<DirBlock>) {
+        self.dir_blocks = blocks;
+    }
+
+    /// Directory `ino` is to be rebuilt in pass 3A.
+    pub(crate) fn rehash(&mut self, ino: u32) {
+        self.rehash_dirs.insert(ino);
+    }
+
+    /// Whether directory `ino` is to be rebuilt in pass 3A.
+    pub(crate) fn rehashes(&self, ino: u32) -> bool {
+        self.rehash_dirs.contains(&ino)
+    }
+
+    /// The directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`),
+    /// in inode order.
+    pub(crate) fn rehash_dirs(&self) -> &std::collections::BTreeSet<u32> {
+        &self.rehash_dirs
+    }
+
+    /// Keeps to rebuild only the directories `keep` says yes to.
+    pub(crate) fn rehash_only(&mut self, keep: impl FnMut(&u32) -> bool) {
+        self.rehash_dirs.retain(keep);
+    }
+
+    /// Keeps to rebuild only what pass 1 found to be a directory; the
+    /// directories left, in inode order.
+    pub(crate) fn rehash_only_dirs(&mut self) -> Vec<u32> {
+        let inodes = &self.inodes;
+        self.rehash_dirs.retain(|&ino| inodes.is_dir(ino));
+        self.rehash_dirs.iter().copied().collect()
     }
 }
 

@@ -23,7 +23,7 @@ fn first_invalid(name: &[u8]) -> Option<usize> {
 /// Checks the entry `name` at (`b`, `off`) of directory `d` (`slot` 0
 /// and 1 are `.` and `..`).
 pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize, name: &[u8]) {
-    let dir = &c.dirs[d];
+    let dir = &c.dirs()[d];
     if slot < 2 || dir.encrypted() || !dir.casefold() || c.sb().s_encoding_flags.get() & STRICT == 0
     {
         return;

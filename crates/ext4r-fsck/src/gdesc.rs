@@ -114,9 +114,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         // libext2fs' inode scan reads nothing of such a group.
         s.itable_unused = ipg;
     }
-    if let Some(slot) = c.groups.get_mut(g as usize) {
-        *slot = s;
-    }
+    c.set_group_state(g, s);
     // The checksum's own repair carries the clearing (a descriptor
     // rewritten with its flags as they are would keep a group that holds
     // inodes marked unused).
@@ -200,9 +198,7 @@ pub(crate) fn inode_reference(
     };
     if c.repairing() {
         c.report(subject.clone()).error_fix(2, code, msg, fix);
-        if let Some(slot) = c.groups.get_mut(g as usize) {
-            *slot = s;
-        }
+        c.set_group_state(g, s);
         c.must_restart();
         true
     } else {

@@ -57,7 +57,7 @@ impl ext4r_txn::alloc::InodeSpace for Found<'_> {
     }
     fn may_hold(&self, g: u32) -> bool {
         let c = self.c;
-        if c.bad_group.get(g as usize).copied().unwrap_or(true) {
+        if c.table_unusable(g) {
             return false;
         }
         if self.tails {
@@ -76,7 +76,7 @@ impl ext4r_txn::alloc::InodeSpace for Found<'_> {
         let base = g * ipg + 1;
         Ok((from..read_to).find(|&i| {
             let ino = base + i;
-            !c.inodes.contains(ino) && !c.extra_used.contains(&ino)
+            !c.inodes().contains(ino) && !c.extra_used().contains(&ino)
         }))
     }
 }
@@ -88,7 +88,7 @@ impl ext4r_txn::alloc::InodeSpace for Found<'_> {
 /// logical block's offset (0 for the first ones) in its cluster.
 pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
     let out = free_blocks(c, n);
-    c.reserved.extend(&out);
+    c.reserve(out.iter().copied());
     out
 }
 

@@ -74,7 +74,7 @@ pub(crate) fn check(c: &mut Ctx) {
         }
     }
     let msg = "Failed to initialize orphan file.".to_string();
-    if !c.relocate.is_empty() {
+    if c.any_relocation() {
         c.report(Subject::Inode(inum))
             .error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg);
         c.report(Subject::Inode(inum)).harmless(

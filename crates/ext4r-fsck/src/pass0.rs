@@ -18,7 +18,7 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     crate::super_rules::check(c);
     descriptors(c);
     bitmap_conflicts(c);
-    if c.bad_itable && c.geo().group_count == 1 && !c.repairing() {
+    if c.any_table_misplaced() && c.geo().group_count == 1 && !c.repairing() {
         // No backup descriptors to fall back on, and no relocation under
         // -n: e2fsck cannot go on either.
         c.fail("Group descriptors look bad and there is no backup to use; cannot proceed.");
@@ -193,22 +193,16 @@ fn descriptors(c: &mut Ctx) {
                     ProblemCode::PR_0_IB_NOT_GROUP => crate::fix::plan::Meta::InodeBitmap,
                     _ => crate::fix::plan::Meta::InodeTable,
                 };
-                c.relocate.push((g, meta, false));
-                let slot = &mut c.bad_bitmaps[g as usize];
-                match meta {
-                    crate::fix::plan::Meta::BlockBitmap => slot.0 = true,
-                    crate::fix::plan::Meta::InodeBitmap => slot.1 = true,
-                    crate::fix::plan::Meta::InodeTable => {
-                        bad = true;
-                        c.bad_itable = true;
-                    }
+                c.misplaced(g, meta);
+                if meta == crate::fix::plan::Meta::InodeTable {
+                    bad = true;
                 }
             } else {
                 c.claim(b, n, 0);
             }
         }
         if bad {
-            c.bad_group[g as usize] = true;
+            c.mark_table_unusable(g);
         }
         let mut csum_ok = true;
         let mut sums = (0, 0);
@@ -283,7 +277,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
         if let Some(b) = m.meta_desc {
             ranges.insert(b, b + 1);
         }
-        if c.bad_group[g as usize] {
+        if c.table_unusable(g) {
             continue;
         }
         let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
@@ -296,10 +290,10 @@ fn bitmap_conflicts(c: &mut Ctx) {
                 ProblemCode::PR_1_ITABLE_CONFLICT,
                 format!("Group {g}'s inode table at {b} conflicts with some other fs block."),
             );
-            c.relocate.push((g, Meta::InodeTable, true));
+            c.relocate_later(g, Meta::InodeTable, true);
         }
         ranges.insert(it, it + itb);
-        let (bad_bb, bad_ib) = c.bad_bitmaps[g as usize];
+        let (bad_bb, bad_ib) = c.bitmaps_unusable(g);
         for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
             // A bitmap outside its group is already to be relocated.
             if (pick == Meta::BlockBitmap && bad_bb) || (pick == Meta::InodeBitmap && bad_ib) {
@@ -323,7 +317,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
                     code,
                     format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
                 );
-                c.relocate.push((g, pick, true));
+                c.relocate_later(g, pick, true);
             } else {
                 ranges.insert(b, b + 1);
             }
@@ -359,14 +353,14 @@ fn any_overlap(c: &Ctx) -> bool {
         if let Some(b) = m.meta_desc {
             push(0, b, 1);
         }
-        if c.bad_group[g as usize] {
+        if c.table_unusable(g) {
             continue;
         }
         let Ok(d) = c.fs().group_desc(GroupNr(g)) else {
             break;
         };
         push(1, d.inode_table(wide), itb);
-        let (bad_bb, bad_ib) = c.bad_bitmaps[g as usize];
+        let (bad_bb, bad_ib) = c.bitmaps_unusable(g);
         if !bad_bb {
             push(2, d.block_bitmap(wide), 1);
         }

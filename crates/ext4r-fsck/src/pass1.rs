@@ -31,19 +31,21 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let wide = c.wide();
     let groups = c.geo().group_count;
     let specials = special_inodes(c);
-    c.bad_blocks = crate::badblocks::list(c);
+    let list = crate::badblocks::list(c);
+    c.set_bad_blocks(list);
     if crate::badblocks::lists_itself(c) {
-        c.bad_blocks.clear();
+        c.set_bad_blocks(Vec::new());
     }
     let in_bad = crate::badblocks::inodes_in_bad_blocks(c);
     let first_ino = c.sb().first_ino();
-    c.extra_used
-        .extend(in_bad.into_iter().filter(|&i| i >= first_ino));
+    for i in in_bad.into_iter().filter(|&i| i >= first_ino) {
+        c.note_extra_used(i);
+    }
     // The reads to do, from the descriptors: used parts of inode tables.
     let mut jobs: Vec<(u32, u32, u32, u64)> = Vec::new(); // group, first, count, offset
     let per_chunk = num::sat_u32((CHUNK / isize).max(1));
     for g in 0..groups {
-        if c.bad_group[g as usize] {
+        if c.table_unusable(g) {
             continue;
         }
         let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
@@ -102,7 +104,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     crate::pass1_xattr::finish_xattr_blocks(c);
     crate::resize_inode::finish(c);
     // Kept with repeats: pass 4 counts the references to each EA inode.
-    c.ea_refs.sort_unstable();
+    c.sort_ea_refs();
     if c.any_large().1 && !c.sb().has_incompat(Incompat::LARGEDIR) {
         c.report(Subject::Filesystem).error_fix(
             1,
@@ -256,7 +258,7 @@ fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
     if pre & PRE_ZERO != 0 {
         return false;
     }
-    if !c.bad_blocks.is_empty() {
+    if !c.bad_blocks().is_empty() {
         return true;
     }
     let Some(inode) = inode_of(rec) else {
@@ -585,7 +587,7 @@ fn screen(
     if c.journal_backup_serves(ino) {
         // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
         if ino >= c.sb().first_ino() {
-            c.extra_used.push(ino);
+            c.note_extra_used(ino);
         }
         return None;
     }
@@ -1271,7 +1273,7 @@ fn record_dir(
         && !inline
         && (index_cleared || (!htree && inode.size() / bs >= 3))
     {
-        c.rehash_dirs.insert(ino);
+        c.rehash(ino);
     }
     let dir_flags = [
         (inline, DirInfo::INLINE),
@@ -1284,7 +1286,7 @@ fn record_dir(
     c.add_dir(DirInfo::new(ino, inode.generation(), dir_flags));
     for &(l, p, n) in &map.runs {
         for k in 0..n {
-            c.dir_blocks.push(DirBlock {
+            c.add_dir_block(DirBlock {
                 phys: p + k,
                 ino,
                 lblk: l + k,
@@ -1342,7 +1344,7 @@ fn register(
 ) {
     let first_ino = c.sb().first_ino();
     if is_special && ino >= first_ino {
-        c.extra_used.push(ino);
+        c.note_extra_used(ino);
     }
     // e2fsck's pass 4 passes over only the project quota and orphan file
     // inodes among those the superblock names: a user or group quota
@@ -1352,8 +1354,7 @@ fn register(
         && !(ino >= first_ino
             && (ino == c.sb().s_usr_quota_inum.get() || ino == c.sb().s_grp_quota_inum.get()));
     if !pass4_skips {
-        c.inodes
-            .insert(ino, links, kind, flags.contains(InodeFlags::EA_INODE));
+        c.add_inode(ino, links, kind, flags.contains(InodeFlags::EA_INODE));
     }
 }
 

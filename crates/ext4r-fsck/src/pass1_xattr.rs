@@ -55,13 +55,13 @@ fn some_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) -
 /// Whether the inode's xattrs keep values in EA inodes; those inodes are
 /// noted as referenced (pass 4 leaves them out of the link count).
 fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
-    let before = c.ea_refs.len();
+    let mut refs = Vec::new();
     let mut block_refs = false;
     // The in-inode area: after the fixed part and its 4-byte magic.
     if let Some(x) = rec.get(0x80..0x82) {
         let start = 128 + usize::from(u16::from_le_bytes([x[0], x[1]]));
         if rec.get(start..start + 4) == Some(&0xEA02_0000u32.to_le_bytes()[..]) {
-            value_inums(&rec[start + 4..], &mut c.ea_refs);
+            value_inums(&rec[start + 4..], &mut refs);
         }
     }
     let blk = inode.file_acl(c.wide()).0;
@@ -78,11 +78,13 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
             block_refs = !named.is_empty();
             // A shared block's entries count once, when it is first seen.
             if c.xattr_block(blk).is_none_or(|x| x.counted <= 1) {
-                c.ea_refs.extend(named);
+                refs.extend(named);
             }
         }
     }
-    block_refs || c.ea_refs.len() > before
+    let any = !refs.is_empty();
+    c.add_ea_refs(refs);
+    block_refs || any
 }
 
 /// e2fsck's check_ea_in_inode on the in-inode area (`area`: from its

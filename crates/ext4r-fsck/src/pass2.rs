@@ -72,7 +72,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     let bs = u64::from(c.geo().block_size);
     let bsz = num::index(bs);
     let total = blocks.len() as u64;
-    let mut saw_block0 = vec![false; c.dirs.len()];
+    let mut saw_block0 = vec![false; c.dirs().len()];
     let mut dx = htree::DxDirs::default();
     // Runs of physically contiguous blocks, each read at once; half as
     // long with several readers, each with runs in flight.
@@ -84,13 +84,13 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     let runs = contiguous_runs(&blocks, bs, run_bytes);
     // The readers share the directories pass 1 found (not changed from
     // here on; their links are).
-    let dirs = c.dirs.clone();
+    let dirs = c.shared_dirs();
     let fs_seed = c.sb().csum_seed();
     let meta_of = |b: &DirBlock| match dirs.binary_search_by_key(&b.ino, |r| r.ino) {
         Ok(d) => Meta::of(&dirs[d], fs_seed, b.lblk),
         Err(_) => Meta::default(),
     };
-    let kinds = c.inodes.kinds();
+    let kinds = c.inodes().kinds();
     let rules = Rules::new(c, &kinds);
     let v0 = htree::version_for(c, c.sb().s_def_hash_version);
     let hseed = c.sb().hash_seed();
@@ -104,7 +104,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // Reads a run of blocks and works out ahead of the checks what needs
     // no shared state (`None`: the read failed); the names in blocks
     // found clean are counted there too.
-    let names = c.inodes.names();
+    let names = c.name_counts();
     let read = |buf: &mut Vec<u8>, r: usize| {
         let (i, j) = runs[r];
         ahead.reading(r);
@@ -186,10 +186,10 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     }
     drop(names);
     // Pass 3A reads the directories it rebuilds again.
-    blocks.retain(|b| c.rehash_dirs.contains(&b.ino));
-    c.dir_blocks = blocks;
+    blocks.retain(|b| c.rehashes(b.ino));
+    c.keep_dir_blocks(blocks);
     for t in recounted {
-        c.inodes.remove_name(t);
+        c.name_dropped(t);
     }
     after_walk(c, dx, inline_second, &saw_block0);
 }
@@ -238,7 +238,7 @@ fn after_walk(c: &mut Ctx, dx: htree::DxDirs, inline_second: bool, saw_block0: &
 /// directory's block #0 first. What is found, and which of two names of a
 /// directory is its first (the other is the extra link), follows it.
 fn blocks_in_order(c: &mut Ctx, dx_order: bool) -> Vec<DirBlock> {
-    let mut blocks = std::mem::take(&mut c.dir_blocks);
+    let mut blocks = c.take_dir_blocks();
     blocks.sort_unstable();
     blocks.dedup_by_key(|b| b.phys);
     blocks.sort_unstable_by_key(|b| (dx_order && b.lblk != 0, b.phys, b.ino, b.lblk));
@@ -270,7 +270,7 @@ fn contiguous_runs(blocks: &[DirBlock], bs: u64, run_bytes: u64) -> Vec<(usize, 
 /// there: e2fsck gives it a new block.
 fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
     for (d, saw) in saw_block0.iter().enumerate() {
-        let r = c.dirs[d];
+        let r = c.dirs()[d];
         if !saw && !r.inline() {
             let msg = format!("Directory inode {} has an unallocated block #0.", r.ino);
             // As e2fsck: a new block with '.' and '..' (pass 3 sets the
@@ -490,20 +490,19 @@ fn apply_clean(
     let subdirs: Vec<Option<usize>> = clean.subdirs.iter().map(|&t| c.dir_idx(t)).collect();
     for (i, td) in subdirs.iter().enumerate() {
         if let Some(td) = *td {
-            if c.dir_links[td].parent != 0 || subdirs[..i].contains(&Some(td)) {
+            if c.links(td).parent != 0 || subdirs[..i].contains(&Some(td)) {
                 return false;
             }
         }
     }
     if let Some((target, off)) = clean.dotdot {
-        c.dir_links[d].dotdot = target;
-        c.dir_links[d].set_dotdot_at(b.phys, num::index(u64::from(off)));
+        c.found_dotdot(d, target, b.phys, num::index(u64::from(off)));
     }
     for td in subdirs.into_iter().flatten() {
-        c.dir_links[td].parent = b.ino;
+        c.found_parent(td, b.ino);
     }
     // The names are counted by the reader.
-    let hashed = c.dirs[d].htree() && !c.dirs[d].encrypted() && !c.dirs[d].casefold();
+    let hashed = c.dirs()[d].htree() && !c.dirs()[d].encrypted() && !c.dirs()[d].casefold();
     if hashed && b.lblk > 0 {
         let names = || {
             DirBlockIter::new(block)
@@ -583,10 +582,10 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let leaf_csum = pre.and_then(|p| p.csum);
     let ino = b.ino;
     let Some(d) = c.dir_idx(ino) else { return };
-    let htree = c.dirs[d].htree();
-    let hashed = htree && !c.dirs[d].encrypted() && !c.dirs[d].casefold();
-    let seed = c.dirs[d].seed(c.sb().csum_seed());
-    let owner = c.dirs[d].owner();
+    let htree = c.dirs()[d].htree();
+    let hashed = htree && !c.dirs()[d].encrypted() && !c.dirs()[d].casefold();
+    let seed = c.dirs()[d].seed(c.sb().csum_seed());
+    let owner = c.dirs()[d].owner();
     // An htree root: "." and ".." then index data.
     // The root's '.' and '..' are records like any (the index lives in
     // the slack of '..'): damaged ones are salvaged as in a linear block.
@@ -669,7 +668,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
             // e2fsck rebuilds such a directory in pass 3A.
             if c.repairing() {
-                c.rehash_dirs.insert(ino);
+                c.rehash(ino);
             }
             // Declined, the block still fails its checksum.
             failed_csum = !c.repairing();
@@ -693,7 +692,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     }
 }
 
-/// The entries of directory block `b` (of directory `c.dirs[d]`); false
+/// The entries of directory block `b` (of directory `c.dirs()[d]`); false
 /// when the block could not be read as one (and the rest is skipped).
 fn entries(
     c: &mut Ctx,
@@ -730,7 +729,7 @@ fn entries(
     let block: &[u8] = salvaged.as_deref().unwrap_or(block);
     let mut names: Vec<(&[u8], usize, u32)> = Vec::new();
     let mut leaf_names: Vec<&[u8]> = Vec::new();
-    let encrypted = c.dirs[d].encrypted();
+    let encrypted = c.dirs()[d].encrypted();
     for (pos, e) in DirBlockIter::new(block).enumerate() {
         // A block that still does not parse was reported above.
         let Ok(e) = e else { break };
@@ -777,8 +776,8 @@ fn entries(
 fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], usize, u32)>) {
     let ino = b.ino;
     names.sort_unstable();
-    let owner = c.dirs[d].owner();
-    let scheduled = c.rehash_dirs.contains(&ino);
+    let owner = c.dirs()[d].owner();
+    let scheduled = c.rehashes(ino);
     // The repeat e2fsck meets first walking the block: the lowest offset
     // of a name seen before it.
     let mut first_repeat: Option<(usize, &[u8])> = None;
@@ -809,7 +808,7 @@ fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], us
                 crate::pathname::safe(name),
             ),
         );
-        c.rehash_dirs.insert(ino);
+        c.rehash(ino);
     }
 }
 
@@ -861,7 +860,7 @@ fn encrypted_too_short(c: &mut Ctx, d: usize, b: &DirBlock, name: &[u8], offset:
 /// block's free space split.
 fn dot_record(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8], slot: usize, e: &DirEntry<'_>) {
     let ino = b.ino;
-    let owner = c.dirs[d].owner();
+    let owner = c.dirs()[d].owner();
     let name = e.name;
     if e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
         let at = e.offset + 8 + name.len();
@@ -1064,7 +1063,7 @@ fn salvage_block(
 ) -> Option<Option<Vec<u8>>> {
     let ino = b.ino;
     let bs = c.geo().block_size;
-    let owner = c.dirs[d].owner();
+    let owner = c.dirs()[d].owner();
     let max_ino = c.sb().s_inodes_count.get();
     let mut copy: Option<Vec<u8>> = None;
     let mut made_dot = false;
@@ -1226,7 +1225,9 @@ enum InlinePart {
 /// Inline directories, read record by record (see [`crate::inline_dir`]),
 /// in inode order.
 fn inline_dirs(c: &mut Ctx, part: InlinePart) {
-    let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline()).collect();
+    let inl: Vec<usize> = (0..c.dirs().len())
+        .filter(|&d| c.dirs()[d].inline())
+        .collect();
     for d in inl {
         if c.stopping() {
             return;
@@ -1246,7 +1247,7 @@ fn inline_dirs(c: &mut Ctx, part: InlinePart) {
 /// An inline directory's `.`, `..` and the records in its `i_block`.
 fn inline_first(c: &mut Ctx, d: usize) {
     use crate::inline_dir::{AREA_IBLOCK, AREA_PARENT};
-    let ino = c.dirs[d].ino;
+    let ino = c.dirs()[d].ino;
     let Ok(mut rec) = c.fs().inode_record(InodeNr(ino)) else {
         return;
     };
@@ -1270,7 +1271,7 @@ fn inline_first(c: &mut Ctx, d: usize) {
 /// says it twice; a value a repair resizes is read in the next round, as
 /// it will be (e2fsck reads it after its fix).
 fn inline_second(c: &mut Ctx, d: usize) {
-    let ino = c.dirs[d].ino;
+    let ino = c.dirs()[d].ino;
     let Ok(mut rec) = c.fs().inode_record(InodeNr(ino)) else {
         return;
     };
@@ -1285,7 +1286,7 @@ fn inline_second(c: &mut Ctx, d: usize) {
 /// 2 on: `.` and `..` are not records there).
 fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
     use crate::inline_dir::{records, AREA_IBLOCK};
-    let ino = c.dirs[d].ino;
+    let ino = c.dirs()[d].ino;
     let Some(bytes) = crate::inline_dir::area_mut(rec, area) else {
         return;
     };
@@ -1348,10 +1349,10 @@ fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
 fn htree_tails(c: &mut Ctx) {
     for (ino, end, illegal_end) in c.take_htree_tails() {
         let Some(d) = c.dir_idx(ino) else { continue };
-        if !c.dirs[d].htree() {
+        if !c.dirs()[d].htree() {
             continue;
         }
-        let owner = c.dirs[d].owner();
+        let owner = c.dirs()[d].owner();
         for l in end..illegal_end {
             let msg = format!("Directory inode {ino} has an unallocated block #{l}.");
             let block = if l < 12 {

@@ -19,7 +19,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         // As e2fsck: a new root (its inode table must be readable; a
         // table being relocated gets the root in the next round). The
         // rest of the tree is judged once it exists; pass 5 still runs.
-        let table_ok = !c.bad_group.first().copied().unwrap_or(true);
+        let table_ok = !c.table_unusable(0);
         match table_ok
             .then(|| crate::lost_found::reserve_block(c))
             .flatten()
@@ -42,11 +42,11 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         return;
     };
     // The root's parent is itself.
-    c.dir_links[root].parent = special::ROOT;
+    c.found_parent(root, special::ROOT);
     // Reachability: follow parents upward; a chain that does not reach the
     // root (or loops) is unconnected. State: 0 unknown, 1 on the current
     // path, 2 reaches root, 3 does not.
-    let n = c.dirs.len();
+    let n = c.dirs().len();
     let mut state = vec![0u8; n];
     state[root] = 2;
     for start in 0..n {
@@ -60,8 +60,8 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             }
             state[cur] = 1;
             path.push(cur);
-            match c.dir_idx(c.dir_links[cur].parent) {
-                Some(p) if c.dir_links[cur].parent != 0 => cur = p,
+            match c.dir_idx(c.links(cur).parent) {
+                Some(p) if c.links(cur).parent != 0 => cur = p,
                 _ => break 3,
             }
         };
@@ -87,8 +87,8 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                 break Some((cur, true));
             }
             seen.push(cur);
-            match c.dir_idx(c.dir_links[cur].parent) {
-                Some(p) if c.dir_links[cur].parent != 0 => cur = p,
+            match c.dir_idx(c.links(cur).parent) {
+                Some(p) if c.links(cur).parent != 0 => cur = p,
                 _ => break Some((cur, false)),
             }
         };
@@ -96,7 +96,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             reported[s] = true;
         }
         if let Some((t, looped)) = top {
-            let r = c.dirs[t];
+            let r = c.dirs()[t];
             c.note_reconnect(format!("#{}", r.ino).len());
             let (code, msg) = if looped {
                 (
@@ -114,7 +114,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     format!(
                         "Unconnected directory inode {} (was in {})",
                         r.ino,
-                        crate::pathname::dir_path(c.fs(), c.dir_links[t].dotdot)
+                        crate::pathname::dir_path(c.fs(), c.links(t).dotdot)
                     ),
                 )
             };
@@ -127,7 +127,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
     }
     for d in 0..n {
-        let (r, l) = (c.dirs[d], c.dir_links[d]);
+        let (r, l) = (c.dirs()[d], c.links(d));
         if r.ino != special::ROOT && l.parent != 0 && l.dotdot != l.parent {
             match l.dotdot_at() {
                 Some((blk, off)) => {
@@ -169,7 +169,7 @@ fn root_entry(
     root: &ext4r::fs::InodeInfo,
     name: &[u8],
 ) -> Option<(u64, usize, crate::fix::Owner)> {
-    let owner = c.dirs[c.dir_idx(special::ROOT)?].owner();
+    let owner = c.dirs()[c.dir_idx(special::ROOT)?].owner();
     let bs = c.geo().block_size as usize;
     let mut buf = vec![0u8; bs];
     for r in c.fs().runs(root).ok()? {
@@ -193,7 +193,7 @@ fn lost_and_found(c: &mut Ctx) {
     };
     match c.fs().lookup(&root, b"lost+found") {
         Ok(Some(ino)) => {
-            let is_dir = c.inodes.is_dir(ino.0);
+            let is_dir = c.inodes().is_dir(ino.0);
             let encrypted = is_dir
                 && c.fs().inode(ino).is_ok_and(|i| {
                     i.inode
@@ -278,8 +278,8 @@ fn lost_and_found(c: &mut Ctx) {
 /// it (an xattr block's entries once, however many inodes share it).
 /// Lustre's old EA inodes keep no count; their `i_ctime` equals `i_atime`.
 fn ea_inode_refs(c: &mut Ctx, ino: u32) {
-    let lo = c.ea_refs.partition_point(|&x| x < ino);
-    let hi = c.ea_refs.partition_point(|&x| x <= ino);
+    let lo = c.ea_refs().partition_point(|&x| x < ino);
+    let hi = c.ea_refs().partition_point(|&x| x <= ino);
     let actual = (hi - lo) as u64;
     let Ok(info) = c.fs().inode(ext4r_format::InodeNr(ino)) else {
         return;
@@ -307,28 +307,28 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     // So are those pass 3A took a link from (their count is no longer
     // the one recorded).
     let skip = c.counts_as_found();
-    let mut next = c.inodes.next(0);
+    let mut next = c.inodes().next(0);
     while let Some(ino) = next {
         let w = ino / 64;
         let left = if skip {
-            c.inodes.unsettled(w) & (!0u64 << (ino % 64))
+            c.inodes().unsettled(w) & (!0u64 << (ino % 64))
         } else {
             !0u64 << (ino % 64)
         };
         if left == 0 {
-            next = (w + 1).checked_mul(64).and_then(|i| c.inodes.next(i));
+            next = (w + 1).checked_mul(64).and_then(|i| c.inodes().next(i));
             continue;
         }
         let ino = w * 64 + left.trailing_zeros();
-        next = ino.checked_add(1).and_then(|i| c.inodes.next(i));
-        let Some(mut r) = c.inodes.get(ino) else {
+        next = ino.checked_add(1).and_then(|i| c.inodes().next(i));
+        let Some(mut r) = c.inodes().get(ino) else {
             continue;
         };
         r.links = r.links.saturating_sub(c.link_drops(ino));
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
         let ea_inode = r.ea_inode || c.ea_flag_missing(r.ino);
-        if ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
+        if ea_inode && c.ea_refs().binary_search(&r.ino).is_ok() {
             ea_inode_refs(c, r.ino);
             continue;
         }
@@ -401,7 +401,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             counted = 1;
         }
         let htree =
-            r.kind == FileKind::Directory && c.dir_idx(r.ino).is_some_and(|d| c.dirs[d].htree());
+            r.kind == FileKind::Directory && c.dir_idx(r.ino).is_some_and(|d| c.dirs()[d].htree());
         if htree && counted > 1 && r.links == 1 {
             // A count that once overflowed and no longer does: set again,
             // and not an error (e2fsck only mends it when it may write).

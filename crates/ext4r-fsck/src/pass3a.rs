@@ -30,12 +30,12 @@ use crate::fix::Fix;
 /// blocks): one it would leave as it is would be listed again by every
 /// later check.
 pub(crate) fn settle(c: &mut Ctx) {
-    if c.rehash_dirs.is_empty() {
+    if c.rehash_dirs().is_empty() {
         return;
     }
     let lost_found = crate::rehash::lost_found(c.fs());
     let fs = c.shared_fs();
-    c.rehash_dirs.retain(|&ino| {
+    c.rehash_only(|&ino| {
         if Some(ino) == lost_found {
             return false;
         }
@@ -64,15 +64,11 @@ pub(crate) fn run(c: &mut Ctx) {
                 _ => None,
             })
             .collect();
-        c.rehash_dirs.extend(cleared);
+        for ino in cleared {
+            c.rehash(ino);
+        }
     }
-    let dirs: Vec<u32> = c
-        .rehash_dirs
-        .iter()
-        .copied()
-        .filter(|&ino| c.inodes.is_dir(ino))
-        .collect();
-    c.rehash_dirs = dirs.iter().copied().collect();
+    let dirs = c.rehash_only_dirs();
     if dirs.is_empty() {
         return;
     }
@@ -81,7 +77,7 @@ pub(crate) fn run(c: &mut Ctx) {
         ProblemCode::PR_3A_PASS_HEADER,
         "Pass 3A: Optimizing directories".into(),
     );
-    let mut blocks = std::mem::take(&mut c.dir_blocks);
+    let mut blocks = c.take_dir_blocks();
     blocks.sort_unstable_by_key(|b| (b.ino, b.lblk));
     for ino in dirs {
         let from = blocks.partition_point(|b| b.ino < ino);
@@ -151,7 +147,7 @@ fn read_entries(c: &Ctx, ino: u32, phys: &[u64]) -> Option<Vec<Ent>> {
 /// the later is renamed (`mutate_name`), or cleared when names are
 /// encrypted. Under `-n` each is said and declined.
 fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
-    let Some(dir) = c.dir_idx(ino).map(|d| c.dirs[d]) else {
+    let Some(dir) = c.dir_idx(ino).map(|d| c.dirs()[d]) else {
         return;
     };
     // Case-folded names compare folded: not looked at here.
@@ -222,13 +218,13 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             // e2fsck's `e2fsck_adjust_inode_count` does.
             let clear = |c: &mut Ctx, e: &Ent| {
                 let mut fixes = vec![Fix::DirEntryClear(e.phys, e.offset, dir.owner())];
-                let links = c.inodes.get(target).map_or(0, |r| r.links);
+                let links = c.inodes().get(target).map_or(0, |r| r.links);
                 let k = c.link_drops(target);
                 if links > k {
                     fixes.push(Fix::InodeLinks(target, links - k - 1));
                 }
                 if c.repairing() {
-                    c.inodes.remove_name(target);
+                    c.name_dropped(target);
                     if links > k {
                         c.drop_link(target);
                     }

@@ -36,7 +36,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// sorted disjoint (start, end) ranges.
 fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     let claims = c.take_claims();
-    if claims.regular() && c.bad_blocks.is_empty() {
+    if claims.regular() && c.bad_blocks().is_empty() {
         // Nothing claimed twice and no bad block to sort out: the union
         // is all there is (the claims are not read back).
         let union: Vec<(u64, u64)> = claims.runs().collect();
@@ -518,8 +518,8 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
             wide: c.wide(),
             csum: c.csum(),
             csums: ext4r_txn::csum::Checksums::new(c.sb()),
-            bad_bitmaps: &c.bad_bitmaps,
-            states: &c.groups,
+            bad_bitmaps: c.unusable_bitmaps(),
+            states: c.group_states(),
             reports: AtomicUsize::new(0),
             per_item: per_item(groups, c.threads()),
         };
@@ -764,10 +764,10 @@ fn inodes(c: &mut Ctx) -> Said {
     let groups = c.geo().group_count;
     // In use: reserved inodes, pass 1's inodes, the special ones (a few,
     // merged in order; pass 1's are read from its sets, not copied).
-    let mut extra = c.extra_used.clone();
+    let mut extra = c.extra_used().to_vec();
     extra.sort_unstable();
     extra.dedup();
-    let (used, dirs) = c.inodes.views();
+    let (used, dirs) = c.inodes().views();
     let u = InUse {
         used,
         dirs,
@@ -780,8 +780,8 @@ fn inodes(c: &mut Ctx) -> Said {
         wide: c.wide(),
         csum: c.csum(),
         csums: ext4r_txn::csum::Checksums::new(c.sb()),
-        bad_bitmaps: &c.bad_bitmaps,
-        states: &c.groups,
+        bad_bitmaps: c.unusable_bitmaps(),
+        states: c.group_states(),
         reports: AtomicUsize::new(0),
         per_item: per_item(groups, c.threads()),
     };

@@ -20,7 +20,7 @@ use crate::fix::Fix;
 /// Plans the moves pass 0 asked for (`c.relocate`), over the used blocks
 /// `used` (sorted disjoint ranges); returns the ranges taken.
 pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let wanted = std::mem::take(&mut c.relocate);
+    let wanted = c.take_relocations();
     let mut moved = Vec::new();
     if wanted.is_empty() {
         return moved;
@@ -51,7 +51,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
             continue;
         };
         taken.mark(at, n);
-        c.reserved.extend(at..at + n);
+        c.reserve(at..at + n);
         moved.push((at, at + n));
         let from = c
             .fs()

@@ -34,7 +34,7 @@ pub(super) fn entry(
         name,
         target,
         off,
-        dir: c.dirs[d].ino,
+        dir: c.dirs()[d].ino,
     };
     c.met_in(target, e.dir);
     if !dot_entries(c, &e) || target == 0 || !target_number(c, &e) {
@@ -42,7 +42,7 @@ pub(super) fn entry(
     }
     crate::encoded_name::check(c, d, slot, b, off, name);
     name_chars(c, &e);
-    let Some(kind) = c.inodes.kind(target) else {
+    let Some(kind) = c.inodes().kind(target) else {
         unused_target(c, &e);
         return;
     };
@@ -56,12 +56,12 @@ pub(super) fn entry(
     if slot > 1 && !(encryption_policy(c, &e, kind) && dir_link(c, &e, kind)) {
         return;
     }
-    c.inodes.add_name(target);
+    c.name_found(target);
 }
 
 /// One directory entry under check, and where it is.
 struct EntryAt<'a> {
-    /// The directory's index in `c.dirs`.
+    /// The directory's index in `c.dirs()`.
     d: usize,
     /// Its position among the directory's entries.
     slot: usize,
@@ -117,7 +117,7 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                     )
                 };
                 let fix = (b.phys != 0 && off == 0)
-                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner()));
+                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs()[d].owner()));
                 match fix {
                     Some(f) => c.report(e.subject()).error_fix(2, code, msg, f),
                     None => c.report(e.subject()).error(2, code, msg),
@@ -127,7 +127,7 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
             } else if target != dir {
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
-                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner());
+                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs()[d].owner());
                     c.report(e.subject())
                         .error_fix(2, ProblemCode::PR_2_BAD_INODE_DOT, msg, f);
                 } else {
@@ -151,15 +151,14 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                     )
                 };
                 let fix = (b.phys != 0)
-                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner()));
+                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs()[d].owner()));
                 match fix {
                     Some(f) => c.report(e.subject()).error_fix(2, code, msg, f),
                     None => c.report(e.subject()).error(2, code, msg),
                 }
                 return false;
             }
-            c.dir_links[d].dotdot = target;
-            c.dir_links[d].set_dotdot_at(b.phys, off);
+            c.found_dotdot(d, target, b.phys, off);
         }
         _ => {}
     }
@@ -238,13 +237,13 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
 fn name_chars(c: &mut Ctx, e: &EntryAt<'_>) {
     let (b, name, off) = (e.b, e.name, e.off);
     if e.slot > 1
-        && !c.dirs[e.d].encrypted()
+        && !c.dirs()[e.d].encrypted()
         && (name.contains(&b'/') || name.contains(&0) || name.is_empty())
     {
         let msg = format!("{} has illegal characters in its name.", e.place(c));
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
-            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[e.d].owner());
+            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs()[e.d].owner());
             c.report(e.subject())
                 .error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
@@ -283,7 +282,7 @@ fn unused_target(c: &mut Ctx, e: &EntryAt<'_>) {
 /// '..' have theirs checked too.
 fn entry_filetype(c: &mut Ctx, e: &EntryAt<'_>, ftype: u8, kind: FileKind) {
     let off = e.off;
-    let (phys, dino, area, owner) = (e.b.phys, e.b.ino, e.b.lblk, c.dirs[e.d].owner());
+    let (phys, dino, area, owner) = (e.b.phys, e.b.ino, e.b.lblk, c.dirs()[e.d].owner());
     let fix = move |t: u8| {
         use crate::inline_dir::AREA_PARENT;
         if phys != 0 {
@@ -303,7 +302,7 @@ fn entry_filetype(c: &mut Ctx, e: &EntryAt<'_>, ftype: u8, kind: FileKind) {
 /// no policy. False when the entry's checks end here.
 fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
     let (dir, target) = (e.dir, e.target);
-    if c.dirs[e.d].encrypted()
+    if c.dirs()[e.d].encrypted()
         && matches!(
             kind,
             FileKind::Regular | FileKind::Directory | FileKind::Symlink
@@ -323,7 +322,7 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
             return false;
         }
     }
-    if c.dirs[e.d].encrypted() {
+    if c.dirs()[e.d].encrypted() {
         let (mine, its) = (c.policy_of(dir), c.policy_of(target));
         if let (Some(mine), Some(its)) = (mine, its) {
             if mine != its {
@@ -349,7 +348,7 @@ fn dir_link(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
     let target = e.target;
     if kind == FileKind::Directory {
         if let Some(td) = c.dir_idx(target) {
-            let parent = c.dir_links[td].parent;
+            let parent = c.links(td).parent;
             if parent != 0 {
                 // Named as its first parent names it (e2fsck's %P).
                 let msg = format!(
@@ -362,7 +361,7 @@ fn dir_link(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
                     return false;
                 }
             } else {
-                c.dir_links[td].parent = e.dir;
+                c.found_parent(td, e.dir);
             }
         }
     }
@@ -383,7 +382,7 @@ pub(super) fn bad_entry(
     msg: String,
 ) {
     let fix = if b.phys != 0 {
-        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner())
+        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs()[d].owner())
     } else if b.lblk == crate::inline_dir::AREA_PARENT {
         crate::fix::Fix::InlineParent(b.ino, 0)
     } else {
