@@ -194,20 +194,138 @@ pub(crate) struct GroupState {
 /// [`Ctx::worker`]).
 pub(crate) struct Found {
     p: Problems,
-    inodes: Inodes,
-    dirs: Vec<DirInfo>,
-    dir_links: Vec<DirLinks>,
-    dir_blocks: Vec<DirBlock>,
+    found: InodeFindings,
     claims: crate::claims::Claims,
-    extra_used: Vec<u32>,
     large_files: u64,
     large_dirs: u64,
     htree_tails: Vec<(u32, u64, u64)>,
-    rehash_dirs: std::collections::BTreeSet<u32>,
-    ea_refs: Vec<u32>,
     ea_flag_missing: Vec<u32>,
     stats: Summary,
     quota: crate::quota_usage::Counters,
+}
+
+/// What pass 0 finds of the groups' metadata, read by the later passes
+/// (through [`Ctx::groups`]). Pass 0 makes it; pass 2 changes a group's
+/// [`GroupState`] when an entry shows its flags wrong.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupFindings {
+    /// Groups whose inode table is unusable (outside where it may be):
+    /// their inodes are not read, as e2fsck's scan skips a table it found
+    /// invalid.
+    unusable_table: Vec<bool>,
+    /// Groups whose (block bitmap, inode bitmap) is unusable: pass 5 does
+    /// not compare it (it is relocated and written anew). The group's
+    /// inodes are still read: a misplaced bitmap says nothing about them,
+    /// and skipping them would leave their blocks looking free to the
+    /// relocation itself.
+    unusable_bitmaps: Vec<(bool, bool)>,
+    /// Some group's inode table is outside where it may be.
+    table_misplaced: bool,
+    /// Each group's uninit flags and unused inodes as the passes take
+    /// them (see [`crate::gdesc`]).
+    states: Vec<GroupState>,
+}
+
+impl GroupFindings {
+    /// Nothing found yet in `groups` groups.
+    fn new(groups: usize) -> Self {
+        GroupFindings {
+            unusable_table: vec![false; groups],
+            unusable_bitmaps: vec![(false, false); groups],
+            table_misplaced: false,
+            states: vec![GroupState::default(); groups],
+        }
+    }
+
+    /// Whether group `g`'s inode table is unusable (a group out of range
+    /// has none).
+    pub(crate) fn table_unusable(&self, g: u32) -> bool {
+        self.unusable_table.get(g as usize).copied().unwrap_or(true)
+    }
+
+    /// Whether some group's inode table is outside where it may be.
+    pub(crate) fn any_table_misplaced(&self) -> bool {
+        self.table_misplaced
+    }
+
+    /// Whether some group's inode table or bitmap is outside where it may
+    /// be (to be relocated).
+    pub(crate) fn any_metadata_misplaced(&self) -> bool {
+        self.table_misplaced || self.unusable_bitmaps.iter().any(|&(b, i)| b || i)
+    }
+
+    /// Whether group `g`'s (block bitmap, inode bitmap) is unusable.
+    pub(crate) fn bitmaps_unusable(&self, g: u32) -> (bool, bool) {
+        self.unusable_bitmaps[g as usize]
+    }
+
+    /// Each group's (block bitmap, inode bitmap) unusable, for pass 5.
+    pub(crate) fn unusable_bitmaps(&self) -> &[(bool, bool)] {
+        &self.unusable_bitmaps
+    }
+
+    /// Each group's uninit flags and unused inodes as the passes take them
+    /// (see [`crate::gdesc`]).
+    pub(crate) fn states(&self) -> &[GroupState] {
+        &self.states
+    }
+
+    /// The state of group `g` (all initialised when out of range).
+    pub(crate) fn state(&self, g: u32) -> GroupState {
+        self.states.get(g as usize).copied().unwrap_or_default()
+    }
+}
+
+/// What pass 1 finds of the inodes and directories, handed on to the later
+/// passes, with what passes 2 and 3 learn of the directories (their
+/// [`DirLinks`], the names counted, the directories to rebuild). A pass-1
+/// worker fills one of its own for a stretch of inodes, added to the
+/// check's in inode order ([`InodeFindings::append`]).
+#[derive(Default)]
+struct InodeFindings {
+    /// The in-use inodes (see [`crate::inode_map`]).
+    inodes: Inodes,
+    /// The directories, by inode number (see [`DirInfo`]).
+    dirs: std::sync::Arc<Vec<DirInfo>>,
+    /// What passes 2 and 3 learn of each of [`Self::dirs`].
+    dir_links: Vec<DirLinks>,
+    /// Every directory block, for pass 2 to read (and those of the
+    /// directories to rebuild, for pass 3A to read again).
+    dir_blocks: Vec<DirBlock>,
+    /// In-use inodes outside the tree (journal, quota, orphan file) at or
+    /// past `s_first_ino`, for the inode bitmap.
+    extra_used: Vec<u32>,
+    /// Directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`): those
+    /// whose index is cleared, those with a name twice in a block, leaves
+    /// without room for a checksum, and (repairing) linear directories of
+    /// three blocks or more. See [`crate::pass3a`].
+    rehash_dirs: std::collections::BTreeSet<u32>,
+    /// EA inodes some xattr keeps a value in (sorted after pass 1).
+    ea_refs: Vec<u32>,
+}
+
+impl InodeFindings {
+    /// Adds what was found for later inodes (all of `later`'s are past
+    /// these).
+    fn append(&mut self, later: InodeFindings) {
+        let InodeFindings {
+            inodes,
+            dirs,
+            dir_links,
+            dir_blocks,
+            extra_used,
+            rehash_dirs,
+            ea_refs,
+        } = later;
+        self.inodes.append(inodes);
+        let dirs = std::sync::Arc::try_unwrap(dirs).unwrap_or_else(|d| (*d).clone());
+        std::sync::Arc::make_mut(&mut self.dirs).extend(dirs);
+        self.dir_links.extend(dir_links);
+        self.dir_blocks.extend(dir_blocks);
+        self.extra_used.extend(extra_used);
+        self.rehash_dirs.extend(rehash_dirs);
+        self.ea_refs.extend(ea_refs);
+    }
 }
 
 pub(crate) struct Ctx {
@@ -234,21 +352,8 @@ pub(crate) struct Ctx {
     fatal_journal: bool,
     /// The bad block inode's tree looked corrupted (see `bb_tree`).
     bb_corrupt: bool,
-    /// Groups whose inode table is unusable (outside where it may be):
-    /// their inodes are not read, as e2fsck's scan skips a table it found
-    /// invalid.
-    bad_group: Vec<bool>,
-    /// Groups whose (block bitmap, inode bitmap) is unusable: pass 5 does
-    /// not compare it (it is relocated and written anew). The group's
-    /// inodes are still read: a misplaced bitmap says nothing about them,
-    /// and skipping them would leave their blocks looking free to the
-    /// relocation itself.
-    bad_bitmaps: Vec<(bool, bool)>,
-    /// Some group's inode table is outside where it may be.
-    bad_itable: bool,
-    /// Each group's uninit flags and unused inodes as the passes take
-    /// them (see [`crate::gdesc`]).
-    groups: Vec<GroupState>,
+    /// What pass 0 finds of the groups' metadata (see [`Ctx::groups`]).
+    groups: GroupFindings,
     /// Encrypted inodes' encryption policies (as numbers, one per distinct
     /// policy; see [`crate::pass1_rules::encryption_context`]).
     enc_policy: std::collections::HashMap<u32, u32>,
@@ -266,21 +371,12 @@ pub(crate) struct Ctx {
     /// A repair must check again from the start before fixing more (a
     /// descriptor said unused where inodes are in use).
     restart: bool,
-    /// The in-use inodes pass 1 found (see [`crate::inode_map`]).
-    inodes: Inodes,
-    /// The directories pass 1 found, by inode number (see [`DirInfo`]).
-    dirs: std::sync::Arc<Vec<DirInfo>>,
-    /// What passes 2 and 3 learn of each of [`Self::dirs`].
-    dir_links: Vec<DirLinks>,
-    /// Every directory block pass 1 found, for pass 2 to read (and
-    /// those of the directories to rebuild, for pass 3A to read again).
-    dir_blocks: Vec<DirBlock>,
+    /// What pass 1 finds of the inodes and directories, and what passes 2
+    /// and 3 add.
+    found: InodeFindings,
     xattr_blocks: BTreeMap<u64, XattrBlock>,
     /// Who claims which blocks, and their union (see [`crate::claims`]).
     claims: crate::claims::Claims,
-    /// In-use inodes outside the tree (journal, quota, orphan file) at or
-    /// past `s_first_ino`, for the inode bitmap.
-    extra_used: Vec<u32>,
     /// Free blocks a repair planned in this check takes (lost+found's),
     /// kept from later plans.
     reserved: Vec<u64>,
@@ -293,17 +389,10 @@ pub(crate) struct Ctx {
     /// last block a repair clears: (inode, blocks mapped, the highest
     /// illegal logical block plus one). See `pass2::htree_tails`.
     htree_tails: Vec<(u32, u64, u64)>,
-    /// Directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`): those
-    /// whose index is cleared, those with a name twice in a block, leaves
-    /// without room for a checksum, and (repairing) linear directories of
-    /// three blocks or more. See [`crate::pass3a`].
-    rehash_dirs: std::collections::BTreeSet<u32>,
     /// Links pass 3A takes from inodes' counts with the entries it clears
     /// (e2fsck's `e2fsck_adjust_inode_count`): pass 4 compares the count
     /// less these.
     link_drops: std::collections::HashMap<u32, u16>,
-    /// EA inodes some xattr keeps a value in (sorted after pass 1).
-    ea_refs: Vec<u32>,
     /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
     /// them; pass 4 counts them as EA inodes, as e2fsck does once its pass
     /// 1 has set the flag).
@@ -376,10 +465,7 @@ impl Ctx {
             fatal: None,
             fatal_journal: false,
             bb_corrupt: false,
-            bad_group: vec![false; groups],
-            bad_bitmaps: vec![(false, false); groups],
-            bad_itable: false,
-            groups: vec![GroupState::default(); groups],
+            groups: GroupFindings::new(groups),
             restart: false,
             journal_backup: false,
             journal_ino,
@@ -387,20 +473,14 @@ impl Ctx {
             forced,
             enc_policy: std::collections::HashMap::new(),
             enc_policy_ids: std::collections::HashMap::new(),
-            inodes: Inodes::default(),
-            dirs: Default::default(),
-            dir_links: Vec::new(),
-            dir_blocks: Vec::new(),
+            found: InodeFindings::default(),
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
-            extra_used: Vec::new(),
             reserved: Vec::new(),
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
-            rehash_dirs: std::collections::BTreeSet::new(),
             link_drops: std::collections::HashMap::new(),
-            ea_refs: Vec::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
             relocate: Vec::new(),
@@ -594,19 +674,19 @@ impl Ctx {
 
     /// Adds a directory pass 1 found (in inode order).
     pub(crate) fn add_dir(&mut self, info: DirInfo) {
-        std::sync::Arc::make_mut(&mut self.dirs).push(info);
-        self.dir_links.push(DirLinks::default());
+        std::sync::Arc::make_mut(&mut self.found.dirs).push(info);
+        self.found.dir_links.push(DirLinks::default());
     }
 
     /// Directory `d` to change: only before pass 2's readers share
     /// [`Self::dirs`] (else this would copy them all).
     pub(crate) fn dir_mut(&mut self, d: usize) -> &mut DirInfo {
-        debug_assert_eq!(std::sync::Arc::strong_count(&self.dirs), 1);
-        &mut std::sync::Arc::make_mut(&mut self.dirs)[d]
+        debug_assert_eq!(std::sync::Arc::strong_count(&self.found.dirs), 1);
+        &mut std::sync::Arc::make_mut(&mut self.found.dirs)[d]
     }
 
     pub(crate) fn dir_idx(&self, ino: u32) -> Option<usize> {
-        self.dirs.binary_search_by_key(&ino, |r| r.ino).ok()
+        self.found.dirs.binary_search_by_key(&ino, |r| r.ino).ok()
     }
 
     /// Whether `count` blocks from `b` lie inside the filesystem's data
@@ -925,9 +1005,6 @@ impl Ctx {
             fatal: None,
             fatal_journal: false,
             bb_corrupt: self.bb_corrupt,
-            bad_group: self.bad_group.clone(),
-            bad_bitmaps: self.bad_bitmaps.clone(),
-            bad_itable: self.bad_itable,
             groups: self.groups.clone(),
             enc_policy: std::collections::HashMap::new(),
             enc_policy_ids: std::collections::HashMap::new(),
@@ -936,20 +1013,14 @@ impl Ctx {
             journal_ino: self.journal_ino,
             journal_backup: self.journal_backup,
             restart: false,
-            inodes: Inodes::default(),
-            dirs: Default::default(),
-            dir_links: Vec::new(),
-            dir_blocks: Vec::new(),
+            found: InodeFindings::default(),
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
-            extra_used: Vec::new(),
             reserved: self.reserved.clone(),
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
-            rehash_dirs: std::collections::BTreeSet::new(),
             link_drops: std::collections::HashMap::new(),
-            ea_refs: Vec::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
             relocate: Vec::new(),
@@ -984,17 +1055,11 @@ impl Ctx {
         );
         Found {
             p: std::mem::replace(&mut self.p, Problems::uncapped()),
-            inodes: std::mem::take(&mut self.inodes),
-            dirs: std::mem::take(std::sync::Arc::make_mut(&mut self.dirs)),
-            dir_links: std::mem::take(&mut self.dir_links),
-            dir_blocks: std::mem::take(&mut self.dir_blocks),
+            found: std::mem::take(&mut self.found),
             claims: std::mem::take(&mut self.claims),
-            extra_used: std::mem::take(&mut self.extra_used),
             large_files: std::mem::take(&mut self.large_files),
             large_dirs: std::mem::take(&mut self.large_dirs),
             htree_tails: std::mem::take(&mut self.htree_tails),
-            rehash_dirs: std::mem::take(&mut self.rehash_dirs),
-            ea_refs: std::mem::take(&mut self.ea_refs),
             ea_flag_missing: std::mem::take(&mut self.ea_flag_missing),
             stats: std::mem::take(&mut self.stats),
             quota: std::mem::replace(&mut self.quota, crate::quota_usage::counters(&self.sb)),
@@ -1006,17 +1071,11 @@ impl Ctx {
     /// checked so far).
     pub(crate) fn absorb(&mut self, f: Found) {
         self.p.absorb(f.p);
-        self.inodes.append(f.inodes);
-        std::sync::Arc::make_mut(&mut self.dirs).extend(f.dirs);
-        self.dir_links.extend(f.dir_links);
-        self.dir_blocks.extend(f.dir_blocks);
+        self.found.append(f.found);
         self.claims.absorb(f.claims);
-        self.extra_used.extend(f.extra_used);
         self.large_files += f.large_files;
         self.large_dirs += f.large_dirs;
         self.htree_tails.extend(f.htree_tails);
-        self.rehash_dirs.extend(f.rehash_dirs);
-        self.ea_refs.extend(f.ea_refs);
         self.ea_flag_missing.extend(f.ea_flag_missing);
         add_counts(&mut self.stats, &f.stats);
         for (mine, theirs) in self.quota.iter_mut().zip(f.quota) {
@@ -1113,57 +1172,29 @@ impl Ctx {
     pub(crate) fn misplaced(&mut self, g: u32, meta: crate::fix::plan::Meta) {
         use crate::fix::plan::Meta;
         self.relocate.push((g, meta, false));
-        let slot = &mut self.bad_bitmaps[g as usize];
+        let slot = &mut self.groups.unusable_bitmaps[g as usize];
         match meta {
             Meta::BlockBitmap => slot.0 = true,
             Meta::InodeBitmap => slot.1 = true,
-            Meta::InodeTable => self.bad_itable = true,
+            Meta::InodeTable => self.groups.table_misplaced = true,
         }
     }
 
     /// Pass 0: group `g`'s inode table is unusable: its inodes are not
     /// read, as e2fsck's scan skips a table it found invalid.
     pub(crate) fn mark_table_unusable(&mut self, g: u32) {
-        self.bad_group[g as usize] = true;
+        self.groups.unusable_table[g as usize] = true;
     }
 
-    /// Whether group `g`'s inode table is unusable (a group out of range
-    /// has none).
-    pub(crate) fn table_unusable(&self, g: u32) -> bool {
-        self.bad_group.get(g as usize).copied().unwrap_or(true)
-    }
-
-    /// Whether some group's inode table is outside where it may be.
-    pub(crate) fn any_table_misplaced(&self) -> bool {
-        self.bad_itable
-    }
-
-    /// Whether some group's inode table or bitmap is outside where it may
-    /// be (to be relocated).
-    pub(crate) fn any_metadata_misplaced(&self) -> bool {
-        self.bad_itable || self.bad_bitmaps.iter().any(|&(b, i)| b || i)
-    }
-
-    /// Whether group `g`'s (block bitmap, inode bitmap) is unusable.
-    pub(crate) fn bitmaps_unusable(&self, g: u32) -> (bool, bool) {
-        self.bad_bitmaps[g as usize]
-    }
-
-    /// Each group's (block bitmap, inode bitmap) unusable, for pass 5.
-    pub(crate) fn unusable_bitmaps(&self) -> &[(bool, bool)] {
-        &self.bad_bitmaps
-    }
-
-    /// Each group's uninit flags and unused inodes as the passes take them
-    /// (see [`crate::gdesc`]).
-    pub(crate) fn group_states(&self) -> &[GroupState] {
+    /// What pass 0 found of the groups' metadata.
+    pub(crate) fn groups(&self) -> &GroupFindings {
         &self.groups
     }
 
     /// Group `g`'s flags and unused inodes are taken as `s` from now on
     /// (a fix changes them, or they cannot be obeyed).
     pub(crate) fn set_group_state(&mut self, g: u32, s: GroupState) {
-        if let Some(slot) = self.groups.get_mut(g as usize) {
+        if let Some(slot) = self.groups.states.get_mut(g as usize) {
             *slot = s;
         }
     }
@@ -1212,137 +1243,137 @@ impl Ctx {
     /// The in-use inodes pass 1 found, with the names found for them so
     /// far (see [`crate::inode_map`]).
     pub(crate) fn inodes(&self) -> &Inodes {
-        &self.inodes
+        &self.found.inodes
     }
 
     /// The names counted for the in-use inodes, to count more on other
     /// threads (pass 2's readers; pass 1 is over).
     pub(crate) fn name_counts(&mut self) -> std::sync::Arc<crate::inode_map::Names> {
-        self.inodes.names()
+        self.found.inodes.names()
     }
 
     /// Pass 1: inode `ino` is in use (counted 0 names).
     pub(crate) fn add_inode(&mut self, ino: u32, links: u16, kind: FileKind, ea_inode: bool) {
-        self.inodes.insert(ino, links, kind, ea_inode);
+        self.found.inodes.insert(ino, links, kind, ea_inode);
     }
 
     /// An entry naming inode `target` is found (counted for pass 4).
     pub(crate) fn name_found(&mut self, target: u32) {
-        self.inodes.add_name(target);
+        self.found.inodes.add_name(target);
     }
 
     /// A name counted for inode `target` is taken back (its entry is
     /// cleared, or counted again).
     pub(crate) fn name_dropped(&mut self, target: u32) {
-        self.inodes.remove_name(target);
+        self.found.inodes.remove_name(target);
     }
 
     /// Pass 1: in-use inode `ino` lies outside the tree (journal, quota,
     /// orphan file) at or past `s_first_ino`, for the inode bitmap.
     pub(crate) fn note_extra_used(&mut self, ino: u32) {
-        self.extra_used.push(ino);
+        self.found.extra_used.push(ino);
     }
 
     /// What [`Ctx::note_extra_used`] noted.
     pub(crate) fn extra_used(&self) -> &[u32] {
-        &self.extra_used
+        &self.found.extra_used
     }
 
     /// Pass 1: the EA inodes an inode's xattrs keep values in (repeats
     /// kept: pass 4 counts the references to each).
     pub(crate) fn add_ea_refs(&mut self, refs: Vec<u32>) {
-        self.ea_refs.extend(refs);
+        self.found.ea_refs.extend(refs);
     }
 
     /// Pass 1 is over: the EA inode references are sorted for lookups.
     pub(crate) fn sort_ea_refs(&mut self) {
-        self.ea_refs.sort_unstable();
+        self.found.ea_refs.sort_unstable();
     }
 
     /// The EA inode references (sorted once pass 1 is over).
     pub(crate) fn ea_refs(&self) -> &[u32] {
-        &self.ea_refs
+        &self.found.ea_refs
     }
 
     /// The directories pass 1 found, by inode number.
     pub(crate) fn dirs(&self) -> &[DirInfo] {
-        &self.dirs
+        &self.found.dirs
     }
 
     /// [`Ctx::dirs`], shared with pass 2's reader threads.
     pub(crate) fn shared_dirs(&self) -> std::sync::Arc<Vec<DirInfo>> {
-        self.dirs.clone()
+        self.found.dirs.clone()
     }
 
     /// What passes 2 and 3 learnt of directory `d` (an index in
     /// [`Ctx::dirs`]).
     pub(crate) fn links(&self, d: usize) -> DirLinks {
-        self.dir_links[d]
+        self.found.dir_links[d]
     }
 
     /// Directory `d`'s `..` entry names `target`; the entry is at
     /// (`block`, `offset`).
     pub(crate) fn found_dotdot(&mut self, d: usize, target: u32, block: u64, offset: usize) {
-        let l = &mut self.dir_links[d];
+        let l = &mut self.found.dir_links[d];
         l.dotdot = target;
         l.set_dotdot_at(block, offset);
     }
 
     /// Directory `d` is named by an entry of directory `parent`.
     pub(crate) fn found_parent(&mut self, d: usize, parent: u32) {
-        self.dir_links[d].parent = parent;
+        self.found.dir_links[d].parent = parent;
     }
 
     /// Pass 1: a directory block for pass 2 to read.
     pub(crate) fn add_dir_block(&mut self, b: DirBlock) {
-        self.dir_blocks.push(b);
+        self.found.dir_blocks.push(b);
     }
 
     /// The directory blocks to read, taken (pass 2, then pass 3A).
     pub(crate) fn take_dir_blocks(&mut self) -> Vec<DirBlock> {
-        std::mem::take(&mut self.dir_blocks)
+        std::mem::take(&mut self.found.dir_blocks)
     }
 
     /// Pass 2: the blocks of the directories to rebuild, for pass 3A to
     /// read again.
     pub(crate) fn keep_dir_blocks(&mut self, blocks: Vec<DirBlock>) {
-        self.dir_blocks = blocks;
+        self.found.dir_blocks = blocks;
     }
 
     /// Directory `ino` is to be rebuilt in pass 3A.
     pub(crate) fn rehash(&mut self, ino: u32) {
-        self.rehash_dirs.insert(ino);
+        self.found.rehash_dirs.insert(ino);
     }
 
     /// Whether directory `ino` is to be rebuilt in pass 3A.
     pub(crate) fn rehashes(&self, ino: u32) -> bool {
-        self.rehash_dirs.contains(&ino)
+        self.found.rehash_dirs.contains(&ino)
     }
 
     /// The directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`),
     /// in inode order.
     pub(crate) fn rehash_dirs(&self) -> &std::collections::BTreeSet<u32> {
-        &self.rehash_dirs
+        &self.found.rehash_dirs
     }
 
     /// Keeps to rebuild only the directories `keep` says yes to.
     pub(crate) fn rehash_only(&mut self, keep: impl FnMut(&u32) -> bool) {
-        self.rehash_dirs.retain(keep);
+        self.found.rehash_dirs.retain(keep);
     }
 
     /// Keeps to rebuild only what pass 1 found to be a directory; the
     /// directories left, in inode order.
     pub(crate) fn rehash_only_dirs(&mut self) -> Vec<u32> {
-        let inodes = &self.inodes;
-        self.rehash_dirs.retain(|&ino| inodes.is_dir(ino));
-        self.rehash_dirs.iter().copied().collect()
+        let inodes = &self.found.inodes;
+        self.found.rehash_dirs.retain(|&ino| inodes.is_dir(ino));
+        self.found.rehash_dirs.iter().copied().collect()
     }
 }
 
 impl Ctx {
     /// The state of group `g` (all initialised when out of range).
     pub(crate) fn group_state(&self, g: u32) -> GroupState {
-        self.groups.get(g as usize).copied().unwrap_or_default()
+        self.groups.state(g)
     }
 
     /// How many inodes of group `g`'s table are read (from its start).

@@ -57,7 +57,7 @@ impl ext4r_txn::alloc::InodeSpace for Found<'_> {
     }
     fn may_hold(&self, g: u32) -> bool {
         let c = self.c;
-        if c.table_unusable(g) {
+        if c.groups().table_unusable(g) {
             return false;
         }
         if self.tails {

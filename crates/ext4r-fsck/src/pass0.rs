@@ -18,7 +18,7 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     crate::super_rules::check(c);
     descriptors(c);
     bitmap_conflicts(c);
-    if c.any_table_misplaced() && c.geo().group_count == 1 && !c.repairing() {
+    if c.groups().any_table_misplaced() && c.geo().group_count == 1 && !c.repairing() {
         // No backup descriptors to fall back on, and no relocation under
         // -n: e2fsck cannot go on either.
         c.fail("Group descriptors look bad and there is no backup to use; cannot proceed.");
@@ -277,7 +277,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
         if let Some(b) = m.meta_desc {
             ranges.insert(b, b + 1);
         }
-        if c.table_unusable(g) {
+        if c.groups().table_unusable(g) {
             continue;
         }
         let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
@@ -293,7 +293,7 @@ fn bitmap_conflicts(c: &mut Ctx) {
             c.relocate_later(g, Meta::InodeTable, true);
         }
         ranges.insert(it, it + itb);
-        let (bad_bb, bad_ib) = c.bitmaps_unusable(g);
+        let (bad_bb, bad_ib) = c.groups().bitmaps_unusable(g);
         for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
             // A bitmap outside its group is already to be relocated.
             if (pick == Meta::BlockBitmap && bad_bb) || (pick == Meta::InodeBitmap && bad_ib) {
@@ -353,14 +353,14 @@ fn any_overlap(c: &Ctx) -> bool {
         if let Some(b) = m.meta_desc {
             push(0, b, 1);
         }
-        if c.table_unusable(g) {
+        if c.groups().table_unusable(g) {
             continue;
         }
         let Ok(d) = c.fs().group_desc(GroupNr(g)) else {
             break;
         };
         push(1, d.inode_table(wide), itb);
-        let (bad_bb, bad_ib) = c.bitmaps_unusable(g);
+        let (bad_bb, bad_ib) = c.groups().bitmaps_unusable(g);
         if !bad_bb {
             push(2, d.block_bitmap(wide), 1);
         }

@@ -45,7 +45,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     let mut jobs: Vec<(u32, u32, u32, u64)> = Vec::new(); // group, first, count, offset
     let per_chunk = num::sat_u32((CHUNK / isize).max(1));
     for g in 0..groups {
-        if c.table_unusable(g) {
+        if c.groups().table_unusable(g) {
             continue;
         }
         let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {

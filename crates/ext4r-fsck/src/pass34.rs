@@ -19,7 +19,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         // As e2fsck: a new root (its inode table must be readable; a
         // table being relocated gets the root in the next round). The
         // rest of the tree is judged once it exists; pass 5 still runs.
-        let table_ok = !c.table_unusable(0);
+        let table_ok = !c.groups().table_unusable(0);
         match table_ok
             .then(|| crate::lost_found::reserve_block(c))
             .flatten()

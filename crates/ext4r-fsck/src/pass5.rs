@@ -518,8 +518,8 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
             wide: c.wide(),
             csum: c.csum(),
             csums: ext4r_txn::csum::Checksums::new(c.sb()),
-            bad_bitmaps: c.unusable_bitmaps(),
-            states: c.group_states(),
+            bad_bitmaps: c.groups().unusable_bitmaps(),
+            states: c.groups().states(),
             reports: AtomicUsize::new(0),
             per_item: per_item(groups, c.threads()),
         };
@@ -780,8 +780,8 @@ fn inodes(c: &mut Ctx) -> Said {
         wide: c.wide(),
         csum: c.csum(),
         csums: ext4r_txn::csum::Checksums::new(c.sb()),
-        bad_bitmaps: c.unusable_bitmaps(),
-        states: c.group_states(),
+        bad_bitmaps: c.groups().unusable_bitmaps(),
+        states: c.groups().states(),
         reports: AtomicUsize::new(0),
         per_item: per_item(groups, c.threads()),
     };

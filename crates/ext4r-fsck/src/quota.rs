@@ -67,7 +67,7 @@ pub(crate) fn check(c: &mut Ctx, emit: &mut dyn FnMut(&Ctx)) {
     if !c.counts_quota() {
         return;
     }
-    if c.any_metadata_misplaced() {
+    if c.groups().any_metadata_misplaced() {
         return;
     }
     if c.repairing() && !c.problems().fixes().is_empty() {
