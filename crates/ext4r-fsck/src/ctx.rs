@@ -1,6 +1,12 @@
-//! State shared by the passes. Sized by what is in use, not by the
-//! volume: bitmaps of the in-use inodes (allocated where they are in use),
-//! a sorted list of directories, a list of claimed block runs.
+//! The check's context, which every pass is given: the check's fixed
+//! facts (read only), the run's status (verbs: report, note, fail, stop,
+//! restart) and what one pass finds for the next — [`GroupFindings`] from
+//! pass 0, the inodes and directories from pass 1 with what passes 2 and 3
+//! add, the blocks claimed. None of it is a public field: each is written
+//! through a verb saying what was found, and read through a method.
+//! Sized by what is in use, not by the volume: bitmaps of the in-use
+//! inodes (allocated where they are in use), a sorted list of directories,
+//! a list of claimed block runs.
 
 use ext4r_txn::alloc::UsedBlocks;
 use std::collections::BTreeMap;
@@ -21,7 +27,7 @@ pub(crate) type Progress<'a> = &'a mut dyn FnMut(u8, u64, u64);
 
 /// A directory as pass 1 found it, fixed from then on (pass 2's htree
 /// checks aside, before its walk): shared by pass 2's reader threads
-/// ([`Ctx::dirs`] is an `Arc`), so they need no copy of their own. 12
+/// ([`Ctx::shared_dirs`] is an `Arc`), so they need no copy of their own. 12
 /// bytes; what passes 2 and 3 learn of it is its [`DirLinks`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DirInfo {

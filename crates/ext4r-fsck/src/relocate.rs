@@ -17,8 +17,9 @@ use crate::ctx::Ctx;
 use crate::fix::plan::Meta;
 use crate::fix::Fix;
 
-/// Plans the moves pass 0 asked for (`c.relocate`), over the used blocks
-/// `used` (sorted disjoint ranges); returns the ranges taken.
+/// Plans the moves passes 0 and 1 asked for ([`Ctx::relocate_later`]),
+/// over the used blocks `used` (sorted disjoint ranges); returns the ranges
+/// taken.
 pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let wanted = c.take_relocations();
     let mut moved = Vec::new();
