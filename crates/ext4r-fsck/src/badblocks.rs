@@ -21,10 +21,11 @@ use crate::fix::Fix;
 pub(crate) fn list(c: &Ctx) -> Vec<u64> {
     // Read raw: the inode has no mode, so the engine does not map it. A
     // list is short: direct, single and double indirect blocks suffice.
-    let Some(inode) =
-        c.fs.inode_record(InodeNr(ext4r_format::inode::ino::BAD))
-            .ok()
-            .and_then(|r| Inode::parse(&r).ok())
+    let Some(inode) = c
+        .fs()
+        .inode_record(InodeNr(ext4r_format::inode::ino::BAD))
+        .ok()
+        .and_then(|r| Inode::parse(&r).ok())
     else {
         return Vec::new();
     };
@@ -33,7 +34,7 @@ pub(crate) fn list(c: &Ctx) -> Vec<u64> {
     }
     let mut v = BadList { c, out: Vec::new() };
     let mut root = inode.i_block;
-    let Ok(_) = walk::block_map(&mut root, c.geo.block_size, &mut v);
+    let Ok(_) = walk::block_map(&mut root, c.geo().block_size, &mut v);
     let mut v = v.out;
     v.sort_unstable();
     v.dedup();
@@ -51,7 +52,7 @@ pub(crate) fn lists_itself(c: &mut Ctx) -> bool {
     if !inode_in_bad_block(c, bad) {
         return false;
     }
-    c.p.on(Subject::Inode(bad)).error_fix(
+    c.report(Subject::Inode(bad)).error_fix(
         1,
         ProblemCode::PR_1_BADBLOCKS_IN_BADBLOCKS,
         "Bad block list says the bad block list inode is bad.".into(),
@@ -63,7 +64,8 @@ pub(crate) fn lists_itself(c: &mut Ctx) -> bool {
 /// Whether the list was found naming its own inode's block: its blocks
 /// are then no one's in this round.
 pub(crate) fn distrusted(c: &Ctx) -> bool {
-    c.p.list()
+    c.problems()
+        .list()
         .iter()
         .any(|p| p.code == ProblemCode::PR_1_BADBLOCKS_IN_BADBLOCKS)
 }
@@ -93,9 +95,13 @@ impl Visitor for BadList<'_> {
     }
 
     fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Self::Error> {
-        let bs = self.c.geo.block_size as usize;
+        let bs = self.c.geo().block_size as usize;
         let mut buf = vec![0u8; bs];
-        let read = self.c.fs.device().read_at(&mut buf, p.physical * bs as u64);
+        let read = self
+            .c
+            .fs()
+            .device()
+            .read_at(&mut buf, p.physical * bs as u64);
         Ok(read.is_ok().then_some(buf))
     }
 }
@@ -116,18 +122,18 @@ pub(crate) fn bad_inode_invalid(i: &Inode) -> bool {
 /// e2fsck marks them) and never handed out.
 pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
     let mut out = Vec::new();
-    if c.bad_blocks.is_empty() {
+    if c.bad_blocks().is_empty() {
         return out;
     }
-    let per = u64::from(c.geo.block_size / c.geo.inode_size);
-    let itb = u64::from(c.geo.inode_blocks_per_group());
-    let ipg = u64::from(c.geo.inodes_per_group);
-    for g in 0..c.geo.group_count {
-        let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) else {
+    let per = u64::from(c.geo().block_size / c.geo().inode_size);
+    let itb = u64::from(c.geo().inode_blocks_per_group());
+    let ipg = u64::from(c.geo().inodes_per_group);
+    for g in 0..c.geo().group_count {
+        let Ok(d) = c.fs().group_desc(ext4r_format::GroupNr(g)) else {
             break;
         };
         let t = d.inode_table(c.wide());
-        for &b in &c.bad_blocks {
+        for &b in c.bad_blocks() {
             if b >= t && b < t + itb {
                 let first = (b - t) * per;
                 for k in first..(first + per).min(ipg) {
@@ -144,30 +150,30 @@ pub(crate) fn inodes_in_bad_blocks(c: &Ctx) -> Vec<u32> {
 /// filesystems) answered inline: pass 1 asks for every inode.
 #[inline]
 pub(crate) fn inode_in_bad_block(c: &Ctx, ino: u32) -> bool {
-    !c.bad_blocks.is_empty() && in_listed_block(c, ino)
+    !c.bad_blocks().is_empty() && in_listed_block(c, ino)
 }
 
 /// [`inode_in_bad_block`] with a list to look in.
 #[inline(never)]
 fn in_listed_block(c: &Ctx, ino: u32) -> bool {
-    let ipg = c.geo.inodes_per_group;
+    let ipg = c.geo().inodes_per_group;
     let (g, idx) = ((ino - 1) / ipg, u64::from((ino - 1) % ipg));
-    let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) else {
+    let Ok(d) = c.fs().group_desc(ext4r_format::GroupNr(g)) else {
         return false;
     };
-    let b =
-        d.inode_table(c.wide()) + idx * u64::from(c.geo.inode_size) / u64::from(c.geo.block_size);
-    c.bad_blocks.binary_search(&b).is_ok()
+    let b = d.inode_table(c.wide())
+        + idx * u64::from(c.geo().inode_size) / u64::from(c.geo().block_size);
+    c.bad_blocks().binary_search(&b).is_ok()
 }
 
 /// A backup superblock or descriptor block on the bad block list: only a
 /// warning (e2fsck's PR_1_BAD_SUPERBLOCK, PR_1_BAD_GROUP_DESCRIPTORS); the
 /// primary copies serve.
 fn backup_copy(c: &mut Ctx, b: u64) {
-    for g in 1..c.geo.group_count {
-        let m = c.geo.group_meta(g);
+    for g in 1..c.geo().group_count {
+        let m = c.geo().group_meta(g);
         if m.super_block == Some(b) {
-            c.p.on(Subject::Block(b)).harmless(
+            c.report(Subject::Block(b)).harmless(
                 1,
                 ProblemCode::PR_1_BAD_SUPERBLOCK,
                 format!("Warning: Group {g}'s superblock ({b}) is bad."),
@@ -177,7 +183,7 @@ fn backup_copy(c: &mut Ctx, b: u64) {
         let in_desc =
             m.old_desc.is_some_and(|(f, n)| b >= f && b < f + n) || m.meta_desc == Some(b);
         if in_desc {
-            c.p.on(Subject::Block(b)).harmless(
+            c.report(Subject::Block(b)).harmless(
                 1,
                 ProblemCode::PR_1_BAD_GROUP_DESCRIPTORS,
                 format!(
@@ -196,15 +202,15 @@ type MetaSpan = (u64, u64, Option<(u32, Meta)>, bool);
 /// Takes the bad block inode's claims on metadata out of `claims`, with
 /// the repairs e2fsck makes for them.
 pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
-    if c.bad_blocks.is_empty() {
+    if c.bad_blocks().is_empty() {
         return;
     }
     let wide = c.wide();
-    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let itb = u64::from(c.geo().inode_blocks_per_group());
     // (start, end, which bitmap, a primary copy) of all metadata.
     let mut meta: Vec<MetaSpan> = Vec::new();
-    for g in 0..c.geo.group_count {
-        let m = c.geo.group_meta(g);
+    for g in 0..c.geo().group_count {
+        let m = c.geo().group_meta(g);
         let primary = g == 0;
         if let Some(s) = m.super_block {
             meta.push((s, s + 1, None, primary));
@@ -215,7 +221,7 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         if let Some(b) = m.meta_desc {
             meta.push((b, b + 1, None, false));
         }
-        if let Ok(d) = c.fs.group_desc(ext4r_format::GroupNr(g)) {
+        if let Ok(d) = c.fs().group_desc(ext4r_format::GroupNr(g)) {
             let (bb, ib, it) = (
                 d.block_bitmap(wide),
                 d.inode_bitmap(wide),
@@ -229,7 +235,7 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
     let find = |b: u64| meta.iter().find(|m| b >= m.0 && b < m.1).copied();
     let mut unlist: Vec<u64> = Vec::new();
     let mut on_meta: Vec<u64> = Vec::new();
-    for &b in &c.bad_blocks.clone() {
+    for b in c.bad_blocks().to_vec() {
         let m = find(b);
         if m.is_some() {
             on_meta.push(b);
@@ -242,13 +248,13 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
                 } else {
                     ("inode", ProblemCode::PR_1_IB_BAD_BLOCK)
                 };
-                c.p.on(Subject::Block(b)).error(
+                c.report(Subject::Block(b)).error(
                     1,
                     code,
                     format!("Group {g}'s {name} bitmap ({b}) is bad."),
                 );
-                if !c.relocate.iter().any(|r| (r.0, r.1) == (g, what)) {
-                    c.relocate.push((g, what, true));
+                if !c.relocating(g, what) {
+                    c.relocate_later(g, what, true);
                 }
             }
             Some((_, _, None, true)) => unlist.push(b),
@@ -274,11 +280,11 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
         }
     }
     *claims = out;
-    let pointers = crate::dup::pointers(&c.fs, ext4r_format::inode::ino::BAD)
+    let pointers = crate::dup::pointers(c.fs(), ext4r_format::inode::ino::BAD)
         .map(|p| p.1)
         .unwrap_or_default();
     for &b in &unlist {
-        let (code, msg) = if b == c.geo.group_meta(0).super_block.unwrap_or(u64::MAX) {
+        let (code, msg) = if b == c.geo().group_meta(0).super_block.unwrap_or(u64::MAX) {
             (
                 ProblemCode::PR_1_BAD_PRIMARY_SUPERBLOCK,
                 format!("The primary superblock ({b}) is on the bad block list."),
@@ -298,15 +304,15 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
             _ => None,
         };
         match fix {
-            Some(f) => c.p.on(Subject::Block(b)).error_fix(1, code, msg, f),
-            None => c.p.on(Subject::Block(b)).error(1, code, msg),
+            Some(f) => c.report(Subject::Block(b)).error_fix(1, code, msg, f),
+            None => c.report(Subject::Block(b)).error(1, code, msg),
         }
     }
     if !unlist.is_empty() {
         // Its block count follows the list (pointers include indirect
         // blocks).
         let n = pointers.iter().filter(|p| !unlist.contains(&p.1)).count() as u64;
-        c.p.on(Subject::Inode(ext4r_format::inode::ino::BAD))
+        c.report(Subject::Inode(ext4r_format::inode::ino::BAD))
             .error_fix(
                 1,
                 ProblemCode::PR_1_BAD_I_BLOCKS,

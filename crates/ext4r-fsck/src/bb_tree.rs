@@ -37,12 +37,12 @@ pub(crate) struct Walk {
 pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> Verdict {
     if level > 0 {
         let ranges = w.meta.get_or_insert_with(|| {
-            let mut r = crate::guard::metadata_ranges(&c.fs);
+            let mut r = crate::guard::metadata_ranges(c.fs());
             r.sort_unstable();
             r
         });
         if crate::guard::covers(ranges, b) {
-            c.p.on(Subject::Block(b)).error_fix(
+            c.report(Subject::Block(b)).error_fix(
                 1,
                 ProblemCode::PR_1_BB_FS_BLOCK,
                 format!(
@@ -52,7 +52,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
                 fix,
             );
             c.mark_bb_corrupt();
-            return if c.repairing {
+            return if c.repairing() {
                 Verdict::Skip
             } else {
                 Verdict::Follow
@@ -62,7 +62,7 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
     // A block met before: an indirect block that is also listed as bad
     // (whichever comes second loses its pointer, as in e2fsck's walk).
     if !w.seen.insert(b) {
-        c.p.on(Subject::Block(b)).error_fix(
+        c.report(Subject::Block(b)).error_fix(
             1,
             ProblemCode::PR_1_BBINODE_BAD_METABLOCK,
             format!("Bad block {b} used as bad block inode indirect block."),
@@ -77,13 +77,12 @@ pub(crate) fn judge(c: &mut Ctx, b: u64, level: u32, fix: Fix, w: &mut Walk) -> 
 /// After the walk: a read-only check stops where e2fsck's "Continue?" is
 /// answered no.
 pub(crate) fn finish(c: &mut Ctx) {
-    if c.bb_corrupt() && !c.repairing {
-        c.fatal = Some(
+    if c.bb_corrupt() && !c.repairing() {
+        c.fail(
             "The bad block inode has probably been corrupted.  You probably\n\
              should stop now and run e2fsck -c to scan for bad blocks\n\
              in the filesystem."
                 .to_string(),
         );
-        c.abort = true;
     }
 }

@@ -26,18 +26,18 @@ const MAX_LEN: u64 = 32_768;
 /// walk found problems, which are repaired first; the rebuild then waits
 /// for the next round).
 pub(crate) fn check(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, bad: bool) {
-    if !c.sb.has_ro_compat(RoCompat::BIGALLOC)
+    if !c.sb().has_ro_compat(RoCompat::BIGALLOC)
         || !matches!(kind, FileKind::Regular | FileKind::Directory)
         || inode
             .flags()
             .intersects(InodeFlags::EXTENTS | InodeFlags::INLINE_DATA)
-        || !(ino == ext4r_format::inode::ino::ROOT || ino >= c.sb.first_ino())
+        || !(ino == ext4r_format::inode::ino::ROOT || ino >= c.sb().first_ino())
         || inode.block_words().iter().all(|&w| w == 0)
         || bad
     {
         return;
     }
-    let Some((_, ptrs)) = crate::dup::pointers(&c.fs, ino) else {
+    let Some((_, ptrs)) = crate::dup::pointers(c.fs(), ino) else {
         return;
     };
     let mut found = Collected::default();
@@ -77,7 +77,7 @@ pub(crate) fn check(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, bad: b
     let msg = format!("Inode {ino} on bigalloc filesystem cannot be block mapped.");
     match crate::extent_rebuild::plan(c, ino, owner, found) {
         Some(Fix::RebuildExtents(t)) => {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES,
                 msg,
@@ -85,10 +85,11 @@ pub(crate) fn check(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, bad: b
             );
         }
         Some(_) => {}
-        None => {
-            c.p.on(Subject::Inode(ino))
-                .error(1, ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES, msg)
-        }
+        None => c.report(Subject::Inode(ino)).error(
+            1,
+            ProblemCode::PR_1_NO_BIGALLOC_BLOCKMAP_FILES,
+            msg,
+        ),
     }
 }
 

@@ -61,11 +61,11 @@ struct Emitter {
 
 impl Emitter {
     fn flush(&mut self, c: &ctx::Ctx, upto: u8, obs: &mut dyn Observer) {
-        for n in c.notes.iter().skip(self.notes) {
+        for n in c.notes().iter().skip(self.notes) {
             obs.note(n);
         }
-        self.notes = c.notes.len();
-        let list = c.p.list();
+        self.notes = c.notes().len();
+        let list = c.problems().list();
         self.held.extend(self.next..list.len());
         self.next = list.len();
         self.held.retain(|&i| match list.get(i) {
@@ -73,7 +73,7 @@ impl Emitter {
                 // Pass 2 did not run to name the inode: as e2fsck's %Q
                 // without a directory.
                 let mut p = p.clone();
-                p.message = pathname::fill_q(&c.fs, &p.message, |_| 0);
+                p.message = pathname::fill_q(c.fs(), &p.message, |_| 0);
                 obs.problem(&p, Action::Report);
                 false
             }
@@ -138,14 +138,20 @@ pub(crate) fn check_kept(
         Err(None)
     };
     let summary_if_clean = verdict.is_ok().then(|| ctx::summary_from_superblock(&fs));
-    let mut c = ctx::Ctx::new(fs);
-    c.repairing = opts.repairing;
-    c.now = opts.now;
-    c.forced = opts.force;
+    let mut c = ctx::Ctx::new(
+        fs,
+        ctx::Settings {
+            repairing: opts.repairing,
+            now: opts.now,
+            forced: opts.force,
+            threads: opts.thread_count(),
+        },
+    );
     c.set_external_journal(opts.external_journal.clone());
-    c.threads = opts.thread_count();
     c.watch_cancel(opts.cancel.clone());
-    c.notes = notes;
+    for n in notes {
+        c.note(n);
+    }
     let mut emit = Emitter {
         notes: 0,
         next: 0,
@@ -157,7 +163,7 @@ pub(crate) fn check_kept(
             // As e2fsck: the superblock and descriptors are always checked;
             // a problem there (fixed, under a repair) forces the full check.
             let t = Instant::now();
-            let from = c.p.mark();
+            let from = c.problems().mark();
             pass0::run(&mut c, &mut |p, d, n| obs.progress(p, d, n));
             report
                 .pass_times
@@ -166,21 +172,22 @@ pub(crate) fn check_kept(
             // are not looked for by e2fsck on a clean filesystem: they
             // force nothing, and are dropped when the check stops here.
             let early = |p: &Problem| p.code.is_e2fsck() && p.code.section() == "1";
-            let forced = c.p.list().iter().any(|p| {
+            let forced = c.problems().list().iter().any(|p| {
                 !early(p)
                     && !super_rules::cosmetic(p.code)
                     && (p.severity == Severity::Error || opts.repairing && p.fix.is_some())
-            }) || c.p.dropped() > 0;
+            }) || c.problems().dropped() > 0;
             if !forced {
-                c.p.retain(|p| !early(p));
+                c.reorder_problems().retain(|p| !early(p));
                 report.summary = summary;
                 report.skipped_clean = Some("clean".to_string());
-                report.notes = std::mem::take(&mut c.notes);
-                report.problems = c.p;
-                return Ok((report, c.fs.clone()));
+                report.notes = c.take_notes();
+                let fs = c.shared_fs();
+                report.problems = c.take_problems();
+                return Ok((report, fs));
             }
             if probe {
-                return Ok((report, c.fs.clone()));
+                return Ok((report, c.shared_fs()));
             }
             forgive_pass0(&mut c, from);
             emit.flush(&c, 0, obs);
@@ -189,7 +196,7 @@ pub(crate) fn check_kept(
         (Err(why), _) => {
             report.check_forced = why.clone();
             if probe {
-                return Ok((report, c.fs.clone()));
+                return Ok((report, c.shared_fs()));
             }
             if let Some(why) = &why {
                 obs.check_forced(why);
@@ -200,18 +207,19 @@ pub(crate) fn check_kept(
     }
     primary_fixes(&mut c, bad_checksum, backup_used);
     run_passes(&mut c, first_pass, &mut emit, obs, &mut report);
-    if !c.abort && !c.restart && c.fatal.is_none() {
+    if !c.stopping() && !c.restarting() && !c.failed() {
         quota::check(&mut c, &mut |c| emit.flush(c, 6, obs));
     }
     emit.flush(&c, u8::MAX, obs);
     report.summary = c.summary();
-    report.rehash = c.rehash_dirs.iter().copied().collect();
-    report.notes = std::mem::take(&mut c.notes);
-    report.fatal = c.fatal.take();
-    report.fatal_journal = c.fatal_journal;
+    report.rehash = c.rehash_dirs().iter().copied().collect();
+    report.notes = c.take_notes();
+    report.fatal = c.take_failure();
+    report.fatal_journal = c.failed_in_journal();
     report.cancelled = c.cancelled();
-    report.problems = c.p;
-    Ok((report, c.fs))
+    let fs = c.shared_fs();
+    report.problems = c.take_problems();
+    Ok((report, fs))
 }
 
 /// What opening the filesystem for a check found.
@@ -277,7 +285,7 @@ fn primary_fixes(c: &mut ctx::Ctx, bad_checksum: bool, backup_used: bool) {
     if bad_checksum {
         // No backup to take over: the superblock, which opened and is
         // judged field by field below, gets its checksum again.
-        c.p.on(Subject::Superblock).error_fix(
+        c.report(Subject::Superblock).error_fix(
             0,
             ProblemCode::EXT4R_0_SB_CSUM_INVALID,
             "Superblock checksum does not match superblock.".into(),
@@ -285,7 +293,7 @@ fn primary_fixes(c: &mut ctx::Ctx, bad_checksum: bool, backup_used: bool) {
         );
     }
     if backup_used {
-        c.p.on(Subject::Superblock).error_fix(
+        c.report(Subject::Superblock).error_fix(
             0,
             ProblemCode::PR_0_SB_CORRUPT,
             "The primary superblock or group descriptors are unusable; the check used a \
@@ -320,12 +328,12 @@ fn run_passes(
             obs.pass_started(pass);
         }
         let t = Instant::now();
-        let from = c.p.mark();
+        let from = c.problems().mark();
         if pass == 2 {
             pass3a::settle(c);
         }
         f(c, &mut |p, d, n| obs.progress(p, d, n));
-        if pass == 3 && !c.restart && !c.abort {
+        if pass == 3 && !c.restarting() && !c.stopping() {
             pass3a::run(c);
         }
         if pass == 0 {
@@ -333,7 +341,7 @@ fn run_passes(
         }
         let took = t.elapsed();
         report.pass_times.push((name, took));
-        if c.restart {
+        if c.restarting() {
             restart(c, emit, pass, obs);
             obs.pass_finished(pass, took);
             report.restarted = true;
@@ -342,7 +350,7 @@ fn run_passes(
         emit.flush(c, pass, obs);
         obs.pass_finished(pass, took);
         c.poll_cancel();
-        if c.abort {
+        if c.stopping() {
             break;
         }
     }
@@ -356,7 +364,7 @@ fn restart(c: &mut ctx::Ctx, emit: &mut Emitter, pass: u8, obs: &mut dyn Observe
     // was shown so far is all kept (passes 0 and 1), so the
     // emitter goes on after it.
     let shown = emit.next - emit.held.len();
-    c.p.retain(|p| {
+    c.reorder_problems().retain(|p| {
         p.pass < 2
             || matches!(
                 p.code,
@@ -368,8 +376,7 @@ fn restart(c: &mut ctx::Ctx, emit: &mut Emitter, pass: u8, obs: &mut dyn Observe
     emit.flush(c, pass, obs);
     // e2fsck says so once the pass that asked for it is over, and
     // then runs (and heads) every pass again.
-    c.notes
-        .push("Restarting e2fsck from the beginning...".into());
+    c.note("Restarting e2fsck from the beginning...");
     emit.flush(c, pass, obs);
 }
 
@@ -380,8 +387,8 @@ fn restart(c: &mut ctx::Ctx, emit: &mut Emitter, pass: u8, obs: &mut dyn Observe
 /// external journal it cannot find) is not forgiven: its run ends there,
 /// with errors.
 fn forgive_pass0(c: &mut ctx::Ctx, from: usize) {
-    if !c.repairing {
-        c.p.forgive_from(from, |p| {
+    if !c.repairing() {
+        c.reorder_problems().forgive_from(from, |p| {
             p.pass == 0
                 && p.code.is_e2fsck()
                 && p.code.section() == "0"

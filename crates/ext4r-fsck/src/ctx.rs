@@ -1,6 +1,12 @@
-//! State shared by the passes. Sized by what is in use, not by the
-//! volume: bitmaps of the in-use inodes (allocated where they are in use),
-//! a sorted list of directories, a list of claimed block runs.
+//! The check's context, which every pass is given: the check's fixed
+//! facts (read only), the run's status (verbs: report, note, fail, stop,
+//! restart) and what one pass finds for the next — [`GroupFindings`] from
+//! pass 0, the inodes and directories from pass 1 with what passes 2 and 3
+//! add, the blocks claimed. None of it is a public field: each is written
+//! through a verb saying what was found, and read through a method.
+//! Sized by what is in use, not by the volume: bitmaps of the in-use
+//! inodes (allocated where they are in use), a sorted list of directories,
+//! a list of claimed block runs.
 
 use ext4r_txn::alloc::UsedBlocks;
 use std::collections::BTreeMap;
@@ -12,6 +18,7 @@ use ext4r_format::superblock::Superblock;
 
 use crate::problem::Problems;
 use crate::report::Summary;
+use ext4r::fs::FileKind;
 
 pub(crate) use crate::inode_map::Inodes;
 
@@ -20,7 +27,7 @@ pub(crate) type Progress<'a> = &'a mut dyn FnMut(u8, u64, u64);
 
 /// A directory as pass 1 found it, fixed from then on (pass 2's htree
 /// checks aside, before its walk): shared by pass 2's reader threads
-/// ([`Ctx::dirs`] is an `Arc`), so they need no copy of their own. 12
+/// ([`Ctx::shared_dirs`] is an `Arc`), so they need no copy of their own. 12
 /// bytes; what passes 2 and 3 learn of it is its [`DirLinks`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DirInfo {
@@ -193,65 +200,174 @@ pub(crate) struct GroupState {
 /// [`Ctx::worker`]).
 pub(crate) struct Found {
     p: Problems,
-    inodes: Inodes,
-    dirs: Vec<DirInfo>,
-    dir_links: Vec<DirLinks>,
-    dir_blocks: Vec<DirBlock>,
+    found: InodeFindings,
     claims: crate::claims::Claims,
-    extra_used: Vec<u32>,
     large_files: u64,
     large_dirs: u64,
     htree_tails: Vec<(u32, u64, u64)>,
-    rehash_dirs: std::collections::BTreeSet<u32>,
-    ea_refs: Vec<u32>,
     ea_flag_missing: Vec<u32>,
     stats: Summary,
     quota: crate::quota_usage::Counters,
 }
 
+/// What pass 0 finds of the groups' metadata, read by the later passes
+/// (through [`Ctx::groups`]). Pass 0 makes it; pass 2 changes a group's
+/// [`GroupState`] when an entry shows its flags wrong.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupFindings {
+    /// Groups whose inode table is unusable (outside where it may be):
+    /// their inodes are not read, as e2fsck's scan skips a table it found
+    /// invalid.
+    unusable_table: Vec<bool>,
+    /// Groups whose (block bitmap, inode bitmap) is unusable: pass 5 does
+    /// not compare it (it is relocated and written anew). The group's
+    /// inodes are still read: a misplaced bitmap says nothing about them,
+    /// and skipping them would leave their blocks looking free to the
+    /// relocation itself.
+    unusable_bitmaps: Vec<(bool, bool)>,
+    /// Some group's inode table is outside where it may be.
+    table_misplaced: bool,
+    /// Each group's uninit flags and unused inodes as the passes take
+    /// them (see [`crate::gdesc`]).
+    states: Vec<GroupState>,
+}
+
+impl GroupFindings {
+    /// Nothing found yet in `groups` groups.
+    fn new(groups: usize) -> Self {
+        GroupFindings {
+            unusable_table: vec![false; groups],
+            unusable_bitmaps: vec![(false, false); groups],
+            table_misplaced: false,
+            states: vec![GroupState::default(); groups],
+        }
+    }
+
+    /// Whether group `g`'s inode table is unusable (a group out of range
+    /// has none).
+    pub(crate) fn table_unusable(&self, g: u32) -> bool {
+        self.unusable_table.get(g as usize).copied().unwrap_or(true)
+    }
+
+    /// Whether some group's inode table is outside where it may be.
+    pub(crate) fn any_table_misplaced(&self) -> bool {
+        self.table_misplaced
+    }
+
+    /// Whether some group's inode table or bitmap is outside where it may
+    /// be (to be relocated).
+    pub(crate) fn any_metadata_misplaced(&self) -> bool {
+        self.table_misplaced || self.unusable_bitmaps.iter().any(|&(b, i)| b || i)
+    }
+
+    /// Whether group `g`'s (block bitmap, inode bitmap) is unusable.
+    pub(crate) fn bitmaps_unusable(&self, g: u32) -> (bool, bool) {
+        self.unusable_bitmaps[g as usize]
+    }
+
+    /// Each group's (block bitmap, inode bitmap) unusable, for pass 5.
+    pub(crate) fn unusable_bitmaps(&self) -> &[(bool, bool)] {
+        &self.unusable_bitmaps
+    }
+
+    /// Each group's uninit flags and unused inodes as the passes take them
+    /// (see [`crate::gdesc`]).
+    pub(crate) fn states(&self) -> &[GroupState] {
+        &self.states
+    }
+
+    /// The state of group `g` (all initialised when out of range).
+    pub(crate) fn state(&self, g: u32) -> GroupState {
+        self.states.get(g as usize).copied().unwrap_or_default()
+    }
+}
+
+/// What pass 1 finds of the inodes and directories, handed on to the later
+/// passes, with what passes 2 and 3 learn of the directories (their
+/// [`DirLinks`], the names counted, the directories to rebuild). A pass-1
+/// worker fills one of its own for a stretch of inodes, added to the
+/// check's in inode order ([`InodeFindings::append`]).
+#[derive(Default)]
+struct InodeFindings {
+    /// The in-use inodes (see [`crate::inode_map`]).
+    inodes: Inodes,
+    /// The directories, by inode number (see [`DirInfo`]).
+    dirs: std::sync::Arc<Vec<DirInfo>>,
+    /// What passes 2 and 3 learn of each of [`Self::dirs`].
+    dir_links: Vec<DirLinks>,
+    /// Every directory block, for pass 2 to read (and those of the
+    /// directories to rebuild, for pass 3A to read again).
+    dir_blocks: Vec<DirBlock>,
+    /// In-use inodes outside the tree (journal, quota, orphan file) at or
+    /// past `s_first_ino`, for the inode bitmap.
+    extra_used: Vec<u32>,
+    /// Directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`): those
+    /// whose index is cleared, those with a name twice in a block, leaves
+    /// without room for a checksum, and (repairing) linear directories of
+    /// three blocks or more. See [`crate::pass3a`].
+    rehash_dirs: std::collections::BTreeSet<u32>,
+    /// EA inodes some xattr keeps a value in (sorted after pass 1).
+    ea_refs: Vec<u32>,
+}
+
+impl InodeFindings {
+    /// Adds what was found for later inodes (all of `later`'s are past
+    /// these).
+    fn append(&mut self, later: InodeFindings) {
+        let InodeFindings {
+            inodes,
+            dirs,
+            dir_links,
+            dir_blocks,
+            extra_used,
+            rehash_dirs,
+            ea_refs,
+        } = later;
+        self.inodes.append(inodes);
+        let dirs = std::sync::Arc::try_unwrap(dirs).unwrap_or_else(|d| (*d).clone());
+        std::sync::Arc::make_mut(&mut self.dirs).extend(dirs);
+        self.dir_links.extend(dir_links);
+        self.dir_blocks.extend(dir_blocks);
+        self.extra_used.extend(extra_used);
+        self.rehash_dirs.extend(rehash_dirs);
+        self.ea_refs.extend(ea_refs);
+    }
+}
+
 pub(crate) struct Ctx {
-    pub fs: std::sync::Arc<Filesystem>,
-    pub sb: Superblock,
-    pub geo: Geometry,
-    pub p: Problems,
-    pub notes: Vec<String>,
+    /// The filesystem checked (read through [`Ctx::fs`]).
+    fs: std::sync::Arc<Filesystem>,
+    /// Its superblock as the passes take it (see [`Ctx::sb`]).
+    sb: Superblock,
+    geo: Geometry,
+    /// What the passes found (see [`Ctx::report`]).
+    p: Problems,
+    /// Words said along the way, not problems (see [`Ctx::note`]).
+    notes: Vec<String>,
     /// Stop after this pass (nothing more can be checked sensibly).
-    pub abort: bool,
+    abort: bool,
     /// The caller's stop request ([`crate::options::Options::cancel`]); workers
     /// have none (the merging thread looks).
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// The stop request was seen: the check ends early.
     cancelled: bool,
     /// Why the check cannot be completed at all (e2fsck's exit 8).
-    pub fatal: Option<String>,
+    fatal: Option<String>,
     /// It stopped while the journal was checked, before the superblock
     /// (see [`crate::report::Report::fatal_journal`]).
-    pub fatal_journal: bool,
+    fatal_journal: bool,
     /// The bad block inode's tree looked corrupted (see `bb_tree`).
     bb_corrupt: bool,
-    /// Groups whose inode table is unusable (outside where it may be):
-    /// their inodes are not read, as e2fsck's scan skips a table it found
-    /// invalid.
-    pub bad_group: Vec<bool>,
-    /// Groups whose (block bitmap, inode bitmap) is unusable: pass 5 does
-    /// not compare it (it is relocated and written anew). The group's
-    /// inodes are still read: a misplaced bitmap says nothing about them,
-    /// and skipping them would leave their blocks looking free to the
-    /// relocation itself.
-    pub bad_bitmaps: Vec<(bool, bool)>,
-    /// Some group's inode table is outside where it may be.
-    pub bad_itable: bool,
-    /// Each group's uninit flags and unused inodes as the passes take
-    /// them (see [`crate::gdesc`]).
-    pub groups: Vec<GroupState>,
+    /// What pass 0 finds of the groups' metadata (see [`Ctx::groups`]).
+    groups: GroupFindings,
     /// Encrypted inodes' encryption policies (as numbers, one per distinct
     /// policy; see [`crate::pass1_rules::encryption_context`]).
     enc_policy: std::collections::HashMap<u32, u32>,
     enc_policy_ids: std::collections::HashMap<Vec<u8>, u32>,
     /// The time of the check (seconds since the epoch; 0: unknown).
-    pub now: i64,
+    now: i64,
     /// The check was forced (`-f`).
-    pub forced: bool,
+    forced: bool,
     /// The journal's inode as pass 0 found it (`s_journal_inum`, or the
     /// reserved inode when the superblock names a wrong one).
     journal_ino: u32,
@@ -260,23 +376,16 @@ pub(crate) struct Ctx {
     journal_backup: bool,
     /// A repair must check again from the start before fixing more (a
     /// descriptor said unused where inodes are in use).
-    pub restart: bool,
-    /// The in-use inodes pass 1 found (see [`crate::inode_map`]).
-    pub inodes: Inodes,
-    /// The directories pass 1 found, by inode number (see [`DirInfo`]).
-    pub dirs: std::sync::Arc<Vec<DirInfo>>,
-    /// What passes 2 and 3 learn of each of [`Self::dirs`].
-    pub dir_links: Vec<DirLinks>,
-    pub dir_blocks: Vec<DirBlock>,
+    restart: bool,
+    /// What pass 1 finds of the inodes and directories, and what passes 2
+    /// and 3 add.
+    found: InodeFindings,
     xattr_blocks: BTreeMap<u64, XattrBlock>,
     /// Who claims which blocks, and their union (see [`crate::claims`]).
     claims: crate::claims::Claims,
-    /// In-use inodes outside the tree (journal, quota, orphan file) at or
-    /// past `s_first_ino`, for the inode bitmap.
-    pub extra_used: Vec<u32>,
     /// Free blocks a repair planned in this check takes (lost+found's),
     /// kept from later plans.
-    pub reserved: Vec<u64>,
+    reserved: Vec<u64>,
     /// Regular files of 2 GiB or more (they need the large_file feature).
     large_files: u64,
     /// Indexed directories of 2 GiB or more (they need the large_dir
@@ -286,17 +395,10 @@ pub(crate) struct Ctx {
     /// last block a repair clears: (inode, blocks mapped, the highest
     /// illegal logical block plus one). See `pass2::htree_tails`.
     htree_tails: Vec<(u32, u64, u64)>,
-    /// Directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`): those
-    /// whose index is cleared, those with a name twice in a block, leaves
-    /// without room for a checksum, and (repairing) linear directories of
-    /// three blocks or more. See [`crate::pass3a`].
-    pub rehash_dirs: std::collections::BTreeSet<u32>,
     /// Links pass 3A takes from inodes' counts with the entries it clears
     /// (e2fsck's `e2fsck_adjust_inode_count`): pass 4 compares the count
     /// less these.
     link_drops: std::collections::HashMap<u32, u16>,
-    /// EA inodes some xattr keeps a value in (sorted after pass 1).
-    pub ea_refs: Vec<u32>,
     /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
     /// them; pass 4 counts them as EA inodes, as e2fsck does once its pass
     /// 1 has set the flag).
@@ -306,7 +408,7 @@ pub(crate) struct Ctx {
     /// Group metadata pass 0 found out of place, to move in pass 5; with
     /// `true` where the old place is to be copied (a conflict or a bad
     /// block: e2fsck's "Relocating ... from X to Y").
-    pub relocate: Vec<(u32, crate::fix::plan::Meta, bool)>,
+    relocate: Vec<(u32, crate::fix::plan::Meta, bool)>,
     /// Pass 4 has nothing sound to count (no root): go on with pass 5.
     skip_to_pass5: bool,
     /// Inode 7 is invalid: recreated at the end of pass 1.
@@ -315,15 +417,16 @@ pub(crate) struct Ctx {
     external_journal: Option<crate::options::ExternalJournal>,
     /// The check serves a repair run (answers "yes"): some dead ends of a
     /// read-only check are repairable then.
-    pub repairing: bool,
+    repairing: bool,
     /// The bad block list (inode 1's data blocks), sorted.
-    pub bad_blocks: Vec<u64>,
-    pub stats: Summary,
+    bad_blocks: Vec<u64>,
+    /// The summary's counts (see [`Ctx::summary`]).
+    stats: Summary,
     /// Usage counted per quota type and id, for each quota file the
     /// superblock names (see [`crate::quota`]).
     quota: crate::quota_usage::Counters,
     /// Threads the passes may use (at least 1; see [`crate::options::Options`]).
-    pub threads: usize,
+    threads: usize,
     /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
     /// in `process_bad_inode`, see [`crate::pathname::q`]): the
     /// directory pass 2 first meets it in, 0 until then.
@@ -333,8 +436,24 @@ pub(crate) struct Ctx {
     csum_due: bool,
 }
 
+/// What a check is asked to do, fixed for its length: the time, whether
+/// it was forced, whether it serves a repair, how many threads it may use.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub repairing: bool,
+    pub now: i64,
+    pub forced: bool,
+    pub threads: usize,
+}
+
 impl Ctx {
-    pub(crate) fn new(fs: Filesystem) -> Self {
+    pub(crate) fn new(fs: Filesystem, settings: Settings) -> Self {
+        let Settings {
+            repairing,
+            now,
+            forced,
+            threads,
+        } = settings;
         let sb = fs.superblock().clone();
         let journal_ino = sb.s_journal_inum.get();
         let geo = fs.geometry().clone();
@@ -352,45 +471,198 @@ impl Ctx {
             fatal: None,
             fatal_journal: false,
             bb_corrupt: false,
-            bad_group: vec![false; groups],
-            bad_bitmaps: vec![(false, false); groups],
-            bad_itable: false,
-            groups: vec![GroupState::default(); groups],
+            groups: GroupFindings::new(groups),
             restart: false,
             journal_backup: false,
             journal_ino,
-            now: 0,
-            forced: false,
+            now,
+            forced,
             enc_policy: std::collections::HashMap::new(),
             enc_policy_ids: std::collections::HashMap::new(),
-            inodes: Inodes::default(),
-            dirs: Default::default(),
-            dir_links: Vec::new(),
-            dir_blocks: Vec::new(),
+            found: InodeFindings::default(),
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
-            extra_used: Vec::new(),
             reserved: Vec::new(),
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
-            rehash_dirs: std::collections::BTreeSet::new(),
             link_drops: std::collections::HashMap::new(),
-            ea_refs: Vec::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
             relocate: Vec::new(),
             skip_to_pass5: false,
             resize_recreate: false,
             external_journal: None,
-            repairing: false,
+            repairing,
             bad_blocks: Vec::new(),
             stats: Summary::default(),
             quota,
-            threads: 1,
+            threads,
             q_dirs: std::collections::HashMap::new(),
             csum_due: false,
         }
+    }
+
+    /// The filesystem checked.
+    pub(crate) fn fs(&self) -> &Filesystem {
+        &self.fs
+    }
+
+    /// The filesystem checked, as a handle for another thread or for the
+    /// caller once the check is done.
+    pub(crate) fn shared_fs(&self) -> std::sync::Arc<Filesystem> {
+        self.fs.clone()
+    }
+
+    /// The superblock as the passes take it: as read, but for what a
+    /// fix judged in memory changes (see [`Ctx::judge_without_filetype`]).
+    pub(crate) fn sb(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// Pass 0 clears the filetype feature (the Hurd does not support
+    /// it) in the superblock the later passes judge by, as e2fsck clears
+    /// it in memory before pass 2: entries are judged as the repair
+    /// leaves the superblock.
+    pub(crate) fn judge_without_filetype(&mut self) {
+        let f = self.sb.s_feature_incompat.get() & !Incompat::FILETYPE.bits();
+        self.sb.s_feature_incompat.set(f);
+    }
+
+    /// The filesystem's geometry.
+    pub(crate) fn geo(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// The time of the check (seconds since the epoch; 0: unknown).
+    pub(crate) fn now(&self) -> i64 {
+        self.now
+    }
+
+    /// Whether the check was forced (`-f`).
+    pub(crate) fn forced(&self) -> bool {
+        self.forced
+    }
+
+    /// Whether the check serves a repair run (answers "yes"): some dead
+    /// ends of a read-only check are repairable then.
+    pub(crate) fn repairing(&self) -> bool {
+        self.repairing
+    }
+
+    /// Threads the passes may use (at least 1).
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Reports a finding about `subject` (the problems found are the
+    /// check's, whichever pass finds them).
+    pub(crate) fn report(&mut self, subject: crate::problem::Subject) -> crate::problem::On<'_> {
+        self.p.on(subject)
+    }
+
+    /// What was found so far, in the order it is said.
+    pub(crate) fn problems(&self) -> &Problems {
+        &self.p
+    }
+
+    /// What was found so far, to put in the order e2fsck says it (passes
+    /// that find things in another order than e2fsck's move them) or to
+    /// drop what a restart finds again.
+    pub(crate) fn reorder_problems(&mut self) -> &mut Problems {
+        &mut self.p
+    }
+
+    /// Puts the last problem reported under latch `code`, asked as
+    /// `message` (see [`crate::problem::Latch`]).
+    pub(crate) fn latch_last(&mut self, code: crate::codes::ProblemCode, message: String) {
+        self.p.latch_last(code, message);
+    }
+
+    /// What was found, taken once the check is over.
+    pub(crate) fn take_problems(&mut self) -> Problems {
+        std::mem::take(&mut self.p)
+    }
+
+    /// Says `words` along the way (not a problem: e2fsck's messages
+    /// outside its problem table).
+    pub(crate) fn note(&mut self, words: impl Into<String>) {
+        self.notes.push(words.into());
+    }
+
+    /// What [`Ctx::note`] said so far.
+    pub(crate) fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// What [`Ctx::note`] said, taken once the check is over.
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Nothing more can be checked sensibly: the check stops once this
+    /// pass is over.
+    pub(crate) fn stop_after_pass(&mut self) {
+        self.abort = true;
+    }
+
+    /// Whether the check stops once this pass is over
+    /// ([`Ctx::stop_after_pass`], [`Ctx::fail`], a stop request).
+    pub(crate) fn stopping(&self) -> bool {
+        self.abort
+    }
+
+    /// The check cannot be completed at all, for reason `why` (e2fsck's
+    /// exit 8): it stops once this pass is over.
+    pub(crate) fn fail(&mut self, why: impl Into<String>) {
+        self.fatal = Some(why.into());
+        self.abort = true;
+    }
+
+    /// As [`Ctx::fail`], while the journal is checked, before the
+    /// superblock (see [`crate::report::Report::fatal_journal`]).
+    pub(crate) fn fail_in_journal(&mut self, why: impl Into<String>) {
+        self.fail(why);
+        self.fatal_journal = true;
+    }
+
+    /// The journal's failure is not the journal's alone: under `-n`,
+    /// e2fsck finds a journal without its magic and then the superblock
+    /// corrupt before it stops (the failure stands, its place is not the
+    /// journal check's).
+    pub(crate) fn failure_not_journals_alone(&mut self) {
+        self.fatal_journal = false;
+    }
+
+    /// Whether [`Ctx::fail`] (or [`Ctx::fail_in_journal`]) was called.
+    pub(crate) fn failed(&self) -> bool {
+        self.fatal.is_some()
+    }
+
+    /// Whether the check failed while the journal was checked.
+    pub(crate) fn failed_in_journal(&self) -> bool {
+        self.fatal_journal
+    }
+
+    /// Why the check failed, taken once it is over.
+    pub(crate) fn take_failure(&mut self) -> Option<String> {
+        self.fatal.take()
+    }
+
+    /// A repair must check again from the start before fixing more (a
+    /// descriptor said unused where inodes are in use).
+    pub(crate) fn must_restart(&mut self) {
+        self.restart = true;
+    }
+
+    /// Whether [`Ctx::must_restart`] was called.
+    pub(crate) fn restarting(&self) -> bool {
+        self.restart
+    }
+
+    /// Adds one inode's (or one stretch's) counts to the summary's.
+    pub(crate) fn add_to_summary(&mut self, counts: &Summary) {
+        add_counts(&mut self.stats, counts);
     }
 
     pub(crate) fn wide(&self) -> bool {
@@ -408,19 +680,19 @@ impl Ctx {
 
     /// Adds a directory pass 1 found (in inode order).
     pub(crate) fn add_dir(&mut self, info: DirInfo) {
-        std::sync::Arc::make_mut(&mut self.dirs).push(info);
-        self.dir_links.push(DirLinks::default());
+        std::sync::Arc::make_mut(&mut self.found.dirs).push(info);
+        self.found.dir_links.push(DirLinks::default());
     }
 
     /// Directory `d` to change: only before pass 2's readers share
     /// [`Self::dirs`] (else this would copy them all).
     pub(crate) fn dir_mut(&mut self, d: usize) -> &mut DirInfo {
-        debug_assert_eq!(std::sync::Arc::strong_count(&self.dirs), 1);
-        &mut std::sync::Arc::make_mut(&mut self.dirs)[d]
+        debug_assert_eq!(std::sync::Arc::strong_count(&self.found.dirs), 1);
+        &mut std::sync::Arc::make_mut(&mut self.found.dirs)[d]
     }
 
     pub(crate) fn dir_idx(&self, ino: u32) -> Option<usize> {
-        self.dirs.binary_search_by_key(&ino, |r| r.ino).ok()
+        self.found.dirs.binary_search_by_key(&ino, |r| r.ino).ok()
     }
 
     /// Whether `count` blocks from `b` lie inside the filesystem's data
@@ -739,9 +1011,6 @@ impl Ctx {
             fatal: None,
             fatal_journal: false,
             bb_corrupt: self.bb_corrupt,
-            bad_group: self.bad_group.clone(),
-            bad_bitmaps: self.bad_bitmaps.clone(),
-            bad_itable: self.bad_itable,
             groups: self.groups.clone(),
             enc_policy: std::collections::HashMap::new(),
             enc_policy_ids: std::collections::HashMap::new(),
@@ -750,20 +1019,14 @@ impl Ctx {
             journal_ino: self.journal_ino,
             journal_backup: self.journal_backup,
             restart: false,
-            inodes: Inodes::default(),
-            dirs: Default::default(),
-            dir_links: Vec::new(),
-            dir_blocks: Vec::new(),
+            found: InodeFindings::default(),
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
-            extra_used: Vec::new(),
             reserved: self.reserved.clone(),
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
-            rehash_dirs: std::collections::BTreeSet::new(),
             link_drops: std::collections::HashMap::new(),
-            ea_refs: Vec::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
             relocate: Vec::new(),
@@ -798,17 +1061,11 @@ impl Ctx {
         );
         Found {
             p: std::mem::replace(&mut self.p, Problems::uncapped()),
-            inodes: std::mem::take(&mut self.inodes),
-            dirs: std::mem::take(std::sync::Arc::make_mut(&mut self.dirs)),
-            dir_links: std::mem::take(&mut self.dir_links),
-            dir_blocks: std::mem::take(&mut self.dir_blocks),
+            found: std::mem::take(&mut self.found),
             claims: std::mem::take(&mut self.claims),
-            extra_used: std::mem::take(&mut self.extra_used),
             large_files: std::mem::take(&mut self.large_files),
             large_dirs: std::mem::take(&mut self.large_dirs),
             htree_tails: std::mem::take(&mut self.htree_tails),
-            rehash_dirs: std::mem::take(&mut self.rehash_dirs),
-            ea_refs: std::mem::take(&mut self.ea_refs),
             ea_flag_missing: std::mem::take(&mut self.ea_flag_missing),
             stats: std::mem::take(&mut self.stats),
             quota: std::mem::replace(&mut self.quota, crate::quota_usage::counters(&self.sb)),
@@ -820,55 +1077,13 @@ impl Ctx {
     /// checked so far).
     pub(crate) fn absorb(&mut self, f: Found) {
         self.p.absorb(f.p);
-        self.inodes.append(f.inodes);
-        std::sync::Arc::make_mut(&mut self.dirs).extend(f.dirs);
-        self.dir_links.extend(f.dir_links);
-        self.dir_blocks.extend(f.dir_blocks);
+        self.found.append(f.found);
         self.claims.absorb(f.claims);
-        self.extra_used.extend(f.extra_used);
         self.large_files += f.large_files;
         self.large_dirs += f.large_dirs;
         self.htree_tails.extend(f.htree_tails);
-        self.rehash_dirs.extend(f.rehash_dirs);
-        self.ea_refs.extend(f.ea_refs);
         self.ea_flag_missing.extend(f.ea_flag_missing);
-        // Every count adds up (named one by one, so that a new count
-        // cannot be left out).
-        let Summary {
-            inodes_used,
-            inodes_count,
-            blocks_used,
-            blocks_count,
-            regular,
-            directories,
-            symlinks,
-            fast_symlinks,
-            devices,
-            fifos,
-            sockets,
-            multiply_linked,
-            fragmented,
-            deep_extents,
-        } = f.stats;
-        let s = &mut self.stats;
-        for (mine, theirs) in [
-            (&mut s.inodes_used, inodes_used),
-            (&mut s.inodes_count, inodes_count),
-            (&mut s.blocks_used, blocks_used),
-            (&mut s.blocks_count, blocks_count),
-            (&mut s.regular, regular),
-            (&mut s.directories, directories),
-            (&mut s.symlinks, symlinks),
-            (&mut s.fast_symlinks, fast_symlinks),
-            (&mut s.devices, devices),
-            (&mut s.fifos, fifos),
-            (&mut s.sockets, sockets),
-            (&mut s.multiply_linked, multiply_linked),
-            (&mut s.fragmented, fragmented),
-            (&mut s.deep_extents, deep_extents),
-        ] {
-            *mine += theirs;
-        }
+        add_counts(&mut self.stats, &f.stats);
         for (mine, theirs) in self.quota.iter_mut().zip(f.quota) {
             if let (Some(m), Some(t)) = (mine, theirs) {
                 for (id, u) in t {
@@ -895,6 +1110,46 @@ impl Ctx {
     }
 }
 
+/// Adds `theirs` to `mine`, count by count (named one by one, so that a
+/// new count cannot be left out).
+fn add_counts(mine: &mut Summary, theirs: &Summary) {
+    let Summary {
+        inodes_used,
+        inodes_count,
+        blocks_used,
+        blocks_count,
+        regular,
+        directories,
+        symlinks,
+        fast_symlinks,
+        devices,
+        fifos,
+        sockets,
+        multiply_linked,
+        fragmented,
+        deep_extents,
+    } = *theirs;
+    let s = mine;
+    for (mine, theirs) in [
+        (&mut s.inodes_used, inodes_used),
+        (&mut s.inodes_count, inodes_count),
+        (&mut s.blocks_used, blocks_used),
+        (&mut s.blocks_count, blocks_count),
+        (&mut s.regular, regular),
+        (&mut s.directories, directories),
+        (&mut s.symlinks, symlinks),
+        (&mut s.fast_symlinks, fast_symlinks),
+        (&mut s.devices, devices),
+        (&mut s.fifos, fifos),
+        (&mut s.sockets, sockets),
+        (&mut s.multiply_linked, multiply_linked),
+        (&mut s.fragmented, fragmented),
+        (&mut s.deep_extents, deep_extents),
+    ] {
+        *mine += theirs;
+    }
+}
+
 /// The summary line's counts from the superblock alone (for a filesystem
 /// found clean without a check).
 pub(crate) fn summary_from_superblock(fs: &Filesystem) -> Summary {
@@ -915,10 +1170,216 @@ fn sb_used(sb: &ext4r_format::superblock::Superblock) -> Summary {
     }
 }
 
+/// What pass 0 finds of the groups' metadata, for the later passes.
+impl Ctx {
+    /// Pass 0: group `g`'s `meta` lies outside the group: it is relocated
+    /// (without copying the old place); a misplaced bitmap is not compared
+    /// in pass 5, a misplaced inode table is not read.
+    pub(crate) fn misplaced(&mut self, g: u32, meta: crate::fix::plan::Meta) {
+        use crate::fix::plan::Meta;
+        self.relocate.push((g, meta, false));
+        let slot = &mut self.groups.unusable_bitmaps[g as usize];
+        match meta {
+            Meta::BlockBitmap => slot.0 = true,
+            Meta::InodeBitmap => slot.1 = true,
+            Meta::InodeTable => self.groups.table_misplaced = true,
+        }
+    }
+
+    /// Pass 0: group `g`'s inode table is unusable: its inodes are not
+    /// read, as e2fsck's scan skips a table it found invalid.
+    pub(crate) fn mark_table_unusable(&mut self, g: u32) {
+        self.groups.unusable_table[g as usize] = true;
+    }
+
+    /// What pass 0 found of the groups' metadata.
+    pub(crate) fn groups(&self) -> &GroupFindings {
+        &self.groups
+    }
+
+    /// Group `g`'s flags and unused inodes are taken as `s` from now on
+    /// (a fix changes them, or they cannot be obeyed).
+    pub(crate) fn set_group_state(&mut self, g: u32, s: GroupState) {
+        if let Some(slot) = self.groups.states.get_mut(g as usize) {
+            *slot = s;
+        }
+    }
+
+    /// Group `g`'s `meta` is to be moved in pass 5, its old place copied
+    /// when `copy` (a conflict or a bad block: e2fsck's "Relocating ...
+    /// from X to Y").
+    pub(crate) fn relocate_later(&mut self, g: u32, meta: crate::fix::plan::Meta, copy: bool) {
+        self.relocate.push((g, meta, copy));
+    }
+
+    /// Whether group `g`'s `meta` is already to be moved.
+    pub(crate) fn relocating(&self, g: u32, meta: crate::fix::plan::Meta) -> bool {
+        self.relocate.iter().any(|r| (r.0, r.1) == (g, meta))
+    }
+
+    /// Whether anything is to be moved.
+    pub(crate) fn any_relocation(&self) -> bool {
+        !self.relocate.is_empty()
+    }
+
+    /// What is to be moved, taken to plan the moves.
+    pub(crate) fn take_relocations(&mut self) -> Vec<(u32, crate::fix::plan::Meta, bool)> {
+        std::mem::take(&mut self.relocate)
+    }
+
+    /// Free blocks a repair planned in this check takes: kept from later
+    /// plans (see [`Ctx::usage_map`]).
+    pub(crate) fn reserve(&mut self, blocks: impl IntoIterator<Item = u64>) {
+        self.reserved.extend(blocks);
+    }
+}
+
+/// What pass 1 finds for the later passes, and what pass 2 adds to it.
+impl Ctx {
+    /// Pass 1: the bad block list (inode 1's data blocks), sorted.
+    pub(crate) fn set_bad_blocks(&mut self, list: Vec<u64>) {
+        self.bad_blocks = list;
+    }
+
+    /// The bad block list, sorted.
+    pub(crate) fn bad_blocks(&self) -> &[u64] {
+        &self.bad_blocks
+    }
+
+    /// The in-use inodes pass 1 found, with the names found for them so
+    /// far (see [`crate::inode_map`]).
+    pub(crate) fn inodes(&self) -> &Inodes {
+        &self.found.inodes
+    }
+
+    /// The names counted for the in-use inodes, to count more on other
+    /// threads (pass 2's readers; pass 1 is over).
+    pub(crate) fn name_counts(&mut self) -> std::sync::Arc<crate::inode_map::Names> {
+        self.found.inodes.names()
+    }
+
+    /// Pass 1: inode `ino` is in use (counted 0 names).
+    pub(crate) fn add_inode(&mut self, ino: u32, links: u16, kind: FileKind, ea_inode: bool) {
+        self.found.inodes.insert(ino, links, kind, ea_inode);
+    }
+
+    /// An entry naming inode `target` is found (counted for pass 4).
+    pub(crate) fn name_found(&mut self, target: u32) {
+        self.found.inodes.add_name(target);
+    }
+
+    /// A name counted for inode `target` is taken back (its entry is
+    /// cleared, or counted again).
+    pub(crate) fn name_dropped(&mut self, target: u32) {
+        self.found.inodes.remove_name(target);
+    }
+
+    /// Pass 1: in-use inode `ino` lies outside the tree (journal, quota,
+    /// orphan file) at or past `s_first_ino`, for the inode bitmap.
+    pub(crate) fn note_extra_used(&mut self, ino: u32) {
+        self.found.extra_used.push(ino);
+    }
+
+    /// What [`Ctx::note_extra_used`] noted.
+    pub(crate) fn extra_used(&self) -> &[u32] {
+        &self.found.extra_used
+    }
+
+    /// Pass 1: the EA inodes an inode's xattrs keep values in (repeats
+    /// kept: pass 4 counts the references to each).
+    pub(crate) fn add_ea_refs(&mut self, refs: Vec<u32>) {
+        self.found.ea_refs.extend(refs);
+    }
+
+    /// Pass 1 is over: the EA inode references are sorted for lookups.
+    pub(crate) fn sort_ea_refs(&mut self) {
+        self.found.ea_refs.sort_unstable();
+    }
+
+    /// The EA inode references (sorted once pass 1 is over).
+    pub(crate) fn ea_refs(&self) -> &[u32] {
+        &self.found.ea_refs
+    }
+
+    /// The directories pass 1 found, by inode number.
+    pub(crate) fn dirs(&self) -> &[DirInfo] {
+        &self.found.dirs
+    }
+
+    /// [`Ctx::dirs`], shared with pass 2's reader threads.
+    pub(crate) fn shared_dirs(&self) -> std::sync::Arc<Vec<DirInfo>> {
+        self.found.dirs.clone()
+    }
+
+    /// What passes 2 and 3 learnt of directory `d` (an index in
+    /// [`Ctx::dirs`]).
+    pub(crate) fn links(&self, d: usize) -> DirLinks {
+        self.found.dir_links[d]
+    }
+
+    /// Directory `d`'s `..` entry names `target`; the entry is at
+    /// (`block`, `offset`).
+    pub(crate) fn found_dotdot(&mut self, d: usize, target: u32, block: u64, offset: usize) {
+        let l = &mut self.found.dir_links[d];
+        l.dotdot = target;
+        l.set_dotdot_at(block, offset);
+    }
+
+    /// Directory `d` is named by an entry of directory `parent`.
+    pub(crate) fn found_parent(&mut self, d: usize, parent: u32) {
+        self.found.dir_links[d].parent = parent;
+    }
+
+    /// Pass 1: a directory block for pass 2 to read.
+    pub(crate) fn add_dir_block(&mut self, b: DirBlock) {
+        self.found.dir_blocks.push(b);
+    }
+
+    /// The directory blocks to read, taken (pass 2, then pass 3A).
+    pub(crate) fn take_dir_blocks(&mut self) -> Vec<DirBlock> {
+        std::mem::take(&mut self.found.dir_blocks)
+    }
+
+    /// Pass 2: the blocks of the directories to rebuild, for pass 3A to
+    /// read again.
+    pub(crate) fn keep_dir_blocks(&mut self, blocks: Vec<DirBlock>) {
+        self.found.dir_blocks = blocks;
+    }
+
+    /// Directory `ino` is to be rebuilt in pass 3A.
+    pub(crate) fn rehash(&mut self, ino: u32) {
+        self.found.rehash_dirs.insert(ino);
+    }
+
+    /// Whether directory `ino` is to be rebuilt in pass 3A.
+    pub(crate) fn rehashes(&self, ino: u32) -> bool {
+        self.found.rehash_dirs.contains(&ino)
+    }
+
+    /// The directories to rebuild in pass 3A (e2fsck's `dirs_to_hash`),
+    /// in inode order.
+    pub(crate) fn rehash_dirs(&self) -> &std::collections::BTreeSet<u32> {
+        &self.found.rehash_dirs
+    }
+
+    /// Keeps to rebuild only the directories `keep` says yes to.
+    pub(crate) fn rehash_only(&mut self, keep: impl FnMut(&u32) -> bool) {
+        self.found.rehash_dirs.retain(keep);
+    }
+
+    /// Keeps to rebuild only what pass 1 found to be a directory; the
+    /// directories left, in inode order.
+    pub(crate) fn rehash_only_dirs(&mut self) -> Vec<u32> {
+        let inodes = &self.found.inodes;
+        self.found.rehash_dirs.retain(|&ino| inodes.is_dir(ino));
+        self.found.rehash_dirs.iter().copied().collect()
+    }
+}
+
 impl Ctx {
     /// The state of group `g` (all initialised when out of range).
     pub(crate) fn group_state(&self, g: u32) -> GroupState {
-        self.groups.get(g as usize).copied().unwrap_or_default()
+        self.groups.state(g)
     }
 
     /// How many inodes of group `g`'s table are read (from its start).

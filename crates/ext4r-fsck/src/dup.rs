@@ -73,11 +73,11 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
     let mut dups = dups;
     // With bigalloc the copies take whole free clusters, each block at
     // the same offset in its cluster as before (as the format requires).
-    let cluster = 1u64 << c.geo.cluster_bits;
+    let cluster = 1u64 << c.geo().cluster_bits;
     let mut free = c.usage_map(used.iter().copied());
-    let fdb = c.geo.first_data_block;
+    let fdb = c.geo().first_data_block;
     for ino in owners {
-        let Some((owner, ptrs)) = pointers(&c.fs, ino) else {
+        let Some((owner, ptrs)) = pointers(c.fs(), ino) else {
             continue;
         };
         let mut copies = Vec::new();
@@ -90,7 +90,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
         };
         // Bigalloc: the physical cluster each logical cluster of the file
         // already has (from the data that stays where it is).
-        let bits = c.geo.cluster_bits;
+        let bits = c.geo().cluster_bits;
         let mut placed: BTreeMap<u64, u64> = BTreeMap::new();
         if bits > 0 {
             for &(_, old, len, lblk) in &ptrs {
@@ -157,7 +157,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
                     d.files = d.files.saturating_sub(1);
                 }
             }
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1D_CLONE_ERROR,
                 format!(
@@ -172,7 +172,7 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
             continue;
         }
         let n: u64 = copies.iter().map(|x| x.len).sum();
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1D_CLONE_QUESTION,
             format!("Inode {ino} has {n} multiply-claimed block(s) to clone."),

@@ -23,8 +23,9 @@ fn first_invalid(name: &[u8]) -> Option<usize> {
 /// Checks the entry `name` at (`b`, `off`) of directory `d` (`slot` 0
 /// and 1 are `.` and `..`).
 pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize, name: &[u8]) {
-    let dir = &c.dirs[d];
-    if slot < 2 || dir.encrypted() || !dir.casefold() || c.sb.s_encoding_flags.get() & STRICT == 0 {
+    let dir = &c.dirs()[d];
+    if slot < 2 || dir.encrypted() || !dir.casefold() || c.sb().s_encoding_flags.get() & STRICT == 0
+    {
         return;
     }
     let Some(pos) = first_invalid(name) else {
@@ -34,21 +35,21 @@ pub(crate) fn check(c: &mut Ctx, d: usize, slot: usize, b: &DirBlock, off: usize
     let msg = format!(
         "Entry '{}' in {} ({ino}) has illegal UTF-8 characters in its name.",
         crate::pathname::safe(name),
-        crate::pathname::dir_path(&c.fs, ino)
+        crate::pathname::dir_path(c.fs(), ino)
     );
     let mut fixed = name.to_vec();
     for x in fixed[pos..].iter_mut().take_while(|x| **x != 0) {
         *x = b'.';
     }
     if b.phys != 0 {
-        c.p.on(b.entry_at(off)).error_fix(
+        c.report(b.entry_at(off)).error_fix(
             2,
             ProblemCode::PR_2_BAD_ENCODED_NAME,
             msg,
             Fix::DirEntryRename(b.phys, off, fixed, owner),
         );
     } else {
-        c.p.on(b.entry_at(off))
+        c.report(b.entry_at(off))
             .error(2, ProblemCode::PR_2_BAD_ENCODED_NAME, msg);
     }
 }

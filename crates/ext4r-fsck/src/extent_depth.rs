@@ -115,9 +115,9 @@ fn fits(c: &Ctx, node: &[u8], depth: u16, children: bool) -> bool {
 }
 
 fn read(c: &Ctx, b: u64) -> Option<Vec<u8>> {
-    let bs = c.geo.block_size as usize;
+    let bs = c.geo().block_size as usize;
     let mut buf = vec![0u8; bs];
-    c.fs.device().read_at(&mut buf, b * bs as u64).ok()?;
+    c.fs().device().read_at(&mut buf, b * bs as u64).ok()?;
     Some(buf)
 }
 

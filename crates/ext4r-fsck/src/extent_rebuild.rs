@@ -26,7 +26,7 @@ pub(crate) struct Collected {
 /// The repair that rewrites inode `ino`'s tree from `found`; None when no
 /// block can be had for it.
 pub(crate) fn plan(c: &mut Ctx, ino: u32, owner: Owner, found: Collected) -> Option<Fix> {
-    let bs = c.geo.block_size as usize;
+    let bs = c.geo().block_size as usize;
     let per_block = usize::from(max_entries(bs));
     let mut spare = found.blocks.into_iter();
     // Nodes of the level being built: (first logical block, the node's

@@ -134,21 +134,20 @@ pub(crate) fn fix_checksum(
 pub(crate) fn check(c: &mut Ctx, ext: &ExternalJournal) {
     // e2fsck -n says so and goes on (exit 0); a repair has set it right
     // before the check (see `fix_checksum`).
-    if bad_checksum(&c.sb, ext).is_some() {
-        c.p.on(Subject::Journal).harmless(
+    if bad_checksum(c.sb(), ext).is_some() {
+        c.report(Subject::Journal).harmless(
             0,
             ProblemCode::PR_0_EXT_JOURNAL_SUPER_CSUM_INVALID,
             CSUM_MSG.into(),
         );
     }
-    match open(&c.sb, ext) {
+    match open(c.sb(), ext) {
         Err(Unusable(why, code)) => {
             // e2fsck's PR_FATAL: reported, and the check stops.
-            c.p.on(Subject::Journal).error(0, code, format!("{why}."));
-            c.fatal = Some(why.to_string());
-            c.abort = true;
+            c.report(Subject::Journal).error(0, code, format!("{why}."));
+            c.fail(why.to_string());
         }
-        Ok(_) if c.sb.has_incompat(Incompat::RECOVER) => c.notes.push(
+        Ok(_) if c.sb().has_incompat(Incompat::RECOVER) => c.note(
             "Warning: skipping journal recovery because doing a read-only filesystem check."
                 .to_string(),
         ),

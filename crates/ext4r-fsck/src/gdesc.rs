@@ -31,7 +31,7 @@ use crate::fix::Fix;
 pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     let wide = c.wide();
     let group_csum = c.group_csum();
-    let ipg = c.geo.inodes_per_group;
+    let ipg = c.geo().inodes_per_group;
     let flags = d.flags();
     // Without uninit_bg/metadata_csum the flags and the count mean nothing
     // to the kernel or to libext2fs: they are never obeyed.
@@ -41,8 +41,8 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         itable_unused: if group_csum { d.itable_unused(wide) } else { 0 },
         csum_bad: !csum_ok,
         // A repair clears them (PR_0_GDT_UNINIT below).
-        unobeyed_inode_uninit: !group_csum && !c.repairing && flags & BG_INODE_UNINIT != 0,
-        unobeyed_itable_unused: if group_csum || c.repairing {
+        unobeyed_inode_uninit: !group_csum && !c.repairing() && flags & BG_INODE_UNINIT != 0,
+        unobeyed_itable_unused: if group_csum || c.repairing() {
             0
         } else {
             d.itable_unused(wide)
@@ -58,16 +58,16 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     if !group_csum
         && (flags & (BG_BLOCK_UNINIT | BG_INODE_UNINIT) != 0 || d.itable_unused(wide) != 0)
     {
-        c.p.on(Subject::Group(g)).error_fix(
+        c.report(Subject::Group(g)).error_fix(
             0,
             ProblemCode::PR_0_GDT_UNINIT,
             format!("Group descriptor {g} marked uninitialized without feature set."),
             Fix::GroupDescFlags(g, BG_BLOCK_UNINIT | BG_INODE_UNINIT, Some(0)),
         );
     }
-    let last = g + 1 == c.geo.group_count;
+    let last = g + 1 == c.geo().group_count;
     if last && flags & BG_BLOCK_UNINIT != 0 && clear & BG_BLOCK_UNINIT == 0 {
-        c.p.on(Subject::Group(g)).error_fix(
+        c.report(Subject::Group(g)).error_fix(
             0,
             ProblemCode::PR_0_BB_UNINIT_LAST,
             format!("Last group block bitmap uninitialized.  (group {g})"),
@@ -79,7 +79,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
     // left it, and goes on to say what it holds (harmless then: the
     // checksum fix a repair makes takes care of it).
     let zeroed = unused.is_some();
-    let left = if zeroed && c.repairing {
+    let left = if zeroed && c.repairing() {
         0
     } else {
         s.itable_unused
@@ -88,19 +88,19 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         let msg = format!("Group descriptor {g} has invalid unused inodes count {left}.");
         let fix = Fix::GroupDescFlags(g, 0, Some(0));
         if zeroed {
-            c.p.on(Subject::Group(g)).harmless_fix(
+            c.report(Subject::Group(g)).harmless_fix(
                 0,
                 ProblemCode::PR_0_GDT_ITABLE_UNUSED,
                 msg,
                 fix,
             );
         } else {
-            c.p.on(Subject::Group(g))
+            c.report(Subject::Group(g))
                 .error_fix(0, ProblemCode::PR_0_GDT_ITABLE_UNUSED, msg, fix);
         }
         unused = Some(0);
     }
-    if c.repairing {
+    if c.repairing() {
         if clear & BG_BLOCK_UNINIT != 0 {
             s.block_uninit = false;
         }
@@ -114,9 +114,7 @@ pub(crate) fn judge(c: &mut Ctx, g: u32, d: &GroupDesc, csum_ok: bool) -> Fix {
         // libext2fs' inode scan reads nothing of such a group.
         s.itable_unused = ipg;
     }
-    if let Some(slot) = c.groups.get_mut(g as usize) {
-        *slot = s;
-    }
+    c.set_group_state(g, s);
     // The checksum's own repair carries the clearing (a descriptor
     // rewritten with its flags as they are would keep a group that holds
     // inodes marked unused).
@@ -152,9 +150,9 @@ pub(crate) fn inode_reference(
     target: u32,
     subject: Subject,
 ) -> bool {
-    let ipg = c.geo.inodes_per_group;
+    let ipg = c.geo().inodes_per_group;
     let Some(i) = target.checked_sub(1) else {
-        return c.restart;
+        return c.restarting();
     };
     let g = i / ipg;
     let mut s = c.group_state(g);
@@ -171,10 +169,10 @@ pub(crate) fn inode_reference(
         .wrapping_add(ipg)
         .wrapping_sub(unused);
     if !uninit && target < first_unused {
-        return c.restart;
+        return c.restarting();
     }
     let name = crate::pathname::safe(name);
-    let path = crate::pathname::dir_path(&c.fs, dir);
+    let path = crate::pathname::dir_path(c.fs(), dir);
     let (code, msg, fix) = if uninit {
         s.inode_uninit = false;
         s.unobeyed_inode_uninit = false;
@@ -198,15 +196,13 @@ pub(crate) fn inode_reference(
             Fix::GroupDescFlags(g, 0, Some(0)),
         )
     };
-    if c.repairing {
-        c.p.on(subject.clone()).error_fix(2, code, msg, fix);
-        if let Some(slot) = c.groups.get_mut(g as usize) {
-            *slot = s;
-        }
-        c.restart = true;
+    if c.repairing() {
+        c.report(subject.clone()).error_fix(2, code, msg, fix);
+        c.set_group_state(g, s);
+        c.must_restart();
         true
     } else {
-        c.p.on(subject).error(2, code, msg);
+        c.report(subject).error(2, code, msg);
         false
     }
 }

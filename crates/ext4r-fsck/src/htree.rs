@@ -79,7 +79,7 @@ impl DxDirs {
 }
 
 pub(crate) fn version_for(c: &Ctx, stored: u8) -> u8 {
-    let unsigned = c.sb.s_flags.get() & FLAGS_UNSIGNED_HASH != 0;
+    let unsigned = c.sb().s_flags.get() & FLAGS_UNSIGNED_HASH != 0;
     effective_hash_version(stored, unsigned)
 }
 
@@ -118,7 +118,7 @@ pub(crate) fn note_leaf<'a>(
     pre: Option<(u32, u32, u8)>,
 ) {
     let d = dx.entry(ino);
-    let stored = d.root.as_ref().map_or(c.sb.s_def_hash_version, |r| r.2);
+    let stored = d.root.as_ref().map_or(c.sb().s_def_hash_version, |r| r.2);
     let v = if d.root.is_some() {
         stored
     } else {
@@ -133,7 +133,7 @@ pub(crate) fn note_leaf<'a>(
             return;
         }
     }
-    let seed = c.sb.hash_seed();
+    let seed = c.sb().hash_seed();
     let mut lo = u32::MAX;
     let mut hi = 0u32;
     for n in names() {
@@ -249,7 +249,7 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             }
         }
         if let Some(at) = unordered_node {
-            c.p.on(Subject::InodeAt(ino, u64::from(at))).error_fix(
+            c.report(Subject::InodeAt(ino, u64::from(at))).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_HASH_ORDER,
                 format!("Problem in HTREE directory inode {ino}: block #{at} has an unordered hash table"),
@@ -286,12 +286,12 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             let message = if *code == ProblemCode::PR_2_HTREE_BADBLK {
                 format!(
                     "Problem in HTREE directory inode {ino} ({}): bad block number {l}.",
-                    crate::pathname::dir_path(&c.fs, ino)
+                    crate::pathname::dir_path(c.fs(), ino)
                 )
             } else {
                 format!("Problem in HTREE directory inode {ino}: block #{l} {what}")
             };
-            c.p.on(Subject::InodeAt(ino, u64::from(*l))).error_fix(
+            c.report(Subject::InodeAt(ino, u64::from(*l))).error_fix(
                 2,
                 *code,
                 message,
@@ -299,13 +299,11 @@ pub(crate) fn check(c: &mut Ctx, dx: DxDirs) {
             );
         }
         if !problems.is_empty() {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            let path = crate::pathname::dir_path(c.fs(), ino);
+            c.report(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_CLEAR,
-                format!(
-                    "Invalid HTREE directory inode {ino} ({}).",
-                    crate::pathname::dir_path(&c.fs, ino)
-                ),
+                format!("Invalid HTREE directory inode {ino} ({path})."),
                 crate::fix::Fix::ClearIndexFlag(ino),
             );
         }

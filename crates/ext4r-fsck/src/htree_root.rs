@@ -25,9 +25,9 @@ pub(crate) fn bad_root(
     let Some(blk) = blk.filter(|&b| c.valid_range(b, 1)) else {
         return bad();
     };
-    let bs = c.geo.block_size as usize;
+    let bs = c.geo().block_size as usize;
     let mut buf = vec![0u8; bs];
-    if c.fs.device().read_at(&mut buf, blk * bs as u64).is_err() {
+    if c.fs().device().read_at(&mut buf, blk * bs as u64).is_err() {
         return bad();
     }
     let info = &buf[24..32];
@@ -72,7 +72,7 @@ pub(crate) fn bad_root(
     // e2fsck's ext2_dir_htree_level: 3 levels with largedir, else 2;
     // pass 1 refuses more, pass 2 that many.
     let max = if c
-        .sb
+        .sb()
         .has_incompat(ext4r_format::features::Incompat::LARGEDIR)
     {
         3

@@ -48,7 +48,7 @@ fn resolve_both(
     let both = InodeFlags::INLINE_DATA | InodeFlags::EXTENTS;
     let flags = inode.flags();
     if !flags.contains(both)
-        || !(c.sb.has_incompat(Incompat::EXTENTS) || c.sb.has_incompat(Incompat::INLINE_DATA))
+        || !(c.sb().has_incompat(Incompat::EXTENTS) || c.sb().has_incompat(Incompat::INLINE_DATA))
     {
         return None;
     }

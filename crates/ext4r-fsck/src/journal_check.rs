@@ -30,7 +30,7 @@ use crate::fix::Fix;
 const JNL_BACKUP_BLOCKS: u8 = 1;
 
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     let has = sb.has_compat(Compat::HAS_JOURNAL);
     let recover = sb.has_incompat(Incompat::RECOVER);
     let inum = sb.s_journal_inum.get();
@@ -51,7 +51,7 @@ pub(crate) fn check(c: &mut Ctx) {
             // overwrite whatever file it is, as e2fsck would).
             match reserved_journal(c, &sb, inum) {
                 Some(info) => {
-                    c.p.on(Subject::Journal).error_fix(
+                    c.report(Subject::Journal).error_fix(
                         0,
                         ProblemCode::EXT4R_0_JOURNAL_INUM,
                         format!(
@@ -73,7 +73,7 @@ pub(crate) fn check(c: &mut Ctx) {
         // then judges the inode as restored, its blocks claimed here.
         c.journal_from_backup();
         // Its indirect or tree blocks too (pass 1 does not walk it).
-        for (b, n) in crate::dup::mapped_blocks(&c.fs, &info.inode) {
+        for (b, n) in crate::dup::mapped_blocks(c.fs(), &info.inode) {
             c.claim(b, n, inum);
         }
         // Silent in a repair, as e2fsck's; a read-only check leaves the
@@ -81,15 +81,15 @@ pub(crate) fn check(c: &mut Ctx) {
         // not regular file", and more): an error, not a remark.
         let msg = format!("Journal inode {inum} is invalid; its copy in the superblock is used.");
         let fix = Fix::RestoreJournalInode(inum);
-        if c.repairing {
-            c.p.on(Subject::Journal).harmless_fix(
+        if c.repairing() {
+            c.report(Subject::Journal).harmless_fix(
                 0,
                 ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP,
                 msg,
                 fix,
             );
         } else {
-            c.p.on(Subject::Journal).error_fix(
+            c.report(Subject::Journal).error_fix(
                 0,
                 ProblemCode::EXT4R_0_JOURNAL_INODE_BACKUP,
                 msg,
@@ -99,9 +99,9 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     if inum != ino::JOURNAL && inum >= sb.first_ino() {
         // A journal in an ordinary inode number is legal but unusual.
-        c.notes.push(format!("Journal is in inode {inum}."));
+        c.note(format!("Journal is in inode {inum}."));
     }
-    if c.repairing && has && !from_backup {
+    if c.repairing() && has && !from_backup {
         backup(c, &sb, &info);
         crate::journal_move::check(c, inum, info.inode.links_count());
     }
@@ -109,8 +109,8 @@ pub(crate) fn check(c: &mut Ctx) {
     // Said once the journal is found good (after e2fsck's journal check).
     // (A repair replays a journal it can use before the check, and one it
     // cannot it resets: there is no read-only check to speak of.)
-    if recover && !c.fatal_journal && !c.repairing {
-        c.notes.push(
+    if recover && !c.failed_in_journal() && !c.repairing() {
+        c.note(
             "Warning: skipping journal recovery because doing a read-only filesystem check."
                 .to_string(),
         );
@@ -121,16 +121,14 @@ pub(crate) fn check(c: &mut Ctx) {
 /// e2fsck_check_ext3_journal fails with `why` ("while checking journal
 /// for DEV"), before anything else is checked.
 fn stop(c: &mut Ctx, why: &str) {
-    if !c.repairing {
-        c.fatal = Some(why.to_string());
-        c.fatal_journal = true;
-        c.abort = true;
+    if !c.repairing() {
+        c.fail_in_journal(why.to_string());
     }
 }
 
 /// e2fsck's PR_0_JOURNAL_BAD_SUPER, then (under `-n`) the stop.
 fn bad_super(c: &mut Ctx, at: u64, total: u32) {
-    c.p.on(Subject::Journal).error_fix(
+    c.report(Subject::Journal).error_fix(
         0,
         ProblemCode::PR_0_JOURNAL_BAD_SUPER,
         "Journal superblock is corrupt.".into(),
@@ -160,7 +158,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
                 .zip(&words)
                 .any(|(a, &b)| a.get() != b));
     if stale {
-        c.p.on(Subject::Journal).harmless_fix(
+        c.report(Subject::Journal).harmless_fix(
             0,
             ProblemCode::PR_0_BACKUP_JNL,
             "Backing up journal inode block information.".into(),
@@ -174,7 +172,7 @@ fn backup(c: &mut Ctx, sb: &Superblock, info: &InodeInfo) {
 fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
     let _ = why;
     if has || inum != 0 {
-        c.p.on(Subject::Journal).error_fix(
+        c.report(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_BAD_INODE,
             format!("Superblock has an invalid journal (inode {inum})."),
@@ -182,7 +180,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
         );
         stop(c, CORRUPT);
     } else if recover {
-        c.p.on(Subject::Journal).error_fix(
+        c.report(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_RECOVER_SET,
             "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -196,7 +194,7 @@ fn bad_inode(c: &mut Ctx, has: bool, recover: bool, inum: u32, why: &str) {
 fn external(c: &mut Ctx, has: bool, recover: bool) {
     if !has {
         if recover {
-            c.p.on(Subject::Journal).error_fix(
+            c.report(Subject::Journal).error_fix(
                 0,
                 ProblemCode::PR_0_JOURNAL_RECOVER_SET,
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -212,7 +210,7 @@ fn external(c: &mut Ctx, has: bool, recover: bool) {
         crate::external_journal::check(c, &ext);
     } else {
         // As e2fsck without -j: the journal cannot be found.
-        c.p.on(Subject::Journal).error(
+        c.report(Subject::Journal).error(
             0,
             ProblemCode::PR_0_CANT_FIND_JOURNAL,
             "Can't find external journal; the filesystem cannot be fully checked.".into(),
@@ -227,18 +225,20 @@ fn journal_inode(c: &Ctx, sb: &Superblock, inum: u32) -> Result<(InodeInfo, bool
     if inum == 0 || inum > sb.s_inodes_count.get() {
         return Err("inode number out of range".into());
     }
-    let own =
-        c.fs.inode(InodeNr(inum))
-            .map_err(|e| ext4r::error::chain(&e))
-            .and_then(|info| usable(c, &info).map(|()| info));
+    let own = c
+        .fs()
+        .inode(InodeNr(inum))
+        .map_err(|e| ext4r::error::chain(&e))
+        .and_then(|info| usable(c, &info).map(|()| info));
     match own {
         Ok(info) => Ok((info, false)),
         Err(why) => {
             // Only an inode that is the journal's own, or one nothing
             // uses, is rebuilt from the copy.
-            let free =
-                c.fs.inode(InodeNr(inum))
-                    .is_ok_and(|i| i.inode.links_count() == 0);
+            let free = c
+                .fs()
+                .inode(InodeNr(inum))
+                .is_ok_and(|i| i.inode.links_count() == 0);
             let backup = (sb.s_jnl_backup_type == JNL_BACKUP_BLOCKS
                 && (inum == ino::JOURNAL || free))
                 .then(|| from_backup(c, sb, inum))
@@ -256,7 +256,7 @@ fn reserved_journal(c: &Ctx, sb: &Superblock, inum: u32) -> Option<InodeInfo> {
     if inum == ino::JOURNAL || sb.s_jnl_backup_type != JNL_BACKUP_BLOCKS {
         return None;
     }
-    let info = c.fs.inode(InodeNr(ino::JOURNAL)).ok()?;
+    let info = c.fs().inode(InodeNr(ino::JOURNAL)).ok()?;
     usable(c, &info).ok()?;
     let words = info.inode.block_words();
     let same = sb
@@ -276,11 +276,11 @@ fn usable(c: &Ctx, info: &InodeInfo) -> Result<(), String> {
     if i.links_count() == 0 || !i.is_reg() || i.flags().contains(InodeFlags::ENCRYPT) {
         return Err("not a regular file in use".into());
     }
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     if i.size() / bs < u64::from(MIN_JOURNAL_BLOCKS) {
         return Err("too small".into());
     }
-    let runs = c.fs.runs(info).map_err(|e| ext4r::error::chain(&e))?;
+    let runs = c.fs().runs(info).map_err(|e| ext4r::error::chain(&e))?;
     let mut next = 0u64;
     for r in &runs {
         if r.logical != next {
@@ -296,7 +296,7 @@ fn usable(c: &Ctx, info: &InodeInfo) -> Result<(), String> {
 
 /// The journal inode as `s_jnl_blocks` describes it.
 fn from_backup(c: &Ctx, sb: &Superblock, inum: u32) -> Option<InodeInfo> {
-    let mut rec = c.fs.inode_record(InodeNr(inum)).ok()?;
+    let mut rec = c.fs().inode_record(InodeNr(inum)).ok()?;
     backup_record(sb, &mut rec)?;
     let inode = Inode::parse(&rec).ok()?;
     Some(InodeInfo {
@@ -377,15 +377,15 @@ fn map_overhead(n: u64, apb: u64) -> u64 {
 /// e2fsck's `e2fsck_journal_load` and what follows it.
 fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover: bool) {
     let inum = info.ino.0;
-    let bs = c.geo.block_size;
-    let Ok(runs) = c.fs.runs(info) else {
+    let bs = c.geo().block_size;
+    let Ok(runs) = c.fs().runs(info) else {
         return bad_inode(c, has, recover, inum, "unreadable block map");
     };
     let Some(first) = runs.first().copied() else {
         return bad_inode(c, has, recover, inum, "no blocks");
     };
     let mut buf = vec![0u8; bs as usize];
-    if c.fs
+    if c.fs()
         .device()
         .read_at(&mut buf, first.physical * u64::from(bs))
         .is_err()
@@ -407,8 +407,8 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         // No magic: not a journal at all (e2fsck deletes it). Under -n,
         // e2fsck then finds the superblock corrupt too before it stops.
         bad_inode(c, has, recover, inum, "no journal magic");
-        if !c.repairing && (has || inum != 0) {
-            c.fatal_journal = false;
+        if !c.repairing() && (has || inum != 0) {
+            c.failure_not_journals_alone();
             corrupt(c, "no journal magic");
         }
         return;
@@ -433,7 +433,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         jsb.s_nr_users.get() > 1 && sb.s_journal_uuid == [0; 16]
     };
     if v2_fields {
-        c.p.on(Subject::Journal).error_fix(
+        c.report(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_CLEAR_V2_JOURNAL,
             "Found invalid V2 journal superblock fields (from V1 journal).\nClearing fields \
@@ -441,9 +441,9 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
                 .into(),
             Fix::ClearV2JournalFields(first.physical),
         );
-        if !c.repairing && bt == block_type::SUPERBLOCK_V2 {
+        if !c.repairing() && bt == block_type::SUPERBLOCK_V2 {
             // -n leaves the fields, and e2fsck's PR_FATAL follows.
-            c.p.on(Subject::Journal).error(
+            c.report(Subject::Journal).error(
                 0,
                 ProblemCode::PR_0_JOURNAL_UNSUPP_MULTIFS,
                 "External journal has multiple filesystem users (unsupported).".into(),
@@ -454,26 +454,26 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
         return flags(c, has, recover, 0);
     }
     if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_incompat() != 0 {
-        c.p.on(Subject::Journal).error(
+        c.report(Subject::Journal).error(
             0,
             ProblemCode::PR_0_JOURNAL_UNSUPP_INCOMPAT,
             "Journal superblock has an unknown incompatible feature flag set.".into(),
         );
         // -n answers no to its "Abort", and the superblock is then
         // corrupt to e2fsck.
-        if !c.repairing {
+        if !c.repairing() {
             corrupt(c, "unknown incompatible feature");
         }
         return;
     }
     if bt == block_type::SUPERBLOCK_V2 && jsb.unknown_ro_compat() != 0 {
         // e2fsck stops here (abort): a journal it cannot read safely.
-        c.p.on(Subject::Journal).error(
+        c.report(Subject::Journal).error(
             0,
             ProblemCode::PR_0_JOURNAL_UNSUPP_ROCOMPAT,
             "Journal superblock has an unknown read-only feature flag set.".into(),
         );
-        if !c.repairing {
+        if !c.repairing() {
             corrupt(c, "unknown read-only feature");
         }
         return;
@@ -521,7 +521,7 @@ fn superblock(c: &mut Ctx, sb: &Superblock, info: &InodeInfo, has: bool, recover
 fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
     if !has {
         if recover {
-            c.p.on(Subject::Journal).error_fix(
+            c.report(Subject::Journal).error_fix(
                 0,
                 ProblemCode::PR_0_JOURNAL_RECOVER_SET,
                 "Superblock needs_recovery flag is set, but no journal is present.".into(),
@@ -531,7 +531,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         // Declined, it leaves e2fsck -n's exit at 0: the journal checks
         // run before unix.c marks the filesystem valid, and the passes
         // then treat the inode as the journal it is.
-        c.p.on(Subject::Journal).harmless_fix(
+        c.report(Subject::Journal).harmless_fix(
             0,
             ProblemCode::PR_0_JOURNAL_HAS_JOURNAL,
             "Superblock has_journal flag is clear, but a journal is present.".into(),
@@ -543,7 +543,7 @@ fn flags(c: &mut Ctx, has: bool, recover: bool, start: u32) {
         // As e2fsck's "Run journal anyway": the flag is set and the
         // repair replays what the log holds (nothing, when s_start is a
         // flipped bit: no transaction has the sequence it then looks for).
-        c.p.on(Subject::Journal).error_fix(
+        c.report(Subject::Journal).error_fix(
             0,
             ProblemCode::PR_0_JOURNAL_RUN,
             "Superblock needs_recovery flag is clear, but journal has data.".into(),

@@ -23,7 +23,7 @@ use crate::fix::super_edit::SuperEdit;
 use crate::fix::Fix;
 
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = &c.sb;
+    let sb = c.sb();
     let uuid = sb.s_journal_uuid;
     if !sb.has_compat(Compat::HAS_JOURNAL) || uuid == [0; 16] {
         return;
@@ -36,7 +36,7 @@ pub(crate) fn check(c: &mut Ctx) {
     }
     // A no stands without making the filesystem count as damaged (e2fsck
     // marks it valid again after its superblock checks).
-    c.p.on(Subject::Journal).harmless_fix(
+    c.report(Subject::Journal).harmless_fix(
         0,
         ProblemCode::PR_0_EXTERNAL_JOURNAL_HINT,
         format!("Superblock hint for external superblock should be {rdev:#x}."),

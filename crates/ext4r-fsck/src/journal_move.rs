@@ -19,13 +19,13 @@ const NAMES: [&[u8]; 4] = [b".journal", b"journal", b".journal.dat", b"journal.d
 
 /// The move of the journal in inode `inum`, when it is one to move.
 pub(crate) fn check(c: &mut Ctx, inum: u32, links: u16) {
-    if !c.repairing || inum == ino::JOURNAL || inum == 0 || links != 1 {
+    if !c.repairing() || inum == ino::JOURNAL || inum == 0 || links != 1 {
         return;
     }
     let Some((name, blk, off, owner)) = entry(c, inum) else {
         return;
     };
-    c.p.on(Subject::Journal).error_fix(
+    c.report(Subject::Journal).error_fix(
         0,
         ProblemCode::PR_0_MOVE_JOURNAL,
         format!(
@@ -39,16 +39,16 @@ pub(crate) fn check(c: &mut Ctx, inum: u32, links: u16) {
 /// The root directory's entry naming the journal: (name, block, offset,
 /// the root as owner).
 fn entry(c: &Ctx, inum: u32) -> Option<(&'static [u8], u64, usize, Owner)> {
-    let root = c.fs.inode(InodeNr(ino::ROOT)).ok()?;
+    let root = c.fs().inode(InodeNr(ino::ROOT)).ok()?;
     let owner = Owner::of(ino::ROOT, &root.inode);
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let mut buf = vec![0u8; ext4r_format::num::index(bs)];
-    let runs = c.fs.runs(&root).ok()?;
+    let runs = c.fs().runs(&root).ok()?;
     'names: for name in NAMES {
         for r in &runs {
             for k in 0..r.len.min(1 << 16) {
                 let b = r.physical + k;
-                c.fs.device().read_at(&mut buf, b * bs).ok()?;
+                c.fs().device().read_at(&mut buf, b * bs).ok()?;
                 for e in ext4r_format::dir::DirBlockIter::new(&buf).flatten() {
                     if e.inode.0 != 0 && e.name == name {
                         // The first entry of the name decides, as a

@@ -47,17 +47,17 @@ struct Found<'a> {
 
 impl ext4r_txn::alloc::InodeSpace for Found<'_> {
     fn inodes_per_group(&self) -> u32 {
-        self.c.geo.inodes_per_group
+        self.c.geo().inodes_per_group
     }
     fn group_count(&self) -> u32 {
-        self.c.geo.group_count
+        self.c.geo().group_count
     }
     fn first_ino(&self) -> u32 {
-        self.c.sb.first_ino()
+        self.c.sb().first_ino()
     }
     fn may_hold(&self, g: u32) -> bool {
         let c = self.c;
-        if c.bad_group.get(g as usize).copied().unwrap_or(true) {
+        if c.groups().table_unusable(g) {
             return false;
         }
         if self.tails {
@@ -68,7 +68,7 @@ impl ext4r_txn::alloc::InodeSpace for Found<'_> {
     }
     fn first_free_in(&self, g: u32, from: u32) -> ext4r_txn::Result<Option<u32>> {
         let c = self.c;
-        let ipg = c.geo.inodes_per_group;
+        let ipg = c.geo().inodes_per_group;
         let read_to = c.inodes_to_read(g).min(ipg);
         if self.tails {
             return Ok(Some(read_to.max(from)).filter(|&i| i < ipg));
@@ -76,7 +76,7 @@ impl ext4r_txn::alloc::InodeSpace for Found<'_> {
         let base = g * ipg + 1;
         Ok((from..read_to).find(|&i| {
             let ino = base + i;
-            !c.inodes.contains(ino) && !c.extra_used.contains(&ino)
+            !c.inodes().contains(ino) && !c.extra_used().contains(&ino)
         }))
     }
 }
@@ -88,7 +88,7 @@ impl ext4r_txn::alloc::InodeSpace for Found<'_> {
 /// logical block's offset (0 for the first ones) in its cluster.
 pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
     let out = free_blocks(c, n);
-    c.reserved.extend(&out);
+    c.reserve(out.iter().copied());
     out
 }
 
@@ -99,7 +99,7 @@ fn free_blocks(c: &Ctx, n: usize) -> Vec<u64> {
     let mut space = c.claimed_map();
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
-        let Some(b) = space.new_block(c.geo.first_data_block) else {
+        let Some(b) = space.new_block(c.geo().first_data_block) else {
             break;
         };
         space.mark(b, 1);
@@ -117,31 +117,32 @@ pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>
     if names.is_empty() {
         return None;
     }
-    let root =
-        c.fs.inode(ext4r_format::InodeNr(ext4r_format::inode::ino::ROOT))
-            .ok()?;
-    let lpf = c.fs.lookup(&root, b"lost+found").ok()??;
-    let info = c.fs.inode(lpf).ok()?;
+    let root = c
+        .fs()
+        .inode(ext4r_format::InodeNr(ext4r_format::inode::ino::ROOT))
+        .ok()?;
+    let lpf = c.fs().lookup(&root, b"lost+found").ok()??;
+    let info = c.fs().inode(lpf).ok()?;
     if !info.inode.is_dir() || info.inode.flags().contains(InodeFlags::INDEX) {
         return None;
     }
     let need: usize = names.iter().map(|&n| rec_len_for_name(n)).sum();
     let each = rec_len_for_name(*names.iter().max()?);
-    let bs = c.geo.block_size as usize;
+    let bs = c.geo().block_size as usize;
     let tail = if c.csum() { 12 } else { 0 };
     let mut room = 0usize;
-    let runs = c.fs.runs(&info).ok()?;
+    let runs = c.fs().runs(&info).ok()?;
     let mut buf = vec![0u8; bs];
     for r in &runs {
         for k in 0..r.len {
-            if c.fs
+            if c.fs()
                 .device()
                 .read_at(&mut buf, (r.physical + k) * bs as u64)
                 .is_err()
             {
                 continue;
             }
-            room += block_room(&buf[..bs - tail], c.geo.block_size, each);
+            room += block_room(&buf[..bs - tail], c.geo().block_size, each);
         }
     }
     if room >= need {

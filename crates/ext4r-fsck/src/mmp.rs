@@ -13,26 +13,26 @@ use crate::ctx::Ctx;
 use crate::fix::Fix;
 
 pub(crate) fn check(c: &mut Ctx) {
-    if !c.sb.has_incompat(Incompat::MMP) {
+    if !c.sb().has_incompat(Incompat::MMP) {
         return;
     }
-    let b = c.sb.s_mmp_block.get();
-    if b <= c.geo.first_data_block || b >= c.geo.blocks_count {
+    let b = c.sb().s_mmp_block.get();
+    if b <= c.geo().first_data_block || b >= c.geo().blocks_count {
         // e2fsck: "MMP block ... is beyond the end"; not claimed.
         return;
     }
     c.claim(b, 1, 0);
     let mut buf = vec![0u8; MMP_SIZE];
-    if c.fs
+    if c.fs()
         .device()
-        .read_at(&mut buf, b * u64::from(c.geo.block_size))
+        .read_at(&mut buf, b * u64::from(c.geo().block_size))
         .is_err()
     {
         return;
     }
     let magic = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
     if magic != MMP_MAGIC {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_MMP_INVALID_MAGIC,
             "Superblock has invalid MMP magic.".into(),
@@ -43,8 +43,10 @@ pub(crate) fn check(c: &mut Ctx) {
     let Ok(m) = MmpStruct::parse(&buf) else {
         return;
     };
-    if c.sb.has_ro_compat(RoCompat::METADATA_CSUM) && m.verify_checksum(c.sb.csum_seed()).is_err() {
-        c.p.on(Subject::Filesystem).error_fix(
+    if c.sb().has_ro_compat(RoCompat::METADATA_CSUM)
+        && m.verify_checksum(c.sb().csum_seed()).is_err()
+    {
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_MMP_CSUM_INVALID,
             "Superblock MMP block checksum does not match.".into(),

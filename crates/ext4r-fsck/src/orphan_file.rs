@@ -22,7 +22,7 @@ use crate::fix::plan::{ExtentTree, NewOrphanFile};
 use crate::fix::{Fix, Owner};
 
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     let inum = sb.s_orphan_file_inum.get();
     if !sb.has_compat(Compat::ORPHAN_FILE)
         || !sb.has_compat(Compat::HAS_JOURNAL)
@@ -31,19 +31,19 @@ pub(crate) fn check(c: &mut Ctx) {
     {
         return;
     }
-    let Ok(info) = c.fs.inode(InodeNr(inum)) else {
+    let Ok(info) = c.fs().inode(InodeNr(inum)) else {
         return;
     };
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let size = info.inode.size();
     if size % bs != 0 {
-        c.p.on(Subject::Inode(inum)).harmless(
+        c.report(Subject::Inode(inum)).harmless(
             5,
             ProblemCode::PR_6_ORPHAN_FILE_WRONG_SIZE,
             format!("Orphan file (inode {inum}) size is not multiple of block size."),
         );
     } else {
-        let Ok(runs) = c.fs.runs(&info) else { return };
+        let Ok(runs) = c.fs().runs(&info) else { return };
         let mut next = 0u64;
         let mut hole = None;
         let mut sorted: Vec<_> = runs.iter().map(|r| (r.logical, r.len)).collect();
@@ -65,7 +65,7 @@ pub(crate) fn check(c: &mut Ctx) {
                 .contains(ext4r_format::inode::InodeFlags::EXTENTS)
         });
         match hole {
-            Some(h) if h < size / bs => c.p.on(Subject::InodeAt(inum, h)).harmless(
+            Some(h) if h < size / bs => c.report(Subject::InodeAt(inum, h)).harmless(
                 5,
                 ProblemCode::PR_6_ORPHAN_FILE_HOLE,
                 format!("Orphan file (inode {inum}) contains hole at block {h}."),
@@ -74,10 +74,10 @@ pub(crate) fn check(c: &mut Ctx) {
         }
     }
     let msg = "Failed to initialize orphan file.".to_string();
-    if !c.relocate.is_empty() {
-        c.p.on(Subject::Inode(inum))
+    if c.any_relocation() {
+        c.report(Subject::Inode(inum))
             .error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg);
-        c.p.on(Subject::Inode(inum)).harmless(
+        c.report(Subject::Inode(inum)).harmless(
             5,
             ProblemCode::PR_6_ORPHAN_FILE_BITMAP_INVALID,
             "Cannot fix corrupted orphan file with invalid bitmaps.".into(),
@@ -85,14 +85,14 @@ pub(crate) fn check(c: &mut Ctx) {
         return;
     }
     match plan(c, inum, &info.inode) {
-        Some(f) => c.p.on(Subject::Inode(inum)).error_fix(
+        Some(f) => c.report(Subject::Inode(inum)).error_fix(
             5,
             ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED,
             msg,
             f,
         ),
         None => {
-            c.p.on(Subject::Inode(inum))
+            c.report(Subject::Inode(inum))
                 .error(5, ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED, msg)
         }
     }
@@ -100,13 +100,13 @@ pub(crate) fn check(c: &mut Ctx) {
 
 /// Blocks and their map for a new orphan file of mke2fs's size.
 fn plan(c: &mut Ctx, inum: u32, inode: &ext4r_format::inode::Inode) -> Option<Fix> {
-    if c.geo.cluster_bits != 0 {
+    if c.geo().cluster_bits != 0 {
         return None;
     }
-    let n = ext4r_format::num::index(default_orphan_file_blocks(c.geo.blocks_count, 1));
+    let n = ext4r_format::num::index(default_orphan_file_blocks(c.geo().blocks_count, 1));
     let owner = Owner::of(inum, inode);
     let generation = inode.generation();
-    if !c.sb.has_incompat(Incompat::EXTENTS) {
+    if !c.sb().has_incompat(Incompat::EXTENTS) {
         return block_map(c, inum, owner, generation, n);
     }
     let blocks = crate::lost_found::reserve_blocks(c, n);
@@ -152,7 +152,7 @@ fn plan(c: &mut Ctx, inum: u32, inode: &ext4r_format::inode::Inode) -> Option<Fi
 /// A block map: the first blocks direct, the rest under one indirect
 /// block (taken first, as libext2fs allocates it before what it maps).
 fn block_map(c: &mut Ctx, inum: u32, owner: Owner, generation: u32, n: usize) -> Option<Fix> {
-    let bs = c.geo.block_size as usize;
+    let bs = c.geo().block_size as usize;
     let direct = 12usize;
     if n > direct + bs / 4 {
         return None;

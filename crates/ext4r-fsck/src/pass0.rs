@@ -13,18 +13,15 @@ use crate::ctx::Progress;
 use crate::fix::Fix;
 
 pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
-    let start = c.p.mark();
+    let start = c.problems().mark();
     superblock(c);
     crate::super_rules::check(c);
     descriptors(c);
     bitmap_conflicts(c);
-    if c.bad_itable && c.geo.group_count == 1 && !c.repairing {
+    if c.groups().any_table_misplaced() && c.geo().group_count == 1 && !c.repairing() {
         // No backup descriptors to fall back on, and no relocation under
         // -n: e2fsck cannot go on either.
-        c.fatal = Some(
-            "Group descriptors look bad and there is no backup to use; cannot proceed.".into(),
-        );
-        c.abort = true;
+        c.fail("Group descriptors look bad and there is no backup to use; cannot proceed.");
         return;
     }
     quota_and_orphan(c);
@@ -34,25 +31,28 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
     // stops it before the rest is looked at.
     // (Its inode's backup and move are check_super_block's, said in
     // their place.)
-    let before = c.p.mark();
+    let before = c.problems().mark();
     crate::journal_check::check(c);
-    let (later, journal): (Vec<_>, Vec<_>) =
-        c.p.take_range(before..c.p.mark())
-            .into_iter()
-            .partition(|p| {
-                matches!(
-                    p.code,
-                    ProblemCode::PR_0_BACKUP_JNL | ProblemCode::PR_0_MOVE_JOURNAL
-                )
-            });
-    if c.fatal_journal {
-        c.p.take_range(start..c.p.mark());
-        c.p.insert_at(start, journal);
+    let after = c.problems().mark();
+    let (later, journal): (Vec<_>, Vec<_>) = c
+        .reorder_problems()
+        .take_range(before..after)
+        .into_iter()
+        .partition(|p| {
+            matches!(
+                p.code,
+                ProblemCode::PR_0_BACKUP_JNL | ProblemCode::PR_0_MOVE_JOURNAL
+            )
+        });
+    if c.failed_in_journal() {
+        let end = c.problems().mark();
+        c.reorder_problems().take_range(start..end);
+        c.reorder_problems().insert_at(start, journal);
         return;
     }
-    let end = c.p.mark();
-    c.p.insert_at(end, later);
-    c.p.insert_at(start, journal);
+    let end = c.problems().mark();
+    c.reorder_problems().insert_at(end, later);
+    c.reorder_problems().insert_at(start, journal);
     crate::journal_hint::check(c);
     crate::quota_hide::check(c);
 }
@@ -61,10 +61,10 @@ pub(crate) fn run(c: &mut Ctx, _progress: Progress<'_>) {
 const OS_HURD: u32 = 1;
 
 fn superblock(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     // e2fsck asks only when it may write (never under -n).
-    if c.repairing && sb.s_creator_os.get() == OS_HURD && sb.has_incompat(Incompat::FILETYPE) {
-        c.p.on(Subject::Filesystem).error_fix(
+    if c.repairing() && sb.s_creator_os.get() == OS_HURD && sb.has_incompat(Incompat::FILETYPE) {
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_HURD_CLEAR_FILETYPE,
             "The Hurd does not support the filetype feature.".into(),
@@ -73,19 +73,18 @@ fn superblock(c: &mut Ctx) {
         // As e2fsck, which clears it in memory before pass 2: the entries
         // are judged as the repair leaves the superblock (their file
         // types are not set, only to be cleared in the next round).
-        let f = c.sb.s_feature_incompat.get() & !Incompat::FILETYPE.bits();
-        c.sb.s_feature_incompat.set(f);
+        c.judge_without_filetype();
     }
     if sb.has_ro_compat(RoCompat::METADATA_CSUM) && sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        c.p.on(Subject::Filesystem).harmless(
+        c.report(Subject::Filesystem).harmless(
             0,
             ProblemCode::PR_0_META_AND_GDT_CSUM_SET,
             "Superblock has metadata_csum and uninit_bg both set.".into(),
         );
     }
-    let want = u64::from(c.geo.inodes_per_group) * u64::from(c.geo.group_count);
+    let want = u64::from(c.geo().inodes_per_group) * u64::from(c.geo().group_count);
     if u64::from(sb.s_inodes_count.get()) != want {
-        c.p.on(Subject::Filesystem).error(
+        c.report(Subject::Filesystem).error(
             0,
             ProblemCode::PR_0_INODE_COUNT_WRONG,
             format!(
@@ -95,7 +94,7 @@ fn superblock(c: &mut Ctx) {
         );
     }
     if sb.r_blocks_count() > sb.blocks_count() {
-        c.p.on(Subject::Filesystem).error(
+        c.report(Subject::Filesystem).error(
             0,
             ProblemCode::PR_0_SB_CORRUPT,
             format!(
@@ -113,7 +112,7 @@ fn superblock(c: &mut Ctx) {
         let bad = |v: u32| v != 0 && (v < 4 || 128 + v > isize || v % 4 != 0);
         let min = u32::from(sb.s_min_extra_isize.get());
         if bad(min) {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_0_BAD_MIN_EXTRA_ISIZE,
                 format!("Bad required extra isize in superblock ({min})."),
@@ -122,7 +121,7 @@ fn superblock(c: &mut Ctx) {
         }
         let wanted = u32::from(sb.s_want_extra_isize.get());
         if bad(wanted) {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_0_BAD_WANT_EXTRA_ISIZE,
                 format!("Bad desired extra isize in superblock ({wanted})."),
@@ -134,27 +133,32 @@ fn superblock(c: &mut Ctx) {
 
 fn descriptors(c: &mut Ctx) {
     let wide = c.wide();
-    let flex = c.sb.has_incompat(Incompat::FLEX_BG);
+    let flex = c.sb().has_incompat(Incompat::FLEX_BG);
     let csum = if c.csum() {
         Some(GroupDescCsum::Crc32c {
-            seed: c.sb.csum_seed(),
+            seed: c.sb().csum_seed(),
         })
-    } else if c.sb.has_ro_compat(RoCompat::GDT_CSUM) {
-        Some(GroupDescCsum::Crc16 { uuid: c.sb.s_uuid })
+    } else if c.sb().has_ro_compat(RoCompat::GDT_CSUM) {
+        Some(GroupDescCsum::Crc16 {
+            uuid: c.sb().s_uuid,
+        })
     } else {
         None
     };
-    let itb = u64::from(c.geo.inode_blocks_per_group());
-    let dsize = c.geo.desc_size as usize;
-    for g in 0..c.geo.group_count {
-        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+    let itb = u64::from(c.geo().inode_blocks_per_group());
+    let dsize = c.geo().desc_size as usize;
+    for g in 0..c.geo().group_count {
+        let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
             break;
         };
         // Metadata outside the group is allowed only with flex_bg.
         let (lo, hi) = if flex {
-            (c.geo.first_data_block, c.geo.blocks_count)
+            (c.geo().first_data_block, c.geo().blocks_count)
         } else {
-            (c.geo.group_first_block(g), c.geo.group_last_block(g) + 1)
+            (
+                c.geo().group_first_block(g),
+                c.geo().group_last_block(g) + 1,
+            )
         };
         let inside = |b: u64, n: u64| b >= lo && b.checked_add(n).is_some_and(|e| e <= hi);
         let mut bad = false;
@@ -179,7 +183,7 @@ fn descriptors(c: &mut Ctx) {
             ),
         ] {
             if !inside(b, n) {
-                c.p.on(Subject::Group(g)).error(
+                c.report(Subject::Group(g)).error(
                     0,
                     code,
                     format!("{what} for group {g} is not in group.  (block {b})"),
@@ -189,22 +193,16 @@ fn descriptors(c: &mut Ctx) {
                     ProblemCode::PR_0_IB_NOT_GROUP => crate::fix::plan::Meta::InodeBitmap,
                     _ => crate::fix::plan::Meta::InodeTable,
                 };
-                c.relocate.push((g, meta, false));
-                let slot = &mut c.bad_bitmaps[g as usize];
-                match meta {
-                    crate::fix::plan::Meta::BlockBitmap => slot.0 = true,
-                    crate::fix::plan::Meta::InodeBitmap => slot.1 = true,
-                    crate::fix::plan::Meta::InodeTable => {
-                        bad = true;
-                        c.bad_itable = true;
-                    }
+                c.misplaced(g, meta);
+                if meta == crate::fix::plan::Meta::InodeTable {
+                    bad = true;
                 }
             } else {
                 c.claim(b, n, 0);
             }
         }
         if bad {
-            c.bad_group[g as usize] = true;
+            c.mark_table_unusable(g);
         }
         let mut csum_ok = true;
         let mut sums = (0, 0);
@@ -214,13 +212,13 @@ fn descriptors(c: &mut Ctx) {
                 sums = (d.bg_checksum.get(), want);
             }
         }
-        let at = c.p.mark();
+        let at = c.problems().mark();
         let fix = crate::gdesc::judge(c, g, &d, csum_ok);
         if !csum_ok {
             // Said before what the descriptor's other fields show (as
             // e2fsck's check_super_block, group by group), under the
             // latch asked once for all the descriptors.
-            c.p.on(Subject::Group(g)).harmless_fix(
+            c.report(Subject::Group(g)).harmless_fix(
                 0,
                 ProblemCode::PR_0_GDT_CSUM,
                 format!(
@@ -229,14 +227,14 @@ fn descriptors(c: &mut Ctx) {
                 ),
                 fix,
             );
-            c.p.latch_last(
+            c.latch_last(
                 ProblemCode::PR_0_GDT_CSUM_LATCH,
                 "One or more block group descriptor checksums are invalid.".into(),
             );
-            c.p.move_last_to(at);
+            c.reorder_problems().move_last_to(at);
         }
         // The superblock copy and descriptor blocks of this group.
-        let m = c.geo.group_meta(g);
+        let m = c.geo().group_meta(g);
         if let Some(s) = m.super_block {
             c.claim(s, 1, 0);
         }
@@ -266,10 +264,10 @@ fn bitmap_conflicts(c: &mut Ctx) {
         return;
     }
     let wide = c.wide();
-    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let itb = u64::from(c.geo().inode_blocks_per_group());
     let mut ranges = Taken::default();
-    for g in 0..c.geo.group_count {
-        let m = c.geo.group_meta(g);
+    for g in 0..c.geo().group_count {
+        let m = c.geo().group_meta(g);
         if let Some(s) = m.super_block {
             ranges.insert(s, s + 1);
         }
@@ -279,23 +277,23 @@ fn bitmap_conflicts(c: &mut Ctx) {
         if let Some(b) = m.meta_desc {
             ranges.insert(b, b + 1);
         }
-        if c.bad_group[g as usize] {
+        if c.groups().table_unusable(g) {
             continue;
         }
-        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+        let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
             break;
         };
         let it = d.inode_table(wide);
         if let Some(b) = ranges.first_in(it, it + itb) {
-            c.p.on(Subject::Group(g)).error(
+            c.report(Subject::Group(g)).error(
                 1,
                 ProblemCode::PR_1_ITABLE_CONFLICT,
                 format!("Group {g}'s inode table at {b} conflicts with some other fs block."),
             );
-            c.relocate.push((g, Meta::InodeTable, true));
+            c.relocate_later(g, Meta::InodeTable, true);
         }
         ranges.insert(it, it + itb);
-        let (bad_bb, bad_ib) = c.bad_bitmaps[g as usize];
+        let (bad_bb, bad_ib) = c.groups().bitmaps_unusable(g);
         for pick in [Meta::BlockBitmap, Meta::InodeBitmap] {
             // A bitmap outside its group is already to be relocated.
             if (pick == Meta::BlockBitmap && bad_bb) || (pick == Meta::InodeBitmap && bad_ib) {
@@ -314,12 +312,12 @@ fn bitmap_conflicts(c: &mut Ctx) {
                 ),
             };
             if ranges.contains(b) {
-                c.p.on(Subject::Group(g)).error(
+                c.report(Subject::Group(g)).error(
                     1,
                     code,
                     format!("Group {g}'s {what} at {b} conflicts with some other fs block."),
                 );
-                c.relocate.push((g, pick, true));
+                c.relocate_later(g, pick, true);
             } else {
                 ranges.insert(b, b + 1);
             }
@@ -331,11 +329,11 @@ fn bitmap_conflicts(c: &mut Ctx) {
 /// conflicts) overlap: the same groups, ranges and skips as its walk.
 fn any_overlap(c: &Ctx) -> bool {
     let wide = c.wide();
-    let itb = u64::from(c.geo.inode_blocks_per_group());
+    let itb = u64::from(c.geo().inode_blocks_per_group());
     // One list per kind: each usually ascends with the group number, so
     // the stable sort below only merges four runs.
     let mut kinds: [Vec<(u64, u64)>; 4] = Default::default();
-    let groups = c.geo.group_count as usize;
+    let groups = c.geo().group_count as usize;
     for k in &mut kinds[1..] {
         k.reserve(groups);
     }
@@ -344,8 +342,8 @@ fn any_overlap(c: &Ctx) -> bool {
             kinds[k].push((s, s.saturating_add(n)));
         }
     };
-    for g in 0..c.geo.group_count {
-        let m = c.geo.group_meta(g);
+    for g in 0..c.geo().group_count {
+        let m = c.geo().group_meta(g);
         if let Some(s) = m.super_block {
             push(0, s, 1);
         }
@@ -355,14 +353,14 @@ fn any_overlap(c: &Ctx) -> bool {
         if let Some(b) = m.meta_desc {
             push(0, b, 1);
         }
-        if c.bad_group[g as usize] {
+        if c.groups().table_unusable(g) {
             continue;
         }
-        let Ok(d) = c.fs.group_desc(GroupNr(g)) else {
+        let Ok(d) = c.fs().group_desc(GroupNr(g)) else {
             break;
         };
         push(1, d.inode_table(wide), itb);
-        let (bad_bb, bad_ib) = c.bad_bitmaps[g as usize];
+        let (bad_bb, bad_ib) = c.groups().bitmaps_unusable(g);
         if !bad_bb {
             push(2, d.block_bitmap(wide), 1);
         }
@@ -429,7 +427,7 @@ impl Taken {
 }
 
 fn quota_and_orphan(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     let max = sb.s_inodes_count.get();
     for ((what, inum, std), qtype) in [
         ("user", sb.s_usr_quota_inum.get(), ino::USR_QUOTA),
@@ -440,7 +438,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     .zip(0u8..)
     {
         if inum != 0 && (inum > max || (inum < sb.first_ino() && inum != std)) {
-            c.p.on(Subject::Quota(qtype)).error_fix(
+            c.report(Subject::Quota(qtype)).error_fix(
                 0,
                 ProblemCode::PR_0_INVALID_QUOTA_INO,
                 format!("Invalid {what} quota inode {inum}."),
@@ -451,7 +449,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     let inum = sb.s_orphan_file_inum.get();
     if !sb.has_compat(Compat::ORPHAN_FILE) {
         if sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_6_ORPHAN_PRESENT_NO_FILE,
                 "Feature orphan_present is set but feature orphan_file is not.".into(),
@@ -463,7 +461,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     if !sb.has_compat(Compat::HAS_JOURNAL) {
         // No point in an orphan file without a journal (e2fsck): the
         // feature goes, and the inode is then emptied by pass 1.
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_6_ORPHAN_FILE_WITHOUT_JOURNAL,
             "Superblock has orphan file without journal.".into(),
@@ -474,18 +472,18 @@ fn quota_and_orphan(c: &mut Ctx) {
     if inum == 0 {
         return;
     }
-    let Ok(info) = c.fs.inode(InodeNr(inum)) else {
+    let Ok(info) = c.fs().inode(InodeNr(inum)) else {
         return;
     };
-    let Ok(runs) = c.fs.runs(&info) else { return };
-    let bs = c.geo.block_size as usize;
+    let Ok(runs) = c.fs().runs(&info) else { return };
+    let bs = c.geo().block_size as usize;
     let mut entries = 0u64;
     let mut dirty = false;
     let mut buf = vec![0u8; bs];
     let gen = info.inode.generation();
     for r in &runs {
         for k in 0..r.len.min(1 << 16) {
-            if c.fs
+            if c.fs()
                 .device()
                 .read_at(&mut buf, (r.physical + k) * bs as u64)
                 .is_err()
@@ -504,7 +502,7 @@ fn quota_and_orphan(c: &mut Ctx) {
             let _ = ext4r_format::orphan::init_orphan_block(&mut empty);
             if c.csum() {
                 let phys = ext4r_format::BlockNr(r.physical + k);
-                let seed = c.sb.csum_seed();
+                let seed = c.sb().csum_seed();
                 if let Ok(sum) = ext4r_format::orphan::orphan_block_checksum(
                     seed,
                     InodeNr(inum),
@@ -517,11 +515,11 @@ fn quota_and_orphan(c: &mut Ctx) {
             }
             // A check that changes nothing stops at the first such block
             // (e2fsck's declined "Clear?" ends its walk).
-            if buf != empty && (!dirty || c.repairing) {
+            if buf != empty && (!dirty || c.repairing()) {
                 dirty = true;
                 // As e2fsck after releasing the orphans (pass 1 gives the
                 // deleted ones their deletion time): the block is emptied.
-                c.p.on(Subject::InodeAt(inum, r.logical + k)).error_fix(
+                c.report(Subject::InodeAt(inum, r.logical + k)).error_fix(
                     6,
                     ProblemCode::PR_6_ORPHAN_BLOCK_DIRTY,
                     format!(
@@ -534,10 +532,10 @@ fn quota_and_orphan(c: &mut Ctx) {
             entries += n;
         }
     }
-    if dirty && !c.repairing {
+    if dirty && !c.repairing() {
         // The block left as it is, e2fsck cannot use the file and asks to
         // make it anew.
-        c.p.on(Subject::Inode(inum)).error(
+        c.report(Subject::Inode(inum)).error(
             6,
             ProblemCode::PR_6_ORPHAN_FILE_CORRUPTED,
             "Failed to initialize orphan file.".into(),
@@ -546,7 +544,7 @@ fn quota_and_orphan(c: &mut Ctx) {
     // These e2fsck says after pass 5 (its check_init_orphan_file, in
     // main once the passes have run): pass 6 here.
     if entries == 0 && sb.has_ro_compat(RoCompat::ORPHAN_PRESENT) {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             6,
             ProblemCode::PR_6_ORPHAN_PRESENT_CLEAN_FILE,
             "Feature orphan_present is set but orphan file is clean.".into(),

@@ -25,27 +25,30 @@ use crate::pass1_map::{self, MapResult};
 const CHUNK: usize = 256 << 10;
 
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
-    let ipg = c.geo.inodes_per_group;
-    let isize = c.geo.inode_size as usize;
-    let bs = u64::from(c.geo.block_size);
+    let ipg = c.geo().inodes_per_group;
+    let isize = c.geo().inode_size as usize;
+    let bs = u64::from(c.geo().block_size);
     let wide = c.wide();
-    let groups = c.geo.group_count;
+    let groups = c.geo().group_count;
     let specials = special_inodes(c);
-    c.bad_blocks = crate::badblocks::list(c);
+    let list = crate::badblocks::list(c);
+    c.set_bad_blocks(list);
     if crate::badblocks::lists_itself(c) {
-        c.bad_blocks.clear();
+        c.set_bad_blocks(Vec::new());
     }
     let in_bad = crate::badblocks::inodes_in_bad_blocks(c);
-    c.extra_used
-        .extend(in_bad.into_iter().filter(|&i| i >= c.sb.first_ino()));
+    let first_ino = c.sb().first_ino();
+    for i in in_bad.into_iter().filter(|&i| i >= first_ino) {
+        c.note_extra_used(i);
+    }
     // The reads to do, from the descriptors: used parts of inode tables.
     let mut jobs: Vec<(u32, u32, u32, u64)> = Vec::new(); // group, first, count, offset
     let per_chunk = num::sat_u32((CHUNK / isize).max(1));
     for g in 0..groups {
-        if c.bad_group[g as usize] {
+        if c.groups().table_unusable(g) {
             continue;
         }
-        let Ok(d) = c.fs.group_desc(GroupNr(g)).copied() else {
+        let Ok(d) = c.fs().group_desc(GroupNr(g)).copied() else {
             break;
         };
         let n = c.inodes_to_read(g);
@@ -63,27 +66,27 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         }
     }
     let scan = Scan {
-        dev: c.fs.device_shared(),
+        dev: c.fs().device_shared(),
         isize,
         ipg,
         bs: num::index(bs),
-        first_data_block: c.geo.first_data_block,
-        blocks_count: c.geo.blocks_count,
-        seed: c.csum().then(|| c.sb.csum_seed()),
+        first_data_block: c.geo().first_data_block,
+        blocks_count: c.geo().blocks_count,
+        seed: c.csum().then(|| c.sb().csum_seed()),
         wide,
     };
     // The used parts of the inode tables, told to the device a window
     // ahead of the readers (see `crate::ahead`).
-    let dev = c.fs.device_shared();
+    let dev = c.fs().device_shared();
     let ahead = crate::ahead::Ahead::new(&*dev, jobs.len(), |j| {
         (jobs[j].3, u64::from(jobs[j].2) * isize as u64)
     });
-    if c.threads > 1 && jobs.len() > 1 {
+    if c.threads() > 1 && jobs.len() > 1 {
         parallel(c, &jobs, &specials, &scan, &ahead, progress);
     } else {
         let mut buf = Vec::new();
         for (n, &job) in jobs.iter().enumerate() {
-            if c.poll_cancel() || c.abort {
+            if c.poll_cancel() || c.stopping() {
                 break;
             }
             ahead.reading(n);
@@ -101,24 +104,24 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     crate::pass1_xattr::finish_xattr_blocks(c);
     crate::resize_inode::finish(c);
     // Kept with repeats: pass 4 counts the references to each EA inode.
-    c.ea_refs.sort_unstable();
-    if c.any_large().1 && !c.sb.has_incompat(Incompat::LARGEDIR) {
-        c.p.on(Subject::Filesystem).error_fix(
+    c.sort_ea_refs();
+    if c.any_large().1 && !c.sb().has_incompat(Incompat::LARGEDIR) {
+        c.report(Subject::Filesystem).error_fix(
             1,
             ProblemCode::PR_2_FEATURE_LARGE_DIRS,
             "Filesystem has large directories, but lacks LARGE_DIR flag in superblock.".into(),
             Fix::SetLargeDir,
         );
     }
-    if c.any_large().0 && !c.sb.has_ro_compat(RoCompat::LARGE_FILE) {
-        c.p.on(Subject::Filesystem).error_fix(
+    if c.any_large().0 && !c.sb().has_ro_compat(RoCompat::LARGE_FILE) {
+        c.report(Subject::Filesystem).error_fix(
             2,
             ProblemCode::PR_2_FEATURE_LARGE_FILES,
             "Filesystem contains large files, but lacks LARGE_FILE flag in superblock.".into(),
             Fix::SetLargeFile,
         );
-        if c.sb.s_rev_level.get() == 0 {
-            c.p.on(Subject::Filesystem).error_fix(
+        if c.sb().s_rev_level.get() == 0 {
+            c.report(Subject::Filesystem).error_fix(
                 2,
                 ProblemCode::PR_1_FS_REV_LEVEL,
                 "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
@@ -212,18 +215,17 @@ fn take_chunk(c: &mut Ctx, job: Job, groups: u32, progress: Progress<'_>, read: 
     if read {
         return true;
     }
-    c.p.on(Subject::Group(g)).error(
+    c.report(Subject::Group(g)).error(
         1,
         ProblemCode::PR_1_ISCAN_ERROR,
         format!("Error while reading inode table of group {g}."),
     );
-    if !c.repairing {
+    if !c.repairing() {
         // An inode scan that cannot go on is fatal (PR_1_ISCAN_ERROR is
         // PR_FATAL): exit 8.
-        c.fatal = Some(format!(
+        c.fail(format!(
             "Error while scanning inodes: cannot read the inode table of group {g}"
         ));
-        c.abort = true;
     }
     false
 }
@@ -249,14 +251,14 @@ enum Piece {
 /// (policies are numbered as met), any inode while a bad block list is in
 /// force (its checks look the list up and may move metadata).
 fn in_order(c: &Ctx, ino: u32, rec: &[u8], pre: u8, specials: &[u32]) -> bool {
-    if ino < c.sb.first_ino() || ino == c.journal_ino() || specials.contains(&ino) {
+    if ino < c.sb().first_ino() || ino == c.journal_ino() || specials.contains(&ino) {
         return true;
     }
     // An all-zero record is done with before the rest is looked at.
     if pre & PRE_ZERO != 0 {
         return false;
     }
-    if !c.bad_blocks.is_empty() {
+    if !c.bad_blocks().is_empty() {
         return true;
     }
     let Some(inode) = inode_of(rec) else {
@@ -276,7 +278,7 @@ fn inode_of(rec: &[u8]) -> Option<std::borrow::Cow<'_, Inode>> {
     }
 }
 
-/// Pass 1 on `c.threads` worker threads, each reading and checking chunks
+/// Pass 1 on `c.threads()` worker threads, each reading and checking chunks
 /// of the inode tables on its own context ([`Ctx::worker`]); this thread
 /// adds their findings chunk by chunk in inode order and checks the
 /// inodes [`in_order`] names itself, in their place. The result is the
@@ -290,7 +292,7 @@ fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
     progress: Progress<'_>,
 ) {
     let ipg = scan.ipg;
-    let groups = c.geo.group_count;
+    let groups = c.geo().group_count;
     // Reads of a few inodes each (a large volume's groups hold a handful)
     // go to the workers in batches of about a chunk's inodes: one handoff
     // per read cost more than the checks on a 16 TiB volume of big files.
@@ -306,7 +308,7 @@ fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
             inodes = 0;
         }
     }
-    let workers = c.threads.min(batches.len());
+    let workers = c.threads().min(batches.len());
     let states: Vec<(Ctx, Vec<u8>)> = (0..workers).map(|_| (c.worker(), Vec::new())).collect();
     // A batch as a worker checked it: what it found, cut where this
     // thread has something to do in between (see `Piece`).
@@ -349,12 +351,12 @@ fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
                 // here, after the rest of its job (as on one thread).
                 Piece::Failed(n) => {
                     take_chunk(c, jobs[n], groups, progress, false);
-                    if c.abort {
+                    if c.stopping() {
                         return false;
                     }
                 }
                 Piece::End => {
-                    if c.abort {
+                    if c.stopping() {
                         return false;
                     }
                 }
@@ -433,7 +435,7 @@ fn prescan(buf: &[u8], isize: usize, base: u32, seed: Option<u32>) -> Vec<u8> {
 
 /// Inodes the superblock points at that live outside the directory tree.
 fn special_inodes(c: &Ctx) -> Vec<u32> {
-    let sb = &c.sb;
+    let sb = c.sb();
     // A journal in an ordinary inode is an ordinary file to e2fsck's
     // passes (named by a directory, or unattached).
     let journal = Some(c.journal_ino()).filter(|&j| j < sb.first_ino());
@@ -449,19 +451,19 @@ fn special_inodes(c: &Ctx) -> Vec<u32> {
 }
 
 fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
-    let from = c.p.mark();
+    let from = c.problems().mark();
     check_inode_fields(c, ino, rec, specials, pre);
     // In a repair, a fix that rewrote the inode stamped its checksum:
     // e2fsck reads the inode again (`recheck_bad_inode_checksum`) and
     // finds nothing more to say. (Problems found here but said and fixed
     // in a later pass, as e2fsck's pass 2 `process_bad_inode`, come after.)
-    let rewritten = c.repairing
-        && c.p.list().get(from..).is_some_and(|made| {
+    let rewritten = c.repairing()
+        && c.problems().list().get(from..).is_some_and(|made| {
             made.iter()
                 .any(|p| p.pass == 1 && p.fix.as_ref().is_some_and(|f| f.rewrites_inode(ino)))
         });
     if c.take_csum_due() && !rewritten {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
             format!("Inode {ino} passes checks, but checksum does not match inode."),
@@ -502,8 +504,8 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
         (0, false)
     } else {
         let inline = flags.contains(InodeFlags::INLINE_DATA)
-            && c.sb.has_incompat(Incompat::INLINE_DATA)
-            && ino >= c.sb.first_ino();
+            && c.sb().has_incompat(Incompat::INLINE_DATA)
+            && ino >= c.sb().first_ino();
         crate::pass1_xattr::xattrs(c, ino, inode, rec, inline)
     };
     let Mapped {
@@ -526,7 +528,7 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     {
         // As e2fsck: nothing to keep, so the inode goes (and the names of
         // it with it), rather than a block 0 being made for it.
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ZERO_LENGTH_DIR,
             format!("Inode {ino} is a zero-length directory."),
@@ -584,12 +586,12 @@ fn screen(
 ) -> Option<InUse> {
     if c.journal_backup_serves(ino) {
         // Rebuilt from the superblock's copy (pass 0 claimed its blocks).
-        if ino >= c.sb.first_ino() {
-            c.extra_used.push(ino);
+        if ino >= c.sb().first_ino() {
+            c.note_extra_used(ino);
         }
         return None;
     }
-    let first_ino = c.sb.first_ino();
+    let first_ino = c.sb().first_ino();
     let links = inode.links_count();
     let is_special = specials.contains(&ino);
     if ino < first_ino && ino != special::ROOT && !is_special {
@@ -618,7 +620,7 @@ fn screen(
         && !is_special
         && (pre & PRE_BAD_CSUM != 0 || !c.csum())
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_IS_GARBAGE,
             format!("Inode {ino} seems to contain garbage."),
@@ -637,7 +639,7 @@ fn screen(
     // The reserved quota inodes the superblock names are files whatever
     // their link count and mode say: e2fsck checks only their blocks.
     let quota_file = is_special
-        && c.sb.has_ro_compat(RoCompat::QUOTA)
+        && c.sb().has_ro_compat(RoCompat::QUOTA)
         && (ino == special::USR_QUOTA || ino == special::GRP_QUOTA);
     if links == 0 && !quota_file {
         return None;
@@ -664,7 +666,7 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
         && !matches!(ino, special::BAD | special::RESIZE | special::JOURNAL)
         && (pre & PRE_BAD_CSUM != 0 || !c.csum())
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_IS_GARBAGE,
             format!("Inode {ino} seems to contain garbage."),
@@ -676,13 +678,13 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
         orphan_dtime(c, ino, inode);
     }
     let bad_csum = pre & PRE_BAD_CSUM != 0;
-    let before = c.p.errors();
+    let before = c.problems().errors();
     reserved_inode(c, ino, inode, rec, bad_csum);
     // As e2fsck's FINISH_INODE_LOOP: a reserved inode found with
     // nothing else wrong has its checksum rewritten (one that was
     // cleared or zeroed needs none).
-    if bad_csum && c.p.errors() == before {
-        c.p.on(Subject::Inode(ino)).error_fix(
+    if bad_csum && c.problems().errors() == before {
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,
             format!("Inode {ino} passes checks, but checksum does not match inode."),
@@ -697,7 +699,7 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
 /// timestamps before the epoch.
 fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     if !c.wide() && inode.l_i_file_acl_high.get() != 0 {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_I_FILE_ACL_HI_ZERO,
             format!(
@@ -710,11 +712,11 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     }
     // e2fsck's process_bad_inode: without huge_file the high word of
     // i_blocks must be zero (Linux only; the Hurd keeps other data there).
-    if !c.sb.has_ro_compat(RoCompat::HUGE_FILE)
-        && c.sb.s_creator_os.get() == ext4r_format::superblock::OS_LINUX
+    if !c.sb().has_ro_compat(RoCompat::HUGE_FILE)
+        && c.sb().s_creator_os.get() == ext4r_format::superblock::OS_LINUX
         && inode.l_i_blocks_high.get() != 0
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_BLOCKS_HI_ZERO,
             format!(
@@ -727,8 +729,8 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     }
     // e2fsck's PR_1_SET_IMAGIC: the AFS-server flag means nothing without
     // the imagic_inodes feature.
-    if inode.flags().contains(InodeFlags::IMAGIC) && !c.sb.has_compat(Compat::IMAGIC_INODES) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+    if inode.flags().contains(InodeFlags::IMAGIC) && !c.sb().has_compat(Compat::IMAGIC_INODES) {
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SET_IMAGIC,
             format!("Inode {ino} has imagic flag set."),
@@ -737,13 +739,13 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
     }
     // The Hurd keeps fragment fields in osd2 (e2fsck's process_bad_inode
     // judges them only there).
-    if c.sb.s_creator_os.get() == OS_HURD {
+    if c.sb().s_creator_os.get() == OS_HURD {
         for (at, code, what) in [
             (0x74, ProblemCode::PR_2_FRAG_ZERO, "i_frag"),
             (0x75, ProblemCode::PR_2_FSIZE_ZERO, "i_fsize"),
         ] {
             if let Some(&v) = rec.get(at).filter(|&&v| v != 0) {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     2,
                     code,
                     format!(
@@ -756,7 +758,7 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         }
     }
     if inode.i_obso_faddr.get() != 0 {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_FADDR_ZERO,
             format!(
@@ -772,15 +774,15 @@ fn zero_fields(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         // then asks about any inode in use with a dtime, the root again
         // when -n has left it.
         if ino == special::ROOT {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_ROOT_DTIME,
                 "Root inode has dtime set (probably due to old mke2fs).".into(),
                 Fix::InodeClearDtime(ino),
             );
         }
-        if ino != special::ROOT || !c.repairing {
-            c.p.on(Subject::Inode(ino)).error_fix(
+        if ino != special::ROOT || !c.repairing() {
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_SET_DTIME,
                 format!("Inode {ino} is in use, but has dtime set."),
@@ -812,7 +814,7 @@ fn file_kind(c: &mut Ctx, ino: u32, inode: &Inode, quota_file: bool) -> Option<F
             | FileKind::Unknown
     );
     if special_kind && crate::really_dir::looks_like_dir(c, ino, inode) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_TREAT_AS_DIRECTORY,
             format!(
@@ -822,13 +824,13 @@ fn file_kind(c: &mut Ctx, ino: u32, inode: &Inode, quota_file: bool) -> Option<F
             Fix::InodeMode(ino, (inode.mode() & 0o7777) | 0o040000),
         );
         // A repair goes on as e2fsck does, with the inode a directory.
-        if c.repairing {
+        if c.repairing() {
             kind = FileKind::Directory;
         }
     }
     if ino == special::ROOT && kind != FileKind::Directory {
         // As e2fsck: cleared, and made anew by pass 3.
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ROOT_NO_DIR,
             "Root inode is not a directory.".into(),
@@ -862,12 +864,12 @@ fn format_flags(
         crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
     {
         let cleared = matches!(fix, Fix::ClearInode(_));
-        c.p.on(Subject::Inode(ino)).error_fix(1, code, msg, fix);
+        c.report(Subject::Inode(ino)).error_fix(1, code, msg, fix);
         if cleared {
             return None;
         }
         // A repair goes on with the flags it leaves (as e2fsck).
-        if c.repairing {
+        if c.repairing() {
             flags = left;
         }
     }
@@ -881,13 +883,13 @@ fn format_flags(
     }
     let mut truncated_dir = false;
     if flags.contains(InodeFlags::INLINE_DATA)
-        && c.sb.has_incompat(Incompat::INLINE_DATA)
-        && ino >= c.sb.first_ino()
+        && c.sb().has_incompat(Incompat::INLINE_DATA)
+        && ino >= c.sb().first_ino()
         && !inline_attr
     {
         // As e2fsck: without its system.data attribute (or with xattrs
         // that cannot be read) the inline data cannot be trusted.
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INLINE_DATA_NO_ATTR,
             format!("Inode {ino} has INLINE_DATA_FL flag but extended attribute not found."),
@@ -897,13 +899,13 @@ fn format_flags(
         // flag and no block pointers. A directory so emptied is e2fsck's
         // zero-length directory (said after the extra-size check, in its
         // check_blocks).
-        if c.repairing && kind == FileKind::Directory {
+        if c.repairing() && kind == FileKind::Directory {
             truncated_dir = true;
         }
     }
     // After the format flags, as e2fsck's check_inode_extra_space.
     if rec.len() > 128 && inode.check_extra_isize(rec.len()).is_err() {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_EXTRA_ISIZE,
             format!(
@@ -918,16 +920,16 @@ fn format_flags(
     }
     if kind == FileKind::Directory
         && flags.contains(InodeFlags::INDEX)
-        && !c.sb.has_compat(Compat::DIR_INDEX)
+        && !c.sb().has_compat(Compat::DIR_INDEX)
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_SET,
             format!("Inode {ino} has INDEX_FL flag set on filesystem without htree support."),
             Fix::ClearIndexFlag(ino),
         );
         // A repair reads it as the linear directory it becomes.
-        if c.repairing {
+        if c.repairing() {
             flags.remove(InodeFlags::INDEX);
         }
     }
@@ -958,7 +960,7 @@ fn map_blocks(
     flags: InodeFlags,
     ea_blocks: u64,
 ) -> Mapped {
-    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
+    let huge = c.sb().has_ro_compat(RoCompat::HUGE_FILE);
     let mut map = MapResult::default();
     let mut fast_symlink = false;
     let mut bogus_dev = false;
@@ -967,7 +969,13 @@ fn map_blocks(
             if flags.contains(InodeFlags::INLINE_DATA) {
                 // Data in the inode: nothing to claim.
             } else if kind == FileKind::Symlink
-                && is_fast_symlink(inode, ea_blocks, huge, c.geo.block_size, c.geo.cluster_bits)
+                && is_fast_symlink(
+                    inode,
+                    ea_blocks,
+                    huge,
+                    c.geo().block_size,
+                    c.geo().cluster_bits,
+                )
             {
                 fast_symlink = true;
                 crate::pass1_rules::fast_symlink_flag(c, ino, flags);
@@ -982,7 +990,7 @@ fn map_blocks(
             bogus_dev = device_inode(c, ino, inode, kind, flags);
         }
         _ => {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_BAD_MODE,
                 format!(
@@ -1010,7 +1018,7 @@ fn device_inode(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, flags: Ino
     let bogus_dev = flags.intersects(InodeFlags::INDEX | InodeFlags::EXTENTS)
         || (locked && w[4..].iter().any(|&x| x != 0));
     if bogus_dev {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             match kind {
                 FileKind::CharDevice => ProblemCode::PR_2_BAD_CHAR_DEV,
@@ -1031,7 +1039,7 @@ fn device_inode(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, flags: Ino
             crate::fix::Fix::ClearInode(ino),
         );
     } else if flags.contains(InodeFlags::INLINE_DATA) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SPECIAL_EXTENTS_IDATA,
             format!(
@@ -1057,7 +1065,7 @@ fn kind_rules(
 ) {
     let bad_symlink = kind == FileKind::Symlink && !crate::symlink::valid(c, ino, inode);
     if bad_symlink {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             2,
             ProblemCode::PR_2_INVALID_SYMLINK,
             format!(
@@ -1078,7 +1086,7 @@ fn kind_rules(
     let bad_flags = InodeFlags::IMMUTABLE | InodeFlags::APPEND;
     if special_file && !bad_symlink && !bogus_dev && flags.intersects(bad_flags) {
         // e2fsck's PR_NO_OK: not an error, but repaired.
-        c.p.on(Subject::Inode(ino)).harmless_fix(
+        c.report(Subject::Inode(ino)).harmless_fix(
             1,
             ProblemCode::PR_1_SET_IMMUTABLE,
             format!(
@@ -1095,7 +1103,7 @@ fn kind_rules(
         FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket
     );
     if device && !bogus_dev && inode.size() != 0 {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_SET_NONZSIZE,
             format!("Special (device/socket/fifo) inode {ino} has non-zero size."),
@@ -1117,8 +1125,8 @@ struct Charge {
 
 /// `i_blocks` against what the inode holds, and the quota charge of it.
 fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResult, ch: &Charge) {
-    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
-    let bs = u64::from(c.geo.block_size);
+    let huge = c.sb().has_ro_compat(RoCompat::HUGE_FILE);
+    let bs = u64::from(c.geo().block_size);
     let Charge {
         flags,
         ea_blocks,
@@ -1129,7 +1137,7 @@ fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResul
     // i_blocks counts data, tree blocks and the xattr block, and the
     // values kept in EA inodes, charged to their owner in whole clusters
     // (the kernel's quota charge; e2fsck's size_to_quota_blocks).
-    let bigalloc = c.sb.has_ro_compat(RoCompat::BIGALLOC);
+    let bigalloc = c.sb().has_ro_compat(RoCompat::BIGALLOC);
     let mapped = !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink && !map.bad;
     let (charged, ea_inodes) = if ea_inode_values {
         crate::pass1_xattr::ea_inode_charge(c, inode, rec)
@@ -1147,7 +1155,7 @@ fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResul
         // What quota charges is what e2fsck counted, not i_blocks: with
         // nothing mapped, the xattr block's cluster and the EA values.
         let xattr_cluster = if ea_blocks > 0 {
-            c.geo.cluster_ratio()
+            c.geo().cluster_ratio()
         } else {
             0
         };
@@ -1162,9 +1170,9 @@ fn blocks_count(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], map: &MapResul
             blocks * (bs / 512)
         };
         let have =
-            inode.blocks_count(huge, c.geo.block_size) / if in_fs_blocks { bs / 512 } else { 1 };
+            inode.blocks_count(huge, c.geo().block_size) / if in_fs_blocks { bs / 512 } else { 1 };
         if want != have {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_BAD_I_BLOCKS,
                 format!("Inode {ino}, i_blocks is {have}, should be {want}."),
@@ -1189,15 +1197,15 @@ fn dir_holes(c: &mut Ctx, ino: u32, flags: InodeFlags, map: &MapResult) -> bool 
                 map.end_lblk <= 12
             };
             if simple {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_COLLAPSE_DBLOCK,
                     msg,
                     Fix::CollapseDir(ino),
                 );
-                return c.repairing;
+                return c.repairing();
             }
-            c.p.on(Subject::Inode(ino))
+            c.report(Subject::Inode(ino))
                 .error(1, ProblemCode::PR_1_COLLAPSE_DBLOCK, msg);
             return false;
         }
@@ -1234,7 +1242,7 @@ fn record_dir(
         // system.data value, as e2fsck counts it.
         if let Some(want) = inline_size(c, ino) {
             if want != inode.size() {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_BAD_I_SIZE,
                     format!("Inode {ino}, i_size is {}, should be {want}.", inode.size()),
@@ -1247,7 +1255,7 @@ fn record_dir(
     let htree = htree_root(c, ino, inode, rec, flags, map);
     if htree
         && !inline
-        && c.repairing
+        && c.repairing()
         && !map.cleared
         && !flags.contains(InodeFlags::EXTENTS)
         && map.illegal_end > map.end_lblk
@@ -1259,13 +1267,13 @@ fn record_dir(
     // cleared, and a linear one of three blocks or more by its size
     // (pass 3A indexes or compacts it); see `crate::pass3a`.
     let index_cleared = flags.contains(InodeFlags::INDEX) && !htree;
-    let bs = u64::from(c.geo.block_size);
-    if c.repairing
-        && c.sb.has_compat(Compat::DIR_INDEX)
+    let bs = u64::from(c.geo().block_size);
+    if c.repairing()
+        && c.sb().has_compat(Compat::DIR_INDEX)
         && !inline
         && (index_cleared || (!htree && inode.size() / bs >= 3))
     {
-        c.rehash_dirs.insert(ino);
+        c.rehash(ino);
     }
     let dir_flags = [
         (inline, DirInfo::INLINE),
@@ -1278,7 +1286,7 @@ fn record_dir(
     c.add_dir(DirInfo::new(ino, inode.generation(), dir_flags));
     for &(l, p, n) in &map.runs {
         for k in 0..n {
-            c.dir_blocks.push(DirBlock {
+            c.add_dir_block(DirBlock {
                 phys: p + k,
                 ino,
                 lblk: l + k,
@@ -1300,7 +1308,7 @@ fn htree_root(
 ) -> bool {
     let inline = flags.contains(InodeFlags::INLINE_DATA);
     let mut htree = flags.contains(InodeFlags::INDEX);
-    if htree && !inline && !map.bad && c.sb.has_compat(Compat::DIR_INDEX) {
+    if htree && !inline && !map.bad && c.sb().has_compat(Compat::DIR_INDEX) {
         let blk0 = map.runs.iter().find(|r| r.0 == 0).map(|r| r.1);
         // The flags as the filesystem layer would load the inode: not
         // at all with an invalid extra size.
@@ -1309,7 +1317,7 @@ fn htree_root(
         if let Some((code, msg)) =
             crate::htree_root::bad_root(c, ino, read_flags, blk0, map.end_lblk)
         {
-            c.p.on(Subject::Inode(ino))
+            c.report(Subject::Inode(ino))
                 .error_fix(1, code, msg, Fix::ClearIndexFlag(ino));
             // Read as the linear directory it becomes.
             htree = false;
@@ -1334,9 +1342,9 @@ fn register(
     flags: InodeFlags,
     links: u16,
 ) {
-    let first_ino = c.sb.first_ino();
+    let first_ino = c.sb().first_ino();
     if is_special && ino >= first_ino {
-        c.extra_used.push(ino);
+        c.note_extra_used(ino);
     }
     // e2fsck's pass 4 passes over only the project quota and orphan file
     // inodes among those the superblock names: a user or group quota
@@ -1344,18 +1352,19 @@ fn register(
     let pass4_skips = is_special
         && ino != special::ROOT
         && !(ino >= first_ino
-            && (ino == c.sb.s_usr_quota_inum.get() || ino == c.sb.s_grp_quota_inum.get()));
+            && (ino == c.sb().s_usr_quota_inum.get() || ino == c.sb().s_grp_quota_inum.get()));
     if !pass4_skips {
-        c.inodes
-            .insert(ino, links, kind, flags.contains(InodeFlags::EA_INODE));
+        c.add_inode(ino, links, kind, flags.contains(InodeFlags::EA_INODE));
     }
 }
 
 /// `counted`: the blocks the inode's map and xattr block hold (e2fsck's
 /// `num_blocks`).
 fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult, counted: u64) {
-    let s = &mut c.stats;
-    s.inodes_used += 1;
+    let mut s = crate::report::Summary {
+        inodes_used: 1,
+        ..Default::default()
+    };
     match kind {
         FileKind::Regular => s.regular += 1,
         FileKind::Directory => s.directories += 1,
@@ -1375,12 +1384,13 @@ fn stats(c: &mut Ctx, kind: FileKind, fast: bool, links: u16, map: &MapResult, c
     }
     // e2fsck's "simplistic fragmentation check": a file larger than a
     // group can never be contiguous, and is not counted.
-    if map.fragmented && counted < c.geo.blocks_per_group {
+    if map.fragmented && counted < c.geo().blocks_per_group {
         s.fragmented += 1;
     }
     if map.depth > 0 {
         s.deep_extents += 1;
     }
+    c.add_to_summary(&s);
 }
 
 /// Reserved inodes below `s_first_ino`: the bad-block list and the resize
@@ -1392,7 +1402,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
         // trusted either (its list would be read through a record that
         // libext2fs refuses, and e2fsck -n then aborts).
         special::BAD if bad_csum || crate::badblocks::bad_inode_invalid(inode) => {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INVALID_BAD_INODE,
                 "The bad block inode looks invalid.".into(),
@@ -1422,7 +1432,7 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
                 || inode.i_blocks_lo.get() != 0
                 || inode.block_words()[0] != 0 =>
         {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_JOURNAL_INODE_NOT_CLEAR,
                 "Journal inode is not in use, but contains data.".into(),
@@ -1442,14 +1452,14 @@ fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
     }
     let fix = Fix::InodeClearFlags(ino, InodeFlags::CASEFOLD.bits());
     if !inode.is_dir() {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CASEFOLD_NONDIR,
             format!("Inode {ino} has the casefold flag set but is not a directory."),
             fix,
         );
-    } else if !c.sb.has_incompat(Incompat::CASEFOLD) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+    } else if !c.sb().has_incompat(Incompat::CASEFOLD) {
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CASEFOLD_FEATURE,
             format!(
@@ -1465,7 +1475,7 @@ fn casefold_flag(c: &mut Ctx, ino: u32, inode: &Inode) {
 /// (cleared, or set to now for a deleted inode); a deleted inode with a
 /// mode and no deletion time gets one.
 fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
-    let sb = &c.sb;
+    let sb = c.sb();
     let count = sb.s_inodes_count.get();
     let low = |t: u32| t != 0 && t < count;
     // Clocks that were never set make small times legitimate (looked at
@@ -1480,19 +1490,19 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
         } else {
             Fix::ClearInode(ino)
         };
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_LOW_DTIME,
             format!("Inode {ino} was part of the orphaned inode list."),
             fix,
         );
-        c.p.latch_last(
+        c.latch_last(
             ProblemCode::PR_1_ORPHAN_LIST_REFUGEES,
             "Inodes that were part of a corrupted orphan linked list found.".into(),
         );
     }
-    if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb.first_ino() {
-        c.p.on(Subject::Inode(ino)).error_fix(
+    if links == 0 && dtime == 0 && inode.mode() != 0 && ino >= c.sb().first_ino() {
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ZERO_DTIME,
             format!("Deleted inode {ino} has zero dtime."),
@@ -1503,8 +1513,8 @@ fn orphan_dtime(c: &mut Ctx, ino: u32, inode: &Inode) {
 
 /// The blocks of the clusters an inode's blocks lie in (bigalloc).
 fn cluster_blocks(c: &Ctx, ino: u32, inode: &Inode, ea_blocks: u64) -> u64 {
-    let bits = c.geo.cluster_bits;
-    let mut clusters: std::collections::BTreeSet<u64> = crate::dup::pointers(&c.fs, ino)
+    let bits = c.geo().cluster_bits;
+    let mut clusters: std::collections::BTreeSet<u64> = crate::dup::pointers(c.fs(), ino)
         .map(|(_, p)| {
             p.iter()
                 .flat_map(|&(_, b, n, _)| (b >> bits)..=((b + n.max(1) - 1) >> bits))
@@ -1519,17 +1529,17 @@ fn cluster_blocks(c: &Ctx, ino: u32, inode: &Inode, ea_blocks: u64) -> u64 {
 
 /// 60 bytes plus the `system.data` value's length, when it reads.
 fn inline_size(c: &Ctx, ino: u32) -> Option<u64> {
-    let rec = c.fs.inode_record(InodeNr(ino)).ok()?;
+    let rec = c.fs().inode_record(InodeNr(ino)).ok()?;
     let (_, n) = crate::inline_dir::data_range(&rec)?;
     Some(60 + n as u64)
 }
 
 /// Whether the inode's xattrs read and include `system.data`.
 fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
-    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(InodeNr(ino)) else {
         return false;
     };
-    c.fs.xattrs(&info).is_ok_and(|xs| {
+    c.fs().xattrs(&info).is_ok_and(|xs| {
         xs.iter()
             .any(|x| ext4r_format::xattr::xattr_name_is(&x.name, b"system.data"))
     })
@@ -1545,7 +1555,7 @@ fn is_fast_symlink(inode: &Inode, ea_blocks: u64, huge: bool, bs: u32, cluster_b
 }
 
 fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapResult) {
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let size = inode.size();
     let bad = match kind {
         FileKind::Directory => {
@@ -1553,7 +1563,7 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
             size % bs != 0
                 || nblock > map.end_lblk
                 || (nblock < map.end_lblk
-                    && map.end_lblk - nblock > u64::from(c.sb.s_prealloc_dir_blocks))
+                    && map.end_lblk - nblock > u64::from(c.sb().s_prealloc_dir_blocks))
         }
         FileKind::Regular => {
             // fs-verity keeps its Merkle tree in blocks past i_size
@@ -1580,13 +1590,13 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
 #[cold]
 #[inline(never)]
 fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     // A directory with holes gets its blocks moved together first (not
     // done yet); sizing it to a far block would make it huge for nothing.
     let data_blocks: u64 = map.runs.iter().map(|r| r.2).sum();
     let holey_dir = kind == FileKind::Directory && data_blocks != map.end_lblk;
     if holey_dir {
-        c.p.on(Subject::Inode(ino)).error(
+        c.report(Subject::Inode(ino)).error(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!(
@@ -1595,7 +1605,7 @@ fn bad_size(c: &mut Ctx, ino: u32, size: u64, kind: FileKind, map: &MapResult) {
             ),
         );
     } else {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!(

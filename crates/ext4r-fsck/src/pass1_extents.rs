@@ -49,7 +49,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         start: 0,
         rebuild: None,
         last_mapped: None,
-        eof: blocks_to(inode.size(), c.geo.block_size),
+        eof: blocks_to(inode.size(), c.geo().block_size),
         verity: inode
             .flags()
             .contains(ext4r_format::inode::InodeFlags::VERITY),
@@ -63,7 +63,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     // depth they show (and the field repaired), where libext2fs would
     // read every entry as the wrong kind and drop it.
     if let Some(d) = crate::extent_depth::root_depth(c, &root) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::EXT4R_1_EXTENT_ROOT_DEPTH,
             format!(
@@ -78,7 +78,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     // Every block size allows at least 2 levels: the division in
     // `max_useful_depth` (a tenth of this function's time when done for
     // every inode) is skipped for the roots nearly all files have.
-    if depth > 1 && depth <= MAX_WALK_DEPTH && depth > max_useful_depth(c.geo.block_size) {
+    if depth > 1 && depth <= MAX_WALK_DEPTH && depth > max_useful_depth(c.geo().block_size) {
         w.rebuild = Some(crate::extent_rebuild::Collected::default());
     }
     let mut copy = root;
@@ -101,7 +101,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             }
         }
         None => {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_MISSING_EXTENT_HEADER,
                 format!("Inode {ino} has corrupt extent header."),
@@ -110,29 +110,30 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             w.res.bad = true;
             // Cleared in a repair: pass 2 finds the inode unused, as
             // e2fsck's does.
-            w.res.cleared = c.repairing;
+            w.res.cleared = c.repairing();
         }
     }
     // A tree rebuilt for its depth is not judged again (e2fsck's
     // force_rebuild, set only when that rebuild is accepted).
-    let judge = (w.rebuild.is_none() || !c.repairing) && !w.levels.is_empty();
+    let judge = (w.rebuild.is_none() || !c.repairing()) && !w.levels.is_empty();
     if let Some(found) = w.rebuild.take() {
-        let useful = max_useful_depth(c.geo.block_size);
+        let useful = max_useful_depth(c.geo().block_size);
         let msg = format!(
             "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
         );
         match crate::extent_rebuild::plan(c, ino, w.owner, found) {
             // PR_NO_OK: left as it is, the tree is still sound.
-            Some(fix) => c.p.on(Subject::Inode(ino)).harmless_fix(
+            Some(fix) => c.report(Subject::Inode(ino)).harmless_fix(
                 1,
                 ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH,
                 msg,
                 fix,
             ),
-            None => {
-                c.p.on(Subject::Inode(ino))
-                    .harmless(1, ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH, msg)
-            }
+            None => c.report(Subject::Inode(ino)).harmless(
+                1,
+                ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH,
+                msg,
+            ),
         }
     }
     if judge {
@@ -214,7 +215,7 @@ const MAX_LEVELS: usize = 8;
 /// rebuilding. Said, never an error, and not a repair this version makes
 /// (e2fsck's pass 1E).
 fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
-    let per_block = u64::from((c.geo.block_size - 12) / 12);
+    let per_block = u64::from((c.geo().block_size - 12) / 12);
     let mut said = None;
     if usize::from(depth) > MAX_LEVELS - 1 {
         said = Some((
@@ -239,7 +240,7 @@ fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
         }
     }
     if let Some((code, how, level)) = said {
-        c.p.on(Subject::Inode(ino)).harmless(
+        c.report(Subject::Inode(ino)).harmless(
             1,
             code,
             format!("Inode {ino} extent tree (at level {level}) could be {how}."),
@@ -275,7 +276,7 @@ fn entry_bound(l: u64, next: u64) -> u64 {
 /// its logical block's offset in its cluster, and blocks of one logical
 /// cluster in one physical cluster.
 fn misaligned(c: &Ctx, last: Option<(u64, u64)>, l: u64, p: u64) -> bool {
-    let bits = c.geo.cluster_bits;
+    let bits = c.geo().cluster_bits;
     if bits == 0 {
         return false;
     }
@@ -338,7 +339,7 @@ impl ExtWalk {
     fn leave(&mut self, c: &mut Ctx) {
         if let Some(Some(child)) = self.csum_pending.pop() {
             let (l, p, n) = self.last_entry;
-            c.p.on(Subject::Block(child)).error_fix(
+            c.report(Subject::Block(child)).error_fix(
                 1,
                 ProblemCode::PR_1_EXTENT_ONLY_CSUM_INVALID,
                 format!(
@@ -374,11 +375,11 @@ impl ExtWalk {
         let l = u64::from(e.ee_block.get());
         let n = u64::from(e.len());
         let p = e.start().0;
-        let total = c.geo.blocks_count;
+        let total = c.geo().blocks_count;
         self.last_entry = (l, p, n);
         // Only built for a problem: this runs for every extent.
         let place = || format!("(logical block {l}, physical block {p}, len {n})");
-        let bad = if p == 0 || p < c.geo.first_data_block || p >= total {
+        let bad = if p == 0 || p < c.geo().first_data_block || p >= total {
             Some((
                 ProblemCode::PR_1_EXTENT_BAD_START_BLK,
                 format!(
@@ -439,14 +440,14 @@ impl ExtWalk {
         if let Some((code, msg)) = bad {
             // A tree being rebuilt leaves the entry out instead.
             if self.rebuild.is_some() {
-                c.p.on(Subject::pointer(ino, at.slot)).error(1, code, msg);
+                c.report(Subject::pointer(ino, at.slot)).error(1, code, msg);
             } else {
-                c.p.on(Subject::pointer(ino, at.slot))
+                c.report(Subject::pointer(ino, at.slot))
                     .error_fix(1, code, msg, self.remove(at));
-                self.node_rewritten(c.repairing);
+                self.node_rewritten(c.repairing());
             }
             if code == ProblemCode::PR_1_TOOBIG_DIR {
-                c.p.latch_last(
+                c.latch_last(
                     ProblemCode::PR_1_INODE_TOOBIG,
                     format!("Inode {ino} is too big."),
                 );
@@ -460,14 +461,14 @@ impl ExtWalk {
         // clears the flag and then judges what they hold).
         let mut e = e;
         if self.want_runs && e.is_unwritten() && self.rebuild.is_none() {
-            c.p.on(Subject::pointer(ino, at.slot)).error_fix(
+            c.report(Subject::pointer(ino, at.slot)).error_fix(
                 1,
                 ProblemCode::PR_1_UNINIT_DBLOCK,
                 format!("Directory inode {ino} has an unwritten extent at block {l}."),
                 Fix::ExtentWritten(self.ino, at.slot.block, at.slot.index, self.owner),
             );
-            self.node_rewritten(c.repairing);
-            if c.repairing {
+            self.node_rewritten(c.repairing());
+            if c.repairing() {
                 let len = e.len();
                 let _ = e.set_len(len, false);
             }
@@ -480,7 +481,7 @@ impl ExtWalk {
         if misaligned(c, self.last_mapped, l, p) {
             // As e2fsck: claimed twice, so that pass 1D gives the
             // extent a copy where its blocks sit as the format wants.
-            c.p.on(Subject::InodeAt(ino, l)).error(
+            c.report(Subject::InodeAt(ino, l)).error(
                 1,
                 ProblemCode::PR_1_MISALIGNED_CLUSTER,
                 format!(
@@ -538,10 +539,10 @@ impl ExtWalk {
         };
         if let Some((code, msg)) = bad {
             if fixing {
-                c.p.on(Subject::pointer(ino, p.slot))
+                c.report(Subject::pointer(ino, p.slot))
                     .error_fix(1, code, msg, self.remove(p));
             } else {
-                c.p.on(Subject::pointer(ino, p.slot)).error(1, code, msg);
+                c.report(Subject::pointer(ino, p.slot)).error(1, code, msg);
             }
             self.res.bad = true;
             return Step::Next;
@@ -560,13 +561,13 @@ impl ExtWalk {
         let ino = self.ino;
         let fixing = self.rebuild.is_none();
         let (l, child, level, i) = (p.logical, p.physical, p.level, p.slot.index);
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
+        let mut buf = vec![0u8; c.geo().block_size as usize];
+        if c.fs()
             .device()
-            .read_at(&mut buf, child * u64::from(c.geo.block_size))
+            .read_at(&mut buf, child * u64::from(c.geo().block_size))
             .is_err()
         {
-            c.p.on(Subject::pointer(ino, p.slot)).error(
+            c.report(Subject::pointer(ino, p.slot)).error(
                 1,
                 ProblemCode::PR_1_READ_EXTENT,
                 format!("Error while reading over extent tree in inode {ino} (block {child})"),
@@ -580,7 +581,7 @@ impl ExtWalk {
         let own = stored(&buf);
         let want = p.levels;
         if fixing && own != want && buf.get(..2) == Some(&EXTENT_MAGIC.to_le_bytes()[..]) {
-            c.p.on(Subject::pointer(ino, p.slot)).harmless_fix(
+            c.report(Subject::pointer(ino, p.slot)).harmless_fix(
                 1,
                 ProblemCode::EXT4R_1_EXTENT_NODE_DEPTH,
                 format!(
@@ -594,7 +595,7 @@ impl ExtWalk {
         // The inode's seed is worked out here, for the few inodes with
         // tree blocks (two CRCs an inode when done for every one).
         let csum_bad = c.csum()
-            && verify_extent_block_checksum(self.owner.seed(c.sb.csum_seed()), &buf).is_err();
+            && verify_extent_block_checksum(self.owner.seed(c.sb().csum_seed()), &buf).is_err();
         // A node below the root with no entries (left so by a repair
         // that cleared all it held, or written so): libext2fs cannot go
         // down into it, and e2fsck clears the whole inode ("Failed to
@@ -618,7 +619,7 @@ impl ExtWalk {
                     });
                 if let Some(f) = first.filter(|&f| u64::from(f) != l && fixing) {
                     // As e2fsck: the index takes its node's first block.
-                    c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+                    c.report(Subject::pointer(ino, p.slot)).error_fix(
                         1,
                         ProblemCode::PR_1_EXTENT_INDEX_START_INVALID,
                         format!(
@@ -639,14 +640,14 @@ impl ExtWalk {
             None => {
                 let msg = format!("Inode {ino} has an invalid extent node (blk {child}, lblk {l})");
                 if fixing {
-                    c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+                    c.report(Subject::pointer(ino, p.slot)).error_fix(
                         1,
                         ProblemCode::PR_1_EXTENT_HEADER_INVALID,
                         msg,
                         self.remove(p),
                     );
                 } else {
-                    c.p.on(Subject::pointer(ino, p.slot)).error(
+                    c.report(Subject::pointer(ino, p.slot)).error(
                         1,
                         ProblemCode::PR_1_EXTENT_HEADER_INVALID,
                         msg,

@@ -46,16 +46,17 @@ pub(crate) struct MapResult {
 /// too big (2 GiB; e2fsck's PR_1_TOOBIG_DIR), unless largedir or a size
 /// above 4 GiB lifts the limit.
 pub(crate) fn dir_limit(c: &Ctx, inode: &Inode, is_dir: bool) -> Option<u64> {
-    let largedir =
-        c.sb.has_incompat(ext4r_format::features::Incompat::LARGEDIR);
+    let largedir = c
+        .sb()
+        .has_incompat(ext4r_format::features::Incompat::LARGEDIR);
     (is_dir && !largedir && inode.i_size_high.get() == 0)
-        .then(|| 1u64 << (31 - c.geo.block_size.trailing_zeros()))
+        .then(|| 1u64 << (31 - c.geo().block_size.trailing_zeros()))
 }
 
 /// Walks an ext2/3 block map, claiming data and indirect blocks.
 pub(crate) fn blockmap(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> MapResult {
     let limit = dir_limit(c, inode, want_runs);
-    let bs = c.geo.block_size;
+    let bs = c.geo().block_size;
     let max_blocks = 1u64 << (31 - (bs.trailing_zeros() - 10));
     let mut w = MapCheck {
         limit,
@@ -121,25 +122,25 @@ impl Visitor for MapCheck<'_> {
             if ino == BAD_INO {
                 // e2fsck's process_bad_block.
                 let msg = format!("Illegal {what} ({b}) in bad block inode.");
-                c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+                c.report(Subject::pointer(ino, p.slot)).error_fix(
                     1,
                     ProblemCode::PR_1_BB_ILLEGAL_BLOCK_NUM,
                     msg,
                     fix,
                 );
-                c.p.latch_last(
+                c.latch_last(
                     ProblemCode::PR_1_INODE_BBLOCK_LATCH,
                     "Bad block inode has illegal block(s).".into(),
                 );
             } else {
                 let msg = format!("Illegal {what} ({b}) in inode {ino}.");
-                c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+                c.report(Subject::pointer(ino, p.slot)).error_fix(
                     1,
                     ProblemCode::PR_1_ILLEGAL_BLOCK_NUM,
                     msg,
                     fix,
                 );
-                c.p.latch_last(
+                c.latch_last(
                     ProblemCode::PR_1_INODE_BLOCK_LATCH,
                     format!("Inode {ino} has illegal block(s)."),
                 );
@@ -188,10 +189,9 @@ impl Visitor for MapCheck<'_> {
             let what = if is_reg { "file" } else { "symlink" };
             let msg = format!("{} ({b}) causes {what} to be too big.", cap(&block_desc(p)));
             self.c
-                .p
-                .on(Subject::pointer(ino, p.slot))
+                .report(Subject::pointer(ino, p.slot))
                 .error_fix(1, code, msg, fix);
-            self.c.p.latch_last(
+            self.c.latch_last(
                 ProblemCode::PR_1_INODE_TOOBIG,
                 format!("Inode {ino} is too big."),
             );
@@ -208,13 +208,13 @@ impl Visitor for MapCheck<'_> {
                 "{} ({b}) causes directory to be too big.",
                 cap(&block_desc(p))
             );
-            self.c.p.on(Subject::pointer(ino, p.slot)).error_fix(
+            self.c.report(Subject::pointer(ino, p.slot)).error_fix(
                 1,
                 ProblemCode::PR_1_TOOBIG_DIR,
                 msg,
                 fix,
             );
-            self.c.p.latch_last(
+            self.c.latch_last(
                 ProblemCode::PR_1_INODE_TOOBIG,
                 format!("Inode {ino} is too big."),
             );
@@ -250,11 +250,11 @@ impl Visitor for MapCheck<'_> {
     }
 
     fn enter(&mut self, p: &Ptr) -> Result<Option<Vec<u8>>, Self::Error> {
-        let bs = self.c.geo.block_size;
+        let bs = self.c.geo().block_size;
         let mut buf = vec![0u8; bs as usize];
         if self
             .c
-            .fs
+            .fs()
             .device()
             .read_at(&mut buf, p.physical * u64::from(bs))
             .is_err()
@@ -290,19 +290,19 @@ fn cap(s: &str) -> String {
 }
 
 fn too_many(c: &mut Ctx, ino: u32, illegal: u32, res: &mut MapResult) -> bool {
-    if illegal != 12 && !(c.repairing && illegal % 12 == 0) {
+    if illegal != 12 && !(c.repairing() && illegal % 12 == 0) {
         return false;
     }
     if ino == BAD_INO {
         return false;
     }
-    c.p.on(Subject::Inode(ino)).error_fix(
+    c.report(Subject::Inode(ino)).error_fix(
         1,
         ProblemCode::PR_1_TOO_MANY_BAD_BLOCKS,
         format!("Too many illegal blocks in inode {ino}."),
         Fix::ClearInode(ino),
     );
-    if c.repairing {
+    if c.repairing() {
         res.cleared = true;
         res.bad = true;
         return true;

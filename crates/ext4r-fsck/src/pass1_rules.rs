@@ -36,7 +36,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         // Named by the superblock with the feature on, it is judged as a
         // special inode; otherwise it must hold nothing.
         if holds_data(inode) {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_QUOTA_INODE_NOT_CLEAR,
                 format!("Quota inode {ino} is not in use, but contains data."),
@@ -52,7 +52,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         _ => mode != 0,
     };
     if bad {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_RESERVED_BAD_MODE,
             format!("Reserved inode {ino} has invalid mode ({mode:#o})."),
@@ -65,7 +65,7 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
             ino,
             inode,
             rec,
-            if bad && c.repairing { 0 } else { mode },
+            if bad && c.repairing() { 0 } else { mode },
         );
     }
 }
@@ -82,7 +82,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     if matches!(mode & S_IFMT, S_IFREG | S_IFDIR) {
         let flags = inode.flags();
         if !flags.contains(InodeFlags::INLINE_DATA) {
-            if c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
+            if c.sb().has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
                 let _ = crate::pass1_extents::extents(c, ino, inode, false);
             } else {
                 let _ = crate::pass1_map::blockmap(c, ino, inode, false);
@@ -97,7 +97,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     if let Some((code, msg, fix, _)) = crate::idata_extents::resolve(c, ino, inode, kind, rec.len())
     {
         let cleared = matches!(fix, Fix::ClearInode(_));
-        c.p.on(Subject::Inode(ino)).error_fix(1, code, msg, fix);
+        c.report(Subject::Inode(ino)).error_fix(1, code, msg, fix);
         if cleared {
             return;
         }
@@ -105,35 +105,35 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
     let (ea_blocks, _) = crate::pass1_xattr::xattrs(c, ino, inode, rec, false);
     let flags = inode.flags();
     if flags.contains(InodeFlags::INDEX) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_NODIR,
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
             Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
         );
     }
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let size = inode.size();
-    let extents = c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS);
+    let extents = c.sb().has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS);
     let too_big = if extents {
         size > (1u64 << (32 + bs.trailing_zeros())) - 1
     } else {
         size > blockmap_max_bytes(bs)
     };
     if too_big {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_SIZE,
             format!("Inode {ino}, i_size is {size}, should be 0."),
             Fix::InodeSize(ino, 0),
         );
     }
-    let huge = c.sb.has_ro_compat(RoCompat::HUGE_FILE);
-    let have = inode.blocks_count(huge, c.geo.block_size);
-    let blocks = ea_blocks << c.geo.cluster_bits;
+    let huge = c.sb().has_ro_compat(RoCompat::HUGE_FILE);
+    let have = inode.blocks_count(huge, c.geo().block_size);
+    let blocks = ea_blocks << c.geo().cluster_bits;
     let want = blocks * (bs / 512);
-    if have != want && c.sb.s_creator_os.get() != 1 {
-        c.p.on(Subject::Inode(ino)).error_fix(
+    if have != want && c.sb().s_creator_os.get() != 1 {
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_BLOCKS,
             format!("Inode {ino}, i_blocks is {have}, should be {want}."),
@@ -145,7 +145,7 @@ fn reserved_blocks(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], mode: u16) 
 /// The quota inodes the superblock names (with the quota feature) and the
 /// orphan file are regular files.
 pub(crate) fn special_mode(c: &mut Ctx, ino: u32, inode: &Inode) {
-    let sb = &c.sb;
+    let sb = c.sb();
     let quota = sb.has_ro_compat(RoCompat::QUOTA)
         && [
             sb.s_usr_quota_inum.get(),
@@ -168,14 +168,15 @@ pub(crate) fn special_mode(c: &mut Ctx, ino: u32, inode: &Inode) {
             format!("Orphan file inode {ino} is not regular file."),
         )
     };
-    c.p.on(Subject::Inode(ino))
+    c.report(Subject::Inode(ino))
         .error_fix(1, code, what, Fix::InodeMode(ino, S_IFREG));
 }
 
 /// The inode the superblock names as orphan file while the feature is
 /// off must be empty. Returns whether it was judged so.
 pub(crate) fn stray_orphan_file(c: &mut Ctx, ino: u32, inode: &Inode) -> bool {
-    if c.sb.has_compat(Compat::ORPHAN_FILE) || c.sb.s_orphan_file_inum.get() != ino || ino == 0 {
+    if c.sb().has_compat(Compat::ORPHAN_FILE) || c.sb().s_orphan_file_inum.get() != ino || ino == 0
+    {
         return false;
     }
     // e2fsck reaches its orphan file branch only after the bad-block,
@@ -185,7 +186,7 @@ pub(crate) fn stray_orphan_file(c: &mut Ctx, ino: u32, inode: &Inode) -> bool {
         return false;
     }
     if holds_data(inode) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_ORPHAN_FILE_NOT_CLEAR,
             format!("Orphan file inode {ino} is not in use, but contains data."),
@@ -220,7 +221,7 @@ pub(crate) fn format_flags(
     // test below: decided inline, without the call.
     if flags.contains(InodeFlags::EXTENTS)
         && !flags.intersects(InodeFlags::INLINE_DATA | InodeFlags::INDEX)
-        && c.sb.has_incompat(Incompat::EXTENTS)
+        && c.sb().has_incompat(Incompat::EXTENTS)
     {
         return Verdict::Go(flags);
     }
@@ -236,12 +237,12 @@ fn judged_flags(
     mut flags: InodeFlags,
     has_inline_attr: bool,
 ) -> Verdict {
-    let extents_fs = c.sb.has_incompat(Incompat::EXTENTS);
+    let extents_fs = c.sb().has_incompat(Incompat::EXTENTS);
     // Parsed only where it decides something (not for every extent file).
     let header_ok = || ext4r_format::extent::ExtentNode::parse(&inode.i_block).is_ok();
     if flags.contains(InodeFlags::EXTENTS) && !extents_fs {
         if header_ok() {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_EXTENT_FEATURE,
                 format!(
@@ -250,7 +251,7 @@ fn judged_flags(
                 Fix::SetIncompat(Incompat::EXTENTS.bits()),
             );
         } else {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_EXTENTS_SET,
                 format!(
@@ -267,22 +268,22 @@ fn judged_flags(
         && (mode == S_IFREG || mode == S_IFDIR)
         && header_ok()
     {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_UNSET_EXTENT_FL,
             format!("Inode {ino} missing EXTENT_FL, but is in extents format"),
             Fix::InodeSetFlags(ino, InodeFlags::EXTENTS.bits()),
         );
-        if c.repairing {
+        if c.repairing() {
             flags.insert(InodeFlags::EXTENTS);
         }
     }
     if flags.contains(InodeFlags::INLINE_DATA)
-        && !c.sb.has_incompat(Incompat::INLINE_DATA)
-        && ino >= c.sb.first_ino()
+        && !c.sb().has_incompat(Incompat::INLINE_DATA)
+        && ino >= c.sb().first_ino()
     {
         if has_inline_attr {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INLINE_DATA_FEATURE,
                 format!(
@@ -291,7 +292,7 @@ fn judged_flags(
                 Fix::SetIncompat(Incompat::INLINE_DATA.bits()),
             );
         } else {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 ProblemCode::PR_1_INLINE_DATA_SET,
                 format!(
@@ -304,13 +305,13 @@ fn judged_flags(
         }
     }
     if flags.contains(InodeFlags::INDEX) && mode != S_IFDIR {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_HTREE_NODIR,
             format!("Inode {ino} has INDEX_FL flag set but is not a directory."),
             Fix::InodeClearFlags(ino, InodeFlags::INDEX.bits()),
         );
-        if c.repairing {
+        if c.repairing() {
             flags.remove(InodeFlags::INDEX);
         }
     }
@@ -319,8 +320,8 @@ fn judged_flags(
 
 /// A fast symlink (no blocks) marked as extent-mapped loses the flag.
 pub(crate) fn fast_symlink_flag(c: &mut Ctx, ino: u32, flags: InodeFlags) {
-    if c.sb.has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
-        c.p.on(Subject::Inode(ino)).error_fix(
+    if c.sb().has_incompat(Incompat::EXTENTS) && flags.contains(InodeFlags::EXTENTS) {
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_FAST_SYMLINK_EXTENT_FL,
             format!("Fast symlink {ino} has EXTENT_FL set."),
@@ -337,11 +338,11 @@ const EXTRA_TIMES: [(usize, usize); 4] = [(0x08, 0x8c), (0x0c, 0x84), (0x90, 0x9
 /// check_inode_extra_negative_epoch): read today as years 2310–2378.
 /// e2fsck mends them while the clock is before 2242.
 pub(crate) fn negative_epoch(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
-    if c.now >= 2 * (1i64 << 32) || rec.len() <= 128 {
+    if c.now() >= 2 * (1i64 << 32) || rec.len() <= 128 {
         return;
     }
     if epoch_fields(inode, rec).next().is_some() {
-        c.p.on(Subject::Inode(ino)).harmless_fix(
+        c.report(Subject::Inode(ino)).harmless_fix(
             1,
             ProblemCode::PR_1_EA_TIME_OUT_OF_RANGE,
             format!("Timestamp(s) on inode {ino} beyond 2310-04-04 are likely pre-1970."),
@@ -371,16 +372,17 @@ pub(crate) fn epoch_fields<'a>(inode: &Inode, rec: &'a [u8]) -> impl Iterator<It
 /// add_encrypted_file): none makes the flag go, one of a known version
 /// but the wrong size makes the inode go. Returns whether it stays.
 pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
-    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(InodeNr(ino)) else {
         return true;
     };
-    let ctx =
-        c.fs.xattrs(&info)
-            .ok()
-            .and_then(|xs| xs.into_iter().find(|x| x.name == b"index9.c"))
-            .map(|x| x.value);
+    let ctx = c
+        .fs()
+        .xattrs(&info)
+        .ok()
+        .and_then(|xs| xs.into_iter().find(|x| x.name == b"index9.c"))
+        .map(|x| x.value);
     let Some(v) = ctx else {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_MISSING_ENCRYPTION_XATTR,
             format!("Inode {ino} has encrypt flag but no encryption extended attribute."),
@@ -396,7 +398,7 @@ pub(crate) fn encryption_context(c: &mut Ctx, ino: u32) -> bool {
         Some(_) => false,
     };
     if corrupt {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_CORRUPT_ENCRYPTION_XATTR,
             format!("Encrypted inode {ino} has corrupt encryption extended attribute."),

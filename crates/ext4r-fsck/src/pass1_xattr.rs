@@ -55,21 +55,21 @@ fn some_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) -
 /// Whether the inode's xattrs keep values in EA inodes; those inodes are
 /// noted as referenced (pass 4 leaves them out of the link count).
 fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
-    let before = c.ea_refs.len();
+    let mut refs = Vec::new();
     let mut block_refs = false;
     // The in-inode area: after the fixed part and its 4-byte magic.
     if let Some(x) = rec.get(0x80..0x82) {
         let start = 128 + usize::from(u16::from_le_bytes([x[0], x[1]]));
         if rec.get(start..start + 4) == Some(&0xEA02_0000u32.to_le_bytes()[..]) {
-            value_inums(&rec[start + 4..], &mut c.ea_refs);
+            value_inums(&rec[start + 4..], &mut refs);
         }
     }
     let blk = inode.file_acl(c.wide()).0;
     if blk != 0 && c.valid_range(blk, 1) {
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
+        let mut buf = vec![0u8; c.geo().block_size as usize];
+        if c.fs()
             .device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
+            .read_at(&mut buf, blk * u64::from(c.geo().block_size))
             .is_ok()
             && buf[..4] == 0xEA02_0000u32.to_le_bytes()
         {
@@ -78,11 +78,13 @@ fn has_ea_inode_refs(c: &mut Ctx, inode: &Inode, rec: &[u8]) -> bool {
             block_refs = !named.is_empty();
             // A shared block's entries count once, when it is first seen.
             if c.xattr_block(blk).is_none_or(|x| x.counted <= 1) {
-                c.ea_refs.extend(named);
+                refs.extend(named);
             }
         }
     }
-    block_refs || c.ea_refs.len() > before
+    let any = !refs.is_empty();
+    c.add_ea_refs(refs);
+    block_refs || any
 }
 
 /// e2fsck's check_ea_in_inode on the in-inode area (`area`: from its
@@ -212,7 +214,7 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                 );
             } else if let Some(hashes) = restamp() {
                 let Restamp { name, stored, .. } = &hashes[0];
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::EXT4R_1_INLINE_ATTR_HASH,
                     format!(
@@ -222,21 +224,21 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                     Fix::IbodyXattrHashes(ino, hashes.iter().map(|h| (h.offset, h.hash)).collect()),
                 );
             } else if let Some((code, msg)) = ibody_scan(ino, area) {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     code,
                     msg,
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
             } else if let Some((code, why, _)) = bad_entries(&entries, true) {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     code,
                     format!("Inode {ino} has a bad extended attribute area: {why}."),
                     crate::fix::Fix::ClearIbodyXattrs(ino),
                 );
             } else if crate::ea_region::collides(area) {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     1,
                     ProblemCode::PR_1_INODE_EA_ALLOC_COLLISION,
                     format!("Inode {ino} extended attribute is corrupt (allocation collision)."),
@@ -254,7 +256,7 @@ fn ibody_xattrs(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], inline: bool) 
                     format!("Inode {ino} has a bad extended attribute area: {e}."),
                 )
             });
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 1,
                 code,
                 msg,
@@ -273,12 +275,12 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
     if blk == 0 {
         return (0, false);
     }
-    if !c.sb.has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
+    if !c.sb().has_compat(Compat::EXT_ATTR) || !c.valid_range(blk, 1) {
         // e2fsck marks the inode bad and judges it in pass 2, when an
         // entry names it (process_bad_inode). No entry may name a reserved
         // inode other than the root (the journal, the resize inode, the
         // quota files): e2fsck never says a word of theirs, and leaves it.
-        if ino != ext4r_format::inode::ino::ROOT && ino < c.sb.first_ino() {
+        if ino != ext4r_format::inode::ino::ROOT && ino < c.sb().first_ino() {
             return (0, false);
         }
         // Outside the filesystem it is a bad address; without the
@@ -300,7 +302,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
                 ),
             )
         };
-        c.p.on(Subject::Inode(ino))
+        c.report(Subject::Inode(ino))
             .error_fix(2, code, msg, Fix::InodeClearFileAcl(ino));
         return (0, false);
     }
@@ -310,7 +312,7 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
             // Judged bad for an earlier inode: judged again (e2fsck marks
             // only good blocks seen), and cleared here too.
             let msg = bad_block_message(code, ino, blk, x.bad_hash);
-            c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+            c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
                 1,
                 code,
                 msg,
@@ -320,10 +322,11 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
         }
         return (u64::from(x.valid), false);
     }
-    let mut buf = vec![0u8; c.geo.block_size as usize];
-    let read =
-        c.fs.device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size));
+    let mut buf = vec![0u8; c.geo().block_size as usize];
+    let read = c
+        .fs()
+        .device()
+        .read_at(&mut buf, blk * u64::from(c.geo().block_size));
     let parsed = read
         .as_ref()
         .ok()
@@ -335,11 +338,11 @@ fn xattr_block(c: &mut Ctx, ino: u32, inode: &Inode) -> (u64, bool) {
     let (bad, bad_hash) = block_entries(c, ino, inode, blk, &entries);
     if bad.is_none()
         && c.csum()
-        && verify_xattr_block_checksum(c.sb.csum_seed(), BlockNr(blk), &buf).is_err()
+        && verify_xattr_block_checksum(c.sb().csum_seed(), BlockNr(blk), &buf).is_err()
     {
         // As e2fsck: only a block that passes every other check has its
         // checksum rewritten.
-        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+        c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             ProblemCode::PR_1_EA_BLOCK_ONLY_CSUM_INVALID,
             format!(
@@ -382,7 +385,7 @@ fn unparsed_block(c: &mut Ctx, ino: u32, blk: u64, buf: &[u8], read_failed: bool
     } else {
         ProblemCode::PR_1_EA_ALLOC_COLLISION
     };
-    c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+    c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
         1,
         code,
         bad_block_message(code, ino, blk, 0),
@@ -425,7 +428,7 @@ fn block_entries(
     } else if let Some(stored) = zero_hash_in_block(entries) {
         // e2fsck's check_ext_attr compares a block entry's hash as it is:
         // only an in-inode entry may leave it 0 (older kernels did).
-        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+        c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             ProblemCode::PR_1_ATTR_HASH,
             format!("Extended attribute in inode {ino} has a hash ({stored}) which is invalid"),
@@ -433,7 +436,7 @@ fn block_entries(
         );
         bad = Some(ProblemCode::PR_1_ATTR_HASH);
     } else if let Some((code, _, stored)) = bad_entries(entries, false) {
-        c.p.on(Subject::XattrBlock { ino, block: blk }).error_fix(
+        c.report(Subject::XattrBlock { ino, block: blk }).error_fix(
             1,
             code,
             bad_block_message(code, ino, blk, stored),
@@ -457,8 +460,8 @@ fn ea_inode_reference(
     parent: &Inode,
     entries: &XattrEntries<'_>,
 ) -> Option<(ProblemCode, String, Option<u32>)> {
-    let first = c.sb.first_ino();
-    let last = c.sb.s_inodes_count.get();
+    let first = c.sb().first_ino();
+    let last = c.sb().s_inodes_count.get();
     for e in entries.iter().filter_map(Result::ok) {
         let n = e.entry.e_value_inum.get();
         if n == 0 {
@@ -474,7 +477,7 @@ fn ea_inode_reference(
         if n < first || n > last {
             return Some(illegal());
         }
-        let Ok(target) = c.fs.inode(InodeNr(n)) else {
+        let Ok(target) = c.fs().inode(InodeNr(n)) else {
             continue;
         };
         let t = &target.inode;
@@ -514,10 +517,10 @@ fn ea_inode_reference(
 /// for Lustre's old references); and how many values were charged (the
 /// inodes quota counts for the owner besides itself).
 pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) {
-    let cluster = u64::from(c.geo.block_size) << c.geo.cluster_bits;
-    let ratio = 1u64 << c.geo.cluster_bits;
-    let first = c.sb.first_ino();
-    let last = c.sb.s_inodes_count.get();
+    let cluster = u64::from(c.geo().block_size) << c.geo().cluster_bits;
+    let ratio = 1u64 << c.geo().cluster_bits;
+    let first = c.sb().first_ino();
+    let last = c.sb().s_inodes_count.get();
     let charge = |entries: &XattrEntries<'_>| -> (u64, u64) {
         let mut total = 0;
         let mut inodes = 0;
@@ -526,7 +529,7 @@ pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) 
             if n < first || n > last {
                 continue;
             }
-            let Ok(t) = c.fs.inode(InodeNr(n)) else {
+            let Ok(t) = c.fs().inode(InodeNr(n)) else {
                 continue;
             };
             let stored = e.entry.e_hash.get();
@@ -551,10 +554,10 @@ pub(crate) fn ea_inode_charge(c: &Ctx, inode: &Inode, rec: &[u8]) -> (u64, u64) 
     }
     let blk = inode.file_acl(c.wide()).0;
     if blk != 0 && c.valid_range(blk, 1) {
-        let mut buf = vec![0u8; c.geo.block_size as usize];
-        if c.fs
+        let mut buf = vec![0u8; c.geo().block_size as usize];
+        if c.fs()
             .device()
-            .read_at(&mut buf, blk * u64::from(c.geo.block_size))
+            .read_at(&mut buf, blk * u64::from(c.geo().block_size))
             .is_ok()
         {
             if let Ok((_, entries)) = parse_xattr_block(&buf) {
@@ -581,7 +584,7 @@ fn report_ea_inode_reference(
         }
         None => clear,
     };
-    c.p.on(subject).error_fix(1, code, msg, fix);
+    c.report(subject).error_fix(1, code, msg, fix);
 }
 
 /// A block entry whose stored hash is 0 where its value's hash is not.
@@ -724,7 +727,7 @@ pub(crate) fn finish_xattr_blocks(c: &mut Ctx) {
         .map(|(b, x)| (*b, x.refcount, x.counted))
         .collect();
     for (b, r, n) in bad {
-        c.p.on(Subject::Block(b)).error_fix(
+        c.report(Subject::Block(b)).error_fix(
             1,
             ProblemCode::PR_1_EXTATTR_REFCOUNT,
             format!("Extended attribute block {b} has reference count {r}, should be {n}."),

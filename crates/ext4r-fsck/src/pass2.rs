@@ -27,20 +27,21 @@ const RUN_BYTES: u64 = 64 << 10;
 pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // The inodes pass 1's findings name by path, to note where this pass
     // meets each first.
-    let wanted: Vec<u32> =
-        c.p.list()
-            .iter()
-            .filter(|p| p.pass == 2)
-            .flat_map(|p| crate::pathname::q_wanted(&p.message).collect::<Vec<_>>())
-            .collect();
+    let wanted: Vec<u32> = c
+        .problems()
+        .list()
+        .iter()
+        .filter(|p| p.pass == 2)
+        .flat_map(|p| crate::pathname::q_wanted(&p.message).collect::<Vec<_>>())
+        .collect();
     c.want_q_dirs(wanted);
     walk(c, progress);
     let q_dirs = c.take_q_dirs();
     if q_dirs.is_empty() {
         return;
     }
-    let fs = c.fs.clone();
-    for p in c.p.each_mut() {
+    let fs = c.shared_fs();
+    for p in c.reorder_problems().each_mut() {
         if p.pass == 2 && crate::pathname::q_wanted(&p.message).next().is_some() {
             p.message =
                 crate::pathname::fill_q(&fs, &p.message, |i| q_dirs.get(&i).copied().unwrap_or(0));
@@ -55,7 +56,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // directory's two parts are blocks numbered 0, read before any other
     // block of their kind; with dir_index, every directory's block #0
     // comes before every other block.
-    let dx_order = c.sb.has_compat(Compat::DIR_INDEX);
+    let dx_order = c.sb().has_compat(Compat::DIR_INDEX);
     let mut blocks = blocks_in_order(c, dx_order);
     inline_dirs(
         c,
@@ -68,14 +69,14 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // With dir_index, the inline parts in `system.data` (e2fsck's block
     // #1) come before the first block past a block #0.
     let mut inline_second = dx_order;
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let bsz = num::index(bs);
     let total = blocks.len() as u64;
-    let mut saw_block0 = vec![false; c.dirs.len()];
+    let mut saw_block0 = vec![false; c.dirs().len()];
     let mut dx = htree::DxDirs::default();
     // Runs of physically contiguous blocks, each read at once; half as
     // long with several readers, each with runs in flight.
-    let run_bytes = if c.threads > 1 {
+    let run_bytes = if c.threads() > 1 {
         RUN_BYTES / 2
     } else {
         RUN_BYTES
@@ -83,17 +84,17 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     let runs = contiguous_runs(&blocks, bs, run_bytes);
     // The readers share the directories pass 1 found (not changed from
     // here on; their links are).
-    let dirs = c.dirs.clone();
-    let fs_seed = c.sb.csum_seed();
+    let dirs = c.shared_dirs();
+    let fs_seed = c.sb().csum_seed();
     let meta_of = |b: &DirBlock| match dirs.binary_search_by_key(&b.ino, |r| r.ino) {
         Ok(d) => Meta::of(&dirs[d], fs_seed, b.lblk),
         Err(_) => Meta::default(),
     };
-    let kinds = c.inodes.kinds();
+    let kinds = c.inodes().kinds();
     let rules = Rules::new(c, &kinds);
-    let v0 = htree::version_for(c, c.sb.s_def_hash_version);
-    let hseed = c.sb.hash_seed();
-    let dev = c.fs.device_shared();
+    let v0 = htree::version_for(c, c.sb().s_def_hash_version);
+    let hseed = c.sb().hash_seed();
+    let dev = c.fs().device_shared();
     // The runs, told to the device a window ahead of the readers (see
     // `crate::ahead`): known since pass 1, in the order they are read.
     let ahead = crate::ahead::Ahead::new(&*dev, runs.len(), |r| {
@@ -103,7 +104,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // Reads a run of blocks and works out ahead of the checks what needs
     // no shared state (`None`: the read failed); the names in blocks
     // found clean are counted there too.
-    let names = c.inodes.names();
+    let names = c.name_counts();
     let read = |buf: &mut Vec<u8>, r: usize| {
         let (i, j) = runs[r];
         ahead.reading(r);
@@ -123,7 +124,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     // counts them again): taken back once all are counted.
     let mut recounted: Vec<u32> = Vec::new();
     let mut check = |c: &mut Ctx, r: usize, buf: &[u8], pre: Option<Vec<Pre>>| {
-        if c.abort {
+        if c.stopping() {
             return;
         }
         let (i, j) = runs[r];
@@ -133,7 +134,7 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
             return;
         };
         for (k, b) in blocks[i..j].iter().enumerate() {
-            if c.abort {
+            if c.stopping() {
                 return;
             }
             if inline_second && b.lblk != 0 {
@@ -156,11 +157,11 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
             dir_block(c, &mut dx, b, block, pre);
         }
     };
-    if c.threads > 1 && runs.len() > 1 {
+    if c.threads() > 1 && runs.len() > 1 {
         // A reader per thread; this one checks in order what they did
         // not find clean and applies what they did (parents, '..'): a
         // small share of the pass once most blocks are clean.
-        let readers = c.threads.min(runs.len());
+        let readers = c.threads().min(runs.len());
         crate::ordered::ordered(
             runs.len(),
             vec![Vec::new(); readers],
@@ -185,10 +186,10 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
     }
     drop(names);
     // Pass 3A reads the directories it rebuilds again.
-    blocks.retain(|b| c.rehash_dirs.contains(&b.ino));
-    c.dir_blocks = blocks;
+    blocks.retain(|b| c.rehashes(b.ino));
+    c.keep_dir_blocks(blocks);
     for t in recounted {
-        c.inodes.remove_name(t);
+        c.name_dropped(t);
     }
     after_walk(c, dx, inline_second, &saw_block0);
 }
@@ -202,7 +203,7 @@ fn unread(c: &mut Ctx, blocks: &[DirBlock], inline_second: &mut bool) {
             *inline_second = false;
             inline_dirs(c, InlinePart::Second);
         }
-        c.p.on(Subject::InodeAt(b.ino, b.lblk)).error(
+        c.report(Subject::InodeAt(b.ino, b.lblk)).error(
             2,
             ProblemCode::PR_2_READ_DIRBLOCK,
             format!(
@@ -218,13 +219,13 @@ fn unread(c: &mut Ctx, blocks: &[DirBlock], inline_second: &mut bool) {
 /// not yet met (no block past a block #0), the htree indexes it gathered,
 /// and the directories whose block #0 it never met.
 fn after_walk(c: &mut Ctx, dx: htree::DxDirs, inline_second: bool, saw_block0: &[bool]) {
-    if c.abort {
+    if c.stopping() {
         return;
     }
     if inline_second {
         inline_dirs(c, InlinePart::Second);
     }
-    if c.abort {
+    if c.stopping() {
         return;
     }
     htree::check(c, dx);
@@ -237,7 +238,7 @@ fn after_walk(c: &mut Ctx, dx: htree::DxDirs, inline_second: bool, saw_block0: &
 /// directory's block #0 first. What is found, and which of two names of a
 /// directory is its first (the other is the extra link), follows it.
 fn blocks_in_order(c: &mut Ctx, dx_order: bool) -> Vec<DirBlock> {
-    let mut blocks = std::mem::take(&mut c.dir_blocks);
+    let mut blocks = c.take_dir_blocks();
     blocks.sort_unstable();
     blocks.dedup_by_key(|b| b.phys);
     blocks.sort_unstable_by_key(|b| (dx_order && b.lblk != 0, b.phys, b.ino, b.lblk));
@@ -269,7 +270,7 @@ fn contiguous_runs(blocks: &[DirBlock], bs: u64, run_bytes: u64) -> Vec<(usize, 
 /// there: e2fsck gives it a new block.
 fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
     for (d, saw) in saw_block0.iter().enumerate() {
-        let r = c.dirs[d];
+        let r = c.dirs()[d];
         if !saw && !r.inline() {
             let msg = format!("Directory inode {} has an unallocated block #0.", r.ino);
             // As e2fsck: a new block with '.' and '..' (pass 3 sets the
@@ -282,13 +283,13 @@ fn unallocated_block0(c: &mut Ctx, saw_block0: &[bool]) {
                 crate::lost_found::reserve_block(c)
             };
             match block {
-                Some(b) => c.p.on(Subject::InodeAt(r.ino, 0)).error_fix(
+                Some(b) => c.report(Subject::InodeAt(r.ino, 0)).error_fix(
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
                     crate::fix::Fix::DirBlock0(r.ino, b, r.owner()),
                 ),
-                None => c.p.on(Subject::InodeAt(r.ino, 0)).error(
+                None => c.report(Subject::InodeAt(r.ino, 0)).error(
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
@@ -371,15 +372,15 @@ impl<'a> Rules<'a> {
     fn new(c: &Ctx, kinds: &'a crate::inode_map::Kinds) -> Self {
         Rules {
             csum: c.csum(),
-            filetype: c.sb.has_incompat(Incompat::FILETYPE),
-            repairing: c.repairing,
-            inodes_count: c.sb.s_inodes_count.get(),
-            first_ino: c.sb.first_ino(),
+            filetype: c.sb().has_incompat(Incompat::FILETYPE),
+            repairing: c.repairing(),
+            inodes_count: c.sb().s_inodes_count.get(),
+            first_ino: c.sb().first_ino(),
             hidden: [
-                c.sb.s_usr_quota_inum.get(),
-                c.sb.s_grp_quota_inum.get(),
-                c.sb.s_prj_quota_inum.get(),
-                c.sb.s_orphan_file_inum.get(),
+                c.sb().s_usr_quota_inum.get(),
+                c.sb().s_grp_quota_inum.get(),
+                c.sb().s_prj_quota_inum.get(),
+                c.sb().s_orphan_file_inum.get(),
             ],
             kinds,
         }
@@ -489,20 +490,19 @@ fn apply_clean(
     let subdirs: Vec<Option<usize>> = clean.subdirs.iter().map(|&t| c.dir_idx(t)).collect();
     for (i, td) in subdirs.iter().enumerate() {
         if let Some(td) = *td {
-            if c.dir_links[td].parent != 0 || subdirs[..i].contains(&Some(td)) {
+            if c.links(td).parent != 0 || subdirs[..i].contains(&Some(td)) {
                 return false;
             }
         }
     }
     if let Some((target, off)) = clean.dotdot {
-        c.dir_links[d].dotdot = target;
-        c.dir_links[d].set_dotdot_at(b.phys, num::index(u64::from(off)));
+        c.found_dotdot(d, target, b.phys, num::index(u64::from(off)));
     }
     for td in subdirs.into_iter().flatten() {
-        c.dir_links[td].parent = b.ino;
+        c.found_parent(td, b.ino);
     }
     // The names are counted by the reader.
-    let hashed = c.dirs[d].htree() && !c.dirs[d].encrypted() && !c.dirs[d].casefold();
+    let hashed = c.dirs()[d].htree() && !c.dirs()[d].encrypted() && !c.dirs()[d].casefold();
     if hashed && b.lblk > 0 {
         let names = || {
             DirBlockIter::new(block)
@@ -582,10 +582,10 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let leaf_csum = pre.and_then(|p| p.csum);
     let ino = b.ino;
     let Some(d) = c.dir_idx(ino) else { return };
-    let htree = c.dirs[d].htree();
-    let hashed = htree && !c.dirs[d].encrypted() && !c.dirs[d].casefold();
-    let seed = c.dirs[d].seed(c.sb.csum_seed());
-    let owner = c.dirs[d].owner();
+    let htree = c.dirs()[d].htree();
+    let hashed = htree && !c.dirs()[d].encrypted() && !c.dirs()[d].casefold();
+    let seed = c.dirs()[d].seed(c.sb().csum_seed());
+    let owner = c.dirs()[d].owner();
     // An htree root: "." and ".." then index data.
     // The root's '.' and '..' are records like any (the index lives in
     // the slack of '..'): damaged ones are salvaged as in a linear block.
@@ -593,7 +593,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     if htree && b.lblk == 0 && dots_ok() {
         if let Ok(root) = parse_dx_root(block) {
             if c.csum() && verify_dx_checksum(seed, block).is_err() {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                c.report(Subject::Inode(ino)).error_fix(
                     2,
                     ProblemCode::PR_2_HTREE_ROOT_CSUM_INVALID,
                     format!("Problem in HTREE directory inode {ino}: root node fails checksum."),
@@ -628,7 +628,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     // An interior htree node looks like one empty record over the block.
     if htree && b.lblk > 0 && is_dx_node(block, c.csum()) {
         if hashed && !htree::note_node(dx, ino, b.lblk, block) {
-            c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
+            c.report(Subject::InodeAt(ino, b.lblk)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_BADBLK,
                 format!(
@@ -639,7 +639,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             );
         }
         if c.csum() && verify_dx_checksum(seed, block).is_err() {
-            c.p.on(Subject::Inode(ino)).error_fix(
+            c.report(Subject::Inode(ino)).error_fix(
                 2,
                 ProblemCode::PR_2_HTREE_NODE_CSUM_INVALID,
                 format!("Problem in HTREE directory inode {ino}: internal node fails checksum."),
@@ -653,11 +653,11 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     let mut failed_csum = false;
     if c.csum() {
         let (tail, ok) = leaf_csum.unwrap_or_else(|| {
-            let t = crate::salvage::has_tail(block, c.geo.block_size);
+            let t = crate::salvage::has_tail(block, c.geo().block_size);
             (t, t && verify_dir_block_checksum(seed, block).is_ok())
         });
         if !tail {
-            c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
+            c.report(Subject::InodeAt(ino, b.lblk)).error_fix(
                 2,
                 ProblemCode::PR_2_LEAF_NODE_MISSING_CSUM,
                 format!(
@@ -667,11 +667,11 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
                 crate::fix::Fix::DirAddTail(b.phys, owner),
             );
             // e2fsck rebuilds such a directory in pass 3A.
-            if c.repairing {
-                c.rehash_dirs.insert(ino);
+            if c.repairing() {
+                c.rehash(ino);
             }
             // Declined, the block still fails its checksum.
-            failed_csum = !c.repairing;
+            failed_csum = !c.repairing();
         } else if !ok {
             failed_csum = true;
         }
@@ -680,7 +680,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
         // PR_2_LEAF_NODE_ONLY_CSUM_INVALID, after the entries (in e2fsck
         // only for a block they left as it was; a repair here rewrites
         // the checksum either way).
-        c.p.on(Subject::InodeAt(ino, b.lblk)).error_fix(
+        c.report(Subject::InodeAt(ino, b.lblk)).error_fix(
             2,
             ProblemCode::PR_2_LEAF_NODE_ONLY_CSUM_INVALID,
             format!(
@@ -692,7 +692,7 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
     }
 }
 
-/// The entries of directory block `b` (of directory `c.dirs[d]`); false
+/// The entries of directory block `b` (of directory `c.dirs()[d]`); false
 /// when the block could not be read as one (and the rest is skipped).
 fn entries(
     c: &mut Ctx,
@@ -704,7 +704,7 @@ fn entries(
     hashed: bool,
 ) -> bool {
     let ino = b.ino;
-    let start = c.p.mark();
+    let start = c.problems().mark();
     let mut salvages = Vec::new();
     let Some(salvaged) = salvage_block(c, d, b, block, &mut salvages) else {
         return false;
@@ -718,7 +718,8 @@ fn entries(
     let mut flush = |c: &mut Ctx, upto: usize| {
         while waiting.front().is_some_and(|w| w.0 <= upto) {
             if let Some((_, chunk)) = waiting.pop_front() {
-                c.p.insert_at(c.p.mark(), chunk);
+                let end = c.problems().mark();
+                c.reorder_problems().insert_at(end, chunk);
             }
         }
     };
@@ -728,7 +729,7 @@ fn entries(
     let block: &[u8] = salvaged.as_deref().unwrap_or(block);
     let mut names: Vec<(&[u8], usize, u32)> = Vec::new();
     let mut leaf_names: Vec<&[u8]> = Vec::new();
-    let encrypted = c.dirs[d].encrypted();
+    let encrypted = c.dirs()[d].encrypted();
     for (pos, e) in DirBlockIter::new(block).enumerate() {
         // A block that still does not parse was reported above.
         let Ok(e) = e else { break };
@@ -775,8 +776,8 @@ fn entries(
 fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], usize, u32)>) {
     let ino = b.ino;
     names.sort_unstable();
-    let owner = c.dirs[d].owner();
-    let scheduled = c.rehash_dirs.contains(&ino);
+    let owner = c.dirs()[d].owner();
+    let scheduled = c.rehashes(ino);
     // The repeat e2fsck meets first walking the block: the lowest offset
     // of a name seen before it.
     let mut first_repeat: Option<(usize, &[u8])> = None;
@@ -787,7 +788,7 @@ fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], us
         let dots = w[0].0 == b"." || w[0].0 == b"..";
         if dots {
             let shown = crate::pathname::safe(w[0].0);
-            c.p.on(b.entry_at(w[1].1)).error_fix(
+            c.report(b.entry_at(w[1].1)).error_fix(
                 2,
                 ProblemCode::PR_2_DUPLICATE_DIRENT,
                 format!("Duplicate entry '{shown}' found in directory inode {ino}."),
@@ -798,16 +799,16 @@ fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], us
         }
     }
     if let Some((_, name)) = first_repeat {
-        c.p.on(Subject::Inode(ino)).harmless(
+        let path = crate::pathname::dir_path(c.fs(), ino);
+        c.report(Subject::Inode(ino)).harmless(
             2,
             ProblemCode::PR_2_REPORT_DUP_DIRENT,
             format!(
-                "Duplicate entry '{}' found.\n\tMarking {} ({ino}) to be rebuilt.",
+                "Duplicate entry '{}' found.\n\tMarking {path} ({ino}) to be rebuilt.",
                 crate::pathname::safe(name),
-                crate::pathname::dir_path(&c.fs, ino)
             ),
         );
-        c.rehash_dirs.insert(ino);
+        c.rehash(ino);
     }
 }
 
@@ -824,7 +825,8 @@ fn salvages_waiting(
     let mut waiting: std::collections::VecDeque<(usize, Vec<crate::problem::Problem>)> =
         Default::default();
     if !salvages.is_empty() {
-        let mut said = c.p.take_range(start..c.p.mark()).into_iter();
+        let end = c.problems().mark();
+        let mut said = c.reorder_problems().take_range(start..end).into_iter();
         let mut taken = start;
         for &(at, end) in salvages {
             let chunk: Vec<crate::problem::Problem> = said.by_ref().take(end - taken).collect();
@@ -847,10 +849,10 @@ fn encrypted_too_short(c: &mut Ctx, d: usize, b: &DirBlock, name: &[u8], offset:
     let msg = format!(
         "Encrypted entry '{}' in {} ({ino}) is too short.",
         crate::pathname::safe(name),
-        crate::pathname::dir_path(&c.fs, ino)
+        crate::pathname::dir_path(c.fs(), ino)
     );
     bad_entry(c, d, b, offset, ProblemCode::PR_2_BAD_ENCRYPTED_NAME, msg);
-    c.repairing
+    c.repairing()
 }
 
 /// The record of '.' or '..' (`slot` 0 or 1) as such: the byte after its
@@ -858,12 +860,12 @@ fn encrypted_too_short(c: &mut Ctx, d: usize, b: &DirBlock, name: &[u8], offset:
 /// block's free space split.
 fn dot_record(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8], slot: usize, e: &DirEntry<'_>) {
     let ino = b.ino;
-    let owner = c.dirs[d].owner();
+    let owner = c.dirs()[d].owner();
     let name = e.name;
     if e.inode.0 != 0 && b.phys != 0 && (name == b"." || name == b"..") {
         let at = e.offset + 8 + name.len();
         if block.get(at).is_some_and(|&x| x != 0) {
-            c.p.on(b.entry_at(e.offset)).error_fix(
+            c.report(b.entry_at(e.offset)).error_fix(
                 2,
                 if name == b"." {
                     ProblemCode::PR_2_DOT_NULL_TERM
@@ -881,7 +883,7 @@ fn dot_record(c: &mut Ctx, d: usize, b: &DirBlock, block: &[u8], slot: usize, e:
     if slot == 0 && name == b"." && e.rec_len > 24 {
         // A '.' holding the block's free space: split, as e2fsck does
         // (its PR_NO_OK: not an error).
-        c.p.on(b.entry_at(e.offset)).harmless_fix(
+        c.report(b.entry_at(e.offset)).harmless_fix(
             2,
             ProblemCode::PR_2_SPLIT_DOT,
             format!("Directory entry for '.' in ... ({ino}) is big."),
@@ -1060,9 +1062,9 @@ fn salvage_block(
     salvages: &mut Vec<(usize, usize)>,
 ) -> Option<Option<Vec<u8>>> {
     let ino = b.ino;
-    let bs = c.geo.block_size;
-    let owner = c.dirs[d].owner();
-    let max_ino = c.sb.s_inodes_count.get();
+    let bs = c.geo().block_size;
+    let owner = c.dirs()[d].owner();
+    let max_ino = c.sb().s_inodes_count.get();
     let mut copy: Option<Vec<u8>> = None;
     let mut made_dot = false;
     // Each salvage mends at least one record; a block holds at most
@@ -1089,14 +1091,14 @@ fn salvage_block(
                 .next()
                 .and_then(Result::ok)
                 .is_some_and(|e| e.name == b"." && e.inode.0 != 0);
-            if c.repairing && b.lblk == 0 && dot_ok {
+            if c.repairing() && b.lblk == 0 && dot_ok {
                 // A '.' over the records after it is split (e2fsck's
                 // PR_NO_OK, reported without counting); when a '..'
                 // follows, e2fsck's check_dot leaves it and goes on to
                 // read it and what follows in the same pass: read them
                 // here too, or pass 3 would reconnect what they name.
                 if let Some(v) = crate::dot::split_view(cur, bs) {
-                    c.p.on(b.entry_at(0)).harmless_fix(
+                    c.report(b.entry_at(0)).harmless_fix(
                         2,
                         ProblemCode::PR_2_SPLIT_DOT,
                         format!("Directory entry for '.' in ... ({ino}) is big."),
@@ -1105,11 +1107,11 @@ fn salvage_block(
                     return Some(Some(v));
                 }
             }
-            if !c.repairing || b.lblk != 0 || dot_ok || made_dot {
+            if !c.repairing() || b.lblk != 0 || dot_ok || made_dot {
                 return Some(copy);
             }
             let mut next = cur.to_vec();
-            let ft = if c.sb.has_incompat(Incompat::FILETYPE) {
+            let ft = if c.sb().has_incompat(Incompat::FILETYPE) {
                 ft::DIR
             } else {
                 0
@@ -1129,7 +1131,7 @@ fn salvage_block(
                     format!("First entry in directory inode {ino} should be '.'"),
                 )
             };
-            c.p.on(b.entry_at(0)).error_fix(
+            c.report(b.entry_at(0)).error_fix(
                 2,
                 code,
                 msg,
@@ -1153,17 +1155,17 @@ fn salvage_block(
             "Directory inode {ino}, block #{}, offset {at}: directory corrupted",
             { b.lblk }
         );
-        let before = c.p.mark();
-        c.p.on(b.entry_at(at)).error_fix(
+        let before = c.problems().mark();
+        c.report(b.entry_at(at)).error_fix(
             2,
             ProblemCode::PR_2_DIR_CORRUPTED,
             msg,
             crate::fix::Fix::DirSalvage(b.phys, at, prev, owner),
         );
-        if c.p.mark() > before {
-            salvages.push((at, c.p.mark()));
+        if c.problems().mark() > before {
+            salvages.push((at, c.problems().mark()));
         }
-        if !c.repairing {
+        if !c.repairing() {
             unsalvaged(c);
             return None;
         }
@@ -1188,8 +1190,7 @@ fn salvage_block(
 /// there ("e2fsck: aborted", exit 12), as its check_dir_block does when
 /// the salvage is declined.
 fn unsalvaged(c: &mut Ctx) {
-    c.abort = true;
-    c.fatal = Some("aborted".into());
+    c.fail("aborted");
 }
 
 /// An interior node: one empty record over the block and, as e2fsck
@@ -1224,15 +1225,17 @@ enum InlinePart {
 /// Inline directories, read record by record (see [`crate::inline_dir`]),
 /// in inode order.
 fn inline_dirs(c: &mut Ctx, part: InlinePart) {
-    let inl: Vec<usize> = (0..c.dirs.len()).filter(|&d| c.dirs[d].inline()).collect();
+    let inl: Vec<usize> = (0..c.dirs().len())
+        .filter(|&d| c.dirs()[d].inline())
+        .collect();
     for d in inl {
-        if c.abort {
+        if c.stopping() {
             return;
         }
         if part != InlinePart::Second {
             inline_first(c, d);
         }
-        if c.abort {
+        if c.stopping() {
             return;
         }
         if part != InlinePart::First {
@@ -1244,8 +1247,8 @@ fn inline_dirs(c: &mut Ctx, part: InlinePart) {
 /// An inline directory's `.`, `..` and the records in its `i_block`.
 fn inline_first(c: &mut Ctx, d: usize) {
     use crate::inline_dir::{AREA_IBLOCK, AREA_PARENT};
-    let ino = c.dirs[d].ino;
-    let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
+    let ino = c.dirs()[d].ino;
+    let Ok(mut rec) = c.fs().inode_record(InodeNr(ino)) else {
         return;
     };
     let parent = rec
@@ -1268,11 +1271,11 @@ fn inline_first(c: &mut Ctx, d: usize) {
 /// says it twice; a value a repair resizes is read in the next round, as
 /// it will be (e2fsck reads it after its fix).
 fn inline_second(c: &mut Ctx, d: usize) {
-    let ino = c.dirs[d].ino;
-    let Ok(mut rec) = c.fs.inode_record(InodeNr(ino)) else {
+    let ino = c.dirs()[d].ino;
+    let Ok(mut rec) = c.fs().inode_record(InodeNr(ino)) else {
         return;
     };
-    if c.repairing && inline_bad_size(&rec).is_some() {
+    if c.repairing() && inline_bad_size(&rec).is_some() {
         return;
     }
     inline_size(c, ino, &rec);
@@ -1283,7 +1286,7 @@ fn inline_second(c: &mut Ctx, d: usize) {
 /// 2 on: `.` and `..` are not records there).
 fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
     use crate::inline_dir::{records, AREA_IBLOCK};
-    let ino = c.dirs[d].ino;
+    let ino = c.dirs()[d].ino;
     let Some(bytes) = crate::inline_dir::area_mut(rec, area) else {
         return;
     };
@@ -1293,7 +1296,7 @@ fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
     // damaged one are seen in this round (e2fsck goes on after its salvage
     // the same way; otherwise pass 3 reconnects what they name). Each
     // salvage mends at least one record.
-    let max_ino = c.sb.s_inodes_count.get();
+    let max_ino = c.sb().s_inodes_count.get();
     for _ in 0..bytes.len() / 8 + 1 {
         let Some((off, prev)) = records(&bytes).1 else {
             break;
@@ -1306,7 +1309,7 @@ fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
         } else {
             (1, off)
         };
-        c.p.on(Subject::Entry {
+        c.report(Subject::Entry {
             dir: ino,
             lblk: blk,
             offset: u32::try_from(at).unwrap_or(u32::MAX),
@@ -1317,7 +1320,7 @@ fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
             format!("Directory inode {ino}, block #{blk}, offset {at}: directory corrupted"),
             crate::fix::Fix::InlineSalvage(ino, area, off, prev),
         );
-        if !c.repairing {
+        if !c.repairing() {
             // Declined, e2fsck stops there.
             unsalvaged(c);
             return;
@@ -1346,10 +1349,10 @@ fn inline_area(c: &mut Ctx, d: usize, rec: &mut [u8], area: u64) {
 fn htree_tails(c: &mut Ctx) {
     for (ino, end, illegal_end) in c.take_htree_tails() {
         let Some(d) = c.dir_idx(ino) else { continue };
-        if !c.dirs[d].htree() {
+        if !c.dirs()[d].htree() {
             continue;
         }
-        let owner = c.dirs[d].owner();
+        let owner = c.dirs()[d].owner();
         for l in end..illegal_end {
             let msg = format!("Directory inode {ino} has an unallocated block #{l}.");
             let block = if l < 12 {
@@ -1358,25 +1361,24 @@ fn htree_tails(c: &mut Ctx) {
                 None
             };
             match block {
-                Some(b) => c.p.on(Subject::InodeAt(ino, l)).error_fix(
+                Some(b) => c.report(Subject::InodeAt(ino, l)).error_fix(
                     2,
                     ProblemCode::PR_2_DIRECTORY_HOLE,
                     msg,
                     crate::fix::Fix::DirBlockAt(ino, l, b, owner),
                 ),
-                None => {
-                    c.p.on(Subject::InodeAt(ino, l))
-                        .error(2, ProblemCode::PR_2_DIRECTORY_HOLE, msg)
-                }
+                None => c.report(Subject::InodeAt(ino, l)).error(
+                    2,
+                    ProblemCode::PR_2_DIRECTORY_HOLE,
+                    msg,
+                ),
             }
             if l == end {
-                c.p.on(Subject::Inode(ino)).error_fix(
+                let path = crate::pathname::dir_path(c.fs(), ino);
+                c.report(Subject::Inode(ino)).error_fix(
                     2,
                     ProblemCode::PR_2_UNEXPECTED_HTREE_BLOCK,
-                    format!(
-                        "Unexpected block in HTREE directory inode {ino} ({}).",
-                        crate::pathname::dir_path(&c.fs, ino)
-                    ),
+                    format!("Unexpected block in HTREE directory inode {ino} ({path})."),
                     crate::fix::Fix::ClearIndexFlag(ino),
                 );
                 // Read as the linear directory it becomes.
@@ -1396,7 +1398,7 @@ fn inline_size(c: &mut Ctx, ino: u32, rec: &[u8]) {
         return;
     };
     let msg = format!("Inline directory inode {ino} size ({size}) must be a multiple of 4.");
-    c.p.on(Subject::Inode(ino)).error_fix(
+    c.report(Subject::Inode(ino)).error_fix(
         2,
         ProblemCode::PR_2_BAD_INLINE_DIR_SIZE,
         msg,

@@ -19,33 +19,34 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         // As e2fsck: a new root (its inode table must be readable; a
         // table being relocated gets the root in the next round). The
         // rest of the tree is judged once it exists; pass 5 still runs.
-        let table_ok = !c.bad_group.first().copied().unwrap_or(true);
+        let table_ok = !c.groups().table_unusable(0);
         match table_ok
             .then(|| crate::lost_found::reserve_block(c))
             .flatten()
         {
             Some(b) => {
-                c.p.on(Subject::Inode(special::ROOT)).error_fix(
+                c.report(Subject::Inode(special::ROOT)).error_fix(
                     3,
                     ProblemCode::PR_3_NO_ROOT_INODE,
                     msg,
                     crate::fix::Fix::MakeRoot(b),
                 );
             }
-            None => {
-                c.p.on(Subject::Inode(special::ROOT))
-                    .error(3, ProblemCode::PR_3_NO_ROOT_INODE, msg)
-            }
+            None => c.report(Subject::Inode(special::ROOT)).error(
+                3,
+                ProblemCode::PR_3_NO_ROOT_INODE,
+                msg,
+            ),
         }
         c.skip_to_pass5();
         return;
     };
     // The root's parent is itself.
-    c.dir_links[root].parent = special::ROOT;
+    c.found_parent(root, special::ROOT);
     // Reachability: follow parents upward; a chain that does not reach the
     // root (or loops) is unconnected. State: 0 unknown, 1 on the current
     // path, 2 reaches root, 3 does not.
-    let n = c.dirs.len();
+    let n = c.dirs().len();
     let mut state = vec![0u8; n];
     state[root] = 2;
     for start in 0..n {
@@ -59,8 +60,8 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             }
             state[cur] = 1;
             path.push(cur);
-            match c.dir_idx(c.dir_links[cur].parent) {
-                Some(p) if c.dir_links[cur].parent != 0 => cur = p,
+            match c.dir_idx(c.links(cur).parent) {
+                Some(p) if c.links(cur).parent != 0 => cur = p,
                 _ => break 3,
             }
         };
@@ -86,8 +87,8 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                 break Some((cur, true));
             }
             seen.push(cur);
-            match c.dir_idx(c.dir_links[cur].parent) {
-                Some(p) if c.dir_links[cur].parent != 0 => cur = p,
+            match c.dir_idx(c.links(cur).parent) {
+                Some(p) if c.links(cur).parent != 0 => cur = p,
                 _ => break Some((cur, false)),
             }
         };
@@ -95,7 +96,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
             reported[s] = true;
         }
         if let Some((t, looped)) = top {
-            let r = c.dirs[t];
+            let r = c.dirs()[t];
             c.note_reconnect(format!("#{}", r.ino).len());
             let (code, msg) = if looped {
                 (
@@ -103,7 +104,7 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     format!(
                         "Recursively looped directory inode {} ({})",
                         r.ino,
-                        crate::pathname::dir_path(&c.fs, r.ino)
+                        crate::pathname::dir_path(c.fs(), r.ino)
                     ),
                 )
             } else {
@@ -113,11 +114,11 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
                     format!(
                         "Unconnected directory inode {} (was in {})",
                         r.ino,
-                        crate::pathname::dir_path(&c.fs, c.dir_links[t].dotdot)
+                        crate::pathname::dir_path(c.fs(), c.links(t).dotdot)
                     ),
                 )
             };
-            c.p.on(Subject::Inode(r.ino)).error_fix(
+            c.report(Subject::Inode(r.ino)).error_fix(
                 3,
                 code,
                 msg,
@@ -126,28 +127,34 @@ pub(crate) fn run_pass3(c: &mut Ctx, _progress: Progress<'_>) {
         }
     }
     for d in 0..n {
-        let (r, l) = (c.dirs[d], c.dir_links[d]);
+        let (r, l) = (c.dirs()[d], c.links(d));
         if r.ino != special::ROOT && l.parent != 0 && l.dotdot != l.parent {
             match l.dotdot_at() {
-                Some((blk, off)) => c.p.on(Subject::Inode(r.ino)).error_fix(
-                    3,
-                    ProblemCode::PR_3_BAD_DOT_DOT,
-                    bad_dotdot(&c.fs, r.ino, &l),
-                    crate::fix::Fix::DirEntryInode(blk, off, l.parent, r.owner()),
-                ),
+                Some((blk, off)) => {
+                    let msg = bad_dotdot(c.fs(), r.ino, &l);
+                    c.report(Subject::Inode(r.ino)).error_fix(
+                        3,
+                        ProblemCode::PR_3_BAD_DOT_DOT,
+                        msg,
+                        crate::fix::Fix::DirEntryInode(blk, off, l.parent, r.owner()),
+                    );
+                }
                 None => {
-                    let msg = bad_dotdot(&c.fs, r.ino, &l);
+                    let msg = bad_dotdot(c.fs(), r.ino, &l);
                     if r.inline() {
                         let f = crate::fix::Fix::InlineParent(r.ino, l.parent);
-                        c.p.on(Subject::Inode(r.ino)).error_fix(
+                        c.report(Subject::Inode(r.ino)).error_fix(
                             3,
                             ProblemCode::PR_3_BAD_DOT_DOT,
                             msg,
                             f,
                         );
                     } else {
-                        c.p.on(Subject::Inode(r.ino))
-                            .error(3, ProblemCode::PR_3_BAD_DOT_DOT, msg);
+                        c.report(Subject::Inode(r.ino)).error(
+                            3,
+                            ProblemCode::PR_3_BAD_DOT_DOT,
+                            msg,
+                        );
                     }
                 }
             }
@@ -162,13 +169,13 @@ fn root_entry(
     root: &ext4r::fs::InodeInfo,
     name: &[u8],
 ) -> Option<(u64, usize, crate::fix::Owner)> {
-    let owner = c.dirs[c.dir_idx(special::ROOT)?].owner();
-    let bs = c.geo.block_size as usize;
+    let owner = c.dirs()[c.dir_idx(special::ROOT)?].owner();
+    let bs = c.geo().block_size as usize;
     let mut buf = vec![0u8; bs];
-    for r in c.fs.runs(root).ok()? {
+    for r in c.fs().runs(root).ok()? {
         for k in 0..r.len {
             let b = r.physical + k;
-            c.fs.device().read_at(&mut buf, b * bs as u64).ok()?;
+            c.fs().device().read_at(&mut buf, b * bs as u64).ok()?;
             for e in ext4r_format::dir::DirBlockIter::new(&buf).flatten() {
                 if e.inode.0 != 0 && e.name == name {
                     return Some((b, e.offset, owner));
@@ -180,15 +187,15 @@ fn root_entry(
 }
 
 fn lost_and_found(c: &mut Ctx) {
-    let root = match c.fs.inode(ext4r_format::InodeNr(special::ROOT)) {
+    let root = match c.fs().inode(ext4r_format::InodeNr(special::ROOT)) {
         Ok(r) => r,
         Err(_) => return,
     };
-    match c.fs.lookup(&root, b"lost+found") {
+    match c.fs().lookup(&root, b"lost+found") {
         Ok(Some(ino)) => {
-            let is_dir = c.inodes.is_dir(ino.0);
+            let is_dir = c.inodes().is_dir(ino.0);
             let encrypted = is_dir
-                && c.fs.inode(ino).is_ok_and(|i| {
+                && c.fs().inode(ino).is_ok_and(|i| {
                     i.inode
                         .flags()
                         .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
@@ -198,7 +205,7 @@ fn lost_and_found(c: &mut Ctx) {
             let unlink = root_entry(c, &root, b"lost+found")
                 .map(|(blk, off, owner)| crate::fix::Fix::DirEntryClear(blk, off, owner));
             let inline = is_dir
-                && c.fs.inode(ino).is_ok_and(|i| {
+                && c.fs().inode(ino).is_ok_and(|i| {
                     i.inode
                         .flags()
                         .contains(ext4r_format::inode::InodeFlags::INLINE_DATA)
@@ -219,20 +226,19 @@ fn lost_and_found(c: &mut Ctx) {
                 return;
             };
             match unlink {
-                Some(f) => {
-                    c.p.on(Subject::Inode(ino.0))
-                        .error_fix(3, code, msg.into(), f)
-                }
-                None => c.p.on(Subject::Inode(ino.0)).error(3, code, msg.into()),
+                Some(f) => c
+                    .report(Subject::Inode(ino.0))
+                    .error_fix(3, code, msg.into(), f),
+                None => c.report(Subject::Inode(ino.0)).error(3, code, msg.into()),
             }
         }
         // As e2fsck: a read-only check does not miss it (only a repair
         // creates it, or a reconnection needs it).
-        Ok(None) if !c.repairing => {}
+        Ok(None) if !c.repairing() => {}
         Ok(None) => {
             let msg = "/lost+found not found.".to_string();
             match crate::lost_found::plan(c) {
-                Some(n) => c.p.on(Subject::Filesystem).error_fix(
+                Some(n) => c.report(Subject::Filesystem).error_fix(
                     3,
                     ProblemCode::PR_3_NO_LF_DIR,
                     msg,
@@ -244,16 +250,16 @@ fn lost_and_found(c: &mut Ctx) {
                 // user is told to make room. A full filesystem is not an
                 // inconsistency: nothing is left to fix.
                 None => {
-                    c.p.on(Subject::Filesystem)
+                    c.report(Subject::Filesystem)
                         .harmless(3, ProblemCode::PR_3_NO_LF_DIR, msg);
-                    c.p.on(Subject::Filesystem).harmless(
+                    c.report(Subject::Filesystem).harmless(
                         3,
                         ProblemCode::PR_3_LPF_NO_SPACE,
                         "Cannot allocate space for /lost+found.\n\
                          Place lost files in root directory instead"
                             .into(),
                     );
-                    c.p.on(Subject::Filesystem).harmless(
+                    c.report(Subject::Filesystem).harmless(
                         3,
                         ProblemCode::PR_3_NO_SPACE_TO_RECOVER,
                         "Insufficient space to recover lost files!\n\
@@ -272,16 +278,16 @@ fn lost_and_found(c: &mut Ctx) {
 /// it (an xattr block's entries once, however many inodes share it).
 /// Lustre's old EA inodes keep no count; their `i_ctime` equals `i_atime`.
 fn ea_inode_refs(c: &mut Ctx, ino: u32) {
-    let lo = c.ea_refs.partition_point(|&x| x < ino);
-    let hi = c.ea_refs.partition_point(|&x| x <= ino);
+    let lo = c.ea_refs().partition_point(|&x| x < ino);
+    let hi = c.ea_refs().partition_point(|&x| x <= ino);
     let actual = (hi - lo) as u64;
-    let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(ext4r_format::InodeNr(ino)) else {
         return;
     };
     let i = &info.inode;
     let stored = u64::from(i.i_ctime.get()) << 32 | u64::from(i.l_i_version.get());
     if stored != actual && i.i_ctime.get() != i.i_atime.get() {
-        c.p.on(Subject::Inode(ino)).error_fix(
+        c.report(Subject::Inode(ino)).error_fix(
             4,
             ProblemCode::PR_4_EA_INODE_REF_COUNT,
             format!("Extended attribute inode {ino} ref count is {stored}, should be {actual}."),
@@ -294,35 +300,35 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     if c.skips_pass4() {
         return;
     }
-    let mut dir_nlink = c.sb.has_ro_compat(RoCompat::DIR_NLINK);
+    let mut dir_nlink = c.sb().has_ro_compat(RoCompat::DIR_NLINK);
     // Files with one link and one name, nearly all, have nothing here:
     // they are passed over 64 at a time (a lookup per inode was most of
     // this pass). EA inodes the flag is missing on are looked at one by one.
     // So are those pass 3A took a link from (their count is no longer
     // the one recorded).
     let skip = c.counts_as_found();
-    let mut next = c.inodes.next(0);
+    let mut next = c.inodes().next(0);
     while let Some(ino) = next {
         let w = ino / 64;
         let left = if skip {
-            c.inodes.unsettled(w) & (!0u64 << (ino % 64))
+            c.inodes().unsettled(w) & (!0u64 << (ino % 64))
         } else {
             !0u64 << (ino % 64)
         };
         if left == 0 {
-            next = (w + 1).checked_mul(64).and_then(|i| c.inodes.next(i));
+            next = (w + 1).checked_mul(64).and_then(|i| c.inodes().next(i));
             continue;
         }
         let ino = w * 64 + left.trailing_zeros();
-        next = ino.checked_add(1).and_then(|i| c.inodes.next(i));
-        let Some(mut r) = c.inodes.get(ino) else {
+        next = ino.checked_add(1).and_then(|i| c.inodes().next(i));
+        let Some(mut r) = c.inodes().get(ino) else {
             continue;
         };
         r.links = r.links.saturating_sub(c.link_drops(ino));
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
         let ea_inode = r.ea_inode || c.ea_flag_missing(r.ino);
-        if ea_inode && c.ea_refs.binary_search(&r.ino).is_ok() {
+        if ea_inode && c.ea_refs().binary_search(&r.ino).is_ok() {
             ea_inode_refs(c, r.ino);
             continue;
         }
@@ -330,7 +336,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         if counted == 0 {
             if r.kind == FileKind::Regular && zero_length(c, r.ino) {
                 // Nothing to save: e2fsck offers to delete it instead.
-                c.p.on(Subject::Inode(r.ino)).error_fix(
+                c.report(Subject::Inode(r.ino)).error_fix(
                     4,
                     ProblemCode::PR_4_ZERO_LEN_INODE,
                     format!("Unattached zero-length inode {}.", r.ino),
@@ -338,7 +344,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 );
                 // Declined (only -n here), e2fsck goes on to offer the
                 // reconnection.
-                if c.repairing {
+                if c.repairing() {
                     continue;
                 }
             }
@@ -348,12 +354,12 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // A count pass 3A took to 0 with the inode's last entry
                 // is 1 again with the new one (e2fsck adjusts it by one
                 // each way), and nothing more is said.
-                let fix = if c.repairing && r.links == 0 && c.link_dropped(r.ino) {
+                let fix = if c.repairing() && r.links == 0 && c.link_dropped(r.ino) {
                     crate::fix::Fix::Each(vec![reconnect, crate::fix::Fix::InodeLinks(r.ino, 1)])
                 } else {
                     reconnect
                 };
-                c.p.on(Subject::Inode(r.ino)).error_fix(
+                c.report(Subject::Inode(r.ino)).error_fix(
                     4,
                     ProblemCode::PR_4_UNATTACHED_INODE,
                     format!("Unattached inode {}", r.ino),
@@ -364,8 +370,8 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // high: "ref count is 2, should be 1" for a file that
                 // had one link. (Declined under -n, the count is not
                 // looked at.)
-                if c.repairing && r.links != 0 {
-                    c.p.on(Subject::Inode(r.ino)).error_fix(
+                if c.repairing() && r.links != 0 {
+                    c.report(Subject::Inode(r.ino)).error_fix(
                         4,
                         ProblemCode::PR_4_BAD_REF_COUNT,
                         format!(
@@ -385,7 +391,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
                 // As e2fsck: the feature is turned on at the first such
                 // directory, which settles it for the others.
                 dir_nlink = true;
-                c.p.on(Subject::Filesystem).error_fix(
+                c.report(Subject::Filesystem).error_fix(
                     4,
                     ProblemCode::PR_4_DIR_NLINK_FEATURE,
                     "Directory exceeds max links, but no DIR_NLINK feature in superblock.".into(),
@@ -395,12 +401,12 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             counted = 1;
         }
         let htree =
-            r.kind == FileKind::Directory && c.dir_idx(r.ino).is_some_and(|d| c.dirs[d].htree());
+            r.kind == FileKind::Directory && c.dir_idx(r.ino).is_some_and(|d| c.dirs()[d].htree());
         if htree && counted > 1 && r.links == 1 {
             // A count that once overflowed and no longer does: set again,
             // and not an error (e2fsck only mends it when it may write).
-            if c.repairing {
-                c.p.on(Subject::Inode(r.ino)).harmless_fix(
+            if c.repairing() {
+                c.report(Subject::Inode(r.ino)).harmless_fix(
                     4,
                     ProblemCode::PR_4_DIR_OVERFLOW_REF_COUNT,
                     format!(
@@ -414,7 +420,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             continue;
         }
         if u32::from(r.links) != counted {
-            c.p.on(Subject::Inode(r.ino)).error_fix(
+            c.report(Subject::Inode(r.ino)).error_fix(
                 4,
                 ProblemCode::PR_4_BAD_REF_COUNT,
                 format!(
@@ -427,7 +433,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
     }
     let names = c.take_reconnects();
     if let Some((lpf, blocks)) = crate::lost_found::plan_expand(c, &names) {
-        c.p.on(Subject::Inode(lpf)).error_fix(
+        c.report(Subject::Inode(lpf)).error_fix(
             3,
             ProblemCode::PR_3_EXPAND_LF_DIR,
             "No room in lost+found directory.  Expand.".into(),
@@ -440,7 +446,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
 /// sees it: no blocks, and no in-inode xattrs (which might be worth
 /// keeping, so it goes to lost+found instead).
 fn zero_length(c: &Ctx, ino: u32) -> bool {
-    let Ok(info) = c.fs.inode(ext4r_format::InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(ext4r_format::InodeNr(ino)) else {
         return false;
     };
     if info.inode.i_blocks_lo.get() != 0 {

@@ -30,12 +30,12 @@ use crate::fix::Fix;
 /// blocks): one it would leave as it is would be listed again by every
 /// later check.
 pub(crate) fn settle(c: &mut Ctx) {
-    if c.rehash_dirs.is_empty() {
+    if c.rehash_dirs().is_empty() {
         return;
     }
-    let lost_found = crate::rehash::lost_found(&c.fs);
-    let fs = c.fs.clone();
-    c.rehash_dirs.retain(|&ino| {
+    let lost_found = crate::rehash::lost_found(c.fs());
+    let fs = c.shared_fs();
+    c.rehash_only(|&ino| {
         if Some(ino) == lost_found {
             return false;
         }
@@ -53,34 +53,31 @@ pub(crate) fn settle(c: &mut Ctx) {
 /// After pass 3: the heading and the repeated names, when a directory is
 /// to be rebuilt. Its findings are pass 3's (said after it).
 pub(crate) fn run(c: &mut Ctx) {
-    if c.repairing {
+    if c.repairing() {
         // Indexes pass 2 cleared (e2fsck's `clear_htree`).
-        let cleared: Vec<u32> =
-            c.p.list()
-                .iter()
-                .filter_map(|p| match p.fix {
-                    Some(Fix::ClearIndexFlag(ino)) => Some(ino),
-                    _ => None,
-                })
-                .collect();
-        c.rehash_dirs.extend(cleared);
+        let cleared: Vec<u32> = c
+            .problems()
+            .list()
+            .iter()
+            .filter_map(|p| match p.fix {
+                Some(Fix::ClearIndexFlag(ino)) => Some(ino),
+                _ => None,
+            })
+            .collect();
+        for ino in cleared {
+            c.rehash(ino);
+        }
     }
-    let dirs: Vec<u32> = c
-        .rehash_dirs
-        .iter()
-        .copied()
-        .filter(|&ino| c.inodes.is_dir(ino))
-        .collect();
-    c.rehash_dirs = dirs.iter().copied().collect();
+    let dirs = c.rehash_only_dirs();
     if dirs.is_empty() {
         return;
     }
-    c.p.on(Subject::Filesystem).harmless(
+    c.report(Subject::Filesystem).harmless(
         3,
         ProblemCode::PR_3A_PASS_HEADER,
         "Pass 3A: Optimizing directories".into(),
     );
-    let mut blocks = std::mem::take(&mut c.dir_blocks);
+    let mut blocks = c.take_dir_blocks();
     blocks.sort_unstable_by_key(|b| (b.ino, b.lblk));
     for ino in dirs {
         let from = blocks.partition_point(|b| b.ino < ino);
@@ -114,19 +111,20 @@ impl Ent {
 /// read or parse (e2fsck gives up rebuilding it then).
 fn read_entries(c: &Ctx, ino: u32, phys: &[u64]) -> Option<Vec<Ent>> {
     // Entries pass 2 clears this round are gone by pass 3A.
-    let cleared: Vec<(u64, usize)> =
-        c.p.list()
-            .iter()
-            .filter_map(|p| match &p.fix {
-                Some(Fix::DirEntryClear(b, off, o)) if o.ino == ino => Some((*b, *off)),
-                _ => None,
-            })
-            .collect();
-    let bs = c.geo.block_size;
+    let cleared: Vec<(u64, usize)> = c
+        .problems()
+        .list()
+        .iter()
+        .filter_map(|p| match &p.fix {
+            Some(Fix::DirEntryClear(b, off, o)) if o.ino == ino => Some((*b, *off)),
+            _ => None,
+        })
+        .collect();
+    let bs = c.geo().block_size;
     let mut buf = vec![0u8; bs as usize];
     let mut out = Vec::new();
     for &b in phys {
-        c.fs.device().read_at(&mut buf, b * u64::from(bs)).ok()?;
+        c.fs().device().read_at(&mut buf, b * u64::from(bs)).ok()?;
         for e in DirBlockIter::with_block_size(&buf, bs) {
             let e = e.ok()?;
             if e.inode.0 == 0 || cleared.contains(&(b, e.offset)) {
@@ -149,7 +147,7 @@ fn read_entries(c: &Ctx, ino: u32, phys: &[u64]) -> Option<Vec<Ent>> {
 /// the later is renamed (`mutate_name`), or cleared when names are
 /// encrypted. Under `-n` each is said and declined.
 fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
-    let Some(dir) = c.dir_idx(ino).map(|d| c.dirs[d]) else {
+    let Some(dir) = c.dir_idx(ino).map(|d| c.dirs()[d]) else {
         return;
     };
     // Case-folded names compare folded: not looked at here.
@@ -159,11 +157,11 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
     let Some(mut ents) = read_entries(c, ino, phys) else {
         return;
     };
-    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(InodeNr(ino)) else {
         return;
     };
-    let bs = u64::from(c.geo.block_size);
-    let sb = &c.sb;
+    let bs = u64::from(c.geo().block_size);
+    let sb = c.sb();
     // As e2fsck's rehash: a directory under two blocks, or whose entries
     // fill less than one, is compacted (entries by name, '.' and '..'
     // first); otherwise indexed (entries by hash, the dots left out).
@@ -196,7 +194,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
         e.hash = hash(&e.name);
     }
     let skip = if compress { 2.min(ents.len()) } else { 0 };
-    let path = crate::pathname::dir_path(&c.fs, ino);
+    let path = crate::pathname::dir_path(c.fs(), ino);
     // Bounded: each round that changes something renames or clears.
     for _ in 0..64 {
         // By hash, then name, then inode from the highest (e2fsck's
@@ -220,13 +218,13 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             // e2fsck's `e2fsck_adjust_inode_count` does.
             let clear = |c: &mut Ctx, e: &Ent| {
                 let mut fixes = vec![Fix::DirEntryClear(e.phys, e.offset, dir.owner())];
-                let links = c.inodes.get(target).map_or(0, |r| r.links);
+                let links = c.inodes().get(target).map_or(0, |r| r.links);
                 let k = c.link_drops(target);
                 if links > k {
                     fixes.push(Fix::InodeLinks(target, links - k - 1));
                 }
-                if c.repairing {
-                    c.inodes.remove_name(target);
+                if c.repairing() {
+                    c.name_dropped(target);
                     if links > k {
                         c.drop_link(target);
                     }
@@ -235,13 +233,13 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             };
             if target == ents[i - 1].ino {
                 let fix = clear(c, &ents[i]);
-                c.p.on(ents[i].subject()).error_fix(
+                c.report(ents[i].subject()).error_fix(
                     3,
                     ProblemCode::PR_2_DUPLICATE_DIRENT,
                     format!("Duplicate entry '{shown}' in {path} ({ino}) found."),
                     fix,
                 );
-                if c.repairing {
+                if c.repairing() {
                     ents[i].ino = 0;
                     fixed += 1;
                     continue;
@@ -249,13 +247,13 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
             }
             if dir.encrypted() {
                 let fix = clear(c, &ents[i]);
-                c.p.on(ents[i].subject()).error_fix(
+                c.report(ents[i].subject()).error_fix(
                     3,
                     ProblemCode::PR_2_NON_UNIQUE_FILE_NO_RENAME,
                     format!("Duplicate filename entry '{shown}' in {path} ({ino}) found."),
                     fix,
                 );
-                if c.repairing {
+                if c.repairing() {
                     ents[i].ino = 0;
                     fixed += 1;
                     continue;
@@ -273,7 +271,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 crate::pass2::mutate_name(&mut new);
                 tries += 1;
             }
-            c.p.on(ents[i].subject()).error_fix(
+            c.report(ents[i].subject()).error_fix(
                 3,
                 ProblemCode::PR_2_NON_UNIQUE_FILE,
                 format!(
@@ -282,7 +280,7 @@ fn duplicates(c: &mut Ctx, ino: u32, phys: &[u64]) {
                 ),
                 Fix::DirEntryRename(ents[i].phys, ents[i].offset, new.clone(), dir.owner()),
             );
-            if c.repairing {
+            if c.repairing() {
                 ents[i].hash = hash(&new);
                 ents[i].name = new;
                 fixed += 1;

@@ -36,7 +36,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// sorted disjoint (start, end) ranges.
 fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     let claims = c.take_claims();
-    if claims.regular() && c.bad_blocks.is_empty() {
+    if claims.regular() && c.bad_blocks().is_empty() {
         // Nothing claimed twice and no bad block to sort out: the union
         // is all there is (the claims are not read back).
         let union: Vec<(u64, u64)> = claims.runs().collect();
@@ -67,7 +67,7 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
     }
     dups.sort_unstable();
     dups.dedup_by_key(|d| (d.0, d.1));
-    if c.sb
+    if c.sb()
         .has_ro_compat(ext4r_format::features::RoCompat::SHARED_BLOCKS)
     {
         // Files may share blocks by design; only metadata must not.
@@ -81,7 +81,7 @@ fn overlaps(c: &mut Ctx) -> Vec<(u64, u64)> {
                 format!("inode {o}")
             }
         };
-        c.p.on(Subject::Shared(*blk, *a, *b)).error(
+        c.report(Subject::Shared(*blk, *a, *b)).error(
             1,
             ProblemCode::PR_1B_DUP_BLOCK,
             format!(
@@ -450,9 +450,9 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
             ext4r_format::group_desc::BG_INODE_UNINIT,
         ),
     };
-    let repairing = c.repairing;
+    let repairing = c.repairing();
     if f.read_error {
-        c.p.on(Subject::Group(g)).error(
+        c.report(Subject::Group(g)).error(
             5,
             ProblemCode::EXT4R_5_READ_BITMAP,
             format!("Cannot read {word} bitmap of group {g}."),
@@ -465,7 +465,7 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
         f.uninit_hits.min(MAX_UNINIT_REPEATS)
     };
     for _ in 0..times {
-        c.p.on(Subject::Group(g)).error_fix(
+        c.report(Subject::Group(g)).error_fix(
             5,
             uninit,
             format!("Group {g} {word}(s) in use but group is marked {unit}"),
@@ -507,21 +507,21 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
 /// The block bitmaps and counts, said up to the total (the padding and
 /// the checksums are said after the inodes').
 fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
-    let cbits = c.geo.cluster_bits;
-    let groups = c.geo.group_count;
+    let cbits = c.geo().cluster_bits;
+    let groups = c.geo().group_count;
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);
     {
         let x = Groups {
-            fs: &c.fs,
-            geo: &c.geo,
+            fs: c.fs(),
+            geo: c.geo(),
             wide: c.wide(),
             csum: c.csum(),
-            csums: ext4r_txn::csum::Checksums::new(&c.sb),
-            bad_bitmaps: &c.bad_bitmaps,
-            states: &c.groups,
+            csums: ext4r_txn::csum::Checksums::new(c.sb()),
+            bad_bitmaps: c.groups().unusable_bitmaps(),
+            states: c.groups().states(),
             reports: AtomicUsize::new(0),
-            per_item: per_item(groups, c.threads),
+            per_item: per_item(groups, c.threads()),
         };
         let mut reports = 0usize;
         // The bitmaps to read, told to the device a window ahead: the
@@ -561,14 +561,13 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
             x.reports.store(reports, Ordering::Relaxed);
             true
         };
-        each_item(&x, c.threads, work, take);
+        each_item(&x, c.threads(), work, take);
     }
     let mut said = Said::new(Bitmap::Block, cbits);
     for (g, f) in found {
         gather(c, Bitmap::Block, &mut said, g, f);
     }
-    c.stats.blocks_used = c.geo.blocks_count.saturating_sub(total_free << cbits);
-    let shown = if c.repairing {
+    let shown = if c.repairing() {
         total_free
     } else {
         total_bitmap_free
@@ -762,29 +761,29 @@ struct InUse<'a> {
 
 /// The inode bitmaps and counts, said up to the total.
 fn inodes(c: &mut Ctx) -> Said {
-    let groups = c.geo.group_count;
+    let groups = c.geo().group_count;
     // In use: reserved inodes, pass 1's inodes, the special ones (a few,
     // merged in order; pass 1's are read from its sets, not copied).
-    let mut extra = c.extra_used.clone();
+    let mut extra = c.extra_used().to_vec();
     extra.sort_unstable();
     extra.dedup();
-    let (used, dirs) = c.inodes.views();
+    let (used, dirs) = c.inodes().views();
     let u = InUse {
         used,
         dirs,
         extra: &extra,
-        first_ino: u64::from(c.sb.first_ino()),
+        first_ino: u64::from(c.sb().first_ino()),
     };
     let x = Groups {
-        fs: &c.fs,
-        geo: &c.geo,
+        fs: c.fs(),
+        geo: c.geo(),
         wide: c.wide(),
         csum: c.csum(),
-        csums: ext4r_txn::csum::Checksums::new(&c.sb),
-        bad_bitmaps: &c.bad_bitmaps,
-        states: &c.groups,
+        csums: ext4r_txn::csum::Checksums::new(c.sb()),
+        bad_bitmaps: c.groups().unusable_bitmaps(),
+        states: c.groups().states(),
         reports: AtomicUsize::new(0),
-        per_item: per_item(groups, c.threads),
+        per_item: per_item(groups, c.threads()),
     };
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);
@@ -821,13 +820,12 @@ fn inodes(c: &mut Ctx) -> Said {
         x.reports.store(reports, Ordering::Relaxed);
         true
     };
-    each_item(&x, c.threads, work, take);
+    each_item(&x, c.threads(), work, take);
     let mut said = Said::new(Bitmap::Inode, 0);
     for (g, f) in found {
         gather(c, Bitmap::Inode, &mut said, g, f);
     }
-    c.stats.inodes_used = u64::from(c.sb.s_inodes_count.get()).saturating_sub(total_free);
-    let shown = if c.repairing {
+    let shown = if c.repairing() {
         total_free
     } else {
         total_bitmap_free

@@ -185,13 +185,13 @@ impl Said {
                 msg += &format!(" (and the differences of {} more groups)", self.unspelled);
             }
             let fix = Fix::Each(std::mem::take(&mut self.rewrites));
-            c.p.on(Subject::Filesystem)
+            c.report(Subject::Filesystem)
                 .error_fix(5, which.header(), msg, fix);
             self.rewriting = true;
         }
         let sb_free = match which {
-            Bitmap::Block => c.sb.free_blocks_count(),
-            Bitmap::Inode => u64::from(c.sb.s_free_inodes_count.get()),
+            Bitmap::Block => c.sb().free_blocks_count(),
+            Bitmap::Inode => u64::from(c.sb().s_free_inodes_count.get()),
         };
         for k in std::mem::take(&mut self.counts) {
             let g = k.group;
@@ -214,10 +214,10 @@ impl Said {
                         Fix::GroupFreeInodes(g, ext4r_format::num::sat_u32(k.free)),
                     ),
                 };
-                c.p.on(Subject::Group(g)).error_fix(5, code, msg, fix);
+                c.report(Subject::Group(g)).error_fix(5, code, msg, fix);
             }
             if which == Bitmap::Inode && k.stored_dirs != k.shown_dirs {
-                c.p.on(Subject::Group(g)).error_fix(
+                c.report(Subject::Group(g)).error_fix(
                     5,
                     ProblemCode::PR_5_FREE_DIR_COUNT_GROUP,
                     format!(
@@ -242,7 +242,8 @@ impl Said {
                     Fix::SuperFreeInodes(set),
                 ),
             };
-            c.p.on(Subject::Filesystem).harmless_fix(5, code, msg, fix);
+            c.report(Subject::Filesystem)
+                .harmless_fix(5, code, msg, fix);
         }
     }
 
@@ -255,7 +256,7 @@ impl Said {
         // bitmap; the bits past a group's in its block are looked at
         // when the bitmap is read, and said anyway.
         let only_end = self.tails.len() == 1 && self.end_padding;
-        if only_end && self.rewritten(c.repairing) {
+        if only_end && self.rewritten(c.repairing()) {
             return;
         }
         let code = match self.which {
@@ -263,7 +264,7 @@ impl Said {
             Bitmap::Inode => ProblemCode::PR_5_INODE_BMAP_PADDING,
         };
         let fix = Fix::Each(std::mem::take(&mut self.tails));
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             5,
             code,
             format!("Padding at end of {} bitmap is not set.", self.which.word()),
@@ -274,7 +275,7 @@ impl Said {
 
     /// Step 5: the checksums.
     pub(crate) fn say_csums(&mut self, c: &mut Ctx) {
-        if self.csums.is_empty() || self.rewritten(c.repairing) {
+        if self.csums.is_empty() || self.rewritten(c.repairing()) {
             return;
         }
         let which = self.which;
@@ -285,15 +286,15 @@ impl Said {
         let csums = std::mem::take(&mut self.csums);
         let latch = format!("{title} bitmap differences: ");
         let said = |c: &mut Ctx, g: u32, fix: Fix| {
-            c.p.on(Subject::Group(g)).error_fix(
+            c.report(Subject::Group(g)).error_fix(
                 5,
                 code,
                 format!("Group {g} {} bitmap does not match checksum.", which.word()),
                 fix,
             );
-            c.p.latch_last(which.header(), latch.clone());
+            c.latch_last(which.header(), latch.clone());
         };
-        if c.repairing {
+        if c.repairing() {
             // One rewrite stamps every checksum.
             let g = csums[0].0;
             said(c, g, Fix::Each(csums.into_iter().map(|(_, f)| f).collect()));

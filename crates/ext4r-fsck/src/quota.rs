@@ -34,7 +34,7 @@ pub(crate) fn charge(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u6
 /// [`charge`] with a quota type counted.
 #[inline(never)]
 fn charge_counted(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], space: u64, inodes: u64) {
-    let sb = &c.sb;
+    let sb = c.sb();
     if !(ino == ext4r_format::inode::ino::ROOT || ino >= sb.first_ino())
         || ino == sb.s_prj_quota_inum.get()
         || ino == sb.s_orphan_file_inum.get()
@@ -67,10 +67,10 @@ pub(crate) fn check(c: &mut Ctx, emit: &mut dyn FnMut(&Ctx)) {
     if !c.counts_quota() {
         return;
     }
-    if c.bad_itable || c.bad_bitmaps.iter().any(|&(b, i)| b || i) {
+    if c.groups().any_metadata_misplaced() {
         return;
     }
-    if c.repairing && !c.p.fixes().is_empty() {
+    if c.repairing() && !c.problems().fixes().is_empty() {
         return;
     }
     for qtype in 0..3u8 {
@@ -84,7 +84,7 @@ fn compare(c: &mut Ctx, qtype: u8) {
     let Some(counted) = c.take_quota_usage(q) else {
         return;
     };
-    let ino = crate::quota_usage::inum(&c.sb, q);
+    let ino = crate::quota_usage::inum(c.sb(), q);
     let mut dict: BTreeMap<u32, Dquot> = counted
         .into_iter()
         .map(|(id, u)| (id, Dquot::new(id, u)))
@@ -127,9 +127,11 @@ fn compare(c: &mut Ctx, qtype: u8) {
             differs || !scan.complete
         }
     };
-    c.notes.extend(warnings);
+    for w in warnings {
+        c.note(w);
+    }
     if inconsistent {
-        let now = c.now.max(0) as u64;
+        let now = c.now().max(0) as u64;
         let dquots: Vec<Dquot> = dict
             .into_values()
             .map(|mut d| {
@@ -137,7 +139,7 @@ fn compare(c: &mut Ctx, qtype: u8) {
                 d
             })
             .collect();
-        c.p.on(Subject::Quota(qtype)).error_fix(
+        c.report(Subject::Quota(qtype)).error_fix(
             6,
             ProblemCode::PR_6_UPDATE_QUOTAS,
             format!("Update quota info for quota type {qtype}"),
@@ -149,11 +151,11 @@ fn compare(c: &mut Ctx, qtype: u8) {
 /// Reads quota file `ino` as e2fsprogs opens and scans it: through the
 /// file's mapping, up to its size, zeros where nothing reads.
 fn read(c: &Ctx, ino: u32, qtype: usize) -> Result<Scan, Unreadable> {
-    let Ok(info) = c.fs.inode(InodeNr(ino)) else {
+    let Ok(info) = c.fs().inode(InodeNr(ino)) else {
         return Err(Unreadable::Short);
     };
     let size = info.inode.size();
-    let Ok(mut r) = c.fs.open_file(&info) else {
+    let Ok(mut r) = c.fs().open_file(&info) else {
         // A mapping that does not read reads as nothing.
         return Err(Unreadable::Short);
     };

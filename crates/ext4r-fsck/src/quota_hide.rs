@@ -20,8 +20,8 @@ use crate::fix::{Fix, Owner};
 /// of its superblock checks. A round that hides one stops after pass 0:
 /// e2fsck hides them before pass 1 reads anything.
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = c.sb.clone();
-    if !c.repairing || !sb.has_ro_compat(RoCompat::QUOTA) {
+    let sb = c.sb().clone();
+    if !c.repairing() || !sb.has_ro_compat(RoCompat::QUOTA) {
         return;
     }
     let max = sb.s_inodes_count.get();
@@ -47,33 +47,33 @@ pub(crate) fn check(c: &mut Ctx) {
             continue;
         }
         // e2fsck's guess for the directory: the root.
-        let path = crate::pathname::path_in(&c.fs, ino::ROOT, from);
+        let path = crate::pathname::path_in(c.fs(), ino::ROOT, from);
         let fix = Fix::HideQuota(Box::new(HideQuota {
             qtype,
             from,
             to,
             entry: entry(c, name, from),
         }));
-        c.p.on(Subject::Quota(qtype)).error_fix(
+        c.report(Subject::Quota(qtype)).error_fix(
             0,
             ProblemCode::PR_0_HIDE_QUOTA,
             format!("Hiding {what} quota inode {from} ({path})."),
             fix,
         );
-        c.abort = true;
+        c.stop_after_pass();
     }
 }
 
 /// The root's entry `name` for inode `inum`: (block, offset, the root).
 fn entry(c: &Ctx, name: &[u8], inum: u32) -> Option<(u64, usize, Owner)> {
-    let root = c.fs.inode(InodeNr(ino::ROOT)).ok()?;
+    let root = c.fs().inode(InodeNr(ino::ROOT)).ok()?;
     let owner = Owner::of(ino::ROOT, &root.inode);
-    let bs = u64::from(c.geo.block_size);
+    let bs = u64::from(c.geo().block_size);
     let mut buf = vec![0u8; ext4r_format::num::index(bs)];
-    for r in &c.fs.runs(&root).ok()? {
+    for r in &c.fs().runs(&root).ok()? {
         for k in 0..r.len.min(1 << 16) {
             let b = r.physical + k;
-            c.fs.device().read_at(&mut buf, b * bs).ok()?;
+            c.fs().device().read_at(&mut buf, b * bs).ok()?;
             for e in ext4r_format::dir::DirBlockIter::new(&buf).flatten() {
                 if e.inode.0 == inum && e.name == name {
                     return Some((b, e.offset, owner));

@@ -10,7 +10,7 @@ use crate::ctx::Ctx;
 /// The inline case: a size that is a multiple of 4 (60 and the
 /// system.data value), a sane parent and a sane first record.
 fn inline_looks_like_dir(c: &Ctx, ino: u32, inode: &Inode) -> bool {
-    let Ok(rec) = c.fs.inode_record(ext4r_format::InodeNr(ino)) else {
+    let Ok(rec) = c.fs().inode_record(ext4r_format::InodeNr(ino)) else {
         return false;
     };
     let Some((_, n)) = crate::inline_dir::data_range(&rec) else {
@@ -21,8 +21,8 @@ fn inline_looks_like_dir(c: &Ctx, ino: u32, inode: &Inode) -> bool {
     }
     let b = &inode.i_block;
     let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let count = c.sb.s_inodes_count.get();
-    let first = c.sb.first_ino();
+    let count = c.sb().s_inodes_count.get();
+    let first = c.sb().first_ino();
     let ok_ino = |i: u32| i < count && (i >= first || i == ext4r_format::inode::ino::ROOT);
     let (parent, de_ino) = (word(0), word(4));
     let rec_len = usize::from(u16::from_le_bytes([b[8], b[9]]));
@@ -36,7 +36,7 @@ pub(crate) fn looks_like_dir(c: &Ctx, ino: u32, inode: &Inode) -> bool {
         return false;
     }
     if inode.flags().contains(InodeFlags::INLINE_DATA)
-        && c.sb
+        && c.sb()
             .has_incompat(ext4r_format::features::Incompat::INLINE_DATA)
     {
         return inline_looks_like_dir(c, ino, inode);
@@ -77,9 +77,9 @@ pub(crate) fn looks_like_dir(c: &Ctx, ino: u32, inode: &Inode) -> bool {
     if is_dev && inode.links_count() == 1 && !not_device {
         return false;
     }
-    let bs = c.geo.block_size as usize;
+    let bs = c.geo().block_size as usize;
     let mut buf = vec![0u8; bs];
-    if c.fs.device().read_at(&mut buf, blk * bs as u64).is_err() {
+    if c.fs().device().read_at(&mut buf, blk * bs as u64).is_err() {
         return false;
     }
     let rec = |off: usize| usize::from(u16::from_le_bytes([buf[off + 4], buf[off + 5]]));

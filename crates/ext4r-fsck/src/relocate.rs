@@ -17,10 +17,11 @@ use crate::ctx::Ctx;
 use crate::fix::plan::Meta;
 use crate::fix::Fix;
 
-/// Plans the moves pass 0 asked for (`c.relocate`), over the used blocks
-/// `used` (sorted disjoint ranges); returns the ranges taken.
+/// Plans the moves passes 0 and 1 asked for ([`Ctx::relocate_later`]),
+/// over the used blocks `used` (sorted disjoint ranges); returns the ranges
+/// taken.
 pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let wanted = std::mem::take(&mut c.relocate);
+    let wanted = c.take_relocations();
     let mut moved = Vec::new();
     if wanted.is_empty() {
         return moved;
@@ -29,14 +30,14 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let wide = c.wide();
     for (g, what, copy) in wanted {
         let n = match what {
-            Meta::InodeTable => u64::from(c.geo.inode_blocks_per_group()),
+            Meta::InodeTable => u64::from(c.geo().inode_blocks_per_group()),
             _ => 1,
         };
         let Some(at) = ranges(c, g)
             .into_iter()
             .find_map(|(first, finish)| taken.get_free_blocks(first, finish, n))
         else {
-            c.p.on(Subject::GroupPart {
+            c.report(Subject::GroupPart {
                 group: g,
                 part: what.name(),
             })
@@ -51,22 +52,23 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
             continue;
         };
         taken.mark(at, n);
-        c.reserved.extend(at..at + n);
+        c.reserve(at..at + n);
         moved.push((at, at + n));
-        let from =
-            c.fs.group_desc(ext4r_format::GroupNr(g))
-                .ok()
-                .map(|d| match what {
-                    Meta::BlockBitmap => d.block_bitmap(wide),
-                    Meta::InodeBitmap => d.inode_bitmap(wide),
-                    Meta::InodeTable => d.inode_table(wide),
-                })
-                .filter(|&b| {
-                    copy && b != 0 && b.checked_add(n).is_some_and(|e| e <= c.geo.blocks_count)
-                });
+        let from = c
+            .fs()
+            .group_desc(ext4r_format::GroupNr(g))
+            .ok()
+            .map(|d| match what {
+                Meta::BlockBitmap => d.block_bitmap(wide),
+                Meta::InodeBitmap => d.inode_bitmap(wide),
+                Meta::InodeTable => d.inode_table(wide),
+            })
+            .filter(|&b| {
+                copy && b != 0 && b.checked_add(n).is_some_and(|e| e <= c.geo().blocks_count)
+            });
         match from {
-            Some(from) => {
-                c.p.on(Subject::GroupPart {
+            Some(from) => c
+                .report(Subject::GroupPart {
                     group: g,
                     part: what.name(),
                 })
@@ -78,10 +80,9 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
                         what.name()
                     ),
                     Fix::RelocateFrom(g, what, from, at),
-                )
-            }
-            None => {
-                c.p.on(Subject::GroupPart {
+                ),
+            None => c
+                .report(Subject::GroupPart {
                     group: g,
                     part: what.name(),
                 })
@@ -90,8 +91,7 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
                     ProblemCode::PR_1_RELOC_TO,
                     format!("Relocating group {g}'s {} to {at}...", what.name()),
                     Fix::Relocate(g, what, at),
-                )
-            }
+                ),
         }
     }
     moved
@@ -102,9 +102,9 @@ pub(crate) fn plan(c: &mut Ctx, used: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// group's with flex_bg) up to its last, then, with flex_bg, from the
 /// first data block to the end.
 fn ranges(c: &Ctx, g: u32) -> Vec<(u64, u64)> {
-    let geo = &c.geo;
-    if c.sb.has_incompat(Incompat::FLEX_BG) {
-        let size = 1u32 << c.sb.s_log_groups_per_flex.min(31);
+    let geo = c.geo();
+    if c.sb().has_incompat(Incompat::FLEX_BG) {
+        let size = 1u32 << c.sb().s_log_groups_per_flex.min(31);
         let first = g / size * size;
         let last = (g | (size - 1)).min(geo.group_count - 1);
         vec![

@@ -34,10 +34,10 @@ const S_IFREG: u16 = 0o100_000;
 /// e2fsck -n's exit at 0: they are harmless here, and fixed on repair.
 pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     let words = inode.block_words();
-    let has = c.sb.has_compat(Compat::RESIZE_INODE);
-    if has && c.sb.has_incompat(Incompat::META_BG) {
+    let has = c.sb().has_compat(Compat::RESIZE_INODE);
+    if has && c.sb().has_incompat(Incompat::META_BG) {
         // meta_bg places descriptors where resizing needs no reserve.
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_DISABLE_RESIZE_INODE,
             "Resize_inode and meta_bg features are enabled. Those features are\n\
@@ -47,9 +47,9 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
         );
         return;
     }
-    let reserved = c.sb.s_reserved_gdt_blocks.get();
+    let reserved = c.sb().s_reserved_gdt_blocks.get();
     if !has && reserved != 0 {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_NONZERO_RESERVED_GDT_BLOCKS,
             format!(
@@ -61,7 +61,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     }
     if !has {
         if words.iter().any(|&w| w != 0) {
-            c.p.on(Subject::Inode(RESIZE)).harmless_fix(
+            c.report(Subject::Inode(RESIZE)).harmless_fix(
                 0,
                 ProblemCode::PR_0_CLEAR_RESIZE_INODE,
                 "Resize_inode not enabled, but the resize inode is non-zero.".into(),
@@ -77,7 +77,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     } else {
         // Reported with its new place once every block in use is known.
         c.recreate_resize_inode();
-        if !c.repairing {
+        if !c.repairing() {
             // e2fsck -n keeps the invalid inode and walks it in pass 1,
             // which counts its double-indirect block in use (its
             // process_block marks that one block of inode 7's).
@@ -104,7 +104,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     if dind == 0 {
         return;
     }
-    let apb = u64::from(c.geo.block_size / 4);
+    let apb = u64::from(c.geo().block_size / 4);
     // Logical block of entry 0 of the double-indirect block.
     let dind_base = 12 + apb;
     let mut illegal: Vec<(Subject, String, Fix)> = Vec::new();
@@ -158,7 +158,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     }
     if illegal.len() >= TOO_MANY {
         // Cleared whole; the next look finds it invalid and recreates it.
-        c.p.on(Subject::Inode(RESIZE)).error_fix(
+        c.report(Subject::Inode(RESIZE)).error_fix(
             1,
             ProblemCode::PR_1_TOO_MANY_BAD_BLOCKS,
             format!("Too many illegal blocks in inode {RESIZE}."),
@@ -168,9 +168,9 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     }
     let dind_illegal = matches!(illegal.first(), Some((_, _, Fix::InodeBlockSlot(..))));
     for (at, what, fix) in illegal {
-        c.p.on(at)
+        c.report(at)
             .error_fix(1, ProblemCode::PR_1_ILLEGAL_BLOCK_NUM, what, fix);
-        c.p.latch_last(
+        c.latch_last(
             ProblemCode::PR_1_INODE_BLOCK_LATCH,
             format!("Inode {RESIZE} has illegal block(s)."),
         );
@@ -182,17 +182,18 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     // e2fsck counts every block of inode 7 (its walk does not merge
     // blocks of one cluster as it does for other files), and then
     // multiplies by the cluster ratio as for any inode on bigalloc.
-    let sectors = u64::from(c.geo.block_size / 512) << c.geo.cluster_bits;
-    let have = inode.blocks_count(false, c.geo.block_size);
+    let cluster_bits = c.geo().cluster_bits;
+    let sectors = u64::from(c.geo().block_size / 512) << cluster_bits;
+    let have = inode.blocks_count(false, c.geo().block_size);
     if have != blocks * sectors {
-        c.p.on(Subject::Inode(RESIZE)).error_fix(
+        c.report(Subject::Inode(RESIZE)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_BLOCKS,
             format!(
                 "Inode {RESIZE}, i_blocks is {have}, should be {}.",
                 blocks * sectors
             ),
-            Fix::InodeBlocks(RESIZE, blocks << c.geo.cluster_bits),
+            Fix::InodeBlocks(RESIZE, blocks << cluster_bits),
         );
     }
 }
@@ -217,7 +218,7 @@ fn valid(c: &Ctx, inode: &Inode, words: &[u32; 15]) -> bool {
     let Some(dind_buf) = read_words(c, dind) else {
         return false;
     };
-    let geo = &c.geo;
+    let geo = c.geo();
     let apb = u64::from(geo.block_size / 4);
     let desc_blocks = u64::from(geo.desc_blocks());
     let sb_blk = if geo.block_size == 1024 && geo.first_data_block == 0 {
@@ -228,7 +229,7 @@ fn valid(c: &Ctx, inode: &Inode, words: &[u32; 15]) -> bool {
     // The groups with a superblock copy, found once rather than by a
     // scan of every group per reserved block.
     let backups: Vec<u32> = (1..geo.group_count).filter(|&g| geo.has_super(g)).collect();
-    for i in 0..u64::from(c.sb.s_reserved_gdt_blocks.get() / 4) {
+    for i in 0..u64::from(c.sb().s_reserved_gdt_blocks.get() / 4) {
         let pblk = sb_blk + 1 + desc_blocks + i;
         let off = ext4r_format::num::index((desc_blocks + i) % apb);
         if u64::from(dind_buf[off]) != pblk {
@@ -253,9 +254,10 @@ fn read_words(c: &Ctx, b: u64) -> Option<Vec<u32>> {
     if !c.valid_range(b, 1) {
         return None;
     }
-    let mut buf = vec![0u8; c.geo.block_size as usize];
-    c.fs.device()
-        .read_at(&mut buf, b * u64::from(c.geo.block_size))
+    let mut buf = vec![0u8; c.geo().block_size as usize];
+    c.fs()
+        .device()
+        .read_at(&mut buf, b * u64::from(c.geo().block_size))
         .ok()?;
     Some(
         buf.chunks_exact(4)
@@ -274,12 +276,13 @@ pub(crate) fn finish(c: &mut Ctx) {
         return;
     }
     let msg = "Resize inode not valid.".to_string();
-    let goal = ext4r::mkfs::resize_inode::dind_goal(&c.geo);
+    let goal = ext4r::mkfs::resize_inode::dind_goal(c.geo());
     match free_block_from(c, goal) {
         Some(b) => {
             let fix = Fix::RecreateResizeInode(b);
-            let p = c.p.on(Subject::Inode(RESIZE));
-            if c.repairing {
+            let repairing = c.repairing();
+            let p = c.report(Subject::Inode(RESIZE));
+            if repairing {
                 p.error_fix(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg, fix);
                 c.claim(b, 1, RESIZE);
             } else {
@@ -290,7 +293,7 @@ pub(crate) fn finish(c: &mut Ctx) {
             }
         }
         None => {
-            c.p.on(Subject::Inode(RESIZE))
+            c.report(Subject::Inode(RESIZE))
                 .error(0, ProblemCode::PR_0_RESIZE_INODE_INVALID, msg)
         }
     }

@@ -36,10 +36,10 @@ pub(crate) fn cosmetic(code: ProblemCode) -> bool {
 const TIME_FUDGE: i64 = 86_400;
 
 pub(crate) fn check(c: &mut Ctx) {
-    let sb = c.sb.clone();
+    let sb = c.sb().clone();
     let csum = sb.has_ro_compat(RoCompat::METADATA_CSUM);
     if sb.has_incompat(Incompat::BIT64) && !sb.has_incompat(Incompat::EXTENTS) {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_64BIT_WITHOUT_EXTENTS,
             "Superblock 64bit filesystem needs extents to access the whole disk.".into(),
@@ -47,16 +47,16 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     if !csum && sb.has_incompat(Incompat::CSUM_SEED) {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_CSUM_SEED_WITHOUT_META_CSUM,
             "Superblock metadata_csum_seed is not necessary without metadata_csum.".into(),
             Fix::Superblock(SuperEdit::NoCsumSeed),
         );
     }
-    let desc_blocks = c.geo.desc_blocks();
+    let desc_blocks = c.geo().desc_blocks();
     if sb.has_incompat(Incompat::META_BG) && sb.s_first_meta_bg.get() > desc_blocks {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_FIRST_META_BG_TOO_BIG,
             format!(
@@ -67,22 +67,23 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     // What e2fsck changes only when it may write.
-    if !c.repairing {
+    if !c.repairing() {
         return;
     }
     if sb.s_uuid == [0; 16] && !csum {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        let uuid = new_uuid(c.now());
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_ADD_UUID,
             "Filesystem did not have a UUID; generating one.".into(),
-            Fix::Superblock(SuperEdit::Uuid(new_uuid(c.now))),
+            Fix::Superblock(SuperEdit::Uuid(uuid)),
         );
     }
     let hash_flags = FLAGS_SIGNED_HASH | FLAGS_UNSIGNED_HASH;
     if sb.has_compat(Compat::DIR_INDEX) && sb.s_flags.get() & hash_flags == 0 {
         // The hash the checker has used all along for a filesystem
         // without the hint (x86's signed char; e2fsck picks its host's).
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_DIRHASH_HINT,
             "Adding dirhash hint to filesystem.".into(),
@@ -90,7 +91,7 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     if sb.s_flags.get() & FLAGS_TEST_FS != 0 && ext4_available() {
-        c.p.on(Subject::Filesystem).harmless_fix(
+        c.report(Subject::Filesystem).harmless_fix(
             0,
             ProblemCode::PR_0_CLEAR_TESTFS_FLAG,
             "The test_fs flag is set (and ext4 is available).".into(),
@@ -101,7 +102,7 @@ pub(crate) fn check(c: &mut Ctx) {
         && (sb.s_feature_compat.get() | sb.s_feature_ro_compat.get() | sb.s_feature_incompat.get())
             != 0
     {
-        c.p.on(Subject::Filesystem).error_fix(
+        c.report(Subject::Filesystem).error_fix(
             0,
             ProblemCode::PR_0_FS_REV_LEVEL,
             "Filesystem has feature flag(s) set, but is a revision 0 filesystem.".into(),
@@ -109,7 +110,7 @@ pub(crate) fn check(c: &mut Ctx) {
         );
     }
     // Times in the future, with -f or a check interval (e2fsck's rule).
-    if c.now > 0 && (c.forced || sb.s_checkinterval.get() != 0) {
+    if c.now() > 0 && (c.forced() || sb.s_checkinterval.get() != 0) {
         for (mount, code, fudged, what, t) in [
             (
                 true,
@@ -126,29 +127,26 @@ pub(crate) fn check(c: &mut Ctx) {
                 sb.wtime(),
             ),
         ] {
-            if t > c.now {
-                let code = if t <= c.now + TIME_FUDGE {
-                    fudged
-                } else {
-                    code
-                };
-                c.p.on(Subject::Filesystem).harmless_fix(
+            let now = c.now();
+            if t > now {
+                let code = if t <= now + TIME_FUDGE { fudged } else { code };
+                c.report(Subject::Filesystem).harmless_fix(
                     0,
                     code,
                     format!("Superblock last {what} time is in the future."),
-                    Fix::Superblock(SuperEdit::Time(mount, c.now)),
+                    Fix::Superblock(SuperEdit::Time(mount, now)),
                 );
             }
         }
     }
     let mmp = sb.s_mmp_block.get();
     if sb.has_incompat(Incompat::MMP)
-        && (mmp <= c.geo.first_data_block || mmp >= c.geo.blocks_count)
+        && (mmp <= c.geo().first_data_block || mmp >= c.geo().blocks_count)
     {
         // e2fsck zeroes the field (and finds it again next time); a new
         // block, reset by the next round, leaves a usable MMP.
         if let Some(b) = crate::lost_found::reserve_block(c) {
-            c.p.on(Subject::Filesystem).error_fix(
+            c.report(Subject::Filesystem).error_fix(
                 0,
                 ProblemCode::PR_0_MMP_INVALID_BLK,
                 "Superblock has invalid MMP block.".into(),

@@ -36,13 +36,13 @@ pub(crate) fn valid(c: &Ctx, ino: u32, inode: &Inode) -> bool {
         let Some(blk) = target_block(inode) else {
             return false;
         };
-        if blk < c.geo.first_data_block || blk >= c.geo.blocks_count {
+        if blk < c.geo().first_data_block || blk >= c.geo().blocks_count {
             return false;
         }
-        let mut b = vec![0u8; c.geo.block_size as usize];
-        if c.fs
+        let mut b = vec![0u8; c.geo().block_size as usize];
+        if c.fs()
             .device()
-            .read_at(&mut b, blk * u64::from(c.geo.block_size))
+            .read_at(&mut b, blk * u64::from(c.geo().block_size))
             .is_err()
         {
             return false;
@@ -59,8 +59,8 @@ pub(crate) fn valid(c: &Ctx, ino: u32, inode: &Inode) -> bool {
 
 /// 60 bytes of `i_block` plus the `system.data` value; None without it.
 fn inline_size(c: &Ctx, ino: u32) -> Option<u64> {
-    let info = c.fs.inode(ext4r_format::InodeNr(ino)).ok()?;
-    let xs = c.fs.xattrs(&info).ok()?;
+    let info = c.fs().inode(ext4r_format::InodeNr(ino)).ok()?;
+    let xs = c.fs().xattrs(&info).ok()?;
     let data = xs.iter().find(|x| x.name == b"system.data")?;
     Some(I_BLOCK_SIZE as u64 + data.value.len() as u64)
 }

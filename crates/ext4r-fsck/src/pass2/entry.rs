@@ -34,7 +34,7 @@ pub(super) fn entry(
         name,
         target,
         off,
-        dir: c.dirs[d].ino,
+        dir: c.dirs()[d].ino,
     };
     c.met_in(target, e.dir);
     if !dot_entries(c, &e) || target == 0 || !target_number(c, &e) {
@@ -42,7 +42,7 @@ pub(super) fn entry(
     }
     crate::encoded_name::check(c, d, slot, b, off, name);
     name_chars(c, &e);
-    let Some(kind) = c.inodes.kind(target) else {
+    let Some(kind) = c.inodes().kind(target) else {
         unused_target(c, &e);
         return;
     };
@@ -56,12 +56,12 @@ pub(super) fn entry(
     if slot > 1 && !(encryption_policy(c, &e, kind) && dir_link(c, &e, kind)) {
         return;
     }
-    c.inodes.add_name(target);
+    c.name_found(target);
 }
 
 /// One directory entry under check, and where it is.
 struct EntryAt<'a> {
-    /// The directory's index in `c.dirs`.
+    /// The directory's index in `c.dirs()`.
     d: usize,
     /// Its position among the directory's entries.
     slot: usize,
@@ -81,7 +81,7 @@ impl EntryAt<'_> {
         format!(
             "Entry '{}' in {} ({})",
             crate::pathname::safe(self.name),
-            crate::pathname::dir_path(&c.fs, self.dir),
+            crate::pathname::dir_path(c.fs(), self.dir),
             self.dir
         )
     }
@@ -117,21 +117,21 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                     )
                 };
                 let fix = (b.phys != 0 && off == 0)
-                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs[d].owner()));
+                    .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs()[d].owner()));
                 match fix {
-                    Some(f) => c.p.on(e.subject()).error_fix(2, code, msg, f),
-                    None => c.p.on(e.subject()).error(2, code, msg),
+                    Some(f) => c.report(e.subject()).error_fix(2, code, msg, f),
+                    None => c.report(e.subject()).error(2, code, msg),
                 }
                 // The record is '.' once repaired: its old target is gone.
                 return false;
             } else if target != dir {
                 let msg = format!("Bad inode number for '.' in directory inode {dir}.");
                 if b.phys != 0 {
-                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs[d].owner());
-                    c.p.on(e.subject())
+                    let f = crate::fix::Fix::DirEntryInode(b.phys, off, dir, c.dirs()[d].owner());
+                    c.report(e.subject())
                         .error_fix(2, ProblemCode::PR_2_BAD_INODE_DOT, msg, f);
                 } else {
-                    c.p.on(e.subject())
+                    c.report(e.subject())
                         .error(2, ProblemCode::PR_2_BAD_INODE_DOT, msg);
                 }
                 return false;
@@ -151,15 +151,14 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                     )
                 };
                 let fix = (b.phys != 0)
-                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs[d].owner()));
+                    .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs()[d].owner()));
                 match fix {
-                    Some(f) => c.p.on(e.subject()).error_fix(2, code, msg, f),
-                    None => c.p.on(e.subject()).error(2, code, msg),
+                    Some(f) => c.report(e.subject()).error_fix(2, code, msg, f),
+                    None => c.report(e.subject()).error(2, code, msg),
                 }
                 return false;
             }
-            c.dir_links[d].dotdot = target;
-            c.dir_links[d].set_dotdot_at(b.phys, off);
+            c.found_dotdot(d, target, b.phys, off);
         }
         _ => {}
     }
@@ -175,21 +174,21 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
     if slot > 1 && target == dir {
         let msg = format!("{} is a link to '.'", e.place(c));
         e.bad(c, ProblemCode::PR_2_LINK_DOT, msg);
-        if c.repairing {
+        if c.repairing() {
             return false;
         }
     }
-    let max = c.sb.s_inodes_count.get();
+    let max = c.sb().s_inodes_count.get();
     // e2fsck's rule: also the quota and orphan file inodes, which no name
     // may reach (a visible quota file a repair hides first).
     let hidden = [
-        c.sb.s_usr_quota_inum.get(),
-        c.sb.s_grp_quota_inum.get(),
-        c.sb.s_prj_quota_inum.get(),
-        c.sb.s_orphan_file_inum.get(),
+        c.sb().s_usr_quota_inum.get(),
+        c.sb().s_grp_quota_inum.get(),
+        c.sb().s_prj_quota_inum.get(),
+        c.sb().s_orphan_file_inum.get(),
     ];
     let (code, msg) = if target > max
-        || (target < c.sb.first_ino() && target != special::ROOT)
+        || (target < c.sb().first_ino() && target != special::ROOT)
         || hidden.contains(&target)
     {
         let msg = format!("{} has invalid inode #: {target}.", e.place(c));
@@ -216,7 +215,7 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
         // As e2fsck: a name of no bytes is no name; the entry goes.
         let msg = format!(
             "Entry '' in {} ({dir}) has a zero-length name.",
-            crate::pathname::dir_path(&c.fs, dir)
+            crate::pathname::dir_path(c.fs(), dir)
         );
         (Some(ProblemCode::PR_2_NULL_NAME), msg)
     } else {
@@ -224,7 +223,7 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
     };
     if let Some(code) = code {
         e.bad(c, code, msg);
-        if c.repairing {
+        if c.repairing() {
             return false;
         }
     }
@@ -238,22 +237,22 @@ fn target_number(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
 fn name_chars(c: &mut Ctx, e: &EntryAt<'_>) {
     let (b, name, off) = (e.b, e.name, e.off);
     if e.slot > 1
-        && !c.dirs[e.d].encrypted()
+        && !c.dirs()[e.d].encrypted()
         && (name.contains(&b'/') || name.contains(&0) || name.is_empty())
     {
         let msg = format!("{} has illegal characters in its name.", e.place(c));
         // As e2fsck: each '/' or NUL becomes '.' (an empty name stays).
         if b.phys != 0 && !name.is_empty() {
-            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs[e.d].owner());
-            c.p.on(e.subject())
+            let f = crate::fix::Fix::DirNameFix(b.phys, off, c.dirs()[e.d].owner());
+            c.report(e.subject())
                 .error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else if b.phys == 0 && b.lblk != crate::inline_dir::AREA_PARENT && !name.is_empty() {
             // A record of an inline directory, mended in its area.
             let f = crate::fix::Fix::InlineNameFix(b.ino, b.lblk, off);
-            c.p.on(e.subject())
+            c.report(e.subject())
                 .error_fix(2, ProblemCode::PR_2_BAD_NAME, msg, f);
         } else {
-            c.p.on(e.subject())
+            c.report(e.subject())
                 .error(2, ProblemCode::PR_2_BAD_NAME, msg);
         }
     }
@@ -283,7 +282,7 @@ fn unused_target(c: &mut Ctx, e: &EntryAt<'_>) {
 /// '..' have theirs checked too.
 fn entry_filetype(c: &mut Ctx, e: &EntryAt<'_>, ftype: u8, kind: FileKind) {
     let off = e.off;
-    let (phys, dino, area, owner) = (e.b.phys, e.b.ino, e.b.lblk, c.dirs[e.d].owner());
+    let (phys, dino, area, owner) = (e.b.phys, e.b.ino, e.b.lblk, c.dirs()[e.d].owner());
     let fix = move |t: u8| {
         use crate::inline_dir::AREA_PARENT;
         if phys != 0 {
@@ -303,12 +302,12 @@ fn entry_filetype(c: &mut Ctx, e: &EntryAt<'_>, ftype: u8, kind: FileKind) {
 /// no policy. False when the entry's checks end here.
 fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
     let (dir, target) = (e.dir, e.target);
-    if c.dirs[e.d].encrypted()
+    if c.dirs()[e.d].encrypted()
         && matches!(
             kind,
             FileKind::Regular | FileKind::Directory | FileKind::Symlink
         )
-        && c.fs.inode(InodeNr(target)).is_ok_and(|i| {
+        && c.fs().inode(InodeNr(target)).is_ok_and(|i| {
             !i.inode
                 .flags()
                 .contains(ext4r_format::inode::InodeFlags::ENCRYPT)
@@ -319,11 +318,11 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
             e.place(c).replacen("Entry", "entry", 1)
         );
         e.bad(c, ProblemCode::PR_2_UNENCRYPTED_FILE, msg);
-        if c.repairing {
+        if c.repairing() {
             return false;
         }
     }
-    if c.dirs[e.d].encrypted() {
+    if c.dirs()[e.d].encrypted() {
         let (mine, its) = (c.policy_of(dir), c.policy_of(target));
         if let (Some(mine), Some(its)) = (mine, its) {
             if mine != its {
@@ -333,7 +332,7 @@ fn encryption_policy(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
                     e.place(c).replacen("Entry", "entry", 1)
                 );
                 e.bad(c, ProblemCode::PR_2_INCONSISTENT_ENCRYPTION_POLICY, msg);
-                if c.repairing {
+                if c.repairing() {
                     return false;
                 }
             }
@@ -349,20 +348,20 @@ fn dir_link(c: &mut Ctx, e: &EntryAt<'_>, kind: FileKind) -> bool {
     let target = e.target;
     if kind == FileKind::Directory {
         if let Some(td) = c.dir_idx(target) {
-            let parent = c.dir_links[td].parent;
+            let parent = c.links(td).parent;
             if parent != 0 {
                 // Named as its first parent names it (e2fsck's %P).
                 let msg = format!(
                     "{} is a link to directory {} ({target}).",
                     e.place(c),
-                    crate::pathname::path_in(&c.fs, parent, target)
+                    crate::pathname::path_in(c.fs(), parent, target)
                 );
                 e.bad(c, ProblemCode::PR_2_LINK_DIR, msg);
-                if c.repairing {
+                if c.repairing() {
                     return false;
                 }
             } else {
-                c.dir_links[td].parent = e.dir;
+                c.found_parent(td, e.dir);
             }
         }
     }
@@ -383,13 +382,13 @@ pub(super) fn bad_entry(
     msg: String,
 ) {
     let fix = if b.phys != 0 {
-        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs[d].owner())
+        crate::fix::Fix::DirEntryClear(b.phys, off, c.dirs()[d].owner())
     } else if b.lblk == crate::inline_dir::AREA_PARENT {
         crate::fix::Fix::InlineParent(b.ino, 0)
     } else {
         crate::fix::Fix::InlineEntryClear(b.ino, b.lblk, off)
     };
-    c.p.on(b.entry_at(off)).error_fix(2, code, msg, fix);
+    c.report(b.entry_at(off)).error_fix(2, code, msg, fix);
 }
 
 fn check_filetype(
@@ -401,18 +400,16 @@ fn check_filetype(
     fix: &dyn Fn(u8) -> Option<crate::fix::Fix>,
 ) {
     let should = kind.dirent_type();
-    if !c.sb.has_incompat(Incompat::FILETYPE) {
+    if !c.sb().has_incompat(Incompat::FILETYPE) {
         if ftype != 0 {
             let msg = format!("{} has filetype set.", place(c));
             match fix(0) {
-                Some(f) => {
-                    c.p.on(subject)
-                        .error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f)
-                }
-                None => {
-                    c.p.on(subject)
-                        .error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg)
-                }
+                Some(f) => c
+                    .report(subject)
+                    .error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f),
+                None => c
+                    .report(subject)
+                    .error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg),
             }
         }
         return;
@@ -425,14 +422,12 @@ fn check_filetype(
             .map_or(entry.clone(), |e| format!("e{e}"));
         let msg = format!("Setting filetype for {entry} to {should}.");
         match fix(should) {
-            Some(f) => {
-                c.p.on(subject)
-                    .harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f)
-            }
-            None => {
-                c.p.on(subject)
-                    .harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg)
-            }
+            Some(f) => c
+                .report(subject)
+                .harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f),
+            None => c
+                .report(subject)
+                .harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg),
         }
     } else if ftype != should {
         let msg = format!(
@@ -440,14 +435,12 @@ fn check_filetype(
             place(c)
         );
         match fix(should) {
-            Some(f) => {
-                c.p.on(subject)
-                    .error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f)
-            }
-            None => {
-                c.p.on(subject)
-                    .error(2, ProblemCode::PR_2_BAD_FILETYPE, msg)
-            }
+            Some(f) => c
+                .report(subject)
+                .error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f),
+            None => c
+                .report(subject)
+                .error(2, ProblemCode::PR_2_BAD_FILETYPE, msg),
         }
     }
 }
