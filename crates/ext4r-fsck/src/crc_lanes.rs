@@ -34,8 +34,14 @@ mod x86 {
     use std::arch::x86_64::_mm_crc32_u64;
 
     /// Three CRC chains, a word of each per step.
+    ///
+    /// # Safety
+    /// The CPU must have SSE 4.2. (An `unsafe fn` because Rust 1.85, the
+    /// minimum we support, takes `target_feature` on no other; from 1.86
+    /// the intrinsic is safe to call in here, hence the allowed
+    /// `unused_unsafe`.)
     #[target_feature(enable = "sse4.2")]
-    pub(super) fn side_by_side(seed: u32, [a, b, c]: [&[u8]; 3]) -> [u32; 3] {
+    pub(super) unsafe fn side_by_side(seed: u32, [a, b, c]: [&[u8]; 3]) -> [u32; 3] {
         #[inline(always)]
         fn word(s: &[u8]) -> u64 {
             u64::from_le_bytes(s.try_into().unwrap_or_default())
@@ -46,9 +52,14 @@ mod x86 {
             .zip(b.chunks_exact(8))
             .zip(c.chunks_exact(8))
         {
-            x = _mm_crc32_u64(x, word(p));
-            y = _mm_crc32_u64(y, word(q));
-            z = _mm_crc32_u64(z, word(r));
+            // SAFETY: this function is compiled for SSE 4.2, which its
+            // caller checked the CPU has.
+            #[allow(unused_unsafe)]
+            unsafe {
+                x = _mm_crc32_u64(x, word(p));
+                y = _mm_crc32_u64(y, word(q));
+                z = _mm_crc32_u64(z, word(r));
+            }
         }
         // A CRC32 fills the low 32 bits only.
         [num::lo32(x), num::lo32(y), num::lo32(z)]
