@@ -59,6 +59,14 @@ pub fn run(args: &Args) -> Result<()> {
         println!("ci: no x86_64-unknown-none target installed: the no_std build runs for the host");
     }
     steps.push(("no_std format", no_std));
+    // The oldest Rust we promise (`rust-version` in Cargo.toml) builds the
+    // workspace: `cargo +MSRV check` in a target directory of its own,
+    // when rustup has that toolchain (.ci/run installs it); said and
+    // skipped otherwise.
+    match msrv_check() {
+        Ok(cmd) => steps.push(("msrv check", cmd)),
+        Err(why) => println!("ci: msrv check skipped: {why}"),
+    }
     // Every public item documented and every intra-doc link resolving:
     // the library is for embedding, its docs are part of the API.
     let mut doc = cargo(&["doc", "--workspace", "--no-deps"]);
@@ -129,6 +137,44 @@ pub fn run(args: &Args) -> Result<()> {
     summary(&done, None, args.quick, start.elapsed());
     println!("ci: all steps passed");
     Ok(())
+}
+
+/// `cargo +<rust-version> check --workspace` with the toolchain through
+/// rustup (the cargo that runs xtask may be another's), or why not.
+fn msrv_check() -> std::result::Result<Command, String> {
+    let root = util::repo_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| e.to_string())?;
+    let version = manifest
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "rust-version").then(|| v.trim().trim_matches('"').to_string())
+        })
+        .ok_or("no rust-version in Cargo.toml")?;
+    let toolchain = format!("+{version}");
+    let have = Command::new("rustup")
+        .args(["run", &version, "rustc", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        return Err(format!(
+            "toolchain {version} not installed (rustup toolchain install {version} --profile minimal)"
+        ));
+    }
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(&root)
+        .args([toolchain.as_str(), "check", "--workspace", "--locked"])
+        .env("CARGO_TARGET_DIR", util::target_dir().join("msrv"));
+    for var in [
+        "CARGO",
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTUP_TOOLCHAIN",
+        "RUSTC_WRAPPER",
+    ] {
+        cmd.env_remove(var);
+    }
+    Ok(cmd)
 }
 
 fn summary(done: &[(&str, Duration)], failed: Option<&str>, quick: bool, total: Duration) {
