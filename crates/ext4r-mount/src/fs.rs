@@ -13,8 +13,8 @@ use ext4r::{Error, Timestamp};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -55,12 +55,24 @@ const ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
 /// open whether names added or removed after opendir show up).
 type Listing = Vec<(INodeNo, FileType, Vec<u8>)>;
 
+/// A directory's listing as `opendir` read it: its entries keep their
+/// places (the offsets readdir hands out) while names change.
+struct OpenDir {
+    dir: u32,
+    /// [`State::names_changed`] when it was read.
+    as_of: u64,
+    entries: Listing,
+}
+
 /// What the lock guards.
 pub(crate) struct State {
     /// The filesystem; `None` once unmounted.
     pub(crate) fs: Option<WriteFs>,
     /// Open directory listings by handle.
-    dirs: HashMap<u64, Listing>,
+    dirs: HashMap<u64, OpenDir>,
+    /// Changes to names so far (creates, links, unlinks, renames): a
+    /// listing made before the last of them may name what is gone.
+    names_changed: u64,
     next_fh: u64,
     /// Open files: how many opens each inode has.
     open: HashMap<u32, u32>,
@@ -169,6 +181,7 @@ impl Ext4rFuse {
             state: Arc::new(Mutex::new(State {
                 fs: Some(fs),
                 dirs: HashMap::new(),
+                names_changed: 0,
                 next_fh: 1,
                 open: HashMap::new(),
                 looked: HashMap::new(),
@@ -264,6 +277,19 @@ impl Ext4rFuse {
         }
         self.with(what, |st, fs| {
             st.dirty = true;
+            f(st, fs)
+        })
+    }
+
+    /// [`Self::change`] of names (a create, link, unlink or rename):
+    /// counted, for the listings read before it.
+    fn change_names<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut State, &mut WriteFs) -> ext4r::Result<T>,
+    ) -> Result<T, Errno> {
+        self.change(what, |st, fs| {
+            st.names_changed += 1;
             f(st, fs)
         })
     }
@@ -383,6 +409,28 @@ fn when(t: TimeOrNow) -> Timestamp {
     }
 }
 
+/// The attributes of an entry whose inode cannot be read, for a
+/// readdirplus reply: its number and the type its entry gives, nothing else.
+fn unreadable(ino: INodeNo, kind: FileType) -> FileAttr {
+    FileAttr {
+        ino,
+        size: 0,
+        blocks: 0,
+        atime: std::time::UNIX_EPOCH,
+        mtime: std::time::UNIX_EPOCH,
+        ctime: std::time::UNIX_EPOCH,
+        crtime: std::time::UNIX_EPOCH,
+        kind,
+        perm: 0,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 impl fuser::Filesystem for Ext4rFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Larger writes, fewer operations; the kernel caps it at what it
@@ -403,6 +451,10 @@ impl fuser::Filesystem for Ext4rFuse {
         if !self.read_only {
             let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
         }
+        // Directory listings with each entry's attributes (readdirplus),
+        // when the kernel sees them used (`ls -l`, `find`, not `ls`).
+        let _ = config
+            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         // POSIX ACLs as on the kernel's ext4: the kernel checks them (with
         // default_permissions) and hands their attributes here; the umask
         // comes with each create, to be applied here only when the
@@ -551,7 +603,7 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let p = to_ext4(parent);
         let r = name_bytes(name).and_then(|name| {
-            self.change("mknod", |st, fs| {
+            self.change_names("mknod", |st, fs| {
                 let (uid, gid, m) = Self::owner(fs, req, p, mode16(mode)?)?;
                 let inh = self.inherit(fs, p, m, umask)?;
                 let m = inh.mode;
@@ -588,7 +640,7 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let p = to_ext4(parent);
         let r = name_bytes(name).and_then(|name| {
-            self.change("mkdir", |st, fs| {
+            self.change_names("mkdir", |st, fs| {
                 let m = mode::S_IFDIR | num::lo16(mode & 0o7777);
                 let (uid, gid, m) = Self::owner(fs, req, p, m)?;
                 let inh = self.inherit(fs, p, m, umask)?;
@@ -608,8 +660,9 @@ impl fuser::Filesystem for Ext4rFuse {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let p = to_ext4(parent);
-        let r = name_bytes(name)
-            .and_then(|name| self.change("unlink", |st, fs| unlink_keeping_open(st, fs, p, name)));
+        let r = name_bytes(name).and_then(|name| {
+            self.change_names("unlink", |st, fs| unlink_keeping_open(st, fs, p, name))
+        });
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -618,7 +671,7 @@ impl fuser::Filesystem for Ext4rFuse {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = name_bytes(name)
-            .and_then(|name| self.change("rmdir", |_, fs| fs.rmdir(to_ext4(parent), name)));
+            .and_then(|name| self.change_names("rmdir", |_, fs| fs.rmdir(to_ext4(parent), name)));
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -636,7 +689,7 @@ impl fuser::Filesystem for Ext4rFuse {
         let p = to_ext4(parent);
         let r = name_bytes(link_name).and_then(|name| {
             let target = target.as_os_str().as_bytes();
-            self.change("symlink", |st, fs| {
+            self.change_names("symlink", |st, fs| {
                 // As ext4_symlink: the target and its NUL fit in a block.
                 if target.len() >= num::index(fs.block_size()) {
                     return Ok(Err(Errno::from_i32(libc::ENAMETOOLONG)));
@@ -674,9 +727,10 @@ impl fuser::Filesystem for Ext4rFuse {
                         // As do_renameat2: the two cannot go together.
                         return Err(Errno::EINVAL);
                     }
-                    return self.change("rename", |_, fs| fs.exchange(from_dir, from, to_dir, to));
+                    return self
+                        .change_names("rename", |_, fs| fs.exchange(from_dir, from, to_dir, to));
                 }
-                self.change("rename", |st, fs| {
+                self.change_names("rename", |st, fs| {
                     let target = fs.lookup(to_dir, to)?;
                     if target.is_some() && flags.contains(RenameFlags::RENAME_NOREPLACE) {
                         return Err(Error::AlreadyExists(String::from_utf8_lossy(to).into()));
@@ -740,7 +794,7 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let e4 = to_ext4(ino);
         let r = name_bytes(newname).and_then(|name| {
-            self.change("link", |st, fs| {
+            self.change_names("link", |st, fs| {
                 fs.link(e4, to_ext4(newparent), name)?;
                 let e = self.entry_of(fs, e4)?;
                 st.remember(e4);
@@ -817,7 +871,10 @@ impl fuser::Filesystem for Ext4rFuse {
         reply: ReplyEmpty,
     ) {
         // close(2) does not make data durable on ext4 either; fsync does.
-        reply.ok();
+        // Nothing to do, and said so: the kernel then sends no FLUSH at
+        // any later close (a request less per file; it still writes the
+        // file's cached pages back at close itself).
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(
@@ -874,7 +931,15 @@ impl fuser::Filesystem for Ext4rFuse {
             }
             let fh = st.next_fh;
             st.next_fh += 1;
-            st.dirs.insert(fh, list);
+            let as_of = st.names_changed;
+            st.dirs.insert(
+                fh,
+                OpenDir {
+                    dir: to_ext4(ino),
+                    as_of,
+                    entries: list,
+                },
+            );
             Ok(fh)
         });
         match r {
@@ -892,16 +957,83 @@ impl fuser::Filesystem for Ext4rFuse {
         mut reply: ReplyDirectory,
     ) {
         let st = self.lock();
-        let Some(list) = st.dirs.get(&fh.0) else {
+        let Some(open) = st.dirs.get(&fh.0) else {
             reply.error(Errno::EBADF);
             return;
         };
-        for (k, (n, kind, name)) in list.iter().enumerate().skip(num::index(offset)) {
+        for (k, (n, kind, name)) in open.entries.iter().enumerate().skip(num::index(offset)) {
             if reply.add(*n, k as u64 + 1, *kind, OsStr::from_bytes(name)) {
                 break;
             }
         }
         reply.ok();
+    }
+
+    /// As `readdir`, each entry with its attributes, which the kernel
+    /// keeps as a lookup's: `ls -l` and `find` ask nothing more per name.
+    /// Every entry but `.` and `..` counts as a lookup of its inode (the
+    /// kernel links it, and forgets it later); an entry whose inode cannot
+    /// be read goes with its type only and no time to keep it, so that
+    /// using it asks for a lookup, which answers the error.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let r = self.with("readdirplus", |st, fs| {
+            let Some(open) = st.dirs.get(&fh.0) else {
+                return Ok(false);
+            };
+            // The kernel links each name to the inode given with it (and
+            // takes a known inode with other attributes as changed): after
+            // a change of names, each is looked up again, and one gone is
+            // left out (readdir may or may not show what went meanwhile).
+            let changed = open.as_of != st.names_changed;
+            let mut linked = Vec::new();
+            for (k, (n, kind, name)) in open.entries.iter().enumerate().skip(num::index(offset)) {
+                let dots = name == b"." || name == b"..";
+                let ino = if changed && !dots {
+                    match fs.lookup(open.dir, name) {
+                        Ok(Some(now)) => now,
+                        Ok(None) | Err(_) => continue,
+                    }
+                } else {
+                    to_ext4(*n)
+                };
+                let Some(fuse_ino) = to_fuse(ino) else {
+                    continue;
+                };
+                let (attr, g, ttl) = match self.entry_of(fs, ino) {
+                    Ok((attr, g)) => (attr, g, TTL),
+                    Err(_) => (unreadable(fuse_ino, *kind), Generation(0), Duration::ZERO),
+                };
+                if reply.add(
+                    fuse_ino,
+                    k as u64 + 1,
+                    OsStr::from_bytes(name),
+                    &ttl,
+                    &attr,
+                    g,
+                ) {
+                    break;
+                }
+                if !dots {
+                    linked.push(ino);
+                }
+            }
+            for ino in linked {
+                st.remember(ino);
+            }
+            Ok(true)
+        });
+        match r {
+            Ok(true) => reply.ok(),
+            Ok(false) => reply.error(Errno::EBADF),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn releasedir(
@@ -1077,7 +1209,7 @@ impl fuser::Filesystem for Ext4rFuse {
     ) {
         let p = to_ext4(parent);
         let r = name_bytes(name).and_then(|name| {
-            self.change("create", |st, fs| {
+            self.change_names("create", |st, fs| {
                 let (uid, gid, m) = Self::owner(fs, req, p, mode16(mode)?)?;
                 if m & mode::S_IFMT != mode::S_IFREG && m & mode::S_IFMT != 0 {
                     return Err(Error::InvalidArgument(format!("create of mode {m:#o}")));
