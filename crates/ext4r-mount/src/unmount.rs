@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 /// How long to wait for the driver to write the filesystem out.
 const WAIT: Duration = Duration::from_secs(600);
 
+/// How long a busy mount is tried again before EBUSY is the answer.
+const BUSY_WAIT: Duration = Duration::from_secs(2);
+
 /// The mount source of the FUSE mount at `mountpoint` (the image, as
 /// `ext4r mount` names it), if `mountpoint` is one of ours.
 fn source_of(mountpoint: &Path) -> Option<String> {
@@ -37,6 +40,11 @@ fn source_of(mountpoint: &Path) -> Option<String> {
 /// has written the filesystem out and let go of the image (it holds the
 /// writers' lock until then).
 ///
+/// A mount that is busy is tried again for up to [`BUSY_WAIT`]: a file
+/// closed a moment ago can still be held by a child that another thread
+/// of the closing program forked and that has not yet run `exec` (which
+/// closes it), and such a mount is busy only for that instant.
+///
 /// # Errors
 /// The system's error for the unmount (EBUSY while in use, EINVAL for no
 /// mount), or `TimedOut` when the driver does not finish.
@@ -46,10 +54,19 @@ pub fn unmount(mountpoint: &Path) -> io::Result<()> {
         .as_deref()
         .and_then(|s| ext4r::device::writer_of(Path::new(s)))
         .and_then(|h| h.pid);
-    match rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::empty()) {
-        Ok(()) => {}
-        Err(rustix::io::Errno::PERM) => fusermount_u(mountpoint)?,
-        Err(e) => return Err(e.into()),
+    let tried = Instant::now();
+    loop {
+        match rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::empty()) {
+            Ok(()) => break,
+            Err(rustix::io::Errno::PERM) => {
+                fusermount_u(mountpoint)?;
+                break;
+            }
+            Err(rustix::io::Errno::BUSY) if tried.elapsed() < BUSY_WAIT => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     let Some(pid) = holder else {
         return Ok(());
