@@ -40,7 +40,7 @@ fn source_of(mountpoint: &Path) -> Option<String> {
 /// has written the filesystem out and let go of the image (it holds the
 /// writers' lock until then).
 ///
-/// A mount that is busy is tried again for up to [`BUSY_WAIT`]: a file
+/// A mount that is busy is tried again for up to 2 seconds: a file
 /// closed a moment ago can still be held by a child that another thread
 /// of the closing program forked and that has not yet run `exec` (which
 /// closes it), and such a mount is busy only for that instant.
