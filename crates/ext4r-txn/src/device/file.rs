@@ -519,6 +519,15 @@ mod tests {
         // Readers take no lock and are not kept out.
         let r = FileDevice::open(&p, OpenMode::default()).unwrap();
         drop(w);
+        // The lock goes with the writer's descriptor. Another test thread
+        // spawning a program can hold a copy of it for an instant (a
+        // child between fork and exec, where O_CLOEXEC closes it).
+        let gone = std::time::Instant::now();
+        while crate::device::writer_of(&p).is_some()
+            && gone.elapsed() < std::time::Duration::from_secs(5)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert_eq!(crate::device::writer_of(&p), None);
         let w = FileDevice::open(&p, rw(None)).unwrap();
         drop((w, r));
