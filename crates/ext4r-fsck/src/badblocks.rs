@@ -303,10 +303,7 @@ pub(crate) fn sort_out(c: &mut Ctx, claims: &mut Vec<Claim>) {
             Some(PtrAt::Indirect(blk, i)) => Some(Fix::IndirectEntry(blk, i)),
             _ => None,
         };
-        match fix {
-            Some(f) => c.report(Subject::Block(b)).error_fix(1, code, msg, f),
-            None => c.report(Subject::Block(b)).error(1, code, msg),
-        }
+        c.report(Subject::Block(b)).error_or_fix(1, code, msg, fix)
     }
     if !unlist.is_empty() {
         // Its block count follows the list (pointers include indirect

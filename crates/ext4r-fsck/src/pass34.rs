@@ -225,12 +225,8 @@ fn lost_and_found(c: &mut Ctx) {
             } else {
                 return;
             };
-            match unlink {
-                Some(f) => c
-                    .report(Subject::Inode(ino.0))
-                    .error_fix(3, code, msg.into(), f),
-                None => c.report(Subject::Inode(ino.0)).error(3, code, msg.into()),
-            }
+            c.report(Subject::Inode(ino.0))
+                .error_or_fix(3, code, msg.into(), unlink)
         }
         // As e2fsck: a read-only check does not miss it (only a repair
         // creates it, or a reconnection needs it).

@@ -206,6 +206,30 @@ impl On<'_> {
         );
     }
 
+    /// Records an error, with its repair when there is one.
+    pub fn error_or_fix(
+        self,
+        pass: u8,
+        code: ProblemCode,
+        message: String,
+        fix: Option<crate::fix::Fix>,
+    ) {
+        self.problems
+            .push(pass, code, Severity::Error, message, fix, self.subject);
+    }
+
+    /// Records a harmless finding, with its repair when there is one.
+    pub fn harmless_or_fix(
+        self,
+        pass: u8,
+        code: ProblemCode,
+        message: String,
+        fix: Option<crate::fix::Fix>,
+    ) {
+        self.problems
+            .push(pass, code, Severity::Harmless, message, fix, self.subject);
+    }
+
     /// Records a harmless finding.
     pub fn harmless(self, pass: u8, code: ProblemCode, message: String) {
         self.problems

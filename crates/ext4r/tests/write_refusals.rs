@@ -83,6 +83,23 @@ fn refuses(
     }
 }
 
+/// Writes files `/f0`, `/f1`, ... of 1 MiB of 0xa5 until the space runs
+/// out; the number written whole.
+fn fill_with_mib_files(fs: &mut WriteFs) -> usize {
+    let mut files = 0;
+    for k in 0.. {
+        let f = fs
+            .create(ROOT_INO, format!("f{k}").as_bytes(), &NewNode::file(0o644))
+            .unwrap();
+        match fs.write(f, 0, &vec![0xa5; 1 << 20]) {
+            Ok(_) => files += 1,
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    files
+}
+
 #[test]
 fn full_filesystem_is_no_space_and_nothing_changes() {
     if let Some(m) = missing_tools(&["mke2fs", "e2fsck"]) {
@@ -94,19 +111,7 @@ fn full_filesystem_is_no_space_and_nothing_changes() {
     let mut big = 0;
     refuses(
         &img,
-        |fs| {
-            // Fill it with 1 MiB files until the space runs out.
-            for k in 0.. {
-                let f = fs
-                    .create(ROOT_INO, format!("f{k}").as_bytes(), &NewNode::file(0o644))
-                    .unwrap();
-                match fs.write(f, 0, &vec![0xa5; 1 << 20]) {
-                    Ok(_) => big += 1,
-                    Err(Error::NoSpace) => break,
-                    Err(e) => panic!("{e}"),
-                }
-            }
-        },
+        |fs| big = fill_with_mib_files(fs),
         |fs| {
             let f = fs.lookup_path("/f0")?;
             fs.write(f, 1 << 20, &vec![1; 4 << 20]).map(drop)
@@ -904,17 +909,7 @@ fn space_freed_before_the_commit_is_used_after_it() {
     let dir = TempDir::new("wrefuse-held");
     let img = mkfs(&dir, "held.img", &[], 8192);
     let mut fs = open(&img);
-    let mut files = 0;
-    for k in 0.. {
-        let f = fs
-            .create(ROOT_INO, format!("f{k}").as_bytes(), &NewNode::file(0o644))
-            .unwrap();
-        match fs.write(f, 0, &vec![0xa5; 1 << 20]) {
-            Ok(_) => files += 1,
-            Err(Error::NoSpace) => break,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let files = fill_with_mib_files(&mut fs);
     assert!(files > 2, "only {files} files fitted");
     fs.sync().unwrap();
     // In one transaction: two files go, and two new ones take their room

@@ -118,10 +118,7 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                 };
                 let fix = (b.phys != 0 && off == 0)
                     .then(|| crate::fix::Fix::DirMakeDot(b.phys, dir, c.dirs()[d].owner()));
-                match fix {
-                    Some(f) => c.report(e.subject()).error_fix(2, code, msg, f),
-                    None => c.report(e.subject()).error(2, code, msg),
-                }
+                c.report(e.subject()).error_or_fix(2, code, msg, fix);
                 // The record is '.' once repaired: its old target is gone.
                 return false;
             } else if target != dir {
@@ -152,10 +149,7 @@ fn dot_entries(c: &mut Ctx, e: &EntryAt<'_>) -> bool {
                 };
                 let fix = (b.phys != 0)
                     .then(|| crate::fix::Fix::DirMakeDotDot(b.phys, off, c.dirs()[d].owner()));
-                match fix {
-                    Some(f) => c.report(e.subject()).error_fix(2, code, msg, f),
-                    None => c.report(e.subject()).error(2, code, msg),
-                }
+                c.report(e.subject()).error_or_fix(2, code, msg, fix);
                 return false;
             }
             c.found_dotdot(d, target, b.phys, off);
@@ -403,14 +397,8 @@ fn check_filetype(
     if !c.sb().has_incompat(Incompat::FILETYPE) {
         if ftype != 0 {
             let msg = format!("{} has filetype set.", place(c));
-            match fix(0) {
-                Some(f) => c
-                    .report(subject)
-                    .error_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, f),
-                None => c
-                    .report(subject)
-                    .error(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg),
-            }
+            c.report(subject)
+                .error_or_fix(2, ProblemCode::PR_2_CLEAR_FILETYPE, msg, fix(0));
         }
         return;
     }
@@ -421,26 +409,14 @@ fn check_filetype(
             .strip_prefix('E')
             .map_or(entry.clone(), |e| format!("e{e}"));
         let msg = format!("Setting filetype for {entry} to {should}.");
-        match fix(should) {
-            Some(f) => c
-                .report(subject)
-                .harmless_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, f),
-            None => c
-                .report(subject)
-                .harmless(2, ProblemCode::PR_2_SET_FILETYPE, msg),
-        }
+        c.report(subject)
+            .harmless_or_fix(2, ProblemCode::PR_2_SET_FILETYPE, msg, fix(should));
     } else if ftype != should {
         let msg = format!(
             "{} has an incorrect filetype (was {ftype}, should be {should}).",
             place(c)
         );
-        match fix(should) {
-            Some(f) => c
-                .report(subject)
-                .error_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, f),
-            None => c
-                .report(subject)
-                .error(2, ProblemCode::PR_2_BAD_FILETYPE, msg),
-        }
+        c.report(subject)
+            .error_or_fix(2, ProblemCode::PR_2_BAD_FILETYPE, msg, fix(should));
     }
 }
