@@ -21,7 +21,7 @@
 //! Functions no longer found are left where they fall: nothing but memory
 //! depends on this order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -125,12 +125,14 @@ fn unhashed(name: &str) -> Option<&str> {
 /// name has now, as long as they are few: a generic's instances, whose
 /// hashes change when the crates instantiating them do).
 fn order(symbols: &[String]) -> String {
-    order_of(HOT, symbols)
+    order_of(HOT, symbols, None)
 }
 
-/// `order` for the list `list`.
-fn order_of(list: &str, symbols: &[String]) -> String {
-    let present: std::collections::HashSet<&str> = symbols.iter().map(String::as_str).collect();
+/// `order` for the list `list`. With `ran` (the functions a trace saw
+/// run), a name found only by its stem keeps just the instances that ran,
+/// or the one instance the stem has.
+fn order_of(list: &str, symbols: &[String], ran: Option<&HashSet<String>>) -> String {
+    let present: HashSet<&str> = symbols.iter().map(String::as_str).collect();
     let mut by_stem: HashMap<&str, Vec<&str>> = HashMap::new();
     let mut by_base: HashMap<&str, Vec<&str>> = HashMap::new();
     for s in symbols {
@@ -140,7 +142,7 @@ fn order_of(list: &str, symbols: &[String]) -> String {
         by_base.entry(without_suffix(s)).or_default().push(s);
     }
     let mut out = String::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     for name in names(list) {
         // The name; else the same function with another ThinLTO suffix
         // (it differs between target directories); else by its stem.
@@ -149,8 +151,11 @@ fn order_of(list: &str, symbols: &[String]) -> String {
         } else if let Some(v) = by_base.get(without_suffix(name)) {
             v.clone()
         } else {
-            match unhashed(name).and_then(|s| by_stem.get(s)) {
-                Some(v) if v.len() <= 32 => v.clone(),
+            match (unhashed(name).and_then(|s| by_stem.get(s)), ran) {
+                (Some(v), Some(ran)) if v.len() > 1 => {
+                    v.iter().copied().filter(|f| ran.contains(*f)).collect()
+                }
+                (Some(v), _) if v.len() <= 32 => v.clone(),
                 _ => Vec::new(),
             }
         };
@@ -198,6 +203,14 @@ pub struct HotArgs {
     /// The binary to read [default: target/release/ext4r, built first].
     #[arg(long)]
     bin: Option<PathBuf>,
+    /// Functions a trace saw run: `valgrind --tool=callgrind
+    /// --demangle=no` output files (or lists of names, one a line). A
+    /// listed name found only by the name without its hash then keeps the
+    /// instances that ran, not every instance of a generic. The trace must
+    /// be of a build with the same names (e.g. EXT4R_PLAIN_LINK=1: valgrind
+    /// runs it; the names do not depend on the link).
+    #[arg(long, value_name = "FILE")]
+    ran: Vec<PathBuf>,
 }
 
 /// `cargo xtask hot-symbols`: the names of `xtask/hot-symbols.txt` matched
@@ -221,7 +234,7 @@ pub fn hot_symbols(args: &HotArgs) -> Result<()> {
     let path = util::repo_root().join("xtask").join("hot-symbols.txt");
     let list =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
-    let present: std::collections::HashSet<&str> = symbols.iter().map(String::as_str).collect();
+    let present: HashSet<&str> = symbols.iter().map(String::as_str).collect();
     let rust: Vec<&str> = names(&list).filter(|n| is_rust(n)).collect();
     let found = rust.iter().filter(|n| present.contains(*n)).count();
     let percent = found * 100 / rust.len().max(1);
@@ -242,7 +255,28 @@ pub fn hot_symbols(args: &HotArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let text = refresh(&list, &symbols);
+    let ran = if args.ran.is_empty() {
+        None
+    } else {
+        let mut set = HashSet::new();
+        for f in &args.ran {
+            let text =
+                std::fs::read_to_string(f).with_context(|| format!("read {}", f.display()))?;
+            set.extend(ran_names(&text));
+        }
+        let listed: HashSet<&str> = names(&list).collect();
+        let unlisted = set
+            .iter()
+            .filter(|n| is_rust(n) && !listed.contains(n.as_str()))
+            .count();
+        println!(
+            "hot-symbols: the trace saw {} functions run, {unlisted} of them not listed \
+             (step 3 of the list's recipe places those)",
+            set.len()
+        );
+        Some(set)
+    };
+    let text = refresh(&list, &symbols, ran.as_ref());
     let kept = names(&text).count();
     std::fs::write(&path, &text).with_context(|| format!("write {}", path.display()))?;
     println!(
@@ -255,9 +289,9 @@ pub fn hot_symbols(args: &HotArgs) -> Result<()> {
 
 /// The list `list` with its Rust names as `symbols` has them (see
 /// `hot_symbols`); its comments and the C library's names unchanged.
-fn refresh(list: &str, symbols: &[String]) -> String {
+fn refresh(list: &str, symbols: &[String], ran: Option<&HashSet<String>>) -> String {
     let mut out = String::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     for line in list.lines() {
         if line.is_empty() || line.starts_with('#') || !is_rust(line) {
             if line.is_empty() || line.starts_with('#') || seen.insert(line.to_string()) {
@@ -266,11 +300,35 @@ fn refresh(list: &str, symbols: &[String]) -> String {
             }
             continue;
         }
-        for name in order_of(line, symbols).lines() {
+        for name in order_of(line, symbols, ran).lines() {
             if seen.insert(name.to_string()) {
                 out.push_str(name);
                 out.push('\n');
             }
+        }
+    }
+    out
+}
+
+/// The function names of a callgrind output (`fn=(id) name` and
+/// `cfn=(id) name` lines; a name is given once, at its id's first use),
+/// or of a plain list, one name a line.
+fn ran_names(text: &str) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for line in text.lines() {
+        let rest = line
+            .strip_prefix("fn=")
+            .or_else(|| line.strip_prefix("cfn="));
+        let name = match rest {
+            Some(r) => match r.strip_prefix('(') {
+                Some(r) => r.split_once(") ").map_or("", |(_, n)| n),
+                None => r,
+            },
+            None if line.contains('=') || line.contains(' ') || line.starts_with('#') => "",
+            None => line,
+        };
+        if !name.is_empty() {
+            out.insert(name.to_string());
         }
     }
     out
@@ -315,7 +373,7 @@ mod tests {
             "_RNvCs1_3std4main".to_string(),
         ];
         assert_eq!(
-            refresh(list, &symbols),
+            refresh(list, &symbols, None),
             "# header\n_ZN5ext4r4mkfs3run17hffffffffffffffffE\n__memcpy_evex\n\
              _RNvCs1_3std4main\n"
         );
@@ -328,9 +386,33 @@ mod tests {
             "_ZN3foo4next17hffffffffffffffffE.llvm.222".to_string(),
         ];
         assert_eq!(
-            order_of("_ZN3foo4next17h0123456789abcdefE.llvm.111\n", &symbols),
+            order_of(
+                "_ZN3foo4next17h0123456789abcdefE.llvm.111\n",
+                &symbols,
+                None
+            ),
             "_ZN3foo4next17h0123456789abcdefE.llvm.222\n"
         );
+    }
+
+    #[test]
+    fn a_trace_keeps_the_instances_that_ran() {
+        let symbols = [
+            "_ZN3foo4next17h1111111111111111E".to_string(),
+            "_ZN3foo4next17h2222222222222222E".to_string(),
+            "_ZN3foo4next17h3333333333333333E".to_string(),
+            "_ZN3bar4once17h4444444444444444E".to_string(),
+        ];
+        let trace = "events: Ir\nfn=(1) _ZN3foo4next17h2222222222222222E\n0 5\n\
+                     cfn=(2) _RNvCs1_3std4main\ncalls=1 0\nfn=(1)\n";
+        let ran = ran_names(trace);
+        assert_eq!(ran.len(), 2);
+        let list = "_ZN3foo4next17h0000000000000000E\n_ZN3bar4once17h0000000000000000E\n";
+        assert_eq!(
+            order_of(list, &symbols, Some(&ran)),
+            "_ZN3foo4next17h2222222222222222E\n_ZN3bar4once17h4444444444444444E\n"
+        );
+        assert_eq!(order_of(list, &symbols, None).lines().count(), 4);
     }
 
     #[test]
