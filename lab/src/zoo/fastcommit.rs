@@ -244,10 +244,9 @@ pub struct CaseResult {
     pub beyond_e2fsck: Vec<String>,
     /// The kernel refused the image because its fast-commit scan ran off
     /// the journal (see [`Overrun`]); the reference is then the kernel's
-    /// replay of a copy whose area ends after its valid fast commits
-    /// (`Some(true)`), or none when those reach the area's last block
-    /// (`Some(false)`).
-    pub fc_overrun: Option<bool>,
+    /// replay of a copy whose area ends after its valid fast commits, or
+    /// none when no such copy could be made. How, for the report.
+    pub fc_overrun: Option<&'static str>,
 }
 
 /// Whether a difference from the reference loses something: a name only
@@ -769,17 +768,36 @@ fn judge_cut(
     };
     if let Some(o) = &overrun {
         // jbd2 refuses this journal for reading one block past it (see
-        // `Overrun`). With the block after the valid fast commits zeroed,
-        // its scan stops there and replays exactly those commits: that
-        // replay stands for the kernel's.
-        res.fc_overrun = Some(o.zero_at.is_some());
-        if let Some(at) = o.zero_at {
+        // `Overrun`). On a copy whose area ends right after its valid
+        // fast commits, its scan stops there and replays exactly those
+        // commits: that replay stands for the kernel's.
+        res.fc_overrun = Some(match (o.writes.is_empty(), o.widened) {
+            (true, _) => "no copy it replays could be made, no reference",
+            (false, false) => {
+                "compared with its replay of a copy with the block after the valid commits zeroed"
+            }
+            (false, true) => {
+                "compared with its replay of a copy with the area moved one block down, \
+                 one block longer"
+            }
+        });
+        if !o.writes.is_empty() {
             let z = copy("kernel-area-ended")?;
             let f = fs::OpenOptions::new().write(true).open(&z)?;
-            rustix::io::pwrite(&f, &vec![0u8; o.block_size], at)?;
+            for (at, bytes) in &o.writes {
+                rustix::io::pwrite(&f, bytes, *at)?;
+            }
             drop(f);
             kernel = tree_after_mount(&z, mnt)?;
             k_img = z;
+            if kernel.is_none() {
+                // The premise of `Overrun` does not hold: say so.
+                res.failures.push(
+                    "the kernel refused the copy whose fast-commit area ends after its \
+                     valid commits too"
+                        .into(),
+                );
+            }
         }
     }
     // No false alarm on what the kernel's replay leaves, where e2fsck
@@ -937,13 +955,19 @@ pub(crate) fn fc_records(img: &Path) -> Result<usize> {
 /// replayed; that is what ext4r replays (the journal crate's scan ends at
 /// the area's end).
 pub(crate) struct Overrun {
-    /// Byte offset in the image of the area's block right after its valid
-    /// fast commits (block 0 when there are none), when that block is in
-    /// the area: zeroed, it ends jbd2's scan there without changing what
-    /// is replayed (a zero record stops it after a valid commit; block 0
-    /// without a head means no fast commits).
-    pub zero_at: Option<u64>,
-    pub block_size: usize,
+    /// Writes (byte offset, bytes) that make a copy of the image one the
+    /// kernel replays exactly as the area's valid fast commits say, or
+    /// none when there is no such copy. When the block after the valid
+    /// commits is in the area, it is zeroed: jbd2's scan stops there (a
+    /// zero record after a valid commit; block 0 without a head means no
+    /// fast commits). When the valid commits fill the area, the area is
+    /// moved one block down into the unused block before it and made one
+    /// block longer (`s_num_fc_blks` + 1) with its last block zeroed,
+    /// which takes one block from the end of the log proper: only when
+    /// the log does not wrap and ends before that block.
+    pub writes: Vec<(u64, Vec<u8>)>,
+    /// The area was moved and made longer (the second way above).
+    pub widened: bool,
 }
 
 /// Whether jbd2 would run off the cut image's fast-commit area (see
@@ -960,9 +984,11 @@ pub(crate) fn fc_overrun(img: &Path) -> Result<Option<Overrun>> {
         return Ok(None);
     };
     let j = Journal::open(fs.device_shared(), loc.clone(), fs.block_size())?;
-    let fc = u64::from(j.superblock().num_fc_blocks());
-    let maxlen = u64::from(j.superblock().s_maxlen.get());
-    if fc == 0 || fc >= maxlen || fs.superblock().s_feature_incompat.get() & 0x4 == 0 {
+    let jsb = j.superblock().clone();
+    let fc = u64::from(jsb.num_fc_blocks());
+    let maxlen = u64::from(jsb.s_maxlen.get());
+    let start = u64::from(jsb.s_start.get());
+    if fc < 2 || fc >= maxlen || start == 0 || fs.superblock().s_feature_incompat.get() & 0x4 == 0 {
         return Ok(None);
     }
     let inode_size = fs.geometry().inode_size as usize;
@@ -971,17 +997,22 @@ pub(crate) fn fc_overrun(img: &Path) -> Result<Option<Overrun>> {
         return Ok(None);
     }
     let bs = u64::from(fs.block_size());
-    let first = maxlen - fc + 1;
+    // jbd2's j_last (one past the log proper) and j_fc_first.
+    let last = maxlen - fc;
+    let first = last + 1;
+    let at = |idx: u64| loc.device_block(idx).map(|b| b.0 * bs);
     let mut scan = FastCommitScan::new(r.end_transaction, inode_size);
-    let mut buf = vec![0u8; bs as usize];
+    let mut area = Vec::new();
     for idx in first..maxlen {
-        let Some(b) = loc.device_block(idx) else {
+        let Some(off) = at(idx) else {
             return Ok(None);
         };
-        fs.device().read_at(&mut buf, b.0 * bs)?;
+        let mut buf = vec![0u8; bs as usize];
+        fs.device().read_at(&mut buf, off)?;
         if scan.feed(&buf) != FcStep::Continue {
             return Ok(None);
         }
+        area.push(buf);
     }
     // Every block said "continue": jbd2 reads block `maxlen` next.
     let after = r
@@ -989,14 +1020,42 @@ pub(crate) fn fc_overrun(img: &Path) -> Result<Option<Overrun>> {
         .as_ref()
         .and_then(|l| l.records.last())
         .map_or(0, |rec| u64::from(rec.block) + 1);
-    let zero_at = if first + after < maxlen {
-        loc.device_block(first + after).map(|b| b.0 * bs)
-    } else {
-        None
-    };
+    let zero = vec![0u8; bs as usize];
+    if first + after < maxlen {
+        let writes = at(first + after).map(|o| (o, zero)).into_iter().collect();
+        return Ok(Some(Overrun {
+            writes,
+            widened: false,
+        }));
+    }
+    // The valid commits fill the area. The log proper loses its last
+    // block (`last - 1`) to the widened area's gap: the log must neither
+    // wrap nor reach it (its scan reads the block at `log_head`).
+    let mut writes = Vec::new();
+    // jbd2 wants a log of at least JBD2_MIN_JOURNAL_BLOCKS (1024) beside
+    // the area (journal_check_superblock).
+    let fits = r.log_head >= start && r.log_head + 1 < last && maxlen - fc > 1024;
+    let jsb_at = at(0);
+    if let (true, Some(jsb_at)) = (fits, jsb_at) {
+        for (k, b) in area.into_iter().enumerate() {
+            if let Some(o) = at(last + k as u64) {
+                writes.push((o, b));
+            }
+        }
+        if let Some(o) = at(maxlen - 1) {
+            writes.push((o, zero));
+        }
+        let mut wider = jsb;
+        wider.s_num_fc_blks.set(fc as u32 + 1);
+        wider.update_checksum();
+        writes.push((jsb_at, wider.to_bytes().to_vec()));
+        if writes.len() as u64 != fc + 1 {
+            writes.clear();
+        }
+    }
     Ok(Some(Overrun {
-        zero_at,
-        block_size: bs as usize,
+        widened: !writes.is_empty(),
+        writes,
     }))
 }
 
@@ -1056,6 +1115,9 @@ mod tests {
             now: 1_700_000_000,
             block_size: Some(BS as u32),
             features: vec!["fast_commit".into()],
+            // Room for a log of jbd2's least 1024 blocks beside an area
+            // one block longer.
+            journal_size_mib: Some(16),
             ..Default::default()
         };
         ext4r::mkfs::format(&dev, &opts, true).unwrap();
@@ -1112,10 +1174,37 @@ mod tests {
         b
     }
 
-    fn zero_block(img: &Path, at: u64) {
+    fn apply(img: &Path, writes: &[(u64, Vec<u8>)]) {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
-        f.write_all_at(&vec![0u8; BS as usize], at).unwrap();
+        for (at, b) in writes {
+            f.write_all_at(b, *at).unwrap();
+        }
+    }
+
+    /// The fast-commit records our recovery of `img` would replay (tag
+    /// and value), and the area blocks its scan read.
+    fn replayed(img: &Path) -> (Vec<(u16, Vec<u8>)>, u32) {
+        use ext4r::device::{FileDevice, OpenMode};
+        let mut o = ext4r::fs::OpenOptions::default();
+        o.skip_journal_replay = true;
+        let dev = FileDevice::open(img, OpenMode::default()).unwrap();
+        let fs = ext4r::fs::Filesystem::open_with(dev, o).unwrap();
+        let loc = fs.journal_location().unwrap().unwrap();
+        let j = ext4r::journal::Journal::open(fs.device_shared(), loc, fs.block_size()).unwrap();
+        let r = j.recover(
+            fs.geometry().blocks_count,
+            fs.geometry().inode_size as usize,
+        );
+        assert!(r.problem.is_none(), "{:?}", r.problem);
+        let log = r.fast_commit.unwrap_or_default();
+        (
+            log.records
+                .iter()
+                .map(|r| (r.tag, r.value.clone()))
+                .collect(),
+            log.blocks_read,
+        )
     }
 
     #[test]
@@ -1133,15 +1222,29 @@ mod tests {
             v
         });
         let o = fc_overrun(&img).unwrap().expect("runs off");
-        assert_eq!(o.zero_at, offsets.last().copied());
-        zero_block(&img, offsets[offsets.len() - 1]);
+        assert!(!o.widened);
+        assert_eq!(
+            o.writes,
+            [(offsets[offsets.len() - 1], vec![0u8; BS as usize])]
+        );
+        let before = replayed(&img);
+        apply(&img, &o.writes);
         assert!(fc_overrun(&img).unwrap().is_none());
+        assert_eq!(replayed(&img), before);
 
-        // Valid commits in every block: nothing to zero without dropping
-        // one of them.
-        armed(&img, commits);
+        // Valid commits in every block: the area moves one block down and
+        // grows by one, its last block zero; the same records replayed.
+        let offsets = armed(&img, commits);
+        let before = replayed(&img);
+        assert_eq!(before.1, offsets.len() as u32);
         let o = fc_overrun(&img).unwrap().expect("runs off");
-        assert_eq!(o.zero_at, None);
+        assert!(o.widened);
+        assert_eq!(o.writes.len(), offsets.len() + 2);
+        apply(&img, &o.writes);
+        assert!(fc_overrun(&img).unwrap().is_none());
+        let after = replayed(&img);
+        assert_eq!(after.0, before.0);
+        assert!(after.1 > before.1, "the scan now reads the zero block too");
 
         // No complete commit at all, the area full of records: block 0 is
         // the one to zero (no head, no fast commits, as what is replayed).
@@ -1160,7 +1263,7 @@ mod tests {
             v
         });
         let o = fc_overrun(&img).unwrap().expect("runs off");
-        assert_eq!(o.zero_at, Some(offsets[0]));
+        assert_eq!(o.writes, [(offsets[0], vec![0u8; BS as usize])]);
 
         // Commits that end before the area does: the scan stops on the
         // zeros after them, as the kernel's does.

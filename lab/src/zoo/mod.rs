@@ -194,16 +194,11 @@ fn run_fast_commit(args: &Args, bin: &OsString) -> Result<()> {
                         r.ops,
                         r.fc_records,
                         match (r.kernel_refused, r.fc_overrun) {
-                            (true, Some(true)) => {
-                                ", kernel refused: its fast-commit scan runs off the journal; \
-                                 compared with its replay of the area ended after the valid commits"
-                            }
-                            (true, Some(false)) => {
-                                ", kernel refused: its fast-commit scan runs off the journal; \
-                                 the valid commits fill the area, no reference"
-                            }
-                            (true, None) => ", kernel refused",
-                            _ => "",
+                            (true, Some(how)) => format!(
+                                ", kernel refused: its fast-commit scan runs off the journal; {how}"
+                            ),
+                            (true, None) => ", kernel refused".into(),
+                            _ => String::new(),
                         },
                         if r.e2fsck_differs.is_empty() {
                             String::new()
