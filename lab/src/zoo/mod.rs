@@ -575,8 +575,10 @@ fn cut_and_replay(
     }
     if let Err(e) = with_mount(&cut, mnt, &cfg.mount_opts, || Ok(())) {
         // Seen with fast_commit on this kernel: "JBD2: corrupted journal
-        // superblock", "journal recovery failed". e2fsck replays it; our
-        // verdict after that replay is judged instead.
+        // superblock", "journal recovery failed" (jbd2's fast-commit scan
+        // running off the journal, see fastcommit::Overrun). e2fsck -fy
+        // fails its recovery alike and discards the journal; our verdict
+        // on what it leaves is judged instead.
         println!("    cut: {e:#}; replayed by e2fsck -fy instead");
         out.made.push(("cut: kernel refused replay, e2fsck did", 1));
         status(Command::new("e2fsck").arg("-fy").arg(&cut))?;
