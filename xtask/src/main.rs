@@ -7,7 +7,8 @@
 //!   the kernel's loop mount (root, /dev/fuse, fuse2fs).
 //! - `cargo xtask corpus check|repair [--fsck CMD] …`: a checker's verdicts on the
 //!   e2fsprogs test images against e2fsck's; `corpus diff [--mode fn|fy]`: its output.
-//! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck.
+//! - `cargo xtask zoo [--count N] [--seed S] [--sample] [--jobs J]`: clean images vs our fsck;
+//!   `--fast-commit [--racing] [--keep DIR]`: fast-commit cuts recovered four ways.
 //! - `cargo xtask dist`: the binary as shipped (static on glibc Linux) with its links; benches use it.
 //! - `cargo xtask install [--prefix DIR]`: that binary stripped, its links, man pages, completions.
 //! - `cargo xtask fragment [--cases ...] [--seed S]`: fragmented images for the defragmenter.

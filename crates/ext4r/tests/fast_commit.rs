@@ -345,6 +345,43 @@ fn an_area_running_past_the_journal_is_read_to_its_end_only() {
 }
 
 #[test]
+fn a_commit_torn_in_the_areas_last_block_keeps_those_before_it() {
+    let fx = fixture();
+    // What the kernel leaves when fsyncs fill the area before the full
+    // commit that resets it: whole commits up to the last block but one,
+    // then a commit without its tail whose records fill the last block.
+    // The kernel's own recovery reads past the journal after that block
+    // and refuses the mount (jbd2's fc_do_one_pass reads up to j_fc_last
+    // = s_maxlen); the rule of ext4_fc_replay_scan is that the records up
+    // to the last good tail are replayed, and so they are here.
+    let sb = fx.journal_sb();
+    let area = sb.num_fc_blocks_if_enabled() as usize - 1;
+    let mut w = FcWriter::new(BS as usize, TID);
+    fx.create_file(&mut w, b"new", &[0x6e; 100]);
+    w.tail(TID);
+    for _ in 1..area - 1 {
+        w.record(tag::PAD, &[0u8; 16]);
+        w.tail(TID);
+    }
+    w.record(tag::UNLINK, &dentry_value(fx.d, fx.a, b"a"));
+    let mut blocks = w.finish();
+    assert_eq!(blocks.len(), area);
+    // The untailed commit's block, padded to its end as the kernel pads.
+    let last = blocks.last_mut().unwrap();
+    let used = 4 + 8 + 1;
+    let pad = (BS as usize - used - 4) as u16;
+    last[used..used + 2].copy_from_slice(&tag::PAD.to_le_bytes());
+    last[used + 2..used + 4].copy_from_slice(&pad.to_le_bytes());
+    fx.arm(&blocks);
+    let r = fx.recover();
+    assert!(r.problem.is_none(), "{:?}", r.problem);
+    // The created file stands; the untailed unlink is not replayed.
+    assert_eq!(fx.names("/d"), ["a", "new"]);
+    assert_eq!(fx.read("/d/new").unwrap(), vec![0x6e; 100]);
+    assert_eq!(fx.e2fsck().unwrap_or(0), 0);
+}
+
+#[test]
 fn an_inode_out_of_range_stops_the_replay_there() {
     let fx = fixture();
     let mut w = FcWriter::new(BS as usize, TID);

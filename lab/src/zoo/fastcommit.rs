@@ -205,6 +205,19 @@ pub fn random(i: usize, seed: u64) -> Case {
     }
 }
 
+/// A case of the kind the sample races (mixed, fsync'd, cut while a
+/// writer thread runs), for repeating just those: `--racing`.
+pub fn racing(i: usize, seed: u64) -> Case {
+    let cfgs = configs();
+    Case {
+        cfg: cfgs[i % cfgs.len()].clone(),
+        load: Load::Mixed,
+        fsync: true,
+        racing: true,
+        seed,
+    }
+}
+
 /// What one case found.
 #[derive(Debug, Default)]
 pub struct CaseResult {
@@ -229,6 +242,11 @@ pub struct CaseResult {
     /// fast-commit replay keeps less than the kernel's; fsync'd files are
     /// checked against the workload's model either way.
     pub beyond_e2fsck: Vec<String>,
+    /// The kernel refused the image because its fast-commit scan ran off
+    /// the journal (see [`Overrun`]); the reference is then the kernel's
+    /// replay of a copy whose area ends after its valid fast commits, or
+    /// none when no such copy could be made. How, for the report.
+    pub fc_overrun: Option<&'static str>,
 }
 
 /// Whether a difference from the reference loses something: a name only
@@ -693,26 +711,95 @@ fn tree_after_mount(img: &Path, mnt: &Path) -> Result<Option<BTreeMap<String, St
 }
 
 /// Builds, cuts and recovers one case.
-pub fn run_case(bin: &OsString, work: &Path, case: &Case) -> Result<CaseResult> {
+/// With `keep`, the cut image of a failed case, or of one the kernel
+/// refused, is copied there as `<seed>-<name>.img`.
+pub fn run_case(
+    bin: &OsString,
+    work: &Path,
+    case: &Case,
+    keep: Option<&Path>,
+) -> Result<CaseResult> {
     let dir = TempDir::new_in(work, &format!("fc{}-", case.seed))?;
     let img = dir.path().join("cut.img");
     let mnt = dir.path().join("mnt");
     fs::create_dir(&mnt)?;
     let (model, ops) = make(&img, &mnt, case)?;
+    let res = judge_cut(bin, dir.path(), &img, &mnt, model, ops);
+    if let Some(k) = keep {
+        let kept = res
+            .as_ref()
+            .map_or(true, |r| !r.failures.is_empty() || r.kernel_refused);
+        if kept {
+            let to = k.join(format!("{}-{}.img", case.seed, case.name()));
+            copy_sparse(&img, &to)?;
+            println!("    cut image kept: {}", to.display());
+        }
+    }
+    res
+}
+
+/// Recovers the cut image `img` four ways (copies in `dir`) and compares.
+fn judge_cut(
+    bin: &OsString,
+    dir: &Path,
+    img: &Path,
+    mnt: &Path,
+    model: Model,
+    ops: u64,
+) -> Result<CaseResult> {
     let mut res = CaseResult {
         ops,
         ..CaseResult::default()
     };
-    res.fc_records = fc_records(&img).unwrap_or(0);
+    res.fc_records = fc_records(img).unwrap_or(0);
     let copy = |tag: &str| -> Result<PathBuf> {
-        let p = dir.path().join(format!("{tag}.img"));
-        copy_sparse(&img, &p)?;
+        let p = dir.join(format!("{tag}.img"));
+        copy_sparse(img, &p)?;
         Ok(p)
     };
     // The kernel.
-    let k_img = copy("kernel")?;
-    let kernel = tree_after_mount(&k_img, &mnt)?;
+    let mut k_img = copy("kernel")?;
+    let mut kernel = tree_after_mount(&k_img, mnt)?;
     res.kernel_refused = kernel.is_none();
+    let overrun = if kernel.is_none() {
+        fc_overrun(img)?
+    } else {
+        None
+    };
+    if let Some(o) = &overrun {
+        // jbd2 refuses this journal for reading one block past it (see
+        // `Overrun`). On a copy whose area ends right after its valid
+        // fast commits, its scan stops there and replays exactly those
+        // commits: that replay stands for the kernel's.
+        res.fc_overrun = Some(match (o.writes.is_empty(), o.widened) {
+            (true, _) => "no copy it replays could be made, no reference",
+            (false, false) => {
+                "compared with its replay of a copy with the block after the valid commits zeroed"
+            }
+            (false, true) => {
+                "compared with its replay of a copy with the area moved one block down, \
+                 one block longer"
+            }
+        });
+        if !o.writes.is_empty() {
+            let z = copy("kernel-area-ended")?;
+            let f = fs::OpenOptions::new().write(true).open(&z)?;
+            for (at, bytes) in &o.writes {
+                rustix::io::pwrite(&f, bytes, *at)?;
+            }
+            drop(f);
+            kernel = tree_after_mount(&z, mnt)?;
+            k_img = z;
+            if kernel.is_none() {
+                // The premise of `Overrun` does not hold: say so.
+                res.failures.push(
+                    "the kernel refused the copy whose fast-commit area ends after its \
+                     valid commits too"
+                        .into(),
+                );
+            }
+        }
+    }
     // No false alarm on what the kernel's replay leaves, where e2fsck
     // finds it clean.
     if kernel.is_some() && status(Command::new("e2fsck").arg("-fn").arg(&k_img))? == 0 {
@@ -739,17 +826,17 @@ pub fn run_case(bin: &OsString, work: &Path, case: &Case) -> Result<CaseResult> 
         res.failures
             .push(format!("after ext4r fsck -fy: ext4r fsck -fn exit {again}"));
     }
-    let ours = tree_after_mount(&o_img, &mnt)?.context("the kernel refused our recovered image")?;
+    let ours = tree_after_mount(&o_img, mnt)?.context("the kernel refused our recovered image")?;
     // e2fsck.
     let e_img = copy("e2fsck")?;
     status(Command::new("e2fsck").arg("-fy").arg(&e_img))?;
-    let e2fsck = tree_after_mount(&e_img, &mnt)?;
+    let e2fsck = tree_after_mount(&e_img, mnt)?;
     // The library, reading the cut image itself.
-    let before = fs::read(&img)?;
-    let out = dir.path().join("extract");
+    let before = fs::read(img)?;
+    let out = dir.join("extract");
     let ex = Command::new(bin)
         .arg("extract")
-        .arg(&img)
+        .arg(img)
         .arg(&out)
         .output()
         .context("ext4r extract")?;
@@ -759,7 +846,7 @@ pub fn run_case(bin: &OsString, work: &Path, case: &Case) -> Result<CaseResult> 
             ex.status.code(),
             String::from_utf8_lossy(&ex.stderr).trim()
         ));
-    } else if fs::read(&img)? != before {
+    } else if fs::read(img)? != before {
         res.failures
             .push("ext4r extract changed the image it read".into());
     }
@@ -769,9 +856,16 @@ pub fn run_case(bin: &OsString, work: &Path, case: &Case) -> Result<CaseResult> 
         None
     };
     // The reference: the kernel's tree, or e2fsck's where the kernel
-    // refused the image.
+    // refused the image. Not e2fsck's where the kernel refused it for
+    // running off the fast-commit area: e2fsck 1.47 shares jbd2's
+    // recovery.c, fails the same way ("JBD2: corrupted journal
+    // superblock", "Journal corrupted") and then discards the whole
+    // journal, committed transactions and all, so its tree is the
+    // unreplayed image. Without a reference, ours is judged by the
+    // checks above and the fsync'd files below.
     let reference = match (&kernel, &e2fsck) {
         (Some(k), _) => k.clone(),
+        (None, _) if overrun.is_some() => ours.clone(),
         (None, Some(e)) => e.clone(),
         (None, None) => bail!("neither the kernel nor e2fsck's result mounts"),
     };
@@ -805,7 +899,7 @@ pub fn run_case(bin: &OsString, work: &Path, case: &Case) -> Result<CaseResult> 
             res.failures.push(format!("library vs kernel: {x}"));
         }
     }
-    if let (Some(k), Some(e)) = (&kernel, &e2fsck) {
+    if let (Some(k), Some(e), None) = (&kernel, &e2fsck, &overrun) {
         res.e2fsck_differs = diffs(k, e);
     }
     for (p, h) in &model.synced {
@@ -844,6 +938,127 @@ pub(crate) fn fc_records(img: &Path) -> Result<usize> {
     Ok(r.fast_commit.map_or(0, |l| l.records.len()))
 }
 
+/// A fast-commit area that jbd2's recovery (the kernel's, and e2fsck
+/// 1.47's copy of it) runs off. `fc_do_one_pass` (fs/jbd2/recovery.c)
+/// reads blocks `j_fc_first..=j_fc_last` while the callback says
+/// "continue", and `j_fc_last` is `s_maxlen`, one past the journal's last
+/// block; `jbd2_fc_get_buf` (fs/jbd2/journal.c) only ever hands out
+/// blocks below `j_fc_last`. `ext4_fc_replay_scan` (fs/ext4/fast_commit.c)
+/// says "continue" for a block whose records all parse (each commit's
+/// tail, or a pad, fills its last block). So when every block of the area
+/// up to its last scans so, the next read is past the journal, `jread`
+/// fails ("JBD2: corrupted journal superblock", EFSCORRUPTED) and the
+/// whole recovery with it: the mount is refused. The writer gets there
+/// whenever fast commits fill the area to its last block before the full
+/// commit that resets it. ext4_fc_replay_scan's rule is that the records
+/// up to the last tail with the expected transaction id and CRC are
+/// replayed; that is what ext4r replays (the journal crate's scan ends at
+/// the area's end).
+pub(crate) struct Overrun {
+    /// Writes (byte offset, bytes) that make a copy of the image one the
+    /// kernel replays exactly as the area's valid fast commits say, or
+    /// none when there is no such copy. When the block after the valid
+    /// commits is in the area, it is zeroed: jbd2's scan stops there (a
+    /// zero record after a valid commit; block 0 without a head means no
+    /// fast commits). When the valid commits fill the area, the area is
+    /// moved one block down into the unused block before it and made one
+    /// block longer (`s_num_fc_blks` + 1) with its last block zeroed,
+    /// which takes one block from the end of the log proper: only when
+    /// the log does not wrap and ends before that block.
+    pub writes: Vec<(u64, Vec<u8>)>,
+    /// The area was moved and made longer (the second way above).
+    pub widened: bool,
+}
+
+/// Whether jbd2 would run off the cut image's fast-commit area (see
+/// [`Overrun`]), by our own scan of it.
+pub(crate) fn fc_overrun(img: &Path) -> Result<Option<Overrun>> {
+    use ext4r::device::{FileDevice, OpenMode};
+    use ext4r::journal::Journal;
+    use ext4r_format::jbd2::fast_commit::{FastCommitScan, FcStep};
+    let dev = FileDevice::open(img, OpenMode::default())?;
+    let mut o = ext4r::fs::OpenOptions::default();
+    o.skip_journal_replay = true;
+    let fs = ext4r::fs::Filesystem::open_with(dev, o)?;
+    let Some(loc) = fs.journal_location()? else {
+        return Ok(None);
+    };
+    let j = Journal::open(fs.device_shared(), loc.clone(), fs.block_size())?;
+    let jsb = j.superblock().clone();
+    let fc = u64::from(jsb.num_fc_blocks());
+    let maxlen = u64::from(jsb.s_maxlen.get());
+    let start = u64::from(jsb.s_start.get());
+    if fc < 2 || fc >= maxlen || start == 0 || fs.superblock().s_feature_incompat.get() & 0x4 == 0 {
+        return Ok(None);
+    }
+    let inode_size = fs.geometry().inode_size as usize;
+    let r = j.recover(fs.geometry().blocks_count, inode_size);
+    if r.problem.is_some() {
+        return Ok(None);
+    }
+    let bs = u64::from(fs.block_size());
+    // jbd2's j_last (one past the log proper) and j_fc_first.
+    let last = maxlen - fc;
+    let first = last + 1;
+    let at = |idx: u64| loc.device_block(idx).map(|b| b.0 * bs);
+    let mut scan = FastCommitScan::new(r.end_transaction, inode_size);
+    let mut area = Vec::new();
+    for idx in first..maxlen {
+        let Some(off) = at(idx) else {
+            return Ok(None);
+        };
+        let mut buf = vec![0u8; bs as usize];
+        fs.device().read_at(&mut buf, off)?;
+        if scan.feed(&buf) != FcStep::Continue {
+            return Ok(None);
+        }
+        area.push(buf);
+    }
+    // Every block said "continue": jbd2 reads block `maxlen` next.
+    let after = r
+        .fast_commit
+        .as_ref()
+        .and_then(|l| l.records.last())
+        .map_or(0, |rec| u64::from(rec.block) + 1);
+    let zero = vec![0u8; bs as usize];
+    if first + after < maxlen {
+        let writes = at(first + after).map(|o| (o, zero)).into_iter().collect();
+        return Ok(Some(Overrun {
+            writes,
+            widened: false,
+        }));
+    }
+    // The valid commits fill the area. The log proper loses its last
+    // block (`last - 1`) to the widened area's gap: the log must neither
+    // wrap nor reach it (its scan reads the block at `log_head`).
+    let mut writes = Vec::new();
+    // jbd2 wants a log of at least JBD2_MIN_JOURNAL_BLOCKS (1024) beside
+    // the area (journal_check_superblock).
+    let fits = r.log_head >= start && r.log_head + 1 < last && maxlen - fc > 1024;
+    let jsb_at = at(0);
+    if let (true, Some(jsb_at)) = (fits, jsb_at) {
+        for (k, b) in area.into_iter().enumerate() {
+            if let Some(o) = at(last + k as u64) {
+                writes.push((o, b));
+            }
+        }
+        if let Some(o) = at(maxlen - 1) {
+            writes.push((o, zero));
+        }
+        let mut wider = jsb;
+        wider.s_num_fc_blks.set(fc as u32 + 1);
+        wider.update_checksum();
+        writes.push((jsb_at, wider.to_bytes().to_vec()));
+        if writes.len() as u64 != fc + 1 {
+            writes.clear();
+        }
+    }
+    Ok(Some(Overrun {
+        widened: !writes.is_empty(),
+        writes,
+    }))
+}
+
 /// Whether the cut image's fast-commit area starts with a head that the
 /// scan finds stale (its transaction committed since): e2fsck 1.47 fails
 /// its whole recovery on such an area ("Invalid argument while recovering
@@ -879,7 +1094,182 @@ pub(crate) fn stale_fc_head(img: &Path) -> Result<bool> {
 
 #[cfg(test)]
 mod tests {
-    use super::loses;
+    use super::{fc_overrun, loses};
+    use ext4r::device::{BlockDevice, MemDevice};
+    use ext4r_format::jbd2::fast_commit::{tag, FcWriter};
+    use ext4r_format::jbd2::{JournalIncompat, JournalSuperblock, JOURNAL_SUPERBLOCK_SIZE};
+    use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+    use std::path::Path;
+
+    const BS: u64 = 4096;
+    const TID: u32 = 40;
+
+    /// Saves to `img` a fresh fast_commit filesystem whose journal needs
+    /// recovery with an empty log (next transaction `TID`) and whose
+    /// fast-commit area holds what `area` makes for its length in blocks.
+    /// Returns the byte offset of each area block in the image.
+    fn armed(img: &Path, area: impl Fn(usize) -> Vec<Vec<u8>>) -> Vec<u64> {
+        let dev = MemDevice::new(64 << 20);
+        let opts = ext4r::mkfs::MkfsOptions {
+            size_bytes: 64 << 20,
+            now: 1_700_000_000,
+            block_size: Some(BS as u32),
+            features: vec!["fast_commit".into()],
+            // Room for a log of jbd2's least 1024 blocks beside an area
+            // one block longer.
+            journal_size_mib: Some(16),
+            ..Default::default()
+        };
+        ext4r::mkfs::format(&dev, &opts, true).unwrap();
+        let fs = ext4r::fs::Filesystem::open(dev.snapshot()).unwrap();
+        let loc = fs.journal_location().unwrap().unwrap();
+        drop(fs);
+        let jsb_at = loc.device_block(0).unwrap().0 * BS;
+        let mut raw = [0u8; JOURNAL_SUPERBLOCK_SIZE];
+        dev.read_at(&mut raw, jsb_at).unwrap();
+        let mut jsb = JournalSuperblock::parse(&raw).unwrap();
+        jsb.s_feature_incompat
+            .set(jsb.s_feature_incompat.get() | JournalIncompat::FAST_COMMIT.bits());
+        jsb.s_start.set(jsb.s_first.get());
+        jsb.s_sequence.set(TID);
+        dev.write_at(&jsb.to_bytes(), jsb_at).unwrap();
+        let log = loc.device_block(u64::from(jsb.s_first.get())).unwrap();
+        dev.write_at(&vec![0u8; BS as usize], log.0 * BS).unwrap();
+        let maxlen = u64::from(jsb.s_maxlen.get());
+        let first = maxlen - u64::from(jsb.num_fc_blocks()) + 1;
+        let offsets: Vec<u64> = (first..maxlen)
+            .map(|i| loc.device_block(i).unwrap().0 * BS)
+            .collect();
+        for (b, at) in area(offsets.len()).iter().zip(&offsets) {
+            dev.write_at(b, *at).unwrap();
+        }
+        let mut raw = [0u8; SUPERBLOCK_SIZE];
+        dev.read_at(&mut raw, SUPERBLOCK_OFFSET).unwrap();
+        let mut sb = Superblock::parse(&raw).unwrap();
+        sb.s_feature_incompat
+            .set(sb.s_feature_incompat.get() | ext4r_format::features::Incompat::RECOVER.bits());
+        ext4r_txn::csum::Checksums::stamp_superblock(&mut sb);
+        dev.write_at(&sb.to_bytes(), SUPERBLOCK_OFFSET).unwrap();
+        dev.save(img).unwrap();
+        offsets
+    }
+
+    /// `n` one-block fast commits (the first with the area's head), each
+    /// tail filling its block, as the kernel writes them.
+    fn commits(n: usize) -> Vec<Vec<u8>> {
+        let mut w = FcWriter::new(BS as usize, TID);
+        for _ in 0..n {
+            w.record(tag::PAD, &[0u8; 16]);
+            w.tail(TID);
+        }
+        w.finish()
+    }
+
+    /// A block of a commit cut before its tail: records that all parse
+    /// (a pad filling the block), which jbd2's scan reads past.
+    fn untailed() -> Vec<u8> {
+        let mut b = vec![0u8; BS as usize];
+        b[..2].copy_from_slice(&tag::PAD.to_le_bytes());
+        b[2..4].copy_from_slice(&(BS as u16 - 4).to_le_bytes());
+        b
+    }
+
+    fn apply(img: &Path, writes: &[(u64, Vec<u8>)]) {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
+        for (at, b) in writes {
+            f.write_all_at(b, *at).unwrap();
+        }
+    }
+
+    /// The fast-commit records our recovery of `img` would replay (tag
+    /// and value), and the area blocks its scan read.
+    fn replayed(img: &Path) -> (Vec<(u16, Vec<u8>)>, u32) {
+        use ext4r::device::{FileDevice, OpenMode};
+        let mut o = ext4r::fs::OpenOptions::default();
+        o.skip_journal_replay = true;
+        let dev = FileDevice::open(img, OpenMode::default()).unwrap();
+        let fs = ext4r::fs::Filesystem::open_with(dev, o).unwrap();
+        let loc = fs.journal_location().unwrap().unwrap();
+        let j = ext4r::journal::Journal::open(fs.device_shared(), loc, fs.block_size()).unwrap();
+        let r = j.recover(
+            fs.geometry().blocks_count,
+            fs.geometry().inode_size as usize,
+        );
+        assert!(r.problem.is_none(), "{:?}", r.problem);
+        let log = r.fast_commit.unwrap_or_default();
+        (
+            log.records
+                .iter()
+                .map(|r| (r.tag, r.value.clone()))
+                .collect(),
+            log.blocks_read,
+        )
+    }
+
+    #[test]
+    fn a_fast_commit_area_jbd2_runs_off_is_told_apart() {
+        let dir = crate::util::TempDir::new_in(&std::env::temp_dir(), "fc-overrun-").unwrap();
+        let img = dir.path().join("img");
+
+        // Commits up to the area's last block but one, and an untailed
+        // commit in the last (the image CI caught): jbd2 reads past the
+        // journal. Zeroing the last block ends the scan there, and then
+        // nothing runs off.
+        let offsets = armed(&img, |n| {
+            let mut v = commits(n - 1);
+            v.push(untailed());
+            v
+        });
+        let o = fc_overrun(&img).unwrap().expect("runs off");
+        assert!(!o.widened);
+        assert_eq!(
+            o.writes,
+            [(offsets[offsets.len() - 1], vec![0u8; BS as usize])]
+        );
+        let before = replayed(&img);
+        apply(&img, &o.writes);
+        assert!(fc_overrun(&img).unwrap().is_none());
+        assert_eq!(replayed(&img), before);
+
+        // Valid commits in every block: the area moves one block down and
+        // grows by one, its last block zero; the same records replayed.
+        let offsets = armed(&img, commits);
+        let before = replayed(&img);
+        assert_eq!(before.1, offsets.len() as u32);
+        let o = fc_overrun(&img).unwrap().expect("runs off");
+        assert!(o.widened);
+        assert_eq!(o.writes.len(), offsets.len() + 2);
+        apply(&img, &o.writes);
+        assert!(fc_overrun(&img).unwrap().is_none());
+        let after = replayed(&img);
+        assert_eq!(after.0, before.0);
+        assert!(after.1 > before.1, "the scan now reads the zero block too");
+
+        // No complete commit at all, the area full of records: block 0 is
+        // the one to zero (no head, no fast commits, as what is replayed).
+        let offsets = armed(&img, |n| {
+            let mut w = FcWriter::new(BS as usize, TID);
+            w.record(tag::PAD, &[0u8; 16]);
+            let mut v = w.finish();
+            v[0] = untailed();
+            v[0][..2].copy_from_slice(&tag::HEAD.to_le_bytes());
+            v[0][2..4].copy_from_slice(&8u16.to_le_bytes());
+            v[0][8..12].copy_from_slice(&TID.to_le_bytes());
+            v[0][12..14].copy_from_slice(&tag::PAD.to_le_bytes());
+            v[0][14..16].copy_from_slice(&(BS as u16 - 16).to_le_bytes());
+            v[0][16..].fill(0);
+            v.extend((1..n).map(|_| untailed()));
+            v
+        });
+        let o = fc_overrun(&img).unwrap().expect("runs off");
+        assert_eq!(o.writes, [(offsets[0], vec![0u8; BS as usize])]);
+
+        // Commits that end before the area does: the scan stops on the
+        // zeros after them, as the kernel's does.
+        armed(&img, |_| commits(3));
+        assert!(fc_overrun(&img).unwrap().is_none());
+    }
 
     #[test]
     fn against_e2fsck_only_lost_names_and_other_contents_count() {

@@ -58,6 +58,15 @@ pub struct Args {
     /// the fixed CI matrix, else --count random cases (default 100).
     #[arg(long)]
     fast_commit: bool,
+    /// With --fast-commit and without --sample: every random case is of
+    /// the kind the sample races (mixed, fsync'd, a writer thread racing
+    /// the cut), the configurations cycled; each run makes other images.
+    #[arg(long)]
+    racing: bool,
+    /// With --fast-commit: copy the cut image of each failed case, and of
+    /// each the kernel refused to mount, into this directory.
+    #[arg(long)]
+    keep: Option<PathBuf>,
 }
 
 /// One image's outcome.
@@ -152,9 +161,18 @@ fn run_fast_commit(args: &Args, bin: &OsString) -> Result<()> {
     } else {
         let count = if args.count == 500 { 100 } else { args.count };
         (args.start..args.start + count)
-            .map(|i| fastcommit::random(i, args.seed + i as u64))
+            .map(|i| {
+                if args.racing {
+                    fastcommit::racing(i, args.seed + i as u64)
+                } else {
+                    fastcommit::random(i, args.seed + i as u64)
+                }
+            })
             .collect()
     };
+    if let Some(k) = &args.keep {
+        std::fs::create_dir_all(k).with_context(|| format!("cannot create {}", k.display()))?;
+    }
     let cache = Path::new("/dev/shm/ext4r-zoo");
     std::fs::create_dir_all(cache).context("cannot create /dev/shm/ext4r-zoo")?;
     let work = TempDir::new_in(cache, "fc-")?;
@@ -169,16 +187,18 @@ fn run_fast_commit(args: &Args, bin: &OsString) -> Result<()> {
                     break;
                 }
                 let case = &cases[i];
-                let r = fastcommit::run_case(bin, work.path(), case);
+                let r = fastcommit::run_case(bin, work.path(), case, args.keep.as_deref());
                 let line = match &r {
                     Ok(r) if r.failures.is_empty() => format!(
                         "ok ({} ops, {} fast-commit records{}{}{})",
                         r.ops,
                         r.fc_records,
-                        if r.kernel_refused {
-                            ", kernel refused"
-                        } else {
-                            ""
+                        match (r.kernel_refused, r.fc_overrun) {
+                            (true, Some(how)) => format!(
+                                ", kernel refused: its fast-commit scan runs off the journal; {how}"
+                            ),
+                            (true, None) => ", kernel refused".into(),
+                            _ => String::new(),
                         },
                         if r.e2fsck_differs.is_empty() {
                             String::new()
@@ -221,9 +241,10 @@ fn run_fast_commit(args: &Args, bin: &OsString) -> Result<()> {
     let lost: usize = ok.iter().map(|r| r.lost).sum();
     let with_fc = ok.iter().filter(|r| r.fc_records > 0).count();
     let refused = ok.iter().filter(|r| r.kernel_refused).count();
+    let overrun = ok.iter().filter(|r| r.fc_overrun.is_some()).count();
     let e2_differs = ok.iter().filter(|r| !r.e2fsck_differs.is_empty()).count();
     println!(
-        "\nzoo fast-commit: {} cases, {with_fc} with fast commits to replay, {failed} failed, {lost} files lost, kernel refused {refused}, e2fsck differs from the kernel on {e2_differs}, {}",
+        "\nzoo fast-commit: {} cases, {with_fc} with fast commits to replay, {failed} failed, {lost} files lost, kernel refused {refused} ({overrun} for running off the fast-commit area), e2fsck differs from the kernel on {e2_differs}, {}",
         results.len(),
         util::fmt_duration(start.elapsed())
     );
@@ -554,8 +575,10 @@ fn cut_and_replay(
     }
     if let Err(e) = with_mount(&cut, mnt, &cfg.mount_opts, || Ok(())) {
         // Seen with fast_commit on this kernel: "JBD2: corrupted journal
-        // superblock", "journal recovery failed". e2fsck replays it; our
-        // verdict after that replay is judged instead.
+        // superblock", "journal recovery failed" (jbd2's fast-commit scan
+        // running off the journal, see fastcommit::Overrun). e2fsck -fy
+        // fails its recovery alike and discards the journal; our verdict
+        // on what it leaves is judged instead.
         println!("    cut: {e:#}; replayed by e2fsck -fy instead");
         out.made.push(("cut: kernel refused replay, e2fsck did", 1));
         status(Command::new("e2fsck").arg("-fy").arg(&cut))?;

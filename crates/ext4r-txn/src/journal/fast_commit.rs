@@ -150,8 +150,15 @@ impl<J: BlockDevice> Journal<J> {
         let mut buf = vec![0u8; self.block_size as usize];
         let mut index = self.fc_first();
         let mut k = 0u32;
-        // The kernel reads up to `s_maxlen` itself, one past the journal:
-        // that read fails and ends the scan.
+        // The scan ends with the area's last block (`s_maxlen - 1`), the
+        // last one jbd2's writer uses. jbd2's own scan reads on to block
+        // `s_maxlen`, one past the journal, when every block up to there
+        // said "continue" (fast commits filling the area before the full
+        // commit that resets it); that read fails, and with it the whole
+        // recovery and the mount (e2fsck 1.47, sharing recovery.c, then
+        // discards the journal). ext4_fc_replay_scan's rule is that the
+        // records up to the last good tail are replayed: that is kept here
+        // rather than the failure, which would lose every fsync'd commit.
         while index < maxlen {
             let Ok(at) = self.block_offset(index) else {
                 break;
