@@ -49,7 +49,7 @@ use ext4r_format::group_desc::GroupDesc;
 use ext4r_format::num;
 use ext4r_format::superblock::{Superblock, SUPERBLOCK_OFFSET};
 use std::borrow::BorrowMut;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 mod reshape;
 
@@ -86,6 +86,12 @@ pub struct Transaction<V: BorrowMut<Volume>> {
     blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
     data: BTreeMap<u64, Vec<u8>>,
     inodes: BTreeMap<u32, Vec<u8>>,
+    /// The inode-table blocks that hold `inodes` (each a group and a block
+    /// of its table): what the records take in the journal, where sixteen
+    /// records of 256 bytes share a 4 KiB block. Added to as records come
+    /// in; a rolled-back record may leave its block counted (an estimate
+    /// on the high side) until the commit clears it.
+    inode_blocks: HashSet<u64>,
     freed: BTreeSet<u64>,
     /// Blocks this transaction took: freed again before the commit, they
     /// may be taken again at once (the committed filesystem never had
@@ -200,9 +206,14 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     /// About how many journal blocks a commit would take now, and the bytes
     /// of file data gathered.
     pub fn pending_sizes(&self) -> (u64, u64) {
-        let meta = self.blocks.len() + self.inodes.len() + 2 * self.snapshots.len() + 1;
+        // Each group touched: two bitmaps and (at most) a descriptor
+        // block; the superblock; the revoke records of freed blocks.
         let bs = u64::from(self.v().geo.block_size);
-        (meta as u64, self.data.len() as u64 * bs)
+        let revokes = (self.freed.len() as u64 * 8).div_ceil(bs);
+        let meta = (self.blocks.len() + self.inode_blocks.len() + 3 * self.snapshots.len() + 1)
+            as u64
+            + revokes;
+        (meta, self.data.len() as u64 * bs)
     }
 
     /// Drops everything gathered: the group table and counts back as they
@@ -226,6 +237,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         self.blocks.clear();
         self.data.clear();
         self.inodes.clear();
+        self.inode_blocks.clear();
         self.zeroes.clear();
         self.freed.clear();
         self.taken.clear();
@@ -256,6 +268,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             blocks: BTreeMap::new(),
             data: BTreeMap::new(),
             inodes: BTreeMap::new(),
+            inode_blocks: HashSet::new(),
             freed: BTreeSet::new(),
             taken: RangeSet::default(),
             held: RangeSet::default(),
@@ -548,6 +561,9 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
             return Ok(r.clone());
         }
         let (block, off) = self.v().inode_place(ino)?;
+        if !self.blocks.contains_key(&block) && !self.data.contains_key(&block) {
+            self.v().inode_table_ahead(ino, block);
+        }
         let b = self.read_block(block)?;
         Ok(b[off..off + self.v().geo.inode_size as usize].to_vec())
     }
@@ -609,6 +625,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         if !self.inodes.contains_key(&ino) {
             let r = self.read_inode_checked(ino)?;
             self.note_inode(ino);
+            self.count_inode_block(ino);
             self.inodes.insert(ino, r);
         } else {
             self.note_inode(ino);
@@ -633,8 +650,19 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         }
         self.v().inode_place(ino)?;
         self.note_inode(ino);
+        self.count_inode_block(ino);
         self.inodes.insert(ino, record);
         Ok(())
+    }
+
+    /// Counts the inode-table block of `ino` (a number already checked
+    /// to lie in the filesystem) for [`Transaction::pending_sizes`].
+    fn count_inode_block(&mut self, ino: u32) {
+        let geo = &self.v().geo;
+        let ipg = geo.inodes_per_group.max(1);
+        let (g, idx) = ((ino - 1) / ipg, u64::from((ino - 1) % ipg));
+        let blk = idx * u64::from(geo.inode_size) / u64::from(geo.block_size.max(1));
+        self.inode_blocks.insert((u64::from(g) << 32) | blk);
     }
 
     fn touch(&mut self, g: u32) -> Result<()> {
@@ -982,6 +1010,7 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
         // Inode records into their table blocks.
         let isz = self.v().geo.inode_size as usize;
         let inodes = std::mem::take(&mut self.inodes);
+        self.inode_blocks.clear();
         let vol: &Volume = self.v();
         for (ino, mut rec) in inodes {
             csum.stamp_inode(ino, &mut rec)?;

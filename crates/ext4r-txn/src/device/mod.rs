@@ -1,12 +1,14 @@
 //! Block devices: the small trait every engine component reads and writes
 //! through, with a file/block-device implementation, an in-memory one, a
 //! window of another device ([`OffsetDevice`]: a partition of a disk
-//! image), and a fault-injecting wrapper for crash tests.
+//! image), a fault-injecting wrapper for crash tests, and a wrapper that
+//! keeps the blocks last read ([`Cached`]).
 //!
 //! All I/O is positioned and takes `&self`, so one device can be shared by
 //! threads (scans of flex groups in parallel) without a lock around a file
 //! offset.
 
+mod cached;
 mod fault;
 mod file;
 pub mod lock;
@@ -16,6 +18,7 @@ mod record;
 mod staged;
 mod unflushed;
 
+pub use cached::Cached;
 pub use fault::{FaultDevice, WriteKind, WriteRecord};
 pub use file::{FileDevice, OpenMode};
 pub use lock::{writer_of, LockHolder};
