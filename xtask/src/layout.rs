@@ -209,7 +209,7 @@ pub struct HotArgs {
     /// instances that ran, not every instance of a generic. The trace must
     /// be of a build with the same names (e.g. EXT4R_PLAIN_LINK=1: valgrind
     /// runs it; the names do not depend on the link).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", num_args = 1..)]
     ran: Vec<PathBuf>,
 }
 

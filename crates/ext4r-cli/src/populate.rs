@@ -71,6 +71,9 @@ pub(crate) fn populate(
 ) -> Result<()> {
     let mut wo = WriteOptions::default();
     wo.now = epoch.map(|e| (e, 0));
+    // Each block of a new filesystem is written once and seldom read
+    // again: a cache of blocks read would only add to the peak memory.
+    wo.cached_blocks = 0;
     let real = Arc::new(dev);
     let dev: Arc<dyn BlockDevice> = Arc::new(ext4r::device::Unflushed(Arc::clone(&real)));
     let mut fs = WriteFs::open(dev, wo)?;
