@@ -20,6 +20,9 @@ use crate::error::Result;
 struct Cache {
     blocks: HashMap<u64, (Box<[u8]>, u64)>,
     tick: u64,
+    /// Changes made through this layer so far: a read that began before
+    /// one and ends after it is not kept (it may hold the old bytes).
+    changes: u64,
 }
 
 /// `inner` with the last `capacity` blocks of `unit` bytes read kept in
@@ -67,6 +70,7 @@ impl<D: BlockDevice + ?Sized> Cached<D> {
         let first = offset / self.unit;
         let last = (end - 1) / self.unit;
         let mut c = self.lock();
+        c.changes += 1;
         if c.blocks.is_empty() {
             return;
         }
@@ -107,7 +111,7 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Cached<D> {
         let Some(b) = self.single(offset, buf.len()) else {
             return self.inner.read_at(buf, offset);
         };
-        {
+        let before = {
             let mut c = self.lock();
             c.tick += 1;
             let now = c.tick;
@@ -116,16 +120,18 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Cached<D> {
                 *used = now;
                 return Ok(());
             }
-        }
+            c.changes
+        };
         // Read without the lock held: a write meanwhile (from another
         // thread) drops or updates what is kept, and this read, older
-        // than it, must not be kept over it: it is kept only if nothing
-        // of the block changed while it was read, which the device's
-        // write counter tells.
-        let before = self.inner.stats().write_calls;
+        // than it, must not be kept over it: it is kept only if no change
+        // went through this layer while it was read. A change counts once
+        // its write has reached the device, under the lock, so either it
+        // is seen here or it comes after this block is kept and updates
+        // it (whatever the device's own counters say).
         self.inner.read_at(buf, offset)?;
         let mut c = self.lock();
-        if self.inner.stats().write_calls != before {
+        if c.changes != before {
             return Ok(());
         }
         if c.blocks.len() >= self.capacity {
@@ -238,6 +244,59 @@ mod tests {
         let mut direct = vec![0u8; 4096];
         c.inner.read_at(&mut direct, 3 * 4096).unwrap();
         assert_eq!(read(&c, 3), direct);
+    }
+
+    /// A device that counts nothing, and whose first read of a block
+    /// lets a write through the cache land after the old bytes were read
+    /// (another thread's write, racing the read).
+    #[derive(Debug)]
+    struct Racing {
+        mem: MemDevice,
+        cache: std::sync::OnceLock<std::sync::Weak<Cached<Racing>>>,
+        raced: std::sync::atomic::AtomicBool,
+    }
+
+    impl BlockDevice for Racing {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+            self.mem.read_at(buf, offset)?;
+            let first = !self.raced.swap(true, std::sync::atomic::Ordering::SeqCst);
+            if let Some(c) = self.cache.get().and_then(std::sync::Weak::upgrade) {
+                if first {
+                    c.write_at(&[5u8; 4096], offset)?;
+                }
+            }
+            Ok(())
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+            self.mem.write_at(buf, offset)
+        }
+        fn flush(&self) -> Result<()> {
+            Ok(())
+        }
+        fn size(&self) -> u64 {
+            self.mem.size()
+        }
+        fn stats(&self) -> IoStats {
+            IoStats::default()
+        }
+    }
+
+    #[test]
+    fn a_read_raced_by_a_write_is_not_kept_whatever_the_device_counts() {
+        let inner = Arc::new(Racing {
+            mem: MemDevice::new(16 * 4096),
+            cache: std::sync::OnceLock::new(),
+            raced: std::sync::atomic::AtomicBool::new(false),
+        });
+        let c = Arc::new(Cached::new(Arc::clone(&inner), 4096, 4));
+        inner.cache.set(Arc::downgrade(&c)).unwrap();
+        let mut b = vec![0u8; 4096];
+        // This read returns the bytes from before the write...
+        c.read_at(&mut b, 2 * 4096).unwrap();
+        assert_eq!(b, vec![0u8; 4096]);
+        // ...and is not kept over it.
+        c.read_at(&mut b, 2 * 4096).unwrap();
+        assert_eq!(b, vec![5u8; 4096]);
     }
 
     #[test]
