@@ -86,8 +86,8 @@ pub struct Transaction<V: BorrowMut<Volume>> {
     blocks: BTreeMap<u64, (Vec<u8>, BlockKind)>,
     data: BTreeMap<u64, Vec<u8>>,
     inodes: BTreeMap<u32, Vec<u8>>,
-    /// The inode-table blocks that hold `inodes` (each a group and a block
-    /// of its table): what the records take in the journal, where sixteen
+    /// The inode-table blocks that hold `inodes` (as `inode_place` gives
+    /// them): what the records take in the journal, where sixteen
     /// records of 256 bytes share a 4 KiB block. Added to as records come
     /// in; a rolled-back record may leave its block counted (an estimate
     /// on the high side) until the commit clears it.
@@ -624,8 +624,9 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
     pub fn inode_mut(&mut self, ino: u32) -> Result<&mut Vec<u8>> {
         if !self.inodes.contains_key(&ino) {
             let r = self.read_inode_checked(ino)?;
+            let (block, _) = self.v().inode_place(ino)?;
             self.note_inode(ino);
-            self.count_inode_block(ino);
+            self.inode_blocks.insert(block);
             self.inodes.insert(ino, r);
         } else {
             self.note_inode(ino);
@@ -648,21 +649,11 @@ impl<V: BorrowMut<Volume>> Transaction<V> {
                 self.v().geo.inode_size
             )));
         }
-        self.v().inode_place(ino)?;
+        let (block, _) = self.v().inode_place(ino)?;
         self.note_inode(ino);
-        self.count_inode_block(ino);
+        self.inode_blocks.insert(block);
         self.inodes.insert(ino, record);
         Ok(())
-    }
-
-    /// Counts the inode-table block of `ino` (a number already checked
-    /// to lie in the filesystem) for [`Transaction::pending_sizes`].
-    fn count_inode_block(&mut self, ino: u32) {
-        let geo = &self.v().geo;
-        let ipg = geo.inodes_per_group.max(1);
-        let (g, idx) = ((ino - 1) / ipg, u64::from((ino - 1) % ipg));
-        let blk = idx * u64::from(geo.inode_size) / u64::from(geo.block_size.max(1));
-        self.inode_blocks.insert((u64::from(g) << 32) | blk);
     }
 
     fn touch(&mut self, g: u32) -> Result<()> {
