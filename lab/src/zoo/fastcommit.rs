@@ -919,18 +919,34 @@ fn judge_cut(
     Ok(res)
 }
 
-/// Records in the cut image's fast-commit area, by our own scan.
-pub(crate) fn fc_records(img: &Path) -> Result<usize> {
+/// A filesystem opened without replaying its journal, that journal, and
+/// where it lies.
+type Unreplayed = (
+    ext4r::fs::Filesystem,
+    ext4r::journal::Journal<std::sync::Arc<dyn ext4r::device::BlockDevice>>,
+    ext4r::journal::JournalLocation,
+);
+
+/// The cut image opened without replaying its journal, and that journal;
+/// `None` when the filesystem has no journal.
+fn unreplayed(img: &Path) -> Result<Option<Unreplayed>> {
     use ext4r::device::{FileDevice, OpenMode};
-    use ext4r::journal::Journal;
     let dev = FileDevice::open(img, OpenMode::default())?;
     let mut o = ext4r::fs::OpenOptions::default();
     o.skip_journal_replay = true;
     let fs = ext4r::fs::Filesystem::open_with(dev, o)?;
     let Some(loc) = fs.journal_location()? else {
+        return Ok(None);
+    };
+    let j = ext4r::journal::Journal::open(fs.device_shared(), loc.clone(), fs.block_size())?;
+    Ok(Some((fs, j, loc)))
+}
+
+/// Records in the cut image's fast-commit area, by our own scan.
+pub(crate) fn fc_records(img: &Path) -> Result<usize> {
+    let Some((fs, j, _)) = unreplayed(img)? else {
         return Ok(0);
     };
-    let j = Journal::open(fs.device_shared(), loc, fs.block_size())?;
     let r = j.recover(
         fs.geometry().blocks_count,
         fs.geometry().inode_size as usize,
@@ -973,17 +989,10 @@ pub(crate) struct Overrun {
 /// Whether jbd2 would run off the cut image's fast-commit area (see
 /// [`Overrun`]), by our own scan of it.
 pub(crate) fn fc_overrun(img: &Path) -> Result<Option<Overrun>> {
-    use ext4r::device::{FileDevice, OpenMode};
-    use ext4r::journal::Journal;
     use ext4r_format::jbd2::fast_commit::{FastCommitScan, FcStep};
-    let dev = FileDevice::open(img, OpenMode::default())?;
-    let mut o = ext4r::fs::OpenOptions::default();
-    o.skip_journal_replay = true;
-    let fs = ext4r::fs::Filesystem::open_with(dev, o)?;
-    let Some(loc) = fs.journal_location()? else {
+    let Some((fs, j, loc)) = unreplayed(img)? else {
         return Ok(None);
     };
-    let j = Journal::open(fs.device_shared(), loc.clone(), fs.block_size())?;
     let jsb = j.superblock().clone();
     let fc = u64::from(jsb.num_fc_blocks());
     let maxlen = u64::from(jsb.s_maxlen.get());
@@ -1065,25 +1074,22 @@ pub(crate) fn fc_overrun(img: &Path) -> Result<Option<Overrun>> {
 /// journal"), which the kernel leaves after any full commit that follows
 /// fast commits.
 pub(crate) fn stale_fc_head(img: &Path) -> Result<bool> {
-    use ext4r::device::{FileDevice, OpenMode};
-    use ext4r::journal::Journal;
     if fc_records(img)? > 0 {
         return Ok(false);
     }
-    let dev = FileDevice::open(img, OpenMode::default())?;
-    let mut o = ext4r::fs::OpenOptions::default();
-    o.skip_journal_replay = true;
-    let fs = ext4r::fs::Filesystem::open_with(dev, o)?;
-    let Some(loc) = fs.journal_location()? else {
+    let Some((fs, j, loc)) = unreplayed(img)? else {
         return Ok(false);
     };
-    let j = Journal::open(fs.device_shared(), loc.clone(), fs.block_size())?;
     let sb = j.superblock();
     let fc = u64::from(sb.num_fc_blocks());
     if fc == 0 || fs.superblock().s_feature_incompat.get() & 0x4 == 0 {
         return Ok(false);
     }
-    let Some(b) = loc.device_block(u64::from(sb.s_maxlen.get()) - fc + 1) else {
+    // The area's first block; an area as long as the journal is nonsense.
+    let Some(b) = u64::from(sb.s_maxlen.get())
+        .checked_sub(fc)
+        .and_then(|l| loc.device_block(l + 1))
+    else {
         return Ok(false);
     };
     let mut head = [0u8; 2];
