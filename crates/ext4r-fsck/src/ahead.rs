@@ -161,12 +161,20 @@ pub(crate) fn inode_blocks(inode: &Inode, wide: bool, first: u64, end: u64, out:
         return;
     }
     if flags.contains(InodeFlags::EXTENTS) {
+        let target = inode.is_symlink() && inode.size() >= 60;
+        // A root that is a leaf (eh_depth 0: nearly every file's) names no
+        // tree block; only a slow symlink's target is left to look for.
+        // Tested before the header is parsed: parsing every inode's was
+        // 1.5% of the CPU of a check of the 2M-file image.
+        if inode.i_block[6..8] == [0, 0] && !target {
+            return;
+        }
         let Ok(node) = ExtentNode::parse(&inode.i_block) else {
             return;
         };
         if let Some(idx) = node.indexes() {
             idx.iter().for_each(|i| add(i.leaf().0));
-        } else if inode.is_symlink() && inode.size() >= 60 {
+        } else if target {
             if let Some(e) = node.extents().and_then(|e| e.first()) {
                 add(e.start().0);
             }

@@ -56,7 +56,8 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         next_lblk: 0,
         csum_pending: Vec::new(),
         last_entry: (0, 0, 0),
-        levels: Vec::new(),
+        levels: [(0, 0); MAX_LEVELS],
+        levels_used: 0,
     };
     let mut root = inode.i_block;
     // A root whose stored depth contradicts its entries is read at the
@@ -115,7 +116,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     }
     // A tree rebuilt for its depth is not judged again (e2fsck's
     // force_rebuild, set only when that rebuild is accepted).
-    let judge = (w.rebuild.is_none() || !c.repairing()) && !w.levels.is_empty();
+    let judge = (w.rebuild.is_none() || !c.repairing()) && w.levels_used > 0;
     if let Some(found) = w.rebuild.take() {
         let useful = max_useful_depth(c.geo().block_size);
         let msg = format!(
@@ -137,7 +138,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         }
     }
     if judge {
-        could_be_smaller(c, ino, &w.levels, depth);
+        could_be_smaller(c, ino, &w.levels[..w.levels_used], depth);
     }
     w.res
 }
@@ -179,8 +180,12 @@ struct ExtWalk {
     /// problem context holds when it says a node's checksum is bad.
     last_entry: (u64, u64, u64),
     /// Per level of the tree (0: the root), the entries its nodes hold
-    /// and could hold (e2fsck's `extent_tree_level`).
-    levels: Vec<(u64, u64)>,
+    /// and could hold (e2fsck's `extent_tree_level`): in place, for a
+    /// list allocated and freed per inode was 3% of the CPU of a check
+    /// of the 2M-file image.
+    levels: [(u64, u64); MAX_LEVELS],
+    /// The levels of [`ExtWalk::levels`] met so far.
+    levels_used: usize,
 }
 
 impl ExtWalk {
@@ -199,9 +204,7 @@ impl ExtWalk {
         if level > 0 && entries < max {
             max -= 1;
         }
-        if self.levels.len() <= level {
-            self.levels.resize(level + 1, (0, 0));
-        }
+        self.levels_used = self.levels_used.max(level + 1);
         self.levels[level].0 += entries;
         self.levels[level].1 += max;
     }
