@@ -581,7 +581,14 @@ fn str2hashbuf(msg: &[u8], out: &mut [u32], signed: bool) {
     let mut words = msg[..take].chunks_exact(4);
     let mut k = 0;
     for (slot, word) in out.iter_mut().zip(&mut words) {
-        *slot = pack(word);
+        // Four whole bytes shift the pad out: a word read big-endian,
+        // unless a signed hash sign-extends a byte above 0x7f.
+        let be = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        *slot = if !signed || be & 0x8080_8080 == 0 {
+            be
+        } else {
+            pack(word)
+        };
         k += 1;
     }
     if k < out.len() {
@@ -651,6 +658,103 @@ fn half_md4_transform(buf: &mut [u32; 4], x: &[u32; 8]) {
     buf[3] = buf[3].wrapping_add(d);
 }
 
+/// [`half_md4_transform`] of four inputs at once, lane `k` of each array
+/// being input `k`'s: the steps of one hash wait each for the one before,
+/// and four chains side by side keep the processor's units busy.
+fn half_md4_transform_x4(buf: &mut [[u32; 4]; 4], x: &[[u32; 4]; 8]) {
+    const K2: u32 = 0x5A82_7999;
+    const K3: u32 = 0x6ED9_EBA1;
+    type L = [u32; 4];
+    fn lanes(f: impl Fn(usize) -> u32) -> L {
+        [f(0), f(1), f(2), f(3)]
+    }
+    fn f(x: L, y: L, z: L) -> L {
+        lanes(|k| z[k] ^ (x[k] & (y[k] ^ z[k])))
+    }
+    fn g(x: L, y: L, z: L) -> L {
+        lanes(|k| (x[k] & y[k]).wrapping_add((x[k] ^ y[k]) & z[k]))
+    }
+    fn h(x: L, y: L, z: L) -> L {
+        lanes(|k| x[k] ^ y[k] ^ z[k])
+    }
+    fn step(v: L, fx: L, w: L, k: u32, s: u32) -> L {
+        lanes(|i| {
+            v[i].wrapping_add(fx[i])
+                .wrapping_add(w[i])
+                .wrapping_add(k)
+                .rotate_left(s)
+        })
+    }
+    let [mut a, mut b, mut c, mut d] = *buf;
+    macro_rules! four {
+        ($fn:ident, $k:expr, $($w:expr, $s:expr),+) => {
+            let [(w0, s0), (w1, s1), (w2, s2), (w3, s3)] = [$(($w, $s)),+];
+            a = step(a, $fn(b, c, d), x[w0], $k, s0);
+            d = step(d, $fn(a, b, c), x[w1], $k, s1);
+            c = step(c, $fn(d, a, b), x[w2], $k, s2);
+            b = step(b, $fn(c, d, a), x[w3], $k, s3);
+        };
+    }
+    four!(f, 0, 0, 3, 1, 7, 2, 11, 3, 19);
+    four!(f, 0, 4, 3, 5, 7, 6, 11, 7, 19);
+    four!(g, K2, 1, 3, 3, 5, 5, 9, 7, 13);
+    four!(g, K2, 0, 3, 2, 5, 4, 9, 6, 13);
+    four!(h, K3, 3, 3, 7, 9, 2, 11, 6, 15);
+    four!(h, K3, 1, 3, 5, 9, 0, 11, 4, 15);
+    for (out, v) in buf.iter_mut().zip([a, b, c, d]) {
+        *out = lanes(|k| out[k].wrapping_add(v[k]));
+    }
+}
+
+/// The major hash as both hashes end: the low bit cleared, and the 32-bit
+/// EOF cookie moved (see [`dx_hash`]).
+fn finish_major(major: u32) -> u32 {
+    let major = major & !1;
+    if major == 0x7fff_ffff << 1 {
+        (0x7fff_ffff - 1) << 1
+    } else {
+        major
+    }
+}
+
+/// [`dx_hash`] of four names, the same four results: names of up to 32
+/// bytes under the half-MD4 hashes (nearly every name, under the default
+/// hash) go through the hash side by side, about twice as fast as one at
+/// a time; the rest one by one. For a checker hashing every name of every
+/// indexed directory.
+pub fn dx_hash4(version: u8, names: [&[u8]; 4], seed: &[u32; 4]) -> [Result<DxHash>; 4] {
+    let half_md4 = matches!(
+        version,
+        hash_version::HALF_MD4 | hash_version::HALF_MD4_UNSIGNED
+    );
+    if !half_md4 || names.iter().any(|n| n.is_empty() || n.len() > 32) {
+        return names.map(|n| dx_hash(version, n, seed));
+    }
+    let signed = version == hash_version::HALF_MD4;
+    let start = if seed.iter().any(|&w| w != 0) {
+        *seed
+    } else {
+        DEFAULT_HASH_SEED
+    };
+    // Word `w` of name `k` at `x[w][k]`; the state's word `i` at `buf[i][k]`.
+    let mut x = [[0u32; 4]; 8];
+    for (k, name) in names.iter().enumerate() {
+        let mut input = [0u32; 8];
+        str2hashbuf(name, &mut input, signed);
+        for (w, v) in input.into_iter().enumerate() {
+            x[w][k] = v;
+        }
+    }
+    let mut buf = start.map(|w| [w; 4]);
+    half_md4_transform_x4(&mut buf, &x);
+    [0, 1, 2, 3].map(|k| {
+        Ok(DxHash {
+            major: finish_major(buf[1][k]),
+            minor: buf[2][k],
+        })
+    })
+}
+
 /// Hashes a directory entry name as the kernel's `__ext4fs_dirhash` (and
 /// e2fsprogs' `ext2fs_dirhash`) for a [`hash_version`] (use
 /// [`effective_hash_version`] for the unsigned flavours). `seed` is
@@ -701,11 +805,10 @@ pub fn dx_hash(version: u8, name: &[u8], seed: &[u32; 4]) -> Result<DxHash> {
             ))
         }
     };
-    let mut major = major & !1;
-    if major == 0x7fff_ffff << 1 {
-        major = (0x7fff_ffff - 1) << 1;
-    }
-    Ok(DxHash { major, minor })
+    Ok(DxHash {
+        major: finish_major(major),
+        minor,
+    })
 }
 
 #[cfg(test)]
@@ -1001,6 +1104,54 @@ mod tests {
             let h = dx_hash(v, &name, &seed).unwrap();
             prop_assert_eq!(h.major & 1, 0);
             prop_assert!(h.major != 0xffff_fffe);
+        }
+
+        #[test]
+        fn names_pack_as_the_kernels_byte_loop(
+            name in proptest::collection::vec(any::<u8>(), 0..40),
+            signed: bool,
+            words in 4usize..=8,
+        ) {
+            // The kernel's str2hashbuf, a byte at a time.
+            let mut want = vec![0u32; words];
+            let len = name.len() as u32;
+            let mut pad = len | (len << 8);
+            pad |= pad << 16;
+            let mut val = pad;
+            let mut at = 0;
+            for (i, &b) in name.iter().take(words * 4).enumerate() {
+                val = char_val(b, signed).wrapping_add(val << 8);
+                if i % 4 == 3 {
+                    want[at] = val;
+                    at += 1;
+                    val = pad;
+                }
+            }
+            if at < words {
+                want[at] = val;
+                at += 1;
+            }
+            want[at..].fill(pad);
+            let mut got = vec![0u32; words];
+            str2hashbuf(&name, &mut got, signed);
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn four_at_once_are_four_one_at_a_time(
+            names in proptest::array::uniform4(proptest::collection::vec(any::<u8>(), 0..40)),
+            v in 0u8..7,
+            zero_seed: bool,
+            seed: [u32; 4],
+        ) {
+            // Half the cases with names short enough to go side by side,
+            // and the default seed (all zero) among them.
+            let seed = if zero_seed { [0; 4] } else { seed };
+            let names = names.each_ref().map(|n| &n[..n.len().min(if v % 2 == 0 { 32 } else { 40 })]);
+            let four = dx_hash4(v, names, &seed);
+            for (n, h) in names.iter().zip(four) {
+                prop_assert_eq!(h.ok(), dx_hash(v, n, &seed).ok());
+            }
         }
 
         #[test]

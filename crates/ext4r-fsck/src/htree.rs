@@ -9,7 +9,9 @@ use crate::problem::Subject;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ext4r_format::dir::DirEntry;
-use ext4r_format::htree::{dx_hash, effective_hash_version, parse_dx_node, DxRootBlock};
+use ext4r_format::htree::{
+    dx_hash, dx_hash4, effective_hash_version, parse_dx_node, DxHash, DxRootBlock,
+};
 use ext4r_format::superblock::FLAGS_UNSIGNED_HASH;
 
 use crate::ctx::Ctx;
@@ -152,14 +154,31 @@ pub(crate) fn note_leaf<'a>(
 pub(crate) fn leaf_range(records: &[DirEntry<'_>], version: u8, seed: &[u32; 4]) -> (u32, u32) {
     let mut lo = u32::MAX;
     let mut hi = 0u32;
+    let mut take = |h: Result<DxHash, _>| {
+        if let Ok(h) = h {
+            lo = lo.min(h.major);
+            hi = hi.max(h.major);
+        }
+    };
+    // Four names at a time through the hash (see `dx_hash4`): pass 2
+    // hashes every name of every indexed directory.
+    let mut four: [&[u8]; 4] = [&[]; 4];
+    let mut n = 0;
     for e in records {
         if e.inode.0 == 0 || e.name == b"." || e.name == b".." {
             continue;
         }
-        if let Ok(h) = dx_hash(version, e.name, seed) {
-            lo = lo.min(h.major);
-            hi = hi.max(h.major);
+        four[n] = e.name;
+        n += 1;
+        if n == 4 {
+            dx_hash4(version, four, seed)
+                .into_iter()
+                .for_each(&mut take);
+            n = 0;
         }
+    }
+    for name in &four[..n] {
+        take(dx_hash(version, name, seed));
     }
     (lo, hi)
 }
