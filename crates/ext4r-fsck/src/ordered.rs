@@ -44,6 +44,13 @@ where
     };
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<R>)>();
     std::thread::scope(|s| {
+        // A panic here (in `work` or `take`) must not leave a worker
+        // asleep in the window: the scope waits for every worker before
+        // it passes the panic on.
+        let _wake = WakeOnPanic {
+            stop: &stop,
+            taken: &taken,
+        };
         let mut handles = Vec::new();
         for mut state in states {
             let tx = tx.clone();
@@ -54,7 +61,23 @@ where
                     break state;
                 }
                 taken.wait_below(i, ahead, stop);
-                let r = (!stop.load(Ordering::Relaxed)).then(|| work(&mut state, i));
+                let r = if stop.load(Ordering::Relaxed) {
+                    None
+                } else {
+                    // A panic in `work` still answers for item `i` (and
+                    // stops the rest) before it ends this thread: the
+                    // merging thread would wait for the item, and the
+                    // other workers for the merging thread, for ever.
+                    let run = std::panic::AssertUnwindSafe(|| work(&mut state, i));
+                    match std::panic::catch_unwind(run) {
+                        Ok(r) => Some(r),
+                        Err(panic) => {
+                            stop.store(true, Ordering::Relaxed);
+                            let _ = tx.send((i, None));
+                            std::panic::resume_unwind(panic);
+                        }
+                    }
+                };
                 if tx.send((i, r)).is_err() {
                     break state;
                 }
@@ -117,6 +140,22 @@ where
         states.push(mine);
         states
     })
+}
+
+/// Stops the work and wakes the workers when this thread unwinds.
+struct WakeOnPanic<'a> {
+    stop: &'a AtomicBool,
+    taken: &'a Taken,
+}
+
+impl Drop for WakeOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.stop.store(true, Ordering::Relaxed);
+            let _done = self.taken.done.lock().unwrap_or_else(|e| e.into_inner());
+            self.taken.cv.notify_all();
+        }
+    }
 }
 
 /// How many results the merging thread has taken, for the workers kept
@@ -204,6 +243,31 @@ mod tests {
                 },
             );
             assert_eq!(seen, (0..100).map(|i| (i, i * 2)).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn a_panic_on_any_thread_is_passed_on_not_a_hang() {
+        // Item 5 panics on whichever thread takes it (this one works
+        // items too); a window of 1 keeps the other worker waiting on
+        // this thread. Before the wake-up on unwinding, a panic here left
+        // it asleep and the scope waiting for it.
+        for threads in 1..=3 {
+            for _ in 0..5 {
+                let r = std::panic::catch_unwind(|| {
+                    ordered(
+                        50,
+                        vec![(); threads],
+                        1,
+                        |_, i| {
+                            assert!(i != 5, "item 5");
+                            i
+                        },
+                        |_, _| true,
+                    )
+                });
+                assert!(r.is_err());
+            }
         }
     }
 
