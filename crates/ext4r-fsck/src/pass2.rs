@@ -175,9 +175,9 @@ fn walk(c: &mut Ctx, progress: Progress<'_>) {
         crate::ordered::ordered(
             batches.len(),
             vec![(); readers],
-            // Two batches a reader ahead: one kept the readers waiting
-            // on this thread (pass 2 took 0.11 s on the 2M-file image,
-            // 0.07 s so).
+            // Two batches per reader may wait: with one, the readers
+            // waited on this thread while it read a batch of its own
+            // (pass 2 of the 2M-file image took 0.11 s; 0.07 s so).
             2 * readers,
             |(), k| {
                 let (first, end) = batches[k];
