@@ -8,8 +8,8 @@
 
 use crate::codes::ProblemCode;
 use crate::problem::Subject;
-use ext4r_format::features::{Compat, Incompat};
-use ext4r_format::inode::{ino::RESIZE, Inode};
+use ext4r_format::features::{Compat, Incompat, RoCompat};
+use ext4r_format::inode::{ino::RESIZE, Inode, InodeFlags};
 
 use crate::ctx::Ctx;
 use crate::fix::Fix;
@@ -181,18 +181,26 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     }
     // e2fsck counts every block of inode 7 (its walk does not merge
     // blocks of one cluster as it does for other files), and then
-    // multiplies by the cluster ratio as for any inode on bigalloc.
+    // multiplies by the cluster ratio as for any inode on bigalloc. As
+    // for any inode, with huge_file the count has 48 bits (the high word
+    // was left out here: a damaged one went unseen, and a repair stamped
+    // the checksum over it), and HUGE_FILE_FL counts blocks, not sectors.
     let cluster_bits = c.geo().cluster_bits;
-    let sectors = u64::from(c.geo().block_size / 512) << cluster_bits;
-    let have = inode.blocks_count(false, c.geo().block_size);
-    if have != blocks * sectors {
+    let bs = u64::from(c.geo().block_size);
+    let huge = c.sb().has_ro_compat(RoCompat::HUGE_FILE);
+    let in_fs_blocks = huge && inode.flags().contains(InodeFlags::HUGE_FILE);
+    let want = if in_fs_blocks {
+        blocks << cluster_bits
+    } else {
+        (blocks * (bs / 512)) << cluster_bits
+    };
+    let have =
+        inode.blocks_count(huge, c.geo().block_size) / if in_fs_blocks { bs / 512 } else { 1 };
+    if have != want {
         c.report(Subject::Inode(RESIZE)).error_fix(
             1,
             ProblemCode::PR_1_BAD_I_BLOCKS,
-            format!(
-                "Inode {RESIZE}, i_blocks is {have}, should be {}.",
-                blocks * sectors
-            ),
+            format!("Inode {RESIZE}, i_blocks is {have}, should be {want}."),
             Fix::InodeBlocks(RESIZE, blocks << cluster_bits),
         );
     }
