@@ -618,74 +618,76 @@ fn tea_transform(buf: &mut [u32; 4], input: &[u32; 4]) {
     buf[1] = buf[1].wrapping_add(b1);
 }
 
-/// MD4's three rounds cut down to eight steps each, written out step by
-/// step: a loop over a table of (word, shift) matched the step's roles
-/// through a jump table, a mispredicted branch per step (a fsck hashes
-/// every name of every indexed directory).
-fn half_md4_transform(buf: &mut [u32; 4], x: &[u32; 8]) {
-    const K2: u32 = 0x5A82_7999;
-    const K3: u32 = 0x6ED9_EBA1;
-    fn f(x: u32, y: u32, z: u32) -> u32 {
-        z ^ (x & (y ^ z))
-    }
-    fn g(x: u32, y: u32, z: u32) -> u32 {
-        (x & y).wrapping_add((x ^ y) & z)
-    }
-    fn h(x: u32, y: u32, z: u32) -> u32 {
-        x ^ y ^ z
-    }
-    let [mut a, mut b, mut c, mut d] = *buf;
-    // Four steps: a = (a + fn(b, c, d) + word + k) <<< s, the roles
-    // rotating a, d, c, b.
-    macro_rules! four {
-        ($fn:ident, $k:expr, $($w:expr, $s:expr),+) => {
-            let [(w0, s0), (w1, s1), (w2, s2), (w3, s3)] = [$(($w, $s)),+];
-            a = a.wrapping_add($fn(b, c, d)).wrapping_add(x[w0]).wrapping_add($k).rotate_left(s0);
-            d = d.wrapping_add($fn(a, b, c)).wrapping_add(x[w1]).wrapping_add($k).rotate_left(s1);
-            c = c.wrapping_add($fn(d, a, b)).wrapping_add(x[w2]).wrapping_add($k).rotate_left(s2);
-            b = b.wrapping_add($fn(c, d, a)).wrapping_add(x[w3]).wrapping_add($k).rotate_left(s3);
-        };
-    }
-    four!(f, 0, 0, 3, 1, 7, 2, 11, 3, 19);
-    four!(f, 0, 4, 3, 5, 7, 6, 11, 7, 19);
-    four!(g, K2, 1, 3, 3, 5, 5, 9, 7, 13);
-    four!(g, K2, 0, 3, 2, 5, 4, 9, 6, 13);
-    four!(h, K3, 3, 3, 7, 9, 2, 11, 6, 15);
-    four!(h, K3, 1, 3, 5, 9, 0, 11, 4, 15);
-    buf[0] = buf[0].wrapping_add(a);
-    buf[1] = buf[1].wrapping_add(b);
-    buf[2] = buf[2].wrapping_add(c);
-    buf[3] = buf[3].wrapping_add(d);
+/// A word of the half-MD4 state: one hash's (`u32`), or the same word of
+/// four hashes run side by side (`[u32; 4]`, lane `k` being hash `k`'s).
+trait Md4Word: Copy {
+    fn lanes(f: impl Fn(usize) -> u32) -> Self;
+    fn lane(self, k: usize) -> u32;
 }
 
-/// [`half_md4_transform`] of four inputs at once, lane `k` of each array
-/// being input `k`'s: the steps of one hash wait each for the one before,
-/// and four chains side by side keep the processor's units busy.
-fn half_md4_transform_x4(buf: &mut [[u32; 4]; 4], x: &[[u32; 4]; 8]) {
-    const K2: u32 = 0x5A82_7999;
-    const K3: u32 = 0x6ED9_EBA1;
-    type L = [u32; 4];
-    fn lanes(f: impl Fn(usize) -> u32) -> L {
+impl Md4Word for u32 {
+    #[inline(always)]
+    fn lanes(f: impl Fn(usize) -> u32) -> Self {
+        f(0)
+    }
+    #[inline(always)]
+    fn lane(self, _: usize) -> u32 {
+        self
+    }
+}
+
+impl Md4Word for [u32; 4] {
+    #[inline(always)]
+    fn lanes(f: impl Fn(usize) -> u32) -> Self {
         [f(0), f(1), f(2), f(3)]
     }
-    fn f(x: L, y: L, z: L) -> L {
-        lanes(|k| z[k] ^ (x[k] & (y[k] ^ z[k])))
+    #[inline(always)]
+    fn lane(self, k: usize) -> u32 {
+        self[k]
     }
-    fn g(x: L, y: L, z: L) -> L {
-        lanes(|k| (x[k] & y[k]).wrapping_add((x[k] ^ y[k]) & z[k]))
+}
+
+/// MD4's three rounds cut down to eight steps each, written out step by
+/// step (a loop over a table of (word, shift) matched the step's roles
+/// through a jump table, a mispredicted branch per step: a fsck hashes
+/// every name of every indexed directory). On `[u32; 4]` words it runs
+/// four hashes at once: the steps of one wait each for the one before,
+/// and four chains side by side keep the processor's units busy.
+#[inline(always)]
+fn half_md4_transform<W: Md4Word>(buf: &mut [W; 4], x: &[W; 8]) {
+    const K2: u32 = 0x5A82_7999;
+    const K3: u32 = 0x6ED9_EBA1;
+    #[inline(always)]
+    fn f<W: Md4Word>(x: W, y: W, z: W) -> W {
+        W::lanes(|k| {
+            let (x, y, z) = (x.lane(k), y.lane(k), z.lane(k));
+            z ^ (x & (y ^ z))
+        })
     }
-    fn h(x: L, y: L, z: L) -> L {
-        lanes(|k| x[k] ^ y[k] ^ z[k])
+    #[inline(always)]
+    fn g<W: Md4Word>(x: W, y: W, z: W) -> W {
+        W::lanes(|k| {
+            let (x, y, z) = (x.lane(k), y.lane(k), z.lane(k));
+            (x & y).wrapping_add((x ^ y) & z)
+        })
     }
-    fn step(v: L, fx: L, w: L, k: u32, s: u32) -> L {
-        lanes(|i| {
-            v[i].wrapping_add(fx[i])
-                .wrapping_add(w[i])
+    #[inline(always)]
+    fn h<W: Md4Word>(x: W, y: W, z: W) -> W {
+        W::lanes(|k| x.lane(k) ^ y.lane(k) ^ z.lane(k))
+    }
+    // a = (a + fn(b, c, d) + word + k) <<< s
+    #[inline(always)]
+    fn step<W: Md4Word>(v: W, fx: W, w: W, k: u32, s: u32) -> W {
+        W::lanes(|i| {
+            v.lane(i)
+                .wrapping_add(fx.lane(i))
+                .wrapping_add(w.lane(i))
                 .wrapping_add(k)
                 .rotate_left(s)
         })
     }
     let [mut a, mut b, mut c, mut d] = *buf;
+    // Four steps, the roles rotating a, d, c, b.
     macro_rules! four {
         ($fn:ident, $k:expr, $($w:expr, $s:expr),+) => {
             let [(w0, s0), (w1, s1), (w2, s2), (w3, s3)] = [$(($w, $s)),+];
@@ -702,7 +704,8 @@ fn half_md4_transform_x4(buf: &mut [[u32; 4]; 4], x: &[[u32; 4]; 8]) {
     four!(h, K3, 3, 3, 7, 9, 2, 11, 6, 15);
     four!(h, K3, 1, 3, 5, 9, 0, 11, 4, 15);
     for (out, v) in buf.iter_mut().zip([a, b, c, d]) {
-        *out = lanes(|k| out[k].wrapping_add(v[k]));
+        let was = *out;
+        *out = W::lanes(|k| was.lane(k).wrapping_add(v.lane(k)));
     }
 }
 
@@ -746,7 +749,7 @@ pub fn dx_hash4(version: u8, names: [&[u8]; 4], seed: &[u32; 4]) -> [Result<DxHa
         }
     }
     let mut buf = start.map(|w| [w; 4]);
-    half_md4_transform_x4(&mut buf, &x);
+    half_md4_transform(&mut buf, &x);
     [0, 1, 2, 3].map(|k| {
         Ok(DxHash {
             major: finish_major(buf[1][k]),
