@@ -795,10 +795,14 @@ impl InodeCsumInPlace {
     /// Where the CRC over inode `ino`'s `record` starts:
     /// [`inode_csum_seed`] of its number and generation.
     pub fn seed(fs_seed: u32, ino: InodeNr, record: &[u8]) -> u32 {
-        let mut both = [0u8; 8];
-        both[..4].copy_from_slice(&ino.0.to_le_bytes());
-        both[4..].copy_from_slice(&read_u32(record, GENERATION_OFFSET).to_le_bytes());
-        crc32c(fs_seed, &both)
+        crc32c(fs_seed, &Self::head(ino, record).to_le_bytes())
+    }
+
+    /// What the checksum runs over before the record: the inode's number
+    /// and its generation (from the record), as one little-endian word,
+    /// for a CRC that takes it in one step.
+    pub fn head(ino: InodeNr, record: &[u8]) -> u64 {
+        u64::from(ino.0) | u64::from(read_u32(record, GENERATION_OFFSET)) << 32
     }
 
     /// The full checksum of `record` (of the length this was made for;

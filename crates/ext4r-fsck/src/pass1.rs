@@ -420,14 +420,9 @@ fn prescan(buf: &[u8], isize: usize, base: u32, seed: Option<(u32, &InodeCsumInP
             continue;
         }
         waiting = 0;
-        // Each CRC from the inode's number and generation
-        // (`InodeCsumInPlace::seed`), then over the record.
-        let head = |k: usize| {
-            let generation = rec(k)
-                .get(0x64..0x68)
-                .map_or(0, |g| u32::from_le_bytes([g[0], g[1], g[2], g[3]]));
-            u64::from(ino(k).0) | u64::from(generation) << 32
-        };
+        // Each CRC from the inode's number and generation, then over the
+        // record.
+        let head = |k: usize| InodeCsumInPlace::head(ino(k), rec(k));
         let raw = crate::crc_lanes::crc32c_x3(seed, batch.map(head), batch.map(rec));
         for (&k, raw) in batch.iter().zip(raw) {
             pre[k] = match in_place.finish(rec(k), raw) {
