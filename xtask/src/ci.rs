@@ -21,6 +21,10 @@ pub struct Args {
     quick: bool,
 }
 
+/// The property tests' seed in `cargo xtask ci` (any fixed value; changing
+/// it draws other cases, which must pass as well).
+const CI_PROPTEST_SEED: u64 = 20_261_130;
+
 pub fn run(args: &Args) -> Result<()> {
     let mut steps: Vec<(&str, Command)> = Vec::new();
     let cargo = |argv: &[&str]| {
@@ -84,7 +88,15 @@ pub fn run(args: &Args) -> Result<()> {
     steps.push(("hot-symbols", cargo(&["xtask", "hot-symbols", "--check"])));
     // Three test binaries at a time (`cargo xtask test`): most wait on
     // e2fsck, the kernel or sleeps, and one after another left a core idle.
-    steps.push(("test", cargo(&["xtask", "test", "--jobs", "3"])));
+    // Property tests draw fixed cases here, so that a CI verdict is the
+    // change's and not the draw's: a new seed found a panic in mkfs once
+    // (tests/mkfs_inputs.rs keeps it). `cargo xtask test` alone draws
+    // fresh cases; a PROPTEST_RNG_SEED set by the caller is kept.
+    let mut test = cargo(&["xtask", "test", "--jobs", "3"]);
+    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
+        test.env("PROPTEST_RNG_SEED", CI_PROPTEST_SEED.to_string());
+    }
+    steps.push(("test", test));
     // The checker against e2fsck's verdicts on the damaged-image corpus
     // (skipped with a message when ../shared/corpus is absent).
     if ext4r_lab::corpus::default_corpus_dir().is_some() {

@@ -404,22 +404,26 @@ impl Layout {
                 used.mark(b, 1);
             }
         }
-        let mut free = 0u64;
+        // Signed, as in mke2fs: a group can hold less than its own tables
+        // (a last group whose backup the size check did not count, or
+        // flex_bg moving the tables out). Placing the tables refuses such
+        // a filesystem later; the count must not wrap before that.
+        let mut free = 0i64;
         let mut stats_free = Vec::new();
         for g in 0..group_count {
-            let mut n = geo.group_blocks(g)
+            let mut n = geo.group_blocks(g) as i64
                 - 2
-                - u64::from(inode_blocks_per_group)
-                - geo.super_and_desc_blocks(g);
+                - i64::from(inode_blocks_per_group)
+                - geo.super_and_desc_blocks(g) as i64;
             if p.log_groups_per_flex != 0 {
-                n += 2 + u64::from(inode_blocks_per_group);
+                n += 2 + i64::from(inode_blocks_per_group);
             }
             if bigalloc {
-                stats_free.push(n as i64);
+                stats_free.push(n);
             }
             free += n;
         }
-        sb.set_free_blocks_count(free & !cluster_mask);
+        sb.set_free_blocks_count(free.max(0) as u64 & !cluster_mask);
         Ok(Layout {
             sb,
             geo,
