@@ -76,6 +76,9 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
         in_place: c.csum().then(|| InodeCsumInPlace::new(isize)).flatten(),
         wide,
     };
+    // What the look at inode 7 reads, told first: it comes to the front
+    // of the first chunk's checks.
+    crate::resize_inode::announce(c);
     // The used parts of the inode tables, told to the device a window
     // ahead of the readers (see `crate::ahead`).
     let dev = c.fs().device_shared();
