@@ -464,11 +464,7 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
     // e2fsck reads the inode again (`recheck_bad_inode_checksum`) and
     // finds nothing more to say. (Problems found here but said and fixed
     // in a later pass, as e2fsck's pass 2 `process_bad_inode`, come after.)
-    let rewritten = c.repairing()
-        && c.problems().list().get(from..).is_some_and(|made| {
-            made.iter()
-                .any(|p| p.pass == 1 && p.fix.as_ref().is_some_and(|f| f.rewrites_inode(ino)))
-        });
+    let rewritten = rewritten_since(c, from, ino);
     if c.take_csum_due() && !rewritten {
         c.report(Subject::Inode(ino)).error_fix(
             1,
@@ -477,6 +473,17 @@ fn check_inode(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: u8) {
             Fix::InodeChecksum(ino),
         );
     }
+}
+
+/// Whether a pass-1 fix made since problem `from` rewrites inode `ino`
+/// in this run (never with -n): e2fsck's `recheck_bad_inode_checksum`
+/// then reads a stamped record and asks nothing about its checksum.
+fn rewritten_since(c: &Ctx, from: usize, ino: u32) -> bool {
+    c.repairing()
+        && c.problems().list().get(from..).is_some_and(|made| {
+            made.iter()
+                .any(|p| p.pass == 1 && p.fix.as_ref().is_some_and(|f| f.rewrites_inode(ino)))
+        })
 }
 
 /// The checks of one inode record, in e2fsck's order: which inodes are
@@ -685,12 +692,12 @@ fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], pre: u8) {
         orphan_dtime(c, ino, inode);
     }
     let bad_csum = pre & PRE_BAD_CSUM != 0;
-    let before = c.problems().errors();
+    let from = c.problems().mark();
     reserved_inode(c, ino, inode, rec, bad_csum);
-    // As e2fsck's FINISH_INODE_LOOP: a reserved inode found with
-    // nothing else wrong has its checksum rewritten (one that was
-    // cleared or zeroed needs none).
-    if bad_csum && c.problems().errors() == before {
+    // As e2fsck's FINISH_INODE_LOOP: the checksum is asked about unless a
+    // fix rewrote the inode (stamping it). With -n nothing is rewritten,
+    // so a reserved inode with a bad mode gets both questions.
+    if bad_csum && !rewritten_since(c, from, ino) {
         c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_INODE_ONLY_CSUM_INVALID,

@@ -52,10 +52,12 @@ pub(crate) fn reserved(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8]) {
         _ => mode != 0,
     };
     if bad {
+        // e2fsck's %Q with no directory: the reserved inode's name.
+        let name = crate::pathname::path_in(c.fs(), 0, ino);
         c.report(Subject::Inode(ino)).error_fix(
             1,
             ProblemCode::PR_1_RESERVED_BAD_MODE,
-            format!("Reserved inode {ino} has invalid mode ({mode:#o})."),
+            format!("Reserved inode {ino} ({name}) has invalid mode."),
             Fix::InodeMode(ino, 0),
         );
     }
