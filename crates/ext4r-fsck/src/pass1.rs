@@ -887,7 +887,8 @@ fn format_flags(
             flags = left;
         }
     }
-    let inline_attr = flags.contains(InodeFlags::INLINE_DATA) && has_inline_attr(c, ino);
+    let inline_attr =
+        flags.contains(InodeFlags::INLINE_DATA) && has_inline_attr(c, ino, inode, rec);
     match crate::pass1_rules::format_flags(c, ino, inode, flags, inline_attr) {
         crate::pass1_rules::Verdict::Go(f) => flags = f,
         crate::pass1_rules::Verdict::Cleared => return None,
@@ -1549,14 +1550,15 @@ fn inline_size(c: &Ctx, ino: u32) -> Option<u64> {
 }
 
 /// Whether the inode's xattrs read and include `system.data`.
-fn has_inline_attr(c: &Ctx, ino: u32) -> bool {
+fn has_inline_attr(c: &Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> bool {
     let Ok(info) = c.fs().inode(InodeNr(ino)) else {
         return false;
     };
-    c.fs().xattrs(&info).is_ok_and(|xs| {
+    let found = c.fs().xattrs(&info).is_ok_and(|xs| {
         xs.iter()
             .any(|x| ext4r_format::xattr::xattr_name_is(&x.name, b"system.data"))
-    })
+    });
+    found && crate::pass1_xattr::libext2fs_reads(c, inode, rec)
 }
 
 /// libext2fs's `ext2fs_is_fast_symlink`: no data blocks once the xattr

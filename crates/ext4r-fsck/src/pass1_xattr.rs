@@ -172,6 +172,78 @@ fn ibody_scan(ino: u32, area: &[u8]) -> Option<(ProblemCode, String)> {
     None
 }
 
+/// Whether libext2fs's `ext2fs_xattrs_read` takes the inode's xattrs
+/// (the in-inode area, then the xattr block), as far as it asks more than
+/// the kernel: the entries and their values must fit the area together,
+/// and a value kept in place must end inside it even when it is empty
+/// (`e_value_offs + e_value_size` at most the area's size), where the
+/// kernel looks at the offset of a non-empty value only. e2fsck finds
+/// an inline-data inode's `system.data` through that call: an empty value
+/// with its offset past the area is "extended attribute not found" to it
+/// (damage seed 331, case 15), and a repair that kept the attribute left
+/// an inode e2fsck truncates.
+pub(crate) fn libext2fs_reads(c: &Ctx, inode: &Inode, rec: &[u8]) -> bool {
+    let extra = usize::from(inode.i_extra_isize.get());
+    if let Some(area) = rec.get(128 + extra..) {
+        if area.get(..4) == Some(&0xEA02_0000u32.to_le_bytes()[..])
+            && !values_fit(&area[4..], area.len() - 4)
+        {
+            return false;
+        }
+    }
+    let blk = inode.file_acl(c.wide()).0;
+    if blk == 0 || !c.valid_range(blk, 1) {
+        return true;
+    }
+    let mut buf = vec![0u8; c.geo().block_size as usize];
+    if c.fs()
+        .device()
+        .read_at(&mut buf, blk * u64::from(c.geo().block_size))
+        .is_err()
+    {
+        return true;
+    }
+    // A block's offsets count from its start, its entries after the
+    // 32-byte header.
+    buf.get(32..)
+        .is_none_or(|entries| values_fit(entries, buf.len()))
+}
+
+/// libext2fs's walk of an entry list (`entries`, its values' area
+/// `values_size` bytes), by its budget: the headers, names and values in
+/// place must fit the list's space together, and each value kept in place
+/// must end inside its area. False at the first that does not.
+fn values_fit(entries: &[u8], values_size: usize) -> bool {
+    let pad = |n: usize| (n + 3) & !3;
+    let mut remain = entries.len();
+    let mut at = 0usize;
+    while remain >= 16 && entries.get(at..at + 4).is_some_and(|w| w != [0; 4]) {
+        let Some(e) = entries.get(at..at + 16) else {
+            break;
+        };
+        let name = pad(usize::from(e[0]));
+        remain -= 16;
+        if name > remain {
+            return false;
+        }
+        remain -= name;
+        let offs = usize::from(u16::from_le_bytes([e[2], e[3]]));
+        let inum = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+        let size = u32::from_le_bytes([e[8], e[9], e[10], e[11]]) as usize;
+        if inum == 0 {
+            if size > remain {
+                return false;
+            }
+            if offs.saturating_add(size) > values_size {
+                return false;
+            }
+            remain -= size;
+        }
+        at += 16 + name;
+    }
+    true
+}
+
 /// The EA inode numbers named by the entry headers at the start of
 /// `area`, read raw: an entry the parser rejects (a zero size, say) still
 /// holds its EA inode, as e2fsck counts it.
@@ -733,5 +805,46 @@ pub(crate) fn finish_xattr_blocks(c: &mut Ctx) {
             format!("Extended attribute block {b} has reference count {r}, should be {n}."),
             Fix::XattrRefcount(b, n),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::values_fit;
+
+    /// One entry header: name length, offset, EA inode, value size.
+    fn entry(name: &[u8], offs: u16, inum: u32, size: u32) -> Vec<u8> {
+        let mut e = vec![name.len() as u8, 7];
+        e.extend(offs.to_le_bytes());
+        e.extend(inum.to_le_bytes());
+        e.extend(size.to_le_bytes());
+        e.extend(0u32.to_le_bytes());
+        e.extend(name);
+        e.resize((e.len() + 3) & !3, 0);
+        e
+    }
+
+    #[test]
+    fn libext2fs_budget_and_offsets() {
+        // 92 bytes of in-inode list (256-byte inode, 32 extra bytes).
+        let area = |es: &[Vec<u8>]| {
+            let mut a: Vec<u8> = es.concat();
+            a.resize(92, 0);
+            a
+        };
+        // system.data, empty, at offset 0 and at the area's end: read.
+        assert!(values_fit(&area(&[entry(b"data", 0, 0, 0)]), 92));
+        assert!(values_fit(&area(&[entry(b"data", 92, 0, 0)]), 92));
+        // Empty but past the area: refused (the kernel would read it).
+        assert!(!values_fit(&area(&[entry(b"data", 128, 0, 0)]), 92));
+        // A value running past the area, and sizes past the budget.
+        assert!(!values_fit(&area(&[entry(b"data", 80, 0, 16)]), 92));
+        assert!(!values_fit(&area(&[entry(b"data", 40, 0, 80)]), 92));
+        // A value in an EA inode keeps no offset in the area.
+        assert!(values_fit(&area(&[entry(b"big", 0, 12, 70_000)]), 92));
+        // A name longer than what is left.
+        let mut long = entry(&[b'n'; 80], 0, 0, 0);
+        long.truncate(92);
+        assert!(!values_fit(&area(&[long]), 92));
     }
 }
