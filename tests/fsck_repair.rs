@@ -1260,3 +1260,60 @@ fn an_empty_inline_data_attribute_out_of_its_area_is_not_found() {
         )],
     );
 }
+
+/// A primary superblock whose `s_first_data_block` is wrong for its block
+/// size (0 with 1 KiB blocks, 1 with 4 KiB ones) moves every group's
+/// start: e2fsck stops ("should have been 1", exit 8) or looks for its
+/// backup in the wrong place, and the kernel will not mount it. We check from the first backup instead, as `e2fsck -b`
+/// does when told, and say and repair what it says and repairs; e2fsck
+/// is then satisfied. (Damage seed 331, case 163: the primary was taken
+/// and the bitmaps "fixed" by its shifted groups.)
+#[test]
+fn a_wrong_first_data_block_is_checked_from_a_backup() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    // Sizes with a second group, whose superblock is the backup.
+    for (bs, wrong, backup, size) in [("1024", 0, "8193", "64M"), ("4096", 1, "32768", "256M")] {
+        let dir = TempDir::new(&format!("first-data-block-{bs}"));
+        let img = dir.path("img");
+        // No checksum to restamp: the field is all that changes (debugfs
+        // would write through the shifted geometry as well).
+        make_image(
+            Command::new("mke2fs"),
+            &["-t", "ext4", "-O", "^metadata_csum", "-b", bs],
+            &img,
+            size,
+        )
+        .unwrap();
+        poke(&img, 1024 + 0x14, &u32::to_le_bytes(wrong));
+        let theirs = dir.path("theirs");
+        fs::copy(&img, &theirs).unwrap();
+        // e2fsck stops on 1 KiB blocks; on 4 KiB ones the descriptors
+        // look bad and it looks for the backup by the wrong first block.
+        let (rc, out) = e2fsck_fn(&img);
+        assert_ne!(rc, 0, "{out}");
+        if bs == "1024" {
+            assert!(out.contains("should have been 1"), "{out}");
+        }
+        let e = run(Command::new("e2fsck")
+            .args(["-fy", "-b", backup, "-B", bs])
+            .arg(&theirs));
+        let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+        let text = |o: &std::process::Output, p: &Path| {
+            String::from_utf8_lossy(&o.stdout)
+                .replace(&*p.to_string_lossy(), "IMG")
+                .lines()
+                .skip_while(|l| !l.starts_with("Pass 1"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let ours = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(ours.contains("the check used a backup"), "{ours}");
+        assert_eq!(text(&o, &img), text(&e, &theirs), "{bs}: ours\n{ours}");
+        assert_eq!(o.status.code(), e.status.code(), "{bs}: exit");
+        let (rc, out) = e2fsck_fn(&img);
+        assert_eq!(rc, 0, "e2fsck -fn after our repair:\n{out}");
+    }
+}

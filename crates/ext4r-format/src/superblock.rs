@@ -624,9 +624,16 @@ impl Superblock {
         if isz < 128 || u32::from(isz) > bs || !isz.is_power_of_two() {
             return bad("s_inode_size", format!("{isz}"));
         }
+        // The superblock's block when 1 KiB blocks are clusters, else 0
+        // (e2fsck's check_super_block, the kernel's ext4_check_geometry):
+        // any other value moves every group's start.
         let first = self.s_first_data_block.get();
-        if u64::from(first) >= self.blocks_count() || first > 1 {
-            return bad("s_first_data_block", format!("{first}"));
+        let should_be = u32::from(self.s_log_block_size.get() == 0 && ratio == 1);
+        if u64::from(first) >= self.blocks_count() || first != should_be {
+            return bad(
+                "s_first_data_block",
+                format!("{first}, should be {should_be}"),
+            );
         }
         let Some(groups) = self.group_count() else {
             return bad("s_blocks_count", format!("{}", self.blocks_count()));
@@ -761,6 +768,44 @@ mod tests {
             // The geometry is sound either way: an unverifying reader
             // reads on.
             sb.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_first_data_block_is_1_only_where_1_kib_blocks_are_clusters() {
+        // (log block size, log cluster size, first data block, sound)
+        for (lb, lc, first, ok) in [
+            (0u32, 0u32, 1u32, true),
+            (0, 0, 0, false),
+            (2, 2, 0, true),
+            (2, 2, 1, false),
+            // bigalloc on 1 KiB blocks: the superblock's block is in
+            // cluster 0.
+            (0, 4, 0, true),
+            (0, 4, 1, false),
+        ] {
+            let mut sb = sample();
+            sb.s_feature_incompat.set(0);
+            if lc != lb {
+                sb.s_feature_ro_compat.set(RoCompat::BIGALLOC.bits());
+            }
+            sb.s_log_block_size.set(lb);
+            sb.s_log_cluster_size.set(lc);
+            sb.s_blocks_per_group.set(8192);
+            sb.s_clusters_per_group.set(8192 >> (lc - lb));
+            sb.s_inodes_per_group.set(2048);
+            sb.s_blocks_count_lo.set(65536);
+            sb.s_blocks_count_hi.set(0);
+            sb.s_r_blocks_count_lo.set(0);
+            sb.s_first_data_block.set(first);
+            let groups = sb.group_count().unwrap();
+            sb.s_inodes_count.set(groups * 2048);
+            assert_eq!(
+                sb.validate().is_ok(),
+                ok,
+                "{lb} {lc} {first}: {:?}",
+                sb.validate()
+            );
         }
     }
 

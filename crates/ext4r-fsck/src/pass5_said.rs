@@ -153,6 +153,21 @@ impl Said {
         self.end_padding |= end_padding;
     }
 
+    /// In a repair, the checksum fixes of every group whose checksum is
+    /// wrong, taken to go with a rewrite of the bitmap: e2fsck writes a
+    /// bitmap it changed whole, every group's checksum stamped, and says
+    /// nothing of the checksums. Those of groups the repair did not touch
+    /// are wrong when the check took a backup's descriptors.
+    fn restamps(&mut self, repairing: bool) -> Vec<Fix> {
+        if !repairing {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.csums)
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
+    }
+
     /// Whether a repair rewrites the bitmap for what was said.
     fn rewritten(&self, repairing: bool) -> bool {
         repairing && self.rewriting
@@ -184,9 +199,10 @@ impl Said {
             if self.unspelled > 0 {
                 msg += &format!(" (and the differences of {} more groups)", self.unspelled);
             }
-            let fix = Fix::Each(std::mem::take(&mut self.rewrites));
+            let mut fixes = std::mem::take(&mut self.rewrites);
+            fixes.extend(self.restamps(c.repairing()));
             c.report(Subject::Filesystem)
-                .error_fix(5, which.header(), msg, fix);
+                .error_fix(5, which.header(), msg, Fix::Each(fixes));
             self.rewriting = true;
         }
         let sb_free = match which {
@@ -263,7 +279,9 @@ impl Said {
             Bitmap::Block => ProblemCode::PR_5_BLOCK_BMAP_PADDING,
             Bitmap::Inode => ProblemCode::PR_5_INODE_BMAP_PADDING,
         };
-        let fix = Fix::Each(std::mem::take(&mut self.tails));
+        let mut fixes = std::mem::take(&mut self.tails);
+        fixes.extend(self.restamps(c.repairing()));
+        let fix = Fix::Each(fixes);
         c.report(Subject::Filesystem).error_fix(
             5,
             code,
