@@ -1317,3 +1317,55 @@ fn a_wrong_first_data_block_is_checked_from_a_backup() {
         assert_eq!(rc, 0, "e2fsck -fn after our repair:\n{out}");
     }
 }
+
+/// Superblock values out of e2fsck's ranges that the kernel reads past (a
+/// descriptor size without 64bit, a reserve of more than half the
+/// blocks): e2fsck stops ("Corruption found in superblock", exit 8). We
+/// check from the first backup, say why, and the repair writes the
+/// backup's values over them: e2fsck is then satisfied.
+#[test]
+fn superblock_values_out_of_e2fscks_ranges_are_taken_from_a_backup() {
+    if !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs and e2fsck");
+        return;
+    }
+    // (field, offset in the superblock, bytes, as e2fsck names it)
+    let cases: [(&str, u64, Vec<u8>, &str); 2] = [
+        (
+            "desc_size",
+            0xfe,
+            65535u16.to_le_bytes().to_vec(),
+            "desc_size = 65535",
+        ),
+        (
+            "r_blocks",
+            0x08,
+            40_000u32.to_le_bytes().to_vec(),
+            "r_blocks_count = 40000",
+        ),
+    ];
+    for (name, off, bytes, said) in cases {
+        let dir = TempDir::new(&format!("sb-range-{name}"));
+        let img = dir.path("img");
+        make_image(
+            Command::new("mke2fs"),
+            &["-t", "ext3", "-b", "1024"],
+            &img,
+            "64M",
+        )
+        .unwrap();
+        poke(&img, 1024 + off, &bytes);
+        let (rc, out) = e2fsck_fn(&img);
+        assert_eq!(rc, 8, "{name}: {out}");
+        assert!(out.contains(&format!("({said})")), "{name}: {out}");
+        let o = run(ext4r().arg("fsck").arg("-fn").arg(&img));
+        let text =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(4), "{name}: {text}");
+        assert!(text.contains(&format!("({said})")), "{name}: {text}");
+        let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+        assert_eq!(o.status.code(), Some(1), "{name}");
+        let (rc, out) = e2fsck_fn(&img);
+        assert_eq!(rc, 0, "{name}: e2fsck -fn after our repair:\n{out}");
+    }
+}

@@ -47,6 +47,46 @@ fn primary_hint(dev: &Arc<dyn BlockDevice>) -> Option<(u64, u32)> {
     (per_group > 0 && at.checked_mul(u64::from(bs))? < dev.size()).then_some((at, bs))
 }
 
+/// The first of e2fsck's ranges for superblock values (its
+/// `check_super_block`, whose `check_super_value` stops the check with
+/// "Corruption found in superblock") that the superblock leaves, as
+/// "name = value"; the ranges [`Superblock::validate`] does not already
+/// hold every opened filesystem to, the kernel's being wider (it reads no
+/// descriptor size without 64bit, and minds no reserve).
+pub(crate) fn out_of_range(sb: &Superblock) -> Option<String> {
+    let bs = u64::from(sb.block_size()?);
+    let per_block = bs / u64::from(sb.inode_size().max(1));
+    let blocks = sb.blocks_count();
+    let ds = u64::from(sb.s_desc_size.get());
+    let bpg = u64::from(sb.s_blocks_per_group.get());
+    let ipg = u64::from(sb.s_inodes_per_group.get());
+    let ipg_max = (per_block * bpg.saturating_sub(4)).min((1 << 16) - per_block);
+    let checks = [
+        ("desc_size", ds, ds <= 1024 && ds & ds.wrapping_sub(1) == 0),
+        (
+            "r_blocks_count",
+            sb.r_blocks_count(),
+            sb.r_blocks_count() <= blocks / 2,
+        ),
+        (
+            "reserved_gdt_blocks",
+            u64::from(sb.s_reserved_gdt_blocks.get()),
+            u64::from(sb.s_reserved_gdt_blocks.get()) <= bs / 4,
+        ),
+        ("blocks_per_group", bpg, bpg >= 8),
+        (
+            "clusters_per_group",
+            u64::from(sb.s_clusters_per_group.get()),
+            sb.s_clusters_per_group.get() >= 8,
+        ),
+        ("inodes_per_group", ipg, ipg >= per_block && ipg <= ipg_max),
+    ];
+    checks
+        .iter()
+        .find(|c| !c.2)
+        .map(|(name, value, _)| format!("{name} = {value}"))
+}
+
 /// Whether the descriptors pass e2fsck's `ext2fs_check_desc`: each
 /// group's bitmaps and inode table inside its group (inside the
 /// filesystem with flex_bg), none on a superblock or descriptor copy, no
@@ -214,6 +254,16 @@ fn open_fallback(
             ),
             None => (fs, Fallback::BadChecksum),
         });
+    }
+    if let Some(why) = out_of_range(fs.superblock()) {
+        if let Some(b) = open_backup(dev, oo).filter(|b| out_of_range(b.superblock()).is_none()) {
+            return Ok((
+                b,
+                Fallback::Backup(format!(
+                    "Corruption found in superblock.  ({why}).  Trying backup blocks..."
+                )),
+            ));
+        }
     }
     if fs.geometry().group_count > 1 && !descs_ok(&fs) {
         if let Some(b) = open_backup(dev, oo).filter(descs_ok) {
