@@ -1369,3 +1369,80 @@ fn superblock_values_out_of_e2fscks_ranges_are_taken_from_a_backup() {
         assert_eq!(rc, 0, "{name}: e2fsck -fn after our repair:\n{out}");
     }
 }
+
+/// lost+found's inode made reserved (`s_first_ino` raised past it): pass 1
+/// clears its mode and pass 2 its name in the root, so pass 3, as
+/// e2fsck's, finds no lost+found and makes one, rather than asking to
+/// unlink a name the repair has already cleared.
+#[test]
+fn a_lost_found_name_pass_2_cleared_is_made_again() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("lpf-cleared");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024"],
+        &img,
+        "16M",
+    )
+    .unwrap();
+    debugfs(&img, "ssv first_ino 12");
+    let theirs = dir.path("theirs");
+    fs::copy(&img, &theirs).unwrap();
+    let e = run(Command::new("e2fsck").arg("-fy").arg(&theirs));
+    let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+    let (ours, their) = (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&e.stdout).to_string(),
+    );
+    for text in [&ours, &their] {
+        assert!(
+            text.contains("Entry 'lost+found' in / (2) has invalid inode #: 11.\nClear? yes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("/lost+found not found.  Create? yes"),
+            "{text}"
+        );
+        assert!(!text.contains("is not a directory"), "{text}");
+    }
+    assert_eq!(o.status.code(), Some(1), "{ours}");
+    let (rc, out) = e2fsck_fn(&img);
+    assert_eq!(rc, 0, "e2fsck -fn after our repair:\n{out}");
+}
+
+/// A fast symlink whose `i_blocks` high word alone is set: libext2fs
+/// decides "fast" by the low word, so e2fsck keeps the link and mends the
+/// count. We had read its target as block numbers and cleared the inode
+/// (damage seed 353, case 27).
+#[test]
+fn a_fast_symlink_with_a_high_block_count_stays_a_link() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("fast-symlink-hi");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-O", "^metadata_csum"],
+        &img,
+        "16M",
+    )
+    .unwrap();
+    debugfs(&img, "symlink s ../docs/some/target.dat");
+    let ino = inum(&img, "s") as u32;
+    // osd2's l_i_blocks_high.
+    poke(&img, inode_offset(&img, ino) + 0x74, &32u16.to_le_bytes());
+    same_fy_as_e2fsck(
+        &dir,
+        &img,
+        &[&format!(
+            "Inode {ino}, i_blocks is 137438953472, should be 0.  Fix? yes"
+        )],
+    );
+    assert!(debugfs_out(&img, "stat s").contains("Fast link dest: \"../docs/some/target.dat\""));
+}

@@ -191,7 +191,21 @@ fn lost_and_found(c: &mut Ctx) {
         Ok(r) => r,
         Err(_) => return,
     };
-    match c.fs().lookup(&root, b"lost+found") {
+    let mut found = c.fs().lookup(&root, b"lost+found");
+    // A repair has cleared the name in pass 2 (an inode number no entry
+    // may hold, say): e2fsck's pass 3 then finds no lost+found and makes
+    // one, where the name on disk would be "not a directory" to unlink.
+    if c.repairing() {
+        if let Some((blk, off, _)) = root_entry(c, &root, b"lost+found") {
+            let cleared = c.problems().list().iter().any(|p| {
+                p.pass == 2 && matches!(&p.fix, Some(crate::fix::Fix::DirEntryClear(b, o, _)) if (*b, *o) == (blk, off))
+            });
+            if cleared {
+                found = Ok(None);
+            }
+        }
+    }
+    match found {
         Ok(Some(ino)) => {
             let is_dir = c.inodes().is_dir(ino.0);
             let encrypted = is_dir
@@ -432,7 +446,7 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         c.report(Subject::Inode(lpf)).error_fix(
             3,
             ProblemCode::PR_3_EXPAND_LF_DIR,
-            "No room in lost+found directory.  Expand.".into(),
+            "No room in lost+found directory.".into(),
             crate::fix::Fix::ExpandDir(lpf, blocks),
         );
     }
