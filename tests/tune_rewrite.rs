@@ -237,9 +237,14 @@ fn a_power_cut_during_a_checksum_rewrite_is_repaired() {
         0
     );
     let open = |img: &Path| {
+        // The last cut's writer has let go, but the other test in this
+        // binary spawns programs: a child between fork and exec holds a
+        // copy of the descriptor, and its lock, for an instant (CI saw
+        // Locked by this very process once). Waiting covers that.
         let mode = OpenMode {
             write: true,
             exclusive: false,
+            lock_wait: Some(std::time::Duration::from_secs(10)),
             ..OpenMode::default()
         };
         Arc::new(FaultDevice::new(FileDevice::open(img, mode).unwrap()))
