@@ -1091,6 +1091,24 @@ fn a_revoke_block_overflowing_its_count_is_an_invalid_argument() {
     assert_eq!(fn_rc, 0, "e2fsck -fn after our repair:\n{out}");
 }
 
+/// Our -fn says what e2fsck -fn says, word for word but for the banners
+/// (ours first on stdout, e2fsck's last, on stderr), with its exit code.
+/// Returns e2fsck's output.
+fn same_fn_as_e2fsck(img: &Path) -> String {
+    let (their_rc, theirs) = e2fsck_fn(img);
+    let o = run(ext4r().arg("fsck").arg("-fn").arg(img));
+    let ours = String::from_utf8_lossy(&o.stdout).to_string();
+    let body = |t: &str| {
+        t.lines()
+            .filter(|l| !l.starts_with("e2fsck ") && !l.starts_with("fsck.ext4r "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(body(&ours), body(&theirs), "-fn of {}", img.display());
+    assert_eq!(o.status.code(), Some(their_rc), "-fn exit");
+    theirs
+}
+
 /// Where inode `ino`'s record is, in bytes (debugfs's `imap`).
 fn inode_offset(img: &Path, ino: u32) -> u64 {
     let d = debugfs_out(img, &format!("imap <{ino}>"));
@@ -1133,23 +1151,11 @@ fn a_reserved_inodes_bad_mode_and_checksum_are_both_said_with_n() {
         )
         .unwrap();
         poke(&img, inode_offset(&img, ino), &mode.to_le_bytes());
-        let (their_rc, theirs) = e2fsck_fn(&img);
-        let o = run(ext4r().arg("fsck").arg("-fn").arg(&img));
-        let ours = String::from_utf8_lossy(&o.stdout).to_string();
-        // Without the banners (ours first on stdout, e2fsck's last, on
-        // stderr).
-        let body = |t: &str| {
-            t.lines()
-                .filter(|l| !l.starts_with("e2fsck ") && !l.starts_with("fsck.ext4r "))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
+        let theirs = same_fn_as_e2fsck(&img);
         assert!(
             theirs.contains(&format!("Inode {ino} passes checks, but checksum")),
             "e2fsck said:\n{theirs}"
         );
-        assert_eq!(body(&ours), body(&theirs), "-fn of inode {ino}");
-        assert_eq!(o.status.code(), Some(their_rc), "-fn exit");
         same_fy_as_e2fsck(&dir, &img, &[&format!("Reserved inode {ino} (")]);
     }
 }
@@ -1241,17 +1247,7 @@ fn an_empty_inline_data_attribute_out_of_its_area_is_not_found() {
         inode_offset(&img, ino) + 128 + 32 + 4 + 2,
         &128u16.to_le_bytes(),
     );
-    let (their_rc, theirs) = e2fsck_fn(&img);
-    let o = run(ext4r().arg("fsck").arg("-fn").arg(&img));
-    let ours = String::from_utf8_lossy(&o.stdout).to_string();
-    let body = |t: &str| {
-        t.lines()
-            .filter(|l| !l.starts_with("e2fsck ") && !l.starts_with("fsck.ext4r "))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    assert_eq!(body(&ours), body(&theirs));
-    assert_eq!(o.status.code(), Some(their_rc));
+    same_fn_as_e2fsck(&img);
     same_fy_as_e2fsck(
         &dir,
         &img,

@@ -566,6 +566,35 @@ impl Ctx {
         &self.p
     }
 
+    /// Block `b` read whole; None when it lies outside the filesystem or
+    /// the read fails.
+    pub(crate) fn read_block(&self, b: u64) -> Option<Vec<u8>> {
+        if !self.valid_range(b, 1) {
+            return None;
+        }
+        let bs = self.geo().block_size;
+        let mut buf = vec![0u8; bs as usize];
+        self.fs()
+            .device()
+            .read_at(&mut buf, b * u64::from(bs))
+            .ok()?;
+        Some(buf)
+    }
+
+    /// The entries of directory `dir` a fix found so far clears: (block,
+    /// offset). In a repair they are gone for what comes after, as the
+    /// entries e2fsck clears are when it writes them at once.
+    pub(crate) fn entries_cleared(&self, dir: u32) -> Vec<(u64, usize)> {
+        self.p
+            .list()
+            .iter()
+            .filter_map(|p| match &p.fix {
+                Some(crate::fix::Fix::DirEntryClear(b, off, o)) if o.ino == dir => Some((*b, *off)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// What was found so far, to put in the order e2fsck says it (passes
     /// that find things in another order than e2fsck's move them) or to
     /// drop what a restart finds again.

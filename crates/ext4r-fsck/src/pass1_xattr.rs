@@ -192,17 +192,9 @@ pub(crate) fn libext2fs_reads(c: &Ctx, inode: &Inode, rec: &[u8]) -> bool {
         }
     }
     let blk = inode.file_acl(c.wide()).0;
-    if blk == 0 || !c.valid_range(blk, 1) {
+    let Some(buf) = (blk != 0).then(|| c.read_block(blk)).flatten() else {
         return true;
-    }
-    let mut buf = vec![0u8; c.geo().block_size as usize];
-    if c.fs()
-        .device()
-        .read_at(&mut buf, blk * u64::from(c.geo().block_size))
-        .is_err()
-    {
-        return true;
-    }
+    };
     // A block's offsets count from its start, its entries after the
     // 32-byte header.
     buf.get(32..)

@@ -196,13 +196,11 @@ fn lost_and_found(c: &mut Ctx) {
     // may hold, say): e2fsck's pass 3 then finds no lost+found and makes
     // one, where the name on disk would be "not a directory" to unlink.
     if c.repairing() {
-        if let Some((blk, off, _)) = root_entry(c, &root, b"lost+found") {
-            let cleared = c.problems().list().iter().any(|p| {
-                p.pass == 2 && matches!(&p.fix, Some(crate::fix::Fix::DirEntryClear(b, o, _)) if (*b, *o) == (blk, off))
-            });
-            if cleared {
-                found = Ok(None);
-            }
+        let cleared = c.entries_cleared(special::ROOT);
+        if root_entry(c, &root, b"lost+found")
+            .is_some_and(|(blk, off, _)| cleared.contains(&(blk, off)))
+        {
+            found = Ok(None);
         }
     }
     match found {

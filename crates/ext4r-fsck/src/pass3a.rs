@@ -111,15 +111,7 @@ impl Ent {
 /// read or parse (e2fsck gives up rebuilding it then).
 fn read_entries(c: &Ctx, ino: u32, phys: &[u64]) -> Option<Vec<Ent>> {
     // Entries pass 2 clears this round are gone by pass 3A.
-    let cleared: Vec<(u64, usize)> = c
-        .problems()
-        .list()
-        .iter()
-        .filter_map(|p| match &p.fix {
-            Some(Fix::DirEntryClear(b, off, o)) if o.ino == ino => Some((*b, *off)),
-            _ => None,
-        })
-        .collect();
+    let cleared = c.entries_cleared(ino);
     let bs = c.geo().block_size;
     let mut buf = vec![0u8; bs as usize];
     let mut out = Vec::new();

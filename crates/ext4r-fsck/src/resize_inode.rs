@@ -298,14 +298,7 @@ fn superblock_block(geo: &ext4r_format::geometry::Geometry) -> u64 {
 
 /// A block read as little-endian 32-bit words.
 fn read_words(c: &Ctx, b: u64) -> Option<Vec<u32>> {
-    if !c.valid_range(b, 1) {
-        return None;
-    }
-    let mut buf = vec![0u8; c.geo().block_size as usize];
-    c.fs()
-        .device()
-        .read_at(&mut buf, b * u64::from(c.geo().block_size))
-        .ok()?;
+    let buf = c.read_block(b)?;
     Some(
         buf.chunks_exact(4)
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))

@@ -36,17 +36,9 @@ pub(crate) fn valid(c: &Ctx, ino: u32, inode: &Inode) -> bool {
         let Some(blk) = target_block(inode) else {
             return false;
         };
-        if blk < c.geo().first_data_block || blk >= c.geo().blocks_count {
+        let Some(b) = c.read_block(blk) else {
             return false;
-        }
-        let mut b = vec![0u8; c.geo().block_size as usize];
-        if c.fs()
-            .device()
-            .read_at(&mut b, blk * u64::from(c.geo().block_size))
-            .is_err()
-        {
-            return false;
-        }
+        };
         b
     };
     let len = if flags.contains(InodeFlags::ENCRYPT) {
