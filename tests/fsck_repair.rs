@@ -1366,6 +1366,44 @@ fn superblock_values_out_of_e2fscks_ranges_are_taken_from_a_backup() {
     }
 }
 
+/// The same with no backup to take (one group): we stop as e2fsck stops,
+/// with its words and exit 8, and write nothing; checking by the values
+/// would have called the filesystem clean.
+#[test]
+fn superblock_values_out_of_range_without_a_backup_stop_the_check() {
+    if !have("e2fsck") || !have("mke2fs") || !have("debugfs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("sb-range-alone");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024"],
+        &img,
+        "4M",
+    )
+    .unwrap();
+    // debugfs stamps the superblock's checksum again: the values alone
+    // are wrong.
+    debugfs(&img, "ssv r_blocks_count 3000");
+    let before = fs::read(&img).unwrap();
+    let e = run(Command::new("e2fsck").arg("-fn").arg(&img));
+    assert_eq!(e.status.code(), Some(8));
+    for args in [&["-fn"][..], &["-fy"], &["-p"]] {
+        let o = run(ext4r().arg("fsck").args(args).arg(&img));
+        assert_eq!(o.status.code(), Some(8), "{args:?}");
+        let ours = String::from_utf8_lossy(&o.stdout).replace("fsck.ext4r", "e2fsck");
+        let e = run(Command::new("e2fsck").args(args).arg(&img));
+        assert_eq!(ours, String::from_utf8_lossy(&e.stdout), "{args:?}");
+        assert!(
+            ours.contains("Corruption found in superblock.  (r_blocks_count = 3000)."),
+            "{ours}"
+        );
+        assert!(fs::read(&img).unwrap() == before, "{args:?} wrote");
+    }
+}
+
 /// lost+found's inode made reserved (`s_first_ino` raised past it): pass 1
 /// clears its mode and pass 2 its name in the root, so pass 3, as
 /// e2fsck's, finds no lost+found and makes one, rather than asking to

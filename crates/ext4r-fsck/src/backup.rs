@@ -191,7 +191,7 @@ pub(crate) fn open_as_e2fsck(
     oo: &OpenOptions,
 ) -> Result<(Filesystem, Fallback), crate::error::Error> {
     refuse_unsupported_primary(dev)?;
-    let (fs, why) = open_fallback(dev, oo).map_err(crate::error::Error::NoFilesystem)?;
+    let (fs, why) = open_fallback(dev, oo)?;
     if let Some(u) = features::unsupported(fs.superblock()) {
         return Err(crate::error::Error::Unsupported(u));
     }
@@ -228,7 +228,7 @@ pub(crate) fn primary(dev: &Arc<dyn BlockDevice>) -> Option<Superblock> {
 fn open_fallback(
     dev: &Arc<dyn BlockDevice>,
     oo: &OpenOptions,
-) -> ext4r::Result<(Filesystem, Fallback)> {
+) -> Result<(Filesystem, Fallback), crate::error::Error> {
     let fs = match Filesystem::open_with(dev.clone(), oo.clone()) {
         Ok(fs) => fs,
         Err(e) => {
@@ -240,7 +240,7 @@ fn open_fallback(
                         ext4r::error::chain(&e)
                     )),
                 )),
-                None => Err(e),
+                None => Err(crate::error::Error::NoFilesystem(e)),
             }
         }
     };
@@ -252,7 +252,10 @@ fn open_fallback(
                     "Superblock checksum does not match superblock, trying backup blocks...".into(),
                 ),
             ),
-            None => (fs, Fallback::BadChecksum),
+            None => match out_of_range(fs.superblock()) {
+                Some(why) => return Err(crate::error::Error::CorruptSuperblock(why)),
+                None => (fs, Fallback::BadChecksum),
+            },
         });
     }
     if let Some(why) = out_of_range(fs.superblock()) {
@@ -264,6 +267,9 @@ fn open_fallback(
                 )),
             ));
         }
+        // e2fsck stops here (exit 8) rather than check by values the
+        // kernel would read past.
+        return Err(crate::error::Error::CorruptSuperblock(why));
     }
     if fs.geometry().group_count > 1 && !descs_ok(&fs) {
         if let Some(b) = open_backup(dev, oo).filter(descs_ok) {

@@ -269,6 +269,11 @@ fn open_for_check(dev: &std::sync::Arc<dyn BlockDevice>, opts: &Options) -> Resu
         if let Some(u) = features::unsupported(fs.superblock()) {
             return Err(Error::Unsupported(u));
         }
+        // The copy asked for is held to e2fsck's ranges too; no other is
+        // tried in its place.
+        if let Some(why) = backup::out_of_range(fs.superblock()) {
+            return Err(Error::CorruptSuperblock(why));
+        }
         fs
     };
     Ok(Opened {

@@ -27,6 +27,12 @@ pub enum Error {
     /// checked or written.
     #[error("Unknown checksum algorithm")]
     UnknownChecksum,
+    /// A superblock value lies outside the range e2fsck holds it to (its
+    /// `check_super_value`) and no backup superblock is inside them all:
+    /// e2fsck's "Corruption found in superblock", exit 8. The text is
+    /// "name = value"; nothing was checked or written.
+    #[error("Corruption found in superblock.  ({0}).")]
+    CorruptSuperblock(String),
 }
 
 #[cfg(test)]

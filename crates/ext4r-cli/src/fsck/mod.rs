@@ -263,18 +263,19 @@ fsck.ext4r: Get a newer version of fsck.ext4r!",
 /// e2fsck's problem reports, after the device's name when preening; on
 /// stderr with `--json`, whose stdout carries only the report).
 fn cannot_open(dev_name: &str, e: &ext4r_fsck::Error, preen: bool, json: bool) -> u8 {
-    eprintln!("fsck.ext4r: {} while trying to open {dev_name}", message(e));
-    let advice = format!(
-        "{}\nThe superblock could not be read or does not describe a valid ext2/ext3/ext4\n\
-         filesystem.  If the device is valid and it really contains an ext2/ext3/ext4\n\
-         filesystem (and not swap or ufs or something else), then the superblock\n\
-         is corrupt, and you might try running fsck.ext4r with an alternate superblock:\n    \
-         fsck.ext4r -b 8193 <device>\n or\n    fsck.ext4r -b 32768 <device>\n",
-        if preen {
-            format!("{dev_name}: ")
-        } else {
+    // A superblock value out of e2fsck's ranges is one of its problem
+    // reports (stdout), not an error of the open.
+    let said = match e {
+        ext4r_fsck::Error::CorruptSuperblock(_) if preen => format!("{dev_name}: {e}\n"),
+        ext4r_fsck::Error::CorruptSuperblock(_) => format!("{e}\n"),
+        _ => {
+            eprintln!("fsck.ext4r: {} while trying to open {dev_name}", message(e));
             String::new()
         }
+    };
+    let advice = format!(
+        "{said}{}",
+        superblock_advice(if preen { dev_name } else { "" })
     );
     if json {
         eprintln!("{advice}");
@@ -282,6 +283,22 @@ fn cannot_open(dev_name: &str, e: &ext4r_fsck::Error, preen: bool, json: bool) -
         println!("{advice}");
     }
     EXIT_ERROR
+}
+
+/// PR_0_SB_CORRUPT's advice, after the device's name when preening.
+fn superblock_advice(dev_name: &str) -> String {
+    format!(
+        "{}\nThe superblock could not be read or does not describe a valid ext2/ext3/ext4\n\
+         filesystem.  If the device is valid and it really contains an ext2/ext3/ext4\n\
+         filesystem (and not swap or ufs or something else), then the superblock\n\
+         is corrupt, and you might try running fsck.ext4r with an alternate superblock:\n    \
+         fsck.ext4r -b 8193 <device>\n or\n    fsck.ext4r -b 32768 <device>\n",
+        if dev_name.is_empty() {
+            String::new()
+        } else {
+            format!("{dev_name}: ")
+        }
+    )
 }
 
 fn run(a: &Args) -> u8 {
@@ -533,9 +550,11 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
     let r = match result {
         Ok(r) => r,
         Err(ext4r_fsck::Error::Unsupported(u)) => return unsupported(dev_name, &u, true, false),
-        Err(e @ (ext4r_fsck::Error::UnknownChecksum | ext4r_fsck::Error::NoFilesystem(_))) => {
-            return cannot_open(dev_name, &e, a.preen, false)
-        }
+        Err(
+            e @ (ext4r_fsck::Error::UnknownChecksum
+            | ext4r_fsck::Error::NoFilesystem(_)
+            | ext4r_fsck::Error::CorruptSuperblock(_)),
+        ) => return cannot_open(dev_name, &e, a.preen, false),
         Err(ext4r_fsck::Error::Open(ext4r::Error::MmpInUse { why, info })) => {
             // e2fsck_check_mmp's words; nothing was written.
             eprintln!("fsck.ext4r: MMP: {why} while checking MMP block");
