@@ -386,6 +386,9 @@ pub(crate) struct Ctx {
     /// Free blocks a repair planned in this check takes (lost+found's),
     /// kept from later plans.
     reserved: Vec<u64>,
+    /// Pass 3 makes a new /lost+found in this round (or unlinks the one
+    /// on disk): the one on disk is not the one reconnections will use.
+    lost_found_replaced: bool,
     /// Regular files of 2 GiB or more (they need the large_file feature).
     large_files: u64,
     /// Indexed directories of 2 GiB or more (they need the large_dir
@@ -483,6 +486,7 @@ impl Ctx {
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
             reserved: Vec::new(),
+            lost_found_replaced: false,
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
@@ -1052,6 +1056,7 @@ impl Ctx {
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
             reserved: self.reserved.clone(),
+            lost_found_replaced: self.lost_found_replaced,
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
@@ -1260,6 +1265,18 @@ impl Ctx {
     /// plans (see [`Ctx::usage_map`]).
     pub(crate) fn reserve(&mut self, blocks: impl IntoIterator<Item = u64>) {
         self.reserved.extend(blocks);
+    }
+
+    /// Pass 3: the /lost+found on disk is unlinked or a new one made in
+    /// this round's repair.
+    pub(crate) fn lost_found_replaced(&mut self) {
+        self.lost_found_replaced = true;
+    }
+
+    /// Whether [`Ctx::lost_found_replaced`] was said: the directory on
+    /// disk is not the one to plan room in.
+    pub(crate) fn is_lost_found_replaced(&self) -> bool {
+        self.lost_found_replaced
     }
 }
 

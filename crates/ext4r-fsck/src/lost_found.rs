@@ -114,7 +114,9 @@ fn free_blocks(c: &Ctx, n: usize) -> Vec<u64> {
 /// in the list); an extent root of depth 0 takes one more extent.
 pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>)> {
     use ext4r_format::dir::rec_len_for_name;
-    if names.is_empty() {
+    // A lost+found made in this round is not on disk yet: the next round
+    // plans its room (the old one, when unlinked, is not to grow).
+    if names.is_empty() || c.is_lost_found_replaced() {
         return None;
     }
     let root = c
@@ -145,6 +147,9 @@ pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>
             room += block_room(&buf[..bs - tail], c.geo().block_size, each);
         }
     }
+    // `room` counts records of the longest name's length: as bytes, what
+    // the names (each at its own length, none longer) can use.
+    let room = room * each;
     if room >= need {
         return None;
     }
@@ -168,8 +173,69 @@ pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>
     if n == 0 {
         return None;
     }
+    if extents {
+        // An extent root of depth 0 maps each run in one of its free
+        // slots: the blocks are taken in as few runs as free space allows
+        // (first fit, as `free_blocks`, would rarely be one run on a
+        // used filesystem, and nothing could be mapped).
+        let r = &info.inode.i_block;
+        let used = usize::from(u16::from_le_bytes([r[2], r[3]]));
+        let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
+        let depth = u16::from_le_bytes([r[6], r[7]]);
+        if depth != 0 || used >= max {
+            return None;
+        }
+        let blocks = reserve_runs(c, n, max - used);
+        return (!blocks.is_empty()).then_some((lpf.0, blocks));
+    }
     let blocks = reserve_blocks(c, n);
     (blocks.len() == n).then_some((lpf.0, blocks))
+}
+
+/// Up to `n` free blocks in at most `runs` runs, kept from later plans:
+/// one run of `n` when free space has one, else the longest runs first
+/// fit finds, in turn. None on bigalloc, where a directory block must sit
+/// at its logical block's offset in its cluster.
+fn reserve_runs(c: &mut Ctx, n: usize, runs: usize) -> Vec<u64> {
+    let geo = c.geo();
+    let (first, count) = (geo.first_data_block, geo.blocks_count);
+    if geo.cluster_ratio() > 1 {
+        return Vec::new();
+    }
+    let mut space = c.claimed_map();
+    let want = n as u64;
+    let mut out: Vec<u64> = Vec::with_capacity(n);
+    if let Some(b) = space.get_free_blocks(first, first, want) {
+        out.extend(b..b + want);
+    } else {
+        for _ in 0..runs {
+            let left = want - out.len() as u64;
+            if left == 0 {
+                break;
+            }
+            let mut best: Option<(u64, u64)> = None;
+            let mut from = first;
+            // Each free run once, in block order (a run found before
+            // `from` is the search wrapping: every run was seen).
+            while let Some((s, len)) = space.new_range(from, left) {
+                if s < from || len == 0 {
+                    break;
+                }
+                if best.is_none_or(|b| len > b.1) {
+                    best = Some((s, len));
+                }
+                from = s + len;
+                if len >= left || from >= count {
+                    break;
+                }
+            }
+            let Some((s, len)) = best else { break };
+            space.mark(s, len);
+            out.extend(s..s + len);
+        }
+    }
+    c.reserve(out.iter().copied());
+    out
 }
 
 /// How many records of `each` bytes fit in a directory block's slack.
@@ -203,24 +269,40 @@ pub(crate) fn map_more(i: &mut Inode, blocks: &[u64], bs: u32, huge: bool) -> Ve
         let n = usize::from(u16::from_le_bytes([r[2], r[3]]));
         let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
         let depth = u16::from_le_bytes([r[6], r[7]]);
-        let contiguous = blocks.windows(2).all(|w| w[1] == w[0] + 1);
-        if depth != 0 || n >= max || blocks.is_empty() || !contiguous || blocks.len() > 32768 {
+        if depth != 0 {
             return done;
         }
         // A size past 2^32 blocks (damaged) has no logical block to add at.
-        let Ok(lblk) = u32::try_from(i.size() / u64::from(bs)) else {
+        let Ok(mut lblk) = u32::try_from(i.size() / u64::from(bs)) else {
             return done;
         };
-        let at = 12 + n * 12;
-        let r = &mut i.i_block;
-        r[at..at + 4].copy_from_slice(&lblk.to_le_bytes());
-        // At most 32768 blocks (checked above), so the length fits.
-        r[at + 4..at + 6].copy_from_slice(&num::sat_u16(blocks.len()).to_le_bytes());
-        r[at + 6..at + 8].copy_from_slice(&num::hi16_of_48(blocks[0]).to_le_bytes());
-        r[at + 8..at + 12].copy_from_slice(&num::lo32(blocks[0]).to_le_bytes());
-        // n < max <= 4.
-        r[2..4].copy_from_slice(&num::sat_u16(n + 1).to_le_bytes());
-        done.extend(blocks.iter().map(|&b| (b, true)));
+        // One extent per run of consecutive blocks, in the root's free
+        // slots, in order; what does not fit stays unmapped.
+        let mut entries = n;
+        let mut rest = blocks;
+        while !rest.is_empty() && entries < max {
+            let run = 1 + rest
+                .windows(2)
+                .take(32767)
+                .take_while(|w| w[1] == w[0] + 1)
+                .count();
+            let Some(end) = lblk.checked_add(num::sat_u32(run)) else {
+                break;
+            };
+            let at = 12 + entries * 12;
+            let r = &mut i.i_block;
+            r[at..at + 4].copy_from_slice(&lblk.to_le_bytes());
+            // At most 32768 blocks (taken above), so the length fits.
+            r[at + 4..at + 6].copy_from_slice(&num::sat_u16(run).to_le_bytes());
+            r[at + 6..at + 8].copy_from_slice(&num::hi16_of_48(rest[0]).to_le_bytes());
+            r[at + 8..at + 12].copy_from_slice(&num::lo32(rest[0]).to_le_bytes());
+            entries += 1;
+            // entries <= max <= 4.
+            r[2..4].copy_from_slice(&num::sat_u16(entries).to_le_bytes());
+            done.extend(rest[..run].iter().map(|&b| (b, true)));
+            rest = &rest[run..];
+            lblk = end;
+        }
     } else {
         // A block map cannot point past 2^32: then nothing is mapped.
         let Some(words) = blocks

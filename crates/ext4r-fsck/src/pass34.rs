@@ -237,6 +237,9 @@ fn lost_and_found(c: &mut Ctx) {
             } else {
                 return;
             };
+            if c.repairing() {
+                c.lost_found_replaced();
+            }
             c.report(Subject::Inode(ino.0))
                 .error_or_fix(3, code, msg.into(), unlink)
         }
@@ -244,6 +247,7 @@ fn lost_and_found(c: &mut Ctx) {
         // creates it, or a reconnection needs it).
         Ok(None) if !c.repairing() => {}
         Ok(None) => {
+            c.lost_found_replaced();
             let msg = "/lost+found not found.".to_string();
             match crate::lost_found::plan(c) {
                 Some(n) => c.report(Subject::Filesystem).error_fix(
