@@ -1460,6 +1460,104 @@ fn lost_found_grows_past_scattered_free_blocks() {
     assert_eq!(names, 1500, "{listed}");
 }
 
+/// Extent trees the kernel leaves deeper or wider than they need be
+/// (fragmented files cut short): e2fsck's pass 1E says each "could be
+/// shorter" or "narrower", and a repair rebuilds them, frees the blocks
+/// the new trees do not use and sets `i_blocks`, all in the same run, so
+/// that pass 5 finds nothing, and exits 0 (not a fix). Ours says and does
+/// the same: the output and exit code are e2fsck's, the data the same.
+#[test]
+fn extent_trees_that_could_be_smaller_are_rebuilt_as_e2fsck_does() {
+    if !is_root() || !have("e2fsck") || !have("mke2fs") || !have("debugfs") || !have("fallocate") {
+        eprintln!("SKIP: needs root (a loop mount), mke2fs, debugfs, fallocate and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("pass1e");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024", "-O", "^flex_bg"],
+        &img,
+        "32M",
+    )
+    .unwrap();
+    {
+        let mut m = LoopMount::new(&img, &dir.path("mnt")).unwrap();
+        // Two files written whole (one extent each), then every other
+        // block punched out: an extent per block left, a tree of depth 1.
+        // f0 (20 blocks) is then cut to 4 blocks: 2 extents under a leaf
+        // the root could hold (shorter); of f1 (600 blocks) one block in
+        // 8 is kept, its 4 leaves left a quarter full (narrower).
+        let punch = |name: &str, from: u64, len: u64| {
+            let o = run(Command::new("fallocate")
+                .args(["-p", "-o", &from.to_string(), "-l", &len.to_string()])
+                .arg(m.dir.join(name)));
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        };
+        for (name, blocks) in [("f0", 20u64), ("f1", 600)] {
+            let data: Vec<u8> = (0..blocks * 1024).map(|i| (i % 251) as u8).collect();
+            fs::write(m.dir.join(name), data).unwrap();
+        }
+        run(&mut Command::new("sync"));
+        for (name, blocks) in [("f0", 20u64), ("f1", 600)] {
+            for k in 0..blocks / 2 {
+                punch(name, k * 2048 + 1024, 1024);
+            }
+        }
+        fs::OpenOptions::new()
+            .write(true)
+            .open(m.dir.join("f0"))
+            .unwrap()
+            .set_len(4 * 1024)
+            .unwrap();
+        for k in 0..75 {
+            punch("f1", k * 8192 + 1024, 7168);
+        }
+        m.umount().unwrap();
+    }
+    let theirs = dir.path("theirs");
+    fs::copy(&img, &theirs).unwrap();
+    let untouched = dir.path("untouched");
+    fs::copy(&img, &untouched).unwrap();
+    let sums = |p: &Path| {
+        (0..2)
+            .map(|i| fnv(debugfs_out(p, &format!("cat /f{i}")).as_bytes()))
+            .collect::<Vec<_>>()
+    };
+    let before = sums(&img);
+    let e = run(Command::new("e2fsck").arg("-fy").arg(&theirs));
+    let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+    let text = |o: &std::process::Output, p: &Path| {
+        String::from_utf8_lossy(&o.stdout)
+            .replace(&*p.to_string_lossy(), "IMG")
+            .lines()
+            .skip_while(|l| !l.starts_with("Pass 1"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let (ours, their) = (text(&o, &img), text(&e, &theirs));
+    assert!(their.contains("could be shorter"), "{their}");
+    assert!(their.contains("could be narrower"), "{their}");
+    assert!(
+        their.contains("Pass 1E: Optimizing extent trees"),
+        "{their}"
+    );
+    assert_eq!(ours, their);
+    assert_eq!(o.status.code(), e.status.code());
+    assert_eq!(o.status.code(), Some(0));
+    let (rc, after) = e2fsck_fn(&img);
+    assert_eq!(rc, 0, "e2fsck -fn after our repair:\n{after}");
+    assert_eq!(sums(&img), before);
+    // -n says the same ("Optimize? no"), exits 0 and writes nothing.
+    let bytes = fs::read(&untouched).unwrap();
+    let o = run(ext4r().arg("fsck").arg("-fn").arg(&untouched));
+    let e = run(Command::new("e2fsck").arg("-fn").arg(&untouched));
+    assert_eq!(text(&o, &untouched), text(&e, &untouched));
+    assert!(text(&o, &untouched).contains("Optimize? no"));
+    assert_eq!(o.status.code(), Some(0));
+    assert!(fs::read(&untouched).unwrap() == bytes);
+}
+
 /// lost+found's inode made reserved (`s_first_ino` raised past it): pass 1
 /// clears its mode and pass 2 its name in the root, so pass 3, as
 /// e2fsck's, finds no lost+found and makes one, rather than asking to

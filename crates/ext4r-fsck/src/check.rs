@@ -145,6 +145,7 @@ pub(crate) fn check_kept(
             now: opts.now,
             forced: opts.force,
             threads: opts.thread_count(),
+            optimize_extents: !opts.no_optimize_extents,
         },
     );
     c.set_external_journal(opts.external_journal.clone());
@@ -338,6 +339,9 @@ fn run_passes(
             pass3a::settle(c);
         }
         f(c, &mut |p, d, n| obs.progress(p, d, n));
+        if pass == 1 && !c.restarting() && !c.stopping() {
+            pass1e_heading(c, from);
+        }
         if pass == 3 && !c.restarting() && !c.stopping() {
             pass3a::run(c);
         }
@@ -358,6 +362,22 @@ fn run_passes(
         if c.stopping() {
             break;
         }
+    }
+}
+
+/// e2fsck's "Pass 1E: Optimizing extent trees" after pass 1, when a
+/// repair rebuilds an extent tree there (its pass 1E does).
+fn pass1e_heading(c: &mut ctx::Ctx, from: usize) {
+    let rebuilds = c.repairing()
+        && c.problems().list()[from..]
+            .iter()
+            .any(|p| matches!(p.fix, Some(crate::fix::Fix::RebuildExtents(_))));
+    if rebuilds {
+        c.report(crate::problem::Subject::Filesystem).harmless(
+            1,
+            ProblemCode::PR_1E_PASS_HEADER,
+            "Pass 1E: Optimizing extent trees".into(),
+        );
     }
 }
 

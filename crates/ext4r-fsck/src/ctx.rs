@@ -208,6 +208,7 @@ pub(crate) struct Found {
     ea_flag_missing: Vec<u32>,
     stats: Summary,
     quota: crate::quota_usage::Counters,
+    planned_blocks: Vec<(u64, bool)>,
 }
 
 /// What pass 0 finds of the groups' metadata, read by the later passes
@@ -389,6 +390,13 @@ pub(crate) struct Ctx {
     /// Pass 3 makes a new /lost+found in this round (or unlinks the one
     /// on disk): the one on disk is not the one reconnections will use.
     lost_found_replaced: bool,
+    /// Blocks (`true`: taken, `false`: freed) and inodes (taken or freed,
+    /// a directory or not) the repairs planned in this check take or
+    /// free with e2fsck's allocation statistics (`ext2fs_block_alloc_stats2`,
+    /// `ext2fs_inode_alloc_stats2`): pass 5 counts them as the repair
+    /// leaves them, in what is in use and in what is stored.
+    planned_blocks: Vec<(u64, bool)>,
+    planned_inodes: Vec<(u32, bool, bool)>,
     /// Regular files of 2 GiB or more (they need the large_file feature).
     large_files: u64,
     /// Indexed directories of 2 GiB or more (they need the large_dir
@@ -402,6 +410,8 @@ pub(crate) struct Ctx {
     /// (e2fsck's `e2fsck_adjust_inode_count`): pass 4 compares the count
     /// less these.
     link_drops: std::collections::HashMap<u32, u16>,
+    /// See [`Ctx::add_link`].
+    link_adds: std::collections::HashMap<u32, u16>,
     /// Inodes named as EA inodes that lack the EA_INODE flag (pass 1 found
     /// them; pass 4 counts them as EA inodes, as e2fsck does once its pass
     /// 1 has set the flag).
@@ -430,6 +440,9 @@ pub(crate) struct Ctx {
     quota: crate::quota_usage::Counters,
     /// Threads the passes may use (at least 1; see [`crate::options::Options`]).
     threads: usize,
+    /// Extent trees that could be shorter or narrower are said (and
+    /// rebuilt in a repair), as e2fsck without `no_optimize_extents`.
+    optimize_extents: bool,
     /// For each inode a pass-1 finding names by its path (e2fsck's `%Q`
     /// in `process_bad_inode`, see [`crate::pathname::q`]): the
     /// directory pass 2 first meets it in, 0 until then.
@@ -447,6 +460,7 @@ pub(crate) struct Settings {
     pub now: i64,
     pub forced: bool,
     pub threads: usize,
+    pub optimize_extents: bool,
 }
 
 impl Ctx {
@@ -456,6 +470,7 @@ impl Ctx {
             now,
             forced,
             threads,
+            optimize_extents,
         } = settings;
         let sb = fs.superblock().clone();
         let journal_ino = sb.s_journal_inum.get();
@@ -487,10 +502,13 @@ impl Ctx {
             claims: crate::claims::Claims::default(),
             reserved: Vec::new(),
             lost_found_replaced: false,
+            planned_blocks: Vec::new(),
+            planned_inodes: Vec::new(),
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
             link_drops: std::collections::HashMap::new(),
+            link_adds: std::collections::HashMap::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
             relocate: Vec::new(),
@@ -502,6 +520,7 @@ impl Ctx {
             stats: Summary::default(),
             quota,
             threads,
+            optimize_extents,
             q_dirs: std::collections::HashMap::new(),
             csum_due: false,
         }
@@ -552,6 +571,12 @@ impl Ctx {
     /// ends of a read-only check are repairable then.
     pub(crate) fn repairing(&self) -> bool {
         self.repairing
+    }
+
+    /// Whether extent trees are judged for their shape (see
+    /// [`crate::options::Options::no_optimize_extents`]).
+    pub(crate) fn optimize_extents(&self) -> bool {
+        self.optimize_extents
     }
 
     /// Threads the passes may use (at least 1).
@@ -816,6 +841,18 @@ impl Ctx {
         self.link_drops.get(&ino).copied().unwrap_or(0)
     }
 
+    /// Links a repair of this check adds to inode `ino`'s stored count
+    /// before pass 4's (lost+found's `..` in the root, as e2fsck's
+    /// `e2fsck_adjust_inode_count`).
+    pub(crate) fn link_adds(&self, ino: u32) -> u16 {
+        self.link_adds.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// A repair of this check adds a link to inode `ino`'s stored count.
+    pub(crate) fn add_link(&mut self, ino: u32) {
+        *self.link_adds.entry(ino).or_insert(0) += 1;
+    }
+
     /// Whether pass 3A took a link from inode `ino`'s count.
     pub(crate) fn link_dropped(&self, ino: u32) -> bool {
         self.link_drops.contains_key(&ino)
@@ -1057,9 +1094,12 @@ impl Ctx {
             claims: crate::claims::Claims::default(),
             reserved: self.reserved.clone(),
             lost_found_replaced: self.lost_found_replaced,
+            planned_blocks: Vec::new(),
+            planned_inodes: Vec::new(),
             large_files: 0,
             large_dirs: 0,
             htree_tails: Vec::new(),
+            link_adds: std::collections::HashMap::new(),
             link_drops: std::collections::HashMap::new(),
             ea_flag_missing: Vec::new(),
             reconnects: Vec::new(),
@@ -1072,6 +1112,7 @@ impl Ctx {
             stats: Summary::default(),
             quota: crate::quota_usage::counters(&self.sb),
             threads: 1,
+            optimize_extents: self.optimize_extents,
             q_dirs: std::collections::HashMap::new(),
             csum_due: false,
         }
@@ -1103,6 +1144,7 @@ impl Ctx {
             ea_flag_missing: std::mem::take(&mut self.ea_flag_missing),
             stats: std::mem::take(&mut self.stats),
             quota: std::mem::replace(&mut self.quota, crate::quota_usage::counters(&self.sb)),
+            planned_blocks: std::mem::take(&mut self.planned_blocks),
         }
     }
 
@@ -1117,6 +1159,7 @@ impl Ctx {
         self.large_dirs += f.large_dirs;
         self.htree_tails.extend(f.htree_tails);
         self.ea_flag_missing.extend(f.ea_flag_missing);
+        self.planned_blocks.extend(f.planned_blocks);
         add_counts(&mut self.stats, &f.stats);
         for (mine, theirs) in self.quota.iter_mut().zip(f.quota) {
             if let (Some(m), Some(t)) = (mine, theirs) {
@@ -1265,6 +1308,29 @@ impl Ctx {
     /// plans (see [`Ctx::usage_map`]).
     pub(crate) fn reserve(&mut self, blocks: impl IntoIterator<Item = u64>) {
         self.reserved.extend(blocks);
+    }
+
+    /// A repair of this check takes (`used`) or frees block `b` with the
+    /// allocation statistics (bit and free counts, whatever the bit was),
+    /// as the writer's `alloc_stats_block` does it.
+    pub(crate) fn plan_block(&mut self, b: u64, used: bool) {
+        self.planned_blocks.push((b, used));
+    }
+
+    /// What [`Ctx::plan_block`] planned.
+    pub(crate) fn planned_blocks(&self) -> &[(u64, bool)] {
+        &self.planned_blocks
+    }
+
+    /// A repair of this check takes (`used`) or frees inode `ino` (a
+    /// directory: `dir`) with the allocation statistics.
+    pub(crate) fn plan_inode(&mut self, ino: u32, used: bool, dir: bool) {
+        self.planned_inodes.push((ino, used, dir));
+    }
+
+    /// What [`Ctx::plan_inode`] planned.
+    pub(crate) fn planned_inodes(&self) -> &[(u32, bool, bool)] {
+        &self.planned_inodes
     }
 
     /// Pass 3: the /lost+found on disk is unlinked or a new one made in

@@ -20,6 +20,16 @@ use crate::fix::plan::NewLostFound;
 pub(crate) fn plan(c: &mut Ctx) -> Option<NewLostFound> {
     let ino = free_inode(c)?;
     let block = reserve_block(c)?;
+    // Taken with the allocation statistics (see the writer's
+    // `make_lost_found`), where the groups have bitmaps; on bigalloc the
+    // next check counts them.
+    if c.geo().cluster_ratio() == 1 {
+        c.plan_block(block, true);
+        let g = (ino - 1) / c.geo().inodes_per_group;
+        if !c.group_state(g).inode_uninit {
+            c.plan_inode(ino, true, true);
+        }
+    }
     Some(NewLostFound { ino, block })
 }
 
@@ -186,10 +196,25 @@ pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>
             return None;
         }
         let blocks = reserve_runs(c, n, max - used);
+        planned(c, &blocks);
         return (!blocks.is_empty()).then_some((lpf.0, blocks));
     }
     let blocks = reserve_blocks(c, n);
-    (blocks.len() == n).then_some((lpf.0, blocks))
+    (blocks.len() == n).then(|| {
+        planned(c, &blocks);
+        (lpf.0, blocks)
+    })
+}
+
+/// The blocks lost+found grows by, taken with the allocation statistics
+/// (see the writer's `expand_dir`); on bigalloc the next check counts
+/// them.
+fn planned(c: &mut Ctx, blocks: &[u64]) {
+    if c.geo().cluster_ratio() == 1 {
+        for &b in blocks {
+            c.plan_block(b, true);
+        }
+    }
 }
 
 /// Up to `n` free blocks in at most `runs` runs, kept from later plans:

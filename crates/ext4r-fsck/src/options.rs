@@ -23,6 +23,10 @@ pub struct Options {
     /// Rebuild the hash index of every directory in a repair (`-D`,
     /// e2fsck's pass 3A for all directories).
     pub rehash: bool,
+    /// Leave extent trees that could be shorter or narrower as they are,
+    /// unsaid (`-E no_optimize_extents`, and `-E fixes_only`); by default
+    /// they are said and a repair rebuilds them (e2fsck's pass 1E).
+    pub no_optimize_extents: bool,
     /// The journal device of a filesystem with an external journal (`-j`).
     pub external_journal: Option<ExternalJournal>,
     /// Threads the passes may use (`-m`): 0 for the available cores, 1 for

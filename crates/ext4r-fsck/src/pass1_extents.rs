@@ -58,6 +58,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         last_entry: (0, 0, 0),
         levels: [(0, 0); MAX_LEVELS],
         levels_used: 0,
+        collect: None,
     };
     let mut root = inode.i_block;
     // A root whose stored depth contradicts its entries is read at the
@@ -82,6 +83,14 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
     if depth > 1 && depth <= MAX_WALK_DEPTH && depth > max_useful_depth(c.geo().block_size) {
         w.rebuild = Some(crate::extent_rebuild::Collected::default());
     }
+    // A tree of more than a root may be rebuilt for its shape: its
+    // extents and nodes are kept while it is walked (directories are left
+    // to pass 3A, which rewrites their blocks).
+    if depth >= 1 && w.rebuild.is_none() && c.repairing() && c.optimize_extents() && !inode.is_dir()
+    {
+        w.collect = Some(crate::extent_rebuild::Collected::default());
+    }
+    let problems_before = c.problems().mark();
     let mut copy = root;
     let walkable = depth <= MAX_WALK_DEPTH;
     match parse_at(&mut copy, depth.min(1)).ok().filter(|_| walkable) {
@@ -122,7 +131,7 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         let msg = format!(
             "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
         );
-        match crate::extent_rebuild::plan(c, ino, w.owner, found) {
+        match crate::extent_rebuild::plan_accounted(c, ino, w.owner, found) {
             // PR_NO_OK: left as it is, the tree is still sound.
             Some(fix) => c.report(Subject::Inode(ino)).harmless_fix(
                 1,
@@ -137,8 +146,24 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
             ),
         }
     }
-    if judge {
-        could_be_smaller(c, ino, &w.levels[..w.levels_used], depth);
+    if judge && c.optimize_extents() {
+        if let Some((code, msg)) = could_be_smaller(c, ino, &w.levels[..w.levels_used], depth) {
+            // Rebuilt only from a walk that found nothing wrong (a tree
+            // being repaired is judged again by the next check).
+            let sound = !w.res.bad && c.problems().mark() == problems_before;
+            let fix = match w.collect.take() {
+                Some(found) if sound => {
+                    crate::extent_rebuild::plan_accounted(c, ino, w.owner, found)
+                }
+                _ => None,
+            };
+            match fix {
+                Some(fix) => c
+                    .report(Subject::Inode(ino))
+                    .harmless_fix(1, code, msg, fix),
+                None => c.report(Subject::Inode(ino)).harmless(1, code, msg),
+            }
+        }
     }
     w.res
 }
@@ -186,6 +211,9 @@ struct ExtWalk {
     levels: [(u64, u64); MAX_LEVELS],
     /// The levels of [`ExtWalk::levels`] met so far.
     levels_used: usize,
+    /// The tree's extents and node blocks, kept for a rebuild of its
+    /// shape (e2fsck's pass 1E) when it turns out to need one.
+    collect: Option<crate::extent_rebuild::Collected>,
 }
 
 impl ExtWalk {
@@ -217,7 +245,12 @@ const MAX_LEVELS: usize = 8;
 /// fewer entries than one level less (or fewer nodes) could is worth
 /// rebuilding. Said, never an error, and not a repair this version makes
 /// (e2fsck's pass 1E).
-fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
+fn could_be_smaller(
+    c: &Ctx,
+    ino: u32,
+    levels: &[(u64, u64)],
+    depth: u16,
+) -> Option<(ProblemCode, String)> {
     let per_block = u64::from((c.geo().block_size - 12) / 12);
     let mut said = None;
     if usize::from(depth) > MAX_LEVELS - 1 {
@@ -242,13 +275,11 @@ fn could_be_smaller(c: &mut Ctx, ino: u32, levels: &[(u64, u64)], depth: u16) {
             }
         }
     }
-    if let Some((code, how, level)) = said {
-        c.report(Subject::Inode(ino)).harmless(
-            1,
-            code,
-            format!("Inode {ino} extent tree (at level {level}) could be {how}."),
-        );
-    }
+    let (code, how, level) = said?;
+    Some((
+        code,
+        format!("Inode {ino} extent tree (at level {level}) could be {how}."),
+    ))
 }
 
 /// Blocks of `block_size` (a power of two) that `bytes` take, rounded
@@ -477,7 +508,7 @@ impl ExtWalk {
             }
         }
         let e = &e;
-        if let Some(r) = &mut self.rebuild {
+        if let Some(r) = self.rebuild.as_mut().or(self.collect.as_mut()) {
             r.extents.push(*e);
         }
         c.claim(p, n, ino);
@@ -552,7 +583,7 @@ impl ExtWalk {
         }
         c.claim(child, 1, ino);
         self.res.blocks += 1;
-        if let Some(r) = &mut self.rebuild {
+        if let Some(r) = self.rebuild.as_mut().or(self.collect.as_mut()) {
             r.blocks.push(child);
         }
         Step::Descend

@@ -250,12 +250,18 @@ fn lost_and_found(c: &mut Ctx) {
             c.lost_found_replaced();
             let msg = "/lost+found not found.".to_string();
             match crate::lost_found::plan(c) {
-                Some(n) => c.report(Subject::Filesystem).error_fix(
-                    3,
-                    ProblemCode::PR_3_NO_LF_DIR,
-                    msg,
-                    crate::fix::Fix::MakeLostFound(n),
-                ),
+                Some(n) => {
+                    // Its `..` names the root: one more link, on disk and
+                    // counted, as e2fsck adjusts both when it makes it.
+                    c.name_found(special::ROOT);
+                    c.add_link(special::ROOT);
+                    c.report(Subject::Filesystem).error_fix(
+                        3,
+                        ProblemCode::PR_3_NO_LF_DIR,
+                        msg,
+                        crate::fix::Fix::MakeLostFound(n),
+                    )
+                }
                 // As e2fsck: with no free block or inode for it, the
                 // creation is given up (its "yes" changes nothing), the
                 // lost files are to go to the root instead, and the
@@ -337,6 +343,13 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
             continue;
         };
         r.links = r.links.saturating_sub(c.link_drops(ino));
+        // A link a repair of this check adds first (lost+found's `..` in
+        // the root), as e2fsck's `e2fsck_adjust_inode_count` does: on
+        // disk unless the count is at its maximum, and counted.
+        let adds = c.link_adds(ino);
+        if adds > 0 && r.links < u16::MAX {
+            r.links = r.links.saturating_add(adds);
+        }
         // An EA inode is counted by the xattrs naming it; one no xattr
         // names is an ordinary unattached inode (as e2fsck 1.47.0).
         let ea_inode = r.ea_inode || c.ea_flag_missing(r.ino);

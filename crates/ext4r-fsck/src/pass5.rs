@@ -23,6 +23,7 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // Before the claims are consumed: a new orphan file takes free blocks.
     crate::orphan_file::check(c);
     let used = overlaps(c);
+    let used = with_planned(used, &Planned::of(c).blocks);
     // In e2fsck's order (see crate::pass5_said).
     let mut b = blocks(c, &used, progress);
     let mut i = inodes(c);
@@ -142,6 +143,17 @@ fn set_bits(words: &mut [u64], from: u64, to: u64) {
     words[lw] |= last;
 }
 
+/// Sets (`on`) or clears bit `bit`, when the words hold it.
+fn put_bit(words: &mut [u64], bit: u64, on: bool) {
+    if let Some(w) = words.get_mut(num::index(bit / 64)) {
+        if on {
+            *w |= 1 << (bit % 64);
+        } else {
+            *w &= !(1 << (bit % 64));
+        }
+    }
+}
+
 /// Adds the cluster run `[s, e)` to sorted runs, merged with the last one
 /// when they overlap or touch: runs built this way are disjoint and
 /// non-adjacent, so two sets of bits are equal exactly when their runs are.
@@ -242,6 +254,75 @@ struct Groups<'a> {
     reports: AtomicUsize,
     /// Groups per item.
     per_item: u32,
+    /// Blocks or inodes the repairs of this check take (`true`) or free
+    /// with the allocation statistics, sorted (see [`Planned`]).
+    planned: Planned,
+}
+
+/// What the repairs of this check take and free with e2fsck's allocation
+/// statistics (lost+found, the extent trees pass 1E rebuilds): counted as
+/// the repair leaves them, in use and as stored, so that this pass says
+/// what e2fsck's says after its own repairs changed bitmaps and counts.
+#[derive(Default)]
+struct Planned {
+    /// (block, taken), sorted.
+    blocks: Vec<(u64, bool)>,
+    /// (inode, taken, a directory), sorted.
+    inodes: Vec<(u32, bool, bool)>,
+}
+
+impl Planned {
+    fn of(c: &Ctx) -> Self {
+        let mut blocks = c.planned_blocks().to_vec();
+        blocks.sort_unstable();
+        let mut inodes = c.planned_inodes().to_vec();
+        inodes.sort_unstable();
+        Planned { blocks, inodes }
+    }
+
+    /// The planned blocks in `[from, to)`.
+    fn blocks_in(&self, from: u64, to: u64) -> &[(u64, bool)] {
+        let a = self.blocks.partition_point(|p| p.0 < from);
+        let b = self.blocks.partition_point(|p| p.0 < to);
+        &self.blocks[a..b]
+    }
+
+    /// The planned inodes in `[from, to)`.
+    fn inodes_in(&self, from: u64, to: u64) -> &[(u32, bool, bool)] {
+        let a = self.inodes.partition_point(|p| u64::from(p.0) < from);
+        let b = self.inodes.partition_point(|p| u64::from(p.0) < to);
+        &self.inodes[a..b]
+    }
+}
+
+/// `used` (sorted disjoint `[start, end)` runs) with the planned blocks
+/// taken and freed.
+fn with_planned(used: Vec<(u64, u64)>, planned: &[(u64, bool)]) -> Vec<(u64, u64)> {
+    if planned.is_empty() {
+        return used;
+    }
+    let mut runs = used;
+    let freed: std::collections::BTreeSet<u64> =
+        planned.iter().filter(|p| !p.1).map(|p| p.0).collect();
+    if !freed.is_empty() {
+        let mut out = Vec::with_capacity(runs.len() + freed.len());
+        for (s, e) in runs {
+            let mut at = s;
+            for &b in freed.range(s..e) {
+                if b > at {
+                    out.push((at, b));
+                }
+                at = b + 1;
+            }
+            if at < e {
+                out.push((at, e));
+            }
+        }
+        runs = out;
+    }
+    runs.extend(planned.iter().filter(|p| p.1).map(|p| (p.0, p.0 + 1)));
+    normalize(&mut runs);
+    runs
 }
 
 impl Groups<'_> {
@@ -504,6 +585,29 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
     }
 }
 
+/// How far the repairs' allocation statistics move the superblock's free
+/// count: one for each block (`blocks`) or inode freed, less one for each
+/// taken, in the groups that have a bitmap.
+fn planned_delta(c: &Ctx, planned: impl Iterator<Item = (u64, bool)>, blocks: bool) -> i64 {
+    let geo = c.geo();
+    planned
+        .filter(|&(n, _)| {
+            let g = if blocks {
+                n.saturating_sub(geo.first_data_block) / geo.blocks_per_group.max(1)
+            } else {
+                n.saturating_sub(1) / u64::from(geo.inodes_per_group).max(1)
+            };
+            let st = c.group_state(num::sat_u32(g));
+            !(if blocks {
+                st.block_uninit
+            } else {
+                st.inode_uninit
+            })
+        })
+        .map(|(_, taken)| if taken { -1 } else { 1 })
+        .sum()
+}
+
 /// The block bitmaps and counts, said up to the total (the padding and
 /// the checksums are said after the inodes').
 fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
@@ -522,6 +626,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
             states: c.groups().states(),
             reports: AtomicUsize::new(0),
             per_item: per_item(groups, c.threads()),
+            planned: Planned::of(c),
         };
         let mut reports = 0usize;
         // The bitmaps to read, told to the device a window ahead: the
@@ -564,6 +669,11 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
         each_item(&x, c.threads(), work, take);
     }
     let mut said = Said::new(Bitmap::Block, cbits);
+    said.stored_moved(planned_delta(
+        c,
+        Planned::of(c).blocks.iter().map(|p| (p.0, p.1)),
+        true,
+    ));
     for (g, f) in found {
         gather(c, Bitmap::Block, &mut said, g, f);
     }
@@ -620,16 +730,25 @@ fn block_group(
     }
     let used_clusters: u64 = s.want_runs.iter().map(|&(s, e)| e - s).sum();
     let free = nclusters - used_clusters.min(nclusters);
+    let state = x.state(g);
+    // The repairs' allocation statistics leave groups without a bitmap
+    // alone (as the writer does).
+    let planned = if state.block_uninit {
+        &[][..]
+    } else {
+        x.planned.blocks_in(gs, ge)
+    };
+    let taken = planned.iter().filter(|p| p.1).count() as u64;
+    let freed = planned.len() as u64 - taken;
     let mut f = Found {
         free,
         bitmap_free: free,
-        stored_free: u64::from(d.free_blocks_count(x.wide)),
+        stored_free: (u64::from(d.free_blocks_count(x.wide)) + freed).saturating_sub(taken),
         ..Found::default()
     };
     if x.bad_bitmaps.get(g as usize).is_some_and(|b| b.0) {
         return Some(f);
     }
-    let state = x.state(g);
     let uninit = state.block_uninit;
     let computed = uninit && !state.csum_bad;
     if computed {
@@ -664,6 +783,9 @@ fn block_group(
         }
         f.tail_bad = tail_unset(&s.raw, cpg);
         to_words(&s.raw, nclusters, &mut s.have);
+        for &(b, taken) in planned {
+            put_bit(&mut s.have, (b - gs) >> cbits, taken);
+        }
     }
     let have = &s.have;
     let w = &s.want[..have.len().min(s.want.len())];
@@ -784,6 +906,7 @@ fn inodes(c: &mut Ctx) -> Said {
         states: c.groups().states(),
         reports: AtomicUsize::new(0),
         per_item: per_item(groups, c.threads()),
+        planned: Planned::of(c),
     };
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);
@@ -822,6 +945,11 @@ fn inodes(c: &mut Ctx) -> Said {
     };
     each_item(&x, c.threads(), work, take);
     let mut said = Said::new(Bitmap::Inode, 0);
+    said.stored_moved(planned_delta(
+        c,
+        Planned::of(c).inodes.iter().map(|p| (u64::from(p.0), p.1)),
+        false,
+    ));
     for (g, f) in found {
         gather(c, Bitmap::Inode, &mut said, g, f);
     }
@@ -866,20 +994,35 @@ fn inode_group(
         let bit = u64::from(ino) - from;
         want[(bit / 64) as usize] |= 1 << (bit % 64);
     }
+    let state = x.state(g);
+    // The repairs' allocation statistics, in a group with a bitmap.
+    let planned = if state.inode_uninit {
+        &[][..]
+    } else {
+        x.planned.inodes_in(from, to)
+    };
+    let (mut taken, mut taken_dirs, mut freed_dirs) = (0u64, 0u64, 0u64);
+    for &(ino, t, dir) in planned {
+        put_bit(want, u64::from(ino) - from, t);
+        taken += u64::from(t);
+        taken_dirs += u64::from(t && dir);
+        freed_dirs += u64::from(!t && dir);
+    }
+    let freed = planned.len() as u64 - taken;
+    let dirs = (dirs + taken_dirs).saturating_sub(freed_dirs);
     let used_n = count_bits(want);
     let mut f = Found {
         free: ipg - used_n,
         bitmap_free: ipg - used_n,
-        stored_free: u64::from(d.free_inodes_count(x.wide)),
+        stored_free: (u64::from(d.free_inodes_count(x.wide)) + freed).saturating_sub(taken),
         dirs,
         bitmap_dirs: dirs,
-        stored_dirs: u64::from(d.used_dirs_count(x.wide)),
+        stored_dirs: (u64::from(d.used_dirs_count(x.wide)) + taken_dirs).saturating_sub(freed_dirs),
         ..Found::default()
     };
     if x.bad_bitmaps.get(g as usize).is_some_and(|b| b.1) {
         return Some(f);
     }
-    let state = x.state(g);
     let uninit = state.inode_uninit;
     let computed = uninit && !state.csum_bad;
     if computed && used_n == 0 {
@@ -902,6 +1045,9 @@ fn inode_group(
         f.csum_bad = x.csum && !x.csums.inode_bitmap_ok(&d, &s.raw);
         f.tail_bad = tail_unset(&s.raw, ipg);
         to_words(&s.raw, ipg, &mut s.have);
+        for &(ino, t, _) in planned {
+            put_bit(&mut s.have, u64::from(ino) - from, t);
+        }
     }
     if uninit {
         f.uninit_hits = want
@@ -918,6 +1064,11 @@ fn inode_group(
         let mut dw = vec![0u64; want.len()];
         u.dirs
             .runs(from, to, |a, b| set_bits(&mut dw, a - from, b - from));
+        for &(ino, t, dir) in planned {
+            if dir {
+                put_bit(&mut dw, u64::from(ino) - from, t);
+            }
+        }
         f.bitmap_dirs = dw
             .iter()
             .zip(&s.have)
@@ -960,6 +1111,26 @@ mod tests {
                 assert_eq!(w, slow, "[{from}, {to})");
             }
         }
+    }
+
+    #[test]
+    fn planned_blocks_are_taken_and_freed_in_the_runs() {
+        let used = vec![(10, 20), (30, 31)];
+        // Freed at a run's start, middle and end; taken alone and next to
+        // a run; nothing planned leaves the runs as they are.
+        let planned = [
+            (10, false),
+            (15, false),
+            (19, false),
+            (25, true),
+            (31, true),
+        ];
+        assert_eq!(
+            with_planned(used.clone(), &planned),
+            vec![(11, 15), (16, 19), (25, 26), (30, 32)]
+        );
+        assert_eq!(with_planned(used.clone(), &[]), used);
+        assert_eq!(with_planned(vec![(5, 6)], &[(5, false)]), vec![]);
     }
 
     #[test]

@@ -101,6 +101,9 @@ pub(crate) struct Said {
     /// The differences or the padding were said: a repair rewrites the
     /// bitmap (and its checksum) for them.
     rewriting: bool,
+    /// How far the repairs of this check move the superblock's stored
+    /// free count before this pass's own (see `pass5::Planned`).
+    sb_moved: i64,
 }
 
 impl Said {
@@ -117,7 +120,14 @@ impl Said {
             tails: Vec::new(),
             end_padding: false,
             rewriting: false,
+            sb_moved: 0,
         }
+    }
+
+    /// The superblock's stored free count is taken as moved by `delta`
+    /// (the repairs' allocation statistics, applied before this pass's).
+    pub(crate) fn stored_moved(&mut self, delta: i64) {
+        self.sb_moved = delta;
     }
 
     /// A group's differences: its runs (`None`: past the cap, not spelled
@@ -209,6 +219,7 @@ impl Said {
             Bitmap::Block => c.sb().free_blocks_count(),
             Bitmap::Inode => u64::from(c.sb().s_free_inodes_count.get()),
         };
+        let sb_free = sb_free.saturating_add_signed(self.sb_moved);
         for k in std::mem::take(&mut self.counts) {
             let g = k.group;
             if k.stored_free != k.shown_free {

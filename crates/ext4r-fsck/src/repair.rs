@@ -141,9 +141,25 @@ impl RepairReport {
     /// pass 3A alone: e2fsck's exit 1 needs a problem fixed
     /// (`E2F_FLAG_PROBLEMS_FIXED`), and its pass 3A asks nothing; it says
     /// "FILE SYSTEM WAS MODIFIED" and exits 0 (see [`RepairReport::changed`]).
+    ///
+    /// Nor do pass 1E's extent trees rebuilt for their shape alone
+    /// (e2fsck's PR_NOT_A_FIX: "FILE SYSTEM WAS MODIFIED", exit 0).
     pub fn modified(&self) -> bool {
-        self.marked_valid || self.fixed.iter().any(|p| p.fix.is_some() && !quiet_fix(p))
+        self.marked_valid
+            || self
+                .fixed
+                .iter()
+                .any(|p| p.fix.is_some() && !quiet_fix(p) && !not_a_fix(p.code))
     }
+}
+
+/// Problems e2fsck marks PR_NOT_A_FIX: answering yes does not count as a
+/// problem fixed (its exit code).
+fn not_a_fix(code: ProblemCode) -> bool {
+    matches!(
+        code,
+        ProblemCode::PR_1E_CAN_COLLAPSE_EXTENT_TREE | ProblemCode::PR_1E_CAN_NARROW_EXTENT_TREE
+    )
 }
 
 /// Fixes that e2fsck's `check_super_block` makes to a group descriptor

@@ -275,8 +275,12 @@ impl Observer for Printer {
             Action::Unfixable => format!("{q}? no (not repairable by this version)\n\n"),
             // e2fsck says yes to creating lost+found on a full filesystem,
             // and then tells why nothing was made.
+            // And pass 1E's heading when it rebuilds extent trees.
             Action::Left
-                if ext4r_fsck::no_prompt(p.code) && (p.pass == 3 || orphan_file(p.code)) =>
+                if ext4r_fsck::no_prompt(p.code)
+                    && (p.pass == 3
+                        || orphan_file(p.code)
+                        || p.code == ProblemCode::PR_1E_PASS_HEADER) =>
             {
                 format!("{}\n", p.message.trim_end_matches('\n'))
             }

@@ -120,6 +120,21 @@ pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     ExitCode::from(run(&a))
 }
 
+/// Whether `-E` leaves extent trees unoptimized: `no_optimize_extents`
+/// or `fixes_only`, unless a later `optimize_extents` (e2fsck reads the
+/// list in order; `fixes_only` also keeps it from judging their shape).
+fn no_optimize_extents(list: &[String]) -> bool {
+    let mut no = false;
+    for opt in list.iter().flat_map(|e| e.split(',')) {
+        match opt {
+            "no_optimize_extents" | "fixes_only" => no = true,
+            "optimize_extents" => no = false,
+            _ => {}
+        }
+    }
+    no
+}
+
 /// e2fsck's `-E` list. Returns whether `journal_only` was given. Options
 /// that only tune how e2fsck does its work (read-ahead, discard, memory
 /// layout, not optimizing) change nothing here and are accepted; those
@@ -146,14 +161,11 @@ fn extended_options(list: &[String]) -> Result<bool, u8> {
                 | "inode_count_fullmap"
                 | "no_inode_count_fullmap"
                 | "no_optimize_extents"
+                | "optimize_extents"
                 | "fixes_only",
                 None,
             ) => {}
-            (
-                "ea_ver" | "fragcheck" | "optimize_extents" | "bmap2extent" | "unshare_blocks"
-                | "check_encoding",
-                _,
-            ) => {
+            ("ea_ver" | "fragcheck" | "bmap2extent" | "unshare_blocks" | "check_encoding", _) => {
                 eprintln!(
                     "fsck.ext4r: the extended option '{opt}' is not supported by this version"
                 );
@@ -351,6 +363,7 @@ fn run(a: &Args) -> u8 {
         }
     }
     let mut opts = Options::default();
+    opts.no_optimize_extents = no_optimize_extents(&a.extended);
     opts.force = a.force;
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;
@@ -510,6 +523,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         }
     }
     let mut opts = Options::default();
+    opts.no_optimize_extents = no_optimize_extents(&a.extended);
     opts.force = a.force;
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;

@@ -14,6 +14,11 @@ pub struct ExtentTree {
     pub root: [u8; 60],
     /// Node blocks and their contents (tails are stamped when written).
     pub blocks: Vec<(u64, Vec<u8>)>,
+    /// Blocks taken from free space and blocks of the old tree let go,
+    /// when the repair moves them with the allocation statistics (bitmap
+    /// bits, free counts and `i_blocks`); None leaves that to the next
+    /// check.
+    pub accounted: Option<(Vec<u64>, Vec<u64>)>,
 }
 
 /// One quota inode to hide.

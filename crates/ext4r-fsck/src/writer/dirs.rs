@@ -80,15 +80,27 @@ impl Writer<'_> {
         let _ = new.write(rec);
         let owner = Owner::new(n.ino, 0);
         let tail = self.csum();
+        // Its block and inode are taken with the allocation statistics,
+        // as the check planned them (`lost_found::plan`): the inode where
+        // its group had a bitmap before this.
+        let ipg = fs.geometry().inodes_per_group;
+        let had_bitmap = self.desc((n.ino - 1) / ipg)?.flags() & BG_INODE_UNINIT == 0;
         // The inode must lie in the group's initialised part.
         self.initialised(n.ino)?;
+        if fs.geometry().cluster_ratio() == 1 {
+            self.alloc_stats_block(n.block, true)?;
+            if had_bitmap {
+                self.alloc_stats_inode(n.ino, true)?;
+            }
+        }
         let filetype = sb.has_incompat(Incompat::FILETYPE);
         let blk = self.block(n.block, owner.dir())?;
         crate::lost_found::dir_block(blk, n.ino, filetype, tail, bs);
+        // Its `..`: one more link, as e2fsck's `e2fsck_adjust_inode_count`
+        // (pass 4 counted it so, and sets the count it found after this).
         self.edit_inode(ROOT, |i| {
             let l = i.i_links_count.get();
-            // 1 means "many" under dir_nlink: it stays.
-            if l > 1 && l < u16::MAX {
+            if l < u16::MAX {
                 i.i_links_count.set(l + 1);
             }
         })
@@ -165,6 +177,13 @@ impl Writer<'_> {
             gen = i.generation();
             done = crate::lost_found::map_more(i, blocks, bs, huge);
         })?;
+        // Taken with the allocation statistics, as the check planned them
+        // (`lost_found::plan_expand`).
+        if self.fs.geometry().cluster_ratio() == 1 {
+            for &(b, _) in &done {
+                self.alloc_stats_block(b, true)?;
+            }
+        }
         let owner = Owner::new(ino, gen);
         let tail = self.csum();
         for (k, &(b, dir)) in done.iter().enumerate() {

@@ -138,10 +138,24 @@ impl Writer<'_> {
         self.account_block(b, true)
     }
 
+    /// Sets (`used`) or clears a block's bit and moves the group's and
+    /// the superblock's free counts by one whatever the bit was, as
+    /// libext2fs' `ext2fs_block_alloc_stats2`: the repairs planned with
+    /// [`crate::ctx::Ctx::plan_block`], whose effect pass 5 of the same
+    /// check counted so. Groups whose bitmap is not initialised are left
+    /// alone (pass 5 leaves them out too).
+    pub(super) fn alloc_stats_block(&mut self, b: u64, used: bool) -> Result<()> {
+        self.move_block(b, used, true)
+    }
+
     /// Sets (`used`) or clears a block's cluster bit and, when the bit
     /// changed, moves the group's and the superblock's free counts with
     /// it.
     fn account_block(&mut self, b: u64, used: bool) -> Result<()> {
+        self.move_block(b, used, false)
+    }
+
+    fn move_block(&mut self, b: u64, used: bool, always: bool) -> Result<()> {
         let geo = self.fs.geometry().clone();
         if b < geo.first_data_block || b >= geo.blocks_count {
             return Ok(());
@@ -154,7 +168,7 @@ impl Writer<'_> {
             return Ok(());
         }
         let bit = (b - geo.group_first_block(g)) >> geo.cluster_bits;
-        if !self.set_bit(g, true, bit, used)? {
+        if !self.set_bit(g, true, bit, used)? && !always {
             return Ok(());
         }
         let cluster = 1u64 << geo.cluster_bits;
@@ -167,6 +181,33 @@ impl Writer<'_> {
         } else {
             free + cluster
         });
+        self.sb_dirty = true;
+        Ok(())
+    }
+
+    /// Sets an inode's bit and counts it in use (a directory: one more
+    /// in the group's directory count) whatever the bit was, as
+    /// libext2fs' `ext2fs_inode_alloc_stats2`: see
+    /// [`crate::ctx::Ctx::plan_inode`]. The inode lies in its group's
+    /// initialised part (see `initialised`), so the group has a bitmap.
+    pub(super) fn alloc_stats_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
+        let ipg = self.fs.geometry().inodes_per_group;
+        let Some(i) = ino.checked_sub(1) else {
+            return Ok(());
+        };
+        let (g, bit) = (i / ipg, u64::from(i % ipg));
+        let wide = self.sb.has_incompat(Incompat::BIT64);
+        if self.desc(g)?.flags() & BG_INODE_UNINIT != 0 {
+            return Ok(());
+        }
+        self.set_bit(g, false, bit, true)?;
+        let d = self.desc(g)?;
+        d.set_free_inodes_count(d.free_inodes_count(wide).saturating_sub(1));
+        if dir {
+            d.set_used_dirs_count(d.used_dirs_count(wide) + 1);
+        }
+        let free = self.sb.s_free_inodes_count.get().saturating_sub(1);
+        self.sb.s_free_inodes_count.set(free);
         self.sb_dirty = true;
         Ok(())
     }

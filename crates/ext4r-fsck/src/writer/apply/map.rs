@@ -49,6 +49,24 @@ impl Writer<'_> {
                         i.i_flags.set(v);
                     })?;
                 }
+                if let Some((taken, unused)) = &t.accounted {
+                    for &b in taken {
+                        self.alloc_stats_block(b, true)?;
+                    }
+                    for &b in unused {
+                        self.alloc_stats_block(b, false)?;
+                    }
+                    let bs = self.fs.block_size();
+                    let huge = self
+                        .sb
+                        .has_ro_compat(ext4r_format::features::RoCompat::HUGE_FILE);
+                    let per = u64::from(bs / 512);
+                    let (more, less) = (taken.len() as u64 * per, unused.len() as u64 * per);
+                    self.edit_inode(t.ino, |i| {
+                        let sectors = (i.blocks_count(huge, bs) + more).saturating_sub(less);
+                        let _ = i.set_blocks_count(sectors, huge, bs);
+                    })?;
+                }
             }
             Fix::ExtentWritten(ino, node, i, owner) => {
                 let buf: &mut [u8] = match node {
