@@ -361,11 +361,19 @@ pub(crate) fn run_pass4(c: &mut Ctx, _progress: Progress<'_>) {
         if counted == 0 {
             if r.kind == FileKind::Regular && zero_length(c, r.ino) {
                 // Nothing to save: e2fsck offers to delete it instead.
+                // Cleared and freed with the allocation statistics, as
+                // e2fsck's `disconnect_inode`: pass 5 counts it free.
+                if c.repairing() {
+                    c.plan_inode(r.ino, false, false);
+                }
                 c.report(Subject::Inode(r.ino)).error_fix(
                     4,
                     ProblemCode::PR_4_ZERO_LEN_INODE,
                     format!("Unattached zero-length inode {}.", r.ino),
-                    crate::fix::Fix::ClearInode(r.ino),
+                    crate::fix::Fix::Each(vec![
+                        crate::fix::Fix::ClearInode(r.ino),
+                        crate::fix::Fix::FreeInode(r.ino, false),
+                    ]),
                 );
                 // Declined (only -n here), e2fsck goes on to offer the
                 // reconnection.

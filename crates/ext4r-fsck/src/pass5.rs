@@ -402,6 +402,9 @@ struct Found {
     /// uninitialised leaves clear.
     uninit_hits: u64,
     differs: bool,
+    /// How far the repairs' allocation statistics move the stored free
+    /// count (inodes freed whose bit was set, less those taken).
+    moved: i64,
     /// What the bitmap should be, when a repair writes it.
     want: Option<Vec<u64>>,
     /// The differences, while they may be spelled out.
@@ -434,6 +437,8 @@ struct Item {
     /// bitmaps say.
     free: u64,
     bitmap_free: u64,
+    /// See [`Found::moved`], summed.
+    moved: i64,
     /// The groups with something to raise, in order.
     found: Vec<(u32, Found)>,
     /// The first group without a descriptor: no group from it on is
@@ -450,6 +455,7 @@ impl Item {
         };
         self.free += f.free;
         self.bitmap_free += f.bitmap_free;
+        self.moved += f.moved;
         if f.any() {
             self.found.push((g, f));
         }
@@ -910,6 +916,7 @@ fn inodes(c: &mut Ctx) -> Said {
     };
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);
+    let mut total_moved = 0i64;
     let mut reports = 0usize;
     let ahead = crate::ahead::Ahead::new(x.fs.device(), groups as usize, |g| {
         x.bitmap_span(groups as usize + g)
@@ -930,6 +937,7 @@ fn inodes(c: &mut Ctx) -> Said {
     let take = |i: usize, item: Item| {
         total_free += item.free;
         total_bitmap_free += item.bitmap_free;
+        total_moved += item.moved;
         let mut more = item.found.into_iter().peekable();
         for g in x.item(i) {
             if item.end == Some(g) {
@@ -945,11 +953,7 @@ fn inodes(c: &mut Ctx) -> Said {
     };
     each_item(&x, c.threads(), work, take);
     let mut said = Said::new(Bitmap::Inode, 0);
-    said.stored_moved(planned_delta(
-        c,
-        Planned::of(c).inodes.iter().map(|p| (u64::from(p.0), p.1)),
-        false,
-    ));
+    said.stored_moved(total_moved);
     for (g, f) in found {
         gather(c, Bitmap::Inode, &mut said, g, f);
     }
@@ -1008,16 +1012,20 @@ fn inode_group(
         taken_dirs += u64::from(t && dir);
         freed_dirs += u64::from(!t && dir);
     }
-    let freed = planned.len() as u64 - taken;
     let dirs = (dirs + taken_dirs).saturating_sub(freed_dirs);
     let used_n = count_bits(want);
+    // Taken: counted in use and as stored whatever the bit was (the
+    // writer's `alloc_stats_inode`); freed: counted free, and as stored
+    // only where the bitmap has the bit set (the writer's `free_inode`),
+    // when it is read below.
     let mut f = Found {
         free: ipg - used_n,
         bitmap_free: ipg - used_n,
-        stored_free: (u64::from(d.free_inodes_count(x.wide)) + freed).saturating_sub(taken),
+        stored_free: u64::from(d.free_inodes_count(x.wide)).saturating_sub(taken),
         dirs,
         bitmap_dirs: dirs,
-        stored_dirs: (u64::from(d.used_dirs_count(x.wide)) + taken_dirs).saturating_sub(freed_dirs),
+        stored_dirs: u64::from(d.used_dirs_count(x.wide)) + taken_dirs,
+        moved: -i64::try_from(taken).unwrap_or(i64::MAX),
         ..Found::default()
     };
     if x.bad_bitmaps.get(g as usize).is_some_and(|b| b.1) {
@@ -1045,8 +1053,18 @@ fn inode_group(
         f.csum_bad = x.csum && !x.csums.inode_bitmap_ok(&d, &s.raw);
         f.tail_bad = tail_unset(&s.raw, ipg);
         to_words(&s.raw, ipg, &mut s.have);
-        for &(ino, t, _) in planned {
-            put_bit(&mut s.have, u64::from(ino) - from, t);
+        for &(ino, t, dir) in planned {
+            let bit = u64::from(ino) - from;
+            let was = s
+                .have
+                .get(num::index(bit / 64))
+                .is_some_and(|w| w & (1 << (bit % 64)) != 0);
+            if !t && was {
+                f.stored_free += 1;
+                f.moved += 1;
+                f.stored_dirs = f.stored_dirs.saturating_sub(u64::from(dir));
+            }
+            put_bit(&mut s.have, bit, t);
         }
     }
     if uninit {

@@ -274,6 +274,12 @@ struct Writer<'a> {
     /// the transaction, never written, but seen by later fixes of the
     /// batch as they left them.
     withheld: BTreeMap<u64, (Vec<u8>, BlockKind)>,
+    /// The lost+found this batch made (not on the device yet): where the
+    /// batch's reconnections go.
+    made_lost_found: Option<ext4r::fs::InodeInfo>,
+    /// Where this batch's reconnections go, found at the first (the
+    /// fixes that make or unlink lost+found come before them).
+    reconnect_to: Option<Option<ext4r::fs::InodeInfo>>,
 }
 
 impl<'a> Writer<'a> {
@@ -293,6 +299,8 @@ impl<'a> Writer<'a> {
             truncates: Vec::new(),
             meta: None,
             withheld: BTreeMap::new(),
+            made_lost_found: None,
+            reconnect_to: None,
         })
     }
 

@@ -58,7 +58,12 @@ impl Writer<'_> {
             return Ok(());
         }
         // An unreadable root is repaired first; lost+found comes later.
-        if !matches!(fs.lookup(&root, b"lost+found"), Ok(None)) {
+        // The name may still be on the device: the check planned this only
+        // where it found none, or one this batch clears (its pass 2).
+        let Ok(old) = fs.lookup(&root, b"lost+found") else {
+            return Ok(());
+        };
+        if old.is_some() && !self.name_cleared(&root, b"lost+found")? {
             return Ok(());
         }
         // A block map cannot hold a block past 2^32: no lost+found then
@@ -96,6 +101,11 @@ impl Writer<'_> {
         let filetype = sb.has_incompat(Incompat::FILETYPE);
         let blk = self.block(n.block, owner.dir())?;
         crate::lost_found::dir_block(blk, n.ino, filetype, tail, bs);
+        self.made_lost_found = Some(ext4r::fs::InodeInfo {
+            ino: InodeNr(n.ino),
+            inode: new,
+            record: self.inode(n.ino)?.clone(),
+        });
         // Its `..`: one more link, as e2fsck's `e2fsck_adjust_inode_count`
         // (pass 4 counted it so, and sets the count it found after this).
         self.edit_inode(ROOT, |i| {
@@ -208,16 +218,13 @@ impl Writer<'_> {
     /// record big enough, or the slack after a record. Nothing is
     /// allocated; a full lost+found leaves the problem for the next run.
     pub(super) fn reconnect(&mut self, ino: u32, ft: u8) -> Result<()> {
-        let fs = self.fs;
         // A root or lost+found that cannot be read (being repaired in this
         // batch) leaves the reconnection to a later round.
-        let Ok(root) = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT)) else {
-            return Ok(());
-        };
-        let Ok(Some(lpf)) = fs.lookup(&root, b"lost+found") else {
-            return Ok(());
-        };
-        let Ok(info) = fs.inode(lpf) else {
+        if self.reconnect_to.is_none() {
+            let to = self.lost_found_now()?;
+            self.reconnect_to = Some(to);
+        }
+        let Some(Some(info)) = self.reconnect_to.clone() else {
             return Ok(());
         };
         // An encrypted lost+found cannot take plain names (pass 3 has it
@@ -240,6 +247,48 @@ impl Writer<'_> {
         };
         self.link(&info, format!("#{ino}").as_bytes(), ino, ft)?;
         Ok(())
+    }
+
+    /// The lost+found reconnections go to: the one this batch made, else
+    /// the one on the device unless this batch clears its name (the next
+    /// round has a new one); None when there is none to use.
+    fn lost_found_now(&self) -> Result<Option<ext4r::fs::InodeInfo>> {
+        if let Some(made) = &self.made_lost_found {
+            return Ok(Some(made.clone()));
+        }
+        let fs = self.fs;
+        let Ok(root) = fs.inode(InodeNr(ext4r_format::inode::ino::ROOT)) else {
+            return Ok(None);
+        };
+        let Ok(Some(lpf)) = fs.lookup(&root, b"lost+found") else {
+            return Ok(None);
+        };
+        if self.name_cleared(&root, b"lost+found")? {
+            return Ok(None);
+        }
+        Ok(fs.inode(lpf).ok())
+    }
+
+    /// Whether the entry `name` of directory `dir` (found on the device)
+    /// is gone from its blocks as this batch leaves them (a pass-2 fix
+    /// cleared it). An indexed directory's blocks are read as linear ones:
+    /// names live in its leaves all the same.
+    pub(super) fn name_cleared(&self, dir: &ext4r::fs::InodeInfo, name: &[u8]) -> Result<bool> {
+        let Ok(runs) = self.fs.runs(dir) else {
+            return Ok(false);
+        };
+        for r in runs {
+            for k in 0..r.len {
+                let blk = self.peek(r.physical + k)?;
+                let live = ext4r_format::dir::DirBlockIter::new(&blk)
+                    .map_while(std::result::Result::ok)
+                    .any(|e| e.inode.0 != 0 && e.name == name);
+                if live {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Adds the entry `name` → `ino` to directory `dir` in the first block
