@@ -1620,6 +1620,47 @@ fn first_ino_raised_is_repaired_in_e2fscks_words() {
     assert_eq!(inum(&img, "/lost+found"), inum(&theirs, "/lost+found"));
 }
 
+/// A reserved inode naming an xattr block another file uses (damage seed
+/// 397 case 139 hit inode 7, the resize inode): e2fsck counts the
+/// reference and the block in `i_blocks` as for any inode. Inode 7 was
+/// checked by its block map alone, and the damage went unseen (exit 0).
+#[test]
+fn a_reserved_inodes_xattr_block_is_counted() {
+    if !have("e2fsck") || !have("mke2fs") || !have("debugfs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("reserved-xattr");
+    let base = dir.path("base");
+    make_image(Command::new("mke2fs"), &["-t", "ext4"], &base, "8M").unwrap();
+    let value = dir.path("value");
+    fs::write(&value, vec![b'v'; 300]).unwrap();
+    debugfs(&base, &format!("write {} f", value.display()));
+    debugfs(&base, &format!("ea_set -f {} f user.big", value.display()));
+    let stat = debugfs_out(&base, "stat f");
+    let acl: u64 = stat
+        .split("File ACL: ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|w| w.parse().ok())
+        .expect("an xattr block");
+    assert_ne!(acl, 0);
+    for ino in [5u32, 7, 9] {
+        let img = dir.path(&format!("img{ino}"));
+        fs::copy(&base, &img).unwrap();
+        debugfs(&img, &format!("sif <{ino}> file_acl {acl}"));
+        let said = same_fn_as_e2fsck(&img);
+        assert!(
+            said.contains("has reference count 1, should be 2"),
+            "{ino}: {said}"
+        );
+        let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+        assert_eq!(o.status.code(), Some(1), "{ino}");
+        let (rc, after) = e2fsck_fn(&img);
+        assert_eq!(rc, 0, "{ino}: e2fsck -fn after our repair:\n{after}");
+    }
+}
+
 /// lost+found's inode made reserved (`s_first_ino` raised past it): pass 1
 /// clears its mode and pass 2 its name in the root, so pass 3, as
 /// e2fsck's, finds no lost+found and makes one, rather than asking to

@@ -171,6 +171,16 @@ pub(crate) fn plan(c: &mut Ctx, claims: &[Claim], used: &[(u64, u64)]) {
         if copies.is_empty() {
             continue;
         }
+        // The copies' blocks are taken with the allocation statistics, as
+        // libext2fs' clone_file_block takes them (see the writer's
+        // CloneBlocks); on bigalloc the next check counts them.
+        if bits == 0 {
+            for cp in &copies {
+                for b in cp.new..cp.new + cp.len {
+                    c.plan_block(b, true);
+                }
+            }
+        }
         let n: u64 = copies.iter().map(|x| x.len).sum();
         c.report(Subject::Inode(ino)).error_fix(
             1,

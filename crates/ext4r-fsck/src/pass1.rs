@@ -1432,7 +1432,10 @@ fn reserved_inode(c: &mut Ctx, ino: u32, inode: &Inode, rec: &[u8], bad_csum: bo
                 c.count_large_file();
             }
             crate::pass1_rules::reserved(c, ino, inode, rec);
-            crate::resize_inode::check(c, inode)
+            // Its xattr block is counted (reference, i_blocks) as any
+            // inode's: e2fsck's check_blocks reads it for inode 7 too.
+            let (xattr_blocks, _) = crate::pass1_xattr::xattrs(c, ino, inode, rec, false);
+            crate::resize_inode::check(c, inode, xattr_blocks)
         }
         // Only reached when the superblock names no journal here.
         special::JOURNAL

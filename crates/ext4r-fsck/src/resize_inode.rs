@@ -63,7 +63,11 @@ pub(crate) fn announce(c: &Ctx) {
 /// Pass 1's look at inode 7. The superblock-level findings (feature off
 /// with a reserve or a non-empty inode, meta_bg with the feature) leave
 /// e2fsck -n's exit at 0: they are harmless here, and fixed on repair.
-pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
+///
+/// `xattr_blocks`: what its extended attribute block adds to `i_blocks`
+/// (0 or 1), as pass 1 counted it (e2fsck's `check_blocks` reads inode
+/// 7's `i_file_acl` as any inode's).
+pub(crate) fn check(c: &mut Ctx, inode: &Inode, xattr_blocks: u64) {
     let words = inode.block_words();
     let has = c.sb().has_compat(Compat::RESIZE_INODE);
     if has && c.sb().has_incompat(Incompat::META_BG) {
@@ -104,7 +108,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
     let dind = u64::from(words[DIND_SLOT]);
     if valid(c, inode, &words) {
         c.claim(dind, 1, RESIZE);
-        block_numbers(c, inode, &words);
+        block_numbers(c, inode, &words, xattr_blocks);
     } else {
         // Reported with its new place once every block in use is known.
         c.recreate_resize_inode();
@@ -115,7 +119,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
             if dind != 0 && c.valid_range(dind, 1) {
                 c.claim(dind, 1, RESIZE);
             }
-            block_numbers(c, inode, &words);
+            block_numbers(c, inode, &words, xattr_blocks);
         }
     }
 }
@@ -127,7 +131,7 @@ pub(crate) fn check(c: &mut Ctx, inode: &Inode) {
 /// found here. Each is an illegal block, cleared on repair, and `i_blocks`
 /// must then count what is left. (The blocks themselves are claimed as
 /// group metadata, not by the inode.)
-fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
+fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15], xattr_blocks: u64) {
     /// e2fsck asks "Too many illegal blocks ... Clear inode?" at the
     /// twelfth one, before reporting it.
     const TOO_MANY: usize = 12;
@@ -216,6 +220,7 @@ fn block_numbers(c: &mut Ctx, inode: &Inode, words: &[u32; 15]) {
     // for any inode, with huge_file the count has 48 bits (the high word
     // was left out here: a damaged one went unseen, and a repair stamped
     // the checksum over it), and HUGE_FILE_FL counts blocks, not sectors.
+    let blocks = blocks + xattr_blocks;
     let cluster_bits = c.geo().cluster_bits;
     let bs = u64::from(c.geo().block_size);
     let huge = c.sb().has_ro_compat(RoCompat::HUGE_FILE);

@@ -5,13 +5,14 @@ use super::*;
 
 impl Writer<'_> {
     /// Copies `cp.len` blocks to their new place and moves the pointer,
-    /// if it still holds the old block (a repeated fix does nothing).
+    /// if it still holds the old block (a repeated fix does nothing);
+    /// whether it did.
     pub(super) fn clone_blocks(
         &mut self,
         ino: u32,
         owner: Owner,
         cp: &crate::fix::plan::BlockCopy,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         use crate::fix::plan::PtrAt;
         let (buf, off): (&mut [u8], usize) = match cp.at {
             PtrAt::InodeSlot(slot) => (&mut self.inode(ino)?[0x28..0x28 + 60], slot * 4),
@@ -24,7 +25,7 @@ impl Writer<'_> {
             }
         };
         if off + 12 > buf.len() && !matches!(cp.at, PtrAt::InodeSlot(_) | PtrAt::Indirect(..)) {
-            return Ok(());
+            return Ok(false);
         }
         let word = |buf: &[u8], at: usize| {
             buf.get(at..at + 4)
@@ -42,11 +43,11 @@ impl Writer<'_> {
         };
         let now = u64::from(word(buf, lo)) | hi.map_or(0, |h| u64::from(half(buf, h)) << 32);
         if now != cp.old || lo + 4 > buf.len() {
-            return Ok(());
+            return Ok(false);
         }
         // A block map cannot point past 2^32: such a clone is not linked.
         if hi.is_none() && u32::try_from(cp.new).is_err() {
-            return Ok(());
+            return Ok(false);
         }
         buf[lo..lo + 4].copy_from_slice(&num::lo32(cp.new).to_le_bytes());
         if let Some(h) = hi {
@@ -63,7 +64,7 @@ impl Writer<'_> {
             let dst = self.block(cp.new + k, kind)?;
             dst.copy_from_slice(&data);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The bits of group `g`'s block bitmap (`block`, one per cluster) or

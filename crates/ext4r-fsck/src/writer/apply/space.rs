@@ -64,8 +64,17 @@ impl Writer<'_> {
                 }
             }
             Fix::CloneBlocks(ino, owner, copies) => {
+                let whole = self.fs.geometry().cluster_ratio() == 1;
                 for cp in copies {
-                    self.clone_blocks(*ino, *owner, cp)?;
+                    let made = self.clone_blocks(*ino, *owner, cp)?;
+                    // Taken as the check planned them (`dup::plan`); a copy
+                    // this batch could not make takes none (the next check
+                    // counts it free).
+                    if whole && made {
+                        for b in cp.new..cp.new + cp.len {
+                            self.alloc_stats_block(b, true)?;
+                        }
+                    }
                 }
             }
             // Written by apply_at after the batch.
