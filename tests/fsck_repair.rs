@@ -1661,6 +1661,42 @@ fn a_reserved_inodes_xattr_block_is_counted() {
     }
 }
 
+/// A regular file with inline data and a size past what a block map can
+/// address (damage seed 401 case 31: a bit of `i_size_high` flipped):
+/// e2fsck holds it to a block map's largest size and truncates it (size
+/// 0, i_block and the flag cleared); ours skipped every size rule for
+/// inline files and called the damage a bad checksum alone.
+#[test]
+fn an_inline_file_past_the_largest_size_is_truncated() {
+    if !have("e2fsck") || !have("mke2fs") || !have("debugfs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    let dir = TempDir::new("inline-size");
+    let img = dir.path("img");
+    make_image(
+        Command::new("mke2fs"),
+        &["-t", "ext4", "-b", "1024", "-O", "inline_data"],
+        &img,
+        "8M",
+    )
+    .unwrap();
+    let small = dir.path("small");
+    fs::write(&small, b"a few bytes").unwrap();
+    debugfs(&img, &format!("write {} f", small.display()));
+    assert!(debugfs_out(&img, "stat f").contains("Flags: 0x10000000"));
+    debugfs(&img, "sif f size 8796093022219");
+    let said = same_fn_as_e2fsck(&img);
+    assert!(
+        said.contains("i_size is 8796093022219, should be 0."),
+        "{said}"
+    );
+    let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+    assert_eq!(o.status.code(), Some(1));
+    let (rc, after) = e2fsck_fn(&img);
+    assert_eq!(rc, 0, "e2fsck -fn after our repair:\n{after}");
+}
+
 /// lost+found's inode made reserved (`s_first_ino` raised past it): pass 1
 /// clears its mode and pass 2 its name in the root, so pass 3, as
 /// e2fsck's, finds no lost+found and makes one, rather than asking to

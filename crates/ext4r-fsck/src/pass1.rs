@@ -563,6 +563,8 @@ fn check_inode_fields(c: &mut Ctx, ino: u32, rec: &[u8], specials: &[u32], pre: 
     }
     if !map.bad && !flags.contains(InodeFlags::INLINE_DATA) && !fast_symlink {
         check_size(c, ino, inode, kind, &map);
+    } else if kind == FileKind::Regular && flags.contains(InodeFlags::INLINE_DATA) {
+        inline_file_size(c, ino, inode, flags);
     }
     if kind == FileKind::Directory {
         record_dir(c, ino, inode, rec, flags, &map);
@@ -1598,6 +1600,24 @@ fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapRes
     if bad {
         bad_size(c, ino, size, kind, map);
     }
+}
+
+/// A regular file with inline data is held to a block map's largest size
+/// (e2fsck's check_blocks: it has no extent flag, and no block, so the
+/// size it should have is 0); the repair truncates it as e2fsck does,
+/// i_block and the inline-data flag cleared with the size.
+fn inline_file_size(c: &mut Ctx, ino: u32, inode: &Inode, flags: InodeFlags) {
+    let bs = u64::from(c.geo().block_size);
+    let size = inode.size();
+    if flags.contains(InodeFlags::EXTENTS) || size <= crate::pass1_rules::blockmap_max_bytes(bs) {
+        return;
+    }
+    c.report(Subject::Inode(ino)).error_fix(
+        1,
+        ProblemCode::PR_1_BAD_I_SIZE,
+        format!("Inode {ino}, i_size is {size}, should be 0."),
+        Fix::InlineTruncate(ino),
+    );
 }
 
 /// The report of [`check_size`], out of line: its formatting made the
