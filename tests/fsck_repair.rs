@@ -1109,6 +1109,17 @@ fn same_fn_as_e2fsck(img: &Path) -> String {
     theirs
 }
 
+/// A checker's stdout from "Pass 1" on, the image's path said as IMG: what
+/// two runs on twin images are compared by.
+fn from_pass1(o: &std::process::Output, img: &Path) -> String {
+    String::from_utf8_lossy(&o.stdout)
+        .replace(&*img.to_string_lossy(), "IMG")
+        .lines()
+        .skip_while(|l| !l.starts_with("Pass 1"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Where inode `ino`'s record is, in bytes (debugfs's `imap`).
 fn inode_offset(img: &Path, ino: u32) -> u64 {
     let d = debugfs_out(img, &format!("imap <{ino}>"));
@@ -1297,14 +1308,7 @@ fn a_wrong_first_data_block_is_checked_from_a_backup() {
             .args(["-fy", "-b", backup, "-B", bs])
             .arg(&theirs));
         let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
-        let text = |o: &std::process::Output, p: &Path| {
-            String::from_utf8_lossy(&o.stdout)
-                .replace(&*p.to_string_lossy(), "IMG")
-                .lines()
-                .skip_while(|l| !l.starts_with("Pass 1"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
+        let text = from_pass1;
         let ours = String::from_utf8_lossy(&o.stdout).to_string();
         assert!(ours.contains("the check used a backup"), "{ours}");
         assert_eq!(text(&o, &img), text(&e, &theirs), "{bs}: ours\n{ours}");
@@ -1527,14 +1531,7 @@ fn extent_trees_that_could_be_smaller_are_rebuilt_as_e2fsck_does() {
     let before = sums(&img);
     let e = run(Command::new("e2fsck").arg("-fy").arg(&theirs));
     let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
-    let text = |o: &std::process::Output, p: &Path| {
-        String::from_utf8_lossy(&o.stdout)
-            .replace(&*p.to_string_lossy(), "IMG")
-            .lines()
-            .skip_while(|l| !l.starts_with("Pass 1"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let text = from_pass1;
     let (ours, their) = (text(&o, &img), text(&e, &theirs));
     assert!(their.contains("could be shorter"), "{their}");
     assert!(their.contains("could be narrower"), "{their}");
@@ -1599,14 +1596,7 @@ fn first_ino_raised_is_repaired_in_e2fscks_words() {
     fs::copy(&img, &theirs).unwrap();
     let e = run(Command::new("e2fsck").arg("-fy").arg(&theirs));
     let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
-    let text = |o: &std::process::Output, p: &Path| {
-        String::from_utf8_lossy(&o.stdout)
-            .replace(&*p.to_string_lossy(), "IMG")
-            .lines()
-            .skip_while(|l| !l.starts_with("Pass 1"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let text = from_pass1;
     let their = text(&e, &theirs);
     assert!(
         their.contains("/lost+found not found.  Create? yes"),

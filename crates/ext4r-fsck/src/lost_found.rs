@@ -144,17 +144,25 @@ pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>
     let tail = if c.csum() { 12 } else { 0 };
     let mut room = 0usize;
     let runs = c.fs().runs(&info).ok()?;
-    let mut buf = vec![0u8; bs];
+    // Each run read in pieces of up to 64 blocks, not a block at a time.
+    const PIECE: u64 = 64;
+    let mut buf = Vec::new();
     for r in &runs {
-        for k in 0..r.len {
-            if c.fs()
+        let mut k = 0;
+        while k < r.len {
+            let n = (r.len - k).min(PIECE);
+            buf.resize(num::index(n) * bs, 0);
+            let read = c
+                .fs()
                 .device()
-                .read_at(&mut buf, (r.physical + k) * bs as u64)
-                .is_err()
-            {
+                .read_at(&mut buf, (r.physical + k) * bs as u64);
+            k += n;
+            if read.is_err() {
                 continue;
             }
-            room += block_room(&buf[..bs - tail], c.geo().block_size, each);
+            for blk in buf.chunks_exact(bs) {
+                room += block_room(&blk[..bs - tail], c.geo().block_size, each);
+            }
         }
     }
     // `room` counts records of the longest name's length: as bytes, what

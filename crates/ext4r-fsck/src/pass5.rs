@@ -23,10 +23,11 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // Before the claims are consumed: a new orphan file takes free blocks.
     crate::orphan_file::check(c);
     let used = overlaps(c);
-    let used = with_planned(used, &Planned::of(c).blocks);
+    let planned = Planned::of(c);
+    let used = with_planned(used, &planned.blocks);
     // In e2fsck's order (see crate::pass5_said).
-    let mut b = blocks(c, &used, progress);
-    let mut i = inodes(c);
+    let mut b = blocks(c, &used, &planned, progress);
+    let mut i = inodes(c, &planned);
     i.say_padding(c);
     b.say_padding(c);
     i.say_csums(c);
@@ -256,7 +257,7 @@ struct Groups<'a> {
     per_item: u32,
     /// Blocks or inodes the repairs of this check take (`true`) or free
     /// with the allocation statistics, sorted (see [`Planned`]).
-    planned: Planned,
+    planned: &'a Planned,
 }
 
 /// What the repairs of this check take and free with e2fsck's allocation
@@ -591,36 +592,14 @@ fn gather(c: &mut Ctx, which: Bitmap, said: &mut Said, g: u32, f: Found) {
     }
 }
 
-/// How far the repairs' allocation statistics move the superblock's free
-/// count: one for each block (`blocks`) or inode freed, less one for each
-/// taken, in the groups that have a bitmap.
-fn planned_delta(c: &Ctx, planned: impl Iterator<Item = (u64, bool)>, blocks: bool) -> i64 {
-    let geo = c.geo();
-    planned
-        .filter(|&(n, _)| {
-            let g = if blocks {
-                n.saturating_sub(geo.first_data_block) / geo.blocks_per_group.max(1)
-            } else {
-                n.saturating_sub(1) / u64::from(geo.inodes_per_group).max(1)
-            };
-            let st = c.group_state(num::sat_u32(g));
-            !(if blocks {
-                st.block_uninit
-            } else {
-                st.inode_uninit
-            })
-        })
-        .map(|(_, taken)| if taken { -1 } else { 1 })
-        .sum()
-}
-
 /// The block bitmaps and counts, said up to the total (the padding and
 /// the checksums are said after the inodes').
-fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
+fn blocks(c: &mut Ctx, used: &[(u64, u64)], planned: &Planned, progress: Progress<'_>) -> Said {
     let cbits = c.geo().cluster_bits;
     let groups = c.geo().group_count;
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);
+    let mut total_moved = 0i64;
     {
         let x = Groups {
             fs: c.fs(),
@@ -632,7 +611,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
             states: c.groups().states(),
             reports: AtomicUsize::new(0),
             per_item: per_item(groups, c.threads()),
-            planned: Planned::of(c),
+            planned,
         };
         let mut reports = 0usize;
         // The bitmaps to read, told to the device a window ahead: the
@@ -656,6 +635,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
         };
         let take = |i: usize, item: Item| {
             total_free += item.free;
+            total_moved += item.moved;
             total_bitmap_free += item.bitmap_free;
             let mut more = item.found.into_iter().peekable();
             for g in x.item(i) {
@@ -675,11 +655,7 @@ fn blocks(c: &mut Ctx, used: &[(u64, u64)], progress: Progress<'_>) -> Said {
         each_item(&x, c.threads(), work, take);
     }
     let mut said = Said::new(Bitmap::Block, cbits);
-    said.stored_moved(planned_delta(
-        c,
-        Planned::of(c).blocks.iter().map(|p| (p.0, p.1)),
-        true,
-    ));
+    said.stored_moved(total_moved * (1i64 << cbits));
     for (g, f) in found {
         gather(c, Bitmap::Block, &mut said, g, f);
     }
@@ -750,6 +726,7 @@ fn block_group(
         free,
         bitmap_free: free,
         stored_free: (u64::from(d.free_blocks_count(x.wide)) + freed).saturating_sub(taken),
+        moved: i64::try_from(freed).unwrap_or(0) - i64::try_from(taken).unwrap_or(0),
         ..Found::default()
     };
     if x.bad_bitmaps.get(g as usize).is_some_and(|b| b.0) {
@@ -888,7 +865,7 @@ struct InUse<'a> {
 }
 
 /// The inode bitmaps and counts, said up to the total.
-fn inodes(c: &mut Ctx) -> Said {
+fn inodes(c: &mut Ctx, planned: &Planned) -> Said {
     let groups = c.geo().group_count;
     // In use: reserved inodes, pass 1's inodes, the special ones (a few,
     // merged in order; pass 1's are read from its sets, not copied).
@@ -912,7 +889,7 @@ fn inodes(c: &mut Ctx) -> Said {
         states: c.groups().states(),
         reports: AtomicUsize::new(0),
         per_item: per_item(groups, c.threads()),
-        planned: Planned::of(c),
+        planned,
     };
     let mut found = Vec::new();
     let (mut total_free, mut total_bitmap_free) = (0u64, 0u64);

@@ -120,28 +120,24 @@ pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     ExitCode::from(run(&a))
 }
 
-/// Whether `-E` leaves extent trees unoptimized: `no_optimize_extents`
-/// or `fixes_only`, unless a later `optimize_extents` (e2fsck reads the
-/// list in order; `fixes_only` also keeps it from judging their shape).
-fn no_optimize_extents(list: &[String]) -> bool {
-    let mut no = false;
-    for opt in list.iter().flat_map(|e| e.split(',')) {
-        match opt {
-            "no_optimize_extents" | "fixes_only" => no = true,
-            "optimize_extents" => no = false,
-            _ => {}
-        }
-    }
-    no
+/// What `-E` asks of this checker.
+#[derive(Clone, Copy, Default)]
+struct Extended {
+    /// `journal_only`: replay the journal and stop.
+    journal_only: bool,
+    /// `no_optimize_extents` or `fixes_only`, unless a later
+    /// `optimize_extents` (e2fsck reads the list in order; `fixes_only`
+    /// also keeps it from judging the trees' shape).
+    no_optimize_extents: bool,
 }
 
-/// e2fsck's `-E` list. Returns whether `journal_only` was given. Options
+/// e2fsck's `-E` list, read into [`Extended`]. Options
 /// that only tune how e2fsck does its work (read-ahead, discard, memory
 /// layout, not optimizing) change nothing here and are accepted; those
 /// that ask for work this version does not do are refused (exit 8), and
 /// an unknown one gets e2fsck's list and exit 1.
-fn extended_options(list: &[String]) -> Result<bool, u8> {
-    let mut journal_only = false;
+fn extended_options(list: &[String]) -> Result<Extended, u8> {
+    let mut ext = Extended::default();
     let mut unknown = false;
     for opt in list
         .iter()
@@ -152,19 +148,12 @@ fn extended_options(list: &[String]) -> Result<bool, u8> {
             .split_once('=')
             .map_or((opt, None), |(n, v)| (n, Some(v)));
         match (name, value) {
-            ("journal_only", None) => journal_only = true,
+            ("journal_only", None) => ext.journal_only = true,
+            ("no_optimize_extents" | "fixes_only", None) => ext.no_optimize_extents = true,
+            ("optimize_extents", None) => ext.no_optimize_extents = false,
             ("readahead_kb", Some(v)) if v.parse::<u64>().is_ok() => {}
             ("ea_ver", Some("2")) => {}
-            (
-                "discard"
-                | "nodiscard"
-                | "inode_count_fullmap"
-                | "no_inode_count_fullmap"
-                | "no_optimize_extents"
-                | "optimize_extents"
-                | "fixes_only",
-                None,
-            ) => {}
+            ("discard" | "nodiscard" | "inode_count_fullmap" | "no_inode_count_fullmap", None) => {}
             ("ea_ver" | "fragcheck" | "bmap2extent" | "unshare_blocks" | "check_encoding", _) => {
                 eprintln!(
                     "fsck.ext4r: the extended option '{opt}' is not supported by this version"
@@ -188,7 +177,7 @@ fn extended_options(list: &[String]) -> Result<bool, u8> {
         );
         return Err(1);
     }
-    Ok(journal_only)
+    Ok(ext)
 }
 
 /// The journal device given with `-j`, opened for writing when the run
@@ -324,8 +313,8 @@ fn run(a: &Args) -> u8 {
         return EXIT_ERROR;
     }
     let dev_name = a.device.display().to_string();
-    let journal_only = match extended_options(&a.extended) {
-        Ok(j) => j,
+    let ext = match extended_options(&a.extended) {
+        Ok(e) => e,
         Err(code) => return code,
     };
     // As e2fsck: the version on stderr, except when preening.
@@ -335,8 +324,8 @@ fn run(a: &Args) -> u8 {
     // Without -n/-p/-y e2fsck asks before each fix (JSON output stays a
     // read-only report: there is nobody to ask).
     let interactive = !a.no && !a.preen && !a.yes && !a.json;
-    if a.preen || a.yes || interactive || journal_only && !a.no {
-        return repair_run(a, &dev_name, journal_only);
+    if a.preen || a.yes || interactive || ext.journal_only && !a.no {
+        return repair_run(a, &dev_name, ext);
     }
     let dev = match FileDevice::open(&a.device, OpenMode::default()) {
         Ok(d) => d,
@@ -363,7 +352,7 @@ fn run(a: &Args) -> u8 {
         }
     }
     let mut opts = Options::default();
-    opts.no_optimize_extents = no_optimize_extents(&a.extended);
+    opts.no_optimize_extents = ext.no_optimize_extents;
     opts.force = a.force;
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;
@@ -435,7 +424,8 @@ fn run(a: &Args) -> u8 {
 
 /// `-p`/`-y`, interactive (and `-E journal_only`): open for writing,
 /// exclusively, refuse a mounted filesystem, replay the journal and repair.
-fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
+fn repair_run(a: &Args, dev_name: &str, ext: Extended) -> u8 {
+    let journal_only = ext.journal_only;
     let interactive = !a.preen && !a.yes;
     match ext4r::safety::mounted(&a.device) {
         Ok(Some(m)) => {
@@ -523,7 +513,7 @@ fn repair_run(a: &Args, dev_name: &str, journal_only: bool) -> u8 {
         }
     }
     let mut opts = Options::default();
-    opts.no_optimize_extents = no_optimize_extents(&a.extended);
+    opts.no_optimize_extents = ext.no_optimize_extents;
     opts.force = a.force;
     opts.superblock = a.superblock;
     opts.block_size = a.block_size;

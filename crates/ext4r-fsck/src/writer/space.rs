@@ -192,6 +192,20 @@ impl Writer<'_> {
     /// [`crate::ctx::Ctx::plan_inode`]. The inode lies in its group's
     /// initialised part (see `initialised`), so the group has a bitmap.
     pub(super) fn alloc_stats_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
+        self.move_inode(ino, true, dir, true)
+    }
+
+    /// Clears an inode's bit and counts it free.
+    pub(super) fn free_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
+        self.move_inode(ino, false, dir, false)
+    }
+
+    /// Sets (`used`) or clears an inode's bit and moves its group's and
+    /// the superblock's free inode counts (and the group's directory
+    /// count for a directory) with it: when the bit changed, or
+    /// `always`. A group without an initialised inode bitmap is left
+    /// alone.
+    fn move_inode(&mut self, ino: u32, used: bool, dir: bool, always: bool) -> Result<()> {
         let ipg = self.fs.geometry().inodes_per_group;
         let Some(i) = ino.checked_sub(1) else {
             return Ok(());
@@ -201,40 +215,18 @@ impl Writer<'_> {
         if self.desc(g)?.flags() & BG_INODE_UNINIT != 0 {
             return Ok(());
         }
-        self.set_bit(g, false, bit, true)?;
-        let d = self.desc(g)?;
-        d.set_free_inodes_count(d.free_inodes_count(wide).saturating_sub(1));
-        if dir {
-            d.set_used_dirs_count(d.used_dirs_count(wide) + 1);
+        if !self.set_bit(g, false, bit, used)? && !always {
+            return Ok(());
         }
-        let free = self.sb.s_free_inodes_count.get().saturating_sub(1);
+        let step = |n: u32, up: bool| if up { n + 1 } else { n.saturating_sub(1) };
+        let d = self.desc(g)?;
+        d.set_free_inodes_count(step(d.free_inodes_count(wide), !used));
+        if dir {
+            d.set_used_dirs_count(step(d.used_dirs_count(wide), used));
+        }
+        let free = step(self.sb.s_free_inodes_count.get(), !used);
         self.sb.s_free_inodes_count.set(free);
         self.sb_dirty = true;
-        Ok(())
-    }
-
-    /// Clears an inode's bit and counts it free.
-    pub(super) fn free_inode(&mut self, ino: u32, dir: bool) -> Result<()> {
-        let ipg = self.fs.geometry().inodes_per_group;
-        let Some(i) = ino.checked_sub(1) else {
-            return Ok(());
-        };
-        let (g, bit) = (i / ipg, u64::from(i % ipg));
-        let wide = self.sb.has_incompat(Incompat::BIT64);
-        let d = *self.desc(g)?;
-        if d.flags() & BG_INODE_UNINIT != 0 {
-            return Ok(());
-        }
-        if self.set_bit(g, false, bit, false)? {
-            let d = self.desc(g)?;
-            d.set_free_inodes_count(d.free_inodes_count(wide) + 1);
-            if dir {
-                d.set_used_dirs_count(d.used_dirs_count(wide).saturating_sub(1));
-            }
-            let free = self.sb.s_free_inodes_count.get() + 1;
-            self.sb.s_free_inodes_count.set(free);
-            self.sb_dirty = true;
-        }
         Ok(())
     }
 
