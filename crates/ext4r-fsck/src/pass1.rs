@@ -82,29 +82,45 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
     // The used parts of the inode tables, told to the device a window
     // ahead of the readers (see `crate::ahead`).
     let dev = c.fs().device_shared();
-    let ahead = crate::ahead::Ahead::new(&*dev, jobs.len(), |j| {
-        (jobs[j].3, u64::from(jobs[j].2) * isize as u64)
-    });
-    if c.threads() > 1 && jobs.len() > 1 {
-        parallel(c, &jobs, &specials, &scan, &ahead, progress);
-    } else {
-        let mut buf = Vec::new();
-        for (n, &job) in jobs.iter().enumerate() {
-            if c.poll_cancel() || c.stopping() {
-                break;
-            }
-            ahead.reading(n);
-            let pre = scan.read(job, &mut buf);
-            if take_chunk(c, job, groups, progress, pre.is_some()) {
-                let pre = pre.unwrap_or_default();
-                let base = job.0 * ipg + job.1 + 1;
-                for (k, rec) in buf.chunks(isize).enumerate() {
-                    // k < the chunk's inode count, a u32.
-                    check_inode(c, base + num::sat_u32(k), rec, &specials, pre[k]);
+    let jobs_ref = &jobs;
+    let span = move |j: usize| (jobs_ref[j].3, u64::from(jobs_ref[j].2) * isize as u64);
+    // On a cold cache a scout reads at the disk's front and announces
+    // what the records name (see `crate::ahead::Scout`); asked before the
+    // first window is announced, which puts its reads in flight.
+    let scout = crate::ahead::Scout::wanted(&*dev, jobs.len(), span);
+    let ahead = crate::ahead::Ahead::new(&*dev, jobs.len(), span);
+    let reads = Reads {
+        ahead: &ahead,
+        scout: scout.as_ref(),
+    };
+    std::thread::scope(|s| {
+        let _stop = scout.as_ref().map(crate::ahead::StopOnDrop);
+        if let Some(sc) = &scout {
+            let (ahead, scan) = (&ahead, &scan);
+            let mut buf = vec![0u8; crate::ahead::Scout::PIECE];
+            s.spawn(move || sc.run(ahead, &mut buf, |recs| scan.announce(recs, &[])));
+        }
+        if c.threads() > 1 && jobs.len() > 1 {
+            parallel(c, &jobs, &specials, &scan, &reads, progress);
+        } else {
+            let mut buf = Vec::new();
+            for (n, &job) in jobs.iter().enumerate() {
+                if c.poll_cancel() || c.stopping() {
+                    break;
+                }
+                let told = reads.reading(n);
+                let pre = scan.read(job, &mut buf, !told);
+                if take_chunk(c, job, groups, progress, pre.is_some()) {
+                    let pre = pre.unwrap_or_default();
+                    let base = job.0 * ipg + job.1 + 1;
+                    for (k, rec) in buf.chunks(isize).enumerate() {
+                        // k < the chunk's inode count, a u32.
+                        check_inode(c, base + num::sat_u32(k), rec, &specials, pre[k]);
+                    }
                 }
             }
         }
-    }
+    });
     crate::pass1_xattr::finish_xattr_blocks(c);
     crate::resize_inode::finish(c);
     // Kept with repeats: pass 4 counts the references to each EA inode.
@@ -139,6 +155,24 @@ pub(crate) fn run(c: &mut Ctx, progress: Progress<'_>) {
 /// offset of the first).
 type Job = (u32, u32, u32, u64);
 
+/// Where pass 1's readers say which read they make next: the window of
+/// announced reads, and the scout of a cold cache.
+struct Reads<'a, F: Fn(usize) -> (u64, u64)> {
+    ahead: &'a crate::ahead::Ahead<'a, F>,
+    scout: Option<&'a crate::ahead::Scout>,
+}
+
+impl<F: Fn(usize) -> (u64, u64)> Reads<'_, F> {
+    /// Read `n` is next: the window moves on, and with a scout the reader
+    /// waits to be far enough behind it. Whether the scout has announced
+    /// what read `n`'s records name.
+    fn reading(&self, n: usize) -> bool {
+        self.ahead.reading(n);
+        self.scout
+            .is_some_and(|s| s.reading(n, self.ahead, CHUNK as u64))
+    }
+}
+
 /// What reading the inode tables needs, shared by the threads that read.
 struct Scan {
     dev: std::sync::Arc<dyn ext4r::device::BlockDevice>,
@@ -158,14 +192,17 @@ struct Scan {
 impl Scan {
     /// Reads `job`'s records into `buf` and works out what needs no
     /// shared state per record ([`prescan`], the garbage test); `None`
-    /// when the read fails.
-    fn read(&self, job: Job, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    /// when the read fails. `announce`: tell the device what the records
+    /// name (unless a scout did).
+    fn read(&self, job: Job, buf: &mut Vec<u8>, announce: bool) -> Option<Vec<u8>> {
         let (g, first, count, off) = job;
         buf.resize(count as usize * self.isize, 0);
         self.dev.read_at(buf, off).ok()?;
         let seed = self.seed.zip(self.in_place.as_ref());
         let mut pre = prescan(buf, self.isize, g * self.ipg + first + 1, seed);
-        self.announce(buf, &pre);
+        if announce {
+            self.announce(buf, &pre);
+        }
         // With checksums only a record whose checksum fails is cleared as
         // garbage (see `check_inode`): a chunk of good ones (nearly every
         // chunk) needs no judging of its blocks.
@@ -193,11 +230,12 @@ impl Scan {
     /// Tells the device the blocks the checks of a chunk's inodes will
     /// read (see [`crate::ahead::inode_blocks`]), all at once, so that the
     /// disk fetches them together while the checks run rather than one at
-    /// a time as each inode's check comes to it.
+    /// a time as each inode's check comes to it. `pre`: the prescan's
+    /// bits (all-zero records are skipped), or empty (a scout's look).
     fn announce(&self, buf: &[u8], pre: &[u8]) {
         let mut blocks = Vec::new();
-        for (rec, &p) in buf.chunks(self.isize).zip(pre) {
-            if p & PRE_ZERO != 0 {
+        for (k, rec) in buf.chunks(self.isize).enumerate() {
+            if pre.get(k).is_some_and(|p| p & PRE_ZERO != 0) {
                 continue;
             }
             if let Some(inode) = inode_of(rec) {
@@ -296,7 +334,7 @@ fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
     jobs: &[Job],
     specials: &[u32],
     scan: &Scan,
-    ahead: &crate::ahead::Ahead<'_, F>,
+    reads: &Reads<'_, F>,
     progress: Progress<'_>,
 ) {
     let ipg = scan.ipg;
@@ -324,8 +362,8 @@ fn parallel<F: Fn(usize) -> (u64, u64) + Sync>(
         let (from, to) = batches[b];
         let mut out = Vec::new();
         for (n, &job) in jobs.iter().enumerate().take(to).skip(from) {
-            ahead.reading(n);
-            let Some(pre) = scan.read(job, buf) else {
+            let told = reads.reading(n);
+            let Some(pre) = scan.read(job, buf, !told) else {
                 out.push(Piece::Found(Box::new(w.take_found())));
                 out.push(Piece::Failed(n));
                 continue;

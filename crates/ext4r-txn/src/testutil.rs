@@ -167,6 +167,9 @@ pub struct HintRecorder {
     pub dev: crate::device::MemDevice,
     /// `(offset, len)` of every hint, in order.
     pub hints: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// What [`crate::device::BlockDevice::resident`] answers for every
+    /// range (`None`, memory's answer, unless a test sets it).
+    pub resident: Option<bool>,
 }
 
 impl HintRecorder {
@@ -175,6 +178,7 @@ impl HintRecorder {
         HintRecorder {
             dev: crate::device::MemDevice::new(size),
             hints: std::sync::Mutex::new(Vec::new()),
+            resident: None,
         }
     }
 
@@ -201,6 +205,9 @@ impl crate::device::BlockDevice for HintRecorder {
         if let Ok(mut h) = self.hints.lock() {
             h.push((offset, len));
         }
+    }
+    fn resident(&self, _offset: u64, _len: u64) -> Option<bool> {
+        self.resident
     }
     fn stats(&self) -> crate::device::IoStats {
         self.dev.stats()

@@ -182,6 +182,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Cached<D> {
     fn will_need(&self, offset: u64, len: u64) {
         self.inner.will_need(offset, len)
     }
+    fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+        self.inner.resident(offset, len)
+    }
     fn stats(&self) -> IoStats {
         self.inner.stats()
     }

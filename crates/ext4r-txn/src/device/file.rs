@@ -337,6 +337,35 @@ impl BlockDevice for FileDevice {
         }
     }
 
+    /// `preadv2(RWF_NOWAIT)` of a byte in each of up to 16 pages spread
+    /// over the range: the kernel returns `EAGAIN` rather than go to the
+    /// disk for a page not in its cache, so the look reads nothing in.
+    /// `None` where the file's filesystem does not take the flag (tmpfs:
+    /// memory anyway) or the kernel is older than 4.14.
+    fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+        const PAGE: u64 = 4096;
+        const LOOKS: u64 = 16;
+        let end = offset.saturating_add(len).min(self.size);
+        if offset >= end {
+            return Some(true);
+        }
+        let pages = (end - 1) / PAGE - offset / PAGE + 1;
+        let step = pages.div_ceil(LOOKS);
+        let mut byte = [0u8; 1];
+        let mut page = offset / PAGE;
+        while page * PAGE < end {
+            let at = (page * PAGE).max(offset);
+            let bufs = &mut [std::io::IoSliceMut::new(&mut byte)];
+            match rustix::io::preadv2(&self.file, bufs, at, rustix::io::ReadWriteFlags::NOWAIT) {
+                Ok(1) => {}
+                Ok(_) | Err(Errno::AGAIN) => return Some(false),
+                Err(_) => return None,
+            }
+            page += step;
+        }
+        Some(true)
+    }
+
     fn stats(&self) -> IoStats {
         self.counters.get()
     }
@@ -468,6 +497,34 @@ mod tests {
         assert!((4096..=1 << 32).contains(&unit), "{unit}");
         // No disk under dev_t 0: the kernel's default window.
         assert_eq!(hint_unit(0), 128 << 10);
+    }
+
+    #[test]
+    fn resident_says_what_the_page_cache_holds_without_reading_it_in() {
+        let dir = TempDir::new("file-resident");
+        let path = dir.join("img");
+        let d = FileDevice::open(&path, rw(Some(1 << 20))).unwrap();
+        d.write_at(&vec![7u8; 256 << 10], 0).unwrap();
+        let mut back = vec![0u8; 256 << 10];
+        d.read_at(&mut back, 0).unwrap();
+        let Some(warm) = d.resident(0, 256 << 10) else {
+            // The directory's filesystem does not take RWF_NOWAIT (tmpfs).
+            return;
+        };
+        assert!(warm);
+        // Empty and past-the-end ranges hold nothing to wait for.
+        assert_eq!(d.resident(4 << 20, 4096), Some(true));
+        assert_eq!(d.resident(0, 0), Some(true));
+        // Written back and dropped from the cache: not resident, and the
+        // look did not read it in.
+        d.file.sync_all().unwrap();
+        let all = std::num::NonZeroU64::new(1 << 20);
+        rustix::fs::fadvise(&d.file, 0, all, rustix::fs::Advice::DontNeed).unwrap();
+        assert_eq!(d.resident(0, 256 << 10), Some(false));
+        assert_eq!(d.resident(128 << 10, 4096), Some(false));
+        d.read_at(&mut back[..4096], 128 << 10).unwrap();
+        assert_eq!(back[0], 7);
+        assert_eq!(d.resident(128 << 10, 4096), Some(true));
     }
 
     fn rw(create_size: Option<u64>) -> OpenMode {

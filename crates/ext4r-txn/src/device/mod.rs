@@ -127,6 +127,16 @@ pub trait BlockDevice: Send + Sync {
         let _ = (offset, len);
     }
 
+    /// Whether the `len` bytes at `offset` are in this host's memory now
+    /// (its page cache), so that reading them waits on no disk: `None`
+    /// when the device cannot tell, or when it is memory (the default).
+    /// A look, never an error, and it reads nothing in. A reader uses it
+    /// to choose between working for a cold disk and for a warm cache.
+    fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+        let _ = (offset, len);
+        None
+    }
+
     /// Counters of the I/O done so far.
     fn stats(&self) -> IoStats;
 }
@@ -237,6 +247,9 @@ macro_rules! forward_block_device {
             }
             fn will_need(&self, offset: u64, len: u64) {
                 (**self).will_need(offset, len)
+            }
+            fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+                (**self).resident(offset, len)
             }
             fn stats(&self) -> IoStats {
                 (**self).stats()

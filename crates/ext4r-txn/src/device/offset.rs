@@ -161,6 +161,10 @@ impl<D: BlockDevice> BlockDevice for OffsetDevice<D> {
             self.inner.will_need(self.start + offset, len)
         }
     }
+    fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+        let len = len.min(self.len.saturating_sub(offset));
+        self.inner.resident(self.start.checked_add(offset)?, len)
+    }
     fn stats(&self) -> IoStats {
         self.inner.stats()
     }

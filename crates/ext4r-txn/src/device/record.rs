@@ -236,6 +236,9 @@ impl<D: BlockDevice> BlockDevice for Recorder<D> {
     fn will_need(&self, offset: u64, len: u64) {
         self.inner.will_need(offset, len)
     }
+    fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+        self.inner.resident(offset, len)
+    }
 
     fn stats(&self) -> IoStats {
         self.inner.stats()

@@ -43,6 +43,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Unflushed<D> {
     fn will_need(&self, offset: u64, len: u64) {
         self.0.will_need(offset, len)
     }
+    fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+        self.0.resident(offset, len)
+    }
     fn stats(&self) -> IoStats {
         self.0.stats()
     }

@@ -168,6 +168,9 @@ impl<D: BlockDevice> BlockDevice for JournalOverlay<D> {
     fn will_need(&self, offset: u64, len: u64) {
         self.inner.will_need(offset, len)
     }
+    fn resident(&self, offset: u64, len: u64) -> Option<bool> {
+        self.inner.resident(offset, len)
+    }
 
     fn stats(&self) -> IoStats {
         self.counters.get()
