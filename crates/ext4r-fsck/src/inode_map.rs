@@ -793,7 +793,11 @@ impl Buckets {
         while starts.len() <= buckets {
             starts.push(num::sat_u32(sorted.len()));
         }
-        Buckets { base, shift, starts }
+        Buckets {
+            base,
+            shift,
+            starts,
+        }
     }
 
     /// The span of the list where `ino` is, if anywhere.
