@@ -387,6 +387,9 @@ pub(crate) struct Ctx {
     /// Free blocks a repair planned in this check takes (lost+found's),
     /// kept from later plans.
     reserved: Vec<u64>,
+    /// A pass-1 worker's context ([`Ctx::worker`]): it knows the claims of
+    /// the inodes it checked only.
+    worker: bool,
     /// Pass 3 makes a new /lost+found in this round (or unlinks the one
     /// on disk): the one on disk is not the one reconnections will use.
     lost_found_replaced: bool,
@@ -501,6 +504,7 @@ impl Ctx {
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
             reserved: Vec::new(),
+            worker: false,
             lost_found_replaced: false,
             planned_blocks: Vec::new(),
             planned_inodes: Vec::new(),
@@ -1093,6 +1097,7 @@ impl Ctx {
             xattr_blocks: BTreeMap::new(),
             claims: crate::claims::Claims::default(),
             reserved: self.reserved.clone(),
+            worker: true,
             lost_found_replaced: self.lost_found_replaced,
             planned_blocks: Vec::new(),
             planned_inodes: Vec::new(),
@@ -1302,6 +1307,14 @@ impl Ctx {
     /// What is to be moved, taken to plan the moves.
     pub(crate) fn take_relocations(&mut self) -> Vec<(u32, crate::fix::plan::Meta, bool)> {
         std::mem::take(&mut self.relocate)
+    }
+
+    /// Whether this is a pass-1 worker's context ([`Ctx::worker`]), whose
+    /// claims are those of its own inodes: a block free by them may be
+    /// another worker's, so it plans no new block (see
+    /// `lost_found::reserve_blocks`).
+    pub(crate) fn is_worker(&self) -> bool {
+        self.worker
     }
 
     /// Free blocks a repair planned in this check takes: kept from later

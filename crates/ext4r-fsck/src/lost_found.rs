@@ -104,8 +104,14 @@ pub(crate) fn reserve_blocks(c: &mut Ctx, n: usize) -> Vec<u64> {
 
 /// The first `n` free blocks (cluster starts on bigalloc), not reserved:
 /// `ext2fs_new_block2` from the first data block, one after another, as
-/// e2fsck takes lost+found's blocks.
+/// e2fsck takes lost+found's blocks. None on a pass-1 worker's context:
+/// its claims are its own inodes' only, and a block free by them may be
+/// another worker's (the repair wanting it is not planned; a shallower
+/// tree, the one rebuild planned there, needs none: its old nodes do).
 fn free_blocks(c: &Ctx, n: usize) -> Vec<u64> {
+    if c.is_worker() {
+        return Vec::new();
+    }
     let mut space = c.claimed_map();
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
@@ -508,6 +514,37 @@ mod tests {
             .collect();
         assert_eq!(names, vec![b".".to_vec(), b"..".to_vec()]);
         assert!(ext4r_format::dir::DirEntryTail::find(&b).is_some());
+    }
+
+    #[test]
+    fn a_pass_1_worker_takes_no_free_block() {
+        let dev = std::sync::Arc::new(ext4r::device::MemDevice::new(8 << 20));
+        let opts = ext4r::mkfs::MkfsOptions {
+            size_bytes: 8 << 20,
+            now: 1_700_000_000,
+            ..Default::default()
+        };
+        ext4r::mkfs::format(&*dev, &opts, false).unwrap();
+        let fs = ext4r::fs::Filesystem::open(dev).unwrap();
+        let settings = crate::ctx::Settings {
+            repairing: true,
+            now: 1_700_000_000,
+            forced: true,
+            threads: 2,
+            optimize_extents: true,
+        };
+        let mut c = Ctx::new(fs, settings);
+        let mut w = c.worker();
+        assert!(w.is_worker() && !c.is_worker());
+        // The worker knows no other worker's blocks: it takes none.
+        assert!(reserve_blocks(&mut w, 2).is_empty());
+        assert_eq!(reserve_block(&mut w), None);
+        // The merging context, which has every claim, does; and keeps
+        // what it took from the next plan.
+        let got = reserve_blocks(&mut c, 2);
+        assert_eq!(got.len(), 2);
+        let next = reserve_block(&mut c).unwrap();
+        assert!(!got.contains(&next));
     }
 
     #[test]
