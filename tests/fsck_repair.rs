@@ -1029,6 +1029,80 @@ fn bad_xattr_blocks_are_named_as_e2fsck_names_them() {
     );
 }
 
+/// A journal copy whose tag checksum fails is skipped and the rest
+/// replayed, as e2fsck does, and said in e2fsck's words: "JBD2: Invalid
+/// checksum recovering data block N in log" for each, then "Journal
+/// checksum error found in IMG" (its EFSBADCRC). So is a descriptor
+/// block failing its checksum in a transaction that is not stale (nothing
+/// replayed). The corpus' j_corrupt_journal_block is one of the first.
+#[test]
+fn journal_copies_failing_their_checksums_are_said_as_e2fsck_says_them() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    // (journal blocks to damage, at which byte, what e2fsck says of it)
+    let cases: [(&[u64], u64, &[&str]); 3] = [
+        (
+            &[3],
+            100,
+            &["JBD2: Invalid checksum recovering data block 301 in log"],
+        ),
+        (
+            &[2, 6],
+            7,
+            &["JBD2: Invalid checksum recovering data block 300 in log\n\
+                 JBD2: Invalid checksum recovering data block 302 in log"],
+        ),
+        (&[1], 40, &[]),
+    ];
+    for (n, (blocks, byte, said)) in cases.into_iter().enumerate() {
+        let dir = TempDir::new(&format!("jcsum{n}"));
+        let img = dir.path("img");
+        make_image(
+            Command::new("mke2fs"),
+            &["-t", "ext4", "-b", "1024"],
+            &img,
+            "8M",
+        )
+        .unwrap();
+        let data = dir.path("data");
+        fs::write(
+            &data,
+            (0..2048u32)
+                .map(|i| (i * 7 % 251) as u8)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        // Two checksummed transactions: descriptor (journal block 1),
+        // copies of 300 and 301 (2, 3), commit (4); descriptor (5), copy
+        // of 302 (6), commit (7).
+        let cmds = dir.path("cmds");
+        let d = data.display();
+        fs::write(
+            &cmds,
+            format!("jo -c\njw -b 300,301 {d}\njc\njo -c\njw -b 302 {d}\njc\n"),
+        )
+        .unwrap();
+        let o = run(Command::new("debugfs")
+            .arg("-w")
+            .arg("-f")
+            .arg(&cmds)
+            .arg(&img));
+        assert!(o.status.success(), "debugfs: {o:?}");
+        for &b in blocks {
+            let at = debugfs_out(&img, &format!("bmap <8> {b}"))
+                .trim()
+                .parse::<u64>()
+                .unwrap();
+            poke(&img, at * 1024 + byte, &[0xee]);
+        }
+        let mut want: Vec<&str> = said.to_vec();
+        want.push("Journal checksum error found in IMG");
+        same_fy_as_e2fsck(&dir, &img, &want);
+    }
+}
+
 /// A revoke block whose r_count runs past the block stops e2fsck's journal
 /// recovery with EINVAL, said on stderr ("Invalid argument while
 /// recovering journal of IMG"), and the check goes on. Ours says the same

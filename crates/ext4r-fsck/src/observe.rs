@@ -54,6 +54,13 @@ pub struct JournalRecovered {
     pub fast_commit_records: usize,
     /// Why the recovery is incomplete, if it is.
     pub problem: Option<String>,
+    /// Filesystem blocks whose journal copy failed its checksum and was
+    /// not replayed, in the order met (e2fsck: "JBD2: Invalid checksum
+    /// recovering data block N in log").
+    pub bad_copies: Vec<u64>,
+    /// The recovery failed on a checksum (e2fsck: "Journal checksum error
+    /// found in DEVICE").
+    pub checksum_error: bool,
     /// The transaction whose commit block failed its checksum, where the
     /// replay stopped (e2fsck's `j_failed_commit`, said when the recovery
     /// itself succeeded).
@@ -78,6 +85,8 @@ impl JournalRecovered {
             }),
             fast_commit_records: r.fast_commit_applied,
             problem: r.problem.as_ref().map(|e| ext4r::error::chain(e)),
+            bad_copies: r.bad_copies.clone(),
+            checksum_error: r.checksum_error,
             failed_commit: r.failed_commit.filter(|_| r.problem.is_none()),
             invalid_argument: matches!(
                 &r.problem,

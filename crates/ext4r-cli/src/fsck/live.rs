@@ -320,6 +320,16 @@ impl Observer for Printer {
     fn journal_recovered(&mut self, j: &JournalRecovered) {
         // Where e2fsck says it: before the passes.
         self.say(&format!("{}: recovering journal\n", self.dev));
+        // What e2fsck's recovery prints as it replays.
+        for b in &j.bad_copies {
+            self.say(&format!(
+                "JBD2: Invalid checksum recovering data block {b} in log\n"
+            ));
+        }
+        // e2fsck's word for a recovery that returned EFSBADCRC.
+        if j.checksum_error {
+            self.say(&format!("Journal checksum error found in {}\n", self.dev));
+        }
         if j.invalid_argument {
             // e2fsck's com_err for the EINVAL its recovery returned.
             eprintln!(

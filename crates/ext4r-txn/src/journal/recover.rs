@@ -43,6 +43,14 @@ pub struct Recovery {
     /// with a bad checksum (that block is skipped, the rest replayed). The
     /// filesystem then needs a full check.
     pub problem: Option<Error>,
+    /// The filesystem blocks whose journal copy failed its checksum and
+    /// was skipped, in the order the replay met them (e2fsck says "JBD2:
+    /// Invalid checksum recovering data block N in log" for each).
+    pub bad_copies: Vec<u64>,
+    /// The recovery failed on a checksum: a copy skipped, or a transaction
+    /// whose descriptor failed its checksum though its commit is not
+    /// stale (e2fsck's `EFSBADCRC`: "Journal checksum error found").
+    pub checksum_error: bool,
     /// Journal copies replayed (one block may be replayed several times;
     /// the plan keeps the last).
     pub replayed: u64,
@@ -89,6 +97,10 @@ struct Walker<'j, J> {
     revokes: RevokeTable,
     plan: ReplayPlan,
     problem: Option<Error>,
+    /// See [`Recovery::bad_copies`].
+    bad_copies: Vec<u64>,
+    /// The pass that failed failed on a checksum.
+    failed_on_checksum: bool,
     replayed: u64,
     revoke_records: u64,
     revoke_hits: u64,
@@ -136,6 +148,8 @@ impl<J: BlockDevice> Journal<J> {
             revokes: RevokeTable::default(),
             plan: ReplayPlan::new(self.block_size),
             problem: None,
+            bad_copies: Vec::new(),
+            failed_on_checksum: false,
             replayed: 0,
             revoke_records: 0,
             revoke_hits: 0,
@@ -167,6 +181,13 @@ impl<J: BlockDevice> Journal<J> {
         // skipped block), as the kernel's last pass does, not after a
         // failed one.
         let hard = result.err();
+        // e2fsck's recovery returns the error of the pass that failed, else
+        // EFSBADCRC when a copy was skipped.
+        let checksum_error = if hard.is_some() {
+            w.failed_on_checksum
+        } else {
+            !w.bad_copies.is_empty()
+        };
         let fast_commit = if hard.is_none() { fast_commit } else { None };
         let problem = hard.or(w.problem);
         let end = w.end.unwrap_or(seq);
@@ -189,6 +210,8 @@ impl<J: BlockDevice> Journal<J> {
             failed_commit: w.failed_commit,
             journal_errno: sb.s_errno.get(),
             problem,
+            bad_copies: w.bad_copies,
+            checksum_error,
             replayed: w.replayed,
             revoke_records: w.revoke_records,
             revoke_hits: w.revoke_hits,
@@ -274,6 +297,7 @@ impl<J: BlockDevice> Walker<'_, J> {
                         .map_err(|e| corrupt_at(here, e))?;
                     if self.v2or3 && desc.verify_checksum(self.seed).is_err() {
                         if pass != Pass::Scan {
+                            self.failed_on_checksum = true;
                             return Err(corrupt_at(
                                 here,
                                 FormatError::invalid("descriptor block", "bad checksum"),
@@ -319,6 +343,7 @@ impl<J: BlockDevice> Walker<'_, J> {
                     let commit_time = head.map_or(0, |h| h.h_commit_sec.get());
                     if check_commit_time {
                         if commit_time >= last_commit_time {
+                            self.failed_on_checksum = true;
                             return Err(corrupt_at(
                                 here,
                                 FormatError::invalid(
@@ -426,6 +451,7 @@ impl<J: BlockDevice> Walker<'_, J> {
             // e2fsck skips a block whose checksum is wrong and replays the
             // rest; the recovery then counts as failed.
             if let Err(e) = tag.verify_data(self.layout, self.seed, tid, &data) {
+                self.bad_copies.push(target.0);
                 self.note(Error::corrupt(
                     format!("journal block {io} (copy of {target}, transaction {tid})"),
                     e,

@@ -120,6 +120,9 @@ fn bad_data_checksum_skips_the_block_and_fails_recovery() {
         t.dev.write_at(&[0xff], at).unwrap();
         let r = t.journal().recover(4096, 256);
         assert!(r.problem.is_some());
+        // Said as e2fsck says it: the block, and EFSBADCRC.
+        assert_eq!(r.bad_copies, [60]);
+        assert!(r.checksum_error);
         assert_eq!(r.next_sequence, 1, "a failed recovery keeps s_sequence");
         assert_eq!(
             planned(&r),
@@ -160,6 +163,7 @@ fn bad_descriptor_checksum_fails_unless_stale() {
     t.dev.write_at(&[0xee], t.map[4].0 * 1024 + 40).unwrap();
     let r = t.journal().recover(4096, 256);
     assert!(r.problem.is_some());
+    assert!(r.checksum_error && r.bad_copies.is_empty());
     assert!(r.plan.is_empty(), "a failed scan replays nothing");
 
     // The same with a commit time older than the one before: stale blocks
@@ -172,6 +176,7 @@ fn bad_descriptor_checksum_fails_unless_stale() {
     t.dev.write_at(&[0xee], t.map[4].0 * 1024 + 40).unwrap();
     let r = t.journal().recover(4096, 256);
     assert!(r.problem.is_none(), "{:?}", r.problem);
+    assert!(!r.checksum_error);
     assert_eq!(r.end_transaction, 2);
     assert_eq!(planned(&r), BTreeMap::from([(80, t.block(1))]));
 }
