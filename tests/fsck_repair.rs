@@ -1029,6 +1029,87 @@ fn bad_xattr_blocks_are_named_as_e2fsck_names_them() {
     );
 }
 
+/// A '.' and a '..' past a directory's first two entries are cleared
+/// (PR_2_DUP_DOT, PR_2_DUP_DOT_DOT) and, cleared, are no repeated names:
+/// e2fsck says nothing more of them (ours had said each again as a
+/// duplicate entry to clear). With metadata_csum the block they were in
+/// is written anew, so its checksum is not asked about either. The
+/// corpus' f_dupdot is the first case without checksums.
+#[test]
+fn a_dot_or_dotdot_past_the_first_two_is_cleared_once() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    for fs_type in ["ext2", "ext4"] {
+        let dir = TempDir::new(&format!("dupdot-{fs_type}"));
+        let img = dir.path("img");
+        make_image(
+            Command::new("mke2fs"),
+            &["-t", fs_type, "-b", "1024"],
+            &img,
+            "8M",
+        )
+        .unwrap();
+        let cmds = dir.path("cmds");
+        fs::write(
+            &cmds,
+            "mkdir d\nwrite /dev/null d/a\nwrite /dev/null d/bb\nwrite /dev/null d/ccc\n",
+        )
+        .unwrap();
+        let o = run(Command::new("debugfs")
+            .arg("-w")
+            .arg("-f")
+            .arg(&cmds)
+            .arg(&img));
+        assert!(o.status.success(), "debugfs: {o:?}");
+        // d's block: '.', '..', then 'a' (record at 24, name at 32) and
+        // 'bb' (record at 36, name at 44), renamed '.' and '..'.
+        let b: u64 = debugfs_out(&img, "bmap d 0").trim().parse().unwrap();
+        poke(&img, b * 1024 + 32, b".");
+        poke(&img, b * 1024 + 44, b"..");
+        let dup = [
+            "is duplicate '.' entry.\nFix? yes",
+            "is duplicate '..' entry.\nFix? yes",
+        ];
+        if fs_type == "ext2" {
+            same_fy_as_e2fsck(&dir, &img, &dup);
+            continue;
+        }
+        // With checksums e2fsck names the directory "???" (its path
+        // lookup reads the block, which fails its checksum until
+        // written); ours names it. The rest is the same.
+        let theirs = dir.path("theirs");
+        fs::copy(&img, &theirs).unwrap();
+        let e = run(Command::new("e2fsck").arg("-fy").arg(&theirs));
+        let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+        let text = |o: &std::process::Output| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.starts_with("Entry '"))
+                .map(|l| l.rsplit_once(": ").map_or(l, |(_, rest)| rest))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let (ours, their) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&e.stdout),
+        );
+        for said in dup {
+            assert!(
+                ours.contains(said) && their.contains(said),
+                "ours:\n{ours}\ne2fsck:\n{their}"
+            );
+        }
+        assert!(!ours.contains("Duplicate entry"), "{ours}");
+        assert!(!ours.contains("fails checksum"), "{ours}");
+        assert_eq!(text(&o), text(&e), "ours:\n{ours}\ne2fsck:\n{their}");
+        assert_eq!(o.status.code(), e.status.code(), "exit");
+        let (fn_rc, out) = e2fsck_fn(&img);
+        assert_eq!(fn_rc, 0, "e2fsck -fn after our repair:\n{out}");
+    }
+}
+
 /// A journal copy whose tag checksum fails is skipped and the rest
 /// replayed, as e2fsck does, and said in e2fsck's words: "JBD2: Invalid
 /// checksum recovering data block N in log" for each, then "Journal

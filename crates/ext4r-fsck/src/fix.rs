@@ -316,6 +316,23 @@ pub enum Fix {
 }
 
 impl Fix {
+    /// The directory block whose entries the fix changes (e2fsck's
+    /// `dir_modified` for that block), if it is one of those.
+    pub(crate) fn mends_dir_block(&self) -> Option<u64> {
+        match self {
+            Fix::DirEntryClear(b, ..)
+            | Fix::DirEntryRename(b, ..)
+            | Fix::DirEntryFiletype(b, ..)
+            | Fix::DirMakeDot(b, ..)
+            | Fix::DirMakeDotDot(b, ..)
+            | Fix::DirZeroByte(b, ..)
+            | Fix::DirSalvage(b, ..)
+            | Fix::DirEntryInode(b, ..)
+            | Fix::DirNameFix(b, ..) => Some(*b),
+            _ => None,
+        }
+    }
+
     /// Whether the fix writes inode `ino`'s record (and so stamps its
     /// checksum anew), as a fix e2fsck makes with `e2fsck_write_inode`.
     pub(crate) fn rewrites_inode(&self, ino: u32) -> bool {

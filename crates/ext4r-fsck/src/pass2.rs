@@ -728,7 +728,8 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             failed_csum = true;
         }
     }
-    if entries(c, dx, d, b, block, pre, hashed) && failed_csum {
+    let before = c.problems().mark();
+    if entries(c, dx, d, b, block, pre, hashed) && failed_csum && !mended(c, before, b.phys) {
         // PR_2_LEAF_NODE_ONLY_CSUM_INVALID, after the entries (in e2fsck
         // only for a block they left as it was; a repair here rewrites
         // the checksum either way).
@@ -742,6 +743,17 @@ fn dir_block(c: &mut Ctx, dx: &mut htree::DxDirs, b: &DirBlock, block: &[u8], pr
             crate::fix::Fix::DirBlockChecksum(b.phys, owner),
         );
     }
+}
+
+/// Whether a repair of the problems said since `mark` changes entries of
+/// block `phys`: e2fsck writes such a block (its checksum made anew) and
+/// asks about a checksum that fails only of a block it left as it was.
+fn mended(c: &Ctx, mark: usize, phys: u64) -> bool {
+    c.repairing()
+        && c.problems().list().get(mark..).is_some_and(|said| {
+            said.iter()
+                .any(|p| p.fix.as_ref().and_then(|f| f.mends_dir_block()) == Some(phys))
+        })
 }
 
 /// The entries of directory block `b` (of directory `c.dirs()[d]`); false
@@ -788,7 +800,12 @@ fn entries(
         flush(c, e.offset);
         let slot = if b.lblk == 0 { pos } else { 2 + pos };
         let name = e.name;
-        if e.inode.0 != 0 && dups_possible {
+        // A '.' or '..' past the first two is cleared in a repair
+        // (PR_2_DUP_DOT, PR_2_DUP_DOT_DOT, in `entry`): e2fsck goes on
+        // to the next entry then, and its name is no repeat. Left in
+        // place (-n), it is one as any other name is.
+        let dot_cleared = slot > 1 && (name == b"." || name == b"..") && c.repairing();
+        if e.inode.0 != 0 && dups_possible && !dot_cleared {
             names.push((name, e.offset, e.inode.0));
         }
         if e.inode.0 != 0 && slot > 1 {
@@ -815,20 +832,19 @@ fn entries(
             pre.and_then(|p| p.range),
         );
     }
-    repeated_names(c, d, b, names);
+    repeated_names(c, b, names);
     true
 }
 
-/// Names repeated within the block, found by sorting them. '.' and '..'
-/// twice are mended here; any other name twice is said once per
-/// directory and left to pass 3A, which looks for repeats over the whole
-/// directory (e2fsck's PR_2_REPORT_DUP_DIRENT, then its rehash's
-/// duplicate search). A directory already to be rebuilt is not looked at
+/// Names repeated within the block, found by sorting them: said once
+/// per directory and left to pass 3A, which looks for repeats over the
+/// whole directory (e2fsck's PR_2_REPORT_DUP_DIRENT, then its rehash's
+/// duplicate search). A '.' or '..' repeated is one of them when the
+/// entry was left in place (-n); a repair has cleared it. A directory already to be rebuilt is not looked at
 /// (e2fsck's `dups_found`). `names` are (name, offset, inode).
-fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], usize, u32)>) {
+fn repeated_names(c: &mut Ctx, b: &DirBlock, mut names: Vec<(&[u8], usize, u32)>) {
     let ino = b.ino;
     names.sort_unstable();
-    let owner = c.dirs()[d].owner();
     let scheduled = c.rehashes(ino);
     // The repeat e2fsck meets first walking the block: the lowest offset
     // of a name seen before it.
@@ -837,16 +853,7 @@ fn repeated_names(c: &mut Ctx, d: usize, b: &DirBlock, mut names: Vec<(&[u8], us
         if w[0].0 != w[1].0 {
             continue;
         }
-        let dots = w[0].0 == b"." || w[0].0 == b"..";
-        if dots {
-            let shown = crate::pathname::safe(w[0].0);
-            c.report(b.entry_at(w[1].1)).error_fix(
-                2,
-                ProblemCode::PR_2_DUPLICATE_DIRENT,
-                format!("Duplicate entry '{shown}' found in directory inode {ino}."),
-                crate::fix::Fix::DirEntryClear(b.phys, w[1].1, owner),
-            );
-        } else if !scheduled && first_repeat.is_none_or(|(at, _)| w[1].1 < at) {
+        if !scheduled && first_repeat.is_none_or(|(at, _)| w[1].1 < at) {
             first_repeat = Some((w[1].1, w[1].0));
         }
     }
