@@ -1029,6 +1029,61 @@ fn bad_xattr_blocks_are_named_as_e2fsck_names_them() {
     );
 }
 
+/// A fast symlink whose `i_blocks` is not 0 (an xattr inode's value
+/// charged to it, or damage) keeps its target: its `i_block` is read as
+/// the target, not as block numbers, and only the count is mended — the
+/// rule upstream e2fsprogs fixed in 2025 (ae7370a5, the corpus'
+/// f_ea_inode_fast_symlink). e2fsck 1.47.0 clears the "illegal blocks"
+/// the target's bytes make, and then the symlink.
+#[test]
+fn a_fast_symlink_counted_blocks_keeps_its_target() {
+    if !have("debugfs") || !have("e2fsck") || !have("mke2fs") {
+        eprintln!("SKIP: needs mke2fs, debugfs and e2fsck");
+        return;
+    }
+    for fs_type in ["ext2", "ext4"] {
+        let dir = TempDir::new(&format!("fastlink-{fs_type}"));
+        let img = dir.path("img");
+        make_image(
+            Command::new("mke2fs"),
+            &["-t", fs_type, "-b", "1024"],
+            &img,
+            "8M",
+        )
+        .unwrap();
+        let cmds = dir.path("cmds");
+        fs::write(&cmds, "symlink ln /some/target\nsif ln blocks 8\n").unwrap();
+        let o = run(Command::new("debugfs")
+            .arg("-w")
+            .arg("-f")
+            .arg(&cmds)
+            .arg(&img));
+        assert!(o.status.success(), "debugfs: {o:?}");
+        let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains("i_blocks is 8, should be 0.  Fix? yes"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("illegal block") && !out.contains("invalid"),
+            "{out}"
+        );
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        let stat = debugfs_out(&img, "stat ln");
+        assert!(stat.contains("Fast link dest: \"/some/target\""), "{stat}");
+        let (fn_rc, after) = e2fsck_fn(&img);
+        assert_eq!(fn_rc, 0, "e2fsck -fn after our repair:\n{after}");
+        let o = run(ext4r().arg("fsck").arg("-fn").arg(&img));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
+
 /// A '.' and a '..' past a directory's first two entries are cleared
 /// (PR_2_DUP_DOT, PR_2_DUP_DOT_DOT) and, cleared, are no repeated names:
 /// e2fsck says nothing more of them (ours had said each again as a
