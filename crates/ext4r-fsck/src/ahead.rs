@@ -134,7 +134,7 @@ impl<'a, F: Fn(usize) -> (u64, u64)> Ahead<'a, F> {
 /// [`Ahead`] has announced as it arrives and hands it to a look that
 /// announces what the records there name (indexed directories' roots,
 /// extent tree nodes, xattr blocks: [`inode_blocks`]), while the readers
-/// of the pass stay [`Scout::LAG`] reads behind it.
+/// of the pass stay [`Scout::lag`] reads behind it.
 ///
 /// Without it those blocks are announced when a reader reads the records
 /// naming them and wanted a moment later, behind every request of the

@@ -840,8 +840,9 @@ fn entries(
 /// per directory and left to pass 3A, which looks for repeats over the
 /// whole directory (e2fsck's PR_2_REPORT_DUP_DIRENT, then its rehash's
 /// duplicate search). A '.' or '..' repeated is one of them when the
-/// entry was left in place (-n); a repair has cleared it. A directory already to be rebuilt is not looked at
-/// (e2fsck's `dups_found`). `names` are (name, offset, inode).
+/// entry was left in place (-n); a repair has cleared it. A directory
+/// already to be rebuilt is not looked at (e2fsck's `dups_found`).
+/// `names` are (name, offset, inode).
 fn repeated_names(c: &mut Ctx, b: &DirBlock, mut names: Vec<(&[u8], usize, u32)>) {
     let ino = b.ino;
     names.sort_unstable();
