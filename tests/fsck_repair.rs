@@ -159,6 +159,31 @@ fn debugfs(img: &Path, cmd: &str) {
     );
 }
 
+/// Runs debugfs (read-write) on a script of commands, one session: what a
+/// command opens (a journal transaction) stays open for the next.
+fn debugfs_script(dir: &TempDir, img: &Path, script: &str) {
+    let cmds = dir.path("debugfs-script");
+    fs::write(&cmds, script).unwrap();
+    let o = run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(&cmds)
+        .arg(img));
+    assert!(o.status.success(), "debugfs: {o:?}");
+}
+
+/// The xattr block `path` names (its `File ACL`), panicking with the
+/// inode's stat when there is none.
+fn file_acl(img: &Path, path: &str) -> u64 {
+    let stat = debugfs_out(img, &format!("stat {path}"));
+    stat.split("File ACL: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .filter(|&b| b != 0)
+        .unwrap_or_else(|| panic!("no xattr block for {path}:\n{stat}"))
+}
+
 /// The inode number of `path`.
 fn inum(img: &Path, path: &str) -> u64 {
     let o = run(Command::new("debugfs")
@@ -549,23 +574,16 @@ fn external_journal_is_replayed_as_e2fsck_does() {
     let (d1, d2) = (dir.path("d1"), dir.path("d2"));
     fs::write(&d1, b"hello-one\n".repeat(410)).unwrap();
     fs::write(&d2, b"hello-two\n".repeat(820)).unwrap();
-    let cmds = dir.path("cmds");
-    fs::write(
-        &cmds,
-        format!(
+    debugfs_script(
+        &dir,
+        &img,
+        &format!(
             "jo -f {}\njw -b 10000 {}\njw -b 10001,10002 {}\njw -r 10002\njc\n",
             jdev.display(),
             d1.display(),
             d2.display()
         ),
-    )
-    .unwrap();
-    let o = run(Command::new("debugfs")
-        .arg("-w")
-        .arg("-f")
-        .arg(&cmds)
-        .arg(&img));
-    assert!(o.status.success(), "debugfs: {o:?}");
+    );
     assert!(debugfs_out(&img, "features").contains("needs_recovery"));
 
     let copy = |tag: &str| {
@@ -748,13 +766,7 @@ fn pass5_on_four_threads_finds_and_repairs_what_one_does() {
     for g in 0..groups {
         cmds += &format!("set_bg {g} checksum calc\n");
     }
-    let cmd_file = t.path("cmds");
-    fs::write(&cmd_file, cmds).unwrap();
-    let o = run(Command::new("debugfs")
-        .args(["-w", "-f"])
-        .arg(&cmd_file)
-        .arg(&img));
-    assert!(o.status.success(), "debugfs: {o:?}");
+    debugfs_script(&t, &img, &cmds);
     // The inode bitmaps of groups 1-90 zeroed (differences and bad
     // checksums in 84 groups), and the last group's block bitmap (its
     // padding).
@@ -863,13 +875,7 @@ fn entries_into_unused_inodes_restart_as_e2fsck_does() {
          set_bg 0 free_inodes_count 160\nset_bg 0 itable_unused 157\n\
          set_bg 0 checksum calc\nset_bg 1 flags 1\nset_bg 1 checksum calc\n"
     );
-    let cmds = dir.path("cmds");
-    fs::write(&cmds, script).unwrap();
-    run(Command::new("debugfs")
-        .arg("-w")
-        .arg("-f")
-        .arg(&cmds)
-        .arg(&img));
+    debugfs_script(&dir, &img, &script);
     same_fy_as_e2fsck(
         &dir,
         &img,
@@ -999,14 +1005,7 @@ fn bad_xattr_blocks_are_named_as_e2fsck_names_them() {
     for f in ["a", "b", "c"] {
         debugfs(&img, &format!("write {} {f}", hi.display()));
         debugfs(&img, &format!("ea_set -f {} {f} user.big", val.display()));
-        let stat = debugfs_out(&img, &format!("stat {f}"));
-        let blk: u64 = stat
-            .split("File ACL: ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no xattr block for {f}:\n{stat}"));
-        acl.push(blk);
+        acl.push(file_acl(&img, f));
     }
     poke(&img, acl[0] * 1024, &[0; 4]); // the magic
     poke(&img, acl[1] * 1024 + 1023, b"w"); // the value's last byte
@@ -1051,14 +1050,7 @@ fn a_fast_symlink_counted_blocks_keeps_its_target() {
             "8M",
         )
         .unwrap();
-        let cmds = dir.path("cmds");
-        fs::write(&cmds, "symlink ln /some/target\nsif ln blocks 8\n").unwrap();
-        let o = run(Command::new("debugfs")
-            .arg("-w")
-            .arg("-f")
-            .arg(&cmds)
-            .arg(&img));
-        assert!(o.status.success(), "debugfs: {o:?}");
+        debugfs_script(&dir, &img, "symlink ln /some/target\nsif ln blocks 8\n");
         let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(
@@ -1106,21 +1098,14 @@ fn a_dot_or_dotdot_past_the_first_two_is_cleared_once() {
             "8M",
         )
         .unwrap();
-        let cmds = dir.path("cmds");
-        fs::write(
-            &cmds,
+        debugfs_script(
+            &dir,
+            &img,
             "mkdir d\nwrite /dev/null d/a\nwrite /dev/null d/bb\nwrite /dev/null d/ccc\n",
-        )
-        .unwrap();
-        let o = run(Command::new("debugfs")
-            .arg("-w")
-            .arg("-f")
-            .arg(&cmds)
-            .arg(&img));
-        assert!(o.status.success(), "debugfs: {o:?}");
+        );
         // d's block: '.', '..', then 'a' (record at 24, name at 32) and
         // 'bb' (record at 36, name at 44), renamed '.' and '..'.
-        let b: u64 = debugfs_out(&img, "bmap d 0").trim().parse().unwrap();
+        let b = bmap(&img, "d", 0);
         poke(&img, b * 1024 + 32, b".");
         poke(&img, b * 1024 + 44, b"..");
         let dup = [
@@ -1213,25 +1198,14 @@ fn journal_copies_failing_their_checksums_are_said_as_e2fsck_says_them() {
         // Two checksummed transactions: descriptor (journal block 1),
         // copies of 300 and 301 (2, 3), commit (4); descriptor (5), copy
         // of 302 (6), commit (7).
-        let cmds = dir.path("cmds");
         let d = data.display();
-        fs::write(
-            &cmds,
-            format!("jo -c\njw -b 300,301 {d}\njc\njo -c\njw -b 302 {d}\njc\n"),
-        )
-        .unwrap();
-        let o = run(Command::new("debugfs")
-            .arg("-w")
-            .arg("-f")
-            .arg(&cmds)
-            .arg(&img));
-        assert!(o.status.success(), "debugfs: {o:?}");
+        debugfs_script(
+            &dir,
+            &img,
+            &format!("jo -c\njw -b 300,301 {d}\njc\njo -c\njw -b 302 {d}\njc\n"),
+        );
         for &b in blocks {
-            let at = debugfs_out(&img, &format!("bmap <8> {b}"))
-                .trim()
-                .parse::<u64>()
-                .unwrap();
-            poke(&img, at * 1024 + byte, &[0xee]);
+            poke(&img, bmap(&img, "<8>", b) * 1024 + byte, &[0xee]);
         }
         let mut want: Vec<&str> = said.to_vec();
         want.push("Journal checksum error found in IMG");
@@ -1259,17 +1233,8 @@ fn a_revoke_block_overflowing_its_count_is_an_invalid_argument() {
     )
     .unwrap();
     // One transaction: a revoke block (journal block 1) and its commit.
-    let cmds = dir.path("cmds");
-    fs::write(&cmds, "jo\njw -r 300\njc\n").unwrap();
-    run(Command::new("debugfs")
-        .arg("-w")
-        .arg("-f")
-        .arg(&cmds)
-        .arg(&img));
-    let revoke = debugfs_out(&img, "bmap <8> 1")
-        .trim()
-        .parse::<u64>()
-        .unwrap();
+    debugfs_script(&dir, &img, "jo\njw -r 300\njc\n");
+    let revoke = bmap(&img, "<8>", 1);
     // r_count (big-endian, after the 12-byte header): 65535.
     poke(&img, revoke * 1024 + 12, &[0, 0, 0xff, 0xff]);
     let theirs = dir.path("theirs");
@@ -1653,14 +1618,7 @@ fn lost_found_grows_past_scattered_free_blocks() {
         .map(|i| format!("rm a_fill/g{i:03}\n"))
         .collect();
     cmds.push_str("clri big\n");
-    let script = dir.path("cmds");
-    fs::write(&script, cmds).unwrap();
-    let o = run(Command::new("debugfs")
-        .arg("-w")
-        .arg("-f")
-        .arg(&script)
-        .arg(&img));
-    assert!(o.status.success());
+    debugfs_script(&dir, &img, &cmds);
     let o = run(ext4r().arg("fsck").arg("-fy").arg(&img));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(1), "{out}");
@@ -1837,14 +1795,7 @@ fn a_reserved_inodes_xattr_block_is_counted() {
     fs::write(&value, vec![b'v'; 300]).unwrap();
     debugfs(&base, &format!("write {} f", value.display()));
     debugfs(&base, &format!("ea_set -f {} f user.big", value.display()));
-    let stat = debugfs_out(&base, "stat f");
-    let acl: u64 = stat
-        .split("File ACL: ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|w| w.parse().ok())
-        .expect("an xattr block");
-    assert_ne!(acl, 0);
+    let acl = file_acl(&base, "f");
     for ino in [5u32, 7, 9] {
         let img = dir.path(&format!("img{ino}"));
         fs::copy(&base, &img).unwrap();
