@@ -369,9 +369,10 @@ fn run_passes(
 /// repair rebuilds an extent tree there (its pass 1E does).
 fn pass1e_heading(c: &mut ctx::Ctx, from: usize) {
     let rebuilds = c.repairing()
-        && c.problems().list()[from..]
-            .iter()
-            .any(|p| matches!(p.fix, Some(crate::fix::Fix::RebuildExtents(_))));
+        && c.problems().list().get(from..).is_some_and(|said| {
+            said.iter()
+                .any(|p| matches!(p.fix, Some(crate::fix::Fix::RebuildExtents(_))))
+        });
     if rebuilds {
         c.report(crate::problem::Subject::Filesystem).harmless(
             1,

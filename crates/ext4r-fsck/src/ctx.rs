@@ -878,9 +878,10 @@ impl Ctx {
     }
 
     /// Whether pass 4 counts every inode as it is: no link taken by pass
-    /// 3A, no EA inode lacking its flag.
+    /// 3A or added by a repair (lost+found's `..`), no EA inode lacking
+    /// its flag.
     pub(crate) fn counts_as_found(&self) -> bool {
-        self.ea_flag_missing.is_empty() && self.link_drops.is_empty()
+        self.ea_flag_missing.is_empty() && self.link_drops.is_empty() && self.link_adds.is_empty()
     }
 
     /// The encryption policy of inode `ino` (see [`Ctx::set_policy`]).

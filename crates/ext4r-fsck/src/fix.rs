@@ -316,20 +316,37 @@ pub enum Fix {
 }
 
 impl Fix {
-    /// The directory block whose entries the fix changes (e2fsck's
-    /// `dir_modified` for that block), if it is one of those.
-    pub(crate) fn mends_dir_block(&self) -> Option<u64> {
+    /// The directory block a fix edits (its physical number, to change
+    /// when the block moves) and the directory's owner.
+    pub(crate) fn dir_block_mut(&mut self) -> Option<(&mut u64, Owner)> {
         match self {
-            Fix::DirEntryClear(b, ..)
-            | Fix::DirEntryRename(b, ..)
-            | Fix::DirEntryFiletype(b, ..)
-            | Fix::DirMakeDot(b, ..)
-            | Fix::DirMakeDotDot(b, ..)
-            | Fix::DirZeroByte(b, ..)
-            | Fix::DirSalvage(b, ..)
-            | Fix::DirEntryInode(b, ..)
-            | Fix::DirNameFix(b, ..) => Some(*b),
+            Fix::DirBlockChecksum(b, o)
+            | Fix::DirEntryClear(b, _, o)
+            | Fix::DirEntryRename(b, _, _, o)
+            | Fix::DirEntryFiletype(b, _, _, o)
+            | Fix::DirMakeDot(b, _, o)
+            | Fix::DirMakeDotDot(b, _, o)
+            | Fix::DirZeroByte(b, _, o)
+            | Fix::DirSalvage(b, _, _, o)
+            | Fix::DirAddTail(b, o)
+            | Fix::DirEntryInode(b, _, _, o)
+            | Fix::DirNameFix(b, _, o) => Some((b, *o)),
             _ => None,
+        }
+    }
+
+    /// [`Fix::dir_block_mut`], read.
+    pub(crate) fn dir_block(&self) -> Option<(u64, Owner)> {
+        self.clone().dir_block_mut().map(|(b, o)| (*b, o))
+    }
+
+    /// Whether the fix (or one it groups) changes directory block `phys`
+    /// beyond its checksum: e2fsck's `dir_modified` for that block.
+    pub(crate) fn mends_dir_block(&self, phys: u64) -> bool {
+        match self {
+            Fix::Each(inner) => inner.iter().any(|f| f.mends_dir_block(phys)),
+            Fix::DirBlockChecksum(..) => false,
+            _ => self.dir_block().is_some_and(|(b, _)| b == phys),
         }
     }
 

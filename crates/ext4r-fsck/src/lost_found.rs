@@ -202,11 +202,8 @@ pub(crate) fn plan_expand(c: &mut Ctx, names: &[usize]) -> Option<(u32, Vec<u64>
         // slots: the blocks are taken in as few runs as free space allows
         // (first fit, as `free_blocks`, would rarely be one run on a
         // used filesystem, and nothing could be mapped).
-        let r = &info.inode.i_block;
-        let used = usize::from(u16::from_le_bytes([r[2], r[3]]));
-        let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
-        let depth = u16::from_le_bytes([r[6], r[7]]);
-        if depth != 0 || used >= max {
+        let (used, max) = leaf_root_slots(&info.inode.i_block)?;
+        if used >= max {
             return None;
         }
         let blocks = reserve_runs(c, n, max - used);
@@ -304,13 +301,9 @@ fn block_room(blk: &[u8], bs: u32, each: usize) -> usize {
 pub(crate) fn map_more(i: &mut Inode, blocks: &[u64], bs: u32, huge: bool) -> Vec<(u64, bool)> {
     let mut done = Vec::new();
     if i.flags().contains(InodeFlags::EXTENTS) {
-        let r = &mut i.i_block;
-        let n = usize::from(u16::from_le_bytes([r[2], r[3]]));
-        let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
-        let depth = u16::from_le_bytes([r[6], r[7]]);
-        if depth != 0 {
+        let Some((n, max)) = leaf_root_slots(&i.i_block) else {
             return done;
-        }
+        };
         // A size past 2^32 blocks (damaged) has no logical block to add at.
         let Ok(mut lblk) = u32::try_from(i.size() / u64::from(bs)) else {
             return done;
@@ -441,18 +434,26 @@ pub(crate) fn inode(
     Some(i)
 }
 
+/// An extent root of depth 0 (a leaf in the inode): its entries in use
+/// and its slots (`eh_max`, at most the four `i_block` holds), as read
+/// from the inode; None for a deeper root.
+fn leaf_root_slots(i_block: &[u8; 60]) -> Option<(usize, usize)> {
+    let half = |k: usize| u16::from_le_bytes([i_block[k], i_block[k + 1]]);
+    (half(6) == 0).then(|| (usize::from(half(2)), usize::from(half(4)).min(4)))
+}
+
 /// Maps block `b` at logical block 0: a free direct pointer, or a new
 /// first extent in a depth-0 root with room (the others shifted up).
 /// Whether it was mapped.
 pub(crate) fn map_block0(i: &mut Inode, b: u64) -> bool {
     if i.flags().contains(InodeFlags::EXTENTS) {
-        let r = &mut i.i_block;
-        let n = usize::from(u16::from_le_bytes([r[2], r[3]]));
-        let max = usize::from(u16::from_le_bytes([r[4], r[5]])).min(4);
-        let depth = u16::from_le_bytes([r[6], r[7]]);
-        if depth != 0 || n >= max {
+        let Some((n, max)) = leaf_root_slots(&i.i_block) else {
+            return false;
+        };
+        if n >= max {
             return false;
         }
+        let r = &mut i.i_block;
         r.copy_within(12..12 + n * 12, 24);
         r[12..24].fill(0);
         r[16..18].copy_from_slice(&1u16.to_le_bytes());

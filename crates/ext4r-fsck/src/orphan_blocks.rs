@@ -96,7 +96,11 @@ pub(crate) fn check(
     used: &mut InUse<'_>,
 ) -> Option<Stop> {
     let flags = inode.flags();
-    if flags.contains(InodeFlags::INLINE_DATA) || !has_blocks(inode) {
+    let wide = fs
+        .superblock()
+        .has_incompat(ext4r_format::features::Incompat::BIT64);
+    if flags.contains(InodeFlags::INLINE_DATA) || !crate::pass1_rules::has_valid_blocks(inode, wide)
+    {
         return None;
     }
     let mut w = Walk {
@@ -117,17 +121,6 @@ pub(crate) fn check(
         walk::block_map(&mut root, fs.block_size(), &mut w)
     };
     r.err()
-}
-
-/// libext2fs's `ext2fs_inode_has_valid_blocks2`: directories, regular
-/// files and symlinks too long for `i_block`.
-fn has_blocks(inode: &Inode) -> bool {
-    let kind = inode.mode() & 0o170_000;
-    match kind {
-        0o040_000 | 0o100_000 => true,
-        0o120_000 => inode.flags().contains(InodeFlags::EXTENTS) || inode.size() >= 60,
-        _ => false,
-    }
 }
 
 struct Walk<'a, 'b> {

@@ -8,7 +8,7 @@ use ext4r::fs::FileKind;
 use ext4r_format::features::{Compat, Incompat, RoCompat};
 use ext4r_format::inode::{
     ino as special, inode_checksum_matches, is_zeroed_inode, verify_inode_checksum, Inode,
-    InodeCsumInPlace, InodeFlags, I_BLOCK_SIZE,
+    InodeCsumInPlace, InodeFlags,
 };
 use ext4r_format::{num, GroupNr, InodeNr};
 
@@ -1015,7 +1015,9 @@ fn map_blocks(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, flags: Inode
         FileKind::Regular | FileKind::Directory | FileKind::Symlink => {
             if flags.contains(InodeFlags::INLINE_DATA) {
                 // Data in the inode: nothing to claim.
-            } else if kind == FileKind::Symlink && !symlink_has_blocks(inode, c.wide()) {
+            } else if kind == FileKind::Symlink
+                && !crate::pass1_rules::has_valid_blocks(inode, c.wide())
+            {
                 fast_symlink = true;
                 crate::pass1_rules::fast_symlink_flag(c, ino, flags);
             } else if flags.contains(InodeFlags::EXTENTS) {
@@ -1586,32 +1588,6 @@ fn has_inline_attr(c: &Ctx, ino: u32, inode: &Inode, rec: &[u8]) -> bool {
             .any(|x| ext4r_format::xattr::xattr_name_is(&x.name, b"system.data"))
     });
     found && crate::pass1_xattr::libext2fs_reads(c, inode, rec)
-}
-
-/// libext2fs's `ext2fs_inode_has_valid_blocks2` for a symlink, as fixed
-/// upstream (e2fsprogs ae7370a5, 2025, "fix fast symlink blocks check",
-/// the corpus' f_ea_inode_fast_symlink): whether `i_block` holds block
-/// numbers rather than the target. With no xattr block, `i_blocks` (the
-/// low 32 bits, `struct ext2_inode`'s: a high word alone leaves a fast
-/// symlink fast, damage seed 353 case 27) says so unless the size is
-/// that of a target in `i_block` (e2fsck 1.47.0 trusted `i_blocks`
-/// alone, read a fast symlink charged for an xattr inode's value as
-/// block numbers and cleared its target). With one, the size and the
-/// second word tell, as libext2fs guesses: the raw `i_file_acl` counts,
-/// whatever the checks make of it later (f_clear_xattr: a symlink's
-/// xattr block without the feature).
-fn symlink_has_blocks(inode: &Inode, wide: bool) -> bool {
-    let size = inode.size();
-    let fast_size = size != 0 && size < I_BLOCK_SIZE as u64;
-    if inode.file_acl(wide).0 == 0 {
-        return inode.i_blocks_lo.get() != 0 && !fast_size;
-    }
-    // `i_size` here: the low word alone.
-    let low = u64::from(inode.i_size_lo.get());
-    if low >= I_BLOCK_SIZE as u64 {
-        return true;
-    }
-    low > 4 && inode.block_words()[1] == 0
 }
 
 fn check_size(c: &mut Ctx, ino: u32, inode: &Inode, kind: FileKind, map: &MapResult) {

@@ -131,20 +131,14 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
         let msg = format!(
             "Inode {ino} extent tree could be more shallow ({depth}; could be <= {useful})"
         );
-        match crate::extent_rebuild::plan_accounted(c, ino, w.owner, found) {
-            // PR_NO_OK: left as it is, the tree is still sound.
-            Some(fix) => c.report(Subject::Inode(ino)).harmless_fix(
-                1,
-                ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH,
-                msg,
-                fix,
-            ),
-            None => c.report(Subject::Inode(ino)).harmless(
-                1,
-                ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH,
-                msg,
-            ),
-        }
+        // PR_NO_OK: left as it is, the tree is still sound.
+        let fix = crate::extent_rebuild::plan_accounted(c, ino, w.owner, found);
+        c.report(Subject::Inode(ino)).harmless_or_fix(
+            1,
+            ProblemCode::PR_1_EXTENT_BAD_MAX_DEPTH,
+            msg,
+            fix,
+        );
     }
     if judge && c.optimize_extents() {
         if let Some((code, msg)) = could_be_smaller(c, ino, &w.levels[..w.levels_used], depth) {
@@ -157,12 +151,8 @@ pub(crate) fn extents(c: &mut Ctx, ino: u32, inode: &Inode, want_runs: bool) -> 
                 }
                 _ => None,
             };
-            match fix {
-                Some(fix) => c
-                    .report(Subject::Inode(ino))
-                    .harmless_fix(1, code, msg, fix),
-                None => c.report(Subject::Inode(ino)).harmless(1, code, msg),
-            }
+            c.report(Subject::Inode(ino))
+                .harmless_or_fix(1, code, msg, fix);
         }
     }
     w.res
@@ -243,8 +233,8 @@ const MAX_LEVELS: usize = 8;
 
 /// e2fsck's `e2fsck_should_rebuild_extents`: a tree whose levels hold
 /// fewer entries than one level less (or fewer nodes) could is worth
-/// rebuilding. Said, never an error, and not a repair this version makes
-/// (e2fsck's pass 1E).
+/// rebuilding (e2fsck's pass 1E): said, never an error; the caller plans
+/// the rebuild. The problem to say, if any.
 fn could_be_smaller(
     c: &Ctx,
     ino: u32,

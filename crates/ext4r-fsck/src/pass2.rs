@@ -752,7 +752,7 @@ fn mended(c: &Ctx, mark: usize, phys: u64) -> bool {
     c.repairing()
         && c.problems().list().get(mark..).is_some_and(|said| {
             said.iter()
-                .any(|p| p.fix.as_ref().and_then(|f| f.mends_dir_block()) == Some(phys))
+                .any(|p| p.fix.as_ref().is_some_and(|f| f.mends_dir_block(phys)))
         })
 }
 

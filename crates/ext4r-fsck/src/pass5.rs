@@ -725,7 +725,9 @@ fn block_group(
     let mut f = Found {
         free,
         bitmap_free: free,
-        stored_free: (u64::from(d.free_blocks_count(x.wide)) + freed).saturating_sub(taken),
+        stored_free: u64::from(d.free_blocks_count(x.wide))
+            .saturating_add(freed)
+            .saturating_sub(taken),
         moved: i64::try_from(freed).unwrap_or(0) - i64::try_from(taken).unwrap_or(0),
         ..Found::default()
     };

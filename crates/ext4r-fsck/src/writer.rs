@@ -147,30 +147,7 @@ fn clones_first(fixes: &[Fix]) -> std::borrow::Cow<'_, [Fix]> {
 fn dir_block_fix(f: &Fix) -> bool {
     match f {
         Fix::Each(inner) => inner.iter().any(dir_block_fix),
-        _ => dir_fix_block(f).is_some(),
-    }
-}
-
-/// The block and owner of a fix of a directory block.
-fn dir_fix_block(f: &Fix) -> Option<(u64, Owner)> {
-    dir_fix_block_mut(&mut f.clone()).map(|(b, o)| (*b, o))
-}
-
-/// [`dir_fix_block`], with the block number to change.
-fn dir_fix_block_mut(f: &mut Fix) -> Option<(&mut u64, Owner)> {
-    match f {
-        Fix::DirBlockChecksum(b, o)
-        | Fix::DirEntryClear(b, _, o)
-        | Fix::DirEntryRename(b, _, _, o)
-        | Fix::DirEntryFiletype(b, _, _, o)
-        | Fix::DirMakeDot(b, _, o)
-        | Fix::DirMakeDotDot(b, _, o)
-        | Fix::DirZeroByte(b, _, o)
-        | Fix::DirSalvage(b, _, _, o)
-        | Fix::DirAddTail(b, o)
-        | Fix::DirEntryInode(b, _, _, o)
-        | Fix::DirNameFix(b, _, o) => Some((b, *o)),
-        _ => None,
+        _ => f.dir_block().is_some(),
     }
 }
 
@@ -180,7 +157,7 @@ fn retarget(f: &Fix, moved: &[(u32, u64, u64, u64)]) -> Fix {
     if let Fix::Each(inner) = f {
         return Fix::Each(inner.iter().map(|g| retarget(g, moved)).collect());
     }
-    let Some((b, o)) = dir_fix_block(f) else {
+    let Some((b, o)) = f.dir_block() else {
         return f.clone();
     };
     let Some(to) = moved
@@ -191,7 +168,7 @@ fn retarget(f: &Fix, moved: &[(u32, u64, u64, u64)]) -> Fix {
         return f.clone();
     };
     let mut g = f.clone();
-    if let Some((b, _)) = dir_fix_block_mut(&mut g) {
+    if let Some((b, _)) = g.dir_block_mut() {
         *b = to;
     }
     g
